@@ -1,0 +1,184 @@
+// tensor/dispatcher.cc: registration, dispatch tables and the dispatch loop.
+#include "tensor/dispatcher.h"
+
+#include <mutex>
+
+namespace kiln {
+
+const char* TagName(Tag t) {
+  switch (t) {
+    case Tag::pointwise: return "pointwise";
+    case Tag::reduction: return "reduction";
+    case Tag::view: return "view";
+    case Tag::inplace: return "inplace";
+    case Tag::nondeterministic_seeded: return "nondeterministic_seeded";
+    case Tag::core: return "core";
+    case Tag::data_dependent_output: return "data_dependent_output";
+    case Tag::dynamic_output_shape: return "dynamic_output_shape";
+    case Tag::inplace_view: return "inplace_view";
+  }
+  return "?";
+}
+
+Op::Op(const Registry* registry, FunctionSchema schema, uint32_t tags, Variants variants)
+    : registry_(registry), schema_(std::move(schema)), tags_(tags), variants_(variants) {
+  full_name_ = schema_.full_name();
+  base_name_ = schema_.name.substr(schema_.name.find("::") + 2);
+  for (size_t i = 0; i < schema_.arguments.size(); ++i)
+    if (schema_.arguments[i].alias.is_write) mutated_args_.push_back(static_cast<int>(i));
+}
+
+void Op::SetKernel(DispatchKey k, Kernel kernel) {
+  kernels_[static_cast<int>(k)] = kernel;
+  RebuildTable();
+}
+
+void Op::SetComposite(Kernel kernel) {
+  composite_ = kernel;
+  RebuildTable();
+}
+
+void Op::RebuildTable() {
+  const Registry& r = *registry_;
+  for (int i = 0; i < kNumDispatchKeys; ++i) {
+    auto k = static_cast<DispatchKey>(i);
+    if (kernels_[i]) table_[i] = kernels_[i];
+    else if (composite_) table_[i] = composite_;
+    else if (r.fallback(k)) table_[i] = r.fallback(k);
+    else table_[i] = Kernel{};
+  }
+}
+
+DispatchKeySet Op::ComputeKeys(const Stack& stack) const {
+  DispatchKeySet ks;
+  for (const IValue& v : stack) {
+    if (v.is_tensor()) {
+      const Tensor& t = v.to_tensor();
+      if (t.defined()) ks = ks | t->keys();
+    } else if (v.is_tensor_list()) {
+      for (const Tensor& t : v.to_tensor_list()) if (t.defined()) ks = ks | t->keys();
+    } else if (v.is_optional_tensor_list()) {
+      for (const auto& t : v.to_optional_tensor_list()) if (t && t->defined()) ks = ks | (*t)->keys();
+    }
+  }
+  if (ks.empty()) {
+    // Factory functions: the device argument picks the backend.
+    for (const IValue& v : stack)
+      if (auto* d = std::get_if<Device>(&v.variant())) { ks = DispatchKeySet(BackendKey(*d)); break; }
+  }
+  const LocalDispatchKeySet& tls = TlsLocalDispatchKeySet();
+  ks = (ks | tls.included) - tls.excluded;
+  if (ks.empty()) ks = DispatchKeySet(DispatchKey::CPU);  // factory functions default to CPU
+  return ks;
+}
+
+void Op::Redispatch(DispatchKeySet keys, Stack& stack) const {
+  const Registry& registry = *registry_;
+  while (true) {
+    DispatchKey k = keys.highest();
+    const Kernel& kernel = table_[static_cast<int>(k)];
+    if (kernel) {
+      if (mutated_args_.empty() || k > DispatchKey::Meta) {
+        kernel.fn(*this, keys, stack, kernel.ctx);
+        return;
+      }
+      // A backend kernel writes these arguments: bump their version counters (autograd checks
+      // saved tensors against them). Collected first because the kernel consumes the stack.
+      absl::InlinedVector<Tensor, 2> written;
+      for (int i : mutated_args_) {
+        const IValue& v = stack[i];
+        if (v.is_tensor() && v.to_tensor().defined()) written.push_back(v.to_tensor());
+        else if (v.is_tensor_list()) for (const Tensor& t : v.to_tensor_list()) written.push_back(t);
+      }
+      kernel.fn(*this, keys, stack, kernel.ctx);
+      for (const Tensor& t : written) t->bump_version();
+      return;
+    }
+    if (k != DispatchKey::Undefined && registry.is_fallthrough(k)) {
+      keys = keys.remove(k);
+      continue;
+    }
+    std::string backend = DispatchKeyName(k);
+    throw NotImplementedError(StrCat(
+        "Could not run '", full_name_, "' with arguments from the '", backend,
+        "' backend. '", full_name_, "' has no kernel registered for '", backend, "'",
+        k == DispatchKey::CUDA ? " (CUDA kernels are not built into this version of kiln)" : ""));
+  }
+}
+
+Registry::Registry() {
+  fallthrough_[static_cast<int>(DispatchKey::Functionalize)] = true;
+  fallthrough_[static_cast<int>(DispatchKey::Autograd)] = true;
+  fallthrough_[static_cast<int>(DispatchKey::Tracing)] = true;
+}
+
+Registry& Registry::Get() {
+  static Registry* registry = [] {
+    auto* r = new Registry();
+    return r;
+  }();
+  static std::once_flag once;
+  std::call_once(once, [] { RegisterBuiltinOps(*registry); });
+  return *registry;
+}
+
+OpDef Registry::Def(const std::string& schema_text, std::initializer_list<Tag> tags, Variants variants) {
+  FunctionSchema schema = ParseSchema(schema_text);
+  uint32_t bits = 0;
+  for (Tag t : tags) bits |= static_cast<uint32_t>(t);
+  if (schema.is_mutable() && !schema.returns.empty() && schema.returns[0].alias.is_write &&
+      schema.overload != "out" && schema.name.back() == '_')
+    bits |= static_cast<uint32_t>(Tag::inplace);
+  std::string full = schema.full_name();
+  KILN_INTERNAL_ASSERT(ops_.count(full) == 0, "op registered twice: ", full);
+  auto op = std::make_unique<Op>(this, std::move(schema), bits, variants);
+  Op* raw = op.get();
+  ops_[full] = std::move(op);
+  OpPacket*& packet = packet_index_[raw->schema().name];
+  if (packet == nullptr) {
+    packets_.push_back(std::make_unique<OpPacket>());
+    packet = packets_.back().get();
+    packet->qualified_name = raw->schema().name;
+    packet->name = raw->base_name();
+  }
+  packet->overloads.push_back(raw);
+  packet->variants = static_cast<Variants>(packet->variants | variants);
+  return OpDef(raw);
+}
+
+Op* Registry::Find(const std::string& full_name) const {
+  auto it = ops_.find(full_name);
+  return it == ops_.end() ? nullptr : it->second.get();
+}
+
+const Op& Registry::FindOrThrow(const std::string& full_name) const {
+  Op* op = Find(full_name);
+  KILN_INTERNAL_ASSERT(op != nullptr, "no op named ", full_name);
+  return *op;
+}
+
+OpPacket* Registry::FindPacket(const std::string& qualified_name) const {
+  auto it = packet_index_.find(qualified_name);
+  return it == packet_index_.end() ? nullptr : it->second;
+}
+
+std::vector<Op*> Registry::ops() const {
+  std::vector<Op*> out;
+  for (auto& [name, op] : ops_) out.push_back(op.get());
+  return out;
+}
+
+void Registry::SetFallback(DispatchKey k, Kernel kernel) {
+  fallbacks_[static_cast<int>(k)] = kernel;
+  RebuildAll();
+}
+
+void Registry::SetFallthrough(DispatchKey k, bool fallthrough) {
+  fallthrough_[static_cast<int>(k)] = fallthrough;
+}
+
+void Registry::RebuildAll() {
+  for (auto& [name, op] : ops_) op->RebuildTable();
+}
+
+}  // namespace kiln

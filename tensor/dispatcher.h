@@ -1,0 +1,314 @@
+// tensor/dispatcher.h: the op registry and the dispatcher.
+//
+// Each overload ("aten::add.Tensor") is an Op: its schema, tags and a dispatch table with one
+// kernel slot per DispatchKey. An op is declared once, in tensor/ops/<family>.cc:
+//
+//   r.Def("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+//         {Tag::pointwise}, kFunctionAndMethod)
+//       .Meta<&AddMeta>()           // sizes/strides/dtype over SymInt: Meta and Fake keys
+//       .Impl<&AddCPU>(DispatchKey::CPU);
+//
+// Kernels are ordinary typed C++ functions; Impl<> wraps them into boxed kernels that take their
+// arguments from a Stack (ivalue.h). A composite kernel (Composite<>) is built from other ops and
+// fills every slot without a kernel of its own, so autograd, tracing and fake tensors all see
+// the ops it decomposes into. Calls go through Op::Call (boxed) or CallOp<Ret>(op, args...)
+// (typed, in ops.h). See Note [Dispatch key order] in dispatch_key.h.
+#pragma once
+
+#include <array>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "tensor/ivalue.h"
+#include "tensor/schema.h"
+
+namespace kiln {
+
+enum class Tag : uint32_t {
+  pointwise = 1u << 0,
+  reduction = 1u << 1,
+  view = 1u << 2,
+  inplace = 1u << 3,
+  nondeterministic_seeded = 1u << 4,
+  core = 1u << 5,
+  data_dependent_output = 1u << 6,
+  dynamic_output_shape = 1u << 7,
+  inplace_view = 1u << 8,
+};
+const char* TagName(Tag t);
+constexpr int kNumTags = 9;
+
+// Whether an op is reachable as kiln.<name> (function), Tensor.<name> (method), or both.
+enum Variants : uint8_t { kFunction = 1, kMethod = 2, kFunctionAndMethod = 3 };
+
+class Op;
+using BoxedKernelFn = void (*)(const Op& op, DispatchKeySet keys, Stack& stack, void* ctx);
+
+struct Kernel {
+  BoxedKernelFn fn = nullptr;
+  void* ctx = nullptr;  // e.g. a Python callable for kernels defined in Python
+  explicit operator bool() const { return fn != nullptr; }
+};
+
+class Op {
+ public:
+  Op(const class Registry* registry, FunctionSchema schema, uint32_t tags, Variants variants);
+
+  const FunctionSchema& schema() const { return schema_; }
+  const std::string& name() const { return full_name_; }  // "aten::add.Tensor"
+  const std::string& base_name() const { return base_name_; }  // "add"
+  uint32_t tags() const { return tags_; }
+  bool has_tag(Tag t) const { return tags_ & static_cast<uint32_t>(t); }
+  Variants variants() const { return variants_; }
+  const std::vector<int>& mutated_args() const { return mutated_args_; }
+
+  // Boxed call: arguments on the stack (all of them, defaults filled) are replaced by results.
+  void Call(Stack& stack) const { Redispatch(ComputeKeys(stack), stack); }
+  // Call the kernel of the highest key in `keys` (for kernels that handle one layer).
+  void Redispatch(DispatchKeySet keys, Stack& stack) const;
+  DispatchKeySet ComputeKeys(const Stack& stack) const;
+
+  bool HasKernel(DispatchKey k) const { return static_cast<bool>(kernels_[static_cast<int>(k)]); }
+  bool HasComposite() const { return static_cast<bool>(composite_); }
+  void SetKernel(DispatchKey k, Kernel kernel);
+  void SetComposite(Kernel kernel);
+  const Kernel& table_entry(DispatchKey k) const { return table_[static_cast<int>(k)]; }
+  void RebuildTable();
+
+  // Slots the later layers fill (autograd's derivative, aot's decomposition); opaque here.
+  std::shared_ptr<void> autograd_info;
+  std::shared_ptr<void> decomposition;
+
+ private:
+  const class Registry* registry_;
+  FunctionSchema schema_;
+  std::string full_name_, base_name_;
+  uint32_t tags_;
+  Variants variants_;
+  std::vector<int> mutated_args_;
+  std::array<Kernel, kNumDispatchKeys> kernels_{};
+  Kernel composite_;
+  std::array<Kernel, kNumDispatchKeys> table_{};
+};
+
+// All overloads of one name ("aten::add"), in registration order (the order Python tries them).
+struct OpPacket {
+  std::string qualified_name;  // "aten::add"
+  std::string name;            // "add"
+  std::vector<Op*> overloads;
+  Variants variants = kFunction;
+};
+
+class OpDef;
+
+class Registry {
+ public:
+  static Registry& Get();  // registers the built-in ops on first use
+  OpDef Def(const std::string& schema, std::initializer_list<Tag> tags = {}, Variants variants = kFunction);
+
+  Op* Find(const std::string& full_name) const;  // "aten::add.Tensor"; "aten::add" = default overload
+  const Op& FindOrThrow(const std::string& full_name) const;
+  OpPacket* FindPacket(const std::string& qualified_name) const;
+  const std::vector<std::unique_ptr<OpPacket>>& packets() const { return packets_; }
+  std::vector<Op*> ops() const;
+
+  // A layer-wide kernel for a key, used by ops with no kernel of their own there.
+  void SetFallback(DispatchKey k, Kernel kernel);
+  // Keys that pass calls down when an op has no kernel for them.
+  void SetFallthrough(DispatchKey k, bool fallthrough);
+  const Kernel& fallback(DispatchKey k) const { return fallbacks_[static_cast<int>(k)]; }
+  bool is_fallthrough(DispatchKey k) const { return fallthrough_[static_cast<int>(k)]; }
+
+ private:
+  Registry();
+  void RebuildAll();
+  std::map<std::string, std::unique_ptr<Op>> ops_;
+  std::map<std::string, OpPacket*> packet_index_;
+  std::vector<std::unique_ptr<OpPacket>> packets_;
+  std::array<Kernel, kNumDispatchKeys> fallbacks_{};
+  std::array<bool, kNumDispatchKeys> fallthrough_{};
+};
+
+// Registers every built-in op family (tensor/ops/register.cc).
+void RegisterBuiltinOps(Registry& r);
+
+// ---------------------------------------------------------------------------------------------
+// Typed <-> boxed conversion.
+
+namespace boxing {
+
+template <typename T, typename = void> struct Unbox;
+#define KILN_UNBOX(T, EXPR) \
+  template <> struct Unbox<T> { static T get(IValue& v) { return EXPR; } };
+KILN_UNBOX(Tensor, v.to_tensor())
+KILN_UNBOX(int64_t, v.to_int())
+KILN_UNBOX(double, v.to_double())
+KILN_UNBOX(bool, v.to_bool())
+KILN_UNBOX(SymInt, v.to_symint())
+KILN_UNBOX(Scalar, v.to_scalar())
+KILN_UNBOX(std::string, v.to_string())
+KILN_UNBOX(ScalarType, v.to_scalar_type())
+KILN_UNBOX(Device, v.to_device())
+KILN_UNBOX(Generator, v.to_generator())
+KILN_UNBOX(Layout, v.to_layout())
+KILN_UNBOX(MemoryFormat, v.to_memory_format())
+KILN_UNBOX(std::vector<int64_t>, v.to_int_list())
+KILN_UNBOX(std::vector<SymInt>, v.to_symint_list())
+KILN_UNBOX(std::vector<double>, v.to_double_list())
+KILN_UNBOX(std::vector<bool>, v.to_bool_list())
+KILN_UNBOX(std::vector<Tensor>, v.to_tensor_list())
+KILN_UNBOX(OptionalTensorList, v.to_optional_tensor_list())
+#undef KILN_UNBOX
+template <typename T> struct Unbox<std::optional<T>> {
+  static std::optional<T> get(IValue& v) {
+    if (v.is_none()) return std::nullopt;
+    return Unbox<T>::get(v);
+  }
+};
+
+template <typename T> struct Box {
+  static void push(Stack& s, T&& v) { s.emplace_back(std::move(v)); }
+};
+template <typename... Ts> struct Box<std::tuple<Ts...>> {
+  static void push(Stack& s, std::tuple<Ts...>&& t) {
+    std::apply([&](auto&&... xs) { (s.emplace_back(std::move(xs)), ...); }, std::move(t));
+  }
+};
+
+template <typename Ret> struct Pop {
+  static Ret get(Stack& s) { return boxing::Unbox<Ret>::get(s.at(0)); }
+};
+template <typename... Ts> struct Pop<std::tuple<Ts...>> {
+  template <size_t... I>
+  static std::tuple<Ts...> get_impl(Stack& s, std::index_sequence<I...>) {
+    return std::tuple<Ts...>(boxing::Unbox<Ts>::get(s.at(I))...);
+  }
+  static std::tuple<Ts...> get(Stack& s) { return get_impl(s, std::index_sequence_for<Ts...>{}); }
+};
+template <> struct Pop<void> { static void get(Stack&) {} };
+
+template <typename F> struct FnTraits;
+template <typename R, typename... A> struct FnTraits<R (*)(A...)> {
+  using Ret = R;
+  using Args = std::tuple<std::decay_t<A>...>;
+  static constexpr size_t kArity = sizeof...(A);
+};
+
+// The boxed kernel for a typed function F: unbox, call, box the results.
+template <auto F>
+struct WrapKernel {
+  using Traits = FnTraits<decltype(F)>;
+  template <size_t... I>
+  static typename Traits::Ret CallUnboxed(Stack& s, std::index_sequence<I...>) {
+    return F(Unbox<std::tuple_element_t<I, typename Traits::Args>>::get(s[I])...);
+  }
+  static void Boxed(const Op& op, DispatchKeySet, Stack& s, void*) {
+    KILN_INTERNAL_ASSERT(s.size() == Traits::kArity, op.name(), " got ", s.size(),
+                         " boxed arguments, its kernel takes ", Traits::kArity);
+    if constexpr (std::is_void_v<typename Traits::Ret>) {
+      CallUnboxed(s, std::make_index_sequence<Traits::kArity>{});
+      s.clear();
+    } else {
+      auto result = CallUnboxed(s, std::make_index_sequence<Traits::kArity>{});
+      s.clear();
+      Box<typename Traits::Ret>::push(s, std::move(result));
+    }
+  }
+  static Kernel Get() { return Kernel{&Boxed, nullptr}; }
+};
+
+}  // namespace boxing
+
+// What a meta function computes for one output.
+struct TensorMeta {
+  SymDimVector sizes;
+  SymDimVector strides;  // empty: contiguous
+  ScalarType dtype = ScalarType::Float32;
+  Device device;
+};
+
+// A tensor with the layout `m` describes: allocated on CPU, storage-less on meta.
+Tensor EmptyFromMeta(const TensorMeta& m);
+
+namespace boxing {
+// Meta kernels from meta functions: TensorMeta results become storage-less meta tensors.
+inline Tensor MetaToTensor(TensorMeta m) {
+  m.device = Device(DeviceType::Meta);
+  return EmptyFromMeta(m);
+}
+template <typename T> struct MetaResult { static T convert(T&& v) { return std::move(v); } };
+template <> struct MetaResult<TensorMeta> {
+  static Tensor convert(TensorMeta&& m) { return MetaToTensor(std::move(m)); }
+};
+template <typename... Ts> struct MetaResult<std::tuple<Ts...>> {
+  static auto convert(std::tuple<Ts...>&& t) {
+    return std::apply([](auto&&... m) { return std::make_tuple(MetaToTensor(std::move(m))...); }, std::move(t));
+  }
+};
+template <auto F>
+struct WrapMeta {
+  using Traits = FnTraits<decltype(F)>;
+  template <size_t... I>
+  static auto CallUnboxed(Stack& s, std::index_sequence<I...>) {
+    return MetaResult<typename Traits::Ret>::convert(F(Unbox<std::tuple_element_t<I, typename Traits::Args>>::get(s[I])...));
+  }
+  static void Boxed(const Op&, DispatchKeySet, Stack& s, void*) {
+    auto result = CallUnboxed(s, std::make_index_sequence<Traits::kArity>{});
+    s.clear();
+    Box<decltype(result)>::push(s, std::move(result));
+  }
+};
+}  // namespace boxing
+
+// Builder returned by Registry::Def.
+class OpDef {
+ public:
+  explicit OpDef(Op* op) : op_(op) {}
+  template <auto F> OpDef& Impl(DispatchKey k) {
+    op_->SetKernel(k, boxing::WrapKernel<F>::Get());
+    return *this;
+  }
+  // The same function on every backend (views and other metadata-only ops).
+  template <auto F> OpDef& AllBackends() {
+    for (DispatchKey k : {DispatchKey::CPU, DispatchKey::CUDA, DispatchKey::Meta, DispatchKey::Fake})
+      op_->SetKernel(k, boxing::WrapKernel<F>::Get());
+    return *this;
+  }
+  template <auto F> OpDef& Meta() {
+    Kernel k{&boxing::WrapMeta<F>::Boxed, nullptr};
+    op_->SetKernel(DispatchKey::Meta, k);
+    op_->SetKernel(DispatchKey::Fake, k);
+    return *this;
+  }
+  template <auto F> OpDef& Composite() {
+    op_->SetComposite(boxing::WrapKernel<F>::Get());
+    return *this;
+  }
+  Op* op() const { return op_; }
+
+ private:
+  Op* op_;
+};
+
+// Typed call through the dispatcher.
+template <typename Ret, typename... Args>
+Ret CallOp(const Op& op, Args&&... args) {
+  Stack s;
+  s.reserve(sizeof...(Args));
+  (s.emplace_back(std::forward<Args>(args)), ...);
+  op.Call(s);
+  return boxing::Pop<Ret>::get(s);
+}
+
+// The Op for a full name, looked up once per call site.
+#define KILN_OP(full_name)                                                             \
+  ([]() -> const ::kiln::Op& {                                                         \
+    static const ::kiln::Op& op = ::kiln::Registry::Get().FindOrThrow(full_name);      \
+    return op;                                                                         \
+  }())
+
+}  // namespace kiln

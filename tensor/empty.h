@@ -1,0 +1,21 @@
+// tensor/empty.h: allocating tensors: empty with sizes (and strides), from a TensorMeta, like another.
+#pragma once
+
+#include "tensor/dispatcher.h"
+#include "tensor/tensor_impl.h"
+
+namespace kiln {
+
+// Uninitialised tensor. CPU allocates; meta has no storage; CUDA raises until CUDA kernels exist.
+Tensor EmptyTensor(const SymDimVector& sizes, ScalarType dtype, Device device,
+                   const SymDimVector& strides = {});
+Tensor EmptyTensor(const DimVector& sizes, ScalarType dtype, Device device);
+// Same sizes/dtype/device as `like`, contiguous.
+Tensor EmptyLike(const Tensor& like);
+Tensor EmptyLike(const Tensor& like, ScalarType dtype);
+// A new view of `base`'s storage with other sizes/strides/offset (shares the version counter).
+Tensor MakeView(const Tensor& base, SymDimVector sizes, SymDimVector strides, SymInt offset);
+// Number of bytes a strided layout spans (0 when any size is 0).
+int64_t StorageBytesFor(const DimVector& sizes, const DimVector& strides, int64_t offset, int64_t itemsize);
+
+}  // namespace kiln

@@ -1,0 +1,81 @@
+// tensor/loops.cc: operand alignment and dimension coalescing for the iterators.
+#include "tensor/loops.h"
+
+namespace kiln {
+
+ElementwiseIter::ElementwiseIter(std::initializer_list<Operand> operands) : n_(static_cast<int>(operands.size())) {
+  KILN_INTERNAL_ASSERT(n_ <= kMaxOperands);
+  const Tensor& out = *operands.begin()->tensor;
+  DimVector shape = out.sizes();
+  const int nd = static_cast<int>(shape.size());
+  numel_ = out.numel();
+  int t = 0;
+  for (const Operand& op : operands) {
+    if (op.value != nullptr) {
+      strides_[t] = DimVector(nd, 0);
+      base_[t] = const_cast<char*>(static_cast<const char*>(op.value));
+      ++t;
+      continue;
+    }
+    const Tensor& x = *op.tensor;
+    DimVector st(nd, 0);
+    const int xd = static_cast<int>(x.dim());
+    KILN_INTERNAL_ASSERT(xd <= nd, "operand has more dims than the output");
+    DimVector xs = x.sizes(), xst = x.strides();
+    const int64_t item = x->itemsize();
+    for (int d = 0; d < xd; ++d) {
+      int od = nd - xd + d;
+      KILN_INTERNAL_ASSERT(xs[d] == shape[od] || xs[d] == 1, "operand does not broadcast");
+      st[od] = xs[d] == 1 && shape[od] != 1 ? 0 : xst[d] * item;
+    }
+    strides_[t] = std::move(st);
+    base_[t] = static_cast<char*>(x.raw_data());
+    ++t;
+  }
+  // Drop size-1 dims, then merge dim d into d+1 when contiguous for every operand.
+  DimVector new_shape;
+  std::array<DimVector, kMaxOperands> new_strides;
+  for (int d = 0; d < nd; ++d) {
+    if (shape[d] == 1) continue;
+    if (!new_shape.empty()) {
+      bool mergeable = true;
+      for (int k = 0; k < n_; ++k)
+        mergeable = mergeable && new_strides[k].back() == strides_[k][d] * shape[d];
+      if (mergeable) {
+        new_shape.back() *= shape[d];
+        for (int k = 0; k < n_; ++k) new_strides[k].back() = strides_[k][d];
+        continue;
+      }
+    }
+    new_shape.push_back(shape[d]);
+    for (int k = 0; k < n_; ++k) new_strides[k].push_back(strides_[k][d]);
+  }
+  shape_ = std::move(new_shape);
+  for (int k = 0; k < n_; ++k) strides_[k] = std::move(new_strides[k]);
+}
+
+ReduceIter::ReduceIter(const Tensor& input, const std::vector<bool>& reduce_mask) {
+  base_ = static_cast<const char*>(input.raw_data());
+  DimVector sizes = input.sizes(), strides = input.strides();
+  const int64_t item = input->itemsize();
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (reduce_mask[d]) {
+      reduce_size_ *= sizes[d];
+      if (sizes[d] == 1) continue;
+      if (!red_shape_.empty() && red_strides_.back() == strides[d] * item * sizes[d]) {
+        red_shape_.back() *= sizes[d];
+        red_strides_.back() = strides[d] * item;
+      } else {
+        red_shape_.push_back(sizes[d]);
+        red_strides_.push_back(strides[d] * item);
+      }
+    } else {
+      num_outputs_ *= sizes[d];
+      out_shape_.push_back(sizes[d]);
+      out_strides_.push_back(strides[d] * item);
+    }
+  }
+  inner_contiguous_ = red_shape_.size() <= 1 && (red_shape_.empty() || red_strides_[0] == item);
+}
+
+}  // namespace kiln

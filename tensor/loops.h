@@ -1,0 +1,200 @@
+// tensor/loops.h: iteration over elementwise ops (with broadcasting) and over reductions.
+//
+// ElementwiseIter lines up an output and its inputs on the output's shape (inputs broadcast with
+// stride 0), merges dimensions that are contiguous in every operand, and calls an inner loop
+// `loop(char* const* ptrs, const int64_t* byte_strides, int64_t n)` over the innermost dimension,
+// in parallel over the outer ones for large tensors. CpuKernel builds that inner loop from a
+// scalar lambda with fast paths for contiguous operands and broadcast scalars, which the C++
+// compiler vectorises.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "runtime/thread_pool.h"
+#include "tensor/tensor_impl.h"
+
+namespace kiln {
+
+constexpr int64_t kGrainSize = 32768;
+
+// One operand of an elementwise loop: a tensor, or one value broadcast everywhere (a Python
+// number converted to the compute type, so `x + 1` allocates no tensor for the 1).
+struct Operand {
+  Operand(const Tensor& t) : tensor(&t) {}  // NOLINT
+  static Operand Broadcast(const void* value) { Operand o; o.value = value; return o; }
+  const Tensor* tensor = nullptr;
+  const void* value = nullptr;
+ private:
+  Operand() = default;
+};
+
+class ElementwiseIter {
+ public:
+  static constexpr int kMaxOperands = 6;
+  // operands[0] is the output; all inputs must broadcast to its shape.
+  ElementwiseIter(std::initializer_list<Operand> operands);
+
+  int ntensors() const { return n_; }
+  int64_t numel() const { return numel_; }
+  int ndim() const { return static_cast<int>(shape_.size()); }
+
+  // loop(ptrs, byte_strides, n) over innermost runs; parallel when numel >= grain.
+  template <typename Loop>
+  void Run(const Loop& loop, int64_t grain = kGrainSize) const;
+
+ private:
+  int n_;
+  int64_t numel_ = 1;
+  DimVector shape_;  // coalesced, innermost last
+  std::array<DimVector, kMaxOperands> strides_;  // bytes
+  std::array<char*, kMaxOperands> base_;
+};
+
+template <typename Loop>
+void ElementwiseIter::Run(const Loop& loop, int64_t grain) const {
+  if (numel_ == 0) return;
+  const int nd = ndim();
+  if (nd == 0) {
+    int64_t zero[kMaxOperands] = {0};
+    char* ptrs[kMaxOperands];
+    for (int t = 0; t < n_; ++t) ptrs[t] = base_[t];
+    loop(ptrs, zero, 1);
+    return;
+  }
+  const int64_t inner = shape_[nd - 1];
+  const int64_t outer = numel_ / inner;
+  int64_t inner_strides[kMaxOperands];
+  for (int t = 0; t < n_; ++t) inner_strides[t] = strides_[t][nd - 1];
+  // Work unit: one inner run; split large inner runs when there is a single outer index.
+  if (outer == 1) {
+    ParallelFor(0, inner, grain, [&](int64_t b, int64_t e) {
+      char* ptrs[kMaxOperands];
+      for (int t = 0; t < n_; ++t) ptrs[t] = base_[t] + b * inner_strides[t];
+      loop(ptrs, inner_strides, e - b);
+    });
+    return;
+  }
+  const int64_t rows_grain = std::max<int64_t>(1, grain / std::max<int64_t>(inner, 1));
+  ParallelFor(0, outer, rows_grain, [&](int64_t b, int64_t e) {
+    DimVector idx(nd - 1, 0);
+    int64_t rem = b;
+    for (int d = nd - 2; d >= 0; --d) {
+      idx[d] = rem % shape_[d];
+      rem /= shape_[d];
+    }
+    char* ptrs[kMaxOperands];
+    for (int64_t row = b; row < e; ++row) {
+      for (int t = 0; t < n_; ++t) {
+        char* p = base_[t];
+        for (int d = 0; d < nd - 1; ++d) p += idx[d] * strides_[t][d];
+        ptrs[t] = p;
+      }
+      loop(ptrs, inner_strides, inner);
+      for (int d = nd - 2; d >= 0; --d) {
+        if (++idx[d] < shape_[d]) break;
+        idx[d] = 0;
+      }
+    }
+  });
+}
+
+namespace detail {
+template <typename T> inline T Load(const char* p) { T v; std::memcpy(&v, p, sizeof(T)); return v; }
+}  // namespace detail
+
+// out_t f(in_t...) applied elementwise. Inputs must already have the types the lambda takes.
+template <typename Out, typename... In, typename F>
+void CpuKernel(const ElementwiseIter& iter, const F& f) {
+  constexpr int kN = sizeof...(In);
+  iter.Run([&](char* const* ptrs, const int64_t* strides, int64_t n) {
+    bool contiguous = strides[0] == sizeof(Out);
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      ((contiguous = contiguous && strides[I + 1] == sizeof(In)), ...);
+    }(std::index_sequence_for<In...>{});
+    Out* out = reinterpret_cast<Out*>(ptrs[0]);
+    if (contiguous) {
+      std::array<const char*, kN> in{};
+      for (int k = 0; k < kN; ++k) in[k] = ptrs[k + 1];
+      [&]<size_t... I>(std::index_sequence<I...>) {
+        std::tuple<const In*...> typed{reinterpret_cast<const In*>(in[I])...};
+        for (int64_t j = 0; j < n; ++j) out[j] = f(std::get<I>(typed)[j]...);
+      }(std::index_sequence_for<In...>{});
+      return;
+    }
+    if constexpr (kN == 2) {
+      // One contiguous operand and one broadcast scalar: the other common fast path.
+      using A = std::tuple_element_t<0, std::tuple<In...>>;
+      using B = std::tuple_element_t<1, std::tuple<In...>>;
+      if (strides[0] == sizeof(Out) && strides[1] == sizeof(A) && strides[2] == 0) {
+        const A* a = reinterpret_cast<const A*>(ptrs[1]);
+        const B b = detail::Load<B>(ptrs[2]);
+        for (int64_t j = 0; j < n; ++j) out[j] = f(a[j], b);
+        return;
+      }
+      if (strides[0] == sizeof(Out) && strides[1] == 0 && strides[2] == sizeof(B)) {
+        const A a = detail::Load<A>(ptrs[1]);
+        const B* b = reinterpret_cast<const B*>(ptrs[2]);
+        for (int64_t j = 0; j < n; ++j) out[j] = f(a, b[j]);
+        return;
+      }
+    }
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      for (int64_t j = 0; j < n; ++j) {
+        Out v = f(detail::Load<In>(ptrs[I + 1] + j * strides[I + 1])...);
+        std::memcpy(ptrs[0] + j * strides[0], &v, sizeof(Out));
+      }
+    }(std::index_sequence_for<In...>{});
+  });
+}
+
+// Reductions. The input is viewed as [outputs..., reduced...]; for each output element, `reduce`
+// gets the element pointer run(s) of its reduced elements.
+class ReduceIter {
+ public:
+  // `reduce_mask[d]` marks the dimensions of `input` that are reduced.
+  ReduceIter(const Tensor& input, const std::vector<bool>& reduce_mask);
+  int64_t num_outputs() const { return num_outputs_; }
+  int64_t reduce_size() const { return reduce_size_; }
+  // For output index o (row-major over the kept dims), calls
+  // visit(const char* base, int64_t inner_n, int64_t inner_stride_bytes) for each inner run.
+  template <typename Visit>
+  void ForEachRun(int64_t o, const Visit& visit) const;
+  // True when every output reads one contiguous run of reduce_size elements.
+  bool inner_contiguous() const { return inner_contiguous_; }
+
+ private:
+  const char* base_;
+  int64_t num_outputs_ = 1, reduce_size_ = 1;
+  DimVector out_shape_, out_strides_;   // kept dims (bytes)
+  DimVector red_shape_, red_strides_;   // reduced dims, coalesced (bytes), innermost last
+  bool inner_contiguous_ = false;
+};
+
+template <typename Visit>
+void ReduceIter::ForEachRun(int64_t o, const Visit& visit) const {
+  const char* p = base_;
+  for (int d = static_cast<int>(out_shape_.size()) - 1; d >= 0; --d) {
+    p += (o % out_shape_[d]) * out_strides_[d];
+    o /= out_shape_[d];
+  }
+  const int nr = static_cast<int>(red_shape_.size());
+  if (nr == 0) { visit(p, 1, 0); return; }
+  const int64_t inner = red_shape_[nr - 1], inner_stride = red_strides_[nr - 1];
+  int64_t outer = reduce_size_ / std::max<int64_t>(inner, 1);
+  if (inner == 0) return;
+  DimVector idx(nr > 1 ? nr - 1 : 0, 0);
+  for (int64_t r = 0; r < outer; ++r) {
+    const char* q = p;
+    for (int d = 0; d < nr - 1; ++d) q += idx[d] * red_strides_[d];
+    visit(q, inner, inner_stride);
+    for (int d = nr - 2; d >= 0; --d) {
+      if (++idx[d] < red_shape_[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,501 @@
+// tensor/ops/binary.cc: binary pointwise ops (add, sub, mul, div, comparisons, maximum, ...).
+//
+// Every binary op is one BinarySpec: a name, an element function over the compute type, and how
+// the result dtype follows from the operands (promoted, bool for comparisons, float for true
+// division). From the spec come the Tensor and Scalar overloads, the in-place variants and the
+// out= variants, each with its meta function, so adding an op is one table row.
+#include <cmath>
+
+#include "tensor/ops/common.h"
+
+namespace kiln {
+namespace {
+
+enum class ResultKind { Promoted, Bool, Float };
+enum class DtypeSet { All, Numeric, IntegralAndBool, Floating };
+
+struct BinarySpec {
+  const char* name;
+  ResultKind result;
+  DtypeSet dtypes;
+  bool has_alpha;      // add/sub: a + alpha * b
+  bool has_scalar;     // a .Scalar overload exists
+};
+
+ScalarType ComputeType(const BinarySpec& spec, ScalarType promoted) {
+  if (spec.result == ResultKind::Float && IsIntegral(promoted, true)) return GetDefaultDtype();
+  return promoted;
+}
+ScalarType ResultDtype(const BinarySpec& spec, ScalarType promoted) {
+  return spec.result == ResultKind::Bool ? ScalarType::Bool : ComputeType(spec, promoted);
+}
+
+void CheckDtype(const BinarySpec& spec, ScalarType t) {
+  bool ok = spec.dtypes == DtypeSet::All ||
+            (spec.dtypes == DtypeSet::Numeric && t != ScalarType::Bool) ||
+            (spec.dtypes == DtypeSet::IntegralAndBool && IsIntegral(t, true)) ||
+            (spec.dtypes == DtypeSet::Floating && IsFloating(t));
+  KILN_CHECK(ok, "\"", spec.name, "\" not implemented for '", ScalarTypeDisplayName(t), "'");
+}
+
+// Element functions over the opmath type T.
+template <typename T> T FloorDivide(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    if (b == 0) throw Error("ZeroDivisionError");
+    T q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+    return q;
+  } else {
+    if (b == 0) return a / b;
+    T m = std::fmod(a, b);
+    T div = (a - m) / b;
+    if (m != 0 && ((b < 0) != (m < 0))) div -= 1;
+    T floordiv = std::floor(div);
+    if (div - floordiv > T(0.5)) floordiv += 1;
+    return div == 0 ? std::copysign(T(0), a / b) : floordiv;
+  }
+}
+template <typename T> T Remainder(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    if (b == 0) throw Error("ZeroDivisionError");
+    T r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+  } else {
+    T r = std::fmod(a, b);
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+  }
+}
+template <typename T> T PowInt(T base, T exp) {
+  if (exp < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exp % 2 == 0) ? 1 : -1;
+    throw Error("Integers to negative integer powers are not allowed.");
+  }
+  T result = 1;
+  while (exp) {
+    if (exp & 1) result *= base;
+    exp >>= 1;
+    base *= base;
+  }
+  return result;
+}
+
+// Applies the op named by `spec` to opmath values; `alpha` is used by add/sub.
+template <typename T>
+struct BinaryFn {
+  int op;
+  T alpha;
+  T operator()(T a, T b) const;
+};
+
+enum Op : int {
+  kAdd, kSub, kMul, kDiv, kDivTrunc, kDivFloor, kRemainder, kFmod, kPow, kMaximum, kMinimum,
+  kEq, kNe, kLt, kLe, kGt, kGe, kLogicalAnd, kLogicalOr, kLogicalXor, kBitAnd, kBitOr, kBitXor,
+  kAtan2, kFloorDivide, kFmax, kFmin, kHypot, kCopysign, kXlogy, kNumOps
+};
+
+const BinarySpec kSpecs[kNumOps] = {
+    {"add", ResultKind::Promoted, DtypeSet::All, true, true},
+    {"sub", ResultKind::Promoted, DtypeSet::Numeric, true, true},
+    {"mul", ResultKind::Promoted, DtypeSet::All, false, true},
+    {"div", ResultKind::Float, DtypeSet::All, false, true},
+    {"div_trunc", ResultKind::Promoted, DtypeSet::Numeric, false, false},
+    {"div_floor", ResultKind::Promoted, DtypeSet::Numeric, false, false},
+    {"remainder", ResultKind::Promoted, DtypeSet::Numeric, false, true},
+    {"fmod", ResultKind::Promoted, DtypeSet::Numeric, false, true},
+    {"pow", ResultKind::Promoted, DtypeSet::Numeric, false, true},
+    {"maximum", ResultKind::Promoted, DtypeSet::All, false, false},
+    {"minimum", ResultKind::Promoted, DtypeSet::All, false, false},
+    {"eq", ResultKind::Bool, DtypeSet::All, false, true},
+    {"ne", ResultKind::Bool, DtypeSet::All, false, true},
+    {"lt", ResultKind::Bool, DtypeSet::All, false, true},
+    {"le", ResultKind::Bool, DtypeSet::All, false, true},
+    {"gt", ResultKind::Bool, DtypeSet::All, false, true},
+    {"ge", ResultKind::Bool, DtypeSet::All, false, true},
+    {"logical_and", ResultKind::Bool, DtypeSet::All, false, false},
+    {"logical_or", ResultKind::Bool, DtypeSet::All, false, false},
+    {"logical_xor", ResultKind::Bool, DtypeSet::All, false, false},
+    {"bitwise_and", ResultKind::Promoted, DtypeSet::IntegralAndBool, false, true},
+    {"bitwise_or", ResultKind::Promoted, DtypeSet::IntegralAndBool, false, true},
+    {"bitwise_xor", ResultKind::Promoted, DtypeSet::IntegralAndBool, false, true},
+    {"atan2", ResultKind::Float, DtypeSet::All, false, false},
+    {"floor_divide", ResultKind::Promoted, DtypeSet::Numeric, false, true},
+    {"fmax", ResultKind::Promoted, DtypeSet::All, false, false},
+    {"fmin", ResultKind::Promoted, DtypeSet::All, false, false},
+    {"hypot", ResultKind::Float, DtypeSet::Floating, false, false},
+    {"copysign", ResultKind::Float, DtypeSet::All, false, false},
+    {"xlogy", ResultKind::Float, DtypeSet::All, false, false},
+};
+
+template <typename T>
+T BinaryFn<T>::operator()(T a, T b) const {
+  switch (op) {
+    case kAdd: return alpha == T(1) ? T(a + b) : T(a + alpha * b);
+    case kSub: return alpha == T(1) ? T(a - b) : T(a - alpha * b);
+    case kMul:
+      if constexpr (std::is_same_v<T, bool>) return a && b; else return a * b;
+    case kDiv: return a / b;
+    case kDivTrunc:
+      if constexpr (std::is_integral_v<T>) { if (b == 0) throw Error("ZeroDivisionError"); return a / b; }
+      else return std::trunc(a / b);
+    case kDivFloor: case kFloorDivide:
+      if constexpr (std::is_same_v<T, bool>) return a; else return FloorDivide(a, b);
+    case kRemainder: if constexpr (std::is_same_v<T, bool>) return a; else return Remainder(a, b);
+    case kFmod:
+      if constexpr (std::is_integral_v<T>) { if (b == 0) throw Error("ZeroDivisionError"); return a % b; }
+      else return std::fmod(a, b);
+    case kPow:
+      if constexpr (std::is_integral_v<T>) { if constexpr (std::is_same_v<T, bool>) return a || !b; else return PowInt(a, b); }
+      else return std::pow(a, b);
+    case kMaximum:
+      if constexpr (!std::is_integral_v<T>) { if (a != a) return a; if (b != b) return b; }
+      return a > b ? a : b;
+    case kMinimum:
+      if constexpr (!std::is_integral_v<T>) { if (a != a) return a; if (b != b) return b; }
+      return a < b ? a : b;
+    case kEq: return a == b;
+    case kNe: return a != b;
+    case kLt: return a < b;
+    case kLe: return a <= b;
+    case kGt: return a > b;
+    case kGe: return a >= b;
+    case kLogicalAnd: return (a != T(0)) && (b != T(0));
+    case kLogicalOr: return (a != T(0)) || (b != T(0));
+    case kLogicalXor: return (a != T(0)) != (b != T(0));
+    case kBitAnd: if constexpr (std::is_integral_v<T>) return a & b; else return a;
+    case kBitOr: if constexpr (std::is_integral_v<T>) return a | b; else return a;
+    case kBitXor: if constexpr (std::is_integral_v<T>) return a ^ b; else return a;
+    case kAtan2: if constexpr (!std::is_integral_v<T>) return std::atan2(a, b); else return a;
+    case kFmax: if constexpr (!std::is_integral_v<T>) return std::fmax(a, b); else return a > b ? a : b;
+    case kFmin: if constexpr (!std::is_integral_v<T>) return std::fmin(a, b); else return a < b ? a : b;
+    case kHypot: if constexpr (!std::is_integral_v<T>) return std::hypot(a, b); else return a;
+    case kCopysign: if constexpr (!std::is_integral_v<T>) return std::copysign(a, b); else return a;
+    case kXlogy:
+      if constexpr (!std::is_integral_v<T>) {
+        if (b != b) return b;
+        if (a == 0) return 0;
+        return a * std::log(b);
+      } else return a;
+  }
+  return a;
+}
+
+// The elementwise loop: out[i] = f(a[i], b[i]) with a and b already in compute type C.
+template <int kOp, typename C, typename Out>
+void RunTyped(const ElementwiseIter& iter, opmath_t<C> alpha) {
+  using M = opmath_t<C>;
+  BinaryFn<M> f{kOp, alpha};
+  CpuKernel<Out, C, C>(iter, [f](C a, C b) -> Out { return static_cast<Out>(f(M(a), M(b))); });
+}
+
+template <int kOp>
+void RunBinary(const ElementwiseIter& iter, ScalarType compute, ScalarType out, const Scalar& alpha) {
+  KILN_DISPATCH_ALL(compute, kSpecs[kOp].name, [&] {
+    using C = scalar_t;
+    using M = opmath_t<C>;
+    if (out == ScalarType::Bool && compute != ScalarType::Bool) RunTyped<kOp, C, bool>(iter, alpha.to<M>());
+    else RunTyped<kOp, C, C>(iter, alpha.to<M>());
+  });
+}
+
+// Writes f(a, b) into `out` (already sized). b_scalar, when given, replaces b.
+template <int kOp>
+void BinaryInto(const Tensor& out, const Tensor& a, const Tensor* b, const Scalar* b_scalar,
+                ScalarType compute, const Scalar& alpha) {
+  if (out.numel() == 0) return;
+  const BinarySpec& spec = kSpecs[kOp];
+  CheckDtype(spec, compute);
+  // Comparisons and logical ops write bool; everything else writes the compute type.
+  ScalarType loop_out = spec.result == ResultKind::Bool ? ScalarType::Bool : compute;
+  Tensor dst = out.dtype() == loop_out ? out : EmptyLike(out, loop_out);
+  Tensor ac = CastTo(a, compute);
+  if (b_scalar) {
+    alignas(16) char value[16];
+    KILN_DISPATCH_ALL(compute, spec.name, [&] {
+      scalar_t v = b_scalar->to<scalar_t>();
+      std::memcpy(value, &v, sizeof(v));
+    });
+    ElementwiseIter iter({dst, ac, Operand::Broadcast(value)});
+    RunBinary<kOp>(iter, compute, loop_out, alpha);
+  } else {
+    Tensor bc = CastTo(*b, compute);
+    ElementwiseIter iter({dst, ac, bc});
+    RunBinary<kOp>(iter, compute, loop_out, alpha);
+  }
+  if (!dst.is_same(out)) {
+    Tensor o = out;
+    ops::copy_(o, dst);
+  }
+}
+
+// --- Meta functions ------------------------------------------------------------------------
+
+template <int kOp>
+TensorMeta MetaTensor(const Tensor& a, const Tensor& b) {
+  const BinarySpec& spec = kSpecs[kOp];
+  ScalarType promoted = ResultType(a, b);
+  CheckDtype(spec, promoted);
+  return ElementwiseMeta(spec.name, a, b, ResultDtype(spec, promoted));
+}
+template <int kOp>
+TensorMeta MetaScalar(const Tensor& a, const Scalar& b) {
+  const BinarySpec& spec = kSpecs[kOp];
+  ScalarType promoted = ResultType(a, b);
+  CheckDtype(spec, promoted);
+  return TensorMeta{a->sym_sizes(), {}, ResultDtype(spec, promoted), a.device()};
+}
+
+void CheckAlpha(const char* op, const Tensor& a, const Scalar& alpha, ScalarType promoted) {
+  KILN_CHECK(!(alpha.is_floating() && IsIntegral(promoted, true)), "For integral input tensors, argument alpha must "
+             "not be a floating point number.");
+  (void)op;
+  (void)a;
+}
+
+// --- Functional kernels --------------------------------------------------------------------
+
+template <int kOp>
+Tensor FunctionalTensor(const Tensor& a, const Tensor& b) {
+  TensorMeta m = MetaTensor<kOp>(a, b);
+  Tensor out = EmptyFromMeta(m);
+  BinaryInto<kOp>(out, a, &b, nullptr, ComputeType(kSpecs[kOp], ResultType(a, b)), Scalar(int64_t(1)));
+  return out;
+}
+template <int kOp>
+Tensor FunctionalScalar(const Tensor& a, const Scalar& b) {
+  TensorMeta m = MetaScalar<kOp>(a, b);
+  Tensor out = EmptyFromMeta(m);
+  BinaryInto<kOp>(out, a, nullptr, &b, ComputeType(kSpecs[kOp], ResultType(a, b)), Scalar(int64_t(1)));
+  return out;
+}
+template <int kOp>
+Tensor AlphaTensor(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  TensorMeta m = MetaTensor<kOp>(a, b);
+  CheckAlpha(kSpecs[kOp].name, a, alpha, m.dtype);
+  Tensor out = EmptyFromMeta(m);
+  BinaryInto<kOp>(out, a, &b, nullptr, m.dtype, alpha);
+  return out;
+}
+template <int kOp>
+Tensor AlphaScalar(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  TensorMeta m = MetaScalar<kOp>(a, b);
+  CheckAlpha(kSpecs[kOp].name, a, alpha, m.dtype);
+  Tensor out = EmptyFromMeta(m);
+  BinaryInto<kOp>(out, a, nullptr, &b, m.dtype, alpha);
+  return out;
+}
+template <int kOp> TensorMeta AlphaTensorMeta(const Tensor& a, const Tensor& b, const Scalar&) { return MetaTensor<kOp>(a, b); }
+template <int kOp> TensorMeta AlphaScalarMeta(const Tensor& a, const Scalar& b, const Scalar&) { return MetaScalar<kOp>(a, b); }
+
+// --- In-place kernels: the result must fit self's shape and dtype -------------------------
+
+void CheckInplace(const BinarySpec& spec, const Tensor& self, const SymDimVector& broadcast, ScalarType result) {
+  KILN_CHECK(broadcast == self->sym_sizes(), "output with shape ", ShapeStr(self),
+             " doesn't match the broadcast shape ", SizesToString(broadcast));
+  KILN_CHECK(CanCast(result, self.dtype()), "result type ", ScalarTypeDisplayName(result),
+             " can't be cast to the desired output type ", ScalarTypeDisplayName(self.dtype()));
+  (void)spec;
+}
+
+template <int kOp>
+Tensor InplaceTensorImpl(Tensor self, const Tensor& b, const Scalar& alpha, bool run) {
+  const BinarySpec& spec = kSpecs[kOp];
+  ScalarType promoted = ResultType(self, b);
+  CheckDtype(spec, promoted);
+  CheckInplace(spec, self, BroadcastShapes(spec.name, self->sym_sizes(), b->sym_sizes()), ResultDtype(spec, promoted));
+  if (run) BinaryInto<kOp>(self, self, &b, nullptr, ComputeType(spec, promoted), alpha);
+  return self;
+}
+template <int kOp>
+Tensor InplaceScalarImpl(Tensor self, const Scalar& b, const Scalar& alpha, bool run) {
+  const BinarySpec& spec = kSpecs[kOp];
+  ScalarType promoted = ResultType(self, b);
+  CheckDtype(spec, promoted);
+  CheckInplace(spec, self, self->sym_sizes(), ResultDtype(spec, promoted));
+  if (run) BinaryInto<kOp>(self, self, nullptr, &b, ComputeType(spec, promoted), alpha);
+  return self;
+}
+template <int kOp> Tensor InplaceTensor(Tensor self, const Tensor& b) { return InplaceTensorImpl<kOp>(self, b, 1, true); }
+template <int kOp> Tensor InplaceTensorMeta(Tensor self, const Tensor& b) { return InplaceTensorImpl<kOp>(self, b, 1, false); }
+template <int kOp> Tensor InplaceScalar(Tensor self, const Scalar& b) { return InplaceScalarImpl<kOp>(self, b, 1, true); }
+template <int kOp> Tensor InplaceScalarMeta(Tensor self, const Scalar& b) { return InplaceScalarImpl<kOp>(self, b, 1, false); }
+template <int kOp> Tensor InplaceAlphaTensor(Tensor self, const Tensor& b, const Scalar& a) { return InplaceTensorImpl<kOp>(self, b, a, true); }
+template <int kOp> Tensor InplaceAlphaTensorMeta(Tensor self, const Tensor& b, const Scalar& a) { return InplaceTensorImpl<kOp>(self, b, a, false); }
+template <int kOp> Tensor InplaceAlphaScalar(Tensor self, const Scalar& b, const Scalar& a) { return InplaceScalarImpl<kOp>(self, b, a, true); }
+template <int kOp> Tensor InplaceAlphaScalarMeta(Tensor self, const Scalar& b, const Scalar& a) { return InplaceScalarImpl<kOp>(self, b, a, false); }
+
+template <int kOp>
+Tensor OutTensor(const Tensor& a, const Tensor& b, Tensor out) {
+  TensorMeta m = MetaTensor<kOp>(a, b);
+  ResizeOut(kSpecs[kOp].name, out, m);
+  BinaryInto<kOp>(out, a, &b, nullptr, ComputeType(kSpecs[kOp], ResultType(a, b)), 1);
+  return out;
+}
+template <int kOp>
+Tensor OutAlphaTensor(const Tensor& a, const Tensor& b, const Scalar& alpha, Tensor out) {
+  TensorMeta m = MetaTensor<kOp>(a, b);
+  ResizeOut(kSpecs[kOp].name, out, m);
+  BinaryInto<kOp>(out, a, &b, nullptr, ComputeType(kSpecs[kOp], ResultType(a, b)), alpha);
+  return out;
+}
+
+// --- rounding-mode division ----------------------------------------------------------------
+
+Tensor DivMode(const Tensor& a, const Tensor& b, std::optional<std::string> mode) {
+  if (!mode) return FunctionalTensor<kDiv>(a, b);
+  KILN_CHECK_VALUE(*mode == "trunc" || *mode == "floor",
+                   "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
+  return *mode == "trunc" ? FunctionalTensor<kDivTrunc>(a, b) : FunctionalTensor<kDivFloor>(a, b);
+}
+TensorMeta DivModeMeta(const Tensor& a, const Tensor& b, std::optional<std::string> mode) {
+  return mode ? MetaTensor<kDivTrunc>(a, b) : MetaTensor<kDiv>(a, b);
+}
+Tensor DivModeScalar(const Tensor& a, const Scalar& b, std::optional<std::string> mode) {
+  if (!mode) return FunctionalScalar<kDiv>(a, b);
+  KILN_CHECK_VALUE(*mode == "trunc" || *mode == "floor",
+                   "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
+  return *mode == "trunc" ? FunctionalScalar<kDivTrunc>(a, b) : FunctionalScalar<kDivFloor>(a, b);
+}
+TensorMeta DivModeScalarMeta(const Tensor& a, const Scalar& b, std::optional<std::string> mode) {
+  return mode ? MetaScalar<kDivTrunc>(a, b) : MetaScalar<kDiv>(a, b);
+}
+
+// rsub(a, b, alpha) = b - alpha * a
+Tensor RsubTensor(const Tensor& a, const Tensor& b, const Scalar& alpha) { return ops::sub(b, a, alpha); }
+Tensor RsubScalar(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  return CallOp<Tensor>(KILN_OP("aten::sub.Tensor"), WrapScalar(b, a.device()), a, alpha);
+}
+// Scalar ** Tensor
+Tensor PowScalarBase(const Scalar& base, const Tensor& exp) {
+  return FunctionalTensor<kPow>(WrapScalar(base, exp.device()), exp);
+}
+
+template <int kOp>
+void DefFamily(Registry& r, const std::string& name, Variants variants = kFunctionAndMethod) {
+  const BinarySpec& spec = kSpecs[kOp];
+  std::initializer_list<Tag> tags = {Tag::pointwise, Tag::core};
+  if (spec.has_alpha) {
+    r.Def(name + ".Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", tags, variants)
+        .template Impl<&AlphaTensor<kOp>>(DispatchKey::CPU).template Meta<&AlphaTensorMeta<kOp>>();
+    r.Def(name + ".Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", tags, variants)
+        .template Impl<&AlphaScalar<kOp>>(DispatchKey::CPU).template Meta<&AlphaScalarMeta<kOp>>();
+    r.Def(name + "_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", {Tag::pointwise}, kMethod)
+        .template Impl<&InplaceAlphaTensor<kOp>>(DispatchKey::CPU)
+        .template Impl<&InplaceAlphaTensorMeta<kOp>>(DispatchKey::Meta)
+        .template Impl<&InplaceAlphaTensorMeta<kOp>>(DispatchKey::Fake);
+    r.Def(name + "_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)", {Tag::pointwise}, kMethod)
+        .template Impl<&InplaceAlphaScalar<kOp>>(DispatchKey::CPU)
+        .template Impl<&InplaceAlphaScalarMeta<kOp>>(DispatchKey::Meta)
+        .template Impl<&InplaceAlphaScalarMeta<kOp>>(DispatchKey::Fake);
+    r.Def(name + ".out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)", {Tag::pointwise})
+        .template Impl<&OutAlphaTensor<kOp>>(DispatchKey::CPU);
+    return;
+  }
+  r.Def(name + ".Tensor(Tensor self, Tensor other) -> Tensor", tags, variants)
+      .template Impl<&FunctionalTensor<kOp>>(DispatchKey::CPU).template Meta<&MetaTensor<kOp>>();
+  if (spec.has_scalar) {
+    r.Def(name + ".Scalar(Tensor self, Scalar other) -> Tensor", tags, variants)
+        .template Impl<&FunctionalScalar<kOp>>(DispatchKey::CPU).template Meta<&MetaScalar<kOp>>();
+  }
+  r.Def(name + "_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)", {Tag::pointwise}, kMethod)
+      .template Impl<&InplaceTensor<kOp>>(DispatchKey::CPU)
+      .template Impl<&InplaceTensorMeta<kOp>>(DispatchKey::Meta)
+      .template Impl<&InplaceTensorMeta<kOp>>(DispatchKey::Fake);
+  if (spec.has_scalar) {
+    r.Def(name + "_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", {Tag::pointwise}, kMethod)
+        .template Impl<&InplaceScalar<kOp>>(DispatchKey::CPU)
+        .template Impl<&InplaceScalarMeta<kOp>>(DispatchKey::Meta)
+        .template Impl<&InplaceScalarMeta<kOp>>(DispatchKey::Fake);
+  }
+  r.Def(name + ".out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)", {Tag::pointwise})
+      .template Impl<&OutTensor<kOp>>(DispatchKey::CPU);
+}
+
+// Ops whose only overload is the Tensor one keep PyTorch's overload name ("maximum", not
+// "maximum.Tensor"), so they register under their own schema text.
+template <int kOp>
+void DefPlain(Registry& r, const std::string& name) {
+  r.Def(name + "(Tensor self, Tensor other) -> Tensor", {Tag::pointwise, Tag::core}, kFunctionAndMethod)
+      .template Impl<&FunctionalTensor<kOp>>(DispatchKey::CPU).template Meta<&MetaTensor<kOp>>();
+  r.Def(name + "_(Tensor(a!) self, Tensor other) -> Tensor(a!)", {Tag::pointwise}, kMethod)
+      .template Impl<&InplaceTensor<kOp>>(DispatchKey::CPU)
+      .template Impl<&InplaceTensorMeta<kOp>>(DispatchKey::Meta)
+      .template Impl<&InplaceTensorMeta<kOp>>(DispatchKey::Fake);
+  r.Def(name + ".out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)", {Tag::pointwise})
+      .template Impl<&OutTensor<kOp>>(DispatchKey::CPU);
+}
+
+}  // namespace
+
+Tensor ResizeOut(const char* op, Tensor out, const TensorMeta& m) {
+  KILN_CHECK(CanCast(m.dtype, out.dtype()), "[", op, "] result type ", ScalarTypeDisplayName(m.dtype),
+             " can't be cast to the desired output type ", ScalarTypeDisplayName(out.dtype()));
+  if (out->sym_sizes() == m.sizes) return out;
+  // resize_: reallocate when growing; shrinking keeps the storage.
+  out->set_sizes_contiguous(m.sizes);
+  if (out->has_storage()) {
+    int64_t need = (out->storage_offset() + out.numel()) * out->itemsize();
+    if (need > static_cast<int64_t>(out->storage()->nbytes())) {
+      Allocator* alloc = GetCPUAllocator();
+      out->storage()->set_data(alloc->Allocate(need), need);
+    }
+  }
+  return out;
+}
+
+void RegisterBinaryOps(Registry& r) {
+  DefFamily<kAdd>(r, "add");
+  DefFamily<kSub>(r, "sub");
+  DefFamily<kMul>(r, "mul");
+  DefFamily<kDiv>(r, "div");
+  DefFamily<kRemainder>(r, "remainder");
+  DefFamily<kFmod>(r, "fmod");
+  DefFamily<kEq>(r, "eq");
+  DefFamily<kNe>(r, "ne");
+  DefFamily<kLt>(r, "lt");
+  DefFamily<kLe>(r, "le");
+  DefFamily<kGt>(r, "gt");
+  DefFamily<kGe>(r, "ge");
+  DefFamily<kBitAnd>(r, "bitwise_and");
+  DefFamily<kBitOr>(r, "bitwise_or");
+  DefFamily<kBitXor>(r, "bitwise_xor");
+  DefPlain<kMaximum>(r, "maximum");
+  DefPlain<kMinimum>(r, "minimum");
+  DefPlain<kFmax>(r, "fmax");
+  DefPlain<kFmin>(r, "fmin");
+  DefPlain<kLogicalAnd>(r, "logical_and");
+  DefPlain<kLogicalOr>(r, "logical_or");
+  DefPlain<kLogicalXor>(r, "logical_xor");
+  DefPlain<kAtan2>(r, "atan2");
+  DefPlain<kHypot>(r, "hypot");
+  DefPlain<kCopysign>(r, "copysign");
+  DefFamily<kFloorDivide>(r, "floor_divide");
+  DefFamily<kXlogy>(r, "xlogy");
+  // pow: Tensor_Tensor / Tensor_Scalar / Scalar overload names as in PyTorch.
+  r.Def("pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor", {Tag::pointwise, Tag::core}, kFunctionAndMethod)
+      .Impl<&FunctionalTensor<kPow>>(DispatchKey::CPU).Meta<&MetaTensor<kPow>>();
+  r.Def("pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", {Tag::pointwise, Tag::core}, kFunctionAndMethod)
+      .Impl<&FunctionalScalar<kPow>>(DispatchKey::CPU).Meta<&MetaScalar<kPow>>();
+  r.Def("pow.Scalar(Scalar self, Tensor exponent) -> Tensor", {Tag::pointwise}, kFunction)
+      .Composite<&PowScalarBase>();
+  r.Def("pow_.Scalar(Tensor(a!) self, Scalar exponent) -> Tensor(a!)", {Tag::pointwise}, kMethod)
+      .Impl<&InplaceScalar<kPow>>(DispatchKey::CPU).Impl<&InplaceScalarMeta<kPow>>(DispatchKey::Meta)
+      .Impl<&InplaceScalarMeta<kPow>>(DispatchKey::Fake);
+  r.Def("pow_.Tensor(Tensor(a!) self, Tensor exponent) -> Tensor(a!)", {Tag::pointwise}, kMethod)
+      .Impl<&InplaceTensor<kPow>>(DispatchKey::CPU).Impl<&InplaceTensorMeta<kPow>>(DispatchKey::Meta)
+      .Impl<&InplaceTensorMeta<kPow>>(DispatchKey::Fake);
+  r.Def("div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor", {Tag::pointwise, Tag::core},
+        kFunctionAndMethod)
+      .Impl<&DivMode>(DispatchKey::CPU).Meta<&DivModeMeta>();
+  r.Def("div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor", {Tag::pointwise},
+        kFunctionAndMethod)
+      .Impl<&DivModeScalar>(DispatchKey::CPU).Meta<&DivModeScalarMeta>();
+  r.Def("rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", {Tag::pointwise}, kFunction)
+      .Composite<&RsubTensor>();
+  r.Def("rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", {Tag::pointwise}, kFunction)
+      .Composite<&RsubScalar>();
+}
+
+}  // namespace kiln

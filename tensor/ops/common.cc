@@ -1,0 +1,75 @@
+// tensor/ops/common.cc: helpers shared by the op families.
+#include "tensor/ops/common.h"
+
+namespace kiln {
+
+SymDimVector BroadcastShapes(const char* op, const SymDimVector& a, const SymDimVector& b) {
+  const size_t n = std::max(a.size(), b.size());
+  SymDimVector out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const SymInt* x = i < n - a.size() ? nullptr : &a[i - (n - a.size())];
+    const SymInt* y = i < n - b.size() ? nullptr : &b[i - (n - b.size())];
+    if (!x) { out[i] = *y; continue; }
+    if (!y) { out[i] = *x; continue; }
+    if (*x == *y || *y == 1) out[i] = *x;
+    else if (*x == 1) out[i] = *y;
+    else
+      throw Error(StrCat("[", op, "] The size of tensor a (", x->str(), ") must match the size of tensor b (",
+                         y->str(), ") at non-singleton dimension ", i, "; shapes ", SizesToString(a), " and ",
+                         SizesToString(b)));
+  }
+  return out;
+}
+
+void CheckSameDevice(const char* op, const Tensor& a, const Tensor& b) {
+  if (a.device() == b.device()) return;
+  // 0-dim CPU tensors may join tensors on other devices, as in PyTorch.
+  if (b.dim() == 0 && b.device().is_cpu()) return;
+  if (a.dim() == 0 && a.device().is_cpu()) return;
+  throw Error(StrCat("[", op, "] Expected all tensors to be on the same device, but found at least two devices, ",
+                     a.device().str(), " and ", b.device().str(), "!"));
+}
+
+TensorMeta ElementwiseMeta(const char* op, const Tensor& a, const Tensor& b, ScalarType dtype) {
+  CheckSameDevice(op, a, b);
+  TensorMeta m;
+  m.sizes = BroadcastShapes(op, a->sym_sizes(), b->sym_sizes());
+  m.dtype = dtype;
+  m.device = a.dim() == 0 && a.device().is_cpu() ? b.device() : a.device();
+  return m;
+}
+
+Tensor CastTo(const Tensor& t, ScalarType dtype) { return ops::to_dtype(t, dtype); }
+
+std::vector<bool> ReduceMask(const char* op, const std::optional<std::vector<int64_t>>& dims, int64_t ndim) {
+  std::vector<bool> mask(ndim, false);
+  if (!dims || dims->empty()) {
+    std::fill(mask.begin(), mask.end(), true);
+    return mask;
+  }
+  for (int64_t d : *dims) {
+    int64_t w = WrapDim(d, ndim);
+    if (ndim == 0) continue;
+    KILN_CHECK(!mask[w], "[", op, "] dim ", w, " appears multiple times in the list of dims");
+    mask[w] = true;
+  }
+  return mask;
+}
+
+SymDimVector ReducedSizes(const Tensor& t, const std::vector<bool>& mask, bool keepdim) {
+  SymDimVector out;
+  const auto& sizes = t->sym_sizes();
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (!mask[d]) out.push_back(sizes[d]);
+    else if (keepdim) out.push_back(1);
+  }
+  return out;
+}
+
+Tensor WrapScalar(const Scalar& s, Device device) {
+  Tensor t = ops::scalar_tensor(s, s.is_floating() ? ScalarType::Float64 : s.dtype(), device);
+  t->set_wrapped_number(true);
+  return t;
+}
+
+}  // namespace kiln

@@ -1,0 +1,165 @@
+// tensor/ops/copy.cc: copy_ (with broadcasting and dtype conversion), clone, _to_copy and to().
+#include "tensor/ops/common.h"
+
+namespace kiln {
+
+// Value conversion between element types (bool is "!= 0"; 16-bit floats go through float).
+template <typename To, typename From>
+inline To ConvertValue(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return static_cast<opmath_t<From>>(v) != 0;
+  } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
+    return ConvertValue<To>(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
+    return To(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+namespace {
+
+void CopyKernel(const Tensor& dst, const Tensor& src) {
+  ElementwiseIter iter({dst, src});
+  KILN_DISPATCH_ALL(dst.dtype(), "copy_", [&] {
+    using dst_t = scalar_t;
+    KILN_DISPATCH_ALL(src.dtype(), "copy_", [&] {
+      using src_t = scalar_t;
+      if constexpr (std::is_same_v<dst_t, src_t>) {
+        iter.Run([&](char* const* ptrs, const int64_t* strides, int64_t n) {
+          if (strides[0] == sizeof(dst_t) && strides[1] == sizeof(src_t)) {
+            std::memcpy(ptrs[0], ptrs[1], n * sizeof(dst_t));
+          } else {
+            for (int64_t i = 0; i < n; ++i)
+              std::memcpy(ptrs[0] + i * strides[0], ptrs[1] + i * strides[1], sizeof(dst_t));
+          }
+        });
+      } else {
+        CpuKernel<dst_t, src_t>(iter, [](src_t v) { return ConvertValue<dst_t>(v); });
+      }
+    });
+  });
+}
+
+// Whether writing src into dst elementwise could read an element already overwritten.
+bool PartiallyOverlaps(const Tensor& dst, const Tensor& src) {
+  if (!dst->has_storage() || dst->storage() != src->storage()) return false;
+  if (dst->storage_offset() == src->storage_offset() && dst.sizes() == src.sizes() &&
+      dst.strides() == src.strides() && dst.dtype() == src.dtype())
+    return false;  // the same view: elementwise copy is a no-op
+  return true;
+}
+
+Tensor CopyCPU(Tensor self, const Tensor& src, bool non_blocking) {
+  (void)non_blocking;
+  BroadcastShapes("copy_", self->sym_sizes(), src->sym_sizes());
+  KILN_CHECK(src.dim() <= self.dim(), "[copy_] source of shape ", ShapeStr(src),
+             " cannot be broadcast to destination of shape ", ShapeStr(self));
+  SymDimVector joined = BroadcastShapes("copy_", self->sym_sizes(), src->sym_sizes());
+  KILN_CHECK(joined == self->sym_sizes(), "output with shape ", ShapeStr(self),
+             " doesn't match the broadcast shape ", SizesToString(joined));
+  if (self.numel() == 0) return self;
+  KILN_CHECK(src.device().is_cpu() && self.device().is_cpu(), "[copy_] copies between ", src.device().str(),
+             " and ", self.device().str(), " need CUDA support, which this build does not have");
+  if (PartiallyOverlaps(self, src)) {
+    Tensor tmp = EmptyLike(src);
+    CopyKernel(tmp, src);
+    CopyKernel(self, tmp);
+  } else {
+    CopyKernel(self, src);
+  }
+  return self;
+}
+
+Tensor CopyMeta(Tensor self, const Tensor& src, bool) {
+  SymDimVector joined = BroadcastShapes("copy_", self->sym_sizes(), src->sym_sizes());
+  KILN_CHECK(joined == self->sym_sizes(), "output with shape ", ShapeStr(self),
+             " doesn't match the broadcast shape ", SizesToString(joined));
+  return self;
+}
+
+Tensor Clone(const Tensor& self, std::optional<MemoryFormat> mf) {
+  Tensor out = (mf && *mf == MemoryFormat::Contiguous) || self.is_contiguous()
+                   ? EmptyTensor(self->sym_sizes(), self.dtype(), self.device())
+                   : CallOp<Tensor>(KILN_OP("aten::empty_like"), self, std::optional<ScalarType>(),
+                                    std::optional<Layout>(), std::optional<Device>(), std::optional<bool>(),
+                                    std::optional<MemoryFormat>());
+  return ops::copy_(out, self);
+}
+
+Tensor ToCopy(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Layout>,
+              std::optional<Device> device, std::optional<bool>, bool, std::optional<MemoryFormat>) {
+  Device dev = device.value_or(self.device());
+  Tensor out = EmptyTensor(self->sym_sizes(), dtype.value_or(self.dtype()), dev);
+  return ops::copy_(out, self);
+}
+
+Tensor ToImpl(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device, bool copy,
+              std::optional<MemoryFormat> mf) {
+  ScalarType dt = dtype.value_or(self.dtype());
+  Device dev = device.value_or(self.device());
+  if (dev.is_cpu() && dev.index > 0) dev.index = -1;
+  bool same_device = dev.type == self.device().type && (dev.index < 0 || dev.index == self.device().index ||
+                                                        self.device().index < 0);
+  if (!copy && dt == self.dtype() && same_device && (!mf || *mf == MemoryFormat::Preserve ||
+                                                     self.is_contiguous()))
+    return self;
+  return CallOp<Tensor>(KILN_OP("aten::_to_copy"), self, std::optional<ScalarType>(dt), std::optional<Layout>(),
+                        std::optional<Device>(dev), std::optional<bool>(), false, mf);
+}
+
+Tensor ToDtype(const Tensor& self, ScalarType dtype, bool, bool copy, std::optional<MemoryFormat> mf) {
+  return ToImpl(self, dtype, std::nullopt, copy, mf);
+}
+Tensor ToDevice(const Tensor& self, Device device, std::optional<ScalarType> dtype, bool, bool copy,
+                std::optional<MemoryFormat> mf) {
+  return ToImpl(self, dtype, device, copy, mf);
+}
+Tensor ToDtypeLayout(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Layout>,
+                     std::optional<Device> device, std::optional<bool>, bool, bool copy,
+                     std::optional<MemoryFormat> mf) {
+  return ToImpl(self, dtype, device, copy, mf);
+}
+Tensor ToOther(const Tensor& self, const Tensor& other, bool, bool copy, std::optional<MemoryFormat> mf) {
+  return ToImpl(self, other.dtype(), other.device(), copy, mf);
+}
+Tensor TypeAs(const Tensor& self, const Tensor& other) { return ToImpl(self, other.dtype(), std::nullopt, false, {}); }
+
+Tensor Contiguous(const Tensor& self, MemoryFormat) {
+  return self.is_contiguous() ? self : ops::clone(self);
+}
+
+}  // namespace
+
+void RegisterCopyOps(Registry& r) {
+  r.Def("copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)", {Tag::core}, kMethod)
+      .Impl<&CopyCPU>(DispatchKey::CPU)
+      .Impl<&CopyMeta>(DispatchKey::Meta)
+      .Impl<&CopyMeta>(DispatchKey::Fake);
+  r.Def("clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor", {Tag::core}, kFunctionAndMethod)
+      .Composite<&Clone>();
+  r.Def("_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+        "bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor",
+        {Tag::core})
+      .Composite<&ToCopy>();
+  r.Def("to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False, "
+        "MemoryFormat? memory_format=None) -> Tensor(a)", {}, kMethod)
+      .Composite<&ToDtype>();
+  r.Def("to.device(Tensor(a) self, Device device, ScalarType? dtype=None, bool non_blocking=False, "
+        "bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)", {}, kMethod)
+      .Composite<&ToDevice>();
+  r.Def("to.dtype_layout(Tensor(a) self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+        "bool? pin_memory=None, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)",
+        {}, kMethod)
+      .Composite<&ToDtypeLayout>();
+  r.Def("to.other(Tensor(a) self, Tensor other, bool non_blocking=False, bool copy=False, "
+        "MemoryFormat? memory_format=None) -> Tensor(a)", {}, kMethod)
+      .Composite<&ToOther>();
+  r.Def("type_as(Tensor self, Tensor other) -> Tensor", {}, kMethod).Composite<&TypeAs>();
+  r.Def("contiguous(Tensor(a) self, *, MemoryFormat memory_format=contiguous_format) -> Tensor(a)", {}, kMethod)
+      .Composite<&Contiguous>();
+}
+
+}  // namespace kiln

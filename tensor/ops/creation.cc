@@ -1,0 +1,207 @@
+// tensor/ops/creation.cc: factory ops (empty, full, zeros, ones, arange, *_like, scalar_tensor).
+//
+// Factories take their device from the `device=` argument (see Op::ComputeKeys), so
+// kiln.zeros(2, device="meta") runs the meta kernel and allocates nothing.
+#include <cmath>
+
+#include "tensor/ops/common.h"
+
+namespace kiln {
+namespace {
+
+using OptDtype = std::optional<ScalarType>;
+using OptLayout = std::optional<Layout>;
+using OptDevice = std::optional<Device>;
+using OptBool = std::optional<bool>;
+using OptMemoryFormat = std::optional<MemoryFormat>;
+
+Device DeviceOr(const OptDevice& d) {
+  Device dev = d.value_or(Device(DeviceType::CPU));
+  return dev;
+}
+
+void CheckLayout(const char* op, const OptLayout& layout) {
+  KILN_CHECK_NOT_IMPLEMENTED(!layout || *layout == Layout::Strided, "[", op, "] only torch.strided layout is supported");
+}
+
+Tensor Empty(const std::vector<SymInt>& size, OptDtype dtype, OptLayout layout, OptDevice device, OptBool,
+             OptMemoryFormat) {
+  CheckLayout("empty", layout);
+  return EmptyTensor(SymDimVector(size.begin(), size.end()), dtype.value_or(GetDefaultDtype()), DeviceOr(device));
+}
+
+Tensor EmptyStrided(const std::vector<SymInt>& size, const std::vector<SymInt>& stride, OptDtype dtype,
+                    OptLayout layout, OptDevice device, OptBool) {
+  CheckLayout("empty_strided", layout);
+  KILN_CHECK(size.size() == stride.size(), "[empty_strided] mismatch in length of strides and shape: ",
+             size.size(), " sizes and ", stride.size(), " strides");
+  return EmptyTensor(SymDimVector(size.begin(), size.end()), dtype.value_or(GetDefaultDtype()), DeviceOr(device),
+                     SymDimVector(stride.begin(), stride.end()));
+}
+
+Tensor Full(const std::vector<SymInt>& size, const Scalar& value, OptDtype dtype, OptLayout layout,
+            OptDevice device, OptBool pin) {
+  Tensor t = Empty(size, dtype ? dtype : OptDtype(value.dtype()), layout, device, pin, std::nullopt);
+  return ops::fill_(t, value);
+}
+
+Tensor Zeros(const std::vector<SymInt>& size, OptDtype dtype, OptLayout layout, OptDevice device, OptBool pin) {
+  Tensor t = Empty(size, dtype, layout, device, pin, std::nullopt);
+  return ops::fill_(t, Scalar(int64_t(0)));
+}
+
+Tensor Ones(const std::vector<SymInt>& size, OptDtype dtype, OptLayout layout, OptDevice device, OptBool pin) {
+  Tensor t = Empty(size, dtype, layout, device, pin, std::nullopt);
+  return ops::fill_(t, Scalar(int64_t(1)));
+}
+
+Tensor ScalarTensor(const Scalar& s, OptDtype dtype, OptLayout layout, OptDevice device, OptBool pin) {
+  return Full({}, s, dtype ? dtype : OptDtype(s.dtype()), layout, device, pin);
+}
+
+Tensor EmptyLikeOp(const Tensor& self, OptDtype dtype, OptLayout layout, OptDevice device, OptBool,
+                 OptMemoryFormat) {
+  CheckLayout("empty_like", layout);
+  // preserve_format: keep a dense non-overlapping input's strides, as PyTorch does.
+  SymDimVector strides;
+  if (!self->is_symbolic() && !self.is_contiguous()) {
+    DimVector sizes = self.sizes(), st = self.strides();
+    std::vector<int> order(sizes.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return st[a] > st[b]; });
+    DimVector out_st(sizes.size());
+    int64_t running = 1;
+    for (int i = static_cast<int>(order.size()) - 1; i >= 0; --i) {
+      out_st[order[i]] = running;
+      running *= std::max<int64_t>(sizes[order[i]], 1);
+    }
+    strides.assign(out_st.begin(), out_st.end());
+  }
+  Device dev = device ? *device : self.device();
+  return EmptyTensor(self->sym_sizes(), dtype.value_or(self.dtype()), dev, strides);
+}
+
+Tensor FullLike(const Tensor& self, const Scalar& value, OptDtype dtype, OptLayout layout, OptDevice device,
+                OptBool pin, OptMemoryFormat mf) {
+  Tensor t = EmptyLikeOp(self, dtype, layout, device, pin, mf);
+  return ops::fill_(t, value);
+}
+Tensor ZerosLike(const Tensor& self, OptDtype dtype, OptLayout layout, OptDevice device, OptBool pin,
+                 OptMemoryFormat mf) {
+  return FullLike(self, Scalar(int64_t(0)), dtype, layout, device, pin, mf);
+}
+Tensor OnesLike(const Tensor& self, OptDtype dtype, OptLayout layout, OptDevice device, OptBool pin,
+                OptMemoryFormat mf) {
+  return FullLike(self, Scalar(int64_t(1)), dtype, layout, device, pin, mf);
+}
+
+template <typename T>
+void FillTyped(Tensor& self, const Scalar& value) {
+  const T v = value.to<T>();
+  ElementwiseIter iter({self});
+  iter.Run([&](char* const* ptrs, const int64_t* strides, int64_t n) {
+    if (strides[0] == sizeof(T)) {
+      T* out = reinterpret_cast<T*>(ptrs[0]);
+      for (int64_t i = 0; i < n; ++i) out[i] = v;
+    } else {
+      for (int64_t i = 0; i < n; ++i) std::memcpy(ptrs[0] + i * strides[0], &v, sizeof(T));
+    }
+  });
+}
+
+Tensor FillCPU(Tensor self, const Scalar& value) {
+  KILN_DISPATCH_ALL(self.dtype(), "fill_", [&] { FillTyped<scalar_t>(self, value); });
+  return self;
+}
+Tensor FillMeta(Tensor self, const Scalar&) { return self; }
+Tensor FillTensorCPU(Tensor self, const Tensor& value) {
+  KILN_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
+             value.dim(), " dimensions.");
+  Tensor v = ops::to_dtype(value, ScalarType::Float64);
+  Scalar s = IsFloating(value.dtype()) ? Scalar(*v.data_ptr<double>())
+             : value.dtype() == ScalarType::Bool ? Scalar(*v.data_ptr<double>() != 0)
+                                                 : Scalar(static_cast<int64_t>(*v.data_ptr<double>()));
+  return FillCPU(self, s);
+}
+Tensor FillTensorMeta(Tensor self, const Tensor&) { return self; }
+
+// arange: length ceil((end - start) / step), computed in double like PyTorch.
+int64_t ArangeLength(const Scalar& start, const Scalar& end, const Scalar& step) {
+  double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  KILN_CHECK(st != 0, "[arange] step must be nonzero");
+  KILN_CHECK(std::isfinite(s) && std::isfinite(e), "[arange] unsupported range: ", s, " -> ", e);
+  KILN_CHECK((st > 0 && e >= s) || (st < 0 && e <= s),
+             "[arange] upper bound and larger bound inconsistent with step sign");
+  return static_cast<int64_t>(std::ceil((e - s) / st));
+}
+
+Tensor ArangeStartStep(const Scalar& start, const Scalar& end, const Scalar& step, OptDtype dtype,
+                       OptLayout layout, OptDevice device, OptBool pin) {
+  ScalarType out_dtype = dtype ? *dtype
+                         : (start.is_floating() || end.is_floating() || step.is_floating()) ? GetDefaultDtype()
+                                                                                             : ScalarType::Int64;
+  int64_t n = ArangeLength(start, end, step);
+  Tensor t = Empty({SymInt(n)}, out_dtype, layout, device, pin, std::nullopt);
+  if (!t->has_storage()) return t;
+  KILN_DISPATCH_NUMERIC(out_dtype, "arange", [&] {
+    scalar_t* p = t.data_ptr<scalar_t>();
+    if constexpr (std::is_integral_v<scalar_t>) {
+      if (!start.is_floating() && !step.is_floating()) {
+        int64_t s = start.to_int(), st = step.to_int();
+        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<scalar_t>(s + i * st);
+        return;
+      }
+    }
+    double s = start.to_double(), st = step.to_double();
+    for (int64_t i = 0; i < n; ++i) p[i] = scalar_t(static_cast<opmath_t<scalar_t>>(s + i * st));
+  });
+  return t;
+}
+Tensor Arange(const Scalar& end, OptDtype dtype, OptLayout layout, OptDevice device, OptBool pin) {
+  return ArangeStartStep(Scalar(int64_t(0)), end, Scalar(int64_t(1)), dtype, layout, device, pin);
+}
+Tensor ArangeStart(const Scalar& start, const Scalar& end, OptDtype dtype, OptLayout layout, OptDevice device,
+                   OptBool pin) {
+  return ArangeStartStep(start, end, Scalar(int64_t(1)), dtype, layout, device, pin);
+}
+
+}  // namespace
+
+#define KILN_FACTORY_KWARGS "ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None"
+
+void RegisterCreationOps(Registry& r) {
+  r.Def("empty.memory_format(SymInt[] size, *, " KILN_FACTORY_KWARGS ", MemoryFormat? memory_format=None) -> Tensor",
+        {Tag::core})
+      .AllBackends<&Empty>();
+  r.Def("empty_strided(SymInt[] size, SymInt[] stride, *, " KILN_FACTORY_KWARGS ") -> Tensor", {Tag::core})
+      .AllBackends<&EmptyStrided>();
+  r.Def("full(SymInt[] size, Scalar fill_value, *, " KILN_FACTORY_KWARGS ") -> Tensor", {Tag::core})
+      .Composite<&Full>();
+  r.Def("zeros(SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor").Composite<&Zeros>();
+  r.Def("ones(SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor").Composite<&Ones>();
+  r.Def("scalar_tensor(Scalar s, *, " KILN_FACTORY_KWARGS ") -> Tensor", {Tag::core}).Composite<&ScalarTensor>();
+  r.Def("empty_like(Tensor self, *, " KILN_FACTORY_KWARGS ", MemoryFormat? memory_format=None) -> Tensor", {Tag::core})
+      .AllBackends<&EmptyLikeOp>();
+  r.Def("full_like(Tensor self, Scalar fill_value, *, " KILN_FACTORY_KWARGS ", MemoryFormat? memory_format=None) -> Tensor",
+        {Tag::core})
+      .Composite<&FullLike>();
+  r.Def("zeros_like(Tensor self, *, " KILN_FACTORY_KWARGS ", MemoryFormat? memory_format=None) -> Tensor")
+      .Composite<&ZerosLike>();
+  r.Def("ones_like(Tensor self, *, " KILN_FACTORY_KWARGS ", MemoryFormat? memory_format=None) -> Tensor")
+      .Composite<&OnesLike>();
+  r.Def("arange(Scalar end, *, " KILN_FACTORY_KWARGS ") -> Tensor").Composite<&Arange>();
+  r.Def("arange.start(Scalar start, Scalar end, *, " KILN_FACTORY_KWARGS ") -> Tensor").Composite<&ArangeStart>();
+  r.Def("arange.start_step(Scalar start, Scalar end, Scalar step=1, *, " KILN_FACTORY_KWARGS ") -> Tensor",
+        {Tag::core})
+      .AllBackends<&ArangeStartStep>();
+  r.Def("fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)", {}, kFunctionAndMethod)
+      .Impl<&FillCPU>(DispatchKey::CPU)
+      .Impl<&FillMeta>(DispatchKey::Meta)
+      .Impl<&FillMeta>(DispatchKey::Fake);
+  r.Def("fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)", {}, kFunctionAndMethod)
+      .Impl<&FillTensorCPU>(DispatchKey::CPU)
+      .Impl<&FillTensorMeta>(DispatchKey::Meta)
+      .Impl<&FillTensorMeta>(DispatchKey::Fake);
+}
+
+}  // namespace kiln

@@ -1,0 +1,153 @@
+// tensor/ops/reduce.cc: reductions over any set of dims (sum, mean, ...).
+//
+// ReduceIter views the input as [kept dims..., reduced dims...]; each output element is reduced
+// independently (in parallel over outputs), with a contiguous fast path when the reduced
+// elements of an output form one run. Float sums accumulate in double (acc_t), so 16M-element
+// float32 sums stay exact to float precision without pairwise tricks.
+#include "tensor/ops/common.h"
+
+namespace kiln {
+namespace {
+
+using OptDims = std::optional<std::vector<int64_t>>;
+
+ScalarType SumResultType(ScalarType in, std::optional<ScalarType> dtype) {
+  if (dtype) return *dtype;
+  return IsIntegral(in, /*include_bool=*/true) ? ScalarType::Int64 : in;
+}
+
+TensorMeta ReduceMeta(const char* op, const Tensor& self, const OptDims& dims, bool keepdim, ScalarType out) {
+  std::vector<bool> mask = ReduceMask(op, dims, self.dim());
+  return TensorMeta{ReducedSizes(self, mask, keepdim), {}, out, self.device()};
+}
+
+// out[o] = sum of the reduced elements of output o, computed in acc_t of the input type.
+template <typename In, typename Out>
+void SumKernel(const Tensor& input, const std::vector<bool>& mask, const Tensor& out, double scale) {
+  using Acc = acc_t<In>;
+  ReduceIter iter(input, mask);
+  Out* dst = out.data_ptr<Out>();
+  const int64_t work_per_output = std::max<int64_t>(iter.reduce_size(), 1);
+  ParallelFor(0, iter.num_outputs(), std::max<int64_t>(1, kGrainSize / work_per_output), [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      Acc total = 0;
+      iter.ForEachRun(o, [&](const char* p, int64_t n, int64_t stride) {
+        if (stride == sizeof(In)) {
+          const In* x = reinterpret_cast<const In*>(p);
+          // Four independent accumulators let the compiler vectorise and keep precision.
+          Acc a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+          int64_t i = 0;
+          for (; i + 4 <= n; i += 4) {
+            a0 += static_cast<Acc>(x[i]);
+            a1 += static_cast<Acc>(x[i + 1]);
+            a2 += static_cast<Acc>(x[i + 2]);
+            a3 += static_cast<Acc>(x[i + 3]);
+          }
+          for (; i < n; ++i) a0 += static_cast<Acc>(x[i]);
+          total += (a0 + a1) + (a2 + a3);
+        } else {
+          for (int64_t i = 0; i < n; ++i) total += static_cast<Acc>(detail::Load<In>(p + i * stride));
+        }
+      });
+      if (scale != 1.0) total = static_cast<Acc>(total * scale);
+      dst[o] = static_cast<Out>(static_cast<opmath_t<Out>>(total));
+    }
+  });
+}
+
+// Sums large contiguous inputs in parallel over the reduced run itself (one output).
+template <typename In>
+acc_t<In> SumContiguousParallel(const In* x, int64_t n) {
+  using Acc = acc_t<In>;
+  const int threads = GetNumThreads();
+  std::vector<Acc> partial(threads, 0);
+  const int64_t per = (n + threads - 1) / threads;
+  ParallelFor(0, threads, 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      int64_t lo = t * per, hi = std::min(n, lo + per);
+      Acc a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      int64_t i = lo;
+      for (; i + 4 <= hi; i += 4) {
+        a0 += static_cast<Acc>(x[i]);
+        a1 += static_cast<Acc>(x[i + 1]);
+        a2 += static_cast<Acc>(x[i + 2]);
+        a3 += static_cast<Acc>(x[i + 3]);
+      }
+      for (; i < hi; ++i) a0 += static_cast<Acc>(x[i]);
+      partial[t] = (a0 + a1) + (a2 + a3);
+    }
+  });
+  Acc total = 0;
+  for (Acc p : partial) total += p;
+  return total;
+}
+
+Tensor SumImpl(const char* op, const Tensor& self, const OptDims& dims, bool keepdim, std::optional<ScalarType> dtype,
+               bool mean) {
+  ScalarType out_type = SumResultType(self.dtype(), dtype);
+  if (mean) {
+    KILN_CHECK(IsFloating(out_type), "mean(): could not infer output dtype. Input dtype must be either a floating "
+               "point or complex dtype. Got: ", ScalarTypeDisplayName(self.dtype()));
+  }
+  std::vector<bool> mask = ReduceMask(op, dims, self.dim());
+  Tensor out = EmptyFromMeta(TensorMeta{ReducedSizes(self, mask, keepdim), {}, out_type, self.device()});
+  Tensor input = dtype && *dtype != self.dtype() ? CastTo(self, *dtype) : self;
+  int64_t count = 1;
+  for (size_t d = 0; d < mask.size(); ++d) if (mask[d]) count *= self.size(d);
+  double scale = mean ? (count == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / count) : 1.0;
+  if (out.numel() == 1 && input.is_contiguous() && input.numel() >= 4 * kGrainSize) {
+    KILN_DISPATCH_ALL(input.dtype(), op, [&] {
+      using In = scalar_t;
+      auto total = SumContiguousParallel(input.data_ptr<In>(), input.numel());
+      KILN_DISPATCH_ALL(out_type, op, [&] {
+        out.data_ptr<scalar_t>()[0] = static_cast<scalar_t>(static_cast<opmath_t<scalar_t>>(total * scale));
+      });
+    });
+    return out;
+  }
+  KILN_DISPATCH_ALL(input.dtype(), op, [&] {
+    using In = scalar_t;
+    KILN_DISPATCH_ALL(out_type, op, [&] { SumKernel<In, scalar_t>(input, mask, out, scale); });
+  });
+  return out;
+}
+
+Tensor SumDim(const Tensor& self, OptDims dims, bool keepdim, std::optional<ScalarType> dtype) {
+  return SumImpl("sum", self, dims, keepdim, dtype, false);
+}
+TensorMeta SumDimMeta(const Tensor& self, OptDims dims, bool keepdim, std::optional<ScalarType> dtype) {
+  return ReduceMeta("sum", self, dims, keepdim, SumResultType(self.dtype(), dtype));
+}
+Tensor SumAll(const Tensor& self, std::optional<ScalarType> dtype) {
+  return ops::sum(self, std::nullopt, false, dtype);
+}
+Tensor MeanDim(const Tensor& self, OptDims dims, bool keepdim, std::optional<ScalarType> dtype) {
+  return SumImpl("mean", self, dims, keepdim, dtype, true);
+}
+TensorMeta MeanDimMeta(const Tensor& self, OptDims dims, bool keepdim, std::optional<ScalarType> dtype) {
+  ScalarType out = SumResultType(self.dtype(), dtype);
+  KILN_CHECK(IsFloating(out), "mean(): could not infer output dtype. Input dtype must be either a floating "
+             "point or complex dtype. Got: ", ScalarTypeDisplayName(self.dtype()));
+  return ReduceMeta("mean", self, dims, keepdim, out);
+}
+Tensor MeanAll(const Tensor& self, std::optional<ScalarType> dtype) {
+  return CallOp<Tensor>(KILN_OP("aten::mean.dim"), self, OptDims(), false, dtype);
+}
+
+}  // namespace
+
+void RegisterReduceOps(Registry& r) {
+  std::initializer_list<Tag> tags = {Tag::reduction, Tag::core};
+  r.Def("sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", tags,
+        kFunctionAndMethod)
+      .Impl<&SumDim>(DispatchKey::CPU).Meta<&SumDimMeta>();
+  r.Def("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", {Tag::reduction}, kFunctionAndMethod)
+      .Composite<&SumAll>();
+  r.Def("mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", tags,
+        kFunctionAndMethod)
+      .Impl<&MeanDim>(DispatchKey::CPU).Meta<&MeanDimMeta>();
+  r.Def("mean(Tensor self, *, ScalarType? dtype=None) -> Tensor", {Tag::reduction}, kFunctionAndMethod)
+      .Composite<&MeanAll>();
+}
+
+}  // namespace kiln

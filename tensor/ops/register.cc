@@ -1,0 +1,15 @@
+// tensor/ops/register.cc: the list of op families, registered once when the Registry is first used.
+#include "tensor/ops/common.h"
+
+namespace kiln {
+
+void RegisterBuiltinOps(Registry& r) {
+  RegisterCreationOps(r);
+  RegisterViewOps(r);
+  RegisterCopyOps(r);
+  RegisterBinaryOps(r);
+  RegisterUnaryOps(r);
+  RegisterReduceOps(r);
+}
+
+}  // namespace kiln

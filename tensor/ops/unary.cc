@@ -1,0 +1,264 @@
+// tensor/ops/unary.cc: unary pointwise ops (exp, log, sqrt, sigmoid, relu, gelu, abs, floor, ...).
+//
+// Like binary.cc, each op is a table row: a name, the element function, and its dtype rule
+// (Float: integer inputs compute in the default float dtype; Same: keep the input dtype; Bool:
+// predicates). From each row come the functional op, the in-place `op_` and `op.out`.
+#include <cmath>
+
+#include "tensor/ops/common.h"
+
+namespace kiln {
+namespace {
+
+enum class UnaryResult { Float, Same, Bool };
+enum UnaryOp : int {
+  kExp, kExp2, kLog, kLog2, kLog10, kLog1p, kExpm1, kSqrt, kRsqrt, kSigmoid, kTanh, kSin, kCos, kTan, kAsin,
+  kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh, kErf, kErfc, kErfinv, kLgamma, kDigamma, kSilu, kMish,
+  kNeg, kAbs, kSign, kReciprocal, kFloor, kCeil, kRound, kTrunc, kFrac, kRelu, kSquare, kLogicalNot,
+  kBitwiseNot, kIsnan, kIsinf, kIsfinite, kSignbit, kNumUnary
+};
+
+struct UnarySpec {
+  const char* name;
+  UnaryResult result;
+  bool allow_bool;
+};
+
+const UnarySpec kUnary[kNumUnary] = {
+    {"exp", UnaryResult::Float, true}, {"exp2", UnaryResult::Float, true}, {"log", UnaryResult::Float, true},
+    {"log2", UnaryResult::Float, true}, {"log10", UnaryResult::Float, true}, {"log1p", UnaryResult::Float, true},
+    {"expm1", UnaryResult::Float, true}, {"sqrt", UnaryResult::Float, true}, {"rsqrt", UnaryResult::Float, true},
+    {"sigmoid", UnaryResult::Float, true}, {"tanh", UnaryResult::Float, true}, {"sin", UnaryResult::Float, true},
+    {"cos", UnaryResult::Float, true}, {"tan", UnaryResult::Float, true}, {"asin", UnaryResult::Float, true},
+    {"acos", UnaryResult::Float, true}, {"atan", UnaryResult::Float, true}, {"sinh", UnaryResult::Float, true},
+    {"cosh", UnaryResult::Float, true}, {"asinh", UnaryResult::Float, true}, {"acosh", UnaryResult::Float, true},
+    {"atanh", UnaryResult::Float, true}, {"erf", UnaryResult::Float, true}, {"erfc", UnaryResult::Float, true},
+    {"erfinv", UnaryResult::Float, true}, {"lgamma", UnaryResult::Float, true},
+    {"digamma", UnaryResult::Float, true}, {"silu", UnaryResult::Same, false}, {"mish", UnaryResult::Same, false},
+    {"neg", UnaryResult::Same, false}, {"abs", UnaryResult::Same, false}, {"sign", UnaryResult::Same, true},
+    {"reciprocal", UnaryResult::Float, true}, {"floor", UnaryResult::Same, false},
+    {"ceil", UnaryResult::Same, false}, {"round", UnaryResult::Same, false}, {"trunc", UnaryResult::Same, false},
+    {"frac", UnaryResult::Same, false}, {"relu", UnaryResult::Same, false}, {"square", UnaryResult::Same, true},
+    {"logical_not", UnaryResult::Bool, true}, {"bitwise_not", UnaryResult::Same, true},
+    {"isnan", UnaryResult::Bool, true}, {"isinf", UnaryResult::Bool, true}, {"isfinite", UnaryResult::Bool, true},
+    {"signbit", UnaryResult::Bool, true},
+};
+
+double ErfInv(double y) {
+  if (y <= -1) return y == -1 ? -INFINITY : NAN;
+  if (y >= 1) return y == 1 ? INFINITY : NAN;
+  // Initial guess (Giles' approximation), then two Newton steps on erf(x) - y.
+  double w = -std::log((1.0 - y) * (1.0 + y)), x;
+  if (w < 6.25) {
+    w -= 3.125;
+    x = -3.6444120640178196996e-21; x = -1.685059138182016589e-19 + x * w; x = 1.2858480715256400167e-18 + x * w;
+    x = 1.115787767802518096e-17 + x * w; x = -1.333171662854620906e-16 + x * w; x = 2.0972767875968561637e-17 + x * w;
+    x = 6.6376381343583238325e-15 + x * w; x = -4.0545662729752068639e-14 + x * w; x = -8.1519341976054721522e-14 + x * w;
+    x = 2.6335093153082322977e-12 + x * w; x = -1.2975133253453532498e-11 + x * w; x = -5.4154120542946279317e-11 + x * w;
+    x = 1.051212273321532285e-09 + x * w; x = -4.1126339803469836976e-09 + x * w; x = -2.9070369957882005086e-08 + x * w;
+    x = 4.2347877827932403518e-07 + x * w; x = -1.3654692000834678645e-06 + x * w; x = -1.3882523362786468719e-05 + x * w;
+    x = 0.0001867342080340571352 + x * w; x = -0.00074070253416626697512 + x * w; x = -0.0060336708714301490533 + x * w;
+    x = 0.24015818242558961693 + x * w; x = 1.6536545626831027356 + x * w;
+  } else {
+    w = std::sqrt(w) - 3.25;
+    x = 2.2137376921775787049e-09; x = 9.0756561938885390979e-08 + x * w; x = -2.7517406297064545428e-07 + x * w;
+    x = 1.8239629214389227755e-08 + x * w; x = 1.5027403968909827627e-06 + x * w; x = -4.013867526981545969e-06 + x * w;
+    x = 2.9234449089955446044e-06 + x * w; x = 1.2475304481671778723e-05 + x * w; x = -4.7318229009055733981e-05 + x * w;
+    x = 6.8284851459573175448e-05 + x * w; x = 2.4031110387097893999e-05 + x * w; x = -0.0003550375203628474796 + x * w;
+    x = 0.00095328937973738049703 + x * w; x = -0.0016882755560235047313 + x * w; x = 0.0024914420961078508066 + x * w;
+    x = -0.0037512085075692412107 + x * w; x = 0.005370914553590063617 + x * w; x = 1.0052589676941592334 + x * w;
+    x = 3.0838856104922207635 + x * w;
+  }
+  x *= y;
+  for (int i = 0; i < 2; ++i) x -= (std::erf(x) - y) / (2.0 / std::sqrt(M_PI) * std::exp(-x * x));
+  return x;
+}
+
+double Digamma(double x) {
+  if (x == 0) return std::signbit(x) ? INFINITY : -INFINITY;
+  if (x < 0) {
+    if (x == std::floor(x)) return NAN;
+    return Digamma(1 - x) - M_PI / std::tan(M_PI * x);
+  }
+  double result = 0;
+  while (x < 6) { result -= 1 / x; x += 1; }
+  double f = 1 / (x * x);
+  return result + std::log(x) - 0.5 / x -
+         f * (1.0 / 12 - f * (1.0 / 120 - f * (1.0 / 252 - f * (1.0 / 240 - f * (1.0 / 132)))));
+}
+
+template <typename T>
+T RoundHalfEven(T x) { return std::nearbyint(x); }
+
+// Element function over opmath type M (float/double for floating; the integer type otherwise).
+template <typename M>
+inline M ApplyUnary(int op, M x) {
+  if constexpr (std::is_floating_point_v<M>) {
+    switch (op) {
+      case kExp: return std::exp(x);
+      case kExp2: return std::exp2(x);
+      case kLog: return std::log(x);
+      case kLog2: return std::log2(x);
+      case kLog10: return std::log10(x);
+      case kLog1p: return std::log1p(x);
+      case kExpm1: return std::expm1(x);
+      case kSqrt: return std::sqrt(x);
+      case kRsqrt: return M(1) / std::sqrt(x);
+      case kSigmoid: return M(1) / (M(1) + std::exp(-x));
+      case kTanh: return std::tanh(x);
+      case kSin: return std::sin(x);
+      case kCos: return std::cos(x);
+      case kTan: return std::tan(x);
+      case kAsin: return std::asin(x);
+      case kAcos: return std::acos(x);
+      case kAtan: return std::atan(x);
+      case kSinh: return std::sinh(x);
+      case kCosh: return std::cosh(x);
+      case kAsinh: return std::asinh(x);
+      case kAcosh: return std::acosh(x);
+      case kAtanh: return std::atanh(x);
+      case kErf: return std::erf(x);
+      case kErfc: return std::erfc(x);
+      case kErfinv: return static_cast<M>(ErfInv(x));
+      case kLgamma: return std::lgamma(x);
+      case kDigamma: return static_cast<M>(Digamma(x));
+      case kSilu: return x / (M(1) + std::exp(-x));
+      case kMish: return x * std::tanh(std::log1p(std::exp(x)));
+      case kNeg: return -x;
+      case kAbs: return std::abs(x);
+      case kSign: return x > 0 ? M(1) : x < 0 ? M(-1) : (x == 0 ? M(0) : x);
+      case kReciprocal: return M(1) / x;
+      case kFloor: return std::floor(x);
+      case kCeil: return std::ceil(x);
+      case kRound: return RoundHalfEven(x);
+      case kTrunc: return std::trunc(x);
+      case kFrac: return x - std::trunc(x);
+      case kRelu: return x > 0 ? x : (x != x ? x : M(0));
+      case kSquare: return x * x;
+      case kLogicalNot: return x == 0;
+      case kIsnan: return x != x;
+      case kIsinf: return std::isinf(x);
+      case kIsfinite: return std::isfinite(x);
+      case kSignbit: return std::signbit(x);
+    }
+  } else {
+    switch (op) {
+      case kNeg: return static_cast<M>(-x);
+      case kAbs: if constexpr (std::is_signed_v<M>) return x < 0 ? static_cast<M>(-x) : x; else return x;
+      case kSign: if constexpr (std::is_same_v<M, bool>) return x; else return static_cast<M>((x > 0) - (x < 0));
+      case kFloor: case kCeil: case kRound: case kTrunc: return x;
+      case kFrac: return 0;
+      case kRelu: if constexpr (std::is_signed_v<M>) return x > 0 ? x : M(0); else return x;
+      case kSquare: return static_cast<M>(x * x);
+      case kLogicalNot: return !x;
+      case kBitwiseNot: if constexpr (std::is_same_v<M, bool>) return !x; else return static_cast<M>(~x);
+      case kIsnan: case kIsinf: return false;
+      case kIsfinite: return true;
+      case kSignbit: if constexpr (std::is_signed_v<M>) return x < 0; else return false;
+    }
+  }
+  return x;
+}
+
+ScalarType UnaryComputeType(int op, ScalarType in) {
+  const UnarySpec& spec = kUnary[op];
+  if (spec.result == UnaryResult::Float && IsIntegral(in, true)) return GetDefaultDtype();
+  if (op == kSquare && in == ScalarType::Bool) return ScalarType::Int64;
+  return in;
+}
+
+void CheckUnaryDtype(int op, ScalarType in) {
+  const UnarySpec& spec = kUnary[op];
+  KILN_CHECK(spec.allow_bool || in != ScalarType::Bool, "\"", spec.name, "\" not implemented for 'Bool'");
+  if (op == kBitwiseNot) KILN_CHECK(IsIntegral(in, true), "\"bitwise_not\" not implemented for '", ScalarTypeDisplayName(in), "'");
+  if (op == kSilu || op == kMish) KILN_CHECK(IsFloating(in), "\"", spec.name, "\" not implemented for '", ScalarTypeDisplayName(in), "'");
+  if (op == kFrac) KILN_CHECK(IsFloating(in), "\"frac\" not implemented for '", ScalarTypeDisplayName(in), "'");
+}
+
+ScalarType UnaryResultType(int op, ScalarType in) {
+  return kUnary[op].result == UnaryResult::Bool ? ScalarType::Bool : UnaryComputeType(op, in);
+}
+
+template <int kOp>
+void UnaryInto(const Tensor& out, const Tensor& self) {
+  if (out.numel() == 0) return;
+  ScalarType compute = UnaryComputeType(kOp, self.dtype());
+  Tensor in = CastTo(self, compute);
+  const bool to_bool = kUnary[kOp].result == UnaryResult::Bool;
+  Tensor dst = out.dtype() == (to_bool ? ScalarType::Bool : compute) ? out : EmptyLike(out, to_bool ? ScalarType::Bool : compute);
+  ElementwiseIter iter({dst, in});
+  KILN_DISPATCH_ALL(compute, kUnary[kOp].name, [&] {
+    using C = scalar_t;
+    using M = opmath_t<C>;
+    if (to_bool) CpuKernel<bool, C>(iter, [](C x) -> bool { return ApplyUnary<M>(kOp, M(x)) != M(0); });
+    else CpuKernel<C, C>(iter, [](C x) -> C { return C(ApplyUnary<M>(kOp, M(x))); });
+  });
+  if (!dst.is_same(out)) {
+    Tensor o = out;
+    ops::copy_(o, dst);
+  }
+}
+
+template <int kOp> TensorMeta UnaryMeta(const Tensor& self) {
+  CheckUnaryDtype(kOp, self.dtype());
+  return TensorMeta{self->sym_sizes(), {}, UnaryResultType(kOp, self.dtype()), self.device()};
+}
+template <int kOp> Tensor UnaryFunctional(const Tensor& self) {
+  Tensor out = EmptyFromMeta(UnaryMeta<kOp>(self));
+  UnaryInto<kOp>(out, self);
+  return out;
+}
+template <int kOp> Tensor UnaryInplaceImpl(Tensor self, bool run) {
+  CheckUnaryDtype(kOp, self.dtype());
+  ScalarType result = UnaryResultType(kOp, self.dtype());
+  KILN_CHECK(CanCast(result, self.dtype()), "result type ", ScalarTypeDisplayName(result),
+             " can't be cast to the desired output type ", ScalarTypeDisplayName(self.dtype()));
+  if (run) UnaryInto<kOp>(self, self);
+  return self;
+}
+template <int kOp> Tensor UnaryInplace(Tensor self) { return UnaryInplaceImpl<kOp>(self, true); }
+template <int kOp> Tensor UnaryInplaceMeta(Tensor self) { return UnaryInplaceImpl<kOp>(self, false); }
+template <int kOp> Tensor UnaryOut(const Tensor& self, Tensor out) {
+  ResizeOut(kUnary[kOp].name, out, UnaryMeta<kOp>(self));
+  UnaryInto<kOp>(out, self);
+  return out;
+}
+
+template <int kOp>
+void DefUnary(Registry& r, bool inplace = true) {
+  std::string name = kUnary[kOp].name;
+  r.Def(name + "(Tensor self) -> Tensor", {Tag::pointwise, Tag::core}, kFunctionAndMethod)
+      .template Impl<&UnaryFunctional<kOp>>(DispatchKey::CPU).template Meta<&UnaryMeta<kOp>>();
+  if (inplace) {
+    r.Def(name + "_(Tensor(a!) self) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
+        .template Impl<&UnaryInplace<kOp>>(DispatchKey::CPU)
+        .template Impl<&UnaryInplaceMeta<kOp>>(DispatchKey::Meta)
+        .template Impl<&UnaryInplaceMeta<kOp>>(DispatchKey::Fake);
+  }
+  r.Def(name + ".out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", {Tag::pointwise})
+      .template Impl<&UnaryOut<kOp>>(DispatchKey::CPU);
+}
+
+template <int... I>
+void DefAll(Registry& r, std::integer_sequence<int, I...>) {
+  (DefUnary<I>(r, !(I == kIsnan || I == kIsinf || I == kIsfinite || I == kSignbit)), ...);
+}
+
+// Ops PyTorch exposes under other spellings.
+Tensor Absolute(const Tensor& self) { return CallOp<Tensor>(KILN_OP("aten::abs"), self); }
+Tensor Negative(const Tensor& self) { return CallOp<Tensor>(KILN_OP("aten::neg"), self); }
+Tensor Positive(const Tensor& self) {
+  KILN_CHECK(self.dtype() != ScalarType::Bool, "The `+` operator, on a bool tensor is not supported.");
+  return self;
+}
+
+}  // namespace
+
+void RegisterUnaryOps(Registry& r) {
+  DefAll(r, std::make_integer_sequence<int, kNumUnary>{});
+  r.Def("absolute(Tensor self) -> Tensor", {}, kFunctionAndMethod).Composite<&Absolute>();
+  r.Def("negative(Tensor self) -> Tensor", {}, kFunctionAndMethod).Composite<&Negative>();
+  r.Def("positive(Tensor(a) self) -> Tensor(a)", {}, kFunctionAndMethod).Composite<&Positive>();
+}
+
+}  // namespace kiln

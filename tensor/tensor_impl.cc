@@ -1,0 +1,135 @@
+// tensor/tensor_impl.cc: layout bookkeeping for TensorImpl.
+#include "tensor/tensor_impl.h"
+
+#include <sstream>
+
+#include "runtime/error.h"
+
+namespace kiln {
+
+const char* DispatchKeyName(DispatchKey k) {
+  static const char* kNames[] = {"Undefined", "CPU", "CUDA", "Meta", "Fake", "Tracing",
+                                 "Autograd", "Functionalize"};
+  return kNames[static_cast<int>(k)];
+}
+
+LocalDispatchKeySet& TlsLocalDispatchKeySet() {
+  thread_local LocalDispatchKeySet tls;
+  return tls;
+}
+
+DispatchKey BackendKey(Device device) {
+  switch (device.type) {
+    case DeviceType::CPU: return DispatchKey::CPU;
+    case DeviceType::CUDA: return DispatchKey::CUDA;
+    case DeviceType::Meta: return DispatchKey::Meta;
+  }
+  return DispatchKey::Undefined;
+}
+
+TensorImpl::TensorImpl(Storage storage, ScalarType dtype, Device device, DispatchKeySet keys)
+    : storage_(std::move(storage)), dtype_(dtype), device_(device), keys_(keys),
+      version_(std::make_shared<VersionCounter>()) {}
+
+DimVector TensorImpl::sizes() const {
+  DimVector out(sizes_.size());
+  for (size_t i = 0; i < sizes_.size(); ++i) out[i] = sizes_[i].expect_int();
+  return out;
+}
+
+DimVector TensorImpl::strides() const {
+  DimVector out(strides_.size());
+  for (size_t i = 0; i < strides_.size(); ++i) out[i] = strides_[i].expect_int();
+  return out;
+}
+
+int64_t TensorImpl::size(int64_t d) const { return sizes_[WrapDim(d, dim())].expect_int(); }
+int64_t TensorImpl::stride(int64_t d) const { return strides_[WrapDim(d, dim())].expect_int(); }
+
+int64_t TensorImpl::numel() const {
+  if (numel_ >= 0) return numel_;
+  return sym_numel().expect_int();
+}
+
+SymInt TensorImpl::sym_numel() const {
+  if (numel_ >= 0) return numel_;
+  SymInt n = 1;
+  for (const auto& s : sizes_) n = n * s;
+  return n;
+}
+
+void TensorImpl::set_sizes_and_strides(SymDimVector sizes, SymDimVector strides, SymInt offset) {
+  sizes_ = std::move(sizes);
+  strides_ = strides.empty() ? ContiguousStrides(sizes_) : std::move(strides);
+  KILN_INTERNAL_ASSERT(sizes_.size() == strides_.size());
+  offset_ = std::move(offset);
+  RefreshCachedLayout();
+}
+
+void TensorImpl::RefreshCachedLayout() {
+  numel_ = 1;
+  for (const auto& s : sizes_) {
+    auto v = s.is_symbolic() ? std::nullopt : std::optional<int64_t>(s.expect_int());
+    if (!v) { numel_ = -1; break; }
+    numel_ *= *v;
+  }
+  if (numel_ < 0) {
+    // Symbolic: contiguous when the strides are exactly the row-major ones (structurally).
+    SymDimVector expect = ContiguousStrides(sizes_);
+    is_contiguous_ = true;
+    for (size_t i = 0; i < sizes_.size(); ++i)
+      if (strides_[i].str() != expect[i].str()) is_contiguous_ = false;
+    return;
+  }
+  is_contiguous_ = true;
+  if (numel_ == 0) return;
+  int64_t expected = 1;
+  for (int64_t d = dim() - 1; d >= 0; --d) {
+    int64_t size = sizes_[d].expect_int();
+    if (size == 1) continue;
+    if (strides_[d].expect_int() != expected) { is_contiguous_ = false; return; }
+    expected *= size;
+  }
+}
+
+int64_t WrapDim(int64_t dim, int64_t ndim) {
+  int64_t lo = ndim > 0 ? -ndim : -1, hi = ndim > 0 ? ndim - 1 : 0;
+  KILN_CHECK_INDEX(dim >= lo && dim <= hi, "Dimension out of range (expected to be in range of [",
+                   lo, ", ", hi, "], but got ", dim, ")");
+  return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
+}
+
+SymDimVector ContiguousStrides(const SymDimVector& sizes) {
+  SymDimVector strides(sizes.size());
+  SymInt running = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    strides[d] = running;
+    const SymInt& s = sizes[d];
+    if (s.is_symbolic()) running = running * sym_max(s, SymInt(1));
+    else running = running * std::max<int64_t>(s.expect_int(), 1);
+  }
+  return strides;
+}
+
+DimVector ContiguousStrides(const DimVector& sizes) {
+  DimVector strides(sizes.size());
+  int64_t running = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    strides[d] = running;
+    running *= std::max<int64_t>(sizes[d], 1);
+  }
+  return strides;
+}
+
+template <typename V>
+static std::string JoinSizes(const V& s) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << "]";
+  return os.str();
+}
+std::string SizesToString(const SymDimVector& s) { return JoinSizes(s); }
+std::string SizesToString(const DimVector& s) { return JoinSizes(s); }
+
+}  // namespace kiln

@@ -1,0 +1,158 @@
+// tensor/tensor_impl.h: TensorImpl (sizes, strides, dtype, device, storage) and the Tensor handle.
+//
+// A TensorImpl is a strided view of a Storage: element i of the view lives at
+// storage + (offset + sum(index[d] * stride[d])) * itemsize. Views share the Storage and the
+// version counter, which in-place ops bump so autograd can detect modified saved tensors.
+// Meta and fake tensors have no Storage: they carry metadata only.
+// Invariants: sizes_.size() == strides_.size(); numel_ caches the product of concrete sizes
+// (-1 when some size is symbolic); is_contiguous_ caches the row-major contiguity test.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "runtime/device.h"
+#include "tensor/dispatch_key.h"
+#include "tensor/scalar_type.h"
+#include "tensor/storage.h"
+#include "tensor/sym_int.h"
+
+struct _object;
+typedef _object PyObject;
+
+namespace kiln {
+
+using DimVector = absl::InlinedVector<int64_t, 6>;
+using SymDimVector = absl::InlinedVector<SymInt, 6>;
+
+struct VersionCounter {
+  std::atomic<uint32_t> version{0};
+};
+
+// What autograd/ attaches to a tensor (grad, grad_fn, hooks); opaque at this layer.
+class AutogradMetaInterface {
+ public:
+  virtual ~AutogradMetaInterface() = default;
+  virtual bool requires_grad() const = 0;
+};
+
+class TensorImpl {
+ public:
+  TensorImpl(Storage storage, ScalarType dtype, Device device, DispatchKeySet keys);
+
+  // Metadata.
+  ScalarType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  int64_t dim() const { return static_cast<int64_t>(sizes_.size()); }
+  const SymDimVector& sym_sizes() const { return sizes_; }
+  const SymDimVector& sym_strides() const { return strides_; }
+  const SymInt& sym_storage_offset() const { return offset_; }
+  DimVector sizes() const;    // concrete sizes (raises on symbolic ones)
+  DimVector strides() const;  // concrete strides
+  int64_t size(int64_t d) const;  // negative d counts from the end; IndexError if out of range
+  int64_t stride(int64_t d) const;
+  int64_t storage_offset() const { return offset_.expect_int(); }
+  int64_t numel() const;
+  SymInt sym_numel() const;
+  bool is_contiguous() const { return is_contiguous_; }
+  bool is_symbolic() const { return numel_ < 0; }
+  int64_t itemsize() const { return ElementSize(dtype_); }
+  DispatchKeySet keys() const { return keys_; }
+  void set_keys(DispatchKeySet k) { keys_ = k; }
+
+  // Layout changes (views, resize_): strides may be empty to mean "contiguous".
+  void set_sizes_and_strides(SymDimVector sizes, SymDimVector strides, SymInt offset);
+  void set_sizes_contiguous(SymDimVector sizes) { set_sizes_and_strides(std::move(sizes), {}, offset_); }
+
+  // Storage.
+  const Storage& storage() const { return storage_; }
+  bool has_storage() const { return storage_ != nullptr; }
+  void set_storage(Storage s) { storage_ = std::move(s); }
+  // Address of element 0 (storage base + offset); null for meta tensors.
+  void* data() const {
+    return storage_ ? static_cast<char*>(storage_->data()) + offset_.expect_int() * itemsize() : nullptr;
+  }
+  template <typename T> T* data_as() const { return static_cast<T*>(data()); }
+
+  // Versions and aliasing.
+  const std::shared_ptr<VersionCounter>& version_counter() const { return version_; }
+  void share_version_counter(const std::shared_ptr<VersionCounter>& v) { version_ = v; }
+  uint32_t version() const { return version_->version.load(std::memory_order_relaxed); }
+  void bump_version() { version_->version.fetch_add(1, std::memory_order_relaxed); }
+
+  // Autograd's per-tensor state (grad, grad_fn); null when the tensor never took part.
+  AutogradMetaInterface* autograd_meta() const { return autograd_meta_.get(); }
+  void set_autograd_meta(std::unique_ptr<AutogradMetaInterface> m) { autograd_meta_ = std::move(m); }
+  bool requires_grad() const { return autograd_meta_ && autograd_meta_->requires_grad(); }
+
+  // A Python number turned into a 0-dim tensor for an op (weak type in promotion).
+  bool is_wrapped_number() const { return wrapped_number_; }
+  void set_wrapped_number(bool v) { wrapped_number_ = v; }
+
+  // Borrowed pointer to the Python object wrapping this impl (python/ sets and clears it), so
+  // the same impl returns the same Python object (`x.add_(1) is x`).
+  PyObject* pyobj() const { return pyobj_; }
+  void set_pyobj(PyObject* o) { pyobj_ = o; }
+
+ private:
+  void RefreshCachedLayout();
+
+  Storage storage_;
+  SymDimVector sizes_;
+  SymDimVector strides_;
+  SymInt offset_ = 0;
+  int64_t numel_ = 1;
+  ScalarType dtype_;
+  Device device_;
+  DispatchKeySet keys_;
+  bool is_contiguous_ = true;
+  bool wrapped_number_ = false;
+  std::shared_ptr<VersionCounter> version_;
+  std::unique_ptr<AutogradMetaInterface> autograd_meta_;
+  PyObject* pyobj_ = nullptr;
+};
+
+// A reference-counted handle to a TensorImpl; the undefined Tensor holds none.
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  TensorImpl* operator->() const { return impl_.get(); }
+  bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+
+  ScalarType dtype() const { return impl_->dtype(); }
+  Device device() const { return impl_->device(); }
+  int64_t dim() const { return impl_->dim(); }
+  DimVector sizes() const { return impl_->sizes(); }
+  DimVector strides() const { return impl_->strides(); }
+  int64_t size(int64_t d) const { return impl_->size(d); }
+  int64_t stride(int64_t d) const { return impl_->stride(d); }
+  int64_t numel() const { return impl_->numel(); }
+  bool is_contiguous() const { return impl_->is_contiguous(); }
+  template <typename T> T* data_ptr() const { return impl_->data_as<T>(); }
+  void* raw_data() const { return impl_->data(); }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Wraps a negative dimension and checks it against `ndim` (scalars accept -1 and 0), raising
+// IndexError "Dimension out of range (expected to be in range of [-2, 1], but got 2)".
+int64_t WrapDim(int64_t dim, int64_t ndim);
+// Row-major strides for `sizes`.
+SymDimVector ContiguousStrides(const SymDimVector& sizes);
+DimVector ContiguousStrides(const DimVector& sizes);
+std::string SizesToString(const SymDimVector& s);  // "[2, 3]"
+std::string SizesToString(const DimVector& s);
+
+// The dispatch key of tensors on `device`.
+DispatchKey BackendKey(Device device);
+
+}  // namespace kiln

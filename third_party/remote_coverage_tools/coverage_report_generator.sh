@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "coverage is not collected through Bazel in kiln" >&2
+exit 1

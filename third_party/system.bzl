@@ -1,0 +1,69 @@
+"""Repository rules that bring Debian's libraries and the chosen Python interpreter into Bazel.
+
+Nothing is downloaded: each rule writes a BUILD file naming headers and libraries already on the
+machine (tools/setup.sh installs them), so the workspace builds offline.
+"""
+
+def _system_library_impl(ctx):
+    includes = []
+    for i, path in enumerate(ctx.attr.includes):
+        link = "include_%d" % i
+        ctx.symlink(path, link)
+        includes.append(link)
+    ctx.file("BUILD.bazel", """
+cc_library(
+    name = "{name}",
+    hdrs = glob([{globs}], allow_empty = True),
+    includes = {includes},
+    linkopts = {linkopts},
+    visibility = ["//visibility:public"],
+)
+""".format(
+        name = ctx.name,
+        globs = ", ".join(['"%s/**/*.h"' % i for i in includes]) if includes and ctx.attr.glob_headers else "",
+        includes = repr(includes),
+        linkopts = repr(ctx.attr.linkopts),
+    ))
+
+system_library = repository_rule(
+    implementation = _system_library_impl,
+    attrs = {
+        "includes": attr.string_list(),
+        "linkopts": attr.string_list(),
+        "glob_headers": attr.bool(default = False),
+    },
+    local = True,
+)
+
+_PY_QUERY = """
+import sys, sysconfig
+print(sysconfig.get_paths()["include"])
+print(sysconfig.get_config_var("EXT_SUFFIX"))
+print("%d.%d" % sys.version_info[:2])
+"""
+
+def _kiln_python_impl(ctx):
+    python = ctx.os.environ.get("KILN_PYTHON", "python3")
+    binary = ctx.which(python) if not python.startswith("/") else ctx.path(python)
+    if binary == None:
+        fail("KILN_PYTHON=%s: interpreter not found on PATH" % python)
+    result = ctx.execute([binary, "-c", _PY_QUERY])
+    if result.return_code != 0:
+        fail("KILN_PYTHON=%s could not report its configuration: %s" % (python, result.stderr))
+    include, ext_suffix, version = result.stdout.strip().split("\n")
+    ctx.symlink(include, "include")
+    ctx.file("BUILD.bazel", """
+cc_library(
+    name = "headers",
+    hdrs = glob(["include/**/*.h"]),
+    includes = ["include"],
+    visibility = ["//visibility:public"],
+)
+""")
+    ctx.file("defs.bzl", "EXT_SUFFIX = %r\nPY_VERSION = %r\n" % (ext_suffix, version))
+
+kiln_python = repository_rule(
+    implementation = _kiln_python_impl,
+    environ = ["KILN_PYTHON", "PATH"],
+    local = True,
+)
