@@ -41,8 +41,10 @@ inline Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking = false)
   CallOp<Tensor>(KILN_OP("aten::copy_"), self, src, non_blocking);
   return self;
 }
-inline Tensor clone(const Tensor& t) { KILN_CALL(Tensor, "aten::clone", t, std::optional<MemoryFormat>()); }
-inline Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : clone(t); }
+inline Tensor clone(const Tensor& t, std::optional<MemoryFormat> mf = std::nullopt) {
+  KILN_CALL(Tensor, "aten::clone", t, mf);
+}
+inline Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : clone(t, MemoryFormat::Contiguous); }
 inline Tensor to_dtype(const Tensor& t, ScalarType dtype) {
   if (t.dtype() == dtype) return t;
   KILN_CALL(Tensor, "aten::_to_copy", t, std::optional<ScalarType>(dtype), std::optional<Layout>(),

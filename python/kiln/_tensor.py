@@ -263,7 +263,7 @@ class Tensor(_C.TensorBase):
     def __getitem__(self, key):
         result, advanced = self._apply_basic_index(key)
         if not advanced:
-            return result if result is not self else self.alias()
+            return result if result is not self else _op('aten::alias')(self)
         indices = [advanced.get(d) for d in range(max(advanced) + 1)]
         return _op('aten::index.Tensor')(result, indices)
 
