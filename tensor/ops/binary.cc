@@ -369,7 +369,7 @@ Tensor RsubScalar(const Tensor& a, const Scalar& b, const Scalar& alpha) {
 }
 // Scalar ** Tensor
 Tensor PowScalarBase(const Scalar& base, const Tensor& exp) {
-  return FunctionalTensor<kPow>(WrapScalar(base, exp.device()), exp);
+  return CallOp<Tensor>(KILN_OP("aten::pow.Tensor_Tensor"), WrapScalar(base, exp.device()), exp);
 }
 
 template <int kOp>
