@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "tensor/ops/common.h"
+#include "tensor/vec_math.h"
 
 namespace kiln {
 namespace {
@@ -232,5 +233,23 @@ TEST(Half, RoundsToNearestEven) {
   EXPECT_EQ(static_cast<float>(BFloat16(1.00390625f)), 1.0f);  // ties to even
 }
 
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+TEST(VecMath, ExpFMatchesLibm) {
+  float worst = 0;
+  for (float x = -104.0f; x < 89.0f; x += 0.0137f) {
+    float want = std::exp(x), got = ExpF(x);
+    if (want == 0 || std::isinf(want)) { EXPECT_EQ(got, want) << x; continue; }
+    if (std::fpclassify(want) == FP_SUBNORMAL) { EXPECT_NEAR(got, want, 2e-45f) << x; continue; }
+    worst = std::max(worst, std::abs(got - want) / want);
+  }
+  EXPECT_LT(worst, 3e-7f);
+  EXPECT_TRUE(std::isnan(ExpF(NAN)));
+  EXPECT_EQ(ExpF(-INFINITY), 0.0f);
+  EXPECT_EQ(ExpF(INFINITY), INFINITY);
+}
 }  // namespace
 }  // namespace kiln
