@@ -114,7 +114,7 @@ GemmOperand PrepareOperand(const Tensor& t, int64_t rows, int64_t cols) {
   const int64_t nd = t.dim();
   MatrixLayout l = BlasLayout(rows, cols, t.stride(nd - 2), t.stride(nd - 1));
   if (l.ok) return {t, l, nd == 3 ? t.stride(0) : 0};
-  Tensor c = ops::clone(t);  // clone is contiguous
+  Tensor c = ops::contiguous(t);
   return {c, BlasLayout(rows, cols, c.stride(nd - 2), c.stride(nd - 1)), nd == 3 ? c.stride(0) : 0};
 }
 
