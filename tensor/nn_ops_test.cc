@@ -262,5 +262,371 @@ TEST(Linalg, LargeMatmulMatchesNaive) {
   ExpectValues(Matmul(ai, CastTo(b, ScalarType::Float64)), NaiveBmm(a, b), 1e-10);
 }
 
+// --- convolution -----------------------------------------------------------------------------------
+
+using IntList = std::vector<int64_t>;
+
+Tensor Conv(const Tensor& x, const Tensor& w, OptTensor b, IntList stride, IntList pad, IntList dil,
+            bool transposed = false, IntList out_pad = {0}, int64_t groups = 1) {
+  return CallOp<Tensor>(KILN_OP("aten::convolution"), x, w, b, stride, pad, dil, transposed, out_pad, SymInt(groups));
+}
+Tensor Conv2d(const Tensor& x, const Tensor& w, OptTensor b, IntList stride = {1}, IntList pad = {0},
+              IntList dil = {1}, int64_t groups = 1) {
+  return CallOp<Tensor>(KILN_OP("aten::conv2d"), x, w, b, stride, pad, dil, SymInt(groups));
+}
+
+struct Conv2dArgs {
+  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, groups = 1;
+};
+
+// Direct 2-D convolution, one output element at a time.
+Vec NaiveConv2d(const Tensor& x, const Tensor& w, const Vec& bias, const Conv2dArgs& a, int64_t oh, int64_t ow) {
+  Vec in = Values(x), wt = Values(w);
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t O = w.size(0), Cg = w.size(1), kh = w.size(2), kw = w.size(3), Og = O / a.groups;
+  Vec out(N * O * oh * ow, 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t xo = 0; xo < ow; ++xo) {
+          double s = bias.empty() ? 0 : bias[o];
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                int64_t iy = y * a.sh - a.ph + i * a.dh, ix = xo * a.sw - a.pw + j * a.dw;
+                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                int64_t ci = (o / Og) * Cg + c;
+                s += in[((n * C + ci) * H + iy) * W + ix] * wt[((o * Cg + c) * kh + i) * kw + j];
+              }
+          out[((n * O + o) * oh + y) * ow + xo] = s;
+        }
+  return out;
+}
+
+// Transposed 2-D convolution by scattering each input element through the kernel.
+Vec NaiveConvTranspose2d(const Tensor& x, const Tensor& w, const Conv2dArgs& a, int64_t oh, int64_t ow) {
+  Vec in = Values(x), wt = Values(w);
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t Og = w.size(1), kh = w.size(2), kw = w.size(3), Cg = C / a.groups, O = Og * a.groups;
+  Vec out(N * O * oh * ow, 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t y = 0; y < H; ++y)
+        for (int64_t xi = 0; xi < W; ++xi)
+          for (int64_t o = 0; o < Og; ++o)
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                int64_t oy = y * a.sh - a.ph + i * a.dh, ox = xi * a.sw - a.pw + j * a.dw;
+                if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
+                int64_t oc = (c / Cg) * Og + o;
+                out[((n * O + oc) * oh + oy) * ow + ox] +=
+                    in[((n * C + c) * H + y) * W + xi] * wt[((c * Og + o) * kh + i) * kw + j];
+              }
+  return out;
+}
+
+TEST(Conv, HandComputed) {
+  Tensor x = T({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3}), w = T({1, 1, 1, 1}, {1, 1, 2, 2});
+  Tensor y = Conv2d(x, w, T({1}, {1}));
+  ExpectSizes(y, {1, 1, 2, 2});
+  ExpectValues(y, {13, 17, 25, 29});
+  // Padding 1, stride 2: the corners see one, two, or four inputs.
+  ExpectValues(Conv2d(x, w, std::nullopt, {2}, {1}), {1, 5, 11, 28});
+  // Unbatched input.
+  Tensor y3 = Conv2d(ops::reshape(x, {SymInt(1), SymInt(3), SymInt(3)}), w, std::nullopt);
+  ExpectSizes(y3, {1, 2, 2});
+  ExpectValues(y3, {12, 16, 24, 28});
+}
+
+TEST(Conv, StridePaddingDilationGroups) {
+  Tensor x = Rand({2, 4, 7, 6}, 1), w = Rand({6, 2, 3, 2}, 2), b = Rand({6}, 3);
+  Conv2dArgs a{2, 1, 1, 1, 1, 2, 2};
+  Tensor y = Conv(x, w, b, {2, 1}, {1, 1}, {1, 2}, false, {0, 0}, 2);
+  ExpectSizes(y, {2, 6, 4, 6});
+  ExpectValues(y, NaiveConv2d(x, w, Values(b), a, 4, 6), 1e-5);
+  ExpectValues(Conv(CastTo(x, ScalarType::Float64), CastTo(w, ScalarType::Float64), CastTo(b, ScalarType::Float64),
+                    {2, 1}, {1, 1}, {1, 2}, false, {0, 0}, 2),
+               NaiveConv2d(x, w, Values(b), a, 4, 6), 1e-10);
+  // Depthwise, and a 1x1 kernel (the no-im2col path) on a non-contiguous input.
+  Tensor wd = Rand({4, 1, 3, 3}, 4);
+  ExpectValues(Conv2d(x, wd, std::nullopt, {1}, {1}, {1}, 4), NaiveConv2d(x, wd, {}, Conv2dArgs{1, 1, 1, 1, 1, 1, 4}, 7, 6),
+               1e-5);
+  Tensor xt = ops::transpose(Rand({2, 4, 6, 7}, 5), 2, 3);
+  Tensor w1 = Rand({5, 4, 1, 1}, 6);
+  ExpectValues(Conv2d(xt, w1, std::nullopt), NaiveConv2d(ops::contiguous(xt), w1, {}, Conv2dArgs{}, 7, 6), 1e-5);
+  // float16 computes in float32.
+  Tensor yh = Conv2d(CastTo(x, ScalarType::Float16), CastTo(wd, ScalarType::Float16), std::nullopt, {1}, {1}, {1}, 4);
+  EXPECT_EQ(yh.dtype(), ScalarType::Float16);
+  ExpectValues(yh, NaiveConv2d(CastTo(x, ScalarType::Float16), CastTo(wd, ScalarType::Float16), {},
+                               Conv2dArgs{1, 1, 1, 1, 1, 1, 4}, 7, 6), 3e-3);
+}
+
+TEST(Conv, OneDimensional) {
+  Tensor x = Rand({2, 2, 9}, 1), w = Rand({3, 2, 3}, 2), b = Rand({3}, 3);
+  Tensor y = Conv(x, w, b, {2}, {1}, {2});
+  ExpectSizes(y, {2, 3, 4});  // (9 + 2 - 2*2 - 1) / 2 + 1
+  Tensor x4 = ops::unsqueeze(x, 2), w4 = ops::unsqueeze(w, 2);
+  ExpectValues(y, NaiveConv2d(x4, w4, Values(b), Conv2dArgs{1, 2, 0, 1, 1, 2, 1}, 1, 4), 1e-5);
+}
+
+TEST(Conv, Transposed) {
+  Tensor x = Rand({2, 4, 3, 3}, 1), w = Rand({4, 3, 3, 2}, 2), b = Rand({6}, 3);
+  Conv2dArgs a{2, 2, 1, 0, 1, 2, 2};
+  // oh = (3-1)*2 - 2 + 1*(3-1) + 1 + 1 = 6; ow = (3-1)*2 - 0 + 2*(2-1) + 0 + 1 = 7
+  Tensor y = Conv(x, w, b, {2, 2}, {1, 0}, {1, 2}, true, {1, 0}, 2);
+  ExpectSizes(y, {2, 6, 6, 7});
+  Vec ref = NaiveConvTranspose2d(x, w, a, 6, 7);
+  Vec bias = Values(b);
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] += bias[(i / 42) % 6];
+  ExpectValues(y, ref, 1e-5);
+}
+
+TEST(Conv, MetaAndErrors) {
+  Tensor y = Conv2d(Meta({8, 3, 32, 32}), Meta({16, 3, 5, 5}), Meta({16}), {2}, {2});
+  EXPECT_TRUE(y.device().is_meta());
+  ExpectSizes(y, {8, 16, 16, 16});
+  ExpectError<Error>([] { Conv2d(Rand({1, 4, 5, 5}), Rand({2, 3, 3, 3}), std::nullopt); },
+                     "Given groups=1, weight of size [2, 3, 3, 3], expected input[1, 4, 5, 5] to have 3 channels, "
+                     "but got 4 channels instead");
+  ExpectError<Error>([] { Conv2d(Rand({1, 1, 2, 2}), Rand({1, 1, 3, 3}), std::nullopt); },
+                     "Calculated padded input size per channel: (2 x 2). Kernel size: (3 x 3). Kernel size can't be "
+                     "greater than actual input size");
+  ExpectError<Error>([] { Conv2d(Rand({3, 3}), Rand({1, 1, 3, 3}), std::nullopt); },
+                     "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [3, 3]");
+  ExpectError<Error>([] { Conv2d(Rand({1, 1, 3, 3}), Rand({1, 1, 3, 3}, 1, ScalarType::Float64), std::nullopt); },
+                     "Input type (torch.FloatTensor) and weight type (torch.DoubleTensor) should be the same");
+  ExpectError<Error>([] { Conv2d(Rand({1, 4, 3, 3}), Rand({3, 2, 1, 1}), std::nullopt, {1}, {0}, {1}, 2); },
+                     "Given groups=2, expected weight to be divisible by 2 at dimension 0");
+  ExpectError<Error>([] { Conv2d(Rand({1, 1, 3, 3}), Rand({2, 1, 1, 1}), Rand({3})); },
+                     "expected bias to be 1-dimensional with 2 elements, but got bias of size [3] instead");
+  ExpectError<Error>([] { Conv2d(Rand({1, 1, 3, 3}), Rand({1, 1, 1, 1}), std::nullopt, {0}); },
+                     "non-positive stride is not supported");
+  ExpectError<Error>([] { Conv(Rand({1, 1, 3, 3}), Rand({1, 1, 1, 1}), std::nullopt, {1, 1, 1}, {0}, {1}); },
+                     "expected stride to be a single integer value or a list of 2 values");
+  ExpectError<NotImplementedError>(
+      [] { Conv(Rand({1, 1, 3, 3, 3}), Rand({1, 1, 1, 1, 1}), std::nullopt, {1}, {0}, {1}); }, "only 1-D and 2-D");
+}
+
+// --- pooling ---------------------------------------------------------------------------------------
+
+std::tuple<Tensor, Tensor> MaxPoolIdx(const Tensor& x, IntList k, IntList s = {}, IntList p = {0}, IntList d = {1},
+                                      bool ceil = false) {
+  return CallOp<std::tuple<Tensor, Tensor>>(KILN_OP("aten::max_pool2d_with_indices"), x, k, s, p, d, ceil);
+}
+Tensor MaxPool(const Tensor& x, IntList k, IntList s = {}, IntList p = {0}, IntList d = {1}, bool ceil = false) {
+  return CallOp<Tensor>(KILN_OP("aten::max_pool2d"), x, k, s, p, d, ceil);
+}
+Tensor AvgPool(const Tensor& x, IntList k, IntList s = {}, IntList p = {0}, bool ceil = false, bool include = true,
+               std::optional<int64_t> div = std::nullopt) {
+  return CallOp<Tensor>(KILN_OP("aten::avg_pool2d"), x, k, s, p, ceil, include, div);
+}
+Tensor AdaptiveAvg(const Tensor& x, IntList size) {
+  return CallOp<Tensor>(KILN_OP("aten::adaptive_avg_pool2d"), x, size);
+}
+
+// A [1, 1, n, n] tensor whose values are their flat indices.
+Tensor Iota(int64_t n) {
+  Vec v(n * n);
+  for (int64_t i = 0; i < n * n; ++i) v[i] = static_cast<double>(i);
+  return T(v, {1, 1, n, n});
+}
+
+TEST(Pool, MaxPoolValuesAndIndices) {
+  Tensor x = T({1, 5, 2, 0, 3, 4, 8, 7, 6, 0, 1, 2, 9, 3, 4, 5}, {1, 1, 4, 4});
+  auto [y, idx] = MaxPoolIdx(x, {2});
+  ExpectSizes(y, {1, 1, 2, 2});
+  ExpectValues(y, {5, 8, 9, 5});
+  EXPECT_EQ(idx.dtype(), ScalarType::Int64);
+  ExpectValues(idx, {1, 6, 12, 15});
+  ExpectValues(MaxPool(x, {2}), {5, 8, 9, 5});
+  ExpectValues(MaxPool(CastTo(x, ScalarType::Int64), {2}), {5, 8, 9, 5});
+  ExpectValues(MaxPool(CastTo(x, ScalarType::BFloat16), {2}), {5, 8, 9, 5});
+  // ceil_mode keeps the partial last window; padding and dilation.
+  auto [yc, ic] = MaxPoolIdx(Iota(5), {2}, {2}, {0}, {1}, true);
+  ExpectSizes(yc, {1, 1, 3, 3});
+  ExpectValues(yc, {6, 8, 9, 16, 18, 19, 21, 23, 24});
+  ExpectValues(ic, {6, 8, 9, 16, 18, 19, 21, 23, 24});
+  ExpectSizes(MaxPool(Iota(5), {2}, {2}), {1, 1, 2, 2});
+  ExpectValues(MaxPool(Iota(4), {3}, {2}, {1}), {5, 7, 13, 15});
+  ExpectValues(MaxPool(Iota(4), {2}, {1}, {0}, {2}), {10, 11, 14, 15});
+  // NaN wins, as in PyTorch; 3-D (unbatched) input.
+  Tensor xn = T({1, NAN, 2, 3}, {1, 2, 2});
+  auto [yn, in] = MaxPoolIdx(xn, {2});
+  ExpectSizes(yn, {1, 1, 1});
+  ExpectValues(yn, {NAN});
+  ExpectValues(in, {1});
+}
+
+TEST(Pool, AvgPool) {
+  Tensor x = T({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3});
+  ExpectValues(AvgPool(x, {2}, {1}), {3, 4, 6, 7});
+  ExpectValues(AvgPool(x, {2}, {2}, {1}), {0.25, 1.25, 2.75, 7});
+  ExpectValues(AvgPool(x, {2}, {2}, {1}, false, false), {1, 2.5, 5.5, 7});
+  ExpectValues(AvgPool(x, {2}, {2}, {1}, false, true, 2), {0.5, 2.5, 5.5, 14});
+  ExpectValues(AvgPool(x, {2}, {2}, {0}, true), {3, 4.5, 7.5, 9});
+  ExpectValues(AvgPool(CastTo(x, ScalarType::Int64), {2}, {1}), {3, 4, 6, 7});
+  ExpectValues(AvgPool(CastTo(x, ScalarType::Float64), {2, 3}, {1}), {3.5, 6.5});
+  ExpectError<Error>([&] { AvgPool(x, {2}, {1}, {0}, false, true, 0); }, "divisor must be not zero");
+  ExpectError<Error>([&] { AvgPool(CastTo(x, ScalarType::Int32), {2}); }, "not implemented for 'Int'");
+}
+
+TEST(Pool, AdaptiveAvgPool) {
+  Tensor x = T({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3});
+  Tensor y = AdaptiveAvg(x, {2, 2});
+  ExpectSizes(y, {1, 1, 2, 2});
+  ExpectValues(y, {3, 4, 6, 7});
+  Tensor g = AdaptiveAvg(x, {1, 1});
+  ExpectSizes(g, {1, 1, 1, 1});
+  ExpectValues(g, {5});
+  ExpectValues(CallOp<Tensor>(KILN_OP("aten::_adaptive_avg_pool2d"), x, IntList{1, 1}), {5});
+  ExpectValues(AdaptiveAvg(x, {3, 1}), {2, 5, 8});
+  ExpectSizes(AdaptiveAvg(Meta({2, 3, 17, 9}), {4, 5}), {2, 3, 4, 5});
+  ExpectError<Error>([&] { AdaptiveAvg(ops::reshape(x, {SymInt(9)}), {2, 2}); },
+                     "adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got [9]");
+  ExpectError<Error>([&] { AdaptiveAvg(x, {2}); }, "adaptive_avg_pool2d: output_size must be 2");
+}
+
+TEST(Pool, ShapesAndErrors) {
+  ExpectSizes(MaxPool(Meta({4, 3, 32, 32}), {3}, {2}, {1}), {4, 3, 16, 16});
+  ExpectSizes(AvgPool(Meta({3, 31, 31}), {2}, {2}, {0}, true), {3, 16, 16});
+  ExpectError<Error>([] { MaxPool(Iota(4), {2}, {2}, {2}); },
+                     "pad should be smaller than or equal to half of kernel size, but got padW = 2, padH = 2, kW = 2, "
+                     "kH = 2");
+  ExpectError<Error>([] { MaxPool(Iota(2), {3}); },
+                     "Given input size: (1x2x2). Calculated output size: (1x0x0). Output size is too small");
+  ExpectError<Error>([] { MaxPool(T({1, 2, 3, 4}, {2, 2}), {2}); }, "Expected 3D or 4D (batch mode) tensor");
+  ExpectError<Error>([] { MaxPool(Iota(4), {2, 2, 2}); },
+                     "max_pool2d: kernel_size must either be a single int, or a tuple of two ints");
+  ExpectError<Error>([] { MaxPool(Iota(4), {0}); }, "kernel size should be greater than zero, but got kH: 0 kW: 0");
+}
+
+// --- normalization ---------------------------------------------------------------------------------
+
+Tensor3 NativeBatchNorm(const Tensor& x, OptTensor w, OptTensor b, OptTensor rm, OptTensor rv, bool training,
+                        double momentum = 0.1, double eps = 1e-5) {
+  return CallOp<Tensor3>(KILN_OP("aten::native_batch_norm"), x, w, b, rm, rv, training, momentum, eps);
+}
+
+TEST(Norm, BatchNormTraining) {
+  Tensor x = T({1, 2, 3, 4, 5, 9}, {3, 2});
+  Tensor w = T({1, 2}, {2}), b = T({0, 1}, {2});
+  Tensor rm = T({0, 0}, {2}), rv = T({1, 1}, {2});
+  const uint32_t version = rm->version();
+  auto [y, mean, invstd] = NativeBatchNorm(x, w, b, rm, rv, true);
+  const double is0 = 1 / std::sqrt(8.0 / 3 + 1e-5), is1 = 1 / std::sqrt(26.0 / 3 + 1e-5);
+  ExpectValues(y, {-2 * is0, 2 * (-3) * is1 + 1, 0, 2 * (-1) * is1 + 1, 2 * is0, 2 * 4 * is1 + 1});
+  ExpectValues(mean, {3, 5});
+  ExpectValues(invstd, {is0, is1});
+  // Running stats: momentum 0.1, unbiased variance (8/2 and 26/2).
+  ExpectValues(rm, {0.3, 0.5});
+  ExpectValues(rv, {0.9 + 0.4, 0.9 + 1.3});
+  EXPECT_GT(rm->version(), version);
+  // Spatial dims: statistics over N, H, W per channel.
+  Tensor x4 = Rand({2, 3, 2, 2}, 7);
+  auto [y4, m4, s4] = NativeBatchNorm(x4, std::nullopt, std::nullopt, std::nullopt, std::nullopt, true);
+  Vec v = Values(x4), ym(24);
+  for (int c = 0; c < 3; ++c) {
+    double s = 0, q = 0;
+    for (int n = 0; n < 2; ++n)
+      for (int i = 0; i < 4; ++i) s += v[(n * 3 + c) * 4 + i];
+    double mu = s / 8;
+    for (int n = 0; n < 2; ++n)
+      for (int i = 0; i < 4; ++i) q += (v[(n * 3 + c) * 4 + i] - mu) * (v[(n * 3 + c) * 4 + i] - mu);
+    for (int n = 0; n < 2; ++n)
+      for (int i = 0; i < 4; ++i) ym[(n * 3 + c) * 4 + i] = (v[(n * 3 + c) * 4 + i] - mu) / std::sqrt(q / 8 + 1e-5);
+  }
+  ExpectValues(y4, ym, 1e-4);
+  ExpectSizes(m4, {3});
+}
+
+TEST(Norm, BatchNormEvalAndComposite) {
+  Tensor x = T({1, 2, 3, 4}, {2, 2});
+  Tensor rm = T({1, 2}, {2}), rv = T({4, 1}, {2});
+  auto [y, mean, invstd] = NativeBatchNorm(x, std::nullopt, T({0, 10}, {2}), rm, rv, false, 0.1, 0);
+  ExpectValues(y, {0, 10, 1, 12});
+  ExpectSizes(mean, {0});
+  ExpectSizes(invstd, {0});
+  ExpectValues(rm, {1, 2});  // untouched in eval mode
+  Tensor yc = CallOp<Tensor>(KILN_OP("aten::batch_norm"), x, OptTensor(), OptTensor(), OptTensor(rm), OptTensor(rv),
+                             false, 0.1, 0.0, true);
+  ExpectValues(yc, {0, 0, 1, 2});
+  ExpectError<ValueError>(
+      [&] {
+        CallOp<Tensor>(KILN_OP("aten::batch_norm"), T({1, 2, 3}, {1, 3}), OptTensor(), OptTensor(), OptTensor(),
+                       OptTensor(), true, 0.1, 1e-5, true);
+      },
+      "Expected more than 1 value per channel when training, got input size [1, 3]");
+  ExpectError<Error>([&] { NativeBatchNorm(x, T({1, 2, 3}, {3}), std::nullopt, std::nullopt, std::nullopt, true); },
+                     "weight should contain 2 elements not 3");
+  ExpectError<Error>([&] { NativeBatchNorm(x, std::nullopt, std::nullopt, std::nullopt, std::nullopt, false); },
+                     "running_mean and running_var must be defined in evaluation mode");
+  ExpectError<Error>([&] { NativeBatchNorm(CastTo(x, ScalarType::Int64), std::nullopt, std::nullopt, rm, rv, false); },
+                     "not implemented for 'Long'");
+  auto [my, mm, ms] = NativeBatchNorm(Meta({4, 3, 5}), std::nullopt, std::nullopt, std::nullopt, std::nullopt, true);
+  ExpectSizes(my, {4, 3, 5});
+  ExpectSizes(mm, {3});
+}
+
+TEST(Norm, LayerNorm) {
+  Tensor x = T({1, 2, 3, 2, 4, 9}, {2, 3});
+  auto [y, mean, rstd] = CallOp<Tensor3>(KILN_OP("aten::native_layer_norm"), x, IntList{3}, T({1, 1, 2}, {3}),
+                                         T({0, 0, 1}, {3}), 1e-5);
+  const double r0 = 1 / std::sqrt(2.0 / 3 + 1e-5), r1 = 1 / std::sqrt(26.0 / 3 + 1e-5);
+  ExpectValues(y, {-r0, 0, 2 * r0 + 1, -3 * r1, -1 * r1, 2 * 4 * r1 + 1});
+  ExpectSizes(mean, {2, 1});
+  ExpectValues(mean, {2, 5});
+  ExpectValues(rstd, {r0, r1});
+  // Over the last two dims, as the composite.
+  Tensor x3 = ops::reshape(x, {SymInt(1), SymInt(2), SymInt(3)});
+  Tensor y3 = CallOp<Tensor>(KILN_OP("aten::layer_norm"), x3, IntList{2, 3}, OptTensor(), OptTensor(), 1e-5, true);
+  Vec v = Values(x);
+  double mu = (1 + 2 + 3 + 2 + 4 + 9) / 6.0, q = 0;
+  for (double e : v) q += (e - mu) * (e - mu);
+  Vec ref;
+  for (double e : v) ref.push_back((e - mu) / std::sqrt(q / 6 + 1e-5));
+  ExpectValues(y3, ref);
+  auto [ym, mm, rm] = CallOp<Tensor3>(KILN_OP("aten::native_layer_norm"), Meta({4, 5, 6}), IntList{5, 6}, OptTensor(),
+                                      OptTensor(), 1e-5);
+  ExpectSizes(mm, {4, 1, 1});
+  ExpectError<Error>(
+      [&] { CallOp<Tensor3>(KILN_OP("aten::native_layer_norm"), x, IntList{4}, OptTensor(), OptTensor(), 1e-5); },
+      "Given normalized_shape=[4], expected input with shape [*, 4], but got input of size[2, 3]");
+  ExpectError<Error>(
+      [&] { CallOp<Tensor3>(KILN_OP("aten::native_layer_norm"), x, IntList{3}, OptTensor(T({1, 2}, {2})),
+                            OptTensor(), 1e-5); },
+      "Expected weight to be of same shape as normalized_shape, but got weight of shape [2] and normalized_shape = [3]");
+}
+
+TEST(Norm, GroupNorm) {
+  Tensor x = Rand({2, 4, 1, 3}, 9);
+  Tensor w = T({1, 2, 3, 4}, {4}), b = T({0, 1, 0, -1}, {4});
+  Tensor y = CallOp<Tensor>(KILN_OP("aten::group_norm"), x, int64_t(2), OptTensor(w), OptTensor(b), 1e-5, true);
+  Vec v = Values(x), ref(24), wv = Values(w), bv = Values(b);
+  for (int n = 0; n < 2; ++n)
+    for (int g = 0; g < 2; ++g) {
+      const int base = n * 12 + g * 6;
+      double mu = 0, q = 0;
+      for (int i = 0; i < 6; ++i) mu += v[base + i] / 6;
+      for (int i = 0; i < 6; ++i) q += (v[base + i] - mu) * (v[base + i] - mu);
+      for (int i = 0; i < 6; ++i) {
+        int c = g * 2 + i / 3;
+        ref[base + i] = (v[base + i] - mu) / std::sqrt(q / 6 + 1e-5) * wv[c] + bv[c];
+      }
+    }
+  ExpectValues(y, ref, 1e-4);
+  auto [yn, mean, rstd] = CallOp<Tensor3>(KILN_OP("aten::native_group_norm"), x, OptTensor(), OptTensor(), SymInt(2),
+                                          SymInt(4), SymInt(3), int64_t(2), 1e-5);
+  ExpectSizes(mean, {2, 2});
+  ExpectSizes(rstd, {2, 2});
+  ExpectError<Error>(
+      [&] { CallOp<Tensor>(KILN_OP("aten::group_norm"), x, int64_t(3), OptTensor(), OptTensor(), 1e-5, true); },
+      "Expected number of channels in input to be divisible by num_groups, but got input of shape [2, 4, 1, 3] and "
+      "num_groups=3");
+  ExpectError<Error>(
+      [&] { CallOp<Tensor>(KILN_OP("aten::group_norm"), x, int64_t(2), OptTensor(T({1, 2}, {2})), OptTensor(), 1e-5,
+                           true); },
+      "Expected weight to be a vector of size equal to the number of channels in input, but got weight of shape [2]");
+}
+
 }  // namespace
 }  // namespace kiln
