@@ -567,6 +567,28 @@ TEST(Norm, BatchNormEvalAndComposite) {
   ExpectSizes(mm, {3});
 }
 
+TEST(Norm, BatchNormLegitFamily) {
+  Tensor x = T({1, 2, 3, 4, 5, 9}, {3, 2});
+  Tensor rm = T({0, 0}, {2}), rv = T({1, 1}, {2});
+  auto [y, mean, invstd, rm2, rv2] = CallOp<std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>>(
+      KILN_OP("aten::_native_batch_norm_legit_functional"), x, OptTensor(), OptTensor(), rm, rv, true, 0.1, 1e-5);
+  ExpectValues(rm2, {0.3, 0.5});
+  ExpectValues(rv2, {1.3, 2.2});
+  ExpectValues(rm, {0, 0});  // the inputs are not written
+  ExpectValues(mean, {3, 5});
+  const Op& legit = KILN_OP("aten::_native_batch_norm_legit");
+  EXPECT_EQ(legit.mutated_args(), (std::vector<int>{3, 4}));
+  auto [y2, m2, s2] = CallOp<Tensor3>(legit, x, OptTensor(), OptTensor(), rm, rv, true, 0.1, 1e-5);
+  ExpectValues(y2, Values(y));
+  ExpectValues(rm, {0.3, 0.5});
+  auto [y3, m3, s3] = CallOp<Tensor3>(KILN_OP("aten::_native_batch_norm_legit_no_training"), x, OptTensor(),
+                                      OptTensor(), T({3, 5}, {2}), T({1, 4}, {2}), 0.1, 0.0);
+  ExpectValues(y3, {-2, -1.5, 0, -0.5, 2, 2});
+  auto [y4, m4, s4] = CallOp<Tensor3>(KILN_OP("aten::_native_batch_norm_legit.no_stats"), x, OptTensor(),
+                                      OptTensor(), true, 0.1, 1e-5);
+  ExpectValues(y4, Values(y));
+}
+
 TEST(Norm, LayerNorm) {
   Tensor x = T({1, 2, 3, 2, 4, 9}, {2, 3});
   auto [y, mean, rstd] = CallOp<Tensor3>(KILN_OP("aten::native_layer_norm"), x, IntList{3}, T({1, 1, 2}, {3}),

@@ -7,8 +7,10 @@
 // float32 when the input is float16/bfloat16 (PyTorch's "mixed type"); the saved statistics then
 // come out in float32. native_batch_norm in training mode writes running_mean/running_var in place
 // (momentum update, unbiased variance) and bumps their versions: its PyTorch schema carries no
-// alias annotation for them, so the dispatcher cannot know. batch_norm, layer_norm and group_norm
-// are composites returning the first output of their native op.
+// alias annotation for them, so the dispatcher cannot know. The _native_batch_norm_legit family
+// runs the same kernel under schemas that do say it (Tensor(a!) running_mean), plus a functional
+// form returning the updated statistics, for functionalization and export. batch_norm,
+// layer_norm and group_norm are composites returning the first output of their native op.
 #include <cmath>
 
 #include "tensor/ops/common.h"
@@ -173,7 +175,7 @@ Tensor3 NativeBatchNormCPU(const Tensor& input, const OptTensor& weight, const O
   KILN_DISPATCH_FLOATING(x.dtype(), "batch_norm", [&] {
     ApplyAffine(x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), N, C, S, scale, shift);
   });
-  if (training) {
+  if (training && input.numel() > 0) {  // an empty batch leaves the running statistics alone
     WriteVector(save_mean, mean);
     WriteVector(save_invstd, invstd);
     const int64_t n = N * S;
@@ -191,6 +193,48 @@ Tensor3 NativeBatchNormCPU(const Tensor& input, const OptTensor& weight, const O
     }
   }
   return {out, save_mean, save_invstd};
+}
+
+// The _native_batch_norm_legit family: the same kernel under schemas that say what it writes.
+Tensor3 LegitCPU(const Tensor& input, const OptTensor& weight, const OptTensor& bias, const Tensor& running_mean,
+                 const Tensor& running_var, bool training, double momentum, double eps) {
+  return NativeBatchNormCPU(input, weight, bias, running_mean, running_var, training, momentum, eps);
+}
+Meta3 LegitMeta(const Tensor& input, const OptTensor& weight, const OptTensor& bias, const Tensor& running_mean,
+                const Tensor& running_var, bool training, double momentum, double eps) {
+  return NativeBatchNormMeta(input, weight, bias, running_mean, running_var, training, momentum, eps);
+}
+Tensor3 LegitNoStatsCPU(const Tensor& input, const OptTensor& weight, const OptTensor& bias, bool training,
+                        double momentum, double eps) {
+  return NativeBatchNormCPU(input, weight, bias, std::nullopt, std::nullopt, training, momentum, eps);
+}
+Meta3 LegitNoStatsMeta(const Tensor& input, const OptTensor& weight, const OptTensor& bias, bool training,
+                       double momentum, double eps) {
+  return NativeBatchNormMeta(input, weight, bias, std::nullopt, std::nullopt, training, momentum, eps);
+}
+Tensor3 LegitNoTrainingCPU(const Tensor& input, const OptTensor& weight, const OptTensor& bias,
+                           const Tensor& running_mean, const Tensor& running_var, double momentum, double eps) {
+  return NativeBatchNormCPU(input, weight, bias, running_mean, running_var, false, momentum, eps);
+}
+Meta3 LegitNoTrainingMeta(const Tensor& input, const OptTensor& weight, const OptTensor& bias,
+                          const Tensor& running_mean, const Tensor& running_var, double momentum, double eps) {
+  return NativeBatchNormMeta(input, weight, bias, running_mean, running_var, false, momentum, eps);
+}
+// Functional form: the updated running statistics come back as new tensors.
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> LegitFunctionalCPU(
+    const Tensor& input, const OptTensor& weight, const OptTensor& bias, const Tensor& running_mean,
+    const Tensor& running_var, bool training, double momentum, double eps) {
+  Tensor rm = ops::clone(running_mean), rv = ops::clone(running_var);
+  auto [out, mean, invstd] = NativeBatchNormCPU(input, weight, bias, rm, rv, training, momentum, eps);
+  return {out, mean, invstd, rm, rv};
+}
+std::tuple<TensorMeta, TensorMeta, TensorMeta, TensorMeta, TensorMeta> LegitFunctionalMeta(
+    const Tensor& input, const OptTensor& weight, const OptTensor& bias, const Tensor& running_mean,
+    const Tensor& running_var, bool training, double momentum, double eps) {
+  auto [out, mean, invstd] = NativeBatchNormMeta(input, weight, bias, running_mean, running_var, training, momentum,
+                                                 eps);
+  return {out, mean, invstd, TensorMeta{running_mean->sym_sizes(), {}, running_mean.dtype(), running_mean.device()},
+          TensorMeta{running_var->sym_sizes(), {}, running_var.dtype(), running_var.device()}};
 }
 
 Tensor BatchNorm(const Tensor& input, const OptTensor& weight, const OptTensor& bias, const OptTensor& running_mean,
@@ -355,6 +399,20 @@ void RegisterNormOps(Registry& r) {
   r.Def("native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
         "bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)", {Tag::core}, kFunction)
       .Impl<&NativeBatchNormCPU>(DispatchKey::CPU).Meta<&NativeBatchNormMeta>();
+  r.Def("_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, "
+        "Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
+        {Tag::core}, kFunction)
+      .Impl<&LegitCPU>(DispatchKey::CPU).Meta<&LegitMeta>();
+  r.Def("_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, "
+        "float momentum, float eps) -> (Tensor, Tensor, Tensor)", {Tag::core}, kFunction)
+      .Impl<&LegitNoStatsCPU>(DispatchKey::CPU).Meta<&LegitNoStatsMeta>();
+  r.Def("_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, "
+        "Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)", {Tag::core}, kFunction)
+      .Impl<&LegitNoTrainingCPU>(DispatchKey::CPU).Meta<&LegitNoTrainingMeta>();
+  r.Def("_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, "
+        "Tensor running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, "
+        "Tensor running_mean_out, Tensor running_var_out)", {}, kFunction)
+      .Impl<&LegitFunctionalCPU>(DispatchKey::CPU).Meta<&LegitFunctionalMeta>();
   r.Def("batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
         "bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor", {}, kFunction)
       .Composite<&BatchNorm>();
