@@ -567,6 +567,25 @@ TEST(Norm, BatchNormEvalAndComposite) {
   ExpectSizes(mm, {3});
 }
 
+TEST(NnOps, TypedApi) {
+  // The ops:: wrappers reach the same kernels.
+  Tensor x = T({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3}), w = T({1, 1, 1, 1}, {1, 1, 2, 2});
+  ExpectValues(ops::conv2d(x, w), {12, 16, 24, 28});
+  ExpectValues(ops::max_pool2d(x, {2}, {1}), {5, 6, 8, 9});
+  ExpectValues(ops::avg_pool2d(x, {2}, {1}), {3, 4, 6, 7});
+  ExpectValues(ops::adaptive_avg_pool2d(x, {1, 1}), {5});
+  Tensor m = T({1, 2, 3, 4}, {2, 2});
+  ExpectValues(ops::mm(m, m), {7, 10, 15, 22});
+  ExpectValues(ops::matmul(m, m), {7, 10, 15, 22});
+  ExpectValues(ops::addmm(m, m, m, 1, 2), {15, 22, 33, 48});
+  ExpectValues(ops::linear(m, m, T({1, 1}, {2})), {6, 12, 12, 26});
+  ExpectSizes(ops::bmm(Rand({2, 3, 4}), Rand({2, 4, 5})), {2, 3, 5});
+  ExpectValues(ops::layer_norm(T({1, 3}, {1, 2}), {2}, std::nullopt, std::nullopt, 0), {-1, 1});
+  ExpectValues(ops::group_norm(T({1, 3}, {1, 2}), 1, std::nullopt, std::nullopt, 0), {-1, 1});
+  ExpectValues(ops::batch_norm(T({1, 3}, {2, 1}), std::nullopt, std::nullopt, std::nullopt, std::nullopt, true, 0.1, 0),
+               {-1, 1});
+}
+
 TEST(Norm, BatchNormLegitFamily) {
   Tensor x = T({1, 2, 3, 4, 5, 9}, {3, 2});
   Tensor rm = T({0, 0}, {2}), rv = T({1, 1}, {2});
