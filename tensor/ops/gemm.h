@@ -29,8 +29,4 @@ struct MatrixLayout {
 };
 MatrixLayout BlasLayout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride);
 
-// out[m,n] (contiguous, same dtype as a and b) = beta * out + alpha * a @ b, for 2-D a [m,k] and
-// b [k,n] of any strides. float16/bfloat16 compute in float32. beta == 0 ignores out's contents.
-void AddmmInto(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha);
-
 }  // namespace kiln

@@ -147,10 +147,6 @@ void BatchedGemmInto(const Tensor& out, const Tensor& a, const Tensor& b, const 
 
 }  // namespace
 
-void AddmmInto(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
-  BatchedGemmInto(out, a, b, beta, alpha, "addmm");
-}
-
 // --- Checks and meta functions -------------------------------------------------------------------
 
 namespace {
