@@ -379,6 +379,14 @@ TEST(Conv, Transposed) {
   Vec bias = Values(b);
   for (size_t i = 0; i < ref.size(); ++i) ref[i] += bias[(i / 42) % 6];
   ExpectValues(y, ref, 1e-5);
+  // 1-D transposed, as 2-D with a height of 1; meta shape; an empty batch.
+  Tensor x1 = Rand({1, 2, 5}, 4), w1 = Rand({2, 3, 3}, 5);
+  Tensor y1 = Conv(x1, w1, std::nullopt, {2}, {1}, {1}, true, {1});
+  ExpectSizes(y1, {1, 3, 10});  // (5-1)*2 - 2 + 2 + 1 + 1
+  ExpectValues(y1, NaiveConvTranspose2d(ops::unsqueeze(x1, 2), ops::unsqueeze(w1, 2), Conv2dArgs{1, 2, 0, 1, 1, 1, 1},
+                                        1, 10), 1e-5);
+  ExpectSizes(Conv(Meta({4, 8, 16, 16}), Meta({8, 4, 4, 4}), std::nullopt, {2}, {1}, {1}, true, {0}), {4, 4, 32, 32});
+  ExpectSizes(Conv2d(Rand({0, 2, 5, 5}), Rand({3, 2, 3, 3}), Rand({3})), {0, 3, 3, 3});
 }
 
 TEST(Conv, MetaAndErrors) {
