@@ -159,8 +159,8 @@ TEST(Linalg, MmErrors) {
   ExpectError<Error>([] { Mm(Rand({3}), Rand({3, 2})); }, "self must be a matrix");
   ExpectError<Error>([] { Mm(Rand({2, 3}), Rand({3, 2}, 1, ScalarType::Float64)); },
                      "expected m1 and m2 to have the same dtype, but got: float != double");
-  ExpectError<Error>([] { Mm(Rand({2, 3}, 1, ScalarType::Bool), Rand({3, 2}, 1, ScalarType::Bool)); },
-                     "not implemented for 'Bool'");
+  ExpectError<NotImplementedError>([] { Mm(Rand({2, 3}, 1, ScalarType::Bool), Rand({3, 2}, 1, ScalarType::Bool)); },
+                                   "\"addmm_impl_cpu_\" not implemented for 'Bool'");
 }
 
 TEST(Linalg, BmmAndBaddbmm) {
@@ -191,7 +191,11 @@ TEST(Linalg, AddmmBetaAlpha) {
   ExpectValues(Addmm(nan, a, b, 0, 1), {1, 2, 3, 4});
   Tensor ai = CastTo(a, ScalarType::Int64), bi = CastTo(b, ScalarType::Int64);
   ExpectValues(Addmm(CastTo(bias, ScalarType::Int64), ai, bi, 1, 2), {12, 24, 16, 28});
-  ExpectError<Error>([&] { Addmm(T({1, 2, 3}, {3}), a, b); }, "The size of tensor a (3) must match");
+  ExpectError<Error>([&] { Addmm(T({1, 2, 3}, {3}), a, b); },
+                     "The expanded size of the tensor (2) must match the existing size (3) at non-singleton dimension "
+                     "1.  Target sizes: [2, 2].  Tensor sizes: [3]");
+  ExpectError<Error>([&] { Addmm(CastTo(bias, ScalarType::Float64), a, b); },
+                     "self and mat2 must have the same dtype, but got Double and Float");
   ExpectError<Error>([&] { Addmm(bias, a, T({1, 2, 3}, {1, 3})); }, "mat1 and mat2 shapes cannot be multiplied (2x2 and 1x3)");
 }
 
@@ -332,6 +336,10 @@ TEST(Conv, HandComputed) {
   ExpectValues(y, {13, 17, 25, 29});
   // Padding 1, stride 2: the corners see one, two, or four inputs.
   ExpectValues(Conv2d(x, w, std::nullopt, {2}, {1}), {1, 5, 11, 28});
+  // Integer convolution (PyTorch supports it on CPU).
+  Tensor yi = Conv2d(CastTo(x, ScalarType::Int64), CastTo(w, ScalarType::Int64), T({1}, {1}, ScalarType::Int64));
+  EXPECT_EQ(yi.dtype(), ScalarType::Int64);
+  ExpectValues(yi, {13, 17, 25, 29});
   // Unbatched input.
   Tensor y3 = Conv2d(ops::reshape(x, {SymInt(1), SymInt(3), SymInt(3)}), w, std::nullopt);
   ExpectSizes(y3, {1, 2, 2});
@@ -402,9 +410,18 @@ TEST(Conv, MetaAndErrors) {
   ExpectError<Error>([] { Conv2d(Rand({3, 3}), Rand({1, 1, 3, 3}), std::nullopt); },
                      "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [3, 3]");
   ExpectError<Error>([] { Conv2d(Rand({1, 1, 3, 3}), Rand({1, 1, 3, 3}, 1, ScalarType::Float64), std::nullopt); },
-                     "Input type (torch.FloatTensor) and weight type (torch.DoubleTensor) should be the same");
+                     "expected scalar type Float but found Double");
+  ExpectError<Error>([] { Conv2d(Rand({1, 1, 3, 3}), Rand({1, 1, 1, 1}), Rand({1}, 1, ScalarType::Float64)); },
+                     "Input type (float) and bias type (double) should be the same");
+  ExpectError<Error>([] { Conv(Rand({1, 2, 3, 3}), Rand({2, 1, 2, 2}), std::nullopt, {1}, {0}, {1}, true, {0, 1}); },
+                     "output padding must be smaller than either stride or dilation, but got output_padding_height: 0 "
+                     "output_padding_width: 1 stride_height: 1 stride_width: 1 dilation_height: 1 dilation_width: 1");
+  ExpectError<NotImplementedError>(
+      [] { Conv2d(Rand({1, 1, 3, 3}, 1, ScalarType::Bool), Rand({1, 1, 1, 1}, 1, ScalarType::Bool), std::nullopt); },
+      "\"slow_conv2d_cpu\" not implemented for 'Bool'");
   ExpectError<Error>([] { Conv2d(Rand({1, 4, 3, 3}), Rand({3, 2, 1, 1}), std::nullopt, {1}, {0}, {1}, 2); },
-                     "Given groups=2, expected weight to be divisible by 2 at dimension 0");
+                     "Given groups=2, expected weight to be divisible by 2 at dimension 0, but got weight of size "
+                     "[[3, 2, 1, 1]] instead");
   ExpectError<Error>([] { Conv2d(Rand({1, 1, 3, 3}), Rand({2, 1, 1, 1}), Rand({3})); },
                      "expected bias to be 1-dimensional with 2 elements, but got bias of size [3] instead");
   ExpectError<Error>([] { Conv2d(Rand({1, 1, 3, 3}), Rand({1, 1, 1, 1}), std::nullopt, {0}); },
@@ -475,7 +492,8 @@ TEST(Pool, AvgPool) {
   ExpectValues(AvgPool(CastTo(x, ScalarType::Int64), {2}, {1}), {3, 4, 6, 7});
   ExpectValues(AvgPool(CastTo(x, ScalarType::Float64), {2, 3}, {1}), {3.5, 6.5});
   ExpectError<Error>([&] { AvgPool(x, {2}, {1}, {0}, false, true, 0); }, "divisor must be not zero");
-  ExpectError<Error>([&] { AvgPool(CastTo(x, ScalarType::Int32), {2}); }, "not implemented for 'Int'");
+  ExpectError<NotImplementedError>([&] { AvgPool(CastTo(x, ScalarType::Int32), {2}); },
+                                   "\"avg_pool2d\" not implemented for 'Int'");
 }
 
 TEST(Pool, AdaptiveAvgPool) {
@@ -498,14 +516,24 @@ TEST(Pool, ShapesAndErrors) {
   ExpectSizes(MaxPool(Meta({4, 3, 32, 32}), {3}, {2}, {1}), {4, 3, 16, 16});
   ExpectSizes(AvgPool(Meta({3, 31, 31}), {2}, {2}, {0}, true), {3, 16, 16});
   ExpectError<Error>([] { MaxPool(Iota(4), {2}, {2}, {2}); },
-                     "pad should be smaller than or equal to half of kernel size, but got padW = 2, padH = 2, kW = 2, "
-                     "kH = 2");
+                     "pad should be at most half of effective kernel size, but got pad=2, kernel_size=2 and dilation=1");
+  ExpectError<Error>([] { MaxPool(Iota(9), {3}, {1}, {2}, {2}); },
+                     "pad should be smaller than or equal to half of kernel size, but got padW = 2, padH = 2, kW = 3, "
+                     "kH = 3");
   ExpectError<Error>([] { MaxPool(Iota(2), {3}); },
                      "Given input size: (1x2x2). Calculated output size: (1x0x0). Output size is too small");
-  ExpectError<Error>([] { MaxPool(T({1, 2, 3, 4}, {2, 2}), {2}); }, "Expected 3D or 4D (batch mode) tensor");
+  ExpectError<Error>([] { MaxPool(T({1, 2, 3, 4}, {2, 2}), {2}); },
+                     "non-empty 3D or 4D (batch mode) tensor expected for input");
+  ExpectError<IndexError>([] { AvgPool(T({1, 2, 3, 4}, {2, 2}), {2}); }, "Dimension out of range");
+  ExpectError<Error>([] { AvgPool(Rand({1, 0, 4, 4}), {2}); },
+                     "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got:[1, 0, 4, 4]");
+  ExpectSizes(AvgPool(Rand({0, 1, 4, 4}), {2}), {0, 1, 2, 2});
   ExpectError<Error>([] { MaxPool(Iota(4), {2, 2, 2}); },
                      "max_pool2d: kernel_size must either be a single int, or a tuple of two ints");
-  ExpectError<Error>([] { MaxPool(Iota(4), {0}); }, "kernel size should be greater than zero, but got kH: 0 kW: 0");
+  ExpectError<Error>([] { MaxPool(Iota(4), {0}, {1}); }, "kernel size should be greater than zero, but got kH: 0 kW: 0");
+  ExpectError<Error>([] { MaxPool(Iota(4), {0}); }, "stride should not be zero");
+  ExpectError<NotImplementedError>([] { MaxPool(CastTo(Iota(4), ScalarType::Bool), {2}); },
+                                   "\"max_pool2d\" not implemented for 'Bool'");
 }
 
 // --- normalization ---------------------------------------------------------------------------------
@@ -568,8 +596,22 @@ TEST(Norm, BatchNormEvalAndComposite) {
                      "weight should contain 2 elements not 3");
   ExpectError<Error>([&] { NativeBatchNorm(x, std::nullopt, std::nullopt, std::nullopt, std::nullopt, false); },
                      "running_mean and running_var must be defined in evaluation mode");
-  ExpectError<Error>([&] { NativeBatchNorm(CastTo(x, ScalarType::Int64), std::nullopt, std::nullopt, rm, rv, false); },
-                     "not implemented for 'Long'");
+  ExpectError<NotImplementedError>(
+      [&] { NativeBatchNorm(CastTo(x, ScalarType::Int64), std::nullopt, std::nullopt, rm, rv, false); },
+      "\"batch_norm\" not implemented for 'Long'");
+  ExpectError<Error>([&] { NativeBatchNorm(CastTo(x, ScalarType::Float64), rm, std::nullopt, rm, rv, false); },
+                     "mixed dtype (CPU): all inputs must share same datatype.");
+  ExpectError<Error>(
+      [&] { NativeBatchNorm(CastTo(x, ScalarType::Float16), CastTo(rm, ScalarType::Float64), std::nullopt, rm, rv,
+                            false); },
+      "mixed dtype (CPU): expect parameter to have scalar type of Float");
+  ExpectError<IndexError>([&] { NativeBatchNorm(T({1, 2}, {2}), std::nullopt, std::nullopt, rm, rv, false); },
+                          "Dimension out of range");
+  // A float16 input with float32 parameters keeps float32 statistics.
+  auto [yh, mh, sh] = NativeBatchNorm(CastTo(x, ScalarType::Float16), rm, std::nullopt, std::nullopt, std::nullopt,
+                                      true);
+  EXPECT_EQ(yh.dtype(), ScalarType::Float16);
+  EXPECT_EQ(mh.dtype(), ScalarType::Float32);
   auto [my, mm, ms] = NativeBatchNorm(Meta({4, 3, 5}), std::nullopt, std::nullopt, std::nullopt, std::nullopt, true);
   ExpectSizes(my, {4, 3, 5});
   ExpectSizes(mm, {3});

@@ -6,7 +6,8 @@
 // group's weights by it; the transposed form multiplies the transposed weights by the input and
 // scatters the columns back into the image (col2im). Pooling kernels run one (batch, channel)
 // plane per task. float16/bfloat16 convolutions compute in float32. Shape checks and messages
-// follow PyTorch's ConvUtils.h and Pool.h.
+// follow PyTorch's ConvUtils.h and Pool.h; unsupported dtypes raise NotImplementedError like its
+// dispatch macros. Integer convolutions use Gemm's plain loop.
 #include <cmath>
 #include <limits>
 
@@ -19,25 +20,10 @@ using IntList = std::vector<int64_t>;
 using SymList = std::vector<SymInt>;
 using OptTensor = std::optional<Tensor>;
 
-#define KILN_CASES_CONV(...) \
-  KILN_CASE_TYPE(float, Float32, __VA_ARGS__) KILN_CASE_TYPE(double, Float64, __VA_ARGS__)
-
-// PyTorch's legacy type names, used by conv's dtype message ("torch.FloatTensor").
-std::string LegacyTypeName(ScalarType t) {
-  switch (t) {
-    case ScalarType::Bool: return "torch.BoolTensor";
-    case ScalarType::UInt8: return "torch.ByteTensor";
-    case ScalarType::Int8: return "torch.CharTensor";
-    case ScalarType::Int16: return "torch.ShortTensor";
-    case ScalarType::Int32: return "torch.IntTensor";
-    case ScalarType::Int64: return "torch.LongTensor";
-    case ScalarType::Float16: return "torch.HalfTensor";
-    case ScalarType::BFloat16: return "torch.BFloat16Tensor";
-    case ScalarType::Float32: return "torch.FloatTensor";
-    case ScalarType::Float64: return "torch.DoubleTensor";
-    default: return "?";
-  }
-}
+// The types convolution computes in: float16/bfloat16 run in float32.
+#define KILN_CASES_CONV(...)                                                                 \
+  KILN_CASE_TYPE(float, Float32, __VA_ARGS__) KILN_CASE_TYPE(double, Float64, __VA_ARGS__) \
+  KILN_CASES_INTEGRAL(__VA_ARGS__)
 
 std::string ListStr(const IntList& v) { return SizesToString(DimVector(v.begin(), v.end())); }
 
@@ -76,31 +62,38 @@ ConvParams CheckConv(const Tensor& input, const Tensor& weight, const OptTensor&
     KILN_CHECK(p.stride[d] > 0, "non-positive stride is not supported");
     KILN_CHECK(p.padding[d] >= 0, "negative padding is not supported");
     KILN_CHECK(p.output_padding[d] >= 0, "negative output_padding is not supported");
-    KILN_CHECK(p.dilation[d] > 0, "dilation should be greater than zero");
-    if (transposed) {
-      KILN_CHECK(p.output_padding[d] < p.stride[d] || p.output_padding[d] < p.dilation[d],
-                 "output padding must be smaller than either stride or dilation, but got output_padding=",
-                 ListStr(p.output_padding), ", stride=", ListStr(p.stride), ", dilation=", ListStr(p.dilation));
+    KILN_CHECK(p.dilation[d] > 0, "dilation should be greater than zero, but got ", ListStr(p.dilation));
+  }
+  if (transposed) {
+    bool ok = true;
+    std::string got;
+    const char* names[2] = {dims == 2 ? "height" : "width", "width"};
+    for (const auto& [what, v] : {std::pair<const char*, const IntList*>{"output_padding", &p.output_padding},
+                                  {"stride", &p.stride}, {"dilation", &p.dilation}}) {
+      for (int64_t d = 0; d < dims; ++d) got += StrCat(" ", what, "_", names[d], ": ", (*v)[d]);
     }
+    for (int64_t d = 0; d < dims; ++d)
+      ok = ok && (p.output_padding[d] < p.stride[d] || p.output_padding[d] < p.dilation[d]);
+    KILN_CHECK(ok, "output padding must be smaller than either stride or dilation, but got", got);
   }
   const int64_t g = p.groups;
   KILN_CHECK(g > 0, "non-positive groups is not supported");
-  KILN_CHECK(input.dtype() == weight.dtype(), "Input type (", LegacyTypeName(input.dtype()), ") and weight type (",
-             LegacyTypeName(weight.dtype()), ") should be the same");
+  KILN_CHECK(input.dtype() == weight.dtype(), "expected scalar type ", ScalarTypeDisplayName(input.dtype()),
+             " but found ", ScalarTypeDisplayName(weight.dtype()));
   if (bias && bias->defined()) {
-    KILN_CHECK(input.dtype() == bias->dtype(), "Input type (", LegacyTypeName(input.dtype()), ") and bias type (",
-               LegacyTypeName(bias->dtype()), ") should be the same");
+    KILN_CHECK(input.dtype() == bias->dtype(), "Input type (", CppTypeName(input.dtype()), ") and bias type (",
+               CppTypeName(bias->dtype()), ") should be the same");
     CheckSameDevice("convolution", input, *bias);
   }
   CheckSameDevice("convolution", input, weight);
-  KILN_CHECK(IsFloating(input.dtype()), "\"slow_conv2d_cpu\" not implemented for '",
-             ScalarTypeDisplayName(input.dtype()), "'");
+  KILN_CHECK_NOT_IMPLEMENTED(input.dtype() != ScalarType::Bool, "\"slow_conv2d_cpu\" not implemented for 'Bool'");
   const SymDimVector& in = input->sym_sizes();
   const SymDimVector& w = weight->sym_sizes();
   KILN_CHECK(w[0] >= g, "Given groups=", g, ", expected weight to be at least ", g,
              " at dimension 0, but got weight of size ", ShapeStr(weight), " instead");
+  // (PyTorch prints this one's size in double brackets.)
   KILN_CHECK(w[0].mod(g) == 0, "Given groups=", g, ", expected weight to be divisible by ", g,
-             " at dimension 0, but got weight of size ", ShapeStr(weight), " instead");
+             " at dimension 0, but got weight of size [", ShapeStr(weight), "] instead");
   const SymInt out_channels = transposed ? w[1] * g : w[0];
   if (!transposed) {
     KILN_CHECK(in[1] == w[1] * g, "Given groups=", g, ", weight of size ", ShapeStr(weight), ", expected input",
@@ -332,22 +325,31 @@ PoolParams ParsePool(const char* op, const IntList& kernel, const IntList& strid
   return p;
 }
 
-// PyTorch's pooling_output_shape (symmetric padding).
+// PyTorch's pooling_output_shape (symmetric padding), with its checks.
 SymInt PoolOutSize(const SymInt& in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
+  KILN_CHECK(stride != 0, "stride should not be zero");
+  KILN_CHECK(pad >= 0, "pad must be non-negative, but got pad: ", pad);
+  KILN_CHECK(pad <= ((k - 1) * dil + 1) / 2, "pad should be at most half of effective kernel size, but got pad=", pad,
+             ", kernel_size=", k, " and dilation=", dil);
   SymInt out = (in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0)).floordiv(stride) + 1;
   // The last window must start inside the input or the left padding.
   if (ceil_mode && (out - 1) * stride >= in + pad) out = out - 1;
   return out;
 }
 
-// The output sizes of a 2-D pooling after PyTorch's pool2d_shape_check.
+// The output sizes of a 2-D pooling, with PyTorch's checks in its order: the output shape of each
+// dim, then pool2d_shape_check.
 SymDimVector PoolShape(const Tensor& input, const PoolParams& p, bool ceil_mode) {
+  const int64_t nd = input.dim();
+  WrapDim(-3, nd);  // IndexError for 0-2 dims, as PyTorch's input.size(-3)
+  const SymDimVector& s = input->sym_sizes();
+  const SymInt &C = s[nd - 3], &H = s[nd - 2], &W = s[nd - 1];
+  SymInt oh = PoolOutSize(H, p.kh, p.ph, p.sh, p.dh, ceil_mode);
+  SymInt ow = PoolOutSize(W, p.kw, p.pw, p.sw, p.dw, ceil_mode);
   KILN_CHECK(p.kh > 0 && p.kw > 0, "kernel size should be greater than zero, but got kH: ", p.kh, " kW: ", p.kw);
   KILN_CHECK(p.sh > 0 && p.sw > 0, "stride should be greater than zero, but got dH: ", p.sh, " dW: ", p.sw);
   KILN_CHECK(p.dh > 0 && p.dw > 0, "dilation should be greater than zero, but got dilationH: ", p.dh,
              " dilationW: ", p.dw);
-  const int64_t nd = input.dim();
-  const SymDimVector& s = input->sym_sizes();
   const bool valid = (nd == 3 && s[0] != 0 && s[1] != 0 && s[2] != 0) ||
                      (nd == 4 && s[1] != 0 && s[2] != 0 && s[3] != 0);
   KILN_CHECK(valid, "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got:",
@@ -355,9 +357,6 @@ SymDimVector PoolShape(const Tensor& input, const PoolParams& p, bool ceil_mode)
   KILN_CHECK(p.kw / 2 >= p.pw && p.kh / 2 >= p.ph,
              "pad should be smaller than or equal to half of kernel size, but got padW = ", p.pw, ", padH = ", p.ph,
              ", kW = ", p.kw, ", kH = ", p.kh);
-  const SymInt &C = s[nd - 3], &H = s[nd - 2], &W = s[nd - 1];
-  SymInt oh = PoolOutSize(H, p.kh, p.ph, p.sh, p.dh, ceil_mode);
-  SymInt ow = PoolOutSize(W, p.kw, p.pw, p.sw, p.dw, ceil_mode);
   KILN_CHECK(oh >= 1 && ow >= 1, "Given input size: (", C, "x", H, "x", W, "). Calculated output size: (", C, "x",
              oh, "x", ow, "). Output size is too small");
   SymDimVector out(s.begin(), s.end());
@@ -382,7 +381,7 @@ std::tuple<TensorMeta, TensorMeta> MaxPool2dWithIndicesMeta(const Tensor& self, 
                                                             const IntList& dilation, bool ceil_mode) {
   PoolParams p = ParsePool("max_pool2d", kernel_size, stride, padding, &dilation);
   SymDimVector sizes = PoolShape(self, p, ceil_mode);
-  KILN_CHECK(self.dtype() != ScalarType::Bool, "\"max_pool2d\" not implemented for 'Bool'");
+  KILN_CHECK_NOT_IMPLEMENTED(self.dtype() != ScalarType::Bool, "\"max_pool2d\" not implemented for 'Bool'");
   return {TensorMeta{sizes, {}, self.dtype(), self.device()}, TensorMeta{sizes, {}, ScalarType::Int64, self.device()}};
 }
 
@@ -441,14 +440,15 @@ std::tuple<Tensor, Tensor> MaxPool2dWithIndicesCPU(const Tensor& self, const Int
 
 Tensor MaxPool2d(const Tensor& self, const IntList& kernel_size, const IntList& stride, const IntList& padding,
                  const IntList& dilation, bool ceil_mode) {
+  KILN_CHECK(self.dim() == 3 || self.dim() == 4, "non-empty 3D or 4D (batch mode) tensor expected for input");
   auto result = CallOp<std::tuple<Tensor, Tensor>>(KILN_OP("aten::max_pool2d_with_indices"), self, kernel_size,
                                                    stride, padding, dilation, ceil_mode);
   return std::get<0>(result);
 }
 
 void CheckAvgPoolDtype(ScalarType t) {
-  KILN_CHECK(IsFloating(t) || t == ScalarType::Int64, "\"avg_pool2d_out_frame\" not implemented for '",
-             ScalarTypeDisplayName(t), "'");
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(t) || t == ScalarType::Int64, "\"avg_pool2d\" not implemented for '",
+                             ScalarTypeDisplayName(t), "'");
 }
 
 TensorMeta AvgPool2dMeta(const Tensor& self, const IntList& kernel_size, const IntList& stride,
@@ -517,8 +517,8 @@ TensorMeta AdaptiveAvgPool2dMeta(const Tensor& self, const SymList& output_size)
     KILN_CHECK(self->sym_sizes()[d] != 0, "adaptive_avg_pool2d(): Expected input to have non-zero size for "
                "non-batch dimensions, but input has sizes ", ShapeStr(self), " with dimension ", d, " being empty");
   }
-  KILN_CHECK(IsFloating(self.dtype()), "\"adaptive_avg_pool2d\" not implemented for '",
-             ScalarTypeDisplayName(self.dtype()), "'");
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(self.dtype()), "\"adaptive_avg_pool2d\" not implemented for '",
+                             ScalarTypeDisplayName(self.dtype()), "'");
   SymDimVector sizes = self->sym_sizes();
   sizes[nd - 2] = output_size[0];
   sizes[nd - 1] = output_size[1];

@@ -29,4 +29,7 @@ struct MatrixLayout {
 };
 MatrixLayout BlasLayout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride);
 
+// The C++ type name PyTorch prints for a dtype in some messages ("float != double").
+const char* CppTypeName(ScalarType t);
+
 }  // namespace kiln

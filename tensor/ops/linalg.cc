@@ -149,12 +149,6 @@ void BatchedGemmInto(const Tensor& out, const Tensor& a, const Tensor& b, const 
 
 // --- Checks and meta functions -------------------------------------------------------------------
 
-namespace {
-
-using OptTensor = std::optional<Tensor>;
-using SymList = std::vector<SymInt>;
-
-// The C++ type name PyTorch prints for a dtype in these messages ("float != double").
 const char* CppTypeName(ScalarType t) {
   switch (t) {
     case ScalarType::Bool: return "bool";
@@ -171,14 +165,20 @@ const char* CppTypeName(ScalarType t) {
   }
 }
 
+namespace {
+
+using OptTensor = std::optional<Tensor>;
+using SymList = std::vector<SymInt>;
+
 std::string MatStr(const Tensor& t) {
   return t->sym_sizes()[0].str() + "x" + t->sym_sizes()[1].str();
 }
 
-void CheckMatmulDtype(const char* op, const Tensor& a, const Tensor& b) {
+// `kernel` is the name PyTorch's CPU kernel reports for unsupported dtypes ("addmm_impl_cpu_").
+void CheckMatmulDtype(const char* op, const char* kernel, const Tensor& a, const Tensor& b) {
   KILN_CHECK(a.dtype() == b.dtype(), "expected m1 and m2 to have the same dtype, but got: ", CppTypeName(a.dtype()),
              " != ", CppTypeName(b.dtype()));
-  KILN_CHECK(a.dtype() != ScalarType::Bool, "\"", op, "\" not implemented for 'Bool'");
+  KILN_CHECK_NOT_IMPLEMENTED(a.dtype() != ScalarType::Bool, "\"", kernel, "\" not implemented for 'Bool'");
   CheckSameDevice(op, a, b);
 }
 
@@ -192,7 +192,7 @@ SymDimVector MmSizes(const Tensor& mat1, const Tensor& mat2, const char* n1, con
   CheckMatrix(n2, mat2);
   KILN_CHECK(mat1->sym_sizes()[1] == mat2->sym_sizes()[0], "mat1 and mat2 shapes cannot be multiplied (",
              MatStr(mat1), " and ", MatStr(mat2), ")");
-  CheckMatmulDtype(op, mat1, mat2);
+  CheckMatmulDtype(op, "addmm_impl_cpu_", mat1, mat2);
   return {mat1->sym_sizes()[0], mat2->sym_sizes()[1]};
 }
 
@@ -203,24 +203,16 @@ SymDimVector BmmSizes(const Tensor& b1, const Tensor& b2, const char* op) {
   const SymDimVector& s2 = b2->sym_sizes();
   KILN_CHECK(s2[0] == s1[0] && s2[1] == s1[2], "Expected size for first two dimensions of batch2 tensor to be: [",
              s1[0].str(), ", ", s1[2].str(), "] but got: [", s2[0].str(), ", ", s2[1].str(), "].");
-  CheckMatmulDtype(op, b1, b2);
+  CheckMatmulDtype(op, "bmm", b1, b2);
   return {s1[0], s1[1], s2[2]};
 }
 
-// `self` of addmm/baddbmm must broadcast to the product's shape and share its dtype.
-void CheckAddend(const char* op, const Tensor& self, const SymDimVector& sizes, ScalarType dtype) {
+// `self` of addmm/baddbmm must expand to the product's shape (expand's errors, as in PyTorch)
+// and share its dtype.
+void CheckAddend(const Tensor& self, const SymDimVector& sizes, ScalarType dtype) {
   KILN_CHECK(self.dtype() == dtype, "self and mat2 must have the same dtype, but got ",
              ScalarTypeDisplayName(self.dtype()), " and ", ScalarTypeDisplayName(dtype));
-  KILN_CHECK(self.dim() <= static_cast<int64_t>(sizes.size()), "[", op, "] self of shape ", ShapeStr(self),
-             " cannot be broadcast to the product's shape ", SizesToString(sizes));
-  SymDimVector joined = BroadcastShapes(op, self->sym_sizes(), sizes);
-  KILN_CHECK(joined == sizes, "The expanded size of the tensor (", SizesToString(sizes),
-             ") must match the existing size ", ShapeStr(self), " of self in ", op);
-}
-
-void CheckIntegralScalars(const char* op, ScalarType dtype, const Scalar& beta, const Scalar& alpha) {
-  KILN_CHECK(!(IsIntegral(dtype, true) && (beta.is_floating() || alpha.is_floating())),
-             "For integral input tensors, argument beta and alpha must not be floating point numbers (", op, ")");
+  ops::expand(self, SymList(sizes.begin(), sizes.end()));
 }
 
 TensorMeta MmMeta(const Tensor& self, const Tensor& mat2) {
@@ -232,15 +224,17 @@ TensorMeta BmmMeta(const Tensor& self, const Tensor& mat2) {
 TensorMeta AddmmMeta(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
                      const Scalar& alpha) {
   SymDimVector sizes = MmSizes(mat1, mat2, "mat1", "mat2", "addmm");
-  CheckAddend("addmm", self, sizes, mat1.dtype());
-  CheckIntegralScalars("addmm", mat1.dtype(), beta, alpha);
+  CheckAddend(self, sizes, mat1.dtype());
+  (void)beta;
+  (void)alpha;
   return TensorMeta{sizes, {}, mat1.dtype(), mat1.device()};
 }
 TensorMeta BaddbmmMeta(const Tensor& self, const Tensor& b1, const Tensor& b2, const Scalar& beta,
                        const Scalar& alpha) {
   SymDimVector sizes = BmmSizes(b1, b2, "baddbmm");
-  CheckAddend("baddbmm", self, sizes, b1.dtype());
-  CheckIntegralScalars("baddbmm", b1.dtype(), beta, alpha);
+  CheckAddend(self, sizes, b1.dtype());
+  (void)beta;
+  (void)alpha;
   return TensorMeta{sizes, {}, b1.dtype(), b1.device()};
 }
 TensorMeta DotMeta(const Tensor& self, const Tensor& other) {
@@ -252,7 +246,7 @@ TensorMeta DotMeta(const Tensor& self, const Tensor& other) {
              "inconsistent tensor size, expected tensor [", self->sym_sizes()[0].str(), "] and src [",
              other->sym_sizes()[0].str(), "] to have the same number of elements, but got ",
              self->sym_sizes()[0].str(), " and ", other->sym_sizes()[0].str(), " elements respectively");
-  KILN_CHECK(self.dtype() != ScalarType::Bool, "\"dot\" not implemented for 'Bool'");
+  KILN_CHECK_NOT_IMPLEMENTED(self.dtype() != ScalarType::Bool, "\"dot\" not implemented for 'Bool'");
   CheckSameDevice("dot", self, other);
   return TensorMeta{{}, {}, self.dtype(), self.device()};
 }

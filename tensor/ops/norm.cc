@@ -32,8 +32,8 @@ struct NamedParam {
 
 // The dtype of saved statistics; checks the input and parameter dtypes and devices.
 ScalarType NormStatDtype(const char* op, const Tensor& input, std::initializer_list<NamedParam> params) {
-  KILN_CHECK(IsFloating(input.dtype()), "\"", op, "\" not implemented for '", ScalarTypeDisplayName(input.dtype()),
-             "'");
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(input.dtype()), "\"", op, "\" not implemented for '",
+                             ScalarTypeDisplayName(input.dtype()), "'");
   bool mixed = false;
   for (const NamedParam& p : params) {
     if (!Defined(*p.t)) continue;
@@ -44,8 +44,8 @@ ScalarType NormStatDtype(const char* op, const Tensor& input, std::initializer_l
       KILN_CHECK(t.dtype() == ScalarType::Float32, "mixed dtype (CPU): expect parameter to have scalar type of Float");
       mixed = true;
     } else {
-      KILN_CHECK(false, "[", op, "] expected ", p.name, " to have dtype ", ScalarTypeDisplayName(input.dtype()),
-                 " like the input, but got ", ScalarTypeDisplayName(t.dtype()));
+      KILN_CHECK(false, "mixed dtype (CPU): all inputs must share same datatype. (", op, ": input is ",
+                 ScalarTypeDisplayName(input.dtype()), ", ", p.name, " is ", ScalarTypeDisplayName(t.dtype()), ")");
     }
   }
   return mixed ? ScalarType::Float32 : input.dtype();
@@ -125,8 +125,7 @@ Meta3 NativeBatchNormMeta(const Tensor& input, const OptTensor& weight, const Op
                           double eps) {
   (void)momentum;
   (void)eps;
-  KILN_CHECK(input.dim() >= 2, "batch_norm: expected input with at least 2 dims (N, C, ...), but got input of size ",
-             ShapeStr(input));
+  WrapDim(1, input.dim());  // IndexError for 0-1 dims, as PyTorch's input.size(1)
   const SymInt& C = input->sym_sizes()[1];
   for (NamedParam p : {NamedParam{"weight", &weight}, NamedParam{"bias", &bias},
                        NamedParam{"running_mean", &running_mean}, NamedParam{"running_var", &running_var}}) {
