@@ -506,6 +506,10 @@ TEST(Pool, AdaptiveAvgPool) {
   ExpectValues(g, {5});
   ExpectValues(CallOp<Tensor>(KILN_OP("aten::_adaptive_avg_pool2d"), x, IntList{1, 1}), {5});
   ExpectValues(AdaptiveAvg(x, {3, 1}), {2, 5, 8});
+  // Overlapping, uneven windows (values from PyTorch 2.13).
+  Vec iota(35);
+  for (int i = 0; i < 35; ++i) iota[i] = i;
+  ExpectValues(AdaptiveAvg(T(iota, {1, 5, 7}), {3, 4}), {4, 5.5, 7.5, 9, 14.5, 16, 18, 19.5, 25, 26.5, 28.5, 30});
   ExpectSizes(AdaptiveAvg(Meta({2, 3, 17, 9}), {4, 5}), {2, 3, 4, 5});
   ExpectError<Error>([&] { AdaptiveAvg(ops::reshape(x, {SymInt(9)}), {2, 2}); },
                      "adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got [9]");
