@@ -40,5 +40,8 @@ void RegisterCopyOps(Registry& r);
 void RegisterBinaryOps(Registry& r);
 void RegisterUnaryOps(Registry& r);
 void RegisterReduceOps(Registry& r);
+void RegisterLinalgOps(Registry& r);
+void RegisterConvPoolOps(Registry& r);
+void RegisterNormOps(Registry& r);
 
 }  // namespace kiln

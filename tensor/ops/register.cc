@@ -10,6 +10,9 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterBinaryOps(r);
   RegisterUnaryOps(r);
   RegisterReduceOps(r);
+  RegisterLinalgOps(r);
+  RegisterConvPoolOps(r);
+  RegisterNormOps(r);
 }
 
 }  // namespace kiln
