@@ -237,8 +237,10 @@ def test_bad_arguments_raise_type_errors_and_leave_inputs_alone():
         kiln.empty(-1)
     with pytest.raises(IndexError, match="Dimension out of range"):
         x.sum(5)
-    with pytest.raises(RuntimeError, match="not implemented for 'Bool'"):
+    with pytest.raises(RuntimeError, match="Negation, the `-` operator, on a bool tensor is not supported"):
         kiln.tensor([True]).neg()
+    with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+        kiln.tensor([True]).frac()
 
 
 def test_generator_seeding_is_reproducible():

@@ -31,6 +31,7 @@ void Infer(PyObject* o, size_t depth, DataInfo& info) {
     else info.any_int = true;
     return;
   }
+  if (PyUnicode_Check(o)) throw ValueError("too many dimensions 'str'");
   if (PyBool_Check(o)) { info.any_bool = true; return; }
   if (PyLong_Check(o)) { info.any_int = true; return; }
   if (PyFloat_Check(o)) { info.any_float = true; return; }

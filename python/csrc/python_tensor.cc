@@ -234,7 +234,7 @@ PyObject* NbPos(PyObject* a) { return Unary("positive", a); }
 PyObject* NbAbs(PyObject* a) { return Unary("abs", a); }
 PyObject* NbInvert(PyObject* a) {
   return Guarded([&]() -> PyObject* {
-    KILN_CHECK(!IsFloating(Checked(a).dtype()), "~ (operator.invert) is only implemented on integer and Boolean-type tensors");
+    KILN_CHECK_TYPE(!IsFloating(Checked(a).dtype()), "~ (operator.invert) is only implemented on integer and Boolean-type tensors");
     return Unary("bitwise_not", a);
   });
 }

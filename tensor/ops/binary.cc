@@ -31,11 +31,14 @@ ScalarType ResultDtype(const BinarySpec& spec, ScalarType promoted) {
 }
 
 void CheckDtype(const BinarySpec& spec, ScalarType t) {
+  KILN_CHECK(!(std::string(spec.name) == "sub" && t == ScalarType::Bool),
+             "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+             "`logical_xor()` operator instead.");
   bool ok = spec.dtypes == DtypeSet::All ||
             (spec.dtypes == DtypeSet::Numeric && t != ScalarType::Bool) ||
             (spec.dtypes == DtypeSet::IntegralAndBool && IsIntegral(t, true)) ||
             (spec.dtypes == DtypeSet::Floating && IsFloating(t));
-  KILN_CHECK(ok, "\"", spec.name, "\" not implemented for '", ScalarTypeDisplayName(t), "'");
+  KILN_CHECK_NOT_IMPLEMENTED(ok, "\"", spec.name, "\" not implemented for '", ScalarTypeDisplayName(t), "'");
 }
 
 // Element functions over the opmath type T.
@@ -369,7 +372,7 @@ Tensor OutAlphaTensor(const Tensor& a, const Tensor& b, const Scalar& alpha, Ten
 
 Tensor DivMode(const Tensor& a, const Tensor& b, std::optional<std::string> mode) {
   if (!mode) return FunctionalTensor<kDiv>(a, b);
-  KILN_CHECK_VALUE(*mode == "trunc" || *mode == "floor",
+  KILN_CHECK(*mode == "trunc" || *mode == "floor",
                    "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
   return *mode == "trunc" ? FunctionalTensor<kDivTrunc>(a, b) : FunctionalTensor<kDivFloor>(a, b);
 }
@@ -378,7 +381,7 @@ TensorMeta DivModeMeta(const Tensor& a, const Tensor& b, std::optional<std::stri
 }
 Tensor DivModeScalar(const Tensor& a, const Scalar& b, std::optional<std::string> mode) {
   if (!mode) return FunctionalScalar<kDiv>(a, b);
-  KILN_CHECK_VALUE(*mode == "trunc" || *mode == "floor",
+  KILN_CHECK(*mode == "trunc" || *mode == "floor",
                    "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
   return *mode == "trunc" ? FunctionalScalar<kDivTrunc>(a, b) : FunctionalScalar<kDivFloor>(a, b);
 }

@@ -181,10 +181,12 @@ ScalarType UnaryComputeType(int op, ScalarType in) {
 
 void CheckUnaryDtype(int op, ScalarType in) {
   const UnarySpec& spec = kUnary[op];
-  KILN_CHECK(spec.allow_bool || in != ScalarType::Bool, "\"", spec.name, "\" not implemented for 'Bool'");
-  if (op == kBitwiseNot) KILN_CHECK(IsIntegral(in, true), "\"bitwise_not\" not implemented for '", ScalarTypeDisplayName(in), "'");
-  if (op == kSilu || op == kMish) KILN_CHECK(IsFloating(in), "\"", spec.name, "\" not implemented for '", ScalarTypeDisplayName(in), "'");
-  if (op == kFrac) KILN_CHECK(IsFloating(in), "\"frac\" not implemented for '", ScalarTypeDisplayName(in), "'");
+  KILN_CHECK(!(op == kNeg && in == ScalarType::Bool), "Negation, the `-` operator, on a bool tensor is not "
+             "supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+  KILN_CHECK_NOT_IMPLEMENTED(spec.allow_bool || in != ScalarType::Bool, "\"", spec.name, "\" not implemented for 'Bool'");
+  if (op == kBitwiseNot) KILN_CHECK_NOT_IMPLEMENTED(IsIntegral(in, true), "\"bitwise_not\" not implemented for '", ScalarTypeDisplayName(in), "'");
+  if (op == kSilu || op == kMish) KILN_CHECK_NOT_IMPLEMENTED(IsFloating(in), "\"", spec.name, "\" not implemented for '", ScalarTypeDisplayName(in), "'");
+  if (op == kFrac) KILN_CHECK_NOT_IMPLEMENTED(IsFloating(in), "\"frac\" not implemented for '", ScalarTypeDisplayName(in), "'");
 }
 
 ScalarType UnaryResultType(int op, ScalarType in) {
