@@ -20,8 +20,8 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-PY="${KILN_PYTHON:-python3}"
-PY_BIN="$(command -v "$PY")"
+source "$ROOT/tools/lib.sh"
+PY_BIN="$(kiln_resolve_python "${KILN_PYTHON:-python3}")"
 PY_VER="$("$PY_BIN" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 VENV="${KILN_VENV_ROOT:-$HOME/.cache/kiln}/venv-py$PY_VER"
 REQ="$ROOT/requirements.txt"
