@@ -40,5 +40,9 @@ void RegisterCopyOps(Registry& r);
 void RegisterBinaryOps(Registry& r);
 void RegisterUnaryOps(Registry& r);
 void RegisterReduceOps(Registry& r);
+void RegisterReduceMoreOps(Registry& r);   // reduce_more.cc
+void RegisterReduceStatsOps(Registry& r);  // reduce_stats.cc
+void RegisterActivationOps(Registry& r);   // activation.cc
+void RegisterLossOps(Registry& r);         // loss.cc
 
 }  // namespace kiln

@@ -10,6 +10,8 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterBinaryOps(r);
   RegisterUnaryOps(r);
   RegisterReduceOps(r);
+  RegisterReduceMoreOps(r);
+  RegisterReduceStatsOps(r);
 }
 
 }  // namespace kiln
