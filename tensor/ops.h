@@ -42,7 +42,11 @@ inline Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking = false)
   return self;
 }
 inline Tensor clone(const Tensor& t) { KILN_CALL(Tensor, "aten::clone", t, std::optional<MemoryFormat>()); }
-inline Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : clone(t); }
+// clone() preserves a dense permuted layout, so ask for a row-major copy explicitly.
+inline Tensor contiguous(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  KILN_CALL(Tensor, "aten::clone", t, std::optional<MemoryFormat>(MemoryFormat::Contiguous));
+}
 inline Tensor to_dtype(const Tensor& t, ScalarType dtype) {
   if (t.dtype() == dtype) return t;
   KILN_CALL(Tensor, "aten::_to_copy", t, std::optional<ScalarType>(dtype), std::optional<Layout>(),

@@ -87,7 +87,7 @@ Tensor View(const Tensor& self, const SymList& size) {
 Tensor Reshape(const Tensor& self, const SymList& size) {
   SymDimVector sizes = InferSize("reshape", size, self->sym_numel());
   if (ComputeViewStrides(self, sizes)) return ops::view(self, size);
-  return ops::view(ops::clone(self), SymList(sizes.begin(), sizes.end()));
+  return ops::view(ops::contiguous(self), SymList(sizes.begin(), sizes.end()));
 }
 
 Tensor AsStrided(const Tensor& self, const SymList& size, const SymList& stride, std::optional<SymInt> offset) {
