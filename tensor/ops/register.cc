@@ -12,6 +12,7 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterReduceOps(r);
   RegisterReduceMoreOps(r);
   RegisterReduceStatsOps(r);
+  RegisterActivationOps(r);
 }
 
 }  // namespace kiln
