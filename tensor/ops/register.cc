@@ -13,6 +13,7 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterReduceMoreOps(r);
   RegisterReduceStatsOps(r);
   RegisterActivationOps(r);
+  RegisterLossOps(r);
 }
 
 }  // namespace kiln
