@@ -356,6 +356,14 @@ TEST(LossOps, Dropout) {
   Tensor same = Call("aten::dropout", x, 0.5, false);
   EXPECT_TRUE(same.is_same(x));
   ExpectNear(Values(Call("aten::dropout", Make({2, 3}, {2}), 1.0, true)), {0, 0});
+  Tensor y = ops::full(Shape({64}), Scalar(1.0), ScalarType::Float32);
+  DefaultCPUGenerator()->manual_seed(7);
+  Tensor r = Call("aten::dropout_", y, 0.3, true);
+  EXPECT_TRUE(r.is_same(y));
+  DefaultCPUGenerator()->manual_seed(7);
+  auto [o4, m4] = Call2("aten::native_dropout", ops::full(Shape({64}), Scalar(1.0), ScalarType::Float32), 0.3,
+                        std::optional<bool>(true));
+  EXPECT_EQ(Values(y), Values(o4));
   ExpectError<ValueError>([&] { Call("aten::dropout", x, 1.5, true); },
                           "dropout probability has to be between 0 and 1, but got 1.5");
   auto [mo, mm] = Call2("aten::native_dropout", Meta({3, 4}), 0.5, std::optional<bool>(true));

@@ -116,6 +116,19 @@ TEST(ReduceOps, MaxMinAll) {
                      "dim with the 'dim' argument.");
 }
 
+TEST(ReduceOps, ReducedFloatsAndOther) {
+  Tensor h = Make({1.5f, -2, 4, 0.25f}, {2, 2}, ScalarType::Float16);
+  auto [v, i] = Call2("aten::max.dim", h, int64_t(0), false);
+  EXPECT_EQ(v.dtype(), ScalarType::Float16);
+  ExpectNear(Values(CastTo(v, ScalarType::Float32)), {4, 0.25f});
+  EXPECT_EQ(Values<int64_t>(i), (std::vector<int64_t>{1, 1}));
+  Tensor b = Make({1, 2, 3, 4}, {4}, ScalarType::BFloat16);
+  ExpectNear(Values(CastTo(Call("aten::var", b, true), ScalarType::Float32)), {5.0f / 3}, 1e-2);
+  ExpectNear(Values(CastTo(Call("aten::amin", b, IntList{}, false), ScalarType::Float32)), {1});
+  ExpectNear(Values(Call("aten::max.other", Make({1, 5}, {2}), Make({3, 2}, {2}))), {3, 5});
+  ExpectNear(Values(Call("aten::min.other", Make({1, 5}, {2}), Make({3, 2}, {2}))), {1, 2});
+}
+
 TEST(ReduceOps, MaxDimValuesAndIndices) {
   Tensor x = Make({1, 5, 5, 9, 2, 9}, {2, 3});
   auto [v, i] = Call2("aten::max.dim", x, int64_t(1), false);

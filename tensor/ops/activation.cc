@@ -305,9 +305,9 @@ Tensor LogSoftmaxInt(const Tensor& self, int64_t dim, std::optional<ScalarType> 
 
 template <typename A>
 void DefAct(Registry& r, const std::string& schema_args, const std::string& name) {
-  r.Def(name + "(Tensor self" + schema_args + ") -> Tensor", {Tag::pointwise, Tag::core}, kFunctionAndMethod)
+  r.Def(name + "(Tensor self" + schema_args + ") -> Tensor", {Tag::pointwise, Tag::core}, kFunction)
       .template Impl<&A::Fn>(DispatchKey::CPU).template Meta<&A::Meta>();
-  r.Def(name + "_(Tensor(a!) self" + schema_args + ") -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
+  r.Def(name + "_(Tensor(a!) self" + schema_args + ") -> Tensor(a!)", {Tag::pointwise}, kFunction)
       .template Impl<&A::Inplace>(DispatchKey::CPU)
       .template Impl<&A::InplaceMeta>(DispatchKey::Meta)
       .template Impl<&A::InplaceMeta>(DispatchKey::Fake);
@@ -326,22 +326,22 @@ void RegisterActivationOps(Registry& r) {
   r.Def("log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", {}, kFunctionAndMethod)
       .Composite<&LogSoftmaxInt>();
 
-  r.Def("gelu(Tensor self, *, str approximate='none') -> Tensor", pw, kFunctionAndMethod)
+  r.Def("gelu(Tensor self, *, str approximate='none') -> Tensor", pw, kFunction)
       .Impl<&Gelu>(DispatchKey::CPU).Meta<&GeluMeta>();
-  r.Def("gelu_(Tensor(a!) self, *, str approximate='none') -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
+  r.Def("gelu_(Tensor(a!) self, *, str approximate='none') -> Tensor(a!)", {Tag::pointwise}, kFunction)
       .Impl<&Gelu_>(DispatchKey::CPU).Impl<&Gelu_Meta>(DispatchKey::Meta).Impl<&Gelu_Meta>(DispatchKey::Fake);
   DefAct<Act1<kLeakyRelu>>(r, ", Scalar negative_slope=0.01", "leaky_relu");
-  r.Def("hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor", pw, kFunctionAndMethod)
+  r.Def("hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor", pw, kFunction)
       .Impl<&Hardtanh>(DispatchKey::CPU).Meta<&Act2<kHardtanh>::Meta>();
   r.Def("hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)", {Tag::pointwise},
-        kFunctionAndMethod)
+        kFunction)
       .Impl<&Hardtanh_>(DispatchKey::CPU)
       .Impl<&Act2<kHardtanh>::InplaceMeta>(DispatchKey::Meta)
       .Impl<&Act2<kHardtanh>::InplaceMeta>(DispatchKey::Fake);
-  r.Def("relu6(Tensor self) -> Tensor", {Tag::pointwise}, kFunctionAndMethod).Composite<&Relu6>();
-  r.Def("relu6_(Tensor(a!) self) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod).Composite<&Relu6_>();
+  r.Def("relu6(Tensor self) -> Tensor", {Tag::pointwise}, kFunction).Composite<&Relu6>();
+  r.Def("relu6_(Tensor(a!) self) -> Tensor(a!)", {Tag::pointwise}, kFunction).Composite<&Relu6_>();
   DefAct<Act3<kElu>>(r, ", Scalar alpha=1, Scalar scale=1, Scalar input_scale=1", "elu");
-  r.Def("softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor", pw, kFunctionAndMethod)
+  r.Def("softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor", pw, kFunction)
       .Impl<&Act2<kSoftplus>::Fn>(DispatchKey::CPU).Meta<&Act2<kSoftplus>::Meta>();
   DefAct<Act2<kThreshold>>(r, ", Scalar threshold, Scalar value", "threshold");
   DefAct<Act0<kHardsigmoid>>(r, "", "hardsigmoid");

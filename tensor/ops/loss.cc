@@ -447,6 +447,14 @@ Tensor Dropout(const Tensor& input, double p, bool train) {
                                                         std::optional<bool>(true)));
 }
 
+Tensor Dropout_(Tensor self, double p, bool train) {
+  KILN_CHECK_VALUE(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
+  if (!train || p == 0 || self.numel() == 0) return self;
+  Tensor out = std::get<0>(CallOp<std::tuple<Tensor, Tensor>>(KILN_OP("aten::native_dropout"), self, p,
+                                                              std::optional<bool>(true)));
+  return ops::copy_(self, out);
+}
+
 }  // namespace
 
 void RegisterLossOps(Registry& r) {
@@ -481,6 +489,8 @@ void RegisterLossOps(Registry& r) {
       .Impl<&NativeDropout>(DispatchKey::CPU).Meta<&NativeDropoutMeta>();
   r.Def("dropout(Tensor input, float p, bool train) -> Tensor", {Tag::nondeterministic_seeded})
       .Composite<&Dropout>();
+  r.Def("dropout_(Tensor(a!) self, float p, bool train) -> Tensor(a!)", {Tag::nondeterministic_seeded})
+      .Composite<&Dropout_>();
 }
 
 }  // namespace kiln
