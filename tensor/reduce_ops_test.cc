@@ -182,7 +182,9 @@ TEST(ReduceOps, ArgmaxArgmin) {
   EXPECT_EQ(Sizes(Call("aten::argmax", x, std::optional<int64_t>(), true)), (IntList{1, 1}));
   EXPECT_EQ(Values<int64_t>(Call("aten::argmax", Make({1, kNaN, 3}, {3}), std::optional<int64_t>(), false)),
             (std::vector<int64_t>{1}));
-  ExpectError<Error>([&] { Call("aten::argmax", Make<uint8_t>({1}, {1}, ScalarType::Bool), std::optional<int64_t>(), false); },
+  ExpectError<Error>([&] {
+    Call("aten::argmax", Make<uint8_t>({1}, {1}, ScalarType::Bool), std::optional<int64_t>(), false);
+  },
                      "\"argmax_cpu\" not implemented for 'Bool'");
   ExpectError<IndexError>([&] { Call("aten::argmin", Make<float>({}, {0}), std::optional<int64_t>(), false); },
                           "argmin(): Expected reduction dim to be specified for input.numel() == 0.");

@@ -70,7 +70,10 @@ inline M ApplyAct(int op, M x, const ActParams& p) {
     }
   } else {
     switch (op) {
-      case kHardtanh: return x < static_cast<M>(p.a) ? static_cast<M>(p.a) : (x > static_cast<M>(p.b) ? static_cast<M>(p.b) : x);
+      case kHardtanh: {
+        const M lo = static_cast<M>(p.a), hi = static_cast<M>(p.b);
+        return x < lo ? lo : (x > hi ? hi : x);
+      }
       case kThreshold: return x <= static_cast<M>(p.a) ? static_cast<M>(p.b) : x;
     }
   }

@@ -179,6 +179,7 @@ Tensor CrossEntropyLoss(const Tensor& self, const Tensor& target, const OptTenso
   KILN_CHECK(self.dim() >= 1, "Expected 1 or more dimensions (got ", self.dim(), ")");
   const int64_t class_dim = self.dim() == 1 ? 0 : 1;
   const SymInt n_classes = self->sym_sizes()[class_dim];
+  const int64_t ignore = ignore_index.guard_int(__FILE__, __LINE__);
   Tensor logp = CallOp<Tensor>(KILN_OP("aten::log_softmax.int"), self, class_dim, std::optional<ScalarType>());
   const std::optional<std::vector<int64_t>> class_dims = std::vector<int64_t>{class_dim};
 
@@ -186,11 +187,11 @@ Tensor CrossEntropyLoss(const Tensor& self, const Tensor& target, const OptTenso
     // Probability targets: -sum_c w_c * p_c * log q_c, averaged over the batch elements.
     KILN_CHECK(IsFloating(target.dtype()), "Expected floating point type for target with class probabilities, got ",
                ScalarTypeDisplayName(target.dtype()));
-    KILN_CHECK(ignore_index.expect_int() < 0, "ignore_index is not supported for floating point target");
+    KILN_CHECK(ignore < 0, "ignore_index is not supported for floating point target");
     Tensor p = target;
     if (label_smoothing > 0) {
-      p = ops::add(ops::mul(target, Scalar(1 - label_smoothing)),
-                   Scalar(label_smoothing / static_cast<double>(n_classes.expect_int())));
+      const double eps_per_class = label_smoothing / static_cast<double>(n_classes.guard_int(__FILE__, __LINE__));
+      p = ops::add(ops::mul(target, Scalar(1 - label_smoothing)), Scalar(eps_per_class));
     }
     Tensor prod = ops::mul(logp, p);
     if (weight) prod = ops::mul(prod, WeightAlongClassDim(*weight, class_dim, self.dim()));
@@ -207,12 +208,12 @@ Tensor CrossEntropyLoss(const Tensor& self, const Tensor& target, const OptTenso
   // the same total weight nll_loss does.
   Tensor smooth = weight ? ops::mul(logp, WeightAlongClassDim(*weight, class_dim, self.dim())) : logp;
   smooth = ops::mul(ops::sum(smooth, class_dims), Scalar(int64_t(-1)));
-  Tensor keep = CallOp<Tensor>(KILN_OP("aten::ne.Scalar"), target, Scalar(ignore_index.expect_int()));
+  Tensor keep = CallOp<Tensor>(KILN_OP("aten::ne.Scalar"), target, Scalar(ignore));
   smooth = ops::mul(smooth, keep);
   Tensor ret = smooth;
   if (reduction == kMean) ret = ops::div(ops::sum(smooth, std::nullopt), total_weight);
   else if (reduction == kSum) ret = ops::sum(smooth, std::nullopt);
-  const double eps_per_class = label_smoothing / static_cast<double>(n_classes.expect_int());
+  const double eps_per_class = label_smoothing / static_cast<double>(n_classes.guard_int(__FILE__, __LINE__));
   return ops::add(ops::mul(nll, Scalar(1 - label_smoothing)), ops::mul(ret, Scalar(eps_per_class)));
 }
 

@@ -65,7 +65,9 @@ Tensor ProdImpl(const Tensor& self, const OptDims& dims, bool keepdim, std::opti
 Tensor ProdDim(const Tensor& self, int64_t dim, bool keepdim, std::optional<ScalarType> dtype) {
   return ProdImpl(self, std::vector<int64_t>{dim}, keepdim, dtype);
 }
-Tensor ProdAll(const Tensor& self, std::optional<ScalarType> dtype) { return ProdImpl(self, std::nullopt, false, dtype); }
+Tensor ProdAll(const Tensor& self, std::optional<ScalarType> dtype) {
+  return ProdImpl(self, std::nullopt, false, dtype);
+}
 
 // --- max / min / amax / amin / argmax / argmin -----------------------------------------------
 
