@@ -7,6 +7,7 @@
 // floats). Each gets a functional op and an in-place `op_`, both with meta functions.
 // Softmax views its input as [outer, dim, inner] and normalises each (outer, inner) line in the
 // input's acc type, after subtracting the line's max.
+#include <array>
 #include <cmath>
 
 #include "tensor/ops/common.h"
@@ -16,7 +17,7 @@ namespace {
 
 enum ActOp : int {
   kGelu, kGeluTanh, kLeakyRelu, kHardtanh, kElu, kSoftplus, kThreshold, kHardsigmoid, kHardswish, kLogit,
-  kNanToNum,
+  kNanToNum, kNumActs,
 };
 
 // Which dtypes an activation takes: floating only, any numeric type (not bool), integers promoted
@@ -91,20 +92,32 @@ ScalarType ActResultType(int op, ScalarType t) {
   return kActs[op].dtypes == ActDtypes::IntToFloat && IsIntegral(t, true) ? GetDefaultDtype() : t;
 }
 
+// The elementwise loop of one activation, with the op fixed at compile time.
+template <int kOp>
+void RunAct(const ElementwiseIter& iter, ScalarType dtype, const ActParams& p) {
+  KILN_DISPATCH_ALL(dtype, kActs[kOp].name, [&] {
+    using C = scalar_t;
+    using M = opmath_t<C>;
+    if constexpr (kOp == kNanToNum && !std::is_floating_point_v<M>) {
+      CpuKernel<C, C>(iter, [](C x) { return x; });  // integers hold no NaN or inf
+    } else {
+      CpuKernel<C, C>(iter, [p](C x) -> C { return static_cast<C>(ApplyAct<M>(kOp, static_cast<M>(x), p)); });
+    }
+  });
+}
+using RunActFn = void (*)(const ElementwiseIter&, ScalarType, const ActParams&);
+template <int... I>
+constexpr std::array<RunActFn, sizeof...(I)> MakeActTable(std::integer_sequence<int, I...>) {
+  return {&RunAct<I>...};
+}
+constexpr auto kRunAct = MakeActTable(std::make_integer_sequence<int, kNumActs>{});
+
 // out = act(self); out has the result dtype and self's shape (out may be self).
 void ActInto(int op, const Tensor& out, const Tensor& self, ActParams p) {
   if (out.numel() == 0) return;
   Tensor in = CastTo(self, out.dtype());
   ElementwiseIter iter({out, in});
-  KILN_DISPATCH_ALL(out.dtype(), kActs[op].name, [&] {
-    using C = scalar_t;
-    using M = opmath_t<C>;
-    if (op == kNanToNum && !std::is_floating_point_v<M>) {
-      CpuKernel<C, C>(iter, [](C x) { return x; });
-      return;
-    }
-    CpuKernel<C, C>(iter, [op, p](C x) -> C { return static_cast<C>(ApplyAct<M>(op, static_cast<M>(x), p)); });
-  });
+  kRunAct[op](iter, out.dtype(), p);
 }
 
 TensorMeta ActMeta(int op, const Tensor& self) {

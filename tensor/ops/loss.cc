@@ -219,7 +219,7 @@ Tensor CrossEntropyLoss(const Tensor& self, const Tensor& target, const OptTenso
 
 // --- pointwise losses --------------------------------------------------------------------------
 
-enum PointwiseLoss : int { kMse, kSmoothL1, kHuber };
+enum PointwiseLossKind : int { kMse, kSmoothL1, kHuber };
 constexpr const char* kPointwiseNames[] = {"mse_loss", "smooth_l1_loss", "huber_loss"};
 
 TensorMeta PointwiseLossMeta(int kind, const Tensor& self, const Tensor& target, int64_t reduction) {
@@ -232,31 +232,30 @@ TensorMeta PointwiseLossMeta(int kind, const Tensor& self, const Tensor& target,
   return m;
 }
 
-Tensor PointwiseLoss(int kind, const Tensor& self, const Tensor& target, int64_t reduction, double param) {
-  TensorMeta m = PointwiseLossMeta(kind, self, target, reduction);
-  TensorMeta elem = ElementwiseMeta(kPointwiseNames[kind], self, target, m.dtype);
+template <int kKind>
+Tensor PointwiseLoss(const Tensor& self, const Tensor& target, int64_t reduction, double param) {
+  TensorMeta m = PointwiseLossMeta(kKind, self, target, reduction);
+  TensorMeta elem = ElementwiseMeta(kPointwiseNames[kKind], self, target, m.dtype);
   Tensor loss = EmptyFromMeta(elem);
   Tensor a = CastTo(self, m.dtype), b = CastTo(target, m.dtype);
   ElementwiseIter iter({loss, a, b});
-  KILN_DISPATCH_FLOATING(m.dtype, kPointwiseNames[kind], [&] {
+  KILN_DISPATCH_FLOATING(m.dtype, kPointwiseNames[kKind], [&] {
     using C = scalar_t;
     using M = opmath_t<C>;
     const M p = static_cast<M>(param);
-    CpuKernel<C, C, C>(iter, [kind, p](C x, C y) -> C {
+    CpuKernel<C, C, C>(iter, [p](C x, C y) -> C {
       const M d = static_cast<M>(x) - static_cast<M>(y);
       const M ad = std::abs(d);
-      switch (kind) {
-        case kMse: return static_cast<C>(d * d);
-        case kSmoothL1: return static_cast<C>(ad < p ? M(0.5) * d * d / p : ad - M(0.5) * p);
-        default: return static_cast<C>(ad < p ? M(0.5) * d * d : p * (ad - M(0.5) * p));
-      }
+      if constexpr (kKind == kMse) return static_cast<C>(d * d);
+      else if constexpr (kKind == kSmoothL1) return static_cast<C>(ad < p ? M(0.5) * d * d / p : ad - M(0.5) * p);
+      else return static_cast<C>(ad < p ? M(0.5) * d * d : p * (ad - M(0.5) * p));
     });
   });
   return ApplyReduction(loss, reduction);
 }
 
 Tensor MseLoss(const Tensor& self, const Tensor& target, int64_t reduction) {
-  return PointwiseLoss(kMse, self, target, reduction, 0);
+  return PointwiseLoss<kMse>(self, target, reduction, 0);
 }
 TensorMeta MseLossMeta(const Tensor& self, const Tensor& target, int64_t reduction) {
   return PointwiseLossMeta(kMse, self, target, reduction);
@@ -264,7 +263,7 @@ TensorMeta MseLossMeta(const Tensor& self, const Tensor& target, int64_t reducti
 Tensor SmoothL1Loss(const Tensor& self, const Tensor& target, int64_t reduction, double beta) {
   KILN_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
   if (beta == 0) return CallOp<Tensor>(KILN_OP("aten::l1_loss"), self, target, reduction);
-  return PointwiseLoss(kSmoothL1, self, target, reduction, beta);
+  return PointwiseLoss<kSmoothL1>(self, target, reduction, beta);
 }
 TensorMeta SmoothL1LossMeta(const Tensor& self, const Tensor& target, int64_t reduction, double beta) {
   KILN_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
@@ -272,7 +271,7 @@ TensorMeta SmoothL1LossMeta(const Tensor& self, const Tensor& target, int64_t re
 }
 Tensor HuberLoss(const Tensor& self, const Tensor& target, int64_t reduction, double delta) {
   KILN_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
-  return PointwiseLoss(kHuber, self, target, reduction, delta);
+  return PointwiseLoss<kHuber>(self, target, reduction, delta);
 }
 TensorMeta HuberLossMeta(const Tensor& self, const Tensor& target, int64_t reduction, double delta) {
   KILN_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
