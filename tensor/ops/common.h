@@ -43,5 +43,9 @@ void RegisterReduceOps(Registry& r);
 void RegisterLinalgOps(Registry& r);
 void RegisterConvPoolOps(Registry& r);
 void RegisterNormOps(Registry& r);
+void RegisterReduceMoreOps(Registry& r);   // reduce_more.cc
+void RegisterReduceStatsOps(Registry& r);  // reduce_stats.cc
+void RegisterActivationOps(Registry& r);   // activation.cc
+void RegisterLossOps(Registry& r);         // loss.cc
 
 }  // namespace kiln

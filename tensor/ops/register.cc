@@ -13,6 +13,10 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterLinalgOps(r);
   RegisterConvPoolOps(r);
   RegisterNormOps(r);
+  RegisterReduceMoreOps(r);
+  RegisterReduceStatsOps(r);
+  RegisterActivationOps(r);
+  RegisterLossOps(r);
 }
 
 }  // namespace kiln

@@ -1,0 +1,379 @@
+// tensor/ops/activation.cc: activation functions (_softmax/_log_softmax and their softmax.int
+// composites, gelu, leaky_relu, hardtanh, elu, softplus, threshold, hardsigmoid, hardswish,
+// relu6, logit, nan_to_num).
+//
+// The pointwise activations share one table: an ActOp, the Scalar parameters of its schema
+// (ActParams), a dtype rule, and an element function over the opmath type (float for the 16-bit
+// floats). Each gets a functional op and an in-place `op_`, both with meta functions.
+// Softmax views its input as [outer, dim, inner] and normalises each (outer, inner) line in the
+// input's acc type, after subtracting the line's max.
+#include <array>
+#include <cmath>
+
+#include "tensor/ops/common.h"
+
+namespace kiln {
+namespace {
+
+enum ActOp : int {
+  kGelu, kGeluTanh, kLeakyRelu, kHardtanh, kElu, kSoftplus, kThreshold, kHardsigmoid, kHardswish, kLogit,
+  kNanToNum, kNumActs,
+};
+
+// Which dtypes an activation takes: floating only, any numeric type (not bool), integers promoted
+// to the default float (logit), or every dtype (nan_to_num).
+enum class ActDtypes { Floating, NumericNoBool, IntToFloat, All };
+
+struct ActSpec {
+  const char* name;
+  ActDtypes dtypes;
+};
+
+const ActSpec kActs[] = {
+    {"gelu", ActDtypes::Floating},        {"gelu", ActDtypes::Floating},
+    {"leaky_relu", ActDtypes::Floating},  {"hardtanh", ActDtypes::NumericNoBool},
+    {"elu", ActDtypes::Floating},         {"softplus", ActDtypes::Floating},
+    {"threshold", ActDtypes::NumericNoBool}, {"hardsigmoid", ActDtypes::Floating},
+    {"hardswish", ActDtypes::Floating},   {"logit", ActDtypes::IntToFloat},
+    {"nan_to_num", ActDtypes::All},
+};
+
+// The scalar arguments, as doubles (a, b, c in schema order).
+struct ActParams {
+  double a = 0, b = 0, c = 0;
+};
+
+template <typename M>
+inline M ApplyAct(int op, M x, const ActParams& p) {
+  if constexpr (std::is_floating_point_v<M>) {
+    switch (op) {
+      case kGelu: return x * M(0.5) * (M(1) + std::erf(x * M(M_SQRT1_2)));
+      case kGeluTanh: {
+        const M k = M(M_2_SQRTPI * M_SQRT1_2);  // sqrt(2 / pi)
+        return M(0.5) * x * (M(1) + std::tanh(k * (x + M(0.044715) * x * x * x)));
+      }
+      case kLeakyRelu: return x > M(0) ? x : x * M(p.a);
+      case kHardtanh: return x < M(p.a) ? M(p.a) : (x > M(p.b) ? M(p.b) : x);
+      case kElu: return x <= M(0) ? std::expm1(x * M(p.c)) * M(p.a * p.b) : x * M(p.b);
+      case kSoftplus: return x * M(p.a) > M(p.b) ? x : std::log1p(std::exp(x * M(p.a))) / M(p.a);
+      case kThreshold: return x <= M(p.a) ? M(p.b) : x;
+      case kHardsigmoid: return std::min(std::max(x + M(3), M(0)), M(6)) / M(6);
+      case kHardswish: return x * std::min(std::max(x + M(3), M(0)), M(6)) / M(6);
+      case kLogit: {
+        if (p.a >= 0) x = x < M(p.a) ? M(p.a) : (x > M(1 - p.a) ? M(1 - p.a) : x);
+        return std::log(x / (M(1) - x));
+      }
+      case kNanToNum:
+        if (x != x) return M(p.a);
+        if (x == std::numeric_limits<M>::infinity()) return M(p.b);
+        if (x == -std::numeric_limits<M>::infinity()) return M(p.c);
+        return x;
+    }
+  } else {
+    switch (op) {
+      case kHardtanh: {
+        const M lo = static_cast<M>(p.a), hi = static_cast<M>(p.b);
+        return x < lo ? lo : (x > hi ? hi : x);
+      }
+      case kThreshold: return x <= static_cast<M>(p.a) ? static_cast<M>(p.b) : x;
+    }
+  }
+  return x;
+}
+
+void CheckActDtype(int op, ScalarType t) {
+  const ActSpec& spec = kActs[op];
+  bool ok = spec.dtypes == ActDtypes::All || spec.dtypes == ActDtypes::IntToFloat ||
+            (spec.dtypes == ActDtypes::Floating && IsFloating(t)) ||
+            (spec.dtypes == ActDtypes::NumericNoBool && t != ScalarType::Bool);
+  KILN_CHECK(ok, "\"", spec.name, "\" not implemented for '", ScalarTypeDisplayName(t), "'");
+}
+ScalarType ActResultType(int op, ScalarType t) {
+  return kActs[op].dtypes == ActDtypes::IntToFloat && IsIntegral(t, true) ? GetDefaultDtype() : t;
+}
+
+// The elementwise loop of one activation, with the op fixed at compile time.
+template <int kOp>
+void RunAct(const ElementwiseIter& iter, ScalarType dtype, const ActParams& p) {
+  KILN_DISPATCH_ALL(dtype, kActs[kOp].name, [&] {
+    using C = scalar_t;
+    using M = opmath_t<C>;
+    if constexpr (kOp == kNanToNum && !std::is_floating_point_v<M>) {
+      CpuKernel<C, C>(iter, [](C x) { return x; });  // integers hold no NaN or inf
+    } else {
+      CpuKernel<C, C>(iter, [p](C x) -> C { return static_cast<C>(ApplyAct<M>(kOp, static_cast<M>(x), p)); });
+    }
+  });
+}
+using RunActFn = void (*)(const ElementwiseIter&, ScalarType, const ActParams&);
+template <int... I>
+constexpr std::array<RunActFn, sizeof...(I)> MakeActTable(std::integer_sequence<int, I...>) {
+  return {&RunAct<I>...};
+}
+constexpr auto kRunAct = MakeActTable(std::make_integer_sequence<int, kNumActs>{});
+
+// out = act(self); out has the result dtype and self's shape (out may be self).
+void ActInto(int op, const Tensor& out, const Tensor& self, ActParams p) {
+  if (out.numel() == 0) return;
+  Tensor in = CastTo(self, out.dtype());
+  ElementwiseIter iter({out, in});
+  kRunAct[op](iter, out.dtype(), p);
+}
+
+TensorMeta ActMeta(int op, const Tensor& self) {
+  CheckActDtype(op, self.dtype());
+  return TensorMeta{self->sym_sizes(), {}, ActResultType(op, self.dtype()), self.device()};
+}
+Tensor ActFunctional(int op, const Tensor& self, const ActParams& p) {
+  Tensor out = EmptyFromMeta(ActMeta(op, self));
+  ActInto(op, out, self, p);
+  return out;
+}
+Tensor ActInplace(int op, Tensor self, const ActParams& p, bool run) {
+  CheckActDtype(op, self.dtype());
+  ScalarType result = ActResultType(op, self.dtype());
+  KILN_CHECK(CanCast(result, self.dtype()), "result type ", ScalarTypeDisplayName(result),
+             " can't be cast to the desired output type ", ScalarTypeDisplayName(self.dtype()));
+  if (run) ActInto(op, self, self, p);
+  return self;
+}
+
+// --- per-op argument handling ----------------------------------------------------------------
+
+int GeluOp(const std::string& approximate) {
+  KILN_CHECK(approximate == "none" || approximate == "tanh", "approximate argument must be either none or tanh.");
+  return approximate == "tanh" ? kGeluTanh : kGelu;
+}
+Tensor Gelu(const Tensor& self, std::string approximate) { return ActFunctional(GeluOp(approximate), self, {}); }
+TensorMeta GeluMeta(const Tensor& self, std::string approximate) { return ActMeta(GeluOp(approximate), self); }
+Tensor Gelu_(Tensor self, std::string approximate) { return ActInplace(GeluOp(approximate), self, {}, true); }
+Tensor Gelu_Meta(Tensor self, std::string approximate) { return ActInplace(GeluOp(approximate), self, {}, false); }
+
+// Ops whose parameters are Scalars: one template per arity.
+template <int kOp>
+struct Act0 {
+  static Tensor Fn(const Tensor& self) { return ActFunctional(kOp, self, {}); }
+  static TensorMeta Meta(const Tensor& self) { return ActMeta(kOp, self); }
+  static Tensor Inplace(Tensor self) { return ActInplace(kOp, self, {}, true); }
+  static Tensor InplaceMeta(Tensor self) { return ActInplace(kOp, self, {}, false); }
+};
+template <int kOp>
+struct Act1 {
+  static Tensor Fn(const Tensor& self, const Scalar& a) { return ActFunctional(kOp, self, {a.to_double()}); }
+  static TensorMeta Meta(const Tensor& self, const Scalar&) { return ActMeta(kOp, self); }
+  static Tensor Inplace(Tensor self, const Scalar& a) { return ActInplace(kOp, self, {a.to_double()}, true); }
+  static Tensor InplaceMeta(Tensor self, const Scalar& a) { return ActInplace(kOp, self, {a.to_double()}, false); }
+};
+template <int kOp>
+struct Act2 {
+  static ActParams P(const Scalar& a, const Scalar& b) { return {a.to_double(), b.to_double()}; }
+  static Tensor Fn(const Tensor& self, const Scalar& a, const Scalar& b) { return ActFunctional(kOp, self, P(a, b)); }
+  static TensorMeta Meta(const Tensor& self, const Scalar&, const Scalar&) { return ActMeta(kOp, self); }
+  static Tensor Inplace(Tensor self, const Scalar& a, const Scalar& b) { return ActInplace(kOp, self, P(a, b), true); }
+  static Tensor InplaceMeta(Tensor self, const Scalar& a, const Scalar& b) {
+    return ActInplace(kOp, self, P(a, b), false);
+  }
+};
+template <int kOp>
+struct Act3 {
+  static ActParams P(const Scalar& a, const Scalar& b, const Scalar& c) {
+    return {a.to_double(), b.to_double(), c.to_double()};
+  }
+  static Tensor Fn(const Tensor& self, const Scalar& a, const Scalar& b, const Scalar& c) {
+    return ActFunctional(kOp, self, P(a, b, c));
+  }
+  static TensorMeta Meta(const Tensor& self, const Scalar&, const Scalar&, const Scalar&) { return ActMeta(kOp, self); }
+  static Tensor Inplace(Tensor self, const Scalar& a, const Scalar& b, const Scalar& c) {
+    return ActInplace(kOp, self, P(a, b, c), true);
+  }
+  static Tensor InplaceMeta(Tensor self, const Scalar& a, const Scalar& b, const Scalar& c) {
+    return ActInplace(kOp, self, P(a, b, c), false);
+  }
+};
+
+// hardtanh on unsigned integers cannot take negative bounds (PyTorch's check).
+void CheckHardtanh(const Tensor& self, const Scalar& min_val, const Scalar& max_val) {
+  KILN_CHECK(self.dtype() != ScalarType::Bool, "Bool inputs not supported for hardtanh");
+  if (self.dtype() == ScalarType::UInt8) {
+    KILN_CHECK(min_val.to_double() >= 0 && max_val.to_double() >= 0,
+               "hardtanh: min_val and max_val must be non-negative for unsigned types");
+  }
+}
+Tensor Hardtanh(const Tensor& self, const Scalar& lo, const Scalar& hi) {
+  CheckHardtanh(self, lo, hi);
+  return Act2<kHardtanh>::Fn(self, lo, hi);
+}
+Tensor Hardtanh_(Tensor self, const Scalar& lo, const Scalar& hi) {
+  CheckHardtanh(self, lo, hi);
+  return Act2<kHardtanh>::Inplace(self, lo, hi);
+}
+Tensor Relu6(const Tensor& self) {
+  return CallOp<Tensor>(KILN_OP("aten::hardtanh"), self, Scalar(int64_t(0)), Scalar(int64_t(6)));
+}
+Tensor Relu6_(Tensor self) {
+  return CallOp<Tensor>(KILN_OP("aten::hardtanh_"), self, Scalar(int64_t(0)), Scalar(int64_t(6)));
+}
+
+ActParams LogitParams(std::optional<double> eps) { return {eps ? *eps : -1.0}; }
+Tensor Logit(const Tensor& self, std::optional<double> eps) { return ActFunctional(kLogit, self, LogitParams(eps)); }
+TensorMeta LogitMeta(const Tensor& self, std::optional<double>) { return ActMeta(kLogit, self); }
+Tensor Logit_(Tensor self, std::optional<double> eps) { return ActInplace(kLogit, self, LogitParams(eps), true); }
+Tensor Logit_Meta(Tensor self, std::optional<double> eps) { return ActInplace(kLogit, self, LogitParams(eps), false); }
+
+// nan_to_num: infinities default to the largest finite values of the tensor's own dtype.
+ActParams NanToNumParams(ScalarType t, std::optional<double> nan, std::optional<double> posinf,
+                         std::optional<double> neginf) {
+  ActParams p{nan.value_or(0.0), 0, 0};
+  if (!IsFloating(t)) return p;
+  KILN_DISPATCH_FLOATING(t, "nan_to_num", [&] {
+    p.b = posinf ? *posinf : static_cast<double>(static_cast<float>(std::numeric_limits<scalar_t>::max()));
+    p.c = neginf ? *neginf : static_cast<double>(static_cast<float>(std::numeric_limits<scalar_t>::lowest()));
+    if constexpr (std::is_same_v<scalar_t, double>) {
+      if (!posinf) p.b = std::numeric_limits<double>::max();
+      if (!neginf) p.c = std::numeric_limits<double>::lowest();
+    }
+  });
+  return p;
+}
+using OptF = std::optional<double>;
+Tensor NanToNum(const Tensor& self, OptF nan, OptF posinf, OptF neginf) {
+  return ActFunctional(kNanToNum, self, NanToNumParams(self.dtype(), nan, posinf, neginf));
+}
+TensorMeta NanToNumMeta(const Tensor& self, OptF, OptF, OptF) { return ActMeta(kNanToNum, self); }
+Tensor NanToNum_(Tensor self, OptF nan, OptF posinf, OptF neginf) {
+  return ActInplace(kNanToNum, self, NanToNumParams(self.dtype(), nan, posinf, neginf), true);
+}
+Tensor NanToNum_Meta(Tensor self, OptF, OptF, OptF) { return ActInplace(kNanToNum, self, {}, false); }
+
+// --- softmax / log_softmax -------------------------------------------------------------------
+
+template <bool kLog>
+TensorMeta SoftmaxMeta(const Tensor& self, int64_t dim, bool half_to_float) {
+  const int64_t wrapped = WrapDim(dim, self.dim());
+  if (half_to_float) {
+    KILN_CHECK(self.dtype() == ScalarType::Float16, "conversion is supported for Half type only");
+  }
+  if (!IsFloating(self.dtype())) {
+    const bool last = self.dim() > 0 && wrapped == self.dim() - 1;
+    throw Error(StrCat("\"", kLog ? "log_softmax" : "softmax", last ? "_lastdim_kernel_impl" : "_kernel_impl",
+                       "\" not implemented for '", ScalarTypeDisplayName(self.dtype()), "'"));
+  }
+  return TensorMeta{self->sym_sizes(), {}, half_to_float ? ScalarType::Float32 : self.dtype(), self.device()};
+}
+
+template <bool kLog, typename In, typename Out>
+void SoftmaxKernel(const In* x, Out* y, int64_t outer, int64_t n, int64_t inner) {
+  using Acc = acc_t<In>;
+  const int64_t lines = outer * inner;
+  ParallelFor(0, lines, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t line = b; line < e; ++line) {
+      const int64_t o = line / inner, i = line % inner;
+      const In* src = x + o * n * inner + i;
+      Out* dst = y + o * n * inner + i;
+      Acc mx = -std::numeric_limits<Acc>::infinity();
+      for (int64_t k = 0; k < n; ++k) {
+        const Acc v = static_cast<Acc>(src[k * inner]);
+        if (v > mx || v != v) mx = (mx != mx) ? mx : v;
+      }
+      Acc sum = 0;
+      for (int64_t k = 0; k < n; ++k) sum += std::exp(static_cast<Acc>(src[k * inner]) - mx);
+      if constexpr (kLog) {
+        const Acc lse = std::log(sum) + mx;
+        for (int64_t k = 0; k < n; ++k) dst[k * inner] = static_cast<Out>(static_cast<Acc>(src[k * inner]) - lse);
+      } else {
+        const Acc inv = Acc(1) / sum;
+        for (int64_t k = 0; k < n; ++k)
+          dst[k * inner] = static_cast<Out>(std::exp(static_cast<Acc>(src[k * inner]) - mx) * inv);
+      }
+    }
+  });
+}
+
+template <bool kLog>
+Tensor Softmax(const Tensor& self, int64_t dim, bool half_to_float) {
+  TensorMeta m = SoftmaxMeta<kLog>(self, dim, half_to_float);
+  Tensor out = EmptyFromMeta(m);
+  if (out.numel() == 0) return out;
+  Tensor in = ops::contiguous(self);
+  const int64_t d = WrapDim(dim, self.dim());
+  int64_t outer = 1, n = 1, inner = 1;
+  for (int64_t k = 0; k < self.dim(); ++k) {
+    if (k < d) outer *= self.size(k);
+    else if (k == d) n = self.size(k);
+    else inner *= self.size(k);
+  }
+  KILN_DISPATCH_FLOATING(self.dtype(), kLog ? "log_softmax" : "softmax", [&] {
+    using In = scalar_t;
+    if (half_to_float) SoftmaxKernel<kLog, In, float>(in.data_ptr<In>(), out.data_ptr<float>(), outer, n, inner);
+    else SoftmaxKernel<kLog, In, In>(in.data_ptr<In>(), out.data_ptr<In>(), outer, n, inner);
+  });
+  return out;
+}
+
+Tensor SoftmaxInt(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  Tensor in = dtype ? CastTo(self, *dtype) : self;
+  return CallOp<Tensor>(KILN_OP("aten::_softmax"), in, dim, false);
+}
+Tensor LogSoftmaxInt(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  Tensor in = dtype ? CastTo(self, *dtype) : self;
+  return CallOp<Tensor>(KILN_OP("aten::_log_softmax"), in, dim, false);
+}
+
+template <typename A>
+void DefAct(Registry& r, const std::string& schema_args, const std::string& name) {
+  r.Def(name + "(Tensor self" + schema_args + ") -> Tensor", {Tag::pointwise, Tag::core}, kFunction)
+      .template Impl<&A::Fn>(DispatchKey::CPU).template Meta<&A::Meta>();
+  r.Def(name + "_(Tensor(a!) self" + schema_args + ") -> Tensor(a!)", {Tag::pointwise}, kFunction)
+      .template Impl<&A::Inplace>(DispatchKey::CPU)
+      .template Impl<&A::InplaceMeta>(DispatchKey::Meta)
+      .template Impl<&A::InplaceMeta>(DispatchKey::Fake);
+}
+
+}  // namespace
+
+void RegisterActivationOps(Registry& r) {
+  std::initializer_list<Tag> pw = {Tag::pointwise, Tag::core};
+  r.Def("_softmax(Tensor self, int dim, bool half_to_float) -> Tensor", {Tag::core})
+      .Impl<&Softmax<false>>(DispatchKey::CPU).Meta<&SoftmaxMeta<false>>();
+  r.Def("_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor", {Tag::core})
+      .Impl<&Softmax<true>>(DispatchKey::CPU).Meta<&SoftmaxMeta<true>>();
+  r.Def("softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", {}, kFunctionAndMethod)
+      .Composite<&SoftmaxInt>();
+  r.Def("log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", {}, kFunctionAndMethod)
+      .Composite<&LogSoftmaxInt>();
+
+  r.Def("gelu(Tensor self, *, str approximate='none') -> Tensor", pw, kFunction)
+      .Impl<&Gelu>(DispatchKey::CPU).Meta<&GeluMeta>();
+  r.Def("gelu_(Tensor(a!) self, *, str approximate='none') -> Tensor(a!)", {Tag::pointwise}, kFunction)
+      .Impl<&Gelu_>(DispatchKey::CPU).Impl<&Gelu_Meta>(DispatchKey::Meta).Impl<&Gelu_Meta>(DispatchKey::Fake);
+  DefAct<Act1<kLeakyRelu>>(r, ", Scalar negative_slope=0.01", "leaky_relu");
+  r.Def("hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor", pw, kFunction)
+      .Impl<&Hardtanh>(DispatchKey::CPU).Meta<&Act2<kHardtanh>::Meta>();
+  r.Def("hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)", {Tag::pointwise},
+        kFunction)
+      .Impl<&Hardtanh_>(DispatchKey::CPU)
+      .Impl<&Act2<kHardtanh>::InplaceMeta>(DispatchKey::Meta)
+      .Impl<&Act2<kHardtanh>::InplaceMeta>(DispatchKey::Fake);
+  r.Def("relu6(Tensor self) -> Tensor", {Tag::pointwise}, kFunction).Composite<&Relu6>();
+  r.Def("relu6_(Tensor(a!) self) -> Tensor(a!)", {Tag::pointwise}, kFunction).Composite<&Relu6_>();
+  DefAct<Act3<kElu>>(r, ", Scalar alpha=1, Scalar scale=1, Scalar input_scale=1", "elu");
+  r.Def("softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor", pw, kFunction)
+      .Impl<&Act2<kSoftplus>::Fn>(DispatchKey::CPU).Meta<&Act2<kSoftplus>::Meta>();
+  DefAct<Act2<kThreshold>>(r, ", Scalar threshold, Scalar value", "threshold");
+  DefAct<Act0<kHardsigmoid>>(r, "", "hardsigmoid");
+  DefAct<Act0<kHardswish>>(r, "", "hardswish");
+  r.Def("logit(Tensor self, float? eps=None) -> Tensor", pw, kFunctionAndMethod)
+      .Impl<&Logit>(DispatchKey::CPU).Meta<&LogitMeta>();
+  r.Def("logit_(Tensor(a!) self, float? eps=None) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
+      .Impl<&Logit_>(DispatchKey::CPU).Impl<&Logit_Meta>(DispatchKey::Meta).Impl<&Logit_Meta>(DispatchKey::Fake);
+  r.Def("nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor", pw,
+        kFunctionAndMethod)
+      .Impl<&NanToNum>(DispatchKey::CPU).Meta<&NanToNumMeta>();
+  r.Def("nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor(a!)",
+        {Tag::pointwise}, kFunctionAndMethod)
+      .Impl<&NanToNum_>(DispatchKey::CPU)
+      .Impl<&NanToNum_Meta>(DispatchKey::Meta)
+      .Impl<&NanToNum_Meta>(DispatchKey::Fake);
+}
+
+}  // namespace kiln

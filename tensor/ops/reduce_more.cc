@@ -1,0 +1,302 @@
+// tensor/ops/reduce_more.cc: order and logical reductions (prod, amax/amin, max/min with indices,
+// argmax/argmin, any/all, count_nonzero).
+//
+// Every op here is a meta function (sizes over SymInt, the empty-input checks PyTorch makes) plus
+// a CPU kernel on ForEachOutput (reduce_utils.h). max/min/amax/amin propagate NaN: the first NaN
+// met wins, and its index is reported. Ties report the first index, as PyTorch's CPU kernels do.
+#include "tensor/ops/reduce_utils.h"
+
+namespace kiln {
+
+void ZeroNumelCheckDim(const char* fn, const Tensor& self, int64_t dim) {
+  if (self.dim() == 0) {
+    KILN_CHECK_INDEX(dim == 0 || dim == -1, fn, ": Expected reduction dim -1 or 0 for scalar but got ", dim);
+    return;
+  }
+  KILN_CHECK_INDEX(!(self->sym_sizes()[WrapDim(dim, self.dim())] == SymInt(0)), fn, ": Expected reduction dim ",
+                   dim, " to have non-zero size.");
+}
+
+void ZeroNumelCheckDims(const char* fn, const Tensor& self, const std::vector<int64_t>& dims) {
+  KILN_CHECK(!dims.empty(), fn, ": Expected reduction dim to be specified for input.numel() == 0. ",
+             "Specify the reduction dim with the 'dim' argument.");
+  for (int64_t d : dims) ZeroNumelCheckDim(fn, self, d);
+}
+
+TensorMeta ReduceMetaOf(const char* op, const Tensor& self, const OptDims& dims, bool keepdim, ScalarType out) {
+  std::vector<bool> mask = ReduceMask(op, dims, self.dim());
+  return TensorMeta{ReducedSizes(self, mask, keepdim), {}, out, self.device()};
+}
+
+namespace {
+
+// --- prod ----------------------------------------------------------------------------------
+
+ScalarType ProdResultType(ScalarType in, std::optional<ScalarType> dtype) {
+  if (dtype) return *dtype;
+  return IsIntegral(in, /*include_bool=*/true) ? ScalarType::Int64 : in;
+}
+
+TensorMeta ProdDimMeta(const Tensor& self, int64_t dim, bool keepdim, std::optional<ScalarType> dtype) {
+  return ReduceMetaOf("prod", self, std::vector<int64_t>{dim}, keepdim, ProdResultType(self.dtype(), dtype));
+}
+TensorMeta ProdAllMeta(const Tensor& self, std::optional<ScalarType> dtype) {
+  return ReduceMetaOf("prod", self, std::nullopt, false, ProdResultType(self.dtype(), dtype));
+}
+
+Tensor ProdImpl(const Tensor& self, const OptDims& dims, bool keepdim, std::optional<ScalarType> dtype) {
+  TensorMeta m = ReduceMetaOf("prod", self, dims, keepdim, ProdResultType(self.dtype(), dtype));
+  Tensor out = EmptyFromMeta(m);
+  // Like PyTorch, the input is converted to the result dtype and multiplied in its acc type.
+  Tensor input = CastTo(self, m.dtype);
+  ReduceIter iter(input, ReduceMask("prod", dims, self.dim()));
+  KILN_DISPATCH_ALL(m.dtype, "prod", [&] {
+    using T = scalar_t;
+    using Acc = acc_t<T>;
+    T* dst = out.data_ptr<T>();
+    ForEachOutput<T>(iter, [&](int64_t o, auto&& visit) {
+      Acc p = 1;
+      visit([&](T x) { p = static_cast<Acc>(p * static_cast<Acc>(static_cast<opmath_t<T>>(x))); });
+      dst[o] = FromAcc<T>(p);
+    });
+  });
+  return out;
+}
+Tensor ProdDim(const Tensor& self, int64_t dim, bool keepdim, std::optional<ScalarType> dtype) {
+  return ProdImpl(self, std::vector<int64_t>{dim}, keepdim, dtype);
+}
+Tensor ProdAll(const Tensor& self, std::optional<ScalarType> dtype) {
+  return ProdImpl(self, std::nullopt, false, dtype);
+}
+
+// --- max / min / amax / amin / argmax / argmin -----------------------------------------------
+
+// values[o] / indices[o] (either may be null) = the extreme element of output o and its index.
+template <bool kMax, typename T>
+void MinMaxKernel(const Tensor& input, const std::vector<bool>& mask, T* values, int64_t* indices) {
+  using M = opmath_t<T>;
+  ReduceIter iter(input, mask);
+  ForEachOutput<T>(iter, [&](int64_t o, auto&& visit) {
+    T best{};
+    M best_m{};
+    int64_t best_i = -1, i = 0;
+    bool done = false;  // a NaN was met: it is the result
+    visit([&](T raw) {
+      if (!done) {
+        const M x = static_cast<M>(raw);
+        if (best_i < 0 || IsNan(x) || (kMax ? x > best_m : x < best_m)) {
+          best = raw;
+          best_m = x;
+          best_i = i;
+          done = IsNan(x);
+        }
+      }
+      ++i;
+    });
+    if (values) values[o] = best;
+    if (indices) indices[o] = best_i;
+  });
+}
+
+template <bool kMax>
+void RunMinMax(const Tensor& input, const std::vector<bool>& mask, const Tensor* values, const Tensor* indices,
+               const char* name) {
+  KILN_DISPATCH_ALL(input.dtype(), name, [&] {
+    MinMaxKernel<kMax, scalar_t>(input, mask, values ? values->data_ptr<scalar_t>() : nullptr,
+                                 indices ? indices->data_ptr<int64_t>() : nullptr);
+  });
+}
+
+template <bool kMax> constexpr const char* kAllName = kMax ? "max()" : "min()";
+template <bool kMax> constexpr const char* kAName = kMax ? "amax()" : "amin()";
+template <bool kMax> constexpr const char* kArgName = kMax ? "argmax()" : "argmin()";
+
+template <bool kMax>
+TensorMeta MinMaxAllMeta(const Tensor& self) {
+  KILN_CHECK(!SymNumelIsZero(self), kAllName<kMax>, ": Expected reduction dim to be specified for input.numel() == 0. "
+             "Specify the reduction dim with the 'dim' argument.");
+  return TensorMeta{{}, {}, self.dtype(), self.device()};
+}
+template <bool kMax>
+Tensor MinMaxAll(const Tensor& self) {
+  Tensor out = EmptyFromMeta(MinMaxAllMeta<kMax>(self));
+  RunMinMax<kMax>(self, std::vector<bool>(self.dim(), true), &out, nullptr, kMax ? "max_all" : "min_all");
+  return out;
+}
+
+template <bool kMax>
+std::tuple<TensorMeta, TensorMeta> MinMaxDimMeta(const Tensor& self, int64_t dim, bool keepdim) {
+  const int64_t wrapped = WrapDim(dim, self.dim());
+  ZeroNumelCheckDim(kAllName<kMax>, self, wrapped);
+  TensorMeta values = ReduceMetaOf(kAllName<kMax>, self, std::vector<int64_t>{wrapped}, keepdim, self.dtype());
+  TensorMeta indices = values;
+  indices.dtype = ScalarType::Int64;
+  return {values, indices};
+}
+template <bool kMax>
+std::tuple<Tensor, Tensor> MinMaxDim(const Tensor& self, int64_t dim, bool keepdim) {
+  auto [vm, im] = MinMaxDimMeta<kMax>(self, dim, keepdim);
+  Tensor values = EmptyFromMeta(vm), indices = EmptyFromMeta(im);
+  RunMinMax<kMax>(self, ReduceMask(kAllName<kMax>, std::vector<int64_t>{dim}, self.dim()), &values, &indices,
+                  kMax ? "max" : "min");
+  return {values, indices};
+}
+
+template <bool kMax>
+TensorMeta AMinMaxMeta(const Tensor& self, std::vector<int64_t> dims, bool keepdim) {
+  if (SymNumelIsZero(self)) ZeroNumelCheckDims(kAName<kMax>, self, dims);
+  return ReduceMetaOf(kMax ? "amax" : "amin", self, dims, keepdim, self.dtype());
+}
+template <bool kMax>
+Tensor AMinMax(const Tensor& self, std::vector<int64_t> dims, bool keepdim) {
+  Tensor out = EmptyFromMeta(AMinMaxMeta<kMax>(self, dims, keepdim));
+  RunMinMax<kMax>(self, ReduceMask(kAName<kMax>, dims, self.dim()), &out, nullptr, kMax ? "amax" : "amin");
+  return out;
+}
+
+template <bool kMax>
+TensorMeta ArgMinMaxMeta(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  KILN_CHECK(self.dtype() != ScalarType::Bool, "\"", kMax ? "argmax_cpu" : "argmin_cpu",
+             "\" not implemented for 'Bool'");
+  if (dim) {
+    ZeroNumelCheckDim(kArgName<kMax>, self, WrapDim(*dim, self.dim()));
+  } else {
+    KILN_CHECK_INDEX(!SymNumelIsZero(self), kArgName<kMax>,
+                     ": Expected reduction dim to be specified for input.numel() == 0.");
+  }
+  return ReduceMetaOf(kArgName<kMax>, self, dim ? OptDims(std::vector<int64_t>{*dim}) : OptDims(), keepdim,
+                      ScalarType::Int64);
+}
+template <bool kMax>
+Tensor ArgMinMax(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  Tensor out = EmptyFromMeta(ArgMinMaxMeta<kMax>(self, dim, keepdim));
+  RunMinMax<kMax>(self, ReduceMask(kArgName<kMax>, dim ? OptDims(std::vector<int64_t>{*dim}) : OptDims(), self.dim()),
+                  nullptr, &out, kMax ? "argmax" : "argmin");
+  return out;
+}
+
+Tensor MaxOther(const Tensor& self, const Tensor& other) {
+  return CallOp<Tensor>(KILN_OP("aten::maximum"), self, other);
+}
+Tensor MinOther(const Tensor& self, const Tensor& other) {
+  return CallOp<Tensor>(KILN_OP("aten::minimum"), self, other);
+}
+
+// --- any / all / count_nonzero ---------------------------------------------------------------
+
+enum class Logical { kAny, kAll, kCount };
+
+constexpr const char* LogicalName(Logical k) {
+  return k == Logical::kAny ? "any" : k == Logical::kAll ? "all" : "count_nonzero";
+}
+ScalarType LogicalResultType(Logical k, ScalarType in) {
+  if (k == Logical::kCount) return ScalarType::Int64;
+  return in == ScalarType::UInt8 ? ScalarType::UInt8 : ScalarType::Bool;  // PyTorch keeps uint8
+}
+
+template <Logical kKind>
+Tensor LogicalImpl(const Tensor& self, const OptDims& dims, bool keepdim) {
+  TensorMeta m = ReduceMetaOf(LogicalName(kKind), self, dims, keepdim, LogicalResultType(kKind, self.dtype()));
+  Tensor out = EmptyFromMeta(m);
+  ReduceIter iter(self, ReduceMask(LogicalName(kKind), dims, self.dim()));
+  KILN_DISPATCH_ALL(self.dtype(), LogicalName(kKind), [&] {
+    using T = scalar_t;
+    using M = opmath_t<T>;
+    int64_t* counts = kKind == Logical::kCount ? out.data_ptr<int64_t>() : nullptr;
+    char* flags = kKind == Logical::kCount ? nullptr : static_cast<char*>(out.raw_data());  // bool or uint8
+    ForEachOutput<T>(iter, [&](int64_t o, auto&& visit) {
+      int64_t nonzero = 0, total = 0;
+      visit([&](T x) {
+        nonzero += static_cast<M>(x) != M(0);
+        ++total;
+      });
+      if (counts) counts[o] = nonzero;
+      else flags[o] = kKind == Logical::kAny ? nonzero > 0 : nonzero == total;
+    });
+  });
+  return out;
+}
+
+template <Logical kKind> Tensor LogicalAll(const Tensor& self) { return LogicalImpl<kKind>(self, std::nullopt, false); }
+template <Logical kKind> TensorMeta LogicalAllMeta(const Tensor& self) {
+  return TensorMeta{{}, {}, LogicalResultType(kKind, self.dtype()), self.device()};
+}
+template <Logical kKind> Tensor LogicalDim(const Tensor& self, int64_t dim, bool keepdim) {
+  return LogicalImpl<kKind>(self, std::vector<int64_t>{dim}, keepdim);
+}
+template <Logical kKind> TensorMeta LogicalDimMeta(const Tensor& self, int64_t dim, bool keepdim) {
+  return ReduceMetaOf(LogicalName(kKind), self, std::vector<int64_t>{dim}, keepdim,
+                      LogicalResultType(kKind, self.dtype()));
+}
+template <Logical kKind> Tensor LogicalDims(const Tensor& self, OptDims dims, bool keepdim) {
+  return LogicalImpl<kKind>(self, dims, keepdim);
+}
+template <Logical kKind> TensorMeta LogicalDimsMeta(const Tensor& self, OptDims dims, bool keepdim) {
+  return ReduceMetaOf(LogicalName(kKind), self, dims, keepdim, LogicalResultType(kKind, self.dtype()));
+}
+
+// count_nonzero.dim_IntList reduces over every dim when `dim` is empty, like PyTorch.
+Tensor CountNonzeroDims(const Tensor& self, std::vector<int64_t> dims) {
+  return LogicalImpl<Logical::kCount>(self, dims, false);
+}
+TensorMeta CountNonzeroDimsMeta(const Tensor& self, std::vector<int64_t> dims) {
+  return ReduceMetaOf("count_nonzero", self, dims, false, ScalarType::Int64);
+}
+Tensor CountNonzero(const Tensor& self, std::optional<int64_t> dim) {
+  return CallOp<Tensor>(KILN_OP("aten::count_nonzero.dim_IntList"), self,
+                        dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{});
+}
+
+}  // namespace
+
+void RegisterReduceMoreOps(Registry& r) {
+  std::initializer_list<Tag> tags = {Tag::reduction, Tag::core};
+  std::initializer_list<Tag> red = {Tag::reduction};
+  r.Def("prod(Tensor self, *, ScalarType? dtype=None) -> Tensor", tags, kFunctionAndMethod)
+      .Impl<&ProdAll>(DispatchKey::CPU).Meta<&ProdAllMeta>();
+  r.Def("prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", tags,
+        kFunctionAndMethod)
+      .Impl<&ProdDim>(DispatchKey::CPU).Meta<&ProdDimMeta>();
+
+  r.Def("amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", tags, kFunctionAndMethod)
+      .Impl<&AMinMax<true>>(DispatchKey::CPU).Meta<&AMinMaxMeta<true>>();
+  r.Def("amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", tags, kFunctionAndMethod)
+      .Impl<&AMinMax<false>>(DispatchKey::CPU).Meta<&AMinMaxMeta<false>>();
+  r.Def("max(Tensor self) -> Tensor", red, kFunctionAndMethod)
+      .Impl<&MinMaxAll<true>>(DispatchKey::CPU).Meta<&MinMaxAllMeta<true>>();
+  r.Def("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", tags,
+        kFunctionAndMethod)
+      .Impl<&MinMaxDim<true>>(DispatchKey::CPU).Meta<&MinMaxDimMeta<true>>();
+  r.Def("max.other(Tensor self, Tensor other) -> Tensor", {Tag::pointwise}, kFunctionAndMethod)
+      .Composite<&MaxOther>();
+  r.Def("min(Tensor self) -> Tensor", red, kFunctionAndMethod)
+      .Impl<&MinMaxAll<false>>(DispatchKey::CPU).Meta<&MinMaxAllMeta<false>>();
+  r.Def("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", tags,
+        kFunctionAndMethod)
+      .Impl<&MinMaxDim<false>>(DispatchKey::CPU).Meta<&MinMaxDimMeta<false>>();
+  r.Def("min.other(Tensor self, Tensor other) -> Tensor", {Tag::pointwise}, kFunctionAndMethod)
+      .Composite<&MinOther>();
+  r.Def("argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor", tags, kFunctionAndMethod)
+      .Impl<&ArgMinMax<true>>(DispatchKey::CPU).Meta<&ArgMinMaxMeta<true>>();
+  r.Def("argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor", tags, kFunctionAndMethod)
+      .Impl<&ArgMinMax<false>>(DispatchKey::CPU).Meta<&ArgMinMaxMeta<false>>();
+
+  r.Def("any(Tensor self) -> Tensor", tags, kFunctionAndMethod)
+      .Impl<&LogicalAll<Logical::kAny>>(DispatchKey::CPU).Meta<&LogicalAllMeta<Logical::kAny>>();
+  r.Def("any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor", tags, kFunctionAndMethod)
+      .Impl<&LogicalDim<Logical::kAny>>(DispatchKey::CPU).Meta<&LogicalDimMeta<Logical::kAny>>();
+  r.Def("any.dims(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor", tags, kFunctionAndMethod)
+      .Impl<&LogicalDims<Logical::kAny>>(DispatchKey::CPU).Meta<&LogicalDimsMeta<Logical::kAny>>();
+  r.Def("all(Tensor self) -> Tensor", tags, kFunctionAndMethod)
+      .Impl<&LogicalAll<Logical::kAll>>(DispatchKey::CPU).Meta<&LogicalAllMeta<Logical::kAll>>();
+  r.Def("all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor", tags, kFunctionAndMethod)
+      .Impl<&LogicalDim<Logical::kAll>>(DispatchKey::CPU).Meta<&LogicalDimMeta<Logical::kAll>>();
+  r.Def("all.dims(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor", tags, kFunctionAndMethod)
+      .Impl<&LogicalDims<Logical::kAll>>(DispatchKey::CPU).Meta<&LogicalDimsMeta<Logical::kAll>>();
+  r.Def("count_nonzero.dim_IntList(Tensor self, int[] dim) -> Tensor", red, kFunctionAndMethod)
+      .Impl<&CountNonzeroDims>(DispatchKey::CPU).Meta<&CountNonzeroDimsMeta>();
+  r.Def("count_nonzero(Tensor self, int? dim=None) -> Tensor", red, kFunctionAndMethod)
+      .Composite<&CountNonzero>();
+}
+
+}  // namespace kiln

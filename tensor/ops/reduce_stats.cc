@@ -1,0 +1,291 @@
+// tensor/ops/reduce_stats.cc: statistical reductions (var, std, var_mean, std_mean, logsumexp,
+// linalg_vector_norm and norm).
+//
+// var/std use two passes over each output's elements (mean, then the sum of squared deviations)
+// in acc_t (double for float32/64, float for float16/bfloat16), which is as stable as Welford
+// and simpler. The divisor is max(0, N - correction): N <= correction gives inf or NaN, as in
+// PyTorch. The `unbiased` overloads are composites over the `.correction` kernels.
+// logsumexp shifts by the max (0 when the max is infinite) before exponentiating.
+#include "tensor/ops/reduce_utils.h"
+
+namespace kiln {
+namespace {
+
+// --- var / std / var_mean / std_mean ----------------------------------------------------------
+
+void CheckVarDtype(const char* what, ScalarType t) {
+  KILN_CHECK(IsFloating(t), what, " only support floating point and complex dtypes");
+}
+
+// var[o] (or its sqrt) and mean[o]; either output may be null.
+template <typename T>
+void VarMeanKernel(const Tensor& input, const std::vector<bool>& mask, double correction, bool take_sqrt, T* var,
+                   T* mean) {
+  using Acc = acc_t<T>;
+  ReduceIter iter(input, mask);
+  ForEachOutput<T>(iter, [&](int64_t o, auto&& visit) {
+    Acc sum = 0;
+    int64_t n = 0;
+    visit([&](T x) {
+      sum += static_cast<Acc>(x);
+      ++n;
+    });
+    const Acc mu = n > 0 ? sum / static_cast<Acc>(n) : std::numeric_limits<Acc>::quiet_NaN();
+    Acc m2 = 0;
+    visit([&](T x) {
+      const Acc d = static_cast<Acc>(x) - mu;
+      m2 += d * d;
+    });
+    const double divisor = std::max(0.0, static_cast<double>(n) - correction);
+    Acc v = static_cast<Acc>(m2 / divisor);
+    if (take_sqrt) v = std::sqrt(v);
+    if (var) var[o] = FromAcc<T>(v);
+    if (mean) mean[o] = FromAcc<T>(mu);
+  });
+}
+
+double CorrectionValue(const std::optional<Scalar>& correction) {
+  return correction ? correction->to_double() : 1.0;
+}
+
+template <bool kStd>
+TensorMeta VarCorrectionMeta(const Tensor& self, OptDims dims, std::optional<Scalar>, bool keepdim) {
+  CheckVarDtype("std and var", self.dtype());
+  return ReduceMetaOf(kStd ? "std" : "var", self, dims, keepdim, self.dtype());
+}
+template <bool kStd>
+Tensor VarCorrection(const Tensor& self, OptDims dims, std::optional<Scalar> correction, bool keepdim) {
+  Tensor out = EmptyFromMeta(VarCorrectionMeta<kStd>(self, dims, correction, keepdim));
+  std::vector<bool> mask = ReduceMask(kStd ? "std" : "var", dims, self.dim());
+  KILN_DISPATCH_FLOATING(self.dtype(), kStd ? "std" : "var", [&] {
+    VarMeanKernel<scalar_t>(self, mask, CorrectionValue(correction), kStd, out.data_ptr<scalar_t>(), nullptr);
+  });
+  return out;
+}
+
+template <bool kStd>
+std::tuple<TensorMeta, TensorMeta> VarMeanCorrectionMeta(const Tensor& self, OptDims dims,
+                                                         std::optional<Scalar>, bool keepdim) {
+  CheckVarDtype(kStd ? "std_mean" : "var_mean", self.dtype());
+  TensorMeta m = ReduceMetaOf(kStd ? "std_mean" : "var_mean", self, dims, keepdim, self.dtype());
+  return {m, m};
+}
+template <bool kStd>
+std::tuple<Tensor, Tensor> VarMeanCorrection(const Tensor& self, OptDims dims, std::optional<Scalar> correction,
+                                             bool keepdim) {
+  auto [vm, mm] = VarMeanCorrectionMeta<kStd>(self, dims, correction, keepdim);
+  Tensor var = EmptyFromMeta(vm), mean = EmptyFromMeta(mm);
+  std::vector<bool> mask = ReduceMask(kStd ? "std_mean" : "var_mean", dims, self.dim());
+  KILN_DISPATCH_FLOATING(self.dtype(), kStd ? "std_mean" : "var_mean", [&] {
+    VarMeanKernel<scalar_t>(self, mask, CorrectionValue(correction), kStd, var.data_ptr<scalar_t>(),
+                            mean.data_ptr<scalar_t>());
+  });
+  return {var, mean};
+}
+
+// The `unbiased` overloads: composites over `.correction`.
+template <bool kStd>
+Tensor VarUnbiased(const Tensor& self, bool unbiased) {
+  return CallOp<Tensor>(KILN_OP(kStd ? "aten::std.correction" : "aten::var.correction"), self, OptDims(),
+                        std::optional<Scalar>(Scalar(int64_t(unbiased ? 1 : 0))), false);
+}
+template <bool kStd>
+Tensor VarDim(const Tensor& self, OptDims dims, bool unbiased, bool keepdim) {
+  return CallOp<Tensor>(KILN_OP(kStd ? "aten::std.correction" : "aten::var.correction"), self, dims,
+                        std::optional<Scalar>(Scalar(int64_t(unbiased ? 1 : 0))), keepdim);
+}
+template <bool kStd>
+std::tuple<Tensor, Tensor> VarMeanUnbiased(const Tensor& self, bool unbiased) {
+  return CallOp<std::tuple<Tensor, Tensor>>(KILN_OP(kStd ? "aten::std_mean.correction" : "aten::var_mean.correction"),
+                                            self, OptDims(), std::optional<Scalar>(Scalar(int64_t(unbiased ? 1 : 0))),
+                                            false);
+}
+template <bool kStd>
+std::tuple<Tensor, Tensor> VarMeanDim(const Tensor& self, OptDims dims, bool unbiased, bool keepdim) {
+  return CallOp<std::tuple<Tensor, Tensor>>(KILN_OP(kStd ? "aten::std_mean.correction" : "aten::var_mean.correction"),
+                                            self, dims, std::optional<Scalar>(Scalar(int64_t(unbiased ? 1 : 0))),
+                                            keepdim);
+}
+
+// --- logsumexp -----------------------------------------------------------------------------
+
+ScalarType FloatResultType(ScalarType in) { return IsIntegral(in, /*include_bool=*/true) ? GetDefaultDtype() : in; }
+
+TensorMeta LogsumexpMeta(const Tensor& self, std::vector<int64_t> dims, bool keepdim) {
+  return ReduceMetaOf("logsumexp", self, dims, keepdim, FloatResultType(self.dtype()));
+}
+Tensor Logsumexp(const Tensor& self, std::vector<int64_t> dims, bool keepdim) {
+  TensorMeta m = LogsumexpMeta(self, dims, keepdim);
+  Tensor out = EmptyFromMeta(m);
+  Tensor input = CastTo(self, m.dtype);
+  ReduceIter iter(input, ReduceMask("logsumexp", dims, self.dim()));
+  KILN_DISPATCH_FLOATING(m.dtype, "logsumexp", [&] {
+    using T = scalar_t;
+    using Acc = acc_t<T>;
+    T* dst = out.data_ptr<T>();
+    ForEachOutput<T>(iter, [&](int64_t o, auto&& visit) {
+      Acc mx = -std::numeric_limits<Acc>::infinity();
+      visit([&](T x) {
+        const Acc v = static_cast<Acc>(x);
+        if (IsNan(v) || v > mx) mx = IsNan(mx) ? mx : v;
+      });
+      const Acc shift = std::isinf(mx) ? Acc(0) : mx;
+      Acc sum = 0;
+      visit([&](T x) { sum += std::exp(static_cast<Acc>(x) - shift); });
+      dst[o] = FromAcc<T>(std::log(sum) + shift);
+    });
+  });
+  return out;
+}
+
+// --- linalg_vector_norm / norm -------------------------------------------------------------
+
+// The ord as PyTorch prints it in messages: "inf", "-inf", "-1", "0.5".
+std::string OrdStr(const Scalar& ord) {
+  if (!ord.is_floating()) return std::to_string(ord.to_int());
+  const double p = ord.to_double();
+  if (std::isinf(p)) return p > 0 ? "inf" : "-inf";
+  return StrCat(p);
+}
+
+TensorMeta VectorNormMeta(const Tensor& self, const Scalar& ord, OptDims dims, bool keepdim,
+                          std::optional<ScalarType> dtype) {
+  KILN_CHECK(IsFloating(self.dtype()), "linalg.vector_norm: Expected a floating point or complex tensor as input. "
+             "Got ", ScalarTypeDisplayName(self.dtype()));
+  if (dtype) {
+    KILN_CHECK(IsFloating(*dtype), "linalg.vector_norm: dtype should be floating point or complex. Got ",
+               ScalarTypeDisplayName(*dtype));
+  }
+  const double p = ord.to_double();
+  if (SymNumelIsZero(self) && (p < 0 || p == INFINITY)) {
+    KILN_CHECK(dims && !dims->empty(), "linalg.vector_norm cannot compute the ", OrdStr(ord),
+               " norm on an empty tensor because the operation does not have an identity");
+    for (int64_t d : *dims) {
+      KILN_CHECK(!(self->sym_sizes()[WrapDim(d, self.dim())] == SymInt(0)), "linalg.vector_norm cannot compute the ",
+                 OrdStr(ord), " norm on the dimension ", d,
+                 " because this dimension is empty and the operation does not have an identity");
+    }
+  }
+  return ReduceMetaOf("linalg.vector_norm", self, dims, keepdim, dtype.value_or(self.dtype()));
+}
+
+Tensor VectorNorm(const Tensor& self, const Scalar& ord, OptDims dims, bool keepdim, std::optional<ScalarType> dtype) {
+  TensorMeta m = VectorNormMeta(self, ord, dims, keepdim, dtype);
+  Tensor out = EmptyFromMeta(m);
+  Tensor input = CastTo(self, m.dtype);
+  ReduceIter iter(input, ReduceMask("linalg.vector_norm", dims, self.dim()));
+  const double p = ord.to_double();
+  KILN_DISPATCH_FLOATING(m.dtype, "linalg_vector_norm", [&] {
+    using T = scalar_t;
+    using Acc = acc_t<T>;
+    T* dst = out.data_ptr<T>();
+    ForEachOutput<T>(iter, [&](int64_t o, auto&& visit) {
+      Acc acc = 0;
+      if (p == INFINITY || p == -INFINITY) {
+        const bool want_max = p > 0;
+        bool first = true;
+        visit([&](T x) {
+          const Acc a = std::abs(static_cast<Acc>(x));
+          if (IsNan(acc)) return;
+          if (first || IsNan(a) || (want_max ? a > acc : a < acc)) acc = a;
+          first = false;
+        });
+      } else if (p == 0) {
+        visit([&](T x) { acc += static_cast<Acc>(x) != Acc(0); });
+      } else if (p == 1) {
+        visit([&](T x) { acc += std::abs(static_cast<Acc>(x)); });
+      } else if (p == 2) {
+        visit([&](T x) { acc += static_cast<Acc>(x) * static_cast<Acc>(x); });
+        acc = std::sqrt(acc);
+      } else {
+        const Acc pa = static_cast<Acc>(p);
+        visit([&](T x) { acc += std::pow(std::abs(static_cast<Acc>(x)), pa); });
+        acc = std::pow(acc, Acc(1) / pa);
+      }
+      dst[o] = FromAcc<T>(acc);
+    });
+  });
+  return out;
+}
+
+void CheckNormDtype(const Tensor& self) {
+  KILN_CHECK(IsFloating(self.dtype()), "norm(): input dtype should be either floating point or complex. Got ",
+             ScalarTypeDisplayName(self.dtype()), " instead.");
+}
+Tensor CallVectorNorm(const Tensor& self, const Scalar& p, OptDims dims, bool keepdim,
+                      std::optional<ScalarType> dtype) {
+  return CallOp<Tensor>(KILN_OP("aten::linalg_vector_norm"), self, p, dims, keepdim, dtype);
+}
+Tensor NormScalar(const Tensor& self, const Scalar& p) {
+  CheckNormDtype(self);
+  return CallVectorNorm(self, p, std::nullopt, false, std::nullopt);
+}
+Tensor NormScalarOptDim(const Tensor& self, std::optional<Scalar> p, std::vector<int64_t> dims, bool keepdim) {
+  CheckNormDtype(self);
+  return CallVectorNorm(self, p.value_or(Scalar(int64_t(2))), dims, keepdim, std::nullopt);
+}
+Tensor NormScalarOptDimDtype(const Tensor& self, std::optional<Scalar> p, std::vector<int64_t> dims, bool keepdim,
+                             ScalarType dtype) {
+  CheckNormDtype(self);
+  return CallVectorNorm(self, p.value_or(Scalar(int64_t(2))), dims, keepdim, dtype);
+}
+Tensor NormScalarOptDtype(const Tensor& self, std::optional<Scalar> p, ScalarType dtype) {
+  CheckNormDtype(self);
+  return CallVectorNorm(self, p.value_or(Scalar(int64_t(2))), std::nullopt, false, dtype);
+}
+
+}  // namespace
+
+void RegisterReduceStatsOps(Registry& r) {
+  std::initializer_list<Tag> tags = {Tag::reduction, Tag::core};
+  std::initializer_list<Tag> red = {Tag::reduction};
+  // var / std: `unbiased` overloads first, as PyTorch lists them.
+  r.Def("var(Tensor self, bool unbiased=True) -> Tensor", red, kFunctionAndMethod).Composite<&VarUnbiased<false>>();
+  r.Def("var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", red,
+        kFunctionAndMethod)
+      .Composite<&VarDim<false>>();
+  r.Def("var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
+        tags, kFunctionAndMethod)
+      .Impl<&VarCorrection<false>>(DispatchKey::CPU).Meta<&VarCorrectionMeta<false>>();
+  r.Def("std(Tensor self, bool unbiased=True) -> Tensor", red, kFunctionAndMethod).Composite<&VarUnbiased<true>>();
+  r.Def("std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", red,
+        kFunctionAndMethod)
+      .Composite<&VarDim<true>>();
+  r.Def("std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
+        tags, kFunctionAndMethod)
+      .Impl<&VarCorrection<true>>(DispatchKey::CPU).Meta<&VarCorrectionMeta<true>>();
+  r.Def("var_mean(Tensor self, bool unbiased=True) -> (Tensor, Tensor)", red, kFunction)
+      .Composite<&VarMeanUnbiased<false>>();
+  r.Def("var_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)", red,
+        kFunction)
+      .Composite<&VarMeanDim<false>>();
+  r.Def("var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> "
+        "(Tensor, Tensor)", red, kFunction)
+      .Impl<&VarMeanCorrection<false>>(DispatchKey::CPU).Meta<&VarMeanCorrectionMeta<false>>();
+  r.Def("std_mean(Tensor self, bool unbiased=True) -> (Tensor, Tensor)", red, kFunction)
+      .Composite<&VarMeanUnbiased<true>>();
+  r.Def("std_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)", red,
+        kFunction)
+      .Composite<&VarMeanDim<true>>();
+  r.Def("std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> "
+        "(Tensor, Tensor)", red, kFunction)
+      .Impl<&VarMeanCorrection<true>>(DispatchKey::CPU).Meta<&VarMeanCorrectionMeta<true>>();
+
+  r.Def("logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor", red, kFunctionAndMethod)
+      .Impl<&Logsumexp>(DispatchKey::CPU).Meta<&LogsumexpMeta>();
+
+  r.Def("linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, "
+        "ScalarType? dtype=None) -> Tensor", tags, kFunction)
+      .Impl<&VectorNorm>(DispatchKey::CPU).Meta<&VectorNormMeta>();
+  r.Def("norm.ScalarOpt_dtype(Tensor self, Scalar? p, *, ScalarType dtype) -> Tensor", red, kFunctionAndMethod)
+      .Composite<&NormScalarOptDtype>();
+  r.Def("norm.Scalar(Tensor self, Scalar p=2) -> Tensor", red, kFunctionAndMethod).Composite<&NormScalar>();
+  r.Def("norm.ScalarOpt_dim_dtype(Tensor self, Scalar? p, int[1] dim, bool keepdim, *, ScalarType dtype) -> Tensor",
+        red, kFunctionAndMethod)
+      .Composite<&NormScalarOptDimDtype>();
+  r.Def("norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor", red,
+        kFunctionAndMethod)
+      .Composite<&NormScalarOptDim>();
+}
+
+}  // namespace kiln
