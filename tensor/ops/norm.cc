@@ -57,10 +57,7 @@ std::vector<double> ReadVector(const OptTensor& t, int64_t n, double dflt) {
   if (!Defined(t) || n == 0) return v;
   const Tensor& x = *t;
   const int64_t stride = x.dim() == 0 ? 0 : x.stride(-1);
-  if (x.dim() > 1) {
-    Tensor c = ops::contiguous(x);
-    return ReadVector(c, n, dflt);
-  }
+  if (x.dim() > 1) return ReadVector(ops::reshape(x, {SymInt(-1)}), n, dflt);  // layer_norm's N-D weight
   KILN_DISPATCH_FLOATING(x.dtype(), "norm", [&] {
     const scalar_t* p = x.data_ptr<scalar_t>();
     for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>(static_cast<opmath_t<scalar_t>>(p[i * stride]));
