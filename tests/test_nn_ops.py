@@ -363,6 +363,28 @@ def test_group_norm(name):
                   lay, tol, dtypes=[name, pdtype, pdtype])
 
 
+# --- larger inputs (parallel loops, BLAS blocking) ----------------------------------------------------
+
+@pytest.mark.parametrize("name", ["float32", "float64", "bfloat16"])
+def test_larger_inputs(name):
+    rng = np.random.default_rng(11)
+    tol = {"float32": (2e-4, 2e-4), "float64": (1e-9, 1e-9), "bfloat16": (5e-2, 2e-1)}[name]
+    x, w = rand((4, 16, 20, 18), name, rng, -1, 1), rand((32, 8, 3, 3), name, rng, -1, 1)
+    check(lambda lib, x, w: lib.conv2d(x, w, None, 1, 1, 1, 2), [x, w], name, ("T", None), tol)
+    check(lambda lib, x, w: lib.ops.aten.convolution.default(x, w, None, [2, 2], [1, 1], [1, 1], True, [1, 1], 1),
+          [x, rand((16, 4, 3, 3), name, rng, -1, 1)], name, tol=tol)
+    check(lambda lib, a, b: lib.matmul(a, b), [rand((3, 64, 65), name, rng, -1, 1), rand((65, 70), name, rng, -1, 1)],
+          name, ("T", "S"), tol)
+    check(lambda lib, a, b: lib.bmm(a, b), [rand((5, 40, 33), name, rng, -1, 1), rand((5, 33, 50), name, rng, -1, 1)],
+          name, ("S", "T"), tol)
+    check(lambda lib, x: op(lib, "max_pool2d_with_indices")(x, 3, 2, 1), [x], name, ("S",))
+    check(lambda lib, x: op(lib, "avg_pool2d")(x, 3, 2, 1, True, False), [x], name, ("T",), tol)
+    check(lambda lib, x: op(lib, "adaptive_avg_pool2d")(x, (7, 5)), [x], name, ("T",), tol)
+    check(lambda lib, x: lib.native_batch_norm(x, None, None, None, None, True, 0.1, 1e-5), [x], name, tol=tol)
+    check(lambda lib, x: lib.layer_norm(x, [20, 18]), [x], name, ("T",), tol)
+    check(lambda lib, x: lib.group_norm(x, 4), [x], name, ("S",), tol)
+
+
 # --- bad inputs -------------------------------------------------------------------------------------
 
 def t(*shape, dtype="float32"):
