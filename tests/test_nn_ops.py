@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import as_numpy, assert_same, random_array, requires_torch, to_kiln, to_torch, torch
+from conftest import assert_same, random_array, requires_torch, to_kiln, to_torch, torch
 
 pytestmark = requires_torch
 
