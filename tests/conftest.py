@@ -39,10 +39,14 @@ def random_array(shape, name, rng, low=-3.0, high=3.0):
 
 
 def to_kiln(array, name):
+    if array.size == 0:  # tolist() drops the shape of empty arrays ([] for (0, 3))
+        return kiln.zeros(array.shape, dtype=kdtype(name))
     return kiln.tensor(array.tolist() if array.ndim else array.item(), dtype=kdtype(name))
 
 
 def to_torch(array, name):
+    if array.size == 0:
+        return torch.zeros(array.shape, dtype=tdtype(name))
     return torch.tensor(array.tolist() if array.ndim else array.item(), dtype=tdtype(name))
 
 

@@ -5,6 +5,8 @@ supports, and how many tensor inputs it takes. Every entry runs over several sha
 0-size and 0-dim), broadcast shapes for binary ops, non-contiguous inputs (transposed and strided
 views), and every dtype it lists; the result's dtype, shape and values must equal PyTorch's.
 Ops that PyTorch rejects for a dtype must be rejected by kiln with the same exception class.
+Ops whose inputs must have related shapes (mm, matmul, ...) list them in `sample`: tuples of one
+shape per input, used instead of the generic shapes (tests/test_nn_ops.py covers them in depth).
 """
 
 import itertools
@@ -23,10 +25,11 @@ SHAPES = [(), (0,), (5,), (3, 4), (2, 3, 4), (2, 0, 3)]
 
 class OpInfo:
     def __init__(self, name, fn, dtypes=DTYPE_NAMES, nargs=1, low=-3.0, high=3.0, shapes=SHAPES, rtol=None,
-                 atol=None, broadcast=True):
+                 atol=None, broadcast=True, sample=None):
         self.name, self.fn, self.dtypes, self.nargs = name, fn, dtypes, nargs
         self.low, self.high, self.shapes, self.rtol, self.atol = low, high, shapes, rtol, atol
         self.broadcast = broadcast
+        self.sample = sample  # optional list of (shape per input), for ops with related input shapes
 
     def __repr__(self):
         return self.name
@@ -95,6 +98,22 @@ OPS = [
     OpInfo("fill_", lambda lib, x: x.clone().fill_(1)),
     OpInfo("zero_like", lambda lib, x: lib.zeros_like(x)), OpInfo("ones_like", lambda lib, x: lib.ones_like(x)),
     OpInfo("full_like", lambda lib, x: lib.full_like(x, 3)),
+    # matrix products (shapes must agree, so each lists its samples)
+    OpInfo("mm", lambda lib, x, y: lib.mm(x, y), dtypes=NUMERIC + ["bool"], nargs=2, rtol=1e-4, atol=1e-4,
+           sample=[((3, 4), (4, 5)), ((2, 3), (3, 2)), ((0, 3), (3, 2)), ((2, 0), (0, 3)), ((3, 3), (3, 3))]),
+    OpInfo("matmul", lambda lib, x, y: lib.matmul(x, y), dtypes=NUMERIC, nargs=2, rtol=1e-4, atol=1e-4,
+           sample=[((4,), (4,)), ((3, 4), (4,)), ((4,), (4, 2)), ((3, 4), (4, 4)), ((2, 3, 4), (4, 2)),
+                   ((2, 1, 3, 4), (3, 4, 2)), ((4,), (2, 4, 3)), ((0, 3, 4), (4, 4))]),
+    OpInfo("bmm", lambda lib, x, y: lib.bmm(x, y), dtypes=NUMERIC, nargs=2, rtol=1e-4, atol=1e-4,
+           sample=[((2, 3, 4), (2, 4, 5)), ((3, 4, 4), (3, 4, 4)), ((0, 2, 3), (0, 3, 2)), ((2, 3, 0), (2, 0, 3))]),
+    OpInfo("dot", lambda lib, x, y: lib.dot(x, y), dtypes=NUMERIC + ["bool"], nargs=2, rtol=1e-4, atol=1e-4,
+           sample=[((5,), (5,)), ((0,), (0,)), ((1,), (1,))]),
+    OpInfo("mv", lambda lib, x, y: lib.mv(x, y), dtypes=NUMERIC, nargs=2, rtol=1e-4, atol=1e-4,
+           sample=[((3, 4), (4,)), ((0, 4), (4,)), ((3, 0), (0,))]),
+    OpInfo("adaptive_avg_pool2d", lambda lib, x: (lib.nn.functional if lib is torch else lib).adaptive_avg_pool2d(x, [2, 3]), dtypes=DTYPE_NAMES,
+           sample=[((2, 5, 7),), ((1, 2, 4, 6),), ((0, 2, 3, 3),)]),
+    OpInfo("layer_norm", lambda lib, x: lib.layer_norm(x, [x.shape[-1]]), dtypes=DTYPE_NAMES, rtol=1e-4, atol=1e-4,
+           sample=[((3, 4),), ((2, 3, 5),), ((0, 4),), ((7,),)]),
 ]
 
 BINARY_SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (3,)), ((5,), ()), ((0, 3), (3,))]
@@ -140,7 +159,17 @@ def _compare(info, name, k_args, t_args):
 def test_op_matches_torch(info):
     rng = np.random.default_rng(0)
     for name in info.dtypes:
-        if info.nargs == 1:
+        if info.sample is not None:
+            for shapes in info.sample:
+                arrays = [random_array(s, name, rng, info.low, info.high) for s in shapes]
+                _compare(info, name, [_make(kiln, a, name, None) for a in arrays],
+                         [_make(torch, a, name, None) for a in arrays])
+                # first input transposed (when a matrix), the others strided
+                layouts = ["T" if a.ndim >= 2 and i == 0 else "S" if a.ndim and a.shape[-1] else None
+                           for i, a in enumerate(arrays)]
+                _compare(info, name, [_make(kiln, a, name, l) for a, l in zip(arrays, layouts)],
+                         [_make(torch, a, name, l) for a, l in zip(arrays, layouts)])
+        elif info.nargs == 1:
             for shape in info.shapes:
                 for layout_name, data, layout in _layouts(shape, name, rng, info):
                     layout = None if callable(layout) else layout
@@ -185,9 +214,9 @@ def test_inplace_and_out_variants(name):
 def test_meta_tensors_match_real_metadata():
     for info in OPS:
         name = info.dtypes[0]
-        shape = (3, 4) if info.nargs == 1 else (3, 4)
-        real = [kiln.ones(shape, dtype=getattr(kiln, name)) for _ in range(info.nargs)]
-        meta = [kiln.empty(shape, dtype=getattr(kiln, name), device="meta") for _ in range(info.nargs)]
+        shapes = info.sample[0] if info.sample else [(3, 4)] * info.nargs
+        real = [kiln.ones(shape, dtype=getattr(kiln, name)) for shape in shapes]
+        meta = [kiln.empty(shape, dtype=getattr(kiln, name), device="meta") for shape in shapes]
         r = info.fn(kiln, *real)
         m = info.fn(kiln, *meta)
         if isinstance(r, kiln.Tensor):

@@ -51,13 +51,14 @@ ConvParams CheckConv(const Tensor& input, const Tensor& weight, const OptTensor&
                      const SymInt& groups_sym) {
   KILN_CHECK(weight.dim() >= 3, "weight should have at least three dimensions");
   const int64_t wd = weight.dim(), dims = wd - 2;
+  // PyTorch expands the per-dimension parameters before it compares the input's rank.
+  ConvParams p{dims, ExpandParam("stride", stride, dims), ExpandParam("padding", padding, dims),
+               ExpandParam("dilation", dilation, dims), ExpandParam("output_padding", output_padding, dims),
+               transposed, groups_sym.expect_int()};
   KILN_CHECK(input.dim() == wd, "Expected ", wd, "-dimensional input for ", wd, "-dimensional weight ",
              ShapeStr(weight), ", but got ", input.dim(), "-dimensional input of size ", ShapeStr(input), " instead");
   KILN_CHECK_NOT_IMPLEMENTED(dims <= 2, "convolution: only 1-D and 2-D convolutions are implemented, got a ", dims,
                              "-D convolution (weight of size ", ShapeStr(weight), ")");
-  ConvParams p{dims, ExpandParam("stride", stride, dims), ExpandParam("padding", padding, dims),
-               ExpandParam("dilation", dilation, dims), ExpandParam("output_padding", output_padding, dims),
-               transposed, groups_sym.expect_int()};
   for (int64_t d = 0; d < dims; ++d) {
     KILN_CHECK(p.stride[d] > 0, "non-positive stride is not supported");
     KILN_CHECK(p.padding[d] >= 0, "negative padding is not supported");
@@ -380,6 +381,8 @@ std::tuple<TensorMeta, TensorMeta> MaxPool2dWithIndicesMeta(const Tensor& self, 
                                                             const IntList& stride, const IntList& padding,
                                                             const IntList& dilation, bool ceil_mode) {
   PoolParams p = ParsePool("max_pool2d", kernel_size, stride, padding, &dilation);
+  // PyTorch's max_pool2d_with_indices checks the rank before it reads input.size(-3).
+  KILN_CHECK(self.dim() == 3 || self.dim() == 4, "non-empty 3D or 4D (batch mode) tensor expected for input");
   SymDimVector sizes = PoolShape(self, p, ceil_mode);
   KILN_CHECK_NOT_IMPLEMENTED(self.dtype() != ScalarType::Bool, "\"max_pool2d\" not implemented for 'Bool'");
   return {TensorMeta{sizes, {}, self.dtype(), self.device()}, TensorMeta{sizes, {}, ScalarType::Int64, self.device()}};
@@ -517,8 +520,6 @@ TensorMeta AdaptiveAvgPool2dMeta(const Tensor& self, const SymList& output_size)
     KILN_CHECK(self->sym_sizes()[d] != 0, "adaptive_avg_pool2d(): Expected input to have non-zero size for "
                "non-batch dimensions, but input has sizes ", ShapeStr(self), " with dimension ", d, " being empty");
   }
-  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(self.dtype()), "\"adaptive_avg_pool2d\" not implemented for '",
-                             ScalarTypeDisplayName(self.dtype()), "'");
   SymDimVector sizes = self->sym_sizes();
   sizes[nd - 2] = output_size[0];
   sizes[nd - 1] = output_size[1];
@@ -549,7 +550,9 @@ void AdaptiveAvgPoolTyped(const Tensor& x, const Tensor& out) {
 
 Tensor AdaptiveAvgPool2dCPU(const Tensor& self, const SymList& output_size) {
   Tensor out = EmptyFromMeta(AdaptiveAvgPool2dMeta(self, output_size));
-  if (out.numel() == 0) return out;
+  if (out.numel() == 0) return out;  // any dtype: PyTorch dispatches on the dtype only when there is work
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(self.dtype()), "\"adaptive_avg_pool2d\" not implemented for '",
+                             ScalarTypeDisplayName(self.dtype()), "'");
   Tensor x = ops::contiguous(self);
   KILN_DISPATCH_FLOATING(self.dtype(), "adaptive_avg_pool2d", [&] { AdaptiveAvgPoolTyped<scalar_t>(x, out); });
   return out;

@@ -9,6 +9,7 @@
 #include <cblas.h>
 
 #include <climits>
+#include <string_view>
 #include <vector>
 
 #include "tensor/ops/gemm.h"
@@ -175,10 +176,11 @@ std::string MatStr(const Tensor& t) {
 }
 
 // `kernel` is the name PyTorch's CPU kernel reports for unsupported dtypes ("addmm_impl_cpu_").
+// mm and bmm pass nullptr: they check Bool in the kernel, once they know there is work (below).
 void CheckMatmulDtype(const char* op, const char* kernel, const Tensor& a, const Tensor& b) {
   KILN_CHECK(a.dtype() == b.dtype(), "expected m1 and m2 to have the same dtype, but got: ", CppTypeName(a.dtype()),
              " != ", CppTypeName(b.dtype()));
-  KILN_CHECK_NOT_IMPLEMENTED(a.dtype() != ScalarType::Bool, "\"", kernel, "\" not implemented for 'Bool'");
+  if (kernel) KILN_CHECK_NOT_IMPLEMENTED(a.dtype() != ScalarType::Bool, "\"", kernel, "\" not implemented for 'Bool'");
   CheckSameDevice(op, a, b);
 }
 
@@ -192,7 +194,7 @@ SymDimVector MmSizes(const Tensor& mat1, const Tensor& mat2, const char* n1, con
   CheckMatrix(n2, mat2);
   KILN_CHECK(mat1->sym_sizes()[1] == mat2->sym_sizes()[0], "mat1 and mat2 shapes cannot be multiplied (",
              MatStr(mat1), " and ", MatStr(mat2), ")");
-  CheckMatmulDtype(op, "addmm_impl_cpu_", mat1, mat2);
+  CheckMatmulDtype(op, std::string_view(op) == "mm" ? nullptr : "addmm_impl_cpu_", mat1, mat2);
   return {mat1->sym_sizes()[0], mat2->sym_sizes()[1]};
 }
 
@@ -203,7 +205,7 @@ SymDimVector BmmSizes(const Tensor& b1, const Tensor& b2, const char* op) {
   const SymDimVector& s2 = b2->sym_sizes();
   KILN_CHECK(s2[0] == s1[0] && s2[1] == s1[2], "Expected size for first two dimensions of batch2 tensor to be: [",
              s1[0].str(), ", ", s1[2].str(), "] but got: [", s2[0].str(), ", ", s2[1].str(), "].");
-  CheckMatmulDtype(op, "bmm", b1, b2);
+  CheckMatmulDtype(op, std::string_view(op) == "bmm" ? nullptr : "bmm", b1, b2);
   return {s1[0], s1[1], s2[2]};
 }
 
@@ -253,17 +255,22 @@ TensorMeta DotMeta(const Tensor& self, const Tensor& other) {
 
 // --- CPU kernels -----------------------------------------------------------------------------------
 
-Tensor MmCPU(const Tensor& self, const Tensor& mat2) {
-  Tensor out = EmptyFromMeta(MmMeta(self, mat2));
-  BatchedGemmInto(out, self, mat2, 0, 1, "mm");
+// Like PyTorch's kernels, mm and bmm return an empty result, or zeros when k == 0, before their
+// dtype dispatch: so Bool operands are only rejected when there is something to multiply.
+Tensor ProductCPU(const TensorMeta& m, const Tensor& a, const Tensor& b, const char* kernel) {
+  Tensor out = EmptyFromMeta(m);
+  if (out.numel() == 0) return out;
+  if (a.size(-1) == 0) return ops::zeros_like(out);
+  KILN_CHECK_NOT_IMPLEMENTED(a.dtype() != ScalarType::Bool, "\"", kernel, "\" not implemented for 'Bool'");
+  BatchedGemmInto(out, a, b, 0, 1, kernel);
   return out;
 }
 
-Tensor BmmCPU(const Tensor& self, const Tensor& mat2) {
-  Tensor out = EmptyFromMeta(BmmMeta(self, mat2));
-  BatchedGemmInto(out, self, mat2, 0, 1, "bmm");
-  return out;
+Tensor MmCPU(const Tensor& self, const Tensor& mat2) {
+  return ProductCPU(MmMeta(self, mat2), self, mat2, "addmm_impl_cpu_");
 }
+
+Tensor BmmCPU(const Tensor& self, const Tensor& mat2) { return ProductCPU(BmmMeta(self, mat2), self, mat2, "bmm"); }
 
 // out = beta * self + alpha * (product), self broadcast to the product's shape.
 Tensor AddProduct(const TensorMeta& m, const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,

@@ -57,10 +57,7 @@ std::vector<double> ReadVector(const OptTensor& t, int64_t n, double dflt) {
   if (!Defined(t) || n == 0) return v;
   const Tensor& x = *t;
   const int64_t stride = x.dim() == 0 ? 0 : x.stride(-1);
-  if (x.dim() > 1) {
-    Tensor c = ops::contiguous(x);
-    return ReadVector(c, n, dflt);
-  }
+  if (x.dim() > 1) return ReadVector(ops::reshape(x, {SymInt(-1)}), n, dflt);  // layer_norm's N-D weight
   KILN_DISPATCH_FLOATING(x.dtype(), "norm", [&] {
     const scalar_t* p = x.data_ptr<scalar_t>();
     for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>(static_cast<opmath_t<scalar_t>>(p[i * stride]));
@@ -149,6 +146,8 @@ Tensor3 NativeBatchNormCPU(const Tensor& input, const OptTensor& weight, const O
                            const OptTensor& running_mean, const OptTensor& running_var, bool training,
                            double momentum, double eps) {
   auto [om, mm, vm] = NativeBatchNormMeta(input, weight, bias, running_mean, running_var, training, momentum, eps);
+  KILN_CHECK(!training || input.numel() > 0, "input tensor must have at least one element, but got input_sizes = ",
+             ShapeStr(input));
   Tensor out = EmptyFromMeta(om), save_mean = EmptyFromMeta(mm), save_invstd = EmptyFromMeta(vm);
   const int64_t N = input.size(0), C = input.size(1), S = input.numel() / std::max<int64_t>(N * C, 1);
   Tensor x = ops::contiguous(input);
@@ -244,6 +243,14 @@ Tensor BatchNorm(const Tensor& input, const OptTensor& weight, const OptTensor& 
     for (int64_t d = 2; d < input.dim(); ++d) per_channel = per_channel * input->sym_sizes()[d];
     KILN_CHECK_VALUE(per_channel != 1, "Expected more than 1 value per channel when training, got input size ",
                      ShapeStr(input));
+  }
+  if (input->sym_numel() == 0) {
+    // As PyTorch's _batch_norm_impl_index: no statistics, no dtype check, a copy scaled by the first
+    // weight/bias element so the result stays connected to them.
+    Tensor out = ops::clone(input);
+    if (Defined(weight)) out = ops::mul(out, ops::select(*weight, 0, 0));
+    if (Defined(bias)) out = ops::add(out, ops::select(*bias, 0, 0));
+    return out;
   }
   auto result = CallOp<Tensor3>(KILN_OP("aten::native_batch_norm"), input, weight, bias, running_mean, running_var,
                                 training, momentum, eps);
