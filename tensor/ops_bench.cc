@@ -31,3 +31,23 @@ BENCHMARK(BM_Sum)->Arg(1 << 10)->Arg(1 << 16)->Arg(1 << 24)->UseRealTime();
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+void BM_Sgemm(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Tensor a = ops::full({SymInt(n), SymInt(n)}, Scalar(0.5), ScalarType::Float32);
+  for (auto _ : state) benchmark::DoNotOptimize(ops::mm(a, a));
+  state.SetItemsProcessed(state.iterations() * 2 * n * n * n);  // flops
+}
+BENCHMARK(BM_Sgemm)->Arg(128)->Arg(512)->Arg(1024)->UseRealTime();
+
+void BM_ViewChain(benchmark::State& state) {
+  Tensor x = ops::full({SymInt(64), SymInt(64)}, Scalar(1.0), ScalarType::Float32);
+  for (auto _ : state) benchmark::DoNotOptimize(ops::unsqueeze(ops::transpose(ops::view(x, {SymInt(4096)}), 0, 0), 0));
+}
+BENCHMARK(BM_ViewChain);
+
+}  // namespace
+}  // namespace kiln
