@@ -17,6 +17,9 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterReduceStatsOps(r);
   RegisterActivationOps(r);
   RegisterLossOps(r);
+  RegisterIndexOps(r);
+  RegisterShapeOps(r);
+  RegisterRandomOps(r);
 }
 
 }  // namespace kiln

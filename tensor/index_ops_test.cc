@@ -1,0 +1,297 @@
+// tensor/index_ops_test.cc: hand-checked cases for the index, shape and random op families
+// (tensor/ops/index.cc, shape_ops.cc, random.cc), including their error messages.
+#include <cmath>
+#include <numeric>
+
+#include "gtest/gtest.h"
+#include "tensor/ops/common.h"
+
+namespace kiln {
+namespace {
+
+using TL = std::vector<Tensor>;
+using SL = std::vector<SymInt>;
+
+template <typename T>
+Tensor Make(const std::vector<T>& v, DimVector shape) {
+  Tensor t = EmptyTensor(shape, CppTypeToScalarType<T>::value, Device());
+  EXPECT_EQ(t.numel(), static_cast<int64_t>(v.size()));
+  if (!v.empty()) std::memcpy(t.raw_data(), v.data(), v.size() * sizeof(T));
+  return t;
+}
+Tensor F(const std::vector<float>& v, DimVector shape) { return Make<float>(v, shape); }
+Tensor F(const std::vector<float>& v) { return Make<float>(v, {static_cast<int64_t>(v.size())}); }
+Tensor L(const std::vector<int64_t>& v, DimVector shape) { return Make<int64_t>(v, shape); }
+Tensor L(const std::vector<int64_t>& v) { return Make<int64_t>(v, {static_cast<int64_t>(v.size())}); }
+Tensor B(const std::vector<uint8_t>& v, DimVector shape) {
+  Tensor t = EmptyTensor(shape, ScalarType::Bool, Device());
+  for (size_t i = 0; i < v.size(); ++i) t.data_ptr<bool>()[i] = v[i] != 0;
+  return t;
+}
+Tensor B(const std::vector<uint8_t>& v) { return B(v, {static_cast<int64_t>(v.size())}); }
+
+template <typename T>
+std::vector<T> Vec(const Tensor& t) {
+  Tensor c = ops::contiguous(ops::to_dtype(t, CppTypeToScalarType<T>::value));
+  const T* p = c.data_ptr<T>();
+  return std::vector<T>(p, p + c.numel());
+}
+std::vector<float> FV(const Tensor& t) { return Vec<float>(t); }
+std::vector<int64_t> LV(const Tensor& t) { return Vec<int64_t>(t); }
+DimVector Shape(std::initializer_list<int64_t> s) { return DimVector(s); }
+Tensor Arange(int64_t n, ScalarType dtype = ScalarType::Float32) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), 0.f);
+  return ops::to_dtype(F(v), dtype);
+}
+
+template <typename R = Tensor, typename... A>
+R Call(const char* name, A&&... args) {
+  return CallOp<R>(Registry::Get().FindOrThrow(name), std::forward<A>(args)...);
+}
+
+// Runs `fn`, expecting exception type E whose message contains `needle`.
+template <typename E, typename Fn>
+void ExpectError(Fn fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error containing '" << needle << "'";
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+// --- cat / stack / split -------------------------------------------------------------------
+
+TEST(IndexOps, CatPromotesAndSkipsLegacyEmpty) {
+  Tensor a = F({1, 2, 3, 4}, {2, 2});
+  Tensor b = L({5, 6}, {2, 1});
+  Tensor empty = F({});
+  Tensor out = Call("aten::cat", TL{a, empty, b}, int64_t(1));
+  EXPECT_EQ(out.sizes(), Shape({2, 3}));
+  EXPECT_EQ(out.dtype(), ScalarType::Float32);
+  EXPECT_EQ(FV(out), (std::vector<float>{1, 2, 5, 3, 4, 6}));
+  Tensor rows = Call("aten::cat", TL{a, F({9, 9}, {1, 2})}, int64_t(-2));
+  EXPECT_EQ(FV(rows), (std::vector<float>{1, 2, 3, 4, 9, 9}));
+  // int64 + int32 -> int64
+  Tensor i = Call("aten::cat", TL{L({1}), ops::to_dtype(L({2}), ScalarType::Int32)}, int64_t(0));
+  EXPECT_EQ(i.dtype(), ScalarType::Int64);
+}
+
+TEST(IndexOps, CatErrors) {
+  ExpectError<Error>([] { Call("aten::cat", TL{}, int64_t(0)); }, "expected a non-empty list");
+  ExpectError<Error>([] { Call("aten::cat", TL{F({1}, {}), F({1})}, int64_t(0)); },
+                     "zero-dimensional tensor (at position 0) cannot be concatenated");
+  ExpectError<Error>([] { Call("aten::cat", TL{F({1, 2}, {1, 2}), F({1, 2, 3}, {1, 3})}, int64_t(0)); },
+                     "Sizes of tensors must match except in dimension 0. Expected size 2 but got size 3 for tensor "
+                     "number 1 in the list.");
+  ExpectError<IndexError>([] { Call("aten::cat", TL{F({1})}, int64_t(2)); }, "Dimension out of range");
+}
+
+TEST(IndexOps, CatMeta) {
+  Tensor a = ops::empty({SymInt(2), SymInt(3)}, ScalarType::Float32, Device(DeviceType::Meta));
+  Tensor b = ops::empty({SymInt(2), SymInt(5)}, ScalarType::Float64, Device(DeviceType::Meta));
+  Tensor out = Call("aten::cat", TL{a, b}, int64_t(1));
+  EXPECT_EQ(out.sizes(), Shape({2, 8}));
+  EXPECT_EQ(out.dtype(), ScalarType::Float64);
+  EXPECT_TRUE(out.device().is_meta());
+}
+
+TEST(IndexOps, Stack) {
+  Tensor out = Call("aten::stack", TL{F({1, 2}), F({3, 4})}, int64_t(1));
+  EXPECT_EQ(out.sizes(), Shape({2, 2}));
+  EXPECT_EQ(FV(out), (std::vector<float>{1, 3, 2, 4}));
+  ExpectError<Error>([] { Call("aten::stack", TL{F({1, 2}), F({3})}, int64_t(0)); },
+                     "stack expects each tensor to be equal size, but got [2] at entry 0 and [1] at entry 1");
+}
+
+TEST(IndexOps, SplitAndChunk) {
+  Tensor x = Arange(5);
+  auto parts = Call<TL>("aten::split.Tensor", x, SymInt(2), int64_t(0));
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(FV(parts[2]), (std::vector<float>{4}));
+  EXPECT_TRUE(parts[1]->storage() == x->storage());  // views
+  auto sized = Call<TL>("aten::split_with_sizes", x, SL{1, 4}, int64_t(0));
+  EXPECT_EQ(FV(sized[1]), (std::vector<float>{1, 2, 3, 4}));
+  auto chunks = Call<TL>("aten::chunk", ops::view(Arange(6), {2, 3}), int64_t(2), int64_t(1));
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0].sizes(), Shape({2, 2}));
+  EXPECT_EQ(FV(chunks[1]), (std::vector<float>{2, 5}));
+  ExpectError<Error>([&] { Call<TL>("aten::split_with_sizes", x, SL{2, 2}, int64_t(0)); },
+                     "split_with_sizes expects split_sizes to sum exactly to 5 (input tensor's size at dimension 0), "
+                     "but got split_sizes=[2, 2]");
+  ExpectError<Error>([&] { Call<TL>("aten::chunk", x, int64_t(0), int64_t(0)); },
+                     "chunk expects `chunks` to be greater than 0, got: 0");
+}
+
+// --- gather / scatter / index_select --------------------------------------------------------
+
+TEST(IndexOps, Gather) {
+  Tensor x = F({1, 2, 3, 4}, {2, 2});
+  Tensor out = Call("aten::gather", x, int64_t(1), L({0, 0, 1, 0}, {2, 2}), false);
+  EXPECT_EQ(FV(out), (std::vector<float>{1, 1, 4, 3}));
+  Tensor rows = Call("aten::gather", x, int64_t(0), L({1, 0}, {1, 2}), false);
+  EXPECT_EQ(FV(rows), (std::vector<float>{3, 2}));
+  ExpectError<IndexError>([&] { Call("aten::gather", x, int64_t(1), L({0, 2}, {1, 2}), false); },
+                          "index 2 is out of bounds for dimension 1 with size 2");
+  ExpectError<Error>([&] { Call("aten::gather", x, int64_t(1), ops::to_dtype(L({0}, {1, 1}), ScalarType::Int32), false); },
+                     "gather(): Expected dtype int64 for index");
+  ExpectError<Error>([&] { Call("aten::gather", x, int64_t(1), L({0, 0, 0}, {3, 1}), false); },
+                     "Size does not match at dimension 0");
+}
+
+TEST(IndexOps, Scatter) {
+  Tensor zeros = F({0, 0, 0, 0, 0, 0}, {2, 3});
+  Tensor src = F({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor out = Call("aten::scatter.src", zeros, int64_t(1), L({2, 0, 1, 1}, {2, 2}), src);
+  EXPECT_EQ(FV(out), (std::vector<float>{2, 0, 1, 0, 5, 0}));
+  EXPECT_EQ(FV(zeros), (std::vector<float>(6, 0)));  // functional
+  Tensor filled = Call("aten::scatter.value", zeros, int64_t(0), L({1, 0, 1}, {1, 3}), Scalar(7.0));
+  EXPECT_EQ(FV(filled), (std::vector<float>{0, 7, 0, 7, 0, 7}));
+  Tensor acc = Call("aten::scatter_add", F({0, 0, 0}), int64_t(0), L({0, 2, 0, 0}), F({1, 2, 3, 4}));
+  EXPECT_EQ(FV(acc), (std::vector<float>{8, 0, 2}));
+  Tensor self = F({0, 0, 0});
+  Call("aten::scatter_add_", self, int64_t(0), L({1}), F({5}));
+  EXPECT_EQ(FV(self), (std::vector<float>{0, 5, 0}));
+  ExpectError<Error>([&] { Call("aten::scatter.src", zeros, int64_t(1), L({0}, {1, 1}), L({1}, {1, 1})); },
+                     "scatter(): Expected self.dtype to be equal to src.dtype");
+  ExpectError<IndexError>([&] { Call("aten::scatter.value", zeros, int64_t(1), L({3}, {1, 1}), Scalar(1.0)); },
+                          "index 3 is out of bounds for dimension 1 with size 3");
+}
+
+TEST(IndexOps, IndexSelect) {
+  Tensor x = ops::view(Arange(6), {2, 3});
+  Tensor out = Call("aten::index_select", x, int64_t(1), L({2, 0, 2}));
+  EXPECT_EQ(out.sizes(), Shape({2, 3}));
+  EXPECT_EQ(FV(out), (std::vector<float>{2, 0, 2, 5, 3, 5}));
+  Tensor t = Call("aten::index_select", ops::transpose(x, 0, 1), int64_t(0), L({1}));
+  EXPECT_EQ(FV(t), (std::vector<float>{1, 4}));
+  ExpectError<IndexError>([&] { Call("aten::index_select", x, int64_t(0), L({2})); },
+                          "index 2 is out of bounds for dimension 0 with size 2");
+  ExpectError<IndexError>([&] { Call("aten::index_select", x, int64_t(0), L({0, 0}, {1, 2})); },
+                          "Index is supposed to be a vector");
+}
+
+// --- advanced indexing ----------------------------------------------------------------------
+
+TEST(IndexOps, IndexTensorBasic) {
+  Tensor x = ops::view(Arange(12), {3, 4});
+  // x[[2, 0]]
+  Tensor rows = Call("aten::index.Tensor", x, OptionalTensorList{L({2, 0})});
+  EXPECT_EQ(rows.sizes(), Shape({2, 4}));
+  EXPECT_EQ(FV(rows), (std::vector<float>{8, 9, 10, 11, 0, 1, 2, 3}));
+  // x[:, [-1]]
+  Tensor col = Call("aten::index.Tensor", x, OptionalTensorList{std::nullopt, L({-1})});
+  EXPECT_EQ(col.sizes(), Shape({3, 1}));
+  EXPECT_EQ(FV(col), (std::vector<float>{3, 7, 11}));
+  // x[[0, 2], [1, 3]] -> pointwise pairs; x[[[0], [2]], [1, 3]] broadcasts to [2, 2]
+  Tensor pairs = Call("aten::index.Tensor", x, OptionalTensorList{L({0, 2}), L({1, 3})});
+  EXPECT_EQ(FV(pairs), (std::vector<float>{1, 11}));
+  Tensor grid = Call("aten::index.Tensor", x, OptionalTensorList{L({0, 2}, {2, 1}), L({1, 3})});
+  EXPECT_EQ(grid.sizes(), Shape({2, 2}));
+  EXPECT_EQ(FV(grid), (std::vector<float>{1, 3, 9, 11}));
+}
+
+TEST(IndexOps, IndexTensorBoolAndTranspose) {
+  Tensor x = ops::view(Arange(24), {2, 3, 4});
+  // x[mask] with a [2, 3] mask -> [n, 4]
+  Tensor mask = B({1, 0, 0, 0, 0, 1}, {2, 3});
+  Tensor m = Call("aten::index.Tensor", x, OptionalTensorList{mask});
+  EXPECT_EQ(m.sizes(), Shape({2, 4}));
+  EXPECT_EQ(FV(m), (std::vector<float>{0, 1, 2, 3, 20, 21, 22, 23}));
+  // x[[0, 1], :, [0, 3]]: indices not adjacent -> index dims first: [2, 3]
+  Tensor t = Call("aten::index.Tensor", x, OptionalTensorList{L({0, 1}), std::nullopt, L({0, 3})});
+  EXPECT_EQ(t.sizes(), Shape({2, 3}));
+  EXPECT_EQ(FV(t), (std::vector<float>{0, 4, 8, 15, 19, 23}));
+  // x[:, [0, 2], [1]]: adjacent -> stays in place: [2, 2]
+  Tensor a = Call("aten::index.Tensor", x, OptionalTensorList{std::nullopt, L({0, 2}), L({1})});
+  EXPECT_EQ(a.sizes(), Shape({2, 2}));
+  EXPECT_EQ(FV(a), (std::vector<float>{1, 9, 13, 21}));
+  // meta: int indices give shapes
+  Tensor meta = ops::empty({SymInt(2), SymInt(3), SymInt(4)}, ScalarType::Float32, Device(DeviceType::Meta));
+  Tensor mi = ops::empty({SymInt(5)}, ScalarType::Int64, Device(DeviceType::Meta));
+  Tensor mr = Call("aten::index.Tensor", meta, OptionalTensorList{std::nullopt, std::nullopt, mi});
+  EXPECT_EQ(mr.sizes(), Shape({2, 3, 5}));
+}
+
+TEST(IndexOps, IndexTensorErrors) {
+  Tensor x = ops::view(Arange(6), {2, 3});
+  ExpectError<IndexError>([&] { Call("aten::index.Tensor", x, OptionalTensorList{L({2})}); },
+                          "index 2 is out of bounds for dimension 0 with size 2");
+  ExpectError<IndexError>([&] { Call("aten::index.Tensor", x, OptionalTensorList{L({0}), L({0}), L({0})}); },
+                          "too many indices for tensor of dimension 2 (got 3)");
+  ExpectError<IndexError>([&] { Call("aten::index.Tensor", x, OptionalTensorList{L({0, 1}), L({0, 1, 2})}); },
+                          "shape mismatch: indexing tensors could not be broadcast together with shapes [2], [3]");
+  ExpectError<IndexError>([&] { Call("aten::index.Tensor", x, OptionalTensorList{B({1, 0, 1})}); },
+                          "The shape of the mask [3] at index 0 does not match the shape of the indexed tensor [2, 3] "
+                          "at index 0");
+  ExpectError<IndexError>([&] { Call("aten::index.Tensor", x, OptionalTensorList{F({0})}); },
+                          "tensors used as indices must be long, int, byte or bool tensors");
+}
+
+TEST(IndexOps, IndexPut) {
+  Tensor x = F({0, 0, 0, 0, 0, 0}, {2, 3});
+  Tensor out = Call("aten::index_put", x, OptionalTensorList{L({1, 0}), L({2, 2})}, F({5, 6}), false);
+  EXPECT_EQ(FV(out), (std::vector<float>{0, 0, 6, 0, 0, 5}));
+  EXPECT_EQ(FV(x), (std::vector<float>(6, 0)));
+  // accumulate with duplicates; values broadcast over the indexed rows
+  Call("aten::index_put_", x, OptionalTensorList{L({0, 0})}, F({1, 2, 3}), true);
+  EXPECT_EQ(FV(x), (std::vector<float>{2, 4, 6, 0, 0, 0}));
+  // through a transposed view, with a mask
+  Tensor y = F({1, 2, 3, 4}, {2, 2});
+  Tensor yt = ops::transpose(y, 0, 1);
+  Call("aten::index_put_", yt, OptionalTensorList{B({0, 1, 1, 0}, {2, 2})}, F({9}, {}), false);
+  EXPECT_EQ(FV(y), (std::vector<float>{1, 9, 9, 4}));
+  ExpectError<Error>([&] { Call("aten::index_put_", x, OptionalTensorList{L({0})}, L({1}), false); },
+                     "Index put requires the source and destination dtypes match, got Float for the destination and "
+                     "Long for the source.");
+  ExpectError<Error>([&] { Call("aten::index_put_", x, OptionalTensorList{L({0, 1})}, F({1, 2}), false); },
+                     "shape mismatch: value tensor of shape [2] cannot be broadcast to indexing result of shape [2, 3]");
+}
+
+// --- masked ops, where, nonzero --------------------------------------------------------------
+
+TEST(IndexOps, MaskedFillAndSelect) {
+  Tensor x = F({1, 2, 3, 4}, {2, 2});
+  Tensor mask = B({1, 0});  // broadcasts over rows
+  Tensor out = Call("aten::masked_fill.Scalar", x, mask, Scalar(-1.0));
+  EXPECT_EQ(FV(out), (std::vector<float>{-1, 2, -1, 4}));
+  Tensor out2 = Call("aten::masked_fill.Tensor", x, B({0, 1}, {2, 1}), F({7}, {}));
+  EXPECT_EQ(FV(out2), (std::vector<float>{1, 2, 7, 7}));
+  Call("aten::masked_fill_.Scalar", x, mask, Scalar(int64_t(0)));
+  EXPECT_EQ(FV(x), (std::vector<float>{0, 2, 0, 4}));
+  // functional masked_fill broadcasts self against the mask
+  Tensor wide = Call("aten::masked_fill.Scalar", F({5}), B({1, 0, 1}), Scalar(0.0));
+  EXPECT_EQ(FV(wide), (std::vector<float>{0, 5, 0}));
+  Tensor sel = Call("aten::masked_select", F({1, 2, 3, 4}, {2, 2}), mask);
+  EXPECT_EQ(FV(sel), (std::vector<float>{1, 3}));
+  ExpectError<Error>([&] { Call("aten::masked_fill.Scalar", x, F({1, 0}), Scalar(0.0)); },
+                     "masked_fill_ only supports boolean masks, but got mask with dtype Float");
+  ExpectError<Error>([&] { Call("aten::masked_fill.Tensor", x, mask, F({1, 2})); },
+                     "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with 1 dimension(s).");
+}
+
+TEST(IndexOps, WhereAndNonzero) {
+  Tensor c = B({1, 0, 1});
+  Tensor out = Call("aten::where.self", c, L({1, 2, 3}), F({10, 20, 30}));
+  EXPECT_EQ(out.dtype(), ScalarType::Float32);
+  EXPECT_EQ(FV(out), (std::vector<float>{1, 20, 3}));
+  Tensor s = Call("aten::where.ScalarOther", c, L({1, 2, 3}), Scalar(int64_t(0)));
+  EXPECT_EQ(s.dtype(), ScalarType::Int64);
+  EXPECT_EQ(LV(s), (std::vector<int64_t>{1, 0, 3}));
+  Tensor s2 = Call("aten::where.ScalarSelf", c, Scalar(0.5), L({1, 2, 3}));
+  EXPECT_EQ(s2.dtype(), ScalarType::Float32);
+  EXPECT_EQ(FV(s2), (std::vector<float>{0.5, 2, 0.5}));
+  ExpectError<Error>([&] { Call("aten::where.self", F({1}), F({1}), F({1})); },
+                     "where expected condition to be a boolean tensor, but got a tensor with dtype Float");
+  Tensor nz = Call("aten::nonzero", F({0, 1, 2, 0, 0, 3}, {2, 3}));
+  EXPECT_EQ(nz.sizes(), Shape({3, 2}));
+  EXPECT_EQ(nz.dtype(), ScalarType::Int64);
+  EXPECT_EQ(LV(nz), (std::vector<int64_t>{0, 1, 0, 2, 1, 2}));
+  auto parts = Call<TL>("aten::where", B({0, 1, 1}));
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(LV(parts[0]), (std::vector<int64_t>{1, 2}));
+}
+
+}  // namespace
+}  // namespace kiln
