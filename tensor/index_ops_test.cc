@@ -293,5 +293,15 @@ TEST(IndexOps, WhereAndNonzero) {
   EXPECT_EQ(LV(parts[0]), (std::vector<int64_t>{1, 2}));
 }
 
+// contiguous() and reshape() of a transposed tensor give row-major results (regression: clone's
+// preserve_format used to keep the transposed strides, so reshape's view failed).
+TEST(IndexOps, ContiguousOfTransposed) {
+  Tensor t = ops::transpose(ops::view(Arange(6), {2, 3}), 0, 1);
+  Tensor c = ops::contiguous(t);
+  EXPECT_TRUE(c.is_contiguous());
+  EXPECT_EQ(FV(c), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(FV(ops::reshape(t, {SymInt(-1)})), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+}
+
 }  // namespace
 }  // namespace kiln
