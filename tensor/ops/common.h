@@ -75,6 +75,7 @@ void RegisterActivationOps(Registry& r);   // activation.cc
 void RegisterLossOps(Registry& r);         // loss.cc
 void RegisterIndexOps(Registry& r);
 void RegisterShapeOps(Registry& r);
+void RegisterTernaryOps(Registry& r);
 void RegisterRandomOps(Registry& r);
 
 }  // namespace kiln

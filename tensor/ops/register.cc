@@ -19,6 +19,7 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterLossOps(r);
   RegisterIndexOps(r);
   RegisterShapeOps(r);
+  RegisterTernaryOps(r);
   RegisterRandomOps(r);
 }
 
