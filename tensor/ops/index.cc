@@ -489,14 +489,17 @@ Tensor IndexPutImpl(Tensor self, const OptionalTensorList& indices, const Tensor
   if (!run) return self;
   OptTensorVec idx = ExpandIndices("index_put_", self, indices, /*meta=*/false);
   IndexLayout L = LayoutIndices(self, idx);
-  bool fits = values.dim() <= static_cast<int64_t>(L.result.size());
-  for (int64_t d = 0; fits && d < values.dim(); ++d) {
-    const SymInt& v = values->sym_sizes()[values.dim() - 1 - d];
-    fits = v == 1 || v == L.result[L.result.size() - 1 - d];
+  // Leading size-1 dims of values beyond the result's rank are dropped, as in PyTorch.
+  Tensor v = values;
+  while (v.dim() > static_cast<int64_t>(L.result.size()) && v.size(0) == 1) v = ops::squeeze(v, 0);
+  bool fits = v.dim() <= static_cast<int64_t>(L.result.size());
+  for (int64_t d = 0; fits && d < v.dim(); ++d) {
+    const SymInt& n = v->sym_sizes()[v.dim() - 1 - d];
+    fits = n == 1 || n == L.result[L.result.size() - 1 - d];
   }
   KILN_CHECK(fits, "shape mismatch: value tensor of shape ", ShapeStr(values),
              " cannot be broadcast to indexing result of shape ", SizesToString(L.result));
-  Tensor v = values->has_storage() && values->storage() == self->storage() ? ops::clone(values) : values;
+  if (v->has_storage() && v->storage() == self->storage()) v = ops::clone(v);
   v = ops::expand(v, ToSymList(L.result));
   KILN_DISPATCH_ALL(self.dtype(), "index_put_", [&] {
     scalar_t* s = self.data_ptr<scalar_t>();

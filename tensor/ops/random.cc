@@ -43,9 +43,7 @@ template <typename T, typename Fill>
 void SampleBlocks(const OptGen& gen, T* out, int64_t n, int per_block, const Fill& fill) {
   if (n == 0) return;
   const int64_t nblocks = (n + per_block - 1) / per_block;
-  GeneratorImpl& g = GenOf(gen);
-  const uint64_t seed = g.initial_seed();
-  const uint64_t base = g.Reserve(static_cast<uint64_t>(nblocks));
+  const auto [seed, base] = GenOf(gen).ReserveWithSeed(static_cast<uint64_t>(nblocks));
   ParallelFor(0, nblocks, std::max<int64_t>(1, kGrainSize / 8), [&](int64_t b, int64_t e) {
     uint32_t w[4];
     for (int64_t blk = b; blk < e; ++blk) {
