@@ -1,68 +1,13 @@
-// tensor/index_ops_test.cc: hand-checked cases for the index, shape and random op families
-// (tensor/ops/index.cc, shape_ops.cc, random.cc), including their error messages.
-#include <cmath>
-#include <limits>
-#include <numeric>
-#include <set>
-
-#include "gtest/gtest.h"
-#include "runtime/thread_pool.h"
-#include "tensor/ops/common.h"
+// tensor/index_ops_test.cc: hand-checked cases for tensor/ops/index.cc (cat, split, gather, scatter,
+// advanced indexing, masked ops, where, nonzero) with their error messages, and a check over all
+// the new op families that meta functions agree with the CPU kernels and schemas round-trip.
+#include <functional>
+#include "tensor/testing/op_test_util.h"
 
 namespace kiln {
 namespace {
 
-using TL = std::vector<Tensor>;
-using SL = std::vector<SymInt>;
-
-template <typename T>
-Tensor Make(const std::vector<T>& v, DimVector shape) {
-  Tensor t = EmptyTensor(shape, CppTypeToScalarType<T>::value, Device());
-  EXPECT_EQ(t.numel(), static_cast<int64_t>(v.size()));
-  if (!v.empty()) std::memcpy(t.raw_data(), v.data(), v.size() * sizeof(T));
-  return t;
-}
-Tensor F(const std::vector<float>& v, DimVector shape) { return Make<float>(v, shape); }
-Tensor F(const std::vector<float>& v) { return Make<float>(v, {static_cast<int64_t>(v.size())}); }
-Tensor L(const std::vector<int64_t>& v, DimVector shape) { return Make<int64_t>(v, shape); }
-Tensor L(const std::vector<int64_t>& v) { return Make<int64_t>(v, {static_cast<int64_t>(v.size())}); }
-Tensor B(const std::vector<uint8_t>& v, DimVector shape) {
-  Tensor t = EmptyTensor(shape, ScalarType::Bool, Device());
-  for (size_t i = 0; i < v.size(); ++i) t.data_ptr<bool>()[i] = v[i] != 0;
-  return t;
-}
-Tensor B(const std::vector<uint8_t>& v) { return B(v, {static_cast<int64_t>(v.size())}); }
-
-template <typename T>
-std::vector<T> Vec(const Tensor& t) {
-  Tensor c = ops::contiguous(ops::to_dtype(t, CppTypeToScalarType<T>::value));
-  const T* p = c.data_ptr<T>();
-  return std::vector<T>(p, p + c.numel());
-}
-std::vector<float> FV(const Tensor& t) { return Vec<float>(t); }
-std::vector<int64_t> LV(const Tensor& t) { return Vec<int64_t>(t); }
-DimVector Shape(std::initializer_list<int64_t> s) { return DimVector(s); }
-Tensor Arange(int64_t n, ScalarType dtype = ScalarType::Float32) {
-  std::vector<float> v(n);
-  std::iota(v.begin(), v.end(), 0.f);
-  return ops::to_dtype(F(v), dtype);
-}
-
-template <typename R = Tensor, typename... A>
-R Call(const char* name, A&&... args) {
-  return CallOp<R>(Registry::Get().FindOrThrow(name), std::forward<A>(args)...);
-}
-
-// Runs `fn`, expecting exception type E whose message contains `needle`.
-template <typename E, typename Fn>
-void ExpectError(Fn fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << needle << "'";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using namespace ::kiln::optest;  // NOLINT: test helpers
 
 // --- cat / stack / split -------------------------------------------------------------------
 
@@ -311,345 +256,81 @@ TEST(IndexOps, ContiguousOfTransposed) {
   EXPECT_EQ(FV(ops::reshape(t, {SymInt(-1)})), (std::vector<float>{0, 3, 1, 4, 2, 5}));
 }
 
-// --- shape_ops.cc ---------------------------------------------------------------------------
+// --- meta functions agree with the CPU kernels; schemas round-trip ---------------------------
 
-using OptDtype = std::optional<ScalarType>;
-using OptScalar = std::optional<Scalar>;
-using OptT = std::optional<Tensor>;
-using TT = std::tuple<Tensor, Tensor>;
-const float kNan = std::numeric_limits<float>::quiet_NaN();
-
-TEST(ShapeOps, TrilTriu) {
-  Tensor x = ops::view(Arange(9), {3, 3});
-  EXPECT_EQ(FV(Call("aten::tril", x, int64_t(0))), (std::vector<float>{0, 0, 0, 3, 4, 0, 6, 7, 8}));
-  EXPECT_EQ(FV(Call("aten::triu", x, int64_t(1))), (std::vector<float>{0, 1, 2, 0, 0, 5, 0, 0, 0}));
-  EXPECT_EQ(FV(Call("aten::tril", x, int64_t(-1))), (std::vector<float>{0, 0, 0, 3, 0, 0, 6, 7, 0}));
-  Tensor y = ops::clone(x);
-  Tensor yt = ops::transpose(y, 0, 1);
-  Call("aten::triu_", yt, int64_t(0));  // upper of the transpose = lower of y
-  EXPECT_EQ(FV(y), (std::vector<float>{0, 0, 0, 3, 4, 0, 6, 7, 8}));
-  ExpectError<Error>([] { Call("aten::tril", F({1, 2}), int64_t(0)); },
-                     "tril: input tensor must have at least 2 dimensions");
+Tensor ToMeta(const Tensor& t) {
+  return Call("aten::_to_copy", t, std::optional<ScalarType>(), std::optional<Layout>(),
+              std::optional<Device>(Device(DeviceType::Meta)), std::optional<bool>(), false,
+              std::optional<MemoryFormat>());
 }
 
-TEST(ShapeOps, SortIsStableWithNanLargest) {
-  Tensor x = F({3, kNan, 1, 2, 1});
-  auto [v, i] = Call<TT>("aten::sort", x, int64_t(-1), false);
-  EXPECT_EQ(LV(i), (std::vector<int64_t>{2, 4, 3, 0, 1}));
-  EXPECT_TRUE(std::isnan(FV(v)[4]));
-  auto [vd, id] = Call<TT>("aten::sort", x, int64_t(0), true);
-  EXPECT_EQ(LV(id), (std::vector<int64_t>{1, 0, 3, 2, 4}));
-  Tensor m = F({3, 1, 2, 4}, {2, 2});
-  auto [mv, mi] = Call<TT>("aten::sort", m, int64_t(0), false);
-  EXPECT_EQ(FV(mv), (std::vector<float>{2, 1, 3, 4}));
-  EXPECT_EQ(LV(mi), (std::vector<int64_t>{1, 0, 0, 1}));
-  EXPECT_EQ(LV(Call("aten::argsort", F({2, 0, 1}), int64_t(-1), true)), (std::vector<int64_t>{0, 2, 1}));
-  auto [sv, si] = Call<TT>("aten::sort.stable", L({5, 3, 5}), std::optional<bool>(true), int64_t(-1), false);
-  EXPECT_EQ(LV(sv), (std::vector<int64_t>{3, 5, 5}));
-  EXPECT_EQ(LV(si), (std::vector<int64_t>{1, 0, 2}));
-}
-
-TEST(ShapeOps, Topk) {
-  Tensor x = F({1, 5, 3, 5});
-  auto [v, i] = Call<TT>("aten::topk", x, SymInt(2), int64_t(-1), true, true);
-  EXPECT_EQ(FV(v), (std::vector<float>{5, 5}));
-  EXPECT_EQ(LV(i), (std::vector<int64_t>{1, 3}));
-  auto [vs, is] = Call<TT>("aten::topk", x, SymInt(3), int64_t(0), false, true);
-  EXPECT_EQ(FV(vs), (std::vector<float>{1, 3, 5}));
-  EXPECT_EQ(LV(is), (std::vector<int64_t>{0, 2, 1}));
-  ExpectError<Error>([&] { Call<TT>("aten::topk", x, SymInt(5), int64_t(-1), true, true); },
-                     "selected index k out of range");
-}
-
-TEST(ShapeOps, OneHot) {
-  Tensor out = Call("aten::one_hot", L({0, 2}), int64_t(-1));
-  EXPECT_EQ(out.sizes(), Shape({2, 3}));
-  EXPECT_EQ(LV(out), (std::vector<int64_t>{1, 0, 0, 0, 0, 1}));
-  EXPECT_EQ(Call("aten::one_hot", L({1}, {1, 1}), int64_t(4)).sizes(), Shape({1, 1, 4}));
-  ExpectError<Error>([] { Call("aten::one_hot", L({-1}), int64_t(3)); }, "Class values must be non-negative.");
-  ExpectError<Error>([] { Call("aten::one_hot", L({3}), int64_t(3)); }, "Class values must be smaller than num_classes.");
-  ExpectError<Error>([] { Call("aten::one_hot", F({1}), int64_t(3)); },
-                     "one_hot is only applicable to index tensor of type LongTensor.");
-}
-
-TEST(ShapeOps, Padding) {
-  Tensor x = F({1, 2, 3, 4}, {2, 2});
-  Tensor c = Call("aten::constant_pad_nd", x, SL{1, 0, 0, 1}, Scalar(9.0));
-  EXPECT_EQ(c.sizes(), Shape({3, 3}));
-  EXPECT_EQ(FV(c), (std::vector<float>{9, 1, 2, 9, 3, 4, 9, 9, 9}));
-  EXPECT_EQ(FV(Call("aten::constant_pad_nd", F({1, 2, 3}), SL{-1, 1}, Scalar(int64_t(0)))),
-            (std::vector<float>{2, 3, 0}));
-  Tensor v = F({1, 2, 3}, {1, 3});
-  using OptD = std::optional<double>;
-  EXPECT_EQ(FV(Call("aten::pad", v, SL{2, 1}, std::string("reflect"), OptD())), (std::vector<float>{3, 2, 1, 2, 3, 2}));
-  EXPECT_EQ(FV(Call("aten::pad", v, SL{2, 1}, std::string("replicate"), OptD())), (std::vector<float>{1, 1, 1, 2, 3, 3}));
-  EXPECT_EQ(FV(Call("aten::pad", v, SL{2, 1}, std::string("circular"), OptD())), (std::vector<float>{2, 3, 1, 2, 3, 1}));
-  EXPECT_EQ(FV(Call("aten::pad", v, SL{1, 0}, std::string("constant"), OptD(-1.0))), (std::vector<float>{-1, 1, 2, 3}));
-  // reflect over the last two dims
-  Tensor r = Call("aten::pad", x, SL{1, 0, 1, 0}, std::string("reflect"), OptD());
-  EXPECT_EQ(FV(r), (std::vector<float>{4, 3, 4, 2, 1, 2, 4, 3, 4}));
-  ExpectError<Error>([&] { Call("aten::pad", v, SL{3, 0}, std::string("reflect"), OptD()); },
-                     "Padding size should be less than the corresponding input dimension, but got: padding (3, 0) at "
-                     "dimension 1 of input [1, 3]");
-  ExpectError<Error>([&] { Call("aten::constant_pad_nd", x, SL{1}, Scalar(0.0)); },
-                     "Length of pad must be even but instead it equals 1");
-  ExpectError<Error>([&] { Call("aten::constant_pad_nd", x, SL{1, 1, 1, 1, 1, 1}, Scalar(0.0)); },
-                     "Pad length is 6 while the input has 2 dimensions.");
-  ExpectError<Error>([&] { Call("aten::constant_pad_nd", x, SL{-2, -1}, Scalar(0.0)); },
-                     "The input size 2, plus negative padding -2 and -1 resulted in a negative output size");
-  ExpectError<NotImplementedError>([&] { Call("aten::pad", v, SL{1, 1}, std::string("wrap"), OptD()); },
-                                   "Unrecognised padding mode wrap");
-}
-
-TEST(ShapeOps, RepeatFlipRoll) {
-  Tensor r = Call("aten::repeat", F({1, 2}), SL{2, 2});
-  EXPECT_EQ(r.sizes(), Shape({2, 4}));
-  EXPECT_EQ(FV(r), (std::vector<float>{1, 2, 1, 2, 1, 2, 1, 2}));
-  EXPECT_EQ(FV(Call("aten::repeat", ops::transpose(F({1, 2}, {1, 2}), 0, 1), SL{1, 2})),
-            (std::vector<float>{1, 1, 2, 2}));
-  ExpectError<Error>([] { Call("aten::repeat", F({1, 2}, {1, 2}), SL{2}); },
-                     "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor");
-  Tensor x = ops::view(Arange(6), {2, 3});
-  EXPECT_EQ(FV(Call("aten::flip", x, std::vector<int64_t>{0, 1})), (std::vector<float>{5, 4, 3, 2, 1, 0}));
-  EXPECT_EQ(FV(Call("aten::flip", x, std::vector<int64_t>{-1})), (std::vector<float>{2, 1, 0, 5, 4, 3}));
-  ExpectError<Error>([&] { Call("aten::flip", x, std::vector<int64_t>{0, -2}); },
-                     "dim 0 appears multiple times in the list of dims");
-  EXPECT_EQ(FV(Call("aten::roll", Arange(5), SL{2}, SL{})), (std::vector<float>{3, 4, 0, 1, 2}));
-  EXPECT_EQ(FV(Call("aten::roll", x, SL{1}, SL{1})), (std::vector<float>{2, 0, 1, 5, 3, 4}));
-  EXPECT_EQ(FV(Call("aten::roll", x, SL{-1}, SL{})), (std::vector<float>{1, 2, 3, 4, 5, 0}));
-  EXPECT_EQ(FV(Call("aten::roll", x, SL{1, 1}, SL{0, 1})), (std::vector<float>{5, 3, 4, 2, 0, 1}));
-  ExpectError<Error>([&] { Call("aten::roll", x, SL{1, 2}, SL{0}); }, "shifts and dimensions must align. shifts: 2, dims:1");
-}
-
-TEST(ShapeOps, Clamp) {
-  Tensor x = F({-2, 0.5, 3, kNan});
-  std::vector<float> c = FV(Call("aten::clamp", x, OptScalar(0.0), OptScalar(1.0)));
-  EXPECT_EQ(c[0], 0);
-  EXPECT_EQ(c[1], 0.5);
-  EXPECT_EQ(c[2], 1);
-  EXPECT_TRUE(std::isnan(c[3]));
-  Tensor i = Call("aten::clamp", L({-5, 5}), OptScalar(0.5), OptScalar());
-  EXPECT_EQ(i.dtype(), ScalarType::Float32);
-  EXPECT_EQ(FV(i), (std::vector<float>{0.5, 5}));
-  EXPECT_EQ(LV(Call("aten::clamp_max", L({-5, 5}), Scalar(int64_t(2)))), (std::vector<int64_t>{-5, 2}));
-  EXPECT_EQ(FV(Call("aten::clamp_min", F({-1, 1}), Scalar(int64_t(0)))), (std::vector<float>{0, 1}));
-  // min > max gives max
-  EXPECT_EQ(FV(Call("aten::clamp", F({0, 5}), OptScalar(3.0), OptScalar(2.0))), (std::vector<float>{2, 2}));
-  Tensor t = Call("aten::clamp.Tensor", F({0, 5, 10}), OptT(F({1}, {})), OptT(F({4, 4, 8})));
-  EXPECT_EQ(FV(t), (std::vector<float>{1, 4, 8}));
-  Tensor y = F({-1, 2});
-  Call("aten::clamp_", y, OptScalar(0.0), OptScalar());
-  EXPECT_EQ(FV(y), (std::vector<float>{0, 2}));
-  ExpectError<Error>([] { Call("aten::clamp", F({1}), OptScalar(), OptScalar()); },
-                     "torch.clamp: At least one of 'min' or 'max' must not be None");
-  ExpectError<Error>([] { Call("aten::clamp_", L({1}), OptScalar(0.5), OptScalar()); },
-                     "result type Float can't be cast to the desired output type Long");
-}
-
-TEST(ShapeOps, LerpAddcmulAddcdiv) {
-  EXPECT_EQ(FV(Call("aten::lerp.Scalar", F({0, 4}), F({10, 8}), Scalar(0.25))), (std::vector<float>{2.5, 5}));
-  EXPECT_EQ(FV(Call("aten::lerp.Tensor", F({0, 4}), F({10, 8}), F({0, 1}))), (std::vector<float>{0, 8}));
-  ExpectError<Error>([] { Call("aten::lerp.Scalar", F({0}), ops::to_dtype(F({1}), ScalarType::Float64), Scalar(0.5)); },
-                     "expected dtype Float for `end` but got dtype Double");
-  Tensor s = F({1, 1});
-  EXPECT_EQ(FV(Call("aten::addcmul", s, F({2, 3}), F({4, 5}), Scalar(0.5))), (std::vector<float>{5, 8.5}));
-  EXPECT_EQ(FV(Call("aten::addcdiv", s, F({2, 3}), F({4, 5}), Scalar(0.5))), (std::vector<float>{1.25, 1.3f}));
-  Call("aten::addcmul_", s, F({1}), F({2}), Scalar(int64_t(1)));
-  EXPECT_EQ(FV(s), (std::vector<float>{3, 3}));
-  EXPECT_EQ(LV(Call("aten::addcmul", L({1}), L({2}), L({3}), Scalar(int64_t(2)))), (std::vector<int64_t>{13}));
-  ExpectError<Error>([] { Call("aten::addcdiv", L({1}), L({2}), L({3}), Scalar(int64_t(1))); },
-                     "Integer division with addcdiv is no longer supported");
-}
-
-TEST(ShapeOps, CumsumCumprod) {
-  EXPECT_EQ(FV(Call("aten::cumsum", F({1, 2, 3}), int64_t(0), OptDtype())), (std::vector<float>{1, 3, 6}));
-  Tensor i = Call("aten::cumsum", ops::to_dtype(L({1, 2, 3}), ScalarType::Int32), int64_t(0), OptDtype());
-  EXPECT_EQ(i.dtype(), ScalarType::Int64);
-  Tensor m = ops::view(Arange(6), {2, 3});
-  EXPECT_EQ(FV(Call("aten::cumsum", m, int64_t(0), OptDtype())), (std::vector<float>{0, 1, 2, 3, 5, 7}));
-  EXPECT_EQ(FV(Call("aten::cumsum", ops::transpose(m, 0, 1), int64_t(1), OptDtype())),
-            (std::vector<float>{0, 3, 1, 5, 2, 7}));
-  EXPECT_EQ(FV(Call("aten::cumprod", F({1, 2, 3}), int64_t(-1), OptDtype())), (std::vector<float>{1, 2, 6}));
-  Tensor d = Call("aten::cumsum", F({1, 2}), int64_t(0), OptDtype(ScalarType::Float64));
-  EXPECT_EQ(d.dtype(), ScalarType::Float64);
-  Tensor y = F({1, 2, 3});
-  Call("aten::cumsum_", y, int64_t(0), OptDtype());
-  EXPECT_EQ(FV(y), (std::vector<float>{1, 3, 6}));
-  ExpectError<IndexError>([] { Call("aten::cumsum", F({1}), int64_t(1), OptDtype()); }, "Dimension out of range");
-}
-
-TEST(ShapeOps, EyeLinspace) {
-  using OptLayout = std::optional<Layout>;
-  using OptDevice = std::optional<Device>;
-  using OptBool = std::optional<bool>;
-  Tensor e = Call("aten::eye.m", SymInt(2), SymInt(3), OptDtype(), OptLayout(), OptDevice(), OptBool());
-  EXPECT_EQ(e.sizes(), Shape({2, 3}));
-  EXPECT_EQ(FV(e), (std::vector<float>{1, 0, 0, 0, 1, 0}));
-  Tensor el = Call("aten::eye", SymInt(2), OptDtype(ScalarType::Int64), OptLayout(), OptDevice(), OptBool());
-  EXPECT_EQ(LV(el), (std::vector<int64_t>{1, 0, 0, 1}));
-  Tensor em = Call("aten::eye", SymInt(4), OptDtype(), OptLayout(), OptDevice(Device(DeviceType::Meta)), OptBool());
-  EXPECT_TRUE(em.device().is_meta());
-  ExpectError<Error>([] { Call("aten::eye", SymInt(-1), OptDtype(), OptLayout(), OptDevice(), OptBool()); },
-                     "n must be greater or equal to 0, got -1");
-  Tensor l = Call("aten::linspace", Scalar(0.0), Scalar(1.0), int64_t(5), OptDtype(), OptLayout(), OptDevice(), OptBool());
-  EXPECT_EQ(FV(l), (std::vector<float>{0, 0.25, 0.5, 0.75, 1}));
-  Tensor li = Call("aten::linspace", Scalar(int64_t(0)), Scalar(int64_t(10)), int64_t(3), OptDtype(ScalarType::Int64),
-                   OptLayout(), OptDevice(), OptBool());
-  EXPECT_EQ(LV(li), (std::vector<int64_t>{0, 5, 10}));
-  ExpectError<Error>([] { Call("aten::linspace", Scalar(0.0), Scalar(1.0), int64_t(-1), OptDtype(), std::optional<Layout>(),
-                               std::optional<Device>(), std::optional<bool>()); },
-                     "number of steps must be non-negative");
-}
-
-// --- random.cc ------------------------------------------------------------------------------
-
-using OptGen = std::optional<Generator>;
-using OptLayout = std::optional<Layout>;
-using OptDevice = std::optional<Device>;
-using OptBool = std::optional<bool>;
-using OptMF = std::optional<MemoryFormat>;
-
-Tensor Randn(const SL& size, OptGen g = std::nullopt, ScalarType dtype = ScalarType::Float32, Device dev = Device()) {
-  return Call("aten::randn.generator", size, g, OptDtype(dtype), OptLayout(), OptDevice(dev), OptBool());
-}
-Tensor Rand(const SL& size, OptGen g = std::nullopt, ScalarType dtype = ScalarType::Float32) {
-  return Call("aten::rand.generator", size, g, OptDtype(dtype), OptLayout(), OptDevice(), OptBool());
-}
-std::pair<double, double> MeanVar(const std::vector<double>& v) {
-  double m = 0, q = 0;
-  for (double x : v) m += x;
-  m /= v.size();
-  for (double x : v) q += (x - m) * (x - m);
-  return {m, q / v.size()};
-}
-
-TEST(RandomOps, ManualSeedReproduces) {
-  DefaultCPUGenerator()->manual_seed(42);
-  std::vector<float> a = FV(Call("aten::randn", SL{1000}, OptDtype(), OptLayout(), OptDevice(), OptBool()));
-  std::vector<float> a2 = FV(Call("aten::randn", SL{1000}, OptDtype(), OptLayout(), OptDevice(), OptBool()));
-  DefaultCPUGenerator()->manual_seed(42);
-  std::vector<float> b = FV(Call("aten::randn", SL{1000}, OptDtype(), OptLayout(), OptDevice(), OptBool()));
-  EXPECT_EQ(a, b);
-  EXPECT_NE(a, a2);
-  // An explicit generator is its own stream and leaves the default one alone.
-  uint64_t before = DefaultCPUGenerator()->offset();
-  Generator g1 = std::make_shared<GeneratorImpl>(7), g2 = std::make_shared<GeneratorImpl>(7);
-  EXPECT_EQ(FV(Rand({64}, g1)), FV(Rand({64}, g2)));
-  EXPECT_EQ(DefaultCPUGenerator()->offset(), before);
-  EXPECT_GT(g1->offset(), 0u);
-}
-
-TEST(RandomOps, ParallelResultsDependOnlyOnSeed) {
-  const int saved = GetNumThreads();
-  std::vector<std::vector<float>> runs;
-  for (int threads : {1, 2, 3}) {
-    SetNumThreads(threads);
-    Generator g = std::make_shared<GeneratorImpl>(123);
-    Tensor x = Randn({1 << 18}, g);
-    Tensor u = Rand({1 << 18}, g);
-    std::vector<float> v = FV(x), w = FV(u);
-    v.insert(v.end(), w.begin(), w.end());
-    runs.push_back(v);
+TEST(MetaOps, ShapesAndDtypesMatchCpu) {
+  using Fn = std::function<Tensor(const std::function<Tensor(const Tensor&)>&)>;
+  Tensor x = ops::view(Arange(12), {3, 4}), li = L({2, 0}), mask = B({1, 0, 1, 1});
+  const std::vector<std::pair<const char*, Fn>> cases = {
+      {"cat", [&](auto T) { return Call("aten::cat", TL{T(x), T(ops::to_dtype(x, ScalarType::Float64))}, int64_t(1)); }},
+      {"stack", [&](auto T) { return Call("aten::stack", TL{T(x), T(x)}, int64_t(2)); }},
+      {"gather", [&](auto T) { return Call("aten::gather", T(x), int64_t(1), T(L({0, 1}, {1, 2})), false); }},
+      {"scatter", [&](auto T) { return Call("aten::scatter.value", T(x), int64_t(0), T(L({1}, {1, 1})), Scalar(1.0)); }},
+      {"index_select", [&](auto T) { return Call("aten::index_select", T(x), int64_t(0), T(li)); }},
+      {"index", [&](auto T) { return Call("aten::index.Tensor", T(x), OptionalTensorList{std::nullopt, T(li)}); }},
+      {"index_put", [&](auto T) { return Call("aten::index_put", T(x), OptionalTensorList{T(li)}, T(F({1}, {})), true); }},
+      {"masked_fill", [&](auto T) { return Call("aten::masked_fill.Scalar", T(x), T(mask), Scalar(0.0)); }},
+      {"where", [&](auto T) { return Call("aten::where.ScalarOther", T(mask), T(x), Scalar(int64_t(1))); }},
+      {"tril", [&](auto T) { return Call("aten::tril", T(x), int64_t(1)); }},
+      {"sort", [&](auto T) { return std::get<1>(Call<TT>("aten::sort", T(x), int64_t(0), true)); }},
+      {"topk", [&](auto T) { return std::get<0>(Call<TT>("aten::topk", T(x), SymInt(2), int64_t(1), true, true)); }},
+      {"one_hot", [&](auto T) { return Call("aten::one_hot", T(li), int64_t(5)); }},
+      {"constant_pad_nd", [&](auto T) { return Call("aten::constant_pad_nd", T(x), SL{1, -1, 2, 0}, Scalar(0.0)); }},
+      {"pad", [&](auto T) { return Call("aten::pad", T(x), SL{2, 1}, std::string("reflect"), std::optional<double>()); }},
+      {"repeat", [&](auto T) { return Call("aten::repeat", T(x), SL{2, 1, 3}); }},
+      {"flip", [&](auto T) { return Call("aten::flip", T(x), std::vector<int64_t>{0}); }},
+      {"roll", [&](auto T) { return Call("aten::roll", T(x), SL{1}, SL{0}); }},
+      {"clamp", [&](auto T) { return Call("aten::clamp", T(L({1, 2})), OptScalar(0.5), OptScalar()); }},
+      {"clamp.Tensor", [&](auto T) { return Call("aten::clamp.Tensor", T(x), OptT(T(F({1}))), OptT()); }},
+      {"lerp", [&](auto T) { return Call("aten::lerp.Tensor", T(x), T(F({1}, {1, 1})), T(F({0.5}))); }},
+      {"addcdiv", [&](auto T) { return Call("aten::addcdiv", T(L({1})), T(x), T(F({2})), Scalar(int64_t(1))); }},
+      {"cumsum", [&](auto T) { return Call("aten::cumsum", T(L({1, 2})), int64_t(0), OptDtype()); }},
+      {"split", [&](auto T) { return Call<TL>("aten::split.Tensor", T(x), SymInt(3), int64_t(1))[1]; }},
+  };
+  for (const auto& [name, fn] : cases) {
+    SCOPED_TRACE(name);
+    Tensor cpu = fn([](const Tensor& t) { return t; });
+    Tensor meta = fn([](const Tensor& t) { return ToMeta(t); });
+    EXPECT_TRUE(meta.device().is_meta());
+    EXPECT_EQ(meta.sizes(), cpu.sizes());
+    EXPECT_EQ(meta.dtype(), cpu.dtype());
   }
-  SetNumThreads(saved);
-  EXPECT_EQ(runs[0], runs[1]);
-  EXPECT_EQ(runs[0], runs[2]);
+  // Data-dependent shapes have no meta kernel; boolean masks in index raise.
+  ExpectError<NotImplementedError>([&] { Call("aten::nonzero", ToMeta(x)); }, "Meta");
+  ExpectError<NotImplementedError>([&] { Call("aten::index.Tensor", ToMeta(x), OptionalTensorList{ToMeta(B({1, 0, 1}))}); },
+                                   "data-dependent");
 }
 
-TEST(RandomOps, Distributions) {
-  Generator g = std::make_shared<GeneratorImpl>(2024);
-  for (ScalarType t : {ScalarType::Float32, ScalarType::Float64}) {
-    auto [m, v] = MeanVar(Vec<double>(Randn({200000}, g, t)));
-    EXPECT_NEAR(m, 0.0, 0.01);
-    EXPECT_NEAR(v, 1.0, 0.02);
+TEST(MetaOps, SchemasRoundTrip) {
+  int checked = 0;
+  for (const char* family : {"cat", "stack", "split", "chunk", "gather", "scatter", "index", "masked", "where",
+                             "nonzero", "tril", "triu", "sort", "argsort", "topk", "one_hot", "pad", "repeat", "flip",
+                             "roll", "clamp", "lerp", "addc", "cum", "eye", "linspace", "rand", "normal_",
+                             "uniform_", "bernoulli", "random_"}) {
+    for (Op* op : Registry::Get().ops()) {
+      if (op->base_name().rfind(family, 0) != 0) continue;
+      const std::string text = op->schema().str();
+      EXPECT_EQ(ParseSchema(text).str(), text);
+      ++checked;
+    }
   }
-  Tensor u = Call("aten::uniform_", ops::empty({SymInt(100000)}, ScalarType::Float32), 2.0, 5.0, OptGen(g));
-  std::vector<double> uv = Vec<double>(u);
-  EXPECT_GE(*std::min_element(uv.begin(), uv.end()), 2.0);
-  EXPECT_LT(*std::max_element(uv.begin(), uv.end()), 5.0);
-  EXPECT_NEAR(MeanVar(uv).first, 3.5, 0.02);
-  Tensor n = Call("aten::normal_", ops::empty({SymInt(100000)}, ScalarType::Float64), 3.0, 2.0, OptGen(g));
-  auto [nm, nv] = MeanVar(Vec<double>(n));
-  EXPECT_NEAR(nm, 3.0, 0.03);
-  EXPECT_NEAR(nv, 4.0, 0.1);
-  Tensor b = Call("aten::bernoulli.p", ops::empty({SymInt(100000)}, ScalarType::Float32), 0.3, OptGen(g));
-  EXPECT_NEAR(MeanVar(Vec<double>(b)).first, 0.3, 0.01);
-  EXPECT_EQ(FV(Call("aten::bernoulli", F({0, 1, 0, 1}), OptGen(g))), (std::vector<float>{0, 1, 0, 1}));
-  Tensor hb = Call("aten::rand.generator", SL{1000}, OptGen(g), OptDtype(ScalarType::BFloat16), OptLayout(),
-                   OptDevice(), OptBool());
-  EXPECT_EQ(hb.dtype(), ScalarType::BFloat16);
-}
-
-TEST(RandomOps, IntegersAndPermutations) {
-  Generator g = std::make_shared<GeneratorImpl>(5);
-  Tensor r = Call("aten::randint.low_generator", SymInt(3), SymInt(7), SL{1000}, OptGen(g), OptDtype(), OptLayout(),
-                  OptDevice(), OptBool());
-  EXPECT_EQ(r.dtype(), ScalarType::Int64);
-  std::vector<int64_t> rv = LV(r);
-  std::set<int64_t> seen(rv.begin(), rv.end());
-  EXPECT_EQ(seen, (std::set<int64_t>{3, 4, 5, 6}));
-  Tensor r2 = Call("aten::randint", SymInt(2), SL{2, 3}, OptDtype(ScalarType::Int32), OptLayout(), OptDevice(),
-                   OptBool());
-  EXPECT_EQ(r2.dtype(), ScalarType::Int32);
-  EXPECT_EQ(r2.sizes(), Shape({2, 3}));
-  ExpectError<Error>([] { Call("aten::randint.low", SymInt(5), SymInt(3), SL{2}, OptDtype(), OptLayout(), OptDevice(),
-                               OptBool()); },
-                     "random_ expects 'from' to be less than 'to', but got from=5 >= to=3");
-  Tensor bits = Call("aten::random_", ops::empty({SymInt(100)}, ScalarType::Bool), OptGen(g));
-  std::vector<int64_t> bv = LV(bits);
-  EXPECT_EQ(std::set<int64_t>(bv.begin(), bv.end()), (std::set<int64_t>{0, 1}));
-  std::vector<int64_t> tv = LV(Call("aten::random_.to", ops::empty({SymInt(100)}, ScalarType::Int32), int64_t(5), OptGen(g)));
-  EXPECT_LT(*std::max_element(tv.begin(), tv.end()), 5);
-  EXPECT_GE(*std::min_element(tv.begin(), tv.end()), 0);
-  Generator p1 = std::make_shared<GeneratorImpl>(9), p2 = std::make_shared<GeneratorImpl>(9);
-  std::vector<int64_t> perm = LV(Call("aten::randperm.generator", SymInt(10), OptGen(p1), OptDtype(), OptLayout(),
-                                      OptDevice(), OptBool()));
-  std::vector<int64_t> perm2 = LV(Call("aten::randperm.generator", SymInt(10), OptGen(p2), OptDtype(), OptLayout(),
-                                       OptDevice(), OptBool()));
-  EXPECT_EQ(perm, perm2);
-  std::vector<int64_t> sorted = perm;
-  std::sort(sorted.begin(), sorted.end());
-  EXPECT_EQ(sorted, LV(Arange(10, ScalarType::Int64)));
-  EXPECT_NE(perm, sorted);
-  ExpectError<Error>([] { Call("aten::randperm", SymInt(-1), OptDtype(), OptLayout(), OptDevice(), OptBool()); },
-                     "n must be non-negative, got-1");
-}
-
-TEST(RandomOps, InPlaceOnViewsLikeAndMeta) {
-  // Sampling into a transposed view fills it in its own row-major order.
-  Generator g1 = std::make_shared<GeneratorImpl>(11), g2 = std::make_shared<GeneratorImpl>(11);
-  Tensor base = ops::empty({SymInt(3), SymInt(4)}, ScalarType::Float32);
-  Tensor view = ops::transpose(base, 0, 1);
-  Call("aten::normal_", view, 0.0, 1.0, OptGen(g1));
-  EXPECT_EQ(FV(view), FV(Randn({4, 3}, g2)));
-  Tensor like = Call("aten::randn_like.generator", view, OptGen(g1), OptDtype(ScalarType::Float64), OptLayout(),
-                     OptDevice(), OptBool(), OptMF());
-  EXPECT_EQ(like.sizes(), Shape({4, 3}));
-  EXPECT_EQ(like.dtype(), ScalarType::Float64);
-  Tensor ri = Call("aten::randint_like.low_dtype", L({0, 0, 0}), SymInt(10), SymInt(12), OptDtype(), OptLayout(),
-                   OptDevice(), OptBool(), OptMF());
-  for (int64_t v : LV(ri)) EXPECT_TRUE(v == 10 || v == 11);
-  std::vector<float> rl = FV(Call("aten::rand_like", F({0, 0}), OptDtype(), OptLayout(), OptDevice(), OptBool(), OptMF()));
-  for (float v : rl) EXPECT_TRUE(v >= 0 && v < 1);
-  // Meta tensors get shapes and draw nothing.
-  Generator gm = std::make_shared<GeneratorImpl>(1);
-  Tensor m = Randn({5, 2}, gm, ScalarType::Float32, Device(DeviceType::Meta));
-  EXPECT_TRUE(m.device().is_meta());
-  EXPECT_EQ(m.sizes(), Shape({5, 2}));
-  EXPECT_EQ(gm->offset(), 0u);
-}
-
-TEST(RandomOps, Errors) {
-  ExpectError<Error>([] { Call("aten::uniform_", F({0}), 2.0, 1.0, OptGen()); },
-                     "uniform_ expects to return a [from, to) range, but found from=2 > to=1");
-  ExpectError<Error>([] { Call("aten::normal_", F({0}), 0.0, -1.0, OptGen()); },
-                     "normal expects std >= 0.0, but found std -1");
-  ExpectError<Error>([] { Call("aten::rand", SL{2}, OptDtype(ScalarType::Int64), OptLayout(), OptDevice(), OptBool()); },
-                     "\"check_uniform_bounds\" not implemented for 'Long'");
-  ExpectError<Error>([] { Call("aten::bernoulli_.float", F({0}), 2.0, OptGen()); },
-                     "bernoulli_ expects p to be in [0, 1], but got p=2");
-  ExpectError<Error>([] { Call("aten::bernoulli", F({1.5}), OptGen()); },
-                     "Expected p_in >= 0 && p_in <= 1 to be true, but got false.");
+  EXPECT_GT(checked, 80);
+  EXPECT_EQ(Registry::Get().FindOrThrow("aten::randint.low").schema().str(),
+            "aten::randint.low(SymInt low, SymInt high, SymInt[] size, *, ScalarType? dtype=long, Layout? layout=None, "
+            "Device? device=None, bool? pin_memory=None) -> Tensor");
+  EXPECT_EQ(Registry::Get().FindOrThrow("aten::pad").schema().str(),
+            "aten::pad(Tensor self, SymInt[] pad, str mode=\"constant\", float? value=None) -> Tensor");
+  EXPECT_EQ(Registry::Get().FindOrThrow("aten::uniform_").schema().str(),
+            "aten::uniform_(Tensor(a!) self, float from=0., float to=1., *, Generator? generator=None) -> Tensor(a!)");
+  EXPECT_TRUE(Registry::Get().FindOrThrow("aten::randn").has_tag(Tag::nondeterministic_seeded));
+  EXPECT_TRUE(Registry::Get().FindOrThrow("aten::nonzero").has_tag(Tag::dynamic_output_shape));
+  EXPECT_TRUE(Registry::Get().FindOrThrow("aten::masked_fill_.Scalar").has_tag(Tag::inplace));
 }
 
 }  // namespace
