@@ -256,6 +256,19 @@ TEST(IndexOps, ContiguousOfTransposed) {
   EXPECT_EQ(FV(ops::reshape(t, {SymInt(-1)})), (std::vector<float>{0, 3, 1, 4, 2, 5}));
 }
 
+// The typed wrappers in ops.h reach the same kernels.
+TEST(IndexOps, TypedWrappers) {
+  Tensor x = ops::view(Arange(6), {2, 3});
+  EXPECT_EQ(ops::cat({x, x}, 1).sizes(), Shape({2, 6}));
+  EXPECT_EQ(ops::stack({x, x}).sizes(), Shape({2, 2, 3}));
+  EXPECT_EQ(ops::chunk(x, 3, 1).size(), 3u);
+  EXPECT_EQ(FV(ops::index(x, {std::nullopt, L({2})})), (std::vector<float>{2, 5}));
+  EXPECT_EQ(LV(std::get<1>(ops::topk(x, 1))), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(FV(ops::where(B({1, 0, 1}), x, ops::flip(x, {1}))), (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  Generator g = std::make_shared<GeneratorImpl>(3);
+  EXPECT_EQ(ops::randn({SymInt(4)}, ScalarType::Float64, g).dtype(), ScalarType::Float64);
+}
+
 // --- meta functions agree with the CPU kernels; schemas round-trip ---------------------------
 
 Tensor ToMeta(const Tensor& t) {
