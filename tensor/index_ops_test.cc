@@ -2,6 +2,8 @@
 // advanced indexing, masked ops, where, nonzero) with their error messages, and a check over all
 // the new op families that meta functions agree with the CPU kernels and schemas round-trip.
 #include <functional>
+
+#include "runtime/thread_pool.h"
 #include "tensor/testing/op_test_util.h"
 
 namespace kiln {
@@ -254,6 +256,25 @@ TEST(IndexOps, ContiguousOfTransposed) {
   EXPECT_TRUE(c.is_contiguous());
   EXPECT_EQ(FV(c), (std::vector<float>{0, 3, 1, 4, 2, 5}));
   EXPECT_EQ(FV(ops::reshape(t, {SymInt(-1)})), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+}
+
+// Large inputs run the read-only index kernels in parallel; results and errors are unchanged.
+TEST(IndexOps, LargeInputsInParallel) {
+  const int saved = GetNumThreads();
+  SetNumThreads(2);
+  const int64_t n = 100000;
+  Tensor x = Arange(n);
+  std::vector<int64_t> rev(n);
+  for (int64_t i = 0; i < n; ++i) rev[i] = n - 1 - i;
+  std::vector<float> expect(rev.begin(), rev.end());
+  EXPECT_EQ(FV(Call("aten::index_select", x, int64_t(0), L(rev))), expect);
+  EXPECT_EQ(FV(Call("aten::gather", x, int64_t(0), L(rev), false)), expect);
+  EXPECT_EQ(FV(Call("aten::index.Tensor", x, OptionalTensorList{L(rev)})), expect);
+  EXPECT_EQ(FV(Call("aten::flip", x, std::vector<int64_t>{0})), expect);
+  rev[n - 1] = n;
+  ExpectError<IndexError>([&] { Call("aten::index.Tensor", x, OptionalTensorList{L(rev)}); },
+                          "index 100000 is out of bounds for dimension 0 with size 100000");
+  SetNumThreads(saved);
 }
 
 // The typed wrappers in ops.h reach the same kernels.

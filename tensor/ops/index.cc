@@ -190,7 +190,7 @@ void GatherScatterKernel(ScatterMode mode, const Tensor& self, int64_t dim, cons
   T* s = self.data_ptr<T>();
   const int64_t* ix = index.data_ptr<int64_t>();
   T* o = other ? other->data_ptr<T>() : nullptr;
-  ForEachStrided(shape, st, [&](const int64_t* off, const int64_t*) {
+  auto visit = [&](const int64_t* off, const int64_t*) {
     const int64_t i = ix[off[1]];
     KILN_CHECK_INDEX(i >= 0 && i < dim_size, "index ", i, " is out of bounds for dimension ", dim, " with size ",
                      dim_size);
@@ -201,7 +201,10 @@ void GatherScatterKernel(ScatterMode mode, const Tensor& self, int64_t dim, cons
       case ScatterMode::ScatterValue: *p = value; break;
       case ScatterMode::ScatterAdd: *p = AddValues(*p, o[off[2]]); break;
     }
-  });
+  };
+  // Gather writes each output once; scatters may hit one element twice, so they run in order.
+  if (mode == ScatterMode::Gather) ParallelForEachStrided(shape, st, visit);
+  else ForEachStrided(shape, st, visit);
 }
 
 TensorMeta GatherMeta(const Tensor& self, int64_t dim, const Tensor& index, bool) {
@@ -295,7 +298,7 @@ Tensor IndexSelectCPU(const Tensor& self, int64_t dim, const Tensor& index) {
   KILN_DISPATCH_ALL(self.dtype(), "index_select", [&] {
     const scalar_t* s = self.data_ptr<scalar_t>();
     scalar_t* o = out.data_ptr<scalar_t>();
-    ForEachStrided(shape, {ContiguousStrides(shape), self_st, idx_st}, [&](const int64_t* off, const int64_t*) {
+    ParallelForEachStrided(shape, {ContiguousStrides(shape), self_st, idx_st}, [&](const int64_t* off, const int64_t*) {
       const int64_t i = ix[off[2]];
       KILN_CHECK_INDEX(i >= 0 && i < dim_size, "index_select(): index ", i, " is out of bounds for dimension ", dim,
                        " with size ", dim_size);
@@ -422,9 +425,11 @@ IndexLayout LayoutIndices(const Tensor& self, const OptTensorVec& idx) {
 
 // Calls fn(self_offset, other_offset) for each element of self[indices]; `other_strides` are the
 // strides (over the result shape) of the tensor read or written alongside (output or values).
+// `parallel`: whether elements may be visited concurrently (index reads; index_put_ writes may
+// repeat an element, so they walk in order).
 template <typename F>
 void WalkIndexed(const Tensor& self, const OptTensorVec& idx, const IndexLayout& L, const DimVector& other_strides,
-                 const F& fn) {
+                 bool parallel, const F& fn) {
   std::vector<int64_t> order = L.order;
   const Tensor src = ops::permute(self, order);
   DimVector shape;
@@ -449,7 +454,7 @@ void WalkIndexed(const Tensor& self, const OptTensorVec& idx, const IndexLayout&
     strides.push_back(src.stride(L.first + j));
     dims.push_back(d);
   }
-  ForEachStrided(shape, st, [&](const int64_t* off, const int64_t*) {
+  auto visit = [&](const int64_t* off, const int64_t*) {
     int64_t so = off[0];
     for (int64_t j = 0; j < L.count; ++j) {
       int64_t i = ptrs[j][off[2 + j]];
@@ -459,7 +464,9 @@ void WalkIndexed(const Tensor& self, const OptTensorVec& idx, const IndexLayout&
       so += i * strides[j];
     }
     fn(so, off[1]);
-  });
+  };
+  if (parallel) ParallelForEachStrided(shape, st, visit);
+  else ForEachStrided(shape, st, visit);
 }
 
 TensorMeta IndexMeta(const Tensor& self, const OptionalTensorList& indices) {
@@ -475,7 +482,7 @@ Tensor IndexCPU(const Tensor& self, const OptionalTensorList& indices) {
   KILN_DISPATCH_ALL(self.dtype(), "index", [&] {
     const scalar_t* s = self.data_ptr<scalar_t>();
     scalar_t* o = out.data_ptr<scalar_t>();
-    WalkIndexed(self, idx, L, out.strides(), [&](int64_t so, int64_t oo) { o[oo] = s[so]; });
+    WalkIndexed(self, idx, L, out.strides(), /*parallel=*/true, [&](int64_t so, int64_t oo) { o[oo] = s[so]; });
   });
   return out;
 }
@@ -504,8 +511,11 @@ Tensor IndexPutImpl(Tensor self, const OptionalTensorList& indices, const Tensor
   KILN_DISPATCH_ALL(self.dtype(), "index_put_", [&] {
     scalar_t* s = self.data_ptr<scalar_t>();
     const scalar_t* vp = v.data_ptr<scalar_t>();
-    if (accumulate) WalkIndexed(self, idx, L, v.strides(), [&](int64_t so, int64_t vo) { s[so] = AddValues(s[so], vp[vo]); });
-    else WalkIndexed(self, idx, L, v.strides(), [&](int64_t so, int64_t vo) { s[so] = vp[vo]; });
+    if (accumulate)
+      WalkIndexed(self, idx, L, v.strides(), /*parallel=*/false,
+                  [&](int64_t so, int64_t vo) { s[so] = AddValues(s[so], vp[vo]); });
+    else
+      WalkIndexed(self, idx, L, v.strides(), /*parallel=*/false, [&](int64_t so, int64_t vo) { s[so] = vp[vo]; });
   });
   return self;
 }

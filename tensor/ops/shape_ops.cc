@@ -50,7 +50,7 @@ void TriInto(const Tensor& out, const Tensor& src, int64_t k) {
   KILN_DISPATCH_ALL(out.dtype(), kUpper ? "triu" : "tril", [&] {
     scalar_t* o = out.data_ptr<scalar_t>();
     const scalar_t* s = src.data_ptr<scalar_t>();
-    ForEachStrided(out.sizes(), {out.strides(), src.strides()}, [&](const int64_t* off, const int64_t* idx) {
+    ParallelForEachStrided(out.sizes(), {out.strides(), src.strides()}, [&](const int64_t* off, const int64_t* idx) {
       const int64_t diff = idx[nd - 1] - idx[nd - 2];
       const bool keep = kUpper ? diff >= k : diff <= k;
       o[off[0]] = keep ? s[off[1]] : scalar_t(0);
@@ -306,7 +306,8 @@ Tensor FlipCPU(const Tensor& self, const std::vector<int64_t>& dims) {
   KILN_DISPATCH_ALL(self.dtype(), "flip", [&] {
     const scalar_t* s = self.data_ptr<scalar_t>() + base;
     scalar_t* o = out.data_ptr<scalar_t>();
-    ForEachStrided(out.sizes(), {out.strides(), st}, [&](const int64_t* off, const int64_t*) { o[off[0]] = s[off[1]]; });
+    ParallelForEachStrided(out.sizes(), {out.strides(), st},
+                           [&](const int64_t* off, const int64_t*) { o[off[0]] = s[off[1]]; });
   });
   return out;
 }
