@@ -88,6 +88,9 @@ TEST(ShapeOps, Padding) {
                      "Pad length is 6 while the input has 2 dimensions.");
   ExpectError<Error>([&] { Call("aten::constant_pad_nd", x, SL{-2, -1}, Scalar(0.0)); },
                      "The input size 2, plus negative padding -2 and -1 resulted in a negative output size");
+  EXPECT_EQ(FV(Call("aten::pad", v, SL{1, 0}, std::string("replicate"), OptD(0.0))), (std::vector<float>{1, 1, 2, 3}));
+  ExpectError<Error>([&] { Call("aten::pad", v, SL{1, 0}, std::string("replicate"), OptD(1.0)); },
+                     "Padding mode \"replicate\" doesn't take in value argument.");
   ExpectError<NotImplementedError>([&] { Call("aten::pad", v, SL{1, 1}, std::string("wrap"), OptD()); },
                                    "Unrecognised padding mode wrap");
 }
@@ -131,6 +134,10 @@ TEST(ShapeOps, Clamp) {
   Tensor y = F({-1, 2});
   Call("aten::clamp_", y, OptScalar(0.0), OptScalar());
   EXPECT_EQ(FV(y), (std::vector<float>{0, 2}));
+  ExpectError<NotImplementedError>([] { Call("aten::clamp", B({1}), OptScalar(Scalar(true)), OptScalar()); },
+                                   "not implemented for 'Bool'");
+  ExpectError<NotImplementedError>([] { Call("aten::lerp.Scalar", L({1}), L({2}), Scalar(0.5)); },
+                                   "not implemented for 'Long'");
   ExpectError<Error>([] { Call("aten::clamp", F({1}), OptScalar(), OptScalar()); },
                      "torch.clamp: At least one of 'min' or 'max' must not be None");
   ExpectError<Error>([] { Call("aten::clamp_", L({1}), OptScalar(0.5), OptScalar()); },

@@ -232,7 +232,7 @@ Tensor Pad(const Tensor& self, const SymList& pad, const std::string& mode, std:
   }
   KILN_CHECK_NOT_IMPLEMENTED(mode == "reflect" || mode == "replicate" || mode == "circular",
                              "Unrecognised padding mode ", mode);
-  KILN_CHECK(!value, "Padding mode \"", mode, "\" doesn't take in value argument.");
+  KILN_CHECK(!value || *value == 0, "Padding mode \"", mode, "\" doesn't take in value argument.");
   CheckPadLength(self, pad);
   Tensor x = self;
   for (size_t i = 0; i < pad.size() / 2; ++i) {

@@ -32,7 +32,7 @@ ScalarType ClampType(const Tensor& self, const Bound& lo, const Bound& hi) {
     else if (b->scalar) st.Update(*b->scalar);
   }
   ScalarType t = st.Result();
-  KILN_CHECK(t != ScalarType::Bool, "\"clamp\" not implemented for 'Bool'");
+  KILN_CHECK_NOT_IMPLEMENTED(t != ScalarType::Bool, "\"clamp_scalar_cpu\" not implemented for 'Bool'");
   return t;
 }
 
@@ -167,7 +167,8 @@ void CheckLerp(const Tensor& self, const Tensor& end, const Tensor* weight) {
   if (weight)
     KILN_CHECK(self.dtype() == weight->dtype(), "expected dtype ", ScalarTypeDisplayName(self.dtype()),
                " for `weight` but got dtype ", ScalarTypeDisplayName(weight->dtype()));
-  KILN_CHECK(IsFloating(self.dtype()), "\"lerp_kernel\" not implemented for '", ScalarTypeDisplayName(self.dtype()), "'");
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(self.dtype()), "\"lerp_kernel_scalar\" not implemented for '",
+                             ScalarTypeDisplayName(self.dtype()), "'");
 }
 SymDimVector TernaryShape(const char* op, const Tensor& a, const Tensor& b, const Tensor* c) {
   CheckSameDevice(op, a, b);
@@ -236,7 +237,7 @@ TensorMeta AddcMeta(const Tensor& self, const Tensor& t1, const Tensor& t2, cons
                "(input + value * tensor1 / tensor2), for all dtypes.");
   KILN_CHECK(!(value.is_floating() && IsIntegral(t, true)), "For integral input tensors, argument alpha must not be a "
              "floating point number.");
-  KILN_CHECK(t != ScalarType::Bool, "\"", name, "\" not implemented for 'Bool'");
+  KILN_CHECK_NOT_IMPLEMENTED(t != ScalarType::Bool, "\"", name, "_cpu_out\" not implemented for 'Bool'");
   return TensorMeta{TernaryShape(name, self, t1, &t2), {}, t, self.device()};
 }
 // The kernel's operands are (self, tensor1, tensor2) with `value` passed as the number.
