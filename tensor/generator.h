@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 namespace kiln {
 
@@ -19,6 +20,14 @@ class GeneratorImpl {
   void set_state(uint64_t seed, uint64_t offset) { std::lock_guard<std::mutex> l(mu_); seed_ = seed; offset_ = offset; }
   // Reserves `n` 128-bit blocks of the stream and returns the first block's counter.
   uint64_t Reserve(uint64_t n) { std::lock_guard<std::mutex> l(mu_); uint64_t o = offset_; offset_ += n; return o; }
+  // Reserve, also returning the seed read under the same lock: {seed, first block's counter}.
+  // Kernels use this so a concurrent manual_seed cannot pair one seed with another's offsets.
+  std::pair<uint64_t, uint64_t> ReserveWithSeed(uint64_t n) {
+    std::lock_guard<std::mutex> l(mu_);
+    uint64_t o = offset_;
+    offset_ += n;
+    return {seed_, o};
+  }
   std::mutex& mutex() { return mu_; }
 
  private:

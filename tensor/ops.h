@@ -137,6 +137,76 @@ inline Tensor group_norm(const Tensor& input, int64_t num_groups, const OptTenso
   KILN_CALL(Tensor, "aten::group_norm", input, num_groups, weight, bias, eps, true);
 }
 
+// Joining, indexing, reordering and sampling (tensor/ops/index.cc, shape_ops.cc, ternary.cc, random.cc).
+using TensorPair = std::tuple<Tensor, Tensor>;
+inline Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0) { KILN_CALL(Tensor, "aten::cat", tensors, dim); }
+inline Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0) {
+  KILN_CALL(Tensor, "aten::stack", tensors, dim);
+}
+inline std::vector<Tensor> split(const Tensor& t, const SymInt& split_size, int64_t dim = 0) {
+  KILN_CALL(std::vector<Tensor>, "aten::split.Tensor", t, split_size, dim);
+}
+inline std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim = 0) {
+  KILN_CALL(std::vector<Tensor>, "aten::chunk", t, chunks, dim);
+}
+inline Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {
+  KILN_CALL(Tensor, "aten::gather", t, dim, index, false);
+}
+inline Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
+  KILN_CALL(Tensor, "aten::index_select", t, dim, index);
+}
+inline Tensor index(const Tensor& t, const OptionalTensorList& indices) {
+  KILN_CALL(Tensor, "aten::index.Tensor", t, indices);
+}
+inline Tensor& index_put_(Tensor& t, const OptionalTensorList& indices, const Tensor& values, bool accumulate = false) {
+  CallOp<Tensor>(KILN_OP("aten::index_put_"), t, indices, values, accumulate);
+  return t;
+}
+inline Tensor masked_fill(const Tensor& t, const Tensor& mask, const Scalar& value) {
+  KILN_CALL(Tensor, "aten::masked_fill.Scalar", t, mask, value);
+}
+inline Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  KILN_CALL(Tensor, "aten::where.self", cond, a, b);
+}
+inline Tensor nonzero(const Tensor& t) { KILN_CALL(Tensor, "aten::nonzero", t); }
+inline TensorPair sort(const Tensor& t, int64_t dim = -1, bool descending = false) {
+  KILN_CALL(TensorPair, "aten::sort", t, dim, descending);
+}
+inline TensorPair topk(const Tensor& t, int64_t k, int64_t dim = -1, bool largest = true) {
+  KILN_CALL(TensorPair, "aten::topk", t, SymInt(k), dim, largest, true);
+}
+inline Tensor clamp(const Tensor& t, std::optional<Scalar> min, std::optional<Scalar> max) {
+  KILN_CALL(Tensor, "aten::clamp", t, min, max);
+}
+inline Tensor cumsum(const Tensor& t, int64_t dim, std::optional<ScalarType> dtype = std::nullopt) {
+  KILN_CALL(Tensor, "aten::cumsum", t, dim, dtype);
+}
+inline Tensor tril(const Tensor& t, int64_t diagonal = 0) { KILN_CALL(Tensor, "aten::tril", t, diagonal); }
+inline Tensor triu(const Tensor& t, int64_t diagonal = 0) { KILN_CALL(Tensor, "aten::triu", t, diagonal); }
+inline Tensor flip(const Tensor& t, const IntList& dims) { KILN_CALL(Tensor, "aten::flip", t, dims); }
+inline Tensor constant_pad_nd(const Tensor& t, const std::vector<SymInt>& pad, const Scalar& value = 0) {
+  KILN_CALL(Tensor, "aten::constant_pad_nd", t, pad, value);
+}
+inline Tensor rand(const std::vector<SymInt>& size, ScalarType dtype, std::optional<Generator> gen = std::nullopt) {
+  KILN_CALL(Tensor, "aten::rand.generator", size, gen, std::optional<ScalarType>(dtype), std::optional<Layout>(),
+            std::optional<Device>(), std::optional<bool>());
+}
+inline Tensor randn(const std::vector<SymInt>& size, ScalarType dtype, std::optional<Generator> gen = std::nullopt) {
+  KILN_CALL(Tensor, "aten::randn.generator", size, gen, std::optional<ScalarType>(dtype), std::optional<Layout>(),
+            std::optional<Device>(), std::optional<bool>());
+}
+inline Tensor& uniform_(Tensor& t, double from = 0, double to = 1, std::optional<Generator> gen = std::nullopt) {
+  CallOp<Tensor>(KILN_OP("aten::uniform_"), t, from, to, gen);
+  return t;
+}
+inline Tensor& normal_(Tensor& t, double mean = 0, double std = 1, std::optional<Generator> gen = std::nullopt) {
+  CallOp<Tensor>(KILN_OP("aten::normal_"), t, mean, std, gen);
+  return t;
+}
+inline Tensor bernoulli(const Tensor& t, double p, std::optional<Generator> gen = std::nullopt) {
+  KILN_CALL(Tensor, "aten::bernoulli.p", t, p, gen);
+}
+
 #undef KILN_CALL
 
 }  // namespace kiln::ops

@@ -191,6 +191,16 @@ class SchemaParser {
         return IValue(text == "channels_last" ? MemoryFormat::ChannelsLast
                       : text == "preserve_format" ? MemoryFormat::Preserve : MemoryFormat::Contiguous);
       case TypeKind::Layout: return IValue(Layout::Strided);
+      case TypeKind::ScalarType: {
+        // "dtype=long" (randint, randperm): PyTorch's short names for dtypes.
+        static const std::pair<const char*, ScalarType> kNames[] = {
+            {"bool", ScalarType::Bool}, {"uint8", ScalarType::UInt8}, {"int8", ScalarType::Int8},
+            {"int16", ScalarType::Int16}, {"int", ScalarType::Int32}, {"long", ScalarType::Int64},
+            {"half", ScalarType::Float16}, {"bfloat16", ScalarType::BFloat16}, {"float", ScalarType::Float32},
+            {"double", ScalarType::Float64}};
+        for (const auto& [name, t] : kNames) if (text == name) return IValue(t);
+        Fail("unsupported dtype default '" + text + "'");
+      }
       default: Fail("unsupported default '" + text + "'");
     }
   }
@@ -268,6 +278,16 @@ std::string DefaultToString(const Argument& a, const IValue& v) {
     case TypeKind::Int:
     case TypeKind::SymInt:
       return std::to_string(v.to_int());
+    case TypeKind::ScalarType: {
+      switch (v.to_scalar_type()) {
+        case ScalarType::Int64: return "long";
+        case ScalarType::Int32: return "int";
+        case ScalarType::Float32: return "float";
+        case ScalarType::Float64: return "double";
+        case ScalarType::Float16: return "half";
+        default: return ScalarTypeName(v.to_scalar_type());
+      }
+    }
     default: return "?";
   }
 }

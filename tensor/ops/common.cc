@@ -72,4 +72,15 @@ Tensor WrapScalar(const Scalar& s, Device device) {
   return t;
 }
 
+Scalar ItemScalar(const char* op, const Tensor& t) {
+  KILN_CHECK(t.numel() == 1, "[", op, "] a Tensor with ", t.numel(), " elements cannot be converted to Scalar");
+  return KILN_DISPATCH_ALL(t.dtype(), op, [&]() -> Scalar {
+    scalar_t v;
+    std::memcpy(&v, t.raw_data(), sizeof(v));
+    if constexpr (std::is_same_v<scalar_t, bool>) return Scalar(v);
+    else if constexpr (std::is_integral_v<scalar_t>) return Scalar(static_cast<int64_t>(v));
+    else return Scalar(static_cast<double>(static_cast<opmath_t<scalar_t>>(v)));
+  });
+}
+
 }  // namespace kiln

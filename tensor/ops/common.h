@@ -29,6 +29,52 @@ Tensor WrapScalar(const Scalar& s, Device device);
 // Tensor metadata as "[2, 3]".
 inline std::string ShapeStr(const Tensor& t) { return SizesToString(t->sym_sizes()); }
 
+// The value of a one-element tensor as a Scalar of its category (bool, int or float).
+Scalar ItemScalar(const char* op, const Tensor& t);
+
+// Calls fn(offsets, coords) for the coordinates of `shape` at row-major positions [begin, end),
+// in order, where offsets[k] = sum over d of coords[d] * strides[k][d] (element strides; negative
+// and zero strides are fine, so one walk can read a flipped or broadcast operand).
+template <typename F>
+void ForEachStridedRange(const DimVector& shape, const std::vector<DimVector>& strides, int64_t begin, int64_t end,
+                         const F& fn) {
+  const int nd = static_cast<int>(shape.size());
+  const size_t k = strides.size();
+  DimVector idx(nd, 0), off(k, 0);
+  int64_t rem = begin;
+  for (int d = nd - 1; d >= 0; --d) {
+    idx[d] = rem % shape[d];
+    rem /= shape[d];
+    for (size_t t = 0; t < k; ++t) off[t] += idx[d] * strides[t][d];
+  }
+  for (int64_t i = begin; i < end; ++i) {
+    fn(static_cast<const int64_t*>(off.data()), static_cast<const int64_t*>(idx.data()));
+    for (int d = nd - 1; d >= 0; --d) {
+      for (size_t t = 0; t < k; ++t) off[t] += strides[t][d];
+      if (++idx[d] < shape[d]) break;
+      for (size_t t = 0; t < k; ++t) off[t] -= strides[t][d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+}
+inline int64_t NumelOf(const DimVector& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+// The whole of `shape`, serially: kernels that accumulate or may write one element twice
+// (scatter_add, index_put_) stay deterministic.
+template <typename F>
+void ForEachStrided(const DimVector& shape, const std::vector<DimVector>& strides, const F& fn) {
+  ForEachStridedRange(shape, strides, 0, NumelOf(shape), fn);
+}
+// The whole of `shape` in parallel chunks, for kernels whose elements are independent (each
+// writes only its own output element).
+template <typename F>
+void ParallelForEachStrided(const DimVector& shape, const std::vector<DimVector>& strides, const F& fn) {
+  ParallelFor(0, NumelOf(shape), kGrainSize, [&](int64_t b, int64_t e) { ForEachStridedRange(shape, strides, b, e, fn); });
+}
+
 // For out= variants: checks `out` can hold the result `m` describes and resizes it when its
 // shape differs (PyTorch's resize_ of out arguments). Returns `out`.
 Tensor ResizeOut(const char* op, Tensor out, const TensorMeta& m);
@@ -47,5 +93,9 @@ void RegisterReduceMoreOps(Registry& r);   // reduce_more.cc
 void RegisterReduceStatsOps(Registry& r);  // reduce_stats.cc
 void RegisterActivationOps(Registry& r);   // activation.cc
 void RegisterLossOps(Registry& r);         // loss.cc
+void RegisterIndexOps(Registry& r);
+void RegisterShapeOps(Registry& r);
+void RegisterTernaryOps(Registry& r);
+void RegisterRandomOps(Registry& r);
 
 }  // namespace kiln

@@ -17,6 +17,10 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterReduceStatsOps(r);
   RegisterActivationOps(r);
   RegisterLossOps(r);
+  RegisterIndexOps(r);
+  RegisterShapeOps(r);
+  RegisterTernaryOps(r);
+  RegisterRandomOps(r);
 }
 
 }  // namespace kiln

@@ -1,0 +1,707 @@
+// tensor/ops/index.cc: joining, splitting and indexing ops (cat, stack, split, chunk, gather,
+// scatter, index_select, advanced indexing, index_put_, masked_fill, masked_select, where, nonzero).
+//
+// Kernels walk strided operands with ForEachStrided (common.h) instead of copying inputs to
+// contiguous ones, so in-place ops on views (x.t().index_put_(...)) write through to the base,
+// and the serial walk keeps accumulating ops deterministic. Index values are checked as they are
+// read: out-of-range indices raise IndexError naming the index, the dim and its size. Ops whose
+// output size depends on data (nonzero, masked_select) carry Tag::dynamic_output_shape and have
+// no meta function; advanced indexing with boolean masks raises on meta tensors.
+#include "tensor/ops/common.h"
+
+namespace kiln {
+namespace {
+
+using TensorList = std::vector<Tensor>;
+using SymList = std::vector<SymInt>;
+using OptTensorVec = std::vector<std::optional<Tensor>>;
+
+SymList ToSymList(const SymDimVector& v) { return SymList(v.begin(), v.end()); }
+// Element strides of `t`, or [0] for a 0-dim tensor walked as if it had shape [1].
+DimVector StridesAtLeast1d(const Tensor& t) { return t.dim() == 0 ? DimVector{0} : t.strides(); }
+DimVector SizesAtLeast1d(const Tensor& t) { return t.dim() == 0 ? DimVector{1} : t.sizes(); }
+
+template <typename T> inline bool IsNonzero(T v) { return static_cast<opmath_t<T>>(v) != opmath_t<T>(0); }
+template <typename T> inline T AddValues(T a, T b) {
+  if constexpr (std::is_same_v<T, bool>) return a || b;
+  else return static_cast<T>(static_cast<opmath_t<T>>(a) + static_cast<opmath_t<T>>(b));
+}
+
+// --- cat / stack / split -------------------------------------------------------------------
+
+// PyTorch's legacy rule: 1-D tensors of size 0 are skipped by cat, whatever their other sizes.
+bool SkippedByCat(const Tensor& t) { return t.dim() == 1 && t->sym_sizes()[0] == 0; }
+
+TensorMeta CatMeta(const TensorList& tensors, int64_t dim) {
+  KILN_CHECK(!tensors.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  ResultTypeState rt;
+  const Tensor* ref = nullptr;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    KILN_CHECK(tensors[i].dim() > 0, "zero-dimensional tensor (at position ", i, ") cannot be concatenated");
+    if (i) CheckSameDevice("cat", tensors[0], tensors[i]);
+    rt.Update(tensors[i]);
+    if (!ref && !SkippedByCat(tensors[i])) ref = &tensors[i];
+  }
+  TensorMeta m;
+  m.dtype = rt.Result();
+  m.device = tensors[0].device();
+  if (!ref) {
+    m.sizes = {SymInt(0)};
+    return m;
+  }
+  const int64_t nd = ref->dim();
+  dim = WrapDim(dim, nd);
+  SymDimVector sizes = (*ref)->sym_sizes();
+  SymInt total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (SkippedByCat(t)) continue;
+    KILN_CHECK(t.dim() == nd, "Tensors must have same number of dimensions: got ", nd, " and ", t.dim());
+    for (int64_t d = 0; d < nd; ++d) {
+      if (d == dim) continue;
+      KILN_CHECK(t->sym_sizes()[d] == sizes[d], "Sizes of tensors must match except in dimension ", dim,
+                 ". Expected size ", sizes[d].str(), " but got size ", t->sym_sizes()[d].str(), " for tensor number ",
+                 i, " in the list.");
+    }
+    total = total + t->sym_sizes()[dim];
+  }
+  sizes[dim] = total;
+  m.sizes = sizes;
+  return m;
+}
+
+Tensor CatCPU(const TensorList& tensors, int64_t dim) {
+  Tensor out = EmptyFromMeta(CatMeta(tensors, dim));
+  const Tensor* ref = nullptr;
+  for (const Tensor& t : tensors) if (!ref && !SkippedByCat(t)) ref = &t;
+  if (!ref) return out;
+  dim = WrapDim(dim, ref->dim());
+  int64_t offset = 0;
+  for (const Tensor& t : tensors) {
+    if (SkippedByCat(t) || t.size(dim) == 0) continue;
+    Tensor dst = ops::slice(out, dim, SymInt(offset), SymInt(offset + t.size(dim)));
+    ops::copy_(dst, t);
+    offset += t.size(dim);
+  }
+  return out;
+}
+
+Tensor StackOp(const TensorList& tensors, int64_t dim) {
+  KILN_CHECK(!tensors.empty(), "stack expects a non-empty TensorList");
+  for (size_t i = 1; i < tensors.size(); ++i)
+    KILN_CHECK(tensors[i]->sym_sizes() == tensors[0]->sym_sizes(), "stack expects each tensor to be equal size, but got ",
+               ShapeStr(tensors[0]), " at entry 0 and ", ShapeStr(tensors[i]), " at entry ", i);
+  dim = WrapDim(dim, tensors[0].dim() + 1);
+  TensorList parts;
+  for (const Tensor& t : tensors) parts.push_back(ops::unsqueeze(t, dim));
+  return CallOp<Tensor>(KILN_OP("aten::cat"), parts, dim);
+}
+
+TensorList SplitWithSizes(const Tensor& self, const SymList& split_sizes, int64_t dim) {
+  KILN_CHECK(self.dim() != 0, "split expects at least a 1-dimensional tensor");
+  dim = WrapDim(dim, self.dim());
+  const SymInt size = self->sym_sizes()[dim];
+  SymInt sum = 0;
+  for (const SymInt& s : split_sizes) {
+    KILN_CHECK(s >= 0, "split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes=",
+               SizesToString(SymDimVector(split_sizes.begin(), split_sizes.end())));
+    sum = sum + s;
+  }
+  KILN_CHECK(sum == size, "split_with_sizes expects split_sizes to sum exactly to ", size.str(),
+             " (input tensor's size at dimension ", dim, "), but got split_sizes=",
+             SizesToString(SymDimVector(split_sizes.begin(), split_sizes.end())));
+  TensorList out;
+  SymInt start = 0;
+  for (const SymInt& s : split_sizes) {
+    out.push_back(ops::slice(self, dim, start, start + s));
+    start = start + s;
+  }
+  return out;
+}
+
+TensorList SplitTensor(const Tensor& self, const SymInt& split_size, int64_t dim) {
+  KILN_CHECK(self.dim() != 0, "split expects at least a 1-dimensional tensor");
+  dim = WrapDim(dim, self.dim());
+  const int64_t size = self.size(dim), ss = split_size.expect_int();
+  KILN_CHECK(ss >= 0, "split expects split_size be non-negative, but got split_size=", ss);
+  KILN_CHECK(ss != 0 || size == 0, "split_size can only be 0 if dimension size is 0, but got dimension size of ", size);
+  const int64_t n = ss == 0 ? 1 : std::max<int64_t>((size + ss - 1) / ss, 1);
+  SymList sizes;
+  for (int64_t i = 0; i < n; ++i) sizes.push_back(std::min(ss, size - i * ss));
+  return SplitWithSizes(self, sizes, dim);
+}
+
+TensorList Chunk(const Tensor& self, int64_t chunks, int64_t dim) {
+  KILN_CHECK(self.dim() > 0, "chunk expects at least a 1-dimensional tensor");
+  KILN_CHECK(chunks > 0, "chunk expects `chunks` to be greater than 0, got: ", chunks);
+  dim = WrapDim(dim, self.dim());
+  const int64_t size = self.size(dim), split = (size + chunks - 1) / chunks;
+  if (split == 0 && size == 0) return SplitWithSizes(self, SymList(chunks, SymInt(0)), dim);
+  return SplitTensor(self, split, dim);
+}
+
+// --- gather / scatter ----------------------------------------------------------------------
+
+enum class ScatterMode { Gather, Scatter, ScatterValue, ScatterAdd };
+
+void CheckLongIndex(const char* op, const Tensor& index) {
+  KILN_CHECK(index.dtype() == ScalarType::Int64, op, "(): Expected dtype int64 for index");
+}
+
+void GatherShapeCheck(const Tensor& self, int64_t dim, const Tensor& index) {
+  KILN_CHECK(std::max<int64_t>(self.dim(), 1) == std::max<int64_t>(index.dim(), 1),
+             "Index tensor must have the same number of dimensions as input tensor");
+  for (int64_t d = 0; d < index.dim(); ++d) {
+    if (d == dim) continue;
+    KILN_CHECK(index->sym_sizes()[d] <= self->sym_sizes()[d], "Size does not match at dimension ", d,
+               " expected index ", ShapeStr(index), " to be smaller than self ", ShapeStr(self),
+               " apart from dimension ", dim);
+  }
+}
+
+void ScatterShapeCheck(const Tensor& self, int64_t dim, const Tensor& index, const Tensor* src) {
+  KILN_CHECK(std::max<int64_t>(self.dim(), 1) == std::max<int64_t>(index.dim(), 1),
+             "Index tensor must have the same number of dimensions as self tensor");
+  if (src) {
+    KILN_CHECK(std::max<int64_t>(src->dim(), 1) == std::max<int64_t>(index.dim(), 1),
+               "Index tensor must have the same number of dimensions as src tensor");
+    KILN_CHECK(self.dtype() == src->dtype(), "scatter(): Expected self.dtype to be equal to src.dtype");
+  }
+  for (int64_t d = 0; d < index.dim(); ++d) {
+    bool ok = (d == dim || index->sym_sizes()[d] <= self->sym_sizes()[d]) &&
+              (!src || index->sym_sizes()[d] <= (*src)->sym_sizes()[d]);
+    KILN_CHECK(ok, "Expected index ", ShapeStr(index), " to be smaller than self ", ShapeStr(self),
+               " apart from dimension ", dim, src ? StrCat(" and to be smaller size than src ", ShapeStr(*src)) : "");
+  }
+}
+
+// Walks the positions of `index`: gather reads self at (position with `dim` replaced by the
+// index value) into `other` (the output); the scatters write `other` (src) or `value` there.
+template <typename T>
+void GatherScatterKernel(ScatterMode mode, const Tensor& self, int64_t dim, const Tensor& index, const Tensor* other,
+                         T value) {
+  if (index.numel() == 0) return;
+  DimVector self_st = StridesAtLeast1d(self);
+  const int64_t dim_size = SizesAtLeast1d(self)[dim], dim_stride = self_st[dim];
+  self_st[dim] = 0;
+  const DimVector shape = SizesAtLeast1d(index);
+  std::vector<DimVector> st = {self_st, StridesAtLeast1d(index),
+                               other ? StridesAtLeast1d(*other) : DimVector(shape.size(), 0)};
+  T* s = self.data_ptr<T>();
+  const int64_t* ix = index.data_ptr<int64_t>();
+  T* o = other ? other->data_ptr<T>() : nullptr;
+  auto visit = [&](const int64_t* off, const int64_t*) {
+    const int64_t i = ix[off[1]];
+    KILN_CHECK_INDEX(i >= 0 && i < dim_size, "index ", i, " is out of bounds for dimension ", dim, " with size ",
+                     dim_size);
+    T* p = s + off[0] + i * dim_stride;
+    switch (mode) {
+      case ScatterMode::Gather: o[off[2]] = *p; break;
+      case ScatterMode::Scatter: *p = o[off[2]]; break;
+      case ScatterMode::ScatterValue: *p = value; break;
+      case ScatterMode::ScatterAdd: *p = AddValues(*p, o[off[2]]); break;
+    }
+  };
+  // Gather writes each output once; scatters may hit one element twice, so they run in order.
+  if (mode == ScatterMode::Gather) ParallelForEachStrided(shape, st, visit);
+  else ForEachStrided(shape, st, visit);
+}
+
+TensorMeta GatherMeta(const Tensor& self, int64_t dim, const Tensor& index, bool) {
+  dim = WrapDim(dim, self.dim());
+  CheckLongIndex("gather", index);
+  if (index.numel() != 0) GatherShapeCheck(self, dim, index);
+  return TensorMeta{index->sym_sizes(), {}, self.dtype(), self.device()};
+}
+Tensor GatherCPU(const Tensor& self, int64_t dim, const Tensor& index, bool sparse_grad) {
+  Tensor out = EmptyFromMeta(GatherMeta(self, dim, index, sparse_grad));
+  KILN_DISPATCH_ALL(self.dtype(), "gather", [&] {
+    GatherScatterKernel<scalar_t>(ScatterMode::Gather, self, WrapDim(dim, self.dim()), index, &out, scalar_t());
+  });
+  return out;
+}
+
+Tensor ScatterInplace(const char* op, ScatterMode mode, Tensor self, int64_t dim, const Tensor& index,
+                      const Tensor* src, const Scalar* value, bool run) {
+  dim = WrapDim(dim, self.dim());
+  CheckLongIndex(op, index);
+  if (index.numel() != 0) ScatterShapeCheck(self, dim, index, src);
+  else if (src) KILN_CHECK(self.dtype() == src->dtype(), op, "(): Expected self.dtype to be equal to src.dtype");
+  if (!run) return self;
+  Tensor src_c = src && (*src)->has_storage() && (*src)->storage() == self->storage() ? ops::clone(*src) : Tensor();
+  KILN_DISPATCH_ALL(self.dtype(), op, [&] {
+    GatherScatterKernel<scalar_t>(mode, self, dim, index, src_c.defined() ? &src_c : src,
+                                  value ? value->to<scalar_t>() : scalar_t());
+  });
+  return self;
+}
+Tensor ScatterSrc_(Tensor self, int64_t dim, const Tensor& index, const Tensor& src) {
+  return ScatterInplace("scatter", ScatterMode::Scatter, self, dim, index, &src, nullptr, true);
+}
+Tensor ScatterSrcMeta_(Tensor self, int64_t dim, const Tensor& index, const Tensor& src) {
+  return ScatterInplace("scatter", ScatterMode::Scatter, self, dim, index, &src, nullptr, false);
+}
+Tensor ScatterValue_(Tensor self, int64_t dim, const Tensor& index, const Scalar& value) {
+  return ScatterInplace("scatter", ScatterMode::ScatterValue, self, dim, index, nullptr, &value, true);
+}
+Tensor ScatterValueMeta_(Tensor self, int64_t dim, const Tensor& index, const Scalar& value) {
+  return ScatterInplace("scatter", ScatterMode::ScatterValue, self, dim, index, nullptr, &value, false);
+}
+Tensor ScatterAdd_(Tensor self, int64_t dim, const Tensor& index, const Tensor& src) {
+  return ScatterInplace("scatter_add", ScatterMode::ScatterAdd, self, dim, index, &src, nullptr, true);
+}
+Tensor ScatterAddMeta_(Tensor self, int64_t dim, const Tensor& index, const Tensor& src) {
+  return ScatterInplace("scatter_add", ScatterMode::ScatterAdd, self, dim, index, &src, nullptr, false);
+}
+// Functional scatters: a clone of self, then the in-place op (so autograd sees both).
+Tensor ScatterSrc(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor out = ops::clone(self);
+  return CallOp<Tensor>(KILN_OP("aten::scatter_.src"), out, dim, index, src);
+}
+Tensor ScatterValue(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value) {
+  Tensor out = ops::clone(self);
+  return CallOp<Tensor>(KILN_OP("aten::scatter_.value"), out, dim, index, value);
+}
+Tensor ScatterAdd(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor out = ops::clone(self);
+  return CallOp<Tensor>(KILN_OP("aten::scatter_add_"), out, dim, index, src);
+}
+
+// --- index_select --------------------------------------------------------------------------
+
+TensorMeta IndexSelectMeta(const Tensor& self, int64_t dim, const Tensor& index) {
+  dim = WrapDim(dim, self.dim());
+  KILN_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  KILN_CHECK(index.dtype() == ScalarType::Int64 || index.dtype() == ScalarType::Int32,
+             "index_select(): Expected dtype int32 or int64 for index");
+  SymDimVector sizes = self->sym_sizes();
+  if (self.dim() == 0) {
+    KILN_CHECK_INDEX(index->sym_numel() == 1, "index_select(): Index to scalar can have only 1 value, got ",
+                     index->sym_numel().str(), " value(s)");
+  } else {
+    sizes[dim] = index->sym_numel();
+  }
+  return TensorMeta{sizes, {}, self.dtype(), self.device()};
+}
+
+Tensor IndexSelectCPU(const Tensor& self, int64_t dim, const Tensor& index) {
+  Tensor out = EmptyFromMeta(IndexSelectMeta(self, dim, index));
+  if (out.numel() == 0) return out;
+  dim = WrapDim(dim, self.dim());
+  Tensor idx = CastTo(index, ScalarType::Int64);
+  const DimVector shape = SizesAtLeast1d(out);
+  DimVector self_st = StridesAtLeast1d(self), idx_st(shape.size(), 0);
+  const int64_t dim_size = SizesAtLeast1d(self)[dim], dim_stride = self_st[dim];
+  self_st[dim] = 0;
+  idx_st[dim] = StridesAtLeast1d(idx)[0];
+  const int64_t* ix = idx.data_ptr<int64_t>();
+  KILN_DISPATCH_ALL(self.dtype(), "index_select", [&] {
+    const scalar_t* s = self.data_ptr<scalar_t>();
+    scalar_t* o = out.data_ptr<scalar_t>();
+    ParallelForEachStrided(shape, {ContiguousStrides(shape), self_st, idx_st}, [&](const int64_t* off, const int64_t*) {
+      const int64_t i = ix[off[2]];
+      KILN_CHECK_INDEX(i >= 0 && i < dim_size, "index_select(): index ", i, " is out of bounds for dimension ", dim,
+                       " with size ", dim_size);
+      o[off[0]] = s[off[1] + i * dim_stride];
+    });
+  });
+  return out;
+}
+
+// --- nonzero -------------------------------------------------------------------------------
+
+Tensor NonzeroCPU(const Tensor& self) {
+  const int64_t nd = self.dim();
+  std::vector<int64_t> coords;
+  int64_t n = 0;
+  KILN_DISPATCH_ALL(self.dtype(), "nonzero", [&] {
+    const scalar_t* p = self.data_ptr<scalar_t>();
+    ForEachStrided(self.sizes(), {self.strides()}, [&](const int64_t* off, const int64_t* idx) {
+      if (!IsNonzero(p[off[0]])) return;
+      coords.insert(coords.end(), idx, idx + nd);
+      ++n;
+    });
+  });
+  Tensor out = EmptyTensor(DimVector{n, nd}, ScalarType::Int64, self.device());
+  if (!coords.empty()) std::memcpy(out.raw_data(), coords.data(), coords.size() * sizeof(int64_t));
+  return out;
+}
+
+TensorList WhereCondition(const Tensor& condition) {
+  Tensor nz = CallOp<Tensor>(KILN_OP("aten::nonzero"), condition);
+  TensorList out;
+  for (int64_t d = 0; d < condition.dim(); ++d) out.push_back(ops::select(nz, 1, d));
+  return out;
+}
+
+// --- advanced indexing (index.Tensor, index_put_) ------------------------------------------
+
+// One int64 index per dim of self (nullopt: the dim is taken whole). Boolean masks become one
+// index per dim they cover, from nonzero, as in PyTorch's expandTensors.
+OptTensorVec ExpandIndices(const char* op, const Tensor& self, const OptionalTensorList& indices, bool meta) {
+  OptTensorVec out;
+  int64_t consumed = 0;
+  for (const auto& idx : indices) {
+    if (!idx || !idx->defined()) {
+      out.push_back(std::nullopt);
+      ++consumed;
+      continue;
+    }
+    const ScalarType t = idx->dtype();
+    KILN_CHECK_INDEX(t == ScalarType::Int64 || t == ScalarType::Int32 || t == ScalarType::Bool || t == ScalarType::UInt8,
+                     "tensors used as indices must be long, int, byte or bool tensors");
+    if (t == ScalarType::Int64 || t == ScalarType::Int32) {
+      out.push_back(CastTo(*idx, ScalarType::Int64));
+      ++consumed;
+      continue;
+    }
+    KILN_CHECK_NOT_IMPLEMENTED(!meta, "[", op, "] boolean mask indices give a data-dependent output shape, which "
+                               "meta and fake tensors cannot represent");
+    KILN_CHECK_NOT_IMPLEMENTED(idx->dim() > 0, "[", op, "] 0-dimensional boolean indices are not supported");
+    for (int64_t d = 0; d < idx->dim(); ++d) {
+      KILN_CHECK_INDEX(consumed + d < self.dim(), "too many indices for tensor of dimension ", self.dim(), " (got ",
+                       consumed + idx->dim(), ")");
+      KILN_CHECK_INDEX(idx->size(d) == self.size(consumed + d), "The shape of the mask ", ShapeStr(*idx), " at index ",
+                       d, " does not match the shape of the indexed tensor ", ShapeStr(self), " at index ", consumed + d);
+    }
+    Tensor nz = NonzeroCPU(*idx);
+    for (int64_t d = 0; d < idx->dim(); ++d) out.push_back(ops::select(nz, 1, d));
+    consumed += idx->dim();
+  }
+  KILN_CHECK_INDEX(consumed <= self.dim(), "too many indices for tensor of dimension ", self.dim(), " (got ", consumed,
+                   ")");
+  while (static_cast<int64_t>(out.size()) < self.dim()) out.push_back(std::nullopt);
+  return out;
+}
+
+// Where the indexed dims go: `order` permutes self so the indexed dims are adjacent, starting at
+// `first` (numpy: when they are not adjacent in self, they move to the front).
+struct IndexLayout {
+  std::vector<int64_t> order;
+  int64_t first = 0, count = 0;
+  SymDimVector index_shape, result;
+};
+
+IndexLayout LayoutIndices(const Tensor& self, const OptTensorVec& idx) {
+  IndexLayout L;
+  const int64_t nd = self.dim();
+  int64_t lo = -1, hi = -1;
+  bool ok = true;
+  std::string shapes;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (!idx[d]) continue;
+    shapes += (L.count ? ", " : "") + ShapeStr(*idx[d]);
+    if (L.count == 0) {
+      L.index_shape = (*idx[d])->sym_sizes();
+      lo = d;
+    } else {
+      const SymDimVector& b = (*idx[d])->sym_sizes();
+      SymDimVector& a = L.index_shape;
+      const size_t n = std::max(a.size(), b.size());
+      SymDimVector r(n);
+      for (size_t i = 0; i < n; ++i) {
+        SymInt x = i < n - a.size() ? SymInt(1) : a[i - (n - a.size())];
+        SymInt y = i < n - b.size() ? SymInt(1) : b[i - (n - b.size())];
+        if (x == y || y == 1) r[i] = x;
+        else if (x == 1) r[i] = y;
+        else ok = false;
+      }
+      a = r;
+    }
+    hi = d;
+    ++L.count;
+  }
+  KILN_CHECK_INDEX(ok, "shape mismatch: indexing tensors could not be broadcast together with shapes ", shapes);
+  const bool adjacent = L.count == 0 || hi - lo + 1 == L.count;
+  for (int64_t d = 0; d < nd; ++d) if (adjacent || idx[d]) L.order.push_back(d);
+  if (!adjacent) for (int64_t d = 0; d < nd; ++d) if (!idx[d]) L.order.push_back(d);
+  L.first = adjacent ? std::max<int64_t>(lo, 0) : 0;
+  const SymDimVector& sizes = self->sym_sizes();
+  for (int64_t i = 0; i < L.first; ++i) L.result.push_back(sizes[L.order[i]]);
+  L.result.insert(L.result.end(), L.index_shape.begin(), L.index_shape.end());
+  for (int64_t i = L.first + L.count; i < nd; ++i) L.result.push_back(sizes[L.order[i]]);
+  return L;
+}
+
+// Calls fn(self_offset, other_offset) for each element of self[indices]; `other_strides` are the
+// strides (over the result shape) of the tensor read or written alongside (output or values).
+// `parallel`: whether elements may be visited concurrently (index reads; index_put_ writes may
+// repeat an element, so they walk in order).
+template <typename F>
+void WalkIndexed(const Tensor& self, const OptTensorVec& idx, const IndexLayout& L, const DimVector& other_strides,
+                 bool parallel, const F& fn) {
+  std::vector<int64_t> order = L.order;
+  const Tensor src = ops::permute(self, order);
+  DimVector shape;
+  for (const SymInt& s : L.result) shape.push_back(s.expect_int());
+  const int64_t nb = static_cast<int64_t>(L.index_shape.size()), nr = static_cast<int64_t>(shape.size());
+  std::vector<DimVector> st(2 + L.count, DimVector(nr, 0));
+  st[1] = other_strides;
+  for (int64_t r = 0; r < nr; ++r) {
+    if (r < L.first) st[0][r] = src.stride(r);
+    else if (r >= L.first + nb) st[0][r] = src.stride(r - nb + L.count);
+  }
+  std::vector<Tensor> holders;
+  std::vector<const int64_t*> ptrs;
+  DimVector sizes, strides, dims;
+  for (int64_t j = 0; j < L.count; ++j) {
+    const int64_t d = order[L.first + j];
+    Tensor e = ops::expand(*idx[d], ToSymList(L.index_shape));
+    for (int64_t b = 0; b < nb; ++b) st[2 + j][L.first + b] = e.stride(b);
+    holders.push_back(e);
+    ptrs.push_back(e.data_ptr<int64_t>());
+    sizes.push_back(src.size(L.first + j));
+    strides.push_back(src.stride(L.first + j));
+    dims.push_back(d);
+  }
+  auto visit = [&](const int64_t* off, const int64_t*) {
+    int64_t so = off[0];
+    for (int64_t j = 0; j < L.count; ++j) {
+      int64_t i = ptrs[j][off[2 + j]];
+      KILN_CHECK_INDEX(i >= -sizes[j] && i < sizes[j], "index ", i, " is out of bounds for dimension ", dims[j],
+                       " with size ", sizes[j]);
+      if (i < 0) i += sizes[j];
+      so += i * strides[j];
+    }
+    fn(so, off[1]);
+  };
+  if (parallel) ParallelForEachStrided(shape, st, visit);
+  else ForEachStrided(shape, st, visit);
+}
+
+TensorMeta IndexMeta(const Tensor& self, const OptionalTensorList& indices) {
+  IndexLayout L = LayoutIndices(self, ExpandIndices("index", self, indices, /*meta=*/true));
+  return TensorMeta{L.result, {}, self.dtype(), self.device()};
+}
+
+Tensor IndexCPU(const Tensor& self, const OptionalTensorList& indices) {
+  OptTensorVec idx = ExpandIndices("index", self, indices, /*meta=*/false);
+  IndexLayout L = LayoutIndices(self, idx);
+  Tensor out = EmptyTensor(L.result, self.dtype(), self.device());
+  if (out.numel() == 0) return out;
+  KILN_DISPATCH_ALL(self.dtype(), "index", [&] {
+    const scalar_t* s = self.data_ptr<scalar_t>();
+    scalar_t* o = out.data_ptr<scalar_t>();
+    WalkIndexed(self, idx, L, out.strides(), /*parallel=*/true, [&](int64_t so, int64_t oo) { o[oo] = s[so]; });
+  });
+  return out;
+}
+
+Tensor IndexPutImpl(Tensor self, const OptionalTensorList& indices, const Tensor& values, bool accumulate, bool run) {
+  KILN_CHECK(values.dtype() == self.dtype(), "Index put requires the source and destination dtypes match, got ",
+             ScalarTypeDisplayName(self.dtype()), " for the destination and ", ScalarTypeDisplayName(values.dtype()),
+             " for the source.");
+  KILN_CHECK(static_cast<int64_t>(indices.size()) <= std::max<int64_t>(self.dim(), 1),
+             "too many indices for tensor of dimension ", self.dim(), " (got ", indices.size(), ")");
+  if (!run) return self;
+  OptTensorVec idx = ExpandIndices("index_put_", self, indices, /*meta=*/false);
+  IndexLayout L = LayoutIndices(self, idx);
+  // Leading size-1 dims of values beyond the result's rank are dropped, as in PyTorch.
+  Tensor v = values;
+  while (v.dim() > static_cast<int64_t>(L.result.size()) && v.size(0) == 1) v = ops::squeeze(v, 0);
+  bool fits = v.dim() <= static_cast<int64_t>(L.result.size());
+  for (int64_t d = 0; fits && d < v.dim(); ++d) {
+    const SymInt& n = v->sym_sizes()[v.dim() - 1 - d];
+    fits = n == 1 || n == L.result[L.result.size() - 1 - d];
+  }
+  KILN_CHECK(fits, "shape mismatch: value tensor of shape ", ShapeStr(values),
+             " cannot be broadcast to indexing result of shape ", SizesToString(L.result));
+  if (v->has_storage() && v->storage() == self->storage()) v = ops::clone(v);
+  v = ops::expand(v, ToSymList(L.result));
+  KILN_DISPATCH_ALL(self.dtype(), "index_put_", [&] {
+    scalar_t* s = self.data_ptr<scalar_t>();
+    const scalar_t* vp = v.data_ptr<scalar_t>();
+    if (accumulate)
+      WalkIndexed(self, idx, L, v.strides(), /*parallel=*/false,
+                  [&](int64_t so, int64_t vo) { s[so] = AddValues(s[so], vp[vo]); });
+    else
+      WalkIndexed(self, idx, L, v.strides(), /*parallel=*/false, [&](int64_t so, int64_t vo) { s[so] = vp[vo]; });
+  });
+  return self;
+}
+Tensor IndexPut_(Tensor self, const OptionalTensorList& indices, const Tensor& values, bool accumulate) {
+  return IndexPutImpl(self, indices, values, accumulate, true);
+}
+Tensor IndexPutMeta_(Tensor self, const OptionalTensorList& indices, const Tensor& values, bool accumulate) {
+  return IndexPutImpl(self, indices, values, accumulate, false);
+}
+Tensor IndexPut(const Tensor& self, const OptionalTensorList& indices, const Tensor& values, bool accumulate) {
+  Tensor out = ops::clone(self);
+  return CallOp<Tensor>(KILN_OP("aten::index_put_"), out, indices, values, accumulate);
+}
+
+// --- masked_fill / masked_select / where ----------------------------------------------------
+
+void CheckMask(const char* op, const Tensor& mask) {
+  KILN_CHECK(mask.dtype() == ScalarType::Bool, op, " only supports boolean masks, but got mask with dtype ",
+             ScalarTypeDisplayName(mask.dtype()));
+}
+
+Tensor MaskedFillImpl(Tensor self, const Tensor& mask, const Scalar& value, bool run) {
+  CheckMask("masked_fill_", mask);
+  CheckSameDevice("masked_fill_", self, mask);
+  SymDimVector b = BroadcastShapes("masked_fill_", self->sym_sizes(), mask->sym_sizes());
+  KILN_CHECK(b == self->sym_sizes(), "[masked_fill_] mask of shape ", ShapeStr(mask),
+             " cannot be broadcast to self of shape ", ShapeStr(self));
+  if (!run || self.numel() == 0) return self;
+  ElementwiseIter iter({self, mask});
+  KILN_DISPATCH_ALL(self.dtype(), "masked_fill_", [&] {
+    const scalar_t v = value.to<scalar_t>();
+    iter.Run([&](char* const* ptrs, const int64_t* strides, int64_t n) {
+      for (int64_t j = 0; j < n; ++j)
+        if (*reinterpret_cast<const bool*>(ptrs[1] + j * strides[1]))
+          std::memcpy(ptrs[0] + j * strides[0], &v, sizeof(v));
+    });
+  });
+  return self;
+}
+Scalar MaskedFillValue(const Tensor& value) {
+  KILN_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+             value.dim(), " dimension(s).");
+  return value->has_storage() ? ItemScalar("masked_fill_", value) : Scalar(int64_t(0));
+}
+Tensor MaskedFillScalar_(Tensor self, const Tensor& mask, const Scalar& v) { return MaskedFillImpl(self, mask, v, true); }
+Tensor MaskedFillScalarMeta_(Tensor self, const Tensor& mask, const Scalar& v) {
+  return MaskedFillImpl(self, mask, v, false);
+}
+Tensor MaskedFillTensor_(Tensor self, const Tensor& mask, const Tensor& v) {
+  return MaskedFillImpl(self, mask, MaskedFillValue(v), true);
+}
+Tensor MaskedFillTensorMeta_(Tensor self, const Tensor& mask, const Tensor& v) {
+  MaskedFillValue(v);
+  return MaskedFillImpl(self, mask, 0, false);
+}
+// Functional: self broadcast against the mask, copied, then filled in place.
+Tensor MaskedFillOut(const Tensor& self, const Tensor& mask) {
+  CheckMask("masked_fill_", mask);
+  SymDimVector b = BroadcastShapes("masked_fill", self->sym_sizes(), mask->sym_sizes());
+  return ops::clone(ops::expand(self, ToSymList(b)));
+}
+Tensor MaskedFillScalar(const Tensor& self, const Tensor& mask, const Scalar& value) {
+  Tensor out = MaskedFillOut(self, mask);
+  return CallOp<Tensor>(KILN_OP("aten::masked_fill_.Scalar"), out, mask, value);
+}
+Tensor MaskedFillTensor(const Tensor& self, const Tensor& mask, const Tensor& value) {
+  Tensor out = MaskedFillOut(self, mask);
+  return CallOp<Tensor>(KILN_OP("aten::masked_fill_.Tensor"), out, mask, value);
+}
+
+Tensor MaskedSelectCPU(const Tensor& self, const Tensor& mask) {
+  CheckMask("masked_select:", mask);
+  CheckSameDevice("masked_select", self, mask);
+  SymList b = ToSymList(BroadcastShapes("masked_select", self->sym_sizes(), mask->sym_sizes()));
+  Tensor s = ops::expand(self, b), m = ops::expand(mask, b);
+  const bool* mp = m.data_ptr<bool>();
+  int64_t n = 0;
+  ForEachStrided(m.sizes(), {m.strides()}, [&](const int64_t* off, const int64_t*) { n += mp[off[0]]; });
+  Tensor out = EmptyTensor(DimVector{n}, self.dtype(), self.device());
+  KILN_DISPATCH_ALL(self.dtype(), "masked_select", [&] {
+    const scalar_t* sp = s.data_ptr<scalar_t>();
+    scalar_t* o = out.data_ptr<scalar_t>();
+    ForEachStrided(s.sizes(), {s.strides(), m.strides()}, [&](const int64_t* off, const int64_t*) {
+      if (mp[off[1]]) *o++ = sp[off[0]];
+    });
+  });
+  return out;
+}
+
+TensorMeta WhereMeta(const Tensor& cond, const Tensor& self, const Tensor& other) {
+  KILN_CHECK(cond.dtype() == ScalarType::Bool, "where expected condition to be a boolean tensor, but got a tensor "
+             "with dtype ", ScalarTypeDisplayName(cond.dtype()));
+  CheckSameDevice("where", cond, self);
+  CheckSameDevice("where", self, other);
+  TensorMeta m = ElementwiseMeta("where", self, other, ResultType(self, other));
+  m.sizes = BroadcastShapes("where", cond->sym_sizes(), m.sizes);
+  if (m.device.is_cpu() && !cond.device().is_cpu()) m.device = cond.device();
+  return m;
+}
+Tensor WhereCPU(const Tensor& cond, const Tensor& self, const Tensor& other) {
+  TensorMeta m = WhereMeta(cond, self, other);
+  Tensor out = EmptyFromMeta(m);
+  if (out.numel() == 0) return out;
+  Tensor a = CastTo(self, m.dtype), b = CastTo(other, m.dtype);
+  ElementwiseIter iter({out, cond, a, b});
+  KILN_DISPATCH_ALL(m.dtype, "where", [&] {
+    CpuKernel<scalar_t, bool, scalar_t, scalar_t>(iter, [](bool c, scalar_t x, scalar_t y) { return c ? x : y; });
+  });
+  return out;
+}
+Tensor WhereScalarOther(const Tensor& cond, const Tensor& self, const Scalar& other) {
+  return CallOp<Tensor>(KILN_OP("aten::where.self"), cond, self, WrapScalar(other, self.device()));
+}
+Tensor WhereScalarSelf(const Tensor& cond, const Scalar& self, const Tensor& other) {
+  return CallOp<Tensor>(KILN_OP("aten::where.self"), cond, WrapScalar(self, other.device()), other);
+}
+Tensor WhereScalar(const Tensor& cond, const Scalar& self, const Scalar& other) {
+  return CallOp<Tensor>(KILN_OP("aten::where.self"), cond, WrapScalar(self, cond.device()),
+                        WrapScalar(other, cond.device()));
+}
+
+}  // namespace
+
+void RegisterIndexOps(Registry& r) {
+  const std::initializer_list<Tag> kCore = {Tag::core};
+  const std::initializer_list<Tag> kDynamic = {Tag::dynamic_output_shape, Tag::core};
+  r.Def("cat(Tensor[] tensors, int dim=0) -> Tensor", kCore).Impl<&CatCPU>(DispatchKey::CPU).Meta<&CatMeta>();
+  r.Def("stack(Tensor[] tensors, int dim=0) -> Tensor").Composite<&StackOp>();
+  r.Def("split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]", {}, kFunctionAndMethod)
+      .Composite<&SplitTensor>();
+  r.Def("split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]", {},
+        kFunctionAndMethod)
+      .Composite<&SplitWithSizes>();
+  r.Def("chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]", {}, kFunctionAndMethod)
+      .Composite<&Chunk>();
+  r.Def("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor", kCore, kFunctionAndMethod)
+      .Impl<&GatherCPU>(DispatchKey::CPU).Meta<&GatherMeta>();
+  r.Def("scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)", {}, kMethod)
+      .Impl<&ScatterSrc_>(DispatchKey::CPU).Impl<&ScatterSrcMeta_>(DispatchKey::Meta)
+      .Impl<&ScatterSrcMeta_>(DispatchKey::Fake);
+  r.Def("scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)", {}, kMethod)
+      .Impl<&ScatterValue_>(DispatchKey::CPU).Impl<&ScatterValueMeta_>(DispatchKey::Meta)
+      .Impl<&ScatterValueMeta_>(DispatchKey::Fake);
+  r.Def("scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)", {}, kMethod)
+      .Impl<&ScatterAdd_>(DispatchKey::CPU).Impl<&ScatterAddMeta_>(DispatchKey::Meta)
+      .Impl<&ScatterAddMeta_>(DispatchKey::Fake);
+  r.Def("scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", kCore, kFunctionAndMethod)
+      .Composite<&ScatterSrc>();
+  r.Def("scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor", kCore, kFunctionAndMethod)
+      .Composite<&ScatterValue>();
+  r.Def("scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", kCore, kFunctionAndMethod)
+      .Composite<&ScatterAdd>();
+  r.Def("index_select(Tensor self, int dim, Tensor index) -> Tensor", kCore, kFunctionAndMethod)
+      .Impl<&IndexSelectCPU>(DispatchKey::CPU).Meta<&IndexSelectMeta>();
+  r.Def("index.Tensor(Tensor self, Tensor?[] indices) -> Tensor", kCore, kFunction)
+      .Impl<&IndexCPU>(DispatchKey::CPU).Meta<&IndexMeta>();
+  r.Def("index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)", {},
+        kFunctionAndMethod)
+      .Impl<&IndexPut_>(DispatchKey::CPU).Impl<&IndexPutMeta_>(DispatchKey::Meta)
+      .Impl<&IndexPutMeta_>(DispatchKey::Fake);
+  r.Def("index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor", kCore,
+        kFunctionAndMethod)
+      .Composite<&IndexPut>();
+  r.Def("masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)", {}, kMethod)
+      .Impl<&MaskedFillScalar_>(DispatchKey::CPU).Impl<&MaskedFillScalarMeta_>(DispatchKey::Meta)
+      .Impl<&MaskedFillScalarMeta_>(DispatchKey::Fake);
+  r.Def("masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)", {}, kMethod)
+      .Impl<&MaskedFillTensor_>(DispatchKey::CPU).Impl<&MaskedFillTensorMeta_>(DispatchKey::Meta)
+      .Impl<&MaskedFillTensorMeta_>(DispatchKey::Fake);
+  r.Def("masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor", {Tag::pointwise}, kFunctionAndMethod)
+      .Composite<&MaskedFillScalar>();
+  r.Def("masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor", {Tag::pointwise}, kFunctionAndMethod)
+      .Composite<&MaskedFillTensor>();
+  r.Def("masked_select(Tensor self, Tensor mask) -> Tensor", kDynamic, kFunctionAndMethod)
+      .Impl<&MaskedSelectCPU>(DispatchKey::CPU);
+  r.Def("where.self(Tensor condition, Tensor self, Tensor other) -> Tensor", {Tag::pointwise, Tag::core},
+        kFunctionAndMethod)
+      .Impl<&WhereCPU>(DispatchKey::CPU).Meta<&WhereMeta>();
+  r.Def("where.ScalarOther(Tensor condition, Tensor self, Scalar other) -> Tensor", {Tag::pointwise})
+      .Composite<&WhereScalarOther>();
+  r.Def("where.ScalarSelf(Tensor condition, Scalar self, Tensor other) -> Tensor", {Tag::pointwise})
+      .Composite<&WhereScalarSelf>();
+  r.Def("where.Scalar(Tensor condition, Scalar self, Scalar other) -> Tensor", {Tag::pointwise})
+      .Composite<&WhereScalar>();
+  r.Def("where(Tensor condition) -> Tensor[]", kDynamic).Composite<&WhereCondition>();
+  r.Def("nonzero(Tensor self) -> Tensor", kDynamic, kFunctionAndMethod).Impl<&NonzeroCPU>(DispatchKey::CPU);
+}
+
+}  // namespace kiln

@@ -1,0 +1,314 @@
+// tensor/ops/ternary.cc: pointwise ops with bounds or three operands (clamp, clamp_min/max,
+// lerp, addcmul, addcdiv), with their in-place variants.
+//
+// Each computes in the promoted dtype of all its operands (numbers are weak, Note [Weak Python
+// numbers]) through one ElementwiseIter over (out, a, b, c); a number operand is a broadcast
+// Operand, so clamp(x, 0, 1) allocates nothing for its bounds. In-place variants check that the
+// result dtype can be cast to self's and that the broadcast shape is self's.
+#include <cmath>
+
+#include "tensor/ops/common.h"
+
+namespace kiln {
+namespace {
+
+TensorMeta SameAs(const Tensor& t, ScalarType dtype) { return TensorMeta{t->sym_sizes(), {}, dtype, t.device()}; }
+
+// --- clamp ---------------------------------------------------------------------------------
+
+// A clamp bound: a tensor, a number, or absent.
+struct Bound {
+  const Tensor* tensor = nullptr;
+  std::optional<Scalar> scalar;
+  bool present() const { return tensor != nullptr || scalar.has_value(); }
+};
+
+ScalarType ClampType(const Tensor& self, const Bound& lo, const Bound& hi) {
+  KILN_CHECK(lo.present() || hi.present(), "torch.clamp: At least one of 'min' or 'max' must not be None");
+  ResultTypeState st;
+  st.Update(self);
+  for (const Bound* b : {&lo, &hi}) {
+    if (b->tensor) st.Update(*b->tensor);
+    else if (b->scalar) st.Update(*b->scalar);
+  }
+  ScalarType t = st.Result();
+  KILN_CHECK_NOT_IMPLEMENTED(t != ScalarType::Bool, "\"clamp_scalar_cpu\" not implemented for 'Bool'");
+  return t;
+}
+
+SymDimVector ClampShape(const Tensor& self, const Bound& lo, const Bound& hi) {
+  SymDimVector s = self->sym_sizes();
+  for (const Bound* b : {&lo, &hi})
+    if (b->tensor) s = BroadcastShapes("clamp", s, (*b->tensor)->sym_sizes());
+  return s;
+}
+
+void ClampInto(const Tensor& out, const Tensor& self, const Bound& lo, const Bound& hi, ScalarType compute) {
+  if (out.numel() == 0) return;
+  Tensor x = CastTo(self, compute);
+  Tensor lt = lo.tensor ? CastTo(*lo.tensor, compute) : Tensor(), ht = hi.tensor ? CastTo(*hi.tensor, compute) : Tensor();
+  Tensor dst = out.dtype() == compute ? out : EmptyLike(out, compute);
+  const bool has_lo = lo.present(), has_hi = hi.present();
+  KILN_DISPATCH_NUMERIC(compute, "clamp", [&] {
+    using T = scalar_t;
+    using M = opmath_t<T>;
+    const T lv = lo.scalar ? lo.scalar->to<T>() : T(0), hv = hi.scalar ? hi.scalar->to<T>() : T(0);
+    Operand lop = lt.defined() ? Operand(lt) : Operand::Broadcast(&lv);
+    Operand hop = ht.defined() ? Operand(ht) : Operand::Broadcast(&hv);
+    ElementwiseIter iter({dst, x, lop, hop});
+    CpuKernel<T, T, T, T>(iter, [=](T v, T l, T h) -> T {
+      M a = static_cast<M>(v);
+      if (a != a) return v;  // NaN stays NaN
+      if (has_lo) {
+        M m = static_cast<M>(l);
+        if (m != m) return l;
+        if (a < m) a = m;
+      }
+      if (has_hi) {
+        M m = static_cast<M>(h);
+        if (m != m) return h;
+        if (a > m) a = m;
+      }
+      return static_cast<T>(a);
+    });
+  });
+  if (!dst.is_same(out)) {
+    Tensor o = out;
+    ops::copy_(o, dst);
+  }
+}
+
+Tensor ClampImpl(const Tensor& self, const Bound& lo, const Bound& hi) {
+  ScalarType t = ClampType(self, lo, hi);
+  Tensor out = EmptyTensor(ClampShape(self, lo, hi), t, self.device());
+  ClampInto(out, self, lo, hi, t);
+  return out;
+}
+Tensor ClampInplaceImpl(Tensor self, const Bound& lo, const Bound& hi, bool run) {
+  ScalarType t = ClampType(self, lo, hi);
+  KILN_CHECK(CanCast(t, self.dtype()), "result type ", ScalarTypeDisplayName(t),
+             " can't be cast to the desired output type ", ScalarTypeDisplayName(self.dtype()));
+  SymDimVector s = ClampShape(self, lo, hi);
+  KILN_CHECK(s == self->sym_sizes(), "output with shape ", ShapeStr(self), " doesn't match the broadcast shape ",
+             SizesToString(s));
+  if (run) ClampInto(self, self, lo, hi, t);
+  return self;
+}
+Bound SB(const std::optional<Scalar>& s) { return Bound{nullptr, s}; }
+Bound TB(const std::optional<Tensor>& t) { return Bound{t && t->defined() ? &*t : nullptr, std::nullopt}; }
+
+using OptScalar = std::optional<Scalar>;
+using OptTensor = std::optional<Tensor>;
+Tensor Clamp(const Tensor& self, OptScalar lo, OptScalar hi) { return ClampImpl(self, SB(lo), SB(hi)); }
+TensorMeta ClampMeta(const Tensor& self, OptScalar lo, OptScalar hi) { return SameAs(self, ClampType(self, SB(lo), SB(hi))); }
+Tensor ClampTensor(const Tensor& self, const OptTensor& lo, const OptTensor& hi) { return ClampImpl(self, TB(lo), TB(hi)); }
+TensorMeta ClampTensorMeta(const Tensor& self, const OptTensor& lo, const OptTensor& hi) {
+  return TensorMeta{ClampShape(self, TB(lo), TB(hi)), {}, ClampType(self, TB(lo), TB(hi)), self.device()};
+}
+Tensor Clamp_(Tensor self, OptScalar lo, OptScalar hi) { return ClampInplaceImpl(self, SB(lo), SB(hi), true); }
+Tensor ClampMeta_(Tensor self, OptScalar lo, OptScalar hi) { return ClampInplaceImpl(self, SB(lo), SB(hi), false); }
+Tensor ClampTensor_(Tensor self, const OptTensor& lo, const OptTensor& hi) {
+  return ClampInplaceImpl(self, TB(lo), TB(hi), true);
+}
+Tensor ClampTensorMeta_(Tensor self, const OptTensor& lo, const OptTensor& hi) {
+  return ClampInplaceImpl(self, TB(lo), TB(hi), false);
+}
+Tensor ClampMin(const Tensor& self, const Scalar& lo) {
+  return CallOp<Tensor>(KILN_OP("aten::clamp"), self, OptScalar(lo), OptScalar());
+}
+Tensor ClampMax(const Tensor& self, const Scalar& hi) {
+  return CallOp<Tensor>(KILN_OP("aten::clamp"), self, OptScalar(), OptScalar(hi));
+}
+Tensor ClampMin_(Tensor self, const Scalar& lo) {
+  return CallOp<Tensor>(KILN_OP("aten::clamp_"), self, OptScalar(lo), OptScalar());
+}
+Tensor ClampMax_(Tensor self, const Scalar& hi) {
+  return CallOp<Tensor>(KILN_OP("aten::clamp_"), self, OptScalar(), OptScalar(hi));
+}
+
+// --- ternary pointwise: lerp, addcmul, addcdiv ---------------------------------------------
+
+enum class Ternary { Lerp, Addcmul, Addcdiv };
+
+// out = f(a, b, c) elementwise in `compute`; c may be a broadcast number instead of a tensor.
+void TernaryInto(Ternary op, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* c,
+                 const Scalar& c_or_value, ScalarType compute) {
+  if (out.numel() == 0) return;
+  Tensor ac = CastTo(a, compute), bc = CastTo(b, compute), cc = c ? CastTo(*c, compute) : Tensor();
+  Tensor dst = out.dtype() == compute ? out : EmptyLike(out, compute);
+  KILN_DISPATCH_NUMERIC(compute, op == Ternary::Lerp ? "lerp" : op == Ternary::Addcmul ? "addcmul" : "addcdiv", [&] {
+    using T = scalar_t;
+    using M = opmath_t<T>;
+    const T cv = c_or_value.to<T>();
+    const M value = c_or_value.to<M>();
+    Operand cop = cc.defined() ? Operand(cc) : Operand::Broadcast(&cv);
+    ElementwiseIter iter({dst, ac, bc, cop});
+    if (op == Ternary::Lerp) {
+      CpuKernel<T, T, T, T>(iter, [](T s, T e, T w) -> T {
+        const M x = s, y = e, t = w;
+        return static_cast<T>(std::abs(t) < M(0.5) ? x + t * (y - x) : y - (y - x) * (M(1) - t));
+      });
+    } else if (op == Ternary::Addcmul) {
+      // Here the tensor operands are (self, tensor1, tensor2) and `value` scales the product.
+      CpuKernel<T, T, T, T>(iter, [value](T s, T x, T y) -> T { return static_cast<T>(M(s) + value * M(x) * M(y)); });
+    } else {
+      CpuKernel<T, T, T, T>(iter, [value](T s, T x, T y) -> T { return static_cast<T>(M(s) + value * (M(x) / M(y))); });
+    }
+  });
+  if (!dst.is_same(out)) {
+    Tensor o = out;
+    ops::copy_(o, dst);
+  }
+}
+
+void CheckLerp(const Tensor& self, const Tensor& end, const Tensor* weight) {
+  KILN_CHECK(self.dtype() == end.dtype(), "expected dtype ", ScalarTypeDisplayName(self.dtype()),
+             " for `end` but got dtype ", ScalarTypeDisplayName(end.dtype()));
+  if (weight)
+    KILN_CHECK(self.dtype() == weight->dtype(), "expected dtype ", ScalarTypeDisplayName(self.dtype()),
+               " for `weight` but got dtype ", ScalarTypeDisplayName(weight->dtype()));
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(self.dtype()), "\"lerp_kernel_scalar\" not implemented for '",
+                             ScalarTypeDisplayName(self.dtype()), "'");
+}
+SymDimVector TernaryShape(const char* op, const Tensor& a, const Tensor& b, const Tensor* c) {
+  CheckSameDevice(op, a, b);
+  SymDimVector s = BroadcastShapes(op, a->sym_sizes(), b->sym_sizes());
+  if (c) {
+    CheckSameDevice(op, a, *c);
+    s = BroadcastShapes(op, s, (*c)->sym_sizes());
+  }
+  return s;
+}
+TensorMeta LerpScalarMeta(const Tensor& self, const Tensor& end, const Scalar&) {
+  CheckLerp(self, end, nullptr);
+  return TensorMeta{TernaryShape("lerp", self, end, nullptr), {}, self.dtype(), self.device()};
+}
+TensorMeta LerpTensorMeta(const Tensor& self, const Tensor& end, const Tensor& weight) {
+  CheckLerp(self, end, &weight);
+  return TensorMeta{TernaryShape("lerp", self, end, &weight), {}, self.dtype(), self.device()};
+}
+Tensor LerpScalar(const Tensor& self, const Tensor& end, const Scalar& w) {
+  Tensor out = EmptyFromMeta(LerpScalarMeta(self, end, w));
+  TernaryInto(Ternary::Lerp, out, self, end, nullptr, w, self.dtype());
+  return out;
+}
+Tensor LerpTensor(const Tensor& self, const Tensor& end, const Tensor& w) {
+  Tensor out = EmptyFromMeta(LerpTensorMeta(self, end, w));
+  TernaryInto(Ternary::Lerp, out, self, end, &w, 0, self.dtype());
+  return out;
+}
+void CheckInplaceShape(const Tensor& self, const SymDimVector& s) {
+  KILN_CHECK(s == self->sym_sizes(), "output with shape ", ShapeStr(self), " doesn't match the broadcast shape ",
+             SizesToString(s));
+}
+Tensor LerpScalar_(Tensor self, const Tensor& end, const Scalar& w) {
+  CheckInplaceShape(self, LerpScalarMeta(self, end, w).sizes);
+  TernaryInto(Ternary::Lerp, self, self, end, nullptr, w, self.dtype());
+  return self;
+}
+Tensor LerpScalarMeta_(Tensor self, const Tensor& end, const Scalar& w) {
+  CheckInplaceShape(self, LerpScalarMeta(self, end, w).sizes);
+  return self;
+}
+Tensor LerpTensor_(Tensor self, const Tensor& end, const Tensor& w) {
+  CheckInplaceShape(self, LerpTensorMeta(self, end, w).sizes);
+  TernaryInto(Ternary::Lerp, self, self, end, &w, 0, self.dtype());
+  return self;
+}
+Tensor LerpTensorMeta_(Tensor self, const Tensor& end, const Tensor& w) {
+  CheckInplaceShape(self, LerpTensorMeta(self, end, w).sizes);
+  return self;
+}
+
+template <Ternary kOp>
+TensorMeta AddcMeta(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  const char* name = kOp == Ternary::Addcmul ? "addcmul" : "addcdiv";
+  ResultTypeState st;
+  st.Update(self);
+  st.Update(t1);
+  st.Update(t2);
+  ScalarType t = st.Result();
+  if (kOp == Ternary::Addcdiv)
+    KILN_CHECK(!(IsIntegral(t1.dtype(), true) && IsIntegral(t2.dtype(), true)),
+               "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a "
+               "true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input + "
+               "value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * "
+               "tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter implementation: "
+               "(input + value * tensor1 / tensor2), for all dtypes.");
+  KILN_CHECK(!(value.is_floating() && IsIntegral(t, true)), "For integral input tensors, argument alpha must not be a "
+             "floating point number.");
+  KILN_CHECK_NOT_IMPLEMENTED(t != ScalarType::Bool, "\"", name, "_cpu_out\" not implemented for 'Bool'");
+  return TensorMeta{TernaryShape(name, self, t1, &t2), {}, t, self.device()};
+}
+// The kernel's operands are (self, tensor1, tensor2) with `value` passed as the number.
+template <Ternary kOp>
+Tensor Addc(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  TensorMeta m = AddcMeta<kOp>(self, t1, t2, value);
+  Tensor out = EmptyFromMeta(m);
+  TernaryInto(kOp, out, self, t1, &t2, value, m.dtype);
+  return out;
+}
+template <Ternary kOp>
+Tensor AddcImpl_(Tensor self, const Tensor& t1, const Tensor& t2, const Scalar& value, bool run) {
+  TensorMeta m = AddcMeta<kOp>(self, t1, t2, value);
+  KILN_CHECK(CanCast(m.dtype, self.dtype()), "result type ", ScalarTypeDisplayName(m.dtype),
+             " can't be cast to the desired output type ", ScalarTypeDisplayName(self.dtype()));
+  CheckInplaceShape(self, m.sizes);
+  if (run) TernaryInto(kOp, self, self, t1, &t2, value, m.dtype);
+  return self;
+}
+template <Ternary kOp> Tensor Addc_(Tensor s, const Tensor& a, const Tensor& b, const Scalar& v) {
+  return AddcImpl_<kOp>(s, a, b, v, true);
+}
+template <Ternary kOp> Tensor AddcMeta_(Tensor s, const Tensor& a, const Tensor& b, const Scalar& v) {
+  return AddcImpl_<kOp>(s, a, b, v, false);
+}
+
+}  // namespace
+
+void RegisterTernaryOps(Registry& r) {
+  const std::initializer_list<Tag> kPointwise = {Tag::pointwise, Tag::core};
+  r.Def("clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", kPointwise, kFunctionAndMethod)
+      .Impl<&Clamp>(DispatchKey::CPU).Meta<&ClampMeta>();
+  r.Def("clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor", kPointwise, kFunctionAndMethod)
+      .Impl<&ClampTensor>(DispatchKey::CPU).Meta<&ClampTensorMeta>();
+  r.Def("clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)", {Tag::pointwise},
+        kFunctionAndMethod)
+      .Impl<&Clamp_>(DispatchKey::CPU).Impl<&ClampMeta_>(DispatchKey::Meta).Impl<&ClampMeta_>(DispatchKey::Fake);
+  r.Def("clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)", {Tag::pointwise},
+        kFunctionAndMethod)
+      .Impl<&ClampTensor_>(DispatchKey::CPU).Impl<&ClampTensorMeta_>(DispatchKey::Meta)
+      .Impl<&ClampTensorMeta_>(DispatchKey::Fake);
+  r.Def("clamp_min(Tensor self, Scalar min) -> Tensor", {Tag::pointwise}, kFunctionAndMethod).Composite<&ClampMin>();
+  r.Def("clamp_max(Tensor self, Scalar max) -> Tensor", {Tag::pointwise}, kFunctionAndMethod).Composite<&ClampMax>();
+  r.Def("clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
+      .Composite<&ClampMin_>();
+  r.Def("clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
+      .Composite<&ClampMax_>();
+  r.Def("lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor", kPointwise, kFunctionAndMethod)
+      .Impl<&LerpScalar>(DispatchKey::CPU).Meta<&LerpScalarMeta>();
+  r.Def("lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor", kPointwise, kFunctionAndMethod)
+      .Impl<&LerpTensor>(DispatchKey::CPU).Meta<&LerpTensorMeta>();
+  r.Def("lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)", {Tag::pointwise}, kMethod)
+      .Impl<&LerpScalar_>(DispatchKey::CPU).Impl<&LerpScalarMeta_>(DispatchKey::Meta)
+      .Impl<&LerpScalarMeta_>(DispatchKey::Fake);
+  r.Def("lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)", {Tag::pointwise}, kMethod)
+      .Impl<&LerpTensor_>(DispatchKey::CPU).Impl<&LerpTensorMeta_>(DispatchKey::Meta)
+      .Impl<&LerpTensorMeta_>(DispatchKey::Fake);
+  r.Def("addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor", kPointwise,
+        kFunctionAndMethod)
+      .Impl<&Addc<Ternary::Addcmul>>(DispatchKey::CPU).Meta<&AddcMeta<Ternary::Addcmul>>();
+  r.Def("addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor", kPointwise,
+        kFunctionAndMethod)
+      .Impl<&Addc<Ternary::Addcdiv>>(DispatchKey::CPU).Meta<&AddcMeta<Ternary::Addcdiv>>();
+  r.Def("addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)",
+        {Tag::pointwise}, kMethod)
+      .Impl<&Addc_<Ternary::Addcmul>>(DispatchKey::CPU).Impl<&AddcMeta_<Ternary::Addcmul>>(DispatchKey::Meta)
+      .Impl<&AddcMeta_<Ternary::Addcmul>>(DispatchKey::Fake);
+  r.Def("addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)",
+        {Tag::pointwise}, kMethod)
+      .Impl<&Addc_<Ternary::Addcdiv>>(DispatchKey::CPU).Impl<&AddcMeta_<Ternary::Addcdiv>>(DispatchKey::Meta)
+      .Impl<&AddcMeta_<Ternary::Addcdiv>>(DispatchKey::Fake);
+}
+
+}  // namespace kiln
