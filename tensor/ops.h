@@ -41,12 +41,10 @@ inline Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking = false)
   CallOp<Tensor>(KILN_OP("aten::copy_"), self, src, non_blocking);
   return self;
 }
-inline Tensor clone(const Tensor& t) { KILN_CALL(Tensor, "aten::clone", t, std::optional<MemoryFormat>()); }
-// clone() preserves a dense permuted layout, so ask for a row-major copy explicitly.
-inline Tensor contiguous(const Tensor& t) {
-  if (t.is_contiguous()) return t;
-  KILN_CALL(Tensor, "aten::clone", t, std::optional<MemoryFormat>(MemoryFormat::Contiguous));
+inline Tensor clone(const Tensor& t, std::optional<MemoryFormat> mf = std::nullopt) {
+  KILN_CALL(Tensor, "aten::clone", t, mf);
 }
+inline Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : clone(t, MemoryFormat::Contiguous); }
 inline Tensor to_dtype(const Tensor& t, ScalarType dtype) {
   if (t.dtype() == dtype) return t;
   KILN_CALL(Tensor, "aten::_to_copy", t, std::optional<ScalarType>(dtype), std::optional<Layout>(),
@@ -91,6 +89,52 @@ inline Tensor& add_(Tensor& a, const Tensor& b, const Scalar& alpha = 1) {
 inline Tensor sum(const Tensor& t, std::optional<IntList> dim, bool keepdim = false,
                   std::optional<ScalarType> dtype = std::nullopt) {
   KILN_CALL(Tensor, "aten::sum.dim_IntList", t, dim, keepdim, dtype);
+}
+
+// Linear algebra (tensor/ops/linalg.cc).
+inline Tensor mm(const Tensor& a, const Tensor& b) { KILN_CALL(Tensor, "aten::mm", a, b); }
+inline Tensor bmm(const Tensor& a, const Tensor& b) { KILN_CALL(Tensor, "aten::bmm", a, b); }
+inline Tensor matmul(const Tensor& a, const Tensor& b) { KILN_CALL(Tensor, "aten::matmul", a, b); }
+inline Tensor addmm(const Tensor& self, const Tensor& m1, const Tensor& m2, const Scalar& beta = 1,
+                    const Scalar& alpha = 1) {
+  KILN_CALL(Tensor, "aten::addmm", self, m1, m2, beta, alpha);
+}
+inline Tensor linear(const Tensor& input, const Tensor& weight, const OptTensor& bias = std::nullopt) {
+  KILN_CALL(Tensor, "aten::linear", input, weight, bias);
+}
+
+// Convolution, pooling and normalization (tensor/ops/conv_pool.cc, norm.cc).
+inline Tensor conv2d(const Tensor& input, const Tensor& weight, const OptTensor& bias = std::nullopt,
+                     const IntList& stride = {1}, const IntList& padding = {0}, const IntList& dilation = {1},
+                     int64_t groups = 1) {
+  KILN_CALL(Tensor, "aten::conv2d", input, weight, bias, stride, padding, dilation, SymInt(groups));
+}
+inline Tensor max_pool2d(const Tensor& self, const IntList& kernel_size, const IntList& stride = {},
+                         const IntList& padding = {0}, const IntList& dilation = {1}, bool ceil_mode = false) {
+  KILN_CALL(Tensor, "aten::max_pool2d", self, kernel_size, stride, padding, dilation, ceil_mode);
+}
+inline Tensor avg_pool2d(const Tensor& self, const IntList& kernel_size, const IntList& stride = {},
+                         const IntList& padding = {0}, bool ceil_mode = false, bool count_include_pad = true,
+                         std::optional<int64_t> divisor_override = std::nullopt) {
+  KILN_CALL(Tensor, "aten::avg_pool2d", self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+            divisor_override);
+}
+inline Tensor adaptive_avg_pool2d(const Tensor& self, const IntList& output_size) {
+  KILN_CALL(Tensor, "aten::adaptive_avg_pool2d", self, output_size);
+}
+inline Tensor batch_norm(const Tensor& input, const OptTensor& weight, const OptTensor& bias,
+                         const OptTensor& running_mean, const OptTensor& running_var, bool training,
+                         double momentum = 0.1, double eps = 1e-5) {
+  KILN_CALL(Tensor, "aten::batch_norm", input, weight, bias, running_mean, running_var, training, momentum, eps,
+            true);
+}
+inline Tensor layer_norm(const Tensor& input, const IntList& normalized_shape, const OptTensor& weight = std::nullopt,
+                         const OptTensor& bias = std::nullopt, double eps = 1e-5) {
+  KILN_CALL(Tensor, "aten::layer_norm", input, normalized_shape, weight, bias, eps, true);
+}
+inline Tensor group_norm(const Tensor& input, int64_t num_groups, const OptTensor& weight = std::nullopt,
+                         const OptTensor& bias = std::nullopt, double eps = 1e-5) {
+  KILN_CALL(Tensor, "aten::group_norm", input, num_groups, weight, bias, eps, true);
 }
 
 #undef KILN_CALL

@@ -72,7 +72,7 @@ template <typename T> using opmath_t = typename OpMath<T>::type;
     switch (_st) {                                                                                \
       CASES(__VA_ARGS__)                                                                          \
       default:                                                                                    \
-        throw ::kiln::Error(::kiln::StrCat("\"", name, "\" not implemented for '",               \
+        throw ::kiln::NotImplementedError(::kiln::StrCat("\"", name, "\" not implemented for '", \
                                            ::kiln::ScalarTypeDisplayName(_st), "'"));             \
     }                                                                                             \
   }()

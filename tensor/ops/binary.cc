@@ -31,11 +31,14 @@ ScalarType ResultDtype(const BinarySpec& spec, ScalarType promoted) {
 }
 
 void CheckDtype(const BinarySpec& spec, ScalarType t) {
+  KILN_CHECK(!(std::string(spec.name) == "sub" && t == ScalarType::Bool),
+             "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+             "`logical_xor()` operator instead.");
   bool ok = spec.dtypes == DtypeSet::All ||
             (spec.dtypes == DtypeSet::Numeric && t != ScalarType::Bool) ||
             (spec.dtypes == DtypeSet::IntegralAndBool && IsIntegral(t, true)) ||
             (spec.dtypes == DtypeSet::Floating && IsFloating(t));
-  KILN_CHECK(ok, "\"", spec.name, "\" not implemented for '", ScalarTypeDisplayName(t), "'");
+  KILN_CHECK_NOT_IMPLEMENTED(ok, "\"", spec.name, "\" not implemented for '", ScalarTypeDisplayName(t), "'");
 }
 
 // Element functions over the opmath type T.
@@ -82,10 +85,10 @@ template <typename T> T PowInt(T base, T exp) {
   return result;
 }
 
-// Applies the op named by `spec` to opmath values; `alpha` is used by add/sub.
-template <typename T>
+// Applies op kOp to opmath values; `alpha` is used by add/sub. The op is a template argument so
+// each kernel's inner loop is straight-line code the compiler can vectorise.
+template <int kOp, typename T>
 struct BinaryFn {
-  int op;
   T alpha;
   T operator()(T a, T b) const;
 };
@@ -129,9 +132,9 @@ const BinarySpec kSpecs[kNumOps] = {
     {"xlogy", ResultKind::Float, DtypeSet::All, false, false},
 };
 
-template <typename T>
-T BinaryFn<T>::operator()(T a, T b) const {
-  switch (op) {
+template <int kOp, typename T>
+T BinaryFn<kOp, T>::operator()(T a, T b) const {
+  switch (kOp) {
     case kAdd: return alpha == T(1) ? T(a + b) : T(a + alpha * b);
     case kSub: return alpha == T(1) ? T(a - b) : T(a - alpha * b);
     case kMul:
@@ -186,7 +189,7 @@ T BinaryFn<T>::operator()(T a, T b) const {
 template <int kOp, typename C, typename Out>
 void RunTyped(const ElementwiseIter& iter, opmath_t<C> alpha) {
   using M = opmath_t<C>;
-  BinaryFn<M> f{kOp, alpha};
+  BinaryFn<kOp, M> f{alpha};
   CpuKernel<Out, C, C>(iter, [f](C a, C b) -> Out { return static_cast<Out>(f(M(a), M(b))); });
 }
 
@@ -198,6 +201,23 @@ void RunBinary(const ElementwiseIter& iter, ScalarType compute, ScalarType out, 
     if (out == ScalarType::Bool && compute != ScalarType::Bool) RunTyped<kOp, C, bool>(iter, alpha.to<M>());
     else RunTyped<kOp, C, C>(iter, alpha.to<M>());
   });
+}
+
+// out = a ** e for e in {0.5, 1, 2, 3, -1, -2}; false for other exponents.
+bool PowScalarFastPath(const Tensor& out, const Tensor& a, double e) {
+  if (!(e == 0.5 || e == 1 || e == 2 || e == 3 || e == -1 || e == -2)) return false;
+  ElementwiseIter iter({out, a});
+  KILN_DISPATCH_FLOATING(a.dtype(), "pow", [&] {
+    using C = scalar_t;
+    using M = opmath_t<C>;
+    if (e == 2) CpuKernel<C, C>(iter, [](C x) -> C { M v = M(x); return C(v * v); });
+    else if (e == 3) CpuKernel<C, C>(iter, [](C x) -> C { M v = M(x); return C(v * v * v); });
+    else if (e == 0.5) CpuKernel<C, C>(iter, [](C x) -> C { return C(std::sqrt(M(x))); });
+    else if (e == 1) CpuKernel<C, C>(iter, [](C x) -> C { return x; });
+    else if (e == -1) CpuKernel<C, C>(iter, [](C x) -> C { return C(M(1) / M(x)); });
+    else CpuKernel<C, C>(iter, [](C x) -> C { M v = M(x); return C(M(1) / (v * v)); });
+  });
+  return true;
 }
 
 // Writes f(a, b) into `out` (already sized). b_scalar, when given, replaces b.
@@ -217,6 +237,13 @@ void BinaryInto(const Tensor& out, const Tensor& a, const Tensor* b, const Scala
       scalar_t v = b_scalar->to<scalar_t>();
       std::memcpy(value, &v, sizeof(v));
     });
+    if constexpr (kOp == kPow) {
+      // x ** 2 and friends: cheap exact forms instead of pow() per element (as PyTorch does).
+      if (IsFloating(compute) && PowScalarFastPath(dst, ac, b_scalar->to_double())) {
+        if (!dst.is_same(out)) { Tensor o = out; ops::copy_(o, dst); }
+        return;
+      }
+    }
     ElementwiseIter iter({dst, ac, Operand::Broadcast(value)});
     RunBinary<kOp>(iter, compute, loop_out, alpha);
   } else {
@@ -345,7 +372,7 @@ Tensor OutAlphaTensor(const Tensor& a, const Tensor& b, const Scalar& alpha, Ten
 
 Tensor DivMode(const Tensor& a, const Tensor& b, std::optional<std::string> mode) {
   if (!mode) return FunctionalTensor<kDiv>(a, b);
-  KILN_CHECK_VALUE(*mode == "trunc" || *mode == "floor",
+  KILN_CHECK(*mode == "trunc" || *mode == "floor",
                    "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
   return *mode == "trunc" ? FunctionalTensor<kDivTrunc>(a, b) : FunctionalTensor<kDivFloor>(a, b);
 }
@@ -354,7 +381,7 @@ TensorMeta DivModeMeta(const Tensor& a, const Tensor& b, std::optional<std::stri
 }
 Tensor DivModeScalar(const Tensor& a, const Scalar& b, std::optional<std::string> mode) {
   if (!mode) return FunctionalScalar<kDiv>(a, b);
-  KILN_CHECK_VALUE(*mode == "trunc" || *mode == "floor",
+  KILN_CHECK(*mode == "trunc" || *mode == "floor",
                    "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
   return *mode == "trunc" ? FunctionalScalar<kDivTrunc>(a, b) : FunctionalScalar<kDivFloor>(a, b);
 }
@@ -369,7 +396,7 @@ Tensor RsubScalar(const Tensor& a, const Scalar& b, const Scalar& alpha) {
 }
 // Scalar ** Tensor
 Tensor PowScalarBase(const Scalar& base, const Tensor& exp) {
-  return FunctionalTensor<kPow>(WrapScalar(base, exp.device()), exp);
+  return CallOp<Tensor>(KILN_OP("aten::pow.Tensor_Tensor"), WrapScalar(base, exp.device()), exp);
 }
 
 template <int kOp>

@@ -44,5 +44,8 @@ void RegisterReduceMoreOps(Registry& r);   // reduce_more.cc
 void RegisterReduceStatsOps(Registry& r);  // reduce_stats.cc
 void RegisterActivationOps(Registry& r);   // activation.cc
 void RegisterLossOps(Registry& r);         // loss.cc
+void RegisterLinalgOps(Registry& r);
+void RegisterConvPoolOps(Registry& r);
+void RegisterNormOps(Registry& r);
 
 }  // namespace kiln

@@ -128,7 +128,7 @@ Tensor ToOther(const Tensor& self, const Tensor& other, bool, bool copy, std::op
 Tensor TypeAs(const Tensor& self, const Tensor& other) { return ToImpl(self, other.dtype(), std::nullopt, false, {}); }
 
 Tensor Contiguous(const Tensor& self, MemoryFormat) {
-  return self.is_contiguous() ? self : ops::clone(self);
+  return self.is_contiguous() ? self : ops::clone(self, MemoryFormat::Contiguous);
 }
 
 }  // namespace

@@ -124,6 +124,7 @@ Tensor FillTensorCPU(Tensor self, const Tensor& value) {
   return FillCPU(self, s);
 }
 Tensor FillTensorMeta(Tensor self, const Tensor&) { return self; }
+Tensor Zero(Tensor self) { return ops::fill_(self, Scalar(int64_t(0))); }
 
 // arange: length ceil((end - start) / step), computed in double like PyTorch.
 int64_t ArangeLength(const Scalar& start, const Scalar& end, const Scalar& step) {
@@ -198,6 +199,7 @@ void RegisterCreationOps(Registry& r) {
       .Impl<&FillCPU>(DispatchKey::CPU)
       .Impl<&FillMeta>(DispatchKey::Meta)
       .Impl<&FillMeta>(DispatchKey::Fake);
+  r.Def("zero_(Tensor(a!) self) -> Tensor(a!)", {}, kFunctionAndMethod).Composite<&Zero>();
   r.Def("fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)", {}, kFunctionAndMethod)
       .Impl<&FillTensorCPU>(DispatchKey::CPU)
       .Impl<&FillTensorMeta>(DispatchKey::Meta)

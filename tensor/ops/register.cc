@@ -14,6 +14,9 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterReduceStatsOps(r);
   RegisterActivationOps(r);
   RegisterLossOps(r);
+  RegisterLinalgOps(r);
+  RegisterConvPoolOps(r);
+  RegisterNormOps(r);
 }
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "tensor/ops/common.h"
+#include "tensor/vec_math.h"
 
 namespace kiln {
 namespace {
@@ -74,8 +75,14 @@ double ErfInv(double y) {
   return x;
 }
 
+// std::signbit, through the bits (GCC 12 crashes vectorising std::signbit on AVX2).
+template <typename M> inline bool SignBit(M x) {
+  if constexpr (sizeof(M) == 4) { uint32_t b; std::memcpy(&b, &x, 4); return b >> 31; }
+  else { uint64_t b; std::memcpy(&b, &x, 8); return b >> 63; }
+}
+
 double Digamma(double x) {
-  if (x == 0) return std::signbit(x) ? INFINITY : -INFINITY;
+  if (x == 0) return SignBit(x) ? INFINITY : -INFINITY;
   if (x < 0) {
     if (x == std::floor(x)) return NAN;
     return Digamma(1 - x) - M_PI / std::tan(M_PI * x);
@@ -91,11 +98,16 @@ template <typename T>
 T RoundHalfEven(T x) { return std::nearbyint(x); }
 
 // Element function over opmath type M (float/double for floating; the integer type otherwise).
+// exp for the op's compute type: the vectorisable ExpF for float, libm for double.
+template <typename M> inline M Exp(M x) {
+  if constexpr (std::is_same_v<M, float>) return ExpF(x); else return std::exp(x);
+}
+
 template <typename M>
 inline M ApplyUnary(int op, M x) {
   if constexpr (std::is_floating_point_v<M>) {
     switch (op) {
-      case kExp: return std::exp(x);
+      case kExp: return Exp(x);
       case kExp2: return std::exp2(x);
       case kLog: return std::log(x);
       case kLog2: return std::log2(x);
@@ -104,7 +116,7 @@ inline M ApplyUnary(int op, M x) {
       case kExpm1: return std::expm1(x);
       case kSqrt: return std::sqrt(x);
       case kRsqrt: return M(1) / std::sqrt(x);
-      case kSigmoid: return M(1) / (M(1) + std::exp(-x));
+      case kSigmoid: return M(1) / (M(1) + Exp(-x));
       case kTanh: return std::tanh(x);
       case kSin: return std::sin(x);
       case kCos: return std::cos(x);
@@ -122,7 +134,7 @@ inline M ApplyUnary(int op, M x) {
       case kErfinv: return static_cast<M>(ErfInv(x));
       case kLgamma: return std::lgamma(x);
       case kDigamma: return static_cast<M>(Digamma(x));
-      case kSilu: return x / (M(1) + std::exp(-x));
+      case kSilu: return x / (M(1) + Exp(-x));
       case kMish: return x * std::tanh(std::log1p(std::exp(x)));
       case kNeg: return -x;
       case kAbs: return std::abs(x);
@@ -139,7 +151,7 @@ inline M ApplyUnary(int op, M x) {
       case kIsnan: return x != x;
       case kIsinf: return std::isinf(x);
       case kIsfinite: return std::isfinite(x);
-      case kSignbit: return std::signbit(x);
+      case kSignbit: return SignBit(x);
     }
   } else {
     switch (op) {
@@ -169,10 +181,12 @@ ScalarType UnaryComputeType(int op, ScalarType in) {
 
 void CheckUnaryDtype(int op, ScalarType in) {
   const UnarySpec& spec = kUnary[op];
-  KILN_CHECK(spec.allow_bool || in != ScalarType::Bool, "\"", spec.name, "\" not implemented for 'Bool'");
-  if (op == kBitwiseNot) KILN_CHECK(IsIntegral(in, true), "\"bitwise_not\" not implemented for '", ScalarTypeDisplayName(in), "'");
-  if (op == kSilu || op == kMish) KILN_CHECK(IsFloating(in), "\"", spec.name, "\" not implemented for '", ScalarTypeDisplayName(in), "'");
-  if (op == kFrac) KILN_CHECK(IsFloating(in), "\"frac\" not implemented for '", ScalarTypeDisplayName(in), "'");
+  KILN_CHECK(!(op == kNeg && in == ScalarType::Bool), "Negation, the `-` operator, on a bool tensor is not "
+             "supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+  KILN_CHECK_NOT_IMPLEMENTED(spec.allow_bool || in != ScalarType::Bool, "\"", spec.name, "\" not implemented for 'Bool'");
+  if (op == kBitwiseNot) KILN_CHECK_NOT_IMPLEMENTED(IsIntegral(in, true), "\"bitwise_not\" not implemented for '", ScalarTypeDisplayName(in), "'");
+  if (op == kSilu || op == kMish) KILN_CHECK_NOT_IMPLEMENTED(IsFloating(in), "\"", spec.name, "\" not implemented for '", ScalarTypeDisplayName(in), "'");
+  if (op == kFrac) KILN_CHECK_NOT_IMPLEMENTED(IsFloating(in), "\"frac\" not implemented for '", ScalarTypeDisplayName(in), "'");
 }
 
 ScalarType UnaryResultType(int op, ScalarType in) {

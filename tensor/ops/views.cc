@@ -87,7 +87,7 @@ Tensor View(const Tensor& self, const SymList& size) {
 Tensor Reshape(const Tensor& self, const SymList& size) {
   SymDimVector sizes = InferSize("reshape", size, self->sym_numel());
   if (ComputeViewStrides(self, sizes)) return ops::view(self, size);
-  return ops::view(ops::contiguous(self), SymList(sizes.begin(), sizes.end()));
+  return ops::view(ops::clone(self, MemoryFormat::Contiguous), SymList(sizes.begin(), sizes.end()));
 }
 
 Tensor AsStrided(const Tensor& self, const SymList& size, const SymList& stride, std::optional<SymInt> offset) {
@@ -258,7 +258,6 @@ Tensor Narrow(const Tensor& self, int64_t dim, const SymInt& start, const SymInt
 
 Tensor Diagonal(const Tensor& self, int64_t offset, int64_t dim1, int64_t dim2) {
   const int64_t nd = self.dim();
-  KILN_CHECK(nd >= 2, "diagonal dimensions requires at least 2 dims, got ", nd);
   dim1 = WrapDim(dim1, nd);
   dim2 = WrapDim(dim2, nd);
   KILN_CHECK(dim1 != dim2, "diagonal dimensions cannot be identical ", dim1, ", ", dim2);

@@ -1,0 +1,487 @@
+// python/csrc/arg_parser.cc: schema-driven conversion of Python arguments and results.
+#include "python/csrc/arg_parser.h"
+
+#include <sstream>
+#include <unordered_map>
+
+#include "python/csrc/python_dtype.h"
+#include "python/csrc/python_tensor.h"
+#include "tensor/ops/common.h"
+
+namespace kiln::python {
+namespace {
+
+bool IsInt(PyObject* o) {
+  if (PyLong_Check(o)) return !PyBool_Check(o);
+  // numpy integers and other __index__ objects (not floats, not tensors).
+  if (IsTensor(o)) {
+    const Tensor& t = UnpackTensor(o);
+    return t.dim() == 0 && IsIntegral(t.dtype(), false) && t->has_storage();
+  }
+  return Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_index && !PyFloat_Check(o);
+}
+
+int64_t AsInt(PyObject* o) {
+  if (PyLong_Check(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow) throw Error("Overflow when unpacking long");
+    return v;
+  }
+  PyObject* idx = PyNumber_Index(o);
+  if (!idx) { PyErr_Clear(); throw TypeError("expected an integer"); }
+  long long v = PyLong_AsLongLong(idx);
+  Py_DECREF(idx);
+  return v;
+}
+
+bool IsFloatLike(PyObject* o) {
+  return PyFloat_Check(o) || IsInt(o) ||
+         (!IsTensor(o) && !PyBool_Check(o) && Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_float);
+}
+
+std::string TypeNameOf(PyObject* o) {
+  if (IsTensor(o)) return "Tensor";
+  if (o == Py_None) return "NoneType";
+  if (IsDtype(o)) return "dtype";
+  return Py_TYPE(o)->tp_name;
+}
+
+// Sequence of ints (tuple, list, kiln.Size) -> SymInt list; false when o is not one.
+bool ToIntList(PyObject* o, std::vector<SymInt>* out) {
+  if (!PyTuple_Check(o) && !PyList_Check(o)) return false;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+  PyObject** items = PySequence_Fast_ITEMS(o);
+  out->clear();
+  out->reserve(n);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (!IsInt(items[i])) return false;
+    out->emplace_back(AsInt(items[i]));
+  }
+  return true;
+}
+
+Device ToDevice(PyObject* o) {
+  if (PyUnicode_Check(o)) return Device::Parse(PyUnicode_AsUTF8(o));
+  if (IsInt(o)) return Device(DeviceType::CUDA, static_cast<int16_t>(AsInt(o)));
+  PyObject* s = PyObject_Str(o);
+  if (!s) { PyErr_Clear(); throw TypeError("expected a device"); }
+  std::string text = PyUnicode_AsUTF8(s);
+  Py_DECREF(s);
+  return Device::Parse(text);
+}
+
+bool IsDeviceLike(PyObject* o) {
+  if (PyUnicode_Check(o)) return true;
+  static PyObject* device_type = nullptr;
+  if (!device_type) {
+    PyObject* mod = PyImport_ImportModule("kiln._device");
+    if (!mod) { PyErr_Clear(); return false; }
+    device_type = PyObject_GetAttrString(mod, "device");
+    Py_DECREF(mod);
+    if (!device_type) { PyErr_Clear(); return false; }
+  }
+  return PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(device_type));
+}
+
+// Enum sentinels (kiln.strided, kiln.contiguous_format) carry an int `_kiln_enum`.
+bool ToEnum(PyObject* o, const char* kind, int64_t* out) {
+  PyObject* k = PyObject_GetAttrString(o, "_kiln_enum_kind");
+  if (!k) { PyErr_Clear(); return false; }
+  bool ok = PyUnicode_Check(k) && std::string(PyUnicode_AsUTF8(k)) == kind;
+  Py_DECREF(k);
+  if (!ok) return false;
+  PyObject* v = PyObject_GetAttrString(o, "_kiln_enum");
+  if (!v) { PyErr_Clear(); return false; }
+  *out = PyLong_AsLongLong(v);
+  Py_DECREF(v);
+  return true;
+}
+
+// One argument. Returns false (and sets *why) when `o` cannot be `arg`.
+bool ConvertArg(const Argument& arg, PyObject* o, bool lenient, IValue* out, std::string* why) {
+  if (o == Py_None) {
+    if (arg.optional || arg.kind == TypeKind::Generator) { *out = IValue(); return true; }
+    *why = "argument '" + arg.name + "' must be " + TypeKindName(arg.kind) + ", not NoneType";
+    return false;
+  }
+  auto fail = [&]() {
+    *why = "argument '" + arg.name + "' (position) must be " + TypeKindName(arg.kind) + ", not " + TypeNameOf(o);
+    return false;
+  };
+  switch (arg.kind) {
+    case TypeKind::Tensor:
+      if (IsTensor(o)) { *out = IValue(UnpackTensor(o)); return true; }
+      if (lenient && (PyLong_Check(o) || PyFloat_Check(o) || PyBool_Check(o))) {
+        Scalar s;
+        ToScalar(o, &s);
+        *out = IValue(WrapScalar(s, Device(DeviceType::CPU)));
+        return true;
+      }
+      return fail();
+    case TypeKind::Scalar: {
+      Scalar s;
+      if (IsTensor(o) || !ToScalar(o, &s)) return fail();
+      *out = IValue(s);
+      return true;
+    }
+    case TypeKind::Int:
+      if (!IsInt(o)) return fail();
+      *out = IValue(AsInt(o));
+      return true;
+    case TypeKind::SymInt:
+      if (!IsInt(o)) return fail();
+      *out = IValue(SymInt(AsInt(o)));
+      return true;
+    case TypeKind::Float:
+      if (!IsFloatLike(o) || IsTensor(o)) return fail();
+      *out = IValue(PyFloat_AsDouble(o));
+      if (PyErr_Occurred()) { PyErr_Clear(); return fail(); }
+      return true;
+    case TypeKind::Bool:
+      if (!PyBool_Check(o)) return fail();
+      *out = IValue(o == Py_True);
+      return true;
+    case TypeKind::Str:
+      if (!PyUnicode_Check(o)) return fail();
+      *out = IValue(std::string(PyUnicode_AsUTF8(o)));
+      return true;
+    case TypeKind::IntList:
+    case TypeKind::SymIntList: {
+      std::vector<SymInt> v;
+      if (IsInt(o) && arg.list_size > 0) {
+        v.assign(arg.list_size, SymInt(AsInt(o)));
+      } else if (!ToIntList(o, &v)) {
+        return fail();
+      }
+      *out = IValue(std::move(v));
+      return true;
+    }
+    case TypeKind::FloatList: {
+      if (!PyTuple_Check(o) && !PyList_Check(o)) {
+        if (IsFloatLike(o) && arg.list_size > 0) {
+          *out = IValue(std::vector<double>(arg.list_size, PyFloat_AsDouble(o)));
+          return true;
+        }
+        return fail();
+      }
+      std::vector<double> v;
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
+        PyObject* it = PySequence_Fast_ITEMS(o)[i];
+        if (!IsFloatLike(it)) return fail();
+        v.push_back(PyFloat_AsDouble(it));
+      }
+      *out = IValue(std::move(v));
+      return true;
+    }
+    case TypeKind::BoolList: {
+      if (!PyTuple_Check(o) && !PyList_Check(o)) return fail();
+      std::vector<bool> v;
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
+        PyObject* it = PySequence_Fast_ITEMS(o)[i];
+        if (!PyBool_Check(it)) return fail();
+        v.push_back(it == Py_True);
+      }
+      *out = IValue(std::move(v));
+      return true;
+    }
+    case TypeKind::TensorList: {
+      if (!PyTuple_Check(o) && !PyList_Check(o)) return fail();
+      std::vector<Tensor> v;
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
+        PyObject* it = PySequence_Fast_ITEMS(o)[i];
+        if (!IsTensor(it)) {
+          *why = "expected Tensor as element " + std::to_string(i) + " in argument '" + arg.name + "', but got " +
+                 TypeNameOf(it);
+          return false;
+        }
+        v.push_back(UnpackTensor(it));
+      }
+      *out = IValue(std::move(v));
+      return true;
+    }
+    case TypeKind::OptionalTensorList: {
+      if (!PyTuple_Check(o) && !PyList_Check(o)) return fail();
+      OptionalTensorList v;
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
+        PyObject* it = PySequence_Fast_ITEMS(o)[i];
+        if (it == Py_None) v.emplace_back(std::nullopt);
+        else if (IsTensor(it)) v.emplace_back(UnpackTensor(it));
+        else return fail();
+      }
+      *out = IValue(std::move(v));
+      return true;
+    }
+    case TypeKind::ScalarType:
+      if (!IsDtype(o)) {
+        // Python types as dtypes: float -> float64, int -> int64, bool -> bool (as PyTorch).
+        if (o == reinterpret_cast<PyObject*>(&PyFloat_Type)) { *out = IValue(ScalarType::Float64); return true; }
+        if (o == reinterpret_cast<PyObject*>(&PyLong_Type)) { *out = IValue(ScalarType::Int64); return true; }
+        if (o == reinterpret_cast<PyObject*>(&PyBool_Type)) { *out = IValue(ScalarType::Bool); return true; }
+        return fail();
+      }
+      *out = IValue(reinterpret_cast<PyDtype*>(o)->scalar_type);
+      return true;
+    case TypeKind::Device:
+      if (!IsDeviceLike(o) && !IsInt(o)) return fail();
+      *out = IValue(ToDevice(o));
+      return true;
+    case TypeKind::Layout: {
+      int64_t v;
+      if (!ToEnum(o, "layout", &v)) return fail();
+      *out = IValue(static_cast<Layout>(v));
+      return true;
+    }
+    case TypeKind::MemoryFormat: {
+      int64_t v;
+      if (!ToEnum(o, "memory_format", &v)) return fail();
+      *out = IValue(static_cast<MemoryFormat>(v));
+      return true;
+    }
+    case TypeKind::Generator: {
+      PyObject* cap = PyObject_GetAttrString(o, "_cdata");
+      if (!cap) { PyErr_Clear(); return fail(); }
+      auto* g = static_cast<Generator*>(PyCapsule_GetPointer(cap, "kiln.Generator"));
+      Py_DECREF(cap);
+      if (!g) { PyErr_Clear(); return fail(); }
+      *out = IValue(*g);
+      return true;
+    }
+  }
+  return fail();
+}
+
+}  // namespace
+
+bool ToScalar(PyObject* o, Scalar* out) {
+  if (PyBool_Check(o)) { *out = Scalar(o == Py_True); return true; }
+  if (PyLong_Check(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow) { *out = Scalar(PyLong_AsDouble(o)); return true; }
+    *out = Scalar(static_cast<int64_t>(v));
+    return true;
+  }
+  if (PyFloat_Check(o)) { *out = Scalar(PyFloat_AsDouble(o)); return true; }
+  if (IsTensor(o)) return false;
+  // numpy scalars: integers through __index__, floats through __float__.
+  if (Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_index) { *out = Scalar(AsInt(o)); return true; }
+  if (Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_float) {
+    double d = PyFloat_AsDouble(o);
+    if (PyErr_Occurred()) { PyErr_Clear(); return false; }
+    *out = Scalar(d);
+    return true;
+  }
+  return false;
+}
+
+PyObject* ScalarToPython(const Scalar& s) {
+  if (s.is_bool()) return PyBool_FromLong(s.to_bool());
+  if (s.is_integral()) return PyLong_FromLongLong(s.to_int());
+  return PyFloat_FromDouble(s.to_double());
+}
+
+bool ParseArgs(const Op& op, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, bool lenient, Stack& out,
+               std::string* why) {
+  const auto& params = op.schema().arguments;
+  const size_t np = params.size();
+  out.clear();
+  out.resize(np);
+  absl::InlinedVector<bool, 16> filled(np, false);
+  // Positional arguments.
+  Py_ssize_t ai = 0;
+  size_t pi = 0;
+  for (; ai < nargs; ++pi) {
+    if (pi >= np || params[pi].kwarg_only) {
+      *why = op.base_name() + "() takes " + std::to_string(pi) + " positional arguments but " +
+             std::to_string(nargs) + " were given";
+      return false;
+    }
+    const Argument& p = params[pi];
+    PyObject* o = args[ai];
+    // Varargs sizes: x.view(2, 3), kiln.zeros(2, 3), x.permute(1, 0).
+    if ((p.kind == TypeKind::IntList || p.kind == TypeKind::SymIntList) && p.list_size < 0 && IsInt(o)) {
+      std::vector<SymInt> v;
+      while (ai < nargs && IsInt(args[ai])) v.emplace_back(AsInt(args[ai++]));
+      out[pi] = IValue(std::move(v));
+      filled[pi] = true;
+      continue;
+    }
+    if (!ConvertArg(p, o, lenient, &out[pi], why)) return false;
+    filled[pi] = true;
+    ++ai;
+  }
+  // Keyword arguments.
+  if (kwnames) {
+    Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < nk; ++k) {
+      const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
+      size_t j = 0;
+      while (j < np && params[j].name != name) ++j;
+      // PyTorch's Python names: `input` for `self`.
+      if (j == np && std::string(name) == "input" && np > 0 && params[0].name == "self") j = 0;
+      if (j == np) {
+        *why = op.base_name() + "() got an unexpected keyword argument '" + name + "'";
+        return false;
+      }
+      if (filled[j]) {
+        *why = op.base_name() + "() got multiple values for argument '" + params[j].name + "'";
+        return false;
+      }
+      if (!ConvertArg(params[j], args[nargs + k], lenient, &out[j], why)) return false;
+      filled[j] = true;
+    }
+  }
+  // Defaults.
+  for (size_t j = 0; j < np; ++j) {
+    if (filled[j]) continue;
+    if (params[j].default_value) out[j] = *params[j].default_value;
+    else if (params[j].optional) out[j] = IValue();
+    else {
+      *why = op.base_name() + "() missing required argument '" + params[j].name + "'";
+      return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+
+// namedtuple types for ops with named returns (max.dim -> values, indices), built once.
+PyObject* ReturnType(const Op& op) {
+  static std::unordered_map<const Op*, PyObject*> cache;
+  auto it = cache.find(&op);
+  if (it != cache.end()) return it->second;
+  PyObject* type = nullptr;
+  const auto& rets = op.schema().returns;
+  bool named = !rets.empty();
+  for (const auto& r : rets) named = named && !r.name.empty();
+  if (named) {
+    PyObject* collections = PyImport_ImportModule("collections");
+    PyObject* fields = PyList_New(0);
+    for (const auto& r : rets) {
+      PyObject* s = PyUnicode_FromString(r.name.c_str());
+      PyList_Append(fields, s);
+      Py_DECREF(s);
+    }
+    type = PyObject_CallMethod(collections, "namedtuple", "sO", op.base_name().c_str(), fields);
+    Py_DECREF(fields);
+    Py_DECREF(collections);
+    if (type) PyObject_SetAttrString(type, "__module__", PyUnicode_FromString("kiln.return_types"));
+    else PyErr_Clear();
+  }
+  cache[&op] = type;
+  return type;
+}
+
+PyObject* IValueToPython(const IValue& v) {
+  if (v.is_none()) Py_RETURN_NONE;
+  if (v.is_tensor()) return WrapTensor(v.to_tensor());
+  if (v.is_int()) return PyLong_FromLongLong(v.to_int());
+  if (v.is_double()) return PyFloat_FromDouble(v.to_double());
+  if (v.is_bool()) return PyBool_FromLong(v.to_bool());
+  if (v.is_symint()) return PyLong_FromLongLong(v.to_symint().guard_int(__FILE__, __LINE__));
+  if (v.is_tensor_list()) {
+    const auto& l = v.to_tensor_list();
+    PyObject* t = PyTuple_New(l.size());
+    for (size_t i = 0; i < l.size(); ++i) PyTuple_SET_ITEM(t, i, WrapTensor(l[i]));
+    return t;
+  }
+  if (auto* s = std::get_if<ScalarType>(&v.variant())) {
+    PyObject* d = DtypeObject(*s);
+    Py_INCREF(d);
+    return d;
+  }
+  throw Error("cannot convert a " + v.type_name() + " result to Python");
+}
+
+}  // namespace
+
+PyObject* ReturnsToPython(const Op& op, Stack& stack) {
+  const auto& schema = op.schema();
+  if (!schema.returns_tuple) {
+    if (stack.empty()) Py_RETURN_NONE;
+    return IValueToPython(stack[0]);
+  }
+  PyObject* tuple = PyTuple_New(stack.size());
+  for (size_t i = 0; i < stack.size(); ++i) {
+    PyObject* item = IValueToPython(stack[i]);
+    if (!item) { Py_DECREF(tuple); return nullptr; }
+    PyTuple_SET_ITEM(tuple, i, item);
+  }
+  if (PyObject* type = ReturnType(op)) {
+    PyObject* result = PyObject_Call(type, tuple, nullptr);
+    Py_DECREF(tuple);
+    return result;
+  }
+  return tuple;
+}
+
+PyObject* CallOverloads(const std::string& display_name, Op* const* overloads, size_t count, PyObject* const* args,
+                        Py_ssize_t nargs, PyObject* kwnames) {
+  return Guarded([&]() -> PyObject* {
+    thread_local Stack stack;
+    std::string why;
+    std::vector<std::string> reasons;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t i = 0; i < count; ++i) {
+        const Op& op = *overloads[i];
+        if (ParseArgs(op, args, nargs, kwnames, pass == 1, stack, &why)) {
+          Stack local = std::move(stack);  // re-entrant: kernels may call back into Python
+          stack = Stack();
+          op.Call(local);
+          return ReturnsToPython(op, local);
+        }
+        if (pass == 0) reasons.push_back(why);
+      }
+    }
+    std::ostringstream msg;
+    if (count == 1) {
+      msg << display_name << "(): " << reasons[0];
+      throw TypeError(msg.str());
+    }
+    msg << display_name << "() received an invalid combination of arguments - got (";
+    for (Py_ssize_t i = 0; i < nargs; ++i) msg << (i ? ", " : "") << TypeNameOf(args[i]);
+    if (kwnames) {
+      for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); ++k)
+        msg << (nargs + k ? ", " : "") << PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k)) << "="
+            << TypeNameOf(args[nargs + k]);
+    }
+    msg << "), but expected one of:";
+    for (size_t i = 0; i < count; ++i) {
+      const auto& s = overloads[i]->schema();
+      msg << "\n * (";
+      bool kw = false;
+      for (size_t j = 0; j < s.arguments.size(); ++j) {
+        const Argument& a = s.arguments[j];
+        if (j) msg << ", ";
+        if (a.kwarg_only && !kw) { msg << "*, "; kw = true; }
+        msg << a.type_str << " " << a.name;
+      }
+      msg << ")\n      didn't match because: " << reasons[i];
+    }
+    throw TypeError(msg.str());
+  });
+}
+
+void TranslateCurrentException() {
+  try {
+    throw;
+  } catch (const IndexError& e) {
+    PyErr_SetString(PyExc_IndexError, e.what());
+  } catch (const ValueError& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (const TypeError& e) {
+    PyErr_SetString(PyExc_TypeError, e.what());
+  } catch (const NotImplementedError& e) {
+    PyErr_SetString(PyExc_NotImplementedError, e.what());
+  } catch (const Error& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (const std::bad_alloc&) {
+    PyErr_SetString(PyExc_MemoryError, "kiln: out of memory");
+  } catch (const std::exception& e) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+}
+
+}  // namespace kiln::python

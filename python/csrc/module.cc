@@ -1,0 +1,296 @@
+// python/csrc/module.cc: the kiln._C extension module: types, registry access, tensors from
+// Python data and numpy buffers, generators and global settings.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "python/csrc/arg_parser.h"
+#include "python/csrc/op_function.h"
+#include "python/csrc/python_dtype.h"
+#include "python/csrc/python_tensor.h"
+#include "runtime/thread_pool.h"
+#include "tensor/ops/common.h"
+
+namespace py = pybind11;
+
+namespace kiln::python {
+namespace {
+
+// --- kiln.tensor(data): nested sequences of numbers -------------------------------------------
+
+struct DataInfo {
+  DimVector shape;
+  bool any_float = false, any_int = false, any_bool = false;
+};
+
+void Infer(PyObject* o, size_t depth, DataInfo& info) {
+  if (IsTensor(o)) {
+    const Tensor& t = UnpackTensor(o);
+    KILN_CHECK_VALUE(t.dim() == 0 || depth == 0, "only one element tensors can be converted to Python scalars");
+    if (IsFloating(t.dtype())) info.any_float = true;
+    else if (t.dtype() == ScalarType::Bool) info.any_bool = true;
+    else info.any_int = true;
+    return;
+  }
+  if (PyUnicode_Check(o)) throw ValueError("too many dimensions 'str'");
+  if (PyBool_Check(o)) { info.any_bool = true; return; }
+  if (PyLong_Check(o)) { info.any_int = true; return; }
+  if (PyFloat_Check(o)) { info.any_float = true; return; }
+  if (PyList_Check(o) || PyTuple_Check(o)) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    if (depth == info.shape.size()) info.shape.push_back(n);
+    else
+      KILN_CHECK_VALUE(info.shape[depth] == n, "expected sequence of length ", info.shape[depth], " at dim ", depth,
+                       " (got ", n, ")");
+    for (Py_ssize_t i = 0; i < n; ++i) Infer(PySequence_Fast_ITEMS(o)[i], depth + 1, info);
+    return;
+  }
+  Scalar s;
+  if (ToScalar(o, &s)) {
+    if (s.is_floating()) info.any_float = true;
+    else info.any_int = true;
+    return;
+  }
+  throw TypeError(StrCat("new(): invalid data type '", Py_TYPE(o)->tp_name, "'"));
+}
+
+template <typename T>
+void Fill(PyObject* o, size_t depth, const DataInfo& info, T*& out) {
+  if (PyList_Check(o) || PyTuple_Check(o)) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    KILN_CHECK_VALUE(depth < info.shape.size() && n == info.shape[depth], "expected sequence of length ",
+                     depth < info.shape.size() ? info.shape[depth] : 0, " at dim ", depth, " (got ", n, ")");
+    for (Py_ssize_t i = 0; i < n; ++i) Fill(PySequence_Fast_ITEMS(o)[i], depth + 1, info, out);
+    return;
+  }
+  KILN_CHECK_VALUE(depth == info.shape.size(), "expected sequence of length ", info.shape.size() > depth ? info.shape[depth] : 0,
+                   " at dim ", depth, " (got a number)");
+  Scalar s;
+  if (IsTensor(o)) {
+    PyObject* v = PyObject_CallMethod(o, "item", nullptr);
+    if (!v) throw py::error_already_set();
+    ToScalar(v, &s);
+    Py_DECREF(v);
+  } else {
+    ToScalar(o, &s);
+  }
+  *out++ = s.to<T>();
+}
+
+Tensor TensorFromData(PyObject* data, std::optional<ScalarType> dtype) {
+  DataInfo info;
+  Infer(data, 0, info);
+  ScalarType inferred = info.any_float ? GetDefaultDtype()
+                        : info.any_int ? ScalarType::Int64
+                        : info.any_bool ? ScalarType::Bool
+                                        : GetDefaultDtype();
+  // A lone 0-dim tensor keeps its dtype.
+  if (IsTensor(data)) inferred = UnpackTensor(data).dtype();
+  ScalarType out = dtype.value_or(inferred);
+  Tensor t = EmptyTensor(info.shape, out, Device(DeviceType::CPU));
+  KILN_DISPATCH_ALL(out, "tensor", [&] {
+    scalar_t* p = t.data_ptr<scalar_t>();
+    Fill<scalar_t>(data, 0, info, p);
+  });
+  return t;
+}
+
+// --- numpy (buffer protocol) -> tensor sharing memory -------------------------------------------
+
+ScalarType FormatToScalarType(const char* fmt, Py_ssize_t itemsize) {
+  std::string f = fmt ? fmt : "B";
+  if (!f.empty() && (f[0] == '<' || f[0] == '=' || f[0] == '@' || f[0] == '|')) f = f.substr(1);
+  if (f == "?") return ScalarType::Bool;
+  if (f == "B") return ScalarType::UInt8;
+  if (f == "b") return ScalarType::Int8;
+  if (f == "h") return ScalarType::Int16;
+  if (f == "i") return ScalarType::Int32;
+  if ((f == "l" || f == "q") && itemsize == 8) return ScalarType::Int64;
+  if (f == "l" && itemsize == 4) return ScalarType::Int32;
+  if (f == "e") return ScalarType::Float16;
+  if (f == "f") return ScalarType::Float32;
+  if (f == "d") return ScalarType::Float64;
+  throw TypeError(StrCat("can't convert np.ndarray of type ", f,
+                         ". The only supported types are: float64, float32, float16, int64, int32, int16, int8, uint8, and bool."));
+}
+
+Tensor FromBuffer(PyObject* obj) {
+  auto* view = new Py_buffer();
+  if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS_RO) != 0) {
+    delete view;
+    throw py::error_already_set();
+  }
+  ScalarType dtype;
+  try {
+    dtype = FormatToScalarType(view->format, view->itemsize);
+  } catch (...) {
+    PyBuffer_Release(view);
+    delete view;
+    throw;
+  }
+  DimVector sizes, strides;
+  for (int i = 0; i < view->ndim; ++i) {
+    sizes.push_back(view->shape[i]);
+    KILN_CHECK_VALUE(view->strides[i] % view->itemsize == 0, "given numpy array strides not a multiple of the element "
+                     "byte size. Copy the numpy array to reallocate the memory.");
+    KILN_CHECK_VALUE(view->strides[i] >= 0, "At least one stride in the given numpy array is negative, and tensors "
+                     "with negative strides are not currently supported. (You can probably work around this by "
+                     "making a copy of your array  with array.copy().) ");
+    strides.push_back(view->strides[i] / view->itemsize);
+  }
+  void* data = view->buf;
+  size_t nbytes = static_cast<size_t>(view->len);
+  DataPtr ptr(data, [view](void*) {
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyBuffer_Release(view);
+    delete view;
+    PyGILState_Release(g);
+  }, Device(DeviceType::CPU));
+  auto storage = std::make_shared<StorageImpl>(std::move(ptr), nbytes, nullptr);
+  auto impl = std::make_shared<TensorImpl>(std::move(storage), dtype, Device(DeviceType::CPU),
+                                           DispatchKeySet(DispatchKey::CPU));
+  impl->set_sizes_and_strides(SymDimVector(sizes.begin(), sizes.end()), SymDimVector(strides.begin(), strides.end()), 0);
+  return Tensor(std::move(impl));
+}
+
+ScalarType DtypeArg(py::handle h) {
+  if (!IsDtype(h.ptr())) throw TypeError("expected a kiln.dtype");
+  return reinterpret_cast<PyDtype*>(h.ptr())->scalar_type;
+}
+
+std::optional<ScalarType> OptDtypeArg(py::handle h) {
+  if (h.is_none()) return std::nullopt;
+  return DtypeArg(h);
+}
+
+py::object Wrap(Tensor t) { return py::reinterpret_steal<py::object>(WrapTensor(std::move(t))); }
+
+void GeneratorCapsuleDestructor(PyObject* cap) {
+  delete static_cast<Generator*>(PyCapsule_GetPointer(cap, "kiln.Generator"));
+}
+py::object MakeGeneratorCapsule(Generator g) {
+  return py::reinterpret_steal<py::object>(
+      PyCapsule_New(new Generator(std::move(g)), "kiln.Generator", GeneratorCapsuleDestructor));
+}
+Generator& GeneratorFromCapsule(py::handle cap) {
+  auto* g = static_cast<Generator*>(PyCapsule_GetPointer(cap.ptr(), "kiln.Generator"));
+  if (!g) throw py::error_already_set();
+  return *g;
+}
+
+}  // namespace
+}  // namespace kiln::python
+
+PYBIND11_MODULE(_C, m) {
+  using namespace kiln;
+  using namespace kiln::python;
+  m.doc() = "kiln's C++ core: tensors, the dispatcher and its ops";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const py::error_already_set&) {
+      throw;
+    } catch (const kiln::Error&) {
+      TranslateCurrentException();
+    }
+  });
+  InitDtypes(m.ptr());
+  InitTensorType(m.ptr());
+  InitOpFunctionType(m.ptr());
+  Registry::Get();
+
+  m.def("_set_tensor_class", [](py::object cls) {
+    if (!PyType_Check(cls.ptr()) || !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls.ptr()), g_tensor_base_type))
+      throw TypeError("_set_tensor_class expects a subclass of TensorBase");
+    cls.inc_ref();
+    g_tensor_class = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  });
+  m.def("_packets", [] {
+    std::vector<std::tuple<std::string, std::string, int>> out;
+    for (const auto& p : Registry::Get().packets()) out.emplace_back(p->qualified_name, p->name, p->variants);
+    return out;
+  }, "All op packets: (qualified name, name, variants bits: 1 function, 2 method).");
+  m.def("_overload_names", [](const std::string& qualified) {
+    std::vector<std::string> out;
+    OpPacket* p = Registry::Get().FindPacket(qualified);
+    if (p) for (Op* op : p->overloads) out.push_back(op->schema().overload);
+    return out;
+  });
+  m.def("_packet_function", [](const std::string& qualified) -> py::object {
+    OpPacket* p = Registry::Get().FindPacket(qualified);
+    if (!p) throw py::attribute_error("no op named " + qualified);
+    return py::reinterpret_steal<py::object>(MakeOpFunction(p->name, p->overloads));
+  });
+  m.def("_overload_function", [](const std::string& full_name) -> py::object {
+    Op* op = Registry::Get().Find(full_name);
+    if (!op) throw py::attribute_error("no op named " + full_name);
+    return py::reinterpret_steal<py::object>(MakeOpFunction(op->base_name() + (op->schema().overload.empty() ? "" : "." + op->schema().overload), {op}));
+  });
+  m.def("_schema", [](const std::string& full_name) {
+    Op* op = Registry::Get().Find(full_name);
+    if (!op) throw py::attribute_error("no op named " + full_name);
+    return op->schema().str();
+  });
+  m.def("_tags", [](const std::string& full_name) {
+    Op* op = Registry::Get().Find(full_name);
+    if (!op) throw py::attribute_error("no op named " + full_name);
+    std::vector<std::string> tags;
+    for (int i = 0; i < kNumTags; ++i) {
+      Tag t = static_cast<Tag>(1u << i);
+      if (op->has_tag(t)) tags.push_back(TagName(t));
+    }
+    return tags;
+  });
+  m.def("_has_kernel", [](const std::string& full_name, const std::string& key) {
+    Op* op = Registry::Get().Find(full_name);
+    if (!op) throw py::attribute_error("no op named " + full_name);
+    for (int i = 0; i < kNumDispatchKeys; ++i)
+      if (key == DispatchKeyName(static_cast<DispatchKey>(i))) return static_cast<bool>(op->table_entry(static_cast<DispatchKey>(i)));
+    throw py::value_error("unknown dispatch key " + key);
+  });
+  m.def("_tensor_from_data", [](py::handle data, py::handle dtype) {
+    return Wrap(TensorFromData(data.ptr(), OptDtypeArg(dtype)));
+  });
+  m.def("_from_buffer", [](py::handle obj) { return Wrap(FromBuffer(obj.ptr())); });
+  m.def("get_default_dtype", [] {
+    return py::reinterpret_borrow<py::object>(DtypeObject(GetDefaultDtype()));
+  });
+  m.def("set_default_dtype", [](py::handle d) { SetDefaultDtype(DtypeArg(d)); });
+  m.def("promote_types", [](py::handle a, py::handle b) {
+    return py::reinterpret_borrow<py::object>(DtypeObject(PromoteTypes(DtypeArg(a), DtypeArg(b))));
+  });
+  m.def("can_cast", [](py::handle from, py::handle to) { return CanCast(DtypeArg(from), DtypeArg(to)); });
+  m.def("result_type", [](py::handle a, py::handle b) {
+    ResultTypeState s;
+    for (py::handle h : {a, b}) {
+      if (IsTensor(h.ptr())) s.Update(UnpackTensor(h.ptr()));
+      else {
+        Scalar sc;
+        if (!ToScalar(h.ptr(), &sc)) throw TypeError("result_type(): expected Tensor or Number");
+        s.Update(sc);
+      }
+    }
+    return py::reinterpret_borrow<py::object>(DtypeObject(s.Result()));
+  });
+  m.def("set_num_threads", [](int n) { SetNumThreads(n); });
+  m.def("get_num_threads", [] { return GetNumThreads(); });
+  m.def("_default_generator", [] { return MakeGeneratorCapsule(DefaultCPUGenerator()); });
+  m.def("_new_generator", [] { return MakeGeneratorCapsule(std::make_shared<GeneratorImpl>()); });
+  m.def("_generator_manual_seed", [](py::handle cap, uint64_t seed) { GeneratorFromCapsule(cap)->manual_seed(seed); });
+  m.def("_generator_initial_seed", [](py::handle cap) { return GeneratorFromCapsule(cap)->initial_seed(); });
+  m.def("_generator_get_state", [](py::handle cap) {
+    Generator& g = GeneratorFromCapsule(cap);
+    return std::make_pair(g->initial_seed(), g->offset());
+  });
+  m.def("_generator_set_state", [](py::handle cap, uint64_t seed, uint64_t offset) {
+    GeneratorFromCapsule(cap)->set_state(seed, offset);
+  });
+  m.def("_wrap_number", [](py::handle n) {
+    Scalar s;
+    if (!ToScalar(n.ptr(), &s)) throw TypeError("expected a number");
+    return Wrap(WrapScalar(s, Device(DeviceType::CPU)));
+  });
+  m.def("_is_wrapped_number", [](py::handle t) {
+    if (!IsTensor(t.ptr())) throw TypeError("expected a Tensor");
+    return UnpackTensor(t.ptr())->is_wrapped_number();
+  });
+}

@@ -1,0 +1,415 @@
+// python/csrc/python_tensor.cc: TensorBase: lifetime, metadata attributes, number slots, buffers.
+#include "python/csrc/python_tensor.h"
+
+#include "python/csrc/arg_parser.h"
+#include "python/csrc/op_function.h"
+#include "python/csrc/python_dtype.h"
+#include "tensor/ops/common.h"
+
+namespace kiln::python {
+
+PyTypeObject* g_tensor_base_type = nullptr;
+PyTypeObject* g_tensor_class = nullptr;
+
+namespace {
+
+PyTypeObject g_tensor_base = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+void TensorDealloc(PyObject* self) {
+  auto* t = reinterpret_cast<PyTensor*>(self);
+  if (t->tensor.defined() && t->tensor->pyobj() == self) t->tensor->set_pyobj(nullptr);
+  t->tensor.~Tensor();
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* TensorNew(PyTypeObject* type, PyObject*, PyObject*) {
+  PyObject* self = type->tp_alloc(type, 0);
+  if (!self) return nullptr;
+  new (&reinterpret_cast<PyTensor*>(self)->tensor) Tensor();
+  return self;
+}
+
+#define TENSOR(self) (reinterpret_cast<PyTensor*>(self)->tensor)
+
+const Tensor& Checked(PyObject* self) {
+  const Tensor& t = TENSOR(self);
+  if (!t.defined()) throw Error("kiln.Tensor object is not initialised (construct tensors with kiln.tensor, "
+                                "kiln.empty, ...)");
+  return t;
+}
+
+PyObject* IntTuple(const SymDimVector& v) {
+  PyObject* t = PyTuple_New(v.size());
+  for (size_t i = 0; i < v.size(); ++i) PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(v[i].guard_int(__FILE__, __LINE__)));
+  return t;
+}
+
+// --- attributes ------------------------------------------------------------------------------
+
+PyObject* GetShapeTuple(PyObject* self, void*) { return Guarded([&] { return IntTuple(Checked(self)->sym_sizes()); }); }
+PyObject* GetDtype(PyObject* self, void*) {
+  return Guarded([&] { PyObject* d = DtypeObject(Checked(self).dtype()); Py_INCREF(d); return d; });
+}
+PyObject* GetDeviceStr(PyObject* self, void*) {
+  return Guarded([&] {
+    Device d = Checked(self).device();
+    if (d.is_cuda() && d.index < 0) d.index = 0;
+    return PyUnicode_FromString(d.str().c_str());
+  });
+}
+PyObject* GetNdim(PyObject* self, void*) { return Guarded([&] { return PyLong_FromLongLong(Checked(self).dim()); }); }
+PyObject* GetIsCuda(PyObject* self, void*) { return Guarded([&] { return PyBool_FromLong(Checked(self).device().is_cuda()); }); }
+PyObject* GetIsMeta(PyObject* self, void*) { return Guarded([&] { return PyBool_FromLong(Checked(self).device().is_meta()); }); }
+PyObject* GetVersion(PyObject* self, void*) { return Guarded([&] { return PyLong_FromLong(Checked(self)->version()); }); }
+PyObject* GetItemsize(PyObject* self, void*) { return Guarded([&] { return PyLong_FromLongLong(Checked(self)->itemsize()); }); }
+
+PyGetSetDef kGetSet[] = {
+    {"_shape_tuple", GetShapeTuple, nullptr, nullptr, nullptr},
+    {"dtype", GetDtype, nullptr, nullptr, nullptr},
+    {"_device_str", GetDeviceStr, nullptr, nullptr, nullptr},
+    {"ndim", GetNdim, nullptr, nullptr, nullptr},
+    {"is_cuda", GetIsCuda, nullptr, nullptr, nullptr},
+    {"is_meta", GetIsMeta, nullptr, nullptr, nullptr},
+    {"_version", GetVersion, nullptr, nullptr, nullptr},
+    {"itemsize", GetItemsize, nullptr, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+// --- methods ---------------------------------------------------------------------------------
+
+PyObject* MethodDim(PyObject* self, PyObject*) { return GetNdim(self, nullptr); }
+PyObject* MethodNumel(PyObject* self, PyObject*) { return Guarded([&] { return PyLong_FromLongLong(Checked(self).numel()); }); }
+PyObject* MethodElementSize(PyObject* self, PyObject*) { return GetItemsize(self, nullptr); }
+PyObject* MethodStorageOffset(PyObject* self, PyObject*) {
+  return Guarded([&] { return PyLong_FromLongLong(Checked(self)->storage_offset()); });
+}
+PyObject* MethodDataPtr(PyObject* self, PyObject*) {
+  return Guarded([&] { return PyLong_FromVoidPtr(Checked(self).raw_data()); });
+}
+PyObject* MethodStorageDataPtr(PyObject* self, PyObject*) {
+  return Guarded([&] {
+    const Tensor& t = Checked(self);
+    return PyLong_FromVoidPtr(t->has_storage() ? t->storage()->data() : nullptr);
+  });
+}
+PyObject* MethodIsContiguous(PyObject* self, PyObject* const*, Py_ssize_t, PyObject*) {
+  return Guarded([&] { return PyBool_FromLong(Checked(self).is_contiguous()); });
+}
+PyObject* MethodStrideImpl(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, bool size) {
+  return Guarded([&]() -> PyObject* {
+    const Tensor& t = Checked(self);
+    PyObject* dim = nargs > 0 ? args[0] : nullptr;
+    if (kwnames && PyTuple_GET_SIZE(kwnames) == 1 && !dim) dim = args[nargs];
+    const auto& v = size ? t->sym_sizes() : t->sym_strides();
+    if (dim == nullptr || dim == Py_None) {
+      if (size) {
+        PyObject* mod = PyImport_ImportModule("kiln._size");
+        if (!mod) return nullptr;
+        PyObject* cls = PyObject_GetAttrString(mod, "Size");
+        Py_DECREF(mod);
+        PyObject* tup = IntTuple(v);
+        PyObject* out = PyObject_CallOneArg(cls, tup);
+        Py_DECREF(tup);
+        Py_DECREF(cls);
+        return out;
+      }
+      return IntTuple(v);
+    }
+    if (!PyLong_Check(dim)) throw TypeError(std::string(size ? "size" : "stride") + "(): argument 'dim' must be int");
+    int64_t d = WrapDim(PyLong_AsLongLong(dim), t.dim());
+    return PyLong_FromLongLong(v[d].guard_int(__FILE__, __LINE__));
+  });
+}
+PyObject* MethodSize(PyObject* self, PyObject* const* a, Py_ssize_t n, PyObject* k) { return MethodStrideImpl(self, a, n, k, true); }
+PyObject* MethodStride(PyObject* self, PyObject* const* a, Py_ssize_t n, PyObject* k) { return MethodStrideImpl(self, a, n, k, false); }
+
+template <typename T>
+PyObject* ElementToPython(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  if constexpr (std::is_same_v<T, bool>) return PyBool_FromLong(v);
+  else if constexpr (std::is_integral_v<T>) return PyLong_FromLongLong(static_cast<long long>(v));
+  else return PyFloat_FromDouble(static_cast<double>(static_cast<opmath_t<T>>(v)));
+}
+
+PyObject* ItemOf(const Tensor& t) {
+  KILN_CHECK(t->has_storage(), "Tensor.item() cannot be called on meta tensors");
+  KILN_CHECK(t.numel() == 1, "a Tensor with ", t.numel(), " elements cannot be converted to Scalar");
+  return KILN_DISPATCH_ALL(t.dtype(), "item", [&] { return ElementToPython<scalar_t>(static_cast<const char*>(t.raw_data())); });
+}
+
+PyObject* MethodItem(PyObject* self, PyObject*) { return Guarded([&] { return ItemOf(Checked(self)); }); }
+
+PyObject* ToList(const Tensor& t) {
+  KILN_CHECK(t->has_storage(), "tolist() cannot be called on meta tensors");
+  DimVector sizes = t.sizes(), strides = t.strides();
+  const int64_t item = t->itemsize();
+  const int nd = static_cast<int>(sizes.size());
+  return KILN_DISPATCH_ALL(t.dtype(), "tolist", [&]() -> PyObject* {
+    std::function<PyObject*(const char*, int)> rec = [&](const char* p, int d) -> PyObject* {
+      if (d == nd) return ElementToPython<scalar_t>(p);
+      PyObject* list = PyList_New(sizes[d]);
+      for (int64_t i = 0; i < sizes[d]; ++i) PyList_SET_ITEM(list, i, rec(p + i * strides[d] * item, d + 1));
+      return list;
+    };
+    return rec(static_cast<const char*>(t.raw_data()), 0);
+  });
+}
+PyObject* MethodToList(PyObject* self, PyObject*) { return Guarded([&] { return ToList(Checked(self)); }); }
+
+PyObject* MethodIsSameImpl(PyObject* self, PyObject* other) {
+  if (!IsTensor(other)) Py_RETURN_FALSE;
+  return PyBool_FromLong(TENSOR(self).is_same(TENSOR(other)));
+}
+
+PyMethodDef kMethods[] = {
+    {"dim", MethodDim, METH_NOARGS, nullptr},
+    {"ndimension", MethodDim, METH_NOARGS, nullptr},
+    {"numel", MethodNumel, METH_NOARGS, nullptr},
+    {"nelement", MethodNumel, METH_NOARGS, nullptr},
+    {"element_size", MethodElementSize, METH_NOARGS, nullptr},
+    {"storage_offset", MethodStorageOffset, METH_NOARGS, nullptr},
+    {"data_ptr", MethodDataPtr, METH_NOARGS, nullptr},
+    {"_storage_data_ptr", MethodStorageDataPtr, METH_NOARGS, nullptr},
+    {"is_contiguous", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(MethodIsContiguous)), METH_FASTCALL | METH_KEYWORDS, nullptr},
+    {"size", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(MethodSize)), METH_FASTCALL | METH_KEYWORDS, nullptr},
+    {"stride", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(MethodStride)), METH_FASTCALL | METH_KEYWORDS, nullptr},
+    {"item", MethodItem, METH_NOARGS, nullptr},
+    {"tolist", MethodToList, METH_NOARGS, nullptr},
+    {"_is_same_impl", MethodIsSameImpl, METH_O, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+// --- number protocol: forwards to the ops, handling reflected operands ------------------------
+
+PyObject* Binary(const char* name, PyObject* a, PyObject* b) {
+  PyObject* args[2] = {a, b};
+  PyObject* r = CallPacketByName(name, args, 2);
+  // An operand that is neither a tensor nor a number: let Python try the other side.
+  if (!r && PyErr_ExceptionMatches(PyExc_TypeError) && !(IsTensor(a) && IsTensor(b))) {
+    PyObject* other = IsTensor(a) ? b : a;
+    if (!PyLong_Check(other) && !PyFloat_Check(other) && !PyBool_Check(other)) {
+      PyErr_Clear();
+      Py_RETURN_NOTIMPLEMENTED;
+    }
+  }
+  return r;
+}
+
+#define KILN_NB_BINARY(FN, OP) \
+  PyObject* FN(PyObject* a, PyObject* b) { return Binary(OP, a, b); }
+KILN_NB_BINARY(NbAdd, "add")
+KILN_NB_BINARY(NbSub, "sub")
+KILN_NB_BINARY(NbMul, "mul")
+KILN_NB_BINARY(NbTrueDiv, "div")
+KILN_NB_BINARY(NbFloorDiv, "floor_divide")
+KILN_NB_BINARY(NbRemainder, "remainder")
+KILN_NB_BINARY(NbMatmul, "matmul")
+KILN_NB_BINARY(NbAnd, "bitwise_and")
+KILN_NB_BINARY(NbOr, "bitwise_or")
+KILN_NB_BINARY(NbXor, "bitwise_xor")
+KILN_NB_BINARY(NbInplaceAdd, "add_")
+KILN_NB_BINARY(NbInplaceSub, "sub_")
+KILN_NB_BINARY(NbInplaceMul, "mul_")
+KILN_NB_BINARY(NbInplaceTrueDiv, "div_")
+KILN_NB_BINARY(NbInplaceFloorDiv, "floor_divide_")
+KILN_NB_BINARY(NbInplaceRemainder, "remainder_")
+KILN_NB_BINARY(NbInplaceAnd, "bitwise_and_")
+KILN_NB_BINARY(NbInplaceOr, "bitwise_or_")
+KILN_NB_BINARY(NbInplaceXor, "bitwise_xor_")
+#undef KILN_NB_BINARY
+
+PyObject* NbPower(PyObject* a, PyObject* b, PyObject* mod) {
+  if (mod != Py_None) {
+    PyErr_SetString(PyExc_TypeError, "pow() 3rd argument not supported for tensors");
+    return nullptr;
+  }
+  return Binary("pow", a, b);
+}
+PyObject* NbInplacePower(PyObject* a, PyObject* b, PyObject*) { return Binary("pow_", a, b); }
+
+PyObject* Unary(const char* name, PyObject* a) { return CallPacketByName(name, &a, 1); }
+PyObject* NbNeg(PyObject* a) { return Unary("neg", a); }
+PyObject* NbPos(PyObject* a) { return Unary("positive", a); }
+PyObject* NbAbs(PyObject* a) { return Unary("abs", a); }
+PyObject* NbInvert(PyObject* a) {
+  return Guarded([&]() -> PyObject* {
+    KILN_CHECK_TYPE(!IsFloating(Checked(a).dtype()), "~ (operator.invert) is only implemented on integer and Boolean-type tensors");
+    return Unary("bitwise_not", a);
+  });
+}
+
+int NbBool(PyObject* self) {
+  try {
+    const Tensor& t = Checked(self);
+    KILN_CHECK(t.numel() == 1, "Boolean value of Tensor with more than one value is ambiguous");
+    PyObject* v = ItemOf(t);
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+  } catch (...) {
+    TranslateCurrentException();
+    return -1;
+  }
+}
+
+PyObject* NbIndexLike(PyObject* self, bool as_float) {
+  return Guarded([&]() -> PyObject* {
+    const Tensor& t = Checked(self);
+    KILN_CHECK(t.numel() == 1, "only one element tensors can be converted to Python scalars");
+    PyObject* v = ItemOf(t);
+    if (!v) return nullptr;
+    PyObject* r = as_float ? PyNumber_Float(v) : PyNumber_Long(v);
+    Py_DECREF(v);
+    return r;
+  });
+}
+PyObject* NbInt(PyObject* self) { return NbIndexLike(self, false); }
+PyObject* NbFloat(PyObject* self) { return NbIndexLike(self, true); }
+PyObject* NbIndex(PyObject* self) {
+  return Guarded([&]() -> PyObject* {
+    const Tensor& t = Checked(self);
+    KILN_CHECK_TYPE(IsIntegral(t.dtype(), true) && t.numel() == 1,
+                    "only integer tensors of a single element can be converted to an index");
+    return NbIndexLike(self, false);
+  });
+}
+
+PyNumberMethods kNumber = {};
+
+PyObject* RichCompare(PyObject* a, PyObject* b, int op) {
+  static const char* kNames[] = {"lt", "le", "eq", "ne", "gt", "ge"};
+  if ((op == Py_EQ || op == Py_NE) && !IsTensor(b) && !PyLong_Check(b) && !PyFloat_Check(b) && !PyBool_Check(b)) {
+    // x == None, x == "a": PyTorch answers False / True instead of raising.
+    if (op == Py_EQ) Py_RETURN_FALSE;
+    Py_RETURN_TRUE;
+  }
+  return Binary(kNames[op], a, b);
+}
+
+Py_hash_t TensorHash(PyObject* self) {
+  Py_hash_t h = static_cast<Py_hash_t>(reinterpret_cast<uintptr_t>(self) >> 4);
+  return h == -1 ? -2 : h;
+}
+
+// --- buffer protocol (numpy() and np.asarray share memory) ----------------------------------
+
+const char* BufferFormat(ScalarType t) {
+  switch (t) {
+    case ScalarType::Bool: return "?";
+    case ScalarType::UInt8: return "B";
+    case ScalarType::Int8: return "b";
+    case ScalarType::Int16: return "h";
+    case ScalarType::Int32: return "i";
+    case ScalarType::Int64: return "q";
+    case ScalarType::Float16: return "e";
+    case ScalarType::Float32: return "f";
+    case ScalarType::Float64: return "d";
+    default: return nullptr;
+  }
+}
+
+struct BufferInfo {
+  Tensor keep_alive;
+  std::vector<Py_ssize_t> shape, strides;
+};
+
+int GetBuffer(PyObject* self, Py_buffer* view, int flags) {
+  try {
+    const Tensor& t = Checked(self);
+    KILN_CHECK(t->has_storage() && t.device().is_cpu(), "can't convert ", t.device().str(),
+               " tensor to numpy. Copy the tensor to host memory first.");
+    const char* fmt = BufferFormat(t.dtype());
+    KILN_CHECK_TYPE(fmt != nullptr, "Got unsupported ScalarType ", ScalarTypeDisplayName(t.dtype()));
+    auto* info = new BufferInfo{t, {}, {}};
+    for (int64_t s : t.sizes()) info->shape.push_back(s);
+    for (int64_t s : t.strides()) info->strides.push_back(s * t->itemsize());
+    view->buf = t.raw_data();
+    view->obj = self;
+    Py_INCREF(self);
+    view->len = t.numel() * t->itemsize();
+    view->readonly = 0;
+    view->itemsize = t->itemsize();
+    view->format = (flags & PyBUF_FORMAT) ? const_cast<char*>(fmt) : nullptr;
+    view->ndim = static_cast<int>(t.dim());
+    view->shape = info->shape.data();
+    view->strides = info->strides.data();
+    view->suboffsets = nullptr;
+    view->internal = info;
+    return 0;
+  } catch (...) {
+    TranslateCurrentException();
+    view->obj = nullptr;
+    return -1;
+  }
+}
+void ReleaseBuffer(PyObject*, Py_buffer* view) { delete static_cast<BufferInfo*>(view->internal); }
+
+PyBufferProcs kBuffer = {GetBuffer, ReleaseBuffer};
+
+}  // namespace
+
+PyObject* WrapTensor(Tensor t) {
+  if (!t.defined()) Py_RETURN_NONE;
+  if (PyObject* existing = t->pyobj()) {
+    Py_INCREF(existing);
+    return existing;
+  }
+  PyTypeObject* type = g_tensor_class ? g_tensor_class : g_tensor_base_type;
+  PyObject* obj = type->tp_alloc(type, 0);
+  if (!obj) return nullptr;
+  auto* pt = reinterpret_cast<PyTensor*>(obj);
+  new (&pt->tensor) Tensor(std::move(t));
+  pt->tensor->set_pyobj(obj);
+  return obj;
+}
+
+void InitTensorType(PyObject* module) {
+  PyTypeObject& t = g_tensor_base;
+  t.tp_name = "kiln._C.TensorBase";
+  t.tp_basicsize = sizeof(PyTensor);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
+  t.tp_dealloc = TensorDealloc;
+  t.tp_new = TensorNew;
+  t.tp_getset = kGetSet;
+  t.tp_methods = kMethods;
+  t.tp_richcompare = RichCompare;
+  t.tp_hash = TensorHash;
+  t.tp_as_buffer = &kBuffer;
+  kNumber.nb_add = NbAdd;
+  kNumber.nb_subtract = NbSub;
+  kNumber.nb_multiply = NbMul;
+  kNumber.nb_true_divide = NbTrueDiv;
+  kNumber.nb_floor_divide = NbFloorDiv;
+  kNumber.nb_remainder = NbRemainder;
+  kNumber.nb_power = NbPower;
+  kNumber.nb_matrix_multiply = NbMatmul;
+  kNumber.nb_and = NbAnd;
+  kNumber.nb_or = NbOr;
+  kNumber.nb_xor = NbXor;
+  kNumber.nb_negative = NbNeg;
+  kNumber.nb_positive = NbPos;
+  kNumber.nb_absolute = NbAbs;
+  kNumber.nb_invert = NbInvert;
+  kNumber.nb_bool = NbBool;
+  kNumber.nb_int = NbInt;
+  kNumber.nb_float = NbFloat;
+  kNumber.nb_index = NbIndex;
+  kNumber.nb_inplace_add = NbInplaceAdd;
+  kNumber.nb_inplace_subtract = NbInplaceSub;
+  kNumber.nb_inplace_multiply = NbInplaceMul;
+  kNumber.nb_inplace_true_divide = NbInplaceTrueDiv;
+  kNumber.nb_inplace_floor_divide = NbInplaceFloorDiv;
+  kNumber.nb_inplace_remainder = NbInplaceRemainder;
+  kNumber.nb_inplace_power = NbInplacePower;
+  kNumber.nb_inplace_and = NbInplaceAnd;
+  kNumber.nb_inplace_or = NbInplaceOr;
+  kNumber.nb_inplace_xor = NbInplaceXor;
+  t.tp_as_number = &kNumber;
+  if (PyType_Ready(&t) < 0) throw std::runtime_error("TensorBase type");
+  g_tensor_base_type = &t;
+  Py_INCREF(&t);
+  PyModule_AddObject(module, "TensorBase", reinterpret_cast<PyObject*>(&t));
+}
+
+}  // namespace kiln::python

@@ -1,0 +1,186 @@
+"""kiln: a small PyTorch-2-style framework. `import kiln` gives the eager tensor library; the
+names mirror PyTorch's (kiln.tensor, kiln.zeros, kiln.float32, Tensor methods, kiln.ops.aten)."""
+
+from kiln import _C
+from kiln._C import (  # noqa: F401  (dtypes and global settings)
+    dtype, bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
+    get_default_dtype, set_default_dtype, promote_types, can_cast, result_type, set_num_threads, get_num_threads,
+)
+from kiln._device import device  # noqa: F401
+from kiln._size import Size  # noqa: F401
+from kiln._tensor import Tensor
+from kiln._tensor_str import set_printoptions  # noqa: F401
+from kiln._ops import ops  # noqa: F401
+from kiln import _ops  # noqa: F401
+
+import builtins as _builtins
+
+# PyTorch's dtype aliases.
+half, float, double = float16, float32, float64
+short, int, long = int16, int32, int64
+__version__ = "0.1.0"
+
+_C._set_tensor_class(Tensor)
+
+
+class _Enum:
+    def __init__(self, kind, value, name):
+        self._kiln_enum_kind, self._kiln_enum, self._name = kind, value, name
+
+    def __repr__(self):
+        return "kiln." + self._name
+
+
+strided = _Enum("layout", 0, "strided")
+contiguous_format = _Enum("memory_format", 0, "contiguous_format")
+preserve_format = _Enum("memory_format", 1, "preserve_format")
+channels_last = _Enum("memory_format", 2, "channels_last")
+
+
+# --- ops from the registry -------------------------------------------------------------------
+_FACTORIES = {"empty", "empty_strided", "zeros", "ones", "full", "arange", "scalar_tensor", "empty_like",
+              "zeros_like", "ones_like", "full_like", "rand", "randn", "randint", "randperm", "linspace", "eye",
+              "rand_like", "randn_like", "randint_like", "normal"}
+
+
+def _factory(fn, name):
+    def factory(*args, requires_grad=False, **kwargs):
+        out = fn(*args, **kwargs)
+        if requires_grad:
+            out.requires_grad_(True)
+        return out
+
+    factory.__name__ = name
+    factory.__qualname__ = name
+    return factory
+
+
+def _install_ops():
+    g = globals()
+    for qualified, name, variants in _C._packets():
+        fn = _C._packet_function(qualified)
+        if variants & 1 and name not in g:
+            g[name] = _factory(fn, name) if name in _FACTORIES else fn
+        if variants & 2 and not hasattr(Tensor, name):
+            setattr(Tensor, name, fn)
+
+
+_install_ops()
+
+
+# --- creation from Python data and numpy -----------------------------------------------------
+def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """A new tensor holding a copy of `data` (nested lists/tuples of numbers, a numpy array, a tensor)."""
+    if isinstance(data, Tensor):
+        out = data.clone().detach() if hasattr(data, "detach") else data.clone()
+        if dtype is not None:
+            out = out.to(dtype)
+    elif _is_buffer(data):
+        out = _C._from_buffer(data).clone()
+        if dtype is not None:
+            out = out.to(dtype)
+    else:
+        if hasattr(data, "__array_interface__") or type(data).__module__ == "numpy":
+            import numpy as np
+
+            data = np.asarray(data)
+            out = _C._from_buffer(np.ascontiguousarray(data)).clone()
+            out = out if dtype is None else out.to(dtype)
+        else:
+            out = _C._tensor_from_data(data, dtype)
+    if device is not None and _builtins.str(device) != "cpu":
+        out = out.to(device)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def _is_buffer(obj):
+    return type(obj).__name__ == "ndarray"
+
+
+def from_numpy(ndarray):
+    """A tensor sharing memory with `ndarray` (writes through both ways)."""
+    if type(ndarray).__name__ != "ndarray":
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    return _C._from_buffer(ndarray)
+
+
+def as_tensor(data, dtype=None, device=None):
+    if isinstance(data, Tensor) and (dtype is None or data.dtype == dtype):
+        return data if device is None else data.to(device)
+    if _is_buffer(data):
+        t = from_numpy(data)
+        return t if dtype is None else t.to(dtype)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(t):
+    return t.dtype.is_floating_point
+
+
+def numel(t):
+    return t.numel()
+
+
+# --- random number generators ----------------------------------------------------------------
+class Generator:
+    """A random number generator (Philox); pass as generator= to random ops."""
+
+    def __init__(self, device="cpu", *, _cdata=None):
+        self._cdata = _cdata if _cdata is not None else _C._new_generator()
+        self.device = globals()["device"](device)
+
+    def manual_seed(self, seed):
+        _C._generator_manual_seed(self._cdata, _builtins.int(seed) & ((1 << 64) - 1))
+        return self
+
+    def initial_seed(self):
+        return _C._generator_initial_seed(self._cdata)
+
+    def seed(self):
+        import random
+
+        s = random.getrandbits(63)
+        self.manual_seed(s)
+        return s
+
+    def get_state(self):
+        seed, offset = _C._generator_get_state(self._cdata)
+        return tensor([seed & 0x7FFFFFFFFFFFFFFF, seed >> 63, offset], dtype=int64)
+
+    def set_state(self, state):
+        lo, hi, offset = state.tolist()
+        _C._generator_set_state(self._cdata, lo | (hi << 63), offset)
+        return self
+
+
+default_generator = Generator(_cdata=_C._default_generator())
+
+
+def manual_seed(seed):
+    """Seeds the default generator; returns it."""
+    return default_generator.manual_seed(seed)
+
+
+def initial_seed():
+    return default_generator.initial_seed()
+
+
+def seed():
+    return default_generator.seed()
+
+
+def get_rng_state():
+    return default_generator.get_state()
+
+
+def set_rng_state(state):
+    default_generator.set_state(state)
+
+
+del _install_ops

@@ -1,0 +1,136 @@
+"""kiln.ops.aten.<op>.<overload>: OpOverload and OpOverloadPacket objects over the op registry.
+
+    >>> kiln.ops.aten.add.Tensor(x, y)      # one overload
+    >>> kiln.ops.aten.add._schema
+    add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
+"""
+
+from kiln import _C
+
+
+class FunctionSchema:
+    """The parsed schema of one overload; str() gives the schema text."""
+
+    def __init__(self, text):
+        self._text = text
+        head = text.split("(", 1)[0]
+        self.name, _, self.overload_name = ("aten::" + head).partition(".")
+
+    def __str__(self):
+        return self._text
+
+    __repr__ = __str__
+
+
+class OpOverload:
+    def __init__(self, packet, overload_name):
+        self._overloadpacket = packet
+        self._overloadname = overload_name or "default"
+        full = packet._qualified_name + ("." + overload_name if overload_name else "")
+        self._full_name = full
+        self._op = _C._overload_function(full)
+        self._schema = FunctionSchema(_C._schema(full))
+        self.__name__ = f"{packet.__name__}.{self._overloadname}"
+        self.__qualname__ = self._full_name
+
+    @property
+    def overloadpacket(self):
+        return self._overloadpacket
+
+    @property
+    def tags(self):
+        return [getattr(Tag, t) for t in _C._tags(self._full_name)]
+
+    def name(self):
+        return self._full_name if "." in self._full_name else self._full_name + ".default"
+
+    def __call__(self, *args, **kwargs):
+        return self._op(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<OpOverload(op='{self._overloadpacket._qualified_name.replace('::', '.')}', overload='{self._overloadname}')>"
+
+    def __str__(self):
+        return self._overloadpacket._qualified_name.replace("::", ".") + "." + self._overloadname
+
+    def __hash__(self):
+        return hash(self._full_name)
+
+    def __eq__(self, other):
+        return isinstance(other, OpOverload) and other._full_name == self._full_name
+
+
+class OpOverloadPacket:
+    def __init__(self, qualified_name):
+        self._qualified_name = qualified_name
+        self.__name__ = qualified_name.split("::")[1]
+        self._op = _C._packet_function(qualified_name)
+        self._overload_names = _C._overload_names(qualified_name)
+        self._cache = {}
+
+    def overloads(self):
+        return [n or "default" for n in self._overload_names]
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        key = "" if name == "default" else name
+        if key not in self._overload_names:
+            raise AttributeError(f"The underlying op of '{self}' has no overload name '{name}'")
+        if key not in self._cache:
+            self._cache[key] = OpOverload(self, key)
+        return self._cache[key]
+
+    @property
+    def _schema(self):
+        return self.default._schema if "" in self._overload_names else getattr(self, self._overload_names[0])._schema
+
+    def __call__(self, *args, **kwargs):
+        return self._op(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<OpOverloadPacket(op='{self._qualified_name.replace('::', '.')}')>"
+
+    def __str__(self):
+        return self._qualified_name.replace("::", ".")
+
+
+class _OpNamespace:
+    def __init__(self, name):
+        self._name = name
+        self._packets = {}
+
+    def __getattr__(self, op_name):
+        if op_name.startswith("__"):
+            raise AttributeError(op_name)
+        packet = self._packets.get(op_name)
+        if packet is None:
+            qualified = f"{self._name}::{op_name}"
+            try:
+                packet = OpOverloadPacket(qualified)
+            except AttributeError:
+                raise AttributeError(f"'_OpNamespace' '{self._name}' object has no attribute '{op_name}'") from None
+            self._packets[op_name] = packet
+        return packet
+
+
+class _Ops:
+    def __init__(self):
+        self.aten = _OpNamespace("aten")
+
+
+class Tag:
+    """Op tags, as in torch.Tag."""
+
+    pointwise = "pointwise"
+    reduction = "reduction"
+    view = "view"
+    inplace = "inplace"
+    nondeterministic_seeded = "nondeterministic_seeded"
+    core = "core"
+    data_dependent_output = "data_dependent_output"
+    dynamic_output_shape = "dynamic_output_shape"
+    inplace_view = "inplace_view"
+
+
+ops = _Ops()

@@ -1,0 +1,300 @@
+"""kiln.Tensor: the Python class of tensors (a subclass of the C++ kiln._C.TensorBase).
+
+Ops, operators and metadata live in C++; this file adds what reads best in Python: printing,
+indexing (basic indexing becomes views, advanced indexing the aten `index` / `index_put_` ops),
+iteration, numpy interop and dtype conversion shorthands. Op methods (`x.add`, `x.sum`, ...) are
+attached from the op registry by kiln/__init__.py.
+"""
+
+import numbers
+
+from kiln import _C
+from kiln._device import device as _device
+from kiln._size import Size
+
+
+_op_cache = {}
+
+
+def _op(full_name):
+    fn = _op_cache.get(full_name)
+    if fn is None:
+        fn = _op_cache[full_name] = _C._overload_function(full_name)
+    return fn
+
+
+def _is_int_like(k):
+    if isinstance(k, bool):
+        return False
+    if isinstance(k, numbers.Integral):
+        return True
+    return hasattr(k, "__index__") and not isinstance(k, (Tensor, float))
+
+
+def _as_index_tensor(k):
+    import kiln
+
+    if isinstance(k, Tensor):
+        return k
+    t = kiln.tensor(k)
+    if t.dtype.is_floating_point and t.numel() > 0:
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    if t.numel() == 0:
+        t = t.to(kiln.int64)
+    return t
+
+
+class Tensor(_C.TensorBase):
+    __module__ = "kiln"
+
+    # --- metadata ---------------------------------------------------------------------------
+    @property
+    def shape(self):
+        return Size(self._shape_tuple)
+
+    @property
+    def device(self):
+        return _device(self._device_str)
+
+    @property
+    def T(self):
+        return self.permute(*range(self.ndim - 1, -1, -1))
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    @property
+    def data(self):
+        return self.detach() if hasattr(self, "detach") else self
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape_tuple[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self.select(0, i) for i in range(self._shape_tuple[0]))
+
+    def __reversed__(self):
+        return self.flip(0) if self.ndim else self
+
+    def __contains__(self, element):
+        if isinstance(element, (Tensor, numbers.Number)):
+            return bool((self == element).any().item())
+        raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you passed in a {type(element)}.")
+
+    def __repr__(self, *, tensor_contents=None):
+        from kiln._tensor_str import tensor_repr
+
+        return tensor_repr(self)
+
+    def __format__(self, spec):
+        if self.dim() == 0:
+            return self.item().__format__(spec)
+        return object.__format__(self, spec)
+
+    def __reduce_ex__(self, proto):
+        return (_rebuild, (self.tolist(), self.dtype, tuple(self.shape)))
+
+    def __deepcopy__(self, memo):
+        out = self.clone()
+        memo[id(self)] = out
+        return out
+
+    # --- conversions --------------------------------------------------------------------------
+    def numpy(self, *, force=False):
+        import numpy as np
+
+        if self.dtype == _C.bfloat16:
+            raise TypeError("Got unsupported ScalarType BFloat16")
+        return np.asarray(memoryview(self))
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else _device("cuda", device) if isinstance(device, int) else device)
+
+    def float(self):
+        return self.to(_C.float32)
+
+    def double(self):
+        return self.to(_C.float64)
+
+    def half(self):
+        return self.to(_C.float16)
+
+    def bfloat16(self):
+        return self.to(_C.bfloat16)
+
+    def int(self):
+        return self.to(_C.int32)
+
+    def long(self):
+        return self.to(_C.int64)
+
+    def short(self):
+        return self.to(_C.int16)
+
+    def char(self):
+        return self.to(_C.int8)
+
+    def byte(self):
+        return self.to(_C.uint8)
+
+    def bool(self):
+        return self.to(_C.bool)
+
+    def type(self, dtype=None):
+        if dtype is None:
+            names = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+                     "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor",
+                     "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
+            return "kiln." + names[str(self.dtype).split(".")[1]]
+        return self.to(dtype)
+
+    def is_floating_point(self):
+        return self.dtype.is_floating_point
+
+    def new_empty(self, size, *, dtype=None, device=None):
+        import kiln
+
+        return kiln.empty(size, dtype=dtype or self.dtype, device=device or self.device)
+
+    def new_zeros(self, size, *, dtype=None, device=None):
+        import kiln
+
+        return kiln.zeros(size, dtype=dtype or self.dtype, device=device or self.device)
+
+    def new_ones(self, size, *, dtype=None, device=None):
+        import kiln
+
+        return kiln.ones(size, dtype=dtype or self.dtype, device=device or self.device)
+
+    def new_full(self, size, fill_value, *, dtype=None, device=None):
+        import kiln
+
+        return kiln.full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device)
+
+    def new_tensor(self, data, *, dtype=None, device=None):
+        import kiln
+
+        return kiln.tensor(data, dtype=dtype or self.dtype, device=device or self.device)
+
+    # --- indexing -----------------------------------------------------------------------------
+    def _apply_basic_index(self, key):
+        """Basic indexing as views; returns (view, advanced) where advanced maps view dims to
+        index tensors still to apply."""
+        if not isinstance(key, tuple):
+            key = (key,)
+        consumed = 0
+        for k in key:
+            if k is None or k is Ellipsis or isinstance(k, bool):
+                continue
+            if isinstance(k, Tensor) and k.dtype == _C.bool:
+                consumed += max(k.ndim, 1)
+            elif isinstance(k, (list, tuple)) and _nested_bools(k):
+                consumed += _nested_ndim(k)
+            else:
+                consumed += 1
+        if sum(1 for k in key if k is Ellipsis) > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        if consumed > self.ndim:
+            raise IndexError(f"too many indices for tensor of dimension {self.ndim}")
+        result = self
+        dim = 0
+        advanced = {}
+        for k in key:
+            if k is None:
+                result = result.unsqueeze(dim)
+                dim += 1
+            elif k is Ellipsis:
+                dim += self.ndim - consumed
+            elif isinstance(k, bool):
+                result = result.unsqueeze(dim)
+                advanced[dim] = _C._tensor_from_data([k], None)
+                dim += 1
+            elif _is_int_like(k) and not isinstance(k, Tensor):
+                k = int(k.__index__())
+                size = result.shape[dim]
+                if k < -size or k >= size:
+                    raise IndexError(f"index {k} is out of bounds for dimension {dim} with size {size}")
+                result = result.select(dim, k)
+            elif isinstance(k, slice):
+                start, stop, step = k.start, k.stop, k.step
+                step = 1 if step is None else int(step.__index__())
+                if step <= 0:
+                    raise ValueError("step must be greater than zero")
+                start = None if start is None else int(start.__index__())
+                stop = None if stop is None else int(stop.__index__())
+                if not (start is None and stop is None and step == 1):
+                    result = _op('aten::slice.Tensor')(result, dim, start, stop, step)
+                dim += 1
+            else:
+                index = _as_index_tensor(k)
+                if index.dtype in (_C.bool, _C.uint8):
+                    if index.dtype == _C.uint8:
+                        index = index.to(_C.bool)
+                    for j in range(index.ndim):
+                        if index.shape[j] != result.shape[dim + j]:
+                            raise IndexError(f"The shape of the mask {list(index.shape)} at index {j} does not match "
+                                             f"the shape of the indexed tensor {list(result.shape)} at index {dim + j}")
+                    if index.ndim == 0:
+                        result = result.unsqueeze(dim)
+                        advanced[dim] = index.unsqueeze(0).nonzero().select(1, 0)
+                        dim += 1
+                        continue
+                    nz = index.nonzero()
+                    for j in range(index.ndim):
+                        advanced[dim + j] = nz.select(1, j)
+                    dim += index.ndim
+                else:
+                    advanced[dim] = index
+                    dim += 1
+        return result, advanced
+
+    def __getitem__(self, key):
+        result, advanced = self._apply_basic_index(key)
+        if not advanced:
+            return result if result is not self else _op('aten::alias')(self)
+        indices = [advanced.get(d) for d in range(max(advanced) + 1)]
+        return _op('aten::index.Tensor')(result, indices)
+
+    def __setitem__(self, key, value):
+        result, advanced = self._apply_basic_index(key)
+        if not isinstance(value, Tensor):
+            import kiln
+
+            value = kiln.tensor(value, dtype=self.dtype)
+        if advanced:
+            indices = [advanced.get(d) for d in range(max(advanced) + 1)]
+            result.index_put_(indices, value.to(self.dtype))
+        else:
+            result.copy_(value)
+
+
+def _nested_bools(k):
+    while isinstance(k, (list, tuple)) and k:
+        k = k[0]
+    return isinstance(k, bool)
+
+
+def _nested_ndim(k):
+    n = 0
+    while isinstance(k, (list, tuple)):
+        n += 1
+        k = k[0] if k else None
+    return n
+
+
+def _rebuild(data, dtype, shape):
+    import kiln
+
+    return kiln.tensor(data, dtype=dtype).reshape(shape)

@@ -1,0 +1,400 @@
+// tensor/ops/linalg.cc: matrix products (mm, bmm, addmm, baddbmm, dot, mv, matmul, linear).
+//
+// Every product reduces to the row-major Gemm of gemm.h: float32/float64 call OpenBLAS, whose
+// trans flags and leading dimensions absorb transposed and sliced operands without copies; the
+// integer dtypes run a plain loop; float16/bfloat16 compute in float32 and round once at the end,
+// as PyTorch's CPU kernels do. matmul, mv and linear are composites over mm/bmm/addmm/dot, so
+// tracing and autograd see those ops, never a private kernel. Errors follow PyTorch's wording
+// ("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)").
+#include <cblas.h>
+
+#include <climits>
+#include <vector>
+
+#include "tensor/ops/gemm.h"
+
+namespace kiln {
+
+// --- Gemm ----------------------------------------------------------------------------------------
+
+namespace {
+
+template <typename T>
+void GemmLoop(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, opmath_t<T> alpha, const T* a,
+              int64_t lda, const T* b, int64_t ldb, opmath_t<T> beta, T* c, int64_t ldc) {
+  using M = opmath_t<T>;
+  const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, n * std::max<int64_t>(k, 1)));
+  ParallelFor(0, m, grain, [&](int64_t lo, int64_t hi) {
+    std::vector<M> acc(n);
+    for (int64_t i = lo; i < hi; ++i) {
+      std::fill(acc.begin(), acc.end(), M(0));
+      for (int64_t p = 0; p < k; ++p) {
+        const M av = static_cast<M>(trans_a ? a[p * lda + i] : a[i * lda + p]);
+        if (trans_b) {
+          for (int64_t j = 0; j < n; ++j) acc[j] += av * static_cast<M>(b[j * ldb + p]);
+        } else {
+          const T* brow = b + p * ldb;
+          for (int64_t j = 0; j < n; ++j) acc[j] += av * static_cast<M>(brow[j]);
+        }
+      }
+      T* crow = c + i * ldc;
+      for (int64_t j = 0; j < n; ++j) {
+        M v = alpha * acc[j];
+        if (beta != M(0)) v += beta * static_cast<M>(crow[j]);
+        crow[j] = static_cast<T>(v);
+      }
+    }
+  });
+}
+
+bool FitsBlasInt(std::initializer_list<int64_t> xs) {
+  for (int64_t x : xs) if (x > INT_MAX) return false;
+  return true;
+}
+
+}  // namespace
+
+template <typename T>
+void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, opmath_t<T> alpha, const T* a, int64_t lda,
+          const T* b, int64_t ldb, opmath_t<T> beta, T* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (k > 0 && FitsBlasInt({m, n, k, lda, ldb, ldc})) {
+      const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+      if constexpr (std::is_same_v<T, float>) {
+        cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      } else {
+        cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      }
+      return;
+    }
+  }
+  GemmLoop<T>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+#define KILN_INSTANTIATE_GEMM(T)                                                                            \
+  template void Gemm<T>(bool, bool, int64_t, int64_t, int64_t, opmath_t<T>, const T*, int64_t, const T*, \
+                        int64_t, opmath_t<T>, T*, int64_t);
+KILN_INSTANTIATE_GEMM(float)
+KILN_INSTANTIATE_GEMM(double)
+KILN_INSTANTIATE_GEMM(Half)
+KILN_INSTANTIATE_GEMM(BFloat16)
+KILN_INSTANTIATE_GEMM(uint8_t)
+KILN_INSTANTIATE_GEMM(int8_t)
+KILN_INSTANTIATE_GEMM(int16_t)
+KILN_INSTANTIATE_GEMM(int32_t)
+KILN_INSTANTIATE_GEMM(int64_t)
+#undef KILN_INSTANTIATE_GEMM
+
+MatrixLayout BlasLayout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  if (rows == 0 || cols == 0) return {true, false, std::max<int64_t>(cols, 1)};
+  // Row-major: element (i, j) at i * ld + j.
+  if (col_stride == 1 || cols == 1) {
+    int64_t ld = rows == 1 ? std::max<int64_t>(cols, 1) : row_stride;
+    if (ld >= std::max<int64_t>(cols, 1)) return {true, false, ld};
+  }
+  // Column-major (a transposed row-major matrix): element (i, j) at i + j * ld.
+  if (row_stride == 1 || rows == 1) {
+    int64_t ld = cols == 1 ? std::max<int64_t>(rows, 1) : col_stride;
+    if (ld >= std::max<int64_t>(rows, 1)) return {true, true, ld};
+  }
+  return {};
+}
+
+namespace {
+
+// One operand of a (batched) product, ready for Gemm.
+struct GemmOperand {
+  Tensor t;  // the view itself, or a contiguous copy when no trans flag/ld describes it
+  MatrixLayout layout;
+  int64_t batch_stride = 0;
+};
+
+GemmOperand PrepareOperand(const Tensor& t, int64_t rows, int64_t cols) {
+  const int64_t nd = t.dim();
+  MatrixLayout l = BlasLayout(rows, cols, t.stride(nd - 2), t.stride(nd - 1));
+  if (l.ok) return {t, l, nd == 3 ? t.stride(0) : 0};
+  Tensor c = ops::contiguous(t);
+  return {c, BlasLayout(rows, cols, c.stride(nd - 2), c.stride(nd - 1)), nd == 3 ? c.stride(0) : 0};
+}
+
+// out (contiguous [B,m,n] or [m,n]) = beta * out + alpha * a @ b, a/b of out's dtype and rank.
+void BatchedGemmInto(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha,
+                     const char* op) {
+  if (out.numel() == 0) return;
+  if (IsReducedFloat(out.dtype())) {
+    Tensor out32 = beta.to_double() != 0 ? CastTo(out, ScalarType::Float32) : EmptyLike(out, ScalarType::Float32);
+    BatchedGemmInto(out32, CastTo(a, ScalarType::Float32), CastTo(b, ScalarType::Float32), beta, alpha, op);
+    Tensor o = out;
+    ops::copy_(o, out32);
+    return;
+  }
+  const int64_t nd = a.dim();
+  const int64_t batch = nd == 3 ? a.size(0) : 1, m = a.size(nd - 2), k = a.size(nd - 1), n = b.size(nd - 1);
+  GemmOperand pa = PrepareOperand(a, m, k), pb = PrepareOperand(b, k, n);
+  KILN_DISPATCH_NUMERIC(out.dtype(), op, [&] {
+    using M = opmath_t<scalar_t>;
+    const scalar_t* da = pa.t.data_ptr<scalar_t>();
+    const scalar_t* db = pb.t.data_ptr<scalar_t>();
+    scalar_t* dc = out.data_ptr<scalar_t>();
+    const M al = alpha.to<M>(), be = beta.to<M>();
+    for (int64_t i = 0; i < batch; ++i) {
+      Gemm<scalar_t>(pa.layout.trans, pb.layout.trans, m, n, k, al, da + i * pa.batch_stride, pa.layout.ld,
+                     db + i * pb.batch_stride, pb.layout.ld, be, dc + i * m * n, std::max<int64_t>(n, 1));
+    }
+  });
+}
+
+}  // namespace
+
+// --- Checks and meta functions -------------------------------------------------------------------
+
+const char* CppTypeName(ScalarType t) {
+  switch (t) {
+    case ScalarType::Bool: return "bool";
+    case ScalarType::UInt8: return "unsigned char";
+    case ScalarType::Int8: return "signed char";
+    case ScalarType::Int16: return "short int";
+    case ScalarType::Int32: return "int";
+    case ScalarType::Int64: return "long int";
+    case ScalarType::Float16: return "c10::Half";
+    case ScalarType::BFloat16: return "c10::BFloat16";
+    case ScalarType::Float32: return "float";
+    case ScalarType::Float64: return "double";
+    default: return "?";
+  }
+}
+
+namespace {
+
+using OptTensor = std::optional<Tensor>;
+using SymList = std::vector<SymInt>;
+
+std::string MatStr(const Tensor& t) {
+  return t->sym_sizes()[0].str() + "x" + t->sym_sizes()[1].str();
+}
+
+// `kernel` is the name PyTorch's CPU kernel reports for unsupported dtypes ("addmm_impl_cpu_").
+void CheckMatmulDtype(const char* op, const char* kernel, const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dtype() == b.dtype(), "expected m1 and m2 to have the same dtype, but got: ", CppTypeName(a.dtype()),
+             " != ", CppTypeName(b.dtype()));
+  KILN_CHECK_NOT_IMPLEMENTED(a.dtype() != ScalarType::Bool, "\"", kernel, "\" not implemented for 'Bool'");
+  CheckSameDevice(op, a, b);
+}
+
+void CheckMatrix(const char* name, const Tensor& t) {
+  KILN_CHECK(t.dim() == 2, name, " must be a matrix, got ", t.dim(), "-D tensor");
+}
+
+// [m, n] of mat1 @ mat2, after the checks addmm and mm share.
+SymDimVector MmSizes(const Tensor& mat1, const Tensor& mat2, const char* n1, const char* n2, const char* op) {
+  CheckMatrix(n1, mat1);
+  CheckMatrix(n2, mat2);
+  KILN_CHECK(mat1->sym_sizes()[1] == mat2->sym_sizes()[0], "mat1 and mat2 shapes cannot be multiplied (",
+             MatStr(mat1), " and ", MatStr(mat2), ")");
+  CheckMatmulDtype(op, "addmm_impl_cpu_", mat1, mat2);
+  return {mat1->sym_sizes()[0], mat2->sym_sizes()[1]};
+}
+
+SymDimVector BmmSizes(const Tensor& b1, const Tensor& b2, const char* op) {
+  KILN_CHECK(b1.dim() == 3, "batch1 must be a 3D tensor");
+  KILN_CHECK(b2.dim() == 3, "batch2 must be a 3D tensor");
+  const SymDimVector& s1 = b1->sym_sizes();
+  const SymDimVector& s2 = b2->sym_sizes();
+  KILN_CHECK(s2[0] == s1[0] && s2[1] == s1[2], "Expected size for first two dimensions of batch2 tensor to be: [",
+             s1[0].str(), ", ", s1[2].str(), "] but got: [", s2[0].str(), ", ", s2[1].str(), "].");
+  CheckMatmulDtype(op, "bmm", b1, b2);
+  return {s1[0], s1[1], s2[2]};
+}
+
+// `self` of addmm/baddbmm must expand to the product's shape (expand's errors, as in PyTorch)
+// and share its dtype.
+void CheckAddend(const Tensor& self, const SymDimVector& sizes, ScalarType dtype) {
+  KILN_CHECK(self.dtype() == dtype, "self and mat2 must have the same dtype, but got ",
+             ScalarTypeDisplayName(self.dtype()), " and ", ScalarTypeDisplayName(dtype));
+  ops::expand(self, SymList(sizes.begin(), sizes.end()));
+}
+
+TensorMeta MmMeta(const Tensor& self, const Tensor& mat2) {
+  return TensorMeta{MmSizes(self, mat2, "self", "mat2", "mm"), {}, self.dtype(), self.device()};
+}
+TensorMeta BmmMeta(const Tensor& self, const Tensor& mat2) {
+  return TensorMeta{BmmSizes(self, mat2, "bmm"), {}, self.dtype(), self.device()};
+}
+TensorMeta AddmmMeta(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
+                     const Scalar& alpha) {
+  SymDimVector sizes = MmSizes(mat1, mat2, "mat1", "mat2", "addmm");
+  CheckAddend(self, sizes, mat1.dtype());
+  (void)beta;
+  (void)alpha;
+  return TensorMeta{sizes, {}, mat1.dtype(), mat1.device()};
+}
+TensorMeta BaddbmmMeta(const Tensor& self, const Tensor& b1, const Tensor& b2, const Scalar& beta,
+                       const Scalar& alpha) {
+  SymDimVector sizes = BmmSizes(b1, b2, "baddbmm");
+  CheckAddend(self, sizes, b1.dtype());
+  (void)beta;
+  (void)alpha;
+  return TensorMeta{sizes, {}, b1.dtype(), b1.device()};
+}
+TensorMeta DotMeta(const Tensor& self, const Tensor& other) {
+  KILN_CHECK(self.dim() == 1 && other.dim() == 1, "1D tensors expected, but got ", self.dim(), "D and ",
+             other.dim(), "D tensors");
+  KILN_CHECK(self.dtype() == other.dtype(), "dot : expected both vectors to have same dtype, but found ",
+             ScalarTypeDisplayName(self.dtype()), " and ", ScalarTypeDisplayName(other.dtype()));
+  KILN_CHECK(self->sym_sizes()[0] == other->sym_sizes()[0],
+             "inconsistent tensor size, expected tensor [", self->sym_sizes()[0].str(), "] and src [",
+             other->sym_sizes()[0].str(), "] to have the same number of elements, but got ",
+             self->sym_sizes()[0].str(), " and ", other->sym_sizes()[0].str(), " elements respectively");
+  KILN_CHECK_NOT_IMPLEMENTED(self.dtype() != ScalarType::Bool, "\"dot\" not implemented for 'Bool'");
+  CheckSameDevice("dot", self, other);
+  return TensorMeta{{}, {}, self.dtype(), self.device()};
+}
+
+// --- CPU kernels -----------------------------------------------------------------------------------
+
+Tensor MmCPU(const Tensor& self, const Tensor& mat2) {
+  Tensor out = EmptyFromMeta(MmMeta(self, mat2));
+  BatchedGemmInto(out, self, mat2, 0, 1, "mm");
+  return out;
+}
+
+Tensor BmmCPU(const Tensor& self, const Tensor& mat2) {
+  Tensor out = EmptyFromMeta(BmmMeta(self, mat2));
+  BatchedGemmInto(out, self, mat2, 0, 1, "bmm");
+  return out;
+}
+
+// out = beta * self + alpha * (product), self broadcast to the product's shape.
+Tensor AddProduct(const TensorMeta& m, const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
+                  const Scalar& alpha, const char* op) {
+  Tensor out = EmptyFromMeta(m);
+  const bool use_self = beta.to_double() != 0;
+  if (use_self && out.numel() > 0) ops::copy_(out, self);  // copy_ broadcasts self into out
+  BatchedGemmInto(out, a, b, use_self ? beta : Scalar(int64_t(0)), alpha, op);
+  return out;
+}
+
+Tensor AddmmCPU(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
+                const Scalar& alpha) {
+  return AddProduct(AddmmMeta(self, mat1, mat2, beta, alpha), self, mat1, mat2, beta, alpha, "addmm");
+}
+
+Tensor BaddbmmCPU(const Tensor& self, const Tensor& b1, const Tensor& b2, const Scalar& beta,
+                  const Scalar& alpha) {
+  return AddProduct(BaddbmmMeta(self, b1, b2, beta, alpha), self, b1, b2, beta, alpha, "baddbmm");
+}
+
+template <typename T>
+T DotTyped(const Tensor& a, const Tensor& b) {
+  const int64_t n = a.size(0), sa = a.stride(0), sb = b.stride(0);
+  const T* x = a.data_ptr<T>();
+  const T* y = b.data_ptr<T>();
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (n > 0 && sa > 0 && sb > 0 && FitsBlasInt({n, sa, sb})) {
+      if constexpr (std::is_same_v<T, float>) return cblas_sdot(n, x, sa, y, sb);
+      else return cblas_ddot(n, x, sa, y, sb);
+    }
+  }
+  using M = opmath_t<T>;
+  M acc = 0;
+  for (int64_t i = 0; i < n; ++i) acc += static_cast<M>(x[i * sa]) * static_cast<M>(y[i * sb]);
+  return static_cast<T>(acc);
+}
+
+Tensor DotCPU(const Tensor& self, const Tensor& other) {
+  Tensor out = EmptyFromMeta(DotMeta(self, other));
+  KILN_DISPATCH_NUMERIC(self.dtype(), "dot", [&] { out.data_ptr<scalar_t>()[0] = DotTyped<scalar_t>(self, other); });
+  return out;
+}
+
+// --- Composites ----------------------------------------------------------------------------------
+
+Tensor Mm(const Tensor& a, const Tensor& b) { return CallOp<Tensor>(KILN_OP("aten::mm"), a, b); }
+Tensor Bmm(const Tensor& a, const Tensor& b) { return CallOp<Tensor>(KILN_OP("aten::bmm"), a, b); }
+Tensor Dot(const Tensor& a, const Tensor& b) { return CallOp<Tensor>(KILN_OP("aten::dot"), a, b); }
+
+SymList ToList(const SymDimVector& v) { return SymList(v.begin(), v.end()); }
+
+Tensor Mv(const Tensor& self, const Tensor& vec) {
+  KILN_CHECK(self.dim() == 2 && vec.dim() == 1, "vector + matrix @ vector expected, got 1, ", self.dim(), ", ",
+             vec.dim());
+  KILN_CHECK(self->sym_sizes()[1] == vec->sym_sizes()[0], "size mismatch, got input (", self->sym_sizes()[0].str(),
+             "), mat (", MatStr(self), "), vec (", vec->sym_sizes()[0].str(), ")");
+  return ops::squeeze(Mm(self, ops::unsqueeze(vec, 1)), 1);
+}
+
+// torch.matmul: dot, mv, mm, or a batched product with broadcast batch dims (Note [matmul] below).
+//
+// Note [matmul]: a 1-D operand gets a size-1 dim (prepended on the left, appended on the right)
+// that is dropped from the result. When the left operand has >= 3 dims and the right has <= 2,
+// its batch dims fold into rows, giving one mm instead of a bmm over an expanded copy. Otherwise
+// the batch dims broadcast, both sides are expanded and flattened to 3-D, and one bmm runs.
+Tensor Matmul(const Tensor& a, const Tensor& b) {
+  const int64_t da = a.dim(), db = b.dim();
+  KILN_CHECK(da > 0 && db > 0, "both arguments to matmul need to be at least 1D, but they are ", da, "D and ", db,
+             "D");
+  if (da == 1 && db == 1) return Dot(a, b);
+  if (da == 2 && db == 1) return Mv(a, b);
+  if (da == 1 && db == 2) return ops::squeeze(Mm(ops::unsqueeze(a, 0), b), 0);
+  if (da == 2 && db == 2) return Mm(a, b);
+  const SymDimVector& sa = a->sym_sizes();
+  const SymDimVector& sb = b->sym_sizes();
+  if (da >= 3 && db <= 2) {
+    SymList out_shape(sa.begin(), sa.end() - 1);
+    Tensor rows = ops::reshape(a, {SymInt(-1), sa[da - 1]});
+    Tensor prod = Mm(rows, db == 1 ? ops::unsqueeze(b, 1) : b);
+    if (db == 2) out_shape.push_back(sb[1]);
+    return ops::view(prod, out_shape);
+  }
+  const SymInt n = da >= 2 ? sa[da - 2] : SymInt(1), k = sa[da - 1];
+  const SymInt k2 = db >= 2 ? sb[db - 2] : sb[0], p = db >= 2 ? sb[db - 1] : SymInt(1);
+  SymDimVector batch_a(sa.begin(), sa.end() - std::min<int64_t>(da, 2));
+  SymDimVector batch_b(sb.begin(), sb.end() - std::min<int64_t>(db, 2));
+  SymDimVector batch = BroadcastShapes("matmul", batch_a, batch_b);
+  SymInt nbatch = 1;
+  for (const SymInt& s : batch) nbatch = nbatch * s;
+  SymList ea = ToList(batch), eb = ToList(batch);
+  ea.insert(ea.end(), {n, k});
+  eb.insert(eb.end(), {k2, p});
+  Tensor a3 = ops::reshape(ops::expand(da == 1 ? ops::unsqueeze(a, 0) : a, ea), {nbatch, n, k});
+  Tensor b3 = ops::reshape(ops::expand(db == 1 ? ops::unsqueeze(b, 1) : b, eb), {nbatch, k2, p});
+  Tensor prod = Bmm(a3, b3);
+  SymList out_shape = ToList(batch);
+  if (da >= 2) out_shape.push_back(n);
+  if (db >= 2) out_shape.push_back(p);
+  return ops::view(prod, out_shape);
+}
+
+// torch.nn.functional.linear: input @ weight.T + bias (one addmm for 2-D input with bias).
+Tensor Linear(const Tensor& input, const Tensor& weight, const OptTensor& bias) {
+  Tensor wt = CallOp<Tensor>(KILN_OP("aten::t"), weight);
+  if (input.dim() == 2 && bias && bias->defined()) {
+    return CallOp<Tensor>(KILN_OP("aten::addmm"), *bias, input, wt, Scalar(int64_t(1)), Scalar(int64_t(1)));
+  }
+  Tensor out = Matmul(input, wt);
+  if (bias && bias->defined()) out = ops::add(out, *bias);
+  return out;
+}
+
+}  // namespace
+
+void RegisterLinalgOps(Registry& r) {
+  r.Def("mm(Tensor self, Tensor mat2) -> Tensor", {Tag::core}, kFunctionAndMethod)
+      .Impl<&MmCPU>(DispatchKey::CPU).Meta<&MmMeta>();
+  r.Def("bmm(Tensor self, Tensor mat2) -> Tensor", {Tag::core}, kFunctionAndMethod)
+      .Impl<&BmmCPU>(DispatchKey::CPU).Meta<&BmmMeta>();
+  r.Def("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", {Tag::core},
+        kFunctionAndMethod)
+      .Impl<&AddmmCPU>(DispatchKey::CPU).Meta<&AddmmMeta>();
+  r.Def("baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
+        {Tag::core}, kFunctionAndMethod)
+      .Impl<&BaddbmmCPU>(DispatchKey::CPU).Meta<&BaddbmmMeta>();
+  r.Def("dot(Tensor self, Tensor tensor) -> Tensor", {}, kFunctionAndMethod)
+      .Impl<&DotCPU>(DispatchKey::CPU).Meta<&DotMeta>();
+  r.Def("mv(Tensor self, Tensor vec) -> Tensor", {}, kFunctionAndMethod).Composite<&Mv>();
+  r.Def("matmul(Tensor self, Tensor other) -> Tensor", {}, kFunctionAndMethod).Composite<&Matmul>();
+  r.Def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", {}, kFunction).Composite<&Linear>();
+}
+
+}  // namespace kiln

@@ -1,0 +1,195 @@
+"""The op table: every op checked against PyTorch 2.13 (the oracle) on random inputs.
+
+Each OpInfo names how to call the op on either library (`fn(lib, *tensors)`), the dtypes it
+supports, and how many tensor inputs it takes. Every entry runs over several shapes (including
+0-size and 0-dim), broadcast shapes for binary ops, non-contiguous inputs (transposed and strided
+views), and every dtype it lists; the result's dtype, shape and values must equal PyTorch's.
+Ops that PyTorch rejects for a dtype must be rejected by kiln with the same exception class.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import DTYPE_NAMES, FLOAT_NAMES, INT_NAMES, assert_same, random_array, requires_torch, torch
+
+pytestmark = requires_torch
+
+NUMERIC = FLOAT_NAMES + INT_NAMES
+SHAPES = [(), (0,), (5,), (3, 4), (2, 3, 4), (2, 0, 3)]
+
+
+class OpInfo:
+    def __init__(self, name, fn, dtypes=DTYPE_NAMES, nargs=1, low=-3.0, high=3.0, shapes=SHAPES, rtol=None,
+                 atol=None, broadcast=True):
+        self.name, self.fn, self.dtypes, self.nargs = name, fn, dtypes, nargs
+        self.low, self.high, self.shapes, self.rtol, self.atol = low, high, shapes, rtol, atol
+        self.broadcast = broadcast
+
+    def __repr__(self):
+        return self.name
+
+
+def unary(name, dtypes=DTYPE_NAMES, **kw):
+    return OpInfo(name, lambda lib, x: getattr(lib, name)(x), dtypes=dtypes, **kw)
+
+
+def method(name, *args, dtypes=DTYPE_NAMES, **kw):
+    return OpInfo(f"{name}{args}", lambda lib, x: getattr(x, name)(*args), dtypes=dtypes, **kw)
+
+
+def binary(name, dtypes=DTYPE_NAMES, **kw):
+    return OpInfo(name, lambda lib, x, y: getattr(lib, name)(x, y), dtypes=dtypes, nargs=2, **kw)
+
+
+OPS = [
+    # binary pointwise
+    binary("add"), binary("sub", dtypes=NUMERIC), binary("mul"),
+    binary("div", dtypes=FLOAT_NAMES),
+    OpInfo("div_trunc", lambda lib, x, y: lib.div(x, y, rounding_mode="trunc"), dtypes=FLOAT_NAMES, nargs=2),
+    OpInfo("div_floor", lambda lib, x, y: lib.div(x, y, rounding_mode="floor"), dtypes=FLOAT_NAMES, nargs=2),
+    binary("remainder", dtypes=FLOAT_NAMES), binary("fmod", dtypes=FLOAT_NAMES),
+    binary("maximum"), binary("minimum"), binary("fmax", dtypes=FLOAT_NAMES), binary("fmin", dtypes=FLOAT_NAMES),
+    binary("eq"), binary("ne"), binary("lt", dtypes=NUMERIC), binary("le", dtypes=NUMERIC),
+    binary("gt", dtypes=NUMERIC), binary("ge", dtypes=NUMERIC),
+    binary("logical_and"), binary("logical_or"), binary("logical_xor"),
+    binary("bitwise_and", dtypes=INT_NAMES + ["bool"]), binary("bitwise_or", dtypes=INT_NAMES + ["bool"]),
+    binary("bitwise_xor", dtypes=INT_NAMES + ["bool"]),
+    binary("atan2", dtypes=["float32", "float64"]), binary("hypot", dtypes=["float32", "float64"]),
+    binary("copysign", dtypes=["float32", "float64"]),
+    OpInfo("pow", lambda lib, x, y: lib.pow(x, y), dtypes=["float32", "float64"], nargs=2, low=0.5, high=2.0),
+    OpInfo("add_alpha", lambda lib, x, y: lib.add(x, y, alpha=2), dtypes=NUMERIC, nargs=2),
+    OpInfo("sub_alpha", lambda lib, x, y: x.sub(y, alpha=3), dtypes=NUMERIC, nargs=2),
+    OpInfo("add_scalar", lambda lib, x: x + 2), OpInfo("mul_float", lambda lib, x: x * 1.5),
+    OpInfo("rsub_scalar", lambda lib, x: 2 - x, dtypes=NUMERIC), OpInfo("rdiv_scalar", lambda lib, x: 2 / x, dtypes=FLOAT_NAMES),
+    OpInfo("pow_scalar", lambda lib, x: x ** 2, dtypes=NUMERIC), OpInfo("scalar_pow", lambda lib, x: 2 ** x, dtypes=FLOAT_NAMES),
+    OpInfo("lt_scalar", lambda lib, x: x < 1, dtypes=NUMERIC),
+    OpInfo("floordiv_scalar", lambda lib, x: x // 2, dtypes=FLOAT_NAMES),
+    # unary pointwise
+    *[unary(n, dtypes=FLOAT_NAMES + ["int64"]) for n in
+      ["exp", "sigmoid", "tanh", "sin", "cos", "atan", "sinh", "erf", "erfc", "expm1", "exp2", "asinh"]],
+    *[unary(n, dtypes=FLOAT_NAMES, low=0.1, high=5.0) for n in ["log", "log2", "log10", "log1p", "sqrt", "rsqrt",
+                                                              "reciprocal", "lgamma", "digamma", "acosh"]],
+    *[unary(n, dtypes=FLOAT_NAMES, low=-0.9, high=0.9) for n in ["asin", "acos", "atanh", "erfinv"]],
+    *[unary(n, dtypes=NUMERIC) for n in ["neg", "abs", "sign", "floor", "ceil", "round", "trunc", "relu", "square"]],
+    unary("frac", dtypes=FLOAT_NAMES), unary("tan", dtypes=["float32", "float64"], low=-1.0, high=1.0),
+    OpInfo("silu", lambda lib, x: lib.nn.functional.silu(x) if lib is torch else x.silu(), dtypes=FLOAT_NAMES),
+    unary("logical_not"), unary("bitwise_not", dtypes=INT_NAMES + ["bool"]),
+    unary("isnan"), unary("isinf"), unary("isfinite"), unary("signbit", dtypes=NUMERIC),
+    # reductions
+    OpInfo("sum", lambda lib, x: x.sum(), dtypes=DTYPE_NAMES),
+    OpInfo("sum_dim", lambda lib, x: x.sum(-1) if x.dim() else x.sum(0), dtypes=DTYPE_NAMES),
+    OpInfo("sum_keepdim", lambda lib, x: x.sum(0, keepdim=True) if x.dim() else x.sum(), dtypes=NUMERIC),
+    OpInfo("sum_dims", lambda lib, x: x.sum((0, -1)) if x.dim() > 1 else x.sum(), dtypes=["float32", "int64"]),
+    OpInfo("sum_dtype", lambda lib, x: x.sum(dtype=lib.float64), dtypes=["float32", "int32"]),
+    OpInfo("mean", lambda lib, x: x.mean(), dtypes=FLOAT_NAMES),
+    OpInfo("mean_dim", lambda lib, x: x.mean(0, keepdim=True) if x.dim() else x.mean(), dtypes=FLOAT_NAMES),
+    # copies, conversions, views (results must be equal, including strides of views)
+    *[OpInfo(f"to_{d}", (lambda d: lambda lib, x: x.to(getattr(lib, d)))(d), dtypes=DTYPE_NAMES) for d in DTYPE_NAMES],
+    OpInfo("clone", lambda lib, x: x.clone()), OpInfo("contiguous", lambda lib, x: x.contiguous()),
+    OpInfo("flatten", lambda lib, x: x.flatten()), OpInfo("t", lambda lib, x: x.t() if x.dim() <= 2 else x),
+    OpInfo("unsqueeze", lambda lib, x: x.unsqueeze(0)), OpInfo("squeeze", lambda lib, x: x.squeeze()),
+    OpInfo("reshape", lambda lib, x: x.reshape(-1, 1)),
+    OpInfo("fill_", lambda lib, x: x.clone().fill_(1)),
+    OpInfo("zero_like", lambda lib, x: lib.zeros_like(x)), OpInfo("ones_like", lambda lib, x: lib.ones_like(x)),
+    OpInfo("full_like", lambda lib, x: lib.full_like(x, 3)),
+]
+
+BINARY_SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (3,)), ((5,), ()), ((0, 3), (3,))]
+
+
+def _layouts(shape, name, rng, info):
+    """The same values as a contiguous array plus a non-contiguous (transposed or strided) one."""
+    data = random_array(shape, name, rng, info.low, info.high)
+    yield "contiguous", data, lambda t: t
+    if len(shape) >= 2:
+        yield "transposed", data, "T"
+    if len(shape) >= 1 and shape[-1] > 0:
+        yield "strided", data, "S"
+
+
+def _make(lib, data, name, layout):
+    from conftest import to_kiln, to_torch
+
+    conv = to_kiln if lib is kiln else to_torch
+    if layout == "T":
+        # Build the transpose contiguously, then view it back: same values, swapped strides.
+        return conv(np.ascontiguousarray(np.swapaxes(data, -1, -2)), name).transpose(-1, -2)
+    if layout == "S":
+        doubled = np.repeat(data, 2, axis=-1)
+        return conv(doubled, name)[..., ::2]
+    return conv(data, name)
+
+
+def _compare(info, name, k_args, t_args):
+    try:
+        expected = info.fn(torch, *t_args)
+    except Exception as e:  # PyTorch rejects: kiln must reject with the same class
+        with pytest.raises(type(e) if not isinstance(e, (TypeError, NotImplementedError)) else Exception):
+            info.fn(kiln, *k_args)
+        return
+    got = info.fn(kiln, *k_args)
+    assert_same(got, expected, info.rtol, info.atol)
+    for k, t in zip(k_args, t_args):  # inputs untouched
+        assert_same(k, t)
+
+
+@pytest.mark.parametrize("info", OPS, ids=repr)
+def test_op_matches_torch(info):
+    rng = np.random.default_rng(0)
+    for name in info.dtypes:
+        if info.nargs == 1:
+            for shape in info.shapes:
+                for layout_name, data, layout in _layouts(shape, name, rng, info):
+                    layout = None if callable(layout) else layout
+                    _compare(info, name, [_make(kiln, data, name, layout)], [_make(torch, data, name, layout)])
+        else:
+            for sa, sb in BINARY_SHAPES:
+                a = random_array(sa, name, rng, info.low, info.high)
+                b = random_array(sb, name, rng, info.low, info.high)
+                if info.name in ("remainder", "fmod", "div_trunc", "div_floor", "floor_divide") and name in INT_NAMES:
+                    b = np.where(b == 0, 1, b)
+                _compare(info, name, [_make(kiln, a, name, None), _make(kiln, b, name, None)],
+                         [_make(torch, a, name, None), _make(torch, b, name, None)])
+                if len(sa) >= 2 and len(sb) >= 2 and sa == sb:
+                    _compare(info, name, [_make(kiln, a, name, "T"), _make(kiln, b, name, "S")],
+                             [_make(torch, a, name, "T"), _make(torch, b, name, "S")])
+
+
+@pytest.mark.parametrize("a,b", list(itertools.product(DTYPE_NAMES, repeat=2)))
+def test_binary_promotion_matches_torch(a, b):
+    x, y = kiln.ones(2, dtype=getattr(kiln, a)), kiln.ones(2, dtype=getattr(kiln, b))
+    tx, ty = torch.ones(2, dtype=getattr(torch, a)), torch.ones(2, dtype=getattr(torch, b))
+    assert str((x * y).dtype)[5:] == str((tx * ty).dtype)[6:]
+    assert str((x[0] * y).dtype)[5:] == str((tx[0] * ty).dtype)[6:]  # 0-dim vs dimensioned
+    for scalar in (2, 2.5, True):
+        assert str((x * scalar).dtype)[5:] == str((tx * scalar).dtype)[6:], scalar
+
+
+@pytest.mark.parametrize("name", ["add", "mul", "sub", "div"])
+def test_inplace_and_out_variants(name):
+    rng = np.random.default_rng(1)
+    a, b = rng.random((3, 4)), rng.random((4,))
+    k, t = kiln.tensor(a, dtype=kiln.float32), torch.tensor(a, dtype=torch.float32)
+    getattr(k, name + "_")(kiln.tensor(b, dtype=kiln.float32))
+    getattr(t, name + "_")(torch.tensor(b, dtype=torch.float32))
+    assert_same(k, t)
+    out_k, out_t = kiln.empty(0), torch.empty(0)
+    getattr(kiln, name)(k, k, out=out_k)
+    getattr(torch, name)(t, t, out=out_t)
+    assert_same(out_k, out_t)
+
+
+def test_meta_tensors_match_real_metadata():
+    for info in OPS:
+        name = info.dtypes[0]
+        shape = (3, 4) if info.nargs == 1 else (3, 4)
+        real = [kiln.ones(shape, dtype=getattr(kiln, name)) for _ in range(info.nargs)]
+        meta = [kiln.empty(shape, dtype=getattr(kiln, name), device="meta") for _ in range(info.nargs)]
+        r = info.fn(kiln, *real)
+        m = info.fn(kiln, *meta)
+        if isinstance(r, kiln.Tensor):
+            assert m.device == kiln.device("meta"), info
+            assert (m.shape, m.dtype) == (r.shape, r.dtype), info

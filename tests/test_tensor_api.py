@@ -1,0 +1,251 @@
+"""The Python API of eager tensors: creation, metadata, printing, operators, indexing, numpy."""
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import requires_torch, torch
+
+
+def test_creation_and_metadata():
+    x = kiln.zeros(2, 3)
+    assert x.shape == (2, 3) and isinstance(x.shape, kiln.Size)
+    assert x.size() == kiln.Size([2, 3]) and x.size(1) == 3 and x.size(-1) == 3
+    assert x.stride() == (3, 1) and x.stride(0) == 3
+    assert x.dtype == kiln.float32 and x.ndim == 2 and x.dim() == 2 and x.numel() == 6
+    assert x.device == kiln.device("cpu") and str(x.device) == "cpu"
+    assert kiln.ones((2, 2), dtype=kiln.int32).dtype == kiln.int32
+    assert kiln.full((2,), 7).dtype == kiln.int64
+    assert kiln.full((2,), True).dtype == kiln.bool
+    assert kiln.full((2,), 1.5).tolist() == [1.5, 1.5]
+    assert kiln.arange(5).tolist() == [0, 1, 2, 3, 4]
+    assert kiln.arange(1, 2, 0.25).tolist() == [1.0, 1.25, 1.5, 1.75]
+    assert kiln.arange(0, 1, 0.1).shape == (10,)
+    assert kiln.empty(0).shape == (0,)
+    assert kiln.zeros_like(x).shape == (2, 3)
+    assert kiln.tensor(3.5).dim() == 0 and kiln.tensor(3.5).item() == 3.5
+    assert kiln.tensor([[1, 2], [3, 4]]).dtype == kiln.int64
+    assert kiln.tensor([True, False]).dtype == kiln.bool
+    assert kiln.tensor([1, 2.5]).dtype == kiln.float32
+
+
+def test_default_dtype():
+    assert kiln.get_default_dtype() == kiln.float32
+    kiln.set_default_dtype(kiln.float64)
+    try:
+        assert kiln.tensor([1.0]).dtype == kiln.float64
+        assert kiln.ones(2).dtype == kiln.float64
+        assert (kiln.tensor([1, 2]) * 0.5).dtype == kiln.float64
+    finally:
+        kiln.set_default_dtype(kiln.float32)
+    with pytest.raises(TypeError):
+        kiln.set_default_dtype(kiln.int64)
+
+
+def test_printing_matches_pytorch_style():
+    assert repr(kiln.tensor([1.0, 2.0])) == "tensor([1., 2.])"
+    assert repr(kiln.tensor([1, 2])) == "tensor([1, 2])"
+    assert repr(kiln.tensor([1, 2], dtype=kiln.int32)) == "tensor([1, 2], dtype=kiln.int32)"
+    assert repr(kiln.tensor(2.5)) == "tensor(2.5000)"
+    assert repr(kiln.tensor([True, False])) == "tensor([ True, False])"
+    assert repr(kiln.tensor([1e-5, 1.0])) == "tensor([1.0000e-05, 1.0000e+00])"
+    assert repr(kiln.zeros(0, 3)) == "tensor([], size=(0, 3))"
+    assert repr(kiln.zeros(2, device="meta")) == "tensor(..., device='meta', size=(2,))"
+    assert repr(kiln.arange(4.0).view(2, 2)) == "tensor([[0., 1.],\n        [2., 3.]])"
+
+
+@requires_torch
+@pytest.mark.parametrize("shape", [(2000,), (40, 50), (3, 400, 2), (7,), (1001,)])
+def test_printing_equals_torch(shape):
+    n = int(np.prod(shape))
+    data = (np.arange(n) * 0.37 - 5).reshape(shape)
+    k = repr(kiln.tensor(data.tolist(), dtype=kiln.float32))
+    t = repr(torch.tensor(data.tolist(), dtype=torch.float32))
+    assert k == t
+    ints = np.arange(n).reshape(shape)
+    assert repr(kiln.tensor(ints.tolist())) == repr(torch.tensor(ints.tolist()))
+
+
+def test_operators_and_reflected():
+    x = kiln.tensor([1.0, 2.0, 4.0])
+    assert (x + 1).tolist() == [2, 3, 5]
+    assert (1 + x).tolist() == [2, 3, 5]
+    assert (1 - x).tolist() == [0, -1, -3]
+    assert (2 * x).tolist() == [2, 4, 8]
+    assert (1 / x).tolist() == [1, 0.5, 0.25]
+    assert (x ** 2).tolist() == [1, 4, 16]
+    assert (2 ** x).tolist() == [2, 4, 16]
+    assert (-x).tolist() == [-1, -2, -4]
+    assert (x // 3).tolist() == [0, 0, 1]
+    assert (x % 3).tolist() == [1, 2, 1]
+    assert (x > 1.5).tolist() == [False, True, True]
+    assert (x == 2).dtype == kiln.bool
+    assert (x != x).tolist() == [False] * 3
+    y = x.clone()
+    y += 1
+    assert y.tolist() == [2, 3, 5] and x.tolist() == [1, 2, 4]
+    z = y
+    z *= 2
+    assert z is y and y.tolist() == [4, 6, 10]
+    assert (kiln.tensor([3]) & kiln.tensor([5])).tolist() == [1]
+    assert (~kiln.tensor([True, False])).tolist() == [False, True]
+    assert abs(kiln.tensor([-2])).tolist() == [2]
+    assert (x == None) is False  # noqa: E711
+
+
+def test_inplace_returns_same_object_and_bumps_version():
+    x = kiln.zeros(3)
+    v0 = x._version
+    assert x.add_(1) is x
+    assert x._version == v0 + 1
+    view = x[1:]
+    view.mul_(5)
+    assert x.tolist() == [1, 5, 5] and x._version == v0 + 2
+
+
+def test_bool_int_float_conversions():
+    assert bool(kiln.tensor([1]))
+    assert not bool(kiln.tensor(0.0))
+    assert int(kiln.tensor(3.7)) == 3 and float(kiln.tensor(2)) == 2.0
+    assert [10, 20, 30][kiln.tensor(1)] == 20
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        bool(kiln.tensor([1, 2]))
+    with pytest.raises(TypeError):
+        [1, 2][kiln.tensor(1.0)]
+
+
+def test_views_share_storage():
+    x = kiln.arange(12.0)
+    v = x.view(3, 4)
+    v[0, 0] = 100
+    assert x[0].item() == 100
+    assert x.view(3, 4).t().stride() == (1, 4)
+    assert x.view(3, 4).t().contiguous().stride() == (3, 1)
+    assert x.view(2, 6).permute(1, 0).shape == (6, 2)
+    assert x.view(3, 4).transpose(0, 1).shape == (4, 3)
+    assert x.unsqueeze(0).shape == (1, 12) and x.view(1, 12, 1).squeeze().shape == (12,)
+    assert x.view(1, 12).expand(3, 12).stride() == (0, 1)
+    assert x.view(3, 4).flatten().shape == (12,)
+    assert x.unflatten(0, (3, -1)).shape == (3, 4)
+    assert x.narrow(0, 2, 3).tolist() == [2, 3, 4]
+    assert x.view(3, 4).diagonal().tolist() == [100, 5, 10]
+    assert x.unfold(0, 4, 4).shape == (3, 4)
+    assert x.as_strided((2, 2), (1, 2)).tolist() == [[100, 2], [1, 3]]
+    assert x.view(3, 4).T.shape == (4, 3)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        x.view(3, 4).t().view(12)
+    assert x.view(3, 4).t().reshape(12).shape == (12,)
+
+
+def test_basic_indexing():
+    x = kiln.arange(24).view(2, 3, 4)
+    n = np.arange(24).reshape(2, 3, 4)
+    for key in [0, -1, (1, 2), (slice(None), 1), (Ellipsis, 2), (None, 0), (slice(0, 2), None, slice(1, 3)),
+                (slice(None, None, 2), Ellipsis, slice(1, None, 2)), (1, Ellipsis, None), ()]:
+        assert x[key].tolist() == n[key].tolist(), key
+    with pytest.raises(IndexError):
+        x[2]
+    with pytest.raises(IndexError, match="too many indices"):
+        x[0, 0, 0, 0]
+    with pytest.raises(ValueError):
+        x[::-1]
+
+
+def test_setitem():
+    x = kiln.zeros(3, 4)
+    x[1] = 5
+    x[:, 0] = kiln.tensor([1.0, 2.0, 3.0])
+    x[2, 1:3] = 7
+    n = np.zeros((3, 4))
+    n[1] = 5
+    n[:, 0] = [1, 2, 3]
+    n[2, 1:3] = 7
+    assert x.tolist() == n.tolist()
+
+
+def test_len_iter_contains():
+    x = kiln.tensor([[1, 2], [3, 4]])
+    assert len(x) == 2
+    assert [r.tolist() for r in x] == [[1, 2], [3, 4]]
+    with pytest.raises(TypeError):
+        len(kiln.tensor(1))
+
+
+def test_numpy_interop_shares_memory():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = kiln.from_numpy(a)
+    a[0, 0] = 42
+    assert t[0, 0].item() == 42
+    t[1, 2] = -1
+    assert a[1, 2] == -1
+    back = t.numpy()
+    back[0, 1] = 9
+    assert t[0, 1].item() == 9
+    assert np.asarray(t.t()).tolist() == a.T.tolist()
+    assert kiln.tensor(np.array([1, 2], dtype=np.int32)).dtype == kiln.int32
+    assert kiln.from_numpy(np.zeros(3, dtype=np.float16)).dtype == kiln.float16
+    with pytest.raises(TypeError, match="BFloat16"):
+        kiln.ones(2, dtype=kiln.bfloat16).numpy()
+    with pytest.raises(TypeError):
+        kiln.from_numpy(np.zeros(2, dtype=np.complex64))
+    assert kiln.tensor(np.float64(2.5)).item() == 2.5
+
+
+def test_to_and_conversions():
+    x = kiln.tensor([1.7, -2.2])
+    assert x.to(kiln.int32).tolist() == [1, -2]
+    assert x.to(kiln.float32) is x
+    assert x.to(kiln.float32, copy=True) is not x
+    assert x.double().dtype == kiln.float64 and x.long().dtype == kiln.int64 and x.bool().dtype == kiln.bool
+    assert x.to("cpu") is x
+    assert x.to(dtype=kiln.float16).dtype == kiln.float16
+    assert x.type() == "kiln.FloatTensor"
+    with pytest.raises(NotImplementedError):
+        x.to("cuda")
+
+
+def test_ops_namespace():
+    x = kiln.tensor([1.0, 2.0])
+    assert kiln.ops.aten.add.Tensor(x, x).tolist() == [2, 4]
+    assert str(kiln.ops.aten.add.Tensor._schema) == "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"
+    assert "Tensor" in kiln.ops.aten.add.overloads() and "Scalar" in kiln.ops.aten.add.overloads()
+    assert kiln.ops.aten.add(x, 1).tolist() == [2, 3]
+    assert kiln.ops.aten.add.Tensor.overloadpacket is kiln.ops.aten.add
+    assert "pointwise" in kiln.ops.aten.add.Tensor.tags
+    assert kiln.ops.aten.sum.default(x).item() == 3
+    with pytest.raises(AttributeError):
+        kiln.ops.aten.add.NoSuchOverload
+    with pytest.raises(AttributeError):
+        kiln.ops.aten.no_such_op
+
+
+def test_bad_arguments_raise_type_errors_and_leave_inputs_alone():
+    x = kiln.ones(2, 3)
+    with pytest.raises(TypeError, match="add"):
+        kiln.add(x, "a")
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        x.sum(dimm=1)
+    with pytest.raises(RuntimeError, match=r"The size of tensor a \(3\) must match the size of tensor b \(4\)"):
+        x + kiln.ones(4)
+    y = kiln.ones(3)
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        y.add_(kiln.ones(2, 3))
+    assert y.tolist() == [1, 1, 1]
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        kiln.ones(2, dtype=kiln.int64).add_(0.5)
+    with pytest.raises(RuntimeError, match="negative dimension"):
+        kiln.empty(-1)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        x.sum(5)
+    with pytest.raises(RuntimeError, match="Negation, the `-` operator, on a bool tensor is not supported"):
+        kiln.tensor([True]).neg()
+    with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+        kiln.tensor([True]).frac()
+
+
+def test_generator_seeding_is_reproducible():
+    g = kiln.Generator().manual_seed(3)
+    assert g.initial_seed() == 3
+    state = kiln.get_rng_state()
+    kiln.set_rng_state(state)
+    assert kiln.initial_seed() == kiln.default_generator.initial_seed()

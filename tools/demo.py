@@ -1,0 +1,90 @@
+"""A short tour of eager kiln (run by tools/demo.sh): creation, views, broadcasting, matmul,
+reductions, and a timing table of a few ops against numpy and PyTorch in the same run."""
+
+import time
+
+import numpy as np
+
+import kiln
+
+try:
+    import torch
+except ImportError:  # the 3.12 environment has no torch
+    torch = None
+
+
+def show(title, value):
+    print(f"--- {title}")
+    print(value)
+
+
+def best_time(fn, repeat=5, number=None):
+    if number is None:
+        number = 1
+        while True:
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            if time.perf_counter() - start > 0.05:
+                break
+            number *= 4
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter() - start) / number)
+    return min(times)
+
+
+def main():
+    kiln.manual_seed(0)
+    show("kiln.arange(12).view(3, 4)", kiln.arange(12).view(3, 4))
+    x = kiln.arange(12, dtype=kiln.float32).view(3, 4)
+    show("x.t() is a view sharing storage; x.t().is_contiguous()", x.t().is_contiguous())
+    show("x[:, 1::2]", x[:, 1::2])
+    show("broadcasting: x + kiln.tensor([10., 20., 30., 40.])", x + kiln.tensor([10.0, 20.0, 30.0, 40.0]))
+    show("type promotion: kiln.tensor([1, 2], dtype=kiln.int32) + 2.5",
+         kiln.tensor([1, 2], dtype=kiln.int32) + 2.5)
+    show("x.sum(dim=1), x.mean()", (x.sum(dim=1), x.mean()))
+    if hasattr(kiln, "matmul"):
+        show("x @ x.t()", x @ x.t())
+    show("from_numpy shares memory", kiln.from_numpy(np.ones(3)))
+
+    print()
+    print("timing (best of 5; ratio = kiln / peer, lower is better)")
+    rows = []
+    n = 1 << 22
+    a_np = np.random.rand(n).astype(np.float32)
+    b_np = np.random.rand(n).astype(np.float32)
+    a, b = kiln.from_numpy(a_np), kiln.from_numpy(b_np)
+    one = kiln.ones(1)
+    cases = [
+        ("x + 1 (1 element)", lambda: one + 1, lambda: np.ones(1, np.float32) + 1, None),
+        (f"x * y + 1 ({n:,} floats)", lambda: a * b + 1, lambda: a_np * b_np + 1, None),
+        (f"sum ({n:,} floats)", lambda: a.sum(), lambda: a_np.sum(), None),
+    ]
+    if torch is not None:
+        ta, tb, tone = torch.from_numpy(a_np), torch.from_numpy(b_np), torch.ones(1)
+        cases[0] = cases[0][:3] + (lambda: tone + 1,)
+        cases[1] = cases[1][:3] + (lambda: ta * tb + 1,)
+        cases[2] = cases[2][:3] + (lambda: ta.sum(),)
+    if hasattr(kiln, "mm"):
+        m_np = np.random.rand(512, 512).astype(np.float32)
+        m = kiln.from_numpy(m_np)
+        tm = torch.from_numpy(m_np) if torch is not None else None
+        cases.append(("matmul 512x512x512", lambda: m @ m, lambda: m_np @ m_np,
+                      (lambda: tm @ tm) if tm is not None else None))
+    for name, k_fn, np_fn, t_fn in cases:
+        tk, tn = best_time(k_fn), best_time(np_fn)
+        tt = best_time(t_fn) if t_fn else None
+        rows.append((name, tk, tn, tt))
+    print(f"{'op':<28}{'kiln':>12}{'numpy':>12}{'torch':>12}{'kiln/numpy':>12}{'kiln/torch':>12}")
+    for name, tk, tn, tt in rows:
+        tt_s = f"{tt * 1e6:10.1f}us" if tt else f"{'-':>12}"
+        ratio_t = f"{tk / tt:11.2f}x" if tt else f"{'-':>12}"
+        print(f"{name:<28}{tk * 1e6:10.1f}us{tn * 1e6:10.1f}us{tt_s}{tk / tn:11.2f}x{ratio_t}")
+
+
+if __name__ == "__main__":
+    main()
