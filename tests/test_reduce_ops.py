@@ -27,7 +27,9 @@ from conftest import DTYPE_NAMES, FLOAT_NAMES, INT_NAMES, assert_same, random_ar
 from test_ops import OpInfo, _layouts
 from test_ops import _make as _make_flat
 
-pytestmark = requires_torch
+pytestmark = [requires_torch,  # the expected warnings of the oracle (and kiln) on degenerate inputs
+              pytest.mark.filterwarnings("ignore:.*degrees of freedom is <= 0:UserWarning"),
+              pytest.mark.filterwarnings("ignore:Using a target size:UserWarning")]
 
 F = torch.nn.functional if torch is not None else None
 SHAPES = [(), (0,), (5,), (3, 4), (2, 3, 4), (2, 0, 3)]
@@ -110,6 +112,7 @@ REDUCTIONS = [
     OpInfo("amax_dim", lambda lib, x: x.amax(-1)), OpInfo("amin_dim", lambda lib, x: lib.amin(x, -1)),
     OpInfo("amax_dims_keepdim", lambda lib, x: x.amax(dims2(x), keepdim=True)),
     OpInfo("amin_dims", lambda lib, x: x.amin(dims2(x))),
+    OpInfo("amax_empty_dims", lambda lib, x: lib.amax(x, ())),
     OpInfo("max", lambda lib, x: x.max()), OpInfo("min", lambda lib, x: lib.min(x)),
     OpInfo("max_dim", lambda lib, x: x.max(-1)), OpInfo("min_dim", lambda lib, x: lib.min(x, -1)),
     OpInfo("max_dim0_keepdim", lambda lib, x: x.max(0, keepdim=True)),
@@ -137,6 +140,8 @@ REDUCTIONS = [
     OpInfo("var_correction0", lambda lib, x: lib.var(x, 0, correction=0)),
     OpInfo("std_correction2", lambda lib, x: x.std(-1, correction=2, keepdim=True)),
     OpInfo("var_correction_none_dim", lambda lib, x: lib.var(x, None, correction=1)),
+    OpInfo("var_correction_float", lambda lib, x: lib.var(x, -1, correction=0.5)),
+    OpInfo("std_correction_large", lambda lib, x: lib.std(x, correction=7)),
     OpInfo("var_mean", lambda lib, x: lib.var_mean(x)),
     OpInfo("std_mean", lambda lib, x: lib.std_mean(x, unbiased=False)),
     OpInfo("var_mean_dim", lambda lib, x: lib.var_mean(x, -1, keepdim=True)),
@@ -156,6 +161,8 @@ REDUCTIONS = [
     *[OpInfo(f"norm_{p}_dim", (lambda p: lambda lib, x: x.norm(p, -1, True))(p)) for p in (1, 2, INF, 3)],
     OpInfo("norm_default", lambda lib, x: x.norm()),
     OpInfo("norm_dims", lambda lib, x: x.norm(2, dims2(x))),
+    OpInfo("norm_dtype", lambda lib, x: x.norm(1, dtype=lib.float64)),
+    OpInfo("norm_dim_dtype", lambda lib, x: x.norm(INF, -1, True, dtype=lib.float64)),
 ]
 
 ACTIVATIONS = [
@@ -289,7 +296,7 @@ NAN_OPS = [
 @pytest.mark.parametrize("name", FLOAT_NAMES)
 def test_nan_and_inf_inputs(op, fn, name):
     rows = [[1.0, math.nan, 3.0, -2.0], [math.nan, math.nan, math.nan, math.nan], [2.0, 5.0, 5.0, -1.0],
-            [INF, 1.0, -INF, 0.0], [-INF, -INF, 2.0, math.nan], [0.5, 0.5, 0.5, 0.5]]
+            [INF, 1.0, -INF, 0.0], [-INF, -INF, 2.0, math.nan], [0.5, 0.5, 0.5, 0.5], [-INF] * 4, [INF] * 4]
     data = np.array(rows)
     for layout in (None, "T", "S"):
         k, t = both(data, name, layout)
@@ -297,6 +304,31 @@ def test_nan_and_inf_inputs(op, fn, name):
     for row in rows:
         k, t = both(np.array(row), name)
         check(fn, [k], [t])
+
+
+LARGE_OPS = [
+    ("max_dim", lambda lib, x: x.max(-1)), ("min_dim0", lambda lib, x: x.min(0)), ("amax", lambda lib, x: x.amax()),
+    ("argmax", lambda lib, x: x.argmax()), ("argmin_dim0", lambda lib, x: x.argmin(0)),
+    ("var_mean", lambda lib, x: lib.var_mean(x, 0)), ("std", lambda lib, x: x.std()),
+    ("logsumexp", lambda lib, x: lib.logsumexp(x, (0, 1))), ("norm3_dim0", lambda lib, x: x.norm(3, 0)),
+    ("vector_norm", lambda lib, x: vnorm(lib)(x)), ("prod_dim0_f64", lambda lib, x: (x / 3 + 1).prod(0, dtype=lib.float64)),
+    ("any_dim", lambda lib, x: (x > 2.9).any(-1)), ("count_nonzero", lambda lib, x: lib.count_nonzero(x > 0, 0)),
+    ("softmax_dim0", lambda lib, x: lib.softmax(x, 0)), ("log_softmax", lambda lib, x: lib.log_softmax(x, -1)),
+    ("gelu_tanh", lambda lib, x: (kiln.gelu if lib is kiln else F.gelu)(x, approximate="tanh")),
+]
+
+
+@pytest.mark.parametrize("op,fn", LARGE_OPS, ids=[o[0] for o in LARGE_OPS])
+def test_large_inputs_with_nan(op, fn):
+    """Inputs big enough to be split across threads, with a NaN placed in one row and one column."""
+    rng = np.random.default_rng(10)
+    data = rng.uniform(-3, 3, size=(257, 1031))
+    for layout in (None, "T"):
+        k, t = both(data, "float32", layout)
+        check(fn, [k], [t], 1e-4, 1e-4)
+    data[100, 500] = math.nan
+    k, t = both(data, "float32")
+    check(fn, [k], [t], 1e-4, 1e-4)
 
 
 def test_max_min_ties_pick_the_first_index():
