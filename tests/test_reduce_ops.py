@@ -75,17 +75,9 @@ def both(data, name, layout=None):
     return _make(kiln, data, name, layout), _make(torch, data, name, layout)
 
 
-def lastdim(x):
-    return -1
-
-
 def dims2(x):
+    """Two dims to reduce over (the first and last), or the only one."""
     return (0, -1) if x.dim() >= 2 else -1
-
-
-def lib_fn(kiln_name, torch_fn):
-    """Call kiln.<kiln_name> on kiln, torch_fn on torch."""
-    return lambda lib: getattr(kiln, kiln_name) if lib is kiln else torch_fn
 
 
 def act(name, *args, torch_fn=None, **kw):
@@ -153,7 +145,8 @@ REDUCTIONS = [
     OpInfo("logsumexp_large", lambda lib, x: lib.logsumexp(x * 40, 0), dtypes=["float32", "float64"]),
     *[OpInfo(f"vector_norm_{p}", (lambda p: lambda lib, x: vnorm(lib)(x, p))(p)) for p in (1, 2, INF, 3)],
     *[OpInfo(f"vector_norm_{p}_dim", (lambda p: lambda lib, x: vnorm(lib)(x, p, -1, True))(p)) for p in (1, 2, INF, 3)],
-    *[OpInfo(f"vector_norm_{p}_dims", (lambda p: lambda lib, x: vnorm(lib)(x, p, dims2(x)))(p)) for p in (1, 2, INF, 3)],
+    *[OpInfo(f"vector_norm_{p}_dims", (lambda p: lambda lib, x: vnorm(lib)(x, p, dims2(x)))(p))
+      for p in (1, 2, INF, 3)],
     OpInfo("vector_norm_-inf", lambda lib, x: vnorm(lib)(x, -INF, -1)),
     OpInfo("vector_norm_0", lambda lib, x: vnorm(lib)(x, 0)),
     OpInfo("vector_norm_dtype", lambda lib, x: vnorm(lib)(x, 2, dtype=lib.float64)),
@@ -311,7 +304,8 @@ LARGE_OPS = [
     ("argmax", lambda lib, x: x.argmax()), ("argmin_dim0", lambda lib, x: x.argmin(0)),
     ("var_mean", lambda lib, x: lib.var_mean(x, 0)), ("std", lambda lib, x: x.std()),
     ("logsumexp", lambda lib, x: lib.logsumexp(x, (0, 1))), ("norm3_dim0", lambda lib, x: x.norm(3, 0)),
-    ("vector_norm", lambda lib, x: vnorm(lib)(x)), ("prod_dim0_f64", lambda lib, x: (x / 3 + 1).prod(0, dtype=lib.float64)),
+    ("vector_norm", lambda lib, x: vnorm(lib)(x)),
+    ("prod_dim0_f64", lambda lib, x: (x / 3 + 1).prod(0, dtype=lib.float64)),
     ("any_dim", lambda lib, x: (x > 2.9).any(-1)), ("count_nonzero", lambda lib, x: lib.count_nonzero(x > 0, 0)),
     ("softmax_dim0", lambda lib, x: lib.softmax(x, 0)), ("log_softmax", lambda lib, x: lib.log_softmax(x, -1)),
     ("gelu_tanh", lambda lib, x: (kiln.gelu if lib is kiln else F.gelu)(x, approximate="tanh")),
@@ -411,6 +405,33 @@ def test_nll_loss_all_ignored_and_int32_targets():
                 x, t, None, **({"reduction": reduction, "ignore_index": 1} if lib is torch
                                else {"reduction": RED[reduction], "ignore_index": 1}))
             check(fn, [kx, kt], [tx, tt])
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_loss_edge_cases(reduction):
+    """The default ignore_index (-100) in targets, every target ignored, 0 classes, extreme logits."""
+    rng = np.random.default_rng(11)
+    r = RED[reduction]
+    x = np.log(rng.dirichlet(np.ones(4), size=5))
+    kx, tx = both(x, "float32")
+    for target in ([0, -100, 3, -100, 1], [-100] * 5):
+        kt, tt = both(np.array(target), "int64")
+        check(lambda lib, x, t: (kiln.nll_loss(x, t, None, r) if lib is kiln
+                                 else F.nll_loss(x, t, reduction=reduction)), [kx, kt], [tx, tt])
+        for smoothing in (0.0, 0.2):
+            check(lambda lib, x, t: (kiln.cross_entropy_loss(x, t, None, r, -100, smoothing) if lib is kiln
+                                     else F.cross_entropy(x, t, reduction=reduction, label_smoothing=smoothing)),
+                  [kx, kt], [tx, tt])
+    # no classes at all
+    (kz, tz), (kt, tt) = both(np.zeros((2, 0)), "float32"), both(np.array([0, 0]), "int64")
+    check(lambda lib, x, t: (kiln.cross_entropy_loss(x, t, None, r) if lib is kiln
+                             else F.cross_entropy(x, t, reduction=reduction)), [kz, kt], [tz, tt])
+    # logits far beyond exp's range, in float32
+    (kl, tl), (ky, ty) = both(np.array([-100.0, -30, 30, 100, 0]), "float32"), both(np.array([1.0, 0, 1, 0, 0.5]),
+                                                                                    "float32")
+    check(lambda lib, x, y: (kiln.binary_cross_entropy_with_logits(x, y, None, None, r) if lib is kiln
+                             else F.binary_cross_entropy_with_logits(x, y, reduction=reduction)), [kl, ky], [tl, ty])
+    check(lambda lib, x: (kiln.softplus if lib is kiln else F.softplus)(x, 100, 20), [kl], [tl])
 
 
 CE_CASES = [((3, 5), (3,)), ((5,), ()), ((2, 4, 3, 2), (2, 3, 2)), ((0, 4), (0,)), ((2, 3, 4), (2, 4))]
