@@ -53,7 +53,10 @@ inline M ApplyAct(int op, M x, const ActParams& p) {
         return M(0.5) * x * (M(1) + std::tanh(k * (x + M(0.044715) * x * x * x)));
       }
       case kLeakyRelu: return x > M(0) ? x : x * M(p.a);
-      case kHardtanh: return x < M(p.a) ? M(p.a) : (x > M(p.b) ? M(p.b) : x);
+      case kHardtanh: {  // clamp(x, min, max): max wins when min > max, as in PyTorch
+        const M y = x < M(p.a) ? M(p.a) : x;
+        return y > M(p.b) ? M(p.b) : y;
+      }
       case kElu: return x <= M(0) ? std::expm1(x * M(p.c)) * M(p.a * p.b) : x * M(p.b);
       case kSoftplus: return x * M(p.a) > M(p.b) ? x : std::log1p(std::exp(x * M(p.a))) / M(p.a);
       case kThreshold: return x <= M(p.a) ? M(p.b) : x;
@@ -73,7 +76,8 @@ inline M ApplyAct(int op, M x, const ActParams& p) {
     switch (op) {
       case kHardtanh: {
         const M lo = static_cast<M>(p.a), hi = static_cast<M>(p.b);
-        return x < lo ? lo : (x > hi ? hi : x);
+        const M y = x < lo ? lo : x;
+        return y > hi ? hi : y;
       }
       case kThreshold: return x <= static_cast<M>(p.a) ? static_cast<M>(p.b) : x;
     }
@@ -86,7 +90,7 @@ void CheckActDtype(int op, ScalarType t) {
   bool ok = spec.dtypes == ActDtypes::All || spec.dtypes == ActDtypes::IntToFloat ||
             (spec.dtypes == ActDtypes::Floating && IsFloating(t)) ||
             (spec.dtypes == ActDtypes::NumericNoBool && t != ScalarType::Bool);
-  KILN_CHECK(ok, "\"", spec.name, "\" not implemented for '", ScalarTypeDisplayName(t), "'");
+  KILN_CHECK_NOT_IMPLEMENTED(ok, "\"", spec.name, "\" not implemented for '", ScalarTypeDisplayName(t), "'");
 }
 ScalarType ActResultType(int op, ScalarType t) {
   return kActs[op].dtypes == ActDtypes::IntToFloat && IsIntegral(t, true) ? GetDefaultDtype() : t;
@@ -164,14 +168,44 @@ struct Act1 {
   static Tensor Inplace(Tensor self, const Scalar& a) { return ActInplace(kOp, self, {a.to_double()}, true); }
   static Tensor InplaceMeta(Tensor self, const Scalar& a) { return ActInplace(kOp, self, {a.to_double()}, false); }
 };
+// PyTorch converts threshold's Scalars to an integer input's type with an overflow check
+// (threshold(uint8, 0.5, -1) raises rather than wrapping -1 to 255).
+void CheckScalarFits(ScalarType t, const Scalar& s) {
+  if (!IsIntegral(t, /*include_bool=*/false)) return;
+  double lo = 0, hi = 0;
+  const char* name = "";
+  switch (t) {
+    case ScalarType::UInt8: lo = 0, hi = 255, name = "uint8_t"; break;
+    case ScalarType::Int8: lo = -128, hi = 127, name = "int8_t"; break;
+    case ScalarType::Int16: lo = -32768, hi = 32767, name = "int16_t"; break;
+    case ScalarType::Int32: lo = -2147483648.0, hi = 2147483647.0, name = "int32_t"; break;
+    default: return;  // int64 holds every integral Scalar
+  }
+  const double v = s.to_double();
+  KILN_CHECK(v >= lo && v <= hi, "value cannot be converted to type ", name, " without overflow");
+}
+
 template <int kOp>
 struct Act2 {
-  static ActParams P(const Scalar& a, const Scalar& b) { return {a.to_double(), b.to_double()}; }
-  static Tensor Fn(const Tensor& self, const Scalar& a, const Scalar& b) { return ActFunctional(kOp, self, P(a, b)); }
-  static TensorMeta Meta(const Tensor& self, const Scalar&, const Scalar&) { return ActMeta(kOp, self); }
-  static Tensor Inplace(Tensor self, const Scalar& a, const Scalar& b) { return ActInplace(kOp, self, P(a, b), true); }
+  static ActParams P(ScalarType t, const Scalar& a, const Scalar& b) {
+    if constexpr (kOp == kThreshold) {
+      CheckScalarFits(t, a);
+      CheckScalarFits(t, b);
+    }
+    return {a.to_double(), b.to_double()};
+  }
+  static Tensor Fn(const Tensor& self, const Scalar& a, const Scalar& b) {
+    return ActFunctional(kOp, self, P(self.dtype(), a, b));
+  }
+  static TensorMeta Meta(const Tensor& self, const Scalar& a, const Scalar& b) {
+    P(self.dtype(), a, b);
+    return ActMeta(kOp, self);
+  }
+  static Tensor Inplace(Tensor self, const Scalar& a, const Scalar& b) {
+    return ActInplace(kOp, self, P(self.dtype(), a, b), true);
+  }
   static Tensor InplaceMeta(Tensor self, const Scalar& a, const Scalar& b) {
-    return ActInplace(kOp, self, P(a, b), false);
+    return ActInplace(kOp, self, P(self.dtype(), a, b), false);
   }
 };
 template <int kOp>
@@ -195,8 +229,9 @@ struct Act3 {
 void CheckHardtanh(const Tensor& self, const Scalar& min_val, const Scalar& max_val) {
   KILN_CHECK(self.dtype() != ScalarType::Bool, "Bool inputs not supported for hardtanh");
   if (self.dtype() == ScalarType::UInt8) {
-    KILN_CHECK(min_val.to_double() >= 0 && max_val.to_double() >= 0,
-               "hardtanh: min_val and max_val must be non-negative for unsigned types");
+    // PyTorch truncates the bounds to integers first: -0.5 is a bound of 0 and is accepted.
+    KILN_CHECK(static_cast<int64_t>(min_val.to_double()) >= 0 && static_cast<int64_t>(max_val.to_double()) >= 0,
+               "cannot do hardtanh on an unsigned type with negative limits");
   }
 }
 Tensor Hardtanh(const Tensor& self, const Scalar& lo, const Scalar& hi) {
@@ -253,10 +288,14 @@ TensorMeta SoftmaxMeta(const Tensor& self, int64_t dim, bool half_to_float) {
   if (half_to_float) {
     KILN_CHECK(self.dtype() == ScalarType::Float16, "conversion is supported for Half type only");
   }
-  if (!IsFloating(self.dtype())) {
+  // PyTorch returns an empty integer input as is: the kernel (and its dtype check) never runs.
+  bool empty = false;
+  for (const SymInt& s : self->sym_sizes()) empty = empty || s == SymInt(0);
+  if (!IsFloating(self.dtype()) && !empty) {
     const bool last = self.dim() > 0 && wrapped == self.dim() - 1;
-    throw Error(StrCat("\"", kLog ? "log_softmax" : "softmax", last ? "_lastdim_kernel_impl" : "_kernel_impl",
-                       "\" not implemented for '", ScalarTypeDisplayName(self.dtype()), "'"));
+    throw NotImplementedError(StrCat("\"", kLog ? "log_softmax" : "softmax",
+                                     last ? "_lastdim_kernel_impl" : "_kernel_impl", "\" not implemented for '",
+                                     ScalarTypeDisplayName(self.dtype()), "'"));
   }
   return TensorMeta{self->sym_sizes(), {}, half_to_float ? ScalarType::Float32 : self.dtype(), self.device()};
 }

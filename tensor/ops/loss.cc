@@ -35,6 +35,9 @@ std::tuple<TensorMeta, TensorMeta> NllLossForwardMeta(const Tensor& self, const 
   CheckReduction(reduction);
   KILN_CHECK(self.dim() > 0 && self.dim() <= 2, "input tensor should be 1D or 2D");
   KILN_CHECK(target.dim() <= 1, "0D or 1D target tensor expected, multi-target not supported");
+  // A 1-D input is one sample: its target is 0-D or of size 1 (never read past an empty target).
+  KILN_CHECK_VALUE(!(self.dim() == 1 && target.dim() == 1) || target->sym_sizes()[0] == SymInt(1),
+                   "For 1D input, 1D target must have size 1, but got target size: ", target->sym_sizes()[0].str());
   const bool no_batch_dim = self.dim() == 1 && target.dim() == 0;
   KILN_CHECK(no_batch_dim || self->sym_sizes()[0] == target->sym_sizes()[0], "size mismatch (got input: ",
              ShapeStr(self), ", target: ", ShapeStr(target), ")");
@@ -42,8 +45,8 @@ std::tuple<TensorMeta, TensorMeta> NllLossForwardMeta(const Tensor& self, const 
   KILN_CHECK(!weight || (weight->dim() == 1 && (*weight)->sym_numel() == n_classes),
              "weight tensor should be defined either for all ", n_classes, " classes or no classes but got weight "
              "tensor of shape: ", weight ? ShapeStr(*weight) : std::string("[]"));
-  KILN_CHECK(IsFloating(self.dtype()), "\"nll_loss_out_frame\" not implemented for '",
-             ScalarTypeDisplayName(self.dtype()), "'");
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(self.dtype()), "\"nll_loss_out_frame\" not implemented for '",
+                             ScalarTypeDisplayName(self.dtype()), "'");
   KILN_CHECK(target.dtype() == ScalarType::Int64 || target.dtype() == ScalarType::UInt8,
              "expected scalar type Long but found ", ScalarTypeDisplayName(target.dtype()));
   TensorMeta out{{}, {}, self.dtype(), self.device()};
@@ -76,7 +79,8 @@ void NllLossKernel(const Tensor& x, const Tensor& target, const Tensor* weight, 
     loss_sum += l;
     weight_sum += w;
   }
-  total_weight.data_ptr<T>()[0] = static_cast<T>(weight_sum);
+  // PyTorch leaves total_weight at 0 for an unreduced batch (it is only a mean's divisor).
+  total_weight.data_ptr<T>()[0] = reduction == kNone && x.dim() == 2 ? T(0) : static_cast<T>(weight_sum);
   if (reduction == kMean) op[0] = static_cast<T>(loss_sum / weight_sum);  // all ignored: 0 / 0 = nan
   else if (reduction == kSum) op[0] = static_cast<T>(loss_sum);
 }
@@ -140,11 +144,11 @@ Tensor NllLoss2d(const Tensor& self, const Tensor& target, const OptTensor& weig
 }
 
 void CheckNllNd(const Tensor& self, const Tensor& target) {
-  KILN_CHECK(self.dim() >= 1, "Expected 1 or more dimensions (got ", self.dim(), ")");
-  KILN_CHECK(self.dim() == 1 || target.dim() >= 1, "Expected input batch_size (", self->sym_sizes()[0].str(),
-             ") to match target batch_size (0).");
-  KILN_CHECK(self.dim() == 1 || self->sym_sizes()[0] == target->sym_sizes()[0], "Expected input batch_size (",
-             self->sym_sizes()[0].str(), ") to match target batch_size (", target->sym_sizes()[0].str(), ").");
+  KILN_CHECK_VALUE(self.dim() >= 1, "Expected 1 or more dimensions (got ", self.dim(), ")");
+  KILN_CHECK_VALUE(self.dim() == 1 || target.dim() >= 1, "Expected input batch_size (", self->sym_sizes()[0].str(),
+                   ") to match target batch_size (0).");
+  KILN_CHECK_VALUE(self.dim() == 1 || self->sym_sizes()[0] == target->sym_sizes()[0], "Expected input batch_size (",
+                   self->sym_sizes()[0].str(), ") to match target batch_size (", target->sym_sizes()[0].str(), ").");
   if (self.dim() > 2) {
     SymDimVector want{self->sym_sizes()[0]};
     for (int64_t d = 2; d < self.dim(); ++d) want.push_back(self->sym_sizes()[d]);
@@ -176,18 +180,21 @@ Tensor CrossEntropyLoss(const Tensor& self, const Tensor& target, const OptTenso
   CheckReduction(reduction);
   KILN_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
              "label_smoothing must be between 0.0 and 1.0. Got: ", label_smoothing);
-  KILN_CHECK(self.dim() >= 1, "Expected 1 or more dimensions (got ", self.dim(), ")");
+  KILN_CHECK_VALUE(self.dim() >= 1, "Expected 1 or more dimensions (got ", self.dim(), ")");
   const int64_t class_dim = self.dim() == 1 ? 0 : 1;
   const SymInt n_classes = self->sym_sizes()[class_dim];
   const int64_t ignore = ignore_index.guard_int(__FILE__, __LINE__);
-  Tensor logp = CallOp<Tensor>(KILN_OP("aten::log_softmax.int"), self, class_dim, std::optional<ScalarType>());
-  const std::optional<std::vector<int64_t>> class_dims = std::vector<int64_t>{class_dim};
-
-  if (self->sym_sizes() == target->sym_sizes()) {
-    // Probability targets: -sum_c w_c * p_c * log q_c, averaged over the batch elements.
+  const bool prob_target = self->sym_sizes() == target->sym_sizes();
+  if (prob_target) {  // the target checks come first, as in PyTorch (before log_softmax rejects a dtype)
     KILN_CHECK(IsFloating(target.dtype()), "Expected floating point type for target with class probabilities, got ",
                ScalarTypeDisplayName(target.dtype()));
     KILN_CHECK(ignore < 0, "ignore_index is not supported for floating point target");
+  }
+  Tensor logp = CallOp<Tensor>(KILN_OP("aten::log_softmax.int"), self, class_dim, std::optional<ScalarType>());
+  const std::optional<std::vector<int64_t>> class_dims = std::vector<int64_t>{class_dim};
+
+  if (prob_target) {
+    // Probability targets: -sum_c w_c * p_c * log q_c, averaged over the batch elements.
     Tensor p = target;
     if (label_smoothing > 0) {
       const double eps_per_class = label_smoothing / static_cast<double>(n_classes.guard_int(__FILE__, __LINE__));
@@ -226,7 +233,14 @@ TensorMeta PointwiseLossMeta(int kind, const Tensor& self, const Tensor& target,
   CheckReduction(reduction);
   const char* name = kPointwiseNames[kind];
   ScalarType dtype = ResultType(self, target);
-  KILN_CHECK(IsFloating(dtype), "\"", name, "\" not implemented for '", ScalarTypeDisplayName(dtype), "'");
+  if (kind == kHuber) {
+    // PyTorch writes huber_loss into empty_like(input): the input's dtype, if the common one casts to it.
+    KILN_CHECK(CanCast(dtype, self.dtype()), "result type ", ScalarTypeDisplayName(dtype),
+               " can't be cast to the desired output type ", ScalarTypeDisplayName(self.dtype()));
+    dtype = self.dtype();
+  }
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(dtype), "\"", name, "\" not implemented for '", ScalarTypeDisplayName(dtype),
+                             "'");
   TensorMeta m = ElementwiseMeta(name, self, target, dtype);
   if (reduction != kNone) m.sizes.clear();
   return m;
@@ -296,11 +310,12 @@ void CheckBroadcastsTo(const char* op, const char* what, const OptTensor& w, con
 
 TensorMeta BceMeta(const Tensor& self, const Tensor& target, const OptTensor& weight, int64_t reduction) {
   CheckReduction(reduction);
-  KILN_CHECK_VALUE(self->sym_sizes() == target->sym_sizes(), "Using a target size (", ShapeStr(target),
-                   ") that is different to the input size (", ShapeStr(self), ") is deprecated. Please ensure they "
-                   "have the same size.");
-  KILN_CHECK(IsFloating(self.dtype()), "\"binary_cross_entropy\" not implemented for '",
-             ScalarTypeDisplayName(self.dtype()), "'");
+  // aten's op broadcasts the target (RuntimeError when it cannot); kiln takes equal shapes only.
+  KILN_CHECK(self->sym_sizes() == target->sym_sizes(), "Using a target size (", ShapeStr(target),
+             ") that is different to the input size (", ShapeStr(self), ") is deprecated. Please ensure they "
+             "have the same size.");
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(self.dtype()), "\"binary_cross_entropy\" not implemented for '",
+                             ScalarTypeDisplayName(self.dtype()), "'");
   CheckBroadcastsTo("binary_cross_entropy", "weight", weight, self);
   return TensorMeta{reduction == kNone ? self->sym_sizes() : SymDimVector{}, {}, self.dtype(), self.device()};
 }
@@ -308,10 +323,10 @@ TensorMeta BceMeta(const Tensor& self, const Tensor& target, const OptTensor& we
 TensorMeta BceLogitsMeta(const Tensor& self, const Tensor& target, const OptTensor& weight,
                          const OptTensor& pos_weight, int64_t reduction) {
   CheckReduction(reduction);
-  KILN_CHECK_VALUE(self->sym_sizes() == target->sym_sizes(), "Target size (", ShapeStr(target),
-                   ") must be the same as input size (", ShapeStr(self), ")");
-  KILN_CHECK(IsFloating(self.dtype()), "\"binary_cross_entropy_with_logits\" not implemented for '",
-             ScalarTypeDisplayName(self.dtype()), "'");
+  KILN_CHECK(self->sym_sizes() == target->sym_sizes(), "Target size (", ShapeStr(target),
+             ") must be the same as input size (", ShapeStr(self), ")");
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(self.dtype()), "\"binary_cross_entropy_with_logits\" not implemented for '",
+                             ScalarTypeDisplayName(self.dtype()), "'");
   CheckBroadcastsTo("binary_cross_entropy_with_logits", "weight", weight, self);
   CheckBroadcastsTo("binary_cross_entropy_with_logits", "pos_weight", pos_weight, self);
   return TensorMeta{reduction == kNone ? self->sym_sizes() : SymDimVector{}, {}, self.dtype(), self.device()};
@@ -441,14 +456,14 @@ std::tuple<Tensor, Tensor> NativeDropout(const Tensor& input, double p, std::opt
 }
 
 Tensor Dropout(const Tensor& input, double p, bool train) {
-  KILN_CHECK_VALUE(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
+  KILN_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
   if (!train || p == 0 || input.numel() == 0) return input;
   return std::get<0>(CallOp<std::tuple<Tensor, Tensor>>(KILN_OP("aten::native_dropout"), input, p,
                                                         std::optional<bool>(true)));
 }
 
 Tensor Dropout_(Tensor self, double p, bool train) {
-  KILN_CHECK_VALUE(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
+  KILN_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
   if (!train || p == 0 || self.numel() == 0) return self;
   Tensor out = std::get<0>(CallOp<std::tuple<Tensor, Tensor>>(KILN_OP("aten::native_dropout"), self, p,
                                                               std::optional<bool>(true)));
