@@ -1,11 +1,15 @@
 """A short tour of eager kiln (run by tools/demo.sh): creation, views, broadcasting, matmul,
 reductions, and a timing table of a few ops against numpy and PyTorch in the same run."""
 
-import time
+import os
+import sys
 
 import numpy as np
 
 import kiln
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench"))
+from eager_bench import best as best_time  # noqa: E402
 
 try:
     import torch
@@ -16,25 +20,6 @@ except ImportError:  # the 3.12 environment has no torch
 def show(title, value):
     print(f"--- {title}")
     print(value)
-
-
-def best_time(fn, repeat=5, number=None):
-    if number is None:
-        number = 1
-        while True:
-            start = time.perf_counter()
-            for _ in range(number):
-                fn()
-            if time.perf_counter() - start > 0.05:
-                break
-            number *= 4
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - start) / number)
-    return min(times)
 
 
 def main():

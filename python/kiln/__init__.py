@@ -72,7 +72,7 @@ _install_ops()
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of `data` (nested lists/tuples of numbers, a numpy array, a tensor)."""
     if isinstance(data, Tensor):
-        out = data.clone().detach() if hasattr(data, "detach") else data.clone()
+        out = data.clone().detach()
         if dtype is not None:
             out = out.to(dtype)
     elif _is_buffer(data):

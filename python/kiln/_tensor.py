@@ -66,7 +66,20 @@ class Tensor(_C.TensorBase):
 
     @property
     def data(self):
-        return self.detach() if hasattr(self, "detach") else self
+        return self.detach()
+
+    @property
+    def requires_grad(self):
+        return False
+
+    def requires_grad_(self, requires_grad=True):
+        if requires_grad:
+            raise NotImplementedError("kiln: this version has no autograd yet, so tensors cannot require grad")
+        return self
+
+    def detach(self):
+        """A view sharing this tensor's storage (no autograd history to drop yet)."""
+        return _op("aten::alias")(self)
 
     def __len__(self):
         if self.ndim == 0:

@@ -138,7 +138,7 @@ def tensor_repr(t, prefix="tensor("):
         if t.dtype not in default_dtypes:
             suffixes.append("dtype=" + repr(t.dtype))
         summarize = t.numel() > PRINT_OPTS["threshold"]
-        source = t.detach() if hasattr(t, "detach") else t
+        source = t.detach()
         values = []
         data = _collect(_summarized_list(source, summarize), 0, t.dim(), summarize, values)
         fmt = _Formatter(values, t.dtype.is_floating_point)
