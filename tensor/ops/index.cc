@@ -4,7 +4,8 @@
 // Kernels walk strided operands with ForEachStrided (common.h) instead of copying inputs to
 // contiguous ones, so in-place ops on views (x.t().index_put_(...)) write through to the base,
 // and the serial walk keeps accumulating ops deterministic. Index values are checked as they are
-// read: out-of-range indices raise IndexError naming the index, the dim and its size. Ops whose
+// read: out-of-range indices raise IndexError naming the index, the dim and its size (RuntimeError
+// for gather/scatter/scatter_add, as in PyTorch). Ops whose
 // output size depends on data (nonzero, masked_select) carry Tag::dynamic_output_shape and have
 // no meta function; advanced indexing with boolean masks raises on meta tensors.
 #include "tensor/ops/common.h"
@@ -192,8 +193,8 @@ void GatherScatterKernel(ScatterMode mode, const Tensor& self, int64_t dim, cons
   T* o = other ? other->data_ptr<T>() : nullptr;
   auto visit = [&](const int64_t* off, const int64_t*) {
     const int64_t i = ix[off[1]];
-    KILN_CHECK_INDEX(i >= 0 && i < dim_size, "index ", i, " is out of bounds for dimension ", dim, " with size ",
-                     dim_size);
+    // PyTorch's gather/scatter kernels raise RuntimeError (not IndexError) for a bad index.
+    KILN_CHECK(i >= 0 && i < dim_size, "index ", i, " is out of bounds for dimension ", dim, " with size ", dim_size);
     T* p = s + off[0] + i * dim_stride;
     switch (mode) {
       case ScatterMode::Gather: o[off[2]] = *p; break;
@@ -276,7 +277,7 @@ TensorMeta IndexSelectMeta(const Tensor& self, int64_t dim, const Tensor& index)
              "index_select(): Expected dtype int32 or int64 for index");
   SymDimVector sizes = self->sym_sizes();
   if (self.dim() == 0) {
-    KILN_CHECK_INDEX(index->sym_numel() == 1, "index_select(): Index to scalar can have only 1 value, got ",
+    KILN_CHECK(index->sym_numel() == 1, "index_select(): Index to scalar can have only 1 value, got ",
                      index->sym_numel().str(), " value(s)");
   } else {
     sizes[dim] = index->sym_numel();
