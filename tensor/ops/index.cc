@@ -34,7 +34,7 @@ template <typename T> inline T AddValues(T a, T b) {
 bool SkippedByCat(const Tensor& t) { return t.dim() == 1 && t->sym_sizes()[0] == 0; }
 
 TensorMeta CatMeta(const TensorList& tensors, int64_t dim) {
-  KILN_CHECK(!tensors.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  KILN_CHECK_VALUE(!tensors.empty(), "torch.cat(): expected a non-empty list of Tensors");  // ValueError, as in PyTorch
   ResultTypeState rt;
   const Tensor* ref = nullptr;
   for (size_t i = 0; i < tensors.size(); ++i) {
