@@ -647,6 +647,9 @@ void RegisterIndexOps(Registry& r) {
   r.Def("stack(Tensor[] tensors, int dim=0) -> Tensor").Composite<&StackOp>();
   r.Def("split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]", {}, kFunctionAndMethod)
       .Composite<&SplitTensor>();
+  // split with a list of sizes (PyTorch's Tensor.split/torch.split accept both forms).
+  r.Def("split.sizes(Tensor(a -> *) self, SymInt[] split_size, int dim=0) -> Tensor(a)[]", {}, kFunctionAndMethod)
+      .Composite<&SplitWithSizes>();
   r.Def("split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]", {},
         kFunctionAndMethod)
       .Composite<&SplitWithSizes>();
