@@ -329,9 +329,11 @@ Tensor NonzeroCPU(const Tensor& self) {
 }
 
 TensorList WhereCondition(const Tensor& condition) {
-  Tensor nz = CallOp<Tensor>(KILN_OP("aten::nonzero"), condition);
+  // A 0-dim condition counts as 1-D (PyTorch's nonzero(as_tuple=True)): one index tensor, not none.
+  const Tensor c = condition.dim() == 0 ? ops::unsqueeze(condition, 0) : condition;
+  Tensor nz = CallOp<Tensor>(KILN_OP("aten::nonzero"), c);
   TensorList out;
-  for (int64_t d = 0; d < condition.dim(); ++d) out.push_back(ops::select(nz, 1, d));
+  for (int64_t d = 0; d < c.dim(); ++d) out.push_back(ops::select(nz, 1, d));
   return out;
 }
 
