@@ -549,6 +549,14 @@ Tensor MaskedFillImpl(Tensor self, const Tensor& mask, const Scalar& value, bool
   if (!run || self.numel() == 0) return self;
   ElementwiseIter iter({self, mask});
   KILN_DISPATCH_ALL(self.dtype(), "masked_fill_", [&] {
+    if constexpr (std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>) {
+      // PyTorch's checked_convert: a value outside the integer type's range is an error, not a wrap.
+      using L = std::numeric_limits<scalar_t>;
+      const bool ok = value.is_floating()
+                          ? value.to<double>() >= double(L::lowest()) && value.to<double>() <= double(L::max())
+                          : value.to<int64_t>() >= int64_t(L::lowest()) && value.to<int64_t>() <= int64_t(L::max());
+      KILN_CHECK(ok, "value cannot be converted to type ", ScalarTypeName(self.dtype()), " without overflow");
+    }
     const scalar_t v = value.to<scalar_t>();
     iter.Run([&](char* const* ptrs, const int64_t* strides, int64_t n) {
       for (int64_t j = 0; j < n; ++j)
