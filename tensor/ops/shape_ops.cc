@@ -142,6 +142,7 @@ Tensor ArgsortStable(const Tensor& self, bool, int64_t dim, bool descending) { r
 std::tuple<TensorMeta, TensorMeta> TopkMeta(const Tensor& self, const SymInt& k, int64_t dim, bool, bool) {
   dim = WrapDim(dim, self.dim());
   const SymInt n = self.dim() == 0 ? SymInt(1) : self->sym_sizes()[dim];
+  KILN_CHECK(self.dtype() != ScalarType::Bool, "topk does not support bool dtypes on CPU");  // as PyTorch
   KILN_CHECK(k >= 0 && k <= n, "selected index k out of range");
   SymDimVector sizes = self->sym_sizes();
   if (self.dim() > 0) sizes[dim] = k;
