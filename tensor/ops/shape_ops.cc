@@ -234,6 +234,10 @@ Tensor Pad(const Tensor& self, const SymList& pad, const std::string& mode, std:
   KILN_CHECK_NOT_IMPLEMENTED(mode == "reflect" || mode == "replicate" || mode == "circular",
                              "Unrecognised padding mode ", mode);
   KILN_CHECK(!value || *value == 0, "Padding mode \"", mode, "\" doesn't take in value argument.");
+  // PyTorch's reflection/replication pad kernels have no bool version (circular is built from cat).
+  KILN_CHECK_NOT_IMPLEMENTED(self.dtype() != ScalarType::Bool || mode == "circular", "\"",
+                             mode == "reflect" ? "reflection_pad" : "replication_pad", pad.size() / 2,
+                             "d\" not implemented for 'Bool'");
   CheckPadLength(self, pad);
   Tensor x = self;
   for (size_t i = 0; i < pad.size() / 2; ++i) {
