@@ -374,13 +374,22 @@ Tensor Cum(const Tensor& self, int64_t dim, OptDtype dtype) {
   });
   return out;
 }
+// In place, PyTorch accumulates in self's dtype, which for bool has no kernel (out of place, bool
+// promotes to int64).
+template <bool kProd>
+void CheckCumInplace(const Tensor& self, OptDtype dtype) {
+  KILN_CHECK_NOT_IMPLEMENTED(dtype.value_or(self.dtype()) != ScalarType::Bool, "\"", kProd ? "cumprod" : "cumsum",
+                             "_out_cpu\" not implemented for 'Bool'");
+}
 template <bool kProd>
 Tensor Cum_(Tensor self, int64_t dim, OptDtype dtype) {
+  CheckCumInplace<kProd>(self, dtype);
   Tensor r = Cum<kProd>(self, dim, dtype);
   return ops::copy_(self, r);
 }
 template <bool kProd>
 Tensor CumMeta_(Tensor self, int64_t dim, OptDtype dtype) {
+  CheckCumInplace<kProd>(self, dtype);
   CumMeta<kProd>(self, dim, dtype);
   return self;
 }
