@@ -422,7 +422,7 @@ Tensor Linspace(const Scalar& start, const Scalar& end, int64_t steps, OptDtype 
   if (!out->has_storage() || steps == 0) return out;
   const double a = start.to_double(), b = end.to_double();
   const double step = steps > 1 ? (b - a) / (steps - 1) : 0.0;
-  const int64_t half = steps / 2;
+  const int64_t half = steps == 1 ? 1 : steps / 2;  // one step gives [start], as in PyTorch
   KILN_DISPATCH_NUMERIC(out.dtype(), "linspace", [&] {
     scalar_t* p = out.data_ptr<scalar_t>();
     for (int64_t i = 0; i < steps; ++i) {
