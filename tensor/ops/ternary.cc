@@ -239,8 +239,8 @@ TensorMeta AddcMeta(const Tensor& self, const Tensor& t1, const Tensor& t2, cons
                "value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * "
                "tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter implementation: "
                "(input + value * tensor1 / tensor2), for all dtypes.");
-  KILN_CHECK(!(value.is_floating() && IsIntegral(t, true)), "For integral input tensors, argument alpha must not be a "
-             "floating point number.");
+  // No "alpha must not be a floating point number" check here: PyTorch's addcmul/addcdiv accept a
+  // float value for integral tensors (it is cast to the tensor type).
   KILN_CHECK_NOT_IMPLEMENTED(t != ScalarType::Bool, "\"", name, "_cpu_out\" not implemented for 'Bool'");
   return TensorMeta{TernaryShape(name, self, t1, &t2), {}, t, self.device()};
 }
