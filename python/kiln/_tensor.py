@@ -188,6 +188,12 @@ class Tensor(_C.TensorBase):
 
         return kiln.tensor(data, dtype=dtype or self.dtype, device=device or self.device)
 
+    def where(self, condition, other):
+        """x.where(condition, y) is where(condition, x, y) (self is not the condition)."""
+        import kiln
+
+        return kiln.where(condition, self, other)
+
     # --- indexing -----------------------------------------------------------------------------
     def _apply_basic_index(self, key):
         """Basic indexing as views; returns (view, advanced) where advanced maps view dims to
