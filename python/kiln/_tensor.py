@@ -281,7 +281,10 @@ class Tensor(_C.TensorBase):
             value = kiln.tensor(value, dtype=self.dtype)
         if advanced:
             indices = [advanced.get(d) for d in range(max(advanced) + 1)]
-            result.index_put_(indices, value.to(self.dtype))
+            if value.dtype != self.dtype and value.ndim == 0 and isinstance(key, Tensor) and key.dtype == _C.bool:
+                value = value.to(self.dtype)  # PyTorch takes x[mask] = 0-dim tensor as masked_fill_ (casts)
+            # otherwise index_put_ raises on a dtype mismatch, as PyTorch does
+            result.index_put_(indices, value)
         else:
             result.copy_(value)
 
