@@ -420,10 +420,14 @@ Tensor Linspace(const Scalar& start, const Scalar& end, int64_t steps, OptDtype 
   KILN_CHECK(steps >= 0, "number of steps must be non-negative");
   Tensor out = EmptyTensor(DimVector{steps}, dtype.value_or(GetDefaultDtype()), device.value_or(Device()));
   if (!out->has_storage() || steps == 0) return out;
-  const double a = start.to_double(), b = end.to_double();
-  const double step = steps > 1 ? (b - a) / (steps - 1) : 0.0;
   const int64_t half = steps == 1 ? 1 : steps / 2;  // one step gives [start], as in PyTorch
   KILN_DISPATCH_NUMERIC(out.dtype(), "linspace", [&] {
+    // Integer outputs interpolate between start and end cast to the dtype first, as PyTorch does
+    // (linspace(-2, 3, 7, dtype=uint8) runs from 254 down to 3).
+    constexpr bool kInt = std::is_integral_v<scalar_t>;
+    const double a = kInt ? double(start.to<scalar_t>()) : start.to_double();
+    const double b = kInt ? double(end.to<scalar_t>()) : end.to_double();
+    const double step = steps > 1 ? (b - a) / (steps - 1) : 0.0;
     scalar_t* p = out.data_ptr<scalar_t>();
     for (int64_t i = 0; i < steps; ++i) {
       const double v = i < half ? a + step * i : b - step * (steps - i - 1);
