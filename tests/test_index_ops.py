@@ -298,8 +298,9 @@ def _set(x, key, value):
 # Factories take no random input: checked once per dtype.
 FACTORIES = {
     "eye": lambda lib, d: (lib.eye(3, dtype=d), lib.eye(2, 4, dtype=d), lib.eye(0, dtype=d), lib.eye(3, 0, dtype=d)),
-    "linspace": lambda lib, d: (lib.linspace(0, 1, 5, dtype=d), lib.linspace(2, 30, 7, dtype=d),
-                                lib.linspace(30, 3, 4, dtype=d), lib.linspace(1, 2, 1, dtype=d),
+    "linspace": lambda lib, d: (lib.linspace(0, 1, 5, dtype=d), lib.linspace(-2, 3, 7, dtype=d),
+                                lib.linspace(3, -3, 4, dtype=d), lib.linspace(30, 3, 4, dtype=d),
+                                lib.linspace(0.5, 3.7, 4, dtype=d), lib.linspace(1, 2, 1, dtype=d),
                                 lib.linspace(1, 2, 0, dtype=d)),
     "linspace_default": lambda lib, d: (lib.linspace(0, 10, 11), lib.linspace(0.5, 1, 3)),
 }
