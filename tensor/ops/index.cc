@@ -176,6 +176,21 @@ void ScatterShapeCheck(const Tensor& self, int64_t dim, const Tensor& index, con
   }
 }
 
+// Checks every value of an int64 `index` lies in [-size, size) (or [0, size) without
+// `negative_ok`) before an in-place op writes anything, so a bad index leaves self unchanged
+// (PyTorch checks while writing and can leave a partial update behind).
+void CheckIndexValues(const Tensor& index, int64_t size, int64_t dim, bool negative_ok, bool index_error) {
+  if (index.numel() == 0) return;
+  const Tensor c = ops::contiguous(index);
+  const int64_t* p = c.data_ptr<int64_t>();
+  for (int64_t j = 0, n = c.numel(); j < n; ++j) {
+    const int64_t i = p[j];
+    if (i >= (negative_ok ? -size : 0) && i < size) continue;
+    if (index_error) KILN_CHECK_INDEX(false, "index ", i, " is out of bounds for dimension ", dim, " with size ", size);
+    KILN_CHECK(false, "index ", i, " is out of bounds for dimension ", dim, " with size ", size);
+  }
+}
+
 // Walks the positions of `index`: gather reads self at (position with `dim` replaced by the
 // index value) into `other` (the output); the scatters write `other` (src) or `value` there.
 template <typename T>
@@ -229,6 +244,7 @@ Tensor ScatterInplace(const char* op, ScatterMode mode, Tensor self, int64_t dim
   if (index.numel() != 0) ScatterShapeCheck(self, dim, index, src);
   else if (src) KILN_CHECK(self.dtype() == src->dtype(), op, "(): Expected self.dtype to be equal to src.dtype");
   if (!run) return self;
+  CheckIndexValues(index, self.dim() == 0 ? 1 : self.size(dim), dim, /*negative_ok=*/false, /*index_error=*/false);
   Tensor src_c = src && (*src)->has_storage() && (*src)->storage() == self->storage() ? ops::clone(*src) : Tensor();
   KILN_DISPATCH_ALL(self.dtype(), op, [&] {
     GatherScatterKernel<scalar_t>(mode, self, dim, index, src_c.defined() ? &src_c : src,
@@ -509,6 +525,8 @@ Tensor IndexPutImpl(Tensor self, const OptionalTensorList& indices, const Tensor
   }
   KILN_CHECK(fits, "shape mismatch: value tensor of shape ", ShapeStr(values),
              " cannot be broadcast to indexing result of shape ", SizesToString(L.result));
+  for (size_t d = 0; d < idx.size(); ++d)
+    if (idx[d]) CheckIndexValues(*idx[d], self.dim() == 0 ? 1 : self.size(d), d, /*negative_ok=*/true, /*index_error=*/true);
   if (v->has_storage() && v->storage() == self->storage()) v = ops::clone(v);
   v = ops::expand(v, ToSymList(L.result));
   KILN_DISPATCH_ALL(self.dtype(), "index_put_", [&] {
