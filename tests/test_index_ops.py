@@ -29,6 +29,7 @@ from conftest import DTYPE_NAMES, FLOAT_NAMES, assert_same, random_array, requir
 pytestmark = requires_torch
 
 LAYOUTS = ["C", "T", "S"]
+NAN = float("nan")
 
 
 def F(lib):
@@ -237,6 +238,11 @@ CASES = {
     "sort_values": lambda lib, T, I, rng, L: T((3, 7), L).sort(descending=True)[0],
     "sort_0dim": lambda lib, T, I, rng, L: T(()).sort(stable=True),
     "sort_empty": lambda lib, T, I, rng, L: T((0, 3), L).sort(0, stable=True),
+    "sort_nan": lambda lib, T, I, rng, L: (I([[1.0, NAN, -1.0, NAN, 0.0, 1.0]], "float32").sort(stable=True),
+                                           I([1.0, NAN, -1.0, NAN, 1.0], "float64").sort(descending=True, stable=True),
+                                           I([1.0, NAN, -1.0, 2.0], "float32").topk(2),
+                                           I([1.0, NAN, -1.0, 2.0], "float32").topk(2, largest=False)),
+    "topk_unsorted": lambda lib, T, I, rng, L: T((3, 7), L).topk(3, sorted=False)[0].sort(stable=True)[0],
     "argsort_stable": lambda lib, T, I, rng, L: T((4, 6), L).argsort(stable=True),
     "argsort_stable_desc": lambda lib, T, I, rng, L: lib.argsort(T((4, 6), L), 0, descending=True, stable=True),
     # one_hot / pad / repeat / flip / roll / cumsum / cumprod
@@ -607,3 +613,23 @@ def test_bad_random_input(desc, call):
     assert _builtin(type(got.value)) is _builtin(type(expected.value)), \
         f"kiln raised {type(got.value).__name__}: {got.value}; torch raised {type(expected.value).__name__}"
     assert str(got.value)
+
+
+def test_meta_tensors_match_real_metadata():
+    """Ops with meta functions give the shape and dtype of the real result without data."""
+    calls = [
+        lambda x, i: kiln.cat([x, x], 1), lambda x, i: kiln.stack([x, x], 2), lambda x, i: x.gather(1, i),
+        lambda x, i: x.scatter(1, i, x), lambda x, i: x.scatter_add(1, i, x), lambda x, i: x.index_select(0, i[0]),
+        lambda x, i: x.tril(1), lambda x, i: x.sort(0)[1], lambda x, i: x.topk(2)[0], lambda x, i: x.flip(0),
+        lambda x, i: x.cumsum(1, dtype=kiln.float64), lambda x, i: x.clamp(0, 1), lambda x, i: x.lerp(x, 0.5),
+        lambda x, i: kiln.ops.aten.index.Tensor(x, [None, i[0]]), lambda x, i: kiln.where(x > 0, x, 1.0),
+        lambda x, i: kiln.constant_pad_nd(x, [1, 2]),
+    ]
+    for call in calls:
+        real = kiln.ones(3, 4)
+        real_i = kiln.tensor([[0, 1], [2, 3], [1, 1]])
+        meta = kiln.empty(3, 4, device="meta")
+        meta_i = kiln.empty(3, 2, dtype=kiln.int64, device="meta")
+        r, m = call(real, real_i), call(meta, meta_i)
+        assert m.device == kiln.device("meta")
+        assert (tuple(m.shape), m.dtype) == (tuple(r.shape), r.dtype)
