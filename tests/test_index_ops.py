@@ -147,7 +147,8 @@ CASES = {
     "index_select_empty": lambda lib, T, I, rng, L: T((4, 3), L).index_select(0, I([], "int64")),
     "index_select_0dim": lambda lib, T, I, rng, L: T(()).index_select(0, I([0, 0])),
     # aten.index.Tensor and x[...]
-    "index_Tensor": lambda lib, T, I, rng, L: lib.ops.aten.index.Tensor(T((4, 5, 3), L), [I([0, 3]), None, I([[1], [2]])]),
+    "index_Tensor": lambda lib, T, I, rng, L: lib.ops.aten.index.Tensor(T((4, 5, 3), L),
+                                                                         [I([0, 3]), None, I([[1], [2]])]),
     "index_Tensor_single": lambda lib, T, I, rng, L: lib.ops.aten.index.Tensor(T((4, 5), L), [None, I([4, 4, 0])]),
     "index_Tensor_bool": lambda lib, T, I, rng, L: lib.ops.aten.index.Tensor(T((4, 5), L), [T((4,), dtype="bool")]),
     "getitem_tensor": lambda lib, T, I, rng, L: T((4, 5, 6), L)[I([0, 2, -1])],
@@ -212,7 +213,8 @@ CASES = {
     "where": lambda lib, T, I, rng, L: lib.where(T((3, 4), dtype="bool"), T((3, 4), L), T((3, 4))),
     "where_bcast": lambda lib, T, I, rng, L: lib.where(T((4,), dtype="bool"), T((3, 1), L), T((3, 4), L)),
     "where_mixed": lambda lib, T, I, rng, L: lib.where(T((3, 4), dtype="bool"), T((3, 4), L), T((3, 4), dtype="int32")),
-    "where_mixed_f64": lambda lib, T, I, rng, L: lib.where(T((3, 4), dtype="bool"), T((3, 4), L), T((4,), dtype="float64")),
+    "where_mixed_f64": lambda lib, T, I, rng, L: lib.where(T((3, 4), dtype="bool"), T((3, 4), L),
+                                                           T((4,), dtype="float64")),
     "where_scalar_other": lambda lib, T, I, rng, L: lib.where(T((3, 4), dtype="bool"), T((3, 4), L), 2),
     "where_scalar_other_f": lambda lib, T, I, rng, L: lib.where(T((3, 4), dtype="bool"), T((3, 4), L), 2.5),
     "where_scalar_self": lambda lib, T, I, rng, L: lib.where(T((3, 4), dtype="bool"), 0, T((3, 4), L)),
@@ -312,6 +314,7 @@ FACTORIES = {
 }
 
 
+@pytest.mark.filterwarnings("ignore:indexing with dtype torch.uint8 is now deprecated")
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", DTYPE_NAMES)
 @pytest.mark.parametrize("case", list(CASES), ids=str)

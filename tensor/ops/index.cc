@@ -526,7 +526,8 @@ Tensor IndexPutImpl(Tensor self, const OptionalTensorList& indices, const Tensor
   KILN_CHECK(fits, "shape mismatch: value tensor of shape ", ShapeStr(values),
              " cannot be broadcast to indexing result of shape ", SizesToString(L.result));
   for (size_t d = 0; d < idx.size(); ++d)
-    if (idx[d]) CheckIndexValues(*idx[d], self.dim() == 0 ? 1 : self.size(d), d, /*negative_ok=*/true, /*index_error=*/true);
+    if (idx[d])
+      CheckIndexValues(*idx[d], self.dim() == 0 ? 1 : self.size(d), d, /*negative_ok=*/true, /*index_error=*/true);
   if (v->has_storage() && v->storage() == self->storage()) v = ops::clone(v);
   v = ops::expand(v, ToSymList(L.result));
   KILN_DISPATCH_ALL(self.dtype(), "index_put_", [&] {

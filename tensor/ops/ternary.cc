@@ -35,7 +35,8 @@ ScalarType ClampType(const Tensor& self, const Bound& lo, const Bound& hi) {
   // Bool clamps exist in PyTorch only with one tensor bound (clamp_min/clamp_max with a tensor);
   // scalar bounds or both tensor bounds have no kernel.
   KILN_CHECK_NOT_IMPLEMENTED(t != ScalarType::Bool || !(lo.scalar || hi.scalar || (lo.tensor && hi.tensor)), "\"",
-                             lo.scalar || hi.scalar ? "clamp_scalar_cpu" : "clamp_cpu", "\" not implemented for 'Bool'");
+                             lo.scalar || hi.scalar ? "clamp_scalar_cpu" : "clamp_cpu",
+                             "\" not implemented for 'Bool'");
   return t;
 }
 
