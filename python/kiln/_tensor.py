@@ -201,6 +201,12 @@ class Tensor(_C.TensorBase):
 
         return kiln.tensor(data, dtype=dtype or self.dtype, device=device or self.device)
 
+    def where(self, condition, other):
+        """x.where(condition, y) is where(condition, x, y) (self is not the condition)."""
+        import kiln
+
+        return kiln.where(condition, self, other)
+
     # --- indexing -----------------------------------------------------------------------------
     def _apply_basic_index(self, key):
         """Basic indexing as views; returns (view, advanced) where advanced maps view dims to
@@ -288,7 +294,10 @@ class Tensor(_C.TensorBase):
             value = kiln.tensor(value, dtype=self.dtype)
         if advanced:
             indices = [advanced.get(d) for d in range(max(advanced) + 1)]
-            result.index_put_(indices, value.to(self.dtype))
+            if value.dtype != self.dtype and value.ndim == 0 and isinstance(key, Tensor) and key.dtype == _C.bool:
+                value = value.to(self.dtype)  # PyTorch takes x[mask] = 0-dim tensor as masked_fill_ (casts)
+            # otherwise index_put_ raises on a dtype mismatch, as PyTorch does
+            result.index_put_(indices, value)
         else:
             result.copy_(value)
 

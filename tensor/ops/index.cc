@@ -4,7 +4,8 @@
 // Kernels walk strided operands with ForEachStrided (common.h) instead of copying inputs to
 // contiguous ones, so in-place ops on views (x.t().index_put_(...)) write through to the base,
 // and the serial walk keeps accumulating ops deterministic. Index values are checked as they are
-// read: out-of-range indices raise IndexError naming the index, the dim and its size. Ops whose
+// read: out-of-range indices raise IndexError naming the index, the dim and its size (RuntimeError
+// for gather/scatter/scatter_add, as in PyTorch). Ops whose
 // output size depends on data (nonzero, masked_select) carry Tag::dynamic_output_shape and have
 // no meta function; advanced indexing with boolean masks raises on meta tensors.
 #include "tensor/ops/common.h"
@@ -33,7 +34,7 @@ template <typename T> inline T AddValues(T a, T b) {
 bool SkippedByCat(const Tensor& t) { return t.dim() == 1 && t->sym_sizes()[0] == 0; }
 
 TensorMeta CatMeta(const TensorList& tensors, int64_t dim) {
-  KILN_CHECK(!tensors.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  KILN_CHECK_VALUE(!tensors.empty(), "torch.cat(): expected a non-empty list of Tensors");  // ValueError, as in PyTorch
   ResultTypeState rt;
   const Tensor* ref = nullptr;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -175,6 +176,21 @@ void ScatterShapeCheck(const Tensor& self, int64_t dim, const Tensor& index, con
   }
 }
 
+// Checks every value of an int64 `index` lies in [-size, size) (or [0, size) without
+// `negative_ok`) before an in-place op writes anything, so a bad index leaves self unchanged
+// (PyTorch checks while writing and can leave a partial update behind).
+void CheckIndexValues(const Tensor& index, int64_t size, int64_t dim, bool negative_ok, bool index_error) {
+  if (index.numel() == 0) return;
+  const Tensor c = ops::contiguous(index);
+  const int64_t* p = c.data_ptr<int64_t>();
+  for (int64_t j = 0, n = c.numel(); j < n; ++j) {
+    const int64_t i = p[j];
+    if (i >= (negative_ok ? -size : 0) && i < size) continue;
+    if (index_error) KILN_CHECK_INDEX(false, "index ", i, " is out of bounds for dimension ", dim, " with size ", size);
+    KILN_CHECK(false, "index ", i, " is out of bounds for dimension ", dim, " with size ", size);
+  }
+}
+
 // Walks the positions of `index`: gather reads self at (position with `dim` replaced by the
 // index value) into `other` (the output); the scatters write `other` (src) or `value` there.
 template <typename T>
@@ -192,8 +208,8 @@ void GatherScatterKernel(ScatterMode mode, const Tensor& self, int64_t dim, cons
   T* o = other ? other->data_ptr<T>() : nullptr;
   auto visit = [&](const int64_t* off, const int64_t*) {
     const int64_t i = ix[off[1]];
-    KILN_CHECK_INDEX(i >= 0 && i < dim_size, "index ", i, " is out of bounds for dimension ", dim, " with size ",
-                     dim_size);
+    // PyTorch's gather/scatter kernels raise RuntimeError (not IndexError) for a bad index.
+    KILN_CHECK(i >= 0 && i < dim_size, "index ", i, " is out of bounds for dimension ", dim, " with size ", dim_size);
     T* p = s + off[0] + i * dim_stride;
     switch (mode) {
       case ScatterMode::Gather: o[off[2]] = *p; break;
@@ -228,6 +244,7 @@ Tensor ScatterInplace(const char* op, ScatterMode mode, Tensor self, int64_t dim
   if (index.numel() != 0) ScatterShapeCheck(self, dim, index, src);
   else if (src) KILN_CHECK(self.dtype() == src->dtype(), op, "(): Expected self.dtype to be equal to src.dtype");
   if (!run) return self;
+  CheckIndexValues(index, self.dim() == 0 ? 1 : self.size(dim), dim, /*negative_ok=*/false, /*index_error=*/false);
   Tensor src_c = src && (*src)->has_storage() && (*src)->storage() == self->storage() ? ops::clone(*src) : Tensor();
   KILN_DISPATCH_ALL(self.dtype(), op, [&] {
     GatherScatterKernel<scalar_t>(mode, self, dim, index, src_c.defined() ? &src_c : src,
@@ -276,7 +293,7 @@ TensorMeta IndexSelectMeta(const Tensor& self, int64_t dim, const Tensor& index)
              "index_select(): Expected dtype int32 or int64 for index");
   SymDimVector sizes = self->sym_sizes();
   if (self.dim() == 0) {
-    KILN_CHECK_INDEX(index->sym_numel() == 1, "index_select(): Index to scalar can have only 1 value, got ",
+    KILN_CHECK(index->sym_numel() == 1, "index_select(): Index to scalar can have only 1 value, got ",
                      index->sym_numel().str(), " value(s)");
   } else {
     sizes[dim] = index->sym_numel();
@@ -328,9 +345,11 @@ Tensor NonzeroCPU(const Tensor& self) {
 }
 
 TensorList WhereCondition(const Tensor& condition) {
-  Tensor nz = CallOp<Tensor>(KILN_OP("aten::nonzero"), condition);
+  // A 0-dim condition counts as 1-D (PyTorch's nonzero(as_tuple=True)): one index tensor, not none.
+  const Tensor c = condition.dim() == 0 ? ops::unsqueeze(condition, 0) : condition;
+  Tensor nz = CallOp<Tensor>(KILN_OP("aten::nonzero"), c);
   TensorList out;
-  for (int64_t d = 0; d < condition.dim(); ++d) out.push_back(ops::select(nz, 1, d));
+  for (int64_t d = 0; d < c.dim(); ++d) out.push_back(ops::select(nz, 1, d));
   return out;
 }
 
@@ -506,6 +525,9 @@ Tensor IndexPutImpl(Tensor self, const OptionalTensorList& indices, const Tensor
   }
   KILN_CHECK(fits, "shape mismatch: value tensor of shape ", ShapeStr(values),
              " cannot be broadcast to indexing result of shape ", SizesToString(L.result));
+  for (size_t d = 0; d < idx.size(); ++d)
+    if (idx[d])
+      CheckIndexValues(*idx[d], self.dim() == 0 ? 1 : self.size(d), d, /*negative_ok=*/true, /*index_error=*/true);
   if (v->has_storage() && v->storage() == self->storage()) v = ops::clone(v);
   v = ops::expand(v, ToSymList(L.result));
   KILN_DISPATCH_ALL(self.dtype(), "index_put_", [&] {
@@ -546,6 +568,14 @@ Tensor MaskedFillImpl(Tensor self, const Tensor& mask, const Scalar& value, bool
   if (!run || self.numel() == 0) return self;
   ElementwiseIter iter({self, mask});
   KILN_DISPATCH_ALL(self.dtype(), "masked_fill_", [&] {
+    if constexpr (std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>) {
+      // PyTorch's checked_convert: a value outside the integer type's range is an error, not a wrap.
+      using L = std::numeric_limits<scalar_t>;
+      const bool ok = value.is_floating()
+                          ? value.to<double>() >= double(L::lowest()) && value.to<double>() <= double(L::max())
+                          : value.to<int64_t>() >= int64_t(L::lowest()) && value.to<int64_t>() <= int64_t(L::max());
+      KILN_CHECK(ok, "value cannot be converted to type ", ScalarTypeName(self.dtype()), " without overflow");
+    }
     const scalar_t v = value.to<scalar_t>();
     iter.Run([&](char* const* ptrs, const int64_t* strides, int64_t n) {
       for (int64_t j = 0; j < n; ++j)
@@ -646,6 +676,9 @@ void RegisterIndexOps(Registry& r) {
   r.Def("stack(Tensor[] tensors, int dim=0) -> Tensor").Composite<&StackOp>();
   r.Def("split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]", {}, kFunctionAndMethod)
       .Composite<&SplitTensor>();
+  // split with a list of sizes (PyTorch's Tensor.split/torch.split accept both forms).
+  r.Def("split.sizes(Tensor(a -> *) self, SymInt[] split_size, int dim=0) -> Tensor(a)[]", {}, kFunctionAndMethod)
+      .Composite<&SplitWithSizes>();
   r.Def("split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]", {},
         kFunctionAndMethod)
       .Composite<&SplitWithSizes>();

@@ -226,6 +226,10 @@ void CheckFromTo(int64_t from, int64_t to) {
 Tensor RandomFromImpl(Tensor self, int64_t from, std::optional<int64_t> to, const OptGen& gen, bool run) {
   if (to) {
     CheckFromTo(from, *to);
+    // PyTorch's check_from_to_in_range: randint(5, dtype=bool) or random_(0, 300) on uint8 would wrap.
+    if (IsIntegral(self.dtype(), true))
+      KILN_CHECK(*to - 1 <= RandomMaxInclusive(self.dtype()), "to - 1 is out of bounds for ",
+                 ScalarTypeName(self.dtype()));
     return run ? RandomRange(self, from, static_cast<uint64_t>(*to) - static_cast<uint64_t>(from), gen) : self;
   }
   const int64_t max = RandomMaxInclusive(self.dtype());

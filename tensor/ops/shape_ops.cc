@@ -142,6 +142,7 @@ Tensor ArgsortStable(const Tensor& self, bool, int64_t dim, bool descending) { r
 std::tuple<TensorMeta, TensorMeta> TopkMeta(const Tensor& self, const SymInt& k, int64_t dim, bool, bool) {
   dim = WrapDim(dim, self.dim());
   const SymInt n = self.dim() == 0 ? SymInt(1) : self->sym_sizes()[dim];
+  KILN_CHECK(self.dtype() != ScalarType::Bool, "topk does not support bool dtypes on CPU");  // as PyTorch
   KILN_CHECK(k >= 0 && k <= n, "selected index k out of range");
   SymDimVector sizes = self->sym_sizes();
   if (self.dim() > 0) sizes[dim] = k;
@@ -233,6 +234,10 @@ Tensor Pad(const Tensor& self, const SymList& pad, const std::string& mode, std:
   KILN_CHECK_NOT_IMPLEMENTED(mode == "reflect" || mode == "replicate" || mode == "circular",
                              "Unrecognised padding mode ", mode);
   KILN_CHECK(!value || *value == 0, "Padding mode \"", mode, "\" doesn't take in value argument.");
+  // PyTorch's reflection/replication pad kernels have no bool version (circular is built from cat).
+  KILN_CHECK_NOT_IMPLEMENTED(self.dtype() != ScalarType::Bool || mode == "circular", "\"",
+                             mode == "reflect" ? "reflection_pad" : "replication_pad", pad.size() / 2,
+                             "d\" not implemented for 'Bool'");
   CheckPadLength(self, pad);
   Tensor x = self;
   for (size_t i = 0; i < pad.size() / 2; ++i) {
@@ -369,13 +374,22 @@ Tensor Cum(const Tensor& self, int64_t dim, OptDtype dtype) {
   });
   return out;
 }
+// In place, PyTorch accumulates in self's dtype, which for bool has no kernel (out of place, bool
+// promotes to int64).
+template <bool kProd>
+void CheckCumInplace(const Tensor& self, OptDtype dtype) {
+  KILN_CHECK_NOT_IMPLEMENTED(dtype.value_or(self.dtype()) != ScalarType::Bool, "\"", kProd ? "cumprod" : "cumsum",
+                             "_out_cpu\" not implemented for 'Bool'");
+}
 template <bool kProd>
 Tensor Cum_(Tensor self, int64_t dim, OptDtype dtype) {
+  CheckCumInplace<kProd>(self, dtype);
   Tensor r = Cum<kProd>(self, dim, dtype);
   return ops::copy_(self, r);
 }
 template <bool kProd>
 Tensor CumMeta_(Tensor self, int64_t dim, OptDtype dtype) {
+  CheckCumInplace<kProd>(self, dtype);
   CumMeta<kProd>(self, dim, dtype);
   return self;
 }
@@ -406,10 +420,14 @@ Tensor Linspace(const Scalar& start, const Scalar& end, int64_t steps, OptDtype 
   KILN_CHECK(steps >= 0, "number of steps must be non-negative");
   Tensor out = EmptyTensor(DimVector{steps}, dtype.value_or(GetDefaultDtype()), device.value_or(Device()));
   if (!out->has_storage() || steps == 0) return out;
-  const double a = start.to_double(), b = end.to_double();
-  const double step = steps > 1 ? (b - a) / (steps - 1) : 0.0;
-  const int64_t half = steps / 2;
+  const int64_t half = steps == 1 ? 1 : steps / 2;  // one step gives [start], as in PyTorch
   KILN_DISPATCH_NUMERIC(out.dtype(), "linspace", [&] {
+    // Integer outputs interpolate between start and end cast to the dtype first, as PyTorch does
+    // (linspace(-2, 3, 7, dtype=uint8) runs from 254 down to 3).
+    constexpr bool kInt = std::is_integral_v<scalar_t>;
+    const double a = kInt ? double(start.to<scalar_t>()) : start.to_double();
+    const double b = kInt ? double(end.to<scalar_t>()) : end.to_double();
+    const double step = steps > 1 ? (b - a) / (steps - 1) : 0.0;
     scalar_t* p = out.data_ptr<scalar_t>();
     for (int64_t i = 0; i < steps; ++i) {
       const double v = i < half ? a + step * i : b - step * (steps - i - 1);

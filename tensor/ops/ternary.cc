@@ -32,7 +32,11 @@ ScalarType ClampType(const Tensor& self, const Bound& lo, const Bound& hi) {
     else if (b->scalar) st.Update(*b->scalar);
   }
   ScalarType t = st.Result();
-  KILN_CHECK_NOT_IMPLEMENTED(t != ScalarType::Bool, "\"clamp_scalar_cpu\" not implemented for 'Bool'");
+  // Bool clamps exist in PyTorch only with one tensor bound (clamp_min/clamp_max with a tensor);
+  // scalar bounds or both tensor bounds have no kernel.
+  KILN_CHECK_NOT_IMPLEMENTED(t != ScalarType::Bool || !(lo.scalar || hi.scalar || (lo.tensor && hi.tensor)), "\"",
+                             lo.scalar || hi.scalar ? "clamp_scalar_cpu" : "clamp_cpu",
+                             "\" not implemented for 'Bool'");
   return t;
 }
 
@@ -45,6 +49,7 @@ SymDimVector ClampShape(const Tensor& self, const Bound& lo, const Bound& hi) {
 
 void ClampInto(const Tensor& out, const Tensor& self, const Bound& lo, const Bound& hi, ScalarType compute) {
   if (out.numel() == 0) return;
+  if (compute == ScalarType::Bool) compute = ScalarType::UInt8;  // min/max of 0/1 values, copied back
   Tensor x = CastTo(self, compute);
   Tensor lt = lo.tensor ? CastTo(*lo.tensor, compute) : Tensor(), ht = hi.tensor ? CastTo(*hi.tensor, compute) : Tensor();
   Tensor dst = out.dtype() == compute ? out : EmptyLike(out, compute);
@@ -235,8 +240,8 @@ TensorMeta AddcMeta(const Tensor& self, const Tensor& t1, const Tensor& t2, cons
                "value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * "
                "tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter implementation: "
                "(input + value * tensor1 / tensor2), for all dtypes.");
-  KILN_CHECK(!(value.is_floating() && IsIntegral(t, true)), "For integral input tensors, argument alpha must not be a "
-             "floating point number.");
+  // No "alpha must not be a floating point number" check here: PyTorch's addcmul/addcdiv accept a
+  // float value for integral tensors (it is cast to the tensor type).
   KILN_CHECK_NOT_IMPLEMENTED(t != ScalarType::Bool, "\"", name, "_cpu_out\" not implemented for 'Bool'");
   return TensorMeta{TernaryShape(name, self, t1, &t2), {}, t, self.device()};
 }
