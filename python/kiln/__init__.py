@@ -1,12 +1,35 @@
 """kiln: a small PyTorch-2-style framework. `import kiln` gives the eager tensor library; the
 names mirror PyTorch's (kiln.tensor, kiln.zeros, kiln.float32, Tensor methods, kiln.ops.aten)."""
 
-from kiln import _C
-from kiln._C import (  # noqa: F401  (dtypes and global settings)
+import os as _os
+
+
+def _choose_openblas_kernels():
+    """OpenBLAS picks its kernels from the CPU model name; virtual machines that hide the model
+    make it fall back to generic x86 code (several times slower GEMMs). Unless the user chose,
+    name the kernel family from the CPU's feature flags before OpenBLAS loads with kiln._C."""
+    if "OPENBLAS_CORETYPE" in _os.environ:
+        return
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return
+    flags = set(flags)
+    if {"avx512f", "avx512dq", "avx512bw", "avx512vl"} <= flags:
+        _os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
+    elif {"avx2", "fma"} <= flags:
+        _os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+
+
+_choose_openblas_kernels()
+
+from kiln import _C  # noqa: E402
+from kiln._C import (  # noqa: E402  # noqa: F401  (dtypes and global settings)
     dtype, bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
     get_default_dtype, set_default_dtype, promote_types, can_cast, result_type, set_num_threads, get_num_threads,
 )
-from kiln._device import device  # noqa: F401
+from kiln._device import device  # noqa: F401,E402
 from kiln._size import Size  # noqa: F401
 from kiln._tensor import Tensor
 from kiln._tensor_str import set_printoptions  # noqa: F401
