@@ -222,3 +222,28 @@ def test_meta_tensors_match_real_metadata():
         if isinstance(r, kiln.Tensor):
             assert m.device == kiln.device("meta"), info
             assert (m.shape, m.dtype) == (r.shape, r.dtype), info
+
+
+OUT_CASES = [
+    ("sum", lambda lib, x, out: lib.sum(x, 1, out=out)),
+    ("mean", lambda lib, x, out: lib.mean(x, (0, 1), keepdim=True, out=out)),
+    ("mm", lambda lib, x, out: lib.mm(x, x.t(), out=out)),
+    ("cat", lambda lib, x, out: lib.cat([x, x], 1, out=out)),
+    ("amax", lambda lib, x, out: lib.amax(x, 0, out=out)),
+    ("softmax", lambda lib, x, out: lib.softmax(x, 1, out=out)),
+    ("clamp", lambda lib, x, out: lib.clamp(x, 0.2, 0.8, out=out)),
+    ("where", lambda lib, x, out: lib.where(x > 0.5, x, -x, out=out)),
+]
+
+
+@pytest.mark.parametrize("name,call", OUT_CASES, ids=[c[0] for c in OUT_CASES])
+def test_out_variants_resize_and_write(name, call):
+    data = np.random.default_rng(2).random((3, 4))
+    k, t = kiln.tensor(data, dtype=kiln.float32), torch.tensor(data, dtype=torch.float32)
+    ko, to = kiln.empty(0), torch.empty(0)
+    for _ in range(2):  # resized from empty, then reused at the right size
+        kr, tr = call(kiln, k, ko), call(torch, t, to)
+        assert kr is ko
+        assert_same(ko, to)
+    with pytest.raises(RuntimeError):
+        call(kiln, k, kiln.empty(0, dtype=kiln.int64))

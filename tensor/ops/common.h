@@ -97,5 +97,6 @@ void RegisterIndexOps(Registry& r);
 void RegisterShapeOps(Registry& r);
 void RegisterTernaryOps(Registry& r);
 void RegisterRandomOps(Registry& r);
+void RegisterOutVariants(Registry& r);  // last: derives out= overloads from the others
 
 }  // namespace kiln

@@ -21,6 +21,7 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterShapeOps(r);
   RegisterTernaryOps(r);
   RegisterRandomOps(r);
+  RegisterOutVariants(r);
 }
 
 }  // namespace kiln

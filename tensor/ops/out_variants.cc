@@ -1,0 +1,67 @@
+// tensor/ops/out_variants.cc: out= overloads for functional ops that have no hand-written one.
+//
+// For an op `f(args) -> Tensor` without an `.out` overload, registers
+// `f.<overload>_out(args, *, Tensor(a!) out) -> Tensor(a!)`, whose kernel runs `f` through the
+// dispatcher, resizes `out` to the result (PyTorch's rules: a wrong-sized out is resized, a
+// dtype the result cannot be cast to is an error) and copies into it. Registered after every
+// family, so each op declares only its functional form and `out=` comes for free.
+#include "tensor/ops/common.h"
+
+namespace kiln {
+namespace {
+
+void OutVariantKernel(const Op&, DispatchKeySet, Stack& stack, void* ctx) {
+  const Op& functional = *static_cast<const Op*>(ctx);
+  Tensor out = stack.back().to_tensor();
+  stack.pop_back();
+  functional.Call(stack);
+  const Tensor& result = stack.at(0).to_tensor();
+  ResizeOut(functional.base_name().c_str(), out,
+            TensorMeta{result->sym_sizes(), {}, result.dtype(), result.device()});
+  ops::copy_(out, result);
+  stack.clear();
+  stack.emplace_back(out);
+}
+
+bool WantsOutVariant(const Op& op, const OpPacket& packet) {
+  const FunctionSchema& s = op.schema();
+  if (op.base_name().front() == '_' || op.base_name().back() == '_') return false;
+  if (s.is_mutable() || op.has_tag(Tag::view) || s.returns_tuple || s.returns.size() != 1) return false;
+  if (s.returns[0].kind != TypeKind::Tensor || !s.returns[0].alias.set.empty()) return false;
+  if (s.overload.size() >= 3 && s.overload.substr(s.overload.size() - 3) == "out") return false;
+  bool has_tensor_input = false;
+  for (const Argument& a : s.arguments)
+    has_tensor_input = has_tensor_input || a.kind == TypeKind::Tensor || a.kind == TypeKind::TensorList;
+  if (!has_tensor_input) return false;  // factories: PyTorch's out= there is rarely used
+  for (Op* other : packet.overloads) {
+    const std::string& o = other->schema().overload;
+    if (o == "out" || o == s.overload + "_out") return false;  // hand-written already
+  }
+  return true;
+}
+
+}  // namespace
+
+void RegisterOutVariants(Registry& r) {
+  std::vector<std::pair<Op*, std::string>> todo;
+  for (const auto& packet : r.packets()) {
+    for (Op* op : packet->overloads) {
+      if (!WantsOutVariant(*op, *packet)) continue;
+      std::string text = op->schema().str();  // "aten::sum.dim_IntList(...) -> Tensor"
+      text = text.substr(text.find("::") + 2);
+      const std::string& overload = op->schema().overload;
+      std::string head = op->base_name() + "." + (overload.empty() ? "out" : overload + "_out");
+      std::string args = text.substr(text.find('('));
+      args = args.substr(0, args.rfind(')'));                      // "(Tensor self, ..."
+      bool has_kwonly = args.find("*") != std::string::npos;
+      std::string sep = args == "(" ? "" : ", ";
+      todo.emplace_back(op, head + args + sep + (has_kwonly ? "" : "*, ") + "Tensor(a!) out) -> Tensor(a!)");
+    }
+  }
+  for (auto& [op, schema] : todo) {
+    OpDef def = r.Def(schema, {}, kFunction);
+    def.op()->SetComposite(Kernel{&OutVariantKernel, op});
+  }
+}
+
+}  // namespace kiln
