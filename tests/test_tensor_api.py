@@ -88,6 +88,10 @@ def test_operators_and_reflected():
     z *= 2
     assert z is y and y.tolist() == [4, 6, 10]
     assert (kiln.tensor([3]) & kiln.tensor([5])).tolist() == [1]
+    assert (kiln.tensor([3]) << 2).tolist() == [12] and (kiln.tensor([-8]) >> 1).tolist() == [-4]
+    w = kiln.tensor([1, 2])
+    w <<= 3
+    assert w.tolist() == [8, 16]
     assert (~kiln.tensor([True, False])).tolist() == [False, True]
     assert abs(kiln.tensor([-2])).tolist() == [2]
     assert (x == None) is False  # noqa: E711

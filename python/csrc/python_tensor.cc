@@ -208,6 +208,10 @@ KILN_NB_BINARY(NbMatmul, "matmul")
 KILN_NB_BINARY(NbAnd, "bitwise_and")
 KILN_NB_BINARY(NbOr, "bitwise_or")
 KILN_NB_BINARY(NbXor, "bitwise_xor")
+KILN_NB_BINARY(NbLshift, "bitwise_left_shift")
+KILN_NB_BINARY(NbRshift, "bitwise_right_shift")
+KILN_NB_BINARY(NbInplaceLshift, "bitwise_left_shift_")
+KILN_NB_BINARY(NbInplaceRshift, "bitwise_right_shift_")
 KILN_NB_BINARY(NbInplaceAdd, "add_")
 KILN_NB_BINARY(NbInplaceSub, "sub_")
 KILN_NB_BINARY(NbInplaceMul, "mul_")
@@ -387,6 +391,10 @@ void InitTensorType(PyObject* module) {
   kNumber.nb_and = NbAnd;
   kNumber.nb_or = NbOr;
   kNumber.nb_xor = NbXor;
+  kNumber.nb_lshift = NbLshift;
+  kNumber.nb_rshift = NbRshift;
+  kNumber.nb_inplace_lshift = NbInplaceLshift;
+  kNumber.nb_inplace_rshift = NbInplaceRshift;
   kNumber.nb_negative = NbNeg;
   kNumber.nb_positive = NbPos;
   kNumber.nb_absolute = NbAbs;

@@ -96,7 +96,7 @@ struct BinaryFn {
 enum Op : int {
   kAdd, kSub, kMul, kDiv, kDivTrunc, kDivFloor, kRemainder, kFmod, kPow, kMaximum, kMinimum,
   kEq, kNe, kLt, kLe, kGt, kGe, kLogicalAnd, kLogicalOr, kLogicalXor, kBitAnd, kBitOr, kBitXor,
-  kAtan2, kFloorDivide, kFmax, kFmin, kHypot, kCopysign, kXlogy, kNumOps
+  kAtan2, kFloorDivide, kFmax, kFmin, kHypot, kCopysign, kXlogy, kLshift, kRshift, kNumOps
 };
 
 const BinarySpec kSpecs[kNumOps] = {
@@ -130,6 +130,8 @@ const BinarySpec kSpecs[kNumOps] = {
     {"hypot", ResultKind::Float, DtypeSet::Floating, false, false},
     {"copysign", ResultKind::Float, DtypeSet::All, false, false},
     {"xlogy", ResultKind::Float, DtypeSet::All, false, false},
+    {"bitwise_left_shift", ResultKind::Promoted, DtypeSet::IntegralAndBool, false, true},
+    {"bitwise_right_shift", ResultKind::Promoted, DtypeSet::IntegralAndBool, false, true},
 };
 
 template <int kOp, typename T>
@@ -175,6 +177,18 @@ T BinaryFn<kOp, T>::operator()(T a, T b) const {
     case kFmin: if constexpr (!std::is_integral_v<T>) return std::fmin(a, b); else return a < b ? a : b;
     case kHypot: if constexpr (!std::is_integral_v<T>) return std::hypot(a, b); else return a;
     case kCopysign: if constexpr (!std::is_integral_v<T>) return std::copysign(a, b); else return a;
+    case kLshift:
+      // Shifts by the type's width or more give 0, as PyTorch defines them (C++ leaves it undefined).
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        using U = std::make_unsigned_t<T>;
+        if (b < 0 || b >= T(sizeof(T) * 8)) return 0;
+        return static_cast<T>(static_cast<U>(a) << b);
+      } else return a;
+    case kRshift:
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        if (b < 0 || b >= T(sizeof(T) * 8)) return a < 0 ? T(-1) : T(0);
+        return static_cast<T>(a >> b);
+      } else return a;
     case kXlogy:
       if constexpr (!std::is_integral_v<T>) {
         if (b != b) return b;
@@ -500,6 +514,8 @@ void RegisterBinaryOps(Registry& r) {
   DefPlain<kCopysign>(r, "copysign");
   DefFamily<kFloorDivide>(r, "floor_divide");
   DefFamily<kXlogy>(r, "xlogy");
+  DefFamily<kLshift>(r, "bitwise_left_shift");
+  DefFamily<kRshift>(r, "bitwise_right_shift");
   // pow: Tensor_Tensor / Tensor_Scalar / Scalar overload names as in PyTorch.
   r.Def("pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor", {Tag::pointwise, Tag::core}, kFunctionAndMethod)
       .Impl<&FunctionalTensor<kPow>>(DispatchKey::CPU).Meta<&MetaTensor<kPow>>();
