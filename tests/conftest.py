@@ -73,3 +73,25 @@ def assert_same(k, t, rtol=None, atol=None):
     if atol is None:
         atol = {"float16": 1e-3, "bfloat16": 1e-2, "float32": 1e-5}.get(name, 1e-7)
     np.testing.assert_allclose(as_numpy(k), as_numpy(t), rtol=rtol, atol=atol, equal_nan=True)
+
+
+def _builtin_exception(cls):
+    """The builtin exception class an exception maps to (torch raises e.g. torch.OutOfMemoryError)."""
+    return next(c for c in cls.__mro__ if c.__module__ == "builtins")
+
+
+def assert_raises_like_torch(desc, call, inputs):
+    """`call(lib, inputs(lib))` fails in torch; kiln must raise the same builtin exception class with
+    a message, leave its inputs unchanged, and keep working."""
+    with pytest.raises(Exception) as expected:
+        call(torch, inputs(torch))
+    k_in = inputs(kiln)
+    before = {k: v.tolist() for k, v in k_in.items()}
+    with pytest.raises(Exception) as got:
+        call(kiln, k_in)
+    want, have = _builtin_exception(type(expected.value)), _builtin_exception(type(got.value))
+    assert have is want, f"{desc}: kiln raised {type(got.value).__name__}: {got.value}; torch raised " \
+                         f"{type(expected.value).__name__}: {expected.value}"
+    assert str(got.value), "the message must say what went wrong"
+    assert {k: v.tolist() for k, v in k_in.items()} == before, "inputs must be unchanged"
+    assert (kiln.ones(2) + 1).tolist() == [2.0, 2.0]  # still alive and working
