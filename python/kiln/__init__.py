@@ -207,3 +207,4 @@ def set_rng_state(state):
 
 
 del _install_ops
+from kiln import nn  # noqa: E402,F401

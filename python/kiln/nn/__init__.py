@@ -1,0 +1,12 @@
+"""kiln.nn: layers, parameters, initialisers and losses with torch.nn's API (see README.md)."""
+
+from kiln.nn.parameter import Parameter  # noqa: F401
+from kiln.nn import functional  # noqa: F401
+from kiln.nn import init  # noqa: F401
+from kiln.nn.modules import (  # noqa: F401
+    AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss, BCEWithLogitsLoss, Conv2d, CrossEntropyLoss,
+    Dropout, Embedding, Flatten, GELU, GroupNorm, HuberLoss, Identity, L1Loss, LayerNorm, LeakyReLU, Linear,
+    LogSoftmax, MaxPool2d, Module, ModuleDict, ModuleList, MSELoss, MultiheadAttention, NLLLoss, ReLU, RMSNorm,
+    Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Tanh, Unflatten,
+)
+from kiln.nn import utils  # noqa: F401

@@ -1,0 +1,510 @@
+"""kiln.nn.functional (F): the functional forms of layers and losses, as torch.nn.functional.
+
+Each function checks its arguments the way PyTorch's Python layer does and then calls one aten op
+from the registry (kiln.linear, kiln.convolution, kiln.cross_entropy_loss, ...), so autograd and the
+tracers see aten ops. Python compositions are used only where PyTorch itself composes
+(rms_norm, scaled_dot_product_attention, multi_head_attention_forward, weighted l1/mse/huber).
+"""
+
+import math
+import warnings
+
+import kiln
+from kiln._tensor import Tensor
+
+__all__ = [
+    "linear", "conv2d", "relu", "relu_", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "leaky_relu",
+    "dropout", "batch_norm", "layer_norm", "rms_norm", "group_norm", "embedding", "max_pool2d", "avg_pool2d",
+    "adaptive_avg_pool2d", "pad", "one_hot", "scaled_dot_product_attention", "cross_entropy", "nll_loss",
+    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+    "multi_head_attention_forward",
+]
+
+_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+def _reduction_enum(reduction):
+    if reduction in ("elementwise_mean",):
+        warnings.warn("reduction='elementwise_mean' is deprecated. Please use reduction='mean' instead.")
+        return 1
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return _REDUCTIONS[reduction]
+
+
+def _legacy_reduction(size_average, reduce, emit_warning=True):
+    """PyTorch's deprecated size_average/reduce pair -> a reduction string."""
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    ret = "mean" if size_average and reduce else "sum" if reduce else "none"
+    if emit_warning:
+        warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{ret}' instead.")
+    return ret
+
+
+def _pair(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x, x)
+
+
+def _broadcast_shape(a, b):
+    out = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x != y and x != 1 and y != 1:
+            raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b ({y}) at non-singleton "
+                               f"dimension {max(len(a), len(b)) - i}")
+        out.append(y if x == 1 else x)
+    return tuple(reversed(out))
+
+
+def _broadcast_pair(a, b):
+    shape = _broadcast_shape(tuple(a.shape), tuple(b.shape))
+    return (a if tuple(a.shape) == shape else a.expand(shape)), (b if tuple(b.shape) == shape else b.expand(shape))
+
+
+def _warn_size(input, target):
+    if target.size() != input.size():
+        warnings.warn(f"Using a target size ({target.size()}) that is different to the input size ({input.size()}). "
+                      "This will likely lead to incorrect results due to broadcasting. "
+                      "Please ensure they have the same size.", stacklevel=3)
+
+
+# --- linear and convolution ---------------------------------------------------------------------
+def linear(input, weight, bias=None):
+    return kiln.linear(input, weight, bias)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution; padding is an int, a pair, 'valid' or 'same' (stride 1 only, as PyTorch)."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = 0
+        elif padding == "same":
+            if any(s != 1 for s in _pair(stride)):
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
+            dilation2 = _pair(dilation)
+            pads, extra = [], []  # symmetric part per dim and the one extra (right) element PyTorch adds
+            for d, k in zip(dilation2, weight.shape[2:]):
+                total = d * (k - 1)
+                pads.append(total // 2)
+                extra.append(total - 2 * (total // 2))
+            if any(extra):
+                input = kiln.constant_pad_nd(input, [0, extra[1], 0, extra[0]], 0)
+            padding = tuple(pads)
+        else:
+            raise ValueError(f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}")
+    return kiln.conv2d(input, weight, bias, _pair(stride), _pair(padding), _pair(dilation), groups)
+
+
+# --- activations --------------------------------------------------------------------------------
+def relu(input, inplace=False):
+    return kiln.relu_(input) if inplace else kiln.relu(input)
+
+
+def relu_(input):
+    return kiln.relu_(input)
+
+
+def gelu(input, approximate="none"):
+    return kiln.gelu(input, approximate=approximate)
+
+
+def silu(input, inplace=False):
+    return kiln.silu_(input) if inplace else kiln.silu(input)
+
+
+def sigmoid(input):
+    return kiln.sigmoid(input)
+
+
+def tanh(input):
+    return kiln.tanh(input)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return kiln.leaky_relu_(input, negative_slope) if inplace else kiln.leaky_relu(input, negative_slope)
+
+
+def _get_softmax_dim(name, ndim, stacklevel):
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X "
+                  "as an argument.", stacklevel=stacklevel)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _get_softmax_dim("softmax", input.dim(), _stacklevel)
+    return kiln.softmax(input, dim, dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _get_softmax_dim("log_softmax", input.dim(), _stacklevel)
+    return kiln.log_softmax(input, dim, dtype)
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    return kiln.dropout_(input, p, training) if inplace else kiln.dropout(input, p, training)
+
+
+# --- normalization ------------------------------------------------------------------------------
+def _verify_batch_size(size):
+    size_prods = size[0]
+    for i in range(len(size) - 2):
+        size_prods *= size[i + 2]
+    if size_prods == 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    if training:
+        _verify_batch_size(input.size())
+    return kiln.batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, False)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    return kiln.layer_norm(input, list(normalized_shape), weight, bias, eps)
+
+
+_FINFO_EPS = {"float32": 1.1920928955078125e-07, "float64": 2.220446049250313e-16}
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """x / sqrt(mean(x^2 over the normalized dims) + eps) * weight, computed in float32 for half
+    types (PyTorch's composite). eps=None is the machine epsilon of that computation type."""
+    normalized_shape = tuple(normalized_shape) if isinstance(normalized_shape, (list, tuple)) else (normalized_shape,)
+    n = len(normalized_shape)
+    if tuple(input.shape[input.dim() - n:]) != normalized_shape or input.dim() < n:
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
+                           f"[*, {', '.join(str(s) for s in normalized_shape)}], but got input of size"
+                           f"{list(input.shape)}")
+    if weight is not None and tuple(weight.shape) != normalized_shape:
+        raise RuntimeError(f"Expected weight to be of same shape as normalized_shape, but got weight of shape "
+                           f"{list(weight.shape)} and normalized_shape = {list(normalized_shape)}")
+    compute = kiln.float32 if input.dtype in (kiln.float16, kiln.bfloat16) else input.dtype
+    if eps is None:
+        eps = _FINFO_EPS.get(str(compute).split(".")[1], _FINFO_EPS["float32"])
+    x = input.to(compute)
+    dims = list(range(input.dim() - n, input.dim()))
+    out = x * kiln.rsqrt(x.pow(2).mean(dims, keepdim=True) + eps)
+    out = out.type_as(input)
+    if weight is not None:
+        out = out * weight
+    return out
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    if input.dim() < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.dim()}")
+    _verify_batch_size([input.size(0) * input.size(1) // num_groups, num_groups] + list(input.size()[2:]))
+    return kiln.group_norm(input, num_groups, weight, bias, eps)
+
+
+# --- embedding, pooling, padding ----------------------------------------------------------------
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
+    if padding_idx is not None:
+        if padding_idx > 0:
+            assert padding_idx < weight.size(0), "Padding_idx must be within num_embeddings"
+        elif padding_idx < 0:
+            assert padding_idx >= -weight.size(0), "Padding_idx must be within num_embeddings"
+            padding_idx = weight.size(0) + padding_idx
+    else:
+        padding_idx = -1
+    if max_norm is not None:
+        raise NotImplementedError("kiln: F.embedding(max_norm=...) needs aten::embedding_renorm_, which kiln lacks")
+    if sparse:
+        raise NotImplementedError("kiln: sparse embedding gradients are not supported")
+    return kiln.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    stride = [] if stride is None else stride
+    if return_indices:
+        return kiln.max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
+    return kiln.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    stride = [] if stride is None else stride
+    return kiln.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    output_size = _pair(output_size)
+    output_size = [input.shape[input.dim() - 2 + i] if s is None else s for i, s in enumerate(output_size)]
+    return kiln.adaptive_avg_pool2d(input, output_size)
+
+
+def pad(input, pad, mode="constant", value=None):
+    return kiln.pad(input, list(pad), mode, value)
+
+
+def one_hot(tensor, num_classes=-1):
+    return kiln.one_hot(tensor, num_classes)
+
+
+# --- attention ----------------------------------------------------------------------------------
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """softmax(q @ k^T * scale + mask) @ v (PyTorch's math reference). A bool attn_mask keeps the
+    positions that are True; a float one is added to the scores."""
+    if query.dim() < 2 or key.dim() < 2 or value.dim() < 2:
+        raise RuntimeError("scaled_dot_product_attention: query, key and value must have at least 2 dimensions")
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
+    L, S = query.size(-2), key.size(-2)
+    scale_factor = 1 / math.sqrt(query.size(-1)) if scale is None else scale
+    if enable_gqa and query.dim() >= 3 and key.size(-3) != query.size(-3):
+        rep = query.size(-3) // key.size(-3)
+
+        def repeat_heads(t):
+            shape = list(t.shape)
+            t = t.unsqueeze(-3).expand(shape[:-2] + [rep] + shape[-2:])
+            return t.reshape(shape[:-3] + [shape[-3] * rep] + shape[-2:])
+
+        key, value = repeat_heads(key), repeat_heads(value)
+    scores = kiln.matmul(query, key.transpose(-2, -1)) * scale_factor
+    if is_causal:
+        causal = kiln.ones(L, S, dtype=kiln.bool).tril(0)
+        scores = scores.masked_fill(causal.logical_not(), float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == kiln.bool:
+            scores = scores.masked_fill(attn_mask.logical_not(), float("-inf"))
+        else:
+            scores = scores + attn_mask
+    attn = kiln.softmax(scores, -1)
+    if dropout_p > 0.0:
+        attn = kiln.dropout(attn, dropout_p, True)
+    return kiln.matmul(attn, value)
+
+
+def _canonical_mask(mask, mask_name, other_type, other_name, target_type, check_other=True):
+    """A bool mask -> a float mask (-inf where True); a float mask stays (PyTorch's helper)."""
+    if mask is None:
+        return None
+    if mask.dtype != kiln.bool and not mask.dtype.is_floating_point:
+        raise AssertionError(f"only bool and floating types of {mask_name} are supported")
+    if check_other and other_type is not None and mask.dtype != other_type:
+        warnings.warn(f"Support for mismatched {mask_name} and {other_name} is deprecated. Use same type for both "
+                      "instead.")
+    if mask.dtype == kiln.bool:
+        mask = kiln.zeros_like(mask, dtype=target_type).masked_fill(mask, float("-inf"))
+    return mask
+
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
+                                 bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias,
+                                 training=True, key_padding_mask=None, need_weights=True, attn_mask=None,
+                                 use_separate_proj_weight=False, q_proj_weight=None, k_proj_weight=None,
+                                 v_proj_weight=None, static_k=None, static_v=None, average_attn_weights=True,
+                                 is_causal=False):
+    """PyTorch's multi-head attention over (L, N, E) inputs (or unbatched (L, E))."""
+    is_batched = query.dim() == 3
+    if not is_batched:
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+        if key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.unsqueeze(0)
+    tgt_len, bsz, embed_dim = query.shape
+    src_len = key.shape[0]
+    if embed_dim != embed_dim_to_check:
+        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but got {embed_dim}")
+    head_dim = embed_dim // num_heads
+    if head_dim * num_heads != embed_dim:
+        raise AssertionError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
+    if key.shape != value.shape:
+        raise AssertionError(f"key shape {key.shape} does not match value shape {value.shape}")
+    key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask",
+                                       None if attn_mask is None else attn_mask.dtype, "attn_mask", query.dtype)
+    if is_causal and attn_mask is None:
+        raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+                           "method `generate_square_subsequent_mask` to create this mask.")
+    if is_causal and key_padding_mask is None and not need_weights:
+        attn_mask = None
+    else:
+        attn_mask = _canonical_mask(attn_mask, "attn_mask", None, "", query.dtype, check_other=False)
+        if key_padding_mask is not None:
+            is_causal = False
+
+    # input projections
+    if not use_separate_proj_weight:
+        if query is key and key is value:
+            q, k, v = linear(query, in_proj_weight, in_proj_bias).chunk(3, -1)
+        else:
+            w_q, w_k, w_v = in_proj_weight.chunk(3)
+            b_q, b_k, b_v = (None, None, None) if in_proj_bias is None else in_proj_bias.chunk(3)
+            q, k, v = linear(query, w_q, b_q), linear(key, w_k, b_k), linear(value, w_v, b_v)
+    else:
+        b_q, b_k, b_v = (None, None, None) if in_proj_bias is None else in_proj_bias.chunk(3)
+        q, k, v = linear(query, q_proj_weight, b_q), linear(key, k_proj_weight, b_k), linear(value, v_proj_weight, b_v)
+
+    if attn_mask is not None:
+        if attn_mask.dim() == 2:
+            if tuple(attn_mask.shape) != (tgt_len, src_len):
+                raise RuntimeError(f"The shape of the 2D attn_mask is {attn_mask.shape}, but should be "
+                                   f"{(tgt_len, src_len)}.")
+            attn_mask = attn_mask.unsqueeze(0)
+        elif attn_mask.dim() == 3:
+            if tuple(attn_mask.shape) != (bsz * num_heads, tgt_len, src_len):
+                raise RuntimeError(f"The shape of the 3D attn_mask is {attn_mask.shape}, but should be "
+                                   f"{(bsz * num_heads, tgt_len, src_len)}.")
+        else:
+            raise RuntimeError(f"attn_mask's dimension {attn_mask.dim()} is not supported")
+
+    if bias_k is not None and bias_v is not None:
+        k = kiln.cat([k, bias_k.repeat(1, bsz, 1)])
+        v = kiln.cat([v, bias_v.repeat(1, bsz, 1)])
+        if attn_mask is not None:
+            attn_mask = pad(attn_mask, (0, 1))
+        if key_padding_mask is not None:
+            key_padding_mask = pad(key_padding_mask, (0, 1))
+
+    # (L, N, E) -> (N * H, L, head_dim)
+    q = q.reshape(tgt_len, bsz * num_heads, head_dim).transpose(0, 1)
+    k = k.reshape(k.shape[0], bsz * num_heads, head_dim).transpose(0, 1)
+    v = v.reshape(v.shape[0], bsz * num_heads, head_dim).transpose(0, 1)
+    if add_zero_attn:
+        k = kiln.cat([k, kiln.zeros((bsz * num_heads, 1, head_dim), dtype=k.dtype)], 1)
+        v = kiln.cat([v, kiln.zeros((bsz * num_heads, 1, head_dim), dtype=v.dtype)], 1)
+        if attn_mask is not None:
+            attn_mask = pad(attn_mask, (0, 1))
+        if key_padding_mask is not None:
+            key_padding_mask = pad(key_padding_mask, (0, 1))
+    src_len = k.size(1)
+
+    if key_padding_mask is not None:
+        if tuple(key_padding_mask.shape) != (bsz, src_len):
+            raise AssertionError(f"expecting key_padding_mask shape of {(bsz, src_len)}, but got "
+                                 f"{key_padding_mask.shape}")
+        key_padding_mask = key_padding_mask.reshape(bsz, 1, 1, src_len).expand(bsz, num_heads, 1, src_len) \
+            .reshape(bsz * num_heads, 1, src_len)
+        attn_mask = key_padding_mask if attn_mask is None else attn_mask + key_padding_mask
+
+    if not training:
+        dropout_p = 0.0
+
+    if need_weights:
+        q_scaled = q * math.sqrt(1.0 / float(head_dim))
+        if attn_mask is not None:
+            attn_output_weights = kiln.baddbmm(attn_mask, q_scaled, k.transpose(-2, -1))
+        else:
+            attn_output_weights = kiln.bmm(q_scaled, k.transpose(-2, -1))
+        attn_output_weights = softmax(attn_output_weights, dim=-1)
+        if dropout_p > 0.0:
+            attn_output_weights = dropout(attn_output_weights, p=dropout_p)
+        attn_output = kiln.bmm(attn_output_weights, v)
+        attn_output = attn_output.transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
+        attn_output = linear(attn_output, out_proj_weight, out_proj_bias)
+        attn_output = attn_output.view(tgt_len, bsz, attn_output.size(1))
+        attn_output_weights = attn_output_weights.view(bsz, num_heads, tgt_len, src_len)
+        if average_attn_weights:
+            attn_output_weights = attn_output_weights.mean(dim=1)
+        if not is_batched:
+            attn_output = attn_output.squeeze(1)
+            attn_output_weights = attn_output_weights.squeeze(0)
+        return attn_output, attn_output_weights
+    if attn_mask is not None:
+        if attn_mask.size(0) == 1 and attn_mask.dim() == 3:
+            attn_mask = attn_mask.unsqueeze(0)
+        else:
+            attn_mask = attn_mask.view(bsz, num_heads, -1, src_len)
+    q = q.view(bsz, num_heads, tgt_len, head_dim)
+    k = k.view(bsz, num_heads, src_len, head_dim)
+    v = v.view(bsz, num_heads, src_len, head_dim)
+    attn_output = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
+    attn_output = attn_output.permute(2, 0, 1, 3).reshape(bsz * tgt_len, embed_dim)
+    attn_output = linear(attn_output, out_proj_weight, out_proj_bias)
+    attn_output = attn_output.view(tgt_len, bsz, attn_output.size(1))
+    if not is_batched:
+        attn_output = attn_output.squeeze(1)
+    return attn_output, None
+
+
+# --- losses -------------------------------------------------------------------------------------
+def _reduction_of(size_average, reduce, reduction):
+    if size_average is not None or reduce is not None:
+        return _legacy_reduction(size_average, reduce)
+    return reduction
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                  label_smoothing=0.0):
+    reduction = _reduction_enum(_reduction_of(size_average, reduce, reduction))
+    return kiln.cross_entropy_loss(input, target, weight, reduction, ignore_index, label_smoothing)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    reduction = _reduction_enum(_reduction_of(size_average, reduce, reduction))
+    return kiln.nll_loss_nd(input, target, weight, reduction, ignore_index)
+
+
+def _weighted_reduce(loss, weight, input, reduction):
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+    loss = loss * weight
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "mean":
+        return loss.mean()
+    raise ValueError(f"Invalid reduction mode: {reduction}. Expected one of 'none', 'mean', 'sum'.")
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    _warn_size(input, target)
+    reduction = _reduction_of(size_average, reduce, reduction)
+    input, target = _broadcast_pair(input, target)
+    if weight is not None:
+        return _weighted_reduce((input - target).pow(2), weight, input, reduction)
+    return kiln.mse_loss(input, target, _reduction_enum(reduction))
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    _warn_size(input, target)
+    reduction = _reduction_of(size_average, reduce, reduction)
+    input, target = _broadcast_pair(input, target)
+    if weight is not None:
+        return _weighted_reduce((input - target).abs(), weight, input, reduction)
+    return kiln.l1_loss(input, target, _reduction_enum(reduction))
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    _warn_size(input, target)
+    reduction = _reduction_of(size_average, reduce, reduction)
+    input, target = _broadcast_pair(input, target)
+    if beta == 0.0:
+        return kiln.l1_loss(input, target, _reduction_enum(reduction))
+    return kiln.smooth_l1_loss(input, target, _reduction_enum(reduction), beta)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    _warn_size(input, target)
+    input, target = _broadcast_pair(input, target)
+    if weight is None:
+        return kiln.huber_loss(input, target, _reduction_enum(reduction), delta)
+    return _weighted_reduce(kiln.huber_loss(input, target, 0, delta), weight, input, reduction)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    reduction = _reduction_enum(_reduction_of(size_average, reduce, reduction))
+    if target.size() != input.size():
+        raise ValueError(f"Using a target size ({target.size()}) that is different to the input size "
+                         f"({input.size()}) is deprecated. Please ensure they have the same size.")
+    if weight is not None:
+        weight = weight.expand(_broadcast_shape(tuple(target.shape), tuple(weight.shape)))
+    return kiln.binary_cross_entropy(input, target, weight, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
+    reduction = _reduction_enum(_reduction_of(size_average, reduce, reduction))
+    if target.size() != input.size():
+        raise ValueError(f"Target size ({target.size()}) must be the same as input size ({input.size()})")
+    return kiln.binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction)
+
+
+del Tensor

@@ -1,0 +1,18 @@
+"""kiln.nn's layer classes (one file per family, as torch.nn.modules)."""
+
+from kiln.nn.modules.module import Module  # noqa: F401
+from kiln.nn.modules.linear import Identity, Linear  # noqa: F401
+from kiln.nn.modules.conv import Conv2d  # noqa: F401
+from kiln.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
+from kiln.nn.modules.normalization import GroupNorm, LayerNorm, RMSNorm  # noqa: F401
+from kiln.nn.modules.sparse import Embedding  # noqa: F401
+from kiln.nn.modules.dropout import Dropout  # noqa: F401
+from kiln.nn.modules.activation import (  # noqa: F401
+    GELU, LeakyReLU, LogSoftmax, MultiheadAttention, ReLU, Sigmoid, SiLU, Softmax, Tanh,
+)
+from kiln.nn.modules.flatten import Flatten, Unflatten  # noqa: F401
+from kiln.nn.modules.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
+from kiln.nn.modules.container import ModuleDict, ModuleList, Sequential  # noqa: F401
+from kiln.nn.modules.loss import (  # noqa: F401
+    BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,
+)

@@ -1,0 +1,52 @@
+"""nn.Parameter: a kiln.Tensor that a Module registers as a learnable parameter."""
+
+import copy
+
+import kiln
+from kiln._tensor import Tensor
+from kiln.nn._grad_compat import requires_grad_
+
+
+class Parameter(Tensor):
+    """A tensor that is a module parameter: assigning one as a Module attribute registers it.
+
+    `Parameter(data, requires_grad=True)` shares `data`'s storage (as PyTorch's does).
+    """
+
+    __module__ = "kiln.nn.parameter"
+
+    def __new__(cls, data=None, requires_grad=True):
+        if data is None:
+            data = kiln.empty(0)
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Parameter(): expected a kiln.Tensor as data, got {type(data).__name__}")
+        # A fresh alias of `data` (a new TensorImpl, so a new Python object) re-classed as Parameter.
+        out = data.detach()
+        out.__class__ = cls
+        requires_grad_(out, requires_grad)
+        return out
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        out = type(self)(self.clone(), self.requires_grad)
+        memo[id(self)] = out
+        return out
+
+    def __reduce_ex__(self, proto):
+        return (_rebuild_parameter, (Tensor.__reduce_ex__(self, proto), self.requires_grad))
+
+
+def _rebuild_parameter(reduced, requires_grad):
+    fn, args = reduced
+    return Parameter(fn(*args), requires_grad)
+
+
+def is_lazy(param):
+    return False
+
+
+del copy
