@@ -441,7 +441,9 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return kiln.nll_loss_nd(input, target, weight, reduction, ignore_index)
 
 
-def _weighted_reduce(loss, weight, input, reduction):
+def _weighted_reduce(loss, weight, input, reduction, mean_over_weight):
+    """PyTorch's weighted mse/l1/huber: 'mean' divides by the weights' sum (mse, l1) or counts
+    elements (huber)."""
     if tuple(weight.shape) != tuple(input.shape):
         raise ValueError("Weights and input must have the same size.")
     loss = loss * weight
@@ -450,7 +452,7 @@ def _weighted_reduce(loss, weight, input, reduction):
     if reduction == "sum":
         return loss.sum()
     if reduction == "mean":
-        return loss.mean()
+        return loss.sum() / weight.sum() if mean_over_weight else loss.mean()
     raise ValueError(f"Invalid reduction mode: {reduction}. Expected one of 'none', 'mean', 'sum'.")
 
 
@@ -459,7 +461,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     reduction = _reduction_of(size_average, reduce, reduction)
     input, target = _broadcast_pair(input, target)
     if weight is not None:
-        return _weighted_reduce((input - target).pow(2), weight, input, reduction)
+        return _weighted_reduce((input - target).pow(2), weight, input, reduction, True)
     return kiln.mse_loss(input, target, _reduction_enum(reduction))
 
 
@@ -468,7 +470,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     reduction = _reduction_of(size_average, reduce, reduction)
     input, target = _broadcast_pair(input, target)
     if weight is not None:
-        return _weighted_reduce((input - target).abs(), weight, input, reduction)
+        return _weighted_reduce((input - target).abs(), weight, input, reduction, True)
     return kiln.l1_loss(input, target, _reduction_enum(reduction))
 
 
@@ -486,7 +488,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     input, target = _broadcast_pair(input, target)
     if weight is None:
         return kiln.huber_loss(input, target, _reduction_enum(reduction), delta)
-    return _weighted_reduce(kiln.huber_loss(input, target, 0, delta), weight, input, reduction)
+    return _weighted_reduce(kiln.huber_loss(input, target, 0, delta), weight, input, reduction, False)
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
