@@ -292,6 +292,8 @@ SDPA = [
     ("scale", (2, 4, 8), 4, dict(scale=0.3)),
     ("bool_mask", (2, 2, 4, 8), 6, dict(attn_mask="bool")),
     ("float_mask", (2, 2, 4, 8), 6, dict(attn_mask="float")),
+    ("fully_masked_row", (2, 3, 4), 5, dict(attn_mask="masked_row")),
+    ("broadcast_mask", (2, 2, 3, 4), 5, dict(attn_mask="broadcast")),
 ]
 
 
@@ -306,6 +308,13 @@ def test_scaled_dot_product_attention(name, qshape, S, kw):
     if mask == "bool":
         m = RNG.random((qshape[-2], S)) > 0.3
         m[:, 0] = True  # no fully masked row
+        kk["attn_mask"], tk["attn_mask"] = kiln.tensor(m), torch.tensor(m)
+    elif mask == "masked_row":
+        m = RNG.random((qshape[-2], S)) > 0.3
+        m[1, :] = False  # a row that attends to nothing gives zeros (PyTorch's _safe_softmax)
+        kk["attn_mask"], tk["attn_mask"] = kiln.tensor(m), torch.tensor(m)
+    elif mask == "broadcast":
+        m = arr(qshape[0], 1, qshape[-2], S)
         kk["attn_mask"], tk["attn_mask"] = kiln.tensor(m), torch.tensor(m)
     elif mask == "float":
         m = arr(qshape[-2], S)
@@ -571,6 +580,22 @@ BAD = [
     ("mha-nonpositive", lambda nn, F, t: nn.MultiheadAttention(0, 2)),
     ("mha-mask-shape", lambda nn, F, t: nn.MultiheadAttention(4, 2)(t(3, 1, 4), t(3, 1, 4), t(3, 1, 4),
                                                                       attn_mask=t(2, 2))),
+    ("one_hot-negative", lambda nn, F, t: F.one_hot(t(3).long() * 0 - 1)),
+    ("embedding-float-index", lambda nn, F, t: nn.Embedding(5, 2)(t(3))),
+    ("max_pool2d-stride0", lambda nn, F, t: F.max_pool2d(t(1, 1, 4, 4), 2, 0)),
+    ("max_pool2d-pad", lambda nn, F, t: F.max_pool2d(t(1, 1, 4, 4), 2, 1, 2)),
+    ("huber-delta", lambda nn, F, t: F.huber_loss(t(3), t(3), delta=-1.0)),
+    ("smooth_l1-beta", lambda nn, F, t: F.smooth_l1_loss(t(3), t(3), beta=-1.0)),
+    ("bce-range", lambda nn, F, t: F.binary_cross_entropy(t(3) + 5, t(3).sigmoid())),
+    ("nll-weight-size", lambda nn, F, t: F.nll_loss(t(4, 3), t(4).long() * 0, t(5))),
+    ("ce-smoothing-range", lambda nn, F, t: F.cross_entropy(t(4, 3), t(4).long() * 0, label_smoothing=1.5)),
+    ("layer_norm-weight", lambda nn, F, t: F.layer_norm(t(4, 3), (3,), t(4))),
+    ("batch_norm-running", lambda nn, F, t: F.batch_norm(t(4, 3), t(4), t(4))),
+    ("group_norm-weight", lambda nn, F, t: F.group_norm(t(4, 3), 1, t(4))),
+    ("pad-reflect-size", lambda nn, F, t: F.pad(t(1, 4, 3), (3, 3), mode="reflect")),
+    ("sdpa-causal-and-mask", lambda nn, F, t: F.scaled_dot_product_attention(t(1, 2, 4), t(1, 2, 4), t(1, 2, 4),
+                                                                             attn_mask=t(2, 2), is_causal=True)),
+    ("sdpa-head-dim", lambda nn, F, t: F.scaled_dot_product_attention(t(1, 2, 4), t(1, 2, 3), t(1, 2, 4))),
     ("unflatten-size", lambda nn, F, t: nn.Unflatten(1, (2, 4))(t(3, 6))),
     ("flatten-dims", lambda nn, F, t: nn.Flatten(2, 0)(t(3, 6))),
     ("sequential-index", lambda nn, F, t: nn.Sequential(nn.ReLU())[3]),

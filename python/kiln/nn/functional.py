@@ -277,6 +277,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         else:
             scores = scores + attn_mask
     attn = kiln.softmax(scores, -1)
+    if is_causal or attn_mask is not None:  # PyTorch's _safe_softmax: a fully masked row gives zeros, not NaN
+        fully_masked = (scores == float("-inf")).all(-1, keepdim=True)
+        attn = kiln.where(fully_masked, kiln.zeros_like(attn), attn)
     if dropout_p > 0.0:
         attn = kiln.dropout(attn, dropout_p, True)
     return kiln.matmul(attn, value)
