@@ -242,3 +242,28 @@ def test_clip_grad_norm_nonfinite_and_value():
     kiln.nn.utils.clip_grad_value_([q], 1.0)
     assert q.grad.tolist() == [-1.0, 0.5, 1.0]
     assert kiln.nn.utils.clip_grad_norm_(kiln.nn.Linear(2, 2).parameters(), 1.0).item() == 0.0
+
+
+def test_training_steps_match_torch():
+    """A few plain SGD steps on a small CNN+MLP give the same losses and weights as torch."""
+    def ctor(nn):
+        return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Flatten(), nn.Linear(4 * 3 * 3, 16), nn.GELU(), nn.Dropout(0.0), nn.LayerNorm(16),
+                             nn.Linear(16, 3))
+
+    km, tm = build(ctor)
+    x, y = arr(8, 1, 6, 6), np.random.default_rng(3).integers(0, 3, size=8)
+    for _ in range(3):
+        losses = []
+        for lib, m in ((kiln, km), (torch, tm)):
+            m.zero_grad()
+            loss = lib.nn.functional.cross_entropy(m(lib.tensor(x)), lib.tensor(y), label_smoothing=0.1)
+            loss.backward()
+            with lib.no_grad():
+                for p in m.parameters():
+                    p.sub_(0.1 * p.grad)
+            losses.append(loss.item())
+        assert losses[0] == pytest.approx(losses[1], rel=1e-4)
+    for (kn, kp), (tn, tp) in zip(km.state_dict().items(), tm.state_dict().items()):
+        assert kn == tn
+        assert_same(kp, tp, 1e-3, 1e-4)
