@@ -10,7 +10,6 @@ import math
 import warnings
 
 import kiln
-from kiln._tensor import Tensor
 
 __all__ = [
     "linear", "conv2d", "relu", "relu_", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "leaky_relu",
@@ -166,6 +165,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
     return kiln.layer_norm(input, list(normalized_shape), weight, bias, eps)
 
 
@@ -511,5 +512,3 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         raise ValueError(f"Target size ({target.size()}) must be the same as input size ({input.size()})")
     return kiln.binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction)
 
-
-del Tensor

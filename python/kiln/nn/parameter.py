@@ -1,7 +1,5 @@
 """nn.Parameter: a kiln.Tensor that a Module registers as a learnable parameter."""
 
-import copy
-
 import kiln
 from kiln._tensor import Tensor
 from kiln.nn._grad_compat import requires_grad_
@@ -48,5 +46,3 @@ def _rebuild_parameter(reduced, requires_grad):
 def is_lazy(param):
     return False
 
-
-del copy

@@ -8,7 +8,6 @@ fall back to the dicts (`__getattr__`). Everything else (state_dict, traversal, 
 conversion, hooks) walks these dicts.
 """
 
-import functools
 import itertools
 import weakref
 from collections import OrderedDict, namedtuple
@@ -661,5 +660,3 @@ def _parse_to(*args, **kwargs):
         device = kiln.device(device) if not isinstance(device, int) else kiln.device("cuda", device)
     return device, dtype, non_blocking
 
-
-del functools
