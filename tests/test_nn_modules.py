@@ -624,3 +624,25 @@ def test_bad_input_raises_like_torch(name, call):
                          f"{type(expected.value).__name__}: {expected.value}"
     assert str(got.value)
     assert (kiln.ones(2) + 1).tolist() == [2.0, 2.0]
+
+
+DTYPE_LAYERS = [c for c in LAYERS if c[0] in ("Linear", "Conv2d-same-even", "Conv2d-groups", "LayerNorm", "RMSNorm",
+                                              "GroupNorm", "GELU-tanh", "Softmax", "MaxPool2d-opts",
+                                              "AvgPool2d-opts", "AdaptiveAvgPool2d", "Sequential-cnn")]
+DTYPE_TOL = {"float64": (1e-9, 1e-9), "float16": (1e-2, 1e-2), "bfloat16": (6e-2, 6e-2)}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("name,ctor,calls", DTYPE_LAYERS, ids=[c[0] for c in DTYPE_LAYERS])
+def test_layer_dtypes(name, ctor, calls, dtype):
+    km, tm = build(ctor)
+    km.to(getattr(kiln, dtype))
+    tm.to(getattr(torch, dtype))
+    for mode in (True, False):
+        km.train(mode)
+        tm.train(mode)
+        a = np.round(arr(*calls[0][0]) * 8) / 8  # exactly representable in every float type
+        got = km(kiln.tensor(a).to(getattr(kiln, dtype)))
+        want = tm(torch.tensor(a).to(getattr(torch, dtype))).detach()
+        assert_same(got, want, *DTYPE_TOL[dtype])
+    check_buffers(km, tm)
