@@ -646,3 +646,18 @@ def test_layer_dtypes(name, ctor, calls, dtype):
         want = tm(torch.tensor(a).to(getattr(torch, dtype))).detach()
         assert_same(got, want, *DTYPE_TOL[dtype])
     check_buffers(km, tm)
+
+
+@pytest.mark.parametrize("name,ctor,calls", LAYERS, ids=[c[0] for c in LAYERS])
+def test_layer_noncontiguous_input(name, ctor, calls):
+    """The same layers fed strided views (every other element of the last dim) and transposed views."""
+    km, tm = build(ctor)
+    km.eval()
+    tm.eval()
+    shape = calls[0][0]
+    wide = arr(*shape[:-1], shape[-1] * 2)
+    assert_same(km(kiln.tensor(wide)[..., ::2]), tm(torch.tensor(wide)[..., ::2]).detach(), 1e-4, 1e-5)
+    if len(shape) >= 2:
+        swapped = np.ascontiguousarray(np.swapaxes(arr(*shape), -1, -2))
+        assert_same(km(kiln.tensor(swapped).transpose(-1, -2)), tm(torch.tensor(swapped).transpose(-1, -2)).detach(),
+                    1e-4, 1e-5)
