@@ -661,3 +661,14 @@ def test_layer_noncontiguous_input(name, ctor, calls):
         swapped = np.ascontiguousarray(np.swapaxes(arr(*shape), -1, -2))
         assert_same(km(kiln.tensor(swapped).transpose(-1, -2)), tm(torch.tensor(swapped).transpose(-1, -2)).detach(),
                     1e-4, 1e-5)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_multihead_attention_kdim_vdim(need_weights):
+    km, tm = build(lambda nn: nn.MultiheadAttention(8, 2, kdim=6, vdim=5, batch_first=True))
+    q, k, v = arr(2, 3, 8), arr(2, 4, 6), arr(2, 4, 5)
+    got = km(*map(kiln.tensor, (q, k, v)), need_weights=need_weights)
+    want = tm(*map(torch.tensor, (q, k, v)), need_weights=need_weights)
+    assert_same(got[0], want[0].detach(), 1e-4, 1e-5)
+    if need_weights:
+        assert_same(got[1], want[1].detach(), 1e-4, 1e-5)

@@ -319,7 +319,11 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     head_dim = embed_dim // num_heads
     if head_dim * num_heads != embed_dim:
         raise AssertionError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
-    if key.shape != value.shape:
+    if use_separate_proj_weight:
+        if tuple(key.shape[:2]) != tuple(value.shape[:2]):
+            raise AssertionError(f"key's sequence and batch dims {tuple(key.shape[:2])} do not match value's "
+                                 f"{tuple(value.shape[:2])}")
+    elif key.shape != value.shape:
         raise AssertionError(f"key shape {key.shape} does not match value shape {value.shape}")
     key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask",
                                        None if attn_mask is None else attn_mask.dtype, "attn_mask", query.dtype)
