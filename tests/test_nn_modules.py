@@ -19,7 +19,6 @@ from conftest import assert_same, requires_torch, torch
 pytestmark = requires_torch
 
 RNG = np.random.default_rng(0)
-AUTOGRAD = hasattr(kiln, "no_grad")  # TEMPORARY until autograd lands on main
 
 
 def arr(*shape, low=-2.0, high=2.0, dtype=np.float32):
@@ -210,14 +209,12 @@ def test_embedding_from_pretrained():
     tm = torch.nn.Embedding.from_pretrained(torch.tensor(w), padding_idx=2)
     assert repr(km) == repr(tm)
     assert_same(km.weight.detach(), tm.weight.detach())
-    if AUTOGRAD:
-        assert km.weight.requires_grad == tm.weight.requires_grad
+    assert km.weight.requires_grad == tm.weight.requires_grad
     idx = [[0, 2, 5], [1, 1, 3]]
     assert_same(km(kiln.tensor(idx)), tm(torch.tensor(idx)).detach())
     k2 = kiln.nn.Embedding.from_pretrained(kiln.tensor(w), freeze=False)
     t2 = torch.nn.Embedding.from_pretrained(torch.tensor(w), freeze=False)
-    if AUTOGRAD:
-        assert k2.weight.requires_grad == t2.weight.requires_grad
+    assert k2.weight.requires_grad == t2.weight.requires_grad
 
 
 # --- multi-head attention ------------------------------------------------------------------------

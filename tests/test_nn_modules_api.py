@@ -15,7 +15,6 @@ import kiln
 import kiln.nn as nn
 from conftest import requires_torch, torch
 
-AUTOGRAD = hasattr(kiln, "no_grad")  # TEMPORARY until autograd lands on main
 
 
 class Block(nn.Module):
@@ -224,11 +223,10 @@ def test_requires_grad_and_zero_grad_without_grads():
     net = Net()
     net.zero_grad()  # no gradients yet: nothing to do
     net.zero_grad(set_to_none=False)
-    if AUTOGRAD:
-        net.requires_grad_(False)
-        assert not any(p.requires_grad for p in net.parameters())
-        net.requires_grad_()
-        assert all(p.requires_grad for p in net.parameters())
+    net.requires_grad_(False)
+    assert not any(p.requires_grad for p in net.parameters())
+    net.requires_grad_()
+    assert all(p.requires_grad for p in net.parameters())
 
 
 # --- state_dict ------------------------------------------------------------------------------------
@@ -478,8 +476,7 @@ def test_custom_module_repr_matches_torch():
 def test_parameter_repr_and_state_dict_keys_match_torch():
     pk = nn.Parameter(kiln.tensor([[1.0, 2.0], [3.0, 4.5]]))
     pt = torch.nn.Parameter(torch.tensor([[1.0, 2.0], [3.0, 4.5]]))
-    expected = repr(pt) if AUTOGRAD else repr(pt).replace(", requires_grad=True", "")
-    assert repr(pk) == expected
+    assert repr(pk) == repr(pt)
     for ctor in (lambda nn: nn.MultiheadAttention(8, 2, add_bias_kv=True), lambda nn: nn.BatchNorm2d(3),
                  lambda nn: nn.Embedding(4, 2), lambda nn: nn.BCEWithLogitsLoss(), lambda nn: nn.CrossEntropyLoss()):
         assert list(ctor(nn).state_dict()) == list(ctor(torch.nn).state_dict())
@@ -491,13 +488,16 @@ def test_parameter_shares_storage_and_is_a_tensor():
     p = nn.Parameter(data)
     assert isinstance(p, kiln.Tensor) and isinstance(p, nn.Parameter) and type(data) is kiln.Tensor
     assert p.data_ptr() == data.data_ptr() and p.shape == (2, 3)
-    p.mul_(2)
+    with kiln.no_grad():
+        p.mul_(2)
+        assert p.mul_(1) is p  # in-place ops return the Parameter itself
     assert data.tolist() == [[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]
-    assert p.mul_(1) is p  # in-place ops return the Parameter itself
+    assert p.is_leaf and p.grad_fn is None and not data.requires_grad
+    with pytest.raises(RuntimeError, match="leaf"):
+        p.mul_(2)  # as torch: no in-place op on a leaf that requires grad outside no_grad
     assert nn.Parameter().shape == (0,)
     assert nn.Parameter(kiln.ones(2), requires_grad=False).requires_grad is False
-    if AUTOGRAD:
-        assert p.requires_grad
+    assert p.requires_grad
     with pytest.raises(TypeError):
         nn.Parameter([1.0, 2.0])
 
@@ -604,7 +604,6 @@ def test_parameters_to_vector_round_trip():
         nn.utils.vector_to_parameters([1.0], m.parameters())
 
 
-@pytest.mark.skipif(not AUTOGRAD, reason="TEMPORARY: needs autograd")
 def test_clip_grad_norm_without_grads_returns_zero():
     assert nn.utils.clip_grad_norm_(nn.Linear(2, 2).parameters(), 1.0).item() == 0.0
 

@@ -13,8 +13,7 @@ import kiln.nn.functional as KF
 from conftest import assert_same, requires_torch, torch
 from test_nn_modules import LAYERS, BATCHNORMS, LOSSES, MHA, _loss_inputs, arr, build
 
-AUTOGRAD = hasattr(kiln, "no_grad")  # TEMPORARY until autograd lands on main
-pytestmark = [requires_torch, pytest.mark.skipif(not AUTOGRAD, reason="TEMPORARY: kiln has no autograd yet")]
+pytestmark = requires_torch
 
 TOL = (2e-4, 2e-5)
 

@@ -4,7 +4,6 @@ import math
 import warnings
 
 import kiln
-from kiln.nn._grad_compat import no_grad
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
@@ -34,12 +33,12 @@ def calculate_gain(nonlinearity, param=None):
 
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
-    with no_grad():
+    with kiln.no_grad():
         return tensor.uniform_(a, b, generator=generator)
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
-    with no_grad():
+    with kiln.no_grad():
         return tensor.normal_(mean, std, generator=generator)
 
 
@@ -52,7 +51,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     if (mean < a - 2 * std) or (mean > b + 2 * std):
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
-    with no_grad():
+    with kiln.no_grad():
         p = norm_cdf((b - mean) / std) - norm_cdf((a - mean) / std)
         if p > 0.3:  # plain rejection: redraw the samples outside [a, b]
             result = tensor.normal_(mean, std, generator=generator)
@@ -87,24 +86,24 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
 
 
 def constant_(tensor, val):
-    with no_grad():
+    with kiln.no_grad():
         return tensor.fill_(val)
 
 
 def ones_(tensor):
-    with no_grad():
+    with kiln.no_grad():
         return tensor.fill_(1.0)
 
 
 def zeros_(tensor):
-    with no_grad():
+    with kiln.no_grad():
         return tensor.zero_()
 
 
 def eye_(tensor):
     if tensor.dim() != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
-    with no_grad():
+    with kiln.no_grad():
         tensor.copy_(kiln.eye(*tensor.shape, dtype=tensor.dtype))
     return tensor
 

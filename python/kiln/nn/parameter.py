@@ -1,8 +1,8 @@
 """nn.Parameter: a kiln.Tensor that a Module registers as a learnable parameter."""
 
 import kiln
+from kiln import _C
 from kiln._tensor import Tensor
-from kiln.nn._grad_compat import requires_grad_
 
 
 class Parameter(Tensor):
@@ -18,11 +18,7 @@ class Parameter(Tensor):
             data = kiln.empty(0)
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter(): expected a kiln.Tensor as data, got {type(data).__name__}")
-        # A fresh alias of `data` (a new TensorImpl, so a new Python object) re-classed as Parameter.
-        out = data.detach()
-        out.__class__ = cls
-        requires_grad_(out, requires_grad)
-        return out
+        return _C._make_subclass(cls, data, requires_grad)  # a detached alias of data, of class cls
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
@@ -30,7 +26,7 @@ class Parameter(Tensor):
     def __deepcopy__(self, memo):
         if id(self) in memo:
             return memo[id(self)]
-        out = type(self)(self.clone(), self.requires_grad)
+        out = type(self)(self.detach().clone(), self.requires_grad)
         memo[id(self)] = out
         return out
 

@@ -14,7 +14,6 @@ from collections import OrderedDict, namedtuple
 
 import kiln
 from kiln._tensor import Tensor
-from kiln.nn._grad_compat import no_grad
 from kiln.nn.parameter import Parameter
 
 _EXTRA_STATE_KEY_SUFFIX = "_extra_state"
@@ -141,7 +140,7 @@ class Module:
         elif not isinstance(param, Parameter):
             raise TypeError(f"cannot assign '{_typename(param)}' object to parameter '{name}' "
                             "(kiln.nn.Parameter or None required)")
-        elif getattr(param, "grad_fn", None) is not None:
+        elif param.grad_fn:
             raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must be "
                              f"created explicitly. To express '{name}' as a function of another Tensor, compute "
                              "the value in the forward() method.")
@@ -345,7 +344,7 @@ class Module:
 
     def zero_grad(self, set_to_none=True):
         for p in self.parameters():
-            if getattr(p, "grad", None) is not None:
+            if p.grad is not None:
                 if set_to_none:
                     p.grad = None
                 else:
@@ -365,19 +364,19 @@ class Module:
         for key, param in self._parameters.items():
             if param is None:
                 continue
-            with no_grad():
+            with kiln.no_grad():
                 param_applied = fn(param)
             if param_applied is not param:
                 new_param = Parameter(param_applied, param.requires_grad)
-                grad = getattr(param, "grad", None)
+                grad = param.grad
                 if grad is not None:
-                    with no_grad():
+                    with kiln.no_grad():
                         new_param.grad = fn(grad)
                 self._parameters[key] = new_param
             else:
-                grad = getattr(param, "grad", None)
+                grad = param.grad
                 if grad is not None:
-                    with no_grad():
+                    with kiln.no_grad():
                         grad_applied = fn(grad)
                     if grad_applied is not grad:
                         param.grad = grad_applied
@@ -485,7 +484,7 @@ class Module:
                                       f"from checkpoint, the shape in current model is {param.shape}.")
                     continue
                 try:
-                    with no_grad():
+                    with kiln.no_grad():
                         if assign:
                             if isinstance(param, Parameter) and not isinstance(input_param, Parameter):
                                 input_param = Parameter(input_param, requires_grad=param.requires_grad)

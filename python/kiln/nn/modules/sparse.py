@@ -2,7 +2,6 @@
 
 import kiln
 from kiln.nn import functional as F, init
-from kiln.nn._grad_compat import no_grad
 from kiln.nn.modules.module import Module
 from kiln.nn.parameter import Parameter
 
@@ -43,7 +42,7 @@ class Embedding(Module):
 
     def _fill_padding_idx_with_zero(self):
         if self.padding_idx is not None:
-            with no_grad():
+            with kiln.no_grad():
                 self.weight[self.padding_idx].fill_(0)
 
     def forward(self, input):

@@ -2,7 +2,6 @@
 
 import kiln
 from kiln._tensor import Tensor
-from kiln.nn._grad_compat import no_grad
 
 
 def _grads(parameters):
@@ -19,7 +18,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     norm_type = float(norm_type)
     if len(grads) == 0:
         return kiln.tensor(0.0)
-    with no_grad():
+    with kiln.no_grad():
         norms = [kiln.linalg_vector_norm(g, norm_type) for g in grads]
         total_norm = kiln.linalg_vector_norm(kiln.stack(norms), norm_type)
         if error_if_nonfinite and (total_norm.isnan() | total_norm.isinf()).item():
@@ -35,6 +34,6 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
 
 def clip_grad_value_(parameters, clip_value, foreach=None):
     clip_value = float(clip_value)
-    with no_grad():
+    with kiln.no_grad():
         for g in _grads(parameters):
             g.clamp_(min=-clip_value, max=clip_value)
