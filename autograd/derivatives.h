@@ -143,5 +143,6 @@ void DefineViewFormulas(DerivativeTable& d);
 void DefineLinalgFormulas(DerivativeTable& d);
 void DefineNNFormulas(DerivativeTable& d);
 void DefineIndexFormulas(DerivativeTable& d);
+void DefineBackwardOpFormulas(DerivativeTable& d);
 
 }  // namespace kiln::autograd
