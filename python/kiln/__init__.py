@@ -207,3 +207,6 @@ def set_rng_state(state):
 
 
 del _install_ops
+
+from kiln import optim, utils  # noqa: E402,F401
+from kiln.serialization import save, load  # noqa: E402,F401

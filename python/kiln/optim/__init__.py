@@ -1,0 +1,9 @@
+"""kiln.optim: optimizers (SGD, Adam, AdamW, RMSprop) and learning-rate schedulers, as torch.optim."""
+
+from kiln.optim.optimizer import Optimizer
+from kiln.optim.sgd import SGD
+from kiln.optim.adam import Adam, AdamW
+from kiln.optim.rmsprop import RMSprop
+from kiln.optim import lr_scheduler
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "lr_scheduler"]

@@ -1,0 +1,6 @@
+def save(obj, f):
+    raise NotImplementedError
+
+
+def load(f):
+    raise NotImplementedError

@@ -1,0 +1,3 @@
+"""kiln.utils: data loading (kiln.utils.data)."""
+
+from kiln.utils import data  # noqa: F401
