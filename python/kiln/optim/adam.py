@@ -58,7 +58,7 @@ class Adam(Optimizer):
             maximize = group["maximize"]
             decoupled = group["decoupled_weight_decay"]
             for p in group["params"]:
-                grad = p.grad
+                grad = getattr(p, "grad", None)  # (a plain attribute until kiln has autograd)
                 if grad is None:
                     continue
                 p_state = state[p]

@@ -43,7 +43,7 @@ class SGD(Optimizer):
             nesterov = group["nesterov"]
             maximize = group["maximize"]
             for p in group["params"]:
-                grad = p.grad
+                grad = getattr(p, "grad", None)  # (a plain attribute until kiln has autograd)
                 if grad is None:
                     continue
                 if maximize:
