@@ -22,6 +22,12 @@ class Adam(Optimizer):
             raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not ((isinstance(betas[0], float) and isinstance(betas[1], float))
+                or (isinstance(betas[0], kiln.Tensor) and isinstance(betas[1], kiln.Tensor))):
+            raise ValueError("betas must be either both floats or both Tensors")
+        for i, b in enumerate(betas):
+            if isinstance(b, kiln.Tensor) and b.numel() != 1:
+                raise ValueError(f"Tensor betas[{i}] must be 1-element")
         _check_unsupported(capturable=capturable, differentiable=differentiable, fused=fused)
         betas = tuple(_to_scalar(b) for b in betas)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
