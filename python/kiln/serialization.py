@@ -78,9 +78,12 @@ class _Saver:
         if isinstance(obj, Tensor):
             if obj.device.type != "cpu":
                 obj = obj.cpu()
-            return {"$tensor": {"storage": self.storage_of(obj), "dtype": _dtype_name(obj.dtype),
-                                "shape": list(obj.shape), "stride": list(obj.stride()),
-                                "offset": obj.storage_offset(), "requires_grad": bool(obj.requires_grad)}}
+            spec = {"storage": self.storage_of(obj), "dtype": _dtype_name(obj.dtype), "shape": list(obj.shape),
+                    "stride": list(obj.stride()), "offset": obj.storage_offset(),
+                    "requires_grad": bool(obj.requires_grad)}
+            if type(obj).__name__ == "Parameter":
+                spec["parameter"] = True
+            return {"$tensor": spec}
         if isinstance(obj, kiln.dtype):
             return {"$dtype": _dtype_name(obj)}
         if isinstance(obj, kiln.Size):
@@ -206,6 +209,10 @@ class _Loader:
             t = flat.as_strided(shape, stride, offset)
         if self.map_location is not None:
             t = t.to(_map(self.map_location, t))
+        if spec.get("parameter"):
+            nn = getattr(kiln, "nn", None)
+            if nn is not None and hasattr(nn, "Parameter"):
+                return nn.Parameter(t, requires_grad=bool(spec.get("requires_grad")))
         if spec.get("requires_grad"):
             t.requires_grad_(True)
         return t
