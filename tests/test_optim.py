@@ -370,3 +370,31 @@ def test_scheduler_errors_like_torch():
     with pytest.raises(ValueError, match="Tried to step 4 times"):
         s.step()
     assert math.isfinite(opt.param_groups[0]["lr"])
+
+
+def test_step_hooks():
+    calls = []
+    p = kiln.ones(2)
+    p.grad = kiln.ones(2)
+    opt = kiln.optim.SGD([p], lr=0.5)
+    h1 = opt.register_step_pre_hook(lambda o, a, k: calls.append(("pre", o is opt)))
+    h2 = opt.register_step_post_hook(lambda o, a, k: calls.append(("post", p.tolist())))
+    h3 = kiln.optim.register_optimizer_step_pre_hook(lambda o, a, k: calls.append("global"))
+    opt.step()
+    assert calls == ["global", ("pre", True), ("post", [0.5, 0.5])]
+    for h in (h1, h2, h3):
+        h.remove()
+    opt.step()
+    assert len(calls) == 3 and p.tolist() == [0.0, 0.0]
+
+    class Plain(kiln.optim.Optimizer):  # a user's optimizer gets the hooks too
+        def __init__(self, params):
+            super().__init__(params, {"lr": 1.0})
+
+        def step(self, closure=None):
+            calls.append("user step")
+
+    o = Plain([kiln.zeros(1)])
+    o.register_step_pre_hook(lambda *a: calls.append("user pre"))
+    o.step()
+    assert calls[-2:] == ["user pre", "user step"]

@@ -9,12 +9,13 @@ param-group order, {"state": {id: {...}}, "param_groups": [{..., "params": [ids]
 import contextlib
 import functools
 import warnings
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from copy import deepcopy
 from itertools import chain
 
 import kiln
 from kiln import Tensor
+from kiln.utils.hooks import RemovableHandle
 
 
 class _RequiredParameter:
@@ -44,6 +45,49 @@ def _no_grad_step(step):
     return wrapper
 
 
+_global_step_pre_hooks = OrderedDict()
+_global_step_post_hooks = OrderedDict()
+
+
+def register_optimizer_step_pre_hook(hook):
+    """A hook(optimizer, args, kwargs) called before every optimizer's step."""
+    handle = RemovableHandle(_global_step_pre_hooks)
+    _global_step_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_optimizer_step_post_hook(hook):
+    """A hook(optimizer, args, kwargs) called after every optimizer's step."""
+    handle = RemovableHandle(_global_step_post_hooks)
+    _global_step_post_hooks[handle.id] = hook
+    return handle
+
+
+def _with_step_hooks(step):
+    """Wraps a class's step so registered step hooks run around it (a dict check when there are none)."""
+
+    @functools.wraps(step)
+    def wrapper(self, *args, **kwargs):
+        if not (self._optimizer_step_pre_hooks or self._optimizer_step_post_hooks or _global_step_pre_hooks
+                or _global_step_post_hooks):
+            return step(self, *args, **kwargs)
+        for pre_hook in chain(_global_step_pre_hooks.values(), self._optimizer_step_pre_hooks.values()):
+            result = pre_hook(self, args, kwargs)
+            if result is not None:
+                if isinstance(result, tuple) and len(result) == 2:
+                    args, kwargs = result
+                else:
+                    raise RuntimeError(f"{pre_hook} must return None or a tuple of (new_args, new_kwargs), "
+                                       f"but got {result}.")
+        out = step(self, *args, **kwargs)
+        for post_hook in chain(self._optimizer_step_post_hooks.values(), _global_step_post_hooks.values()):
+            post_hook(self, args, kwargs)
+        return out
+
+    wrapper._kiln_hooked = True
+    return wrapper
+
+
 def _to_scalar(x):
     """A 1-element tensor option (lr, betas) as a Python number."""
     if isinstance(x, Tensor):
@@ -65,6 +109,9 @@ class Optimizer:
 
     def __init__(self, params, defaults):
         self.defaults = defaults
+        self._optimizer_step_pre_hooks = OrderedDict()
+        self._optimizer_step_post_hooks = OrderedDict()
+        self._patch_step_function()
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
                             "but got " + _typename(params))
@@ -83,6 +130,25 @@ class Optimizer:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        self.__dict__.setdefault("_optimizer_step_pre_hooks", OrderedDict())
+        self.__dict__.setdefault("_optimizer_step_post_hooks", OrderedDict())
+
+    def _patch_step_function(self):
+        cls = type(self)
+        if not getattr(cls.step, "_kiln_hooked", False):
+            cls.step = _with_step_hooks(cls.step)
+
+    def register_step_pre_hook(self, hook):
+        """hook(optimizer, args, kwargs) -> None or (new_args, new_kwargs), called before step()."""
+        handle = RemovableHandle(self._optimizer_step_pre_hooks)
+        self._optimizer_step_pre_hooks[handle.id] = hook
+        return handle
+
+    def register_step_post_hook(self, hook):
+        """hook(optimizer, args, kwargs) -> None, called after step()."""
+        handle = RemovableHandle(self._optimizer_step_post_hooks)
+        self._optimizer_step_post_hooks[handle.id] = hook
+        return handle
 
     def __repr__(self):
         format_string = self.__class__.__name__ + " ("
