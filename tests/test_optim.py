@@ -272,6 +272,7 @@ SCHEDULERS = [
     ("LambdaLR", dict(lr_lambda=lambda e: 0.95 ** e + 0.01 * (e % 3)), "SGD"),
     ("LinearLR", dict(start_factor=0.1, end_factor=1.0, total_iters=8), "SGD"),
     ("LinearLR", dict(start_factor=1.0, end_factor=0.05, total_iters=12), "AdamW"),
+    ("PolynomialLR", dict(total_iters=20, power=2.0), "SGD"),
     ("OneCycleLR", dict(max_lr=0.1, total_steps=31), "SGD"),
     ("OneCycleLR", dict(max_lr=[0.1, 0.02], total_steps=31, anneal_strategy="linear"), "SGD"),
     ("OneCycleLR", dict(max_lr=0.01, epochs=3, steps_per_epoch=11, three_phase=True), "Adam"),
@@ -398,3 +399,39 @@ def test_step_hooks():
     o.register_step_pre_hook(lambda *a: calls.append("user pre"))
     o.step()
     assert calls[-2:] == ["user pre", "user step"]
+
+
+@requires_torch
+def test_sequential_lr_warmup_then_cosine_matches_torch():
+    def make(lib):
+        a = lib.zeros(2)
+        opt = lib.optim.SGD([a], lr=0.1, momentum=0.9)
+        warm = lib.optim.lr_scheduler.LinearLR(opt, start_factor=0.01, total_iters=5)
+        cos = lib.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=20)
+        return opt, lib.optim.lr_scheduler.SequentialLR(opt, [warm, cos], milestones=[5])
+
+    (kopt, ks), (topt, ts) = make(kiln), make(torch)
+    for _ in range(30):
+        assert ks.get_last_lr() == ts.get_last_lr()
+        assert kopt.param_groups[0]["lr"] == topt.param_groups[0]["lr"]
+        kopt.step()
+        topt.step()
+        ks.step()
+        ts.step()
+
+
+@requires_torch
+@pytest.mark.parametrize("kwargs", [dict(), dict(mode="max", patience=2, cooldown=1, factor=0.5),
+                                    dict(threshold_mode="abs", threshold=0.1, patience=1, min_lr=0.03)])
+def test_reduce_lr_on_plateau_matches_torch(kwargs):
+    metrics = [1.0, 0.9, 0.95, 0.95, 0.91, 0.89, 0.89, 0.9, 0.88, 0.88, 0.88, 0.9] * 3
+    seqs = []
+    for lib in (kiln, torch):
+        opt = lib.optim.Adam([lib.zeros(2)], lr=0.1)
+        s = lib.optim.lr_scheduler.ReduceLROnPlateau(opt, **kwargs)
+        seq = []
+        for m in metrics:
+            s.step(m)
+            seq.append((opt.param_groups[0]["lr"], s.get_last_lr(), s.num_bad_epochs, s.best))
+        seqs.append(seq)
+    assert seqs[0] == seqs[1]
