@@ -265,10 +265,10 @@ class Optimizer:
     @staticmethod
     def _process_value_according_to_param_policy(param, value, param_id, param_groups, key=None):
         if key == "step":
-            return value  # steps stay float32 scalars
+            return value  # steps stay float32 CPU scalars (the non-capturable, non-fused layout)
         if param.is_floating_point():
-            return value.to(param.dtype)
-        return value
+            return value.to(dtype=param.dtype, device=param.device)
+        return value.to(device=param.device)
 
     def load_state_dict(self, state_dict):
         """Loads a state produced by `state_dict()` (of an optimizer with the same group layout)."""
