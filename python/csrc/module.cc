@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "python/csrc/arg_parser.h"
+#include "python/csrc/python_autograd.h"
 #include "python/csrc/op_function.h"
 #include "python/csrc/python_dtype.h"
 #include "python/csrc/python_tensor.h"
@@ -195,6 +196,7 @@ PYBIND11_MODULE(_C, m) {
   });
   InitDtypes(m.ptr());
   InitTensorType(m.ptr());
+  InitAutogradBindings(m);
   InitOpFunctionType(m.ptr());
   Registry::Get();
 

@@ -2,6 +2,7 @@
 #include "python/csrc/python_tensor.h"
 
 #include "python/csrc/arg_parser.h"
+#include "python/csrc/python_autograd.h"
 #include "python/csrc/op_function.h"
 #include "python/csrc/python_dtype.h"
 #include "tensor/ops/common.h"
@@ -72,6 +73,12 @@ PyGetSetDef kGetSet[] = {
     {"is_meta", GetIsMeta, nullptr, nullptr, nullptr},
     {"_version", GetVersion, nullptr, nullptr, nullptr},
     {"itemsize", GetItemsize, nullptr, nullptr, nullptr},
+    {"requires_grad", GetRequiresGrad, SetRequiresGradAttr, nullptr, nullptr},
+    {"grad", GetGrad, SetGradAttr, nullptr, nullptr},
+    {"grad_fn", GetGradFn, nullptr, nullptr, nullptr},
+    {"is_leaf", GetIsLeaf, nullptr, nullptr, nullptr},
+    {"retains_grad", GetRetainsGrad, nullptr, nullptr, nullptr},
+    {"output_nr", GetOutputNr, nullptr, nullptr, nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
@@ -177,6 +184,11 @@ PyMethodDef kMethods[] = {
     {"item", MethodItem, METH_NOARGS, nullptr},
     {"tolist", MethodToList, METH_NOARGS, nullptr},
     {"_is_same_impl", MethodIsSameImpl, METH_O, nullptr},
+    {"requires_grad_", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(MethodRequiresGrad_)), METH_FASTCALL | METH_KEYWORDS, nullptr},
+    {"detach", MethodDetach, METH_NOARGS, nullptr},
+    {"detach_", MethodDetach_, METH_NOARGS, nullptr},
+    {"retain_grad", MethodRetainGrad, METH_NOARGS, nullptr},
+    {"is_inference", MethodIsInference, METH_NOARGS, nullptr},
     {nullptr, nullptr, 0, nullptr},
 };
 

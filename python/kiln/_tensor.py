@@ -68,18 +68,18 @@ class Tensor(_C.TensorBase):
     def data(self):
         return self.detach()
 
-    @property
-    def requires_grad(self):
-        return False
+    # --- autograd (attributes requires_grad, grad, grad_fn, is_leaf live in C++) -------------
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulates d(self)/d(leaf) into every leaf's `.grad` (kiln.autograd.backward)."""
+        from kiln import autograd
 
-    def requires_grad_(self, requires_grad=True):
-        if requires_grad:
-            raise NotImplementedError("kiln: this version has no autograd yet, so tensors cannot require grad")
-        return self
+        autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
-    def detach(self):
-        """A view sharing this tensor's storage (no autograd history to drop yet)."""
-        return _op("aten::alias")(self)
+    def register_hook(self, hook):
+        """hook(grad) runs when this tensor's gradient is computed; it may return a replacement."""
+        from kiln import autograd
+
+        return autograd._register_hook(self, hook)
 
     def __len__(self):
         if self.ndim == 0:

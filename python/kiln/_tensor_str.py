@@ -145,7 +145,7 @@ def tensor_repr(t, prefix="tensor("):
         body = _render(data, 0, t.dim(), indent, fmt)
     grad_fn = getattr(t, "grad_fn", None)
     if grad_fn is not None:
-        suffixes.append(f"grad_fn=<{type(grad_fn).__name__}>")
+        suffixes.append(f"grad_fn=<{grad_fn.name()}>")
     elif getattr(t, "requires_grad", False):
         suffixes.append("requires_grad=True")
     return _add_suffixes(prefix + body, suffixes, indent)

@@ -1,0 +1,320 @@
+// autograd/derivatives.cc: the formula table, the backward node of an op call, and the
+// Autograd-key kernel that records it (Note [Recording an op]).
+#include "autograd/derivatives.h"
+
+#include <cstring>
+#include <mutex>
+
+#include "autograd/grad_mode.h"
+#include "autograd/variable.h"
+#include "autograd/view_tracking.h"
+#include "runtime/error.h"
+#include "tensor/ops.h"
+
+namespace kiln::autograd {
+namespace {
+
+int ArgIndex(const FunctionSchema& schema, const char* name) {
+  for (size_t i = 0; i < schema.arguments.size(); ++i)
+    if (schema.arguments[i].name == name) return static_cast<int>(i);
+  KILN_INTERNAL_ASSERT(false, "derivative of ", schema.full_name(), " names no argument '", name, "'");
+  return -1;
+}
+
+// "native_layer_norm" -> "NativeLayerNormBackward0"; in-place and private spellings share it.
+std::string NodeName(const std::string& base) {
+  std::string out;
+  bool upper = true;
+  for (char ch : base) {
+    if (ch == '_') { upper = true; continue; }
+    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(ch))) : ch;
+    upper = false;
+  }
+  return out + "Backward0";
+}
+
+std::string FunctionalName(const Op& op) {
+  std::string base = op.base_name();
+  if (op.has_tag(Tag::inplace) && !base.empty() && base.back() == '_') base.pop_back();
+  return base;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Ctx and Grads.
+
+const Tensor& Ctx::grad(size_t i) {
+  if (grads_.size() <= i) grads_.resize(i + 1);
+  if (!grads_[i].defined()) {
+    const InputMeta& m = node_.input_meta().at(i);
+    grads_[i] = ops::full(std::vector<SymInt>(m.sizes.begin(), m.sizes.end()), 0, m.dtype, m.device);
+  }
+  return grads_[i];
+}
+
+Tensor Ctx::input(const char* name) const {
+  int i = ArgIndex(node_.derivative().op->schema(), name);
+  const SavedVariable& v = node_.saved_inputs().at(i);
+  KILN_INTERNAL_ASSERT(v.defined() || node_.args()[i].is_none(), node_.name(), " reads input '", name,
+                       "' it did not save");
+  return v.Unpack(nullptr);
+}
+
+Tensor Ctx::result(size_t i) const {
+  const SavedVariable& v = node_.saved_outputs().at(i);
+  return v.Unpack(std::const_pointer_cast<Node>(node_.shared_from_this()));
+}
+
+const IValue& Ctx::arg(const char* name) const {
+  return node_.args()[ArgIndex(node_.derivative().op->schema(), name)];
+}
+
+Scalar Ctx::scalar(const char* name) const { return arg(name).to_scalar(); }
+
+const SymDimVector& Ctx::sizes(const char* name) const {
+  auto [first, count] = node_.arg_edges[ArgIndex(node_.derivative().op->schema(), name)];
+  KILN_INTERNAL_ASSERT(count == 1, node_.name(), ": '", name, "' is not a tensor input");
+  return node_.arg_meta[first].sizes;
+}
+
+ScalarType Ctx::dtype(const char* name) const {
+  auto [first, count] = node_.arg_edges[ArgIndex(node_.derivative().op->schema(), name)];
+  KILN_INTERNAL_ASSERT(count == 1, node_.name(), ": '", name, "' is not a tensor input");
+  return node_.arg_meta[first].dtype;
+}
+
+bool Ctx::needs(const char* name) const {
+  auto [first, count] = node_.arg_edges[ArgIndex(node_.derivative().op->schema(), name)];
+  for (uint32_t e = first; e < first + count; ++e)
+    if (node_.next_edges()[e].valid()) return true;
+  return false;
+}
+
+size_t Ctx::list_size(const char* name) const {
+  return node_.arg_edges[ArgIndex(node_.derivative().op->schema(), name)].second;
+}
+
+size_t Grads::Index(const char* name) const { return ArgIndex(schema_, name); }
+
+// ---------------------------------------------------------------------------------------------
+// OpBackward.
+
+OpBackward::OpBackward(const Derivative* d, Stack args) : derivative_(d), args_(std::move(args)) {}
+
+TensorList OpBackward::Apply(TensorList&& grads) {
+  Ctx ctx(*this, grads);
+  const FunctionSchema& schema = derivative_->op->schema();
+  Grads g(schema);
+  derivative_->fn(ctx, g);
+  TensorList out(next_edges_.size());
+  for (size_t i = 0; i < arg_edges.size(); ++i) {
+    auto [first, count] = arg_edges[i];
+    if (count == 0) continue;
+    if (schema.arguments[i].kind == TypeKind::TensorList) {
+      const TensorList& l = g.list_at(i);
+      for (uint32_t k = 0; k < count && k < l.size(); ++k) out[first + k] = l[k];
+    } else {
+      out[first] = g.at(i);
+    }
+  }
+  for (size_t e = 0; e < out.size(); ++e)
+    if (!next_edges_[e].valid()) out[e] = Tensor();
+  return out;
+}
+
+void OpBackward::ReleaseVariables() {
+  for (SavedVariable& v : saved_inputs_) if (v.defined()) v.Reset();
+  for (SavedVariable& v : saved_outputs_) if (v.defined()) v.Reset();
+  released_ = true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Note [Recording an op]: the Autograd-key kernel. When no input requires grad it only calls
+// the layer below. Otherwise it builds the op's backward node (edges to the inputs' grad_fns,
+// the inputs the formula reads saved before the call, so that an in-place op saves the value it
+// overwrites), runs the op below autograd, and makes each floating-point output an output of
+// the node. In-place ops rebase their input's history onto the new node; in-place ops on views
+// rebase the view's base too (view_tracking.h).
+
+namespace {
+
+bool AnyRequiresGrad(const Stack& stack) {
+  for (const IValue& v : stack) {
+    if (v.is_tensor()) {
+      if (RequiresGrad(v.to_tensor())) return true;
+    } else if (v.is_tensor_list()) {
+      for (const Tensor& t : v.to_tensor_list()) if (RequiresGrad(t)) return true;
+    }
+  }
+  return false;
+}
+
+void ForEachOutput(Stack& stack, const std::function<void(const Tensor&)>& fn) {
+  for (IValue& v : stack) {
+    if (v.is_tensor()) fn(v.to_tensor());
+    else if (v.is_tensor_list()) for (const Tensor& t : v.to_tensor_list()) fn(t);
+  }
+}
+
+void RunBelow(const Op& op, DispatchKeySet keys, Stack& stack) {
+  ExcludeDispatchKeyGuard guard(DispatchKeySet(DispatchKey::Autograd));
+  op.Redispatch(keys & DispatchKeySet::Below(DispatchKey::Autograd), stack);
+}
+
+bool IsOutOverload(const Op& op) {
+  const std::string& ov = op.schema().overload;
+  return ov == "out" || (ov.size() > 4 && ov.compare(ov.size() - 4, 4, "_out") == 0);
+}
+
+void CheckInplace(const Op& op, const Tensor& self) {
+  AutogradMeta* meta = GetMeta(self);
+  if (!meta) return;
+  if (meta->requires_grad_ && !meta->grad_fn_)
+    throw Error("a leaf Variable that requires grad is being used in an in-place operation.");
+  if (meta->is_view_ && IsLeaf(meta->base_) && RequiresGrad(meta->base_))
+    throw Error("a view of a leaf Variable that requires grad is being used in an in-place operation.");
+  (void)op;
+}
+
+void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
+  if (!AnyRequiresGrad(stack) || !GradMode::is_enabled()) return RunBelow(op, keys, stack);
+  const auto* d = static_cast<const Derivative*>(op.autograd_info.get());
+  const bool inplace = op.has_tag(Tag::inplace);
+  if (!op.mutated_args().empty() && (IsOutOverload(op) || (!inplace && !d)))
+    throw Error(StrCat(op.base_name(), "(): functions with out=... arguments don't support automatic "
+                       "differentiation, but one of the arguments requires grad."));
+  if (d && d->non_differentiable) return RunBelow(op, keys, stack);
+  if (!d) {
+    if (inplace)
+      throw NotImplementedError(StrCat("the derivative for '", op.name(), "' is not implemented."));
+    RunBelow(op, keys, stack);
+    ForEachOutput(stack, [&](const Tensor& t) {
+      if (t.defined() && IsFloating(t.dtype()))
+        throw NotImplementedError(StrCat("the derivative for '", op.name(), "' is not implemented."));
+    });
+    return;
+  }
+
+  const FunctionSchema& schema = op.schema();
+  Tensor self = inplace ? stack[0].to_tensor() : Tensor();
+  if (inplace) CheckInplace(op, self);
+
+  // The node: argument copies without tensors, an edge and metadata per tensor input.
+  Stack args;
+  args.reserve(stack.size());
+  for (const IValue& v : stack) args.push_back(v.is_tensor() || v.is_tensor_list() ? IValue() : v);
+  auto node = std::make_shared<OpBackward>(d, std::move(args));
+  node->arg_edges.resize(stack.size());
+  auto add_edge = [&](const Tensor& t) {
+    node->add_next_edge(t.defined() ? GradientEdge(t) : Edge{});
+    node->arg_meta.push_back(t.defined() ? InputMeta::Of(t) : InputMeta{});
+  };
+  for (size_t i = 0; i < stack.size(); ++i) {
+    const IValue& v = stack[i];
+    uint32_t first = static_cast<uint32_t>(node->next_edges().size());
+    if (v.is_tensor()) {
+      add_edge(v.to_tensor());
+    } else if (v.is_tensor_list()) {
+      for (const Tensor& t : v.to_tensor_list()) add_edge(t);
+    } else if (i < schema.arguments.size() && schema.arguments[i].kind == TypeKind::Tensor) {
+      add_edge(Tensor());  // Tensor? given None
+    }
+    node->arg_edges[i] = {first, static_cast<uint32_t>(node->next_edges().size()) - first};
+  }
+  node->saved_inputs().resize(stack.size());
+  for (int i : d->saved_inputs) {
+    const IValue& v = stack[i];
+    if (!v.is_tensor() || !v.to_tensor().defined()) continue;
+    Tensor t = v.to_tensor();
+    if (inplace && i == 0) {  // the value the op overwrites
+      ExcludeDispatchKeyGuard guard(DispatchKeySet(DispatchKey::Autograd));
+      t = ops::clone(t);
+    }
+    node->saved_inputs()[i] = SavedVariable(t, /*is_output=*/false);
+  }
+
+  const bool is_view_op = op.has_tag(Tag::view);
+  const Tensor view_source = is_view_op && stack[0].is_tensor() ? stack[0].to_tensor() : Tensor();
+
+  RunBelow(op, keys, stack);
+
+  // Outputs become the node's inputs; floating-point ones get it as their grad_fn.
+  std::vector<Tensor> outputs;
+  ForEachOutput(stack, [&](const Tensor& t) {
+    outputs.push_back(t);
+    if (t.defined()) node->add_input_meta(t);
+    else node->mutable_input_meta().push_back(InputMeta{});
+  });
+  if (inplace) {
+    RebaseHistory(self, node);
+  } else {
+    for (uint32_t i = 0; i < outputs.size(); ++i) {
+      const Tensor& t = outputs[i];
+      if (!t.defined() || !IsFloating(t.dtype())) continue;
+      SetHistory(t, node, i);
+      if (view_source.defined()) MarkView(t, view_source);
+    }
+  }
+  node->saved_outputs().resize(outputs.size());
+  for (int i : d->saved_outputs)
+    if (i < static_cast<int>(outputs.size())) node->saved_outputs()[i] = SavedVariable(outputs[i], /*is_output=*/true);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The table.
+
+void DerivativeTable::Def(const std::string& op_name, std::initializer_list<const char*> saves, FormulaFn fn) {
+  Op* op = registry_.Find("aten::" + op_name);
+  KILN_INTERNAL_ASSERT(op != nullptr, "derivative declared for unknown op aten::", op_name);
+  auto d = std::make_shared<Derivative>();
+  d->op = op;
+  d->fn = fn;
+  d->node_name = NodeName(FunctionalName(*op));
+  for (const char* s : saves) {
+    if (std::strncmp(s, "result", 6) == 0) d->saved_outputs.push_back(s[6] ? std::atoi(s + 6) : 0);
+    else d->saved_inputs.push_back(ArgIndex(op->schema(), s));
+  }
+  Attach(op, d);
+  // The in-place variant (same overload, name + "_") reads the same formula.
+  Op* inplace = registry_.Find("aten::" + op->base_name() + "_" +
+                               (op->schema().overload.empty() ? "" : "." + op->schema().overload));
+  if (inplace && !inplace->autograd_info) {
+    auto di = std::make_shared<Derivative>(*d);
+    di->op = inplace;
+    Attach(inplace, di);
+  }
+}
+
+void DerivativeTable::NonDifferentiable(std::initializer_list<const char*> op_names) {
+  for (const char* name : op_names) {
+    Op* op = registry_.Find(std::string("aten::") + name);
+    KILN_INTERNAL_ASSERT(op != nullptr, "unknown op aten::", name);
+    auto d = std::make_shared<Derivative>();
+    d->op = op;
+    d->non_differentiable = true;
+    d->node_name = NodeName(FunctionalName(*op));
+    Attach(op, d);
+  }
+}
+
+void DerivativeTable::Attach(Op* op, std::shared_ptr<Derivative> d) { op->autograd_info = std::move(d); }
+
+void InstallAutograd() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Registry& r = Registry::Get();
+    DerivativeTable table(r);
+    DefinePointwiseFormulas(table);
+    DefineReductionFormulas(table);
+    DefineViewFormulas(table);
+    DefineLinalgFormulas(table);
+    DefineNNFormulas(table);
+    DefineIndexFormulas(table);
+    r.SetFallback(DispatchKey::Autograd, Kernel{&AutogradKernel, nullptr});
+  });
+}
+
+}  // namespace kiln::autograd

@@ -1,0 +1,144 @@
+// autograd/derivatives.h: derivative formulas and the autograd kernel that records them.
+//
+// A formula is declared once per op, beside the op family it differentiates
+// (autograd/formulas/<family>.cc), like PyTorch's derivatives.yaml:
+//
+//   d.Def("mul.Tensor", {"self", "other"}, [](Ctx& c, Grads& g) {
+//     if (c.needs("self")) g["self"] = mul(c.grad(), c.input("other"));
+//     if (c.needs("other")) g["other"] = mul(c.grad(), c.input("self"));
+//   });
+//
+// The second argument lists the tensors the backward reads: inputs by name, "result" / "result1"
+// for outputs. Only those are saved (and version-checked); every non-tensor argument and every
+// input's sizes and dtype are kept for free. The formula returns one gradient per differentiable
+// input; the engine reduces broadcast gradients and casts dtypes (engine.cc, Validate), so
+// formulas need not. In-place variants (`mul_.Tensor`) use their functional op's formula.
+// Formulas call ops through the dispatcher, so with create_graph they are differentiated too.
+#pragma once
+
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/node.h"
+#include "autograd/saved_variable.h"
+#include "tensor/dispatcher.h"
+
+namespace kiln::autograd {
+
+class OpBackward;
+
+// What a formula reads: output gradients, saved tensors, arguments.
+class Ctx {
+ public:
+  Ctx(const OpBackward& node, TensorList& grads) : node_(node), grads_(grads) {}
+  // Gradient of output i (zeros when none flowed into it).
+  const Tensor& grad(size_t i = 0);
+  bool has_grad(size_t i = 0) const { return i < grads_.size() && grads_[i].defined(); }
+  Tensor input(const char* name) const;       // a saved input
+  Tensor result(size_t i = 0) const;          // a saved output
+  const IValue& arg(const char* name) const;  // a non-tensor argument
+  Scalar scalar(const char* name) const;
+  int64_t i64(const char* name) const { return arg(name).to_int(); }
+  double f64(const char* name) const { return arg(name).to_double(); }
+  bool flag(const char* name) const { return arg(name).to_bool(); }
+  std::vector<int64_t> ints(const char* name) const { return arg(name).to_int_list(); }
+  std::vector<SymInt> symints(const char* name) const { return arg(name).to_symint_list(); }
+  bool is_none(const char* name) const { return arg(name).is_none(); }
+  const SymDimVector& sizes(const char* name) const;  // sizes of any tensor input
+  std::vector<SymInt> sizes_list(const char* name) const {
+    const SymDimVector& s = sizes(name);
+    return std::vector<SymInt>(s.begin(), s.end());
+  }
+  ScalarType dtype(const char* name) const;
+  int64_t dim(const char* name) const { return static_cast<int64_t>(sizes(name).size()); }
+  bool needs(const char* name) const;  // whether the input's gradient is wanted
+  size_t list_size(const char* name) const;  // length of a Tensor[] input
+  const OpBackward& node() const { return node_; }
+
+ private:
+  const OpBackward& node_;
+  TensorList& grads_;
+};
+
+// Gradients by input name; Tensor[] inputs take one gradient per element.
+class Grads {
+ public:
+  explicit Grads(const FunctionSchema& schema) : schema_(schema), single_(schema.arguments.size()),
+                                                 lists_(schema.arguments.size()) {}
+  Tensor& operator[](const char* name) { return single_[Index(name)]; }
+  TensorList& list(const char* name) { return lists_[Index(name)]; }
+  const Tensor& at(size_t i) const { return single_[i]; }
+  const TensorList& list_at(size_t i) const { return lists_[i]; }
+
+ private:
+  size_t Index(const char* name) const;
+  const FunctionSchema& schema_;
+  TensorList single_;
+  std::vector<TensorList> lists_;
+};
+
+using FormulaFn = void (*)(Ctx&, Grads&);
+
+struct Derivative {
+  const Op* op = nullptr;
+  std::vector<int> saved_inputs;   // argument indices
+  std::vector<int> saved_outputs;  // output indices
+  FormulaFn fn = nullptr;
+  std::string node_name;           // "MulBackward0"
+  bool non_differentiable = false; // outputs never require grad (argmax, comparisons, ...)
+};
+
+// The backward node of one recorded op call.
+class OpBackward : public Node {
+ public:
+  OpBackward(const Derivative* d, Stack args);
+  TensorList Apply(TensorList&& grads) override;
+  std::string name() const override { return derivative_->node_name; }
+  void ReleaseVariables() override;
+
+  const Derivative& derivative() const { return *derivative_; }
+  const Stack& args() const { return args_; }  // tensors replaced by None
+  std::vector<SavedVariable>& saved_inputs() { return saved_inputs_; }   // by argument index
+  std::vector<SavedVariable>& saved_outputs() { return saved_outputs_; }
+  const std::vector<SavedVariable>& saved_inputs() const { return saved_inputs_; }
+  const std::vector<SavedVariable>& saved_outputs() const { return saved_outputs_; }
+  // For each argument: the first edge index it owns and how many (0 for non-tensors).
+  std::vector<std::pair<uint32_t, uint32_t>> arg_edges;
+  std::vector<InputMeta> arg_meta;  // per edge: the forward input's metadata
+
+ private:
+  const Derivative* derivative_;
+  Stack args_;
+  std::vector<SavedVariable> saved_inputs_, saved_outputs_;
+  bool released_ = false;
+};
+
+// Declares formulas into the registry's ops.
+class DerivativeTable {
+ public:
+  explicit DerivativeTable(Registry& r) : registry_(r) {}
+  // `saves`: input names and "result"/"result1"/... for outputs.
+  void Def(const std::string& op_name, std::initializer_list<const char*> saves, FormulaFn fn);
+  // Ops whose outputs never require grad (integer results, comparisons, shape queries).
+  void NonDifferentiable(std::initializer_list<const char*> op_names);
+
+ private:
+  void Attach(Op* op, std::shared_ptr<Derivative> d);
+  Registry& registry_;
+};
+
+// Installs the autograd layer into the registry once: the Autograd-key kernel and every formula.
+void InstallAutograd();
+
+// Formula families (autograd/formulas/*.cc).
+void DefinePointwiseFormulas(DerivativeTable& d);
+void DefineReductionFormulas(DerivativeTable& d);
+void DefineViewFormulas(DerivativeTable& d);
+void DefineLinalgFormulas(DerivativeTable& d);
+void DefineNNFormulas(DerivativeTable& d);
+void DefineIndexFormulas(DerivativeTable& d);
+
+}  // namespace kiln::autograd

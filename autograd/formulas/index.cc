@@ -1,0 +1,110 @@
+// autograd/formulas/index.cc: derivatives of joining, splitting, gathering, scattering, masking
+// and reordering ops.
+#include "autograd/formulas/common.h"
+
+namespace kiln::autograd {
+using namespace formulas;
+
+namespace {
+// Gradient of a Tensor[]-returning view (split, chunk): its pieces, zeros where none flowed, joined.
+void JoinPieces(Ctx& c, Grads& g, int64_t dim) {
+  std::vector<Tensor> pieces;
+  for (size_t i = 0; i < c.node().input_meta().size(); ++i) pieces.push_back(c.grad(i));
+  g["self"] = ops::cat(pieces, c.dim("self") == 0 ? 0 : WrapDim(dim, c.dim("self")));
+}
+
+OptionalTensorList IndicesArg(Ctx& c) { return c.arg("indices").to_optional_tensor_list(); }
+
+// index_select / gather along dim of x: the gradient adds back at the same indices.
+Tensor IndexAddInto(const Tensor& grad, const SymDimVector& sizes, int64_t dim, const Tensor& index) {
+  Tensor z = zeros(sizes, grad.dtype(), grad.device());
+  if (sizes.empty()) return add(z, reshape(grad, {}));
+  OptionalTensorList idx(dim + 1);
+  idx[dim] = index;
+  return CallOp<Tensor>(KILN_OP("aten::index_put"), z, idx, grad, true);
+}
+}  // namespace
+
+void DefineIndexFormulas(DerivativeTable& d) {
+  d.Def("cat", {}, [](Ctx& c, Grads& g) {
+    size_t n = c.list_size("tensors");
+    const OpBackward& node = c.node();
+    auto [first, count] = node.arg_edges[0];
+    int64_t out_dim = c.grad().dim();
+    int64_t dim = WrapDim(c.i64("dim"), out_dim);
+    TensorList& out = g.list("tensors");
+    out.resize(n);
+    SymInt offset = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const SymDimVector& s = node.arg_meta[first + i].sizes;
+      // Legacy 1-D empty inputs take no part in cat.
+      if (s.size() == 1 && s[0] == SymInt(0) && out_dim != 1) continue;
+      SymInt len = s[dim];
+      if (node.next_edges()[first + i].valid()) out[i] = ops::slice(c.grad(), dim, offset, offset + len);
+      offset = offset + len;
+    }
+    (void)count;
+  });
+  for (const char* name : {"split.Tensor", "split.sizes", "split_with_sizes"})
+    d.Def(name, {}, [](Ctx& c, Grads& g) { JoinPieces(c, g, c.i64("dim")); });
+  d.Def("gather", {"index"}, [](Ctx& c, Grads& g) {
+    Tensor z = zeros(c.sizes("self"), c.grad().dtype(), c.grad().device());
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::scatter_add"), z, c.i64("dim"), c.input("index"), c.grad());
+  });
+  d.Def("scatter.src", {"index"}, [](Ctx& c, Grads& g) {
+    Tensor index = c.input("index");
+    int64_t dim = c.i64("dim");
+    if (c.needs("self")) g["self"] = CallOp<Tensor>(KILN_OP("aten::scatter.value"), c.grad(), dim, index, Scalar(0));
+    if (c.needs("src")) g["src"] = ops::gather(c.grad(), dim, index);
+  });
+  d.Def("scatter.value", {"index"}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::scatter.value"), c.grad(), c.i64("dim"), c.input("index"), Scalar(0));
+  });
+  d.Def("scatter_add", {"index"}, [](Ctx& c, Grads& g) {
+    if (c.needs("self")) g["self"] = c.grad();
+    if (c.needs("src")) g["src"] = ops::gather(c.grad(), c.i64("dim"), c.input("index"));
+  });
+  d.Def("index_select", {"index"}, [](Ctx& c, Grads& g) {
+    int64_t dim = c.dim("self") == 0 ? 0 : WrapDim(c.i64("dim"), c.dim("self"));
+    g["self"] = IndexAddInto(c.grad(), c.sizes("self"), dim, c.input("index"));
+  });
+  d.Def("index.Tensor", {}, [](Ctx& c, Grads& g) {
+    Tensor z = zeros(c.sizes("self"), c.grad().dtype(), c.grad().device());
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::index_put"), z, IndicesArg(c), c.grad(), true);
+  });
+  d.Def("index_put", {}, [](Ctx& c, Grads& g) {
+    OptionalTensorList idx = IndicesArg(c);
+    if (c.needs("self"))
+      g["self"] = c.flag("accumulate") ? c.grad()
+                                       : CallOp<Tensor>(KILN_OP("aten::index_put"), c.grad(), idx,
+                                                        ops::scalar_tensor(0, c.grad().dtype()), false);
+    if (c.needs("values")) g["values"] = ops::index(c.grad(), idx);
+  });
+  d.Def("masked_fill.Scalar", {"mask"}, [](Ctx& c, Grads& g) {
+    g["self"] = masked_fill(c.grad(), c.input("mask"), 0);
+  });
+  d.Def("masked_fill.Tensor", {"mask"}, [](Ctx& c, Grads& g) {
+    Tensor mask = c.input("mask");
+    if (c.needs("self")) g["self"] = masked_fill(c.grad(), mask, 0);
+    if (c.needs("value")) g["value"] = sum_all(where(mask, c.grad(), 0.0));
+  });
+  d.Def("masked_select", {"mask"}, [](Ctx& c, Grads& g) {
+    Tensor mask = c.input("mask");
+    const SymDimVector& sizes = c.sizes("self");
+    Tensor z = zeros(sizes, c.grad().dtype(), c.grad().device());
+    Tensor full_mask = expand(mask, sizes);
+    Tensor filled = CallOp<Tensor>(KILN_OP("aten::index_put"), expand(z, z->sym_sizes()), OptionalTensorList{full_mask},
+                                   c.grad(), false);
+    g["self"] = filled;
+  });
+  d.Def("tril", {}, [](Ctx& c, Grads& g) { g["self"] = ops::tril(c.grad(), c.i64("diagonal")); });
+  d.Def("triu", {}, [](Ctx& c, Grads& g) { g["self"] = ops::triu(c.grad(), c.i64("diagonal")); });
+  d.Def("flip", {}, [](Ctx& c, Grads& g) { g["self"] = ops::flip(c.grad(), c.ints("dims")); });
+  d.Def("constant_pad_nd", {}, [](Ctx& c, Grads& g) {
+    SymList pad = c.symints("pad");
+    for (SymInt& p : pad) p = SymInt(0) - p;
+    g["self"] = ops::constant_pad_nd(c.grad(), pad, 0);
+  });
+}
+
+}  // namespace kiln::autograd

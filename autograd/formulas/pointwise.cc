@@ -1,0 +1,315 @@
+// autograd/formulas/pointwise.cc: derivatives of the pointwise ops (binary, unary, activations).
+// Broadcast gradients are reduced to each input's shape by the engine (engine.cc, Validate).
+#include "autograd/formulas/common.h"
+
+namespace kiln::autograd {
+using namespace formulas;
+
+namespace {
+constexpr double kPi = 3.14159265358979323846;
+
+Tensor ZeroGrad(Ctx& c) { return zeros_like(c.grad()); }
+
+// d/dx of max/min-like selections: ties split the gradient in half, as PyTorch does.
+Tensor SelectTie(const Tensor& g, const Tensor& self, const Tensor& other, bool is_self, bool is_max) {
+  Tensor half = where(eq(self, other), div(g, 2.0), g);
+  Tensor lose = is_self == is_max ? lt(self, other) : gt(self, other);
+  return masked_fill(half, lose, 0);
+}
+}  // namespace
+
+void DefinePointwiseFormulas(DerivativeTable& d) {
+  // --- arithmetic --------------------------------------------------------------------------
+  d.Def("add.Tensor", {}, [](Ctx& c, Grads& g) {
+    if (c.needs("self")) g["self"] = c.grad();
+    if (c.needs("other")) g["other"] = mul(c.grad(), c.scalar("alpha"));
+  });
+  d.Def("add.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
+  d.Def("sub.Tensor", {}, [](Ctx& c, Grads& g) {
+    if (c.needs("self")) g["self"] = c.grad();
+    if (c.needs("other")) g["other"] = mul(c.grad(), -c.scalar("alpha").to_double());
+  });
+  d.Def("sub.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
+  d.Def("mul.Tensor", {"self", "other"}, [](Ctx& c, Grads& g) {
+    if (c.needs("self")) g["self"] = mul(c.grad(), c.input("other"));
+    if (c.needs("other")) g["other"] = mul(c.grad(), c.input("self"));
+  });
+  d.Def("mul.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), c.scalar("other")); });
+  d.Def("div.Tensor", {"self", "other"}, [](Ctx& c, Grads& g) {
+    Tensor other = c.input("other");
+    if (c.needs("self")) g["self"] = div(c.grad(), other);
+    if (c.needs("other")) g["other"] = neg(div(mul(c.grad(), c.input("self")), mul(other, other)));
+  });
+  d.Def("div.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = div(c.grad(), c.scalar("other")); });
+  // With a rounding mode the result is piecewise constant.
+  d.Def("div.Tensor_mode", {}, [](Ctx& c, Grads& g) {
+    if (c.needs("self")) g["self"] = ZeroGrad(c);
+    if (c.needs("other")) g["other"] = ZeroGrad(c);
+  });
+  d.Def("div.Scalar_mode", {}, [](Ctx& c, Grads& g) { g["self"] = ZeroGrad(c); });
+  d.Def("remainder.Tensor", {"self", "other"}, [](Ctx& c, Grads& g) {
+    if (c.needs("self")) g["self"] = c.grad();
+    if (c.needs("other"))
+      g["other"] = neg(mul(c.grad(), floor_(div(c.input("self"), c.input("other")))));
+  });
+  d.Def("remainder.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
+  d.Def("fmod.Tensor", {"self", "other"}, [](Ctx& c, Grads& g) {
+    if (c.needs("self")) g["self"] = c.grad();
+    if (c.needs("other"))
+      g["other"] = neg(mul(c.grad(), trunc_(div(c.input("self"), c.input("other")))));
+  });
+  d.Def("fmod.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
+  d.Def("floor_divide.Tensor", {}, [](Ctx& c, Grads& g) {
+    if (c.needs("self")) g["self"] = ZeroGrad(c);
+    if (c.needs("other")) g["other"] = ZeroGrad(c);
+  });
+  d.Def("floor_divide.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = ZeroGrad(c); });
+  d.Def("maximum", {"self", "other"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self"), o = c.input("other");
+    if (c.needs("self")) g["self"] = SelectTie(c.grad(), s, o, true, true);
+    if (c.needs("other")) g["other"] = SelectTie(c.grad(), s, o, false, true);
+  });
+  d.Def("minimum", {"self", "other"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self"), o = c.input("other");
+    if (c.needs("self")) g["self"] = SelectTie(c.grad(), s, o, true, false);
+    if (c.needs("other")) g["other"] = SelectTie(c.grad(), s, o, false, false);
+  });
+  // fmax/fmin: the gradient goes to the operand chosen (NaNs lose).
+  d.Def("fmax", {"self", "other"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self"), o = c.input("other");
+    Tensor self_wins = logical_or(ge(s, o), isnan(o));
+    if (c.needs("self")) g["self"] = masked_fill(c.grad(), logical_not(self_wins), 0);
+    if (c.needs("other")) g["other"] = masked_fill(c.grad(), self_wins, 0);
+  });
+  d.Def("fmin", {"self", "other"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self"), o = c.input("other");
+    Tensor self_wins = logical_or(le(s, o), isnan(o));
+    if (c.needs("self")) g["self"] = masked_fill(c.grad(), logical_not(self_wins), 0);
+    if (c.needs("other")) g["other"] = masked_fill(c.grad(), self_wins, 0);
+  });
+  d.Def("atan2", {"self", "other"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self"), o = c.input("other");
+    Tensor denom = add(mul(s, s), mul(o, o));
+    if (c.needs("self")) g["self"] = div(mul(c.grad(), o), denom);
+    if (c.needs("other")) g["other"] = div(mul(c.grad(), neg(s)), denom);
+  });
+  d.Def("hypot", {"self", "other", "result"}, [](Ctx& c, Grads& g) {
+    Tensor r = c.result();
+    if (c.needs("self")) g["self"] = div(mul(c.grad(), c.input("self")), r);
+    if (c.needs("other")) g["other"] = div(mul(c.grad(), c.input("other")), r);
+  });
+  d.Def("copysign", {"self", "result"}, [](Ctx& c, Grads& g) {
+    if (c.needs("self")) {
+      Tensor s = c.input("self");
+      Tensor ratio = masked_fill(div(c.result(), s), eq(s, 0.0), 0);
+      g["self"] = mul(c.grad(), ratio);
+    }
+    if (c.needs("other")) g["other"] = ZeroGrad(c);
+  });
+  d.Def("xlogy.Tensor", {"self", "other"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self"), o = c.input("other");
+    if (c.needs("self"))
+      g["self"] = mul(c.grad(), CallOp<Tensor>(KILN_OP("aten::xlogy.Tensor"), to(ne(s, 0.0), s.dtype()), o));
+    if (c.needs("other")) g["other"] = div(mul(c.grad(), s), o);
+  });
+  d.Def("pow.Tensor_Scalar", {"self"}, [](Ctx& c, Grads& g) {
+    Scalar e = c.scalar("exponent");
+    if (e.to_double() == 0.0) { g["self"] = ZeroGrad(c); return; }
+    g["self"] = mul(mul(c.grad(), e), pow(c.input("self"), Scalar(e.to_double() - 1.0)));
+  });
+  d.Def("pow.Tensor_Tensor", {"self", "exponent", "result"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self"), e = c.input("exponent");
+    if (c.needs("self")) {
+      Tensor v = mul(mul(c.grad(), e), pow(s, sub(e, ops::scalar_tensor(1, e.dtype()))));
+      g["self"] = masked_fill(v, eq(e, 0.0), 0);
+    }
+    if (c.needs("exponent")) {
+      Tensor v = mul(mul(c.grad(), c.result()), log(s));
+      g["exponent"] = masked_fill(v, logical_and(eq(s, 0.0), ge(e, 0.0)), 0);
+    }
+  });
+  d.Def("lerp.Scalar", {}, [](Ctx& c, Grads& g) {
+    double w = c.scalar("weight").to_double();
+    if (c.needs("self")) g["self"] = mul(c.grad(), 1.0 - w);
+    if (c.needs("end")) g["end"] = mul(c.grad(), w);
+  });
+  d.Def("lerp.Tensor", {"self", "end", "weight"}, [](Ctx& c, Grads& g) {
+    Tensor w = c.input("weight");
+    if (c.needs("self")) g["self"] = mul(c.grad(), rsub(w, 1));
+    if (c.needs("end")) g["end"] = mul(c.grad(), w);
+    if (c.needs("weight")) g["weight"] = mul(c.grad(), sub(c.input("end"), c.input("self")));
+  });
+  d.Def("addcmul", {"tensor1", "tensor2"}, [](Ctx& c, Grads& g) {
+    Scalar v = c.scalar("value");
+    if (c.needs("self")) g["self"] = c.grad();
+    if (c.needs("tensor1")) g["tensor1"] = mul(mul(c.grad(), c.input("tensor2")), v);
+    if (c.needs("tensor2")) g["tensor2"] = mul(mul(c.grad(), c.input("tensor1")), v);
+  });
+  d.Def("addcdiv", {"tensor1", "tensor2"}, [](Ctx& c, Grads& g) {
+    Scalar v = c.scalar("value");
+    Tensor t2 = c.input("tensor2");
+    if (c.needs("self")) g["self"] = c.grad();
+    if (c.needs("tensor1")) g["tensor1"] = div(mul(c.grad(), v), t2);
+    if (c.needs("tensor2"))
+      g["tensor2"] = neg(div(mul(mul(c.grad(), v), c.input("tensor1")), mul(t2, t2)));
+  });
+  d.Def("clamp", {"self"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self");
+    const IValue& lo = c.arg("min");
+    const IValue& hi = c.arg("max");
+    Tensor grad = c.grad();
+    if (!lo.is_none()) grad = masked_fill(grad, lt(s, lo.to_scalar()), 0);
+    if (!hi.is_none()) grad = masked_fill(grad, gt(s, hi.to_scalar()), 0);
+    g["self"] = grad;
+  });
+  d.Def("clamp.Tensor", {"self", "min", "max"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self");
+    Tensor lo = c.input("min"), hi = c.input("max");
+    Tensor grad = c.grad();
+    if (c.needs("self")) {
+      Tensor gs = grad;
+      if (lo.defined()) gs = masked_fill(gs, lt(s, lo), 0);
+      if (hi.defined()) gs = masked_fill(gs, gt(s, hi), 0);
+      g["self"] = gs;
+    }
+    if (lo.defined() && c.needs("min")) {
+      Tensor m = lt(s, lo);
+      if (hi.defined()) m = logical_and(m, le(lo, hi));
+      g["min"] = masked_fill(grad, logical_not(m), 0);
+    }
+    if (hi.defined() && c.needs("max")) {
+      Tensor m = gt(s, hi);
+      if (lo.defined()) m = logical_or(m, gt(lo, hi));
+      g["max"] = masked_fill(grad, logical_not(m), 0);
+    }
+  });
+  d.Def("where.self", {"condition"}, [](Ctx& c, Grads& g) {
+    Tensor cond = c.input("condition");
+    if (c.needs("self")) g["self"] = where(cond, c.grad(), 0.0);
+    if (c.needs("other")) g["other"] = where(cond, 0.0, c.grad());
+  });
+  d.Def("nan_to_num", {"self"}, [](Ctx& c, Grads& g) {
+    g["self"] = masked_fill(c.grad(), logical_not(isfinite(c.input("self"))), 0);
+  });
+
+  // --- unary ---------------------------------------------------------------------------------
+  d.Def("neg", {}, [](Ctx& c, Grads& g) { g["self"] = neg(c.grad()); });
+  d.Def("exp", {"result"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), c.result()); });
+  d.Def("exp2", {"result"}, [](Ctx& c, Grads& g) { g["self"] = mul(mul(c.grad(), c.result()), std::log(2.0)); });
+  d.Def("expm1", {"result"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), add(c.result(), 1.0)); });
+  d.Def("log", {"self"}, [](Ctx& c, Grads& g) { g["self"] = div(c.grad(), c.input("self")); });
+  d.Def("log2", {"self"}, [](Ctx& c, Grads& g) { g["self"] = div(c.grad(), mul(c.input("self"), std::log(2.0))); });
+  d.Def("log10", {"self"}, [](Ctx& c, Grads& g) { g["self"] = div(c.grad(), mul(c.input("self"), std::log(10.0))); });
+  d.Def("log1p", {"self"}, [](Ctx& c, Grads& g) { g["self"] = div(c.grad(), add(c.input("self"), 1.0)); });
+  d.Def("sqrt", {"result"}, [](Ctx& c, Grads& g) { g["self"] = div(c.grad(), mul(c.result(), 2.0)); });
+  d.Def("rsqrt", {"result"}, [](Ctx& c, Grads& g) {
+    g["self"] = mul(mul(c.grad(), pow(c.result(), 3.0)), -0.5);
+  });
+  d.Def("reciprocal", {"result"}, [](Ctx& c, Grads& g) {
+    Tensor r = c.result();
+    g["self"] = neg(mul(c.grad(), mul(r, r)));
+  });
+  d.Def("square", {"self"}, [](Ctx& c, Grads& g) { g["self"] = mul(mul(c.grad(), c.input("self")), 2.0); });
+  d.Def("sin", {"self"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), cos(c.input("self"))); });
+  d.Def("cos", {"self"}, [](Ctx& c, Grads& g) { g["self"] = neg(mul(c.grad(), sin(c.input("self")))); });
+  d.Def("tan", {"result"}, [](Ctx& c, Grads& g) {
+    Tensor r = c.result();
+    g["self"] = mul(c.grad(), add(mul(r, r), 1.0));
+  });
+  d.Def("asin", {"self"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self");
+    g["self"] = div(c.grad(), sqrt(rsub(mul(s, s), 1)));
+  });
+  d.Def("acos", {"self"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self");
+    g["self"] = neg(div(c.grad(), sqrt(rsub(mul(s, s), 1))));
+  });
+  d.Def("atan", {"self"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self");
+    g["self"] = div(c.grad(), add(mul(s, s), 1.0));
+  });
+  d.Def("sinh", {"self"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), cosh(c.input("self"))); });
+  d.Def("cosh", {"self"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), sinh(c.input("self"))); });
+  d.Def("asinh", {"self"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self");
+    g["self"] = div(c.grad(), sqrt(add(mul(s, s), 1.0)));
+  });
+  d.Def("acosh", {"self"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self");
+    g["self"] = div(c.grad(), sqrt(add(mul(s, s), -1.0)));
+  });
+  d.Def("atanh", {"self"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self");
+    g["self"] = div(c.grad(), rsub(mul(s, s), 1));
+  });
+  d.Def("erf", {"self"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self");
+    g["self"] = mul(mul(c.grad(), exp(neg(mul(s, s)))), 2.0 / std::sqrt(kPi));
+  });
+  d.Def("erfc", {"self"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self");
+    g["self"] = mul(mul(c.grad(), exp(neg(mul(s, s)))), -2.0 / std::sqrt(kPi));
+  });
+  d.Def("erfinv", {"result"}, [](Ctx& c, Grads& g) {
+    Tensor r = c.result();
+    g["self"] = mul(mul(c.grad(), exp(mul(r, r))), std::sqrt(kPi) / 2.0);
+  });
+  d.Def("lgamma", {"self"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), digamma(c.input("self"))); });
+  d.Def("abs", {"self"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), sign(c.input("self"))); });
+  d.Def("frac", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
+  for (const char* flat : {"sign", "floor", "ceil", "round", "trunc"})
+    d.Def(flat, {}, [](Ctx& c, Grads& g) { g["self"] = ZeroGrad(c); });
+
+  // --- activations (their backward kernels are ops: tensor/ops/activation_backward.cc) --------
+  d.Def("sigmoid", {"result"}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::sigmoid_backward"), c.grad(), c.result());
+  });
+  d.Def("tanh", {"result"}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::tanh_backward"), c.grad(), c.result());
+  });
+  d.Def("relu", {"result"}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::threshold_backward"), c.grad(), c.result(), Scalar(0));
+  });
+  d.Def("threshold", {"self"}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::threshold_backward"), c.grad(), c.input("self"), c.scalar("threshold"));
+  });
+  d.Def("gelu", {"self"}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::gelu_backward"), c.grad(), c.input("self"),
+                               c.arg("approximate").to_string());
+  });
+  d.Def("silu", {"self"}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::silu_backward"), c.grad(), c.input("self"));
+  });
+  d.Def("mish", {"self"}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::mish_backward"), c.grad(), c.input("self"));
+  });
+  d.Def("leaky_relu", {"self"}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::leaky_relu_backward"), c.grad(), c.input("self"),
+                               c.scalar("negative_slope"), false);
+  });
+  d.Def("hardtanh", {"self"}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::hardtanh_backward"), c.grad(), c.input("self"), c.scalar("min_val"),
+                               c.scalar("max_val"));
+  });
+  d.Def("elu", {"self"}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::elu_backward"), c.grad(), c.scalar("alpha"), c.scalar("scale"),
+                               c.scalar("input_scale"), false, c.input("self"));
+  });
+  d.Def("softplus", {"self"}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::softplus_backward"), c.grad(), c.input("self"), c.scalar("beta"),
+                               c.scalar("threshold"));
+  });
+  d.Def("hardsigmoid", {"self"}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::hardsigmoid_backward"), c.grad(), c.input("self"));
+  });
+  d.Def("hardswish", {"self"}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::hardswish_backward"), c.grad(), c.input("self"));
+  });
+  d.Def("logit", {"self"}, [](Ctx& c, Grads& g) {
+    const IValue& eps = c.arg("eps");
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::logit_backward"), c.grad(), c.input("self"),
+                               eps.is_none() ? std::optional<double>() : std::optional<double>(eps.to_double()));
+  });
+}
+
+}  // namespace kiln::autograd

@@ -1,0 +1,178 @@
+// autograd/formulas/reduction.cc: derivatives of reductions, statistics, softmax and scans.
+#include "autograd/formulas/common.h"
+
+namespace kiln::autograd {
+using namespace formulas;
+
+namespace {
+std::optional<IntList> OptDims(Ctx& c, const char* name) {
+  const IValue& v = c.arg(name);
+  if (v.is_none()) return std::nullopt;
+  return v.to_int_list();
+}
+
+double Correction(Ctx& c) {
+  const IValue& v = c.arg("correction");
+  return v.is_none() ? 1.0 : v.to_scalar().to_double();
+}
+
+// Spreads grad evenly over the positions equal to the (kept-dim) result: amax/amin/max/min.
+Tensor EvenlyDistributed(Ctx& c, const Tensor& result, const IntList& dims, bool keepdim) {
+  Tensor self = c.input("self");
+  const SymDimVector& sizes = c.sizes("self");
+  Tensor r = ExpandReduced(result, sizes, dims, keepdim);
+  Tensor mask = to(eq(self, r), c.grad().dtype());
+  Tensor count = ExpandReduced(sum(mask, dims, true), sizes, dims, true);
+  return div(mul(ExpandReduced(c.grad(), sizes, dims, keepdim), mask), count);
+}
+
+// var's gradient: grad * 2 (x - mean) / (N - correction).
+Tensor VarBackward(const Tensor& grad, const Tensor& self, const IntList& dims, double correction, bool keepdim,
+                   const SymDimVector& sizes) {
+  SymInt n = ReducedCount(sizes, dims);
+  double denom = std::max(0.0, static_cast<double>(n.expect_int()) - correction);
+  Tensor mean = ops::sum(self, dims, true);
+  mean = div(mean, static_cast<double>(n.expect_int()));
+  Tensor centered = sub(self, mean);
+  return mul(ExpandReduced(grad, sizes, dims, keepdim), mul(centered, 2.0 / denom));
+}
+
+}  // namespace
+
+void DefineReductionFormulas(DerivativeTable& d) {
+  d.Def("sum.dim_IntList", {}, [](Ctx& c, Grads& g) {
+    IntList dims = NormalizeDims(OptDims(c, "dim"), c.dim("self"));
+    g["self"] = ExpandReduced(c.grad(), c.sizes("self"), dims, c.flag("keepdim"));
+  });
+  d.Def("mean.dim", {}, [](Ctx& c, Grads& g) {
+    IntList dims = NormalizeDims(OptDims(c, "dim"), c.dim("self"));
+    SymInt n = ReducedCount(c.sizes("self"), dims);
+    g["self"] = div(ExpandReduced(c.grad(), c.sizes("self"), dims, c.flag("keepdim")),
+                    static_cast<double>(n.expect_int()));
+  });
+  // prod: grad * prod / x (inputs without zeros; a zero input gives the product of the others).
+  d.Def("prod", {"self", "result"}, [](Ctx& c, Grads& g) {
+    Tensor self = c.input("self");
+    g["self"] = div(mul(c.grad(), c.result()), self);
+  });
+  d.Def("prod.dim_int", {"self", "result"}, [](Ctx& c, Grads& g) {
+    int64_t dim = c.dim("self") == 0 ? 0 : WrapDim(c.i64("dim"), c.dim("self"));
+    IntList dims = c.dim("self") == 0 ? IntList{} : IntList{dim};
+    bool keepdim = c.flag("keepdim");
+    Tensor r = ExpandReduced(c.result(), c.sizes("self"), dims, keepdim);
+    g["self"] = div(mul(ExpandReduced(c.grad(), c.sizes("self"), dims, keepdim), r), c.input("self"));
+  });
+  for (const char* name : {"amax", "amin"})
+    d.Def(name, {"self", "result"}, [](Ctx& c, Grads& g) {
+      IntList dims = NormalizeDims(c.ints("dim"), c.dim("self"));
+      g["self"] = EvenlyDistributed(c, c.result(), dims, c.flag("keepdim"));
+    });
+  for (const char* name : {"max", "min"})
+    d.Def(name, {"self", "result"}, [](Ctx& c, Grads& g) {
+      g["self"] = EvenlyDistributed(c, c.result(), NormalizeDims(std::nullopt, c.dim("self")), false);
+    });
+  for (const char* name : {"max.dim", "min.dim"})
+    d.Def(name, {"result1"}, [](Ctx& c, Grads& g) {
+      int64_t dim = c.dim("self") == 0 ? 0 : WrapDim(c.i64("dim"), c.dim("self"));
+      g["self"] = ValueSelectingBackward(c.grad(0), dim, c.result(1), c.sizes("self"), c.flag("keepdim"));
+    });
+  for (const char* name : {"sort", "sort.stable"})
+    d.Def(name, {"result1"}, [](Ctx& c, Grads& g) {
+      int64_t dim = c.dim("self") == 0 ? 0 : WrapDim(c.i64("dim"), c.dim("self"));
+      g["self"] = ValueSelectingBackward(c.grad(0), dim, c.result(1), c.sizes("self"), true);
+    });
+  d.Def("topk", {"result1"}, [](Ctx& c, Grads& g) {
+    int64_t dim = c.dim("self") == 0 ? 0 : WrapDim(c.i64("dim"), c.dim("self"));
+    g["self"] = ValueSelectingBackward(c.grad(0), dim, c.result(1), c.sizes("self"), true);
+  });
+  d.Def("var.correction", {"self"}, [](Ctx& c, Grads& g) {
+    IntList dims = NormalizeDims(OptDims(c, "dim"), c.dim("self"));
+    g["self"] = VarBackward(c.grad(), c.input("self"), dims, Correction(c), c.flag("keepdim"), c.sizes("self"));
+  });
+  d.Def("std.correction", {"self", "result"}, [](Ctx& c, Grads& g) {
+    IntList dims = NormalizeDims(OptDims(c, "dim"), c.dim("self"));
+    bool keepdim = c.flag("keepdim");
+    // d std = d var / (2 std)
+    Tensor gvar = div(c.grad(), mul(c.result(), 2.0));
+    gvar = masked_fill(gvar, eq(c.result(), 0.0), 0);
+    g["self"] = VarBackward(gvar, c.input("self"), dims, Correction(c), keepdim, c.sizes("self"));
+  });
+  d.Def("var_mean.correction", {"self"}, [](Ctx& c, Grads& g) {
+    IntList dims = NormalizeDims(OptDims(c, "dim"), c.dim("self"));
+    bool keepdim = c.flag("keepdim");
+    SymInt n = ReducedCount(c.sizes("self"), dims);
+    Tensor out = zeros(c.sizes("self"), c.grad(0).dtype());
+    if (c.has_grad(0)) out = add(out, VarBackward(c.grad(0), c.input("self"), dims, Correction(c), keepdim, c.sizes("self")));
+    if (c.has_grad(1))
+      out = add(out, div(ExpandReduced(c.grad(1), c.sizes("self"), dims, keepdim), static_cast<double>(n.expect_int())));
+    g["self"] = out;
+  });
+  d.Def("std_mean.correction", {"self", "result"}, [](Ctx& c, Grads& g) {
+    IntList dims = NormalizeDims(OptDims(c, "dim"), c.dim("self"));
+    bool keepdim = c.flag("keepdim");
+    SymInt n = ReducedCount(c.sizes("self"), dims);
+    Tensor out = zeros(c.sizes("self"), c.grad(0).dtype());
+    if (c.has_grad(0)) {
+      Tensor gvar = masked_fill(div(c.grad(0), mul(c.result(0), 2.0)), eq(c.result(0), 0.0), 0);
+      out = add(out, VarBackward(gvar, c.input("self"), dims, Correction(c), keepdim, c.sizes("self")));
+    }
+    if (c.has_grad(1))
+      out = add(out, div(ExpandReduced(c.grad(1), c.sizes("self"), dims, keepdim), static_cast<double>(n.expect_int())));
+    g["self"] = out;
+  });
+  d.Def("logsumexp", {"self", "result"}, [](Ctx& c, Grads& g) {
+    IntList dims = NormalizeDims(c.ints("dim"), c.dim("self"));
+    bool keepdim = c.flag("keepdim");
+    Tensor r = ExpandReduced(c.result(), c.sizes("self"), dims, keepdim);
+    g["self"] = mul(ExpandReduced(c.grad(), c.sizes("self"), dims, keepdim), exp(sub(c.input("self"), r)));
+  });
+  d.Def("linalg_vector_norm", {"self", "result"}, [](Ctx& c, Grads& g) {
+    IntList dims = NormalizeDims(OptDims(c, "dim"), c.dim("self"));
+    bool keepdim = c.flag("keepdim");
+    double p = c.scalar("ord").to_double();
+    Tensor self = c.input("self");
+    const SymDimVector& sizes = c.sizes("self");
+    Tensor gr = ExpandReduced(c.grad(), sizes, dims, keepdim);
+    Tensor r = ExpandReduced(c.result(), sizes, dims, keepdim);
+    Tensor out;
+    if (p == 0.0) {
+      out = zeros_like(self);
+    } else if (p == 1.0) {
+      out = mul(gr, sign(self));
+    } else if (p == 2.0) {
+      out = masked_fill(div(mul(gr, self), r), eq(r, 0.0), 0);
+    } else if (std::isinf(p)) {
+      Tensor mask = to(eq(abs(self), r), gr.dtype());
+      Tensor count = ExpandReduced(sum(mask, dims, true), sizes, dims, true);
+      out = div(mul(mul(gr, sign(self)), mask), count);
+    } else {
+      // x |x|^(p-2) / ||x||^(p-1)
+      Tensor num = mul(self, pow(abs(self), p - 2.0));
+      out = masked_fill(div(mul(gr, num), pow(r, p - 1.0)), eq(r, 0.0), 0);
+    }
+    g["self"] = out;
+  });
+  d.Def("_softmax", {"result"}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::_softmax_backward_data"), c.grad(), c.result(), c.i64("dim"),
+                               c.dtype("self"));
+  });
+  d.Def("_log_softmax", {"result"}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::_log_softmax_backward_data"), c.grad(), c.result(), c.i64("dim"),
+                               c.dtype("self"));
+  });
+  d.Def("cumsum", {}, [](Ctx& c, Grads& g) {
+    if (c.dim("self") == 0) { g["self"] = c.grad(); return; }
+    int64_t dim = WrapDim(c.i64("dim"), c.dim("self"));
+    g["self"] = ops::flip(ops::cumsum(ops::flip(c.grad(), {dim}), dim), {dim});
+  });
+  // cumprod: sum_{j>=i} grad_j * out_j / x_i (inputs without zeros).
+  d.Def("cumprod", {"self", "result"}, [](Ctx& c, Grads& g) {
+    if (c.dim("self") == 0) { g["self"] = c.grad(); return; }
+    int64_t dim = WrapDim(c.i64("dim"), c.dim("self"));
+    Tensor w = mul(c.grad(), c.result());
+    Tensor rev = ops::flip(ops::cumsum(ops::flip(w, {dim}), dim), {dim});
+    g["self"] = div(rev, c.input("self"));
+  });
+}
+
+}  // namespace kiln::autograd

@@ -1,0 +1,106 @@
+// autograd/formulas/views.cc: derivatives of views, copies and conversions.
+#include "autograd/formulas/common.h"
+
+namespace kiln::autograd {
+using namespace formulas;
+
+namespace {
+// A zero tensor of `sizes` whose region picked by `view_of` receives grad.
+template <typename ViewFn>
+Tensor ScatterIntoZeros(const Tensor& grad, const SymDimVector& sizes, ViewFn view_of) {
+  Tensor z = zeros(sizes, grad.dtype(), grad.device());
+  Tensor region = view_of(z);
+  ops::copy_(region, grad);
+  return z;
+}
+}  // namespace
+
+void DefineViewFormulas(DerivativeTable& d) {
+  d.Def("view", {}, [](Ctx& c, Grads& g) { g["self"] = reshape(c.grad(), c.sizes("self")); });
+  d.Def("alias", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
+  d.Def("permute", {}, [](Ctx& c, Grads& g) {
+    IntList dims = c.ints("dims");
+    int64_t n = static_cast<int64_t>(dims.size());
+    IntList inverse(n);
+    for (int64_t i = 0; i < n; ++i) inverse[WrapDim(dims[i], n)] = i;
+    g["self"] = ops::permute(c.grad(), inverse);
+  });
+  d.Def("transpose.int", {}, [](Ctx& c, Grads& g) {
+    if (c.dim("self") == 0) { g["self"] = c.grad(); return; }
+    g["self"] = ops::transpose(c.grad(), c.i64("dim0"), c.i64("dim1"));
+  });
+  d.Def("expand", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });  // the engine sums to size
+  for (const char* name : {"squeeze", "squeeze.dim", "squeeze.dims"})
+    d.Def(name, {}, [](Ctx& c, Grads& g) { g["self"] = reshape(c.grad(), c.sizes("self")); });
+  d.Def("unsqueeze", {}, [](Ctx& c, Grads& g) { g["self"] = reshape(c.grad(), c.sizes("self")); });
+  d.Def("select.int", {}, [](Ctx& c, Grads& g) {
+    int64_t dim = c.i64("dim");
+    SymInt index = c.arg("index").to_symint();
+    g["self"] = ScatterIntoZeros(c.grad(), c.sizes("self"), [&](const Tensor& z) { return ops::select(z, dim, index); });
+  });
+  d.Def("slice.Tensor", {}, [](Ctx& c, Grads& g) {
+    int64_t dim = c.i64("dim");
+    const IValue& s = c.arg("start");
+    const IValue& e = c.arg("end");
+    std::optional<SymInt> start = s.is_none() ? std::nullopt : std::optional<SymInt>(s.to_symint());
+    std::optional<SymInt> end = e.is_none() ? std::nullopt : std::optional<SymInt>(e.to_symint());
+    SymInt step = c.arg("step").to_symint();
+    g["self"] = ScatterIntoZeros(c.grad(), c.sizes("self"),
+                                 [&](const Tensor& z) { return ops::slice(z, dim, start, end, step); });
+  });
+  d.Def("diagonal", {}, [](Ctx& c, Grads& g) {
+    int64_t off = c.i64("offset"), d1 = c.i64("dim1"), d2 = c.i64("dim2");
+    g["self"] = ScatterIntoZeros(c.grad(), c.sizes("self"), [&](const Tensor& z) {
+      return CallOp<Tensor>(KILN_OP("aten::diagonal"), z, off, d1, d2);
+    });
+  });
+  d.Def("as_strided", {}, [](Ctx& c, Grads& g) {
+    // Non-overlapping strided windows of a tensor laid out contiguously (the common case).
+    SymList size = c.symints("size"), stride = c.symints("stride");
+    const IValue& off = c.arg("storage_offset");
+    std::optional<SymInt> offset = off.is_none() ? std::nullopt : std::optional<SymInt>(off.to_symint());
+    g["self"] = ScatterIntoZeros(c.grad(), c.sizes("self"),
+                                 [&](const Tensor& z) { return ops::as_strided(z, size, stride, offset); });
+  });
+  // unfold: each window position k of the last dim reads x[start + k], so the gradient adds back
+  // slice by slice.
+  d.Def("unfold", {}, [](Ctx& c, Grads& g) {
+    const SymDimVector& sizes = c.sizes("self");
+    int64_t ndim = static_cast<int64_t>(sizes.size());
+    int64_t dim = ndim == 0 ? 0 : WrapDim(c.i64("dimension"), ndim);
+    int64_t size = c.i64("size"), step = c.i64("step");
+    Tensor grad = c.grad();
+    Tensor out = zeros(sizes, grad.dtype(), grad.device());
+    if (ndim == 0) { g["self"] = reshape(grad, sizes); return; }
+    int64_t windows = grad.size(dim);
+    for (int64_t k = 0; k < size; ++k) {
+      Tensor piece = ops::select(grad, grad.dim() - 1, k);  // [..., windows, ...]
+      Tensor region = ops::slice(out, dim, SymInt(k), SymInt(k + step * (windows - 1) + 1), SymInt(step));
+      ops::add_(region, piece);
+    }
+    g["self"] = out;
+  });
+  d.Def("copy_", {}, [](Ctx& c, Grads& g) {
+    if (c.needs("self")) g["self"] = zeros_like(c.grad());
+    if (c.needs("src")) g["src"] = c.grad();  // cast and reduced to src by the engine
+  });
+  d.Def("_to_copy", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
+  d.Def("fill_.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = zeros_like(c.grad()); });
+  d.Def("fill_.Tensor", {}, [](Ctx& c, Grads& g) {
+    if (c.needs("self")) g["self"] = zeros_like(c.grad());
+    if (c.needs("value")) g["value"] = sum_all(c.grad());
+  });
+  // Random fills overwrite their input: no gradient flows back through them.
+  for (const char* name : {"uniform_", "normal_", "bernoulli_.float", "random_", "random_.from", "random_.to"})
+    d.Def(name, {}, [](Ctx& c, Grads& g) { g["self"] = zeros_like(c.grad()); });
+  d.Def("bernoulli_.Tensor", {}, [](Ctx& c, Grads& g) {
+    if (c.needs("self")) g["self"] = zeros_like(c.grad());
+    if (c.needs("p")) g["p"] = zeros(c.sizes("p"), c.grad().dtype());
+  });
+  d.NonDifferentiable({"empty_like", "rand_like", "rand_like.generator", "randn_like", "randn_like.generator",
+                       "randint_like", "randint_like.generator", "randint_like.low_dtype",
+                       "randint_like.low_generator_dtype", "bernoulli", "bernoulli.p", "one_hot", "isnan",
+                       "isinf", "isfinite", "signbit"});
+}
+
+}  // namespace kiln::autograd

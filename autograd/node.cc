@@ -1,0 +1,102 @@
+// autograd/node.cc: nodes, hooks, and the leaf accumulator.
+#include "autograd/node.h"
+
+#include <atomic>
+
+#include "autograd/grad_mode.h"
+#include "autograd/variable.h"
+#include "runtime/error.h"
+#include "tensor/ops.h"
+
+namespace kiln::autograd {
+namespace {
+std::atomic<int> next_hook_id{1};
+}  // namespace
+
+uint64_t NextSequenceNr() {
+  thread_local uint64_t next = 0;
+  return next++;
+}
+
+Node::Node() : sequence_nr_(NextSequenceNr()) {}
+
+int Node::AddPreHook(uint32_t input_nr, GradHook hook) {
+  int id = next_hook_id++;
+  pre_hooks_.push_back({id, input_nr, std::move(hook)});
+  return id;
+}
+
+bool Node::RemovePreHook(int id) {
+  for (auto it = pre_hooks_.begin(); it != pre_hooks_.end(); ++it)
+    if (it->id == id) { pre_hooks_.erase(it); return true; }
+  return false;
+}
+
+Tensor Node::RunPreHooks(uint32_t input_nr, Tensor grad) const {
+  for (const PreHook& h : pre_hooks_) {
+    if (h.input_nr != input_nr) continue;
+    Tensor replaced = h.fn(grad);
+    if (replaced.defined()) grad = std::move(replaced);
+  }
+  auto it = retains_grad_hooks_.find(input_nr);
+  if (it != retains_grad_hooks_.end()) it->second(grad);
+  return grad;
+}
+
+int Node::AddPostHook(PostHook hook) {
+  int id = next_hook_id++;
+  post_hooks_.emplace_back(id, std::move(hook));
+  return id;
+}
+
+bool Node::RemovePostHook(int id) {
+  for (auto it = post_hooks_.begin(); it != post_hooks_.end(); ++it)
+    if (it->first == id) { post_hooks_.erase(it); return true; }
+  return false;
+}
+
+void Node::RunPostHooks(const TensorList& grad_inputs, const TensorList& grad_outputs) const {
+  for (const auto& [id, fn] : post_hooks_) fn(grad_inputs, grad_outputs);
+}
+
+AccumulateGrad::AccumulateGrad(Tensor variable) : variable_(std::move(variable)) {
+  add_input_meta(variable_);
+}
+
+// Note [Stealing gradients]: when nothing else holds the incoming gradient (a fresh tensor made
+// by the backward pass), it becomes `.grad` without a copy; otherwise it is cloned, so that
+// `.grad` never aliases a user's tensor or another leaf's gradient.
+static bool CanSteal(const Tensor& g) {
+  return g->is_contiguous() && g.impl_ptr().use_count() == 1 && g->storage().use_count() == 1 &&
+         !RequiresGrad(g);
+}
+
+TensorList AccumulateGrad::Apply(TensorList&& grads) {
+  Tensor incoming = std::move(grads[0]);
+  if (!incoming.defined()) return {};
+  AutogradMeta& meta = MaterializeMeta(variable_);
+  for (const auto& [id, hook] : meta.leaf_hooks_) {
+    Tensor replaced = hook(incoming);
+    if (replaced.defined()) incoming = std::move(replaced);
+  }
+  const bool create_graph = GradMode::is_enabled();
+  if (!meta.grad_.defined()) {
+    if (create_graph) meta.grad_ = incoming;
+    else meta.grad_ = CanSteal(incoming) ? std::move(incoming) : ops::clone(Detach(incoming), MemoryFormat::Contiguous);
+  } else if (create_graph || RequiresGrad(meta.grad_)) {
+    meta.grad_ = ops::add(meta.grad_, incoming);  // keeps the graph of a double-backward grad
+  } else {
+    ops::add_(meta.grad_, incoming);
+  }
+  return {};
+}
+
+GraphRoot::GraphRoot(std::vector<Edge> roots, TensorList grads) : grads_(std::move(grads)) {
+  next_edges_ = std::move(roots);
+}
+
+TensorList NotImplementedNode::Apply(TensorList&&) {
+  throw NotImplementedError(StrCat("the derivative for '", op_, "' is not implemented."));
+}
+
+}  // namespace kiln::autograd

@@ -1,0 +1,23 @@
+// autograd/view_tracking.h: views under autograd, and in-place ops that rewrite history.
+//
+// A view made by a recorded op remembers its base (the non-view tensor owning the storage). An
+// in-place op on a plain tensor makes the op's node the tensor's new grad_fn (RebaseHistory). An
+// in-place op on a view also changes its base, so the base's grad_fn becomes a CopySlices node:
+// the base's gradient passes through unchanged except in the view's region, which goes through
+// the op's backward; the view's grad_fn becomes a strided view of that new base history.
+#pragma once
+
+#include <memory>
+
+#include "autograd/node.h"
+
+namespace kiln::autograd {
+
+class OpBackward;
+
+// Records that `view` (an output of a view op) views `source`'s storage.
+void MarkView(const Tensor& view, const Tensor& source);
+// After an in-place op recorded in `node` on `self` (output 0 of the node).
+void RebaseHistory(const Tensor& self, const std::shared_ptr<OpBackward>& node);
+
+}  // namespace kiln::autograd

@@ -1,0 +1,344 @@
+// python/csrc/python_autograd.cc: autograd's Python bindings.
+#include "python/csrc/python_autograd.h"
+
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include "autograd/derivatives.h"
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/variable.h"
+#include "tensor/ops.h"
+#include "python/csrc/arg_parser.h"
+#include "python/csrc/python_tensor.h"
+#include "python/csrc/tensor_caster.h"
+
+namespace py = pybind11;
+
+namespace kiln::python {
+using namespace kiln::autograd;
+
+namespace {
+
+const Tensor& Self(PyObject* self) {
+  const Tensor& t = UnpackTensor(self);
+  if (!t.defined()) throw Error("kiln.Tensor object is not initialised");
+  return t;
+}
+
+PyObject* Bool(bool b) { return PyBool_FromLong(b); }
+
+// A custom Function's backward node: calls the Python ctx's backward (kiln.autograd.Function).
+class PyFunctionNode : public Node {
+ public:
+  PyFunctionNode(py::object ctx, std::string name) : ctx_(std::move(ctx)), name_(std::move(name)) {}
+  ~PyFunctionNode() override {
+    py::gil_scoped_acquire gil;
+    ctx_ = py::object();
+  }
+  std::string name() const override { return name_; }
+  void ReleaseVariables() override {
+    py::gil_scoped_acquire gil;
+    if (ctx_ && py::hasattr(ctx_, "_free_saved")) ctx_.attr("_free_saved")();
+  }
+  TensorList Apply(TensorList&& grads) override {
+    py::gil_scoped_acquire gil;
+    py::tuple args(grads.size());
+    for (size_t i = 0; i < grads.size(); ++i) {
+      Tensor g = grads[i];
+      if (!g.defined() && i < input_meta_.size()) {
+        const InputMeta& m = input_meta_[i];
+        g = ops::full(std::vector<SymInt>(m.sizes.begin(), m.sizes.end()), 0, m.dtype, m.device);
+      }
+      args[i] = py::reinterpret_steal<py::object>(WrapTensor(g));
+    }
+    py::object out = ctx_.attr("_do_backward")(*args);
+    TensorList result;
+    auto take = [&](py::handle h) {
+      if (h.is_none()) result.emplace_back();
+      else if (IsTensor(h.ptr())) result.push_back(UnpackTensor(h.ptr()));
+      else throw TypeError(StrCat("expected a Tensor or None as the gradient returned by ", name_, ".backward, got ",
+                                  Py_TYPE(h.ptr())->tp_name));
+    };
+    if (py::isinstance<py::tuple>(out) || py::isinstance<py::list>(out)) {
+      for (py::handle h : out) take(h);
+    } else {
+      take(out);
+    }
+    // Trailing extra Nones are allowed (PyTorch ignores them); too few or a gradient for a
+    // non-tensor input is an error.
+    while (result.size() > next_edges_.size() && !result.back().defined()) result.pop_back();
+    if (result.size() != next_edges_.size())
+      throw Error(StrCat("function ", name_, " returned an incorrect number of gradients (expected ",
+                         next_edges_.size(), ", got ", result.size(), ")"));
+    return result;
+  }
+
+ private:
+  py::object ctx_;
+  std::string name_;
+};
+
+std::vector<Edge> EdgesOf(const std::vector<Tensor>& ts, const char* what) {
+  std::vector<Edge> out;
+  for (const Tensor& t : ts) {
+    Edge e = GradientEdge(t);
+    if (!e.valid() && std::string(what) == "root")
+      throw Error("element 0 of tensors does not require grad and does not have a grad_fn");
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace
+
+// --- TensorBase attributes -------------------------------------------------------------------
+
+PyObject* GetRequiresGrad(PyObject* self, void*) { return Guarded([&] { return Bool(RequiresGrad(Self(self))); }); }
+int SetRequiresGradAttr(PyObject* self, PyObject* value, void*) {
+  try {
+    if (!value || !PyBool_Check(value)) throw TypeError("requires_grad must be a bool");
+    SetRequiresGrad(Self(self), value == Py_True);
+    return 0;
+  } catch (...) {
+    TranslateCurrentException();
+    return -1;
+  }
+}
+PyObject* GetGrad(PyObject* self, void*) { return Guarded([&] { return WrapTensor(Grad(Self(self))); }); }
+int SetGradAttr(PyObject* self, PyObject* value, void*) {
+  try {
+    if (!value || value == Py_None) {
+      SetGrad(Self(self), Tensor());
+      return 0;
+    }
+    if (!IsTensor(value)) throw TypeError(StrCat("assigned grad expected to be a Tensor or None but got grad of type ",
+                                                 Py_TYPE(value)->tp_name));
+    SetGrad(Self(self), UnpackTensor(value));
+    return 0;
+  } catch (...) {
+    TranslateCurrentException();
+    return -1;
+  }
+}
+PyObject* GetGradFn(PyObject* self, void*) {
+  return Guarded([&]() -> PyObject* {
+    std::shared_ptr<Node> fn = GradFn(Self(self));
+    if (!fn) Py_RETURN_NONE;
+    return py::cast(fn).release().ptr();
+  });
+}
+PyObject* GetIsLeaf(PyObject* self, void*) { return Guarded([&] { return Bool(IsLeaf(Self(self))); }); }
+PyObject* GetRetainsGrad(PyObject* self, void*) {
+  return Guarded([&] {
+    AutogradMeta* m = GetMeta(Self(self));
+    return Bool(m && m->retains_grad_);
+  });
+}
+PyObject* GetOutputNr(PyObject* self, void*) {
+  return Guarded([&] {
+    AutogradMeta* m = GetMeta(Self(self));
+    return PyLong_FromLong(m ? m->output_nr_ : 0);
+  });
+}
+PyObject* GetIsInference(PyObject* self, void*) {
+  return Guarded([&] {
+    AutogradMeta* m = GetMeta(Self(self));
+    return Bool(m && m->is_inference_);
+  });
+}
+PyObject* MethodIsInference(PyObject* self, PyObject*) { return GetIsInference(self, nullptr); }
+
+PyObject* MethodRequiresGrad_(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return Guarded([&]() -> PyObject* {
+    PyObject* flag = nargs > 0 ? args[0] : nullptr;
+    if (kwnames) {
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) {
+        const char* k = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, i));
+        if (std::string(k) != "requires_grad")
+          throw TypeError(StrCat("requires_grad_() got an unexpected keyword argument '", k, "'"));
+        flag = args[nargs + i];
+      }
+    }
+    if (nargs > 1) throw TypeError("requires_grad_() takes at most 1 argument");
+    bool value = true;
+    if (flag) {
+      if (!PyBool_Check(flag)) throw TypeError(StrCat("requires_grad_(): argument 'requires_grad' (position 1) must be "
+                                                      "bool, not ", Py_TYPE(flag)->tp_name));
+      value = flag == Py_True;
+    }
+    SetRequiresGrad(Self(self), value);
+    Py_INCREF(self);
+    return self;
+  });
+}
+
+PyObject* MethodDetach(PyObject* self, PyObject*) { return Guarded([&] { return WrapTensor(Detach(Self(self))); }); }
+PyObject* MethodDetach_(PyObject* self, PyObject*) {
+  return Guarded([&]() -> PyObject* {
+    const Tensor& t = Self(self);
+    if (AutogradMeta* m = GetMeta(t)) {
+      if (m->is_view_) throw Error("Can't detach views in-place. Use detach() instead.");
+      m->grad_fn_ = nullptr;
+      m->requires_grad_ = false;
+      t->set_keys(t->keys().remove(DispatchKey::Autograd));
+    }
+    Py_INCREF(self);
+    return self;
+  });
+}
+PyObject* MethodRetainGrad(PyObject* self, PyObject*) {
+  return Guarded([&]() -> PyObject* {
+    RetainGrad(Self(self));
+    Py_RETURN_NONE;
+  });
+}
+
+// --- module functions ------------------------------------------------------------------------
+
+void InitAutogradBindings(py::module_& m) {
+  InstallAutograd();
+
+  py::class_<Node, std::shared_ptr<Node>>(m, "_Node")
+      .def("name", &Node::name)
+      .def_property_readonly("next_functions", [](const Node& n) {
+        py::tuple out(n.next_edges().size());
+        for (size_t i = 0; i < n.next_edges().size(); ++i) {
+          const Edge& e = n.next_edges()[i];
+          out[i] = py::make_tuple(e.fn ? py::cast(e.fn) : py::none(), e.input_nr);
+        }
+        return out;
+      })
+      .def_property_readonly("variable", [](const Node& n) -> py::object {
+        if (auto* acc = dynamic_cast<const AccumulateGrad*>(&n))
+          return py::reinterpret_steal<py::object>(WrapTensor(acc->variable()));
+        throw py::attribute_error(n.name() + " object has no attribute 'variable'");
+      })
+      .def_property_readonly("metadata", [](Node& n) -> py::object {
+        if (!n.py_metadata) {
+          auto* d = new py::dict();
+          n.py_metadata = std::shared_ptr<void>(d, [](void* p) {
+            py::gil_scoped_acquire gil;
+            delete static_cast<py::dict*>(p);
+          });
+        }
+        return *static_cast<py::dict*>(n.py_metadata.get());
+      })
+      .def("_register_hook", [](Node& n, py::function fn) {
+        // fn(grad_inputs, grad_outputs) -> None
+        return n.AddPostHook([fn](const TensorList& gi, const TensorList& go) {
+          py::gil_scoped_acquire gil;
+          auto to_tuple = [](const TensorList& l) {
+            py::tuple t(l.size());
+            for (size_t i = 0; i < l.size(); ++i) t[i] = py::reinterpret_steal<py::object>(WrapTensor(l[i]));
+            return t;
+          };
+          fn(to_tuple(gi), to_tuple(go));
+        });
+      })
+      .def("_remove_hook", [](Node& n, int id) { n.RemovePostHook(id); })
+      .def("_register_prehook", [](Node& n, py::function fn) {
+        // Runs on each input gradient slot separately.
+        return n.AddPreHook(0, [fn](const Tensor& g) -> Tensor {
+          py::gil_scoped_acquire gil;
+          py::object r = fn(py::reinterpret_steal<py::object>(WrapTensor(g)));
+          return r.is_none() ? Tensor() : UnpackTensor(r.ptr());
+        });
+      })
+      .def("_remove_prehook", [](Node& n, int id) { n.RemovePreHook(id); })
+      .def("__repr__", [](const Node& n) {
+        char addr[32];
+        std::snprintf(addr, sizeof(addr), "%p", static_cast<const void*>(&n));
+        return "<" + n.name() + " object at " + addr + ">";
+      })
+      .def("__call__", [](Node& n, py::args grads) {
+        TensorList in;
+        for (py::handle h : grads) in.push_back(h.is_none() ? Tensor() : UnpackTensor(h.ptr()));
+        TensorList out = n.Apply(std::move(in));
+        py::tuple t(out.size());
+        for (size_t i = 0; i < out.size(); ++i) t[i] = py::reinterpret_steal<py::object>(WrapTensor(out[i]));
+        return t;
+      });
+
+  m.def("is_grad_enabled", [] { return GradMode::is_enabled(); });
+  m.def("_set_grad_enabled", [](bool on) { GradMode::set_enabled(on); });
+  m.def("is_inference_mode_enabled", [] { return InferenceMode::is_enabled(); });
+  m.def("_set_inference_mode", [](bool on) { InferenceMode::set_enabled(on); });
+
+  m.def("_run_backward", [](const std::vector<Tensor>& tensors, const std::vector<std::optional<Tensor>>& grads,
+                            bool keep_graph, bool create_graph, const std::vector<Tensor>& inputs, bool allow_unused,
+                            bool accumulate_grad) {
+    std::vector<Edge> roots = EdgesOf(tensors, "root");
+    TensorList root_grads;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const Tensor& t = tensors[i];
+      std::optional<Tensor> g = i < grads.size() ? grads[i] : std::nullopt;
+      if (!g || !g->defined()) {
+        if (t.numel() != 1) throw Error("grad can be implicitly created only for scalar outputs");
+        root_grads.push_back(ops::full({}, 1, t.dtype(), t.device()));
+        root_grads.back() = ops::view(root_grads.back(), std::vector<SymInt>(t->sym_sizes().begin(), t->sym_sizes().end()));
+      } else {
+        if (!(g->impl()->sym_sizes() == t->sym_sizes()))
+          throw Error(StrCat("Mismatch in shape: grad_output[", i, "] has a shape of ", SizesToString((*g)->sym_sizes()),
+                             " and output[", i, "] has a shape of ", SizesToString(t->sym_sizes()), "."));
+        root_grads.push_back(*g);
+      }
+    }
+    std::vector<Edge> input_edges;
+    for (const Tensor& t : inputs) {
+      if (!RequiresGrad(t)) throw Error("One of the differentiated Tensors does not require grad");
+      input_edges.push_back(GradientEdge(t));
+    }
+    BackwardOptions opts;
+    opts.keep_graph = keep_graph;
+    opts.create_graph = create_graph;
+    opts.allow_unused = allow_unused;
+    opts.accumulate_grad = accumulate_grad;
+    TensorList out = RunBackward(roots, root_grads, input_edges, opts);
+    py::tuple result(out.size());
+    for (size_t i = 0; i < out.size(); ++i) result[i] = py::reinterpret_steal<py::object>(WrapTensor(out[i]));
+    return result;
+  });
+
+  m.def("_register_tensor_hook", [](const Tensor& t, py::function fn) {
+    return RegisterHook(t, [fn](const Tensor& g) -> Tensor {
+      py::gil_scoped_acquire gil;
+      py::object r = fn(py::reinterpret_steal<py::object>(WrapTensor(g)));
+      if (r.is_none()) return Tensor();
+      if (!IsTensor(r.ptr())) throw TypeError("a tensor hook must return a Tensor or None");
+      return UnpackTensor(r.ptr());
+    });
+  });
+  m.def("_remove_tensor_hook", [](const Tensor& t, int id) { RemoveHook(t, id); });
+
+  // Tensor._make_subclass(cls, data, requires_grad): a `cls` object sharing data's storage.
+  m.def("_make_subclass", [](py::object cls, const Tensor& data, bool requires_grad) {
+    if (!PyType_Check(cls.ptr()) || !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls.ptr()), g_tensor_base_type))
+      throw TypeError("_make_subclass: cls must be a subclass of kiln.Tensor");
+    auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+    Tensor alias = Detach(data);
+    PyObject* obj = type->tp_alloc(type, 0);
+    if (!obj) throw py::error_already_set();
+    auto* pt = reinterpret_cast<PyTensor*>(obj);
+    new (&pt->tensor) Tensor(alias);
+    alias->set_pyobj(obj);
+    if (requires_grad) SetRequiresGrad(alias, true);
+    return py::reinterpret_steal<py::object>(obj);
+  });
+
+  // Records a custom Function call: ctx's backward becomes grad_fn of `outputs`.
+  m.def("_record_function", [](py::object ctx, const std::string& name, const std::vector<std::optional<Tensor>>& inputs,
+                               const std::vector<Tensor>& outputs, const std::vector<bool>& differentiable) {
+    auto node = std::make_shared<PyFunctionNode>(ctx, name);
+    for (const auto& t : inputs) {
+      node->add_next_edge(t && t->defined() ? GradientEdge(*t) : Edge{});
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      node->add_input_meta(outputs[i]);
+      if (differentiable[i] && IsFloating(outputs[i].dtype())) SetHistory(outputs[i], node, static_cast<uint32_t>(i));
+    }
+  });
+  m.def("_mark_inference", [](const Tensor& t) { MaterializeMeta(t).is_inference_ = true; });
+}
+
+}  // namespace kiln::python
