@@ -435,3 +435,77 @@ def test_reduce_lr_on_plateau_matches_torch(kwargs):
             seq.append((opt.param_groups[0]["lr"], s.get_last_lr(), s.num_bad_epochs, s.best))
         seqs.append(seq)
     assert seqs[0] == seqs[1]
+
+
+def _has_autograd():
+    try:
+        kiln.zeros(1).requires_grad_(True)
+        return True
+    except NotImplementedError:
+        return False
+
+
+@requires_torch
+@pytest.mark.skipif(not _has_autograd(), reason="needs kiln autograd")
+@pytest.mark.parametrize("name,kwargs", [("SGD", dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3)),
+                                         ("Adam", dict(lr=0.01, amsgrad=True)), ("AdamW", dict(lr=0.01)),
+                                         ("RMSprop", dict(lr=0.005, momentum=0.5, centered=True))])
+def test_training_loop_with_autograd_matches_torch(name, kwargs):
+    """A two-layer model trained with loss.backward(), closures, zero_grad and a scheduler, in both."""
+    rng = np.random.default_rng(3)
+    x, target = rng.standard_normal((16, 6)), rng.standard_normal((16, 2))
+    inits = [rng.standard_normal((6, 8)) * 0.3, np.zeros(8), rng.standard_normal((8, 2)) * 0.3, np.zeros(2)]
+    runs = []
+    for lib in (kiln, torch):
+        params = [lib.tensor(a, dtype=lib.float32).requires_grad_() for a in inits]
+        xs, ts = lib.tensor(x, dtype=lib.float32), lib.tensor(target, dtype=lib.float32)
+        extra = {"foreach": False} if lib is torch else {}
+        opt = getattr(lib.optim, name)(params, **kwargs, **extra)
+        sched = lib.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5)
+
+        def closure():
+            opt.zero_grad()
+            w1, b1, w2, b2 = params
+            h = xs @ w1 + b1
+            loss = ((h * h) @ w2 + b2 - ts).pow(2).mean()
+            loss.backward()
+            return loss
+
+        losses = []
+        for step in range(15):
+            if step % 2:
+                losses.append(opt.step(closure).item())
+            else:
+                losses.append(closure().item())
+                opt.step()
+            sched.step()
+        opt.zero_grad(set_to_none=False)
+        assert all(p.grad is not None and not p.grad.any().item() for p in params)
+        assert all(p.is_leaf and p.requires_grad and p.grad_fn is None for p in params)
+        runs.append((losses, [p.detach().tolist() for p in params]))
+    np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=1e-5, atol=1e-6)
+    for k, t in zip(runs[0][1], runs[1][1]):
+        np.testing.assert_allclose(k, t, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(not _has_autograd(), reason="needs kiln autograd")
+def test_step_runs_without_grad_and_closure_with_grad():
+    p = kiln.ones(2).requires_grad_()
+    seen = []
+
+    class Probe(kiln.optim.SGD):
+        def step(self, closure=None):
+            seen.append(("step", kiln.is_grad_enabled()))
+            return super().step(closure)
+
+    opt = Probe([p], lr=0.1)
+
+    def closure():
+        seen.append(("closure", kiln.is_grad_enabled()))
+        loss = (p * p).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    assert ("closure", True) in seen
+    assert p.grad_fn is None and p.is_leaf and p.tolist() == pytest.approx([0.8, 0.8])

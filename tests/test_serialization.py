@@ -272,3 +272,13 @@ def test_values_match_torch_save_load():
         buf.seek(0)
         t = torch.load(buf)
         assert k.tolist() == t.tolist(), name
+
+
+def test_requires_grad_round_trip():
+    try:
+        w = kiln.randn(3, 2).requires_grad_()
+    except NotImplementedError:
+        pytest.skip("needs kiln autograd")
+    r = _round_trip({"w": w, "frozen": w.detach()})
+    assert r["w"].requires_grad and r["w"].is_leaf and not r["frozen"].requires_grad
+    _same_tensor(w.detach(), r["w"].detach())
