@@ -64,7 +64,7 @@ class Adam(Optimizer):
             maximize = group["maximize"]
             decoupled = group["decoupled_weight_decay"]
             for p in group["params"]:
-                grad = getattr(p, "grad", None)  # (a plain attribute until kiln has autograd)
+                grad = p.grad
                 if grad is None:
                     continue
                 p_state = state[p]

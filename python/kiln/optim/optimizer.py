@@ -220,7 +220,7 @@ class Optimizer:
         """Resets the gradients of all optimized tensors (to None, or to zeros in place)."""
         for group in self.param_groups:
             for p in group["params"]:
-                g = getattr(p, "grad", None)
+                g = p.grad
                 if g is None:
                     continue
                 if set_to_none:

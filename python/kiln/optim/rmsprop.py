@@ -52,7 +52,7 @@ class RMSprop(Optimizer):
             centered = group["centered"]
             maximize = group["maximize"]
             for p in group["params"]:
-                grad = getattr(p, "grad", None)  # (a plain attribute until kiln has autograd)
+                grad = p.grad
                 if grad is None:
                     continue
                 p_state = state[p]

@@ -43,7 +43,7 @@ class SGD(Optimizer):
             nesterov = group["nesterov"]
             maximize = group["maximize"]
             for p in group["params"]:
-                grad = getattr(p, "grad", None)  # (a plain attribute until kiln has autograd)
+                grad = p.grad
                 if grad is None:
                     continue
                 if maximize:
