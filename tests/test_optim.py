@@ -509,3 +509,17 @@ def test_step_runs_without_grad_and_closure_with_grad():
     opt.step(closure)
     assert ("closure", True) in seen
     assert p.grad_fn is None and p.is_leaf and p.tolist() == pytest.approx([0.8, 0.8])
+
+
+@requires_torch
+@pytest.mark.skipif(not _has_autograd(), reason="needs kiln autograd")
+def test_non_leaf_and_create_graph_grads_like_torch():
+    for lib in (kiln, torch):
+        p = lib.ones(2).requires_grad_()
+        with pytest.raises(ValueError, match="can't optimize a non-leaf Tensor"):
+            lib.optim.SGD([p * 2], lr=0.1)
+        (p * p).sum().backward(create_graph=True)
+        assert p.grad.grad_fn is not None
+        opt = lib.optim.SGD([p], lr=0.1)
+        opt.zero_grad(set_to_none=False)  # detaches a grad that has history, then zeroes it
+        assert p.grad.grad_fn is None and p.grad.tolist() == [0.0, 0.0]
