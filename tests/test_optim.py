@@ -513,6 +513,7 @@ def test_step_runs_without_grad_and_closure_with_grad():
 
 @requires_torch
 @pytest.mark.skipif(not _has_autograd(), reason="needs kiln autograd")
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
 def test_non_leaf_and_create_graph_grads_like_torch():
     for lib in (kiln, torch):
         p = lib.ones(2).requires_grad_()
