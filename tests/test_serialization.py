@@ -282,3 +282,15 @@ def test_requires_grad_round_trip():
     r = _round_trip({"w": w, "frozen": w.detach()})
     assert r["w"].requires_grad and r["w"].is_leaf and not r["frozen"].requires_grad
     _same_tensor(w.detach(), r["w"].detach())
+
+
+def test_map_location_cpu():
+    x = kiln.arange(4.0)
+    buf = io.BytesIO()
+    kiln.save({"x": x, "v": x[1:]}, buf)
+    for loc in ["cpu", kiln.device("cpu"), {"cpu": "cpu"}]:
+        buf.seek(0)
+        r = kiln.load(buf, map_location=loc)
+        assert r["x"].device.type == "cpu"
+        r["x"][1] = 9.0
+        assert r["v"][0].item() == 9.0

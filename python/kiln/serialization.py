@@ -54,7 +54,7 @@ class _Saver:
         """Index of t's storage entry; grows the entry to cover every byte t reaches."""
         name = _dtype_name(t.dtype)
         itemsize = _ITEMSIZE[name]
-        key = (t._storage_data_ptr(), name)
+        key = (t._storage_data_ptr(), t._device_str, name)
         end = 0
         if t.numel() > 0:
             end = (t.storage_offset() + 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()))) * itemsize
@@ -76,11 +76,11 @@ class _Saver:
                 return obj
             return {"$float": "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")}
         if isinstance(obj, Tensor):
-            if obj.device.type != "cpu":
-                obj = obj.cpu()
             spec = {"storage": self.storage_of(obj), "dtype": _dtype_name(obj.dtype), "shape": list(obj.shape),
                     "stride": list(obj.stride()), "offset": obj.storage_offset(),
                     "requires_grad": bool(obj.requires_grad)}
+            if obj.device.type != "cpu":
+                spec["device"] = str(obj.device)
             if type(obj).__name__ == "Parameter":
                 spec["parameter"] = True
             return {"$tensor": spec}
@@ -106,6 +106,8 @@ class _Saver:
         if nbytes == 0:
             return b""
         flat = t.as_strided((nbytes // _ITEMSIZE[name],), (1,), 0)
+        if flat.device.type != "cpu":  # the whole storage comes over once, so views stay views
+            flat = flat.cpu()
         if name == "bfloat16":  # no buffer format for bfloat16: its bits are the top half of float32's
             import numpy as np
 
@@ -114,7 +116,8 @@ class _Saver:
         return memoryview(flat).cast("B")
 
 
-def save(obj, f):
+def save(obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_serialization=True,
+         _disable_byteorder_record=False):
     """Saves `obj` (nested dicts/OrderedDicts/lists/tuples of tensors, numbers, strings, None) to `f`,
     a path or a writable binary file object, in kiln's format (see kiln/serialization.md)."""
     if sys.byteorder != "little":
@@ -145,10 +148,14 @@ class _Loader:
     def fail(self, what):
         raise RuntimeError(f"kiln.load: {self.name}: {what}")
 
-    def flat(self, index):
-        """Storage `index` as a flat 1-D tensor of its dtype, read once."""
-        if index in self.flats:
-            return self.flats[index]
+    def flat(self, index, device="cpu"):
+        """Storage `index` as a flat 1-D tensor of its dtype on `device`, read (and moved) once."""
+        if (index, device) in self.flats:
+            return self.flats[(index, device)]
+        if device != "cpu":
+            t = self.flat(index).to(device)
+            self.flats[(index, device)] = t
+            return t
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(self.specs):
             self.fail(f"a tensor refers to storage {index!r}, but the file has {len(self.specs)} storages")
         spec = self.specs[index]
@@ -183,13 +190,18 @@ class _Loader:
             import numpy as np
 
             t = kiln.from_numpy(np.frombuffer(buf, dtype=_NUMPY[name]))
-        self.flats[index] = t
+        self.flats[(index, "cpu")] = t
         return t
 
     def tensor(self, spec):
         if not isinstance(spec, dict):
             self.fail(f"bad tensor description {spec!r}")
-        flat = self.flat(spec.get("storage"))
+        device = spec.get("device", "cpu")
+        if not isinstance(device, str):
+            self.fail(f"bad tensor device {device!r}")
+        if self.map_location is not None:
+            device = _map(self.map_location, device)
+        flat = self.flat(spec.get("storage"), str(device))
         shape, stride, offset = spec.get("shape"), spec.get("stride"), spec.get("offset")
         dtype = spec.get("dtype")
         if dtype != self.specs[spec["storage"]]["dtype"]:
@@ -207,8 +219,6 @@ class _Loader:
             t = flat
         else:
             t = flat.as_strided(shape, stride, offset)
-        if self.map_location is not None:
-            t = t.to(_map(self.map_location, t))
         if spec.get("parameter"):
             nn = getattr(kiln, "nn", None)
             if nn is not None and hasattr(nn, "Parameter"):
@@ -260,12 +270,13 @@ def _contiguous_strides(shape):
     return reversed(strides)
 
 
-def _map(map_location, t):
+def _map(map_location, device):
+    """The device a tensor saved on `device` loads to."""
     if callable(map_location):
         raise NotImplementedError("kiln.load: a callable map_location is not supported")
     if isinstance(map_location, dict):
-        return map_location.get(str(t.device), str(t.device))
-    return map_location
+        return map_location.get(device, device)
+    return str(map_location)
 
 
 def load(f, map_location=None, *, weights_only=True, mmap=None, **kwargs):
