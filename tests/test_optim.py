@@ -195,8 +195,8 @@ BAD_ARGS = [("SGD", dict(lr=-1)), ("SGD", dict(lr=0.1, momentum=-0.5)), ("SGD", 
             ("SGD", dict(lr=0.1, nesterov=True)), ("SGD", dict(lr=0.1, momentum=0.9, dampening=0.1, nesterov=True)),
             ("Adam", dict(lr=-1)), ("Adam", dict(eps=-1e-8)), ("Adam", dict(betas=(1.0, 0.999))),
             ("Adam", dict(betas=(0.9, -0.1))), ("Adam", dict(weight_decay=-0.1)), ("AdamW", dict(lr=-0.5)),
-            ("AdamW", dict(betas=(-0.1, 0.9))),
-            ("Adam", dict(betas=(0, 0.9))), ("Adam", dict(betas=(0.9, 1))), ("RMSprop", dict(lr=-1)), ("RMSprop", dict(eps=-1)),
+            ("AdamW", dict(betas=(-0.1, 0.9))), ("Adam", dict(betas=(0, 0.9))), ("Adam", dict(betas=(0.9, 1))),
+            ("RMSprop", dict(lr=-1)), ("RMSprop", dict(eps=-1)),
             ("RMSprop", dict(momentum=-1)), ("RMSprop", dict(weight_decay=-1)), ("RMSprop", dict(alpha=-1))]
 
 

@@ -5,7 +5,6 @@ import collections
 import io
 import json
 import math
-import pathlib
 import zipfile
 
 import numpy as np

@@ -9,7 +9,6 @@ CRC-32, so truncated or corrupted files fail with a RuntimeError that names the 
 """
 
 import collections
-import io
 import json
 import math
 import os

@@ -1,6 +1,7 @@
 """kiln.optim: optimizers (SGD, Adam, AdamW, RMSprop) and learning-rate schedulers, as torch.optim."""
 
-from kiln.optim.optimizer import Optimizer, register_optimizer_step_post_hook, register_optimizer_step_pre_hook  # noqa: F401
+from kiln.optim.optimizer import (Optimizer, register_optimizer_step_post_hook,  # noqa: F401
+                                  register_optimizer_step_pre_hook)
 from kiln.optim.sgd import SGD
 from kiln.optim.adam import Adam, AdamW
 from kiln.optim.rmsprop import RMSprop

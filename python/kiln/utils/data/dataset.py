@@ -7,7 +7,6 @@ import warnings
 from itertools import accumulate
 
 import kiln
-from kiln import Tensor
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "random_split"]
 
