@@ -273,6 +273,13 @@ SCHEDULERS = [
     ("LinearLR", dict(start_factor=0.1, end_factor=1.0, total_iters=8), "SGD"),
     ("LinearLR", dict(start_factor=1.0, end_factor=0.05, total_iters=12), "AdamW"),
     ("PolynomialLR", dict(total_iters=20, power=2.0), "SGD"),
+    ("MultiplicativeLR", dict(lr_lambda=lambda e: 0.9 if e % 2 else 1.01), "SGD"),
+    ("CyclicLR", dict(base_lr=0.01, max_lr=0.1, step_size_up=4), "SGD"),
+    ("CyclicLR", dict(base_lr=0.001, max_lr=[0.01, 0.02], step_size_up=3, step_size_down=5, mode="triangular2"),
+     "Adam"),
+    ("CyclicLR", dict(base_lr=0.01, max_lr=0.1, step_size_up=5, mode="exp_range", gamma=0.97), "SGD"),
+    ("CosineAnnealingWarmRestarts", dict(T_0=5), "SGD"),
+    ("CosineAnnealingWarmRestarts", dict(T_0=3, T_mult=2, eta_min=0.001), "AdamW"),
     ("OneCycleLR", dict(max_lr=0.1, total_steps=31), "SGD"),
     ("OneCycleLR", dict(max_lr=[0.1, 0.02], total_steps=31, anneal_strategy="linear"), "SGD"),
     ("OneCycleLR", dict(max_lr=0.01, epochs=3, steps_per_epoch=11, three_phase=True), "Adam"),
@@ -524,3 +531,20 @@ def test_non_leaf_and_create_graph_grads_like_torch():
         opt = lib.optim.SGD([p], lr=0.1)
         opt.zero_grad(set_to_none=False)  # detaches a grad that has history, then zeroes it
         assert p.grad.grad_fn is None and p.grad.tolist() == [0.0, 0.0]
+
+
+@requires_torch
+def test_chained_scheduler_matches_torch():
+    def make(lib):
+        opt = lib.optim.SGD([lib.zeros(2)], lr=1.0)
+        s1 = lib.optim.lr_scheduler.ConstantLR(opt, factor=0.1, total_iters=3)
+        s2 = lib.optim.lr_scheduler.ExponentialLR(opt, gamma=0.9)
+        return opt, lib.optim.lr_scheduler.ChainedScheduler([s1, s2])
+
+    (kopt, ks), (topt, ts) = make(kiln), make(torch)
+    for _ in range(12):
+        assert ks.get_last_lr() == ts.get_last_lr()
+        kopt.step()
+        topt.step()
+        ks.step()
+        ts.step()
