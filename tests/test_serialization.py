@@ -293,3 +293,34 @@ def test_map_location_cpu():
         assert r["x"].device.type == "cpu"
         r["x"][1] = 9.0
         assert r["v"][0].item() == 9.0
+
+
+def test_scheduler_and_optimizer_state_dicts_round_trip():
+    from kiln.optim import lr_scheduler as L
+
+    makers = [lambda o: L.StepLR(o, 3), lambda o: L.MultiStepLR(o, [2, 4, 4]), lambda o: L.LambdaLR(o, lambda e: 0.5),
+              lambda o: L.CosineAnnealingLR(o, 10), lambda o: L.LinearLR(o), lambda o: L.CyclicLR(o, 0.01, 0.1),
+              lambda o: L.OneCycleLR(o, 0.1, total_steps=20), lambda o: L.ReduceLROnPlateau(o),
+              lambda o: L.SequentialLR(o, [L.ConstantLR(o), L.ExponentialLR(o, 0.9)], milestones=[3])]
+    for make in makers:
+        for cls in (kiln.optim.SGD, kiln.optim.Adam, kiln.optim.RMSprop):
+            p = kiln.ones(3)
+            opt = cls([p], lr=0.1, **({"momentum": 0.9} if cls is not kiln.optim.Adam else {}))
+            sched = make(opt)
+            for _ in range(3):
+                p.grad = kiln.ones(3)
+                opt.step()
+                sched.step(1.0) if isinstance(sched, L.ReduceLROnPlateau) else sched.step()
+            saved = _round_trip({"optimizer": opt.state_dict(), "scheduler": sched.state_dict()})
+            assert _plain(saved["scheduler"]) == _plain(sched.state_dict())
+            assert _plain(saved["optimizer"]) == _plain(opt.state_dict())
+
+
+def _plain(x):
+    if isinstance(x, kiln.Tensor):
+        return ("tensor", str(x.dtype), x.tolist())
+    if isinstance(x, dict):
+        return (type(x).__name__, {k: _plain(v) for k, v in x.items()})
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, [_plain(v) for v in x])
+    return x

@@ -87,9 +87,8 @@ class _Saver:
             return {"$dtype": _dtype_name(obj)}
         if isinstance(obj, kiln.Size):
             return {"$size": [int(s) for s in obj]}
-        if isinstance(obj, (dict, collections.OrderedDict)) and type(obj) in (dict, collections.OrderedDict,
-                                                                              collections.defaultdict):
-            kind = "$odict" if isinstance(obj, collections.OrderedDict) else "$dict"
+        if type(obj) in (dict, collections.OrderedDict, collections.defaultdict, collections.Counter):
+            kind = {collections.OrderedDict: "$odict", collections.Counter: "$counter"}.get(type(obj), "$dict")
             return {kind: [[self.encode(k, f"{path} (a key)"), self.encode(v, f"{path}[{k!r}]")]
                            for k, v in obj.items()]}
         if type(obj) is list:
@@ -97,7 +96,7 @@ class _Saver:
         if type(obj) is tuple:
             return {"$tuple": [self.encode(v, f"{path}[{i}]") for i, v in enumerate(obj)]}
         raise TypeError(f"kiln.save: cannot save an object of type {type(obj).__module__}.{type(obj).__qualname__} "
-                        f"(at {path}); kiln's format holds dicts, OrderedDicts, lists, tuples, str, int, float, "
+                        f"(at {path}); kiln's format holds dicts, OrderedDicts, Counters, lists, tuples, str, int, float, "
                         f"bool, None, dtypes and tensors")
 
     def storage_bytes(self, index):
@@ -237,8 +236,8 @@ class _Loader:
                 return self.tensor(value)
             if kind == "$tuple" and isinstance(value, list):
                 return tuple(self.decode(v) for v in value)
-            if kind in ("$dict", "$odict") and isinstance(value, list):
-                out = collections.OrderedDict() if kind == "$odict" else {}
+            if kind in ("$dict", "$odict", "$counter") and isinstance(value, list):
+                out = {"$dict": dict, "$odict": collections.OrderedDict, "$counter": collections.Counter}[kind]()
                 for item in value:
                     if not isinstance(item, list) or len(item) != 2:
                         self.fail(f"bad dict item {item!r}")
