@@ -53,7 +53,7 @@ def test_special_float_values(name):
 def test_layouts_and_views_share_storage():
     base = kiln.arange(24.0).reshape(4, 6)
     obj = {"base": base, "t": base.T, "slice": base[1:3, ::2], "row": base[2], "elem": base[3, 5],
-           "other": kiln.arange(3.0)}
+           "other": kiln.arange(3.0), "expanded": base[0, :3].expand(5, 3)}
     r = _round_trip(obj)
     for k, v in obj.items():
         _same_tensor(v, r[k])
