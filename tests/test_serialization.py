@@ -324,3 +324,38 @@ def _plain(x):
     if isinstance(x, (list, tuple)):
         return (type(x).__name__, [_plain(v) for v in x])
     return x
+
+
+def test_float16_every_bit_pattern():
+    """All 65536 half-precision values (normal, subnormal, zeros, infinities, NaNs) come back."""
+    bits = np.arange(65536, dtype=np.uint16)
+    halves = bits.view(np.float16)
+    t = kiln.tensor(halves.astype(np.float32).tolist(), dtype=kiln.float16)
+    r = _round_trip(t)
+    got = np.array(r.to(kiln.float32).tolist(), dtype=np.float32).astype(np.float16)
+    finite = ~np.isnan(halves)
+    assert np.array_equal(got[finite].view(np.uint16), halves[finite].view(np.uint16))
+    assert np.isnan(got[~finite]).all()
+
+
+def test_bfloat16_every_bit_pattern():
+    bits = np.arange(65536, dtype=np.uint32) << 16
+    values = bits.view(np.float32)
+    t = kiln.tensor(values.tolist(), dtype=kiln.float32).to(kiln.bfloat16)
+    r = _round_trip(t)
+    got = np.array(r.to(kiln.float32).tolist(), dtype=np.float32)
+    finite = ~np.isnan(values)
+    assert np.array_equal(got[finite].view(np.uint32), values[finite].view(np.uint32))
+    assert np.isnan(got[~finite]).all()
+
+
+def test_kiln_serialization_does_not_import_numpy():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['numpy'] = None; import io, kiln; b = io.BytesIO(); "
+            "x = {'h': kiln.arange(5.).to(kiln.float16), 'b': kiln.arange(5.).to(kiln.bfloat16), 'i': kiln.arange(3)}; "
+            "kiln.save(x, b); b.seek(0); y = kiln.load(b); "
+            "assert [v.tolist() for v in y.values()] == [v.tolist() for v in x.values()]; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr

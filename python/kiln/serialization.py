@@ -16,7 +16,7 @@ import sys
 import zipfile
 
 import kiln
-from kiln import Tensor
+from kiln import Tensor, _C
 
 __all__ = ["save", "load"]
 
@@ -27,8 +27,8 @@ _STORAGE = "kiln/storages/{}"
 
 _DTYPES = {name: getattr(kiln, name) for name in
            ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")}
-_NUMPY = {"bool": "?", "uint8": "u1", "int8": "i1", "int16": "<i2", "int32": "<i4", "int64": "<i8", "float16": "<f2",
-          "float32": "<f4", "float64": "<f8"}
+_FORMAT = {"bool": "?", "uint8": "B", "int8": "b", "int16": "h", "int32": "i", "int64": "q", "float16": "e",
+           "float32": "f", "float64": "d"}  # buffer-protocol formats (bfloat16 has none)
 _ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "float16": 2, "bfloat16": 2,
              "float32": 4, "float64": 8}
 
@@ -107,10 +107,11 @@ class _Saver:
         if flat.device.type != "cpu":  # the whole storage comes over once, so views stay views
             flat = flat.cpu()
         if name == "bfloat16":  # no buffer format for bfloat16: its bits are the top half of float32's
-            import numpy as np
-
-            bits = np.frombuffer(memoryview(flat.to(kiln.float32)), dtype="<u4")
-            return (bits >> 16).astype("<u2").tobytes()
+            f32 = bytes(memoryview(flat.to(kiln.float32)).cast("B"))
+            out = bytearray(nbytes)
+            out[0::2] = f32[2::4]
+            out[1::2] = f32[3::4]
+            return out
         return memoryview(flat).cast("B")
 
 
@@ -179,15 +180,15 @@ class _Loader:
         dtype = _DTYPES[name]
         if nbytes == 0:
             t = kiln.empty(0, dtype=dtype)
-        elif name == "bfloat16":
-            import numpy as np
-
-            bits = np.frombuffer(buf, dtype="<u2").astype("<u4") << 16
-            t = kiln.from_numpy(bits.view("<f4")).to(dtype)
+        elif name == "bfloat16":  # bfloat16 bits become the top half of float32s, then convert exactly
+            f32 = bytearray(2 * nbytes)
+            f32[2::4] = buf[0::2]
+            f32[3::4] = buf[1::2]
+            t = _C._from_buffer(memoryview(f32).cast("f")).to(dtype)
+        elif name == "float16" and sys.version_info < (3, 12):  # memoryview.cast("e") needs 3.12
+            t = _half_from_bits(_C._from_buffer(memoryview(buf).cast("h")))
         else:
-            import numpy as np
-
-            t = kiln.from_numpy(np.frombuffer(buf, dtype=_NUMPY[name]))
+            t = _C._from_buffer(memoryview(buf).cast(_FORMAT[name]))
         self.flats[(index, "cpu")] = t
         return t
 
@@ -254,6 +255,24 @@ class _Loader:
             if kind == "$size" and isinstance(value, list) and all(_is_count(v) for v in value):
                 return kiln.Size(value)
         self.fail(f"unknown node {str(node)[:80]!r} in the header")
+
+
+def _half_from_bits(h16):
+    """float16 values from their IEEE bit patterns (an int16 tensor), with kiln ops: each half is
+    rebuilt as the float32 of the same value (exact), then converted."""
+    h = h16.to(kiln.int64).bitwise_and(0xFFFF)
+    sign, exponent, mantissa = h.bitwise_right_shift(15), h.bitwise_right_shift(10).bitwise_and(0x1F), \
+        h.bitwise_and(0x3FF)
+    top = sign.bitwise_left_shift(31).bitwise_or(mantissa.bitwise_left_shift(13))
+    biased = kiln.where(exponent == 31, kiln.full_like(exponent, 0xFF), exponent + 112)
+    bits = top.bitwise_or(biased.bitwise_left_shift(23))  # normal numbers, infinities and NaNs
+    raw = bytes(memoryview(bits).cast("B"))
+    low = bytearray(4 * h.numel())  # the low 4 bytes of each little-endian int64 are the float32
+    for k in range(4):
+        low[k::4] = raw[k::8]
+    normal = _C._from_buffer(memoryview(low).cast("f"))
+    subnormal = mantissa.to(kiln.float32) * 2.0 ** -24 * (1 - 2 * sign).to(kiln.float32)  # also +-0
+    return kiln.where(exponent == 0, subnormal, normal).to(kiln.float16)
 
 
 def _is_count(v):
