@@ -359,3 +359,15 @@ def test_kiln_serialization_does_not_import_numpy():
             "assert [v.tolist() for v in y.values()] == [v.tolist() for v in x.values()]; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_float16_from_bits_without_numpy():
+    from kiln.serialization import _half_from_bits
+
+    bits = np.arange(65536, dtype=np.uint16)
+    halves = bits.view(np.float16)
+    got = _half_from_bits(kiln.tensor(bits.view(np.int16).astype(np.int64).tolist(), dtype=kiln.int16))
+    got = np.array(got.to(kiln.float32).tolist(), dtype=np.float32).astype(np.float16)
+    finite = ~np.isnan(halves)
+    assert np.array_equal(got[finite].view(np.uint16), halves[finite].view(np.uint16))
+    assert np.isnan(got[~finite]).all()

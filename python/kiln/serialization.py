@@ -186,7 +186,7 @@ class _Loader:
             f32[3::4] = buf[1::2]
             t = _C._from_buffer(memoryview(f32).cast("f")).to(dtype)
         elif name == "float16" and sys.version_info < (3, 12):  # memoryview.cast("e") needs 3.12
-            t = _half_from_bits(_C._from_buffer(memoryview(buf).cast("h")))
+            t = _half_from_buffer(buf)
         else:
             t = _C._from_buffer(memoryview(buf).cast(_FORMAT[name]))
         self.flats[(index, "cpu")] = t
@@ -255,6 +255,16 @@ class _Loader:
             if kind == "$size" and isinstance(value, list) and all(_is_count(v) for v in value):
                 return kiln.Size(value)
         self.fail(f"unknown node {str(node)[:80]!r} in the header")
+
+
+def _half_from_buffer(buf):
+    """A float16 tensor over `buf` on Python 3.11: numpy (when installed) exports the "e" format
+    that memoryview cannot cast to before 3.12; without numpy the values are rebuilt from their bits."""
+    try:
+        import numpy as np
+    except ImportError:
+        return _half_from_bits(_C._from_buffer(memoryview(buf).cast("h")))
+    return _C._from_buffer(np.frombuffer(buf, dtype="<f2"))
 
 
 def _half_from_bits(h16):
