@@ -197,6 +197,10 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
   }
 
   const FunctionSchema& schema = op.schema();
+  for (int i : d->not_differentiable_args)
+    if (stack[i].is_tensor() && RequiresGrad(stack[i].to_tensor()))
+      throw Error(StrCat("The function '", op.base_name(), "' is not differentiable with respect to argument '",
+                         schema.arguments[i].name, "'. This input cannot have requires_grad True."));
   Tensor self = inplace ? stack[0].to_tensor() : Tensor();
   if (inplace) CheckInplace(op, self);
 
@@ -298,6 +302,13 @@ void DerivativeTable::NonDifferentiable(std::initializer_list<const char*> op_na
     d->node_name = NodeName(FunctionalName(*op));
     Attach(op, d);
   }
+}
+
+void DerivativeTable::NotDifferentiableIn(const std::string& op_name, std::initializer_list<const char*> args) {
+  Op* op = registry_.Find("aten::" + op_name);
+  KILN_INTERNAL_ASSERT(op && op->autograd_info, "no derivative declared for aten::", op_name);
+  auto* d = static_cast<Derivative*>(op->autograd_info.get());
+  for (const char* a : args) d->not_differentiable_args.push_back(ArgIndex(op->schema(), a));
 }
 
 void DerivativeTable::Attach(Op* op, std::shared_ptr<Derivative> d) { op->autograd_info = std::move(d); }

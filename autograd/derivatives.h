@@ -89,6 +89,7 @@ struct Derivative {
   FormulaFn fn = nullptr;
   std::string node_name;           // "MulBackward0"
   bool non_differentiable = false; // outputs never require grad (argmax, comparisons, ...)
+  std::vector<int> not_differentiable_args;  // inputs that must not require grad (loss weights)
 };
 
 // The backward node of one recorded op call.
@@ -124,6 +125,8 @@ class DerivativeTable {
   void Def(const std::string& op_name, std::initializer_list<const char*> saves, FormulaFn fn);
   // Ops whose outputs never require grad (integer results, comparisons, shape queries).
   void NonDifferentiable(std::initializer_list<const char*> op_names);
+  // Inputs an op is not differentiable in: passing one that requires grad is an error, as in PyTorch.
+  void NotDifferentiableIn(const std::string& op_name, std::initializer_list<const char*> args);
 
  private:
   void Attach(Op* op, std::shared_ptr<Derivative> d);
@@ -140,5 +143,6 @@ void DefineViewFormulas(DerivativeTable& d);
 void DefineLinalgFormulas(DerivativeTable& d);
 void DefineNNFormulas(DerivativeTable& d);
 void DefineIndexFormulas(DerivativeTable& d);
+void DefineBackwardOpFormulas(DerivativeTable& d);
 
 }  // namespace kiln::autograd

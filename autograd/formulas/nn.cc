@@ -154,6 +154,9 @@ void DefineNNFormulas(DerivativeTable& d) {
       g["target"] = ReduceScale(e, c, reduction, c.sizes("self"));
     }
   });
+  d.NotDifferentiableIn("nll_loss_forward", {"weight"});
+  d.NotDifferentiableIn("binary_cross_entropy", {"weight"});
+  d.NotDifferentiableIn("binary_cross_entropy_with_logits", {"weight", "pos_weight"});
   d.Def("embedding", {"indices"}, [](Ctx& c, Grads& g) {
     g["weight"] = CallOp<Tensor>(KILN_OP("aten::embedding_dense_backward"), c.grad(), c.input("indices"),
                                  c.sizes("weight")[0], c.arg("padding_idx").to_symint(), c.flag("scale_grad_by_freq"));

@@ -16,6 +16,29 @@ Tensor SelectTie(const Tensor& g, const Tensor& self, const Tensor& other, bool 
   Tensor lose = is_self == is_max ? lt(self, other) : gt(self, other);
   return masked_fill(half, lose, 0);
 }
+// trigamma, the derivative of digamma: recurrence up to z >= 6.5, then the asymptotic series;
+// reflection for x < 0.5.
+Tensor Trigamma(const Tensor& x) {
+  Tensor reflect = lt(x, 0.5);
+  Tensor z = where(reflect, rsub(x, 1), x);
+  Tensor acc = zeros_like(z);
+  for (int k = 0; k < 6; ++k) {
+    Tensor zk = add(z, static_cast<double>(k));
+    acc = add(acc, reciprocal(mul(zk, zk)));
+  }
+  Tensor t = reciprocal(add(z, 6.0));
+  Tensor t2 = mul(t, t);
+  // series = t + t^2/2 + t^3 (1/6 - t^2 (1/30 - t^2 (1/42 - t^2/30)))
+  Tensor p = sub(ops::full({}, 1.0 / 42, t.dtype()), div(t2, 30.0));
+  p = sub(ops::full({}, 1.0 / 30, t.dtype()), mul(t2, p));
+  p = sub(ops::full({}, 1.0 / 6, t.dtype()), mul(t2, p));
+  Tensor series = add(add(t, div(t2, 2.0)), mul(mul(t2, t), p));
+  Tensor psi1 = add(acc, series);
+  Tensor s = sin(mul(x, kPi));
+  Tensor reflected = sub(div(ops::full({}, kPi * kPi, x.dtype()), mul(s, s)), psi1);
+  return where(reflect, reflected, psi1);
+}
+
 }  // namespace
 
 void DefinePointwiseFormulas(DerivativeTable& d) {
@@ -59,11 +82,9 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
       g["other"] = neg(mul(c.grad(), trunc_(div(c.input("self"), c.input("other")))));
   });
   d.Def("fmod.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
-  d.Def("floor_divide.Tensor", {}, [](Ctx& c, Grads& g) {
-    if (c.needs("self")) g["self"] = ZeroGrad(c);
-    if (c.needs("other")) g["other"] = ZeroGrad(c);
-  });
-  d.Def("floor_divide.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = ZeroGrad(c); });
+  // As PyTorch: recorded, but backward through floor_divide is an error.
+  for (const char* name : {"floor_divide.Tensor", "floor_divide.Scalar"})
+    d.Def(name, {}, [](Ctx&, Grads&) { throw Error("derivative for aten::floor_divide is not implemented"); });
   d.Def("maximum", {"self", "other"}, [](Ctx& c, Grads& g) {
     Tensor s = c.input("self"), o = c.input("other");
     if (c.needs("self")) g["self"] = SelectTie(c.grad(), s, o, true, true);
@@ -255,6 +276,7 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
     g["self"] = mul(mul(c.grad(), exp(mul(r, r))), std::sqrt(kPi) / 2.0);
   });
   d.Def("lgamma", {"self"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), digamma(c.input("self"))); });
+  d.Def("digamma", {"self"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), Trigamma(c.input("self"))); });
   d.Def("abs", {"self"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), sign(c.input("self"))); });
   d.Def("frac", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
   for (const char* flat : {"sign", "floor", "ceil", "round", "trunc"})

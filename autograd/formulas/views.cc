@@ -54,13 +54,21 @@ void DefineViewFormulas(DerivativeTable& d) {
       return CallOp<Tensor>(KILN_OP("aten::diagonal"), z, off, d1, d2);
     });
   });
-  d.Def("as_strided", {}, [](Ctx& c, Grads& g) {
-    // Non-overlapping strided windows of a tensor laid out contiguously (the common case).
-    SymList size = c.symints("size"), stride = c.symints("stride");
+  d.Def("as_strided", {"self"}, [](Ctx& c, Grads& g) {
+    // The gradient lives in a zero tensor laid out like self (same strides), so the view's
+    // storage positions address the same elements; overlapping windows are not summed.
+    Tensor self = c.input("self");
     const IValue& off = c.arg("storage_offset");
-    std::optional<SymInt> offset = off.is_none() ? std::nullopt : std::optional<SymInt>(off.to_symint());
-    g["self"] = ScatterIntoZeros(c.grad(), c.sizes("self"),
-                                 [&](const Tensor& z) { return ops::as_strided(z, size, stride, offset); });
+    SymInt offset = off.is_none() ? self->sym_storage_offset() : off.to_symint();
+    Tensor z = CallOp<Tensor>(KILN_OP("aten::empty_strided"), SymList(self->sym_sizes().begin(), self->sym_sizes().end()),
+                              SymList(self->sym_strides().begin(), self->sym_strides().end()),
+                              std::optional<ScalarType>(c.grad().dtype()), std::optional<Layout>(),
+                              std::optional<Device>(c.grad().device()), std::optional<bool>());
+    ops::fill_(z, 0);
+    Tensor region = ops::as_strided(z, c.symints("size"), c.symints("stride"),
+                                    std::optional<SymInt>(offset - self->sym_storage_offset()));
+    ops::copy_(region, c.grad());
+    g["self"] = z;
   });
   // unfold: each window position k of the last dim reads x[start + k], so the gradient adds back
   // slice by slice.

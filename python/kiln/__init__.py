@@ -214,4 +214,7 @@ from kiln import autograd  # noqa: E402
 from kiln.autograd.grad_mode import (  # noqa: E402,F401
     no_grad, enable_grad, set_grad_enabled, inference_mode, is_grad_enabled, is_inference_mode_enabled,
 )
+
+from kiln import optim, utils  # noqa: E402,F401
+from kiln.serialization import save, load  # noqa: E402,F401
 from kiln import nn  # noqa: E402,F401

@@ -1,0 +1,118 @@
+"""kiln.optim.Adam and AdamW (decoupled weight decay), with amsgrad and maximize. The same formulas
+in the same order as PyTorch's single-tensor (foreach=False, capturable=False) path, so the two agree
+step for step: state["step"] is a float32 scalar tensor, bias corrections are Python floats."""
+
+import kiln
+from kiln.optim.optimizer import Optimizer, _no_grad_step, _to_scalar, _check_unsupported
+
+
+class Adam(Optimizer):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
+                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
+                 decoupled_weight_decay=False):
+        if hasattr(lr, "numel") and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not ((isinstance(betas[0], float) and isinstance(betas[1], float))
+                or (isinstance(betas[0], kiln.Tensor) and isinstance(betas[1], kiln.Tensor))):
+            raise ValueError("betas must be either both floats or both Tensors")
+        for i, b in enumerate(betas):
+            if isinstance(b, kiln.Tensor) and b.numel() != 1:
+                raise ValueError(f"Tensor betas[{i}] must be 1-element")
+        _check_unsupported(capturable=capturable, differentiable=differentiable, fused=fused)
+        betas = tuple(_to_scalar(b) for b in betas)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
+                        foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("amsgrad", False)
+            group.setdefault("maximize", False)
+            group.setdefault("foreach", None)
+            group.setdefault("capturable", False)
+            group.setdefault("differentiable", False)
+            group.setdefault("decoupled_weight_decay", False)
+            group.setdefault("fused", None)
+            for p in group["params"]:
+                p_state = self.state.get(p, [])
+                if len(p_state) != 0 and not isinstance(p_state["step"], kiln.Tensor):
+                    p_state["step"] = kiln.tensor(float(p_state["step"]), dtype=kiln.float32)
+
+    @_no_grad_step
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        state = self.state
+        for group in self.param_groups:
+            lr = _to_scalar(group["lr"])
+            beta1, beta2 = group["betas"]
+            beta1, beta2 = _to_scalar(beta1), _to_scalar(beta2)
+            eps = group["eps"]
+            weight_decay = group["weight_decay"]
+            amsgrad = group["amsgrad"]
+            maximize = group["maximize"]
+            decoupled = group["decoupled_weight_decay"]
+            for p in group["params"]:
+                grad = p.grad
+                if grad is None:
+                    continue
+                p_state = state[p]
+                if len(p_state) == 0:  # lazy state initialization
+                    p_state["step"] = kiln.tensor(0.0, dtype=kiln.float32)
+                    p_state["exp_avg"] = kiln.zeros_like(p)
+                    p_state["exp_avg_sq"] = kiln.zeros_like(p)
+                    if amsgrad:
+                        p_state["max_exp_avg_sq"] = kiln.zeros_like(p)
+                exp_avg = p_state["exp_avg"]
+                exp_avg_sq = p_state["exp_avg_sq"]
+                step_t = p_state["step"]
+                if maximize:
+                    grad = -grad
+                step_t.add_(1)
+                if weight_decay != 0:
+                    if decoupled:
+                        p.mul_(1 - lr * weight_decay)
+                    else:
+                        grad = grad.add(p, alpha=weight_decay)
+                exp_avg.lerp_(grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+
+                step = step_t.item()
+                bias_correction1 = 1 - beta1 ** step
+                bias_correction2 = 1 - beta2 ** step
+                step_size = lr / bias_correction1
+                bias_correction2_sqrt = bias_correction2 ** 0.5
+                if amsgrad:
+                    max_exp_avg_sq = p_state["max_exp_avg_sq"]
+                    max_exp_avg_sq.copy_(kiln.maximum(max_exp_avg_sq, exp_avg_sq))
+                    denom = (max_exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+                else:
+                    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+                p.addcdiv_(exp_avg, denom, value=-step_size)
+        return loss
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter): p *= 1 - lr * weight_decay each step."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
+                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group["decoupled_weight_decay"] = True

@@ -1,0 +1,62 @@
+"""kiln.optim.SGD: stochastic gradient descent with momentum, dampening, Nesterov, weight decay,
+maximize. The same formulas in the same order as PyTorch's single-tensor (foreach=False) path."""
+
+from kiln.optim.optimizer import Optimizer, _no_grad_step, _to_scalar, _check_unsupported
+
+
+class SGD(Optimizer):
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
+                 maximize=False, foreach=None, differentiable=False, fused=None):
+        if hasattr(lr, "numel") and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_unsupported(differentiable=differentiable, fused=fused)
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov,
+                        maximize=maximize, foreach=foreach, differentiable=differentiable, fused=fused)
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("nesterov", False)
+            group.setdefault("maximize", False)
+            group.setdefault("foreach", None)
+            group.setdefault("differentiable", False)
+            group.setdefault("fused", False)
+
+    @_no_grad_step
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        state = self.state
+        for group in self.param_groups:
+            lr = _to_scalar(group["lr"])
+            momentum = group["momentum"]
+            dampening = group["dampening"]
+            weight_decay = group["weight_decay"]
+            nesterov = group["nesterov"]
+            maximize = group["maximize"]
+            for p in group["params"]:
+                grad = p.grad
+                if grad is None:
+                    continue
+                if maximize:
+                    grad = -grad
+                if weight_decay != 0:
+                    grad = grad.add(p, alpha=weight_decay)
+                if momentum != 0:
+                    p_state = state[p]
+                    buf = p_state.get("momentum_buffer")
+                    if buf is None:
+                        buf = p_state["momentum_buffer"] = grad.detach().clone()
+                    else:
+                        buf.mul_(momentum).add_(grad, alpha=1 - dampening)
+                    grad = grad.add(buf, alpha=momentum) if nesterov else buf
+                p.add_(grad, alpha=-lr)
+        return loss

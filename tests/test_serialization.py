@@ -1,0 +1,373 @@
+"""kiln.save / kiln.load: round trips of nested structures and tensors of every dtype and layout, views
+sharing storage, optimizer state dicts, and clear RuntimeErrors on truncated, corrupted or foreign files."""
+
+import collections
+import io
+import json
+import math
+import zipfile
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import DTYPE_NAMES, requires_torch, torch
+
+
+def _round_trip(obj):
+    buf = io.BytesIO()
+    kiln.save(obj, buf)
+    buf.seek(0)
+    return kiln.load(buf)
+
+
+def _same_tensor(a, b):
+    assert isinstance(b, kiln.Tensor)
+    assert a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape)
+    x, y = a.tolist(), b.tolist()
+    np.testing.assert_array_equal(np.array(x, dtype=float), np.array(y, dtype=float))
+
+
+@pytest.mark.parametrize("name", DTYPE_NAMES)
+@pytest.mark.parametrize("shape", [(), (0,), (5,), (2, 3, 4)])
+def test_tensor_round_trip(name, shape):
+    rng = np.random.default_rng(0)
+    dtype = getattr(kiln, name)
+    if name == "bool":
+        t = kiln.tensor(rng.random(shape) > 0.5) if shape else kiln.tensor(True)
+    else:
+        t = (kiln.tensor(rng.uniform(-100, 100, size=shape)) if shape else kiln.tensor(-7.25)).to(dtype)
+    _same_tensor(t, _round_trip(t))
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64"])
+def test_special_float_values(name):
+    t = kiln.tensor([float("nan"), float("inf"), -float("inf"), -0.0, 1e-3, 65504.0, 3.0e38 if name in
+                     ("bfloat16", "float32", "float64") else 1.0], dtype=getattr(kiln, name))
+    r = _round_trip(t)
+    a, b = np.array(t.tolist()), np.array(r.tolist())
+    np.testing.assert_array_equal(a, b)
+    assert math.copysign(1, r[3].item()) == -1.0
+
+
+def test_layouts_and_views_share_storage():
+    base = kiln.arange(24.0).reshape(4, 6)
+    obj = {"base": base, "t": base.T, "slice": base[1:3, ::2], "row": base[2], "elem": base[3, 5],
+           "other": kiln.arange(3.0), "expanded": base[0, :3].expand(5, 3)}
+    r = _round_trip(obj)
+    for k, v in obj.items():
+        _same_tensor(v, r[k])
+        assert r[k].stride() == v.stride() and r[k].storage_offset() == v.storage_offset()
+    r["base"][2, 0] = -1.0  # writes through every view of the same storage
+    assert r["row"][0].item() == -1.0 and r["t"][0, 2].item() == -1.0 and r["slice"][1, 0].item() == -1.0
+    assert r["other"].tolist() == [0.0, 1.0, 2.0]
+    assert obj["base"][2, 0].item() == 12.0  # the original is untouched
+
+
+def test_view_alone_saves_its_reach_only():
+    base = kiln.arange(1000.0)
+    buf = io.BytesIO()
+    kiln.save(base[:10], buf)
+    assert len(buf.getvalue()) < 1000  # bytes past the view's last element are not written
+    buf.seek(0)
+    assert kiln.load(buf).tolist() == list(range(10))
+
+
+def test_nested_structure_round_trip():
+    obj = collections.OrderedDict([
+        ("z", 1), ("a", [1, -2 ** 70, 2.5, float("nan"), float("inf"), None, True, False, "text", "ünï"]),
+        ("tuple", (1, (2, [3]), ())), (7, {"int key": 1, 2: "two", (1, 2): "tuple key", None: 0.5}),
+        ("dtype", kiln.bfloat16), ("size", kiln.Size([2, 3])), ("empty", {}),
+    ])
+    r = _round_trip(obj)
+    assert type(r) is collections.OrderedDict and list(r) == list(obj)
+    assert r["z"] == 1 and r["a"][:3] == [1, -2 ** 70, 2.5] and math.isnan(r["a"][3])
+    assert r["a"][4:] == obj["a"][4:] and type(r["a"][6]) is bool and type(r["a"][0]) is int
+    assert r["tuple"] == (1, (2, [3]), ()) and isinstance(r["tuple"][1], tuple) and isinstance(r["tuple"][1][1], list)
+    assert r[7] == obj[7] and type(r[7]) is dict
+    assert r["dtype"] == kiln.bfloat16 and r["size"] == kiln.Size([2, 3]) and r["empty"] == {}
+
+
+def test_paths_and_file_objects(tmp_path):
+    obj = {"w": kiln.ones(2, 3), "n": 3}
+    for target in [str(tmp_path / "a.kiln"), tmp_path / "b.kiln"]:
+        kiln.save(obj, target)
+        r = kiln.load(target)
+        _same_tensor(obj["w"], r["w"])
+    with open(tmp_path / "c.kiln", "wb") as f:
+        kiln.save(obj, f)
+    with open(tmp_path / "c.kiln", "rb") as f:
+        assert kiln.load(f)["n"] == 3
+    with pytest.raises(FileNotFoundError):
+        kiln.load(tmp_path / "missing.kiln")
+
+
+def test_file_layout_is_the_documented_one(tmp_path):
+    x = kiln.arange(6, dtype=kiln.int32)
+    kiln.save({"x": x, "y": x[2:]}, tmp_path / "f.kiln")
+    with zipfile.ZipFile(tmp_path / "f.kiln") as zf:
+        assert zf.namelist() == ["kiln/header.json", "kiln/storages/0"]
+        header = json.loads(zf.read("kiln/header.json"))
+        assert header["format"] == "kiln.save" and header["version"] == 1 and header["byteorder"] == "little"
+        assert header["storages"] == [{"dtype": "int32", "nbytes": 24}]
+        assert header["root"] == {"$dict": [["x", {"$tensor": {"storage": 0, "dtype": "int32", "shape": [6],
+                                                              "stride": [1], "offset": 0, "requires_grad": False}}],
+                                            ["y", {"$tensor": {"storage": 0, "dtype": "int32", "shape": [4],
+                                                              "stride": [1], "offset": 2, "requires_grad": False}}]]}
+        assert zf.read("kiln/storages/0") == np.arange(6, dtype="<i4").tobytes()
+
+
+def test_unsupported_objects_raise_type_error():
+    class Thing:
+        pass
+
+    for bad in [Thing(), {"a": [1, {2, 3}]}, b"bytes", lambda: 0]:
+        with pytest.raises(TypeError, match="kiln.save: cannot save an object of type"):
+            kiln.save(bad, io.BytesIO())
+
+
+def _saved_bytes(obj):
+    buf = io.BytesIO()
+    kiln.save(obj, buf)
+    return buf.getvalue()
+
+
+def _load_bytes(data, tmp_path, name="bad.kiln"):
+    path = tmp_path / name
+    path.write_bytes(data)
+    return kiln.load(path)
+
+
+def test_truncated_files(tmp_path):
+    data = _saved_bytes({"w": kiln.arange(100.0), "b": [1, 2]})
+    for cut in [0, 1, 10, len(data) // 3, len(data) // 2, len(data) - 30, len(data) - 1]:
+        with pytest.raises(RuntimeError, match=r"kiln.load: .*bad.kiln") as e:
+            _load_bytes(data[:cut], tmp_path)
+        assert "truncated" in str(e.value) or "not a kiln checkpoint" in str(e.value)
+    assert (kiln.ones(2) + 1).tolist() == [2.0, 2.0]
+
+
+def test_corrupted_bytes(tmp_path):
+    data = bytearray(_saved_bytes({"w": kiln.arange(100.0)}))
+    start = data.index(np.arange(100, dtype="<f4").tobytes())
+    for pos in [start, start + 200, start + 399]:  # inside the tensor bytes: the CRC catches it
+        bad = bytearray(data)
+        bad[pos] ^= 0x55
+        with pytest.raises(RuntimeError, match=r"bad.kiln.*(CRC|corrupted)"):
+            _load_bytes(bytes(bad), tmp_path)
+    header_pos = data.index(b'"format"')
+    bad = bytearray(data)
+    bad[header_pos + 3] ^= 0x01
+    with pytest.raises(RuntimeError, match="bad.kiln"):
+        _load_bytes(bytes(bad), tmp_path)
+
+
+def test_foreign_files(tmp_path):
+    with pytest.raises(RuntimeError, match="not a kiln checkpoint"):
+        _load_bytes(b"hello world, not a zip file\n" * 10, tmp_path)
+    with pytest.raises(RuntimeError, match="not a kiln checkpoint"):
+        _load_bytes(b"", tmp_path)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("data.pkl", b"\x80\x04K\x01.")
+    with pytest.raises(RuntimeError, match="no kiln/header.json entry"):
+        _load_bytes(buf.getvalue(), tmp_path)
+
+
+def _zip_with_header(header, storages=()):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("kiln/header.json", header if isinstance(header, (str, bytes)) else json.dumps(header))
+        for i, data in enumerate(storages):
+            zf.writestr(f"kiln/storages/{i}", data)
+    return buf.getvalue()
+
+
+def _tensor_node(**over):
+    spec = {"storage": 0, "dtype": "float32", "shape": [2], "stride": [1], "offset": 0, "requires_grad": False}
+    spec.update(over)
+    return {"$tensor": spec}
+
+
+GOOD_STORAGE = {"dtype": "float32", "nbytes": 8}
+BAD_HEADERS = [
+    ("not json", "{not json"),
+    ("wrong format", {"format": "torch", "version": 1, "byteorder": "little", "storages": [], "root": None}),
+    ("future version", {"format": "kiln.save", "version": 99, "byteorder": "little", "storages": [], "root": None}),
+    ("missing root", {"format": "kiln.save", "version": 1, "byteorder": "little", "storages": []}),
+    ("unknown node", {"root": {"$eval": "__import__('os').system('echo pwned')"}}),
+    ("storage out of range", {"root": _tensor_node(storage=3)}),
+    ("reach past storage", {"root": _tensor_node(shape=[3])}),
+    ("offset past storage", {"root": _tensor_node(offset=2)}),
+    ("negative stride", {"root": _tensor_node(stride=[-1])}),
+    ("dtype mismatch", {"root": _tensor_node(dtype="int64")}),
+    ("bad geometry", {"root": _tensor_node(shape="2")}),
+    ("bad storage dtype", {"root": _tensor_node(), "storages": [{"dtype": "object", "nbytes": 8}]}),
+    ("storage size lies", {"root": _tensor_node(), "storages": [{"dtype": "float32", "nbytes": 4}]}),
+    ("bad dict item", {"root": {"$dict": [["a"]]}}),
+    ("unhashable key", {"root": {"$dict": [[[1], 2]]}}),
+]
+
+
+@pytest.mark.parametrize("what,header", BAD_HEADERS, ids=[w for w, _ in BAD_HEADERS])
+def test_malformed_headers(tmp_path, what, header):
+    if isinstance(header, dict) and "format" not in header:
+        header = {"format": "kiln.save", "version": 1, "byteorder": "little", "storages": [GOOD_STORAGE], **header}
+    data = _zip_with_header(header, [np.zeros(2, dtype="<f4").tobytes()])
+    with pytest.raises(RuntimeError, match="kiln.load: .*bad.kiln: "):
+        _load_bytes(data, tmp_path)
+
+
+def test_missing_storage_entry(tmp_path):
+    header = {"format": "kiln.save", "version": 1, "byteorder": "little", "storages": [GOOD_STORAGE],
+              "root": _tensor_node()}
+    with pytest.raises(RuntimeError, match="entry for storage 0 is missing"):
+        _load_bytes(_zip_with_header(header), tmp_path)
+
+
+def test_optimizer_state_dict_round_trip():
+    rng = np.random.default_rng(0)
+    grads = [rng.standard_normal(4).tolist() for _ in range(8)]
+
+    def run(opt, p, gs):
+        for g in gs:
+            p.grad = kiln.tensor(g)
+            opt.step()
+
+    p1 = kiln.tensor([1.0, 2.0, 3.0, 4.0])
+    o1 = kiln.optim.Adam([p1], lr=0.1, amsgrad=True)
+    run(o1, p1, grads[:4])
+    saved = _round_trip({"opt": o1.state_dict(), "param": p1})
+    assert saved["opt"]["param_groups"][0]["betas"] == (0.9, 0.999)
+    assert isinstance(saved["opt"]["param_groups"][0]["betas"], tuple)
+    assert saved["opt"]["state"][0]["step"].item() == 4.0
+    p2 = saved["param"]
+    o2 = kiln.optim.Adam([p2], lr=0.5)
+    o2.load_state_dict(saved["opt"])
+    run(o1, p1, grads[4:])
+    run(o2, p2, grads[4:])
+    assert p1.tolist() == p2.tolist()
+
+
+def test_module_style_state_dict_round_trip():
+    sd = collections.OrderedDict([("0.weight", kiln.randn(4, 3)), ("0.bias", kiln.zeros(4)),
+                                  ("1.running_mean", kiln.zeros(4, dtype=kiln.float16)),
+                                  ("1.num_batches_tracked", kiln.tensor(3))])
+    r = _round_trip(sd)
+    assert list(r) == list(sd)
+    for k in sd:
+        _same_tensor(sd[k], r[k])
+
+
+@requires_torch
+def test_values_match_torch_save_load():
+    """The same data through torch.save/torch.load and kiln.save/kiln.load comes back identical."""
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 5))
+    for name in ["float32", "float64", "bfloat16", "float16", "int64"]:
+        k = _round_trip(kiln.tensor(a).to(getattr(kiln, name)))
+        buf = io.BytesIO()
+        torch.save(torch.tensor(a).to(getattr(torch, name)), buf)
+        buf.seek(0)
+        t = torch.load(buf)
+        assert k.tolist() == t.tolist(), name
+
+
+def test_requires_grad_round_trip():
+    try:
+        w = kiln.randn(3, 2).requires_grad_()
+    except NotImplementedError:
+        pytest.skip("needs kiln autograd")
+    r = _round_trip({"w": w, "frozen": w.detach()})
+    assert r["w"].requires_grad and r["w"].is_leaf and not r["frozen"].requires_grad
+    _same_tensor(w.detach(), r["w"].detach())
+
+
+def test_map_location_cpu():
+    x = kiln.arange(4.0)
+    buf = io.BytesIO()
+    kiln.save({"x": x, "v": x[1:]}, buf)
+    for loc in ["cpu", kiln.device("cpu"), {"cpu": "cpu"}]:
+        buf.seek(0)
+        r = kiln.load(buf, map_location=loc)
+        assert r["x"].device.type == "cpu"
+        r["x"][1] = 9.0
+        assert r["v"][0].item() == 9.0
+
+
+def test_scheduler_and_optimizer_state_dicts_round_trip():
+    from kiln.optim import lr_scheduler as L
+
+    makers = [lambda o: L.StepLR(o, 3), lambda o: L.MultiStepLR(o, [2, 4, 4]), lambda o: L.LambdaLR(o, lambda e: 0.5),
+              lambda o: L.CosineAnnealingLR(o, 10), lambda o: L.LinearLR(o), lambda o: L.CyclicLR(o, 0.01, 0.1),
+              lambda o: L.OneCycleLR(o, 0.1, total_steps=20), lambda o: L.ReduceLROnPlateau(o),
+              lambda o: L.SequentialLR(o, [L.ConstantLR(o), L.ExponentialLR(o, 0.9)], milestones=[3])]
+    for make in makers:
+        for cls in (kiln.optim.SGD, kiln.optim.Adam, kiln.optim.RMSprop):
+            p = kiln.ones(3)
+            opt = cls([p], lr=0.1, **({"momentum": 0.9} if cls is not kiln.optim.Adam else {}))
+            sched = make(opt)
+            for _ in range(3):
+                p.grad = kiln.ones(3)
+                opt.step()
+                sched.step(1.0) if isinstance(sched, L.ReduceLROnPlateau) else sched.step()
+            saved = _round_trip({"optimizer": opt.state_dict(), "scheduler": sched.state_dict()})
+            assert _plain(saved["scheduler"]) == _plain(sched.state_dict())
+            assert _plain(saved["optimizer"]) == _plain(opt.state_dict())
+
+
+def _plain(x):
+    if isinstance(x, kiln.Tensor):
+        return ("tensor", str(x.dtype), x.tolist())
+    if isinstance(x, dict):
+        return (type(x).__name__, {k: _plain(v) for k, v in x.items()})
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, [_plain(v) for v in x])
+    return x
+
+
+def test_float16_every_bit_pattern():
+    """All 65536 half-precision values (normal, subnormal, zeros, infinities, NaNs) come back."""
+    bits = np.arange(65536, dtype=np.uint16)
+    halves = bits.view(np.float16)
+    t = kiln.tensor(halves.astype(np.float32).tolist(), dtype=kiln.float16)
+    r = _round_trip(t)
+    got = np.array(r.to(kiln.float32).tolist(), dtype=np.float32).astype(np.float16)
+    finite = ~np.isnan(halves)
+    assert np.array_equal(got[finite].view(np.uint16), halves[finite].view(np.uint16))
+    assert np.isnan(got[~finite]).all()
+
+
+def test_bfloat16_every_bit_pattern():
+    bits = np.arange(65536, dtype=np.uint32) << 16
+    values = bits.view(np.float32)
+    t = kiln.tensor(values.tolist(), dtype=kiln.float32).to(kiln.bfloat16)
+    r = _round_trip(t)
+    got = np.array(r.to(kiln.float32).tolist(), dtype=np.float32)
+    finite = ~np.isnan(values)
+    assert np.array_equal(got[finite].view(np.uint32), values[finite].view(np.uint32))
+    assert np.isnan(got[~finite]).all()
+
+
+def test_kiln_serialization_does_not_import_numpy():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['numpy'] = None; import io, kiln; b = io.BytesIO(); "
+            "x = {'h': kiln.arange(5.).to(kiln.float16), 'b': kiln.arange(5.).to(kiln.bfloat16), 'i': kiln.arange(3)}; "
+            "kiln.save(x, b); b.seek(0); y = kiln.load(b); "
+            "assert [v.tolist() for v in y.values()] == [v.tolist() for v in x.values()]; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_float16_from_bits_without_numpy():
+    from kiln.serialization import _half_from_bits
+
+    bits = np.arange(65536, dtype=np.uint16)
+    halves = bits.view(np.float16)
+    got = _half_from_bits(kiln.tensor(bits.view(np.int16).astype(np.int64).tolist(), dtype=kiln.int16))
+    got = np.array(got.to(kiln.float32).tolist(), dtype=np.float32).astype(np.float16)
+    finite = ~np.isnan(halves)
+    assert np.array_equal(got[finite].view(np.uint16), halves[finite].view(np.uint16))
+    assert np.isnan(got[~finite]).all()
