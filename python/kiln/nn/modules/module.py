@@ -9,12 +9,12 @@ conversion, hooks) walks these dicts.
 """
 
 import itertools
-import weakref
 from collections import OrderedDict, namedtuple
 
 import kiln
 from kiln._tensor import Tensor
 from kiln.nn.parameter import Parameter
+from kiln.utils.hooks import RemovableHandle
 
 _EXTRA_STATE_KEY_SUFFIX = "_extra_state"
 
@@ -45,34 +45,6 @@ def _addindent(s_, num_spaces):
     first = s.pop(0)
     s = [(num_spaces * " ") + line if line.strip() else "" for line in s]
     return first + "\n" + "\n".join(s)
-
-
-class RemovableHandle:
-    """Returned by register_*_hook; `.remove()` unregisters the hook (also usable as a context manager)."""
-
-    _next_id = 0
-
-    def __init__(self, hooks_dict, *, extra_dict=None):
-        self.hooks_dict_ref = weakref.ref(hooks_dict)
-        self.id = RemovableHandle._next_id
-        RemovableHandle._next_id += 1
-        self.extra_dict_ref = tuple(weakref.ref(d) for d in ([extra_dict] if isinstance(extra_dict, dict) else
-                                                             (extra_dict or [])))
-
-    def remove(self):
-        hooks_dict = self.hooks_dict_ref()
-        if hooks_dict is not None and self.id in hooks_dict:
-            del hooks_dict[self.id]
-        for ref in self.extra_dict_ref:
-            extra = ref()
-            if extra is not None and self.id in extra:
-                del extra[self.id]
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *args):
-        self.remove()
 
 
 class Module:
@@ -558,7 +530,8 @@ class Module:
 
     # --- hooks and calling ----------------------------------------------------------------------
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
-        handle = RemovableHandle(self._forward_pre_hooks, extra_dict=self._forward_pre_hooks_with_kwargs)
+        # Ids are never reused, so a removed hook's stale with_kwargs flag is harmless.
+        handle = RemovableHandle(self._forward_pre_hooks)
         self._forward_pre_hooks[handle.id] = hook
         if with_kwargs:
             self._forward_pre_hooks_with_kwargs[handle.id] = True
@@ -567,8 +540,7 @@ class Module:
         return handle
 
     def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
-        handle = RemovableHandle(self._forward_hooks, extra_dict=[self._forward_hooks_with_kwargs,
-                                                                  self._forward_hooks_always_called])
+        handle = RemovableHandle(self._forward_hooks)
         self._forward_hooks[handle.id] = hook
         if with_kwargs:
             self._forward_hooks_with_kwargs[handle.id] = True
