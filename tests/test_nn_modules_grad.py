@@ -285,3 +285,27 @@ def test_training_steps_match_torch():
     for (kn, kp), (tn, tp) in zip(km.state_dict().items(), tm.state_dict().items()):
         assert kn == tn
         assert_same(kp, tp, 1e-3, 1e-4)
+
+
+def test_optimizer_steps_on_module_parameters_match_torch():
+    """kiln.optim.AdamW over Module.parameters() follows torch's trajectory (Linear, RMSNorm, l1 loss)."""
+    def ctor(nn):
+        return nn.Sequential(nn.Linear(5, 8), nn.RMSNorm(8), nn.Linear(8, 2))
+
+    km, tm = build(ctor)
+    kopt = kiln.optim.AdamW(km.parameters(), lr=1e-2)
+    topt = torch.optim.AdamW(tm.parameters(), lr=1e-2)
+    x, y = arr(6, 5), arr(6, 2)
+    for _ in range(4):
+        kopt.zero_grad()
+        topt.zero_grad()
+        kloss = KF.l1_loss(km(kiln.tensor(x)), kiln.tensor(y))
+        tloss = torch.nn.functional.l1_loss(tm(torch.tensor(x)), torch.tensor(y))
+        kiln_backward(kloss)
+        tloss.backward()
+        kopt.step()
+        topt.step()
+        assert kloss.item() == pytest.approx(tloss.item(), rel=1e-4)
+    for (kn, kp), (tn, tp) in zip(km.named_parameters(), tm.named_parameters()):
+        assert kn == tn
+        assert_same(kp.detach(), tp.detach(), 1e-4, 1e-5)
