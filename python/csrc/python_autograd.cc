@@ -338,6 +338,15 @@ void InitAutogradBindings(py::module_& m) {
       if (differentiable[i] && IsFloating(outputs[i].dtype())) SetHistory(outputs[i], node, static_cast<uint32_t>(i));
     }
   });
+  // `t.data = new`: t keeps its identity and autograd state and takes new's storage and layout.
+  m.def("_set_data", [](const Tensor& t, const Tensor& data) {
+    if (t.dtype() != data.dtype() || t.device() != data.device())
+      throw Error(StrCat("Attempted to call `variable.set_data(tensor)`, but `variable` and `tensor` have "
+                         "incompatible tensor type (", ScalarTypeName(t.dtype()), " vs ", ScalarTypeName(data.dtype()),
+                         ")."));
+    t->set_storage(data->storage());
+    t->set_sizes_and_strides(data->sym_sizes(), data->sym_strides(), data->sym_storage_offset());
+  });
   m.def("_mark_inference", [](const Tensor& t) { MaterializeMeta(t).is_inference_ = true; });
 }
 

@@ -68,6 +68,12 @@ class Tensor(_C.TensorBase):
     def data(self):
         return self.detach()
 
+    @data.setter
+    def data(self, new):
+        if not isinstance(new, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(new).__name__}")
+        _C._set_data(self, new)
+
     # --- autograd (attributes requires_grad, grad, grad_fn, is_leaf live in C++) -------------
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulates d(self)/d(leaf) into every leaf's `.grad` (kiln.autograd.backward)."""
