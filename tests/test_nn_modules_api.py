@@ -642,3 +642,17 @@ def test_traversal_names_match_torch():
                lambda m: list(m.state_dict(prefix="x.")),
                lambda m: repr(m)):
         assert fn(k) == fn(t)
+
+
+def test_to_converts_parameters_and_grads():
+    m = nn.Linear(3, 2)
+    m(kiln.ones(1, 3)).sum().backward()
+    m.double()
+    params = list(m.parameters())
+    assert all(p.dtype == kiln.float64 and p.grad.dtype == kiln.float64 for p in params)
+    assert all(p.is_leaf and p.requires_grad and isinstance(p, nn.Parameter) for p in params)
+    m.float()
+    assert m.bias.grad.tolist() == [1.0, 1.0] and m.bias.dtype == kiln.float32
+    bias = m.bias
+    m.to(kiln.float32).to("cpu")  # nothing to convert: the same objects
+    assert m.bias is bias

@@ -328,8 +328,11 @@ class Module:
 
     # --- conversion -------------------------------------------------------------------------------
     def _apply(self, fn, recurse=True):
-        """Applies `fn` to every parameter, gradient and buffer. A parameter whose converted tensor
-        is a new tensor is replaced by a new Parameter (kiln has no `param.data = ...` yet)."""
+        """Applies `fn` to every parameter, gradient and buffer.
+
+        A converted parameter keeps its identity through `param.data = converted` (as torch) when
+        the dtype is unchanged; kiln's `Tensor.data` setter cannot change a dtype yet, so a dtype
+        conversion puts a new Parameter (same requires_grad, converted grad) in its place."""
         if recurse:
             for module in self.children():
                 module._apply(fn)
@@ -338,20 +341,14 @@ class Module:
                 continue
             with kiln.no_grad():
                 param_applied = fn(param)
+                grad_applied = None if param.grad is None else fn(param.grad)
             if param_applied is not param:
-                new_param = Parameter(param_applied, param.requires_grad)
-                grad = param.grad
-                if grad is not None:
-                    with kiln.no_grad():
-                        new_param.grad = fn(grad)
-                self._parameters[key] = new_param
-            else:
-                grad = param.grad
-                if grad is not None:
-                    with kiln.no_grad():
-                        grad_applied = fn(grad)
-                    if grad_applied is not grad:
-                        param.grad = grad_applied
+                if param_applied.dtype == param.dtype:
+                    param.data = param_applied
+                else:
+                    param = self._parameters[key] = Parameter(param_applied, param.requires_grad)
+            if grad_applied is not None and grad_applied is not param.grad:
+                param.grad = grad_applied
         for key, buf in self._buffers.items():
             if buf is not None:
                 self._buffers[key] = fn(buf)
