@@ -247,7 +247,8 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
     else node->mutable_input_meta().push_back(InputMeta{});
   });
   if (inplace) {
-    RebaseHistory(self, node);
+    // An integer tensor written from one that requires grad does not require grad (torch).
+    if (IsFloating(self.dtype())) RebaseHistory(self, node);
   } else {
     for (uint32_t i = 0; i < outputs.size(); ++i) {
       const Tensor& t = outputs[i];
@@ -300,7 +301,13 @@ void DerivativeTable::NonDifferentiable(std::initializer_list<const char*> op_na
   }
 }
 
-void DerivativeTable::Attach(Op* op, std::shared_ptr<Derivative> d) { op->autograd_info = std::move(d); }
+void DerivativeTable::Attach(Op* op, std::shared_ptr<Derivative> d) {
+  op->autograd_info = std::move(d);
+  // A composite kernel fills every key without one, the Autograd key included, so a formula
+  // declared for a composite op (clone, _to_copy, stack, t, ...) was never used: its parts were
+  // differentiated instead. Registering the autograd kernel for the key makes the formula win.
+  if (op->HasComposite()) op->SetKernel(DispatchKey::Autograd, Kernel{&AutogradKernel, nullptr});
+}
 
 void InstallAutograd() {
   static std::once_flag once;
