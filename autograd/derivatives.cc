@@ -177,7 +177,36 @@ void CheckInplace(const Op& op, const Tensor& self) {
   (void)op;
 }
 
+// Note [Inference tensors] (grad_mode.cc): under inference mode every op comes here; new outputs
+// (not views, not written arguments) become inference tensors. They carry the Autograd key so
+// that an in-place op on one outside inference mode is caught below.
+void RunInferenceMode(const Op& op, DispatchKeySet keys, Stack& stack) {
+  // A factory without a device argument got only the included Autograd key: default to CPU, as
+  // the dispatcher does for an empty key set.
+  if ((keys & DispatchKeySet::Below(DispatchKey::Autograd)).empty()) keys = keys.add(DispatchKey::CPU);
+  RunBelow(op, keys, stack);
+  if (!op.mutated_args().empty() || op.has_tag(Tag::view)) return;
+  ForEachOutput(stack, [](const Tensor& t) {
+    if (!t.defined()) return;
+    MaterializeMeta(t).is_inference_ = true;
+    t->set_keys(t->keys().add(DispatchKey::Autograd));
+  });
+}
+
+void CheckNotInference(const Op& op, const Stack& stack) {
+  for (int i : op.mutated_args()) {
+    const IValue& v = stack[i];
+    AutogradMeta* m = v.is_tensor() && v.to_tensor().defined() ? GetMeta(v.to_tensor()) : nullptr;
+    if (m && m->is_inference_)
+      throw Error("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone "
+                  "to get a normal tensor before doing inplace update.See https://github.com/pytorch/rfcs/pull/17 "
+                  "for more details.");
+  }
+}
+
 void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
+  if (InferenceMode::is_enabled()) return RunInferenceMode(op, keys, stack);
+  if (!op.mutated_args().empty()) CheckNotInference(op, stack);
   if (!AnyRequiresGrad(stack) || !GradMode::is_enabled()) return RunBelow(op, keys, stack);
   const auto* d = static_cast<const Derivative*>(op.autograd_info.get());
   const bool inplace = op.has_tag(Tag::inplace);

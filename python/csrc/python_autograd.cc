@@ -338,7 +338,12 @@ void InitAutogradBindings(py::module_& m) {
       if (differentiable[i] && IsFloating(outputs[i].dtype())) SetHistory(outputs[i], node, static_cast<uint32_t>(i));
     }
   });
-  m.def("_mark_inference", [](const Tensor& t) { MaterializeMeta(t).is_inference_ = true; });
+  // Also gives the tensor the Autograd key, so an in-place op on it outside inference mode is
+  // caught (Note [Inference tensors]).
+  m.def("_mark_inference", [](const Tensor& t) {
+    MaterializeMeta(t).is_inference_ = true;
+    t->set_keys(t->keys().add(DispatchKey::Autograd));
+  });
 }
 
 }  // namespace kiln::python
