@@ -177,7 +177,36 @@ void CheckInplace(const Op& op, const Tensor& self) {
   (void)op;
 }
 
+// Note [Inference tensors] (grad_mode.cc): under inference mode every op comes here; new outputs
+// (not views, not written arguments) become inference tensors. They carry the Autograd key so
+// that an in-place op on one outside inference mode is caught below.
+void RunInferenceMode(const Op& op, DispatchKeySet keys, Stack& stack) {
+  // A factory without a device argument got only the included Autograd key: default to CPU, as
+  // the dispatcher does for an empty key set.
+  if ((keys & DispatchKeySet::Below(DispatchKey::Autograd)).empty()) keys = keys.add(DispatchKey::CPU);
+  RunBelow(op, keys, stack);
+  if (!op.mutated_args().empty() || op.has_tag(Tag::view)) return;
+  ForEachOutput(stack, [](const Tensor& t) {
+    if (!t.defined()) return;
+    MaterializeMeta(t).is_inference_ = true;
+    t->set_keys(t->keys().add(DispatchKey::Autograd));
+  });
+}
+
+void CheckNotInference(const Op& op, const Stack& stack) {
+  for (int i : op.mutated_args()) {
+    const IValue& v = stack[i];
+    AutogradMeta* m = v.is_tensor() && v.to_tensor().defined() ? GetMeta(v.to_tensor()) : nullptr;
+    if (m && m->is_inference_)
+      throw Error("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone "
+                  "to get a normal tensor before doing inplace update.See https://github.com/pytorch/rfcs/pull/17 "
+                  "for more details.");
+  }
+}
+
 void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
+  if (InferenceMode::is_enabled()) return RunInferenceMode(op, keys, stack);
+  if (!op.mutated_args().empty()) CheckNotInference(op, stack);
   if (!AnyRequiresGrad(stack) || !GradMode::is_enabled()) return RunBelow(op, keys, stack);
   const auto* d = static_cast<const Derivative*>(op.autograd_info.get());
   const bool inplace = op.has_tag(Tag::inplace);
@@ -251,7 +280,8 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
     else node->mutable_input_meta().push_back(InputMeta{});
   });
   if (inplace) {
-    RebaseHistory(self, node);
+    // An integer tensor written from one that requires grad does not require grad (torch).
+    if (IsFloating(self.dtype())) RebaseHistory(self, node);
   } else {
     for (uint32_t i = 0; i < outputs.size(); ++i) {
       const Tensor& t = outputs[i];
@@ -304,6 +334,7 @@ void DerivativeTable::NonDifferentiable(std::initializer_list<const char*> op_na
   }
 }
 
+<<<<<<< HEAD
 void DerivativeTable::NotDifferentiableIn(const std::string& op_name, std::initializer_list<const char*> args) {
   Op* op = registry_.Find("aten::" + op_name);
   KILN_INTERNAL_ASSERT(op && op->autograd_info, "no derivative declared for aten::", op_name);
@@ -312,6 +343,15 @@ void DerivativeTable::NotDifferentiableIn(const std::string& op_name, std::initi
 }
 
 void DerivativeTable::Attach(Op* op, std::shared_ptr<Derivative> d) { op->autograd_info = std::move(d); }
+=======
+void DerivativeTable::Attach(Op* op, std::shared_ptr<Derivative> d) {
+  op->autograd_info = std::move(d);
+  // A composite kernel fills every key without one, the Autograd key included, so a formula
+  // declared for a composite op (clone, _to_copy, stack, t, ...) was never used: its parts were
+  // differentiated instead. Registering the autograd kernel for the key makes the formula win.
+  if (op->HasComposite()) op->SetKernel(DispatchKey::Autograd, Kernel{&AutogradKernel, nullptr});
+}
+>>>>>>> agtest
 
 void InstallAutograd() {
   static std::once_flag once;
