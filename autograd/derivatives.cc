@@ -334,7 +334,6 @@ void DerivativeTable::NonDifferentiable(std::initializer_list<const char*> op_na
   }
 }
 
-<<<<<<< HEAD
 void DerivativeTable::NotDifferentiableIn(const std::string& op_name, std::initializer_list<const char*> args) {
   Op* op = registry_.Find("aten::" + op_name);
   KILN_INTERNAL_ASSERT(op && op->autograd_info, "no derivative declared for aten::", op_name);
@@ -342,8 +341,6 @@ void DerivativeTable::NotDifferentiableIn(const std::string& op_name, std::initi
   for (const char* a : args) d->not_differentiable_args.push_back(ArgIndex(op->schema(), a));
 }
 
-void DerivativeTable::Attach(Op* op, std::shared_ptr<Derivative> d) { op->autograd_info = std::move(d); }
-=======
 void DerivativeTable::Attach(Op* op, std::shared_ptr<Derivative> d) {
   op->autograd_info = std::move(d);
   // A composite kernel fills every key without one, the Autograd key included, so a formula
@@ -351,7 +348,6 @@ void DerivativeTable::Attach(Op* op, std::shared_ptr<Derivative> d) {
   // differentiated instead. Registering the autograd kernel for the key makes the formula win.
   if (op->HasComposite()) op->SetKernel(DispatchKey::Autograd, Kernel{&AutogradKernel, nullptr});
 }
->>>>>>> agtest
 
 void InstallAutograd() {
   static std::once_flag once;
