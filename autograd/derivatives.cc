@@ -2,6 +2,7 @@
 // Autograd-key kernel that records it (Note [Recording an op]).
 #include "autograd/derivatives.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -256,6 +257,9 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
     node->arg_edges[i] = {first, static_cast<uint32_t>(node->next_edges().size()) - first};
   }
   node->saved_inputs().resize(stack.size());
+  // Arguments the op writes besides self (batch norm's running statistics) are saved after the
+  // call, at their new version; everything else before it.
+  std::vector<std::pair<int, Tensor>> save_after;
   for (int i : d->saved_inputs) {
     const IValue& v = stack[i];
     if (!v.is_tensor() || !v.to_tensor().defined()) continue;
@@ -263,6 +267,9 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
     if (inplace && i == 0) {  // the value the op overwrites
       ExcludeDispatchKeyGuard guard(DispatchKeySet(DispatchKey::Autograd));
       t = ops::clone(t);
+    } else if (std::find(op.mutated_args().begin(), op.mutated_args().end(), i) != op.mutated_args().end()) {
+      save_after.emplace_back(i, t);
+      continue;
     }
     node->saved_inputs()[i] = SavedVariable(t, /*is_output=*/false);
   }
@@ -271,6 +278,7 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
   const Tensor view_source = is_view_op && stack[0].is_tensor() ? stack[0].to_tensor() : Tensor();
 
   RunBelow(op, keys, stack);
+  for (auto& [i, t] : save_after) node->saved_inputs()[i] = SavedVariable(t, /*is_output=*/false);
 
   // Outputs become the node's inputs; floating-point ones get it as their grad_fn.
   std::vector<Tensor> outputs;
