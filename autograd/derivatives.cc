@@ -2,6 +2,7 @@
 // Autograd-key kernel that records it (Note [Recording an op]).
 #include "autograd/derivatives.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -177,7 +178,36 @@ void CheckInplace(const Op& op, const Tensor& self) {
   (void)op;
 }
 
+// Note [Inference tensors] (grad_mode.cc): under inference mode every op comes here; new outputs
+// (not views, not written arguments) become inference tensors. They carry the Autograd key so
+// that an in-place op on one outside inference mode is caught below.
+void RunInferenceMode(const Op& op, DispatchKeySet keys, Stack& stack) {
+  // A factory without a device argument got only the included Autograd key: default to CPU, as
+  // the dispatcher does for an empty key set.
+  if ((keys & DispatchKeySet::Below(DispatchKey::Autograd)).empty()) keys = keys.add(DispatchKey::CPU);
+  RunBelow(op, keys, stack);
+  if (!op.mutated_args().empty() || op.has_tag(Tag::view)) return;
+  ForEachOutput(stack, [](const Tensor& t) {
+    if (!t.defined()) return;
+    MaterializeMeta(t).is_inference_ = true;
+    t->set_keys(t->keys().add(DispatchKey::Autograd));
+  });
+}
+
+void CheckNotInference(const Op& op, const Stack& stack) {
+  for (int i : op.mutated_args()) {
+    const IValue& v = stack[i];
+    AutogradMeta* m = v.is_tensor() && v.to_tensor().defined() ? GetMeta(v.to_tensor()) : nullptr;
+    if (m && m->is_inference_)
+      throw Error("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone "
+                  "to get a normal tensor before doing inplace update.See https://github.com/pytorch/rfcs/pull/17 "
+                  "for more details.");
+  }
+}
+
 void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
+  if (InferenceMode::is_enabled()) return RunInferenceMode(op, keys, stack);
+  if (!op.mutated_args().empty()) CheckNotInference(op, stack);
   if (!AnyRequiresGrad(stack) || !GradMode::is_enabled()) return RunBelow(op, keys, stack);
   const auto* d = static_cast<const Derivative*>(op.autograd_info.get());
   const bool inplace = op.has_tag(Tag::inplace);
@@ -227,6 +257,9 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
     node->arg_edges[i] = {first, static_cast<uint32_t>(node->next_edges().size()) - first};
   }
   node->saved_inputs().resize(stack.size());
+  // Arguments the op writes besides self (batch norm's running statistics) are saved after the
+  // call, at their new version; everything else before it.
+  std::vector<std::pair<int, Tensor>> save_after;
   for (int i : d->saved_inputs) {
     const IValue& v = stack[i];
     if (!v.is_tensor() || !v.to_tensor().defined()) continue;
@@ -234,6 +267,9 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
     if (inplace && i == 0) {  // the value the op overwrites
       ExcludeDispatchKeyGuard guard(DispatchKeySet(DispatchKey::Autograd));
       t = ops::clone(t);
+    } else if (std::find(op.mutated_args().begin(), op.mutated_args().end(), i) != op.mutated_args().end()) {
+      save_after.emplace_back(i, t);
+      continue;
     }
     node->saved_inputs()[i] = SavedVariable(t, /*is_output=*/false);
   }
@@ -242,6 +278,7 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
   const Tensor view_source = is_view_op && stack[0].is_tensor() ? stack[0].to_tensor() : Tensor();
 
   RunBelow(op, keys, stack);
+  for (auto& [i, t] : save_after) node->saved_inputs()[i] = SavedVariable(t, /*is_output=*/false);
 
   // Outputs become the node's inputs; floating-point ones get it as their grad_fn.
   std::vector<Tensor> outputs;
@@ -251,7 +288,8 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
     else node->mutable_input_meta().push_back(InputMeta{});
   });
   if (inplace) {
-    RebaseHistory(self, node);
+    // An integer tensor written from one that requires grad does not require grad (torch).
+    if (IsFloating(self.dtype())) RebaseHistory(self, node);
   } else {
     for (uint32_t i = 0; i < outputs.size(); ++i) {
       const Tensor& t = outputs[i];
@@ -311,7 +349,13 @@ void DerivativeTable::NotDifferentiableIn(const std::string& op_name, std::initi
   for (const char* a : args) d->not_differentiable_args.push_back(ArgIndex(op->schema(), a));
 }
 
-void DerivativeTable::Attach(Op* op, std::shared_ptr<Derivative> d) { op->autograd_info = std::move(d); }
+void DerivativeTable::Attach(Op* op, std::shared_ptr<Derivative> d) {
+  op->autograd_info = std::move(d);
+  // A composite kernel fills every key without one, the Autograd key included, so a formula
+  // declared for a composite op (clone, _to_copy, stack, t, ...) was never used: its parts were
+  // differentiated instead. Registering the autograd kernel for the key makes the formula win.
+  if (op->HasComposite()) op->SetKernel(DispatchKey::Autograd, Kernel{&AutogradKernel, nullptr});
+}
 
 void InstallAutograd() {
   static std::once_flag once;

@@ -20,6 +20,24 @@ uint64_t NextSequenceNr() {
 
 Node::Node() : sequence_nr_(NextSequenceNr()) {}
 
+// Note [Freeing long graphs]: a node owns its edges' nodes, so dropping the last output of a
+// 100,000-op chain would destroy 100,000 nodes recursively and overflow the C++ stack. Instead
+// each destructor hands its edges to a thread-local queue, and only the outermost one drains it.
+Node::~Node() {
+  thread_local std::vector<std::shared_ptr<Node>> pending;
+  thread_local bool draining = false;
+  for (Edge& e : next_edges_)
+    if (e.fn) pending.push_back(std::move(e.fn));
+  if (draining) return;
+  draining = true;
+  while (!pending.empty()) {
+    std::shared_ptr<Node> n = std::move(pending.back());
+    pending.pop_back();
+    n.reset();  // may push n's edges
+  }
+  draining = false;
+}
+
 int Node::AddPreHook(uint32_t input_nr, GradHook hook) {
   int id = next_hook_id++;
   pre_hooks_.push_back({id, input_nr, std::move(hook)});

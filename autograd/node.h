@@ -45,7 +45,7 @@ using GradHook = std::function<Tensor(const Tensor&)>;
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
-  virtual ~Node() = default;
+  virtual ~Node();  // frees long chains without recursion (Note [Freeing long graphs])
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 

@@ -50,7 +50,8 @@ Tensor SavedVariable::Unpack(const std::shared_ptr<Node>& saved_for) const {
     throw Error(StrCat(
         "one of the variables needed for gradient computation has been modified by an inplace operation: [",
         TypeString(data_), "]",
-        producer.empty() ? "" : StrCat(", which is output ", output_nr_, " of ", producer), ", is at version ",
+        // No comma before "is at version" when no producer is named (PyTorch's wording).
+        producer.empty() ? "" : StrCat(", which is output ", output_nr_, " of ", producer, ","), " is at version ",
         data_->version(), "; expected version ", version_,
         " instead. Hint: the backtrace further above can show the operation that failed to compute its "
         "gradient. The variable in question was changed in there or anywhere later. Good luck!"));

@@ -1,6 +1,8 @@
 // autograd/variable.cc: reading and changing a tensor's autograd state.
 #include "autograd/variable.h"
 
+#include "autograd/view_tracking.h"
+
 #include <atomic>
 
 #include "runtime/error.h"
@@ -40,6 +42,17 @@ void SetRequiresGrad(const Tensor& t, bool requires_grad) {
   UpdateKey(t);
 }
 
+// A view's grad_fn describes the view op applied to its base's history when the view was made.
+// After an in-place op on the base (or on another view of it) that history is stale: as PyTorch
+// does, the view's grad_fn is regenerated as a strided view of the base's current history.
+static void RefreshViewGradFn(const Tensor& t, AutogradMeta* meta) {
+  if (!meta || !meta->is_view_ || !meta->grad_fn_ || t->version() == meta->attr_version_) return;
+  if (!RequiresGrad(meta->base_)) return;
+  meta->grad_fn_ = MakeViewOfBaseFn(meta->base_, t);
+  meta->output_nr_ = 0;
+  meta->attr_version_ = t->version();
+}
+
 bool IsLeaf(const Tensor& t) {
   AutogradMeta* meta = GetMeta(t);
   return !meta || !meta->grad_fn_;
@@ -47,6 +60,7 @@ bool IsLeaf(const Tensor& t) {
 
 std::shared_ptr<Node> GradFn(const Tensor& t) {
   AutogradMeta* meta = GetMeta(t);
+  RefreshViewGradFn(t, meta);
   return meta ? meta->grad_fn_ : nullptr;
 }
 
@@ -57,12 +71,17 @@ Tensor Grad(const Tensor& t) {
 
 void SetGrad(const Tensor& t, const Tensor& grad) {
   if (grad.defined()) {
+    // PyTorch checks (and words) size before dtype.
+    if (grad->sym_sizes() != t->sym_sizes())
+      throw Error(StrCat("attempting to assign a gradient of size '", SizesToString(grad->sym_sizes()),
+                         "' to a tensor of size '", SizesToString(t->sym_sizes()),
+                         "'. Please ensure that the gradient and the tensor are the same size"));
     if (grad.dtype() != t.dtype())
-      throw Error(StrCat("assigned grad has data of a different type"));
+      throw Error(StrCat("attempting to assign a gradient with dtype '", ScalarTypeName(grad.dtype()),
+                         "' to a tensor with grad_dtype '", ScalarTypeName(t.dtype()),
+                         "'. The gradient must match the tensor's grad_dtype (defaults to the tensor's dtype)."));
     if (grad.device() != t.device())
       throw Error(StrCat("assigned grad has data located on a different device"));
-    if (grad->sym_sizes() != t->sym_sizes())
-      throw Error(StrCat("assigned grad has data of a different size"));
   }
   if (!grad.defined() && !GetMeta(t)) return;
   MaterializeMeta(t).grad_ = grad;
@@ -71,6 +90,7 @@ void SetGrad(const Tensor& t, const Tensor& grad) {
 Edge GradientEdge(const Tensor& t) {
   AutogradMeta* meta = GetMeta(t);
   if (!meta) return {};
+  RefreshViewGradFn(t, meta);
   if (meta->grad_fn_) return {meta->grad_fn_, meta->output_nr_};
   if (!meta->requires_grad_) return {};
   std::shared_ptr<Node> acc = meta->grad_accumulator_.lock();
@@ -85,6 +105,7 @@ void SetHistory(const Tensor& t, const std::shared_ptr<Node>& fn, uint32_t outpu
   AutogradMeta& meta = MaterializeMeta(t);
   meta.grad_fn_ = fn;
   meta.output_nr_ = output_nr;
+  meta.attr_version_ = t->version();
   meta.requires_grad_ = false;
   t->set_keys(t->keys().add(DispatchKey::Autograd));
 }
@@ -104,6 +125,7 @@ int RegisterHook(const Tensor& t, GradHook hook) {
   if (!RequiresGrad(t))
     throw Error("cannot register a hook on a tensor that doesn't require gradient");
   AutogradMeta& meta = MaterializeMeta(t);
+  RefreshViewGradFn(t, &meta);
   if (meta.grad_fn_) return meta.grad_fn_->AddPreHook(meta.output_nr_, std::move(hook));
   int id = next_leaf_hook_id++;
   meta.leaf_hooks_.emplace_back(id, std::move(hook));
@@ -121,6 +143,7 @@ void RemoveHook(const Tensor& t, int id) {
 void RetainGrad(const Tensor& t) {
   if (!RequiresGrad(t)) throw Error("can't retain_grad on Tensor that has requires_grad=False");
   AutogradMeta& meta = MaterializeMeta(t);
+  RefreshViewGradFn(t, &meta);
   if (!meta.grad_fn_ || meta.retains_grad_) return;  // leaves always keep .grad
   meta.retains_grad_ = true;
   // The hook holds the tensor weakly: a tensor must not keep itself alive through its grad_fn.

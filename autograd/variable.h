@@ -24,6 +24,9 @@ struct AutogradMeta : public AutogradMetaInterface {
   // Views recorded under autograd: the tensor whose storage this one views (never a view itself).
   Tensor base_;
   bool is_view_ = false;
+  // The version when grad_fn_ was set: a view whose version moved on (an in-place op on its base
+  // or another view) gets a fresh grad_fn on next use (RefreshViewGradFn in variable.cc).
+  uint32_t attr_version_ = 0;
   // Leaf hooks (run before accumulation), with ids for removal.
   std::vector<std::pair<int, GradHook>> leaf_hooks_;
   bool is_inference_ = false;

@@ -16,11 +16,13 @@ struct Geometry {
 
 std::vector<SymInt> Vec(const SymDimVector& v) { return std::vector<SymInt>(v.begin(), v.end()); }
 
-// A tensor laid out like `base` holding `grad`, and the region of it the view covers.
-std::pair<Tensor, Tensor> BaseShapedGrad(const Tensor& grad, const Geometry& base, const Geometry& view) {
+// A tensor laid out like `base` holding `grad` (zeros when undefined), and the region of it the
+// view covers. `like` gives dtype and device (it must be defined: `grad` may not be).
+std::pair<Tensor, Tensor> BaseShapedGrad(const Tensor& grad, const Geometry& base, const Geometry& view,
+                                         const Tensor& like) {
   Tensor result = CallOp<Tensor>(KILN_OP("aten::empty_strided"), Vec(base.sizes), Vec(base.strides),
-                                 std::optional<ScalarType>(grad.dtype()), std::optional<Layout>(),
-                                 std::optional<Device>(grad.device()), std::optional<bool>());
+                                 std::optional<ScalarType>(like.dtype()), std::optional<Layout>(),
+                                 std::optional<Device>(like.device()), std::optional<bool>());
   if (grad.defined()) ops::copy_(result, grad);
   else ops::fill_(result, 0);
   Tensor region = ops::as_strided(result, Vec(view.sizes), Vec(view.strides),
@@ -37,11 +39,11 @@ class CopySlices : public Node {
     next_edges_.push_back(GradientEdge(base));
     for (size_t i = 1; i < fn_->next_edges().size(); ++i) next_edges_.push_back(fn_->next_edges()[i]);
   }
-  std::string name() const override { return "CopySlices"; }
+  std::string name() const override { return "torch::autograd::CopySlices"; }  // PyTorch's name
   void ReleaseVariables() override { fn_->ReleaseVariables(); }
 
   TensorList Apply(TensorList&& grads) override {
-    auto [result, region] = BaseShapedGrad(grads[0], base_, view_);
+    auto [result, region] = BaseShapedGrad(grads[0], base_, view_, grads[0]);
     TensorList fn_grads = fn_->Apply({ops::clone(region)});
     TensorList out(next_edges_.size());
     if (fn_grads[0].defined()) ops::copy_(region, fn_grads[0]);
@@ -65,7 +67,7 @@ class AsStridedBackward : public Node {
   }
   std::string name() const override { return "AsStridedBackward0"; }
   TensorList Apply(TensorList&& grads) override {
-    auto [result, region] = BaseShapedGrad(Tensor(), base_, view_);
+    auto [result, region] = BaseShapedGrad(Tensor(), base_, view_, grads[0]);  // was dtype() of an undefined tensor: a crash
     ops::copy_(region, grads[0]);
     return {result};
   }
@@ -75,6 +77,10 @@ class AsStridedBackward : public Node {
 };
 
 }  // namespace
+
+std::shared_ptr<Node> MakeViewOfBaseFn(const Tensor& base, const Tensor& view) {
+  return std::make_shared<AsStridedBackward>(base, view);
+}
 
 void MarkView(const Tensor& view, const Tensor& source) {
   AutogradMeta& meta = MaterializeMeta(view);

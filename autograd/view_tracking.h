@@ -19,5 +19,7 @@ class OpBackward;
 void MarkView(const Tensor& view, const Tensor& source);
 // After an in-place op recorded in `node` on `self` (output 0 of the node).
 void RebaseHistory(const Tensor& self, const std::shared_ptr<OpBackward>& node);
+// A grad_fn for `view` as a strided view of `base`'s current history (AsStridedBackward0).
+std::shared_ptr<Node> MakeViewOfBaseFn(const Tensor& base, const Tensor& view);
 
 }  // namespace kiln::autograd

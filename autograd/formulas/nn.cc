@@ -37,8 +37,10 @@ void SetNormGrads(Grads& g, const Tensor3& r, const char* input, const char* wei
 
 // native_batch_norm and its _legit spellings: (input, weight, bias, [running stats], training).
 void BatchNormBackward(Ctx& c, Grads& g, bool has_running, bool training) {
-  Tensor rm = has_running ? c.input("running_mean") : Tensor();
-  Tensor rv = has_running ? c.input("running_var") : Tensor();
+  // Training normalizes with the batch statistics (save_mean/save_invstd): the running ones,
+  // which the forward itself updated, are not read (nor version-checked).
+  Tensor rm = has_running && !training ? c.input("running_mean") : Tensor();
+  Tensor rv = has_running && !training ? c.input("running_var") : Tensor();
   auto r = CallOp<Tensor3>(KILN_OP("aten::native_batch_norm_backward"), c.grad(0), c.input("input"),
                            OptTensor(c.input("weight")), rm.defined() ? OptTensor(rm) : OptTensor(),
                            rv.defined() ? OptTensor(rv) : OptTensor(), OptTensor(c.result(1)),

@@ -347,7 +347,12 @@ void InitAutogradBindings(py::module_& m) {
     t->set_storage(data->storage());
     t->set_sizes_and_strides(data->sym_sizes(), data->sym_strides(), data->sym_storage_offset());
   });
-  m.def("_mark_inference", [](const Tensor& t) { MaterializeMeta(t).is_inference_ = true; });
+  // Also gives the tensor the Autograd key, so an in-place op on it outside inference mode is
+  // caught (Note [Inference tensors]).
+  m.def("_mark_inference", [](const Tensor& t) {
+    MaterializeMeta(t).is_inference_ = true;
+    t->set_keys(t->keys().add(DispatchKey::Autograd));
+  });
 }
 
 }  // namespace kiln::python

@@ -69,6 +69,8 @@ _FACTORIES = {"empty", "empty_strided", "zeros", "ones", "full", "arange", "scal
 def _factory(fn, name):
     def factory(*args, requires_grad=False, **kwargs):
         out = fn(*args, **kwargs)
+        if _C.is_inference_mode_enabled():  # composite factories fill a fresh tensor in place: mark it here
+            _C._mark_inference(out)
         if requires_grad:
             out.requires_grad_(True)
         return out
@@ -113,6 +115,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
             out = _C._tensor_from_data(data, dtype)
     if device is not None and _builtins.str(device) != "cpu":
         out = out.to(device)
+    if _C.is_inference_mode_enabled():
+        _C._mark_inference(out)
     if requires_grad:
         out.requires_grad_(True)
     return out

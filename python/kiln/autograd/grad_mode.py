@@ -72,6 +72,12 @@ class set_grad_enabled(_DecoratorContextManager):
         self.mode = mode
         _C._set_grad_enabled(mode)
 
+    def __call__(self, fn):
+        # Used as a decorator, the constructor above has already switched the mode: restore it,
+        # or `@set_grad_enabled(False)` would turn grad mode off for the whole program (as torch).
+        _C._set_grad_enabled(self.prev)
+        return super().__call__(fn)
+
     def __enter__(self):
         pass
 

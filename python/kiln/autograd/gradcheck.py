@@ -4,6 +4,8 @@ For each differentiable input element the numerical Jacobian column is (f(x + ep
 / 2 eps; the analytical rows come from one autograd.grad call per output element. Inputs should
 be float64 (float32 differences are too noisy for the default tolerances)."""
 
+import itertools
+
 import kiln
 
 
@@ -17,25 +19,25 @@ def _flat_outputs(out):
 
 
 def _numerical_jacobian(fn, inputs, index, eps):
+    # The input is perturbed in place through a detached alias (same storage) and `fn` is called
+    # on the original inputs with grad mode as the caller has it: gradgradcheck's `fn` computes
+    # gradients itself, so it needs inputs that require grad and grad mode on (as PyTorch).
     x = inputs[index]
-    flat = x.detach().reshape(-1)  # a view when x is contiguous; else a copy we write back below
+    data = x.detach()
+    positions = list(itertools.product(*(range(s) for s in x.shape)))  # row-major, like reshape(-1)
     columns = []
-    with kiln.no_grad():
-        for i in range(flat.numel()):
-            orig = flat[i].item()
-            flat[i] = orig + eps
-            plus = [o.detach().clone() for o in _flat_outputs(fn(*_with(inputs, index, flat.view_as(x))))]
-            flat[i] = orig - eps
-            minus = [o.detach().clone() for o in _flat_outputs(fn(*_with(inputs, index, flat.view_as(x))))]
-            flat[i] = orig
-            columns.append([((p - m) / (2 * eps)).reshape(-1) for p, m in zip(plus, minus)])
+    for pos in positions:
+        with kiln.no_grad():
+            orig = data[pos].item()
+            data[pos] = orig + eps
+        plus = [o.detach().clone() for o in _flat_outputs(fn(*inputs))]
+        with kiln.no_grad():
+            data[pos] = orig - eps
+        minus = [o.detach().clone() for o in _flat_outputs(fn(*inputs))]
+        with kiln.no_grad():
+            data[pos] = orig
+        columns.append([((p - m) / (2 * eps)).reshape(-1) for p, m in zip(plus, minus)])
     return columns  # columns[i][k]: d output_k / d x_i, flattened
-
-
-def _with(inputs, index, value):
-    out = list(inputs)
-    out[index] = value
-    return out
 
 
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, nondet_tol=0.0,
