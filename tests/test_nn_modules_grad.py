@@ -20,20 +20,14 @@ TOL = (2e-4, 2e-5)
 
 
 def kiln_backward(loss):
-    """loss.backward(), turning two known kiln gaps into xfails that name them (they pass by
-    themselves once fixed): derivative formulas that call *_backward ops the registry does not have
-    yet, and native_batch_norm's saved running statistics failing the version check after the
-    kernel updates them in place."""
+    """loss.backward(), turning one known kiln gap into an xfail that names it (it passes by itself
+    once fixed): derivative formulas that call *_backward ops the registry does not have yet."""
     try:
         loss.backward()
     except RuntimeError as e:
-        msg = str(e)
-        missing = re.search(r"no op named (aten::\w+)", msg)
+        missing = re.search(r"no op named (aten::\w+)", str(e))
         if missing:
             pytest.xfail(f"kiln has no {missing.group(1)} yet (its derivative formula calls it)")
-        if "modified by an inplace operation" in msg:
-            pytest.xfail("kiln autograd bug: native_batch_norm saves running_mean/var, then its kernel "
-                         "updates them in place, so backward's version check fails")
         raise
 
 
