@@ -90,19 +90,19 @@ inline M ApplyBw(int op, M g, M x, const BwParams& p) {
         const M z = std::exp(x * M(p.a));
         return x * M(p.a) > M(p.b) ? g : g * z / (z + M(1));
       }
-      case kHardsigmoidBw: return x > M(-3) && x < M(3) ? g / M(6) : M(0);
-      case kHardswishBw:
-        if (x < M(-3)) return M(0);
-        return x <= M(3) ? g * (x / M(3) + M(0.5)) : g;
+      case kHardsigmoidBw: return x > M(-3) && x < M(3) ? g * M(1.0f / 6.0f) : M(0);  // PyTorch's float 1/6
+      case kHardswishBw:  // PyTorch's kernel: 0 at x = -3, g at x = 3
+        if (x <= M(-3)) return M(0);
+        return x < M(3) ? g * (x / M(3) + M(0.5)) : g;
       case kMishBw: {
         const M s = M(1) / (M(1) + std::exp(-x));
         const M t = std::tanh(std::log1p(std::exp(x)));
         return g * (t + x * s * (M(1) - t * t));
       }
       case kLogitBw: {
-        // p.a < 0: no eps (NaN outside [0, 1]); else zero outside [eps, 1 - eps].
-        const bool outside = p.a < 0 ? (x < M(0) || x > M(1)) : (x < M(p.a) || x > M(1 - p.a));
-        if (outside) return p.a < 0 ? std::numeric_limits<M>::quiet_NaN() : M(0);
+        // p.c < 0: no eps (NaN outside [0, 1]); else zero outside [lo, hi] = [eps, 1 - eps] (in p.a, p.b).
+        const bool outside = p.c < 0 ? (x < M(0) || x > M(1)) : (x < M(p.a) || x > M(p.b));
+        if (outside) return p.c < 0 ? std::numeric_limits<M>::quiet_NaN() : M(0);
         if (x == M(0) || x == M(1)) return g * std::numeric_limits<M>::infinity();
         return g / (x * (M(1) - x));
       }
@@ -118,7 +118,15 @@ void RunBw(const ElementwiseIter& iter, ScalarType dtype, const BwParams& p) {
   KILN_DISPATCH_NUMERIC(dtype, kBw[kOp].kernel, [&] {
     using C = scalar_t;
     using M = opmath_t<C>;
-    CpuKernel<C, C, C>(iter, [p](C g, C x) -> C {
+    BwParams q = p;
+    // Bounds compared with x are PyTorch's Scalars converted to the tensor's dtype.
+    auto round = [](double v) { return static_cast<double>(static_cast<M>(static_cast<C>(static_cast<M>(v)))); };
+    if constexpr (kOp == kThresholdBw || kOp == kHardtanhBw) q.a = round(p.a), q.b = round(p.b);
+    if constexpr (kOp == kLogitBw) {
+      if (p.a >= 0) q.a = round(p.a), q.b = round(1.0 - q.a);
+      q.c = p.a;
+    }
+    CpuKernel<C, C, C>(iter, [p = q](C g, C x) -> C {
       return static_cast<C>(ApplyBw<M>(kOp, static_cast<M>(g), static_cast<M>(x), p));
     });
   });
