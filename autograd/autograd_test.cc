@@ -3,6 +3,7 @@
 // version checks, grad mode removing the Autograd key, a 100,000-op chain (backward and freeing),
 // hooks, and autograd.grad-style capture. Ops go through the dispatcher (tensor/ops.h).
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -357,6 +358,28 @@ TEST_F(AutogradTest, PostHooksSeeGradInputsAndOutputs) {
   EXPECT_EQ(out, (std::vector<float>{1, 1}));
   EXPECT_TRUE(GradFn(y)->RemovePostHook(id));
   EXPECT_FALSE(GradFn(y)->RemovePostHook(id));
+}
+
+// --- ops without a formula -------------------------------------------------------------------------
+
+Tensor NoFormulaKernel(const Tensor& self) { return ops::clone(self); }
+
+TEST_F(AutogradTest, MissingFormulaRaisesNotImplemented) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Registry::Get().Def("kiln_test_no_formula(Tensor self) -> Tensor").Impl<&NoFormulaKernel>(DispatchKey::CPU);
+  });
+  const Op& op = *Registry::Get().Find("aten::kiln_test_no_formula");
+  // Without grad it is an ordinary op.
+  EXPECT_EQ(Values(CallOp<Tensor>(op, F({1, 2}))), (std::vector<float>{1, 2}));
+  try {
+    CallOp<Tensor>(op, Leaf({1, 2}));
+    ADD_FAILURE() << "expected NotImplementedError";
+  } catch (const NotImplementedError& e) {
+    EXPECT_NE(std::string(e.what()).find("the derivative for 'aten::kiln_test_no_formula' is not implemented"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
