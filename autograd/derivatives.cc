@@ -379,6 +379,7 @@ void InstallAutograd() {
     DefineLinalgFormulas(table);
     DefineNNFormulas(table);
     DefineIndexFormulas(table);
+    DefineBackwardOpFormulas(table);
     r.SetFallback(DispatchKey::Autograd, Kernel{&AutogradKernel, nullptr});
   });
 }
