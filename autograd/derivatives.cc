@@ -171,6 +171,11 @@ bool IsOutOverload(const Op& op) {
 void CheckInplace(const Op& op, const Tensor& self) {
   AutogradMeta* meta = GetMeta(self);
   if (!meta) return;
+  if (meta->multi_output_view_ && meta->grad_fn_)
+    throw Error(StrCat("Output ", meta->output_nr_, " of ", meta->grad_fn_->name(),
+                       " is a view and is being modified inplace. This view is the output of a function that "
+                       "returns multiple views. Such functions do not allow the output views to be modified "
+                       "inplace. You should replace the inplace operation by an out-of-place one."));
   if (meta->requires_grad_ && !meta->grad_fn_)
     throw Error("a leaf Variable that requires grad is being used in an in-place operation.");
   if (meta->is_view_ && IsLeaf(meta->base_) && RequiresGrad(meta->base_))
@@ -274,7 +279,12 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
     node->saved_inputs()[i] = SavedVariable(t, /*is_output=*/false);
   }
 
-  const bool is_view_op = op.has_tag(Tag::view);
+  // Ops returning a list of views of their input (split, chunk: "-> Tensor(a)[]") carry no view
+  // tag; without this their outputs were not views, and an in-place op on one silently gave a
+  // wrong gradient for the input.
+  const bool multi_view_op = schema.returns.size() == 1 && schema.returns[0].kind == TypeKind::TensorList &&
+                             !schema.returns[0].alias.set.empty();
+  const bool is_view_op = op.has_tag(Tag::view) || multi_view_op;
   const Tensor view_source = is_view_op && stack[0].is_tensor() ? stack[0].to_tensor() : Tensor();
 
   RunBelow(op, keys, stack);
@@ -296,6 +306,7 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
       if (!t.defined() || !IsFloating(t.dtype())) continue;
       SetHistory(t, node, i);
       if (view_source.defined()) MarkView(t, view_source);
+      if (multi_view_op) GetMeta(t)->multi_output_view_ = true;
     }
   }
   node->saved_outputs().resize(outputs.size());
@@ -368,6 +379,7 @@ void InstallAutograd() {
     DefineLinalgFormulas(table);
     DefineNNFormulas(table);
     DefineIndexFormulas(table);
+    DefineBackwardOpFormulas(table);
     r.SetFallback(DispatchKey::Autograd, Kernel{&AutogradKernel, nullptr});
   });
 }

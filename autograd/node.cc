@@ -73,7 +73,7 @@ bool Node::RemovePostHook(int id) {
   return false;
 }
 
-void Node::RunPostHooks(const TensorList& grad_inputs, const TensorList& grad_outputs) const {
+void Node::RunPostHooks(TensorList& grad_inputs, const TensorList& grad_outputs) const {
   for (const auto& [id, fn] : post_hooks_) fn(grad_inputs, grad_outputs);
 }
 

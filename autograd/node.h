@@ -76,11 +76,12 @@ class Node : public std::enable_shared_from_this<Node> {
   Tensor RunPreHooks(uint32_t input_nr, Tensor grad) const;
   bool has_pre_hooks() const { return !pre_hooks_.empty() || !retains_grad_hooks_.empty(); }
 
-  // Hooks run after Apply with (grad_inputs, grad_outputs) (Node.register_hook in Python).
-  using PostHook = std::function<void(const TensorList& grad_inputs, const TensorList& grad_outputs)>;
+  // Hooks run after Apply with (grad_inputs, grad_outputs) (Node.register_hook in Python); a hook
+  // may replace entries of grad_inputs, as a PyTorch hook's return value does.
+  using PostHook = std::function<void(TensorList& grad_inputs, const TensorList& grad_outputs)>;
   int AddPostHook(PostHook hook);
   bool RemovePostHook(int id);
-  void RunPostHooks(const TensorList& grad_inputs, const TensorList& grad_outputs) const;
+  void RunPostHooks(TensorList& grad_inputs, const TensorList& grad_outputs) const;
 
   // Python-side attributes (`grad_fn.metadata`); owned by python/.
   std::shared_ptr<void> py_metadata;

@@ -27,6 +27,9 @@ struct AutogradMeta : public AutogradMetaInterface {
   // The version when grad_fn_ was set: a view whose version moved on (an in-place op on its base
   // or another view) gets a fresh grad_fn on next use (RefreshViewGradFn in variable.cc).
   uint32_t attr_version_ = 0;
+  // One of several views returned by one op (split, chunk): in-place ops on it are refused, as
+  // in PyTorch (one node cannot be rebased for a single output).
+  bool multi_output_view_ = false;
   // Leaf hooks (run before accumulation), with ids for removal.
   std::vector<std::pair<int, GradHook>> leaf_hooks_;
   bool is_inference_ = false;

@@ -240,6 +240,8 @@ inline Tensor MetaToTensor(TensorMeta m) {
   m.device = Device(DeviceType::Meta);
   return EmptyFromMeta(m);
 }
+// An absent optional output (a backward op's output_mask[i] false) is an undefined tensor (None).
+inline Tensor MetaToTensor(std::optional<TensorMeta> m) { return m ? MetaToTensor(std::move(*m)) : Tensor(); }
 template <typename T> struct MetaResult { static T convert(T&& v) { return std::move(v); } };
 template <> struct MetaResult<TensorMeta> {
   static Tensor convert(TensorMeta&& m) { return MetaToTensor(std::move(m)); }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -205,6 +206,145 @@ inline Tensor& normal_(Tensor& t, double mean = 0, double std = 1, std::optional
 }
 inline Tensor bernoulli(const Tensor& t, double p, std::optional<Generator> gen = std::nullopt) {
   KILN_CALL(Tensor, "aten::bernoulli.p", t, p, gen);
+}
+
+// Backward ops (tensor/ops/activation_backward.cc, norm_backward.cc, conv_pool_backward.cc,
+// loss_backward.cc): what autograd's derivative formulas call. A three-output op returns an
+// undefined tensor where output_mask is false.
+using TensorTriple = std::tuple<Tensor, Tensor, Tensor>;
+using Mask3 = std::vector<bool>;
+inline Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold) {
+  KILN_CALL(Tensor, "aten::threshold_backward", grad_output, self, threshold);
+}
+inline Tensor gelu_backward(const Tensor& grad_output, const Tensor& self, const std::string& approximate = "none") {
+  KILN_CALL(Tensor, "aten::gelu_backward", grad_output, self, approximate);
+}
+inline Tensor sigmoid_backward(const Tensor& grad_output, const Tensor& output) {
+  KILN_CALL(Tensor, "aten::sigmoid_backward", grad_output, output);
+}
+inline Tensor tanh_backward(const Tensor& grad_output, const Tensor& output) {
+  KILN_CALL(Tensor, "aten::tanh_backward", grad_output, output);
+}
+inline Tensor silu_backward(const Tensor& grad_output, const Tensor& self) {
+  KILN_CALL(Tensor, "aten::silu_backward", grad_output, self);
+}
+inline Tensor leaky_relu_backward(const Tensor& grad_output, const Tensor& self, const Scalar& negative_slope,
+                                  bool self_is_result) {
+  KILN_CALL(Tensor, "aten::leaky_relu_backward", grad_output, self, negative_slope, self_is_result);
+}
+inline Tensor hardtanh_backward(const Tensor& grad_output, const Tensor& self, const Scalar& min_val,
+                                const Scalar& max_val) {
+  KILN_CALL(Tensor, "aten::hardtanh_backward", grad_output, self, min_val, max_val);
+}
+inline Tensor elu_backward(const Tensor& grad_output, const Scalar& alpha, const Scalar& scale,
+                           const Scalar& input_scale, bool is_result, const Tensor& self_or_result) {
+  KILN_CALL(Tensor, "aten::elu_backward", grad_output, alpha, scale, input_scale, is_result, self_or_result);
+}
+inline Tensor softplus_backward(const Tensor& grad_output, const Tensor& self, const Scalar& beta,
+                                const Scalar& threshold) {
+  KILN_CALL(Tensor, "aten::softplus_backward", grad_output, self, beta, threshold);
+}
+inline Tensor hardsigmoid_backward(const Tensor& grad_output, const Tensor& self) {
+  KILN_CALL(Tensor, "aten::hardsigmoid_backward", grad_output, self);
+}
+inline Tensor hardswish_backward(const Tensor& grad_output, const Tensor& self) {
+  KILN_CALL(Tensor, "aten::hardswish_backward", grad_output, self);
+}
+inline Tensor mish_backward(const Tensor& grad_output, const Tensor& self) {
+  KILN_CALL(Tensor, "aten::mish_backward", grad_output, self);
+}
+inline Tensor logit_backward(const Tensor& grad_output, const Tensor& self, std::optional<double> eps = std::nullopt) {
+  KILN_CALL(Tensor, "aten::logit_backward", grad_output, self, eps);
+}
+inline Tensor _softmax_backward_data(const Tensor& grad_output, const Tensor& output, int64_t dim,
+                                     ScalarType input_dtype) {
+  KILN_CALL(Tensor, "aten::_softmax_backward_data", grad_output, output, dim, input_dtype);
+}
+inline Tensor _log_softmax_backward_data(const Tensor& grad_output, const Tensor& output, int64_t dim,
+                                         ScalarType input_dtype) {
+  KILN_CALL(Tensor, "aten::_log_softmax_backward_data", grad_output, output, dim, input_dtype);
+}
+inline TensorTriple native_batch_norm_backward(const Tensor& grad_out, const Tensor& input, const OptTensor& weight,
+                                               const OptTensor& running_mean, const OptTensor& running_var,
+                                               const OptTensor& save_mean, const OptTensor& save_invstd, bool train,
+                                               double eps, const Mask3& output_mask) {
+  KILN_CALL(TensorTriple, "aten::native_batch_norm_backward", grad_out, input, weight, running_mean, running_var,
+            save_mean, save_invstd, train, eps, output_mask);
+}
+inline TensorTriple native_layer_norm_backward(const Tensor& grad_out, const Tensor& input,
+                                               const std::vector<SymInt>& normalized_shape, const Tensor& mean,
+                                               const Tensor& rstd, const OptTensor& weight, const OptTensor& bias,
+                                               const Mask3& output_mask) {
+  KILN_CALL(TensorTriple, "aten::native_layer_norm_backward", grad_out, input, normalized_shape, mean, rstd, weight,
+            bias, output_mask);
+}
+inline TensorTriple native_group_norm_backward(const Tensor& grad_out, const Tensor& input, const Tensor& mean,
+                                               const Tensor& rstd, const OptTensor& weight, const SymInt& N,
+                                               const SymInt& C, const SymInt& HxW, int64_t group,
+                                               const Mask3& output_mask) {
+  KILN_CALL(TensorTriple, "aten::native_group_norm_backward", grad_out, input, mean, rstd, weight, N, C, HxW, group,
+            output_mask);
+}
+inline TensorTriple convolution_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                         const std::optional<std::vector<SymInt>>& bias_sizes,
+                                         const std::vector<SymInt>& stride, const std::vector<SymInt>& padding,
+                                         const std::vector<SymInt>& dilation, bool transposed,
+                                         const std::vector<SymInt>& output_padding, const SymInt& groups,
+                                         const Mask3& output_mask) {
+  KILN_CALL(TensorTriple, "aten::convolution_backward", grad_output, input, weight, bias_sizes, stride, padding,
+            dilation, transposed, output_padding, groups, output_mask);
+}
+inline Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices, const SymInt& num_weights,
+                                       const SymInt& padding_idx, bool scale_grad_by_freq) {
+  KILN_CALL(Tensor, "aten::embedding_dense_backward", grad_output, indices, num_weights, padding_idx,
+            scale_grad_by_freq);
+}
+inline Tensor nll_loss_backward(const Tensor& grad_output, const Tensor& self, const Tensor& target,
+                                const OptTensor& weight, int64_t reduction, const SymInt& ignore_index,
+                                const Tensor& total_weight) {
+  KILN_CALL(Tensor, "aten::nll_loss_backward", grad_output, self, target, weight, reduction, ignore_index,
+            total_weight);
+}
+inline Tensor nll_loss2d_backward(const Tensor& grad_output, const Tensor& self, const Tensor& target,
+                                  const OptTensor& weight, int64_t reduction, const SymInt& ignore_index,
+                                  const Tensor& total_weight) {
+  KILN_CALL(Tensor, "aten::nll_loss2d_backward", grad_output, self, target, weight, reduction, ignore_index,
+            total_weight);
+}
+inline Tensor max_pool2d_with_indices_backward(const Tensor& grad_output, const Tensor& self,
+                                               const IntList& kernel_size, const IntList& stride,
+                                               const IntList& padding, const IntList& dilation, bool ceil_mode,
+                                               const Tensor& indices) {
+  KILN_CALL(Tensor, "aten::max_pool2d_with_indices_backward", grad_output, self, kernel_size, stride, padding,
+            dilation, ceil_mode, indices);
+}
+inline Tensor avg_pool2d_backward(const Tensor& grad_output, const Tensor& self, const IntList& kernel_size,
+                                  const IntList& stride, const IntList& padding, bool ceil_mode,
+                                  bool count_include_pad, std::optional<int64_t> divisor_override) {
+  KILN_CALL(Tensor, "aten::avg_pool2d_backward", grad_output, self, kernel_size, stride, padding, ceil_mode,
+            count_include_pad, divisor_override);
+}
+inline Tensor _adaptive_avg_pool2d_backward(const Tensor& grad_output, const Tensor& self) {
+  KILN_CALL(Tensor, "aten::_adaptive_avg_pool2d_backward", grad_output, self);
+}
+inline Tensor mse_loss_backward(const Tensor& grad_output, const Tensor& self, const Tensor& target,
+                                int64_t reduction) {
+  KILN_CALL(Tensor, "aten::mse_loss_backward", grad_output, self, target, reduction);
+}
+inline Tensor smooth_l1_loss_backward(const Tensor& grad_output, const Tensor& self, const Tensor& target,
+                                      int64_t reduction, double beta) {
+  KILN_CALL(Tensor, "aten::smooth_l1_loss_backward", grad_output, self, target, reduction, beta);
+}
+inline Tensor huber_loss_backward(const Tensor& grad_output, const Tensor& self, const Tensor& target,
+                                  int64_t reduction, double delta) {
+  KILN_CALL(Tensor, "aten::huber_loss_backward", grad_output, self, target, reduction, delta);
+}
+inline Tensor binary_cross_entropy_backward(const Tensor& grad_output, const Tensor& self, const Tensor& target,
+                                            const OptTensor& weight = std::nullopt, int64_t reduction = 1) {
+  KILN_CALL(Tensor, "aten::binary_cross_entropy_backward", grad_output, self, target, weight, reduction);
+}
+inline Tensor native_dropout_backward(const Tensor& grad_output, const Tensor& mask, double scale) {
+  KILN_CALL(Tensor, "aten::native_dropout_backward", grad_output, mask, scale);
 }
 
 #undef KILN_CALL

@@ -1303,17 +1303,258 @@ def test_out_with_requires_grad_input_raises():
     assert_like_torch(no_grad_ok)
 
 
-def _op_without_derivative():
-    """Some differentiable-looking float op that kiln registers without a formula (or None)."""
-    import kiln._C as C  # noqa: F401
+def _pow_inplace(lib):
+    a = lib.tensor([1.0, 2.0], requires_grad=True)
+    b = a * 1
+    b.pow_(2)
+    b.sum().backward()
+    return a.grad
 
-    candidates = ["aten::_kiln_no_formula_probe"]
-    return candidates
+
+@requires_torch
+def test_op_without_formula_raises_not_implemented_naming_it():
+    # pow_.Scalar is the one differentiable op kiln has no formula for (its functional twin is
+    # pow.Tensor_Scalar, so the in-place lookup misses it). Until it gets one, it must raise
+    # NotImplementedError naming the op; afterwards it must match torch. (The C++ test
+    # MissingFormulaRaisesNotImplemented checks the contract on an op registered without one.)
+    k = outcome(_pow_inplace, kiln)
+    if isinstance(k, tuple) and k[0] == "raises":
+        assert k[1] is NotImplementedError and "aten::pow_.Scalar" in k[2], k
+    else:
+        assert_like_torch(_pow_inplace)
 
 
-def test_op_without_formula_raises_not_implemented():
-    # kiln._C._ops_without_derivative lists float ops lacking formulas; any one must raise
-    # NotImplementedError naming the op when called on an input requiring grad.
-    names = getattr(kiln._C, "_ops_without_derivative", None)
-    if names is None:
-        pytest.skip("kiln._C._ops_without_derivative not exposed")
+@requires_torch
+@pytest.mark.xfail(strict=False, reason="no formula reaches aten::pow_.Scalar (the in-place twin of pow.Tensor_Scalar)")
+def test_pow_inplace_on_non_leaf():
+    assert_like_torch(_pow_inplace)
+
+
+# --- more hooks, views and Functions (each checked against torch) ----------------------------------
+
+
+@requires_torch
+def test_node_prehook_and_posthook():
+    def pre(lib):
+        a = lib.ones(2, requires_grad=True)
+        b = a * 2
+        h = b.grad_fn.register_prehook(lambda go: (go[0] * 3,))
+        b.sum().backward(retain_graph=True)
+        first = a.grad.clone()
+        h.remove()
+        b.sum().backward()
+        return first, a.grad
+
+    assert_like_torch(pre)
+
+    def post(lib):
+        a = lib.ones(2, requires_grad=True)
+        b = a * 2
+        seen = []
+        b.grad_fn.register_hook(lambda gi, go: seen.append((gi[0].tolist(), go[0].tolist())))
+        b.sum().backward()
+        return seen
+
+    k, t = both(post)
+    assert k == t
+
+    def post_replace(lib):
+        a = lib.ones(2, requires_grad=True)
+        b = a * 2
+        b.grad_fn.register_hook(lambda gi, go: (gi[0] * 10, None))
+        b.sum().backward()
+        return a.grad
+
+    assert_like_torch(post_replace)
+
+
+@requires_torch
+def test_inplace_on_multi_output_view_raises():
+    def split(lib):
+        a = lib.ones(4, requires_grad=True)
+        p, q = (a * 1).split(2)
+        p.mul_(2)
+
+    assert_like_torch(split, match="is the output of a function that returns multiple views")
+
+    def chunk(lib):  # kiln's chunk is made of slices: in-place is allowed and the gradient is right
+        a = lib.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+        b = a * 1
+        b.chunk(2)[1].mul_(3)
+        (b * b).sum().backward()
+        return a.grad
+
+    assert outcome(chunk, torch)[0] == "raises"
+    assert_same(chunk(kiln), kiln.tensor([2.0, 4.0, 54.0, 72.0]))
+
+    def split_use(lib):  # out-of-place use of split outputs is fine
+        a = lib.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+        p, q = (a * 1).split(2)
+        (p * 2 + q * 3).sum().backward()
+        return a.grad
+
+    assert_like_torch(split_use)
+
+
+@requires_torch
+def test_backward_inputs_non_leaf_accumulates_into_its_grad():
+    def f(lib):
+        a = lib.ones(2, requires_grad=True)
+        b = a * 2
+        c = (b * b).sum()
+        c.backward(inputs=[b], retain_graph=True)
+        c.backward(inputs=[b])
+        return b.grad, a.grad is None
+
+    k, t = both(f)
+    assert_same(k[0], t[0])
+    assert k[1] and t[1]
+
+
+@requires_torch
+def test_custom_function_gradient_for_non_tensor_argument_raises():
+    def f(lib):
+        class F(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, n):
+                return x * n
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2, g
+
+        F.apply(lib.ones(2, requires_grad=True), 2).sum().backward()
+
+    assert_like_torch(f, match="returned a gradient different than None at position 2")
+
+
+@requires_torch
+def test_custom_function_wrong_gradient_shape_raises():
+    def f(lib):
+        class F(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return lib.ones(3)
+
+        F.apply(lib.ones(2, requires_grad=True)).sum().backward()
+
+    assert_like_torch(f, match=r"returned an invalid gradient at index 0 - got \[3\] but expected shape compatible "
+                               r"with \[2\]")
+
+
+@requires_torch
+def test_custom_function_returning_input_mark_dirty_and_setup_context():
+    def same(lib):
+        class Ident(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 3
+
+        a = lib.ones(2, requires_grad=True)
+        y = Ident.apply(a)
+        y.sum().backward()
+        return a.grad, y is a, y.grad_fn.name()
+
+    def dirty(lib):
+        class Double_(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                x.mul_(2)
+                ctx.mark_dirty(x)
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+
+        a = lib.ones(2, requires_grad=True)
+        b = a * 1
+        y = Double_.apply(b)
+        y.sum().backward()
+        return a.grad, y is b, b.grad_fn.name()
+
+    def setup(lib):
+        class Scale(lib.autograd.Function):
+            @staticmethod
+            def forward(x, k):
+                return x * k
+
+            @staticmethod
+            def setup_context(ctx, inputs, output):
+                ctx.k = inputs[1]
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * ctx.k, None
+
+        a = lib.ones(2, requires_grad=True)
+        Scale.apply(a, 5.0).sum().backward()
+        return a.grad
+
+    for fn in (same, dirty):
+        k, t = both(fn)
+        assert_same(k[0], t[0])
+        assert k[1:] == t[1:]
+    assert_like_torch(setup)
+
+
+@requires_torch
+def test_misc_semantics_match_torch():
+    def zero_size(lib):
+        a = lib.ones(0, 3, requires_grad=True)
+        (a * 2).sum().backward()
+        return a.grad
+
+    def grad_not_tensor(lib):
+        lib.ones(2, requires_grad=True).grad = 3
+
+    def retain_grad_leaf(lib):
+        a = lib.ones(2, requires_grad=True)
+        a.retain_grad()
+        (a * 2).sum().backward()
+        return a.grad
+
+    def view_retain_grad(lib):
+        a = lib.ones(4, requires_grad=True)
+        v = (a * 1)[1:3]
+        v.retain_grad()
+        (v * 3).sum().backward()
+        return v.grad, a.grad
+
+    def none_in_grad_tensors(lib):
+        a = lib.ones(2, requires_grad=True)
+        lib.autograd.backward([(a * 2).sum(), a * 3], [None, lib.ones(2)])
+        return a.grad
+
+    def integer_results(lib):
+        a = lib.ones(2, requires_grad=True)
+        return [(a > 0).float().requires_grad, a.floor().requires_grad, a.round().grad_fn.name(),
+                lib.zeros(2, dtype=lib.int64).copy_(a).requires_grad]
+
+    for fn in (zero_size, retain_grad_leaf, view_retain_grad, none_in_grad_tensors):
+        assert_like_torch(fn)
+    assert_like_torch(grad_not_tensor, match="assigned grad expected to be a Tensor or None")
+    k, t = both(integer_results)
+    assert k == t
+
+
+@requires_torch
+@pytest.mark.xfail(strict=False, reason="views of a tensor that does not require grad are not tracked, so an "
+                                        "in-place copy of a requires-grad value into one does not reach the base")
+def test_setitem_of_requires_grad_value_into_plain_tensor():
+    def f(lib):
+        a = lib.zeros(3)
+        v = lib.tensor(2.0, requires_grad=True)
+        a[1] = v
+        (a * lib.tensor([1.0, 5.0, 1.0])).sum().backward()
+        return v.grad
+
+    assert_like_torch(f)

@@ -37,6 +37,7 @@ class PyFunctionNode : public Node {
     ctx_ = py::object();
   }
   std::string name() const override { return name_; }
+  std::vector<bool> is_tensor_input;  // per forward argument
   void ReleaseVariables() override {
     py::gil_scoped_acquire gil;
     if (ctx_ && py::hasattr(ctx_, "_free_saved")) ctx_.attr("_free_saved")();
@@ -71,6 +72,11 @@ class PyFunctionNode : public Node {
     if (result.size() != next_edges_.size())
       throw Error(StrCat("function ", name_, " returned an incorrect number of gradients (expected ",
                          next_edges_.size(), ", got ", result.size(), ")"));
+    // A gradient for a non-tensor argument is a bug in backward (PyTorch refuses it too).
+    for (size_t i = 0; i < result.size() && i < is_tensor_input.size(); ++i)
+      if (!is_tensor_input[i] && result[i].defined())
+        throw Error(StrCat("function ", name_, " returned a gradient different than None at position ", i + 1,
+                           ", but the corresponding forward input was not a Variable"));
     return result;
   }
 
@@ -225,15 +231,29 @@ void InitAutogradBindings(py::module_& m) {
         return *static_cast<py::dict*>(n.py_metadata.get());
       })
       .def("_register_hook", [](Node& n, py::function fn) {
-        // fn(grad_inputs, grad_outputs) -> None
-        return n.AddPostHook([fn](const TensorList& gi, const TensorList& go) {
+        // fn(grad_inputs, grad_outputs) -> None or new grad_inputs (None entries keep the old one).
+        return n.AddPostHook([fn](TensorList& gi, const TensorList& go) {
           py::gil_scoped_acquire gil;
           auto to_tuple = [](const TensorList& l) {
             py::tuple t(l.size());
             for (size_t i = 0; i < l.size(); ++i) t[i] = py::reinterpret_steal<py::object>(WrapTensor(l[i]));
             return t;
           };
-          fn(to_tuple(gi), to_tuple(go));
+          py::object r = fn(to_tuple(gi), to_tuple(go));
+          if (r.is_none()) return;
+          py::sequence seq = r.cast<py::sequence>();
+          // Extra trailing Nones are fine: torch's node may have an edge for a scalar operand here.
+          size_t n = seq.size();
+          while (n > gi.size() && py::object(seq[n - 1]).is_none()) --n;
+          if (n != gi.size())
+            throw Error(StrCat("hook returned an incorrect number of gradients (expected ", gi.size(), ", got ",
+                               seq.size(), ")"));
+          for (size_t i = 0; i < gi.size(); ++i) {
+            py::object h = seq[i];
+            if (h.is_none()) continue;
+            if (!IsTensor(h.ptr())) throw TypeError("a grad_fn hook must return Tensors or None");
+            gi[i] = UnpackTensor(h.ptr());
+          }
         });
       })
       .def("_remove_hook", [](Node& n, int id) { n.RemovePostHook(id); })
@@ -242,7 +262,10 @@ void InitAutogradBindings(py::module_& m) {
         return n.AddPreHook(0, [fn](const Tensor& g) -> Tensor {
           py::gil_scoped_acquire gil;
           py::object r = fn(py::reinterpret_steal<py::object>(WrapTensor(g)));
-          return r.is_none() ? Tensor() : UnpackTensor(r.ptr());
+          if (r.is_none()) return Tensor();
+          // Unpacking a non-tensor would crash: say what was wrong instead.
+          if (!IsTensor(r.ptr())) throw TypeError("a grad_fn pre-hook must return a Tensor or None");
+          return UnpackTensor(r.ptr());
         });
       })
       .def("_remove_prehook", [](Node& n, int id) { n.RemovePreHook(id); })
@@ -295,6 +318,16 @@ void InitAutogradBindings(py::module_& m) {
     opts.allow_unused = allow_unused;
     opts.accumulate_grad = accumulate_grad;
     TensorList out = RunBackward(roots, root_grads, input_edges, opts);
+    // backward(inputs=[non_leaf]): the engine captured its gradient; it accumulates into .grad
+    // like a leaf's would (leaves were accumulated by their AccumulateGrad).
+    if (accumulate_grad) {
+      AutoGradMode mode(create_graph);
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (IsLeaf(inputs[i]) || !out[i].defined()) continue;
+        Tensor prev = Grad(inputs[i]);
+        SetGrad(inputs[i], prev.defined() ? ops::add(prev, out[i]) : ops::clone(create_graph ? out[i] : Detach(out[i])));
+      }
+    }
     py::tuple result(out.size());
     for (size_t i = 0; i < out.size(); ++i) result[i] = py::reinterpret_steal<py::object>(WrapTensor(out[i]));
     return result;
@@ -332,6 +365,7 @@ void InitAutogradBindings(py::module_& m) {
     auto node = std::make_shared<PyFunctionNode>(ctx, name);
     for (const auto& t : inputs) {
       node->add_next_edge(t && t->defined() ? GradientEdge(*t) : Edge{});
+      node->is_tensor_input.push_back(t && t->defined());
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
       node->add_input_meta(outputs[i]);

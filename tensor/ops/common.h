@@ -97,6 +97,10 @@ void RegisterIndexOps(Registry& r);
 void RegisterShapeOps(Registry& r);
 void RegisterTernaryOps(Registry& r);
 void RegisterRandomOps(Registry& r);
+void RegisterActivationBackwardOps(Registry& r);  // activation_backward.cc
+void RegisterNormBackwardOps(Registry& r);        // norm_backward.cc
+void RegisterConvPoolBackwardOps(Registry& r);    // conv_pool_backward.cc
+void RegisterLossBackwardOps(Registry& r);        // loss_backward.cc
 void RegisterOutVariants(Registry& r);  // last: derives out= overloads from the others
 
 }  // namespace kiln

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 
+#include "tensor/ops/conv_pool.h"
 #include "tensor/ops/gemm.h"
 
 namespace kiln {
@@ -37,14 +38,9 @@ IntList ExpandParam(const char* name, const SymList& v, int64_t n) {
   return out;
 }
 
-// --- convolution -----------------------------------------------------------------------------------
+}  // namespace
 
-struct ConvParams {
-  int64_t dims;  // spatial dims: 1 or 2
-  IntList stride, padding, dilation, output_padding;
-  bool transposed;
-  int64_t groups;
-};
+// --- convolution -----------------------------------------------------------------------------------
 
 ConvParams CheckConv(const Tensor& input, const Tensor& weight, const OptTensor& bias, const SymList& stride,
                      const SymList& padding, const SymList& dilation, bool transposed, const SymList& output_padding,
@@ -145,61 +141,7 @@ TensorMeta ConvolutionMeta(const Tensor& input, const Tensor& weight, const OptT
   return TensorMeta{sizes, {}, input.dtype(), input.device()};
 }
 
-// Geometry of one 2-D convolution: image [C, H, W], kernel kh x kw, output grid oh x ow.
-struct Geom {
-  int64_t C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
-};
-
-// cols[(c*kh + i)*kw + j, y*ow + x] = image[c, y*sh - ph + i*dh, x*sw - pw + j*dw] (0 outside).
-template <typename T>
-void Im2Col(const T* img, const Geom& g, T* cols) {
-  const int64_t L = g.oh * g.ow;
-  ParallelFor(0, g.C * g.kh * g.kw, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(L, 1)),
-              [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const int64_t c = r / (g.kh * g.kw), i = (r / g.kw) % g.kh, j = r % g.kw;
-      T* dst = cols + r * L;
-      for (int64_t y = 0; y < g.oh; ++y) {
-        const int64_t iy = y * g.sh - g.ph + i * g.dh;
-        T* row = dst + y * g.ow;
-        if (iy < 0 || iy >= g.H) {
-          std::fill(row, row + g.ow, T(0));
-          continue;
-        }
-        const T* src = img + (c * g.H + iy) * g.W;
-        for (int64_t x = 0; x < g.ow; ++x) {
-          const int64_t ix = x * g.sw - g.pw + j * g.dw;
-          row[x] = ix >= 0 && ix < g.W ? src[ix] : T(0);
-        }
-      }
-    }
-  });
-}
-
-// The adjoint of Im2Col: image[c, ...] += cols[...], one channel per task (image zeroed by caller).
-template <typename T>
-void Col2Im(const T* cols, const Geom& g, T* img) {
-  const int64_t L = g.oh * g.ow;
-  ParallelFor(0, g.C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(L * g.kh * g.kw, 1)),
-              [&](int64_t b, int64_t e) {
-    for (int64_t c = b; c < e; ++c) {
-      for (int64_t i = 0; i < g.kh; ++i) {
-        for (int64_t j = 0; j < g.kw; ++j) {
-          const T* src = cols + ((c * g.kh + i) * g.kw + j) * L;
-          for (int64_t y = 0; y < g.oh; ++y) {
-            const int64_t iy = y * g.sh - g.ph + i * g.dh;
-            if (iy < 0 || iy >= g.H) continue;
-            T* row = img + (c * g.H + iy) * g.W;
-            for (int64_t x = 0; x < g.ow; ++x) {
-              const int64_t ix = x * g.sw - g.pw + j * g.dw;
-              if (ix >= 0 && ix < g.W) row[ix] += src[y * g.ow + x];
-            }
-          }
-        }
-      }
-    }
-  });
-}
+namespace {
 
 // out[n, o, :] += bias[o]
 template <typename T>
@@ -300,11 +242,9 @@ Tensor Conv2d(const Tensor& input, const Tensor& weight, const OptTensor& bias, 
   return batched ? out : ops::squeeze(out, 0);
 }
 
-// --- pooling -----------------------------------------------------------------------------------------
+}  // namespace
 
-struct PoolParams {
-  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
-};
+// --- pooling -----------------------------------------------------------------------------------------
 
 PoolParams ParsePool(const char* op, const IntList& kernel, const IntList& stride, const IntList& padding,
                      const IntList* dilation) {
@@ -327,7 +267,7 @@ PoolParams ParsePool(const char* op, const IntList& kernel, const IntList& strid
 }
 
 // PyTorch's pooling_output_shape (symmetric padding), with its checks.
-SymInt PoolOutSize(const SymInt& in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
+static SymInt PoolOutSize(const SymInt& in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
   KILN_CHECK(stride != 0, "stride should not be zero");
   KILN_CHECK(pad >= 0, "pad must be non-negative, but got pad: ", pad);
   KILN_CHECK(pad <= ((k - 1) * dil + 1) / 2, "pad should be at most half of effective kernel size, but got pad=", pad,
@@ -366,16 +306,7 @@ SymDimVector PoolShape(const Tensor& input, const PoolParams& p, bool ceil_mode)
   return out;
 }
 
-// Runs fn(plane) for each [H, W] plane of a contiguous input, in parallel.
-template <typename Fn>
-void ForEachPlane(const Tensor& x, int64_t work_per_plane, const Fn& fn) {
-  const int64_t H = x.size(-2), W = x.size(-1);
-  const int64_t planes = x.numel() / std::max<int64_t>(H * W, 1);
-  ParallelFor(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(work_per_plane, 1)),
-              [&](int64_t b, int64_t e) {
-    for (int64_t pl = b; pl < e; ++pl) fn(pl);
-  });
-}
+namespace {
 
 std::tuple<TensorMeta, TensorMeta> MaxPool2dWithIndicesMeta(const Tensor& self, const IntList& kernel_size,
                                                             const IntList& stride, const IntList& padding,

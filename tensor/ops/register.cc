@@ -21,6 +21,10 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterShapeOps(r);
   RegisterTernaryOps(r);
   RegisterRandomOps(r);
+  RegisterActivationBackwardOps(r);
+  RegisterNormBackwardOps(r);
+  RegisterConvPoolBackwardOps(r);
+  RegisterLossBackwardOps(r);
   RegisterOutVariants(r);
 }
 

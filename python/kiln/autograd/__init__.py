@@ -96,7 +96,12 @@ def _node_register_hook(node, fn):
 
 
 def _node_register_prehook(node, fn):
-    hook_id = node._register_prehook(lambda g: fn((g,)))
+    # fn takes and returns a tuple of grad_outputs (PyTorch); the C++ hook sees one tensor.
+    def hook(g):
+        r = fn((g,))
+        return r[0] if isinstance(r, (tuple, list)) else r
+
+    hook_id = node._register_prehook(hook)
     return RemovableHandle(lambda: node._remove_prehook(hook_id))
 
 

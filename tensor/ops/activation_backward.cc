@@ -1,0 +1,334 @@
+// tensor/ops/activation_backward.cc: the backward ops of the activations (threshold_backward,
+// gelu_backward, sigmoid_backward, tanh_backward, silu_backward, leaky_relu_backward,
+// hardtanh_backward, elu_backward, softplus_backward, hardsigmoid_backward, hardswish_backward,
+// mish_backward, logit_backward) and of softmax (_softmax_backward_data,
+// _log_softmax_backward_data), as aten ops of their own so autograd's formulas and the tracers
+// see aten-level nodes.
+//
+// The pointwise ones share one table, as the forward activations do (activation.cc): a BwOp, its
+// Scalar parameters, and an element function f(grad, x) over the opmath type. grad_output and the
+// saved tensor broadcast together and promote to a common dtype (PyTorch's binary TensorIterator);
+// the loop is CpuKernel's, so contiguous and broadcast-scalar operands take its fast paths and
+// large tensors run in parallel. The softmax backward ops view their inputs as [outer, dim, inner]
+// like the forward and reduce each line in the acc type.
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include "tensor/ops/common.h"
+
+namespace kiln {
+namespace {
+
+enum BwOp : int {
+  kThresholdBw, kGeluBw, kGeluTanhBw, kSigmoidBw, kTanhBw, kSiluBw, kLeakyReluBw, kHardtanhBw, kEluBw,
+  kEluResultBw, kSoftplusBw, kHardsigmoidBw, kHardswishBw, kMishBw, kLogitBw, kNumBwOps,
+};
+
+struct BwSpec {
+  const char* op;      // the aten name, for messages
+  const char* kernel;  // PyTorch's kernel name in its "not implemented for" message
+  bool integral;       // integer dtypes allowed (threshold_backward)
+};
+
+const BwSpec kBw[] = {
+    {"threshold_backward", "threshold_backward", true},
+    {"gelu_backward", "GeluBackwardKernelImpl", false},
+    {"gelu_backward", "GeluBackwardKernelImpl", false},
+    {"sigmoid_backward", "sigmoid_backward_cpu", false},
+    {"tanh_backward", "tanh_backward_cpu", false},
+    {"silu_backward", "silu_backward_cpu", false},
+    {"leaky_relu_backward", "leaky_relu_backward_cpu", false},
+    {"hardtanh_backward", "hardshrink_backward_cpu", false},
+    {"elu_backward", "elu_backward_cpu", false},
+    {"elu_backward", "elu_backward_cpu", false},
+    {"softplus_backward", "softplus_backward_cpu", false},
+    {"hardsigmoid_backward", "hardsigmoid_backward", false},
+    {"hardswish_backward", "hardswish_backward_cpu", false},
+    {"mish_backward", "mish_backward_cpu", false},
+    {"logit_backward", "logit_backward_cpu", false},
+};
+
+// The Scalar arguments, as doubles, in schema order.
+struct BwParams {
+  double a = 0, b = 0, c = 0;
+};
+
+// d(loss)/dx given g = d(loss)/dy and x (the input, or the output for sigmoid/tanh/elu-on-result).
+template <typename M>
+inline M ApplyBw(int op, M g, M x, const BwParams& p) {
+  if constexpr (std::is_floating_point_v<M>) {
+    switch (op) {
+      case kThresholdBw: return x <= M(p.a) ? M(0) : g;
+      case kGeluBw: {
+        const M cdf = M(0.5) * (M(1) + std::erf(x * M(M_SQRT1_2)));
+        const M pdf = std::exp(M(-0.5) * x * x) * M(M_2_SQRTPI * M_SQRT1_2 * 0.5);  // 1 / sqrt(2 pi)
+        return g * (cdf + x * pdf);
+      }
+      case kGeluTanhBw: {
+        const M beta = M(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = M(0.044715);
+        const M x2 = x * x;
+        const M t = std::tanh(beta * (x + kappa * x2 * x));
+        const M left = M(0.5) * x, right = M(1) + t;
+        const M dleft = M(0.5) * right;
+        const M dright = left * (M(1) - t * t) * beta * (M(1) + M(3) * kappa * x2);
+        return g * (dleft + dright);
+      }
+      case kSigmoidBw: return g * (M(1) - x) * x;
+      case kTanhBw: return g * (M(1) - x * x);
+      case kSiluBw: {
+        const M s = M(1) / (M(1) + std::exp(-x));
+        return g * s * (M(1) + x * (M(1) - s));
+      }
+      case kLeakyReluBw: return x > M(0) ? g : g * M(p.a);
+      case kHardtanhBw: return x <= M(p.a) || x >= M(p.b) ? M(0) : g;
+      case kEluBw:  // p = (alpha * scale, scale, input_scale); x is the input
+        return x <= M(0) ? g * M(p.c) * M(p.a) * std::exp(x * M(p.c)) : g * M(p.b);
+      case kEluResultBw:  // x is the result
+        return x <= M(0) ? g * M(p.c) * (x + M(p.a)) : g * M(p.b);
+      case kSoftplusBw: {
+        const M z = std::exp(x * M(p.a));
+        return x * M(p.a) > M(p.b) ? g : g * z / (z + M(1));
+      }
+      case kHardsigmoidBw: return x > M(-3) && x < M(3) ? g * M(1.0f / 6.0f) : M(0);  // PyTorch's float 1/6
+      case kHardswishBw:  // PyTorch's kernel: 0 at x = -3, g at x = 3
+        if (x <= M(-3)) return M(0);
+        return x < M(3) ? g * (x / M(3) + M(0.5)) : g;
+      case kMishBw: {
+        const M s = M(1) / (M(1) + std::exp(-x));
+        const M t = std::tanh(std::log1p(std::exp(x)));
+        return g * (t + x * s * (M(1) - t * t));
+      }
+      case kLogitBw: {
+        // p.c < 0: no eps (NaN outside [0, 1]); else zero outside [lo, hi] = [eps, 1 - eps] (in p.a, p.b).
+        const bool outside = p.c < 0 ? (x < M(0) || x > M(1)) : (x < M(p.a) || x > M(p.b));
+        if (outside) return p.c < 0 ? std::numeric_limits<M>::quiet_NaN() : M(0);
+        if (x == M(0) || x == M(1)) return g * std::numeric_limits<M>::infinity();
+        return g / (x * (M(1) - x));
+      }
+    }
+  } else {
+    if (op == kThresholdBw) return x <= static_cast<M>(p.a) ? M(0) : g;
+  }
+  return g;
+}
+
+template <int kOp>
+void RunBw(const ElementwiseIter& iter, ScalarType dtype, const BwParams& p) {
+  KILN_DISPATCH_NUMERIC(dtype, kBw[kOp].kernel, [&] {
+    using C = scalar_t;
+    using M = opmath_t<C>;
+    BwParams q = p;
+    // Bounds compared with x are PyTorch's Scalars converted to the tensor's dtype.
+    auto round = [](double v) { return static_cast<double>(static_cast<M>(static_cast<C>(static_cast<M>(v)))); };
+    if constexpr (kOp == kThresholdBw || kOp == kHardtanhBw) q.a = round(p.a), q.b = round(p.b);
+    if constexpr (kOp == kLogitBw) {
+      if (p.a >= 0) q.a = round(p.a), q.b = round(1.0 - q.a);
+      q.c = p.a;
+    }
+    CpuKernel<C, C, C>(iter, [p = q](C g, C x) -> C {
+      return static_cast<C>(ApplyBw<M>(kOp, static_cast<M>(g), static_cast<M>(x), p));
+    });
+  });
+}
+using RunBwFn = void (*)(const ElementwiseIter&, ScalarType, const BwParams&);
+template <int... I>
+constexpr std::array<RunBwFn, sizeof...(I)> MakeBwTable(std::integer_sequence<int, I...>) {
+  return {&RunBw<I>...};
+}
+constexpr auto kRunBw = MakeBwTable(std::make_integer_sequence<int, kNumBwOps>{});
+
+// grad_output and x broadcast together; the result has their promoted dtype, contiguous.
+TensorMeta BwMeta(int op, const Tensor& grad, const Tensor& x) {
+  const ScalarType dt = ResultType(grad, x);
+  const bool ok = IsFloating(dt) || (kBw[op].integral && IsIntegral(dt, /*include_bool=*/false));
+  KILN_CHECK_NOT_IMPLEMENTED(ok, "\"", kBw[op].kernel, "\" not implemented for '", ScalarTypeDisplayName(dt),
+                             "' (", kBw[op].op, ")");
+  return ElementwiseMeta(kBw[op].op, grad, x, dt);
+}
+
+Tensor BwRun(int op, const Tensor& grad, const Tensor& x, const BwParams& p) {
+  Tensor out = EmptyFromMeta(BwMeta(op, grad, x));
+  if (out.numel() == 0) return out;
+  Tensor g = CastTo(grad, out.dtype()), v = CastTo(x, out.dtype());
+  ElementwiseIter iter({out, g, v});
+  kRunBw[op](iter, out.dtype(), p);
+  return out;
+}
+
+// (grad_output, self) ops with no parameters.
+template <int kOp>
+struct Bw0 {
+  static Tensor Fn(const Tensor& g, const Tensor& x) { return BwRun(kOp, g, x, {}); }
+  static TensorMeta Meta(const Tensor& g, const Tensor& x) { return BwMeta(kOp, g, x); }
+};
+
+Tensor ThresholdBw(const Tensor& g, const Tensor& x, const Scalar& th) { return BwRun(kThresholdBw, g, x, {th.to_double()}); }
+TensorMeta ThresholdBwMeta(const Tensor& g, const Tensor& x, const Scalar&) { return BwMeta(kThresholdBw, g, x); }
+
+int GeluBwOp(const std::string& approximate) {
+  KILN_CHECK(approximate == "none" || approximate == "tanh",
+             "[gelu_backward] approximate argument must be either none or tanh, got '", approximate, "'");
+  return approximate == "tanh" ? kGeluTanhBw : kGeluBw;
+}
+Tensor GeluBw(const Tensor& g, const Tensor& x, std::string approximate) { return BwRun(GeluBwOp(approximate), g, x, {}); }
+TensorMeta GeluBwMeta(const Tensor& g, const Tensor& x, std::string approximate) {
+  return BwMeta(GeluBwOp(approximate), g, x);
+}
+
+void CheckLeakyRelu(const Scalar& slope, bool self_is_result) {
+  KILN_CHECK(!self_is_result || slope.to_double() >= 0.0,
+             "In-place leakyReLu backward calculation is triggered with a negative slope which is not supported. This "
+             "is caused by calling in-place forward function with a negative slope, please call out-of-place version "
+             "instead. File an issue at https://github.com/pytorch/pytorch if you do require supporting in-place "
+             "leakRelu backward calculation with negative slope");
+}
+Tensor LeakyReluBw(const Tensor& g, const Tensor& x, const Scalar& slope, bool self_is_result) {
+  CheckLeakyRelu(slope, self_is_result);
+  return BwRun(kLeakyReluBw, g, x, {slope.to_double()});
+}
+TensorMeta LeakyReluBwMeta(const Tensor& g, const Tensor& x, const Scalar& slope, bool self_is_result) {
+  CheckLeakyRelu(slope, self_is_result);
+  return BwMeta(kLeakyReluBw, g, x);
+}
+
+Tensor HardtanhBw(const Tensor& g, const Tensor& x, const Scalar& lo, const Scalar& hi) {
+  return BwRun(kHardtanhBw, g, x, {lo.to_double(), hi.to_double()});
+}
+TensorMeta HardtanhBwMeta(const Tensor& g, const Tensor& x, const Scalar&, const Scalar&) {
+  return BwMeta(kHardtanhBw, g, x);
+}
+
+BwParams EluParams(const Scalar& alpha, const Scalar& scale, const Scalar& input_scale, bool is_result) {
+  KILN_CHECK(!is_result || alpha.to_double() >= 0.0,
+             "In-place elu backward calculation is triggered with a negative slope which is not supported. This is "
+             "caused by calling in-place forward function with a negative slope, please call out-of-place version "
+             "instead.");
+  return {alpha.to_double() * scale.to_double(), scale.to_double(), input_scale.to_double()};
+}
+Tensor EluBw(const Tensor& g, const Scalar& alpha, const Scalar& scale, const Scalar& input_scale, bool is_result,
+             const Tensor& self_or_result) {
+  BwParams p = EluParams(alpha, scale, input_scale, is_result);
+  return BwRun(is_result ? kEluResultBw : kEluBw, g, self_or_result, p);
+}
+TensorMeta EluBwMeta(const Tensor& g, const Scalar& alpha, const Scalar& scale, const Scalar& input_scale,
+                     bool is_result, const Tensor& self_or_result) {
+  EluParams(alpha, scale, input_scale, is_result);
+  return BwMeta(kEluBw, g, self_or_result);
+}
+
+Tensor SoftplusBw(const Tensor& g, const Tensor& x, const Scalar& beta, const Scalar& threshold) {
+  return BwRun(kSoftplusBw, g, x, {beta.to_double(), threshold.to_double()});
+}
+TensorMeta SoftplusBwMeta(const Tensor& g, const Tensor& x, const Scalar&, const Scalar&) {
+  return BwMeta(kSoftplusBw, g, x);
+}
+
+Tensor LogitBw(const Tensor& g, const Tensor& x, std::optional<double> eps) {
+  return BwRun(kLogitBw, g, x, {eps && *eps >= 0 ? *eps : -1.0});
+}
+TensorMeta LogitBwMeta(const Tensor& g, const Tensor& x, std::optional<double>) { return BwMeta(kLogitBw, g, x); }
+
+// --- softmax / log_softmax backward ----------------------------------------------------------
+
+template <bool kLog>
+constexpr const char* SoftmaxBwName() {
+  return kLog ? "_log_softmax_backward_data" : "_softmax_backward_data";
+}
+
+// PyTorch's meta: grad and output of one size; the result has grad's dtype, except that a float
+// grad of a half input comes back half (CUDA's half_to_float; the CPU kernel then refuses it).
+template <bool kLog>
+TensorMeta SoftmaxBwMeta(const Tensor& grad, const Tensor& output, int64_t dim, ScalarType input_dtype) {
+  KILN_CHECK(grad->sym_sizes() == output->sym_sizes(), "[", SoftmaxBwName<kLog>(), "] grad_output of size ",
+             ShapeStr(grad), " and output of size ", ShapeStr(output), " must have the same size");
+  WrapDim(dim, grad.dim());
+  ScalarType dt = grad.dtype();
+  if (dt != input_dtype && dt == ScalarType::Float32 && input_dtype == ScalarType::Float16) dt = ScalarType::Float16;
+  return TensorMeta{grad->sym_sizes(), {}, dt, grad.device()};
+}
+
+template <bool kLog, typename T>
+void SoftmaxBwKernel(const T* g, const T* y, T* out, int64_t outer, int64_t n, int64_t inner) {
+  using Acc = acc_t<T>;
+  ParallelFor(0, outer * inner, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t line = b; line < e; ++line) {
+      const int64_t base = (line / inner) * n * inner + line % inner;
+      const T* gp = g + base;
+      const T* yp = y + base;
+      T* op = out + base;
+      Acc sum = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        const Acc gv = static_cast<Acc>(gp[k * inner]);
+        sum += kLog ? gv : gv * static_cast<Acc>(yp[k * inner]);
+      }
+      for (int64_t k = 0; k < n; ++k) {
+        const Acc gv = static_cast<Acc>(gp[k * inner]), yv = static_cast<Acc>(yp[k * inner]);
+        op[k * inner] = static_cast<T>(kLog ? gv - std::exp(yv) * sum : yv * (gv - sum));
+      }
+    }
+  });
+}
+
+template <bool kLog>
+Tensor SoftmaxBw(const Tensor& grad, const Tensor& output, int64_t dim, ScalarType input_dtype) {
+  TensorMeta m = SoftmaxBwMeta<kLog>(grad, output, dim, input_dtype);
+  KILN_CHECK(m.dtype == grad.dtype(), "[", SoftmaxBwName<kLog>(),
+             "] softmax backward with half to float conversion is not supported on CPU");
+  KILN_CHECK(output.dtype() == grad.dtype(), "[", SoftmaxBwName<kLog>(), "] expected scalar type ",
+             ScalarTypeDisplayName(grad.dtype()), " but found ", ScalarTypeDisplayName(output.dtype()));
+  Tensor out = EmptyFromMeta(m);
+  if (out.numel() == 0) return out;
+  const int64_t d = WrapDim(dim, grad.dim());
+  int64_t outer = 1, n = 1, inner = 1;
+  for (int64_t k = 0; k < grad.dim(); ++k) {
+    if (k < d) outer *= grad.size(k);
+    else if (k == d) n = grad.size(k);
+    else inner *= grad.size(k);
+  }
+  Tensor g = ops::contiguous(grad), y = ops::contiguous(output);
+  KILN_DISPATCH_FLOATING(grad.dtype(), kLog ? "log_softmax_backward_kernel_impl" : "softmax_backward_kernel_impl", [&] {
+    SoftmaxBwKernel<kLog, scalar_t>(g.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), outer,
+                                    n, inner);
+  });
+  return out;
+}
+
+}  // namespace
+
+void RegisterActivationBackwardOps(Registry& r) {
+  std::initializer_list<Tag> pw = {Tag::pointwise};
+  r.Def("threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor", pw)
+      .Impl<&ThresholdBw>(DispatchKey::CPU).Meta<&ThresholdBwMeta>();
+  r.Def("gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor", pw)
+      .Impl<&GeluBw>(DispatchKey::CPU).Meta<&GeluBwMeta>();
+  r.Def("sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor", pw)
+      .Impl<&Bw0<kSigmoidBw>::Fn>(DispatchKey::CPU).Meta<&Bw0<kSigmoidBw>::Meta>();
+  r.Def("tanh_backward(Tensor grad_output, Tensor output) -> Tensor", pw)
+      .Impl<&Bw0<kTanhBw>::Fn>(DispatchKey::CPU).Meta<&Bw0<kTanhBw>::Meta>();
+  r.Def("silu_backward(Tensor grad_output, Tensor self) -> Tensor", pw)
+      .Impl<&Bw0<kSiluBw>::Fn>(DispatchKey::CPU).Meta<&Bw0<kSiluBw>::Meta>();
+  r.Def("leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor")
+      .Impl<&LeakyReluBw>(DispatchKey::CPU).Meta<&LeakyReluBwMeta>();
+  r.Def("hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor")
+      .Impl<&HardtanhBw>(DispatchKey::CPU).Meta<&HardtanhBwMeta>();
+  r.Def("elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, "
+        "Tensor self_or_result) -> Tensor")
+      .Impl<&EluBw>(DispatchKey::CPU).Meta<&EluBwMeta>();
+  r.Def("softplus_backward(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold) -> Tensor")
+      .Impl<&SoftplusBw>(DispatchKey::CPU).Meta<&SoftplusBwMeta>();
+  r.Def("hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor")
+      .Impl<&Bw0<kHardsigmoidBw>::Fn>(DispatchKey::CPU).Meta<&Bw0<kHardsigmoidBw>::Meta>();
+  r.Def("hardswish_backward(Tensor grad_output, Tensor self) -> Tensor")
+      .Impl<&Bw0<kHardswishBw>::Fn>(DispatchKey::CPU).Meta<&Bw0<kHardswishBw>::Meta>();
+  r.Def("mish_backward(Tensor grad_output, Tensor self) -> Tensor")
+      .Impl<&Bw0<kMishBw>::Fn>(DispatchKey::CPU).Meta<&Bw0<kMishBw>::Meta>();
+  r.Def("logit_backward(Tensor grad_output, Tensor self, float? eps=None) -> Tensor", pw)
+      .Impl<&LogitBw>(DispatchKey::CPU).Meta<&LogitBwMeta>();
+  r.Def("_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor")
+      .Impl<&SoftmaxBw<false>>(DispatchKey::CPU).Meta<&SoftmaxBwMeta<false>>();
+  r.Def("_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor")
+      .Impl<&SoftmaxBw<true>>(DispatchKey::CPU).Meta<&SoftmaxBwMeta<true>>();
+}
+
+}  // namespace kiln

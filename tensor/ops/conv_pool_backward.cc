@@ -1,0 +1,328 @@
+// tensor/ops/conv_pool_backward.cc: the backward ops of convolution and 2-D pooling
+// (convolution_backward, max_pool2d_with_indices_backward, avg_pool2d_backward,
+// _adaptive_avg_pool2d_backward).
+//
+// convolution_backward reuses the forward's checks and geometry (conv_pool.h) and its GEMM:
+// for a plain convolution, grad_input = col2im(W_g^T @ dY_g) and grad_weight_g += dY_g @
+// im2col(X)_g^T, per image and group; for a transposed one the roles swap (grad_input =
+// W_g @ im2col(dY)_g, grad_weight_g += X_g @ im2col(dY)_g^T). 1-D runs as 2-D with a height of 1;
+// float16/bfloat16 compute in float32. grad_bias sums dY over the batch and spatial dims.
+// The pooling backward ops scatter each output gradient back over its window (max: to the saved
+// index), one (batch, channel) plane per task, so no two tasks write one element.
+#include <cmath>
+
+#include "tensor/ops/conv_pool.h"
+#include "tensor/ops/gemm.h"
+
+namespace kiln {
+namespace {
+
+using IntList = std::vector<int64_t>;
+using SymList = std::vector<SymInt>;
+using OptMeta = std::optional<TensorMeta>;
+using Tensor3 = std::tuple<Tensor, Tensor, Tensor>;
+
+// --- convolution ---------------------------------------------------------------------------------
+
+constexpr const char* kConv = "convolution_backward";
+
+std::tuple<OptMeta, OptMeta, OptMeta> ConvBwMeta(const Tensor& grad, const Tensor& input, const Tensor& weight,
+                                                 const std::optional<SymList>& bias_sizes, const SymList& stride,
+                                                 const SymList& padding, const SymList& dilation, bool transposed,
+                                                 const SymList& output_padding, const SymInt& groups,
+                                                 std::vector<bool> mask) {
+  KILN_CHECK(mask.size() == 3, "[", kConv, "] output_mask must have 3 elements, got ", mask.size());
+  TensorMeta out = ConvolutionMeta(input, weight, std::nullopt, stride, padding, dilation, transposed, output_padding,
+                                   groups);
+  KILN_CHECK(grad->sym_sizes() == out.sizes, "[", kConv, "] expected grad_output of size ", SizesToString(out.sizes),
+             " (the convolution's output for input ", ShapeStr(input), " and weight ", ShapeStr(weight),
+             "), but got ", ShapeStr(grad));
+  KILN_CHECK(grad.dtype() == input.dtype(), "[", kConv, "] expected grad_output of dtype ",
+             ScalarTypeDisplayName(input.dtype()), ", but got ", ScalarTypeDisplayName(grad.dtype()));
+  CheckSameDevice(kConv, grad, input);
+  const SymInt& channels = out.sizes[1];
+  SymDimVector bias = {channels};
+  if (bias_sizes) {
+    bias = SymDimVector(bias_sizes->begin(), bias_sizes->end());
+    KILN_CHECK(bias.size() == 1 && bias[0] == channels, "[", kConv, "] expected bias_sizes [", channels.str(),
+               "] (the output channels), but got ", SizesToString(bias));
+  }
+  std::tuple<OptMeta, OptMeta, OptMeta> r;
+  if (mask[0]) std::get<0>(r) = TensorMeta{input->sym_sizes(), {}, input.dtype(), input.device()};
+  if (mask[1]) std::get<1>(r) = TensorMeta{weight->sym_sizes(), {}, weight.dtype(), weight.device()};
+  if (mask[2]) std::get<2>(r) = TensorMeta{bias, {}, grad.dtype(), grad.device()};
+  return r;
+}
+
+// dx, dw (either may be null) from dy [N, O, oh*ow...], x and w, all contiguous in the compute type.
+template <typename T>
+void ConvBwTyped(const T* dy, const T* x, const T* w, T* dx, T* dw, int64_t N, int64_t Cin, int64_t O,
+                 const Geom& g, int64_t groups, bool transposed) {
+  if (!transposed) {
+    // g: image = input [Cin, H, W], grid = output [oh, ow].
+    const int64_t Cg = Cin / groups, Og = O / groups, K = Cg * g.kh * g.kw, L = g.oh * g.ow, HW = g.H * g.W;
+    std::vector<T> cols(Cin * g.kh * g.kw * L);
+    if (dx) std::fill(dx, dx + N * Cin * HW, T(0));
+    if (dw) std::fill(dw, dw + O * K, T(0));
+    for (int64_t n = 0; n < N; ++n) {
+      const T* dyn = dy + n * O * L;
+      if (dx) {
+        for (int64_t gi = 0; gi < groups; ++gi)
+          Gemm<T>(true, false, K, L, Og, 1, w + gi * Og * K, K, dyn + gi * Og * L, L, 0, cols.data() + gi * K * L, L);
+        Col2Im(cols.data(), g, dx + n * Cin * HW);
+      }
+      if (dw) {
+        Im2Col(x + n * Cin * HW, g, cols.data());
+        for (int64_t gi = 0; gi < groups; ++gi)
+          Gemm<T>(false, true, Og, K, L, 1, dyn + gi * Og * L, L, cols.data() + gi * K * L, L, 1, dw + gi * Og * K, K);
+      }
+    }
+  } else {
+    // g: image = output [O, H, W], grid = input [oh, ow]; weight [Cin, Og, kh, kw].
+    const int64_t Cg = Cin / groups, M = (O / groups) * g.kh * g.kw, L = g.oh * g.ow, HW = g.H * g.W;
+    std::vector<T> cols(O * g.kh * g.kw * L);
+    if (dw) std::fill(dw, dw + Cin * M, T(0));
+    for (int64_t n = 0; n < N; ++n) {
+      Im2Col(dy + n * O * HW, g, cols.data());
+      for (int64_t gi = 0; gi < groups; ++gi) {
+        if (dx)
+          Gemm<T>(false, false, Cg, L, M, 1, w + gi * Cg * M, M, cols.data() + gi * M * L, L, 0,
+                  dx + (n * Cin + gi * Cg) * L, L);
+        if (dw)
+          Gemm<T>(false, true, Cg, M, L, 1, x + (n * Cin + gi * Cg) * L, L, cols.data() + gi * M * L, L, 1,
+                  dw + gi * Cg * M, M);
+      }
+    }
+  }
+}
+
+Tensor3 ConvBw(const Tensor& grad, const Tensor& input, const Tensor& weight, const std::optional<SymList>& bias_sizes,
+               const SymList& stride, const SymList& padding, const SymList& dilation, bool transposed,
+               const SymList& output_padding, const SymInt& groups, std::vector<bool> mask) {
+  auto [im, wm, bm] = ConvBwMeta(grad, input, weight, bias_sizes, stride, padding, dilation, transposed,
+                                 output_padding, groups, mask);
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(input.dtype()), "\"", kConv, "\" not implemented for '",
+                             ScalarTypeDisplayName(input.dtype()), "'");
+  ConvParams p = CheckConv(input, weight, std::nullopt, stride, padding, dilation, transposed, output_padding, groups);
+  Tensor gi = im ? EmptyFromMeta(*im) : Tensor(), gw = wm ? EmptyFromMeta(*wm) : Tensor();
+  Tensor gb = bm ? EmptyFromMeta(*bm) : Tensor();
+  if (gb.defined()) {
+    std::vector<int64_t> dims = {0};
+    for (int64_t d = 2; d < grad.dim(); ++d) dims.push_back(d);
+    ops::copy_(gb, ops::sum(grad, dims, false, OpMathType(grad.dtype())));
+  }
+  if (!gi.defined() && !gw.defined()) return {gi, gw, gb};
+  const ScalarType compute = OpMathType(input.dtype());
+  // Work buffers in the compute type; the results are copied out when it differs.
+  Tensor dx = gi.defined() ? (compute == gi.dtype() ? gi : EmptyLike(gi, compute)) : Tensor();
+  Tensor dw = gw.defined() ? (compute == gw.dtype() ? gw : EmptyLike(gw, compute)) : Tensor();
+  if (input.numel() == 0 || grad.numel() == 0 || weight.numel() == 0) {
+    if (dx.defined()) ops::fill_(dx, 0);
+    if (dw.defined()) ops::fill_(dw, 0);
+  } else {
+    Tensor x = ops::contiguous(CastTo(input, compute)), w = ops::contiguous(CastTo(weight, compute));
+    Tensor dy = ops::contiguous(CastTo(grad, compute));
+    const bool one_d = p.dims == 1;
+    auto dim2 = [&](const IntList& v, int64_t i, int64_t one) { return one_d ? (i == 0 ? one : v[0]) : v[i]; };
+    const int64_t xh = one_d ? 1 : x.size(2), xw = x.size(one_d ? 2 : 3);
+    const int64_t oh = one_d ? 1 : dy.size(2), ow = dy.size(one_d ? 2 : 3);
+    Geom g{};
+    g.kh = one_d ? 1 : w.size(2), g.kw = w.size(one_d ? 2 : 3);
+    g.sh = dim2(p.stride, 0, 1), g.sw = dim2(p.stride, 1, 1);
+    g.ph = dim2(p.padding, 0, 0), g.pw = dim2(p.padding, 1, 0);
+    g.dh = dim2(p.dilation, 0, 1), g.dw = dim2(p.dilation, 1, 1);
+    if (!transposed) {
+      g.C = x.size(1), g.H = xh, g.W = xw, g.oh = oh, g.ow = ow;
+    } else {
+      g.C = dy.size(1), g.H = oh, g.W = ow, g.oh = xh, g.ow = xw;
+    }
+    auto run = [&](auto tag) {
+      using T = decltype(tag);
+      ConvBwTyped<T>(dy.data_ptr<T>(), x.data_ptr<T>(), w.data_ptr<T>(), dx.defined() ? dx.data_ptr<T>() : nullptr,
+                     dw.defined() ? dw.data_ptr<T>() : nullptr, x.size(0), x.size(1), dy.size(1), g, p.groups,
+                     transposed);
+    };
+    if (compute == ScalarType::Float64) run(double{});
+    else run(float{});
+  }
+  if (dx.defined() && !dx.is_same(gi)) ops::copy_(gi, dx);
+  if (dw.defined() && !dw.is_same(gw)) ops::copy_(gw, dw);
+  return {gi, gw, gb};
+}
+
+// --- pooling -------------------------------------------------------------------------------------
+
+// grad_output must have the pooling's output size for `self`, and self's dtype.
+void CheckPoolGrad(const char* op, const Tensor& grad, const Tensor& self, const SymDimVector& out) {
+  KILN_CHECK(grad->sym_sizes() == out, "[", op, "] expected grad_output of size ", SizesToString(out),
+             " (the pooling's output for input ", ShapeStr(self), "), but got ", ShapeStr(grad));
+  KILN_CHECK(grad.dtype() == self.dtype(), "[", op, "] expected dtype ", ScalarTypeDisplayName(self.dtype()),
+             " for grad_output but got dtype ", ScalarTypeDisplayName(grad.dtype()));
+  CheckSameDevice(op, grad, self);
+}
+
+constexpr const char* kMaxBw = "max_pool2d_with_indices_backward";
+
+TensorMeta MaxPoolBwMeta(const Tensor& grad, const Tensor& self, const IntList& kernel_size, const IntList& stride,
+                         const IntList& padding, const IntList& dilation, bool ceil_mode, const Tensor& indices) {
+  PoolParams p = ParsePool(kMaxBw, kernel_size, stride, padding, &dilation);
+  KILN_CHECK(self.dim() == 3 || self.dim() == 4, "[", kMaxBw, "] non-empty 3D or 4D (batch mode) tensor expected "
+             "for input, but got ", ShapeStr(self));
+  SymDimVector out = PoolShape(self, p, ceil_mode);
+  CheckPoolGrad(kMaxBw, grad, self, out);
+  KILN_CHECK(indices->sym_sizes() == out, "[", kMaxBw, "] expected indices of size ", SizesToString(out),
+             ", but got ", ShapeStr(indices));
+  KILN_CHECK(indices.dtype() == ScalarType::Int64, "[", kMaxBw, "] expected indices of dtype Long, but got ",
+             ScalarTypeDisplayName(indices.dtype()));
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(self.dtype()), "\"max_pool2d_backward_out_frame\" not implemented for '",
+                             ScalarTypeDisplayName(self.dtype()), "'");
+  return TensorMeta{self->sym_sizes(), {}, self.dtype(), self.device()};
+}
+
+Tensor MaxPoolBw(const Tensor& grad, const Tensor& self, const IntList& kernel_size, const IntList& stride,
+                 const IntList& padding, const IntList& dilation, bool ceil_mode, const Tensor& indices) {
+  Tensor out = EmptyFromMeta(MaxPoolBwMeta(grad, self, kernel_size, stride, padding, dilation, ceil_mode, indices));
+  if (out.numel() == 0) return out;
+  Tensor g = ops::contiguous(grad), idx = ops::contiguous(indices);
+  const int64_t H = self.size(-2), W = self.size(-1), L = grad.size(-2) * grad.size(-1);
+  const int64_t* ip = idx.data_ptr<int64_t>();
+  for (int64_t i = 0, n = idx.numel(); i < n; ++i)
+    KILN_CHECK_INDEX(ip[i] >= 0 && ip[i] < H * W, "[", kMaxBw, "] index ", ip[i], " of indices is out of bounds for ",
+                     "a plane of ", H, "x", W, " elements");
+  KILN_DISPATCH_FLOATING(self.dtype(), kMaxBw, [&] {
+    using T = scalar_t;
+    using M = opmath_t<T>;
+    const T* gp = g.data_ptr<T>();
+    T* op = out.data_ptr<T>();
+    std::fill(op, op + out.numel(), T(0));
+    ForEachPlane(out, L, [&](int64_t pl) {
+      T* dst = op + pl * H * W;
+      for (int64_t k = 0; k < L; ++k) {
+        const int64_t at = ip[pl * L + k];
+        dst[at] = static_cast<T>(static_cast<M>(dst[at]) + static_cast<M>(gp[pl * L + k]));
+      }
+    });
+  });
+  return out;
+}
+
+constexpr const char* kAvgBw = "avg_pool2d_backward";
+
+TensorMeta AvgPoolBwMeta(const Tensor& grad, const Tensor& self, const IntList& kernel_size, const IntList& stride,
+                         const IntList& padding, bool ceil_mode, bool count_include_pad,
+                         std::optional<int64_t> divisor_override) {
+  (void)count_include_pad;
+  KILN_CHECK(!divisor_override || *divisor_override != 0, "[", kAvgBw, "] divisor must be not zero");
+  PoolParams p = ParsePool(kAvgBw, kernel_size, stride, padding, nullptr);
+  SymDimVector out = PoolShape(self, p, ceil_mode);
+  CheckPoolGrad(kAvgBw, grad, self, out);
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(self.dtype()) || self.dtype() == ScalarType::Int64,
+                             "\"avg_pool2d_backward_out_frame\" not implemented for '",
+                             ScalarTypeDisplayName(self.dtype()), "'");
+  return TensorMeta{self->sym_sizes(), {}, self.dtype(), self.device()};
+}
+
+Tensor AvgPoolBw(const Tensor& grad, const Tensor& self, const IntList& kernel_size, const IntList& stride,
+                 const IntList& padding, bool ceil_mode, bool count_include_pad,
+                 std::optional<int64_t> divisor_override) {
+  Tensor out = EmptyFromMeta(AvgPoolBwMeta(grad, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                           divisor_override));
+  if (out.numel() == 0) return out;
+  PoolParams p = ParsePool(kAvgBw, kernel_size, stride, padding, nullptr);
+  Tensor g = ops::contiguous(grad);
+  const int64_t H = self.size(-2), W = self.size(-1), oh = grad.size(-2), ow = grad.size(-1);
+  KILN_DISPATCH_NUMERIC(self.dtype(), kAvgBw, [&] {
+    using T = scalar_t;
+    using M = opmath_t<T>;
+    const T* gp = g.data_ptr<T>();
+    T* op = out.data_ptr<T>();
+    ForEachPlane(out, oh * ow * p.kh * p.kw, [&](int64_t pl) {
+      const T* src = gp + pl * oh * ow;
+      T* dst = op + pl * H * W;
+      std::vector<M> acc(H * W, M(0));
+      for (int64_t y = 0; y < oh; ++y) {
+        for (int64_t xo = 0; xo < ow; ++xo) {
+          int64_t h0 = y * p.sh - p.ph, w0 = xo * p.sw - p.pw;
+          int64_t h1 = std::min(h0 + p.kh, H + p.ph), w1 = std::min(w0 + p.kw, W + p.pw);
+          const int64_t pool_size = (h1 - h0) * (w1 - w0);
+          h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0);
+          h1 = std::min(h1, H), w1 = std::min(w1, W);
+          if (h0 >= h1 || w0 >= w1) continue;
+          const int64_t div = divisor_override ? *divisor_override
+                              : count_include_pad ? pool_size : (h1 - h0) * (w1 - w0);
+          const M v = static_cast<M>(src[y * ow + xo]) / static_cast<M>(div);
+          for (int64_t iy = h0; iy < h1; ++iy)
+            for (int64_t ix = w0; ix < w1; ++ix) acc[iy * W + ix] += v;
+        }
+      }
+      for (int64_t i = 0; i < H * W; ++i) dst[i] = static_cast<T>(acc[i]);
+    });
+  });
+  return out;
+}
+
+constexpr const char* kAdaptBw = "_adaptive_avg_pool2d_backward";
+
+TensorMeta AdaptiveAvgPoolBwMeta(const Tensor& grad, const Tensor& self) {
+  const int64_t nd = self.dim();
+  KILN_CHECK(nd == 3 || nd == 4, "[", kAdaptBw, "] expected a 3D or 4D input, but got ", ShapeStr(self));
+  KILN_CHECK(grad.dim() == nd, "[", kAdaptBw, "] expected grad_output with ", nd, " dimensions (the input's), but "
+             "got ", ShapeStr(grad));
+  for (int64_t d = 0; d < nd - 2; ++d) {
+    KILN_CHECK(grad->sym_sizes()[d] == self->sym_sizes()[d], "[", kAdaptBw, "] grad_output of size ", ShapeStr(grad),
+               " does not match the batch and channel sizes of input ", ShapeStr(self));
+  }
+  KILN_CHECK(grad.dtype() == self.dtype(), "[", kAdaptBw, "] Expected dtype ", ScalarTypeDisplayName(self.dtype()),
+             " for `grad_output` but got dtype ", ScalarTypeDisplayName(grad.dtype()));
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(self.dtype()), "\"adaptive_avg_pool2d_backward_cpu\" not implemented for '",
+                             ScalarTypeDisplayName(self.dtype()), "'");
+  return TensorMeta{self->sym_sizes(), {}, self.dtype(), self.device()};
+}
+
+Tensor AdaptiveAvgPoolBw(const Tensor& grad, const Tensor& self) {
+  Tensor out = EmptyFromMeta(AdaptiveAvgPoolBwMeta(grad, self));
+  if (out.numel() == 0) return out;
+  Tensor g = ops::contiguous(grad);
+  const int64_t H = self.size(-2), W = self.size(-1), oh = grad.size(-2), ow = grad.size(-1);
+  KILN_DISPATCH_FLOATING(self.dtype(), kAdaptBw, [&] {
+    using T = scalar_t;
+    using M = opmath_t<T>;
+    const T* gp = g.data_ptr<T>();
+    T* op = out.data_ptr<T>();
+    ForEachPlane(out, H * W + oh * ow, [&](int64_t pl) {
+      const T* src = gp + pl * oh * ow;
+      std::vector<M> acc(H * W, M(0));
+      for (int64_t y = 0; y < oh; ++y) {
+        const int64_t h0 = (y * H) / oh, h1 = ((y + 1) * H + oh - 1) / oh;
+        for (int64_t xo = 0; xo < ow; ++xo) {
+          const int64_t w0 = (xo * W) / ow, w1 = ((xo + 1) * W + ow - 1) / ow;
+          const M v = static_cast<M>(src[y * ow + xo]) / static_cast<M>((h1 - h0) * (w1 - w0));
+          for (int64_t iy = h0; iy < h1; ++iy)
+            for (int64_t ix = w0; ix < w1; ++ix) acc[iy * W + ix] += v;
+        }
+      }
+      T* dst = op + pl * H * W;
+      for (int64_t i = 0; i < H * W; ++i) dst[i] = static_cast<T>(acc[i]);
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
+void RegisterConvPoolBackwardOps(Registry& r) {
+  r.Def("convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, "
+        "SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, "
+        "SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)", {Tag::core})
+      .Impl<&ConvBw>(DispatchKey::CPU).Meta<&ConvBwMeta>();
+  r.Def("max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, "
+        "int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor", {Tag::core})
+      .Impl<&MaxPoolBw>(DispatchKey::CPU).Meta<&MaxPoolBwMeta>();
+  r.Def("avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, "
+        "bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor", {Tag::core})
+      .Impl<&AvgPoolBw>(DispatchKey::CPU).Meta<&AvgPoolBwMeta>();
+  r.Def("_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor", {Tag::core})
+      .Impl<&AdaptiveAvgPoolBw>(DispatchKey::CPU).Meta<&AdaptiveAvgPoolBwMeta>();
+}
+
+}  // namespace kiln

@@ -1,0 +1,402 @@
+// tensor/ops/norm_backward.cc: the backward ops of the normalization layers
+// (native_batch_norm_backward, native_layer_norm_backward, native_group_norm_backward).
+//
+// Each takes the statistics its forward saved (norm.cc: save_mean/save_invstd, mean/rstd of
+// shape [*, 1...], or [N, group]) and an output_mask saying which of (grad_input, grad_weight,
+// grad_bias) to compute; an unmasked output is an undefined tensor (None in Python), in the meta
+// function too. The inputs are made contiguous and viewed as [outer, channels, inner] (batch
+// norm), [rows, elems] (layer norm) or [N, group, D, HxW] (group norm); per-slice sums run in
+// double, in parallel over channels, rows or (n, group) pairs, with PyTorch's CPU formulas:
+//
+//   batch norm (train): dx = (dy - mean(dy) - (x - mean) * dot(dy, x - mean) * invstd^2 / M) * invstd * w
+//   layer/group norm:   dx = rstd * w * dy + b * x + c,  b = (db * mean - ds) * rstd^3 / M,
+//                       c = -b * mean - db * rstd / M,   ds = sum(dy * w * x), db = sum(dy * w)
+//
+// Parameter gradients have the parameter's dtype (float32 for a float16/bfloat16 input with
+// float32 parameters or statistics, PyTorch's "mixed type").
+#include <cmath>
+
+#include "tensor/ops/common.h"
+
+namespace kiln {
+namespace {
+
+using OptTensor = std::optional<Tensor>;
+using SymList = std::vector<SymInt>;
+using OptMeta = std::optional<TensorMeta>;
+using OptMeta3 = std::tuple<OptMeta, OptMeta, OptMeta>;
+using Tensor3 = std::tuple<Tensor, Tensor, Tensor>;
+
+bool Defined(const OptTensor& t) { return t && t->defined(); }
+
+// All values of a tensor (any strides, any floating dtype) as doubles, row-major.
+std::vector<double> ReadAll(const Tensor& t) {
+  std::vector<double> v(t.numel());
+  if (v.empty()) return v;
+  Tensor c = ops::contiguous(t);
+  KILN_DISPATCH_FLOATING(c.dtype(), "norm_backward", [&] {
+    const scalar_t* p = c.data_ptr<scalar_t>();
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(static_cast<opmath_t<scalar_t>>(p[i]));
+  });
+  return v;
+}
+std::vector<double> ReadOr(const OptTensor& t, int64_t n, double dflt) {
+  return Defined(t) ? ReadAll(*t) : std::vector<double>(n, dflt);
+}
+
+void WriteAll(const Tensor& t, const std::vector<double>& v) {
+  if (!t.defined() || v.empty()) return;
+  KILN_DISPATCH_FLOATING(t.dtype(), "norm_backward", [&] {
+    scalar_t* p = t.data_ptr<scalar_t>();
+    for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<scalar_t>(static_cast<opmath_t<scalar_t>>(v[i]));
+  });
+}
+
+void CheckMask(const char* op, const std::vector<bool>& mask) {
+  KILN_CHECK(mask.size() == 3, "[", op, "] output_mask must have 3 elements, got ", mask.size());
+}
+
+void CheckGradShape(const char* op, const Tensor& grad, const Tensor& input) {
+  KILN_CHECK(grad->sym_sizes() == input->sym_sizes(), "[", op, "] expected grad_out of size ", ShapeStr(input),
+             " (the input's), but got ", ShapeStr(grad));
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(input.dtype()), "\"", op, "\" not implemented for '",
+                             ScalarTypeDisplayName(input.dtype()), "'");
+  KILN_CHECK(grad.dtype() == input.dtype(), "[", op, "] expected scalar type ", ScalarTypeDisplayName(input.dtype()),
+             " for grad_out but found ", ScalarTypeDisplayName(grad.dtype()));
+  CheckSameDevice(op, grad, input);
+}
+
+// A 1-D-or-any tensor argument must hold `n` elements.
+void CheckNumel(const char* op, const char* what, const OptTensor& t, const SymInt& n) {
+  if (!Defined(t)) return;
+  KILN_CHECK((*t)->sym_numel() == n, "[", op, "] expected ", what, " to have ", n.str(), " elements, but got ",
+             what, " of size ", ShapeStr(*t));
+}
+
+// Parameter-gradient dtype: float32 when a 16-bit input comes with any float32 parameter or statistic.
+ScalarType ParamDtype(const Tensor& input, std::initializer_list<const OptTensor*> params) {
+  if (!IsReducedFloat(input.dtype())) return input.dtype();
+  for (const OptTensor* p : params)
+    if (Defined(*p) && (*p)->dtype() == ScalarType::Float32) return ScalarType::Float32;
+  return input.dtype();
+}
+
+Tensor3 Allocate(const OptMeta3& m) {
+  auto make = [](const OptMeta& x) { return x ? EmptyFromMeta(*x) : Tensor(); };
+  return {make(std::get<0>(m)), make(std::get<1>(m)), make(std::get<2>(m))};
+}
+
+// --- batch norm ----------------------------------------------------------------------------------
+
+constexpr const char* kBn = "native_batch_norm_backward";
+
+OptMeta3 BatchNormBwMeta(const Tensor& grad, const Tensor& input, const OptTensor& weight,
+                         const OptTensor& running_mean, const OptTensor& running_var, const OptTensor& save_mean,
+                         const OptTensor& save_invstd, bool train, double eps, std::vector<bool> mask) {
+  (void)eps;
+  CheckMask(kBn, mask);
+  KILN_CHECK(input.dim() >= 2, "[", kBn, "] expected an input with at least 2 dimensions (N, C, ...), but got ",
+             "input of size ", ShapeStr(input));
+  CheckGradShape(kBn, grad, input);
+  const SymInt& C = input->sym_sizes()[1];
+  CheckNumel(kBn, "weight", weight, C);
+  if (train) {
+    KILN_CHECK(Defined(save_mean) && Defined(save_invstd), "[", kBn,
+               "] save_mean and save_invstd must be defined in training mode");
+    CheckNumel(kBn, "save_mean", save_mean, C);
+    CheckNumel(kBn, "save_invstd", save_invstd, C);
+  } else {
+    KILN_CHECK(Defined(running_mean) && Defined(running_var), "[", kBn,
+               "] running_mean and running_var must be defined in evaluation mode");
+    CheckNumel(kBn, "running_mean", running_mean, C);
+    CheckNumel(kBn, "running_var", running_var, C);
+  }
+  const ScalarType pdt = ParamDtype(input, {&weight, &running_mean, &running_var, &save_mean, &save_invstd});
+  OptMeta3 out;
+  if (mask[0]) std::get<0>(out) = TensorMeta{input->sym_sizes(), {}, input.dtype(), input.device()};
+  if (mask[1]) std::get<1>(out) = TensorMeta{{C}, {}, pdt, input.device()};
+  if (mask[2]) std::get<2>(out) = TensorMeta{{C}, {}, pdt, input.device()};
+  return out;
+}
+
+template <typename T>
+void BatchNormBwKernel(const T* g, const T* x, T* gi, int64_t N, int64_t C, int64_t S, bool train,
+                       const std::vector<double>& mean, const std::vector<double>& invstd, const std::vector<double>& w,
+                       std::vector<double>& gw, std::vector<double>& gb) {
+  using M = opmath_t<T>;
+  const int64_t count = N * S;
+  ParallelFor(0, C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(count, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) {
+      double sum = 0, dot = 0;
+      for (int64_t n = 0; n < N; ++n) {
+        const T* gp = g + (n * C + c) * S;
+        const T* xp = x + (n * C + c) * S;
+        for (int64_t s = 0; s < S; ++s) {
+          const double gv = static_cast<double>(static_cast<M>(gp[s]));
+          sum += gv;
+          dot += (static_cast<double>(static_cast<M>(xp[s])) - mean[c]) * gv;
+        }
+      }
+      gw[c] = dot * invstd[c];
+      gb[c] = sum;
+      if (!gi) continue;
+      const double k = count > 0 ? dot * invstd[c] * invstd[c] / count : 0.0;
+      const double gm = count > 0 ? sum / count : 0.0;
+      const double scale = invstd[c] * w[c];
+      for (int64_t n = 0; n < N; ++n) {
+        const T* gp = g + (n * C + c) * S;
+        const T* xp = x + (n * C + c) * S;
+        T* op = gi + (n * C + c) * S;
+        for (int64_t s = 0; s < S; ++s) {
+          const double gv = static_cast<double>(static_cast<M>(gp[s]));
+          const double v = train ? (gv - gm - (static_cast<double>(static_cast<M>(xp[s])) - mean[c]) * k) * scale
+                                 : gv * scale;
+          op[s] = static_cast<T>(static_cast<M>(v));
+        }
+      }
+    }
+  });
+}
+
+Tensor3 BatchNormBw(const Tensor& grad, const Tensor& input, const OptTensor& weight, const OptTensor& running_mean,
+                    const OptTensor& running_var, const OptTensor& save_mean, const OptTensor& save_invstd, bool train,
+                    double eps, std::vector<bool> mask) {
+  auto [gi, gw, gb] = Allocate(BatchNormBwMeta(grad, input, weight, running_mean, running_var, save_mean, save_invstd,
+                                               train, eps, mask));
+  const int64_t N = input.size(0), C = input.size(1), S = input.numel() / std::max<int64_t>(N * C, 1);
+  std::vector<double> mean, invstd;
+  if (train) {
+    mean = ReadAll(*save_mean);
+    invstd = ReadAll(*save_invstd);
+  } else {
+    mean = ReadAll(*running_mean);
+    invstd = ReadAll(*running_var);
+    for (double& v : invstd) v = 1.0 / std::sqrt(v + eps);
+  }
+  const std::vector<double> w = ReadOr(weight, C, 1.0);
+  std::vector<double> dw(C, 0.0), db(C, 0.0);
+  Tensor g = ops::contiguous(grad), x = ops::contiguous(input);
+  if (input.numel() > 0) {
+    KILN_DISPATCH_FLOATING(input.dtype(), kBn, [&] {
+      BatchNormBwKernel<scalar_t>(g.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(),
+                                  gi.defined() ? gi.data_ptr<scalar_t>() : nullptr, N, C, S, train, mean, invstd, w,
+                                  dw, db);
+    });
+  }
+  WriteAll(gw, dw);
+  WriteAll(gb, db);
+  return {gi, gw, gb};
+}
+
+// --- layer norm ----------------------------------------------------------------------------------
+
+constexpr const char* kLn = "native_layer_norm_backward";
+
+OptMeta3 LayerNormBwMeta(const Tensor& grad, const Tensor& input, const SymList& normalized_shape,
+                         const Tensor& mean, const Tensor& rstd, const OptTensor& weight, const OptTensor& bias,
+                         std::vector<bool> mask) {
+  CheckMask(kLn, mask);
+  const int64_t nn = static_cast<int64_t>(normalized_shape.size()), nd = input.dim();
+  const SymDimVector norm(normalized_shape.begin(), normalized_shape.end());
+  const SymDimVector& s = input->sym_sizes();
+  KILN_CHECK(nn >= 1 && nd >= nn && SymDimVector(s.end() - nn, s.end()) == norm, "[", kLn, "] Given normalized_shape=",
+             SizesToString(norm), ", expected input with shape [*, ...normalized_shape], but got input of size ",
+             ShapeStr(input));
+  CheckGradShape(kLn, grad, input);
+  SymInt rows = 1;
+  for (int64_t d = 0; d < nd - nn; ++d) rows = rows * s[d];
+  CheckNumel(kLn, "mean", mean, rows);
+  CheckNumel(kLn, "rstd", rstd, rows);
+  for (const auto& [what, t] : {std::pair<const char*, const OptTensor*>{"weight", &weight}, {"bias", &bias}}) {
+    KILN_CHECK(!Defined(*t) || (**t)->sym_sizes() == norm, "[", kLn, "] Expected ", what, " to be of same shape as "
+               "normalized_shape, but got ", what, " of shape ", ShapeStr(**t), " and normalized_shape = ",
+               SizesToString(norm));
+  }
+  const OptTensor mean_opt = mean, rstd_opt = rstd;
+  const ScalarType pdt = ParamDtype(input, {&mean_opt, &rstd_opt});
+  OptMeta3 out;
+  if (mask[0]) std::get<0>(out) = TensorMeta{s, {}, input.dtype(), input.device()};
+  if (mask[1]) std::get<1>(out) = TensorMeta{norm, {}, Defined(weight) ? weight->dtype() : pdt, input.device()};
+  if (mask[2]) std::get<2>(out) = TensorMeta{norm, {}, Defined(bias) ? bias->dtype() : pdt, input.device()};
+  return out;
+}
+
+template <typename T>
+void LayerNormBwKernel(const T* g, const T* x, T* gi, int64_t M, int64_t N, const std::vector<double>& mean,
+                       const std::vector<double>& rstd, const std::vector<double>& w, std::vector<double>* gw,
+                       std::vector<double>* gb) {
+  using Mt = opmath_t<T>;
+  auto val = [](T v) { return static_cast<double>(static_cast<Mt>(v)); };
+  if (gi) {
+    ParallelFor(0, M, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N, 1)), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const T* gp = g + r * N;
+        const T* xp = x + r * N;
+        double ds = 0, db = 0;
+        for (int64_t j = 0; j < N; ++j) {
+          const double gw_ = val(gp[j]) * w[j];
+          ds += gw_ * val(xp[j]);
+          db += gw_;
+        }
+        const double a = rstd[r];
+        const double b = (db * mean[r] - ds) * a * a * a / N;
+        const double c = -b * mean[r] - db * a / N;
+        T* op = gi + r * N;
+        for (int64_t j = 0; j < N; ++j) op[j] = static_cast<T>(static_cast<Mt>(a * w[j] * val(gp[j]) + b * val(xp[j]) + c));
+      }
+    });
+  }
+  if (gw || gb) {
+    ParallelFor(0, N, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(M, 1)), [&](int64_t lo, int64_t hi) {
+      for (int64_t j = lo; j < hi; ++j) {
+        double sw = 0, sb = 0;
+        for (int64_t r = 0; r < M; ++r) {
+          const double gv = val(g[r * N + j]);
+          sw += gv * (val(x[r * N + j]) - mean[r]) * rstd[r];
+          sb += gv;
+        }
+        if (gw) (*gw)[j] = sw;
+        if (gb) (*gb)[j] = sb;
+      }
+    });
+  }
+}
+
+Tensor3 LayerNormBw(const Tensor& grad, const Tensor& input, const SymList& normalized_shape, const Tensor& mean,
+                    const Tensor& rstd, const OptTensor& weight, const OptTensor& bias, std::vector<bool> mask) {
+  auto [gi, gw, gb] = Allocate(LayerNormBwMeta(grad, input, normalized_shape, mean, rstd, weight, bias, mask));
+  int64_t N = 1;
+  for (const SymInt& v : normalized_shape) N *= v.expect_int();
+  const int64_t M = N == 0 ? 0 : input.numel() / N;
+  std::vector<double> dw(N, 0.0), db(N, 0.0);
+  if (input.numel() > 0) {
+    const std::vector<double> mu = ReadAll(mean), rs = ReadAll(rstd), w = ReadOr(weight, N, 1.0);
+    Tensor g = ops::contiguous(grad), x = ops::contiguous(input);
+    KILN_DISPATCH_FLOATING(input.dtype(), kLn, [&] {
+      LayerNormBwKernel<scalar_t>(g.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(),
+                                  gi.defined() ? gi.data_ptr<scalar_t>() : nullptr, M, N, mu, rs, w,
+                                  gw.defined() ? &dw : nullptr, gb.defined() ? &db : nullptr);
+    });
+  }
+  WriteAll(gw, dw);
+  WriteAll(gb, db);
+  return {gi, gw, gb};
+}
+
+// --- group norm ----------------------------------------------------------------------------------
+
+constexpr const char* kGn = "native_group_norm_backward";
+
+OptMeta3 GroupNormBwMeta(const Tensor& grad, const Tensor& input, const Tensor& mean, const Tensor& rstd,
+                         const OptTensor& weight, const SymInt& N, const SymInt& C, const SymInt& HxW, int64_t group,
+                         std::vector<bool> mask) {
+  CheckMask(kGn, mask);
+  KILN_CHECK(group > 0, "[", kGn, "] Expected num groups to be greater than 0, got ", group);
+  KILN_CHECK(C.mod(group) == 0, "[", kGn, "] Expected number of channels in input to be divisible by num_groups, but "
+             "got C=", C.str(), " and num_groups=", group);
+  KILN_CHECK(input->sym_numel() == N * C * HxW, "[", kGn, "] Expected input of size ", ShapeStr(input),
+             " to have N * C * HxW = ", N.str(), " * ", C.str(), " * ", HxW.str(), " elements");
+  KILN_CHECK(input.dim() < 2 || input->sym_sizes()[1] == C, "[", kGn, "] Expected input of size ", ShapeStr(input),
+             " to have C = ", C.str(), " channels");
+  CheckGradShape(kGn, grad, input);
+  CheckNumel(kGn, "mean", mean, N * group);
+  CheckNumel(kGn, "rstd", rstd, N * group);
+  CheckNumel(kGn, "weight", weight, C);
+  const OptTensor mean_opt = mean, rstd_opt = rstd;
+  const ScalarType pdt = Defined(weight) ? weight->dtype() : ParamDtype(input, {&mean_opt, &rstd_opt});
+  OptMeta3 out;
+  if (mask[0]) std::get<0>(out) = TensorMeta{input->sym_sizes(), {}, input.dtype(), input.device()};
+  if (mask[1]) std::get<1>(out) = TensorMeta{{C}, {}, pdt, input.device()};
+  if (mask[2]) std::get<2>(out) = TensorMeta{{C}, {}, pdt, input.device()};
+  return out;
+}
+
+template <typename T>
+void GroupNormBwKernel(const T* g, const T* x, T* gi, int64_t N, int64_t C, int64_t HxW, int64_t G,
+                       const std::vector<double>& mean, const std::vector<double>& rstd, const std::vector<double>& w,
+                       std::vector<double>& ds, std::vector<double>& db) {
+  using Mt = opmath_t<T>;
+  auto val = [](T v) { return static_cast<double>(static_cast<Mt>(v)); };
+  const int64_t D = C / G;
+  // ds[n, c] = sum_hw dy * x, db[n, c] = sum_hw dy.
+  ParallelFor(0, N * C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(HxW, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t nc = lo; nc < hi; ++nc) {
+      double s = 0, b = 0;
+      for (int64_t i = 0; i < HxW; ++i) {
+        const double gv = val(g[nc * HxW + i]);
+        s += gv * val(x[nc * HxW + i]);
+        b += gv;
+      }
+      ds[nc] = s;
+      db[nc] = b;
+    }
+  });
+  if (!gi) return;
+  const double inv = 1.0 / static_cast<double>(D * HxW);
+  ParallelFor(0, N * G, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(D * HxW, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t ng = lo; ng < hi; ++ng) {
+      const int64_t n = ng / G, gr = ng % G;
+      double ds_val = 0, db_val = 0;
+      for (int64_t d = 0; d < D; ++d) {
+        const int64_t c = gr * D + d;
+        ds_val += ds[n * C + c] * w[c];
+        db_val += db[n * C + c] * w[c];
+      }
+      const double a = rstd[ng];
+      const double b = (db_val * mean[ng] - ds_val) * a * a * a * inv;
+      const double c0 = -b * mean[ng] - db_val * a * inv;
+      for (int64_t d = 0; d < D; ++d) {
+        const int64_t c = gr * D + d;
+        const int64_t off = (n * C + c) * HxW;
+        const double k = a * w[c];
+        for (int64_t i = 0; i < HxW; ++i)
+          gi[off + i] = static_cast<T>(static_cast<Mt>(k * val(g[off + i]) + b * val(x[off + i]) + c0));
+      }
+    }
+  });
+}
+
+Tensor3 GroupNormBw(const Tensor& grad, const Tensor& input, const Tensor& mean, const Tensor& rstd,
+                    const OptTensor& weight, const SymInt& N_sym, const SymInt& C_sym, const SymInt& HxW_sym,
+                    int64_t group, std::vector<bool> mask) {
+  auto [gi, gw, gb] = Allocate(GroupNormBwMeta(grad, input, mean, rstd, weight, N_sym, C_sym, HxW_sym, group, mask));
+  const int64_t N = N_sym.expect_int(), C = C_sym.expect_int(), HxW = HxW_sym.expect_int(), G = group;
+  std::vector<double> dw(C, 0.0), dbeta(C, 0.0);
+  if (input.numel() > 0) {
+    const std::vector<double> mu = ReadAll(mean), rs = ReadAll(rstd), w = ReadOr(weight, C, 1.0);
+    std::vector<double> ds(N * C), db(N * C);
+    Tensor g = ops::contiguous(grad), x = ops::contiguous(input);
+    KILN_DISPATCH_FLOATING(input.dtype(), kGn, [&] {
+      GroupNormBwKernel<scalar_t>(g.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(),
+                                  gi.defined() ? gi.data_ptr<scalar_t>() : nullptr, N, C, HxW, G, mu, rs, w, ds, db);
+    });
+    const int64_t D = C / G;
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t ng = n * G + c / D;
+        dw[c] += (ds[n * C + c] - db[n * C + c] * mu[ng]) * rs[ng];
+        dbeta[c] += db[n * C + c];
+      }
+    }
+  }
+  WriteAll(gw, dw);
+  WriteAll(gb, dbeta);
+  return {gi, gw, gb};
+}
+
+}  // namespace
+
+void RegisterNormBackwardOps(Registry& r) {
+  r.Def("native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, "
+        "Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> "
+        "(Tensor, Tensor, Tensor)")
+      .Impl<&BatchNormBw>(DispatchKey::CPU).Meta<&BatchNormBwMeta>();
+  r.Def("native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, "
+        "Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)", {Tag::core})
+      .Impl<&LayerNormBw>(DispatchKey::CPU).Meta<&LayerNormBwMeta>();
+  r.Def("native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, "
+        "SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, Tensor)", {Tag::core})
+      .Impl<&GroupNormBw>(DispatchKey::CPU).Meta<&GroupNormBwMeta>();
+}
+
+}  // namespace kiln
