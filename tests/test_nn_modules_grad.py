@@ -4,7 +4,6 @@ Also zero_grad, requires_grad_, Parameter leaves, no_grad in init, clip_grad_nor
 """
 
 import math
-import re
 
 import numpy as np
 import pytest
@@ -17,18 +16,6 @@ from test_nn_modules import LAYERS, BATCHNORMS, LOSSES, MHA, _loss_inputs, arr, 
 pytestmark = requires_torch
 
 TOL = (2e-4, 2e-5)
-
-
-def kiln_backward(loss):
-    """loss.backward(), turning one known kiln gap into an xfail that names it (it passes by itself
-    once fixed): derivative formulas that call *_backward ops the registry does not have yet."""
-    try:
-        loss.backward()
-    except RuntimeError as e:
-        missing = re.search(r"no op named (aten::\w+)", str(e))
-        if missing:
-            pytest.xfail(f"kiln has no {missing.group(1)} yet (its derivative formula calls it)")
-        raise
 
 
 def compare_grads(km, tm, k_inputs, t_inputs):
@@ -52,7 +39,7 @@ def forward_backward(km, tm, shapes, seed_shift=0):
     k_out = km(*k_in)
     w = arr(*t_out.shape)  # a random linear functional of the output: loss = sum(out * w)
     (t_out * torch.tensor(w)).sum().backward()
-    kiln_backward((k_out * kiln.tensor(w)).sum())
+    (k_out * kiln.tensor(w)).sum().backward()
     compare_grads(km, tm, k_in, t_in)
 
 
@@ -79,7 +66,7 @@ def test_embedding_gradients(kwargs):
     idx = np.array([[0, 1, 1], [5, 1, 2]])
     w = arr(2, 3, 3)
     (tm(torch.tensor(idx)) * torch.tensor(w)).sum().backward()
-    kiln_backward((km(kiln.tensor(idx)) * kiln.tensor(w)).sum())
+    (km(kiln.tensor(idx)) * kiln.tensor(w)).sum().backward()
     compare_grads(km, tm, [], [])
 
 
@@ -115,7 +102,7 @@ def test_multihead_attention_gradients(name, ctor_kw, call_kw, mode):
     t_loss = (t_out * torch.tensor(w)).sum() + (0 if t_w is None else t_w.pow(2).sum())
     k_loss = (k_out * kiln.tensor(w)).sum() + (0 if k_w is None else k_w.pow(2).sum())
     t_loss.backward()
-    kiln_backward(k_loss)
+    k_loss.backward()
     compare_grads(km, tm, [kq] + ([kk] if cross else []), [tq] + ([tk] if cross else []))
 
 
@@ -133,7 +120,7 @@ def test_loss_gradients(name, fn, kind, reduction):
     k_out = fn(KF, kx, kt, reduction, *rest_k)
     g = arr(*t_out.shape)
     (t_out * torch.tensor(g)).sum().backward()
-    kiln_backward((k_out * kiln.tensor(g)).sum())
+    (k_out * kiln.tensor(g)).sum().backward()
     assert_same(kx.grad, tx.grad, *TOL)
     if tt.requires_grad:
         assert_same(kt.grad, tt.grad, *TOL)
@@ -157,7 +144,7 @@ def test_sdpa_gradients(kw):
         kw_k = kw_t = kw
     g = arr(2, 2, 4, 3)
     (torch.nn.functional.scaled_dot_product_attention(*ts, **kw_t) * torch.tensor(g)).sum().backward()
-    kiln_backward((KF.scaled_dot_product_attention(*ks, **kw_k) * kiln.tensor(g)).sum())
+    (KF.scaled_dot_product_attention(*ks, **kw_k) * kiln.tensor(g)).sum().backward()
     for a, b in zip(ks, ts):
         assert_same(a.grad, b.grad, *TOL)
 
@@ -167,7 +154,7 @@ def test_rms_norm_gradients():
     kx, kw = kiln.tensor(x, requires_grad=True), kiln.tensor(w, requires_grad=True)
     tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
     torch.nn.functional.rms_norm(tx, (5,), tw).pow(2).sum().backward()
-    kiln_backward(KF.rms_norm(kx, (5,), kw).pow(2).sum())
+    KF.rms_norm(kx, (5,), kw).pow(2).sum().backward()
     assert_same(kx.grad, tx.grad, *TOL)
     assert_same(kw.grad, tw.grad, *TOL)
 
@@ -185,7 +172,7 @@ def test_parameters_are_leaves_requiring_grad():
 
 def test_zero_grad_and_requires_grad_():
     m = kiln.nn.Sequential(kiln.nn.Linear(3, 2), kiln.nn.Flatten(), kiln.nn.Linear(2, 1))
-    kiln_backward(m(kiln.ones(4, 3)).sum())
+    m(kiln.ones(4, 3)).sum().backward()
     assert all(p.grad is not None for p in m.parameters())
     m.zero_grad(set_to_none=False)
     assert all(p.grad is not None and p.grad.abs().sum().item() == 0 for p in m.parameters())
@@ -196,7 +183,7 @@ def test_zero_grad_and_requires_grad_():
     assert not m(kiln.ones(1, 3)).requires_grad
     m[0].requires_grad_()
     out = m(kiln.ones(1, 3)).sum()
-    kiln_backward(out)
+    out.backward()
     assert m[0].weight.grad is not None and m[2].weight.grad is None
 
 
@@ -270,7 +257,7 @@ def test_training_steps_match_torch():
         for lib, m in ((kiln, km), (torch, tm)):
             m.zero_grad()
             loss = lib.nn.functional.cross_entropy(m(lib.tensor(x)), lib.tensor(y), label_smoothing=0.1)
-            kiln_backward(loss) if lib is kiln else loss.backward()
+            loss.backward()
             with lib.no_grad():
                 for p in m.parameters():
                     p.sub_(0.1 * p.grad)
@@ -297,7 +284,7 @@ def test_optimizer_steps_on_module_parameters_match_torch():
         # (summation order) in the other becomes a full Adam step of either sign.
         kloss = (km(kiln.tensor(x)) - kiln.tensor(y)).pow(2).mean()
         tloss = (tm(torch.tensor(x)) - torch.tensor(y)).pow(2).mean()
-        kiln_backward(kloss)
+        kloss.backward()
         tloss.backward()
         kopt.step()
         topt.step()
