@@ -203,6 +203,14 @@ def test_embedding(kwargs):
         assert fresh.weight[kwargs["padding_idx"]].tolist() == [0.0] * 4
 
 
+@pytest.mark.parametrize("norm_type", [2.0, 1.0])
+def test_embedding_max_norm(norm_type):
+    km, tm = build(lambda nn: nn.Embedding(6, 4, max_norm=1.5, norm_type=norm_type))
+    idx = [[0, 2, 2], [5, 1, 0]]
+    assert_same(km(kiln.tensor(idx)), tm(torch.tensor(idx)).detach())
+    assert_same(km.weight.detach(), tm.weight.detach())  # looked-up rows renormalised in place, others kept
+
+
 def test_embedding_from_pretrained():
     w = arr(6, 3)
     km = kiln.nn.Embedding.from_pretrained(kiln.tensor(w), padding_idx=2)

@@ -59,8 +59,8 @@ def test_layer_gradients(name, ctor, calls, mode):
         forward_backward(km, tm, shapes)
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"padding_idx": 1}, {"scale_grad_by_freq": True}],
-                         ids=["plain", "pad", "freq"])
+@pytest.mark.parametrize("kwargs", [{}, {"padding_idx": 1}, {"scale_grad_by_freq": True}, {"max_norm": 1.0}],
+                         ids=["plain", "pad", "freq", "max_norm"])
 def test_embedding_gradients(kwargs):
     km, tm = build(lambda nn: nn.Embedding(6, 3, **kwargs))
     idx = np.array([[0, 1, 1], [5, 1, 2]])

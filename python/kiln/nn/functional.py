@@ -215,10 +215,21 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     else:
         padding_idx = -1
     if max_norm is not None:
-        raise NotImplementedError("kiln: F.embedding(max_norm=...) needs aten::embedding_renorm_, which kiln lacks")
+        _embedding_renorm_(weight, input, max_norm, norm_type)
     if sparse:
         raise NotImplementedError("kiln: sparse embedding gradients are not supported")
     return kiln.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
+
+
+def _embedding_renorm_(weight, input, max_norm, norm_type):
+    """Rescales, in place and outside autograd, the rows of `weight` that `input` looks up whose
+    norm exceeds max_norm to norm max_norm (PyTorch's embedding_renorm_, composed from kiln ops)."""
+    with kiln.no_grad():
+        idx = input.reshape(-1)
+        rows = weight.index_select(0, idx)
+        norms = kiln.linalg_vector_norm(rows, norm_type, [1], True)
+        scale = kiln.where(norms > max_norm, max_norm / (norms + 1e-7), kiln.ones_like(norms))
+        weight.index_put_([idx], rows * scale)
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
