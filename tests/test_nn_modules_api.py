@@ -656,3 +656,23 @@ def test_to_converts_parameters_and_grads():
     bias = m.bias
     m.to(kiln.float32).to("cpu")  # nothing to convert: the same objects
     assert m.bias is bias
+
+
+def test_state_dict_save_load_and_module_pickle():
+    import io
+    import pickle
+
+    m = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3), nn.Linear(3, 1))
+    m(kiln.ones(4, 2))  # updates the running statistics
+    buf = io.BytesIO()
+    kiln.save(m.state_dict(), buf)
+    buf.seek(0)
+    fresh = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3), nn.Linear(3, 1))
+    assert repr(fresh.load_state_dict(kiln.load(buf))) == "<All keys matched successfully>"
+    m.eval()
+    fresh.eval()
+    x = kiln.tensor([[0.5, -1.0], [2.0, 0.25]])
+    assert fresh(x).tolist() == m(x).tolist()
+    clone = pickle.loads(pickle.dumps(m))
+    assert isinstance(clone[0].weight, nn.Parameter) and clone[0].weight.requires_grad
+    assert clone(x).tolist() == m(x).tolist() and not clone.training
