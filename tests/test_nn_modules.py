@@ -417,7 +417,8 @@ def _targets(kind, n=6, c=5):
 LOSSES = [
     ("cross_entropy", lambda F, x, t, r: F.cross_entropy(x, t, reduction=r), "class"),
     ("cross_entropy-weight", lambda F, x, t, r, w: F.cross_entropy(x, t, w, reduction=r), "class+weight"),
-    ("cross_entropy-ignore", lambda F, x, t, r: F.cross_entropy(x, t.clamp(min=0), ignore_index=2, reduction=r), "class"),
+    ("cross_entropy-ignore", lambda F, x, t, r: F.cross_entropy(x, t.clamp(min=0), ignore_index=2, reduction=r),
+     "class"),
     ("cross_entropy-smooth", lambda F, x, t, r, w: F.cross_entropy(x, t, w, reduction=r, label_smoothing=0.2),
      "class+weight"),
     ("cross_entropy-probs", lambda F, x, t, r: F.cross_entropy(x, t, reduction=r), "probs"),
