@@ -108,6 +108,13 @@ LAYERS = [
     ("LogSoftmax", lambda nn: nn.LogSoftmax(dim=1), [[(4, 5)]]),
     ("LeakyReLU", lambda nn: nn.LeakyReLU(), [[(4, 5)]]),
     ("LeakyReLU-0.2", lambda nn: nn.LeakyReLU(0.2), [[(4, 5)]]),
+    ("ReLU6", lambda nn: nn.ReLU6(), [[(4, 5)]]),
+    ("ELU", lambda nn: nn.ELU(alpha=0.5), [[(4, 5)]]),
+    ("Hardtanh", lambda nn: nn.Hardtanh(-0.5, 1.5), [[(4, 5)]]),
+    ("Hardsigmoid", lambda nn: nn.Hardsigmoid(), [[(4, 5)]]),
+    ("Hardswish", lambda nn: nn.Hardswish(), [[(4, 5)]]),
+    ("Mish", lambda nn: nn.Mish(), [[(4, 5)]]),
+    ("Softplus", lambda nn: nn.Softplus(beta=2.0, threshold=1.0), [[(4, 5)]]),
     ("Identity", lambda nn: nn.Identity(54, unused="x"), [[(4, 5)]]),
     ("Flatten", lambda nn: nn.Flatten(), [[(2, 3, 4, 5)]]),
     ("Flatten-0-1", lambda nn: nn.Flatten(0, 1), [[(2, 3, 4)]]),
@@ -182,7 +189,10 @@ def test_dropout_train_and_eval():
 
 def test_inplace_activations():
     for ctor in (lambda nn: nn.ReLU(inplace=True), lambda nn: nn.SiLU(inplace=True),
-                 lambda nn: nn.LeakyReLU(0.1, inplace=True)):
+                 lambda nn: nn.LeakyReLU(0.1, inplace=True), lambda nn: nn.ReLU6(inplace=True),
+                 lambda nn: nn.ELU(0.3, inplace=True), lambda nn: nn.Hardtanh(inplace=True),
+                 lambda nn: nn.Hardsigmoid(inplace=True), lambda nn: nn.Hardswish(inplace=True),
+                 lambda nn: nn.Mish(inplace=True)):
         km, tm = build(ctor)
         a = arr(3, 4)
         kx, tx = both(a)
@@ -582,6 +592,7 @@ BAD = [
     ("bad-reduction", lambda nn, F, t: F.mse_loss(t(3), t(3), reduction="avg")),
     ("loss-module-bad-reduction", lambda nn, F, t: nn.L1Loss(reduction="max")(t(3), t(3))),
     ("mse-weight-size", lambda nn, F, t: F.mse_loss(t(3), t(3), weight=t(2))),
+    ("hardtanh-range", lambda nn, F, t: nn.Hardtanh(1.0, 0.5)),
     ("mha-divisible", lambda nn, F, t: nn.MultiheadAttention(6, 4)),
     ("mha-nonpositive", lambda nn, F, t: nn.MultiheadAttention(0, 2)),
     ("mha-mask-shape", lambda nn, F, t: nn.MultiheadAttention(4, 2)(t(3, 1, 4), t(3, 1, 4), t(3, 1, 4),

@@ -7,6 +7,7 @@ from kiln.nn.modules import (  # noqa: F401
     AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss, BCEWithLogitsLoss, Conv2d, CrossEntropyLoss,
     Dropout, Embedding, Flatten, GELU, GroupNorm, HuberLoss, Identity, L1Loss, LayerNorm, LeakyReLU, Linear,
     LogSoftmax, MaxPool2d, Module, ModuleDict, ModuleList, MSELoss, MultiheadAttention, NLLLoss, ReLU, RMSNorm,
-    Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Tanh, Unflatten,
+    Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Tanh, Unflatten, ELU, Hardsigmoid, Hardswish, Hardtanh, Mish,
+    ReLU6, Softplus,
 )
 from kiln.nn import utils  # noqa: F401

@@ -13,6 +13,7 @@ import kiln
 
 __all__ = [
     "linear", "conv2d", "relu", "relu_", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "leaky_relu",
+    "relu6", "elu", "hardtanh", "hardsigmoid", "hardswish", "mish", "softplus",
     "dropout", "batch_norm", "layer_norm", "rms_norm", "group_norm", "embedding", "max_pool2d", "avg_pool2d",
     "adaptive_avg_pool2d", "pad", "one_hot", "scaled_dot_product_attention", "cross_entropy", "nll_loss",
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
@@ -123,6 +124,34 @@ def tanh(input):
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     return kiln.leaky_relu_(input, negative_slope) if inplace else kiln.leaky_relu(input, negative_slope)
+
+
+def relu6(input, inplace=False):
+    return kiln.relu6_(input) if inplace else kiln.relu6(input)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return kiln.elu_(input, alpha) if inplace else kiln.elu(input, alpha)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    return kiln.hardtanh_(input, min_val, max_val) if inplace else kiln.hardtanh(input, min_val, max_val)
+
+
+def hardsigmoid(input, inplace=False):
+    return kiln.hardsigmoid_(input) if inplace else kiln.hardsigmoid(input)
+
+
+def hardswish(input, inplace=False):
+    return kiln.hardswish_(input) if inplace else kiln.hardswish(input)
+
+
+def mish(input, inplace=False):
+    return kiln.mish_(input) if inplace else kiln.mish(input)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    return kiln.softplus(input, beta, threshold)
 
 
 def _get_softmax_dim(name, ndim, stacklevel):

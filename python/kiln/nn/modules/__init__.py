@@ -8,7 +8,8 @@ from kiln.nn.modules.normalization import GroupNorm, LayerNorm, RMSNorm  # noqa:
 from kiln.nn.modules.sparse import Embedding  # noqa: F401
 from kiln.nn.modules.dropout import Dropout  # noqa: F401
 from kiln.nn.modules.activation import (  # noqa: F401
-    GELU, LeakyReLU, LogSoftmax, MultiheadAttention, ReLU, Sigmoid, SiLU, Softmax, Tanh,
+    ELU, GELU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSoftmax, Mish, MultiheadAttention, ReLU, ReLU6,
+    Sigmoid, SiLU, Softmax, Softplus, Tanh,
 )
 from kiln.nn.modules.flatten import Flatten, Unflatten  # noqa: F401
 from kiln.nn.modules.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401

@@ -1,4 +1,5 @@
-"""Activation modules (ReLU, GELU, SiLU, Sigmoid, Tanh, LeakyReLU, Softmax, LogSoftmax) and
+"""Activation modules (ReLU, GELU, SiLU, Sigmoid, Tanh, LeakyReLU, ReLU6, ELU, Hardtanh, Hardsigmoid,
+Hardswish, Mish, Softplus, Softmax, LogSoftmax) and
 MultiheadAttention (PyTorch's parameter layout: in_proj_weight/in_proj_bias + out_proj)."""
 
 import kiln
@@ -75,6 +76,103 @@ class LeakyReLU(Module):
     def extra_repr(self):
         inplace_str = ", inplace=True" if self.inplace else ""
         return f"negative_slope={self.negative_slope}{inplace_str}"
+
+
+class Hardtanh(Module):
+    __constants__ = ["min_val", "max_val", "inplace"]
+
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__()
+        self.min_val = min_val
+        self.max_val = max_val
+        self.inplace = inplace
+        if self.max_val <= self.min_val:
+            raise AssertionError(f"max_val ({self.max_val}) must be greater than min_val ({self.min_val})")
+
+    def forward(self, input):
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
+
+    def extra_repr(self):
+        inplace_str = ", inplace=True" if self.inplace else ""
+        return f"min_val={self.min_val}, max_val={self.max_val}{inplace_str}"
+
+
+class ReLU6(Hardtanh):
+    def __init__(self, inplace=False):
+        super().__init__(0.0, 6.0, inplace)
+
+    def forward(self, input):
+        return F.relu6(input, self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class ELU(Module):
+    __constants__ = ["alpha", "inplace"]
+
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.elu(input, self.alpha, self.inplace)
+
+    def extra_repr(self):
+        inplace_str = ", inplace=True" if self.inplace else ""
+        return f"alpha={self.alpha}{inplace_str}"
+
+
+class Hardsigmoid(Module):
+    __constants__ = ["inplace"]
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.hardsigmoid(input, self.inplace)
+
+
+class Hardswish(Module):
+    __constants__ = ["inplace"]
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.hardswish(input, self.inplace)
+
+
+class Mish(Module):
+    __constants__ = ["inplace"]
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.mish(input, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class Softplus(Module):
+    __constants__ = ["beta", "threshold"]
+
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta = beta
+        self.threshold = threshold
+
+    def forward(self, input):
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self):
+        return f"beta={self.beta}, threshold={self.threshold}"
 
 
 class Softmax(Module):
