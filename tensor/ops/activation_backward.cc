@@ -16,6 +16,7 @@
 #include <limits>
 
 #include "tensor/ops/common.h"
+#include "tensor/vec_math.h"
 
 namespace kiln {
 namespace {
@@ -54,6 +55,13 @@ struct BwParams {
   double a = 0, b = 0, c = 0;
 };
 
+// exp that vectorises for float (vec_math.h); std::exp otherwise.
+template <typename M>
+inline M Exp(M x) {
+  if constexpr (std::is_same_v<M, float>) return ExpF(x);
+  else return std::exp(x);
+}
+
 // d(loss)/dx given g = d(loss)/dy and x (the input, or the output for sigmoid/tanh/elu-on-result).
 template <typename M>
 inline M ApplyBw(int op, M g, M x, const BwParams& p) {
@@ -62,7 +70,7 @@ inline M ApplyBw(int op, M g, M x, const BwParams& p) {
       case kThresholdBw: return x <= M(p.a) ? M(0) : g;
       case kGeluBw: {
         const M cdf = M(0.5) * (M(1) + std::erf(x * M(M_SQRT1_2)));
-        const M pdf = std::exp(M(-0.5) * x * x) * M(M_2_SQRTPI * M_SQRT1_2 * 0.5);  // 1 / sqrt(2 pi)
+        const M pdf = Exp(M(-0.5) * x * x) * M(M_2_SQRTPI * M_SQRT1_2 * 0.5);  // 1 / sqrt(2 pi)
         return g * (cdf + x * pdf);
       }
       case kGeluTanhBw: {
@@ -77,7 +85,7 @@ inline M ApplyBw(int op, M g, M x, const BwParams& p) {
       case kSigmoidBw: return g * (M(1) - x) * x;
       case kTanhBw: return g * (M(1) - x * x);
       case kSiluBw: {
-        const M s = M(1) / (M(1) + std::exp(-x));
+        const M s = M(1) / (M(1) + Exp(-x));
         return g * s * (M(1) + x * (M(1) - s));
       }
       case kLeakyReluBw: return x > M(0) ? g : g * M(p.a);
