@@ -226,7 +226,8 @@ def test_layer_norm_backward(dtype):
     for shape, norm in [((4, 6), [6]), ((2, 3, 5), [5]), ((2, 3, 5), [3, 5]), ((0, 4), [4]), ((3, 0), [0])]:
         x, g = rand(shape), rand(shape)
         axes = tuple(range(len(shape) - len(norm), len(shape)))
-        mean = x.mean(axis=axes, keepdims=True) if x.size else np.zeros(shape[:len(shape) - len(norm)] + (1,) * len(norm))
+        stat_shape = shape[:len(shape) - len(norm)] + (1,) * len(norm)
+        mean = x.mean(axis=axes, keepdims=True) if x.size else np.zeros(stat_shape)
         rstd = 1 / np.sqrt(x.var(axis=axes, keepdims=True) + 1e-5) if x.size else mean
         w, b = rand(tuple(norm)), rand(tuple(norm))
         for mask in MASKS:
@@ -365,8 +366,8 @@ def test_nll_loss_backward(reduction, dtype):
                     t[0] = ignore if ignore >= 0 else t[0]
                 w = rand((C,), low=0.1, high=2.0)
                 tt = torch.tensor(t, dtype=torch.int64)
-                _, tw = torch.ops.aten.nll_loss_forward(to_torch(x, dtype), tt, to_torch(w, dtype) if weighted else None,
-                                                        reduction, ignore)
+                tww = to_torch(w, dtype) if weighted else None
+                _, tw = torch.ops.aten.nll_loss_forward(to_torch(x, dtype), tt, tww, reduction, ignore)
                 g = rand((B,) if reduction == 0 else ())
                 twv = tw.double().numpy()
                 check("nll_loss_backward",

@@ -171,7 +171,9 @@ struct Bw0 {
   static TensorMeta Meta(const Tensor& g, const Tensor& x) { return BwMeta(kOp, g, x); }
 };
 
-Tensor ThresholdBw(const Tensor& g, const Tensor& x, const Scalar& th) { return BwRun(kThresholdBw, g, x, {th.to_double()}); }
+Tensor ThresholdBw(const Tensor& g, const Tensor& x, const Scalar& th) {
+  return BwRun(kThresholdBw, g, x, {th.to_double()});
+}
 TensorMeta ThresholdBwMeta(const Tensor& g, const Tensor& x, const Scalar&) { return BwMeta(kThresholdBw, g, x); }
 
 int GeluBwOp(const std::string& approximate) {
@@ -179,7 +181,9 @@ int GeluBwOp(const std::string& approximate) {
              "[gelu_backward] approximate argument must be either none or tanh, got '", approximate, "'");
   return approximate == "tanh" ? kGeluTanhBw : kGeluBw;
 }
-Tensor GeluBw(const Tensor& g, const Tensor& x, std::string approximate) { return BwRun(GeluBwOp(approximate), g, x, {}); }
+Tensor GeluBw(const Tensor& g, const Tensor& x, std::string approximate) {
+  return BwRun(GeluBwOp(approximate), g, x, {});
+}
 TensorMeta GeluBwMeta(const Tensor& g, const Tensor& x, std::string approximate) {
   return BwMeta(GeluBwOp(approximate), g, x);
 }

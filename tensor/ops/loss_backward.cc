@@ -319,7 +319,8 @@ Tensor EmbeddingBw(const Tensor& grad, const Tensor& indices, SymInt num_weights
         const T* src = gp + i * D;
         if (scale_grad_by_freq) {
           const M c = static_cast<M>(counts[r]);
-          for (int64_t j = lo; j < hi; ++j) dst[j] = static_cast<T>(static_cast<M>(dst[j]) + static_cast<M>(src[j]) / c);
+          for (int64_t j = lo; j < hi; ++j)
+            dst[j] = static_cast<T>(static_cast<M>(dst[j]) + static_cast<M>(src[j]) / c);
         } else {
           for (int64_t j = lo; j < hi; ++j) dst[j] = static_cast<T>(static_cast<M>(dst[j]) + static_cast<M>(src[j]));
         }
