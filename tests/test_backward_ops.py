@@ -226,7 +226,8 @@ def test_layer_norm_backward(dtype):
     for shape, norm in [((4, 6), [6]), ((2, 3, 5), [5]), ((2, 3, 5), [3, 5]), ((0, 4), [4]), ((3, 0), [0])]:
         x, g = rand(shape), rand(shape)
         axes = tuple(range(len(shape) - len(norm), len(shape)))
-        mean = x.mean(axis=axes, keepdims=True) if x.size else np.zeros(shape[:len(shape) - len(norm)] + (1,) * len(norm))
+        stat_shape = shape[:len(shape) - len(norm)] + (1,) * len(norm)
+        mean = x.mean(axis=axes, keepdims=True) if x.size else np.zeros(stat_shape)
         rstd = 1 / np.sqrt(x.var(axis=axes, keepdims=True) + 1e-5) if x.size else mean
         w, b = rand(tuple(norm)), rand(tuple(norm))
         for mask in MASKS:
@@ -365,8 +366,8 @@ def test_nll_loss_backward(reduction, dtype):
                     t[0] = ignore if ignore >= 0 else t[0]
                 w = rand((C,), low=0.1, high=2.0)
                 tt = torch.tensor(t, dtype=torch.int64)
-                _, tw = torch.ops.aten.nll_loss_forward(to_torch(x, dtype), tt, to_torch(w, dtype) if weighted else None,
-                                                        reduction, ignore)
+                tww = to_torch(w, dtype) if weighted else None
+                _, tw = torch.ops.aten.nll_loss_forward(to_torch(x, dtype), tt, tww, reduction, ignore)
                 g = rand((B,) if reduction == 0 else ())
                 twv = tw.double().numpy()
                 check("nll_loss_backward",
@@ -457,6 +458,13 @@ def test_schema_and_tags(name):
     assert str(k._schema) == str(t._schema)
     for tag in ["pointwise", "core"]:
         assert (tag in [str(x).split(".")[-1] for x in k.tags]) == (getattr(torch.Tag, tag) in t.tags), tag
+    # The out= overloads too (most are PyTorch's `grad_input`); kiln derives them for one-output ops only.
+    if len(t._schema.returns) > 1:
+        return
+    k_packet, t_packet = getattr(kiln.ops.aten, name), getattr(torch.ops.aten, name)
+    assert sorted(k_packet.overloads()) == sorted(t_packet.overloads())
+    for overload in t_packet.overloads():
+        assert str(getattr(k_packet, overload)._schema) == str(getattr(t_packet, overload)._schema)
 
 
 def test_forward_saved_outputs_feed_backward():
@@ -470,6 +478,9 @@ def test_forward_saved_outputs_feed_backward():
         out["ln"] = A.native_layer_norm(T(x), [5], T(lw), None, 1e-5)
         out["gn"] = A.native_group_norm(T(x), T(w), T(b), 4, 3, 5, 3, 1e-5)
         out["nll"] = A.nll_loss_forward(T(x[:, :, 0]), T(np.array([0, 2, 1, 1]), "int64"), None, 1, -100)
+        t4 = T(np.array([[[0, 2], [1, 1]], [[2, 2], [0, 1]]]), "int64")
+        for red in REDUCTIONS:
+            out[f"nll2d{red}"] = A.nll_loss2d_forward(T(x[:2, :, :4].reshape(2, 3, 2, 2)), t4, T(w), red, 1)
         out["mp"] = A.max_pool2d_with_indices(T(x.reshape(1, 4, 3, 5)), [2, 2], [1, 1], [0, 0], [1, 1], False)
         if lib is kiln:
             k_out = out
@@ -532,6 +543,14 @@ def test_bad_sizes_raise(case):
     assert name in str(e.value), f"message should name {name}: {e.value}"
     assert [a.tolist() if isinstance(a, kiln.Tensor) else a for a in args] == before
     assert (kiln.ones(2) + 1).tolist() == [2.0, 2.0]
+
+
+def test_grad_input_overload():
+    g, x = rand((3, 4)), rand((3, 4))
+    out = kiln.empty((3, 4))
+    got = kiln.ops.aten.gelu_backward.grad_input(to_kiln(g, "float32"), to_kiln(x, "float32"), grad_input=out)
+    assert got is out
+    assert_same(out, torch.ops.aten.gelu_backward(to_torch(g, "float32"), to_torch(x, "float32")))
 
 
 def test_bad_dtypes_and_indices():

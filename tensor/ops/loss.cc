@@ -3,7 +3,7 @@
 // dropout (native_dropout + the dropout composite).
 //
 // `reduction` is PyTorch's enum: 0 None, 1 Mean, 2 Sum. nll_loss_forward is the one class-index
-// kernel; nll_loss2d and nll_loss_nd move the class dim last, flatten, and call it, and
+// kernel; nll_loss2d(_forward) and nll_loss_nd move the class dim last, flatten, and call it, and
 // cross_entropy_loss composes log_softmax with them (or, for probability targets, with mul/sum).
 // native_dropout draws its mask from the Philox stream of the default CPU generator: each call
 // reserves ceil(n / 4) blocks, so results depend only on the seed and the calls before.
@@ -141,6 +141,25 @@ Tensor NllLoss2d(const Tensor& self, const Tensor& target, const OptTensor& weig
                  SymInt ignore_index) {
   CheckNll2d(self, target);
   return std::get<0>(NllFlat(self, target, weight, reduction, ignore_index));
+}
+
+// nll_loss2d_forward: nll_loss2d's (output, total_weight), the pair nll_loss2d_backward reads.
+std::tuple<Tensor, Tensor> NllLoss2dForward(const Tensor& self, const Tensor& target, const OptTensor& weight,
+                                            int64_t reduction, SymInt ignore_index) {
+  CheckNll2d(self, target);
+  return NllFlat(self, target, weight, reduction, ignore_index);
+}
+std::tuple<TensorMeta, TensorMeta> NllLoss2dForwardMeta(const Tensor& self, const Tensor& target,
+                                                        const OptTensor& weight, int64_t reduction, SymInt) {
+  CheckNll2d(self, target);
+  CheckReduction(reduction);
+  KILN_CHECK(!weight || (*weight)->sym_numel() == self->sym_sizes()[1], "weight tensor should be defined either for "
+             "all ", self->sym_sizes()[1], " classes or no classes but got weight tensor of shape: ",
+             weight ? ShapeStr(*weight) : std::string("[]"));
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(self.dtype()), "\"nll_loss2d_forward_out_frame\" not implemented for '",
+                             ScalarTypeDisplayName(self.dtype()), "'");
+  TensorMeta out{reduction == kNone ? target->sym_sizes() : SymDimVector{}, {}, self.dtype(), self.device()};
+  return {out, TensorMeta{{}, {}, self.dtype(), self.device()}};
 }
 
 void CheckNllNd(const Tensor& self, const Tensor& target) {
@@ -480,6 +499,9 @@ void RegisterLossOps(Registry& r) {
         "Tensor").Composite<&NllLoss>();
   r.Def("nll_loss2d(Tensor self, Tensor target, Tensor? weight=None, int reduction=Mean, SymInt ignore_index=-100) "
         "-> Tensor").Composite<&NllLoss2d>();
+  r.Def("nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> "
+        "(Tensor output, Tensor total_weight)")
+      .Impl<&NllLoss2dForward>(DispatchKey::CPU).Meta<&NllLoss2dForwardMeta>();
   r.Def("nll_loss_nd(Tensor self, Tensor target, Tensor? weight=None, int reduction=Mean, SymInt ignore_index=-100) "
         "-> Tensor").Composite<&NllLossNd>();
   r.Def("cross_entropy_loss(Tensor self, Tensor target, Tensor? weight=None, int reduction=Mean, "

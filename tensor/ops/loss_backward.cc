@@ -168,12 +168,14 @@ Tensor PwLossBw(const Tensor& grad, const Tensor& self, const Tensor& target, in
   if (out.numel() == 0) return out;
   const double norm_d = (kKind == kMse ? 2.0 : 1.0) / (reduction == kMean ? static_cast<double>(self.numel()) : 1.0);
   Tensor x = CastTo(self, m.dtype), y = CastTo(target, m.dtype), g = CastTo(grad, m.dtype);
-  ElementwiseIter iter({out, x, y, g});
+  // A reduced loss has a one-element grad: read it once, so the loop over (x, y) takes
+  // CpuKernel's contiguous fast path.
+  const bool scalar_grad = g.numel() == 1;
   KILN_DISPATCH_NUMERIC(m.dtype, kPwNames[kKind], [&] {
     using C = scalar_t;
     using M = opmath_t<C>;
     const M norm = static_cast<M>(norm_d), p = static_cast<M>(param);
-    CpuKernel<C, C, C, C>(iter, [norm, p](C xc, C yc, C gc) -> C {
+    auto f = [norm, p](C xc, C yc, C gc) -> C {
       const M d = static_cast<M>(xc) - static_cast<M>(yc), gv = static_cast<M>(gc);
       if constexpr (kKind == kMse) {
         return static_cast<C>(norm * d * gv);
@@ -186,7 +188,15 @@ Tensor PwLossBw(const Tensor& grad, const Tensor& self, const Tensor& target, in
         if (d >= p) return static_cast<C>(norm * gv * p);
         return static_cast<C>(norm * d * gv);
       }
-    });
+    };
+    if (scalar_grad) {
+      const C gc = ops::contiguous(g).data_ptr<C>()[0];
+      ElementwiseIter iter({out, x, y});
+      CpuKernel<C, C, C>(iter, [f, gc](C xc, C yc) { return f(xc, yc, gc); });
+    } else {
+      ElementwiseIter iter({out, x, y, g});
+      CpuKernel<C, C, C, C>(iter, f);
+    }
   });
   return out;
 }
@@ -309,7 +319,8 @@ Tensor EmbeddingBw(const Tensor& grad, const Tensor& indices, SymInt num_weights
         const T* src = gp + i * D;
         if (scale_grad_by_freq) {
           const M c = static_cast<M>(counts[r]);
-          for (int64_t j = lo; j < hi; ++j) dst[j] = static_cast<T>(static_cast<M>(dst[j]) + static_cast<M>(src[j]) / c);
+          for (int64_t j = lo; j < hi; ++j)
+            dst[j] = static_cast<T>(static_cast<M>(dst[j]) + static_cast<M>(src[j]) / c);
         } else {
           for (int64_t j = lo; j < hi; ++j) dst[j] = static_cast<T>(static_cast<M>(dst[j]) + static_cast<M>(src[j]));
         }

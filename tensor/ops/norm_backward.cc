@@ -86,6 +86,33 @@ Tensor3 Allocate(const OptMeta3& m) {
   return {make(std::get<0>(m)), make(std::get<1>(m)), make(std::get<2>(m))};
 }
 
+// Adds sum(g[i]) and sum(g[i] * (x[i] - center)) over n elements to *sg and *sgx: kLanes partial
+// sums in the opmath type, which the compiler keeps in vector registers, then combined in double.
+template <typename T>
+void LaneSums(const T* g, const T* x, int64_t n, double center, double* sg, double* sgx) {
+  using M = opmath_t<T>;
+  constexpr int kLanes = 16;
+  M a[kLanes] = {}, b[kLanes] = {};
+  const M cm = static_cast<M>(center);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const M gv = static_cast<M>(g[i + l]);
+      a[l] += gv;
+      b[l] += gv * (static_cast<M>(x[i + l]) - cm);
+    }
+  }
+  double s = 0, t = 0;
+  for (int l = 0; l < kLanes; ++l) s += a[l], t += b[l];
+  for (; i < n; ++i) {
+    const double gv = static_cast<double>(static_cast<M>(g[i]));
+    s += gv;
+    t += gv * (static_cast<double>(static_cast<M>(x[i])) - center);
+  }
+  *sg += s;
+  *sgx += t;
+}
+
 // --- batch norm ----------------------------------------------------------------------------------
 
 constexpr const char* kBn = "native_batch_norm_backward";
@@ -127,15 +154,12 @@ void BatchNormBwKernel(const T* g, const T* x, T* gi, int64_t N, int64_t C, int6
   const int64_t count = N * S;
   ParallelFor(0, C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(count, 1)), [&](int64_t lo, int64_t hi) {
     for (int64_t c = lo; c < hi; ++c) {
+      // sum(dy) and dot(dy, x - mean) over the channel.
       double sum = 0, dot = 0;
       for (int64_t n = 0; n < N; ++n) {
         const T* gp = g + (n * C + c) * S;
         const T* xp = x + (n * C + c) * S;
-        for (int64_t s = 0; s < S; ++s) {
-          const double gv = static_cast<double>(static_cast<M>(gp[s]));
-          sum += gv;
-          dot += (static_cast<double>(static_cast<M>(xp[s])) - mean[c]) * gv;
-        }
+        LaneSums<T>(gp, xp, S, mean[c], &sum, &dot);
       }
       gw[c] = dot * invstd[c];
       gb[c] = sum;
@@ -143,16 +167,15 @@ void BatchNormBwKernel(const T* g, const T* x, T* gi, int64_t N, int64_t C, int6
       const double k = count > 0 ? dot * invstd[c] * invstd[c] / count : 0.0;
       const double gm = count > 0 ? sum / count : 0.0;
       const double scale = invstd[c] * w[c];
+      // dx = dy * a + x * b + c0 (train), dy * a (eval)
+      const M a = static_cast<M>(scale), b = static_cast<M>(train ? -k * scale : 0.0);
+      const M c0 = static_cast<M>(train ? (mean[c] * k - gm) * scale : 0.0);
       for (int64_t n = 0; n < N; ++n) {
         const T* gp = g + (n * C + c) * S;
         const T* xp = x + (n * C + c) * S;
         T* op = gi + (n * C + c) * S;
-        for (int64_t s = 0; s < S; ++s) {
-          const double gv = static_cast<double>(static_cast<M>(gp[s]));
-          const double v = train ? (gv - gm - (static_cast<double>(static_cast<M>(xp[s])) - mean[c]) * k) * scale
-                                 : gv * scale;
-          op[s] = static_cast<T>(static_cast<M>(v));
-        }
+        for (int64_t s = 0; s < S; ++s)
+          op[s] = static_cast<T>(static_cast<M>(gp[s]) * a + static_cast<M>(xp[s]) * b + c0);
       }
     }
   });
@@ -228,6 +251,7 @@ void LayerNormBwKernel(const T* g, const T* x, T* gi, int64_t M, int64_t N, cons
   using Mt = opmath_t<T>;
   auto val = [](T v) { return static_cast<double>(static_cast<Mt>(v)); };
   if (gi) {
+    const std::vector<Mt> wm(w.begin(), w.end());
     ParallelFor(0, M, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N, 1)), [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) {
         const T* gp = g + r * N;
@@ -241,8 +265,11 @@ void LayerNormBwKernel(const T* g, const T* x, T* gi, int64_t M, int64_t N, cons
         const double a = rstd[r];
         const double b = (db * mean[r] - ds) * a * a * a / N;
         const double c = -b * mean[r] - db * a / N;
+        // dx = (a * w) * dy + b * x + c, in the opmath type (vectorisable).
+        const Mt am = static_cast<Mt>(a), bm = static_cast<Mt>(b), cm = static_cast<Mt>(c);
         T* op = gi + r * N;
-        for (int64_t j = 0; j < N; ++j) op[j] = static_cast<T>(static_cast<Mt>(a * w[j] * val(gp[j]) + b * val(xp[j]) + c));
+        for (int64_t j = 0; j < N; ++j)
+          op[j] = static_cast<T>(am * wm[j] * static_cast<Mt>(gp[j]) + bm * static_cast<Mt>(xp[j]) + cm);
       }
     });
   }
@@ -316,17 +343,12 @@ void GroupNormBwKernel(const T* g, const T* x, T* gi, int64_t N, int64_t C, int6
                        const std::vector<double>& mean, const std::vector<double>& rstd, const std::vector<double>& w,
                        std::vector<double>& ds, std::vector<double>& db) {
   using Mt = opmath_t<T>;
-  auto val = [](T v) { return static_cast<double>(static_cast<Mt>(v)); };
   const int64_t D = C / G;
   // ds[n, c] = sum_hw dy * x, db[n, c] = sum_hw dy.
   ParallelFor(0, N * C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(HxW, 1)), [&](int64_t lo, int64_t hi) {
     for (int64_t nc = lo; nc < hi; ++nc) {
       double s = 0, b = 0;
-      for (int64_t i = 0; i < HxW; ++i) {
-        const double gv = val(g[nc * HxW + i]);
-        s += gv * val(x[nc * HxW + i]);
-        b += gv;
-      }
+      LaneSums<T>(g + nc * HxW, x + nc * HxW, HxW, 0.0, &b, &s);
       ds[nc] = s;
       db[nc] = b;
     }
@@ -348,9 +370,9 @@ void GroupNormBwKernel(const T* g, const T* x, T* gi, int64_t N, int64_t C, int6
       for (int64_t d = 0; d < D; ++d) {
         const int64_t c = gr * D + d;
         const int64_t off = (n * C + c) * HxW;
-        const double k = a * w[c];
+        const Mt k = static_cast<Mt>(a * w[c]), bm = static_cast<Mt>(b), cm = static_cast<Mt>(c0);
         for (int64_t i = 0; i < HxW; ++i)
-          gi[off + i] = static_cast<T>(static_cast<Mt>(k * val(g[off + i]) + b * val(x[off + i]) + c0));
+          gi[off + i] = static_cast<T>(k * static_cast<Mt>(g[off + i]) + bm * static_cast<Mt>(x[off + i]) + cm);
       }
     }
   });

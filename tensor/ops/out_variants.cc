@@ -4,7 +4,11 @@
 // `f.<overload>_out(args, *, Tensor(a!) out) -> Tensor(a!)`, whose kernel runs `f` through the
 // dispatcher, resizes `out` to the result (PyTorch's rules: a wrong-sized out is resized, a
 // dtype the result cannot be cast to is an error) and copies into it. Registered after every
-// family, so each op declares only its functional form and `out=` comes for free.
+// family, so each op declares only its functional form and `out=` comes for free. Most backward
+// ops get PyTorch's name for it instead: `f.grad_input(args, *, Tensor(a!) grad_input)`.
+#include <set>
+#include <string>
+
 #include "tensor/ops/common.h"
 
 namespace kiln {
@@ -23,9 +27,24 @@ void OutVariantKernel(const Op&, DispatchKeySet, Stack& stack, void* ctx) {
   stack.emplace_back(out);
 }
 
+// Backward ops whose out= overload PyTorch names `grad_input` (the argument too), the ones it gives
+// none, and '_'-prefixed ones that do get an `out` overload.
+const std::set<std::string> kGradInputNamed = {
+    "threshold_backward", "gelu_backward", "sigmoid_backward", "tanh_backward", "silu_backward",
+    "leaky_relu_backward", "hardtanh_backward", "elu_backward", "softplus_backward", "hardsigmoid_backward",
+    "logit_backward", "nll_loss_backward", "nll_loss2d_backward", "max_pool2d_with_indices_backward",
+    "avg_pool2d_backward", "mse_loss_backward", "smooth_l1_loss_backward", "binary_cross_entropy_backward"};
+// (Two keep the overload name `out` but call the argument `grad_input`.)
+const std::set<std::string> kGradInputArgOnly = {"_softmax_backward_data", "huber_loss_backward"};
+const std::set<std::string> kNoOutVariant = {"mish_backward"};
+const std::set<std::string> kPrivateWithOut = {"_softmax_backward_data", "_log_softmax_backward_data",
+                                               "_adaptive_avg_pool2d_backward"};
+
 bool WantsOutVariant(const Op& op, const OpPacket& packet) {
   const FunctionSchema& s = op.schema();
-  if (op.base_name().front() == '_' || op.base_name().back() == '_') return false;
+  if (kNoOutVariant.count(op.base_name())) return false;
+  if ((op.base_name().front() == '_' && !kPrivateWithOut.count(op.base_name())) || op.base_name().back() == '_')
+    return false;
   if (s.is_mutable() || op.has_tag(Tag::view) || s.returns_tuple || s.returns.size() != 1) return false;
   if (s.returns[0].kind != TypeKind::Tensor || !s.returns[0].alias.set.empty()) return false;
   if (s.overload.size() >= 3 && s.overload.substr(s.overload.size() - 3) == "out") return false;
@@ -50,12 +69,16 @@ void RegisterOutVariants(Registry& r) {
       std::string text = op->schema().str();  // "aten::sum.dim_IntList(...) -> Tensor"
       text = text.substr(text.find("::") + 2);
       const std::string& overload = op->schema().overload;
-      std::string head = op->base_name() + "." + (overload.empty() ? "out" : overload + "_out");
+      const bool grad_input = overload.empty() && kGradInputNamed.count(op->base_name());
+      const std::string out_name = grad_input ? "grad_input" : "out";
+      const std::string arg_name = grad_input || kGradInputArgOnly.count(op->base_name()) ? "grad_input" : "out";
+      std::string head = op->base_name() + "." + (overload.empty() ? out_name : overload + "_out");
       std::string args = text.substr(text.find('('));
       args = args.substr(0, args.rfind(')'));                      // "(Tensor self, ..."
       bool has_kwonly = args.find("*") != std::string::npos;
       std::string sep = args == "(" ? "" : ", ";
-      todo.emplace_back(op, head + args + sep + (has_kwonly ? "" : "*, ") + "Tensor(a!) out) -> Tensor(a!)");
+      todo.emplace_back(op, head + args + sep + (has_kwonly ? "" : "*, ") + "Tensor(a!) " + arg_name +
+                                ") -> Tensor(a!)");
     }
   }
   for (auto& [op, schema] : todo) {
