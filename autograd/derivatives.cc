@@ -353,6 +353,22 @@ void DerivativeTable::NonDifferentiable(std::initializer_list<const char*> op_na
   }
 }
 
+void DerivativeTable::InplaceOf(const std::string& inplace_name, const std::string& functional_name) {
+  Op* inplace = registry_.Find("aten::" + inplace_name);
+  Op* functional = registry_.Find("aten::" + functional_name);
+  KILN_INTERNAL_ASSERT(inplace && functional && functional->autograd_info, "InplaceOf(", inplace_name, ", ",
+                       functional_name, ")");
+  auto d = std::make_shared<Derivative>(*static_cast<const Derivative*>(functional->autograd_info.get()));
+  d->op = inplace;
+  Attach(inplace, d);
+}
+
+void DerivativeTable::Rename(const std::string& op_name, const std::string& node_name) {
+  Op* op = registry_.Find("aten::" + op_name);
+  KILN_INTERNAL_ASSERT(op && op->autograd_info, "no derivative declared for aten::", op_name);
+  static_cast<Derivative*>(op->autograd_info.get())->node_name = node_name;
+}
+
 void DerivativeTable::NotDifferentiableIn(const std::string& op_name, std::initializer_list<const char*> args) {
   Op* op = registry_.Find("aten::" + op_name);
   KILN_INTERNAL_ASSERT(op && op->autograd_info, "no derivative declared for aten::", op_name);

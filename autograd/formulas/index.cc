@@ -45,6 +45,12 @@ void DefineIndexFormulas(DerivativeTable& d) {
     }
     (void)count;
   });
+  d.Def("stack", {}, [](Ctx& c, Grads& g) {
+    size_t n = c.list_size("tensors");
+    int64_t dim = WrapDim(c.i64("dim"), c.grad().dim());
+    TensorList& out = g.list("tensors");
+    for (size_t i = 0; i < n; ++i) out.push_back(ops::select(c.grad(), dim, static_cast<int64_t>(i)));
+  });
   for (const char* name : {"split.Tensor", "split.sizes", "split_with_sizes"})
     d.Def(name, {}, [](Ctx& c, Grads& g) { JoinPieces(c, g, c.i64("dim")); });
   d.Def("gather", {"index"}, [](Ctx& c, Grads& g) {

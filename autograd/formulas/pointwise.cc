@@ -138,6 +138,7 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
     if (e.to_double() == 0.0) { g["self"] = ZeroGrad(c); return; }
     g["self"] = mul(mul(c.grad(), e), pow(c.input("self"), Scalar(e.to_double() - 1.0)));
   });
+  d.InplaceOf("pow_.Scalar", "pow.Tensor_Scalar");
   d.Def("pow.Tensor_Tensor", {"self", "exponent", "result"}, [](Ctx& c, Grads& g) {
     Tensor s = c.input("self"), e = c.input("exponent");
     if (c.needs("self")) {
@@ -149,6 +150,19 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
       g["exponent"] = masked_fill(v, logical_and(eq(s, 0.0), ge(e, 0.0)), 0);
     }
   });
+  d.InplaceOf("pow_.Tensor", "pow.Tensor_Tensor");
+  // Comparisons, bitwise and logical ops: boolean or integer results, no gradient.
+  d.NonDifferentiable({"eq.Tensor", "eq.Scalar", "eq_.Tensor", "eq_.Scalar", "ne.Tensor", "ne.Scalar", "ne_.Tensor",
+                       "ne_.Scalar", "lt.Tensor", "lt.Scalar", "lt_.Tensor", "lt_.Scalar", "le.Tensor", "le.Scalar",
+                       "le_.Tensor", "le_.Scalar", "gt.Tensor", "gt.Scalar", "gt_.Tensor", "gt_.Scalar", "ge.Tensor",
+                       "ge.Scalar", "ge_.Tensor", "ge_.Scalar", "bitwise_and.Tensor", "bitwise_and.Scalar",
+                       "bitwise_and_.Tensor", "bitwise_and_.Scalar", "bitwise_or.Tensor", "bitwise_or.Scalar",
+                       "bitwise_or_.Tensor", "bitwise_or_.Scalar", "bitwise_xor.Tensor", "bitwise_xor.Scalar",
+                       "bitwise_xor_.Tensor", "bitwise_xor_.Scalar", "logical_and", "logical_and_", "logical_or",
+                       "logical_or_", "logical_xor", "logical_xor_", "bitwise_left_shift.Tensor",
+                       "bitwise_left_shift.Scalar", "bitwise_left_shift_.Tensor", "bitwise_left_shift_.Scalar",
+                       "bitwise_right_shift.Tensor", "bitwise_right_shift.Scalar", "bitwise_right_shift_.Tensor",
+                       "bitwise_right_shift_.Scalar", "logical_not", "logical_not_", "bitwise_not", "bitwise_not_"});
   d.Def("lerp.Scalar", {}, [](Ctx& c, Grads& g) {
     double w = c.scalar("weight").to_double();
     if (c.needs("self")) g["self"] = mul(c.grad(), 1.0 - w);

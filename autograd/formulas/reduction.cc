@@ -71,6 +71,10 @@ void DefineReductionFormulas(DerivativeTable& d) {
     d.Def(name, {"self", "result"}, [](Ctx& c, Grads& g) {
       g["self"] = EvenlyDistributed(c, c.result(), NormalizeDims(std::nullopt, c.dim("self")), false);
     });
+  d.Rename("max", "MaxBackward1");
+  d.Rename("min", "MinBackward1");
+  d.NonDifferentiable({"argmax", "argmin", "any", "any.dim", "any.dims", "all", "all.dim", "all.dims",
+                       "count_nonzero.dim_IntList"});
   for (const char* name : {"max.dim", "min.dim"})
     d.Def(name, {"result1"}, [](Ctx& c, Grads& g) {
       int64_t dim = c.dim("self") == 0 ? 0 : WrapDim(c.i64("dim"), c.dim("self"));

@@ -92,6 +92,8 @@ void DefineViewFormulas(DerivativeTable& d) {
     if (c.needs("self")) g["self"] = zeros_like(c.grad());
     if (c.needs("src")) g["src"] = c.grad();  // cast and reduced to src by the engine
   });
+  d.Def("clone", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
+  d.Def("t", {}, [](Ctx& c, Grads& g) { g["self"] = c.dim("self") < 2 ? c.grad() : ops::transpose(c.grad(), 0, 1); });
   d.Def("_to_copy", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
   d.Def("fill_.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = zeros_like(c.grad()); });
   d.Def("fill_.Tensor", {}, [](Ctx& c, Grads& g) {
@@ -108,7 +110,8 @@ void DefineViewFormulas(DerivativeTable& d) {
   d.NonDifferentiable({"empty_like", "rand_like", "rand_like.generator", "randn_like", "randn_like.generator",
                        "randint_like", "randint_like.generator", "randint_like.low_dtype",
                        "randint_like.low_generator_dtype", "bernoulli", "bernoulli.p", "one_hot", "isnan",
-                       "isinf", "isfinite", "signbit"});
+                       "isinf", "isfinite", "signbit", "empty.memory_format", "empty_strided",
+                       "arange.start_step", "eye", "eye.m", "linspace", "randperm", "randperm.generator", "nonzero"});
 }
 
 }  // namespace kiln::autograd

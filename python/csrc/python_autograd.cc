@@ -283,6 +283,14 @@ void InitAutogradBindings(py::module_& m) {
         return t;
       });
 
+  // How autograd handles an op: "formula", "non_differentiable", "composite" (its parts are
+  // differentiated) or "none" (differentiating it raises NotImplementedError).
+  m.def("_autograd_kind", [](const std::string& full_name) -> std::string {
+    const Op& op = Registry::Get().FindOrThrow(full_name);
+    if (auto* d = static_cast<const Derivative*>(op.autograd_info.get()))
+      return d->non_differentiable ? "non_differentiable" : "formula";
+    return op.HasComposite() ? "composite" : "none";
+  });
   m.def("is_grad_enabled", [] { return GradMode::is_enabled(); });
   m.def("_set_grad_enabled", [](bool on) { GradMode::set_enabled(on); });
   m.def("is_inference_mode_enabled", [] { return InferenceMode::is_enabled(); });

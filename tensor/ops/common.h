@@ -27,6 +27,12 @@ SymDimVector ReducedSizes(const Tensor& t, const std::vector<bool>& mask, bool k
 // A 0-dim tensor holding a Python number (marked as wrapped: weak in promotion).
 Tensor WrapScalar(const Scalar& s, Device device);
 // Tensor metadata as "[2, 3]".
+// A factory's freshly filled result: filling went through an in-place op, which bumped the
+// version counter; a new tensor starts at version 0, as in PyTorch.
+inline Tensor Fresh(Tensor t) {
+  t->version_counter()->version.store(0, std::memory_order_relaxed);
+  return t;
+}
 inline std::string ShapeStr(const Tensor& t) { return SizesToString(t->sym_sizes()); }
 
 // The value of a one-element tensor as a Scalar of its category (bool, int or float).

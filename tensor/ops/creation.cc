@@ -42,17 +42,17 @@ Tensor EmptyStrided(const std::vector<SymInt>& size, const std::vector<SymInt>& 
 Tensor Full(const std::vector<SymInt>& size, const Scalar& value, OptDtype dtype, OptLayout layout,
             OptDevice device, OptBool pin) {
   Tensor t = Empty(size, dtype ? dtype : OptDtype(value.dtype()), layout, device, pin, std::nullopt);
-  return ops::fill_(t, value);
+  return Fresh(ops::fill_(t, value));
 }
 
 Tensor Zeros(const std::vector<SymInt>& size, OptDtype dtype, OptLayout layout, OptDevice device, OptBool pin) {
   Tensor t = Empty(size, dtype, layout, device, pin, std::nullopt);
-  return ops::fill_(t, Scalar(int64_t(0)));
+  return Fresh(ops::fill_(t, Scalar(int64_t(0))));
 }
 
 Tensor Ones(const std::vector<SymInt>& size, OptDtype dtype, OptLayout layout, OptDevice device, OptBool pin) {
   Tensor t = Empty(size, dtype, layout, device, pin, std::nullopt);
-  return ops::fill_(t, Scalar(int64_t(1)));
+  return Fresh(ops::fill_(t, Scalar(int64_t(1))));
 }
 
 Tensor ScalarTensor(const Scalar& s, OptDtype dtype, OptLayout layout, OptDevice device, OptBool pin) {
@@ -84,7 +84,7 @@ Tensor EmptyLikeOp(const Tensor& self, OptDtype dtype, OptLayout layout, OptDevi
 Tensor FullLike(const Tensor& self, const Scalar& value, OptDtype dtype, OptLayout layout, OptDevice device,
                 OptBool pin, OptMemoryFormat mf) {
   Tensor t = EmptyLikeOp(self, dtype, layout, device, pin, mf);
-  return ops::fill_(t, value);
+  return Fresh(ops::fill_(t, value));
 }
 Tensor ZerosLike(const Tensor& self, OptDtype dtype, OptLayout layout, OptDevice device, OptBool pin,
                  OptMemoryFormat mf) {

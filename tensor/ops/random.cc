@@ -258,11 +258,14 @@ Tensor EmptyLikeFor(const Tensor& self, OptDtype dtype, OptLayout layout, OptDev
   return CallOp<Tensor>(KILN_OP("aten::empty_like"), self, dtype, layout, device, pin, mf);
 }
 Tensor FillUniform(Tensor t, const OptGen& gen) {
-  return CallOp<Tensor>(KILN_OP("aten::uniform_"), t, 0.0, 1.0, gen);
+  return Fresh(CallOp<Tensor>(KILN_OP("aten::uniform_"), t, 0.0, 1.0, gen));
 }
-Tensor FillNormal(Tensor t, const OptGen& gen) { return CallOp<Tensor>(KILN_OP("aten::normal_"), t, 0.0, 1.0, gen); }
+Tensor FillNormal(Tensor t, const OptGen& gen) {
+  return Fresh(CallOp<Tensor>(KILN_OP("aten::normal_"), t, 0.0, 1.0, gen));
+}
 Tensor FillInt(Tensor t, const SymInt& low, const SymInt& high, const OptGen& gen) {
-  return CallOp<Tensor>(KILN_OP("aten::random_.from"), t, low.expect_int(), std::optional<int64_t>(high.expect_int()), gen);
+  return Fresh(CallOp<Tensor>(KILN_OP("aten::random_.from"), t, low.expect_int(),
+                              std::optional<int64_t>(high.expect_int()), gen));
 }
 
 Tensor RandGen(const SymList& size, OptGen gen, OptDtype dtype, OptLayout, OptDevice device, OptBool) {
