@@ -1,6 +1,7 @@
 // autograd/variable.cc: reading and changing a tensor's autograd state.
 #include "autograd/variable.h"
 
+#include "autograd/grad_mode.h"
 #include "autograd/view_tracking.h"
 
 #include <atomic>
@@ -153,8 +154,10 @@ void RetainGrad(const Tensor& t) {
     if (!impl || !grad.defined()) return Tensor();
     Tensor self(impl);
     AutogradMeta& m = MaterializeMeta(self);
-    if (!m.grad_.defined()) m.grad_ = CallOp<Tensor>(KILN_OP("aten::clone"), Detach(grad), std::optional<MemoryFormat>());
-    else m.grad_ = CallOp<Tensor>(KILN_OP("aten::add.Tensor"), m.grad_, Detach(grad), Scalar(1));
+    // Under create_graph (grad mode on in backward) the retained grad keeps its graph, as in torch.
+    const Tensor g = GradMode::is_enabled() ? grad : Detach(grad);
+    if (!m.grad_.defined()) m.grad_ = CallOp<Tensor>(KILN_OP("aten::clone"), g, std::optional<MemoryFormat>());
+    else m.grad_ = CallOp<Tensor>(KILN_OP("aten::add.Tensor"), m.grad_, g, Scalar(1));
     return Tensor();
   });
 }
