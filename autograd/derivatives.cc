@@ -262,7 +262,8 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
     if (!v.is_tensor() || !v.to_tensor().defined()) continue;
     Tensor t = v.to_tensor();
     if (inplace && i == 0) {  // the value the op overwrites
-      ExcludeDispatchKeyGuard guard(DispatchKeySet(DispatchKey::Autograd));
+      // Cloned with autograd on: the copy keeps self's history, so double backward through the
+      // in-place op sees how the overwritten value depended on the inputs (it was lost before).
       t = ops::clone(t);
     }
     node->saved_inputs()[i] = SavedVariable(t, /*is_output=*/false);

@@ -1633,3 +1633,48 @@ def test_non_leaf_grad_access_warns():
         b = lib.ones(2, requires_grad=True) * 2
         with pytest.warns(UserWarning, match="is not a leaf Tensor is being accessed"):
             assert b.grad is None
+
+
+DOUBLE_BACKWARD_VIEW_CASES = {
+    "slice": lambda lib, a: (a[1:3] ** 3).sum(),
+    "select": lambda lib, a: a[1] ** 3,
+    "unfold": lambda lib, a: (a.unfold(0, 2, 1) ** 3).sum(),
+    "transpose_slice": lambda lib, a: (a.view(2, 2).t()[1] ** 3).sum(),
+}
+
+
+def _inplace_view_case(mode):
+    def f(lib, a):
+        b = a * a
+        if mode == "view_mul_by_input_view":
+            b[1:3].mul_(a[1:3])
+        elif mode == "view_add_input_view":
+            b[1:3].add_(a[1:3])
+        elif mode == "base_then_stale_view":
+            v = b[1:3]
+            b.mul_(a)
+            return (v ** 3).sum()
+        elif mode == "plain_inplace":
+            b.mul_(a)
+        return (b * b).sum()
+
+    return f
+
+
+for _mode in ["view_mul_by_input_view", "view_add_input_view", "base_then_stale_view", "plain_inplace"]:
+    DOUBLE_BACKWARD_VIEW_CASES[_mode] = _inplace_view_case(_mode)
+
+
+@requires_torch
+@pytest.mark.parametrize("case", list(DOUBLE_BACKWARD_VIEW_CASES))
+def test_double_backward_through_views_and_inplace(case):
+    # Backward formulas that write into views of zeros (slice/select/unfold), CopySlices and the
+    # regenerated grad_fn of a stale view must all keep the graph under create_graph.
+    def f(lib):
+        a = t64(lib, [1.0, 2.0, 3.0, 4.0])
+        y = DOUBLE_BACKWARD_VIEW_CASES[case](lib, a)
+        (g,) = lib.autograd.grad(y, a, create_graph=True)
+        (gg,) = lib.autograd.grad(g.sum(), a)
+        return g.detach(), gg
+
+    assert_like_torch(f)
