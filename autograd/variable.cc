@@ -36,6 +36,8 @@ void SetRequiresGrad(const Tensor& t, bool requires_grad) {
           "variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
     return;
   }
+  if (requires_grad && meta && meta->is_inference_ && !InferenceMode::is_enabled())
+    throw Error("Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.");
   if (requires_grad && !IsFloating(t.dtype()))
     throw Error("only Tensors of floating point and complex dtype can require gradients");
   if (!meta && !requires_grad) return;

@@ -1678,3 +1678,62 @@ def test_double_backward_through_views_and_inplace(case):
         return g.detach(), gg
 
     assert_like_torch(f)
+
+
+@requires_torch
+def test_inference_tensors_outside_inference_mode():
+    def views(lib):
+        with lib.inference_mode():
+            t = lib.ones(4)
+        return t[1:].is_inference(), (t + 1).is_inference(), t.view(2, 2).is_inference(), t.clone().is_inference()
+
+    k, t = both(views)
+    assert k == t
+
+    def requires_grad(lib):
+        with lib.inference_mode():
+            t = lib.ones(2)
+        t.requires_grad_()
+
+    assert_like_torch(requires_grad, match="Setting requires_grad=True on inference tensor outside InferenceMode")
+
+    def clone_is_normal(lib):
+        with lib.inference_mode():
+            t = lib.ones(2)
+        a = lib.ones(2, requires_grad=True)
+        (a * t.clone()).sum().backward()
+        return a.grad
+
+    assert_like_torch(clone_is_normal)
+
+
+@requires_torch
+def test_backward_under_no_grad_and_reentrant_backward():
+    def no_grad(lib):
+        a = lib.ones(2, requires_grad=True)
+        y = (a * a).sum()
+        with lib.no_grad():
+            y.backward()
+        return a.grad
+
+    def reentrant(lib):  # a Function whose backward runs autograd.grad itself (checkpoint-style)
+        class Ckpt(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x.detach() ** 2
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                with lib.enable_grad():
+                    xd = x.detach().requires_grad_()
+                    (gx,) = lib.autograd.grad(xd ** 2, xd, g)
+                return gx
+
+        a = lib.tensor([1.0, 3.0], requires_grad=True)
+        (Ckpt.apply(a) * 2).sum().backward()
+        return a.grad
+
+    assert_like_torch(no_grad)
+    assert_like_torch(reentrant)
