@@ -39,7 +39,8 @@ std::pair<Tensor, Tensor> BaseShapedGrad(const Tensor& grad, const Geometry& bas
 // the base element sharing its memory; empty when the geometry is symbolic or the base overlaps
 // itself. With it, the base's gradient is read and rewritten by index_select / index_put, out of
 // place, so that a create_graph backward records no in-place op on a tensor another node saved
-// (the strided-copy path below does, and double backward through it was wrong).
+// (the strided-copy path below does, and double backward through it was wrong). It costs a walk
+// over the base, so it is built lazily and only used when backward runs with create_graph.
 Tensor ViewIndexInBase(const Geometry& base, const Geometry& view) {
   auto concrete = [](const SymDimVector& v, std::vector<int64_t>& out) {
     for (const SymInt& s : v) {
@@ -91,8 +92,7 @@ Tensor Flat(const Tensor& t) { return ops::reshape(t, {SymInt(-1)}); }
 class CopySlices : public Node {
  public:
   CopySlices(const Tensor& base, const Tensor& view, std::shared_ptr<OpBackward> fn)
-      : base_(Geometry::Of(base)), view_(Geometry::Of(view)), fn_(std::move(fn)),
-        index_(ViewIndexInBase(base_, view_)) {
+      : base_(Geometry::Of(base)), view_(Geometry::Of(view)), fn_(std::move(fn)) {
     add_input_meta(base);
     next_edges_.push_back(GradientEdge(base));
     for (size_t i = 1; i < fn_->next_edges().size(); ++i) next_edges_.push_back(fn_->next_edges()[i]);
@@ -102,7 +102,8 @@ class CopySlices : public Node {
 
   TensorList Apply(TensorList&& grads) override {
     TensorList out(next_edges_.size());
-    if (index_.defined() && grads[0].device().is_cpu()) {  // Note [Functional CopySlices]
+    // Only a create_graph backward needs the out-of-place path; the index is built on first use.
+    if (GradMode::is_enabled() && grads[0].device().is_cpu() && Index().defined()) {  // Note [Functional CopySlices]
       const Tensor& g = grads[0];
       Tensor region = ops::view(ops::index_select(Flat(g), 0, index_), Vec(view_.sizes));
       TensorList fn_grads = fn_->Apply({region});
@@ -122,22 +123,27 @@ class CopySlices : public Node {
   }
 
  private:
+  const Tensor& Index() {
+    if (!index_built_) index_ = ViewIndexInBase(base_, view_), index_built_ = true;
+    return index_;
+  }
   Geometry base_, view_;
   std::shared_ptr<OpBackward> fn_;
   Tensor index_;  // Note [Functional CopySlices]; undefined: the strided-copy path
+  bool index_built_ = false;
 };
 
 // grad_fn of a view whose base was rebased: the view's region of the base's gradient.
 class AsStridedBackward : public Node {
  public:
   AsStridedBackward(const Tensor& base, const Tensor& view)
-      : base_(Geometry::Of(base)), view_(Geometry::Of(view)), index_(ViewIndexInBase(base_, view_)) {
+      : base_(Geometry::Of(base)), view_(Geometry::Of(view)) {
     add_input_meta(view);
     next_edges_.push_back(GradientEdge(base));
   }
   std::string name() const override { return "AsStridedBackward0"; }
   TensorList Apply(TensorList&& grads) override {
-    if (index_.defined() && grads[0].device().is_cpu()) {  // Note [Functional CopySlices]
+    if (GradMode::is_enabled() && grads[0].device().is_cpu() && Index().defined()) {  // Note [Functional CopySlices]
       const Tensor& g = grads[0];
       Tensor z = ops::full(Vec(base_.sizes), 0, g.dtype());
       return {ops::view(CallOp<Tensor>(KILN_OP("aten::index_put"), Flat(z), OptionalTensorList{index_}, Flat(g), true),
@@ -149,8 +155,13 @@ class AsStridedBackward : public Node {
   }
 
  private:
+  const Tensor& Index() {
+    if (!index_built_) index_ = ViewIndexInBase(base_, view_), index_built_ = true;
+    return index_;
+  }
   Geometry base_, view_;
   Tensor index_;
+  bool index_built_ = false;
 };
 
 // Has no inputs: the history of a zero tensor a backward formula writes into through views.
