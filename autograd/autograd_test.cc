@@ -235,6 +235,40 @@ TEST_F(AutogradTest, StaleViewGetsANewGradFn) {
   EXPECT_EQ(Values(Grad(x)), (std::vector<float>{0, 2, 2, 0}));
 }
 
+// d(sum(grad))/dx of `y` (a scalar), with the first gradient built with create_graph.
+std::pair<std::vector<float>, std::vector<float>> FirstAndSecondGrad(const Tensor& y, const Tensor& x) {
+  BackwardOptions opts;
+  opts.create_graph = opts.keep_graph = true;
+  opts.accumulate_grad = false;
+  Tensor g = RunBackward({GradientEdge(y)}, {ops::full({}, 1, y.dtype())}, {GradientEdge(x)}, opts)[0];
+  EXPECT_TRUE(RequiresGrad(g));
+  opts.create_graph = false;
+  Tensor s = Sum(g);
+  Tensor gg = RunBackward({GradientEdge(s)}, {ops::full({}, 1, s.dtype())}, {GradientEdge(x)}, opts)[0];
+  return {Values(g), Values(gg)};
+}
+
+TEST_F(AutogradTest, DoubleBackwardThroughSlicingKeepsTheGraph) {
+  // slice's backward writes the gradient into a view of zeros (ZerosForViewWrites).
+  Tensor x = Leaf({1, 2, 3, 4});
+  Tensor s = ops::slice(x, 0, SymInt(1), SymInt(3));
+  auto [g, gg] = FirstAndSecondGrad(Sum(ops::mul(ops::mul(s, s), s)), x);
+  EXPECT_EQ(g, (std::vector<float>{0, 12, 27, 0}));   // 3 s^2
+  EXPECT_EQ(gg, (std::vector<float>{0, 12, 18, 0}));  // 6 s
+}
+
+TEST_F(AutogradTest, DoubleBackwardThroughInplaceOnAView) {
+  // b = x*x; b[1:3] += x[1:3]; y = sum(b*b): CopySlices, out of place (Note [Functional CopySlices]).
+  Tensor x = Leaf({1, 2, 3, 4});
+  Tensor b = ops::mul(x, x);
+  Tensor v = ops::slice(b, 0, SymInt(1), SymInt(3));
+  ops::add_(v, ops::slice(x, 0, SymInt(1), SymInt(3)));
+  EXPECT_EQ(GradFn(b)->name(), "torch::autograd::CopySlices");
+  auto [g, gg] = FirstAndSecondGrad(Sum(ops::mul(b, b)), x);
+  EXPECT_EQ(g, (std::vector<float>{4, 60, 168, 256}));  // PyTorch's values
+  EXPECT_EQ(gg, (std::vector<float>{12, 74, 146, 192}));
+}
+
 // --- grad mode ------------------------------------------------------------------------------------
 
 TEST_F(AutogradTest, GradModeOffExcludesTheAutogradKey) {

@@ -186,12 +186,12 @@ void CheckInplace(const Op& op, const Tensor& self) {
 // Note [Inference tensors] (grad_mode.cc): under inference mode every op comes here; new outputs
 // (not views, not written arguments) become inference tensors. They carry the Autograd key so
 // that an in-place op on one outside inference mode is caught below.
-void RunInferenceMode(const Op& op, DispatchKeySet keys, Stack& stack) {
+void RunInferenceMode(const Op& op, DispatchKeySet keys, Stack& stack, bool views_too = false) {
   // A factory without a device argument got only the included Autograd key: default to CPU, as
   // the dispatcher does for an empty key set.
   if ((keys & DispatchKeySet::Below(DispatchKey::Autograd)).empty()) keys = keys.add(DispatchKey::CPU);
   RunBelow(op, keys, stack);
-  if (!op.mutated_args().empty() || op.has_tag(Tag::view)) return;
+  if (!op.mutated_args().empty() || (op.has_tag(Tag::view) && !views_too)) return;
   ForEachOutput(stack, [](const Tensor& t) {
     if (!t.defined()) return;
     MaterializeMeta(t).is_inference_ = true;
@@ -213,6 +213,10 @@ void CheckNotInference(const Op& op, const Stack& stack) {
 void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
   if (InferenceMode::is_enabled()) return RunInferenceMode(op, keys, stack);
   if (!op.mutated_args().empty()) CheckNotInference(op, stack);
+  if (op.has_tag(Tag::view) && stack[0].is_tensor() && stack[0].to_tensor().defined()) {
+    AutogradMeta* m = GetMeta(stack[0].to_tensor());
+    if (m && m->is_inference_) return RunInferenceMode(op, keys, stack, /*views_too=*/true);  // a view of one is one
+  }
   if (!AnyRequiresGrad(stack) || !GradMode::is_enabled()) return RunBelow(op, keys, stack);
   const auto* d = static_cast<const Derivative*>(op.autograd_info.get());
   const bool inplace = op.has_tag(Tag::inplace);
@@ -270,7 +274,8 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
     if (!v.is_tensor() || !v.to_tensor().defined()) continue;
     Tensor t = v.to_tensor();
     if (inplace && i == 0) {  // the value the op overwrites
-      ExcludeDispatchKeyGuard guard(DispatchKeySet(DispatchKey::Autograd));
+      // Cloned with autograd on: the copy keeps self's history, so double backward through the
+      // in-place op sees how the overwritten value depended on the inputs (it was lost before).
       t = ops::clone(t);
     } else if (std::find(op.mutated_args().begin(), op.mutated_args().end(), i) != op.mutated_args().end()) {
       save_after.emplace_back(i, t);

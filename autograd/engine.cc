@@ -137,8 +137,14 @@ TensorList RunBackward(const std::vector<Edge>& roots, const TensorList& grads, 
     if (fn->has_pre_hooks())
       for (uint32_t i = 0; i < inputs_of_fn.size(); ++i)
         if (inputs_of_fn[i].defined()) inputs_of_fn[i] = fn->RunPreHooks(i, std::move(inputs_of_fn[i]));
-    for (auto [slot, index] : s.captures)
-      if (slot < inputs_of_fn.size()) captured[index] = inputs_of_fn[slot];
+    for (auto [slot, index] : s.captures) {
+      if (slot >= inputs_of_fn.size()) continue;
+      captured[index] = inputs_of_fn[slot];
+      // autograd.grad does not run a leaf's AccumulateGrad, but the leaf's hooks still apply to
+      // the gradient it returns (as in PyTorch).
+      if (!options.accumulate_grad)
+        if (auto* acc = dynamic_cast<AccumulateGrad*>(fn)) captured[index] = acc->RunLeafHooks(captured[index]);
+    }
     bool any_grad = fn == root.get();
     for (const Tensor& g : inputs_of_fn) any_grad = any_grad || g.defined();
     const bool run = s.needed && any_grad;

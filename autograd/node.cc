@@ -89,14 +89,20 @@ static bool CanSteal(const Tensor& g) {
          !RequiresGrad(g);
 }
 
+Tensor AccumulateGrad::RunLeafHooks(Tensor grad) const {
+  AutogradMeta* meta = GetMeta(variable_);
+  if (!meta || !grad.defined()) return grad;
+  for (const auto& [id, hook] : meta->leaf_hooks_) {
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) grad = std::move(replaced);
+  }
+  return grad;
+}
+
 TensorList AccumulateGrad::Apply(TensorList&& grads) {
-  Tensor incoming = std::move(grads[0]);
+  Tensor incoming = RunLeafHooks(std::move(grads[0]));
   if (!incoming.defined()) return {};
   AutogradMeta& meta = MaterializeMeta(variable_);
-  for (const auto& [id, hook] : meta.leaf_hooks_) {
-    Tensor replaced = hook(incoming);
-    if (replaced.defined()) incoming = std::move(replaced);
-  }
   const bool create_graph = GradMode::is_enabled();
   if (!meta.grad_.defined()) {
     if (create_graph) meta.grad_ = incoming;

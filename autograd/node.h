@@ -105,6 +105,8 @@ class AccumulateGrad : public Node {
   TensorList Apply(TensorList&& grads) override;
   std::string name() const override { return "torch::autograd::AccumulateGrad"; }
   const Tensor& variable() const { return variable_; }
+  // The leaf's tensor hooks on an incoming gradient (also for gradients autograd.grad captures).
+  Tensor RunLeafHooks(Tensor grad) const;
 
  private:
   Tensor variable_;

@@ -1,6 +1,7 @@
 // autograd/variable.cc: reading and changing a tensor's autograd state.
 #include "autograd/variable.h"
 
+#include "autograd/grad_mode.h"
 #include "autograd/view_tracking.h"
 
 #include <atomic>
@@ -35,6 +36,8 @@ void SetRequiresGrad(const Tensor& t, bool requires_grad) {
           "variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
     return;
   }
+  if (requires_grad && meta && meta->is_inference_ && !InferenceMode::is_enabled())
+    throw Error("Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.");
   if (requires_grad && !IsFloating(t.dtype()))
     throw Error("only Tensors of floating point and complex dtype can require gradients");
   if (!meta && !requires_grad) return;
@@ -153,8 +156,10 @@ void RetainGrad(const Tensor& t) {
     if (!impl || !grad.defined()) return Tensor();
     Tensor self(impl);
     AutogradMeta& m = MaterializeMeta(self);
-    if (!m.grad_.defined()) m.grad_ = CallOp<Tensor>(KILN_OP("aten::clone"), Detach(grad), std::optional<MemoryFormat>());
-    else m.grad_ = CallOp<Tensor>(KILN_OP("aten::add.Tensor"), m.grad_, Detach(grad), Scalar(1));
+    // Under create_graph (grad mode on in backward) the retained grad keeps its graph, as in torch.
+    const Tensor g = GradMode::is_enabled() ? grad : Detach(grad);
+    if (!m.grad_.defined()) m.grad_ = CallOp<Tensor>(KILN_OP("aten::clone"), g, std::optional<MemoryFormat>());
+    else m.grad_ = CallOp<Tensor>(KILN_OP("aten::add.Tensor"), m.grad_, g, Scalar(1));
     return Tensor();
   });
 }

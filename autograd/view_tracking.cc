@@ -1,8 +1,13 @@
 // autograd/view_tracking.cc: CopySlices and the strided-view backward of a rebased view.
 #include "autograd/view_tracking.h"
 
+#include <cstring>
+#include <unordered_map>
+
 #include "autograd/derivatives.h"
+#include "autograd/grad_mode.h"
 #include "autograd/variable.h"
+#include "tensor/empty.h"
 #include "tensor/ops.h"
 
 namespace kiln::autograd {
@@ -30,6 +35,59 @@ std::pair<Tensor, Tensor> BaseShapedGrad(const Tensor& grad, const Geometry& bas
   return {result, region};
 }
 
+// Note [Functional CopySlices]: for each element of the view (row-major), the row-major index of
+// the base element sharing its memory; empty when the geometry is symbolic or the base overlaps
+// itself. With it, the base's gradient is read and rewritten by index_select / index_put, out of
+// place, so that a create_graph backward records no in-place op on a tensor another node saved
+// (the strided-copy path below does, and double backward through it was wrong). It costs a walk
+// over the base, so it is built lazily and only used when backward runs with create_graph.
+Tensor ViewIndexInBase(const Geometry& base, const Geometry& view) {
+  auto concrete = [](const SymDimVector& v, std::vector<int64_t>& out) {
+    for (const SymInt& s : v) {
+      if (s.is_symbolic()) return false;
+      out.push_back(s.expect_int());
+    }
+    return true;
+  };
+  std::vector<int64_t> bs, bst, vs, vst;
+  if (!concrete(base.sizes, bs) || !concrete(base.strides, bst) || !concrete(view.sizes, vs) ||
+      !concrete(view.strides, vst) || base.offset.is_symbolic() || view.offset.is_symbolic())
+    return Tensor();
+  // Walks a layout in row-major order, calling fn(logical index, storage offset).
+  auto walk = [](const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, int64_t offset,
+                 const auto& fn) {
+    int64_t n = 1;
+    for (int64_t s : sizes) n *= s;
+    std::vector<int64_t> pos(sizes.size(), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t off = offset;
+      for (size_t d = 0; d < sizes.size(); ++d) off += pos[d] * strides[d];
+      if (!fn(i, off)) return false;
+      for (size_t d = sizes.size(); d-- > 0;) {
+        if (++pos[d] < sizes[d]) break;
+        pos[d] = 0;
+      }
+    }
+    return true;
+  };
+  std::unordered_map<int64_t, int64_t> where;
+  if (!walk(bs, bst, base.offset.expect_int(), [&](int64_t i, int64_t off) { return where.emplace(off, i).second; }))
+    return Tensor();
+  std::vector<int64_t> idx;
+  if (!walk(vs, vst, view.offset.expect_int(), [&](int64_t, int64_t off) {
+        auto it = where.find(off);
+        if (it == where.end()) return false;
+        idx.push_back(it->second);
+        return true;
+      }))
+    return Tensor();
+  Tensor t = EmptyTensor(DimVector{static_cast<int64_t>(idx.size())}, ScalarType::Int64, Device());
+  if (!idx.empty()) std::memcpy(t.raw_data(), idx.data(), idx.size() * sizeof(int64_t));
+  return t;
+}
+
+Tensor Flat(const Tensor& t) { return ops::reshape(t, {SymInt(-1)}); }
+
 // The base's grad_fn after an in-place op on one of its views.
 class CopySlices : public Node {
  public:
@@ -43,9 +101,20 @@ class CopySlices : public Node {
   void ReleaseVariables() override { fn_->ReleaseVariables(); }
 
   TensorList Apply(TensorList&& grads) override {
+    TensorList out(next_edges_.size());
+    // Only a create_graph backward needs the out-of-place path; the index is built on first use.
+    if (GradMode::is_enabled() && grads[0].device().is_cpu() && Index().defined()) {  // Note [Functional CopySlices]
+      const Tensor& g = grads[0];
+      Tensor region = ops::view(ops::index_select(Flat(g), 0, index_), Vec(view_.sizes));
+      TensorList fn_grads = fn_->Apply({region});
+      Tensor inner = fn_grads[0].defined() ? Flat(fn_grads[0]) : ops::full({SymInt(index_.numel())}, 0, g.dtype());
+      out[0] = ops::view(CallOp<Tensor>(KILN_OP("aten::index_put"), Flat(g), OptionalTensorList{index_}, inner, false),
+                         Vec(g->sym_sizes()));
+      for (size_t i = 1; i < fn_grads.size() && i < out.size(); ++i) out[i] = fn_grads[i];
+      return out;
+    }
     auto [result, region] = BaseShapedGrad(grads[0], base_, view_, grads[0]);
     TensorList fn_grads = fn_->Apply({ops::clone(region)});
-    TensorList out(next_edges_.size());
     if (fn_grads[0].defined()) ops::copy_(region, fn_grads[0]);
     else ops::fill_(region, 0);
     out[0] = result;
@@ -54,29 +123,62 @@ class CopySlices : public Node {
   }
 
  private:
+  const Tensor& Index() {
+    if (!index_built_) index_ = ViewIndexInBase(base_, view_), index_built_ = true;
+    return index_;
+  }
   Geometry base_, view_;
   std::shared_ptr<OpBackward> fn_;
+  Tensor index_;  // Note [Functional CopySlices]; undefined: the strided-copy path
+  bool index_built_ = false;
 };
 
 // grad_fn of a view whose base was rebased: the view's region of the base's gradient.
 class AsStridedBackward : public Node {
  public:
-  AsStridedBackward(const Tensor& base, const Tensor& view) : base_(Geometry::Of(base)), view_(Geometry::Of(view)) {
+  AsStridedBackward(const Tensor& base, const Tensor& view)
+      : base_(Geometry::Of(base)), view_(Geometry::Of(view)) {
     add_input_meta(view);
     next_edges_.push_back(GradientEdge(base));
   }
   std::string name() const override { return "AsStridedBackward0"; }
   TensorList Apply(TensorList&& grads) override {
+    if (GradMode::is_enabled() && grads[0].device().is_cpu() && Index().defined()) {  // Note [Functional CopySlices]
+      const Tensor& g = grads[0];
+      Tensor z = ops::full(Vec(base_.sizes), 0, g.dtype());
+      return {ops::view(CallOp<Tensor>(KILN_OP("aten::index_put"), Flat(z), OptionalTensorList{index_}, Flat(g), true),
+                        Vec(base_.sizes))};
+    }
     auto [result, region] = BaseShapedGrad(Tensor(), base_, view_, grads[0]);  // was dtype() of an undefined tensor: a crash
     ops::copy_(region, grads[0]);
     return {result};
   }
 
  private:
+  const Tensor& Index() {
+    if (!index_built_) index_ = ViewIndexInBase(base_, view_), index_built_ = true;
+    return index_;
+  }
   Geometry base_, view_;
+  Tensor index_;
+  bool index_built_ = false;
+};
+
+// Has no inputs: the history of a zero tensor a backward formula writes into through views.
+class ZerosHistory : public Node {
+ public:
+  explicit ZerosHistory(const Tensor& z) { add_input_meta(z); }
+  std::string name() const override { return "ZerosBackward"; }
+  TensorList Apply(TensorList&&) override { return {}; }
 };
 
 }  // namespace
+
+Tensor ZerosForViewWrites(const SymDimVector& sizes, const Tensor& grad) {
+  Tensor z = ops::full(Vec(sizes), 0, grad.dtype(), grad.device());
+  if (RequiresGrad(grad) && GradMode::is_enabled()) SetHistory(z, std::make_shared<ZerosHistory>(z), 0);
+  return z;
+}
 
 std::shared_ptr<Node> MakeViewOfBaseFn(const Tensor& base, const Tensor& view) {
   return std::make_shared<AsStridedBackward>(base, view);

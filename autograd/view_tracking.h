@@ -19,6 +19,11 @@ class OpBackward;
 void MarkView(const Tensor& view, const Tensor& source);
 // After an in-place op recorded in `node` on `self` (output 0 of the node).
 void RebaseHistory(const Tensor& self, const std::shared_ptr<OpBackward>& node);
+// A zero tensor that a backward formula fills through views of it (slice/select backward). Views
+// of a tensor that does not require grad are not tracked, so under create_graph writing a
+// requires-grad `grad` into one would not reach the tensor: the result had no history and double
+// backward through slicing was wrong. Here the zeros get an empty history first.
+Tensor ZerosForViewWrites(const SymDimVector& sizes, const Tensor& grad);
 // A grad_fn for `view` as a strided view of `base`'s current history (AsStridedBackward0).
 std::shared_ptr<Node> MakeViewOfBaseFn(const Tensor& base, const Tensor& view);
 

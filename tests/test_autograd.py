@@ -12,6 +12,9 @@ import kiln
 from conftest import assert_same, requires_torch, torch
 
 LIBS = [kiln] + ([torch] if torch is not None else [])
+# Both libraries warn when a non-leaf's .grad is read; tests that mean it check with pytest.warns.
+pytestmark = [pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf"),
+              pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")]
 
 
 def both(fn):
@@ -453,7 +456,8 @@ def test_non_leaf_grad_is_none_without_retain_grad():
     x = kiln.tensor([1.0], requires_grad=True)
     y = x * 2
     y.sum().backward()
-    assert y.grad is None
+    with pytest.warns(UserWarning):
+        assert y.grad is None
 
 
 @requires_torch
@@ -1558,3 +1562,178 @@ def test_setitem_of_requires_grad_value_into_plain_tensor():
         return v.grad
 
     assert_like_torch(f)
+
+
+@requires_torch
+def test_custom_function_saving_its_output_double_backward_and_is_freed():
+    import gc
+    import weakref
+
+    def f(lib):
+        ctxs = []
+
+        class Exp(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                y = x.exp()
+                ctx.save_for_backward(y)
+                ctxs.append(weakref.ref(ctx))
+                return y
+
+            @staticmethod
+            def backward(ctx, g):
+                (y,) = ctx.saved_tensors
+                return g * y
+
+        x = t64(lib, [0.5, -1.0])
+        y = Exp.apply(x)
+        (g,) = lib.autograd.grad(y.sum(), x, create_graph=True)
+        (gg,) = lib.autograd.grad(g.sum(), x)
+        del y, g
+        gc.collect()
+        return gg, ctxs[0]() is None  # node -> ctx -> saved output -> node must not leak
+
+    k, t = both(f)
+    assert_same(k[0], t[0])
+    assert k[1] and t[1]
+
+
+@requires_torch
+def test_data_has_its_own_version_counter():
+    def f(lib):
+        a = lib.ones(2, requires_grad=True)
+        b = a * a
+        a.data.mul_(2)  # hidden from autograd: no version error, the gradient sees the new value
+        b.sum().backward()
+        return a.grad
+
+    assert_like_torch(f)
+
+
+@requires_torch
+def test_retain_grad_under_create_graph_keeps_graph():
+    def f(lib):
+        a = lib.ones(2, requires_grad=True)
+        b = a * 2
+        b.retain_grad()
+        (b * b).sum().backward(create_graph=True)
+        return b.grad.requires_grad, a.grad.requires_grad
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns about the .grad <-> graph cycle
+        k, t = both(f)
+    assert k == t
+
+
+@requires_torch
+def test_non_leaf_grad_access_warns():
+    for lib in LIBS:
+        b = lib.ones(2, requires_grad=True) * 2
+        with pytest.warns(UserWarning, match="is not a leaf Tensor is being accessed"):
+            assert b.grad is None
+
+
+DOUBLE_BACKWARD_VIEW_CASES = {
+    "slice": lambda lib, a: (a[1:3] ** 3).sum(),
+    "select": lambda lib, a: a[1] ** 3,
+    "unfold": lambda lib, a: (a.unfold(0, 2, 1) ** 3).sum(),
+    "transpose_slice": lambda lib, a: (a.view(2, 2).t()[1] ** 3).sum(),
+}
+
+
+def _inplace_view_case(mode):
+    def f(lib, a):
+        b = a * a
+        if mode == "view_mul_by_input_view":
+            b[1:3].mul_(a[1:3])
+        elif mode == "view_add_input_view":
+            b[1:3].add_(a[1:3])
+        elif mode == "base_then_stale_view":
+            v = b[1:3]
+            b.mul_(a)
+            return (v ** 3).sum()
+        elif mode == "plain_inplace":
+            b.mul_(a)
+        return (b * b).sum()
+
+    return f
+
+
+for _mode in ["view_mul_by_input_view", "view_add_input_view", "base_then_stale_view", "plain_inplace"]:
+    DOUBLE_BACKWARD_VIEW_CASES[_mode] = _inplace_view_case(_mode)
+
+
+@requires_torch
+@pytest.mark.parametrize("case", list(DOUBLE_BACKWARD_VIEW_CASES))
+def test_double_backward_through_views_and_inplace(case):
+    # Backward formulas that write into views of zeros (slice/select/unfold), CopySlices and the
+    # regenerated grad_fn of a stale view must all keep the graph under create_graph.
+    def f(lib):
+        a = t64(lib, [1.0, 2.0, 3.0, 4.0])
+        y = DOUBLE_BACKWARD_VIEW_CASES[case](lib, a)
+        (g,) = lib.autograd.grad(y, a, create_graph=True)
+        (gg,) = lib.autograd.grad(g.sum(), a)
+        return g.detach(), gg
+
+    assert_like_torch(f)
+
+
+@requires_torch
+def test_inference_tensors_outside_inference_mode():
+    def views(lib):
+        with lib.inference_mode():
+            t = lib.ones(4)
+        return t[1:].is_inference(), (t + 1).is_inference(), t.view(2, 2).is_inference(), t.clone().is_inference()
+
+    k, t = both(views)
+    assert k == t
+
+    def requires_grad(lib):
+        with lib.inference_mode():
+            t = lib.ones(2)
+        t.requires_grad_()
+
+    assert_like_torch(requires_grad, match="Setting requires_grad=True on inference tensor outside InferenceMode")
+
+    def clone_is_normal(lib):
+        with lib.inference_mode():
+            t = lib.ones(2)
+        a = lib.ones(2, requires_grad=True)
+        (a * t.clone()).sum().backward()
+        return a.grad
+
+    assert_like_torch(clone_is_normal)
+
+
+@requires_torch
+def test_backward_under_no_grad_and_reentrant_backward():
+    def no_grad(lib):
+        a = lib.ones(2, requires_grad=True)
+        y = (a * a).sum()
+        with lib.no_grad():
+            y.backward()
+        return a.grad
+
+    def reentrant(lib):  # a Function whose backward runs autograd.grad itself (checkpoint-style)
+        class Ckpt(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x.detach() ** 2
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                with lib.enable_grad():
+                    xd = x.detach().requires_grad_()
+                    (gx,) = lib.autograd.grad(xd ** 2, xd, g)
+                return gx
+
+        a = lib.tensor([1.0, 3.0], requires_grad=True)
+        (Ckpt.apply(a) * 2).sum().backward()
+        return a.grad
+
+    assert_like_torch(no_grad)
+    assert_like_torch(reentrant)

@@ -1,5 +1,6 @@
 // autograd/formulas/views.cc: derivatives of views, copies and conversions.
 #include "autograd/formulas/common.h"
+#include "autograd/view_tracking.h"
 
 namespace kiln::autograd {
 using namespace formulas;
@@ -8,7 +9,7 @@ namespace {
 // A zero tensor of `sizes` whose region picked by `view_of` receives grad.
 template <typename ViewFn>
 Tensor ScatterIntoZeros(const Tensor& grad, const SymDimVector& sizes, ViewFn view_of) {
-  Tensor z = zeros(sizes, grad.dtype(), grad.device());
+  Tensor z = ZerosForViewWrites(sizes, grad);  // keeps double backward's graph (view_tracking.h)
   Tensor region = view_of(z);
   ops::copy_(region, grad);
   return z;
@@ -78,7 +79,7 @@ void DefineViewFormulas(DerivativeTable& d) {
     int64_t dim = ndim == 0 ? 0 : WrapDim(c.i64("dimension"), ndim);
     int64_t size = c.i64("size"), step = c.i64("step");
     Tensor grad = c.grad();
-    Tensor out = zeros(sizes, grad.dtype(), grad.device());
+    Tensor out = ZerosForViewWrites(sizes, grad);  // keeps double backward's graph (view_tracking.h)
     if (ndim == 0) { g["self"] = reshape(grad, sizes); return; }
     int64_t windows = grad.size(dim);
     for (int64_t k = 0; k < size; ++k) {

@@ -53,7 +53,17 @@ class PyFunctionNode : public Node {
       }
       args[i] = py::reinterpret_steal<py::object>(WrapTensor(g));
     }
-    py::object out = ctx_.attr("_do_backward")(*args);
+    // The ctx reaches its node only during backward (saved outputs re-link to it; a permanent
+    // reference would be a cycle).
+    ctx_.attr("_node") = py::cast(std::static_pointer_cast<Node>(shared_from_this()));
+    py::object out;
+    try {
+      out = ctx_.attr("_do_backward")(*args);
+    } catch (...) {
+      py::delattr(ctx_, "_node");
+      throw;
+    }
+    py::delattr(ctx_, "_node");
     TensorList result;
     auto take = [&](py::handle h) {
       if (h.is_none()) result.emplace_back();
@@ -111,7 +121,20 @@ int SetRequiresGradAttr(PyObject* self, PyObject* value, void*) {
     return -1;
   }
 }
-PyObject* GetGrad(PyObject* self, void*) { return Guarded([&] { return WrapTensor(Grad(Self(self))); }); }
+PyObject* GetGrad(PyObject* self, void*) {
+  return Guarded([&]() -> PyObject* {
+    const Tensor& t = Self(self);
+    AutogradMeta* m = GetMeta(t);
+    if (m && m->grad_fn_ && !m->retains_grad_ &&
+        PyErr_WarnEx(PyExc_UserWarning,
+                     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+                     "attribute won't be populated during autograd.backward(). If you indeed want the .grad field "
+                     "to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor.",
+                     1) < 0)
+      return nullptr;
+    return WrapTensor(Grad(t));
+  });
+}
 int SetGradAttr(PyObject* self, PyObject* value, void*) {
   try {
     if (!value || value == Py_None) {
@@ -351,6 +374,19 @@ void InitAutogradBindings(py::module_& m) {
     });
   });
   m.def("_remove_tensor_hook", [](const Tensor& t, int id) { RemoveHook(t, id); });
+  // Tensor.data: a detached alias with a fresh version counter.
+  m.def("_data_alias", [](const Tensor& t) {
+    Tensor alias = Detach(t);
+    alias->share_version_counter(std::make_shared<VersionCounter>());
+    return alias;
+  });
+  // A custom Function's saved output, re-linked to its node for double backward (the saved copy
+  // has no grad_fn, or node -> ctx -> output -> node would be a cycle that is never freed).
+  m.def("_alias_with_history", [](const Tensor& t, const std::shared_ptr<Node>& node, uint32_t output_nr) {
+    Tensor alias = ShallowAlias(t);
+    SetHistory(alias, node, output_nr);
+    return alias;
+  });
 
   // Tensor._make_subclass(cls, data, requires_grad): a `cls` object sharing data's storage.
   m.def("_make_subclass", [](py::object cls, const Tensor& data, bool requires_grad) {

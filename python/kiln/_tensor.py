@@ -66,7 +66,9 @@ class Tensor(_C.TensorBase):
 
     @property
     def data(self):
-        return self.detach()
+        # Unlike detach(), .data has its own version counter: in-place changes through it are
+        # hidden from autograd's saved-tensor checks, as in PyTorch.
+        return _C._data_alias(self)
 
     @data.setter
     def data(self, new):

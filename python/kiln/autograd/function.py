@@ -41,6 +41,14 @@ class FunctionCtx:
                     "one of the variables needed for gradient computation has been modified by an inplace "
                     f"operation: [{t.dtype} {list(t.shape)}], which is output 0 of {self._name}, is at version "
                     f"{t._version}; expected version {v} instead.")
+        outputs = getattr(self, "_saved_output_nrs", None)
+        if outputs:
+            # Saved outputs are kept without history (see Function.apply); in a backward with
+            # create_graph they get their node back, so double backward flows through them.
+            node = getattr(self, "_node", None)
+            if node is not None and _C.is_grad_enabled():
+                saved = tuple(_C._alias_with_history(t, node, outputs[i]) if i in outputs else t
+                              for i, t in enumerate(saved))
         return saved
 
     def mark_non_differentiable(self, *tensors):
@@ -116,8 +124,23 @@ class Function(metaclass=FunctionMeta):
                         o = o.view_as(o) if not o.requires_grad else o.detach()
                     tensor_outputs.append(o)
                 wrapped.append(o)
-            _C._record_function(ctx, cls._backward_name, inputs, tensor_outputs,
-                                [id(o) not in non_diff for o in tensor_outputs])
+            differentiable = [id(o) not in non_diff for o in tensor_outputs]
+            _C._record_function(ctx, cls._backward_name, inputs, tensor_outputs, differentiable)
+            # A saved output would hold its grad_fn, the node holds ctx: node -> ctx -> output ->
+            # node is a cycle through C++ that Python's GC cannot see, so nothing was ever freed.
+            # Keep a detached alias (same storage and version) and the output's index instead.
+            saved = getattr(ctx, "_saved", None)
+            if saved:
+                nrs = {}
+                kept = list(saved)
+                for i, s in enumerate(saved):
+                    for nr, o in enumerate(tensor_outputs):
+                        if s is o and o.requires_grad:
+                            kept[i] = o.detach()
+                            nrs[i] = nr
+                if nrs:
+                    ctx._saved = tuple(kept)
+                    ctx._saved_output_nrs = nrs
             outputs = tuple(wrapped)
         return outputs if is_tuple else outputs[0]
 
