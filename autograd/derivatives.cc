@@ -289,7 +289,10 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
   // wrong gradient for the input.
   const bool multi_view_op = schema.returns.size() == 1 && schema.returns[0].kind == TypeKind::TensorList &&
                              !schema.returns[0].alias.set.empty();
-  const bool is_view_op = op.has_tag(Tag::view) || multi_view_op;
+  // Composite views (t, view_as, ...) with a formula of their own say so only in their schema.
+  const bool alias_return = schema.returns.size() == 1 && schema.returns[0].kind == TypeKind::Tensor &&
+                            !schema.returns[0].alias.set.empty() && !schema.returns[0].alias.is_write;
+  const bool is_view_op = op.has_tag(Tag::view) || multi_view_op || alias_return;
   const Tensor view_source = is_view_op && stack[0].is_tensor() ? stack[0].to_tensor() : Tensor();
 
   RunBelow(op, keys, stack);

@@ -34,7 +34,7 @@ static std::string TypeString(const Tensor& t) {
     case ScalarType::Bool: name = "BoolTensor"; break;
     default: break;
   }
-  return StrCat("torch.", name, " ", SizesToString(t->sym_sizes()));
+  return StrCat("kiln.", name, " ", SizesToString(t->sym_sizes()));
 }
 
 Tensor SavedVariable::Unpack(const std::shared_ptr<Node>& saved_for) const {

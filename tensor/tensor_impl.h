@@ -60,6 +60,8 @@ class TensorImpl {
   bool is_contiguous() const { return is_contiguous_; }
   bool is_symbolic() const { return numel_ < 0; }
   int64_t itemsize() const { return ElementSize(dtype_); }
+  // Only for `t.data = other` (autograd's set_data): the impl takes other's dtype with its storage.
+  void set_dtype(ScalarType t) { dtype_ = t; }
   DispatchKeySet keys() const { return keys_; }
   void set_keys(DispatchKeySet k) { keys_ = k; }
 

@@ -676,3 +676,17 @@ def test_state_dict_save_load_and_module_pickle():
     clone = pickle.loads(pickle.dumps(m))
     assert isinstance(clone[0].weight, nn.Parameter) and clone[0].weight.requires_grad
     assert clone(x).tolist() == m(x).tolist() and not clone.training
+
+
+def test_dtype_conversion_keeps_parameter_objects():
+    m = kiln.nn.Linear(3, 2)
+    w = m.weight
+    m(kiln.randn(4, 3)).sum().backward()
+    m.double()
+    assert m.weight is w and w.dtype == kiln.float64 and w.grad.dtype == kiln.float64
+    opt = kiln.optim.SGD(m.parameters(), lr=0.1)
+    m.zero_grad()
+    m(kiln.randn(4, 3, dtype=kiln.float64)).sum().backward()
+    before = w.detach().clone()
+    opt.step()
+    assert not kiln.equal(before, w) if hasattr(kiln, "equal") else bool((before != w).any())

@@ -8,6 +8,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/variable.h"
+#include "autograd/view_tracking.h"
 #include "tensor/ops.h"
 #include "python/csrc/arg_parser.h"
 #include "python/csrc/python_tensor.h"
@@ -308,6 +309,11 @@ void InitAutogradBindings(py::module_& m) {
 
   // How autograd handles an op: "formula", "non_differentiable", "composite" (its parts are
   // differentiated) or "none" (differentiating it raises NotImplementedError).
+  // Records `view` as a view of `base` though no op recorded it (base needs no grad), so that an
+  // in-place write of a value requiring grad into it reaches base (Tensor.__setitem__).
+  m.def("_track_view", [](const Tensor& view, const Tensor& base) {
+    if (!view.is_same(base)) MarkView(view, base);
+  });
   m.def("_autograd_kind", [](const std::string& full_name) -> std::string {
     const Op& op = Registry::Get().FindOrThrow(full_name);
     if (auto* d = static_cast<const Derivative*>(op.autograd_info.get()))
@@ -418,11 +424,15 @@ void InitAutogradBindings(py::module_& m) {
   });
   // `t.data = new`: t keeps its identity and autograd state and takes new's storage and layout.
   m.def("_set_data", [](const Tensor& t, const Tensor& data) {
-    if (t.dtype() != data.dtype() || t.device() != data.device())
+    if (t.device() != data.device())
       throw Error(StrCat("Attempted to call `variable.set_data(tensor)`, but `variable` and `tensor` have "
-                         "incompatible tensor type (", ScalarTypeName(t.dtype()), " vs ", ScalarTypeName(data.dtype()),
-                         ")."));
+                         "incompatible tensor type (", t.device().str(), " vs ", data.device().str(), ")."));
+    // A leaf whose dtype or sizes change gets a new AccumulateGrad (its input metadata changed);
+    // graphs already recorded keep the old one.
+    if (AutogradMeta* m = GetMeta(t))
+      if (t.dtype() != data.dtype() || !(t->sym_sizes() == data->sym_sizes())) m->grad_accumulator_.reset();
     t->set_storage(data->storage());
+    t->set_dtype(data.dtype());
     t->set_sizes_and_strides(data->sym_sizes(), data->sym_strides(), data->sym_storage_offset());
   });
   // Also gives the tensor the Autograd key, so an in-place op on it outside inference mode is

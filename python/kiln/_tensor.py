@@ -300,6 +300,8 @@ class Tensor(_C.TensorBase):
             import kiln
 
             value = kiln.tensor(value, dtype=self.dtype)
+        elif value.requires_grad and not result.requires_grad and _C.is_grad_enabled():
+            _C._track_view(result, self)  # so that the write reaches self's history (CopySlices)
         if advanced:
             indices = [advanced.get(d) for d in range(max(advanced) + 1)]
             if value.dtype != self.dtype and value.ndim == 0 and isinstance(key, Tensor) and key.dtype == _C.bool:

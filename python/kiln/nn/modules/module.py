@@ -328,11 +328,8 @@ class Module:
 
     # --- conversion -------------------------------------------------------------------------------
     def _apply(self, fn, recurse=True):
-        """Applies `fn` to every parameter, gradient and buffer.
-
-        A converted parameter keeps its identity through `param.data = converted` (as torch) when
-        the dtype is unchanged; kiln's `Tensor.data` setter cannot change a dtype yet, so a dtype
-        conversion puts a new Parameter (same requires_grad, converted grad) in its place."""
+        """Applies `fn` to every parameter, gradient and buffer. A converted parameter keeps its
+        identity (`param.data = converted`, as torch), so optimizers built before stay valid."""
         if recurse:
             for module in self.children():
                 module._apply(fn)
@@ -343,10 +340,9 @@ class Module:
                 param_applied = fn(param)
                 grad_applied = None if param.grad is None else fn(param.grad)
             if param_applied is not param:
-                if param_applied.dtype == param.dtype:
-                    param.data = param_applied
-                else:
-                    param = self._parameters[key] = Parameter(param_applied, param.requires_grad)
+                if grad_applied is not None and grad_applied.dtype != param.grad.dtype:
+                    param.grad = None  # the converted gradient goes in after the data changed dtype
+                param.data = param_applied
             if grad_applied is not None and grad_applied is not param.grad:
                 param.grad = grad_applied
         for key, buf in self._buffers.items():
