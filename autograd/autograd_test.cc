@@ -195,7 +195,7 @@ TEST_F(AutogradTest, SavedVariableChecksTheVersion) {
   ops::add_(y, F({1, 1}));
   std::string msg = ErrorOf([&] { Backward(Sum(z)); });
   EXPECT_NE(msg.find("one of the variables needed for gradient computation has been modified by an inplace "
-                     "operation: [torch.FloatTensor [2]], which is output 0 of MulBackward0, is at version 1; "
+                     "operation: [kiln.FloatTensor [2]], which is output 0 of MulBackward0, is at version 1; "
                      "expected version 0 instead"),
             std::string::npos)
       << msg;
