@@ -1,7 +1,7 @@
 // runtime/allocator.cc: the CPU allocator with a small cache of large blocks.
 //
 // Note [CPU block cache]: glibc returns large blocks (mmap) to the kernel on free, so an eager
-// `x * y + 1` on 16M elements would fault in 64 MB of fresh pages per op. Blocks of 1 MiB and up
+// `x * y + 1` on 16M elements would fault in 64 MB of fresh pages per op. Blocks of 64 KiB and up
 // are kept in a per-size free list (bounded in total bytes) and handed out again.
 #include "runtime/allocator.h"
 
@@ -16,7 +16,7 @@ namespace kiln {
 namespace {
 
 constexpr size_t kAlignment = 64;
-constexpr size_t kCacheMinBytes = 1 << 20;
+constexpr size_t kCacheMinBytes = 64 << 10;
 constexpr size_t kCacheMaxTotal = size_t(1) << 30;
 
 class CPUAllocator final : public Allocator {

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "tensor/ops/common.h"
+#include "tensor/vec_math.h"
 
 namespace kiln {
 namespace {
@@ -44,10 +45,10 @@ struct ActParams {
 };
 
 template <typename M>
-inline M ApplyAct(int op, M x, const ActParams& p) {
+[[gnu::always_inline]] inline M ApplyAct(int op, M x, const ActParams& p) {
   if constexpr (std::is_floating_point_v<M>) {
     switch (op) {
-      case kGelu: return x * M(0.5) * (M(1) + std::erf(x * M(M_SQRT1_2)));
+      case kGelu: return x * NormalCdf(x);
       case kGeluTanh: {
         const M k = M(M_2_SQRTPI * M_SQRT1_2);  // sqrt(2 / pi)
         return M(0.5) * x * (M(1) + std::tanh(k * (x + M(0.044715) * x * x * x)));

@@ -55,38 +55,9 @@ struct BwParams {
   double a = 0, b = 0, c = 0;
 };
 
-// exp that vectorises for float (vec_math.h); std::exp otherwise.
-template <typename M>
-inline M Exp(M x) {
-  if constexpr (std::is_same_v<M, float>) return ExpF(x);
-  else return std::exp(x);
-}
-
-// The standard normal CDF, 0.5 * erfc(-x / sqrt(2)): for float, Numerical Recipes' erfcc (relative
-// error below 1.2e-7 for the exact polynomial) over ExpF, so gelu_backward's loop vectorises.
-template <typename M>
-inline M NormalCdf(M x) {
-  if constexpr (std::is_same_v<M, float>) {
-    const float z = std::fabs(x) * float(M_SQRT1_2);
-    const float t = 1.0f / (1.0f + 0.5f * z);
-    const float poly =
-        -1.26551223f +
-        t * (1.00002368f +
-             t * (0.37409196f +
-                  t * (0.09678418f +
-                       t * (-0.18628806f +
-                            t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f +
-                                                                                          t * 0.17087277f))))))));
-    const float tail = t * ExpF(-z * z + poly);  // erfc(|x| / sqrt(2))
-    return 0.5f * (x > 0.0f ? 2.0f - tail : tail);
-  } else {
-    return M(0.5) * (M(1) + std::erf(x * M(M_SQRT1_2)));
-  }
-}
-
 // d(loss)/dx given g = d(loss)/dy and x (the input, or the output for sigmoid/tanh/elu-on-result).
 template <typename M>
-inline M ApplyBw(int op, M g, M x, const BwParams& p) {
+[[gnu::always_inline]] inline M ApplyBw(int op, M g, M x, const BwParams& p) {
   if constexpr (std::is_floating_point_v<M>) {
     switch (op) {
       case kThresholdBw: return x <= M(p.a) ? M(0) : g;

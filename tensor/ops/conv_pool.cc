@@ -164,21 +164,21 @@ void Conv2dTyped(const Tensor& x, const Tensor& w, const Tensor* bias, const Ten
   const T* pw = w.data_ptr<T>();
   T* po = out.data_ptr<T>();
   if (!transposed) {
-    // g describes image -> output: C = in channels, (H, W) input, (oh, ow) output.
+    // g describes image -> output: C = in channels, (H, W) input, (oh, ow) output. Batched im2col
+    // (Note [Batched im2col]): one GEMM per group and chunk of samples.
     const int64_t Cg = g.C / groups, Og = O / groups, K = Cg * g.kh * g.kw, L = g.oh * g.ow;
-    const bool direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
-    std::vector<T> cols(direct ? 0 : g.C * g.kh * g.kw * L);
-    for (int64_t n = 0; n < N; ++n) {
-      const T* img = px + n * g.C * g.H * g.W;
-      const T* c = img;
-      if (!direct) {
-        Im2Col(img, g, cols.data());
-        c = cols.data();
-      }
-      for (int64_t gi = 0; gi < groups; ++gi) {
-        Gemm<T>(false, false, Og, L, K, 1, pw + gi * Og * K, K, c + gi * K * L, L, 0, po + (n * O + gi * Og) * L, L);
-      }
+    const int64_t chunk = ConvBatchChunk(N, g.C * g.kh * g.kw, L, sizeof(T));
+    Scratch<T> cols(g.C * g.kh * g.kw * chunk * L), prod(O * chunk * L);
+    const T* pb = bias ? bias->data_ptr<T>() : nullptr;
+    for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+      const int64_t nb = std::min(chunk, N - n0), cols_ld = nb * L;
+      Im2ColBatch(px + n0 * g.C * g.H * g.W, nb, g, cols.data());
+      for (int64_t gi = 0; gi < groups; ++gi)
+        Gemm<T>(false, false, Og, cols_ld, K, 1, pw + gi * Og * K, K, cols.data() + gi * K * cols_ld, cols_ld, 0,
+                prod.data() + gi * Og * cols_ld, cols_ld);
+      ChannelMajorToBatch(prod.data(), nb, O, L, pb, po + n0 * O * L);
     }
+    return;
   } else {
     // g describes output image <- input grid: C = out channels, (H, W) output, (oh, ow) input.
     const int64_t Cin = x.size(1), Cg = Cin / groups, Og = O / groups, M = Og * g.kh * g.kw, L = g.oh * g.ow;

@@ -59,22 +59,26 @@ template <typename T>
 void ConvBwTyped(const T* dy, const T* x, const T* w, T* dx, T* dw, int64_t N, int64_t Cin, int64_t O,
                  const Geom& g, int64_t groups, bool transposed) {
   if (!transposed) {
-    // g: image = input [Cin, H, W], grid = output [oh, ow].
+    // g: image = input [Cin, H, W], grid = output [oh, ow]. Batched im2col (Note [Batched im2col]).
     const int64_t Cg = Cin / groups, Og = O / groups, K = Cg * g.kh * g.kw, L = g.oh * g.ow, HW = g.H * g.W;
-    std::vector<T> cols(Cin * g.kh * g.kw * L);
+    const int64_t chunk = ConvBatchChunk(N, Cin * g.kh * g.kw, L, sizeof(T));
+    Scratch<T> cols(Cin * g.kh * g.kw * chunk * L), dyt(O * chunk * L);
     if (dx) std::fill(dx, dx + N * Cin * HW, T(0));
     if (dw) std::fill(dw, dw + O * K, T(0));
-    for (int64_t n = 0; n < N; ++n) {
-      const T* dyn = dy + n * O * L;
+    for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+      const int64_t nb = std::min(chunk, N - n0), ld = nb * L;
+      BatchToChannelMajor(dy + n0 * O * L, nb, O, L, dyt.data());
+      if (dw) {
+        Im2ColBatch(x + n0 * Cin * HW, nb, g, cols.data());
+        for (int64_t gi = 0; gi < groups; ++gi)
+          Gemm<T>(false, true, Og, K, ld, 1, dyt.data() + gi * Og * ld, ld, cols.data() + gi * K * ld, ld, 1,
+                  dw + gi * Og * K, K);
+      }
       if (dx) {
         for (int64_t gi = 0; gi < groups; ++gi)
-          Gemm<T>(true, false, K, L, Og, 1, w + gi * Og * K, K, dyn + gi * Og * L, L, 0, cols.data() + gi * K * L, L);
-        Col2Im(cols.data(), g, dx + n * Cin * HW);
-      }
-      if (dw) {
-        Im2Col(x + n * Cin * HW, g, cols.data());
-        for (int64_t gi = 0; gi < groups; ++gi)
-          Gemm<T>(false, true, Og, K, L, 1, dyn + gi * Og * L, L, cols.data() + gi * K * L, L, 1, dw + gi * Og * K, K);
+          Gemm<T>(true, false, K, ld, Og, 1, w + gi * Og * K, K, dyt.data() + gi * Og * ld, ld, 0,
+                  cols.data() + gi * K * ld, ld);
+        Col2ImBatch(cols.data(), nb, g, dx + n0 * Cin * HW);
       }
     }
   } else {

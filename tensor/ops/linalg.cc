@@ -8,10 +8,12 @@
 // ("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)").
 #include <cblas.h>
 
+#include <algorithm>
 #include <climits>
 #include <string_view>
 #include <vector>
 
+#include "runtime/thread_pool.h"
 #include "tensor/ops/gemm.h"
 
 namespace kiln {
@@ -55,18 +57,59 @@ bool FitsBlasInt(std::initializer_list<int64_t> xs) {
 
 }  // namespace
 
+// Note [One thread pool]: OpenBLAS is told to run single-threaded, and kiln's own pool splits a
+// product into blocks of C's columns (or rows), one BLAS call per block. With OpenBLAS's pthreads
+// as well, its threads and kiln's briefly spinning workers (Note [Spinning workers]) fought for the
+// same cores between an im2col and its GEMM, and a small convolution ran several times slower.
+template <typename T>
+void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+              const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  static const bool single_threaded_blas = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)single_threaded_blas;
+  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+  auto call = [&](int64_t mm, int64_t nn, const T* aa, const T* bb, T* cc) {
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, ta, tb, mm, nn, k, alpha, aa, lda, bb, ldb, beta, cc, ldc);
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, mm, nn, k, alpha, aa, lda, bb, ldb, beta, cc, ldc);
+  };
+  const int64_t threads = GetNumThreads();
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  if (threads <= 1 || InParallelRegion() || flops < 4e6) {
+    call(m, n, a, b, c);
+    return;
+  }
+  if (n >= m) {  // blocks of columns, each a multiple of 16 wide
+    const int64_t width = ((n + threads - 1) / threads + 15) / 16 * 16;
+    const int64_t blocks = (n + width - 1) / width;
+    ParallelFor(0, blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t blk = begin; blk < end; ++blk) {
+        const int64_t j0 = blk * width, nn = std::min(width, n - j0);
+        call(m, nn, a, trans_b ? b + j0 * ldb : b + j0, c + j0);
+      }
+    });
+  } else {  // blocks of rows
+    const int64_t height = ((m + threads - 1) / threads + 7) / 8 * 8;
+    const int64_t blocks = (m + height - 1) / height;
+    ParallelFor(0, blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t blk = begin; blk < end; ++blk) {
+        const int64_t i0 = blk * height, mm = std::min(height, m - i0);
+        call(mm, n, trans_a ? a + i0 : a + i0 * lda, b, c + i0 * ldc);
+      }
+    });
+  }
+}
+
 template <typename T>
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, opmath_t<T> alpha, const T* a, int64_t lda,
           const T* b, int64_t ldb, opmath_t<T> beta, T* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     if (k > 0 && FitsBlasInt({m, n, k, lda, ldb, ldc})) {
-      const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-      if constexpr (std::is_same_v<T, float>) {
-        cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-      } else {
-        cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-      }
+      BlasGemm<T>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
       return;
     }
   }

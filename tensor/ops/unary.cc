@@ -98,13 +98,9 @@ template <typename T>
 T RoundHalfEven(T x) { return std::nearbyint(x); }
 
 // Element function over opmath type M (float/double for floating; the integer type otherwise).
-// exp for the op's compute type: the vectorisable ExpF for float, libm for double.
-template <typename M> inline M Exp(M x) {
-  if constexpr (std::is_same_v<M, float>) return ExpF(x); else return std::exp(x);
-}
 
 template <typename M>
-inline M ApplyUnary(int op, M x) {
+[[gnu::always_inline]] inline M ApplyUnary(int op, M x) {
   if constexpr (std::is_floating_point_v<M>) {
     switch (op) {
       case kExp: return Exp(x);

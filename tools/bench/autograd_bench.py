@@ -5,8 +5,8 @@ figures issue 3 names.
 
 Rows: `(x * 2).sum().backward()` on a one-element tensor (per-call overhead of recording and
 running a graph), and an Adam training step (zero_grad, forward, cross_entropy, backward, step)
-of the digits MLP (64-128-128-10, batch 128) and of the digits CNN (batch 128), from identical
-weights. Ratio = kiln / torch time (lower is better).
+of the demo's digits MLP (64-128-128-10, GELU, batch 128) and CNN (batch 128; tools/digits.py),
+from identical weights. Ratio = kiln / torch time (lower is better).
 """
 
 import sys
@@ -16,7 +16,9 @@ import numpy as np
 import kiln
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
+sys.path.insert(0, __file__.rsplit("/", 2)[0])
 from eager_bench import best  # noqa: E402
+from digits import cnn, mlp  # noqa: E402  (the demo's models)
 
 try:
     import torch
@@ -31,19 +33,6 @@ def tiny_backward(lib):
         (x * 2).sum().backward()
 
     return step
-
-
-def mlp(lib):
-    nn = lib.nn
-    return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10))
-
-
-def cnn(lib):
-    nn = lib.nn
-    return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.SiLU(),
-        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.SiLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
 
 
 def train_step(lib, make, x_np, y_np, torch_model=None):
@@ -75,7 +64,7 @@ def main():
     row("(x*2).sum().backward(), 1 element", tiny_backward(kiln), tiny_backward(torch) if torch else None)
     y = rng.integers(0, 10, 128)
     x_mlp = rng.standard_normal((128, 64)).astype(np.float32)
-    x_cnn = rng.standard_normal((128, 1, 8, 8)).astype(np.float32)
+    x_cnn = x_mlp  # the CNN unflattens [N, 64] to [N, 1, 8, 8] itself
     for name, make, x in (("Adam step, MLP 64-128-128-10, batch 128", mlp, x_mlp),
                           ("Adam step, CNN (digits), batch 128", cnn, x_cnn)):
         if torch is not None:
