@@ -76,9 +76,10 @@ void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alp
     else
       cblas_dgemm(CblasRowMajor, ta, tb, mm, nn, k, alpha, aa, lda, bb, ldb, beta, cc, ldc);
   };
-  const int64_t threads = GetNumThreads();
+  // At least ~2 MFLOP per block: smaller blocks cost more to hand out than they save.
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  if (threads <= 1 || InParallelRegion() || flops < 4e6) {
+  const int64_t threads = std::min<int64_t>(GetNumThreads(), static_cast<int64_t>(flops / 2e6));
+  if (threads <= 1 || InParallelRegion()) {
     call(m, n, a, b, c);
     return;
   }
