@@ -305,3 +305,15 @@ def test_double_backward_matches_torch(name, fn):
     (tgg,) = torch.autograd.grad((tg * tg).sum(), tx)
     np.testing.assert_allclose(np.array(kgg.tolist()), tgg.numpy(), rtol=1e-6, atol=1e-9)
     assert kiln.autograd.gradgradcheck(lambda x: fn(kiln, x), (kx,))
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1])
+def test_prod_gradient_with_zero_inputs_matches_torch(dim):
+    data = [[1.0, 0.0, 3.0], [0.0, 0.0, 2.0], [4.0, 5.0, 6.0], [7.0, 1.0, 0.0]]
+    grads = []
+    for lib in (kiln, torch):
+        x = lib.tensor(data, dtype=lib.float64, requires_grad=True)
+        y = x.prod() if dim is None else x.prod(dim)
+        (g,) = lib.autograd.grad(y.sum(), x)
+        grads.append(g.tolist())
+    assert grads[0] == grads[1]

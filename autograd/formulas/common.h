@@ -77,6 +77,11 @@ inline Tensor sum_all(const Tensor& t) { return ops::sum(t, std::nullopt); }
 inline Tensor expand(const Tensor& t, const SymDimVector& sizes) { return ops::expand(t, SymList(sizes.begin(), sizes.end())); }
 inline Tensor reshape(const Tensor& t, const SymDimVector& sizes) { return ops::reshape(t, SymList(sizes.begin(), sizes.end())); }
 inline Tensor mm(const Tensor& a, const Tensor& b) { return ops::mm(a, b); }
+inline Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length) {
+  KILN_F(Tensor, "aten::narrow", a, dim, SymInt(start), SymInt(length));
+}
+inline Tensor ones_like(const Tensor& a) { return ops::full(SymList(a->sym_sizes().begin(), a->sym_sizes().end()), 1, a.dtype(), a.device()); }
+inline Tensor cumprod(const Tensor& a, int64_t dim) { KILN_F(Tensor, "aten::cumprod", a, dim, std::optional<ScalarType>()); }
 inline Tensor t(const Tensor& a) { return ops::transpose(a, 0, 1); }
 
 // Normalises `dims` against `ndim` (empty or None: all dims), sorted.

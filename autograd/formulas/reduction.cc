@@ -26,6 +26,18 @@ Tensor EvenlyDistributed(Ctx& c, const Tensor& result, const IntList& dims, bool
   return div(mul(ExpandReduced(c.grad(), sizes, dims, keepdim), mask), count);
 }
 
+// Element i along `dim`: the product of every other element of its line.
+Tensor ProductOfOthers(const Tensor& x, int64_t dim) {
+  const int64_t n = x.size(dim);
+  if (n == 0) return x;
+  auto exclusive = [&](const Tensor& t) {  // [1, t0, t0*t1, ...] along dim
+    Tensor one = ones_like(narrow(t, dim, 0, 1));
+    if (n == 1) return one;
+    return ops::cat({one, narrow(cumprod(t, dim), dim, 0, n - 1)}, dim);
+  };
+  return mul(exclusive(x), ops::flip(exclusive(ops::flip(x, {dim})), {dim}));
+}
+
 // var's gradient: grad * 2 (x - mean) / (N - correction).
 Tensor VarBackward(const Tensor& grad, const Tensor& self, const IntList& dims, double correction, bool keepdim,
                    const SymDimVector& sizes) {
@@ -50,17 +62,19 @@ void DefineReductionFormulas(DerivativeTable& d) {
     g["self"] = div(ExpandReduced(c.grad(), c.sizes("self"), dims, c.flag("keepdim")),
                     static_cast<double>(n.expect_int()));
   });
-  // prod: grad * prod / x (inputs without zeros; a zero input gives the product of the others).
-  d.Def("prod", {"self", "result"}, [](Ctx& c, Grads& g) {
+  // prod: d prod / d x_i is the product of the other elements, computed as exclusive products
+  // from the left and from the right, so zero inputs are exact (grad * prod / x is not).
+  d.Def("prod", {"self"}, [](Ctx& c, Grads& g) {
     Tensor self = c.input("self");
-    g["self"] = div(mul(c.grad(), c.result()), self);
+    if (c.dim("self") == 0) { g["self"] = c.grad(); return; }
+    Tensor flat = ops::reshape(self, {SymInt(-1)});
+    g["self"] = reshape(mul(expand(c.grad(), flat->sym_sizes()), ProductOfOthers(flat, 0)), c.sizes("self"));
   });
-  d.Def("prod.dim_int", {"self", "result"}, [](Ctx& c, Grads& g) {
-    int64_t dim = c.dim("self") == 0 ? 0 : WrapDim(c.i64("dim"), c.dim("self"));
-    IntList dims = c.dim("self") == 0 ? IntList{} : IntList{dim};
-    bool keepdim = c.flag("keepdim");
-    Tensor r = ExpandReduced(c.result(), c.sizes("self"), dims, keepdim);
-    g["self"] = div(mul(ExpandReduced(c.grad(), c.sizes("self"), dims, keepdim), r), c.input("self"));
+  d.Def("prod.dim_int", {"self"}, [](Ctx& c, Grads& g) {
+    if (c.dim("self") == 0) { g["self"] = c.grad(); return; }
+    int64_t dim = WrapDim(c.i64("dim"), c.dim("self"));
+    g["self"] = mul(ExpandReduced(c.grad(), c.sizes("self"), {dim}, c.flag("keepdim")),
+                    ProductOfOthers(c.input("self"), dim));
   });
   for (const char* name : {"amax", "amin"})
     d.Def(name, {"self", "result"}, [](Ctx& c, Grads& g) {
