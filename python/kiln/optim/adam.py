@@ -7,6 +7,10 @@ from kiln.optim.optimizer import Optimizer, _no_grad_step, _to_scalar, _check_un
 
 
 class Adam(Optimizer):
+    _group_option_defaults = dict(amsgrad=False, maximize=False, foreach=None, capturable=False, differentiable=False,
+                                  decoupled_weight_decay=False, fused=None)
+    _tensor_step = True
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
                  foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
                  decoupled_weight_decay=False):
@@ -34,21 +38,6 @@ class Adam(Optimizer):
                         foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("amsgrad", False)
-            group.setdefault("maximize", False)
-            group.setdefault("foreach", None)
-            group.setdefault("capturable", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("decoupled_weight_decay", False)
-            group.setdefault("fused", None)
-            for p in group["params"]:
-                p_state = self.state.get(p, [])
-                if len(p_state) != 0 and not isinstance(p_state["step"], kiln.Tensor):
-                    p_state["step"] = kiln.tensor(float(p_state["step"]), dtype=kiln.float32)
 
     @_no_grad_step
     def step(self, closure=None):

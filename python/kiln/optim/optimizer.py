@@ -128,10 +128,24 @@ class Optimizer:
     def __getstate__(self):
         return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
 
+    # Group options a state saved by an older version may lack, filled in on load; and whether the
+    # per-parameter "step" count is kept as a tensor (Adam, RMSprop), as in PyTorch.
+    _group_option_defaults = {}
+    _tensor_step = False
+
     def __setstate__(self, state):
         self.__dict__.update(state)
         self.__dict__.setdefault("_optimizer_step_pre_hooks", OrderedDict())
         self.__dict__.setdefault("_optimizer_step_post_hooks", OrderedDict())
+        for group in self.__dict__.get("param_groups", ()):
+            for key, value in self._group_option_defaults.items():
+                group.setdefault(key, value)
+            if not self._tensor_step:
+                continue
+            for p in group["params"]:
+                p_state = self.state.get(p, [])
+                if len(p_state) != 0 and not isinstance(p_state["step"], kiln.Tensor):
+                    p_state["step"] = kiln.tensor(float(p_state["step"]), dtype=kiln.float32)
 
     def _patch_step_function(self):
         cls = type(self)

@@ -6,6 +6,10 @@ from kiln.optim.optimizer import Optimizer, _no_grad_step, _to_scalar, _check_un
 
 
 class RMSprop(Optimizer):
+    _group_option_defaults = dict(momentum=0, centered=False, foreach=None, maximize=False, differentiable=False,
+                                  capturable=False)
+    _tensor_step = True
+
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
         if hasattr(lr, "numel") and lr.numel() != 1:
@@ -24,20 +28,6 @@ class RMSprop(Optimizer):
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered, weight_decay=weight_decay,
                         capturable=capturable, foreach=foreach, maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("momentum", 0)
-            group.setdefault("centered", False)
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("capturable", False)
-            for p in group["params"]:
-                p_state = self.state.get(p, [])
-                if len(p_state) != 0 and not isinstance(p_state["step"], kiln.Tensor):
-                    p_state["step"] = kiln.tensor(float(p_state["step"]), dtype=kiln.float32)
 
     @_no_grad_step
     def step(self, closure=None):

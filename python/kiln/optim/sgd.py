@@ -5,6 +5,8 @@ from kiln.optim.optimizer import Optimizer, _no_grad_step, _to_scalar, _check_un
 
 
 class SGD(Optimizer):
+    _group_option_defaults = dict(nesterov=False, maximize=False, foreach=None, differentiable=False, fused=False)
+
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
                  maximize=False, foreach=None, differentiable=False, fused=None):
         if hasattr(lr, "numel") and lr.numel() != 1:
@@ -21,15 +23,6 @@ class SGD(Optimizer):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("nesterov", False)
-            group.setdefault("maximize", False)
-            group.setdefault("foreach", None)
-            group.setdefault("differentiable", False)
-            group.setdefault("fused", False)
 
     @_no_grad_step
     def step(self, closure=None):
