@@ -8,6 +8,20 @@ from kiln.nn.modules.module import Module
 from kiln.nn.parameter import Parameter
 
 
+
+def _register_affine(module, shape, affine, bias, factory_kwargs):
+    """weight (and bias, unless bias=False) of `shape` when affine; else both registered as None."""
+    module.register_parameter("weight", Parameter(kiln.empty(shape, **factory_kwargs)) if affine else None)
+    module.register_parameter("bias", Parameter(kiln.empty(shape, **factory_kwargs)) if affine and bias else None)
+
+
+def _reset_affine(module):
+    """PyTorch's initialisation of a normalization's affine parameters: weight 1, bias 0."""
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
 class LayerNorm(Module):
     __constants__ = ["normalized_shape", "eps", "elementwise_affine"]
 
@@ -19,22 +33,11 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if self.elementwise_affine:
-            self.weight = Parameter(kiln.empty(self.normalized_shape, **factory_kwargs))
-            if bias:
-                self.bias = Parameter(kiln.empty(self.normalized_shape, **factory_kwargs))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register_affine(self, self.normalized_shape, elementwise_affine, bias, factory_kwargs)
         self.reset_parameters()
 
     def reset_parameters(self):
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -84,22 +87,11 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if self.affine:
-            self.weight = Parameter(kiln.empty(num_channels, **factory_kwargs))
-            if bias:
-                self.bias = Parameter(kiln.empty(num_channels, **factory_kwargs))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register_affine(self, num_channels, affine, bias, factory_kwargs)
         self.reset_parameters()
 
     def reset_parameters(self):
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
