@@ -51,6 +51,23 @@ inline M Exp(M x) {
   else return std::exp(x);
 }
 
+// tanh for float without a library call: Cephes' odd polynomial below |x| = 0.625, and
+// 1 - 2 / (exp(2|x|) + 1) above it (both computed, one selected, so the loop vectorises).
+inline float TanhF(float x) {
+  const float ax = std::fabs(x);
+  const float z = ax * ax;
+  const float small = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
+                        1.33314422036e-1f) * z - 3.33332819422e-1f) * z * ax + ax;
+  const float large = 1.0f - 2.0f / (ExpF(2.0f * ax) + 1.0f);
+  return std::copysign(ax < 0.625f ? small : large, x);  // odd: tanh(-0) = -0 too
+}
+
+template <typename M>
+inline M Tanh(M x) {
+  if constexpr (std::is_same_v<M, float>) return TanhF(x);
+  else return std::tanh(x);
+}
+
 // The standard normal CDF, 0.5 * erfc(-x / sqrt(2)): for float, Numerical Recipes' erfcc (relative
 // error below 1.2e-7 for the exact polynomial) over ExpF, so gelu and gelu_backward's loops vectorise.
 template <typename M>

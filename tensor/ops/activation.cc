@@ -51,7 +51,7 @@ template <typename M>
       case kGelu: return x * NormalCdf(x);
       case kGeluTanh: {
         const M k = M(M_2_SQRTPI * M_SQRT1_2);  // sqrt(2 / pi)
-        return M(0.5) * x * (M(1) + std::tanh(k * (x + M(0.044715) * x * x * x)));
+        return M(0.5) * x * (M(1) + Tanh(k * (x + M(0.044715) * x * x * x)));
       }
       case kLeakyRelu: return x > M(0) ? x : x * M(p.a);
       case kHardtanh: {  // clamp(x, min, max): max wins when min > max, as in PyTorch

@@ -69,7 +69,7 @@ template <typename M>
       case kGeluTanhBw: {
         const M beta = M(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = M(0.044715);
         const M x2 = x * x;
-        const M t = std::tanh(beta * (x + kappa * x2 * x));
+        const M t = Tanh(beta * (x + kappa * x2 * x));
         const M left = M(0.5) * x, right = M(1) + t;
         const M dleft = M(0.5) * right;
         const M dright = left * (M(1) - t * t) * beta * (M(1) + M(3) * kappa * x2);

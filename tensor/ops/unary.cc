@@ -113,7 +113,7 @@ template <typename M>
       case kSqrt: return std::sqrt(x);
       case kRsqrt: return M(1) / std::sqrt(x);
       case kSigmoid: return M(1) / (M(1) + Exp(-x));
-      case kTanh: return std::tanh(x);
+      case kTanh: return Tanh(x);
       case kSin: return std::sin(x);
       case kCos: return std::cos(x);
       case kTan: return std::tan(x);
