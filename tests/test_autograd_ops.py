@@ -317,3 +317,15 @@ def test_prod_gradient_with_zero_inputs_matches_torch(dim):
         (g,) = lib.autograd.grad(y.sum(), x)
         grads.append(g.tolist())
     assert grads[0] == grads[1]
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cumprod_gradient_with_zero_inputs_matches_torch(dim):
+    data = [[1.5, 0.0, 3.0, 2.0], [0.0, 0.0, 2.0, 1.0], [4.0, 5.0, 6.0, 0.0], [7.0, 1.0, 0.5, 2.0]]
+    grads = []
+    for lib in (kiln, torch):
+        x = lib.tensor(data, dtype=lib.float64, requires_grad=True)
+        w = lib.tensor([[1.0, -2.0, 0.5, 3.0]] * 4, dtype=lib.float64)
+        (g,) = lib.autograd.grad((x.cumprod(dim) * w).sum(), x)
+        grads.append(g.tolist())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12)

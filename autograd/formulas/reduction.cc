@@ -183,13 +183,27 @@ void DefineReductionFormulas(DerivativeTable& d) {
     int64_t dim = WrapDim(c.i64("dim"), c.dim("self"));
     g["self"] = ops::flip(ops::cumsum(ops::flip(c.grad(), {dim}), dim), {dim});
   });
-  // cumprod: sum_{j>=i} grad_j * out_j / x_i (inputs without zeros).
+  // cumprod: dx_i = sum_{j>=i} grad_j * prod_{k<=j, k!=i} x_k. Without zeros that is
+  // reverse_cumsum(grad * out)_i / x_i. With zeros (z = a line's first zero): positions before z
+  // keep that form, z itself gets reverse_cumsum(grad * cumprod(x with x_z = 1))_z, later ones 0.
   d.Def("cumprod", {"self", "result"}, [](Ctx& c, Grads& g) {
     if (c.dim("self") == 0) { g["self"] = c.grad(); return; }
     int64_t dim = WrapDim(c.i64("dim"), c.dim("self"));
-    Tensor w = mul(c.grad(), c.result());
-    Tensor rev = ops::flip(ops::cumsum(ops::flip(w, {dim}), dim), {dim});
-    g["self"] = div(rev, c.input("self"));
+    auto reverse_cumsum = [dim](const Tensor& t) { return ops::flip(ops::cumsum(ops::flip(t, {dim}), dim), {dim}); };
+    Tensor x = c.input("self");
+    Tensor rev = reverse_cumsum(mul(c.grad(), c.result()));
+    Tensor is_zero = eq(x, 0.0);
+    if (!CallOp<Tensor>(KILN_OP("aten::any"), is_zero).data_ptr<bool>()[0]) {
+      g["self"] = div(rev, x);
+      return;
+    }
+    Tensor zeros_so_far = ops::cumsum(to(is_zero, ScalarType::Int64), dim);
+    Tensor first_zero = logical_and(is_zero, eq(zeros_so_far, Scalar(int64_t(1))));
+    Tensor at_or_after = gt(zeros_so_far, Scalar(int64_t(0)));
+    Tensor before = div(rev, where(is_zero, 1.0, x));
+    Tensor x_without_first = where(first_zero, 1.0, x);
+    Tensor at_first = reverse_cumsum(mul(c.grad(), cumprod(x_without_first, dim)));
+    g["self"] = where(at_or_after, where(first_zero, at_first, 0.0), before);
   });
 }
 
