@@ -168,7 +168,7 @@ bool IsOutOverload(const Op& op) {
   return ov == "out" || (ov.size() > 4 && ov.compare(ov.size() - 4, 4, "_out") == 0);
 }
 
-void CheckInplace(const Op& op, const Tensor& self) {
+void CheckInplace(const Tensor& self) {
   AutogradMeta* meta = GetMeta(self);
   if (!meta) return;
   if (meta->multi_output_view_ && meta->grad_fn_)
@@ -180,7 +180,6 @@ void CheckInplace(const Op& op, const Tensor& self) {
     throw Error("a leaf Variable that requires grad is being used in an in-place operation.");
   if (meta->is_view_ && IsLeaf(meta->base_) && RequiresGrad(meta->base_))
     throw Error("a view of a leaf Variable that requires grad is being used in an in-place operation.");
-  (void)op;
 }
 
 // Note [Inference tensors] (grad_mode.cc): under inference mode every op comes here; new outputs
@@ -241,7 +240,7 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
       throw Error(StrCat("The function '", op.base_name(), "' is not differentiable with respect to argument '",
                          schema.arguments[i].name, "'. This input cannot have requires_grad True."));
   Tensor self = inplace ? stack[0].to_tensor() : Tensor();
-  if (inplace) CheckInplace(op, self);
+  if (inplace) CheckInplace(self);
 
   // The node: argument copies without tensors, an edge and metadata per tensor input.
   Stack args;

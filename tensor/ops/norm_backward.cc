@@ -25,6 +25,15 @@ using OptTensor = std::optional<Tensor>;
 using SymList = std::vector<SymInt>;
 using OptMeta = std::optional<TensorMeta>;
 using OptMeta3 = std::tuple<OptMeta, OptMeta, OptMeta>;
+
+// batch/group norm backward outputs: grad_input like input, weight and bias grads [C] in pdt.
+OptMeta3 PerChannelGradMetas(const Tensor& input, const SymInt& C, ScalarType pdt, const std::vector<bool>& mask) {
+  OptMeta3 out;
+  if (mask[0]) std::get<0>(out) = TensorMeta{input->sym_sizes(), {}, input.dtype(), input.device()};
+  if (mask[1]) std::get<1>(out) = TensorMeta{{C}, {}, pdt, input.device()};
+  if (mask[2]) std::get<2>(out) = TensorMeta{{C}, {}, pdt, input.device()};
+  return out;
+}
 using Tensor3 = std::tuple<Tensor, Tensor, Tensor>;
 
 bool Defined(const OptTensor& t) { return t && t->defined(); }
@@ -139,11 +148,7 @@ OptMeta3 BatchNormBwMeta(const Tensor& grad, const Tensor& input, const OptTenso
     CheckNumel(kBn, "running_var", running_var, C);
   }
   const ScalarType pdt = ParamDtype(input, {&weight, &running_mean, &running_var, &save_mean, &save_invstd});
-  OptMeta3 out;
-  if (mask[0]) std::get<0>(out) = TensorMeta{input->sym_sizes(), {}, input.dtype(), input.device()};
-  if (mask[1]) std::get<1>(out) = TensorMeta{{C}, {}, pdt, input.device()};
-  if (mask[2]) std::get<2>(out) = TensorMeta{{C}, {}, pdt, input.device()};
-  return out;
+  return PerChannelGradMetas(input, C, pdt, mask);
 }
 
 template <typename T>
@@ -331,11 +336,7 @@ OptMeta3 GroupNormBwMeta(const Tensor& grad, const Tensor& input, const Tensor& 
   CheckNumel(kGn, "weight", weight, C);
   const OptTensor mean_opt = mean, rstd_opt = rstd;
   const ScalarType pdt = Defined(weight) ? weight->dtype() : ParamDtype(input, {&mean_opt, &rstd_opt});
-  OptMeta3 out;
-  if (mask[0]) std::get<0>(out) = TensorMeta{input->sym_sizes(), {}, input.dtype(), input.device()};
-  if (mask[1]) std::get<1>(out) = TensorMeta{{C}, {}, pdt, input.device()};
-  if (mask[2]) std::get<2>(out) = TensorMeta{{C}, {}, pdt, input.device()};
-  return out;
+  return PerChannelGradMetas(input, C, pdt, mask);
 }
 
 template <typename T>

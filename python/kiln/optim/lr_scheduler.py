@@ -128,6 +128,22 @@ class LRScheduler:
 _LRScheduler = LRScheduler
 
 
+def _check_composed(composer, schedulers, optimizer):
+    """SequentialLR/ChainedScheduler: every part is a plain scheduler of `optimizer` (torch's checks)."""
+    name = composer.__class__.__name__
+    for idx, scheduler in enumerate(schedulers):
+        if not hasattr(scheduler, "optimizer"):
+            raise TypeError(f"{name} at index {idx} should have `optimizer` as its attribute.")
+        if isinstance(scheduler, ReduceLROnPlateau):
+            raise ValueError(f"{name} does not support `ReduceLROnPlateau` scheduler as it requires additional "
+                             "kwargs to be specified when calling `step`, "
+                             f"but got one at index {idx} in the given schedulers sequence.")
+        if optimizer != scheduler.optimizer:
+            raise ValueError(f"{name} expects all schedulers to belong to the same optimizer, but got scheduler "
+                             f"{scheduler.__class__.__name__} at index {idx} has {scheduler.optimizer}, which is "
+                             f"different from {optimizer.__class__.__name__}.")
+
+
 def _per_group(optimizer, lr_lambda):
     """One lr_lambda per param group: a single function is shared, a list must match the groups."""
     if not isinstance(lr_lambda, (list, tuple)):
@@ -437,17 +453,7 @@ class SequentialLR(LRScheduler):
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
         if len(schedulers) < 1:
             raise ValueError(f"{self.__class__.__name__} expects at least one scheduler, but got no scheduler.")
-        for idx, scheduler in enumerate(schedulers):
-            if not hasattr(scheduler, "optimizer"):
-                raise TypeError(f"{self.__class__.__name__} at index {idx} should have `optimizer` as its attribute.")
-            if isinstance(scheduler, ReduceLROnPlateau):
-                raise ValueError(f"{self.__class__.__name__} does not support `ReduceLROnPlateau` scheduler as it "
-                                 "requires additional kwargs to be specified when calling `step`, "
-                                 f"but got one at index {idx} in the given schedulers sequence.")
-            if optimizer != scheduler.optimizer:
-                raise ValueError(f"{self.__class__.__name__} expects all schedulers to belong to the same optimizer, "
-                                 f"but got scheduler {scheduler.__class__.__name__} at index {idx} has "
-                                 f"{scheduler.optimizer}, which is different from {optimizer.__class__.__name__}.")
+        _check_composed(self, schedulers, optimizer)
         if len(milestones) != len(schedulers) - 1:
             raise ValueError("Sequential Schedulers expects number of schedulers provided to be one more than the "
                              f"number of milestone points, but got number of schedulers {len(schedulers)} and the "
@@ -620,17 +626,7 @@ class ChainedScheduler(LRScheduler):
             raise ValueError(f"{self.__class__.__name__} expects at least one scheduler to be chained, "
                              "but got no scheduler.")
         optimizer = optimizer or schedulers[0].optimizer
-        for idx, scheduler in enumerate(schedulers):
-            if not hasattr(scheduler, "optimizer"):
-                raise TypeError(f"{self.__class__.__name__} at index {idx} should have `optimizer` as its attribute.")
-            if isinstance(scheduler, ReduceLROnPlateau):
-                raise ValueError(f"{self.__class__.__name__} does not support `ReduceLROnPlateau` scheduler as it "
-                                 "requires additional kwargs to be specified when calling `step`, "
-                                 f"but got one at index {idx} in the given schedulers sequence.")
-            if optimizer != scheduler.optimizer:
-                raise ValueError(f"{self.__class__.__name__} expects all schedulers to belong to the same optimizer, "
-                                 f"but got scheduler {scheduler.__class__.__name__} at index {idx} has "
-                                 f"{scheduler.optimizer}, which is different from {optimizer.__class__.__name__}.")
+        _check_composed(self, schedulers, optimizer)
         self._schedulers = schedulers
         self.optimizer = optimizer
         self._last_lr = _param_groups_val_list(self._schedulers[-1].optimizer, "lr")
