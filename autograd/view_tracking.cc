@@ -82,7 +82,7 @@ Tensor ViewIndexInBase(const Geometry& base, const Geometry& view) {
       }))
     return Tensor();
   Tensor t = EmptyTensor(DimVector{static_cast<int64_t>(idx.size())}, ScalarType::Int64, Device());
-  if (!idx.empty()) std::memcpy(t.raw_data(), idx.data(), idx.size() * sizeof(int64_t));
+  if (!idx.empty() && t->has_storage()) std::memcpy(t.raw_data(), idx.data(), idx.size() * sizeof(int64_t));
   return t;
 }
 

@@ -1,6 +1,8 @@
 // tensor/dispatcher.cc: registration, dispatch tables and the dispatch loop.
 #include "tensor/dispatcher.h"
 
+#include "tensor/fake_tensor.h"
+
 #include <mutex>
 
 namespace kiln {
@@ -47,6 +49,11 @@ void Op::RebuildTable() {
     else if (r.fallback(k)) table_[i] = r.fallback(k);
     else table_[i] = Kernel{};
   }
+  // Every op's Fake slot checks and converts its arguments first (fake_tensor.h).
+  constexpr int kFake = static_cast<int>(DispatchKey::Fake);
+  constexpr int kMeta = static_cast<int>(DispatchKey::Meta);
+  fake_inner_ = kernels_[kFake] ? kernels_[kFake] : kernels_[kMeta] ? kernels_[kMeta] : table_[kFake];
+  table_[kFake] = Kernel{&FakeKernel, nullptr};
 }
 
 DispatchKeySet Op::ComputeKeys(const Stack& stack) const {
@@ -78,7 +85,7 @@ void Op::Redispatch(DispatchKeySet keys, Stack& stack) const {
     DispatchKey k = keys.highest();
     const Kernel& kernel = table_[static_cast<int>(k)];
     if (kernel) {
-      if (mutated_args_.empty() || k > DispatchKey::Meta) {
+      if (mutated_args_.empty() || k > DispatchKey::Fake) {
         kernel.fn(*this, keys, stack, kernel.ctx);
         return;
       }
@@ -118,7 +125,10 @@ Registry& Registry::Get() {
     return r;
   }();
   static std::once_flag once;
-  std::call_once(once, [] { RegisterBuiltinOps(*registry); });
+  std::call_once(once, [] {
+    RegisterBuiltinOps(*registry);
+    InstallFakeAndMetaFallbacks(*registry);
+  });
   return *registry;
 }
 

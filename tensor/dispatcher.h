@@ -77,6 +77,10 @@ class Op {
   void SetKernel(DispatchKey k, Kernel kernel);
   void SetComposite(Kernel kernel);
   const Kernel& table_entry(DispatchKey k) const { return table_[static_cast<int>(k)]; }
+  // What FakeKernel runs after checking and converting the arguments: the op's own Fake-slot
+  // kernel (its meta function), else its composite kernel, else the Fake fallback (none: the op
+  // has no meta function). See Note [The Fake dispatch key] in fake_tensor.h.
+  const Kernel& fake_inner() const { return fake_inner_; }
   void RebuildTable();
 
   // Slots the later layers fill (autograd's derivative, aot's decomposition); opaque here.
@@ -93,6 +97,7 @@ class Op {
   std::array<Kernel, kNumDispatchKeys> kernels_{};
   Kernel composite_;
   std::array<Kernel, kNumDispatchKeys> table_{};
+  Kernel fake_inner_;
 };
 
 // All overloads of one name ("aten::add"), in registration order (the order Python tries them).

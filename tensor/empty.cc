@@ -1,6 +1,8 @@
 // tensor/empty.cc: tensor allocation.
 #include "tensor/empty.h"
 
+#include "tensor/fake_tensor.h"
+
 namespace kiln {
 
 int64_t StorageBytesFor(const DimVector& sizes, const DimVector& strides, int64_t offset, int64_t itemsize) {
@@ -12,13 +14,37 @@ int64_t StorageBytesFor(const DimVector& sizes, const DimVector& strides, int64_
   return (offset + last + 1) * itemsize;
 }
 
+SymInt SymStorageBytesFor(const SymDimVector& sizes, const SymDimVector& strides, const SymInt& offset,
+                          int64_t itemsize) {
+  bool concrete = !offset.is_symbolic();
+  for (size_t d = 0; d < sizes.size() && concrete; ++d)
+    concrete = !sizes[d].is_symbolic() && !strides[d].is_symbolic();
+  if (concrete) {
+    DimVector s(sizes.size()), st(sizes.size());
+    for (size_t d = 0; d < sizes.size(); ++d) s[d] = sizes[d].expect_int(), st[d] = strides[d].expect_int();
+    return StorageBytesFor(s, st, offset.expect_int(), itemsize);
+  }
+  SymInt last = offset;
+  for (size_t d = 0; d < sizes.size(); ++d) last = last + (sizes[d] - 1) * strides[d];
+  return (last + 1) * itemsize;
+}
+
 Tensor EmptyTensor(const SymDimVector& sizes, ScalarType dtype, Device device, const SymDimVector& strides) {
   for (const SymInt& s : sizes) {
     if (!s.is_symbolic())
       KILN_CHECK(s.expect_int() >= 0, "Trying to create tensor with negative dimension ", s.expect_int(),
                  ": ", SizesToString(sizes));
   }
+  if (const FakeAllocContext* fake = TlsFakeAllocContext())
+    return fake->mode->Empty(sizes, strides, 0, dtype, device.is_meta() ? fake->device : device);
   Storage storage;
+  if (device.is_meta()) {
+    auto impl = std::make_shared<TensorImpl>(nullptr, dtype, device, DispatchKeySet(DispatchKey::Meta));
+    impl->set_sizes_and_strides(sizes, strides, 0);
+    impl->set_storage(std::make_shared<StorageImpl>(
+        SymStorageBytesFor(impl->sym_sizes(), impl->sym_strides(), 0, ElementSize(dtype)), device, nullptr));
+    return Tensor(std::move(impl));
+  }
   if (device.is_cpu()) {
     DimVector concrete_sizes(sizes.size()), concrete_strides;
     for (size_t i = 0; i < sizes.size(); ++i) concrete_sizes[i] = sizes[i].expect_int();

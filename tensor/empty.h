@@ -6,7 +6,9 @@
 
 namespace kiln {
 
-// Uninitialised tensor. CPU allocates; meta has no storage; CUDA raises until CUDA kernels exist.
+// Uninitialised tensor. CPU allocates; meta gets a data-less storage; CUDA raises until CUDA
+// kernels exist. Inside a fake op (TlsFakeAllocContext() set) it makes a fake tensor instead, on
+// `device`, or on the op's common device when `device` is meta (fake_tensor.h).
 Tensor EmptyTensor(const SymDimVector& sizes, ScalarType dtype, Device device,
                    const SymDimVector& strides = {});
 Tensor EmptyTensor(const DimVector& sizes, ScalarType dtype, Device device);
@@ -17,5 +19,8 @@ Tensor EmptyLike(const Tensor& like, ScalarType dtype);
 Tensor MakeView(const Tensor& base, SymDimVector sizes, SymDimVector strides, SymInt offset);
 // Number of bytes a strided layout spans (0 when any size is 0).
 int64_t StorageBytesFor(const DimVector& sizes, const DimVector& strides, int64_t offset, int64_t itemsize);
+// The same over SymInt (symbolic when any input is; then the 0-size case is not special-cased).
+SymInt SymStorageBytesFor(const SymDimVector& sizes, const SymDimVector& strides, const SymInt& offset,
+                          int64_t itemsize);
 
 }  // namespace kiln

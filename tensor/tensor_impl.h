@@ -3,7 +3,8 @@
 // A TensorImpl is a strided view of a Storage: element i of the view lives at
 // storage + (offset + sum(index[d] * stride[d])) * itemsize. Views share the Storage and the
 // version counter, which in-place ops bump so autograd can detect modified saved tensors.
-// Meta and fake tensors have no Storage: they carry metadata only.
+// Meta and fake tensors have a data-less Storage (a byte size, no memory; Note [Data-less
+// storages] in storage.h); a fake tensor has the Fake key and pretends to be on device().
 // Invariants: sizes_.size() == strides_.size(); numel_ caches the product of concrete sizes
 // (-1 when some size is symbolic); is_contiguous_ caches the row-major contiguity test.
 #pragma once
@@ -70,12 +71,16 @@ class TensorImpl {
   void set_sizes_contiguous(SymDimVector sizes) { set_sizes_and_strides(std::move(sizes), {}, offset_); }
 
   // Storage.
+  // The StorageImpl shared by all aliases (data-less for meta and fake tensors).
   const Storage& storage() const { return storage_; }
-  bool has_storage() const { return storage_ != nullptr; }
+  // Whether there is memory to read: false for meta and fake tensors.
+  bool has_storage() const { return storage_ != nullptr && !storage_->data_less(); }
+  // A fake tensor (tensor/fake_tensor.h): the Fake key, a data-less storage naming its mode.
+  bool is_fake() const { return keys_.has(DispatchKey::Fake); }
   void set_storage(Storage s) { storage_ = std::move(s); }
-  // Address of element 0 (storage base + offset); null for meta tensors.
+  // Address of element 0 (storage base + offset); null for meta and fake tensors.
   void* data() const {
-    return storage_ ? static_cast<char*>(storage_->data()) + offset_.expect_int() * itemsize() : nullptr;
+    return has_storage() ? static_cast<char*>(storage_->data()) + offset_.expect_int() * itemsize() : nullptr;
   }
   template <typename T> T* data_as() const { return static_cast<T*>(data()); }
 

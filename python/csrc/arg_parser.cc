@@ -6,6 +6,7 @@
 
 #include "python/csrc/python_dtype.h"
 #include "python/csrc/python_tensor.h"
+#include "tensor/fake_tensor.h"
 #include "tensor/ops/common.h"
 
 namespace kiln::python {
@@ -475,6 +476,8 @@ void TranslateCurrentException() {
     PyErr_SetString(PyExc_TypeError, e.what());
   } catch (const NotImplementedError& e) {
     PyErr_SetString(PyExc_NotImplementedError, e.what());
+  } catch (const FakeAssertionError& e) {
+    PyErr_SetString(PyExc_AssertionError, e.what());
   } catch (const Error& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
   } catch (const std::bad_alloc&) {

@@ -5,6 +5,7 @@
 #include "python/csrc/python_autograd.h"
 #include "python/csrc/op_function.h"
 #include "python/csrc/python_dtype.h"
+#include "python/csrc/python_fake.h"
 #include "tensor/ops/common.h"
 
 namespace kiln::python {
@@ -372,6 +373,7 @@ PyObject* WrapTensor(Tensor t) {
     return existing;
   }
   PyTypeObject* type = g_tensor_class ? g_tensor_class : g_tensor_base_type;
+  if (t->is_fake() && g_fake_tensor_class) type = g_fake_tensor_class;
   PyObject* obj = type->tp_alloc(type, 0);
   if (!obj) return nullptr;
   auto* pt = reinterpret_cast<PyTensor*>(obj);

@@ -96,6 +96,10 @@ _install_ops()
 # --- creation from Python data and numpy -----------------------------------------------------
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of `data` (nested lists/tuples of numbers, a numpy array, a tensor)."""
+    if _C._active_fake_mode() is not None:  # under FakeTensorMode: a fake tensor, as in PyTorch
+        from kiln._subclasses.fake_tensor import _tensor_under_fake_mode
+
+        return _tensor_under_fake_mode(lambda: tensor(data, dtype=dtype, device=device, requires_grad=requires_grad))
     if isinstance(data, Tensor):
         out = data.clone().detach()
         if dtype is not None:
@@ -222,3 +226,4 @@ from kiln.autograd.grad_mode import (  # noqa: E402,F401
 from kiln import optim, utils  # noqa: E402,F401
 from kiln.serialization import save, load  # noqa: E402,F401
 from kiln import nn  # noqa: E402,F401
+from kiln import _subclasses  # noqa: E402,F401  (fake tensors get their Python class)

@@ -482,6 +482,9 @@ Tensor ResizeOut(const char* op, Tensor out, const TensorMeta& m) {
       Allocator* alloc = GetCPUAllocator();
       out->storage()->set_data(alloc->Allocate(need), need);
     }
+  } else if (out->storage() && !out->is_symbolic()) {  // meta/fake: the data-less storage grows too
+    int64_t need = (out->storage_offset() + out.numel()) * out->itemsize();
+    if (need > static_cast<int64_t>(out->storage()->nbytes())) out->storage()->set_sym_nbytes(need);
   }
   return out;
 }

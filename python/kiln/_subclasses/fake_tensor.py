@@ -1,0 +1,272 @@
+"""Fake tensors (PyTorch's torch._subclasses.fake_tensor): tensors with metadata and no data.
+
+`FakeTensorMode` is a context manager; while it is active, factory functions make fake tensors
+and every op runs only its meta function (C++, tensor/fake_tensor.h: the Fake dispatch key), so
+outputs carry exactly the sizes, strides, dtype and device the real kernels would give, with
+views aliasing their base. `mode.from_tensor(t)` converts a real tensor (memoised per tensor).
+
+    mode = FakeTensorMode()
+    x = mode.from_tensor(kiln.randn(4, 3))
+    with mode:
+        y = model(x)            # FakeTensor(..., size=(4, 10))
+"""
+
+import contextlib
+import weakref
+
+import kiln
+from kiln import _C
+from kiln._tensor import Tensor
+
+__all__ = [
+    "FakeTensor", "FakeTensorMode", "unset_fake_temporarily", "DynamicOutputShapeException",
+    "DataDependentOutputException", "UnsupportedFakeTensorException", "is_fake",
+]
+
+try:  # defined beside the data-dependent ops' meta functions (the ShapeEnv work) when present
+    from kiln._subclasses._exceptions import DataDependentOutputException, DynamicOutputShapeException
+except ImportError:  # pragma: no cover - until that module lands
+    class DynamicOutputShapeException(RuntimeError):
+        """An op whose output shape depends on data (nonzero) ran on fake tensors without a ShapeEnv."""
+
+        def __init__(self, func):
+            super().__init__(func)
+            self.func = func
+
+    class DataDependentOutputException(RuntimeError):
+        """An op whose output is data (item()) ran on fake tensors without a ShapeEnv."""
+
+        def __init__(self, func):
+            super().__init__(func)
+            self.func = func
+
+
+class UnsupportedFakeTensorException(RuntimeError):
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class FakeTensor(Tensor):
+    """A tensor of a FakeTensorMode: sizes, strides, dtype and a device, no data.
+
+    `t.device` is the device it pretends to be on; `t.fake_mode` its mode. Ops on it run only
+    meta functions. Reading values (item(), tolist(), numpy()) is an error.
+    """
+
+    __module__ = "kiln._subclasses.fake_tensor"
+
+    @property
+    def fake_mode(self):
+        return _mode_of(self)
+
+    @property
+    def fake_device(self):
+        return self.device
+
+    @staticmethod
+    def from_tensor(t, fake_mode):
+        return fake_mode.from_tensor(t)
+
+    def __repr__(self, *, tensor_contents=None):
+        parts = ["..."]
+        if self.device.type != "cpu":
+            parts.append(f"device='{self.device}'")
+        parts.append("size=" + str(tuple(self.shape)))
+        if self.dtype != kiln.get_default_dtype():
+            parts.append("dtype=" + repr(self.dtype))
+        if self.grad_fn is not None:
+            parts.append(f"grad_fn=<{self.grad_fn.name()}>")
+        elif self.requires_grad:
+            parts.append("requires_grad=True")
+        return "FakeTensor(" + ", ".join(parts) + ")"
+
+    def __deepcopy__(self, memo):
+        out = self.clone()
+        memo[id(self)] = out
+        return out
+
+    def __reduce_ex__(self, proto):
+        raise RuntimeError("cannot pickle a FakeTensor: it has no data")
+
+
+_C._set_fake_tensor_class(FakeTensor)
+
+
+def _fake_parameter_class():
+    """FakeTensor and nn.Parameter in one class, for from_tensor of parameters (isinstance of
+    both holds, so nn.Module registers it as a parameter)."""
+    global _FakeParameter
+    if _FakeParameter is None:
+        from kiln.nn.parameter import Parameter
+
+        class FakeParameter(FakeTensor, Parameter):
+            __module__ = "kiln._subclasses.fake_tensor"
+
+            def __new__(cls, data=None, requires_grad=True):
+                return Parameter.__new__(cls, data, requires_grad)
+
+            def __repr__(self, *, tensor_contents=None):
+                return "Parameter containing:\n" + FakeTensor.__repr__(self)
+
+        _FakeParameter = FakeParameter
+    return _FakeParameter
+
+
+_FakeParameter = None
+
+
+def is_fake(t):
+    """Whether `t` is a fake tensor (of any mode)."""
+    return isinstance(t, Tensor) and _C._is_fake(t)
+
+
+def _mode_of(t):
+    cmode = _C._fake_mode_of(t)
+    if cmode is None:
+        return None
+    mode = cmode._pyobj()
+    if mode is None:  # the Python mode object died; the C++ one lives on in its tensors
+        mode = FakeTensorMode._wrap(cmode)
+    return mode
+
+
+class FakeTensorMode:
+    """Runs every op on fake tensors (metadata only) while active; see the module docstring.
+
+    allow_non_fake_inputs: real tensors passed to ops are converted instead of rejected.
+    shape_env: a ShapeEnv; from_tensor then gives symbolic sizes (unless static_shapes=True).
+    """
+
+    def __init__(self, *, allow_fallback_kernels=True, allow_non_fake_inputs=False, shape_env=None,
+                 static_shapes=None, export=False):
+        self._cmode = _C._FakeTensorMode(allow_non_fake_inputs)
+        self._cmode._set_pyobj(self)
+        self.shape_env = shape_env
+        self.static_shapes = shape_env is None if static_shapes is None else static_shapes
+        self.allow_fallback_kernels = allow_fallback_kernels
+        self.export = export
+        self._memo = {}  # id(real tensor) -> (weakref to it, fake tensor)
+        self._enter_stack = []
+
+    @classmethod
+    def _wrap(cls, cmode):
+        self = cls.__new__(cls)
+        self._cmode = cmode
+        cmode._set_pyobj(self)
+        self.shape_env = None
+        self.static_shapes = True
+        self.allow_fallback_kernels = True
+        self.export = False
+        self._memo = {}
+        self._enter_stack = []
+        return self
+
+    def __del__(self):
+        cmode = getattr(self, "_cmode", None)
+        if cmode is not None and cmode._pyobj() is self:
+            cmode._set_pyobj(None)
+
+    @property
+    def allow_non_fake_inputs(self):
+        return self._cmode.allow_non_fake_inputs
+
+    @allow_non_fake_inputs.setter
+    def allow_non_fake_inputs(self, value):
+        self._cmode.allow_non_fake_inputs = bool(value)
+
+    def __repr__(self):
+        return f"<kiln._subclasses.fake_tensor.FakeTensorMode object at {hex(id(self))}>"
+
+    # --- activation (reentrant; nests with other modes; restores on exceptions) ---------------
+    def __enter__(self):
+        _C._push_fake_mode(self._cmode)
+        ctx = None
+        if self.shape_env is not None and hasattr(self.shape_env, "_enter_symbolic_context"):
+            ctx = self.shape_env._enter_symbolic_context()
+        self._enter_stack.append(ctx)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        ctx = self._enter_stack.pop()
+        try:
+            if ctx is not None:
+                ctx.__exit__(exc_type, exc, tb)
+        finally:
+            _C._pop_fake_mode()
+        return False
+
+    def is_our_fake(self, t):
+        return isinstance(t, Tensor) and _C._is_fake(t) and _C._fake_mode_of(t) is self._cmode
+
+    # --- conversion ---------------------------------------------------------------------------
+    def from_tensor(self, tensor, *, static_shapes=None, source=None, symbolic_context=None, trace=True):
+        """The fake counterpart of `tensor`: same dtype, sizes, strides, storage offset, device,
+        requires_grad and leafness (Parameters stay Parameters). Memoised per tensor."""
+        if not isinstance(tensor, Tensor):
+            raise TypeError(f"from_tensor(): expected a kiln.Tensor, got {type(tensor).__name__}")
+        if self.is_our_fake(tensor):
+            return tensor
+        hit = self._memo.get(id(tensor))
+        if hit is not None and hit[0]() is tensor:
+            return hit[1]
+        static = self.static_shapes if static_shapes is None else static_shapes
+        with unset_fake_temporarily(), kiln.no_grad():
+            if self.shape_env is not None and not static:
+                sizes, strides, offset = self.shape_env.create_symbolic_sizes_strides_storage_offset(
+                    tensor, source)
+                fake = _C._fake_from_tensor(self._cmode, tensor, list(sizes), list(strides), offset)
+            else:
+                fake = _C._fake_from_tensor(self._cmode, tensor)
+        from kiln.nn.parameter import Parameter
+
+        if isinstance(tensor, Parameter):
+            fake = _C._make_subclass(_fake_parameter_class(), fake, tensor.requires_grad)
+        elif tensor.requires_grad:
+            leaf = _C._make_subclass(FakeTensor, fake, True)
+            if tensor.is_leaf:
+                fake = leaf
+            else:  # a non-leaf stays a non-leaf (it has a grad_fn, as the real one does)
+                with kiln.enable_grad():
+                    fake = leaf.clone()
+        key = id(tensor)
+        memo = self._memo
+
+        def forget(_, key=key, memo=memo):
+            memo.pop(key, None)
+
+        self._memo[key] = (weakref.ref(tensor, forget), fake)
+        return fake
+
+    def from_real_tensor(self, tensor, *args, **kwargs):
+        return self.from_tensor(tensor, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def unset_fake_temporarily():
+    """Deactivates any FakeTensorMode for the block (factories make real tensors again)."""
+    _C._push_fake_mode(None)
+    try:
+        yield
+    finally:
+        _C._pop_fake_mode()
+
+
+def _active_mode():
+    cmode = _C._active_fake_mode()
+    if cmode is None:
+        return None
+    mode = cmode._pyobj()
+    return mode if mode is not None else FakeTensorMode._wrap(cmode)
+
+
+def _tensor_under_fake_mode(make_real):
+    """kiln.tensor(...) while a mode is active: the real tensor is built, then converted."""
+    mode = _active_mode()
+    with unset_fake_temporarily():
+        real = make_real()
+    with unset_fake_temporarily(), kiln.no_grad():
+        fake = _C._fake_from_tensor(mode._cmode, real.detach())
+    if real.requires_grad:
+        fake = _C._make_subclass(FakeTensor, fake, True)
+    return fake
