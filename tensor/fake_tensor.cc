@@ -1,6 +1,7 @@
 // tensor/fake_tensor.cc: FakeTensorMode, the thread's fake-mode state and the Fake-slot kernel.
 #include "tensor/fake_tensor.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "tensor/ops/common.h"

@@ -40,9 +40,9 @@ TEST(FakeTensor, OpsGiveFakesWithTheRealLayout) {
   for (const auto& [r, f] : {std::pair{Call("aten::exp", real), Call("aten::exp", fake)},
                              std::pair{Call("aten::mm", real, ops::transpose(real, 0, 1)),
                                        Call("aten::mm", fake, ops::transpose(fake, 0, 1))},
-                             std::pair{Call("aten::sum.dim_IntList", real, std::optional<std::vector<int64_t>>({0}),
+                             std::pair{Call("aten::sum.dim_IntList", real, std::optional<SL>(SL{0}),
                                             true, OptDtype()),
-                                       Call("aten::sum.dim_IntList", fake, std::optional<std::vector<int64_t>>({0}),
+                                       Call("aten::sum.dim_IntList", fake, std::optional<SL>(SL{0}),
                                             true, OptDtype())}}) {
     EXPECT_TRUE(IsFake(f));
     EXPECT_EQ(FakeModeOf(f), mode.get());

@@ -74,6 +74,8 @@ Tensor WrapScalar(const Scalar& s, Device device) {
 
 Scalar ItemScalar(const char* op, const Tensor& t) {
   KILN_CHECK(t.numel() == 1, "[", op, "] a Tensor with ", t.numel(), " elements cannot be converted to Scalar");
+  KILN_CHECK(t->has_storage(), "[", op, "] needs the value of a ", t->is_fake() ? "fake" : t.device().str(),
+             " tensor, which has no data");
   return KILN_DISPATCH_ALL(t.dtype(), op, [&]() -> Scalar {
     scalar_t v;
     std::memcpy(&v, t.raw_data(), sizeof(v));
