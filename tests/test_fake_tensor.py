@@ -116,6 +116,27 @@ def test_fake_mode_outlives_its_python_object():
     assert (x + 1).fake_mode is mode
 
 
+def _shape_env_class():
+    try:
+        from kiln.fx.experimental.symbolic_shapes import ShapeEnv
+    except ImportError:
+        return None
+    return ShapeEnv if hasattr(ShapeEnv, "create_symbolic_sizes_strides_storage_offset") else None
+
+
+@pytest.mark.skipif(_shape_env_class() is None, reason="needs the ShapeEnv (symbolic shapes work)")
+def test_from_tensor_with_shape_env_gives_symbolic_sizes():
+    env = _shape_env_class()()
+    mode = FakeTensorMode(shape_env=env)
+    x = mode.from_tensor(kiln.randn(3, 4))
+    assert type(x.shape[0]).__name__ == "SymInt" and str(x.shape[0]) == "s0" and str(x.shape[1]) == "s1"
+    y = mode.from_tensor(kiln.randn(3, 4), static_shapes=True)
+    assert y.shape == (3, 4)
+    with mode:
+        z = x.t() @ x
+    assert str(z.shape[0]) == "s1"
+
+
 # --- errors ----------------------------------------------------------------------------------
 
 def test_real_tensors_under_mode_raise():

@@ -4,6 +4,7 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include "tensor/fake_tensor.h"
 #include "autograd/derivatives.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
@@ -328,6 +329,14 @@ void InitAutogradBindings(py::module_& m) {
   m.def("_run_backward", [](const std::vector<Tensor>& tensors, const std::vector<std::optional<Tensor>>& grads,
                             bool keep_graph, bool create_graph, const std::vector<Tensor>& inputs, bool allow_unused,
                             bool accumulate_grad) {
+    // Backward of fake tensors runs under their mode, so the gradients the engine and the formulas
+    // create (root ones, zeros for missing grads, scalar constants) are fake too.
+    std::optional<FakeModeGuard> fake_guard;
+    if (ActiveFakeMode() == nullptr) {
+      for (const Tensor& t : tensors) {
+        if (FakeTensorModePtr m = FakeModePtrOf(t)) { fake_guard.emplace(std::move(m)); break; }
+      }
+    }
     std::vector<Edge> roots = EdgesOf(tensors, "root");
     TensorList root_grads;
     for (size_t i = 0; i < tensors.size(); ++i) {
