@@ -443,7 +443,11 @@ def _functional_of(full_name):
     if not written:
         return None
     qual, _, overload = full_name.partition(".")
-    keep = [a[1] for i, a in enumerate(args) if i not in written]
+
+    def sig(a):
+        return (a[0].split("(")[0], a[1])
+
+    keep = [sig(a) for i, a in enumerate(args) if i not in written]
     packet = qual[:-1] if qual.endswith("_") else qual
     candidates = []
     if qual.endswith("_"):  # in-place: the functional op of the same overload takes the same args
@@ -457,8 +461,8 @@ def _functional_of(full_name):
             continue
         if any("!" in a[0] for a in cargs):
             continue
-        names = [a[1] for a in cargs]
-        if qual.endswith("_") and names == [a[1] for a in args]:
+        names = [sig(a) for a in cargs]
+        if qual.endswith("_") and names == [sig(a) for a in args]:
             return cand, []
         if names == keep:
             return cand, written
@@ -599,7 +603,8 @@ _sample("softplus_backward", lambda mk: ((mk((3, 4)), mk((3, 4)), 1.0, 20.0), {}
 _sample("logit_backward", lambda mk: ((mk((3, 4)), mk((3, 4), low=0.1, high=0.9)), {}))
 _sample("_softmax_backward_data _log_softmax_backward_data", lambda mk: ((mk((3, 4)), mk((3, 4)), 1, F32), {}))
 _sample("native_batch_norm_backward",
-        lambda mk: ((mk((4, 3, 5, 2)), *_bn(mk), mk((3,)), mk((3,)), True, 1e-5, [True, True, True]), {}))
+        lambda mk: ((mk((4, 3, 5, 2)), mk((4, 3, 5, 2)), mk((3,)), mk((3,)), mk((3,), low=0.5, high=1),
+                     mk((3,)), mk((3,), low=0.5, high=1), True, 1e-5, [True, True, True]), {}))
 _sample("native_layer_norm_backward",
         lambda mk: ((mk((2, 3, 4)), mk((2, 3, 4)), [4], mk((2, 3, 1)), mk((2, 3, 1)), mk((4,)), mk((4,)),
                      [True, True, True]), {}))
@@ -607,13 +612,13 @@ _sample("native_group_norm_backward",
         lambda mk: ((mk((2, 6, 5)), mk((2, 6, 5)), mk((2, 3)), mk((2, 3)), mk((6,)), 2, 6, 5, 3,
                      [True, True, True]), {}))
 _sample("convolution_backward",
-        lambda mk: ((mk((2, 4, 4, 6)), mk((2, 3, 7, 6)), mk((4, 3, 3, 3)), [4], [2, 1], [1, 0], [1, 1], False, [0, 0],
+        lambda mk: ((mk((2, 4, 4, 4)), mk((2, 3, 7, 6)), mk((4, 3, 3, 3)), [4], [2, 1], [1, 0], [1, 1], False, [0, 0],
                      1, [True, True, True]), {}))
 _sample("max_pool2d_with_indices_backward",
-        lambda mk: ((mk((2, 3, 4, 6)), mk((2, 3, 7, 6)), [3, 2], [2, 1], [1, 1], [1, 1], False,
-                     mk((2, 3, 4, 6), I64, 0, 5)), {}))
+        lambda mk: ((mk((2, 3, 4, 7)), mk((2, 3, 7, 6)), [3, 2], [2, 1], [1, 1], [1, 1], False,
+                     mk((2, 3, 4, 7), I64, 0, 5)), {}))
 _sample("avg_pool2d_backward",
-        lambda mk: ((mk((2, 3, 4, 6)), mk((2, 3, 7, 6)), [3, 2], [2, 1], [1, 1], False, True, None), {}))
+        lambda mk: ((mk((2, 3, 4, 7)), mk((2, 3, 7, 6)), [3, 2], [2, 1], [1, 1], False, True, None), {}))
 _sample("_adaptive_avg_pool2d_backward", lambda mk: ((mk((2, 3, 3, 2)), mk((2, 3, 7, 6))), {}))
 _sample("nll_loss_backward",
         lambda mk: ((mk(()), mk((5, 4)), mk((5,), I64, 0, 3), None, 1, -100, mk(())), {}))
