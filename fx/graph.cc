@@ -127,7 +127,7 @@ std::string Target::str() const {
     if (op->schema().overload.empty()) s += ".default";
     return s;
   }
-  if (py) return py->name_hint();
+  if (py) return py->target_str();
   return name;
 }
 
