@@ -277,6 +277,10 @@ std::string Node::Format() const {
     // PyTorch prints outputs as `return <value>` in graph dumps.
     return "return " + (args_.empty() ? std::string("None") : args_[0].Format(/*node_percent=*/false));
   }
+  if (op_ == Opcode::kGetAttr) {
+    os << "get_attr[target=" << target_.str() << "]";
+    return os.str();
+  }
   os << OpcodeName(op_) << "[target=" << target_.str() << "](args = "
      << Argument::Tuple(args_).Format() << ", kwargs = {";
   for (size_t i = 0; i < kwargs_.size(); ++i)
@@ -560,6 +564,7 @@ std::string Graph::str() const {
   // PyTorch lists placeholders as lines of their own and leaves the signature empty.
   std::string s = "graph():\n";
   for (Node* n = root_->next_; n != root_.get(); n = n->next_) s += "    " + n->Format() + "\n";
+  s.pop_back();  // no trailing newline, as PyTorch prints it
   return s;
 }
 

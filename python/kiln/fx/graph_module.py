@@ -90,6 +90,8 @@ class GraphModule(nn.Module):
     def __init__(self, root, graph, class_name="GraphModule"):
         super().__init__()
         self.__class__.__name__ = class_name
+        if not isinstance(graph, Graph):
+            raise TypeError(f"GraphModule expects a kiln.fx.Graph, got {type(graph).__name__}")
         if isinstance(root, nn.Module):
             if hasattr(root, "training"):
                 self.training = root.training
