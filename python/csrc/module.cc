@@ -5,6 +5,7 @@
 
 #include "python/csrc/arg_parser.h"
 #include "python/csrc/python_fx.h"
+#include "python/csrc/python_subgraph.h"
 #include "python/csrc/python_autograd.h"
 #include "python/csrc/op_function.h"
 #include "python/csrc/python_dtype.h"
@@ -200,6 +201,7 @@ PYBIND11_MODULE(_C, m) {
   InitAutogradBindings(m);
   InitOpFunctionType(m.ptr());
   InitFxBindings(m);
+  InitSubgraphBindings(m);
   Registry::Get();
 
   m.def("_set_tensor_class", [](py::object cls) {
