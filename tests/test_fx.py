@@ -526,3 +526,49 @@ def test_transformer_builds_a_new_module():
     x = kiln.randn(2, 3, 8, 8)
     h = cnn.pool(F.relu(cnn.bn(cnn.conv(x))))  # F.relu is not kiln.relu: not swapped
     close(tr(x), cnn.head(h.reshape(2, -1)) * cnn.scale + 1.0)
+
+
+def test_shared_submodule_retrace_deepcopy_and_param_shapes_constant():
+    import copy
+
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            y = self.lin(self.lin(x))
+            return F.gelu(y) + kiln.zeros_like(y), y.shape
+
+    m = Twice()
+    gm = fx.symbolic_trace(m)
+    assert [(n.name, n.target) for n in gm.graph.nodes if n.op == "call_module"] == [("lin", "lin"),
+                                                                                       ("lin_1", "lin")]
+    # A GraphModule traces again to the same program; a deep copy runs on its own parameters.
+    again = fx.symbolic_trace(gm)
+    assert again.code == gm.code
+    dup = copy.deepcopy(gm)
+    x = kiln.randn(2, 4)
+    close(dup(x)[0], m(x)[0])
+    assert dup(x)[1] == (2, 4)
+    with kiln.no_grad():
+        m.lin.weight.zero_()
+    close(gm(x)[0], m(x)[0])
+    assert not np.allclose(dup(x)[0].detach().numpy(), m(x)[0].detach().numpy())
+
+    class P(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(kiln.randn(3, 4))
+
+        def forward(self, x):
+            return x.reshape(-1, self.w.shape[1]) @ self.w.T
+
+    p = P()
+    tracer = fx.Tracer(param_shapes_constant=True)
+    g = tracer.trace(p)
+    reshape = next(n for n in g.nodes if n.op == "call_method")
+    assert reshape.args[1:] == (-1, 4)  # the shape was read from the parameter, not traced
+    pgm = fx.GraphModule(p, g)
+    x = kiln.randn(2, 2, 4)
+    close(pgm(x), x.reshape(-1, 4) @ p.w.T)
