@@ -88,7 +88,21 @@ def _find_proxy(*objects):
     return found[0] if found else None
 
 
+# Wrappers depend only on the function they wrap (the Proxy carries its tracer), so they are
+# made once: id(original) -> (original, wrapper).
+_wrapper_cache = {}
+
+
 def _create_wrapped_func(orig_fn):
+    cached = _wrapper_cache.get(id(orig_fn))
+    if cached is not None and cached[0] is orig_fn:
+        return cached[1]
+    wrapped = _make_wrapper(orig_fn)
+    _wrapper_cache[id(orig_fn)] = (orig_fn, wrapped)
+    return wrapped
+
+
+def _make_wrapper(orig_fn):
     @functools.wraps(orig_fn)
     def wrapped(*args, **kwargs):
         proxy = _find_proxy(args, kwargs)
