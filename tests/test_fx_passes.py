@@ -227,8 +227,6 @@ def test_subgraph_matcher_api_and_bad_patterns():
 
 @requires_torch
 def test_replace_pattern_match_counts_agree_with_torch():
-    import operator
-
     def cases(lib):
         def f1(x, y):
             a = lib.relu(lib.add(x, y))
@@ -384,3 +382,24 @@ def test_conv_bn_fold_matches_torch_eval():
     gm = fuse_conv_bn(k)
     x = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
     close(gm(kiln.tensor(x)), t(torch.tensor(x)).detach().numpy(), tol=1e-4)
+
+
+def test_replace_pattern_with_an_input_or_a_constant():
+    def f(x):
+        return kiln.relu(kiln.neg(x)) + 1
+
+    gm = fx.symbolic_trace(f)
+    assert len(replace_pattern(gm, lambda a: kiln.neg(a), lambda a: a)) == 1  # the replacement is its input
+    assert [n.op for n in gm.graph.nodes] == ["placeholder", "call_function", "call_function", "output"]
+    x = kiln.randn(4)
+    close(gm(x), kiln.relu(x) + 1)
+
+    def g(x):
+        return kiln.mul(kiln.add(x, 3.0), 2)
+
+    gm = fx.symbolic_trace(g)
+    # `b` binds the constant 3.0, which the replacement returns: mul reads 3.0 directly.
+    assert len(replace_pattern(gm, lambda a, b: kiln.add(a, b), lambda a, b: b)) == 1
+    mul = next(n for n in gm.graph.nodes if n.op == "call_function")
+    assert mul.args == (3.0, 2)
+    close(gm(kiln.ones(2)), kiln.tensor(6.0))

@@ -18,7 +18,7 @@ import inspect
 
 from kiln.fx.graph import Graph
 from kiln.fx.graph_module import GraphModule
-from kiln.fx.node import Node, map_aggregate, map_arg
+from kiln.fx.node import map_aggregate, map_arg
 from kiln.fx.proxy import Proxy
 from kiln.fx._symbolic_trace import Tracer
 

@@ -7,8 +7,11 @@ concrete value (``bool(p)``, iterating it, ``len(p)``) raises TraceError, as in 
 """
 
 import dis
+import functools
 import inspect
 import operator
+
+from kiln.fx.node import Node
 
 __all__ = ["TraceError", "TracerBase", "GraphAppendingTracer", "Proxy", "Attribute", "ParameterProxy"]
 
@@ -33,8 +36,6 @@ def _map_aggregate(a, fn):
 
 
 def _is_node(a):
-    from kiln.fx.node import Node
-
     return isinstance(a, Node)
 
 
@@ -117,6 +118,7 @@ class TracerBase:
         return Attribute(obj, "keys")()
 
 
+@functools.lru_cache(None)
 def _base_types():
     import kiln
 

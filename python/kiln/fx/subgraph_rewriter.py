@@ -12,7 +12,7 @@ the pattern, and each is replaced by a copy of the replacement with its placehol
 what the pattern's placeholders matched (nodes or constants). The GraphModule is recompiled.
 """
 
-from typing import Any, Callable, Dict, List, NamedTuple
+from typing import Any, Dict, List, NamedTuple
 
 from kiln._C import _fx
 from kiln.fx.graph import Graph
