@@ -246,6 +246,11 @@ def test_custom_leaf_modules():
     gm = fx.GraphModule(tracer.root, graph)
     assert [(n.op, n.target) for n in gm.graph.nodes if n.op == "call_module"] == [
         ("call_module", "b1"), ("call_module", "b2")]
+    # Nodes made inside a submodule's call carry the module stack.
+    stacks = {n.name: n.meta.get("nn_module_stack") for n in flat.graph.nodes}
+    assert stacks["x"] is None
+    assert stacks["b1_lin"] == {"b1": ("b1", Block), "b1.lin": ("b1.lin", nn.Linear)}
+    assert stacks["relu_1"] == {"b2": ("b2", Block)}
     x = kiln.randn(2, 4)
     close(gm(x), m(x))
     close(flat(x), m(x))

@@ -198,6 +198,7 @@ class Tracer(TracerBase):
         self.tensor_attrs = {}
         self.scope = None
         self.module_stack = {}
+        self.num_calls = {}
         self.node_name_to_scope = {}
 
     # -- value -> argument -------------------------------------------------------------------
@@ -255,10 +256,25 @@ class Tracer(TracerBase):
     def call_module(self, m, forward, args, kwargs):
         """A call of submodule `m`: a call_module node for a leaf, its forward traced otherwise."""
         module_qualified_name = self.path_of_module(m)
-        if not self.is_leaf_module(m, module_qualified_name):
-            self._patch_globals_of(getattr(type(m), "forward", None))
-            return forward(*args, **kwargs)
-        return self.create_proxy("call_module", module_qualified_name, args, kwargs)
+        # module_stack (path -> (qualified name, type)) is pushed and popped around the call, so
+        # nodes made inside it carry it as meta["nn_module_stack"]; repeated calls get "@<n>".
+        num_calls = self.num_calls.get(module_qualified_name, 0)
+        key = f"{module_qualified_name}@{num_calls}" if num_calls > 0 else module_qualified_name
+        self.module_stack[key] = (module_qualified_name, type(m))
+        self.num_calls[module_qualified_name] = num_calls + 1
+        try:
+            if not self.is_leaf_module(m, module_qualified_name):
+                self._patch_globals_of(getattr(type(m), "forward", None))
+                return forward(*args, **kwargs)
+            return self.create_proxy("call_module", module_qualified_name, args, kwargs)
+        finally:
+            self.module_stack.pop(key, None)
+
+    def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
+        node = super().create_node(kind, target, args, kwargs, name, type_expr)
+        if self.module_stack:
+            node.meta["nn_module_stack"] = dict(self.module_stack)
+        return node
 
     def getattr(self, attr, attr_val, parameter_proxy_cache):
         """A module attribute read during tracing: parameters of the root become (cached) get_attr
@@ -379,6 +395,8 @@ class Tracer(TracerBase):
             fn = root
         self.graph = Graph(tracer_cls=type(self))
         self.tensor_attrs = {}
+        self.module_stack = {}
+        self.num_calls = {}
 
         def collect_tensor_attrs(m, prefix_atoms):
             for k, v in m.__dict__.items():

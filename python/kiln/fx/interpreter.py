@@ -178,6 +178,8 @@ class Transformer(Interpreter):
                 super().__init__()
                 self.graph = graph
                 self.tensor_attrs = {}
+                self.module_stack = {}
+                self.num_calls = {}
 
             def is_leaf_module(self, _, __):
                 return True
