@@ -206,6 +206,9 @@ def test_replace_pattern_with_filters_and_ignore_literals():
 
 
 def test_subgraph_matcher_api_and_bad_patterns():
+    from kiln.fx.passes.utils.matcher_utils import SubgraphMatcher as AtTorchPath
+
+    assert AtTorchPath is SubgraphMatcher
     gm = fx.symbolic_trace(chain)
     pg = fx.symbolic_trace(pattern).graph
     ms = SubgraphMatcher(pg).match(gm.graph)
