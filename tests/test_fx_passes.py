@@ -52,6 +52,11 @@ def test_shape_prop_fills_tensor_meta():
     assert meta["x"].requires_grad is False
     t = meta["transpose"]
     assert t.shape == (2, 4, 4, 4) and t.stride == (64, 1, 4, 16) and t.memory_format is None
+    from kiln.fx.passes.shape_prop import _extract_tensor_metadata
+
+    cl = kiln.randn(2, 4, 5, 3).permute(0, 3, 1, 2)
+    assert _extract_tensor_metadata(cl).memory_format is kiln.channels_last
+    assert _extract_tensor_metadata(kiln.randn(2, 3, 1, 1)).memory_format is kiln.contiguous_format
     split = meta["split"]
     assert isinstance(split, (tuple, list)) and [s.shape for s in split] == [(2, 2), (2, 2)]
     assert meta["output"][1] == t

@@ -27,19 +27,31 @@ class TensorMetadata(NamedTuple):
     qparams: Dict[str, Any]
 
 
+def _dense_in_order(shape, stride, order):
+    """Whether the strides are those of a dense tensor laid out with dims `order` innermost first
+    (dims of size 1 may have any stride, as PyTorch's contiguity checks allow)."""
+    expected = 1
+    for d in order:
+        if shape[d] != 1:
+            if stride[d] != expected:
+                return False
+            expected *= shape[d]
+    return True
+
+
 def _extract_tensor_metadata(result, include_contiguity=True):
-    """TensorMetadata of one tensor; memory_format is the first layout the tensor is contiguous in."""
+    """TensorMetadata of one tensor; memory_format is the first of contiguous_format and
+    channels_last (4-d) that the tensor is dense in, else None."""
+    shape, stride = tuple(result.shape), tuple(result.stride())
     memory_format = None
     if include_contiguity:
-        for fmt in (kiln.contiguous_format, kiln.channels_last):
-            try:
-                contiguous = result.is_contiguous(memory_format=fmt)
-            except (TypeError, RuntimeError):
-                contiguous = fmt is kiln.contiguous_format and result.is_contiguous()
-            if contiguous:
-                memory_format = fmt
-                break
-    return TensorMetadata(result.shape, result.dtype, result.requires_grad, tuple(result.stride()), memory_format,
+        # Computed from the strides (Tensor.is_contiguous(memory_format=channels_last) is not reliable
+        # in kiln yet).
+        if _dense_in_order(shape, stride, range(len(shape) - 1, -1, -1)):
+            memory_format = kiln.contiguous_format
+        elif len(shape) == 4 and _dense_in_order(shape, stride, (1, 3, 2, 0)):
+            memory_format = kiln.channels_last
+    return TensorMetadata(result.shape, result.dtype, result.requires_grad, stride, memory_format,
                           bool(getattr(result, "is_quantized", False)), {})
 
 
