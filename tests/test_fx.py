@@ -577,3 +577,51 @@ def test_shared_submodule_retrace_deepcopy_and_param_shapes_constant():
     pgm = fx.GraphModule(p, g)
     x = kiln.randn(2, 2, 4)
     close(pgm(x), x.reshape(-1, 4) @ p.w.T)
+
+
+def make_buffer_user(lib):
+    class BufferUser(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("pos", lib.arange(10.0))
+
+        def forward(self, x):
+            return x + self.pos, self.pos.mul(x[0]), self.pos[x.long()]
+
+    return BufferUser()
+
+
+def test_real_tensor_methods_with_proxy_arguments():
+    m = make_buffer_user(kiln)
+    gm = fx.symbolic_trace(m)
+    ops = [(n.op, n.target if isinstance(n.target, str) else n.target.__name__) for n in gm.graph.nodes]
+    assert ops == [("placeholder", "x"), ("get_attr", "pos"), ("call_function", "add"), ("call_function", "getitem"),
+                   ("get_attr", "pos"), ("call_method", "mul"), ("call_method", "long"), ("get_attr", "pos"),
+                   ("call_method", "__getitem__"), ("output", "output")]
+    x = kiln.tensor([1.0, 4.0, 2.0, 9.0, 0.0, 3.0, 5.0, 6.0, 7.0, 8.0])
+    for got, want in zip(gm(x), m(x)):
+        close(got, want)
+    assert kiln.Tensor.mul.__class__.__name__ != "function"  # unpatched after tracing
+
+    # A slice bound that is traced (torch.fx cannot trace this one).
+    class Prefix(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("table", kiln.arange(10.0))
+
+        def forward(self, x):
+            return x + self.table[:x.size(0)]
+
+    p = Prefix()
+    pgm = fx.symbolic_trace(p)
+    for n in (3, 7):
+        x = kiln.randn(n)
+        close(pgm(x), p(x))
+
+
+@requires_torch
+def test_real_tensor_methods_match_torch_fx():
+    k = fx.symbolic_trace(make_buffer_user(kiln))
+    t = torch.fx.symbolic_trace(make_buffer_user(torch))
+    assert node_signature(k) == node_signature(t)
+    assert k.code.strip() == t.code.strip()

@@ -9,7 +9,9 @@ torch.fx handles `wrap`ped functions: while it traces, the kiln op functions (`k
 `kiln.add`, ...), `kiln.nn.functional`'s functions, `math`'s functions and every function named
 with `kiln.fx.wrap` are replaced (in the kiln namespaces and in the globals of each traced
 forward) by wrappers that record a call_function node when a Proxy is among their arguments and
-call the original otherwise. Everything is restored when tracing ends.
+call the original otherwise; kiln.Tensor's op methods and `__getitem__` likewise record a
+call_method node when a real tensor is called with a Proxy argument. Everything is restored
+when tracing ends.
 """
 
 import builtins
@@ -115,6 +117,33 @@ def _make_wrapper(orig_fn):
     wrapped.__fx_already_patched = True
     wrapped.__fx_orig = orig_fn
     return wrapped
+
+
+def _make_method_wrapper(name, orig):
+    """A Tensor method that records a call_method node when a Proxy is among its arguments (a real
+    tensor combined with traced values: `self.buffer.mul(x)`, `self.table[:x.size(0)]`)."""
+
+    @functools.wraps(orig)
+    def wrapped(self, *args, **kwargs):
+        proxy = _find_proxy(args, kwargs)
+        if proxy is not None:
+            return proxy.tracer.create_proxy("call_method", name, (self,) + args, kwargs)
+        return orig(self, *args, **kwargs)
+
+    wrapped.__fx_already_patched = True
+    return wrapped
+
+
+@functools.lru_cache(None)
+def _tensor_method_wrappers():
+    """(name, wrapper) for the Tensor methods of kiln's ops and indexing, made once."""
+    names = {name for _q, name, variants in kiln._C._packets() if variants & 2} | {"__getitem__"}
+    out = []
+    for name in sorted(names):
+        orig = kiln.Tensor.__dict__.get(name)
+        if orig is not None and callable(orig):
+            out.append((name, _make_method_wrapper(name, orig)))
+    return tuple(out)
 
 
 class _Patcher:
@@ -431,6 +460,8 @@ class Tracer(TracerBase):
                 fn, args = self.create_args_for_root(fn, isinstance(root, nn.Module), concrete_args)
                 patcher.patch_method(nn.Module, "__getattr__", module_getattr_wrapper)
                 patcher.patch_method(nn.Module, "__call__", module_call_wrapper)
+                for name, wrapper in _tensor_method_wrappers():
+                    patcher.patch_method(kiln.Tensor, name, wrapper)
                 # kiln's namespaces, then the traced function's globals, then wrap()ped names.
                 import kiln.nn.functional as F
 
