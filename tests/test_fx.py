@@ -275,6 +275,20 @@ def test_wrap_records_helper_as_one_node():
     assert "len" not in globals()
 
 
+def test_math_functions_are_recorded():
+    import math
+
+    def f(x):
+        return x * math.sqrt(x.size(1)) + math.pi
+
+    gm = fx.symbolic_trace(f)
+    calls = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert calls == [math.sqrt, operator.mul, operator.add]
+    x = kiln.randn(2, 9)
+    close(gm(x), x * 3.0 + math.pi)
+    assert math.sqrt.__class__.__name__ == "builtin_function_or_method"
+
+
 def test_trace_errors():
     def uses_bool(x):
         return x if x.sum() > 0 else -x

@@ -197,8 +197,6 @@ def _kiln_functions():
         obj = getattr(math, name)
         if callable(obj) and not name.startswith("_"):
             fns[id(obj)] = obj
-    for obj in (kiln._assert,) if hasattr(kiln, "_assert") else ():
-        fns[id(obj)] = obj
     return fns
 
 
@@ -210,6 +208,7 @@ class Tracer(TracerBase):
 
     def __init__(self, autowrap_modules=(math,), autowrap_functions=(), param_shapes_constant=False):
         super().__init__()
+        self._autowrap_modules = tuple(autowrap_modules)
         self._autowrap_function_ids = set()
         self._autowrap_extra = {}
         for mod in autowrap_modules:
@@ -465,7 +464,7 @@ class Tracer(TracerBase):
                 # kiln's namespaces, then the traced function's globals, then wrap()ped names.
                 import kiln.nn.functional as F
 
-                for namespace in (vars(kiln), vars(F)):
+                for namespace in (vars(kiln), vars(F)) + tuple(vars(mod) for mod in self._autowrap_modules):
                     for name, value in list(namespace.items()):
                         if id(value) in self._wrap_ids and not name.startswith("__"):
                             patcher.patch(namespace, name, _create_wrapped_func(value))
