@@ -289,6 +289,19 @@ def test_math_functions_are_recorded():
     assert math.sqrt.__class__.__name__ == "builtin_function_or_method"
 
 
+def test_varargs_become_star_placeholders():
+    def f(x, *rest, scale=2.0):
+        return (x + rest[0] - rest[1]) * scale
+
+    gm = fx.symbolic_trace(f)
+    ph = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    assert [n.target for n in ph] == ["x", "scale", "*rest"]
+    assert "def forward(self, x, scale = 2.0, *rest):" in gm.code
+    a, b, c = kiln.randn(3), kiln.randn(3), kiln.randn(3)
+    close(gm(a, 2.0, b, c), (a + b - c) * 2.0)
+    close(fx.Interpreter(gm).run(a, 3.0, b, c), (a + b - c) * 3.0)
+
+
 def test_trace_errors():
     def uses_bool(x):
         return x if x.sum() > 0 else -x
@@ -298,9 +311,6 @@ def test_trace_errors():
 
     def uses_len(x):
         return x.view(len(x), -1)
-
-    def takes_varargs(*xs):
-        return xs[0]
 
     with pytest.raises(fx.TraceError, match="symbolically traced variables cannot be used as inputs to control flow"):
         fx.symbolic_trace(uses_bool)
@@ -313,8 +323,6 @@ def test_trace_errors():
         p.__len__()
     with pytest.raises(NotImplementedError, match="argument of type"):
         fx.symbolic_trace(lambda x: x + object())
-    with pytest.raises(NotImplementedError, match=r"\*args"):
-        fx.symbolic_trace(takes_varargs)
     # Nothing stays patched after a failed trace.
     assert nn.Module.__call__ is nn.Module._call_impl
     assert kiln.relu.__class__.__name__ != "function"
@@ -639,3 +647,14 @@ def test_real_tensor_methods_match_torch_fx():
     t = torch.fx.symbolic_trace(make_buffer_user(torch))
     assert node_signature(k) == node_signature(t)
     assert k.code.strip() == t.code.strip()
+
+
+@requires_torch
+def test_varargs_code_matches_torch_fx():
+    def make(lib):
+        def f(x, *rest, scale=2.0):
+            return (x + rest[0] - rest[1]) * scale
+
+        return f
+
+    assert fx.symbolic_trace(make(kiln)).code == torch.fx.symbolic_trace(make(torch)).code

@@ -18,6 +18,7 @@ import builtins
 import functools
 import inspect
 import math
+import types
 import warnings
 
 import kiln
@@ -57,6 +58,16 @@ def _assert_is_none(value, msg):
 def _assert(condition, message):
     """The check a concrete_args specialisation records (torch._assert): dead-code elimination keeps it."""
     assert condition, message
+
+
+def _patch_function(fn, nargs):
+    """`fn` with its *args/**kwargs (and keyword-only) parameters turned into `nargs` positional
+    ones, so the tracer can pass a Proxy for each."""
+    fn = inspect.unwrap(fn)
+    co = fn.__code__
+    code = co.replace(co_flags=co.co_flags & ~(_CO_VARARGS | _CO_VARKEYWORDS), co_argcount=nargs,
+                      co_kwonlyargcount=0)
+    return types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
 
 
 def wrap(fn_or_name):
@@ -363,10 +374,14 @@ class Tracer(TracerBase):
                                    f"its parameters are {arg_names}")
         for name in arg_names:
             args.append(self._proxy_placeholder(name, concrete_args, sig, fn_for_analysis))
-        if co.co_flags & (_CO_VARARGS | _CO_VARKEYWORDS):
-            raise NotImplementedError(
-                "symbolic_trace: functions taking *args or **kwargs are not supported by kiln.fx; give the "
-                "traced function named parameters")
+        if co.co_kwonlyargcount > 0 or co.co_flags & (_CO_VARARGS | _CO_VARKEYWORDS):
+            # `*args` / `**kwargs` become placeholders of their own ("*args"), and the function is
+            # called with them as plain positional parameters.
+            if co.co_flags & _CO_VARARGS:
+                args.append(self._proxy_placeholder("*" + next(names_iter), concrete_args, sig, fn_for_analysis))
+            if co.co_flags & _CO_VARKEYWORDS:
+                args.append(self._proxy_placeholder("**" + next(names_iter), concrete_args, sig, fn_for_analysis))
+            root_fn = _patch_function(root_fn, len(args))
         return root_fn, args
 
     def _proxy_placeholder(self, name, concrete_args, sig, fn_for_analysis):
@@ -396,8 +411,11 @@ class Tracer(TracerBase):
                 return x
 
             return _map_aggregate(concrete_args[name], replace_ph)
-        param = sig.parameters[name]
-        default = () if param.default is inspect.Parameter.empty else (param.default,)
+        if name[0] == "*":
+            default = ()
+        else:
+            param = sig.parameters[name]
+            default = () if param.default is inspect.Parameter.empty else (param.default,)
         return self.create_proxy("placeholder", name, default, {},
                                  type_expr=fn_for_analysis.__annotations__.get(name, None))
 
