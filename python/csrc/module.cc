@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "python/csrc/arg_parser.h"
+#include "python/csrc/python_dynamo.h"
 #include "python/csrc/python_fx.h"
 #include "python/csrc/python_subgraph.h"
 #include "python/csrc/python_autograd.h"
@@ -202,6 +203,7 @@ PYBIND11_MODULE(_C, m) {
   InitOpFunctionType(m.ptr());
   InitFxBindings(m);
   InitSubgraphBindings(m);
+  InitDynamoBindings(m);
   Registry::Get();
 
   m.def("_set_tensor_class", [](py::object cls) {
