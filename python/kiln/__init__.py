@@ -227,3 +227,4 @@ from kiln import optim, utils  # noqa: E402,F401
 from kiln.serialization import save, load  # noqa: E402,F401
 from kiln import nn  # noqa: E402,F401
 from kiln import _subclasses  # noqa: E402,F401  (fake tensors get their Python class)
+from kiln import fx  # noqa: E402,F401
