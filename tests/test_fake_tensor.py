@@ -655,3 +655,56 @@ def test_every_registry_op_fake_matches_real():
     assert not missing, "ops without a working sample:\n" + "\n".join(f"{op}: {errors.get(op)}" for op in missing)
     seen = check.seen
     assert all(op in seen for op in covered)
+
+
+def _to_meta(v):
+    if isinstance(v, kiln.Tensor):
+        return kiln.empty_strided(tuple(v.shape), v.stride(), dtype=v.dtype, device="meta")
+    if isinstance(v, (list, tuple)):
+        return type(v)(_to_meta(x) for x in v)
+    return v
+
+
+def _metas(r):
+    r = r if isinstance(r, (tuple, list)) else (r,)
+    return [meta_of(t)[:4] if isinstance(t, kiln.Tensor) else t for t in r]
+
+
+# The meta device runs the same meta functions; a few kinds of op need data it does not have.
+META_CANNOT = {
+    "aten::fill_.Tensor": "reads the fill value",
+    "aten::masked_fill.Tensor": "reads the fill value", "aten::masked_fill_.Tensor": "reads the fill value",
+    "aten::one_hot": "checks the indices against num_classes",
+}
+
+
+def test_every_registry_op_on_the_meta_device_matches_real():
+    bad, ran = [], 0
+    for op in _all_ops():
+        if op in SKIP or op in META_CANNOT or _functional_of(op) is not None and op not in SAMPLES:
+            continue
+        for layout in ("C", "T"):
+            kiln.manual_seed(0)
+            try:
+                args, kwargs = _build(op, _make_maker(layout))
+                real = _call(op, args, kwargs)
+            except Exception:  # noqa: BLE001 - this layout is not a valid input for the op
+                continue
+            flat = list(args) + list(kwargs.values())
+            flat += [x for v in flat if isinstance(v, (list, tuple)) for x in v]
+            if not any(isinstance(v, kiln.Tensor) for v in flat) or any(isinstance(v, kiln.device) for v in flat):
+                break  # factories and device moves: the device comes from the arguments, not the inputs
+            margs, mkwargs = _to_meta(args), {k: _to_meta(v) for k, v in kwargs.items()}
+            try:
+                meta = _call(op, margs, mkwargs)
+            except Exception as e:  # noqa: BLE001
+                bad.append(f"{op} [{layout}]: meta raised {type(e).__name__}: {e}")
+                continue
+            ran += 1
+            if _metas(real) != _metas(meta):
+                bad.append(f"{op} [{layout}]: real {_metas(real)} meta {_metas(meta)}")
+            for t in meta if isinstance(meta, (tuple, list)) else (meta,):
+                if isinstance(t, kiln.Tensor) and t.device.type != "meta":
+                    bad.append(f"{op} [{layout}]: output on {t.device}")
+    assert ran > 400
+    assert not bad, "\n".join(bad[:40])
