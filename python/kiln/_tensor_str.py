@@ -123,7 +123,7 @@ def tensor_repr(t, prefix="tensor("):
     if t.device.type != "cpu":
         suffixes.append(f"device='{t.device}'")
     default_dtypes = (kiln.get_default_dtype(), kiln.int64, kiln.bool)
-    if t.device.type == "meta":
+    if t.device.type == "meta" or kiln._C._is_fake(t):  # no data to show
         body = "..."
         suffixes.append("size=" + str(tuple(t.shape)))
         if t.dtype != kiln.get_default_dtype():
