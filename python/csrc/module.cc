@@ -7,6 +7,7 @@
 #include "python/csrc/python_autograd.h"
 #include "python/csrc/op_function.h"
 #include "python/csrc/python_dtype.h"
+#include "python/csrc/python_symbolic.h"
 #include "python/csrc/python_tensor.h"
 #include "runtime/thread_pool.h"
 #include "tensor/ops/common.h"
@@ -198,6 +199,7 @@ PYBIND11_MODULE(_C, m) {
   InitTensorType(m.ptr());
   InitAutogradBindings(m);
   InitOpFunctionType(m.ptr());
+  InitSymbolicBindings(m);
   Registry::Get();
 
   m.def("_set_tensor_class", [](py::object cls) {
