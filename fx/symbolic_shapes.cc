@@ -369,17 +369,19 @@ void ShapeEnv::AddFact(Expr fact) {
   // Bounds from a relation linear in one symbol: c*s + k  <rel>  0.
   Expr d = Sub(fact->args[0], fact->args[1]);
   if (d->is_float) return;
-  ExprSet syms = FreeSymbols(d);
-  if (syms.size() != 1) return;
-  Expr s = *syms.begin();
-  Expr k = Substitute(d, {{s, Int(0)}});
-  Expr cs = Sub(d, k);
-  if (!k->is_integer()) return;
-  int64_t c;
-  if (cs == s) c = 1;
-  else if (cs->kind == ExprKind::kMul && cs->args.size() == 2 && cs->args[0]->is_integer() && cs->args[1] == s)
-    c = cs->args[0]->ival;
-  else return;
+  // Only d = c*s + k (one symbol, linearly) gives bounds.
+  Expr s = nullptr;
+  int64_t c = 0, kv = 0;
+  for (Expr t : d->kind == ExprKind::kAdd ? d->args : std::vector<Expr>{d}) {
+    if (t->is_integer()) { kv += t->ival; continue; }
+    int64_t tc = 1;
+    Expr ts = t;
+    if (t->kind == ExprKind::kMul && t->args.size() == 2 && t->args[0]->is_integer()) tc = t->args[0]->ival, ts = t->args[1];
+    if (!ts->is_symbol() || s) return;
+    s = ts, c = tc;
+  }
+  if (!s) return;
+  Expr k = Int(kv);
   // d <= B  or  d >= B.
   auto upper = [&](int64_t B) {  // c*s <= B - k
     int64_t R = B - k->ival;

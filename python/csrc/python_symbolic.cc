@@ -49,10 +49,19 @@ py::object SymToPy(const SymInt& s) { return py::reinterpret_steal<py::object>(S
 
 py::object OptInt(int64_t v, int64_t inf) { return v == inf ? py::none() : py::object(py::int_(v)); }
 
-std::string CallLocation(const py::object& provider) {
+// The user's frame for a guard: kiln._symbolic._user_frame() (looked up on each call, so the C++
+// ShapeEnv holds no Python object and may die on any thread).
+std::string PythonUserFrame() {
+  if (!Py_IsInitialized()) return "";
   py::gil_scoped_acquire gil;
-  py::object r = provider();
-  return r.is_none() ? std::string() : r.cast<std::string>();
+  PyObject* mod = PyImport_ImportModule("kiln._symbolic");
+  if (!mod) { PyErr_Clear(); return ""; }
+  PyObject* r = PyObject_CallMethod(mod, "_user_frame", nullptr);
+  Py_DECREF(mod);
+  if (!r) { PyErr_Clear(); return ""; }
+  std::string out = PyUnicode_Check(r) ? PyUnicode_AsUTF8(r) : "";
+  Py_DECREF(r);
+  return out;
 }
 
 }  // namespace
@@ -229,9 +238,8 @@ void InitSymbolicBindings(py::module& m) {
         for (fx::Expr s : env.size_like()) out.push_back(s->name);
         return out;
       })
-      .def("set_location_provider", [](ShapeEnv& env, py::object provider) {
-        if (provider.is_none()) env.location_provider = nullptr;
-        else env.location_provider = [provider]() { return CallLocation(provider); };
+      .def("_record_python_locations", [](ShapeEnv& env, bool on) {
+        env.location_provider = on ? std::function<std::string()>(&PythonUserFrame) : nullptr;
       })
       // Note [Unbacked symbols through a thread-local context]: install as this thread's context;
       // returns the previous one (None or a _ShapeEnv) for the caller to restore.

@@ -39,7 +39,7 @@ class ShapeEnv(_C._ShapeEnv):
 
     def __init__(self, *, duck_shape=True, specialize_zero_one=True):
         super().__init__(duck_shape, specialize_zero_one)
-        self.set_location_provider(_user_frame)
+        self._record_python_locations(True)  # guards remember the user's frame
 
     # --- state, under PyTorch's attribute names ---
     @property
