@@ -9,6 +9,7 @@ import pytest
 
 import kiln
 import kiln.nn.functional as F
+from conftest import requires_torch
 from kiln.fx.experimental.symbolic_shapes import (
     GuardOnDataDependentSymNode, ShapeEnv, free_symbols, guard_int, has_free_symbols, hint_int, is_concrete_int,
     statically_known_true,
@@ -347,3 +348,61 @@ def test_view_guard_location_names_the_user_line():
     x.view(-1, 8)
     assert f"test_symbolic_shapes.py:{line}" in env.guards[0].sloc
     assert "# " in env.format_guards(verbose=True)
+
+
+# --- printing against sympy (PyTorch's printer) -----------------------------------------------
+
+PRINT_CASES = [
+    lambda a, b, ops: a * 2,
+    lambda a, b, ops: a + b,
+    lambda a, b, ops: 2 * a + 1,
+    lambda a, b, ops: 3 - a,
+    lambda a, b, ops: a - 3,
+    lambda a, b, ops: b - a,
+    lambda a, b, ops: a * b + a,
+    lambda a, b, ops: a * a + a,
+    lambda a, b, ops: -a,
+    lambda a, b, ops: 2 * a * b - 4,
+    lambda a, b, ops: 5 - 2 * a,
+    lambda a, b, ops: a * a * b,
+    lambda a, b, ops: ops.floordiv(a, 2),
+    lambda a, b, ops: ops.mod(a, 4),
+    lambda a, b, ops: ops.eq(ops.mod(a, 4), 0),
+    lambda a, b, ops: a > 2,
+    lambda a, b, ops: a <= b,
+    lambda a, b, ops: a + ops.floordiv(b, 2) + 1,
+    lambda a, b, ops: 2 * ops.floordiv(a, 2),
+    lambda a, b, ops: a * ops.floordiv(b, 3),
+    lambda a, b, ops: ops.ne(a, 3),
+    lambda a, b, ops: ops.eq(a, b),
+    lambda a, b, ops: ops.max(a, 3),
+    lambda a, b, ops: ops.min(a, b),
+]
+
+
+class _KilnOps:
+    floordiv = staticmethod(lambda x, y: x // y)
+    mod = staticmethod(lambda x, y: x % y)
+    eq = staticmethod(lambda x, y: x == y)
+    ne = staticmethod(lambda x, y: x != y)
+    max = staticmethod(kiln.sym_max)
+    min = staticmethod(kiln.sym_min)
+
+
+@requires_torch
+@pytest.mark.parametrize("i", range(len(PRINT_CASES)))
+def test_expression_printing_matches_sympy(i):
+    import sympy
+    from torch.utils._sympy.functions import FloorDiv, Mod
+
+    class SympyOps:
+        floordiv = staticmethod(FloorDiv)
+        mod = staticmethod(Mod)
+        eq = staticmethod(sympy.Eq)
+        ne = staticmethod(sympy.Ne)
+        max = staticmethod(sympy.Max)
+        min = staticmethod(sympy.Min)
+
+    s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
+    a, b = sym_tensor(ShapeEnv(), 7, 5).shape
+    assert str(PRINT_CASES[i](a, b, _KilnOps)) == str(PRINT_CASES[i](s0, s1, SympyOps))
