@@ -194,6 +194,24 @@ TEST(ShapeEnv, DataDependentOpsMintUnbackedSymbolsUnderAContext) {
   auto env = ShapeEnv::Create();
   Tensor m = EmptyTensor(DimVector{3, 4}, ScalarType::Bool, Device(DeviceType::Meta));
   EXPECT_THROW(CallOp<Tensor>(KILN_OP("aten::nonzero"), m), NotImplementedError);
+  // A fake tensor (the Fake key) without a ShapeEnv: PyTorch's DynamicOutputShapeException naming the op.
+  Tensor fake = EmptyTensor(DimVector{3, 4}, ScalarType::Bool, Device(DeviceType::Meta));
+  fake->set_keys(fake->keys().add(DispatchKey::Fake));
+  try {
+    CallOp<Tensor>(KILN_OP("aten::nonzero"), fake);
+    FAIL() << "expected DynamicOutputShapeException";
+  } catch (const NamedError& e) {
+    EXPECT_EQ(e.python_class(), "DynamicOutputShapeException");
+    EXPECT_STREQ(e.what(), "aten.nonzero.default");
+  }
+  Tensor scalar = EmptyTensor(DimVector{}, ScalarType::Float32, Device(DeviceType::Meta));
+  scalar->set_keys(scalar->keys().add(DispatchKey::Fake));
+  try {
+    CallOp<Scalar>(KILN_OP("aten::_local_scalar_dense"), scalar);
+    FAIL() << "expected DataDependentOutputException";
+  } catch (const NamedError& e) {
+    EXPECT_EQ(e.python_class(), "DataDependentOutputException");
+  }
   SymbolicContextGuard guard(env);
   Tensor nz = CallOp<Tensor>(KILN_OP("aten::nonzero"), m);
   EXPECT_EQ(SizesToString(nz->sym_sizes()), "[u0, 2]");

@@ -47,6 +47,9 @@ py::object WrapNode(const SymNodePtr& n) {
 
 py::object SymToPy(const SymInt& s) { return py::reinterpret_steal<py::object>(SymIntToPython(s)); }
 
+// PyTorch passes Source objects; kiln keeps their text ("L['x']").
+std::string SourceName(const py::object& source) { return source.is_none() ? "" : py::str(source).cast<std::string>(); }
+
 py::object OptInt(int64_t v, int64_t inf) { return v == inf ? py::none() : py::object(py::int_(v)); }
 
 // The user's frame for a guard: kiln._symbolic._user_frame() (looked up on each call, so the C++
@@ -151,6 +154,7 @@ void InitSymbolicBindings(py::module& m) {
         return py::int_(v->i);
       })
       .def("str", &SymExprNode::str)
+      .def_property_readonly("expr", &SymExprNode::str)  // PyTorch's node.expr (a sympy expr there)
       .def("__repr__", &SymExprNode::str)
       .def("free_symbols", [](SymExprNode& a) {
         std::vector<std::string> out;
@@ -175,31 +179,32 @@ void InitSymbolicBindings(py::module& m) {
              return ShapeEnv::Create(ShapeEnv::Options{duck_shape, specialize_zero_one});
            }),
            py::arg("duck_shape") = true, py::arg("specialize_zero_one") = true)
-      .def("create_symbol", [](ShapeEnv& env, int64_t hint, const std::string& source) {
-        return SymToPy(env.CreateSymbol(hint, source));
-      }, py::arg("val"), py::arg("source") = "")
+      .def("create_symbol", [](ShapeEnv& env, int64_t hint, py::object source) {
+        return SymToPy(env.CreateSymbol(hint, SourceName(source)));
+      }, py::arg("val"), py::arg("source") = py::none())
       .def("create_unbacked_symint", [](ShapeEnv& env, std::optional<int64_t> lo, std::optional<int64_t> hi,
                                          bool size_like) {
         return SymToPy(env.CreateUnbackedSymInt(fx::ValueRange{lo ? *lo : fx::kNegInf, hi ? *hi : fx::kPosInf},
                                                 size_like));
       }, py::arg("min") = py::none(), py::arg("max") = py::none(), py::arg("size_like") = false)
       .def("create_unbacked_symfloat", [](ShapeEnv& env) { return SymToPy(env.CreateUnbackedSymFloat()); })
-      .def("create_symbolic_sizes_strides_storage_offset", [](ShapeEnv& env, py::handle t, const std::string& source) {
+      .def("create_symbolic_sizes_strides_storage_offset", [](ShapeEnv& env, py::handle t, py::object source,
+                                                               py::kwargs) {
         if (!IsTensor(t.ptr())) throw TypeError("create_symbolic_sizes_strides_storage_offset expects a Tensor");
-        auto l = env.CreateSymbolicSizesStridesOffset(UnpackTensor(t.ptr()), source);
+        auto l = env.CreateSymbolicSizesStridesOffset(UnpackTensor(t.ptr()), SourceName(source));
         py::list sizes, strides;
         for (const SymInt& s : l.sizes) sizes.append(SymToPy(s));
         for (const SymInt& s : l.strides) strides.append(SymToPy(s));
         return py::make_tuple(py::tuple(sizes), py::tuple(strides), SymToPy(l.storage_offset));
-      }, py::arg("tensor"), py::arg("source") = "")
-      .def("_meta_tensor", [](ShapeEnv& env, py::handle t, const std::string& source) {
+      }, py::arg("ex"), py::arg("source") = py::none())
+      .def("_meta_tensor", [](ShapeEnv& env, py::handle t, py::object source) {
         // A storage-less meta tensor with t's dtype and symbolic sizes/strides (tests, FakeTensorMode).
         if (!IsTensor(t.ptr())) throw TypeError("expected a Tensor");
         const Tensor& src = UnpackTensor(t.ptr());
-        auto l = env.CreateSymbolicSizesStridesOffset(src, source);
+        auto l = env.CreateSymbolicSizesStridesOffset(src, SourceName(source));
         Tensor out = EmptyTensor(l.sizes, src.dtype(), Device(DeviceType::Meta), l.strides);
         return py::reinterpret_steal<py::object>(WrapTensor(out));
-      }, py::arg("tensor"), py::arg("source") = "")
+      }, py::arg("tensor"), py::arg("source") = py::none())
       .def("_guards", [](ShapeEnv& env) {
         std::vector<std::pair<std::string, std::string>> out;
         for (const fx::Guard& g : env.guards()) out.emplace_back(fx::Str(g.expr), g.location);
