@@ -90,6 +90,9 @@ def test_arithmetic_builds_canonical_expressions_without_guards():
     assert env.guards == []
     with pytest.raises(TypeError):
         hash(a)
+    import copy
+
+    assert copy.deepcopy([a, b])[0] is a
 
 
 # --- guards ----------------------------------------------------------------------------------

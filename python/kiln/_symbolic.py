@@ -97,6 +97,13 @@ class _SymNumber:
     def __hash__(self):
         raise TypeError(f"unhashable type: non-nested {type(self).__name__}")
 
+    # Symbolic values are immutable: copies share the node (deepcopy of graphs holding them).
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
     def __bool__(self):
         return self.node.guard_bool("", 0) if self.node.is_bool() else bool(self != 0)
 
