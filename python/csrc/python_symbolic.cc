@@ -54,16 +54,21 @@ py::object OptInt(int64_t v, int64_t inf) { return v == inf ? py::none() : py::o
 
 // The user's frame for a guard: kiln._symbolic._user_frame() (looked up on each call, so the C++
 // ShapeEnv holds no Python object and may die on any thread).
+// Only on a thread that holds the GIL: a guard on a worker thread must not wait for it.
 std::string PythonUserFrame() {
-  if (!Py_IsInitialized()) return "";
-  py::gil_scoped_acquire gil;
-  PyObject* mod = PyImport_ImportModule("kiln._symbolic");
-  if (!mod) { PyErr_Clear(); return ""; }
-  PyObject* r = PyObject_CallMethod(mod, "_user_frame", nullptr);
-  Py_DECREF(mod);
-  if (!r) { PyErr_Clear(); return ""; }
-  std::string out = PyUnicode_Check(r) ? PyUnicode_AsUTF8(r) : "";
-  Py_DECREF(r);
+  if (!Py_IsInitialized() || !PyGILState_Check()) return "";
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);  // a pending Python error survives the call
+  std::string out;
+  if (PyObject* mod = PyImport_ImportModule("kiln._symbolic")) {
+    if (PyObject* r = PyObject_CallMethod(mod, "_user_frame", nullptr)) {
+      if (PyUnicode_Check(r)) out = PyUnicode_AsUTF8(r);
+      Py_DECREF(r);
+    }
+    Py_DECREF(mod);
+  }
+  PyErr_Clear();
+  PyErr_Restore(type, value, tb);
   return out;
 }
 
