@@ -221,6 +221,11 @@ def test_item_mints_unbacked_values():
     assert isinstance(v, kiln.SymInt) and str(v) == "u0"
     assert isinstance(f, kiln.SymFloat) and str(f) == "zuf0"
     assert str(n2.shape) == "kiln.Size([u1])"
+    ctx = env._enter_symbolic_context()  # the form FakeTensorMode uses
+    assert str(kiln.empty(2, dtype=kiln.bool, device="meta").nonzero().shape) == "kiln.Size([u2, 1])"
+    ctx.__exit__(None, None, None)
+    with pytest.raises(NotImplementedError):
+        kiln.empty(2, dtype=kiln.bool, device="meta").nonzero()  # the context is gone again
     with pytest.raises(GuardOnDataDependentSymNode, match="Could not extract specialized integer"):
         int(v)
     with pytest.raises(GuardOnDataDependentSymNode):

@@ -88,6 +88,13 @@ class ShapeEnv(_C._ShapeEnv):
             else:
                 prev._set_as_symbolic_context()
 
+    def _enter_symbolic_context(self):
+        """Enters _as_context() and returns the object whose __exit__(exc_type, exc, tb) leaves it
+        (what FakeTensorMode.__enter__/__exit__ use)."""
+        cm = self._as_context()
+        cm.__enter__()
+        return cm
+
     # --- guards on concrete arguments ---
     def bind_symbols(self, placeholders, args):
         """{symbol name: value} from matching symbolic sizes of `placeholders` (meta/fake tensors)
