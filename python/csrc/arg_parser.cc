@@ -4,11 +4,11 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "fx/symbolic_context.h"
 #include "python/csrc/python_dtype.h"
 #include "python/csrc/python_symbolic.h"
 #include "python/csrc/python_tensor.h"
 #include "tensor/ops/common.h"
-#include "fx/symbolic_context.h"
 
 namespace kiln::python {
 namespace {
