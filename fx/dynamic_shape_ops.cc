@@ -1,5 +1,5 @@
 // fx/dynamic_shape_ops.cc: meta functions of data-dependent ops (nonzero, masked_select) and
-// _local_scalar_dense (item()). See Note [Unbacked symbols through a thread-local context] in
+// _local_scalar_dense (item()), and the sym_size/sym_stride/sym_numel/sym_storage_offset ops. See Note [Unbacked symbols through a thread-local context] in
 // symbolic_context.h: under a ShapeEnv their sizes/values are fresh unbacked symbols; without one, fake
 // tensors raise PyTorch's DynamicOutputShapeException / DataDependentOutputException and meta
 // tensors raise as PyTorch's meta device does.
@@ -74,6 +74,13 @@ void LocalScalarDenseMeta(const Op& op, DispatchKeySet keys, Stack& s, void*) {
   s.emplace_back(SymInt(node));
 }
 
+// aten::sym_size.int and friends: a tensor's (possibly symbolic) metadata as values, the nodes
+// make_fx records when a traced program reads a symbolic size.
+SymInt SymSize(const Tensor& self, int64_t dim) { return self->sym_sizes()[WrapDim(dim, self.dim())]; }
+SymInt SymStride(const Tensor& self, int64_t dim) { return self->sym_strides()[WrapDim(dim, self.dim())]; }
+SymInt SymNumel(const Tensor& self) { return self->sym_numel(); }
+SymInt SymStorageOffset(const Tensor& self) { return self->sym_storage_offset(); }
+
 }  // namespace
 
 SymbolicContextPtr& TlsSymbolicContext() {
@@ -87,6 +94,10 @@ void InstallDynamicShapeKernels() {
     Registry& r = Registry::Get();
     r.Def("_local_scalar_dense(Tensor self) -> Scalar", {Tag::data_dependent_output})
         .Impl<&LocalScalarDenseCPU>(DispatchKey::CPU);
+    r.Def("sym_size.int(Tensor self, int dim) -> SymInt").AllBackends<&SymSize>();
+    r.Def("sym_stride.int(Tensor self, int dim) -> SymInt").AllBackends<&SymStride>();
+    r.Def("sym_numel(Tensor self) -> SymInt").AllBackends<&SymNumel>();
+    r.Def("sym_storage_offset(Tensor self) -> SymInt").AllBackends<&SymStorageOffset>();
     struct Entry {
       const char* name;
       BoxedKernelFn fn;

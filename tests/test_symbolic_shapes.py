@@ -414,3 +414,14 @@ def test_expression_printing_matches_sympy(i):
     s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
     a, b = sym_tensor(ShapeEnv(), 7, 5).shape
     assert str(PRINT_CASES[i](a, b, _KilnOps)) == str(PRINT_CASES[i](s0, s1, SympyOps))
+
+
+def test_sym_size_ops():
+    env = ShapeEnv()
+    x = sym_tensor(env, 6, 4)
+    aten = kiln.ops.aten
+    assert str(aten.sym_size.int(x, 0)) == "s0" and str(aten.sym_size.int(x, -1)) == "s1"
+    assert str(aten.sym_stride.int(x, 0)) == "s1"
+    assert str(aten.sym_numel.default(x)) == "s0*s1"
+    assert aten.sym_storage_offset.default(x) == 0
+    assert aten.sym_size.int(kiln.empty(3, 5), 1) == 5  # plain ints on real tensors
