@@ -511,6 +511,11 @@ bool ShapeEnv::EvaluateGuards(const std::map<std::string, int64_t>& values) cons
     x.i = v;
     vals[Symbol(name)] = x;
   }
+  // Replaced symbols take their replacement's value (Eq(s0, s1) after s1 := s0 checks s1 too).
+  for (const auto& [sym, value] : replacements_) {
+    if (vals.count(sym)) continue;
+    if (auto v = Evaluate(value, vals)) vals[sym] = *v;
+  }
   for (const Guard& g : guards()) {
     auto v = Evaluate(g.expr, vals);
     KILN_CHECK(v.has_value(), "evaluate_guards: no value for a symbol of ", Str(g.expr));

@@ -425,3 +425,14 @@ def test_sym_size_ops():
     assert str(aten.sym_numel.default(x)) == "s0*s1"
     assert aten.sym_storage_offset.default(x) == 0
     assert aten.sym_size.int(kiln.empty(3, 5), 1) == 5  # plain ints on real tensors
+
+
+def test_evaluate_guards_after_unification():
+    env = ShapeEnv(duck_shape=False)
+    x, y = sym_tensor(env, 4), sym_tensor(env, 4)
+    assert bool(x.shape[0] == y.shape[0])
+    assert guard_strs(env) == ["Eq(s0, s1)"]
+    assert str(y.shape[0]) == "s0"
+    assert env.evaluate_guards_for_args([x, y], [kiln.empty(6), kiln.empty(6)])
+    assert not env.evaluate_guards_for_args([x, y], [kiln.empty(6), kiln.empty(7)])
+    assert env.produce_guards([x, y], ["x", "y"]) == ["y.size()[0] == x.size()[0]"]

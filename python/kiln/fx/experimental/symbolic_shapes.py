@@ -155,8 +155,14 @@ class ShapeEnv(_C._ShapeEnv):
                         first[name] = text
                 elif not isinstance(s, SymInt):
                     out.append(f"{text} == {s}")
+        for name, rep in self.replacements.items():  # a unified symbol reads as its representative
+            if name not in first and rep in first:
+                first[name] = first[rep]
         for g in self.guards:
-            out.append(_SYMBOL.sub(lambda m: first.get(m.group(1), m.group(1)), _python_expr(g.expr)))
+            text = _SYMBOL.sub(lambda m: first.get(m.group(1), m.group(1)), _python_expr(g.expr))
+            lhs, eq, rhs = text.partition(" == ")
+            if not (eq and lhs == rhs):  # a unification the size equalities above already state
+                out.append(text)
         return out
 
 
