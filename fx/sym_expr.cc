@@ -1,8 +1,10 @@
 // fx/sym_expr.cc: hash-consed expression nodes, canonical polynomials, printing, value ranges.
 #include "fx/sym_expr.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <numeric>
 #include <sstream>
@@ -858,6 +860,25 @@ ValueRange Bound(Expr e, const RangeMap& ranges) {
     case ExprKind::kAdd: {
       ValueRange r{0, 0};
       for (Expr a : e->args) r = RAdd(r, Bound(a, ranges));
+      // A factor common to every term bounds the sum better: s0*s1 - s1 = s1*(s0 - 1).
+      Poly p = ToPoly(e);
+      Monomial common = p.begin()->first;
+      for (const auto& [m, c] : p) {
+        Monomial keep;
+        std::set_intersection(common.begin(), common.end(), m.begin(), m.end(), std::back_inserter(keep), ExprLess);
+        common = keep;
+      }
+      if (!common.empty()) {
+        Poly q;
+        for (const auto& [m, c] : p) {
+          Monomial rest;
+          DivideMono(m, common, &rest);
+          q[rest] += c;
+        }
+        ValueRange f = RMul(Bound(MonoTerm(1, common), ranges), Bound(FromPoly(q), ranges));
+        r.lo = std::max(r.lo, f.lo);
+        r.hi = std::min(r.hi, f.hi);
+      }
       return r;
     }
     case ExprKind::kMul: {

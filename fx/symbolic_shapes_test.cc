@@ -67,6 +67,10 @@ TEST(SymExpr, RangesDecideRelations) {
   EXPECT_EQ(StaticEval(Gt(s0(), Int(2)), r), std::nullopt);
   EXPECT_EQ(StaticEval(Lt(s1(), Int(10)), r), std::optional<bool>(true));
   EXPECT_EQ(StaticEval(Ge(Mul(s0(), s1()), Int(0)), r), std::optional<bool>(true));
+  // A common factor: s0*s0 - 2*s0 = s0*(s0 - 2) >= 0 for s0 >= 2 (plain interval sums cannot tell).
+  EXPECT_EQ(StaticEval(Ge(Mul(s0(), s0()), Mul(Int(2), s0())), r), std::optional<bool>(true));
+  EXPECT_EQ(StaticEval(Ne(Mul(s0(), Symbol("s2")), Symbol("s2")), {{s0(), {2, kPosInf}}, {Symbol("s2"), {2, kPosInf}}}),
+            std::optional<bool>(true));
   ValueRange m = Bound(Mod(s0(), Int(4)), r);
   EXPECT_EQ(m.lo, 0);
   EXPECT_EQ(m.hi, 3);
