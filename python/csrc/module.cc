@@ -11,6 +11,7 @@
 #include "python/csrc/op_function.h"
 #include "python/csrc/python_dtype.h"
 #include "python/csrc/python_fake.h"
+#include "python/csrc/python_symbolic.h"
 #include "python/csrc/python_tensor.h"
 #include "runtime/thread_pool.h"
 #include "tensor/ops/common.h"
@@ -203,6 +204,7 @@ PYBIND11_MODULE(_C, m) {
   InitAutogradBindings(m);
   InitOpFunctionType(m.ptr());
   InitFakeBindings(m);
+  InitSymbolicBindings(m);
   InitFxBindings(m);
   InitSubgraphBindings(m);
   InitDynamoBindings(m);

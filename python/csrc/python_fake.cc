@@ -6,6 +6,7 @@
 #include "python/csrc/arg_parser.h"
 #include "python/csrc/python_dtype.h"
 #include "python/csrc/python_fake.h"
+#include "python/csrc/python_symbolic.h"
 #include "python/csrc/tensor_caster.h"
 #include "tensor/fake_tensor.h"
 
@@ -24,7 +25,9 @@ SymDimVector SymInts(py::handle seq) {
   for (py::handle h : seq) {
     if (PyLong_Check(h.ptr())) {
       out.emplace_back(static_cast<int64_t>(PyLong_AsLongLong(h.ptr())));
-    } else {  // kiln.SymInt objects: converted once the ShapeEnv bindings (python_symbolic.cc) land
+    } else if (IsSymIntObject(h.ptr())) {  // kiln.SymInt from a ShapeEnv
+      out.push_back(UnpackSymInt(h.ptr()));
+    } else {
       throw TypeError(StrCat("expected a sequence of ints (sizes/strides), got an element of type ",
                              Py_TYPE(h.ptr())->tp_name));
     }
@@ -39,6 +42,7 @@ ScalarType FakeDtypeArg(py::handle h) {
 
 SymInt OneSymInt(py::handle h) {
   if (PyLong_Check(h.ptr())) return SymInt(static_cast<int64_t>(PyLong_AsLongLong(h.ptr())));
+  if (IsSymIntObject(h.ptr())) return UnpackSymInt(h.ptr());
   py::list l;
   l.append(h);
   return SymInts(l)[0];
