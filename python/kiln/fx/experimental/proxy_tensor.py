@@ -1,0 +1,128 @@
+"""make_fx: trace a function at the dispatcher into an FX graph of aten ops, as
+torch.fx.experimental.proxy_tensor.make_fx.
+
+The per-op work is C++ (fx/tracer.h, Note [make_fx tracing]): a kernel on the Tracing dispatch key,
+below Autograd, so backward ops are recorded when f calls backward. This module sets up the
+inputs (real, fake or symbolic), names placeholders as PyTorch does (arg0_1, arg1_1, ...) and wraps
+the graph in a GraphModule whose attributes are the tensor constants f used.
+"""
+
+import collections
+import functools
+import operator
+
+import kiln
+from kiln import _C
+from kiln._tensor import Tensor
+
+__all__ = ["make_fx"]
+
+_TRACING_MODES = ("real", "fake", "symbolic")
+
+
+def _flatten(tree, leaves):
+    if isinstance(tree, (tuple, list)):
+        for x in tree:
+            _flatten(x, leaves)
+    elif isinstance(tree, dict):
+        for x in tree.values():
+            _flatten(x, leaves)
+    else:
+        leaves.append(tree)
+    return leaves
+
+
+def _rebuild(tree, it):
+    if isinstance(tree, (tuple, list)):
+        items = [_rebuild(x, it) for x in tree]
+        if type(tree) in (tuple, list):
+            return type(tree)(items)
+        return type(tree)(*items)
+    if isinstance(tree, dict):
+        return {k: _rebuild(v, it) for k, v in tree.items()}
+    return next(it)
+
+
+def _tensor_metadata_type():
+    try:
+        from kiln.fx.passes.shape_prop import TensorMetadata
+        return TensorMetadata
+    except ImportError:
+        return _TensorMetadata
+
+
+_TensorMetadata = collections.namedtuple(
+    "TensorMetadata", ["shape", "dtype", "requires_grad", "stride", "memory_format", "is_quantized", "qparams"])
+
+
+def _extract_tensor_metadata(t, cls):
+    memory_format = kiln.contiguous_format if getattr(kiln, "contiguous_format", None) and t.is_contiguous() else None
+    return cls(t.shape, t.dtype, t.requires_grad, t.stride(), memory_format, False, {})
+
+
+def _fake_mode():
+    try:
+        from kiln._subclasses.fake_tensor import FakeTensorMode
+    except ImportError:
+        raise NotImplementedError("make_fx(tracing_mode='fake') needs kiln._subclasses.fake_tensor") from None
+    return FakeTensorMode()
+
+
+def _symbolic_mode():
+    try:
+        from kiln._subclasses.fake_tensor import FakeTensorMode
+        from kiln.fx.experimental.symbolic_shapes import ShapeEnv
+    except ImportError:
+        raise NotImplementedError(
+            "make_fx(tracing_mode='symbolic') needs kiln.fx.experimental.symbolic_shapes.ShapeEnv") from None
+    return FakeTensorMode(shape_env=ShapeEnv())
+
+
+def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_inputs=False, *,
+            pre_dispatch=False, record_module_stack=False, _allow_fake_constant=False,
+            _error_on_data_dependent_ops=True):
+    """Returns a function that, called with example inputs, runs ``f`` on them and returns a
+    ``kiln.fx.GraphModule`` of the aten ops it called (``aten.add.Tensor``, ...), one placeholder
+    per flattened input, and an output with the structure of f's result."""
+    if tracing_mode not in _TRACING_MODES:
+        raise AssertionError(f"Unexpected tracing type: {tracing_mode}")
+    if pre_dispatch:
+        raise NotImplementedError("make_fx(pre_dispatch=True) is not supported by kiln")
+    decomposition_table = dict(decomposition_table or {})
+
+    @functools.wraps(f)
+    def wrapped(*args):
+        leaves = _flatten(args, [])
+        mode = None
+        if tracing_mode == "fake":
+            mode = _fake_mode()
+        elif tracing_mode == "symbolic":
+            mode = _symbolic_mode()
+        if mode is not None:
+            leaves = [mode.from_tensor(x) if isinstance(x, Tensor) else x for x in leaves]
+        inputs = _rebuild(args, iter(leaves))
+
+        tracer = _C._MakeFxTracer()
+        tracer.set_getitem(operator.getitem)
+        if decomposition_table:
+            tracer.set_decompositions(decomposition_table)
+        for i, x in enumerate(leaves):
+            tracer.placeholder(f"arg{i}_1", x if isinstance(x, Tensor) else None)
+        if mode is not None:
+            with mode:
+                out = tracer.trace(f, *inputs)
+        else:
+            out = tracer.trace(f, *inputs)
+        tracer.output(out)
+        graph = tracer.graph()
+
+        metadata = _tensor_metadata_type()
+        for node in graph.nodes:
+            val = node.meta.get("val")
+            if isinstance(val, Tensor):
+                node.meta["tensor_meta"] = _extract_tensor_metadata(val, metadata)
+        root = {name: t for name, t in tracer.constants()}
+        from kiln.fx.graph_module import GraphModule
+        return GraphModule(root, graph)
+
+    return wrapped
