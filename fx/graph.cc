@@ -127,7 +127,7 @@ std::string Target::str() const {
     if (op->schema().overload.empty()) s += ".default";
     return s;
   }
-  if (py) return py->name_hint();
+  if (py) return py->target_str();
   return name;
 }
 
@@ -276,6 +276,10 @@ std::string Node::Format() const {
   if (op_ == Opcode::kOutput) {
     // PyTorch prints outputs as `return <value>` in graph dumps.
     return "return " + (args_.empty() ? std::string("None") : args_[0].Format(/*node_percent=*/false));
+  }
+  if (op_ == Opcode::kGetAttr) {
+    os << "get_attr[target=" << target_.str() << "]";
+    return os.str();
   }
   os << OpcodeName(op_) << "[target=" << target_.str() << "](args = "
      << Argument::Tuple(args_).Format() << ", kwargs = {";
@@ -560,6 +564,7 @@ std::string Graph::str() const {
   // PyTorch lists placeholders as lines of their own and leaves the signature empty.
   std::string s = "graph():\n";
   for (Node* n = root_->next_; n != root_.get(); n = n->next_) s += "    " + n->Format() + "\n";
+  s.pop_back();  // no trailing newline, as PyTorch prints it
   return s;
 }
 

@@ -44,6 +44,8 @@ class PyValue {
   virtual const void* identity() const = 0;
   // For callables: the name a node made from it gets ("relu", "add", "my_fn").
   virtual std::string name_hint() const = 0;
+  // How graph printing names it as a target: "kiln.relu", "operator.add", "builtins.getattr".
+  virtual std::string target_str() const = 0;
 };
 using PyValuePtr = std::shared_ptr<const PyValue>;
 

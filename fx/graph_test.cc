@@ -128,7 +128,7 @@ TEST(Graph, PrintsLikeFx) {
             "    %x : [num_users=1] = placeholder[target=x]\n"
             "    %relu : [num_users=1] = call_function[target=aten.relu.default](args = (%x,), kwargs = {})\n"
             "    %add : [num_users=1] = call_function[target=aten.add.Tensor](args = (%relu, 1), kwargs = {})\n"
-            "    return add\n");
+            "    return add");
 }
 
 TEST(Graph, NestedArguments) {

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "python/csrc/arg_parser.h"
+#include "python/csrc/python_fx.h"
 #include "python/csrc/python_autograd.h"
 #include "python/csrc/op_function.h"
 #include "python/csrc/python_dtype.h"
@@ -198,6 +199,7 @@ PYBIND11_MODULE(_C, m) {
   InitTensorType(m.ptr());
   InitAutogradBindings(m);
   InitOpFunctionType(m.ptr());
+  InitFxBindings(m);
   Registry::Get();
 
   m.def("_set_tensor_class", [](py::object cls) {
