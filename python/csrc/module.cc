@@ -180,6 +180,10 @@ Generator& GeneratorFromCapsule(py::handle cap) {
 }
 
 }  // namespace
+
+void InitFunctionalizeBindings(py::module_& m);  // python_functionalize.cc
+void InitMakeFxBindings(py::module_& m);         // python_make_fx.cc
+
 }  // namespace kiln::python
 
 PYBIND11_MODULE(_C, m) {
@@ -200,6 +204,8 @@ PYBIND11_MODULE(_C, m) {
   InitAutogradBindings(m);
   InitOpFunctionType(m.ptr());
   InitFxBindings(m);
+  InitFunctionalizeBindings(m);
+  InitMakeFxBindings(m);
   Registry::Get();
 
   m.def("_set_tensor_class", [](py::object cls) {
