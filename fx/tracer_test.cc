@@ -79,7 +79,9 @@ TEST(Tracer, InplaceRepointsAndKwargsFollowSchema) {
   g.Lint();
   Node* add_ = g.FindNode("add_");
   ASSERT_NE(add_, nullptr);
-  EXPECT_EQ(add_->args().size(), 3u);  // alpha=3 is not the default
+  EXPECT_EQ(add_->args().size(), 2u);
+  ASSERT_EQ(add_->kwargs().size(), 1u);  // alpha=3 is kwarg-only and not the default
+  EXPECT_EQ(add_->kwargs()[0].first, "alpha");
   Node* sum = g.nodes()[2];
   ASSERT_EQ(sum->target().str(), "aten.sum.dim_IntList");
   EXPECT_EQ(sum->args()[0].node, add_);  // x now stands for the add_ result

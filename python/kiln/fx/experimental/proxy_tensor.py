@@ -9,6 +9,7 @@ the graph in a GraphModule whose attributes are the tensor constants f used.
 
 import collections
 import functools
+import inspect
 import operator
 
 import kiln
@@ -41,6 +42,24 @@ def _rebuild(tree, it):
     if isinstance(tree, dict):
         return {k: _rebuild(v, it) for k, v in tree.items()}
     return next(it)
+
+
+def _placeholder_names(f, args):
+    """PyTorch's names: `<param>_<k>` for the k-th leaf of each named parameter, or `arg<i>_1` by
+    flat position when f takes *args (or its signature is unknown)."""
+    counts = [len(_flatten(a, [])) for a in args]
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        params = None
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if (params is None or any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params)
+            or len(args) > sum(p.kind in positional for p in params)):
+        return [f"arg{i}_1" for i in range(sum(counts))]
+    names = []
+    for p, n in zip(params, counts):
+        names.extend(f"{p.name}_{k + 1}" for k in range(n))
+    return names
 
 
 def _tensor_metadata_type():
@@ -83,7 +102,7 @@ def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_in
             _error_on_data_dependent_ops=True):
     """Returns a function that, called with example inputs, runs ``f`` on them and returns a
     ``kiln.fx.GraphModule`` of the aten ops it called (``aten.add.Tensor``, ...), one placeholder
-    per flattened input, and an output with the structure of f's result."""
+    per flattened input (named as PyTorch names them: `x_1`, or `arg0_1` for *args), and an output with the structure of f's result."""
     if tracing_mode not in _TRACING_MODES:
         raise AssertionError(f"Unexpected tracing type: {tracing_mode}")
     if pre_dispatch:
@@ -106,8 +125,8 @@ def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_in
         tracer.set_getitem(operator.getitem)
         if decomposition_table:
             tracer.set_decompositions(decomposition_table)
-        for i, x in enumerate(leaves):
-            tracer.placeholder(f"arg{i}_1", x if isinstance(x, Tensor) else None)
+        for name, x in zip(_placeholder_names(f, args), leaves):
+            tracer.placeholder(name, x if isinstance(x, Tensor) else None)
         if mode is not None:
             with mode:
                 out = tracer.trace(f, *inputs)
