@@ -55,6 +55,7 @@ Tensor ScatterView(const ViewMeta& m, const Tensor& base, const Tensor& src) {
   if (name == "diagonal") return call("aten::diagonal_scatter", {base, src, a[0], a[1], a[2]});
   if (name == "as_strided") return call("aten::as_strided_scatter", {base, src, a[0], a[1], a[2]});
   if (name == "transpose") return call("aten::transpose.int", {src, a[0], a[1]});
+  if (name == "t") return call("aten::t", {src});
   if (name == "permute") {
     std::vector<int64_t> dims = a[0].to_int_list(), inverse(dims.size());
     for (size_t i = 0; i < dims.size(); ++i) inverse[WrapDim(dims[i], dims.size())] = static_cast<int64_t>(i);

@@ -233,7 +233,7 @@ void Tracer::Record(const Op& op, const Stack& args, const Stack& results) {
     for (const IValue& v : results) outs.push_back(v.is_tensor() ? v.to_tensor() : Tensor());
   }
   if (single) {
-    Bind(outs[0], node);
+    if (outs[0].defined()) Bind(outs[0], node);
     node->SetMeta("val", MetaVal(outs[0]));
     return;
   }

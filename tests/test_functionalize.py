@@ -171,6 +171,9 @@ def test_graph_uses_scatter_ops_for_view_writes():
     targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
     assert "aten.select_scatter.default" in targets
     assert targets.count("aten.copy_.default") == 1  # only x is mutated
+    gm = make_fx(functionalize(transpose_mul))(rand(3, 3))
+    targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+    assert "aten.as_strided_scatter.default" not in targets  # t()'s inverse is t()
 
 
 def test_no_epilogue_without_input_mutation():
@@ -228,3 +231,16 @@ def test_scatter_op_gradients():
     assert kiln.autograd.gradcheck(lambda a, b: kiln.select_scatter(a, b, 0, 2), (x, r))
     d = rand(4).double().requires_grad_()
     assert kiln.autograd.gradcheck(lambda a, b: kiln.diagonal_scatter(a, b, 0), (x, d))
+
+
+def test_functional_call_swaps_and_restores():
+    from kiln.func import functional_call
+    kiln.manual_seed(0)
+    lin = kiln.nn.Linear(3, 2)
+    w, b = kiln.ones(2, 3), kiln.zeros(2)
+    x = rand(4, 3)
+    out = functional_call(lin, {"weight": w, "bias": b}, (x,))
+    same(out, x.sum(1, keepdim=True).expand(4, 2))
+    assert lin.weight is not w and isinstance(lin.weight, kiln.nn.Parameter)
+    with pytest.raises(AttributeError, match="nope"):
+        functional_call(lin, {"nope": w}, (x,))

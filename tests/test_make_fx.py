@@ -220,3 +220,19 @@ def test_graph_matches_torch_make_fx():
     theirs = torch_make_fx(f(torch))(torch.tensor(kx.tolist()), torch.tensor(ky.tolist()))
     assert targets(ours) == [str(n.target) for n in theirs.graph.nodes if n.op == "call_function"]
     assert [n.name for n in ours.graph.nodes] == [n.name for n in theirs.graph.nodes]
+
+
+def test_fake_mode_records_without_compute():
+    fake_tensor = pytest.importorskip("kiln._subclasses.fake_tensor")
+
+    def f(x, w):
+        return (x @ w).relu().sum(1)
+
+    x, w = rand(4, 3), rand(3, 5)
+    gm = make_fx(f, tracing_mode="fake")(x, w)
+    assert targets(gm) == ["aten.mm.default", "aten.relu.default", "aten.sum.dim_IntList"]
+    for n in gm.graph.nodes:
+        if n.op in ("placeholder", "call_function"):
+            assert isinstance(n.meta["val"], fake_tensor.FakeTensor)
+    assert tuple(gm.graph.nodes[-2].meta["val"].shape) == (4,)
+    close(gm(x, w), f(x, w))
