@@ -368,14 +368,17 @@ std::string Graph::CreateName(const std::string& candidate_in) {
   // "add_2" continues the numbering of base "add".
   std::string base = candidate;
   int64_t num = 0;
+  bool has_suffix = false;
   size_t us = candidate.rfind('_');
   if (us != std::string::npos && us + 1 < candidate.size() && us > 0 &&
       std::all_of(candidate.begin() + us + 1, candidate.end(), [](char c) { return std::isdigit(c); }) &&
       candidate.size() - us - 1 < 18) {
     base = candidate.substr(0, us);
     num = std::stoll(candidate.substr(us + 1));
+    has_suffix = true;
   }
-  std::string name = num ? base + "_" + std::to_string(num) : base;
+  // "head_0" (a module path "head.0") keeps its suffix, as torch.fx does.
+  std::string name = has_suffix ? base + "_" + std::to_string(num) : base;
   if (!num) num = base_count_[base];
   while (used_names_.count(name) || ReservedSet().count(name)) {
     ++num;

@@ -4,7 +4,9 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "fx/symbolic_context.h"
 #include "python/csrc/python_dtype.h"
+#include "python/csrc/python_symbolic.h"
 #include "python/csrc/python_tensor.h"
 #include "tensor/ops/common.h"
 
@@ -55,6 +57,7 @@ bool ToIntList(PyObject* o, std::vector<SymInt>* out) {
   out->clear();
   out->reserve(n);
   for (Py_ssize_t i = 0; i < n; ++i) {
+    if (IsSymIntObject(items[i])) { out->push_back(UnpackSymInt(items[i])); continue; }  // kept symbolic
     if (!IsInt(items[i])) return false;
     out->emplace_back(AsInt(items[i]));
   }
@@ -130,6 +133,7 @@ bool ConvertArg(const Argument& arg, PyObject* o, bool lenient, IValue* out, std
       *out = IValue(AsInt(o));
       return true;
     case TypeKind::SymInt:
+      if (IsSymIntObject(o)) { *out = IValue(UnpackSymInt(o)); return true; }
       if (!IsInt(o)) return fail();
       *out = IValue(SymInt(AsInt(o)));
       return true;
@@ -149,7 +153,9 @@ bool ConvertArg(const Argument& arg, PyObject* o, bool lenient, IValue* out, std
     case TypeKind::IntList:
     case TypeKind::SymIntList: {
       std::vector<SymInt> v;
-      if (IsInt(o) && arg.list_size > 0) {
+      if (IsSymIntObject(o) && arg.list_size > 0) {
+        v.assign(arg.list_size, UnpackSymInt(o));
+      } else if (IsInt(o) && arg.list_size > 0) {
         v.assign(arg.list_size, SymInt(AsInt(o)));
       } else if (!ToIntList(o, &v)) {
         return fail();
@@ -302,7 +308,11 @@ bool ParseArgs(const Op& op, PyObject* const* args, Py_ssize_t nargs, PyObject* 
     // Varargs sizes: x.view(2, 3), kiln.zeros(2, 3), x.permute(1, 0).
     if ((p.kind == TypeKind::IntList || p.kind == TypeKind::SymIntList) && p.list_size < 0 && IsInt(o)) {
       std::vector<SymInt> v;
-      while (ai < nargs && IsInt(args[ai])) v.emplace_back(AsInt(args[ai++]));
+      while (ai < nargs && IsInt(args[ai])) {
+        PyObject* a = args[ai++];
+        if (IsSymIntObject(a)) v.push_back(UnpackSymInt(a));  // x.view(x.shape[0] * 2)
+        else v.emplace_back(AsInt(a));
+      }
       out[pi] = IValue(std::move(v));
       filled[pi] = true;
       continue;
@@ -380,7 +390,7 @@ PyObject* IValueToPython(const IValue& v) {
   if (v.is_int()) return PyLong_FromLongLong(v.to_int());
   if (v.is_double()) return PyFloat_FromDouble(v.to_double());
   if (v.is_bool()) return PyBool_FromLong(v.to_bool());
-  if (v.is_symint()) return PyLong_FromLongLong(v.to_symint().guard_int(__FILE__, __LINE__));
+  if (v.is_symint()) return SymIntToPython(v.to_symint());
   if (v.is_tensor_list()) {
     const auto& l = v.to_tensor_list();
     PyObject* t = PyTuple_New(l.size());
@@ -467,6 +477,16 @@ PyObject* CallOverloads(const std::string& display_name, Op* const* overloads, s
 void TranslateCurrentException() {
   try {
     throw;
+  } catch (const NamedError& e) {
+    // A RuntimeError subclass defined in Python (GuardOnDataDependentSymNode, ...).
+    PyObject* cls = nullptr;
+    if (PyObject* mod = PyImport_ImportModule(e.python_module().c_str())) {
+      cls = PyObject_GetAttrString(mod, e.python_class().c_str());
+      Py_DECREF(mod);
+    }
+    if (!cls) PyErr_Clear();
+    PyErr_SetString(cls ? cls : PyExc_RuntimeError, e.what());
+    Py_XDECREF(cls);
   } catch (const IndexError& e) {
     PyErr_SetString(PyExc_IndexError, e.what());
   } catch (const ValueError& e) {

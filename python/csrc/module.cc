@@ -4,10 +4,13 @@
 #include <pybind11/stl.h>
 
 #include "python/csrc/arg_parser.h"
+#include "python/csrc/python_dynamo.h"
 #include "python/csrc/python_fx.h"
+#include "python/csrc/python_subgraph.h"
 #include "python/csrc/python_autograd.h"
 #include "python/csrc/op_function.h"
 #include "python/csrc/python_dtype.h"
+#include "python/csrc/python_symbolic.h"
 #include "python/csrc/python_tensor.h"
 #include "runtime/thread_pool.h"
 #include "tensor/ops/common.h"
@@ -203,7 +206,10 @@ PYBIND11_MODULE(_C, m) {
   InitTensorType(m.ptr());
   InitAutogradBindings(m);
   InitOpFunctionType(m.ptr());
+  InitSymbolicBindings(m);
   InitFxBindings(m);
+  InitSubgraphBindings(m);
+  InitDynamoBindings(m);
   InitFunctionalizeBindings(m);
   InitMakeFxBindings(m);
   Registry::Get();

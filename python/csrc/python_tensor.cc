@@ -5,6 +5,7 @@
 #include "python/csrc/python_autograd.h"
 #include "python/csrc/op_function.h"
 #include "python/csrc/python_dtype.h"
+#include "python/csrc/python_symbolic.h"
 #include "tensor/ops/common.h"
 
 namespace kiln::python {
@@ -41,7 +42,7 @@ const Tensor& Checked(PyObject* self) {
 
 PyObject* IntTuple(const SymDimVector& v) {
   PyObject* t = PyTuple_New(v.size());
-  for (size_t i = 0; i < v.size(); ++i) PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(v[i].guard_int(__FILE__, __LINE__)));
+  for (size_t i = 0; i < v.size(); ++i) PyTuple_SET_ITEM(t, i, SymIntToPython(v[i]));  // kiln.SymInt when symbolic
   return t;
 }
 
@@ -85,10 +86,10 @@ PyGetSetDef kGetSet[] = {
 // --- methods ---------------------------------------------------------------------------------
 
 PyObject* MethodDim(PyObject* self, PyObject*) { return GetNdim(self, nullptr); }
-PyObject* MethodNumel(PyObject* self, PyObject*) { return Guarded([&] { return PyLong_FromLongLong(Checked(self).numel()); }); }
+PyObject* MethodNumel(PyObject* self, PyObject*) { return Guarded([&] { return SymIntToPython(Checked(self)->sym_numel()); }); }
 PyObject* MethodElementSize(PyObject* self, PyObject*) { return GetItemsize(self, nullptr); }
 PyObject* MethodStorageOffset(PyObject* self, PyObject*) {
-  return Guarded([&] { return PyLong_FromLongLong(Checked(self)->storage_offset()); });
+  return Guarded([&] { return SymIntToPython(Checked(self)->sym_storage_offset()); });
 }
 PyObject* MethodDataPtr(PyObject* self, PyObject*) {
   return Guarded([&] { return PyLong_FromVoidPtr(Checked(self).raw_data()); });
@@ -124,7 +125,7 @@ PyObject* MethodStrideImpl(PyObject* self, PyObject* const* args, Py_ssize_t nar
     }
     if (!PyLong_Check(dim)) throw TypeError(std::string(size ? "size" : "stride") + "(): argument 'dim' must be int");
     int64_t d = WrapDim(PyLong_AsLongLong(dim), t.dim());
-    return PyLong_FromLongLong(v[d].guard_int(__FILE__, __LINE__));
+    return SymIntToPython(v[d]);
   });
 }
 PyObject* MethodSize(PyObject* self, PyObject* const* a, Py_ssize_t n, PyObject* k) { return MethodStrideImpl(self, a, n, k, true); }
@@ -140,7 +141,17 @@ PyObject* ElementToPython(const char* p) {
 }
 
 PyObject* ItemOf(const Tensor& t) {
-  KILN_CHECK(t->has_storage(), "Tensor.item() cannot be called on meta tensors");
+  if (!t->has_storage() || !TlsLocalDispatchKeySet().included.empty()) {
+    // Meta/fake tensors and tracing modes: aten::_local_scalar_dense through the dispatcher
+    // (an unbacked symbol under a ShapeEnv; see tensor/ops/dynamic_shape.cc).
+    Stack stack{IValue(t)};
+    KILN_OP("aten::_local_scalar_dense").Call(stack);
+    const IValue& v = stack.at(0);
+    if (v.is_symint()) return SymIntToPython(v.to_symint());
+    if (v.is_bool()) return PyBool_FromLong(v.to_bool());
+    if (v.is_int()) return PyLong_FromLongLong(v.to_int());
+    return PyFloat_FromDouble(v.to_double());
+  }
   KILN_CHECK(t.numel() == 1, "a Tensor with ", t.numel(), " elements cannot be converted to Scalar");
   return KILN_DISPATCH_ALL(t.dtype(), "item", [&] { return ElementToPython<scalar_t>(static_cast<const char*>(t.raw_data())); });
 }

@@ -223,3 +223,8 @@ from kiln import optim, utils  # noqa: E402,F401
 from kiln.serialization import save, load  # noqa: E402,F401
 from kiln import nn  # noqa: E402,F401
 from kiln import fx  # noqa: E402,F401
+
+# --- symbolic shapes (kiln.SymInt, kiln._check; ShapeEnv in kiln.fx.experimental.symbolic_shapes) ---
+from kiln._symbolic import (  # noqa: E402,F401
+    SymInt, SymFloat, SymBool, sym_int, sym_float, sym_max, sym_min, sym_not, _check, _check_is_size,
+)

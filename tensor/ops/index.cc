@@ -120,15 +120,17 @@ TensorList SplitWithSizes(const Tensor& self, const SymList& split_sizes, int64_
   return out;
 }
 
+// Over SymInt: on symbolic sizes the number of pieces is guarded (guard_int), their sizes stay symbolic.
 TensorList SplitTensor(const Tensor& self, const SymInt& split_size, int64_t dim) {
   KILN_CHECK(self.dim() != 0, "split expects at least a 1-dimensional tensor");
   dim = WrapDim(dim, self.dim());
-  const int64_t size = self.size(dim), ss = split_size.expect_int();
-  KILN_CHECK(ss >= 0, "split expects split_size be non-negative, but got split_size=", ss);
-  KILN_CHECK(ss != 0 || size == 0, "split_size can only be 0 if dimension size is 0, but got dimension size of ", size);
-  const int64_t n = ss == 0 ? 1 : std::max<int64_t>((size + ss - 1) / ss, 1);
+  const SymInt size = self->sym_sizes()[dim], ss = split_size;
+  KILN_CHECK(ss >= 0, "split expects split_size be non-negative, but got split_size=", ss.str());
+  KILN_CHECK(ss != 0 || size == 0, "split_size can only be 0 if dimension size is 0, but got dimension size of ",
+             size.str());
+  const int64_t n = ss == 0 ? 1 : sym_max((size + ss - 1).floordiv(ss), 1).guard_int(__FILE__, __LINE__);
   SymList sizes;
-  for (int64_t i = 0; i < n; ++i) sizes.push_back(std::min(ss, size - i * ss));
+  for (int64_t i = 0; i < n; ++i) sizes.push_back(sym_min(ss, size - ss * i));
   return SplitWithSizes(self, sizes, dim);
 }
 
@@ -136,7 +138,7 @@ TensorList Chunk(const Tensor& self, int64_t chunks, int64_t dim) {
   KILN_CHECK(self.dim() > 0, "chunk expects at least a 1-dimensional tensor");
   KILN_CHECK(chunks > 0, "chunk expects `chunks` to be greater than 0, got: ", chunks);
   dim = WrapDim(dim, self.dim());
-  const int64_t size = self.size(dim), split = (size + chunks - 1) / chunks;
+  const SymInt size = self->sym_sizes()[dim], split = (size + chunks - 1).floordiv(chunks);
   if (split == 0 && size == 0) return SplitWithSizes(self, SymList(chunks, SymInt(0)), dim);
   return SplitTensor(self, split, dim);
 }

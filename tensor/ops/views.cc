@@ -44,17 +44,15 @@ SymDimVector InferSize(const char* op, const SymList& shape, const SymInt& numel
 // chunk of merged old dims must be contiguous within itself).
 std::optional<SymDimVector> ComputeViewStrides(const Tensor& self, const SymDimVector& new_sizes) {
   if (self->is_contiguous()) return ContiguousStrides(new_sizes);
-  DimVector old_sizes = self.sizes(), old_strides = self.strides();
-  DimVector sizes;
-  for (const SymInt& s : new_sizes) sizes.push_back(s.expect_int());
-  DimVector new_strides(sizes.size());
-  if (self.numel() == 0) {
-    DimVector c = ContiguousStrides(sizes);
-    return SymDimVector(c.begin(), c.end());
-  }
+  // Over SymInt: on symbolic sizes the comparisons below record guards.
+  const SymDimVector& old_sizes = self->sym_sizes();
+  const SymDimVector& old_strides = self->sym_strides();
+  const SymDimVector& sizes = new_sizes;
+  SymDimVector new_strides(sizes.size());
+  if (self->sym_numel() == 0) return ContiguousStrides(sizes);
   int64_t view_d = static_cast<int64_t>(sizes.size()) - 1;
-  int64_t chunk_base_stride = old_strides.empty() ? 1 : old_strides.back();
-  int64_t tensor_numel = 1, view_numel = 1;
+  SymInt chunk_base_stride = old_strides.empty() ? SymInt(1) : old_strides.back();
+  SymInt tensor_numel = 1, view_numel = 1;
   for (int64_t d = static_cast<int64_t>(old_sizes.size()) - 1; d >= 0; d--) {
     tensor_numel *= old_sizes[d];
     if (d == 0 || (old_sizes[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride)) {
@@ -72,7 +70,7 @@ std::optional<SymDimVector> ComputeViewStrides(const Tensor& self, const SymDimV
     }
   }
   if (view_d != -1) return std::nullopt;
-  return SymDimVector(new_strides.begin(), new_strides.end());
+  return new_strides;
 }
 
 Tensor View(const Tensor& self, const SymList& size) {
