@@ -62,21 +62,14 @@ def _placeholder_names(f, args):
     return names
 
 
-def _tensor_metadata_type():
+def _metadata_extractor():
     try:
-        from kiln.fx.passes.shape_prop import TensorMetadata
-        return TensorMetadata
-    except ImportError:
-        return _TensorMetadata
-
-
-_TensorMetadata = collections.namedtuple(
-    "TensorMetadata", ["shape", "dtype", "requires_grad", "stride", "memory_format", "is_quantized", "qparams"])
-
-
-def _extract_tensor_metadata(t, cls):
-    memory_format = kiln.contiguous_format if getattr(kiln, "contiguous_format", None) and t.is_contiguous() else None
-    return cls(t.shape, t.dtype, t.requires_grad, t.stride(), memory_format, False, {})
+        from kiln.fx.passes.shape_prop import _extract_tensor_metadata
+        return _extract_tensor_metadata
+    except ImportError:  # pragma: no cover - shape_prop ships with kiln.fx
+        meta = collections.namedtuple(
+            "TensorMetadata", ["shape", "dtype", "requires_grad", "stride", "memory_format", "is_quantized", "qparams"])
+        return lambda t: meta(t.shape, t.dtype, t.requires_grad, t.stride(), None, False, {})
 
 
 def _fake_mode():
@@ -135,11 +128,11 @@ def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_in
         tracer.output(out)
         graph = tracer.graph()
 
-        metadata = _tensor_metadata_type()
+        extract = _metadata_extractor()
         for node in graph.nodes:
             val = node.meta.get("val")
             if isinstance(val, Tensor):
-                node.meta["tensor_meta"] = _extract_tensor_metadata(val, metadata)
+                node.meta["tensor_meta"] = extract(val)
         root = {name: t for name, t in tracer.constants()}
         from kiln.fx.graph_module import GraphModule
         return GraphModule(root, graph)
