@@ -202,6 +202,8 @@ def test_decomposition_table():
 def test_bad_tracing_mode():
     with pytest.raises(AssertionError, match="tracing"):
         make_fx(lambda x: x, tracing_mode="bogus")
+    with pytest.raises(NotImplementedError, match="symbolic"):
+        make_fx(lambda x: x, tracing_mode="symbolic")(rand(2))
 
 
 @requires_torch

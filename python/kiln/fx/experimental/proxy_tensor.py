@@ -81,13 +81,11 @@ def _fake_mode():
 
 
 def _symbolic_mode():
-    try:
-        from kiln._subclasses.fake_tensor import FakeTensorMode
-        from kiln.fx.experimental.symbolic_shapes import ShapeEnv
-    except ImportError:
-        raise NotImplementedError(
-            "make_fx(tracing_mode='symbolic') needs kiln.fx.experimental.symbolic_shapes.ShapeEnv") from None
-    return FakeTensorMode(shape_env=ShapeEnv())
+    # The tracer records SymInt arguments as constants so far: symbolic sizes need sym_size nodes
+    # and nodes for SymInt arithmetic (fx/tracer.h's sym_arg hook) before this mode can be offered.
+    raise NotImplementedError(
+        "make_fx(tracing_mode='symbolic') is not supported yet: the tracer does not record "
+        "symbolic sizes as sym_size nodes; use tracing_mode='real' or 'fake'")
 
 
 def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_inputs=False, *,
@@ -118,6 +116,8 @@ def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_in
         tracer.set_getitem(operator.getitem)
         if decomposition_table:
             tracer.set_decompositions(decomposition_table)
+        if mode is not None:
+            tracer.set_make_val(lambda t: t)  # fake outputs are their own meta["val"]
         for name, x in zip(_placeholder_names(f, args), leaves):
             tracer.placeholder(name, x if isinstance(x, Tensor) else None)
         if mode is not None:
