@@ -72,12 +72,12 @@ def _metadata_extractor():
         return lambda t: meta(t.shape, t.dtype, t.requires_grad, t.stride(), None, False, {})
 
 
-def _fake_mode():
+def _fake_mode(allow_non_fake_inputs):
     try:
         from kiln._subclasses.fake_tensor import FakeTensorMode
     except ImportError:
         raise NotImplementedError("make_fx(tracing_mode='fake') needs kiln._subclasses.fake_tensor") from None
-    return FakeTensorMode()
+    return FakeTensorMode(allow_non_fake_inputs=allow_non_fake_inputs)
 
 
 def _symbolic_mode():
@@ -105,7 +105,7 @@ def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_in
         leaves = _flatten(args, [])
         mode = None
         if tracing_mode == "fake":
-            mode = _fake_mode()
+            mode = _fake_mode(_allow_non_fake_inputs)
         elif tracing_mode == "symbolic":
             mode = _symbolic_mode()
         if mode is not None:
