@@ -16,7 +16,10 @@ Tensor ScatterIntoZeros(const Tensor& grad, const SymDimVector& sizes, ViewFn vi
 }
 }  // namespace
 
+void DefineViewScatterFormulas(DerivativeTable& d);  // below
+
 void DefineViewFormulas(DerivativeTable& d) {
+  DefineViewScatterFormulas(d);
   d.Def("view", {}, [](Ctx& c, Grads& g) { g["self"] = reshape(c.grad(), c.sizes("self")); });
   d.Def("alias", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
   d.Def("permute", {}, [](Ctx& c, Grads& g) {
@@ -113,6 +116,62 @@ void DefineViewFormulas(DerivativeTable& d) {
                        "randint_like.low_generator_dtype", "bernoulli", "bernoulli.p", "one_hot", "isnan",
                        "isinf", "isfinite", "signbit", "empty.memory_format", "empty_strided",
                        "arange.start_step", "eye", "eye.m", "linspace", "randperm", "randperm.generator", "nonzero"});
+}
+
+}  // namespace kiln::autograd
+
+namespace kiln::autograd {
+using namespace formulas;
+
+// The functional inverses of views (tensor/ops/view_scatter.cc): self's gradient is grad with the
+// replaced region zeroed; src's is that region of grad.
+void DefineViewScatterFormulas(DerivativeTable& d) {
+  d.Def("slice_scatter", {}, [](Ctx& c, Grads& g) {
+    int64_t dim = c.i64("dim");
+    const IValue& s = c.arg("start");
+    const IValue& e = c.arg("end");
+    std::optional<SymInt> start = s.is_none() ? std::nullopt : std::optional<SymInt>(s.to_symint());
+    std::optional<SymInt> end = e.is_none() ? std::nullopt : std::optional<SymInt>(e.to_symint());
+    SymInt step = c.arg("step").to_symint();
+    if (c.needs("self"))
+      g["self"] = CallOp<Tensor>(KILN_OP("aten::slice_scatter"), c.grad(), zeros(c.sizes("src"), c.grad().dtype()),
+                                 dim, start, end, step);
+    if (c.needs("src")) g["src"] = ops::slice(c.grad(), dim, start, end, step);
+  });
+  d.Def("select_scatter", {}, [](Ctx& c, Grads& g) {
+    int64_t dim = c.i64("dim");
+    SymInt index = c.arg("index").to_symint();
+    if (c.needs("self"))
+      g["self"] = CallOp<Tensor>(KILN_OP("aten::select_scatter"), c.grad(), zeros(c.sizes("src"), c.grad().dtype()),
+                                 dim, index);
+    if (c.needs("src")) g["src"] = ops::select(c.grad(), dim, index);
+  });
+  d.Def("diagonal_scatter", {}, [](Ctx& c, Grads& g) {
+    int64_t off = c.i64("offset"), d1 = c.i64("dim1"), d2 = c.i64("dim2");
+    if (c.needs("self"))
+      g["self"] = CallOp<Tensor>(KILN_OP("aten::diagonal_scatter"), c.grad(), zeros(c.sizes("src"), c.grad().dtype()),
+                                 off, d1, d2);
+    if (c.needs("src")) g["src"] = CallOp<Tensor>(KILN_OP("aten::diagonal"), c.grad(), off, d1, d2);
+  });
+  d.Def("as_strided_scatter", {}, [](Ctx& c, Grads& g) {
+    // The result is contiguous, so grad's positions are the ones the view addressed.
+    Tensor grad = ops::contiguous(c.grad());
+    const IValue& o = c.arg("storage_offset");
+    std::optional<SymInt> off = o.is_none() ? std::nullopt : std::optional<SymInt>(o.to_symint());
+    if (c.needs("self"))
+      g["self"] = CallOp<Tensor>(KILN_OP("aten::as_strided_scatter"), grad, zeros(c.sizes("src"), grad.dtype()),
+                                 c.symints("size"), c.symints("stride"), off);
+    if (c.needs("src")) g["src"] = ops::as_strided(grad, c.symints("size"), c.symints("stride"), off);
+  });
+  d.Def("copy", {}, [](Ctx& c, Grads& g) {
+    if (c.needs("self")) g["self"] = zeros_like(c.grad());
+    if (c.needs("src")) g["src"] = c.grad();  // cast and reduced to src by the engine
+  });
+  d.Def("fill.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = zeros_like(c.grad()); });
+  d.Def("fill.Tensor", {}, [](Ctx& c, Grads& g) {
+    if (c.needs("self")) g["self"] = zeros_like(c.grad());
+    if (c.needs("value")) g["value"] = sum_all(c.grad());
+  });
 }
 
 }  // namespace kiln::autograd

@@ -184,6 +184,10 @@ Generator& GeneratorFromCapsule(py::handle cap) {
 }
 
 }  // namespace
+
+void InitFunctionalizeBindings(py::module_& m);  // python_functionalize.cc
+void InitMakeFxBindings(py::module_& m);         // python_make_fx.cc
+
 }  // namespace kiln::python
 
 PYBIND11_MODULE(_C, m) {
@@ -208,6 +212,8 @@ PYBIND11_MODULE(_C, m) {
   InitFxBindings(m);
   InitSubgraphBindings(m);
   InitDynamoBindings(m);
+  InitFunctionalizeBindings(m);
+  InitMakeFxBindings(m);
   Registry::Get();
 
   m.def("_set_tensor_class", [](py::object cls) {

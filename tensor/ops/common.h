@@ -107,6 +107,7 @@ void RegisterActivationBackwardOps(Registry& r);  // activation_backward.cc
 void RegisterNormBackwardOps(Registry& r);        // norm_backward.cc
 void RegisterConvPoolBackwardOps(Registry& r);    // conv_pool_backward.cc
 void RegisterLossBackwardOps(Registry& r);        // loss_backward.cc
+void RegisterViewScatterOps(Registry& r);         // view_scatter.cc
 void RegisterOutVariants(Registry& r);  // last: derives out= overloads from the others
 
 }  // namespace kiln

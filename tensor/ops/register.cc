@@ -25,6 +25,7 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterNormBackwardOps(r);
   RegisterConvPoolBackwardOps(r);
   RegisterLossBackwardOps(r);
+  RegisterViewScatterOps(r);
   RegisterOutVariants(r);
 }
 

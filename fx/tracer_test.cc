@@ -1,0 +1,138 @@
+// fx/tracer_test.cc: the make_fx tracer on real tensors: nodes, argument mapping, constants,
+// in-place re-pointing, multi-output getitems and meta values.
+#include "fx/tracer.h"
+
+#include <gtest/gtest.h>
+
+#include "tensor/ops.h"
+
+namespace kiln::fx {
+namespace {
+
+Tensor Arange(int64_t n) {
+  Tensor t = ops::full({SymInt(n)}, 0, ScalarType::Float32);
+  float* p = t.data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(i) - 2.5f;
+  return t;
+}
+
+class GetItem : public PyValue {
+ public:
+  std::string repr() const override { return "<built-in function getitem>"; }
+  const void* identity() const override { return this; }
+  std::string name_hint() const override { return "getitem"; }
+  std::string target_str() const override { return "operator.getitem"; }
+};
+
+std::vector<std::string> Targets(const Graph& g) {
+  std::vector<std::string> out;
+  for (Node* n : g.nodes())
+    if (n->op() == Opcode::kCallFunction) out.push_back(n->target().str());
+  return out;
+}
+
+TEST(Tracer, RecordsAtenCallsWithMappedArguments) {
+  Tracer tracer;
+  Tensor x = ops::view(Arange(6), {SymInt(2), SymInt(3)});
+  Tensor w = Arange(3);  // never a placeholder: a constant
+  Node* ph = tracer.Placeholder("arg0_1", x);
+  Tensor y;
+  {
+    TracingGuard guard(&tracer);
+    Tensor a = ops::add(x, w);
+    y = CallOp<Tensor>(KILN_OP("aten::relu"), a);
+    y = ops::mul(y, Scalar(2.0));
+  }
+  tracer.graph().Output(tracer.TensorArg(y));
+  Graph& g = tracer.graph();
+  g.Lint();
+  EXPECT_EQ(Targets(g), (std::vector<std::string>{"aten.add.Tensor", "aten.relu.default", "aten.mul.Scalar"}));
+  EXPECT_EQ(ph->users().size(), 1u);
+  ASSERT_EQ(tracer.constants().size(), 1u);
+  EXPECT_EQ(tracer.constants()[0].first, "_tensor_constant0");
+  EXPECT_TRUE(tracer.constants()[0].second.is_same(w));
+  Node* add = g.FindNode("add");
+  ASSERT_NE(add, nullptr);
+  EXPECT_EQ(add->args().size(), 2u);  // alpha=1 is the default: left out
+  EXPECT_EQ(add->args()[1].node->op(), Opcode::kGetAttr);
+  const Argument* val = g.FindNode("mul")->FindMeta("val");
+  ASSERT_NE(val, nullptr);
+  const Tensor& v = val->value.to_tensor();
+  EXPECT_EQ(v.sizes(), (DimVector{2, 3}));
+  EXPECT_FALSE(v->has_storage());
+  // Running below the tracer really computed: relu(x + w) * 2.
+  EXPECT_FLOAT_EQ(y.data_ptr<float>()[5], 2 * (2.5f - 0.5f));  // x[1][2] = 2.5, w[2] = -0.5
+}
+
+TEST(Tracer, InplaceRepointsAndKwargsFollowSchema) {
+  Tracer tracer;
+  Tensor x = Arange(4);
+  tracer.Placeholder("arg0_1", x);
+  Tensor out;
+  {
+    TracingGuard guard(&tracer);
+    ops::add_(x, x, Scalar(3));
+    out = ops::sum(x, std::vector<int64_t>{0}, /*keepdim=*/true);
+  }
+  Graph& g = tracer.graph();
+  g.Output(tracer.TensorArg(out));
+  g.Lint();
+  Node* add_ = g.FindNode("add_");
+  ASSERT_NE(add_, nullptr);
+  EXPECT_EQ(add_->args().size(), 2u);
+  ASSERT_EQ(add_->kwargs().size(), 1u);  // alpha=3 is kwarg-only and not the default
+  EXPECT_EQ(add_->kwargs()[0].first, "alpha");
+  Node* sum = g.nodes()[2];
+  ASSERT_EQ(sum->target().str(), "aten.sum.dim_IntList");
+  EXPECT_EQ(sum->args()[0].node, add_);  // x now stands for the add_ result
+  EXPECT_TRUE(sum->kwargs().empty());
+}
+
+TEST(Tracer, SeveralOutputsBecomeGetitemsWhenUsed) {
+  Tracer tracer;
+  tracer.getitem_target = std::make_shared<GetItem>();
+  Tensor x = ops::view(Arange(6), {SymInt(2), SymInt(3)});
+  tracer.Placeholder("arg0_1", x);
+  Tensor idx;
+  {
+    TracingGuard guard(&tracer);
+    auto r = CallOp<std::tuple<Tensor, Tensor>>(KILN_OP("aten::max.dim"), x, int64_t(1), false);
+    idx = std::get<1>(r);
+  }
+  Graph& g = tracer.graph();
+  g.Output(tracer.TensorArg(idx));
+  g.Lint();
+  std::vector<Node*> nodes = g.nodes();
+  ASSERT_EQ(nodes.size(), 4u);  // placeholder, max, getitem (only output 1 is used), output
+  EXPECT_EQ(nodes[2]->name(), "getitem");
+  EXPECT_EQ(nodes[2]->args()[1].value.to_int(), 1);
+  EXPECT_EQ(nodes[1]->FindMeta("val")->kind, Argument::Kind::kTuple);
+}
+
+TEST(Tracer, RecordedCompositesAreOneNode) {
+  Tracer tracer;
+  Tensor x = Arange(4);
+  tracer.Placeholder("arg0_1", x);
+  Tensor y, z;
+  {
+    TracingGuard guard(&tracer);
+    y = ops::clone(x);  // a composite PyTorch records as clone
+    z = ops::reshape(y, {SymInt(2), SymInt(2)});  // a composite PyTorch decomposes (into view)
+  }
+  EXPECT_EQ(Targets(tracer.graph()), (std::vector<std::string>{"aten.clone.default", "aten.view.default"}));
+  EXPECT_FLOAT_EQ(z.data_ptr<float>()[3], 0.5f);
+}
+
+TEST(Tracer, NoTracingAfterTheGuard) {
+  Tracer tracer;
+  Tensor x = Arange(4);
+  {
+    TracingGuard guard(&tracer);
+    ops::add(x, x);
+  }
+  ops::add(x, x);
+  EXPECT_EQ(tracer.ops_recorded(), 1u);
+}
+
+}  // namespace
+}  // namespace kiln::fx

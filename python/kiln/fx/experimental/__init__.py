@@ -1,0 +1,1 @@
+"""kiln.fx.experimental: make_fx (proxy_tensor) and symbolic shapes, as torch.fx.experimental."""

@@ -1,0 +1,140 @@
+"""make_fx: trace a function at the dispatcher into an FX graph of aten ops, as
+torch.fx.experimental.proxy_tensor.make_fx.
+
+The per-op work is C++ (fx/tracer.h, Note [make_fx tracing]): a kernel on the Tracing dispatch key,
+below Autograd, so backward ops are recorded when f calls backward. This module sets up the
+inputs (real, fake or symbolic), names placeholders as PyTorch does (arg0_1, arg1_1, ...) and wraps
+the graph in a GraphModule whose attributes are the tensor constants f used.
+"""
+
+import collections
+import functools
+import inspect
+import operator
+
+import kiln
+from kiln import _C
+from kiln._tensor import Tensor
+
+__all__ = ["make_fx"]
+
+_TRACING_MODES = ("real", "fake", "symbolic")
+
+
+def _flatten(tree, leaves):
+    if isinstance(tree, (tuple, list)):
+        for x in tree:
+            _flatten(x, leaves)
+    elif isinstance(tree, dict):
+        for x in tree.values():
+            _flatten(x, leaves)
+    else:
+        leaves.append(tree)
+    return leaves
+
+
+def _rebuild(tree, it):
+    if isinstance(tree, (tuple, list)):
+        items = [_rebuild(x, it) for x in tree]
+        if type(tree) in (tuple, list):
+            return type(tree)(items)
+        return type(tree)(*items)
+    if isinstance(tree, dict):
+        return {k: _rebuild(v, it) for k, v in tree.items()}
+    return next(it)
+
+
+def _placeholder_names(f, args):
+    """PyTorch's names: `<param>_<k>` for the k-th leaf of each named parameter, or `arg<i>_1` by
+    flat position when f takes *args (or its signature is unknown)."""
+    counts = [len(_flatten(a, [])) for a in args]
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        params = None
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if (params is None or any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params)
+            or len(args) > sum(p.kind in positional for p in params)):
+        return [f"arg{i}_1" for i in range(sum(counts))]
+    names = []
+    for p, n in zip(params, counts):
+        names.extend(f"{p.name}_{k + 1}" for k in range(n))
+    return names
+
+
+def _metadata_extractor():
+    try:
+        from kiln.fx.passes.shape_prop import _extract_tensor_metadata
+        return _extract_tensor_metadata
+    except ImportError:  # pragma: no cover - shape_prop ships with kiln.fx
+        meta = collections.namedtuple(
+            "TensorMetadata", ["shape", "dtype", "requires_grad", "stride", "memory_format", "is_quantized", "qparams"])
+        return lambda t: meta(t.shape, t.dtype, t.requires_grad, t.stride(), None, False, {})
+
+
+def _fake_mode(allow_non_fake_inputs):
+    try:
+        from kiln._subclasses.fake_tensor import FakeTensorMode
+    except ImportError:
+        raise NotImplementedError("make_fx(tracing_mode='fake') needs kiln._subclasses.fake_tensor") from None
+    return FakeTensorMode(allow_non_fake_inputs=allow_non_fake_inputs)
+
+
+def _symbolic_mode():
+    # The tracer records SymInt arguments as constants so far: symbolic sizes need sym_size nodes
+    # and nodes for SymInt arithmetic (fx/tracer.h's sym_arg hook) before this mode can be offered.
+    raise NotImplementedError(
+        "make_fx(tracing_mode='symbolic') is not supported yet: the tracer does not record "
+        "symbolic sizes as sym_size nodes; use tracing_mode='real' or 'fake'")
+
+
+def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_inputs=False, *,
+            pre_dispatch=False, record_module_stack=False, _allow_fake_constant=False,
+            _error_on_data_dependent_ops=True):
+    """Returns a function that, called with example inputs, runs ``f`` on them and returns a
+    ``kiln.fx.GraphModule`` of the aten ops it called (``aten.add.Tensor``, ...), one placeholder
+    per flattened input (named as PyTorch names them: `x_1`, or `arg0_1` for *args), and an output with the structure of f's result."""
+    if tracing_mode not in _TRACING_MODES:
+        raise AssertionError(f"Unexpected tracing type: {tracing_mode}")
+    if pre_dispatch:
+        raise NotImplementedError("make_fx(pre_dispatch=True) is not supported by kiln")
+    decomposition_table = dict(decomposition_table or {})
+
+    @functools.wraps(f)
+    def wrapped(*args):
+        leaves = _flatten(args, [])
+        mode = None
+        if tracing_mode == "fake":
+            mode = _fake_mode(_allow_non_fake_inputs)
+        elif tracing_mode == "symbolic":
+            mode = _symbolic_mode()
+        if mode is not None:
+            leaves = [mode.from_tensor(x) if isinstance(x, Tensor) else x for x in leaves]
+        inputs = _rebuild(args, iter(leaves))
+
+        tracer = _C._MakeFxTracer()
+        tracer.set_getitem(operator.getitem)
+        if decomposition_table:
+            tracer.set_decompositions(decomposition_table)
+        if mode is not None:
+            tracer.set_make_val(lambda t: t)  # fake outputs are their own meta["val"]
+        for name, x in zip(_placeholder_names(f, args), leaves):
+            tracer.placeholder(name, x if isinstance(x, Tensor) else None)
+        if mode is not None:
+            with mode:
+                out = tracer.trace(f, *inputs)
+        else:
+            out = tracer.trace(f, *inputs)
+        tracer.output(out)
+        graph = tracer.graph()
+
+        extract = _metadata_extractor()
+        for node in graph.nodes:
+            val = node.meta.get("val")
+            if isinstance(val, Tensor):
+                node.meta["tensor_meta"] = extract(val)
+        root = {name: t for name, t in tracer.constants()}
+        from kiln.fx.graph_module import GraphModule
+        return GraphModule(root, graph)
+
+    return wrapped

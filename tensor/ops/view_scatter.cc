@@ -1,0 +1,147 @@
+// tensor/ops/view_scatter.cc: the functional inverses of views (slice_scatter, select_scatter,
+// diagonal_scatter, as_strided_scatter) and the functional forms of copy_ and fill_.
+//
+// `x.slice(...).copy_(src)` mutates x through a view; `slice_scatter(x, src, ...)` returns a new
+// tensor equal to x with that region replaced. Functionalization (aot/functionalize.h) writes a
+// mutated view back into its base with these. Results are contiguous.
+#include "tensor/ops/common.h"
+
+namespace kiln {
+namespace {
+
+using SymList = std::vector<SymInt>;
+
+// Checks the region of self that `src` replaces has src's shape.
+void CheckRegion(const char* op, const char* what, const Tensor& region, const Tensor& src) {
+  KILN_CHECK(region->sym_sizes() == src->sym_sizes(), "[", op, "] expected src to have a size equal to the ", what,
+             " of self. src size = ", ShapeStr(src), ", ", what, " size = ", ShapeStr(region));
+}
+
+// self cloned (self's layout), with region_of(result) overwritten by src.
+template <typename RegionFn>
+Tensor ScatterInto(const char* op, const char* what, const Tensor& self, const Tensor& src, RegionFn region_of) {
+  Tensor out = ops::clone(self, MemoryFormat::Contiguous);
+  Tensor region = region_of(out);
+  CheckRegion(op, what, region, src);
+  ops::copy_(region, src);
+  return out;
+}
+
+// The same checks on metadata only (Meta and Fake keys): the region is a view of a meta tensor.
+template <typename RegionFn>
+TensorMeta ScatterMeta(const char* op, const char* what, const Tensor& self, const Tensor& src, RegionFn region_of) {
+  Tensor probe = EmptyTensor(self->sym_sizes(), self.dtype(), Device(DeviceType::Meta));
+  CheckRegion(op, what, region_of(probe), src);
+  return TensorMeta{self->sym_sizes(), {}, self.dtype(), self.device()};
+}
+
+auto SliceOf(int64_t dim, std::optional<SymInt> start, std::optional<SymInt> end, SymInt step) {
+  return [=](const Tensor& t) { return ops::slice(t, dim, start, end, step); };
+}
+Tensor SliceScatter(const Tensor& self, const Tensor& src, int64_t dim, std::optional<SymInt> start,
+                    std::optional<SymInt> end, const SymInt& step) {
+  return ScatterInto("slice_scatter", "slice", self, src, SliceOf(dim, start, end, step));
+}
+TensorMeta SliceScatterMeta(const Tensor& self, const Tensor& src, int64_t dim, std::optional<SymInt> start,
+                            std::optional<SymInt> end, const SymInt& step) {
+  return ScatterMeta("slice_scatter", "slice", self, src, SliceOf(dim, start, end, step));
+}
+
+auto SelectOf(int64_t dim, SymInt index) {
+  return [=](const Tensor& t) { return ops::select(t, dim, index); };
+}
+Tensor SelectScatter(const Tensor& self, const Tensor& src, int64_t dim, const SymInt& index) {
+  return ScatterInto("select_scatter", "selected slice", self, src, SelectOf(dim, index));
+}
+TensorMeta SelectScatterMeta(const Tensor& self, const Tensor& src, int64_t dim, const SymInt& index) {
+  return ScatterMeta("select_scatter", "selected slice", self, src, SelectOf(dim, index));
+}
+
+auto DiagonalOf(int64_t offset, int64_t dim1, int64_t dim2) {
+  return [=](const Tensor& t) { return CallOp<Tensor>(KILN_OP("aten::diagonal"), t, offset, dim1, dim2); };
+}
+Tensor DiagonalScatter(const Tensor& self, const Tensor& src, int64_t offset, int64_t dim1, int64_t dim2) {
+  return ScatterInto("diagonal_scatter", "diagonal", self, src, DiagonalOf(offset, dim1, dim2));
+}
+TensorMeta DiagonalScatterMeta(const Tensor& self, const Tensor& src, int64_t offset, int64_t dim1, int64_t dim2) {
+  return ScatterMeta("diagonal_scatter", "diagonal", self, src, DiagonalOf(offset, dim1, dim2));
+}
+
+// as_strided_scatter addresses self's elements by position in a contiguous layout of self (the
+// clone is contiguous), as PyTorch does for a dense self.
+auto AsStridedOf(SymList size, SymList stride, std::optional<SymInt> offset) {
+  return [=](const Tensor& t) { return ops::as_strided(t, size, stride, offset); };
+}
+Tensor AsStridedScatter(const Tensor& self, const Tensor& src, const SymList& size, const SymList& stride,
+                        std::optional<SymInt> offset) {
+  Tensor out = ops::clone(self, MemoryFormat::Contiguous);
+  Tensor region = ops::as_strided(out, size, stride, offset);
+  CheckRegion("as_strided_scatter", "view", region, src);
+  ops::copy_(region, src);
+  return out;
+}
+TensorMeta AsStridedScatterMeta(const Tensor& self, const Tensor& src, const SymList& size, const SymList& stride,
+                                std::optional<SymInt> offset) {
+  KILN_CHECK(size.size() == stride.size(), "[as_strided_scatter] mismatch in length of strides and shape: ",
+             size.size(), " vs ", stride.size());
+  SymDimVector region(size.begin(), size.end());
+  KILN_CHECK(region == src->sym_sizes(), "[as_strided_scatter] expected src to have a size equal to the view of "
+             "self. src size = ", ShapeStr(src), ", view size = ", SizesToString(region));
+  return TensorMeta{self->sym_sizes(), {}, self.dtype(), self.device()};
+}
+
+// copy(self, src): src broadcast to self's shape, in self's dtype (copy_ without the mutation).
+Tensor Copy(const Tensor& self, const Tensor& src, bool non_blocking) {
+  (void)non_blocking;
+  Tensor out = EmptyTensor(self->sym_sizes(), self.dtype(), self.device());
+  return ops::copy_(out, src);
+}
+TensorMeta CopyMeta(const Tensor& self, const Tensor& src, bool) {
+  SymDimVector joined = BroadcastShapes("copy", self->sym_sizes(), src->sym_sizes());
+  KILN_CHECK(joined == self->sym_sizes(), "output with shape ", ShapeStr(self), " doesn't match the broadcast shape ",
+             SizesToString(joined));
+  return TensorMeta{self->sym_sizes(), {}, self.dtype(), self.device()};
+}
+
+Tensor FillScalar(const Tensor& self, const Scalar& value) {
+  Tensor out = EmptyTensor(self->sym_sizes(), self.dtype(), self.device());
+  return ops::fill_(out, value);
+}
+TensorMeta FillScalarMeta(const Tensor& self, const Scalar&) {
+  return TensorMeta{self->sym_sizes(), {}, self.dtype(), self.device()};
+}
+Tensor FillTensor(const Tensor& self, const Tensor& value) {
+  KILN_CHECK(value.dim() == 0, "fill only supports 0-dimension value tensor but got tensor with ", value.dim(),
+             " dimensions.");
+  Tensor out = EmptyTensor(self->sym_sizes(), self.dtype(), self.device());
+  return ops::copy_(out, value);
+}
+TensorMeta FillTensorMeta(const Tensor& self, const Tensor& value) {
+  KILN_CHECK(value.dim() == 0, "fill only supports 0-dimension value tensor but got tensor with ", value.dim(),
+             " dimensions.");
+  return TensorMeta{self->sym_sizes(), {}, self.dtype(), self.device()};
+}
+
+}  // namespace
+
+void RegisterViewScatterOps(Registry& r) {
+  const std::initializer_list<Tag> kCore = {Tag::core};
+  r.Def("slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) "
+        "-> Tensor", kCore, kFunction)
+      .Impl<&SliceScatter>(DispatchKey::CPU).Meta<&SliceScatterMeta>();
+  r.Def("select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor", kCore, kFunction)
+      .Impl<&SelectScatter>(DispatchKey::CPU).Meta<&SelectScatterMeta>();
+  r.Def("diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor", kCore, kFunction)
+      .Impl<&DiagonalScatter>(DispatchKey::CPU).Meta<&DiagonalScatterMeta>();
+  r.Def("as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) "
+        "-> Tensor", kCore, kFunction)
+      .Impl<&AsStridedScatter>(DispatchKey::CPU).Meta<&AsStridedScatterMeta>();
+  r.Def("copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor", kCore, kFunction)
+      .Impl<&Copy>(DispatchKey::CPU).Meta<&CopyMeta>();
+  r.Def("fill.Scalar(Tensor self, Scalar value) -> Tensor", kCore, kFunction)
+      .Impl<&FillScalar>(DispatchKey::CPU).Meta<&FillScalarMeta>();
+  r.Def("fill.Tensor(Tensor self, Tensor value) -> Tensor", kCore, kFunction)
+      .Impl<&FillTensor>(DispatchKey::CPU).Meta<&FillTensorMeta>();
+}
+
+}  // namespace kiln

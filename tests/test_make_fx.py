@@ -1,0 +1,240 @@
+"""make_fx (kiln.fx.experimental.proxy_tensor): graphs of aten OpOverloads recorded at the
+dispatcher, backward ops included; placeholders named as PyTorch names them; meta values; graphs
+rerun on the same and on fresh inputs equal eager; decomposition tables; fake mode."""
+
+import operator
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.nn as nn
+import kiln.nn.functional as F
+from kiln.fx.experimental.proxy_tensor import make_fx
+
+from conftest import requires_torch
+
+
+def rand(*shape, seed=0):
+    rng = np.random.default_rng(seed * 7 + sum(shape))
+    return kiln.tensor(rng.standard_normal(shape).astype(np.float32).tolist())
+
+
+def close(a, b, tol=1e-5):
+    if isinstance(a, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b)
+        for x, y in zip(a, b):
+            close(x, y, tol)
+        return
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            close(a[k], b[k], tol)
+        return
+    assert a.shape == b.shape and a.dtype == b.dtype
+    np.testing.assert_allclose(np.array(a.tolist()), np.array(b.tolist()), rtol=tol, atol=tol)
+
+
+def targets(gm):
+    return [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def test_small_function_graph():
+    def f(x, y):
+        return (x + y).relu() * y
+
+    gm = make_fx(f)(rand(3, 4), rand(3, 4, seed=1))
+    assert targets(gm) == ["aten.add.Tensor", "aten.relu.default", "aten.mul.Tensor"]
+    assert [n.name for n in gm.graph.nodes if n.op == "placeholder"] == ["x_1", "y_1"]
+    for n in gm.graph.nodes:
+        if n.op == "call_function":
+            assert isinstance(n.target, kiln._ops.OpOverload)
+    assert "aten.add.Tensor(x_1, y_1)" in gm.code
+    star = make_fx(lambda *a: a[0] + a[1][0])(rand(2), [rand(2)])
+    assert [n.name for n in star.graph.nodes if n.op == "placeholder"] == ["arg0_1", "arg1_1"]
+    nested = make_fx(lambda x, ys: x + ys[0] + ys[1])(rand(2), [rand(2), rand(2)])
+    assert [n.name for n in nested.graph.nodes if n.op == "placeholder"] == ["x_1", "ys_1", "ys_2"]
+    x, y = rand(3, 4, seed=2), rand(3, 4, seed=3)
+    close(gm(x, y), f(x, y))
+
+
+def test_output_structure_and_meta_val():
+    def f(x):
+        a = x.sum(1)
+        return {"a": a, "pair": (x.t(), [x * x])}
+
+    x = rand(2, 5)
+    gm = make_fx(f)(x)
+    close(gm(x), f(x))
+    for n in gm.graph.nodes:
+        if n.op in ("call_function", "placeholder"):
+            val = n.meta["val"]
+            assert isinstance(val, kiln.Tensor)
+            assert tuple(n.meta["tensor_meta"].shape) == tuple(val.shape)
+    sums = [n for n in gm.graph.nodes if str(n.target) == "aten.sum.dim_IntList"]
+    assert tuple(sums[0].meta["val"].shape) == (2,)
+    assert sums[0].args[1] == [1]
+
+
+def test_python_numbers_and_constants():
+    w = rand(4)
+
+    def f(x):
+        return x * 3 + w
+
+    gm = make_fx(f)(rand(2, 4))
+    assert [t.split(".")[1] for t in targets(gm)] == ["mul", "add"]
+    mul = [n for n in gm.graph.nodes if n.op == "call_function"][0]
+    assert mul.args[1] == 3  # the Python number itself, not a tensor constant
+    get_attrs = [n for n in gm.graph.nodes if n.op == "get_attr"]
+    assert [n.target for n in get_attrs] == ["_tensor_constant0"]
+    close(gm._tensor_constant0, w)
+    x = rand(2, 4, seed=4)
+    close(gm(x), f(x))
+
+
+def test_inplace_ops_are_recorded_in_order():
+    def f(x):
+        y = x.clone()
+        y.add_(1)
+        y.mul_(2)
+        return y
+
+    gm = make_fx(f)(rand(3))
+    assert [t.rsplit(".", 1)[0] for t in targets(gm)] == ["aten.clone", "aten.add_", "aten.mul_"]
+    x = rand(3, seed=5)
+    close(gm(x), f(x))
+
+
+def test_multi_output_ops_use_getitem():
+    def f(x):
+        values, indices = x.max(1)
+        return values * 2, indices
+
+    gm = make_fx(f)(rand(3, 4))
+    getitems = [n for n in gm.graph.nodes if n.target is operator.getitem]
+    assert [n.args[1] for n in getitems] == [0, 1]
+    x = rand(3, 4, seed=6)
+    close(gm(x), f(x))
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(8, 16)
+        self.l2 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.l2(F.relu(self.l1(x)))
+
+
+def cnn():
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(4 * 4 * 4, 10))
+
+
+@pytest.mark.parametrize("make", [MLP, cnn], ids=["mlp", "cnn"])
+def test_module_forward(make):
+    kiln.manual_seed(0)
+    model = make().eval()
+    shape = (5, 8) if make is MLP else (3, 1, 8, 8)
+    x = kiln.randn(*shape)
+    gm = make_fx(model)(x)
+    close(gm(x), model(x))
+    fresh = kiln.randn(*shape)
+    close(gm(fresh), model(fresh))
+
+
+def test_forward_backward_records_backward_ops():
+    kiln.manual_seed(0)
+    model = cnn()
+    params = list(model.parameters())
+
+    def step(x, y):
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        return loss, [p.grad for p in params]
+
+    x, y = kiln.randn(4, 1, 8, 8), kiln.tensor([1, 2, 3, 0])
+    gm = make_fx(step)(x, y)
+    t = targets(gm)
+    for op in ["aten.convolution_backward.default", "aten.threshold_backward.default",
+               "aten.native_batch_norm_backward.default", "aten.max_pool2d_with_indices_backward.default",
+               "aten.nll_loss_backward.default", "aten._log_softmax_backward_data.default"]:
+        assert op in t, op
+    for p in params:
+        p.grad = None
+    loss_eager, grads_eager = step(x, y)
+    with kiln.no_grad():  # the graph holds the backward ops already
+        loss_graph, grads_graph = gm(x, y)
+    close(loss_graph, loss_eager, 1e-4)
+    close(grads_graph, grads_eager, 1e-4)
+
+
+def test_autograd_grad_inside():
+    def f(x):
+        y = (x.sin() * x).sum()
+        (g,) = kiln.autograd.grad(y, [x])
+        return g
+
+    x = rand(5).requires_grad_()
+    gm = make_fx(f)(x)
+    assert "aten.cos.default" in targets(gm)
+    x2 = rand(5, seed=9).requires_grad_()
+    close(gm(x2), f(x2))
+
+
+def test_decomposition_table():
+    def relu_decomp(x):
+        return kiln.where(x > 0, x, 0.0)
+
+    def f(x):
+        return F.relu(x) + 1
+
+    gm = make_fx(f, decomposition_table={kiln.ops.aten.relu.default: relu_decomp})(rand(6))
+    t = targets(gm)
+    assert "aten.relu.default" not in t
+    assert "aten.gt.Scalar" in t
+    x = rand(6, seed=10)
+    close(gm(x), f(x))
+
+
+def test_bad_tracing_mode():
+    with pytest.raises(AssertionError, match="tracing"):
+        make_fx(lambda x: x, tracing_mode="bogus")
+    with pytest.raises(NotImplementedError, match="symbolic"):
+        make_fx(lambda x: x, tracing_mode="symbolic")(rand(2))
+
+
+@requires_torch
+def test_graph_matches_torch_make_fx():
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx as torch_make_fx
+
+    def f(lib):
+        def g(x, y):
+            z = lib.mm(x, y).relu()
+            return z.sum(0), lib.cat([z, x], 1)
+        return g
+
+    kx, ky = rand(3, 3), rand(3, 3, seed=1)
+    ours = make_fx(f(kiln))(kx, ky)
+    theirs = torch_make_fx(f(torch))(torch.tensor(kx.tolist()), torch.tensor(ky.tolist()))
+    assert targets(ours) == [str(n.target) for n in theirs.graph.nodes if n.op == "call_function"]
+    assert [n.name for n in ours.graph.nodes] == [n.name for n in theirs.graph.nodes]
+
+
+def test_fake_mode_records_without_compute():
+    fake_tensor = pytest.importorskip("kiln._subclasses.fake_tensor")
+
+    def f(x, w):
+        return (x @ w).relu().sum(1)
+
+    x, w = rand(4, 3), rand(3, 5)
+    gm = make_fx(f, tracing_mode="fake")(x, w)
+    assert targets(gm) == ["aten.mm.default", "aten.relu.default", "aten.sum.dim_IntList"]
+    for n in gm.graph.nodes:
+        if n.op in ("placeholder", "call_function"):
+            assert isinstance(n.meta["val"], fake_tensor.FakeTensor)
+    assert tuple(gm.graph.nodes[-2].meta["val"].shape) == (4,)
+    close(gm(x, w), f(x, w))
