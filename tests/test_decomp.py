@@ -15,6 +15,7 @@ from kiln._ops import OpOverload, Tag
 aten = kiln.ops.aten
 F32, F64, I64, I32, U8, BOOL = kiln.float32, kiln.float64, kiln.int64, kiln.int32, kiln.uint8, kiln.bool
 FLOATS = [F32, F64]
+PW = FLOATS + [kiln.float16, kiln.bfloat16]  # pointwise ops: every float dtype
 SHAPES = [(), (5,), (3, 4), (2, 3, 4)]
 
 
@@ -40,6 +41,10 @@ def make(shape, dtype=F32, low=-3.0, high=3.0, nc=False):
     return t[..., 0] if nc else t
 
 
+class NoGrad(tuple):
+    """Sample arguments whose gradient is not compared (a point where the op is not differentiable)."""
+
+
 def variants(shapes=SHAPES, dtypes=FLOATS, **kw):
     """(shape, dtype, nc) over shapes x dtypes, non-contiguous for shapes with elements."""
     for dtype in dtypes:
@@ -49,19 +54,19 @@ def variants(shapes=SHAPES, dtypes=FLOATS, **kw):
                 yield shape, dtype, True
 
 
-def unary(dtypes=FLOATS, low=-3.0, high=3.0, extra=()):
+def unary(dtypes=PW, low=-3.0, high=3.0, extra=()):
     def gen():
         for shape, dtype, nc in variants(dtypes=dtypes):
             yield (make(shape, dtype, low, high, nc),), {}
-        for x in extra:
-            yield (kiln.tensor(x),), {}
+        for x in extra:  # special values (NaN, infinities, signed zeros): values only
+            yield NoGrad((kiln.tensor(x),)), {}
     return gen
 
 
 BINARY_SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (5,)), ((0, 3), (3,))]
 
 
-def binary(dtypes=FLOATS, low=-3.0, high=3.0, rhs_low=None, rhs_high=None, extra=()):
+def binary(dtypes=PW, low=-3.0, high=3.0, rhs_low=None, rhs_high=None, extra=()):
     def gen():
         for dtype in dtypes:
             for sa, sb in BINARY_SHAPES:
@@ -69,13 +74,9 @@ def binary(dtypes=FLOATS, low=-3.0, high=3.0, rhs_low=None, rhs_high=None, extra
                     yield (make(sa, dtype, low, high, nc and sa != ()),
                            make(sb, dtype, rhs_low if rhs_low is not None else low,
                                 rhs_high if rhs_high is not None else high, nc)), {}
-        for a, b in extra:
-            yield (kiln.tensor(a), kiln.tensor(b)), {}
+        for a, b in extra:  # special values and ties: values only
+            yield NoGrad((kiln.tensor(a), kiln.tensor(b))), {}
     return gen
-
-
-class NoGrad(tuple):
-    """Sample arguments whose gradient is not compared (a point where the op is not differentiable)."""
 
 
 def samples(*items):
@@ -93,59 +94,62 @@ def _pointwise_cases():
     c[aten.fmax.default] = binary(extra=[(SPECIAL, SPECIAL[::-1])])
     c[aten.fmin.default] = binary(extra=[(SPECIAL, SPECIAL[::-1])])
     c[aten.hypot.default] = binary()
-    c[aten.copysign.default] = binary(dtypes=FLOATS + [I64], extra=[(SPECIAL, SPECIAL[::-1])])
-    c[aten.floor_divide.Tensor] = binary(dtypes=FLOATS + [I64], rhs_low=1, rhs_high=4)
+    c[aten.copysign.default] = binary(dtypes=PW + [I64], extra=[(SPECIAL, SPECIAL[::-1])])
+    c[aten.floor_divide.Tensor] = binary(dtypes=PW + [I64], rhs_low=1, rhs_high=4)
     c[aten.floor_divide.Scalar] = lambda: ((((make(s, d, nc=nc)), 2.5), {}) for s, d, nc in
-                                          variants(dtypes=FLOATS + [I64]))
-    c[aten.xlogy.Tensor] = binary(dtypes=FLOATS + [I64], rhs_low=0.0, rhs_high=3.0,
+                                          variants(dtypes=PW + [I64]))
+    c[aten.xlogy.Tensor] = binary(dtypes=PW + [I64], rhs_low=0.0, rhs_high=3.0,
                                  extra=[([0.0, 0.0, 1.0, 2.0], [0.0, float("nan"), 0.0, 3.0])])
     c[aten.bitwise_left_shift.Scalar] = lambda: (((make(s, d, 0, 10, nc), 3), {}) for s, d, nc in
                                                 variants(dtypes=[I64, I32, U8]))
     c[aten.bitwise_right_shift.Scalar] = lambda: (((make(s, d, -10, 10, nc), 2), {}) for s, d, nc in
                                                  variants(dtypes=[I64, I32, U8]))
-    c[aten.rsub.Tensor] = lambda: ((a, {"alpha": al}) for (a, _), al in zip(binary(FLOATS + [I64])(), [1, 2] * 40))
+    c[aten.rsub.Tensor] = lambda: ((a, {"alpha": al}) for (a, _), al in zip(binary(PW + [I64])(), [1, 2] * 40))
     c[aten.rsub.Scalar] = lambda: (((make(s, d, nc=nc), 1.5, al), {}) for (s, d, nc), al in
-                                   zip(variants(dtypes=FLOATS + [I64]), [1, 2, 3] * 20))
-    c[aten.max.other] = binary(dtypes=FLOATS + [I64])
-    c[aten.min.other] = binary(dtypes=FLOATS + [I64])
-    c[aten.clamp_min.default] = lambda: (((make(s, d, nc=nc), 0.5), {}) for s, d, nc in variants(dtypes=FLOATS + [I64]))
-    c[aten.clamp_max.default] = lambda: (((make(s, d, nc=nc), -0.5), {}) for s, d, nc in variants(dtypes=FLOATS + [I64]))
+                                   zip(variants(dtypes=PW + [I64]), [1, 2, 3] * 20))
+    c[aten.max.other] = binary(dtypes=PW + [I64])
+    c[aten.min.other] = binary(dtypes=PW + [I64])
+    c[aten.clamp_min.default] = lambda: (((make(s, d, nc=nc), 0.5), {}) for s, d, nc in variants(dtypes=PW + [I64]))
+    c[aten.clamp_max.default] = lambda: (((make(s, d, nc=nc), -0.5), {}) for s, d, nc in variants(dtypes=PW + [I64]))
     c[aten.lerp.Scalar] = lambda: (((a, b, w), {}) for ((a, b), _), w in zip(binary()(), [0.25, 0.75, -1.5, 2.0] * 10))
     c[aten.lerp.Tensor] = lambda: (((a, b, make(b.shape, a.dtype, 0, 1)), {}) for (a, b), _ in binary()())
     c[aten.addcmul.default] = lambda: (((a, b, make(b.shape, b.dtype, nc=True)), {"value": v}) for ((a, b), _), v in
-                                       zip(binary(FLOATS + [I64])(), [1, 2, -3] * 20))
+                                       zip(binary(PW + [I64])(), [1, 2, -3] * 20))
     c[aten.addcdiv.default] = lambda: (((a, b, make(b.shape, a.dtype, 1, 3)), {"value": v}) for ((a, b), _), v in
                                        zip(binary()(), [1, 0.5, -3] * 20))
     c[aten.masked_fill.Scalar] = lambda: (((make(s, d, nc=nc), make(s, BOOL), 7), {}) for s, d, nc in
-                                          variants(dtypes=FLOATS + [I64, BOOL]))
+                                          variants(dtypes=PW + [I64, BOOL]))
     c[aten.masked_fill.Tensor] = lambda: (((make(s, d, nc=nc), make(s[-1:], BOOL), make((), d)), {}) for s, d, nc in
-                                          variants(dtypes=FLOATS + [I64]))
+                                          variants(dtypes=PW + [I64]))
     c[aten.where.ScalarOther] = lambda: (((make(s, BOOL), make(s, d, nc=nc), 2.5), {}) for s, d, nc in
-                                         variants(dtypes=FLOATS + [I64]))
+                                         variants(dtypes=PW + [I64]))
     c[aten.where.ScalarSelf] = lambda: (((make(s, BOOL), -1, make(s, d, nc=nc)), {}) for s, d, nc in
-                                        variants(dtypes=FLOATS + [I64, BOOL]))
+                                        variants(dtypes=PW + [I64, BOOL]))
     c[aten.where.Scalar] = lambda: (((make(s, BOOL, nc=nc), a, b), {}) for (s, _, nc), (a, b) in
                                     zip(variants(dtypes=[BOOL]), [(1, 2), (1.5, 2), (True, False), (3, 0.5)] * 5))
-    c[aten.exp2.default] = unary(FLOATS + [I64])
+    c[aten.exp2.default] = unary(PW + [I64])
     c[aten.silu.default] = unary()
     c[aten.mish.default] = unary(low=-30, high=30)
     c[aten.frac.default] = unary()
-    c[aten.square.default] = unary(FLOATS + [I64, BOOL])
-    c[aten.isfinite.default] = unary(FLOATS + [I64, BOOL], extra=[SPECIAL])
-    c[aten.absolute.default] = unary(FLOATS + [I64])
-    c[aten.negative.default] = unary(FLOATS + [I64])
-    c[aten.positive.default] = unary(FLOATS + [I64])
+    c[aten.square.default] = unary(PW + [I64, BOOL])
+    c[aten.isfinite.default] = unary(PW + [I64, BOOL], extra=[SPECIAL])
+    c[aten.absolute.default] = unary(PW + [I64])
+    c[aten.negative.default] = unary(PW + [I64])
+    c[aten.positive.default] = unary(PW + [I64])
     c[aten.relu6.default] = unary(low=-8, high=8)
     c[aten.softplus.default] = lambda: ((a, kw) for (a, _), kw in zip(unary(low=-30, high=30)(),
                                         [{}, {"beta": 2, "threshold": 5}, {"beta": 0.5}] * 20))
     c[aten.threshold.default] = lambda: (((make(s, d, nc=nc), 0.5, -2), {}) for s, d, nc in
-                                         variants(dtypes=FLOATS + [I64]))
+                                         variants(dtypes=PW + [I64]))
     c[aten.hardsigmoid.default] = unary(low=-5, high=5)
     c[aten.hardswish.default] = unary(low=-5, high=5)
-    c[aten.logit.default] = lambda: ((a, kw) for (a, _), kw in zip(unary(low=-0.2, high=1.2)(),
-                                     [{}, {"eps": 0.1}, {"eps": 1e-6}] * 20))
+    c[aten.logit.default] = lambda: itertools_chain(
+        ((a, kw) for (a, _), kw in zip(unary(low=0.02, high=0.98)(), [{}, {"eps": 0.1}, {"eps": 1e-6}] * 20)),
+        # outside (0, 1) logit is NaN (no eps) or clamped: values only
+        ((NoGrad((kiln.tensor([-0.2, 0.0, 0.05, 0.5, 1.0, 1.2], dtype=d),)), kw) for d in FLOATS
+         for kw in [{}, {"eps": 0.1}]))
     c[aten.nan_to_num.default] = lambda: itertools_chain(
-        ((((kiln.tensor(SPECIAL, dtype=d)),), kw) for d in FLOATS + [kiln.float16] for kw in
+        ((((kiln.tensor(SPECIAL, dtype=d)),), kw) for d in PW + [kiln.float16] for kw in
          [{}, {"nan": 1.5, "posinf": 9.0}, {"neginf": -7.0}]),
         (((make((3, 4), I64),), {}),))
     c[aten.softmax.int] = lambda: (((make(s, d, nc=nc), -1), kw) for (s, d, nc), kw in
@@ -163,12 +167,12 @@ def itertools_chain(*its):
 def _backward_cases():
     c = {}
 
-    def gx(low=-3.0, high=3.0, extra_args=(), dtypes=FLOATS):
+    def gx(low=-3.0, high=3.0, extra_args=(), dtypes=PW):
         def gen():
             for shape, dtype, nc in variants(dtypes=dtypes):
                 yield (make(shape, dtype, nc=nc), make(shape, dtype, low, high, not nc)) + tuple(extra_args), {}
         return gen
-    c[aten.threshold_backward.default] = gx(extra_args=(0.5,), dtypes=FLOATS + [I64])
+    c[aten.threshold_backward.default] = gx(extra_args=(0.5,), dtypes=PW + [I64])
     c[aten.gelu_backward.default] = lambda: itertools_chain(gx()(), ((a, {"approximate": "tanh"}) for a, _ in gx()()))
     c[aten.sigmoid_backward.default] = gx(0, 1)
     c[aten.tanh_backward.default] = gx(-1, 1)
@@ -213,9 +217,9 @@ def _reduction_cases():
     c[aten.count_nonzero.default] = lambda: (((make(s, d, -1, 1, nc),), {"dim": dim}) for (s, d, nc), dim in
                                              zip(variants(shapes=SHAPES[1:], dtypes=all_dtypes), [None, 0, -1] * 20))
 
-    def stat(extra_args_list):
+    def stat(extra_args_list, shapes=((5,), (3, 4), (2, 3, 4))):
         def gen():
-            for (s, d, nc), extra in zip(variants(shapes=[(5,), (3, 4), (2, 3, 4)]), extra_args_list * 10):
+            for (s, d, nc), extra in zip(variants(shapes=shapes), extra_args_list * 10):
                 args, kw = extra
                 yield (make(s, d, nc=nc),) + args, kw
         return gen
@@ -235,7 +239,7 @@ def _reduction_cases():
         (((make((3, 4), I64), [1]), {}),))
     norm_args = [((2,), {}), ((1, [1]), {}), ((math.inf, None, True), {}), ((-math.inf, [0]), {}),
                  ((0,), {}), ((3.5, [0, 1]), {}), ((2, None), {"dtype": F64})]
-    c[aten.linalg_vector_norm.default] = stat(norm_args)
+    c[aten.linalg_vector_norm.default] = stat(norm_args, shapes=((3, 4), (2, 3, 4)))
     c[aten.norm.ScalarOpt_dtype] = stat([((2,), {"dtype": F64}), ((None,), {"dtype": F64})])
     c[aten.norm.Scalar] = stat([((), {}), ((1,), {}), ((3,), {})])
     c[aten.norm.ScalarOpt_dim_dtype] = stat([((2, [0], True), {"dtype": F64})])
@@ -453,9 +457,12 @@ def _shape_cases():
                                    for sz in [[3, 4], [7], [0, 2, 5]])
     c[aten.chunk.default] = lambda: (((make(s, d, nc=nc), k, dim), {}) for s, d, nc in
                                      variants(shapes=[(7, 4), (0, 3)], dtypes=[F32, I64]) for k, dim in [(2, 0), (3, -1), (9, 0)])
-    c[aten.masked_select.default] = lambda: (((make(s, d, nc=nc), make(m, BOOL)), {}) for d in [F32, I64, BOOL]
-                                             for nc in (False, True) for s, m in [((3, 4), (3, 4)), ((3, 4), (4,)),
-                                                                                  ((4,), (3, 4))])
+    # self broadcast against the mask: values only (kiln's masked_select backward fails there:
+    # it expands the gradient to the mask's shape, not self's).
+    c[aten.masked_select.default] = lambda: (((make(s, d, nc=nc), make(m, BOOL)) if s == m or len(s) > len(m) else
+                                              NoGrad((make(s, d, nc=nc), make(m, BOOL))), {})
+                                             for d in [F32, I64, BOOL] for nc in (False, True)
+                                             for s, m in [((3, 4), (3, 4)), ((3, 4), (4,)), ((4,), (3, 4))])
     c[aten.where.default] = lambda: (((make(s, d, -1, 1, nc),), {}) for s, d, nc in variants(dtypes=[BOOL, F32, I64]))
     c[aten.tril.default] = lambda: (((make(s, d, nc=nc),), {"diagonal": k}) for s, d, nc in
                                     variants(shapes=[(3, 4), (2, 4, 3), (0, 2)], dtypes=[F32, I64, BOOL]) for k in [0, 1, -2])
@@ -545,7 +552,9 @@ def assert_equal(actual, expected, op, rtol=None, atol=None, layout_only=False):
         if rtol is None:
             rtol, atol = (1.3e-5, 1e-5) if expected.dtype == F32 else (1e-7, 1e-7)
             if expected.dtype == kiln.float16:
-                rtol, atol = 1e-3, 1e-3
+                rtol, atol = 4e-3, 4e-3
+            elif expected.dtype == kiln.bfloat16:
+                rtol, atol = 3e-2, 3e-2
         np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, equal_nan=True, err_msg=str(op))
     else:
         np.testing.assert_array_equal(a, e, err_msg=str(op))
@@ -657,7 +666,11 @@ def check_op(op, want_grad=True):
         if _has_mutation(op):  # running statistics updated alike
             assert_equal(a2, a1, op, rtol, atol)
         count += 1
-        if want_grad and _float_leaves(args) and op not in NO_GRAD and not isinstance(args, NoGrad):
+        # Gradients are compared in float32/float64 (in 16-bit floats rounding dominates them, and
+        # their coarse grid puts samples on the kinks of piecewise ops).
+        low_precision = any(t.dtype in (kiln.float16, kiln.bfloat16) for t in _float_leaves(args))
+        if (want_grad and _float_leaves(args) and not low_precision and op not in NO_GRAD
+                and not isinstance(args, NoGrad)):
             k1 = {k: (kiln.Generator().manual_seed(1234) if v is GEN else v) for k, v in kwargs.items()}
             k2 = {k: (kiln.Generator().manual_seed(1234) if v is GEN else v) for k, v in kwargs.items()}
             shapes = _out_shapes(expected)
@@ -670,6 +683,8 @@ def check_op(op, want_grad=True):
                     raise
                 continue
             except RuntimeError as e:  # e.g. nll_loss is not differentiable in its weight
+                if "derivative for" in str(e) and "is not implemented" in str(e):
+                    continue  # floor_divide: no derivative
                 if "is not differentiable with respect to argument" not in str(e):
                     raise
                 only_first = True
@@ -677,6 +692,8 @@ def check_op(op, want_grad=True):
             if g_expected is None:
                 continue
             g_actual = _grads(decomp, _detached(args), k2, seeds, only_first=only_first, which=_grads.which)
+            if g_actual is None:  # the decomposed result does not depend on the inputs (norm ord=0)
+                g_actual = [None] * len(g_expected)
             for ga, ge in zip(g_actual, g_expected):
                 if ge is None:
                     continue
@@ -794,13 +811,49 @@ def test_api():
         register_decomposition("aten::silu")(f)
 
 
-def test_decompositions_are_not_the_op_itself():
-    # A decomposition calls other ops: running it under a mode that records calls must not
-    # record the op it replaces (checked by tracing below); here, the functions are distinct.
-    fns = set(id(f) for f in decomposition_table.values())
-    assert len(fns) <= len(decomposition_table)
-    for op, fn in decomposition_table.items():
-        assert fn is not op and fn is not getattr(op, "_op", None)
+def _recorded_calls(op, limit=4):
+    """The OpOverloads a decomposition calls directly, over its first samples."""
+    calls = set()
+    original = OpOverload.__call__
+
+    def recording(self, *args, **kwargs):
+        calls.add(self)
+        return original(self, *args, **kwargs)
+    OpOverload.__call__ = recording
+    try:
+        for i, (args, kwargs) in enumerate(CASES[op]()):
+            if i == limit:
+                break
+            kwargs = {k: (kiln.Generator().manual_seed(1) if v is GEN else v) for k, v in kwargs.items()}
+            decomposition_table[op](*_detached(args), **kwargs)
+    finally:
+        OpOverload.__call__ = original
+    return calls
+
+
+def test_decompositions_bottom_out_in_core_ops():
+    # Each decomposition calls core ops or ops with a decomposition (never itself), and the
+    # "calls" graph has no cycle: expanding decompositions recursively ends in core ops only.
+    table = core_aten_decompositions()
+    edges = {op: _recorded_calls(op) for op in table}
+    for op, callees in edges.items():
+        assert callees, f"{op}'s decomposition calls no aten op"
+        assert op not in callees, f"{op}'s decomposition calls {op} itself"
+        for c in callees:
+            assert Tag.core in c.tags or c in table, f"{op} calls {c}, neither core nor decomposable"
+    state = {}
+
+    def visit(op, path):
+        if state.get(op) == "done":
+            return
+        assert state.get(op) != "active", f"decomposition cycle: {' -> '.join(map(str, path + [op]))}"
+        state[op] = "active"
+        for c in edges.get(op, ()):
+            if c in table:
+                visit(c, path + [op])
+        state[op] = "done"
+    for op in edges:
+        visit(op, [])
 
 
 def _make_fx():

@@ -4,6 +4,7 @@ Each function is written over kiln.ops.aten OpOverloads; it reads only metadata 
 of its tensor arguments in Python, so a tracer records the ops it calls and nothing else.
 """
 
+import functools
 import math
 
 import kiln
@@ -35,6 +36,28 @@ def to_dtype(x, dtype):
 def to_float(x):
     """x as a floating tensor: integer and bool tensors convert to the default dtype."""
     return x if x.dtype.is_floating_point else aten._to_copy.default(x, dtype=kiln.get_default_dtype())
+
+
+_LOW_PRECISION = (kiln.float16, kiln.bfloat16)
+
+
+def pw_opmath(fn):
+    """Runs a pointwise decomposition in float32 for float16/bfloat16 inputs and rounds its
+    results once, as the eager kernels do (they compute in the "opmath" type)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        low = next((a.dtype for a in args if isinstance(a, kiln.Tensor) and a.dtype in _LOW_PRECISION), None)
+        if low is None:
+            return fn(*args, **kwargs)
+
+        def up(v):
+            return to_dtype(v, kiln.float32) if isinstance(v, kiln.Tensor) and v.dtype in _LOW_PRECISION else v
+
+        def down(o):
+            return to_dtype(o, low) if isinstance(o, kiln.Tensor) and o.dtype == kiln.float32 else o
+        out = fn(*[up(a) for a in args], **{k: up(v) for k, v in kwargs.items()})
+        return tuple(down(o) for o in out) if isinstance(out, (tuple, list)) else down(out)
+    return wrapper
 
 
 def where(cond, a, b):
@@ -87,6 +110,7 @@ def fmin(self, other):
 
 
 @register_decomposition(aten.hypot.default)
+@pw_opmath
 def hypot(self, other):
     return aten.sqrt.default(aten.add.Tensor(aten.mul.Tensor(self, self), aten.mul.Tensor(other, other)))
 
@@ -111,13 +135,15 @@ def floor_divide_scalar(self, other):
 
 
 @register_decomposition(aten.xlogy.Tensor)
+@pw_opmath
 def xlogy(self, other):
     dtype = kiln.result_type(self, other)
     if not dtype.is_floating_point:
         dtype = kiln.get_default_dtype()
     x, y = to_dtype(self, dtype), to_dtype(other, dtype)
-    product = aten.mul.Tensor(x, aten.log.default(y))
-    product = where(aten.eq.Scalar(x, 0), 0.0, product)
+    # x == 0 reads log(1) = 0, so neither the value nor the gradient sees log(0).
+    safe_y = where(aten.eq.Scalar(x, 0), 1.0, y)
+    product = aten.mul.Tensor(x, aten.log.default(safe_y))
     return where(aten.isnan.default(y), math.nan, product)
 
 
@@ -168,6 +194,7 @@ def lerp_scalar(self, end, weight):
 
 
 @register_decomposition(aten.lerp.Tensor)
+@pw_opmath
 def lerp_tensor(self, end, weight):
     # The two-sided form keeps lerp exact at both ends: small weights step from self, large from end.
     diff = aten.sub.Tensor(end, self)
@@ -177,6 +204,7 @@ def lerp_tensor(self, end, weight):
 
 
 @register_decomposition(aten.addcmul.default)
+@pw_opmath
 def addcmul(self, tensor1, tensor2, value=1):
     product = aten.mul.Tensor(tensor1, tensor2)
     if value != 1:
@@ -185,6 +213,7 @@ def addcmul(self, tensor1, tensor2, value=1):
 
 
 @register_decomposition(aten.addcdiv.default)
+@pw_opmath
 def addcdiv(self, tensor1, tensor2, value=1):
     quotient = aten.div.Tensor(tensor1, tensor2)
     if value != 1:
@@ -232,16 +261,19 @@ def where_scalar(condition, self, other):
 # --- pointwise unary -------------------------------------------------------------------------
 
 @register_decomposition(aten.exp2.default)
+@pw_opmath
 def exp2(self):
     return aten.pow.Scalar(2.0, to_float(self))
 
 
 @register_decomposition(aten.silu.default)
+@pw_opmath
 def silu(self):
     return aten.mul.Tensor(self, aten.sigmoid.default(self))
 
 
 @register_decomposition(aten.mish.default)
+@pw_opmath
 def mish(self):
     return aten.mul.Tensor(self, aten.tanh.default(aten.softplus.default(self)))
 
@@ -253,7 +285,8 @@ def frac(self):
 
 @register_decomposition(aten.square.default)
 def square(self):
-    return aten.mul.Tensor(self, self)
+    x = to_dtype(self, kiln.int64) if self.dtype == kiln.bool else self  # bool squares to int64
+    return aten.mul.Tensor(x, x)
 
 
 @register_decomposition(aten.isfinite.default)
@@ -286,6 +319,7 @@ def relu6(self):
 
 
 @register_decomposition(aten.softplus.default)
+@pw_opmath
 def softplus(self, beta=1, threshold=20):
     scaled = aten.mul.Scalar(self, beta)
     soft = aten.div.Scalar(aten.log1p.default(aten.exp.default(scaled)), beta)
@@ -298,16 +332,19 @@ def threshold(self, threshold, value):
 
 
 @register_decomposition(aten.hardsigmoid.default)
+@pw_opmath
 def hardsigmoid(self):
     return aten.div.Scalar(aten.clamp.default(aten.add.Scalar(self, 3), 0, 6), 6)
 
 
 @register_decomposition(aten.hardswish.default)
+@pw_opmath
 def hardswish(self):
     return aten.div.Scalar(aten.mul.Tensor(self, aten.clamp.default(aten.add.Scalar(self, 3), 0, 6)), 6)
 
 
 @register_decomposition(aten.logit.default)
+@pw_opmath
 def logit(self, eps=None):
     x = to_float(self)
     if eps is not None:
@@ -340,11 +377,13 @@ def log_softmax(self, dim, dtype=None):
 # --- activation backward ops -----------------------------------------------------------------
 
 @register_decomposition(aten.threshold_backward.default)
+@pw_opmath
 def threshold_backward(grad_output, self, threshold):
     return where(aten.le.Scalar(self, threshold), 0, grad_output)
 
 
 @register_decomposition(aten.gelu_backward.default)
+@pw_opmath
 def gelu_backward(grad_output, self, approximate="none"):
     x = self
     if approximate == "tanh":
@@ -364,16 +403,19 @@ def gelu_backward(grad_output, self, approximate="none"):
 
 
 @register_decomposition(aten.sigmoid_backward.default)
+@pw_opmath
 def sigmoid_backward(grad_output, output):
     return aten.mul.Tensor(aten.mul.Tensor(grad_output, rsub_scalar(output, 1)), output)
 
 
 @register_decomposition(aten.tanh_backward.default)
+@pw_opmath
 def tanh_backward(grad_output, output):
     return aten.mul.Tensor(grad_output, rsub_scalar(aten.mul.Tensor(output, output), 1))
 
 
 @register_decomposition(aten.silu_backward.default)
+@pw_opmath
 def silu_backward(grad_output, self):
     s = aten.sigmoid.default(self)
     inner = aten.add.Scalar(aten.mul.Tensor(self, rsub_scalar(s, 1)), 1)
@@ -381,17 +423,20 @@ def silu_backward(grad_output, self):
 
 
 @register_decomposition(aten.leaky_relu_backward.default)
+@pw_opmath
 def leaky_relu_backward(grad_output, self, negative_slope, self_is_result):
     return aten.where.self(aten.gt.Scalar(self, 0), grad_output, aten.mul.Scalar(grad_output, negative_slope))
 
 
 @register_decomposition(aten.hardtanh_backward.default)
+@pw_opmath
 def hardtanh_backward(grad_output, self, min_val, max_val):
     outside = aten.logical_or.default(aten.le.Scalar(self, min_val), aten.ge.Scalar(self, max_val))
     return where(outside, 0, grad_output)
 
 
 @register_decomposition(aten.elu_backward.default)
+@pw_opmath
 def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result):
     x = self_or_result
     negcoef = alpha * scale
@@ -405,6 +450,7 @@ def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_resu
 
 
 @register_decomposition(aten.softplus_backward.default)
+@pw_opmath
 def softplus_backward(grad_output, self, beta, threshold):
     scaled = aten.mul.Scalar(self, beta)
     z = aten.exp.default(scaled)
@@ -413,6 +459,7 @@ def softplus_backward(grad_output, self, beta, threshold):
 
 
 @register_decomposition(aten.hardsigmoid_backward.default)
+@pw_opmath
 def hardsigmoid_backward(grad_output, self):
     inside = aten.logical_and.default(aten.gt.Scalar(self, -3), aten.lt.Scalar(self, 3))
     sixth = scalar(1.0, grad_output, kiln.float32)  # PyTorch's kernel scales by the float 1/6
@@ -421,6 +468,7 @@ def hardsigmoid_backward(grad_output, self):
 
 
 @register_decomposition(aten.hardswish_backward.default)
+@pw_opmath
 def hardswish_backward(grad_output, self):
     middle = aten.mul.Tensor(grad_output, aten.add.Scalar(aten.div.Scalar(self, 3), 0.5))
     upper = where(aten.lt.Scalar(self, 3), middle, grad_output)
@@ -428,6 +476,7 @@ def hardswish_backward(grad_output, self):
 
 
 @register_decomposition(aten.mish_backward.default)
+@pw_opmath
 def mish_backward(grad_output, self):
     s = aten.sigmoid.default(self)
     t = aten.tanh.default(aten.log1p.default(aten.exp.default(self)))
@@ -436,6 +485,7 @@ def mish_backward(grad_output, self):
 
 
 @register_decomposition(aten.logit_backward.default)
+@pw_opmath
 def logit_backward(grad_output, self, eps=None):
     x = self
     grad = aten.div.Tensor(grad_output, aten.mul.Tensor(x, rsub_scalar(x, 1)))

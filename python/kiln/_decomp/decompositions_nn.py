@@ -5,7 +5,8 @@ import math
 
 import kiln
 from kiln._decomp import register_decomposition
-from kiln._decomp.decompositions import dims_of, reduce_loss, rsub_scalar, scalar, to_dtype, to_float, where
+from kiln._decomp.decompositions import (dims_of, pw_opmath, reduce_loss, rsub_scalar, scalar, to_dtype, to_float,
+                                         where)
 from kiln._ops import ops
 
 aten = ops.aten
@@ -411,23 +412,27 @@ def _mean_scale(x, reduction):
 
 
 @register_decomposition(aten.mse_loss.default)
+@pw_opmath
 def mse_loss(self, target, reduction=1):
     d = aten.sub.Tensor(self, target)
     return reduce_loss(aten.mul.Tensor(d, d), reduction)
 
 
 @register_decomposition(aten.mse_loss_backward.default)
+@pw_opmath
 def mse_loss_backward(grad_output, self, target, reduction):
     scale = 2.0 * _mean_scale(self, reduction)
     return aten.mul.Tensor(aten.mul.Scalar(aten.sub.Tensor(self, target), scale), grad_output)
 
 
 @register_decomposition(aten.l1_loss.default)
+@pw_opmath
 def l1_loss(self, target, reduction=1):
     return reduce_loss(aten.abs.default(aten.sub.Tensor(self, target)), reduction)
 
 
 @register_decomposition(aten.smooth_l1_loss.default)
+@pw_opmath
 def smooth_l1_loss(self, target, reduction=1, beta=1.0):
     d = aten.abs.default(aten.sub.Tensor(self, target))
     if beta == 0:
@@ -437,6 +442,7 @@ def smooth_l1_loss(self, target, reduction=1, beta=1.0):
 
 
 @register_decomposition(aten.smooth_l1_loss_backward.default)
+@pw_opmath
 def smooth_l1_loss_backward(grad_output, self, target, reduction, beta):
     d = aten.sub.Tensor(self, target)
     slope = aten.sign.default(d)
@@ -446,6 +452,7 @@ def smooth_l1_loss_backward(grad_output, self, target, reduction, beta):
 
 
 @register_decomposition(aten.huber_loss.default)
+@pw_opmath
 def huber_loss(self, target, reduction=1, delta=1.0):
     d = aten.abs.default(aten.sub.Tensor(self, target))
     quad = aten.mul.Scalar(aten.mul.Tensor(d, d), 0.5)
@@ -454,6 +461,7 @@ def huber_loss(self, target, reduction=1, delta=1.0):
 
 
 @register_decomposition(aten.huber_loss_backward.default)
+@pw_opmath
 def huber_loss_backward(grad_output, self, target, reduction, delta):
     d = aten.sub.Tensor(self, target)
     slope = aten.clamp.default(d, -delta, delta)
@@ -461,6 +469,7 @@ def huber_loss_backward(grad_output, self, target, reduction, delta):
 
 
 @register_decomposition(aten.binary_cross_entropy.default)
+@pw_opmath
 def binary_cross_entropy(self, target, weight=None, reduction=1):
     log_x = aten.clamp.default(aten.log.default(self), -100, None)
     log_1mx = aten.clamp.default(aten.log1p.default(aten.neg.default(self)), -100, None)
@@ -472,6 +481,7 @@ def binary_cross_entropy(self, target, weight=None, reduction=1):
 
 
 @register_decomposition(aten.binary_cross_entropy_backward.default)
+@pw_opmath
 def binary_cross_entropy_backward(grad_output, self, target, weight=None, reduction=1):
     denom = aten.clamp.default(aten.mul.Tensor(rsub_scalar(self, 1), self), 1e-12, None)
     grad = aten.div.Tensor(aten.sub.Tensor(self, to_dtype(target, self.dtype)), denom)
@@ -481,6 +491,7 @@ def binary_cross_entropy_backward(grad_output, self, target, weight=None, reduct
 
 
 @register_decomposition(aten.binary_cross_entropy_with_logits.default)
+@pw_opmath
 def binary_cross_entropy_with_logits(self, target, weight=None, pos_weight=None, reduction=1):
     x, y = self, to_dtype(target, self.dtype)
     # log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|))
@@ -515,10 +526,14 @@ def _nll_forward(self, target, weight, reduction, ignore_index):
         x, t = aten.unsqueeze.default(x, 0), aten.unsqueeze.default(t, 0)
     safe, w = _nll_weights(x, t, weight, ignore_index)
     picked = aten.squeeze.dim(aten.gather.default(x, 1, aten.unsqueeze.default(safe, 1)), 1)
-    loss = aten.neg.default(aten.mul.Tensor(picked, w))
-    if reduction == 0:
-        out = aten.squeeze.dim(loss, 0) if self.dim() == 1 else loss
-        return out, aten.zeros.default([], dtype=self.dtype, device=self.device)
+    # Ignored targets are masked out (not just weighted by 0): no gradient reaches them, even when
+    # every target is ignored and the mean is 0 / 0.
+    ignored = aten.eq.Scalar(t, ignore_index)
+    loss = aten.where.self(ignored, scalar(0, picked), aten.neg.default(aten.mul.Tensor(picked, w)))
+    if reduction == 0:  # total_weight: the target's weight for a single sample, else 0 (unused)
+        if self.dim() == 1:
+            return aten.squeeze.dim(loss, 0), aten.sum.dim_IntList(w, None)
+        return loss, aten.full.default([], 0, dtype=self.dtype, device=self.device)
     total = aten.sum.dim_IntList(w, None)
     summed = aten.sum.dim_IntList(loss, None)
     return (aten.div.Tensor(summed, total) if reduction == 1 else summed), total
@@ -534,6 +549,7 @@ def _nll_backward(grad_output, self, target, weight, reduction, ignore_index, to
     if reduction == 1:
         g = aten.div.Tensor(g, total_weight)
     src = aten.mul.Tensor(aten.neg.default(w), g)
+    src = aten.where.self(aten.eq.Scalar(t, ignore_index), scalar(0, src), src)  # even if g is NaN
     zeros = aten.full.default(list(x.shape), 0, dtype=x.dtype, device=x.device)
     grad = aten.scatter.src(zeros, 1, aten.unsqueeze.default(safe, 1), aten.unsqueeze.default(src, 1))
     return aten.squeeze.dim(grad, 0) if self.dim() == 1 else grad

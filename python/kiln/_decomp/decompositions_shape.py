@@ -400,8 +400,8 @@ def masked_select(self, mask):
 @register_decomposition(aten.where.default)
 def where_nonzero(condition):
     nz = aten.nonzero.default(condition)
-    if condition.dim() == 0:
-        return [aten.squeeze.dim(nz, 1)] if nz.shape[1] == 1 else [aten.view.default(nz, [nz.shape[0]])]
+    if condition.dim() == 0:  # nonzero is [n, 0]: one index tensor of n zeros
+        return [aten.sum.dim_IntList(nz, [1])]
     return [aten.select.int(nz, 1, i) for i in range(condition.dim())]
 
 
