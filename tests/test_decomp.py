@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import kiln
+from conftest import requires_torch, torch
 from kiln._decomp import (core_aten_decompositions, decomposition_table, get_decompositions,
                           register_decomposition)
 from kiln._ops import OpOverload, Tag
@@ -782,6 +783,34 @@ def test_core_tags():
         assert name not in names, name
     assert Tag.core in aten.add.Tensor.tags and Tag.core not in aten.silu.default.tags
     assert all(_is_functional(op) or op == aten._native_batch_norm_legit.default for op in CORE_OPS)
+
+
+# Core in kiln though PyTorch leaves them untagged (README: rule 2).
+KILN_CORE_ADDITIONS = {"aten.erfc.default", "aten.erfinv.default", "aten.lgamma.default", "aten.digamma.default",
+                       "aten.signbit.default", "aten.bitwise_left_shift.Tensor", "aten.bitwise_right_shift.Tensor",
+                       "aten.rand.generator", "aten.randn.generator", "aten.randperm.generator",
+                       "aten.randint.low_generator"}
+
+
+@requires_torch
+def test_core_tags_follow_pytorch():
+    compared = 0
+    for op in _registry_ops():
+        if not _is_functional(op):
+            continue
+        name, overload = str(op).split(".")[1:]
+        try:
+            t = getattr(getattr(torch.ops.aten, name), overload)
+            t_core = torch.Tag.core in t.tags
+        except (AttributeError, RuntimeError):  # kiln spells a few overloads differently
+            t_core = False
+        k_core = Tag.core in op.tags
+        if str(op) in KILN_CORE_ADDITIONS:
+            assert k_core and not t_core, str(op)
+        else:
+            assert k_core == t_core, f"{op}: kiln core={k_core}, PyTorch core={t_core}"
+        compared += 1
+    assert compared > 300
 
 
 def test_core_set_is_documented():
