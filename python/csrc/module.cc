@@ -4,6 +4,9 @@
 #include <pybind11/stl.h>
 
 #include "python/csrc/arg_parser.h"
+#include "python/csrc/python_dynamo.h"
+#include "python/csrc/python_fx.h"
+#include "python/csrc/python_subgraph.h"
 #include "python/csrc/python_autograd.h"
 #include "python/csrc/op_function.h"
 #include "python/csrc/python_dtype.h"
@@ -198,6 +201,9 @@ PYBIND11_MODULE(_C, m) {
   InitTensorType(m.ptr());
   InitAutogradBindings(m);
   InitOpFunctionType(m.ptr());
+  InitFxBindings(m);
+  InitSubgraphBindings(m);
+  InitDynamoBindings(m);
   Registry::Get();
 
   m.def("_set_tensor_class", [](py::object cls) {

@@ -222,3 +222,4 @@ from kiln.autograd.grad_mode import (  # noqa: E402,F401
 from kiln import optim, utils  # noqa: E402,F401
 from kiln.serialization import save, load  # noqa: E402,F401
 from kiln import nn  # noqa: E402,F401
+from kiln import fx  # noqa: E402,F401

@@ -1,0 +1,1 @@
+"""kiln.fx.passes.utils: helpers shared by passes (torch.fx.passes.utils)."""
