@@ -80,11 +80,6 @@ def binary(dtypes=PW, low=-3.0, high=3.0, rhs_low=None, rhs_high=None, extra=())
     return gen
 
 
-def samples(*items):
-    """A fixed list of (args, kwargs), built lazily."""
-    return lambda: iter(items[0]() if callable(items[0]) else items)
-
-
 SPECIAL = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1.0, -2.5]
 
 
@@ -561,24 +556,22 @@ def assert_equal(actual, expected, op, rtol=None, atol=None, layout_only=False):
         np.testing.assert_array_equal(a, e, err_msg=str(op))
 
 
-def _fresh(args, kwargs):
-    """Copies of the sample with GEN markers replaced by identically seeded generators."""
+def _generators(kwargs):
+    """kwargs with each GEN marker replaced by a freshly seeded generator (same seed each call)."""
+    return {k: (kiln.Generator().manual_seed(1234) if v is GEN else v) for k, v in kwargs.items()}
+
+
+def _copies(args):
+    """Clones of the sample's tensors, for ops that update an argument (batch norm's statistics)."""
     def sub(v):
-        if v is GEN:
-            return kiln.Generator().manual_seed(1234)
         if isinstance(v, kiln.Tensor):
-            return v.detach().clone() if v.is_contiguous() else v.detach().clone().transpose(0, 0)
+            return v.detach().clone()
         if isinstance(v, list):
             return [sub(x) for x in v]
         if isinstance(v, tuple):
             return tuple(sub(x) for x in v)
         return v
-    return sub(args), {k: sub(v) for k, v in kwargs.items()}
-
-
-def _keep_layout(args):
-    # _fresh clones (contiguous); give back the sample's own tensors so layouts are exercised.
-    return args
+    return sub(args)
 
 
 def _run(fn, args, kwargs):
@@ -655,12 +648,9 @@ def check_op(op, want_grad=True):
     rtol, atol = TOLERANCE.get(op, (None, None))
     count = 0
     for args, kwargs in CASES[op]():
-        a1, k1 = _fresh(args, kwargs)
-        a2, k2 = _fresh(args, kwargs)
-        a1 = tuple(_detached(args)) if not _has_mutation(op) else a1
-        a2 = tuple(_detached(args)) if not _has_mutation(op) else a2
-        k1 = {k: (kiln.Generator().manual_seed(1234) if v is GEN else v) for k, v in kwargs.items()}
-        k2 = {k: (kiln.Generator().manual_seed(1234) if v is GEN else v) for k, v in kwargs.items()}
+        a1 = _copies(args) if _has_mutation(op) else tuple(_detached(args))
+        a2 = _copies(args) if _has_mutation(op) else tuple(_detached(args))
+        k1, k2 = _generators(kwargs), _generators(kwargs)
         expected = _run(op, a1, k1)
         actual = _run(decomp, a2, k2)
         assert_equal(actual, expected, op, rtol, atol, layout_only=op in UNINITIALIZED)
@@ -672,8 +662,7 @@ def check_op(op, want_grad=True):
         low_precision = any(t.dtype in (kiln.float16, kiln.bfloat16) for t in _float_leaves(args))
         if (want_grad and _float_leaves(args) and not low_precision and op not in NO_GRAD
                 and not isinstance(args, NoGrad)):
-            k1 = {k: (kiln.Generator().manual_seed(1234) if v is GEN else v) for k, v in kwargs.items()}
-            k2 = {k: (kiln.Generator().manual_seed(1234) if v is GEN else v) for k, v in kwargs.items()}
+            k1, k2 = _generators(kwargs), _generators(kwargs)
             shapes = _out_shapes(expected)
             seeds = [{s: make(s, F64).to(e.dtype)} if e.dtype.is_floating_point else {} for s, e in shapes]
             only_first = False
@@ -853,7 +842,7 @@ def _recorded_calls(op, limit=4):
         for i, (args, kwargs) in enumerate(CASES[op]()):
             if i == limit:
                 break
-            kwargs = {k: (kiln.Generator().manual_seed(1) if v is GEN else v) for k, v in kwargs.items()}
+            kwargs = _generators(kwargs)
             decomposition_table[op](*_detached(args), **kwargs)
     finally:
         OpOverload.__call__ = original
@@ -900,7 +889,7 @@ def test_decomposition_traces_to_core_ops(op):
         pytest.skip("needs kiln.fx.experimental.proxy_tensor.make_fx (the make_fx tracer), not on this branch yet")
     table = core_aten_decompositions()
     args, kwargs = next(iter(CASES[op]()))
-    args, kwargs = _detached(args), {k: (kiln.Generator().manual_seed(1) if v is GEN else v) for k, v in kwargs.items()}
+    args, kwargs = _detached(args), _generators(kwargs)
     tensors = [a for a in args if isinstance(a, kiln.Tensor)]
     positions = [i for i, a in enumerate(args) if isinstance(a, kiln.Tensor)]
 

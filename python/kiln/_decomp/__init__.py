@@ -67,4 +67,5 @@ def core_aten_decompositions():
 # The decompositions register themselves on import.
 from kiln._decomp import decompositions  # noqa: E402,F401
 from kiln._decomp import decompositions_nn  # noqa: E402,F401
+from kiln._decomp import decompositions_loss  # noqa: E402,F401
 from kiln._decomp import decompositions_shape  # noqa: E402,F401

@@ -2,7 +2,7 @@
 
 import kiln
 from kiln._decomp import register_decomposition
-from kiln._decomp.decompositions import scalar, to_dtype, where
+from kiln._decomp.decompositions import scalar, to_dtype
 from kiln._ops import ops
 
 aten = ops.aten
