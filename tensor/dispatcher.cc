@@ -5,6 +5,8 @@
 
 #include <mutex>
 
+#include "tensor/ops/core_ops.h"
+
 namespace kiln {
 
 const char* TagName(Tag t) {
@@ -140,6 +142,9 @@ OpDef Registry::Def(const std::string& schema_text, std::initializer_list<Tag> t
       schema.overload != "out" && schema.name.back() == '_')
     bits |= static_cast<uint32_t>(Tag::inplace);
   std::string full = schema.full_name();
+  // The core bit comes from the one list of core ops (tensor/ops/core_ops.cc), not the Def site.
+  bits &= ~static_cast<uint32_t>(Tag::core);
+  if (IsCoreAtenOp(full)) bits |= static_cast<uint32_t>(Tag::core);
   KILN_INTERNAL_ASSERT(ops_.count(full) == 0, "op registered twice: ", full);
   auto op = std::make_unique<Op>(this, std::move(schema), bits, variants);
   Op* raw = op.get();

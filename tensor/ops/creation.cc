@@ -60,11 +60,12 @@ Tensor ScalarTensor(const Scalar& s, OptDtype dtype, OptLayout layout, OptDevice
 }
 
 Tensor EmptyLikeOp(const Tensor& self, OptDtype dtype, OptLayout layout, OptDevice device, OptBool,
-                 OptMemoryFormat) {
+                 OptMemoryFormat mf) {
   CheckLayout("empty_like", layout);
-  // preserve_format: keep a dense non-overlapping input's strides, as PyTorch does.
+  // preserve_format (the default): keep a dense non-overlapping input's strides, as PyTorch does;
+  // contiguous_format: row-major.
   SymDimVector strides;
-  if (!self->is_symbolic() && !self.is_contiguous()) {
+  if (!self->is_symbolic() && !self.is_contiguous() && mf != MemoryFormat::Contiguous) {
     DimVector sizes = self.sizes(), st = self.strides();
     std::vector<int> order(sizes.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);

@@ -1,5 +1,6 @@
 // tensor/ops/register.cc: the list of op families, registered once when the Registry is first used.
 #include "tensor/ops/common.h"
+#include "tensor/ops/core_ops.h"
 
 namespace kiln {
 
@@ -27,6 +28,8 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterLossBackwardOps(r);
   RegisterViewScatterOps(r);
   RegisterOutVariants(r);
+  for (const std::string& name : CoreAtenOps())
+    KILN_INTERNAL_ASSERT(r.Find(name) != nullptr, "core op list names an unregistered op: ", name);
 }
 
 }  // namespace kiln

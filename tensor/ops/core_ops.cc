@@ -1,0 +1,78 @@
+// tensor/ops/core_ops.cc: the list of core ATen ops (see core_ops.h and python/kiln/_decomp/README.md).
+//
+// The rule: an overload is core when PyTorch 2.13 tags it `core` in native_functions.yaml.
+// Kiln adds the primitives below "kiln additions" that PyTorch leaves untagged but has no
+// decomposition for into core aten ops either (special functions, bit-level ops and the random
+// samplers that take a Generator). In-place and out= overloads are never core: functionalization
+// maps them onto their functional op.
+#include "tensor/ops/core_ops.h"
+
+#include <unordered_set>
+
+namespace kiln {
+namespace {
+
+const char* const kCoreOps[] = {
+    // creation and copies
+    "empty.memory_format", "empty_strided", "full", "scalar_tensor", "full_like", "arange.start_step", "clone",
+    "_to_copy",
+    // views
+    "view", "as_strided", "permute", "expand", "squeeze.dim", "squeeze.dims", "unsqueeze", "select.int", "slice.Tensor",
+    "diagonal", "alias", "split_with_sizes",
+    // pointwise binary
+    "add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar", "mul.Tensor", "mul.Scalar", "div.Tensor", "div.Scalar",
+    "div.Tensor_mode", "div.Scalar_mode", "remainder.Tensor", "remainder.Scalar", "fmod.Tensor", "fmod.Scalar",
+    "eq.Tensor", "eq.Scalar", "ne.Tensor", "ne.Scalar", "lt.Tensor", "lt.Scalar", "le.Tensor", "le.Scalar",
+    "gt.Tensor", "gt.Scalar", "ge.Tensor", "ge.Scalar", "bitwise_and.Tensor", "bitwise_and.Scalar",
+    "bitwise_or.Tensor", "bitwise_or.Scalar", "bitwise_xor.Tensor", "bitwise_xor.Scalar", "maximum", "minimum",
+    "logical_and", "logical_or", "logical_xor", "atan2", "pow.Tensor_Tensor", "pow.Tensor_Scalar", "pow.Scalar",
+    "where.self", "clamp", "clamp.Tensor",
+    // pointwise unary
+    "exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "sigmoid", "tanh", "sin", "cos", "tan", "asin",
+    "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "neg", "abs", "sign", "reciprocal", "floor",
+    "ceil", "round", "trunc", "relu", "logical_not", "bitwise_not", "isnan", "isinf",
+    // activations
+    "gelu", "leaky_relu", "hardtanh", "elu", "_softmax", "_log_softmax",
+    // reductions
+    "sum.dim_IntList", "mean", "mean.dim", "prod", "prod.dim_int", "amax", "amin", "max.dim", "min.dim", "argmax",
+    "argmin", "any", "any.dim", "any.dims", "var.dim", "var.correction", "cumsum",
+    // linear algebra, convolution, pooling, normalization
+    "mm", "bmm", "addmm", "convolution", "max_pool2d_with_indices", "avg_pool2d", "_adaptive_avg_pool2d",
+    "_native_batch_norm_legit", "_native_batch_norm_legit.no_stats", "_native_batch_norm_legit_no_training",
+    "native_layer_norm", "native_group_norm", "embedding", "native_dropout",
+    // indexing, shapes
+    "cat", "gather", "scatter.src", "scatter.value", "scatter_add", "index_select", "index.Tensor", "index_put",
+    "nonzero", "sort", "topk", "constant_pad_nd", "flip", "repeat",
+    // random
+    "rand", "randn", "randperm",
+    // backward ops
+    "native_layer_norm_backward", "native_group_norm_backward", "convolution_backward",
+    "max_pool2d_with_indices_backward", "avg_pool2d_backward", "_adaptive_avg_pool2d_backward",
+    "embedding_dense_backward",
+    // kiln additions (no decomposition into the ops above exists):
+    //   special functions with no closed form over core ops (erfc: 1 - erf loses every digit of the tail)
+    "erfc", "erfinv", "lgamma", "digamma",
+    //   bit-level ops (the sign bit of -0.0 and NaN; shifts)
+    "signbit", "bitwise_left_shift.Tensor", "bitwise_right_shift.Tensor",
+    //   samplers that draw from an explicit Generator (the core rand/randn/randperm use the default one)
+    "rand.generator", "randn.generator", "randperm.generator", "randint.low_generator",
+};
+
+}  // namespace
+
+const std::vector<std::string>& CoreAtenOps() {
+  static const std::vector<std::string>* ops = [] {
+    auto* v = new std::vector<std::string>;
+    for (const char* name : kCoreOps) v->push_back(std::string("aten::") + name);
+    return v;
+  }();
+  return *ops;
+}
+
+bool IsCoreAtenOp(const std::string& full_name) {
+  static const std::unordered_set<std::string>* set =
+      new std::unordered_set<std::string>(CoreAtenOps().begin(), CoreAtenOps().end());
+  return set->count(full_name) > 0;
+}
+
+}  // namespace kiln

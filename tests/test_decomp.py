@@ -1,0 +1,906 @@
+"""kiln._decomp: every decomposition against its op's eager result (values, dtype, shape, and
+gradients through kiln.autograd), the core op set (Tag.core), completeness (every non-core
+functional op has a decomposition) and that traced decompositions bottom out in core ops."""
+
+import math
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import requires_torch, torch
+from kiln._decomp import (core_aten_decompositions, decomposition_table, get_decompositions,
+                          register_decomposition)
+from kiln._ops import OpOverload, Tag
+
+aten = kiln.ops.aten
+F32, F64, I64, I32, U8, BOOL = kiln.float32, kiln.float64, kiln.int64, kiln.int32, kiln.uint8, kiln.bool
+FLOATS = [F32, F64]
+PW = FLOATS + [kiln.float16, kiln.bfloat16]  # pointwise ops: every float dtype
+SHAPES = [(), (5,), (3, 4), (2, 3, 4)]
+
+
+# --- inputs ----------------------------------------------------------------------------------
+
+_rng = np.random.default_rng(0)
+
+
+def make(shape, dtype=F32, low=-3.0, high=3.0, nc=False):
+    """Random tensor; nc=True gives a non-contiguous one (every other element of a wider buffer)."""
+    full = tuple(shape) + ((2,) if nc else ())
+    if dtype == BOOL:
+        data = _rng.random(full) > 0.5
+    elif dtype.is_floating_point:
+        data = _rng.uniform(low, high, size=full)
+    else:
+        lo = 0 if dtype == U8 else int(low) * 3
+        data = _rng.integers(lo, int(high) * 3 + 1, size=full)
+    if data.size == 0:  # tolist() drops the shape of empty data
+        t = kiln.zeros(full, dtype=dtype)
+    else:
+        t = kiln.tensor(data.tolist() if data.ndim else data.item(), dtype=dtype)
+    return t[..., 0] if nc else t
+
+
+class NoGrad(tuple):
+    """Sample arguments whose gradient is not compared (a point where the op is not differentiable)."""
+
+
+def variants(shapes=SHAPES, dtypes=FLOATS, **kw):
+    """(shape, dtype, nc) over shapes x dtypes, non-contiguous for shapes with elements."""
+    for dtype in dtypes:
+        for shape in shapes:
+            yield shape, dtype, False
+            if len(shape) > 0:
+                yield shape, dtype, True
+
+
+def unary(dtypes=PW, low=-3.0, high=3.0, extra=()):
+    def gen():
+        for shape, dtype, nc in variants(dtypes=dtypes):
+            yield (make(shape, dtype, low, high, nc),), {}
+        for x in extra:  # special values (NaN, infinities, signed zeros): values only
+            yield NoGrad((kiln.tensor(x),)), {}
+    return gen
+
+
+BINARY_SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (5,)), ((0, 3), (3,))]
+
+
+def binary(dtypes=PW, low=-3.0, high=3.0, rhs_low=None, rhs_high=None, extra=()):
+    def gen():
+        for dtype in dtypes:
+            for sa, sb in BINARY_SHAPES:
+                for nc in (False, True):
+                    yield (make(sa, dtype, low, high, nc and sa != ()),
+                           make(sb, dtype, rhs_low if rhs_low is not None else low,
+                                rhs_high if rhs_high is not None else high, nc)), {}
+        for a, b in extra:  # special values and ties: values only
+            yield NoGrad((kiln.tensor(a), kiln.tensor(b))), {}
+    return gen
+
+
+SPECIAL = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1.0, -2.5]
+
+
+# --- the table: op -> sample generator -----------------------------------------------------------
+
+def _pointwise_cases():
+    c = {}
+    c[aten.fmax.default] = binary(extra=[(SPECIAL, SPECIAL[::-1])])
+    c[aten.fmin.default] = binary(extra=[(SPECIAL, SPECIAL[::-1])])
+    c[aten.hypot.default] = binary()
+    c[aten.copysign.default] = binary(dtypes=PW + [I64], extra=[(SPECIAL, SPECIAL[::-1])])
+    c[aten.floor_divide.Tensor] = binary(dtypes=PW + [I64], rhs_low=1, rhs_high=4)
+    c[aten.floor_divide.Scalar] = lambda: ((((make(s, d, nc=nc)), 2.5), {}) for s, d, nc in
+                                          variants(dtypes=PW + [I64]))
+    c[aten.xlogy.Tensor] = binary(dtypes=PW + [I64], rhs_low=0.0, rhs_high=3.0,
+                                 extra=[([0.0, 0.0, 1.0, 2.0], [0.0, float("nan"), 0.0, 3.0])])
+    c[aten.bitwise_left_shift.Scalar] = lambda: (((make(s, d, 0, 10, nc), 3), {}) for s, d, nc in
+                                                variants(dtypes=[I64, I32, U8]))
+    c[aten.bitwise_right_shift.Scalar] = lambda: (((make(s, d, -10, 10, nc), 2), {}) for s, d, nc in
+                                                 variants(dtypes=[I64, I32, U8]))
+    c[aten.rsub.Tensor] = lambda: ((a, {"alpha": al}) for (a, _), al in zip(binary(PW + [I64])(), [1, 2] * 40))
+    c[aten.rsub.Scalar] = lambda: (((make(s, d, nc=nc), 1.5, al), {}) for (s, d, nc), al in
+                                   zip(variants(dtypes=PW + [I64]), [1, 2, 3] * 20))
+    c[aten.max.other] = binary(dtypes=PW + [I64])
+    c[aten.min.other] = binary(dtypes=PW + [I64])
+    c[aten.clamp_min.default] = lambda: (((make(s, d, nc=nc), 0.5), {}) for s, d, nc in variants(dtypes=PW + [I64]))
+    c[aten.clamp_max.default] = lambda: (((make(s, d, nc=nc), -0.5), {}) for s, d, nc in variants(dtypes=PW + [I64]))
+    c[aten.lerp.Scalar] = lambda: (((a, b, w), {}) for ((a, b), _), w in zip(binary()(), [0.25, 0.75, -1.5, 2.0] * 10))
+    c[aten.lerp.Tensor] = lambda: (((a, b, make(b.shape, a.dtype, 0, 1)), {}) for (a, b), _ in binary()())
+    c[aten.addcmul.default] = lambda: (((a, b, make(b.shape, b.dtype, nc=True)), {"value": v}) for ((a, b), _), v in
+                                       zip(binary(PW + [I64])(), [1, 2, -3] * 20))
+    c[aten.addcdiv.default] = lambda: (((a, b, make(b.shape, a.dtype, 1, 3)), {"value": v}) for ((a, b), _), v in
+                                       zip(binary()(), [1, 0.5, -3] * 20))
+    c[aten.masked_fill.Scalar] = lambda: (((make(s, d, nc=nc), make(s, BOOL), 7), {}) for s, d, nc in
+                                          variants(dtypes=PW + [I64, BOOL]))
+    c[aten.masked_fill.Tensor] = lambda: (((make(s, d, nc=nc), make(s[-1:], BOOL), make((), d)), {}) for s, d, nc in
+                                          variants(dtypes=PW + [I64]))
+    c[aten.where.ScalarOther] = lambda: (((make(s, BOOL), make(s, d, nc=nc), 2.5), {}) for s, d, nc in
+                                         variants(dtypes=PW + [I64]))
+    c[aten.where.ScalarSelf] = lambda: (((make(s, BOOL), -1, make(s, d, nc=nc)), {}) for s, d, nc in
+                                        variants(dtypes=PW + [I64, BOOL]))
+    c[aten.where.Scalar] = lambda: (((make(s, BOOL, nc=nc), a, b), {}) for (s, _, nc), (a, b) in
+                                    zip(variants(dtypes=[BOOL]), [(1, 2), (1.5, 2), (True, False), (3, 0.5)] * 5))
+    c[aten.exp2.default] = unary(PW + [I64])
+    c[aten.silu.default] = unary()
+    c[aten.mish.default] = unary(low=-30, high=30)
+    c[aten.frac.default] = unary()
+    c[aten.square.default] = unary(PW + [I64, BOOL])
+    c[aten.isfinite.default] = unary(PW + [I64, BOOL], extra=[SPECIAL])
+    c[aten.absolute.default] = unary(PW + [I64])
+    c[aten.negative.default] = unary(PW + [I64])
+    c[aten.positive.default] = unary(PW + [I64])
+    c[aten.relu6.default] = unary(low=-8, high=8)
+    c[aten.softplus.default] = lambda: ((a, kw) for (a, _), kw in zip(unary(low=-30, high=30)(),
+                                        [{}, {"beta": 2, "threshold": 5}, {"beta": 0.5}] * 20))
+    c[aten.threshold.default] = lambda: (((make(s, d, nc=nc), 0.5, -2), {}) for s, d, nc in
+                                         variants(dtypes=PW + [I64]))
+    c[aten.hardsigmoid.default] = unary(low=-5, high=5)
+    c[aten.hardswish.default] = unary(low=-5, high=5)
+    c[aten.logit.default] = lambda: itertools_chain(
+        ((a, kw) for (a, _), kw in zip(unary(low=0.02, high=0.98)(), [{}, {"eps": 0.1}, {"eps": 1e-6}] * 20)),
+        # outside (0, 1) logit is NaN (no eps) or clamped: values only
+        ((NoGrad((kiln.tensor([-0.2, 0.0, 0.05, 0.5, 1.0, 1.2], dtype=d),)), kw) for d in FLOATS
+         for kw in [{}, {"eps": 0.1}]))
+    c[aten.nan_to_num.default] = lambda: itertools_chain(
+        ((((kiln.tensor(SPECIAL, dtype=d)),), kw) for d in PW + [kiln.float16] for kw in
+         [{}, {"nan": 1.5, "posinf": 9.0}, {"neginf": -7.0}]),
+        (((make((3, 4), I64),), {}),))
+    c[aten.softmax.int] = lambda: (((make(s, d, nc=nc), -1), kw) for (s, d, nc), kw in
+                                   zip(variants(), [{}, {"dtype": F64}] * 20))
+    c[aten.log_softmax.int] = lambda: (((make(s, d, nc=nc), 0), kw) for (s, d, nc), kw in
+                                       zip(variants(), [{}, {"dtype": F64}] * 20))
+    return c
+
+
+def itertools_chain(*its):
+    for it in its:
+        yield from it
+
+
+def _backward_cases():
+    c = {}
+
+    def gx(low=-3.0, high=3.0, extra_args=(), dtypes=PW):
+        def gen():
+            for shape, dtype, nc in variants(dtypes=dtypes):
+                yield (make(shape, dtype, nc=nc), make(shape, dtype, low, high, not nc)) + tuple(extra_args), {}
+        return gen
+    c[aten.threshold_backward.default] = gx(extra_args=(0.5,), dtypes=PW + [I64])
+    c[aten.gelu_backward.default] = lambda: itertools_chain(gx()(), ((a, {"approximate": "tanh"}) for a, _ in gx()()))
+    c[aten.sigmoid_backward.default] = gx(0, 1)
+    c[aten.tanh_backward.default] = gx(-1, 1)
+    c[aten.silu_backward.default] = gx()
+    c[aten.leaky_relu_backward.default] = gx(extra_args=(0.1, False))
+    c[aten.hardtanh_backward.default] = gx(extra_args=(-1.0, 1.0))
+    c[aten.elu_backward.default] = lambda: itertools_chain(
+        (((g, 1.0, 1.0, 1.0, False, x), {}) for (g, x), _ in gx()()),
+        (((g, 1.5, 1.05, 2.0, False, x), {}) for (g, x), _ in gx()()),
+        (((g, 1.5, 1.05, 2.0, True, x), {}) for (g, x), _ in gx(-1.5, 3)()))
+    c[aten.softplus_backward.default] = lambda: itertools_chain(gx(extra_args=(1.0, 20.0))(),
+                                                                gx(extra_args=(2.0, 3.0))())
+    c[aten.hardsigmoid_backward.default] = gx(-5, 5)
+    c[aten.hardswish_backward.default] = gx(-5, 5)
+    c[aten.mish_backward.default] = gx(-20, 20)
+    c[aten.logit_backward.default] = lambda: itertools_chain(
+        gx(-0.2, 1.2)(), ((a, {"eps": 0.1}) for a, _ in gx(-0.2, 1.2)()))
+    c[aten._softmax_backward_data.default] = lambda: (
+        ((make(s, d, nc=nc), aten._softmax.default(make(s, d), -1, False), -1, d), {})
+        for s, d, nc in variants())
+    c[aten._log_softmax_backward_data.default] = lambda: (
+        ((make(s, d, nc=nc), aten._log_softmax.default(make(s, d), 0, False), 0, d), {})
+        for s, d, nc in variants())
+    return c
+
+
+def _reduction_cases():
+    c = {}
+    all_dtypes = FLOATS + [I64, BOOL]
+    c[aten.sum.default] = lambda: itertools_chain(((a, {}) for a, _ in unary(FLOATS + [I64, BOOL])()),
+                                                  (((make((3, 4), I32),), {"dtype": F64}),))
+    c[aten.max.default] = unary(FLOATS + [I64, BOOL], extra=[SPECIAL])
+    c[aten.min.default] = unary(FLOATS + [I64, BOOL], extra=[SPECIAL])
+    c[aten.all.default] = lambda: (((make(s, d, 0, 2, nc),), {}) for s, d, nc in variants(dtypes=all_dtypes + [U8]))
+    c[aten.all.dim] = lambda: (((make(s, d, 0, 2, nc), -1, k), {}) for (s, d, nc), k in
+                               zip(variants(shapes=SHAPES[1:], dtypes=all_dtypes + [U8]), [True, False] * 30))
+    c[aten.all.dims] = lambda: (((make(s, d, 0, 2, nc), dims, k), {}) for (s, d, nc), (dims, k) in
+                                zip(variants(shapes=SHAPES[2:], dtypes=all_dtypes),
+                                    [([0, 1], False), (None, True), ([1], True)] * 30))
+    c[aten.count_nonzero.dim_IntList] = lambda: (((make(s, d, -1, 1, nc), dims), {}) for (s, d, nc), dims in
+                                                 zip(variants(shapes=SHAPES[2:], dtypes=all_dtypes), [[0], [0, 1], []] * 20))
+    c[aten.count_nonzero.default] = lambda: (((make(s, d, -1, 1, nc),), {"dim": dim}) for (s, d, nc), dim in
+                                             zip(variants(shapes=SHAPES[1:], dtypes=all_dtypes), [None, 0, -1] * 20))
+
+    def stat(extra_args_list, shapes=((5,), (3, 4), (2, 3, 4))):
+        def gen():
+            for (s, d, nc), extra in zip(variants(shapes=shapes), extra_args_list * 10):
+                args, kw = extra
+                yield (make(s, d, nc=nc),) + args, kw
+        return gen
+    c[aten.var.default] = stat([((), {}), ((False,), {})])
+    c[aten.std.default] = stat([((), {}), ((False,), {})])
+    c[aten.std.dim] = stat([(([0], True, False), {}), (([-1], False, True), {})])
+    c[aten.std.correction] = stat([((None,), {"correction": 2}), (([0],), {"keepdim": True}), ((), {})])
+    c[aten.var_mean.default] = stat([((), {}), ((False,), {})])
+    c[aten.var_mean.dim] = stat([(([0], True, False), {}), (([-1], False, True), {})])
+    c[aten.var_mean.correction] = stat([((None,), {"correction": 0}), (([0],), {"keepdim": True})])
+    c[aten.std_mean.default] = stat([((), {}), ((False,), {})])
+    c[aten.std_mean.dim] = stat([(([0], True, False), {}), (([-1], False, True), {})])
+    c[aten.std_mean.correction] = stat([((None,), {"correction": 0}), (([0],), {"keepdim": True})])
+    c[aten.logsumexp.default] = lambda: itertools_chain(
+        (((make(s, d, -50, 50, nc), [0], k), {}) for (s, d, nc), k in zip(variants(shapes=SHAPES[1:]), [True, False] * 20)),
+        (((kiln.tensor([[-math.inf, -math.inf], [math.inf, 1.0]]), [1]), {}),),
+        (((make((3, 4), I64), [1]), {}),))
+    norm_args = [((2,), {}), ((1, [1]), {}), ((math.inf, None, True), {}), ((-math.inf, [0]), {}),
+                 ((0,), {}), ((3.5, [0, 1]), {}), ((2, None), {"dtype": F64})]
+    c[aten.linalg_vector_norm.default] = stat(norm_args, shapes=((3, 4), (2, 3, 4)))
+    c[aten.norm.ScalarOpt_dtype] = stat([((2,), {"dtype": F64}), ((None,), {"dtype": F64})])
+    c[aten.norm.Scalar] = stat([((), {}), ((1,), {}), ((3,), {})])
+    c[aten.norm.ScalarOpt_dim_dtype] = stat([((2, [0], True), {"dtype": F64})])
+    c[aten.norm.ScalarOpt_dim] = stat([((2, [0]), {}), ((1, [-1], True), {}), ((None, [0]), {})])
+    c[aten.cumprod.default] = lambda: itertools_chain(
+        (((make(s, d, -2, 2, nc), -1), {}) for s, d, nc in variants(shapes=SHAPES[1:], dtypes=FLOATS + [I64, I32, BOOL])),
+        (((make((3, 4), F32), 0), {"dtype": F64}),),
+        (((kiln.tensor([2.0, 0.0, 3.0, -1.0]), 0), {}),))
+    return c
+
+
+def _nn_cases():
+    c = {}
+    c[aten.dot.default] = lambda: (((make((7,), d, nc=nc), make((7,), d)), {}) for d in FLOATS + [I64]
+                                   for nc in (False, True))
+    c[aten.mv.default] = lambda: (((make((3, 5), d, nc=nc), make((5,), d)), {}) for d in FLOATS for nc in (False, True))
+    c[aten.baddbmm.default] = lambda: (((make(sh, d), make((2, 3, 4), d, nc=True), make((2, 4, 5), d)), kw)
+                                       for d in FLOATS for sh in [(2, 3, 5), (5,)]
+                                       for kw in [{}, {"beta": 0.5, "alpha": 2}, {"beta": 0}])
+    c[aten.matmul.default] = lambda: (((make(a, d, nc=nc), make(b, d)), {}) for d in FLOATS for nc in (False, True)
+                                      for a, b in [((4,), (4,)), ((3, 4), (4,)), ((4,), (4, 5)), ((3, 4), (4, 5)),
+                                                   ((2, 3, 4), (4, 5)), ((2, 3, 4), (4,)), ((4,), (2, 4, 5)),
+                                                   ((2, 1, 3, 4), (5, 4, 2)), ((3, 4), (2, 4, 5))])
+    c[aten.linear.default] = lambda: (((make(x, d, nc=nc), make((5, 4), d), b), {}) for d in FLOATS
+                                      for nc in (False, True) for x in [(4,), (3, 4), (2, 3, 4)]
+                                      for b in [None, make((5,), d)])
+    c[aten.conv2d.default] = lambda: (((make(x, d, nc=nc), make((6, 3 // g, 3, 3), d), b) + args, {})
+                                      for d in FLOATS for nc in (False, True) for x in [(2, 3, 7, 6), (3, 5, 5)]
+                                      for b in [None, make((6,), d)]
+                                      for args, g in [((), 1), (([2, 1], 1), 1), ((1, [1, 2], 2), 1),
+                                                      ((1, 1, 1, 3), 3)] if x[-3] % g == 0)
+    c[aten.max_pool2d.default] = lambda: (((make((2, 3, 7, 6), d, nc=nc), [3, 2]) + args, {}) for d in FLOATS
+                                          for nc in (False, True)
+                                          for args in [(), ([2, 2], [1, 1]), ([1, 2], 0, [1, 2], True)])
+    c[aten.adaptive_avg_pool2d.default] = lambda: (((make((2, 3, 7, 6), d, nc=nc), sz), {}) for d in FLOATS
+                                                   for nc in (False, True) for sz in [[3, 3], [1, 1], [7, 6]])
+
+    def bn_gen():
+        for d in FLOATS:
+            for shape in [(4, 3), (2, 3, 5), (2, 3, 4, 4)]:
+                for training in (True, False):
+                    w, b = make((3,), d), make((3,), d)
+                    rm, rv = make((3,), d), make((3,), d, 0.5, 2)
+                    yield (make(shape, d, nc=True), w, b, rm, rv, training, 0.1, 1e-5), {}
+                yield (make(shape, d), None, None, None, None, True, 0.1, 1e-5), {}
+    c[aten.native_batch_norm.default] = bn_gen
+    c[aten._native_batch_norm_legit_functional.default] = lambda: (a for a in bn_gen() if a[0][3] is not None)
+    c[aten.batch_norm.default] = lambda: ((a + (False,), kw) for a, kw in bn_gen())
+    c[aten.layer_norm.default] = lambda: (((make((2, 3, 4), d, nc=nc), ns, w, b), {"eps": 1e-3}) for d in FLOATS
+                                          for nc in (False, True) for ns, w, b in
+                                          [([4], make((4,), d), make((4,), d)), ([3, 4], None, None)])
+    c[aten.group_norm.default] = lambda: (((make((2, 6, 3, 2), d, nc=nc), g, w, b), {}) for d in FLOATS
+                                          for nc in (False, True) for g, w, b in
+                                          [(3, make((6,), d), make((6,), d)), (2, None, None)])
+
+    def bnb_gen():
+        for d in FLOATS:
+            for shape in [(4, 3), (2, 3, 4, 4)]:
+                x = make(shape, d)
+                w, rm, rv = make((3,), d), make((3,), d), make((3,), d, 0.5, 2)
+                _, sm, si = aten.native_batch_norm.default(x, w, None, None, None, True, 0.1, 1e-5)
+                for train in (True, False):
+                    for mask in ([True, True, True], [True, False, False], [False, True, True]):
+                        yield (make(shape, d, nc=True), x, w, rm, rv, sm, si, train, 1e-5, mask), {}
+                yield (make(shape, d), x, None, rm, rv, sm, si, True, 1e-5, [True, False, True]), {}
+    c[aten.native_batch_norm_backward.default] = bnb_gen
+    c[aten.dropout.default] = lambda: (((make((4, 5), d, nc=nc), p, t), {}) for d in FLOATS for nc in (False, True)
+                                       for p, t in [(0.3, True), (0.3, False), (0.0, True), (1.0, True)])
+    c[aten.native_dropout_backward.default] = lambda: (((make((4, 5), d, nc=nc), make((4, 5), BOOL), s), {})
+                                                       for d in FLOATS for nc in (False, True) for s in [1.0, 1.25])
+
+    def loss(low=-2.0, high=2.0, tlow=-2.0, thigh=2.0, extra=((), ())):
+        def gen():
+            for d in FLOATS:
+                for shape in [(5,), (3, 4), (2, 3, 4)]:
+                    for r in (0, 1, 2):
+                        for e in extra:
+                            yield (make(shape, d, low, high, nc=True), make(shape, d, tlow, thigh), r) + e, {}
+        return gen
+    c[aten.mse_loss.default] = loss()
+    c[aten.l1_loss.default] = loss()
+    c[aten.smooth_l1_loss.default] = loss(extra=((1.0,), (0.5,), (0.0,)))
+    c[aten.huber_loss.default] = loss(extra=((1.0,), (0.5,)))
+
+    def loss_bw(extra=((),), low=-2.0, high=2.0, tlow=-2.0, thigh=2.0):
+        def gen():
+            for args, _ in loss(low, high, tlow, thigh, extra)():
+                x, t, r, e = args[0], args[1], args[2], args[3:]
+                g = make(x.shape if r == 0 else (), x.dtype)
+                yield (g, x, t, r) + e, {}
+        return gen
+    c[aten.mse_loss_backward.default] = loss_bw()
+    c[aten.smooth_l1_loss_backward.default] = loss_bw(extra=((1.0,), (0.5,), (0.0,)))
+    c[aten.huber_loss_backward.default] = loss_bw(extra=((1.0,), (0.5,)))
+
+    def bce(logits):
+        def gen():
+            for d in FLOATS:
+                for shape in [(5,), (3, 4)]:
+                    for r in (0, 1, 2):
+                        for w in (None, make(shape[-1:], d, 0.5, 2)):
+                            x = make(shape, d, -3, 3, nc=True) if logits else make(shape, d, 0.02, 0.98, nc=True)
+                            args = (x, make(shape, d, 0, 1), w)
+                            if logits:
+                                args += (make(shape[-1:], d, 0.5, 2) if r == 1 else None,)
+                            yield args + (r,), {}
+            # Saturated inputs (the -100 clamp; x = 0 where |x| has its kink): values only.
+            yield NoGrad((kiln.tensor([0.0, 1.0, 0.5, 1.0]), kiln.tensor([1.0, 0.0, 0.5, 1.0])) +
+                         ((None,) if not logits else (None, None)) + (0,)), {}
+        return gen
+    c[aten.binary_cross_entropy.default] = bce(False)
+    c[aten.binary_cross_entropy_with_logits.default] = bce(True)
+
+    def bce_bw():
+        for (x, t, w, r), _ in bce(False)():
+            yield (make(x.shape if r == 0 else (), x.dtype), x, t, w, r), {}
+    c[aten.binary_cross_entropy_backward.default] = bce_bw
+
+    def nll_inputs(two_d):
+        for d in FLOATS:
+            shapes = [((4, 5), (4,)), ((5,), ())] if not two_d else [((2, 5, 3, 2), (2, 3, 2))]
+            for xs, ts in shapes:
+                for r in (0, 1, 2):
+                    for w in (None, make((5,), d, 0.5, 2)):
+                        for ii in (-100, 2):
+                            t = make(ts, I64, 0, 1.67) if ts else kiln.tensor(3)
+                            yield make(xs, d, nc=True), t, w, r, ii
+    c[aten.nll_loss_forward.default] = lambda: ((a, {}) for a in nll_inputs(False))
+    c[aten.nll_loss2d_forward.default] = lambda: ((a, {}) for a in nll_inputs(True))
+    c[aten.nll_loss.default] = lambda: ((a, {}) for a in nll_inputs(False))
+    c[aten.nll_loss2d.default] = lambda: ((a, {}) for a in nll_inputs(True))
+    c[aten.nll_loss_nd.default] = lambda: itertools_chain(((a, {}) for a in nll_inputs(False)),
+                                                          ((a, {}) for a in nll_inputs(True)))
+
+    def nll_bw(two_d):
+        op = aten.nll_loss2d_forward.default if two_d else aten.nll_loss_forward.default
+        for x, t, w, r, ii in nll_inputs(two_d):
+            out, total = op(x, t, w, r, ii)
+            yield (make(out.shape, x.dtype), x, t, w, r, ii, total), {}
+    c[aten.nll_loss_backward.default] = lambda: nll_bw(False)
+    c[aten.nll_loss2d_backward.default] = lambda: nll_bw(True)
+
+    def ce_gen():
+        for d in FLOATS:
+            for xs, ts in [((4, 5), (4,)), ((5,), ()), ((2, 5, 3), (2, 3))]:
+                for r in (0, 1, 2):
+                    for w in (None, make((5,), d, 0.5, 2)):
+                        for ls in (0.0, 0.2):
+                            t = make(ts, I64, 0, 1.67) if ts else kiln.tensor(3)
+                            yield (make(xs, d, nc=True), t, w, r, 1, ls), {}
+                            probs = aten._softmax.default(make(xs, d), 1 if len(xs) > 1 else 0, False)
+                            yield (make(xs, d), probs, w, r, -100, ls), {}
+    c[aten.cross_entropy_loss.default] = ce_gen
+    return c
+
+
+def _shape_cases():
+    c = {}
+    fkw = [{}, {"dtype": I64}, {"dtype": F64}]
+    c[aten.zeros.default] = lambda: (((s,), kw) for s in [[], [3, 4], [0, 2]] for kw in fkw)
+    c[aten.ones.default] = lambda: (((s,), kw) for s in [[], [3, 4], [0, 2]] for kw in fkw)
+    like_kw = [{}, {"dtype": I64}, {"memory_format": kiln.contiguous_format}, {"memory_format": kiln.preserve_format}]
+    c[aten.empty_like.default] = lambda: (((make(s, d, nc=nc).transpose(0, -1) if s else make(s, d),), kw)
+                                          for s, d, nc in variants(dtypes=[F32, I64]) for kw in like_kw)
+    c[aten.zeros_like.default] = c[aten.empty_like.default]
+    c[aten.ones_like.default] = c[aten.empty_like.default]
+    c[aten.arange.default] = lambda: (((e,), kw) for e in [5, 5.5, 0] for kw in [{}, {"dtype": F64}])
+    c[aten.arange.start] = lambda: (((s, e), kw) for s, e in [(2, 7), (-1.5, 3), (3, 3)] for kw in [{}, {"dtype": F32}])
+    c[aten.eye.default] = lambda: (((n,), kw) for n in [0, 1, 4] for kw in fkw + [{"dtype": BOOL}])
+    c[aten.eye.m] = lambda: (((n, m), kw) for n, m in [(3, 5), (4, 2), (0, 3)] for kw in fkw)
+    c[aten.linspace.default] = lambda: (((a, b, n), kw) for a, b, n in [(0, 1, 5), (-2, 3, 7), (3.5, -1, 10), (1, 2, 1),
+                                                                        (0, 1, 0)]
+                                        for kw in [{}, {"dtype": F64}, {"dtype": I64}, {"dtype": U8}])
+
+    def view_gen(shapes_args):
+        def gen():
+            for d in [F32, I64]:
+                for shape, args in shapes_args:
+                    for nc in (False, True):
+                        yield (make(shape, d, nc=nc),) + args, {}
+                    if len(shape) >= 2:
+                        yield (make(shape[::-1], d).transpose(0, -1),) + args, {}
+        return gen
+    c[aten.reshape.default] = view_gen([((3, 4), ([4, 3],)), ((3, 4), ([-1],)), ((2, 3, 4), ([6, -1],)),
+                                        ((2, 3, 4), ([2, 12],)), ((), ([1, 1],)), ((0, 3), ([3, 0],))])
+    c[aten.transpose.int] = view_gen([((3, 4), (0, 1)), ((2, 3, 4), (-1, 0)), ((5,), (0, 0))])
+    c[aten.t.default] = view_gen([((3, 4), ()), ((5,), ()), ((), ())])
+    c[aten.expand_as.default] = lambda: (((make((3, 1), d, nc=nc), make((2, 3, 4), d)), {}) for d in [F32, I64]
+                                         for nc in (False, True))
+    c[aten.view_as.default] = lambda: (((make((3, 4), d), make((2, 6), d)), {}) for d in [F32, I64])
+    c[aten.reshape_as.default] = lambda: (((make((3, 4), d, nc=nc), make((2, 6), d)), {}) for d in [F32, I64]
+                                          for nc in (False, True))
+    c[aten.squeeze.default] = view_gen([((3, 1, 4, 1), ()), ((1,), ()), ((), ()), ((2, 3), ())])
+    c[aten.narrow.default] = view_gen([((5, 4), (0, 1, 3)), ((5, 4), (-1, -3, 2)), ((2, 3, 4), (1, 0, 0))])
+    c[aten.unfold.default] = view_gen([((7,), (0, 3, 2)), ((3, 8), (1, 2, 3)), ((4, 5), (0, 4, 1)), ((), (0, 1, 1))])
+    c[aten.flatten.using_ints] = view_gen([((2, 3, 4), ()), ((2, 3, 4), (1, 2)), ((2, 3, 4), (0, 1)), ((), ()),
+                                           ((5,), (0, 0))])
+    c[aten.unflatten.int] = view_gen([((6, 4), (0, [2, 3])), ((2, 12), (-1, [3, -1])), ((5,), (0, [5]))])
+    c[aten.movedim.int] = view_gen([((2, 3, 4), (0, 2)), ((2, 3, 4), (-1, 0)), ((5,), (0, 0))])
+    c[aten.to.dtype] = lambda: (((make(s, d, nc=nc), dt), kw) for s, d, nc in variants(dtypes=[F32, I64])
+                                for dt in [F32, F64, I32, BOOL] for kw in [{}, {"copy": True}])
+    c[aten.to.device] = lambda: (((make(s, d, nc=nc), "cpu"), kw) for s, d, nc in variants(dtypes=[F32])
+                                 for kw in [{}, {"dtype": F64}, {"copy": True}])
+    c[aten.to.dtype_layout] = lambda: (((make(s, d, nc=nc),), kw) for s, d, nc in variants(dtypes=[F32, I64])
+                                       for kw in [{"dtype": F64}, {"device": "cpu"}, {"dtype": I32, "copy": True}])
+    c[aten.to.other] = lambda: (((make(s, d, nc=nc), make((), o)), {}) for s, d, nc in variants(dtypes=[F32, I64])
+                                for o in [F64, I64])
+    c[aten.type_as.default] = c[aten.to.other]
+    c[aten.contiguous.default] = lambda: (((make(s, d, nc=nc),), {}) for s, d, nc in variants(dtypes=[F32, I64]))
+    c[aten.stack.default] = lambda: ((([make(s, d, nc=nc), make(s, d), make(s, d)], dim), {})
+                                     for s, d, nc in variants(dtypes=[F32, I64]) for dim in [0, -1])
+    c[aten.split.Tensor] = lambda: (((make(s, d, nc=nc), k, dim), {}) for s, d, nc in
+                                    variants(shapes=[(7, 4), (0, 3)], dtypes=[F32, I64]) for k, dim in [(2, 0), (3, -1), (4, 0)])
+    c[aten.split.sizes] = lambda: (((make((7, 4), d, nc=nc), sz, 0), {}) for d in [F32, I64] for nc in (False, True)
+                                   for sz in [[3, 4], [7], [0, 2, 5]])
+    c[aten.chunk.default] = lambda: (((make(s, d, nc=nc), k, dim), {}) for s, d, nc in
+                                     variants(shapes=[(7, 4), (0, 3)], dtypes=[F32, I64]) for k, dim in [(2, 0), (3, -1), (9, 0)])
+    # self broadcast against the mask: values only (kiln's masked_select backward fails there:
+    # it expands the gradient to the mask's shape, not self's).
+    c[aten.masked_select.default] = lambda: (((make(s, d, nc=nc), make(m, BOOL)) if s == m or len(s) > len(m) else
+                                              NoGrad((make(s, d, nc=nc), make(m, BOOL))), {})
+                                             for d in [F32, I64, BOOL] for nc in (False, True)
+                                             for s, m in [((3, 4), (3, 4)), ((3, 4), (4,)), ((4,), (3, 4))])
+    c[aten.where.default] = lambda: (((make(s, d, -1, 1, nc),), {}) for s, d, nc in variants(dtypes=[BOOL, F32, I64]))
+    c[aten.tril.default] = lambda: (((make(s, d, nc=nc),), {"diagonal": k}) for s, d, nc in
+                                    variants(shapes=[(3, 4), (2, 4, 3), (0, 2)], dtypes=[F32, I64, BOOL]) for k in [0, 1, -2])
+    c[aten.triu.default] = c[aten.tril.default]
+    c[aten.sort.stable] = lambda: (((make(s, d, -2, 2, nc),), {"stable": st, "dim": dim, "descending": de})
+                                   for s, d, nc in variants(shapes=[(8,), (3, 6)], dtypes=[F32, I64, BOOL])
+                                   for st, dim, de in [(True, -1, False), (None, 0, True), (False, -1, True)])
+    c[aten.argsort.default] = lambda: (((make(s, d, -2, 2, nc), dim, de), {}) for s, d, nc in
+                                       variants(shapes=[(8,), (3, 6)], dtypes=[F32, I64]) for dim, de in [(-1, False), (0, True)])
+    c[aten.argsort.stable] = lambda: (((make(s, d, -2, 2, nc),), {"stable": True, "dim": 0, "descending": de}) for s, d, nc in
+                                      variants(shapes=[(8,), (3, 6)], dtypes=[F32, I64]) for de in (False, True))
+    c[aten.one_hot.default] = lambda: (((make(s, I64, 0, 1.34, nc),), kw) for s, _, nc in
+                                       variants(shapes=[(5,), (3, 4)], dtypes=[I64]) for kw in [{}, {"num_classes": 6}])
+    c[aten.pad.default] = lambda: (((make((2, 3, 5, 4), d, nc=nc), p), kw) for d in [F32, I64] for nc in (False, True)
+                                   for p in [[1, 2], [1, 0, 2, 3], [-1, 2, 0, 1]]
+                                   for kw in [{}, {"value": 2.5 if d == F32 else 2},
+                                              {"mode": "reflect"}, {"mode": "replicate"}, {"mode": "circular"}]
+                                   if not (p[0] < 0 and kw.get("mode") == "reflect"))
+    c[aten.roll.default] = lambda: (((make(s, d, nc=nc), sh, dims), {}) for s, d, nc in
+                                    variants(shapes=[(5,), (3, 4)], dtypes=[F32, I64])
+                                    for sh, dims in [([2], [0]), ([-1], []), ([7], [0]), ([0], [0])])
+    c.update(_random_cases())
+    return c
+
+
+def _random_cases():
+    c = {}
+
+    def gen_(g):
+        return kiln.Generator().manual_seed(1234) if g else None
+    # A generator built for each call: (args, kwargs) hold a marker replaced at call time.
+    c[aten.bernoulli.default] = lambda: (((make(s, d, 0, 1, nc),), kw) for s, d, nc in variants(dtypes=[F32, F64])
+                                         for kw in [{}, {"generator": GEN}])
+    c[aten.bernoulli.p] = lambda: (((make(s, d, nc=nc), p), kw) for s, d, nc in variants(dtypes=[F32, F64])
+                                   for p in [0.3, 0.7] for kw in [{}, {"generator": GEN}])
+    c[aten.randint.default] = lambda: (((10, s), kw) for s in [[3, 4], [0], [7]] for kw in [{}, {"dtype": I32}])
+    c[aten.randint.generator] = lambda: (((10, s), {"generator": GEN}) for s in [[3, 4], [7]])
+    c[aten.randint.low] = lambda: (((-5, 10, s), kw) for s in [[3, 4], [7]] for kw in [{}, {"dtype": F32}])
+    like = lambda gen_kw: lambda: (((make(s, d, nc=nc),), dict(kw, **gen_kw)) for s, d, nc in
+                                   variants(dtypes=[F32, F64]) for kw in [{}, {"dtype": F64}])
+    c[aten.rand_like.default] = like({})
+    c[aten.rand_like.generator] = like({"generator": GEN})
+    c[aten.randn_like.default] = like({})
+    c[aten.randn_like.generator] = like({"generator": GEN})
+    ilike = lambda extra, gen_kw: lambda: (((make(s, d, nc=nc),) + extra, dict(kw, **gen_kw)) for s, d, nc in
+                                           variants(dtypes=[F32, I64]) for kw in [{}, {"dtype": I32}])
+    c[aten.randint_like.default] = ilike((10,), {})
+    c[aten.randint_like.generator] = ilike((10,), {"generator": GEN})
+    c[aten.randint_like.low_dtype] = ilike((-3, 10), {})
+    c[aten.randint_like.low_generator_dtype] = ilike((-3, 10), {"generator": GEN})
+    return c
+
+
+GEN = object()  # stands for a freshly seeded kiln.Generator in random samples
+
+
+CASES = {}
+for _part in (_pointwise_cases, _backward_cases, _reduction_cases, _nn_cases, _shape_cases):
+    CASES.update(_part())
+
+# Ops whose result is uninitialized memory: compare layout only.
+UNINITIALIZED = {aten.empty_like.default}
+# Looser tolerances where the kernel keeps a wider intermediate than the decomposed ops.
+TOLERANCE = {aten.mish.default: (1e-5, 1e-5), aten.mish_backward.default: (1e-4, 1e-5),
+             aten.linspace.default: (1e-6, 1e-6)}
+
+
+# --- comparison ------------------------------------------------------------------------------
+
+def assert_equal(actual, expected, op, rtol=None, atol=None, layout_only=False):
+    if isinstance(expected, (tuple, list)):
+        assert isinstance(actual, (tuple, list)) and len(actual) == len(expected), f"{op}: {actual} vs {expected}"
+        for a, e in zip(actual, expected):
+            assert_equal(a, e, op, rtol, atol, layout_only)
+        return
+    if expected is None or not isinstance(expected, kiln.Tensor):
+        assert actual is None if expected is None else actual == expected, f"{op}: {actual} != {expected}"
+        return
+    assert isinstance(actual, kiln.Tensor), f"{op}: got {type(actual).__name__}"
+    assert actual.dtype == expected.dtype, f"{op}: dtype {actual.dtype} != {expected.dtype}"
+    assert tuple(actual.shape) == tuple(expected.shape), f"{op}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+    if layout_only:
+        assert tuple(actual.stride()) == tuple(expected.stride()), f"{op}: strides differ"
+        return
+    a, e = np.array(actual.tolist()), np.array(expected.tolist())
+    if expected.dtype.is_floating_point:
+        if rtol is None:
+            rtol, atol = (1.3e-5, 1e-5) if expected.dtype == F32 else (1e-7, 1e-7)
+            if expected.dtype == kiln.float16:
+                rtol, atol = 4e-3, 4e-3
+            elif expected.dtype == kiln.bfloat16:
+                rtol, atol = 3e-2, 3e-2
+        np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, equal_nan=True, err_msg=str(op))
+    else:
+        np.testing.assert_array_equal(a, e, err_msg=str(op))
+
+
+def _generators(kwargs):
+    """kwargs with each GEN marker replaced by a freshly seeded generator (same seed each call)."""
+    return {k: (kiln.Generator().manual_seed(1234) if v is GEN else v) for k, v in kwargs.items()}
+
+
+def _copies(args):
+    """Clones of the sample's tensors, for ops that update an argument (batch norm's statistics)."""
+    def sub(v):
+        if isinstance(v, kiln.Tensor):
+            return v.detach().clone()
+        if isinstance(v, list):
+            return [sub(x) for x in v]
+        if isinstance(v, tuple):
+            return tuple(sub(x) for x in v)
+        return v
+    return sub(args)
+
+
+def _run(fn, args, kwargs):
+    kiln.manual_seed(7)
+    return fn(*args, **kwargs)
+
+
+def _float_leaves(args):
+    leaves = []
+
+    def visit(v):
+        if isinstance(v, kiln.Tensor) and v.dtype.is_floating_point:
+            leaves.append(v)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                visit(x)
+    visit(args)
+    return leaves
+
+
+def _with_grad(args, only_first):
+    """The sample's float tensors as fresh leaves requiring grad (non-contiguous layouts kept);
+    with only_first, just the first one (ops not differentiable in their other inputs)."""
+    seen = []
+
+    def sub(v):
+        if isinstance(v, kiln.Tensor) and v.dtype.is_floating_point:
+            seen.append(v)
+            return v.detach().requires_grad_(not only_first or len(seen) == 1)
+        if isinstance(v, list):
+            return [sub(x) for x in v]
+        if isinstance(v, tuple):
+            return tuple(sub(x) for x in v)
+        return v
+    new = sub(args)
+    return new, [t for t in _float_leaves(new) if t.requires_grad]
+
+
+def _grads(fn, args, kwargs, seeds, only_first=False, which=None):
+    """Gradients of sum(out_i * seed_i) over the differentiable outputs; `which` (the indices the
+    op's own outputs require grad at) makes the decomposition's match the op's."""
+    args, leaves = _with_grad(args, only_first)
+    kiln.manual_seed(7)
+    out = fn(*args, **kwargs)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    if which is None:
+        which = [i for i, o in enumerate(outs) if isinstance(o, kiln.Tensor) and o.requires_grad]
+        which = GRAD_OUTPUTS.get(fn, which)
+    outs = [outs[i] for i in which if isinstance(outs[i], kiln.Tensor) and outs[i].requires_grad]
+    _grads.which = which
+    if not outs:
+        return None
+    total = None
+    for o, w in zip(outs, seeds):
+        term = (o * w[tuple(o.shape)] if tuple(o.shape) in w else o).sum()
+        total = term if total is None else total + term
+    return kiln.autograd.grad(total, leaves, allow_unused=True)
+
+
+def _detached(args):
+    def sub(v):
+        if isinstance(v, kiln.Tensor):
+            return v.detach()
+        if isinstance(v, list):
+            return [sub(x) for x in v]
+        if isinstance(v, tuple):
+            return tuple(sub(x) for x in v)
+        return v
+    return sub(args)
+
+
+def check_op(op, want_grad=True):
+    decomp = decomposition_table[op]
+    rtol, atol = TOLERANCE.get(op, (None, None))
+    count = 0
+    for args, kwargs in CASES[op]():
+        a1 = _copies(args) if _has_mutation(op) else tuple(_detached(args))
+        a2 = _copies(args) if _has_mutation(op) else tuple(_detached(args))
+        k1, k2 = _generators(kwargs), _generators(kwargs)
+        expected = _run(op, a1, k1)
+        actual = _run(decomp, a2, k2)
+        assert_equal(actual, expected, op, rtol, atol, layout_only=op in UNINITIALIZED)
+        if _has_mutation(op):  # running statistics updated alike
+            assert_equal(a2, a1, op, rtol, atol)
+        count += 1
+        # Gradients are compared in float32/float64 (in 16-bit floats rounding dominates them, and
+        # their coarse grid puts samples on the kinks of piecewise ops).
+        low_precision = any(t.dtype in (kiln.float16, kiln.bfloat16) for t in _float_leaves(args))
+        if (want_grad and _float_leaves(args) and not low_precision and op not in NO_GRAD
+                and not isinstance(args, NoGrad)):
+            k1, k2 = _generators(kwargs), _generators(kwargs)
+            shapes = _out_shapes(expected)
+            seeds = [{s: make(s, F64).to(e.dtype)} if e.dtype.is_floating_point else {} for s, e in shapes]
+            only_first = False
+            try:
+                g_expected = _grads(op, _detached(args), k1, seeds)
+            except NotImplementedError as e:  # the op has no derivative (backward ops: no double backward)
+                if "the derivative for" not in str(e):
+                    raise
+                continue
+            except RuntimeError as e:  # e.g. nll_loss is not differentiable in its weight
+                if "derivative for" in str(e) and "is not implemented" in str(e):
+                    continue  # floor_divide: no derivative
+                if "is not differentiable with respect to argument" not in str(e):
+                    raise
+                only_first = True
+                g_expected = _grads(op, _detached(args), k1, seeds, only_first=True)
+            if g_expected is None:
+                continue
+            g_actual = _grads(decomp, _detached(args), k2, seeds, only_first=only_first, which=_grads.which)
+            if g_actual is None:  # the decomposed result does not depend on the inputs (norm ord=0)
+                g_actual = [None] * len(g_expected)
+            for ga, ge in zip(g_actual, g_expected):
+                if ge is None:
+                    continue
+                if ga is None:  # the decomposition does not depend on that input: its gradient is zero
+                    assert not ge.any(), f"{op}: the decomposition gives no gradient where the op's is nonzero"
+                    continue
+                assert_equal(ga, ge, f"grad of {op}", rtol and rtol * 10, atol and atol * 10)
+    assert count > 0
+
+
+def _out_shapes(out):
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    return [(tuple(o.shape), o) for o in outs if isinstance(o, kiln.Tensor)]
+
+
+def _has_mutation(op):
+    return op in (aten.native_batch_norm.default, aten.batch_norm.default)
+
+
+# Ops with float inputs whose gradient is not compared: samplers (no gradient), and the
+# comparison/index ops whose float outputs are not differentiable.
+NO_GRAD = {aten.bernoulli.default, aten.bernoulli.p, aten.rand_like.default, aten.rand_like.generator,
+           aten.randn_like.default, aten.randn_like.generator, aten.randint_like.default,
+           aten.randint_like.generator, aten.randint_like.low_dtype, aten.randint_like.low_generator_dtype,
+           aten.empty_like.default, aten.zeros_like.default, aten.ones_like.default}
+
+
+# Outputs whose gradient the op's derivative reads (batch norm's saved statistics and running
+# averages require grad but its formula reads only the output's gradient, as PyTorch's).
+GRAD_OUTPUTS = {aten._native_batch_norm_legit_functional.default: [0]}
+
+
+# --- the tests -------------------------------------------------------------------------------
+
+def _registry_ops():
+    out = []
+    for qualified, name, _ in kiln._C._packets():
+        packet = getattr(aten, name)
+        for ov in packet.overloads():
+            out.append(getattr(packet, ov))
+    return out
+
+
+def _is_functional(op):
+    """No argument is written (in-place `foo_` and out= overloads write theirs)."""
+    schema = str(op._schema)
+    return "!" not in schema.split(") ->")[0]
+
+
+CORE_OPS = {op for op in _registry_ops() if Tag.core in op.tags}
+NON_CORE_FUNCTIONAL = sorted((op for op in _registry_ops() if _is_functional(op) and Tag.core not in op.tags), key=str)
+
+
+@pytest.mark.parametrize("op", sorted(core_aten_decompositions(), key=str), ids=str)
+def test_decomposition_matches_eager(op):
+    assert op in CASES, f"no samples for {op}: add them to tests/test_decomp.py"
+    check_op(op)
+
+
+def test_every_non_core_functional_op_has_a_decomposition():
+    missing = [str(op) for op in NON_CORE_FUNCTIONAL if op not in decomposition_table]
+    assert not missing, f"non-core functional ops without a decomposition: {missing}"
+
+
+def test_no_decomposition_of_core_or_mutating_ops():
+    for op in decomposition_table:
+        assert Tag.core not in op.tags, f"{op} is core, it needs no decomposition"
+        assert _is_functional(op), f"{op} writes an argument: functionalization handles it"
+
+
+def test_every_decomposition_has_samples():
+    assert set(core_aten_decompositions()) <= set(CASES)
+
+
+def test_core_tags():
+    names = {str(op) for op in CORE_OPS}
+    for name in ["aten.add.Tensor", "aten.mul.Tensor", "aten.sum.dim_IntList", "aten.amax.default",
+                 "aten.convolution.default", "aten._softmax.default", "aten.view.default", "aten.permute.default",
+                 "aten.expand.default", "aten._native_batch_norm_legit.default", "aten.native_layer_norm.default",
+                 "aten.squeeze.dim", "aten.mean.default", "aten.div.Scalar_mode", "aten.pow.Scalar",
+                 "aten.rand.default", "aten.split_with_sizes.default", "aten.repeat.default"]:
+        assert name in names, name
+    for name in ["aten.silu.default", "aten.addcmul.default", "aten.native_batch_norm.default",
+                 "aten.empty_like.default", "aten.copy_.default", "aten.add_.Tensor", "aten.add.out",
+                 "aten.matmul.default", "aten.linear.default", "aten.gelu_backward.default", "aten.all.default"]:
+        assert name not in names, name
+    assert Tag.core in aten.add.Tensor.tags and Tag.core not in aten.silu.default.tags
+    assert all(_is_functional(op) or op == aten._native_batch_norm_legit.default for op in CORE_OPS)
+
+
+# Core in kiln though PyTorch leaves them untagged (README: rule 2).
+KILN_CORE_ADDITIONS = {"aten.erfc.default", "aten.erfinv.default", "aten.lgamma.default", "aten.digamma.default",
+                       "aten.signbit.default", "aten.bitwise_left_shift.Tensor", "aten.bitwise_right_shift.Tensor",
+                       "aten.rand.generator", "aten.randn.generator", "aten.randperm.generator",
+                       "aten.randint.low_generator"}
+
+
+@requires_torch
+def test_core_tags_follow_pytorch():
+    compared = 0
+    for op in _registry_ops():
+        if not _is_functional(op):
+            continue
+        name, overload = str(op).split(".")[1:]
+        try:
+            t = getattr(getattr(torch.ops.aten, name), overload)
+            t_core = torch.Tag.core in t.tags
+        except (AttributeError, RuntimeError):  # kiln spells a few overloads differently
+            t_core = False
+        k_core = Tag.core in op.tags
+        if str(op) in KILN_CORE_ADDITIONS:
+            assert k_core and not t_core, str(op)
+        else:
+            assert k_core == t_core, f"{op}: kiln core={k_core}, PyTorch core={t_core}"
+        compared += 1
+    assert compared > 300
+
+
+def test_core_set_is_documented():
+    import pathlib
+    readme = (pathlib.Path(kiln.__file__).parent / "_decomp" / "README.md").read_text()
+    for op in CORE_OPS:
+        name = op.name().split("::")[1]
+        assert f"`{name}`" in readme, f"core op {name} missing from kiln/_decomp/README.md"
+
+
+def test_api():
+    assert get_decompositions([aten.silu])[aten.silu.default] is decomposition_table[aten.silu.default]
+    got = get_decompositions([aten.std, aten.addcmul.default, aten.add.Tensor])
+    assert set(got) == {aten.std.default, aten.std.dim, aten.std.correction, aten.addcmul.default}
+    table = core_aten_decompositions()
+    assert aten.add.Tensor not in table and aten.silu.default in table
+    assert len(table) == len(NON_CORE_FUNCTIONAL)
+    registry = {}
+
+    @register_decomposition([aten.silu.default, aten.mish], registry=registry)
+    def f(x):
+        return x
+    assert set(registry) == {aten.silu.default} | {getattr(aten.mish, name) for name in aten.mish.overloads()}
+    with pytest.raises(RuntimeError, match="duplicate"):
+        register_decomposition(aten.silu.default, registry=registry)(f)
+    with pytest.raises(TypeError):
+        register_decomposition("aten::silu")(f)
+
+
+def _recorded_calls(op, limit=4):
+    """The OpOverloads a decomposition calls directly, over its first samples."""
+    calls = set()
+    original = OpOverload.__call__
+
+    def recording(self, *args, **kwargs):
+        calls.add(self)
+        return original(self, *args, **kwargs)
+    OpOverload.__call__ = recording
+    try:
+        for i, (args, kwargs) in enumerate(CASES[op]()):
+            if i == limit:
+                break
+            kwargs = _generators(kwargs)
+            decomposition_table[op](*_detached(args), **kwargs)
+    finally:
+        OpOverload.__call__ = original
+    return calls
+
+
+def test_decompositions_bottom_out_in_core_ops():
+    # Each decomposition calls core ops or ops with a decomposition (never itself), and the
+    # "calls" graph has no cycle: expanding decompositions recursively ends in core ops only.
+    table = core_aten_decompositions()
+    edges = {op: _recorded_calls(op) for op in table}
+    for op, callees in edges.items():
+        assert callees, f"{op}'s decomposition calls no aten op"
+        assert op not in callees, f"{op}'s decomposition calls {op} itself"
+        for c in callees:
+            assert Tag.core in c.tags or c in table, f"{op} calls {c}, neither core nor decomposable"
+    state = {}
+
+    def visit(op, path):
+        if state.get(op) == "done":
+            return
+        assert state.get(op) != "active", f"decomposition cycle: {' -> '.join(map(str, path + [op]))}"
+        state[op] = "active"
+        for c in edges.get(op, ()):
+            if c in table:
+                visit(c, path + [op])
+        state[op] = "done"
+    for op in edges:
+        visit(op, [])
+
+
+def _make_fx():
+    try:
+        from kiln.fx.experimental.proxy_tensor import make_fx
+    except ImportError:
+        return None
+    return make_fx
+
+
+@pytest.mark.parametrize("op", sorted(core_aten_decompositions(), key=str), ids=str)
+def test_decomposition_traces_to_core_ops(op):
+    make_fx = _make_fx()
+    if make_fx is None:
+        pytest.skip("needs kiln.fx.experimental.proxy_tensor.make_fx (the make_fx tracer), not on this branch yet")
+    table = core_aten_decompositions()
+    args, kwargs = next(iter(CASES[op]()))
+    args, kwargs = _detached(args), _generators(kwargs)
+    tensors = [a for a in args if isinstance(a, kiln.Tensor)]
+    positions = [i for i, a in enumerate(args) if isinstance(a, kiln.Tensor)]
+
+    def f(*ts):
+        full = list(args)
+        for i, t in zip(positions, ts):
+            full[i] = t
+        return op(*full, **kwargs)
+    gm = make_fx(f, decomposition_table=table)(*tensors)
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    for target in targets:
+        if isinstance(target, OpOverload):
+            assert Tag.core in target.tags, f"{op} traces to non-core {target}"
+        assert target != op, f"{op}'s decomposition calls {op} itself"
