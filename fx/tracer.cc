@@ -63,7 +63,8 @@ const std::unordered_set<std::string>& RecordedComposites() {
       "aten::where.ScalarSelf", "aten::where.Scalar", "aten::bernoulli", "aten::bernoulli.p", "aten::rand",
       "aten::rand.generator", "aten::randn", "aten::randn.generator", "aten::randint", "aten::randint.generator",
       "aten::randint.low", "aten::randint.low_generator", "aten::rand_like", "aten::randn_like",
-      "aten::randint_like", "aten::randint_like.low_dtype"};
+      "aten::randint_like", "aten::randint_like.low_dtype", "aten::rand_like.generator",
+      "aten::randn_like.generator", "aten::randint_like.generator", "aten::randint_like.low_generator_dtype"};
   return *names;
 }
 
@@ -128,10 +129,38 @@ Node* Tracer::Materialize(Entry& e) {
   return e.node;
 }
 
+namespace {
+bool SameSymInts(const SymDimVector& a, const SymDimVector& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].str() != b[i].str()) return false;
+  return true;
+}
+}  // namespace
+
 Node* Tracer::NodeFor(const Tensor& t) {
   if (!t.defined()) return nullptr;
   auto it = map_.find(t.impl());
-  return it == map_.end() ? nullptr : Materialize(it->second);
+  if (it != map_.end()) return Materialize(it->second);
+  // Autograd saves outputs as new handles on the same storage (a SavedVariable unpacks to a
+  // shallow alias), so an unknown tensor that aliases a traced one exactly is that value.
+  const StorageImpl* storage = t->storage().get();
+  if (storage == nullptr) return nullptr;
+  for (auto& [impl, entry] : map_) {
+    const Tensor& known = entry.keep_alive;
+    if (!known.defined() || known->storage().get() != storage || known.dtype() != t.dtype() ||
+        !SameSymInts(known->sym_sizes(), t->sym_sizes()) || !SameSymInts(known->sym_strides(), t->sym_strides()) ||
+        known->sym_storage_offset().str() != t->sym_storage_offset().str())
+      continue;
+    Node* n = Materialize(entry);
+    if (n == nullptr) return nullptr;
+    Entry& alias = map_[t.impl()];
+    alias.keep_alive = t;
+    alias.node = n;
+    alias.parent = nullptr;
+    return n;
+  }
+  return nullptr;
 }
 
 Argument Tracer::MetaVal(const Tensor& t) {

@@ -509,7 +509,21 @@ def _random_cases():
     c[aten.randint_like.generator] = ilike((10,), {"generator": GEN})
     c[aten.randint_like.low_dtype] = ilike((-3, 10), {})
     c[aten.randint_like.low_generator_dtype] = ilike((-3, 10), {"generator": GEN})
+    # the scatter ops functionalization writes views back with
+    c[aten.fill.Tensor] = lambda: (((make(s, d, nc=nc), make((), d)), {}) for s, d, nc in variants(dtypes=[F32, I64]))
+    c[aten.diagonal_scatter.default] = _diag_scatter_cases
+    c[aten.as_strided_scatter.default] = lambda: (
+        ((make((3, 4), d), make(size, d), size, stride, off), {}) for d in [F32, I64]
+        for size, stride, off in [([2, 2], [1, 2], 1), ([3], [4], 0), ([2, 3], [4, 1], 4)])
     return c
+
+
+def _diag_scatter_cases():
+    for d in [F32, I64]:
+        for off, n in [(0, 4), (2, 3), (-1, 3)]:
+            yield (make((4, 5), d), make((n,), d), off), {}
+        yield (make((2, 3, 4), d), make((4, 2), d), 0, 0, 1), {}
+        yield (make((3, 4), d, nc=True), make((3,), d), 0, 1, 0), {}
 
 
 GEN = object()  # stands for a freshly seeded kiln.Generator in random samples

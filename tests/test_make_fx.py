@@ -202,8 +202,57 @@ def test_decomposition_table():
 def test_bad_tracing_mode():
     with pytest.raises(AssertionError, match="tracing"):
         make_fx(lambda x: x, tracing_mode="bogus")
-    with pytest.raises(NotImplementedError, match="symbolic"):
-        make_fx(lambda x: x, tracing_mode="symbolic")(rand(2))
+
+
+def test_symbolic_trace_runs_at_other_sizes():
+    def f(x, y):
+        z = x.view(x.shape[0] * 2, -1)
+        return (z @ y).relu().sum(0), x.shape[0] + 1, x.shape[1] // 2
+
+    gm = make_fx(f, tracing_mode="symbolic")(rand(4, 6), rand(3, 5))
+    t = targets(gm)
+    assert t.count("aten.sym_size.int") == 2  # one per input dimension used, created once
+    sizes = [n for n in gm.graph.nodes if n.target is kiln.ops.aten.sym_size.int]
+    assert [n.args[1] for n in sizes] == [0, 1]
+    assert all(isinstance(n.meta["val"], kiln.Tensor) for n in gm.graph.nodes if n.target is kiln.ops.aten.mm.default)
+    for n, m in [(4, 6), (8, 6), (6, 10), (2, 4)]:
+        x, y = rand(n, m, seed=n), rand(m // 2, 5, seed=m)
+        got, want = gm(x, y), f(x, y)
+        close(got[0], want[0])
+        assert got[1:] == want[1:]
+
+
+def test_symbolic_trace_of_a_training_step():
+    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(4 * 4 * 4, 10))
+    params = dict(model.named_parameters())
+
+    def step(x, target, *ps):
+        out = kiln.func.functional_call(model, dict(zip(params, ps)), (x,))
+        loss = F.cross_entropy(out, target)
+        return (loss,) + kiln.autograd.grad(loss, ps)
+
+    import kiln.func  # noqa: F401
+    ps = [p.detach().requires_grad_() for p in params.values()]
+    # the batch-norm buffers stay real module state, as with torch's make_fx
+    gm = make_fx(step, tracing_mode="symbolic", _allow_non_fake_inputs=True)(
+        rand(6, 1, 8, 8), kiln.randint(0, 10, (6,)), *ps)
+    assert "aten.sym_size.int" in targets(gm) and "aten.convolution_backward.default" in targets(gm)
+    for batch in (6, 3, 11):
+        x, tgt = rand(batch, 1, 8, 8, seed=batch), kiln.randint(0, 10, (batch,))
+        with kiln.no_grad():  # the graph holds the backward ops themselves
+            got = gm(x, tgt, *ps)
+        want = step(x, tgt, *ps)
+        for a, b in zip(got, want):
+            close(a, b, tol=1e-4)
+
+
+def test_symbolic_sizes_that_come_from_no_input_are_refused():
+    def f(x):
+        return x.nonzero()
+
+    with pytest.raises(Exception):
+        make_fx(f, tracing_mode="symbolic")(rand(5))
 
 
 @requires_torch

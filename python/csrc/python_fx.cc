@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "python/csrc/python_dtype.h"
+#include "python/csrc/python_symbolic.h"
 #include "python/csrc/python_tensor.h"
 
 namespace py = pybind11;
@@ -125,7 +126,14 @@ py::object FromConst(const IValue& v) {
     }
     else if constexpr (std::is_same_v<T, SymInt>) {
       if (auto v = x.maybe_as_int()) return py::int_(*v);
-      return py::module_::import("kiln").attr("_sym_from_cpp")(py::capsule(new SymInt(x), [](void* p) { delete static_cast<SymInt*>(p); }));
+      return py::reinterpret_steal<py::object>(SymIntToPython(x));
+    }
+    else if constexpr (std::is_same_v<T, Generator>) {
+      // The same generator state behind a kiln.Generator object.
+      py::capsule cap(new Generator(x), "kiln.Generator", [](PyObject* c) {
+        delete static_cast<Generator*>(PyCapsule_GetPointer(c, "kiln.Generator"));
+      });
+      return Cached("kiln", "Generator")(py::arg("_cdata") = cap);
     }
     else if constexpr (std::is_same_v<T, std::vector<SymInt>>) {
       py::list l;

@@ -9,6 +9,7 @@
 #include "fx/tracer.h"
 #include "python/csrc/python_dtype.h"
 #include "python/csrc/python_fx.h"
+#include "python/csrc/python_symbolic.h"
 #include "python/csrc/tensor_caster.h"
 
 namespace py = pybind11;
@@ -117,6 +118,18 @@ class PyTracer {
     };
   }
 
+  // Symbolic tracing: `fn(sym)` returns the node (or number) standing for a symbolic size.
+  void SetSymArg(py::object fn) {
+    if (fn.is_none()) { tracer_.sym_arg = nullptr; return; }
+    sym_arg_ = std::move(fn);
+    tracer_.sym_arg = [this](const SymInt& s) -> std::optional<fx::Argument> {
+      py::gil_scoped_acquire gil;
+      py::object r = sym_arg_(py::reinterpret_steal<py::object>(SymIntToPython(s)));
+      if (r.is_none()) return std::nullopt;
+      return ToArgument(r);
+    };
+  }
+
   py::object Trace(py::object fn, py::args args) {
     fx::TracingGuard guard(&tracer_);
     return fn(*args);
@@ -151,6 +164,7 @@ class PyTracer {
   fx::Tracer tracer_;
   std::unordered_map<const Op*, py::object> decomps_;
   py::object make_val_;
+  py::object sym_arg_;
 };
 
 }  // namespace
@@ -163,6 +177,7 @@ void InitMakeFxBindings(py::module_& m) {
       .def("set_getitem", &PyTracer::SetGetitem)
       .def("set_decompositions", &PyTracer::SetDecompositions)
       .def("set_make_val", &PyTracer::SetMakeVal)
+      .def("set_sym_arg", &PyTracer::SetSymArg)
       .def("trace", &PyTracer::Trace)
       .def("output", &PyTracer::Output)
       .def("graph", &PyTracer::Graph)

@@ -18,7 +18,7 @@ const char* const kCoreOps[] = {
     "_to_copy",
     // views
     "view", "as_strided", "permute", "expand", "squeeze.dim", "squeeze.dims", "unsqueeze", "select.int", "slice.Tensor",
-    "diagonal", "alias", "split_with_sizes",
+    "diagonal", "alias", "split_with_sizes", "slice_scatter", "select_scatter", "copy", "fill.Scalar",
     // pointwise binary
     "add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar", "mul.Tensor", "mul.Scalar", "div.Tensor", "div.Scalar",
     "div.Tensor_mode", "div.Scalar_mode", "remainder.Tensor", "remainder.Scalar", "fmod.Tensor", "fmod.Scalar",
@@ -58,6 +58,12 @@ const char* const kCoreOps[] = {
     "rand.generator", "randn.generator", "randperm.generator", "randint.low_generator",
 };
 
+// Core graph primitives that fx/ registers (symbolic-size reads and item()); the startup check of
+// tensor/ops/register.cc cannot see them, so they are listed apart.
+const char* const kCoreOpsOfLaterLayers[] = {
+    "sym_size.int", "sym_stride.int", "sym_numel", "sym_storage_offset", "_local_scalar_dense",
+};
+
 }  // namespace
 
 const std::vector<std::string>& CoreAtenOps() {
@@ -70,8 +76,11 @@ const std::vector<std::string>& CoreAtenOps() {
 }
 
 bool IsCoreAtenOp(const std::string& full_name) {
-  static const std::unordered_set<std::string>* set =
-      new std::unordered_set<std::string>(CoreAtenOps().begin(), CoreAtenOps().end());
+  static const std::unordered_set<std::string>* set = [] {
+    auto* s = new std::unordered_set<std::string>(CoreAtenOps().begin(), CoreAtenOps().end());
+    for (const char* name : kCoreOpsOfLaterLayers) s->insert(std::string("aten::") + name);
+    return s;
+  }();
   return set->count(full_name) > 0;
 }
 

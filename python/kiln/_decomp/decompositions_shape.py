@@ -593,3 +593,44 @@ def randint_like_low_generator(self, low, high, *, generator, dtype=None, layout
                                pin_memory=None, memory_format=None):
     shape, dtype, device = _like(self, dtype, device)
     return aten.randint.low_generator(low, high, shape, generator=generator, dtype=dtype, device=device)
+
+
+# -- the scatter ops functionalization writes views back with, and fill ----------------------------
+
+@register_decomposition(aten.fill.Tensor)
+def fill_tensor(self, value):
+    if value.dim() != 0:
+        raise RuntimeError(f"fill only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions.")
+    return aten.clone.default(aten.expand.default(aten._to_copy.default(value, dtype=self.dtype), list(self.shape)))
+
+
+@register_decomposition(aten.diagonal_scatter.default)
+def diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
+    # Index the diagonal's (row, column) pairs after moving dim1, dim2 last; src is laid out as
+    # diagonal() returns it, with the diagonal last.
+    nd = self.dim()
+    dim1, dim2 = dim1 % nd, dim2 % nd
+    rest = [d for d in range(nd) if d not in (dim1, dim2)]
+    order = rest + [dim1, dim2]
+    moved = aten.permute.default(self, order)
+    n = src.shape[-1]
+    rows = aten.add.Scalar(aten.arange.start_step(0, n, 1, dtype=kiln.int64), max(-offset, 0))
+    cols = aten.add.Scalar(aten.arange.start_step(0, n, 1, dtype=kiln.int64), max(offset, 0))
+    out = aten.index_put.default(moved, [None] * len(rest) + [rows, cols], src)
+    inverse = [order.index(d) for d in range(nd)]
+    return aten.clone.default(aten.permute.default(out, inverse), memory_format=kiln.contiguous_format)
+
+
+@register_decomposition(aten.as_strided_scatter.default)
+def as_strided_scatter(self, src, size, stride, storage_offset=None):
+    # The positions as_strided(size, stride, offset) reads in a contiguous copy of self, as one
+    # index tensor of shape `size`; src is written there.
+    index = aten.full.default([], storage_offset or 0, dtype=kiln.int64)
+    for d, (n, st) in enumerate(zip(size, stride)):
+        steps = aten.mul.Scalar(aten.arange.start_step(0, n, 1, dtype=kiln.int64), st)
+        shape = [1] * len(size)
+        shape[d] = n
+        index = aten.add.Tensor(index, aten.view.default(steps, shape))
+    flat = aten.view.default(aten.clone.default(self, memory_format=kiln.contiguous_format), [-1])
+    out = aten.index_put.default(flat, [aten.reshape.default(index, [-1])], aten.reshape.default(src, [-1]))
+    return aten.view.default(out, list(self.shape))

@@ -7,6 +7,7 @@ inputs (real, fake or symbolic), names placeholders as PyTorch does (arg0_1, arg
 the graph in a GraphModule whose attributes are the tensor constants f used.
 """
 
+import ast
 import collections
 import functools
 import inspect
@@ -14,6 +15,7 @@ import operator
 
 import kiln
 from kiln import _C
+from kiln._ops import ops
 from kiln._tensor import Tensor
 
 __all__ = ["make_fx"]
@@ -80,12 +82,71 @@ def _fake_mode(allow_non_fake_inputs):
     return FakeTensorMode(allow_non_fake_inputs=allow_non_fake_inputs)
 
 
-def _symbolic_mode():
-    # The tracer records SymInt arguments as constants so far: symbolic sizes need sym_size nodes
-    # and nodes for SymInt arithmetic (fx/tracer.h's sym_arg hook) before this mode can be offered.
-    raise NotImplementedError(
-        "make_fx(tracing_mode='symbolic') is not supported yet: the tracer does not record "
-        "symbolic sizes as sym_size nodes; use tracing_mode='real' or 'fake'")
+def _symbolic_mode(allow_non_fake_inputs):
+    from kiln._subclasses.fake_tensor import FakeTensorMode
+    from kiln.fx.experimental.symbolic_shapes import ShapeEnv
+    return FakeTensorMode(allow_non_fake_inputs=allow_non_fake_inputs, shape_env=ShapeEnv())
+
+
+def _map_leaves(value, fn):
+    if isinstance(value, (tuple, list)):
+        return type(value)(_map_leaves(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _map_leaves(v, fn) for k, v in value.items()}
+    return fn(value)
+
+
+class _SymNodes:
+    """Graph nodes for symbolic sizes (the tracer's sym_arg hook).
+
+    A size symbol becomes `sym_size.int(placeholder, dim)` of the first input dimension it stands
+    for, created where it is first used; an expression over symbols (`2*s0 + 1`, `(s0//2)`,
+    `Mod(s0, 4)`) becomes operator nodes over those, one node per distinct expression."""
+
+    _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+               ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+
+    def __init__(self, graph):
+        self.graph = graph
+        self.sources = {}  # symbol name -> (placeholder node, dim)
+        self.nodes = {}  # expression text -> node
+
+    def add_input(self, node, t):
+        for d, size in enumerate(t.shape):
+            name = str(size)
+            if not isinstance(size, int) and name.isidentifier() and name not in self.sources:
+                self.sources[name] = (node, d)
+
+    def __call__(self, sym):
+        text = str(sym)
+        if text not in self.nodes:
+            self.nodes[text] = self._build(ast.parse(text, mode="eval").body)
+        return self.nodes[text]
+
+    def _build(self, e):
+        if isinstance(e, ast.Constant):
+            return e.value
+        if isinstance(e, ast.Name):
+            if e.id not in self.sources:
+                raise RuntimeError(f"make_fx(tracing_mode='symbolic'): the size {e.id} comes from no input "
+                                   "(a data-dependent size cannot be traced symbolically)")
+            if e.id not in self.nodes:
+                node, d = self.sources[e.id]
+                self.nodes[e.id] = self.graph.call_function(ops.aten.sym_size.int, (node, d))
+            return self.nodes[e.id]
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+            return self.graph.call_function(operator.neg, (self._build(e.operand),))
+        if isinstance(e, ast.BinOp) and type(e.op) in self._BINOPS:
+            return self.graph.call_function(self._BINOPS[type(e.op)], (self._build(e.left), self._build(e.right)))
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in ("Mod", "Min", "Max"):
+            fn = {"Mod": operator.mod, "Min": kiln.sym_min, "Max": kiln.sym_max}[e.func.id]
+            args = [self._build(a) for a in e.args]
+            out = args[0]
+            for a in args[1:]:
+                out = self.graph.call_function(fn, (out, a))
+            return out
+        raise NotImplementedError(f"make_fx(tracing_mode='symbolic'): cannot express the size {ast.unparse(e)} "
+                                  "as graph nodes")
 
 
 def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_inputs=False, *,
@@ -107,7 +168,7 @@ def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_in
         if tracing_mode == "fake":
             mode = _fake_mode(_allow_non_fake_inputs)
         elif tracing_mode == "symbolic":
-            mode = _symbolic_mode()
+            mode = _symbolic_mode(_allow_non_fake_inputs)
         if mode is not None:
             leaves = [mode.from_tensor(x) if isinstance(x, Tensor) else x for x in leaves]
         inputs = _rebuild(args, iter(leaves))
@@ -120,11 +181,21 @@ def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_in
             tracer.set_make_val(lambda t: t)  # fake outputs are their own meta["val"]
         for name, x in zip(_placeholder_names(f, args), leaves):
             tracer.placeholder(name, x if isinstance(x, Tensor) else None)
+        if tracing_mode == "symbolic":
+            graph = tracer.graph()
+            sym_nodes = _SymNodes(graph)
+            placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+            for node, x in zip(placeholders, leaves):
+                if isinstance(x, Tensor):
+                    sym_nodes.add_input(node, x)
+            tracer.set_sym_arg(sym_nodes)
         if mode is not None:
             with mode:
                 out = tracer.trace(f, *inputs)
         else:
             out = tracer.trace(f, *inputs)
+        if tracing_mode == "symbolic":  # sizes returned by f become nodes too
+            out = _map_leaves(out, lambda v: sym_nodes(v) if isinstance(v, (kiln.SymInt, kiln.SymFloat)) else v)
         tracer.output(out)
         graph = tracer.graph()
 
