@@ -23,6 +23,27 @@ _FLOAT_MAX = {
 
 # --- helpers shared by the decomposition files ---------------------------------------------------
 
+def numel(shape):
+    """The product of a shape's sizes."""
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def broadcast_shape(a, b):
+    """The broadcast of two shapes, with PyTorch's error when they do not broadcast."""
+    out = []
+    for i in range(max(len(a), len(b))):
+        x = a[len(a) - 1 - i] if i < len(a) else 1
+        y = b[len(b) - 1 - i] if i < len(b) else 1
+        if x != y and x != 1 and y != 1:
+            raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b ({y}) at non-singleton "
+                               f"dimension {i}")
+        out.append(y if x == 1 else x)
+    return list(reversed(out))
+
+
 def scalar(value, like, dtype=None):
     """A 0-dim tensor holding `value`, of `like`'s dtype (or `dtype`) and device."""
     return aten.scalar_tensor.default(value, dtype=dtype or like.dtype, device=like.device)

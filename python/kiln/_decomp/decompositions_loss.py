@@ -2,23 +2,17 @@
 entropy) and their backward ops."""
 
 from kiln._decomp import register_decomposition
-from kiln._decomp.decompositions import pw_opmath, reduce_loss, rsub_scalar, scalar, to_dtype
+from kiln._decomp.decompositions import numel, pw_opmath, reduce_loss, rsub_scalar, scalar, to_dtype
 from kiln._ops import ops
 
 aten = ops.aten
 
 
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
 
 # --- losses ----------------------------------------------------------------------------------
 
 def _mean_scale(x, reduction):
-    return 1.0 / _numel(x.shape) if reduction == 1 else 1.0
+    return 1.0 / numel(x.shape) if reduction == 1 else 1.0
 
 
 @register_decomposition(aten.mse_loss.default)
@@ -219,7 +213,7 @@ def cross_entropy_loss(self, target, weight=None, reduction=1, ignore_index=-100
             prod = aten.mul.Tensor(prod, w_b)
         loss = aten.neg.default(aten.sum.dim_IntList(prod, [class_dim]))
         if reduction == 1:
-            batch = _numel(self.shape) // n_classes
+            batch = numel(self.shape) // n_classes
             return aten.div.Scalar(aten.sum.dim_IntList(loss, None), batch)
         return reduce_loss(loss, reduction)
     nll = aten.nll_loss_nd.default(lsm, target, weight, reduction, ignore_index)

@@ -5,17 +5,11 @@ import math
 
 import kiln
 from kiln._decomp import register_decomposition
-from kiln._decomp.decompositions import dims_of, scalar, to_dtype, to_float, where
+from kiln._decomp.decompositions import broadcast_shape, dims_of, numel, scalar, to_dtype, to_float, where
 from kiln._ops import ops
 
 aten = ops.aten
 
-
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 # --- reductions ------------------------------------------------------------------------------
@@ -229,8 +223,8 @@ def matmul(self, other):
     b = aten.unsqueeze.default(other, 1) if db == 1 else other
     n, k = a.shape[-2], a.shape[-1]
     m = b.shape[-1]
-    batch = list(_broadcast(list(a.shape[:-2]), list(b.shape[:-2])))
-    nb = _numel(batch)
+    batch = broadcast_shape(list(a.shape[:-2]), list(b.shape[:-2]))
+    nb = numel(batch)
     a3 = aten.reshape.default(aten.expand.default(a, batch + [n, k]), [nb, n, k])
     b3 = aten.reshape.default(aten.expand.default(b, batch + [b.shape[-2], m]), [nb, b.shape[-2], m])
     out = aten.view.default(aten.bmm.default(a3, b3), batch + [n, m])
@@ -240,17 +234,6 @@ def matmul(self, other):
         out = aten.squeeze.dim(out, -1)
     return out
 
-
-def _broadcast(a, b):
-    out = []
-    for i in range(max(len(a), len(b))):
-        x = a[len(a) - 1 - i] if i < len(a) else 1
-        y = b[len(b) - 1 - i] if i < len(b) else 1
-        if x != y and x != 1 and y != 1:
-            raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b ({y}) at non-singleton "
-                               f"dimension {i}")
-        out.append(y if x == 1 else x)
-    return reversed(out)
 
 
 @register_decomposition(aten.linear.default)
@@ -321,7 +304,7 @@ def native_batch_norm_legit_functional(input, weight, bias, running_mean, runnin
         out = aten.mul.Tensor(aten.sub.Tensor(input, mean), rstd)
         save_mean = aten.view.default(mean, [input.shape[1]])
         save_rstd = aten.view.default(rstd, [input.shape[1]])
-        n = _numel(input.shape) // input.shape[1]
+        n = numel(input.shape) // input.shape[1]
         unbiased = aten.mul.Scalar(aten.view.default(var, [input.shape[1]]), n / max(n - 1, 1))
         new_mean = aten.add.Tensor(aten.mul.Scalar(running_mean, 1 - momentum),
                                    aten.mul.Scalar(to_dtype(save_mean, running_mean.dtype), momentum))
@@ -354,7 +337,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_
 @register_decomposition(aten.group_norm.default)
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
     n, c = input.shape[0], input.shape[1]
-    hxw = _numel(input.shape[2:])
+    hxw = numel(input.shape[2:])
     return aten.native_group_norm.default(input, weight, bias, n, c, hxw, num_groups, eps)[0]
 
 
@@ -368,7 +351,7 @@ def native_batch_norm_backward(grad_out, input, weight, running_mean, running_va
     else:
         mean, invstd = running_mean, aten.rsqrt.default(aten.add.Scalar(running_var, eps))
     mean_b, invstd_b = aten.view.default(mean, shape), aten.view.default(invstd, shape)
-    n = _numel(input.shape) // input.shape[1]
+    n = numel(input.shape) // input.shape[1]
     grad_sum = aten.sum.dim_IntList(grad_out, dims)
     centered = aten.sub.Tensor(input, mean_b)
     dot_p = aten.sum.dim_IntList(aten.mul.Tensor(grad_out, centered), dims)

@@ -2,17 +2,11 @@
 
 import kiln
 from kiln._decomp import register_decomposition
-from kiln._decomp.decompositions import scalar, to_dtype
+from kiln._decomp.decompositions import broadcast_shape, numel, scalar, to_dtype
 from kiln._ops import ops
 
 aten = ops.aten
 
-
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def _wrap(dim, ndim):
@@ -135,22 +129,22 @@ def linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_mem
 
 # --- views -----------------------------------------------------------------------------------
 
-def _infer_size(shape, numel):
+def _infer_size(shape, total):
     shape = list(shape)
     if -1 in shape:
         i = shape.index(-1)
-        rest = _numel(shape[:i] + shape[i + 1:])
-        if rest == 0 or numel % rest:
-            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
-        shape[i] = numel // rest
-    if _numel(shape) != numel:
-        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        rest = numel(shape[:i] + shape[i + 1:])
+        if rest == 0 or total % rest:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {total}")
+        shape[i] = total // rest
+    if numel(shape) != total:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {total}")
     return shape
 
 
 def _view_strides(old_shape, old_strides, new_shape):
     """Strides viewing (old_shape, old_strides) as new_shape, or None when only a copy can."""
-    if _numel(old_shape) == 0 or len(old_shape) == 0:
+    if numel(old_shape) == 0 or len(old_shape) == 0:
         strides, step = [0] * len(new_shape), 1
         for d in reversed(range(len(new_shape))):
             strides[d] = step
@@ -274,7 +268,7 @@ def flatten(self, start_dim=0, end_dim=-1):
     if s > e:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     shape = list(self.shape)
-    return aten.reshape.default(self, shape[:s] + [_numel(shape[s:e + 1])] + shape[e + 1:])
+    return aten.reshape.default(self, shape[:s] + [numel(shape[s:e + 1])] + shape[e + 1:])
 
 
 @register_decomposition(aten.unflatten.int)
@@ -377,23 +371,12 @@ def chunk(self, chunks, dim=0):
     return aten.split.Tensor(self, split_size, d)
 
 
-def _broadcast_shape(a, b):
-    out = []
-    for i in range(max(len(a), len(b))):
-        x = a[len(a) - 1 - i] if i < len(a) else 1
-        y = b[len(b) - 1 - i] if i < len(b) else 1
-        if x != y and x != 1 and y != 1:
-            raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b ({y}) at non-singleton "
-                               f"dimension {i}")
-        out.append(y if x == 1 else x)
-    return list(reversed(out))
-
 
 @register_decomposition(aten.masked_select.default)
 def masked_select(self, mask):
     if mask.dtype != kiln.bool:
         raise RuntimeError(f"masked_select: expected BoolTensor for mask, got {mask.dtype}")
-    shape = _broadcast_shape(list(self.shape), list(mask.shape))
+    shape = broadcast_shape(list(self.shape), list(mask.shape))
     return aten.index.Tensor(aten.expand.default(self, shape), [aten.expand.default(mask, shape)])
 
 
