@@ -4,6 +4,7 @@
 #include "fx/symbolic_shapes.h"
 
 #include "gtest/gtest.h"
+#include "tensor/fake_tensor.h"
 #include "tensor/ops/common.h"
 
 namespace kiln::fx {
@@ -199,8 +200,8 @@ TEST(ShapeEnv, DataDependentOpsMintUnbackedSymbolsUnderAContext) {
   Tensor m = EmptyTensor(DimVector{3, 4}, ScalarType::Bool, Device(DeviceType::Meta));
   EXPECT_THROW(CallOp<Tensor>(KILN_OP("aten::nonzero"), m), NotImplementedError);
   // A fake tensor (the Fake key) without a ShapeEnv: PyTorch's DynamicOutputShapeException naming the op.
-  Tensor fake = EmptyTensor(DimVector{3, 4}, ScalarType::Bool, Device(DeviceType::Meta));
-  fake->set_keys(fake->keys().add(DispatchKey::Fake));
+  auto mode = std::make_shared<FakeTensorMode>();
+  Tensor fake = mode->Empty(SymDimVector{3, 4}, {}, 0, ScalarType::Bool, Device(DeviceType::CPU));
   try {
     CallOp<Tensor>(KILN_OP("aten::nonzero"), fake);
     FAIL() << "expected DynamicOutputShapeException";
@@ -208,8 +209,7 @@ TEST(ShapeEnv, DataDependentOpsMintUnbackedSymbolsUnderAContext) {
     EXPECT_EQ(e.python_class(), "DynamicOutputShapeException");
     EXPECT_STREQ(e.what(), "aten.nonzero.default");
   }
-  Tensor scalar = EmptyTensor(DimVector{}, ScalarType::Float32, Device(DeviceType::Meta));
-  scalar->set_keys(scalar->keys().add(DispatchKey::Fake));
+  Tensor scalar = mode->Empty(SymDimVector{}, {}, 0, ScalarType::Float32, Device(DeviceType::CPU));
   try {
     CallOp<Scalar>(KILN_OP("aten::_local_scalar_dense"), scalar);
     FAIL() << "expected DataDependentOutputException";
