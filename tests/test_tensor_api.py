@@ -253,3 +253,22 @@ def test_generator_seeding_is_reproducible():
     state = kiln.get_rng_state()
     kiln.set_rng_state(state)
     assert kiln.initial_seed() == kiln.default_generator.initial_seed()
+
+
+@requires_torch
+def test_is_contiguous_memory_format_matches_torch():
+    cases = [lambda lib: lib.randn(2, 3, 4, 5),
+             lambda lib: lib.randn(2, 5, 3, 4).permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2),
+             lambda lib: lib.randn(2, 1, 4, 5), lambda lib: lib.randn(1, 3, 1, 1), lambda lib: lib.randn(3, 4),
+             lambda lib: lib.randn(2, 3, 4, 5)[:, :, ::2]]
+    for make in cases:
+        k, t = make(kiln), make(torch)
+        for kf, tf in [(None, None), (kiln.contiguous_format, torch.contiguous_format),
+                       (kiln.channels_last, torch.channels_last)]:
+            got = k.is_contiguous() if kf is None else k.is_contiguous(memory_format=kf)
+            want = t.is_contiguous() if tf is None else t.is_contiguous(memory_format=tf)
+            assert got == want, (tuple(k.shape), k.stride(), kf)
+    with pytest.raises(TypeError, match="memory_format"):
+        kiln.randn(2).is_contiguous(memory_format=3)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        kiln.randn(2).is_contiguous(format=kiln.channels_last)

@@ -101,8 +101,52 @@ PyObject* MethodStorageDataPtr(PyObject* self, PyObject*) {
     return PyLong_FromVoidPtr(t->has_storage() ? t->storage()->data() : nullptr);
   });
 }
-PyObject* MethodIsContiguous(PyObject* self, PyObject* const*, Py_ssize_t, PyObject*) {
-  return Guarded([&] { return PyBool_FromLong(Checked(self).is_contiguous()); });
+// Row-major in (N, H, W, C) order, size-1 dimensions ignored (PyTorch's channels_last test).
+bool IsChannelsLastContiguous(const Tensor& t) {
+  if (t.dim() != 4) return false;
+  const SymDimVector& sizes = t->sym_sizes();
+  const SymDimVector& strides = t->sym_strides();
+  SymInt expected = 1;
+  for (int d : {1, 3, 2, 0}) {
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected = expected * sizes[d];
+  }
+  return true;
+}
+
+PyObject* MethodIsContiguous(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return Guarded([&]() -> PyObject* {
+    const Tensor& t = Checked(self);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs + nkw > 1)
+      throw TypeError(StrCat("is_contiguous() takes at most 1 argument (", nargs + nkw, " given)"));
+    PyObject* format = nargs == 1 ? args[0] : nullptr;
+    for (Py_ssize_t i = 0; i < nkw; ++i) {
+      std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, i));
+      if (name != "memory_format")
+        throw TypeError(StrCat("is_contiguous() got an unexpected keyword argument '", name, "'"));
+      format = args[nargs + i];
+    }
+    int64_t mf = static_cast<int64_t>(MemoryFormat::Contiguous);
+    if (format != nullptr && format != Py_None) {
+      PyObject* kind = PyObject_GetAttrString(format, "_kiln_enum_kind");
+      bool ok = kind && PyUnicode_Check(kind) && std::string(PyUnicode_AsUTF8(kind)) == "memory_format";
+      Py_XDECREF(kind);
+      PyErr_Clear();
+      if (!ok)
+        throw TypeError(StrCat("is_contiguous(): argument 'memory_format' must be kiln.memory_format, not ",
+                               Py_TYPE(format)->tp_name));
+      PyObject* value = PyObject_GetAttrString(format, "_kiln_enum");
+      mf = PyLong_AsLongLong(value);
+      Py_XDECREF(value);
+    }
+    if (mf == static_cast<int64_t>(MemoryFormat::Preserve))
+      throw Error("is_contiguous(): preserve_format is not a layout a tensor can be contiguous in");
+    bool result = mf == static_cast<int64_t>(MemoryFormat::ChannelsLast) ? IsChannelsLastContiguous(t)
+                                                                          : t.is_contiguous();
+    return PyBool_FromLong(result);
+  });
 }
 PyObject* MethodStrideImpl(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, bool size) {
   return Guarded([&]() -> PyObject* {
