@@ -6,6 +6,11 @@ namespace kiln::autograd {
 using namespace formulas;
 
 namespace {
+// An optional SymInt argument (slice bounds, storage offsets): None stays nullopt.
+std::optional<SymInt> OptionalSymInt(const IValue& v) {
+  return v.is_none() ? std::nullopt : std::optional<SymInt>(v.to_symint());
+}
+
 // A zero tensor of `sizes` whose region picked by `view_of` receives grad.
 template <typename ViewFn>
 Tensor ScatterIntoZeros(const Tensor& grad, const SymDimVector& sizes, ViewFn view_of) {
@@ -46,8 +51,7 @@ void DefineViewFormulas(DerivativeTable& d) {
     int64_t dim = c.i64("dim");
     const IValue& s = c.arg("start");
     const IValue& e = c.arg("end");
-    std::optional<SymInt> start = s.is_none() ? std::nullopt : std::optional<SymInt>(s.to_symint());
-    std::optional<SymInt> end = e.is_none() ? std::nullopt : std::optional<SymInt>(e.to_symint());
+    std::optional<SymInt> start = OptionalSymInt(s), end = OptionalSymInt(e);
     SymInt step = c.arg("step").to_symint();
     g["self"] = ScatterIntoZeros(c.grad(), c.sizes("self"),
                                  [&](const Tensor& z) { return ops::slice(z, dim, start, end, step); });
@@ -118,10 +122,6 @@ void DefineViewFormulas(DerivativeTable& d) {
                        "arange.start_step", "eye", "eye.m", "linspace", "randperm", "randperm.generator", "nonzero"});
 }
 
-}  // namespace kiln::autograd
-
-namespace kiln::autograd {
-using namespace formulas;
 
 // The functional inverses of views (tensor/ops/view_scatter.cc): self's gradient is grad with the
 // replaced region zeroed; src's is that region of grad.
@@ -130,8 +130,7 @@ void DefineViewScatterFormulas(DerivativeTable& d) {
     int64_t dim = c.i64("dim");
     const IValue& s = c.arg("start");
     const IValue& e = c.arg("end");
-    std::optional<SymInt> start = s.is_none() ? std::nullopt : std::optional<SymInt>(s.to_symint());
-    std::optional<SymInt> end = e.is_none() ? std::nullopt : std::optional<SymInt>(e.to_symint());
+    std::optional<SymInt> start = OptionalSymInt(s), end = OptionalSymInt(e);
     SymInt step = c.arg("step").to_symint();
     if (c.needs("self"))
       g["self"] = CallOp<Tensor>(KILN_OP("aten::slice_scatter"), c.grad(), zeros(c.sizes("src"), c.grad().dtype()),
@@ -157,7 +156,7 @@ void DefineViewScatterFormulas(DerivativeTable& d) {
     // The result is contiguous, so grad's positions are the ones the view addressed.
     Tensor grad = ops::contiguous(c.grad());
     const IValue& o = c.arg("storage_offset");
-    std::optional<SymInt> off = o.is_none() ? std::nullopt : std::optional<SymInt>(o.to_symint());
+    std::optional<SymInt> off = OptionalSymInt(o);
     if (c.needs("self"))
       g["self"] = CallOp<Tensor>(KILN_OP("aten::as_strided_scatter"), grad, zeros(c.sizes("src"), grad.dtype()),
                                  c.symints("size"), c.symints("stride"), off);

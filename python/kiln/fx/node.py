@@ -126,7 +126,8 @@ def map_aggregate(a, fn):
     if isinstance(a, list):
         return [map_aggregate(x, fn) for x in a]
     if isinstance(a, dict):
-        return {k: map_aggregate(v, fn) for k, v in a.items()}
+        mapped = ((k, map_aggregate(v, fn)) for k, v in a.items())
+        return dict(mapped) if type(a) is dict else type(a)(mapped)  # dict subclasses kept
     if isinstance(a, slice):
         return slice(map_aggregate(a.start, fn), map_aggregate(a.stop, fn), map_aggregate(a.step, fn))
     return fn(a)

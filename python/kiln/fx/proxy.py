@@ -11,28 +11,13 @@ import functools
 import inspect
 import operator
 
-from kiln.fx.node import Node
+from kiln.fx.node import Node, map_aggregate as _map_aggregate
 
 __all__ = ["TraceError", "TracerBase", "GraphAppendingTracer", "Proxy", "Attribute", "ParameterProxy"]
 
 
 class TraceError(ValueError):
     pass
-
-
-def _map_aggregate(a, fn):
-    """Applies fn to every leaf of nested tuples, lists, dicts and slices (namedtuples kept)."""
-    if isinstance(a, tuple):
-        t = tuple(_map_aggregate(elem, fn) for elem in a)
-        return t if not hasattr(a, "_fields") else type(a)(*t)
-    if isinstance(a, list):
-        return [_map_aggregate(elem, fn) for elem in a]
-    if isinstance(a, dict):
-        return type(a)((k, _map_aggregate(v, fn)) for k, v in a.items()) if type(a) is not dict else \
-            {k: _map_aggregate(v, fn) for k, v in a.items()}
-    if isinstance(a, slice):
-        return slice(_map_aggregate(a.start, fn), _map_aggregate(a.stop, fn), _map_aggregate(a.step, fn))
-    return fn(a)
 
 
 def _is_node(a):
