@@ -40,6 +40,8 @@ import sys, sysconfig
 print(sysconfig.get_paths()["include"])
 print(sysconfig.get_config_var("EXT_SUFFIX"))
 print("%d.%d" % sys.version_info[:2])
+print(sysconfig.get_config_var("LIBDIR"))
+print(sys.base_prefix)
 """
 
 def _kiln_python_impl(ctx):
@@ -50,7 +52,7 @@ def _kiln_python_impl(ctx):
     result = ctx.execute([binary, "-c", _PY_QUERY])
     if result.return_code != 0:
         fail("KILN_PYTHON=%s could not report its configuration: %s" % (python, result.stderr))
-    include, ext_suffix, version = result.stdout.strip().split("\n")
+    include, ext_suffix, version, libdir, prefix = result.stdout.strip().split("\n")
     ctx.symlink(include, "include")
     ctx.file("BUILD.bazel", """
 cc_library(
@@ -59,7 +61,16 @@ cc_library(
     includes = ["include"],
     visibility = ["//visibility:public"],
 )
-""")
+
+# For C++ tests that embed the interpreter (Py_Initialize): libpython and where its stdlib is.
+cc_library(
+    name = "embed",
+    deps = [":headers"],
+    defines = ["KILN_PYTHON_HOME={prefix}"],  # a bare path; embedded_python.h quotes it
+    linkopts = ["-L{libdir}", "-lpython{version}", "-Wl,-rpath,{libdir}"],
+    visibility = ["//visibility:public"],
+)
+""".format(prefix = prefix, libdir = libdir, version = version))
     ctx.file("defs.bzl", "EXT_SUFFIX = %r\nPY_VERSION = %r\n" % (ext_suffix, version))
 
 kiln_python = repository_rule(
