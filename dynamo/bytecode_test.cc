@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "dynamo/bytecode_analysis.h"
+
 #include "dynamo/testing/embedded_python.h"
 
 namespace kiln::dynamo {
@@ -47,6 +49,88 @@ TEST(Decode, MatchesDisOffsetsAndJumpTargets) {
   EXPECT_GE(jumps, 3);  // the loop's FOR_ITER exit, the if, the back edge
   Py_DECREF(dis_offsets);
   Py_DECREF(code);
+}
+
+TEST(ExceptionTable, MatchesDisAndRoundTrips) {
+  PyObject* ns = testing::RunSource(
+      "import dis\n"
+      "def f(x):\n"
+      "    try:\n"
+      "        for i in range(x):\n"
+      "            with open(i) as g:\n"
+      "                x += g.read()\n"
+      "    except (ValueError, OSError) as e:\n"
+      "        return e\n"
+      "    finally:\n"
+      "        x = None\n"
+      "    return x\n"
+      "entries = [(e.start, e.end, e.target, e.depth, e.lasti) for e in dis._parse_exception_table(f.__code__)]\n");
+  PyCodeObject* code = reinterpret_cast<PyCodeObject*>(PyObject_GetAttrString(PyDict_GetItemString(ns, "f"), "__code__"));
+  PyObject* expected = PyDict_GetItemString(ns, "entries");
+  std::vector<ExceptionTableEntry> table;
+  ASSERT_TRUE(CodeExceptionTable(code, &table));
+  ASSERT_EQ(static_cast<Py_ssize_t>(table.size()), PyList_GET_SIZE(expected));
+  ASSERT_GE(table.size(), 4u);
+  for (size_t i = 0; i < table.size(); ++i) {
+    int start, end, target, depth, lasti;
+    ASSERT_TRUE(PyArg_ParseTuple(PyList_GET_ITEM(expected, i), "iiiip", &start, &end, &target, &depth, &lasti));
+    EXPECT_EQ(table[i], (ExceptionTableEntry{start, end, target, depth, lasti != 0})) << "entry " << i;
+  }
+  std::string bytes(PyBytes_AS_STRING(code->co_exceptiontable), PyBytes_GET_SIZE(code->co_exceptiontable));
+  EXPECT_EQ(EncodeExceptionTable(table), bytes);
+  // Multi-group varints: offsets past 64 and 4096 code units.
+  std::vector<ExceptionTableEntry> big = {{10, 200, 9000, 3, true}, {200000, 200010, 300000, 70, false}};
+  std::vector<ExceptionTableEntry> back;
+  ASSERT_TRUE(ParseExceptionTable(EncodeExceptionTable(big), &back));
+  EXPECT_EQ(back, big);
+  EXPECT_FALSE(ParseExceptionTable(EncodeExceptionTable(big).substr(0, 5), &back));
+  Py_DECREF(code);
+  Py_DECREF(ns);
+}
+
+// Live locals at the instruction `dis` lists as number `index` of function `name` in `source`.
+std::vector<std::string> LiveAt(const std::string& source, const char* name, const std::string& where) {
+  PyObject* ns = testing::RunSource(
+      "import dis\n" + source + "ins = list(dis.get_instructions(" + name + "))\n" + "offset = " + where + "\n");
+  PyCodeObject* code = reinterpret_cast<PyCodeObject*>(PyObject_GetAttrString(PyDict_GetItemString(ns, name), "__code__"));
+  std::vector<std::string> names;
+  EXPECT_TRUE(LiveLocalNamesAt(code, static_cast<int>(PyLong_AsLong(PyDict_GetItemString(ns, "offset"))), &names));
+  Py_DECREF(code);
+  Py_DECREF(ns);
+  return names;
+}
+
+using Names = std::vector<std::string>;
+
+TEST(Liveness, Branches) {
+  const std::string src = "def f(a, b, c, d):\n    if a:\n        return b\n    d = 1\n    return c + d\n";
+  EXPECT_EQ(LiveAt(src, "f", "0"), (Names{"a", "b", "c"}));  // d is written before its read
+  EXPECT_EQ(LiveAt(src, "f", "[i for i in ins if i.argval == 'b'][0].offset"), (Names{"b"}));
+  EXPECT_EQ(LiveAt(src, "f", "[i for i in ins if i.opname == 'STORE_FAST'][0].offset"), (Names{"c"}));
+}
+
+TEST(Liveness, Loops) {
+  const std::string src =
+      "def f(n, m):\n    s = 0\n    for i in range(n):\n        s += i\n    while s > m:\n        s -= 1\n    return s\n";
+  EXPECT_EQ(LiveAt(src, "f", "[i for i in ins if i.opname == 'FOR_ITER'][0].offset"), (Names{"m", "s"}));
+  EXPECT_EQ(LiveAt(src, "f", "[i for i in ins if i.opname == 'STORE_FAST'][1].offset"), (Names{"m", "s"}));
+  // Inside the while loop: the back edge keeps m live.
+  EXPECT_EQ(LiveAt(src, "f", "[i for i in ins if i.opname == 'STORE_FAST' and i.argval == 's'][-1].offset"),
+            (Names{"m"}));
+}
+
+TEST(Liveness, TryExceptHandlerEdges) {
+  const std::string src =
+      "def f(a, b, c):\n    try:\n        a = g(c)\n    except ValueError:\n        return a + b\n    return a\n";
+  // The store to `a` can be skipped by the exception, so the old `a` is live before it.
+  EXPECT_EQ(LiveAt(src, "f", "[i for i in ins if i.opname == 'STORE_FAST'][0].offset"), (Names{"a", "b"}));
+  EXPECT_EQ(LiveAt(src, "f", "[i for i in ins if i.opname == 'STORE_FAST'][0].offset + 2"), (Names{"a"}));
+}
+
+TEST(Liveness, DeleteReadsThenKills) {
+  const std::string src = "def f(x, y):\n    del x\n    x = y\n    return x\n";
+  EXPECT_EQ(LiveAt(src, "f", "0"), (Names{"x", "y"}));  // del raises if x is unbound
+  EXPECT_EQ(LiveAt(src, "f", "[i for i in ins if i.opname == 'DELETE_FAST'][0].offset + 2"), (Names{"y"}));
 }
 
 }  // namespace
