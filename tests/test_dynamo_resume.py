@@ -269,3 +269,40 @@ def test_errors_name_the_argument():
         D._live_locals(1, 0)
     with pytest.raises(ValueError, match="offset 1 starts no instruction"):
         D._live_locals(code, 1)
+
+
+# ---- EXTENDED_ARG: long bodies, many locals, many constants ----
+
+def make(source, name, **ns):
+    ns = dict(ns, h=h)
+    exec(source, ns)
+    return ns[name]
+
+
+def test_extended_args_in_prologue_and_jump():
+    # 300 locals (LOAD_FAST ___stack needs a prefix), 300 constants (so does LOAD_CONST), and a
+    # target past byte 512 (JUMP_FORWARD needs one too).
+    body = "".join(f"    v{i} = {i + 1000}\n" for i in range(300))
+    f = make(f"def f(a):\n{body}    r = h(a)\n    return r + v0 + v299 + a\n", "f")
+    target = after_call(f, 0)
+    assert target > 512 and len(f.__code__.co_varnames) == 302
+    values = {f"v{i}": i + 1000 for i in range(300)} | {"a": 2}
+    assert resume(f, target, [False], [h(2)], values) == f(2)
+    rc = D._make_resume_code(f.__code__, target, [False], [], "r")
+    ops = [i.opname for i in dis.get_instructions(rc)][:8]
+    assert "EXTENDED_ARG" in ops
+
+
+def test_free_variable_past_255_is_refused():
+    # 255 locals put the free variable's slot at 255; the new local would need an EXTENDED_ARG.
+    names = ", ".join(f"v{i}" for i in range(253))
+    src = f"def outer(k):\n    def inner(x, {names}):\n        y = h(x)\n        return y + k\n    return inner\n"
+    inner = make(src, "outer")(1)
+    assert inner.__code__.co_nlocals == 255  # x, v0..v252, y
+    with pytest.raises(ValueError, match="EXTENDED_ARG"):
+        D._make_resume_code(inner.__code__, after_call(inner, 0), [False], [], "r")
+    # One more local and the slot already has its prefix (256 -> 257): that works.
+    names = ", ".join(f"v{i}" for i in range(254))
+    src = f"def outer(k):\n    def inner(x, {names}):\n        y = h(x)\n        return y + k\n    return inner\n"
+    inner = make(src, "outer")(1)
+    assert resume(inner, after_call(inner, 0), [False], [h(2)], {}) == inner(2, *range(254)) == 7
