@@ -35,6 +35,8 @@ inline constexpr const char* kResumeStackName = "___stack";
 
 // Builds the resume code for `code` at byte offset `target_offset` (an instruction's start).
 // `null_mask` has one entry per stack slot at the target, bottom first (true: NULL).
+// `dead_locals` are unbound on entry (DELETE_FAST): the locals not live at the target (see
+// LiveLocals) and any live one that is unbound in the frame being resumed.
 // Returns a new code object, or nullptr with a Python exception set (ValueError for code or
 // arguments it cannot serve).
 PyObject* MakeResumeCode(PyCodeObject* code, int target_offset, const std::vector<bool>& null_mask,
