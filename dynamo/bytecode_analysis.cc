@@ -96,6 +96,21 @@ void Effects(const Instruction& ins, int nlocals, int* gen, int* kill) {
   }
 }
 
+#if PY_VERSION_HEX < 0x030C0000
+bool UsesClassCell(PyCodeObject* code) {
+  PyObject* freevars = PyCode_GetFreevars(code);
+  if (!freevars) {
+    PyErr_Clear();
+    return true;  // conservatively
+  }
+  bool found = false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(freevars); ++i)
+    found |= PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(freevars, i), "__class__") == 0;
+  Py_DECREF(freevars);
+  return found;
+}
+#endif
+
 }  // namespace
 
 bool ParseExceptionTable(const std::string& bytes, std::vector<ExceptionTableEntry>* out) {
@@ -190,6 +205,11 @@ bool LiveLocals(PyCodeObject* code, const std::vector<Instruction>& instructions
       }
     }
   }
+#if PY_VERSION_HEX < 0x030C0000
+  // 3.11's zero-argument super() reads the frame's first local itself (3.12 loads it explicitly).
+  if (code->co_argcount > 0 && nlocals > 0 && UsesClassCell(code))
+    for (std::vector<bool>& l : *live) l[0] = true;
+#endif
   return true;
 }
 

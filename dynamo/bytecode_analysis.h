@@ -13,6 +13,8 @@
 // LOAD_FAST_AND_CLEAR, DELETE_FAST (it raises when the local is unbound, so it observes it),
 // and any free-variable opcode naming an argument that is a cell (the slot holds the cell, so it
 // is never killed). Writes (kills): STORE_FAST, DELETE_FAST (after its read).
+// On 3.11 the first argument is live everywhere in code that may call zero-argument super().
+// Implicit reads through locals(), vars(), eval() or frame inspection are not seen.
 #pragma once
 
 #include <Python.h>

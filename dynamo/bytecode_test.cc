@@ -65,7 +65,8 @@ TEST(ExceptionTable, MatchesDisAndRoundTrips) {
       "        x = None\n"
       "    return x\n"
       "entries = [(e.start, e.end, e.target, e.depth, e.lasti) for e in dis._parse_exception_table(f.__code__)]\n");
-  PyCodeObject* code = reinterpret_cast<PyCodeObject*>(PyObject_GetAttrString(PyDict_GetItemString(ns, "f"), "__code__"));
+  PyObject* fn = PyDict_GetItemString(ns, "f");
+  PyCodeObject* code = reinterpret_cast<PyCodeObject*>(PyObject_GetAttrString(fn, "__code__"));
   PyObject* expected = PyDict_GetItemString(ns, "entries");
   std::vector<ExceptionTableEntry> table;
   ASSERT_TRUE(CodeExceptionTable(code, &table));
@@ -92,7 +93,8 @@ TEST(ExceptionTable, MatchesDisAndRoundTrips) {
 std::vector<std::string> LiveAt(const std::string& source, const char* name, const std::string& where) {
   PyObject* ns = testing::RunSource(
       "import dis\n" + source + "ins = list(dis.get_instructions(" + name + "))\n" + "offset = " + where + "\n");
-  PyCodeObject* code = reinterpret_cast<PyCodeObject*>(PyObject_GetAttrString(PyDict_GetItemString(ns, name), "__code__"));
+  PyObject* fn = PyDict_GetItemString(ns, name);
+  PyCodeObject* code = reinterpret_cast<PyCodeObject*>(PyObject_GetAttrString(fn, "__code__"));
   std::vector<std::string> names;
   EXPECT_TRUE(LiveLocalNamesAt(code, static_cast<int>(PyLong_AsLong(PyDict_GetItemString(ns, "offset"))), &names));
   Py_DECREF(code);
@@ -111,7 +113,8 @@ TEST(Liveness, Branches) {
 
 TEST(Liveness, Loops) {
   const std::string src =
-      "def f(n, m):\n    s = 0\n    for i in range(n):\n        s += i\n    while s > m:\n        s -= 1\n    return s\n";
+      "def f(n, m):\n    s = 0\n    for i in range(n):\n        s += i\n"
+      "    while s > m:\n        s -= 1\n    return s\n";
   EXPECT_EQ(LiveAt(src, "f", "[i for i in ins if i.opname == 'FOR_ITER'][0].offset"), (Names{"m", "s"}));
   EXPECT_EQ(LiveAt(src, "f", "[i for i in ins if i.opname == 'STORE_FAST'][1].offset"), (Names{"m", "s"}));
   // Inside the while loop: the back edge keeps m live.

@@ -116,7 +116,8 @@ PyObject* MakeResumeCode(PyCodeObject* code, int target_offset, const std::vecto
   if (!stack_name) return nullptr;
   int contains = PySequence_Contains(varnames, stack_name);
   if (contains != 0) {
-    if (contains > 0) PyErr_Format(PyExc_ValueError, "resume code: %U already has a local %U", code->co_name, stack_name);
+    if (contains > 0)
+      PyErr_Format(PyExc_ValueError, "resume code: %U already has a local %U", code->co_name, stack_name);
     return nullptr;
   }
 
@@ -175,7 +176,8 @@ PyObject* MakeResumeCode(PyCodeObject* code, int target_offset, const std::vecto
   std::string exception_table = EncodeExceptionTable(table);
 
   std::string linetable;
-  for (int units = shift / 2; units > 0; units -= 8) linetable.push_back(static_cast<char>(kNoLocationEntry | (std::min(units, 8) - 1)));
+  for (int units = shift / 2; units > 0; units -= 8)  // one entry covers at most 8 code units
+    linetable.push_back(static_cast<char>(kNoLocationEntry | (std::min(units, 8) - 1)));
   linetable.append(PyBytes_AS_STRING(code->co_linetable), PyBytes_GET_SIZE(code->co_linetable));
 
   PyObject* consts = refs(TupleAppend(code->co_consts, new_consts));  // steals new_consts

@@ -306,3 +306,21 @@ def test_free_variable_past_255_is_refused():
     src = f"def outer(k):\n    def inner(x, {names}):\n        y = h(x)\n        return y + k\n    return inner\n"
     inner = make(src, "outer")(1)
     assert resume(inner, after_call(inner, 0), [False], [h(2)], {}) == inner(2, *range(254)) == 7
+
+
+class Base:
+    def m(self, x):
+        return x + 1
+
+
+class Derived(Base):
+    def m(self, x):
+        y = h(x)
+        return super().m(y)
+
+
+def test_zero_argument_super_keeps_self_live():
+    fn = Derived.m
+    target = after_call(fn, 0)
+    assert D._live_locals(fn.__code__, target) == ["self"]  # explicit on 3.12, implicit on 3.11
+    assert resume(fn, target, [False], [h(2)], {"self": Derived()}) == Derived().m(2) == 7
