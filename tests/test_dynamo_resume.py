@@ -324,3 +324,78 @@ def test_zero_argument_super_keeps_self_live():
     target = after_call(fn, 0)
     assert D._live_locals(fn.__code__, target) == ["self"]  # explicit on 3.12, implicit on 3.11
     assert resume(fn, target, [False], [h(2)], {"self": Derived()}) == Derived().m(2) == 7
+
+
+class Recorder:
+    def __init__(self):
+        self.exits = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        self.exits.append(kind)
+        return True  # swallow
+
+
+def within(cm, x):
+    z = -1
+    with cm:
+        y = h(x)
+        z = 6 // y
+    return z
+
+
+def test_inside_with_block():
+    target = after_call(within, 0)  # after h(x): stack [cm.__exit__, h(x)]
+    assert D._live_locals(within.__code__, target) == ["z"]  # the handler path keeps the old z
+    for x, expected in [(1, 2), (0, -1)]:
+        cm = Recorder()
+        got = resume(within, target, [False, False], [cm.__exit__, h(x)], {"z": -1})
+        assert got == expected == within(Recorder(), x)
+        assert cm.exits == [None if x else ZeroDivisionError]
+
+
+def all_code_objects(module):
+    """Every plain function code object under a module (nested ones included)."""
+    out, todo = [], [v.__code__ for v in vars(module).values() if isinstance(v, types.FunctionType)]
+    for cls in (v for v in vars(module).values() if isinstance(v, type)):
+        todo += [v.__code__ for v in vars(cls).values() if isinstance(v, types.FunctionType)]
+    while todo:
+        code = todo.pop()
+        todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        out.append(code)
+    return out
+
+
+def test_body_is_unchanged_across_the_stdlib():
+    """Resume code at every instruction: the body's instructions, positions and handlers are the
+    original's, shifted by the prologue."""
+    import argparse, json.decoder, textwrap
+
+    checked = 0
+    for module in (dis, argparse, json.decoder, textwrap, traceback):
+        for code in all_code_objects(module):
+            generator_like = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+            if code.co_cellvars or code.co_flags & generator_like:
+                continue
+            orig = list(dis.get_instructions(code))
+            orig_table = dis._parse_exception_table(code)
+            for target in {orig[0].offset, orig[len(orig) // 2].offset, orig[-1].offset}:
+                D._live_locals(code, target)
+                rc = D._make_resume_code(code, target, [False, True], [], "r")
+                new = list(dis.get_instructions(rc))
+                jump = next(i for i in new if i.opname == "JUMP_FORWARD")
+                shift = jump.offset + 2
+                assert jump.argval == target + shift
+                body = [i for i in new if i.offset >= shift]
+                assert [(i.opname, i.offset - shift, i.positions) for i in body] == [
+                    (i.opname, i.offset, i.positions) for i in orig]
+                # Same arguments (free variables by name); jump targets move with the body.
+                assert [i.argval - shift if i.opcode in dis.hasjrel else i.argval for i in body] == [
+                    i.argval for i in orig]
+                assert [(e.start - shift, e.end - shift, e.target - shift, e.depth, e.lasti)
+                        for e in dis._parse_exception_table(rc)] == [
+                    (e.start, e.end, e.target, e.depth, e.lasti) for e in orig_table]
+                checked += 1
+    assert checked > 300
