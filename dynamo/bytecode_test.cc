@@ -89,6 +89,38 @@ TEST(ExceptionTable, MatchesDisAndRoundTrips) {
   Py_DECREF(ns);
 }
 
+TEST(ExceptionTable, RoundTripsAcrossTheStdlib) {
+  PyObject* codes = testing::Evaluate(
+      "import argparse, dis, json.decoder, traceback, types\n"
+      "codes = []\n"
+      "spaces = [vars(m) for m in (argparse, dis, json.decoder, traceback)]\n"
+      "spaces += [vars(c) for s in spaces for c in s.values() if isinstance(c, type)]\n"
+      "todo = [f.__code__ for s in spaces for f in s.values() if isinstance(f, types.FunctionType)]\n"
+      "while todo:\n"
+      "    c = todo.pop()\n"
+      "    codes.append((c, [(e.start, e.end, e.target, e.depth, e.lasti) for e in dis._parse_exception_table(c)]))\n"
+      "    todo += [k for k in c.co_consts if isinstance(k, types.CodeType)]\n",
+      "codes");
+  int with_handlers = 0;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(codes); ++i) {
+    PyCodeObject* code = reinterpret_cast<PyCodeObject*>(PyTuple_GET_ITEM(PyList_GET_ITEM(codes, i), 0));
+    PyObject* expected = PyTuple_GET_ITEM(PyList_GET_ITEM(codes, i), 1);
+    std::vector<ExceptionTableEntry> table;
+    ASSERT_TRUE(CodeExceptionTable(code, &table));
+    ASSERT_EQ(static_cast<Py_ssize_t>(table.size()), PyList_GET_SIZE(expected));
+    for (size_t k = 0; k < table.size(); ++k) {
+      int start, end, target, depth, lasti;
+      ASSERT_TRUE(PyArg_ParseTuple(PyList_GET_ITEM(expected, k), "iiiip", &start, &end, &target, &depth, &lasti));
+      EXPECT_EQ(table[k], (ExceptionTableEntry{start, end, target, depth, lasti != 0}));
+    }
+    std::string bytes(PyBytes_AS_STRING(code->co_exceptiontable), PyBytes_GET_SIZE(code->co_exceptiontable));
+    EXPECT_EQ(EncodeExceptionTable(table), bytes);
+    with_handlers += !table.empty();
+  }
+  EXPECT_GT(with_handlers, 20);
+  Py_DECREF(codes);
+}
+
 // Live locals at the instruction `dis` lists as number `index` of function `name` in `source`.
 std::vector<std::string> LiveAt(const std::string& source, const char* name, const std::string& where) {
   PyObject* ns = testing::RunSource(
