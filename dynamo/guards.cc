@@ -427,7 +427,12 @@ class LambdaGuard : public LeafGuard {
       if (state.detail) {
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
-        *state.detail = "raised " + (value ? Repr(value) : std::string(type ? reinterpret_cast<PyTypeObject*>(type)->tp_name : "?"));
+        PyErr_NormalizeException(&type, &value, &tb);
+        *state.detail = std::string("raised ") + (type ? reinterpret_cast<PyTypeObject*>(type)->tp_name : "?");
+        if (PyObject* msg = value ? PyObject_Str(value) : nullptr) {
+          if (const char* m = PyUnicode_AsUTF8(msg)) *state.detail += std::string(": ") + m;
+          Py_DECREF(msg);
+        }
         Py_XDECREF(type);
         Py_XDECREF(value);
         Py_XDECREF(tb);
