@@ -398,7 +398,7 @@ class GlobalStateGuard : public LeafGuard {
 };
 
 std::string CallableName(PyObject* fn) {
-  for (const char* attr : {"__qualname__", "__name__"}) {
+  for (const char* attr : {"__name__", "__qualname__"}) {
     PyObject* n = PyObject_GetAttrString(fn, attr);
     if (n && PyUnicode_Check(n)) {
       std::string s = PyUnicode_AsUTF8(n);
