@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "dynamo/cpython_frame.h"
+#include "dynamo/guards.h"
 
 namespace kiln::dynamo {
 namespace {
@@ -13,6 +14,7 @@ struct CacheEntry {
   PyObject* guard;     // callable(f_locals) -> bool, owned
   PyObject* code;      // the code to run instead, owned
   PyObject* function;  // a function over `code` for closure-free originals, owned or null
+  RootGuardManager* root;  // `guard` itself when it is a RootGuardManager (checked in C++), or null
 };
 
 // Stored on each code object through CPython's co_extra slots.
@@ -68,7 +70,10 @@ int TotalArgs(PyCodeObject* code) {
   return n;
 }
 
-// {name: value} of the frame's arguments (all that is bound at entry).
+// {name: value} of the frame's arguments (all that is bound at entry), plus {name: contents} of
+// its free variables whose cells are not empty. At entry the free variables are not yet copied
+// into the frame (COPY_FREE_VARS does that), so they are read from the function's closure; their
+// names are the last co_nfreevars of the localsplus names, in closure order.
 PyObject* ArgumentsDict(_PyInterpreterFrame* frame, PyCodeObject* code) {
   PyObject* names = kiln_code_localsplusnames(code);
   PyObject** locals = kiln_frame_localsplus(frame);
@@ -82,7 +87,38 @@ PyObject* ArgumentsDict(_PyInterpreterFrame* frame, PyCodeObject* code) {
       return nullptr;
     }
   }
+  PyObject* closure = reinterpret_cast<PyFunctionObject*>(kiln_frame_function(frame))->func_closure;
+  int nfree = code->co_nfreevars;
+  if (closure && nfree > 0 && PyTuple_GET_SIZE(closure) == nfree) {
+    Py_ssize_t first = PyTuple_GET_SIZE(names) - nfree;
+    for (int i = 0; i < nfree; ++i) {
+      PyObject* contents = PyCell_GET(PyTuple_GET_ITEM(closure, i));
+      if (contents == nullptr) continue;
+      if (PyDict_SetItem(d, PyTuple_GET_ITEM(names, first + i), contents) < 0) {
+        Py_DECREF(d);
+        return nullptr;
+      }
+    }
+  }
   return d;
+}
+
+// 1 when entry's guard accepts f_locals, 0 when not, -1 with an error set. A RootGuardManager is
+// checked in C++ (it never raises); any other guard is called. Guards run with the hook off for
+// this thread: their Python (lambda guards included) is the compiler's, never user code to capture.
+int RunGuard(const CacheEntry& entry, PyObject* f_locals) {
+  tls_in_callback = true;
+  if (entry.root) {
+    bool ok = entry.root->Check(f_locals);
+    tls_in_callback = false;
+    return ok ? 1 : 0;
+  }
+  PyObject* ok = PyObject_CallOneArg(entry.guard, f_locals);
+  tls_in_callback = false;
+  if (!ok) return -1;
+  int truth = PyObject_IsTrue(ok);
+  Py_DECREF(ok);
+  return truth;
 }
 
 // A function running `new_code` with the original function's globals, name and closure.
@@ -171,13 +207,7 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
   if (!f_locals) return nullptr;
   if (extra) {
     for (size_t i = 0; i < extra->entries.size(); ++i) {
-      PyObject* ok = PyObject_CallOneArg(extra->entries[i].guard, f_locals);
-      if (!ok) {
-        Py_DECREF(f_locals);
-        return nullptr;
-      }
-      int truth = PyObject_IsTrue(ok);
-      Py_DECREF(ok);
+      int truth = RunGuard(extra->entries[i], f_locals);
       if (truth < 0) {
         Py_DECREF(f_locals);
         return nullptr;
@@ -217,7 +247,7 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
   }
   Py_INCREF(guard);
   Py_INCREF(new_code);
-  extra->entries.insert(extra->entries.begin(), CacheEntry{guard, new_code, nullptr});
+  extra->entries.insert(extra->entries.begin(), CacheEntry{guard, new_code, nullptr, AsRootGuardManager(guard)});
   Py_DECREF(result);
   return RunEntry(extra->entries.front(), frame, code);
 }

@@ -97,6 +97,7 @@ void InitDynamoBindings(py::module_& parent) {
     if (!l) throw py::error_already_set();
     return py::reinterpret_steal<py::object>(l);
   });
+  InitGuardBindings(m);
 }
 
 }  // namespace kiln::python

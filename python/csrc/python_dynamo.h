@@ -6,5 +6,7 @@
 namespace kiln::python {
 
 void InitDynamoBindings(pybind11::module_& m);
+// kiln._C._dynamo.guards (python_guards.cc), under the _dynamo module.
+void InitGuardBindings(pybind11::module_& dynamo_module);
 
 }  // namespace kiln::python
