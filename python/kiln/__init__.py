@@ -233,3 +233,31 @@ from kiln import fx  # noqa: E402,F401
 from kiln._symbolic import (  # noqa: E402,F401
     SymInt, SymFloat, SymBool, sym_int, sym_float, sym_max, sym_min, sym_not, _check, _check_is_size,
 )
+
+
+# --- compilation (kiln._dynamo; imported on first use) -------------------------------------------
+_COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,
+            disable=False):
+    """Compiles `model` (a function or an nn.Module; as a decorator when omitted): its Python bytecode
+    is captured into graphs on first call (kiln._dynamo) and run by `backend`.
+
+    fullgraph=True raises at the first graph break; dynamic=True/False forces symbolic/static sizes
+    (None: static first, symbolic for sizes that change)."""
+    if model is None:
+        return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                                 options=options, disable=disable)
+    if mode not in _COMPILE_MODES:
+        raise RuntimeError(f"Unrecognized mode={mode}, should be one of: {', '.join(m for m in _COMPILE_MODES if m)}")
+    if mode is not None and options is not None:
+        raise RuntimeError("Either mode or options can be specified, but both can't be specified at the same time.")
+    if dynamic not in (None, True, False):
+        raise TypeError(f"kiln.compile(): dynamic must be None, True or False, got {dynamic!r}")
+    if disable:
+        return model
+    from kiln import _dynamo
+
+    compiler = _dynamo.backends.registry.lookup_backend_or_default(backend)
+    return _dynamo.optimize(compiler, fullgraph=fullgraph, dynamic=dynamic)(model)

@@ -200,9 +200,13 @@ class FakeTensorMode:
         return isinstance(t, Tensor) and _C._is_fake(t) and _C._fake_mode_of(t) is self._cmode
 
     # --- conversion ---------------------------------------------------------------------------
-    def from_tensor(self, tensor, *, static_shapes=None, source=None, symbolic_context=None, trace=True):
+    def from_tensor(self, tensor, *, static_shapes=None, source=None, symbolic_context=None, trace=True,
+                    dynamic_dims=None):
         """The fake counterpart of `tensor`: same dtype, sizes, strides, storage offset, device,
-        requires_grad and leafness (Parameters stay Parameters). Memoised per tensor."""
+        requires_grad and leafness (Parameters stay Parameters). Memoised per tensor.
+
+        dynamic_dims (with a shape_env): only these dimensions get symbols; the others stay static
+        (what Dynamo's automatic dynamic shapes and mark_dynamic ask for)."""
         if not isinstance(tensor, Tensor):
             raise TypeError(f"from_tensor(): expected a kiln.Tensor, got {type(tensor).__name__}")
         if self.is_our_fake(tensor):
@@ -212,7 +216,10 @@ class FakeTensorMode:
             return hit[1]
         static = self.static_shapes if static_shapes is None else static_shapes
         with unset_fake_temporarily(), kiln.no_grad():
-            if self.shape_env is not None and not static:
+            if self.shape_env is not None and dynamic_dims is not None:
+                sizes, strides = _partly_symbolic_layout(self.shape_env, tensor, dynamic_dims, source)
+                fake = _C._fake_from_tensor(self._cmode, tensor, sizes, strides, tensor.storage_offset())
+            elif self.shape_env is not None and not static:
                 sizes, strides, offset = self.shape_env.create_symbolic_sizes_strides_storage_offset(
                     tensor, source)
                 fake = _C._fake_from_tensor(self._cmode, tensor, list(sizes), list(strides), offset)
@@ -240,6 +247,19 @@ class FakeTensorMode:
 
     def from_real_tensor(self, tensor, *args, **kwargs):
         return self.from_tensor(tensor, *args, **kwargs)
+
+
+def _partly_symbolic_layout(shape_env, tensor, dynamic_dims, source):
+    """Sizes with symbols at `dynamic_dims`; strides follow the sizes for contiguous tensors
+    (a non-contiguous tensor keeps its concrete strides, and so its sizes should stay static)."""
+    sizes = [shape_env.create_symbol(s, f"{source}.size()[{d}]") if d in dynamic_dims else s
+             for d, s in enumerate(tensor.shape)]
+    if not tensor.is_contiguous():
+        return sizes, list(tensor.stride())
+    strides = [1] * len(sizes)
+    for d in range(len(sizes) - 2, -1, -1):
+        strides[d] = strides[d + 1] * sizes[d + 1]
+    return sizes, strides
 
 
 @contextlib.contextmanager

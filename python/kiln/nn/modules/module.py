@@ -572,7 +572,22 @@ class Module:
                 result = hook_result
         return result
 
-    __call__ = _call_impl
+    # Set by Module.compile(): the compiled _call_impl (PyTorch's name and behaviour).
+    _compiled_call_impl = None
+
+    def _wrapped_call_impl(self, *args, **kwargs):
+        if self._compiled_call_impl is not None:
+            return self._compiled_call_impl(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    __call__ = _wrapped_call_impl
+
+    def compile(self, *args, **kwargs):
+        """Compiles this module's calls in place with kiln.compile(*args, **kwargs); the module
+        stays the same object (state_dict keys unchanged)."""
+        import kiln
+
+        self._compiled_call_impl = kiln.compile(self._call_impl, *args, **kwargs)
 
     # --- printing ---------------------------------------------------------------------------------
     def _get_name(self):

@@ -1,0 +1,1 @@
+"""kiln._dynamo.backends: compilers for captured graphs (registry.py)."""

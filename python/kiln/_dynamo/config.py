@@ -1,0 +1,17 @@
+"""kiln._dynamo.config: knobs of bytecode capture, under torch._dynamo.config's names.
+
+Set them as attributes (`kiln._dynamo.config.cache_size_limit = 16`); each is read at compile time.
+"""
+
+# Compiled entries kept per code object; past it the frame runs eagerly (with one warning).
+cache_size_limit = 8
+# Tensor.item() and friends become graph values (unbacked symbols) instead of graph breaks.
+capture_scalar_outputs = False
+# A tensor dimension that changes between calls recompiles once with a symbolic size.
+automatic_dynamic_shapes = True
+# First compiles treat every size as static (sizes become dynamic only when they change).
+assume_static_by_default = True
+# Errors inside the compiler (not the user's own) fall back to eager with a warning.
+suppress_errors = False
+# Graphs with fewer call nodes than this are not handed to the backend (they run as written).
+min_graph_ops = 1

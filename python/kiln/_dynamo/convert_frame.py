@@ -1,0 +1,338 @@
+"""The frame callback: from a frame at entry to a cache entry (guard, code), or to eager.
+
+For each new frame the hook cannot serve from its cache, _compile_frame translates the code
+(symbolic_convert.py). A whole-frame translation returns one graph. At the first instruction the
+interpreter cannot model, translation restarts and stops cleanly before it (so no half-done
+inlining leaks into the graph); the graph so far is compiled, and the replacement code runs the
+breaking call or branch in Python and continues in a resume function, which the hook will capture
+in turn. Graph breaks inside with-blocks or try-blocks, or in functions with cell variables,
+cannot be split that way: such frames run eagerly (the reason is logged and counted).
+"""
+
+import dis
+import os
+import sys
+import time
+import types
+import warnings
+import weakref
+
+import kiln
+from kiln import _C
+from kiln._dynamo import config, logs
+from kiln._dynamo.codegen import FrameCodegen, make_function
+from kiln._dynamo.exc import Unsupported
+from kiln._dynamo.guards import build_guards
+from kiln._dynamo.output_graph import OutputGraph
+from kiln._dynamo.symbolic_convert import PY312, BreakRequest, InstructionTranslator
+from kiln._dynamo.variables.misc import NullVariable
+
+_KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_TRACEABLE_KILN_DIRS = (os.path.join(_KILN_DIR, "nn", "modules"),)
+_CALLS = {"CALL", "CALL_FUNCTION_EX"}
+_BRANCHES = {"POP_JUMP_IF_FALSE": False, "POP_JUMP_IF_TRUE": True, "POP_JUMP_FORWARD_IF_FALSE": False,
+             "POP_JUMP_FORWARD_IF_TRUE": True, "POP_JUMP_BACKWARD_IF_FALSE": False,
+             "POP_JUMP_BACKWARD_IF_TRUE": True}
+_resume_ids = iter(range(1, 1 << 62))
+_resume_cache = weakref.WeakKeyDictionary()  # original code -> {key: resume code}
+frame_states = weakref.WeakKeyDictionary()   # code -> {source name: sizes seen (None: varied)}
+_warned_cache_limit = set()
+seen_codes = weakref.WeakSet()               # every code object the callback was asked about
+
+
+class SkipFrame(Exception):
+    """This frame runs eagerly (as written)."""
+
+
+class CompileContext:
+    """What one kiln.compile(...) asked for: the backend, fullgraph, dynamic, and observers."""
+
+    def __init__(self, compiler_fn, fullgraph=False, dynamic=None, on_break=None, on_graph=None):
+        self.compiler_fn, self.fullgraph, self.dynamic = compiler_fn, fullgraph, dynamic
+        self.on_break, self.on_graph = on_break, on_graph
+
+    def __call__(self, code, f_locals, f_globals, f_builtins, function):
+        return compile_frame(self, code, f_locals, f_globals)
+
+
+def _module_call_codes():
+    """Module.__call__'s own frames run as written (hooks outside the graph, as in PyTorch), so the
+    captured frame is the module's forward; they are still inlined when traced code calls a module."""
+    return {kiln.nn.Module._wrapped_call_impl.__code__, kiln.nn.Module._call_impl.__code__}
+
+
+def _skipped_file(filename):
+    if filename.startswith(_KILN_DIR):
+        return not filename.startswith(_TRACEABLE_KILN_DIRS)
+    return filename.startswith("<frozen") or "/lib/python3." in filename and "site-packages" not in filename
+
+
+def compile_frame(ctx, code, f_locals, f_globals):
+    seen_codes.add(code)
+    if _skipped_file(code.co_filename) or code.co_name == "<module>" or code in _module_call_codes():
+        _C._dynamo.skip_code(code)
+        return None
+    entries = _C._dynamo._debug_get_cache_entry_list(code)
+    if entries:
+        if len(entries) >= config.cache_size_limit:
+            if code not in _warned_cache_limit:
+                _warned_cache_limit.add(code)
+                warnings.warn(f"kiln._dynamo hit config.cache_size_limit ({config.cache_size_limit}) for "
+                              f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}); it runs eagerly from now "
+                              f"on. Last failed guard: {_failed_guard(entries[0][0], f_locals)}")
+            _C._dynamo.skip_code(code)
+            return None
+        if logs.enabled("recompiles"):
+            logs.log("recompiles", f"Recompiling function {code.co_name} in {code.co_filename}:{code.co_firstlineno}\n"
+                     f"    triggered by the following guard failure(s):\n"
+                     + "\n".join(f"    - {_failed_guard(g, f_locals)}" for g, _ in entries))
+    try:
+        return _translate(ctx, code, f_locals, f_globals)
+    except SkipFrame as e:
+        logs.log("dynamo", f"skipping {code.co_name} ({code.co_filename}:{code.co_firstlineno}): {e}")
+        return None
+
+
+def _failed_guard(guard, f_locals):
+    try:
+        ok, reason = guard.check_verbose(f_locals)
+        return reason if not ok else "(guards pass)"
+    except Exception as e:  # a Python-callable guard
+        return f"guard raised {type(e).__name__}: {e}"
+
+
+def _translate(ctx, code, f_locals, f_globals):
+    start = time.perf_counter()
+    state = frame_states.setdefault(code, {})
+    break_at, error = None, None
+    for _ in range(3):
+        output = OutputGraph(code, f_globals, ctx.compiler_fn, state, ctx.dynamic)
+        tx = InstructionTranslator(output, code, f_locals, f_globals, break_at)
+        output.current_tx = tx
+        try:
+            try:
+                value = tx.run()
+            except BreakRequest as request:
+                if request.error is not None:  # discovered: start over, stopping before it
+                    error = request.error
+                    if ctx.fullgraph:
+                        raise error
+                    break_at = request.index
+                    continue
+                try:
+                    result = _emit_break(ctx, tx, output, code, f_globals, request.index, error)
+                except Unsupported as e:  # a live value the replacement code cannot rebuild
+                    raise SkipFrame(f"{error.reason if error else 'graph break'}; then: {e.reason}") from e
+                break
+            else:
+                result = _emit_return(ctx, tx, output, code, f_globals, value)
+                break
+        finally:
+            output.restore_global_state()
+    else:
+        raise SkipFrame("translation did not settle")
+    _remember_sizes(state, output)
+    logs.log("dynamo", f"compiled {code.co_name} ({code.co_filename}:{code.co_firstlineno}) in "
+             f"{(time.perf_counter() - start) * 1e3:.1f} ms")
+    return result
+
+
+def _remember_sizes(state, output):
+    for key, sizes in output.input_sizes.items():
+        seen = state.get(key)
+        if seen is None or len(seen) != len(sizes):
+            state[key] = sizes
+        else:
+            state[key] = [s if s == t else None for s, t in zip(seen, sizes)]
+    for key, dims in output.dynamic_sources.items():
+        seen = state.get(key)
+        if seen is not None:
+            state[key] = [None if d in dims else s for d, s in enumerate(seen)]
+
+
+def _finish(ctx, output, code, f_globals, codegen):
+    guard = build_guards(output, f_globals)
+    new_code, source = codegen.build()
+    _C._dynamo.skip_code(new_code)  # the replacement runs as written; resume functions are captured
+    if logs.enabled("dynamo"):
+        logs.log("dynamo", f"code for {code.co_name}:\n{source}")
+    return guard, new_code
+
+
+def _emit_return(ctx, tx, output, code, f_globals, value):
+    name, index = output.compile_subgraph(tx, [value])
+    if name is None and output.count_calls() == 0 and not output.graphargs:
+        raise SkipFrame("no tensor ops")
+    if ctx.on_graph and name:
+        ctx.on_graph(output)
+    cg = FrameCodegen(code, f_globals, index)
+    if name:
+        cg.emit(f"___out = {name}({', '.join(output.input_exprs(cg))})")
+    cg.emit(f"return {value.reconstruct(cg)}")
+    return _finish(ctx, output, code, f_globals, cg)
+
+
+def _in_try_block(code, offset):
+    for start, end, *_ in _exception_entries(code):
+        if start <= offset < end:
+            return True
+    return False
+
+
+def _exception_entries(code):
+    parse = getattr(dis, "_parse_exception_table", None)
+    if parse is None:
+        return []
+    return [(e.start, e.end) for e in parse(code)]
+
+
+def _emit_break(ctx, tx, output, code, f_globals, index, error):
+    inst = tx.instructions[index]
+    reason = error.reason if error is not None else "graph break"
+    if ctx.on_break:
+        ctx.on_break(error)
+    if tx.block_depth > 0:
+        raise SkipFrame(f"graph break inside a with-block ({reason})")
+    if code.co_cellvars:
+        raise SkipFrame(f"graph break in a function with cell variables ({reason})")
+    if _in_try_block(code, inst.offset):
+        raise SkipFrame(f"graph break inside a try block ({reason})")
+    logs.log("graph_breaks", f"Graph break: {error}")
+    stack = list(tx.stack)
+    live_values = stack + list(v for v in tx.symbolic_locals.values() if not _is_lazy(v))
+    if inst.opname in _CALLS:
+        return _emit_call_break(ctx, tx, output, code, f_globals, index, inst, stack, live_values)
+    if inst.opname in _BRANCHES:
+        return _emit_branch_break(ctx, tx, output, code, f_globals, index, inst, stack, live_values)
+    if output.count_calls() == 0:
+        raise SkipFrame(f"{reason} before any tensor op")
+    name, out_index = output.compile_subgraph(tx, live_values)
+    if ctx.on_graph and name:
+        ctx.on_graph(output)
+    cg = FrameCodegen(code, f_globals, out_index)
+    _emit_graph_call(cg, output, name)
+    cg.emit("return " + _resume_call(cg, tx, code, f_globals, inst.offset, stack))
+    return _finish(ctx, output, code, f_globals, cg)
+
+
+def _is_lazy(v):
+    from kiln._dynamo.variables.base import LazyVariable
+
+    return isinstance(v, LazyVariable)
+
+
+def _emit_graph_call(cg, output, name):
+    if name:
+        cg.emit(f"___out = {name}({', '.join(output.input_exprs(cg))})")
+
+
+def _emit_call_break(ctx, tx, output, code, f_globals, index, inst, stack, live_values):
+    name, out_index = output.compile_subgraph(tx, live_values)
+    if ctx.on_graph and name:
+        ctx.on_graph(output)
+    cg = FrameCodegen(code, f_globals, out_index)
+    _emit_graph_call(cg, output, name)
+    if inst.opname == "CALL":
+        n = inst.arg
+        callee = stack[len(stack) - n - 2:]
+        rest = stack[:len(stack) - n - 2]
+        below, fn, args = callee[0], callee[1], callee[2:]
+        if not isinstance(below, NullVariable):
+            fn, args = below, [callee[1]] + args
+        kw_names = tx.kw_names or ()
+        positional = args[:len(args) - len(kw_names)]
+        keywords = dict(zip(kw_names, args[len(args) - len(kw_names):]))
+        parts = [a.reconstruct(cg) for a in positional] + [f"{k}={v.reconstruct(cg)}" for k, v in keywords.items()]
+        cg.emit(f"___r = {fn.reconstruct(cg)}({', '.join(parts)})")
+    else:  # CALL_FUNCTION_EX
+        has_kwargs = inst.arg & 1
+        count = 4 if has_kwargs else 3
+        callee = stack[len(stack) - count:]
+        rest = stack[:len(stack) - count]
+        fn, args = callee[1], callee[2]
+        text = f"{fn.reconstruct(cg)}(*{args.reconstruct(cg)}"
+        if has_kwargs:
+            text += f", **{callee[3].reconstruct(cg)}"
+        cg.emit(f"___r = {text})")
+    next_offset = tx.instructions[index + 1].offset
+    cg.emit("return " + _resume_call(cg, tx, code, f_globals, next_offset, rest, extra_top="___r"))
+    return _finish(ctx, output, code, f_globals, cg)
+
+
+def _emit_branch_break(ctx, tx, output, code, f_globals, index, inst, stack, live_values):
+    name, out_index = output.compile_subgraph(tx, live_values)
+    if ctx.on_graph and name:
+        ctx.on_graph(output)
+    cg = FrameCodegen(code, f_globals, out_index)
+    _emit_graph_call(cg, output, name)
+    cond, rest = stack[-1], stack[:-1]
+    jump_if = _BRANCHES[inst.opname]
+    target = tx.instructions[inst.target].offset
+    fallthrough = tx.instructions[index + 1].offset
+    test = cond.reconstruct(cg)
+    cg.emit(f"if {'' if jump_if else 'not '}{test}:")
+    cg.emit("    return " + _resume_call(cg, tx, code, f_globals, target, rest))
+    cg.emit("return " + _resume_call(cg, tx, code, f_globals, fallthrough, rest))
+    return _finish(ctx, output, code, f_globals, cg)
+
+
+def _resume_call(cg, tx, code, f_globals, offset, stack, extra_top=None):
+    """`__resume_at_N(locals..., (stack...))` continuing `code` at `offset`."""
+    live = set(_C._dynamo._live_locals(code, offset))
+    null_mask, values = [], []
+    for v in stack:
+        null_mask.append(isinstance(v, NullVariable))
+        if not isinstance(v, NullVariable):
+            values.append(v.reconstruct(cg))
+    if extra_top is not None:
+        null_mask.append(False)
+        values.append(extra_top)
+    args, dead = [], []
+    for name in code.co_varnames:
+        value = tx.symbolic_locals.get(name)
+        if value is None or name not in live:
+            args.append("None")
+            dead.append(name)
+        elif _is_lazy(value):
+            args.append(name)  # untouched argument: pass it through
+        else:
+            args.append(value.reconstruct(cg))
+    resume = _resume_code(code, offset, tuple(null_mask), tuple(dead))
+    if code.co_freevars:
+        fn = (f"{cg.object_expr(make_function)}({cg.object_expr(resume)}, globals(), "
+              f"(lambda: ({', '.join(code.co_freevars)},)).__closure__)")
+    else:
+        fn = _install_resume_function(f_globals, resume)
+    stack_tuple = "(" + "".join(v + ", " for v in values) + ")"
+    return f"{fn}({', '.join(args + [stack_tuple])})"
+
+
+def _resume_code(code, offset, null_mask, dead):
+    per_code = _resume_cache.setdefault(code, {})
+    key = (offset, null_mask, dead)
+    hit = per_code.get(key)
+    if hit is None:
+        base = code
+        if "___stack" in code.co_varnames:  # a resume function resumed again: keep names unique
+            base = code.replace(co_varnames=tuple(n if n != "___stack" else f"___stack{len(per_code)}_"
+                                                  for n in code.co_varnames))
+            dead = tuple(n if n != "___stack" else f"___stack{len(per_code)}_" for n in dead)
+        name = f"__resume_in_{display_name(code)}_at_{offset}_{next(_resume_ids)}"
+        hit = _C._dynamo._make_resume_code(base, offset, list(null_mask), list(dead), name)
+        per_code[key] = hit
+    return hit
+
+
+def display_name(code):
+    """The user's function name for a code object (a resume function names its original)."""
+    name = code.co_name
+    if name.startswith("__resume_in_"):
+        name = name[len("__resume_in_"):].rsplit("_at_", 1)[0]
+    return name
+
+
+def _install_resume_function(f_globals, resume):
+    name = resume.co_name
+    if name not in f_globals:
+        f_globals[name] = types.FunctionType(resume, f_globals, name)
+    return name

@@ -1,0 +1,314 @@
+"""OutputGraph: the FX graph a translation builds, its inputs, guards and compilation.
+
+Graph inputs are the tensors the frame reaches (arguments, globals, module parameters), each a
+placeholder named after its source (`l_x_`, `l_self_modules_fc_parameters_weight_`) with a fake
+tensor as example value; ops run on the fakes while they are recorded, which gives every node its
+example output. compile_subgraph closes the graph over the values that must outlive it and hands
+it to the backend; the compiled function is installed in the frame's globals (`__compiled_fn_N`).
+"""
+
+import itertools
+import operator
+
+import kiln
+from kiln import _C
+from kiln._dynamo import config, logs
+from kiln._dynamo.exc import BackendCompilerFailed, Unsupported, unimplemented
+from kiln._dynamo.source import GlobalSource, Source, graph_input_name
+from kiln._dynamo.variables.base import ConstantVariable, VariableTracker
+from kiln._dynamo.variables.dicts import ConstDictVariable
+from kiln._dynamo.variables.lists import BaseListVariable, ListVariable, TupleVariable
+from kiln._dynamo.variables.tensor import SymNodeVariable, TensorVariable
+from kiln._subclasses.fake_tensor import FakeTensorMode
+from kiln._symbolic import SymBool, SymFloat, SymInt
+from kiln.fx.experimental.symbolic_shapes import ShapeEnv
+
+_compiled_ids = itertools.count()
+
+
+class ForeignGlobalSource(Source):
+    """A global of another module than the frame's (reached while inlining a function defined
+    there): guarded through a lambda over that module's dict."""
+
+    def __init__(self, module_globals, global_name):
+        self.module_globals, self.global_name = module_globals, global_name
+
+    def name(self):
+        return f"G[{self.module_globals.get('__name__', '?')!r}][{self.global_name!r}]"
+
+    def expr(self, codegen):
+        return f"{codegen.object_expr(self.module_globals)}[{self.global_name!r}]"
+
+    def guard_manager(self, builder):
+        raise AssertionError("unreachable source")
+
+    def reachable(self):
+        return False  # GuardBuilder checks it with a lambda guard
+
+
+class GraphArg:
+    __slots__ = ("source", "example", "fake", "node")
+
+    def __init__(self, source, example, fake, node):
+        self.source, self.example, self.fake, self.node = source, example, fake, node
+
+
+class GuardSet:
+    """The guards recorded during one translation: (source, kind, argument, origin), deduplicated."""
+
+    def __init__(self, output):
+        self.output = output
+        self.entries = {}
+
+    def add(self, source, kind, arg):
+        key = (source.name(), kind)
+        if key not in self.entries:
+            tx = self.output.current_tx
+            origin = tx.location() if tx is not None else ""
+            self.entries[key] = (source, kind, arg, origin)
+
+
+class OutputGraph:
+    def __init__(self, code, f_globals, compiler_fn, frame_state, dynamic=None):
+        self.code, self.root_globals, self.compiler_fn = code, f_globals, compiler_fn
+        self.frame_state, self.dynamic = frame_state, dynamic
+        self.graph = kiln.fx.Graph()
+        self.shape_env = ShapeEnv()
+        self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
+        self.graphargs = []
+        self.inputs_by_source = {}
+        self.globals_cache = {}
+        self.guards = GuardSet(self)
+        self.initial_grad_enabled = _C.is_grad_enabled()
+        self.current_tx = None
+        self.dynamic_sources = {}  # source name -> dims made symbolic (for frame_state)
+        self.input_sizes = {}      # source name -> the real input's sizes (for frame_state)
+        self.compiled_graphs = []  # GraphModules handed to the backend
+
+    # --- inputs -----------------------------------------------------------------------------
+    def wrap_global(self, tx, f_globals, name):
+        from kiln._dynamo.variables.builder import wrap
+
+        hit = self.globals_cache.get(name)
+        if hit is None:
+            hit = wrap(tx, f_globals[name], GlobalSource(name))
+            self.globals_cache[name] = hit
+        return hit
+
+    def wrap_foreign_global(self, tx, f_globals, name):
+        from kiln._dynamo.variables.builder import wrap
+
+        module = f_globals.get("__name__", "") or ""
+        if module == "kiln" or module.startswith("kiln."):
+            return wrap(tx, f_globals[name], None)  # kiln's own module globals are not guarded
+        return wrap(tx, f_globals[name], ForeignGlobalSource(f_globals, name))
+
+    def _dynamic_dims(self, source, value):
+        if self.dynamic is False or value.dim() == 0:
+            return None
+        dims = set(getattr(value, "_dynamo_dynamic_indices", ()) or ())
+        if self.dynamic is True:
+            dims = set(range(value.dim()))
+        elif config.automatic_dynamic_shapes:
+            seen = self.frame_state.get(source.name())
+            if seen is not None:
+                if len(seen) != value.dim():
+                    dims = set(range(value.dim()))
+                else:
+                    dims |= {d for d, s in enumerate(seen) if s is None or s != value.shape[d]}
+        if dims and not value.is_contiguous():
+            return None  # symbolic strides are modelled for contiguous tensors only
+        return dims or None
+
+    def add_graph_input(self, tx, source, value):
+        key = source.name()
+        hit = self.inputs_by_source.get(key)
+        if hit is not None:
+            return hit
+        dims = self._dynamic_dims(source, value)
+        self.input_sizes[key] = list(value.shape)
+        fake = self.fake_mode.from_tensor(value, source=graph_input_name(source).rstrip("_"),
+                                          static_shapes=dims is None, dynamic_dims=dims)
+        name = graph_input_name(source)
+        first_op = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+        if first_op is not None:  # placeholders stay ahead of every op
+            with self.graph.inserting_before(first_op):
+                node = self.graph.placeholder(name)
+        else:
+            node = self.graph.placeholder(name)
+        node.meta["example_value"] = fake
+        node.meta["source"] = key
+        self.graphargs.append(GraphArg(source, value, fake, node))
+        sizes = [s if isinstance(s, int) else str(s) for s in fake.shape]
+        strides = [s if isinstance(s, int) else None for s in fake.stride()]
+        self.guards.add(source, "TENSOR_MATCH", (value, sizes, strides))
+        if dims:
+            self.dynamic_sources[key] = dims
+        var = TensorVariable(node, fake, source)
+        self.inputs_by_source[key] = var
+        return var
+
+    # --- ops ----------------------------------------------------------------------------------
+    def call(self, tx, kind, target, args, kwargs):
+        """Records `target(*args, **kwargs)` (trackers) as a node and returns the result's tracker."""
+        node_args = tuple(_proxy(a) for a in args)
+        node_kwargs = {k: _proxy(v) for k, v in kwargs.items()}
+        fake_args = tuple(_fake(a) for a in args)
+        fake_kwargs = {k: _fake(v) for k, v in kwargs.items()}
+        result = self._run_fake(kind, target, fake_args, fake_kwargs)
+        node = self.graph.create_node(kind, target, node_args, node_kwargs)
+        node.meta["example_value"] = result
+        node.meta["stack_trace"] = tx.location()
+        return self.wrap_result(tx, node, result)
+
+    def call_raw(self, tx, kind, target, node_args, node_kwargs, example=None):
+        """A node over FX arguments whose example value is known (size reads, SymInt arithmetic)."""
+        node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
+        node.meta["example_value"] = example
+        return node
+
+    def _run_fake(self, kind, target, args, kwargs):
+        name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+        try:
+            with self.fake_mode:
+                if kind == "call_method":
+                    return getattr(args[0], target)(*args[1:], **kwargs)
+                return target(*args, **kwargs)
+        except Unsupported:
+            raise
+        except Exception as e:
+            from kiln.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+            if isinstance(e, GuardOnDataDependentSymNode):
+                unimplemented(f"{name}: the result depends on tensor data ({e})",
+                              "keep data-dependent values in tensors")
+            unimplemented(f"{name} raised {type(e).__name__} while tracing: {e}",
+                          "the same call raises when run eagerly, or it does not support fake tensors")
+
+    def wrap_result(self, tx, node, result):
+        if isinstance(result, kiln.Tensor):
+            return TensorVariable(node, result)
+        if isinstance(result, (SymInt, SymFloat, SymBool)):
+            return SymNodeVariable(node, result)
+        if isinstance(result, (tuple, list)):
+            items = []
+            for i, item in enumerate(result):
+                sub = self.graph.create_node("call_function", operator.getitem, (node, i), {})
+                sub.meta["example_value"] = item
+                items.append(self.wrap_result(tx, sub, item))
+            return (ListVariable if isinstance(result, list) else TupleVariable)(items)
+        if result is None or isinstance(result, (bool, int, float, str, _C.dtype)):
+            if not node.users and not _is_impure(node):
+                self.graph.erase_node(node)
+            return ConstantVariable(result)
+        unimplemented(f"an op returned a {type(result).__name__}, which the graph cannot carry")
+
+    def set_grad_enabled(self, tx, mode):
+        if _C.is_grad_enabled() != mode:
+            _C._set_grad_enabled(mode)
+            self.graph.create_node("call_function", _C._set_grad_enabled, (mode,), {})
+
+    def restore_global_state(self):
+        _C._set_grad_enabled(self.initial_grad_enabled)
+
+    # --- compilation --------------------------------------------------------------------------
+    def count_calls(self):
+        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+    def compile_subgraph(self, tx, values):
+        """Compiles the graph with every tensor/symbolic value in `values` as an output.
+        Returns (compiled function name or None, {node: output index})."""
+        outputs, index = [], {}
+
+        def collect(v):
+            if isinstance(v, (TensorVariable, SymNodeVariable)):
+                if v.node.op != "placeholder" and v.node not in index:
+                    index[v.node] = len(outputs)
+                    outputs.append(v.node)
+            elif isinstance(v, BaseListVariable):
+                for i in v.items:
+                    collect(i)
+            elif isinstance(v, ConstDictVariable):
+                for i in v.items.values():
+                    collect(i)
+            elif hasattr(v, "items") and isinstance(v.items, list):
+                for i in v.items:
+                    if isinstance(i, VariableTracker):
+                        collect(i)
+
+        for v in values:
+            collect(v)
+        # grad mode: the graph leaves the mode as eager would have it at this point
+        self.graph.output(tuple(outputs))
+        self.graph.eliminate_dead_code()
+        self._prune_unused_inputs()
+        if self.count_calls() == 0 and not outputs:
+            return None, index
+        gm = kiln.fx.GraphModule(kiln.nn.Module(), self.graph)
+        gm.meta = {"dynamo_flat_name_to_original_fqn": {}}
+        self.compiled_graphs.append(gm)
+        if logs.enabled("graph_code"):
+            logs.log("graph_code", f"TRACED GRAPH {self.code.co_name} ({self.code.co_filename})\n"
+                     + gm.print_readable(print_output=False))
+        example_inputs = [ga.example for ga in self.graphargs]
+        try:
+            compiled = self.compiler_fn(gm, example_inputs)
+        except Exception as e:
+            raise BackendCompilerFailed(getattr(self.compiler_fn, "__name__", repr(self.compiler_fn)), e) from e
+        if compiled is None:
+            raise BackendCompilerFailed(repr(self.compiler_fn), TypeError("the backend returned None"))
+        name = f"__compiled_fn_{next(_compiled_ids)}"
+        self.root_globals[name] = _disable_wrapper(compiled)
+        return name, index
+
+    def _prune_unused_inputs(self):
+        keep = []
+        for ga in self.graphargs:
+            if ga.node.users:
+                keep.append(ga)
+            else:
+                self.graph.erase_node(ga.node)
+        self.graphargs = keep
+
+    def input_exprs(self, codegen):
+        return [ga.source.expr(codegen) for ga in self.graphargs]
+
+
+def _disable_wrapper(compiled):
+    """The backend's callable runs with the frame hook off (its own Python is never captured)."""
+    from kiln._dynamo.eval_frame import disable
+
+    return disable(compiled)
+
+
+def _is_impure(node):
+    from kiln.fx.node import _side_effectful_functions
+
+    return node.target in _side_effectful_functions
+
+
+def _proxy(v):
+    if isinstance(v, VariableTracker):
+        return v.as_proxy()
+    return v
+
+
+def _fake(v):
+    if isinstance(v, TensorVariable):
+        return v.example
+    if isinstance(v, SymNodeVariable):
+        return v.value
+    if isinstance(v, BaseListVariable):
+        return v.kind(_fake(i) for i in v.items) if v.kind is not kiln.Size else tuple(_fake(i) for i in v.items)
+    if isinstance(v, ConstDictVariable):
+        return {k: _fake(i) for k, i in v.items.items()}
+    if isinstance(v, VariableTracker):
+        from kiln._dynamo.variables.lists import SliceVariable
+
+        if isinstance(v, SliceVariable):
+            return slice(*(_fake(p) for p in v.parts))
+        return v.as_python_constant()
+    return v
+
+
+kiln.fx.node._side_effectful_functions.add(_C._set_grad_enabled)

@@ -1,0 +1,171 @@
+"""wrap(): a frame value becomes a tracker, and the guards that keep it valid are recorded.
+
+The kind of tracker follows the value's type; the guard follows the kind: tensors become graph
+inputs (TENSOR_MATCH), constants are guarded by equality, functions, classes and Python modules by
+identity, modules and user objects by type, lists and tuples by type and length, dicts by keys.
+A value without a source (made during capture, or trusted like kiln.relu) gets no guard.
+"""
+
+import builtins
+import math
+import operator
+import types
+
+import kiln
+from kiln import _C
+from kiln._dynamo.exc import unimplemented
+from kiln._dynamo.source import GetItemSource
+from kiln._dynamo.variables.base import ConstantVariable, LazyVariable, is_constant_value
+from kiln._dynamo.variables.builtin import BuiltinVariable
+from kiln._dynamo.variables.dicts import ConstDictVariable
+from kiln._dynamo.variables.functions import UserFunctionVariable, UserMethodVariable
+from kiln._dynamo.variables.kiln_fns import GradModeVariable, KilnFunctionVariable
+from kiln._dynamo.variables.lists import ListVariable, SizeVariable, TupleVariable
+from kiln._dynamo.variables.misc import PythonModuleVariable, UserDefinedClassVariable, UserDefinedObjectVariable
+from kiln._dynamo.variables.nn_module import NNModuleVariable
+
+_BUILTIN_CALLABLES = (types.BuiltinFunctionType, types.BuiltinMethodType)
+# kiln modules whose Python functions are ops (graph nodes); other kiln Python code is inlined.
+_KILN_OP_MODULES = {"kiln", "kiln.nn.functional", "kiln.functional", "kiln._tensor", "kiln.nn.init",
+                    "kiln.linalg", "kiln.fft", "kiln.special"}
+
+
+def is_kiln_op(value):
+    if isinstance(value, _C._OpFunction):
+        return True
+    if isinstance(value, types.FunctionType):
+        return value.__module__ in _KILN_OP_MODULES and not value.__name__.startswith("_")
+    if isinstance(value, _BUILTIN_CALLABLES):
+        return (getattr(value, "__module__", None) or "").startswith("kiln")
+    return False
+
+
+def _member(value, table):
+    try:
+        return value in table
+    except TypeError:  # unhashable values are never functions
+        return False
+
+
+def _allowed_in_graph(value):
+    from kiln._dynamo import _allowed_functions
+
+    return _member(value, _allowed_functions)
+
+
+def wrap(tx, value, source):
+    """The tracker for `value`, reached through `source` (None: no guard needed)."""
+    out = tx.output
+    guard = out.guards if source is not None else None
+    if isinstance(value, kiln.Tensor):
+        if source is None:
+            unimplemented("a tensor made outside the compiled function that no local or global reaches",
+                          "pass it as an argument")
+        return out.add_graph_input(tx, source, value)
+    if isinstance(value, kiln.Size):
+        if guard:
+            guard.add(source, "TYPE_MATCH", type(value))
+            guard.add(source, "EQUALS_MATCH", value)
+        return SizeVariable([ConstantVariable(v) for v in value], source=source)
+    if is_constant_value(value):
+        if guard:
+            if value is None:
+                guard.add(source, "ID_MATCH", None)
+            elif isinstance(value, (_C.dtype,)):
+                guard.add(source, "ID_MATCH", value)
+            else:
+                guard.add(source, "EQUALS_MATCH", value)
+        return ConstantVariable(value, source=source)
+    if isinstance(value, kiln.nn.Module):
+        if guard:
+            guard.add(source, "TYPE_MATCH", type(value))
+        return NNModuleVariable(value, source)
+    if isinstance(value, (kiln.no_grad, kiln.enable_grad)):
+        if guard:
+            guard.add(source, "TYPE_MATCH", type(value))
+        return GradModeVariable(isinstance(value, kiln.enable_grad))
+    if _allowed_in_graph(value) or is_kiln_op(value) or _member(value, _KILN_SPECIAL):
+        if guard:
+            guard.add(source, "ID_MATCH", value)
+        return KilnFunctionVariable(value, source)
+    if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
+        if guard:
+            guard.add(source, "TYPE_MATCH", type(value))
+            guard.add(source, "LENGTH_CHECK", len(value))
+        items = [wrap(tx, v, GetItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+        return (TupleVariable if type(value) is tuple else ListVariable)(items, source=source)
+    if type(value) is dict or (isinstance(value, dict) and type(value).__module__ == "collections"):
+        if not all(is_constant_value(k) for k in value):
+            unimplemented("a dict with non-constant keys")
+        if guard:
+            guard.add(source, "TYPE_MATCH", type(value))
+            guard.add(source, "DICT_KEYS", list(value))
+        items = {k: LazyVariable(v, GetItemSource(source, k, is_dict=True) if source is not None else None)
+                 for k, v in value.items()}
+        return ConstDictVariable(items, kind=type(value), source=source)
+    if isinstance(value, types.FunctionType):
+        if guard:
+            guard.add(source, "ID_MATCH", value)
+        return UserFunctionVariable(value, source)
+    if isinstance(value, types.MethodType):
+        from kiln._dynamo.source import AttrSource
+
+        self_var = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None)
+        if isinstance(value.__func__, types.FunctionType):
+            if guard:
+                guard.add(AttrSource(source, "__func__"), "ID_MATCH", value.__func__)
+            return UserMethodVariable(value.__func__, self_var)
+        unimplemented(f"bound method {value!r}")
+    if callable(value) and _member(value, _BUILTIN_FUNCTIONS):
+        if guard:
+            guard.add(source, "ID_MATCH", value)
+        return BuiltinVariable(value, source)
+    if isinstance(value, types.ModuleType):
+        if guard:
+            guard.add(source, "ID_MATCH", value)
+        return PythonModuleVariable(value, source)
+    if isinstance(value, type):
+        if guard:
+            guard.add(source, "ID_MATCH", value)
+        return UserDefinedClassVariable(value, source)
+    if isinstance(value, _BUILTIN_CALLABLES):
+        if guard:
+            guard.add(source, "ID_MATCH", value)
+        return BuiltinVariable(value, source)
+    if guard:
+        guard.add(source, "TYPE_MATCH", type(value))
+    return UserDefinedObjectVariable(value, source)
+
+
+def wrap_const_or_object(tx, value):
+    """A default argument or other value without a source."""
+    return wrap(tx, value, None)
+
+
+def call_class(tx, cls_var, args, kwargs):
+    """Calling a class during capture: the few the interpreter models."""
+    cls = cls_var.value
+    if cls in (kiln.no_grad, kiln.enable_grad):
+        return GradModeVariable(cls is kiln.enable_grad)
+    if cls is kiln.Size:
+        return SizeVariable(args[0].unpack_var_sequence(tx) if args else [])
+    if _member(cls, _BUILTIN_FUNCTIONS):
+        return BuiltinVariable(cls).call_function(tx, args, kwargs)
+    unimplemented(f"constructing a {cls.__qualname__} object inside the compiled function",
+                  "construct it outside and pass it in")
+
+
+_BUILTIN_FUNCTIONS = set()
+for _name in dir(builtins):
+    _obj = getattr(builtins, _name)
+    if callable(_obj) and not (isinstance(_obj, type) and issubclass(_obj, BaseException)):
+        try:
+            _BUILTIN_FUNCTIONS.add(_obj)
+        except TypeError:
+            pass
+for _module in (operator, math):
+    for _name in dir(_module):
+        _obj = getattr(_module, _name)
+        if callable(_obj) and not _name.startswith("_"):
+            _BUILTIN_FUNCTIONS.add(_obj)
+_KILN_SPECIAL = {kiln.no_grad, kiln.enable_grad, kiln.set_grad_enabled, kiln.Size}

@@ -1,0 +1,118 @@
+"""kiln's own functions and grad-mode context managers.
+
+KilnFunctionVariable is an op of kiln (kiln.relu, kiln.nn.functional.linear, kiln.cat, a factory):
+calling it puts a call_function node in the graph, its example output computed on fake tensors.
+A few functions answer at compile time instead (is_grad_enabled, get_default_dtype, is_tensor,
+Size). GradModeVariable models no_grad / enable_grad / set_grad_enabled: entering sets the mode
+for the rest of the trace and records kiln._C._set_grad_enabled in the graph, so the compiled
+graph switches the mode exactly where eager did.
+"""
+
+import kiln
+from kiln import _C
+from kiln._dynamo.exc import unimplemented
+from kiln._dynamo.variables.base import ConstantVariable, VariableTracker
+
+_UNSUPPORTED = {"manual_seed": "seeding the generator", "set_default_dtype": "changing the default dtype",
+                "set_num_threads": "changing the thread count", "set_printoptions": "changing print options",
+                "save": "saving to disk", "load": "loading from disk"}
+
+
+class KilnFunctionVariable(VariableTracker):
+    def __init__(self, fn, source=None):
+        self.value, self.source = fn, source
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def describe(self):
+        return f"kiln function {getattr(self.value, '__name__', self.value)}"
+
+    def reconstruct(self, codegen):
+        return codegen.object_expr(self.value)
+
+    def call_function(self, tx, args, kwargs):
+        fn = self.value
+        name = getattr(fn, "__name__", "")
+        if name in _UNSUPPORTED and getattr(kiln, name, None) is fn:
+            unimplemented(f"kiln.{name}(): {_UNSUPPORTED[name]} is global state", f"call kiln.{name} outside the compiled function")
+        if fn is _C.is_grad_enabled or fn is kiln.is_grad_enabled:
+            return ConstantVariable(_C.is_grad_enabled())
+        if fn is kiln.get_default_dtype:
+            return ConstantVariable(kiln.get_default_dtype())
+        if fn is kiln.is_tensor:
+            from kiln._dynamo.variables.tensor import TensorVariable
+
+            return ConstantVariable(isinstance(args[0], TensorVariable))
+        if fn is kiln.is_floating_point:
+            return ConstantVariable(args[0].example.dtype.is_floating_point)
+        if fn is kiln.Size:
+            from kiln._dynamo.variables.lists import SizeVariable
+
+            return SizeVariable(args[0].unpack_var_sequence(tx) if args else [])
+        if fn in (kiln.no_grad, kiln.enable_grad):
+            return GradModeVariable(fn is kiln.enable_grad)
+        if fn is kiln.set_grad_enabled:
+            mode = args[0].as_python_constant()
+            var = GradModeVariable(mode)
+            var.enter(tx)  # the call itself switches the mode; `with` restores it on exit
+            return var
+        if fn is _C._set_grad_enabled:
+            GradModeVariable(args[0].as_python_constant()).enter(tx)
+            return ConstantVariable(None)
+        return tx.output.call(tx, "call_function", fn, tuple(args), kwargs)
+
+
+class GradModeVariable(VariableTracker):
+    def __init__(self, mode):
+        self.mode = mode
+        self.previous = None
+
+    def python_type(self):
+        return kiln.no_grad if not self.mode else kiln.enable_grad
+
+    def describe(self):
+        return f"grad mode {self.mode}"
+
+    def enter(self, tx):
+        self.previous = _C.is_grad_enabled()
+        tx.output.set_grad_enabled(tx, self.mode)
+        return ConstantVariable(None)
+
+    def exit(self, tx):
+        tx.output.set_grad_enabled(tx, self.previous)
+        return ConstantVariable(None)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__enter__":
+            return self.enter(tx)
+        if name == "__exit__":
+            return self.exit(tx)
+        if name == "clone":
+            return GradModeVariable(self.mode)
+        unimplemented(f"grad mode .{name}()")
+
+    def call_function(self, tx, args, kwargs):
+        # @kiln.no_grad() applied to a function inside the compiled region
+        unimplemented("using a grad-mode object as a decorator inside the compiled function",
+                      "decorate the function where it is defined")
+
+
+class WithExitVariable(VariableTracker):
+    """The __exit__ that BEFORE_WITH leaves on the stack."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def python_type(self):
+        return type(None)
+
+    def call_function(self, tx, args, kwargs):
+        tx.block_depth -= 1
+        return self.ctx.call_method(tx, "__exit__", list(args), {})
+
+    def describe(self):
+        return "with-block exit"
