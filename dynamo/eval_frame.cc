@@ -15,6 +15,8 @@ struct CacheEntry {
   PyObject* code;      // the code to run instead, owned
   PyObject* function;  // a function over `code` for closure-free originals, owned or null
   RootGuardManager* root;  // `guard` itself when it is a RootGuardManager (checked in C++), or null
+  PyObject* owner;         // the callback that made it, owned: entries serve only their own
+                           // callback (one kiln.compile's backend never runs another's code)
 };
 
 // Stored on each code object through CPython's co_extra slots.
@@ -34,6 +36,7 @@ void FreeExtra(void* p) {
     Py_DECREF(e.guard);
     Py_DECREF(e.code);
     Py_XDECREF(e.function);
+    Py_XDECREF(e.owner);
   }
   delete extra;
 }
@@ -207,6 +210,7 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
   if (!f_locals) return nullptr;
   if (extra) {
     for (size_t i = 0; i < extra->entries.size(); ++i) {
+      if (extra->entries[i].owner != callback) continue;
       int truth = RunGuard(extra->entries[i], f_locals);
       if (truth < 0) {
         Py_DECREF(f_locals);
@@ -247,7 +251,9 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
   }
   Py_INCREF(guard);
   Py_INCREF(new_code);
-  extra->entries.insert(extra->entries.begin(), CacheEntry{guard, new_code, nullptr, AsRootGuardManager(guard)});
+  Py_INCREF(callback);
+  extra->entries.insert(extra->entries.begin(),
+                        CacheEntry{guard, new_code, nullptr, AsRootGuardManager(guard), callback});
   Py_DECREF(result);
   return RunEntry(extra->entries.front(), frame, code);
 }
@@ -281,6 +287,7 @@ void ResetCode(PyCodeObject* code) {
     Py_DECREF(e.guard);
     Py_DECREF(e.code);
     Py_XDECREF(e.function);
+    Py_XDECREF(e.owner);
   }
   extra->entries.clear();
   extra->skip = false;

@@ -5,7 +5,8 @@
 // frame's arguments, the entry's code runs instead: a function built from it (same globals,
 // closure and signature) is called with the same arguments, and its result is the frame's.
 // On a miss the callback is asked for a new entry, `(guard, code)`, or for nothing, in which case
-// the frame runs as written. The newest entry is tried first. Generators and coroutines always
+// the frame runs as written. An entry belongs to the callback that made it: frames running under
+// another callback (another kiln.compile, another backend) neither see nor run it. The newest entry is tried first. Generators and coroutines always
 // run as written. The callback runs with the hook off for its thread, so the Python code of the
 // compiler itself is never intercepted.
 //

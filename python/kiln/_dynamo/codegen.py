@@ -30,6 +30,7 @@ class FrameCodegen:
         self.code, self.f_globals, self.output_index = code, f_globals, output_index
         self.local_names = set(code.co_varnames) | set(code.co_freevars) | set(code.co_cellvars)
         self.lines = []
+        self._temps, self._keep = {}, []
 
     # --- expressions -----------------------------------------------------------------------
     def constant(self, value):
@@ -45,6 +46,18 @@ class FrameCodegen:
         """A global name bound to `obj` in the frame's globals."""
         name = f"___kiln_obj_{next(_object_ids)}"
         self.f_globals[name] = obj
+        return name
+
+    def materialize(self, var, build):
+        """A temporary holding the value `build()` makes, emitted once per tracker, so a mutable
+        value reached twice (a list and its bound `append`) stays one object."""
+        name = self._temps.get(id(var))
+        if name is None:
+            text = build(self)
+            name = f"___tmp_{len(self._temps)}"
+            self.emit(f"{name} = {text}")
+            self._temps[id(var)] = name
+            self._keep.append(var)
         return name
 
     def global_expr(self, name):

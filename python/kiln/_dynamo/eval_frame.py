@@ -14,6 +14,7 @@ from kiln import _C
 from kiln._dynamo.convert_frame import CompileContext
 
 _set_eval_frame = _C._dynamo.set_eval_frame
+_contexts = {}  # (backend, fullgraph, dynamic) -> CompileContext: cache entries are per context
 
 
 def _wrap(fn, callback):
@@ -44,7 +45,13 @@ def disable(fn=None, recursive=True):
 
 def optimize(compiler_fn, *, fullgraph=False, dynamic=None, on_break=None, on_graph=None):
     """A decorator compiling functions with `compiler_fn` (a backend callable)."""
-    ctx = CompileContext(compiler_fn, fullgraph=fullgraph, dynamic=dynamic, on_break=on_break, on_graph=on_graph)
+    if on_break is None and on_graph is None:  # same backend and options: same cache entries
+        key = (compiler_fn, fullgraph, dynamic)
+        ctx = _contexts.get(key)
+        if ctx is None:
+            ctx = _contexts[key] = CompileContext(compiler_fn, fullgraph=fullgraph, dynamic=dynamic)
+    else:
+        ctx = CompileContext(compiler_fn, fullgraph=fullgraph, dynamic=dynamic, on_break=on_break, on_graph=on_graph)
 
     def decorate(fn):
         if isinstance(fn, kiln.nn.Module):

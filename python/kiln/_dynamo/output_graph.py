@@ -219,22 +219,26 @@ class OutputGraph:
         """Compiles the graph with every tensor/symbolic value in `values` as an output.
         Returns (compiled function name or None, {node: output index})."""
         outputs, index = [], {}
+        seen = set()
 
         def collect(v):
+            if id(v) in seen:
+                return
+            seen.add(id(v))
             if isinstance(v, (TensorVariable, SymNodeVariable)):
                 if v.node.op != "placeholder" and v.node not in index:
                     index[v.node] = len(outputs)
                     outputs.append(v.node)
-            elif isinstance(v, BaseListVariable):
-                for i in v.items:
-                    collect(i)
-            elif isinstance(v, ConstDictVariable):
-                for i in v.items.values():
-                    collect(i)
-            elif hasattr(v, "items") and isinstance(v.items, list):
-                for i in v.items:
-                    if isinstance(i, VariableTracker):
-                        collect(i)
+                return
+            if isinstance(v, VariableTracker):  # containers, bound methods, cells, iterators ...
+                for field in vars(v).values():
+                    collect(field)
+            elif isinstance(v, (list, tuple)):
+                for item in v:
+                    collect(item)
+            elif isinstance(v, dict):
+                for item in v.values():
+                    collect(item)
 
         for v in values:
             collect(v)

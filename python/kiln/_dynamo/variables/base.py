@@ -35,6 +35,12 @@ class VariableTracker:
 
     # --- behaviour --------------------------------------------------------------------------
     def var_getattr(self, tx, name):
+        try:
+            ty = self.python_type()
+        except NotImplementedError:
+            ty = None
+        if ty is not None and callable(getattr(ty, name, None)):
+            return BoundMethodVariable(self, name)  # list.append, dict.get, ...: see call_method
         unimplemented(f"attribute {name!r} of {self.describe()}",
                       "only attributes of tensors, modules, user objects and constants are traced")
 
@@ -72,6 +78,27 @@ class VariableTracker:
 
     def __repr__(self):
         return self.describe()
+
+
+class BoundMethodVariable(VariableTracker):
+    """`obj.name` before the call, for trackers that model their methods in call_method."""
+
+    def __init__(self, obj, name):
+        self.obj, self.name = obj, name
+
+    def python_type(self):
+        import types
+
+        return types.BuiltinMethodType
+
+    def call_function(self, tx, args, kwargs):
+        return self.obj.call_method(tx, self.name, list(args), dict(kwargs))
+
+    def reconstruct(self, codegen):
+        return f"{self.obj.reconstruct(codegen)}.{self.name}"
+
+    def describe(self):
+        return f"method {self.name} of {self.obj.describe()}"
 
 
 class NotConstant(Exception):

@@ -35,9 +35,7 @@ def is_kiln_op(value):
         return True
     if isinstance(value, types.FunctionType):
         return value.__module__ in _KILN_OP_MODULES and not value.__name__.startswith("_")
-    if isinstance(value, _BUILTIN_CALLABLES):
-        return (getattr(value, "__module__", None) or "").startswith("kiln")
-    return False
+    return value is _C._set_grad_enabled or value is _C.is_grad_enabled
 
 
 def _member(value, table):
@@ -106,6 +104,10 @@ def wrap(tx, value, source):
     if isinstance(value, types.FunctionType):
         if guard:
             guard.add(source, "ID_MATCH", value)
+        if getattr(value, "_kiln_disabled", False):
+            return DisabledFunctionVariable(value, source)
+        if hasattr(value, "_kiln_orig_fn"):  # a kiln.compile'd function called from compiled code
+            return wrap(tx, value._kiln_orig_fn, None)
         return UserFunctionVariable(value, source)
     if isinstance(value, types.MethodType):
         from kiln._dynamo.source import AttrSource
@@ -135,6 +137,13 @@ def wrap(tx, value, source):
     if guard:
         guard.add(source, "TYPE_MATCH", type(value))
     return UserDefinedObjectVariable(value, source)
+
+
+class DisabledFunctionVariable(UserFunctionVariable):
+    """A function under kiln._dynamo.disable: calling it is a graph break (it runs eagerly)."""
+
+    def call_function(self, tx, args, kwargs):
+        unimplemented(f"{self.fn.__qualname__} is marked kiln._dynamo.disable", "it runs eagerly by request")
 
 
 def wrap_const_or_object(tx, value):

@@ -49,6 +49,9 @@ class ConstDictVariable(VariableTracker):
     def reconstruct(self, codegen):
         if self.source is not None and not self.mutable:
             return self.source.expr(codegen)
+        return codegen.materialize(self, self._build)
+
+    def _build(self, codegen):
         body = ", ".join(f"{codegen.constant(k)}: {v.reconstruct(codegen)}" for k, v in self.items.items())
         text = "{" + body + "}"
         return text if self.kind is dict else f"{codegen.object_expr(self.kind)}({text})"
@@ -112,7 +115,7 @@ class ConstDictVariable(VariableTracker):
             if name == "update":
                 for a in args:
                     if isinstance(a, ConstDictVariable):
-                        self.items.update(a.items)
+                        self.items.update(a.realized(tx))
                     else:
                         for pair in a.unpack_var_sequence(tx):
                             k, v = pair.unpack_var_sequence(tx)

@@ -40,6 +40,11 @@ class BaseListVariable(VariableTracker):
     def reconstruct(self, codegen):
         if self.source is not None and not self.mutable:
             return self.source.expr(codegen)
+        if self.mutable:
+            return codegen.materialize(self, self._build)
+        return self._build(codegen)
+
+    def _build(self, codegen):
         parts = [i.reconstruct(codegen) for i in self.items]
         if self.kind is tuple:
             return "(" + "".join(p + ", " for p in parts) + ")"
@@ -212,8 +217,8 @@ class ListIteratorVariable(VariableTracker):
         return rest
 
     def reconstruct(self, codegen):
-        rest = [i.reconstruct(codegen) for i in self.items[self.index:]]
-        return "iter([" + ", ".join(rest) + "])"
+        return codegen.materialize(self, lambda cg: "iter([" + ", ".join(
+            i.reconstruct(cg) for i in self.items[self.index:]) + "])")
 
     def describe(self):
         return "iterator"

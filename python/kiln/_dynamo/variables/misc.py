@@ -26,6 +26,9 @@ class ConstantMethodVariable(VariableTracker):
     def python_type(self):
         return types.BuiltinMethodType
 
+    def reconstruct(self, codegen):
+        return f"{self.obj.reconstruct(codegen)}.{self.name}"
+
     def call_function(self, tx, args, kwargs):
         try:
             values = [a.as_python_constant() for a in args]
@@ -49,6 +52,9 @@ class TensorMethodVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         return self.tensor.call_method(tx, self.name, list(args), dict(kwargs))
+
+    def reconstruct(self, codegen):
+        return f"{self.tensor.reconstruct(codegen)}.{self.name}"
 
     def describe(self):
         return f"method Tensor.{self.name}"

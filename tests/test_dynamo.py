@@ -1,0 +1,571 @@
+"""kiln.compile end to end: every traced construct against eager, graph and break counts,
+recompiles, dynamic shapes, module inlining, tools (explain, CompileCounter, backends)."""
+
+import math
+import operator
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln._dynamo as dynamo
+import kiln.nn as nn
+import kiln.nn.functional as F
+from kiln._dynamo.exc import Unsupported
+from kiln._dynamo.testing import CompileCounter
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    dynamo.reset()
+    yield
+    dynamo.reset()
+
+
+def same(a, b):
+    if isinstance(a, kiln.Tensor):
+        assert isinstance(b, kiln.Tensor)
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+    elif isinstance(a, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b)
+        for x, y in zip(a, b):
+            same(x, y)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            same(a[k], b[k])
+    else:
+        assert a == b, (a, b)
+
+
+def check(fn, *args, graphs=1, ops=None, **kwargs):
+    """fn compiled with a CompileCounter gives eager's result, in `graphs` graphs."""
+    expected = fn(*args, **kwargs)
+    cnt = CompileCounter()
+    got = kiln.compile(fn, backend=cnt)(*args, **kwargs)
+    same(got, expected)
+    assert cnt.frame_count == graphs, [g.code for g in cnt.graphs]
+    if ops is not None:
+        assert cnt.op_count == ops
+    return cnt
+
+
+def t(*shape):
+    return kiln.randn(*shape)
+
+
+# --- tensors, constants and Python values -----------------------------------------------------
+def test_arithmetic_and_methods():
+    def f(x, y):
+        return (x + y).relu() * 2 - y.sin() / 3, x @ y.T, -x, abs(y), x ** 2
+
+    check(f, t(3, 3), t(3, 3), ops=11)
+
+
+def test_tensor_attributes_are_compile_time_values():
+    def f(x):
+        n, m = x.shape
+        return x.reshape(m, n), x.ndim, x.dtype, x.device, x.size(1), x.dim(), x.T.contiguous(), len(x)
+
+    check(f, t(2, 5))
+
+
+def test_constants_fold_and_fstrings():
+    def f(x):
+        scale = math.sqrt(16) + operator.mul(2, 3) + max(1, 7) + abs(-2) + min([4, 5])
+        name = f"w{scale:.1f}-{len('abc')}"
+        return x * scale, name, "a" + "b", (1, 2) + (3,)
+
+    check(f, t(4))
+
+
+def test_containers_and_builtins():
+    def f(xs, d):
+        ys = [x * i for i, x in enumerate(xs)]
+        zs = {k: v + 1 for k, v in d.items()}
+        s = {1, 2, 2}
+        pairs = list(zip(xs, ys))
+        total = sum(ys)
+        first, *rest = ys
+        return (total, zs, len(s), pairs[1][0], rest, xs[1:], any([True, False]), all([]),
+                isinstance(xs, list), isinstance(xs[0], kiln.Tensor), tuple(range(3)), sorted([3, 1, 2]))
+
+    check(f, [t(2), t(2), t(2)], {"a": t(3), "b": t(3)})
+
+
+def test_loops_unrolled():
+    def f(x, layers):
+        for i in range(3):
+            x = x + i
+        for w in layers:
+            x = x * w
+        i = 0
+        while i < 2:
+            x = x - 1
+            i += 1
+        return x
+
+    check(f, t(4), [t(4), t(4)])
+
+
+def test_if_on_constants_and_shapes():
+    def f(x, flag, mode="a"):
+        if flag:
+            x = x + 1
+        if mode == "b":
+            x = x * 10
+        if x.shape[0] > 2:
+            x = x - 1
+        if x.dtype == kiln.float32 and x.requires_grad is False:
+            x = x / 2
+        return x
+
+    check(f, t(4), True)
+    check(f, t(1), False, mode="b")
+
+
+def test_closures_and_nested_functions():
+    scale = 3.0
+
+    def outer(x):
+        def inner(y, k=2):
+            return y * scale + k
+
+        shift = 5
+        g = lambda z: z - shift  # noqa: E731
+        return g(inner(x)), inner(x, k=7)
+
+    check(outer, t(3))
+
+
+def _helper(a, *args, b=1, **kwargs):
+    return a + sum(args) + b + kwargs.get("c", 0)
+
+
+def test_star_args_and_inlined_globals():
+    def f(x, *args, **kwargs):
+        parts = (x, x)
+        return _helper(*parts, b=2, **kwargs), _helper(x, *args), F.relu(*args)
+
+    check(f, t(3), t(3), c=t(3))
+
+
+def test_kiln_functions_and_functional():
+    def f(x, y):
+        return (kiln.cat([x, y]), kiln.stack((x, y), dim=1), F.softmax(x, dim=0), kiln.where(x > 0, x, y),
+                kiln.zeros(3), kiln.ones_like(x), F.gelu(y), kiln.clamp(x, min=-0.5, max=0.5))
+
+    check(f, t(3), t(3))
+
+
+def test_noncontiguous_inputs():
+    def f(x):
+        return x * 2 + 1, x.sum(0)
+
+    x = t(4, 6).T
+    assert not x.is_contiguous()
+    check(f, x)
+    check(f, t(8, 6)[::2])
+
+
+def test_dtypes():
+    def f(x):
+        return x + x, (x * 3).sum()
+
+    for dt in (kiln.float32, kiln.float64, kiln.int64, kiln.int32):
+        check(f, kiln.arange(6).to(dt).reshape(2, 3))
+
+
+def test_no_grad_and_enable_grad():
+    def f(x):
+        with kiln.no_grad():
+            y = x * 2
+        with kiln.enable_grad():
+            z = x * 3
+        return y, z, y.requires_grad, z.requires_grad
+
+    x = t(3).requires_grad_()
+    cnt = check(f, x)
+    expected = f(x)
+    got = kiln.compile(f, backend=cnt)(x)
+    assert got[0].requires_grad is False and got[1].requires_grad is True
+    assert kiln.is_grad_enabled()
+
+
+def test_backward_through_compiled_graph():
+    w = t(4, 3).requires_grad_()
+
+    def f(x):
+        return (x @ w).tanh().sum()
+
+    x = t(2, 4).requires_grad_()
+    f(x).backward()
+    ew, ex = w.grad.clone(), x.grad.clone()
+    w.grad = None
+    x.grad = None
+    kiln.compile(f, backend="eager")(x).backward()
+    same(w.grad, ew)
+    same(x.grad, ex)
+
+
+# --- modules ------------------------------------------------------------------------------------
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 8)
+        self.act = nn.ReLU()
+        self.fc2 = nn.Linear(8, 2)
+        self.scale = 0.5
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x))) * self.scale
+
+
+def test_module_inlined_parameters_are_inputs():
+    m = MLP()
+    cnt = CompileCounter()
+    cm = kiln.compile(m, backend=cnt)
+    x = t(3, 4)
+    same(cm(x), m(x))
+    gm = cnt.graphs[0]
+    assert all(n.op != "call_module" for n in gm.graph.nodes)
+    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    assert names == ["l_x_", "l_self_modules_fc1_parameters_weight_", "l_self_modules_fc1_parameters_bias_",
+                     "l_self_modules_fc2_parameters_weight_", "l_self_modules_fc2_parameters_bias_"]
+    assert isinstance(cm, dynamo.OptimizedModule) and cm._orig_mod is m
+    assert list(cm.state_dict()) == ["_orig_mod." + k for k in m.state_dict()]
+
+
+def test_module_attribute_change_recompiles():
+    m = MLP()
+    cnt = CompileCounter()
+    cm = kiln.compile(m, backend=cnt)
+    x = t(3, 4)
+    cm(x)
+    m.scale = 2.0
+    same(cm(x), m(x))
+    assert cnt.frame_count == 2
+    with kiln.no_grad():
+        m.fc1.weight.mul_(2)  # parameter values are inputs: no recompile
+    same(cm(x), m(x))
+    assert cnt.frame_count == 2
+
+
+def test_sequential_modulelist_and_train_eval():
+    seq = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.0), nn.BatchNorm1d(4), nn.Tanh())
+    layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+
+    def f(x):
+        y = seq(x)
+        for layer in layers:
+            y = layer(y) + y
+        return y, layers[0](x)
+
+    x = t(5, 4)
+    seq.eval()
+    check(f, x)
+    cnt = CompileCounter()
+    cf = kiln.compile(f, backend=cnt)
+    for training in (True, False, True):
+        seq.train(training)
+        mean = seq[2].running_mean.clone()
+        expected = f(x)
+        seq[2].running_mean.copy_(mean)
+        same(cf(x), expected)
+        same(seq[2].running_mean, mean if not training else seq[2].running_mean)
+    assert cnt.frame_count == 2  # the training flag is guarded: one compile per mode
+
+
+def test_module_compile_in_place_and_digits_cnn():
+    from digits import cnn
+
+    model = cnn(kiln)
+    model.eval()
+    x = kiln.randn(6, 64)
+    expected = model(x)
+    model.compile(backend="eager")
+    same(model(x), expected)
+    model._compiled_call_impl = None
+
+
+# --- graph breaks ---------------------------------------------------------------------------------
+def test_print_breaks_and_resumes():
+    def f(x):
+        y = x + 1
+        print("between graphs")
+        return y * 2
+
+    cnt = check(f, t(3), graphs=2)
+    assert cnt.op_count == 2
+
+
+def test_data_dependent_branch_breaks():
+    def f(x):
+        y = x.sin()
+        if y.sum() > 0:
+            return y + 1
+        return y - 1
+
+    for _ in range(3):
+        x = t(5)
+        dynamo.reset()
+        expected = f(x)
+        cnt = CompileCounter()
+        same(kiln.compile(f, backend=cnt)(x), expected)
+        assert cnt.frame_count == 2
+
+
+def test_break_inside_loop_and_nested_call():
+    def helper(x):
+        print("inside")
+        return x * 3
+
+    def f(xs):
+        out = []
+        for x in xs:
+            out.append(helper(x + 1))
+        return out
+
+    expected = f([t(2), t(2)])
+    got = kiln.compile(f, backend="eager")([t(2), t(2)])
+    assert len(got) == len(expected)
+
+
+def test_item_breaks_unless_capture_scalar_outputs():
+    def f(x):
+        return x * x.sum().item()
+
+    cnt = check(f, t(3), graphs=2)
+    assert cnt.frame_count == 2
+
+
+def test_explain_reports_breaks_with_locations():
+    def f(x):
+        x = x + 1
+        print("side effect")
+        x = x * 2
+        if x.sum() > 0:
+            x = x - 1
+        return x
+
+    out = dynamo.explain(f)(t(4))
+    assert out.graph_count >= 2 and out.graph_break_count == 2
+    assert "print()" in out.break_reasons[0].reason
+    assert "kiln.where" in out.break_reasons[1].reason
+    assert __file__ in out.break_reasons[0].user_stack[-1]
+    assert "Graph Break Count: 2" in str(out)
+    assert out.ops_per_graph[0] == ["_operator.add"]
+
+
+def test_fullgraph_raises_with_reason_and_location():
+    def f(x):
+        y = x + 1
+        print("no")
+        return y
+
+    with pytest.raises(Unsupported) as info:
+        kiln.compile(f, backend="eager", fullgraph=True)(t(2))
+    assert "print()" in str(info.value)
+    assert f"{__file__}:" in str(info.value)
+    assert "hint:" in str(info.value)
+
+
+def test_unsupported_builtin_breaks():
+    def f(x):
+        y = x + 1
+        ident = id(y)
+        return y * 2, ident > 0
+
+    check(f, t(2), graphs=2)
+
+
+# --- guards and recompiles -----------------------------------------------------------------------
+def test_what_recompiles():
+    cnt = CompileCounter()
+
+    def f(x, n):
+        return x * n
+
+    cf = kiln.compile(f, backend=cnt)
+    cf(t(3), 2)
+    cf(t(3), 2)
+    assert cnt.frame_count == 1
+    cf(t(3), 3)  # constant changed
+    assert cnt.frame_count == 2
+    cf(t(3).double(), 3)  # dtype changed
+    assert cnt.frame_count == 3
+    cf(t(3).requires_grad_(), 3)  # requires_grad changed
+    assert cnt.frame_count == 4
+    cf(t(3), 3)
+    assert cnt.frame_count == 4
+
+
+G_SCALE = 2.0
+
+
+def test_global_change_recompiles():
+    global G_SCALE
+
+    def f(x):
+        return x * G_SCALE
+
+    cnt = CompileCounter()
+    cf = kiln.compile(f, backend=cnt)
+    x = t(3)
+    cf(x)
+    G_SCALE = 5.0
+    try:
+        same(cf(x), x * 5.0)
+        assert cnt.frame_count == 2
+    finally:
+        G_SCALE = 2.0
+
+
+def test_grad_mode_is_guarded():
+    cnt = CompileCounter()
+    cf = kiln.compile(lambda x: x * 2, backend=cnt)
+    x = t(3).requires_grad_()
+    assert cf(x).requires_grad
+    with kiln.no_grad():
+        assert not cf(x).requires_grad
+    assert cnt.frame_count == 2
+
+
+def test_automatic_dynamic_shapes():
+    cnt = CompileCounter()
+
+    def f(x):
+        return (x * 2).sum(1).reshape(x.shape[0], 1) + 1
+
+    cf = kiln.compile(f, backend=cnt)
+    for n in (4, 5, 6, 9, 17):
+        x = t(n, 3)
+        same(cf(x), f(x))
+    assert cnt.frame_count == 2  # static, then one dynamic compile
+    x = t(1, 3)  # size 1 is specialised
+    same(cf(x), f(x))
+    assert cnt.frame_count == 3
+    x = t(4, 7)  # the other dim was static
+    same(cf(x), f(x))
+    assert cnt.frame_count == 4
+
+
+def test_mark_dynamic_and_dynamic_flag():
+    cnt = CompileCounter()
+    cf = kiln.compile(lambda x: x.relu() + 1, backend=cnt)
+    x = t(6, 2)
+    dynamo.mark_dynamic(x, 0)
+    cf(x)
+    cf(t(9, 2))
+    assert cnt.frame_count == 1
+    cnt2 = CompileCounter()
+    cf2 = kiln.compile(lambda x: x.relu() + 1, backend=cnt2, dynamic=True)
+    for n in (3, 4, 5):
+        cf2(t(n, n + 1))
+    assert cnt2.frame_count == 1
+    cnt3 = CompileCounter()
+    cf3 = kiln.compile(lambda x: x.relu() + 1, backend=cnt3, dynamic=False)
+    for n in (3, 4, 5):
+        cf3(t(n))
+    assert cnt3.frame_count == 3
+
+
+def test_cache_size_limit_falls_back_to_eager(monkeypatch):
+    monkeypatch.setattr(dynamo.config, "cache_size_limit", 2)
+    cnt = CompileCounter()
+
+    def f(x, n):
+        return x + n
+
+    cf = kiln.compile(f, backend=cnt)
+    cf(t(2), 1)
+    cf(t(2), 2)
+    with pytest.warns(UserWarning, match="cache_size_limit"):
+        out = cf(t(2), 3)
+    assert cnt.frame_count == 2
+    x = t(2)
+    same(cf(x, 4), x + 4)
+
+
+def test_logs_recompiles_and_guards():
+    code = ("import kiln\n"
+            "f = kiln.compile(lambda x: x + 1, backend='eager')\n"
+            "f(kiln.ones(2)); f(kiln.ones(2, dtype=kiln.float64))\n")
+    env = dict(os.environ, KILN_LOGS="recompiles,guards,graph_code,graph_breaks",
+               PYTHONPATH=os.path.join(ROOT, "python"))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert "TREE_GUARD_MANAGER" in out.stderr and "TENSOR_MATCH" in out.stderr
+    assert "Recompiling function <lambda>" in out.stderr and "dtype" in out.stderr
+    assert "def forward(self, l_x_" in out.stderr
+
+
+# --- backends and tools ---------------------------------------------------------------------------
+def test_custom_backend_gets_graph_and_real_inputs():
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append((gm, example_inputs))
+        return gm.forward
+
+    x = t(3)
+    kiln.compile(lambda a: a * 2, backend=backend)(x)
+    gm, inputs = seen[0]
+    assert isinstance(gm, kiln.fx.GraphModule) and inputs[0] is x
+
+
+def test_register_backend_and_errors():
+    @dynamo.register_backend(name="kiln_test_backend")
+    def my_backend(gm, example_inputs):
+        return gm.forward
+
+    assert "kiln_test_backend" in dynamo.list_backends()
+    same(kiln.compile(lambda a: a - 1, backend="kiln_test_backend")(kiln.ones(2)), kiln.zeros(2))
+    with pytest.raises(ValueError, match="unknown backend"):
+        kiln.compile(lambda a: a, backend="no_such_backend")
+    with pytest.raises(RuntimeError, match="Unrecognized mode"):
+        kiln.compile(lambda a: a, mode="fastest")
+    with pytest.raises(TypeError):
+        kiln.compile(3)
+
+
+def test_default_backend_warns_once_and_runs():
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        out = kiln.compile(lambda a: a * 3)(kiln.ones(2))
+    same(out, kiln.full((2,), 3.0))
+
+
+def test_disable_and_allow_in_graph():
+    cnt = CompileCounter()
+
+    @dynamo.disable
+    def untraced(x):
+        return x + 100
+
+    def f(x):
+        return untraced(x * 2) - 1
+
+    same(kiln.compile(f, backend=cnt)(kiln.ones(2)), f(kiln.ones(2)))
+    assert cnt.frame_count == 2  # the disabled call is a graph break
+
+    def opaque(x):
+        return x.cos() + 1
+
+    dynamo.allow_in_graph(opaque)
+    cnt = CompileCounter()
+    kiln.compile(lambda x: opaque(x) * 2, backend=cnt)(kiln.ones(2))
+    assert opaque in [n.target for n in cnt.graphs[0].graph.nodes]
+
+
+def test_compile_counter_counts_ops():
+    cnt = CompileCounter()
+    kiln.compile(lambda x: x.sin().cos() + 1, backend=cnt)(kiln.ones(2))
+    assert (cnt.frame_count, cnt.op_count) == (1, 3)
