@@ -3,6 +3,7 @@
 #include "dynamo/cpython_frame.h"
 
 #include "internal/pycore_frame.h"
+#include "internal/pycore_interp.h"
 #if PY_VERSION_HEX >= 0x030C0000
 /* 3.12's internal headers clash on this name when mixed with the public ones (cpython#105268). */
 #undef _PyGC_FINALIZED
@@ -36,7 +37,13 @@ PyObject* kiln_eval_frame_default(PyThreadState* tstate, struct _PyInterpreterFr
 
 void kiln_set_eval_frame(KilnEvalFrameFn fn) {
   PyThreadState* tstate = PyThreadState_Get();
-  _PyInterpreterState_SetEvalFrameFunc(tstate->interp, fn ? (_PyFrameEvalFunction)fn : _PyEval_EvalFrameDefault);
+  if (fn) {
+    _PyInterpreterState_SetEvalFrameFunc(tstate->interp, (_PyFrameEvalFunction)fn);
+    return;
+  }
+  /* Back to CPython's own state, a NULL eval_frame: 3.11's setter would store the default
+     function itself, and a non-NULL eval_frame turns off 3.11's inlined Python-to-Python calls. */
+  tstate->interp->eval_frame = NULL;
 }
 
 int kiln_opcode_caches(int op) { return _PyOpcode_Caches[op & 255]; }

@@ -31,6 +31,9 @@ thread_local PyObject* tls_callback = nullptr;
 thread_local bool tls_in_callback = false;
 
 void FreeExtra(void* p) {
+  // CPython calls every registered free function for a dying code object that has any extra
+  // slot set, ours empty or not (PyTorch's hook sets its own slot on the same code objects).
+  if (p == nullptr) return;
   auto* extra = static_cast<CodeExtra*>(p);
   for (CacheEntry& e : extra->entries) {
     Py_DECREF(e.guard);
