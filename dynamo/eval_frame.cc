@@ -145,6 +145,9 @@ PyObject* CallWithFrameArguments(PyObject* fn, _PyInterpreterFrame* frame, PyCod
   PyObject** locals = kiln_frame_localsplus(frame);
   PyObject* names = kiln_code_localsplusnames(code);
   int argc = code->co_argcount, kwonly = code->co_kwonlyargcount;
+  // The common call (positional arguments only) passes the frame's slots themselves: no copy.
+  if (!(code->co_flags & (CO_VARARGS | CO_VARKEYWORDS)) && kwonly == 0)
+    return PyObject_Vectorcall(fn, locals, argc, nullptr);
   std::vector<PyObject*> args(locals, locals + argc);
   int next = argc + kwonly;
   if (code->co_flags & CO_VARARGS) {

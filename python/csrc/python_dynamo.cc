@@ -5,6 +5,7 @@
 #include "dynamo/bytecode_analysis.h"
 #include "dynamo/eval_frame.h"
 #include "dynamo/resume.h"
+#include "dynamo/scoped_call.h"
 
 namespace py = pybind11;
 
@@ -82,6 +83,16 @@ void InitDynamoBindings(py::module_& parent) {
       throw py::type_error("set_eval_frame expects a callable or None");
     return py::reinterpret_steal<py::object>(dynamo::SetEvalFrameCallback(callback.ptr()));
   }, "Sets this thread's frame callback (None: off); returns the previous one.");
+  m.def("_scoped_call", [](py::handle fn, py::handle callback) {
+    PyObject* out = dynamo::MakeScopedCall(fn.ptr(), callback.ptr());
+    if (!out) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(out);
+  }, "A callable running fn with this thread's frame callback set to callback (None: off) (dynamo/scoped_call.h).");
+  m.add_object("ScopedCall", [] {
+    PyTypeObject* type = dynamo::ScopedCallType();
+    if (!type) throw py::error_already_set();
+    return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(type));
+  }());
   m.def("skip_code", [](py::handle code) { dynamo::SkipCode(CodeArg(code)); });
   m.def("reset_code", [](py::handle code) { dynamo::ResetCode(CodeArg(code)); });
   m.def("_decode", [](py::handle code) {

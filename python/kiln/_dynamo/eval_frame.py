@@ -18,29 +18,22 @@ _contexts = {}  # (backend, fullgraph, dynamic) -> CompileContext: cache entries
 
 
 def _wrap(fn, callback):
-    @functools.wraps(fn)
-    def _kiln_compiled(*args, **kwargs):
-        prior = _set_eval_frame(callback)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            _set_eval_frame(prior)
-
-    _kiln_compiled._kiln_orig_fn = fn
-    _kiln_compiled._kiln_callback = callback
-    _C._dynamo.skip_code(_kiln_compiled.__code__)
-    return _kiln_compiled
+    """fn called with `callback` as this thread's frame callback (a C callable: no extra frame)."""
+    wrapper = _C._dynamo._scoped_call(fn, callback)
+    try:
+        functools.update_wrapper(wrapper, fn)
+    except (AttributeError, TypeError):
+        pass
+    return wrapper
 
 
 def disable(fn=None, recursive=True):
     """Runs `fn` (or, as a decorator, the decorated function) with capture off."""
     if fn is None:
         return functools.partial(disable, recursive=recursive)
-    if getattr(fn, "_kiln_disabled", False):
+    if isinstance(fn, _C._dynamo.ScopedCall) and fn._kiln_callback is None:
         return fn
-    wrapper = _wrap(fn, None)
-    wrapper._kiln_disabled = True
-    return wrapper
+    return _wrap(fn, None)
 
 
 def optimize(compiler_fn, *, fullgraph=False, dynamic=None, on_break=None, on_graph=None):

@@ -262,7 +262,7 @@ class OutputGraph:
         if compiled is None:
             raise BackendCompilerFailed(repr(self.compiler_fn), TypeError("the backend returned None"))
         name = f"__compiled_fn_{next(_compiled_ids)}"
-        self.root_globals[name] = _disable_wrapper(compiled)
+        self.root_globals[name] = _disable_wrapper(compiled, gm)
         return name, index
 
     def _prune_unused_inputs(self):
@@ -278,11 +278,25 @@ class OutputGraph:
         return [ga.source.expr(codegen) for ga in self.graphargs]
 
 
-def _disable_wrapper(compiled):
-    """The backend's callable runs with the frame hook off (its own Python is never captured)."""
+def _disable_wrapper(compiled, gm):
+    """The backend's callable runs with the frame hook off, so the compiler never captures its
+    own code. A graph run as written (gm.forward) whose calls are all kiln's, operator's or
+    builtins skips the wrapper: its own frame is marked skip, and every frame it can start is
+    kiln's (never captured), so the hook is off for it in effect, one call cheaper."""
     from kiln._dynamo.eval_frame import disable
 
+    if getattr(compiled, "__self__", None) is gm and getattr(compiled, "__func__", None) is type(gm).forward:
+        if all(n.op != "call_function" or _runs_no_user_frames(n.target) for n in gm.graph.nodes):
+            _C._dynamo.skip_code(type(gm).forward.__code__)
+            return compiled
     return disable(compiled)
+
+
+def _runs_no_user_frames(target):
+    if isinstance(target, _C._OpFunction):
+        return True
+    module = getattr(target, "__module__", None) or ""
+    return module in ("_operator", "builtins", "math") or module == "kiln" or module.startswith("kiln.")
 
 
 def _is_impure(node):

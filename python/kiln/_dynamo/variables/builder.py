@@ -104,11 +104,13 @@ def wrap(tx, value, source):
     if isinstance(value, types.FunctionType):
         if guard:
             guard.add(source, "ID_MATCH", value)
-        if getattr(value, "_kiln_disabled", False):
-            return DisabledFunctionVariable(value, source)
-        if hasattr(value, "_kiln_orig_fn"):  # a kiln.compile'd function called from compiled code
-            return wrap(tx, value._kiln_orig_fn, None)
         return UserFunctionVariable(value, source)
+    if isinstance(value, _C._dynamo.ScopedCall):
+        if guard:
+            guard.add(source, "ID_MATCH", value)
+        if value._kiln_callback is None:
+            return DisabledFunctionVariable(value, source)
+        return wrap(tx, value.__wrapped__, None)  # a compiled function called from compiled code
     if isinstance(value, types.MethodType):
         from kiln._dynamo.source import AttrSource
 
@@ -143,7 +145,11 @@ class DisabledFunctionVariable(UserFunctionVariable):
     """A function under kiln._dynamo.disable: calling it is a graph break (it runs eagerly)."""
 
     def call_function(self, tx, args, kwargs):
-        unimplemented(f"{self.fn.__qualname__} is marked kiln._dynamo.disable", "it runs eagerly by request")
+        name = getattr(self.fn.__wrapped__, "__qualname__", repr(self.fn.__wrapped__))
+        unimplemented(f"{name} is marked kiln._dynamo.disable", "it runs eagerly by request")
+
+    def reconstruct(self, codegen):
+        return codegen.object_expr(self.fn)
 
 
 def wrap_const_or_object(tx, value):
