@@ -216,6 +216,26 @@ def test_backward_through_compiled_graph():
     same(x.grad, ex)
 
 
+def test_generators_and_getattr_hasattr():
+    class Box:
+        def __init__(self):
+            self.k = 3
+
+    box = Box()
+
+    def gen(xs):
+        for x in xs:
+            yield x * 2
+
+    def f(xs):
+        total = sum(x + 1 for x in xs)
+        doubled = list(gen(xs))
+        k = getattr(box, "k", 0) + getattr(box, "missing", 10)
+        return total, doubled, k, hasattr(box, "k"), hasattr(box, "nope"), max(len(xs), 1)
+
+    check(f, [t(2), t(2), t(2)])
+
+
 # --- modules ------------------------------------------------------------------------------------
 class MLP(nn.Module):
     def __init__(self):
@@ -242,6 +262,19 @@ def test_module_inlined_parameters_are_inputs():
                      "l_self_modules_fc2_parameters_weight_", "l_self_modules_fc2_parameters_bias_"]
     assert isinstance(cm, dynamo.OptimizedModule) and cm._orig_mod is m
     assert list(cm.state_dict()) == ["_orig_mod." + k for k in m.state_dict()]
+
+
+class Scaled(MLP):
+    def forward(self, x):
+        return super().forward(x) + 1
+
+
+def test_super_in_forward():
+    m = Scaled()
+    cnt = CompileCounter()
+    x = t(3, 4)
+    same(kiln.compile(m, backend=cnt)(x), m(x))
+    assert cnt.frame_count == 1
 
 
 def test_module_attribute_change_recompiles():

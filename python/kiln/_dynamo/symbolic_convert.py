@@ -25,7 +25,7 @@ from kiln._dynamo.variables.dicts import ConstDictVariable, SetVariable
 from kiln._dynamo.variables.functions import CellVariable, NestedUserFunctionVariable, bind_arguments
 from kiln._dynamo.variables.kiln_fns import GradModeVariable, WithExitVariable
 from kiln._dynamo.variables.lists import ListIteratorVariable, ListVariable, SliceVariable, TupleVariable
-from kiln._dynamo.variables.misc import NullVariable
+from kiln._dynamo.variables.misc import NullVariable, SuperVariable
 from kiln._dynamo.variables.tensor import SymNodeVariable, TensorVariable
 
 PY312 = sys.version_info >= (3, 12)
@@ -576,6 +576,14 @@ class InstructionTranslatorBase:
     def LOAD_ASSERTION_ERROR(self, inst):
         unimplemented("a failing assert", "the asserted condition was false while tracing")
 
+    def LOAD_SUPER_ATTR(self, inst):  # 3.12: super().name
+        obj, cls = self.pop(), self.pop()
+        self.pop()  # the global `super`
+        attr = SuperVariable(cls, obj).var_getattr(self, self.code.co_names[inst.arg >> 2])
+        if inst.arg & 1:
+            self.push(NullVariable())
+        self.push(attr)
+
     def IMPORT_NAME(self, inst):
         unimplemented("import inside the compiled function", "import at module level")
 
@@ -622,24 +630,51 @@ class InstructionTranslator(InstructionTranslatorBase):
 
 
 class InliningInstructionTranslator(InstructionTranslatorBase):
-    """Runs a called user function's bytecode inside the caller's graph."""
+    """Runs a called user function's bytecode inside the caller's graph.
+
+    A generator function runs to completion when called: its yielded values become the items of
+    the iterator the call returns (the values are graph values, so running them early changes no
+    observable order)."""
+
+    yields = None
 
     @staticmethod
     def inline_call(parent, fn, args, kwargs):
         code = fn.get_code()
-        if code.co_flags & (0x20 | 0x80 | 0x200):  # generator, coroutine, async generator
-            unimplemented(f"calling the generator function {code.co_name}", "generators are not traced")
+        if code.co_flags & (0x80 | 0x100 | 0x200):  # coroutine, iterable coroutine, async generator
+            unimplemented(f"calling the coroutine {code.co_name}", "async code is not traced")
         if parent.depth >= _MAX_INLINE_DEPTH:
             unimplemented("inlining depth limit reached (recursion?)")
         bound = bind_arguments(parent, fn, args, kwargs)
         tx = InliningInstructionTranslator(parent.output, code, fn.get_globals(), bound, parent=parent,
                                            closure=fn.closure_cells(parent))
+        tx.yields = [] if code.co_flags & 0x20 else None
+        previous, parent.output.current_tx = parent.output.current_tx, tx
         try:
             result = tx.run()
         except Unsupported as e:
             e.locate(tx.location(), tx.user_stack())
             raise
+        finally:
+            parent.output.current_tx = previous
+        if tx.yields is not None:  # a generator runs to completion here; its values iterate later
+            return ListIteratorVariable(tx.yields)
         return result
+
+    # --- generators (Note: run eagerly at creation, see inline_call) ---------------------------
+    def RETURN_GENERATOR(self, inst):
+        if self.yields is None:
+            unimplemented("RETURN_GENERATOR outside a generator")
+        self.push(ConstantVariable(None))  # what the first send() delivers, popped next
+
+    def YIELD_VALUE(self, inst):
+        if self.yields is None:
+            unimplemented("yield outside a generator")
+        self.yields.append(self.pop())
+        self.push(ConstantVariable(None))
+
+    def SEND(self, inst):
+        unimplemented("`yield from` / await in a traced generator")
 
     def load_global(self, name):
         if self.f_globals is self.output.root_globals:

@@ -399,6 +399,19 @@ def _delitem(tx, obj, key):
     return obj.call_method(tx, "__delitem__", [key], {})
 
 
+def _super(tx, cls=None, obj=None):
+    from kiln._dynamo.variables.misc import SuperVariable
+
+    if cls is None:  # zero-argument form: the method's __class__ cell and first argument
+        cell = tx.closure.get("__class__") or tx.cells.get("__class__")
+        first = tx.code.co_varnames[0] if tx.code.co_argcount else None
+        if cell is None or first not in tx.symbolic_locals:
+            unimplemented("super() outside a method")
+        tx._cell("__class__")
+        cls, obj = cell.contents, tx.symbolic_locals[first]
+    return SuperVariable(cls, obj)
+
+
 def _truth(tx, x):
     return ConstantVariable(x.truth(tx))
 
@@ -410,5 +423,5 @@ _HANDLERS = {
     bool: _bool, int: _int_float(int), float: _int_float(float), abs: _abs, operator.abs: _abs, type: _type,
     map: _map, filter: _filter, sorted: _sorted, operator.getitem: _getitem, operator.contains: _contains,
     operator.not_: _not, operator.is_: _is(False), operator.is_not: _is(True), callable: _callable,
-    operator.setitem: _setitem, operator.delitem: _delitem, operator.truth: _truth,
+    operator.setitem: _setitem, operator.delitem: _delitem, operator.truth: _truth, super: _super,
 }

@@ -204,3 +204,30 @@ def object_getattr(tx, var, obj, name):
 
         return UserFunctionVariable(getattr_hook).call_function(tx, [var, ConstantVariable(name)], {})
     unimplemented(f"{type(obj).__qualname__} object has no attribute {name!r}")
+
+
+class SuperVariable(VariableTracker):
+    """super() / super(cls, obj): attribute lookup in obj's MRO after cls."""
+
+    def __init__(self, cls, obj):
+        self.cls, self.obj = cls, obj
+
+    def python_type(self):
+        return super
+
+    def var_getattr(self, tx, name):
+        from kiln._dynamo.variables.builder import wrap
+        from kiln._dynamo.variables.functions import UserMethodVariable
+
+        cls = self.cls.as_python_constant()
+        value = getattr(self.obj, "value", None)
+        if value is None:
+            unimplemented(f"super() over {self.obj.describe()}")
+        mro = type(value).__mro__
+        for klass in mro[mro.index(cls) + 1:]:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                if isinstance(attr, types.FunctionType):
+                    return UserMethodVariable(attr, self.obj)
+                return wrap(tx, attr, None)
+        unimplemented(f"super() has no attribute {name!r}")
