@@ -329,6 +329,56 @@ def test_module_compile_in_place_and_digits_cnn():
     model._compiled_call_impl = None
 
 
+def test_training_steps_equal_eager():
+    from digits import mlp
+
+    def train(model, step_model, steps=5):
+        opt = kiln.optim.SGD(model.parameters(), lr=0.1)
+        gen = np.random.RandomState(0)
+        for _ in range(steps):
+            x = kiln.tensor(gen.rand(16, 64).astype(np.float32))
+            y = kiln.tensor(gen.randint(0, 10, 16))
+            loss = F.cross_entropy(step_model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return [p.detach().clone() for p in model.parameters()]
+
+    kiln.manual_seed(0)
+    eager_model = mlp(kiln)
+    kiln.manual_seed(0)
+    compiled_model = mlp(kiln)
+    cnt = CompileCounter()
+    compiled = kiln.compile(compiled_model, backend=cnt)
+    for a, b in zip(train(eager_model, eager_model), train(compiled_model, compiled)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    assert cnt.frame_count == 1
+
+
+def test_bad_arguments_raise_clearly():
+    with pytest.raises(TypeError, match="dynamic"):
+        kiln.compile(lambda x: x, dynamic="yes")
+    with pytest.raises(IndexError, match="mark_dynamic"):
+        dynamo.mark_dynamic(t(2, 2), 5)
+    with pytest.raises(TypeError, match="mark_dynamic"):
+        dynamo.mark_dynamic([1, 2], 0)
+    with pytest.raises(TypeError, match="register_backend"):
+        dynamo.register_backend(3)
+    with pytest.raises(TypeError, match="allow_in_graph"):
+        dynamo.allow_in_graph(3)
+
+
+def test_user_errors_surface_as_in_eager():
+    def f(x, y):
+        return (x + 1) @ y  # shapes do not match: eager raises, so must the compiled function
+
+    with pytest.raises(RuntimeError) as eager:
+        f(t(2, 3), t(2, 3))
+    with pytest.raises(RuntimeError) as compiled:
+        kiln.compile(f, backend="eager")(t(2, 3), t(2, 3))
+    assert str(compiled.value) == str(eager.value)
+
+
 # --- graph breaks ---------------------------------------------------------------------------------
 def test_print_breaks_and_resumes():
     def f(x):
@@ -338,6 +388,35 @@ def test_print_breaks_and_resumes():
 
     cnt = check(f, t(3), graphs=2)
     assert cnt.op_count == 2
+
+
+def test_break_inside_no_grad_block():
+    def f(x):
+        y = x * 2
+        with kiln.no_grad():
+            z = y + 1
+            print("inside no_grad")
+            w = z * 3
+        return w + y, w.requires_grad, kiln.is_grad_enabled()
+
+    x = t(3).requires_grad_()
+    cnt = check(f, x, graphs=2)
+    assert kiln.is_grad_enabled()
+    with kiln.no_grad():  # entered from no_grad: a different saved mode, recompiled and right
+        same(kiln.compile(f, backend=cnt)(x), f(x))
+    assert kiln.is_grad_enabled()
+
+
+def test_break_inside_try_runs_frame_eagerly():
+    def f(x):
+        y = x + 1
+        try:
+            print("in try")
+        except ValueError:
+            pass
+        return y
+
+    check(f, t(2), graphs=0)
 
 
 def test_data_dependent_branch_breaks():

@@ -324,7 +324,7 @@ def test_trace_errors():
     with pytest.raises(NotImplementedError, match="argument of type"):
         fx.symbolic_trace(lambda x: x + object())
     # Nothing stays patched after a failed trace.
-    assert nn.Module.__call__ is nn.Module._call_impl
+    assert nn.Module.__call__ is nn.Module._wrapped_call_impl
     assert kiln.relu.__class__.__name__ != "function"
     # A module-level wrap("len") makes len traceable.
     gm = fx.symbolic_trace(uses_len)

@@ -172,18 +172,16 @@ def _emit_return(ctx, tx, output, code, f_globals, value):
     return _finish(ctx, output, code, f_globals, cg)
 
 
-def _in_try_block(code, offset):
-    for start, end, *_ in _exception_entries(code):
-        if start <= offset < end:
-            return True
+def _in_try_block(tx, offset):
+    """Whether `offset` lies in a try block (a handler other than a with-block's cleanup, which
+    resume code keeps working: it calls the __exit__ the rebuilt stack holds)."""
+    by_offset = {i.offset: i for i in tx.instructions}
+    for entry in dis._parse_exception_table(tx.code):
+        if entry.start <= offset < entry.end:
+            handler = [by_offset.get(entry.target + 2 * k) for k in range(2)]
+            if not any(i is not None and i.opname == "WITH_EXCEPT_START" for i in handler):
+                return True
     return False
-
-
-def _exception_entries(code):
-    parse = getattr(dis, "_parse_exception_table", None)
-    if parse is None:
-        return []
-    return [(e.start, e.end) for e in parse(code)]
 
 
 def _emit_break(ctx, tx, output, code, f_globals, index, error):
@@ -191,11 +189,9 @@ def _emit_break(ctx, tx, output, code, f_globals, index, error):
     reason = error.reason if error is not None else "graph break"
     if ctx.on_break:
         ctx.on_break(error)
-    if tx.block_depth > 0:
-        raise SkipFrame(f"graph break inside a with-block ({reason})")
     if code.co_cellvars:
         raise SkipFrame(f"graph break in a function with cell variables ({reason})")
-    if _in_try_block(code, inst.offset):
+    if _in_try_block(tx, inst.offset):
         raise SkipFrame(f"graph break inside a try block ({reason})")
     logs.log("graph_breaks", f"Graph break: {error}")
     stack = list(tx.stack)

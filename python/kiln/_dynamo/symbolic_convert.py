@@ -78,7 +78,6 @@ class InstructionTranslatorBase:
         self.ip = 0
         self.current = None
         self.kw_names = None
-        self.block_depth = 0          # open with-blocks (grad modes)
         self.return_value = None
         self.depth = 0 if parent is None else parent.depth + 1
 
@@ -561,7 +560,6 @@ class InstructionTranslatorBase:
             unimplemented(f"`with` over {ctx.describe()}", "only kiln.no_grad/enable_grad/set_grad_enabled are traced")
         self.push(WithExitVariable(ctx))
         self.push(ctx.call_method(self, "__enter__", [], {}))
-        self.block_depth += 1  # WithExitVariable's call closes it
 
     # --- returns, raises, imports ---------------------------------------------------------------
     def RETURN_VALUE(self, inst):

@@ -111,6 +111,17 @@ def wrap(tx, value, source):
         if value._kiln_callback is None:
             return DisabledFunctionVariable(value, source)
         return wrap(tx, value.__wrapped__, None)  # a compiled function called from compiled code
+    if isinstance(value, types.MethodType) and isinstance(value.__self__, (kiln.no_grad, kiln.enable_grad)) \
+            and value.__func__ is type(value.__self__).__exit__:
+        from kiln._dynamo.source import AttrSource
+        from kiln._dynamo.variables.kiln_fns import WithExitVariable
+
+        ctx = GradModeVariable(isinstance(value.__self__, kiln.enable_grad))
+        ctx.previous = value.__self__.prev
+        if guard:  # a resumed with-block's exit: its mode and saved mode are baked into the graph
+            guard.add(AttrSource(source, "__self__"), "TYPE_MATCH", type(value.__self__))
+            guard.add(AttrSource(AttrSource(source, "__self__"), "prev"), "EQUALS_MATCH", ctx.previous)
+        return WithExitVariable(ctx)
     if isinstance(value, types.MethodType):
         from kiln._dynamo.source import AttrSource
 

@@ -102,7 +102,10 @@ class GradModeVariable(VariableTracker):
 
 
 class WithExitVariable(VariableTracker):
-    """The __exit__ that BEFORE_WITH leaves on the stack."""
+    """The __exit__ that BEFORE_WITH leaves on the stack. At a graph break inside the block it
+    becomes a real grad-mode object's __exit__ that restores the mode from before the block (the
+    graph itself already switched the mode), so the resume function leaves the block as eager
+    code would."""
 
     def __init__(self, ctx):
         self.ctx = ctx
@@ -111,8 +114,18 @@ class WithExitVariable(VariableTracker):
         return type(None)
 
     def call_function(self, tx, args, kwargs):
-        tx.block_depth -= 1
         return self.ctx.call_method(tx, "__exit__", list(args), {})
+
+    def reconstruct(self, codegen):
+        mode, previous = self.ctx.mode, self.ctx.previous
+        return codegen.materialize(self, lambda cg: f"{cg.object_expr(grad_mode_exit)}({mode!r}, {previous!r})")
 
     def describe(self):
         return "with-block exit"
+
+
+def grad_mode_exit(mode, previous):
+    """The bound __exit__ of a grad-mode block entered from `previous` (used by generated code)."""
+    ctx = kiln.enable_grad() if mode else kiln.no_grad()
+    ctx.prev = previous
+    return ctx.__exit__
