@@ -712,3 +712,16 @@ def test_every_registry_op_on_the_meta_device_matches_real():
                     bad.append(f"{op} [{layout}]: output on {t.device}")
     assert ran > 400
     assert not bad, "\n".join(bad[:40])
+
+
+def test_like_factories_of_fakes_that_require_grad_stay_fake():
+    # zeros_like/ones_like/full_like run as composites under autograd: their empty_like must
+    # dispatch (it used to allocate a real tensor for a fake input that requires grad).
+    from kiln._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode()
+    x = mode.from_tensor(kiln.randn(2, 3).requires_grad_())
+    with mode:
+        y = x * 2
+        for out in (kiln.zeros_like(y), kiln.ones_like(y), kiln.full_like(y, 3.0), kiln.empty_like(y)):
+            assert kiln._C._is_fake(out) and out.shape == (2, 3)

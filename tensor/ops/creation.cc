@@ -84,7 +84,9 @@ Tensor EmptyLikeOp(const Tensor& self, OptDtype dtype, OptLayout layout, OptDevi
 
 Tensor FullLike(const Tensor& self, const Scalar& value, OptDtype dtype, OptLayout layout, OptDevice device,
                 OptBool pin, OptMemoryFormat mf) {
-  Tensor t = EmptyLikeOp(self, dtype, layout, device, pin, mf);
+  // Through the dispatcher: a composite kernel must let fake and meta inputs pick their kernel
+  // (calling EmptyLikeOp directly allocated real memory for a fake tensor under autograd).
+  Tensor t = CallOp<Tensor>(KILN_OP("aten::empty_like"), self, dtype, layout, device, pin, mf);
   return Fresh(ops::fill_(t, value));
 }
 Tensor ZerosLike(const Tensor& self, OptDtype dtype, OptLayout layout, OptDevice device, OptBool pin,
