@@ -482,11 +482,29 @@ def test_break_inside_loop_and_nested_call():
     assert len(got) == len(expected)
 
 
-def test_item_breaks_unless_capture_scalar_outputs():
+def test_item_breaks_unless_capture_scalar_outputs(monkeypatch):
     def f(x):
         return x * x.sum().item()
 
-    cnt = check(f, t(3), graphs=2)
+    check(f, t(3), graphs=2)
+    dynamo.reset()
+    monkeypatch.setattr(dynamo.config, "capture_scalar_outputs", True)
+    cnt = check(f, t(3), graphs=1)
+    assert "item" in cnt.graphs[0].code
+    same(kiln.compile(f, backend=cnt)(kiln.ones(3) * 2), kiln.full((3,), 12.0))
+    assert cnt.frame_count == 1  # the item's value is not guarded
+
+
+def test_sizes_as_scalars_stay_symbolic():
+    cnt = CompileCounter()
+
+    def f(x):
+        return x * x.shape[0] + x.shape[1] / 2 - x.size(0)
+
+    cf = kiln.compile(f, backend=cnt)
+    for n in (3, 4, 5, 6, 9):
+        x = t(n, n + 1)
+        same(cf(x), f(x))
     assert cnt.frame_count == 2
 
 

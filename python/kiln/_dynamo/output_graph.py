@@ -153,8 +153,9 @@ class OutputGraph:
         """Records `target(*args, **kwargs)` (trackers) as a node and returns the result's tracker."""
         node_args = tuple(_proxy(a) for a in args)
         node_kwargs = {k: _proxy(v) for k, v in kwargs.items()}
-        fake_args = tuple(_fake(a) for a in args)
-        fake_kwargs = {k: _fake(v) for k, v in kwargs.items()}
+        fake = _fake_scalar_free if _is_tensor_scalar_arithmetic(kind, target, args) else _fake
+        fake_args = tuple(fake(a) for a in args)
+        fake_kwargs = {k: fake(v) for k, v in kwargs.items()}
         result = self._run_fake(kind, target, fake_args, fake_kwargs)
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
         node.meta["example_value"] = result
@@ -303,6 +304,32 @@ def _is_impure(node):
     from kiln.fx.node import _side_effectful_functions
 
     return node.target in _side_effectful_functions
+
+
+# Note [Symbolic scalars in arithmetic]: `x * x.shape[0]` or `x + y.sum().item()` multiplies a
+# tensor by a SymInt/SymFloat. Passing the symbol to the op would turn it into a concrete Scalar,
+# guarding on its value (or failing, for data-dependent ones). The result's metadata cannot depend
+# on the scalar's value, only on its type, so the fake run gets a stand-in of the same type while
+# the node keeps the symbolic value: the graph stays general and no guard is added.
+_ARITHMETIC = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "div", "true_divide", "floor_divide",
+               "remainder", "rsub", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+               "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__pow__", "__rpow__"}
+
+
+def _is_tensor_scalar_arithmetic(kind, target, args):
+    name = target if kind == "call_method" else getattr(target, "__name__", "")
+    if name not in _ARITHMETIC:
+        return False
+    if kind == "call_function" and not (getattr(target, "__module__", "") == "_operator"
+                                        or isinstance(target, _C._OpFunction)):
+        return False
+    return any(isinstance(a, TensorVariable) for a in args) and any(isinstance(a, SymNodeVariable) for a in args)
+
+
+def _fake_scalar_free(v):
+    if isinstance(v, SymNodeVariable):
+        return {int: 2, float: 2.0, bool: True}.get(v.python_type(), v.value)
+    return _fake(v)
 
 
 def _proxy(v):
