@@ -53,24 +53,6 @@ bool EndsBlock(int op) {
   }
 }
 
-bool IsDerefOp(int op) {
-  switch (op) {
-    case LOAD_DEREF:
-    case STORE_DEREF:
-    case DELETE_DEREF:
-    case LOAD_CLOSURE:
-#ifdef LOAD_CLASSDEREF
-    case LOAD_CLASSDEREF:
-#endif
-#ifdef LOAD_FROM_DICT_OR_DEREF
-    case LOAD_FROM_DICT_OR_DEREF:
-#endif
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Which local instruction `ins` reads (gen) and writes (kill); -1 for none.
 void Effects(const Instruction& ins, int nlocals, int* gen, int* kill) {
   *gen = *kill = -1;
@@ -112,6 +94,24 @@ bool UsesClassCell(PyCodeObject* code) {
 #endif
 
 }  // namespace
+
+bool IsDerefOp(int op) {
+  switch (op) {
+    case LOAD_DEREF:
+    case STORE_DEREF:
+    case DELETE_DEREF:
+    case LOAD_CLOSURE:
+#ifdef LOAD_CLASSDEREF
+    case LOAD_CLASSDEREF:
+#endif
+#ifdef LOAD_FROM_DICT_OR_DEREF
+    case LOAD_FROM_DICT_OR_DEREF:
+#endif
+      return true;
+    default:  // COPY_FREE_VARS's argument is a count, not a slot
+      return false;
+  }
+}
 
 bool ParseExceptionTable(const std::string& bytes, std::vector<ExceptionTableEntry>* out) {
   out->clear();

@@ -36,6 +36,10 @@ struct ExceptionTableEntry {
   bool operator==(const ExceptionTableEntry&) const = default;
 };
 
+// Whether `op`'s argument is the localsplus slot of a cell or free variable (LOAD_DEREF,
+// STORE_DEREF, DELETE_DEREF, LOAD_CLOSURE, LOAD_CLASSDEREF / LOAD_FROM_DICT_OR_DEREF).
+bool IsDerefOp(int op);
+
 // Parses co_exceptiontable bytes; false on a truncated or malformed table.
 bool ParseExceptionTable(const std::string& bytes, std::vector<ExceptionTableEntry>* out);
 // The inverse of ParseExceptionTable (offsets must be even and end > start).

@@ -29,24 +29,6 @@ void Emit(std::string* code, int op, int arg) {
   code->append(2 * kiln_opcode_caches(op), '\0');
 }
 
-bool IsFreeVarOp(int op) {
-  switch (op) {
-    case LOAD_DEREF:
-    case STORE_DEREF:
-    case DELETE_DEREF:
-    case LOAD_CLOSURE:
-#ifdef LOAD_CLASSDEREF
-    case LOAD_CLASSDEREF:
-#endif
-#ifdef LOAD_FROM_DICT_OR_DEREF
-    case LOAD_FROM_DICT_OR_DEREF:
-#endif
-      return true;
-    default:  // COPY_FREE_VARS's argument is a count, not a slot
-      return false;
-  }
-}
-
 // New reference to a tuple with `extra` appended.
 PyObject* TupleAppend(PyObject* tuple, const std::vector<PyObject*>& extra) {
   Py_ssize_t n = PyTuple_GET_SIZE(tuple);
@@ -126,7 +108,7 @@ PyObject* MakeResumeCode(PyCodeObject* code, int target_offset, const std::vecto
   if (!original) return nullptr;
   std::string body(PyBytes_AS_STRING(original), PyBytes_GET_SIZE(original));
   for (const Instruction& ins : instructions) {
-    if (!IsFreeVarOp(ins.opcode) || ins.arg < nlocals) continue;
+    if (!IsDerefOp(ins.opcode) || ins.arg < nlocals) continue;
     int prefixes = (ins.offset - ins.start_offset) / 2;
     int arg = ins.arg + 1;
     if (arg >> (8 * (prefixes + 1))) {

@@ -160,14 +160,9 @@ def _finish(ctx, output, code, f_globals, codegen):
 
 
 def _emit_return(ctx, tx, output, code, f_globals, value):
-    name, index = output.compile_subgraph(tx, [value])
-    if name is None and output.count_calls() == 0 and not output.graphargs:
+    if output.count_calls() == 0 and not output.graphargs:
         raise SkipFrame("no tensor ops")
-    if ctx.on_graph and name:
-        ctx.on_graph(output)
-    cg = FrameCodegen(code, f_globals, index)
-    if name:
-        cg.emit(f"___out = {name}({', '.join(output.input_exprs(cg))})")
+    cg = _graph_then_codegen(ctx, tx, output, code, f_globals, [value])
     cg.emit(f"return {value.reconstruct(cg)}")
     return _finish(ctx, output, code, f_globals, cg)
 
@@ -202,11 +197,7 @@ def _emit_break(ctx, tx, output, code, f_globals, index, error):
         return _emit_branch_break(ctx, tx, output, code, f_globals, index, inst, stack, live_values)
     if output.count_calls() == 0:
         raise SkipFrame(f"{reason} before any tensor op")
-    name, out_index = output.compile_subgraph(tx, live_values)
-    if ctx.on_graph and name:
-        ctx.on_graph(output)
-    cg = FrameCodegen(code, f_globals, out_index)
-    _emit_graph_call(cg, output, name)
+    cg = _graph_then_codegen(ctx, tx, output, code, f_globals, live_values)
     cg.emit("return " + _resume_call(cg, tx, code, f_globals, inst.offset, stack))
     return _finish(ctx, output, code, f_globals, cg)
 
@@ -217,17 +208,20 @@ def _is_lazy(v):
     return isinstance(v, LazyVariable)
 
 
-def _emit_graph_call(cg, output, name):
-    if name:
-        cg.emit(f"___out = {name}({', '.join(output.input_exprs(cg))})")
-
-
-def _emit_call_break(ctx, tx, output, code, f_globals, index, inst, stack, live_values):
+def _graph_then_codegen(ctx, tx, output, code, f_globals, live_values):
+    """Compiles the graph so far (outputs: the tensors among live_values) and starts the
+    replacement code with its call."""
     name, out_index = output.compile_subgraph(tx, live_values)
     if ctx.on_graph and name:
         ctx.on_graph(output)
     cg = FrameCodegen(code, f_globals, out_index)
-    _emit_graph_call(cg, output, name)
+    if name:
+        cg.emit(f"___out = {name}({', '.join(output.input_exprs(cg))})")
+    return cg
+
+
+def _emit_call_break(ctx, tx, output, code, f_globals, index, inst, stack, live_values):
+    cg = _graph_then_codegen(ctx, tx, output, code, f_globals, live_values)
     if inst.opname == "CALL":
         n = inst.arg
         callee = stack[len(stack) - n - 2:]
@@ -256,11 +250,7 @@ def _emit_call_break(ctx, tx, output, code, f_globals, index, inst, stack, live_
 
 
 def _emit_branch_break(ctx, tx, output, code, f_globals, index, inst, stack, live_values):
-    name, out_index = output.compile_subgraph(tx, live_values)
-    if ctx.on_graph and name:
-        ctx.on_graph(output)
-    cg = FrameCodegen(code, f_globals, out_index)
-    _emit_graph_call(cg, output, name)
+    cg = _graph_then_codegen(ctx, tx, output, code, f_globals, live_values)
     cond, rest = stack[-1], stack[:-1]
     jump_if = _BRANCHES[inst.opname]
     target = tx.instructions[inst.target].offset

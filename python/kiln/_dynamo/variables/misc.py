@@ -41,25 +41,6 @@ class ConstantMethodVariable(VariableTracker):
             unimplemented(f"{type(self.obj.value).__name__}.{self.name}() raised {type(e).__name__}: {e}")
 
 
-class TensorMethodVariable(VariableTracker):
-    """`x.relu` before the call."""
-
-    def __init__(self, tensor, name):
-        self.tensor, self.name = tensor, name
-
-    def python_type(self):
-        return types.MethodType
-
-    def call_function(self, tx, args, kwargs):
-        return self.tensor.call_method(tx, self.name, list(args), dict(kwargs))
-
-    def reconstruct(self, codegen):
-        return f"{self.tensor.reconstruct(codegen)}.{self.name}"
-
-    def describe(self):
-        return f"method Tensor.{self.name}"
-
-
 class PythonModuleVariable(VariableTracker):
     """A Python module object (math, operator, a user's module): attributes are wrapped with
     their source."""
@@ -93,8 +74,8 @@ class PythonModuleVariable(VariableTracker):
 
 
 class UserDefinedClassVariable(VariableTracker):
-    """A class: usable in isinstance(), for class attributes, and for calling kiln.Size/dataclass-free
-    constructors that the interpreter models (others are graph breaks)."""
+    """A class: for isinstance(), class attributes and the few constructors the interpreter
+    models (builtins, kiln.Size, grad modes); constructing anything else is a graph break."""
 
     def __init__(self, cls, source=None):
         self.value, self.source = cls, source

@@ -49,10 +49,10 @@ class TensorVariable(VariableTracker):
             unimplemented("reading .grad of a tensor", "read gradients outside the compiled function")
         if name == "data":
             return tx.output.call(tx, "call_method", "detach", (self,), {})
-        from kiln._dynamo.variables.misc import TensorMethodVariable
+        from kiln._dynamo.variables.base import BoundMethodVariable
 
         if callable(getattr(type(ex), name, None)):
-            return TensorMethodVariable(self, name)
+            return BoundMethodVariable(self, name)
         unimplemented(f"tensor attribute {name!r}")
 
     def call_method(self, tx, name, args, kwargs):
