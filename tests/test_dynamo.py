@@ -524,6 +524,8 @@ def test_explain_reports_breaks_with_locations():
     assert __file__ in out.break_reasons[0].user_stack[-1]
     assert "Graph Break Count: 2" in str(out)
     assert out.ops_per_graph[0] == ["_operator.add"]
+    assert len(out.out_guards) == 3 and "TENSOR_MATCH" in out.out_guards[0]
+    assert "Compile Times: f " in str(out)
 
 
 def test_fullgraph_raises_with_reason_and_location():

@@ -47,9 +47,10 @@ class SkipFrame(Exception):
 class CompileContext:
     """What one kiln.compile(...) asked for: the backend, fullgraph, dynamic, and observers."""
 
-    def __init__(self, compiler_fn, fullgraph=False, dynamic=None, on_break=None, on_graph=None):
+    def __init__(self, compiler_fn, fullgraph=False, dynamic=None, on_break=None, on_graph=None, on_compiled=None):
         self.compiler_fn, self.fullgraph, self.dynamic = compiler_fn, fullgraph, dynamic
         self.on_break, self.on_graph = on_break, on_graph
+        self.on_compiled = on_compiled  # (code, guard tree, milliseconds) after each translation
 
     def __call__(self, code, f_locals, f_globals, f_builtins, function):
         return compile_frame(self, code, f_locals, f_globals)
@@ -132,8 +133,10 @@ def _translate(ctx, code, f_locals, f_globals):
     else:
         raise SkipFrame("translation did not settle")
     _remember_sizes(state, output)
-    logs.log("dynamo", f"compiled {code.co_name} ({code.co_filename}:{code.co_firstlineno}) in "
-             f"{(time.perf_counter() - start) * 1e3:.1f} ms")
+    elapsed = (time.perf_counter() - start) * 1e3
+    logs.log("dynamo", f"compiled {code.co_name} ({code.co_filename}:{code.co_firstlineno}) in {elapsed:.1f} ms")
+    if ctx.on_compiled:
+        ctx.on_compiled(code, result[0], elapsed)
     return result
 
 

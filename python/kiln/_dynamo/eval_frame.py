@@ -36,15 +36,16 @@ def disable(fn=None, recursive=True):
     return _wrap(fn, None)
 
 
-def optimize(compiler_fn, *, fullgraph=False, dynamic=None, on_break=None, on_graph=None):
+def optimize(compiler_fn, *, fullgraph=False, dynamic=None, on_break=None, on_graph=None, on_compiled=None):
     """A decorator compiling functions with `compiler_fn` (a backend callable)."""
-    if on_break is None and on_graph is None:  # same backend and options: same cache entries
+    if on_break is None and on_graph is None and on_compiled is None:  # same options: same cache entries
         key = (compiler_fn, fullgraph, dynamic)
         ctx = _contexts.get(key)
         if ctx is None:
             ctx = _contexts[key] = CompileContext(compiler_fn, fullgraph=fullgraph, dynamic=dynamic)
     else:
-        ctx = CompileContext(compiler_fn, fullgraph=fullgraph, dynamic=dynamic, on_break=on_break, on_graph=on_graph)
+        ctx = CompileContext(compiler_fn, fullgraph=fullgraph, dynamic=dynamic, on_break=on_break, on_graph=on_graph,
+                             on_compiled=on_compiled)
 
     def decorate(fn):
         if isinstance(fn, kiln.nn.Module):

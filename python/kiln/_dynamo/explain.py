@@ -1,4 +1,5 @@
-"""kiln._dynamo.explain: compile a function once and report its graphs and graph breaks."""
+"""kiln._dynamo.explain: compile a function once and report its graphs, graph breaks (reason and
+user stack), ops per graph, the guard tree of each compiled frame and the compile times."""
 
 import collections
 
@@ -6,7 +7,7 @@ BreakReason = collections.namedtuple("BreakReason", ["reason", "user_stack", "gr
 
 
 class ExplainOutput:
-    def __init__(self, graphs, break_reasons, ops_per_graph, out_guards, compile_times=""):
+    def __init__(self, graphs, break_reasons, ops_per_graph, out_guards, compile_times):
         self.graphs = graphs
         self.graph_count = len(graphs)
         self.break_reasons = break_reasons
@@ -19,6 +20,8 @@ class ExplainOutput:
     def __str__(self):
         lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
                  f"Op Count: {self.op_count}", "Break Reasons:"]
+        if self.compile_times:
+            lines[3:3] = [f"Compile Times: {self.compile_times}"]
         for i, r in enumerate(self.break_reasons):
             lines.append(f"  Break Reason {i + 1}:")
             lines.append(f"    Reason: {r.reason}")
@@ -40,7 +43,7 @@ def explain(fn, *extra_args, **extra_kwargs):
 
     def inner(*args, **kwargs):
         reset()
-        graphs, reasons, ops, guards = [], [], [], []
+        graphs, reasons, ops, guards, times = [], [], [], [], []
 
         def backend(gm, example_inputs):
             graphs.append(gm)
@@ -53,11 +56,15 @@ def explain(fn, *extra_args, **extra_kwargs):
                 reasons.append(BreakReason(error.reason + (f" (hint: {error.suggestion})" if error.suggestion else ""),
                                            error.user_stack, True))
 
+        def on_compiled(code, guard, ms):
+            guards.append(str(guard))
+            times.append(f"{code.co_name} {ms:.1f} ms")
+
         try:
-            optimize(backend, on_break=on_break)(fn)(*args, **kwargs)
+            optimize(backend, on_break=on_break, on_compiled=on_compiled)(fn)(*args, **kwargs)
         finally:
             reset()
-        return ExplainOutput(graphs, reasons, ops, guards)
+        return ExplainOutput(graphs, reasons, ops, guards, ", ".join(times))
 
     if extra_args or extra_kwargs:
         return inner(*extra_args, **extra_kwargs)
