@@ -166,6 +166,41 @@ def test_kiln_functions_and_functional():
     check(f, t(3), t(3))
 
 
+def test_indexing_operator_module_and_optional_arguments():
+    def f(x, bias=None, *, scale=None):
+        y = operator.add(x[1:, None, ..., ::2], 1)
+        if bias is not None:
+            y = y + bias
+        if scale is None:
+            scale = math.pi
+        z = x[:, -1] * scale
+        x2 = x.clone()
+        x2[0] = 0
+        return y, z, x2, operator.getitem(x, (0, slice(None, 2)))
+
+    check(f, t(3, 4))
+    check(f, t(3, 4), t(2, 1, 2), scale=2.0)
+
+
+def test_in_place_ops_are_kept():
+    def f(x, y):
+        x.add_(1)           # mutates an input: nothing reads the result in the graph
+        y[0] = 5.0
+        z = x.clone()
+        z += 2
+        F.relu(z, inplace=True)
+        kiln.relu_(y)
+        return z
+
+    x, y = t(4), t(3)
+    x2, y2 = x.clone(), y.clone()
+    expected = f(x2, y2)
+    got = kiln.compile(f, backend="eager")(x, y)
+    same(got, expected)
+    same(x, x2)
+    same(y, y2)
+
+
 def test_noncontiguous_inputs():
     def f(x):
         return x * 2 + 1, x.sum(0)

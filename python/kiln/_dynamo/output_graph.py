@@ -199,7 +199,7 @@ class OutputGraph:
                 items.append(self.wrap_result(tx, sub, item))
             return (ListVariable if isinstance(result, list) else TupleVariable)(items)
         if result is None or isinstance(result, (bool, int, float, str, _C.dtype)):
-            if not node.users and not _is_impure(node):
+            if not node.users and not _has_side_effects(node):
                 self.graph.erase_node(node)
             return ConstantVariable(result)
         unimplemented(f"an op returned a {type(result).__name__}, which the graph cannot carry")
@@ -245,7 +245,7 @@ class OutputGraph:
             collect(v)
         # grad mode: the graph leaves the mode as eager would have it at this point
         self.graph.output(tuple(outputs))
-        self.graph.eliminate_dead_code()
+        self.graph.eliminate_dead_code(_has_side_effects)
         self._prune_unused_inputs()
         if self.count_calls() == 0 and not outputs:
             return None, index
@@ -300,10 +300,24 @@ def _runs_no_user_frames(target):
     return module in ("_operator", "builtins", "math") or module == "kiln" or module.startswith("kiln.")
 
 
-def _is_impure(node):
-    from kiln.fx.node import _side_effectful_functions
+_MUTATING_FUNCTIONS = {operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul,
+                       operator.itruediv, operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
+                       operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift}
 
-    return node.target in _side_effectful_functions
+
+def _has_side_effects(node):
+    """Nodes dead-code elimination must keep although nothing reads them: in-place tensor ops
+    (`x.add_(1)`, `x[0] = 0`, `x += y`, `F.relu(x, inplace=True)`) and grad-mode switches."""
+    if node.op == "call_method":
+        name = node.target
+        return name.endswith("_") and not name.endswith("__") or name in ("__setitem__", "__iadd__", "__imul__")
+    if node.op == "call_function":
+        target = node.target
+        if target in _MUTATING_FUNCTIONS or node.kwargs.get("inplace") is True:
+            return True
+        if isinstance(target, _C._OpFunction) and getattr(target, "__name__", "").endswith("_"):
+            return True
+    return node.is_impure()
 
 
 # Note [Symbolic scalars in arithmetic]: `x * x.shape[0]` or `x + y.sum().item()` multiplies a

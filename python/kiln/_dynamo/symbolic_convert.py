@@ -14,6 +14,7 @@ LOAD_ATTR's method bit, COMPARE_OP's argument, comprehensions inlined in 3.12) t
 import dis
 import operator
 import sys
+import weakref
 
 from kiln import _C
 from kiln._dynamo.exc import RestartAnalysis, Unsupported, unimplemented
@@ -47,7 +48,7 @@ class Instruction:
         self.argval = None
 
 
-_DECODED = {}
+_DECODED = weakref.WeakKeyDictionary()  # code -> instructions (dies with the code object)
 
 
 def instructions_of(code):
