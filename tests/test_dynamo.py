@@ -763,6 +763,37 @@ def test_disable_and_allow_in_graph():
     assert opaque in [n.target for n in cnt.graphs[0].graph.nodes]
 
 
+def test_decorator_forms_and_methods():
+    cnt = CompileCounter()
+
+    @kiln.compile
+    def plain(x):
+        return x + 1
+
+    @kiln.compile(backend=cnt, dynamic=False)
+    def configured(x):
+        return x * 3
+
+    class Holder:
+        def __init__(self):
+            self.k = 2.0
+
+        @kiln.compile(backend=cnt)
+        def scale(self, x):
+            return x * self.k
+
+    x = t(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        same(plain(x), x + 1)
+    same(configured(x), x * 3)
+    h = Holder()
+    same(h.scale(x), x * 2.0)
+    assert plain.__name__ == "plain" and plain.__wrapped__.__name__ == "plain"
+    assert cnt.frame_count == 2
+    assert "compiled function" in repr(configured)
+
+
 def test_compile_counter_counts_ops():
     cnt = CompileCounter()
     kiln.compile(lambda x: x.sin().cos() + 1, backend=cnt)(kiln.ones(2))
