@@ -1,0 +1,188 @@
+// aot/partition_test.cc: the partitioners on hand-built joint graphs: what each saves, what
+// min-cut recomputes, bans on matmul, checkpoint policies, and the max-flow itself.
+#include "aot/partition.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "tensor/ops.h"
+
+namespace kiln::aot {
+namespace {
+
+using fx::Argument;
+using fx::Graph;
+using fx::Node;
+
+const Op* OpNamed(const std::string& name) { return &Registry::Get().FindOrThrow(name); }
+
+Tensor Zeros(std::vector<int64_t> sizes) {
+  std::vector<SymInt> s(sizes.begin(), sizes.end());
+  return ops::full(s, 0, ScalarType::Float32);
+}
+
+Node* Call(Graph& g, const std::string& op, std::vector<Argument> args, Tensor val) {
+  Node* n = g.CallFunction(fx::Target(OpNamed(op)), std::move(args));
+  n->SetMeta("val", Argument(IValue(std::move(val))));
+  return n;
+}
+
+Node* Input(Graph& g, const std::string& name, Tensor val) {
+  Node* n = g.Placeholder(name);
+  n->SetMeta("val", Argument(IValue(std::move(val))));
+  return n;
+}
+
+Argument Ints(std::vector<int64_t> xs) {
+  std::vector<Argument> items;
+  for (int64_t x : xs) items.emplace_back(IValue(x));
+  return Argument::List(std::move(items));
+}
+
+bool Has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+int CountCalls(const Graph& g, const std::string& base) {
+  int k = 0;
+  for (Node* n : g.nodes())
+    if (n->target().op && n->target().op->base_name() == base) ++k;
+  return k;
+}
+
+// (gelu(x) * w).sum() and its backward, as aot_function traces it.
+struct GeluJoint {
+  Graph g;
+  Node *x, *w, *t, *gelu;
+  GeluJoint() {
+    x = Input(g, "primals_1", Zeros({4, 8}));
+    w = Input(g, "primals_2", Zeros({4, 8}));
+    t = Input(g, "tangents_1", Zeros({}));
+    gelu = Call(g, "aten::gelu", {x}, Zeros({4, 8}));
+    Node* mul = Call(g, "aten::mul.Tensor", {gelu, w}, Zeros({4, 8}));
+    Node* sum = Call(g, "aten::sum", {mul}, Zeros({}));
+    Node* expand = Call(g, "aten::expand", {t, Ints({4, 8})}, Zeros({4, 8}));
+    Node* dgelu = Call(g, "aten::mul.Tensor", {expand, w}, Zeros({4, 8}));
+    Node* dw = Call(g, "aten::mul.Tensor", {expand, gelu}, Zeros({4, 8}));
+    Node* dx = Call(g, "aten::gelu_backward", {dgelu, x}, Zeros({4, 8}));
+    g.Output(Argument::Tuple({sum, dx, dw}));
+  }
+};
+
+// tanh(x @ w).sum(): the matmul is banned from recomputation.
+struct MatmulJoint {
+  Graph g;
+  Node *x, *w, *mm, *tanh;
+  MatmulJoint() {
+    x = Input(g, "primals_1", Zeros({4, 8}));
+    w = Input(g, "primals_2", Zeros({8, 8}));
+    Node* t = Input(g, "tangents_1", Zeros({}));
+    mm = Call(g, "aten::mm", {x, w}, Zeros({4, 8}));
+    tanh = Call(g, "aten::tanh", {mm}, Zeros({4, 8}));
+    Node* sum = Call(g, "aten::sum", {tanh}, Zeros({}));
+    Node* expand = Call(g, "aten::expand", {t, Ints({4, 8})}, Zeros({4, 8}));
+    Node* dmm = Call(g, "aten::tanh_backward", {expand, tanh}, Zeros({4, 8}));
+    Node* wt = Call(g, "aten::t", {w}, Zeros({8, 8}));
+    Node* dx = Call(g, "aten::mm", {dmm, wt}, Zeros({4, 8}));
+    Node* xt = Call(g, "aten::t", {x}, Zeros({8, 4}));
+    Node* dw = Call(g, "aten::mm", {xt, dmm}, Zeros({8, 8}));
+    g.Output(Argument::Tuple({sum, dx, dw}));
+  }
+};
+
+std::vector<std::string> PlaceholderNames(const Graph& g) {
+  std::vector<std::string> names;
+  for (Node* n : g.nodes())
+    if (n->op() == fx::Opcode::kPlaceholder) names.push_back(n->name());
+  return names;
+}
+
+TEST(Partition, DefaultSavesWhatTheBackwardReads) {
+  GeluJoint j;
+  Partition p = DefaultPartition(j.g, 1);
+  EXPECT_EQ(p.saved_values, (std::vector<std::string>{"primals_1", "primals_2", "gelu"}));
+  EXPECT_EQ(p.saved_bytes, 3 * 4 * 8 * 4);
+  EXPECT_TRUE(p.recomputed.empty());
+  EXPECT_EQ(PlaceholderNames(*p.forward), (std::vector<std::string>{"primals_1", "primals_2"}));
+  EXPECT_EQ(PlaceholderNames(*p.backward), (std::vector<std::string>{"primals_1", "primals_2", "gelu", "tangents_1"}));
+  EXPECT_EQ(p.forward->output_node()->args()[0].items.size(), 4u);  // sum + 3 saved
+  EXPECT_EQ(CountCalls(*p.backward, "gelu"), 0);
+  p.forward->Lint();
+  p.backward->Lint();
+}
+
+TEST(Partition, MinCutRecomputesGelu) {
+  GeluJoint j;
+  Partition p = MinCutPartition(j.g, 1);
+  EXPECT_EQ(p.saved_values, (std::vector<std::string>{"primals_1", "primals_2"}));
+  EXPECT_EQ(p.saved_bytes, 2 * 4 * 8 * 4);
+  EXPECT_EQ(p.recomputed, (std::vector<std::string>{"gelu"}));
+  EXPECT_EQ(CountCalls(*p.backward, "gelu"), 1);
+  EXPECT_EQ(CountCalls(*p.forward, "gelu_backward"), 0);
+  p.backward->Lint();
+}
+
+TEST(Partition, MinCutNeverRecomputesMatmul) {
+  MatmulJoint j;
+  Partition p = MinCutPartition(j.g, 1);
+  EXPECT_TRUE(Has(p.saved_values, "mm")) << p.backward->str();
+  EXPECT_FALSE(Has(p.saved_values, "tanh"));  // recomputed from mm: not materialised in the forward
+  EXPECT_TRUE(Has(p.recomputed, "tanh"));
+  EXPECT_FALSE(Has(p.recomputed, "mm"));
+  EXPECT_EQ(CountCalls(*p.backward, "mm"), 2);  // the two gradient matmuls only
+}
+
+TEST(Partition, CheckpointPolicies) {
+  {
+    GeluJoint j;
+    j.gelu->SetMeta("recompute", Argument(IValue(int64_t{0})));  // MUST_SAVE
+    Partition p = MinCutPartition(j.g, 1);
+    EXPECT_TRUE(Has(p.saved_values, "gelu"));
+    EXPECT_FALSE(Has(p.recomputed, "gelu"));
+  }
+  {
+    MatmulJoint j;
+    j.mm->SetMeta("recompute", Argument(IValue(std::string("CheckpointPolicy.MUST_RECOMPUTE"))));
+    EXPECT_EQ(PolicyOf(j.mm), CheckpointPolicy::kMustRecompute);
+    Partition p = MinCutPartition(j.g, 1);
+    EXPECT_FALSE(Has(p.saved_values, "mm"));
+    EXPECT_TRUE(Has(p.recomputed, "mm"));
+    // The default partitioner hands annotated graphs to min-cut, as PyTorch's does.
+    Partition d = DefaultPartition(j.g, 1);
+    EXPECT_EQ(d.saved_values, p.saved_values);
+  }
+}
+
+TEST(Partition, ForwardReadingATangentIsAnError) {
+  Graph g;
+  Node* x = Input(g, "primals_1", Zeros({2}));
+  Node* t = Input(g, "tangents_1", Zeros({2}));
+  Node* bad = Call(g, "aten::mul.Tensor", {x, t}, Zeros({2}));
+  g.Output(Argument::Tuple({bad, t}));
+  EXPECT_THROW(DefaultPartition(g, 1), Error);
+}
+
+TEST(FlowNetwork, MinCutOfASmallNetwork) {
+  FlowNetwork net;
+  for (int i = 0; i < 6; ++i) net.AddVertex();
+  // The textbook network (CLRS 26.1): max flow 23.
+  net.AddEdge(0, 1, 16);
+  net.AddEdge(0, 2, 13);
+  net.AddEdge(2, 1, 4);
+  net.AddEdge(1, 3, 12);
+  net.AddEdge(3, 2, 9);
+  net.AddEdge(2, 4, 14);
+  net.AddEdge(4, 3, 7);
+  net.AddEdge(3, 5, 20);
+  net.AddEdge(4, 5, 4);
+  EXPECT_EQ(net.MaxFlow(0, 5), 23);
+  EXPECT_TRUE(net.OnSourceSide(0));
+  EXPECT_FALSE(net.OnSourceSide(5));
+  FlowNetwork inf;
+  inf.AddVertex();
+  inf.AddVertex();
+  inf.AddEdge(0, 1, FlowNetwork::kInfinity);
+  EXPECT_GE(inf.MaxFlow(0, 1), FlowNetwork::kInfinity);
+}
+
+}  // namespace
+}  // namespace kiln::aot
