@@ -187,6 +187,7 @@ Generator& GeneratorFromCapsule(py::handle cap) {
 
 void InitFunctionalizeBindings(py::module_& m);  // python_functionalize.cc
 void InitMakeFxBindings(py::module_& m);         // python_make_fx.cc
+void InitPartitionBindings(py::module_& m);      // python_partition.cc
 
 }  // namespace kiln::python
 
@@ -214,6 +215,7 @@ PYBIND11_MODULE(_C, m) {
   InitDynamoBindings(m);
   InitFunctionalizeBindings(m);
   InitMakeFxBindings(m);
+  InitPartitionBindings(m);
   Registry::Get();
 
   m.def("_set_tensor_class", [](py::object cls) {
