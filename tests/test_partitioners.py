@@ -209,3 +209,22 @@ def test_hand_built_joint_graph():
         assert info["saved_bytes"] == 12
         (out,), (grad,) = run_partitioned(fw, bw, 1, [xv], [kiln.ones(3)])
         close(out, kiln.sin(xv)), close(grad, kiln.cos(xv))
+
+
+@pytest.mark.parametrize("partition", PARTITIONERS)
+def test_symbolic_sizes_are_saved_as_size_nodes(partition):
+    def joint(primals, tangents):
+        (x,) = primals
+        out = (x * 2).sum()
+        return (out, *kiln.autograd.grad(out, [x], grad_outputs=tangents))
+
+    gm = make_fx(joint, tracing_mode="symbolic")([rand(4, 8).requires_grad_()], [kiln.ones(())])
+    fw, bw = partition(gm, None, num_fwd_outputs=1)
+    info = fw.meta["partition"]
+    # The backward reads only x's sizes: the sizes are saved, x is not.
+    assert info["saved_values"] == [] and info["saved_sym_nodes"] == ["sym_size", "sym_size_1"]
+    assert placeholders(bw) == ["sym_size", "sym_size_1", "tangents_1"]
+    out, *saved = fw(rand(6, 5))
+    assert saved == [6, 5]
+    (grad,) = bw(*saved, kiln.tensor(1.0))
+    close(grad, kiln.full((6, 5), 2.0))
