@@ -169,7 +169,7 @@ bool IsSymNode(const Node* n) {
   return !ins.empty() && std::all_of(ins.begin(), ins.end(), [](Node* i) { return IsSymNode(i); });
 }
 
-// A tensor value: meta "val" is a tensor (or no meta at all for a graph built without it).
+// A tensor value: meta "val" is a tensor (without meta "val" a node counts as a non-tensor).
 bool IsTensorValued(const Node* n) {
   const Argument* v = Val(n);
   return v && v->kind == Argument::Kind::kConst && v->value.is_tensor();
