@@ -101,6 +101,15 @@ PyObject* MethodStorageDataPtr(PyObject* self, PyObject*) {
     return PyLong_FromVoidPtr(t->has_storage() ? t->storage()->data() : nullptr);
   });
 }
+// The storage object's identity (0 without storage): equal for tensors that alias, fake and
+// meta ones included (their storages hold no memory), which is what AOTAutograd's alias
+// analysis compares.
+PyObject* MethodStorageId(PyObject* self, PyObject*) {
+  return Guarded([&] {
+    const Tensor& t = Checked(self);
+    return PyLong_FromVoidPtr(t->storage() ? static_cast<void*>(t->storage().get()) : nullptr);
+  });
+}
 // Row-major in (N, H, W, C) order, size-1 dimensions ignored (PyTorch's channels_last test).
 bool IsChannelsLastContiguous(const Tensor& t) {
   if (t.dim() != 4) return false;
@@ -234,6 +243,7 @@ PyMethodDef kMethods[] = {
     {"storage_offset", MethodStorageOffset, METH_NOARGS, nullptr},
     {"data_ptr", MethodDataPtr, METH_NOARGS, nullptr},
     {"_storage_data_ptr", MethodStorageDataPtr, METH_NOARGS, nullptr},
+    {"_storage_id", MethodStorageId, METH_NOARGS, nullptr},
     {"is_contiguous", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(MethodIsContiguous)), METH_FASTCALL | METH_KEYWORDS, nullptr},
     {"size", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(MethodSize)), METH_FASTCALL | METH_KEYWORDS, nullptr},
     {"stride", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(MethodStride)), METH_FASTCALL | METH_KEYWORDS, nullptr},

@@ -2,7 +2,8 @@
 
 A backend is a callable (gm: GraphModule, example_inputs: list) -> callable. `register_backend`
 names one; `lookup_backend` turns a name or a callable into the callable. "eager" runs the graph
-as Python; "aot_eager" and "inductor" register themselves when their packages exist.
+as Python; "aot_eager" (common.py) runs it through AOTAutograd; "inductor" registers itself
+when its package exists.
 """
 
 import warnings
@@ -46,10 +47,14 @@ def lookup_backend_or_default(compiler_fn):
 
 
 def list_backends(exclude_tags=()):
+    import kiln._dynamo.backends.common  # noqa: F401  (registers the AOTAutograd backends)
+
     return sorted(_BACKENDS)
 
 
 def _load_optional(name):
+    if name in ("aot_eager", "aot_eager_min_cut"):
+        import kiln._dynamo.backends.common  # noqa: F401  (registers them)
     if name == "inductor":
         try:
             import kiln._inductor  # noqa: F401  (registers "inductor" when it exists)
