@@ -212,7 +212,7 @@ class _nullcontext:
         return False
 
 
-def _training_runtime(traced, compiled_fw, compiled_bw, num_saved, num_tangents, num_inputs):
+def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs):
     n_mut, n_out = traced.num_mutations, traced.num_outputs
     requires = traced.out_requires_grad
 
@@ -236,6 +236,7 @@ def _training_runtime(traced, compiled_fw, compiled_bw, num_saved, num_tangents,
             tensors = iter(ctx.saved_tensors)
             other = iter(ctx.saved_other)
             saved = [next(tensors) if is_tensor else next(other) for is_tensor in ctx.saved_kinds]
+            saved = [saved[i] for i in saved_order]
             out_grads = grads[n_mut:]
             tangents = [g.contiguous() if isinstance(g, kiln.Tensor) else g
                         for g, r in zip(out_grads, requires) if r]
@@ -266,17 +267,25 @@ def create_runtime(flat_fn, leaves, config):
         compiled = config.inference_compiler(traced.graph, _fake_examples(traced.graph))
         logs.log("aot_graphs", f"traced in {(time.perf_counter() - start) * 1e3:.1f} ms")
         return _InferenceRuntime(traced, compiled)
-    traced, num_tangents = trace_joint(flat_fn, leaves, config)
+    traced, _ = trace_joint(flat_fn, leaves, config)
     _log_graph("Joint graph", traced.graph)
     num_fwd_outputs = traced.num_mutations + traced.num_outputs
     fw_module, bw_module = config.partition_fn(traced.graph, None, num_fwd_outputs=num_fwd_outputs)
     _log_graph("Forward graph", fw_module)
     _log_graph("Backward graph", bw_module)
-    num_saved = len(_outputs(fw_module)) - num_fwd_outputs
+    saved_order = _saved_order(fw_module, bw_module, num_fwd_outputs)
     compiled_fw = config.fw_compiler(fw_module, _fake_examples(fw_module))
     compiled_bw = config.bw_compiler(bw_module, _fake_examples(bw_module))
     logs.log("aot_graphs", f"traced and partitioned in {(time.perf_counter() - start) * 1e3:.1f} ms")
-    return _training_runtime(traced, compiled_fw, compiled_bw, num_saved, num_tangents, len(leaves))
+    return _training_runtime(traced, compiled_fw, compiled_bw, saved_order, len(leaves))
+
+
+def _saved_order(fw_module, bw_module, num_fwd_outputs):
+    """Positions, among the forward's saved outputs, of the backward's non-tangent inputs (the
+    partitioner may order them differently, e.g. size symbols first); matched by node name."""
+    saved = [getattr(v, "name", None) for v in _outputs(fw_module)[num_fwd_outputs:]]
+    wanted = [n.name for n in bw_module.graph.nodes if n.op == "placeholder" and not n.name.startswith("tangents")]
+    return [saved.index(name) for name in wanted]
 
 
 def _outputs(gm):
