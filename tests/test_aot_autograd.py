@@ -347,3 +347,101 @@ def test_logs_aot_graphs():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert "Forward graph" in out.stderr and "Backward graph" in out.stderr
     assert "kiln.ops.aten.sin.default" in out.stderr and "kiln.ops.aten.cos.default" in out.stderr
+
+
+# --- activation checkpointing ------------------------------------------------------------------------
+def _ops_of(gm):
+    return [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def test_checkpoint_eager_matches_plain_gradients():
+    from kiln.utils.checkpoint import checkpoint
+
+    lin = nn.Linear(6, 6)
+    x = kiln.randn(4, 6).requires_grad_()
+
+    def block(h):
+        return F.dropout(F.gelu(lin(h)), 0.3, training=True) * 2
+
+    kiln.manual_seed(3)
+    plain = block(x).sum()
+    plain.backward()
+    expected = [x.grad.clone(), lin.weight.grad.clone(), lin.bias.grad.clone()]
+    x.grad = lin.weight.grad = lin.bias.grad = None
+    kiln.manual_seed(3)
+    out = checkpoint(block, x, use_reentrant=True)
+    close(out.sum(), plain)
+    out.sum().backward()  # recomputed with the same dropout mask (RNG state restored)
+    for got, want in zip([x.grad, lin.weight.grad, lin.bias.grad], expected):
+        close(got, want)
+
+
+def test_checkpointed_region_is_recomputed_by_min_cut():
+    from kiln.utils.checkpoint import checkpoint
+
+    def fn(x, w):
+        h = checkpoint(lambda a: (a @ w).tanh().sin(), x, use_reentrant=False)
+        return (h * h).sum()
+
+    x, w = kiln.randn(4, 4).requires_grad_(), kiln.randn(4, 4).requires_grad_()
+    fw, bw = Recorder(), Recorder()
+    aot_function(fn, fw, bw, partition_fn=min_cut_rematerialization_partition)(x, w).backward()
+    bw_ops = _ops_of(bw.graphs[0])
+    assert any("aten.mm" in op for op in bw_ops) and any("aten.tanh.default" in op for op in bw_ops), bw_ops
+    gx, gw = x.grad.clone(), w.grad.clone()
+    x.grad = w.grad = None
+    ((x @ w).tanh().sin() ** 2).sum().backward()
+    close(gx, x.grad)
+    close(gw, w.grad)
+
+
+def test_selective_checkpoint_policy_saves_matmuls():
+    import functools
+
+    from kiln.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+
+    def policy(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if "mm" in str(op) else CheckpointPolicy.PREFER_RECOMPUTE
+
+    def fn(x, w):
+        h = checkpoint(lambda a: (a @ w).tanh().sin(), x, use_reentrant=False,
+                       context_fn=functools.partial(create_selective_checkpoint_contexts, policy))
+        return (h * h).sum()
+
+    x, w = kiln.randn(4, 4).requires_grad_(), kiln.randn(4, 4).requires_grad_()
+    fw, bw = Recorder(), Recorder()
+    aot_function(fn, fw, bw, partition_fn=min_cut_rematerialization_partition)(x, w).backward()
+    bw_ops = _ops_of(bw.graphs[0])
+    assert not any("aten.mm.default" == op.split("kiln.ops.")[-1] for op in bw_ops[:1])
+    saved = [getattr(v, "name", "") for v in fw.graphs[0].graph.output_node().args[0][1:]]
+    assert any(name.startswith("mm") for name in saved), saved
+    assert any("aten.tanh.default" in op for op in bw_ops), bw_ops
+
+
+def test_checkpoint_under_kiln_compile_with_aot_eager():
+    from kiln.utils.checkpoint import checkpoint
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(8, 8), nn.Linear(8, 2)
+
+        def forward(self, x):
+            h = checkpoint(lambda a: F.silu(self.fc1(a)), x, use_reentrant=False)
+            return self.fc2(h)
+
+    kiln.manual_seed(0)
+    eager = Net()
+    kiln.manual_seed(0)
+    model = Net()
+    x = kiln.randn(5, 8)
+    fw, bw = Recorder(), Recorder()
+    from kiln._dynamo.backends.common import aot_autograd
+
+    backend = aot_autograd(fw_compiler=fw, bw_compiler=bw, partition_fn=min_cut_rematerialization_partition)
+    kiln.compile(model, backend=backend)(x).sum().backward()
+    eager(x).sum().backward()
+    for (n, pe), (_, pc) in zip(eager.named_parameters(), model.named_parameters()):
+        close(pc.grad, pe.grad)
+    assert any("silu" in op for op in _ops_of(bw.graphs[0]))  # the region is recomputed in the backward
+    dynamo.reset()

@@ -29,6 +29,7 @@ from kiln._dynamo import logs
 from kiln._subclasses.fake_tensor import FakeTensorMode
 from kiln.fx.experimental.proxy_tensor import make_fx
 from kiln.func import _flatten, _unflatten, functionalize
+from kiln.utils.checkpoint import annotate_region
 
 __all__ = ["aot_function", "aot_module", "aot_module_simplified", "AOTConfig"]
 
@@ -135,13 +136,43 @@ def _detached(values):
 def _named(gm, names):
     """gm as a function of (primals, tangents) lists, so make_fx names its inputs primals_1...,
     tangents_1... as PyTorch's joint graphs are named (arg0_1... for inference graphs)."""
+    run = replay(gm)
     if names is None:
-        return lambda *args: gm.forward(*args)
+        return lambda *args: run(*args)
 
     def joint(primals, tangents):
-        return gm.forward(*primals, *tangents)
+        return run(*primals, *tangents)
 
     return joint
+
+
+class _AnnotatingInterpreter(kiln.fx.Interpreter):
+    """Runs a graph node by node under an active make_fx; the nodes recorded while running an
+    annotated node inherit its activation-checkpointing annotation: meta["recompute"] as is, or
+    meta["ac_policy"] (a selective policy) applied to each recorded op."""
+
+    def run_node(self, n):
+        from kiln.fx.experimental.proxy_tensor import current_trace_graph
+
+        graph = current_trace_graph()
+        recompute, policy = n.meta.get("recompute"), n.meta.get("ac_policy")
+        if graph is None or (recompute is None and policy is None):
+            return super().run_node(n)
+        before = set(graph.nodes)
+        result = super().run_node(n)
+        if policy is None:
+            def policy(ctx, op, *args, **kwargs):
+                return recompute
+        annotate_region(graph, before, policy)
+        return result
+
+
+def replay(gm):
+    """A callable running gm: its generated code, or the annotating interpreter when some node
+    carries an activation-checkpointing annotation (so a retrace keeps them)."""
+    if any("recompute" in n.meta or "ac_policy" in n.meta for n in gm.graph.nodes):
+        return _AnnotatingInterpreter(gm).run
+    return gm.forward
 
 
 def trace_inference(flat_fn, leaves, config):
@@ -370,7 +401,8 @@ def aot_module(mod, fw_compiler, bw_compiler=None, partition_fn=None, decomposit
 def aot_module_simplified(gm, example_inputs, fw_compiler, bw_compiler=None, partition_fn=None,
                           decompositions=None, inference_compiler=None, keep_inference_input_mutations=False):
     """The Dynamo entry: gm's flat inputs in, its flat outputs out (a tuple)."""
-    fn = aot_function(lambda *args: tuple(gm(*args)), fw_compiler, bw_compiler, partition_fn, decompositions,
+    run_graph = replay(gm)
+    fn = aot_function(lambda *args: tuple(run_graph(*args)), fw_compiler, bw_compiler, partition_fn, decompositions,
                       keep_inference_input_mutations=keep_inference_input_mutations,
                       inference_compiler=inference_compiler)
 

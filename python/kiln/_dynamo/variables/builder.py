@@ -38,6 +38,12 @@ def is_kiln_op(value):
     return value is _C._set_grad_enabled or value is _C.is_grad_enabled
 
 
+def _checkpoint_fn():
+    from kiln.utils.checkpoint import checkpoint
+
+    return checkpoint
+
+
 def _member(value, table):
     try:
         return value in table
@@ -82,6 +88,10 @@ def wrap(tx, value, source):
         if guard:
             guard.add(source, "TYPE_MATCH", type(value))
         return GradModeVariable(isinstance(value, kiln.enable_grad))
+    if value is _checkpoint_fn():
+        from kiln._dynamo.variables.kiln_fns import CheckpointVariable
+
+        return CheckpointVariable(value)
     if _allowed_in_graph(value) or is_kiln_op(value) or _member(value, _KILN_SPECIAL):
         if guard:
             guard.add(source, "ID_MATCH", value)

@@ -129,3 +129,45 @@ def grad_mode_exit(mode, previous):
     ctx = kiln.enable_grad() if mode else kiln.no_grad()
     ctx.prev = previous
     return ctx.__exit__
+
+
+class CheckpointVariable(VariableTracker):
+    """kiln.utils.checkpoint.checkpoint(fn, *args): fn is inlined, and the nodes it adds are
+    annotated for AOTAutograd's partitioner: meta["recompute"] (PREFER_RECOMPUTE), or
+    meta["ac_policy"] for a selective policy, which AOTAutograd applies to each aten op the node
+    becomes (kiln.utils.checkpoint)."""
+
+    _OPTIONS = ("use_reentrant", "context_fn", "determinism_check", "debug", "preserve_rng_state")
+
+    def __init__(self, value):
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def call_function(self, tx, args, kwargs):
+        if not args:
+            unimplemented("checkpoint() without a function")
+        policy = None
+        context_fn = kwargs.get("context_fn")
+        if context_fn is not None:
+            fn_value = getattr(context_fn, "value", None) or getattr(context_fn, "fn", None)
+            if fn_value is None:
+                unimplemented(f"checkpoint(context_fn=) from {context_fn.describe()}")
+            policy = getattr(fn_value(), "policy", None)  # building the contexts has no side effect
+        rest = {k: v for k, v in kwargs.items() if k not in self._OPTIONS}
+        graph = tx.output.graph
+        before = set(graph.nodes)
+        result = args[0].call_function(tx, list(args[1:]), rest)
+        from kiln.utils.checkpoint import CheckpointPolicy
+
+        for node in graph.nodes:
+            if node.op in ("call_function", "call_method") and node not in before:
+                if policy is None:
+                    node.meta["recompute"] = CheckpointPolicy.PREFER_RECOMPUTE
+                else:
+                    node.meta["ac_policy"] = policy
+        return result

@@ -149,6 +149,15 @@ class _SymNodes:
                                   "as graph nodes")
 
 
+_TRACE_GRAPHS = []  # the graphs make_fx calls are recording, innermost last
+
+
+def current_trace_graph():
+    """The graph the innermost active make_fx is recording, or None (used to annotate the nodes a
+    region of code creates, e.g. kiln.utils.checkpoint's recompute policies)."""
+    return _TRACE_GRAPHS[-1] if _TRACE_GRAPHS else None
+
+
 def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_inputs=False, *,
             pre_dispatch=False, record_module_stack=False, _allow_fake_constant=False,
             _error_on_data_dependent_ops=True):
@@ -189,11 +198,15 @@ def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_in
                 if isinstance(x, Tensor):
                     sym_nodes.add_input(node, x)
             tracer.set_sym_arg(sym_nodes)
-        if mode is not None:
-            with mode:
+        _TRACE_GRAPHS.append(tracer.graph())
+        try:
+            if mode is not None:
+                with mode:
+                    out = tracer.trace(f, *inputs)
+            else:
                 out = tracer.trace(f, *inputs)
-        else:
-            out = tracer.trace(f, *inputs)
+        finally:
+            _TRACE_GRAPHS.pop()
         if tracing_mode == "symbolic":  # sizes returned by f become nodes too
             out = _map_leaves(out, lambda v: sym_nodes(v) if isinstance(v, (kiln.SymInt, kiln.SymFloat)) else v)
         tracer.output(out)
