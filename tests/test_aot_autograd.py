@@ -91,11 +91,38 @@ def _layers():
     yield "Flatten", lambda: nn.Flatten(), (2, 3, 4)
     yield "Unflatten", lambda: nn.Unflatten(1, (2, 3)), (4, 6)
     yield "MultiheadAttention", lambda: _Attention(), (2, 5, 8)
+    yield "Dropout", lambda: _Seeded(nn.Dropout(0.4)), (4, 6)
+    yield "Embedding", lambda: _EmbeddingOfFloats(), (3, 4)
     for name in ("ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "ELU", "LeakyReLU", "Hardtanh", "Hardswish",
                  "Hardsigmoid", "Mish", "Softplus", "ReLU6", "Identity"):
         yield name, getattr(nn, name), (3, 6)
     yield "Softmax", lambda: nn.Softmax(dim=1), (3, 6)
     yield "LogSoftmax", lambda: nn.LogSoftmax(dim=1), (3, 6)
+
+
+class _Seeded(nn.Module):
+    """Draws from a freshly seeded generator, so eager and compiled runs see the same masks."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        kiln.manual_seed(11)
+        return self.inner(x)
+
+
+class _EmbeddingOfFloats(nn.Module):
+    """Embedding rows picked by indices derived from the float input's shape (the input's own
+    gradient flows through a sum with the rows)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+        self.register_buffer("idx", kiln.tensor([1, 3, 3]))
+
+    def forward(self, x):
+        return self.emb(self.idx) + x
 
 
 class _Attention(nn.Module):
@@ -282,6 +309,21 @@ def test_dropout_masks_match_eager_for_the_same_seed():
         yc.sum().backward()
         close(xc.grad, xe.grad)
         xe.grad = xc.grad = None
+
+
+def test_keep_inference_input_mutations_and_dynamic_flag():
+    def fn(x, counter):
+        counter.add_(1)
+        return x * 2
+
+    inference = Recorder()
+    counter = kiln.zeros(2)
+    with kiln.no_grad():
+        aot_function(fn, nop, inference_compiler=inference, keep_inference_input_mutations=True)(kiln.ones(2), counter)
+    close(counter, kiln.ones(2))
+    assert any("copy_" in op for op in _ops_of(inference.graphs[0]))
+    with pytest.raises(NotImplementedError, match="dynamic"):
+        aot_function(fn, nop, dynamic=True)
 
 
 def test_make_boxed_func_and_cache():

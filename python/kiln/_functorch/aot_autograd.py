@@ -181,6 +181,8 @@ def trace_inference(flat_fn, leaves, config):
         outs, aliases, _ = _analyze_outputs(flat_fn, mode, fakes)
         with mode:
             gm = _functional_graph(lambda *a: tuple(flat_fn(*a)), fakes, config.decompositions)
+    if config.keep_inference_input_mutations:  # the copy_ epilogue stays in the graph
+        return _Traced(gm, 0, [], len(outs), aliases, [False] * len(outs))
     mutated = _mutations_to_outputs(gm, len(leaves))
     return _Traced(gm, len(mutated), mutated, len(outs), aliases, [False] * len(outs))
 
@@ -332,7 +334,13 @@ def _fake_examples(gm):
 def aot_function(fn, fw_compiler, bw_compiler=None, partition_fn=None, decompositions=None, num_params_buffers=0,
                  keep_inference_input_mutations=False, inference_compiler=None, *, dynamic=False):
     """fn compiled ahead of time into forward and backward aten graphs (see the module docstring).
-    fn takes and returns tensors (in tuples, lists and dicts); the compilers get GraphModules."""
+    fn takes and returns tensors (in tuples, lists and dicts); the compilers get GraphModules.
+    num_params_buffers (the leading inputs that are parameters and buffers) is kept on the
+    config for compilers; keep_inference_input_mutations leaves inference graphs' copy_
+    epilogue in the graph instead of returning the new values."""
+    if dynamic:
+        raise NotImplementedError("aot_function(dynamic=True): kiln traces static shapes and retraces per input "
+                                  "layout; symbolic tracing here is not built yet")
     if not callable(fw_compiler):
         raise TypeError(f"aot_function(): fw_compiler must be callable, got {type(fw_compiler).__name__}")
     if partition_fn is None:
