@@ -312,27 +312,10 @@ def test_super_in_forward():
     assert cnt.frame_count == 1
 
 
-class Block(nn.Module):
-    """A pre-norm transformer block (attention through F.scaled_dot_product_attention)."""
-
-    def __init__(self, d=16, heads=4):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-
-    def forward(self, x):
-        B, T, C = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(C, dim=-1)
-        q, k, v = (z.view(B, T, self.heads, C // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
-        return x + self.mlp(self.ln2(x))
-
-
 def test_transformer_block_one_graph_and_dynamic_sizes():
-    block = Block()
+    from models import transformer_block
+
+    block = transformer_block(kiln, d=16)
     cnt = CompileCounter()
     cb = kiln.compile(block, backend=cnt)
     for shape in ((2, 8, 16), (3, 8, 16), (2, 5, 16), (4, 11, 16), (5, 7, 16)):

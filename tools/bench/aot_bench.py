@@ -11,31 +11,13 @@ import time
 
 sys.path.insert(0, __file__.rsplit("/", 2)[0])
 from digits import cnn  # noqa: E402
+from models import transformer_block  # noqa: E402
 
 import kiln  # noqa: E402
-import kiln.nn as nn  # noqa: E402
-import kiln.nn.functional as F  # noqa: E402
 from kiln._functorch.aot_autograd import aot_module  # noqa: E402
 from kiln._functorch.compile import (  # noqa: E402
     default_partition, make_boxed_func, min_cut_rematerialization_partition,
 )
-
-
-class Block(nn.Module):
-    def __init__(self, d=128, heads=4):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        B, T, C = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(C, dim=-1)
-        q, k, v = (z.view(B, T, self.heads, C // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
 def measure(make, shape, partition):
@@ -71,7 +53,7 @@ def measure(make, shape, partition):
 
 def main():
     cases = [("digits CNN, batch 128", lambda: cnn(kiln), (128, 64)),
-             ("transformer block 8x64x128", Block, (8, 64, 128))]
+             ("transformer block 8x64x128", lambda: transformer_block(kiln), (8, 64, 128))]
     print(f"{'model':30} {'partitioner':10} {'saved activations':>18} {'saved values':>13} {'trace+partition':>16}")
     for name, make, shape in cases:
         for pname, partition in (("default", default_partition), ("min-cut", min_cut_rematerialization_partition)):
