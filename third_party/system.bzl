@@ -20,7 +20,7 @@ cc_library(
 )
 """.format(
         name = ctx.name,
-        globs = ", ".join(['"%s/**/*.h"' % i for i in includes]) if includes and ctx.attr.glob_headers else "",
+        globs = ", ".join(['"%s/%s"' % (i, p) for i in includes for p in ctx.attr.header_patterns]) if includes and ctx.attr.glob_headers else "",
         includes = repr(includes),
         linkopts = repr(ctx.attr.linkopts),
     ))
@@ -31,6 +31,8 @@ system_library = repository_rule(
         "includes": attr.string_list(),
         "linkopts": attr.string_list(),
         "glob_headers": attr.bool(default = False),
+        # with glob_headers: what counts as a header (LLVM also needs its .def and .inc files)
+        "header_patterns": attr.string_list(default = ["**/*.h"]),
     },
     local = True,
 )

@@ -1,0 +1,419 @@
+// inductor/codegen_test.cc: kernel IR -> LLVM -> machine code, checked against C++ references:
+// pointwise ops on several layouts and every dtype, reductions (NaN and ties included), a
+// reduction feeding a pointwise loop (RMSNorm + SiLU), tails, the cache, and invalid IR.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include <unistd.h>
+
+#include "inductor/llvm_codegen.h"
+#include "runtime/error.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::inductor {
+namespace {
+
+using E = ExprPtr;
+E Ld(int b, int64_t off, std::vector<int64_t> outer, int64_t inner) { return Expr::Load(b, Index{off, outer, inner}); }
+E Op(OpCode op, E a) { return Expr::Op(op, {a}); }
+E Op(OpCode op, E a, E b) { return Expr::Op(op, {a, b}); }
+E F(double v) { return Expr::Const(v, DType::F32); }
+Stmt Store(int b, Index ix, E e) {
+  Stmt s;
+  s.kind = Stmt::Kind::kStore; s.buffer = b; s.index = std::move(ix); s.expr = e;
+  return s;
+}
+Stmt Reduce(int acc, ReduceKind k, E e) {
+  Stmt s;
+  s.kind = Stmt::Kind::kReduce; s.acc_id = acc; s.reduce = k; s.expr = e;
+  return s;
+}
+Stmt Welford(int acc, E e) {
+  Stmt s;
+  s.kind = Stmt::Kind::kWelford; s.acc_id = acc; s.expr = e;
+  return s;
+}
+
+std::vector<float> Random(int64_t n, int seed, float lo = -2, float hi = 2) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+void RunK(const CompiledKernel& k, std::vector<void*> ptrs) {
+  k.Run(reinterpret_cast<char**>(ptrs.data()));
+}
+
+class CodegenTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    char dir[] = "/tmp/kiln_codegen_test_cache_XXXXXX";  // a fresh disk cache per run
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    setenv("KILN_INDUCTOR_CACHE_DIR", dir, 1);
+  }
+};
+
+// relu(a * b + c) on [M, N]: a transposed (stored [N, M]), b broadcast along rows, c contiguous.
+TEST_F(CodegenTest, PointwiseLayouts) {
+  for (auto [M, N] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 5}, {7, 33}, {64, 100}, {513, 257}}) {
+    Kernel k;
+    k.name = "cpp_fused_add_mul_relu_0";
+    k.buffers = {{"in_ptr0", DType::F32}, {"in_ptr1", DType::F32}, {"in_ptr2", DType::F32}, {"out_ptr0", DType::F32}};
+    k.outer = {M};
+    E e = Op(OpCode::kRelu, Op(OpCode::kAdd, Op(OpCode::kMul, Ld(0, 0, {1}, M), Ld(1, 0, {0}, 1)), Ld(2, 0, {N}, 1)));
+    k.loops = {Loop{N, {Store(3, Index{0, {N}, 1}, e)}}};
+    auto ck = Compile(k);
+    auto a = Random(M * N, 1), b = Random(N, 2), c = Random(M * N, 3);
+    std::vector<float> out(M * N, -7);
+    RunK(*ck, {a.data(), b.data(), c.data(), out.data()});
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        float ref = std::max(a[j * M + i] * b[j] + c[i * N + j], 0.0f);
+        ASSERT_NEAR(out[i * N + j], ref, 1e-6 * std::max(1.0f, std::fabs(ref))) << M << "x" << N << " at " << i << "," << j;
+      }
+  }
+}
+
+TEST_F(CodegenTest, VectorisesWithTail) {
+  Kernel k;
+  k.name = "cpp_fused_add_1";
+  k.buffers = {{"in_ptr0", DType::F32}, {"out_ptr0", DType::F32}};
+  k.outer = {};
+  k.loops = {Loop{1001, {Store(1, Index{0, {}, 1}, Op(OpCode::kAdd, Ld(0, 0, {}, 1), F(1)))}}};
+  auto ck = Compile(k);
+  std::string ir = ck->llvm_ir();
+  EXPECT_TRUE(ir.find("x float>") != std::string::npos) << ir;
+  for (int64_t n : {1, 7, 15, 17, 31, 33, 1001}) {
+    k.loops[0].extent = n;
+    auto ck2 = Compile(k);
+    std::vector<float> a = Random(n, 4), out(n + 1, 99);
+    RunK(*ck2, {a.data(), out.data()});
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], a[i] + 1) << n;
+    EXPECT_EQ(out[n], 99) << "wrote past the end, n=" << n;
+  }
+}
+
+// x + y (then max with 0) stored back in every dtype.
+template <typename T>
+void CheckDType(DType dt, std::vector<T> a, std::vector<T> b, std::vector<T> ref) {
+  Kernel k;
+  k.name = std::string("cpp_fused_add_relu_") + DTypeName(dt);
+  k.buffers = {{"in_ptr0", dt}, {"in_ptr1", dt}, {"out_ptr0", dt}};
+  int64_t n = a.size();
+  k.outer = {n};
+  E sum = Op(OpCode::kAdd, Ld(0, 0, {1}, 0), Ld(1, 0, {1}, 0));
+  if (dt != DType::Bool) sum = Op(OpCode::kRelu, sum);
+  k.loops = {Loop{1, {Store(2, Index{0, {1}, 0}, sum)}}};
+  auto ck = Compile(k);
+  std::vector<T> out(n);
+  RunK(*ck, {a.data(), b.data(), out.data()});
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(std::memcmp(&out[i], &ref[i], sizeof(T)), 0) << DTypeName(dt) << " at " << i;
+}
+
+uint16_t ToBF16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+TEST_F(CodegenTest, EveryDType) {
+  CheckDType<float>(DType::F32, {1.5f, -3, 2}, {1, 1, 0.25f}, {2.5f, 0, 2.25f});
+  CheckDType<double>(DType::F64, {1.5, -3, 1e300}, {1e-300, 1, 1e300}, {1.5, 0, 2e300});
+  CheckDType<int64_t>(DType::I64, {int64_t(1) << 40, -5, 3}, {1, 2, 4}, {(int64_t(1) << 40) + 1, 0, 7});
+  CheckDType<int32_t>(DType::I32, {2147483647, -5, 3}, {1, 2, 4}, {std::numeric_limits<int32_t>::min(), 0, 7});  // computed in i64, wraps on store
+  CheckDType<uint8_t>(DType::Bool, {0, 1, 0, 1}, {0, 0, 1, 1}, {0, 1, 1, 1});
+  // bf16: 1 + 2^-8 rounds to even (1), 1 + 3*2^-8 rounds up.
+  CheckDType<uint16_t>(DType::BF16, {ToBF16(1.0f), ToBF16(1.0f), ToBF16(-2.0f)},
+                       {ToBF16(0.00390625f), ToBF16(0.01171875f), ToBF16(1.0f)},
+                       {ToBF16(1.0f), ToBF16(1.015625f), ToBF16(0.0f)});
+}
+
+TEST_F(CodegenTest, CastsAndIndex) {
+  // out[i] = (f32)(i64)(x * 10) + index(i) ; out2[i] = x > 0 (bool)
+  Kernel k;
+  k.name = "cpp_fused_cast_2";
+  k.buffers = {{"in_ptr0", DType::F32}, {"out_ptr0", DType::F32}, {"out_ptr1", DType::Bool}};
+  k.outer = {5};
+  E x = Ld(0, 0, {1}, 0);
+  k.loops = {Loop{1, {Store(1, Index{0, {1}, 0}, Op(OpCode::kAdd, Expr::Cast(Op(OpCode::kMul, x, F(10)), DType::I64),
+                                                     Expr::LoopIndex(0))),
+                      Store(2, Index{0, {1}, 0}, Op(OpCode::kGt, x, F(0)))}}};
+  auto ck = Compile(k);
+  std::vector<float> a = {0.19f, -0.25f, 1.0f, 0.0f, 2.57f}, out(5);
+  std::vector<uint8_t> pos(5);
+  RunK(*ck, {a.data(), out.data(), pos.data()});
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(out[i], static_cast<float>(static_cast<int64_t>(a[i] * 10) + i));
+    EXPECT_EQ(pos[i], a[i] > 0 ? 1 : 0);
+  }
+}
+
+TEST_F(CodegenTest, UnaryMath) {
+  struct Case { OpCode op; double (*ref)(double); float lo, hi; };
+  std::vector<Case> cases = {
+      {OpCode::kExp, [](double x) { return std::exp(x); }, -80, 80},
+      {OpCode::kLog, [](double x) { return std::log(x); }, 1e-6f, 1e6f},
+      {OpCode::kLog1p, [](double x) { return std::log1p(x); }, -0.9f, 10},
+      {OpCode::kExpm1, [](double x) { return std::expm1(x); }, -10, 10},
+      {OpCode::kSqrt, [](double x) { return std::sqrt(x); }, 0, 100},
+      {OpCode::kRsqrt, [](double x) { return 1 / std::sqrt(x); }, 1e-3f, 100},
+      {OpCode::kSin, [](double x) { return std::sin(x); }, -10, 10},
+      {OpCode::kCos, [](double x) { return std::cos(x); }, -10, 10},
+      {OpCode::kTanh, [](double x) { return std::tanh(x); }, -10, 10},
+      {OpCode::kSigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, -30, 30},
+      {OpCode::kErf, [](double x) { return std::erf(x); }, -4, 4},
+      {OpCode::kFloor, [](double x) { return std::floor(x); }, -10, 10},
+      {OpCode::kCeil, [](double x) { return std::ceil(x); }, -10, 10},
+      {OpCode::kRound, [](double x) { return std::nearbyint(x); }, -10, 10},
+      {OpCode::kTrunc, [](double x) { return std::trunc(x); }, -10, 10},
+      {OpCode::kAbs, [](double x) { return std::fabs(x); }, -10, 10},
+      {OpCode::kReciprocal, [](double x) { return 1 / x; }, 0.1f, 10},
+  };
+  const int64_t n = 1003;
+  for (const Case& c : cases) {
+    Kernel k;
+    k.name = std::string("cpp_fused_") + OpName(c.op) + "_3";
+    k.buffers = {{"in_ptr0", DType::F32}, {"out_ptr0", DType::F32}};
+    k.loops = {Loop{n, {Store(1, Index{0, {}, 1}, Op(c.op, Ld(0, 0, {}, 1)))}}};
+    auto ck = Compile(k);
+    auto x = Random(n, 5, c.lo, c.hi);
+    x[0] = c.lo;
+    x[1] = 2.5f;  // round half to even
+    x[2] = 1e-5f * (c.lo < 0 ? 1 : c.hi);
+    std::vector<float> out(n);
+    RunK(*ck, {x.data(), out.data()});
+    for (int64_t i = 0; i < n; ++i) {
+      double ref = c.ref(x[i]);
+      ASSERT_NEAR(out[i], ref, 4e-6 * std::max(1.0, std::fabs(ref)) + 1e-37) << OpName(c.op) << "(" << x[i] << ")";
+    }
+  }
+}
+
+// Row reductions of a [M, N] f32 matrix (N odd for a tail), one kernel per kind.
+TEST_F(CodegenTest, Reductions) {
+  const int64_t M = 37, N = 1001;
+  auto x = Random(M * N, 6);
+  x[5 * N + 17] = 3.0f;  // tie for max at 17 and 400: first wins
+  x[5 * N + 400] = 3.0f;
+  struct Case { ReduceKind kind; bool arg; };
+  for (Case c : {Case{ReduceKind::kSum, false}, Case{ReduceKind::kMax, false}, Case{ReduceKind::kMin, false},
+                 Case{ReduceKind::kProd, false}, Case{ReduceKind::kArgmax, true}, Case{ReduceKind::kArgmin, true}}) {
+    Kernel k;
+    k.name = std::string("cpp_fused_") + ReduceName(c.kind) + "_4";
+    DType out_t = c.arg ? DType::I64 : DType::F32;
+    k.buffers = {{"in_ptr0", DType::F32}, {"out_ptr0", out_t}};
+    k.outer = {M};
+    E v = Ld(0, 0, {N}, 1);
+    if (c.kind == ReduceKind::kProd) v = Op(OpCode::kAdd, F(1), Op(OpCode::kMul, v, F(0.001)));
+    k.loops = {Loop{N, {Reduce(0, c.kind, v)}}, Loop{1, {Store(1, Index{0, {1}, 0}, Expr::Acc(0))}}};
+    auto ck = Compile(k);
+    std::vector<float> out(M);
+    std::vector<int64_t> idx(M);
+    RunK(*ck, {x.data(), c.arg ? static_cast<void*>(idx.data()) : out.data()});
+    for (int64_t i = 0; i < M; ++i) {
+      const float* row = &x[i * N];
+      double acc = c.kind == ReduceKind::kProd ? 1 : 0;
+      float best = row[0];
+      int64_t at = 0;
+      for (int64_t j = 0; j < N; ++j) {
+        if (c.kind == ReduceKind::kSum) acc += row[j];
+        if (c.kind == ReduceKind::kProd) acc *= 1 + row[j] * 0.001f;
+        bool better = (c.kind == ReduceKind::kMax || c.kind == ReduceKind::kArgmax) ? row[j] > best : row[j] < best;
+        if (better) { best = row[j]; at = j; }
+      }
+      switch (c.kind) {
+        case ReduceKind::kSum: EXPECT_NEAR(out[i], acc, 1e-4 * N); break;
+        case ReduceKind::kProd: EXPECT_NEAR(out[i], acc, 1e-4 * std::fabs(acc)); break;
+        case ReduceKind::kMax: case ReduceKind::kMin: EXPECT_EQ(out[i], best); break;
+        default: EXPECT_EQ(idx[i], at) << ReduceName(c.kind) << " row " << i;
+      }
+    }
+    if (c.kind == ReduceKind::kArgmax) {
+      EXPECT_EQ(idx[5], 17);
+    }
+  }
+}
+
+TEST_F(CodegenTest, NaNInMaxAndArgmax) {
+  const int64_t N = 41;
+  std::vector<float> x = Random(3 * N, 7);
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  x[0 * N + 0] = nan;   // NaN first
+  x[1 * N + 20] = nan;  // NaN in the middle
+  x[1 * N + 30] = nan;
+  Kernel k;
+  k.name = "cpp_fused_max_argmax_min_5";
+  k.buffers = {{"in_ptr0", DType::F32}, {"out_ptr0", DType::F32}, {"out_ptr1", DType::I64}, {"out_ptr2", DType::F32}};
+  k.outer = {3};
+  E v = Ld(0, 0, {N}, 1);
+  k.loops = {Loop{N, {Reduce(0, ReduceKind::kMax, v), Reduce(1, ReduceKind::kArgmax, v), Reduce(2, ReduceKind::kMin, v)}},
+             Loop{1, {Store(1, Index{0, {1}, 0}, Expr::Acc(0)), Store(2, Index{0, {1}, 0}, Expr::Acc(1)),
+                      Store(3, Index{0, {1}, 0}, Expr::Acc(2))}}};
+  auto ck = Compile(k);
+  std::vector<float> mx(3), mn(3);
+  std::vector<int64_t> am(3);
+  RunK(*ck, {x.data(), mx.data(), am.data(), mn.data()});
+  EXPECT_TRUE(std::isnan(mx[0]) && std::isnan(mn[0]));
+  EXPECT_TRUE(std::isnan(mx[1]) && std::isnan(mn[1]));
+  EXPECT_FALSE(std::isnan(mx[2]) || std::isnan(mn[2]));
+  EXPECT_EQ(am[0], 0);
+  EXPECT_EQ(am[1], 20);
+  // pointwise max/min propagate NaN too
+  Kernel p;
+  p.name = "cpp_fused_maximum_6";
+  p.buffers = {{"in_ptr0", DType::F32}, {"out_ptr0", DType::F32}};
+  p.loops = {Loop{N, {Store(1, Index{0, {}, 1}, Op(OpCode::kMax, Ld(0, 0, {}, 1), F(0.5)))}}};
+  std::vector<float> out(N);
+  RunK(*Compile(p), {x.data(), out.data()});
+  EXPECT_TRUE(std::isnan(out[0]));
+  for (int j = 1; j < N; ++j) EXPECT_EQ(out[j], std::max(x[j], 0.5f));
+}
+
+TEST_F(CodegenTest, WelfordMeanVar) {
+  const int64_t M = 9, N = 777;
+  auto x = Random(M * N, 8, 100, 101);  // large mean: the naive formula would lose digits
+  Kernel k;
+  k.name = "cpp_fused_var_mean_7";
+  k.buffers = {{"in_ptr0", DType::F32}, {"out_ptr0", DType::F32}, {"out_ptr1", DType::F32}};
+  k.outer = {M};
+  k.loops = {Loop{N, {Welford(0, Ld(0, 0, {N}, 1))}},
+             Loop{1, {Store(1, Index{0, {1}, 0}, Expr::Acc(0)),
+                      Store(2, Index{0, {1}, 0}, Op(OpCode::kDiv, Expr::Acc(1), Expr::Acc(2)))}}};
+  auto ck = Compile(k);
+  std::vector<float> mean(M), var(M);
+  RunK(*ck, {x.data(), mean.data(), var.data()});
+  for (int64_t i = 0; i < M; ++i) {
+    double m = 0, s = 0;
+    for (int64_t j = 0; j < N; ++j) m += x[i * N + j];
+    m /= N;
+    for (int64_t j = 0; j < N; ++j) s += (x[i * N + j] - m) * (x[i * N + j] - m);
+    EXPECT_NEAR(mean[i], m, 1e-4);
+    EXPECT_NEAR(var[i], s / N, 1e-4);
+  }
+}
+
+// RMSNorm followed by SiLU: one kernel, a sum reduction then a pointwise loop reading it.
+Kernel RmsNormSilu(int64_t M, int64_t N) {
+  Kernel k;
+  k.name = "cpp_fused_add_mean_mul_pow_rsqrt_silu_8";
+  k.buffers = {{"in_ptr0", DType::F32}, {"in_ptr1", DType::F32}, {"out_ptr0", DType::F32}};
+  k.outer = {M};
+  E x = Ld(0, 0, {N}, 1);
+  E inv = Op(OpCode::kRsqrt, Op(OpCode::kAdd, Op(OpCode::kDiv, Expr::Acc(0), F(static_cast<double>(N))), F(1e-6)));
+  E y = Op(OpCode::kMul, Op(OpCode::kMul, x, inv), Ld(1, 0, {0}, 1));
+  E silu = Op(OpCode::kMul, y, Op(OpCode::kSigmoid, y));
+  k.loops = {Loop{N, {Reduce(0, ReduceKind::kSum, Op(OpCode::kMul, x, x))}}, Loop{N, {Store(2, Index{0, {N}, 1}, silu)}}};
+  return k;
+}
+
+TEST_F(CodegenTest, RmsNormSilu) {
+  for (auto [M, N] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 17}, {130, 1000}}) {
+    auto ck = Compile(RmsNormSilu(M, N));
+    auto x = Random(M * N, 9), w = Random(N, 10);
+    std::vector<float> out(M * N);
+    RunK(*ck, {x.data(), w.data(), out.data()});
+    for (int64_t i = 0; i < M; ++i) {
+      double ss = 0;
+      for (int64_t j = 0; j < N; ++j) ss += double(x[i * N + j]) * x[i * N + j];
+      double inv = 1 / std::sqrt(ss / N + 1e-6);
+      for (int64_t j = 0; j < N; ++j) {
+        double y = x[i * N + j] * inv * w[j];
+        double ref = y / (1 + std::exp(-y));
+        ASSERT_NEAR(out[i * N + j], ref, 1e-5 * std::max(1.0, std::fabs(ref))) << M << "x" << N;
+      }
+    }
+  }
+  std::string ir = Compile(RmsNormSilu(130, 1000))->llvm_ir();
+  EXPECT_NE(ir.find("fadd reassoc nsz <"), std::string::npos) << "the sum reduction should vectorise";
+}
+
+TEST_F(CodegenTest, ParallelOuterDim) {
+  int old = GetNumThreads();
+  SetNumThreads(2);
+  const int64_t M = 4096, N = 64;
+  auto ck = Compile(RmsNormSilu(M, N));
+  auto x = Random(M * N, 11), w = Random(N, 12);
+  std::vector<float> par(M * N), ser(M * N);
+  RunK(*ck, {x.data(), w.data(), par.data()});
+  std::vector<void*> ptrs = {x.data(), w.data(), ser.data()};
+  ck->fn()(reinterpret_cast<char**>(ptrs.data()), 0, M);
+  EXPECT_EQ(par, ser);
+  SetNumThreads(old);
+}
+
+TEST_F(CodegenTest, CacheHits) {
+  Kernel k = RmsNormSilu(5, 123);
+  k.name = "cpp_fused_cache_probe_9";
+  CacheStats s0 = GetCacheStats();
+  auto a = Compile(k);
+  CacheStats s1 = GetCacheStats();
+  EXPECT_EQ(s1.compiled, s0.compiled + 1);
+  auto b = Compile(k);
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_EQ(GetCacheStats().memory_hits, s1.memory_hits + 1);
+  ClearMemoryCache();
+  auto c = Compile(k);
+  CacheStats s2 = GetCacheStats();
+  EXPECT_EQ(s2.disk_hits, s1.disk_hits + 1);
+  EXPECT_EQ(s2.compiled, s1.compiled);
+  EXPECT_TRUE(c->from_cache());
+  auto x = Random(5 * 123, 13), w = Random(123, 14);
+  std::vector<float> o1(5 * 123), o2(5 * 123);
+  RunK(*a, {x.data(), w.data(), o1.data()});
+  RunK(*c, {x.data(), w.data(), o2.data()});
+  EXPECT_EQ(o1, o2);
+  EXPECT_EQ(a->hash(), HashKernel(k));
+  EXPECT_EQ(HashKernel(k).size(), 32u);
+  EXPECT_NE(c->llvm_ir().find("define"), std::string::npos);  // regenerated on demand
+}
+
+TEST_F(CodegenTest, PrinterAndHash) {
+  Kernel k = RmsNormSilu(4, 8);
+  std::string code = PrintKernel(k);
+  EXPECT_NE(code.find("void cpp_fused_add_mean_mul_pow_rsqrt_silu_8(float* in_ptr0, float* in_ptr1, float* out_ptr0)"),
+            std::string::npos) << code;
+  EXPECT_NE(code.find("acc0 = sum(acc0, (in_ptr0[8*i0 + r] * in_ptr0[8*i0 + r]));"), std::string::npos) << code;
+  Kernel k2 = RmsNormSilu(4, 9);
+  EXPECT_NE(HashKernel(k), HashKernel(k2));
+  EXPECT_EQ(HashKernel(k), HashKernel(RmsNormSilu(4, 8)));
+}
+
+TEST_F(CodegenTest, InvalidIR) {
+  Kernel k = RmsNormSilu(4, 8);
+  k.loops[0].stmts[0].expr = Expr::Acc(0);  // read before any loop reduced it
+  EXPECT_THROW(Compile(k), ValueError);
+  Kernel k2 = RmsNormSilu(4, 8);
+  k2.loops[1].stmts[0].buffer = 7;
+  EXPECT_THROW(Compile(k2), ValueError);
+  Kernel k3 = RmsNormSilu(4, 8);
+  k3.loops[1].stmts[0].index.outer_strides = {};
+  EXPECT_THROW(Compile(k3), ValueError);
+  Kernel k4 = RmsNormSilu(4, 8);
+  k4.name = "bad name";
+  EXPECT_THROW(Compile(k4), ValueError);
+}
+
+TEST_F(CodegenTest, IntegerDivisionNeverTraps) {
+  Kernel k;
+  k.name = "cpp_fused_floordiv_mod_10";
+  k.buffers = {{"in_ptr0", DType::I64}, {"in_ptr1", DType::I64}, {"out_ptr0", DType::I64}, {"out_ptr1", DType::I64}};
+  k.outer = {6};
+  E a = Ld(0, 0, {1}, 0), b = Ld(1, 0, {1}, 0);
+  k.loops = {Loop{1, {Store(2, Index{0, {1}, 0}, Op(OpCode::kFloorDiv, a, b)),
+                      Store(3, Index{0, {1}, 0}, Op(OpCode::kMod, a, b))}}};
+  std::vector<int64_t> x = {7, -7, 7, -7, 5, std::numeric_limits<int64_t>::min()}, y = {2, 2, -2, -2, 0, -1};
+  std::vector<int64_t> q(6), r(6);
+  RunK(*Compile(k), {x.data(), y.data(), q.data(), r.data()});
+  EXPECT_EQ(q, (std::vector<int64_t>{3, -4, -4, 3, 0, std::numeric_limits<int64_t>::min()}));
+  EXPECT_EQ(r, (std::vector<int64_t>{1, 1, -1, -1, 0, 0}));
+}
+
+}  // namespace
+}  // namespace kiln::inductor

@@ -1,0 +1,139 @@
+// inductor/kernel_ir.h: the loop-level kernel IR that CPU code generation consumes.
+//
+// A Kernel is what one generated function computes (the contract is /work/plan/issue7.md, built
+// in Python by the lowering and converted by python/csrc/python_inductor.cc):
+//
+//   for i_0 in [begin, end)            # the first outer dim, split across the thread pool
+//     for i_1 ... i_{k-1} in [0, n_j)  # the other outer dims, fully
+//       accumulators = identities
+//       for loop in loops:             # in order
+//         for r in [0, loop.extent): loop.stmts
+//
+// An Index is an affine element offset `offset + sum_k outer_strides[k] * i_k + inner_stride * r`.
+// Expressions compute in a "compute dtype" (f32 for f32/bf16, f64, i64 for integers, i1 for
+// bool); loads convert from the buffer dtype and stores convert back. ("acc", id) reads a
+// finished accumulator, i.e. one reduced in an earlier loop of the same outer iteration.
+//
+// Invariants (checked by Validate): buffer ids and acc reads are in range, every Index has one
+// stride per outer dim, operators have their arity, an accumulator is read only in a loop after
+// the one that reduces it. The IR is a tree (expressions are shared_ptr<const Expr>, so a
+// lowering may share subtrees; codegen emits each node once per use).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::inductor {
+
+// Element types of buffers. Compute types: F32/BF16 -> f32, F64 -> f64, I32/I64 -> i64, Bool -> i1.
+enum class DType : uint8_t { F32, F64, I64, I32, Bool, BF16 };
+const char* DTypeName(DType t);          // "f32", "f64", "i64", "i32", "bool", "bf16"
+bool ParseDType(const std::string& s, DType* out);
+int64_t DTypeSize(DType t);              // bytes in memory (bool is 1, bf16 is 2)
+DType ComputeDType(DType t);             // F32, F64, I64 or Bool
+inline bool IsFloatDType(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16; }
+
+struct Index {
+  int64_t offset = 0;
+  std::vector<int64_t> outer_strides;  // one per outer dim (0 = broadcast)
+  int64_t inner_stride = 0;            // stride of the inner loop variable r
+};
+
+// Operators of Op expressions. Names (OpName/ParseOp) are the IR's strings.
+enum class OpCode : uint8_t {
+  // unary
+  kNeg, kAbs, kExp, kLog, kLog1p, kExpm1, kSqrt, kRsqrt, kSin, kCos, kTanh, kSigmoid, kErf,
+  kFloor, kCeil, kRound, kTrunc, kReciprocal, kRelu, kLogicalNot, kSign,
+  // binary
+  kAdd, kSub, kMul, kDiv, kFloorDiv, kMod, kPow, kMax, kMin, kEq, kNe, kLt, kLe, kGt, kGe,
+  kLogicalAnd, kLogicalOr, kAtan2,
+  // ternary
+  kWhere,
+};
+const char* OpName(OpCode op);
+bool ParseOp(const std::string& s, OpCode* out);
+int OpArity(OpCode op);
+
+struct Expr;
+using ExprPtr = std::shared_ptr<const Expr>;
+
+struct Expr {
+  enum class Kind : uint8_t { kLoad, kConst, kAcc, kIndex, kOp, kCast };
+  Kind kind = Kind::kConst;
+  // kLoad
+  int buffer = 0;
+  Index index;
+  // kConst: value (ints keep their exact value in int_value), dtype; kCast: target dtype
+  double value = 0;
+  int64_t int_value = 0;
+  DType dtype = DType::F32;
+  // kAcc
+  int acc_id = 0;
+  // kIndex: outer dim k >= 0, or -1 for the inner r
+  int dim = -1;
+  // kOp
+  OpCode op = OpCode::kAdd;
+  std::vector<ExprPtr> args;  // kOp operands; kCast: one operand
+
+  static ExprPtr Load(int buffer, Index index);
+  static ExprPtr Const(double v, DType dtype);  // int dtypes: value truncated into int_value
+  static ExprPtr ConstInt(int64_t v, DType dtype);
+  static ExprPtr Acc(int acc_id);
+  static ExprPtr LoopIndex(int dim);
+  static ExprPtr Op(OpCode op, std::vector<ExprPtr> args);
+  static ExprPtr Cast(ExprPtr e, DType dtype);
+};
+
+enum class ReduceKind : uint8_t { kSum, kMax, kMin, kProd, kArgmax, kArgmin };
+const char* ReduceName(ReduceKind k);
+bool ParseReduce(const std::string& s, ReduceKind* out);
+
+struct Stmt {
+  enum class Kind : uint8_t { kStore, kReduce, kWelford };
+  Kind kind = Kind::kStore;
+  int buffer = 0;  // kStore
+  Index index;     // kStore
+  ExprPtr expr;
+  int acc_id = 0;  // kReduce, kWelford (acc_id: mean, +1: m2, +2: count)
+  ReduceKind reduce = ReduceKind::kSum;
+};
+
+struct Loop {
+  int64_t extent = 0;
+  std::vector<Stmt> stmts;
+};
+
+struct Buffer {
+  std::string name;
+  DType dtype = DType::F32;
+};
+
+struct Kernel {
+  std::string name;
+  std::vector<Buffer> buffers;
+  std::vector<int64_t> outer;  // empty means one iteration (begin=0, end=1)
+  std::vector<Loop> loops;
+};
+
+// Throws kiln::ValueError naming the kernel and the offending part when an invariant is broken.
+void Validate(const Kernel& k);
+
+// A canonical text of the whole kernel (exact constants, hex floats): equal text = equal kernel.
+std::string Serialize(const Kernel& k);
+// 128-bit FNV-1a of Serialize(k), as 32 hex digits; stable across processes and builds.
+std::string HashKernel(const Kernel& k);
+std::string HashString(const std::string& s);
+
+// The C-like listing shown to users (output_code, debug dumps).
+std::string PrintKernel(const Kernel& k);
+
+// [min, max] element offsets the kernel can touch in each buffer (over all loads and stores);
+// {0, -1} for a buffer it never touches.
+struct Extent {
+  int64_t min = 0, max = -1;
+};
+std::vector<Extent> BufferExtents(const Kernel& k);
+
+}  // namespace kiln::inductor
