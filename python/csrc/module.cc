@@ -188,6 +188,7 @@ Generator& GeneratorFromCapsule(py::handle cap) {
 void InitFunctionalizeBindings(py::module_& m);  // python_functionalize.cc
 void InitMakeFxBindings(py::module_& m);         // python_make_fx.cc
 void InitPartitionBindings(py::module_& m);      // python_partition.cc
+void InitInductorBindings(py::module_& m);       // python_inductor.cc
 
 }  // namespace kiln::python
 
@@ -216,6 +217,7 @@ PYBIND11_MODULE(_C, m) {
   InitFunctionalizeBindings(m);
   InitMakeFxBindings(m);
   InitPartitionBindings(m);
+  InitInductorBindings(m);
   Registry::Get();
 
   m.def("_set_tensor_class", [](py::object cls) {

@@ -1,0 +1,254 @@
+// python/csrc/python_inductor.cc: kiln._C._inductor, the CPU code generator of inductor/.
+//
+// compile(kernel_dict) converts the plain-Python kernel IR (the contract in inductor/kernel_ir.h)
+// to C++ structs and returns a CompiledKernel; calling it with kiln tensors (or raw int
+// addresses) in buffer order runs the kernel. Tensors are checked against the IR: count, dtype,
+// CPU memory, and that each storage holds every element the IR can touch.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "inductor/llvm_codegen.h"
+#include "python/csrc/python_tensor.h"
+#include "runtime/error.h"
+
+namespace py = pybind11;
+
+namespace kiln::python {
+namespace {
+
+using inductor::DType;
+using inductor::Expr;
+using inductor::ExprPtr;
+
+constexpr const char* kOp = "[inductor.compile] ";
+
+std::string Repr(py::handle h) { return py::repr(h).cast<std::string>(); }
+
+py::sequence Seq(py::handle h, const char* what) {
+  if (!py::isinstance<py::tuple>(h) && !py::isinstance<py::list>(h))
+    throw TypeError(StrCat(kOp, what, " must be a tuple or list, got ", Repr(h)));
+  return py::reinterpret_borrow<py::sequence>(h);
+}
+
+int64_t Int(py::handle h, const char* what) {
+  if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr()))
+    throw TypeError(StrCat(kOp, what, " must be an int, got ", Repr(h)));
+  return h.cast<int64_t>();
+}
+
+DType ParseDt(py::handle h) {
+  if (!py::isinstance<py::str>(h)) throw TypeError(StrCat(kOp, "dtype must be a str, got ", Repr(h)));
+  DType t;
+  std::string s = h.cast<std::string>();
+  if (!inductor::ParseDType(s, &t))
+    throw ValueError(StrCat(kOp, "unknown dtype '", s, "' (expected f32 f64 i64 i32 bool bf16)"));
+  return t;
+}
+
+inductor::Index ParseIndex(py::handle h) {
+  py::sequence s = Seq(h, "an index (offset, [outer strides], inner stride)");
+  if (s.size() != 3) throw ValueError(StrCat(kOp, "an index has 3 parts (offset, [outer strides], inner stride), got ", Repr(h)));
+  inductor::Index ix;
+  ix.offset = Int(s[0], "index offset");
+  for (py::handle st : Seq(s[1], "index outer strides")) ix.outer_strides.push_back(Int(st, "an outer stride"));
+  ix.inner_stride = Int(s[2], "index inner stride");
+  return ix;
+}
+
+ExprPtr ParseExpr(py::handle h) {
+  py::sequence s = Seq(h, "an expression");
+  if (s.size() == 0 || !py::isinstance<py::str>(s[0]))
+    throw ValueError(StrCat(kOp, "an expression starts with its kind (a str), got ", Repr(h)));
+  std::string kind = s[0].cast<std::string>();
+  auto want = [&](size_t n) {
+    if (s.size() != n) throw ValueError(StrCat(kOp, "'", kind, "' takes ", n - 1, " fields, got ", Repr(h)));
+  };
+  if (kind == "load") {
+    want(3);
+    return Expr::Load(static_cast<int>(Int(s[1], "load buffer")), ParseIndex(s[2]));
+  }
+  if (kind == "const") {
+    want(3);
+    DType t = ParseDt(s[2]);
+    py::handle v = s[1];
+    if (PyBool_Check(v.ptr())) return Expr::ConstInt(v.ptr() == Py_True, t);
+    if (PyLong_Check(v.ptr())) {
+      if (inductor::IsFloatDType(t)) return Expr::Const(v.cast<double>(), t);
+      return Expr::ConstInt(v.cast<int64_t>(), t);
+    }
+    if (PyFloat_Check(v.ptr())) return Expr::Const(v.cast<double>(), t);
+    throw TypeError(StrCat(kOp, "a const value must be a bool, int or float, got ", Repr(v)));
+  }
+  if (kind == "acc") {
+    want(2);
+    return Expr::Acc(static_cast<int>(Int(s[1], "acc id")));
+  }
+  if (kind == "index") {
+    want(2);
+    return Expr::LoopIndex(static_cast<int>(Int(s[1], "index dim")));
+  }
+  if (kind == "cast") {
+    want(3);
+    return Expr::Cast(ParseExpr(s[1]), ParseDt(s[2]));
+  }
+  inductor::OpCode op;
+  if (!inductor::ParseOp(kind, &op)) throw ValueError(StrCat(kOp, "unknown expression kind or op '", kind, "'"));
+  want(inductor::OpArity(op) + 1);
+  std::vector<ExprPtr> args;
+  for (size_t i = 1; i < s.size(); ++i) args.push_back(ParseExpr(s[i]));
+  return Expr::Op(op, std::move(args));
+}
+
+inductor::Stmt ParseStmt(py::handle h) {
+  py::sequence s = Seq(h, "a statement");
+  if (s.size() == 0 || !py::isinstance<py::str>(s[0]))
+    throw ValueError(StrCat(kOp, "a statement starts with store/reduce/welford, got ", Repr(h)));
+  std::string kind = s[0].cast<std::string>();
+  inductor::Stmt st;
+  if (kind == "store" && s.size() == 4) {
+    st.kind = inductor::Stmt::Kind::kStore;
+    st.buffer = static_cast<int>(Int(s[1], "store buffer"));
+    st.index = ParseIndex(s[2]);
+    st.expr = ParseExpr(s[3]);
+  } else if (kind == "reduce" && s.size() == 4) {
+    st.kind = inductor::Stmt::Kind::kReduce;
+    st.acc_id = static_cast<int>(Int(s[1], "acc id"));
+    std::string r = py::str(s[2]).cast<std::string>();
+    if (!inductor::ParseReduce(r, &st.reduce))
+      throw ValueError(StrCat(kOp, "unknown reduction '", r, "' (expected sum max min prod argmax argmin)"));
+    st.expr = ParseExpr(s[3]);
+  } else if (kind == "welford" && s.size() == 3) {
+    st.kind = inductor::Stmt::Kind::kWelford;
+    st.acc_id = static_cast<int>(Int(s[1], "acc id"));
+    st.expr = ParseExpr(s[2]);
+  } else {
+    throw ValueError(StrCat(kOp, "bad statement ", Repr(h),
+                            " (expected ('store', buf, index, expr), ('reduce', acc, kind, expr) or ('welford', acc, expr))"));
+  }
+  return st;
+}
+
+inductor::Kernel ParseKernel(py::handle h) {
+  if (!py::isinstance<py::dict>(h)) throw TypeError(StrCat(kOp, "expects a kernel dict, got ", Repr(h)));
+  py::dict d = py::reinterpret_borrow<py::dict>(h);
+  for (const char* key : {"name", "buffers", "outer", "loops"})
+    if (!d.contains(key)) throw ValueError(StrCat(kOp, "the kernel dict has no '", key, "'"));
+  inductor::Kernel k;
+  k.name = py::str(d["name"]).cast<std::string>();
+  for (py::handle b : Seq(d["buffers"], "buffers")) {
+    py::sequence bs = Seq(b, "a buffer (name, dtype)");
+    if (bs.size() != 2) throw ValueError(StrCat(kOp, "a buffer is (name, dtype), got ", Repr(b)));
+    k.buffers.push_back({py::str(bs[0]).cast<std::string>(), ParseDt(bs[1])});
+  }
+  for (py::handle n : Seq(d["outer"], "outer")) k.outer.push_back(Int(n, "an outer extent"));
+  for (py::handle l : Seq(d["loops"], "loops")) {
+    if (!py::isinstance<py::dict>(l)) throw TypeError(StrCat(kOp, "a loop is a dict {extent, stmts}, got ", Repr(l)));
+    py::dict ld = py::reinterpret_borrow<py::dict>(l);
+    if (!ld.contains("extent") || !ld.contains("stmts"))
+      throw ValueError(StrCat(kOp, "a loop needs 'extent' and 'stmts', got ", Repr(l)));
+    inductor::Loop loop;
+    loop.extent = Int(ld["extent"], "loop extent");
+    for (py::handle st : Seq(ld["stmts"], "stmts")) loop.stmts.push_back(ParseStmt(st));
+    k.loops.push_back(std::move(loop));
+  }
+  return k;
+}
+
+ScalarType ToScalarType(DType t) {
+  switch (t) {
+    case DType::F32: return ScalarType::Float32;
+    case DType::F64: return ScalarType::Float64;
+    case DType::I64: return ScalarType::Int64;
+    case DType::I32: return ScalarType::Int32;
+    case DType::Bool: return ScalarType::Bool;
+    case DType::BF16: return ScalarType::BFloat16;
+  }
+  return ScalarType::Undefined;
+}
+
+struct PyCompiledKernel {
+  std::shared_ptr<inductor::CompiledKernel> k;
+
+  void Call(py::args args) const {
+    const inductor::Kernel& kernel = k->kernel();
+    std::string op = StrCat("[", kernel.name, "] ");
+    if (args.size() != kernel.buffers.size())
+      throw TypeError(StrCat(op, "expected ", kernel.buffers.size(), " buffers, got ", args.size()));
+    std::vector<char*> ptrs(args.size());
+    for (size_t i = 0; i < args.size(); ++i) {
+      const inductor::Buffer& b = kernel.buffers[i];
+      PyObject* o = args[i].ptr();
+      if (PyLong_Check(o) && !PyBool_Check(o)) {  // a raw address: the caller vouches for it
+        ptrs[i] = reinterpret_cast<char*>(PyLong_AsVoidPtr(o));
+        if (!ptrs[i] && PyErr_Occurred()) throw py::error_already_set();
+        continue;
+      }
+      if (!IsTensor(o))
+        throw TypeError(StrCat(op, "buffer ", i, " '", b.name, "' must be a kiln.Tensor, got ", Py_TYPE(o)->tp_name));
+      const Tensor& t = UnpackTensor(o);
+      if (t.dtype() != ToScalarType(b.dtype))
+        throw TypeError(StrCat(op, "buffer ", i, " '", b.name, "' must have dtype ", ScalarTypeName(ToScalarType(b.dtype)),
+                               ", got ", ScalarTypeName(t.dtype())));
+      if (!t->has_storage() || !t.device().is_cpu())
+        throw ValueError(StrCat(op, "buffer ", i, " '", b.name, "' must be a CPU tensor with memory (not meta or fake)"));
+      const inductor::Extent& e = k->extents()[i];
+      if (e.max >= e.min) {
+        int64_t off = t->storage_offset();
+        int64_t avail = static_cast<int64_t>(t->storage()->nbytes()) / t->itemsize();
+        if (off + e.min < 0 || off + e.max >= avail)
+          throw ValueError(StrCat(op, "buffer ", i, " '", b.name, "' is too small: the kernel touches elements [",
+                                  e.min, ", ", e.max, "] from its data pointer, the storage holds ", avail,
+                                  " elements from offset ", off));
+      }
+      ptrs[i] = static_cast<char*>(t.raw_data());
+    }
+    py::gil_scoped_release release;
+    k->Run(ptrs.data());
+  }
+};
+
+}  // namespace
+
+void InitInductorBindings(py::module_& m) {
+  py::module_ ind = m.def_submodule("_inductor", "CPU code generation for kernel IR (inductor/)");
+  py::class_<PyCompiledKernel>(ind, "CompiledKernel")
+      .def("__call__", &PyCompiledKernel::Call)
+      .def_property_readonly("name", [](const PyCompiledKernel& c) { return c.k->name(); })
+      .def_property_readonly("hash", [](const PyCompiledKernel& c) { return c.k->hash(); })
+      .def_property_readonly("llvm_ir", [](const PyCompiledKernel& c) { return c.k->llvm_ir(); })
+      .def_property_readonly("code", [](const PyCompiledKernel& c) { return c.k->code(); })
+      .def_property_readonly("from_cache", [](const PyCompiledKernel& c) { return c.k->from_cache(); })
+      .def_property_readonly("buffers", [](const PyCompiledKernel& c) {
+        std::vector<std::pair<std::string, std::string>> out;
+        for (const auto& b : c.k->kernel().buffers) out.emplace_back(b.name, inductor::DTypeName(b.dtype));
+        return out;
+      })
+      .def("__repr__", [](const PyCompiledKernel& c) {
+        return StrCat("<kiln._C._inductor.CompiledKernel ", c.k->name(), " ", c.k->hash(), ">");
+      });
+  ind.def("compile", [](py::handle kernel) {
+    inductor::Kernel k = ParseKernel(kernel);
+    std::shared_ptr<inductor::CompiledKernel> ck;
+    {
+      py::gil_scoped_release release;
+      ck = inductor::Compile(k);
+    }
+    return PyCompiledKernel{std::move(ck)};
+  });
+  ind.def("code", [](py::handle kernel) { return inductor::PrintKernel(ParseKernel(kernel)); },
+          "The readable listing of a kernel dict, without compiling it.");
+  ind.def("hash", [](py::handle kernel) { return inductor::HashKernel(ParseKernel(kernel)); });
+  ind.def("cache_stats", [] {
+    auto s = inductor::GetCacheStats();
+    py::dict d;
+    d["compiled"] = s.compiled;
+    d["memory_hits"] = s.memory_hits;
+    d["disk_hits"] = s.disk_hits;
+    return d;
+  });
+  ind.def("clear_memory_cache", [] { inductor::ClearMemoryCache(); });
+  ind.def("cache_dir", [] { return inductor::CacheDir(); });
+  ind.def("host_cpu", [] { return inductor::HostCpuKey(); });
+}
+
+}  // namespace kiln::python

@@ -1,0 +1,169 @@
+"""kiln._C._inductor: kernel IR dicts compiled through LLVM and run on kiln tensors, compared with
+kiln's eager ops (no torch: this also runs on 3.12)."""
+import math
+
+import numpy as np
+import pytest
+
+import kiln
+
+ind = kiln._C._inductor
+
+
+def row_index(n):  # element [i0, r] of a contiguous [*, n] tensor
+    return (0, [n], 1)
+
+
+def pointwise_kernel(name, m, n, dtype="f32"):
+    # out = relu(x * 2 + b) with b broadcast along rows, x read transposed from an [n, m] tensor
+    x = ("load", 0, (0, [1], m))
+    b = ("load", 1, (0, [0], 1))
+    e = ("relu", ("add", ("mul", x, ("const", 2.0, dtype)), b))
+    return {"name": name, "buffers": [("in_ptr0", dtype), ("in_ptr1", dtype), ("out_ptr0", dtype)],
+            "outer": [m], "loops": [{"extent": n, "stmts": [("store", 2, row_index(n), e)]}]}
+
+
+@pytest.mark.parametrize("m,n", [(1, 1), (3, 5), (17, 33), (64, 1000)])
+def test_pointwise_matches_eager(m, n):
+    k = ind.compile(pointwise_kernel("cpp_fused_add_mul_relu_0", m, n))
+    xt = kiln.randn(n, m)
+    b = kiln.randn(n)
+    out = kiln.empty(m, n)
+    k(xt, b, out)
+    ref = kiln.relu(xt.t() * 2 + b)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-6, atol=1e-6)
+    assert k.name == "cpp_fused_add_mul_relu_0"
+    assert "void cpp_fused_add_mul_relu_0(float* in_ptr0, float* in_ptr1, float* out_ptr0)" in k.code
+    assert "define void @cpp_fused_add_mul_relu_0" in k.llvm_ir
+
+
+@pytest.mark.parametrize("dtype,kdt", [(kiln.float32, "f32"), (kiln.float64, "f64"), (kiln.int64, "i64"),
+                                       (kiln.int32, "i32"), (kiln.bfloat16, "bf16")])
+def test_every_dtype(dtype, kdt):
+    m, n = 5, 7
+    k = ind.compile(pointwise_kernel("cpp_fused_add_mul_relu_" + kdt, m, n, kdt))
+    xt = (kiln.randn(n, m) * 10).to(dtype)
+    b = (kiln.randn(n) * 10).to(dtype)
+    out = kiln.empty(m, n, dtype=dtype)
+    k(xt, b, out)
+    ref = kiln.relu(xt.t() * 2 + b)
+    tol = 1e-2 if dtype == kiln.bfloat16 else 1e-6
+    np.testing.assert_allclose(out.float().numpy(), ref.float().numpy(), rtol=tol, atol=tol)
+
+
+def test_bool_dtype():
+    n = 9
+    k = ind.compile({"name": "cpp_fused_logical_and_gt_0", "buffers": [("in_ptr0", "f32"), ("out_ptr0", "bool")],
+                     "outer": [], "loops": [{"extent": n, "stmts": [
+                         ("store", 1, (0, [], 1), ("logical_and", ("gt", ("load", 0, (0, [], 1)), ("const", 0.0, "f32")),
+                                                   ("const", True, "bool")))]}]})
+    x = kiln.randn(n)
+    out = kiln.empty(n, dtype=kiln.bool)
+    k(x, out)
+    assert out.numpy().tolist() == (x > 0).numpy().tolist()
+
+
+def rmsnorm_silu(m, n):
+    x = ("load", 0, row_index(n))
+    inv = ("rsqrt", ("add", ("div", ("acc", 0), ("const", float(n), "f32")), ("const", 1e-6, "f32")))
+    y = ("mul", ("mul", x, inv), ("load", 1, (0, [0], 1)))
+    return {"name": "cpp_fused_add_mean_mul_pow_rsqrt_silu_0",
+            "buffers": [("in_ptr0", "f32"), ("in_ptr1", "f32"), ("out_ptr0", "f32")], "outer": [m],
+            "loops": [{"extent": n, "stmts": [("reduce", 0, "sum", ("mul", x, x))]},
+                      {"extent": n, "stmts": [("store", 2, row_index(n), ("mul", y, ("sigmoid", y)))]}]}
+
+
+def test_rmsnorm_silu_matches_eager():
+    m, n = 33, 515
+    k = ind.compile(rmsnorm_silu(m, n))
+    x, w = kiln.randn(m, n), kiln.randn(n)
+    out = kiln.empty(m, n)
+    k(x, w, out)
+    y = x * kiln.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w
+    ref = y * kiln.sigmoid(y)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "min", "argmax", "argmin"])
+def test_row_reductions(kind):
+    m, n = 6, 101
+    x = kiln.randn(m, n)
+    arg = kind.startswith("arg")
+    k = ind.compile({"name": "cpp_fused_%s_0" % kind, "buffers": [("in_ptr0", "f32"), ("out_ptr0", "i64" if arg else "f32")],
+                     "outer": [m], "loops": [{"extent": n, "stmts": [("reduce", 0, kind, ("load", 0, row_index(n)))]},
+                                             {"extent": 1, "stmts": [("store", 1, (0, [1], 0), ("acc", 0))]}]})
+    out = kiln.empty(m, dtype=kiln.int64 if arg else kiln.float32)
+    k(x, out)
+    ref = getattr(x, kind)(-1)
+    if kind in ("max", "min"):
+        ref = ref[0] if isinstance(ref, tuple) else ref.values
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-5, atol=1e-4)
+
+
+def test_welford_var_mean():
+    m, n = 4, 300
+    x = kiln.randn(m, n) + 50
+    k = ind.compile({"name": "cpp_fused_var_mean_0", "buffers": [("in_ptr0", "f32"), ("out_ptr0", "f32"), ("out_ptr1", "f32")],
+                     "outer": [m], "loops": [{"extent": n, "stmts": [("welford", 0, ("load", 0, row_index(n)))]},
+                                             {"extent": 1, "stmts": [("store", 1, (0, [1], 0), ("acc", 0)),
+                                                                     ("store", 2, (0, [1], 0),
+                                                                      ("div", ("acc", 1), ("sub", ("acc", 2), ("const", 1, "f32"))))]}]})
+    mean, var = kiln.empty(m), kiln.empty(m)
+    k(x, mean, var)
+    xn = x.numpy().astype(np.float64)
+    np.testing.assert_allclose(mean.numpy(), xn.mean(-1), rtol=1e-5)
+    np.testing.assert_allclose(var.numpy(), xn.var(-1, ddof=1), rtol=1e-3)
+
+
+def test_unary_ops_match_eager():
+    n = 257
+    x = kiln.rand(n) * 4 - 2
+    for op in ["exp", "tanh", "sigmoid", "sin", "cos", "floor", "ceil", "round", "trunc", "abs", "neg", "erf", "expm1"]:
+        k = ind.compile({"name": "cpp_fused_%s_0" % op, "buffers": [("in_ptr0", "f32"), ("out_ptr0", "f32")], "outer": [],
+                         "loops": [{"extent": n, "stmts": [("store", 1, (0, [], 1), (op, ("load", 0, (0, [], 1))))]}]})
+        out = kiln.empty(n)
+        k(x, out)
+        ref = getattr(kiln, op)(x)
+        np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=2e-6, atol=2e-6, err_msg=op)
+
+
+def test_cache_hit_on_recompile():
+    kd = rmsnorm_silu(3, 77)
+    kd["name"] = "cpp_fused_cache_probe_py_0"
+    a = ind.compile(kd)
+    before = ind.cache_stats()
+    b = ind.compile(kd)
+    after = ind.cache_stats()
+    assert after["memory_hits"] == before["memory_hits"] + 1 and after["compiled"] == before["compiled"]
+    assert a.hash == b.hash == ind.hash(kd) and len(a.hash) == 32
+
+
+def test_bad_arguments_are_refused():
+    k = ind.compile(pointwise_kernel("cpp_fused_add_mul_relu_0", 4, 6))
+    with pytest.raises(TypeError, match="expected 3 buffers"):
+        k(kiln.randn(6, 4), kiln.randn(6))
+    with pytest.raises(TypeError, match="in_ptr1.*float32.*float64"):
+        k(kiln.randn(6, 4), kiln.randn(6, dtype=kiln.float64), kiln.empty(4, 6))
+    with pytest.raises(ValueError, match="out_ptr0.*too small"):
+        k(kiln.randn(6, 4), kiln.randn(6), kiln.empty(4, 5))
+    with pytest.raises(ValueError, match="in_ptr0.*too small"):
+        k(kiln.randn(6, 4)[1:], kiln.randn(6), kiln.empty(4, 6))
+    with pytest.raises(TypeError, match="kiln.Tensor"):
+        k("x", kiln.randn(6), kiln.empty(4, 6))
+
+
+def test_bad_ir_is_refused():
+    with pytest.raises(ValueError, match="unknown dtype"):
+        ind.compile(pointwise_kernel("k", 2, 2, "f16"))
+    kd = pointwise_kernel("k", 2, 2)
+    kd["loops"][0]["stmts"][0] = ("store", 5, row_index(2), ("const", 1.0, "f32"))
+    with pytest.raises(ValueError, match="buffer index 5"):
+        ind.compile(kd)
+    kd["loops"][0]["stmts"][0] = ("store", 2, row_index(2), ("frobnicate", ("const", 1.0, "f32")))
+    with pytest.raises(ValueError, match="frobnicate"):
+        ind.compile(kd)
+    kd["loops"][0]["stmts"][0] = ("store", 2, (0, [], 1), ("const", 1.0, "f32"))
+    with pytest.raises(ValueError, match="outer strides"):
+        ind.compile(kd)
+    with pytest.raises(TypeError):
+        ind.compile([1, 2])
