@@ -69,14 +69,17 @@ Tensor Call1(const char* name, const Tensor& t) { return CallOp<Tensor>(Registry
 void SetBytes(benchmark::State& state, int64_t bytes) { state.SetBytesProcessed(state.iterations() * bytes); }
 
 void BM_RmsNormSilu_Fused(benchmark::State& state) {
-  auto ck = Compile(RmsNormSilu());
+  CodegenOptions o;
+  o.prefer_vector_width = state.range(0);
+  auto ck = Compile(RmsNormSilu(), o);
+  state.SetLabel(o.prefer_vector_width ? "prefer-vector-width=" + std::to_string(o.prefer_vector_width) : "target default");
   Tensor x = Randn({kM, kN}), w = Randn({kN}), out = ops::empty({kM, kN}, ScalarType::Float32);
   std::vector<char*> p = {static_cast<char*>(x.raw_data()), static_cast<char*>(w.raw_data()),
                           static_cast<char*>(out.raw_data())};
   for (auto _ : state) ck->Run(p.data());
   SetBytes(state, 2 * kM * kN * 4);
 }
-BENCHMARK(BM_RmsNormSilu_Fused)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RmsNormSilu_Fused)->Arg(0)->Arg(512)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_RmsNormSilu_Eager(benchmark::State& state) {
   Tensor x = Randn({kM, kN}), w = Randn({kN});
@@ -92,14 +95,16 @@ void BM_RmsNormSilu_Eager(benchmark::State& state) {
 BENCHMARK(BM_RmsNormSilu_Eager)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_PointwiseChain_Fused(benchmark::State& state) {
-  auto ck = Compile(PointwiseChain());
+  CodegenOptions o;
+  o.prefer_vector_width = state.range(0);
+  auto ck = Compile(PointwiseChain(), o);
   Tensor x = Randn({kM, kN}), y = Randn({kM, kN}), out = ops::empty({kM, kN}, ScalarType::Float32);
   std::vector<char*> p = {static_cast<char*>(x.raw_data()), static_cast<char*>(y.raw_data()),
                           static_cast<char*>(out.raw_data())};
   for (auto _ : state) ck->Run(p.data());
   SetBytes(state, 3 * kM * kN * 4);
 }
-BENCHMARK(BM_PointwiseChain_Fused)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PointwiseChain_Fused)->Arg(0)->Arg(512)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_PointwiseChain_Eager(benchmark::State& state) {
   Tensor x = Randn({kM, kN}), y = Randn({kM, kN});

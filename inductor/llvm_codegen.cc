@@ -128,7 +128,7 @@ class Emitter {
   Emitter(llvm::LLVMContext& ctx, llvm::Module& m, const Kernel& k, const std::string& symbol)
       : ctx_(ctx), m_(m), b_(ctx), k_(k), symbol_(symbol) {}
 
-  llvm::Function* Emit(const std::string& cpu, const std::string& features) {
+  llvm::Function* Emit(const std::string& cpu, const std::string& features, int prefer_vector_width) {
     auto* i64 = b_.getInt64Ty();
     auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {b_.getInt8PtrTy()->getPointerTo(), i64, i64}, false);
     fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, symbol_, m_);
@@ -136,6 +136,7 @@ class Emitter {
     fn_->addFnAttr("target-cpu", cpu);
     fn_->addFnAttr("target-features", features);
     fn_->addFnAttr("no-trapping-math", "true");
+    if (prefer_vector_width > 0) fn_->addFnAttr("prefer-vector-width", std::to_string(prefer_vector_width));
     auto args = fn_->arg_begin();
     llvm::Value* ptrs = &*args++;
     llvm::Value* begin = &*args++;
@@ -726,7 +727,7 @@ std::unique_ptr<llvm::Module> BuildModule(llvm::LLVMContext& ctx, const Kernel& 
   m->setTargetTriple(tm.getTargetTriple().str());
   std::string features;
   for (const auto& f : s.features) features += (features.empty() ? "" : ",") + f;
-  Emitter(ctx, *m, kernel, symbol).Emit(s.cpu, features);
+  Emitter(ctx, *m, kernel, symbol).Emit(s.cpu, features, options.prefer_vector_width);
   std::string err;
   llvm::raw_string_ostream es(err);
   if (llvm::verifyModule(*m, &es))
@@ -757,7 +758,7 @@ std::unique_ptr<llvm::Module> BuildModule(llvm::LLVMContext& ctx, const Kernel& 
 
 std::string CacheKey(const Kernel& k, const CodegenOptions& o) {
   return HashString(Serialize(k) + "\n" + State().cpu_key + "\n" + kCodegenVersion +
-                    (o.vector_library ? " veclib" : " noveclib"));
+                    (o.vector_library ? " veclib" : " noveclib") + " vw" + std::to_string(o.prefer_vector_width));
 }
 
 std::string SymbolFor(const Kernel& k, const std::string& key) { return k.name + "_" + key.substr(0, 16); }

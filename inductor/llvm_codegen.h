@@ -53,6 +53,7 @@ class CompiledKernel {
 struct CodegenOptions {
   bool use_cache = true;    // memory and disk cache
   bool vector_library = true;  // LIBMVEC-X86 (glibc's libmvec) for vector exp/log/sin/cos/pow
+  int prefer_vector_width = 0;  // bits (256, 512); 0: the target's default (256 on AVX-512 CPUs)
 };
 
 // Validates, then compiles (or finds in the cache). Throws kiln::ValueError for invalid IR,
