@@ -12,7 +12,10 @@
 // Note [Reductions and NaN]: sum/prod are emitted with reassoc+nsz so the loop vectoriser can
 // split them into vector partial sums. max/min/argmax/argmin follow PyTorch: NaN propagates
 // (the first NaN wins for arg*), ties keep the first index; their select chains stay scalar in
-// LLVM 14 (its vectoriser has no NaN-propagating FP min/max recurrence).
+// LLVM 14: its vectoriser has no NaN-propagating FP min/max recurrence, and its FMax/FMin
+// recurrence (tried: an `nnan` maxnum over NaN-free inputs plus a NaN flag) is only accepted
+// under the function-wide "no-nans-fp-math" attribute, which would let the backend fold away
+// the NaN checks this code relies on.
 #include "inductor/llvm_codegen.h"
 
 #include <sys/stat.h>
