@@ -70,16 +70,18 @@ void SetBytes(benchmark::State& state, int64_t bytes) { state.SetBytesProcessed(
 
 void BM_RmsNormSilu_Fused(benchmark::State& state) {
   CodegenOptions o;
-  o.prefer_vector_width = state.range(0);
+  o.inline_exp = state.range(0) == 0;
+  o.prefer_vector_width = state.range(1);
   auto ck = Compile(RmsNormSilu(), o);
-  state.SetLabel(o.prefer_vector_width ? "prefer-vector-width=" + std::to_string(o.prefer_vector_width) : "target default");
+  state.SetLabel(std::string(o.inline_exp ? "inline exp" : "libmvec exp") +
+                 (o.prefer_vector_width ? ", prefer-vector-width=512" : ""));
   Tensor x = Randn({kM, kN}), w = Randn({kN}), out = ops::empty({kM, kN}, ScalarType::Float32);
   std::vector<char*> p = {static_cast<char*>(x.raw_data()), static_cast<char*>(w.raw_data()),
                           static_cast<char*>(out.raw_data())};
   for (auto _ : state) ck->Run(p.data());
   SetBytes(state, 2 * kM * kN * 4);
 }
-BENCHMARK(BM_RmsNormSilu_Fused)->Arg(0)->Arg(512)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RmsNormSilu_Fused)->Args({0, 0})->Args({0, 512})->Args({1, 0})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_RmsNormSilu_Eager(benchmark::State& state) {
   Tensor x = Randn({kM, kN}), w = Randn({kN});
@@ -117,14 +119,15 @@ BENCHMARK(BM_PointwiseChain_Eager)->UseRealTime()->Unit(benchmark::kMillisecond)
 void BM_Sigmoid_Fused(benchmark::State& state) {
   CodegenOptions o;
   o.vector_library = state.range(0) != 0;
+  o.inline_exp = state.range(0) == 2;
   auto ck = Compile(Sigmoid(), o);
   Tensor x = Randn({kM, kN}), out = ops::empty({kM, kN}, ScalarType::Float32);
   std::vector<char*> p = {static_cast<char*>(x.raw_data()), static_cast<char*>(out.raw_data())};
   for (auto _ : state) ck->Run(p.data());
-  state.SetLabel(o.vector_library ? "libmvec" : "no vector library");
+  state.SetLabel(o.inline_exp ? "inline exp" : o.vector_library ? "libmvec" : "no vector library");
   SetBytes(state, 2 * kM * kN * 4);
 }
-BENCHMARK(BM_Sigmoid_Fused)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Sigmoid_Fused)->Arg(0)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_Sigmoid_Eager(benchmark::State& state) {
   Tensor x = Randn({kM, kN});

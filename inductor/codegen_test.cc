@@ -196,6 +196,33 @@ TEST_F(CodegenTest, UnaryMath) {
   }
 }
 
+TEST_F(CodegenTest, InlineExpOption) {
+  CodegenOptions o;
+  o.inline_exp = true;
+  const int64_t n = 2003;
+  Kernel k;
+  k.name = "cpp_fused_exp_inline_3";
+  k.buffers = {{"in_ptr0", DType::F32}, {"out_ptr0", DType::F32}};
+  k.loops = {Loop{n, {Store(1, Index{0, {}, 1}, Op(OpCode::kExp, Ld(0, 0, {}, 1)))}}};
+  auto ck = Compile(k, o);
+  auto x = Random(n, 15, -100, 90);
+  x[0] = std::numeric_limits<float>::infinity();
+  x[1] = -x[0];
+  x[2] = std::nanf("");
+  x[3] = 88.7f;
+  x[4] = -87.0f;
+  std::vector<float> out(n);
+  RunK(*ck, {x.data(), out.data()});
+  EXPECT_EQ(out[0], x[0]);
+  EXPECT_EQ(out[1], 0.0f);
+  EXPECT_TRUE(std::isnan(out[2]));
+  for (int64_t i = 3; i < n; ++i) {
+    double ref = std::exp(double(x[i]));
+    if (ref > 3.4028234e38) { EXPECT_TRUE(std::isinf(out[i])) << x[i]; continue; }
+    ASSERT_NEAR(out[i], ref, 3e-7 * ref + 1e-44) << "exp(" << x[i] << ")";
+  }
+}
+
 // Row reductions of a [M, N] f32 matrix (N odd for a tail), one kernel per kind.
 TEST_F(CodegenTest, Reductions) {
   const int64_t M = 37, N = 1001;
