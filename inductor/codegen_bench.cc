@@ -6,6 +6,7 @@
 
 #include "benchmark/benchmark.h"
 #include "inductor/llvm_codegen.h"
+#include "runtime/thread_pool.h"
 #include "tensor/ops.h"
 
 namespace kiln::inductor {
@@ -146,6 +147,20 @@ void BM_Memcpy(benchmark::State& state) {
   SetBytes(state, 2 * kM * kN * 4);
 }
 BENCHMARK(BM_Memcpy)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The same copy split over kiln's thread pool by rows, as the generated kernels are.
+void BM_Memcpy_ThreadPool(benchmark::State& state) {
+  Tensor x = Randn({kM, kN}), out = ops::empty({kM, kN}, ScalarType::Float32);
+  char* src = static_cast<char*>(x.raw_data());
+  char* dst = static_cast<char*>(out.raw_data());
+  for (auto _ : state) {
+    ParallelFor(0, kM, 4, [&](int64_t b, int64_t e) { std::memcpy(dst + b * kN * 4, src + b * kN * 4, (e - b) * kN * 4); });
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(std::to_string(GetNumThreads()) + " threads");
+  SetBytes(state, 2 * kM * kN * 4);
+}
+BENCHMARK(BM_Memcpy_ThreadPool)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Cold compile (no cache): IR generation, O3, machine code, JIT link.
 void BM_CompileCold_RmsNormSilu(benchmark::State& state) {

@@ -71,6 +71,7 @@ struct JitState {
   std::unordered_map<std::string, std::shared_ptr<CompiledKernel>> memory;
   CacheStats stats;
   int64_t dylib_count = 0;
+  bool have_libmvec = false;  // vector calls are only emitted when the library could be loaded
 };
 
 JitState& State() {
@@ -79,8 +80,8 @@ JitState& State() {
     llvm::InitializeNativeTargetAsmPrinter();
     llvm::InitializeNativeTargetAsmParser();
     // glibc's vector math (the LIBMVEC-X86 vector library); absent on other libcs.
-    llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1");
     auto* s = new JitState();
+    s->have_libmvec = !llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1");
     s->cpu = llvm::sys::getHostCPUName().str();
     llvm::StringMap<bool> host;
     llvm::sys::getHostCPUFeatures(host);
@@ -783,7 +784,7 @@ std::unique_ptr<llvm::Module> BuildModule(llvm::LLVMContext& ctx, const Kernel& 
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
   llvm::TargetLibraryInfoImpl tlii(tm.getTargetTriple());
-  if (options.vector_library) tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86);
+  if (options.vector_library && s.have_libmvec) tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86);
   fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
@@ -797,7 +798,7 @@ std::unique_ptr<llvm::Module> BuildModule(llvm::LLVMContext& ctx, const Kernel& 
 
 std::string CacheKey(const Kernel& k, const CodegenOptions& o) {
   return HashString(Serialize(k) + "\n" + State().cpu_key + "\n" + kCodegenVersion +
-                    (o.vector_library ? " veclib" : " noveclib") + " vw" + std::to_string(o.prefer_vector_width) +
+                    (o.vector_library && State().have_libmvec ? " veclib" : " noveclib") + " vw" + std::to_string(o.prefer_vector_width) +
                     (o.inline_exp ? " inline-exp" : ""));
 }
 
