@@ -1,7 +1,7 @@
 // inductor/kernel_ir.h: the loop-level kernel IR that CPU code generation consumes.
 //
-// A Kernel is what one generated function computes (the contract is /work/plan/issue7.md, built
-// in Python by the lowering and converted by python/csrc/python_inductor.cc):
+// A Kernel is what one generated function computes (built in Python by the lowering as the dict
+// described in inductor/README.md, converted by python/csrc/python_inductor.cc):
 //
 //   for i_0 in [begin, end)            # the first outer dim, split across the thread pool
 //     for i_1 ... i_{k-1} in [0, n_j)  # the other outer dims, fully

@@ -35,8 +35,9 @@ def progress(prefix, step, total, loss, rate):
         print(line[1:], flush=True)
 
 
-def train(name, make, epochs, lr, data, batch_size=64):
-    """Trains `make(kiln)` with AdamW and a seeded shuffling DataLoader; returns a table row."""
+def train(name, make, epochs, lr, data, batch_size=64, compiled=False):
+    """Trains `make(kiln)` with AdamW and a seeded shuffling DataLoader (through kiln.compile when
+    `compiled`); returns a table row."""
     import time
 
     from kiln import nn
@@ -51,28 +52,37 @@ def train(name, make, epochs, lr, data, batch_size=64):
     loader = DataLoader(TensorDataset(kiln.tensor(x_train), kiln.tensor(y_train)), batch_size=batch_size,
                         shuffle=True, generator=kiln.Generator().manual_seed(0))
     loss_fn = nn.CrossEntropyLoss()
+    run = kiln.compile(model) if compiled else model
     start = time.perf_counter()
+    first_step = None
+    steps = 0
     for epoch in range(epochs):
         model.train()
         epoch_start = time.perf_counter()
         total = len(loader)
         for step, (xb, yb) in enumerate(loader, 1):
+            step_start = time.perf_counter()
             opt.zero_grad()
-            loss = loss_fn(model(xb), yb)
+            loss = loss_fn(run(xb), yb)
             loss.backward()
             opt.step()
             sched.step()
+            steps += 1
+            if first_step is None:
+                first_step = time.perf_counter() - step_start
             if step % 5 == 0 or step == total:
                 rate = step / (time.perf_counter() - epoch_start)
-                progress(f"{name} epoch {epoch + 1:2d}/{epochs}", step, total, loss.item(), rate)
+                progress(f"{name}{' compiled' if compiled else ''} epoch {epoch + 1:2d}/{epochs}", step, total,
+                         loss.item(), rate)
     seconds = time.perf_counter() - start
     if sys.stdout.isatty():
         print()
     model.eval()
     with kiln.no_grad():
-        pred = model(kiln.tensor(x_test)).argmax(1)
+        pred = run(kiln.tensor(x_test)).argmax(1)
     accuracy = float((pred == kiln.tensor(y_test)).float().mean())
-    return name, params, epochs, seconds, accuracy
+    step_ms = (seconds - first_step) / max(steps - 1, 1) * 1e3
+    return name, "compiled" if compiled else "eager", params, epochs, seconds, step_ms, first_step * 1e3, accuracy
 
 
 def train_models():
@@ -81,11 +91,18 @@ def train_models():
 
     data = load_digits()
     print(f"digits: {len(data[0])} train / {len(data[2])} test samples, 8x8 pixels, 10 classes")
-    rows = [train("MLP", mlp, 30, 3e-3, data), train("CNN", cnn, 12, 1e-2, data)]
+    rows = []
+    for name, make, epochs, lr in (("MLP", mlp, 30, 3e-3), ("CNN", cnn, 12, 1e-2)):
+        rows.append(train(name, make, epochs, lr, data))
+        rows.append(train(name, make, epochs, lr, data, compiled=True))
     print()
-    print(f"{'model':<8}{'parameters':>12}{'epochs':>8}{'seconds':>10}{'test accuracy':>16}")
-    for name, params, epochs, seconds, acc in rows:
-        print(f"{name:<8}{params:>12,}{epochs:>8}{seconds:>10.1f}{acc * 100:>15.2f}%")
+    print(f"{'model':<6}{'mode':>10}{'parameters':>12}{'epochs':>8}{'seconds':>9}{'step ms':>9}{'speed-up':>10}"
+          f"{'first step ms':>15}{'test accuracy':>15}")
+    eager_step = {}
+    for name, mode, params, epochs, seconds, step_ms, first_ms, acc in rows:
+        eager_step.setdefault(name, step_ms)
+        print(f"{name:<6}{mode:>10}{params:>12,}{epochs:>8}{seconds:>9.1f}{step_ms:>9.2f}"
+              f"{eager_step[name] / step_ms:>9.2f}x{first_ms:>15.0f}{acc * 100:>14.2f}%")
     print()
 
 

@@ -1,0 +1,372 @@
+"""GraphLowering: an aten FX graph -> kernels + a Python wrapper that runs them.
+
+Walks the graph in order, lowering each node (lowering.py) to a lazy value; values become
+kernels only when realized: graph outputs, values read by more than one node, arguments of
+fallback ops, reshapes of lazy values. Realizing a value builds one kernel holding everything
+lazy behind it (vertical fusion: a chain of pointwise ops, a reduction with the pointwise code
+before it, and the pointwise code after a reduction that reads it along the reduced axis: see
+KernelBuilder.reduction_value). The wrapper allocates buffers, calls kernels and fallback
+kernels in order, frees each buffer after its last use and reuses freed memory of the same size
+for later allocations (memory planning).
+"""
+
+import itertools
+import operator
+
+import kiln
+from kiln import _C
+from kiln._dynamo import logs
+from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, contiguous_strides, ir_dtype
+from kiln._inductor.lowering import Fallback, lower, op_name
+
+_ITEMSIZE = {"f32": 4, "f64": 8, "i64": 8, "i32": 4, "bool": 1, "bf16": 2}
+
+
+class KernelBuilder:
+    """Collects one kernel's buffers, loops and accumulators while expressions are evaluated."""
+
+    def __init__(self, graph, outer, inner):
+        self.graph, self.outer, self.inner = graph, list(outer), inner
+        self.buffers, self.loops, self.accs, self.ops = [], [], {}, set()
+
+    def buffer_index(self, buf):
+        for i, b in enumerate(self.buffers):
+            if b is buf:
+                return i
+        self.buffers.append(buf)
+        return len(self.buffers) - 1
+
+    def index(self, affine):
+        return affine.ir_index(len(self.outer))
+
+    def load(self, buf, idx):
+        _, _, affine = buf.load(idx)
+        return ("load", self.buffer_index(self.graph.define(buf)), self.index(affine))
+
+    def reduction_value(self, red, kept_idx):
+        """A reduction read at kept indices: its accumulator when it reduces along this kernel's
+        inner loop over the same outer iteration (fused), else a load of its realized buffer."""
+        axis = red.axis
+        kept = kept_idx[:axis] + kept_idx[axis + 1:]
+        fusable = (red.kept == self.outer and red.extent == self.inner and
+                   all(a.coeffs == {k: 1} and a.offset == 0 for k, a in enumerate(kept)))
+        if not fusable:
+            buf = self.graph.realize(red)
+            return self.load(buf, kept_idx)
+        if red not in self.accs:
+            # the source first: reductions it reads get their loops (and ids) before this one
+            expr = red.source_fn(self, [Affine.var(k) for k in range(len(self.outer))], Affine.var(-1))
+            acc = len(self.accs)
+            self.loops.append({"extent": red.extent, "stmts": [("reduce", acc, red.kind, expr)]})
+            self.accs[red] = acc
+            self.ops |= red.ops
+        value = ("acc", self.accs[red])
+        return red.finish(value) if red.finish else value
+
+
+class Kernel:
+    def __init__(self, name, ir, buffers, compiled):
+        self.name, self.ir, self.buffers, self.compiled = name, ir, buffers, compiled
+
+
+class GraphLowering:
+    _ids = itertools.count()
+
+    def __init__(self, gm):
+        self.gm = gm
+        self.records = []          # wrapper steps, see _wrapper_code
+        self.kernels = []
+        self.realized = {}         # lazy value -> its Buffer (keys held: ids of dead values get reused)
+        self.defined = set()       # buffer names the wrapper has defined
+        self.inputs = []
+        self.fallbacks = []
+        self._names = itertools.count()
+        self.env = {}
+        self.pre_fusion = []       # each node's lowered value, before kernels are formed
+
+    # --- buffers ---------------------------------------------------------------------------------
+    def new_buffer(self, dtype, shape, stride=None):
+        buf = Buffer(f"buf{next(self._names)}", dtype, shape, stride or contiguous_strides(shape), origin="kernel")
+        return buf
+
+    def define(self, buf):
+        """Makes the wrapper define `buf` (a view of another buffer is defined from its base)."""
+        if buf.origin == "input" or (buf.name is not None and buf.name in self.defined):
+            return buf
+        if isinstance(buf.origin, Buffer):
+            self.define(buf.origin)
+            buf.name = f"buf{next(self._names)}"
+            self.records.append(("view", buf, buf.origin))
+            self.defined.add(buf.name)
+        return buf
+
+    # --- realization -----------------------------------------------------------------------------
+    def realize(self, value):
+        if isinstance(value, Buffer):
+            return self.define(value)
+        hit = self.realized.get(value)
+        if hit is not None:
+            return hit
+        if isinstance(value, Reduction):
+            buf = self._kernel_for_reduction(value)
+        elif isinstance(value, Pointwise):
+            buf = self._kernel_for_pointwise(value)
+        else:
+            raise TypeError(f"cannot realize {type(value).__name__}")
+        self.realized[value] = buf
+        return buf
+
+    def _kernel_for_pointwise(self, value):
+        shape = value.shape
+        outer, inner = (shape[:-1], shape[-1]) if shape else ([], 1)
+        out = self.new_buffer(value.dtype, shape)
+        kb = KernelBuilder(self, outer, inner)
+        idx = [Affine.var(k) for k in range(len(outer))] + ([Affine.var(-1)] if shape else [])
+        expr = value.fn(kb, idx)
+        out_index = Affine(0)
+        for i, s in zip(idx, out.stride):
+            out_index = out_index + i.scale(s)
+        kb.loops.append({"extent": inner, "stmts": [("store", kb.buffer_index(out), kb.index(out_index), expr)]})
+        self._emit_kernel(kb, value.ops, out)
+        return out
+
+    def _kernel_for_reduction(self, red):
+        out = self.new_buffer(red.dtype, red.keepdim_shape)
+        kb = KernelBuilder(self, red.kept, red.extent)
+        kept_idx = [Affine.var(k) for k in range(len(red.kept))]
+        value = kb.reduction_value(red, kept_idx[:red.axis] + [Affine(0)] + kept_idx[red.axis:])
+        store_idx = Affine(0)
+        full = kept_idx[:red.axis] + [Affine(0)] + kept_idx[red.axis:]
+        for i, s in zip(full, out.stride):
+            store_idx = store_idx + i.scale(s)
+        kb.loops.append({"extent": 1, "stmts": [("store", kb.buffer_index(out), kb.index(store_idx), value)]})
+        self._emit_kernel(kb, red.ops, out)
+        return out
+
+    def _emit_kernel(self, kb, ops, out):
+        ops = sorted(ops | kb.ops) or ["copy"]
+        name = f"cpp_fused_{'_'.join(ops)}_{len(self.kernels)}"
+        buffers = [(f"in_ptr{i}" if b is not out else "out_ptr0", ir_dtype(b.dtype)) for i, b in enumerate(kb.buffers)]
+        ir = {"name": name, "buffers": buffers, "outer": list(kb.outer), "loops": kb.loops}
+        compiled = _C._inductor.compile(ir)
+        kernel = Kernel(name, ir, list(kb.buffers), compiled)
+        self.kernels.append(kernel)
+        self.records.append(("alloc", out))
+        self.defined.add(out.name)
+        self.records.append(("kernel", kernel))
+
+    # --- the graph -------------------------------------------------------------------------------
+    def run(self):
+        users = {n: len(n.users) for n in self.gm.graph.nodes}
+        for node in self.gm.graph.nodes:
+            if node.op == "placeholder":
+                val = node.meta["val"]
+                if isinstance(val, kiln.Tensor):
+                    buf = Buffer(node.name, val.dtype, list(val.shape), list(val.stride()))
+                    self.defined.add(buf.name)
+                    self.env[node] = buf
+                else:
+                    self.env[node] = val
+                self.inputs.append(node.name)
+            elif node.op == "call_function":
+                self.env[node] = self._call(node)
+                value = self.env[node]
+                self.pre_fusion.append(f"{node.name} = {node.target}: {_describe(value)}")
+                if users[node] > 1 and isinstance(value, (Pointwise, Reduction)) and _computes(value):
+                    self.env[node] = self.realize(value)
+            elif node.op == "output":
+                outs = node.args[0]
+                outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+                results = []
+                for o in outs:
+                    v = self.env.get(o) if hasattr(o, "op") else o
+                    results.append(self.realize(v) if isinstance(v, (Buffer, Pointwise, Reduction)) else v)
+                self.records.append(("return", results))
+            else:
+                raise NotImplementedError(f"inductor: {node.op} nodes")
+        return self
+
+    def _call(self, node):
+        args = [self._arg(a) for a in node.args]
+        kwargs = {k: self._arg(v) for k, v in node.kwargs.items()}
+        if node.target is operator.getitem:
+            return args[0][args[1]]
+        out = node.meta.get("val")
+        if isinstance(out, kiln.Tensor):
+            try:
+                return lower(node.target, out, args, kwargs)
+            except Fallback as why:
+                if "view of a non-contiguous" in str(why):
+                    args[0] = self.realize(args[0])
+                    try:
+                        return lower(node.target, out, args, kwargs)
+                    except Fallback as again:
+                        why = again
+                return self._fallback(node, args, kwargs, str(why))
+            except NotImplementedError as why:
+                return self._fallback(node, args, kwargs, str(why))
+        return self._fallback(node, args, kwargs, "non-tensor result")
+
+    def _arg(self, a):
+        if hasattr(a, "op") and hasattr(a, "users"):
+            return self.env[a]
+        if isinstance(a, (list, tuple)):
+            return type(a)(self._arg(x) for x in a)
+        return a
+
+    def _fallback(self, node, args, kwargs, why):
+        logs.log("output_code", f"fallback: {node.target} ({why})")
+        self.fallbacks.append((str(node.target), why))
+
+        def real(v):
+            if isinstance(v, (Buffer, Pointwise, Reduction)):
+                return self.realize(v)
+            if isinstance(v, (list, tuple)):
+                return type(v)(real(x) for x in v)
+            return v
+
+        args = [real(a) for a in args]
+        kwargs = {k: real(v) for k, v in kwargs.items()}
+        val = node.meta.get("val")
+        results = []
+        if isinstance(val, kiln.Tensor):
+            results = [self.new_buffer(val.dtype, list(val.shape), list(val.stride()))]
+            value = results[0]
+        elif isinstance(val, (tuple, list)):
+            value = []
+            for v in val:
+                if isinstance(v, kiln.Tensor):
+                    b = self.new_buffer(v.dtype, list(v.shape), list(v.stride()))
+                    results.append(b)
+                    value.append(b)
+                else:
+                    results.append(None)
+                    value.append(v)
+            value = tuple(value)
+        else:
+            value = val
+        for b in results:
+            if b is not None:
+                self.defined.add(b.name)
+        self.records.append(("extern", node.target, args, kwargs, results, isinstance(val, (tuple, list))))
+        return value
+
+    # --- the wrapper -----------------------------------------------------------------------------
+    def wrapper_code(self):
+        """Python source of `call(args)`, with buffer lifetimes planned."""
+        last_use = {}
+        for i, rec in enumerate(self.records):
+            for name in _names_in(rec):
+                last_use[name] = i
+        outputs = {b.name for b in self.records[-1][1] if isinstance(b, Buffer)} if self.records and \
+            self.records[-1][0] == "return" else set()
+        lines = ["def call(args):"]
+        if self.inputs:
+            lines.append(f"    {', '.join(self.inputs)}{',' if len(self.inputs) == 1 else ''} = args")
+            lines.append("    args.clear()")
+        pool, bases = {}, {}
+        aliased = {rec[2].name for rec in self.records if rec[0] == "view"}  # bases of views: never reused
+        for i, rec in enumerate(self.records):
+            kind = rec[0]
+            if kind == "alloc":
+                buf = rec[1]
+                nbytes = buf.numel() * _ITEMSIZE[ir_dtype(buf.dtype)]
+                reuse = pool.get((nbytes, buf.dtype))
+                if reuse and buf.name not in outputs:
+                    old = reuse.pop()
+                    lines.append(f"    {buf.name} = reinterpret_tensor({old}, {tuple(buf.shape)}, {tuple(buf.stride)})"
+                                 f"  # reuse")
+                    lines.append(f"    del {old}")
+                else:
+                    lines.append(f"    {buf.name} = empty_strided({tuple(buf.shape)}, {tuple(buf.stride)}, "
+                                 f"dtype={buf.dtype})")
+                bases[buf.name] = (nbytes, buf.dtype)
+            elif kind == "kernel":
+                k = rec[1]
+                lines.append(f"    {k.name}({', '.join(b.name for b in k.buffers)})")
+            elif kind == "view":
+                buf, base = rec[1], rec[2]
+                lines.append(f"    {buf.name} = reinterpret_tensor({base.name}, {tuple(buf.shape)}, "
+                             f"{tuple(buf.stride)}, {buf.offset})")
+            elif kind == "extern":
+                _, target, args, kwargs, results, unpack = rec
+                text = _op_expr(target) + "(" + ", ".join([_arg_text(a) for a in args] +
+                                                           [f"{k}={_arg_text(v)}" for k, v in kwargs.items()]) + ")"
+                named = [b.name if b is not None else "_" for b in results]
+                if not results:
+                    lines.append(f"    {text}")
+                elif unpack:
+                    lines.append(f"    {', '.join(named)}{',' if len(named) == 1 else ''} = {text}")
+                else:
+                    lines.append(f"    {named[0]} = {text}")
+            elif kind == "return":
+                vals = [b.name if isinstance(b, Buffer) else repr(b) for b in rec[1]]
+                lines.append(f"    return ({''.join(v + ', ' for v in vals)})")
+            for name in _names_in(rec):
+                if last_use.get(name) == i and name not in outputs and kind != "return":
+                    if name in bases and name not in aliased:  # kept for reuse (deleted when reused)
+                        pool.setdefault(bases[name], []).append(name)
+                    else:
+                        lines.append(f"    del {name}")
+        return "\n".join(lines) + "\n"
+
+
+def _describe(value):
+    if isinstance(value, Buffer):
+        return f"Buffer {value.name} {value.dtype} {value.shape} stride={value.stride}"
+    if isinstance(value, Pointwise):
+        return f"Pointwise {value.dtype} {value.shape} ops={sorted(value.ops)}"
+    if isinstance(value, Reduction):
+        return f"Reduction {value.kind} {value.dtype} kept={value.kept} extent={value.extent} ops={sorted(value.ops)}"
+    return repr(value)
+
+
+def _computes(value):
+    return bool(getattr(value, "ops", None))
+
+
+def _names_in(rec):
+    kind = rec[0]
+    if kind == "alloc":
+        return [rec[1].name]
+    if kind == "kernel":
+        return [b.name for b in rec[1].buffers]
+    if kind == "view":
+        return [rec[1].name, rec[2].name]
+    if kind == "extern":
+        names = []
+
+        def walk(v):
+            if isinstance(v, Buffer):
+                names.append(v.name)
+            elif isinstance(v, (list, tuple)):
+                for x in v:
+                    walk(x)
+            elif isinstance(v, dict):
+                for x in v.values():
+                    walk(x)
+
+        walk(rec[2])
+        walk(rec[3])
+        names.extend(b.name for b in rec[4] if b is not None)
+        return names
+    if kind == "return":
+        return [b.name for b in rec[1] if isinstance(b, Buffer)]
+    return []
+
+
+def _arg_text(v):
+    if isinstance(v, Buffer):
+        return v.name
+    if isinstance(v, (list, tuple)):
+        inner = ", ".join(_arg_text(x) for x in v)
+        return f"[{inner}]" if isinstance(v, list) else f"({inner}{',' if len(v) == 1 else ''})"
+    if isinstance(v, kiln.dtype):
+        return f"kiln.{str(v).split('.')[-1]}"
+    return repr(v)
+
+
+def _op_expr(target):
+    text = str(target)
+    return text if text.startswith("kiln.") else f"kiln.ops.{text}"
+

@@ -1,0 +1,513 @@
+"""Lowerings: aten ops of AOTAutograd's graphs as Pointwise/Reduction values (ir.py).
+
+Each lowering receives the values of the node's arguments (Buffers, lazy values, Python scalars)
+and the node's fake output (its dtype and shape), and returns a lazy value. Pointwise ops compose
+their inputs' index functions; views remap indices; reductions reduce one axis at a time. An op
+without a lowering, or a case a lowering does not cover (it raises Fallback), runs its eager
+kernel from the wrapper (graph.py), named in the debug log.
+"""
+
+import math
+import operator
+
+import kiln
+from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, ir_dtype
+
+aten = kiln.ops.aten
+LOWERINGS = {}
+
+
+class Fallback(Exception):
+    """This node runs its eager kernel."""
+
+
+def register(*ops):
+    """Registers fn for the given overloads, as objects or "name.overload" strings (names kiln's
+    registry lacks are skipped)."""
+    def wrap(fn):
+        for op in ops:
+            if isinstance(op, str):
+                packet, overload = op.split(".")
+                op = getattr(getattr(aten, packet, None), overload, None) if hasattr(aten, packet) else None
+                if op is None:
+                    continue
+            LOWERINGS[op] = fn
+        return fn
+
+    return wrap
+
+
+def op_name(target):
+    return str(target).split(".")[-2] if "." in str(target) else str(target)
+
+
+# --- reading values --------------------------------------------------------------------------------
+def loader(value, dtype=None):
+    """fn(ctx, indices) -> expr reading `value` (a Buffer, lazy value or scalar), cast to dtype."""
+    if isinstance(value, (bool, int, float)):
+        d = dtype or ("f32" if isinstance(value, float) else "bool" if isinstance(value, bool) else "i64")
+        return lambda ctx, idx: ("const", _const(value, d), d)
+    if isinstance(value, Buffer):
+        fn = lambda ctx, idx: ctx.load(value, idx)  # noqa: E731
+        src = ir_dtype(value.dtype)
+    elif isinstance(value, Pointwise):
+        fn, src = value.fn, ir_dtype(value.dtype)
+    elif isinstance(value, Reduction):
+        fn = lambda ctx, idx: ctx.reduction_value(value, idx)  # noqa: E731
+        src = ir_dtype(value.dtype)
+    else:
+        raise Fallback(f"argument of type {type(value).__name__}")
+    if dtype is None or dtype == src:
+        return fn
+    return lambda ctx, idx: ("cast", fn(ctx, idx), dtype)
+
+
+def _const(value, dtype):
+    if dtype == "bool":
+        return bool(value)
+    if dtype in ("i64", "i32"):
+        return int(value)
+    return float(value)
+
+
+def broadcast_indices(idx, in_shape, out_shape):
+    """Indices into an input of in_shape broadcast to out_shape."""
+    lead = len(out_shape) - len(in_shape)
+    out = []
+    for d, size in enumerate(in_shape):
+        out.append(Affine(0) if size == 1 and out_shape[lead + d] != 1 else idx[lead + d])
+    return out
+
+
+def shape_of(value):
+    if isinstance(value, (bool, int, float)):
+        return []
+    return value.shape
+
+
+def ops_of(*values):
+    ops = set()
+    for v in values:
+        ops |= getattr(v, "ops", set())
+    return ops
+
+
+def pointwise(name, out, inputs, combine, compute=None):
+    """A Pointwise of out's shape whose value is combine(*input exprs) (inputs broadcast)."""
+    out_dtype = ir_dtype(out.dtype)
+    compute = compute or out_dtype
+    loaders = [(loader(v, compute), shape_of(v)) for v in inputs]
+    shape = list(out.shape)
+
+    def fn(ctx, idx):
+        exprs = [ld(ctx, broadcast_indices(idx, s, shape)) for ld, s in loaders]
+        value = combine(*exprs)
+        return value if compute == out_dtype else ("cast", value, out_dtype)
+
+    return Pointwise(out.dtype, shape, fn, ops_of(*inputs) | {name})
+
+
+def _compute_float(out, inputs):
+    """Compute dtype for ops whose inputs may be ints but whose math is float (division, exp)."""
+    return ir_dtype(out.dtype)
+
+
+# --- pointwise ops ---------------------------------------------------------------------------------
+_UNARY = {"neg.default": "neg", "abs.default": "abs", "exp.default": "exp", "log.default": "log",
+          "log1p.default": "log1p", "expm1.default": "expm1", "sqrt.default": "sqrt",
+          "rsqrt.default": "rsqrt", "sin.default": "sin", "cos.default": "cos", "tanh.default": "tanh",
+          "sigmoid.default": "sigmoid", "erf.default": "erf", "floor.default": "floor",
+          "ceil.default": "ceil", "round.default": "round", "trunc.default": "trunc",
+          "reciprocal.default": "reciprocal", "relu.default": "relu", "sign.default": "sign",
+          "logical_not.default": "logical_not"}
+_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow", "maximum": "max",
+           "minimum": "min", "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",
+           "logical_and": "logical_and", "logical_or": "logical_or", "atan2": "atan2", "remainder": "mod",
+           "floor_divide": "floordiv"}
+_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"}
+
+
+def _unary(ir_op):
+    def lower(out, x):
+        return pointwise(ir_op, out, [x], lambda a: (ir_op, a))
+
+    return lower
+
+
+for _op, _name in _UNARY.items():
+    register(_op)(_unary(_name))
+del _op
+
+
+def _binary_lowering(name, ir_op):
+    def lower(out, a, b, alpha=None):
+        compute = _common_dtype(a, b) if ir_op in _COMPARE else None
+        if alpha is not None and alpha != 1:
+            d = compute or ir_dtype(out.dtype)
+            scale = ("const", _const(alpha, d), d)
+            return pointwise(name, out, [a, b], lambda x, y: (ir_op, x, ("mul", y, scale)), compute)
+        return pointwise(name, out, [a, b], lambda x, y: (ir_op, x, y), compute)
+
+    return lower
+
+
+def _common_dtype(a, b):
+    kinds = []
+    for v in (a, b):
+        if isinstance(v, (Buffer, Pointwise, Reduction)):
+            kinds.append(ir_dtype(v.dtype))
+    if "f64" in kinds:
+        return "f64"
+    if any(k in ("f32", "bf16") for k in kinds) or any(isinstance(v, float) for v in (a, b)):
+        return "f32"
+    if kinds and all(k == "bool" for k in kinds) and all(not isinstance(v, (int, float)) or isinstance(v, bool)
+                                                         for v in (a, b)):
+        return "bool"
+    return "i64"
+
+
+for _name, _ir in _BINARY.items():
+    for _overload in ("Tensor", "Scalar", "default"):
+        _packet = getattr(aten, _name, None)
+        if _packet is not None and hasattr(_packet, _overload):
+            register(getattr(_packet, _overload))(_binary_lowering(_name, _ir))
+register("pow.Tensor_Scalar", "pow.Tensor_Tensor")(_binary_lowering("pow", "pow"))
+register("div.Tensor", "div.Scalar")(_binary_lowering("div", "div"))
+
+
+@register("where.self")
+def _where(out, cond, a, b):
+    cl = loader(cond, "bool")
+    return pointwise_with_cond("where", out, cond, cl, a, b)
+
+
+def pointwise_with_cond(name, out, cond, cond_loader, a, b):
+    dtype = ir_dtype(out.dtype)
+    la, lb = loader(a, dtype), loader(b, dtype)
+    sc, sa, sb, shape = shape_of(cond), shape_of(a), shape_of(b), list(out.shape)
+
+    def fn(ctx, idx):
+        return ("where", cond_loader(ctx, broadcast_indices(idx, sc, shape)),
+                la(ctx, broadcast_indices(idx, sa, shape)), lb(ctx, broadcast_indices(idx, sb, shape)))
+
+    return Pointwise(out.dtype, shape, fn, ops_of(cond, a, b) | {name})
+
+
+@register("silu.default")
+def _silu(out, x):
+    return pointwise("silu", out, [x], lambda a: ("mul", a, ("sigmoid", a)))
+
+
+@register("gelu.default")
+def _gelu(out, x, approximate="none"):
+    d = ir_dtype(out.dtype)
+    c = lambda v: ("const", v, d)  # noqa: E731
+    if approximate == "tanh":
+        def f(a):
+            inner = ("mul", c(math.sqrt(2 / math.pi)), ("add", a, ("mul", c(0.044715), ("mul", a, ("mul", a, a)))))
+            return ("mul", ("mul", c(0.5), a), ("add", c(1.0), ("tanh", inner)))
+    else:
+        def f(a):
+            return ("mul", ("mul", c(0.5), a), ("add", c(1.0), ("erf", ("mul", a, c(1 / math.sqrt(2))))))
+    return pointwise("gelu", out, [x], f)
+
+
+@register("gelu_backward.default")
+def _gelu_backward(out, grad, x, approximate="none"):
+    if approximate != "none":
+        raise Fallback("gelu_backward(approximate='tanh')")
+    d = ir_dtype(out.dtype)
+    c = lambda v: ("const", v, d)  # noqa: E731
+
+    def f(g, a):
+        cdf = ("mul", c(0.5), ("add", c(1.0), ("erf", ("mul", a, c(1 / math.sqrt(2))))))
+        pdf = ("mul", c(1 / math.sqrt(2 * math.pi)), ("exp", ("mul", c(-0.5), ("mul", a, a))))
+        return ("mul", g, ("add", cdf, ("mul", a, pdf)))
+
+    return pointwise("gelu_backward", out, [grad, x], f)
+
+
+@register("silu_backward.default")
+def _silu_backward(out, grad, x):
+    d = ir_dtype(out.dtype)
+
+    def f(g, a):
+        s = ("sigmoid", a)
+        return ("mul", g, ("mul", s, ("add", ("const", 1.0, d), ("mul", a, ("sub", ("const", 1.0, d), s)))))
+
+    return pointwise("silu_backward", out, [grad, x], f)
+
+
+@register("threshold_backward.default")
+def _threshold_backward(out, grad, x, threshold):
+    d = ir_dtype(out.dtype)
+    return pointwise("threshold_backward", out, [grad, x],
+                     lambda g, a: ("where", ("le", a, ("const", _const(threshold, d), d)), ("const", _const(0, d), d), g))
+
+
+@register("sigmoid_backward.default")
+def _sigmoid_backward(out, grad, y):
+    d = ir_dtype(out.dtype)
+    return pointwise("sigmoid_backward", out, [grad, y], lambda g, s: ("mul", g, ("mul", s, ("sub", ("const", 1.0, d), s))))
+
+
+@register("tanh_backward.default")
+def _tanh_backward(out, grad, y):
+    d = ir_dtype(out.dtype)
+    return pointwise("tanh_backward", out, [grad, y], lambda g, t: ("mul", g, ("sub", ("const", 1.0, d), ("mul", t, t))))
+
+
+@register("clamp.default")
+def _clamp(out, x, min=None, max=None):
+    d = ir_dtype(out.dtype)
+
+    def f(a):
+        if min is not None:
+            a = ("max", a, ("const", _const(min, d), d))
+        if max is not None:
+            a = ("min", a, ("const", _const(max, d), d))
+        return a
+
+    return pointwise("clamp", out, [x], f)
+
+
+def _copy(out, x, **kwargs):
+    return pointwise("clone", out, [x], lambda a: a)
+
+
+for _name in ("clone.default", "_to_copy.default", "alias.default", "lift_fresh_copy.default"):
+    _packet, _overload = _name.split(".")
+    if hasattr(aten, _packet) and hasattr(getattr(aten, _packet), _overload):
+        register(getattr(getattr(aten, _packet), _overload))(_copy)
+
+
+@register("full.default")
+def _full(out, size, value, **kwargs):
+    d = ir_dtype(out.dtype)
+    return Pointwise(out.dtype, out.shape, lambda ctx, idx: ("const", _const(value, d), d), {"full"})
+
+
+@register("scalar_tensor.default")
+def _scalar_tensor(out, value, **kwargs):
+    d = ir_dtype(out.dtype)
+    return Pointwise(out.dtype, [], lambda ctx, idx: ("const", _const(value, d), d), {"scalar_tensor"})
+
+
+def _like(fixed):
+    def lower(out, x, *args, **kwargs):
+        value = fixed if fixed is not None else args[0]
+        d = ir_dtype(out.dtype)
+        return Pointwise(out.dtype, out.shape, lambda ctx, idx: ("const", _const(value, d), d), {"full"})
+
+    return lower
+
+
+register("zeros_like.default")(_like(0))
+register("ones_like.default")(_like(1))
+register("full_like.default")(_like(None))
+
+
+# --- views -----------------------------------------------------------------------------------------
+def view_of(x, out, map_indices, name):
+    """A lazy view: out indices -> x indices (affine)."""
+    ld = loader(x)
+    return Pointwise(out.dtype, out.shape, lambda ctx, idx: ld(ctx, map_indices(idx)), ops_of(x))
+
+
+@register("permute.default")
+def _permute(out, x, dims):
+    dims = [d % len(x.shape) for d in dims]
+
+    def m(idx):
+        src = [None] * len(dims)
+        for o, d in enumerate(dims):
+            src[d] = idx[o]
+        return src
+
+    return view_of(x, out, m, "permute")
+
+
+@register("t.default")
+def _t(out, x):
+    return view_of(x, out, lambda idx: list(reversed(idx)), "t")
+
+
+@register("transpose.int")
+def _transpose(out, x, a, b):
+    n = len(x.shape)
+    a, b = a % n, b % n
+
+    def m(idx):
+        idx = list(idx)
+        idx[a], idx[b] = idx[b], idx[a]
+        return idx
+
+    return view_of(x, out, m, "transpose")
+
+
+@register("expand.default")
+def _expand(out, x, size, implicit=False):
+    return view_of(x, out, lambda idx: broadcast_indices(idx, x.shape, out.shape), "expand")
+
+
+@register("unsqueeze.default")
+def _unsqueeze(out, x, dim):
+    dim = dim % len(out.shape)
+    return view_of(x, out, lambda idx: idx[:dim] + idx[dim + 1:], "unsqueeze")
+
+
+@register("squeeze.dim", "squeeze.dims", "squeeze.default")
+def _squeeze(out, x, dims=None):
+    if dims is None:
+        dims = [d for d, s in enumerate(x.shape) if s == 1]
+    dims = {d % len(x.shape) for d in (dims if isinstance(dims, (list, tuple)) else [dims]) if x.shape[d] == 1}
+
+    def m(idx):
+        it = iter(idx)
+        return [Affine(0) if d in dims else next(it) for d in range(len(x.shape))]
+
+    return view_of(x, out, m, "squeeze")
+
+
+@register("slice.Tensor")
+def _slice(out, x, dim=0, start=None, end=None, step=1):
+    dim = dim % len(x.shape)
+    size = x.shape[dim]
+    start = 0 if start is None else (start + size if start < 0 else start)
+    start = max(0, min(start, size))
+
+    def m(idx):
+        idx = list(idx)
+        idx[dim] = idx[dim].scale(step) + start
+        return idx
+
+    return view_of(x, out, m, "slice")
+
+
+@register("select.int")
+def _select(out, x, dim, index):
+    dim = dim % len(x.shape)
+    index = index + x.shape[dim] if index < 0 else index
+    return view_of(x, out, lambda idx: idx[:dim] + [Affine(index)] + idx[dim:], "select")
+
+
+@register("view.default", "_unsafe_view.default", "reshape.default")
+def _view(out, x, size):
+    if list(out.shape) == list(x.shape):
+        return x
+    if isinstance(x, Buffer) and x.is_contiguous():
+        strides = []
+        running = 1
+        for s in reversed(out.shape):
+            strides.append(running)
+            running *= s
+        strides.reverse()
+        return Buffer(None, out.dtype, out.shape, strides, 0, origin=x)  # named by GraphLowering.define
+    raise Fallback("view of a non-contiguous or unrealized value")  # graph.py realizes and retries
+
+
+# --- reductions ------------------------------------------------------------------------------------
+def _reduce(out, x, dims, keepdim, kind, name, finish=None):
+    shape = list(x.shape)
+    n = len(shape)
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        dims = list(range(n))
+    dims = sorted({d % n for d in (dims if isinstance(dims, (list, tuple)) else [dims])}) if n else []
+    if len(dims) != 1:
+        raise Fallback(f"{name} over {len(dims)} dimensions")
+    axis = dims[0]
+    kept = shape[:axis] + shape[axis + 1:]
+    keep_shape = shape[:axis] + [1] + shape[axis + 1:]
+    ld = loader(x, ir_dtype(out.dtype) if kind in ("sum", "prod") else None)
+
+    def source(ctx, kept_idx, r):
+        return ld(ctx, kept_idx[:axis] + [r] + kept_idx[axis:])
+
+    red = Reduction(out.dtype, kept, shape[axis], kind, source, ops_of(x) | {name}, keep_shape, finish)
+    red.axis = axis
+    if keepdim:
+        return red
+    return Pointwise(out.dtype, out.shape, lambda ctx, idx: ctx.reduction_value(red, idx[:axis] + [Affine(0)] + idx[axis:]),
+                     red.ops)
+
+
+@register("sum.dim_IntList")
+def _sum(out, x, dims=None, keepdim=False, dtype=None):
+    return _reduce(out, x, dims, keepdim, "sum", "sum")
+
+
+@register("sum.default")
+def _sum_all(out, x, dtype=None):
+    if len(x.shape) > 1:
+        raise Fallback("sum over several dimensions")
+    return _reduce(out, x, None, False, "sum", "sum")
+
+
+@register("mean.dim")
+def _mean(out, x, dims=None, keepdim=False, dtype=None):
+    n = len(x.shape)
+    axes = [d % n for d in (dims if dims else range(n))]
+    count = 1
+    for a in axes:
+        count *= x.shape[a]
+    d = ir_dtype(out.dtype)
+    return _reduce(out, x, dims, keepdim, "sum", "mean", finish=lambda acc: ("div", acc, ("const", float(count), d)))
+
+
+@register("amax.default")
+def _amax(out, x, dims=(), keepdim=False):
+    return _reduce(out, x, dims, keepdim, "max", "amax")
+
+
+@register("amin.default")
+def _amin(out, x, dims=(), keepdim=False):
+    return _reduce(out, x, dims, keepdim, "min", "amin")
+
+
+@register("prod.dim_int")
+def _prod(out, x, dim, keepdim=False, dtype=None):
+    return _reduce(out, x, [dim], keepdim, "prod", "prod")
+
+
+def _softmax_lowering(is_log):
+    return lambda out, x, dim, half_to_float=False: _softmax(out, x, dim, is_log)
+
+
+def _softmax(out, x, dim, is_log):
+    n = len(x.shape)
+    dim = dim % n
+    if dim != n - 1:
+        raise Fallback("softmax over a dimension that is not the last")
+    d = ir_dtype(out.dtype)
+    mx = _reduce(out, x, [dim], True, "max", "amax")
+    ld = loader(x, d)
+    shape = list(x.shape)
+
+    def shifted(ctx, idx):
+        return ("sub", ld(ctx, idx), ctx.reduction_value(mx, idx[:-1] + [Affine(0)]))
+
+    exp_sum = Reduction(out.dtype, shape[:-1], shape[-1], "sum",
+                        lambda ctx, kept, r: ("exp", shifted(ctx, kept + [r])), {"exp", "sum"}, shape[:-1] + [1])
+    exp_sum.axis = n - 1
+
+    def fn(ctx, idx):
+        s = ctx.reduction_value(exp_sum, idx[:-1] + [Affine(0)])
+        if is_log:
+            return ("sub", shifted(ctx, idx), ("log", s))
+        return ("div", ("exp", shifted(ctx, idx)), s)
+
+    return Pointwise(out.dtype, shape, fn, ops_of(x) | {"amax", "exp", "sum", "log_softmax" if is_log else "softmax"})
+
+
+register("_softmax.default")(_softmax_lowering(False))
+register("_log_softmax.default")(_softmax_lowering(True))
+
+
+def lower(target, out, args, kwargs):
+    fn = LOWERINGS.get(target)
+    if fn is None:
+        raise Fallback(f"no lowering for {target}")
+    return fn(out, *args, **kwargs)
+
+
+del operator

@@ -1,0 +1,183 @@
+"""Inductor on CPU: lowered ops against eager (shapes, broadcasting, non-contiguous inputs,
+dtypes), fusion (kernel counts and names on known graphs), memory planning, and compiled
+training equal to eager."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln._dynamo as dynamo
+import kiln.nn.functional as F
+from kiln._functorch.aot_autograd import aot_function
+from kiln._inductor.compile_fx import compile_fx_inner
+from kiln._inductor.utils import run_and_get_code
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+
+def close(a, b, tol=1e-5):
+    np.testing.assert_allclose(a.detach().double().numpy(), b.detach().double().numpy(), rtol=tol, atol=tol)
+
+
+def inductor(fn):
+    """fn compiled by Inductor without Dynamo (AOTAutograd straight to compile_fx_inner)."""
+    return aot_function(fn, compile_fx_inner, compile_fx_inner, inference_compiler=compile_fx_inner)
+
+
+def kernels_of(code):
+    return [line.split()[2] for line in code.splitlines() if line.startswith("# kernel ")]
+
+
+def test_pointwise_chain_is_one_kernel_named_like_inductor():
+    fn = inductor(lambda x: (x * 2).relu() + 1)
+    x = kiln.randn(8, 33)
+    with kiln.no_grad():
+        out, codes = run_and_get_code(fn, x)
+    close(out, (x * 2).relu() + 1)
+    assert kernels_of(codes[0]) == ["cpp_fused_add_mul_relu_0"]
+
+
+def test_rmsnorm_silu_is_one_kernel():
+    def rms_silu(x, w):
+        return F.silu(x * kiln.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
+
+    x, w = kiln.randn(16, 70), kiln.randn(70)
+    with kiln.no_grad():
+        out, codes = run_and_get_code(inductor(rms_silu), x, w)
+    close(out, rms_silu(x, w), tol=1e-5)
+    names = kernels_of(codes[0])
+    assert len(names) == 1, names
+    for part in ("mean", "mul", "pow", "rsqrt", "silu"):
+        assert part in names[0]
+
+
+def test_softmax_and_reductions():
+    def fn(x):
+        return F.softmax(x, dim=-1), x.sum(0), x.amax(1), x.mean(-1), F.log_softmax(x, -1)
+
+    x = kiln.randn(7, 19)
+    with kiln.no_grad():
+        got = inductor(fn)(x)
+    for g, e in zip(got, fn(x)):
+        close(g, e)
+
+
+UNARY = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "floor", "ceil",
+         "reciprocal", "erf", "log1p", "expm1"]
+
+
+@pytest.mark.parametrize("name", UNARY)
+@pytest.mark.parametrize("shape", [(5,), (3, 17), (2, 3, 9)])
+def test_unary_ops(name, shape):
+    x = kiln.rand(*shape) + 0.5 if name in ("log", "sqrt", "rsqrt", "reciprocal", "log1p") else kiln.randn(*shape)
+    fn = getattr(kiln, name)
+    with kiln.no_grad():
+        close(inductor(lambda a: fn(a))(x), fn(x), tol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "maximum", "minimum", "pow"])
+def test_binary_ops_broadcast_and_noncontiguous(op):
+    fn = getattr(kiln, op)
+    a = kiln.rand(4, 6) + 0.5
+    b = (kiln.rand(6, 4) + 0.5).t()  # non-contiguous
+    c = kiln.rand(6) + 0.5          # broadcast
+    with kiln.no_grad():
+        close(inductor(lambda x, y: fn(x, y))(a, b), fn(a, b), tol=1e-5)
+        close(inductor(lambda x, y: fn(x, y))(a, c), fn(a, c), tol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.int64, kiln.bool])
+def test_dtypes(dtype):
+    x = (kiln.randn(5, 7) * 4).to(dtype)
+    y = (kiln.randn(5, 7) * 4).to(dtype)
+
+    def fn(a, b):
+        if dtype == kiln.bool:
+            return kiln.logical_and(a, b), a == b
+        return a + b * 2, a > b, kiln.where(a > b, a, b)
+
+    with kiln.no_grad():
+        for g, e in zip(inductor(fn)(x, y), fn(x, y)):
+            assert g.dtype == e.dtype
+            close(g, e)
+
+
+def test_views_permute_slice_select_expand():
+    def fn(x):
+        y = x.permute(1, 0, 2)[1:, :, ::2]
+        return (y * 2).sum(-1), x[0].unsqueeze(0).expand(3, 4, 6) + 1, x.transpose(0, 2).contiguous()
+
+    x = kiln.randn(4, 4, 6)
+    with kiln.no_grad():
+        for g, e in zip(inductor(fn)(x), fn(x)):
+            close(g, e)
+
+
+def test_memory_planning_reuses_buffers():
+    def fn(x, w):
+        a = (x * 2).relu()        # a kernel's buffer, dead after the matmul
+        b = a @ w                 # a fallback (extern) op
+        c = (b + 1).sigmoid()     # same size as `a`: reuses its memory
+        return c @ w * 3
+
+    x, w = kiln.randn(16, 16), kiln.randn(16, 16)
+    with kiln.no_grad():
+        out, codes = run_and_get_code(inductor(fn), x, w)
+    close(out, fn(x, w), tol=1e-4)
+    assert "# reuse" in codes[0] and "del buf" in codes[0]
+
+
+def test_fallback_ops_run_eagerly():
+    def fn(x, w):
+        return (x @ w).relu() + 1
+
+    x, w = kiln.randn(5, 8), kiln.randn(8, 3)
+    with kiln.no_grad():
+        out, codes = run_and_get_code(inductor(fn), x, w)
+    close(out, fn(x, w))
+    assert "kiln.ops.aten.mm" in codes[0]
+
+
+@pytest.mark.parametrize("model_name", ["mlp", "cnn"])
+def test_compiled_training_equals_eager(model_name):
+    import digits
+
+    make = getattr(digits, model_name)
+    kiln.manual_seed(0)
+    eager = make(kiln)
+    kiln.manual_seed(0)
+    model = make(kiln)
+    compiled = kiln.compile(model, backend="inductor")
+    opt_e = kiln.optim.SGD(eager.parameters(), lr=0.05)
+    opt_c = kiln.optim.SGD(model.parameters(), lr=0.05)
+    rng = np.random.RandomState(0)
+    for _ in range(3):
+        x = kiln.tensor(rng.rand(16, 64).astype(np.float32))
+        y = kiln.tensor(rng.randint(0, 10, 16))
+        for run, opt in ((eager, opt_e), (compiled, opt_c)):
+            loss = F.cross_entropy(run(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    for (n, pe), (_, pc) in zip(eager.state_dict().items(), model.state_dict().items()):
+        close(pc, pe, tol=1e-4)
+    dynamo.reset()
+
+
+def test_compile_debug_dir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KILN_COMPILE_DEBUG", "1")
+    import kiln._inductor.compile_fx as cfx
+
+    monkeypatch.setattr(cfx, "_debug_run", None)
+    with kiln.no_grad():
+        inductor(lambda x: (x * 2).relu() + 1)(kiln.randn(3, 5))
+    runs = list((tmp_path / "kiln_compile_debug").iterdir())
+    assert len(runs) == 1 and runs[0].name.startswith("run_") and "-pid_" in runs[0].name
+    files = {p.name for p in next(runs[0].iterdir()).iterdir()}
+    assert files == {"fx_graph_readable.py", "fx_graph_runnable.py", "ir_pre_fusion.txt", "ir_post_fusion.txt",
+                     "output_code.py"}
