@@ -162,7 +162,7 @@ class GraphLowering:
             if node.op == "placeholder":
                 val = node.meta["val"]
                 if isinstance(val, kiln.Tensor):
-                    buf = Buffer(node.name, val.dtype, list(val.shape), list(val.stride()))
+                    buf = Buffer(node.name, val.dtype, list(val.shape), list(val.stride()), val.storage_offset())
                     self.defined.add(buf.name)
                     self.env[node] = buf
                 else:

@@ -61,6 +61,7 @@ class Buffer:
     """A tensor in memory: a name in the wrapper, its layout, and where it comes from."""
 
     def __init__(self, name, dtype, shape, stride, offset=0, origin="input"):
+        # offset: the storage offset (elements) the wrapper gives a view; loads ignore it (below)
         self.name, self.dtype = name, dtype
         self.shape, self.stride, self.offset = list(shape), list(stride), offset
         self.origin = origin

@@ -308,8 +308,27 @@ register("full_like.default")(_like(None))
 
 
 # --- views -----------------------------------------------------------------------------------------
+def strided_view(x, shape, strides, offset):
+    """A view of Buffer x as another strided Buffer over the same memory (no kernel, no copy: a
+    fallback op receives it as a strided tensor)."""
+    return Buffer(None, x.dtype, shape, strides, offset, origin=x)
+
+
+def _view_layout(x, out, map_indices):
+    """The strides and offset of out's view of Buffer x: the affine image of out's indices."""
+    idx = [Affine.var(k) for k in range(len(out.shape))]
+    src = map_indices(idx)
+    total = Affine(x.offset)
+    for i, s in zip(src, x.stride):
+        total = total + i.scale(s)
+    return [total.coeffs.get(k, 0) for k in range(len(out.shape))], total.offset
+
+
 def view_of(x, out, map_indices, name):
-    """A lazy view: out indices -> x indices (affine)."""
+    """A view: out indices -> x indices (affine). Of a Buffer, a strided Buffer; else lazy."""
+    if isinstance(x, Buffer):
+        strides, offset = _view_layout(x, out, map_indices)
+        return strided_view(x, list(out.shape), strides, offset)
     ld = loader(x)
     return Pointwise(out.dtype, out.shape, lambda ctx, idx: ld(ctx, map_indices(idx)), ops_of(x))
 
@@ -402,7 +421,7 @@ def _view(out, x, size):
             strides.append(running)
             running *= s
         strides.reverse()
-        return Buffer(None, out.dtype, out.shape, strides, 0, origin=x)  # named by GraphLowering.define
+        return Buffer(None, out.dtype, out.shape, strides, x.offset, origin=x)  # named by GraphLowering.define
     raise Fallback("view of a non-contiguous or unrealized value")  # graph.py realizes and retries
 
 
