@@ -195,26 +195,11 @@ def test_every_loss(name, loss, shape, target, partition):
 @pytest.mark.parametrize("model_name", ["mlp", "cnn"])
 def test_digits_models_train_steps_equal_eager(model_name, partition):
     import digits
+    from training_util import assert_training_matches_eager
 
-    make = getattr(digits, model_name)
-    kiln.manual_seed(0)
-    eager = make(kiln)
-    kiln.manual_seed(0)
-    model = make(kiln)
-    compiled = aot_module(model, nop, nop, partition_fn=PARTITIONERS[partition])
-    opt_e = kiln.optim.SGD(eager.parameters(), lr=0.05, momentum=0.9)
-    opt_c = kiln.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    rng = np.random.RandomState(0)
-    for _ in range(4):
-        x = kiln.tensor(rng.rand(16, 64).astype(np.float32))
-        y = kiln.tensor(rng.randint(0, 10, 16))
-        for m, run, opt in ((eager, eager, opt_e), (model, compiled, opt_c)):
-            loss = F.cross_entropy(run(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    for (n, pe), (_, pc) in zip(eager.state_dict().items(), model.state_dict().items()):
-        close(pc, pe, tol=1e-4)
+    assert_training_matches_eager(lambda: getattr(digits, model_name)(kiln),
+                                  lambda m: aot_module(m, nop, nop, partition_fn=PARTITIONERS[partition]),
+                                  lambda params: kiln.optim.SGD(params, lr=0.05, momentum=0.9), steps=4)
 
 
 def test_what_each_partitioner_saves():
@@ -346,25 +331,10 @@ def test_make_boxed_func_and_cache():
 
 def test_aot_eager_backend_training_matches_eager():
     import digits
+    from training_util import assert_training_matches_eager
 
-    kiln.manual_seed(0)
-    eager = digits.cnn(kiln)
-    kiln.manual_seed(0)
-    model = digits.cnn(kiln)
-    compiled = kiln.compile(model, backend="aot_eager")
-    opt_e = kiln.optim.Adam(eager.parameters(), lr=1e-3)
-    opt_c = kiln.optim.Adam(model.parameters(), lr=1e-3)
-    rng = np.random.RandomState(1)
-    for _ in range(3):
-        x = kiln.tensor(rng.rand(8, 64).astype(np.float32))
-        y = kiln.tensor(rng.randint(0, 10, 8))
-        for run, opt in ((eager, opt_e), (compiled, opt_c)):
-            loss = F.cross_entropy(run(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    for (n, pe), (_, pc) in zip(eager.state_dict().items(), model.state_dict().items()):
-        close(pc, pe, tol=1e-4)
+    assert_training_matches_eager(lambda: digits.cnn(kiln), lambda m: kiln.compile(m, backend="aot_eager"),
+                                  lambda params: kiln.optim.Adam(params, lr=1e-3), batch=8)
     dynamo.reset()
 
 

@@ -145,26 +145,11 @@ def test_fallback_ops_run_eagerly():
 @pytest.mark.parametrize("model_name", ["mlp", "cnn"])
 def test_compiled_training_equals_eager(model_name):
     import digits
+    from training_util import assert_training_matches_eager
 
-    make = getattr(digits, model_name)
-    kiln.manual_seed(0)
-    eager = make(kiln)
-    kiln.manual_seed(0)
-    model = make(kiln)
-    compiled = kiln.compile(model, backend="inductor")
-    opt_e = kiln.optim.SGD(eager.parameters(), lr=0.05)
-    opt_c = kiln.optim.SGD(model.parameters(), lr=0.05)
-    rng = np.random.RandomState(0)
-    for _ in range(3):
-        x = kiln.tensor(rng.rand(16, 64).astype(np.float32))
-        y = kiln.tensor(rng.randint(0, 10, 16))
-        for run, opt in ((eager, opt_e), (compiled, opt_c)):
-            loss = F.cross_entropy(run(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    for (n, pe), (_, pc) in zip(eager.state_dict().items(), model.state_dict().items()):
-        close(pc, pe, tol=1e-4)
+    assert_training_matches_eager(lambda: getattr(digits, model_name)(kiln),
+                                  lambda m: kiln.compile(m, backend="inductor"),
+                                  lambda params: kiln.optim.SGD(params, lr=0.05))
     dynamo.reset()
 
 

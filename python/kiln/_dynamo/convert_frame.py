@@ -11,7 +11,6 @@ cannot be split that way: such frames run eagerly (the reason is logged and coun
 
 import dis
 import os
-import sys
 import time
 import types
 import warnings
@@ -24,7 +23,7 @@ from kiln._dynamo.codegen import FrameCodegen, make_function
 from kiln._dynamo.exc import Unsupported
 from kiln._dynamo.guards import build_guards
 from kiln._dynamo.output_graph import OutputGraph
-from kiln._dynamo.symbolic_convert import PY312, BreakRequest, InstructionTranslator
+from kiln._dynamo.symbolic_convert import BreakRequest, InstructionTranslator
 from kiln._dynamo.variables.misc import NullVariable
 
 _KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

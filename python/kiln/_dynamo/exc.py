@@ -41,9 +41,5 @@ class BackendCompilerFailed(RuntimeError):
         super().__init__(f"backend={backend_name!r} raised:\n{type(inner).__name__}: {inner}")
 
 
-class RestartAnalysis(Exception):
-    """Internal: translation must start over (a graph break was found inside an inlined call)."""
-
-
 def unimplemented(reason, suggestion=None):
     raise Unsupported(reason, suggestion)

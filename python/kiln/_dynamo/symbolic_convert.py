@@ -17,9 +17,9 @@ import sys
 import weakref
 
 from kiln import _C
-from kiln._dynamo.exc import RestartAnalysis, Unsupported, unimplemented
-from kiln._dynamo.source import GetItemSource, GlobalSource, LocalSource
-from kiln._dynamo.variables.base import ConstantVariable, LazyVariable, VariableTracker
+from kiln._dynamo.exc import Unsupported, unimplemented
+from kiln._dynamo.source import LocalSource
+from kiln._dynamo.variables.base import ConstantVariable, LazyVariable
 from kiln._dynamo.variables.builder import wrap
 from kiln._dynamo.variables.builtin import BuiltinVariable
 from kiln._dynamo.variables.dicts import ConstDictVariable, SetVariable

@@ -17,7 +17,7 @@ import kiln
 from kiln import _C
 from kiln._dynamo import logs
 from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, contiguous_strides, ir_dtype
-from kiln._inductor.lowering import Fallback, lower, op_name
+from kiln._inductor.lowering import Fallback, lower
 
 _ITEMSIZE = {"f32": 4, "f64": 8, "i64": 8, "i32": 4, "bool": 1, "bf16": 2}
 

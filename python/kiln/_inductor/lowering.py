@@ -8,7 +8,6 @@ kernel from the wrapper (graph.py), named in the debug log.
 """
 
 import math
-import operator
 
 import kiln
 from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, ir_dtype
@@ -35,10 +34,6 @@ def register(*ops):
         return fn
 
     return wrap
-
-
-def op_name(target):
-    return str(target).split(".")[-2] if "." in str(target) else str(target)
 
 
 # --- reading values --------------------------------------------------------------------------------
@@ -105,11 +100,6 @@ def pointwise(name, out, inputs, combine, compute=None):
         return value if compute == out_dtype else ("cast", value, out_dtype)
 
     return Pointwise(out.dtype, shape, fn, ops_of(*inputs) | {name})
-
-
-def _compute_float(out, inputs):
-    """Compute dtype for ops whose inputs may be ints but whose math is float (division, exp)."""
-    return ir_dtype(out.dtype)
 
 
 # --- pointwise ops ---------------------------------------------------------------------------------
@@ -528,5 +518,3 @@ def lower(target, out, args, kwargs):
         raise Fallback(f"no lowering for {target}")
     return fn(out, *args, **kwargs)
 
-
-del operator
