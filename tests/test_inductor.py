@@ -66,6 +66,18 @@ def test_softmax_and_reductions():
         close(g, e)
 
 
+def test_reductions_over_several_axes():
+    def fn(x):
+        return x.sum((0, 2)), x.mean((1, 2), keepdim=True), x.amax((0, 1)), x.sum(), (x * 2).sum((0, 2, 3))
+
+    x = kiln.randn(3, 4, 5, 6)
+    with kiln.no_grad():
+        got = inductor(fn)(x)
+    for g, e in zip(got, fn(x)):
+        assert g.shape == e.shape
+        close(g, e, tol=1e-4)
+
+
 UNARY = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "floor", "ceil",
          "reciprocal", "erf", "log1p", "expm1"]
 

@@ -422,8 +422,10 @@ def _reduce(out, x, dims, keepdim, kind, name, finish=None):
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
         dims = list(range(n))
     dims = sorted({d % n for d in (dims if isinstance(dims, (list, tuple)) else [dims])}) if n else []
-    if len(dims) != 1:
-        raise Fallback(f"{name} over {len(dims)} dimensions")
+    if not dims:
+        raise Fallback(f"{name} of a 0-d tensor")
+    if len(dims) > 1:
+        return _reduce_axes(out, x, dims, keepdim, kind, name, finish)
     axis = dims[0]
     kept = shape[:axis] + shape[axis + 1:]
     keep_shape = shape[:axis] + [1] + shape[axis + 1:]
@@ -440,6 +442,35 @@ def _reduce(out, x, dims, keepdim, kind, name, finish=None):
                      red.ops)
 
 
+class _Like:
+    """The dtype and shape of an intermediate result (what lowerings read from `out`)."""
+
+    def __init__(self, dtype, shape):
+        self.dtype, self.shape = dtype, list(shape)
+
+
+def _reduce_axes(out, x, dims, keepdim, kind, name, finish):
+    """A reduction over several axes as one reduction per axis, the last axis first, each keeping
+    its axis (size 1) so the others keep their positions; valid for sum, prod, max and min (and
+    mean, whose finish divides by the whole count at the end)."""
+    shape = list(x.shape)
+    value = x
+    for i, axis in enumerate(reversed(dims)):
+        shape[axis] = 1
+        last = i == len(dims) - 1
+        value = _reduce(_Like(out.dtype, shape), value, [axis], True, kind, name, finish if last else None)
+    if keepdim:
+        return value
+    reduced = set(dims)
+
+    def fn(ctx, idx):
+        it = iter(idx)
+        full = [Affine(0) if d in reduced else next(it) for d in range(len(shape))]
+        return ctx.reduction_value(value, full)
+
+    return Pointwise(out.dtype, out.shape, fn, value.ops)
+
+
 @register("sum.dim_IntList")
 def _sum(out, x, dims=None, keepdim=False, dtype=None):
     return _reduce(out, x, dims, keepdim, "sum", "sum")
@@ -447,8 +478,6 @@ def _sum(out, x, dims=None, keepdim=False, dtype=None):
 
 @register("sum.default")
 def _sum_all(out, x, dtype=None):
-    if len(x.shape) > 1:
-        raise Fallback("sum over several dimensions")
     return _reduce(out, x, None, False, "sum", "sum")
 
 
