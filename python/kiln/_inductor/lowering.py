@@ -124,8 +124,29 @@ def _unary(ir_op):
     return lower
 
 
+def erf_expr(a, d):
+    """erf(a) as exp and a polynomial (Numerical Recipes' erfc, fractional error < 1.2e-7): every
+    piece vectorises, where a libm erf call would run one element at a time."""
+    c = lambda v: ("const", v, d)  # noqa: E731
+    z = ("abs", a)
+    t = ("div", c(1.0), ("add", c(1.0), ("mul", c(0.5), z)))
+    poly = c(0.17087277)
+    for k in (-0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418, 0.37409196, 1.00002368):
+        poly = ("add", c(k), ("mul", t, poly))
+    erfc = ("mul", t, ("exp", ("add", ("sub", ("neg", ("mul", z, z)), c(1.26551223)), ("mul", t, poly))))
+    return ("where", ("ge", a, c(0.0)), ("sub", c(1.0), erfc), ("sub", erfc, c(1.0)))
+
+
 for _op, _name in _UNARY.items():
     register(_op)(_unary(_name))
+
+
+@register("erf.default")
+def _erf(out, x):
+    d = ir_dtype(out.dtype)
+    if d not in ("f32", "bf16"):  # f64 keeps libm's erf (the approximation is float precision)
+        return pointwise("erf", out, [x], lambda a: ("erf", a))
+    return pointwise("erf", out, [x], lambda a: erf_expr(a, "f32"))
 del _op
 
 
@@ -198,8 +219,12 @@ def _gelu(out, x, approximate="none"):
             return ("mul", ("mul", c(0.5), a), ("add", c(1.0), ("tanh", inner)))
     else:
         def f(a):
-            return ("mul", ("mul", c(0.5), a), ("add", c(1.0), ("erf", ("mul", a, c(1 / math.sqrt(2))))))
+            return ("mul", ("mul", c(0.5), a), ("add", c(1.0), _erf_of(("mul", a, c(1 / math.sqrt(2))), d)))
     return pointwise("gelu", out, [x], f)
+
+
+def _erf_of(a, d):
+    return erf_expr(a, d) if d in ("f32", "bf16") else ("erf", a)
 
 
 @register("gelu_backward.default")
@@ -210,7 +235,7 @@ def _gelu_backward(out, grad, x, approximate="none"):
     c = lambda v: ("const", v, d)  # noqa: E731
 
     def f(g, a):
-        cdf = ("mul", c(0.5), ("add", c(1.0), ("erf", ("mul", a, c(1 / math.sqrt(2))))))
+        cdf = ("mul", c(0.5), ("add", c(1.0), _erf_of(("mul", a, c(1 / math.sqrt(2))), d)))
         pdf = ("mul", c(1 / math.sqrt(2 * math.pi)), ("exp", ("mul", c(-0.5), ("mul", a, a))))
         return ("mul", g, ("add", cdf, ("mul", a, pdf)))
 
