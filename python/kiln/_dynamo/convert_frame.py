@@ -55,10 +55,9 @@ class CompileContext:
         return compile_frame(self, code, f_locals, f_globals)
 
 
-def _module_call_codes():
-    """Module.__call__'s own frames run as written (hooks outside the graph, as in PyTorch), so the
-    captured frame is the module's forward; they are still inlined when traced code calls a module."""
-    return {kiln.nn.Module._wrapped_call_impl.__code__, kiln.nn.Module._call_impl.__code__}
+# Module.__call__'s own frames run as written (hooks outside the graph, as in PyTorch), so the
+# captured frame is the module's forward; they are still inlined when traced code calls a module.
+_MODULE_CALL_CODES = frozenset({kiln.nn.Module._wrapped_call_impl.__code__, kiln.nn.Module._call_impl.__code__})
 
 
 def _skipped_file(filename):
@@ -69,7 +68,7 @@ def _skipped_file(filename):
 
 def compile_frame(ctx, code, f_locals, f_globals):
     seen_codes.add(code)
-    if _skipped_file(code.co_filename) or code.co_name == "<module>" or code in _module_call_codes():
+    if _skipped_file(code.co_filename) or code.co_name == "<module>" or code in _MODULE_CALL_CODES:
         _C._dynamo.skip_code(code)
         return None
     entries = _C._dynamo._debug_get_cache_entry_list(code)

@@ -18,10 +18,6 @@ class Source:
         """The guard-tree node for this value (GuardBuilder memoises per source)."""
         raise NotImplementedError
 
-    def root_local(self):
-        """The local name the path starts from, or None (globals)."""
-        return None
-
     def reachable(self):
         """Whether the guard tree can walk to it from the frame's locals or globals."""
         return True
@@ -48,9 +44,6 @@ class LocalSource(Source):
 
     def guard_manager(self, builder):
         return builder.root.dict_getitem_manager(self.local_name, self.name())
-
-    def root_local(self):
-        return self.local_name
 
 
 class GlobalSource(Source):
@@ -80,9 +73,6 @@ class AttrSource(Source):
     def guard_manager(self, builder):
         return builder.manager(self.base).getattr_manager(self.member, self.name())
 
-    def root_local(self):
-        return self.base.root_local()
-
     def reachable(self):
         return self.base.reachable()
 
@@ -104,9 +94,6 @@ class GetItemSource(Source):
         if self.is_dict:
             return base.dict_getitem_manager(self.index, self.name())
         return base.getitem_manager(self.index, self.name())
-
-    def root_local(self):
-        return self.base.root_local()
 
     def reachable(self):
         return self.base.reachable()

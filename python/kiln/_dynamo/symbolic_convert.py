@@ -536,10 +536,7 @@ class InstructionTranslatorBase:
         return fn.call_function(self, args, kwargs)
 
     def MAKE_FUNCTION(self, inst):
-        if PY312:
-            code = self.pop().as_python_constant()
-        else:
-            code = self.pop().as_python_constant()
+        code = self.pop().as_python_constant()  # 3.11 and 3.12: no qualname below it
         closure = self.pop() if inst.arg & 0x08 else None
         if inst.arg & 0x04:
             self.pop()  # annotations

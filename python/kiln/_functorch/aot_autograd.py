@@ -54,8 +54,7 @@ def _layout_key(leaves):
     key = [_C.is_grad_enabled()]
     for x in leaves:
         if isinstance(x, kiln.Tensor):
-            key.append((tuple(x.shape), tuple(x.stride()), x.storage_offset(), x.dtype, str(x.device),
-                        x.requires_grad))
+            key.append((tuple(x.shape), tuple(x.stride()), x.storage_offset(), x.dtype, x.device, x.requires_grad))
         else:
             key.append((type(x), x))
     return tuple(key)
@@ -209,7 +208,7 @@ def trace_joint(flat_fn, leaves, config):
             raise NotImplementedError(
                 f"aot_function: input {i} requires grad and is mutated in place by the compiled function; "
                 "mutate a tensor that does not require grad, or copy it first")
-    return _Traced(gm, len(mutated), mutated, len(outs), aliases, requires), len(tangents)
+    return _Traced(gm, len(mutated), mutated, len(outs), aliases, requires)
 
 
 # --- run time ------------------------------------------------------------------------------------
@@ -232,17 +231,8 @@ class _InferenceRuntime:
         self.traced, self.compiled = traced, compiled
 
     def __call__(self, leaves):
-        with kiln.no_grad() if not _C.is_grad_enabled() else _nullcontext():
-            results = _call_compiled(self.compiled, leaves)
+        results = _call_compiled(self.compiled, leaves)
         return _restore_outputs(self.traced, leaves, list(results))
-
-
-class _nullcontext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs):
@@ -300,7 +290,7 @@ def create_runtime(flat_fn, leaves, config):
         compiled = config.inference_compiler(traced.graph, _fake_examples(traced.graph))
         logs.log("aot_graphs", f"traced in {(time.perf_counter() - start) * 1e3:.1f} ms")
         return _InferenceRuntime(traced, compiled)
-    traced, _ = trace_joint(flat_fn, leaves, config)
+    traced = trace_joint(flat_fn, leaves, config)
     _log_graph("Joint graph", traced.graph)
     num_fwd_outputs = traced.num_mutations + traced.num_outputs
     fw_module, bw_module = config.partition_fn(traced.graph, None, num_fwd_outputs=num_fwd_outputs)

@@ -70,8 +70,6 @@ class Kernel:
 
 
 class GraphLowering:
-    _ids = itertools.count()
-
     def __init__(self, gm):
         self.gm = gm
         self.records = []          # wrapper steps, see _wrapper_code
@@ -131,7 +129,7 @@ class GraphLowering:
         return out
 
     def _kernel_for_reduction(self, red):
-        out = self.new_buffer(red.dtype, red.keepdim_shape)
+        out = self.new_buffer(red.dtype, red.shape)
         kb = KernelBuilder(self, red.kept, red.extent)
         kept_idx = [Affine.var(k) for k in range(len(red.kept))]
         value = kb.reduction_value(red, kept_idx[:red.axis] + [Affine(0)] + kept_idx[red.axis:])

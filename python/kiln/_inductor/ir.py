@@ -65,7 +65,6 @@ class Buffer:
         self.name, self.dtype = name, dtype
         self.shape, self.stride, self.offset = list(shape), list(stride), offset
         self.origin = origin
-        self.users = 0
 
     def numel(self):
         n = 1
@@ -101,9 +100,8 @@ class Reduction:
         self.dtype, self.kept, self.extent, self.kind = dtype, list(kept), extent, kind
         self.source_fn = source_fn  # fn(kept indices, inner index) -> expr
         self.ops = set(ops)
-        self.keepdim_shape = list(keepdim_shape)  # the shape the graph sees
-        self.finish = finish  # fn(acc expr) -> expr (mean divides, welford picks var/mean)
-        self.shape = list(keepdim_shape)
+        self.shape = list(keepdim_shape)  # the shape the graph sees (reduced axis kept, size 1)
+        self.finish = finish  # fn(acc expr) -> expr (mean divides)
 
 
 def contiguous_strides(shape):

@@ -362,8 +362,6 @@ def _contains(tx, seq, item):
 
 
 def _not(tx, x):
-    if isinstance(x, SymNodeVariable):
-        return ConstantVariable(not x.truth(tx))
     return ConstantVariable(not x.truth(tx))
 
 
