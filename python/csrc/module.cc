@@ -189,6 +189,7 @@ void InitFunctionalizeBindings(py::module_& m);  // python_functionalize.cc
 void InitMakeFxBindings(py::module_& m);         // python_make_fx.cc
 void InitPartitionBindings(py::module_& m);      // python_partition.cc
 void InitInductorBindings(py::module_& m);       // python_inductor.cc
+void InitAotRuntimeBindings(py::module_& m);     // python_aot_runtime.cc
 
 }  // namespace kiln::python
 
@@ -218,6 +219,7 @@ PYBIND11_MODULE(_C, m) {
   InitMakeFxBindings(m);
   InitPartitionBindings(m);
   InitInductorBindings(m);
+  InitAotRuntimeBindings(m);
   Registry::Get();
 
   m.def("_set_tensor_class", [](py::object cls) {

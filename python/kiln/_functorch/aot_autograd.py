@@ -51,7 +51,10 @@ def _call_compiled(fn, args):
 
 
 def _layout_key(leaves):
-    key = [_C.is_grad_enabled()]
+    key = _C._aot_layout_key(leaves)  # C++: runs on every call of a compiled function
+    if key is not None:
+        return key
+    key = [_C.is_grad_enabled()]  # symbolic sizes (a compiled function called inside a trace)
     for x in leaves:
         if isinstance(x, kiln.Tensor):
             key.append((tuple(x.shape), tuple(x.stride()), x.storage_offset(), x.dtype, x.device, x.requires_grad))
@@ -226,51 +229,98 @@ def _restore_outputs(traced, leaves, results):
     return outs
 
 
+def _needs_restore(traced):
+    return traced.num_mutations > 0 or any(a is not None for a in traced.output_aliases)
+
+
 class _InferenceRuntime:
     def __init__(self, traced, compiled):
         self.traced, self.compiled = traced, compiled
+        self.boxed = getattr(compiled, "_boxed_call", False)
+        self.restore = _needs_restore(traced)
 
     def __call__(self, leaves):
-        results = _call_compiled(self.compiled, leaves)
+        results = self.compiled(list(leaves)) if self.boxed else self.compiled(*leaves)
+        if not self.restore:
+            return list(results)
         return _restore_outputs(self.traced, leaves, list(results))
 
 
+class _SavedContext:
+    """The backward node's context (what kiln.autograd.Function's ctx is to its node): the
+    forward's saved values, with the versions their tensors had, and the compiled backward."""
+
+    __slots__ = ("saved", "versions", "backward", "_node")
+
+    def _do_backward(self, *grads):
+        if self.saved is None:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time (or directly access saved tensors after they "
+                "have already been freed). Saved intermediate values of the graph are freed when you call "
+                ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
+                "graph a second time or if you need to access saved tensors after calling backward.")
+        for t, v in zip(self.saved, self.versions):
+            if v is not None and t._version != v:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an inplace "
+                    f"operation: [{t.dtype} {list(t.shape)}] is at version {t._version}; expected version {v} "
+                    "instead. (It was saved by a compiled function's forward for its backward.)")
+        return self.backward(self.saved, grads)
+
+    def _free_saved(self):
+        self.saved = None
+
+
 def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs):
+    """run(leaves): the compiled forward without grad, then one backward node (the C++ node a
+    kiln.autograd.Function records) whose backward runs the compiled backward. This is
+    Function.apply specialised to what AOT knows ahead of time, for a lean per-call path."""
     n_mut, n_out = traced.num_mutations, traced.num_outputs
+    n_fw = n_mut + n_out
     requires = traced.out_requires_grad
+    fw_boxed = getattr(compiled_fw, "_boxed_call", False)
+    bw_boxed = getattr(compiled_bw, "_boxed_call", False)
+    restore = _needs_restore(traced)
+    # mutated inputs' new values and outputs that need no grad are not differentiable
+    differentiable_out = [False] * n_mut + list(requires)
 
-    class CompiledFunction(kiln.autograd.Function):
-        @staticmethod
-        def forward(ctx, *args):
-            results = _call_compiled(compiled_fw, args)
-            fw = list(results[:n_mut + n_out])
-            saved = list(results[n_mut + n_out:])
-            ctx.saved_kinds = [isinstance(s, kiln.Tensor) for s in saved]
-            ctx.save_for_backward(*[s for s in saved if isinstance(s, kiln.Tensor)])
-            ctx.saved_other = [s for s in saved if not isinstance(s, kiln.Tensor)]
-            non_diff = [v for v in fw[:n_mut] if isinstance(v, kiln.Tensor)]
-            non_diff += [v for v, r in zip(fw[n_mut:], requires) if isinstance(v, kiln.Tensor) and not r]
-            if non_diff:
-                ctx.mark_non_differentiable(*non_diff)
-            return tuple(fw)
-
-        @staticmethod
-        def backward(ctx, *grads):
-            tensors = iter(ctx.saved_tensors)
-            other = iter(ctx.saved_other)
-            saved = [next(tensors) if is_tensor else next(other) for is_tensor in ctx.saved_kinds]
-            saved = [saved[i] for i in saved_order]
-            out_grads = grads[n_mut:]
-            tangents = [g.contiguous() if isinstance(g, kiln.Tensor) else g
-                        for g, r in zip(out_grads, requires) if r]
-            result = _call_compiled(compiled_bw, saved + tangents)
-            return tuple(result)[:num_inputs]
+    def backward(saved, grads):
+        saved = [saved[i] for i in saved_order]
+        tangents = [g.contiguous() if isinstance(g, kiln.Tensor) else g for g, r in zip(grads[n_mut:], requires) if r]
+        result = compiled_bw(saved + tangents) if bw_boxed else compiled_bw(*saved, *tangents)
+        return tuple(result)[:num_inputs]
 
     def run(leaves):
-        results = CompiledFunction.apply(*leaves)
-        if not isinstance(results, tuple):
-            results = (results,)
-        return _restore_outputs(traced, leaves, list(results))
+        grad_enabled = _C.is_grad_enabled()
+        _C._set_grad_enabled(False)
+        try:
+            results = compiled_fw(list(leaves)) if fw_boxed else compiled_fw(*leaves)
+        finally:
+            _C._set_grad_enabled(grad_enabled)
+        outs = list(results[:n_fw])
+        saved = list(results[n_fw:])
+        if grad_enabled:
+            input_ids = {id(x) for x in leaves}
+            tensor_outs, differentiable = [], []
+            for k, o in enumerate(outs):
+                if isinstance(o, kiln.Tensor):
+                    if id(o) in input_ids:  # an input returned as is: a fresh alias keeps its history
+                        o = outs[k] = o.view_as(o) if not o.requires_grad else o.detach()
+                    tensor_outs.append(o)
+                    differentiable.append(differentiable_out[k])
+            ctx = _SavedContext()
+            ctx.backward = backward
+            _C._record_function(ctx, "CompiledFunctionBackward", list(leaves), tensor_outs, differentiable)
+            # A saved output would hold its grad_fn, which holds ctx: a cycle through C++ that the
+            # GC cannot see. Keep a detached alias (same storage and version counter) instead.
+            out_ids = {id(o) for o in tensor_outs if o.requires_grad}
+            if out_ids:
+                saved = [s.detach() if id(s) in out_ids else s for s in saved]
+            ctx.saved = saved
+            ctx.versions = [s._version if isinstance(s, kiln.Tensor) else None for s in saved]
+        if not restore:
+            return outs
+        return _restore_outputs(traced, leaves, outs)
 
     return run
 
@@ -320,6 +370,12 @@ def _fake_examples(gm):
     return [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
 
 
+def _default_partition():
+    from kiln._functorch.partitioners import default_partition
+
+    return default_partition
+
+
 # --- entry points ----------------------------------------------------------------------------------
 def aot_function(fn, fw_compiler, bw_compiler=None, partition_fn=None, decompositions=None, num_params_buffers=0,
                  keep_inference_input_mutations=False, inference_compiler=None, *, dynamic=False):
@@ -333,10 +389,7 @@ def aot_function(fn, fw_compiler, bw_compiler=None, partition_fn=None, decomposi
                                   "layout; symbolic tracing here is not built yet")
     if not callable(fw_compiler):
         raise TypeError(f"aot_function(): fw_compiler must be callable, got {type(fw_compiler).__name__}")
-    if partition_fn is None:
-        from kiln._functorch.partitioners import default_partition
-
-        partition_fn = default_partition
+    partition_fn = partition_fn or _default_partition()
     config = AOTConfig(fw_compiler, bw_compiler or fw_compiler, inference_compiler or fw_compiler, partition_fn,
                        decompositions, num_params_buffers, keep_inference_input_mutations)
     cache = {}
@@ -403,9 +456,25 @@ def aot_module_simplified(gm, example_inputs, fw_compiler, bw_compiler=None, par
     fn = aot_function(lambda *args: tuple(run_graph(*args)), fw_compiler, bw_compiler, partition_fn, decompositions,
                       keep_inference_input_mutations=keep_inference_input_mutations,
                       inference_compiler=inference_compiler)
+    config = AOTConfig(fw_compiler, bw_compiler or fw_compiler, inference_compiler or fw_compiler,
+                       partition_fn or _default_partition(), decompositions,
+                       keep_inference_input_mutations=keep_inference_input_mutations)
+    runtimes = {}
+
+    def flat_fn(*args):
+        return list(run_graph(*args))
 
     def run(*args):
-        return fn(*args)
+        # Dynamo's inputs are already flat: when they are all tensors the layout key picks the
+        # runtime directly, with none of aot_function's pytree work; other inputs (sizes, under
+        # dynamic shapes) take aot_function's path, which bakes them into the trace.
+        key = _layout_key(args)
+        runtime = runtimes.get(key)
+        if runtime is None:
+            if not all(isinstance(a, kiln.Tensor) for a in args):
+                return fn(*args)
+            runtime = runtimes[key] = create_runtime(flat_fn, list(args), config)
+        return runtime(args)
 
     run._boxed_call = False
     return run

@@ -12,6 +12,7 @@ for later allocations (memory planning).
 
 import itertools
 import operator
+import re
 
 import kiln
 from kiln import _C
@@ -258,7 +259,13 @@ class GraphLowering:
                 last_use[name] = i
         outputs = {b.name for b in self.records[-1][1] if isinstance(b, Buffer)} if self.records and \
             self.records[-1][0] == "return" else set()
-        lines = ["def call(args):"]
+        externs = {}  # extern targets, bound once to their C entry points (no Python call layer)
+        for rec in self.records:
+            if rec[0] == "extern":
+                externs.setdefault(_extern_name(rec[1]), rec[1])
+        lines = [f"{name} = {_op_expr(target)}{'._op' if hasattr(target, '_op') else ''}"
+                 for name, target in externs.items()]
+        lines += ["", "", "def call(args):"] if lines else ["def call(args):"]
         if self.inputs:
             lines.append(f"    {', '.join(self.inputs)}{',' if len(self.inputs) == 1 else ''} = args")
             lines.append("    args.clear()")
@@ -288,7 +295,7 @@ class GraphLowering:
                              f"{tuple(buf.stride)}, {buf.offset})")
             elif kind == "extern":
                 _, target, args, kwargs, results, unpack = rec
-                text = _op_expr(target) + "(" + ", ".join([_arg_text(a) for a in args] +
+                text = _extern_name(target) + "(" + ", ".join([_arg_text(a) for a in args] +
                                                            [f"{k}={_arg_text(v)}" for k, v in kwargs.items()]) + ")"
                 named = [b.name if b is not None else "_" for b in results]
                 if not results:
@@ -362,6 +369,10 @@ def _arg_text(v):
     if isinstance(v, kiln.dtype):
         return f"kiln.{str(v).split('.')[-1]}"
     return repr(v)
+
+
+def _extern_name(target):
+    return "extern_" + re.sub(r"\W", "_", str(target).split("aten.")[-1])
 
 
 def _op_expr(target):

@@ -1,0 +1,95 @@
+// python/csrc/python_aot_runtime.cc: kiln._C._aot_layout_key, the per-call cache key of
+// AOTAutograd's compiled functions (python/kiln/_functorch/aot_autograd.py).
+//
+// Every call of a compiled function looks its compiled code up by the layout of its arguments
+// (sizes, strides, storage offset, dtype, device, requires_grad) and the grad mode. Built in
+// Python that key costs several microseconds for a handful of tensors, more than a small fused
+// kernel runs; here it is one tuple of ints per tensor.
+#include <Python.h>
+#include <pybind11/pybind11.h>
+
+#include "autograd/grad_mode.h"
+#include "python/csrc/python_tensor.h"
+
+namespace py = pybind11;
+
+namespace kiln::python {
+namespace {
+
+// (dtype, device type, device index, requires_grad, storage offset, sizes..., strides...); None
+// for a tensor with symbolic sizes (the caller then builds the key in Python).
+PyObject* TensorKey(const Tensor& t) {
+  TensorImpl* impl = t.impl();
+  if (impl->is_symbolic()) Py_RETURN_NONE;
+  const int64_t ndim = impl->dim();
+  PyObject* key = PyTuple_New(5 + 2 * ndim);
+  if (key == nullptr) return nullptr;
+  auto set = [&](Py_ssize_t i, long long v) { PyTuple_SET_ITEM(key, i, PyLong_FromLongLong(v)); };
+  set(0, static_cast<long long>(impl->dtype()));
+  set(1, static_cast<long long>(impl->device().type));
+  set(2, impl->device().index);
+  set(3, impl->requires_grad() ? 1 : 0);
+  set(4, impl->storage_offset());
+  const SymDimVector& sizes = impl->sym_sizes();
+  const SymDimVector& strides = impl->sym_strides();
+  for (int64_t d = 0; d < ndim; ++d) {
+    set(5 + d, sizes[d].expect_int());
+    set(5 + ndim + d, strides[d].expect_int());
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(key); ++i) {
+    if (PyTuple_GET_ITEM(key, i) == nullptr) {
+      Py_DECREF(key);
+      return nullptr;
+    }
+  }
+  return key;
+}
+
+// _aot_layout_key(args) -> (grad_enabled, per-argument key, ...) or None; args a tuple or list.
+// A non-tensor argument keys as (type, value), as the traced program baked it in.
+PyObject* AotLayoutKey(PyObject*, PyObject* args) {
+  PyObject* seq = PySequence_Fast(args, "_aot_layout_key: expected a tuple or list of arguments");
+  if (seq == nullptr) return nullptr;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject** items = PySequence_Fast_ITEMS(seq);
+  PyObject* key = PyTuple_New(n + 1);
+  if (key == nullptr) {
+    Py_DECREF(seq);
+    return nullptr;
+  }
+  PyObject* grad = autograd::GradMode::is_enabled() ? Py_True : Py_False;
+  Py_INCREF(grad);
+  PyTuple_SET_ITEM(key, 0, grad);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item;
+    if (IsTensor(items[i])) {
+      item = TensorKey(UnpackTensor(items[i]));
+      if (item == Py_None) {  // symbolic: no fast key
+        Py_DECREF(key);
+        Py_DECREF(seq);
+        return item;
+      }
+    } else {
+      item = PyTuple_Pack(2, reinterpret_cast<PyObject*>(Py_TYPE(items[i])), items[i]);
+    }
+    if (item == nullptr) {
+      Py_DECREF(key);
+      Py_DECREF(seq);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(key, i + 1, item);
+  }
+  Py_DECREF(seq);
+  return key;
+}
+
+PyMethodDef g_layout_key_def = {"_aot_layout_key", AotLayoutKey, METH_O,
+                                "The layout cache key of AOTAutograd's compiled functions."};
+
+}  // namespace
+
+void InitAotRuntimeBindings(py::module_& m) {
+  m.attr("_aot_layout_key") = py::reinterpret_steal<py::object>(PyCFunction_New(&g_layout_key_def, nullptr));
+}
+
+}  // namespace kiln::python
