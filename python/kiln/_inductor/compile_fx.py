@@ -99,8 +99,22 @@ def compile_fx(gm, example_inputs):
     from kiln._functorch.partitioners import min_cut_rematerialization_partition
 
     return aot_autograd(fw_compiler=compile_fx_inner, bw_compiler=compile_fx_inner,
-                        inference_compiler=compile_fx_inner,
+                        inference_compiler=compile_fx_inner, decompositions=decompositions(),
                         partition_fn=min_cut_rematerialization_partition)(gm, example_inputs)
+
+
+def decompositions():
+    """What AOTAutograd decomposes for Inductor: composite kernels (batch norm and its backward,
+    var_mean, the softmax backwards) into the reductions and pointwise ops that lower and fuse,
+    so batch norm's statistics, normalisation and the activation after it become kernels."""
+    from kiln._decomp import get_decompositions
+
+    aten = kiln.ops.aten
+    return get_decompositions([
+        aten._native_batch_norm_legit_functional, aten._native_batch_norm_legit_no_training,
+        aten.native_batch_norm_backward, aten.var_mean, aten.std_mean, aten.std, aten.var.default,
+        aten._softmax_backward_data, aten._log_softmax_backward_data, aten.native_dropout_backward,
+    ])
 
 
 register_backend(compile_fx, name="inductor")

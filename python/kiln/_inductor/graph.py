@@ -18,7 +18,7 @@ import kiln
 from kiln import _C
 from kiln._dynamo import logs
 from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, contiguous_strides, ir_dtype
-from kiln._inductor.lowering import Fallback, lower
+from kiln._inductor.lowering import Fallback, V, lower
 
 _ITEMSIZE = {"f32": 4, "f64": 8, "i64": 8, "i32": 4, "bool": 1, "bf16": 2}
 
@@ -108,12 +108,22 @@ class GraphLowering:
             return hit
         if isinstance(value, Reduction):
             buf = self._kernel_for_reduction(value)
+        elif isinstance(value, Pointwise) and value.squeeze_of is not None:
+            buf = self._squeezed_view(self.realize(value.squeeze_of), value.shape)
+        elif isinstance(value, Pointwise) and value.space is not None:
+            buf = self.realize_reductions([value], *value.space)[0]
         elif isinstance(value, Pointwise):
             buf = self._kernel_for_pointwise(value)
         else:
             raise TypeError(f"cannot realize {type(value).__name__}")
         self.realized[value] = buf
         return buf
+
+    def _squeezed_view(self, buf, shape):
+        """buf seen with another shape that differs only in size-1 dimensions (no copy)."""
+        strides = iter([st for sz, st in zip(buf.shape, buf.stride) if sz != 1])
+        view_strides = [next(strides) if sz != 1 else 1 for sz in shape]
+        return self.define(Buffer(None, buf.dtype, shape, view_strides, buf.offset, origin=buf))
 
     def _kernel_for_pointwise(self, value):
         shape = value.shape
@@ -130,32 +140,56 @@ class GraphLowering:
         return out
 
     def _kernel_for_reduction(self, red):
-        out = self.new_buffer(red.dtype, red.shape)
-        kb = KernelBuilder(self, red.kept, red.extent)
-        kept_idx = [Affine.var(k) for k in range(len(red.kept))]
-        value = kb.reduction_value(red, kept_idx[:red.axis] + [Affine(0)] + kept_idx[red.axis:])
-        store_idx = Affine(0)
-        full = kept_idx[:red.axis] + [Affine(0)] + kept_idx[red.axis:]
-        for i, s in zip(full, out.stride):
-            store_idx = store_idx + i.scale(s)
-        kb.loops.append({"extent": 1, "stmts": [("store", kb.buffer_index(out), kb.index(store_idx), value)]})
-        self._emit_kernel(kb, red.ops, out)
-        return out
+        return self.realize_reductions([red], red.kept, red.extent, red.axis)[0]
 
-    def _emit_kernel(self, kb, ops, out):
+    def realize_reductions(self, values, kept, extent, axis):
+        """One kernel over a reduction's iteration space (outer: the kept dimensions, inner: the
+        reduced axis) storing several values of the reduction's keepdim shape: Reductions along
+        that axis, or Pointwise values of them (Welford's combination of partial statistics: a
+        mean, and squared deviations plus the partial sums of squares, in one pass)."""
+        outs = [self.new_buffer(v.dtype, v.shape) for v in values]
+        kb = KernelBuilder(self, kept, extent)
+        kept_idx = [Affine.var(k) for k in range(len(kept))]
+        full = kept_idx[:axis] + [Affine(0)] + kept_idx[axis:]
+        stmts, ops = [], set()
+        for v, out in zip(values, outs):
+            expr = kb.reduction_value(v, full) if isinstance(v, Reduction) else v.fn(kb, full)
+            ops |= v.ops
+            store_idx = Affine(0)
+            for i, s in zip(full, out.stride):
+                store_idx = store_idx + i.scale(s)
+            stmts.append(("store", kb.buffer_index(out), kb.index(store_idx), expr))
+        kb.loops.append({"extent": 1, "stmts": stmts})
+        self._emit_kernel(kb, ops, outs)
+        for v, out in zip(values, outs):
+            self.realized[v] = out
+        return outs
+
+    def _emit_kernel(self, kb, ops, outs):
+        outs = outs if isinstance(outs, list) else [outs]
         ops = sorted(ops | kb.ops) or ["copy"]
         name = f"cpp_fused_{'_'.join(ops)}_{len(self.kernels)}"
-        buffers = [(f"in_ptr{i}" if b is not out else "out_ptr0", ir_dtype(b.dtype)) for i, b in enumerate(kb.buffers)]
+        out_ids = {id(b): k for k, b in enumerate(outs)}
+        buffers = [(f"out_ptr{out_ids[id(b)]}" if id(b) in out_ids else f"in_ptr{i}", ir_dtype(b.dtype))
+                   for i, b in enumerate(kb.buffers)]
         ir = {"name": name, "buffers": buffers, "outer": list(kb.outer), "loops": kb.loops}
         compiled = _C._inductor.compile(ir)
         kernel = Kernel(name, ir, list(kb.buffers), compiled)
         self.kernels.append(kernel)
-        self.records.append(("alloc", out))
-        self.defined.add(out.name)
+        for out in outs:
+            self.records.append(("alloc", out))
+            self.defined.add(out.name)
         self.records.append(("kernel", kernel))
 
     # --- the graph -------------------------------------------------------------------------------
     def run(self):
+        previous, V.graph = V.graph, self
+        try:
+            return self._run()
+        finally:
+            V.graph = previous
+
+    def _run(self):
         users = {n: len(n.users) for n in self.gm.graph.nodes}
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
@@ -171,7 +205,8 @@ class GraphLowering:
                 self.env[node] = self._call(node)
                 value = self.env[node]
                 self.pre_fusion.append(f"{node.name} = {node.target}: {_describe(value)}")
-                if users[node] > 1 and isinstance(value, (Pointwise, Reduction)) and _computes(value):
+                if users[node] > 1 and isinstance(value, (Pointwise, Reduction)) and _computes(value) and \
+                        not _cheap_to_recompute(value):
                     self.env[node] = self.realize(value)
             elif node.op == "output":
                 outs = node.args[0]
@@ -324,6 +359,51 @@ def _describe(value):
     if isinstance(value, Reduction):
         return f"Reduction {value.kind} {value.dtype} kept={value.kept} extent={value.extent} ops={sorted(value.ops)}"
     return repr(value)
+
+
+# Note [Recompute or realize]: a lazy value read by several nodes is either realized (one kernel
+# writes it, each reader loads it: a write and n reads of memory) or inlined into every reader
+# (each recomputes it from its own inputs). Inlining wins when the value is a few cheap ops over
+# the buffers it reads: batch norm's centred input `x - mean`, read by a reduction and by the
+# gradient's pointwise kernel, costs a subtraction per read instead of a full write and read.
+# The score is the expression's op count, transcendental ops weighing more; a value that reads a
+# reduction is always realized (inlining would repeat the reduction in each reader).
+_RECOMPUTE_BUDGET = 4
+_EXPENSIVE_OPS = {"exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "pow",
+                  "div", "atan2", "floordiv", "mod"}
+
+
+class _CostProbe:
+    """A stand-in KernelBuilder that evaluates a value's expression without building anything."""
+
+    def __init__(self):
+        self.reads_reduction = False
+
+    def load(self, buf, idx):
+        return ("load", None, None)
+
+    def reduction_value(self, red, idx):
+        self.reads_reduction = True
+        return ("acc", 0)
+
+
+def _cheap_to_recompute(value):
+    if not isinstance(value, Pointwise) or value.space is not None or value.squeeze_of is not None:
+        return False
+    probe = _CostProbe()
+    expr = value.fn(probe, [Affine.var(k) for k in range(len(value.shape))])
+    if probe.reads_reduction:
+        return False
+    return _expr_cost(expr) <= _RECOMPUTE_BUDGET
+
+
+def _expr_cost(expr):
+    if not isinstance(expr, tuple) or expr[0] in ("load", "const", "acc", "index"):
+        return 0
+    if expr[0] == "cast":
+        return _expr_cost(expr[1])
+    own = 4 if expr[0] in _EXPENSIVE_OPS else 1
+    return own + sum(_expr_cost(e) for e in expr[1:])
 
 
 def _computes(value):

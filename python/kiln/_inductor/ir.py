@@ -91,6 +91,11 @@ class Pointwise:
     def __init__(self, dtype, shape, fn, ops):
         self.dtype, self.shape, self.fn = dtype, list(shape), fn
         self.ops = set(ops)  # aten op names folded into it (kernel names)
+        # How it is realized when not simply over its own shape:
+        self.space = None       # (kept, extent, axis): a value of reductions over that loop,
+        #                         computed by their kernel (a variance from its partial sums)
+        self.squeeze_of = None  # a value of the same elements with size-1 dimensions added or
+        #                         removed (a reduction without keepdim): realized as a view of it
 
 
 class Reduction:

@@ -10,10 +10,17 @@ kernel from the wrapper (graph.py), named in the debug log.
 import math
 
 import kiln
-from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, ir_dtype
+from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, contiguous_strides, ir_dtype
 
 aten = kiln.ops.aten
 LOWERINGS = {}
+
+
+class V:
+    """The graph being lowered (set by GraphLowering.run), for lowerings that realize
+    intermediate values themselves (the partial statistics of a variance)."""
+
+    graph = None
 
 
 class Fallback(Exception):
@@ -429,15 +436,67 @@ def _select(out, x, dim, index):
 def _view(out, x, size):
     if list(out.shape) == list(x.shape):
         return x
-    if isinstance(x, Buffer) and x.is_contiguous():
-        strides = []
-        running = 1
-        for s in reversed(out.shape):
-            strides.append(running)
-            running *= s
-        strides.reverse()
-        return Buffer(None, out.dtype, out.shape, strides, x.offset, origin=x)  # named by GraphLowering.define
+    if isinstance(x, Buffer):
+        strides = view_strides(x.shape, x.stride, list(out.shape))
+        if strides is not None:
+            return Buffer(None, out.dtype, out.shape, strides, x.offset, origin=x)  # named by GraphLowering.define
     raise Fallback("view of a non-contiguous or unrealized value")  # graph.py realizes and retries
+
+
+def view_strides(shape, strides, new_shape):
+    """Strides giving new_shape over the memory of (shape, strides) without a copy, or None:
+    each run of old dimensions that is contiguous within itself splits or merges freely."""
+    numel = 1
+    for n in shape:
+        numel *= n
+    if numel == 0 or not shape:
+        return contiguous_strides(new_shape)
+    old = [(n, st) for n, st in zip(shape, strides) if n != 1]
+    result = [0] * len(new_shape)
+    i = 0  # next old dimension
+    j = 0  # next new dimension
+    while j < len(new_shape):
+        if new_shape[j] == 1:
+            result[j] = 1
+            j += 1
+            continue
+        if i >= len(old):
+            return None
+        # take old dims [i, k) forming one contiguous chunk, and new dims covering the same count
+        chunk, k = old[i][0], i + 1
+        while k < len(old) and old[k - 1][1] == old[k][0] * old[k][1] and chunk % 1 == 0:
+            chunk_k = chunk * old[k][0]
+            # stop merging as soon as the new dims can close the chunk exactly
+            if _prefix_product_hits(new_shape, j, chunk):
+                break
+            chunk, k = chunk_k, k + 1
+        if not _prefix_product_hits(new_shape, j, chunk):
+            return None
+        stride = old[k - 1][1]
+        dims = []
+        left = chunk
+        while left > 1 or (dims == [] and left == 1):
+            if new_shape[j] == 1:
+                result[j] = 1
+            else:
+                dims.append(j)
+                left //= new_shape[j]
+            j += 1
+            if left == 1:
+                break
+        for d in reversed(dims):
+            result[d] = stride
+            stride *= new_shape[d]
+        i = k
+    return result if i == len(old) else None
+
+
+def _prefix_product_hits(new_shape, j, target):
+    p = 1
+    while j < len(new_shape) and p < target:
+        p *= new_shape[j]
+        j += 1
+    return p == target
 
 
 # --- reductions ------------------------------------------------------------------------------------
@@ -450,6 +509,12 @@ def _reduce(out, x, dims, keepdim, kind, name, finish=None):
     if not dims:
         raise Fallback(f"{name} of a 0-d tensor")
     if len(dims) > 1:
+        merged = merge_reduced_dims(x, dims)
+        if merged is not None:  # adjacent reduced axes of a buffer read as one (longer inner loops)
+            xm, mdims, to_merged = merged
+            keep = [1 if d in mdims else s for d, s in enumerate(xm.shape)]
+            red = _reduce(_Like(out.dtype, keep), xm, mdims, True, kind, name, finish)
+            return _read_merged(out, red, dims, keepdim, len(shape), to_merged)
         return _reduce_axes(out, x, dims, keepdim, kind, name, finish)
     axis = dims[0]
     kept = shape[:axis] + shape[axis + 1:]
@@ -463,8 +528,104 @@ def _reduce(out, x, dims, keepdim, kind, name, finish=None):
     red.axis = axis
     if keepdim:
         return red
-    return Pointwise(out.dtype, out.shape, lambda ctx, idx: ctx.reduction_value(red, idx[:axis] + [Affine(0)] + idx[axis:]),
-                     red.ops)
+    value = Pointwise(out.dtype, out.shape,
+                      lambda ctx, idx: ctx.reduction_value(red, idx[:axis] + [Affine(0)] + idx[axis:]), red.ops)
+    value.squeeze_of = red
+    return value
+
+
+def merge_reduced_dims(x, dims):
+    """x (a Buffer) seen with each run of adjacent reduced axes merged into one axis, when its
+    strides allow (NCHW's H and W for batch norm): (view, its reduced axes, a map from indices of
+    the keepdim result to indices of the merged keepdim result); None when nothing merges."""
+    if isinstance(x, Buffer):
+        shape, stride = list(x.shape), list(x.stride)
+        mergeable = lambda d: stride[d - 1] == stride[d] * shape[d]  # noqa: E731
+    elif isinstance(x, Pointwise):
+        shape = list(x.shape)
+        coeffs = _load_coefficients(x)
+        if coeffs is None:
+            return None
+        # every load walks axes d-1 and d as one axis: its stride for d-1 is shape[d] times d's
+        mergeable = lambda d: all(c.get(d - 1, 0) == c.get(d, 0) * shape[d] for c in coeffs)  # noqa: E731
+    else:
+        return None
+    groups = []  # runs of axes: [axes], reduced?
+    for d in range(len(shape)):
+        if groups and d in dims and groups[-1][1] and mergeable(d):
+            groups[-1][0].append(d)
+        else:
+            groups.append(([d], d in dims))
+    if len(groups) == len(shape):
+        return None
+    m_shape, m_stride, m_dims = [], [], []
+    for axes, reduced in groups:
+        n = 1
+        for a in axes:
+            n *= shape[a]
+        if reduced:
+            m_dims.append(len(m_shape))
+        m_shape.append(n)
+        m_stride.append(stride[axes[-1]] if isinstance(x, Buffer) else None)
+    if isinstance(x, Buffer):
+        view = Buffer(None, x.dtype, m_shape, m_stride, x.offset, origin=x)
+    else:
+        def fn(ctx, idx):  # a merged axis' index walks its group's last axis (the others at 0)
+            full = [None] * len(shape)
+            for (axes, _), i in zip(groups, idx):
+                for a in axes:
+                    full[a] = Affine(0)
+                full[axes[-1]] = i
+            return x.fn(ctx, full)
+
+        view = Pointwise(x.dtype, m_shape, fn, x.ops)
+
+    def to_merged(idx):  # idx: per original axis (reduced ones are 0 in a keepdim result)
+        return [Affine(0) if reduced else idx[axes[0]] for axes, reduced in groups]
+
+    return view, m_dims, to_merged
+
+
+class _LoadProbe:
+    """A stand-in KernelBuilder recording the affine index of every load of an expression."""
+
+    def __init__(self):
+        self.coeffs, self.reads_reduction = [], False
+
+    def load(self, buf, idx):
+        _, _, affine = buf.load(idx)
+        self.coeffs.append(affine.coeffs)
+        return ("load", None, None)
+
+    def reduction_value(self, red, idx):
+        self.reads_reduction = True
+        return ("acc", 0)
+
+
+def _load_coefficients(value):
+    """Per load of a lazy value: its index's coefficient for each of the value's axes; None when
+    it reads a reduction (whose index is not a memory layout)."""
+    probe = _LoadProbe()
+    value.fn(probe, [Affine.var(k) for k in range(len(value.shape))])
+    return None if probe.reads_reduction else probe.coeffs
+
+
+def _read_merged(out, red, dims, keepdim, ndim, to_merged):
+    """The result of a reduction over merged axes, seen in the original (keepdim or not) shape."""
+    reduced = set(dims)
+
+    def fn(ctx, idx):
+        if keepdim:
+            full = list(idx)
+        else:
+            it = iter(idx)
+            full = [Affine(0) if d in reduced else next(it) for d in range(ndim)]
+        return ctx.reduction_value(red, to_merged(full)) if isinstance(red, Reduction) else \
+            red.fn(ctx, to_merged(full))
+
+    value = Pointwise(out.dtype, out.shape, fn, red.ops)
+    value.squeeze_of = red
+    return value
 
 
 class _Like:
@@ -493,7 +654,9 @@ def _reduce_axes(out, x, dims, keepdim, kind, name, finish):
         full = [Affine(0) if d in reduced else next(it) for d in range(len(shape))]
         return ctx.reduction_value(value, full)
 
-    return Pointwise(out.dtype, out.shape, fn, value.ops)
+    result = Pointwise(out.dtype, out.shape, fn, value.ops)
+    result.squeeze_of = value
+    return result
 
 
 @register("sum.dim_IntList")
@@ -530,6 +693,126 @@ def _amin(out, x, dims=(), keepdim=False):
 @register("prod.dim_int")
 def _prod(out, x, dim, keepdim=False, dtype=None):
     return _reduce(out, x, [dim], keepdim, "prod", "prod")
+
+
+def _stats_dtype(dtype):
+    return kiln.float64 if dtype == kiln.float64 else kiln.float32
+
+
+@register("var.correction")
+def _var(out, x, dims=None, correction=None, keepdim=False):
+    """Variance from Welford's partial statistics: along the innermost reduced axis, each row's
+    mean and sum of squared deviations from it (two passes over the row in one kernel: stable
+    where the sum of squares minus the squared sum is not, and both loops vectorise); along each
+    further axis the partial (mean, m2) pairs combine as in Chan's parallel form of Welford's
+    update: mean = the mean of the means, m2 = the sum of the m2s + count * the sum of the
+    squared deviations of the means."""
+    n = len(x.shape)
+    if n == 0:
+        raise Fallback("var of a 0-d tensor")
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        dims = list(range(n))
+    dims = sorted({d % n for d in (dims if isinstance(dims, (list, tuple)) else [dims])})
+    count = 1
+    for d in dims:
+        count *= x.shape[d]
+    correction = 1 if correction is None else correction
+    sd = _stats_dtype(out.dtype)
+    to_merged = lambda idx: idx  # noqa: E731
+    src, src_dims = x, dims
+    merged = merge_reduced_dims(x, dims)
+    if merged is not None:
+        src, src_dims, to_merged = merged
+    keep = list(src.shape)
+    axes = list(reversed(src_dims))  # the innermost first
+    mean, m2 = _row_mean_m2(src, axes[0], sd)
+    partial = keep[axes[0]]
+    keep[axes[0]] = 1
+    for axis in axes[1:]:
+        mean, m2 = _chan_combine(mean, m2, list(keep), axis, partial, sd)
+        partial *= keep[axis]
+        keep[axis] = 1
+    denom = ("const", float(max(count - correction, 0)), ir_dtype(sd))
+    od = ir_dtype(out.dtype)
+
+    def var_fn(ctx, idx):  # idx: of the (merged) keepdim shape
+        value = ("div", _value_at(ctx, m2, idx), denom)
+        return value if od == ir_dtype(sd) else ("cast", value, od)
+
+    var = Pointwise(out.dtype, keep, var_fn, ops_of(x) | {"var"})
+    var.space = m2.space if isinstance(m2, Pointwise) else (m2.kept, m2.extent, m2.axis)
+    if keepdim and merged is None:
+        return var
+    reduced = set(dims)
+
+    def fn(ctx, idx):
+        if not keepdim:
+            it = iter(idx)
+            idx = [Affine(0) if d in reduced else next(it) for d in range(n)]
+        return var_fn(ctx, to_merged(list(idx)))
+
+    result = Pointwise(out.dtype, out.shape, fn, var.ops)
+    result.squeeze_of = var
+    return result
+
+
+def _value_at(ctx, value, idx):
+    return ctx.reduction_value(value, idx) if isinstance(value, Reduction) else value.fn(ctx, idx)
+
+
+def _row_mean_m2(x, axis, sd):
+    """Lazy (mean, m2) along one axis of x: Reductions of the same loop, so one kernel."""
+    dt = ir_dtype(sd)
+    shape = list(x.shape)
+    kept = shape[:axis] + shape[axis + 1:]
+    keep_shape = shape[:axis] + [1] + shape[axis + 1:]
+    ld = loader(x, dt)
+    extent = shape[axis]
+
+    def at(kept_idx, r):
+        return kept_idx[:axis] + [r] + kept_idx[axis:]
+
+    mean = Reduction(sd, kept, extent, "sum", lambda ctx, k, r: ld(ctx, at(k, r)), ops_of(x) | {"var_mean"},
+                     keep_shape, finish=lambda acc: ("div", acc, ("const", float(extent), dt)))
+    mean.axis = axis
+
+    def deviation(ctx, k, r):
+        d = ("sub", ld(ctx, at(k, r)), ctx.reduction_value(mean, at(k, Affine(0))))
+        return ("mul", d, d)
+
+    m2 = Reduction(sd, kept, extent, "sum", deviation, {"var_mean"}, keep_shape)
+    m2.axis = axis
+    return mean, m2
+
+
+def _chan_combine(mean, m2, shape, axis, partial, sd):
+    """Partial statistics (mean and m2 over `partial` elements each, keepdim shape `shape`)
+    realized by one kernel, then combined along `axis` as lazy (mean, m2)."""
+    mean_buf, m2_buf = V.graph.realize_reductions([mean, m2], mean.kept, mean.extent, mean.axis)
+    dt = ir_dtype(sd)
+    k = shape[axis]
+    kept = shape[:axis] + shape[axis + 1:]
+    keep_shape = shape[:axis] + [1] + shape[axis + 1:]
+
+    def at(kept_idx, r):
+        return kept_idx[:axis] + [r] + kept_idx[axis:]
+
+    new_mean = Reduction(sd, kept, k, "sum", lambda ctx, ki, r: ctx.load(mean_buf, at(ki, r)), {"var_mean"},
+                         keep_shape, finish=lambda acc: ("div", acc, ("const", float(k), dt)))
+    new_mean.axis = axis
+
+    def spread(ctx, ki, r):
+        d = ("sub", ctx.load(mean_buf, at(ki, r)), ctx.reduction_value(new_mean, at(ki, Affine(0))))
+        return ("mul", d, d)
+
+    dev = Reduction(sd, kept, k, "sum", spread, {"var_mean"}, keep_shape)
+    dev.axis = axis
+    m2_sum = Reduction(sd, kept, k, "sum", lambda ctx, ki, r: ctx.load(m2_buf, at(ki, r)), {"var_mean"}, keep_shape)
+    m2_sum.axis = axis
+    combined = Pointwise(sd, keep_shape, lambda ctx, idx: ("add", ctx.reduction_value(m2_sum, idx), (
+        "mul", ("const", float(partial), dt), ctx.reduction_value(dev, idx))), {"var_mean"})
+    combined.space = (kept, k, axis)
+    return new_mean, combined
 
 
 def _softmax_lowering(is_log):
