@@ -51,8 +51,9 @@ class KernelBuilder:
         kept = kept_idx[:axis] + kept_idx[axis + 1:]
         fusable = (red.kept == self.outer and red.extent == self.inner and
                    all(a.coeffs == {k: 1} and a.offset == 0 for k, a in enumerate(kept)))
-        if not fusable:
-            buf = self.graph.realize(red)
+        done = self.graph.realized.get(red)
+        if not fusable or done is not None:  # computed already (a sibling's kernel): read it
+            buf = done if done is not None else self.graph.realize(red)
             return self.load(buf, kept_idx)
         if red not in self.accs:
             # the source first: reductions it reads get their loops (and ids) before this one
@@ -82,6 +83,8 @@ class GraphLowering:
         self._names = itertools.count()
         self.env = {}
         self.pre_fusion = []       # each node's lowered value, before kernels are formed
+        self.reductions = []       # every Reduction lowering made, in order (sibling candidates)
+        self.deferred = {}         # buffer name -> the Reduction it holds, kernel not emitted yet
 
     # --- buffers ---------------------------------------------------------------------------------
     def new_buffer(self, dtype, shape, stride=None):
@@ -91,6 +94,10 @@ class GraphLowering:
     def define(self, buf):
         """Makes the wrapper define `buf` (a view of another buffer is defined from its base)."""
         if buf.origin == "input" or (buf.name is not None and buf.name in self.defined):
+            return buf
+        deferred = self.deferred.get(buf.name)
+        if deferred is not None:  # its kernel is emitted now, with the siblings lowered since
+            self._kernel_for_reduction(deferred)
             return buf
         if isinstance(buf.origin, Buffer):
             self.define(buf.origin)
@@ -105,7 +112,7 @@ class GraphLowering:
             return self.define(value)
         hit = self.realized.get(value)
         if hit is not None:
-            return hit
+            return self.define(hit)
         if isinstance(value, Reduction):
             buf = self._kernel_for_reduction(value)
         elif isinstance(value, Pointwise) and value.squeeze_of is not None:
@@ -121,9 +128,7 @@ class GraphLowering:
 
     def _squeezed_view(self, buf, shape):
         """buf seen with another shape that differs only in size-1 dimensions (no copy)."""
-        strides = iter([st for sz, st in zip(buf.shape, buf.stride) if sz != 1])
-        view_strides = [next(strides) if sz != 1 else 1 for sz in shape]
-        return self.define(Buffer(None, buf.dtype, shape, view_strides, buf.offset, origin=buf))
+        return self.define(Buffer(None, buf.dtype, shape, _squeezed_strides(buf, shape), buf.offset, origin=buf))
 
     def _kernel_for_pointwise(self, value):
         shape = value.shape
@@ -139,15 +144,41 @@ class GraphLowering:
         self._emit_kernel(kb, value.ops, out)
         return out
 
+    def _defer(self, red):
+        """A buffer for a reduction several nodes read, its kernel emitted when the buffer is
+        first used: the reductions lowered until then can join it (horizontal fusion)."""
+        buf = self.new_buffer(red.dtype, red.shape)
+        self.realized[red] = buf
+        self.deferred[buf.name] = red
+        return buf
+
     def _kernel_for_reduction(self, red):
-        return self.realize_reductions([red], red.kept, red.extent, red.axis)[0]
+        return self.realize_reductions([red] + self._siblings(red), red.kept, red.extent, red.axis)[0]
+
+    def _siblings(self, red):
+        """Horizontal fusion: reductions not yet computed that loop over the same space and read a
+        buffer `red` reads (batch norm's backward: the sums of dy and of dy * (x - mean)) join
+        its kernel, so that buffer is read once for all of them."""
+        reads = _buffers_read(red)
+        found = []
+        for other in self.reductions:
+            done = self.realized.get(other)
+            if other is red or (done is not None and done.name not in self.deferred) or any(other is f for f in found):
+                continue
+            if (other.kept, other.extent, other.axis) == (red.kept, red.extent, red.axis) and \
+                    other.source_fn is not None and _buffers_read(other) & reads:
+                found.append(other)
+        return found
 
     def realize_reductions(self, values, kept, extent, axis):
         """One kernel over a reduction's iteration space (outer: the kept dimensions, inner: the
         reduced axis) storing several values of the reduction's keepdim shape: Reductions along
         that axis, or Pointwise values of them (Welford's combination of partial statistics: a
         mean, and squared deviations plus the partial sums of squares, in one pass)."""
-        outs = [self.new_buffer(v.dtype, v.shape) for v in values]
+        # a deferred value has its buffer already; it is computed here, not loaded from there
+        outs = [self.realized.pop(v, None) or self.new_buffer(v.dtype, v.shape) for v in values]
+        for out in outs:
+            self.deferred.pop(out.name, None)
         kb = KernelBuilder(self, kept, extent)
         kept_idx = [Affine.var(k) for k in range(len(kept))]
         full = kept_idx[:axis] + [Affine(0)] + kept_idx[axis:]
@@ -205,7 +236,14 @@ class GraphLowering:
                 self.env[node] = self._call(node)
                 value = self.env[node]
                 self.pre_fusion.append(f"{node.name} = {node.target}: {_describe(value)}")
-                if users[node] > 1 and isinstance(value, (Pointwise, Reduction)) and _computes(value) and \
+                base = value
+                while isinstance(base, Pointwise) and base.squeeze_of is not None:
+                    base = base.squeeze_of
+                if isinstance(base, Reduction) and users[node] > 1:
+                    buf = self._defer(base)
+                    self.env[node] = buf if base is value else \
+                        Buffer(None, buf.dtype, value.shape, _squeezed_strides(buf, value.shape), origin=buf)
+                elif users[node] > 1 and isinstance(value, Pointwise) and _computes(value) and \
                         not _cheap_to_recompute(value):
                     self.env[node] = self.realize(value)
             elif node.op == "output":
@@ -404,6 +442,33 @@ def _expr_cost(expr):
         return _expr_cost(expr[1])
     own = 4 if expr[0] in _EXPENSIVE_OPS else 1
     return own + sum(_expr_cost(e) for e in expr[1:])
+
+
+def _squeezed_strides(buf, shape):
+    strides = iter([st for sz, st in zip(buf.shape, buf.stride) if sz != 1])
+    return [next(strides) if sz != 1 else 1 for sz in shape]
+
+
+class _ReadProbe:
+    """A stand-in KernelBuilder collecting the buffers an expression loads (views by their base)."""
+
+    def __init__(self):
+        self.buffers = set()
+
+    def load(self, buf, idx):
+        while isinstance(buf.origin, Buffer):
+            buf = buf.origin
+        self.buffers.add(id(buf))
+        return ("load", None, None)
+
+    def reduction_value(self, red, idx):
+        return ("acc", 0)
+
+
+def _buffers_read(red):
+    probe = _ReadProbe()
+    red.source_fn(probe, [Affine.var(k) for k in range(len(red.kept))], Affine.var(-1))
+    return probe.buffers
 
 
 def _computes(value):

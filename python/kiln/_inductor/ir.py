@@ -27,6 +27,14 @@ def ir_dtype(dtype):
     return name
 
 
+class V:
+    """The graph being lowered (set by GraphLowering.run): lowerings that realize intermediate
+    values themselves (a variance's partial statistics) reach it here, and it sees each
+    Reduction made (horizontal fusion of sibling reductions, graph.py)."""
+
+    graph = None
+
+
 class Affine:
     """offset + sum(coeffs[v] * v) over loop variables v (ints; -1 is the inner loop)."""
 
@@ -107,6 +115,8 @@ class Reduction:
         self.ops = set(ops)
         self.shape = list(keepdim_shape)  # the shape the graph sees (reduced axis kept, size 1)
         self.finish = finish  # fn(acc expr) -> expr (mean divides)
+        if V.graph is not None:
+            V.graph.reductions.append(self)
 
 
 def contiguous_strides(shape):

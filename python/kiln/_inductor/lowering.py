@@ -10,17 +10,10 @@ kernel from the wrapper (graph.py), named in the debug log.
 import math
 
 import kiln
-from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, contiguous_strides, ir_dtype
+from kiln._inductor.ir import V, Affine, Buffer, Pointwise, Reduction, contiguous_strides, ir_dtype
 
 aten = kiln.ops.aten
 LOWERINGS = {}
-
-
-class V:
-    """The graph being lowered (set by GraphLowering.run), for lowerings that realize
-    intermediate values themselves (the partial statistics of a variance)."""
-
-    graph = None
 
 
 class Fallback(Exception):
