@@ -132,15 +132,36 @@ def test_views_permute_slice_select_expand():
 def test_memory_planning_reuses_buffers():
     def fn(x, w):
         a = (x * 2).relu()        # a kernel's buffer, dead after the matmul
-        b = a @ w                 # a fallback (extern) op
+        b = a @ w                 # a fallback (extern) op; returned, so never overwritten
         c = (b + 1).sigmoid()     # same size as `a`: reuses its memory
-        return c @ w * 3
+        return c @ w * 3, b
 
     x, w = kiln.randn(16, 16), kiln.randn(16, 16)
     with kiln.no_grad():
         out, codes = run_and_get_code(inductor(fn), x, w)
-    close(out, fn(x, w), tol=1e-4)
+    for got, want in zip(out, fn(x, w)):
+        close(got, want, tol=1e-4)
     assert "# reuse" in codes[0] and "del buf" in codes[0]
+    assert "# in place" not in codes[0]
+
+
+def test_memory_planning_writes_in_place():
+    def fn(x, w):
+        b = x @ w                 # a fresh extern result that dies in the next kernel
+        return (b + 1).sigmoid() @ w
+
+    def transposed(x, w):
+        b = x @ w
+        return (b.t() + 1).sigmoid() @ w  # reads b at another element than it stores: no
+
+    x, w = kiln.randn(16, 16), kiln.randn(16, 16)
+    with kiln.no_grad():
+        out, codes = run_and_get_code(inductor(fn), x, w)
+        close(out, fn(x, w), tol=1e-4)
+        assert "# in place" in codes[0]
+        out, codes = run_and_get_code(inductor(transposed), x, w)
+        close(out, transposed(x, w), tol=1e-4)
+        assert "# in place" not in codes[0]
 
 
 def test_fallback_ops_run_eagerly():

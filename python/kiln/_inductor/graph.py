@@ -324,6 +324,29 @@ class GraphLowering:
         return value
 
     # --- the wrapper -----------------------------------------------------------------------------
+    def _in_place_victim(self, i, buf, last_use, bases, view_last):
+        """A buffer the kernel writing `buf` (the next kernel record) can overwrite: one of its
+        inputs that dies in that kernel, has buf's size and dtype, is no view's base, and is read
+        only at the element being stored (a pointwise kernel: each element is read before its
+        own store, and no other element is read). Its memory then holds buf, no allocation."""
+        j = next((j for j in range(i + 1, len(self.records)) if self.records[j][0] == "kernel"), None)
+        if j is None:
+            return None
+        kernel = self.records[j][1]
+        if len(kernel.ir["loops"]) != 1 or len(kernel.ir["loops"][0]["stmts"]) != 1:
+            return None
+        kind, out_pos, out_index, expr = kernel.ir["loops"][0]["stmts"][0]
+        if kind != "store" or kernel.buffers[out_pos] is not buf:
+            return None
+        for pos, b in enumerate(kernel.buffers):
+            if b is buf or b.name not in bases or last_use.get(b.name) != j or view_last.get(b.name, -1) > j:
+                continue
+            if bases[b.name] != (buf.numel() * _ITEMSIZE[ir_dtype(buf.dtype)], buf.dtype):
+                continue
+            if _loads_only_at(expr, pos, out_index):
+                return b.name
+        return None
+
     def wrapper_code(self):
         """Python source of `call(args)`, with buffer lifetimes planned."""
         last_use = {}
@@ -344,13 +367,28 @@ class GraphLowering:
             lines.append("    args.clear()")
         pool, bases = {}, {}
         aliased = {rec[2].name for rec in self.records if rec[0] == "view"}  # bases of views: never reused
+        view_last = {}  # base name -> the last record using one of its views
+        for rec in self.records:
+            if rec[0] == "view":
+                view_last[rec[2].name] = max(view_last.get(rec[2].name, -1), last_use.get(rec[1].name, -1))
+        owned = {}  # buffers the wrapper made (kernel outputs, fresh extern results): name -> (bytes, dtype)
+        for rec in self.records:
+            bufs = [rec[1]] if rec[0] == "alloc" else \
+                [b for b in rec[4] if b is not None] if rec[0] == "extern" and _returns_fresh(rec[1]) else []
+            for b in bufs:
+                owned[b.name] = (b.numel() * _ITEMSIZE[ir_dtype(b.dtype)], b.dtype)
         for i, rec in enumerate(self.records):
             kind = rec[0]
             if kind == "alloc":
                 buf = rec[1]
                 nbytes = buf.numel() * _ITEMSIZE[ir_dtype(buf.dtype)]
                 reuse = pool.get((nbytes, buf.dtype))
-                if reuse and buf.name not in outputs:
+                victim = None if buf.name in outputs else self._in_place_victim(i, buf, last_use, owned, view_last)
+                if victim is not None:
+                    lines.append(f"    {buf.name} = reinterpret_tensor({victim}, {tuple(buf.shape)}, "
+                                 f"{tuple(buf.stride)})  # in place")
+                    aliased.add(victim)  # its memory is buf's now: deleted at its last use, never pooled
+                elif reuse and buf.name not in outputs:
                     old = reuse.pop()
                     lines.append(f"    {buf.name} = reinterpret_tensor({old}, {tuple(buf.shape)}, {tuple(buf.stride)})"
                                  f"  # reuse")
@@ -442,6 +480,36 @@ def _expr_cost(expr):
         return _expr_cost(expr[1])
     own = 4 if expr[0] in _EXPENSIVE_OPS else 1
     return own + sum(_expr_cost(e) for e in expr[1:])
+
+
+def _returns_fresh(target):
+    """Whether an extern op's results are new tensors (its schema's returns carry no alias
+    annotation such as `Tensor(a)`): only those may be overwritten in place."""
+    schema = str(getattr(target, "_schema", ""))
+    return "->" in schema and not re.search(r"Tensor\(", schema.split("->", 1)[1])
+
+
+def _loads_only_at(expr, pos, index):
+    """Whether every load of buffer `pos` in expr reads exactly `index` (and there is one)."""
+    found = []
+
+    def walk(e):
+        if not isinstance(e, tuple):
+            return True
+        if e[0] == "load":
+            if e[1] == pos:
+                found.append(e[2])
+            return True
+        if e[0] in ("const", "acc", "index"):
+            return True
+        return all(walk(x) for x in e[1:])
+
+    walk(expr)
+    return bool(found) and all(_same_index(f, index) for f in found)
+
+
+def _same_index(a, b):
+    return a[0] == b[0] and list(a[1]) == list(b[1]) and a[2] == b[2]
 
 
 def _squeezed_strides(buf, shape):
