@@ -131,18 +131,26 @@ class GraphLowering:
         return self.define(Buffer(None, buf.dtype, shape, _squeezed_strides(buf, shape), buf.offset, origin=buf))
 
     def _kernel_for_pointwise(self, value):
+        """One kernel over value's shape; values made together with it (value.group: a max
+        pool's values and indices) that are not computed yet are stored by the same loop."""
         shape = value.shape
         outer, inner = (shape[:-1], shape[-1]) if shape else ([], 1)
-        out = self.new_buffer(value.dtype, shape)
+        group = [value] + [v for v in getattr(value, "group", ()) if v is not value and v not in self.realized]
+        outs = [self.new_buffer(v.dtype, shape) for v in group]
         kb = KernelBuilder(self, outer, inner)
         idx = [Affine.var(k) for k in range(len(outer))] + ([Affine.var(-1)] if shape else [])
-        expr = value.fn(kb, idx)
-        out_index = Affine(0)
-        for i, s in zip(idx, out.stride):
-            out_index = out_index + i.scale(s)
-        kb.loops.append({"extent": inner, "stmts": [("store", kb.buffer_index(out), kb.index(out_index), expr)]})
-        self._emit_kernel(kb, value.ops, out)
-        return out
+        stmts, ops = [], set()
+        for v, out in zip(group, outs):
+            out_index = Affine(0)
+            for i, s in zip(idx, out.stride):
+                out_index = out_index + i.scale(s)
+            stmts.append(("store", kb.buffer_index(out), kb.index(out_index), v.fn(kb, idx)))
+            ops |= v.ops
+        kb.loops.append({"extent": inner, "stmts": stmts})
+        self._emit_kernel(kb, ops, outs)
+        for v, out in zip(group[1:], outs[1:]):
+            self.realized[v] = out
+        return outs[0]
 
     def _defer(self, red):
         """A buffer for a reduction several nodes read, its kernel emitted when the buffer is
@@ -264,7 +272,8 @@ class GraphLowering:
         if node.target is operator.getitem:
             return args[0][args[1]]
         out = node.meta.get("val")
-        if isinstance(out, kiln.Tensor):
+        if isinstance(out, kiln.Tensor) or (isinstance(out, (tuple, list)) and out and
+                                            all(isinstance(o, kiln.Tensor) for o in out)):
             try:
                 return lower(node.target, out, args, kwargs)
             except Fallback as why:

@@ -842,6 +842,87 @@ register("_softmax.default")(_softmax_lowering(False))
 register("_log_softmax.default")(_softmax_lowering(True))
 
 
+# --- pooling ---------------------------------------------------------------------------------------
+def _pool_params(x, kernel_size, stride, padding, dilation):
+    pair = lambda v: list(v) * 2 if isinstance(v, (list, tuple)) and len(v) == 1 else (  # noqa: E731
+        list(v) if isinstance(v, (list, tuple)) else [v, v])
+    k = pair(kernel_size)
+    s = pair(stride) if stride not in (None, [], ()) else list(k)
+    return k, s, pair(padding), pair(dilation)
+
+
+def index_expr(affine):
+    """The value of an affine index as an i64 expression of the loop indices."""
+    expr = ("const", affine.offset, "i64")
+    for var, coeff in sorted(affine.coeffs.items()):
+        if coeff:
+            expr = ("add", expr, ("mul", ("index", var), ("const", coeff, "i64")))
+    return expr
+
+
+@register("max_pool2d_with_indices.default")
+def _max_pool2d_with_indices(outs, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """Each output element is the maximum of its window, unrolled (the window is small), and the
+    flat index (h * W + w) of the first maximum; NaN wins, as in PyTorch's kernel (a later NaN
+    replaces an earlier one). Padded windows (which would read outside the input) fall back."""
+    k, s, p, d = _pool_params(x, kernel_size, stride, padding, dilation)
+    if any(p) or d != [1, 1]:
+        raise Fallback("max_pool2d with padding or dilation")
+    values_out, indices_out = outs
+    H, W = x.shape[-2], x.shape[-1]
+    vd = ir_dtype(values_out.dtype)
+    ld = loader(x, vd)
+    lead = len(x.shape) - 2
+
+    def window(ctx, idx):
+        oh, ow = idx[lead], idx[lead + 1]
+        best = flat = None
+        for i in range(k[0]):
+            for j in range(k[1]):
+                h, w = oh.scale(s[0]) + i, ow.scale(s[1]) + j
+                v = ld(ctx, idx[:lead] + [h, w])
+                at = index_expr(h.scale(W) + w)
+                if best is None:
+                    best, flat = v, at
+                else:
+                    take = ("logical_or", ("gt", v, best), ("ne", v, v))
+                    best, flat = ("where", take, v, best), ("where", take, at, flat)
+        return best, flat
+
+    values = Pointwise(values_out.dtype, values_out.shape, lambda ctx, idx: window(ctx, idx)[0],
+                       ops_of(x) | {"max_pool2d_with_indices"})
+    indices = Pointwise(indices_out.dtype, indices_out.shape, lambda ctx, idx: window(ctx, idx)[1],
+                        ops_of(x) | {"max_pool2d_with_indices"})
+    values.group = indices.group = [values, indices]
+    return values, indices
+
+
+@register("max_pool2d_with_indices_backward.default")
+def _max_pool2d_with_indices_backward(out, grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """For windows that tile the input exactly (stride = kernel, no padding): every input element
+    lies in one window, so the gradient is computed over [N, C, OH, kh, OW, kw] (element
+    (oh, i, ow, j) is input row oh * kh + i, column ow * kw + j): the window's gradient where
+    its index names this element, else 0. That buffer, contiguous, is the [N, C, H, W] result."""
+    k, s, p, d = _pool_params(x, kernel_size, stride, padding, dilation)
+    H, W = x.shape[-2], x.shape[-1]
+    OH, OW = grad.shape[-2], grad.shape[-1]
+    if s != k or any(p) or d != [1, 1] or OH * k[0] != H or OW * k[1] != W:
+        raise Fallback("max_pool2d backward with overlapping, padded or partial windows")
+    lead = len(x.shape) - 2
+    gd = ir_dtype(out.dtype)
+    lg, li = loader(grad, gd), loader(indices, "i64")
+    tiled = list(x.shape[:lead]) + [OH, k[0], OW, k[1]]
+
+    def fn(ctx, idx):
+        oh, i, ow, j = idx[lead:]
+        window = idx[:lead] + [oh, ow]
+        here = index_expr((oh.scale(k[0]) + i).scale(W) + ow.scale(k[1]) + j)
+        return ("where", ("eq", li(ctx, window), here), lg(ctx, window), ("const", 0.0, gd))
+
+    buf = V.graph.realize(Pointwise(out.dtype, tiled, fn, ops_of(grad) | {"max_pool2d_with_indices_backward"}))
+    return Buffer(None, out.dtype, list(out.shape), contiguous_strides(list(out.shape)), buf.offset, origin=buf)
+
+
 def lower(target, out, args, kwargs):
     fn = LOWERINGS.get(target)
     if fn is None:
