@@ -245,7 +245,10 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
     is captured into graphs on first call (kiln._dynamo) and run by `backend`.
 
     fullgraph=True raises at the first graph break; dynamic=True/False forces symbolic/static sizes
-    (None: static first, symbolic for sizes that change)."""
+    (None: static first, symbolic for sizes that change). For Inductor, mode="max-autotune" times the
+    alternatives for matmul and convolution and keeps the fastest; mode="reduce-overhead" keeps
+    intermediate buffers allocated between calls; options={"max_autotune": True, ...} sets them
+    one by one (kiln._inductor.compile_fx.OPTIONS)."""
     if model is None:
         return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
                                  options=options, disable=disable)
@@ -260,4 +263,6 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
     from kiln import _dynamo
 
     compiler = _dynamo.backends.registry.lookup_backend_or_default(backend)
+    if backend == "inductor" and (mode is not None or options is not None) and hasattr(compiler, "with_config"):
+        compiler = compiler.with_config(mode, options)  # raises on an unknown option
     return _dynamo.optimize(compiler, fullgraph=fullgraph, dynamic=dynamic)(model)

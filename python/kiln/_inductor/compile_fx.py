@@ -2,6 +2,7 @@
 backward or inference graph to compile_fx_inner, which lowers it (graph.py), compiles its
 kernels through LLVM (inductor/, kiln._C._inductor) and returns the wrapper's `call`."""
 
+import functools
 import itertools
 import os
 import time
@@ -22,9 +23,33 @@ _reinterpret_tensor = _C._overload_function("aten::as_strided")
 _empty_strided = _C._overload_function("aten::empty_strided")
 
 
-def compile_fx_inner(gm, example_inputs):
+# Inductor's options (kiln.compile(options={...})) and what each mode sets.
+OPTIONS = {
+    "max_autotune": False,   # time the alternatives for matmul and convolution, keep the fastest
+    "static_memory": False,  # intermediate buffers allocated once and kept between calls
+}
+MODES = {None: {}, "default": {}, "reduce-overhead": {"static_memory": True},
+         "max-autotune": {"max_autotune": True, "static_memory": True},
+         "max-autotune-no-cudagraphs": {"max_autotune": True}}
+
+
+def make_config(mode=None, options=None):
+    config = dict(OPTIONS)
+    config.update(MODES[mode])
+    for key, value in (options or {}).items():
+        if key not in OPTIONS:
+            raise RuntimeError(f"Unexpected optimization option {key}, known options are {sorted(OPTIONS)}")
+        if not isinstance(value, type(OPTIONS[key])):
+            raise RuntimeError(f"Unexpected type of attr {key}, got {type(value).__name__} should be "
+                               f"{type(OPTIONS[key]).__name__}")
+        config[key] = value
+    return config
+
+
+def compile_fx_inner(gm, example_inputs, config=None):
+    config = config or OPTIONS
     start = time.perf_counter()
-    graph = GraphLowering(gm).run()
+    graph = GraphLowering(gm, config).run()
     source = graph.wrapper_code()
     namespace = {"kiln": kiln, "empty_strided": _empty_strided, "reinterpret_tensor": _reinterpret_tensor}
     for kernel in graph.kernels:
@@ -93,14 +118,26 @@ def output_code(graph, wrapper):
     return "\n".join(parts)
 
 
-def compile_fx(gm, example_inputs):
-    """The "inductor" Dynamo backend."""
+def compile_fx(gm, example_inputs, config=None):
+    """The "inductor" Dynamo backend; `config` from make_config (kiln.compile's mode/options)."""
     from kiln._dynamo.backends.common import aot_autograd
     from kiln._functorch.partitioners import min_cut_rematerialization_partition
 
-    return aot_autograd(fw_compiler=compile_fx_inner, bw_compiler=compile_fx_inner,
-                        inference_compiler=compile_fx_inner, decompositions=decompositions(),
+    inner = functools.partial(compile_fx_inner, config=config or OPTIONS)
+    return aot_autograd(fw_compiler=inner, bw_compiler=inner, inference_compiler=inner,
+                        decompositions=decompositions(),
                         partition_fn=min_cut_rematerialization_partition)(gm, example_inputs)
+
+
+def _with_config(mode=None, options=None):
+    """compile_fx with kiln.compile's mode and options bound (validated here, at kiln.compile)."""
+    config = make_config(mode, options)
+    backend = functools.partial(compile_fx, config=config)
+    backend.__name__ = "compile_fx"
+    return backend
+
+
+compile_fx.with_config = _with_config
 
 
 def decompositions():

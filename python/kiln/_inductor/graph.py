@@ -72,8 +72,9 @@ class Kernel:
 
 
 class GraphLowering:
-    def __init__(self, gm):
+    def __init__(self, gm, config=None):
         self.gm = gm
+        self.config = config or {}
         self.records = []          # wrapper steps, see _wrapper_code
         self.kernels = []
         self.realized = {}         # lazy value -> its Buffer (keys held: ids of dead values get reused)
@@ -333,6 +334,18 @@ class GraphLowering:
         return value
 
     # --- the wrapper -----------------------------------------------------------------------------
+    def _static_buffers(self, outputs):
+        """reduce-overhead: the kernel outputs that can live across calls, allocated once: those
+        no output can see (not returned, not the base of a returned view, not handed to an extern
+        op whose result may alias it). Nothing else reads them between calls."""
+        escaping = set(outputs)
+        for rec in reversed(self.records):  # views and aliasing externs pass escape on to their bases
+            if rec[0] == "view" and rec[1].name in escaping:
+                escaping.add(rec[2].name)
+            elif rec[0] == "extern" and not _returns_fresh(rec[1]):
+                escaping.update(_names_in(rec))
+        return [rec[1] for rec in self.records if rec[0] == "alloc" and rec[1].name not in escaping]
+
     def _in_place_victim(self, i, buf, last_use, bases, view_last):
         """A buffer the kernel writing `buf` (the next kernel record) can overwrite: one of its
         inputs that dies in that kernel, has buf's size and dtype, is no view's base, and is read
@@ -370,10 +383,21 @@ class GraphLowering:
                 externs.setdefault(_extern_name(rec[1]), rec[1])
         lines = [f"{name} = {_op_expr(target)}{'._op' if hasattr(target, '_op') else ''}"
                  for name, target in externs.items()]
+        static = self._static_buffers(outputs) if self.config.get("static_memory") else []
+        if static:
+            lines.append("static_buffers = []  # reduce-overhead: allocated by the first call, kept")
         lines += ["", "", "def call(args):"] if lines else ["def call(args):"]
         if self.inputs:
             lines.append(f"    {', '.join(self.inputs)}{',' if len(self.inputs) == 1 else ''} = args")
             lines.append("    args.clear()")
+        if static:
+            lines.append("    if not static_buffers:")
+            for buf in static:
+                lines.append(f"        static_buffers.append(empty_strided({tuple(buf.shape)}, {tuple(buf.stride)}, "
+                             f"dtype={buf.dtype}))")
+            names = [b.name for b in static]
+            lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = static_buffers")
+        static = {b.name for b in static}
         pool, bases = {}, {}
         aliased = {rec[2].name for rec in self.records if rec[0] == "view"}  # bases of views: never reused
         view_last = {}  # base name -> the last record using one of its views
@@ -388,11 +412,14 @@ class GraphLowering:
                 owned[b.name] = (b.numel() * _ITEMSIZE[ir_dtype(b.dtype)], b.dtype)
         for i, rec in enumerate(self.records):
             kind = rec[0]
-            if kind == "alloc":
+            if kind == "alloc" and rec[1].name in static:
+                pass  # bound at the top from static_buffers
+            elif kind == "alloc":
                 buf = rec[1]
                 nbytes = buf.numel() * _ITEMSIZE[ir_dtype(buf.dtype)]
                 reuse = pool.get((nbytes, buf.dtype))
-                victim = None if buf.name in outputs else self._in_place_victim(i, buf, last_use, owned, view_last)
+                victim = None if buf.name in outputs else self._in_place_victim(
+                    i, buf, last_use, {k: v for k, v in owned.items() if k not in static}, view_last)
                 if victim is not None:
                     lines.append(f"    {buf.name} = reinterpret_tensor({victim}, {tuple(buf.shape)}, "
                                  f"{tuple(buf.stride)})  # in place")
@@ -428,7 +455,7 @@ class GraphLowering:
                 vals = [b.name if isinstance(b, Buffer) else repr(b) for b in rec[1]]
                 lines.append(f"    return ({''.join(v + ', ' for v in vals)})")
             for name in _names_in(rec):
-                if last_use.get(name) == i and name not in outputs and kind != "return":
+                if last_use.get(name) == i and name not in outputs and kind != "return" and name not in static:
                     if name in bases and name not in aliased:  # kept for reuse (deleted when reused)
                         pool.setdefault(bases[name], []).append(name)
                     else:
