@@ -111,7 +111,7 @@ def _runnable(gm):
 
 
 def output_code(graph, wrapper):
-    parts = []
+    parts = [f"# autotune: {op} -> {choice}" for op, choice in graph.autotune_choices]
     for kernel in graph.kernels:
         parts.append(f"# kernel {kernel.name}\n{kernel.compiled.code}")
     parts.append("# wrapper\n" + wrapper)

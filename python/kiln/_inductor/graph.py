@@ -18,7 +18,8 @@ import kiln
 from kiln import _C
 from kiln._dynamo import logs
 from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, contiguous_strides, ir_dtype
-from kiln._inductor.lowering import Fallback, V, lower
+from kiln._inductor import autotune
+from kiln._inductor.lowering import Fallback, V, lower, mm_template
 
 _ITEMSIZE = {"f32": 4, "f64": 8, "i64": 8, "i32": 4, "bool": 1, "bf16": 2}
 
@@ -86,6 +87,7 @@ class GraphLowering:
         self.pre_fusion = []       # each node's lowered value, before kernels are formed
         self.reductions = []       # every Reduction lowering made, in order (sibling candidates)
         self.deferred = {}         # buffer name -> the Reduction it holds, kernel not emitted yet
+        self.autotune_choices = []  # (op, chosen alternative) under max-autotune
 
     # --- buffers ---------------------------------------------------------------------------------
     def new_buffer(self, dtype, shape, stride=None):
@@ -193,10 +195,11 @@ class GraphLowering:
         full = kept_idx[:axis] + [Affine(0)] + kept_idx[axis:]
         stmts, ops = [], set()
         for v, out in zip(values, outs):
-            expr = kb.reduction_value(v, full) if isinstance(v, Reduction) else v.fn(kb, full)
+            at = full if len(v.shape) == len(full) else kept_idx  # keepdim-shaped, or kept-shaped (a matmul)
+            expr = kb.reduction_value(v, at) if isinstance(v, Reduction) else v.fn(kb, at)
             ops |= v.ops
             store_idx = Affine(0)
-            for i, s in zip(full, out.stride):
+            for i, s in zip(at, out.stride):
                 store_idx = store_idx + i.scale(s)
             stmts.append(("store", kb.buffer_index(out), kb.index(store_idx), expr))
         kb.loops.append({"extent": 1, "stmts": stmts})
@@ -273,6 +276,8 @@ class GraphLowering:
         if node.target is operator.getitem:
             return args[0][args[1]]
         out = node.meta.get("val")
+        if self.config.get("max_autotune") and node.target in autotune.TUNABLE:
+            return self._autotuned(node, out, args, kwargs)
         if isinstance(out, kiln.Tensor) or (isinstance(out, (tuple, list)) and out and
                                             all(isinstance(o, kiln.Tensor) for o in out)):
             try:
@@ -289,6 +294,22 @@ class GraphLowering:
                 return self._fallback(node, args, kwargs, str(why))
         return self._fallback(node, args, kwargs, "non-tensor result")
 
+    def _autotuned(self, node, out, args, kwargs):
+        """max-autotune: the alternative autotune.choose timed fastest for this layout."""
+        metas = [a.meta.get("val") if hasattr(a, "meta") else a for a in node.args]
+        choice = autotune.choose(node.target, out, metas, dict(node.kwargs))
+        self.autotune_choices.append((str(node.target), choice))
+        if choice == "generated":
+            try:
+                if node.target is kiln.ops.aten.addmm.default:
+                    return mm_template(out, args[1], args[2], bias=args[0], **kwargs)
+                return mm_template(out, *args)
+            except Fallback as why:
+                return self._fallback(node, args, kwargs, str(why))
+        if choice == "im2col":
+            return self._fallback(node, args, kwargs, "autotune: im2col", target=autotune.conv2d_im2col)
+        return self._fallback(node, args, kwargs, "autotune: the extern kernel")
+
     def _arg(self, a):
         if hasattr(a, "op") and hasattr(a, "users"):
             return self.env[a]
@@ -296,9 +317,10 @@ class GraphLowering:
             return type(a)(self._arg(x) for x in a)
         return a
 
-    def _fallback(self, node, args, kwargs, why):
-        logs.log("output_code", f"fallback: {node.target} ({why})")
-        self.fallbacks.append((str(node.target), why))
+    def _fallback(self, node, args, kwargs, why, target=None):
+        target = target or node.target
+        logs.log("output_code", f"fallback: {target} ({why})")
+        self.fallbacks.append((str(target), why))
 
         def real(v):
             if isinstance(v, (Buffer, Pointwise, Reduction)):
@@ -330,7 +352,7 @@ class GraphLowering:
         for b in results:
             if b is not None:
                 self.defined.add(b.name)
-        self.records.append(("extern", node.target, args, kwargs, results, isinstance(val, (tuple, list))))
+        self.records.append(("extern", target, args, kwargs, results, isinstance(val, (tuple, list))))
         return value
 
     # --- the wrapper -----------------------------------------------------------------------------

@@ -99,7 +99,18 @@ def pointwise(name, out, inputs, combine, compute=None):
         value = combine(*exprs)
         return value if compute == out_dtype else ("cast", value, out_dtype)
 
-    return Pointwise(out.dtype, shape, fn, ops_of(*inputs) | {name})
+    result = Pointwise(out.dtype, shape, fn, ops_of(*inputs) | {name})
+    result.space = epilogue_space(inputs, shape)
+    return result
+
+
+def epilogue_space(inputs, shape):
+    """The reduction loop a pointwise op joins as an epilogue: that of an input computed over a
+    reduction's loop (a matmul template, a variance) when the op keeps its shape (so bias + GELU
+    after a generated matmul is the same kernel); None when inputs disagree."""
+    spaces = {tuple(map(repr, v.space)): v.space for v in inputs
+              if isinstance(v, Pointwise) and v.space is not None and list(v.shape) == list(shape)}
+    return next(iter(spaces.values())) if len(spaces) == 1 else None
 
 
 # --- pointwise ops ---------------------------------------------------------------------------------
@@ -840,6 +851,37 @@ def _softmax(out, x, dim, is_log):
 
 register("_softmax.default")(_softmax_lowering(False))
 register("_log_softmax.default")(_softmax_lowering(True))
+
+
+# --- templates (max-autotune's generated alternatives) -------------------------------------------
+def mm_template(out, a, b, bias=None, beta=1, alpha=1):
+    """A matmul (addmm with a bias) as a generated kernel: out[i, j] = sum_k a[i, k] * b[k, j],
+    computed over [M, N] x K (the inner loop walks k: vectorised when a's rows and b's columns are
+    contiguous, as x @ w.t() has them); the bias, and any pointwise op after it, are its
+    epilogue in the same kernel."""
+    d = ir_dtype(out.dtype)
+    if d not in ("f32", "f64"):
+        raise Fallback(f"matmul template for {out.dtype}")
+    (M, K), N = a.shape, b.shape[1]
+    la, lb = loader(a, d), loader(b, d)
+    red = Reduction(out.dtype, [M, N], K, "sum", lambda ctx, k, r: ("mul", la(ctx, [k[0], r]), lb(ctx, [r, k[1]])),
+                    ops_of(a, b) | {"mm"}, [M, N, 1])
+    red.axis = 2
+    lbias = loader(bias, d) if bias is not None else None
+    bias_shape = shape_of(bias) if bias is not None else []
+
+    def fn(ctx, idx):
+        value = ctx.reduction_value(red, list(idx) + [Affine(0)])
+        if alpha != 1:
+            value = ("mul", value, ("const", float(alpha), d))
+        if lbias is not None:
+            term = lbias(ctx, broadcast_indices(idx, bias_shape, [M, N]))
+            value = ("add", value, term if beta == 1 else ("mul", term, ("const", float(beta), d)))
+        return value
+
+    result = Pointwise(out.dtype, [M, N], fn, red.ops | ({"addmm"} if bias is not None else set()))
+    result.space = ([M, N], K, 2)
+    return result
 
 
 # --- pooling ---------------------------------------------------------------------------------------
