@@ -43,6 +43,11 @@ class KernelBuilder:
 
     def load(self, buf, idx):
         _, _, affine = buf.load(idx)
+        # A kernel addresses memory from the data pointer it receives, with the view's strides in
+        # its index: a view starting where its base starts is passed as the base (no wrapper view).
+        while isinstance(buf.origin, Buffer) and buf.offset == buf.origin.offset and buf.dtype == buf.origin.dtype \
+                and buf.name not in self.graph.defined:
+            buf = buf.origin
         return ("load", self.buffer_index(self.graph.define(buf)), self.index(affine))
 
     def reduction_value(self, red, kept_idx):
