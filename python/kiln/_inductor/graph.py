@@ -93,6 +93,7 @@ class GraphLowering:
         self.reductions = []       # every Reduction lowering made, in order (sibling candidates)
         self.deferred = {}         # buffer name -> the Reduction it holds, kernel not emitted yet
         self.autotune_choices = []  # (op, chosen alternative) under max-autotune
+        self.statistics = {}       # (id(input), reduced dims) -> a variance's mean, for mean.dim
 
     # --- buffers ---------------------------------------------------------------------------------
     def new_buffer(self, dtype, shape, stride=None):
@@ -126,7 +127,8 @@ class GraphLowering:
         elif isinstance(value, Pointwise) and value.squeeze_of is not None:
             buf = self._squeezed_view(self.realize(value.squeeze_of), value.shape)
         elif isinstance(value, Pointwise) and value.space is not None:
-            buf = self.realize_reductions([value], *value.space)[0]
+            group = [value] + [v for v in getattr(value, "group", ()) if v is not value and v not in self.realized]
+            buf = self.realize_reductions(group, *value.space)[0]
         elif isinstance(value, Pointwise):
             buf = self._kernel_for_pointwise(value)
         else:

@@ -681,6 +681,10 @@ def _mean(out, x, dims=None, keepdim=False, dtype=None):
     for a in axes:
         count *= x.shape[a]
     d = ir_dtype(out.dtype)
+    known = V.graph.statistics.get((id(x), tuple(sorted(set(axes))))) if V.graph is not None else None
+    if known is not None and known[0].dtype == out.dtype:  # computed with a variance already
+        mean_keep, to_merged, merged = known
+        return _from_keepdim(out, mean_keep, sorted(set(axes)), keepdim, n, to_merged, merged)
     return _reduce(out, x, dims, keepdim, "sum", "mean", finish=lambda acc: ("div", acc, ("const", float(count), d)))
 
 
@@ -745,18 +749,35 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
 
     var = Pointwise(out.dtype, keep, var_fn, ops_of(x) | {"var"})
     var.space = m2.space if isinstance(m2, Pointwise) else (m2.kept, m2.extent, m2.axis)
-    if keepdim and merged is None:
-        return var
+    # The mean comes with the variance: batch norm's decomposition asks for var and then mean of
+    # the same input over the same axes, and gets this one (one kernel stores both).
+    mean_keep = Pointwise(out.dtype, keep, lambda ctx, idx: _cast(_value_at(ctx, mean, idx), ir_dtype(sd), od),
+                          ops_of(x) | {"mean"})
+    mean_keep.space = var.space
+    var.group = mean_keep.group = [var, mean_keep]
+    if V.graph is not None:
+        V.graph.statistics[(id(x), tuple(dims))] = (mean_keep, to_merged, merged is not None)
+    return _from_keepdim(out, var, dims, keepdim, n, to_merged, merged is not None)
+
+
+def _cast(expr, src, dst):
+    return expr if src == dst else ("cast", expr, dst)
+
+
+def _from_keepdim(out, value, dims, keepdim, n, to_merged, merged):
+    """A statistic computed in the (merged) keepdim shape, seen as the op's result."""
+    if keepdim and not merged:
+        return value
     reduced = set(dims)
 
     def fn(ctx, idx):
         if not keepdim:
             it = iter(idx)
             idx = [Affine(0) if d in reduced else next(it) for d in range(n)]
-        return var_fn(ctx, to_merged(list(idx)))
+        return value.fn(ctx, to_merged(list(idx)))
 
-    result = Pointwise(out.dtype, out.shape, fn, var.ops)
-    result.squeeze_of = var
+    result = Pointwise(out.dtype, out.shape, fn, value.ops)
+    result.squeeze_of = value
     return result
 
 
