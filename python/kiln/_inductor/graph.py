@@ -154,7 +154,8 @@ class GraphLowering:
             out_index = Affine(0)
             for i, s in zip(idx, out.stride):
                 out_index = out_index + i.scale(s)
-            stmts.append(("store", kb.buffer_index(out), kb.index(out_index), v.fn(kb, idx)))
+            expr = v.fn(kb, idx)  # inputs first: in_ptr0.. before out_ptr0, as Inductor numbers them
+            stmts.append(("store", kb.buffer_index(out), kb.index(out_index), expr))
             ops |= v.ops
         kb.loops.append({"extent": inner, "stmts": stmts})
         self._emit_kernel(kb, ops, outs)
