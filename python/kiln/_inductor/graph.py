@@ -396,6 +396,7 @@ class GraphLowering:
             if bases[b.name] != (buf.numel() * _ITEMSIZE[ir_dtype(buf.dtype)], buf.dtype):
                 continue
             if _loads_only_at(expr, pos, out_index):
+                _merge_in_place(kernel, pos, out_pos)
                 return b.name
         return None
 
@@ -453,7 +454,8 @@ class GraphLowering:
                 if victim is not None:
                     lines.append(f"    {buf.name} = reinterpret_tensor({victim}, {tuple(buf.shape)}, "
                                  f"{tuple(buf.stride)})  # in place")
-                    aliased.add(victim)  # its memory is buf's now: deleted at its last use, never pooled
+                    lines.append(f"    del {victim}")
+                    aliased.add(victim)  # its memory is buf's now: never pooled
                 elif reuse and buf.name not in outputs:
                     old = reuse.pop()
                     lines.append(f"    {buf.name} = reinterpret_tensor({old}, {tuple(buf.shape)}, {tuple(buf.stride)})"
@@ -553,6 +555,36 @@ def _returns_fresh(target):
     annotation such as `Tensor(a)`): only those may be overwritten in place."""
     schema = str(getattr(target, "_schema", ""))
     return "->" in schema and not re.search(r"Tensor\(", schema.split("->", 1)[1])
+
+
+def _merge_in_place(kernel, victim, out):
+    """Recompiles `kernel` with its input `victim` read through the output's pointer. With two
+    pointers to one array, LLVM's vectoriser guards the vector loop with an overlap check that
+    then always fails (the scalar loop ran 4x slower); one pointer read and written at the same
+    element is the plain in-place loop it vectorises."""
+    def remap(i):
+        i = out if i == victim else i
+        return i - 1 if i > victim else i
+
+    def walk(e):
+        if not isinstance(e, tuple):
+            return e
+        if e[0] == "load":
+            return ("load", remap(e[1]), e[2])
+        if e[0] in ("const", "acc", "index"):
+            return e
+        if e[0] == "cast":
+            return ("cast", walk(e[1]), e[2])
+        return (e[0],) + tuple(walk(x) for x in e[1:])
+
+    ir = dict(kernel.ir)
+    ir["loops"] = [{"extent": loop["extent"], "stmts": [
+        ("store", remap(st[1]), st[2], walk(st[3])) if st[0] == "store" else st[:-1] + (walk(st[-1]),)
+        for st in loop["stmts"]]} for loop in kernel.ir["loops"]]
+    ir["buffers"] = [b for k, b in enumerate(kernel.ir["buffers"]) if k != victim]
+    kernel.ir = ir
+    kernel.buffers = [b for k, b in enumerate(kernel.buffers) if k != victim]
+    kernel.compiled = _C._inductor.compile(ir)
 
 
 def _loads_only_at(expr, pos, index):
