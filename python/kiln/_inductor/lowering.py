@@ -733,20 +733,27 @@ def _view(out, x, size):
 
 
 # --- reductions ------------------------------------------------------------------------------------
+def _reduced_axes(x, dims):
+    """dims (an int, a list, or None/[] for every dimension) as sorted non-negative axes."""
+    n = len(x.shape)
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(n))
+    return sorted({d % n for d in (dims if isinstance(dims, (list, tuple)) else [dims])}) if n else []
+
+
 def _reduce(out, x, dims, keepdim, kind, name, finish=None):
     shape = list(x.shape)
-    n = len(shape)
-    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-        dims = list(range(n))
-    dims = sorted({d % n for d in (dims if isinstance(dims, (list, tuple)) else [dims])}) if n else []
-    if not dims:
-        raise Fallback(f"{name} of a 0-d tensor")
+    dims = _reduced_axes(x, dims)
+    if not dims:  # a 0-d tensor: its one element, finished (a mean divides by 1, a variance by 1 - correction)
+        return pointwise(name, out, [x], finish or (lambda a: a))
     if len(dims) > 1:
         return _reduce_axes(out, x, dims, keepdim, kind, name, finish)
     axis = dims[0]
     kept = shape[:axis] + shape[axis + 1:]
     keep_shape = shape[:axis] + [1] + shape[axis + 1:]
-    ld = loader(x, ir_dtype(out.dtype) if kind in ("sum", "prod") else None)
+    # sum and prod accumulate in out's compute dtype (float32 for bfloat16: a bfloat16 partial
+    # result read back would be rounded)
+    ld = loader(x, opmath(ir_dtype(out.dtype)) if kind in ("sum", "prod") else None)
 
     def source(ctx, kept_idx, r):
         return ld(ctx, kept_idx[:axis] + [r] + kept_idx[axis:])
@@ -766,6 +773,12 @@ class _Like:
         self.dtype, self.shape = dtype, list(shape)
 
 
+def acc_dtype(dtype):
+    """The dtype of intermediate results towards a `dtype` result: float32 for bfloat16 (partial
+    sums, means, maxima realized as buffers keep their precision), else dtype itself."""
+    return kiln.float32 if dtype == kiln.bfloat16 else dtype
+
+
 def _reduce_axes(out, x, dims, keepdim, kind, name, finish):
     """A reduction over several axes as one reduction per axis, the last axis first, each keeping
     its axis (size 1) so the others keep their positions; valid for sum, prod, max and min (and
@@ -775,7 +788,8 @@ def _reduce_axes(out, x, dims, keepdim, kind, name, finish):
     for i, axis in enumerate(reversed(dims)):
         shape[axis] = 1
         last = i == len(dims) - 1
-        value = _reduce(_Like(out.dtype, shape), value, [axis], True, kind, name, finish if last else None)
+        value = _reduce(_Like(out.dtype if last else acc_dtype(out.dtype), shape), value, [axis], True, kind, name,
+                        finish if last else None)
     if keepdim:
         return value
     reduced = set(dims)
@@ -805,7 +819,7 @@ def _mean(out, x, dims=None, keepdim=False, dtype=None):
     count = 1
     for a in axes:
         count *= x.shape[a]
-    d = ir_dtype(out.dtype)
+    d = opmath(ir_dtype(out.dtype))  # a bfloat16 count above 256 would be rounded
     return _reduce(out, x, dims, keepdim, "sum", "mean", finish=lambda acc: ("div", acc, ("const", float(count), d)))
 
 
@@ -829,24 +843,28 @@ def _softmax_lowering(is_log):
 
 
 def _softmax(out, x, dim, is_log):
+    """exp(x - max) / sum(exp(x - max)) along dim (log: x - max - log(sum)); along the last dim
+    the max, the sum and the result are one kernel."""
     n = len(x.shape)
-    dim = dim % n
-    if dim != n - 1:
-        raise Fallback("softmax over a dimension that is not the last")
     d = ir_dtype(out.dtype)
-    mx = _reduce(out, x, [dim], True, "max", "amax")
-    ld = loader(x, d)
+    if n == 0:  # one element: 1 (log: 0), NaN for a NaN or an infinity as exp(x - x) gives
+        return pointwise("log_softmax" if is_log else "softmax", out, [x],
+                         lambda a: ("sub", a, a) if is_log else ("exp", ("sub", a, a)))
+    dim = dim % n
     shape = list(x.shape)
+    keep = shape[:dim] + [1] + shape[dim + 1:]
+    mx = _reduce(_Like(out.dtype, keep), x, [dim], True, "max", "amax")
+    ld = loader(x, d)
 
     def shifted(ctx, idx):
-        return ("sub", ld(ctx, idx), ctx.reduction_value(mx, idx[:-1] + [Affine(0)]))
+        return ("sub", ld(ctx, idx), ctx.reduction_value(mx, idx[:dim] + [Affine(0)] + idx[dim + 1:]))
 
-    exp_sum = Reduction(out.dtype, shape[:-1], shape[-1], "sum",
-                        lambda ctx, kept, r: ("exp", shifted(ctx, kept + [r])), {"exp", "sum"}, shape[:-1] + [1])
-    exp_sum.axis = n - 1
+    exp_sum = Reduction(acc_dtype(out.dtype), shape[:dim] + shape[dim + 1:], shape[dim], "sum",
+                        lambda ctx, kept, r: ("exp", shifted(ctx, kept[:dim] + [r] + kept[dim:])), {"exp", "sum"}, keep)
+    exp_sum.axis = dim
 
     def fn(ctx, idx):
-        s = ctx.reduction_value(exp_sum, idx[:-1] + [Affine(0)])
+        s = ctx.reduction_value(exp_sum, idx[:dim] + [Affine(0)] + idx[dim + 1:])
         if is_log:
             return ("sub", shifted(ctx, idx), ("log", s))
         return ("div", ("exp", shifted(ctx, idx)), s)
