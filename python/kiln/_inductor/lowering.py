@@ -838,6 +838,189 @@ def _prod(out, x, dim, keepdim=False, dtype=None):
     return _reduce(out, x, [dim], keepdim, "prod", "prod")
 
 
+@register("prod.default")
+def _prod_all(out, x, dtype=None):
+    return _reduce(out, x, None, False, "prod", "prod")
+
+
+@register("max.default")
+def _max_all(out, x):
+    return _reduce(out, x, None, False, "max", "max")
+
+
+@register("min.default")
+def _min_all(out, x):
+    return _reduce(out, x, None, False, "min", "min")
+
+
+def _keep_shape(x, axes):
+    return [1 if d in axes else s for d, s in enumerate(x.shape)]
+
+
+def _at_reduced(idx, axes):
+    """Indices into a keepdim result (size 1 along `axes`) from indices of the full shape."""
+    return [Affine(0) if d in axes else i for d, i in enumerate(idx)]
+
+
+def _drop_axes(out, value, axes, keepdim, name, post=None, compute=None):
+    """out from `value`, a keepdim-shaped lazy result: post(expr) of it, with the reduced axes
+    dropped unless keepdim."""
+    ld = loader(value, compute)
+    n = len(value.shape)
+
+    def fn(ctx, idx):
+        if not keepdim:
+            it = iter(idx)
+            idx = [Affine(0) if d in axes else next(it) for d in range(n)]
+        e = ld(ctx, idx)
+        return post(e) if post else e
+
+    d = ir_dtype(out.dtype)
+    cast = (lambda ctx, idx: ("cast", fn(ctx, idx), d)) if compute and compute != d else fn
+    return Pointwise(out.dtype, out.shape, cast, ops_of(value) | {name})
+
+
+def _count(x, dims, test, name):
+    """The number of elements where test(a) (a bool expr) holds along dims: int64, keepdim."""
+    axes = _reduced_axes(x, dims)
+    hits = pointwise(name, _Like(kiln.bool, x.shape), [x], test, ir_dtype(x.dtype))
+    return axes, _reduce(_Like(kiln.int64, _keep_shape(x, axes)), hits, axes, True, "sum", name)
+
+
+def _nonzero(a):
+    return ("cast", a, "bool")  # NaN counts as nonzero, as in C++
+
+
+def _any_all(name):
+    """any: a nonzero element; all: no zero element. Counted, so empty gives False and True."""
+    test = _nonzero if name == "any" else (lambda a: ("logical_not", _nonzero(a)))
+
+    def lower(out, x, dims=None, keepdim=False):
+        axes, counts = _count(x, dims, test, name)
+        return _drop_axes(out, counts, axes, keepdim, name,
+                          lambda n: (("gt" if name == "any" else "eq"), n, ("const", 0, "i64")))
+
+    return lower
+
+
+register("any.default", "any.dim", "any.dims")(_any_all("any"))
+register("all.default", "all.dim", "all.dims")(_any_all("all"))
+
+
+@register("count_nonzero.dim_IntList", "count_nonzero.default")
+def _count_nonzero(out, x, dims=None):
+    axes, counts = _count(x, dims, _nonzero, "count_nonzero")
+    return _drop_axes(out, counts, axes, False, "count_nonzero")
+
+
+def _arg_reduce(kind):
+    """argmax/argmin along one axis (the first index of the extreme, or of the first NaN); over
+    every axis through a flat view of a contiguous input."""
+    def lower(out, x, dim=None, keepdim=False):
+        shape = list(x.shape)
+        if not shape:
+            return Pointwise(out.dtype, out.shape, lambda ctx, idx: ("const", 0, "i64"), {kind})
+        if dim is None and len(shape) > 1:
+            if not (isinstance(x, Buffer) and x.is_contiguous()):  # graph.py realizes a lazy x and retries
+                raise Fallback(f"view of a non-contiguous or unrealized value ({kind} over every axis reads it flat)")
+            numel = x.numel()
+            x = strided_view(x, [numel], [1], x.offset)
+            shape = [numel]
+        axis = 0 if dim is None else dim % len(shape)
+        ld = loader(x)
+        red = Reduction(out.dtype, shape[:axis] + shape[axis + 1:], shape[axis], kind,
+                        lambda ctx, kept, r: ld(ctx, kept[:axis] + [r] + kept[axis:]), ops_of(x) | {kind},
+                        shape[:axis] + [1] + shape[axis + 1:])
+        red.axis = axis
+        if dim is None:  # out is 0-d, or all ones with keepdim
+            return Pointwise(out.dtype, out.shape, lambda ctx, idx: ctx.reduction_value(red, [Affine(0)]), red.ops)
+        return red if keepdim else _drop_axes(out, red, [axis], False, kind)
+
+    return lower
+
+
+register("argmax.default")(_arg_reduce("argmax"))
+register("argmin.default")(_arg_reduce("argmin"))
+
+
+@register("logsumexp.default")
+def _logsumexp(out, x, dims, keepdim=False):
+    """max + log(sum(exp(x - max))), the max taken as 0 where it is infinite (as eager does)."""
+    axes = _reduced_axes(x, dims)
+    d, acc = ir_dtype(out.dtype), acc_dtype(out.dtype)
+    c = opmath(d)
+    keep = _keep_shape(x, axes)
+    mx = _reduce(_Like(acc, keep), x, axes, True, "max", "amax")
+    read_mx, ld = loader(mx, c), loader(x, c)
+
+    def shift(ctx, idx):
+        m = read_mx(ctx, idx)
+        return ("where", ("eq", ("abs", m), ("const", _INF, c)), ("const", 0.0, c), m)
+
+    exps = Pointwise(acc, x.shape, lambda ctx, idx: ("exp", ("sub", ld(ctx, idx), shift(ctx, _at_reduced(idx, axes)))),
+                     ops_of(x) | {"exp"})
+    total = _reduce(_Like(acc, keep), exps, axes, True, "sum", "sum")
+    read_total = loader(total, c)
+    result = Pointwise(acc, keep, lambda ctx, idx: ("add", ("log", read_total(ctx, idx)), shift(ctx, idx)),
+                       ops_of(total, mx) | {"log", "logsumexp"})
+    return _drop_axes(out, result, axes, keepdim, "logsumexp")
+
+
+@register("linalg_vector_norm.default")
+def _vector_norm(out, x, ord=2, dims=None, keepdim=False, dtype=None):
+    """sum(|x|^p)^(1/p) over dims: p = 1, 2 without pow, +-inf as amax/amin of |x|, 0 counting."""
+    axes = _reduced_axes(x, dims)
+    d, acc = ir_dtype(out.dtype), acc_dtype(out.dtype)
+    c = opmath(d)
+    p = float(ord)
+    if p == _INF or p == -_INF:
+        kind, elem, post = "max" if p > 0 else "min", lambda a: ("abs", a), None
+    elif p == 0:
+        kind, elem, post = "sum", lambda a: ("cast", ("ne", a, ("const", 0.0, c)), c), None
+    elif p == 1:
+        kind, elem, post = "sum", lambda a: ("abs", a), None
+    elif p == 2:
+        kind, elem, post = "sum", lambda a: ("mul", a, a), lambda s: ("sqrt", s)
+    else:
+        kind, elem = "sum", lambda a: ("pow", ("abs", a), ("const", p, c))
+        post = lambda s: ("pow", s, ("const", 1.0 / p, c))  # noqa: E731
+    terms = pointwise("linalg_vector_norm", _Like(acc, x.shape), [x], elem, c)
+    total = _reduce(_Like(acc, _keep_shape(x, axes)), terms, axes, True, kind, "linalg_vector_norm")
+    return _drop_axes(out, total, axes, keepdim, "linalg_vector_norm", post, c)
+
+
+def _var_lowering(take_sqrt):
+    """sum((x - mean)^2) / max(0, N - correction) over dims, two passes (the mean first)."""
+    def lower(out, x, dims=None, correction=None, keepdim=False):
+        axes = _reduced_axes(x, dims)
+        d, acc = ir_dtype(out.dtype), acc_dtype(out.dtype)
+        c = opmath(d)
+        count = 1
+        for a in axes:
+            count *= x.shape[a]
+        divisor = max(0.0, count - (1.0 if correction is None else float(correction)))
+        keep = _keep_shape(x, axes)
+        mean = _reduce(_Like(acc, keep), x, axes, True, "sum", "mean",
+                       finish=lambda s: ("div", s, ("const", float(count), c)))
+        read_mean, ld = loader(mean, c), loader(x, c)
+
+        def sq_dev(ctx, idx):
+            dev = ("sub", ld(ctx, idx), read_mean(ctx, _at_reduced(idx, axes)))
+            return ("mul", dev, dev)
+
+        dev2 = Pointwise(acc, x.shape, sq_dev, ops_of(x) | {"sub", "mul"})
+        name = "std" if take_sqrt else "var"
+        total = _reduce(_Like(acc, keep), dev2, axes, True, "sum", name,
+                        finish=lambda s: ("div", s, ("const", divisor, c)))
+        return _drop_axes(out, total, axes, keepdim, name, (lambda v: ("sqrt", v)) if take_sqrt else None, c)
+
+    return lower
+
+
+register("var.correction")(_var_lowering(False))
+register("std.correction")(_var_lowering(True))
+
+
 def _softmax_lowering(is_log):
     return lambda out, x, dim, half_to_float=False: _softmax(out, x, dim, is_log)
 
