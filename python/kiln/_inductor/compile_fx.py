@@ -15,6 +15,7 @@ from kiln._inductor.graph import GraphLowering
 
 _graph_ids = itertools.count()
 code_sinks = []  # run_and_get_code's collectors
+graph_sinks = []  # lists that collect each GraphLowering (its kernels and fallbacks: tests)
 
 
 # The wrapper calls the C entry points themselves: each Python layer costs about a microsecond
@@ -62,6 +63,8 @@ def compile_fx_inner(gm, example_inputs, config=None):
     logs.log("output_code", f"Output code ({(time.perf_counter() - start) * 1e3:.1f} ms):\n{code}")
     for sink in code_sinks:
         sink.append(code)
+    for sink in graph_sinks:
+        sink.append(graph)
     if os.environ.get("KILN_COMPILE_DEBUG") == "1":
         _write_debug_dir(gm, graph, code)
     return call

@@ -21,7 +21,6 @@ from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, contiguous_s
 from kiln._inductor import autotune
 from kiln._inductor.lowering import Fallback, V, lower, mm_template
 
-_ITEMSIZE = {"f32": 4, "f64": 8, "i64": 8, "i32": 4, "bool": 1, "bf16": 2}
 
 
 class KernelBuilder:
@@ -178,14 +177,17 @@ class GraphLowering:
         """Horizontal fusion: reductions not yet computed that loop over the same space and read a
         buffer `red` reads (batch norm's backward: the sums of dy and of dy * (x - mean)) join
         its kernel, so that buffer is read once for all of them."""
-        reads = _buffers_read(red)
+        reads, _ = _buffers_read(red)
         found = []
         for other in self.reductions:
             done = self.realized.get(other)
             if other is red or (done is not None and done.name not in self.deferred) or any(other is f for f in found):
                 continue
-            if (other.kept, other.extent, other.axis) == (red.kept, red.extent, red.axis) and \
-                    other.source_fn is not None and _buffers_read(other) & reads:
+            if (other.kept, other.extent, other.axis) != (red.kept, red.extent, red.axis):
+                continue
+            # a sibling reading a reduction might read `red` itself (or one being built): never
+            other_reads, reads_reduction = _buffers_read(other)
+            if not reads_reduction and other_reads & reads:
                 found.append(other)
         return found
 
@@ -393,7 +395,7 @@ class GraphLowering:
         for pos, b in enumerate(kernel.buffers):
             if b is buf or b.name not in bases or last_use.get(b.name) != j or view_last.get(b.name, -1) > j:
                 continue
-            if bases[b.name] != (buf.numel() * _ITEMSIZE[ir_dtype(buf.dtype)], buf.dtype):
+            if bases[b.name] != (buf.numel() * buf.dtype.itemsize, buf.dtype):
                 continue
             if _loads_only_at(expr, pos, out_index):
                 _merge_in_place(kernel, pos, out_pos)
@@ -440,14 +442,14 @@ class GraphLowering:
             bufs = [rec[1]] if rec[0] == "alloc" else \
                 [b for b in rec[4] if b is not None] if rec[0] == "extern" and _returns_fresh(rec[1]) else []
             for b in bufs:
-                owned[b.name] = (b.numel() * _ITEMSIZE[ir_dtype(b.dtype)], b.dtype)
+                owned[b.name] = (b.numel() * b.dtype.itemsize, b.dtype)
         for i, rec in enumerate(self.records):
             kind = rec[0]
             if kind == "alloc" and rec[1].name in static:
                 pass  # bound at the top from static_buffers
             elif kind == "alloc":
                 buf = rec[1]
-                nbytes = buf.numel() * _ITEMSIZE[ir_dtype(buf.dtype)]
+                nbytes = buf.numel() * buf.dtype.itemsize
                 reuse = pool.get((nbytes, buf.dtype))
                 victim = None if buf.name in outputs else self._in_place_victim(
                     i, buf, last_use, {k: v for k, v in owned.items() if k not in static}, view_last)
@@ -619,7 +621,7 @@ class _ReadProbe:
     """A stand-in KernelBuilder collecting the buffers an expression loads (views by their base)."""
 
     def __init__(self):
-        self.buffers = set()
+        self.buffers, self.reads_reduction = set(), False
 
     def load(self, buf, idx):
         while isinstance(buf.origin, Buffer):
@@ -628,13 +630,15 @@ class _ReadProbe:
         return ("load", None, None)
 
     def reduction_value(self, red, idx):
+        self.reads_reduction = True
         return ("acc", 0)
 
 
 def _buffers_read(red):
+    """The buffers a reduction's source loads (by id), and whether it reads another reduction."""
     probe = _ReadProbe()
     red.source_fn(probe, [Affine.var(k) for k in range(len(red.kept))], Affine.var(-1))
-    return probe.buffers
+    return probe.buffers, probe.reads_reduction
 
 
 def _computes(value):

@@ -87,6 +87,16 @@ def ops_of(*values):
     return ops
 
 
+def opmath(dtype):
+    """The dtype of a formula's own constants for values of `dtype`: float32 for bfloat16 (kernels
+    compute bfloat16 in float32, but a bfloat16 constant is rounded to 8 significant bits)."""
+    return "f32" if dtype == "bf16" else dtype
+
+
+def const(value, dtype):
+    return ("const", _const(value, dtype), dtype)
+
+
 def pointwise(name, out, inputs, combine, compute=None):
     """A Pointwise of out's shape whose value is combine(*input exprs) (inputs broadcast)."""
     out_dtype = ir_dtype(out.dtype)
@@ -135,17 +145,22 @@ def _unary(ir_op):
     return lower
 
 
-def erf_expr(a, d):
-    """erf(a) as exp and a polynomial (Numerical Recipes' erfc, fractional error < 1.2e-7): every
-    piece vectorises, where a libm erf call would run one element at a time."""
+def erfc_abs_expr(a, d):
+    """erfc(|a|) as exp and a polynomial (Numerical Recipes' erfc, fractional error < 1.2e-7):
+    every piece vectorises, where a libm erf call would run one element at a time."""
     c = lambda v: ("const", v, d)  # noqa: E731
     z = ("abs", a)
     t = ("div", c(1.0), ("add", c(1.0), ("mul", c(0.5), z)))
     poly = c(0.17087277)
     for k in (-0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418, 0.37409196, 1.00002368):
         poly = ("add", c(k), ("mul", t, poly))
-    erfc = ("mul", t, ("exp", ("add", ("sub", ("neg", ("mul", z, z)), c(1.26551223)), ("mul", t, poly))))
-    return ("where", ("ge", a, c(0.0)), ("sub", c(1.0), erfc), ("sub", erfc, c(1.0)))
+    return ("mul", t, ("exp", ("add", ("sub", ("neg", ("mul", z, z)), c(1.26551223)), ("mul", t, poly))))
+
+
+def erf_expr(a, d):
+    """erf(a) = +-(1 - erfc(|a|)), vectorisable (erfc_abs_expr)."""
+    erfc = erfc_abs_expr(a, d)
+    return ("where", ("ge", a, ("const", 0.0, d)), ("sub", ("const", 1.0, d), erfc), ("sub", erfc, ("const", 1.0, d)))
 
 
 for _op, _name in _UNARY.items():
@@ -295,6 +310,283 @@ def _clamp(out, x, min=None, max=None):
         return a
 
     return pointwise("clamp", out, [x], f)
+
+
+# Ops without an IR operator of their own, composed from the IR's (inductor/README.md). Formula
+# constants use opmath (float32 for bfloat16); scalars an op compares with or clamps to use the
+# tensor's dtype, as eager converts them to it.
+def _is_float(d):
+    return d in ("f32", "f64", "bf16")
+
+
+def _float_unary(name, build):
+    """A unary op on floats (integer inputs give float32, as promotion does): build(a, c) -> expr,
+    c(v) a constant."""
+    def lower(out, x):
+        d = opmath(ir_dtype(out.dtype))
+        return pointwise(name, out, [x], lambda a: build(a, lambda v: const(v, d)))
+
+    return lower
+
+
+_LN2 = math.log(2.0)
+_HUGE = 1e8  # asinh/acosh above it: log(2x); x * x would overflow float32 near 1.8e19
+
+
+def _asinh(a, c):
+    s = ("abs", a)
+    small = ("log1p", ("add", s, ("div", ("mul", s, s), ("add", c(1.0), ("sqrt", ("add", c(1.0), ("mul", s, s)))))))
+    r = ("where", ("gt", s, c(_HUGE)), ("add", ("log", s), c(_LN2)), small)
+    return ("where", ("lt", a, c(0.0)), ("neg", r), r)
+
+
+def _acosh(a, c):
+    t = ("sub", a, c(1.0))  # log1p(t + sqrt(t (a + 1))): no cancellation near 1; NaN below 1
+    small = ("log1p", ("add", t, ("sqrt", ("mul", t, ("add", a, c(1.0))))))
+    return ("where", ("gt", a, c(_HUGE)), ("add", ("log", a), c(_LN2)), small)
+
+
+_COMPOSED_UNARY = {
+    "atan": lambda a, c: ("atan2", a, c(1.0)),
+    "tan": lambda a, c: ("div", ("sin", a), ("cos", a)),
+    "sinh": lambda a, c: ("mul", c(0.5), ("sub", ("expm1", a), ("expm1", ("neg", a)))),  # no cancellation near 0
+    "asinh": _asinh,
+    "acosh": _acosh,
+    # asin/acos through atan2 of sqrt((1 - a)(1 + a)): exact at +-1, NaN outside [-1, 1]
+    "asin": lambda a, c: ("atan2", a, ("sqrt", ("mul", ("sub", c(1.0), a), ("add", c(1.0), a)))),
+    "acos": lambda a, c: ("atan2", ("sqrt", ("mul", ("sub", c(1.0), a), ("add", c(1.0), a))), a),
+    "atanh": lambda a, c: ("mul", c(0.5), ("log1p", ("div", ("mul", c(2.0), a), ("sub", c(1.0), a)))),
+    "log2": lambda a, c: ("mul", ("log", a), c(1.0 / _LN2)),
+    "log10": lambda a, c: ("mul", ("log", a), c(1.0 / math.log(10.0))),
+    "exp2": lambda a, c: ("pow", c(2.0), a),
+    "frac": lambda a, c: ("sub", a, ("trunc", a)),
+}
+for _name, _build in _COMPOSED_UNARY.items():
+    register(f"{_name}.default")(_float_unary(_name, _build))
+
+
+@register("erfc.default")
+def _erfc(out, x):
+    d = opmath(ir_dtype(out.dtype))
+    if d == "f64":  # libm's erf: 1 - erf loses relative precision only where erfc < 1e-9
+        return pointwise("erfc", out, [x], lambda a: ("sub", const(1.0, d), ("erf", a)))
+    return pointwise("erfc", out, [x], lambda a: ("where", ("ge", a, const(0.0, d)), erfc_abs_expr(a, d),
+                                                    ("sub", const(2.0, d), erfc_abs_expr(a, d))))
+
+
+@register("square.default")
+def _square(out, x):
+    return pointwise("square", out, [x], lambda a: ("mul", a, a))
+
+
+def signbit_expr(a, d):
+    """The sign bit of a (of compute dtype d): -0.0 counts as negative (1 / -0.0 is -inf); a NaN's
+    sign bit is not visible to the IR's operators and reads as clear."""
+    if not _is_float(d):
+        return ("lt", a, const(0, d))
+    zero = const(0.0, d)
+    return ("logical_or", ("lt", a, zero), ("logical_and", ("eq", a, zero), ("lt", ("div", const(1.0, d), a), zero)))
+
+
+def _classify(name, on_floats, on_others):
+    """A bool-valued test of a value: on_floats(a, d) for float inputs, on_others(a) otherwise."""
+    def lower(out, x):
+        d = ir_dtype(x.dtype)
+        if _is_float(d):
+            return pointwise(name, out, [x], lambda a: on_floats(a, opmath(d)), d)
+        return pointwise(name, out, [x], on_others, "i64" if d != "bool" else "bool")
+
+    return lower
+
+
+_INF = float("inf")
+register("isnan.default")(_classify("isnan", lambda a, d: ("ne", a, a), lambda a: const(False, "bool")))
+register("isinf.default")(_classify("isinf", lambda a, d: ("eq", ("abs", a), const(_INF, d)),
+                                    lambda a: const(False, "bool")))
+register("isfinite.default")(_classify("isfinite", lambda a, d: ("lt", ("abs", a), const(_INF, d)),
+                                       lambda a: const(True, "bool")))
+register("signbit.default")(_classify("signbit", signbit_expr, lambda a: ("lt", a, const(0, "i64"))))
+
+
+@register("logical_xor.default")
+def _logical_xor(out, a, b):
+    return pointwise("logical_xor", out, [a, b], lambda x, y: ("ne", x, y), "bool")
+
+
+def _bitwise(name, logical):
+    """Bitwise ops of bools are logical ones; integer bit operations are not in the kernel IR."""
+    def lower(out, a, b):
+        if ir_dtype(out.dtype) != "bool":
+            raise Fallback(f"{name} of integers (no bitwise operators in the kernel IR)")
+        return pointwise(name, out, [a, b], lambda x, y: (logical, x, y), "bool")
+
+    return lower
+
+
+for _name, _logical in (("bitwise_and", "logical_and"), ("bitwise_or", "logical_or"), ("bitwise_xor", "ne")):
+    register(f"{_name}.Tensor", f"{_name}.Scalar")(_bitwise(_name, _logical))
+
+
+@register("bitwise_not.default")
+def _bitwise_not(out, x):
+    d = ir_dtype(out.dtype)
+    if d == "bool":
+        return pointwise("bitwise_not", out, [x], lambda a: ("logical_not", a))
+    return pointwise("bitwise_not", out, [x], lambda a: ("sub", const(-1, d), a))  # two's complement: ~a = -1 - a
+
+
+def fmod_expr(x, y, d):
+    """C's fmod (the sign of the dividend, -0.0 included) as the IR's mod (Python's: the sign of
+    the divisor) of the magnitudes, where the two agree and mod is exact."""
+    m = ("mod", ("abs", x), ("abs", y))
+    return ("where", signbit_expr(x, d), ("neg", m), m)
+
+
+def floor_div_expr(x, y, d):
+    """PyTorch's floor division of floats (div_floor_floating): through fmod, so 1 // 0.1 is 9 where
+    floor(1 / 0.1) is 10; division by zero gives x / 0."""
+    c = lambda v: const(v, d)  # noqa: E731
+    mod = fmod_expr(x, y, d)
+    div = ("div", ("sub", x, mod), y)
+    div = ("where", ("logical_and", ("ne", mod, c(0.0)), ("ne", ("lt", y, c(0.0)), ("lt", mod, c(0.0)))),
+           ("sub", div, c(1.0)), div)
+    fl = ("floor", div)
+    fl = ("where", ("gt", ("sub", div, fl), c(0.5)), ("add", fl, c(1.0)), fl)
+    q = ("div", x, y)
+    out = ("where", ("ne", div, c(0.0)), fl, ("mul", c(0.0), q))  # a zero takes the quotient's sign
+    return ("where", ("eq", y, c(0.0)), q, out)
+
+
+@register("fmod.Tensor", "fmod.Scalar")
+def _fmod(out, a, b):
+    d = ir_dtype(out.dtype)
+    return pointwise("fmod", out, [a, b], lambda x, y: fmod_expr(x, y, opmath(d)))
+
+
+@register("floor_divide.Tensor", "floor_divide.Scalar")
+def _floor_divide(out, a, b):
+    d = ir_dtype(out.dtype)
+    if _is_float(d):
+        return pointwise("floor_divide", out, [a, b], lambda x, y: floor_div_expr(x, y, opmath(d)))
+    return pointwise("floor_divide", out, [a, b], lambda x, y: ("floordiv", x, y))
+
+
+@register("div.Tensor_mode", "div.Scalar_mode")
+def _div_mode(out, a, b, rounding_mode=None):
+    d = ir_dtype(out.dtype)
+    if rounding_mode == "floor":
+        return _floor_divide(out, a, b)
+    if rounding_mode == "trunc" and _is_float(d):
+        return pointwise("div", out, [a, b], lambda x, y: ("trunc", ("div", x, y)))
+    return pointwise("div", out, [a, b], lambda x, y: ("div", x, y))  # true division, or integers' (truncating)
+
+
+def _nan_aware(ir_op):
+    """fmax/fmin: the other operand where one is NaN."""
+    return lambda x, y: ("where", ("ne", x, x), y, ("where", ("ne", y, y), x, (ir_op, x, y)))
+
+
+register("fmax.default")(lambda out, a, b: pointwise("fmax", out, [a, b], _nan_aware("max")))
+register("fmin.default")(lambda out, a, b: pointwise("fmin", out, [a, b], _nan_aware("min")))
+
+
+@register("hypot.default")
+def _hypot(out, a, b):
+    return pointwise("hypot", out, [a, b], lambda x, y: ("sqrt", ("add", ("mul", x, x), ("mul", y, y))))
+
+
+@register("copysign.default")
+def _copysign(out, a, b):
+    d = ir_dtype(out.dtype)
+    return pointwise("copysign", out, [a, b],
+                     lambda x, y: ("where", signbit_expr(y, opmath(d)), ("neg", ("abs", x)), ("abs", x)))
+
+
+# activations
+@register("leaky_relu.default")
+def _leaky_relu(out, x, negative_slope=0.01):
+    d = ir_dtype(out.dtype)
+    return pointwise("leaky_relu", out, [x],
+                     lambda a: ("where", ("gt", a, const(0, d)), a, ("mul", a, const(negative_slope, opmath(d)))))
+
+
+@register("hardtanh.default")
+def _hardtanh(out, x, min_val=-1, max_val=1):
+    d = ir_dtype(out.dtype)  # min then max: with min_val > max_val every value is max_val, as eager
+    return pointwise("hardtanh", out, [x], lambda a: ("min", ("max", a, const(min_val, d)), const(max_val, d)))
+
+
+@register("elu.default")
+def _elu(out, x, alpha=1, scale=1, input_scale=1):
+    d = opmath(ir_dtype(out.dtype))
+    c = lambda v: const(v, d)  # noqa: E731
+    return pointwise("elu", out, [x], lambda a: ("where", ("le", a, c(0.0)),
+                                                  ("mul", ("expm1", ("mul", a, c(input_scale))), c(alpha * scale)),
+                                                  ("mul", a, c(scale))))
+
+
+@register("softplus.default")
+def _softplus(out, x, beta=1, threshold=20):
+    d = opmath(ir_dtype(out.dtype))
+    c = lambda v: const(v, d)  # noqa: E731
+    return pointwise("softplus", out, [x], lambda a: ("where", ("gt", ("mul", a, c(beta)), c(threshold)), a,
+                                                      ("div", ("log1p", ("exp", ("mul", a, c(beta)))), c(beta))))
+
+
+@register("threshold.default")
+def _threshold(out, x, threshold, value):
+    d = ir_dtype(out.dtype)
+    return pointwise("threshold", out, [x], lambda a: ("where", ("le", a, const(threshold, d)), const(value, d), a))
+
+
+def _relu6_of(a, d):
+    return ("min", ("max", ("add", a, const(3.0, d)), const(0.0, d)), const(6.0, d))
+
+
+@register("hardsigmoid.default")
+def _hardsigmoid(out, x):
+    d = opmath(ir_dtype(out.dtype))
+    return pointwise("hardsigmoid", out, [x], lambda a: ("div", _relu6_of(a, d), const(6.0, d)))
+
+
+@register("hardswish.default")
+def _hardswish(out, x):
+    d = opmath(ir_dtype(out.dtype))
+    return pointwise("hardswish", out, [x], lambda a: ("div", ("mul", a, _relu6_of(a, d)), const(6.0, d)))
+
+
+@register("logit.default")
+def _logit(out, x, eps=None):
+    d = opmath(ir_dtype(out.dtype))
+    c = lambda v: const(v, d)  # noqa: E731
+
+    def f(a):
+        if eps is not None:  # clamped to [eps, 1 - eps]; NaN stays NaN
+            a = ("where", ("lt", a, c(eps)), c(eps), ("where", ("gt", a, c(1.0 - eps)), c(1.0 - eps), a))
+        return ("log", ("div", a, ("sub", c(1.0), a)))
+
+    return pointwise("logit", out, [x], f)
+
+
+_FLOAT_MAX = {"f32": 3.4028234663852886e38, "f64": 1.7976931348623157e308, "bf16": 3.3895313892515355e38}
+
+
+@register("nan_to_num.default")
+def _nan_to_num(out, x, nan=None, posinf=None, neginf=None):
+    d = ir_dtype(out.dtype)
+    if not _is_float(d):  # integers and bools have no NaN or infinity: a copy
+        return pointwise("nan_to_num", out, [x], lambda a: a)
+    big = _FLOAT_MAX[d]
+    c = lambda v: const(v, opmath(d))  # noqa: E731
+    nan, posinf, neginf = 0.0 if nan is None else nan, big if posinf is None else posinf, -big if neginf is None else neginf
+    return pointwise("nan_to_num", out, [x], lambda a: ("where", ("ne", a, a), c(nan), (
+        "where", ("eq", a, c(_INF)), c(posinf), ("where", ("eq", a, c(-_INF)), c(neginf), a))))
+
+
+@register("fill.Scalar")
+def _fill(out, x, value):
+    d = ir_dtype(out.dtype)
+    return Pointwise(out.dtype, out.shape, lambda ctx, idx: const(value, d), {"fill"})
 
 
 def _copy(out, x, **kwargs):
@@ -447,71 +739,48 @@ def _view(out, x, size):
     raise Fallback("view of a non-contiguous or unrealized value")  # graph.py realizes and retries
 
 
-def view_strides(shape, strides, new_shape):
-    """Strides giving new_shape over the memory of (shape, strides) without a copy, or None:
-    each run of old dimensions that is contiguous within itself splits or merges freely."""
+def view_strides(shape, stride, new_shape):
+    """The strides of a view of (shape, stride) as new_shape, or None where no view exists
+    (PyTorch's computeStride: each run of dimensions that is contiguous within itself may be
+    split or merged)."""
     numel = 1
-    for n in shape:
-        numel *= n
+    for s in shape:
+        numel *= s
     if numel == 0 or not shape:
         return contiguous_strides(new_shape)
-    old = [(n, st) for n, st in zip(shape, strides) if n != 1]
-    result = [0] * len(new_shape)
-    i = 0  # next old dimension
-    j = 0  # next new dimension
-    while j < len(new_shape):
-        if new_shape[j] == 1:
-            result[j] = 1
-            j += 1
-            continue
-        if i >= len(old):
-            return None
-        # take old dims [i, k) forming one contiguous chunk, and new dims covering the same count
-        chunk, k = old[i][0], i + 1
-        while k < len(old) and old[k - 1][1] == old[k][0] * old[k][1] and chunk % 1 == 0:
-            chunk_k = chunk * old[k][0]
-            # stop merging as soon as the new dims can close the chunk exactly
-            if _prefix_product_hits(new_shape, j, chunk):
-                break
-            chunk, k = chunk_k, k + 1
-        if not _prefix_product_hits(new_shape, j, chunk):
-            return None
-        stride = old[k - 1][1]
-        dims = []
-        left = chunk
-        while left > 1 or (dims == [] and left == 1):
-            if new_shape[j] == 1:
-                result[j] = 1
-            else:
-                dims.append(j)
-                left //= new_shape[j]
-            j += 1
-            if left == 1:
-                break
-        for d in reversed(dims):
-            result[d] = stride
-            stride *= new_shape[d]
-        i = k
-    return result if i == len(old) else None
-
-
-def _prefix_product_hits(new_shape, j, target):
-    p = 1
-    while j < len(new_shape) and p < target:
-        p *= new_shape[j]
-        j += 1
-    return p == target
+    new_stride = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    chunk_base_stride = stride[-1]
+    tensor_numel = view_numel = 1
+    for tensor_d in range(len(shape) - 1, -1, -1):
+        tensor_numel *= shape[tensor_d]
+        if tensor_d == 0 or (shape[tensor_d - 1] != 1 and stride[tensor_d - 1] != tensor_numel * chunk_base_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
+                new_stride[view_d] = view_numel * chunk_base_stride
+                view_numel *= new_shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_base_stride = stride[tensor_d - 1]
+                tensor_numel = view_numel = 1
+    return new_stride if view_d == -1 else None
 
 
 # --- reductions ------------------------------------------------------------------------------------
+def _reduced_axes(x, dims):
+    """dims (an int, a list, or None/[] for every dimension) as sorted non-negative axes."""
+    n = len(x.shape)
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(n))
+    return sorted({d % n for d in (dims if isinstance(dims, (list, tuple)) else [dims])}) if n else []
+
+
 def _reduce(out, x, dims, keepdim, kind, name, finish=None):
     shape = list(x.shape)
-    n = len(shape)
-    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-        dims = list(range(n))
-    dims = sorted({d % n for d in (dims if isinstance(dims, (list, tuple)) else [dims])}) if n else []
-    if not dims:
-        raise Fallback(f"{name} of a 0-d tensor")
+    dims = _reduced_axes(x, dims)
+    if not dims:  # a 0-d tensor: its one element, finished (a mean divides by 1, a variance by 1 - correction)
+        return pointwise(name, out, [x], finish or (lambda a: a))
     if len(dims) > 1:
         merged = merge_reduced_dims(x, dims)
         if merged is not None:  # adjacent reduced axes of a buffer read as one (longer inner loops)
@@ -523,7 +792,9 @@ def _reduce(out, x, dims, keepdim, kind, name, finish=None):
     axis = dims[0]
     kept = shape[:axis] + shape[axis + 1:]
     keep_shape = shape[:axis] + [1] + shape[axis + 1:]
-    ld = loader(x, ir_dtype(out.dtype) if kind in ("sum", "prod") else None)
+    # sum and prod accumulate in out's compute dtype (float32 for bfloat16: a bfloat16 partial
+    # result read back would be rounded)
+    ld = loader(x, opmath(ir_dtype(out.dtype)) if kind in ("sum", "prod") else None)
 
     def source(ctx, kept_idx, r):
         return ld(ctx, kept_idx[:axis] + [r] + kept_idx[axis:])
@@ -639,6 +910,12 @@ class _Like:
         self.dtype, self.shape = dtype, list(shape)
 
 
+def acc_dtype(dtype):
+    """The dtype of intermediate results towards a `dtype` result: float32 for bfloat16 (partial
+    sums, means, maxima realized as buffers keep their precision), else dtype itself."""
+    return kiln.float32 if dtype == kiln.bfloat16 else dtype
+
+
 def _reduce_axes(out, x, dims, keepdim, kind, name, finish):
     """A reduction over several axes as one reduction per axis, the last axis first, each keeping
     its axis (size 1) so the others keep their positions; valid for sum, prod, max and min (and
@@ -648,7 +925,8 @@ def _reduce_axes(out, x, dims, keepdim, kind, name, finish):
     for i, axis in enumerate(reversed(dims)):
         shape[axis] = 1
         last = i == len(dims) - 1
-        value = _reduce(_Like(out.dtype, shape), value, [axis], True, kind, name, finish if last else None)
+        value = _reduce(_Like(out.dtype if last else acc_dtype(out.dtype), shape), value, [axis], True, kind, name,
+                        finish if last else None)
     if keepdim:
         return value
     reduced = set(dims)
@@ -676,11 +954,11 @@ def _sum_all(out, x, dtype=None):
 @register("mean.dim")
 def _mean(out, x, dims=None, keepdim=False, dtype=None):
     n = len(x.shape)
-    axes = [d % n for d in (dims if dims else range(n))]
+    axes = _reduced_axes(x, dims)
     count = 1
     for a in axes:
         count *= x.shape[a]
-    d = ir_dtype(out.dtype)
+    d = opmath(ir_dtype(out.dtype))  # a bfloat16 count above 256 would be rounded
     known = V.graph.statistics.get((id(x), tuple(sorted(set(axes))))) if V.graph is not None else None
     if known is not None and known[0].dtype == out.dtype:  # computed with a variance already
         mean_keep, to_merged, merged = known
@@ -703,8 +981,168 @@ def _prod(out, x, dim, keepdim=False, dtype=None):
     return _reduce(out, x, [dim], keepdim, "prod", "prod")
 
 
+@register("prod.default")
+def _prod_all(out, x, dtype=None):
+    return _reduce(out, x, None, False, "prod", "prod")
+
+
+@register("max.default")
+def _max_all(out, x):
+    return _reduce(out, x, None, False, "max", "max")
+
+
+@register("min.default")
+def _min_all(out, x):
+    return _reduce(out, x, None, False, "min", "min")
+
+
+def _keep_shape(x, axes):
+    return [1 if d in axes else s for d, s in enumerate(x.shape)]
+
+
+def _at_reduced(idx, axes):
+    """Indices into a keepdim result (size 1 along `axes`) from indices of the full shape."""
+    return [Affine(0) if d in axes else i for d, i in enumerate(idx)]
+
+
+def _drop_axes(out, value, axes, keepdim, name, post=None, compute=None):
+    """out from `value`, a keepdim-shaped lazy result: post(expr) of it, with the reduced axes
+    dropped unless keepdim."""
+    ld = loader(value, compute)
+    n = len(value.shape)
+
+    def fn(ctx, idx):
+        if not keepdim:
+            it = iter(idx)
+            idx = [Affine(0) if d in axes else next(it) for d in range(n)]
+        e = ld(ctx, idx)
+        return post(e) if post else e
+
+    d = ir_dtype(out.dtype)
+    cast = (lambda ctx, idx: ("cast", fn(ctx, idx), d)) if compute and compute != d else fn
+    return Pointwise(out.dtype, out.shape, cast, ops_of(value) | {name})
+
+
+def _count(x, dims, test, name):
+    """The number of elements where test(a) (a bool expr) holds along dims: int64, keepdim."""
+    axes = _reduced_axes(x, dims)
+    hits = pointwise(name, _Like(kiln.bool, x.shape), [x], test, ir_dtype(x.dtype))
+    return axes, _reduce(_Like(kiln.int64, _keep_shape(x, axes)), hits, axes, True, "sum", name)
+
+
+def _nonzero(a):
+    return ("cast", a, "bool")  # NaN counts as nonzero, as in C++
+
+
+def _any_all(name):
+    """any: a nonzero element; all: no zero element. Counted, so empty gives False and True."""
+    test = _nonzero if name == "any" else (lambda a: ("logical_not", _nonzero(a)))
+
+    def lower(out, x, dims=None, keepdim=False):
+        axes, counts = _count(x, dims, test, name)
+        return _drop_axes(out, counts, axes, keepdim, name,
+                          lambda n: (("gt" if name == "any" else "eq"), n, ("const", 0, "i64")))
+
+    return lower
+
+
+register("any.default", "any.dim", "any.dims")(_any_all("any"))
+register("all.default", "all.dim", "all.dims")(_any_all("all"))
+
+
+@register("count_nonzero.dim_IntList", "count_nonzero.default")
+def _count_nonzero(out, x, dims=None):
+    axes, counts = _count(x, dims, _nonzero, "count_nonzero")
+    return _drop_axes(out, counts, axes, False, "count_nonzero")
+
+
+def _arg_reduce(kind):
+    """argmax/argmin along one axis (the first index of the extreme, or of the first NaN); over
+    every axis through a flat view of a contiguous input."""
+    def lower(out, x, dim=None, keepdim=False):
+        shape = list(x.shape)
+        if not shape:
+            return Pointwise(out.dtype, out.shape, lambda ctx, idx: ("const", 0, "i64"), {kind})
+        if dim is None and len(shape) > 1:
+            if not (isinstance(x, Buffer) and x.is_contiguous()):  # graph.py realizes a lazy x and retries
+                raise Fallback(f"view of a non-contiguous or unrealized value ({kind} over every axis reads it flat)")
+            numel = x.numel()
+            x = strided_view(x, [numel], [1], x.offset)
+            shape = [numel]
+        axis = 0 if dim is None else dim % len(shape)
+        ld = loader(x)
+        red = Reduction(out.dtype, shape[:axis] + shape[axis + 1:], shape[axis], kind,
+                        lambda ctx, kept, r: ld(ctx, kept[:axis] + [r] + kept[axis:]), ops_of(x) | {kind},
+                        shape[:axis] + [1] + shape[axis + 1:])
+        red.axis = axis
+        if dim is None:  # out is 0-d, or all ones with keepdim
+            return Pointwise(out.dtype, out.shape, lambda ctx, idx: ctx.reduction_value(red, [Affine(0)]), red.ops)
+        return red if keepdim else _drop_axes(out, red, [axis], False, kind)
+
+    return lower
+
+
+register("argmax.default")(_arg_reduce("argmax"))
+register("argmin.default")(_arg_reduce("argmin"))
+
+
+@register("logsumexp.default")
+def _logsumexp(out, x, dims, keepdim=False):
+    """max + log(sum(exp(x - max))), the max taken as 0 where it is infinite (as eager does)."""
+    axes = _reduced_axes(x, dims)
+    d, acc = ir_dtype(out.dtype), acc_dtype(out.dtype)
+    c = opmath(d)
+    keep = _keep_shape(x, axes)
+    mx = _reduce(_Like(acc, keep), x, axes, True, "max", "amax")
+    read_mx, ld = loader(mx, c), loader(x, c)
+
+    def shift(ctx, idx):
+        m = read_mx(ctx, idx)
+        return ("where", ("eq", ("abs", m), ("const", _INF, c)), ("const", 0.0, c), m)
+
+    exps = Pointwise(acc, x.shape, lambda ctx, idx: ("exp", ("sub", ld(ctx, idx), shift(ctx, _at_reduced(idx, axes)))),
+                     ops_of(x) | {"exp"})
+    total = _reduce(_Like(acc, keep), exps, axes, True, "sum", "sum")
+    read_total = loader(total, c)
+    result = Pointwise(acc, keep, lambda ctx, idx: ("add", ("log", read_total(ctx, idx)), shift(ctx, idx)),
+                       ops_of(total, mx) | {"log", "logsumexp"})
+    return _drop_axes(out, result, axes, keepdim, "logsumexp")
+
+
+@register("linalg_vector_norm.default")
+def _vector_norm(out, x, ord=2, dims=None, keepdim=False, dtype=None):
+    """sum(|x|^p)^(1/p) over dims: p = 1, 2 without pow, +-inf as amax/amin of |x|, 0 counting."""
+    axes = _reduced_axes(x, dims)
+    d, acc = ir_dtype(out.dtype), acc_dtype(out.dtype)
+    c = opmath(d)
+    p = float(ord)
+    if p == _INF or p == -_INF:
+        kind, elem, post = "max" if p > 0 else "min", lambda a: ("abs", a), None
+    elif p == 0:
+        kind, elem, post = "sum", lambda a: ("cast", ("ne", a, ("const", 0.0, c)), c), None
+    elif p == 1:
+        kind, elem, post = "sum", lambda a: ("abs", a), None
+    elif p == 2:
+        kind, elem, post = "sum", lambda a: ("mul", a, a), lambda s: ("sqrt", s)
+    else:
+        kind, elem = "sum", lambda a: ("pow", ("abs", a), ("const", p, c))
+        post = lambda s: ("pow", s, ("const", 1.0 / p, c))  # noqa: E731
+    terms = pointwise("linalg_vector_norm", _Like(acc, x.shape), [x], elem, c)
+    total = _reduce(_Like(acc, _keep_shape(x, axes)), terms, axes, True, kind, "linalg_vector_norm")
+    return _drop_axes(out, total, axes, keepdim, "linalg_vector_norm", post, c)
+
+
 def _stats_dtype(dtype):
+    """Partial statistics (means, squared deviations) keep float64 for float64, else float32."""
     return kiln.float64 if dtype == kiln.float64 else kiln.float32
+
+
+@register("std.correction")
+def _std(out, x, dims=None, correction=None, keepdim=False):
+    var = _var(_Like(_stats_dtype(out.dtype), out.shape), x, dims, correction, keepdim)
+    d = ir_dtype(out.dtype)
+    return Pointwise(out.dtype, out.shape, lambda ctx, idx: _cast(("sqrt", var.fn(ctx, idx)), ir_dtype(var.dtype), d),
+                     var.ops | {"std"})
 
 
 @register("var.correction")
@@ -716,8 +1154,11 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
     update: mean = the mean of the means, m2 = the sum of the m2s + count * the sum of the
     squared deviations of the means."""
     n = len(x.shape)
-    if n == 0:
-        raise Fallback("var of a 0-d tensor")
+    if n == 0:  # one element: no deviation, divided by max(0, 1 - correction) (0 / 0: NaN, as eager)
+        correction = 1 if correction is None else correction
+        zero = ("const", 0.0, ir_dtype(out.dtype))
+        return pointwise("var", out, [x], lambda a: ("div", ("mul", a, zero),
+                                                     ("const", float(max(1 - correction, 0)), ir_dtype(out.dtype))))
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
         dims = list(range(n))
     dims = sorted({d % n for d in (dims if isinstance(dims, (list, tuple)) else [dims])})
@@ -845,24 +1286,28 @@ def _softmax_lowering(is_log):
 
 
 def _softmax(out, x, dim, is_log):
+    """exp(x - max) / sum(exp(x - max)) along dim (log: x - max - log(sum)); along the last dim
+    the max, the sum and the result are one kernel."""
     n = len(x.shape)
-    dim = dim % n
-    if dim != n - 1:
-        raise Fallback("softmax over a dimension that is not the last")
     d = ir_dtype(out.dtype)
-    mx = _reduce(out, x, [dim], True, "max", "amax")
-    ld = loader(x, d)
+    if n == 0:  # one element: 1 (log: 0), NaN for a NaN or an infinity as exp(x - x) gives
+        return pointwise("log_softmax" if is_log else "softmax", out, [x],
+                         lambda a: ("sub", a, a) if is_log else ("exp", ("sub", a, a)))
+    dim = dim % n
     shape = list(x.shape)
+    keep = shape[:dim] + [1] + shape[dim + 1:]
+    mx = _reduce(_Like(out.dtype, keep), x, [dim], True, "max", "amax")
+    ld = loader(x, d)
 
     def shifted(ctx, idx):
-        return ("sub", ld(ctx, idx), ctx.reduction_value(mx, idx[:-1] + [Affine(0)]))
+        return ("sub", ld(ctx, idx), ctx.reduction_value(mx, idx[:dim] + [Affine(0)] + idx[dim + 1:]))
 
-    exp_sum = Reduction(out.dtype, shape[:-1], shape[-1], "sum",
-                        lambda ctx, kept, r: ("exp", shifted(ctx, kept + [r])), {"exp", "sum"}, shape[:-1] + [1])
-    exp_sum.axis = n - 1
+    exp_sum = Reduction(acc_dtype(out.dtype), shape[:dim] + shape[dim + 1:], shape[dim], "sum",
+                        lambda ctx, kept, r: ("exp", shifted(ctx, kept[:dim] + [r] + kept[dim:])), {"exp", "sum"}, keep)
+    exp_sum.axis = dim
 
     def fn(ctx, idx):
-        s = ctx.reduction_value(exp_sum, idx[:-1] + [Affine(0)])
+        s = ctx.reduction_value(exp_sum, idx[:dim] + [Affine(0)] + idx[dim + 1:])
         if is_log:
             return ("sub", shifted(ctx, idx), ("log", s))
         return ("div", ("exp", shifted(ctx, idx)), s)
