@@ -439,6 +439,13 @@ def test_print_breaks_and_resumes():
     assert cnt.op_count == 2
 
 
+def test_break_inside_a_lambda_resumes():
+    # the resume function is named after the frame's code: "<lambda>" must become an identifier
+    f = lambda x: print(end="") or (x + 1) * 2  # noqa: E731
+    cnt = check(f, t(3), graphs=1)
+    assert cnt.op_count == 2
+
+
 def test_break_inside_no_grad_block():
     def f(x):
         y = x * 2

@@ -21,7 +21,6 @@ too.
 """
 
 import ast
-import types
 
 import numpy as np
 import pytest
@@ -75,22 +74,6 @@ PARTIAL = {
     ("aten.bitwise_or.Tensor", "of integers"): "as bitwise_and",
     ("aten.bitwise_xor.Tensor", "of integers"): "as bitwise_and",
 }
-
-# Known bugs outside the lowerings: these rows fail until they are fixed (strict: a fix makes them
-# pass, which fails here as a reminder to drop the mark).
-XFAIL = {
-    # graph.py's wrapper prints a fallback's arguments with repr(): `device=device(type='cpu')`
-    # and `inf` are names its namespace lacks (_arg_text has no case for kiln.device or non-finite
-    # floats). Repros, each a NameError:
-    #   kiln.compile(lambda x: x.to(kiln.float16), backend="inductor")(kiln.ones(2))
-    #   kiln.compile(lambda x: kiln.linalg_vector_norm(x, float("inf"), dtype=kiln.float16),
-    #                backend="inductor")(kiln.ones(2))
-    **{(f"to_{d}", name): (NameError, "graph.py: `device` in a fallback's wrapper code")
-       for d in ("float16", "int16", "int8", "uint8") for name in DTYPES},
-    # the row's inner lambda graph-breaks at `.values`; see test_graph_break_in_a_lambda
-    **{("max_dim_fields", name): (SyntaxError, "Dynamo: graph break in a lambda") for name in DTYPES},
-}
-
 
 def _tensor(array, name):
     t = to_kiln(array, name)
@@ -153,16 +136,6 @@ def _same(got, expected, info, where):
                                        rtol=rtol, atol=atol, equal_nan=True, err_msg=where)
         else:  # integers and bool: exact
             assert g.tolist() == e.tolist(), where
-
-
-def _as_def(fn, name):
-    """fn with its code named like a def's. Dynamo names the resume function of a graph break
-    after the frame's code, and `<lambda>` makes the generated source a SyntaxError (see
-    test_graph_break_in_a_lambda); the table's rows are lambdas, and every row that eager refuses
-    for a dtype graph-breaks at the refused call."""
-    ident = "".join(c if c.isalnum() else "_" for c in name)
-    code = fn.__code__.replace(co_name=ident, co_qualname=ident)
-    return types.FunctionType(code, fn.__globals__, ident, fn.__defaults__, fn.__closure__)
 
 
 def _compiled(fn, nargs, count):
@@ -240,10 +213,8 @@ def _run_compiled(fn, nargs, arg_groups):
 def check(info, name):
     """Row `info` in dtype `name`: compiled equals eager over every shape and layout (one compiled
     function for all of them), or raises the same builtin exception class where eager does."""
-    table_fn = _as_def(info.fn, info.name)
-
     def fn(*args):
-        return table_fn(kiln, *args)
+        return info.fn(kiln, *args)
 
     cases, refused = _eager_cases(info, name, fn)
     for where, args, error in refused:
@@ -264,11 +235,7 @@ def _params():
         for name in info.dtypes:
             if name not in DTYPES:
                 continue
-            marks = []
-            if (info.name, name) in XFAIL:
-                raises, reason = XFAIL[info.name, name]
-                marks.append(pytest.mark.xfail(strict=True, raises=raises, reason=reason))
-            yield pytest.param(info, name, id=f"{info.name}-{name}", marks=marks)
+            yield pytest.param(info, name, id=f"{info.name}-{name}")
 
 
 @pytest.mark.parametrize("info,name", list(_params()))
@@ -300,13 +267,3 @@ def test_floor_division_rounds_like_eager():
             assert g.tolist() == pytest.approx(e.tolist(), nan_ok=True)
             numbers = ~kiln.isnan(e)  # signed zeros too (a NaN's sign is the hardware's choice)
             assert kiln.signbit(g)[numbers].tolist() == kiln.signbit(e)[numbers].tolist()
-
-
-@pytest.mark.xfail(strict=True, raises=SyntaxError,
-                   reason="Dynamo bug: a graph break inside a lambda generates `__resume_in_<lambda>_at_...`, "
-                          "not an identifier (kiln/_dynamo/convert_frame.py names resume functions after "
-                          "display_name(code))")
-def test_graph_break_in_a_lambda():
-    """The reason for _as_def; when this passes, _as_def can go."""
-    dynamo.reset()
-    assert kiln.compile(lambda x: print(end="") or x + 1, backend="eager")(kiln.ones(2)).tolist() == [2.0, 2.0]

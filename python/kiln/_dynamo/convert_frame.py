@@ -11,6 +11,7 @@ cannot be split that way: such frames run eagerly (the reason is logged and coun
 
 import dis
 import os
+import re
 import time
 import types
 import warnings
@@ -304,7 +305,8 @@ def _resume_code(code, offset, null_mask, dead):
             base = code.replace(co_varnames=tuple(n if n != "___stack" else f"___stack{len(per_code)}_"
                                                   for n in code.co_varnames))
             dead = tuple(n if n != "___stack" else f"___stack{len(per_code)}_" for n in dead)
-        name = f"__resume_in_{display_name(code)}_at_{offset}_{next(_resume_ids)}"
+        # an identifier: the replacement code calls it by name (a lambda's co_name is "<lambda>")
+        name = f"__resume_in_{re.sub(r'[^0-9A-Za-z_]', '_', display_name(code))}_at_{offset}_{next(_resume_ids)}"
         hit = _C._dynamo._make_resume_code(base, offset, list(null_mask), list(dead), name)
         per_code[key] = hit
     return hit

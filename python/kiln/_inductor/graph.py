@@ -11,6 +11,7 @@ for later allocations (memory planning).
 """
 
 import itertools
+import math
 import operator
 import re
 
@@ -683,7 +684,11 @@ def _arg_text(v):
         return f"[{inner}]" if isinstance(v, list) else f"({inner}{',' if len(v) == 1 else ''})"
     if isinstance(v, kiln.dtype):
         return f"kiln.{str(v).split('.')[-1]}"
-    return repr(v)
+    if isinstance(v, kiln.device):
+        return f"kiln.device({str(v)!r})"
+    if isinstance(v, float) and not math.isfinite(v):
+        return f"float({str(v)!r})"
+    return repr(v)  # numbers, strings, None, kiln's enums (their repr is their kiln.<name>)
 
 
 def _extern_name(target):
