@@ -199,3 +199,21 @@ def test_compile_debug_dir(tmp_path, monkeypatch):
     files = {p.name for p in next(runs[0].iterdir()).iterdir()}
     assert files == {"fx_graph_readable.py", "fx_graph_runnable.py", "ir_pre_fusion.txt", "ir_post_fusion.txt",
                      "output_code.py"}
+
+
+def test_pointwise_kernels_loop_over_merged_trailing_dimensions():
+    """An NCHW pointwise kernel runs one inner loop over the trailing dims every load walks as one
+    (C*H*W; H*W beside a per-channel weight), not rows of W; a transposed input keeps the dims
+    its loads cannot merge."""
+    x, w = kiln.randn(4, 3, 8, 8), kiln.randn(3, 1, 1)
+    with kiln.no_grad():
+        out, codes = run_and_get_code(inductor(lambda x: F.silu(x + 1)), x)
+        close(out, F.silu(x + 1))
+        assert "r < 192" in codes[0] and "i1" not in codes[0].split("# wrapper")[0]
+        out, codes = run_and_get_code(inductor(lambda x, w: F.silu(x * w + 1)), x, w)
+        close(out, F.silu(x * w + 1))
+        assert "r < 64;" in codes[0]
+        xt = x.transpose(2, 3)
+        out, codes = run_and_get_code(inductor(lambda x: (x * 2).relu()), xt)
+        close(out, (xt * 2).relu())
+        assert "r < 8;" in codes[0]

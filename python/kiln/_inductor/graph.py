@@ -20,7 +20,7 @@ from kiln import _C
 from kiln._dynamo import logs
 from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, contiguous_strides, ir_dtype
 from kiln._inductor import autotune
-from kiln._inductor.lowering import Fallback, V, lower, mm_template
+from kiln._inductor.lowering import Fallback, V, lower, merge_reduced_dims, mm_template
 
 
 
@@ -143,16 +143,18 @@ class GraphLowering:
     def _kernel_for_pointwise(self, value):
         """One kernel over value's shape; values made together with it (value.group: a max
         pool's values and indices) that are not computed yet are stored by the same loop."""
-        shape = value.shape
-        outer, inner = (shape[:-1], shape[-1]) if shape else ([], 1)
         group = [value] + [v for v in getattr(value, "group", ()) if v is not value and v not in self.realized]
-        outs = [self.new_buffer(v.dtype, shape) for v in group]
+        outs = [self.new_buffer(v.dtype, value.shape) for v in group]
+        if len(group) == 1:
+            group = [_flattened(value)]
+        shape = group[0].shape  # the loop nest: the outputs are contiguous, so merged dims store alike
+        outer, inner = (shape[:-1], shape[-1]) if shape else ([], 1)
         kb = KernelBuilder(self, outer, inner)
         idx = [Affine.var(k) for k in range(len(outer))] + ([Affine.var(-1)] if shape else [])
         stmts, ops = [], set()
         for v, out in zip(group, outs):
             out_index = Affine(0)
-            for i, s in zip(idx, out.stride):
+            for i, s in zip(idx, contiguous_strides(shape)):
                 out_index = out_index + i.scale(s)
             expr = v.fn(kb, idx)  # inputs first: in_ptr0.. before out_ptr0, as Inductor numbers them
             stmts.append(("store", kb.buffer_index(out), kb.index(out_index), expr))
@@ -611,6 +613,17 @@ def _loads_only_at(expr, pos, index):
 
 def _same_index(a, b):
     return a[0] == b[0] and list(a[1]) == list(b[1]) and a[2] == b[2]
+
+
+def _flattened(value):
+    """value with its trailing dimensions merged into one loop where every load walks them as one
+    (NCHW batch norm + SiLU: an inner loop of H * W = 64 elements instead of W = 8, whose
+    per-row overhead cost more than the vector work); the first dimension stays outer, for the
+    thread pool."""
+    if len(value.shape) < 3:
+        return value
+    merged = merge_reduced_dims(value, set(range(1, len(value.shape))))
+    return value if merged is None else merged[0]
 
 
 def _squeezed_strides(buf, shape):

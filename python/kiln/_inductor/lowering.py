@@ -881,8 +881,20 @@ def _load_coefficients(value):
     """Per load of a lazy value: its index's coefficient for each of the value's axes; None when
     it reads a reduction (whose index is not a memory layout)."""
     probe = _LoadProbe()
-    value.fn(probe, [Affine.var(k) for k in range(len(value.shape))])
-    return None if probe.reads_reduction else probe.coeffs
+    expr = value.fn(probe, [Affine.var(k) for k in range(len(value.shape))])
+    if probe.reads_reduction or _uses_loop_index(expr):  # the loop index itself is no memory layout
+        return None
+    return probe.coeffs
+
+
+def _uses_loop_index(expr):
+    if not isinstance(expr, tuple):
+        return False
+    if expr[0] == "index":
+        return True
+    if expr[0] in ("load", "const", "acc"):
+        return False
+    return any(_uses_loop_index(e) for e in expr[1:])
 
 
 def _read_merged(out, red, dims, keepdim, ndim, to_merged):
