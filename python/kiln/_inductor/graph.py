@@ -136,6 +136,9 @@ class GraphLowering:
         self.realized[value] = buf
         return buf
 
+    def cheap_to_recompute(self, value):
+        return _cheap_to_recompute(value)
+
     def _squeezed_view(self, buf, shape):
         """buf seen with another shape that differs only in size-1 dimensions (no copy)."""
         return self.define(Buffer(None, buf.dtype, shape, _squeezed_strides(buf, shape), buf.offset, origin=buf))

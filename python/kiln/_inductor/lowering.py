@@ -1389,6 +1389,8 @@ def _max_pool2d_with_indices(outs, x, kernel_size, stride=(), padding=0, dilatio
     if any(p) or d != [1, 1]:
         raise Fallback("max_pool2d with padding or dilation")
     values_out, indices_out = outs
+    if isinstance(x, Pointwise) and x.ops and not V.graph.cheap_to_recompute(x):
+        x = V.graph.realize(x)  # read k*k times per output: computed once, not in every window
     H, W = x.shape[-2], x.shape[-1]
     vd = ir_dtype(values_out.dtype)
     ld = loader(x, vd)
