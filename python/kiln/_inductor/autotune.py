@@ -2,7 +2,7 @@
 times them on random inputs of that layout and keeps the fastest.
 
 - mm / addmm: the extern kernel (kiln's BLAS GEMM, blocked over the thread pool), or a generated
-  kernel (lowering.mm_template: a dot product per output element, whose bias and following
+  kernel (lowering.nn.mm_template: a dot product per output element, whose bias and following
   pointwise ops fuse into it);
 - convolution (2-D, groups=1): the extern kernel (kiln's batched im2col + GEMM), or im2col as a
   strided view copied once and one matmul per batch (conv2d_im2col below).

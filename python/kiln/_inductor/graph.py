@@ -1,6 +1,6 @@
 """GraphLowering: an aten FX graph -> kernels + a Python wrapper that runs them.
 
-Walks the graph in order, lowering each node (lowering.py) to a lazy value; values become
+Walks the graph in order, lowering each node (lowering/) to a lazy value; values become
 kernels only when realized: graph outputs, values read by more than one node, arguments of
 fallback ops, reshapes of lazy values. Realizing a value builds one kernel holding everything
 lazy behind it (vertical fusion: a chain of pointwise ops, a reduction with the pointwise code

@@ -1,0 +1,124 @@
+"""What every lowering module shares: the registry (LOWERINGS, register, lower), Fallback, and
+reading values (loader, broadcasting, the `pointwise` builder and epilogue spaces)."""
+
+import kiln
+from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, ir_dtype
+
+aten = kiln.ops.aten
+LOWERINGS = {}
+INF = float("inf")
+
+
+class Fallback(Exception):
+    """This node runs its eager kernel."""
+
+
+def register(*ops):
+    """Registers fn for the given overloads, as objects or "name.overload" strings (names kiln's
+    registry lacks are skipped)."""
+    def wrap(fn):
+        for op in ops:
+            if isinstance(op, str):
+                packet, overload = op.split(".")
+                op = getattr(getattr(aten, packet, None), overload, None) if hasattr(aten, packet) else None
+                if op is None:
+                    continue
+            LOWERINGS[op] = fn
+        return fn
+
+    return wrap
+
+
+# --- reading values --------------------------------------------------------------------------------
+def loader(value, dtype=None):
+    """fn(ctx, indices) -> expr reading `value` (a Buffer, lazy value or scalar), cast to dtype."""
+    if isinstance(value, (bool, int, float)):
+        d = dtype or ("f32" if isinstance(value, float) else "bool" if isinstance(value, bool) else "i64")
+        return lambda ctx, idx: ("const", scalar_as(value, d), d)
+    if isinstance(value, Buffer):
+        fn = lambda ctx, idx: ctx.load(value, idx)  # noqa: E731
+        src = ir_dtype(value.dtype)
+    elif isinstance(value, Pointwise):
+        fn, src = value.fn, ir_dtype(value.dtype)
+    elif isinstance(value, Reduction):
+        fn = lambda ctx, idx: ctx.reduction_value(value, idx)  # noqa: E731
+        src = ir_dtype(value.dtype)
+    else:
+        raise Fallback(f"argument of type {type(value).__name__}")
+    if dtype is None or dtype == src:
+        return fn
+    return lambda ctx, idx: ("cast", fn(ctx, idx), dtype)
+
+
+def scalar_as(value, dtype):
+    """value as the Python number a ("const", value, dtype) expression holds."""
+    if dtype == "bool":
+        return bool(value)
+    if dtype in ("i64", "i32"):
+        return int(value)
+    return float(value)
+
+
+def broadcast_indices(idx, in_shape, out_shape):
+    """Indices into an input of in_shape broadcast to out_shape."""
+    lead = len(out_shape) - len(in_shape)
+    out = []
+    for d, size in enumerate(in_shape):
+        out.append(Affine(0) if size == 1 and out_shape[lead + d] != 1 else idx[lead + d])
+    return out
+
+
+def shape_of(value):
+    if isinstance(value, (bool, int, float)):
+        return []
+    return value.shape
+
+
+def ops_of(*values):
+    ops = set()
+    for v in values:
+        ops |= getattr(v, "ops", set())
+    return ops
+
+
+def opmath(dtype):
+    """The dtype of a formula's own constants for values of `dtype`: float32 for bfloat16 (kernels
+    compute bfloat16 in float32, but a bfloat16 constant is rounded to 8 significant bits)."""
+    return "f32" if dtype == "bf16" else dtype
+
+
+def const(value, dtype):
+    return ("const", scalar_as(value, dtype), dtype)
+
+
+def pointwise(name, out, inputs, combine, compute=None):
+    """A Pointwise of out's shape whose value is combine(*input exprs) (inputs broadcast)."""
+    out_dtype = ir_dtype(out.dtype)
+    compute = compute or out_dtype
+    loaders = [(loader(v, compute), shape_of(v)) for v in inputs]
+    shape = list(out.shape)
+
+    def fn(ctx, idx):
+        exprs = [ld(ctx, broadcast_indices(idx, s, shape)) for ld, s in loaders]
+        value = combine(*exprs)
+        return value if compute == out_dtype else ("cast", value, out_dtype)
+
+    result = Pointwise(out.dtype, shape, fn, ops_of(*inputs) | {name})
+    result.space = epilogue_space(inputs, shape)
+    return result
+
+
+def epilogue_space(inputs, shape):
+    """The reduction loop a pointwise op joins as an epilogue: that of an input computed over a
+    reduction's loop (a matmul template, a variance) when the op keeps its shape (so bias + GELU
+    after a generated matmul is the same kernel); None when inputs disagree."""
+    spaces = {tuple(map(repr, v.space)): v.space for v in inputs
+              if isinstance(v, Pointwise) and v.space is not None and list(v.shape) == list(shape)}
+    return next(iter(spaces.values())) if len(spaces) == 1 else None
+
+
+def lower(target, out, args, kwargs):
+    fn = LOWERINGS.get(target)
+    if fn is None:
+        raise Fallback(f"no lowering for {target}")
+    return fn(out, *args, **kwargs)

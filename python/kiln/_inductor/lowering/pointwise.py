@@ -1,0 +1,508 @@
+"""Pointwise lowerings: unary and binary math, comparisons, activations and their backwards,
+where/clamp, copies and constant fills; each composes its inputs' index functions."""
+
+import math
+
+from kiln._inductor.ir import Buffer, Pointwise, Reduction, ir_dtype
+from kiln._inductor.lowering.common import (INF, Fallback, scalar_as, aten, broadcast_indices, const, loader, opmath,
+                                            ops_of, pointwise, register, shape_of)
+
+
+_UNARY = {"neg.default": "neg", "abs.default": "abs", "exp.default": "exp", "log.default": "log",
+          "log1p.default": "log1p", "expm1.default": "expm1", "sqrt.default": "sqrt",
+          "rsqrt.default": "rsqrt", "sin.default": "sin", "cos.default": "cos", "tanh.default": "tanh",
+          "sigmoid.default": "sigmoid", "erf.default": "erf", "floor.default": "floor",
+          "ceil.default": "ceil", "round.default": "round", "trunc.default": "trunc",
+          "reciprocal.default": "reciprocal", "relu.default": "relu", "sign.default": "sign",
+          "logical_not.default": "logical_not"}
+_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow", "maximum": "max",
+           "minimum": "min", "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",
+           "logical_and": "logical_and", "logical_or": "logical_or", "atan2": "atan2", "remainder": "mod",
+           "floor_divide": "floordiv"}
+_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"}
+
+
+def _unary(ir_op):
+    def lower(out, x):
+        return pointwise(ir_op, out, [x], lambda a: (ir_op, a))
+
+    return lower
+
+
+def erfc_abs_expr(a, d):
+    """erfc(|a|) as exp and a polynomial (Numerical Recipes' erfc, fractional error < 1.2e-7):
+    every piece vectorises, where a libm erf call would run one element at a time."""
+    c = lambda v: ("const", v, d)  # noqa: E731
+    z = ("abs", a)
+    t = ("div", c(1.0), ("add", c(1.0), ("mul", c(0.5), z)))
+    poly = c(0.17087277)
+    for k in (-0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418, 0.37409196, 1.00002368):
+        poly = ("add", c(k), ("mul", t, poly))
+    return ("mul", t, ("exp", ("add", ("sub", ("neg", ("mul", z, z)), c(1.26551223)), ("mul", t, poly))))
+
+
+def erf_expr(a, d):
+    """erf(a) = +-(1 - erfc(|a|)), vectorisable (erfc_abs_expr)."""
+    erfc = erfc_abs_expr(a, d)
+    return ("where", ("ge", a, ("const", 0.0, d)), ("sub", ("const", 1.0, d), erfc), ("sub", erfc, ("const", 1.0, d)))
+
+
+for _op, _name in _UNARY.items():
+    register(_op)(_unary(_name))
+
+
+@register("erf.default")
+def _erf(out, x):
+    d = ir_dtype(out.dtype)
+    if d not in ("f32", "bf16"):  # f64 keeps libm's erf (the approximation is float precision)
+        return pointwise("erf", out, [x], lambda a: ("erf", a))
+    return pointwise("erf", out, [x], lambda a: erf_expr(a, "f32"))
+del _op
+
+
+def _binary_lowering(name, ir_op):
+    def lower(out, a, b, alpha=None):
+        compute = _common_dtype(a, b) if ir_op in _COMPARE else None
+        if alpha is not None and alpha != 1:
+            d = compute or ir_dtype(out.dtype)
+            scale = ("const", scalar_as(alpha, d), d)
+            return pointwise(name, out, [a, b], lambda x, y: (ir_op, x, ("mul", y, scale)), compute)
+        return pointwise(name, out, [a, b], lambda x, y: (ir_op, x, y), compute)
+
+    return lower
+
+
+def _common_dtype(a, b):
+    kinds = []
+    for v in (a, b):
+        if isinstance(v, (Buffer, Pointwise, Reduction)):
+            kinds.append(ir_dtype(v.dtype))
+    if "f64" in kinds:
+        return "f64"
+    if any(k in ("f32", "bf16") for k in kinds) or any(isinstance(v, float) for v in (a, b)):
+        return "f32"
+    if kinds and all(k == "bool" for k in kinds) and all(not isinstance(v, (int, float)) or isinstance(v, bool)
+                                                         for v in (a, b)):
+        return "bool"
+    return "i64"
+
+
+for _name, _ir in _BINARY.items():
+    for _overload in ("Tensor", "Scalar", "default"):
+        _packet = getattr(aten, _name, None)
+        if _packet is not None and hasattr(_packet, _overload):
+            register(getattr(_packet, _overload))(_binary_lowering(_name, _ir))
+register("pow.Tensor_Scalar", "pow.Tensor_Tensor")(_binary_lowering("pow", "pow"))
+register("div.Tensor", "div.Scalar")(_binary_lowering("div", "div"))
+
+
+@register("where.self")
+def _where(out, cond, a, b):
+    cl = loader(cond, "bool")
+    return pointwise_with_cond("where", out, cond, cl, a, b)
+
+
+def pointwise_with_cond(name, out, cond, cond_loader, a, b):
+    dtype = ir_dtype(out.dtype)
+    la, lb = loader(a, dtype), loader(b, dtype)
+    sc, sa, sb, shape = shape_of(cond), shape_of(a), shape_of(b), list(out.shape)
+
+    def fn(ctx, idx):
+        return ("where", cond_loader(ctx, broadcast_indices(idx, sc, shape)),
+                la(ctx, broadcast_indices(idx, sa, shape)), lb(ctx, broadcast_indices(idx, sb, shape)))
+
+    return Pointwise(out.dtype, shape, fn, ops_of(cond, a, b) | {name})
+
+
+@register("silu.default")
+def _silu(out, x):
+    return pointwise("silu", out, [x], lambda a: ("mul", a, ("sigmoid", a)))
+
+
+@register("gelu.default")
+def _gelu(out, x, approximate="none"):
+    d = ir_dtype(out.dtype)
+    c = lambda v: ("const", v, d)  # noqa: E731
+    if approximate == "tanh":
+        def f(a):
+            inner = ("mul", c(math.sqrt(2 / math.pi)), ("add", a, ("mul", c(0.044715), ("mul", a, ("mul", a, a)))))
+            return ("mul", ("mul", c(0.5), a), ("add", c(1.0), ("tanh", inner)))
+    else:
+        def f(a):
+            return ("mul", ("mul", c(0.5), a), ("add", c(1.0), _erf_of(("mul", a, c(1 / math.sqrt(2))), d)))
+    return pointwise("gelu", out, [x], f)
+
+
+def _erf_of(a, d):
+    return erf_expr(a, d) if d in ("f32", "bf16") else ("erf", a)
+
+
+@register("gelu_backward.default")
+def _gelu_backward(out, grad, x, approximate="none"):
+    if approximate != "none":
+        raise Fallback("gelu_backward(approximate='tanh')")
+    d = ir_dtype(out.dtype)
+    c = lambda v: ("const", v, d)  # noqa: E731
+
+    def f(g, a):
+        cdf = ("mul", c(0.5), ("add", c(1.0), _erf_of(("mul", a, c(1 / math.sqrt(2))), d)))
+        pdf = ("mul", c(1 / math.sqrt(2 * math.pi)), ("exp", ("mul", c(-0.5), ("mul", a, a))))
+        return ("mul", g, ("add", cdf, ("mul", a, pdf)))
+
+    return pointwise("gelu_backward", out, [grad, x], f)
+
+
+@register("silu_backward.default")
+def _silu_backward(out, grad, x):
+    d = ir_dtype(out.dtype)
+
+    def f(g, a):
+        s = ("sigmoid", a)
+        return ("mul", g, ("mul", s, ("add", ("const", 1.0, d), ("mul", a, ("sub", ("const", 1.0, d), s)))))
+
+    return pointwise("silu_backward", out, [grad, x], f)
+
+
+@register("threshold_backward.default")
+def _threshold_backward(out, grad, x, threshold):
+    d = ir_dtype(out.dtype)
+    return pointwise("threshold_backward", out, [grad, x],
+                     lambda g, a: ("where", ("le", a, ("const", scalar_as(threshold, d), d)), ("const", scalar_as(0, d), d), g))
+
+
+@register("sigmoid_backward.default")
+def _sigmoid_backward(out, grad, y):
+    d = ir_dtype(out.dtype)
+    return pointwise("sigmoid_backward", out, [grad, y], lambda g, s: ("mul", g, ("mul", s, ("sub", ("const", 1.0, d), s))))
+
+
+@register("tanh_backward.default")
+def _tanh_backward(out, grad, y):
+    d = ir_dtype(out.dtype)
+    return pointwise("tanh_backward", out, [grad, y], lambda g, t: ("mul", g, ("sub", ("const", 1.0, d), ("mul", t, t))))
+
+
+@register("clamp.default")
+def _clamp(out, x, min=None, max=None):
+    d = ir_dtype(out.dtype)
+
+    def f(a):
+        if min is not None:
+            a = ("max", a, ("const", scalar_as(min, d), d))
+        if max is not None:
+            a = ("min", a, ("const", scalar_as(max, d), d))
+        return a
+
+    return pointwise("clamp", out, [x], f)
+
+
+# Ops without an IR operator of their own, composed from the IR's (inductor/README.md). Formula
+# constants use opmath (float32 for bfloat16); scalars an op compares with or clamps to use the
+# tensor's dtype, as eager converts them to it.
+def _is_float(d):
+    return d in ("f32", "f64", "bf16")
+
+
+def _float_unary(name, build):
+    """A unary op on floats (integer inputs give float32, as promotion does): build(a, c) -> expr,
+    c(v) a constant."""
+    def lower(out, x):
+        d = opmath(ir_dtype(out.dtype))
+        return pointwise(name, out, [x], lambda a: build(a, lambda v: const(v, d)))
+
+    return lower
+
+
+_LN2 = math.log(2.0)
+_HUGE = 1e8  # asinh/acosh above it: log(2x); x * x would overflow float32 near 1.8e19
+
+
+def _asinh(a, c):
+    s = ("abs", a)
+    small = ("log1p", ("add", s, ("div", ("mul", s, s), ("add", c(1.0), ("sqrt", ("add", c(1.0), ("mul", s, s)))))))
+    r = ("where", ("gt", s, c(_HUGE)), ("add", ("log", s), c(_LN2)), small)
+    return ("where", ("lt", a, c(0.0)), ("neg", r), r)
+
+
+def _acosh(a, c):
+    t = ("sub", a, c(1.0))  # log1p(t + sqrt(t (a + 1))): no cancellation near 1; NaN below 1
+    small = ("log1p", ("add", t, ("sqrt", ("mul", t, ("add", a, c(1.0))))))
+    return ("where", ("gt", a, c(_HUGE)), ("add", ("log", a), c(_LN2)), small)
+
+
+_COMPOSED_UNARY = {
+    "atan": lambda a, c: ("atan2", a, c(1.0)),
+    "tan": lambda a, c: ("div", ("sin", a), ("cos", a)),
+    "sinh": lambda a, c: ("mul", c(0.5), ("sub", ("expm1", a), ("expm1", ("neg", a)))),  # no cancellation near 0
+    "asinh": _asinh,
+    "acosh": _acosh,
+    # asin/acos through atan2 of sqrt((1 - a)(1 + a)): exact at +-1, NaN outside [-1, 1]
+    "asin": lambda a, c: ("atan2", a, ("sqrt", ("mul", ("sub", c(1.0), a), ("add", c(1.0), a)))),
+    "acos": lambda a, c: ("atan2", ("sqrt", ("mul", ("sub", c(1.0), a), ("add", c(1.0), a))), a),
+    "atanh": lambda a, c: ("mul", c(0.5), ("log1p", ("div", ("mul", c(2.0), a), ("sub", c(1.0), a)))),
+    "log2": lambda a, c: ("mul", ("log", a), c(1.0 / _LN2)),
+    "log10": lambda a, c: ("mul", ("log", a), c(1.0 / math.log(10.0))),
+    "exp2": lambda a, c: ("pow", c(2.0), a),
+    "frac": lambda a, c: ("sub", a, ("trunc", a)),
+}
+for _name, _build in _COMPOSED_UNARY.items():
+    register(f"{_name}.default")(_float_unary(_name, _build))
+
+
+@register("erfc.default")
+def _erfc(out, x):
+    d = opmath(ir_dtype(out.dtype))
+    if d == "f64":  # libm's erf: 1 - erf loses relative precision only where erfc < 1e-9
+        return pointwise("erfc", out, [x], lambda a: ("sub", const(1.0, d), ("erf", a)))
+    return pointwise("erfc", out, [x], lambda a: ("where", ("ge", a, const(0.0, d)), erfc_abs_expr(a, d),
+                                                    ("sub", const(2.0, d), erfc_abs_expr(a, d))))
+
+
+@register("square.default")
+def _square(out, x):
+    return pointwise("square", out, [x], lambda a: ("mul", a, a))
+
+
+def signbit_expr(a, d):
+    """The sign bit of a (of compute dtype d): -0.0 counts as negative (1 / -0.0 is -inf); a NaN's
+    sign bit is not visible to the IR's operators and reads as clear."""
+    if not _is_float(d):
+        return ("lt", a, const(0, d))
+    zero = const(0.0, d)
+    return ("logical_or", ("lt", a, zero), ("logical_and", ("eq", a, zero), ("lt", ("div", const(1.0, d), a), zero)))
+
+
+def _classify(name, on_floats, on_others):
+    """A bool-valued test of a value: on_floats(a, d) for float inputs, on_others(a) otherwise."""
+    def lower(out, x):
+        d = ir_dtype(x.dtype)
+        if _is_float(d):
+            return pointwise(name, out, [x], lambda a: on_floats(a, opmath(d)), d)
+        return pointwise(name, out, [x], on_others, "i64" if d != "bool" else "bool")
+
+    return lower
+
+
+register("isnan.default")(_classify("isnan", lambda a, d: ("ne", a, a), lambda a: const(False, "bool")))
+register("isinf.default")(_classify("isinf", lambda a, d: ("eq", ("abs", a), const(INF, d)),
+                                    lambda a: const(False, "bool")))
+register("isfinite.default")(_classify("isfinite", lambda a, d: ("lt", ("abs", a), const(INF, d)),
+                                       lambda a: const(True, "bool")))
+register("signbit.default")(_classify("signbit", signbit_expr, lambda a: ("lt", a, const(0, "i64"))))
+
+
+@register("logical_xor.default")
+def _logical_xor(out, a, b):
+    return pointwise("logical_xor", out, [a, b], lambda x, y: ("ne", x, y), "bool")
+
+
+def _bitwise(name, logical):
+    """Bitwise ops of bools are logical ones; integer bit operations are not in the kernel IR."""
+    def lower(out, a, b):
+        if ir_dtype(out.dtype) != "bool":
+            raise Fallback(f"{name} of integers (no bitwise operators in the kernel IR)")
+        return pointwise(name, out, [a, b], lambda x, y: (logical, x, y), "bool")
+
+    return lower
+
+
+for _name, _logical in (("bitwise_and", "logical_and"), ("bitwise_or", "logical_or"), ("bitwise_xor", "ne")):
+    register(f"{_name}.Tensor", f"{_name}.Scalar")(_bitwise(_name, _logical))
+
+
+@register("bitwise_not.default")
+def _bitwise_not(out, x):
+    d = ir_dtype(out.dtype)
+    if d == "bool":
+        return pointwise("bitwise_not", out, [x], lambda a: ("logical_not", a))
+    return pointwise("bitwise_not", out, [x], lambda a: ("sub", const(-1, d), a))  # two's complement: ~a = -1 - a
+
+
+def fmod_expr(x, y, d):
+    """C's fmod (the sign of the dividend, -0.0 included) as the IR's mod (Python's: the sign of
+    the divisor) of the magnitudes, where the two agree and mod is exact."""
+    m = ("mod", ("abs", x), ("abs", y))
+    return ("where", signbit_expr(x, d), ("neg", m), m)
+
+
+def floor_div_expr(x, y, d):
+    """PyTorch's floor division of floats (div_floor_floating): through fmod, so 1 // 0.1 is 9 where
+    floor(1 / 0.1) is 10; division by zero gives x / 0."""
+    c = lambda v: const(v, d)  # noqa: E731
+    mod = fmod_expr(x, y, d)
+    div = ("div", ("sub", x, mod), y)
+    div = ("where", ("logical_and", ("ne", mod, c(0.0)), ("ne", ("lt", y, c(0.0)), ("lt", mod, c(0.0)))),
+           ("sub", div, c(1.0)), div)
+    fl = ("floor", div)
+    fl = ("where", ("gt", ("sub", div, fl), c(0.5)), ("add", fl, c(1.0)), fl)
+    q = ("div", x, y)
+    out = ("where", ("ne", div, c(0.0)), fl, ("mul", c(0.0), q))  # a zero takes the quotient's sign
+    return ("where", ("eq", y, c(0.0)), q, out)
+
+
+@register("fmod.Tensor", "fmod.Scalar")
+def _fmod(out, a, b):
+    d = ir_dtype(out.dtype)
+    return pointwise("fmod", out, [a, b], lambda x, y: fmod_expr(x, y, opmath(d)))
+
+
+@register("floor_divide.Tensor", "floor_divide.Scalar")
+def _floor_divide(out, a, b):
+    d = ir_dtype(out.dtype)
+    if _is_float(d):
+        return pointwise("floor_divide", out, [a, b], lambda x, y: floor_div_expr(x, y, opmath(d)))
+    return pointwise("floor_divide", out, [a, b], lambda x, y: ("floordiv", x, y))
+
+
+@register("div.Tensor_mode", "div.Scalar_mode")
+def _div_mode(out, a, b, rounding_mode=None):
+    d = ir_dtype(out.dtype)
+    if rounding_mode == "floor":
+        return _floor_divide(out, a, b)
+    if rounding_mode == "trunc" and _is_float(d):
+        return pointwise("div", out, [a, b], lambda x, y: ("trunc", ("div", x, y)))
+    return pointwise("div", out, [a, b], lambda x, y: ("div", x, y))  # true division, or integers' (truncating)
+
+
+def _nan_aware(ir_op):
+    """fmax/fmin: the other operand where one is NaN."""
+    return lambda x, y: ("where", ("ne", x, x), y, ("where", ("ne", y, y), x, (ir_op, x, y)))
+
+
+register("fmax.default")(lambda out, a, b: pointwise("fmax", out, [a, b], _nan_aware("max")))
+register("fmin.default")(lambda out, a, b: pointwise("fmin", out, [a, b], _nan_aware("min")))
+
+
+@register("hypot.default")
+def _hypot(out, a, b):
+    return pointwise("hypot", out, [a, b], lambda x, y: ("sqrt", ("add", ("mul", x, x), ("mul", y, y))))
+
+
+@register("copysign.default")
+def _copysign(out, a, b):
+    d = ir_dtype(out.dtype)
+    return pointwise("copysign", out, [a, b],
+                     lambda x, y: ("where", signbit_expr(y, opmath(d)), ("neg", ("abs", x)), ("abs", x)))
+
+
+# activations
+@register("leaky_relu.default")
+def _leaky_relu(out, x, negative_slope=0.01):
+    d = ir_dtype(out.dtype)
+    return pointwise("leaky_relu", out, [x],
+                     lambda a: ("where", ("gt", a, const(0, d)), a, ("mul", a, const(negative_slope, opmath(d)))))
+
+
+@register("hardtanh.default")
+def _hardtanh(out, x, min_val=-1, max_val=1):
+    d = ir_dtype(out.dtype)  # min then max: with min_val > max_val every value is max_val, as eager
+    return pointwise("hardtanh", out, [x], lambda a: ("min", ("max", a, const(min_val, d)), const(max_val, d)))
+
+
+@register("elu.default")
+def _elu(out, x, alpha=1, scale=1, input_scale=1):
+    d = opmath(ir_dtype(out.dtype))
+    c = lambda v: const(v, d)  # noqa: E731
+    return pointwise("elu", out, [x], lambda a: ("where", ("le", a, c(0.0)),
+                                                  ("mul", ("expm1", ("mul", a, c(input_scale))), c(alpha * scale)),
+                                                  ("mul", a, c(scale))))
+
+
+@register("softplus.default")
+def _softplus(out, x, beta=1, threshold=20):
+    d = opmath(ir_dtype(out.dtype))
+    c = lambda v: const(v, d)  # noqa: E731
+    return pointwise("softplus", out, [x], lambda a: ("where", ("gt", ("mul", a, c(beta)), c(threshold)), a,
+                                                      ("div", ("log1p", ("exp", ("mul", a, c(beta)))), c(beta))))
+
+
+@register("threshold.default")
+def _threshold(out, x, threshold, value):
+    d = ir_dtype(out.dtype)
+    return pointwise("threshold", out, [x], lambda a: ("where", ("le", a, const(threshold, d)), const(value, d), a))
+
+
+def _relu6_of(a, d):
+    return ("min", ("max", ("add", a, const(3.0, d)), const(0.0, d)), const(6.0, d))
+
+
+@register("hardsigmoid.default")
+def _hardsigmoid(out, x):
+    d = opmath(ir_dtype(out.dtype))
+    return pointwise("hardsigmoid", out, [x], lambda a: ("div", _relu6_of(a, d), const(6.0, d)))
+
+
+@register("hardswish.default")
+def _hardswish(out, x):
+    d = opmath(ir_dtype(out.dtype))
+    return pointwise("hardswish", out, [x], lambda a: ("div", ("mul", a, _relu6_of(a, d)), const(6.0, d)))
+
+
+@register("logit.default")
+def _logit(out, x, eps=None):
+    d = opmath(ir_dtype(out.dtype))
+    c = lambda v: const(v, d)  # noqa: E731
+
+    def f(a):
+        if eps is not None:  # clamped to [eps, 1 - eps]; NaN stays NaN
+            a = ("where", ("lt", a, c(eps)), c(eps), ("where", ("gt", a, c(1.0 - eps)), c(1.0 - eps), a))
+        return ("log", ("div", a, ("sub", c(1.0), a)))
+
+    return pointwise("logit", out, [x], f)
+
+
+_FLOAT_MAX = {"f32": 3.4028234663852886e38, "f64": 1.7976931348623157e308, "bf16": 3.3895313892515355e38}
+
+
+@register("nan_to_num.default")
+def _nan_to_num(out, x, nan=None, posinf=None, neginf=None):
+    d = ir_dtype(out.dtype)
+    if not _is_float(d):  # integers and bools have no NaN or infinity: a copy
+        return pointwise("nan_to_num", out, [x], lambda a: a)
+    big = _FLOAT_MAX[d]
+    c = lambda v: const(v, opmath(d))  # noqa: E731
+    nan, posinf, neginf = 0.0 if nan is None else nan, big if posinf is None else posinf, -big if neginf is None else neginf
+    return pointwise("nan_to_num", out, [x], lambda a: ("where", ("ne", a, a), c(nan), (
+        "where", ("eq", a, c(INF)), c(posinf), ("where", ("eq", a, c(-INF)), c(neginf), a))))
+
+
+@register("fill.Scalar")
+def _fill(out, x, value):
+    d = ir_dtype(out.dtype)
+    return Pointwise(out.dtype, out.shape, lambda ctx, idx: const(value, d), {"fill"})
+
+
+def _copy(out, x, **kwargs):
+    return pointwise("clone", out, [x], lambda a: a)
+
+
+for _name in ("clone.default", "_to_copy.default", "alias.default", "lift_fresh_copy.default"):
+    _packet, _overload = _name.split(".")
+    if hasattr(aten, _packet) and hasattr(getattr(aten, _packet), _overload):
+        register(getattr(getattr(aten, _packet), _overload))(_copy)
+
+
+@register("full.default")
+def _full(out, size, value, **kwargs):
+    d = ir_dtype(out.dtype)
+    return Pointwise(out.dtype, out.shape, lambda ctx, idx: ("const", scalar_as(value, d), d), {"full"})
+
+
+@register("scalar_tensor.default")
+def _scalar_tensor(out, value, **kwargs):
+    d = ir_dtype(out.dtype)
+    return Pointwise(out.dtype, [], lambda ctx, idx: ("const", scalar_as(value, d), d), {"scalar_tensor"})
+
+
+def _like(fixed):
+    def lower(out, x, *args, **kwargs):
+        value = fixed if fixed is not None else args[0]
+        d = ir_dtype(out.dtype)
+        return Pointwise(out.dtype, out.shape, lambda ctx, idx: ("const", scalar_as(value, d), d), {"full"})
+
+    return lower
+
+
+register("zeros_like.default")(_like(0))
+register("ones_like.default")(_like(1))
+register("full_like.default")(_like(None))
