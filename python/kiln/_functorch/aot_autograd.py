@@ -453,9 +453,6 @@ def aot_module_simplified(gm, example_inputs, fw_compiler, bw_compiler=None, par
                           decompositions=None, inference_compiler=None, keep_inference_input_mutations=False):
     """The Dynamo entry: gm's flat inputs in, its flat outputs out (a tuple)."""
     run_graph = replay(gm)
-    fn = aot_function(lambda *args: tuple(run_graph(*args)), fw_compiler, bw_compiler, partition_fn, decompositions,
-                      keep_inference_input_mutations=keep_inference_input_mutations,
-                      inference_compiler=inference_compiler)
     config = AOTConfig(fw_compiler, bw_compiler or fw_compiler, inference_compiler or fw_compiler,
                        partition_fn or _default_partition(), decompositions,
                        keep_inference_input_mutations=keep_inference_input_mutations)
@@ -465,16 +462,27 @@ def aot_module_simplified(gm, example_inputs, fw_compiler, bw_compiler=None, par
         return list(run_graph(*args))
 
     def run(*args):
-        # Dynamo's inputs are already flat: when they are all tensors the layout key picks the
-        # runtime directly, with none of aot_function's pytree work; other inputs (sizes, under
-        # dynamic shapes) take aot_function's path, which bakes them into the trace.
+        # Dynamo's inputs are already flat, so the layout key picks the runtime directly, with
+        # none of aot_function's pytree work. Sizes passed as ints (dynamic shapes) are part of
+        # the key and baked into that runtime's trace, as aot_function does.
         key = _layout_key(args)
-        runtime = runtimes.get(key)
-        if runtime is None:
-            if not all(isinstance(a, kiln.Tensor) for a in args):
-                return fn(*args)
-            runtime = runtimes[key] = create_runtime(flat_fn, list(args), config)
-        return runtime(args)
+        entry = runtimes.get(key)
+        if entry is None:
+            slots = [i for i, a in enumerate(args) if isinstance(a, kiln.Tensor)]
+            if len(slots) == len(args):
+                entry = runtimes[key] = (create_runtime(flat_fn, list(args), config), None)
+            else:
+                constants = list(args)
+
+                def bound(*tensors):
+                    values = list(constants)
+                    for i, t in zip(slots, tensors):
+                        values[i] = t
+                    return list(run_graph(*values))
+
+                entry = runtimes[key] = (create_runtime(bound, [args[i] for i in slots], config), slots)
+        runtime, slots = entry
+        return runtime(args if slots is None else [args[i] for i in slots])
 
     run._boxed_call = False
     return run
