@@ -217,3 +217,62 @@ def test_pointwise_kernels_loop_over_merged_trailing_dimensions():
         out, codes = run_and_get_code(inductor(lambda x: (x * 2).relu()), xt)
         close(out, (xt * 2).relu())
         assert "r < 8;" in codes[0]
+
+
+@pytest.mark.parametrize("shape,normalized,affine", [((4, 6, 32), [32], True), ((3, 5, 7), [5, 7], True),
+                                                     ((8, 64), [64], False)])
+def test_layer_norm_decomposes_and_fuses(shape, normalized, affine):
+    """native_layer_norm and its backward decompose for Inductor (decomposition.py): no eager
+    fallback, the statistics and the normalisation in kernels; values and gradients as eager."""
+    from kiln._inductor import compile_fx
+
+    kiln.manual_seed(0)
+    ln = kiln.nn.LayerNorm(normalized, elementwise_affine=affine)
+    if affine:
+        with kiln.no_grad():
+            ln.weight.normal_()
+            ln.bias.normal_()
+
+    def fn(x):
+        return F.gelu(ln(x)) * 2
+
+    x = kiln.randn(*shape) * 3 + 1
+    grad = kiln.randn(*shape)
+    results = []
+    dynamo.reset()
+    for run in (fn, kiln.compile(fn)):
+        xi = x.clone().requires_grad_()
+        for p in ln.parameters():
+            p.grad = None
+        graphs = []
+        compile_fx.graph_sinks.append(graphs)
+        try:
+            out = run(xi)
+            (out * grad).sum().backward()
+        finally:
+            compile_fx.graph_sinks.remove(graphs)
+        results.append(([out, xi.grad] + [p.grad for p in ln.parameters()], graphs))
+    (want, _), (got, graphs) = results
+    for g, w in zip(got, want):
+        close(g, w, tol=1e-4)
+    assert graphs and all(not g.fallbacks for g in graphs), [g.fallbacks for g in graphs]
+
+
+def test_transformer_block_trains_like_eager():
+    from models import transformer_block
+
+    kiln.manual_seed(0)
+    block = transformer_block(kiln, d=32, heads=4)
+    x = kiln.randn(2, 8, 32)
+    grad = kiln.randn(2, 8, 32)
+    want = block(x)
+    (want * grad).sum().backward()
+    want_grads = [p.grad.clone() for p in block.parameters()]
+    for p in block.parameters():
+        p.grad = None
+    dynamo.reset()
+    got = kiln.compile(block)(x)
+    (got * grad).sum().backward()
+    close(got, want, tol=1e-4)
+    for g, w in zip([p.grad for p in block.parameters()], want_grads):
+        close(g, w, tol=1e-4)

@@ -53,9 +53,6 @@ EXTERN = {
     # matrix products and pooling: library kernels (mv is recorded as unsqueeze, mm, squeeze)
     "aten.mm.default": "matmul family", "aten.bmm.default": "matmul family", "aten.dot.default": "matmul family",
     "aten._adaptive_avg_pool2d.default": "pooling",
-    # several tensor results: GraphLowering lowers only nodes with one tensor result
-    "aten.max.dim": "two results", "aten.min.dim": "two results", "aten.var_mean.correction": "two results",
-    "aten.std_mean.correction": "two results", "aten.native_layer_norm.default": "three results",
     # special functions with no IR operator and no short exact composition (they need series or
     # rational approximations of their own)
     "aten.lgamma.default": "special function", "aten.digamma.default": "special function",

@@ -144,17 +144,19 @@ compile_fx.with_config = _with_config
 
 
 def decompositions():
-    """What AOTAutograd decomposes for Inductor: composite kernels (batch norm and its backward,
-    var_mean, the softmax backwards) into the reductions and pointwise ops that lower and fuse,
-    so batch norm's statistics, normalisation and the activation after it become kernels."""
+    """What AOTAutograd decomposes for Inductor: composite kernels (batch norm and layer norm and
+    their backwards, var_mean, the softmax backwards) into the reductions and pointwise ops that
+    lower and fuse, so a norm's statistics, normalisation and the activation after it become
+    kernels (decomposition.py holds the core ops only Inductor decomposes)."""
     from kiln._decomp import get_decompositions
+    from kiln._inductor.decomposition import DECOMPOSITIONS
 
     aten = kiln.ops.aten
-    return get_decompositions([
+    return {**DECOMPOSITIONS, **get_decompositions([
         aten._native_batch_norm_legit_functional, aten._native_batch_norm_legit_no_training,
         aten.native_batch_norm_backward, aten.var_mean, aten.std_mean, aten.std, aten.var.default,
         aten._softmax_backward_data, aten._log_softmax_backward_data, aten.native_dropout_backward,
-    ])
+    ])}
 
 
 register_backend(compile_fx, name="inductor")

@@ -39,7 +39,7 @@ def loader(value, dtype=None):
         fn = lambda ctx, idx: ctx.load(value, idx)  # noqa: E731
         src = ir_dtype(value.dtype)
     elif isinstance(value, Pointwise):
-        fn, src = value.fn, ir_dtype(value.dtype)
+        fn, src = (lambda ctx, idx: pointwise_at(ctx, value, idx)), ir_dtype(value.dtype)
     elif isinstance(value, Reduction):
         fn = lambda ctx, idx: ctx.reduction_value(value, idx)  # noqa: E731
         src = ir_dtype(value.dtype)
@@ -48,6 +48,14 @@ def loader(value, dtype=None):
     if dtype is None or dtype == src:
         return fn
     return lambda ctx, idx: ("cast", fn(ctx, idx), dtype)
+
+
+def pointwise_at(ctx, value, idx):
+    """A lazy value read inside a kernel: from its buffer when a kernel computed it already (a
+    variance stored with its mean), else computed here (ctx is a KernelBuilder or a probe)."""
+    graph = getattr(ctx, "graph", None)
+    buf = graph.realized.get(value) if graph is not None else None
+    return ctx.load(buf, idx) if buf is not None else value.fn(ctx, idx)
 
 
 def scalar_as(value, dtype):

@@ -334,6 +334,20 @@ def _arg_reduce(kind):
     return lower
 
 
+def _extreme_with_index(kind):
+    """max.dim / min.dim: (amax or amin, argmax or argmin) along one axis, two reductions of the
+    same loop (one kernel when both are realized together)."""
+    reduce_value, reduce_index = (_amax, _arg_reduce("argmax")) if kind == "max" else (_amin, _arg_reduce("argmin"))
+
+    def lower(outs, x, dim, keepdim=False):
+        values_out, indices_out = outs
+        return reduce_value(values_out, x, [dim], keepdim), reduce_index(indices_out, x, dim, keepdim)
+
+    return lower
+
+
+register("max.dim")(_extreme_with_index("max"))
+register("min.dim")(_extreme_with_index("min"))
 register("argmax.default")(_arg_reduce("argmax"))
 register("argmin.default")(_arg_reduce("argmin"))
 

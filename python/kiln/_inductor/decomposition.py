@@ -1,0 +1,62 @@
+"""Decompositions only Inductor applies: core ops that stay whole everywhere else (kiln._decomp's
+table never decomposes a core op) but lower better as their parts. Layer norm as var_mean and
+pointwise ops becomes one kernel per row block (the statistics and the normalisation together),
+and its backward two reductions along the row and a pointwise epilogue.
+"""
+
+import kiln
+from kiln._decomp.decompositions import numel, to_dtype
+
+aten = kiln.ops.aten
+
+
+def _row_dims(x, normalized_shape):
+    return list(range(x.dim() - len(normalized_shape), x.dim()))
+
+
+def _stats_dtype(x):
+    return kiln.float32 if x.dtype in (kiln.float16, kiln.bfloat16) else x.dtype
+
+
+def native_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """(out, mean, rstd): mean and rstd keep the normalized dims (size 1), in input's dtype."""
+    dims = _row_dims(input, normalized_shape)
+    x = to_dtype(input, _stats_dtype(input))
+    var, mean = aten.var_mean.correction(x, dims, correction=0, keepdim=True)
+    rstd = aten.rsqrt.default(aten.add.Scalar(var, eps))
+    out = aten.mul.Tensor(aten.sub.Tensor(x, mean), rstd)
+    if weight is not None:
+        out = aten.mul.Tensor(out, weight)
+    if bias is not None:
+        out = aten.add.Tensor(out, bias)
+    return to_dtype(out, input.dtype), to_dtype(mean, input.dtype), to_dtype(rstd, input.dtype)
+
+
+def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
+    """grad_input = rstd / N * (N * g - sum(g) - x_hat * sum(g * x_hat)) with g = grad_out * weight
+    and x_hat the normalised input, sums along the row; grad_weight and grad_bias sum over the
+    leading dims."""
+    dims = _row_dims(input, normalized_shape)
+    lead = list(range(input.dim() - len(normalized_shape)))
+    n = numel(normalized_shape)
+    compute = _stats_dtype(input)
+    x, dy = to_dtype(input, compute), to_dtype(grad_out, compute)
+    mean, rstd = to_dtype(mean, compute), to_dtype(rstd, compute)
+    x_hat = aten.mul.Tensor(aten.sub.Tensor(x, mean), rstd)
+    g = aten.mul.Tensor(dy, to_dtype(weight, compute)) if weight is not None else dy
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        sum_g = aten.sum.dim_IntList(g, dims, True)
+        sum_g_xhat = aten.sum.dim_IntList(aten.mul.Tensor(g, x_hat), dims, True)
+        inner = aten.sub.Tensor(aten.sub.Tensor(aten.mul.Scalar(g, n), sum_g), aten.mul.Tensor(x_hat, sum_g_xhat))
+        grad_input = to_dtype(aten.mul.Tensor(aten.div.Scalar(rstd, n), inner), input.dtype)
+    if output_mask[1] and weight is not None:
+        prod = aten.mul.Tensor(dy, x_hat)
+        grad_weight = to_dtype(aten.sum.dim_IntList(prod, lead, False) if lead else prod, weight.dtype)
+    if output_mask[2] and bias is not None:
+        grad_bias = to_dtype(aten.sum.dim_IntList(dy, lead, False) if lead else dy, bias.dtype)
+    return grad_input, grad_weight, grad_bias
+
+
+DECOMPOSITIONS = {aten.native_layer_norm.default: native_layer_norm,
+                  aten.native_layer_norm_backward.default: native_layer_norm_backward}
