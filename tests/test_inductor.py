@@ -276,3 +276,53 @@ def test_transformer_block_trains_like_eager():
     close(got, want, tol=1e-4)
     for g, w in zip([p.grad for p in block.parameters()], want_grads):
         close(g, w, tol=1e-4)
+
+
+def _aot_suite():
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import test_aot_autograd
+
+    return test_aot_autograd
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("name,make,shape", list(_aot_suite()._layers()), ids=[n for n, _, _ in _aot_suite()._layers()])
+def test_every_layer_compiled_by_inductor(name, make, shape, training):
+    """Every nn layer of the AOTAutograd suite through kiln.compile's default backend: output,
+    input and parameter gradients, and buffers (batch norm's running statistics) equal eager."""
+    kiln.manual_seed(0)
+    eager = make()
+    kiln.manual_seed(0)
+    model = make()
+    eager.train(training)
+    model.train(training)
+    dynamo.reset()
+    compiled = kiln.compile(model)
+    x = kiln.randn(*shape)
+    xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out_e, out_c = eager(xe), compiled(xc)
+    close(out_c, out_e, tol=1e-4)
+    g = kiln.randn(*out_e.shape)
+    out_e.backward(g)
+    out_c.backward(g)
+    close(xc.grad, xe.grad, tol=1e-4)
+    for (n, pe), (_, pc) in zip(eager.named_parameters(), model.named_parameters()):
+        close(pc.grad, pe.grad, tol=1e-4)
+    for (n, be), (_, bc) in zip(eager.named_buffers(), model.named_buffers()):
+        close(bc, be, tol=1e-5)
+
+
+@pytest.mark.parametrize("name,loss,shape,target", list(_aot_suite()._losses()),
+                         ids=[n for n, *_ in _aot_suite()._losses()])
+def test_every_loss_compiled_by_inductor(name, loss, shape, target):
+    x = kiln.rand(*shape) if name == "BCELoss" else kiln.randn(*shape)
+    y = target()
+    if name == "NLLLoss":
+        x = F.log_softmax(x, dim=1)
+    xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+    dynamo.reset()
+    le, lc = loss(xe, y), kiln.compile(lambda a, b: loss(a, b))(xc, y)
+    close(lc, le)
+    le.backward()
+    lc.backward()
+    close(xc.grad, xe.grad)
