@@ -167,3 +167,19 @@ def test_bad_ir_is_refused():
         ind.compile(kd)
     with pytest.raises(TypeError):
         ind.compile([1, 2])
+
+
+def test_reinterpret_tensor_views_storage_and_checks_bounds():
+    """The wrapper's reinterpret_tensor: a view of the same storage (and version counter) with
+    the given layout; a layout outside the storage or mismatched lists raise RuntimeError."""
+    t = kiln.arange(12.0)
+    v = kiln._C._inductor.reinterpret_tensor(t, (3, 2), (1, 3))
+    assert v.tolist() == [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
+    assert kiln._C._inductor.reinterpret_tensor(t, [2], [1], 10).tolist() == [10.0, 11.0]
+    v.add_(1)
+    assert t[0].item() == 1.0 and t._version == v._version
+    for args in [((13,), (1,)), ((2,), (1,), 11), ((2, 2), (1,))]:
+        with pytest.raises(RuntimeError):
+            kiln._C._inductor.reinterpret_tensor(t, *args)
+    with pytest.raises(TypeError):
+        kiln._C._inductor.reinterpret_tensor([1.0], (1,), (1,))

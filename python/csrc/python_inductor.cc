@@ -9,6 +9,7 @@
 
 #include "inductor/llvm_codegen.h"
 #include "python/csrc/python_tensor.h"
+#include "tensor/empty.h"
 #include "runtime/error.h"
 
 namespace py = pybind11;
@@ -207,6 +208,63 @@ struct PyCompiledKernel {
   }
 };
 
+// reinterpret_tensor(t, size, stride, offset=None): a tensor over t's storage with the given
+// layout (offset defaults to t's), checked against the storage's size. The wrapper calls it for
+// every view and reused buffer; as_strided through the dispatcher cost a microsecond each.
+bool IntsFrom(PyObject* seq, SymDimVector* out, DimVector* concrete) {
+  PyObject* fast = PySequence_Fast(seq, "reinterpret_tensor: size and stride must be sequences of ints");
+  if (fast == nullptr) return false;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    const long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
+    if (v == -1 && PyErr_Occurred()) {
+      Py_DECREF(fast);
+      return false;
+    }
+    out->push_back(SymInt(v));
+    concrete->push_back(v);
+  }
+  Py_DECREF(fast);
+  return true;
+}
+
+PyObject* ReinterpretTensor(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs < 3 || nargs > 4 || !IsTensor(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "reinterpret_tensor(tensor, size, stride, offset=None): expected a tensor and "
+                                     "two sequences of ints");
+    return nullptr;
+  }
+  const Tensor& base = UnpackTensor(args[0]);
+  SymDimVector sizes, strides;
+  DimVector s, st;
+  if (!IntsFrom(args[1], &sizes, &s) || !IntsFrom(args[2], &strides, &st)) return nullptr;
+  int64_t offset = base->storage_offset();
+  if (nargs == 4 && args[3] != Py_None) {
+    offset = PyLong_AsLongLong(args[3]);
+    if (offset == -1 && PyErr_Occurred()) return nullptr;
+  }
+  if (sizes.size() != strides.size()) {
+    PyErr_Format(PyExc_RuntimeError, "reinterpret_tensor: %zd sizes but %zd strides", sizes.size(), strides.size());
+    return nullptr;
+  }
+  if (offset < 0 ||
+      (base->has_storage() && StorageBytesFor(s, st, offset, base->itemsize()) >
+                                  static_cast<int64_t>(base->storage()->nbytes()))) {
+    PyErr_Format(PyExc_RuntimeError, "reinterpret_tensor: sizes %s, strides %s and offset %lld do not fit the storage",
+                 SizesToString(s).c_str(), SizesToString(st).c_str(), static_cast<long long>(offset));
+    return nullptr;
+  }
+  try {
+    return WrapTensor(MakeView(base, std::move(sizes), std::move(strides), SymInt(offset)));
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+}
+
+PyMethodDef g_reinterpret_def = {"reinterpret_tensor", reinterpret_cast<PyCFunction>(ReinterpretTensor),
+                                 METH_FASTCALL, "A tensor over another's storage with the given layout."};
+
 }  // namespace
 
 void InitInductorBindings(py::module_& m) {
@@ -249,6 +307,7 @@ void InitInductorBindings(py::module_& m) {
   ind.def("clear_memory_cache", [] { inductor::ClearMemoryCache(); });
   ind.def("cache_dir", [] { return inductor::CacheDir(); });
   ind.def("host_cpu", [] { return inductor::HostCpuKey(); });
+  ind.attr("reinterpret_tensor") = py::reinterpret_steal<py::object>(PyCFunction_New(&g_reinterpret_def, nullptr));
 }
 
 }  // namespace kiln::python

@@ -20,7 +20,7 @@ graph_sinks = []  # lists that collect each GraphLowering (its kernels and fallb
 
 # The wrapper calls the C entry points themselves: each Python layer costs about a microsecond
 # per call, and small graphs make dozens of these calls.
-_reinterpret_tensor = _C._overload_function("aten::as_strided")
+_reinterpret_tensor = _C._inductor.reinterpret_tensor
 _empty_strided = _C._overload_function("aten::empty_strided")
 
 
