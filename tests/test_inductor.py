@@ -290,26 +290,8 @@ def _aot_suite():
 def test_every_layer_compiled_by_inductor(name, make, shape, training):
     """Every nn layer of the AOTAutograd suite through kiln.compile's default backend: output,
     input and parameter gradients, and buffers (batch norm's running statistics) equal eager."""
-    kiln.manual_seed(0)
-    eager = make()
-    kiln.manual_seed(0)
-    model = make()
-    eager.train(training)
-    model.train(training)
     dynamo.reset()
-    compiled = kiln.compile(model)
-    x = kiln.randn(*shape)
-    xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
-    out_e, out_c = eager(xe), compiled(xc)
-    close(out_c, out_e, tol=1e-4)
-    g = kiln.randn(*out_e.shape)
-    out_e.backward(g)
-    out_c.backward(g)
-    close(xc.grad, xe.grad, tol=1e-4)
-    for (n, pe), (_, pc) in zip(eager.named_parameters(), model.named_parameters()):
-        close(pc.grad, pe.grad, tol=1e-4)
-    for (n, be), (_, bc) in zip(eager.named_buffers(), model.named_buffers()):
-        close(bc, be, tol=1e-5)
+    _aot_suite().layer_matches_eager(make, shape, training, kiln.compile, tol=1e-4)
 
 
 @pytest.mark.parametrize("name,loss,shape,target", list(_aot_suite()._losses()),

@@ -142,7 +142,7 @@ def _infer_size(shape, total):
     return shape
 
 
-def _view_strides(old_shape, old_strides, new_shape):
+def view_strides(old_shape, old_strides, new_shape):
     """Strides viewing (old_shape, old_strides) as new_shape, or None when only a copy can."""
     if numel(old_shape) == 0 or len(old_shape) == 0:
         strides, step = [0] * len(new_shape), 1
@@ -173,7 +173,7 @@ def _view_strides(old_shape, old_strides, new_shape):
 @register_decomposition(aten.reshape.default)
 def reshape(self, shape):
     shape = _infer_size(shape, self.numel())
-    if _view_strides(list(self.shape), list(self.stride()), shape) is not None:
+    if view_strides(list(self.shape), list(self.stride()), shape) is not None:
         return aten.view.default(self, shape)
     return aten.view.default(aten.clone.default(self, memory_format=kiln.contiguous_format), shape)
 

@@ -1,7 +1,8 @@
 """View lowerings (permute, transpose, expand, squeeze, slice, select, view): affine maps of
 indices; a view of a Buffer stays a strided Buffer over the same memory (no kernel, no copy)."""
 
-from kiln._inductor.ir import Affine, Buffer, Pointwise, contiguous_strides
+from kiln._decomp.decompositions_shape import view_strides  # PyTorch's computeStride
+from kiln._inductor.ir import Affine, Buffer, Pointwise
 from kiln._inductor.lowering.common import Fallback, broadcast_indices, loader, ops_of, register
 
 
@@ -116,31 +117,3 @@ def _view(out, x, size):
         if strides is not None:
             return Buffer(None, out.dtype, out.shape, strides, x.offset, origin=x)  # named by GraphLowering.define
     raise Fallback("view of a non-contiguous or unrealized value")  # graph.py realizes and retries
-
-
-def view_strides(shape, stride, new_shape):
-    """The strides of a view of (shape, stride) as new_shape, or None where no view exists
-    (PyTorch's computeStride: each run of dimensions that is contiguous within itself may be
-    split or merged)."""
-    numel = 1
-    for s in shape:
-        numel *= s
-    if numel == 0 or not shape:
-        return contiguous_strides(new_shape)
-    new_stride = [0] * len(new_shape)
-    view_d = len(new_shape) - 1
-    chunk_base_stride = stride[-1]
-    tensor_numel = view_numel = 1
-    for tensor_d in range(len(shape) - 1, -1, -1):
-        tensor_numel *= shape[tensor_d]
-        if tensor_d == 0 or (shape[tensor_d - 1] != 1 and stride[tensor_d - 1] != tensor_numel * chunk_base_stride):
-            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
-                new_stride[view_d] = view_numel * chunk_base_stride
-                view_numel *= new_shape[view_d]
-                view_d -= 1
-            if view_numel != tensor_numel:
-                return None
-            if tensor_d > 0:
-                chunk_base_stride = stride[tensor_d - 1]
-                tensor_numel = view_numel = 1
-    return new_stride if view_d == -1 else None
