@@ -463,3 +463,17 @@ def test_checkpoint_under_kiln_compile_with_aot_eager():
         close(pc.grad, pe.grad)
     assert any("silu" in op for op in _ops_of(bw.graphs[0]))  # the region is recomputed in the backward
     dynamo.reset()
+
+
+def test_create_graph_gives_first_order_gradients_and_refuses_double_backward():
+    """As PyTorch's compiled functions: autograd.grad(create_graph=True) through a compiled graph
+    returns the right gradient, still attached; differentiating it again raises."""
+    x = kiln.randn(5).requires_grad_()
+    compiled = aot_function(lambda x: (x.sin() * x).sum(), nop, nop)
+    (g,) = kiln.autograd.grad(compiled(x), x, create_graph=True)
+    close(g, x.cos() * x + x.sin())
+    assert g.requires_grad
+    with pytest.raises(RuntimeError, match="does not currently support double backward"):
+        g.sum().backward()
+    compiled(x).backward()  # a plain backward still works
+    close(x.grad, x.cos() * x + x.sin())

@@ -250,7 +250,7 @@ class _SavedContext:
     """The backward node's context (what kiln.autograd.Function's ctx is to its node): the
     forward's saved values, with the versions their tensors had, and the compiled backward."""
 
-    __slots__ = ("saved", "versions", "backward", "_node")
+    __slots__ = ("saved", "versions", "backward", "inputs", "_node")
 
     def _do_backward(self, *grads):
         if self.saved is None:
@@ -265,10 +265,31 @@ class _SavedContext:
                     "one of the variables needed for gradient computation has been modified by an inplace "
                     f"operation: [{t.dtype} {list(t.shape)}] is at version {t._version}; expected version {v} "
                     "instead. (It was saved by a compiled function's forward for its backward.)")
-        return self.backward(self.saved, grads)
+        if not _C.is_grad_enabled():
+            return self.backward(self.saved, grads)
+        # create_graph: the compiled backward records nothing, so its gradients get a node whose
+        # own backward refuses (as PyTorch's compiled functions do), not a silently missing history
+        with kiln.no_grad():
+            result = self.backward(self.saved, grads)
+        tensors = [r for r in result if isinstance(r, kiln.Tensor)]
+        marked = iter(_NoDoubleBackward.apply(len(tensors), *tensors, *self.inputs, *grads)) if tensors else iter(())
+        return tuple(next(marked) if isinstance(r, kiln.Tensor) else r for r in result)
 
     def _free_saved(self):
-        self.saved = None
+        self.saved = self.inputs = None
+
+
+class _NoDoubleBackward(kiln.autograd.Function):
+    """Gradients of a compiled backward under create_graph: they pass through; differentiating
+    them again raises."""
+
+    @staticmethod
+    def forward(ctx, count, *args):  # args: the gradients, then what they depend on (for the edges)
+        return tuple(t.clone() for t in args[:count])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("kiln.compile with aot_autograd does not currently support double backward")
 
 
 def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs):
@@ -310,6 +331,7 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs)
                     differentiable.append(differentiable_out[k])
             ctx = _SavedContext()
             ctx.backward = backward
+            ctx.inputs = [x for x in leaves if x.requires_grad]  # a create_graph backward's dependencies
             _C._record_function(ctx, "CompiledFunctionBackward", list(leaves), tensor_outs, differentiable)
             # A saved output would hold its grad_fn, which holds ctx: a cycle through C++ that the
             # GC cannot see. Keep a detached alias (same storage and version counter) instead.
