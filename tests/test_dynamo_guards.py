@@ -5,7 +5,6 @@ A RootGuardManager is built once per compiled frame and checked on every call: r
 Python call; the last tests drive that through kiln._C._dynamo.set_eval_frame.
 """
 
-import contextlib
 
 import pytest
 
@@ -13,6 +12,7 @@ import kiln
 from kiln._C import _dynamo as D
 from kiln._C._dynamo import guards as G
 from kiln.fx.experimental.symbolic_shapes import ShapeEnv
+from test_dynamo_eval_frame import hook
 
 
 class Box:
@@ -200,15 +200,6 @@ def test_bad_arguments_raise_typed_errors():
 
 
 # --- the frame hook -------------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def hook(callback):
-    prev = D.set_eval_frame(callback)
-    try:
-        yield
-    finally:
-        D.set_eval_frame(prev)
-
 
 def orig(x, n):
     return ("orig", n)

@@ -18,6 +18,9 @@ os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
 sys.path.insert(0, __file__.rsplit("/", 2)[0])
 from digits import cnn, mlp  # noqa: E402
 
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from eager_bench import best  # noqa: E402
+
 import kiln  # noqa: E402
 import kiln._dynamo  # noqa: E402
 
@@ -37,17 +40,6 @@ def rms_silu(lib):
         return F.silu(x * lib.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
 
     return f
-
-
-def best(fn, repeat=7, inner=3):
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        times.append((time.perf_counter() - t0) / inner)
-    return min(times)
 
 
 def cold_compile(lib, compile_fn, reset):
@@ -91,7 +83,7 @@ def step_time(lib, make, compile_fn):
     t0 = time.perf_counter()
     step()
     first = time.perf_counter() - t0
-    return best(step, repeat=5, inner=5), first
+    return best(step), first
 
 
 def main():

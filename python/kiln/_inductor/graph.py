@@ -17,7 +17,7 @@ import operator
 import kiln
 from kiln import _C
 from kiln._dynamo import logs
-from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, contiguous_strides, ir_dtype
+from kiln._inductor.ir import Affine, Buffer, Pointwise, Probe, Reduction, contiguous_strides, ir_dtype
 from kiln._inductor import autotune
 from kiln._inductor.lowering import Fallback, V, lower, merge_reduced_dims, mm_template
 from kiln._inductor.wrapper import wrapper_code
@@ -72,8 +72,20 @@ class KernelBuilder:
 
 
 class Kernel:
-    def __init__(self, name, ir, buffers, compiled):
-        self.name, self.ir, self.buffers, self.compiled = name, ir, buffers, compiled
+    """A kernel's IR and the buffers it takes, compiled on first use: memory planning may still
+    rewrite the IR (an in-place kernel reads its victim through the output's pointer)."""
+
+    def __init__(self, name, ir, buffers):
+        self.name, self.ir, self.buffers, self._compiled = name, ir, buffers, None
+
+    def rewrite(self, ir, buffers):
+        self.ir, self.buffers, self._compiled = ir, buffers, None
+
+    @property
+    def compiled(self):
+        if self._compiled is None:
+            self._compiled = _C._inductor.compile(self.ir)
+        return self._compiled
 
 
 class GraphLowering:
@@ -231,8 +243,7 @@ class GraphLowering:
         buffers = [(f"out_ptr{out_ids[id(b)]}" if id(b) in out_ids else f"in_ptr{i}", ir_dtype(b.dtype))
                    for i, b in enumerate(kb.buffers)]
         ir = {"name": name, "buffers": buffers, "outer": list(kb.outer), "loops": kb.loops}
-        compiled = _C._inductor.compile(ir)
-        kernel = Kernel(name, ir, list(kb.buffers), compiled)
+        kernel = Kernel(name, ir, list(kb.buffers))
         self.kernels.append(kernel)
         for out in outs:
             self.records.append(("alloc", out))
@@ -397,24 +408,10 @@ _EXPENSIVE_OPS = {"exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos",
                   "div", "atan2", "floordiv", "mod"}
 
 
-class _CostProbe:
-    """A stand-in KernelBuilder that evaluates a value's expression without building anything."""
-
-    def __init__(self):
-        self.reads_reduction = False
-
-    def load(self, buf, idx):
-        return ("load", None, None)
-
-    def reduction_value(self, red, idx):
-        self.reads_reduction = True
-        return ("acc", 0)
-
-
 def _cheap_to_recompute(value):
     if not isinstance(value, Pointwise) or value.space is not None or value.squeeze_of is not None:
         return False
-    probe = _CostProbe()
+    probe = Probe()
     expr = value.fn(probe, [Affine.var(k) for k in range(len(value.shape))])
     if probe.reads_reduction:
         return False
@@ -446,26 +443,9 @@ def _squeezed_strides(buf, shape):
     return [next(strides) if sz != 1 else 1 for sz in shape]
 
 
-class _ReadProbe:
-    """A stand-in KernelBuilder collecting the buffers an expression loads (views by their base)."""
-
-    def __init__(self):
-        self.buffers, self.reads_reduction = set(), False
-
-    def load(self, buf, idx):
-        while isinstance(buf.origin, Buffer):
-            buf = buf.origin
-        self.buffers.add(id(buf))
-        return ("load", None, None)
-
-    def reduction_value(self, red, idx):
-        self.reads_reduction = True
-        return ("acc", 0)
-
-
 def _buffers_read(red):
     """The buffers a reduction's source loads (by id), and whether it reads another reduction."""
-    probe = _ReadProbe()
+    probe = Probe()
     red.source_fn(probe, [Affine.var(k) for k in range(len(red.kept))], Affine.var(-1))
     return probe.buffers, probe.reads_reduction
 

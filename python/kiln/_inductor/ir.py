@@ -125,3 +125,24 @@ def contiguous_strides(shape):
         strides.append(running)
         running *= max(s, 1)
     return list(reversed(strides))
+
+
+class Probe:
+    """A stand-in KernelBuilder: evaluates a lazy value's expression without building a kernel,
+    recording what it reads: each load's index coefficients per loop variable, the buffers it
+    loads (views by their base, as ids), and whether it reads a reduction's value."""
+
+    def __init__(self):
+        self.coeffs, self.buffers, self.reads_reduction = [], set(), False
+
+    def load(self, buf, idx):
+        _, _, affine = buf.load(idx)
+        self.coeffs.append(affine.coeffs)
+        while isinstance(buf.origin, Buffer):
+            buf = buf.origin
+        self.buffers.add(id(buf))
+        return ("load", None, None)
+
+    def reduction_value(self, red, idx):
+        self.reads_reduction = True
+        return ("acc", 0)

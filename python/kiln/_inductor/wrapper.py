@@ -15,7 +15,6 @@ import math
 import re
 
 import kiln
-from kiln import _C
 from kiln._inductor.ir import Buffer
 
 
@@ -182,9 +181,7 @@ def _merge_in_place(kernel, victim, out):
         ("store", remap(st[1]), st[2], walk(st[3])) if st[0] == "store" else st[:-1] + (walk(st[-1]),)
         for st in loop["stmts"]]} for loop in kernel.ir["loops"]]
     ir["buffers"] = [b for k, b in enumerate(kernel.ir["buffers"]) if k != victim]
-    kernel.ir = ir
-    kernel.buffers = [b for k, b in enumerate(kernel.buffers) if k != victim]
-    kernel.compiled = _C._inductor.compile(ir)
+    kernel.rewrite(ir, [b for k, b in enumerate(kernel.buffers) if k != victim])
 
 
 def _loads_only_at(expr, pos, index):

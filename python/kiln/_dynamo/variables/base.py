@@ -124,9 +124,8 @@ def realize(tx, v):
     return v.realize(tx) if isinstance(v, LazyVariable) else v
 
 
-class ConstantVariable(VariableTracker):
-    """A Python value known at compile time: None, bools, numbers, strings, dtypes, devices,
-    ranges, types ... Operations on constants are folded."""
+class ObjectVariable(VariableTracker):
+    """A tracker of one Python object (`value`), whose type is that object's."""
 
     def __init__(self, value, source=None):
         self.value, self.source = value, source
@@ -134,8 +133,17 @@ class ConstantVariable(VariableTracker):
     def python_type(self):
         return type(self.value)
 
+
+class ObjectConstantVariable(ObjectVariable):
+    """An object that is itself a compile-time constant (a function, a class, a value)."""
+
     def as_python_constant(self):
         return self.value
+
+
+class ConstantVariable(ObjectConstantVariable):
+    """A Python value known at compile time: None, bools, numbers, strings, dtypes, devices,
+    ranges, types ... Operations on constants are folded."""
 
     def var_getattr(self, tx, name):
         try:

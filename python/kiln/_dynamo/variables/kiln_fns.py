@@ -11,23 +11,14 @@ graph switches the mode exactly where eager did.
 import kiln
 from kiln import _C
 from kiln._dynamo.exc import unimplemented
-from kiln._dynamo.variables.base import ConstantVariable, VariableTracker
+from kiln._dynamo.variables.base import ConstantVariable, ObjectConstantVariable, VariableTracker
 
 _UNSUPPORTED = {"manual_seed": "seeding the generator", "set_default_dtype": "changing the default dtype",
                 "set_num_threads": "changing the thread count", "set_printoptions": "changing print options",
                 "save": "saving to disk", "load": "loading from disk"}
 
 
-class KilnFunctionVariable(VariableTracker):
-    def __init__(self, fn, source=None):
-        self.value, self.source = fn, source
-
-    def python_type(self):
-        return type(self.value)
-
-    def as_python_constant(self):
-        return self.value
-
+class KilnFunctionVariable(ObjectConstantVariable):
     def describe(self):
         return f"kiln function {getattr(self.value, '__name__', self.value)}"
 
@@ -131,22 +122,13 @@ def grad_mode_exit(mode, previous):
     return ctx.__exit__
 
 
-class CheckpointVariable(VariableTracker):
+class CheckpointVariable(ObjectConstantVariable):
     """kiln.utils.checkpoint.checkpoint(fn, *args): fn is inlined, and the nodes it adds are
     annotated for AOTAutograd's partitioner: meta["recompute"] (PREFER_RECOMPUTE), or
     meta["ac_policy"] for a selective policy, which AOTAutograd applies to each aten op the node
     becomes (kiln.utils.checkpoint)."""
 
     _OPTIONS = ("use_reentrant", "context_fn", "determinism_check", "debug", "preserve_rng_state")
-
-    def __init__(self, value):
-        self.value = value
-
-    def python_type(self):
-        return type(self.value)
-
-    def as_python_constant(self):
-        return self.value
 
     def call_function(self, tx, args, kwargs):
         if not args:

@@ -4,7 +4,8 @@ and classes, and the NULL that CPython pushes below a callable."""
 import types
 
 from kiln._dynamo.exc import unimplemented
-from kiln._dynamo.variables.base import ConstantVariable, NotConstant, VariableTracker
+from kiln._dynamo.variables.base import (ConstantVariable, NotConstant, ObjectConstantVariable, ObjectVariable,
+                                         VariableTracker)
 
 
 class NullVariable(VariableTracker):
@@ -73,18 +74,9 @@ class PythonModuleVariable(VariableTracker):
         return f"module {self.value.__name__}"
 
 
-class UserDefinedClassVariable(VariableTracker):
+class UserDefinedClassVariable(ObjectConstantVariable):
     """A class: for isinstance(), class attributes and the few constructors the interpreter
     models (builtins, kiln.Size, grad modes); constructing anything else is a graph break."""
-
-    def __init__(self, cls, source=None):
-        self.value, self.source = cls, source
-
-    def python_type(self):
-        return type(self.value)
-
-    def as_python_constant(self):
-        return self.value
 
     def var_getattr(self, tx, name):
         from kiln._dynamo.source import AttrSource
@@ -105,15 +97,9 @@ class UserDefinedClassVariable(VariableTracker):
         return f"class {self.value.__qualname__}"
 
 
-class UserDefinedObjectVariable(VariableTracker):
+class UserDefinedObjectVariable(ObjectVariable):
     """An instance of a user class, guarded on its type: attribute reads go through its __dict__
     (each guarded with its own source) and methods inline."""
-
-    def __init__(self, value, source=None):
-        self.value, self.source = value, source
-
-    def python_type(self):
-        return type(self.value)
 
     def var_getattr(self, tx, name):
         return object_getattr(tx, self, self.value, name)

@@ -9,17 +9,11 @@ guarded on its type; every attribute the trace read is guarded through its own s
 
 from kiln._dynamo.exc import unimplemented
 from kiln._dynamo.source import AttrSource, GetItemSource
-from kiln._dynamo.variables.base import VariableTracker
+from kiln._dynamo.variables.base import ObjectVariable
 from kiln._dynamo.variables.misc import object_getattr
 
 
-class NNModuleVariable(VariableTracker):
-    def __init__(self, module, source=None):
-        self.value, self.source = module, source
-
-    def python_type(self):
-        return type(self.value)
-
+class NNModuleVariable(ObjectVariable):
     def describe(self):
         return f"module {type(self.value).__name__}"
 

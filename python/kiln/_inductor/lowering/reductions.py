@@ -3,7 +3,7 @@ softmax, and variance from Welford's partial statistics. One axis is reduced at 
 reduced axes merge into one loop where every load walks them as one."""
 
 import kiln
-from kiln._inductor.ir import V, Affine, Buffer, Pointwise, Reduction, ir_dtype
+from kiln._inductor.ir import V, Affine, Buffer, Pointwise, Probe, Reduction, ir_dtype
 from kiln._inductor.lowering.common import INF, Fallback, loader, opmath, ops_of, pointwise, register
 from kiln._inductor.lowering.views import strided_view
 
@@ -101,26 +101,10 @@ def merge_reduced_dims(x, dims):
     return view, m_dims, to_merged
 
 
-class _LoadProbe:
-    """A stand-in KernelBuilder recording the affine index of every load of an expression."""
-
-    def __init__(self):
-        self.coeffs, self.reads_reduction = [], False
-
-    def load(self, buf, idx):
-        _, _, affine = buf.load(idx)
-        self.coeffs.append(affine.coeffs)
-        return ("load", None, None)
-
-    def reduction_value(self, red, idx):
-        self.reads_reduction = True
-        return ("acc", 0)
-
-
 def _load_coefficients(value):
     """Per load of a lazy value: its index's coefficient for each of the value's axes; None when
     it reads a reduction (whose index is not a memory layout)."""
-    probe = _LoadProbe()
+    probe = Probe()
     expr = value.fn(probe, [Affine.var(k) for k in range(len(value.shape))])
     if probe.reads_reduction or _uses_loop_index(expr):  # the loop index itself is no memory layout
         return None
@@ -398,14 +382,9 @@ def _vector_norm(out, x, ord=2, dims=None, keepdim=False, dtype=None):
     return _drop_axes(out, total, axes, keepdim, "linalg_vector_norm", post, c)
 
 
-def _stats_dtype(dtype):
-    """Partial statistics (means, squared deviations) keep float64 for float64, else float32."""
-    return kiln.float64 if dtype == kiln.float64 else kiln.float32
-
-
 @register("std.correction")
 def _std(out, x, dims=None, correction=None, keepdim=False):
-    var = _var(_Like(_stats_dtype(out.dtype), out.shape), x, dims, correction, keepdim)
+    var = _var(_Like(acc_dtype(out.dtype), out.shape), x, dims, correction, keepdim)
     d = ir_dtype(out.dtype)
     return Pointwise(out.dtype, out.shape, lambda ctx, idx: _cast(("sqrt", var.fn(ctx, idx)), ir_dtype(var.dtype), d),
                      var.ops | {"std"})
@@ -432,7 +411,7 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
     for d in dims:
         count *= x.shape[d]
     correction = 1 if correction is None else correction
-    sd = _stats_dtype(out.dtype)
+    sd = acc_dtype(out.dtype)
     to_merged = lambda idx: idx  # noqa: E731
     src, src_dims = x, dims
     merged = merge_reduced_dims(x, dims)
