@@ -162,6 +162,11 @@ CONV2D_CASES = [
     ((3, 5, 5), (2, 3, 3, 3), {"padding": 1}),  # unbatched
     ((0, 3, 5, 5), (2, 3, 3, 3), {}),  # empty batch
     ((2, 3, 5, 5), (0, 3, 3, 3), {}),  # no output channels
+    # "same" width at unit stride (im2col copies whole shifted planes), in blocks of samples per thread
+    ((40, 16, 8, 8), (32, 16, 3, 3), {"padding": 1}),
+    ((5, 3, 6, 6), (4, 3, 5, 5), {"padding": 2}),
+    ((3, 2, 7, 5), (4, 2, 3, 3), {"padding": (1, 2), "dilation": (1, 2)}),
+    ((3, 4, 2, 3), (4, 2, 5, 3), {"padding": (2, 1), "groups": 2}),  # kernel taller than the image
 ]
 
 

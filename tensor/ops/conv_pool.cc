@@ -165,19 +165,23 @@ void Conv2dTyped(const Tensor& x, const Tensor& w, const Tensor* bias, const Ten
   T* po = out.data_ptr<T>();
   if (!transposed) {
     // g describes image -> output: C = in channels, (H, W) input, (oh, ow) output. Batched im2col
-    // (Note [Batched im2col]): one GEMM per group and chunk of samples.
+    // (Note [Batched im2col]): one GEMM per group and block of samples, each task with its own
+    // buffers (Note [Sample-parallel convolution]).
     const int64_t Cg = g.C / groups, Og = O / groups, K = Cg * g.kh * g.kw, L = g.oh * g.ow;
-    const int64_t chunk = ConvBatchChunk(N, g.C * g.kh * g.kw, L, sizeof(T));
-    Scratch<T> cols(g.C * g.kh * g.kw * chunk * L), prod(O * chunk * L);
+    const ConvBlocks plan = PlanConvBlocks(N, g.C * g.kh * g.kw, L, sizeof(T), Og * K * L);
+    const int64_t cols_size = g.C * g.kh * g.kw * plan.block * L, prod_size = O * plan.block * L;
+    Scratch<T> cols(plan.tasks * cols_size), prod(plan.tasks * prod_size);
     const T* pb = bias ? bias->data_ptr<T>() : nullptr;
-    for (int64_t n0 = 0; n0 < N; n0 += chunk) {
-      const int64_t nb = std::min(chunk, N - n0), cols_ld = nb * L;
-      Im2ColBatch(px + n0 * g.C * g.H * g.W, nb, g, cols.data());
+    ForEachConvBlock(N, plan, [&](int64_t task, int64_t n0, int64_t nb) {
+      T* c = cols.data() + task * cols_size;
+      T* pr = prod.data() + task * prod_size;
+      const int64_t cols_ld = nb * L;
+      Im2ColBatch(px + n0 * g.C * g.H * g.W, nb, g, c);
       for (int64_t gi = 0; gi < groups; ++gi)
-        Gemm<T>(false, false, Og, cols_ld, K, 1, pw + gi * Og * K, K, cols.data() + gi * K * cols_ld, cols_ld, 0,
-                prod.data() + gi * Og * cols_ld, cols_ld);
-      ChannelMajorToBatch(prod.data(), nb, O, L, pb, po + n0 * O * L);
-    }
+        Gemm<T>(false, false, Og, cols_ld, K, 1, pw + gi * Og * K, K, c + gi * K * cols_ld, cols_ld, 0,
+                pr + gi * Og * cols_ld, cols_ld);
+      ChannelMajorToBatch(pr, nb, O, L, pb, po + n0 * O * L);
+    });
     return;
   } else {
     // g describes output image <- input grid: C = out channels, (H, W) output, (oh, ow) input.

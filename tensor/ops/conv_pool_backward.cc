@@ -4,7 +4,7 @@
 //
 // convolution_backward reuses the forward's checks and geometry (conv_pool.h) and its GEMM:
 // for a plain convolution, grad_input = col2im(W_g^T @ dY_g) and grad_weight_g += dY_g @
-// im2col(X)_g^T, per image and group; for a transposed one the roles swap (grad_input =
+// im2col(X)_g^T, per block of images and group (Note [Sample-parallel convolution]); for a transposed one the roles swap (grad_input =
 // W_g @ im2col(dY)_g, grad_weight_g += X_g @ im2col(dY)_g^T). 1-D runs as 2-D with a height of 1;
 // float16/bfloat16 compute in float32. grad_bias sums dY over the batch and spatial dims.
 // The pooling backward ops scatter each output gradient back over its window (max: to the saved
@@ -59,27 +59,52 @@ template <typename T>
 void ConvBwTyped(const T* dy, const T* x, const T* w, T* dx, T* dw, int64_t N, int64_t Cin, int64_t O,
                  const Geom& g, int64_t groups, bool transposed) {
   if (!transposed) {
-    // g: image = input [Cin, H, W], grid = output [oh, ow]. Batched im2col (Note [Batched im2col]).
+    // g: image = input [Cin, H, W], grid = output [oh, ow]. Batched im2col (Note [Batched im2col]),
+    // in blocks of samples (Note [Sample-parallel convolution]): each task sums its own partial
+    // grad_weight, added up in task order at the end, and scatters into its own samples of dx
+    // (zeroing them first).
     const int64_t Cg = Cin / groups, Og = O / groups, K = Cg * g.kh * g.kw, L = g.oh * g.ow, HW = g.H * g.W;
-    const int64_t chunk = ConvBatchChunk(N, Cin * g.kh * g.kw, L, sizeof(T));
-    Scratch<T> cols(Cin * g.kh * g.kw * chunk * L), dyt(O * chunk * L);
-    if (dx) std::fill(dx, dx + N * Cin * HW, T(0));
-    if (dw) std::fill(dw, dw + O * K, T(0));
-    for (int64_t n0 = 0; n0 < N; n0 += chunk) {
-      const int64_t nb = std::min(chunk, N - n0), ld = nb * L;
-      BatchToChannelMajor(dy + n0 * O * L, nb, O, L, dyt.data());
+    const ConvBlocks plan = PlanConvBlocks(N, Cin * g.kh * g.kw, L, sizeof(T), Og * K * L);
+    const int64_t cols_size = Cin * g.kh * g.kw * plan.block * L, dyt_size = O * plan.block * L, dw_size = O * K;
+    Scratch<T> cols(plan.tasks * cols_size), dyt(plan.tasks * dyt_size);
+    // Per task: its partial grad_weight, then one block's product, transposed. The product is
+    // dW_g^T = cols_g @ dY_g^T with dY_g^T copied out [nb*L, O], so that both operands are
+    // untransposed and beta = 0, the form OpenBLAS multiplies without packing (Note
+    // [Sample-parallel convolution]); in the A @ B^T form it packed, and took twice as long.
+    const bool partials = dw && plan.tasks > 1;
+    const int64_t dw_slot = 2 * dw_size + O * plan.block * L;  // sum, product^T, dY^T
+    Scratch<T> partial_dw(dw ? plan.tasks * dw_slot : 0);
+    if (dw) std::fill(dw, dw + dw_size, T(0));
+    if (partials) std::fill(partial_dw.data(), partial_dw.data() + plan.tasks * dw_slot, T(0));
+    ForEachConvBlock(N, plan, [&](int64_t task, int64_t n0, int64_t nb) {
+      T* c = cols.data() + task * cols_size;
+      T* d = dyt.data() + task * dyt_size;
+      const int64_t ld = nb * L;
+      BatchToChannelMajor(dy + n0 * O * L, nb, O, L, d);
       if (dw) {
-        Im2ColBatch(x + n0 * Cin * HW, nb, g, cols.data());
-        for (int64_t gi = 0; gi < groups; ++gi)
-          Gemm<T>(false, true, Og, K, ld, 1, dyt.data() + gi * Og * ld, ld, cols.data() + gi * K * ld, ld, 1,
-                  dw + gi * Og * K, K);
+        Im2ColBatch(x + n0 * Cin * HW, nb, g, c);
+        T* sum = partials ? partial_dw.data() + task * dw_slot : dw;
+        T* prod_t = partial_dw.data() + task * dw_slot + dw_size;
+        T* dy_t = prod_t + dw_size;
+        for (int64_t o = 0; o < O; ++o)
+          for (int64_t l = 0; l < ld; ++l) dy_t[l * O + o] = d[o * ld + l];
+        for (int64_t gi = 0; gi < groups; ++gi) {
+          Gemm<T>(false, false, K, Og, ld, 1, c + gi * K * ld, ld, dy_t + gi * Og, O, 0, prod_t, Og);
+          T* sg = sum + gi * Og * K;
+          for (int64_t o = 0; o < Og; ++o)
+            for (int64_t k = 0; k < K; ++k) sg[o * K + k] += prod_t[k * Og + o];
+        }
       }
       if (dx) {
+        std::fill(dx + n0 * Cin * HW, dx + (n0 + nb) * Cin * HW, T(0));
         for (int64_t gi = 0; gi < groups; ++gi)
-          Gemm<T>(true, false, K, ld, Og, 1, w + gi * Og * K, K, dyt.data() + gi * Og * ld, ld, 0,
-                  cols.data() + gi * K * ld, ld);
-        Col2ImBatch(cols.data(), nb, g, dx + n0 * Cin * HW);
+          Gemm<T>(true, false, K, ld, Og, 1, w + gi * Og * K, K, d + gi * Og * ld, ld, 0, c + gi * K * ld, ld);
+        Col2ImBatch(c, nb, g, dx + n0 * Cin * HW);
       }
+    });
+    if (partials) {
+      for (int64_t t = 0; t < plan.tasks; ++t)
+        for (int64_t i = 0; i < dw_size; ++i) dw[i] += partial_dw.data()[t * dw_slot + i];
     }
   } else {
     // g: image = output [O, H, W], grid = input [oh, ow]; weight [Cin, Og, kh, kw].
