@@ -196,30 +196,45 @@ TEST_F(CodegenTest, UnaryMath) {
   }
 }
 
-TEST_F(CodegenTest, InlineExpOption) {
-  CodegenOptions o;
-  o.inline_exp = true;
+// exp and sigmoid at their edges, inline (the default) and through libmvec, over a loop long
+// enough to be interleaved (Note [Vector width and interleaving]) with a remainder.
+TEST_F(CodegenTest, ExpAndSigmoidEdges) {
   const int64_t n = 2003;
-  Kernel k;
-  k.name = "cpp_fused_exp_inline_3";
-  k.buffers = {{"in_ptr0", DType::F32}, {"out_ptr0", DType::F32}};
-  k.loops = {Loop{n, {Store(1, Index{0, {}, 1}, Op(OpCode::kExp, Ld(0, 0, {}, 1)))}}};
-  auto ck = Compile(k, o);
-  auto x = Random(n, 15, -100, 90);
-  x[0] = std::numeric_limits<float>::infinity();
-  x[1] = -x[0];
-  x[2] = std::nanf("");
-  x[3] = 88.7f;
-  x[4] = -87.0f;
-  std::vector<float> out(n);
-  RunK(*ck, {x.data(), out.data()});
-  EXPECT_EQ(out[0], x[0]);
-  EXPECT_EQ(out[1], 0.0f);
-  EXPECT_TRUE(std::isnan(out[2]));
-  for (int64_t i = 3; i < n; ++i) {
-    double ref = std::exp(double(x[i]));
-    if (ref > 3.4028234e38) { EXPECT_TRUE(std::isinf(out[i])) << x[i]; continue; }
-    ASSERT_NEAR(out[i], ref, 3e-7 * ref + 1e-44) << "exp(" << x[i] << ")";
+  for (bool inline_exp : {true, false}) {
+    CodegenOptions o;
+    o.inline_exp = inline_exp;
+    for (OpCode op : {OpCode::kExp, OpCode::kSigmoid}) {
+      Kernel k;
+      k.name = std::string("cpp_fused_") + OpName(op) + (inline_exp ? "_inline_3" : "_libmvec_3");
+      k.buffers = {{"in_ptr0", DType::F32}, {"out_ptr0", DType::F32}};
+      k.loops = {Loop{n, {Store(1, Index{0, {}, 1}, Op(op, Ld(0, 0, {}, 1)))}}};
+      auto ck = Compile(k, o);
+      auto x = Random(n, 15, -100, 90);
+      x[0] = std::numeric_limits<float>::infinity();
+      x[1] = -x[0];
+      x[2] = std::nanf("");
+      x[3] = 88.7f;
+      x[4] = -87.0f;
+      x[5] = -88.5f;
+      x[6] = 87.5f;
+      x[7] = 20.0f;  // sigmoid rounds to exactly 1
+      std::vector<float> out(n);
+      RunK(*ck, {x.data(), out.data()});
+      const bool is_exp = op == OpCode::kExp;
+      EXPECT_EQ(out[0], is_exp ? x[0] : 1.0f) << OpName(op);
+      EXPECT_EQ(out[1], 0.0f) << OpName(op);
+      EXPECT_TRUE(std::isnan(out[2])) << OpName(op);
+      if (!is_exp) {
+        EXPECT_EQ(out[7], 1.0f);
+      }
+      for (int64_t i = 3; i < n; ++i) {
+        const double e = std::exp(double(is_exp ? x[i] : -x[i]));
+        const double ref = is_exp ? e : 1 / (1 + e);
+        if (ref > 3.4028234e38) { EXPECT_TRUE(std::isinf(out[i])) << x[i]; continue; }
+        // sigmoid is 0 where e^-x passes 87 (Note [Sigmoid's reciprocal]): within 1.7e-38.
+        ASSERT_NEAR(out[i], ref, 3e-7 * ref + (is_exp ? 1e-44 : 1.7e-38)) << OpName(op) << "(" << x[i] << ")";
+      }
+    }
   }
 }
 

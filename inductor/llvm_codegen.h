@@ -53,10 +53,12 @@ class CompiledKernel {
 struct CodegenOptions {
   bool use_cache = true;       // memory and disk cache
   bool vector_library = true;  // LIBMVEC-X86 (glibc's libmvec) for vector exp/log/sin/cos/pow
-  int prefer_vector_width = 0;  // bits (256, 512); 0: the target's default (256 on AVX-512 CPUs)
-  // f32 exp (also in sigmoid, expm1) as an inline polynomial instead of llvm.exp (-> libmvec);
-  // measured on a Sapphire Rapids host: 2x slower than libmvec's _ZGVdN8v_expf, so off.
-  bool inline_exp = false;
+  // Vector width in bits (256, 512); 0: 512 where the host has AVX-512F, else the target's
+  // default (Note [Vector width and interleaving] in llvm_codegen.cc).
+  int prefer_vector_width = 0;
+  // f32 exp (also in sigmoid, expm1) as inline FMA arithmetic (Note [Inline expf]) instead of
+  // llvm.exp, which becomes a call to libmvec's 8-lane _ZGVdN8v_expf.
+  bool inline_exp = true;
 };
 
 // Validates, then compiles (or finds in the cache). Throws kiln::ValueError for invalid IR,
