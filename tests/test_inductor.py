@@ -12,7 +12,7 @@ import kiln
 import kiln._dynamo as dynamo
 import kiln.nn.functional as F
 from kiln._functorch.aot_autograd import aot_function
-from kiln._inductor.compile_fx import compile_fx_inner
+from kiln._inductor.compile_fx import code_sinks, compile_fx_inner
 from kiln._inductor.utils import run_and_get_code
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -183,6 +183,35 @@ def test_compiled_training_equals_eager(model_name):
     assert_training_matches_eager(lambda: getattr(digits, model_name)(kiln),
                                   lambda m: kiln.compile(m, backend="inductor"),
                                   lambda params: kiln.optim.SGD(params, lr=0.05))
+    dynamo.reset()
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_weight_gradients_come_out_contiguous(bias):
+    # Note [Transposed gradients]: the backward graph returns mm(dy^T, x), not t(mm(x^T, dy)).
+    kiln.manual_seed(0)
+    layers = kiln.nn.Sequential(kiln.nn.Linear(6, 5, bias=bias), kiln.nn.Tanh(), kiln.nn.Linear(5, 3, bias=bias))
+    x = kiln.randn(7, 6)
+    codes = []
+    compiled = kiln.compile(layers, backend="inductor")
+    code_sinks.append(codes)
+    try:
+        compiled(x).pow(2).sum().backward()
+    finally:
+        code_sinks.remove(codes)
+    compiled_grads = [p.grad.clone() for p in layers.parameters()]
+    for p in layers.parameters():
+        assert p.grad.is_contiguous()
+        p.grad = None
+    layers(x).pow(2).sum().backward()
+    for got, p in zip(compiled_grads, layers.parameters()):
+        close(got, p.grad)
+    backward = codes[-1].split("# wrapper")[-1]
+    assert backward.count("extern_mm_default(") == 3  # both weight gradients and one input gradient
+    for name in backward.split("return (")[-1].rstrip(", )\n").split(","):
+        transposed = [line for line in backward.splitlines()
+                      if line.strip().startswith(f"{name.strip()} = reinterpret_tensor") and ", (1, " in line]
+        assert not transposed, transposed
     dynamo.reset()
 
 

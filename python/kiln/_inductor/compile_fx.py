@@ -11,6 +11,7 @@ import kiln
 from kiln import _C
 from kiln._dynamo import logs
 from kiln._dynamo.backends.registry import register_backend
+from kiln._inductor.fx_passes import contiguous_transposed_products
 from kiln._inductor.graph import GraphLowering
 
 _graph_ids = itertools.count()
@@ -47,9 +48,11 @@ def make_config(mode=None, options=None):
     return config
 
 
-def compile_fx_inner(gm, example_inputs, config=None):
+def compile_fx_inner(gm, example_inputs, config=None, is_backward=False):
     config = config or OPTIONS
     start = time.perf_counter()
+    if is_backward:
+        contiguous_transposed_products(gm)
     graph = GraphLowering(gm, config).run()
     source = graph.wrapper_code()
     namespace = {"kiln": kiln, "empty_strided": _empty_strided, "reinterpret_tensor": _reinterpret_tensor}
@@ -127,7 +130,8 @@ def compile_fx(gm, example_inputs, config=None):
     from kiln._functorch.partitioners import min_cut_rematerialization_partition
 
     inner = functools.partial(compile_fx_inner, config=config or OPTIONS)
-    return aot_autograd(fw_compiler=inner, bw_compiler=inner, inference_compiler=inner,
+    backward = functools.partial(compile_fx_inner, config=config or OPTIONS, is_backward=True)
+    return aot_autograd(fw_compiler=inner, bw_compiler=backward, inference_compiler=inner,
                         decompositions=decompositions(),
                         partition_fn=min_cut_rematerialization_partition)(gm, example_inputs)
 
