@@ -1,4 +1,5 @@
-"""The backward aten ops, eager kiln against PyTorch eager (CPU, same machine, same run).
+"""The backward aten ops (and the digits CNN's forward convolution), eager kiln against PyTorch
+eager (CPU, same machine, same run).
 
     tools/python tools/bench/backward_bench.py
 
@@ -41,6 +42,12 @@ def cases():
     xc, wc, gc = arr(8, 32, 32, 32), arr(64, 32, 3, 3), arr(8, 64, 32, 32)
     yield "convolution_backward 8x32x32x32, 64x3x3", "convolution_backward", \
         lambda T: [T(gc), T(xc), T(wc), [64], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, True]]
+    # The digits CNN's second convolution (Note [Sample-parallel convolution]), forward and backward.
+    xd, wd, bd, gd = arr(128, 16, 8, 8), arr(32, 16, 3, 3), arr(32), arr(128, 32, 8, 8)
+    yield "convolution 128x16x8x8, 32x3x3 (forward)", "convolution", \
+        lambda T: [T(xd), T(wd), T(bd), [1, 1], [1, 1], [1, 1], False, [0, 0], 1]
+    yield "convolution_backward 128x16x8x8, 32x3x3", "convolution_backward", \
+        lambda T: [T(gd), T(xd), T(wd), [32], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, True]]
     xp = arr(16, 64, 32, 32)
     gp = arr(16, 64, 16, 16)
     yield "avg_pool2d_backward 16x64x32x32 k2", "avg_pool2d_backward", \
