@@ -67,15 +67,19 @@ void ConvBwTyped(const T* dy, const T* x, const T* w, T* dx, T* dw, int64_t N, i
     const ConvBlocks plan = PlanConvBlocks(N, Cin * g.kh * g.kw, L, sizeof(T), Og * K * L);
     const int64_t cols_size = Cin * g.kh * g.kw * plan.block * L, dyt_size = O * plan.block * L, dw_size = O * K;
     Scratch<T> cols(plan.tasks * cols_size), dyt(plan.tasks * dyt_size);
-    // Per task: its partial grad_weight, then one block's product, transposed. The product is
-    // dW_g^T = cols_g @ dY_g^T with dY_g^T copied out [nb*L, O], so that both operands are
-    // untransposed and beta = 0, the form OpenBLAS multiplies without packing (Note
-    // [Sample-parallel convolution]); in the A @ B^T form it packed, and took twice as long.
+    // Per task: its partial grad_weight. When a group has fewer output channels than columns
+    // (Og < K), a block's product is taken transposed, dW_g^T = cols_g @ dY_g^T, from dY_g^T
+    // copied out [nb*L, O]: both operands untransposed and beta = 0 is the form OpenBLAS multiplies
+    // without packing (Note [Sample-parallel convolution]); the A @ B^T form packed cols and took
+    // twice as long (16->32 channels, 3x3). With few columns (1->16 channels: K = 9) packing them
+    // costs less than copying dY^T, and the product accumulates in place.
     const bool partials = dw && plan.tasks > 1;
-    const int64_t dw_slot = 2 * dw_size + O * plan.block * L;  // sum, product^T, dY^T
+    const bool transpose_dy = Og < K;
+    const int64_t dw_slot = 2 * dw_size + (transpose_dy ? O * plan.block * L : 0);  // sum, product^T, dY^T
     Scratch<T> partial_dw(dw ? plan.tasks * dw_slot : 0);
     if (dw) std::fill(dw, dw + dw_size, T(0));
-    if (partials) std::fill(partial_dw.data(), partial_dw.data() + plan.tasks * dw_slot, T(0));
+    if (partials)
+      for (int64_t t = 0; t < plan.tasks; ++t) std::fill_n(partial_dw.data() + t * dw_slot, dw_size, T(0));
     ForEachConvBlock(N, plan, [&](int64_t task, int64_t n0, int64_t nb) {
       T* c = cols.data() + task * cols_size;
       T* d = dyt.data() + task * dyt_size;
@@ -84,15 +88,21 @@ void ConvBwTyped(const T* dy, const T* x, const T* w, T* dx, T* dw, int64_t N, i
       if (dw) {
         Im2ColBatch(x + n0 * Cin * HW, nb, g, c);
         T* sum = partials ? partial_dw.data() + task * dw_slot : dw;
-        T* prod_t = partial_dw.data() + task * dw_slot + dw_size;
-        T* dy_t = prod_t + dw_size;
-        for (int64_t o = 0; o < O; ++o)
-          for (int64_t l = 0; l < ld; ++l) dy_t[l * O + o] = d[o * ld + l];
+        T* prod = partial_dw.data() + task * dw_slot + dw_size;
+        if (transpose_dy) {
+          T* dy_t = prod + dw_size;
+          for (int64_t o = 0; o < O; ++o)
+            for (int64_t l = 0; l < ld; ++l) dy_t[l * O + o] = d[o * ld + l];
+        }
         for (int64_t gi = 0; gi < groups; ++gi) {
-          Gemm<T>(false, false, K, Og, ld, 1, c + gi * K * ld, ld, dy_t + gi * Og, O, 0, prod_t, Og);
           T* sg = sum + gi * Og * K;
-          for (int64_t o = 0; o < Og; ++o)
-            for (int64_t k = 0; k < K; ++k) sg[o * K + k] += prod_t[k * Og + o];
+          if (transpose_dy) {
+            Gemm<T>(false, false, K, Og, ld, 1, c + gi * K * ld, ld, prod + dw_size + gi * Og, O, 0, prod, Og);
+            for (int64_t o = 0; o < Og; ++o)
+              for (int64_t k = 0; k < K; ++k) sg[o * K + k] += prod[k * Og + o];
+          } else {
+            Gemm<T>(false, true, Og, K, ld, 1, d + gi * Og * ld, ld, c + gi * K * ld, ld, 1, sg, K);
+          }
         }
       }
       if (dx) {
