@@ -52,7 +52,7 @@
 namespace kiln::inductor {
 namespace {
 
-constexpr const char* kCodegenVersion = "kiln-llvm-codegen-6";
+constexpr const char* kCodegenVersion = "kiln-llvm-codegen-7";
 
 // Note [Vector width and interleaving]: LLVM's x86 cost model prefers 256-bit vectors even on
 // AVX-512 hosts, and interleaves a loop's vector iterations only when it thinks that hides a
@@ -540,6 +540,11 @@ class Emitter {
     *n_out = b_.CreateSub(b_.CreateBitCast(t, b_.getInt32Ty()), b_.getInt32(0x4B400000));
     return y;
   }
+  // x clamped to [lo, hi]; NaN fails both comparisons and passes through.
+  llvm::Value* ClampKeepNaN(llvm::Value* x, llvm::Value* lo, llvm::Value* hi) {
+    x = b_.CreateSelect(b_.CreateFCmpOGT(x, hi), hi, x);
+    return b_.CreateSelect(b_.CreateFCmpOLT(x, lo), lo, x);
+  }
   llvm::Value* Pow2F32(llvm::Value* n) {  // 2^n for n in [-126, 127], from exponent bits
     return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(n, b_.getInt32(127)), 23), b_.getFloatTy());
   }
@@ -547,10 +552,8 @@ class Emitter {
   // so each stays normal: results overflow to inf and underflow through subnormals to 0.
   llvm::Value* ExpF32(llvm::Value* x) {
     auto c = [&](double v) { return FConst(DType::F32, v); };
-    llvm::Value* xc = b_.CreateSelect(b_.CreateFCmpOGT(x, c(88.8)), c(88.8), x);
-    xc = b_.CreateSelect(b_.CreateFCmpOLT(xc, c(-104.0)), c(-104.0), xc);
     llvm::Value* n;
-    llvm::Value* y = ExpF32Reduced(xc, &n);
+    llvm::Value* y = ExpF32Reduced(ClampKeepNaN(x, c(-104.0), c(88.8)), &n);
     llvm::Value* n1 = b_.CreateAShr(n, 1);
     return b_.CreateFMul(b_.CreateFMul(y, Pow2F32(n1)), Pow2F32(b_.CreateSub(n, n1)));
   }
@@ -575,8 +578,7 @@ class Emitter {
     llvm::Value* neg = b_.CreateFNeg(x);
     if (t != DType::F32) return b_.CreateFDiv(one, b_.CreateFAdd(one, Exp(t, neg)));
     llvm::Value* vanishes = b_.CreateFCmpOGT(neg, FConst(t, 87.0));
-    neg = b_.CreateSelect(vanishes, FConst(t, 87.0), neg);
-    neg = b_.CreateSelect(b_.CreateFCmpOLT(neg, FConst(t, -87.0)), FConst(t, -87.0), neg);
+    neg = ClampKeepNaN(neg, FConst(t, -87.0), FConst(t, 87.0));
     llvm::Value* e;
     if (inline_exp_) {
       llvm::Value* n;
@@ -601,8 +603,7 @@ class Emitter {
   llvm::Value* TanhF32(llvm::Value* x) {
     auto c = [&](double v) { return FConst(DType::F32, v); };
     llvm::Value* hi = c(7.90531110763549805);
-    llvm::Value* xc = b_.CreateSelect(b_.CreateFCmpOGT(x, hi), hi, x);
-    xc = b_.CreateSelect(b_.CreateFCmpOLT(xc, b_.CreateFNeg(hi)), b_.CreateFNeg(hi), xc);
+    llvm::Value* xc = ClampKeepNaN(x, b_.CreateFNeg(hi), hi);
     llvm::Value* x2 = b_.CreateFMul(xc, xc);
     const double alpha[] = {-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
                             1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03};

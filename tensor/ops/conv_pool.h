@@ -36,12 +36,11 @@ struct Geom {
   int64_t C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
 };
 
-// The output columns x whose input column x*sw - pw + j*dw lies inside [0, W): [x0, x1).
-inline void ValidColumns(const Geom& g, int64_t j, int64_t* x0, int64_t* x1) {
-  const int64_t off = j * g.dw - g.pw;  // ix = x*sw + off
+// The outputs o whose input position o*stride + off lies inside [0, in): [lo, hi), within [0, out).
+inline void ValidOutputs(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
   auto ceil_div = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
-  *x0 = std::clamp<int64_t>(ceil_div(-off, g.sw), 0, g.ow);
-  *x1 = std::clamp<int64_t>(ceil_div(g.W - off, g.sw), *x0, g.ow);
+  *lo = std::clamp<int64_t>(ceil_div(-off, stride), 0, out);
+  *hi = std::clamp<int64_t>(ceil_div(in - off, stride), *lo, out);
 }
 
 // Note [Flat im2col rows]: with unit strides and an output as wide as the image (a "same"
@@ -65,12 +64,10 @@ struct ColRow {
 inline ColRow MakeColRow(const Geom& g, int64_t r) {
   ColRow cr;
   cr.c = r / (g.kh * g.kw), cr.i = (r / g.kw) % g.kh, cr.j = r % g.kw;
-  ValidColumns(g, cr.j, &cr.x0, &cr.x1);
-  auto ceil_div = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
-  const int64_t off = cr.i * g.dh - g.ph;  // iy = y*sh + off
-  cr.y0 = std::clamp<int64_t>(ceil_div(-off, g.sh), 0, g.oh);
-  cr.y1 = std::clamp<int64_t>(ceil_div(g.H - off, g.sh), cr.y0, g.oh);
-  cr.shift = off * g.W + cr.j * g.dw - g.pw;
+  const int64_t row_off = cr.i * g.dh - g.ph, col_off = cr.j * g.dw - g.pw;  // iy = y*sh + row_off
+  ValidOutputs(col_off, g.sw, g.W, g.ow, &cr.x0, &cr.x1);
+  ValidOutputs(row_off, g.sh, g.H, g.oh, &cr.y0, &cr.y1);
+  cr.shift = row_off * g.W + col_off;
   cr.lo = std::max(cr.y0 * g.ow, -cr.shift);
   cr.hi = std::min(cr.y1 * g.ow, g.H * g.W - cr.shift);
   return cr;
