@@ -218,6 +218,10 @@ TEST_F(CodegenTest, ExpAndSigmoidEdges) {
       x[5] = -88.5f;
       x[6] = 87.5f;
       x[7] = 20.0f;  // sigmoid rounds to exactly 1
+      x[8] = 1e30f;  // beyond the comparisons, where the inline exp's 2^n wraps
+      x[9] = -1e30f;
+      x[10] = 17.3287f;  // just above 25 ln 2
+      x[11] = 17.3286f;
       std::vector<float> out(n);
       RunK(*ck, {x.data(), out.data()});
       const bool is_exp = op == OpCode::kExp;
@@ -226,6 +230,9 @@ TEST_F(CodegenTest, ExpAndSigmoidEdges) {
       EXPECT_TRUE(std::isnan(out[2])) << OpName(op);
       if (!is_exp) {
         EXPECT_EQ(out[7], 1.0f);
+        EXPECT_EQ(out[8], 1.0f);
+        EXPECT_EQ(out[9], 0.0f);
+        EXPECT_EQ(out[10], 1.0f);
       }
       for (int64_t i = 3; i < n; ++i) {
         const double e = std::exp(double(is_exp ? x[i] : -x[i]));
@@ -356,7 +363,9 @@ Kernel RmsNormSilu(int64_t M, int64_t N) {
 }
 
 TEST_F(CodegenTest, RmsNormSilu) {
-  for (auto [M, N] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 17}, {130, 1000}}) {
+  // 1100 and 4096: long enough rows to prefetch the next one (Note [Prefetching the next row]),
+  // 1100 with a tail past the last whole chunk.
+  for (auto [M, N] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 17}, {130, 1000}, {7, 1100}, {4, 4096}}) {
     auto ck = Compile(RmsNormSilu(M, N));
     auto x = Random(M * N, 9), w = Random(N, 10);
     std::vector<float> out(M * N);
@@ -373,20 +382,50 @@ TEST_F(CodegenTest, RmsNormSilu) {
     }
   }
   std::string ir = Compile(RmsNormSilu(130, 1000))->llvm_ir();
-  EXPECT_NE(ir.find("fadd reassoc nsz <"), std::string::npos) << "the sum reduction should vectorise";
+  // the sum of squares vectorises, contracted into fused multiply-adds
+  EXPECT_NE(ir.find("fadd reassoc nsz contract <"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("fmul contract <"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("llvm.prefetch"), std::string::npos) << "rows under 1024 are not prefetched";
+  ir = Compile(RmsNormSilu(7, 1100))->llvm_ir();
+  EXPECT_NE(ir.find("call void @llvm.prefetch"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("store <"), std::string::npos) << "the chunked loop should still vectorise";
+}
+
+// x^2 is a multiply (no pow call), exact for every float.
+TEST_F(CodegenTest, SquareIsAMultiply) {
+  const int64_t n = 1000;
+  Kernel k;
+  k.name = "cpp_fused_pow_5";
+  k.buffers = {{"in_ptr0", DType::F32}, {"out_ptr0", DType::F32}};
+  k.loops = {Loop{n, {Store(1, Index{0, {}, 1}, Op(OpCode::kPow, Ld(0, 0, {}, 1), F(2.0)))}}};
+  auto ck = Compile(k);
+  auto x = Random(n, 16, -1e19, 1e19);
+  x[0] = std::numeric_limits<float>::infinity();
+  x[1] = std::nanf("");
+  x[2] = -0.0f;
+  std::vector<float> out(n);
+  RunK(*ck, {x.data(), out.data()});
+  for (int64_t i = 0; i < n; ++i) {
+    float ref = std::pow(x[i], 2.0f);
+    if (std::isnan(ref)) EXPECT_TRUE(std::isnan(out[i]));
+    else EXPECT_EQ(out[i], ref) << x[i];
+  }
+  EXPECT_EQ(ck->llvm_ir().find("llvm.pow"), std::string::npos);
 }
 
 TEST_F(CodegenTest, ParallelOuterDim) {
   int old = GetNumThreads();
   SetNumThreads(2);
-  const int64_t M = 4096, N = 64;
-  auto ck = Compile(RmsNormSilu(M, N));
-  auto x = Random(M * N, 11), w = Random(N, 12);
-  std::vector<float> par(M * N), ser(M * N);
-  RunK(*ck, {x.data(), w.data(), par.data()});
-  std::vector<void*> ptrs = {x.data(), w.data(), ser.data()};
-  ck->fn()(reinterpret_cast<char**>(ptrs.data()), 0, M);
-  EXPECT_EQ(par, ser);
+  // N = 1100: each thread's last row prefetches a row it does not own (or past the buffer).
+  for (auto [M, N] : std::vector<std::pair<int64_t, int64_t>>{{4096, 64}, {64, 1100}}) {
+    auto ck = Compile(RmsNormSilu(M, N));
+    auto x = Random(M * N, 11), w = Random(N, 12);
+    std::vector<float> par(M * N), ser(M * N);
+    RunK(*ck, {x.data(), w.data(), par.data()});
+    std::vector<void*> ptrs = {x.data(), w.data(), ser.data()};
+    ck->fn()(reinterpret_cast<char**>(ptrs.data()), 0, M);
+    EXPECT_EQ(par, ser) << M << "x" << N;
+  }
   SetNumThreads(old);
 }
 

@@ -52,7 +52,7 @@
 namespace kiln::inductor {
 namespace {
 
-constexpr const char* kCodegenVersion = "kiln-llvm-codegen-7";
+constexpr const char* kCodegenVersion = "kiln-llvm-codegen-8";
 
 // Note [Vector width and interleaving]: LLVM's x86 cost model prefers 256-bit vectors even on
 // AVX-512 hosts, and interleaves a loop's vector iterations only when it thinks that hides a
@@ -111,6 +111,7 @@ JitState& State() {
     jtmb.addFeatures(s->features);
     jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
     jtmb.setRelocationModel(llvm::Reloc::PIC_);
+    jtmb.setCodeModel(llvm::CodeModel::Small);
     auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create();
     if (!jit) throw Error("[inductor] could not create the LLVM JIT: " + ErrText(jit.takeError()));
     s->jit = std::move(*jit);
@@ -126,6 +127,7 @@ std::unique_ptr<llvm::TargetMachine> HostTargetMachine() {
   jtmb.addFeatures(s.features);
   jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
   jtmb.setRelocationModel(llvm::Reloc::PIC_);
+  jtmb.setCodeModel(llvm::CodeModel::Small);
   auto tm = jtmb.createTargetMachine();
   if (!tm) throw Error("[inductor] no LLVM target machine for this host: " + ErrText(tm.takeError()));
   return std::move(*tm);
@@ -237,16 +239,98 @@ class Emitter {
     b_.SetInsertPoint(exit);
   }
 
+  // Note [Prefetching the next row]: a kernel of several inner loops per row (a reduction, then
+  // the pointwise loop that uses it: RMSNorm, softmax) streams the row from memory in its first
+  // loop and computes in its last, so alone on a core it waits for memory, then computes, never
+  // both. Its last loop therefore prefetches the first loop's rows for the next outer iteration
+  // as it goes: it runs in chunks of kPrefetchChunk iterations, and before each chunk a short
+  // loop issues that chunk's share of the next row's cache lines. The chunk's own loop keeps a
+  // constant trip count, so it vectorises as before (the vectoriser leaves any loop holding a
+  // prefetch scalar), and the tail past the last whole chunk runs without prefetches. A
+  // prefetch cannot fault, so the row after a thread's last one (or after the buffer) is safe.
+  static constexpr int64_t kPrefetchChunk = 64;
+  static constexpr int64_t kPrefetchMinExtent = 1024;
+  static constexpr int64_t kCacheLine = 64;
+
+  static void CollectLoads(const Expr& e, std::vector<const Expr*>* out) {
+    if (e.kind == Expr::Kind::kLoad) out->push_back(&e);
+    for (const ExprPtr& a : e.args) CollectLoads(*a, out);
+  }
+  // A row that the next outer iteration reads: buffer[index] for r in [0, extent).
+  struct RowStream {
+    int buffer;
+    const Index* index;
+    int64_t extent;
+  };
+  // The first loop's contiguous loads that move with the innermost outer loop, when loop `l` is
+  // the last of several and only stores (a reduction there would be split by the chunks).
+  std::vector<RowStream> NextRowStreams(size_t l) {
+    std::vector<RowStream> rows;
+    if (k_.outer.empty() || l == 0 || l + 1 != k_.loops.size()) return rows;
+    const Loop& last = k_.loops[l];
+    if (last.extent < kPrefetchMinExtent) return rows;
+    for (const Stmt& s : last.stmts)
+      if (s.kind != Stmt::Kind::kStore) return rows;
+    size_t row_dim = k_.outer.size() - 1;
+    auto add = [&](int buffer, const Index& ix, int64_t extent) {
+      if (ix.inner_stride != 1 || ix.outer_strides[row_dim] == 0) return;
+      for (const RowStream& r : rows)
+        if (r.buffer == buffer && r.index->offset == ix.offset && r.index->outer_strides == ix.outer_strides) return;
+      rows.push_back({buffer, &ix, extent});
+    };
+    std::vector<const Expr*> loads;
+    for (const Stmt& s : k_.loops[0].stmts) CollectLoads(*s.expr, &loads);
+    for (const Expr* e : loads) add(e->buffer, e->index, k_.loops[0].extent);
+    return rows;
+  }
+
+  template <typename Body>
+  void EmitPrefetchingLoop(int64_t extent, const std::vector<RowStream>& rows, Body body, int interleave) {
+    int64_t chunks = extent / kPrefetchChunk;
+    size_t row_dim = k_.outer.size() - 1;
+    llvm::Function* prefetch = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::prefetch, {b_.getInt8PtrTy()});
+    EmitLoop(b_.getInt64(0), b_.getInt64(chunks), "chunk", [&](llvm::Value* chunk) {
+      for (const RowStream& rs : rows) {
+        int64_t bytes = rs.extent * DTypeSize(k_.buffers[rs.buffer].dtype);
+        int64_t lines = (bytes + kCacheLine - 1) / kCacheLine;
+        // this chunk's share of the next row's lines: [chunk * lines / chunks, (chunk + 1) * lines / chunks)
+        llvm::Value* first = b_.CreateSDiv(b_.CreateMul(chunk, b_.getInt64(lines)), b_.getInt64(chunks));
+        llvm::Value* stop = b_.CreateSDiv(b_.CreateMul(b_.CreateAdd(chunk, b_.getInt64(1)), b_.getInt64(lines)),
+                                          b_.getInt64(chunks));
+        llvm::Value* saved = outer_vars_[row_dim];
+        outer_vars_[row_dim] = b_.CreateAdd(saved, b_.getInt64(1));
+        r_ = b_.getInt64(0);
+        llvm::Value* row = b_.CreateGEP(MemType(k_.buffers[rs.buffer].dtype), bufs_[rs.buffer], Offset(*rs.index));
+        outer_vars_[row_dim] = saved;
+        row = b_.CreateBitCast(row, b_.getInt8PtrTy());
+        EmitLoop(first, stop, "line", [&](llvm::Value* line) {
+          llvm::Value* at = b_.CreateGEP(b_.getInt8Ty(), row, b_.CreateMul(line, b_.getInt64(kCacheLine)));
+          b_.CreateCall(prefetch, {at, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+        });
+      }
+      llvm::Value* lo = b_.CreateMul(chunk, b_.getInt64(kPrefetchChunk), "", true, true);
+      EmitLoop(lo, b_.CreateAdd(lo, b_.getInt64(kPrefetchChunk), "", true, true), "r", body, interleave);
+    });
+    EmitLoop(b_.getInt64(chunks * kPrefetchChunk), b_.getInt64(extent), "r", body, interleave);
+  }
+
   void EmitOuter(size_t d, const std::vector<int64_t>& outer, llvm::Value* begin, llvm::Value* end) {
     if (d == outer.size()) {
       InitAccumulators();
       for (size_t l = 0; l < k_.loops.size(); ++l) {
         const Loop& loop = k_.loops[l];
         if (loop.extent == 0) continue;
-        EmitLoop(b_.getInt64(0), b_.getInt64(loop.extent), "r", [&](llvm::Value* r) {
+        auto body = [&](llvm::Value* r) {
           r_ = r;
           for (const Stmt& s : loop.stmts) EmitStmt(s);
-        }, loop.extent >= kInterleaveMinExtent ? kInterleave : 1);
+        };
+        int interleave = loop.extent >= kInterleaveMinExtent ? kInterleave : 1;
+        std::vector<RowStream> ahead = NextRowStreams(l);
+        if (ahead.empty()) {
+          EmitLoop(b_.getInt64(0), b_.getInt64(loop.extent), "r", body, interleave);
+        } else {
+          EmitPrefetchingLoop(loop.extent, ahead, body, interleave);
+        }
       }
       return;
     }
@@ -364,6 +448,18 @@ class Emitter {
     return v;
   }
 
+  // A sum of products (sum(x * x) in RMSNorm, a dot product) accumulates with fused
+  // multiply-adds: one rounding per term instead of two, and one instruction (the sum of
+  // squares is a tenth of an RMSNorm kernel's work). Only a product the sum alone uses is
+  // contracted; other multiplies round as eager's do.
+  llvm::Value* ContractProduct(llvm::Value* term, llvm::Value* sum) {
+    auto* mul = llvm::dyn_cast<llvm::Instruction>(term);
+    if (!mul || mul->getOpcode() != llvm::Instruction::FMul || !mul->hasOneUse()) return sum;
+    mul->setHasAllowContract(true);
+    llvm::cast<llvm::Instruction>(sum)->setHasAllowContract(true);
+    return sum;
+  }
+
   void EmitStmt(const Stmt& s) {
     if (s.kind == Stmt::Kind::kStore) {
       DType bt = k_.buffers[s.buffer].dtype;
@@ -410,7 +506,7 @@ class Emitter {
     bool is_float = a.t != DType::I64;
     llvm::Value* out = nullptr;
     switch (s.reduce) {
-      case ReduceKind::kSum: out = is_float ? Reassoc(b_.CreateFAdd(acc, x)) : b_.CreateAdd(acc, x); break;
+      case ReduceKind::kSum: out = is_float ? ContractProduct(x, Reassoc(b_.CreateFAdd(acc, x))) : b_.CreateAdd(acc, x); break;
       case ReduceKind::kProd: out = is_float ? Reassoc(b_.CreateFMul(acc, x)) : b_.CreateMul(acc, x); break;
       case ReduceKind::kMax: case ReduceKind::kMin: {
         bool mx = s.reduce == ReduceKind::kMax;
@@ -512,50 +608,64 @@ class Emitter {
 
   // Note [Inline expf]: exp for f32 as plain vector arithmetic, so it vectorises at the full
   // width (16 lanes on AVX-512) with no call. Cephes' expf reduction (x = n ln2 + r, ln2 in two
-  // parts), e^r by a degree-6 polynomial (~1 ulp overall), times 2^n. Written for a short
-  // dependency chain and few instructions, since a SiLU kernel's time goes to this arithmetic:
-  //  - n = round(x log2e) comes from adding 1.5 * 2^23 (the sum's rounding is the rounding, and
-  //    its low mantissa bits hold n), so there is no round or float-to-int instruction, and no
-  //    poison for NaN: a NaN input gives a NaN polynomial and the result stays NaN;
+  // parts), e^r by a degree-6 polynomial (~1 ulp overall), times 2^n. A SiLU kernel's time goes
+  // to this arithmetic, so it is written for the fewest instructions:
+  //  - n = round(x log2e) comes from adding 1.5 * 2^23 + 127: the sum's rounding is the rounding,
+  //    and its low mantissa bits hold n + 127, the biased exponent of 2^n, which one shift moves
+  //    into place. There is no round or float-to-int instruction, and no poison for NaN: a NaN
+  //    input gives a NaN polynomial and the result stays NaN;
+  //  - e^-x (for sigmoid) negates the constants, not x: the negation folds into the FMAs;
   //  - the reduction and polynomial are fused multiply-adds (llvm.fmuladd), the polynomial in
-  //    Estrin's form (3 levels instead of Horner's 6).
-  llvm::Value* ExpF32Reduced(llvm::Value* x, llvm::Value** n_out) {
+  //    Horner's form. Estrin's form halves the dependency chain but costs two more instructions,
+  //    and an interleaved loop (Note [Vector width and interleaving]) already has four chains in
+  //    flight; Horner also takes fewer registers, which 16-lane bodies run out of.
+  // Returns e^r; *t_out is the rounding sum.
+  llvm::Value* ExpF32Reduced(llvm::Value* x, bool negate, llvm::Value** t_out) {
     auto c = [&](double v) { return FConst(DType::F32, v); };
     auto fma = [&](llvm::Value* a, llvm::Value* b, llvm::Value* d) {
       return Intrinsic(llvm::Intrinsic::fmuladd, {a, b, d});
     };
-    llvm::Value* magic = c(12582912.0);  // 1.5 * 2^23
-    llvm::Value* t = fma(x, c(1.44269504088896341), magic);
+    double sign = negate ? -1.0 : 1.0;
+    llvm::Value* magic = c(kExpMagic);
+    llvm::Value* t = fma(x, c(sign * 1.44269504088896341), magic);
     llvm::Value* fx = b_.CreateFSub(t, magic);
-    llvm::Value* r = fma(fx, c(-0.693359375), x);
+    llvm::Value* r = fma(fx, c(-0.693359375), negate ? b_.CreateFNeg(x) : x);
     r = fma(fx, c(2.12194440e-4), r);
-    // e^r = 1 + r + r^2 q(r), q of degree 4 fitted here for relative error in e^r on
-    // [-ln2/2, ln2/2] (3e-9, far under f32's half ulp of 6e-8; Cephes' degree-5 q is more than
+    // e^r = 1 + r + q0 r^2 + ... + q4 r^6, fitted here for relative error in e^r on
+    // [-ln2/2, ln2/2] (3e-9, far under f32's half ulp of 6e-8; Cephes' degree 7 is more than
     // f32 needs).
-    const double q0 = 0.499999935, q1 = 0.16666521, q2 = 0.0416683865, q3 = 0.00836867069, q4 = 0.00138144727;
-    llvm::Value* r2 = b_.CreateFMul(r, r);
-    llvm::Value* r4 = b_.CreateFMul(r2, r2);
-    llvm::Value* q = fma(c(q4), r4, fma(fma(c(q3), r, c(q2)), r2, fma(c(q1), r, c(q0))));
-    llvm::Value* y = fma(q, r2, b_.CreateFAdd(r, c(1.0)));
-    *n_out = b_.CreateSub(b_.CreateBitCast(t, b_.getInt32Ty()), b_.getInt32(0x4B400000));
-    return y;
+    const double q[] = {0.499999935, 0.16666521, 0.0416683865, 0.00836867069, 0.00138144727};
+    llvm::Value* p = c(q[4]);
+    for (int i = 3; i >= 0; --i) p = fma(p, r, c(q[i]));
+    p = fma(p, r, c(1.0));
+    *t_out = t;
+    return fma(p, r, c(1.0));
+  }
+  static constexpr double kExpMagic = 12582912.0 + 127.0;  // 1.5 * 2^23, plus the exponent bias
+  // 2^n for n in [-126, 127] from ExpF32Reduced's rounding sum: its low bits, shifted into the
+  // exponent field (the higher bits shift out).
+  llvm::Value* Pow2F32(llvm::Value* t) {
+    return b_.CreateBitCast(b_.CreateShl(b_.CreateBitCast(t, b_.getInt32Ty()), 23), b_.getFloatTy());
+  }
+  // 2^n for n in [-126, 127] as an integer.
+  llvm::Value* Pow2F32OfInt(llvm::Value* n) {
+    return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(n, b_.getInt32(127)), 23), b_.getFloatTy());
   }
   // x clamped to [lo, hi]; NaN fails both comparisons and passes through.
   llvm::Value* ClampKeepNaN(llvm::Value* x, llvm::Value* lo, llvm::Value* hi) {
     x = b_.CreateSelect(b_.CreateFCmpOGT(x, hi), hi, x);
     return b_.CreateSelect(b_.CreateFCmpOLT(x, lo), lo, x);
   }
-  llvm::Value* Pow2F32(llvm::Value* n) {  // 2^n for n in [-126, 127], from exponent bits
-    return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(n, b_.getInt32(127)), 23), b_.getFloatTy());
-  }
   // Any x: clamped to [-104, 88.8] (NaN passes the comparisons), and 2^n applied in two halves
   // so each stays normal: results overflow to inf and underflow through subnormals to 0.
   llvm::Value* ExpF32(llvm::Value* x) {
     auto c = [&](double v) { return FConst(DType::F32, v); };
-    llvm::Value* n;
-    llvm::Value* y = ExpF32Reduced(ClampKeepNaN(x, c(-104.0), c(88.8)), &n);
+    llvm::Value* t;
+    llvm::Value* y = ExpF32Reduced(ClampKeepNaN(x, c(-104.0), c(88.8)), false, &t);
+    llvm::Value* n = b_.CreateSub(b_.CreateBitCast(t, b_.getInt32Ty()),
+                                  b_.getInt32(static_cast<int32_t>(0x4B400000 + 127)));
     llvm::Value* n1 = b_.CreateAShr(n, 1);
-    return b_.CreateFMul(b_.CreateFMul(y, Pow2F32(n1)), Pow2F32(b_.CreateSub(n, n1)));
+    return b_.CreateFMul(b_.CreateFMul(y, Pow2F32OfInt(n1)), Pow2F32OfInt(b_.CreateSub(n, n1)));
   }
   llvm::Value* Exp(DType t, llvm::Value* x) {
     if (t == DType::F32 && inline_exp_) return ExpF32(x);
@@ -565,37 +675,36 @@ class Emitter {
   // sigmoid(x) = 1 / (1 + exp(-x)). For f32 (Note [Sigmoid's reciprocal]): a vector divide is
   // the slowest instruction in a SiLU kernel (vdivps on 16 lanes issues about once per 16
   // cycles), so the division may use a reciprocal estimate refined by one Newton step (arcp and
-  // afn: rcp14 and two FMAs on AVX-512, ~1 ulp). Its edges are made exact again:
-  //  - exp's argument is clamped to [-87, 87]: the refinement turns an infinite divisor into NaN,
-  //    the legacy rcpss/rcpps estimates flush results under 2^-126 to 0, and on that range e^-x is
-  //    normal, so 2^n is one multiply (Note [Inline expf]);
-  //  - above 87 the result is 0, as the exact one (under 1.7e-38) all but is;
-  //  - where e^-x < 2^-25 the result is 1, which 1 / (1 + e^-x) rounds to and the estimate can
-  //    miss by an ulp.
-  // NaN propagates. f64 keeps exp and the exact division.
+  // afn: rcp14 and two FMAs on AVX-512, ~1 ulp). Its edges are exact, set by comparing x, not by
+  // clamping it (a clamp is two more vector instructions in a loop that is bound by them):
+  //  - below -87 the result is 0, as the exact one (under 1.7e-38) all but is. There e^-x
+  //    overflows (the inline exp's 2^n wraps, libmvec's is inf, and the refinement of an infinite
+  //    divisor is NaN); the select discards those lanes;
+  //  - above 25 ln 2 (e^-x < 2^-25) the result is 1, which 1 / (1 + e^-x) rounds to and the
+  //    estimate can miss by an ulp (the legacy rcpps of 8-lane loops gives 1 - 2^-24). Above 87
+  //    the inline exp's 2^n wraps too, discarded the same way.
+  // NaN fails both comparisons and propagates. f64 keeps exp and the exact division.
   llvm::Value* Sigmoid(DType t, llvm::Value* x) {
     llvm::Value* one = FConst(t, 1.0);
     llvm::Value* neg = b_.CreateFNeg(x);
     if (t != DType::F32) return b_.CreateFDiv(one, b_.CreateFAdd(one, Exp(t, neg)));
-    llvm::Value* vanishes = b_.CreateFCmpOGT(neg, FConst(t, 87.0));
-    neg = ClampKeepNaN(neg, FConst(t, -87.0), FConst(t, 87.0));
     llvm::Value* e;
     if (inline_exp_) {
-      llvm::Value* n;
-      llvm::Value* y = ExpF32Reduced(neg, &n);
-      e = b_.CreateFMul(y, Pow2F32(n));
+      llvm::Value* rounding;
+      llvm::Value* y = ExpF32Reduced(x, /*negate=*/true, &rounding);
+      e = b_.CreateFMul(y, Pow2F32(rounding));
     } else {
-      e = Exp(t, neg);
+      e = Intrinsic(llvm::Intrinsic::exp, {neg});
     }
     llvm::Value* q = b_.CreateFDiv(one, b_.CreateFAdd(one, e));
     llvm::FastMathFlags fmf;
     fmf.setAllowReciprocal();
     fmf.setApproxFunc();
-    fmf.setNoInfs();
+    fmf.setNoInfs();  // the estimate needs it; the lanes where it fails (x < -87) are discarded
     fmf.setAllowContract();
     llvm::cast<llvm::Instruction>(q)->setFastMathFlags(fmf);
-    q = b_.CreateSelect(b_.CreateFCmpOLT(e, FConst(t, 0x1p-25)), one, q);
-    return b_.CreateSelect(vanishes, FConst(t, 0.0), q);
+    q = b_.CreateSelect(b_.CreateFCmpOGT(x, FConst(t, 17.328679513998633)), one, q);
+    return b_.CreateSelect(b_.CreateFCmpOLT(x, FConst(t, -87.0)), FConst(t, 0.0), q);
   }
 
   // tanh for f32: Eigen's rational approximation (clamped to +-7.905, x itself below 4e-4);
@@ -758,7 +867,11 @@ class Emitter {
         return {b_.CreateSelect(adjust, f ? b_.CreateFAdd(r, y) : b_.CreateAdd(r, y), r), t};
       }
       case OpCode::kPow:
-        if (f) return {Intrinsic(llvm::Intrinsic::pow, {x, y}), t};
+        if (f) {  // x^2 is x * x, exactly (and then a multiply that a sum can contract)
+          auto* c = llvm::dyn_cast<llvm::ConstantFP>(y);
+          if (c && c->isExactlyValue(2.0)) return {b_.CreateFMul(x, x), t};
+          return {Intrinsic(llvm::Intrinsic::pow, {x, y}), t};
+        }
         else {  // integers through double (exact below 2^53)
           llvm::Value* d = Intrinsic(llvm::Intrinsic::pow, {b_.CreateSIToFP(x, b_.getDoubleTy()),
                                                             b_.CreateSIToFP(y, b_.getDoubleTy())});
