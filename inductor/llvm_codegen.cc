@@ -16,6 +16,14 @@
 // recurrence (tried: an `nnan` maxnum over NaN-free inputs plus a NaN flag) is only accepted
 // under the function-wide "no-nans-fp-math" attribute, which would let the backend fold away
 // the NaN checks this code relies on.
+//
+// Note [Small code model]: a JIT's default code model is the large one, where every constant's
+// address is a 64-bit immediate. In a 16-lane SiLU body that has ~15 constants and runs out of
+// the 32 vector registers, each reload was a movabs and a broadcast load. In the small model a
+// constant is one rip-relative broadcast. That needs the code and its constants within 2 GB of
+// each other, so objects are linked by JITLink, whose in-process memory manager places all of an
+// object's sections in one block (the RuntimeDyld linker maps them separately, and would not
+// report an out-of-range offset).
 #include "inductor/llvm_codegen.h"
 
 #include <sys/stat.h>
@@ -31,7 +39,9 @@
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Analysis/TargetLibraryInfo.h"
+#include "llvm/ExecutionEngine/JITLink/JITLinkMemoryManager.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
@@ -52,7 +62,7 @@
 namespace kiln::inductor {
 namespace {
 
-constexpr const char* kCodegenVersion = "kiln-llvm-codegen-8";
+constexpr const char* kCodegenVersion = "kiln-llvm-codegen-9";
 
 // Note [Vector width and interleaving]: LLVM's x86 cost model prefers 256-bit vectors even on
 // AVX-512 hosts, and interleaves a loop's vector iterations only when it thinks that hides a
@@ -111,8 +121,16 @@ JitState& State() {
     jtmb.addFeatures(s->features);
     jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
     jtmb.setRelocationModel(llvm::Reloc::PIC_);
-    jtmb.setCodeModel(llvm::CodeModel::Small);
-    auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create();
+    jtmb.setCodeModel(llvm::CodeModel::Small);  // Note [Small code model]
+    auto jit = llvm::orc::LLJITBuilder()
+                   .setJITTargetMachineBuilder(jtmb)
+                   .setObjectLinkingLayerCreator([](llvm::orc::ExecutionSession& es, const llvm::Triple&)
+                                                     -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
+                     auto memory = llvm::jitlink::InProcessMemoryManager::Create();
+                     if (!memory) return memory.takeError();
+                     return std::make_unique<llvm::orc::ObjectLinkingLayer>(es, std::move(*memory));
+                   })
+                   .create();
     if (!jit) throw Error("[inductor] could not create the LLVM JIT: " + ErrText(jit.takeError()));
     s->jit = std::move(*jit);
     return s;
@@ -127,7 +145,7 @@ std::unique_ptr<llvm::TargetMachine> HostTargetMachine() {
   jtmb.addFeatures(s.features);
   jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
   jtmb.setRelocationModel(llvm::Reloc::PIC_);
-  jtmb.setCodeModel(llvm::CodeModel::Small);
+  jtmb.setCodeModel(llvm::CodeModel::Small);  // Note [Small code model]
   auto tm = jtmb.createTargetMachine();
   if (!tm) throw Error("[inductor] no LLVM target machine for this host: " + ErrText(tm.takeError()));
   return std::move(*tm);
