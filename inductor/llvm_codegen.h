@@ -54,7 +54,7 @@ struct CodegenOptions {
   bool use_cache = true;       // memory and disk cache
   bool vector_library = true;  // LIBMVEC-X86 (glibc's libmvec) for vector exp/log/sin/cos/pow
   // Vector width in bits (256, 512); 0: 512 where the host has AVX-512F, else the target's
-  // default (Note [Vector width and interleaving] in llvm_codegen.cc).
+  // default (Note [Vector width and interleaving] in llvm_emit.cc).
   int prefer_vector_width = 0;
   // f32 exp (also in sigmoid, expm1) as inline FMA arithmetic (Note [Inline expf]) instead of
   // llvm.exp, which becomes a call to libmvec's 8-lane _ZGVdN8v_expf.

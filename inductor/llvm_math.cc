@@ -1,0 +1,138 @@
+// inductor/llvm_math.cc: f32 exp, sigmoid and tanh as LLVM IR arithmetic that vectorises.
+#include "inductor/llvm_math.h"
+
+#include "llvm/IR/Intrinsics.h"
+
+namespace kiln::inductor {
+
+namespace {
+constexpr double kExpMagic = 12582912.0 + 127.0;  // 1.5 * 2^23, plus the exponent bias
+}  // namespace
+
+llvm::Value* VectorMath::F32(double v) { return llvm::ConstantFP::get(b_.getFloatTy(), v); }
+
+llvm::Value* VectorMath::Intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) {
+  return b_.CreateIntrinsic(id, {args[0]->getType()}, args);
+}
+
+// Note [Inline expf]: exp for f32 as plain vector arithmetic, so it vectorises at the full
+// width (16 lanes on AVX-512) with no call. Cephes' expf reduction (x = n ln2 + r, ln2 in two
+// parts), e^r by a degree-6 polynomial (~1 ulp overall), times 2^n. A SiLU kernel's time goes
+// to this arithmetic, so it is written for the fewest instructions:
+//  - n = round(x log2e) comes from adding 1.5 * 2^23 + 127: the sum's rounding is the rounding,
+//    and its low mantissa bits hold n + 127, the biased exponent of 2^n, which one shift moves
+//    into place. There is no round or float-to-int instruction, and no poison for NaN: a NaN
+//    input gives a NaN polynomial and the result stays NaN;
+//  - e^-x (for sigmoid) negates the constants, not x: the negation folds into the FMAs;
+//  - the reduction and polynomial are fused multiply-adds (llvm.fmuladd), the polynomial in
+//    Horner's form. Estrin's form halves the dependency chain but costs two more instructions,
+//    and an interleaved loop (Note [Vector width and interleaving]) already has four chains in
+//    flight; Horner also takes fewer registers, which 16-lane bodies run out of.
+llvm::Value* VectorMath::ExpF32Reduced(llvm::Value* x, bool negate, llvm::Value** t_out) {
+  auto c = [&](double v) { return F32(v); };
+  auto fma = [&](llvm::Value* a, llvm::Value* b, llvm::Value* d) {
+    return Intrinsic(llvm::Intrinsic::fmuladd, {a, b, d});
+  };
+  double sign = negate ? -1.0 : 1.0;
+  llvm::Value* magic = c(kExpMagic);
+  llvm::Value* t = fma(x, c(sign * 1.44269504088896341), magic);
+  llvm::Value* fx = b_.CreateFSub(t, magic);
+  llvm::Value* r = fma(fx, c(-0.693359375), negate ? b_.CreateFNeg(x) : x);
+  r = fma(fx, c(2.12194440e-4), r);
+  // e^r = 1 + r + q0 r^2 + ... + q4 r^6, fitted here for relative error in e^r on
+  // [-ln2/2, ln2/2] (3e-9, far under f32's half ulp of 6e-8; Cephes' degree 7 is more than
+  // f32 needs).
+  const double q[] = {0.499999935, 0.16666521, 0.0416683865, 0.00836867069, 0.00138144727};
+  llvm::Value* p = c(q[4]);
+  for (int i = 3; i >= 0; --i) p = fma(p, r, c(q[i]));
+  p = fma(p, r, c(1.0));
+  *t_out = t;
+  return fma(p, r, c(1.0));
+}
+// 2^n for n in [-126, 127] from ExpF32Reduced's rounding sum: its low bits, shifted into the
+// exponent field (the higher bits shift out).
+llvm::Value* VectorMath::Pow2F32(llvm::Value* t) {
+  return b_.CreateBitCast(b_.CreateShl(b_.CreateBitCast(t, b_.getInt32Ty()), 23), b_.getFloatTy());
+}
+// 2^n for n in [-126, 127] as an integer.
+llvm::Value* VectorMath::Pow2F32OfInt(llvm::Value* n) {
+  return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(n, b_.getInt32(127)), 23), b_.getFloatTy());
+}
+// x clamped to [lo, hi]; NaN fails both comparisons and passes through.
+llvm::Value* VectorMath::ClampKeepNaN(llvm::Value* x, llvm::Value* lo, llvm::Value* hi) {
+  x = b_.CreateSelect(b_.CreateFCmpOGT(x, hi), hi, x);
+  return b_.CreateSelect(b_.CreateFCmpOLT(x, lo), lo, x);
+}
+// Any x: clamped to [-104, 88.8] (NaN passes the comparisons), and 2^n applied in two halves
+// so each stays normal: results overflow to inf and underflow through subnormals to 0.
+llvm::Value* VectorMath::ExpF32(llvm::Value* x) {
+  auto c = [&](double v) { return F32(v); };
+  llvm::Value* t;
+  llvm::Value* y = ExpF32Reduced(ClampKeepNaN(x, c(-104.0), c(88.8)), false, &t);
+  llvm::Value* n = b_.CreateSub(b_.CreateBitCast(t, b_.getInt32Ty()),
+                                b_.getInt32(static_cast<int32_t>(0x4B400000 + 127)));
+  llvm::Value* n1 = b_.CreateAShr(n, 1);
+  return b_.CreateFMul(b_.CreateFMul(y, Pow2F32OfInt(n1)), Pow2F32OfInt(b_.CreateSub(n, n1)));
+}
+llvm::Value* VectorMath::Exp(llvm::Value* x) {
+  if (x->getType()->isFloatTy() && inline_exp_) return ExpF32(x);
+  return Intrinsic(llvm::Intrinsic::exp, {x});
+}
+
+// sigmoid(x) = 1 / (1 + exp(-x)). For f32 (Note [Sigmoid's reciprocal]): a vector divide is
+// the slowest instruction in a SiLU kernel (vdivps on 16 lanes issues about once per 16
+// cycles), so the division may use a reciprocal estimate refined by one Newton step (arcp and
+// afn: rcp14 and two FMAs on AVX-512, ~1 ulp). Its edges are exact, set by comparing x, not by
+// clamping it (a clamp is two more vector instructions in a loop that is bound by them):
+//  - below -87 the result is 0, as the exact one (under 1.7e-38) all but is. There e^-x
+//    overflows (the inline exp's 2^n wraps, libmvec's is inf, and the refinement of an infinite
+//    divisor is NaN); the select discards those lanes;
+//  - above 25 ln 2 (e^-x < 2^-25) the result is 1, which 1 / (1 + e^-x) rounds to and the
+//    estimate can miss by an ulp (the legacy rcpps of 8-lane loops gives 1 - 2^-24). Above 87
+//    the inline exp's 2^n wraps too, discarded the same way.
+// NaN fails both comparisons and propagates. f64 keeps exp and the exact division.
+llvm::Value* VectorMath::Sigmoid(llvm::Value* x) {
+  auto c = [&](double v) { return llvm::ConstantFP::get(x->getType(), v); };
+  llvm::Value* one = c(1.0);
+  llvm::Value* neg = b_.CreateFNeg(x);
+  if (!x->getType()->isFloatTy()) return b_.CreateFDiv(one, b_.CreateFAdd(one, Exp(neg)));
+  llvm::Value* e;
+  if (inline_exp_) {
+    llvm::Value* rounding;
+    llvm::Value* y = ExpF32Reduced(x, /*negate=*/true, &rounding);
+    e = b_.CreateFMul(y, Pow2F32(rounding));
+  } else {
+    e = Intrinsic(llvm::Intrinsic::exp, {neg});
+  }
+  llvm::Value* q = b_.CreateFDiv(one, b_.CreateFAdd(one, e));
+  llvm::FastMathFlags fmf;
+  fmf.setAllowReciprocal();
+  fmf.setApproxFunc();
+  fmf.setNoInfs();  // the estimate needs it; the lanes where it fails (x < -87) are discarded
+  fmf.setAllowContract();
+  llvm::cast<llvm::Instruction>(q)->setFastMathFlags(fmf);
+  q = b_.CreateSelect(b_.CreateFCmpOGT(x, c(17.328679513998633)), one, q);
+  return b_.CreateSelect(b_.CreateFCmpOLT(x, c(-87.0)), c(0.0), q);
+}
+
+// Eigen's rational approximation (clamped to +-7.905, x itself below 4e-4); a few ulp.
+llvm::Value* VectorMath::TanhF32(llvm::Value* x) {
+  auto c = [&](double v) { return F32(v); };
+  llvm::Value* hi = c(7.90531110763549805);
+  llvm::Value* xc = ClampKeepNaN(x, b_.CreateFNeg(hi), hi);
+  llvm::Value* x2 = b_.CreateFMul(xc, xc);
+  const double alpha[] = {-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
+                          1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03};
+  const double beta[] = {1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03};
+  llvm::Value* p = c(alpha[0]);
+  for (int i = 1; i < 7; ++i) p = b_.CreateFAdd(b_.CreateFMul(x2, p), c(alpha[i]));
+  p = b_.CreateFMul(xc, p);
+  llvm::Value* q = c(beta[0]);
+  for (int i = 1; i < 4; ++i) q = b_.CreateFAdd(b_.CreateFMul(x2, q), c(beta[i]));
+  llvm::Value* r = b_.CreateFDiv(p, q);
+  llvm::Value* tiny = b_.CreateFCmpOLT(Intrinsic(llvm::Intrinsic::fabs, {x}), c(0.0004));
+  return b_.CreateSelect(tiny, x, r);
+}
+
+
+}  // namespace kiln::inductor

@@ -1,0 +1,38 @@
+// inductor/llvm_math.h: f32 exp, sigmoid and tanh as LLVM IR arithmetic that vectorises.
+//
+// The kernel emitter (llvm_emit.cc) builds scalar IR for the loop vectoriser to widen, so these
+// are written as plain arithmetic on one float: no calls and no target intrinsics, and a short
+// instruction count, since a SiLU kernel's time goes to them (Note [Inline expf], Note
+// [Sigmoid's reciprocal] in llvm_math.cc). f64 and inline_exp = false use llvm.exp, which the
+// vectoriser maps to libmvec.
+#pragma once
+
+#include <vector>
+
+#include "llvm/IR/IRBuilder.h"
+
+namespace kiln::inductor {
+
+class VectorMath {
+ public:
+  VectorMath(llvm::IRBuilder<>& b, bool inline_exp) : b_(b), inline_exp_(inline_exp) {}
+
+  llvm::Value* Exp(llvm::Value* x);      // f32 or f64
+  llvm::Value* Sigmoid(llvm::Value* x);  // f32 or f64
+  llvm::Value* TanhF32(llvm::Value* x);  // f32 only
+
+ private:
+  llvm::Value* F32(double v);
+  llvm::Value* Intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args);
+  // e^r for x = n ln2 + r (of -x when negate); *t_out gets the rounding sum that holds n.
+  llvm::Value* ExpF32Reduced(llvm::Value* x, bool negate, llvm::Value** t_out);
+  llvm::Value* Pow2F32(llvm::Value* t);
+  llvm::Value* Pow2F32OfInt(llvm::Value* n);
+  llvm::Value* ClampKeepNaN(llvm::Value* x, llvm::Value* lo, llvm::Value* hi);
+  llvm::Value* ExpF32(llvm::Value* x);
+
+  llvm::IRBuilder<>& b_;
+  bool inline_exp_;
+};
+
+}  // namespace kiln::inductor
