@@ -245,6 +245,44 @@ TEST_F(CodegenTest, ExpAndSigmoidEdges) {
   }
 }
 
+// f32 erf (Note [Inline erff]) against libm's double erf: a dense sweep through both branches
+// and the clamp, tiny and subnormal inputs, and the specials.
+TEST_F(CodegenTest, ErfWithinTwoUlp) {
+  std::vector<float> x;
+  for (int i = -400000; i <= 400000; ++i) x.push_back(i * 1.25e-5f);  // [-5, 5]
+  for (float v = 1e-38f; v < 5; v *= 1.001f) { x.push_back(v); x.push_back(-v); }
+  const float specials[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                            std::nanf(""), 0.0f, -0.0f, 0.921875f, 4.0f, 1e-45f};
+  x.insert(x.begin(), std::begin(specials), std::end(specials));
+  const int64_t n = static_cast<int64_t>(x.size());
+  Kernel k;
+  k.name = "cpp_fused_erf_6";
+  k.buffers = {{"in_ptr0", DType::F32}, {"out_ptr0", DType::F32}};
+  k.loops = {Loop{n, {Store(1, Index{0, {}, 1}, Op(OpCode::kErf, Ld(0, 0, {}, 1)))}}};
+  auto ck = Compile(k);
+  std::vector<float> out(n);
+  RunK(*ck, {x.data(), out.data()});
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], -1.0f);
+  EXPECT_TRUE(std::isnan(out[2]));
+  EXPECT_EQ(out[3], 0.0f);
+  EXPECT_TRUE(std::signbit(out[4])) << "erf(-0) is -0";
+  EXPECT_EQ(out[6], 1.0f);
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) continue;
+    const double ref = std::erf(double(x[i]));
+    const float r = static_cast<float>(std::fabs(ref));
+    const double ulp = r == 0 ? std::numeric_limits<float>::denorm_min()
+                              : std::nextafter(r, std::numeric_limits<float>::infinity()) - r;
+    const double err = std::fabs(out[i] - ref) / ulp;
+    worst = std::max(worst, err);
+    ASSERT_LE(err, 2.0) << "erf(" << x[i] << ") = " << out[i] << ", expected " << ref;
+  }
+  EXPECT_GT(worst, 0.0);
+  EXPECT_EQ(ck->llvm_ir().find("erff"), std::string::npos) << "no libm call";
+}
+
 // Row reductions of a [M, N] f32 matrix (N odd for a tail), one kernel per kind.
 TEST_F(CodegenTest, Reductions) {
   const int64_t M = 37, N = 1001;

@@ -539,7 +539,9 @@ class Emitter {
       case OpCode::kTanh:
         if (out == DType::F32) return {Math().TanhF32(v), out};
         return {LibmCall("tanhf", "tanh", x), out};
-      case OpCode::kErf: return {LibmCall("erff", "erf", x), out};
+      case OpCode::kErf:
+        if (out == DType::F32) return {Math().ErfF32(v), out};
+        return {LibmCall("erff", "erf", x), out};
       case OpCode::kLog1p: {  // Kahan: u = 1 + x; u == 1 ? x : log(u) * x / (u - 1)
         llvm::Value* one = FConst(out, 1.0);
         llvm::Value* u = b_.CreateFAdd(one, v);

@@ -1,9 +1,9 @@
-// inductor/llvm_math.h: f32 exp, sigmoid and tanh as LLVM IR arithmetic that vectorises.
+// inductor/llvm_math.h: f32 exp, sigmoid, tanh and erf as LLVM IR arithmetic that vectorises.
 //
 // The kernel emitter (llvm_emit.cc) builds scalar IR for the loop vectoriser to widen, so these
 // are written as plain arithmetic on one float: no calls and no target intrinsics, and a short
 // instruction count, since a SiLU kernel's time goes to them (Note [Inline expf], Note
-// [Sigmoid's reciprocal] in llvm_math.cc). f64 and inline_exp = false use llvm.exp, which the
+// [Sigmoid's reciprocal], Note [Inline erff] in llvm_math.cc). f64 and inline_exp = false use llvm.exp, which the
 // vectoriser maps to libmvec.
 #pragma once
 
@@ -20,6 +20,7 @@ class VectorMath {
   llvm::Value* Exp(llvm::Value* x);      // f32 or f64
   llvm::Value* Sigmoid(llvm::Value* x);  // f32 or f64
   llvm::Value* TanhF32(llvm::Value* x);  // f32 only
+  llvm::Value* ErfF32(llvm::Value* x);   // f32 only
 
  private:
   llvm::Value* F32(double v);
