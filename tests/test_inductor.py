@@ -41,18 +41,44 @@ def test_pointwise_chain_is_one_kernel_named_like_inductor():
     assert kernels_of(codes[0]) == ["cpp_fused_add_mul_relu_0"]
 
 
-def test_rmsnorm_silu_is_one_kernel():
+# Rows of 1100 and 4096 are long enough for the kernel to prefetch the next row while it
+# computes (Note [Prefetching the next row]); a transposed x has no contiguous rows to prefetch.
+@pytest.mark.parametrize("shape,transposed", [((16, 70), False), ((9, 1100), False), ((5, 4096), False),
+                                              ((9, 1100), True)])
+def test_rmsnorm_silu_is_one_kernel(shape, transposed):
     def rms_silu(x, w):
         return F.silu(x * kiln.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
 
-    x, w = kiln.randn(16, 70), kiln.randn(70)
+    x = kiln.randn(shape[1], shape[0]).t() if transposed else kiln.randn(*shape)
+    x[0, :7] = kiln.tensor([float("inf"), float("-inf"), float("nan"), 100.0, -100.0, 20.0, 0.0])[:7]
+    w = kiln.randn(shape[1])
     with kiln.no_grad():
         out, codes = run_and_get_code(inductor(rms_silu), x, w)
-    close(out, rms_silu(x, w), tol=1e-5)
+    np.testing.assert_allclose(out.numpy(), rms_silu(x, w).numpy(), rtol=1e-5, atol=1e-5)
     names = kernels_of(codes[0])
     assert len(names) == 1, names
     for part in ("mean", "mul", "pow", "rsqrt", "silu"):
         assert part in names[0]
+
+
+def test_erf_within_two_ulp_and_gelu_like_eager():
+    import math
+    xs = np.concatenate([np.linspace(-5, 5, 20001), np.geomspace(1e-30, 5, 2001), -np.geomspace(1e-30, 5, 2001),
+                         [np.inf, -np.inf, 0.0, -0.0]]).astype(np.float32)
+    with kiln.no_grad():
+        got = inductor(kiln.erf)(kiln.tensor(xs)).numpy()
+    ref = np.array([math.erf(float(v)) for v in xs])
+    ulp = np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
+    assert (np.abs(got - ref) <= 2 * ulp).all(), xs[np.argmax(np.abs(got - ref) / ulp)]
+    assert np.signbit(got[-1]) and got[-4] == 1.0 and got[-3] == -1.0
+    x = kiln.randn(64, 33, requires_grad=True)
+    out = inductor(F.gelu)(x)
+    out.backward(kiln.ones_like(out))
+    x2 = x.detach().clone().requires_grad_(True)
+    ref_out = F.gelu(x2)
+    ref_out.backward(kiln.ones_like(ref_out))
+    close(out, ref_out)
+    close(x.grad, x2.grad)
 
 
 def test_softmax_and_reductions():
