@@ -181,17 +181,46 @@ KernelFn LinkObject(JitState& s, std::unique_ptr<llvm::MemoryBuffer> object, con
 
 namespace {
 std::mutex g_ir_mu;
+
+// Transcendental ops in e (exp, erf, sigmoid...: tens of instructions per element each).
+int64_t CountTranscendentals(const Expr& e) {
+  int64_t n = 0;
+  if (e.kind == Expr::Kind::kOp) {
+    switch (e.op) {
+      case OpCode::kExp: case OpCode::kLog: case OpCode::kLog1p: case OpCode::kExpm1: case OpCode::kSin:
+      case OpCode::kCos: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kErf: case OpCode::kPow:
+      case OpCode::kAtan2:
+        n = 1;
+        break;
+      default: break;
+    }
+  }
+  for (const ExprPtr& a : e.args) n += CountTranscendentals(*a);
+  return n;
 }
+
+// Note [Parallel grain]: the first outer dim is split over threads once a task has about 32K
+// element-steps of work; a step that evaluates transcendentals counts as 1 + 2 per
+// transcendental, so a 128x128 GELU (one erf) splits where a 128x128 add does not (waking a
+// worker costs a few us): compiled GELU 11.7-12.0 us became 7.7-8.0 us, and GELU forward and
+// backward 46-58 us became 34-37 us.
+int64_t WorkPerOuterStep(const Kernel& k) {
+  int64_t work = 1;
+  for (size_t d = 1; d < k.outer.size(); ++d) work *= std::max<int64_t>(k.outer[d], 1);
+  int64_t inner = 0;
+  for (const Loop& l : k.loops) {
+    int64_t weight = 1;
+    for (const Stmt& s : l.stmts) weight += 2 * CountTranscendentals(*s.expr);
+    inner += l.extent * weight;
+  }
+  return work * std::max<int64_t>(inner, 1);
+}
+}  // namespace
 
 CompiledKernel::CompiledKernel(Kernel kernel, std::string hash, KernelFn fn, bool from_cache)
     : kernel_(std::move(kernel)), hash_(std::move(hash)), fn_(fn), from_cache_(from_cache) {
   extents_ = BufferExtents(kernel_);
-  int64_t work = 1;
-  for (size_t d = 1; d < kernel_.outer.size(); ++d) work *= std::max<int64_t>(kernel_.outer[d], 1);
-  int64_t inner = 0;
-  for (const auto& l : kernel_.loops) inner += l.extent;
-  work *= std::max<int64_t>(inner, 1);
-  grain_ = std::max<int64_t>(1, 32768 / std::max<int64_t>(work, 1));
+  grain_ = std::max<int64_t>(1, 32768 / WorkPerOuterStep(kernel_));  // Note [Parallel grain]
 }
 
 std::string CompiledKernel::llvm_ir() const {
