@@ -153,6 +153,10 @@ class Emitter {
   // constant trip count, so it vectorises as before (the vectoriser leaves any loop holding a
   // prefetch scalar), and the tail past the last whole chunk runs without prefetches. A
   // prefetch cannot fault, so the row after a thread's last one (or after the buffer) is safe.
+  // On the 2048x4096 RMSNorm+SiLU kernel (2 threads, with the other changes of that session):
+  // 0.29-0.31 ns per element without, 0.18-0.24 with. Chunks of 64 and 128 iterations did best,
+  // 256 and 512 worse; prefetching into L2 instead of L1, or the output's lines as well, did
+  // not help.
   static constexpr int64_t kPrefetchChunk = 64;
   static constexpr int64_t kPrefetchMinExtent = 1024;
   static constexpr int64_t kCacheLine = 64;

@@ -3,8 +3,8 @@
 // The kernel emitter (llvm_emit.cc) builds scalar IR for the loop vectoriser to widen, so these
 // are written as plain arithmetic on one float: no calls and no target intrinsics, and a short
 // instruction count, since a SiLU kernel's time goes to them (Note [Inline expf], Note
-// [Sigmoid's reciprocal], Note [Inline erff] in llvm_math.cc). f64 and inline_exp = false use llvm.exp, which the
-// vectoriser maps to libmvec.
+// [Sigmoid's reciprocal], Note [Inline erff] in llvm_math.cc). f64 exp, and f32 exp with
+// inline_exp = false, use llvm.exp, which the vectoriser maps to libmvec.
 #pragma once
 
 #include <vector>
