@@ -271,11 +271,6 @@ void AddExtent(Extent& ext, const Index& ix, const Kernel& k, int64_t inner_exte
   ext.max = std::max(ext.max, hi);
 }
 
-void ExprExtents(const Expr& e, const Kernel& k, int64_t n, std::vector<Extent>& out) {
-  if (e.kind == Expr::Kind::kLoad) AddExtent(out[e.buffer], e.index, k, n);
-  for (const auto& a : e.args) ExprExtents(*a, k, n, out);
-}
-
 }  // namespace
 
 std::vector<Extent> BufferExtents(const Kernel& k) {
@@ -283,7 +278,9 @@ std::vector<Extent> BufferExtents(const Kernel& k) {
   for (const auto& loop : k.loops)
     for (const auto& s : loop.stmts) {
       if (s.kind == Stmt::Kind::kStore) AddExtent(out[s.buffer], s.index, k, loop.extent);
-      ExprExtents(*s.expr, k, loop.extent, out);
+      ForEachExpr(*s.expr, [&](const Expr& e) {
+        if (e.kind == Expr::Kind::kLoad) AddExtent(out[e.buffer], e.index, k, loop.extent);
+      });
     }
   return out;
 }

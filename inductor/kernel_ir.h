@@ -86,6 +86,13 @@ struct Expr {
   static ExprPtr Cast(ExprPtr e, DType dtype);
 };
 
+// Calls fn on e and then on each operand, depth first.
+template <typename Fn>
+void ForEachExpr(const Expr& e, Fn&& fn) {
+  fn(e);
+  for (const ExprPtr& a : e.args) ForEachExpr(*a, fn);
+}
+
 enum class ReduceKind : uint8_t { kSum, kMax, kMin, kProd, kArgmax, kArgmin };
 const char* ReduceName(ReduceKind k);
 bool ParseReduce(const std::string& s, ReduceKind* out);

@@ -52,7 +52,7 @@ namespace {
 
 // Part of every cache key: bump it whenever the generated code changes (llvm_emit.cc,
 // llvm_math.cc, or the target options here), or stale objects would be linked from disk.
-constexpr const char* kCodegenVersion = "kiln-llvm-codegen-11";
+constexpr const char* kCodegenVersion = "kiln-llvm-codegen-12";
 
 std::string ErrText(llvm::Error e) {
   std::string s;
@@ -62,6 +62,17 @@ std::string ErrText(llvm::Error e) {
 }
 
 // --- the JIT and the host ----------------------------------------------------------------------
+
+// The target both the JIT and the object emitter use: the host CPU and its features.
+llvm::orc::JITTargetMachineBuilder HostMachineBuilder(const HostTarget& host) {
+  auto jtmb = llvm::orc::JITTargetMachineBuilder(llvm::Triple(llvm::sys::getProcessTriple()));
+  jtmb.setCPU(host.cpu);
+  jtmb.addFeatures(host.features);
+  jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+  jtmb.setRelocationModel(llvm::Reloc::PIC_);
+  jtmb.setCodeModel(llvm::CodeModel::Small);  // Note [Small code model]
+  return jtmb;
+}
 
 struct JitState {
   std::unique_ptr<llvm::orc::LLJIT> jit;
@@ -91,14 +102,8 @@ JitState& State() {
     s->cpu_key = s->host.cpu;
     for (auto& f : sorted)
       if (f[0] == '+') s->cpu_key += " " + f;
-    auto jtmb = llvm::orc::JITTargetMachineBuilder(llvm::Triple(llvm::sys::getProcessTriple()));
-    jtmb.setCPU(s->host.cpu);
-    jtmb.addFeatures(s->host.features);
-    jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
-    jtmb.setRelocationModel(llvm::Reloc::PIC_);
-    jtmb.setCodeModel(llvm::CodeModel::Small);  // Note [Small code model]
     auto jit = llvm::orc::LLJITBuilder()
-                   .setJITTargetMachineBuilder(jtmb)
+                   .setJITTargetMachineBuilder(HostMachineBuilder(s->host))
                    .setObjectLinkingLayerCreator([](llvm::orc::ExecutionSession& es, const llvm::Triple&)
                                                      -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
                      auto memory = llvm::jitlink::InProcessMemoryManager::Create();
@@ -114,14 +119,7 @@ JitState& State() {
 }
 
 std::unique_ptr<llvm::TargetMachine> HostTargetMachine() {
-  JitState& s = State();
-  auto jtmb = llvm::orc::JITTargetMachineBuilder(llvm::Triple(llvm::sys::getProcessTriple()));
-  jtmb.setCPU(s.host.cpu);
-  jtmb.addFeatures(s.host.features);
-  jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
-  jtmb.setRelocationModel(llvm::Reloc::PIC_);
-  jtmb.setCodeModel(llvm::CodeModel::Small);  // Note [Small code model]
-  auto tm = jtmb.createTargetMachine();
+  auto tm = HostMachineBuilder(State().host).createTargetMachine();
   if (!tm) throw Error("[inductor] no LLVM target machine for this host: " + ErrText(tm.takeError()));
   return std::move(*tm);
 }
@@ -183,19 +181,19 @@ namespace {
 std::mutex g_ir_mu;
 
 // Transcendental ops in e (exp, erf, sigmoid...: tens of instructions per element each).
-int64_t CountTranscendentals(const Expr& e) {
+int64_t CountTranscendentals(const Expr& root) {
   int64_t n = 0;
-  if (e.kind == Expr::Kind::kOp) {
+  ForEachExpr(root, [&](const Expr& e) {
+    if (e.kind != Expr::Kind::kOp) return;
     switch (e.op) {
       case OpCode::kExp: case OpCode::kLog: case OpCode::kLog1p: case OpCode::kExpm1: case OpCode::kSin:
       case OpCode::kCos: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kErf: case OpCode::kPow:
       case OpCode::kAtan2:
-        n = 1;
+        ++n;
         break;
       default: break;
     }
-  }
-  for (const ExprPtr& a : e.args) n += CountTranscendentals(*a);
+  });
   return n;
 }
 

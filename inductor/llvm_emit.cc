@@ -161,46 +161,37 @@ class Emitter {
   static constexpr int64_t kPrefetchMinExtent = 1024;
   static constexpr int64_t kCacheLine = 64;
 
-  static void CollectLoads(const Expr& e, std::vector<const Expr*>* out) {
-    if (e.kind == Expr::Kind::kLoad) out->push_back(&e);
-    for (const ExprPtr& a : e.args) CollectLoads(*a, out);
-  }
-  // A row that the next outer iteration reads: buffer[index] for r in [0, extent).
-  struct RowStream {
-    int buffer;
-    const Index* index;
-    int64_t extent;
-  };
   // The first loop's contiguous loads that move with the innermost outer loop, when loop `l` is
   // the last of several and only stores (a reduction there would be split by the chunks).
-  std::vector<RowStream> NextRowStreams(size_t l) {
-    std::vector<RowStream> rows;
-    if (k_.outer.empty() || l == 0 || l + 1 != k_.loops.size()) return rows;
+  std::vector<const Expr*> NextRowReads(size_t l) {
+    std::vector<const Expr*> reads;
+    if (k_.outer.empty() || l == 0 || l + 1 != k_.loops.size()) return reads;
     const Loop& last = k_.loops[l];
-    if (last.extent < kPrefetchMinExtent) return rows;
+    if (last.extent < kPrefetchMinExtent) return reads;
     for (const Stmt& s : last.stmts)
-      if (s.kind != Stmt::Kind::kStore) return rows;
+      if (s.kind != Stmt::Kind::kStore) return reads;
     size_t row_dim = k_.outer.size() - 1;
-    auto add = [&](int buffer, const Index& ix, int64_t extent) {
-      if (ix.inner_stride != 1 || ix.outer_strides[row_dim] == 0) return;
-      for (const RowStream& r : rows)
-        if (r.buffer == buffer && r.index->offset == ix.offset && r.index->outer_strides == ix.outer_strides) return;
-      rows.push_back({buffer, &ix, extent});
-    };
-    std::vector<const Expr*> loads;
-    for (const Stmt& s : k_.loops[0].stmts) CollectLoads(*s.expr, &loads);
-    for (const Expr* e : loads) add(e->buffer, e->index, k_.loops[0].extent);
-    return rows;
+    for (const Stmt& s : k_.loops[0].stmts)
+      ForEachExpr(*s.expr, [&](const Expr& e) {
+        if (e.kind != Expr::Kind::kLoad || e.index.inner_stride != 1 || e.index.outer_strides[row_dim] == 0) return;
+        for (const Expr* r : reads)
+          if (r->buffer == e.buffer && r->index.offset == e.index.offset &&
+              r->index.outer_strides == e.index.outer_strides)
+            return;
+        reads.push_back(&e);
+      });
+    return reads;
   }
 
   template <typename Body>
-  void EmitPrefetchingLoop(int64_t extent, const std::vector<RowStream>& rows, Body body, int interleave) {
+  void EmitPrefetchingLoop(int64_t extent, const std::vector<const Expr*>& reads, Body body, int interleave) {
     int64_t chunks = extent / kPrefetchChunk;
+    int64_t row_extent = k_.loops[0].extent;
     size_t row_dim = k_.outer.size() - 1;
     llvm::Function* prefetch = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::prefetch, {b_.getInt8PtrTy()});
     EmitLoop(b_.getInt64(0), b_.getInt64(chunks), "chunk", [&](llvm::Value* chunk) {
-      for (const RowStream& rs : rows) {
-        int64_t bytes = rs.extent * DTypeSize(k_.buffers[rs.buffer].dtype);
+      for (const Expr* e : reads) {
+        int64_t bytes = row_extent * DTypeSize(k_.buffers[e->buffer].dtype);
         int64_t lines = (bytes + kCacheLine - 1) / kCacheLine;
         // this chunk's share of the next row's lines: [chunk * lines / chunks, (chunk + 1) * lines / chunks)
         llvm::Value* first = b_.CreateSDiv(b_.CreateMul(chunk, b_.getInt64(lines)), b_.getInt64(chunks));
@@ -209,7 +200,7 @@ class Emitter {
         llvm::Value* saved = outer_vars_[row_dim];
         outer_vars_[row_dim] = b_.CreateAdd(saved, b_.getInt64(1));
         r_ = b_.getInt64(0);
-        llvm::Value* row = b_.CreateGEP(MemType(k_.buffers[rs.buffer].dtype), bufs_[rs.buffer], Offset(*rs.index));
+        llvm::Value* row = b_.CreateGEP(MemType(k_.buffers[e->buffer].dtype), bufs_[e->buffer], Offset(e->index));
         outer_vars_[row_dim] = saved;
         row = b_.CreateBitCast(row, b_.getInt8PtrTy());
         EmitLoop(first, stop, "line", [&](llvm::Value* line) {
@@ -234,7 +225,7 @@ class Emitter {
           for (const Stmt& s : loop.stmts) EmitStmt(s);
         };
         int interleave = loop.extent >= kInterleaveMinExtent ? kInterleave : 1;
-        std::vector<RowStream> ahead = NextRowStreams(l);
+        std::vector<const Expr*> ahead = NextRowReads(l);
         if (ahead.empty()) {
           EmitLoop(b_.getInt64(0), b_.getInt64(loop.extent), "r", body, interleave);
         } else {

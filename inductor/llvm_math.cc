@@ -15,6 +15,12 @@ llvm::Value* VectorMath::Intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Val
   return b_.CreateIntrinsic(id, {args[0]->getType()}, args);
 }
 
+llvm::Value* VectorMath::Horner(llvm::Value* v, const std::vector<double>& coeffs) {
+  llvm::Value* p = F32(coeffs.back());
+  for (size_t i = coeffs.size() - 1; i-- > 0;) p = Intrinsic(llvm::Intrinsic::fmuladd, {p, v, F32(coeffs[i])});
+  return p;
+}
+
 // Note [Inline expf]: exp for f32 as plain vector arithmetic, so it vectorises at the full
 // width (16 lanes on AVX-512) with no call. Cephes' expf reduction (x = n ln2 + r, ln2 in two
 // parts), e^r by a degree-6 polynomial (~1 ulp overall), times 2^n. A SiLU kernel's time goes
@@ -42,12 +48,8 @@ llvm::Value* VectorMath::ExpF32Reduced(llvm::Value* x, bool negate, llvm::Value*
   // e^r = 1 + r + q0 r^2 + ... + q4 r^6, fitted here for relative error in e^r on
   // [-ln2/2, ln2/2] (3e-9, far under f32's half ulp of 6e-8; Cephes' degree 7 is more than
   // f32 needs).
-  const double q[] = {0.499999935, 0.16666521, 0.0416683865, 0.00836867069, 0.00138144727};
-  llvm::Value* p = c(q[4]);
-  for (int i = 3; i >= 0; --i) p = fma(p, r, c(q[i]));
-  p = fma(p, r, c(1.0));
   *t_out = t;
-  return fma(p, r, c(1.0));
+  return Horner(r, {1.0, 1.0, 0.499999935, 0.16666521, 0.0416683865, 0.00836867069, 0.00138144727});
 }
 // 2^n for n in [-126, 127] from ExpF32Reduced's rounding sum: its low bits, shifted into the
 // exponent field (the higher bits shift out).
@@ -129,14 +131,8 @@ llvm::Value* VectorMath::ErfF32(llvm::Value* x) {
   auto fma = [&](llvm::Value* a, llvm::Value* b, llvm::Value* d) {
     return Intrinsic(llvm::Intrinsic::fmuladd, {a, b, d});
   };
-  auto poly = [&](llvm::Value* v, std::initializer_list<double> coeffs) {  // Horner, lowest first
-    std::vector<double> k(coeffs);
-    llvm::Value* p = c(k.back());
-    for (size_t i = k.size() - 1; i-- > 0;) p = fma(p, v, c(k[i]));
-    return p;
-  };
   llvm::Value* a = Intrinsic(llvm::Intrinsic::fabs, {x});
-  llvm::Value* near = fma(a, poly(b_.CreateFMul(a, a), {0.1283791519, -0.3761250624, 0.1128193099, -0.0267703357,
+  llvm::Value* near = fma(a, Horner(b_.CreateFMul(a, a), {0.1283791519, -0.3761250624, 0.1128193099, -0.0267703357,
                                                         0.004998124233, -0.0006013924442}),
                           a);
   llvm::Value* hi = c(4.0);
@@ -144,7 +140,7 @@ llvm::Value* VectorMath::ErfF32(llvm::Value* x) {
   llvm::Value* rounding;
   llvm::Value* y = ExpF32Reduced(b_.CreateFMul(ac, ac), /*negate=*/true, &rounding);
   llvm::Value* e = b_.CreateFMul(y, Pow2F32(rounding));
-  llvm::Value* scaled = poly(b_.CreateFSub(ac, c(2.4)), {0.2185000345, -0.0795762509, 0.02748547052, -0.009194636132,
+  llvm::Value* scaled = Horner(b_.CreateFSub(ac, c(2.4)), {0.2185000345, -0.0795762509, 0.02748547052, -0.009194636132,
                                                         0.002645440917, -0.0008860524183, 0.0005629879362,
                                                         0.0002353558531, 0.0001279985637});
   llvm::Value* far = b_.CreateFSub(c(1.0), b_.CreateFMul(e, scaled));

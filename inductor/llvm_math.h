@@ -25,6 +25,8 @@ class VectorMath {
  private:
   llvm::Value* F32(double v);
   llvm::Value* Intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args);
+  // c0 + c1 v + c2 v^2 + ... (coeffs lowest first) by fused multiply-adds, in Horner's form.
+  llvm::Value* Horner(llvm::Value* v, const std::vector<double>& coeffs);
   // e^r for x = n ln2 + r (of -x when negate); *t_out gets the rounding sum that holds n.
   llvm::Value* ExpF32Reduced(llvm::Value* x, bool negate, llvm::Value** t_out);
   llvm::Value* Pow2F32(llvm::Value* t);

@@ -45,13 +45,6 @@ for _op, _name in _UNARY.items():
     register(_op)(_unary(_name))
 
 
-@register("erf.default")
-def _erf(out, x):
-    # f32 and bf16: the code generator's inline erf (Note [Inline erff], 1.3 ulp), which
-    # vectorises where libm's erff would run one element at a time; f64 calls libm.
-    return pointwise("erf", out, [x], lambda a: ("erf", a))
-
-
 del _op
 
 
