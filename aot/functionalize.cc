@@ -78,6 +78,37 @@ Tensor ScatterView(const ViewMeta& m, const Tensor& base, const Tensor& src) {
                                            IValue(view->sym_storage_offset())});
 }
 
+// Whether some element of `t` is reached by more than one index (a dimension of stride 0 and
+// size > 1, as expand makes); symbolic sizes count as > 1.
+bool OverlapsItself(const Tensor& t) {
+  const SymDimVector& sz = t->sym_sizes();
+  const SymDimVector& st = t->sym_strides();
+  for (size_t d = 0; d < sz.size(); ++d) {
+    const std::optional<int64_t> stride = st[d].maybe_as_int(), size = sz[d].maybe_as_int();
+    if (stride == 0 && size != 1) return true;
+  }
+  return false;
+}
+
+// Note [Writes through overlapping views]: scattering a write back view by view breaks when an
+// intermediate view overlaps itself: in `base.expand(5, 2).diagonal().abs_()` the expanded
+// view's rows are one row, but diagonal_scatter updates one element per row and the expand's
+// scatter keeps only the last row. Eager writes memory, so the write lands on the base's
+// elements that the whole chain reaches: one as_strided_scatter with the chain's layout
+// relative to a contiguous base (as_strided_scatter's own convention).
+Tensor ScatterThroughLayout(const std::vector<ViewMeta>& chain, const Tensor& base, const Tensor& src) {
+  Stack contiguous{base, MemoryFormat::Contiguous};
+  CallBelow(Registry::Get().FindOrThrow("aten::contiguous"), contiguous);
+  Tensor view = contiguous.at(0).to_tensor();
+  for (const ViewMeta& m : chain) view = ApplyView(m, view);
+  const SymDimVector& sz = view->sym_sizes();
+  const SymDimVector& st = view->sym_strides();
+  Stack s{base, src, IValue(std::vector<SymInt>(sz.begin(), sz.end())),
+          IValue(std::vector<SymInt>(st.begin(), st.end())), IValue(view->sym_storage_offset())};
+  CallBelow(Registry::Get().FindOrThrow("aten::as_strided_scatter"), s);
+  return s.at(0).to_tensor();
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -127,8 +158,15 @@ void FunctionalTensorImpl::Commit(Tensor new_value) {
   std::vector<Tensor> along(chain_.size());
   along[0] = storage_->base;
   for (size_t i = 0; i + 1 < chain_.size(); ++i) along[i + 1] = ApplyView(chain_[i], along[i]);
-  Tensor updated = new_value;
-  for (size_t i = chain_.size(); i-- > 0;) updated = ScatterView(chain_[i], along[i], updated);
+  bool through_overlap = false;
+  for (size_t i = 1; i < along.size(); ++i) through_overlap = through_overlap || OverlapsItself(along[i]);
+  Tensor updated;
+  if (through_overlap) {
+    updated = ScatterThroughLayout(chain_, storage_->base, new_value);
+  } else {
+    updated = new_value;
+    for (size_t i = chain_.size(); i-- > 0;) updated = ScatterView(chain_[i], along[i], updated);
+  }
   storage_->base = std::move(updated);
   generation_ = ++storage_->generation;
   SetValue(std::move(new_value));

@@ -47,6 +47,19 @@ TEST(Functionalize, WritesThroughViewsReachBaseAndOtherViews) {
   EXPECT_EQ(Values(part), (std::vector<float>{40, -1}));
 }
 
+// Note [Writes through overlapping views]: the expanded view's rows are one row in memory, so a
+// write to its diagonal reaches both of the base's elements (eager's result), not only the last
+// row's element as a view-by-view scatter would have it.
+TEST(Functionalize, WritesThroughAnOverlappingViewLandOnTheBase) {
+  InstallFunctionalize();
+  Tensor base = ToFunctional(Arange(2));
+  Tensor rows = ops::expand(base, {SymInt(5), SymInt(2)});
+  Tensor diag = CallOp<Tensor>(KILN_OP("aten::diagonal"), rows, int64_t{0}, int64_t{0}, int64_t{1});
+  CallOp<Tensor>(KILN_OP("aten::add_.Scalar"), diag, Scalar(10), Scalar(1));
+  EXPECT_EQ(Values(base), (std::vector<float>{10, 11}));
+  EXPECT_EQ(Values(rows), (std::vector<float>{10, 11, 10, 11, 10, 11, 10, 11, 10, 11}));
+}
+
 TEST(Functionalize, TracedProgramHasNoMutation) {
   InstallFunctionalize();
   fx::Tracer tracer;

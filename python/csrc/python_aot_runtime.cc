@@ -8,6 +8,11 @@
 #include <Python.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
+
 #include "autograd/grad_mode.h"
 #include "python/csrc/python_tensor.h"
 
@@ -45,8 +50,46 @@ PyObject* TensorKey(const Tensor& t) {
   return key;
 }
 
-// _aot_layout_key(args) -> (grad_enabled, per-argument key, ...) or None; args a tuple or list.
-// A non-tensor argument keys as (type, value), as the traced program baked it in.
+// Note [Aliased arguments]: a compiled function traced for distinct arguments is wrong for
+// arguments that share memory (a tensor passed twice, as tied weights reached through two module
+// paths are, or a tensor and a view of it): its gradients were traced per argument and its code
+// may write one argument while reading another. So the key also says which arguments share a
+// storage: a trailing tuple of (later, earlier, same tensor) triples, present only when some do.
+PyObject* AliasingKey(PyObject** items, Py_ssize_t n) {
+  // (storage, argument index), sorted: arguments sharing a storage become neighbours, the
+  // earliest first. A call of a compiled function passes tens of tensors, so this stays cheap.
+  absl::InlinedVector<std::pair<const StorageImpl*, Py_ssize_t>, 32> by_storage;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (IsTensor(items[i])) by_storage.emplace_back(UnpackTensor(items[i]).impl()->storage().get(), i);
+  }
+  std::sort(by_storage.begin(), by_storage.end());
+  absl::InlinedVector<std::pair<Py_ssize_t, Py_ssize_t>, 4> aliases;  // (later, earliest) by index
+  for (size_t k = 1, first = 0; k < by_storage.size(); ++k) {
+    if (by_storage[k].first != by_storage[k - 1].first) {
+      first = k;
+      continue;
+    }
+    if (by_storage[k].first != nullptr) aliases.emplace_back(by_storage[k].second, by_storage[first].second);
+  }
+  if (aliases.empty()) Py_RETURN_NONE;
+  std::sort(aliases.begin(), aliases.end());  // pointer order differs between calls; indices do not
+  PyObject* key = PyTuple_New(static_cast<Py_ssize_t>(aliases.size()));
+  if (key == nullptr) return nullptr;
+  for (size_t k = 0; k < aliases.size(); ++k) {
+    const auto [later, earlier] = aliases[k];
+    const bool same = UnpackTensor(items[later]).impl() == UnpackTensor(items[earlier]).impl();
+    PyObject* triple = Py_BuildValue("(nnO)", later, earlier, same ? Py_True : Py_False);
+    if (triple == nullptr) {
+      Py_DECREF(key);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(key, static_cast<Py_ssize_t>(k), triple);
+  }
+  return key;
+}
+
+// _aot_layout_key(args) -> (grad_enabled, per-argument key, ..., [aliasing]) or None; args a tuple
+// or list. A non-tensor argument keys as (type, value), as the traced program baked it in.
 PyObject* AotLayoutKey(PyObject*, PyObject* args) {
   PyObject* seq = PySequence_Fast(args, "_aot_layout_key: expected a tuple or list of arguments");
   if (seq == nullptr) return nullptr;
@@ -79,7 +122,22 @@ PyObject* AotLayoutKey(PyObject*, PyObject* args) {
     }
     PyTuple_SET_ITEM(key, i + 1, item);
   }
+  PyObject* aliasing = AliasingKey(items, n);
   Py_DECREF(seq);
+  if (aliasing == nullptr) {
+    Py_DECREF(key);
+    return nullptr;
+  }
+  if (aliasing == Py_None) {
+    Py_DECREF(aliasing);
+    return key;
+  }
+  const int resized = _PyTuple_Resize(&key, n + 2);  // steals key on failure
+  if (resized < 0) {
+    Py_DECREF(aliasing);
+    return nullptr;
+  }
+  PyTuple_SET_ITEM(key, n + 1, aliasing);
   return key;
 }
 

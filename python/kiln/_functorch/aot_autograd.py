@@ -60,20 +60,152 @@ def _layout_key(leaves):
             key.append((tuple(x.shape), tuple(x.stride()), x.storage_offset(), x.dtype, x.device, x.requires_grad))
         else:
             key.append((type(x), x))
+    aliases = _aliasing(leaves)
+    if aliases:
+        key.append(aliases)
     return tuple(key)
+
+
+def _aliasing(leaves):
+    """Which arguments share a storage (Note [Aliased arguments] in python_aot_runtime.cc):
+    (later, earliest, same tensor) triples, as the C++ key has them."""
+    first, out = {}, []
+    for i, x in enumerate(leaves):
+        if isinstance(x, kiln.Tensor):
+            j = first.setdefault(x._storage_id(), i)
+            if j != i:
+                out.append((i, j, x is leaves[j]))
+    return tuple(out)
+
+
+def _deduplicated(create, flat_fn, leaves, config):
+    """create(flat_fn, leaves, config) for arguments without repeats: a tensor passed more than
+    once (tied weights reached through two module paths) is traced as one input, so its gradient
+    is the sum over its uses once, not once per position (which the engine would add up again)."""
+    firsts, seen = [], {}
+    for i, x in enumerate(leaves):
+        firsts.append(seen.setdefault(id(x), i) if isinstance(x, kiln.Tensor) else i)
+    keep = sorted(set(firsts))
+    if len(keep) == len(leaves):
+        return _with_synthetic_bases(create, flat_fn, leaves, config)
+    position = {i: k for k, i in enumerate(keep)}
+    where = [position[f] for f in firsts]
+
+    def unique_fn(*unique):
+        return flat_fn(*[unique[w] for w in where])
+
+    inner = _with_synthetic_bases(create, unique_fn, [leaves[i] for i in keep], config)
+    return lambda args: inner([args[i] for i in keep])
+
+
+def _overlaps_itself(t):
+    return any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride()))
+
+
+def _with_synthetic_bases(create, flat_fn, leaves, config):
+    """Note [Synthetic bases]: functionalization treats every input as its own memory. That is
+    wrong for an input the program mutates when its memory is shared: with another input (`a`
+    and `a.t()`) or within itself (`base.expand(5, 2)`, whose rows are one row). Such a group
+    of inputs is traced as one dense 1-d base over the storage they span, each member rebuilt
+    inside the program as an as_strided view of it; the mutation then lands on the base, which
+    is copied back, and every member reads it, as eager's shared memory does (PyTorch's AOT
+    does the same). Members that require grad are refused: their gradients would not reach
+    each member."""
+    groups = {}
+    for i, x in enumerate(leaves):
+        if isinstance(x, kiln.Tensor) and x.numel() > 0:
+            groups.setdefault(x._storage_id(), []).append(i)
+    suspects = [g for g in groups.values() if len(g) > 1 or _overlaps_itself(leaves[g[0]])]
+    if not suspects:
+        return create(flat_fn, leaves, config)
+    mode, fakes = _fakes(leaves)
+    versions = [f._version if isinstance(f, kiln.Tensor) else None for f in fakes]
+    with mode:
+        flat_fn(*fakes)
+    mutated = {i for i, (f, v) in enumerate(zip(fakes, versions)) if v is not None and f._version != v}
+    bases = [g for g in suspects if mutated.intersection(g)]
+    if not bases:
+        return create(flat_fn, leaves, config)
+    for g in bases:
+        if any(leaves[i].requires_grad for i in g):
+            raise NotImplementedError(
+                f"aot_function: inputs {g} share memory, are mutated in place, and require grad; kiln's compiled "
+                "functions support that only for inputs that do not require grad (clone them first)")
+    members = {i: k for k, g in enumerate(bases) for i in g}
+    spans = []
+    for g in bases:
+        extents = [_extent(leaves[i]) for i in g]
+        spans.append((min(e[0] for e in extents), max(e[1] for e in extents)))
+    rest = [i for i in range(len(leaves)) if i not in members]
+    layouts = {i: (tuple(leaves[i].shape), tuple(leaves[i].stride()), leaves[i].storage_offset() - spans[members[i]][0])
+               for i in members}
+
+    def split(args):  # real leaves -> the other leaves, then one dense base per group
+        out = [args[i] for i in rest]
+        for g, (lo, hi) in zip(bases, spans):
+            out.append(args[g[0]].as_strided((hi - lo + 1,), (1,), lo))
+        return out
+
+    def based_fn(*args):
+        values = [None] * len(leaves)
+        for i, a in zip(rest, args):
+            values[i] = a
+        base_args = args[len(rest):]
+        for i, k in members.items():
+            size, stride, offset = layouts[i]
+            values[i] = base_args[k].as_strided(size, stride, base_args[k].storage_offset() + offset)
+        return flat_fn(*values)
+
+    inner = create(based_fn, split(leaves), config)
+    return lambda args: inner(split(args))
 
 
 # --- tracing ---------------------------------------------------------------------------------------
 class _Traced:
     """What tracing learned: the functional graph and how its outputs map back."""
 
-    def __init__(self, graph, num_mutations, mutated_inputs, num_outputs, output_aliases, out_requires_grad):
+    def __init__(self, graph, mutated_inputs, num_outputs, output_aliases, out_requires_grad,
+                 mutation_differentiable=None, constants=()):
         self.graph = graph
-        self.num_mutations = num_mutations          # graph outputs 0..num_mutations-1: new input values
+        self.num_mutations = len(mutated_inputs)   # graph outputs 0..num_mutations-1: new input values
         self.mutated_inputs = mutated_inputs        # their input indices
+        # per mutation: copied back with grad (a non-leaf input that requires grad, so the copy_
+        # joins its history as eager's in-place op does) or under no_grad
+        self.mutation_differentiable = list(mutation_differentiable or [False] * len(mutated_inputs))
         self.num_outputs = num_outputs              # the user's outputs, after the mutations
-        self.output_aliases = output_aliases        # output index -> input index it views (or None)
+        self.output_aliases = output_aliases        # per output: an _Alias or None
         self.out_requires_grad = out_requires_grad
+        self.constants = list(constants)            # tensors the program made: trailing graph inputs
+
+
+class _Alias:
+    """An output that views an input or an earlier output: rebuilt at run time as that view, with
+    the sizes, strides and offset the traced (fake) output had, so a compiled function returns
+    views exactly where eager does (`x[0].mul_(2)`, `(y, y.t())`)."""
+
+    __slots__ = ("index", "size", "stride", "offset", "base_layout")
+
+    def __init__(self, index, view, base_layout=None):
+        self.index = index  # the input's index, or the earlier output's
+        self.size, self.stride, self.offset = tuple(view.shape), tuple(view.stride()), view.storage_offset()
+        self.base_layout = base_layout  # an output's: its traced (sizes, strides, offset)
+
+    def rebuild(self, leaves, outs):
+        if self.base_layout is None:
+            return leaves[self.index].as_strided(self.size, self.stride, self.offset)
+        base = outs[self.index]
+        size, stride, offset = self.base_layout
+        if tuple(base.stride()) != stride or tuple(base.shape) != size:
+            return None  # the compiled output has another layout: keep the separate result
+        return base.as_strided(self.size, self.stride, base.storage_offset() + self.offset - offset)
+
+
+def _extent(t):
+    """The storage elements a tensor's view can touch: [first, last]."""
+    if t.numel() == 0:
+        return None
+    last = t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if n > 0)
+    return t.storage_offset(), last
 
 
 def _fakes(leaves):
@@ -83,16 +215,34 @@ def _fakes(leaves):
 
 
 def _analyze_outputs(flat_fn, mode, fakes):
-    """Output metadata from one fake run: which outputs require grad, which alias an input."""
+    """Output metadata from one fake run: which outputs require grad, which view an input or an
+    earlier output (an _Alias each), and which inputs the program mutated (version counters)."""
+    versions = [f._version if isinstance(f, kiln.Tensor) else None for f in fakes]
     with mode:
         outs = flat_fn(*fakes)
-    input_storages = {}
+    mutated = [i for i, (f, v) in enumerate(zip(fakes, versions)) if v is not None and f._version != v]
+    input_storages, output_storages = {}, {}
     for i, f in enumerate(fakes):
         if isinstance(f, kiln.Tensor):
             input_storages.setdefault(f._storage_id(), i)
-    aliases = [input_storages.get(o._storage_id()) if isinstance(o, kiln.Tensor) else None for o in outs]
+    aliases = []
+    for k, o in enumerate(outs):
+        alias = None
+        if isinstance(o, kiln.Tensor):
+            sid = o._storage_id()
+            if sid in input_storages:
+                alias = _Alias(input_storages[sid], o)
+            elif sid in output_storages:
+                j = output_storages[sid]
+                base = outs[j]
+                inner, outer = _extent(o), _extent(base)
+                if inner is not None and outer is not None and outer[0] <= inner[0] and inner[1] <= outer[1]:
+                    alias = _Alias(j, o, (tuple(base.shape), tuple(base.stride()), base.storage_offset()))
+            else:
+                output_storages[sid] = k
+        aliases.append(alias)
     requires = [isinstance(o, kiln.Tensor) and o.requires_grad for o in outs]
-    return outs, aliases, requires
+    return outs, aliases, requires, mutated
 
 
 def _mutations_to_outputs(gm, num_inputs):
@@ -115,12 +265,68 @@ def _mutations_to_outputs(gm, num_inputs):
     return mutated
 
 
-def _functional_graph(fn, example_inputs, decompositions, names=None):
+def _lift_constants(gm, mode, before=None):
+    """The tensors a traced program made itself (`x + kiln.tensor([1., 2.])`, recorded by make_fx
+    as get_attr constants) become placeholders, inserted before `before` (the first tangent) or
+    after the last input. The retrace then sees fake tensors only, and the compiled graphs take
+    the real constants as trailing inputs. Returns (their fakes, the real tensors)."""
+    graph = gm.graph
+    attrs = [n for n in graph.nodes if n.op == "get_attr" and isinstance(getattr(gm, n.target, None), kiln.Tensor)]
+    if not attrs:
+        return [], []
+    anchor = before or next(n for n in graph.nodes if n.op != "placeholder")
+    reals, fakes = [], []
+    with graph.inserting_before(anchor):
+        for node in attrs:
+            real = getattr(gm, node.target)
+            placeholder = graph.placeholder(f"_lifted{node.target}")
+            fake = mode.from_tensor(real, static_shapes=True)
+            placeholder.meta.update(node.meta)
+            placeholder.meta["val"] = fake
+            node.replace_all_uses_with(placeholder)
+            graph.erase_node(node)
+            reals.append(real)
+            fakes.append(fake)
+    gm.recompile()
+    return fakes, reals
+
+
+def _drop_constant_mutations(gm, slots):
+    """A program that mutates a tensor it made (`t = kiln.tensor(...); t.add_(1)`) makes it anew on
+    every call: its copy_ epilogue must not write the lifted constant back."""
+    graph = gm.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    constants = {placeholders[i] for i in slots}
+    dropped = False
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target is kiln.ops.aten.copy_.default and \
+                node.args[0] in constants and not node.users:
+            graph.erase_node(node)
+            dropped = True
+    if dropped:
+        graph.eliminate_dead_code()
+        gm.recompile()
+
+
+def _functional_graph(fn, example_inputs, decompositions, mode, names=None):
     """make_fx of fn (fake tensors as inputs), then again through functionalize with the
-    decompositions: an aten graph without in-place ops."""
+    decompositions: an aten graph without in-place ops. Tensor constants the program made are
+    lifted to inputs after the program's own (primal) inputs; returns (graph, the constants)."""
     raw = make_fx(fn, tracing_mode="real")(*example_inputs)
-    return make_fx(functionalize(_named(raw, names)), decomposition_table=decompositions,
-                   tracing_mode="real")(*_detached(example_inputs))
+    if names is None:
+        fakes, constants = _lift_constants(raw, mode)
+        first = len(example_inputs)
+        example_inputs = [*example_inputs, *fakes]
+    else:
+        tangent = next((n for n in raw.graph.nodes if n.op == "placeholder" and n.name.startswith("tangents")), None)
+        fakes, constants = _lift_constants(raw, mode, before=tangent)
+        primals, tangents = example_inputs
+        first = len(primals)
+        example_inputs = ([*primals, *fakes], tangents)
+    gm = make_fx(functionalize(_named(raw, names)), decomposition_table=decompositions,
+                 tracing_mode="real")(*_detached(example_inputs))
+    _drop_constant_mutations(gm, range(first, first + len(constants)))
+    return gm, constants
 
 
 def _detached(values):
@@ -180,57 +386,85 @@ def replay(gm):
 def trace_inference(flat_fn, leaves, config):
     mode, fakes = _fakes(leaves)
     with kiln.no_grad():
-        outs, aliases, _ = _analyze_outputs(flat_fn, mode, fakes)
+        outs, aliases, _, _ = _analyze_outputs(flat_fn, mode, fakes)
         with mode:
-            gm = _functional_graph(lambda *a: tuple(flat_fn(*a)), fakes, config.decompositions)
+            gm, constants = _functional_graph(lambda *a: tuple(flat_fn(*a)), fakes, config.decompositions, mode)
+    no_grad = [False] * len(outs)
     if config.keep_inference_input_mutations:  # the copy_ epilogue stays in the graph
-        return _Traced(gm, 0, [], len(outs), aliases, [False] * len(outs))
+        return _Traced(gm, [], len(outs), aliases, no_grad, constants=constants)
     mutated = _mutations_to_outputs(gm, len(leaves))
-    return _Traced(gm, len(mutated), mutated, len(outs), aliases, [False] * len(outs))
+    return _Traced(gm, mutated, len(outs), aliases, no_grad, constants=constants)
 
 
 def trace_joint(flat_fn, leaves, config):
+    """The joint graph. An input that requires grad and is mutated (Note [Mutated inputs that
+    require grad]) is traced through a clone, whose final value becomes an extra output."""
     mode, fakes = _fakes(leaves)
-    outs, aliases, requires = _analyze_outputs(flat_fn, mode, fakes)
+    outs, aliases, requires, mutated = _analyze_outputs(flat_fn, mode, fakes)
     diff_inputs = [i for i, f in enumerate(fakes) if isinstance(f, kiln.Tensor) and f.requires_grad]
+    mutated_diff = [i for i in mutated if i in diff_inputs]
+    # a leaf can only have been mutated under no_grad (else the fake run raised, as eager does)
+    copies_with_grad = [not leaves[i].is_leaf for i in mutated_diff]
 
     def joint(primals, tangents):
-        outs = flat_fn(*primals)
+        args = list(primals)
+        for i in mutated_diff:  # primals[i] stays the value autograd differentiates against
+            args[i] = primals[i].clone()
+        outs = flat_fn(*args)
+        new_values = [args[i] for i in mutated_diff]
         diff_outs = [o for o, r in zip(outs, requires) if r]
+        diff_outs += [v for v, d in zip(new_values, copies_with_grad) if d]
         grads = kiln.autograd.grad(diff_outs, [primals[i] for i in diff_inputs], grad_outputs=list(tangents),
                                    allow_unused=True) if diff_outs else [None] * len(diff_inputs)
         by_input = dict(zip(diff_inputs, grads))
-        return (*outs, *[by_input.get(i) for i in range(len(primals))])
+        return (*new_values, *outs, *[by_input.get(i) for i in range(len(primals))])
 
     with mode:
         tangents = [kiln.empty_like(o, memory_format=kiln.contiguous_format) for o, r in zip(outs, requires) if r]
-        gm = _functional_graph(joint, ([*fakes], tangents), config.decompositions, names=True)
-    mutated = _mutations_to_outputs(gm, len(leaves) + len(tangents))
-    for i in mutated:
-        if fakes[i].requires_grad:
-            raise NotImplementedError(
-                f"aot_function: input {i} requires grad and is mutated in place by the compiled function; "
-                "mutate a tensor that does not require grad, or copy it first")
-    return _Traced(gm, len(mutated), mutated, len(outs), aliases, requires)
+        tangents += [kiln.empty_like(fakes[i], memory_format=kiln.contiguous_format)
+                     for i, d in zip(mutated_diff, copies_with_grad) if d]
+        gm, constants = _functional_graph(joint, ([*fakes], tangents), config.decompositions, mode, names=True)
+    mutated = _mutations_to_outputs(gm, len(leaves) + len(constants) + len(tangents))
+    return _Traced(gm, mutated + mutated_diff, len(outs), aliases, requires,
+                   [False] * len(mutated) + copies_with_grad, constants)
 
 
 # --- run time ------------------------------------------------------------------------------------
 def _restore_outputs(traced, leaves, results):
-    """Copies mutated inputs back and rebuilds outputs that view an input as views of it."""
+    """Copies mutated inputs back and rebuilds outputs that view an input or an earlier output as
+    those views."""
     new_values, outs = results[:traced.num_mutations], list(results[traced.num_mutations:])
     if new_values:
-        with kiln.no_grad():
-            for i, value in zip(traced.mutated_inputs, new_values):
+        grad_enabled = _C.is_grad_enabled()
+        for i, value, with_grad in zip(traced.mutated_inputs, new_values, traced.mutation_differentiable):
+            if with_grad and grad_enabled:
                 leaves[i].copy_(value)
-    for k, source in enumerate(traced.output_aliases):
-        if source is not None and isinstance(outs[k], kiln.Tensor):
-            o = outs[k]
-            outs[k] = leaves[source].as_strided(o.shape, o.stride(), o.storage_offset())
+            else:
+                with kiln.no_grad():
+                    leaves[i].copy_(value)
+    for k, alias in enumerate(traced.output_aliases):
+        if alias is not None and isinstance(outs[k], kiln.Tensor):
+            view = alias.rebuild(leaves, outs)
+            if view is not None:
+                outs[k] = view
     return outs
 
 
 def _needs_restore(traced):
     return traced.num_mutations > 0 or any(a is not None for a in traced.output_aliases)
+
+
+def _with_constants(compiled, constants):
+    """compiled, called with the lifted constants (_lift_constants) after the caller's inputs."""
+    if not constants:
+        return compiled
+    if getattr(compiled, "_boxed_call", False):
+        def run_boxed(args):
+            return compiled(list(args) + constants)
+
+        run_boxed._boxed_call = True
+        return run_boxed
+    return lambda *args: compiled(*args, *constants)
 
 
 class _InferenceRuntime:
@@ -299,15 +533,19 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs)
     n_mut, n_out = traced.num_mutations, traced.num_outputs
     n_fw = n_mut + n_out
     requires = traced.out_requires_grad
+    mutation_grads = traced.mutation_differentiable
+    mutated_inputs = traced.mutated_inputs
     fw_boxed = getattr(compiled_fw, "_boxed_call", False)
     bw_boxed = getattr(compiled_bw, "_boxed_call", False)
     restore = _needs_restore(traced)
-    # mutated inputs' new values and outputs that need no grad are not differentiable
-    differentiable_out = [False] * n_mut + list(requires)
+    # outputs that need no grad, and new values of inputs copied back under no_grad, are not
+    # differentiable; the joint's tangents are the user's outputs', then the mutations'
+    differentiable_out = list(mutation_grads) + list(requires)
 
     def backward(saved, grads):
         saved = [saved[i] for i in saved_order]
-        tangents = [g.contiguous() if isinstance(g, kiln.Tensor) else g for g, r in zip(grads[n_mut:], requires) if r]
+        tangents = [g for g, r in zip(grads[n_mut:], requires) if r] + [g for g, d in zip(grads[:n_mut], mutation_grads) if d]
+        tangents = [g.contiguous() if isinstance(g, kiln.Tensor) else g for g in tangents]
         result = compiled_bw(saved + tangents) if bw_boxed else compiled_bw(*saved, *tangents)
         return tuple(result)[:num_inputs]
 
@@ -338,6 +576,10 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs)
             out_ids = {id(o) for o in tensor_outs if o.requires_grad}
             if out_ids:
                 saved = [s.detach() if id(s) in out_ids else s for s in saved]
+            if n_mut:  # an input saved for backward keeps the value it had before the copy-back
+                mutated_storages = {leaves[i]._storage_id() for i in mutated_inputs}
+                saved = [s.clone() if isinstance(s, kiln.Tensor) and s._storage_id() in mutated_storages else s
+                         for s in saved]
             ctx.saved = saved
             ctx.versions = [s._version if isinstance(s, kiln.Tensor) else None for s in saved]
         if not restore:
@@ -359,7 +601,8 @@ def create_runtime(flat_fn, leaves, config):
     if not needs_grad:
         traced = trace_inference(flat_fn, leaves, config)
         _log_graph("Inference graph", traced.graph)
-        compiled = config.inference_compiler(traced.graph, _fake_examples(traced.graph))
+        compiled = _with_constants(config.inference_compiler(traced.graph, _fake_examples(traced.graph)),
+                                   traced.constants)
         logs.log("aot_graphs", f"traced in {(time.perf_counter() - start) * 1e3:.1f} ms")
         return _InferenceRuntime(traced, compiled)
     traced = trace_joint(flat_fn, leaves, config)
@@ -369,7 +612,7 @@ def create_runtime(flat_fn, leaves, config):
     _log_graph("Forward graph", fw_module)
     _log_graph("Backward graph", bw_module)
     saved_order = _saved_order(fw_module, bw_module, num_fwd_outputs)
-    compiled_fw = config.fw_compiler(fw_module, _fake_examples(fw_module))
+    compiled_fw = _with_constants(config.fw_compiler(fw_module, _fake_examples(fw_module)), traced.constants)
     compiled_bw = config.bw_compiler(bw_module, _fake_examples(bw_module))
     logs.log("aot_graphs", f"traced and partitioned in {(time.perf_counter() - start) * 1e3:.1f} ms")
     return _training_runtime(traced, compiled_fw, compiled_bw, saved_order, len(leaves))
@@ -436,7 +679,7 @@ def aot_function(fn, fw_compiler, bw_compiler=None, partition_fn=None, decomposi
                 out_spec[:] = [_flatten(fn(*f_args, **f_kwargs), out_leaves)]
                 return out_leaves
 
-            runtime = create_runtime(flat_fn, [leaves[i] for i in tensor_slots], config)
+            runtime = _deduplicated(create_runtime, flat_fn, [leaves[i] for i in tensor_slots], config)
             entry = cache[key] = (runtime, tensor_slots, out_spec)
         runtime, tensor_slots, out_spec = entry
         outs = runtime([leaves[i] for i in tensor_slots])
@@ -492,7 +735,7 @@ def aot_module_simplified(gm, example_inputs, fw_compiler, bw_compiler=None, par
         if entry is None:
             slots = [i for i, a in enumerate(args) if isinstance(a, kiln.Tensor)]
             if len(slots) == len(args):
-                entry = runtimes[key] = (create_runtime(flat_fn, list(args), config), None)
+                entry = runtimes[key] = (_deduplicated(create_runtime, flat_fn, list(args), config), None)
             else:
                 constants = list(args)
 
@@ -502,7 +745,7 @@ def aot_module_simplified(gm, example_inputs, fw_compiler, bw_compiler=None, par
                         values[i] = t
                     return list(run_graph(*values))
 
-                entry = runtimes[key] = (create_runtime(bound, [args[i] for i in slots], config), slots)
+                entry = runtimes[key] = (_deduplicated(create_runtime, bound, [args[i] for i in slots], config), slots)
         runtime, slots = entry
         return runtime(args if slots is None else [args[i] for i in slots])
 

@@ -142,6 +142,7 @@ class FakeTensorMode:
                  static_shapes=None, export=False):
         self._cmode = _C._FakeTensorMode(allow_non_fake_inputs)
         self._cmode._set_pyobj(self)
+        self._constants = {}  # kiln.tensor(...) made under this mode: storage id -> (fake, real)
         self.shape_env = shape_env
         self.static_shapes = shape_env is None if static_shapes is None else static_shapes
         self.allow_fallback_kernels = allow_fallback_kernels
@@ -159,6 +160,7 @@ class FakeTensorMode:
         self.allow_fallback_kernels = True
         self.export = False
         self._memo = {}
+        self._constants = {}
         self._enter_stack = []
         return self
 
@@ -289,4 +291,20 @@ def _tensor_under_fake_mode(make_real):
         fake = _C._fake_from_tensor(mode._cmode, real.detach())
     if real.requires_grad:
         fake = _C._make_subclass(FakeTensor, fake, True)
+    # PyTorch's FakeTensor.constant: the data a traced program's literal tensor holds, so make_fx
+    # records the real tensor as the graph's constant (a fake one would reach run time). Kept by
+    # the mode, keyed by the fake's storage (which the entry keeps alive, so the key stays unique).
+    mode._constants[fake._storage_id()] = (fake, real.detach())
     return fake
+
+
+def constant_of(fake):
+    """The real tensor behind a fake that kiln.tensor(...) made under a mode, or None."""
+    mode = _mode_of(fake) if isinstance(fake, Tensor) and _C._is_fake(fake) else None
+    entry = mode._constants.get(fake._storage_id()) if mode is not None else None
+    if entry is None:
+        return None
+    real = entry[1]
+    same_layout = (tuple(real.shape), tuple(real.stride()), real.storage_offset()) == \
+        (tuple(fake.shape), tuple(fake.stride()), fake.storage_offset())
+    return real if same_layout and real.dtype == fake.dtype else None

@@ -149,6 +149,15 @@ class _SymNodes:
                                   "as graph nodes")
 
 
+def _real_constant(t):
+    """A constant the traced program made (kiln.tensor(...) under a fake mode) is kept with its
+    data (FakeTensor.constant), so the GraphModule runs on real inputs."""
+    from kiln._subclasses.fake_tensor import constant_of
+
+    real = constant_of(t)
+    return t if real is None else real
+
+
 _TRACE_GRAPHS = []  # the graphs make_fx calls are recording, innermost last
 
 
@@ -217,7 +226,7 @@ def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_in
             val = node.meta.get("val")
             if isinstance(val, Tensor):
                 node.meta["tensor_meta"] = extract(val)
-        root = {name: t for name, t in tracer.constants()}
+        root = {name: _real_constant(t) for name, t in tracer.constants()}
         from kiln.fx.graph_module import GraphModule
         return GraphModule(root, graph)
 

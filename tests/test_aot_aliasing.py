@@ -1,0 +1,273 @@
+"""Compiled functions whose inputs and outputs share memory, against eager (issue 16's silent
+wrong results): tied weights, a tensor passed twice, inputs that view one storage or overlap
+themselves and are mutated (Note [Synthetic bases]), writes through overlapping views (Note
+[Writes through overlapping views]), outputs that view an input or another output (their strides
+and aliasing), tensor constants made inside the function, and mutated inputs that require grad.
+Every case runs under each AOT backend, values and gradients compared with eager kiln and, where
+PyTorch is installed, with torch.compile's documented semantics (eager PyTorch)."""
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln._dynamo
+import kiln.nn as nn
+from conftest import requires_torch, torch
+
+BACKENDS = ["aot_eager", "inductor"]
+
+
+def compiled(fn, backend):
+    kiln._dynamo.reset()
+    return kiln.compile(fn, backend=backend)
+
+
+def close(a, b, tol=1e-5):
+    np.testing.assert_allclose(np.array(a.tolist()), np.array(b.tolist()), rtol=tol, atol=tol)
+
+
+# --- tied weights and repeated inputs --------------------------------------------------------------
+class TiedLM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(11, 8)
+        self.ln = nn.LayerNorm(8)
+        self.lm_head = nn.Linear(8, 11, bias=False)
+        self.lm_head.weight = self.wte.weight  # GPT's weight tying: one Parameter, two module paths
+
+    def forward(self, idx):
+        return self.lm_head(self.ln(self.wte(idx)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tied_weights_gradient_is_not_doubled(backend):
+    idx = kiln.tensor([[1, 2, 3, 2], [4, 4, 0, 10]])
+    target = kiln.tensor([[2, 3, 4, 5], [4, 0, 10, 1]])
+    kiln.manual_seed(0)
+    eager = TiedLM()
+    kiln.manual_seed(0)
+    model = TiedLM()
+    step = compiled(model, backend)
+    for m, run in ((eager, eager), (model, step)):
+        loss = kiln.nn.functional.cross_entropy(run(idx).view(-1, 11), target.view(-1))
+        loss.backward()
+    assert model.lm_head.weight is model.wte.weight
+    close(model.wte.weight.grad, eager.wte.weight.grad)
+    close(model.ln.weight.grad, eager.ln.weight.grad)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_same_tensor_passed_twice(backend):
+    def f(a, b):
+        return (a * b.sin() + b).sum()
+
+    w = kiln.randn(3, 4, requires_grad=True)
+    f(w, w).backward()
+    want, w.grad = w.grad.clone(), None
+    step = compiled(f, backend)
+    step(w, w).backward()
+    close(w.grad, want)
+    # then two distinct tensors: the aliasing is part of the cache key, so this is traced anew
+    u, v = kiln.randn(3, 4, requires_grad=True), kiln.randn(3, 4, requires_grad=True)
+    step(u, v).backward()
+    close(u.grad, v.sin())
+    close(v.grad, u * v.cos() + 1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inputs_sharing_storage_gradients(backend):
+    def f(a, b):
+        return a * 2 + b * b
+
+    results = []
+    for fn in (f, compiled(f, backend)):
+        leaf = kiln.arange(9.0).view(3, 3).requires_grad_()
+        x = leaf * 1
+        out = fn(x, x.t())
+        out.sum().backward()
+        results.append((out.detach(), leaf.grad))
+    close(results[1][0], results[0][0])
+    close(results[1][1], results[0][1])
+
+
+# --- mutations through shared or overlapping memory ----------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mutation_through_view_of_expanded_input(backend):
+    def f(x):
+        x.diagonal().abs_()
+        return x.sum()
+
+    base_e, base_c = -kiln.arange(1.0, 3.0), -kiln.arange(1.0, 3.0)
+    want = f(base_e.expand(5, 2))
+    got = compiled(f, backend)(base_c.expand(5, 2))
+    close(base_c, base_e)
+    assert base_e.tolist() == [1.0, 2.0]
+    close(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mutation_of_input_aliasing_another_input(backend):
+    def f(a, b):
+        a.add_(1)         # b views the same memory and must read the new values
+        return b * 2, a.sum()
+
+    base_e, base_c = kiln.arange(6.0).view(2, 3), kiln.arange(6.0).view(2, 3)
+    want = f(base_e, base_e.t())
+    got = compiled(f, backend)(base_c, base_c.t())
+    close(base_c, base_e)
+    close(got[0], want[0])
+    close(got[1], want[1])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mutation_of_overlapping_slices(backend):
+    def f(a, b):
+        b.mul_(-1)
+        return a + 1
+
+    base_e, base_c = kiln.arange(8.0), kiln.arange(8.0)
+    want = f(base_e[:5], base_e[3:])
+    got = compiled(f, backend)(base_c[:5], base_c[3:])
+    close(base_c, base_e)
+    close(got, want)
+
+
+# --- outputs that view inputs or other outputs ------------------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_view_of_mutated_transposed_input_keeps_strides(backend):
+    def f(x):
+        return x[0].mul_(-1)
+
+    a = kiln.arange(12.0).view(4, 3).t()
+    b = kiln.arange(12.0).view(4, 3).t()
+    want = f(a)
+    got = compiled(f, backend)(b)
+    assert got.stride() == want.stride() == (3,)
+    assert got.storage_offset() == want.storage_offset()
+    assert got._storage_id() == b._storage_id()
+    close(got, want)
+    close(b, a)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("expanded", [False, True])
+def test_output_viewing_another_output(backend, expanded):
+    def f(x):
+        v0 = x.clamp(-0.5, 0.5)
+        return v0, v0.t(), v0[1:]
+
+    x = kiln.randn(3, 1).expand(3, 4) if expanded else kiln.randn(3, 4)
+    want = f(x)
+    got = compiled(f, backend)(x)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.stride() == w.stride()
+        close(g, w)
+    assert got[1]._storage_id() == got[0]._storage_id() == got[2]._storage_id()
+    got[0].fill_(7.0)  # a write through one output shows through its views, as in eager
+    assert got[1].tolist() == [[7.0] * 3] * 4
+
+
+# --- constants made inside the function ------------------------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensor_constant_inside_function(backend):
+    def f(x):
+        return x * kiln.tensor([1.0, 2.0, 3.0]) + kiln.tensor(0.5)
+
+    x = kiln.randn(2, 3, requires_grad=True)
+    step = compiled(f, backend)
+    for _ in range(2):  # the constant is not written back or consumed by the first call
+        x.grad = None
+        out = step(x)
+        out.sum().backward()
+        close(out, f(x))
+        close(x.grad, kiln.tensor([[1.0, 2.0, 3.0]] * 2))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_index_assignment_with_scalar_needing_grad(backend):
+    def f(x, idx):
+        idx = idx.clone()
+        idx[:, 0] = 5
+        t = kiln.tensor([1.0, 2.0])
+        t.add_(1)  # a constant mutated in place is made afresh on every call
+        return x[idx].sum() * t.sum()
+
+    idx = kiln.zeros(2, 2, dtype=kiln.long)
+    x = kiln.randn(10, requires_grad=True)
+    f(x, idx).backward()
+    want, x.grad = x.grad.clone(), None
+    step = compiled(f, backend)
+    for _ in range(2):
+        x.grad = None
+        out = step(x, idx)
+        out.backward()
+        close(out, f(x, idx))
+        close(x.grad, want)
+
+
+# --- mutated inputs that require grad ---------------------------------------------------------------
+def _mutating_cases():
+    def mul_then_use(x, y):
+        x.mul_(2)
+        return x * y
+
+    def through_view(x, y):
+        x[0].mul_(3)
+        return (x * x).sum(1) + y.sum()
+
+    def under_no_grad(x, y):
+        with kiln.no_grad():
+            y.add_(1)
+        x.mul_(y)
+        return x.exp()
+
+    return [mul_then_use, through_view, under_no_grad]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", _mutating_cases(), ids=lambda f: f.__name__)
+def test_mutating_a_non_leaf_that_requires_grad(backend, case):
+    runs = []
+    for fn in (case, compiled(case, backend)):
+        leaf = kiln.arange(1.0, 7.0).view(2, 3).requires_grad_()
+        y = kiln.linspace(0.5, 1.0, 3)
+        x = leaf * 1
+        out = fn(x, y)
+        (out * out).sum().backward()
+        runs.append((out.detach(), x.detach(), y, leaf.grad))
+    for got, want in zip(runs[1], runs[0]):
+        close(got, want, tol=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mutating_a_leaf_that_requires_grad_raises_like_eager(backend):
+    def f(x):
+        x.add_(1)
+        return x
+
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        f(kiln.ones(2, requires_grad=True))
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        kiln._dynamo.reset()
+        kiln.compile(f, backend=backend, fullgraph=True)(kiln.ones(2, requires_grad=True))
+
+
+@requires_torch
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mutating_non_leaf_matches_pytorch(backend):
+    def body(mod):
+        def f(x, w):
+            x.mul_(2)           # the input itself, then a view of an intermediate
+            h = x @ w
+            h[:, 1:].mul_(0.5)
+            return (h.tanh() * x.sum(1, keepdim=True)).sum()
+        return f
+
+    rng = np.random.RandomState(0)
+    xs, ws = rng.randn(4, 3).astype(np.float32), rng.randn(3, 5).astype(np.float32)
+    tx, tw = torch.tensor(xs, requires_grad=True), torch.tensor(ws, requires_grad=True)
+    body(torch)(tx * 1, tw).backward()
+    kx, kw = kiln.tensor(xs, requires_grad=True), kiln.tensor(ws, requires_grad=True)
+    compiled(body(kiln), backend)(kx * 1, kw).backward()
+    np.testing.assert_allclose(np.array(kx.grad.tolist()), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.array(kw.grad.tolist()), tw.grad.numpy(), rtol=1e-4, atol=1e-5)
