@@ -271,3 +271,27 @@ def test_mutating_non_leaf_matches_pytorch(backend):
     compiled(body(kiln), backend)(kx * 1, kw).backward()
     np.testing.assert_allclose(np.array(kx.grad.tolist()), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(np.array(kw.grad.tolist()), tw.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_view_of_offset_non_leaf_input(backend):
+    # The fake of a non-leaf input was a contiguous clone at offset 0, so the returned view was
+    # rebuilt 3 elements before the real one and its backward wrote outside the gradient buffer
+    # ("double free or corruption"): run where a crash cannot take the test session down.
+    import subprocess
+    import sys
+
+    program = f"""
+import kiln, kiln._dynamo
+leaf = kiln.arange(12.0).view(4, 3).requires_grad_()
+x = leaf.clone()[1:]
+out = kiln.compile(lambda x: x.t(), backend={backend!r})(x)
+assert out.stride() == (1, 3) and out.storage_offset() == 3, (out.stride(), out.storage_offset())
+assert out.tolist() == x.t().tolist()
+(out * kiln.arange(9.0).view(3, 3)).sum().backward()
+print(leaf.grad.tolist())
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    want = [[0.0] * 3] + [[float(r + 3 * c) for c in range(3)] for r in range(3)]
+    assert done.stdout.strip().splitlines()[-1] == str(want)

@@ -541,6 +541,10 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs)
     # outputs that need no grad, and new values of inputs copied back under no_grad, are not
     # differentiable; the joint's tangents are the user's outputs', then the mutations'
     differentiable_out = list(mutation_grads) + list(requires)
+    # outputs that view an input are rebuilt from it (_restore_outputs) and get their gradient
+    # through that view; the node records a detached stand-in, never a view of an input (whose
+    # autograd history the node must not take over)
+    views_input = [False] * n_mut + [a is not None and a.base_layout is None for a in traced.output_aliases]
 
     def backward(saved, grads):
         saved = [saved[i] for i in saved_order]
@@ -563,7 +567,9 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs)
             tensor_outs, differentiable = [], []
             for k, o in enumerate(outs):
                 if isinstance(o, kiln.Tensor):
-                    if id(o) in input_ids:  # an input returned as is: a fresh alias keeps its history
+                    if views_input[k]:
+                        o = outs[k] = o.detach()
+                    elif id(o) in input_ids:  # an input returned as is: a fresh alias keeps its history
                         o = outs[k] = o.view_as(o) if not o.requires_grad else o.detach()
                     tensor_outs.append(o)
                     differentiable.append(differentiable_out[k])

@@ -237,7 +237,7 @@ class FakeTensorMode:
                 fake = leaf
             else:  # a non-leaf stays a non-leaf (it has a grad_fn, as the real one does)
                 with kiln.enable_grad():
-                    fake = leaf.clone()
+                    fake = _non_leaf_like(leaf)
         key = id(tensor)
         memo = self._memo
 
@@ -249,6 +249,20 @@ class FakeTensorMode:
 
     def from_real_tensor(self, tensor, *args, **kwargs):
         return self.from_tensor(tensor, *args, **kwargs)
+
+
+def _non_leaf_like(leaf):
+    """A non-leaf with leaf's exact layout: sizes, strides and storage offset (a plain clone would
+    be contiguous at offset 0, and a compiled function that returns a view of this input would
+    rebuild it at the clone's offset, outside the real tensor). A clone of the storage span the
+    leaf covers, viewed as the leaf is."""
+    sizes, strides, offset = leaf.shape, leaf.stride(), leaf.storage_offset()
+    static = all(isinstance(v, int) for v in (*sizes, *strides, offset))
+    if not static or leaf.numel() == 0 or (leaf.is_contiguous() and offset == 0):
+        return leaf.clone()
+    span = offset + 1 + sum((n - 1) * st for n, st in zip(sizes, strides))
+    flat = leaf.as_strided((span,), (1,), 0).clone()
+    return flat.as_strided(tuple(sizes), tuple(strides), offset)
 
 
 def _partly_symbolic_layout(shape_env, tensor, dynamic_dims, source):
