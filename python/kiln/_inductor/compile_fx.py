@@ -59,7 +59,7 @@ def compile_fx_inner(gm, example_inputs, config=None, is_backward=False):
     for kernel in graph.kernels:
         namespace[kernel.name] = kernel.compiled
     exec(compile(source, f"<kiln inductor output {next(_graph_ids)}>", "exec"), namespace)
-    call = namespace["call"]
+    call = _checking_input_layouts(namespace["call"], gm)
     call._boxed_call = True
     code = output_code(graph, source)
     call._kiln_output_code = code
@@ -71,6 +71,63 @@ def compile_fx_inner(gm, example_inputs, config=None, is_backward=False):
     if os.environ.get("KILN_COMPILE_DEBUG") == "1":
         _write_debug_dir(gm, graph, code)
     return call
+
+
+# Note [Input layouts]: kernels address their inputs with the strides of the graph's placeholder
+# meta values, and reinterpret_tensor views of inputs assume them too. A tensor arriving with other
+# strides would be read in the wrong order, silently (a saved activation laid out otherwise than the
+# joint graph recorded; a view input AOTAutograd described as contiguous). Dynamo guards input
+# strides, so a graph sees the same layouts on every call: the first call compares them, and a
+# graph whose inputs disagree copies those inputs into the expected layout on every call (logged:
+# it is a bug in kiln upstream of Inductor), while one whose inputs agree runs unchecked after.
+def _checking_input_layouts(call, gm):
+    expected = []
+    for i, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+        val = node.meta.get("val")
+        if isinstance(val, kiln.Tensor):
+            shape, stride = tuple(val.shape), tuple(val.stride())
+            if all(type(v) is int for v in shape + stride):  # symbolic layouts: compared by Dynamo's guards
+                expected.append((i, node.name, shape, stride))
+    if not expected:
+        return call
+    state = {}
+
+    def mismatched(args):
+        return [(i, name, shape, stride) for i, name, shape, stride in expected
+                if isinstance(args[i], kiln.Tensor) and not _same_strides(shape, args[i].stride(), stride)]
+
+    def restriding(args, wrong):
+        for i, _, shape, stride in wrong:
+            x = args[i]
+            args[i] = _empty_strided(shape, stride, dtype=x.dtype, device=x.device).copy_(x)
+        return call(args)
+
+    def first(args):
+        wrong = mismatched(args)
+        if wrong:
+            logs.log("output_code", "inputs with other strides than the graph was compiled for (a bug in kiln): "
+                     + ", ".join(f"{name} {tuple(args[i].stride())} for {stride}" for i, name, _, stride in wrong)
+                     + "; copied into that layout on each call")
+            state["call"] = lambda args: restriding(args, wrong)
+        else:
+            state["call"] = call
+        return restriding(args, wrong) if wrong else call(args)
+
+    state["call"] = first
+
+    def checked(args):
+        return state["call"](args)
+
+    checked._kiln_inner = call
+    return checked
+
+
+def _same_strides(shape, a, b):
+    """Whether strides a and b address a tensor of `shape` alike (size-1 dimensions' strides, and
+    an empty tensor's, never matter)."""
+    if any(s == 0 for s in shape):
+        return True
+    return all(x == y for n, x, y in zip(shape, a, b) if n != 1)
 
 
 _debug_run = None
