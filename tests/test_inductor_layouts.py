@@ -97,3 +97,58 @@ def test_vae_gradients_match_eager_and_pytorch(backend):
     for (name, p), (_, tp) in zip(model.named_parameters(), tmodel.named_parameters()):
         close(p.grad, eager_grads[name], 1e-4)
         close(p.grad, tp.grad, 1e-4)
+
+
+def _naive_lstm_loss(params, x, y, lib, steps):
+    """The "LSTM from scratch" of many tutorials: x_t @ W + h @ U + b, gates sliced from it, the
+    hidden states concatenated, transposed and made contiguous, the last one classified. Its
+    backward reads `seq[:, -1].t()`, a strided view of an intermediate (Note [Output strides])."""
+    W, U, b, fc_w, fc_b = params
+    hs = U.shape[0]
+    h = lib.zeros(x.shape[0], hs)
+    c = lib.zeros(x.shape[0], hs)
+    seq = []
+    for t in range(steps):
+        gates = x[:, t, :] @ W + h @ U + b
+        i, f = lib.sigmoid(gates[:, :hs]), lib.sigmoid(gates[:, hs:2 * hs])
+        g, o = lib.tanh(gates[:, 2 * hs:3 * hs]), lib.sigmoid(gates[:, 3 * hs:])
+        c = f * c + i * g
+        h = o * lib.tanh(c)
+        seq.append(h.unsqueeze(0))
+    seq = lib.cat(seq, dim=0).transpose(0, 1).contiguous()
+    logits = lib.nn.functional.linear(seq[:, -1, :], fc_w, fc_b)
+    return lib.nn.functional.cross_entropy(logits, y)
+
+
+@pytest.mark.parametrize("steps", [3])  # fails alike at 28 steps (issue 16), 10x the compile time
+def test_naive_lstm_classifier_gradients(steps):
+    kiln.manual_seed(0)
+    shapes = [(12, 4 * 8), (8, 4 * 8), (4 * 8,), (10, 8), (10,)]
+    params = [kiln.randn(*s) * 0.3 for s in shapes]
+    x, y = kiln.randn(4, steps, 12), kiln.randint(0, 10, (4,))
+    compiled_params = [p.clone().requires_grad_() for p in params]
+    eager_params = [p.clone().requires_grad_() for p in params]
+    torch_params = [to_torch(p, True) for p in params]
+    dynamo.reset()
+    loss = kiln.compile(lambda *a: _naive_lstm_loss(a[:5], a[5], a[6], kiln, steps), backend="inductor")(
+        *compiled_params, x, y)
+    loss.backward()
+    eager = _naive_lstm_loss(eager_params, x, y, kiln, steps)
+    eager.backward()
+    ref = _naive_lstm_loss(torch_params, to_torch(x), torch.tensor(y.numpy()), torch, steps)
+    ref.backward()
+    close(loss, eager)
+    close(loss, ref, 1e-4)
+    for c, e, r in zip(compiled_params, eager_params, torch_params):
+        close(c.grad, e.grad, 1e-4)
+        close(c.grad, r.grad, 1e-4)
+
+
+def test_strided_view_of_intermediate_output_keeps_meta_layout():
+    f = lambda x: (x * 2).contiguous()[:, -1, :].t()  # noqa: E731
+    x = kiln.randn(4, 5, 3)
+    with kiln.no_grad():
+        out = inductor(f)(x)
+    assert out.stride() == f(x).stride() == (1, 15)
+    assert out.storage_offset() == f(x).storage_offset() == 12
+    close(out, f(to_torch(x)))

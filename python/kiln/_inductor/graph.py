@@ -19,7 +19,7 @@ from kiln import _C
 from kiln._dynamo import logs
 from kiln._inductor.ir import Affine, Buffer, Pointwise, Probe, Reduction, contiguous_strides, ir_dtype
 from kiln._inductor import autotune
-from kiln._inductor.lowering import Fallback, V, lower, merge_reduced_dims, mm_template
+from kiln._inductor.lowering import LOWERINGS, Fallback, V, lower, merge_reduced_dims, mm_template
 from kiln._inductor.wrapper import wrapper_code
 
 
@@ -162,6 +162,34 @@ class GraphLowering:
             copy = Pointwise(buf.dtype, buf.shape, lambda ctx, idx: ctx.load(buf, idx), set())
             return self._kernel_for_pointwise(copy, stride)
         return buf
+
+    def _output_view(self, node, meta):
+        """An output whose meta layout is no dense one of its own (a strided view into a larger
+        intermediate: `seq[:, -1].t()` saved for a backward) computed as that view: the
+        intermediate its chain of view nodes starts from is realized in its own meta layout and
+        the views are lowered again over its buffer, giving the meta strides and offset (Note
+        [Output strides]). None where the output is not such a view of a computed value."""
+        if isinstance(self.env.get(node), Buffer) or _dense_order(list(meta.shape), list(meta.stride())) is not None:
+            return None
+        chain, base = [], node
+        while getattr(base, "op", None) == "call_function" and base.target in _VIEW_OPS and base.args and \
+                not isinstance(self.env.get(base), Buffer):
+            chain.append(base)
+            base = base.args[0]
+        value = self.env.get(base) if hasattr(base, "op") else None
+        base_meta = base.meta.get("val") if hasattr(base, "meta") else None
+        if not chain or not isinstance(value, (Pointwise, Reduction)) or not isinstance(base_meta, kiln.Tensor):
+            return None
+        out = self.realize_output(value, list(base_meta.stride()))
+        for view in reversed(chain):
+            try:
+                out = lower(view.target, view.meta["val"], [out] + [self._arg(a) for a in view.args[1:]],
+                            {k: self._arg(v) for k, v in view.kwargs.items()})
+            except (Fallback, NotImplementedError):
+                return None
+            if not isinstance(out, Buffer):
+                return None
+        return self.define(out)
 
     def cheap_to_recompute(self, value):
         return _cheap_to_recompute(value)
@@ -333,7 +361,9 @@ class GraphLowering:
                     v = self.env.get(o) if hasattr(o, "op") else o
                     if isinstance(v, (Buffer, Pointwise, Reduction)):
                         meta = o.meta.get("val") if hasattr(o, "meta") else None
-                        v = self.realize_output(v, list(meta.stride()) if isinstance(meta, kiln.Tensor) else None)
+                        view = self._output_view(o, meta) if isinstance(meta, kiln.Tensor) else None
+                        v = view if view is not None else \
+                            self.realize_output(v, list(meta.stride()) if isinstance(meta, kiln.Tensor) else None)
                     results.append(v)
                 self.records.append(("return", results))
             else:
@@ -485,6 +515,9 @@ def _flattened(value):
 def _squeezed_strides(buf, shape):
     strides = iter([st for sz, st in zip(buf.shape, buf.stride) if sz != 1])
     return [next(strides) if sz != 1 else 1 for sz in shape]
+
+
+_VIEW_OPS = {op for op, fn in LOWERINGS.items() if fn.__module__.endswith("lowering.views")}
 
 
 # Note [Output strides]: a graph output leaves with the strides its node's meta value states (eager's
