@@ -1,6 +1,9 @@
 // tensor/ops/common.cc: helpers shared by the op families.
 #include "tensor/ops/common.h"
 
+#include "tensor/dispatch_key.h"
+#include "tensor/fake_tensor.h"
+
 namespace kiln {
 
 SymDimVector BroadcastShapes(const char* op, const SymDimVector& a, const SymDimVector& b) {
@@ -66,8 +69,36 @@ SymDimVector ReducedSizes(const Tensor& t, const std::vector<bool>& mask, bool k
   return out;
 }
 
+namespace {
+// Clears the fake allocation context for a scope (a composite kernel run inside the Fake slot
+// would otherwise allocate a fake tensor, with no memory to write the number to).
+class NoFakeAllocation {
+ public:
+  NoFakeAllocation() : saved_(TlsFakeAllocContext()) { TlsFakeAllocContext() = nullptr; }
+  ~NoFakeAllocation() { TlsFakeAllocContext() = saved_; }
+
+ private:
+  const FakeAllocContext* saved_;
+};
+}  // namespace
+
 Tensor WrapScalar(const Scalar& s, Device device) {
-  Tensor t = ops::scalar_tensor(s, s.is_floating() ? ScalarType::Float64 : s.dtype(), device);
+  const ScalarType dtype = s.is_floating() ? ScalarType::Float64 : s.dtype();
+  if (!device.is_cpu()) {
+    Tensor t = ops::scalar_tensor(s, dtype, device);
+    t->set_wrapped_number(true);
+    return t;
+  }
+  // A CPU number is made below every mode, as PyTorch's argument parser makes it: a real tensor
+  // holding the number, so make_fx records the number itself (fx/tracer.cc, TensorArg). Made
+  // through the tracing and functionalization keys, it became a scalar_tensor node whose value
+  // had lost the wrapped mark, and promotion then treated -0.5 as a float64 0-dim tensor
+  // (`-0.5 * x.sum()` traced to float64; clamp(x0d, -0.5, x0d) compiled to float64).
+  NoFakeAllocation no_fake_alloc;
+  FakeModeGuard no_fake(nullptr);
+  ExcludeDispatchKeyGuard below(DispatchKeySet(DispatchKey::Functionalize).add(DispatchKey::Autograd)
+                                    .add(DispatchKey::Tracing).add(DispatchKey::Fake));
+  Tensor t = ops::scalar_tensor(s, dtype, device);
   t->set_wrapped_number(true);
   return t;
 }

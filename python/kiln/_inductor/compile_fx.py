@@ -59,7 +59,7 @@ def compile_fx_inner(gm, example_inputs, config=None, is_backward=False):
     for kernel in graph.kernels:
         namespace[kernel.name] = kernel.compiled
     exec(compile(source, f"<kiln inductor output {next(_graph_ids)}>", "exec"), namespace)
-    call = namespace["call"]
+    call = _checking_input_layouts(namespace["call"], gm)
     call._boxed_call = True
     code = output_code(graph, source)
     call._kiln_output_code = code
@@ -71,6 +71,73 @@ def compile_fx_inner(gm, example_inputs, config=None, is_backward=False):
     if os.environ.get("KILN_COMPILE_DEBUG") == "1":
         _write_debug_dir(gm, graph, code)
     return call
+
+
+# Note [Input layouts]: kernels address their inputs with the strides of the graph's placeholder
+# meta values, and the wrapper's reinterpret_tensor views of inputs use those strides and the meta
+# storage offset. A tensor arriving in another layout would be read in the wrong order, silently,
+# or viewed out of bounds (a saved activation laid out otherwise than the joint graph recorded, such
+# as a forward output that is a strided view of an intermediate; a view input AOTAutograd described
+# as contiguous). Dynamo guards input layouts, and a forward graph lays its outputs out alike on
+# every call, so the first call compares them: a graph whose inputs disagree copies those inputs
+# into the expected layout (strides and offset, in a storage of their own) on every call, logged as
+# a bug in kiln upstream of Inductor; one whose inputs agree runs unchecked after.
+def _checking_input_layouts(call, gm):
+    expected = []
+    for i, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+        val = node.meta.get("val")
+        if isinstance(val, kiln.Tensor):
+            layout = (tuple(val.shape), tuple(val.stride()), val.storage_offset())
+            if all(type(v) is int for v in layout[0] + layout[1] + (layout[2],)):  # symbolic: Dynamo's guards
+                expected.append((i, node.name) + layout)
+    if not expected:
+        return call
+    state = {}
+
+    def mismatched(args):
+        return [(i, name, shape, stride, offset) for i, name, shape, stride, offset in expected
+                if isinstance(args[i], kiln.Tensor) and
+                not _same_layout(shape, (args[i].stride(), args[i].storage_offset()), (stride, offset))]
+
+    def restriding(args, wrong):
+        for i, _, shape, stride, offset in wrong:
+            args[i] = _in_layout(args[i], shape, stride, offset)
+        return call(args)
+
+    def first(args):
+        wrong = mismatched(args)
+        if wrong:
+            logs.log("output_code", "inputs laid out otherwise than the graph was compiled for (a bug in kiln): "
+                     + ", ".join(f"{name} {tuple(args[i].stride())}+{args[i].storage_offset()} for {stride}+{offset}"
+                                 for i, name, _, stride, offset in wrong)
+                     + "; copied into that layout on each call")
+            state["call"] = lambda args: restriding(args, wrong)
+            return restriding(args, wrong)
+        state["call"] = call
+        return call(args)
+
+    state["call"] = first
+
+    def checked(args):
+        return state["call"](args)
+
+    checked._kiln_inner = call
+    return checked
+
+
+def _same_layout(shape, a, b):
+    """Whether (strides, offset) a and b address a tensor of `shape` alike (size-1 dimensions'
+    strides never matter; an empty tensor's layout never does)."""
+    if any(s == 0 for s in shape):
+        return True
+    return a[1] == b[1] and all(x == y for n, x, y in zip(shape, a[0], b[0]) if n != 1)
+
+
+def _in_layout(x, shape, stride, offset):
+    """A copy of x with the given strides and storage offset (in a storage of its own)."""
+    extent = offset + 1 + sum((n - 1) * st for n, st in zip(shape, stride))
+    flat = _empty_strided((extent,), (1,), dtype=x.dtype, device=x.device)
+    return _reinterpret_tensor(flat, shape, stride, offset).copy_(x)
 
 
 _debug_run = None

@@ -19,7 +19,7 @@ from kiln import _C
 from kiln._dynamo import logs
 from kiln._inductor.ir import Affine, Buffer, Pointwise, Probe, Reduction, contiguous_strides, ir_dtype
 from kiln._inductor import autotune
-from kiln._inductor.lowering import Fallback, V, lower, merge_reduced_dims, mm_template
+from kiln._inductor.lowering import LOWERINGS, Fallback, V, lower, merge_reduced_dims, mm_template
 from kiln._inductor.wrapper import wrapper_code
 
 
@@ -147,6 +147,50 @@ class GraphLowering:
         self.realized[value] = buf
         return buf
 
+    def realize_output(self, value, stride):
+        """A graph output in memory with the strides its node's meta value promises (Note [Output
+        strides]): a lazy value is computed straight into that layout; a kernel output already
+        computed in another layout is copied into it."""
+        dense = stride is not None and _dense_order(value.shape, stride) is not None
+        if dense and isinstance(value, Pointwise) and value.space is None and value.squeeze_of is None \
+                and value not in self.realized:
+            buf = self._kernel_for_pointwise(value, stride)
+            self.realized[value] = buf
+            return buf
+        buf = self.realize(value)
+        if dense and _produced(buf) and not _same_layout(buf.shape, buf.stride, stride):
+            copy = Pointwise(buf.dtype, buf.shape, lambda ctx, idx: ctx.load(buf, idx), set())
+            return self._kernel_for_pointwise(copy, stride)
+        return buf
+
+    def _output_view(self, node, meta):
+        """An output whose meta layout is no dense one of its own (a strided view into a larger
+        intermediate: `seq[:, -1].t()` saved for a backward) computed as that view: the
+        intermediate its chain of view nodes starts from is realized in its own meta layout and
+        the views are lowered again over its buffer, giving the meta strides and offset (Note
+        [Output strides]). None where the output is not such a view of a computed value."""
+        if isinstance(self.env.get(node), Buffer) or _dense_order(list(meta.shape), list(meta.stride())) is not None:
+            return None
+        chain, base = [], node
+        while getattr(base, "op", None) == "call_function" and base.target in _VIEW_OPS and base.args and \
+                not isinstance(self.env.get(base), Buffer):
+            chain.append(base)
+            base = base.args[0]
+        value = self.env.get(base) if hasattr(base, "op") else None
+        base_meta = base.meta.get("val") if hasattr(base, "meta") else None
+        if not chain or not isinstance(value, (Pointwise, Reduction)) or not isinstance(base_meta, kiln.Tensor):
+            return None
+        out = self.realize_output(value, list(base_meta.stride()))
+        for view in reversed(chain):
+            try:
+                out = lower(view.target, view.meta["val"], [out] + [self._arg(a) for a in view.args[1:]],
+                            {k: self._arg(v) for k, v in view.kwargs.items()})
+            except (Fallback, NotImplementedError):
+                return None
+            if not isinstance(out, Buffer):
+                return None
+        return self.define(out)
+
     def cheap_to_recompute(self, value):
         return _cheap_to_recompute(value)
 
@@ -154,10 +198,15 @@ class GraphLowering:
         """buf seen with another shape that differs only in size-1 dimensions (no copy)."""
         return self.define(Buffer(None, buf.dtype, shape, _squeezed_strides(buf, shape), buf.offset, origin=buf))
 
-    def _kernel_for_pointwise(self, value):
+    def _kernel_for_pointwise(self, value, stride=None):
         """One kernel over value's shape; values made together with it (value.group: a max
-        pool's values and indices) that are not computed yet are stored by the same loop."""
+        pool's values and indices) that are not computed yet are stored by the same loop.
+        With `stride` (a dense layout: a graph output's), the kernel stores value in that
+        layout, looping over its dimensions in memory order."""
         group = [value] + [v for v in getattr(value, "group", ()) if v is not value and v not in self.realized]
+        if stride is not None and len(group) == 1 and not _same_layout(value.shape, contiguous_strides(value.shape),
+                                                                       stride):
+            return self._kernel_in_layout(value, stride)
         outs = [self.new_buffer(v.dtype, value.shape) for v in group]
         if len(group) == 1:
             group = [_flattened(value)]
@@ -178,6 +227,26 @@ class GraphLowering:
         for v, out in zip(group[1:], outs[1:]):
             self.realized[v] = out
         return outs[0]
+
+    def _kernel_in_layout(self, value, stride):
+        """value stored into a buffer of the given dense strides: the loop nest walks its
+        dimensions from the largest stride to the smallest, so the stores are contiguous."""
+        order = _dense_order(value.shape, stride)
+        loop_shape = [value.shape[d] for d in order]
+        out = self.new_buffer(value.dtype, value.shape, list(stride))
+        outer, inner = (loop_shape[:-1], loop_shape[-1]) if loop_shape else ([], 1)
+        kb = KernelBuilder(self, outer, inner)
+        loop_vars = [Affine.var(k) for k in range(len(outer))] + ([Affine.var(-1)] if loop_shape else [])
+        idx = [None] * len(order)
+        for k, d in enumerate(order):
+            idx[d] = loop_vars[k]
+        out_index = Affine(0)
+        for i, s in zip(loop_vars, contiguous_strides(loop_shape)):
+            out_index = out_index + i.scale(s)
+        expr = value.fn(kb, idx)
+        kb.loops.append({"extent": inner, "stmts": [("store", kb.buffer_index(out), kb.index(out_index), expr)]})
+        self._emit_kernel(kb, set(value.ops), [out])
+        return out
 
     def _defer(self, red):
         """A buffer for a reduction several nodes read, its kernel emitted when the buffer is
@@ -290,7 +359,12 @@ class GraphLowering:
                 results = []
                 for o in outs:
                     v = self.env.get(o) if hasattr(o, "op") else o
-                    results.append(self.realize(v) if isinstance(v, (Buffer, Pointwise, Reduction)) else v)
+                    if isinstance(v, (Buffer, Pointwise, Reduction)):
+                        meta = o.meta.get("val") if hasattr(o, "meta") else None
+                        view = self._output_view(o, meta) if isinstance(meta, kiln.Tensor) else None
+                        v = view if view is not None else \
+                            self.realize_output(v, list(meta.stride()) if isinstance(meta, kiln.Tensor) else None)
+                    results.append(v)
                 self.records.append(("return", results))
             else:
                 raise NotImplementedError(f"inductor: {node.op} nodes")
@@ -441,6 +515,47 @@ def _flattened(value):
 def _squeezed_strides(buf, shape):
     strides = iter([st for sz, st in zip(buf.shape, buf.stride) if sz != 1])
     return [next(strides) if sz != 1 else 1 for sz in shape]
+
+
+_VIEW_OPS = {op for op, fn in LOWERINGS.items() if fn.__module__.endswith("lowering.views")}
+
+
+# Note [Output strides]: a graph output leaves with the strides its node's meta value states (eager's
+# strides, as PyTorch's Inductor keeps them), not in whatever layout its kernel found convenient.
+# The forward graph's saved activations are the backward graph's inputs, and the backward is
+# lowered against the strides the joint graph recorded for them: a saved `z.t()` computed into a
+# contiguous buffer was read by the backward as if it were `z`'s transposed view, so a weight
+# gradient came out as z's elements in the wrong order (issue 16's VAE). User-visible outputs keep
+# eager's strides too (`x.t() + 1` is column-major in eager).
+def _dense_order(shape, stride):
+    """The dimensions of a dense, non-overlapping layout from outermost to innermost in memory
+    (None when `stride` is not one: expanded, gapped or overlapping)."""
+    if len(stride) != len(shape):
+        return None
+    order = sorted(range(len(shape)), key=lambda d: (-stride[d] if shape[d] != 1 else 0, d))
+    order = [d for d in order if shape[d] != 1] + [d for d in range(len(shape)) if shape[d] == 1]
+    expected = 1
+    for d in reversed(order):
+        if shape[d] != 1 and stride[d] != expected:
+            return None
+        expected *= shape[d]
+    return order
+
+
+def _same_layout(shape, a, b):
+    """Whether two stride lists address a tensor of this shape alike (size-1 dimensions' strides,
+    and all strides of an empty tensor, never matter)."""
+    if any(s == 0 for s in shape):
+        return True
+    return all(x == y for n, x, y in zip(shape, a, b) if n != 1)
+
+
+def _produced(buf):
+    """Whether buf is memory this graph's kernels wrote (not an input, a view of one, or an extern
+    op's result, whose layout eager's meta function decided)."""
+    while isinstance(buf.origin, Buffer):
+        buf = buf.origin
+    return buf.origin == "kernel"
 
 
 def _buffers_read(red):

@@ -104,7 +104,7 @@ def wrapper_code(graph):
         elif kind == "return":
             vals = [b.name if isinstance(b, Buffer) else repr(b) for b in rec[1]]
             lines.append(f"    return ({''.join(v + ', ' for v in vals)})")
-        for name in _names_in(rec):
+        for name in dict.fromkeys(_names_in(rec)):  # once each: `clamp(x, lo, x)` names x twice
             if last_use.get(name) == i and name not in outputs and kind != "return" and name not in static:
                 if name in bases and name not in aliased:  # kept for reuse (deleted when reused)
                     pool.setdefault(bases[name], []).append(name)

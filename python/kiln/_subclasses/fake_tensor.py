@@ -232,12 +232,10 @@ class FakeTensorMode:
         if isinstance(tensor, Parameter):
             fake = _C._make_subclass(_fake_parameter_class(), fake, tensor.requires_grad)
         elif tensor.requires_grad:
-            leaf = _C._make_subclass(FakeTensor, fake, True)
             if tensor.is_leaf:
-                fake = leaf
-            else:  # a non-leaf stays a non-leaf (it has a grad_fn, as the real one does)
-                with kiln.enable_grad():
-                    fake = _non_leaf_like(leaf)
+                fake = _C._make_subclass(FakeTensor, fake, True)
+            else:
+                fake = self._non_leaf(tensor, fake)
         key = id(tensor)
         memo = self._memo
 
@@ -247,22 +245,25 @@ class FakeTensorMode:
         self._memo[key] = (weakref.ref(tensor, forget), fake)
         return fake
 
+    def _non_leaf(self, tensor, fake):
+        """A non-leaf stays a non-leaf (it has a grad_fn, as the real one does) with the real one's
+        strides and storage offset: a strided view of a cloned leaf over enough elements. A plain
+        clone was laid out afresh, so an expanded or sliced input requiring grad was traced as a
+        contiguous one and Inductor read it so (issue 16)."""
+        layout = list(fake.shape) + list(fake.stride()) + [fake.storage_offset()]
+        if not all(type(v) is int for v in layout):  # symbolic sizes: contiguous inputs, cloned alike
+            with kiln.enable_grad():
+                return _C._make_subclass(FakeTensor, fake, True).clone()
+        with unset_fake_temporarily(), kiln.no_grad():
+            extent = fake.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(fake.shape, fake.stride()))
+            extent = extent if fake.numel() else fake.storage_offset()
+            flat = _C._fake_from_tensor(self._cmode, tensor, [extent], [1], 0)
+        leaf = _C._make_subclass(FakeTensor, flat, True)
+        with kiln.enable_grad():
+            return leaf.clone().as_strided(fake.shape, fake.stride(), fake.storage_offset())
+
     def from_real_tensor(self, tensor, *args, **kwargs):
         return self.from_tensor(tensor, *args, **kwargs)
-
-
-def _non_leaf_like(leaf):
-    """A non-leaf with leaf's exact layout: sizes, strides and storage offset (a plain clone would
-    be contiguous at offset 0, and a compiled function that returns a view of this input would
-    rebuild it at the clone's offset, outside the real tensor). A clone of the storage span the
-    leaf covers, viewed as the leaf is."""
-    sizes, strides, offset = leaf.shape, leaf.stride(), leaf.storage_offset()
-    static = all(isinstance(v, int) for v in (*sizes, *strides, offset))
-    if not static or leaf.numel() == 0 or (leaf.is_contiguous() and offset == 0):
-        return leaf.clone()
-    span = offset + 1 + sum((n - 1) * st for n, st in zip(sizes, strides))
-    flat = leaf.as_strided((span,), (1,), 0).clone()
-    return flat.as_strided(tuple(sizes), tuple(strides), offset)
 
 
 def _partly_symbolic_layout(shape_env, tensor, dynamic_dims, source):

@@ -48,8 +48,30 @@ for _op, _name in _UNARY.items():
 del _op
 
 
+# Note [Integer division by zero]: eager raises `RuntimeError: ZeroDivisionError` for an integer
+# (or bool) //, %, fmod or rounding division by zero, as PyTorch does; a kernel cannot raise, and
+# returned 0 instead. Such an op by a tensor divisor runs eager's kernel (an extern call, which raises),
+# and one by a constant 0 too; by a nonzero constant it stays fused. Float division by zero is
+# inf or NaN, never an error, so floats keep the fused path.
+_INTEGER_DIVISIONS = {"floordiv", "mod"}
+
+
+def check_integer_divisor(name, out, divisor):
+    """Raises Fallback for an integer division whose divisor may be zero (Note [Integer division
+    by zero])."""
+    if _is_float(ir_dtype(out.dtype)):
+        return
+    if isinstance(divisor, (bool, int, float)):
+        if divisor == 0:
+            raise Fallback(f"{name} of integers by 0 (eager raises ZeroDivisionError)")
+        return
+    raise Fallback(f"{name} of integers by a tensor (a zero divisor raises ZeroDivisionError)")
+
+
 def _binary_lowering(name, ir_op):
     def lower(out, a, b, alpha=None):
+        if ir_op in _INTEGER_DIVISIONS:
+            check_integer_divisor(name, out, b)
         compute = _common_dtype(a, b) if ir_op in _COMPARE else None
         if alpha is not None and alpha != 1:
             d = compute or ir_dtype(out.dtype)
@@ -326,12 +348,14 @@ def floor_div_expr(x, y, d):
 
 @register("fmod.Tensor", "fmod.Scalar")
 def _fmod(out, a, b):
+    check_integer_divisor("fmod", out, b)
     d = ir_dtype(out.dtype)
     return pointwise("fmod", out, [a, b], lambda x, y: fmod_expr(x, y, opmath(d)))
 
 
 @register("floor_divide.Tensor", "floor_divide.Scalar")
 def _floor_divide(out, a, b):
+    check_integer_divisor("floor_divide", out, b)
     d = ir_dtype(out.dtype)
     if _is_float(d):
         return pointwise("floor_divide", out, [a, b], lambda x, y: floor_div_expr(x, y, opmath(d)))
@@ -345,6 +369,8 @@ def _div_mode(out, a, b, rounding_mode=None):
         return _floor_divide(out, a, b)
     if rounding_mode == "trunc" and _is_float(d):
         return pointwise("div", out, [a, b], lambda x, y: ("trunc", ("div", x, y)))
+    if rounding_mode is not None:
+        check_integer_divisor("div", out, b)
     return pointwise("div", out, [a, b], lambda x, y: ("div", x, y))  # true division, or integers' (truncating)
 
 

@@ -1,0 +1,154 @@
+"""Inductor's graph outputs keep the strides their meta values state (Note [Output strides] in
+kiln/_inductor/graph.py): values and gradients of compiled programs whose saved activations or
+outputs are views of lazily computed values, against eager kiln and PyTorch."""
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln._dynamo as dynamo
+import kiln.nn as nn
+import kiln.nn.functional as F
+from kiln._functorch.aot_autograd import aot_function
+from kiln._inductor.compile_fx import compile_fx_inner
+
+torch = pytest.importorskip("torch")
+
+
+def close(a, b, tol=1e-5):
+    """a (kiln) against b (kiln or torch)."""
+    np.testing.assert_allclose(a.detach().double().numpy(), b.detach().double().numpy(), rtol=tol, atol=tol)
+
+
+def inductor(fn):
+    return aot_function(fn, compile_fx_inner, compile_fx_inner, inference_compiler=compile_fx_inner)
+
+
+def to_torch(t, grad=False):
+    return torch.tensor(t.detach().numpy()).requires_grad_(grad)
+
+
+def test_output_view_of_lazy_value_has_eager_strides():
+    f = lambda x: (x * 2 + 1).t()  # noqa: E731
+    x = kiln.randn(3, 5)
+    with kiln.no_grad():
+        out = inductor(f)(x)
+    assert out.stride() == f(x).stride() == (1, 5)
+    close(out, f(to_torch(x)))
+
+
+def test_saved_transposed_activation_gives_right_weight_gradient():
+    # The partitioner saves t(z) for the second matmul's weight gradient; the forward computed it
+    # contiguously while the backward read it as z's transposed view (issue 16's VAE).
+    def f(x, w1, w2, lib):
+        h = x @ w1
+        s = (h * 0.5).exp()
+        z = h + lib.zeros_like(s) * s
+        return (lib.nn.functional.linear(z, w2, lib.ones(12)).relu() ** 2).sum()
+
+    x, w1, w2 = kiln.randn(8, 6), kiln.randn(6, 4), kiln.randn(12, 4)
+    leaves = [w1.clone().requires_grad_(), w2.clone().requires_grad_()]
+    dynamo.reset()
+    kiln.compile(lambda *a: f(*a, kiln), backend="inductor")(x, *leaves).backward()  # min-cut partition
+    eager = [w1.clone().requires_grad_(), w2.clone().requires_grad_()]
+    f(x, *eager, kiln).backward()
+    ref = [to_torch(w1, True), to_torch(w2, True)]
+    f(to_torch(x), *ref, torch).backward()
+    for c, e, r in zip(leaves, eager, ref):
+        close(c.grad, e.grad, 1e-4)
+        close(c.grad, r.grad, 1e-4)
+
+
+def _vae_loss(m, x, lib, fn):
+    """The VAE of PyTorch's examples, with the noise made inside forward (zeros_like standing in
+    for randn_like, so eager and compiled see the same noise)."""
+    h = fn.relu(m.fc1(x))
+    mu, logvar = m.fc21(h), m.fc22(h)
+    std = lib.exp(0.5 * logvar)
+    z = mu + lib.zeros_like(std) * std
+    recon = lib.sigmoid(m.fc4(fn.relu(m.fc3(z))))
+    bce = fn.binary_cross_entropy(recon, x, reduction="sum")
+    return bce + lib.sum(1 + logvar - mu.pow(2) - logvar.exp()) * -0.5
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_vae_gradients_match_eager_and_pytorch(backend):
+    kiln.manual_seed(0)
+    model = nn.Module()
+    for name, (i, o) in {"fc1": (16, 12), "fc21": (12, 4), "fc22": (12, 4), "fc3": (4, 12), "fc4": (12, 16)}.items():
+        setattr(model, name, nn.Linear(i, o))
+    tmodel = torch.nn.Module()
+    for name, lin in model.named_children():
+        t = torch.nn.Linear(lin.in_features, lin.out_features)
+        with torch.no_grad():
+            t.weight.copy_(to_torch(lin.weight))
+            t.bias.copy_(to_torch(lin.bias))
+        setattr(tmodel, name, t)
+    x = kiln.rand(8, 16)
+    _vae_loss(tmodel, to_torch(x), torch, torch.nn.functional).backward()
+    eager = _vae_loss(model, x, kiln, F)
+    eager.backward()
+    eager_grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    dynamo.reset()
+    loss = kiln.compile(lambda x: _vae_loss(model, x, kiln, F), backend=backend)(x)
+    loss.backward()
+    close(loss, eager)
+    for (name, p), (_, tp) in zip(model.named_parameters(), tmodel.named_parameters()):
+        close(p.grad, eager_grads[name], 1e-4)
+        close(p.grad, tp.grad, 1e-4)
+
+
+def _naive_lstm_loss(params, x, y, lib, steps):
+    """The "LSTM from scratch" of many tutorials: x_t @ W + h @ U + b, gates sliced from it, the
+    hidden states concatenated, transposed and made contiguous, the last one classified. Its
+    backward reads `seq[:, -1].t()`, a strided view of an intermediate (Note [Output strides])."""
+    W, U, b, fc_w, fc_b = params
+    hs = U.shape[0]
+    h = lib.zeros(x.shape[0], hs)
+    c = lib.zeros(x.shape[0], hs)
+    seq = []
+    for t in range(steps):
+        gates = x[:, t, :] @ W + h @ U + b
+        i, f = lib.sigmoid(gates[:, :hs]), lib.sigmoid(gates[:, hs:2 * hs])
+        g, o = lib.tanh(gates[:, 2 * hs:3 * hs]), lib.sigmoid(gates[:, 3 * hs:])
+        c = f * c + i * g
+        h = o * lib.tanh(c)
+        seq.append(h.unsqueeze(0))
+    seq = lib.cat(seq, dim=0).transpose(0, 1).contiguous()
+    logits = lib.nn.functional.linear(seq[:, -1, :], fc_w, fc_b)
+    return lib.nn.functional.cross_entropy(logits, y)
+
+
+@pytest.mark.parametrize("steps", [3])  # fails alike at 28 steps (issue 16), 10x the compile time
+def test_naive_lstm_classifier_gradients(steps):
+    kiln.manual_seed(0)
+    shapes = [(12, 4 * 8), (8, 4 * 8), (4 * 8,), (10, 8), (10,)]
+    params = [kiln.randn(*s) * 0.3 for s in shapes]
+    x, y = kiln.randn(4, steps, 12), kiln.randint(0, 10, (4,))
+    compiled_params = [p.clone().requires_grad_() for p in params]
+    eager_params = [p.clone().requires_grad_() for p in params]
+    torch_params = [to_torch(p, True) for p in params]
+    dynamo.reset()
+    loss = kiln.compile(lambda *a: _naive_lstm_loss(a[:5], a[5], a[6], kiln, steps), backend="inductor")(
+        *compiled_params, x, y)
+    loss.backward()
+    eager = _naive_lstm_loss(eager_params, x, y, kiln, steps)
+    eager.backward()
+    ref = _naive_lstm_loss(torch_params, to_torch(x), torch.tensor(y.numpy()), torch, steps)
+    ref.backward()
+    close(loss, eager)
+    close(loss, ref, 1e-4)
+    for c, e, r in zip(compiled_params, eager_params, torch_params):
+        close(c.grad, e.grad, 1e-4)
+        close(c.grad, r.grad, 1e-4)
+
+
+def test_strided_view_of_intermediate_output_keeps_meta_layout():
+    f = lambda x: (x * 2).contiguous()[:, -1, :].t()  # noqa: E731
+    x = kiln.randn(4, 5, 3)
+    with kiln.no_grad():
+        out = inductor(f)(x)
+    assert out.stride() == f(x).stride() == (1, 15)
+    assert out.storage_offset() == f(x).storage_offset() == 12
+    close(out, f(to_torch(x)))
