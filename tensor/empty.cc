@@ -1,6 +1,7 @@
 // tensor/empty.cc: tensor allocation.
 #include "tensor/empty.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "tensor/fake_tensor.h"
@@ -53,6 +54,18 @@ SymInt SymStorageBytesFor(const SymDimVector& sizes, const SymDimVector& strides
   return (last + 1) * itemsize;
 }
 
+// Whether `strides` are the row-major strides of `sizes` (computed without overflowing), so that
+// an explicitly contiguous layout (clone, a meta function's strides) gets PyTorch's contiguous
+// overflow message.
+static bool IsRowMajor(const DimVector& sizes, const DimVector& strides) {
+  int64_t running = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    if (strides[d] != running) return false;
+    if (d > 0 && __builtin_mul_overflow(running, std::max<int64_t>(sizes[d], 1), &running)) return false;
+  }
+  return true;
+}
+
 Tensor EmptyTensor(const SymDimVector& sizes, ScalarType dtype, Device device, const SymDimVector& strides) {
   bool concrete = true;
   for (const SymInt& s : sizes) {
@@ -74,7 +87,9 @@ Tensor EmptyTensor(const SymDimVector& sizes, ScalarType dtype, Device device, c
       KILN_CHECK(strides.size() == sizes.size(), "empty_strided: ", sizes.size(), " sizes but ", strides.size(),
                  " strides");
       for (const SymInt& s : strides) concrete_strides.push_back(s.expect_int());
-      nbytes = StorageBytesFor(concrete_sizes, concrete_strides, 0, ElementSize(dtype));
+      nbytes = IsRowMajor(concrete_sizes, concrete_strides)
+                   ? ContiguousStorageBytesFor(concrete_sizes, ElementSize(dtype))
+                   : StorageBytesFor(concrete_sizes, concrete_strides, 0, ElementSize(dtype));
     }
   }
   if (const FakeAllocContext* fake = TlsFakeAllocContext())
