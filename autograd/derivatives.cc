@@ -241,6 +241,12 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
                          schema.arguments[i].name, "'. This input cannot have requires_grad True."));
   Tensor self = inplace ? stack[0].to_tensor() : Tensor();
   if (inplace) CheckInplace(self);
+  // An inplace_view op (transpose_) on a view changes the view's geometry, which CopySlices
+  // (view_tracking.h) assumes fixed: refuse instead of giving a wrong gradient.
+  if (inplace && op.has_tag(Tag::inplace_view) && GetMeta(self) && GetMeta(self)->is_view_)
+    throw NotImplementedError(StrCat(op.base_name(), "(): changing the layout of a view that requires grad in "
+                                     "place is not supported; use the out-of-place ", op.base_name().substr(
+                                         0, op.base_name().size() - 1), "() instead."));
 
   // The node: argument copies without tensors, an edge and metadata per tensor input.
   Stack args;

@@ -1,17 +1,42 @@
 // tensor/empty.cc: tensor allocation.
 #include "tensor/empty.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "tensor/fake_tensor.h"
 
 namespace kiln {
 
+// Note [Storage size overflow]: as PyTorch's computeStorageNbytes, the byte count is computed in
+// uint64 with every step checked, and must fit int64. A wrapped count would allocate a small block
+// that kernels then index as if it were huge (kiln.empty(2**62) used to "succeed"). A negative
+// stride over a dim of size > 1 reaches below the offset, which is an overflow too (as in PyTorch).
 int64_t StorageBytesFor(const DimVector& sizes, const DimVector& strides, int64_t offset, int64_t itemsize) {
-  int64_t last = 0;
+  for (int64_t s : sizes)
+    if (s == 0) return 0;
+  KILN_CHECK(offset >= 0, "Tensor: invalid storage offset ", offset);
+  uint64_t n = static_cast<uint64_t>(offset) + 1;
+  bool overflow = false;
   for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] == 0) return 0;
-    last += (sizes[d] - 1) * strides[d];
+    uint64_t span = 0;
+    overflow |= __builtin_mul_overflow(static_cast<uint64_t>(strides[d]), static_cast<uint64_t>(sizes[d] - 1), &span);
+    overflow |= __builtin_add_overflow(n, span, &n);
   }
-  return (offset + last + 1) * itemsize;
+  overflow |= __builtin_mul_overflow(n, static_cast<uint64_t>(itemsize), &n);
+  KILN_CHECK(!overflow && n <= static_cast<uint64_t>(INT64_MAX), "Storage size calculation overflowed with sizes=",
+             SizesToString(sizes), " and strides=", SizesToString(strides));
+  return static_cast<int64_t>(n);
+}
+
+int64_t ContiguousStorageBytesFor(const DimVector& sizes, int64_t itemsize) {
+  uint64_t n = 1;
+  bool overflow = false;
+  for (int64_t s : sizes) overflow |= __builtin_mul_overflow(n, static_cast<uint64_t>(s), &n);
+  overflow |= __builtin_mul_overflow(n, static_cast<uint64_t>(itemsize), &n);
+  KILN_CHECK(!overflow && n <= static_cast<uint64_t>(INT64_MAX), "Storage size calculation overflowed with sizes=",
+             SizesToString(sizes));
+  return static_cast<int64_t>(n);
 }
 
 SymInt SymStorageBytesFor(const SymDimVector& sizes, const SymDimVector& strides, const SymInt& offset,
@@ -29,11 +54,43 @@ SymInt SymStorageBytesFor(const SymDimVector& sizes, const SymDimVector& strides
   return (last + 1) * itemsize;
 }
 
+// Whether `strides` are the row-major strides of `sizes` (computed without overflowing), so that
+// an explicitly contiguous layout (clone, a meta function's strides) gets PyTorch's contiguous
+// overflow message.
+static bool IsRowMajor(const DimVector& sizes, const DimVector& strides) {
+  int64_t running = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    if (strides[d] != running) return false;
+    if (d > 0 && __builtin_mul_overflow(running, std::max<int64_t>(sizes[d], 1), &running)) return false;
+  }
+  return true;
+}
+
 Tensor EmptyTensor(const SymDimVector& sizes, ScalarType dtype, Device device, const SymDimVector& strides) {
+  bool concrete = true;
   for (const SymInt& s : sizes) {
-    if (!s.is_symbolic())
-      KILN_CHECK(s.expect_int() >= 0, "Trying to create tensor with negative dimension ", s.expect_int(),
-                 ": ", SizesToString(sizes));
+    if (s.is_symbolic()) { concrete = false; continue; }
+    KILN_CHECK(s.expect_int() >= 0, "Trying to create tensor with negative dimension ", s.expect_int(), ": ",
+               SizesToString(sizes));
+  }
+  for (const SymInt& s : strides) concrete = concrete && !s.is_symbolic();
+  // Concrete layouts are checked before anything is made, on every device (meta and fake
+  // included), so each raises PyTorch's overflow error (Note [Storage size overflow]).
+  DimVector concrete_sizes, concrete_strides;
+  int64_t nbytes = 0;
+  if (concrete) {
+    for (const SymInt& s : sizes) concrete_sizes.push_back(s.expect_int());
+    if (strides.empty()) {
+      nbytes = ContiguousStorageBytesFor(concrete_sizes, ElementSize(dtype));
+      concrete_strides = ContiguousStrides(concrete_sizes);
+    } else {
+      KILN_CHECK(strides.size() == sizes.size(), "empty_strided: ", sizes.size(), " sizes but ", strides.size(),
+                 " strides");
+      for (const SymInt& s : strides) concrete_strides.push_back(s.expect_int());
+      nbytes = IsRowMajor(concrete_sizes, concrete_strides)
+                   ? ContiguousStorageBytesFor(concrete_sizes, ElementSize(dtype))
+                   : StorageBytesFor(concrete_sizes, concrete_strides, 0, ElementSize(dtype));
+    }
   }
   if (const FakeAllocContext* fake = TlsFakeAllocContext())
     return fake->mode->Empty(sizes, strides, 0, dtype, device.is_meta() ? fake->device : device);
@@ -46,11 +103,10 @@ Tensor EmptyTensor(const SymDimVector& sizes, ScalarType dtype, Device device, c
     return Tensor(std::move(impl));
   }
   if (device.is_cpu()) {
-    DimVector concrete_sizes(sizes.size()), concrete_strides;
-    for (size_t i = 0; i < sizes.size(); ++i) concrete_sizes[i] = sizes[i].expect_int();
-    if (strides.empty()) concrete_strides = ContiguousStrides(concrete_sizes);
-    else for (const SymInt& s : strides) concrete_strides.push_back(s.expect_int());
-    int64_t nbytes = StorageBytesFor(concrete_sizes, concrete_strides, 0, ElementSize(dtype));
+    if (!concrete) {  // raises expect_int's "expected a concrete size" error
+      for (const SymInt& s : sizes) s.expect_int();
+      for (const SymInt& s : strides) s.expect_int();
+    }
     Allocator* alloc = GetCPUAllocator();
     storage = std::make_shared<StorageImpl>(alloc->Allocate(nbytes), nbytes, alloc);
   } else if (device.is_cuda()) {

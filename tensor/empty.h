@@ -17,8 +17,11 @@ Tensor EmptyLike(const Tensor& like);
 Tensor EmptyLike(const Tensor& like, ScalarType dtype);
 // A new view of `base`'s storage with other sizes/strides/offset (shares the version counter).
 Tensor MakeView(const Tensor& base, SymDimVector sizes, SymDimVector strides, SymInt offset);
-// Number of bytes a strided layout spans (0 when any size is 0).
+// Number of bytes a strided layout spans (0 when any size is 0). Raises RuntimeError when the count
+// overflows int64, a stride over a dim of size > 1 is negative, or the offset is negative.
 int64_t StorageBytesFor(const DimVector& sizes, const DimVector& strides, int64_t offset, int64_t itemsize);
+// The same for a contiguous layout (PyTorch's computeStorageNbytesContiguous and its message).
+int64_t ContiguousStorageBytesFor(const DimVector& sizes, int64_t itemsize);
 // The same over SymInt (symbolic when any input is; then the 0-size case is not special-cased).
 SymInt SymStorageBytesFor(const SymDimVector& sizes, const SymDimVector& strides, const SymInt& offset,
                           int64_t itemsize);

@@ -13,6 +13,28 @@ int64_t FloorDiv(int64_t a, int64_t b) {
   return q;
 }
 int64_t FloorMod(int64_t a, int64_t b) { return a - FloorDiv(a, b) * b; }
+
+// Concrete size arithmetic is checked: a size, stride or element count that overflows int64 must
+// raise (PyTorch: "numel: integer multiplication overflow"), never wrap into a small or negative
+// size that a kernel then trusts (ones(4).repeat(2**62) would otherwise be an empty tensor).
+[[noreturn]] void Overflow(const char* op, int64_t a, int64_t b) {
+  throw Error(StrCat("integer overflow in size arithmetic: ", a, " ", op, " ", b, " does not fit in int64"));
+}
+int64_t CheckedAdd(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) Overflow("+", a, b);
+  return r;
+}
+int64_t CheckedSub(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_sub_overflow(a, b, &r)) Overflow("-", a, b);
+  return r;
+}
+int64_t CheckedMul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) Overflow("*", a, b);
+  return r;
+}
 }  // namespace
 
 int64_t SymInt::expect_int() const {
@@ -35,9 +57,9 @@ int64_t SymInt::guard_int(const char* file, int line) const {
     const SymNodePtr& like = node_ ? node_ : o.node_;                        \
     return SymInt(wrapped_node(like)->METHOD(o.wrapped_node(like)));         \
   }
-KILN_SYMINT_BINARY(operator+, add, a + b)
-KILN_SYMINT_BINARY(operator-, sub, a - b)
-KILN_SYMINT_BINARY(operator*, mul, a * b)
+KILN_SYMINT_BINARY(operator+, add, CheckedAdd(a, b))
+KILN_SYMINT_BINARY(operator-, sub, CheckedSub(a, b))
+KILN_SYMINT_BINARY(operator*, mul, CheckedMul(a, b))
 KILN_SYMINT_BINARY(floordiv, floordiv, FloorDiv(a, b))
 KILN_SYMINT_BINARY(mod, mod, FloorMod(a, b))
 #undef KILN_SYMINT_BINARY

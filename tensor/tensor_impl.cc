@@ -1,6 +1,7 @@
 // tensor/tensor_impl.cc: layout bookkeeping for TensorImpl.
 #include "tensor/tensor_impl.h"
 
+#include <cstdint>
 #include <sstream>
 
 #include "runtime/error.h"
@@ -58,7 +59,24 @@ SymInt TensorImpl::sym_numel() const {
   return n;
 }
 
+// Checks concrete sizes before a TensorImpl takes them, so a throw leaves the impl unchanged.
+// As PyTorch's safe_compute_numel: the product in uint64 (a later 0 does not excuse an earlier
+// overflow) must fit int64; a negative size is never a tensor.
+static void CheckSizes(const SymDimVector& sizes) {
+  uint64_t n = 1;
+  bool overflow = false;
+  for (const SymInt& s : sizes) {
+    if (s.is_symbolic()) return;
+    const int64_t v = s.expect_int();
+    KILN_CHECK(v >= 0, "Trying to create tensor with negative dimension ", v, ": ", SizesToString(sizes));
+    overflow |= __builtin_mul_overflow(n, static_cast<uint64_t>(v), &n);
+  }
+  KILN_CHECK(!overflow && n <= static_cast<uint64_t>(INT64_MAX), "numel: integer multiplication overflow");
+}
+
 void TensorImpl::set_sizes_and_strides(SymDimVector sizes, SymDimVector strides, SymInt offset) {
+  CheckSizes(sizes);
+  KILN_CHECK(offset.is_symbolic() || offset.expect_int() >= 0, "Tensor: invalid storage offset ", offset.str());
   sizes_ = std::move(sizes);
   strides_ = strides.empty() ? ContiguousStrides(sizes_) : std::move(strides);
   KILN_INTERNAL_ASSERT(sizes_.size() == strides_.size());
@@ -104,6 +122,7 @@ SymDimVector ContiguousStrides(const SymDimVector& sizes) {
   SymInt running = 1;
   for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
     strides[d] = running;
+    if (d == 0) break;  // the full product is no stride (and may not fit: [2**62, 0, 4])
     const SymInt& s = sizes[d];
     if (s.is_symbolic()) running = running * sym_max(s, SymInt(1));
     else running = running * std::max<int64_t>(s.expect_int(), 1);
@@ -116,7 +135,9 @@ DimVector ContiguousStrides(const DimVector& sizes) {
   int64_t running = 1;
   for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
     strides[d] = running;
-    running *= std::max<int64_t>(sizes[d], 1);
+    if (d == 0) break;
+    KILN_CHECK(!__builtin_mul_overflow(running, std::max<int64_t>(sizes[d], 1), &running),
+               "Stride calculation overflowed with sizes=", SizesToString(sizes));
   }
   return strides;
 }

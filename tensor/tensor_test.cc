@@ -168,6 +168,48 @@ TEST(Views, ErrorsNameShapes) {
   EXPECT_THROW(ops::transpose(x, 0, 3), IndexError);
 }
 
+// --- size arithmetic (Note [Storage size overflow] in empty.cc) -----------------------------------
+
+// The message of the Error `fn` throws ("" when it throws none).
+template <typename F>
+std::string ErrorOf(F fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SizeArithmetic, OverflowingCountsRaiseInsteadOfWrapping) {
+  const int64_t big = int64_t(1) << 62;
+  EXPECT_EQ(ErrorOf([&] { EmptyTensor(DimVector{big}, ScalarType::Float32, Device(DeviceType::CPU)); }),
+            "Storage size calculation overflowed with sizes=[4611686018427387904]");
+  EXPECT_EQ(ErrorOf([&] { EmptyTensor(DimVector{big}, ScalarType::Float32, Device(DeviceType::Meta)); }),
+            "Storage size calculation overflowed with sizes=[4611686018427387904]");
+  EXPECT_EQ(ErrorOf([&] { StorageBytesFor({2, 3}, {-1, 1}, 0, 4); }),
+            "Storage size calculation overflowed with sizes=[2, 3] and strides=[-1, 1]");
+  EXPECT_EQ(StorageBytesFor({2, 3}, {3, 1}, 2, 4), 32);
+  EXPECT_EQ(StorageBytesFor({big, 0}, {big, 1}, 0, 4), 0);  // empty: no bytes, whatever the strides
+  EXPECT_EQ(ContiguousStorageBytesFor({big, 0, 4}, 4), 0);
+  EXPECT_NE(ErrorOf([&] { ContiguousStorageBytesFor({4, big, 0}, 4); }), "");  // as torch: 4 * 2**62 overflows first
+  EXPECT_EQ(ErrorOf([&] { ops::expand(Arange(2), Shape({big, 2})); }), "numel: integer multiplication overflow");
+  EXPECT_NE(ErrorOf([&] { return SymInt(big) * SymInt(4); }).find("overflow"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { return SymInt(INT64_MAX) + SymInt(1); }).find("overflow"), std::string::npos);
+  EXPECT_EQ((SymInt(big) * SymInt(0)).expect_int(), 0);
+  EXPECT_NE(ErrorOf([&] { EmptyTensor(DimVector{-1}, ScalarType::Float32, Device(DeviceType::CPU)); })
+                .find("negative dimension -1"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { ops::as_strided(Arange(4), Shape({2}), Shape({1}), SymInt(-1)); })
+                .find("invalid storage offset -1"), std::string::npos);
+}
+
+TEST(Kernels, EmptyStridedWalksVisitNothing) {
+  int calls = 0;
+  ForEachStrided({3, 0, 4}, {{0, 0, 0}}, [&](const int64_t*, const int64_t*) { ++calls; });
+  ParallelForEachStrided({0}, {{1}}, [&](const int64_t*, const int64_t*) { ++calls; });
+  EXPECT_EQ(calls, 0);
+}
+
 // --- type promotion --------------------------------------------------------------------------
 
 TEST(TypePromotion, TableMatchesPyTorch) {

@@ -78,3 +78,134 @@ CASES = [
 @pytest.mark.parametrize("family,desc,call", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
 def test_bad_input_raises_like_torch(family, desc, call):
     assert_raises_like_torch(desc, call, inputs)
+
+
+# --- size arithmetic (issue 16) -----------------------------------------------------------------
+# Sizes whose element or byte count overflows int64 used to wrap: kiln.empty(2**62) "succeeded"
+# with a small block and indexing it segfaulted; kiln.zeros(2**62) segfaulted at once. Every case
+# must raise RuntimeError where PyTorch does (with its message where it has one) and work where
+# PyTorch works. kiln runs in a subprocess so that a crash is a failure, not the end of the run.
+SIZE_CASES = [
+    "lib.empty(2**62)",
+    "lib.zeros(2**62)",
+    "lib.ones(2**62)",
+    "lib.full((2**62,), 1.0)",
+    "lib.arange(2**62)",
+    "lib.empty(2**31, 2**31, 4)",
+    "lib.empty(2**32, 2**32)",
+    "lib.empty(4, 2**62, 0, 4)",
+    "lib.empty(2**62, 0, 4, 4)",
+    "lib.empty(2**62, device='meta')",
+    "lib.empty(-1)",
+    "lib.full((2, -1), 1.0)",
+    "lib.empty_strided((2**62,), (2,))",
+    "lib.empty_strided((2, 3), (-1, 1))",
+    "lib.empty_strided((2,), (-1,))",
+    "lib.empty_strided((2, -3), (1, 1))",
+    "lib.ones(1).new_empty(2**62)",
+    "lib.ones(1).new_empty((2**62, 4))",
+    "lib.ones(1).new_empty(-2)",
+    "lib.ones(2).expand(2**62, 2)",
+    "lib.ones(2).expand(2**31, 2**31, 2)",
+    "lib.ones(0).view(2**62, 2**62, 0)",
+    "lib.ones(0).reshape(4, 2**62, 0, 4)",
+    "lib.ones(1).expand(2**62).reshape(2**61, 2)",
+    "lib.ones(1).expand(2**62).contiguous()",
+    "lib.ones(4).as_strided((2**62,), (1,))",
+    "lib.ones(4).as_strided((2, 2), (2**62, 2**62))",
+    "lib.ones(4).as_strided((2,), (-1,))",
+    "lib.ones(4).as_strided((2,), (1,), -1)",
+    "lib.cat([lib.ones(1).expand(2**61), lib.ones(1).expand(2**61)])",
+    "lib.ones(4).repeat(2**62)",
+    "lib.ones(2, 2).repeat(2**62, 2**62)",
+]
+_SIZE_RUNNER = """
+import json, sys
+import kiln as lib
+out = []
+for case in json.loads(sys.argv[1]):
+    try:
+        r = eval(case)
+        out.append(["ok", list(r.shape), list(r.stride())])
+    except Exception as e:
+        out.append([type(e).__name__, str(e)])
+print(json.dumps(out))
+"""
+
+
+def _kiln_in_subprocess(runner, cases):
+    import json
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.dirname(__file__)), "python"))
+    r = subprocess.run([sys.executable, "-c", runner, json.dumps(cases)], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, f"kiln died (exit {r.returncode}): {r.stderr[-2000:]}"
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_size_overflow_raises_like_torch():
+    got = _kiln_in_subprocess(_SIZE_RUNNER, SIZE_CASES)
+    for case, have in zip(SIZE_CASES, got):
+        try:
+            r = eval(case, {"lib": torch})
+            want = ["ok", list(r.shape), list(r.stride())]
+        except Exception as e:
+            want = [type(e).__name__, str(e)]
+        if want[0] == "ok":
+            assert have == want, f"{case}: kiln {have}, torch {want}"
+            continue
+        assert have[0] != "ok", f"{case}: kiln succeeded with {have}; torch raised {want}"
+        assert have[0] == "RuntimeError", f"{case}: kiln raised {have}; torch raised {want}"
+        if "Storage size calculation overflowed" in want[1] or "negative dimension" in want[1]:
+            assert have[1] == want[1], f"{case}: kiln said {have[1]!r}, torch {want[1]!r}"
+
+
+def test_checked_size_arithmetic_never_wraps():
+    # torch itself wraps here (it reports a negative or unrelated size); kiln says it overflowed.
+    for call in (lambda: kiln.ones(4).repeat(2**62), lambda: kiln.ones(2, 2).repeat(2**62, 2**62),
+                 lambda: kiln.ones(3).reshape(-1, 2**32, 2**32)):
+        with pytest.raises(RuntimeError, match="overflow"):
+            call()
+
+
+def test_negative_offset_view_through_as_strided_backward_raises():
+    # The C++ root of the "double free" under kiln.compile(lambda x: x.t())(leaf.clone()[1:]): the
+    # compiled output came back at storage offset 0 instead of 3, and as_strided's backward then
+    # built a view at offset 0 - 3 of its zero buffer and wrote before the block. A view below its
+    # storage must raise, never write there.
+    leaf = kiln.randn(4, 3, requires_grad=True)
+    x = leaf.clone()[1:]
+    with pytest.raises(RuntimeError, match="invalid storage offset"):
+        x.as_strided((3, 3), (1, 3), -1)
+    y = x.as_strided((3, 3), (1, 3), 0)  # reaches before x (row 0 of the base): allowed as in torch
+    with pytest.raises(RuntimeError):
+        y.sum().backward()
+    assert (kiln.ones(2) + 1).tolist() == [2.0, 2.0]
+
+
+_FROM_BUFFER_EXIT = """
+import numpy as np, kiln
+from kiln import _C
+t = _C._from_buffer(np.arange(4, dtype=np.float32))
+for call in (lambda: t.add("x"), lambda: t.sum(foo=1), lambda: t.view("a"), lambda: t + "a"):
+    try:
+        call()
+    except TypeError:
+        pass
+print("done")
+"""
+
+
+def test_from_buffer_tensor_survives_interpreter_exit_after_a_failed_call():
+    # A failed argument parse kept the converted arguments in a thread_local stack; the tensor then
+    # outlived the interpreter and released its numpy buffer without one (segfault at exit).
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.dirname(__file__)), "python"))
+    r = subprocess.run([sys.executable, "-c", _FROM_BUFFER_EXIT], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "done", (r.returncode, r.stderr[-2000:])
+

@@ -636,3 +636,49 @@ def test_meta_tensors_match_real_metadata():
         r, m = call(real, real_i), call(meta, meta_i)
         assert m.device == kiln.device("meta")
         assert (tuple(m.shape), m.dtype) == (tuple(r.shape), r.dtype)
+
+
+# --- empty advanced indices (issue 16) ------------------------------------------------------------
+# index_put_ with an empty int64 index, x[empty_index] and the backward of empty advanced indexing
+# divided by a zero size in the strided walk (SIGFPE). Run in a subprocess so that a crash is a
+# failure; compared with torch: values, shapes, mutated inputs and gradients.
+_EMPTY_INDEX_RUNNER = """
+import json
+import kiln as lib
+def run(lib):
+    out = {}
+    e = lib.tensor([], dtype=lib.long)
+    x = lib.arange(12.).reshape(3, 4)
+    out["put_scalar"] = x.index_put((e,), lib.tensor(1.)).tolist()
+    out["put_rows"] = x.index_put((e,), lib.ones(0, 4)).tolist()
+    out["put_acc"] = x.index_put((e,), lib.tensor(5.), accumulate=True).tolist()
+    y = x.clone(); y.index_put_((e,), lib.tensor(7.)); y[e] = 3.0; y[:, e] = 4.0
+    out["inplace"] = y.tolist()
+    out["get"] = [list(x[e].shape), list(x[:, e].shape), list(x[e, e].shape), list(x[e][:, 1:].shape)]
+    w = lib.arange(12.).reshape(3, 4).requires_grad_()
+    (w[e].sum() + w[:, e].sum() * 2 + (w * 1)[e, e].sum()).backward()
+    out["grad_empty"] = w.grad.tolist()
+    w.grad = None
+    (w[lib.tensor([0, 2])][:, e].sum() + w[lib.tensor([1])].sum()).backward()
+    out["grad_mixed"] = w.grad.tolist()
+    z = lib.zeros(0, 3).requires_grad_()
+    (z[e] * 2).sum().backward()
+    out["grad_of_empty"] = list(z.grad.shape)
+    return out
+print(json.dumps(run(lib)))
+"""
+
+
+def test_empty_advanced_index_forward_and_backward_match_torch():
+    import json
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.dirname(__file__)), "python"))
+    r = subprocess.run([sys.executable, "-c", _EMPTY_INDEX_RUNNER], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, f"kiln died (exit {r.returncode}): {r.stderr[-2000:]}"
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    namespace = {}
+    exec(_EMPTY_INDEX_RUNNER.split("print(")[0].replace("import kiln as lib", "import torch as lib"), namespace)
+    assert got == namespace["run"](torch)

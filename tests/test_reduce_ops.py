@@ -770,3 +770,52 @@ ERROR_CASES = [
 @pytest.mark.parametrize("family,desc,call", ERROR_CASES, ids=[f"{c[0]}-{c[1]}" for c in ERROR_CASES])
 def test_bad_input_raises_like_torch(family, desc, call):
     assert_raises_like_torch(desc, call, inputs)
+
+
+# --- cumprod backward (issue 16) --------------------------------------------------------------------
+# cumprod's formula read any(x == 0) from memory; fake tensors (the compiled backward) have none,
+# so kiln.compile of a cumprod's backward segfaulted. Eager and every backend against torch, with
+# zeros (first and later), 0-size lines, dim=-1 and a non-contiguous input; in a subprocess.
+_CUMPROD_RUNNER = """
+import json, sys
+import numpy as np
+import kiln as lib
+CASES = [((2, 3), -1, [[1., 0., 2.], [3., 4., 5.]]), ((3, 2), 0, [[0., 2.], [3., 0.], [0., 5.]]),
+         ((2, 4), 1, [[1., 2., 3., 4.], [0., 2., 0., 4.]]), ((0, 3), -1, []), ((3,), 0, [2., -1., 0.5])]
+def run(lib, backend):
+    out = []
+    for shape, dim, data in CASES:
+        x = lib.tensor(np.array(data, dtype=np.float32).reshape(shape).tolist() if data else
+                       np.zeros(shape, np.float32).tolist()).reshape(shape).requires_grad_()
+        g = lib.arange(float(np.prod(shape))).reshape(shape) + 1
+        def f(x):
+            xt = (x.transpose(0, -1) * 1).transpose(0, -1)  # non-contiguous when 2-D
+            return lib.cumprod(xt, dim) * g
+        fn = f if backend is None else lib.compile(f, backend=backend)
+        y = fn(x)
+        y.sum().backward()
+        out.append([y.detach().tolist(), x.grad.tolist()])
+    return out
+if __name__ == "__main__":
+    print(json.dumps({b: run(lib, None if b == "eager" else b) for b in sys.argv[1:]}))
+"""
+
+
+def test_cumprod_backward_eager_and_compiled_match_torch():
+    import json
+    import os
+    import subprocess
+    import sys
+    backends = ["eager", "aot_eager", "inductor"]
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.dirname(__file__)), "python"))
+    r = subprocess.run([sys.executable, "-c", _CUMPROD_RUNNER, *backends], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, f"kiln died (exit {r.returncode}): {r.stderr[-2000:]}"
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    namespace = {"__name__": "oracle"}
+    exec(_CUMPROD_RUNNER.replace("import kiln as lib", "import torch as lib"), namespace)
+    want = namespace["run"](torch, None)
+    for b in backends:
+        for (gy, gg), (wy, wg) in zip(got[b], want):
+            np.testing.assert_allclose(np.array(gy), np.array(wy), rtol=1e-5, atol=1e-5, err_msg=b)
+            np.testing.assert_allclose(np.array(gg), np.array(wg), rtol=1e-5, atol=1e-5, err_msg=b)

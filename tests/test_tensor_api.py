@@ -272,3 +272,67 @@ def test_is_contiguous_memory_format_matches_torch():
         kiln.randn(2).is_contiguous(memory_format=3)
     with pytest.raises(TypeError, match="unexpected keyword"):
         kiln.randn(2).is_contiguous(format=kiln.channels_last)
+
+
+# --- issue 16: small eager API gaps ----------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(2, 3), (3,), (), (1, 4)])
+def test_t_and_transpose_in_place_match_torch(shape):
+    for op in (lambda x: x.t_(), lambda x: x.transpose_(0, -1) if x.dim() else x.transpose_(0, 0)):
+        k = kiln.arange(float(np.prod(shape))).reshape(shape)
+        t = torch.arange(float(np.prod(shape))).reshape(shape)
+        rk, rt = op(k), op(t)
+        assert rk is k
+        assert (k.shape, k.stride(), k._version, k.tolist()) == (t.shape, t.stride(), t._version, t.tolist())
+        assert k.contiguous().tolist() == t.contiguous().tolist()
+
+
+def test_t_in_place_errors_and_autograd_match_torch():
+    for lib in (kiln, torch):
+        with pytest.raises(RuntimeError, match="t_\\(\\) expects a tensor with <= 2 dimensions"):
+            lib.ones(2, 3, 4).t_()
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            lib.ones(2, 3, requires_grad=True).t_()
+    grads = []
+    for lib in (kiln, torch):
+        w = lib.tensor(np.arange(6.0).reshape(2, 3).tolist(), requires_grad=True)
+        y = w * w
+        y.t_()
+        assert y.shape == (3, 2)
+        (y * lib.arange(6.0).reshape(3, 2)).sum().backward()
+        grads.append(w.grad.tolist())
+    assert grads[0] == grads[1]
+    b = kiln.ones(2, 3)
+    v = b[0:1]
+    v.t_()  # a view that needs no grad: its own layout changes, the base's does not (as in torch)
+    assert (v.shape, v.stride(), b.shape) == ((3, 1), (1, 3), (2, 3))
+
+
+@pytest.mark.parametrize("shape,reps", [((3, 4), (1, 1)), ((3,), (1,)), ((2, 3), (1, 1, 1)), ((0, 3), (1, 1))])
+def test_repeat_always_copies(shape, reps):
+    x = kiln.ones(*shape)
+    r = x.repeat(*reps)
+    assert r.shape == torch.ones(*shape).repeat(*reps).shape
+    if r.numel():
+        assert r.data_ptr() != x.data_ptr()
+    r.add_(1)  # writing the result must not touch the input
+    assert x.tolist() == torch.ones(*shape).tolist()
+    y = kiln.ones(4, 3).t()  # non-contiguous
+    assert y.repeat(1, 1).is_contiguous() and y.repeat(1, 1).tolist() == y.tolist()
+
+
+@pytest.mark.parametrize("shape,new", [((0, 3), (-1, 0)), ((0, 3), (0, -1)), ((3, 0), (-1, 0)), ((0,), (-1, 0, 2)),
+                                       ((0,), (2, -1)), ((0, 3), (-1,)), ((0, 3), (-1, 3)), ((3,), (-1, 0)),
+                                       ((0, 3), (3, -1, 0)), ((4,), (-1, 2))])
+def test_reshape_with_inferred_dim_matches_torch(shape, new):
+    # PyTorch refuses -1 only when it is ambiguous (0 elements and a 0 among the given sizes) or
+    # impossible (elements left over); both messages are PyTorch's.
+    for method in ("reshape", "view"):
+        try:
+            want = getattr(torch.ones(*shape), method)(*new)
+        except RuntimeError as e:
+            with pytest.raises(RuntimeError) as got:
+                getattr(kiln.ones(*shape), method)(*new)
+            assert str(got.value) == str(e)
+            continue
+        have = getattr(kiln.ones(*shape), method)(*new)
+        assert (tuple(have.shape), have.stride()) == (tuple(want.shape), want.stride())

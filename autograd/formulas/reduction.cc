@@ -186,6 +186,9 @@ void DefineReductionFormulas(DerivativeTable& d) {
   // cumprod: dx_i = sum_{j>=i} grad_j * prod_{k<=j, k!=i} x_k. Without zeros that is
   // reverse_cumsum(grad * out)_i / x_i. With zeros (z = a line's first zero): positions before z
   // keep that form, z itself gets reverse_cumsum(grad * cumprod(x with x_z = 1))_z, later ones 0.
+  // The zero-safe form is used always: on a line without zeros it reduces to rev / x. It used to
+  // be skipped after reading any(x == 0) from memory, which fake tensors (compiled backward) do
+  // not have: kiln.compile of a cumprod's backward dereferenced a null pointer.
   d.Def("cumprod", {"self", "result"}, [](Ctx& c, Grads& g) {
     if (c.dim("self") == 0) { g["self"] = c.grad(); return; }
     int64_t dim = WrapDim(c.i64("dim"), c.dim("self"));
@@ -193,10 +196,6 @@ void DefineReductionFormulas(DerivativeTable& d) {
     Tensor x = c.input("self");
     Tensor rev = reverse_cumsum(mul(c.grad(), c.result()));
     Tensor is_zero = eq(x, 0.0);
-    if (!CallOp<Tensor>(KILN_OP("aten::any"), is_zero).data_ptr<bool>()[0]) {
-      g["self"] = div(rev, x);
-      return;
-    }
     Tensor zeros_so_far = ops::cumsum(to(is_zero, ScalarType::Int64), dim);
     Tensor first_zero = logical_and(is_zero, eq(zeros_so_far, Scalar(int64_t(1))));
     Tensor at_or_after = gt(zeros_so_far, Scalar(int64_t(0)));

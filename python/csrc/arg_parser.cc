@@ -432,6 +432,13 @@ PyObject* CallOverloads(const std::string& display_name, Op* const* overloads, s
                         Py_ssize_t nargs, PyObject* kwnames) {
   return Guarded([&]() -> PyObject* {
     thread_local Stack stack;
+    // A failed parse leaves the arguments it converted in `stack`; they must not outlive this
+    // call. Kept, a tensor stayed alive until thread exit, after the interpreter was gone, and a
+    // tensor over a Python buffer then released it without an interpreter (segfault at exit).
+    struct ClearOnExit {
+      Stack& s;
+      ~ClearOnExit() { s.clear(); }
+    } clear_on_exit{stack};
     std::string why;
     std::vector<std::string> reasons;
     for (int pass = 0; pass < 2; ++pass) {

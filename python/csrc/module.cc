@@ -136,9 +136,14 @@ Tensor FromBuffer(PyObject* obj) {
   DimVector sizes, strides;
   for (int i = 0; i < view->ndim; ++i) {
     sizes.push_back(view->shape[i]);
-    KILN_CHECK_VALUE(view->strides[i] % view->itemsize == 0, "given numpy array strides not a multiple of the element "
+    const bool multiple = view->strides[i] % view->itemsize == 0, nonnegative = view->strides[i] >= 0;
+    if (!multiple || !nonnegative) {  // release the buffer before raising (it leaked before)
+      PyBuffer_Release(view);
+      delete view;
+    }
+    KILN_CHECK_VALUE(multiple, "given numpy array strides not a multiple of the element "
                      "byte size. Copy the numpy array to reallocate the memory.");
-    KILN_CHECK_VALUE(view->strides[i] >= 0, "At least one stride in the given numpy array is negative, and tensors "
+    KILN_CHECK_VALUE(nonnegative, "At least one stride in the given numpy array is negative, and tensors "
                      "with negative strides are not currently supported. (You can probably work around this by "
                      "making a copy of your array  with array.copy().) ");
     strides.push_back(view->strides[i] / view->itemsize);
@@ -146,6 +151,9 @@ Tensor FromBuffer(PyObject* obj) {
   void* data = view->buf;
   size_t nbytes = static_cast<size_t>(view->len);
   DataPtr ptr(data, [view](void*) {
+    // A tensor freed after the interpreter has finalized (held by a C++ static or a thread's
+    // storage until process exit) must not call into Python: the exporter is gone with it.
+    if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
     PyGILState_STATE g = PyGILState_Ensure();
     PyBuffer_Release(view);
     delete view;

@@ -247,14 +247,14 @@ PyObject* ReinterpretTensor(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
     PyErr_Format(PyExc_RuntimeError, "reinterpret_tensor: %zd sizes but %zd strides", sizes.size(), strides.size());
     return nullptr;
   }
-  if (offset < 0 ||
-      (base->has_storage() && StorageBytesFor(s, st, offset, base->itemsize()) >
-                                  static_cast<int64_t>(base->storage()->nbytes()))) {
-    PyErr_Format(PyExc_RuntimeError, "reinterpret_tensor: sizes %s, strides %s and offset %lld do not fit the storage",
-                 SizesToString(s).c_str(), SizesToString(st).c_str(), static_cast<long long>(offset));
-    return nullptr;
-  }
-  try {
+  try {  // StorageBytesFor raises on overflow: no C++ exception may cross this C entry point
+    if (offset < 0 ||
+        (base->has_storage() && StorageBytesFor(s, st, offset, base->itemsize()) >
+                                    static_cast<int64_t>(base->storage()->nbytes()))) {
+      PyErr_Format(PyExc_RuntimeError, "reinterpret_tensor: sizes %s, strides %s and offset %lld do not fit the storage",
+                   SizesToString(s).c_str(), SizesToString(st).c_str(), static_cast<long long>(offset));
+      return nullptr;
+    }
     return WrapTensor(MakeView(base, std::move(sizes), std::move(strides), SymInt(offset)));
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());

@@ -44,6 +44,9 @@ Scalar ItemScalar(const char* op, const Tensor& t);
 template <typename F>
 void ForEachStridedRange(const DimVector& shape, const std::vector<DimVector>& strides, int64_t begin, int64_t end,
                          const F& fn) {
+  // An empty range visits nothing; returning first also keeps a 0-size dim out of the divisions
+  // below (x[empty_index], index_put_ with no indices: SIGFPE otherwise).
+  if (begin >= end) return;
   const int nd = static_cast<int>(shape.size());
   const size_t k = strides.size();
   DimVector idx(nd, 0), off(k, 0);

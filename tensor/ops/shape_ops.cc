@@ -285,7 +285,9 @@ Tensor Repeat(const Tensor& self, const SymList& repeats) {
     result.push_back(repeats[i] * padded[i]);
   }
   Tensor x = ops::reshape(self, interleaved);
-  return ops::reshape(ops::contiguous(ops::expand(x, expanded)), result);
+  // clone, not contiguous: repeat always returns new memory, even when every repeat is 1 and
+  // self is contiguous (contiguous() would return an alias of self).
+  return ops::reshape(ops::clone(ops::expand(x, expanded), MemoryFormat::Contiguous), result);
 }
 
 TensorMeta FlipMeta(const Tensor& self, const std::vector<int64_t>& dims) {

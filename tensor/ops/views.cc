@@ -27,7 +27,11 @@ SymDimVector InferSize(const char* op, const SymList& shape, const SymInt& numel
     }
   }
   if (infer >= 0) {
-    KILN_CHECK(known != 0, "[", op, "] cannot reshape tensor of ", numel.str(),
+    // As PyTorch's infer_size: with a zero in the known sizes, -1 is ambiguous for 0 elements and
+    // impossible for any other count.
+    KILN_CHECK(known != 0 || numel != 0, "shape '", SizesToString(SymDimVector(shape.begin(), shape.end())),
+               "' is invalid for input of size ", numel.str());
+    KILN_CHECK(known != 0, "cannot reshape tensor of ", numel.str(),
                " elements into shape ", SizesToString(SymDimVector(shape.begin(), shape.end())),
                " because the unspecified dimension size -1 can be any value and is ambiguous");
     KILN_CHECK(numel.mod(known) == 0, "shape '", SizesToString(SymDimVector(shape.begin(), shape.end())),
@@ -92,10 +96,16 @@ Tensor AsStrided(const Tensor& self, const SymList& size, const SymList& stride,
   KILN_CHECK(size.size() == stride.size(), "[as_strided] mismatch in length of strides and shape: ", size.size(),
              " vs ", stride.size());
   SymInt off = offset ? *offset : self->sym_storage_offset();
+  for (auto& x : stride)
+    KILN_CHECK(x.is_symbolic() || x.expect_int() >= 0, "as_strided: Negative strides are not supported at the moment, "
+               "got strides: ", SizesToString(SymDimVector(stride.begin(), stride.end())));
+  KILN_CHECK(off.is_symbolic() || off.expect_int() >= 0, "Tensor: invalid storage offset ", off.str());
   if (self->has_storage()) {
+    // A view must stay inside its storage: the autograd formula of as_strided (and any caller
+    // with a computed offset) would otherwise read or write outside the block.
     DimVector s, st;
     for (auto& x : size) { KILN_CHECK(x.expect_int() >= 0, "[as_strided] negative size ", x.expect_int()); s.push_back(x.expect_int()); }
-    for (auto& x : stride) { KILN_CHECK(x.expect_int() >= 0, "[as_strided] negative stride ", x.expect_int()); st.push_back(x.expect_int()); }
+    for (auto& x : stride) st.push_back(x.expect_int());
     int64_t need = StorageBytesFor(s, st, off.expect_int(), self->itemsize());
     KILN_CHECK(need <= static_cast<int64_t>(self->storage()->nbytes()),
                "setStorage: sizes ", SizesToString(s), ", strides ", SizesToString(st), ", storage offset ",
@@ -136,6 +146,19 @@ Tensor Transpose(const Tensor& self, int64_t d0, int64_t d1) {
 Tensor T(const Tensor& self) {
   KILN_CHECK(self.dim() <= 2, "t() expects a tensor with <= 2 dimensions, but self is ", self.dim(), "D");
   return self.dim() < 2 ? ops::transpose(self, 0, 0) : ops::transpose(self, 0, 1);
+}
+
+// PyTorch's inplace_view ops: self takes the transposed sizes and strides; its values, storage
+// and offset stay. The dispatcher bumps self's version, as PyTorch does.
+Tensor Transpose_(Tensor self, int64_t d0, int64_t d1) {
+  Tensor v = Transpose(self, d0, d1);
+  self->set_sizes_and_strides(v->sym_sizes(), v->sym_strides(), self->sym_storage_offset());
+  return self;
+}
+Tensor T_(Tensor self) {
+  KILN_CHECK(self.dim() <= 2, "t_() expects a tensor with <= 2 dimensions, but self is ", self.dim(), "D");
+  const int64_t other = self.dim() < 2 ? 0 : 1;
+  return CallOp<Tensor>(KILN_OP("aten::transpose_"), self, int64_t(0), other);
 }
 
 Tensor Expand(const Tensor& self, const SymList& size, bool implicit) {
@@ -362,6 +385,9 @@ void RegisterViewOps(Registry& r) {
   r.Def("transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", {Tag::view}, kFunctionAndMethod)
       .AllBackends<&Transpose>();
   r.Def("t(Tensor(a) self) -> Tensor(a)", {}, kFunctionAndMethod).Composite<&T>();
+  r.Def("transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)", {Tag::inplace_view}, kMethod)
+      .AllBackends<&Transpose_>();
+  r.Def("t_(Tensor(a!) self) -> Tensor(a!)", {Tag::inplace_view}, kMethod).Composite<&T_>();
   r.Def("expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)", kView, kMethod)
       .AllBackends<&Expand>();
   r.Def("expand_as(Tensor(a) self, Tensor other) -> Tensor(a)", {}, kMethod).Composite<&ExpandAs>();
