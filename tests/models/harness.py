@@ -12,6 +12,7 @@ from typing import Callable, Optional
 import numpy as np
 
 import kiln
+import kiln._dynamo
 
 # None is plain kiln eager; the rest are kiln.compile backends.
 BACKENDS = [None, "eager", "aot_eager", "inductor"]
@@ -60,13 +61,38 @@ def _train(lib, recipe, model, batches, compile_fn=None):
     return record
 
 
-def _close(got, want, rtol, what):
-    """rtol relative to the tensor's own scale (its largest magnitude), so that entries that are
-    zero up to rounding do not demand an impossible relative precision."""
-    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
-    scale = max(float(np.max(np.abs(want))) if want.size else 0.0, 1e-6)
-    err = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) if want.size else 0.0
-    assert err <= rtol * scale, f"{what}: max abs error {err:.3g} > {rtol:g} x scale {scale:.3g}"
+def _error(got, want):
+    """Largest absolute difference relative to `want`'s scale (its largest magnitude), so that
+    entries that are zero up to rounding do not demand an impossible relative precision."""
+    assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
+    if want.size == 0:
+        return 0.0
+    scale = max(float(np.max(np.abs(want))), 1e-12)
+    return float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) / scale
+
+
+def _torch_run(torch, recipe, t_model, batches, dtype):
+    """PyTorch trains a copy of t_model's weights with `dtype` as the default and float inputs cast to it."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        model = recipe.build(torch)
+        model.load_state_dict(t_model.state_dict())
+        cast = [tuple(a.astype(np.float64) if a.dtype.kind == "f" and dtype == torch.float64 else a for a in b)
+                for b in batches]
+        return _train(torch, recipe, model, cast)
+    finally:
+        torch.set_default_dtype(old)
+
+
+# Note [The oracle's own rounding]: three steps of Adam amplify float32 rounding. Its first update is
+# lr * g / |g| elementwise, so an entry whose gradient is zero up to rounding (the key bias of
+# attention: softmax ignores a per-row shift) or merely tiny moves by +-lr in a direction chosen by
+# rounding, and later gradients inherit that. PyTorch float32 itself then differs from float64 by up to
+# ~1e-4 relative in some tensors. So the truth is PyTorch in float64, and kiln float32 must be within
+# rtol of it or within SLACK times PyTorch float32's own error, whichever is larger: as accurate as
+# PyTorch, never exact-by-luck. A doubled gradient is an error of 1.0 and fails either way.
+SLACK = 8.0
 
 
 def check(recipe, backend, torch, rtol=1e-4):
@@ -77,7 +103,8 @@ def check(recipe, backend, torch, rtol=1e-4):
     t_model = recipe.build(torch)
     k_model = recipe.build(kiln)
     k_model.load_state_dict({k: _to(kiln, _numpy(v)) for k, v in t_model.state_dict().items()})
-    want = _train(torch, recipe, t_model, batches)
+    ref32 = _torch_run(torch, recipe, t_model, batches, torch.float32)
+    ref64 = _torch_run(torch, recipe, t_model, batches, torch.float64)
     compile_fn = None
     if backend is not None:
         kiln._dynamo.reset()
@@ -86,14 +113,22 @@ def check(recipe, backend, torch, rtol=1e-4):
         got = _train(kiln, recipe, k_model, batches, compile_fn)
     finally:
         kiln._dynamo.reset()
-    for i, ((k_loss, k_grads, k_state), (t_loss, t_grads, t_state)) in enumerate(zip(got, want)):
-        where = f"{recipe.name}[{backend}] step {i}"
-        assert abs(k_loss - t_loss) <= rtol * max(abs(t_loss), 1e-6), f"{where}: loss {k_loss} != {t_loss}"
+
+    def compare(k, t32, t64, what):
+        k, t32, t64 = (np.asarray(v) for v in (k, t32, t64))
+        err, own = _error(k, t64), _error(t32, t64)
+        assert err <= max(rtol, SLACK * own), \
+            f"{what}: relative error {err:.3g} against PyTorch float64 (PyTorch float32's: {own:.3g})"
+
+    for i, (k_step, t32_step, t64_step) in enumerate(zip(got, ref32, ref64)):
+        where = f"{recipe.name}[{backend or 'kiln eager'}] step {i}"
+        (k_loss, k_grads, k_state), (t_loss, t_grads, t_state), (_, w_grads, w_state) = k_step, t32_step, t64_step
+        compare(k_loss, t_loss, t64_step[0], f"{where}: loss")
         assert sorted(k_grads) == sorted(t_grads), f"{where}: parameters {sorted(k_grads)} != {sorted(t_grads)}"
         for name, t_grad in t_grads.items():
             assert (k_grads[name] is None) == (t_grad is None), f"{where}: {name}.grad presence"
             if t_grad is not None:
-                _close(k_grads[name], t_grad, rtol, f"{where}: {name}.grad")
+                compare(k_grads[name], t_grad, w_grads[name], f"{where}: {name}.grad")
         assert sorted(k_state) == sorted(t_state), f"{where}: state keys"
         for name, t_value in t_state.items():
-            _close(k_state[name], t_value, rtol, f"{where}: {name} after the step")
+            compare(k_state[name], t_value, w_state[name], f"{where}: {name} after the step")

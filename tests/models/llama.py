@@ -98,7 +98,8 @@ def build(torch):
             self.norm = RMSNorm(DIM)
             self.output = nn.Linear(DIM, VOCAB, bias=False)
             inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2).float() / head_dim))
-            freqs = torch.outer(torch.arange(SEQ * 2).float(), inv_freq)
+            # Hugging Face's current form; its older `torch.outer(t, inv_freq)` needs kiln.outer (missing).
+            freqs = (inv_freq[:, None] @ torch.arange(SEQ * 2).float()[None, :]).transpose(0, 1)
             emb = torch.cat((freqs, freqs), dim=-1)
             self.register_buffer("cos_cached", emb.cos(), persistent=False)
             self.register_buffer("sin_cached", emb.sin(), persistent=False)
