@@ -1,6 +1,7 @@
 """Recurrent language models from hand-written cells unrolled over 28 steps, in the idiom of the
 many "LSTM/GRU from scratch" tutorials (x2h and h2h Linears, gates by chunk): an LSTM LM trained with
-SGD and clip_grad_norm_ (as pytorch/examples word_language_model does), and a GRU LM with RMSprop.
+SGD and clip_grad_norm_ (as pytorch/examples word_language_model does), a GRU LM with RMSprop, and
+the row-by-row LSTM classifier of 28x28 images (the form in which issue 16 saw wrong gradients).
 
 Not here yet: nn.LSTM / nn.GRU themselves, which kiln lacks."""
 
@@ -10,7 +11,7 @@ VOCAB, EMB, HID, SEQ = 32, 16, 32, 28
 BATCH = 4
 
 
-def build(torch, cell="lstm"):
+def build(torch, cell="lstm", classify=False):
     nn, F = torch.nn, torch.nn.functional
 
     class LSTMCell(nn.Module):
@@ -48,6 +49,21 @@ def build(torch, cell="lstm"):
             newgate = torch.tanh(i_n + (resetgate * h_n))
             return newgate + inputgate * (hidden - newgate)
 
+    class RowClassifier(nn.Module):
+        """The MNIST-rows sequence classifier: each image row is one step; the last hidden state classifies."""
+
+        def __init__(self):
+            super().__init__()
+            self.rnn = LSTMCell(SEQ, HID)
+            self.fc = nn.Linear(HID, 10)
+
+        def forward(self, x):  # x: (batch, 28, 28)
+            h = torch.zeros(x.size(0), HID)
+            c = torch.zeros(x.size(0), HID)
+            for t in range(x.size(1)):
+                h, c = self.rnn(x[:, t, :], (h, c))
+            return self.fc(h)
+
     class RNNModel(nn.Module):
         def __init__(self):
             super().__init__()
@@ -66,7 +82,7 @@ def build(torch, cell="lstm"):
             output = torch.stack(outs, 0)
             return F.log_softmax(self.decoder(output).view(-1, VOCAB), dim=1)
 
-    return RNNModel()
+    return RowClassifier() if classify else RNNModel()
 
 
 def batches(rng):
@@ -89,5 +105,19 @@ def optimizer_rmsprop(torch, model):
     return torch.optim.RMSprop(model.parameters(), lr=1e-3)
 
 
+def row_batches(rng):
+    return [(rng.random((BATCH, SEQ, SEQ), dtype="float32"), rng.integers(0, 10, BATCH)) for _ in range(3)]
+
+
+def classifier_loss(torch, model, images, labels):
+    return torch.nn.functional.cross_entropy(model(images), labels)
+
+
+def optimizer_adam(torch, model):
+    return torch.optim.Adam(model.parameters(), lr=1e-3)
+
+
+LSTM_ROWS = Recipe("lstm_rows", lambda torch: build(torch, classify=True), row_batches, classifier_loss,
+                   optimizer_adam)
 LSTM = Recipe("lstm", build, batches, loss, optimizer_sgd, clip=0.25)
 GRU = Recipe("gru", lambda torch: build(torch, cell="gru"), batches, loss, optimizer_rmsprop)
