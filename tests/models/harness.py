@@ -73,8 +73,11 @@ def _error(got, want):
 
 def _torch_run(torch, recipe, t_model, batches, dtype):
     """PyTorch trains a copy of t_model's weights with `dtype` as the default and float inputs cast to it."""
-    old = torch.get_default_dtype()
+    old, threads = torch.get_default_dtype(), torch.get_num_threads()
     torch.set_default_dtype(dtype)
+    # One thread: these tensors are tiny, and on a loaded machine PyTorch's spinning workers made one
+    # 4x64 linear take 27 ms (the oracle cost more than kiln's compiles).
+    torch.set_num_threads(1)
     try:
         model = recipe.build(torch)
         model.load_state_dict(t_model.state_dict())
@@ -83,6 +86,7 @@ def _torch_run(torch, recipe, t_model, batches, dtype):
         return _train(torch, recipe, model, cast)
     finally:
         torch.set_default_dtype(old)
+        torch.set_num_threads(threads)
 
 
 # Note [The oracle's own rounding]: three steps of Adam amplify float32 rounding. Its first update is
