@@ -24,8 +24,8 @@ RECIPES = [GPT_MASKED, GPT_SDPA, LLAMA, VAE, VAE_NOISE, LSTM, LSTM_ROWS, GRU, EN
 _TIED = ("a parameter reached through two names (tied weights) gets its gradient twice: aot_function(f)(w, w) "
          "doubles w.grad", AssertionError)
 _RMUL = "`2.0 * t.sum()` (scalar times 0-d float32) is float64 compiled; the KL term's backward then fails in mm"
-_LAYOUT = ("; behind it, inductor only: fc3.weight.grad wrong, as in `((z + 0.0) @ w.t()).sum()`: the saved "
-           "transpose of a fused output is stored contiguous, but the backward reads it with the traced strides")
+_LAYOUT = ("; behind it, inductor only: fc3.weight.grad wrong, as in `(tanh(z) @ w.t()).sum()`: the saved "
+           "`tanh(z).t()` is made contiguous, but the backward reads it with the traced strides (1, 3)")
 _MASK = ("`self.src_mask = mask` in forward before a submodule call: Dynamo raises 'LazyVariable' object has no "
          "attribute 'as_python_constant'", AttributeError)
 KNOWN = {
