@@ -13,6 +13,7 @@ import numpy as np
 
 import kiln
 import kiln._dynamo
+from kiln._dynamo.testing import CompileCounterWithBackend
 
 # None is plain kiln eager; the rest are kiln.compile backends.
 BACKENDS = [None, "eager", "aot_eager", "inductor"]
@@ -109,14 +110,21 @@ def check(recipe, backend, torch, rtol=1e-4):
     k_model.load_state_dict({k: _to(kiln, _numpy(v)) for k, v in t_model.state_dict().items()})
     ref32 = _torch_run(torch, recipe, t_model, batches, torch.float32)
     ref64 = _torch_run(torch, recipe, t_model, batches, torch.float64)
-    compile_fn = None
+    compile_fn, counter = None, None
     if backend is not None:
         kiln._dynamo.reset()
-        compile_fn = lambda f: kiln.compile(f, backend=backend)  # noqa: E731
+        counter = CompileCounterWithBackend(backend)
+        compile_fn = lambda f: kiln.compile(f, backend=counter)  # noqa: E731
     try:
         got = _train(kiln, recipe, k_model, batches, compile_fn)
     finally:
         kiln._dynamo.reset()
+    # A step that silently ran eagerly (a frame given up on, everything behind graph breaks) would pass
+    # trivially. PyTorch captures each of these steps as one graph, compiled once for all three steps.
+    if counter is not None:
+        assert counter.op_count > 0, f"{recipe.name}[{backend}]: nothing was compiled"
+        assert counter.frame_count == 1, \
+            f"{recipe.name}[{backend}]: {counter.frame_count} graphs (breaks or recompiles), PyTorch has one"
 
     def compare(k, t32, t64, what):
         k, t32, t64 = (np.asarray(v) for v in (k, t32, t64))
