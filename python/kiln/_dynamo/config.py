@@ -11,7 +11,9 @@ capture_scalar_outputs = False
 automatic_dynamic_shapes = True
 # First compiles treat every size as static (sizes become dynamic only when they change).
 assume_static_by_default = True
-# Errors inside the compiler (not the user's own) fall back to eager with a warning.
-suppress_errors = False
+# Errors inside the compiler (not the user's own) fall back to eager with one warning (unless
+# fullgraph=True). On by default, unlike PyTorch's flag: an internal error must never cost a user
+# a program that runs eagerly (Note [Internal errors] in convert_frame.py).
+suppress_errors = True
 # Graphs with fewer call nodes than this are not handed to the backend (they run as written).
 min_graph_ops = 1

@@ -13,7 +13,9 @@ import operator
 import kiln
 from kiln import _C
 from kiln._dynamo import config, logs
+from kiln._dynamo.codegen import install_global
 from kiln._dynamo.exc import BackendCompilerFailed, Unsupported, unimplemented
+from kiln._dynamo.side_effects import SideEffects
 from kiln._dynamo.source import GlobalSource, Source, graph_input_name
 from kiln._dynamo.variables.base import ConstantVariable, VariableTracker
 from kiln._dynamo.variables.dicts import ConstDictVariable
@@ -84,6 +86,7 @@ class OutputGraph:
         self.dynamic_sources = {}  # source name -> dims made symbolic (for frame_state)
         self.input_sizes = {}      # source name -> the real input's sizes (for frame_state)
         self.compiled_graphs = []  # GraphModules handed to the backend
+        self.side_effects = SideEffects()  # attribute writes replayed after the graph
 
     # --- inputs -----------------------------------------------------------------------------
     def wrap_global(self, tx, f_globals, name):
@@ -263,7 +266,7 @@ class OutputGraph:
         if compiled is None:
             raise BackendCompilerFailed(repr(self.compiler_fn), TypeError("the backend returned None"))
         name = f"__compiled_fn_{next(_compiled_ids)}"
-        self.root_globals[name] = _disable_wrapper(compiled, gm)
+        install_global(self.root_globals, self.code, name, _disable_wrapper(compiled, gm))
         return name, index
 
     def _prune_unused_inputs(self):
