@@ -246,7 +246,7 @@ def _emit_break(ctx, tx, output, code, f_globals, index, error):
     logs.log("graph_breaks", f"Graph break: {error}")
     stack = list(tx.stack)
     live_values = stack + list(v for v in tx.symbolic_locals.values() if not _is_lazy(v))
-    if inst.opname in _CALLS:
+    if inst.opname in _CALLS or inst.opname == "BINARY_SUBSCR":
         return _emit_call_break(ctx, tx, output, code, f_globals, index, inst, stack, live_values)
     if inst.opname in _BRANCHES:
         return _emit_branch_break(ctx, tx, output, code, f_globals, index, inst, stack, live_values)
@@ -300,6 +300,9 @@ def _emit_call_break(ctx, tx, output, code, f_globals, index, inst, stack, live_
         parts = [hold(a.reconstruct(cg)) for a in positional] + [f"{k}={hold(v.reconstruct(cg))}"
                                                                    for k, v in keywords.items()]
         call = f"___r = {hold(fn.reconstruct(cg))}({', '.join(parts)})"
+    elif inst.opname == "BINARY_SUBSCR":  # x[mask]: the subscript runs in Python like a call
+        rest = stack[:-2]
+        call = f"___r = {hold(stack[-2].reconstruct(cg))}[{hold(stack[-1].reconstruct(cg))}]"
     else:  # CALL_FUNCTION_EX
         has_kwargs = inst.arg & 1
         count = 4 if has_kwargs else 3
