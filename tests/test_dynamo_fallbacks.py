@@ -74,6 +74,16 @@ def test_capture_dynamic_output_shape_ops_keeps_one_graph(monkeypatch):
     assert cnt.frame_count == 1
 
 
+def test_int_item_under_capture_scalar_outputs_is_not_a_dynamic_shape_break(monkeypatch):
+    monkeypatch.setattr(dynamo.config, "capture_scalar_outputs", True)
+    cnt = CompileCounter()
+    f = lambda x: kiln.arange(4) * x.sum().item()  # noqa: E731
+    x = kiln.tensor([1, 2])
+    out = kiln.compile(f, backend=cnt)(x)
+    assert out.tolist() == f(x).tolist() and out.dtype == f(x).dtype
+    assert cnt.frame_count == 1
+
+
 # --- numpy on a tensor: a graph break, not an internal NotConstant ----------------------------
 def test_numpy_calls_are_graph_breaks():
     def f(x):

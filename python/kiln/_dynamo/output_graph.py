@@ -168,7 +168,9 @@ class OutputGraph:
                           f"{type(unavailable[1]).__name__}: {unavailable[1]}",
                           "the call runs eagerly, which raises the same error")
         if not config.capture_dynamic_output_shape_ops:
-            new = _unbacked_symbols(result) - _unbacked_symbols((fake_args, fake_kwargs))
+            # new unbacked sizes of result tensors (an item() under capture_scalar_outputs makes a
+            # scalar symbol, which is that option's business)
+            new = _unbacked_symbols(result, tensor_sizes_only=True) - _unbacked_symbols((fake_args, fake_kwargs))
             if new:
                 name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
                 unimplemented(f"{name}: its output shape depends on the input's data (dynamic output shape, size "
@@ -390,9 +392,9 @@ def _unavailable_device(value):
 _UNBACKED = re.compile(r"\bu[0-9]+\b")
 
 
-def _unbacked_symbols(value):
+def _unbacked_symbols(value, tensor_sizes_only=False):
     """Names of the unbacked symbols (u0, u1: sizes known only from data) in the sizes of the
-    tensors and the SymInts inside `value` (nested tuples, lists, dicts)."""
+    tensors and (unless tensor_sizes_only) the SymInts inside `value` (nested tuples, lists, dicts)."""
     found = set()
 
     def visit(v):
@@ -400,7 +402,7 @@ def _unbacked_symbols(value):
             for s in v.shape:
                 if isinstance(s, SymInt):
                     found.update(_UNBACKED.findall(str(s)))
-        elif isinstance(v, (SymInt, SymFloat, SymBool)):
+        elif isinstance(v, (SymInt, SymFloat, SymBool)) and not tensor_sizes_only:
             found.update(_UNBACKED.findall(str(v)))
         elif isinstance(v, (tuple, list)):
             for item in v:
