@@ -4,7 +4,7 @@ For each new frame the hook cannot serve from its cache, _compile_frame translat
 (symbolic_convert.py). A whole-frame translation returns one graph. At the first instruction the
 interpreter cannot model, translation restarts and stops cleanly before it (so no half-done
 inlining leaks into the graph); the graph so far is compiled, and the replacement code runs the
-breaking call or branch in Python and continues in a resume function, which the hook will capture
+breaking call, subscript or branch in Python and continues in a resume function, which the hook will capture
 in turn. Graph breaks inside with-blocks or try-blocks, or in functions with cell variables,
 cannot be split that way: such frames run eagerly (the reason is logged and counted).
 """
