@@ -211,3 +211,49 @@ def test_write_in_inlined_submodule_forward():
     close(out, ref)
     close(m.inner.last, ref_last)
     assert cnt.frame_count == 1
+
+
+class TutorialLM(nn.Module):
+    """PyTorch's Transformer tutorial: the causal mask is cached on the module and rebuilt when the
+    sequence length changes (len(src) of a dimension that becomes dynamic on the third call)."""
+
+    def __init__(self):
+        super().__init__()
+        self.src_mask = None
+        self.lin = nn.Linear(4, 4)
+
+    @staticmethod
+    def square_subsequent_mask(sz):
+        mask = (kiln.triu(kiln.ones(sz, sz)) == 1).transpose(0, 1)
+        return mask.float().masked_fill(mask == 0, float("-inf")).masked_fill(mask == 1, float(0.0))
+
+    def forward(self, src):
+        if self.src_mask is None or self.src_mask.size(0) != len(src):
+            self.src_mask = self.square_subsequent_mask(len(src))
+        att = kiln.softmax(self.lin(src) @ src.t() + self.src_mask, -1)
+        return (att @ src).sum()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_tutorial_mask_cache_matches_eager(backend):
+    kiln.manual_seed(0)
+    eager, mod = TutorialLM(), TutorialLM()
+    mod.load_state_dict(eager.state_dict())
+    compiled = kiln.compile(mod, backend=CompileCounterWithBackend(backend))
+    for n in (5, 5, 6, 7):
+        x = kiln.randn(n, 4)
+        ref, out = eager(x), compiled(x)
+        close(out, ref)
+        ref.backward()
+        out.backward()
+        close(mod.src_mask, eager.src_mask)
+    close(mod.lin.weight.grad, eager.lin.weight.grad)
+    close(mod.lin.bias.grad, eager.lin.bias.grad)
+
+
+def test_len_of_dynamic_first_dimension():
+    cnt = CompileCounter()
+    f = kiln.compile(lambda x: x * len(x), backend=cnt)
+    for n in (2, 3, 4):
+        close(f(kiln.ones(n, 2)), kiln.full((n, 2), float(n)))
+    assert cnt.frame_count == 2  # static, then one dynamic graph for every later length
