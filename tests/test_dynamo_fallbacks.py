@@ -280,3 +280,30 @@ def test_released_compiled_functions_are_freed(backend):
     assert all(f() is None and c() is None for f, c in refs)
     assert len(namespace) == globals_before  # compiled graphs and resume functions left the globals
     assert grown / 40 < 4096, f"{grown / 40:.0f} bytes kept per released compiled function"
+
+
+def test_whole_frame_fallback_is_translated_once(monkeypatch, capsys):
+    from kiln._dynamo import convert_frame
+
+    translations = []
+    original = convert_frame._translate
+
+    def counting(*args):
+        translations.append(args[1].co_name)
+        return original(*args)
+
+    monkeypatch.setattr(convert_frame, "_translate", counting)
+
+    def in_try(x):
+        try:
+            y = x + 1
+            print("inside")
+            return y * 2
+        except ValueError:
+            return x
+
+    compiled = kiln.compile(in_try, backend=CompileCounter())
+    for _ in range(3):
+        close(compiled(kiln.ones(2)), kiln.full((2,), 4.0))
+    assert translations.count("in_try") == 1  # then the code is marked skip: no translation per call
+    assert capsys.readouterr().out.count("inside") == 3

@@ -41,7 +41,13 @@ seen_codes = weakref.WeakSet()               # every code object the callback wa
 
 
 class SkipFrame(Exception):
-    """This frame runs eagerly (as written)."""
+    """This frame runs eagerly (as written). `permanent`: the reason lies in the code itself (a
+    break inside a try block, cell variables), so every later call would translate it again only
+    to run it eagerly: the code is marked skip (when it has no compiled entries to keep)."""
+
+    def __init__(self, message, permanent=False):
+        super().__init__(message)
+        self.permanent = permanent
 
 
 class CompileContext:
@@ -94,6 +100,8 @@ def compile_frame(ctx, code, f_locals, f_globals):
         return _translate(ctx, code, f_locals, f_globals)
     except SkipFrame as e:
         logs.log("dynamo", f"skipping {code.co_name} ({code.co_filename}:{code.co_firstlineno}): {e}")
+        if e.permanent and not _C._dynamo._debug_get_cache_entry_list(code):
+            _C._dynamo.skip_code(code)
         return None
     except Unsupported as e:  # only fullgraph=True lets a graph break out of _translate
         if ctx.fullgraph:
@@ -242,7 +250,7 @@ def _emit_break(ctx, tx, output, code, f_globals, index, error):
     if whole_frame is not None:  # logged like every break: the user must see why it runs eagerly
         logs.log("graph_breaks", f"Graph break: {error}\n  the whole frame {display_name(code)} "
                  f"({code.co_filename}:{code.co_firstlineno}) runs eagerly: resume code cannot continue {whole_frame}")
-        raise SkipFrame(f"graph break in {whole_frame} ({reason})")
+        raise SkipFrame(f"graph break in {whole_frame} ({reason})", permanent=True)
     logs.log("graph_breaks", f"Graph break: {error}")
     stack = list(tx.stack)
     live_values = stack + list(v for v in tx.symbolic_locals.values() if not _is_lazy(v))
