@@ -20,9 +20,14 @@ functions, which continue in the middle of the original bytecode, are made by ed
 import inspect
 import itertools
 import math
+import re
 import types
+import weakref
 
 _object_ids = itertools.count()
+# Expressions whose value no later statement of the generated code changes: names (parameters are
+# never rebound), literals, and the compiled graph's outputs.
+_STABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|-?[0-9.e+-]+|'[^'\\]*'|___out\[[0-9]+\]")
 
 
 class FrameCodegen:
@@ -31,6 +36,7 @@ class FrameCodegen:
         self.local_names = set(code.co_varnames) | set(code.co_freevars) | set(code.co_cellvars)
         self.lines = []
         self._temps, self._keep = {}, []
+        self._held = itertools.count()
 
     # --- expressions -----------------------------------------------------------------------
     def constant(self, value):
@@ -45,7 +51,7 @@ class FrameCodegen:
     def object_expr(self, obj):
         """A global name bound to `obj` in the frame's globals."""
         name = f"___kiln_obj_{next(_object_ids)}"
-        self.f_globals[name] = obj
+        install_global(self.f_globals, self.code, name, obj)
         return name
 
     def materialize(self, var, build):
@@ -58,6 +64,15 @@ class FrameCodegen:
             self.emit(f"{name} = {text}")
             self._temps[id(var)] = name
             self._keep.append(var)
+        return name
+
+    def hold(self, expr):
+        """`expr` evaluated at this point of the code: a temporary holding it, unless it is a
+        plain name or literal (which later lines cannot change)."""
+        if _STABLE.fullmatch(expr):
+            return expr
+        name = f"___held_{next(self._held)}"
+        self.emit(f"{name} = {expr}")
         return name
 
     def global_expr(self, name):
@@ -95,6 +110,29 @@ class FrameCodegen:
             raise AssertionError(f"generated code has free variables {fn_code.co_freevars}, expected {free}")
         return fn_code.replace(co_name=code.co_name, co_qualname=code.co_qualname,
                                co_firstlineno=code.co_firstlineno), source
+
+
+# Note [Globals of generated code]: the replacement code reads what it needs (the compiled graph,
+# resume functions, objects it cannot spell as literals) from the frame's module globals by name.
+# Those entries belong to the code object that was translated: when it dies (its function was
+# released), they are removed, or every compiled function would keep its graphs, compiled kernels
+# and example tensors alive for the life of the module (~116 KB each, issue 16).
+_owned_globals = weakref.WeakKeyDictionary()  # translated code -> names it installed
+
+
+def install_global(f_globals, owner_code, name, value):
+    """f_globals[name] = value, removed when `owner_code` is garbage (Note [Globals of generated code])."""
+    f_globals[name] = value
+    names = _owned_globals.get(owner_code)
+    if names is None:
+        names = _owned_globals[owner_code] = []
+        weakref.finalize(owner_code, _drop_globals, f_globals, names).atexit = False
+    names.append(name)
+
+
+def _drop_globals(f_globals, names):
+    for name in names:
+        f_globals.pop(name, None)
 
 
 def _is_literal(v):

@@ -4,7 +4,7 @@ For each new frame the hook cannot serve from its cache, _compile_frame translat
 (symbolic_convert.py). A whole-frame translation returns one graph. At the first instruction the
 interpreter cannot model, translation restarts and stops cleanly before it (so no half-done
 inlining leaks into the graph); the graph so far is compiled, and the replacement code runs the
-breaking call or branch in Python and continues in a resume function, which the hook will capture
+breaking call, subscript or branch in Python and continues in a resume function, which the hook will capture
 in turn. Graph breaks inside with-blocks or try-blocks, or in functions with cell variables,
 cannot be split that way: such frames run eagerly (the reason is logged and counted).
 """
@@ -20,8 +20,8 @@ import weakref
 import kiln
 from kiln import _C
 from kiln._dynamo import config, logs
-from kiln._dynamo.codegen import FrameCodegen, make_function
-from kiln._dynamo.exc import Unsupported
+from kiln._dynamo.codegen import FrameCodegen, install_global, make_function
+from kiln._dynamo.exc import BackendCompilerFailed, Unsupported
 from kiln._dynamo.guards import build_guards
 from kiln._dynamo.output_graph import OutputGraph
 from kiln._dynamo.symbolic_convert import BreakRequest, InstructionTranslator
@@ -36,12 +36,18 @@ _BRANCHES = {"POP_JUMP_IF_FALSE": False, "POP_JUMP_IF_TRUE": True, "POP_JUMP_FOR
 _resume_ids = iter(range(1, 1 << 62))
 _resume_cache = weakref.WeakKeyDictionary()  # original code -> {key: resume code}
 frame_states = weakref.WeakKeyDictionary()   # code -> {source name: sizes seen (None: varied)}
-_warned_cache_limit = set()
+_warned_cache_limit = weakref.WeakSet()     # codes warned about config.cache_size_limit
 seen_codes = weakref.WeakSet()               # every code object the callback was asked about
 
 
 class SkipFrame(Exception):
-    """This frame runs eagerly (as written)."""
+    """This frame runs eagerly (as written). `permanent`: the reason lies in the code itself (a
+    break inside a try block, cell variables), so every later call would translate it again only
+    to run it eagerly: the code is marked skip (when it has no compiled entries to keep)."""
+
+    def __init__(self, message, permanent=False):
+        super().__init__(message)
+        self.permanent = permanent
 
 
 class CompileContext:
@@ -59,6 +65,9 @@ class CompileContext:
 # Module.__call__'s own frames run as written (hooks outside the graph, as in PyTorch), so the
 # captured frame is the module's forward; they are still inlined when traced code calls a module.
 _MODULE_CALL_CODES = frozenset({kiln.nn.Module._wrapped_call_impl.__code__, kiln.nn.Module._call_impl.__code__})
+# Module's own machinery (__setattr__, __getattr__, register_buffer, ...) is never a frame of its
+# own: the attribute writes that generated code replays (side_effects.py) call __setattr__.
+_MODULE_FILE = os.path.abspath(kiln.nn.modules.module.__file__)
 
 
 def _skipped_file(filename):
@@ -69,7 +78,8 @@ def _skipped_file(filename):
 
 def compile_frame(ctx, code, f_locals, f_globals):
     seen_codes.add(code)
-    if _skipped_file(code.co_filename) or code.co_name == "<module>" or code in _MODULE_CALL_CODES:
+    if (_skipped_file(code.co_filename) or code.co_name == "<module>" or code in _MODULE_CALL_CODES
+            or code.co_filename == _MODULE_FILE):
         _C._dynamo.skip_code(code)
         return None
     entries = _C._dynamo._debug_get_cache_entry_list(code)
@@ -90,7 +100,38 @@ def compile_frame(ctx, code, f_locals, f_globals):
         return _translate(ctx, code, f_locals, f_globals)
     except SkipFrame as e:
         logs.log("dynamo", f"skipping {code.co_name} ({code.co_filename}:{code.co_firstlineno}): {e}")
+        if e.permanent and not _C._dynamo._debug_get_cache_entry_list(code):
+            _C._dynamo.skip_code(code)
         return None
+    except Unsupported as e:  # only fullgraph=True lets a graph break out of _translate
+        if ctx.fullgraph:
+            raise
+        logs.log("graph_breaks", f"Graph break: the whole frame {display_name(code)} runs eagerly: {e}")
+        return None
+    except Exception as e:
+        # Note [Internal errors]: an exception from kiln's own compiler (the interpreter, codegen,
+        # the backend: AOT, Inductor) must not reach the user, who asked for a faster version of a
+        # program that works eagerly: the frame runs eagerly from now on, with one warning that
+        # names the user's code and the reason (PyTorch's suppress_errors). A user's own error
+        # (a shape mismatch) never gets here: tracing turns it into a graph break, and running
+        # the call eagerly raises it exactly as eager does. fullgraph=True asks for the error.
+        if ctx.fullgraph or not config.suppress_errors:
+            raise
+        _warn_internal_error(code, e)
+        _C._dynamo.skip_code(code)
+        return None
+
+
+def _warn_internal_error(code, error):
+    location = getattr(error, "kiln_user_location", None) or (code.co_filename, code.co_firstlineno)
+    inner = error.inner_exception if isinstance(error, BackendCompilerFailed) else error
+    what = (f"the backend {error.backend_name!r} failed" if isinstance(error, BackendCompilerFailed)
+            else "kiln's compiler failed")
+    message = (f"kiln.compile: {what} on {display_name(code)} ({location[0]}:{location[1]}): "
+               f"{type(inner).__name__}: {inner}. This function runs eagerly from now on "
+               f"(fullgraph=True raises the error instead; KILN_LOGS=dynamo shows the steps).")
+    logs.log("dynamo", message)
+    warnings.warn_explicit(message, RuntimeWarning, location[0], location[1], module="kiln._dynamo")
 
 
 def _failed_guard(guard, f_locals):
@@ -127,6 +168,17 @@ def _translate(ctx, code, f_locals, f_globals):
             else:
                 result = _emit_return(ctx, tx, output, code, f_globals, value)
                 break
+        except (BreakRequest, SkipFrame, Unsupported):
+            raise
+        except Exception as e:  # internal: remember the user's line being translated (Note [Internal errors])
+            if getattr(e, "kiln_user_location", None) is None:
+                where = output.current_tx or tx
+                line = where.current.line if where.current is not None else where.code.co_firstlineno
+                try:
+                    e.kiln_user_location = (where.code.co_filename, line)
+                except AttributeError:  # an exception type without a __dict__
+                    pass
+            raise
         finally:
             output.restore_global_state()
     else:
@@ -165,7 +217,11 @@ def _emit_return(ctx, tx, output, code, f_globals, value):
     if output.count_calls() == 0 and not output.graphargs:
         raise SkipFrame("no tensor ops")
     cg = _graph_then_codegen(ctx, tx, output, code, f_globals, [value])
-    cg.emit(f"return {value.reconstruct(cg)}")
+    result = value.reconstruct(cg)
+    if output.side_effects:  # the return value is read before the writes (it may be an old attribute)
+        result = cg.hold(result)
+        output.side_effects.codegen(cg)
+    cg.emit(f"return {result}")
     return _finish(ctx, output, code, f_globals, cg)
 
 
@@ -186,21 +242,28 @@ def _emit_break(ctx, tx, output, code, f_globals, index, error):
     reason = error.reason if error is not None else "graph break"
     if ctx.on_break:
         ctx.on_break(error)
+    whole_frame = None
     if code.co_cellvars:
-        raise SkipFrame(f"graph break in a function with cell variables ({reason})")
-    if _in_try_block(tx, inst.offset):
-        raise SkipFrame(f"graph break inside a try block ({reason})")
+        whole_frame = "a function with cell variables (a local captured by a lambda or inner function)"
+    elif _in_try_block(tx, inst.offset):
+        whole_frame = "a graph break inside a try block"
+    if whole_frame is not None:  # logged like every break: the user must see why it runs eagerly
+        logs.log("graph_breaks", f"Graph break: {error}\n  the whole frame {display_name(code)} "
+                 f"({code.co_filename}:{code.co_firstlineno}) runs eagerly: resume code cannot continue {whole_frame}")
+        raise SkipFrame(f"graph break in {whole_frame} ({reason})", permanent=True)
     logs.log("graph_breaks", f"Graph break: {error}")
     stack = list(tx.stack)
     live_values = stack + list(v for v in tx.symbolic_locals.values() if not _is_lazy(v))
-    if inst.opname in _CALLS:
+    if inst.opname in _CALLS or inst.opname == "BINARY_SUBSCR":
         return _emit_call_break(ctx, tx, output, code, f_globals, index, inst, stack, live_values)
     if inst.opname in _BRANCHES:
         return _emit_branch_break(ctx, tx, output, code, f_globals, index, inst, stack, live_values)
     if output.count_calls() == 0:
         raise SkipFrame(f"{reason} before any tensor op")
     cg = _graph_then_codegen(ctx, tx, output, code, f_globals, live_values)
-    cg.emit("return " + _resume_call(cg, tx, code, f_globals, inst.offset, stack))
+    resume = _resume_call(cg, tx, code, f_globals, inst.offset, stack, hold=_holder(cg, output))
+    output.side_effects.codegen(cg)
+    cg.emit("return " + resume)
     return _finish(ctx, output, code, f_globals, cg)
 
 
@@ -210,10 +273,17 @@ def _is_lazy(v):
     return isinstance(v, LazyVariable)
 
 
+def _holder(cg, output):
+    """With attribute writes to replay, every value the rest of the code passes on is read into a
+    temporary before the writes (as the original code had read it before its STORE_ATTRs); with
+    none, expressions stay inline."""
+    return cg.hold if output.side_effects else (lambda expr: expr)
+
+
 def _graph_then_codegen(ctx, tx, output, code, f_globals, live_values):
-    """Compiles the graph so far (outputs: the tensors among live_values) and starts the
-    replacement code with its call."""
-    name, out_index = output.compile_subgraph(tx, live_values)
+    """Compiles the graph so far (outputs: the tensors among live_values and among the values of
+    pending attribute writes) and starts the replacement code with its call."""
+    name, out_index = output.compile_subgraph(tx, list(live_values) + output.side_effects.values())
     if ctx.on_graph and name:
         ctx.on_graph(output)
     cg = FrameCodegen(code, f_globals, out_index)
@@ -224,6 +294,7 @@ def _graph_then_codegen(ctx, tx, output, code, f_globals, live_values):
 
 def _emit_call_break(ctx, tx, output, code, f_globals, index, inst, stack, live_values):
     cg = _graph_then_codegen(ctx, tx, output, code, f_globals, live_values)
+    hold = _holder(cg, output)
     if inst.opname == "CALL":
         n = inst.arg
         callee = stack[len(stack) - n - 2:]
@@ -234,20 +305,27 @@ def _emit_call_break(ctx, tx, output, code, f_globals, index, inst, stack, live_
         kw_names = tx.kw_names or ()
         positional = args[:len(args) - len(kw_names)]
         keywords = dict(zip(kw_names, args[len(args) - len(kw_names):]))
-        parts = [a.reconstruct(cg) for a in positional] + [f"{k}={v.reconstruct(cg)}" for k, v in keywords.items()]
-        cg.emit(f"___r = {fn.reconstruct(cg)}({', '.join(parts)})")
+        parts = [hold(a.reconstruct(cg)) for a in positional] + [f"{k}={hold(v.reconstruct(cg))}"
+                                                                   for k, v in keywords.items()]
+        call = f"___r = {hold(fn.reconstruct(cg))}({', '.join(parts)})"
+    elif inst.opname == "BINARY_SUBSCR":  # x[mask]: the subscript runs in Python like a call
+        rest = stack[:-2]
+        call = f"___r = {hold(stack[-2].reconstruct(cg))}[{hold(stack[-1].reconstruct(cg))}]"
     else:  # CALL_FUNCTION_EX
         has_kwargs = inst.arg & 1
         count = 4 if has_kwargs else 3
         callee = stack[len(stack) - count:]
         rest = stack[:len(stack) - count]
         fn, args = callee[1], callee[2]
-        text = f"{fn.reconstruct(cg)}(*{args.reconstruct(cg)}"
+        text = f"{hold(fn.reconstruct(cg))}(*{hold(args.reconstruct(cg))}"
         if has_kwargs:
-            text += f", **{callee[3].reconstruct(cg)}"
-        cg.emit(f"___r = {text})")
+            text += f", **{hold(callee[3].reconstruct(cg))}"
+        call = f"___r = {text})"
     next_offset = tx.instructions[index + 1].offset
-    cg.emit("return " + _resume_call(cg, tx, code, f_globals, next_offset, rest, extra_top="___r"))
+    resume = _resume_call(cg, tx, code, f_globals, next_offset, rest, extra_top="___r", hold=hold)
+    output.side_effects.codegen(cg)  # the writes precede the call, as in the original code
+    cg.emit(call)
+    cg.emit("return " + resume)
     return _finish(ctx, output, code, f_globals, cg)
 
 
@@ -257,21 +335,26 @@ def _emit_branch_break(ctx, tx, output, code, f_globals, index, inst, stack, liv
     jump_if = _BRANCHES[inst.opname]
     target = tx.instructions[inst.target].offset
     fallthrough = tx.instructions[index + 1].offset
-    test = cond.reconstruct(cg)
+    hold = _holder(cg, output)
+    test = hold(cond.reconstruct(cg))
+    taken = _resume_call(cg, tx, code, f_globals, target, rest, hold=hold)
+    not_taken = _resume_call(cg, tx, code, f_globals, fallthrough, rest, hold=hold)
+    output.side_effects.codegen(cg)
     cg.emit(f"if {'' if jump_if else 'not '}{test}:")
-    cg.emit("    return " + _resume_call(cg, tx, code, f_globals, target, rest))
-    cg.emit("return " + _resume_call(cg, tx, code, f_globals, fallthrough, rest))
+    cg.emit("    return " + taken)
+    cg.emit("return " + not_taken)
     return _finish(ctx, output, code, f_globals, cg)
 
 
-def _resume_call(cg, tx, code, f_globals, offset, stack, extra_top=None):
-    """`__resume_at_N(locals..., (stack...))` continuing `code` at `offset`."""
+def _resume_call(cg, tx, code, f_globals, offset, stack, extra_top=None, hold=lambda expr: expr):
+    """`__resume_at_N(locals..., (stack...))` continuing `code` at `offset` (`hold` evaluates the
+    arguments' expressions now, see _holder)."""
     live = set(_C._dynamo._live_locals(code, offset))
     null_mask, values = [], []
     for v in stack:
         null_mask.append(isinstance(v, NullVariable))
         if not isinstance(v, NullVariable):
-            values.append(v.reconstruct(cg))
+            values.append(hold(v.reconstruct(cg)))
     if extra_top is not None:
         null_mask.append(False)
         values.append(extra_top)
@@ -284,13 +367,13 @@ def _resume_call(cg, tx, code, f_globals, offset, stack, extra_top=None):
         elif _is_lazy(value):
             args.append(name)  # untouched argument: pass it through
         else:
-            args.append(value.reconstruct(cg))
+            args.append(hold(value.reconstruct(cg)))
     resume = _resume_code(code, offset, tuple(null_mask), tuple(dead))
     if code.co_freevars:
         fn = (f"{cg.object_expr(make_function)}({cg.object_expr(resume)}, globals(), "
               f"(lambda: ({', '.join(code.co_freevars)},)).__closure__)")
     else:
-        fn = _install_resume_function(f_globals, resume)
+        fn = _install_resume_function(f_globals, code, resume)
     stack_tuple = "(" + "".join(v + ", " for v in values) + ")"
     return f"{fn}({', '.join(args + [stack_tuple])})"
 
@@ -302,9 +385,12 @@ def _resume_code(code, offset, null_mask, dead):
     if hit is None:
         base = code
         if "___stack" in code.co_varnames:  # a resume function resumed again: keep names unique
-            base = code.replace(co_varnames=tuple(n if n != "___stack" else f"___stack{len(per_code)}_"
-                                                  for n in code.co_varnames))
-            dead = tuple(n if n != "___stack" else f"___stack{len(per_code)}_" for n in dead)
+            # (a fresh name, not one per resume point: a resume of a resume of a resume already
+            # holds the renamed stacks of its ancestors, and a repeated name is a SyntaxError)
+            renamed = next(f"___stack{k}_" for k in range(len(code.co_varnames) + 1)
+                           if f"___stack{k}_" not in code.co_varnames)
+            base = code.replace(co_varnames=tuple(n if n != "___stack" else renamed for n in code.co_varnames))
+            dead = tuple(n if n != "___stack" else renamed for n in dead)
         # an identifier: the replacement code calls it by name (a lambda's co_name is "<lambda>")
         name = f"__resume_in_{re.sub(r'[^0-9A-Za-z_]', '_', display_name(code))}_at_{offset}_{next(_resume_ids)}"
         hit = _C._dynamo._make_resume_code(base, offset, list(null_mask), list(dead), name)
@@ -320,8 +406,8 @@ def display_name(code):
     return name
 
 
-def _install_resume_function(f_globals, resume):
+def _install_resume_function(f_globals, code, resume):
     name = resume.co_name
     if name not in f_globals:
-        f_globals[name] = types.FunctionType(resume, f_globals, name)
+        install_global(f_globals, code, name, types.FunctionType(resume, f_globals, name))
     return name

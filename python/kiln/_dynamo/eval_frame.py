@@ -8,13 +8,17 @@ around a call (backends' compiled functions run under it, so the compiler never 
 """
 
 import functools
+import weakref
 
 import kiln
 from kiln import _C
 from kiln._dynamo.convert_frame import CompileContext
 
 _set_eval_frame = _C._dynamo.set_eval_frame
-_contexts = {}  # (backend, fullgraph, dynamic) -> CompileContext: cache entries are per context
+# (id(backend), fullgraph, dynamic) -> CompileContext: cache entries are per context. Weak values:
+# a context lives while a compiled wrapper or a cache entry holds it, and with it the backend (a
+# CompileCounter keeps every graph it saw), so nothing here outlives the compiled functions.
+_contexts = weakref.WeakValueDictionary()
 
 
 def _wrap(fn, callback):
@@ -39,7 +43,7 @@ def disable(fn=None, recursive=True):
 def optimize(compiler_fn, *, fullgraph=False, dynamic=None, on_break=None, on_graph=None, on_compiled=None):
     """A decorator compiling functions with `compiler_fn` (a backend callable)."""
     if on_break is None and on_graph is None and on_compiled is None:  # same options: same cache entries
-        key = (compiler_fn, fullgraph, dynamic)
+        key = (id(compiler_fn), fullgraph, dynamic)  # the context holds compiler_fn: the id stays its
         ctx = _contexts.get(key)
         if ctx is None:
             ctx = _contexts[key] = CompileContext(compiler_fn, fullgraph=fullgraph, dynamic=dynamic)

@@ -9,17 +9,20 @@ it to the backend; the compiled function is installed in the frame's globals (`_
 
 import itertools
 import operator
+import re
 
 import kiln
 from kiln import _C
 from kiln._dynamo import config, logs
+from kiln._dynamo.codegen import install_global
 from kiln._dynamo.exc import BackendCompilerFailed, Unsupported, unimplemented
+from kiln._dynamo.side_effects import SideEffects
 from kiln._dynamo.source import GlobalSource, Source, graph_input_name
 from kiln._dynamo.variables.base import ConstantVariable, VariableTracker
 from kiln._dynamo.variables.dicts import ConstDictVariable
 from kiln._dynamo.variables.lists import BaseListVariable, ListVariable, TupleVariable
 from kiln._dynamo.variables.tensor import SymNodeVariable, TensorVariable
-from kiln._subclasses.fake_tensor import FakeTensorMode
+from kiln._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from kiln._symbolic import SymBool, SymFloat, SymInt
 from kiln.fx.experimental.symbolic_shapes import ShapeEnv
 
@@ -84,6 +87,7 @@ class OutputGraph:
         self.dynamic_sources = {}  # source name -> dims made symbolic (for frame_state)
         self.input_sizes = {}      # source name -> the real input's sizes (for frame_state)
         self.compiled_graphs = []  # GraphModules handed to the backend
+        self.side_effects = SideEffects()  # attribute writes replayed after the graph
 
     # --- inputs -----------------------------------------------------------------------------
     def wrap_global(self, tx, f_globals, name):
@@ -157,6 +161,22 @@ class OutputGraph:
         fake_args = tuple(fake(a) for a in args)
         fake_kwargs = {k: fake(v) for k, v in kwargs.items()}
         result = self._run_fake(kind, target, fake_args, fake_kwargs)
+        unavailable = _unavailable_device(result)
+        if unavailable is not None:  # fake tensors exist on any device; real ones only where kiln runs
+            name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+            unimplemented(f"{name} makes a tensor on {unavailable[0]}, where eager raises "
+                          f"{type(unavailable[1]).__name__}: {unavailable[1]}",
+                          "the call runs eagerly, which raises the same error")
+        if not config.capture_dynamic_output_shape_ops:
+            # new unbacked sizes of result tensors (an item() under capture_scalar_outputs makes a
+            # scalar symbol, which is that option's business)
+            new = _unbacked_symbols(result, tensor_sizes_only=True) - _unbacked_symbols((fake_args, fake_kwargs))
+            if new:
+                name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+                unimplemented(f"{name}: its output shape depends on the input's data (dynamic output shape, size "
+                              f"{', '.join(sorted(new))})",
+                              "it runs eagerly; set kiln._dynamo.config.capture_dynamic_output_shape_ops = True "
+                              "to keep it in the graph")
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
         node.meta["example_value"] = result
         node.meta["stack_trace"] = tx.location()
@@ -263,7 +283,7 @@ class OutputGraph:
         if compiled is None:
             raise BackendCompilerFailed(repr(self.compiler_fn), TypeError("the backend returned None"))
         name = f"__compiled_fn_{next(_compiled_ids)}"
-        self.root_globals[name] = _disable_wrapper(compiled, gm)
+        install_global(self.root_globals, self.code, name, _disable_wrapper(compiled, gm))
         return name, index
 
     def _prune_unused_inputs(self):
@@ -344,6 +364,55 @@ def _fake_scalar_free(v):
     if isinstance(v, SymNodeVariable):
         return {int: 2, float: 2.0, bool: True}.get(v.python_type(), v.value)
     return _fake(v)
+
+
+_device_errors = {}  # device type -> the exception eager raises allocating there (None: it works)
+
+
+def _unavailable_device(value):
+    """(device, error) for the first tensor in `value` on a device kiln cannot allocate on (a
+    CPU-only build asked for "cuda"), else None. The fake run succeeds there; eager does not."""
+    tensors = [v for v in (value if isinstance(value, (tuple, list)) else [value]) if isinstance(v, kiln.Tensor)]
+    for t in tensors:
+        device = t.device
+        if device.type in ("cpu", "meta"):
+            continue
+        if device.type not in _device_errors:
+            try:
+                with unset_fake_temporarily():
+                    kiln.empty(0, device=device)
+                _device_errors[device.type] = None
+            except Exception as e:
+                _device_errors[device.type] = e
+        if _device_errors[device.type] is not None:
+            return device, _device_errors[device.type]
+    return None
+
+
+_UNBACKED = re.compile(r"\bu[0-9]+\b")
+
+
+def _unbacked_symbols(value, tensor_sizes_only=False):
+    """Names of the unbacked symbols (u0, u1: sizes known only from data) in the sizes of the
+    tensors and (unless tensor_sizes_only) the SymInts inside `value` (nested tuples, lists, dicts)."""
+    found = set()
+
+    def visit(v):
+        if isinstance(v, kiln.Tensor):
+            for s in v.shape:
+                if isinstance(s, SymInt):
+                    found.update(_UNBACKED.findall(str(s)))
+        elif isinstance(v, (SymInt, SymFloat, SymBool)) and not tensor_sizes_only:
+            found.update(_UNBACKED.findall(str(v)))
+        elif isinstance(v, (tuple, list)):
+            for item in v:
+                visit(item)
+        elif isinstance(v, dict):
+            for item in v.values():
+                visit(item)
+
+    visit(value)
+    return found
 
 
 def _proxy(v):

@@ -19,7 +19,7 @@ import weakref
 from kiln import _C
 from kiln._dynamo.exc import Unsupported, unimplemented
 from kiln._dynamo.source import LocalSource
-from kiln._dynamo.variables.base import ConstantVariable, LazyVariable
+from kiln._dynamo.variables.base import ConstantVariable, LazyVariable, NotConstant
 from kiln._dynamo.variables.builder import wrap
 from kiln._dynamo.variables.builtin import BuiltinVariable
 from kiln._dynamo.variables.dicts import ConstDictVariable, SetVariable
@@ -265,12 +265,13 @@ class InstructionTranslatorBase:
         return BuiltinVariable(getattr).call_function(self, [obj, ConstantVariable(name)], {})
 
     def STORE_ATTR(self, inst):
-        obj = self.pop()
-        self.pop()
-        unimplemented(f"assigning attribute {self.code.co_names[inst.arg]!r} of {obj.describe()}",
-                      "attribute writes are side effects; return the value instead")
+        obj, value = self.pop(), self.pop()
+        self.output.side_effects.store_attr(self, obj, self.code.co_names[inst.arg], value)
 
-    DELETE_ATTR = STORE_ATTR
+    def DELETE_ATTR(self, inst):
+        obj = self.pop()
+        unimplemented(f"deleting attribute {self.code.co_names[inst.arg]!r} of {obj.describe()}",
+                      "delete it outside the compiled function")
 
     # --- operators --------------------------------------------------------------------------
     def _call_builtin(self, fn, args):
@@ -619,10 +620,21 @@ class InstructionTranslator(InstructionTranslatorBase):
                 if handler is None:
                     unimplemented(f"the {inst.opname} instruction", "this Python construct is not traced yet")
                 handler(inst)
+            except NotConstant as e:
+                error = not_constant_break(e).locate(self.location(), self.user_stack())
+                raise BreakRequest(inst.index, error) from e
             except Unsupported as e:
                 e.locate(self.location() if e.location is None else e.location, self.user_stack())
                 raise BreakRequest(inst.index, e)
         return self.return_value
+
+
+def not_constant_break(error):
+    """A NotConstant that escaped a handler (it needed a compile-time constant, e.g. an argument
+    of a function it cannot call symbolically): the interpreter cannot model it, a graph break."""
+    what = error.args[0].describe() if error.args and hasattr(error.args[0], "describe") else "a value"
+    return Unsupported(f"{what} used where a compile-time constant is needed",
+                       "move this call out of the compiled function")
 
 
 class InliningInstructionTranslator(InstructionTranslatorBase):
@@ -651,6 +663,8 @@ class InliningInstructionTranslator(InstructionTranslatorBase):
         except Unsupported as e:
             e.locate(tx.location(), tx.user_stack())
             raise
+        except NotConstant as e:
+            raise not_constant_break(e).locate(tx.location(), tx.user_stack()) from e
         finally:
             parent.output.current_tx = previous
         if tx.yields is not None:  # a generator runs to completion here; its values iterate later

@@ -13,6 +13,7 @@ import copy
 import itertools
 import linecache
 import os
+import weakref
 
 import kiln
 from kiln import nn
@@ -31,9 +32,12 @@ def _exec_with_source(src, globals_):
 
 def _forward_from_src(src, globals_):
     globals_copy = dict(globals_)
-    _exec_with_source(src, globals_copy)
+    key = _exec_with_source(src, globals_copy)
     forward = globals_copy["forward"]
     del globals_copy["forward"]
+    # The source lines serve tracebacks of this forward only: they go when it does (else every
+    # graph ever compiled keeps its source in linecache, issue 16's memory per compiled function).
+    weakref.finalize(forward, linecache.cache.pop, key, None).atexit = False
     return forward
 
 

@@ -7,7 +7,7 @@ source, when read. Like lists, only dicts built inside the frame may be mutated.
 
 
 from kiln._dynamo.exc import unimplemented
-from kiln._dynamo.variables.base import ConstantVariable, VariableTracker, realize
+from kiln._dynamo.variables.base import ConstantVariable, LazyVariable, NotConstant, VariableTracker, realize
 from kiln._dynamo.variables.lists import ListIteratorVariable, TupleVariable
 
 
@@ -29,6 +29,8 @@ class ConstDictVariable(VariableTracker):
         return self.items
 
     def as_python_constant(self):
+        if any(isinstance(v, LazyVariable) for v in self.items.values()):
+            raise NotConstant(self)  # an unread entry: folding it would skip its guard
         return self.kind((k, v.as_python_constant()) for k, v in self.items.items())
 
     def as_proxy(self):

@@ -105,7 +105,7 @@ class UserDefinedObjectVariable(ObjectVariable):
         return object_getattr(tx, self, self.value, name)
 
     def has_attr(self, tx, name):
-        return hasattr(self.value, name)
+        return tx.output.side_effects.has_attr(self.value, name) or hasattr(self.value, name)
 
     def call_function(self, tx, args, kwargs):
         call = getattr(type(self.value), "__call__", None)
@@ -134,6 +134,9 @@ def object_getattr(tx, var, obj, name):
     from kiln._dynamo.variables.builder import wrap
     from kiln._dynamo.variables.functions import UserMethodVariable
 
+    stored = tx.output.side_effects.load_attr(obj, name)
+    if stored is not None:  # written earlier in this trace (replayed after the graph)
+        return stored
     cls = type(obj)
     if name == "__dict__" and var.source is not None:
         return wrap(tx, obj.__dict__, AttrSource(var.source, "__dict__"))

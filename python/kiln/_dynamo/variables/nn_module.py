@@ -28,6 +28,9 @@ class NNModuleVariable(ObjectVariable):
     def var_getattr(self, tx, name):
         from kiln._dynamo.variables.builder import wrap
 
+        stored = tx.output.side_effects.load_attr(self.value, name)
+        if stored is not None:  # written earlier in this trace (replayed after the graph)
+            return stored
         d = self.value.__dict__
         cls_attr = getattr(type(self.value), name, None)
         if name in d and not hasattr(cls_attr, "__set__"):
@@ -39,7 +42,7 @@ class NNModuleVariable(ObjectVariable):
         return object_getattr(tx, self, self.value, name)
 
     def has_attr(self, tx, name):
-        return hasattr(self.value, name)
+        return tx.output.side_effects.has_attr(self.value, name) or hasattr(self.value, name)
 
     def call_function(self, tx, args, kwargs):
         from kiln._dynamo.variables.functions import UserFunctionVariable

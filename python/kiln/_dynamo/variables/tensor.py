@@ -71,8 +71,9 @@ class TensorVariable(VariableTracker):
             return ConstantVariable(getattr(ex, name)())
         if name == "element_size":
             return ConstantVariable(ex.element_size())
-        if name == "__len__":
-            return sym_or_constant(tx, ex.shape[0], None)
+        if name == "__len__":  # len(x) of a dynamic first dimension is x.size(0) in the graph
+            return sym_or_constant(tx, ex.shape[0], lambda: tx.output.call_raw(
+                tx, "call_method", "size", (self.node, 0), {}, example=ex.shape[0]))
         if name in _SCALAR_METHODS:
             from kiln._dynamo import config
 

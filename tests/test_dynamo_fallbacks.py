@@ -1,0 +1,309 @@
+"""What kiln.compile does with code it cannot compile (issue 16): clean graph breaks (data-dependent
+output shapes, numpy, devices kiln lacks), breaks that must be logged and counted (try blocks,
+captured locals), resumes of resumes, internal compiler errors (one warning, eager fallback), and
+the memory a released compiled function leaves behind. Oracle: eager kiln (values, gradients,
+exception types and messages); graph counts from CompileCounter and explain."""
+
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+import weakref
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln._dynamo as dynamo
+from kiln._dynamo.exc import BackendCompilerFailed, Unsupported
+from kiln._dynamo.testing import CompileCounter, CompileCounterWithBackend
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    dynamo.reset()
+    yield
+    dynamo.reset()
+
+
+def close(a, b):
+    assert a.shape == b.shape and a.dtype == b.dtype
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+# --- data-dependent output shapes: a graph break, as PyTorch's default ---------------------------
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("case", ["mask_index", "nonzero", "masked_select"])
+def test_dynamic_output_shape_ops_break_cleanly(backend, case):
+    def f(x):
+        y = x * 2
+        if case == "mask_index":
+            z = y[y > 0]
+        elif case == "nonzero":
+            z = kiln.nonzero(y).to(y.dtype)
+        else:
+            z = kiln.masked_select(y, y > 0)
+        return (z * 3).sum() + y.sum()
+
+    kiln.manual_seed(0)
+    base = kiln.randn(6)
+    x1, x2 = base.clone().requires_grad_(), base.clone().requires_grad_()
+    cnt = CompileCounterWithBackend(backend)
+    out = kiln.compile(f, backend=cnt)(x1)
+    ref = f(x2)
+    close(out, ref)
+    out.backward()
+    ref.backward()
+    close(x1.grad, x2.grad)
+    assert cnt.frame_count == 2  # before the op, and after it (the op itself runs eagerly)
+    explained = dynamo.explain(f)(base)
+    assert explained.graph_break_count == 1
+    assert "dynamic output shape" in explained.break_reasons[0].reason
+
+
+def test_capture_dynamic_output_shape_ops_keeps_one_graph(monkeypatch):
+    monkeypatch.setattr(dynamo.config, "capture_dynamic_output_shape_ops", True)
+    cnt = CompileCounter()
+    x = kiln.tensor([1.0, -2.0, 3.0])
+    out = kiln.compile(lambda t: kiln.nonzero(t > 0) + 1, backend=cnt)(x)
+    close(out, kiln.nonzero(x > 0) + 1)
+    assert cnt.frame_count == 1
+
+
+def test_int_item_under_capture_scalar_outputs_is_not_a_dynamic_shape_break(monkeypatch):
+    monkeypatch.setattr(dynamo.config, "capture_scalar_outputs", True)
+    cnt = CompileCounter()
+    f = lambda x: kiln.arange(4) * x.sum().item()  # noqa: E731
+    x = kiln.tensor([1, 2])
+    out = kiln.compile(f, backend=cnt)(x)
+    assert out.tolist() == f(x).tolist() and out.dtype == f(x).dtype
+    assert cnt.frame_count == 1
+
+
+# --- numpy on a tensor: a graph break, not an internal NotConstant ----------------------------
+def test_numpy_calls_are_graph_breaks():
+    def f(x):
+        y = x + 1
+        arr = np.sin(y.numpy())
+        return kiln.from_numpy(arr) * 2 + y
+
+    def g(x):
+        return (x * 2).numpy()
+
+    x = kiln.tensor([0.5, 1.0, 2.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no internal-error fallback warning either
+        close(kiln.compile(f, backend=CompileCounter())(x), f(x))
+        np.testing.assert_allclose(kiln.compile(g, backend=CompileCounter())(x), g(x))
+    assert dynamo.explain(f)(x).graph_break_count >= 1
+
+
+# --- resume functions of resume functions ----------------------------------------------------
+def helper(x):
+    print("helper")  # a graph break inside a function called twice
+    return x + 1
+
+
+def three_breaks(x):
+    x = helper(x * 2)
+    x = helper(x * 3)
+    print("third")
+    return x * 4
+
+
+def test_three_breaks_with_helper_called_twice(capsys):
+    x = kiln.ones(2)
+    cnt = CompileCounter()
+    close(kiln.compile(three_breaks, backend=cnt)(x), three_breaks(x))
+    explained = dynamo.explain(three_breaks)(x)
+    assert explained.graph_break_count >= 3 and explained.graph_count >= 4
+    close(kiln.compile(three_breaks, backend=cnt)(x), three_breaks(x))  # the cached entries run
+
+
+# --- whole-frame fallbacks are logged and counted ----------------------------------------------
+LOGGED = textwrap.dedent("""
+    import kiln
+    def in_try(x):
+        try:
+            y = x + 1
+            print("inside")
+            return y * 2
+        except ValueError:
+            return x
+    def with_cell(x):
+        k = 2
+        h = lambda t: t * k
+        y = h(x)
+        print("brk")
+        return y + 1
+    x = kiln.ones(2)
+    assert kiln.compile(in_try, backend="eager")(x).tolist() == [4.0, 4.0]
+    assert kiln.compile(with_cell, backend="eager")(x).tolist() == [3.0, 3.0]
+    print("COUNTS", kiln._dynamo.explain(in_try)(x).graph_break_count,
+          kiln._dynamo.explain(with_cell)(x).graph_break_count)
+""")
+
+
+def test_whole_frame_fallbacks_are_logged_with_location():
+    env = dict(os.environ, KILN_LOGS="graph_breaks", PYTHONPATH=os.path.join(ROOT, "python"))
+    out = subprocess.run([sys.executable, "-c", LOGGED], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    err = out.stderr
+    assert "the whole frame in_try" in err and "try block" in err
+    assert "the whole frame with_cell" in err and "cell variables" in err
+    assert "<string>:6" in err and "<string>:14" in err  # the user's lines of the two print() calls
+    assert "COUNTS 1 1" in out.stdout
+
+
+# --- internal errors: one warning naming the user's line, then eager -------------------------
+def user_fn(x):
+    return x.sin() * 2 + 1
+
+
+def test_backend_error_falls_back_to_eager_with_one_warning():
+    calls = []
+
+    def broken_backend(gm, example_inputs):
+        calls.append(1)
+        raise RuntimeError("backend exploded")
+
+    compiled = kiln.compile(user_fn, backend=broken_backend)
+    x = kiln.ones(3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            close(compiled(x), user_fn(x))
+    mine = [w for w in caught if "kiln.compile" in str(w.message)]
+    assert len(mine) == 1 and len(calls) == 1
+    text = str(mine[0].message)
+    assert "backend exploded" in text and "user_fn" in text
+    assert mine[0].filename == __file__ and mine[0].lineno == user_fn.__code__.co_firstlineno + 1
+
+
+def test_backend_error_raises_under_fullgraph():
+    def broken_backend(gm, example_inputs):
+        raise RuntimeError("backend exploded")
+
+    with pytest.raises(BackendCompilerFailed, match="backend exploded"):
+        kiln.compile(user_fn, backend=broken_backend, fullgraph=True)(kiln.ones(3))
+
+
+def test_internal_interpreter_error_falls_back(monkeypatch):
+    from kiln._dynamo.symbolic_convert import InstructionTranslatorBase
+
+    def broken(self, inst):
+        raise KeyError("interpreter bug")
+
+    monkeypatch.setattr(InstructionTranslatorBase, "BINARY_OP", broken)
+    x = kiln.ones(3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        close(kiln.compile(user_fn, backend=CompileCounter())(x), user_fn(x))
+    mine = [w for w in caught if "kiln.compile" in str(w.message)]
+    assert len(mine) == 1 and "interpreter bug" in str(mine[0].message)
+    assert mine[0].lineno == user_fn.__code__.co_firstlineno + 1
+    with pytest.raises(KeyError, match="interpreter bug"):
+        dynamo.reset()
+        kiln.compile(user_fn, backend=CompileCounter(), fullgraph=True)(x)
+
+
+def test_user_errors_still_raise_as_eager():
+    def f(a, b):
+        return (a @ b).sum()
+
+    a, b = kiln.ones(2, 3), kiln.ones(4, 5)
+    with pytest.raises(RuntimeError) as eager:
+        f(a, b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a user error is not an internal one: no warning
+        with pytest.raises(RuntimeError) as compiled:
+            kiln.compile(f, backend="inductor")(a, b)
+    assert type(compiled.value) is type(eager.value) and str(compiled.value) == str(eager.value)
+
+
+# --- devices kiln lacks: raise as eager ----------------------------------------------------
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("how", ["to", "factory"])
+def test_unavailable_device_raises_as_eager(backend, how):
+    def f(a):
+        if how == "to":
+            return a.to("cuda") + 1
+        return a + kiln.ones(2, device="cuda")
+
+    with pytest.raises(Exception) as eager:
+        kiln.ones(2).to("cuda")
+    with pytest.raises(type(eager.value)) as compiled:
+        kiln.compile(f, backend=backend)(kiln.ones(2))
+    assert str(compiled.value) == str(eager.value)
+
+
+# --- memory: a released compiled function leaves nothing behind ---------------------------------
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_released_compiled_functions_are_freed(backend):
+    import tracemalloc
+
+    x = kiln.ones(4)
+    namespace = {"kiln": kiln}
+
+    def make_and_run(i):
+        exec(f"def f{i}(x):\n    y = x * {i} + 1\n    print('break')\n    return y.sin()\n", namespace)
+        fn = namespace.pop(f"f{i}")
+        compiled = kiln.compile(fn, backend=backend)
+        compiled(x)
+        compiled(x)
+        return weakref.ref(fn), weakref.ref(fn.__code__)
+
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        for i in range(5):  # warm up caches that are legitimately shared (kernels, decompositions)
+            make_and_run(i)
+        gc.collect()
+        globals_before = len(namespace)
+        tracemalloc.start()
+        try:
+            # the growth from a first batch to a second one is what each function keeps (one-off
+            # growth, a cache's first fill or a dict's resize, stays in the first batch)
+            refs = [make_and_run(i + 100) for i in range(40)]
+            gc.collect()
+            first = tracemalloc.get_traced_memory()[0]
+            refs += [make_and_run(i + 200) for i in range(40)]
+            gc.collect()
+            grown = tracemalloc.get_traced_memory()[0] - first
+        finally:
+            tracemalloc.stop()
+    assert all(f() is None and c() is None for f, c in refs)
+    assert len(namespace) == globals_before  # compiled graphs and resume functions left the globals
+    assert grown / 40 < 4096, f"{grown / 40:.0f} bytes kept per released compiled function"
+
+
+def test_whole_frame_fallback_is_translated_once(monkeypatch, capsys):
+    from kiln._dynamo import convert_frame
+
+    translations = []
+    original = convert_frame._translate
+
+    def counting(*args):
+        translations.append(args[1].co_name)
+        return original(*args)
+
+    monkeypatch.setattr(convert_frame, "_translate", counting)
+
+    def in_try(x):
+        try:
+            y = x + 1
+            print("inside")
+            return y * 2
+        except ValueError:
+            return x
+
+    compiled = kiln.compile(in_try, backend=CompileCounter())
+    for _ in range(3):
+        close(compiled(kiln.ones(2)), kiln.full((2,), 4.0))
+    assert translations.count("in_try") == 1  # then the code is marked skip: no translation per call
+    assert capsys.readouterr().out.count("inside") == 3
