@@ -7,6 +7,7 @@ import json
 import math
 import re
 import zipfile
+import zlib
 
 import numpy as np
 import pytest
@@ -517,3 +518,45 @@ def test_every_single_byte_corruption_is_a_kiln_load_error(tmp_path):
             # a flip kiln cannot see (zip timestamps, version fields) or one that leaves valid JSON
             assert got is None or isinstance(got, (dict, list, tuple, int, float, str)), (pos, mask, got)
     assert errors > len(data)  # most flips are caught
+
+
+def _nested_entries_zip(n, payload):
+    """A ZIP, built by hand, whose storage entries 0..n-1 are nested: entry k's bytes are entry k+1's
+    local header followed by entry k+1's bytes, so the file holds `payload` once but its entries
+    hold it n times. Every CRC is right; only the overlap is wrong."""
+    import struct
+    names = [f"kiln/storages/{k}".encode() for k in range(n)]
+    datas = [payload]  # built from the innermost entry out
+    for k in range(n - 1, 0, -1):
+        inner = datas[0]
+        local = struct.pack("<4s5H3I2H", b"PK\x03\x04", 20, 0, 0, 0, 0, zlib.crc32(inner), len(inner),
+                            len(inner), len(names[k]), 0) + names[k]
+        datas.insert(0, local + inner)
+    header = json.dumps(_header_for([_tensor_node(dtype="uint8", storage=k, shape=[len(d)]) for k, d in
+                                     enumerate(datas)], [{"dtype": "uint8", "nbytes": len(d)} for d in datas]))
+    entries = [(names[0], datas[0]), (b"kiln/header.json", header.encode())]
+    out, central, offsets = bytearray(), bytearray(), {names[0]: 0}
+    for name, data in entries:
+        offsets[name] = len(out)
+        out += struct.pack("<4s5H3I2H", b"PK\x03\x04", 20, 0, 0, 0, 0, zlib.crc32(data), len(data), len(data),
+                           len(name), 0) + name + data
+    offset = len(struct.pack("<4s5H3I2H", b"PK\x03\x04", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)) + len(names[0])
+    records = [(names[0], datas[0], 0), (b"kiln/header.json", header.encode(), offsets[b"kiln/header.json"])]
+    for k in range(1, n):  # entry k's local header sits at the start of entry k-1's bytes
+        records.append((names[k], datas[k], offset))
+        offset += len(struct.pack("<4s5H3I2H", b"PK\x03\x04", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)) + len(names[k])
+    for name, data, at in records:
+        central += struct.pack("<4s6H3I5HII", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, zlib.crc32(data), len(data),
+                               len(data), len(name), 0, 0, 0, 0, 0, at) + name
+    end = struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, len(records), len(records), len(central), len(out), 0)
+    return bytes(out + central + end)
+
+
+def test_nested_entries_are_refused(tmp_path):
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    data = _nested_entries_zip(8, payload)
+    assert len(data) < 2 * len(payload)
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:  # zipfile reads every entry: the CRCs are right
+        assert sum(len(zf.read(i)) for i in zf.infolist() if i.filename.startswith("kiln/storages/")) > 8 * len(payload)
+    with pytest.raises(RuntimeError, match=r"kiln.load: .*bad.kiln: entry kiln/storages/\d .* entries overlap"):
+        _load_bytes(data, tmp_path)

@@ -10,7 +10,8 @@ CRC-32, so truncated or corrupted files fail with a RuntimeError that names the 
 Note [Loading hostile files]: a checkpoint may come from anywhere, so every size, count and nesting
 depth the file declares is checked against the file itself before anything is allocated for it.
 Entries must be stored: a compressed entry could inflate a small file a thousandfold (a zip bomb),
-so it is refused rather than bounded. An entry's declared size must fit inside the file; a tensor's
+so it is refused rather than bounded. An entry's declared size must fit inside the file, and all
+entries read together too (entries nested inside one another would read it many times); a tensor's
 element count must fit in int64. Whatever goes wrong, the caller sees one
 `RuntimeError("kiln.load: <file>: ...")`, never zlib's, zipfile's or a bare RecursionError.
 """
@@ -150,40 +151,53 @@ def save(obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_seri
 
 
 # --- loading --------------------------------------------------------------------------------------
-def _checked_entry(zf, entry, file_size, fail):
-    """The ZipInfo of `entry`, once its declared sizes and layout are known to be safe to read:
-    stored (not compressed or encrypted) and lying inside the file. None if there is no such entry."""
-    try:
-        info = zf.getinfo(entry)
-    except KeyError:
-        return None
-    if info.compress_type != zipfile.ZIP_STORED:
-        fail(f"entry {entry} is compressed (method {info.compress_type}); kiln checkpoints store entries "
-             f"uncompressed, and a compressed entry could inflate without bound")
-    if info.flag_bits & 0x1:
-        fail(f"entry {entry} is encrypted")
-    if info.compress_size != info.file_size or info.header_offset + info.compress_size > file_size:
-        fail(f"entry {entry} declares {info.file_size} bytes, more than the file holds ({file_size} bytes); "
-             f"the file is truncated or corrupted")
-    return info
+class _Entries:
+    """Reads a checkpoint's stored entries, each only after its declared size and layout are known to
+    be safe: stored (not compressed or encrypted), inside the file, and, all entries read so far
+    together, no larger than the file. Entries in a valid archive hold disjoint bytes, so the last
+    check refuses entries nested inside one another, which would let a small file be read (and
+    allocated) many times over."""
 
+    def __init__(self, zf, file_size, fail):
+        self.zf, self.file_size, self.fail = zf, file_size, fail
+        self.budget = file_size  # bytes of entry data the file can still hold
 
-def _read_entry(zf, info, nbytes, fail):
-    """Exactly `nbytes` bytes of the stored entry `info`, checked against its CRC-32."""
-    buf = bytearray(nbytes)
-    try:
-        with zf.open(info) as member:
-            got = member.readinto(buf)
-            if got != nbytes or member.read(1):
-                fail(f"entry {info.filename} is truncated ({got} of {nbytes} bytes)")
-    except _READ_ERRORS as e:
-        fail(f"entry {info.filename} cannot be read ({e}); the file is truncated or corrupted")
-    return buf
+    def info(self, entry):
+        """The ZipInfo of `entry` once its sizes are checked; None if the archive has no such entry."""
+        try:
+            info = self.zf.getinfo(entry)
+        except KeyError:
+            return None
+        if info.compress_type != zipfile.ZIP_STORED:
+            self.fail(f"entry {entry} is compressed (method {info.compress_type}); kiln checkpoints store entries "
+                      f"uncompressed, and a compressed entry could inflate without bound")
+        if info.flag_bits & 0x1:
+            self.fail(f"entry {entry} is encrypted")
+        if info.compress_size != info.file_size or info.header_offset + info.compress_size > self.file_size:
+            self.fail(f"entry {entry} declares {info.file_size} bytes, more than the file holds ({self.file_size} "
+                      f"bytes); the file is truncated or corrupted")
+        return info
+
+    def read(self, info, nbytes):
+        """Exactly `nbytes` (== info.file_size) bytes of the entry, checked against its CRC-32."""
+        if nbytes > self.budget:
+            self.fail(f"entry {info.filename} ({nbytes} bytes) and the entries read before it hold more bytes than "
+                      f"the file ({self.file_size} bytes): entries overlap, the file is corrupted")
+        self.budget -= nbytes
+        buf = bytearray(nbytes)
+        try:
+            with self.zf.open(info) as member:
+                got = member.readinto(buf)
+                if got != nbytes or member.read(1):
+                    self.fail(f"entry {info.filename} is truncated ({got} of {nbytes} bytes)")
+        except _READ_ERRORS as e:
+            self.fail(f"entry {info.filename} cannot be read ({e}); the file is truncated or corrupted")
+        return buf
 
 
 class _Loader:
-    def __init__(self, zf, header, name, map_location, file_size):
-        self.zf, self.name, self.map_location, self.file_size = zf, name, map_location, file_size
+    def __init__(self, entries, header, name, map_location):
+        self.entries, self.name, self.map_location = entries, name, map_location
         self.specs = header["storages"]
         self.flats = {}
 
@@ -210,12 +224,12 @@ class _Loader:
         name, nbytes = spec["dtype"], spec["nbytes"]
         if nbytes % _ITEMSIZE[name]:
             self.fail(f"storage {index} holds {nbytes} bytes, not a whole number of {name} elements")
-        info = _checked_entry(self.zf, _STORAGE.format(index), self.file_size, self.fail)
+        info = self.entries.info(_STORAGE.format(index))
         if info is None:
             self.fail(f"the entry for storage {index} is missing")
         if info.file_size != nbytes:
             self.fail(f"storage {index} should hold {nbytes} bytes, its entry holds {info.file_size}")
-        buf = _read_entry(self.zf, info, nbytes, self.fail)  # nbytes is now known to fit in the file
+        buf = self.entries.read(info, nbytes)
         dtype = _DTYPES[name]
         if nbytes == 0:
             t = kiln.empty(0, dtype=dtype)
@@ -374,10 +388,11 @@ def load(f, map_location=None, *, weights_only=True, mmap=None, **kwargs):
         except _READ_ERRORS + (OverflowError,) as e:
             raise RuntimeError(f"kiln.load: {name}: not a kiln checkpoint, or truncated/corrupted ({e})") from None
         with zf:
-            info = _checked_entry(zf, _HEADER, file_size, fail)
+            entries = _Entries(zf, file_size, fail)
+            info = entries.info(_HEADER)
             if info is None:
                 fail(f"not a kiln checkpoint (no {_HEADER} entry)")
-            raw = _read_entry(zf, info, info.file_size, fail)
+            raw = entries.read(info, info.file_size)
             try:
                 header = json.loads(raw.decode("utf-8"))
             except (UnicodeDecodeError, ValueError) as e:
@@ -393,7 +408,7 @@ def load(f, map_location=None, *, weights_only=True, mmap=None, **kwargs):
             if header.get("byteorder") != "little" or not isinstance(header.get("storages"), list) \
                     or "root" not in header:
                 raise RuntimeError(f"kiln.load: {name}: the header lacks 'byteorder', 'storages' or 'root'")
-            loader = _Loader(zf, header, name, map_location, file_size)
+            loader = _Loader(entries, header, name, map_location)
             try:
                 return loader.decode(header["root"])
             except RecursionError:
