@@ -560,3 +560,14 @@ def test_nested_entries_are_refused(tmp_path):
         assert sum(len(zf.read(i)) for i in zf.infolist() if i.filename.startswith("kiln/storages/")) > 8 * len(payload)
     with pytest.raises(RuntimeError, match=r"kiln.load: .*bad.kiln: entry kiln/storages/\d .* entries overlap"):
         _load_bytes(data, tmp_path)
+
+
+def test_many_huge_sizes_fail_fast(tmp_path):
+    import time
+    shape = [2 ** 62] * 200_000  # the exact element count has 12 million bits
+    header = _header_for(_tensor_node(shape=shape, stride=[0] * len(shape)), [GOOD_STORAGE])
+    data = _zip_with_header(header, [np.zeros(2, dtype="<f4").tobytes()])
+    start = time.perf_counter()
+    with pytest.raises(RuntimeError, match=r"kiln.load: .*bad.kiln: .*overflow int64"):
+        _load_bytes(data, tmp_path)
+    assert time.perf_counter() - start < 5.0

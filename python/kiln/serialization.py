@@ -264,10 +264,10 @@ class _Loader:
         if (not isinstance(shape, list) or not isinstance(stride, list) or len(shape) != len(stride)
                 or not all(_is_count(v) for v in shape + stride) or not _is_count(offset)):
             self.fail(f"bad tensor geometry shape={shape!r} stride={stride!r} offset={offset!r}")
-        numel = math.prod(shape)
-        if max(shape + stride + [offset, numel]) > _INT64_MAX:  # sizes are int64 in kiln, as in PyTorch
+        if max(shape + stride + [offset]) > _INT64_MAX or _numel_overflows(shape):  # int64, as in PyTorch
             self.fail(f"a tensor of shape {shape} stride {stride} offset {offset} has sizes or an element count "
                       f"that overflow int64")
+        numel = math.prod(shape)
         if numel > 0:
             last = offset + sum((s - 1) * st for s, st in zip(shape, stride))
             if last >= flat.numel():
@@ -344,6 +344,19 @@ def _half_from_bits(h16):
     normal = _C._from_buffer(memoryview(low).cast("f"))
     subnormal = mantissa.to(kiln.float32) * 2.0 ** -24 * (1 - 2 * sign).to(kiln.float32)  # also +-0
     return kiln.where(exponent == 0, subnormal, normal).to(kiln.float16)
+
+
+def _numel_overflows(shape):
+    """Whether the product of `shape` passes int64, found without forming it: a file can list
+    thousands of sizes near 2**63, whose exact product would take minutes to compute."""
+    if 0 in shape:
+        return False
+    numel = 1
+    for s in shape:
+        numel *= s
+        if numel > _INT64_MAX:
+            return True
+    return False
 
 
 def _is_count(v):
