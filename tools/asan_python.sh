@@ -11,8 +11,12 @@
 # itself is left alone. About 2-3x slower than the normal module; LLVM's JIT code is not instrumented.
 #
 # The environment, and why:
-#   LD_PRELOAD=libasan.so   the interpreter is not instrumented, so ASan's runtime must be loaded
-#                           before anything else or it cannot intercept malloc.
+#   LD_PRELOAD=libasan.so libstdc++.so  the interpreter is not instrumented, so ASan's runtime must
+#                           be loaded before anything else or it cannot intercept malloc; libstdc++
+#                           with it, or ASan finds no real __cxa_throw to forward to and aborts
+#                           ("CHECK failed: ... real___cxa_throw") at kiln's first C++ exception.
+#   log_path                pytest captures fd 2 and loses it when ASan aborts the process, so
+#                           reports go to files, printed here after Python exits.
 #   PYTHONMALLOC=malloc     CPython's small-object allocator hides overruns of Python buffers
 #                           (bytearray, memoryview targets) inside its arenas; plain malloc shows them.
 #   detect_leaks=0          CPython keeps interned objects and module state until exit by design,
@@ -50,9 +54,19 @@ if ! cmp -s "$BIN/python/_C.so" "$SHADOW/kiln/_C$SUFFIX"; then
   cp "$BIN/python/_C.so" "$SHADOW/kiln/_C$SUFFIX"
 fi
 
-export LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
+LOGS="$(mktemp -d)"
+export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)"
 export PYTHONMALLOC=malloc
-export ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1:halt_on_error=1:strict_string_checks=1${KILN_ASAN_OPTIONS:+:$KILN_ASAN_OPTIONS}"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1:halt_on_error=1:strict_string_checks=1:log_path=$LOGS/asan${KILN_ASAN_OPTIONS:+:$KILN_ASAN_OPTIONS}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$LOGS/ubsan"
 export PYTHONPATH="$SHADOW${PYTHONPATH:+:$PYTHONPATH}"
-exec "$VENV_PY" "$@"
+status=0
+"$VENV_PY" "$@" || status=$?
+if compgen -G "$LOGS/*" >/dev/null; then
+  cat "$LOGS"/* >&2
+  echo "asan_python.sh: sanitizer reports above (kept in $LOGS)" >&2
+  [ "$status" -ne 0 ] || status=1
+else
+  rm -rf "$LOGS"
+fi
+exit "$status"
