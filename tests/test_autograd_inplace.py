@@ -896,3 +896,34 @@ def test_backward_under_no_grad_and_reentrant_backward():
 
     assert_like_torch(no_grad)
     assert_like_torch(reentrant)
+
+
+# as_strided addresses the whole storage, so a view of `x = leaf.clone()[1:]` (storage offset 3) can
+# start before x or reach past its last element. The backward once scattered the gradient into a
+# buffer laid out like x alone and wrote outside it (heap corruption, found with valgrind from
+# `kiln.compile(lambda x: x.t())(leaf.clone()[1:]).sum().backward()`, issue 16).
+AS_STRIDED_OUTSIDE_SELF = [
+    (0, (3, 3), (1, 3)),  # starts 3 elements before x: the compiled x.t() case
+    (1, (2, 2), (3, 1)),  # starts before x, ends inside it
+    (3, (4, 3), (3, 1)),  # x's own elements and 3 past its end
+    (6, (2, 3), (3, 1)),  # ends past x
+    (0, (12,), (1,)),  # the whole storage
+    (3, (0, 5), (1, 1)),  # empty view
+]
+
+
+@requires_torch
+@pytest.mark.parametrize("offset,size,stride", AS_STRIDED_OUTSIDE_SELF)
+def test_as_strided_backward_reaches_outside_self(offset, size, stride):
+    def f(lib):
+        leaf = lib.arange(12.0, dtype=lib.float64).reshape(4, 3).requires_grad_()
+        x = leaf.clone()[1:]
+        y = x.as_strided(size, stride, offset)
+        weights = lib.arange(1.0, 1.0 + y.numel(), dtype=lib.float64).reshape(size).requires_grad_()
+        (g,) = lib.autograd.grad((y * weights).sum(), leaf, create_graph=True)
+        if y.numel() == 0:  # PyTorch's gradient of an empty view has no graph to differentiate again
+            return y.detach(), g.detach()
+        (gg,) = lib.autograd.grad((g * g).sum(), weights)  # double backward through the formula
+        return y.detach(), g.detach(), gg
+
+    assert_like_torch(f)

@@ -5,7 +5,9 @@ import collections
 import io
 import json
 import math
+import re
 import zipfile
+import zlib
 
 import numpy as np
 import pytest
@@ -206,6 +208,12 @@ BAD_HEADERS = [
     ("storage size lies", {"root": _tensor_node(), "storages": [{"dtype": "float32", "nbytes": 4}]}),
     ("bad dict item", {"root": {"$dict": [["a"]]}}),
     ("unhashable key", {"root": {"$dict": [[[1], 2]]}}),
+    ("size past int64", {"root": {"$size": [2 ** 63]}}),
+    ("integer tensor requires grad", {"root": _tensor_node(dtype="int64", shape=[1], requires_grad=True), "storages": [
+        {"dtype": "int64", "nbytes": 8}]}),
+    ("requires_grad not a bool", {"root": _tensor_node(requires_grad="yes")}),
+    ("unknown device", {"root": _tensor_node(device="bogus:7")}),
+    ("device this build lacks", {"root": _tensor_node(device="cuda:99")}),
 ]
 
 
@@ -371,3 +379,195 @@ def test_float16_from_bits_without_numpy():
     finite = ~np.isnan(halves)
     assert np.array_equal(got[finite].view(np.uint16), halves[finite].view(np.uint16))
     assert np.isnan(got[~finite]).all()
+
+
+# --- hostile files (Note [Loading hostile files] in serialization.py) ------------------------------
+def _header_for(root, storages):
+    return {"format": "kiln.save", "version": 1, "byteorder": "little", "storages": storages, "root": root}
+
+
+def _patch_central_directory(data, entry, **fields):
+    """`data` with the central-directory record of `entry` rewritten: method (offset 10), compressed
+    size (20) and uncompressed size (24), each as the 2- or 4-byte little-endian field."""
+    offsets = {"method": (10, 2), "compress_size": (20, 4), "file_size": (24, 4)}
+    data = bytearray(data)
+    pos = data.index(b"PK\x01\x02")  # the first record (stored data never holds this signature here)
+    while True:
+        name_len = int.from_bytes(data[pos + 28:pos + 30], "little")
+        if data[pos + 46:pos + 46 + name_len] == entry.encode():
+            break
+        pos = data.index(b"PK\x01\x02", pos + 46)
+    for field, value in fields.items():
+        off, width = offsets[field]
+        data[pos + off:pos + off + width] = value.to_bytes(width, "little")
+    return bytes(data)
+
+
+def test_compressed_entries_are_refused(tmp_path):
+    # a zip bomb: 64 MiB of zeros deflate to ~64 KiB; a real one inflates 1.5 MB to 1.5 GiB
+    nbytes = 64 << 20
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("kiln/header.json", json.dumps(_header_for(
+            _tensor_node(shape=[nbytes // 4]), [{"dtype": "float32", "nbytes": nbytes}])))
+        zf.writestr("kiln/storages/0", bytes(nbytes))
+    data = buf.getvalue()
+    assert len(data) < nbytes // 100
+    with pytest.raises(RuntimeError, match=r"kiln.load: .*bad.kiln: entry kiln/header.json is compressed"):
+        _load_bytes(data, tmp_path)
+    buf = io.BytesIO()  # a stored header does not let a compressed storage through
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("kiln/header.json", json.dumps(_header_for(
+            _tensor_node(shape=[nbytes // 4]), [{"dtype": "float32", "nbytes": nbytes}])))
+        zf.writestr("kiln/storages/0", bytes(nbytes), compress_type=zipfile.ZIP_DEFLATED)
+    with pytest.raises(RuntimeError, match=r"kiln.load: .*bad.kiln: entry kiln/storages/0 is compressed"):
+        _load_bytes(buf.getvalue(), tmp_path)
+
+
+@pytest.mark.parametrize("method", [8, 12, 14, 99])  # deflate, bzip2, lzma, unknown
+def test_corrupted_compression_method(tmp_path, method):
+    # a stored entry whose method field says it is compressed: zipfile would hand the raw bytes to
+    # zlib/bz2/lzma (zlib.error, OSError, LZMAError) or raise NotImplementedError
+    data = _saved_bytes({"w": kiln.arange(100.0)})
+    for entry in ["kiln/header.json", "kiln/storages/0"]:
+        with pytest.raises(RuntimeError, match=rf"kiln.load: .*bad.kiln: entry {entry} is compressed"):
+            _load_bytes(_patch_central_directory(data, entry, method=method), tmp_path)
+
+
+def test_declared_sizes_are_checked_before_allocating(tmp_path):
+    import tracemalloc
+    declared = 256 << 20  # an entry of 400 bytes that claims 256 MiB, consistently in header and zip
+    header = _header_for(_tensor_node(shape=[declared // 4]), [{"dtype": "float32", "nbytes": declared}])
+    data = _zip_with_header(header, [np.arange(100, dtype="<f4").tobytes()])
+    data = _patch_central_directory(data, "kiln/storages/0", compress_size=declared, file_size=declared)
+    tracemalloc.start()
+    try:
+        with pytest.raises(RuntimeError, match=r"kiln.load: .*bad.kiln: entry kiln/storages/0 declares 268435456 "
+                                               r"bytes, more than the file holds"):
+            _load_bytes(data, tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < (8 << 20), f"kiln.load allocated {peak} bytes for a file of {len(data)}"
+    # the same lie about the header entry
+    data = _patch_central_directory(_saved_bytes([1, 2]), "kiln/header.json", compress_size=0xF0000000,
+                                    file_size=0xF0000000)
+    with pytest.raises(RuntimeError, match=r"kiln.load: .*bad.kiln: entry kiln/header.json declares"):
+        _load_bytes(data, tmp_path)
+
+
+@pytest.mark.parametrize("shape,stride", [
+    ([2 ** 32, 2 ** 32], [0, 0]),  # numel 2**64 wraps to 0 in int64
+    ([2 ** 62, 4, 1], [0, 0, 0]),
+    ([2 ** 63], [0]),  # one size past int64
+    ([0, 2 ** 64], [1, 1]),  # numel 0, but the size itself does not fit
+    ([1], [2 ** 63]),
+])
+def test_sizes_overflowing_int64_are_refused(tmp_path, shape, stride):
+    header = _header_for(_tensor_node(shape=shape, stride=stride), [GOOD_STORAGE])
+    with pytest.raises(RuntimeError, match=r"kiln.load: .*bad.kiln: .*overflow int64"):
+        _load_bytes(_zip_with_header(header, [np.zeros(2, dtype="<f4").tobytes()]), tmp_path)
+    if torch is not None and max(shape) < 2 ** 63 and max(stride) < 2 ** 63:  # PyTorch refuses them too
+        with pytest.raises(RuntimeError, match="overflow"):
+            torch.zeros(2).as_strided(shape, stride)
+
+
+def test_offset_overflowing_int64_is_refused(tmp_path):
+    header = _header_for(_tensor_node(shape=[0], offset=2 ** 63), [GOOD_STORAGE])
+    with pytest.raises(RuntimeError, match=r"kiln.load: .*bad.kiln: .*overflow int64"):
+        _load_bytes(_zip_with_header(header, [np.zeros(2, dtype="<f4").tobytes()]), tmp_path)
+
+
+@pytest.mark.parametrize("depth", [100, 300, 450, 600, 1_000, 200_000])
+def test_deep_nesting(tmp_path, depth):
+    # Deep files stop either the JSON parser or the object decoder (where depends on the stack both
+    # share); each depth either loads whole or raises kiln.load's error, never a bare RecursionError.
+    for root, kind in [("[" * depth + "]" * depth, list), ('{"$tuple":[' * depth + "]}" * depth, tuple)]:
+        text = '{"format":"kiln.save","version":1,"byteorder":"little","storages":[],"root":%s}' % root
+        try:
+            got = _load_bytes(_zip_with_header(text), tmp_path)
+        except RuntimeError as e:
+            assert depth >= 300 and re.match(r"kiln.load: .*bad.kiln: .*nested too deeply", str(e)), e
+            continue
+        for _ in range(depth - 1):
+            assert type(got) is kind and len(got) == 1
+            got = got[0]
+        assert got == kind()
+
+
+def test_every_single_byte_corruption_is_a_kiln_load_error(tmp_path):
+    # each byte of a small checkpoint flipped in turn: either the load still succeeds (a timestamp, a
+    # comment) and gives the saved values, or it raises kiln.load's RuntimeError, never anything else
+    obj = {"w": kiln.arange(6.0).reshape(2, 3), "n": [1, (2.5, None)]}
+    data = _saved_bytes(obj)
+    path = tmp_path / "bad.kiln"
+    errors = 0
+    for pos in range(len(data)):
+        for mask in (0x01, 0x80, 0xFF):
+            bad = bytearray(data)
+            bad[pos] ^= mask
+            path.write_bytes(bytes(bad))
+            try:
+                got = kiln.load(path)
+            except RuntimeError as e:
+                assert str(e).startswith(f"kiln.load: {path}: "), (pos, mask, e)
+                errors += 1
+                continue
+            except Exception as e:  # noqa: BLE001: the point is that nothing else escapes
+                pytest.fail(f"byte {pos} ^ {mask:#x}: {type(e).__name__}: {e}")
+            # a flip kiln cannot see (zip timestamps, version fields) or one that leaves valid JSON
+            assert got is None or isinstance(got, (dict, list, tuple, int, float, str)), (pos, mask, got)
+    assert errors > len(data)  # most flips are caught
+
+
+def _nested_entries_zip(n, payload):
+    """A ZIP, built by hand, whose storage entries 0..n-1 are nested: entry k's bytes are entry k+1's
+    local header followed by entry k+1's bytes, so the file holds `payload` once but its entries
+    hold it n times. Every CRC is right; only the overlap is wrong."""
+    import struct
+    names = [f"kiln/storages/{k}".encode() for k in range(n)]
+    datas = [payload]  # built from the innermost entry out
+    for k in range(n - 1, 0, -1):
+        inner = datas[0]
+        local = struct.pack("<4s5H3I2H", b"PK\x03\x04", 20, 0, 0, 0, 0, zlib.crc32(inner), len(inner),
+                            len(inner), len(names[k]), 0) + names[k]
+        datas.insert(0, local + inner)
+    header = json.dumps(_header_for([_tensor_node(dtype="uint8", storage=k, shape=[len(d)]) for k, d in
+                                     enumerate(datas)], [{"dtype": "uint8", "nbytes": len(d)} for d in datas]))
+    entries = [(names[0], datas[0]), (b"kiln/header.json", header.encode())]
+    out, central, offsets = bytearray(), bytearray(), {names[0]: 0}
+    for name, data in entries:
+        offsets[name] = len(out)
+        out += struct.pack("<4s5H3I2H", b"PK\x03\x04", 20, 0, 0, 0, 0, zlib.crc32(data), len(data), len(data),
+                           len(name), 0) + name + data
+    offset = len(struct.pack("<4s5H3I2H", b"PK\x03\x04", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)) + len(names[0])
+    records = [(names[0], datas[0], 0), (b"kiln/header.json", header.encode(), offsets[b"kiln/header.json"])]
+    for k in range(1, n):  # entry k's local header sits at the start of entry k-1's bytes
+        records.append((names[k], datas[k], offset))
+        offset += len(struct.pack("<4s5H3I2H", b"PK\x03\x04", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)) + len(names[k])
+    for name, data, at in records:
+        central += struct.pack("<4s6H3I5HII", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, zlib.crc32(data), len(data),
+                               len(data), len(name), 0, 0, 0, 0, 0, at) + name
+    end = struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, len(records), len(records), len(central), len(out), 0)
+    return bytes(out + central + end)
+
+
+def test_nested_entries_are_refused(tmp_path):
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    data = _nested_entries_zip(8, payload)
+    assert len(data) < 2 * len(payload)
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:  # zipfile reads every entry: the CRCs are right
+        assert sum(len(zf.read(i)) for i in zf.infolist() if i.filename.startswith("kiln/storages/")) > 8 * len(payload)
+    with pytest.raises(RuntimeError, match=r"kiln.load: .*bad.kiln: entry kiln/storages/\d .* entries overlap"):
+        _load_bytes(data, tmp_path)
+
+
+def test_many_huge_sizes_fail_fast(tmp_path):
+    import time
+    shape = [2 ** 62] * 200_000  # the exact element count has 12 million bits
+    header = _header_for(_tensor_node(shape=shape, stride=[0] * len(shape)), [GOOD_STORAGE])
+    data = _zip_with_header(header, [np.zeros(2, dtype="<f4").tobytes()])
+    start = time.perf_counter()
+    with pytest.raises(RuntimeError, match=r"kiln.load: .*bad.kiln: .*overflow int64"):
+        _load_bytes(data, tmp_path)
+    assert time.perf_counter() - start < 5.0

@@ -19,6 +19,16 @@ Tensor ScatterIntoZeros(const Tensor& grad, const SymDimVector& sizes, ViewFn vi
   ops::copy_(region, grad);
   return z;
 }
+
+// Storage elements from a geometry's first position to its last, inclusive (0 if it is empty).
+SymInt StorageSpan(const SymList& sizes, const SymList& strides) {
+  SymInt span = 1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) return 0;
+    span = span + (sizes[i] - 1) * strides[i];
+  }
+  return span;
+}
 }  // namespace
 
 void DefineViewScatterFormulas(DerivativeTable& d);  // below
@@ -63,20 +73,26 @@ void DefineViewFormulas(DerivativeTable& d) {
     });
   });
   d.Def("as_strided", {"self"}, [](Ctx& c, Grads& g) {
-    // The gradient lives in a zero tensor laid out like self (same strides), so the view's
-    // storage positions address the same elements; overlapping windows are not summed.
+    // as_strided addresses self's whole storage, not just self's elements: the view may start
+    // before self (a smaller storage_offset) or reach past self's last element. As in PyTorch's
+    // as_strided_backward, the gradient goes into a flat zero buffer spanning both geometries and
+    // is read back through self's; a buffer laid out like self alone was written out of bounds.
+    // Overlapping windows of the view are not summed (the copy keeps one of them).
     Tensor self = c.input("self");
     const IValue& off = c.arg("storage_offset");
-    SymInt offset = off.is_none() ? self->sym_storage_offset() : off.to_symint();
-    Tensor z = CallOp<Tensor>(KILN_OP("aten::empty_strided"), SymList(self->sym_sizes().begin(), self->sym_sizes().end()),
-                              SymList(self->sym_strides().begin(), self->sym_strides().end()),
-                              std::optional<ScalarType>(c.grad().dtype()), std::optional<Layout>(),
-                              std::optional<Device>(c.grad().device()), std::optional<bool>());
-    ops::fill_(z, 0);
-    Tensor region = ops::as_strided(z, c.symints("size"), c.symints("stride"),
-                                    std::optional<SymInt>(offset - self->sym_storage_offset()));
+    SymList in_sizes(self->sym_sizes().begin(), self->sym_sizes().end());
+    SymList in_strides(self->sym_strides().begin(), self->sym_strides().end());
+    SymList out_sizes = c.symints("size"), out_strides = c.symints("stride");
+    SymInt in_offset = self->sym_storage_offset();
+    SymInt out_offset = off.is_none() ? in_offset : off.to_symint();
+    SymInt in_end = in_offset + StorageSpan(in_sizes, in_strides);
+    SymInt out_end = out_offset + StorageSpan(out_sizes, out_strides);
+    SymInt base = in_offset + out_offset - sym_max(in_offset, out_offset);  // the smaller offset
+    SymDimVector extent{sym_max(in_end, out_end) - base};
+    Tensor flat = ZerosForViewWrites(extent, c.grad());  // keeps double backward's graph
+    Tensor region = ops::as_strided(flat, out_sizes, out_strides, std::optional<SymInt>(out_offset - base));
     ops::copy_(region, c.grad());
-    g["self"] = z;
+    g["self"] = ops::as_strided(flat, in_sizes, in_strides, std::optional<SymInt>(in_offset - base));
   });
   // unfold: each window position k of the last dim reads x[start + k], so the gradient adds back
   // slice by slice.

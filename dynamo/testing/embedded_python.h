@@ -13,6 +13,13 @@
 #define KILN_EMBED_QUOTE_(x) #x
 #define KILN_EMBED_QUOTE(x) KILN_EMBED_QUOTE_(x)
 
+// Under --config=asan (.bazelrc): the interpreter is never finalized and keeps its objects in
+// pymalloc arenas, which are mmap'd and so not scanned by LeakSanitizer; buffers reachable only
+// from those objects would be reported as thousands of leaks that are not bugs. Leak checking is
+// off for the tests that embed Python; ASAN_OPTIONS still overrides this. Weak, so that a test
+// binary including this header from several files links, and unused without ASan.
+extern "C" __attribute__((weak, used)) const char* __asan_default_options() { return "detect_leaks=0"; }
+
 namespace kiln::dynamo::testing {
 
 // Starts the interpreter on first use (stdlib from KILN_PYTHON_HOME); it lives to process exit.

@@ -6,6 +6,14 @@ per tensor storage. Tensors record dtype, shape, strides and storage offset, and
 a storage (views) share one entry, so views are views again after loading. Loading parses JSON and
 copies bytes: nothing in a file is ever executed or imported (no pickle). Every entry carries the ZIP
 CRC-32, so truncated or corrupted files fail with a RuntimeError that names the file.
+
+Note [Loading hostile files]: a checkpoint may come from anywhere, so every size, count and nesting
+depth the file declares is checked against the file itself before anything is allocated for it.
+Entries must be stored: a compressed entry could inflate a small file a thousandfold (a zip bomb),
+so it is refused rather than bounded. An entry's declared size must fit inside the file, and all
+entries read together too (entries nested inside one another would read it many times); a tensor's
+element count must fit in int64. Whatever goes wrong, the caller sees one
+`RuntimeError("kiln.load: <file>: ...")`, never zlib's, zipfile's or a bare RecursionError.
 """
 
 import collections
@@ -14,6 +22,7 @@ import math
 import os
 import sys
 import zipfile
+import zlib
 
 import kiln
 from kiln import Tensor, _C
@@ -24,6 +33,10 @@ FORMAT = "kiln.save"
 VERSION = 1
 _HEADER = "kiln/header.json"
 _STORAGE = "kiln/storages/{}"
+_INT64_MAX = 2 ** 63 - 1
+# What a damaged archive can raise from zipfile while an entry is opened or read (zlib.error and
+# NotImplementedError cannot happen for stored entries, but stay caught should a check be missed).
+_READ_ERRORS = (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error, NotImplementedError)
 
 _DTYPES = {name: getattr(kiln, name) for name in
            ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")}
@@ -138,9 +151,53 @@ def save(obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_seri
 
 
 # --- loading --------------------------------------------------------------------------------------
+class _Entries:
+    """Reads a checkpoint's stored entries, each only after its declared size and layout are known to
+    be safe: stored (not compressed or encrypted), inside the file, and, all entries read so far
+    together, no larger than the file. Entries in a valid archive hold disjoint bytes, so the last
+    check refuses entries nested inside one another, which would let a small file be read (and
+    allocated) many times over."""
+
+    def __init__(self, zf, file_size, fail):
+        self.zf, self.file_size, self.fail = zf, file_size, fail
+        self.budget = file_size  # bytes of entry data the file can still hold
+
+    def info(self, entry):
+        """The ZipInfo of `entry` once its sizes are checked; None if the archive has no such entry."""
+        try:
+            info = self.zf.getinfo(entry)
+        except KeyError:
+            return None
+        if info.compress_type != zipfile.ZIP_STORED:
+            self.fail(f"entry {entry} is compressed (method {info.compress_type}); kiln checkpoints store entries "
+                      f"uncompressed, and a compressed entry could inflate without bound")
+        if info.flag_bits & 0x1:
+            self.fail(f"entry {entry} is encrypted")
+        if info.compress_size != info.file_size or info.header_offset + info.compress_size > self.file_size:
+            self.fail(f"entry {entry} declares {info.file_size} bytes, more than the file holds ({self.file_size} "
+                      f"bytes); the file is truncated or corrupted")
+        return info
+
+    def read(self, info, nbytes):
+        """Exactly `nbytes` (== info.file_size) bytes of the entry, checked against its CRC-32."""
+        if nbytes > self.budget:
+            self.fail(f"entry {info.filename} ({nbytes} bytes) and the entries read before it hold more bytes than "
+                      f"the file ({self.file_size} bytes): entries overlap, the file is corrupted")
+        self.budget -= nbytes
+        buf = bytearray(nbytes)
+        try:
+            with self.zf.open(info) as member:
+                got = member.readinto(buf)
+                if got != nbytes or member.read(1):
+                    self.fail(f"entry {info.filename} is truncated ({got} of {nbytes} bytes)")
+        except _READ_ERRORS as e:
+            self.fail(f"entry {info.filename} cannot be read ({e}); the file is truncated or corrupted")
+        return buf
+
+
 class _Loader:
-    def __init__(self, zf, header, name, map_location):
-        self.zf, self.name, self.map_location = zf, name, map_location
+    def __init__(self, entries, header, name, map_location):
+        self.entries, self.name, self.map_location = entries, name, map_location
         self.specs = header["storages"]
         self.flats = {}
 
@@ -152,7 +209,11 @@ class _Loader:
         if (index, device) in self.flats:
             return self.flats[(index, device)]
         if device != "cpu":
-            t = self.flat(index).to(device)
+            flat = self.flat(index)
+            try:
+                t = flat.to(device)
+            except (RuntimeError, NotImplementedError, ValueError) as e:  # a device this build lacks
+                self.fail(f"storage {index} cannot be loaded on {device!r} ({e}); pass map_location='cpu'")
             self.flats[(index, device)] = t
             return t
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(self.specs):
@@ -163,20 +224,12 @@ class _Loader:
         name, nbytes = spec["dtype"], spec["nbytes"]
         if nbytes % _ITEMSIZE[name]:
             self.fail(f"storage {index} holds {nbytes} bytes, not a whole number of {name} elements")
-        try:
-            info = self.zf.getinfo(_STORAGE.format(index))
-        except KeyError:
+        info = self.entries.info(_STORAGE.format(index))
+        if info is None:
             self.fail(f"the entry for storage {index} is missing")
         if info.file_size != nbytes:
             self.fail(f"storage {index} should hold {nbytes} bytes, its entry holds {info.file_size}")
-        buf = bytearray(nbytes)
-        try:
-            with self.zf.open(info) as member:
-                got = member.readinto(buf)
-                if got != nbytes or member.read(1):
-                    self.fail(f"storage {index} is truncated ({got} of {nbytes} bytes)")
-        except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:
-            self.fail(f"storage {index} cannot be read ({e}); the file is truncated or corrupted")
+        buf = self.entries.read(info, nbytes)
         dtype = _DTYPES[name]
         if nbytes == 0:
             t = kiln.empty(0, dtype=dtype)
@@ -200,6 +253,9 @@ class _Loader:
             self.fail(f"bad tensor device {device!r}")
         if self.map_location is not None:
             device = _map(self.map_location, device)
+        for flag in ("requires_grad", "parameter"):
+            if not isinstance(spec.get(flag, False), bool):
+                self.fail(f"bad tensor {flag} {spec[flag]!r}")
         flat = self.flat(spec.get("storage"), str(device))
         shape, stride, offset = spec.get("shape"), spec.get("stride"), spec.get("offset")
         dtype = spec.get("dtype")
@@ -208,6 +264,9 @@ class _Loader:
         if (not isinstance(shape, list) or not isinstance(stride, list) or len(shape) != len(stride)
                 or not all(_is_count(v) for v in shape + stride) or not _is_count(offset)):
             self.fail(f"bad tensor geometry shape={shape!r} stride={stride!r} offset={offset!r}")
+        if max(shape + stride + [offset]) > _INT64_MAX or _numel_overflows(shape):  # int64, as in PyTorch
+            self.fail(f"a tensor of shape {shape} stride {stride} offset {offset} has sizes or an element count "
+                      f"that overflow int64")
         numel = math.prod(shape)
         if numel > 0:
             last = offset + sum((s - 1) * st for s, st in zip(shape, stride))
@@ -218,6 +277,8 @@ class _Loader:
             t = flat
         else:
             t = flat.as_strided(shape, stride, offset)
+        if spec.get("requires_grad") and not t.is_floating_point():
+            self.fail(f"a tensor of dtype {dtype} requires grad; only floating point tensors can")
         if spec.get("parameter"):
             nn = getattr(kiln, "nn", None)
             if nn is not None and hasattr(nn, "Parameter"):
@@ -252,7 +313,7 @@ class _Loader:
                 return float(value)
             if kind == "$dtype" and value in _DTYPES:
                 return _DTYPES[value]
-            if kind == "$size" and isinstance(value, list) and all(_is_count(v) for v in value):
+            if kind == "$size" and isinstance(value, list) and all(_is_count(v) and v <= _INT64_MAX for v in value):
                 return kiln.Size(value)
         self.fail(f"unknown node {str(node)[:80]!r} in the header")
 
@@ -285,6 +346,19 @@ def _half_from_bits(h16):
     return kiln.where(exponent == 0, subnormal, normal).to(kiln.float16)
 
 
+def _numel_overflows(shape):
+    """Whether the product of `shape` passes int64, found without forming it: a file can list
+    thousands of sizes near 2**63, whose exact product would take minutes to compute."""
+    if 0 in shape:
+        return False
+    numel = 1
+    for s in shape:
+        numel *= s
+        if numel > _INT64_MAX:
+            return True
+    return False
+
+
 def _is_count(v):
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
@@ -315,23 +389,29 @@ def load(f, map_location=None, *, weights_only=True, mmap=None, **kwargs):
         stream = open(f, "rb") if opened else f
     except OSError:
         raise
+    def fail(what):
+        raise RuntimeError(f"kiln.load: {name}: {what}")
+
     try:
         try:
+            start = stream.tell()
+            file_size = stream.seek(0, os.SEEK_END)
+            stream.seek(start)
             zf = zipfile.ZipFile(stream, "r")
-        except zipfile.BadZipFile as e:
+        except _READ_ERRORS + (OverflowError,) as e:
             raise RuntimeError(f"kiln.load: {name}: not a kiln checkpoint, or truncated/corrupted ({e})") from None
         with zf:
-            try:
-                raw = zf.read(_HEADER)
-            except KeyError:
-                raise RuntimeError(f"kiln.load: {name}: not a kiln checkpoint (no {_HEADER} entry)") from None
-            except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:
-                raise RuntimeError(f"kiln.load: {name}: the header cannot be read ({e}); the file is truncated "
-                                   f"or corrupted") from None
+            entries = _Entries(zf, file_size, fail)
+            info = entries.info(_HEADER)
+            if info is None:
+                fail(f"not a kiln checkpoint (no {_HEADER} entry)")
+            raw = entries.read(info, info.file_size)
             try:
                 header = json.loads(raw.decode("utf-8"))
             except (UnicodeDecodeError, ValueError) as e:
                 raise RuntimeError(f"kiln.load: {name}: the header is not valid JSON ({e})") from None
+            except RecursionError:
+                raise RuntimeError(f"kiln.load: {name}: the header's JSON is nested too deeply") from None
             if not isinstance(header, dict) or header.get("format") != FORMAT:
                 raise RuntimeError(f"kiln.load: {name}: not a kiln checkpoint (header format is "
                                    f"{header.get('format') if isinstance(header, dict) else header!r:.40})")
@@ -341,7 +421,7 @@ def load(f, map_location=None, *, weights_only=True, mmap=None, **kwargs):
             if header.get("byteorder") != "little" or not isinstance(header.get("storages"), list) \
                     or "root" not in header:
                 raise RuntimeError(f"kiln.load: {name}: the header lacks 'byteorder', 'storages' or 'root'")
-            loader = _Loader(zf, header, name, map_location)
+            loader = _Loader(entries, header, name, map_location)
             try:
                 return loader.decode(header["root"])
             except RecursionError:
