@@ -264,6 +264,12 @@ class GraphLowering:
         buffer `red` reads (batch norm's backward: the sums of dy and of dy * (x - mean)) join
         its kernel, so that buffer is read once for all of them."""
         reads, _ = _buffers_read(red)
+        # Buffers no kernel has written yet (deferred reductions', `red`'s own among them) are
+        # stored by this kernel's last statements if their reduction joins it: a member reading
+        # one would load it first (a gradient read sum(x) * x through the deferred buffer of
+        # sum(x), and summed uninitialised memory). So no sibling reads one, and none is a
+        # deferred reduction whose buffer `red` reads.
+        pending = {id(self.realized[r]) for r in self.deferred.values() if r in self.realized}
         found = []
         for other in self.reductions:
             done = self.realized.get(other)
@@ -273,7 +279,8 @@ class GraphLowering:
                 continue
             # a sibling reading a reduction might read `red` itself (or one being built): never
             other_reads, reads_reduction = _buffers_read(other)
-            if not reads_reduction and other_reads & reads:
+            if not reads_reduction and other_reads & reads and not other_reads & pending and \
+                    (done is None or id(done) not in reads):
                 found.append(other)
         return found
 
