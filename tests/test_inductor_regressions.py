@@ -225,3 +225,25 @@ def test_sibling_reduction_reading_the_deferred_sum_is_not_fused_into_it():
     for e, c, t in zip(*results):  # output, a's gradient, b's: eager, inductor, PyTorch
         close(c, e, 1e-4)
         close(c, t, 1e-4)
+
+
+def test_sum_over_two_axes_read_by_a_second_such_sum():
+    # sum((0, 2)) is two reductions; the second chain's partial sum read the first chain's final
+    # sum, whose kernel was being built when the partial sums fused: the wrapper passed its buffer
+    # before allocating it (UnboundLocalError on buf0).
+    def f(a, b):
+        v = a.sum((0, 2), keepdim=True) * a
+        return v, (v.sum((0, 2), keepdim=True) * b).transpose(0, 1)
+
+    results = []
+    for mode in ("eager", "inductor", "torch"):
+        kiln.manual_seed(0)
+        a0, b0 = kiln.randn(2, 3, 4), kiln.randn(2, 3, 4)
+        a, b = (to_torch(a0, True), to_torch(b0, True)) if mode == "torch" else \
+            (a0.requires_grad_(), b0.requires_grad_())
+        outs = (compiled(f) if mode == "inductor" else f)(a, b)
+        sum((o * (i + 2)).sum() for i, o in enumerate(outs)).backward()
+        results.append((*outs, a.grad, b.grad))
+    for e, c, t in zip(*results):  # outputs and gradients: eager, inductor, PyTorch
+        close(c, e, 1e-4)
+        close(c, t, 1e-4)
