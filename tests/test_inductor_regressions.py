@@ -247,3 +247,24 @@ def test_sum_over_two_axes_read_by_a_second_such_sum():
     for e, c, t in zip(*results):  # outputs and gradients: eager, inductor, PyTorch
         close(c, e, 1e-4)
         close(c, t, 1e-4)
+
+
+def test_loop_merging_sees_the_realized_buffer_a_kernel_reads():
+    # tanh(a) is realized transposed for bmm, and an output reads it through another transpose:
+    # the check that merges a kernel's trailing loops probed tanh's recomputed loads (mergeable)
+    # while the kernel read the realized buffer (not), and indexed it out of bounds.
+    def f(a):
+        t = a.tanh()
+        return a @ t.transpose(1, 2), t.transpose(0, 1)
+
+    results = []
+    for mode in ("eager", "inductor", "torch"):
+        kiln.manual_seed(0)
+        a0 = kiln.randn(2, 3, 4)
+        a = to_torch(a0, True) if mode == "torch" else a0.requires_grad_()
+        outs = (compiled(f) if mode == "inductor" else f)(a)
+        sum((o * (i + 2)).sum() for i, o in enumerate(outs)).backward()
+        results.append((*outs, a.grad))
+    for e, c, t in zip(*results):  # outputs and the gradient: eager, inductor, PyTorch
+        close(c, e, 1e-4)
+        close(c, t, 1e-4)
