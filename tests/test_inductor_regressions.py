@@ -200,3 +200,71 @@ def test_training_with_expanded_and_strided_inputs(inputs, program, backend):
     close(co, to, 1e-4)
     close(cg, eg, 1e-4)
     close(cg, tg, 1e-4)
+
+
+# --- horizontal fusion never reads a buffer its own kernel has not stored yet -----------------------
+def test_sibling_reduction_reading_the_deferred_sum_is_not_fused_into_it():
+    # The backward sums sum(x, 0) and sums of products with sum(x, 0) * x over the same axis: the
+    # latter joined the former's kernel and read its output buffer before the final stores
+    # (uninitialised memory in b's gradient).
+    def f(a, b):
+        return ((b.sum(0, keepdim=True) * (a.sum(0, keepdim=True) * a)).t(),)
+
+    weights = kiln.arange(16.0).reshape(4, 4)
+    results = []
+    for mode in ("eager", "inductor", "torch"):
+        kiln.manual_seed(0)
+        a0, b0 = kiln.randn(4, 4), kiln.randn(4, 4)
+        if mode == "torch":
+            a, b, w = to_torch(a0, True), to_torch(b0, True), to_torch(weights)
+        else:
+            a, b, w = a0.requires_grad_(), b0.requires_grad_(), weights
+        out = (compiled(f) if mode == "inductor" else f)(a, b)[0]
+        (out * w).sum().backward()
+        results.append((out, a.grad, b.grad))
+    for e, c, t in zip(*results):  # output, a's gradient, b's: eager, inductor, PyTorch
+        close(c, e, 1e-4)
+        close(c, t, 1e-4)
+
+
+def test_sum_over_two_axes_read_by_a_second_such_sum():
+    # sum((0, 2)) is two reductions; the second chain's partial sum read the first chain's final
+    # sum, whose kernel was being built when the partial sums fused: the wrapper passed its buffer
+    # before allocating it (UnboundLocalError on buf0).
+    def f(a, b):
+        v = a.sum((0, 2), keepdim=True) * a
+        return v, (v.sum((0, 2), keepdim=True) * b).transpose(0, 1)
+
+    results = []
+    for mode in ("eager", "inductor", "torch"):
+        kiln.manual_seed(0)
+        a0, b0 = kiln.randn(2, 3, 4), kiln.randn(2, 3, 4)
+        a, b = (to_torch(a0, True), to_torch(b0, True)) if mode == "torch" else \
+            (a0.requires_grad_(), b0.requires_grad_())
+        outs = (compiled(f) if mode == "inductor" else f)(a, b)
+        sum((o * (i + 2)).sum() for i, o in enumerate(outs)).backward()
+        results.append((*outs, a.grad, b.grad))
+    for e, c, t in zip(*results):  # outputs and gradients: eager, inductor, PyTorch
+        close(c, e, 1e-4)
+        close(c, t, 1e-4)
+
+
+def test_loop_merging_sees_the_realized_buffer_a_kernel_reads():
+    # tanh(a) is realized transposed for bmm, and an output reads it through another transpose:
+    # the check that merges a kernel's trailing loops probed tanh's recomputed loads (mergeable)
+    # while the kernel read the realized buffer (not), and indexed it out of bounds.
+    def f(a):
+        t = a.tanh()
+        return a @ t.transpose(1, 2), t.transpose(0, 1)
+
+    results = []
+    for mode in ("eager", "inductor", "torch"):
+        kiln.manual_seed(0)
+        a0 = kiln.randn(2, 3, 4)
+        a = to_torch(a0, True) if mode == "torch" else a0.requires_grad_()
+        outs = (compiled(f) if mode == "inductor" else f)(a)
+        sum((o * (i + 2)).sum() for i, o in enumerate(outs)).backward()
+        results.append((*outs, a.grad))
+    for e, c, t in zip(*results):  # outputs and the gradient: eager, inductor, PyTorch
+        close(c, e, 1e-4)
+        close(c, t, 1e-4)

@@ -103,6 +103,7 @@ class GraphLowering:
         self.pre_fusion = []       # each node's lowered value, before kernels are formed
         self.reductions = []       # every Reduction lowering made, in order (sibling candidates)
         self.deferred = {}         # buffer name -> the Reduction it holds, kernel not emitted yet
+        self.building = set()      # ids of the output buffers of reduction kernels being built
         self.autotune_choices = []  # (op, chosen alternative) under max-autotune
         self.statistics = {}       # (id(input), reduced dims) -> a variance's mean, for mean.dim
 
@@ -264,6 +265,13 @@ class GraphLowering:
         buffer `red` reads (batch norm's backward: the sums of dy and of dy * (x - mean)) join
         its kernel, so that buffer is read once for all of them."""
         reads, _ = _buffers_read(red)
+        # Buffers no kernel has written yet (deferred reductions', `red`'s own among them) are
+        # stored by this kernel's last statements if their reduction joins it: a member reading
+        # one would load it first (a gradient read sum(x) * x through the deferred buffer of
+        # sum(x), and summed uninitialised memory). So no sibling reads one, and none is a
+        # deferred reduction whose buffer `red` reads.
+        # Kernels being built (a reduction's kernel realizing the partial sums it reads first) count.
+        pending = {id(self.realized[r]) for r in self.deferred.values() if r in self.realized} | self.building
         found = []
         for other in self.reductions:
             done = self.realized.get(other)
@@ -273,7 +281,8 @@ class GraphLowering:
                 continue
             # a sibling reading a reduction might read `red` itself (or one being built): never
             other_reads, reads_reduction = _buffers_read(other)
-            if not reads_reduction and other_reads & reads:
+            if not reads_reduction and other_reads & reads and not other_reads & pending and \
+                    (done is None or id(done) not in reads):
                 found.append(other)
         return found
 
@@ -286,6 +295,14 @@ class GraphLowering:
         outs = [self.realized.pop(v, None) or self.new_buffer(v.dtype, v.shape) for v in values]
         for out in outs:
             self.deferred.pop(out.name, None)
+        building = {id(out) for out in outs} - self.building
+        self.building |= building
+        try:
+            return self._reduction_kernel(values, outs, kept, extent, axis)
+        finally:
+            self.building -= building
+
+    def _reduction_kernel(self, values, outs, kept, extent, axis):
         kb = KernelBuilder(self, kept, extent)
         kept_idx = [Affine.var(k) for k in range(len(kept))]
         full = kept_idx[:axis] + [Affine(0)] + kept_idx[axis:]

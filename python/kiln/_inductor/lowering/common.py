@@ -2,7 +2,7 @@
 reading values (loader, broadcasting, the `pointwise` builder and epilogue spaces)."""
 
 import kiln
-from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, ir_dtype
+from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, V, ir_dtype
 
 aten = kiln.ops.aten
 LOWERINGS = {}
@@ -52,8 +52,10 @@ def loader(value, dtype=None):
 
 def pointwise_at(ctx, value, idx):
     """A lazy value read inside a kernel: from its buffer when a kernel computed it already (a
-    variance stored with its mean), else computed here (ctx is a KernelBuilder or a probe)."""
-    graph = getattr(ctx, "graph", None)
+    variance stored with its mean), else computed here (ctx is a KernelBuilder or a probe). A
+    probe reads it as the kernel will: from the buffer of the graph being lowered, when there is
+    one (a probe that saw the recomputed loads merged a kernel's loop over a transposed buffer)."""
+    graph = getattr(ctx, "graph", None) or V.graph
     buf = graph.realized.get(value) if graph is not None else None
     return ctx.load(buf, idx) if buf is not None else value.fn(ctx, idx)
 
