@@ -183,21 +183,53 @@ class _Alias:
     the sizes, strides and offset the traced (fake) output had, so a compiled function returns
     views exactly where eager does (`x[0].mul_(2)`, `(y, y.t())`)."""
 
-    __slots__ = ("index", "size", "stride", "offset", "base_layout")
+    __slots__ = ("index", "size", "stride", "offset", "base_layout", "chain")
 
     def __init__(self, index, view, base_layout=None):
         self.index = index  # the input's index, or the earlier output's
         self.size, self.stride, self.offset = tuple(view.shape), tuple(view.stride()), view.storage_offset()
         self.base_layout = base_layout  # an output's: its traced (sizes, strides, offset)
+        self.chain = None  # an input's view ops, replayed so autograd sees them (_view_chains)
 
     def rebuild(self, leaves, outs):
         if self.base_layout is None:
+            if self.chain is not None:
+                view = leaves[self.index]
+                for op, args, kwargs in self.chain:
+                    view = op(view, *args, **kwargs)
+                if tuple(view.stride()) == self.stride and view.storage_offset() == self.offset:
+                    return view
             return leaves[self.index].as_strided(self.size, self.stride, self.offset)
         base = outs[self.index]
         size, stride, offset = self.base_layout
         if tuple(base.stride()) != stride or tuple(base.shape) != size:
             return None  # the compiled output has another layout: keep the separate result
         return base.as_strided(self.size, self.stride, base.storage_offset() + self.offset - offset)
+
+
+def _view_chains(traced):
+    """Note [Replaying output views]: an output that views an unmutated input is rebuilt by the
+    graph's own view ops (select, slice, permute, ...) applied to the real input, found by
+    walking from the graph output back to the input's placeholder through view-tagged ops. An
+    as_strided view says the same thing about memory but not to autograd: its backward scatters
+    into the input's storage, which double-counts an expanded input (three rows of one row got
+    three times the gradient). Without such a chain (the input was mutated, or the output came
+    from a scatter) the as_strided view stays."""
+    graph = traced.graph.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    results = graph.output_node().args[0]
+    results = list(results) if isinstance(results, (tuple, list)) else [results]
+    for k, alias in enumerate(traced.output_aliases):
+        if alias is None or alias.base_layout is not None or alias.index in traced.mutated_inputs:
+            continue
+        node, chain = results[traced.num_mutations + k], []
+        while getattr(node, "op", None) == "call_function" and "view" in getattr(node.target, "tags", ()):
+            if any(isinstance(a, kiln.fx.Node) for a in (*node.args[1:], *node.kwargs.values())):
+                break
+            chain.append((node.target, node.args[1:], dict(node.kwargs)))
+            node = node.args[0]
+        if node is placeholders[alias.index]:
+            alias.chain = chain[::-1]
 
 
 def _extent(t):
@@ -393,7 +425,9 @@ def trace_inference(flat_fn, leaves, config):
     if config.keep_inference_input_mutations:  # the copy_ epilogue stays in the graph
         return _Traced(gm, [], len(outs), aliases, no_grad, constants=constants)
     mutated = _mutations_to_outputs(gm, len(leaves))
-    return _Traced(gm, mutated, len(outs), aliases, no_grad, constants=constants)
+    traced = _Traced(gm, mutated, len(outs), aliases, no_grad, constants=constants)
+    _view_chains(traced)
+    return traced
 
 
 def trace_joint(flat_fn, leaves, config):
@@ -425,8 +459,10 @@ def trace_joint(flat_fn, leaves, config):
                      for i, d in zip(mutated_diff, copies_with_grad) if d]
         gm, constants = _functional_graph(joint, ([*fakes], tangents), config.decompositions, mode, names=True)
     mutated = _mutations_to_outputs(gm, len(leaves) + len(constants) + len(tangents))
-    return _Traced(gm, mutated + mutated_diff, len(outs), aliases, requires,
-                   [False] * len(mutated) + copies_with_grad, constants)
+    traced = _Traced(gm, mutated + mutated_diff, len(outs), aliases, requires,
+                     [False] * len(mutated) + copies_with_grad, constants)
+    _view_chains(traced)
+    return traced
 
 
 # --- run time ------------------------------------------------------------------------------------
