@@ -13,6 +13,7 @@ kept now and then as the program's last one, so that kiln's exceptions get compa
 
 import dataclasses
 import random
+import re
 
 import numpy as np
 
@@ -411,8 +412,7 @@ class Generator:
                 else:
                     prog.body.append(f"{name} = {stmt}")
                     produced.append(name)
-                self.env = {k: [e[k] for e in envs] for k in envs[0]
-                            if k not in ("T", "F", "__builtins__")}
+                self.env = {k: [e[k] for e in envs] for k in envs[0] if re.fullmatch(r"[xv]\d+", k)}
         tensors = [p for p in produced if p in self.env and isinstance(self.env[p][0], self.torch.Tensor)]
         scalars = [p for p in produced if p not in tensors]
         pool = tensors[-3:] or self.inputs_names[:1]

@@ -12,13 +12,21 @@ from fuzz import driver
 
 
 def signature(result, mode):
-    """(status, kind of the first problem) of `result` in `mode`; None when that mode passed."""
+    """What must stay the same while reducing: the status and the first problem's kind, and for an
+    exception disagreement both sides' exception classes (so that a cut leaving a name undefined,
+    a NameError in PyTorch, never counts as the same failure). None when `mode` passed."""
     if result is None:
         return None
     problems = result["failures"].get(mode)
     if not problems:
         return None
-    return result["status"], problems[0].split(":")[0].split(" ")[-1 if problems[0].startswith("call") else 0]
+    p = re.sub(r"^call\d+ ", "", problems[0])
+    kind = p.split(":")[0].split(" ")[0]
+    if kind in ("exception", "backward"):
+        sides = re.match(r".*?exception: torch (.*?) \| kiln (.*)", p)
+        if sides:
+            return result["status"], kind, sides.group(1).split(":")[0], sides.group(2).split(":")[0]
+    return result["status"], kind
 
 
 def _names(text):
