@@ -14,6 +14,7 @@ import collections
 import concurrent.futures
 import json
 import os
+import re
 import sys
 import time
 
@@ -42,6 +43,36 @@ def summarize(results, elapsed):
             f"unsupported {unsupported}")
 
 
+def cause(problem):
+    """A failure's cause for grouping: the problem with call numbers, indices, values and names cut."""
+    p = re.sub(r"^call\d+ ", "", problem)
+    if p.startswith(("exception", "backward exception", "unsupported", "crash", "hang")):
+        p = re.sub(r"\b(arg|buf|in_ptr|input |output |leaf|out)\d+", r"\1N", p)
+        p = re.sub(r"\[[^\]]*\]|\([^)]*\)|'[^']*'|\d+", "_", p)
+        return p[:160]
+    return p.split(":")[0].split(" ")[0] + " " + ("grad" if p.startswith("grad") else "")
+
+
+def group(results):
+    """{cause: [(index, modes)]} over every failing program's first problem in each mode."""
+    groups = collections.defaultdict(list)
+    for r in results:
+        seen = {}
+        for mode, problems in r["failures"].items():
+            seen.setdefault(cause(problems[0]), []).append(mode)
+        for c, modes in seen.items():
+            groups[c].append((r["index"], modes))
+    return groups
+
+
+def write_causes(out, results):
+    groups = sorted(group(results).items(), key=lambda kv: -len(kv[1]))
+    with open(os.path.join(out, "causes.txt"), "w") as f:
+        for c, items in groups:
+            modes = collections.Counter(m.split("/")[0] + ("/grad" if "/" in m else "") for _, ms in items for m in ms)
+            f.write(f"{len(items):5d}  {c}\n       modes {dict(modes)}\n       programs {[i for i, _ in items[:8]]}\n")
+
+
 def write_failure(out, r, reduced=None):
     name = f"{r['status']}-{r['index']:06d}.py"
     lines = [f"# {r['status']}: program {r['index']}"]
@@ -68,9 +99,14 @@ def main():
     ap.add_argument("--jobs", type=int, default=1, help="worker processes in parallel")
     ap.add_argument("--timeout", type=int, default=120, help="seconds one program may run")
     ap.add_argument("--reduce", action="store_true", help="shrink each failure (slow)")
+    ap.add_argument("--regroup", action="store_true", help="only rewrite causes.txt from --out's results.jsonl")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     backends = [b for b in args.backends.split(",") if b]
+    if args.regroup:
+        with open(os.path.join(args.out, "results.jsonl")) as f:
+            write_causes(args.out, [json.loads(line) for line in f])
+        return 0
     start, end = args.start, args.start + args.n
     t0 = time.time()
     log = open(os.path.join(args.out, "results.jsonl"), "a")
@@ -97,6 +133,7 @@ def main():
             mode = next(iter(r["failures"]))
             reduced = reducer.reduce(r, mode, backends, args.timeout)
         write_failure(args.out, r, reduced)
+    write_causes(args.out, results)
     line = summarize(results, time.time() - t0)
     print(line)
     with open(os.path.join(args.out, "summary.txt"), "w") as f:

@@ -276,7 +276,7 @@ class Generator:
             if nd >= 1:
                 opts += [f"{a}[::2]", f"{a}[1:]", f"{a}.narrow({d}, 0, 1)", f"{a}.select({d}, 0)", f"{a}[0]",
                          f"{a}[..., ::-1]" if False else f"{a}[..., 1:]", f"{a}.squeeze({d})",
-                         f"{a}.expand(2, *{a}.shape)", f"{a}.unbind({d})[0]", f"{a}.chunk(2, {d})[0]",
+                         f"{a}.expand(2, *{a}.shape)", f"{a}.chunk(2, {d})[0]",
                          f"{a}.split(1, {d})[-1]", f"{a}.flip({d})", f"{a}.roll(1, {d})"]
             if nd >= 2:
                 opts += [f"{a}.t()", f"{a}.transpose(0, 1)", f"{a}.diagonal()", f"{a}.T", f"{a}[:, ::2]",
@@ -299,7 +299,7 @@ class Generator:
                            f"{t}.sub_({b}, alpha=2)", f"{t}.div_(2)", f"{t}.sigmoid_()", f"{t}.relu_()",
                            f"{t}[0].mul_(-1)", f"{t}.diagonal().abs_()", f"{t}.t().add_(1)",
                            f"{t}[::2].zero_()", f"{t}.masked_fill_({t} > 0, 0)", f"{t}.exp_()",
-                           f"{t}.t_()", f"{t}.pow_(2)", f"{t}.index_fill_(0, T.tensor([0]), -1)"])
+                           f"{t}.t_()", f"{t}.pow_(2)"])
             return "!" + op  # statement, not an expression
         if kind == "index":
             i = self._pick(lambda t: t.dtype == torch.int64)
