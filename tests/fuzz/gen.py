@@ -321,6 +321,9 @@ class Generator:
                              f"F.log_softmax({a}, dim={dd})", f"T.softmax({a}, {dd}, dtype=T.float64)",
                              f"{a}.softmax(-1)"])
         if kind == "layer_norm":
+            # A constant row has variance 0, where rstd = 1/sqrt(eps) amplifies one ulp of the mean
+            # 316 times: PyTorch's exact 0 against kiln's 5e-5 is no bug. Such rows are rejected.
+            self._guard = a
             w = self._pick(lambda t: t.dim() == 1 and t.is_floating_point())
             extra = f", weight={w}, bias={w}" if w is not None and r.random() < 0.5 else ""
             return r.choice([f"F.layer_norm({a}, {a}.shape[-1:]{extra})", f"F.layer_norm({a}, {a}.shape[-2:])",
@@ -364,6 +367,18 @@ class Generator:
             new_envs.append(env)
         return new_envs
 
+    def _well_conditioned(self, envs):
+        """Every row layer_norm normalizes (over the last one or two dimensions) varies."""
+        dims = 2 if ".shape[-2:]" in self.stmt_text else 1
+        for env in envs:
+            t = env[self._guard]
+            if t.dim() < dims or t.numel() == 0:
+                continue
+            v = t.detach().double().reshape(*t.shape[:t.dim() - dims], -1).var(-1, unbiased=False)
+            if bool((v < 1e-2).any()):
+                return False
+        return True
+
     def generate(self):
         import warnings
         r = self.rng
@@ -387,13 +402,17 @@ class Generator:
             attempts = 0
             while len(prog.body) < n_stmts and attempts < 60:
                 attempts += 1
+                self._guard = None
                 stmt = self._candidate()
                 if stmt is None:
                     continue
                 name = f"v{len(produced)}"
                 if stmt.startswith("!if "):
                     stmt = stmt.replace("v =", f"{name} =")
+                self.stmt_text = stmt
                 envs = self._try(stmt, name)
+                if envs is not None and self._guard and "layer_norm(" in stmt and not self._well_conditioned(envs):
+                    continue
                 if envs is None:
                     if r.random() < 0.03 and len(prog.body) >= 1:  # keep an invalid call: exceptions compared
                         if stmt.startswith("!"):
