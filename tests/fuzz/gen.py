@@ -252,8 +252,9 @@ class Generator:
                              f"{a}.half()", f"{a}.bfloat16()", f"{a}.to(T.float16)", f"{a}.to(T.int32)",
                              f"{a}.to({b}.dtype)", f"{a}.type_as({b})"])
         if kind == "reduce":
+            # No dim, one dim, or two: `d` and the next dimension (wrapping), written negative.
             dims = "" if d is None or r.random() < 0.25 else (
-                f"{d}" if r.random() < 0.7 or nd < 2 else f"({d}, {(d + 1) % nd - nd if d >= 0 else d + 1 if d + 1 < 0 else -nd})")
+                f"{d}" if r.random() < 0.7 or nd < 2 else f"({d}, {(d + 1) % nd - nd})")
             keep = ", keepdim=True" if dims and r.random() < 0.4 else ""
             dimarg = f"dim={dims}{keep}" if dims else ""
             op = r.choice(["sum", "mean", "amax", "amin", "argmax", "argmin", "var", "std", "prod", "any",
@@ -275,7 +276,7 @@ class Generator:
                     f"{a}.flatten()", f"{a}.contiguous()", f"{a}.clone()", f"{a}[None]", f"{a}.squeeze()"]
             if nd >= 1:
                 opts += [f"{a}[::2]", f"{a}[1:]", f"{a}.narrow({d}, 0, 1)", f"{a}.select({d}, 0)", f"{a}[0]",
-                         f"{a}[..., ::-1]" if False else f"{a}[..., 1:]", f"{a}.squeeze({d})",
+                         f"{a}[..., 1:]", f"{a}.squeeze({d})",
                          f"{a}.expand(2, *{a}.shape)", f"{a}.chunk(2, {d})[0]",
                          f"{a}.split(1, {d})[-1]", f"{a}.flip({d})", f"{a}.roll(1, {d})"]
             if nd >= 2:
