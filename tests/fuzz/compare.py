@@ -32,8 +32,8 @@ def values_close(got, ref, dtype):
         bad = got != ref
         if not bad.any():
             return ""
-        i = np.argwhere(bad)[0]
-        return f"at {tuple(i)}: {got[tuple(i)]} != {ref[tuple(i)]}"
+        i = tuple(int(k) for k in np.argwhere(bad)[0])
+        return f"at {i}: {got[i].item()} != {ref[i].item()}"
     got, ref = got.astype(np.float64), ref.astype(np.float64)
     rtol, atol = TOLERANCES[dtype]
     finite = np.isfinite(ref)
@@ -44,8 +44,10 @@ def values_close(got, ref, dtype):
     ok = same_special & (near | np.isnan(ref) | np.isinf(ref))
     if ok.all():
         return ""
-    i = tuple(np.argwhere(~ok)[0])
-    return f"at {i}: {got[i]!r} != {ref[i]!r} (max abs err {np.nanmax(np.abs(got - ref)):.3g})"
+    i = tuple(int(k) for k in np.argwhere(~ok)[0])
+    err = np.abs(got - ref)
+    worst = err[np.isfinite(err)].max() if np.isfinite(err).any() else np.nan
+    return f"at {i}: {got[i].item()!r} != {ref[i].item()!r} (max finite abs err {worst:.3g})"
 
 
 def _strides_matter(shape, got, ref):

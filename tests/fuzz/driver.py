@@ -31,12 +31,19 @@ def _worker(args, stderr):
                             stderr=stderr, env=_env(), text=True, start_new_session=True)
 
 
+STARTUP_S = 120  # importing kiln and torch on a loaded machine, before the first program starts
+
+
 def _read_events(proc, timeout):
-    """Yields parsed @@FUZZ events; yields ('timeout', None) when none came within `timeout` s."""
+    """Yields parsed @@FUZZ events; yields ('timeout', None) when none came within `timeout` s
+    (plus STARTUP_S for the first)."""
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
+    wait = timeout + STARTUP_S
     while True:
-        if not sel.select(timeout):
+        ready = sel.select(wait)
+        wait = timeout
+        if not ready:
             yield "timeout", None
             return
         line = proc.stdout.readline()
