@@ -43,6 +43,7 @@ def test_tolerances_follow_the_dtype():
     assert compare.values_close([-np.inf], [np.inf], "float32") != ""
     assert compare.values_close([np.nan], [0.0], "float64") != ""
     assert compare.values_close([3], [2], "int64") != ""
+    assert compare.values_close([1.0 + 1e-3], [1.0], "float64", floor="bfloat16") == ""
 
 
 def _program(body):

@@ -34,6 +34,16 @@ def modes(program, backends):
     return out
 
 
+def lowest_precision(program):
+    """The least precise float dtype the program computes in: its inputs' and any cast's."""
+    text = " ".join(program.body) + " " + " ".join(i.dtype for i in program.inputs)
+    if "bfloat16" in text:
+        return "bfloat16"
+    if "float16" in text or ".half()" in text:
+        return "float16"
+    return None
+
+
 def unsupported(message):
     """kiln lacks the op: a missing attribute (the fuzzer should not generate it)."""
     return message.startswith("AttributeError") and ("module 'kiln" in message or "'Tensor' object" in message)
@@ -59,7 +69,7 @@ def check(program, backends, only=None):
         if grad not in refs:
             refs[grad] = run.record(src, "torch", None, grad, calls)
         got = run.record(src, "kiln", backend, grad, calls)
-        problems = compare.compare(got, refs[grad], grad, identity)
+        problems = compare.compare(got, refs[grad], grad, identity, lowest_precision(program))
         if problems:
             if all(unsupported(c.message) for c in got if c.exc) and any(c.exc for c in got) \
                     and not any(r.exc for r in refs[grad]):
