@@ -114,7 +114,8 @@ def main():
     def on_result(r):
         log.write(json.dumps({"index": r["index"], "status": r["status"], "failures": r["failures"]}) + "\n")
         log.flush()
-        if r["status"] != "ok":
+        if r["status"] != "ok":  # written at once, so that an interrupted run keeps its repros
+            write_failure(args.out, r)
             print(f"program {r['index']}: {r['status']} {json.dumps(r['failures'])[:300]}", flush=True)
 
     chunks = [(s, min(s + max(1, args.n // (args.jobs * 4)), end)) for s in
@@ -126,13 +127,9 @@ def main():
             results += fut.result()
     results.sort(key=lambda r: r["index"])
     for r in results:
-        if r["status"] == "ok":
-            continue
-        reduced = None
-        if args.reduce:
+        if r["status"] != "ok" and args.reduce:
             mode = next(iter(r["failures"]))
-            reduced = reducer.reduce(r, mode, backends, args.timeout)
-        write_failure(args.out, r, reduced)
+            write_failure(args.out, r, reducer.reduce(r, mode, backends, args.timeout))
     write_causes(args.out, results)
     line = summarize(results, time.time() - t0)
     print(line)
