@@ -54,7 +54,7 @@ def _candidates(prog):
             yield p
 
 
-def reduce(result, mode, backends, timeout=120, budget=40):
+def reduce(result, mode, backends, timeout=120, budget=30):
     """The smallest program found that still fails like `result` does in `mode` (a result dict)."""
     want = signature(result, mode)
     best = result
