@@ -138,6 +138,7 @@ class Generator:
         self.rng = random.Random(seed)
         self.seed = seed
         self.torch = torch
+        self._guard = None  # the operand of a layer_norm candidate, checked by _well_conditioned
 
     # ---- inputs -------------------------------------------------------------------------------
     def _sizes(self):
