@@ -1,0 +1,125 @@
+"""Judges a kiln record (run.Call list) against PyTorch's record of the same program and calls.
+
+What must agree, call by call: the exception class (a builtin one, as a user catches it) or its
+absence; every output's kind, dtype, shape and values (dtype-aware tolerances scaled by the
+output's magnitude; NaN and inf positions exact); strides where PyTorch promises them (outputs that
+are inputs or views of inputs, on dimensions longer than 1); aliasing (which inputs and earlier
+outputs an output shares storage with, and returned inputs' identity); every input's value after
+the call (mutations, also through views and on bases); requires_grad, the backward's exception
+class and every leaf's gradient. Each disagreement is one line "kind: detail".
+"""
+
+import numpy as np
+
+# (rtol, atol relative to the largest magnitude of the reference). Compiled code may reassociate
+# sums and keeps 16-bit intermediates in float32, so 16-bit floats get several ulps.
+TOLERANCES = {
+    "float64": (1e-7, 1e-9),
+    "float32": (1e-4, 1e-5),
+    "float16": (2e-2, 1e-2),
+    "bfloat16": (8e-2, 5e-2),
+}
+
+
+def values_close(got, ref, dtype, floor=None):
+    """'' when close, else a short description of the worst element. `floor`: a float dtype whose
+    tolerance is the least allowed (the lowest precision the program computed in)."""
+    got, ref = np.asarray(got), np.asarray(ref)
+    if got.shape != ref.shape:
+        return f"shape {got.shape} != {ref.shape}"
+    if got.size == 0:
+        return ""
+    if dtype not in TOLERANCES:
+        bad = got != ref
+        if not bad.any():
+            return ""
+        i = tuple(int(k) for k in np.argwhere(bad)[0])
+        return f"at {i}: {got[i].item()} != {ref[i].item()}"
+    got, ref = got.astype(np.float64), ref.astype(np.float64)
+    rtol, atol = TOLERANCES[dtype]
+    if floor in TOLERANCES:
+        rtol, atol = max(rtol, TOLERANCES[floor][0]), max(atol, TOLERANCES[floor][1])
+    finite = np.isfinite(ref)
+    scale = max(1.0, float(np.abs(ref[finite]).max())) if finite.any() else 1.0
+    same_special = (np.isnan(got) == np.isnan(ref)) & ((got == ref) | ~np.isinf(ref) & ~np.isinf(got))
+    with np.errstate(invalid="ignore"):
+        near = np.abs(got - ref) <= atol * scale + rtol * np.abs(ref)
+    ok = same_special & (near | np.isnan(ref) | np.isinf(ref))
+    if ok.all():
+        return ""
+    i = tuple(int(k) for k in np.argwhere(~ok)[0])
+    err = np.abs(got - ref)
+    worst = err[np.isfinite(err)].max() if np.isfinite(err).any() else np.nan
+    return f"at {i}: {got[i].item()!r} != {ref[i].item()!r} (max finite abs err {worst:.3g})"
+
+
+def _strides_matter(shape, got, ref):
+    return [i for i, n in enumerate(shape) if n > 1 and got[i] != ref[i]]
+
+
+def compare_call(got, ref, grad, identity=None, floor=None):
+    problems = []
+    if got.exc and not ref.exc and grad and got.exc == ref.bwd_exc:
+        return []  # compiled code traces the backward with the forward: the same error, earlier
+    if ref.exc or got.exc:
+        if ref.exc != got.exc:
+            problems.append(f"exception: torch {ref.message or 'succeeded'} | kiln {got.message or 'succeeded'}")
+        return problems
+    if len(got.outs) != len(ref.outs):
+        return [f"outputs: {len(got.outs)} != {len(ref.outs)}"]
+    for k, (g, r) in enumerate(zip(got.outs, ref.outs)):
+        if r.dtype == "" or g.dtype == "":
+            if (r.dtype == "") != (g.dtype == ""):
+                problems.append(f"kind out{k}: kiln {'scalar' if g.dtype == '' else 'tensor'}")
+            elif type(g.scalar) is not type(r.scalar):
+                problems.append(f"scalar type out{k}: {type(g.scalar).__name__} != {type(r.scalar).__name__}")
+            elif values_close(np.array(g.scalar, dtype=np.float64), np.array(r.scalar, dtype=np.float64), "float64"):
+                problems.append(f"value out{k}: {g.scalar!r} != {r.scalar!r}")
+            continue
+        if g.dtype != r.dtype:
+            problems.append(f"dtype out{k}: {g.dtype} != {r.dtype}")
+            continue
+        if g.shape != r.shape:
+            problems.append(f"shape out{k}: {g.shape} != {r.shape}")
+            continue
+        why = values_close(g.values, r.values, r.dtype, floor)
+        if why:
+            problems.append(f"value out{k} ({r.dtype}{list(r.shape)}): {why}")
+        if (r.aliases_input or r.is_input) and _strides_matter(r.shape, g.stride, r.stride):
+            problems.append(f"stride out{k} (a view of an input): {g.stride} != {r.stride}")
+        if (identity is None or k in identity) and g.is_input != r.is_input:
+            problems.append(f"identity out{k}: is input {g.is_input} != {r.is_input}")
+        if g.aliases_input != r.aliases_input:
+            problems.append(f"alias out{k}: shares storage with inputs {g.aliases_input} != {r.aliases_input}")
+        if g.aliases_output != r.aliases_output:
+            problems.append(f"alias out{k}: shares storage with outputs {g.aliases_output} != {r.aliases_output}")
+        if grad and g.requires_grad != r.requires_grad:
+            problems.append(f"requires_grad out{k}: {g.requires_grad} != {r.requires_grad}")
+    for what, gs, rs in (("input", got.inputs_after, ref.inputs_after), ("base", got.bases_after, ref.bases_after)):
+        for k, ((gd, g), (rd, r)) in enumerate(zip(gs, rs)):
+            why = f"dtype {gd} != {rd}" if gd != rd else values_close(g, r, rd, floor)
+            if why:
+                problems.append(f"mutation {what}{k}: {why}")
+    if grad:
+        if got.bwd_exc != ref.bwd_exc:
+            problems.append(f"backward exception: torch {ref.bwd_message or 'succeeded'} | kiln {got.bwd_message or 'succeeded'}")
+        else:
+            for k, (g, r) in enumerate(zip(got.grads, ref.grads)):
+                if (g is None) != (r is None):
+                    problems.append(f"grad leaf{k}: {'None' if g is None else 'set'} != {'None' if r is None else 'set'}")
+                elif g is not None:
+                    why = f"dtype {g[0]} != {r[0]}" if g[0] != r[0] else values_close(g[1], r[1], r[0], floor)
+                    if why:
+                        problems.append(f"grad leaf{k}: {why}")
+    return problems
+
+
+def compare(got_calls, ref_calls, grad, identity=None, floor=None):
+    """Problems over every call; `identity`: the outputs that must be their input itself; `floor`:
+    see values_close (compiled code keeps a bfloat16 intermediate in float32, so a float64 result
+    computed from one differs from eager's in the bfloat16 ulp, in PyTorch's compile too)."""
+    problems = []
+    for i, (g, r) in enumerate(zip(got_calls, ref_calls)):
+        problems += [f"call{i} {p}" if len(ref_calls) > 1 else p
+                     for p in compare_call(g, r, grad, identity, floor)]
+    return problems

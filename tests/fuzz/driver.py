@@ -1,0 +1,140 @@
+"""Runs fuzz programs in worker subprocesses: a signal or a hang is a failure of that program.
+
+`run_range` starts `python -m fuzz.worker` on programs [start, end); when the worker dies (a
+crash) or a program runs past `timeout` seconds (a hang, the worker is killed), the program in
+flight is recorded as such and a new worker resumes after it. Results are dicts:
+{index, status: ok|mismatch|crash|hang, source, program, failures: {mode: [problems]}, detail}.
+"""
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON_DIR = os.path.join(os.path.dirname(TESTS_DIR), "python")
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([TESTS_DIR, PYTHON_DIR, env.get("PYTHONPATH", "")])
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def _worker(args, stderr):
+    return subprocess.Popen([sys.executable, "-m", "fuzz.worker", *args], stdout=subprocess.PIPE,
+                            stderr=stderr, env=_env(), text=True, start_new_session=True)
+
+
+STARTUP_S = 120  # importing kiln and torch on a loaded machine, before the first program starts
+
+
+def _read_events(proc, timeout):
+    """Yields parsed @@FUZZ events; yields ('timeout', None) when none came within `timeout` s
+    (plus STARTUP_S for the first)."""
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    wait = timeout + STARTUP_S
+    while True:
+        ready = sel.select(wait)
+        wait = timeout
+        if not ready:
+            yield "timeout", None
+            return
+        line = proc.stdout.readline()
+        if not line:
+            return
+        if line.startswith("@@FUZZ "):
+            yield "event", json.loads(line[7:])
+
+
+def _kill(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _describe_exit(code):
+    if code is not None and code < 0:
+        return f"killed by signal {signal.Signals(-code).name}"
+    return f"exit status {code}"
+
+
+def run_worker(args, timeout, on_result=None):
+    """Runs one worker invocation to its end; returns (results, index of the first program not done)."""
+    results, current = [], None
+    with tempfile.TemporaryFile(mode="w+") as err:
+        proc = _worker(args, err)
+        hung, mode = False, ""
+        for kind, ev in _read_events(proc, timeout):
+            if kind == "timeout":
+                hung = True
+                break
+            if ev["event"] == "start":
+                current, mode = ev, ""
+            elif ev["event"] == "mode":
+                mode = ev["label"]
+            else:
+                failures = ev["failures"]
+                status = "mismatch" if failures else "ok"
+                res = dict(index=ev["index"], status=status, source=current["source"],
+                           program=current["program"], failures=failures, detail="")
+                results.append(res)
+                on_result and on_result(res)
+                current = None
+        if hung:
+            _kill(proc)
+        else:
+            proc.wait()
+        if current is not None:
+            err.seek(0)
+            tail = err.read()[-3000:]
+            # A signal is kiln's crash; a Python traceback out of the worker is the fuzzer's own bug.
+            status = "hang" if hung else "crash" if proc.returncode < 0 else "error"
+            detail = f"no result after {timeout}s" if hung else _describe_exit(proc.returncode)
+            res = dict(index=current["index"], status=status, source=current["source"],
+                       program=current["program"], failures={mode: [f"{status}: {detail}"]},
+                       detail=f"{status} in mode {mode}: {detail}\n{tail}")
+            results.append(res)
+            on_result and on_result(res)
+            return results, current["index"] + 1
+        if proc.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"fuzz worker failed outside a program ({_describe_exit(proc.returncode)}):\n"
+                               + err.read()[-3000:])
+    return results, None
+
+
+def run_range(seed, start, end, backends, timeout=120, on_result=None):
+    """Every program in [start, end) of `seed`, in as many workers as crashes and hangs need."""
+    results = []
+    while start < end:
+        got, resume = run_worker(["--seed", str(seed), "--start", str(start), "--end", str(end),
+                                  "--backends", ",".join(backends)], timeout, on_result)
+        results += got
+        if resume is None:
+            break
+        start = resume
+    return results
+
+
+def run_program(program_json, only, backends, timeout=120):
+    """One program (a Program's JSON) in one mode: its single result."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(program_json, f)
+    try:
+        got, _ = run_worker(["--program", f.name, "--only", only, "--backends", ",".join(backends)], timeout)
+    finally:
+        os.unlink(f.name)
+    return got[0] if got else None
+
+
+def now():
+    return time.monotonic()

@@ -1,0 +1,62 @@
+"""The fuzzer's own machinery: the comparator sees each kind of disagreement, and the driver turns
+a signal into a crash and silence into a hang (so a clean fuzz run means something)."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch", reason="PyTorch is the oracle and is only installed for Python 3.11")
+
+from fuzz import compare, driver, gen, run  # noqa: E402
+
+SOURCE_OK = gen.Program(0, [{"A": 3, "B": 2, "C": 1}], [gen.Input("x0", "float32", ("A", "B"), "t", True)],
+                        ["v0 = x0.t()", "v1 = v0.sum(0)"], ["v0", "v1"], False)
+
+
+def records(source, grad=True):
+    return run.record(source, "torch", None, grad), run.record(source, "torch", None, grad)
+
+
+def test_identical_runs_agree():
+    a, b = records(SOURCE_OK.source())
+    assert compare.compare(a, b, True) == []
+
+
+@pytest.mark.parametrize("edit, kind", [
+    (lambda c: c.outs[1].values.__setitem__(0, c.outs[1].values[0] + 1e-3), "value"),
+    (lambda c: setattr(c.outs[1], "dtype", "float64"), "dtype"),
+    (lambda c: setattr(c.outs[0], "stride", (1, 3)), "stride"),
+    (lambda c: setattr(c.outs[0], "aliases_input", ()), "alias"),
+    (lambda c: c.grads[0][1].__setitem__((0, 0), np.nan), "grad"),
+    (lambda c: setattr(c, "exc", "RuntimeError"), "exception"),
+])
+def test_each_disagreement_is_seen(edit, kind):
+    got, ref = records(SOURCE_OK.source())
+    edit(got[0])
+    problems = compare.compare(got, ref, True)
+    assert problems and problems[0].startswith(kind), problems
+
+
+def test_tolerances_follow_the_dtype():
+    assert compare.values_close([1.0 + 1e-3], [1.0], "float16") == ""
+    assert compare.values_close([1.0 + 1e-3], [1.0], "float32") != ""
+    assert compare.values_close([np.inf], [np.inf], "float32") == ""
+    assert compare.values_close([-np.inf], [np.inf], "float32") != ""
+    assert compare.values_close([np.nan], [0.0], "float64") != ""
+    assert compare.values_close([3], [2], "int64") != ""
+    assert compare.values_close([1.0 + 1e-3], [1.0], "float64", floor="bfloat16") == ""
+
+
+def _program(body):
+    return gen.Program(0, [{"A": 2, "B": 2, "C": 2}], [gen.Input("x0", "float32", ("A",), "contiguous")],
+                       body, ["x0"], False).to_json()
+
+
+def test_a_signal_is_a_crash():
+    r = driver.run_program(_program(["import os, signal", "os.kill(os.getpid(), signal.SIGSEGV)"]),
+                           "kiln-eager", [], timeout=60)
+    assert r["status"] == "crash" and "SIGSEGV" in r["detail"]
+
+
+def test_silence_is_a_hang():
+    r = driver.run_program(_program(["import time", "time.sleep(60)"]), "kiln-eager", [], timeout=3)
+    assert r["status"] == "hang"

@@ -1,0 +1,112 @@
+"""The fuzz worker process: generates programs, runs them in PyTorch and every kiln mode, compares.
+
+    python -m fuzz.worker --seed S --start I --end J [--backends eager,aot_eager,inductor]
+    python -m fuzz.worker --program FILE.json --only MODE   # one program (the reducer uses it)
+
+It prints one line `@@FUZZ {json}` when it starts a program (with its source) and one when it is
+done (with the disagreements per mode), so that the driver knows which program a crash or a hang
+belongs to. Everything else kiln or PyTorch prints is ignored by the driver.
+"""
+
+import argparse
+import json
+import sys
+import warnings
+
+from fuzz import compare, gen, run
+
+BACKENDS = ("eager", "aot_eager", "inductor")
+
+
+def program_seed(seed, index):
+    return seed * 1_000_003 + index
+
+
+def modes(program, backends):
+    """(label, backend, grad): kiln eager then each backend, each forward-only and, for programs
+    with differentiable inputs, with grad."""
+    out = []
+    for backend in (None,) + tuple(backends):
+        label = backend or "kiln-eager"
+        out.append((label, backend, False))
+        if program.differentiable:
+            out.append((label + "/grad", backend, True))
+    return out
+
+
+def lowest_precision(program):
+    """The least precise float dtype the program computes in: its inputs' and any cast's."""
+    text = " ".join(program.body) + " " + " ".join(i.dtype for i in program.inputs)
+    if "bfloat16" in text:
+        return "bfloat16"
+    if "float16" in text or ".half()" in text:
+        return "float16"
+    return None
+
+
+def unsupported(message):
+    """kiln lacks the op: a missing attribute (the fuzzer should not generate it)."""
+    return message.startswith("AttributeError") and ("module 'kiln" in message or "'Tensor' object" in message)
+
+
+def check(program, backends, only=None):
+    """{mode label: [problems]} for the modes that disagree with PyTorch."""
+    import kiln  # noqa: F401 - imported before torch runs, as a user of both would
+    import torch  # noqa: F401
+
+    src = program.source()
+    calls = len(program.sizes)
+    refs = {}
+    # Only a returned input (`return x0`) must come back as the same object; PyTorch's compile
+    # does not keep the identity of no-op calls (`x.type_as(x)`), only their aliasing.
+    names = [i.name for i in program.inputs]
+    identity = {k for k, r in enumerate(program.returns) if r in names}
+    failures = {}
+    for label, backend, grad in modes(program, backends):
+        if only is not None and label != only:
+            continue
+        emit({"event": "mode", "label": label})
+        if grad not in refs:
+            refs[grad] = run.record(src, "torch", None, grad, calls)
+        got = run.record(src, "kiln", backend, grad, calls)
+        problems = compare.compare(got, refs[grad], grad, identity, lowest_precision(program))
+        if problems:
+            if all(unsupported(c.message) for c in got if c.exc) and any(c.exc for c in got) \
+                    and not any(r.exc for r in refs[grad]):
+                problems = ["unsupported: " + next(c.message for c in got if c.exc)]
+            failures[label] = problems
+    return failures
+
+
+def emit(obj):
+    sys.stdout.write("@@FUZZ " + json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--start", type=int, default=0)
+    ap.add_argument("--end", type=int, default=0)
+    ap.add_argument("--backends", default=",".join(BACKENDS))
+    ap.add_argument("--program", help="a JSON file holding one Program (for the reducer)")
+    ap.add_argument("--only", help="run only this mode label")
+    args = ap.parse_args()
+    warnings.simplefilter("ignore")
+    backends = [b for b in args.backends.split(",") if b]
+    import torch
+    if args.program:
+        with open(args.program) as f:
+            items = [(0, gen.Program.from_json(json.load(f)))]
+    else:
+        items = ((i, None) for i in range(args.start, args.end))
+    for index, program in items:
+        if program is None:
+            program = gen.generate(program_seed(args.seed, index), torch)
+        emit({"event": "start", "index": index, "program": program.to_json(), "source": program.source()})
+        failures = check(program, backends, args.only)
+        emit({"event": "done", "index": index, "failures": failures})
+
+
+if __name__ == "__main__":
+    main()
