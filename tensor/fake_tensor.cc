@@ -293,6 +293,9 @@ void CrossRef(FakeTensorMode& mode, const Op& op, DispatchKeySet keys, Stack& st
     if (!t.defined()) return;
     Tensor real = t;
     t = mode.FromReal(t);
+    // The memoised fake of a tensor whose geometry an inplace_view op (t_, transpose_) changed
+    // since it was converted takes the tensor's current geometry.
+    if (!SameMeta(real, t)) t->set_sizes_and_strides(real->sym_sizes(), real->sym_strides(), real->sym_storage_offset());
     converted.emplace_back(real, t);
   });
   std::string fake_error;

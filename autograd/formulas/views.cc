@@ -119,6 +119,7 @@ void DefineViewFormulas(DerivativeTable& d) {
   d.Def("clone", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
   d.Def("t", {}, [](Ctx& c, Grads& g) { g["self"] = c.dim("self") < 2 ? c.grad() : ops::transpose(c.grad(), 0, 1); });
   d.InplaceOf("transpose_", "transpose.int");  // inplace_view: self takes the transposed layout
+  d.InplaceOf("t_", "t");
   d.Def("_to_copy", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
   d.Def("fill_.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = zeros_like(c.grad()); });
   d.Def("fill_.Tensor", {}, [](Ctx& c, Grads& g) {

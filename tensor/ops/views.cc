@@ -29,7 +29,7 @@ SymDimVector InferSize(const char* op, const SymList& shape, const SymInt& numel
   if (infer >= 0) {
     // As PyTorch's infer_size: with a zero in the known sizes, -1 is ambiguous for 0 elements and
     // impossible for any other count.
-    KILN_CHECK(known != 0 || numel != 0, "shape '", SizesToString(SymDimVector(shape.begin(), shape.end())),
+    KILN_CHECK(known != 0 || numel == 0, "shape '", SizesToString(SymDimVector(shape.begin(), shape.end())),
                "' is invalid for input of size ", numel.str());
     KILN_CHECK(known != 0, "cannot reshape tensor of ", numel.str(),
                " elements into shape ", SizesToString(SymDimVector(shape.begin(), shape.end())),
@@ -157,8 +157,7 @@ Tensor Transpose_(Tensor self, int64_t d0, int64_t d1) {
 }
 Tensor T_(Tensor self) {
   KILN_CHECK(self.dim() <= 2, "t_() expects a tensor with <= 2 dimensions, but self is ", self.dim(), "D");
-  const int64_t other = self.dim() < 2 ? 0 : 1;
-  return CallOp<Tensor>(KILN_OP("aten::transpose_"), self, int64_t(0), other);
+  return Transpose_(self, 0, self.dim() < 2 ? 0 : 1);  // one op, so one version bump
 }
 
 Tensor Expand(const Tensor& self, const SymList& size, bool implicit) {
@@ -387,7 +386,7 @@ void RegisterViewOps(Registry& r) {
   r.Def("t(Tensor(a) self) -> Tensor(a)", {}, kFunctionAndMethod).Composite<&T>();
   r.Def("transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)", {Tag::inplace_view}, kMethod)
       .AllBackends<&Transpose_>();
-  r.Def("t_(Tensor(a!) self) -> Tensor(a!)", {Tag::inplace_view}, kMethod).Composite<&T_>();
+  r.Def("t_(Tensor(a!) self) -> Tensor(a!)", {Tag::inplace_view}, kMethod).AllBackends<&T_>();
   r.Def("expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)", kView, kMethod)
       .AllBackends<&Expand>();
   r.Def("expand_as(Tensor(a) self, Tensor other) -> Tensor(a)", {}, kMethod).Composite<&ExpandAs>();

@@ -20,18 +20,12 @@ SLICE = 40
 # program index -> the kiln bug it hits (issue 16 or a repro in tests/fuzz/README.md).
 KNOWN = {
     0: "aot_eager/inductor: x.pow_(2) on an input raises 'std::get: wrong index for variant'",
-    2: "Tensor.t_ is missing (issue 16, eager)",
     5: "eager: int tensor ** negative int 0-d tensor raises; PyTorch computes it",
     10: "compiled: x.max(dim=...) returns a plain tuple (no .values)",
-    12: "inductor backward with an expanded input: 'buffer ... too small' (issue 16)",
     16: "compiled: x.max(dim=...) returns a plain tuple (no .values)",
-    18: "inductor: output-to-output aliasing lost for an expanded input (v0, v0.T; issue 16)",
-    21: "compiled: x[mask] raises DynamicOutputShapeException instead of a graph break (issue 16)",
     24: "compiled: tensor constant in the graph (get_attr / FakeTensors; issue 16); mutating an input that "
         "requires grad (issue 16)",
     26: "compiled: x.max(dim=...) returns a plain tuple (no .values)",
-    29: "compiled: SyntaxError duplicate argument '___stack0_' with several graph breaks (issue 16)",
-    36: "Tensor.t_ is missing (issue 16, eager)",
 }
 
 

@@ -20,20 +20,9 @@ from vae import VAE, VAE_NOISE
 RECIPES = [GPT_MASKED, GPT_SDPA, LLAMA, VAE, VAE_NOISE, LSTM, LSTM_ROWS, GRU, ENCODER, MAKEMORE, RESNET, MNIST]
 
 # (recipe name, backend) -> (the bug in one line, the exception it raises: a different failure is an
-# error, not an xfail). See README.md for the narrowed-down repros.
-_TIED = ("a parameter reached through two names (tied weights) gets its gradient twice: aot_function(f)(w, w) "
-         "doubles w.grad", AssertionError)
-_RMUL = "`2.0 * t.sum()` (scalar times 0-d float32) is float64 compiled; the KL term's backward then fails in mm"
-_LAYOUT = ("; behind it, inductor only: fc3.weight.grad wrong, as in `(tanh(z) @ w.t()).sum()`: the saved "
-           "`tanh(z).t()` is made contiguous, but the backward reads it with the traced strides (1, 3)")
-_MASK = ("`self.src_mask = mask` in forward before a submodule call: Dynamo raises 'LazyVariable' object has no "
-         "attribute 'as_python_constant'", AttributeError)
-KNOWN = {
-    **{(name, b): _TIED for name in ("gpt", "gpt_sdpa") for b in ("aot_eager", "inductor")},
-    **{(name, "aot_eager"): (_RMUL, RuntimeError) for name in ("vae", "vae_noise")},
-    **{(name, "inductor"): (_RMUL + _LAYOUT, (RuntimeError, AssertionError)) for name in ("vae", "vae_noise")},
-    **{("encoder", b): _MASK for b in ("eager", "aot_eager", "inductor")},
-}
+# error, not an xfail). Empty since issue 16's fixes (tied weights, the VAE's scalar promotion and
+# saved-transpose layout, the mask attribute); README.md keeps the narrowed-down repros.
+KNOWN = {}  # (recipe, backend) -> (reason, exception): known compiler bugs, as strict xfails
 
 
 def _cases():
@@ -52,9 +41,6 @@ def test_zoo(recipe, backend):
     check(recipe, backend, torch)
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="a loss module constructed inside the compiled step (`nn.CrossEntropyLoss()(out, y)`) "
-                   "crashes Dynamo: 'LazyVariable' object has no attribute 'reconstruct'")
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_loss_module_built_in_step(backend):
     """The ImageNet example's criterion, made where it is used instead of once outside."""
