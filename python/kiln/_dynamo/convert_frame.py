@@ -12,6 +12,7 @@ cannot be split that way: such frames run eagerly (the reason is logged and coun
 import dis
 import os
 import re
+import sys
 import time
 import types
 import warnings
@@ -76,10 +77,18 @@ def _skipped_file(filename):
     return filename.startswith("<frozen") or "/lib/python3." in filename and "site-packages" not in filename
 
 
+def _uses_zero_arg_super(code):
+    """Under 3.12 a frame that calls zero-argument super() (its `__class__` cell) and is replaced
+    by compiled code bound super() to the wrong class, and `nn.CrossEntropyLoss()` made inside a
+    compiled step recursed in __init__ until RecursionError. Such frames run as written (their
+    callees are still captured); inlined calls to them are traced as before."""
+    return sys.version_info >= (3, 12) and "__class__" in code.co_freevars
+
+
 def compile_frame(ctx, code, f_locals, f_globals):
     seen_codes.add(code)
     if (_skipped_file(code.co_filename) or code.co_name == "<module>" or code in _MODULE_CALL_CODES
-            or code.co_filename == _MODULE_FILE):
+            or code.co_filename == _MODULE_FILE or _uses_zero_arg_super(code)):
         _C._dynamo.skip_code(code)
         return None
     entries = _C._dynamo._debug_get_cache_entry_list(code)
