@@ -682,3 +682,36 @@ def test_empty_advanced_index_forward_and_backward_match_torch():
     namespace = {}
     exec(_EMPTY_INDEX_RUNNER.split("print(")[0].replace("import kiln as lib", "import torch as lib"), namespace)
     assert got == namespace["run"](torch)
+
+
+@requires_torch
+@pytest.mark.parametrize("shape,mask_ndim", [((2, 3), 2), ((2, 3), 1), ((), 0), ((4,), 1), ((2, 0), 2)])
+@pytest.mark.parametrize("value", [1.5, 0])
+def test_masked_assignment_of_a_scalar_matches_torch(shape, mask_ndim, value):
+    # x[mask] = scalar is masked_fill_ as in PyTorch (issue 16: a 0-d mask raised IndexError)
+    data = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape) - 2.5
+    k, t = kiln.tensor(data.tolist() if data.ndim else float(data)).reshape(shape), torch.tensor(data)
+    km = (k > 0) if mask_ndim == len(shape) else (k.reshape(shape[0], -1)[:, 0] > 0)
+    tm = (t > 0) if mask_ndim == len(shape) else (t.reshape(shape[0], -1)[:, 0] > 0)
+    k[km] = value
+    t[tm] = value
+    assert k.tolist() == t.tolist()
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_masked_assignment_compiles_in_one_graph(backend):
+    import kiln._dynamo
+
+    def f(a):
+        a = a.clone()
+        a[a > 0] = 0.5
+        return a * a
+
+    x = kiln.tensor([1.0, -2.0, 3.0, -0.5], requires_grad=True)
+    f(x).sum().backward()
+    want, x.grad = x.grad.clone(), None
+    kiln._dynamo.reset()
+    out = kiln.compile(f, backend=backend, fullgraph=True)(x)  # no nonzero: no dynamic shape
+    out.sum().backward()
+    assert out.tolist() == f(x).tolist()
+    assert x.grad.tolist() == want.tolist()

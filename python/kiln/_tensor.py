@@ -295,6 +295,17 @@ class Tensor(_C.TensorBase):
         return _op('aten::index.Tensor')(result, indices)
 
     def __setitem__(self, key, value):
+        if isinstance(key, Tensor) and key.dtype == _C.bool and key.ndim <= self.ndim and \
+                not (isinstance(value, Tensor) and (value.ndim or value.requires_grad)) and \
+                tuple(key.shape) == tuple(self.shape[:key.ndim]):
+            # x[mask] = scalar is masked_fill_, as in PyTorch: no nonzero, so a compiled function
+            # keeps static shapes (it raised DynamicOutputShapeException under AOT) and a 0-d
+            # mask needs no index tensor
+            mask = key.view(tuple(key.shape) + (1,) * (self.ndim - key.ndim))
+            if isinstance(value, Tensor):
+                value = value.to(self.dtype)
+            self.masked_fill_(mask, value)
+            return
         result, advanced = self._apply_basic_index(key)
         if not isinstance(value, Tensor):
             import kiln
