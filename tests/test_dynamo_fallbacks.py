@@ -19,20 +19,9 @@ import kiln
 import kiln._dynamo as dynamo
 from kiln._dynamo.exc import BackendCompilerFailed, Unsupported
 from kiln._dynamo.testing import CompileCounter, CompileCounterWithBackend
+from dynamo_util import close, fresh_dynamo  # noqa: F401 (fresh_dynamo is autouse)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    dynamo.reset()
-    yield
-    dynamo.reset()
-
-
-def close(a, b):
-    assert a.shape == b.shape and a.dtype == b.dtype
-    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 # --- data-dependent output shapes: a graph break, as PyTorch's default ---------------------------

@@ -3,25 +3,13 @@
 (kiln/_dynamo/side_effects.py). Oracle: the same program run eagerly on a twin module; graph
 counts from CompileCounter."""
 
-import numpy as np
 import pytest
 
 import kiln
 import kiln._dynamo as dynamo
 import kiln.nn as nn
 from kiln._dynamo.testing import CompileCounter, CompileCounterWithBackend
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    dynamo.reset()
-    yield
-    dynamo.reset()
-
-
-def close(a, b):
-    assert a.shape == b.shape and a.dtype == b.dtype
-    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+from dynamo_util import close, fresh_dynamo  # noqa: F401 (fresh_dynamo is autouse)
 
 
 class MaskedLM(nn.Module):
