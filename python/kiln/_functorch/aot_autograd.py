@@ -599,14 +599,11 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs)
         outs = list(results[:n_fw])
         saved = list(results[n_fw:])
         if grad_enabled:
-            input_ids = {id(x) for x in leaves}
             tensor_outs, differentiable = [], []
             for k, o in enumerate(outs):
                 if isinstance(o, kiln.Tensor):
-                    if views_input[k]:
+                    if views_input[k]:  # an input itself or a view of one: rebuilt from it below
                         o = outs[k] = o.detach()
-                    elif id(o) in input_ids:  # an input returned as is: a fresh alias keeps its history
-                        o = outs[k] = o.view_as(o) if not o.requires_grad else o.detach()
                     tensor_outs.append(o)
                     differentiable.append(differentiable_out[k])
             ctx = _SavedContext()
