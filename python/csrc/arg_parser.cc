@@ -358,7 +358,11 @@ bool ParseArgs(const Op& op, PyObject* const* args, Py_ssize_t nargs, PyObject* 
 
 namespace {
 
-// namedtuple types for ops with named returns (max.dim -> values, indices), built once.
+// The result types of ops with named returns (max.dim -> values, indices): structseqs named
+// kiln.return_types.<op>, built once per op, as PyTorch's torch.return_types. A structseq rather
+// than a collections.namedtuple because its constructor is C: a namedtuple's __new__ is Python code
+// (compiled from "<string>"), so rebuilding a result after a compiled graph ran that frame under
+// Dynamo's frame hook. Both are tuples with named fields; a structseq is built from one sequence.
 PyObject* ReturnType(const Op& op) {
   static std::unordered_map<const Op*, PyObject*> cache;
   auto it = cache.find(&op);
@@ -368,18 +372,18 @@ PyObject* ReturnType(const Op& op) {
   bool named = !rets.empty();
   for (const auto& r : rets) named = named && !r.name.empty();
   if (named) {
-    PyObject* collections = PyImport_ImportModule("collections");
-    PyObject* fields = PyList_New(0);
-    for (const auto& r : rets) {
-      PyObject* s = PyUnicode_FromString(r.name.c_str());
-      PyList_Append(fields, s);
-      Py_DECREF(s);
-    }
-    type = PyObject_CallMethod(collections, "namedtuple", "sO", op.base_name().c_str(), fields);
-    Py_DECREF(fields);
-    Py_DECREF(collections);
-    if (type) PyObject_SetAttrString(type, "__module__", PyUnicode_FromString("kiln.return_types"));
-    else PyErr_Clear();
+    // PyStructSequence_NewType keeps pointers to the names and the description: they live as
+    // long as the type, which is cached for the life of the process.
+    auto* names = new std::vector<std::string>();
+    for (const auto& r : rets) names->push_back(r.name);
+    names->push_back("kiln.return_types." + op.base_name());
+    auto* fields = new PyStructSequence_Field[rets.size() + 1];
+    for (size_t i = 0; i < rets.size(); ++i) fields[i] = {(*names)[i].c_str(), nullptr};
+    fields[rets.size()] = {nullptr, nullptr};
+    auto* desc = new PyStructSequence_Desc{names->back().c_str(), "The named results of a kiln op.", fields,
+                                           static_cast<int>(rets.size())};
+    type = reinterpret_cast<PyObject*>(PyStructSequence_NewType(desc));
+    if (!type) PyErr_Clear();
   }
   cache[&op] = type;
   return type;
@@ -421,7 +425,7 @@ PyObject* ReturnsToPython(const Op& op, Stack& stack) {
     PyTuple_SET_ITEM(tuple, i, item);
   }
   if (PyObject* type = ReturnType(op)) {
-    PyObject* result = PyObject_Call(type, tuple, nullptr);
+    PyObject* result = PyObject_CallOneArg(type, tuple);
     Py_DECREF(tuple);
     return result;
   }

@@ -20,7 +20,8 @@ from kiln._dynamo.side_effects import SideEffects
 from kiln._dynamo.source import GlobalSource, Source, graph_input_name
 from kiln._dynamo.variables.base import ConstantVariable, VariableTracker
 from kiln._dynamo.variables.dicts import ConstDictVariable
-from kiln._dynamo.variables.lists import BaseListVariable, ListVariable, TupleVariable
+from kiln._dynamo.variables.lists import (BaseListVariable, ListVariable, NamedTupleVariable, TupleVariable,
+                                         is_structseq_type)
 from kiln._dynamo.variables.tensor import SymNodeVariable, TensorVariable
 from kiln._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from kiln._symbolic import SymBool, SymFloat, SymInt
@@ -217,6 +218,8 @@ class OutputGraph:
                 sub = self.graph.create_node("call_function", operator.getitem, (node, i), {})
                 sub.meta["example_value"] = item
                 items.append(self.wrap_result(tx, sub, item))
+            if is_structseq_type(type(result)):
+                return NamedTupleVariable(items, type(result))
             return (ListVariable if isinstance(result, list) else TupleVariable)(items)
         if result is None or isinstance(result, (bool, int, float, str, _C.dtype)):
             if not node.users and not _has_side_effects(node):

@@ -20,7 +20,8 @@ from kiln._dynamo.variables.builtin import BuiltinVariable
 from kiln._dynamo.variables.dicts import ConstDictVariable
 from kiln._dynamo.variables.functions import UserFunctionVariable, UserMethodVariable
 from kiln._dynamo.variables.kiln_fns import GradModeVariable, KilnFunctionVariable
-from kiln._dynamo.variables.lists import ListVariable, SizeVariable, TupleVariable
+from kiln._dynamo.variables.lists import (ListVariable, NamedTupleVariable, SizeVariable, TupleVariable,
+                                         is_structseq_type)
 from kiln._dynamo.variables.misc import PythonModuleVariable, UserDefinedClassVariable, UserDefinedObjectVariable
 from kiln._dynamo.variables.nn_module import NNModuleVariable
 
@@ -102,6 +103,11 @@ def wrap(tx, value, source):
             guard.add(source, "LENGTH_CHECK", len(value))
         items = [wrap(tx, v, GetItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
         return (TupleVariable if type(value) is tuple else ListVariable)(items, source=source)
+    if isinstance(value, tuple) and is_structseq_type(type(value)):
+        if guard:
+            guard.add(source, "TYPE_MATCH", type(value))
+        items = [wrap(tx, v, GetItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+        return NamedTupleVariable(items, type(value), source=source)
     if type(value) is dict or (isinstance(value, dict) and type(value).__module__ == "collections"):
         if not all(is_constant_value(k) for k in value):
             unimplemented("a dict with non-constant keys")

@@ -54,7 +54,9 @@ class BaseListVariable(VariableTracker):
 
     def getitem(self, tx, index):
         if isinstance(index, slice):
-            return type(self)(self.items[index]) if self.kind is not kiln.Size else SizeVariable(self.items[index])
+            if self.kind is kiln.Size:
+                return SizeVariable(self.items[index])
+            return ListVariable(self.items[index]) if self.kind is list else TupleVariable(self.items[index])
         try:
             return self.items[index]
         except IndexError:
@@ -108,6 +110,31 @@ def _equal(tx, a, b):
 
 class TupleVariable(BaseListVariable):
     kind = tuple
+
+
+class NamedTupleVariable(TupleVariable):
+    """The named results of a kiln op (kiln.return_types.max: values, indices), a structseq.
+
+    Its fields read as attributes (`x.max(dim=0).values`); it is rebuilt after the graph by calling
+    the structseq type, whose constructor is C code, on a tuple of the items."""
+
+    def __init__(self, items, kind, source=None):
+        super().__init__(items, source)
+        self.kind = kind
+
+    def describe(self):
+        return f"{self.kind.__module__}.{self.kind.__name__}"
+
+    def var_getattr(self, tx, name):
+        fields = self.kind.__match_args__
+        if name in fields:
+            return self.items[fields.index(name)]
+        return super().var_getattr(tx, name)
+
+
+def is_structseq_type(ty):
+    """A structseq (kiln.return_types.*, os.stat_result): a tuple subclass with named fields."""
+    return issubclass(ty, tuple) and hasattr(ty, "n_sequence_fields") and hasattr(ty, "__match_args__")
 
 
 class SizeVariable(BaseListVariable):
