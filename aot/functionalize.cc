@@ -192,14 +192,12 @@ Tensor FromFunctional(const Tensor& t) {
 // The kernel.
 
 namespace {
-
 bool IsOutOverload(const Op& op) {
   const std::string& ov = op.schema().overload;
   return ov == "out" || ov == "grad_input" || (ov.size() > 4 && ov.compare(ov.size() - 4, 4, "_out") == 0);
 }
+}  // namespace
 
-// The functional form of a mutating op, or null: `add_.Tensor` -> `add.Tensor`, `copy_` -> `copy`,
-// `sum.IntList_out` -> `sum.dim_IntList`'s sibling with the out argument dropped.
 const Op* FunctionalVariant(const Op& op) {
   static std::mutex mu;
   static std::unordered_map<const Op*, const Op*> cache;
@@ -212,8 +210,23 @@ const Op* FunctionalVariant(const Op& op) {
   if (op.has_tag(Tag::inplace)) {
     std::string base = op.base_name();
     base.pop_back();
+    // Usually the overload of the same name (`add_.Tensor` -> `add.Tensor`), but not always:
+    // `pow_.Scalar(Tensor self, Scalar exponent)` pairs with `pow.Tensor_Scalar`, while
+    // `pow.Scalar` is `(Scalar self, Tensor exponent)`. So the arguments must match kind for kind,
+    // and any overload of the base op that does is taken.
+    auto same_arguments = [&](const Op* cand) {
+      const auto& a = cand->schema().arguments;
+      if (cand->schema().is_mutable() || a.size() != s.arguments.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i)
+        if (a[i].kind != s.arguments[i].kind || a[i].name != s.arguments[i].name) return false;
+      return true;
+    };
     found = r.Find("aten::" + base + (s.overload.empty() ? "" : "." + s.overload));
-    if (found && found->schema().arguments.size() != s.arguments.size()) found = nullptr;
+    if (found && !same_arguments(found)) found = nullptr;
+    if (!found)
+      if (OpPacket* p = r.FindPacket("aten::" + base))
+        for (Op* cand : p->overloads)
+          if (same_arguments(cand)) { found = cand; break; }
   } else if (IsOutOverload(op)) {
     std::string ov = s.overload == "out" || s.overload == "grad_input" ? "" : s.overload.substr(0, s.overload.size() - 4);
     found = r.Find("aten::" + op.base_name() + (ov.empty() ? "" : "." + ov));
@@ -234,6 +247,9 @@ const Op* FunctionalVariant(const Op& op) {
   cache[&op] = found;
   return found;
 }
+
+namespace {
+
 
 void UnwrapStack(Stack& stack) {
   for (IValue& v : stack) {

@@ -71,6 +71,11 @@ Tensor ToFunctional(const Tensor& t);
 Tensor FromFunctional(const Tensor& t);
 
 // Installs the Functionalize kernels (idempotent); python/ calls it at import.
+// The functional form of a mutating op, or null: `add_.Tensor` -> `add.Tensor`, `copy_` -> `copy`,
+// `pow_.Scalar` -> `pow.Tensor_Scalar` (arguments matched kind for kind), `sum.IntList_out` -> its
+// overload without the out argument.
+const Op* FunctionalVariant(const Op& op);
+
 void InstallFunctionalize();
 
 }  // namespace kiln::aot

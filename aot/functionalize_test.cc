@@ -92,5 +92,35 @@ TEST(Functionalize, OutOverloadBecomesFunctional) {
   EXPECT_EQ(Values(out), (std::vector<float>{0, 1, 4}));
 }
 
+// The functional form of every in-place op takes the same arguments, kind for kind: the kernel
+// calls it with the in-place op's stack. `pow_.Scalar` once paired with `pow.Scalar` by overload
+// name, whose self is a Scalar, and `x.pow_(2)` in a compiled function raised "std::get: wrong
+// index for variant".
+TEST(Functionalize, EveryInplaceOpsFunctionalFormTakesItsArguments) {
+  int paired = 0;
+  for (const Op* op : Registry::Get().ops()) {
+    if (!op->has_tag(Tag::inplace)) continue;
+    const Op* functional = FunctionalVariant(*op);
+    if (functional == nullptr) continue;  // clone-and-mutate instead
+    ++paired;
+    const auto& a = op->schema().arguments;
+    const auto& b = functional->schema().arguments;
+    EXPECT_FALSE(functional->schema().is_mutable()) << op->name();
+    ASSERT_EQ(a.size(), b.size()) << op->name() << " -> " << functional->name();
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_EQ(a[i].kind, b[i].kind) << op->name() << " -> " << functional->name() << " argument " << a[i].name;
+  }
+  EXPECT_GT(paired, 50);
+  EXPECT_EQ(FunctionalVariant(KILN_OP("aten::pow_.Scalar"))->name(), "aten::pow.Tensor_Scalar");
+  EXPECT_EQ(FunctionalVariant(KILN_OP("aten::add_.Tensor"))->name(), "aten::add.Tensor");
+}
+
+TEST(Functionalize, InplacePowWithAScalarExponent) {
+  InstallFunctionalize();
+  Tensor f = ToFunctional(Arange(3));
+  CallOp<Tensor>(KILN_OP("aten::pow_.Scalar"), f, Scalar(2));
+  EXPECT_EQ(Values(f), (std::vector<float>{0, 1, 4}));
+}
+
 }  // namespace
 }  // namespace kiln::aot

@@ -303,6 +303,34 @@ def test_custom_function_forward_backward():
 
 
 @requires_torch
+@pytest.mark.parametrize("materialize", [True, False])
+def test_custom_function_set_materialize_grads(materialize):
+    # With set_materialize_grads(False) an output that got no gradient reaches backward as None
+    # (it was always zeros); with True (the default) as zeros of the output's shape.
+    def f(lib):
+        seen = []
+
+        class Split(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.set_materialize_grads(materialize)
+                return x * 2, x * 3
+
+            @staticmethod
+            def backward(ctx, ga, gb):
+                seen.append([None if g is None else g.tolist() for g in (ga, gb)])
+                return (ga if ga is not None else 0) * 2 + (gb if gb is not None else 0) * 3
+
+        x = t64(lib, [1.0, 2.0])
+        a, _ = Split.apply(x)
+        a.sum().backward()
+        return seen, x.grad.tolist()
+
+    k, t = both(f)
+    assert k == t
+
+
+@requires_torch
 def test_custom_function_needs_input_grad():
     def f(lib):
         seen = []

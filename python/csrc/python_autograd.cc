@@ -40,6 +40,12 @@ class PyFunctionNode : public Node {
   }
   std::string name() const override { return name_; }
   std::vector<bool> is_tensor_input;  // per forward argument
+  // The zero gradient for output i (its shape, dtype and device), for a backward that asked for
+  // None in place of zeros and needs them after all.
+  Tensor ZerosFor(size_t i) const {
+    const InputMeta& m = input_meta_.at(i);
+    return ops::full(std::vector<SymInt>(m.sizes.begin(), m.sizes.end()), 0, m.dtype, m.device);
+  }
   void ReleaseVariables() override {
     py::gil_scoped_acquire gil;
     if (ctx_ && py::hasattr(ctx_, "_free_saved")) ctx_.attr("_free_saved")();
@@ -47,12 +53,15 @@ class PyFunctionNode : public Node {
   TensorList Apply(TensorList&& grads) override {
     py::gil_scoped_acquire gil;
     py::tuple args(grads.size());
+    // ctx.set_materialize_grads(False): an output that got no gradient passes None, not zeros.
+    const bool materialize = py::getattr(ctx_, "_materialize_grads", py::bool_(true)).cast<bool>();
     for (size_t i = 0; i < grads.size(); ++i) {
       Tensor g = grads[i];
-      if (!g.defined() && i < input_meta_.size()) {
-        const InputMeta& m = input_meta_[i];
-        g = ops::full(std::vector<SymInt>(m.sizes.begin(), m.sizes.end()), 0, m.dtype, m.device);
+      if (!g.defined() && !materialize) {
+        args[i] = py::none();
+        continue;
       }
+      if (!g.defined() && i < input_meta_.size()) g = ZerosFor(i);
       args[i] = py::reinterpret_steal<py::object>(WrapTensor(g));
     }
     // The ctx reaches its node only during backward (saved outputs re-link to it; a permanent
@@ -282,6 +291,11 @@ void InitAutogradBindings(py::module_& m) {
         });
       })
       .def("_remove_hook", [](Node& n, int id) { n.RemovePostHook(id); })
+      .def("_zeros_for_output", [](const Node& n, size_t i) -> py::object {
+        auto* f = dynamic_cast<const PyFunctionNode*>(&n);
+        if (!f) throw py::type_error(n.name() + " is not a custom function's node");
+        return py::reinterpret_steal<py::object>(WrapTensor(f->ZerosFor(i)));
+      })
       .def("_register_prehook", [](Node& n, py::function fn) {
         // Runs on each input gradient slot separately.
         return n.AddPreHook(0, [fn](const Tensor& g) -> Tensor {

@@ -19,13 +19,7 @@ SLICE = 40
 
 # program index -> the kiln bug it hits (issue 16 or a repro in tests/fuzz/README.md).
 KNOWN = {
-    0: "aot_eager/inductor: x.pow_(2) on an input raises 'std::get: wrong index for variant'",
     5: "eager: int tensor ** negative int 0-d tensor raises; PyTorch computes it",
-    10: "compiled: x.max(dim=...) returns a plain tuple (no .values)",
-    16: "compiled: x.max(dim=...) returns a plain tuple (no .values)",
-    24: "compiled: tensor constant in the graph (get_attr / FakeTensors; issue 16); mutating an input that "
-        "requires grad (issue 16)",
-    26: "compiled: x.max(dim=...) returns a plain tuple (no .values)",
 }
 
 

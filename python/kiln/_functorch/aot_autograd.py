@@ -521,6 +521,9 @@ class _SavedContext:
     forward's saved values, with the versions their tensors had, and the compiled backward."""
 
     __slots__ = ("saved", "versions", "backward", "inputs", "_node")
+    # Outputs that got no gradient arrive as None: an input's gradient that depends only on
+    # those is None, as in eager, not zeros (Note [Gradients of absent tangents]).
+    _materialize_grads = False
 
     def _do_backward(self, *grads):
         if self.saved is None:
@@ -535,12 +538,15 @@ class _SavedContext:
                     "one of the variables needed for gradient computation has been modified by an inplace "
                     f"operation: [{t.dtype} {list(t.shape)}] is at version {t._version}; expected version {v} "
                     "instead. (It was saved by a compiled function's forward for its backward.)")
+        missing = [i for i, g in enumerate(grads) if g is None]
+        if missing:
+            grads = [self._node._zeros_for_output(i) if g is None else g for i, g in enumerate(grads)]
         if not _C.is_grad_enabled():
-            return self.backward(self.saved, grads)
+            return self.backward(self.saved, grads, missing)
         # create_graph: the compiled backward records nothing, so its gradients get a node whose
         # own backward refuses (as PyTorch's compiled functions do), not a silently missing history
         with kiln.no_grad():
-            result = self.backward(self.saved, grads)
+            result = self.backward(self.saved, grads, missing)
         tensors = [r for r in result if isinstance(r, kiln.Tensor)]
         marked = iter(_NoDoubleBackward.apply(len(tensors), *tensors, *self.inputs, *grads)) if tensors else iter(())
         return tuple(next(marked) if isinstance(r, kiln.Tensor) else r for r in result)
@@ -562,7 +568,38 @@ class _NoDoubleBackward(kiln.autograd.Function):
         raise RuntimeError("kiln.compile with aot_autograd does not currently support double backward")
 
 
-def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs):
+# Note [Gradients of absent tangents]
+# One node stands for the whole compiled function, so every input that requires grad is an edge
+# of it, and the backward returns a gradient for each. In eager, an input reached only through
+# outputs the loss never used gets no gradient at all: `x.mul_(2)` on a non-leaf input whose new
+# value nothing reads leaves its leaf's .grad None, and a zero there would differ (and make an
+# optimizer with weight decay move the weight). So the node asks for None in place of absent
+# output gradients, and an input gradient whose every dependency among the tangents is absent
+# (`_tangent_dependencies`, read off the backward graph) is returned as None. The backward is
+# linear in the tangents, so that gradient is zero in value anyway.
+
+
+def _tangent_dependencies(bw_module):
+    """For each backward output (an input's gradient, or None), the bitmask of the tangents it
+    is computed from; the tangents are the backward's `tangents_*` placeholders, in order."""
+    masks, k = {}, 0
+    for n in bw_module.graph.nodes:
+        if n.op == "placeholder":
+            masks[n] = 0
+            if n.name.startswith("tangents"):
+                masks[n], k = 1 << k, k + 1
+        elif n.op == "output":
+            outs = n.args[0] if isinstance(n.args[0], (tuple, list)) else [n.args[0]]
+            return [masks.get(o, 0) if isinstance(o, kiln.fx.Node) else 0 for o in outs]
+        else:
+            m = 0
+            for a in n.all_input_nodes:
+                m |= masks[a]
+            masks[n] = m
+    return []
+
+
+def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs, grad_dependencies):
     """run(leaves): the compiled forward without grad, then one backward node (the C++ node a
     kiln.autograd.Function records) whose backward runs the compiled backward. This is
     Function.apply specialised to what AOT knows ahead of time, for a lean per-call path."""
@@ -582,12 +619,20 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs)
     # autograd history the node must not take over)
     views_input = [False] * n_mut + [a is not None and a.base_layout is None for a in traced.output_aliases]
 
-    def backward(saved, grads):
+    # the position in the node's gradients of each tangent of the backward graph
+    tangent_of_grad = ([n_mut + k for k, r in enumerate(requires) if r] +
+                       [k for k, d in enumerate(mutation_grads) if d])
+
+    def backward(saved, grads, missing):
         saved = [saved[i] for i in saved_order]
-        tangents = [g for g, r in zip(grads[n_mut:], requires) if r] + [g for g, d in zip(grads[:n_mut], mutation_grads) if d]
+        tangents = [grads[i] for i in tangent_of_grad]
         tangents = [g.contiguous() if isinstance(g, kiln.Tensor) else g for g in tangents]
         result = compiled_bw(saved + tangents) if bw_boxed else compiled_bw(*saved, *tangents)
-        return tuple(result)[:num_inputs]
+        result = tuple(result)[:num_inputs]
+        if not missing:
+            return result
+        absent = sum(1 << t for t, i in enumerate(tangent_of_grad) if i in missing)
+        return tuple(None if deps and not deps & ~absent else r for r, deps in zip(result, grad_dependencies))
 
     def run(leaves):
         grad_enabled = _C.is_grad_enabled()
@@ -654,7 +699,8 @@ def create_runtime(flat_fn, leaves, config):
     compiled_fw = _with_constants(config.fw_compiler(fw_module, _fake_examples(fw_module)), traced.constants)
     compiled_bw = config.bw_compiler(bw_module, _fake_examples(bw_module))
     logs.log("aot_graphs", f"traced and partitioned in {(time.perf_counter() - start) * 1e3:.1f} ms")
-    return _training_runtime(traced, compiled_fw, compiled_bw, saved_order, len(leaves))
+    return _training_runtime(traced, compiled_fw, compiled_bw, saved_order, len(leaves),
+                             _tangent_dependencies(bw_module))
 
 
 def _saved_order(fw_module, bw_module, num_fwd_outputs):
