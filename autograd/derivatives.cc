@@ -85,6 +85,16 @@ ScalarType Ctx::dtype(const char* name) const {
   return node_.arg_meta[first].dtype;
 }
 
+const SymDimVector& Ctx::self_strides() const {
+  KILN_INTERNAL_ASSERT(node_.derivative().saves_self_geometry, node_.name(), ": self.geometry not saved");
+  return node_.self_strides;
+}
+
+SymInt Ctx::self_storage_offset() const {
+  KILN_INTERNAL_ASSERT(node_.derivative().saves_self_geometry, node_.name(), ": self.geometry not saved");
+  return node_.self_storage_offset;
+}
+
 bool Ctx::needs(const char* name) const {
   auto [first, count] = node_.arg_edges[ArgIndex(node_.derivative().op->schema(), name)];
   for (uint32_t e = first; e < first + count; ++e)
@@ -241,12 +251,11 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
                          schema.arguments[i].name, "'. This input cannot have requires_grad True."));
   Tensor self = inplace ? stack[0].to_tensor() : Tensor();
   if (inplace) CheckInplace(self);
-  // An inplace_view op (transpose_) on a view changes the view's geometry, which CopySlices
-  // (view_tracking.h) assumes fixed: refuse instead of giving a wrong gradient.
-  if (inplace && op.has_tag(Tag::inplace_view) && GetMeta(self) && GetMeta(self)->is_view_)
-    throw NotImplementedError(StrCat(op.base_name(), "(): changing the layout of a view that requires grad in "
-                                     "place is not supported; use the out-of-place ", op.base_name().substr(
-                                         0, op.base_name().size() - 1), "() instead."));
+  // An inplace_view op (t_, transpose_, as_strided_) on a view changes which elements of its base
+  // it is, not any data: it records no node of its own (a CopySlices would assume the view kept
+  // its geometry). Its version bump makes the view's grad_fn be rebuilt from the base with the
+  // new geometry on next use (RefreshViewGradFn in variable.cc), which is that view's history.
+  if (inplace && op.has_tag(Tag::inplace_view) && GetMeta(self) && GetMeta(self)->is_view_) return RunBelow(op, keys, stack);
 
   // The node: argument copies without tensors, an edge and metadata per tensor input.
   Stack args;
@@ -269,6 +278,11 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
       add_edge(Tensor());  // Tensor? given None
     }
     node->arg_edges[i] = {first, static_cast<uint32_t>(node->next_edges().size()) - first};
+  }
+  if (d->saves_self_geometry) {
+    const Tensor& t = stack[0].to_tensor();
+    node->self_strides = t->sym_strides();
+    node->self_storage_offset = t->sym_storage_offset();
   }
   node->saved_inputs().resize(stack.size());
   // Arguments the op writes besides self (batch norm's running statistics) are saved after the
@@ -340,7 +354,8 @@ void DerivativeTable::Def(const std::string& op_name, std::initializer_list<cons
   d->fn = fn;
   d->node_name = NodeName(FunctionalName(*op));
   for (const char* s : saves) {
-    if (std::strncmp(s, "result", 6) == 0) d->saved_outputs.push_back(s[6] ? std::atoi(s + 6) : 0);
+    if (std::strcmp(s, "self.geometry") == 0) d->saves_self_geometry = true;
+    else if (std::strncmp(s, "result", 6) == 0) d->saved_outputs.push_back(s[6] ? std::atoi(s + 6) : 0);
     else d->saved_inputs.push_back(ArgIndex(op->schema(), s));
   }
   Attach(op, d);

@@ -54,6 +54,10 @@ class Ctx {
   }
   ScalarType dtype(const char* name) const;
   int64_t dim(const char* name) const { return static_cast<int64_t>(sizes(name).size()); }
+  // self's strides and storage offset, for formulas that save "self.geometry" (as_strided):
+  // the layout without the data, so an in-place write to self after the op is no error.
+  const SymDimVector& self_strides() const;
+  SymInt self_storage_offset() const;
   bool needs(const char* name) const;  // whether the input's gradient is wanted
   size_t list_size(const char* name) const;  // length of a Tensor[] input
   const OpBackward& node() const { return node_; }
@@ -86,6 +90,7 @@ struct Derivative {
   const Op* op = nullptr;
   std::vector<int> saved_inputs;   // argument indices
   std::vector<int> saved_outputs;  // output indices
+  bool saves_self_geometry = false; // "self.geometry": self's strides and offset (Ctx::self_strides)
   FormulaFn fn = nullptr;
   std::string node_name;           // "MulBackward0"
   bool non_differentiable = false; // outputs never require grad (argmax, comparisons, ...)
@@ -109,6 +114,8 @@ class OpBackward : public Node {
   // For each argument: the first edge index it owns and how many (0 for non-tensors).
   std::vector<std::pair<uint32_t, uint32_t>> arg_edges;
   std::vector<InputMeta> arg_meta;  // per edge: the forward input's metadata
+  SymDimVector self_strides;        // with Derivative::saves_self_geometry
+  SymInt self_storage_offset = 0;
 
  private:
   const Derivative* derivative_;
@@ -121,7 +128,7 @@ class OpBackward : public Node {
 class DerivativeTable {
  public:
   explicit DerivativeTable(Registry& r) : registry_(r) {}
-  // `saves`: input names and "result"/"result1"/... for outputs.
+  // `saves`: input names, "result"/"result1"/... for outputs, "self.geometry" for self's layout.
   void Def(const std::string& op_name, std::initializer_list<const char*> saves, FormulaFn fn);
   // Ops whose outputs never require grad (integer results, comparisons, shape queries).
   void NonDifferentiable(std::initializer_list<const char*> op_names);

@@ -1,6 +1,8 @@
 // autograd/view_tracking.cc: CopySlices and the strided-view backward of a rebased view.
 #include "autograd/view_tracking.h"
 
+#include <algorithm>
+
 #include <cstring>
 #include <unordered_map>
 
@@ -134,6 +136,25 @@ class CopySlices : public Node {
 };
 
 // grad_fn of a view whose base was rebased: the view's region of the base's gradient.
+// Whether some element of `g` shares memory with another (an expanded view): then gradients at
+// those elements add up. A symbolic size or stride counts as "may".
+bool MayOverlapItself(const Geometry& g) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims longer than 1
+  for (size_t i = 0; i < g.sizes.size(); ++i) {
+    if (g.sizes[i].is_symbolic() || g.strides[i].is_symbolic()) return true;
+    int64_t n = g.sizes[i].expect_int(), st = g.strides[i].expect_int();
+    if (n == 0) return false;
+    if (n > 1) dims.emplace_back(st < 0 ? -st : st, n);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t span = 0;
+  for (auto [st, n] : dims) {
+    if (st <= span) return true;
+    span += (n - 1) * st;
+  }
+  return false;
+}
+
 class AsStridedBackward : public Node {
  public:
   AsStridedBackward(const Tensor& base, const Tensor& view)
@@ -143,7 +164,10 @@ class AsStridedBackward : public Node {
   }
   std::string name() const override { return "AsStridedBackward0"; }
   TensorList Apply(TensorList&& grads) override {
-    if (GradMode::is_enabled() && grads[0].device().is_cpu() && Index().defined()) {  // Note [Functional CopySlices]
+    // With create_graph (Note [Functional CopySlices]), or when the view reads one base element
+    // through several of its own (an expanded view after x.t_()): their gradients add up, which
+    // the strided copy below would not do.
+    if ((GradMode::is_enabled() || MayOverlapItself(view_)) && grads[0].device().is_cpu() && Index().defined()) {
       const Tensor& g = grads[0];
       Tensor z = ops::full(Vec(base_.sizes), 0, g.dtype());
       return {ops::view(CallOp<Tensor>(KILN_OP("aten::index_put"), Flat(z), OptionalTensorList{index_}, Flat(g), true),

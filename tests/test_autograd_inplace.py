@@ -955,3 +955,72 @@ def test_as_strided_backward_reaches_outside_self(offset, size, stride):
         return y.detach(), g.detach(), gg
 
     assert_like_torch(f)
+
+
+# as_strided's gradient adds up over every window that reads one storage element (an expanded or
+# sliding view), shares it out over the aliases of an overlapping self, and needs only self's
+# layout: as_strided once kept one window's gradient, and saved self whole, so a later in-place
+# write to self's base failed the backward's version check (fuzz seed 7, program 47's synthetic
+# base).
+AS_STRIDED_OVERLAPS = {
+    "expanded_view": lambda lib, x: x.as_strided((3, 4), (0, 1), 2),
+    "sliding_windows": lambda lib, x: x.as_strided((4, 3), (2, 1), 1),
+    "expanded_self": lambda lib, x: x[:4].expand(3, 4).as_strided((2, 3), (1, 1), 0),
+    "expanded_self_and_view": lambda lib, x: x[:3].expand(2, 3).as_strided((3, 3), (0, 1), 0),
+}
+
+
+@requires_torch
+@pytest.mark.parametrize("case", AS_STRIDED_OVERLAPS, ids=str)
+def test_as_strided_backward_of_overlapping_geometries(case):
+    def f(lib):
+        leaf = lib.arange(1.0, 13.0, dtype=lib.float64).requires_grad_()
+        y = AS_STRIDED_OVERLAPS[case](lib, leaf.clone())
+        weights = lib.arange(1.0, 1.0 + y.numel(), dtype=lib.float64).reshape(y.shape).requires_grad_()
+        (g,) = lib.autograd.grad((y * weights).sum(), leaf, create_graph=True)
+        (gg,) = lib.autograd.grad((g * g).sum(), weights)
+        return y.detach(), g.detach(), gg
+
+    assert_like_torch(f)
+
+
+@requires_torch
+def test_as_strided_view_survives_an_inplace_write_to_its_base():
+    def f(lib):
+        leaf = lib.arange(4.0, dtype=lib.float64).requires_grad_()
+        c = leaf.clone()
+        a = c.as_strided((2,), (1,), 1)
+        b = c.as_strided((2,), (2,), 0)
+        y = a * 2
+        b.mul_(3)
+        (y.sum() + (c * c).sum()).backward()
+        return c.detach(), leaf.grad
+
+    assert_like_torch(f)
+
+
+# In-place view ops (t_, transpose_, as_strided_) on views that require grad: the view's history
+# is rebuilt from its base with the new geometry (they were refused with NotImplementedError), and
+# an expanded view rebuilt from its base sums its gradient over the elements sharing memory (the
+# strided copy kept one of them: half or a third of the gradient, eagerly).
+INPLACE_VIEW_CASES = {
+    "t_of_slice": lambda lib, c: c[:, 1:].t_() * lib.arange(1.0, 5.0, dtype=lib.float64).view(2, 2),
+    "t_of_expanded": lambda lib, c: c[0].expand(2, 3).t_() * lib.arange(1.0, 7.0, dtype=lib.float64).view(3, 2),
+    "transpose_then_mul_": lambda lib, c: c.t().transpose_(0, 1).mul_(2).exp(),
+    "t_then_mul_of_view": lambda lib, c: (c[1:].t_().mul_(lib.arange(1.0, 4.0, dtype=lib.float64).view(3, 1)),
+                                          c * c)[1],
+    "as_strided_": lambda lib, c: c[:, 1:].as_strided_((2, 2), (1, 3), 1) * lib.arange(1.0, 5.0, dtype=lib.float64).view(2, 2),
+    "expanded_after_base_mutation": lambda lib, c: (lambda x: (c.mul_(2), x * lib.arange(1.0, 7.0, dtype=lib.float64).view(2, 3))[1])(c[0].expand(2, 3)),
+}
+
+
+@requires_torch
+@pytest.mark.parametrize("case", INPLACE_VIEW_CASES, ids=str)
+def test_inplace_view_ops_on_views_that_require_grad(case):
+    def f(lib):
+        leaf = lib.arange(1.0, 7.0, dtype=lib.float64).view(2, 3).requires_grad_()
+        y = INPLACE_VIEW_CASES[case](lib, leaf * 1)
+        y.sum().backward()
+        return y.detach(), leaf.grad
+
+    assert_like_torch(f)

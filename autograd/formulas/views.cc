@@ -1,4 +1,6 @@
 // autograd/formulas/views.cc: derivatives of views, copies and conversions.
+#include <algorithm>
+
 #include "autograd/formulas/common.h"
 #include "autograd/view_tracking.h"
 
@@ -28,6 +30,33 @@ SymInt StorageSpan(const SymList& sizes, const SymList& strides) {
     span = span + (sizes[i] - 1) * strides[i];
   }
   return span;
+}
+// Whether a geometry may address one storage element through two of its elements. Exact for
+// concrete sizes and strides (the dims, sorted by stride, must each step past the span of the
+// smaller ones); a symbolic size or stride counts as "may".
+bool MayOverlap(const SymList& sizes, const SymList& strides) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims longer than 1
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    std::optional<int64_t> n = sizes[i].maybe_as_int(), st = strides[i].maybe_as_int();
+    if (!n || !st) return true;
+    if (*n == 0) return false;
+    if (*n > 1) dims.emplace_back(*st, *n);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t span = 0;
+  for (auto [st, n] : dims) {
+    if (st <= span) return true;
+    span += (n - 1) * st;
+  }
+  return false;
+}
+
+// The storage position (within a buffer of `extent` elements) of each element of a geometry,
+// flattened: an int64 index tensor for index_put.
+Tensor StorageIndices(const SymInt& extent, const SymList& sizes, const SymList& strides, const SymInt& offset) {
+  Tensor positions = ops::add(ops::cumsum(ops::full({extent}, 1, ScalarType::Int64), 0), Scalar(-1));  // 0..extent-1
+  Tensor view = ops::as_strided(positions, sizes, strides, std::optional<SymInt>(offset));
+  return ops::reshape(view, {SymInt(-1)});
 }
 }  // namespace
 
@@ -72,26 +101,51 @@ void DefineViewFormulas(DerivativeTable& d) {
       return CallOp<Tensor>(KILN_OP("aten::diagonal"), z, off, d1, d2);
     });
   });
-  d.Def("as_strided", {"self"}, [](Ctx& c, Grads& g) {
+  d.Def("as_strided", {"self.geometry"}, [](Ctx& c, Grads& g) {
     // as_strided addresses self's whole storage, not just self's elements: the view may start
     // before self (a smaller storage_offset) or reach past self's last element. As in PyTorch's
     // as_strided_backward, the gradient goes into a flat zero buffer spanning both geometries and
-    // is read back through self's; a buffer laid out like self alone was written out of bounds.
-    // Overlapping windows of the view are not summed (the copy keeps one of them).
-    Tensor self = c.input("self");
+    // is read back through self's. Only self's layout is saved, not self: a later in-place write
+    // to self (or its base) does not change this gradient, and eager PyTorch allows it.
     const IValue& off = c.arg("storage_offset");
-    SymList in_sizes(self->sym_sizes().begin(), self->sym_sizes().end());
-    SymList in_strides(self->sym_strides().begin(), self->sym_strides().end());
+    SymList in_sizes = c.sizes_list("self");
+    SymList in_strides(c.self_strides().begin(), c.self_strides().end());
     SymList out_sizes = c.symints("size"), out_strides = c.symints("stride");
-    SymInt in_offset = self->sym_storage_offset();
+    SymInt in_offset = c.self_storage_offset();
     SymInt out_offset = off.is_none() ? in_offset : off.to_symint();
+    Tensor grad = c.grad();
+    // An expanded view (stride 0) reads one element many times: its gradient is the sum.
+    std::vector<int64_t> repeated;
+    for (size_t i = 0; i < out_sizes.size(); ++i)
+      if (out_strides[i] == 0 && out_sizes[i] != 1) {
+        repeated.push_back(static_cast<int64_t>(i));
+        out_sizes[i] = 1;
+      }
+    if (!repeated.empty()) grad = sum(grad, repeated, /*keepdim=*/true);
     SymInt in_end = in_offset + StorageSpan(in_sizes, in_strides);
     SymInt out_end = out_offset + StorageSpan(out_sizes, out_strides);
     SymInt base = in_offset + out_offset - sym_max(in_offset, out_offset);  // the smaller offset
-    SymDimVector extent{sym_max(in_end, out_end) - base};
-    Tensor flat = ZerosForViewWrites(extent, c.grad());  // keeps double backward's graph
-    Tensor region = ops::as_strided(flat, out_sizes, out_strides, std::optional<SymInt>(out_offset - base));
-    ops::copy_(region, c.grad());
+    SymInt extent = sym_max(in_end, out_end) - base;
+    Tensor flat = ZerosForViewWrites(SymDimVector{extent}, grad);  // keeps double backward's graph
+    if (MayOverlap(out_sizes, out_strides)) {
+      // Overlapping windows (as_strided((3, 2), (1, 1))): every window's gradient adds up.
+      Tensor where = StorageIndices(extent, out_sizes, out_strides, out_offset - base);
+      flat = CallOp<Tensor>(KILN_OP("aten::index_put"), flat, OptionalTensorList{where},
+                            ops::reshape(grad, {SymInt(-1)}), true);
+    } else {
+      Tensor region = ops::as_strided(flat, out_sizes, out_strides, std::optional<SymInt>(out_offset - base));
+      ops::copy_(region, grad);
+    }
+    if (MayOverlap(in_sizes, in_strides)) {
+      // self reads some storage element through several of its own elements (an expanded
+      // self): each gets an equal share, so the gradient reaching the storage is not counted
+      // once per alias (PyTorch's as_strided_backward does the same).
+      Tensor where = StorageIndices(extent, in_sizes, in_strides, in_offset - base);
+      Tensor ones = ops::full({where->sym_sizes()[0]}, 1, grad.dtype(), grad.device());
+      Tensor count = ops::full({extent}, 0, grad.dtype(), grad.device());
+      ops::index_put_(count, OptionalTensorList{where}, ones, true);
+      flat = ops::div(flat, ops::clamp(count, Scalar(1), std::nullopt));
+    }
     g["self"] = ops::as_strided(flat, in_sizes, in_strides, std::optional<SymInt>(in_offset - base));
   });
   // unfold: each window position k of the last dim reads x[start + k], so the gradient adds back

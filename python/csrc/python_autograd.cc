@@ -169,6 +169,16 @@ PyObject* GetGradFn(PyObject* self, void*) {
   });
 }
 PyObject* GetIsLeaf(PyObject* self, void*) { return Guarded([&] { return Bool(IsLeaf(Self(self))); }); }
+// Tensor._base: the tensor a view shares its storage with (never itself a view), or None. kiln
+// records the relation for views made under autograd (a float view of a tensor that requires
+// grad), which is what the compiled runtime asks it for; PyTorch records it for every view.
+PyObject* GetBase(PyObject* self, void*) {
+  return Guarded([&]() -> PyObject* {
+    AutogradMeta* m = GetMeta(Self(self));
+    if (!m || !m->is_view_ || !m->base_.defined()) Py_RETURN_NONE;
+    return WrapTensor(m->base_);
+  });
+}
 PyObject* GetRetainsGrad(PyObject* self, void*) {
   return Guarded([&] {
     AutogradMeta* m = GetMeta(Self(self));

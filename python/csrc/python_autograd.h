@@ -15,6 +15,7 @@ PyObject* GetGrad(PyObject* self, void*);
 int SetGradAttr(PyObject* self, PyObject* value, void*);
 PyObject* GetGradFn(PyObject* self, void*);
 PyObject* GetIsLeaf(PyObject* self, void*);
+PyObject* GetBase(PyObject* self, void*);
 PyObject* GetRetainsGrad(PyObject* self, void*);
 PyObject* GetOutputNr(PyObject* self, void*);
 PyObject* GetIsInference(PyObject* self, void*);

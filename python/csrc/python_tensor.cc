@@ -79,6 +79,7 @@ PyGetSetDef kGetSet[] = {
     {"grad", GetGrad, SetGradAttr, nullptr, nullptr},
     {"grad_fn", GetGradFn, nullptr, nullptr, nullptr},
     {"is_leaf", GetIsLeaf, nullptr, nullptr, nullptr},
+    {"_base", GetBase, nullptr, nullptr, nullptr},
     {"retains_grad", GetRetainsGrad, nullptr, nullptr, nullptr},
     {"output_nr", GetOutputNr, nullptr, nullptr, nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
