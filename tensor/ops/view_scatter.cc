@@ -3,7 +3,10 @@
 //
 // `x.slice(...).copy_(src)` mutates x through a view; `slice_scatter(x, src, ...)` returns a new
 // tensor equal to x with that region replaced. Functionalization (aot/functionalize.h) writes a
-// mutated view back into its base with these. Results are contiguous.
+// mutated view back into its base with these. Results are contiguous, but
+// as_strided_scatter, copy and fill keep self's layout (they feed as_strided views).
+#include <algorithm>
+
 #include "tensor/ops/common.h"
 
 namespace kiln {
@@ -67,14 +70,42 @@ TensorMeta DiagonalScatterMeta(const Tensor& self, const Tensor& src, int64_t of
   return ScatterMeta("diagonal_scatter", "diagonal", self, src, DiagonalOf(offset, dim1, dim2));
 }
 
-// as_strided_scatter addresses self's elements by position in a contiguous layout of self (the
-// clone is contiguous), as PyTorch does for a dense self.
-auto AsStridedOf(SymList size, SymList stride, std::optional<SymInt> offset) {
-  return [=](const Tensor& t) { return ops::as_strided(t, size, stride, offset); };
+// as_strided_scatter's view addresses storage positions, so the result keeps self's strides (as
+// PyTorch's clone_preserve_strides does): the view then picks the same elements of the result
+// that it picks of self. A result made contiguous moved them: for a transposed self (the
+// functionalized write-back of a mutated transposed input) the values landed transposed and the
+// gradient came out with the wrong signs. The result starts at offset 0, so the view's offset is
+// taken relative to self's. A self whose elements may share memory (expanded), or whose layout
+// is not concrete, is cloned contiguous instead, as PyTorch clones an overlapping self.
+bool PreservesLayout(const Tensor& self, bool dense_only = false) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims longer than 1
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    std::optional<int64_t> n = self->sym_sizes()[d].maybe_as_int(), st = self->sym_strides()[d].maybe_as_int();
+    if (!n || !st || *st < 0) return false;
+    if (*n == 0) return false;
+    if (*n > 1) dims.emplace_back(*st, *n);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t span = 0, numel = 1;
+  for (auto [st, n] : dims) {
+    if (st <= span) return false;
+    span += (n - 1) * st;
+    numel *= n;
+  }
+  return !dense_only || span + 1 == numel;
 }
+
+TensorMeta PreservedLayout(const Tensor& self, bool dense_only = false) {
+  return TensorMeta{self->sym_sizes(), PreservesLayout(self, dense_only) ? self->sym_strides() : SymDimVector{},
+                    self.dtype(), self.device()};
+}
+
 Tensor AsStridedScatter(const Tensor& self, const Tensor& src, const SymList& size, const SymList& stride,
                         std::optional<SymInt> offset) {
-  Tensor out = ops::clone(self, MemoryFormat::Contiguous);
+  const bool preserve = PreservesLayout(self);
+  Tensor out = EmptyFromMeta(PreservedLayout(self));
+  ops::copy_(out, self);
+  if (preserve && offset) offset = *offset - self->sym_storage_offset();
   Tensor region = ops::as_strided(out, size, stride, offset);
   CheckRegion("as_strided_scatter", "view", region, src);
   ops::copy_(region, src);
@@ -87,39 +118,42 @@ TensorMeta AsStridedScatterMeta(const Tensor& self, const Tensor& src, const Sym
   SymDimVector region(size.begin(), size.end());
   KILN_CHECK(region == src->sym_sizes(), "[as_strided_scatter] expected src to have a size equal to the view of "
              "self. src size = ", ShapeStr(src), ", view size = ", SizesToString(region));
-  return TensorMeta{self->sym_sizes(), {}, self.dtype(), self.device()};
+  return PreservedLayout(self);
 }
 
 // copy(self, src): src broadcast to self's shape, in self's dtype (copy_ without the mutation).
+// copy and fill keep self's layout too (PyTorch: clone_preserve_strides, and empty_like, which
+// keeps it only for a dense self): the functionalized write-back reads their results through
+// as_strided views.
 Tensor Copy(const Tensor& self, const Tensor& src, bool non_blocking) {
   (void)non_blocking;
-  Tensor out = EmptyTensor(self->sym_sizes(), self.dtype(), self.device());
+  Tensor out = EmptyFromMeta(PreservedLayout(self));
   return ops::copy_(out, src);
 }
 TensorMeta CopyMeta(const Tensor& self, const Tensor& src, bool) {
   SymDimVector joined = BroadcastShapes("copy", self->sym_sizes(), src->sym_sizes());
   KILN_CHECK(joined == self->sym_sizes(), "output with shape ", ShapeStr(self), " doesn't match the broadcast shape ",
              SizesToString(joined));
-  return TensorMeta{self->sym_sizes(), {}, self.dtype(), self.device()};
+  return PreservedLayout(self);
 }
 
 Tensor FillScalar(const Tensor& self, const Scalar& value) {
-  Tensor out = EmptyTensor(self->sym_sizes(), self.dtype(), self.device());
+  Tensor out = EmptyFromMeta(PreservedLayout(self, /*dense_only=*/true));
   return ops::fill_(out, value);
 }
 TensorMeta FillScalarMeta(const Tensor& self, const Scalar&) {
-  return TensorMeta{self->sym_sizes(), {}, self.dtype(), self.device()};
+  return PreservedLayout(self, /*dense_only=*/true);
 }
 Tensor FillTensor(const Tensor& self, const Tensor& value) {
   KILN_CHECK(value.dim() == 0, "fill only supports 0-dimension value tensor but got tensor with ", value.dim(),
              " dimensions.");
-  Tensor out = EmptyTensor(self->sym_sizes(), self.dtype(), self.device());
+  Tensor out = EmptyFromMeta(PreservedLayout(self, /*dense_only=*/true));
   return ops::copy_(out, value);
 }
 TensorMeta FillTensorMeta(const Tensor& self, const Tensor& value) {
   KILN_CHECK(value.dim() == 0, "fill only supports 0-dimension value tensor but got tensor with ", value.dim(),
              " dimensions.");
-  return TensorMeta{self->sym_sizes(), {}, self.dtype(), self.device()};
+  return PreservedLayout(self, /*dense_only=*/true);
 }
 
 }  // namespace

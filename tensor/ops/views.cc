@@ -155,6 +155,13 @@ Tensor Transpose_(Tensor self, int64_t d0, int64_t d1) {
   self->set_sizes_and_strides(v->sym_sizes(), v->sym_strides(), self->sym_storage_offset());
   return self;
 }
+// as_strided_: self takes the given sizes, strides and offset over its storage (a compiled
+// function replays an input's metadata mutation, `x.t_()`, with it, as PyTorch's AOT does).
+Tensor AsStrided_(Tensor self, const SymList& size, const SymList& stride, std::optional<SymInt> offset) {
+  Tensor v = AsStrided(self, size, stride, offset);
+  self->set_sizes_and_strides(v->sym_sizes(), v->sym_strides(), v->sym_storage_offset());
+  return self;
+}
 Tensor T_(Tensor self) {
   KILN_CHECK(self.dim() <= 2, "t_() expects a tensor with <= 2 dimensions, but self is ", self.dim(), "D");
   return Transpose_(self, 0, self.dim() < 2 ? 0 : 1);  // one op, so one version bump
@@ -387,6 +394,8 @@ void RegisterViewOps(Registry& r) {
   r.Def("transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)", {Tag::inplace_view}, kMethod)
       .AllBackends<&Transpose_>();
   r.Def("t_(Tensor(a!) self) -> Tensor(a!)", {Tag::inplace_view}, kMethod).AllBackends<&T_>();
+  r.Def("as_strided_(Tensor(a!) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a!)",
+        {Tag::inplace_view}, kFunctionAndMethod).AllBackends<&AsStrided_>();
   r.Def("expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)", kView, kMethod)
       .AllBackends<&Expand>();
   r.Def("expand_as(Tensor(a) self, Tensor other) -> Tensor(a)", {}, kMethod).Composite<&ExpandAs>();
