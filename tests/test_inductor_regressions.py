@@ -68,6 +68,29 @@ def test_extern_call_reading_one_input_twice():
     close(out, kiln.clamp(x, -0.5, x) * 2)
 
 
+def test_fallback_view_keeps_its_base_from_reuse():
+    # as_strided has no lowering: its extern result views buf0, whose name died there, and the
+    # wrapper pooled buf0 for the next buffer of its size (the zero fill), so the view read zeros.
+    # This graph is the backward of a synthetic base: gradients were silently wrong under
+    # inductor only.
+    from kiln._inductor.compile_fx import compile_fx
+    from kiln.fx.experimental.proxy_tensor import make_fx
+
+    A = kiln.ops.aten
+
+    def g(base, t1, t2):
+        view = A.as_strided.default(A.clone.default(base), [3, 2], [1, 3], 0)
+        zeros = A.fill.Scalar(A.empty_strided.default([9], [1], dtype=kiln.float32), 0)
+        grad = A.copy.default(A.as_strided.default(zeros, [3, 2], [1, 3], 0), t1 * (view * 3).cos())
+        return (t2 + A.as_strided_scatter.default(zeros, grad, [3, 2], [1, 3], 0),)
+
+    args = [kiln.arange(9.0), kiln.ones(3, 2), kiln.zeros(9)]
+    want = g(*args)
+    compiled_g = compile_fx(make_fx(g)(*args), args)
+    got = compiled_g(list(args)) if getattr(compiled_g, "_boxed_call", False) else compiled_g(*args)
+    close(got[0], want[0])
+
+
 # --- integer division by zero raises, as eager does -------------------------------------------------
 INT_DIVISIONS = {
     "floor_divide": lambda a, b: a // b,

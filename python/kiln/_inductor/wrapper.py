@@ -49,10 +49,22 @@ def wrapper_code(graph):
     static = {b.name for b in static}
     pool, bases = {}, {}
     aliased = {rec[2].name for rec in graph.records if rec[0] == "view"}  # bases of views: never reused
-    view_last = {}  # base name -> the last record using one of its views
-    for rec in graph.records:
+    view_last = {}  # base name -> the last record using one of its views (or their views)
+    for rec in reversed(graph.records):  # later views first, so chains of views add up
         if rec[0] == "view":
-            view_last[rec[2].name] = max(view_last.get(rec[2].name, -1), last_use.get(rec[1].name, -1))
+            views, bases_of = [rec[1].name], [rec[2].name]
+        elif rec[0] == "extern" and not _returns_fresh(rec[1]):
+            # A fallback view (as_strided, a view op without a lowering) returns a tensor over its
+            # input's memory: the input is a view base too. Pooled once its own name died, it was
+            # overwritten while the view was still to be read.
+            views = [b.name for b in rec[4] if b is not None]
+            bases_of = [n for n in dict.fromkeys(_names_in(rec)) if n not in views]
+            aliased.update(bases_of)
+        else:
+            continue
+        end = max([max(last_use.get(v, -1), view_last.get(v, -1)) for v in views], default=-1)
+        for name in bases_of:
+            view_last[name] = max(view_last.get(name, -1), end)
     owned = {}  # buffers the wrapper made (kernel outputs, fresh extern results): name -> (bytes, dtype)
     for rec in graph.records:
         bufs = [rec[1]] if rec[0] == "alloc" else \
