@@ -172,6 +172,15 @@ void FunctionalTensorImpl::Commit(Tensor new_value) {
   SetValue(std::move(new_value));
 }
 
+void FunctionalTensorImpl::ApplyInplaceView(const Op& view_op, const Op& inplace_op, const Stack& args,
+                                            Tensor view_value) {
+  chain_.push_back(ViewMeta{&view_op, args, 0});
+  generation_ = storage_->generation;  // view_value was computed from the current value
+  value_ = view_value;
+  SetValue(std::move(view_value));
+  metadata_mutations_.push_back(ViewMeta{&inplace_op, args, 0});
+}
+
 bool IsFunctional(const Tensor& t) { return t.defined() && t->keys().has(DispatchKey::Functionalize); }
 
 FunctionalTensorImpl* AsFunctional(const Tensor& t) {
@@ -392,6 +401,26 @@ void FunctionalizeView(const Op& op, Stack& stack) {
     if (stack[i].is_tensor() && stack[i].to_tensor().defined()) stack[i] = IValue(wrap(stack[i].to_tensor(), i));
 }
 
+// In-place view ops (t_, transpose_, as_strided_) on a functional tensor change its metadata, not
+// its data: it becomes the out-of-place view of itself, sharing its storage, and remembers the op
+// (functionalize's epilogue replays it on the real input). Committing the view's value as a data
+// mutation failed: the value's shape is not self's ("output with shape [2, 3] doesn't match").
+void FunctionalizeInplaceView(const Op& op, Stack& stack) {
+  const Op* view = FunctionalVariant(op);
+  KILN_CHECK_NOT_IMPLEMENTED(view != nullptr && IsViewOp(*view), "functionalize: ", op.name(),
+                             " has no out-of-place view op to replace it");
+  Tensor self = stack[0].to_tensor();
+  FunctionalTensorImpl* f = AsFunctional(self);
+  Stack args(stack.begin() + 1, stack.end());
+  UnwrapStack(args);
+  Stack call{IValue(f->value())};
+  call.insert(call.end(), args.begin(), args.end());
+  CallBelow(*view, call);
+  f->ApplyInplaceView(*view, op, args, call[0].to_tensor());
+  stack.clear();
+  stack.emplace_back(self);
+}
+
 // native_batch_norm / _native_batch_norm_legit update the running statistics in place when
 // training: functionally, _native_batch_norm_legit_functional returns the new statistics.
 bool FunctionalizeBatchNorm(const Op& op, Stack& stack) {
@@ -410,6 +439,7 @@ bool FunctionalizeBatchNorm(const Op& op, Stack& stack) {
 
 void FunctionalizeKernel(const Op& op, DispatchKeySet, Stack& stack, void*) {
   if (FunctionalizeBatchNorm(op, stack)) return;
+  if (op.has_tag(Tag::inplace_view) && HasFunctional(stack[0])) return FunctionalizeInplaceView(op, stack);
   bool mutates_functional = false;
   for (int i : op.mutated_args()) mutates_functional = mutates_functional || HasFunctional(stack[i]);
   if (mutates_functional) return FunctionalizeMutation(op, stack);

@@ -54,12 +54,19 @@ class FunctionalTensorImpl final : public TensorImpl {
   const std::shared_ptr<FunctionalStorage>& functional_storage() const { return storage_; }
   // Whether the storage (this tensor's base or any view of it) has been written since creation.
   bool has_data_mutation() const { return storage_->generation > 0; }
+  // An in-place view op on this tensor (`x.t_()`, through `view_op`, its out-of-place form, which
+  // gave `view_value`): the tensor becomes that view of what it was, over the same storage, so later
+  // writes still reach the base; `inplace_op` is recorded for the caller to replay.
+  void ApplyInplaceView(const Op& view_op, const Op& inplace_op, const Stack& args, Tensor view_value);
+  // The in-place view ops applied to this tensor, in order (their arguments after self).
+  const std::vector<ViewMeta>& metadata_mutations() const { return metadata_mutations_; }
 
  private:
   void SetValue(Tensor v);
   Tensor value_;  // for views; a base reads storage_->base
   std::shared_ptr<FunctionalStorage> storage_;
   std::vector<ViewMeta> chain_;
+  std::vector<ViewMeta> metadata_mutations_;
   uint64_t generation_ = 0;
 };
 

@@ -19,6 +19,29 @@ void InitFunctionalizeBindings(py::module_& m) {
     if (!f) throw TypeError("_functionalize_has_data_mutation expects a functional tensor");
     return f->has_data_mutation();
   });
+  // The in-place view ops applied to a functional tensor, as (method name, args) pairs that
+  // kiln.func.functionalize replays on the real input: [("t_", ()), ("transpose_", (0, 1))].
+  m.def("_functionalize_metadata_mutations", [](const Tensor& t) {
+    aot::FunctionalTensorImpl* f = aot::AsFunctional(t);
+    if (!f) throw TypeError("_functionalize_metadata_mutations expects a functional tensor");
+    auto to_python = [](const IValue& v) -> py::object {
+      if (v.is_none()) return py::none();
+      if (v.is_bool()) return py::bool_(v.to_bool());
+      if (v.is_int()) return py::int_(v.to_int());
+      if (v.is_symint()) return py::int_(v.to_symint().expect_int());
+      if (v.is_double()) return py::float_(v.to_double());
+      py::list l;
+      for (int64_t i : v.to_int_list()) l.append(i);
+      return l;
+    };
+    py::list out;
+    for (const aot::ViewMeta& m : f->metadata_mutations()) {
+      py::tuple args(m.args.size());
+      for (size_t i = 0; i < m.args.size(); ++i) args[i] = to_python(m.args[i]);
+      out.append(py::make_tuple(m.op->base_name(), args));
+    }
+    return out;
+  });
   m.def("_functionalize_is_view", [](const Tensor& t) {
     aot::FunctionalTensorImpl* f = aot::AsFunctional(t);
     return f != nullptr && f->is_view();

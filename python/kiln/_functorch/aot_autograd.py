@@ -109,8 +109,9 @@ def _with_synthetic_bases(create, flat_fn, leaves, config):
     of inputs is traced as one dense 1-d base over the storage they span, each member rebuilt
     inside the program as an as_strided view of it; the mutation then lands on the base, which
     is copied back, and every member reads it, as eager's shared memory does (PyTorch's AOT
-    does the same). Members that require grad are refused: their gradients would not reach
-    each member."""
+    does the same). When members require grad, the base is cut from the tensor they all view
+    (their `_base`), so the copy-back joins its history as eager's in-place op through a view
+    does and each member's gradient reaches it; members with no common base are refused."""
     groups = {}
     for i, x in enumerate(leaves):
         if isinstance(x, kiln.Tensor) and x.numel() > 0:
@@ -120,17 +121,16 @@ def _with_synthetic_bases(create, flat_fn, leaves, config):
         return create(flat_fn, leaves, config)
     mode, fakes = _fakes(leaves)
     versions = [f._version if isinstance(f, kiln.Tensor) else None for f in fakes]
+    layouts = [_layout(f) if isinstance(f, kiln.Tensor) else None for f in fakes]
     with mode:
         flat_fn(*fakes)
     mutated = {i for i, (f, v) in enumerate(zip(fakes, versions)) if v is not None and f._version != v}
+    relaid = _restore_layouts(mode, fakes, layouts)  # `x.t_()` on a member: replayed below
     bases = [g for g in suspects if mutated.intersection(g)]
     if not bases:
         return create(flat_fn, leaves, config)
     for g in bases:
-        if any(leaves[i].requires_grad for i in g):
-            raise NotImplementedError(
-                f"aot_function: inputs {g} share memory, are mutated in place, and require grad; kiln's compiled "
-                "functions support that only for inputs that do not require grad (clone them first)")
+        _differentiable_root(leaves, g)  # refuses here, at compile time, when there is none
     members = {i: k for k, g in enumerate(bases) for i in g}
     spans = []
     for g in bases:
@@ -143,7 +143,7 @@ def _with_synthetic_bases(create, flat_fn, leaves, config):
     def split(args):  # real leaves -> the other leaves, then one dense base per group
         out = [args[i] for i in rest]
         for g, (lo, hi) in zip(bases, spans):
-            out.append(args[g[0]].as_strided((hi - lo + 1,), (1,), lo))
+            out.append(_differentiable_root(args, g).as_strided((hi - lo + 1,), (1,), lo))
         return out
 
     def based_fn(*args):
@@ -157,7 +157,28 @@ def _with_synthetic_bases(create, flat_fn, leaves, config):
         return flat_fn(*values)
 
     inner = create(based_fn, split(leaves), config)
-    return lambda args: inner(split(args))
+    relaid = {i: layout for i, layout in relaid.items() if i in members}  # the others: inner's own
+
+    def run(args):
+        outs = inner(split(args))
+        for i, layout in relaid.items():  # a member is rebuilt inside: its new layout is not
+            args[i].as_strided_(*layout)  # the inner function's business (Note [Input metadata mutations])
+        return outs
+    return run
+
+
+def _differentiable_root(args, group):
+    """The tensor a synthetic base is cut from: any member when none requires grad; else the one
+    tensor every member views or is (Tensor._base), whose history reaches them all."""
+    if not any(args[i].requires_grad for i in group):
+        return args[group[0]]
+    roots = [args[i] if args[i]._base is None else args[i]._base for i in group]
+    if any(r is not roots[0] for r in roots):
+        raise NotImplementedError(
+            f"aot_function: inputs {list(group)} share memory, are mutated in place, and require grad, but are "
+            "not views of one tensor; kiln's compiled functions support that only for views of one tensor "
+            "(clone them first)")
+    return roots[0]
 
 
 # --- tracing ---------------------------------------------------------------------------------------
@@ -165,8 +186,10 @@ class _Traced:
     """What tracing learned: the functional graph and how its outputs map back."""
 
     def __init__(self, graph, mutated_inputs, num_outputs, output_aliases, out_requires_grad,
-                 mutation_differentiable=None, constants=()):
+                 mutation_differentiable=None, constants=(), new_layouts=None):
         self.graph = graph
+        # input index -> (sizes, strides, offset) the program left it with (`x.t_()`)
+        self.new_layouts = dict(new_layouts or {})
         self.num_mutations = len(mutated_inputs)   # graph outputs 0..num_mutations-1: new input values
         self.mutated_inputs = mutated_inputs        # their input indices
         # per mutation: copied back with grad (a non-leaf input that requires grad, so the copy_
@@ -246,12 +269,32 @@ def _fakes(leaves):
     return mode, fakes
 
 
+def _layout(t):
+    return tuple(t.shape), tuple(t.stride()), t.storage_offset()
+
+
+def _restore_layouts(mode, fakes, layouts):
+    """Gives fakes a traced program re-laid (`x.t_()`) their `layouts` back; returns the layouts
+    it had left them with, by input index."""
+    changed = {}
+    for i, (f, before) in enumerate(zip(fakes, layouts)):
+        if before is not None and _layout(f) != before:
+            changed[i] = _layout(f)
+            with mode, kiln.no_grad():
+                f.as_strided_(*before)
+    return changed
+
+
 def _analyze_outputs(flat_fn, mode, fakes):
     """Output metadata from one fake run: which outputs require grad, which view an input or an
-    earlier output (an _Alias each), and which inputs the program mutated (version counters)."""
+    earlier output (an _Alias each), which inputs the program mutated (version counters), and
+    the new layout of each input whose metadata it changed (Note [Input metadata mutations]); the
+    fakes get their layouts back for the traces that follow."""
     versions = [f._version if isinstance(f, kiln.Tensor) else None for f in fakes]
+    layouts = [_layout(f) if isinstance(f, kiln.Tensor) else None for f in fakes]
     with mode:
         outs = flat_fn(*fakes)
+    new_layouts = _restore_layouts(mode, fakes, layouts)
     mutated = [i for i, (f, v) in enumerate(zip(fakes, versions)) if v is not None and f._version != v]
     input_storages, output_storages = {}, {}
     for i, f in enumerate(fakes):
@@ -274,13 +317,22 @@ def _analyze_outputs(flat_fn, mode, fakes):
                 output_storages[sid] = k
         aliases.append(alias)
     requires = [isinstance(o, kiln.Tensor) and o.requires_grad for o in outs]
-    return outs, aliases, requires, mutated
+    return outs, aliases, requires, mutated, new_layouts
 
 
 def _mutations_to_outputs(gm, num_inputs):
-    """Turns make_fx(functionalize(f))'s copy_ epilogue (an input mutated) into leading outputs."""
+    """Turns make_fx(functionalize(f))'s copy_ epilogue (an input mutated) into leading outputs.
+    The epilogue's in-place view ops on inputs (`x.t_()` replayed) are dropped: the runtime
+    replays an input's new layout itself (Note [Input metadata mutations])."""
     graph = gm.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    relaid = set()
+    for node in list(graph.nodes):
+        if node.op == "call_function" and "inplace_view" in getattr(node.target, "tags", ()) and \
+                (node.args[0] in placeholders or node.args[0] in relaid):
+            relaid.add(node.args[0])
+            node.replace_all_uses_with(node.args[0])
+            graph.erase_node(node)
     mutated, values = [], []
     for node in list(graph.nodes):
         if node.op == "call_function" and node.target is kiln.ops.aten.copy_.default and \
@@ -344,7 +396,9 @@ def _functional_graph(fn, example_inputs, decompositions, mode, names=None):
     """make_fx of fn (fake tensors as inputs), then again through functionalize with the
     decompositions: an aten graph without in-place ops. Tensor constants the program made are
     lifted to inputs after the program's own (primal) inputs; returns (graph, the constants)."""
+    layouts = [_layout(t) if isinstance(t, kiln.Tensor) else None for t in _flat(example_inputs)]
     raw = make_fx(fn, tracing_mode="real")(*example_inputs)
+    _restore_layouts(mode, _flat(example_inputs), layouts)  # `x.t_()` re-laid the example inputs
     if names is None:
         fakes, constants = _lift_constants(raw, mode)
         first = len(example_inputs)
@@ -355,10 +409,18 @@ def _functional_graph(fn, example_inputs, decompositions, mode, names=None):
         primals, tangents = example_inputs
         first = len(primals)
         example_inputs = ([*primals, *fakes], tangents)
+    detached = _detached(example_inputs)
+    layouts = [_layout(t) if isinstance(t, kiln.Tensor) else None for t in _flat(detached)]
     gm = make_fx(functionalize(_named(raw, names)), decomposition_table=decompositions,
-                 tracing_mode="real")(*_detached(example_inputs))
+                 tracing_mode="real")(*detached)
+    _restore_layouts(mode, _flat(detached), layouts)  # the placeholders' fakes: the epilogue re-laid them
     _drop_constant_mutations(gm, range(first, first + len(constants)))
     return gm, constants
+
+
+def _flat(values):
+    """The example inputs, with the joint's (primals, tangents) lists opened."""
+    return [t for v in values for t in (v if isinstance(v, (list, tuple)) else [v])]
 
 
 def _detached(values):
@@ -418,14 +480,14 @@ def replay(gm):
 def trace_inference(flat_fn, leaves, config):
     mode, fakes = _fakes(leaves)
     with kiln.no_grad():
-        outs, aliases, _, _ = _analyze_outputs(flat_fn, mode, fakes)
+        outs, aliases, _, _, layouts = _analyze_outputs(flat_fn, mode, fakes)
         with mode:
             gm, constants = _functional_graph(lambda *a: tuple(flat_fn(*a)), fakes, config.decompositions, mode)
     no_grad = [False] * len(outs)
     if config.keep_inference_input_mutations:  # the copy_ epilogue stays in the graph
         return _Traced(gm, [], len(outs), aliases, no_grad, constants=constants)
     mutated = _mutations_to_outputs(gm, len(leaves))
-    traced = _Traced(gm, mutated, len(outs), aliases, no_grad, constants=constants)
+    traced = _Traced(gm, mutated, len(outs), aliases, no_grad, constants=constants, new_layouts=layouts)
     _view_chains(traced)
     return traced
 
@@ -434,7 +496,7 @@ def trace_joint(flat_fn, leaves, config):
     """The joint graph. An input that requires grad and is mutated (Note [Mutated inputs that
     require grad]) is traced through a clone, whose final value becomes an extra output."""
     mode, fakes = _fakes(leaves)
-    outs, aliases, requires, mutated = _analyze_outputs(flat_fn, mode, fakes)
+    outs, aliases, requires, mutated, layouts = _analyze_outputs(flat_fn, mode, fakes)
     diff_inputs = [i for i, f in enumerate(fakes) if isinstance(f, kiln.Tensor) and f.requires_grad]
     mutated_diff = [i for i in mutated if i in diff_inputs]
     # a leaf can only have been mutated under no_grad (else the fake run raised, as eager does)
@@ -455,14 +517,27 @@ def trace_joint(flat_fn, leaves, config):
 
     with mode:
         tangents = [kiln.empty_like(o, memory_format=kiln.contiguous_format) for o, r in zip(outs, requires) if r]
-        tangents += [kiln.empty_like(fakes[i], memory_format=kiln.contiguous_format)
+        # a mutated input's new value has the shape the program left it with (`x.t_()`)
+        tangents += [kiln.empty(layouts[i][0], dtype=fakes[i].dtype, device=fakes[i].device) if i in layouts
+                     else kiln.empty_like(fakes[i], memory_format=kiln.contiguous_format)
                      for i, d in zip(mutated_diff, copies_with_grad) if d]
         gm, constants = _functional_graph(joint, ([*fakes], tangents), config.decompositions, mode, names=True)
     mutated = _mutations_to_outputs(gm, len(leaves) + len(constants) + len(tangents))
     traced = _Traced(gm, mutated + mutated_diff, len(outs), aliases, requires,
-                     [False] * len(mutated) + copies_with_grad, constants)
+                     [False] * len(mutated) + copies_with_grad, constants, layouts)
     _view_chains(traced)
     return traced
+
+
+# Note [Input metadata mutations]
+# `x.t_()` (transpose_, as_strided_) on an input changes its sizes and strides, not its data.
+# Functionalization turns it into the view `t(x)` of the same storage (FunctionalizeInplaceView in
+# aot/functionalize.cc), so the graph computes with the new layout; the layout the input must be
+# left with is read off the analysis run on fakes, whose inputs then get their old layouts back,
+# and the runtime gives it to the real input with as_strided_ before any copy-back of values (a
+# mutated value has the new shape), as PyTorch's AOT does. An output that is the re-laid input
+# is returned as that input. Committed as a value instead, `x.t_()` raised "output with shape
+# [4, 1] doesn't match the broadcast shape [1, 4]", or silently returned transposed values.
 
 
 # --- run time ------------------------------------------------------------------------------------
@@ -470,6 +545,8 @@ def _restore_outputs(traced, leaves, results):
     """Copies mutated inputs back and rebuilds outputs that view an input or an earlier output as
     those views."""
     new_values, outs = results[:traced.num_mutations], list(results[traced.num_mutations:])
+    for i, layout in traced.new_layouts.items():  # before the values: they have the new shape
+        leaves[i].as_strided_(*layout)
     if new_values:
         grad_enabled = _C.is_grad_enabled()
         for i, value, with_grad in zip(traced.mutated_inputs, new_values, traced.mutation_differentiable):
@@ -480,6 +557,10 @@ def _restore_outputs(traced, leaves, results):
                     leaves[i].copy_(value)
     for k, alias in enumerate(traced.output_aliases):
         if alias is not None and isinstance(outs[k], kiln.Tensor):
+            if alias.index in traced.new_layouts and alias.base_layout is None and \
+                    (alias.size, alias.stride, alias.offset) == traced.new_layouts[alias.index]:
+                outs[k] = leaves[alias.index]  # `x.t_(); return x`: the input itself, as in eager
+                continue
             view = alias.rebuild(leaves, outs)
             if view is not None:
                 outs[k] = view
@@ -487,7 +568,7 @@ def _restore_outputs(traced, leaves, results):
 
 
 def _needs_restore(traced):
-    return traced.num_mutations > 0 or any(a is not None for a in traced.output_aliases)
+    return traced.num_mutations > 0 or bool(traced.new_layouts) or any(a is not None for a in traced.output_aliases)
 
 
 def _with_constants(compiled, constants):

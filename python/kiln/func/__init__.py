@@ -53,9 +53,14 @@ def functionalize(func, *, remove="mutations"):
             out = func(*f_args, **f_kwargs)
         finally:
             _C._enable_functionalization(prev)
-        # Epilogue: inputs f mutated take their final values.
+        # Epilogue: inputs f mutated take their final layout (in-place view ops such as t_,
+        # replayed), then their final values.
         for orig, wrapped_arg in zip(leaves, inner):
-            if isinstance(orig, Tensor) and _C._functionalize_has_data_mutation(wrapped_arg):
+            if not isinstance(orig, Tensor):
+                continue
+            for method, margs in _C._functionalize_metadata_mutations(wrapped_arg):
+                getattr(orig, method)(*margs)
+            if _C._functionalize_has_data_mutation(wrapped_arg):
                 orig.copy_(_C._from_functional_tensor(wrapped_arg))
         out_leaves = []
         out_builder = _flatten(out, out_leaves)
