@@ -125,6 +125,22 @@ def run_range(seed, start, end, backends, timeout=120, on_result=None):
     return results
 
 
+def run_programs(paths, backends, timeout=120):
+    """Every program stored in `paths` (JSON files of one Program each), in as few workers as
+    crashes and hangs allow; result i is paths[i]'s."""
+    results, done = [], 0
+    while done < len(paths):
+        args = [a for p in paths[done:] for a in ("--program", p)]
+        got, resume = run_worker(args + ["--backends", ",".join(backends)], timeout)
+        for r in got:
+            r["index"] += done
+        results += got
+        if resume is None:
+            break
+        done += resume
+    return results
+
+
 def run_program(program_json, only, backends, timeout=120):
     """One program (a Program's JSON) in one mode: its single result."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:

@@ -89,15 +89,18 @@ def main():
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--end", type=int, default=0)
     ap.add_argument("--backends", default=",".join(BACKENDS))
-    ap.add_argument("--program", help="a JSON file holding one Program (for the reducer)")
+    ap.add_argument("--program", action="append",
+                    help="a JSON file holding one Program (the reducer, tests/fuzz/regressions); repeatable")
     ap.add_argument("--only", help="run only this mode label")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     backends = [b for b in args.backends.split(",") if b]
     import torch
     if args.program:
-        with open(args.program) as f:
-            items = [(0, gen.Program.from_json(json.load(f)))]
+        items = []
+        for k, path in enumerate(args.program):
+            with open(path) as f:
+                items.append((k, gen.Program.from_json(json.load(f))))
     else:
         items = ((i, None) for i in range(args.start, args.end))
     for index, program in items:

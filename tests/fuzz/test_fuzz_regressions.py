@@ -1,0 +1,50 @@
+"""Fuzz programs that once found a kiln bug, stored as they were generated (tests/fuzz/regressions/
+seed<S>-<index>.json, written by tools/fuzz.py's --out) and re-run in every mode against PyTorch
+2.13 in worker subprocesses. Stored, not regenerated, so a change to gen.py cannot swap them for
+other programs. The bug each one found is in REGRESSIONS; add the program that found a bug when
+fixing it."""
+
+import os
+
+import pytest
+
+pytest.importorskip("torch", reason="PyTorch is the oracle and is only installed for Python 3.11")
+
+from fuzz import driver  # noqa: E402
+from fuzz.worker import BACKENDS  # noqa: E402
+
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "regressions")
+
+REGRESSIONS = {
+    "seed7-0020": "x.pow_(2) on an input, compiled: pow_.Scalar functionalized as pow.Scalar (std::get)",
+    "seed7-0044": "x.max(dim=...).values compiled: the result came back a plain tuple",
+    "seed7-0047": "an expanded input that requires grad, mutated: refused (synthetic base without _base)",
+    "seed7-0129": "t_() on an expanded view that requires grad: refused eagerly (its gradient must sum)",
+    "seed7-0157": "a mutated input the loss never reads got a zero gradient instead of None",
+    "seed7-0170": "x.t_() on an input compiled: committed as a value, 'output with shape [5, 1] doesn't match'",
+    "seed7-0680": "a transposed input mutated through a view: copy/fill/as_strided_scatter dropped its "
+                  "layout, the gradient's signs came out transposed",
+    "seed7-0745": "x.t_() on an input compiled: outputs came back transposed, silently",
+    "seed7-0756": "x.t_() on an input aliasing another (a synthetic base's member) lost its new layout",
+    "seed7-0797": "x[..., 0] = 2 on a transposed input that requires grad: wrong gradient (same layout bug)",
+    "seed7-0860": "an expanded view of a 0-d intermediate returned: wrong gradient (same layout bug)",
+}
+
+
+def test_every_stored_program_has_its_bug_named():
+    stored = {f[:-5] for f in os.listdir(HERE) if f.endswith(".json")}
+    assert stored == set(REGRESSIONS)
+
+
+@pytest.fixture(scope="module")
+def results():
+    names = sorted(REGRESSIONS)
+    got = driver.run_programs([os.path.join(HERE, n + ".json") for n in names], BACKENDS, timeout=120)
+    return {names[r["index"]]: r for r in got}
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSIONS))
+def test_fuzz_regression(results, name):
+    r = results[name]
+    problems = "\n".join(f"  {mode}: {p}" for mode, ps in r["failures"].items() for p in ps)
+    assert r["status"] == "ok", f"{name} ({REGRESSIONS[name]}; {r['status']}):\n{problems}\n{r['detail']}\n{r['source']}"
