@@ -715,3 +715,50 @@ def test_masked_assignment_compiles_in_one_graph(backend):
     out.sum().backward()
     assert out.tolist() == f(x).tolist()
     assert x.grad.tolist() == want.tolist()
+
+
+@requires_torch
+@pytest.mark.parametrize("case", ["0d_true", "0d_false", "0d_grad", "1d_by_0d", "with_slice", "uint8"])
+def test_zero_dim_mask_indexing_matches_torch(case):
+    # A 0-d mask adds a dimension, as None does, and consumes none: x[x > 0] on a 0-d x raised
+    # "too many indices for tensor of dimension 0" (fuzz seed 7: 7 of 1,000 programs).
+    def run(lib):
+        x = lib.tensor(1.5, requires_grad=case == "0d_grad")
+        z = lib.arange(6.0).view(2, 3)
+        if case == "0d_true":
+            r = x[x > 0]
+        elif case == "0d_false":
+            r = x[x < 0]
+        elif case == "0d_grad":
+            r = x[x > 0] * 2
+            r.sum().backward()
+            return r.tolist(), tuple(r.shape), x.grad.tolist()
+        elif case == "1d_by_0d":
+            r = z[lib.tensor(True)]
+        elif case == "with_slice":
+            r = z[lib.tensor(False), :, 1:]
+        else:
+            r = z[0][lib.tensor(1, dtype=lib.uint8)]
+        return r.tolist(), tuple(r.shape)
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch: indexing with uint8 is deprecated
+        assert run(kiln) == run(torch)
+
+
+@requires_torch
+def test_setitem_drops_the_values_leading_ones():
+    # x[0] = v with v of shape (1, 3): PyTorch drops the value's leading 1s before broadcasting;
+    # kiln's copy_ refused (fuzz seed 11)
+    def run(lib):
+        x = lib.zeros(2, 3)
+        x[0] = lib.ones(1, 3)
+        x[:, 1] = lib.full((1, 1, 2), 5.0)
+        x[lib.tensor([1])] = lib.full((1, 1, 3), 7.0)
+        y = lib.zeros(3)
+        y[lib.tensor([True, False, True])] = lib.ones(1, 2) * 2
+        return x.tolist(), y.tolist()
+
+    assert run(kiln) == run(torch)

@@ -225,8 +225,8 @@ class Tensor(_C.TensorBase):
         for k in key:
             if k is None or k is Ellipsis or isinstance(k, bool):
                 continue
-            if isinstance(k, Tensor) and k.dtype == _C.bool:
-                consumed += max(k.ndim, 1)
+            if isinstance(k, Tensor) and k.dtype in (_C.bool, _C.uint8):
+                consumed += k.ndim  # a 0-d mask adds a dimension (as None does) and consumes none
             elif isinstance(k, (list, tuple)) and _nested_bools(k):
                 consumed += _nested_ndim(k)
             else:
@@ -313,6 +313,11 @@ class Tensor(_C.TensorBase):
             value = kiln.tensor(value, dtype=self.dtype)
         elif value.requires_grad and not result.requires_grad and _C.is_grad_enabled():
             _C._track_view(result, self)  # so that the write reaches self's history (CopySlices)
+        lead = 0  # the value's leading 1s are dropped before it broadcasts, as in PyTorch
+        while lead < value.ndim and value.shape[lead] == 1:  # (`x[0] = v` with v of shape (1, 3))
+            lead += 1
+        if lead:
+            value = value.view(tuple(value.shape[lead:]))
         if advanced:
             indices = [advanced.get(d) for d in range(max(advanced) + 1)]
             if value.dtype != self.dtype and value.ndim == 0 and isinstance(key, Tensor) and key.dtype == _C.bool:
