@@ -7,6 +7,8 @@
 // recurrence (tried: an `nnan` maxnum over NaN-free inputs plus a NaN flag) is only accepted
 // under the function-wide "no-nans-fp-math" attribute, which would let the backend fold away
 // the NaN checks this code relies on.
+#include <cmath>
+
 #include "inductor/llvm_emit.h"
 
 #include <algorithm>
@@ -479,11 +481,27 @@ class Emitter {
               to};
     if (x.t == DType::Bool) return {to_f ? b_.CreateUIToFP(x.v, ty) : b_.CreateZExt(x.v, ty), to};
     if (from_f && to_f) return {to == DType::F64 ? b_.CreateFPExt(x.v, ty) : b_.CreateFPTrunc(x.v, ty), to};
-    if (from_f) return {b_.CreateFPToSI(x.v, ty), to};
+    if (from_f) return {FloatToInt(x.v, ty), to};
     return {b_.CreateSIToFP(x.v, ty), to};
   }
 
+  // float -> signed integer as x86's cvtt instructions do it, and so eager kiln's C++ casts (and
+  // PyTorch's) on x86: NaN and values out of range give the type's minimum. LLVM's fptosi leaves
+  // them poison, and compiled `nan_tensor.int()` gave 0 where eager gives -2147483648.
+  llvm::Value* FloatToInt(llvm::Value* x, llvm::Type* ty) {
+    unsigned bits = ty->getScalarSizeInBits();
+    llvm::Type* fty = x->getType();
+    double limit = std::ldexp(1.0, static_cast<int>(bits) - 1);
+    llvm::Value* in_range = b_.CreateAnd(b_.CreateFCmpOGE(x, llvm::ConstantFP::get(fty, -limit)),
+                                         b_.CreateFCmpOLT(x, llvm::ConstantFP::get(fty, limit)));
+    llvm::Value* safe = b_.CreateSelect(in_range, x, llvm::ConstantFP::get(fty, 0.0));
+    return b_.CreateSelect(in_range, b_.CreateFPToSI(safe, ty),
+                           llvm::ConstantInt::get(ty, llvm::APInt::getSignedMinValue(bits)));
+  }
+
   V Cast(V x, DType d) {
+    if (d == DType::I32 && (x.t == DType::F32 || x.t == DType::F64))  // int32's range, not int64's
+      return {b_.CreateSExt(FloatToInt(x.v, b_.getInt32Ty()), b_.getInt64Ty()), DType::I64};
     V v = Convert(x, ComputeDType(d));
     if (d == DType::BF16) v.v = BF16ToF32(F32ToBF16(v.v));
     if (d == DType::I32) v.v = b_.CreateSExt(b_.CreateTrunc(v.v, b_.getInt32Ty()), b_.getInt64Ty());

@@ -73,6 +73,12 @@ def _binary_lowering(name, ir_op):
         if ir_op in _INTEGER_DIVISIONS:
             check_integer_divisor(name, out, b)
         compute = _common_dtype(a, b) if ir_op in _COMPARE else None
+        if ir_dtype(out.dtype) == "bool" and ir_op in ("add", "sub", "mul"):
+            # bools add as integers and the result is a bool again: True + True is True, which
+            # computed in the bool type was stored as 2 (and read back as 2.0 by a cast)
+            scale = ("const", int(alpha), "i64") if alpha is not None and alpha != 1 else None
+            return pointwise(name, out, [a, b], lambda x, y: (
+                "ne", (ir_op, x, y if scale is None else ("mul", y, scale)), ("const", 0, "i64")), "i64")
         if alpha is not None and alpha != 1:
             d = compute or ir_dtype(out.dtype)
             scale = ("const", scalar_as(alpha, d), d)

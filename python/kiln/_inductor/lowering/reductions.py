@@ -401,8 +401,8 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
     n = len(x.shape)
     if n == 0:  # one element: no deviation, divided by max(0, 1 - correction) (0 / 0: NaN, as eager)
         correction = 1 if correction is None else correction
-        zero = ("const", 0.0, ir_dtype(out.dtype))
-        return pointwise("var", out, [x], lambda a: ("div", ("mul", a, zero),
+        # (a - a)^2: +0 (a * 0 was -0 for a negative a, and 1 / var then -inf), NaN for inf or NaN
+        return pointwise("var", out, [x], lambda a: ("div", ("mul", ("sub", a, a), ("sub", a, a)),
                                                      ("const", float(max(1 - correction, 0)), ir_dtype(out.dtype))))
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
         dims = list(range(n))
