@@ -262,7 +262,11 @@ def _emit_break(ctx, tx, output, code, f_globals, index, error):
         raise SkipFrame(f"graph break in {whole_frame} ({reason})", permanent=True)
     logs.log("graph_breaks", f"Graph break: {error}")
     stack = list(tx.stack)
-    live_values = stack + list(v for v in tx.symbolic_locals.values() if not _is_lazy(v))
+    # Only locals the rest of the function reads leave the graph: a dead one as an output that
+    # requires grad joined the backward with a zero tangent, and zero times its NaN local
+    # derivative (`v2 = sqrt(negative)`, unused) put NaN in gradients eager leaves finite.
+    live = set(_C._dynamo._live_locals(code, inst.offset))
+    live_values = stack + [v for name, v in tx.symbolic_locals.items() if name in live and not _is_lazy(v)]
     if inst.opname in _CALLS or inst.opname == "BINARY_SUBSCR":
         return _emit_call_break(ctx, tx, output, code, f_globals, index, inst, stack, live_values)
     if inst.opname in _BRANCHES:

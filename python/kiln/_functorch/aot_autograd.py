@@ -190,6 +190,8 @@ class _Traced:
         self.graph = graph
         # input index -> (sizes, strides, offset) the program left it with (`x.t_()`)
         self.new_layouts = dict(new_layouts or {})
+        self.deferred_errors = {}  # input index -> the error a backward through its mutation raises
+        self.deferred_outputs = {}  # output index -> the error a backward through it raises
         self.num_mutations = len(mutated_inputs)   # graph outputs 0..num_mutations-1: new input values
         self.mutated_inputs = mutated_inputs        # their input indices
         # per mutation: copied back with grad (a non-leaf input that requires grad, so the copy_
@@ -495,8 +497,11 @@ def trace_inference(flat_fn, leaves, config):
 def trace_joint(flat_fn, leaves, config):
     """The joint graph. An input that requires grad and is mutated (Note [Mutated inputs that
     require grad]) is traced through a clone, whose final value becomes an extra output."""
+    # the analysis runs on fakes of its own: its in-place ops leave autograd history on the fakes
+    # it mutates (a CopySlices on a non-leaf input's base), which the joint's gradients then went
+    # through a second time (`x1.add_(x0)` gave x0 twice its gradient)
+    outs, aliases, requires, mutated, layouts = _analyze_outputs(flat_fn, *_fakes(leaves))
     mode, fakes = _fakes(leaves)
-    outs, aliases, requires, mutated, layouts = _analyze_outputs(flat_fn, mode, fakes)
     diff_inputs = [i for i, f in enumerate(fakes) if isinstance(f, kiln.Tensor) and f.requires_grad]
     mutated_diff = [i for i in mutated if i in diff_inputs]
     # a leaf can only have been mutated under no_grad (else the fake run raised, as eager does)
@@ -515,18 +520,77 @@ def trace_joint(flat_fn, leaves, config):
         by_input = dict(zip(diff_inputs, grads))
         return (*new_values, *outs, *[by_input.get(i) for i in range(len(primals))])
 
-    with mode:
-        tangents = [kiln.empty_like(o, memory_format=kiln.contiguous_format) for o, r in zip(outs, requires) if r]
-        # a mutated input's new value has the shape the program left it with (`x.t_()`)
-        tangents += [kiln.empty(layouts[i][0], dtype=fakes[i].dtype, device=fakes[i].device) if i in layouts
-                     else kiln.empty_like(fakes[i], memory_format=kiln.contiguous_format)
-                     for i, d in zip(mutated_diff, copies_with_grad) if d]
-        gm, constants = _functional_graph(joint, ([*fakes], tangents), config.decompositions, mode, names=True)
+    def trace():
+        with mode:
+            tangents = [kiln.empty(tuple(o.shape), dtype=o.dtype, device=o.device) for o, r in zip(outs, requires) if r]
+            # a mutated input's new value has the shape the program left it with (`x.t_()`)
+            tangents += [kiln.empty(layouts[i][0], dtype=fakes[i].dtype, device=fakes[i].device) if i in layouts
+                         else kiln.empty_like(fakes[i], memory_format=kiln.contiguous_format)
+                         for i, d in zip(mutated_diff, copies_with_grad) if d]
+            gm, constants = _functional_graph(joint, ([*fakes], tangents), config.decompositions, mode, names=True)
+        return gm, constants, tangents
+
+    deferred, deferred_outputs = {}, {}  # Note [Backward errors of mutated inputs]
+    try:
+        gm, constants, tangents = trace()
+    except RuntimeError as e:
+        if "modified by an inplace operation" not in str(e):
+            raise
+        # which differentiated values raise on their own: each is traced alone
+        candidates = [(copies_with_grad, k) for k, d in enumerate(copies_with_grad) if d] + \
+                     [(requires, k) for k, r in enumerate(requires) if r]
+        kept = [list(copies_with_grad), list(requires)]
+        failing = {}
+        for flags, k in candidates:
+            copies_with_grad[:] = [False] * len(copies_with_grad)
+            requires[:] = [False] * len(requires)
+            flags[k] = True
+            try:
+                trace()
+            except RuntimeError as alone:
+                if "modified by an inplace operation" not in str(alone):
+                    raise
+                failing[(flags is requires, k)] = str(alone)
+        copies_with_grad[:], requires[:] = kept
+        for (is_output, k), message in failing.items():
+            if is_output:
+                requires[k] = False
+                deferred_outputs[k] = message
+            else:
+                copies_with_grad[k] = False
+                deferred[mutated_diff[k]] = message
+        gm, constants, tangents = trace()  # raises again if only a combination failed
     mutated = _mutations_to_outputs(gm, len(leaves) + len(constants) + len(tangents))
     traced = _Traced(gm, mutated + mutated_diff, len(outs), aliases, requires,
                      [False] * len(mutated) + copies_with_grad, constants, layouts)
+    traced.deferred_errors, traced.deferred_outputs = deferred, deferred_outputs
     _view_chains(traced)
     return traced
+
+
+# Note [Backward errors of mutated inputs]
+# `v = x.clamp_max(1); x.copy_(v)` on an input that requires grad: clamp_max saved x, which the
+# copy_ overwrote, so differentiating x's new value raises, in eager too, but only if a backward
+# reaches it. The joint graph differentiates every output at once, so its trace raised for
+# programs whose loss never reads x. Such a mutation is traced without its gradient, and its
+# copy-back joins x's history through a node that raises eager's error if a gradient does reach
+# it (_RaiseInBackward), so the program runs as it does eagerly. An output whose own gradient
+# raises (`x1 * 1` after that copy_) is returned through such a node too. Each differentiated
+# value is traced alone to find which raise.
+
+
+class _RaiseInBackward(kiln.autograd.Function):
+    """value, as an output of a node that raises `message` in backward; `anchors`, the inputs
+    whose history the gradient would have reached, make it require grad."""
+
+    @staticmethod
+    def forward(ctx, value, message, *anchors):
+        ctx.message = message
+        return value.view_as(value)
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError(ctx.message)
 
 
 # Note [Input metadata mutations]
@@ -549,12 +613,19 @@ def _restore_outputs(traced, leaves, results):
         leaves[i].as_strided_(*layout)
     if new_values:
         grad_enabled = _C.is_grad_enabled()
+        deferred = traced.deferred_errors
         for i, value, with_grad in zip(traced.mutated_inputs, new_values, traced.mutation_differentiable):
-            if with_grad and grad_enabled:
+            if i in deferred and grad_enabled:
+                leaves[i].copy_(_RaiseInBackward.apply(value, deferred[i], leaves[i]))
+            elif with_grad and grad_enabled:
                 leaves[i].copy_(value)
             else:
                 with kiln.no_grad():
                     leaves[i].copy_(value)
+    if traced.deferred_outputs and _C.is_grad_enabled():
+        anchors = [x for x in leaves if isinstance(x, kiln.Tensor) and x.requires_grad]
+        for k, message in traced.deferred_outputs.items():
+            outs[k] = _RaiseInBackward.apply(outs[k], message, *anchors)
     for k, alias in enumerate(traced.output_aliases):
         if alias is not None and isinstance(outs[k], kiln.Tensor):
             if alias.index in traced.new_layouts and alias.base_layout is None and \
@@ -568,7 +639,8 @@ def _restore_outputs(traced, leaves, results):
 
 
 def _needs_restore(traced):
-    return traced.num_mutations > 0 or bool(traced.new_layouts) or any(a is not None for a in traced.output_aliases)
+    return traced.num_mutations > 0 or bool(traced.new_layouts) or bool(traced.deferred_outputs) or \
+        any(a is not None for a in traced.output_aliases)
 
 
 def _with_constants(compiled, constants):
