@@ -16,18 +16,24 @@ from fuzz.worker import BACKENDS  # noqa: E402
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "regressions")
 
 REGRESSIONS = {
+    "seed11-0195": "a mutation whose backward raises (clamp_max then copy_) raised at trace time for losses that never read it",
+    "seed11-0908": "x1.add_(x0, ...) with x0 requiring grad: x0's gradient doubled (silent; the analysis run's history on the fakes)",
+    "seed11-1449": "a dead local at a graph break left the graph: 0 * NaN gradient",
+    "seed7-0008": "x[x > 0] on a 0-d x: IndexError",
     "seed7-0020": "x.pow_(2) on an input, compiled: pow_.Scalar functionalized as pow.Scalar (std::get)",
     "seed7-0044": "x.max(dim=...).values compiled: the result came back a plain tuple",
     "seed7-0047": "an expanded input that requires grad, mutated: refused (synthetic base without _base)",
     "seed7-0129": "t_() on an expanded view that requires grad: refused eagerly (its gradient must sum)",
     "seed7-0157": "a mutated input the loss never reads got a zero gradient instead of None",
     "seed7-0170": "x.t_() on an input compiled: committed as a value, 'output with shape [5, 1] doesn't match'",
+    "seed7-0301": "nan/inf .int() under inductor gave 0 (x86 gives INT_MIN)",
     "seed7-0680": "a transposed input mutated through a view: copy/fill/as_strided_scatter dropped its "
                   "layout, the gradient's signs came out transposed",
     "seed7-0745": "x.t_() on an input compiled: outputs came back transposed, silently",
     "seed7-0756": "x.t_() on an input aliasing another (a synthetic base's member) lost its new layout",
     "seed7-0797": "x[..., 0] = 2 on a transposed input that requires grad: wrong gradient (same layout bug)",
     "seed7-0860": "an expanded view of a 0-d intermediate returned: wrong gradient (same layout bug)",
+    "seed7-0984": "bool add under inductor stored 2, read back as 2.0",
 }
 
 

@@ -41,6 +41,8 @@ def lowest_precision(program):
         return "bfloat16"
     if "float16" in text or ".half()" in text:
         return "float16"
+    if "float32" in text or ".float()" in text:
+        return "float32"  # a float64 result computed from float32 values has float32's precision
     return None
 
 
