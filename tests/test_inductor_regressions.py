@@ -291,3 +291,41 @@ def test_loop_merging_sees_the_realized_buffer_a_kernel_reads():
     for e, c, t in zip(*results):  # outputs and the gradient: eager, inductor, PyTorch
         close(c, e, 1e-4)
         close(c, t, 1e-4)
+
+
+# --- dtype edges the fuzzer found (seed 7) -------------------------------------------------------------
+def test_bool_arithmetic_stays_zero_or_one():
+    # True + True computed in the bool type was stored as 2 and read back as 2.0 by a cast
+    def f(b, x):
+        s = kiln.add(b, b, alpha=2)
+        return s, kiln.where(s, s, x), (b + b).float(), (b * b).float(), s.to(kiln.int64)
+
+    b, x = kiln.tensor([True, False, True, False]), kiln.tensor([5.0, 6.0, 7.0, 8.0])
+    for got, want in zip(compiled(f)(b, x), f(b, x)):
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
+
+def test_float_to_int_of_nan_inf_and_out_of_range_matches_eager():
+    # LLVM's fptosi leaves these undefined (compiled gave 0); x86's conversion, which eager kiln
+    # and PyTorch use, gives the type's minimum
+    def f(x):
+        return x.int(), x.long(), x.double().int(), (x * 1).to(kiln.int32)
+
+    values = [float("nan"), float("inf"), -float("inf"), 3e9, -3e9, 1e19, 2.7, -2.7, -2147483648.0]
+    got = compiled(f)(kiln.tensor(values))
+    want = f(kiln.tensor(values))
+    t = torch.tensor(values)
+    assert [g.tolist() for g in got] == [w.tolist() for w in want]
+    assert got[0].tolist() == t.int().tolist() and got[1].tolist() == t.long().tolist()
+
+
+def test_variance_of_one_element_is_positive_zero():
+    # one element's variance was computed as x * 0: -0 for a negative x, and 1 / var then -inf
+    def f(x):
+        v = x.var(correction=0)
+        return v.reciprocal(), x.unsqueeze(0).var(0, correction=0).reciprocal(), x.var()
+
+    for value in (-1.25, 2.0, float("inf"), float("nan")):
+        x = kiln.tensor(value)
+        for got, want in zip(compiled(f)(x), f(x)):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
