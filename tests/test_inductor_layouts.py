@@ -152,3 +152,22 @@ def test_strided_view_of_intermediate_output_keeps_meta_layout():
     assert out.stride() == f(x).stride() == (1, 15)
     assert out.storage_offset() == f(x).storage_offset() == 12
     close(out, f(to_torch(x)))
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_fallback_op_reads_its_input_in_the_meta_layout(grad):
+    # masked_fill has no lowering: its input, the clone of a transposed input, was computed
+    # row-major while the meta (and so the declared layout of masked_fill's result) was
+    # column-major; the next kernel read the row-major result as column-major (fuzz seed 11)
+    def f(x1):
+        x1.masked_fill_(x1 > 0, 0)
+        return (kiln.where(x1 > 0, x1, x1 * 2),)
+
+    runs = []
+    for fn in (f, kiln.compile(f, backend="inductor")):
+        kiln._dynamo.reset()
+        leaf = kiln.tensor([[1.0, -2.0, 3.0], [-4.0, 5.0, -6.0]], requires_grad=grad)
+        c = leaf.clone()
+        out = fn(c.t())
+        runs.append((out[0].tolist(), c.tolist()))
+    assert runs[1] == runs[0]

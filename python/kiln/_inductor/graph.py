@@ -443,15 +443,26 @@ class GraphLowering:
         logs.log("output_code", f"fallback: {target} ({why})")
         self.fallbacks.append((str(target), why))
 
-        def real(v):
+        # An extern op's result layout follows its inputs' (masked_fill of a column-major tensor
+        # is column-major), and its output buffer is declared with the layout of the node's meta
+        # value: so each input is realized in the layout of its own meta value (Note [Output
+        # strides]). A `clone` of a transposed input computed into a row-major buffer gave
+        # masked_fill a row-major input, whose row-major result the next kernel read as the
+        # column-major one the meta promised: values transposed, silently.
+        def real(v, src):
             if isinstance(v, (Buffer, Pointwise, Reduction)):
+                meta = src.meta.get("val") if hasattr(src, "meta") else None
+                if isinstance(meta, kiln.Tensor) and list(meta.shape) == list(v.shape):
+                    return self.realize_output(v, list(meta.stride()))
                 return self.realize(v)
             if isinstance(v, (list, tuple)):
-                return type(v)(real(x) for x in v)
+                srcs = src if isinstance(src, (list, tuple)) and len(src) == len(v) else [None] * len(v)
+                return type(v)(real(x, sx) for x, sx in zip(v, srcs))
             return v
 
-        args = [real(a) for a in args]
-        kwargs = {k: real(v) for k, v in kwargs.items()}
+        sources = list(node.args) if len(node.args) == len(args) else [None] * len(args)
+        args = [real(a, sa) for a, sa in zip(args, sources)]
+        kwargs = {k: real(v, node.kwargs.get(k)) for k, v in kwargs.items()}
         val = node.meta.get("val")
         results = []
         if isinstance(val, kiln.Tensor):
