@@ -70,11 +70,13 @@ template <typename T> T Remainder(T a, T b) {
     return r;
   }
 }
+// A negative exponent from a tensor gives 1 / base^-exp truncated, as PyTorch computes it (a
+// negative scalar exponent of an integer tensor is refused up front: CheckIntegerPow).
 template <typename T> T PowInt(T base, T exp) {
   if (exp < 0) {
     if (base == 1) return 1;
     if (base == -1) return (exp % 2 == 0) ? 1 : -1;
-    throw Error("Integers to negative integer powers are not allowed.");
+    return 0;
   }
   T result = 1;
   while (exp) {
@@ -280,9 +282,18 @@ TensorMeta MetaTensor(const Tensor& a, const Tensor& b) {
   CheckDtype(spec, promoted);
   return ElementwiseMeta(spec.name, a, b, ResultDtype(spec, promoted));
 }
+// pow(integer tensor, negative integer scalar) is an error in PyTorch (a tensor exponent is not).
+template <int kOp>
+void CheckIntegerPow(const Tensor& a, const Scalar& b) {
+  if constexpr (kOp == kPow)
+    KILN_CHECK(!(IsIntegral(a.dtype(), true) && b.is_integral() && !b.is_bool() && b.to_int() < 0),
+               "Integers to negative integer powers are not allowed.");
+}
+
 template <int kOp>
 TensorMeta MetaScalar(const Tensor& a, const Scalar& b) {
   const BinarySpec& spec = kSpecs[kOp];
+  CheckIntegerPow<kOp>(a, b);
   ScalarType promoted = ResultType(a, b);
   CheckDtype(spec, promoted);
   return TensorMeta{a->sym_sizes(), {}, ResultDtype(spec, promoted), a.device()};
@@ -352,6 +363,7 @@ Tensor InplaceTensorImpl(Tensor self, const Tensor& b, const Scalar& alpha, bool
 template <int kOp>
 Tensor InplaceScalarImpl(Tensor self, const Scalar& b, const Scalar& alpha, bool run) {
   const BinarySpec& spec = kSpecs[kOp];
+  CheckIntegerPow<kOp>(self, b);
   ScalarType promoted = ResultType(self, b);
   CheckDtype(spec, promoted);
   CheckInplace(spec, self, self->sym_sizes(), ResultDtype(spec, promoted));

@@ -18,9 +18,7 @@ SEED = 0
 SLICE = 40
 
 # program index -> the kiln bug it hits (issue 16 or a repro in tests/fuzz/README.md).
-KNOWN = {
-    5: "eager: int tensor ** negative int 0-d tensor raises; PyTorch computes it",
-}
+KNOWN = {}
 
 
 @pytest.fixture(scope="module")

@@ -533,8 +533,8 @@ def trace_joint(flat_fn, leaves, config):
     deferred, deferred_outputs = {}, {}  # Note [Backward errors of mutated inputs]
     try:
         gm, constants, tangents = trace()
-    except RuntimeError as e:
-        if "modified by an inplace operation" not in str(e):
+    except (RuntimeError, NotImplementedError) as e:
+        if not _backward_only_error(e):
             raise
         # which differentiated values raise on their own: each is traced alone
         candidates = [(copies_with_grad, k) for k, d in enumerate(copies_with_grad) if d] + \
@@ -547,8 +547,8 @@ def trace_joint(flat_fn, leaves, config):
             flags[k] = True
             try:
                 trace()
-            except RuntimeError as alone:
-                if "modified by an inplace operation" not in str(alone):
+            except (RuntimeError, NotImplementedError) as alone:
+                if not _backward_only_error(alone):
                     raise
                 failing[(flags is requires, k)] = str(alone)
         copies_with_grad[:], requires[:] = kept
@@ -574,9 +574,18 @@ def trace_joint(flat_fn, leaves, config):
 # reaches it. The joint graph differentiates every output at once, so its trace raised for
 # programs whose loss never reads x. Such a mutation is traced without its gradient, and its
 # copy-back joins x's history through a node that raises eager's error if a gradient does reach
-# it (_RaiseInBackward), so the program runs as it does eagerly. An output whose own gradient
+# it (_RaiseInBackward), so the program runs as it does eagerly. The same holds for an op with
+# no derivative (floor_divide's backward raises in eager too). An output whose own gradient
 # raises (`x1 * 1` after that copy_) is returned through such a node too. Each differentiated
 # value is traced alone to find which raise.
+
+
+def _backward_only_error(e):
+    """An error eager raises only when a backward runs through the op: an input it saved was
+    overwritten, or the op has no derivative (floor_divide)."""
+    text = str(e)
+    return isinstance(e, (RuntimeError, NotImplementedError)) and (
+        "modified by an inplace operation" in text or ("derivative for" in text and "not implemented" in text))
 
 
 class _RaiseInBackward(kiln.autograd.Function):
