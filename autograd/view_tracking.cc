@@ -155,6 +155,26 @@ bool MayOverlapItself(const Geometry& g) {
   return false;
 }
 
+// The gradient of a view that reads some base elements through several of its own (expanded),
+// added up into a tensor laid out like the base. Dispatcher ops only (no index built by hand), so
+// a fake tensor traces it too (the joint graph of a compiled function).
+Tensor AccumulateIntoBase(const Geometry& base, const Geometry& view, const Tensor& grad) {
+  auto end = [](const Geometry& g) {
+    SymInt e = g.offset + 1;
+    for (size_t i = 0; i < g.sizes.size(); ++i) e = e + (g.sizes[i] - 1) * g.strides[i];
+    return e;
+  };
+  SymInt lo = base.offset + view.offset - sym_max(base.offset, view.offset);  // the smaller offset
+  SymInt extent = sym_max(end(base), end(view)) - lo;
+  Tensor positions = ops::add(ops::cumsum(ops::full({extent}, 1, ScalarType::Int64, grad.device()), 0), Scalar(-1));
+  Tensor where = ops::reshape(ops::as_strided(positions, Vec(view.sizes), Vec(view.strides),
+                                              std::optional<SymInt>(view.offset - lo)), {SymInt(-1)});
+  Tensor flat = ops::full({extent}, 0, grad.dtype(), grad.device());
+  flat = CallOp<Tensor>(KILN_OP("aten::index_put"), flat, OptionalTensorList{where}, ops::reshape(grad, {SymInt(-1)}),
+                        true);
+  return ops::as_strided(flat, Vec(base.sizes), Vec(base.strides), std::optional<SymInt>(base.offset - lo));
+}
+
 class AsStridedBackward : public Node {
  public:
   AsStridedBackward(const Tensor& base, const Tensor& view)
@@ -164,10 +184,11 @@ class AsStridedBackward : public Node {
   }
   std::string name() const override { return "AsStridedBackward0"; }
   TensorList Apply(TensorList&& grads) override {
-    // With create_graph (Note [Functional CopySlices]), or when the view reads one base element
-    // through several of its own (an expanded view after x.t_()): their gradients add up, which
-    // the strided copy below would not do.
-    if ((GradMode::is_enabled() || MayOverlapItself(view_)) && grads[0].device().is_cpu() && Index().defined()) {
+    // A view reading one base element through several of its own (an expanded view after
+    // x.t_()): their gradients add up, which the strided copy below would not do. With
+    // create_graph (Note [Functional CopySlices]) the index path adds them up too.
+    if (MayOverlapItself(view_) && !GradMode::is_enabled()) return {AccumulateIntoBase(base_, view_, grads[0])};
+    if (GradMode::is_enabled() && grads[0].device().is_cpu() && Index().defined()) {
       const Tensor& g = grads[0];
       Tensor z = ops::full(Vec(base_.sizes), 0, g.dtype());
       return {ops::view(CallOp<Tensor>(KILN_OP("aten::index_put"), Flat(z), OptionalTensorList{index_}, Flat(g), true),

@@ -519,3 +519,27 @@ def test_op_without_derivative_raises_only_in_a_backward_through_it(backend):
     assert x.grad.tolist() == [3.0, 3.0]
     with pytest.raises(RuntimeError, match="derivative for aten::floor_divide is not implemented"):
         fn(x)[0].sum().backward()
+
+
+@requires_torch
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_write_through_an_expanded_view_of_an_input_that_requires_grad(backend):
+    # the expanded view's gradient is summed through dispatcher ops now, which fake tensors trace
+    # (a hand-built index tensor under FakeTensorMode raised "Please convert all Tensors to
+    # FakeTensors": fuzz seed 21)
+    def body(T):
+        def f(x0, x1):
+            x0[..., 0] = 0.5
+            v1 = x1.expand(3, -1)
+            return (v1 * T.arange(1.0, 13.0).view(3, 4), x0 * 2)
+        return f
+
+    grads = []
+    for lib, fn in ((torch, body(torch)), (kiln, compiled(body(kiln), backend))):
+        b0 = lib.arange(6.0).view(2, 3).requires_grad_()
+        b1 = lib.arange(4.0).view(1, 4).requires_grad_()
+        out = fn(b0.clone(), b1.clone())
+        (out[0].sum() + out[1].sum()).backward()
+        grads.append([np.array(b0.grad.tolist()), np.array(b1.grad.tolist())])
+    for want, got in zip(*grads):
+        np.testing.assert_allclose(got, want, rtol=1e-6)

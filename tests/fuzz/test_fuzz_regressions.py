@@ -19,6 +19,8 @@ REGRESSIONS = {
     "seed11-0195": "a mutation whose backward raises (clamp_max then copy_) raised at trace time for losses that never read it",
     "seed11-0908": "x1.add_(x0, ...) with x0 requiring grad: x0's gradient doubled (silent; the analysis run's history on the fakes)",
     "seed11-1449": "a dead local at a graph break left the graph: 0 * NaN gradient",
+    "seed21-0396": "a write to an expanded view of an input requiring grad: its summed gradient built a real "
+                   "index tensor under FakeTensorMode (AssertionError)",
     "seed7-0008": "x[x > 0] on a 0-d x: IndexError",
     "seed7-0020": "x.pow_(2) on an input, compiled: pow_.Scalar functionalized as pow.Scalar (std::get)",
     "seed7-0044": "x.max(dim=...).values compiled: the result came back a plain tuple",
