@@ -543,3 +543,48 @@ def test_write_through_an_expanded_view_of_an_input_that_requires_grad(backend):
         grads.append([np.array(b0.grad.tolist()), np.array(b1.grad.tolist())])
     for want, got in zip(*grads):
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@requires_torch
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_input_that_needs_no_grad_written_from_one_that_does(backend):
+    # x0.copy_(x2): x0 requires grad afterwards, as in eager; it was copied back under no_grad,
+    # so a view of it returned needed no grad and x2's gradient was lost (fuzz seed 21)
+    def body(T):
+        def f(x0, x2):
+            x0.copy_(x2)
+            v0 = x0[:, ::2]
+            return (v0.expand(2, *v0.shape), x0 * 1)
+        return f
+
+    res = []
+    for lib, fn in ((torch, body(torch)), (kiln, compiled(body(kiln), backend))):
+        x0 = lib.zeros(2, 3)
+        l2 = lib.arange(6.0).view(2, 3).requires_grad_()
+        out = fn(x0, l2 * 2)
+        (out[0] * lib.arange(8.0).view(2, 2, 2)).sum().backward()
+        res.append((out[0].requires_grad, x0.requires_grad, l2.grad.tolist(), out[1].tolist()))
+    assert res[1] == res[0]
+
+
+@requires_torch
+def test_pointwise_loss_of_an_integer_input_promotes():
+    # mse_loss(int input, float target): the target's gradient truncated to 0 in the int dtype
+    import warnings
+
+    def run(lib):
+        res = []
+        for loss in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"):
+            b = lib.tensor([[0.7], [1.0], [-0.5]], dtype=lib.float64, requires_grad=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    out = getattr(lib.nn.functional, loss)(lib.tensor([[1, 0], [0, 3]]), b[1:])
+                except RuntimeError:  # huber_loss refuses an integer input in PyTorch
+                    res.append("RuntimeError")
+                    continue
+            out.backward()
+            res.append((str(out.dtype).split(".")[1], round(out.item(), 12), b.grad.tolist()))
+        return res
+
+    assert run(kiln) == run(torch)

@@ -19,6 +19,8 @@ REGRESSIONS = {
     "seed11-0195": "a mutation whose backward raises (clamp_max then copy_) raised at trace time for losses that never read it",
     "seed11-0908": "x1.add_(x0, ...) with x0 requiring grad: x0's gradient doubled (silent; the analysis run's history on the fakes)",
     "seed11-1449": "a dead local at a graph break left the graph: 0 * NaN gradient",
+    "seed21-1361": "mse_loss(int input, float target): the target's gradient was 0 (computed in the int dtype)",
+    "seed21-1829": "x0.copy_(x2) with x2 requiring grad, compiled: x0 copied back under no_grad, x2's gradient lost",
     "seed21-0396": "a write to an expanded view of an input requiring grad: its summed gradient built a real "
                    "index tensor under FakeTensorMode (AssertionError)",
     "seed7-0008": "x[x > 0] on a 0-d x: IndexError",

@@ -298,6 +298,8 @@ def _analyze_outputs(flat_fn, mode, fakes):
         outs = flat_fn(*fakes)
     new_layouts = _restore_layouts(mode, fakes, layouts)
     mutated = [i for i, (f, v) in enumerate(zip(fakes, versions)) if v is not None and f._version != v]
+    # an input that did not require grad does after a write from one that does (x0.copy_(x2))
+    differentiable_after = {i for i in mutated if fakes[i].requires_grad}
     input_storages, output_storages = {}, {}
     for i, f in enumerate(fakes):
         if isinstance(f, kiln.Tensor):
@@ -319,7 +321,7 @@ def _analyze_outputs(flat_fn, mode, fakes):
                 output_storages[sid] = k
         aliases.append(alias)
     requires = [isinstance(o, kiln.Tensor) and o.requires_grad for o in outs]
-    return outs, aliases, requires, mutated, new_layouts
+    return outs, aliases, requires, mutated, new_layouts, differentiable_after
 
 
 def _mutations_to_outputs(gm, num_inputs):
@@ -482,7 +484,7 @@ def replay(gm):
 def trace_inference(flat_fn, leaves, config):
     mode, fakes = _fakes(leaves)
     with kiln.no_grad():
-        outs, aliases, _, _, layouts = _analyze_outputs(flat_fn, mode, fakes)
+        outs, aliases, _, _, layouts, _ = _analyze_outputs(flat_fn, mode, fakes)
         with mode:
             gm, constants = _functional_graph(lambda *a: tuple(flat_fn(*a)), fakes, config.decompositions, mode)
     no_grad = [False] * len(outs)
@@ -500,12 +502,16 @@ def trace_joint(flat_fn, leaves, config):
     # the analysis runs on fakes of its own: its in-place ops leave autograd history on the fakes
     # it mutates (a CopySlices on a non-leaf input's base), which the joint's gradients then went
     # through a second time (`x1.add_(x0)` gave x0 twice its gradient)
-    outs, aliases, requires, mutated, layouts = _analyze_outputs(flat_fn, *_fakes(leaves))
+    outs, aliases, requires, mutated, layouts, differentiable_after = _analyze_outputs(flat_fn, *_fakes(leaves))
     mode, fakes = _fakes(leaves)
     diff_inputs = [i for i, f in enumerate(fakes) if isinstance(f, kiln.Tensor) and f.requires_grad]
-    mutated_diff = [i for i in mutated if i in diff_inputs]
-    # a leaf can only have been mutated under no_grad (else the fake run raised, as eager does)
-    copies_with_grad = [not leaves[i].is_leaf for i in mutated_diff]
+    # inputs that require grad, and those that do once the program wrote a value that does into
+    # them (x0.copy_(x2)): their new value is differentiable, its copy-back joins their history
+    mutated_diff = [i for i in mutated if i in diff_inputs or i in differentiable_after]
+    # a leaf that requires grad can only have been mutated under no_grad (else the fake run
+    # raised, as eager does)
+    copies_with_grad = [not (leaves[i].is_leaf and leaves[i].requires_grad) and i in differentiable_after
+                        for i in mutated_diff]
 
     def joint(primals, tangents):
         args = list(primals)

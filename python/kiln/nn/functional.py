@@ -58,8 +58,16 @@ def _broadcast_shape(a, b):
     return tuple(reversed(out))
 
 
-def _broadcast_pair(a, b):
+def _broadcast_pair(a, b, promote=True):
+    """input and target of a pointwise loss in their common shape and (with `promote`) dtype: an
+    integer input with a float target is computed in the float type, as PyTorch promotes them for
+    mse, l1 and smooth l1 (kiln's backward took the integer dtype from the input, and the
+    target's gradient truncated to 0); huber_loss keeps the input's dtype (and refuses, as
+    PyTorch does, a float result for an integer input)."""
     shape = _broadcast_shape(tuple(a.shape), tuple(b.shape))
+    if promote:
+        dtype = kiln.result_type(a, b)
+        a, b = (a if a.dtype == dtype else a.to(dtype)), (b if b.dtype == dtype else b.to(dtype))
     return (a if tuple(a.shape) == shape else a.expand(shape)), (b if tuple(b.shape) == shape else b.expand(shape))
 
 
@@ -533,7 +541,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     _warn_size(input, target)
-    input, target = _broadcast_pair(input, target)
+    input, target = _broadcast_pair(input, target, promote=False)
     if weight is None:
         return kiln.huber_loss(input, target, _reduction_enum(reduction), delta)
     return _weighted_reduce(kiln.huber_loss(input, target, 0, delta), weight, input, reduction, False)
