@@ -136,25 +136,6 @@ class CopySlices : public Node {
 };
 
 // grad_fn of a view whose base was rebased: the view's region of the base's gradient.
-// Whether some element of `g` shares memory with another (an expanded view): then gradients at
-// those elements add up. A symbolic size or stride counts as "may".
-bool MayOverlapItself(const Geometry& g) {
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims longer than 1
-  for (size_t i = 0; i < g.sizes.size(); ++i) {
-    if (g.sizes[i].is_symbolic() || g.strides[i].is_symbolic()) return true;
-    int64_t n = g.sizes[i].expect_int(), st = g.strides[i].expect_int();
-    if (n == 0) return false;
-    if (n > 1) dims.emplace_back(st < 0 ? -st : st, n);
-  }
-  std::sort(dims.begin(), dims.end());
-  int64_t span = 0;
-  for (auto [st, n] : dims) {
-    if (st <= span) return true;
-    span += (n - 1) * st;
-  }
-  return false;
-}
-
 // The gradient of a view that reads some base elements through several of its own (expanded),
 // added up into a tensor laid out like the base. Dispatcher ops only (no index built by hand), so
 // a fake tensor traces it too (the joint graph of a compiled function).
@@ -187,7 +168,7 @@ class AsStridedBackward : public Node {
     // A view reading one base element through several of its own (an expanded view after
     // x.t_()): their gradients add up, which the strided copy below would not do. With
     // create_graph (Note [Functional CopySlices]) the index path adds them up too.
-    if (MayOverlapItself(view_) && !GradMode::is_enabled()) return {AccumulateIntoBase(base_, view_, grads[0])};
+    if (MayOverlapItself(view_.sizes, view_.strides) && !GradMode::is_enabled()) return {AccumulateIntoBase(base_, view_, grads[0])};
     if (GradMode::is_enabled() && grads[0].device().is_cpu() && Index().defined()) {
       const Tensor& g = grads[0];
       Tensor z = ops::full(Vec(base_.sizes), 0, g.dtype());

@@ -1,6 +1,8 @@
 // tensor/tensor_impl.cc: layout bookkeeping for TensorImpl.
 #include "tensor/tensor_impl.h"
 
+#include <algorithm>
+
 #include <cstdint>
 #include <sstream>
 
@@ -115,6 +117,26 @@ int64_t WrapDim(int64_t dim, int64_t ndim) {
   KILN_CHECK_INDEX(dim >= lo && dim <= hi, "Dimension out of range (expected to be in range of [",
                    lo, ", ", hi, "], but got ", dim, ")");
   return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
+}
+
+bool MayOverlapItself(const SymDimVector& sizes, const SymDimVector& strides, bool* dense) {
+  if (dense) *dense = false;
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, size) of dims longer than 1
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    std::optional<int64_t> n = sizes[i].maybe_as_int(), st = strides[i].maybe_as_int();
+    if (!n || !st) return true;
+    if (*n == 0) return false;
+    if (*n > 1) dims.emplace_back(*st < 0 ? -*st : *st, *n);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t span = 0, numel = 1;
+  for (auto [st, n] : dims) {
+    if (st <= span) return true;
+    span += (n - 1) * st;
+    numel *= n;
+  }
+  if (dense) *dense = span + 1 == numel;
+  return false;
 }
 
 SymDimVector ContiguousStrides(const SymDimVector& sizes) {

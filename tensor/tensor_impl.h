@@ -153,6 +153,11 @@ class Tensor {
 // Wraps a negative dimension and checks it against `ndim` (scalars accept -1 and 0), raising
 // IndexError "Dimension out of range (expected to be in range of [-2, 1], but got 2)".
 int64_t WrapDim(int64_t dim, int64_t ndim);
+// Whether a layout may reach one storage element through two of its elements (an expanded view,
+// overlapping windows): exact for concrete sizes and strides (the dims, sorted by stride, must
+// each step past the span of the smaller ones); a symbolic size or stride counts as "may".
+// *dense (when given) says whether the elements also leave no gap (numel == span).
+bool MayOverlapItself(const SymDimVector& sizes, const SymDimVector& strides, bool* dense = nullptr);
 // Row-major strides for `sizes`.
 SymDimVector ContiguousStrides(const SymDimVector& sizes);
 DimVector ContiguousStrides(const DimVector& sizes);

@@ -31,26 +31,6 @@ SymInt StorageSpan(const SymList& sizes, const SymList& strides) {
   }
   return span;
 }
-// Whether a geometry may address one storage element through two of its elements. Exact for
-// concrete sizes and strides (the dims, sorted by stride, must each step past the span of the
-// smaller ones); a symbolic size or stride counts as "may".
-bool MayOverlap(const SymList& sizes, const SymList& strides) {
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims longer than 1
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    std::optional<int64_t> n = sizes[i].maybe_as_int(), st = strides[i].maybe_as_int();
-    if (!n || !st) return true;
-    if (*n == 0) return false;
-    if (*n > 1) dims.emplace_back(*st, *n);
-  }
-  std::sort(dims.begin(), dims.end());
-  int64_t span = 0;
-  for (auto [st, n] : dims) {
-    if (st <= span) return true;
-    span += (n - 1) * st;
-  }
-  return false;
-}
-
 // The storage position (within a buffer of `extent` elements) of each element of a geometry,
 // flattened: an int64 index tensor for index_put.
 Tensor StorageIndices(const SymInt& extent, const SymList& sizes, const SymList& strides, const SymInt& offset) {
@@ -127,7 +107,8 @@ void DefineViewFormulas(DerivativeTable& d) {
     SymInt base = in_offset + out_offset - sym_max(in_offset, out_offset);  // the smaller offset
     SymInt extent = sym_max(in_end, out_end) - base;
     Tensor flat = ZerosForViewWrites(SymDimVector{extent}, grad);  // keeps double backward's graph
-    if (MayOverlap(out_sizes, out_strides)) {
+    if (MayOverlapItself(SymDimVector(out_sizes.begin(), out_sizes.end()),
+                         SymDimVector(out_strides.begin(), out_strides.end()))) {
       // Overlapping windows (as_strided((3, 2), (1, 1))): every window's gradient adds up.
       Tensor where = StorageIndices(extent, out_sizes, out_strides, out_offset - base);
       flat = CallOp<Tensor>(KILN_OP("aten::index_put"), flat, OptionalTensorList{where},
@@ -136,7 +117,7 @@ void DefineViewFormulas(DerivativeTable& d) {
       Tensor region = ops::as_strided(flat, out_sizes, out_strides, std::optional<SymInt>(out_offset - base));
       ops::copy_(region, grad);
     }
-    if (MayOverlap(in_sizes, in_strides)) {
+    if (MayOverlapItself(c.sizes("self"), c.self_strides())) {
       // self reads some storage element through several of its own elements (an expanded
       // self): each gets an equal share, so the gradient reaching the storage is not counted
       // once per alias (PyTorch's as_strided_backward does the same).

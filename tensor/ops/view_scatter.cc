@@ -78,21 +78,11 @@ TensorMeta DiagonalScatterMeta(const Tensor& self, const Tensor& src, int64_t of
 // taken relative to self's. A self whose elements may share memory (expanded), or whose layout
 // is not concrete, is cloned contiguous instead, as PyTorch clones an overlapping self.
 bool PreservesLayout(const Tensor& self, bool dense_only = false) {
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims longer than 1
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    std::optional<int64_t> n = self->sym_sizes()[d].maybe_as_int(), st = self->sym_strides()[d].maybe_as_int();
-    if (!n || !st || *st < 0) return false;
-    if (*n == 0) return false;
-    if (*n > 1) dims.emplace_back(*st, *n);
-  }
-  std::sort(dims.begin(), dims.end());
-  int64_t span = 0, numel = 1;
-  for (auto [st, n] : dims) {
-    if (st <= span) return false;
-    span += (n - 1) * st;
-    numel *= n;
-  }
-  return !dense_only || span + 1 == numel;
+  for (const SymInt& st : self->sym_strides())
+    if (!st.maybe_as_int() || *st.maybe_as_int() < 0) return false;
+  bool dense = false;
+  if (self->sym_numel() == 0 || MayOverlapItself(self->sym_sizes(), self->sym_strides(), &dense)) return false;
+  return !dense_only || dense;
 }
 
 TensorMeta PreservedLayout(const Tensor& self, bool dense_only = false) {
