@@ -182,7 +182,7 @@ void CheckInplace(const Tensor& self) {
   AutogradMeta* meta = GetMeta(self);
   if (!meta) return;
   if (meta->multi_output_view_ && meta->grad_fn_)
-    throw Error(StrCat("Output ", meta->output_nr_, " of ", meta->grad_fn_->name(),
+    throw Error(StrCat("Output ", meta->output_nr_, " of ", ViewOpName(*meta->grad_fn_),
                        " is a view and is being modified inplace. This view is the output of a function that "
                        "returns multiple views. Such functions do not allow the output views to be modified "
                        "inplace. You should replace the inplace operation by an out-of-place one."));

@@ -51,6 +51,13 @@ void SetRequiresGrad(const Tensor& t, bool requires_grad) {
 static void RefreshViewGradFn(const Tensor& t, AutogradMeta* meta) {
   if (!meta || !meta->is_view_ || !meta->grad_fn_ || t->version() == meta->attr_version_) return;
   if (!RequiresGrad(meta->base_)) return;
+  // split/chunk/unbind outputs share one node, which a regenerated history cannot stand in for.
+  if (meta->multi_output_view_)
+    throw Error(StrCat("Output ", meta->output_nr_, " of ", ViewOpName(*meta->grad_fn_),
+                       " is a view and its base or another view of its base has been modified inplace. This view "
+                       "is the output of a function that returns multiple views. Such functions do not allow the "
+                       "output views to be modified inplace. You should replace the inplace operation by an "
+                       "out-of-place one."));
   meta->grad_fn_ = MakeViewOfBaseFn(meta->base_, t);
   meta->output_nr_ = 0;
   meta->attr_version_ = t->version();

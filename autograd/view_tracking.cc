@@ -2,8 +2,9 @@
 #include "autograd/view_tracking.h"
 
 #include <algorithm>
-
+#include <cctype>
 #include <cstring>
+#include <string_view>
 #include <unordered_map>
 
 #include "autograd/derivatives.h"
@@ -227,6 +228,16 @@ void RebaseHistory(const Tensor& self, const std::shared_ptr<OpBackward>& node) 
   auto copy_slices = std::make_shared<CopySlices>(base, self, node);
   SetHistory(base, copy_slices, 0);
   SetHistory(self, std::make_shared<AsStridedBackward>(base, self), 0);
+}
+
+std::string ViewOpName(const Node& grad_fn) {
+  std::string name = grad_fn.name();
+  size_t end = name.size();
+  while (end > 0 && std::isdigit(static_cast<unsigned char>(name[end - 1]))) --end;
+  constexpr std::string_view kSuffix = "Backward";
+  if (end >= kSuffix.size() && name.compare(end - kSuffix.size(), kSuffix.size(), kSuffix) == 0)
+    return name.substr(0, end - kSuffix.size());
+  return name;
 }
 
 }  // namespace kiln::autograd

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "autograd/node.h"
 
@@ -26,5 +27,7 @@ void RebaseHistory(const Tensor& self, const std::shared_ptr<OpBackward>& node);
 Tensor ZerosForViewWrites(const SymDimVector& sizes, const Tensor& grad);
 // A grad_fn for `view` as a strided view of `base`'s current history (AsStridedBackward0).
 std::shared_ptr<Node> MakeViewOfBaseFn(const Tensor& base, const Tensor& view);
+// The op a view's node stands for, as PyTorch's view errors name it: "Split" for SplitBackward0.
+std::string ViewOpName(const Node& grad_fn);
 
 }  // namespace kiln::autograd

@@ -32,12 +32,28 @@ def compiled(fn, backend="inductor"):
 # WrapScalar), so promotion made clamp(x0d, -0.5, x0d) float64, and `-0.5 * x.sum()` made the
 # backward multiply a float64 gradient with float32 weights (a crash in the VAE's KL term).
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
-@pytest.mark.parametrize("shape", [(), (3,)])
-def test_clamp_with_number_and_tensor_bounds_keeps_dtype(backend, shape):
-    x = kiln.randn(shape)  # (kiln.randn() with no size is refused; torch.randn() gives a 0-dim tensor)
+def test_clamp_with_number_and_tensor_bounds_keeps_dtype(backend):
+    # PyTorch takes the 0-d x as a Scalar bound (clamp's Scalar overload); kiln binds -0.5 to
+    # clamp.Tensor instead, so the graph keeps x as a tensor
+    x = kiln.randn(())
     out = compiled(lambda x: kiln.clamp(x, -0.5, x), backend)(x)
-    close(out, kiln.clamp(x, -0.5, x))  # PyTorch refuses a number beside a tensor bound; eager kiln is the oracle
+    t = to_torch(x)
+    close(out, torch.clamp(t, -0.5, t))
     assert out.dtype == kiln.float32
+
+
+@pytest.mark.parametrize("backend", [None, "inductor", "aot_eager"])
+@pytest.mark.parametrize("shape,requires_grad", [((3,), False), ((), True)])
+def test_clamp_refuses_a_number_beside_a_tensor_bound_as_pytorch(backend, shape, requires_grad):
+    # a bound that is not a number must be a Tensor, and then both must be: PyTorch takes a tensor
+    # for a Scalar only when it is 0-d and needs no grad (kiln bound -0.5 to clamp.Tensor anyway)
+    x = kiln.randn(shape).requires_grad_(requires_grad)
+    fn = (lambda x: kiln.clamp(x, -0.5, x)) if backend is None else compiled(lambda x: kiln.clamp(x, -0.5, x), backend)
+    with pytest.raises(TypeError, match=r"clamp\(\) received an invalid combination of arguments"):
+        fn(x)
+    t = to_torch(x, requires_grad)
+    with pytest.raises(TypeError, match=r"clamp\(\) received an invalid combination of arguments"):
+        torch.clamp(t, -0.5, t)
 
 
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
@@ -64,8 +80,8 @@ def test_extern_call_reading_one_input_twice():
     # clamp.Tensor falls back with x as two of its arguments: the wrapper deleted x twice
     # (UnboundLocalError on the second `del`).
     x = kiln.randn(6)
-    out = compiled(lambda x: kiln.clamp(x, -0.5, x) * 2)(x)
-    close(out, kiln.clamp(x, -0.5, x) * 2)
+    out = compiled(lambda x: kiln.clamp(x, x - 1, x) * 2)(x)
+    close(out, kiln.clamp(x, x - 1, x) * 2)
 
 
 def test_fallback_view_keeps_its_base_from_reuse():

@@ -340,3 +340,30 @@ def test_reshape_with_inferred_dim_matches_torch(shape, new):
             continue
         have = getattr(kiln.ones(*shape), method)(*new)
         assert (tuple(have.shape), have.stride()) == (tuple(want.shape), want.stride())
+
+
+@requires_torch
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_sign_of_nan_and_signed_zeros_is_zero_as_pytorch(dtype):
+    values = [float("nan"), -0.0, 0.0, float("inf"), -float("inf"), 2.5, -3.0]
+    k = kiln.tensor(values, dtype=getattr(kiln, dtype))
+    t = torch.tensor(values, dtype=getattr(torch, dtype))
+    want = torch.sign(t).float().tolist()
+    assert kiln.sign(k).float().tolist() == want
+    assert [v == 0 and np.signbit(v) for v in kiln.sign(k).float().tolist()] == \
+           [v == 0 and np.signbit(v) for v in want]
+    import kiln._dynamo as dynamo
+
+    dynamo.reset()
+    assert kiln.compile(kiln.sign, backend="inductor")(k).float().tolist() == want
+
+
+@requires_torch
+def test_zero_dim_tensors_bind_to_scalar_parameters_as_pytorch():
+    # PyTorch takes a 0-d tensor that needs no grad for a Scalar (full's fill_value, clamp's bound
+    # beside a number); kiln's second pass binds numbers to Tensor parameters instead, where it can
+    for lib in (kiln, torch):
+        s = lib.tensor(0.25)
+        assert lib.full((2,), s).tolist() == [0.25, 0.25]
+        assert lib.clamp(lib.tensor([0.0, 1.0]), s, 0.5).tolist() == [0.25, 0.5]
+        assert lib.tensor([0.0, 1.0]).clamp(max=s).tolist() == [0.0, 0.25]

@@ -3,6 +3,7 @@
 
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "fx/symbolic_context.h"
 #include "python/csrc/python_dtype.h"
@@ -102,8 +103,18 @@ bool ToEnum(PyObject* o, const char* kind, int64_t* out) {
   return true;
 }
 
+// How far a parse may bend PyTorch's argument rules (see CallOverloads).
+enum class Conversion {
+  kExact,               // types as written
+  kNumbersAsTensors,    // kiln's second pass: a Python number binds to a Tensor parameter
+  kTensorsAsScalars,    // PyTorch's rule: a 0-d tensor not requiring grad binds to a Scalar (its item)
+  kCheckTorchScalars,   // check only: kTensorsAsScalars without reading the value
+  kCheckAnyTensorScalar // check only: any tensor in a Scalar slot
+};
+
 // One argument. Returns false (and sets *why) when `o` cannot be `arg`.
-bool ConvertArg(const Argument& arg, PyObject* o, bool lenient, IValue* out, std::string* why) {
+bool ConvertArg(const Argument& arg, PyObject* o, Conversion mode, IValue* out, std::string* why) {
+  const bool lenient = mode == Conversion::kNumbersAsTensors;
   if (o == Py_None) {
     if (arg.optional || arg.kind == TypeKind::Generator) { *out = IValue(); return true; }
     *why = "argument '" + arg.name + "' must be " + TypeKindName(arg.kind) + ", not NoneType";
@@ -125,6 +136,13 @@ bool ConvertArg(const Argument& arg, PyObject* o, bool lenient, IValue* out, std
       return fail();
     case TypeKind::Scalar: {
       Scalar s;
+      if (IsTensor(o) && mode != Conversion::kExact && mode != Conversion::kNumbersAsTensors) {
+        const Tensor& t = UnpackTensor(o);
+        if (mode != Conversion::kCheckAnyTensorScalar && (t.dim() != 0 || t->requires_grad())) return fail();
+        // A check parse's value is never used; a fake tensor has none to read.
+        *out = mode == Conversion::kTensorsAsScalars ? IValue(ItemScalar(arg.name.c_str(), t)) : IValue();
+        return true;
+      }
       if (IsTensor(o) || !ToScalar(o, &s)) return fail();
       *out = IValue(s);
       return true;
@@ -288,8 +306,8 @@ PyObject* ScalarToPython(const Scalar& s) {
   return PyFloat_FromDouble(s.to_double());
 }
 
-bool ParseArgs(const Op& op, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, bool lenient, Stack& out,
-               std::string* why) {
+bool ParseArgs(const Op& op, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, Conversion lenient,
+               Stack& out, std::string* why) {
   const auto& params = op.schema().arguments;
   const size_t np = params.size();
   out.clear();
@@ -432,6 +450,33 @@ PyObject* ReturnsToPython(const Op& op, Stack& stack) {
   return tuple;
 }
 
+// PyTorch binds Python numbers to Tensor parameters only for the arithmetic ops below
+// (should_allow_numbers_as_tensors); kiln's second pass binds them for every op, where PyTorch
+// takes the op's Scalar overload instead. The two agree except where that Scalar overload is
+// handed a tensor: PyTorch takes a tensor as a Scalar only when it is 0-d and needs no grad, so
+// `clamp(x, 0.5, t)` with `t` requiring grad is its TypeError and must be kiln's too.
+bool AllowsNumbersAsTensors(std::string name) {
+  static const std::unordered_set<std::string> kAllowed = {
+      "add", "div", "divide", "mul", "multiply", "sub", "subtract", "true_divide", "floor_divide",
+      "to", "_to_copy", "copy", "_conj"};
+  if (!name.empty() && name.back() == '_') name.pop_back();
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, "_out") == 0) name.resize(name.size() - 4);
+  return kAllowed.count(name) > 0;
+}
+
+bool RefusedByPyTorch(const std::string& name, Op* const* overloads, size_t count, PyObject* const* args,
+                      Py_ssize_t nargs, PyObject* kwnames) {
+  if (AllowsNumbersAsTensors(name)) return false;
+  Stack scratch;
+  std::string why;
+  auto any_parses = [&](Conversion mode) {
+    for (size_t i = 0; i < count; ++i)
+      if (ParseArgs(*overloads[i], args, nargs, kwnames, mode, scratch, &why)) return true;
+    return false;
+  };
+  return !any_parses(Conversion::kCheckTorchScalars) && any_parses(Conversion::kCheckAnyTensorScalar);
+}
+
 PyObject* CallOverloads(const std::string& display_name, Op* const* overloads, size_t count, PyObject* const* args,
                         Py_ssize_t nargs, PyObject* kwnames) {
   return Guarded([&]() -> PyObject* {
@@ -445,10 +490,15 @@ PyObject* CallOverloads(const std::string& display_name, Op* const* overloads, s
     } clear_on_exit{stack};
     std::string why;
     std::vector<std::string> reasons;
-    for (int pass = 0; pass < 2; ++pass) {
+    // Pass 0 binds types as written; pass 1 lets numbers stand for tensors (PyTorch's rule for the
+    // arithmetic ops; kiln's for all, so the Tensor overload traces); pass 2 lets 0-d tensors stand
+    // for Scalars where no Tensor overload exists (`full((2,), t)`).
+    const Conversion kPasses[] = {Conversion::kExact, Conversion::kNumbersAsTensors, Conversion::kTensorsAsScalars};
+    for (int pass = 0; pass < 3; ++pass) {
+      if (pass == 1 && RefusedByPyTorch(display_name, overloads, count, args, nargs, kwnames)) break;
       for (size_t i = 0; i < count; ++i) {
         const Op& op = *overloads[i];
-        if (ParseArgs(op, args, nargs, kwnames, pass == 1, stack, &why)) {
+        if (ParseArgs(op, args, nargs, kwnames, kPasses[pass], stack, &why)) {
           Stack local = std::move(stack);  // re-entrant: kernels may call back into Python
           stack = Stack();
           op.Call(local);

@@ -275,12 +275,26 @@ void BinaryInto(const Tensor& out, const Tensor& a, const Tensor* b, const Scala
 
 // --- Meta functions ------------------------------------------------------------------------
 
+// PyTorch refuses `-` on bools (its sub_check): a mask is inverted with `~`, two are compared with `^`.
+template <int kOp>
+void CheckSubOperands(bool a_bool, bool b_bool) {
+  if constexpr (kOp == kSub) {
+    KILN_CHECK(!(a_bool && b_bool), "Subtraction, the `-` operator, with two bool tensors is not supported. "
+               "Use the `^` or `logical_xor()` operator instead.");
+    KILN_CHECK(!(a_bool || b_bool), "Subtraction, the `-` operator, with a bool tensor is not supported. "
+               "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+  }
+}
+
 template <int kOp>
 TensorMeta MetaTensor(const Tensor& a, const Tensor& b) {
   const BinarySpec& spec = kSpecs[kOp];
+  CheckSubOperands<kOp>(a.dtype() == ScalarType::Bool, b.dtype() == ScalarType::Bool);
   ScalarType promoted = ResultType(a, b);
+  // Shapes first, then dtypes, as PyTorch's TensorIterator reports them.
+  TensorMeta meta = ElementwiseMeta(spec.name, a, b, ResultDtype(spec, promoted));
   CheckDtype(spec, promoted);
-  return ElementwiseMeta(spec.name, a, b, ResultDtype(spec, promoted));
+  return meta;
 }
 // pow(integer tensor, negative integer scalar) is an error in PyTorch (a tensor exponent is not).
 template <int kOp>
@@ -294,6 +308,7 @@ template <int kOp>
 TensorMeta MetaScalar(const Tensor& a, const Scalar& b) {
   const BinarySpec& spec = kSpecs[kOp];
   CheckIntegerPow<kOp>(a, b);
+  CheckSubOperands<kOp>(a.dtype() == ScalarType::Bool, b.is_bool());
   ScalarType promoted = ResultType(a, b);
   CheckDtype(spec, promoted);
   return TensorMeta{a->sym_sizes(), {}, ResultDtype(spec, promoted), a.device()};
@@ -354,9 +369,10 @@ void CheckInplace(const BinarySpec& spec, const Tensor& self, const SymDimVector
 template <int kOp>
 Tensor InplaceTensorImpl(Tensor self, const Tensor& b, const Scalar& alpha, bool run) {
   const BinarySpec& spec = kSpecs[kOp];
+  CheckSubOperands<kOp>(self.dtype() == ScalarType::Bool, b.dtype() == ScalarType::Bool);
   ScalarType promoted = ResultType(self, b);
-  CheckDtype(spec, promoted);
   CheckInplace(spec, self, BroadcastShapes(spec.name, self->sym_sizes(), b->sym_sizes()), ResultDtype(spec, promoted));
+  CheckDtype(spec, promoted);
   if (run) BinaryInto<kOp>(self, self, &b, nullptr, ComputeType(spec, promoted), alpha);
   return self;
 }
@@ -364,6 +380,7 @@ template <int kOp>
 Tensor InplaceScalarImpl(Tensor self, const Scalar& b, const Scalar& alpha, bool run) {
   const BinarySpec& spec = kSpecs[kOp];
   CheckIntegerPow<kOp>(self, b);
+  CheckSubOperands<kOp>(self.dtype() == ScalarType::Bool, b.is_bool());
   ScalarType promoted = ResultType(self, b);
   CheckDtype(spec, promoted);
   CheckInplace(spec, self, self->sym_sizes(), ResultDtype(spec, promoted));

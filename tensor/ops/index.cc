@@ -139,8 +139,11 @@ TensorList Chunk(const Tensor& self, int64_t chunks, int64_t dim) {
   KILN_CHECK(chunks > 0, "chunk expects `chunks` to be greater than 0, got: ", chunks);
   dim = WrapDim(dim, self.dim());
   const SymInt size = self->sym_sizes()[dim], split = (size + chunks - 1).floordiv(chunks);
-  if (split == 0 && size == 0) return SplitWithSizes(self, SymList(chunks, SymInt(0)), dim);
-  return SplitTensor(self, split, dim);
+  // Through the dispatcher, as PyTorch's chunk calls split: the pieces are one split's outputs
+  // (SplitBackward0, multi-output views that refuse in-place changes), not separate slices.
+  if (split == 0 && size == 0)
+    return CallOp<TensorList>(KILN_OP("aten::split_with_sizes"), self, SymList(chunks, SymInt(0)), dim);
+  return CallOp<TensorList>(KILN_OP("aten::split.Tensor"), self, split, dim);
 }
 
 // --- gather / scatter ----------------------------------------------------------------------
@@ -314,14 +317,22 @@ Tensor IndexSelectCPU(const Tensor& self, int64_t dim, const Tensor& index) {
   self_st[dim] = 0;
   idx_st[dim] = StridesAtLeast1d(idx)[0];
   const int64_t* ix = idx.data_ptr<int64_t>();
+  // Every index is checked before any is read. PyTorch raises IndexError, except on its
+  // dim-1 kernel for tensors of 2 or more dims, which raises RuntimeError.
+  const int64_t n_index = idx.numel(), index_stride = StridesAtLeast1d(idx)[0];
+  for (int64_t k = 0; k < n_index; ++k) {
+    const int64_t i = ix[k * index_stride];
+    if (i >= 0 && i < dim_size) continue;
+    if (dim == 1 && self.dim() > 1)
+      KILN_CHECK(false, "index_select(): index ", i, " is out of bounds for dimension ", dim, " with size ", dim_size);
+    KILN_CHECK_INDEX(false, "index_select(): index ", i, " is out of bounds for dimension ", dim, " with size ",
+                     dim_size);
+  }
   KILN_DISPATCH_ALL(self.dtype(), "index_select", [&] {
     const scalar_t* s = self.data_ptr<scalar_t>();
     scalar_t* o = out.data_ptr<scalar_t>();
     ParallelForEachStrided(shape, {ContiguousStrides(shape), self_st, idx_st}, [&](const int64_t* off, const int64_t*) {
-      const int64_t i = ix[off[2]];
-      KILN_CHECK_INDEX(i >= 0 && i < dim_size, "index_select(): index ", i, " is out of bounds for dimension ", dim,
-                       " with size ", dim_size);
-      o[off[0]] = s[off[1] + i * dim_stride];
+      o[off[0]] = s[off[1] + ix[off[2]] * dim_stride];
     });
   });
   return out;

@@ -275,8 +275,18 @@ TensorMeta AddmmMeta(const Tensor& self, const Tensor& mat1, const Tensor& mat2,
   (void)alpha;
   return TensorMeta{sizes, {}, mat1.dtype(), mat1.device()};
 }
+// Tensor.size(d)'s errors: PyTorch's baddbmm reads batch1.size(0), batch1.size(1) and batch2.size(2)
+// (to expand self) before it checks that both are 3-d, so a 0-d or 1-d batch fails there first.
+void CheckHasDim(const Tensor& t, int64_t d) {
+  KILN_CHECK_INDEX(t.dim() > 0, "Dimension specified as 0 but tensor has no dimensions");
+  WrapDim(d, t.dim());
+}
+
 TensorMeta BaddbmmMeta(const Tensor& self, const Tensor& b1, const Tensor& b2, const Scalar& beta,
                        const Scalar& alpha) {
+  CheckHasDim(b1, 0);
+  CheckHasDim(b1, 1);
+  CheckHasDim(b2, 2);
   SymDimVector sizes = BmmSizes(b1, b2, "baddbmm");
   CheckAddend(self, sizes, b1.dtype());
   (void)beta;

@@ -134,7 +134,7 @@ template <typename M>
       case kMish: return x * std::tanh(std::log1p(std::exp(x)));
       case kNeg: return -x;
       case kAbs: return std::abs(x);
-      case kSign: return x > 0 ? M(1) : x < 0 ? M(-1) : (x == 0 ? M(0) : x);
+      case kSign: return x > 0 ? M(1) : x < 0 ? M(-1) : M(0);  // NaN and -0 give +0, as in PyTorch
       case kReciprocal: return M(1) / x;
       case kFloor: return std::floor(x);
       case kCeil: return std::ceil(x);
