@@ -788,3 +788,26 @@ def test_compile_counter_counts_ops():
     cnt = CompileCounter()
     kiln.compile(lambda x: x.sin().cos() + 1, backend=cnt)(kiln.ones(2))
     assert (cnt.frame_count, cnt.op_count) == (1, 3)
+
+
+def test_dead_tensor_ops_stay_in_the_graph_as_pytorch_dynamo():
+    # Dynamo keeps every tensor op the user wrote, as PyTorch's does: with backend="eager" an
+    # unused integer division by zero raises as in eager (kiln's Dynamo dropped it); AOT and
+    # Inductor drop dead code, in PyTorch's compile too
+    def f(x):
+        unused = kiln.div(x, x, rounding_mode="trunc")  # noqa: F841
+        return x + 1
+
+    x = kiln.tensor([0, 1, 2])
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        f(x)
+    dynamo.reset()
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        kiln.compile(f, backend="eager")(x)
+    gm = []
+    dynamo.reset()
+    kiln.compile(f, backend=lambda g, ex: gm.append(g) or g.forward)(kiln.tensor([1, 2]))
+    assert any("div" in str(n.target) for n in gm[0].graph.nodes)
+    for backend in ("aot_eager", "inductor"):
+        dynamo.reset()
+        assert kiln.compile(f, backend=backend)(x).tolist() == [1, 2, 3]

@@ -76,7 +76,9 @@ def record(source, module_name, backend=None, grad=False, calls=1):
     T = ns["T"]
     fn = ns["f"]
     if backend is not None:
-        import kiln._dynamo  # noqa: F401 - kiln.compile's submodule is not imported by `import kiln`
+        import importlib
+
+        importlib.import_module(module_name + "._dynamo")  # not imported by `import kiln`
         T._dynamo.reset()
         fn = T.compile(fn, backend=backend)
     result = []

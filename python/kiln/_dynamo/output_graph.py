@@ -323,6 +323,12 @@ def _runs_no_user_frames(target):
     return module in ("_operator", "builtins", "math") or module == "kiln" or module.startswith("kiln.")
 
 
+def _makes_tensor(value):
+    if isinstance(value, kiln.Tensor):
+        return True
+    return isinstance(value, (list, tuple)) and any(isinstance(v, kiln.Tensor) for v in value)
+
+
 _MUTATING_FUNCTIONS = {operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul,
                        operator.itruediv, operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
                        operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift}
@@ -330,7 +336,14 @@ _MUTATING_FUNCTIONS = {operator.setitem, operator.delitem, operator.iadd, operat
 
 def _has_side_effects(node):
     """Nodes dead-code elimination must keep although nothing reads them: in-place tensor ops
-    (`x.add_(1)`, `x[0] = 0`, `x += y`, `F.relu(x, inplace=True)`) and grad-mode switches."""
+    (`x.add_(1)`, `x[0] = 0`, `x += y`, `F.relu(x, inplace=True)`), grad-mode switches, and every
+    op that makes a tensor. Dynamo keeps the user's tensor ops as written, as PyTorch's does: the
+    "eager" backend runs them all, so a dead op's error (an integer division by zero) is still
+    raised; AOT and Inductor drop dead code, as torch.compile's do. Only bookkeeping dies here
+    (a tuple's unused item, an unread size)."""
+    if node.op in ("call_function", "call_method", "call_module") and node.target is not operator.getitem \
+            and _makes_tensor(node.meta.get("example_value")):
+        return True
     if node.op == "call_method":
         name = node.target
         return name.endswith("_") and not name.endswith("__") or name in ("__setitem__", "__iadd__", "__imul__")
