@@ -26,6 +26,7 @@ import time
 import kiln
 from kiln import _C
 from kiln._dynamo import logs
+from kiln._functorch.backward_reads import inputs_read_by_backward, prune_absent, tangent_dependencies
 from kiln._subclasses.fake_tensor import FakeTensorMode
 from kiln.fx.experimental.proxy_tensor import make_fx
 from kiln.func import _flatten, _unflatten, functionalize
@@ -684,11 +685,18 @@ class _InferenceRuntime:
         return _restore_outputs(self.traced, leaves, list(results))
 
 
+def _modified_since_forward(t, version):
+    return RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace operation: "
+        f"[{t.dtype} {list(t.shape)}] is at version {t._version}; expected version {version} instead. (It was "
+        "saved by a compiled function's forward for its backward.)")
+
+
 class _SavedContext:
     """The backward node's context (what kiln.autograd.Function's ctx is to its node): the
     forward's saved values, with the versions their tensors had, and the compiled backward."""
 
-    __slots__ = ("saved", "versions", "backward", "inputs", "_node")
+    __slots__ = ("saved", "versions", "backward", "inputs", "_node", "saved_unread", "watched", "inputs_read")
     # Outputs that got no gradient arrive as None: an input's gradient that depends only on
     # those is None, as in eager, not zeros (Note [Gradients of absent tangents]).
     _materialize_grads = False
@@ -700,13 +708,16 @@ class _SavedContext:
                 "have already been freed). Saved intermediate values of the graph are freed when you call "
                 ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
                 "graph a second time or if you need to access saved tensors after calling backward.")
-        for t, v in zip(self.saved, self.versions):
-            if v is not None and t._version != v:
-                raise RuntimeError(
-                    "one of the variables needed for gradient computation has been modified by an inplace "
-                    f"operation: [{t.dtype} {list(t.shape)}] is at version {t._version}; expected version {v} "
-                    "instead. (It was saved by a compiled function's forward for its backward.)")
         missing = [i for i, g in enumerate(grads) if g is None]
+        unread = self.saved_unread(missing) if missing else ()
+        for i, (t, v) in enumerate(zip(self.saved, self.versions)):
+            if v is not None and t._version != v and i not in unread:
+                raise _modified_since_forward(t, v)
+        # inputs eager would have saved, whichever values the partitioner saved instead
+        read = self.inputs_read(missing)
+        for i, t, v in self.watched:
+            if t._version != v and i in read:
+                raise _modified_since_forward(t, v)
         if missing:
             grads = [self._node._zeros_for_output(i) if g is None else g for i, g in enumerate(grads)]
         if not _C.is_grad_enabled():
@@ -743,31 +754,13 @@ class _NoDoubleBackward(kiln.autograd.Function):
 # value nothing reads leaves its leaf's .grad None, and a zero there would differ (and make an
 # optimizer with weight decay move the weight). So the node asks for None in place of absent
 # output gradients, and an input gradient whose every dependency among the tangents is absent
-# (`_tangent_dependencies`, read off the backward graph) is returned as None. The backward is
-# linear in the tangents, so that gradient is zero in value anyway.
+# (`tangent_dependencies`, read off the backward graph) is returned as None. The rest of the
+# backward runs specialised to the absent tangents (backward_reads.py): zeros fed through the
+# full graph gave NaN gradients (0 / 0 in log's backward) and read saved tensors eager never reads.
 
 
-def _tangent_dependencies(bw_module):
-    """For each backward output (an input's gradient, or None), the bitmask of the tangents it
-    is computed from; the tangents are the backward's `tangents_*` placeholders, in order."""
-    masks, k = {}, 0
-    for n in bw_module.graph.nodes:
-        if n.op == "placeholder":
-            masks[n] = 0
-            if n.name.startswith("tangents"):
-                masks[n], k = 1 << k, k + 1
-        elif n.op == "output":
-            outs = n.args[0] if isinstance(n.args[0], (tuple, list)) else [n.args[0]]
-            return [masks.get(o, 0) if isinstance(o, kiln.fx.Node) else 0 for o in outs]
-        else:
-            m = 0
-            for a in n.all_input_nodes:
-                m |= masks[a]
-            masks[n] = m
-    return []
-
-
-def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs, grad_dependencies):
+def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs, grad_dependencies, specialise,
+                      inputs_read):
     """run(leaves): the compiled forward without grad, then one backward node (the C++ node a
     kiln.autograd.Function records) whose backward runs the compiled backward. This is
     Function.apply specialised to what AOT knows ahead of time, for a lean per-call path."""
@@ -791,15 +784,43 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs,
     tangent_of_grad = ([n_mut + k for k, r in enumerate(requires) if r] +
                        [k for k, d in enumerate(mutation_grads) if d])
 
+    # Note [Inputs eager would have saved] in backward_reads.py; inputs the function mutates are
+    # saved as clones of their old value, and their overwriting is Note [Backward errors of mutated inputs]
+    # (primals past the inputs are the function's tensor constants)
+    watched = [i for i in inputs_read(0) if i < num_inputs and i not in set(mutated_inputs)]
+
+    def inputs_read_when(missing):
+        return set(inputs_read(absent_tangents(missing) if missing else 0))
+
+    def absent_tangents(missing):
+        return sum(1 << t for t, i in enumerate(tangent_of_grad) if i in missing)
+
+    # the backward specialised to each set of absent tangents (backward_reads.py), made on first
+    # use: (compiled, boxed, the forward's saved values it does not read), or None
+    variants = {}
+
+    def variant(missing):
+        absent = absent_tangents(missing)
+        if absent not in variants:
+            variants[absent] = specialise(absent)
+        return variants[absent]
+
+    def saved_unread(missing):
+        v = variant(missing)
+        return v[2] if v else ()
+
     def backward(saved, grads, missing):
         saved = [saved[i] for i in saved_order]
         tangents = [grads[i] for i in tangent_of_grad]
         tangents = [g.contiguous() if isinstance(g, kiln.Tensor) else g for g in tangents]
-        result = compiled_bw(saved + tangents) if bw_boxed else compiled_bw(*saved, *tangents)
+        bw, boxed = compiled_bw, bw_boxed
+        if missing and (v := variant(missing)) is not None:
+            bw, boxed = v[0], v[1]
+        result = bw(saved + tangents) if boxed else bw(*saved, *tangents)
         result = tuple(result)[:num_inputs]
         if not missing:
             return result
-        absent = sum(1 << t for t, i in enumerate(tangent_of_grad) if i in missing)
+        absent = absent_tangents(missing)
         return tuple(None if deps and not deps & ~absent else r for r, deps in zip(result, grad_dependencies))
 
     def run(leaves):
@@ -821,6 +842,8 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs,
                     differentiable.append(differentiable_out[k])
             ctx = _SavedContext()
             ctx.backward = backward
+            ctx.saved_unread = saved_unread
+            ctx.inputs_read = inputs_read_when
             ctx.inputs = [x for x in leaves if x.requires_grad]  # a create_graph backward's dependencies
             _C._record_function(ctx, "CompiledFunctionBackward", list(leaves), tensor_outs, differentiable)
             # A saved output would hold its grad_fn, which holds ctx: a cycle through C++ that the
@@ -834,9 +857,11 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs,
                          for s in saved]
             ctx.saved = saved
             ctx.versions = [s._version if isinstance(s, kiln.Tensor) else None for s in saved]
-        if not restore:
-            return outs
-        return _restore_outputs(traced, leaves, outs)
+        if restore:
+            outs = _restore_outputs(traced, leaves, outs)
+        if grad_enabled:  # after the copy-back of mutated inputs (watched ones are never mutated)
+            ctx.watched = [(i, leaves[i], leaves[i]._version) for i in watched]
+        return outs
 
     return run
 
@@ -867,8 +892,19 @@ def create_runtime(flat_fn, leaves, config):
     compiled_fw = _with_constants(config.fw_compiler(fw_module, _fake_examples(fw_module)), traced.constants)
     compiled_bw = config.bw_compiler(bw_module, _fake_examples(bw_module))
     logs.log("aot_graphs", f"traced and partitioned in {(time.perf_counter() - start) * 1e3:.1f} ms")
+
+    def specialise(absent):  # the backward for calls where the tangents in `absent` are None
+        pruned = prune_absent(bw_module, absent)
+        if pruned is None:
+            return None
+        module, unread = pruned
+        _log_graph(f"Backward graph without tangents {absent:b}", module)
+        compiled = config.bw_compiler(module, _fake_examples(module))
+        return compiled, getattr(compiled, "_boxed_call", False), {saved_order[j] for j in unread}
+
     return _training_runtime(traced, compiled_fw, compiled_bw, saved_order, len(leaves),
-                             _tangent_dependencies(bw_module))
+                             tangent_dependencies(bw_module), specialise,
+                             inputs_read_by_backward(traced.graph, num_fwd_outputs))
 
 
 def _saved_order(fw_module, bw_module, num_fwd_outputs):

@@ -1,0 +1,144 @@
+"""kiln._functorch.backward_reads: what a compiled backward reads, compared with eager's.
+
+Two places where the one node that stands for a compiled function must not differ from the
+many nodes eager would have recorded: which inputs the backward reads (so that their in-place
+changes raise as eager's saved-tensor checks do, `inputs_read_by_backward`), and which part of
+the backward runs when some outputs got no gradient (`prune_absent`).
+
+## Absent tangents
+
+One node stands for a whole compiled function, and its backward graph takes a tangent for each
+differentiable output. When the loss did not use an output, autograd hands the node None for it,
+and eager would never run that output's part of the backward. Feeding zeros in its place is not
+the same:
+
+- the backward is linear in its tangents, so that part is zero in exact arithmetic but not in
+  floating point: `log`'s backward is `grad / x`, 0 / 0 is NaN at x == 0, and NaN + 1 is what the
+  input's gradient became (`return x.log(), x.sum()` with only the sum in the loss);
+- it reads saved tensors eager never reads, so an in-place change to one raised where eager
+  does not (`float(x.amax())` saves x for amax's backward, then `x.add_(1)`).
+
+So for each set of absent tangents the backward graph is specialised (`prune_absent`): every
+value computed from absent tangents only is replaced by zeros where something else reads it, and
+what fed only those values is dropped, saved inputs included. See also Note [Gradients of
+absent tangents] in aot_autograd.py (an input gradient that depends on absent tangents only is
+None, not zeros).
+"""
+
+import copy
+
+import kiln
+from kiln.fx.graph_module import GraphModule
+
+aten = kiln.ops.aten
+
+
+def tangent_masks(graph):
+    """{node: bitmask of the tangents (`tangents_*` placeholders, in order) it is computed from}."""
+    masks, k = {}, 0
+    for n in graph.nodes:
+        if n.op == "placeholder":
+            masks[n] = 0
+            if n.name.startswith("tangents"):
+                masks[n], k = 1 << k, k + 1
+        elif n.op != "output":
+            m = 0
+            for a in n.all_input_nodes:
+                m |= masks[a]
+            masks[n] = m
+    return masks
+
+
+def tangent_dependencies(bw_module):
+    """For each backward output (an input's gradient, or None), the bitmask of the tangents it
+    is computed from."""
+    graph = bw_module.graph
+    masks = tangent_masks(graph)
+    outs = graph.output_node().args[0]
+    outs = outs if isinstance(outs, (tuple, list)) else [outs]
+    return [masks.get(o, 0) if isinstance(o, kiln.fx.Node) else 0 for o in outs]
+
+
+def _static_tensor(value):
+    return isinstance(value, kiln.Tensor) and all(isinstance(s, int) for s in value.shape)
+
+
+def prune_absent(bw_module, absent):
+    """bw_module specialised to the tangents in the bitmask `absent` being zero, or None when a
+    value to replace has no static shape (then the caller feeds zeros through the full graph).
+
+    Returns (module, unread): `unread` are the positions, among the graph's non-tangent
+    placeholders (its saved inputs), of those the specialised graph no longer reads."""
+    graph = copy.deepcopy(bw_module.graph)
+    masks = tangent_masks(graph)
+
+    def is_zero(n):
+        m = masks.get(n, 0)
+        return n.op not in ("placeholder", "output") and m != 0 and not m & ~absent
+
+    for n in list(graph.nodes):
+        if not is_zero(n):
+            continue
+        readers = [u for u in n.users if not is_zero(u)]
+        if not readers:
+            continue
+        val = n.meta.get("val")
+        if not _static_tensor(val):
+            return None
+        with graph.inserting_before(n):
+            z = graph.call_function(aten.zeros.default, (list(val.shape),),
+                                    {"dtype": val.dtype, "device": val.device})
+        z.meta["val"] = val
+        keep = set(readers)
+        n.replace_all_uses_with(z, lambda u: u in keep)
+    graph.eliminate_dead_code()
+    saved = [n for n in graph.nodes if n.op == "placeholder" and not n.name.startswith("tangents")]
+    unread = {j for j, n in enumerate(saved) if not n.users}
+    return GraphModule(bw_module, graph), unread
+
+
+# Note [Inputs eager would have saved]
+# Eager saves an op's inputs for its backward and raises if one changes in place before the
+# backward runs. A compiled function saves what its partitioner chose: min-cut may save the mask
+# `x0 >= x2` that clamp's backward needs rather than x2, and then `x2[:1] = 0` after the call went
+# unnoticed (eager raises). The joint graph says what eager would have read: the inputs that a
+# backward-only node reads directly.
+def inputs_read_by_backward(joint, num_fwd_outputs):
+    """read(absent) -> the positions, among the joint's primals, of those that nodes only the
+    backward needs read directly, in the part of the backward that runs when the tangents in the
+    bitmask `absent` are None (as `prune_absent` specialises it)."""
+    graph = joint.graph
+    outs = graph.output_node().args[0]
+    outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+    forward = set()
+    stack = [o for o in outs[:num_fwd_outputs] if isinstance(o, kiln.fx.Node)]
+    while stack:
+        n = stack.pop()
+        if n not in forward:
+            forward.add(n)
+            stack.extend(n.all_input_nodes)
+    masks = tangent_masks(graph)
+    primals = [n for n in graph.nodes if n.op == "placeholder" and not n.name.startswith("tangents")]
+    bit = {p: 1 << i for i, p in enumerate(primals)}
+    backward = [n for n in graph.nodes if n.op not in ("placeholder", "output") and n not in forward]
+    all_tangents = (1 << sum(n.op == "placeholder" and n.name.startswith("tangents") for n in graph.nodes)) - 1
+    cache = {}
+
+    def read(absent):
+        if absent not in cache:
+            present = all_tangents & ~absent
+            reach, found = {}, 0  # bitmasks over the primals
+            for n in backward:
+                m = masks[n]
+                if m and not m & present:
+                    continue  # computed from absent tangents only: not run
+                r = 0
+                for a in n.all_input_nodes:
+                    r |= bit.get(a, 0) | reach.get(a, 0)
+                reach[n] = r
+                if m & present:
+                    found |= r
+            cache[absent] = [i for i in range(len(primals)) if found >> i & 1]
+        return cache[absent]
+
+    return read

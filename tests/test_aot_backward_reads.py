@@ -1,0 +1,121 @@
+"""What a compiled backward reads, against eager (kiln/_functorch/backward_reads.py): outputs the
+loss never used (absent tangents) and inputs eager would have saved. Each case runs kiln eager,
+kiln compiled with aot_eager and inductor (both partitioners), and PyTorch eager."""
+
+import pytest
+
+import kiln
+import kiln._dynamo as dynamo
+from conftest import requires_torch, torch
+
+pytestmark = requires_torch
+BACKENDS = ["aot_eager", "inductor"]
+
+
+def compiled(fn, backend):
+    dynamo.reset()
+    return kiln.compile(fn, backend=backend)
+
+
+def outcome(run):
+    """run() -> its value as nested lists, or ("raises", builtin class, message)."""
+    try:
+        value = run()
+    except Exception as e:  # noqa: BLE001 - the exception is the result
+        return ("raises", RuntimeError if isinstance(e, RuntimeError) else type(e), str(e))
+    return [None if v is None else v.tolist() for v in value]
+
+
+def same(a, b):
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        assert isinstance(a, tuple) and isinstance(b, tuple) and a[1] is b[1], f"{a} != {b}"
+        return
+    for x, y in zip(a, b, strict=True):
+        assert (x is None) == (y is None), f"{a} != {b}"
+        if x is not None:
+            assert torch.allclose(torch.tensor(x), torch.tensor(y), rtol=1e-5, atol=1e-6, equal_nan=True), \
+                f"{a} != {b}"
+
+
+def check(program, *data, backend):
+    """program(lib, fn, *leaves) -> gradients; fn is the function to (maybe) compile."""
+    def run(lib, compile_it):
+        leaves = [lib.tensor(d, requires_grad=True) for d in data]
+        return outcome(lambda: program(lib, compile_it, *leaves))
+
+    want = run(torch, lambda f: f)
+    same(run(kiln, lambda f: f), want)
+    same(run(kiln, lambda f: compiled(f, backend)), want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unused_output_adds_no_nan_to_the_gradient(backend):
+    # log's backward is grad / x: with a zero standing for the unused output's gradient it was
+    # 0 / 0 = NaN at x == 0, added to the sum's ones (torch.compile gives NaN too; eager 1)
+    def program(lib, c, x):
+        log, total = c(lambda x: (x.log(), x.sum()))(x * 1)
+        total.backward()
+        return [x.grad]
+
+    check(program, [0.0, 1.0, 2.0], backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unused_outputs_in_any_combination(backend):
+    # each subset of three outputs in the loss: one specialised backward per subset
+    def program(lib, c, x, y):
+        f = c(lambda x, y: ((x * y).sqrt(), x / y, (x - y).exp()))
+        grads = []
+        for used in [(0,), (1,), (2,), (0, 2), (0, 1, 2), (1,)]:
+            outs = f(x, y)
+            sum(outs[k].sum() for k in used).backward()
+            grads += [x.grad.clone(), y.grad.clone()]
+            x.grad = y.grad = None
+        return grads
+
+    check(program, [0.0, 1.0, 4.0], [1.0, 0.0, 2.0], backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_input_changed_after_the_call_is_checked_only_where_the_backward_reads_it(backend):
+    # amax saves x for its backward; only the bfloat16 copy reaches the loss, so eager never runs
+    # amax's backward and x.add_(1) is fine there. Compiled, x was checked anyway (and the zeros
+    # for amax's gradient made 0 / 0 = NaN once x no longer held its maximum).
+    def program(lib, c, leaf):
+        def f(x):
+            return x.bfloat16(), x.amax()
+
+        x = leaf * 1
+        copy, top = c(f)(x)
+        float(top)
+        x.t().add_(1)
+        copy.float().sum().backward()
+        return [leaf.grad]
+
+    check(program, [[1.0, 5.0, 2.0], [0.5, -1.0, 3.0]], backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_input_eager_saved_changed_after_the_call_raises(backend):
+    # clamp(x0, min=x2) saves x2; the min-cut partitioner saves the mask x0 >= x2 instead, and
+    # x2's change after the call went unchecked (eager raises in backward)
+    def program(lib, c, a, b):
+        x0, x2 = a * 1, b * 1
+        y = c(lambda x0, x2: lib.clamp(x0, min=x2) * 2)(x0, x2)
+        x2[:1] = 0
+        y.sum().backward()
+        return [a.grad, b.grad]
+
+    check(program, [[0.5, 2.0]], [[0.7, 1.0]], backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_input_eager_saved_unchanged_trains(backend):
+    def program(lib, c, a, b):
+        x0, x2 = a * 1, b * 1
+        y = c(lambda x0, x2: lib.clamp(x0, min=x2) * 2)(x0, x2)
+        (y * y).sum().backward()
+        x2.add_(1)  # after the backward: fine
+        return [a.grad, b.grad]
+
+    check(program, [[0.5, 2.0]], [[0.7, 1.0]], backend=backend)
