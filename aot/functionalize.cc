@@ -41,6 +41,20 @@ std::optional<SymInt> OptSymInt(const IValue& v) {
   return v.to_symint();
 }
 
+// The tensor whose storage positions as_strided_scatter(base, ...) addresses: base itself when the
+// result keeps base's layout (a dense or gapped base: a strided slice `x[::2]` of an input), else
+// a contiguous copy (an overlapping base). Views for its size/stride/offset arguments are taken
+// of this; a contiguous stand-in for a gapped base addressed the wrong elements (a write through
+// `x[::2].split(1)[-1]` landed two rows early).
+Tensor ScatterLayout(const Tensor& base) {
+  Stack laid{base, base, false};
+  CallBelow(Registry::Get().FindOrThrow("aten::copy"), laid);  // as_strided_scatter's layout rule
+  if (laid.at(0).to_tensor()->sym_strides() == base->sym_strides()) return base;
+  Stack contiguous{base, MemoryFormat::Contiguous};
+  CallBelow(Registry::Get().FindOrThrow("aten::contiguous"), contiguous);
+  return contiguous.at(0).to_tensor();
+}
+
 // `base` with the region that `m` views replaced by `src`: the scatter inverse of the view.
 Tensor ScatterView(const ViewMeta& m, const Tensor& base, const Tensor& src) {
   const std::string& name = m.op->base_name();
@@ -69,8 +83,8 @@ Tensor ScatterView(const ViewMeta& m, const Tensor& base, const Tensor& src) {
   if (name == "expand")
     throw Error("functionalize: an in-place write through an expanded view is not supported: more than one element "
                 "of the written-to tensor refers to a single memory location");
-  // Any other view: its layout relative to a contiguous base.
-  Tensor view = ApplyView(m, call("aten::contiguous", {base, MemoryFormat::Contiguous}));
+  // Any other view (split's pieces): its layout within the base as as_strided_scatter lays it out.
+  Tensor view = ApplyView(m, ScatterLayout(base));
   const SymDimVector& sz = view->sym_sizes();
   const SymDimVector& st = view->sym_strides();
   return call("aten::as_strided_scatter", {base, src, IValue(std::vector<SymInt>(sz.begin(), sz.end())),
@@ -95,11 +109,9 @@ bool OverlapsItself(const Tensor& t) {
 // view's rows are one row, but diagonal_scatter updates one element per row and the expand's
 // scatter keeps only the last row. Eager writes memory, so the write lands on the base's
 // elements that the whole chain reaches: one as_strided_scatter with the chain's layout
-// relative to a contiguous base (as_strided_scatter's own convention).
+// within the base as the scatter lays it out (ScatterLayout).
 Tensor ScatterThroughLayout(const std::vector<ViewMeta>& chain, const Tensor& base, const Tensor& src) {
-  Stack contiguous{base, MemoryFormat::Contiguous};
-  CallBelow(Registry::Get().FindOrThrow("aten::contiguous"), contiguous);
-  Tensor view = contiguous.at(0).to_tensor();
+  Tensor view = ScatterLayout(base);
   for (const ViewMeta& m : chain) view = ApplyView(m, view);
   const SymDimVector& sz = view->sym_sizes();
   const SymDimVector& st = view->sym_strides();

@@ -333,7 +333,9 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
       if (!t.defined() || !IsFloating(t.dtype())) continue;
       SetHistory(t, node, i);
       if (view_source.defined()) MarkView(t, view_source);
-      if (multi_view_op) GetMeta(t)->multi_output_view_ = true;
+      // A view of a split piece is one too, as PyTorch propagates the piece's creation meta.
+      AutogradMeta* source_meta = view_source.defined() ? GetMeta(view_source) : nullptr;
+      if (multi_view_op || (source_meta && source_meta->multi_output_view_)) GetMeta(t)->multi_output_view_ = true;
     }
   }
   node->saved_outputs().resize(outputs.size());

@@ -104,6 +104,12 @@ class CopySlices : public Node {
   void ReleaseVariables() override { fn_->ReleaseVariables(); }
 
   TensorList Apply(TensorList&& grads) override {
+    // PyTorch writes the op's gradient into the view's region of the base's gradient, and copy_
+    // refuses a destination that repeats an element (a stride-0 dimension: x.expand(...)[m] = 1)
+    for (size_t d = 0; d < view_.sizes.size(); ++d)
+      if (view_.strides[d].maybe_as_int() == 0 && view_.sizes[d].maybe_as_int().value_or(0) > 1)
+        throw Error("unsupported operation: more than one element of the written-to tensor refers to a single "
+                    "memory location. Please clone() the tensor before performing the operation.");
     TensorList out(next_edges_.size());
     // Only a create_graph backward needs the out-of-place path; the index is built on first use.
     if (GradMode::is_enabled() && grads[0].device().is_cpu() && Index().defined()) {  // Note [Functional CopySlices]

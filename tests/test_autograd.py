@@ -804,3 +804,19 @@ def test_op_without_formula_raises_not_implemented_naming_it():
 @requires_torch
 def test_pow_inplace_on_non_leaf():
     assert_like_torch(_pow_inplace)
+
+
+@requires_torch
+def test_clamp_gradient_at_nan_and_equal_bounds_as_pytorch():
+    # the gradient passes where min <= x <= max: not at NaN (kiln passed it), and with
+    # min == max a tensor min gets none (kiln's min took it where x < min)
+    def grads(lib, scalar_bounds):
+        x = lib.tensor([float("nan"), -1.0, 0.5, 2.0, 0.25], requires_grad=True)
+        lo = lib.tensor([0.0, 0.0, 0.0, 0.0, 0.25], requires_grad=True)
+        hi = lib.tensor([1.0, 1.0, 1.0, 1.0, 0.25], requires_grad=True)
+        y = x.clamp(0.0, 1.0) + x.clamp(min=0.0) + x.clamp(max=1.0) if scalar_bounds else lib.clamp(x, lo, hi)
+        (y * lib.arange(1.0, 6.0)).sum().backward()
+        return [t.grad.tolist() if t.grad is not None else None for t in (x, lo, hi)]
+
+    for scalar_bounds in (True, False):
+        assert grads(kiln, scalar_bounds) == grads(torch, scalar_bounds)

@@ -590,6 +590,12 @@ def test_inplace_on_multi_output_view_raises():
         assert_like_torch(base_modified, match="Output 0 of Split.* is a view and its base or another view of its "
                                                "base has been modified inplace")
 
+    def view_of_piece(lib):  # a view of a piece is a multi-output view too (its op named)
+        b = lib.randn(4, 3, requires_grad=True) * 1
+        b.chunk(2)[0].t().mul_(2)
+
+    assert_like_torch(view_of_piece, match="Output 0 of Permute is a view and is being modified inplace")
+
     def split_use(lib):  # out-of-place use of split outputs is fine
         a = lib.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
         p, q = (a * 1).split(2)

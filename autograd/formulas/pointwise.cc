@@ -188,28 +188,30 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
     if (c.needs("tensor2"))
       g["tensor2"] = neg(div(mul(mul(c.grad(), v), c.input("tensor1")), mul(t2, t2)));
   });
+  // The gradient passes where min <= self <= max holds, as in PyTorch: not at a NaN (which
+  // clamp returns unchanged), nor anywhere when min > max.
   d.Def("clamp", {"self"}, [](Ctx& c, Grads& g) {
     Tensor s = c.input("self");
     const IValue& lo = c.arg("min");
     const IValue& hi = c.arg("max");
-    Tensor grad = c.grad();
-    if (!lo.is_none()) grad = masked_fill(grad, lt(s, lo.to_scalar()), 0);
-    if (!hi.is_none()) grad = masked_fill(grad, gt(s, hi.to_scalar()), 0);
-    g["self"] = grad;
+    Tensor pass;
+    if (!lo.is_none()) pass = ge(s, lo.to_scalar());
+    if (!hi.is_none()) pass = pass.defined() ? logical_and(pass, le(s, hi.to_scalar())) : le(s, hi.to_scalar());
+    g["self"] = pass.defined() ? where(pass, c.grad(), Scalar(0.0)) : c.grad();
   });
   d.Def("clamp.Tensor", {"self", "min", "max"}, [](Ctx& c, Grads& g) {
     Tensor s = c.input("self");
     Tensor lo = c.input("min"), hi = c.input("max");
     Tensor grad = c.grad();
     if (c.needs("self")) {
-      Tensor gs = grad;
-      if (lo.defined()) gs = masked_fill(gs, lt(s, lo), 0);
-      if (hi.defined()) gs = masked_fill(gs, gt(s, hi), 0);
-      g["self"] = gs;
+      Tensor pass;
+      if (lo.defined()) pass = ge(s, lo);
+      if (hi.defined()) pass = pass.defined() ? logical_and(pass, le(s, hi)) : le(s, hi);
+      g["self"] = pass.defined() ? where(pass, grad, Scalar(0.0)) : grad;
     }
-    if (lo.defined() && c.needs("min")) {
+    if (lo.defined() && c.needs("min")) {  // min has no gradient where it loses to max (min >= max)
       Tensor m = lt(s, lo);
-      if (hi.defined()) m = logical_and(m, le(lo, hi));
+      if (hi.defined()) m = logical_and(m, lt(lo, hi));
       g["min"] = masked_fill(grad, logical_not(m), 0);
     }
     if (hi.defined() && c.needs("max")) {

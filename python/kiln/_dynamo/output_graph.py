@@ -341,9 +341,11 @@ def _has_side_effects(node):
     "eager" backend runs them all, so a dead op's error (an integer division by zero) is still
     raised; AOT and Inductor drop dead code, as torch.compile's do. Only bookkeeping dies here
     (a tuple's unused item, an unread size)."""
-    if node.op in ("call_function", "call_method", "call_module") and node.target is not operator.getitem \
-            and _makes_tensor(node.meta.get("example_value")):
-        return True
+    if node.op in ("call_function", "call_method", "call_module") and _makes_tensor(node.meta.get("example_value")):
+        # `x[i]` is a tensor op; an item of split's result is bookkeeping
+        source = node.args[0] if node.target is operator.getitem and node.args else None
+        if source is None or isinstance(getattr(source, "meta", {}).get("example_value"), kiln.Tensor):
+            return True
     if node.op == "call_method":
         name = node.target
         return name.endswith("_") and not name.endswith("__") or name in ("__setitem__", "__iadd__", "__imul__")

@@ -21,6 +21,7 @@ layout (sizes, strides, dtype, requires_grad) and grad mode.
 """
 
 import functools
+import operator
 import time
 
 import kiln
@@ -205,14 +206,14 @@ class _Traced:
 
 
 class _Alias:
-    """An output that views an input or an earlier output: rebuilt at run time as that view, with
+    """An output that views an input or another output: rebuilt at run time as that view, with
     the sizes, strides and offset the traced (fake) output had, so a compiled function returns
     views exactly where eager does (`x[0].mul_(2)`, `(y, y.t())`)."""
 
     __slots__ = ("index", "size", "stride", "offset", "base_layout", "chain")
 
     def __init__(self, index, view, base_layout=None):
-        self.index = index  # the input's index, or the earlier output's
+        self.index = index  # the input's index, or the output's it views
         self.size, self.stride, self.offset = tuple(view.shape), tuple(view.stride()), view.storage_offset()
         self.base_layout = base_layout  # an output's: its traced (sizes, strides, offset)
         self.chain = None  # an input's view ops, replayed so autograd sees them (_view_chains)
@@ -233,6 +234,22 @@ class _Alias:
         return base.as_strided(self.size, self.stride, base.storage_offset() + self.offset - offset)
 
 
+def _returns_views(target):
+    """An op returning a list of views of its input (split, chunk): `Tensor(a)[]`."""
+    schema = getattr(target, "_schema", None)
+    return schema is not None and str(schema).endswith("-> Tensor(a)[]")
+
+
+class _Piece:
+    """One output of a multi-output view op, as a view op of its own: _Piece(split, 2)(x, 1)."""
+
+    def __init__(self, op, index):
+        self.op, self.index = op, index
+
+    def __call__(self, t, *args, **kwargs):
+        return self.op(t, *args, **kwargs)[self.index]
+
+
 def _view_chains(traced):
     """Note [Replaying output views]: an output that views an unmutated input is rebuilt by the
     graph's own view ops (select, slice, permute, ...) applied to the real input, found by
@@ -249,8 +266,18 @@ def _view_chains(traced):
         if alias is None or alias.base_layout is not None or alias.index in traced.mutated_inputs:
             continue
         node, chain = results[traced.num_mutations + k], []
-        while getattr(node, "op", None) == "call_function" and "view" in getattr(node.target, "tags", ()):
-            if any(isinstance(a, kiln.fx.Node) for a in (*node.args[1:], *node.kwargs.values())):
+        while getattr(node, "op", None) == "call_function":
+            if node.target is operator.getitem and _returns_views(getattr(node.args[0], "target", None)):
+                # a piece of split/chunk: replayed as that op and the item, so the output is one of
+                # its multi-output views as in eager (which refuse in-place changes under autograd)
+                piece = node.args[0]
+                if any(isinstance(a, kiln.fx.Node) for a in (*piece.args[1:], *piece.kwargs.values())):
+                    break
+                chain.append((_Piece(piece.target, node.args[1]), piece.args[1:], dict(piece.kwargs)))
+                node = piece.args[0]
+                continue
+            if "view" not in getattr(node.target, "tags", ()) or \
+                    any(isinstance(a, kiln.fx.Node) for a in (*node.args[1:], *node.kwargs.values())):
                 break
             chain.append((node.target, node.args[1:], dict(node.kwargs)))
             node = node.args[0]
@@ -264,6 +291,30 @@ def _extent(t):
         return None
     last = t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if n > 0)
     return t.storage_offset(), last
+
+
+def _dense(t):
+    """Every storage element in the tensor's extent is one of its elements, once."""
+    dims = [(st, n) for n, st in zip(t.shape, t.stride()) if n != 1]
+    if not all(isinstance(v, int) for d in dims for v in d):
+        return False
+    expected = 1
+    for st, n in sorted(dims):
+        if st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _alias_root(outs, members):
+    """The output (position) that the others sharing its storage are rebuilt as views of: a dense
+    one with the largest extent, or None."""
+    best, best_len = None, -1
+    for k in members:
+        extent = _extent(outs[k])
+        if extent is not None and _dense(outs[k]) and extent[1] - extent[0] > best_len:
+            best, best_len = k, extent[1] - extent[0]
+    return best
 
 
 def _fakes(leaves):
@@ -289,8 +340,8 @@ def _restore_layouts(mode, fakes, layouts):
 
 
 def _analyze_outputs(flat_fn, mode, fakes):
-    """Output metadata from one fake run: which outputs require grad, which view an input or an
-    earlier output (an _Alias each), which inputs the program mutated (version counters), and
+    """Output metadata from one fake run: which outputs require grad, which view an input or
+    another output (an _Alias each), which inputs the program mutated (version counters), and
     the new layout of each input whose metadata it changed (Note [Input metadata mutations]); the
     fakes get their layouts back for the traces that follow."""
     versions = [f._version if isinstance(f, kiln.Tensor) else None for f in fakes]
@@ -305,22 +356,26 @@ def _analyze_outputs(flat_fn, mode, fakes):
     for i, f in enumerate(fakes):
         if isinstance(f, kiln.Tensor):
             input_storages.setdefault(f._storage_id(), i)
-    aliases = []
+    aliases = [None] * len(outs)
     for k, o in enumerate(outs):
-        alias = None
         if isinstance(o, kiln.Tensor):
             sid = o._storage_id()
             if sid in input_storages:
-                alias = _Alias(input_storages[sid], o)
-            elif sid in output_storages:
-                j = output_storages[sid]
-                base = outs[j]
-                inner, outer = _extent(o), _extent(base)
-                if inner is not None and outer is not None and outer[0] <= inner[0] and inner[1] <= outer[1]:
-                    alias = _Alias(j, o, (tuple(base.shape), tuple(base.stride()), base.storage_offset()))
+                aliases[k] = _Alias(input_storages[sid], o)
             else:
-                output_storages[sid] = k
-        aliases.append(alias)
+                output_storages.setdefault(sid, []).append(k)
+    # Outputs sharing a storage of their own are rebuilt as views of one of them, whose gradient
+    # then takes theirs through as_strided: it must hold every element they hold. `v[::2]`
+    # returned before `v` was its base once, and v's rows between lost their gradient (silently).
+    for members in output_storages.values():
+        root = _alias_root(outs, members)
+        if root is None:
+            continue
+        base, outer = outs[root], _extent(outs[root])
+        for k in members:
+            inner = _extent(outs[k])
+            if k != root and inner is not None and outer[0] <= inner[0] and inner[1] <= outer[1]:
+                aliases[k] = _Alias(root, outs[k], _layout(base))
     requires = [isinstance(o, kiln.Tensor) and o.requires_grad for o in outs]
     return outs, aliases, requires, mutated, new_layouts, differentiable_after
 
@@ -589,10 +644,12 @@ def trace_joint(flat_fn, leaves, config):
 
 def _backward_only_error(e):
     """An error eager raises only when a backward runs through the op: an input it saved was
-    overwritten, or the op has no derivative (floor_divide)."""
+    overwritten, the op has no derivative (floor_divide), or it wrote through an expanded view
+    (its gradient would be written into memory that repeats elements)."""
     text = str(e)
     return isinstance(e, (RuntimeError, NotImplementedError)) and (
-        "modified by an inplace operation" in text or ("derivative for" in text and "not implemented" in text))
+        "modified by an inplace operation" in text or ("derivative for" in text and "not implemented" in text)
+        or "more than one element of the written-to tensor refers to a single memory location" in text)
 
 
 class _RaiseInBackward(kiln.autograd.Function):
@@ -622,7 +679,7 @@ class _RaiseInBackward(kiln.autograd.Function):
 
 # --- run time ------------------------------------------------------------------------------------
 def _restore_outputs(traced, leaves, results):
-    """Copies mutated inputs back and rebuilds outputs that view an input or an earlier output as
+    """Copies mutated inputs back and rebuilds outputs that view an input or another output as
     those views."""
     new_values, outs = results[:traced.num_mutations], list(results[traced.num_mutations:])
     for i, layout in traced.new_layouts.items():  # before the values: they have the new shape
