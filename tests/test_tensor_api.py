@@ -367,3 +367,27 @@ def test_zero_dim_tensors_bind_to_scalar_parameters_as_pytorch():
         assert lib.full((2,), s).tolist() == [0.25, 0.25]
         assert lib.clamp(lib.tensor([0.0, 1.0]), s, 0.5).tolist() == [0.25, 0.5]
         assert lib.tensor([0.0, 1.0]).clamp(max=s).tolist() == [0.0, 0.25]
+
+
+@requires_torch
+@pytest.mark.parametrize("layout", ["transposed", "permuted", "strided", "broadcast", "expanded", "mixed"])
+def test_elementwise_results_are_laid_out_like_their_inputs_as_pytorch(layout):
+    # Note [Elementwise output layout] (tensor/ops/common.cc): x.t() + 1 is transposed like x.t()
+    # in PyTorch; kiln made it contiguous, so (x.t() + 1).reshape(-1) was a view where PyTorch copies
+    def inputs(lib):
+        base = lib.arange(24.0).reshape(2, 3, 4)
+        return {"transposed": lambda: (base[0].t(), base[1].t()),
+                "permuted": lambda: (base.permute(2, 0, 1), base.permute(2, 0, 1) * 2),
+                "strided": lambda: (base[:, :, ::2], base[:, :, 1::2]),
+                "broadcast": lambda: (base[0].t(), lib.arange(3.0)),
+                "expanded": lambda: (base[0, :1].expand(3, 4), base[1].t().t()),
+                "mixed": lambda: (base.permute(2, 1, 0), base.transpose(0, 2).contiguous())}[layout]()
+
+    ops = [lambda lib, a, b: a + b, lambda lib, a, b: a * 2, lambda lib, a, b: a.exp(),
+           lambda lib, a, b: lib.where(a > 3, a, b), lambda lib, a, b: a.clamp(1, 5), lambda lib, a, b: a.double(),
+           lambda lib, a, b: lib.lerp(a, b, 0.5), lambda lib, a, b: lib.nn.functional.gelu(a), lambda lib, a, b: a > b]
+    for op in ops:
+        k, t = op(kiln, *inputs(kiln)), op(torch, *inputs(torch))
+        assert k.stride() == t.stride(), (layout, k.stride(), t.stride())
+        np.testing.assert_allclose(np.array(k.tolist(), dtype=np.float64), np.array(t.tolist(), dtype=np.float64),
+                                   rtol=1e-6)

@@ -127,7 +127,8 @@ void ActInto(int op, const Tensor& out, const Tensor& self, ActParams p) {
 
 TensorMeta ActMeta(int op, const Tensor& self) {
   CheckActDtype(op, self.dtype());
-  return TensorMeta{self->sym_sizes(), {}, ActResultType(op, self.dtype()), self.device()};
+  return TensorMeta{self->sym_sizes(), LayoutOfInputs(self->sym_sizes(), {&self}), ActResultType(op, self.dtype()),
+                    self.device()};
 }
 Tensor ActFunctional(int op, const Tensor& self, const ActParams& p) {
   Tensor out = EmptyFromMeta(ActMeta(op, self));

@@ -311,7 +311,7 @@ TensorMeta MetaScalar(const Tensor& a, const Scalar& b) {
   CheckSubOperands<kOp>(a.dtype() == ScalarType::Bool, b.is_bool());
   ScalarType promoted = ResultType(a, b);
   CheckDtype(spec, promoted);
-  return TensorMeta{a->sym_sizes(), {}, ResultDtype(spec, promoted), a.device()};
+  return TensorMeta{a->sym_sizes(), LayoutOfInputs(a->sym_sizes(), {&a}), ResultDtype(spec, promoted), a.device()};
 }
 
 void CheckAlpha(const char* op, const Tensor& a, const Scalar& alpha, ScalarType promoted) {

@@ -37,9 +37,77 @@ TensorMeta ElementwiseMeta(const char* op, const Tensor& a, const Tensor& b, Sca
   CheckSameDevice(op, a, b);
   TensorMeta m;
   m.sizes = BroadcastShapes(op, a->sym_sizes(), b->sym_sizes());
+  m.strides = LayoutOfInputs(m.sizes, {&a, &b});
   m.dtype = dtype;
   m.device = a.dim() == 0 && a.device().is_cpu() ? b.device() : a.device();
   return m;
+}
+
+// Note [Elementwise output layout]: PyTorch's TensorIterator lays a new output out in the memory
+// order of its inputs: dimensions sorted by the inputs' strides (the first input that tells two
+// dimensions apart decides; broadcast dimensions tell nothing; equal strides put the smaller
+// dimension first), then dense strides in that order. `x.t() + 1` is transposed like x.t(), so
+// `(x.t() + 1).reshape(-1)` copies (a view in kiln before: a later write through the reshaped
+// result then changed the sum's result, fuzz seed 51). Insertion sort as PyTorch's, so that
+// ambiguous comparisons resolve the same way.
+SymDimVector LayoutOfInputs(const SymDimVector& shape, std::initializer_list<const Tensor*> inputs) {
+  const int64_t ndim = static_cast<int64_t>(shape.size());
+  if (ndim < 2) return {};
+  DimVector sizes(ndim);
+  for (int64_t d = 0; d < ndim; ++d) {
+    std::optional<int64_t> n = shape[d].maybe_as_int();
+    if (!n) return {};
+    sizes[d] = *n;
+  }
+  std::vector<DimVector> strides;  // each input's strides over `shape`, 0 where it broadcasts
+  for (const Tensor* t : inputs) {
+    if (!t->defined() || t->dim() == 0) continue;
+    DimVector st(ndim, 0);
+    const int64_t lead = ndim - t->dim();
+    for (int64_t d = std::max<int64_t>(lead, 0); d < ndim; ++d) {
+      std::optional<int64_t> n = (*t)->sym_sizes()[d - lead].maybe_as_int();
+      std::optional<int64_t> s = (*t)->sym_strides()[d - lead].maybe_as_int();
+      if (!n || !s) return {};
+      st[d] = *n == 1 && sizes[d] != 1 ? 0 : *s;
+    }
+    strides.push_back(std::move(st));
+  }
+  if (strides.empty()) return {};
+  // > 0: dim1 goes before (is faster than) dim0; < 0: keep; 0: undecided
+  auto should_swap = [&](int64_t dim0, int64_t dim1) {
+    for (const DimVector& st : strides) {
+      const int64_t s0 = st[dim0], s1 = st[dim1];
+      if (s0 == 0 || s1 == 0) continue;
+      if (s0 < s1) return -1;
+      if (s0 > s1) return 1;
+      if (sizes[dim0] > sizes[dim1]) return 1;
+    }
+    return 0;
+  };
+  std::vector<int64_t> perm(ndim);  // fastest dimension first
+  for (int64_t i = 0; i < ndim; ++i) perm[i] = ndim - 1 - i;
+  for (int64_t i = 1; i < ndim; ++i) {
+    int64_t dim1 = i;
+    for (int64_t dim0 = i - 1; dim0 >= 0; --dim0) {
+      const int comparison = should_swap(perm[dim0], perm[dim1]);
+      if (comparison > 0) {
+        std::swap(perm[dim0], perm[dim1]);
+        dim1 = dim0;
+      } else if (comparison < 0) {
+        break;
+      }
+    }
+  }
+  bool row_major = true;
+  for (int64_t i = 0; i < ndim; ++i) row_major = row_major && perm[i] == ndim - 1 - i;
+  if (row_major) return {};
+  SymDimVector out(ndim);
+  int64_t stride = 1;
+  for (int64_t d : perm) {
+    out[d] = stride;
+    stride *= sizes[d];
+  }
+  return out;
 }
 
 Tensor CastTo(const Tensor& t, ScalarType dtype) { return ops::to_dtype(t, dtype); }

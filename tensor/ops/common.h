@@ -14,8 +14,13 @@ namespace kiln {
 
 // Broadcast shape of a and b; RuntimeError naming the op and both shapes when they do not.
 SymDimVector BroadcastShapes(const char* op, const SymDimVector& a, const SymDimVector& b);
-// The meta of an elementwise op's result: broadcast sizes, contiguous, `dtype`, device of `a`.
+// The meta of an elementwise op's result: broadcast sizes, laid out as the inputs are
+// (LayoutOfInputs), `dtype`, device of `a`.
 TensorMeta ElementwiseMeta(const char* op, const Tensor& a, const Tensor& b, ScalarType dtype);
+// The strides of a new elementwise result of `shape` in its inputs' memory order, as PyTorch's
+// TensorIterator gives it (Note [Elementwise output layout]); empty: contiguous (also when a
+// size or stride is symbolic).
+SymDimVector LayoutOfInputs(const SymDimVector& shape, std::initializer_list<const Tensor*> inputs);
 // `t` converted to `dtype` (no copy when it already has it).
 Tensor CastTo(const Tensor& t, ScalarType dtype);
 // Checks that tensors are on one device, naming the op.

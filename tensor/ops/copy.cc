@@ -89,10 +89,16 @@ Tensor Clone(const Tensor& self, std::optional<MemoryFormat> mf) {
   return ops::copy_(out, self);
 }
 
+// In self's layout unless asked for contiguous, as PyTorch's (empty_like, preserve_format):
+// `x.t().double()` is transposed too.
 Tensor ToCopy(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Layout>,
-              std::optional<Device> device, std::optional<bool>, bool, std::optional<MemoryFormat>) {
+              std::optional<Device> device, std::optional<bool>, bool, std::optional<MemoryFormat> mf) {
   Device dev = device.value_or(self.device());
-  Tensor out = EmptyTensor(self->sym_sizes(), dtype.value_or(self.dtype()), dev);
+  Tensor out = (mf && *mf == MemoryFormat::Contiguous) || self.is_contiguous()
+                   ? EmptyTensor(self->sym_sizes(), dtype.value_or(self.dtype()), dev)
+                   : CallOp<Tensor>(KILN_OP("aten::empty_like"), self, std::optional<ScalarType>(dtype.value_or(
+                                        self.dtype())), std::optional<Layout>(), std::optional<Device>(dev),
+                                    std::optional<bool>(), std::optional<MemoryFormat>());
   return ops::copy_(out, self);
 }
 

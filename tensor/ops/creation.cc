@@ -62,21 +62,14 @@ Tensor ScalarTensor(const Scalar& s, OptDtype dtype, OptLayout layout, OptDevice
 Tensor EmptyLikeOp(const Tensor& self, OptDtype dtype, OptLayout layout, OptDevice device, OptBool,
                  OptMemoryFormat mf) {
   CheckLayout("empty_like", layout);
-  // preserve_format (the default): keep a dense non-overlapping input's strides, as PyTorch does;
-  // contiguous_format: row-major.
+  // preserve_format (the default): keep a dense non-overlapping input's strides, as PyTorch does,
+  // else dense strides in the input's memory order (an elementwise result's layout: expanded
+  // dimensions say nothing, so `x.expand(3, 4)` gives row-major); contiguous_format: row-major.
   SymDimVector strides;
   if (!self->is_symbolic() && !self.is_contiguous() && mf != MemoryFormat::Contiguous) {
-    DimVector sizes = self.sizes(), st = self.strides();
-    std::vector<int> order(sizes.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return st[a] > st[b]; });
-    DimVector out_st(sizes.size());
-    int64_t running = 1;
-    for (int i = static_cast<int>(order.size()) - 1; i >= 0; --i) {
-      out_st[order[i]] = running;
-      running *= std::max<int64_t>(sizes[order[i]], 1);
-    }
-    strides.assign(out_st.begin(), out_st.end());
+    bool dense = false;
+    if (!MayOverlapItself(self->sym_sizes(), self->sym_strides(), &dense) && dense) strides = self->sym_strides();
+    else strides = LayoutOfInputs(self->sym_sizes(), {&self});
   }
   Device dev = device ? *device : self.device();
   return EmptyTensor(self->sym_sizes(), dtype.value_or(self.dtype()), dev, strides);

@@ -655,6 +655,7 @@ TensorMeta WhereMeta(const Tensor& cond, const Tensor& self, const Tensor& other
   CheckSameDevice("where", self, other);
   TensorMeta m = ElementwiseMeta("where", self, other, ResultType(self, other));
   m.sizes = BroadcastShapes("where", cond->sym_sizes(), m.sizes);
+  m.strides = LayoutOfInputs(m.sizes, {&cond, &self, &other});
   if (m.device.is_cpu() && !cond.device().is_cpu()) m.device = cond.device();
   return m;
 }

@@ -261,7 +261,7 @@ TensorMeta PointwiseLossMeta(int kind, const Tensor& self, const Tensor& target,
   KILN_CHECK_NOT_IMPLEMENTED(IsFloating(dtype), "\"", name, "\" not implemented for '", ScalarTypeDisplayName(dtype),
                              "'");
   TensorMeta m = ElementwiseMeta(name, self, target, dtype);
-  if (reduction != kNone) m.sizes.clear();
+  if (reduction != kNone) m.sizes.clear(), m.strides.clear();
   return m;
 }
 

@@ -12,7 +12,14 @@
 namespace kiln {
 namespace {
 
-TensorMeta SameAs(const Tensor& t, ScalarType dtype) { return TensorMeta{t->sym_sizes(), {}, dtype, t.device()}; }
+// Results are laid out as their inputs (Note [Elementwise output layout], ops/common.cc).
+TensorMeta SameAs(const Tensor& t, ScalarType dtype) {
+  return TensorMeta{t->sym_sizes(), LayoutOfInputs(t->sym_sizes(), {&t}), dtype, t.device()};
+}
+TensorMeta Laid(SymDimVector shape, std::initializer_list<const Tensor*> inputs, ScalarType dtype, Device device) {
+  SymDimVector strides = LayoutOfInputs(shape, inputs);
+  return TensorMeta{std::move(shape), std::move(strides), dtype, device};
+}
 
 // --- clamp ---------------------------------------------------------------------------------
 
@@ -85,7 +92,9 @@ void ClampInto(const Tensor& out, const Tensor& self, const Bound& lo, const Bou
 
 Tensor ClampImpl(const Tensor& self, const Bound& lo, const Bound& hi) {
   ScalarType t = ClampType(self, lo, hi);
-  Tensor out = EmptyTensor(ClampShape(self, lo, hi), t, self.device());
+  const Tensor none;
+  Tensor out = EmptyFromMeta(Laid(ClampShape(self, lo, hi), {&self, lo.tensor ? lo.tensor : &none,
+                                  hi.tensor ? hi.tensor : &none}, t, self.device()));
   ClampInto(out, self, lo, hi, t);
   return out;
 }
@@ -108,7 +117,10 @@ Tensor Clamp(const Tensor& self, OptScalar lo, OptScalar hi) { return ClampImpl(
 TensorMeta ClampMeta(const Tensor& self, OptScalar lo, OptScalar hi) { return SameAs(self, ClampType(self, SB(lo), SB(hi))); }
 Tensor ClampTensor(const Tensor& self, const OptTensor& lo, const OptTensor& hi) { return ClampImpl(self, TB(lo), TB(hi)); }
 TensorMeta ClampTensorMeta(const Tensor& self, const OptTensor& lo, const OptTensor& hi) {
-  return TensorMeta{ClampShape(self, TB(lo), TB(hi)), {}, ClampType(self, TB(lo), TB(hi)), self.device()};
+  const Bound l = TB(lo), h = TB(hi);
+  const Tensor none;
+  return Laid(ClampShape(self, l, h), {&self, l.tensor ? l.tensor : &none, h.tensor ? h.tensor : &none},
+              ClampType(self, l, h), self.device());
 }
 Tensor Clamp_(Tensor self, OptScalar lo, OptScalar hi) { return ClampInplaceImpl(self, SB(lo), SB(hi), true); }
 Tensor ClampMeta_(Tensor self, OptScalar lo, OptScalar hi) { return ClampInplaceImpl(self, SB(lo), SB(hi), false); }
@@ -186,11 +198,11 @@ SymDimVector TernaryShape(const char* op, const Tensor& a, const Tensor& b, cons
 }
 TensorMeta LerpScalarMeta(const Tensor& self, const Tensor& end, const Scalar&) {
   CheckLerp(self, end, nullptr);
-  return TensorMeta{TernaryShape("lerp", self, end, nullptr), {}, self.dtype(), self.device()};
+  return Laid(TernaryShape("lerp", self, end, nullptr), {&self, &end}, self.dtype(), self.device());
 }
 TensorMeta LerpTensorMeta(const Tensor& self, const Tensor& end, const Tensor& weight) {
   CheckLerp(self, end, &weight);
-  return TensorMeta{TernaryShape("lerp", self, end, &weight), {}, self.dtype(), self.device()};
+  return Laid(TernaryShape("lerp", self, end, &weight), {&self, &end, &weight}, self.dtype(), self.device());
 }
 Tensor LerpScalar(const Tensor& self, const Tensor& end, const Scalar& w) {
   Tensor out = EmptyFromMeta(LerpScalarMeta(self, end, w));
@@ -243,7 +255,7 @@ TensorMeta AddcMeta(const Tensor& self, const Tensor& t1, const Tensor& t2, cons
   // No "alpha must not be a floating point number" check here: PyTorch's addcmul/addcdiv accept a
   // float value for integral tensors (it is cast to the tensor type).
   KILN_CHECK_NOT_IMPLEMENTED(t != ScalarType::Bool, "\"", name, "_cpu_out\" not implemented for 'Bool'");
-  return TensorMeta{TernaryShape(name, self, t1, &t2), {}, t, self.device()};
+  return Laid(TernaryShape(name, self, t1, &t2), {&self, &t1, &t2}, t, self.device());
 }
 // The kernel's operands are (self, tensor1, tensor2) with `value` passed as the number.
 template <Ternary kOp>

@@ -211,7 +211,8 @@ void UnaryInto(const Tensor& out, const Tensor& self) {
 
 template <int kOp> TensorMeta UnaryMeta(const Tensor& self) {
   CheckUnaryDtype(kOp, self.dtype());
-  return TensorMeta{self->sym_sizes(), {}, UnaryResultType(kOp, self.dtype()), self.device()};
+  return TensorMeta{self->sym_sizes(), LayoutOfInputs(self->sym_sizes(), {&self}), UnaryResultType(kOp, self.dtype()),
+                    self.device()};
 }
 template <int kOp> Tensor UnaryFunctional(const Tensor& self) {
   Tensor out = EmptyFromMeta(UnaryMeta<kOp>(self));
