@@ -391,3 +391,19 @@ def test_elementwise_results_are_laid_out_like_their_inputs_as_pytorch(layout):
         assert k.stride() == t.stride(), (layout, k.stride(), t.stride())
         np.testing.assert_allclose(np.array(k.tolist(), dtype=np.float64), np.array(t.tolist(), dtype=np.float64),
                                    rtol=1e-6)
+
+
+@requires_torch
+def test_zero_dim_integer_tensor_index_is_a_view_as_pytorch():
+    # PyTorch indexes with a 0-d integer tensor as with its value (select: a view), so a later
+    # write to the base shows through; kiln gathered a copy (fuzz seed 61, program 1740)
+    for lib in (kiln, torch):
+        x = lib.arange(12).reshape(4, 3)
+        v, w = x[lib.tensor(2)], x[lib.tensor(-1), lib.tensor(1, dtype=lib.int32)]
+        x.zero_()
+        assert v.tolist() == [0, 0, 0] and w.item() == 0
+        y = lib.zeros(3, 2)
+        y[lib.tensor(1)] = 5
+        assert y.tolist() == [[0, 0], [5, 5], [0, 0]]
+        with pytest.raises(IndexError):
+            x[lib.tensor(7)]

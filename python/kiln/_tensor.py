@@ -31,6 +31,13 @@ def _is_int_like(k):
     return hasattr(k, "__index__") and not isinstance(k, (Tensor, float))
 
 
+def _is_integer_scalar_tensor(k):
+    """A 0-d integer tensor with a value to read: PyTorch indexes with it as with an int (select,
+    a view). Fake ones (a trace) stay advanced indices: their value is unknown."""
+    return isinstance(k, Tensor) and k.ndim == 0 and k.dtype not in (_C.bool, _C.uint8) and \
+        not k.is_floating_point() and not _C._is_fake(k) and k.device.type != "meta"
+
+
 def _as_index_tensor(k):
     import kiln
 
@@ -248,8 +255,9 @@ class Tensor(_C.TensorBase):
                 result = result.unsqueeze(dim)
                 advanced[dim] = _C._tensor_from_data([k], None)
                 dim += 1
-            elif _is_int_like(k) and not isinstance(k, Tensor):
-                k = int(k.__index__())
+            elif _is_int_like(k) and not isinstance(k, Tensor) or _is_integer_scalar_tensor(k):
+                # a 0-d integer tensor indexes as its value does (a view), as in PyTorch
+                k = int(k.item()) if isinstance(k, Tensor) else int(k.__index__())
                 size = result.shape[dim]
                 if k < -size or k >= size:
                     raise IndexError(f"index {k} is out of bounds for dimension {dim} with size {size}")

@@ -47,6 +47,8 @@ REGRESSIONS = {
     "seed51-1147": "a write through x[::2].split(1)[-1], compiled: the scatter addressed a contiguous stand-in, two "
                    "rows early",
     "seed51-2514": "clamp with a 0-d bool bound (a Scalar in PyTorch) and a NaN input: gradient passed instead of 0",
+    "seed61-1740": "x3[x0] with a 0-d integer x0 is a view in PyTorch (select), then x3.zero_(): kiln "
+                   "gathered a copy",
     "seed7-0008": "x[x > 0] on a 0-d x: IndexError",
     "seed7-0020": "x.pow_(2) on an input, compiled: pow_.Scalar functionalized as pow.Scalar (std::get)",
     "seed7-0044": "x.max(dim=...).values compiled: the result came back a plain tuple",

@@ -332,8 +332,19 @@ def _sorted(tx, seq, key=None, reverse=None):
     return ListVariable([ConstantVariable(v) for v in sorted((i.as_python_constant() for i in items), reverse=rev)])
 
 
+def _is_integer_scalar_tensor(v):
+    ex = getattr(v, "example", None) if isinstance(v, TensorVariable) else None
+    return isinstance(ex, kiln.Tensor) and ex.dim() == 0 and not ex.is_floating_point() and \
+        ex.dtype not in (kiln.bool, kiln.uint8)
+
+
 def _getitem(tx, obj, index):
     if isinstance(obj, TensorVariable):
+        parts = index.items if isinstance(index, (ListVariable, TupleVariable)) else [index]
+        if any(_is_integer_scalar_tensor(p) for p in parts):
+            # eager reads the index's value and selects (a view); traced, it would be a gather
+            # (a copy), as PyTorch's Dynamo breaks here too
+            unimplemented("indexing a tensor with a 0-d integer tensor (its value picks a view)")
         return tx.output.call(tx, "call_function", operator.getitem, (obj, index), {})
     if isinstance(index, (TensorVariable,)):
         unimplemented("indexing a Python sequence with a tensor")
