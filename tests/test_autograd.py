@@ -820,3 +820,18 @@ def test_clamp_gradient_at_nan_and_equal_bounds_as_pytorch():
 
     for scalar_bounds in (True, False):
         assert grads(kiln, scalar_bounds) == grads(torch, scalar_bounds)
+
+
+@requires_torch
+def test_number_divided_by_tensor_saves_the_reciprocal_as_pytorch():
+    # `2.5 / x` is x.reciprocal() * 2.5 in PyTorch (Tensor.__rtruediv__): its backward does not
+    # read x, so changing x in place afterwards trains (kiln's div saved x and raised)
+    def run(lib):
+        leaf = lib.tensor([0.3, 1.7, -3.0], requires_grad=True)
+        x = leaf * 1
+        v = 2.5 / x
+        x.zero_()
+        (v * lib.tensor([1.0, 2.0, 3.0])).sum().backward()
+        return v.tolist(), leaf.grad.tolist(), (7 / lib.tensor([2, 4])).tolist()
+
+    assert run(kiln) == run(torch)

@@ -280,7 +280,20 @@ PyObject* Binary(const char* name, PyObject* a, PyObject* b) {
 KILN_NB_BINARY(NbAdd, "add")
 KILN_NB_BINARY(NbSub, "sub")
 KILN_NB_BINARY(NbMul, "mul")
-KILN_NB_BINARY(NbTrueDiv, "div")
+// `number / tensor` is `tensor.reciprocal() * number`, as PyTorch's Tensor.__rtruediv__: the same
+// rounding, and the backward saves the reciprocal, not the tensor, which may then change in
+// place (`v = 2.5 / x; x.zero_()` trains in PyTorch; kiln's div saved x and raised).
+PyObject* NbTrueDiv(PyObject* a, PyObject* b) {
+  if (!IsTensor(a) && IsTensor(b) && (PyLong_Check(a) || PyFloat_Check(a))) {
+    PyObject* reciprocal = CallPacketByName("reciprocal", &b, 1);
+    if (!reciprocal) return nullptr;
+    PyObject* args[2] = {reciprocal, a};
+    PyObject* out = CallPacketByName("mul", args, 2);
+    Py_DECREF(reciprocal);
+    return out;
+  }
+  return Binary("div", a, b);
+}
 KILN_NB_BINARY(NbFloorDiv, "floor_divide")
 KILN_NB_BINARY(NbRemainder, "remainder")
 KILN_NB_BINARY(NbMatmul, "matmul")

@@ -47,8 +47,12 @@ REGRESSIONS = {
     "seed51-1147": "a write through x[::2].split(1)[-1], compiled: the scatter addressed a contiguous stand-in, two "
                    "rows early",
     "seed51-2514": "clamp with a 0-d bool bound (a Scalar in PyTorch) and a NaN input: gradient passed instead of 0",
+    "seed61-0205": "v0 = 2.5 / x0, then x0[::2].zero_(): PyTorch computes x0.reciprocal() * 2.5 (saves the "
+                   "reciprocal), kiln's div saved x0 and its backward raised",
     "seed61-1740": "x3[x0] with a 0-d integer x0 is a view in PyTorch (select), then x3.zero_(): kiln "
                    "gathered a copy",
+    "seed61-2196": "x0 = b[1:] and x0.t() passed together, one mutated: the synthetic base started at offset 3 "
+                   "and its fake's storage was too short (setStorage out of bounds)",
     "seed7-0008": "x[x > 0] on a 0-d x: IndexError",
     "seed7-0020": "x.pow_(2) on an input, compiled: pow_.Scalar functionalized as pow.Scalar (std::get)",
     "seed7-0044": "x.max(dim=...).values compiled: the result came back a plain tuple",

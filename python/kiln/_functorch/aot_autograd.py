@@ -108,7 +108,8 @@ def _with_synthetic_bases(create, flat_fn, leaves, config):
     """Note [Synthetic bases]: functionalization treats every input as its own memory. That is
     wrong for an input the program mutates when its memory is shared: with another input (`a`
     and `a.t()`) or within itself (`base.expand(5, 2)`, whose rows are one row). Such a group
-    of inputs is traced as one dense 1-d base over the storage they span, each member rebuilt
+    of inputs is traced as one dense 1-d base over their storage (from its first element to the
+    last they reach), each member rebuilt
     inside the program as an as_strided view of it; the mutation then lands on the base, which
     is copied back, and every member reads it, as eager's shared memory does (PyTorch's AOT
     does the same). When members require grad, the base is cut from the tensor they all view
@@ -134,10 +135,10 @@ def _with_synthetic_bases(create, flat_fn, leaves, config):
     for g in bases:
         _differentiable_root(leaves, g)  # refuses here, at compile time, when there is none
     members = {i: k for k, g in enumerate(bases) for i in g}
-    spans = []
-    for g in bases:
-        extents = [_extent(leaves[i]) for i in g]
-        spans.append((min(e[0] for e in extents), max(e[1] for e in extents)))
+    # Each base spans its storage from element 0, so that its trace input starts where its
+    # storage does: a base starting at its members' first element (x[1:] and x[1:].t()) was a
+    # fake whose storage was too short for that offset ("setStorage ... out of bounds").
+    spans = [(0, max(_extent(leaves[i])[1] for i in g)) for g in bases]
     rest = [i for i in range(len(leaves)) if i not in members]
     layouts = {i: (tuple(leaves[i].shape), tuple(leaves[i].stride()), leaves[i].storage_offset() - spans[members[i]][0])
                for i in members}
