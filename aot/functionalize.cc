@@ -212,13 +212,6 @@ Tensor FromFunctional(const Tensor& t) {
 // ---------------------------------------------------------------------------------------------
 // The kernel.
 
-namespace {
-bool IsOutOverload(const Op& op) {
-  const std::string& ov = op.schema().overload;
-  return ov == "out" || ov == "grad_input" || (ov.size() > 4 && ov.compare(ov.size() - 4, 4, "_out") == 0);
-}
-}  // namespace
-
 const Op* FunctionalVariant(const Op& op) {
   static std::mutex mu;
   static std::unordered_map<const Op*, const Op*> cache;
@@ -248,7 +241,7 @@ const Op* FunctionalVariant(const Op& op) {
       if (OpPacket* p = r.FindPacket("aten::" + base))
         for (Op* cand : p->overloads)
           if (same_arguments(cand)) { found = cand; break; }
-  } else if (IsOutOverload(op)) {
+  } else if (op.is_out_overload()) {
     std::string ov = s.overload == "out" || s.overload == "grad_input" ? "" : s.overload.substr(0, s.overload.size() - 4);
     found = r.Find("aten::" + op.base_name() + (ov.empty() ? "" : "." + ov));
     if (!found) {
@@ -350,7 +343,7 @@ void FunctionalizeMutation(const Op& op, Stack& stack) {
   const Op* functional = FunctionalVariant(op);
   UnwrapStack(stack);
   if (functional != nullptr) {
-    if (IsOutOverload(op)) stack.resize(stack.size() - mutated.size());  // out arguments are last
+    if (op.is_out_overload()) stack.resize(stack.size() - mutated.size());  // out arguments are last
     CallBelow(*functional, stack);
     for (size_t k = 0; k < targets.size(); ++k) CommitResult(op, targets[k], OutputAt(stack, k));
   } else {

@@ -173,11 +173,6 @@ void RunBelow(const Op& op, DispatchKeySet keys, Stack& stack) {
   op.Redispatch(keys & DispatchKeySet::Below(DispatchKey::Autograd), stack);
 }
 
-bool IsOutOverload(const Op& op) {
-  const std::string& ov = op.schema().overload;
-  return ov == "out" || (ov.size() > 4 && ov.compare(ov.size() - 4, 4, "_out") == 0);
-}
-
 void CheckInplace(const Tensor& self) {
   AutogradMeta* meta = GetMeta(self);
   if (!meta) return;
@@ -229,7 +224,7 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
   if (!AnyRequiresGrad(stack) || !GradMode::is_enabled()) return RunBelow(op, keys, stack);
   const auto* d = static_cast<const Derivative*>(op.autograd_info.get());
   const bool inplace = op.has_tag(Tag::inplace);
-  if (!op.mutated_args().empty() && (IsOutOverload(op) || (!inplace && !d)))
+  if (!op.mutated_args().empty() && (op.is_out_overload() || (!inplace && !d)))
     throw Error(StrCat(op.base_name(), "(): functions with out=... arguments don't support automatic "
                        "differentiation, but one of the arguments requires grad."));
   if (d && d->non_differentiable) return RunBelow(op, keys, stack);

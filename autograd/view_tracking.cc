@@ -105,14 +105,8 @@ class CopySlices : public Node {
 
   TensorList Apply(TensorList&& grads) override {
     // PyTorch writes the op's gradient into the view's region of the base's gradient, and copy_
-    // refuses a destination that repeats an element (a stride-0 dimension: x.expand(...)[m] = 1;
-    // a view with no elements repeats none)
-    bool empty = false;
-    for (const SymInt& n : view_.sizes) empty = empty || n.maybe_as_int() == 0;
-    for (size_t d = 0; d < view_.sizes.size() && !empty; ++d)
-      if (view_.strides[d].maybe_as_int() == 0 && view_.sizes[d].maybe_as_int().value_or(0) > 1)
-        throw Error("unsupported operation: more than one element of the written-to tensor refers to a single "
-                    "memory location. Please clone() the tensor before performing the operation.");
+    // refuses a destination that repeats an element (a stride-0 dimension: x.expand(...)[m] = 1).
+    CheckNoInternalOverlap(view_.sizes, view_.strides);
     TensorList out(next_edges_.size());
     // Only a create_graph backward needs the out-of-place path; the index is built on first use.
     if (GradMode::is_enabled() && grads[0].device().is_cpu() && Index().defined()) {  // Note [Functional CopySlices]

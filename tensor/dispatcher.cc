@@ -3,6 +3,7 @@
 
 #include "tensor/fake_tensor.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "tensor/ops/core_ops.h"
@@ -30,6 +31,7 @@ Op::Op(const Registry* registry, FunctionSchema schema, uint32_t tags, Variants 
   base_name_ = schema_.name.substr(schema_.name.find("::") + 2);
   for (size_t i = 0; i < schema_.arguments.size(); ++i)
     if (schema_.arguments[i].alias.is_write) mutated_args_.push_back(static_cast<int>(i));
+  checks_overlap_ = (has_tag(Tag::inplace) && !has_tag(Tag::inplace_view)) || is_out_overload();
 }
 
 void Op::SetKernel(DispatchKey k, Kernel kernel) {
@@ -58,6 +60,11 @@ void Op::RebuildTable() {
   table_[kFake] = Kernel{&FakeKernel, nullptr};
 }
 
+bool Op::is_out_overload() const {
+  const std::string& ov = schema_.overload;
+  return ov == "out" || ov == "grad_input" || (ov.size() > 4 && ov.compare(ov.size() - 4, 4, "_out") == 0);
+}
+
 DispatchKeySet Op::ComputeKeys(const Stack& stack) const {
   DispatchKeySet ks;
   for (const IValue& v : stack) {
@@ -81,6 +88,24 @@ DispatchKeySet Op::ComputeKeys(const Stack& stack) const {
   return ks;
 }
 
+// Note [Overlapping writes]: before an in-place or out= kernel writes anything, PyTorch's
+// TensorIterator refuses a written tensor that repeats an element (x.expand(3, 4).add_(1)) or
+// that partially overlaps a tensor the op reads (x[1:].add_(x[:-1]) would read sums it already
+// wrote); reading exactly the written elements (x.add_(x)) is fine. Every in-place and out= op
+// checks here, whatever its kernel; the few PyTorch lets through opt out where they are defined
+// (OpDef::AllowsOverlappingWrites), and gathers and scatters refuse full overlap themselves.
+void Op::CheckOverlappingWrites(const Stack& stack) const {
+  for (int w : mutated_args_) {
+    if (!stack[w].is_tensor() || !stack[w].to_tensor().defined()) continue;
+    const Tensor& written = stack[w].to_tensor();
+    CheckNoInternalOverlap(written);
+    for (size_t i = 0; i < stack.size(); ++i) {
+      if (std::find(mutated_args_.begin(), mutated_args_.end(), static_cast<int>(i)) != mutated_args_.end()) continue;
+      if (stack[i].is_tensor() && stack[i].to_tensor().defined()) CheckNoPartialOverlap(written, stack[i].to_tensor());
+    }
+  }
+}
+
 void Op::Redispatch(DispatchKeySet keys, Stack& stack) const {
   const Registry& registry = *registry_;
   while (true) {
@@ -93,6 +118,7 @@ void Op::Redispatch(DispatchKeySet keys, Stack& stack) const {
       }
       // A backend kernel writes these arguments: bump their version counters (autograd checks
       // saved tensors against them). Collected first because the kernel consumes the stack.
+      if (checks_overlap_) CheckOverlappingWrites(stack);
       absl::InlinedVector<Tensor, 2> written;
       for (int i : mutated_args_) {
         const IValue& v = stack[i];

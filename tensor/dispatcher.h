@@ -65,6 +65,13 @@ class Op {
   bool has_tag(Tag t) const { return tags_ & static_cast<uint32_t>(t); }
   Variants variants() const { return variants_; }
   const std::vector<int>& mutated_args() const { return mutated_args_; }
+  // An out= overload ("out", "Scalar_out", a backward op's "grad_input"): its mutated arguments
+  // are the results.
+  bool is_out_overload() const;
+  // Whether this op's backend kernels refuse overlapping writes (Note [Overlapping writes] in
+  // dispatcher.cc): in-place ops that are not views and out= ops, unless exempted.
+  bool checks_overlap() const { return checks_overlap_; }
+  void allow_overlapping_writes() { checks_overlap_ = false; }
 
   // Boxed call: arguments on the stack (all of them, defaults filled) are replaced by results.
   void Call(Stack& stack) const { Redispatch(ComputeKeys(stack), stack); }
@@ -94,6 +101,8 @@ class Op {
   uint32_t tags_;
   Variants variants_;
   std::vector<int> mutated_args_;
+  void CheckOverlappingWrites(const Stack& stack) const;
+  bool checks_overlap_ = false;
   std::array<Kernel, kNumDispatchKeys> kernels_{};
   Kernel composite_;
   std::array<Kernel, kNumDispatchKeys> table_{};
@@ -289,6 +298,12 @@ class OpDef {
     Kernel k{&boxing::WrapMeta<F>::Boxed, nullptr};
     op_->SetKernel(DispatchKey::Meta, k);
     op_->SetKernel(DispatchKey::Fake, k);
+    return *this;
+  }
+  // PyTorch writes this op's self even when it repeats an element or overlaps an input (fill_,
+  // zero_, masked_fill_, index_put_, tril_, triu_, threshold_): skip the dispatcher's check.
+  OpDef& AllowsOverlappingWrites() {
+    op_->allow_overlapping_writes();
     return *this;
   }
   template <auto F> OpDef& Composite() {

@@ -109,6 +109,28 @@ TEST(IndexOps, Scatter) {
                           "index 3 is out of bounds for dimension 1 with size 3");
 }
 
+TEST(IndexOps, IndexAdd) {
+  // rows 0 and 2 of self get alpha times source rows, repeated indices in order; functional
+  Tensor self = F({0, 0, 0, 0, 0, 0}, {3, 2});
+  Tensor out = Call("aten::index_add", self, int64_t(0), L({2, 0, 2}), F({1, 2, 3, 4, 5, 6}, {3, 2}), Scalar(2.0));
+  EXPECT_EQ(FV(out), (std::vector<float>{6, 8, 0, 0, 12, 16}));
+  EXPECT_EQ(FV(self), (std::vector<float>(6, 0)));
+  Call("aten::index_add_", self, int64_t(1), L({1}), F({7, 8, 9}, {3, 1}), Scalar(1));
+  EXPECT_EQ(FV(self), (std::vector<float>{0, 7, 0, 8, 0, 9}));
+  // nothing is written when a later index is bad; the error follows PyTorch's kernel path
+  ExpectError<Error>([&] { Call("aten::index_add_", self, int64_t(0), L({0, 3}), F({1, 1, 1, 1}, {2, 2}),
+                                Scalar(1)); }, "index 3 is out of bounds for dimension 0 with size 3");
+  ExpectError<IndexError>([&] { Call("aten::index_add_", F({0, 0}), int64_t(0), L({1, 2}), F({1, 1}), Scalar(1)); },
+                          "index out of range in self");
+  EXPECT_EQ(FV(self), (std::vector<float>{0, 7, 0, 8, 0, 9}));
+  ExpectError<Error>([&] { Call("aten::index_add", self, int64_t(0), L({0}), L({1, 1}, {1, 2}), Scalar(1)); },
+                     "index_add_(): self (Float) and source (Long) must have the same scalar type");
+  // an expanded self repeats elements: refused before the kernel runs (Note [Overlapping writes])
+  Tensor expanded = ops::expand(F({0, 0}, {1, 2}), {SymInt(3), SymInt(2)});
+  ExpectError<Error>([&] { Call("aten::index_add_", expanded, int64_t(0), L({0}), F({1, 1}, {1, 2}), Scalar(1)); },
+                     "more than one element of the written-to tensor refers to a single memory location");
+}
+
 TEST(IndexOps, IndexSelect) {
   Tensor x = ops::view(Arange(6), {2, 3});
   Tensor out = Call("aten::index_select", x, int64_t(1), L({2, 0, 2}));

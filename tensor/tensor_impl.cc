@@ -139,6 +139,49 @@ bool MayOverlapItself(const SymDimVector& sizes, const SymDimVector& strides, bo
   return false;
 }
 
+bool HasInternalOverlap(const SymDimVector& sizes, const SymDimVector& strides) {
+  bool repeats = false;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    std::optional<int64_t> n = sizes[i].maybe_as_int(), st = strides[i].maybe_as_int();
+    if (n == 0) return false;
+    repeats = repeats || (st == 0 && n && *n > 1);
+  }
+  return repeats;
+}
+
+void CheckNoInternalOverlap(const SymDimVector& sizes, const SymDimVector& strides) {
+  KILN_CHECK(!HasInternalOverlap(sizes, strides), "unsupported operation: more than one element of the written-to tensor refers "
+             "to a single memory location. Please clone() the tensor before performing the operation.");
+}
+
+MemOverlap OverlapStatus(const Tensor& a, const Tensor& b) {
+  if (a.is_same(b)) return MemOverlap::kFull;
+  if (!a->storage() || a->storage() != b->storage()) return MemOverlap::kNo;
+  if (a->is_symbolic() || b->is_symbolic()) return MemOverlap::kTooHard;
+  if (a.numel() == 0 || b.numel() == 0) return MemOverlap::kNo;
+  bool a_dense = false, b_dense = false;
+  if (MayOverlapItself(a->sym_sizes(), a->sym_strides(), &a_dense) || !a_dense ||
+      MayOverlapItself(b->sym_sizes(), b->sym_strides(), &b_dense) || !b_dense)
+    return MemOverlap::kTooHard;
+  const int64_t a_begin = a->storage_offset() * a->itemsize(), a_end = a_begin + a.numel() * a->itemsize();
+  const int64_t b_begin = b->storage_offset() * b->itemsize(), b_end = b_begin + b.numel() * b->itemsize();
+  if (a_begin == b_begin && a_end == b_end) return a.strides() == b.strides() ? MemOverlap::kFull : MemOverlap::kPartial;
+  return a_begin < b_end && b_begin < a_end ? MemOverlap::kPartial : MemOverlap::kNo;
+}
+
+constexpr const char* kReadWriteOverlap =
+    "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory "
+    "location. Please clone() the tensor before performing the operation.";
+
+void CheckNoPartialOverlap(const Tensor& written, const Tensor& read) {
+  KILN_CHECK(OverlapStatus(written, read) != MemOverlap::kPartial, kReadWriteOverlap);
+}
+
+void CheckNoOverlap(const Tensor& written, const Tensor& read) {
+  const MemOverlap s = OverlapStatus(written, read);
+  KILN_CHECK(s != MemOverlap::kPartial && s != MemOverlap::kFull, kReadWriteOverlap);
+}
+
 SymDimVector ContiguousStrides(const SymDimVector& sizes) {
   SymDimVector strides(sizes.size());
   SymInt running = 1;

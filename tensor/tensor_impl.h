@@ -158,6 +158,25 @@ int64_t WrapDim(int64_t dim, int64_t ndim);
 // each step past the span of the smaller ones); a symbolic size or stride counts as "may".
 // *dense (when given) says whether the elements also leave no gap (numel == span).
 bool MayOverlapItself(const SymDimVector& sizes, const SymDimVector& strides, bool* dense = nullptr);
+// PyTorch's has_internal_overlap() == YES: a non-empty tensor with a stride-0 dimension of size
+// above 1 (x.expand(...)), the one case it proves. Other self-overlapping layouts (as_strided
+// windows) are "too hard" there and written without complaint, so they are here too.
+bool HasInternalOverlap(const SymDimVector& sizes, const SymDimVector& strides);
+// Raises PyTorch's RuntimeError when an op would write a tensor of this layout and it has internal
+// overlap: the result of writing several values to one element depends on their order.
+void CheckNoInternalOverlap(const SymDimVector& sizes, const SymDimVector& strides);
+inline void CheckNoInternalOverlap(const Tensor& t) { CheckNoInternalOverlap(t->sym_sizes(), t->sym_strides()); }
+// How the memory of two tensors overlaps, as PyTorch's get_overlap_status: kFull when both reach
+// the same elements in the same layout (or are one tensor), kPartial when their ranges intersect
+// otherwise, kTooHard when either layout is not dense and free of overlap (or is symbolic), so
+// no range test is exact.
+enum class MemOverlap { kNo, kFull, kPartial, kTooHard };
+MemOverlap OverlapStatus(const Tensor& a, const Tensor& b);
+// PyTorch's assert_no_partial_overlap (elementwise ops: x.add_(x) reads each element before it
+// writes it, x[1:].add_(x[:-1]) would read values it has already written) and assert_no_overlap
+// (gathers and scatters, which read and write in different orders: full overlap is refused too).
+void CheckNoPartialOverlap(const Tensor& written, const Tensor& read);
+void CheckNoOverlap(const Tensor& written, const Tensor& read);
 // Row-major strides for `sizes`.
 SymDimVector ContiguousStrides(const SymDimVector& sizes);
 DimVector ContiguousStrides(const DimVector& sizes);

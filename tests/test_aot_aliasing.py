@@ -168,6 +168,23 @@ def test_output_viewing_another_output(backend, expanded):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_output_viewing_another_output_with_a_dim_of_size_one(backend):
+    # erf of a transposed [4, 4, 1] input: eager's result keeps the input's stride 4 on the size-1
+    # dim, Inductor's is contiguous there; the view v0[None] must still come back as a view of v0
+    # (fuzz seed 71, program 404: it came back a separate tensor)
+    def f(x):
+        v0 = kiln.erf(x)
+        return v0, v0[None]
+
+    x = kiln.randn(4, 1, 4).transpose(-1, -2)
+    got = compiled(f, backend)(x)
+    close(got[0], kiln.erf(x))
+    assert got[1]._storage_id() == got[0]._storage_id()
+    got[0].fill_(7.0)
+    assert got[1].tolist() == [[[[7.0]] * 4] * 4]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("order", ["view first", "base first"])
 def test_output_viewing_a_later_output_keeps_every_gradient(backend, order):
     # v0[::2] returned before v0 (Dynamo's outputs at an .item() break come in this order) was

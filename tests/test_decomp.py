@@ -512,10 +512,23 @@ def _random_cases():
     # the scatter ops functionalization writes views back with
     c[aten.fill.Tensor] = lambda: (((make(s, d, nc=nc), make((), d)), {}) for s, d, nc in variants(dtypes=[F32, I64]))
     c[aten.diagonal_scatter.default] = _diag_scatter_cases
+    c[aten.index_add.default] = _index_add_cases
     c[aten.as_strided_scatter.default] = lambda: (
         ((make((3, 4), d), make(size, d), size, stride, off), {}) for d in [F32, I64]
         for size, stride, off in [([2, 2], [1, 2], 1), ([3], [4], 0), ([2, 3], [4, 1], 4)])
     return c
+
+
+def _index_add_cases():
+    # Repeated indices (the accumulation), every dim, int32 indices, alpha of each kind, 0-d self.
+    for d in [F32, F64, I64, BOOL]:
+        for nc in (False, True):
+            yield (make((4, 3), d, nc=nc), 0, kiln.tensor([3, 0, 3]), make((3, 3), d, nc=nc)), {}
+            yield (make((2, 3, 4), d, nc=nc), -1, kiln.tensor([1, 1], dtype=I32), make((2, 3, 2), d)), {"alpha": 2}
+        yield (make((5,), d), 0, kiln.tensor([4, 0, 4, 4]), make((4,), d)), {}
+        yield (make((), d), 0, kiln.tensor(0), make((), d)), {}
+    yield (make((2, 3, 4)), 1, kiln.tensor([2, 0, 2, 2]), make((2, 4, 4))), {"alpha": -0.5}
+    yield (make((3, 4), I64), 1, kiln.tensor([0, 3]), make((3, 2), I64)), {"alpha": 2.5}  # alpha truncates
 
 
 def _diag_scatter_cases():

@@ -579,6 +579,8 @@ _sample("scatter.src scatter_.src scatter_add scatter_add_",
         lambda mk: ((mk((3, 4)), 1, mk((3, 2), I64, 0, 3), mk((3, 2))), {}))
 _sample("scatter.value scatter_.value", lambda mk: ((mk((3, 4)), 1, mk((3, 2), I64, 0, 3), 1.5), {}))
 _sample("index_select", lambda mk: ((mk((3, 4)), 1, mk((5,), I64, 0, 3)), {}))
+_sample("index_add index_add_", lambda mk: ((mk((3, 4)), 1, mk((5,), I64, 0, 3), mk((3, 5))),
+                                         {"alpha": 2}))
 _sample("index.Tensor", lambda mk: ((mk((3, 4, 5)), [None, mk((2, 3), I64, 0, 3)]), {}))
 _sample("index_put_ index_put", lambda mk: ((mk((3, 4)), [mk((2,), I64, 0, 2)], mk((4,))), {}))
 _sample("masked_fill.Scalar masked_fill_.Scalar", lambda mk: ((mk((3, 4)), mk((4,), BOOL), 2.0), {}))

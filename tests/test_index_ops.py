@@ -94,6 +94,12 @@ def check(fn, d, L="C", seed=0, rtol=None, atol=None, compare=None):
 
 
 # --- the case table ----------------------------------------------------------------------------
+def _index_add_own_rows(x, I):
+    # Rows 2-3 of self added to rows 0-1: a contiguous self overlaps its source partially (both
+    # raise); a transposed or strided one is a layout the overlap test cannot judge, added as read.
+    return x.index_add_(0, I([0, 1]), x[2:])
+
+
 def _uniq_index(rng, rows, cols, size):
     """An index of shape (rows, cols) whose columns hold distinct values in [0, size)."""
     return np.stack([rng.permutation(size)[:rows] for _ in range(cols)], axis=1).tolist()
@@ -141,6 +147,18 @@ CASES = {
     "scatter_add_dim1": lambda lib, T, I, rng, L: lib.scatter_add(T((3, 4), L), 1,
                                                                   I(rng.integers(0, 4, (2, 3)).tolist()), T((3, 3))),
     "scatter_add_": lambda lib, T, I, rng, L: T((4,), L).scatter_add_(0, I([0, 0, 3, 3, 3]), T((5,))),
+    # index_add: repeated indices accumulate in order; every kernel path (the 1-D loop, scatter_add
+    # for the first/last dim with alpha 1, the slice loop otherwise)
+    "index_add_dim0": lambda lib, T, I, rng, L: T((4, 3), L).index_add(0, I([3, 0, 3, 3, 1]), T((5, 3))),
+    "index_add_dim1_alpha": lambda lib, T, I, rng, L: lib.index_add(T((3, 4), L), 1, I([2, 2, 0]), T((3, 3)),
+                                                                    alpha=2),
+    "index_add_middle_dim": lambda lib, T, I, rng, L: T((2, 3, 4), L).index_add(-2, I([1, 1], "int32"), T((2, 2, 4))),
+    "index_add_1d": lambda lib, T, I, rng, L: T((5,), L).index_add(0, I([4, 0, 4]), T((3,)), alpha=-1),
+    "index_add_0dim": lambda lib, T, I, rng, L: T(()).index_add(0, I(0), T(())),
+    "index_add_0dim_index": lambda lib, T, I, rng, L: T((3,), L).index_add(0, I(1), T((1,))),
+    "index_add_empty": lambda lib, T, I, rng, L: T((3, 4), L).index_add(0, I([], "int64"), T((0, 4))),
+    "index_add_": lambda lib, T, I, rng, L: T((3, 4), L).index_add_(1, I([0, 3, 0]), T((3, 3), "T")),
+    "index_add_rows_of_itself": lambda lib, T, I, rng, L: _index_add_own_rows(T((4, 3), L), I),
     "index_select_dim0": lambda lib, T, I, rng, L: T((4, 3), L).index_select(0, I([3, 0, 0, 2])),
     "index_select_dim1": lambda lib, T, I, rng, L: lib.index_select(T((2, 3, 4), L), 2, I([-1, 1])),
     "index_select_int32": lambda lib, T, I, rng, L: T((4, 3), L).index_select(1, I([2, 1], "int32")),
@@ -157,6 +175,7 @@ CASES = {
     "getitem_0dim_index": lambda lib, T, I, rng, L: T((4, 5), L)[I(2)],
     "getitem_int32_index": lambda lib, T, I, rng, L: T((4, 5), L)[I([1, 3], "int32")],
     "getitem_empty_index": lambda lib, T, I, rng, L: T((4, 5), L)[I([], "int64")],
+    "getitem_index_into_empty_rows": lambda lib, T, I, rng, L: T((0, 3), L)[:, I([[5]])],  # nothing read: no check
     "getitem_2d_index": lambda lib, T, I, rng, L: T((4, 5), L)[I([[0, 1], [3, 2]])],
     "getitem_mask_full": lambda lib, T, I, rng, L: T((4, 5, 6), L)[T((4, 5, 6), dtype="bool")],
     "getitem_mask_dim0": lambda lib, T, I, rng, L: T((4, 5, 6), L)[T((4,), dtype="bool")],
@@ -382,10 +401,28 @@ BAD = {
     "scatter src dtype": lambda lib, T, I, rng, L: T((3, 4)).scatter_(0, I([[0]]), T((1, 1), dtype="float64")),
     "scatter_add index out of range": lambda lib, T, I, rng, L: T((3,)).scatter_add_(0, I([5]), T((1,))),
     "scatter_add float index": lambda lib, T, I, rng, L: T((3,)).scatter_add_(0, I([0.0], "float32"), T((1,))),
+    "index_add index out of range": lambda lib, T, I, rng, L: T((3, 4)).index_add_(0, I([0, 3]), T((2, 4))),
+    "index_add negative index": lambda lib, T, I, rng, L: T((3, 4)).index_add_(1, I([-1]), T((3, 1))),
+    "index_add 1-D out of range": lambda lib, T, I, rng, L: T((3,)).index_add_(0, I([1, 5]), T((2,))),
+    "index_add slice loop out of range": lambda lib, T, I, rng, L: T((3, 4)).index_add_(0, I([0, 3]), T((2, 4)),
+                                                                                         alpha=2),
+    "index_add 2-D index": lambda lib, T, I, rng, L: T((3, 4)).index_add(0, I([[0]]), T((1, 4))),
+    "index_add float index": lambda lib, T, I, rng, L: T((3, 4)).index_add(0, I([0.0], "float32"), T((1, 4))),
+    "index_add dtype mismatch": lambda lib, T, I, rng, L: T((3, 4)).index_add(0, I([0]), T((1, 4), dtype="float64")),
+    "index_add count mismatch": lambda lib, T, I, rng, L: T((3, 4)).index_add(0, I([0, 1, 2]), T((2, 4))),
+    "index_add shape mismatch": lambda lib, T, I, rng, L: T((3, 4)).index_add(0, I([0, 1]), T((2, 5))),
+    "index_add dim beyond source": lambda lib, T, I, rng, L: T((3, 4)).index_add(1, I([0, 1]), T((2,))),
+    "index_add 0-d source, 2 indices": lambda lib, T, I, rng, L: T((3,)).index_add(0, I([0, 1]), T(())),
+    "index_add expanded self": lambda lib, T, I, rng, L: T((1, 4)).expand(3, 4).index_add_(0, I([0]), T((1, 4))),
+    "index_add self as source": lambda lib, T, I, rng, L: (lambda x: x.index_add_(0, I([1, 0]), x))(T((2, 3))),
     "index_select out of range": lambda lib, T, I, rng, L: T((3, 4)).index_select(0, I([3])),
     "index_select 2-D index": lambda lib, T, I, rng, L: T((3, 4)).index_select(0, I([[0]])),
     "index_select float index": lambda lib, T, I, rng, L: T((3, 4)).index_select(0, I([0.0], "float32")),
     "getitem tensor out of range": lambda lib, T, I, rng, L: T((3, 4))[I([0, 3])],
+    # an index into an empty dim raises though the result is empty (fuzz seed 71, program 2274)
+    "getitem index into an empty dim": lambda lib, T, I, rng, L: T((0, 0))[:, I([[1], [2]])],
+    "getitem index into an empty middle dim": lambda lib, T, I, rng, L: T((2, 0, 3))[:, I([1])],
+    "setitem index into an empty dim": lambda lib, T, I, rng, L: _set(T((2, 0)), (slice(None), I([0])), 1),
     "getitem negative out of range": lambda lib, T, I, rng, L: T((3, 4))[:, I([-5])],
     "getitem list out of range": lambda lib, T, I, rng, L: T((3, 4))[[0, 7]],
     "getitem float index tensor": lambda lib, T, I, rng, L: T((3, 4))[I([0.0], "float32")],

@@ -490,12 +490,17 @@ PyObject* CallOverloads(const std::string& display_name, Op* const* overloads, s
     } clear_on_exit{stack};
     std::string why;
     std::vector<std::string> reasons;
-    // Pass 0 binds types as written; pass 1 lets numbers stand for tensors (PyTorch's rule for the
-    // arithmetic ops; kiln's for all, so the Tensor overload traces); pass 2 lets 0-d tensors stand
-    // for Scalars where no Tensor overload exists (`full((2,), t)`).
-    const Conversion kPasses[] = {Conversion::kExact, Conversion::kNumbersAsTensors, Conversion::kTensorsAsScalars};
-    for (int pass = 0; pass < 3; ++pass) {
-      if (pass == 1 && RefusedByPyTorch(display_name, overloads, count, args, nargs, kwnames)) break;
+    // Pass 0 binds types as written. Outside PyTorch's arithmetic ops, PyTorch's own next step
+    // comes first: 0-d tensors stand for Scalars (`clamp(x, -0.5, t)` takes the Scalar overload,
+    // and t's dtype takes no part in promotion; on a fake tensor the value read is a graph break,
+    // as in PyTorch). Then numbers stand for tensors (PyTorch's rule for the arithmetic ops,
+    // kiln's for all where PyTorch has no binding at all), and last 0-d tensors for Scalars.
+    const bool arithmetic = AllowsNumbersAsTensors(display_name);
+    const Conversion kPasses[] = {Conversion::kExact, Conversion::kTensorsAsScalars, Conversion::kNumbersAsTensors,
+                                  Conversion::kTensorsAsScalars};
+    for (int pass = 0; pass < 4; ++pass) {
+      if (pass == 1 && arithmetic) continue;
+      if (pass == 2 && RefusedByPyTorch(display_name, overloads, count, args, nargs, kwnames)) break;
       for (size_t i = 0; i < count; ++i) {
         const Op& op = *overloads[i];
         if (ParseArgs(op, args, nargs, kwnames, kPasses[pass], stack, &why)) {

@@ -361,10 +361,10 @@ Tensor LogSoftmaxInt(const Tensor& self, int64_t dim, std::optional<ScalarType> 
 }
 
 template <typename A>
-void DefAct(Registry& r, const std::string& schema_args, const std::string& name) {
+OpDef DefAct(Registry& r, const std::string& schema_args, const std::string& name) {
   r.Def(name + "(Tensor self" + schema_args + ") -> Tensor", {Tag::pointwise, Tag::core}, kFunction)
       .template Impl<&A::Fn>(DispatchKey::CPU).template Meta<&A::Meta>();
-  r.Def(name + "_(Tensor(a!) self" + schema_args + ") -> Tensor(a!)", {Tag::pointwise}, kFunction)
+  return r.Def(name + "_(Tensor(a!) self" + schema_args + ") -> Tensor(a!)", {Tag::pointwise}, kFunction)
       .template Impl<&A::Inplace>(DispatchKey::CPU)
       .template Impl<&A::InplaceMeta>(DispatchKey::Meta)
       .template Impl<&A::InplaceMeta>(DispatchKey::Fake);
@@ -400,7 +400,8 @@ void RegisterActivationOps(Registry& r) {
   DefAct<Act3<kElu>>(r, ", Scalar alpha=1, Scalar scale=1, Scalar input_scale=1", "elu");
   r.Def("softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor", pw, kFunction)
       .Impl<&Act2<kSoftplus>::Fn>(DispatchKey::CPU).Meta<&Act2<kSoftplus>::Meta>();
-  DefAct<Act2<kThreshold>>(r, ", Scalar threshold, Scalar value", "threshold");
+  // PyTorch's threshold_ skips TensorIterator's overlap check: an expanded self is written.
+  DefAct<Act2<kThreshold>>(r, ", Scalar threshold, Scalar value", "threshold").AllowsOverlappingWrites();
   DefAct<Act0<kHardsigmoid>>(r, "", "hardsigmoid");
   DefAct<Act0<kHardswish>>(r, "", "hardswish");
   r.Def("logit(Tensor self, float? eps=None) -> Tensor", pw, kFunctionAndMethod)

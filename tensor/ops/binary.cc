@@ -314,11 +314,12 @@ TensorMeta MetaScalar(const Tensor& a, const Scalar& b) {
   return TensorMeta{a->sym_sizes(), LayoutOfInputs(a->sym_sizes(), {&a}), ResultDtype(spec, promoted), a.device()};
 }
 
-void CheckAlpha(const char* op, const Tensor& a, const Scalar& alpha, ScalarType promoted) {
-  KILN_CHECK(!(alpha.is_floating() && IsIntegral(promoted, true)), "For integral input tensors, argument alpha must "
+// PyTorch's alpha_check, on the operands' common dtype; the meta functions run it too, so a
+// compiled graph raises where eager does even when it drops the op's unused result.
+void CheckAlpha(const Scalar& alpha, ScalarType common) {
+  KILN_CHECK(!alpha.is_bool() || common == ScalarType::Bool, "Boolean alpha only supported for Boolean results.");
+  KILN_CHECK(!(alpha.is_floating() && IsIntegral(common, true)), "For integral input tensors, argument alpha must "
              "not be a floating point number.");
-  (void)op;
-  (void)a;
 }
 
 // --- Functional kernels --------------------------------------------------------------------
@@ -340,7 +341,7 @@ Tensor FunctionalScalar(const Tensor& a, const Scalar& b) {
 template <int kOp>
 Tensor AlphaTensor(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   TensorMeta m = MetaTensor<kOp>(a, b);
-  CheckAlpha(kSpecs[kOp].name, a, alpha, m.dtype);
+  CheckAlpha(alpha, ResultType(a, b));
   Tensor out = EmptyFromMeta(m);
   BinaryInto<kOp>(out, a, &b, nullptr, m.dtype, alpha);
   return out;
@@ -348,13 +349,21 @@ Tensor AlphaTensor(const Tensor& a, const Tensor& b, const Scalar& alpha) {
 template <int kOp>
 Tensor AlphaScalar(const Tensor& a, const Scalar& b, const Scalar& alpha) {
   TensorMeta m = MetaScalar<kOp>(a, b);
-  CheckAlpha(kSpecs[kOp].name, a, alpha, m.dtype);
+  CheckAlpha(alpha, ResultType(a, b));
   Tensor out = EmptyFromMeta(m);
   BinaryInto<kOp>(out, a, nullptr, &b, m.dtype, alpha);
   return out;
 }
-template <int kOp> TensorMeta AlphaTensorMeta(const Tensor& a, const Tensor& b, const Scalar&) { return MetaTensor<kOp>(a, b); }
-template <int kOp> TensorMeta AlphaScalarMeta(const Tensor& a, const Scalar& b, const Scalar&) { return MetaScalar<kOp>(a, b); }
+template <int kOp> TensorMeta AlphaTensorMeta(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  TensorMeta m = MetaTensor<kOp>(a, b);
+  CheckAlpha(alpha, ResultType(a, b));
+  return m;
+}
+template <int kOp> TensorMeta AlphaScalarMeta(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  TensorMeta m = MetaScalar<kOp>(a, b);
+  CheckAlpha(alpha, ResultType(a, b));
+  return m;
+}
 
 // --- In-place kernels: the result must fit self's shape and dtype -------------------------
 
@@ -373,6 +382,7 @@ Tensor InplaceTensorImpl(Tensor self, const Tensor& b, const Scalar& alpha, bool
   ScalarType promoted = ResultType(self, b);
   CheckInplace(spec, self, BroadcastShapes(spec.name, self->sym_sizes(), b->sym_sizes()), ResultDtype(spec, promoted));
   CheckDtype(spec, promoted);
+  CheckAlpha(alpha, promoted);
   if (run) BinaryInto<kOp>(self, self, &b, nullptr, ComputeType(spec, promoted), alpha);
   return self;
 }
@@ -384,6 +394,7 @@ Tensor InplaceScalarImpl(Tensor self, const Scalar& b, const Scalar& alpha, bool
   ScalarType promoted = ResultType(self, b);
   CheckDtype(spec, promoted);
   CheckInplace(spec, self, self->sym_sizes(), ResultDtype(spec, promoted));
+  CheckAlpha(alpha, promoted);
   if (run) BinaryInto<kOp>(self, self, nullptr, &b, ComputeType(spec, promoted), alpha);
   return self;
 }
@@ -406,6 +417,7 @@ Tensor OutTensor(const Tensor& a, const Tensor& b, Tensor out) {
 template <int kOp>
 Tensor OutAlphaTensor(const Tensor& a, const Tensor& b, const Scalar& alpha, Tensor out) {
   TensorMeta m = MetaTensor<kOp>(a, b);
+  CheckAlpha(alpha, ResultType(a, b));
   ResizeOut(kSpecs[kOp].name, out, m);
   BinaryInto<kOp>(out, a, &b, nullptr, ComputeType(kSpecs[kOp], ResultType(a, b)), alpha);
   return out;

@@ -60,6 +60,9 @@ Tensor CopyCPU(Tensor self, const Tensor& src, bool non_blocking) {
   SymDimVector joined = BroadcastShapes("copy_", self->sym_sizes(), src->sym_sizes());
   KILN_CHECK(joined == self->sym_sizes(), "output with shape ", ShapeStr(self),
              " doesn't match the broadcast shape ", SizesToString(joined));
+  if (self.is_same(src)) return self;  // x.copy_(x): PyTorch returns before its overlap checks
+  CheckNoInternalOverlap(self);
+  CheckNoPartialOverlap(self, src);
   if (self.numel() == 0) return self;
   KILN_CHECK(src.device().is_cpu() && self.device().is_cpu(), "[copy_] copies between ", src.device().str(),
              " and ", self.device().str(), " need CUDA support, which this build does not have");
@@ -77,6 +80,10 @@ Tensor CopyMeta(Tensor self, const Tensor& src, bool) {
   SymDimVector joined = BroadcastShapes("copy_", self->sym_sizes(), src->sym_sizes());
   KILN_CHECK(joined == self->sym_sizes(), "output with shape ", ShapeStr(self),
              " doesn't match the broadcast shape ", SizesToString(joined));
+  if (!self.is_same(src)) {
+    CheckNoInternalOverlap(self);
+    CheckNoPartialOverlap(self, src);
+  }
   return self;
 }
 
@@ -143,7 +150,8 @@ void RegisterCopyOps(Registry& r) {
   r.Def("copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)", {Tag::core}, kMethod)
       .Impl<&CopyCPU>(DispatchKey::CPU)
       .Impl<&CopyMeta>(DispatchKey::Meta)
-      .Impl<&CopyMeta>(DispatchKey::Fake);
+      .Impl<&CopyMeta>(DispatchKey::Fake)
+      .AllowsOverlappingWrites();  // checked by the kernels, once x.copy_(x) has returned
   r.Def("clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor", {Tag::core}, kFunctionAndMethod)
       .Composite<&Clone>();
   r.Def("_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "

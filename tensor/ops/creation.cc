@@ -194,12 +194,14 @@ void RegisterCreationOps(Registry& r) {
   r.Def("fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)", {}, kFunctionAndMethod)
       .Impl<&FillCPU>(DispatchKey::CPU)
       .Impl<&FillMeta>(DispatchKey::Meta)
-      .Impl<&FillMeta>(DispatchKey::Fake);
-  r.Def("zero_(Tensor(a!) self) -> Tensor(a!)", {}, kFunctionAndMethod).Composite<&Zero>();
+      .Impl<&FillMeta>(DispatchKey::Fake)
+      .AllowsOverlappingWrites();  // every element gets the same value: order does not matter
+  r.Def("zero_(Tensor(a!) self) -> Tensor(a!)", {}, kFunctionAndMethod).Composite<&Zero>().AllowsOverlappingWrites();
   r.Def("fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)", {}, kFunctionAndMethod)
       .Impl<&FillTensorCPU>(DispatchKey::CPU)
       .Impl<&FillTensorMeta>(DispatchKey::Meta)
-      .Impl<&FillTensorMeta>(DispatchKey::Fake);
+      .Impl<&FillTensorMeta>(DispatchKey::Fake)
+      .AllowsOverlappingWrites();
 }
 
 }  // namespace kiln

@@ -1,5 +1,5 @@
 // tensor/ops/index.cc: joining, splitting and indexing ops (cat, stack, split, chunk, gather,
-// scatter, index_select, advanced indexing, index_put_, masked_fill, masked_select, where, nonzero).
+// scatter, index_add, index_select, advanced indexing, index_put_, masked_fill, masked_select, where, nonzero).
 //
 // Kernels walk strided operands with ForEachStrided (common.h) instead of copying inputs to
 // contiguous ones, so in-place ops on views (x.t().index_put_(...)) write through to the base,
@@ -248,6 +248,8 @@ Tensor ScatterInplace(const char* op, ScatterMode mode, Tensor self, int64_t dim
   CheckLongIndex(op, index);
   if (index.numel() != 0) ScatterShapeCheck(self, dim, index, src);
   else if (src) KILN_CHECK(self.dtype() == src->dtype(), op, "(): Expected self.dtype to be equal to src.dtype");
+  CheckNoOverlap(self, index);
+  if (src) CheckNoOverlap(self, *src);
   if (!run) return self;
   CheckIndexValues(index, self.dim() == 0 ? 1 : self.size(dim), dim, /*negative_ok=*/false, /*index_error=*/false);
   Tensor src_c = src && (*src)->has_storage() && (*src)->storage() == self->storage() ? ops::clone(*src) : Tensor();
@@ -287,6 +289,117 @@ Tensor ScatterValue(const Tensor& self, int64_t dim, const Tensor& index, const 
 Tensor ScatterAdd(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   Tensor out = ops::clone(self);
   return CallOp<Tensor>(KILN_OP("aten::scatter_add_"), out, dim, index, src);
+}
+
+// --- index_add -----------------------------------------------------------------------------
+
+// PyTorch's index_func_meta_impl, in its order.
+void IndexAddCheck(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+  KILN_CHECK_INDEX(index.dim() <= 1, "index_add_(): Index is supposed to be a vector, but got dim: ", index.dim(),
+                   " with type: ", ScalarTypeDisplayName(index.dtype()), " and size: ", ShapeStr(index));
+  KILN_CHECK(index.dtype() == ScalarType::Int64 || index.dtype() == ScalarType::Int32,
+             "index_add_(): Expected dtype int32/int64 for index but got: ", ScalarTypeDisplayName(index.dtype()));
+  KILN_CHECK(self.dtype() == source.dtype(), "index_add_(): self (", ScalarTypeDisplayName(self.dtype()),
+             ") and source (", ScalarTypeDisplayName(source.dtype()), ") must have the same scalar type");
+  KILN_CHECK(dim == 0 || dim < source.dim(), "index_add_(): Indexing dim ", dim,
+             " is out of bounds of the source tensor with dim ", source.dim());
+  const SymInt slices = source.dim() == 0 ? SymInt(1) : source->sym_sizes()[dim];
+  // PyTorch's message reads source.size(dim), which raises first for a 0-d source.
+  KILN_CHECK_INDEX(source.dim() != 0 || index->sym_numel() == 1, "Dimension specified as 0 but tensor has no dimensions");
+  KILN_CHECK(index->sym_numel() == slices, "index_add_(): Number of indices (", index->sym_numel().str(),
+             ") should be equal to source.size(dim): (", slices.str(), "), for dim: ", dim);
+  SymDimVector a = self->sym_sizes(), b = source->sym_sizes();
+  if (self.dim() != 0 && source.dim() != 0) {
+    a.erase(a.begin() + dim);
+    b.erase(b.begin() + dim);
+  }
+  KILN_CHECK(a == b, "source tensor shape must match self tensor shape, excluding the specified dimension. Got "
+             "self.shape = ", ShapeStr(self), " source.shape = ", ShapeStr(source));
+}
+
+// Checks every index before anything is written (PyTorch checks while adding and can leave a
+// partial sum behind). Its error depends on the kernel it takes: tensors of 2 or more dims added
+// along their first or last dim with alpha 1 and int64 indices go through scatter_add
+// (RuntimeError naming the index), everything else through its slice loop (IndexError).
+bool IndexAddTakesScatterPath(const Tensor& self, int64_t dim, const Scalar& alpha, bool int64_index) {
+  return self.dim() > 1 && (dim == 0 || dim == self.dim() - 1) && alpha.to_double() == 1.0 && !alpha.is_bool() &&
+         int64_index;
+}
+
+void CheckIndexAddIndices(const Tensor& self, int64_t dim, const Tensor& idx, bool scatter_path) {
+  const int64_t size = self.dim() <= 1 ? self.numel() : self.size(dim);
+  const int64_t* ix = idx.data_ptr<int64_t>();
+  for (int64_t k = 0, n = idx.numel(); k < n; ++k) {
+    if (ix[k] >= 0 && ix[k] < size) continue;
+    if (scatter_path) KILN_CHECK(false, "index ", ix[k], " is out of bounds for dimension ", dim, " with size ", size);
+    KILN_CHECK_INDEX(false, "index out of range in self");
+  }
+}
+
+// self[..., index[i], ...] += alpha * source[..., i, ...] along dim, in index order. alpha and
+// alpha * source are rounded to the dtype before adding, as PyTorch's loops compute in scalar_t
+// (16-bit floats round each step). The walk follows PyTorch's kernel, which decides what a source
+// that self's writes change reads: index position outermost (its slice loop), or innermost (its
+// scatter_add path).
+template <typename T>
+void IndexAddKernel(const Tensor& self, int64_t dim, const Tensor& idx, const Tensor& source, const Scalar& alpha,
+                    bool index_innermost) {
+  DimVector shape = SizesAtLeast1d(source);
+  DimVector self_st = StridesAtLeast1d(self), src_st = StridesAtLeast1d(source), idx_st(shape.size(), 0);
+  const int64_t dim_stride = self_st[dim];
+  self_st[dim] = 0;
+  idx_st[dim] = 1;
+  for (DimVector* v : {&shape, &self_st, &src_st, &idx_st}) {
+    const int64_t moved = (*v)[dim];
+    v->erase(v->begin() + dim);
+    v->insert(index_innermost ? v->end() : v->begin(), moved);
+  }
+  T* s = self.data_ptr<T>();
+  const T* src = source.data_ptr<T>();
+  const int64_t* ix = idx.data_ptr<int64_t>();
+  using O = opmath_t<T>;
+  const O a = static_cast<O>(alpha.to<T>());
+  ForEachStrided(shape, {self_st, src_st, idx_st}, [&](const int64_t* off, const int64_t*) {
+    T* p = s + off[0] + ix[off[2]] * dim_stride;
+    if constexpr (std::is_same_v<T, bool>) {
+      *p = *p || (src[off[1]] && alpha.to<bool>());
+    } else {
+      const T product = static_cast<T>(static_cast<O>(src[off[1]]) * a);
+      *p = static_cast<T>(static_cast<O>(*p) + static_cast<O>(product));
+    }
+  });
+}
+
+Tensor IndexAddInplace(Tensor self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha,
+                       bool run) {
+  dim = WrapDim(dim, self.dim());
+  IndexAddCheck(self, dim, index, source);
+  CheckNoOverlap(self, index);
+  CheckNoOverlap(self, source);
+  if (!run || index.numel() == 0 || self.numel() == 0) return self;
+  dim = self.dim() == 0 ? 0 : dim;
+  const Tensor idx = ops::contiguous(CastTo(index, ScalarType::Int64));
+  const bool scatter_path = IndexAddTakesScatterPath(self, dim, alpha, index.dtype() == ScalarType::Int64);
+  CheckIndexAddIndices(self, dim, idx, scatter_path);
+  KILN_DISPATCH_ALL(self.dtype(), "index_add_",
+                    [&] { IndexAddKernel<scalar_t>(self, dim, idx, source, alpha, scatter_path); });
+  return self;
+}
+Tensor IndexAdd_(Tensor self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
+  return IndexAddInplace(self, dim, index, source, alpha, true);
+}
+Tensor IndexAddMeta_(Tensor self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
+  return IndexAddInplace(self, dim, index, source, alpha, false);
+}
+// The functional op's result is contiguous, as PyTorch's structured kernel allocates it.
+TensorMeta IndexAddMeta(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar&) {
+  IndexAddCheck(self, WrapDim(dim, self.dim()), index, source);
+  return TensorMeta{self->sym_sizes(), {}, self.dtype(), self.device()};
+}
+Tensor IndexAddCPU(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
+  Tensor out = EmptyFromMeta(IndexAddMeta(self, dim, index, source, alpha));
+  ops::copy_(out, self);
+  return IndexAddInplace(out, dim, index, source, alpha, true);
 }
 
 // --- index_select --------------------------------------------------------------------------
@@ -403,6 +516,13 @@ OptTensorVec ExpandIndices(const char* op, const Tensor& self, const OptionalTen
   KILN_CHECK_INDEX(consumed <= self.dim(), "too many indices for tensor of dimension ", self.dim(), " (got ", consumed,
                    ")");
   while (static_cast<int64_t>(out.size()) < self.dim()) out.push_back(std::nullopt);
+  // PyTorch's AdvancedIndex refuses indices into an empty dim, even when the result is empty
+  // anyway (x[:, i] of a [0, 0] tensor): no index value can be in bounds there.
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (!out[d] || self->sym_sizes()[d].maybe_as_int() != 0) continue;
+    const std::optional<int64_t> count = (*out[d])->sym_numel().maybe_as_int();
+    KILN_CHECK_INDEX(!count || *count == 0, "index is out of bounds for dimension with size 0");
+  }
   return out;
 }
 
@@ -715,6 +835,13 @@ void RegisterIndexOps(Registry& r) {
       .Composite<&ScatterValue>();
   r.Def("scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", kCore, kFunctionAndMethod)
       .Composite<&ScatterAdd>();
+  r.Def("index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)", {},
+        kMethod)
+      .Impl<&IndexAdd_>(DispatchKey::CPU).Impl<&IndexAddMeta_>(DispatchKey::Meta)
+      .Impl<&IndexAddMeta_>(DispatchKey::Fake);
+  r.Def("index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor", {},
+        kFunctionAndMethod)
+      .Impl<&IndexAddCPU>(DispatchKey::CPU).Meta<&IndexAddMeta>();
   r.Def("index_select(Tensor self, int dim, Tensor index) -> Tensor", kCore, kFunctionAndMethod)
       .Impl<&IndexSelectCPU>(DispatchKey::CPU).Meta<&IndexSelectMeta>();
   r.Def("index.Tensor(Tensor self, Tensor?[] indices) -> Tensor", kCore, kFunction)
@@ -722,16 +849,19 @@ void RegisterIndexOps(Registry& r) {
   r.Def("index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)", {},
         kFunctionAndMethod)
       .Impl<&IndexPut_>(DispatchKey::CPU).Impl<&IndexPutMeta_>(DispatchKey::Meta)
-      .Impl<&IndexPutMeta_>(DispatchKey::Fake);
+      .Impl<&IndexPutMeta_>(DispatchKey::Fake)
+      .AllowsOverlappingWrites();  // PyTorch only warns (deprecated) for index_put_ and masked_fill_
   r.Def("index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor", kCore,
         kFunctionAndMethod)
       .Composite<&IndexPut>();
   r.Def("masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)", {}, kMethod)
       .Impl<&MaskedFillScalar_>(DispatchKey::CPU).Impl<&MaskedFillScalarMeta_>(DispatchKey::Meta)
-      .Impl<&MaskedFillScalarMeta_>(DispatchKey::Fake);
+      .Impl<&MaskedFillScalarMeta_>(DispatchKey::Fake)
+      .AllowsOverlappingWrites();
   r.Def("masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)", {}, kMethod)
       .Impl<&MaskedFillTensor_>(DispatchKey::CPU).Impl<&MaskedFillTensorMeta_>(DispatchKey::Meta)
-      .Impl<&MaskedFillTensorMeta_>(DispatchKey::Fake);
+      .Impl<&MaskedFillTensorMeta_>(DispatchKey::Fake)
+      .AllowsOverlappingWrites();
   r.Def("masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor", {Tag::pointwise}, kFunctionAndMethod)
       .Composite<&MaskedFillScalar>();
   r.Def("masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor", {Tag::pointwise}, kFunctionAndMethod)

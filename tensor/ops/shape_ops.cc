@@ -451,10 +451,12 @@ void RegisterShapeOps(Registry& r) {
       .Impl<&Tri<true>>(DispatchKey::CPU).Meta<&TriMeta<true>>();
   r.Def("tril_(Tensor(a!) self, int diagonal=0) -> Tensor(a!)", {}, kMethod)
       .Impl<&Tri_<false>>(DispatchKey::CPU).Impl<&TriMeta_<false>>(DispatchKey::Meta)
-      .Impl<&TriMeta_<false>>(DispatchKey::Fake);
+      .Impl<&TriMeta_<false>>(DispatchKey::Fake)
+      .AllowsOverlappingWrites();  // as PyTorch's tril_/triu_
   r.Def("triu_(Tensor(a!) self, int diagonal=0) -> Tensor(a!)", {}, kMethod)
       .Impl<&Tri_<true>>(DispatchKey::CPU).Impl<&TriMeta_<true>>(DispatchKey::Meta)
-      .Impl<&TriMeta_<true>>(DispatchKey::Fake);
+      .Impl<&TriMeta_<true>>(DispatchKey::Fake)
+      .AllowsOverlappingWrites();
   r.Def("sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)", kCore,
         kFunctionAndMethod)
       .Impl<&SortCPU>(DispatchKey::CPU).Meta<&SortMeta>();

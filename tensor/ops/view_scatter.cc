@@ -20,13 +20,26 @@ void CheckRegion(const char* op, const char* what, const Tensor& region, const T
              " of self. src size = ", ShapeStr(src), ", ", what, " size = ", ShapeStr(region));
 }
 
+// src written into region. A region that repeats an element (as_strided with a stride-0 dim, the
+// write-back of an expanded input functionalization made) takes each memory location once, from
+// the first element that reaches it: copy_ refuses such a destination (Note [Overlapping writes]).
+void WriteRegion(Tensor region, Tensor src) {
+  for (int64_t d = 0; d < region.dim(); ++d) {
+    if (region->sym_strides()[d].maybe_as_int() == 0 && region->sym_sizes()[d].maybe_as_int().value_or(0) > 1) {
+      region = ops::slice(region, d, SymInt(0), SymInt(1));
+      src = ops::slice(src, d, SymInt(0), SymInt(1));
+    }
+  }
+  ops::copy_(region, src);
+}
+
 // self cloned (self's layout), with region_of(result) overwritten by src.
 template <typename RegionFn>
 Tensor ScatterInto(const char* op, const char* what, const Tensor& self, const Tensor& src, RegionFn region_of) {
   Tensor out = ops::clone(self, MemoryFormat::Contiguous);
   Tensor region = region_of(out);
   CheckRegion(op, what, region, src);
-  ops::copy_(region, src);
+  WriteRegion(region, src);
   return out;
 }
 
@@ -98,7 +111,7 @@ Tensor AsStridedScatter(const Tensor& self, const Tensor& src, const SymList& si
   if (preserve && offset) offset = *offset - self->sym_storage_offset();
   Tensor region = ops::as_strided(out, size, stride, offset);
   CheckRegion("as_strided_scatter", "view", region, src);
-  ops::copy_(region, src);
+  WriteRegion(region, src);
   return out;
 }
 TensorMeta AsStridedScatterMeta(const Tensor& self, const Tensor& src, const SymList& size, const SymList& stride,

@@ -53,8 +53,17 @@ REGRESSIONS = {
                    "gathered a copy",
     "seed61-2196": "x0 = b[1:] and x0.t() passed together, one mutated: the synthetic base started at offset 3 "
                    "and its fake's storage was too short (setStorage out of bounds)",
+    "seed71-0094": "Tensor.index_add was missing (AttributeError); here its dtype error",
+    "seed71-0404": "(v0, v0[None]) under inductor: v0's size-1 dim had another stride than eager's, so v0[None] "
+                   "came back a separate tensor",
+    "seed71-0518": "sub(int, int, alpha=0.5) whose result is unused, compiled: the alpha check ran in the kernel only",
     "seed71-0593": "masked_fill_ through an expanded view with no elements: the overlap check of the backward "
                    "refused it (an empty view repeats no element)",
+    "seed71-1201": "relu_ on an expanded input: kiln wrote each element several times where PyTorch refuses",
+    "seed71-1258": "index_add with an index past a 1-D self: IndexError 'index out of range in self'",
+    "seed71-2274": "x[:, i] of a [0, 0] tensor: PyTorch refuses an index into an empty dim, kiln returned empty",
+    "seed71-3595": "clamp(x, -0.5, t) with t a 0-d float64 tensor: PyTorch binds t as a Scalar (float32 result), "
+                   "kiln bound the Tensor overload (float64)",
     "seed7-0008": "x[x > 0] on a 0-d x: IndexError",
     "seed7-0020": "x.pow_(2) on an input, compiled: pow_.Scalar functionalized as pow.Scalar (std::get)",
     "seed7-0044": "x.max(dim=...).values compiled: the result came back a plain tuple",

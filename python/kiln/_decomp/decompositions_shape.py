@@ -372,6 +372,24 @@ def chunk(self, chunks, dim=0):
 
 
 
+@register_decomposition(aten.index_add.default)
+def index_add(self, dim, index, source, *, alpha=1):
+    # An accumulating index_put along `dim` (whole slices elsewhere), in index order as eager adds.
+    # A 0-d self is a 1-element vector; alpha takes self's kind as the eager kernel converts it.
+    x = self if self.dim() > 0 else aten.view.default(self, [1])
+    d = _wrap(dim, x.dim())
+    if self.dtype == kiln.bool:
+        alpha = bool(alpha)
+    elif not self.dtype.is_floating_point:
+        alpha = int(alpha)
+    values = source if alpha == 1 and type(alpha) is not bool else aten.mul.Scalar(source, alpha)
+    shape = list(x.shape)
+    shape[d] = numel(index.shape)
+    values = aten.reshape.default(values, shape)
+    out = aten.index_put.default(x, [None] * d + [aten.reshape.default(index, [-1])], values, True)
+    return out if self.dim() > 0 else aten.view.default(out, [])
+
+
 @register_decomposition(aten.masked_select.default)
 def masked_select(self, mask):
     if mask.dtype != kiln.bool:

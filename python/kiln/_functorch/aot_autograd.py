@@ -230,8 +230,9 @@ class _Alias:
             return leaves[self.index].as_strided(self.size, self.stride, self.offset)
         base = outs[self.index]
         size, stride, offset = self.base_layout
-        if tuple(base.stride()) != stride or tuple(base.shape) != size:
+        if tuple(base.shape) != size or any(n != 1 and a != b for n, a, b in zip(size, base.stride(), stride)):
             return None  # the compiled output has another layout: keep the separate result
+        # (a dim of size 1 has no stride to keep: Inductor's contiguous one is as good)
         return base.as_strided(self.size, self.stride, base.storage_offset() + self.offset - offset)
 
 
@@ -679,6 +680,16 @@ class _RaiseInBackward(kiln.autograd.Function):
 
 
 # --- run time ------------------------------------------------------------------------------------
+def _distinct_elements(dst, value):
+    """dst and value narrowed to one element along each dim where dst repeats its memory (an
+    expanded input): copy_ refuses to write a repeated element (Note [Overlapping writes]), and a
+    copy-back writes each memory location once, from the first element that reaches it."""
+    for d, (n, st) in enumerate(zip(dst.shape, dst.stride())):
+        if st == 0 and n > 1:
+            dst, value = dst.narrow(d, 0, 1), value.narrow(d, 0, 1)
+    return dst, value
+
+
 def _restore_outputs(traced, leaves, results):
     """Copies mutated inputs back and rebuilds outputs that view an input or another output as
     those views."""
@@ -690,12 +701,13 @@ def _restore_outputs(traced, leaves, results):
         deferred = traced.deferred_errors
         for i, value, with_grad in zip(traced.mutated_inputs, new_values, traced.mutation_differentiable):
             if i in deferred and grad_enabled:
-                leaves[i].copy_(_RaiseInBackward.apply(value, deferred[i], leaves[i]))
-            elif with_grad and grad_enabled:
-                leaves[i].copy_(value)
+                value = _RaiseInBackward.apply(value, deferred[i], leaves[i])
+            dst, value = _distinct_elements(leaves[i], value)
+            if (with_grad or i in deferred) and grad_enabled:
+                dst.copy_(value)
             else:
                 with kiln.no_grad():
-                    leaves[i].copy_(value)
+                    dst.copy_(value)
     if traced.deferred_outputs and _C.is_grad_enabled():
         anchors = [x for x in leaves if isinstance(x, kiln.Tensor) and x.requires_grad]
         for k, message in traced.deferred_outputs.items():

@@ -13,7 +13,8 @@ import kiln
 
 __all__ = [
     "linear", "conv2d", "relu", "relu_", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "leaky_relu",
-    "relu6", "elu", "hardtanh", "hardsigmoid", "hardswish", "mish", "softplus",
+    "relu6", "elu", "elu_", "hardtanh", "hardtanh_", "leaky_relu_", "threshold", "threshold_", "hardsigmoid",
+    "hardswish", "mish", "softplus",
     "dropout", "batch_norm", "layer_norm", "rms_norm", "group_norm", "embedding", "max_pool2d", "avg_pool2d",
     "adaptive_avg_pool2d", "pad", "one_hot", "scaled_dot_product_attention", "cross_entropy", "nll_loss",
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
@@ -134,6 +135,18 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
     return kiln.leaky_relu_(input, negative_slope) if inplace else kiln.leaky_relu(input, negative_slope)
 
 
+def leaky_relu_(input, negative_slope=0.01):
+    return kiln.leaky_relu_(input, negative_slope)
+
+
+def threshold(input, threshold, value, inplace=False):
+    return kiln.threshold_(input, threshold, value) if inplace else kiln.threshold(input, threshold, value)
+
+
+def threshold_(input, threshold, value):
+    return kiln.threshold_(input, threshold, value)
+
+
 def relu6(input, inplace=False):
     return kiln.relu6_(input) if inplace else kiln.relu6(input)
 
@@ -142,8 +155,16 @@ def elu(input, alpha=1.0, inplace=False):
     return kiln.elu_(input, alpha) if inplace else kiln.elu(input, alpha)
 
 
+def elu_(input, alpha=1.0):
+    return kiln.elu_(input, alpha)
+
+
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     return kiln.hardtanh_(input, min_val, max_val) if inplace else kiln.hardtanh(input, min_val, max_val)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    return kiln.hardtanh_(input, min_val, max_val)
 
 
 def hardsigmoid(input, inplace=False):

@@ -1,0 +1,118 @@
+"""Writes that overlap themselves or what they read, against PyTorch 2.13.
+
+PyTorch refuses, before writing anything, an in-place or out= op whose written tensor repeats an
+element (`x.expand(3, 4).add_(1)`) or partially overlaps a tensor the op reads
+(`x[1:].add_(x[:-1])`, which would read values it has already written); gathers and scatters
+refuse full overlap too (`x.index_add_(0, i, x)`). A few ops let such writes through (fill_,
+zero_, masked_fill_, index_put_, tril_, triu_, threshold_). kiln used to compute whatever its
+loop order gave: a cumulative sum for `x[1:].add_(x[:-1])`. Each case runs in both libraries:
+both raise the same exception class with the same message, or both return the same values.
+"""
+
+import pytest
+
+import kiln
+from conftest import requires_torch, torch
+
+pytestmark = requires_torch
+
+
+def _expanded(lib, dtype="float32"):
+    return lib.zeros(1, 4, dtype=getattr(lib, dtype)).expand(3, 4)
+
+
+def _ones(lib):
+    return lib.ones(3, 4)
+
+
+# (name, call(lib, x)) with x an expanded (3, 4) float32 tensor of zeros
+EXPANDED = [
+    ("add_", lambda lib, x: x.add_(1)),
+    ("mul_ tensor", lambda lib, x: x.mul_(_ones(lib))),
+    ("sub_ of itself", lambda lib, x: x.sub_(x)),
+    ("copy_", lambda lib, x: x.copy_(_ones(lib))),
+    ("copy_ of itself", lambda lib, x: x.copy_(x)),
+    ("relu_", lambda lib, x: x.relu_()),
+    ("exp_", lambda lib, x: x.exp_()),
+    ("clamp_", lambda lib, x: x.clamp_(0, 1)),
+    ("addcmul_", lambda lib, x: x.addcmul_(_ones(lib), _ones(lib))),
+    ("lerp_", lambda lib, x: x.lerp_(_ones(lib), 0.5)),
+    ("cumsum_", lambda lib, x: x.cumsum_(0)),
+    ("uniform_", lambda lib, x: x.uniform_()),
+    ("scatter_", lambda lib, x: x.scatter_(0, lib.tensor([[0]]), 1.0)),
+    ("index_add_", lambda lib, x: x.index_add_(0, lib.tensor([0]), lib.ones(1, 4))),
+    ("column add_", lambda lib, x: x[:, 0].add_(1)),
+    ("row add_ (no repeat)", lambda lib, x: x[0].add_(1)),
+    ("F.leaky_relu_", lambda lib, x: lib.nn.functional.leaky_relu_(x)),
+    ("F.hardtanh_", lambda lib, x: lib.nn.functional.hardtanh_(x)),
+    ("F.elu_", lambda lib, x: lib.nn.functional.elu_(x)),
+    ("setitem of a column", lambda lib, x: x.__setitem__((slice(None), 0), lib.ones(3))),
+    # PyTorch lets these through
+    ("fill_", lambda lib, x: x.fill_(1)),
+    ("zero_", lambda lib, x: x.zero_()),
+    ("setitem of a number", lambda lib, x: x.__setitem__(0, 1.0)),
+    ("masked_fill_", lambda lib, x: x.masked_fill_(lib.ones(3, 4, dtype=lib.bool), 1)),
+    ("index_put_", lambda lib, x: x.index_put_((lib.tensor([0]),), lib.ones(4))),
+    ("tril_", lambda lib, x: x.tril_()),
+    ("F.threshold_", lambda lib, x: lib.nn.functional.threshold_(x, 0.5, 2.0)),
+    ("t_ (a view)", lambda lib, x: x.t_()),
+    ("empty expansion", lambda lib, x: lib.zeros(0, 1).expand(0, 3).add_(1)),
+]
+
+# (name, call(lib, x)) with x = arange(6.)
+PARTIAL = [
+    ("add_ of a shifted view", lambda lib, x: x[1:].add_(x[:-1])),
+    ("add_ of itself", lambda lib, x: x.add_(x)),
+    ("add_ of an interleaved view", lambda lib, x: x[::2].add_(x[1::2])),
+    ("copy_ of a shifted view", lambda lib, x: x[1:].copy_(x[:-1])),
+    ("mul_ of a transposed view", lambda lib, x: x.view(2, 3).mul_(x.view(3, 2).t())),
+    ("addcmul_ of a shifted view", lambda lib, x: x[1:].addcmul_(x[:-1], x[:-1])),
+    ("clamp_ by a shifted view", lambda lib, x: x[1:].clamp_(x[:-1], None)),
+    ("lerp_ toward a shifted view", lambda lib, x: x[1:].lerp_(x[:-1], 0.5)),
+    ("add out= a shifted view", lambda lib, x: lib.add(x[:3], 1, out=x[1:4])),
+    ("add out= itself", lambda lib, x: lib.add(x, 1, out=x)),
+    ("index_add_ of itself", lambda lib, x: x.view(2, 3).index_add_(0, lib.tensor([1, 0]), x.view(2, 3))),
+    ("index_add_ of a shifted view", lambda lib, x: x[:4].view(2, 2).index_add_(0, lib.tensor([1, 0]),
+                                                                                 x[2:].view(2, 2))),
+    ("index_add_ of a strided view", lambda lib, x: x.view(2, 3)[:, :2].index_add_(1, lib.tensor([1, 1]),
+                                                                                    x.view(2, 3)[:, 2:].clone())),
+    ("scatter_add_ of a shifted view", lambda lib, x: x[:3].scatter_add_(0, lib.tensor([1, 0, 2]), x[1:4])),
+    ("scatter_ of itself", lambda lib, x: x.scatter_(0, lib.tensor([1, 0]), x)),
+]
+
+
+def _outcome(lib, case, make):
+    x = make(lib)
+    try:
+        out = case(lib, x)
+    except Exception as e:  # noqa: BLE001 - the class and message are what is compared
+        return ("raised", next(c for c in type(e).__mro__ if c.__module__ == "builtins").__name__, str(e).split("\n")[0],
+                x.tolist())
+    return ("returned", out.tolist() if out is not None else None, x.tolist())
+
+
+def _compare(case, make):
+    want, got = _outcome(torch, case, make), _outcome(kiln, case, make)
+    assert got == want
+
+
+@pytest.mark.filterwarnings("ignore:Use of .* on expanded tensors is deprecated")
+@pytest.mark.parametrize("name,case", EXPANDED, ids=[c[0] for c in EXPANDED])
+def test_writes_into_an_expanded_tensor_match_torch(name, case):
+    _compare(case, _expanded)
+
+
+@pytest.mark.parametrize("name,case", PARTIAL, ids=[c[0] for c in PARTIAL])
+def test_writes_overlapping_their_inputs_match_torch(name, case):
+    _compare(case, lambda lib: lib.arange(6.0))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_compiled_write_into_an_expanded_input_raises_as_eager(backend):
+    def f(x):
+        return x.add_(1) * 2
+
+    x = kiln.zeros(1, 4).expand(3, 4)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        kiln.compile(f, backend=backend)(x)
+    assert x.tolist() == [[0.0] * 4] * 3
