@@ -835,3 +835,20 @@ def test_number_divided_by_tensor_saves_the_reciprocal_as_pytorch():
         return v.tolist(), leaf.grad.tolist(), (7 / lib.tensor([2, 4])).tolist()
 
     assert run(kiln) == run(torch)
+
+
+@requires_torch
+def test_cat_gives_a_skipped_empty_input_a_zero_gradient():
+    # cat skips a 1-D empty input (legacy rule) but its gradient is an empty tensor, not None, so
+    # what it was computed from gets a zero gradient as in PyTorch (fuzz seed 71, program 1071)
+    def run(lib):
+        s = lib.tensor(0.5, dtype=lib.float64, requires_grad=True)
+        x = lib.ones(1, 4, 1, requires_grad=True).expand(1, 4, 0)
+        v = (-1.5 / (x + 2 * s)).view(-1)
+        out = lib.cat([x.diagonal(0, -2, -1), v], -1)
+        out.sum().backward()
+        return s.grad
+
+    got, want = run(kiln), run(torch)
+    assert want is not None and got is not None
+    assert got.tolist() == want.tolist() and str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]

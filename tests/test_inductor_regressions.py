@@ -107,6 +107,36 @@ def test_fallback_view_keeps_its_base_from_reuse():
     close(got[0], want[0])
 
 
+@pytest.mark.parametrize("piece", [0, -1])
+@pytest.mark.parametrize("grad", [False, True])
+def test_view_of_a_split_piece_keeps_the_piece_offset(piece, grad):
+    # split has no lowering: its pieces are extern results at storage offsets 0, 4, 8, and the
+    # wrapper made v.t() of the last one at offset 0, so v @ v.t() multiplied row 2 by row 0
+    # (silently; fuzz seed 71, program 1629)
+    def f(x):
+        v = x.split(1, 0)[piece]
+        return v @ v.t(), (v.t() * 2).sum(0)
+
+    x = kiln.arange(12.0).reshape(3, 4).requires_grad_(grad)
+    want, got = f(x), compiled(f)(x)
+    for g, w in zip(got, want):
+        close(g, w)
+    if grad:
+        (gw,) = kiln.autograd.grad(sum(w.sum() for w in want), x)
+        (gg,) = kiln.autograd.grad(sum(g.sum() for g in got), x)
+        close(gg, gw)
+
+
+@pytest.mark.parametrize("n", [2, 4, 7, 64])
+def test_sum_of_quotients_keeps_nan(n):
+    # a short sum of x / 0 was fully unrolled and factored into sum(x) / 0: [0, 1, 2, 0] / 0
+    # summed to inf, not nan (fuzz seed 71, program 3458)
+    x = kiln.arange(float(n)) % 3
+    for f in (lambda x: (x / 0).sum(), lambda x: (x / 0).sum(0, keepdim=True), lambda x: (-x / 0.0).mean()):
+        want, got = f(x), compiled(f)(x)
+        assert np.isnan(want.numpy()).all() and np.isnan(got.numpy()).all()
+
+
 # --- integer division by zero raises, as eager does -------------------------------------------------
 INT_DIVISIONS = {
     "floor_divide": lambda a, b: a // b,

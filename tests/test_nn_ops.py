@@ -332,6 +332,22 @@ def test_batch_norm_running_stats_in_place():
             assert k_rm.tolist() == [0.0] * 3 and k_rv.tolist() == [1.0] * 3
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])  # bfloat16: PyTorch's own mean is off by an ulp
+@pytest.mark.parametrize("affine", [False, True])
+def test_layer_norm_of_equal_values_is_exactly_zero(dtype, affine):
+    # (x - mean) * rstd, as PyTorch: x * rstd - mean * rstd left rounding error times 1/sqrt(eps)
+    # (-3e-5 for [3, 3, 3]), and log() of the result gave nan where PyTorch gives -inf (fuzz seed
+    # 71, programs 1043 and 1875)
+    for value, n in [(3.0, 3), (0.3, 7), (0.1234567, 1), (-2.5, 33)]:
+        outs = []
+        for lib in (kiln, torch):
+            d = getattr(lib, dtype)
+            x = lib.full((2, n), value, dtype=d)
+            w, b = (lib.ones(n, dtype=d), lib.zeros(n, dtype=d)) if affine else (None, None)
+            outs.append(lib.nn.functional.layer_norm(x, (n,), w, b).tolist())
+        assert outs[0] == outs[1] == [[0.0] * n] * 2
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_layer_norm(name):
     rng = np.random.default_rng(9)

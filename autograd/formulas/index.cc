@@ -37,8 +37,13 @@ void DefineIndexFormulas(DerivativeTable& d) {
     SymInt offset = 0;
     for (size_t i = 0; i < n; ++i) {
       const SymDimVector& s = node.arg_meta[first + i].sizes;
-      // Legacy 1-D empty inputs take no part in cat.
-      if (s.size() == 1 && s[0] == SymInt(0) && out_dim != 1) continue;
+      // Legacy 1-D empty inputs take no part in cat; their gradient is empty, not absent (a
+      // gradient still reaches what they were computed from, zero, as in PyTorch).
+      if (s.size() == 1 && s[0] == SymInt(0) && out_dim != 1) {
+        if (node.next_edges()[first + i].valid())
+          out[i] = zeros(s, node.arg_meta[first + i].dtype, c.grad().device());
+        continue;
+      }
       SymInt len = s[dim];
       if (node.next_edges()[first + i].valid()) out[i] = ops::slice(c.grad(), dim, offset, offset + len);
       offset = offset + len;

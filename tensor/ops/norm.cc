@@ -3,7 +3,8 @@
 // Each native_* op views its (contiguous) input as [outer, channels, inner] or [rows, elems],
 // computes per-slice statistics in double with two passes (mean, then centred squares, so large
 // offsets do not cancel), and applies y = x * scale + shift with per-channel scale = rstd * weight
-// and shift = bias - mean * scale, as PyTorch's CPU kernels do. Parameters and statistics may be
+// and shift = bias - mean * scale (batch and group norm), or y = (x - mean) * rstd * weight + bias
+// (layer norm), as PyTorch's CPU kernels do. Parameters and statistics may be
 // float32 when the input is float16/bfloat16 (PyTorch's "mixed type"); the saved statistics then
 // come out in float32. native_batch_norm in training mode writes running_mean/running_var in place
 // (momentum update, unbiased variance) and bumps their versions: its PyTorch schema carries no
@@ -309,10 +310,12 @@ Tensor3 NativeLayerNormCPU(const Tensor& input, const SymList& normalized_shape,
         double var;
         Moments(px + r * N, 1, N, N, &mean[r], &var);
         rstd[r] = 1.0 / std::sqrt(var + eps);
-        const Mt a = static_cast<Mt>(rstd[r]), s = static_cast<Mt>(-mean[r] * rstd[r]);
+        // (x - mean) * rstd, as PyTorch's kernel: a row of equal values normalizes to exactly 0
+        // (x * rstd - mean * rstd left a rounding error times 1/sqrt(eps): -3e-5 for [3, 3, 3])
+        const Mt m = static_cast<Mt>(mean[r]), a = static_cast<Mt>(rstd[r]);
         const T* xr = px + r * N;
         T* yr = py + r * N;
-        for (int64_t j = 0; j < N; ++j) yr[j] = static_cast<T>((static_cast<Mt>(xr[j]) * a + s) * wm[j] + bm[j]);
+        for (int64_t j = 0; j < N; ++j) yr[j] = static_cast<T>((static_cast<Mt>(xr[j]) - m) * a * wm[j] + bm[j]);
       }
     });
   });

@@ -59,9 +59,17 @@ REGRESSIONS = {
     "seed71-0518": "sub(int, int, alpha=0.5) whose result is unused, compiled: the alpha check ran in the kernel only",
     "seed71-0593": "masked_fill_ through an expanded view with no elements: the overlap check of the backward "
                    "refused it (an empty view repeats no element)",
+    "seed71-1071": "cat of a 1-D empty piece computed from a 0-d input: the input's gradient was None, PyTorch's zero",
     "seed71-1201": "relu_ on an expanded input: kiln wrote each element several times where PyTorch refuses",
     "seed71-1258": "index_add with an index past a 1-D self: IndexError 'index out of range in self'",
+    "seed71-1629": "x.split(1)[-1] @ its .t() under inductor: the view of the extern split piece lost the piece's "
+                   "storage offset and read row 0 (silent)",
+    "seed71-1875": "layer_norm of equal values: x * rstd - mean * rstd gave -3e-5, log() of it nan where PyTorch "
+                   "gives -inf",
     "seed71-2274": "x[:, i] of a [0, 0] tensor: PyTorch refuses an index into an empty dim, kiln returned empty",
+    "seed71-2602": "x.contiguous() of a strided mutated input requiring grad, compiled: traced through a contiguous "
+                   "clone, the later relu_ showed through the 'copy' (silent)",
+    "seed71-3458": "(x / 0).sum() under inductor: fully unrolled and factored into sum(x) / 0, inf instead of nan",
     "seed71-3595": "clamp(x, -0.5, t) with t a 0-d float64 tensor: PyTorch binds t as a Scalar (float32 result), "
                    "kiln bound the Tensor overload (float64)",
     "seed7-0008": "x[x > 0] on a 0-d x: IndexError",

@@ -554,6 +554,17 @@ def trace_inference(flat_fn, leaves, config):
     return traced
 
 
+def _clone_keeping_layout(t):
+    """A copy of t with t's strides, so the program sees the layout it was given: a contiguous
+    clone of a strided input made `x.contiguous()` return the input itself, and the program's
+    later `x.relu_()` then changed that result too (fuzz seed 71, program 2602). An input that
+    repeats elements (expanded) cannot be copied into its own layout and is cloned contiguous."""
+    if any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride())):
+        return t.clone()
+    out = kiln.empty_strided(tuple(t.shape), t.stride(), dtype=t.dtype, device=t.device)
+    return out.copy_(t)
+
+
 def trace_joint(flat_fn, leaves, config):
     """The joint graph. An input that requires grad and is mutated (Note [Mutated inputs that
     require grad]) is traced through a clone, whose final value becomes an extra output."""
@@ -574,7 +585,7 @@ def trace_joint(flat_fn, leaves, config):
     def joint(primals, tangents):
         args = list(primals)
         for i in mutated_diff:  # primals[i] stays the value autograd differentiates against
-            args[i] = primals[i].clone()
+            args[i] = _clone_keeping_layout(primals[i])
         outs = flat_fn(*args)
         new_values = [args[i] for i in mutated_diff]
         diff_outs = [o for o, r in zip(outs, requires) if r]
