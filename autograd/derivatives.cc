@@ -115,6 +115,12 @@ OpBackward::OpBackward(const Derivative* d, Stack args) : derivative_(d), args_(
 
 TensorList OpBackward::Apply(TensorList&& grads) {
   Ctx ctx(*this, grads);
+  // PyTorch's generated nodes save their outputs unconditionally and unpack every saved value
+  // first, so an output changed in place raises even where the formula would not read it (pow
+  // with an integer exponent tensor, then abs_ of its result). Inputs are read on demand, as
+  // PyTorch saves them only for the gradients that will be computed.
+  for (size_t i = 0; i < saved_outputs_.size(); ++i)
+    if (saved_outputs_[i].defined()) (void)ctx.result(i);
   const FunctionSchema& schema = derivative_->op->schema();
   Grads g(schema);
   derivative_->fn(ctx, g);

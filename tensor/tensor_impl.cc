@@ -154,6 +154,16 @@ void CheckNoInternalOverlap(const SymDimVector& sizes, const SymDimVector& strid
              "to a single memory location. Please clone() the tensor before performing the operation.");
 }
 
+// The same number of dims with equal strides wherever a dim has more than one element: the stride
+// of a size-1 dim is a convention (PyTorch's expand gives a new one size * stride of the next,
+// kiln's 0), not a different layout. `x[0] = x` for x of shape [1, 1, 3] writes x onto itself.
+static bool SameLayout(const Tensor& a, const Tensor& b) {
+  if (a.dim() != b.dim()) return false;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (a.size(d) != 1 && a.stride(d) != b.stride(d)) return false;
+  return true;
+}
+
 MemOverlap OverlapStatus(const Tensor& a, const Tensor& b) {
   if (a.is_same(b)) return MemOverlap::kFull;
   if (!a->storage() || a->storage() != b->storage()) return MemOverlap::kNo;
@@ -165,7 +175,7 @@ MemOverlap OverlapStatus(const Tensor& a, const Tensor& b) {
     return MemOverlap::kTooHard;
   const int64_t a_begin = a->storage_offset() * a->itemsize(), a_end = a_begin + a.numel() * a->itemsize();
   const int64_t b_begin = b->storage_offset() * b->itemsize(), b_end = b_begin + b.numel() * b->itemsize();
-  if (a_begin == b_begin && a_end == b_end) return a.strides() == b.strides() ? MemOverlap::kFull : MemOverlap::kPartial;
+  if (a_begin == b_begin && a_end == b_end) return SameLayout(a, b) ? MemOverlap::kFull : MemOverlap::kPartial;
   return a_begin < b_end && b_begin < a_end ? MemOverlap::kPartial : MemOverlap::kNo;
 }
 

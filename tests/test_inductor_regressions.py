@@ -375,3 +375,34 @@ def test_variance_of_one_element_is_positive_zero():
         x = kiln.tensor(value)
         for got, want in zip(compiled(f)(x), f(x)):
             np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("case", ["saved_empty_strided", "gapped_layout_with_absent_tangent"])
+def test_mutated_strided_input_that_requires_grad_trains(case):
+    # a strided input that requires grad and is mutated is traced through a copy in its own layout
+    # (empty_strided + copy): the saved `empty_strided` value shadowed the wrapper's function of
+    # that name (UnboundLocalError, fuzz seed 81, program 362); and a backward specialised to an
+    # absent tangent fed zeros in a contiguous layout to a kernel reading them with strides
+    # (1, 4) (buffer too small, program 1501)
+    F = kiln.nn.functional
+
+    def f(x):
+        if case == "saved_empty_strided":
+            v = x + 1.0
+            x.clamp_(-1, 1)
+            return (v * v.neg(),)
+        x.t_()
+        v = F.softmax(x, dim=1)
+        x.diagonal().abs_()
+        return (v,)
+
+    def run(fn):
+        b = kiln.tensor([[0.5, -2.0], [1.5, 0.25], [-0.75, 3.0], [2.0, -1.0]], requires_grad=True)
+        x = b.clone()[::2] if case != "saved_empty_strided" else b.clone().t()
+        out = fn(x)
+        out[0].sum().backward()
+        return out[0], b.grad
+
+    (want, want_grad), (got, got_grad) = run(f), run(compiled(f))
+    close(got, want)
+    close(got_grad, want_grad)

@@ -81,6 +81,16 @@ PARTIAL = [
 ]
 
 
+# (name, call(lib, x)) with x of shape [1, 1, 3]: size-1 dims, whose strides are conventions
+ONES = [
+    ("setitem of itself", lambda lib, x: x.__setitem__(0, x)),  # expanded first: the same elements
+    ("copy_ of itself with more dims", lambda lib, x: x[0].copy_(x)),
+    ("copy_ of a row with fewer dims", lambda lib, x: x[0].copy_(x[0, 0])),
+    ("add_ of itself with more dims", lambda lib, x: x[0].add_(x)),
+    ("copy_ of the same elements", lambda lib, x: x[0, 0].copy_(x.view(3))),
+]
+
+
 def _outcome(lib, case, make):
     x = make(lib)
     try:
@@ -105,6 +115,12 @@ def test_writes_into_an_expanded_tensor_match_torch(name, case):
 @pytest.mark.parametrize("name,case", PARTIAL, ids=[c[0] for c in PARTIAL])
 def test_writes_overlapping_their_inputs_match_torch(name, case):
     _compare(case, lambda lib: lib.arange(6.0))
+
+
+@pytest.mark.parametrize("name,case", ONES, ids=[c[0] for c in ONES])
+def test_overlap_ignores_the_strides_of_size_one_dims(name, case):
+    # `x[0] = x` raised where PyTorch writes (fuzz seed 81, program 566)
+    _compare(case, lambda lib: lib.arange(3.0).view(1, 1, 3))
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])

@@ -39,6 +39,10 @@ Tensor Trigamma(const Tensor& x) {
   return where(reflect, reflected, psi1);
 }
 
+// PyTorch records these in-place ops but has no derivative for them: the backward raises.
+[[noreturn]] void NoInplaceDerivative(const char* name) {
+  throw NotImplementedError(StrCat("the derivative for 'inplace version of ", name, "' is not implemented."));
+}
 }  // namespace
 
 void DefinePointwiseFormulas(DerivativeTable& d) {
@@ -64,8 +68,12 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
     if (c.needs("other")) g["other"] = neg(div(mul(c.grad(), c.input("self")), mul(other, other)));
   });
   d.Def("div.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = div(c.grad(), c.scalar("other")); });
-  // With a rounding mode the result is piecewise constant.
-  d.Def("div.Tensor_mode", {}, [](Ctx& c, Grads& g) {
+  // With a rounding mode the result is piecewise constant. PyTorch's formula names self and other
+  // (for the mode-less case), so it saves and unpacks them: an in-place change to either before
+  // the backward raises there too.
+  d.Def("div.Tensor_mode", {"self", "other"}, [](Ctx& c, Grads& g) {
+    (void)c.input("self");
+    (void)c.input("other");
     if (c.needs("self")) g["self"] = ZeroGrad(c);
     if (c.needs("other")) g["other"] = ZeroGrad(c);
   });
@@ -279,6 +287,9 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
     Tensor s = c.input("self");
     g["self"] = div(c.grad(), rsub(mul(s, s), 1));
   });
+  d.Def("asinh_", {}, [](Ctx&, Grads&) { NoInplaceDerivative("asinh"); });
+  d.Def("acosh_", {}, [](Ctx&, Grads&) { NoInplaceDerivative("acosh"); });
+  d.Def("atanh_", {}, [](Ctx&, Grads&) { NoInplaceDerivative("atanh"); });
   d.Def("erf", {"self"}, [](Ctx& c, Grads& g) {
     Tensor s = c.input("self");
     g["self"] = mul(mul(c.grad(), exp(neg(mul(s, s)))), 2.0 / std::sqrt(kPi));
@@ -287,8 +298,9 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
     Tensor s = c.input("self");
     g["self"] = mul(mul(c.grad(), exp(neg(mul(s, s)))), -2.0 / std::sqrt(kPi));
   });
-  d.Def("erfinv", {"result"}, [](Ctx& c, Grads& g) {
-    Tensor r = c.result();
+  // From self, as PyTorch (which recomputes erfinv): y = x.erfinv(); y.mul_(2) trains there.
+  d.Def("erfinv", {"self"}, [](Ctx& c, Grads& g) {
+    Tensor r = CallOp<Tensor>(KILN_OP("aten::erfinv"), c.input("self"));
     g["self"] = mul(mul(c.grad(), exp(mul(r, r))), std::sqrt(kPi) / 2.0);
   });
   d.Def("lgamma", {"self"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), digamma(c.input("self"))); });

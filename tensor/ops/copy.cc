@@ -52,18 +52,24 @@ bool PartiallyOverlaps(const Tensor& dst, const Tensor& src) {
   return true;
 }
 
-Tensor CopyCPU(Tensor self, const Tensor& src, bool non_blocking) {
-  (void)non_blocking;
+// copy_'s checks in PyTorch's order: x.copy_(x) returns first; then the overlap checks (Note
+// [Overlapping writes]), then the shapes. Returns whether there is anything to copy.
+bool CheckCopy(const Tensor& self, const Tensor& src) {
+  if (self.is_same(src)) return false;
+  CheckNoInternalOverlap(self);
+  CheckNoPartialOverlap(self, src);
   BroadcastShapes("copy_", self->sym_sizes(), src->sym_sizes());
   KILN_CHECK(src.dim() <= self.dim(), "[copy_] source of shape ", ShapeStr(src),
              " cannot be broadcast to destination of shape ", ShapeStr(self));
   SymDimVector joined = BroadcastShapes("copy_", self->sym_sizes(), src->sym_sizes());
   KILN_CHECK(joined == self->sym_sizes(), "output with shape ", ShapeStr(self),
              " doesn't match the broadcast shape ", SizesToString(joined));
-  if (self.is_same(src)) return self;  // x.copy_(x): PyTorch returns before its overlap checks
-  CheckNoInternalOverlap(self);
-  CheckNoPartialOverlap(self, src);
-  if (self.numel() == 0) return self;
+  return true;
+}
+
+Tensor CopyCPU(Tensor self, const Tensor& src, bool non_blocking) {
+  (void)non_blocking;
+  if (!CheckCopy(self, src) || self.numel() == 0) return self;
   KILN_CHECK(src.device().is_cpu() && self.device().is_cpu(), "[copy_] copies between ", src.device().str(),
              " and ", self.device().str(), " need CUDA support, which this build does not have");
   if (PartiallyOverlaps(self, src)) {
@@ -77,13 +83,7 @@ Tensor CopyCPU(Tensor self, const Tensor& src, bool non_blocking) {
 }
 
 Tensor CopyMeta(Tensor self, const Tensor& src, bool) {
-  SymDimVector joined = BroadcastShapes("copy_", self->sym_sizes(), src->sym_sizes());
-  KILN_CHECK(joined == self->sym_sizes(), "output with shape ", ShapeStr(self),
-             " doesn't match the broadcast shape ", SizesToString(joined));
-  if (!self.is_same(src)) {
-    CheckNoInternalOverlap(self);
-    CheckNoPartialOverlap(self, src);
-  }
+  CheckCopy(self, src);
   return self;
 }
 

@@ -53,12 +53,15 @@ REGRESSIONS = {
                    "gathered a copy",
     "seed61-2196": "x0 = b[1:] and x0.t() passed together, one mutated: the synthetic base started at offset 3 "
                    "and its fake's storage was too short (setStorage out of bounds)",
+    "seed71-0075": "pow with an integer exponent tensor, then abs_ of the result: PyTorch's backward raises (every "
+                   "saved output is unpacked), kiln's trained",
     "seed71-0094": "Tensor.index_add was missing (AttributeError); here its dtype error",
     "seed71-0404": "(v0, v0[None]) under inductor: v0's size-1 dim had another stride than eager's, so v0[None] "
                    "came back a separate tensor",
     "seed71-0518": "sub(int, int, alpha=0.5) whose result is unused, compiled: the alpha check ran in the kernel only",
     "seed71-0593": "masked_fill_ through an expanded view with no elements: the overlap check of the backward "
                    "refused it (an empty view repeats no element)",
+    "seed71-0805": "div(x, x, rounding_mode='trunc') then x[..., 0] = 0: PyTorch saved x and its backward raises",
     "seed71-1071": "cat of a 1-D empty piece computed from a 0-d input: the input's gradient was None, PyTorch's zero",
     "seed71-1201": "relu_ on an expanded input: kiln wrote each element several times where PyTorch refuses",
     "seed71-1258": "index_add with an index past a 1-D self: IndexError 'index out of range in self'",
@@ -87,6 +90,11 @@ REGRESSIONS = {
     "seed7-0797": "x[..., 0] = 2 on a transposed input that requires grad: wrong gradient (same layout bug)",
     "seed7-0860": "an expanded view of a 0-d intermediate returned: wrong gradient (same layout bug)",
     "seed7-0984": "bool add under inductor stored 2, read back as 2.0",
+    "seed81-0362": "a mutated strided input requiring grad, copied in its layout (empty_strided + copy): the saved "
+                   "empty_strided shadowed the inductor wrapper's own function (UnboundLocalError)",
+    "seed81-0566": "x[0] = x for x of shape [1, 1, 3]: the overlap check refused it (a size-1 dim's stride)",
+    "seed81-1501": "backward specialised to an absent tangent: zeros read with strides (1, 4) over 4 elements (buffer "
+                   "too small)",
 }
 
 

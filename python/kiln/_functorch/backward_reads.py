@@ -25,6 +25,7 @@ absent tangents] in aot_autograd.py (an input gradient that depends on absent ta
 None, not zeros).
 """
 
+import contextlib
 import copy
 
 import kiln
@@ -88,7 +89,11 @@ def prune_absent(bw_module, absent):
         with graph.inserting_before(n):
             z = graph.call_function(aten.zeros.default, (list(val.shape),),
                                     {"dtype": val.dtype, "device": val.device})
-        z.meta["val"] = val
+        # the zeros' own (contiguous) layout: n's strides, which Inductor read the zeros with,
+        # may span more memory (fuzz seed 81, program 1501: strides (1, 4) over 4 elements)
+        mode = getattr(val, "fake_mode", None)
+        with mode if mode is not None else contextlib.nullcontext():
+            z.meta["val"] = kiln.zeros(tuple(val.shape), dtype=val.dtype, device=val.device)
         keep = set(readers)
         n.replace_all_uses_with(z, lambda u: u in keep)
     graph.eliminate_dead_code()

@@ -350,13 +350,14 @@ class GraphLowering:
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
                 val = node.meta["val"]
+                name = _input_name(node.name, {n.name for n in self.gm.graph.nodes})
                 if isinstance(val, kiln.Tensor):
-                    buf = Buffer(node.name, val.dtype, list(val.shape), list(val.stride()), val.storage_offset())
+                    buf = Buffer(name, val.dtype, list(val.shape), list(val.stride()), val.storage_offset())
                     self.defined.add(buf.name)
                     self.env[node] = buf
                 else:
                     self.env[node] = val
-                self.inputs.append(node.name)
+                self.inputs.append(name)
             elif node.op == "call_function":
                 self.env[node] = self._call(node)
                 value = self.env[node]
@@ -542,6 +543,22 @@ def _flattened(value):
         return value
     merged = merge_reduced_dims(value, set(range(1, len(value.shape))))
     return value if merged is None else merged[0]
+
+
+# Names the wrapper's own code uses (compile_fx's namespace, `call(args)`, static_buffers).
+_WRAPPER_NAMES = {"kiln", "empty_strided", "reinterpret_tensor", "static_buffers", "call", "args"}
+
+
+def _input_name(name, taken):
+    """A graph input's name in the wrapper: a backward's saved activation is named after the op
+    that made it (`empty_strided`), which shadowed the wrapper's own empty_strided (an
+    UnboundLocalError at the first allocation; fuzz seed 81, program 362)."""
+    if name not in _WRAPPER_NAMES:
+        return name
+    renamed = name + "_"
+    while renamed in taken or renamed in _WRAPPER_NAMES:
+        renamed += "_"
+    return renamed
 
 
 def _squeezed_strides(buf, shape):
