@@ -675,7 +675,16 @@ class Emitter {
         else {  // integers through double (exact below 2^53)
           llvm::Value* d = Intrinsic(llvm::Intrinsic::pow, {b_.CreateSIToFP(x, b_.getDoubleTy()),
                                                             b_.CreateSIToFP(y, b_.getDoubleTy())});
-          return {b_.CreateFPToSI(Intrinsic(llvm::Intrinsic::roundeven, {d}), b_.getInt64Ty()), t};
+          llvm::Value* p = b_.CreateFPToSI(Intrinsic(llvm::Intrinsic::roundeven, {d}), b_.getInt64Ty());
+          // A negative exponent, as eager's integer pow: 1 for a base of 1, +-1 for -1 (by the
+          // exponent's parity), else 0; through double, 0 ** -1 was inf, cast to INT64_MIN
+          llvm::Value* one = b_.getInt64(1);
+          llvm::Value* odd = b_.CreateICmpNE(b_.CreateAnd(y, one), b_.getInt64(0));
+          llvm::Value* of_minus_one = b_.CreateSelect(odd, b_.getInt64(-1), one);
+          llvm::Value* tiny = b_.CreateSelect(b_.CreateICmpEQ(x, one), one,
+                                              b_.CreateSelect(b_.CreateICmpEQ(x, b_.getInt64(-1)), of_minus_one,
+                                                              b_.getInt64(0)));
+          return {b_.CreateSelect(b_.CreateICmpSLT(y, b_.getInt64(0)), tiny, p), t};
         }
       case OpCode::kMax: case OpCode::kMin: {
         bool mx = op == OpCode::kMax;

@@ -176,6 +176,9 @@ CASES = {
     "getitem_int32_index": lambda lib, T, I, rng, L: T((4, 5), L)[I([1, 3], "int32")],
     "getitem_empty_index": lambda lib, T, I, rng, L: T((4, 5), L)[I([], "int64")],
     "getitem_index_into_empty_rows": lambda lib, T, I, rng, L: T((0, 3), L)[:, I([[5]])],  # nothing read: no check
+    # nothing written, so no index value is read (fuzz seed 81, program 3594)
+    "index_put_empty_result": lambda lib, T, I, rng, L: T((1, 0)).index_put((I([[-5], [3]]),), T((1, 0))),
+    "index_put_acc_empty_result": lambda lib, T, I, rng, L: T((1, 0)).index_put((I([7]),), T(()), accumulate=True),
     "getitem_2d_index": lambda lib, T, I, rng, L: T((4, 5), L)[I([[0, 1], [3, 2]])],
     "getitem_mask_full": lambda lib, T, I, rng, L: T((4, 5, 6), L)[T((4, 5, 6), dtype="bool")],
     "getitem_mask_dim0": lambda lib, T, I, rng, L: T((4, 5, 6), L)[T((4,), dtype="bool")],

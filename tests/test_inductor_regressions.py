@@ -127,6 +127,16 @@ def test_view_of_a_split_piece_keeps_the_piece_offset(piece, grad):
         close(gg, gw)
 
 
+def test_integer_pow_with_negative_exponents():
+    # integer pow through double gave 0 ** -1 = inf, cast to INT64_MIN (fuzz seed 81, program 2554);
+    # eager's rule: 1 for a base of 1, +-1 for -1 by parity, else 0
+    base = kiln.tensor([0, 1, -1, -1, 2, -3, 5, 0, 3])
+    exponent = kiln.tensor([-1, -4, -3, -2, -1, -2, 0, 0, 3])
+    f = lambda a, b: a ** b * 2  # noqa: E731
+    want = f(torch.tensor(base.tolist()), torch.tensor(exponent.tolist()))
+    assert compiled(f)(base, exponent).tolist() == want.tolist() == f(base, exponent).tolist()
+
+
 @pytest.mark.parametrize("n", [2, 4, 7, 64])
 def test_sum_of_quotients_keeps_nan(n):
     # a short sum of x / 0 was fully unrolled and factored into sum(x) / 0: [0, 1, 2, 0] / 0

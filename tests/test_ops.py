@@ -106,7 +106,8 @@ OPS = [
            sample=[((3, 4), (4, 5)), ((2, 3), (3, 2)), ((0, 3), (3, 2)), ((2, 0), (0, 3)), ((3, 3), (3, 3))]),
     OpInfo("matmul", lambda lib, x, y: lib.matmul(x, y), dtypes=NUMERIC, nargs=2, rtol=1e-4, atol=1e-4,
            sample=[((4,), (4,)), ((3, 4), (4,)), ((4,), (4, 2)), ((3, 4), (4, 4)), ((2, 3, 4), (4, 2)),
-                   ((2, 1, 3, 4), (3, 4, 2)), ((4,), (2, 4, 3)), ((0, 3, 4), (4, 4))]),
+                   ((2, 1, 3, 4), (3, 4, 2)), ((4,), (2, 4, 3)), ((0, 3, 4), (4, 4)),
+                   ((3, 5, 0), (0,)), ((2, 3, 0), (0, 4))]),  # k = 0 (fuzz seed 81, program 2343)
     OpInfo("bmm", lambda lib, x, y: lib.bmm(x, y), dtypes=NUMERIC, nargs=2, rtol=1e-4, atol=1e-4,
            sample=[((2, 3, 4), (2, 4, 5)), ((3, 4, 4), (3, 4, 4)), ((0, 2, 3), (0, 3, 2)), ((2, 3, 0), (2, 0, 3))]),
     OpInfo("dot", lambda lib, x, y: lib.dot(x, y), dtypes=NUMERIC + ["bool"], nargs=2, rtol=1e-4, atol=1e-4,

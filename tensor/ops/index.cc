@@ -658,9 +658,14 @@ Tensor IndexPutImpl(Tensor self, const OptionalTensorList& indices, const Tensor
   }
   KILN_CHECK(fits, "shape mismatch: value tensor of shape ", ShapeStr(values),
              " cannot be broadcast to indexing result of shape ", SizesToString(L.result));
-  for (size_t d = 0; d < idx.size(); ++d)
+  // Nothing is written when the indexing result is empty (x[i] of a [1, 0] tensor), and PyTorch
+  // then reads no index value: an out-of-range one is not an error (fuzz seed 81, program 3594).
+  bool writes = true;
+  for (const SymInt& n : L.result) writes = writes && n.maybe_as_int() != 0;
+  for (size_t d = 0; writes && d < idx.size(); ++d)
     if (idx[d])
       CheckIndexValues(*idx[d], self.dim() == 0 ? 1 : self.size(d), d, /*negative_ok=*/true, /*index_error=*/true);
+  if (!writes) return self;
   if (v->has_storage() && v->storage() == self->storage()) v = ops::clone(v);
   v = ops::expand(v, ToSymList(L.result));
   KILN_DISPATCH_ALL(self.dtype(), "index_put_", [&] {

@@ -403,7 +403,10 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
   const SymDimVector& sb = b->sym_sizes();
   if (da >= 3 && db <= 2) {
     SymList out_shape(sa.begin(), sa.end() - 1);
-    Tensor rows = ops::reshape(a, {SymInt(-1), sa[da - 1]});
+    // the folded row count spelled out: -1 is ambiguous when k is 0 ([3, 5, 0] @ [0])
+    SymInt nrows = 1;
+    for (const SymInt& s : out_shape) nrows = nrows * s;
+    Tensor rows = ops::reshape(a, {nrows, sa[da - 1]});
     Tensor prod = Mm(rows, db == 1 ? ops::unsqueeze(b, 1) : b);
     if (db == 2) out_shape.push_back(sb[1]);
     return ops::view(prod, out_shape);
