@@ -64,13 +64,15 @@ void DefineReductionFormulas(DerivativeTable& d) {
   });
   // prod: d prod / d x_i is the product of the other elements, computed as exclusive products
   // from the left and from the right, so zero inputs are exact (grad * prod / x is not).
-  d.Def("prod", {"self"}, [](Ctx& c, Grads& g) {
+  // PyTorch's prod_backward reads the result too: it is saved (and checked), though the product
+  // of the others is computed here without dividing by it.
+  d.Def("prod", {"self", "result"}, [](Ctx& c, Grads& g) {
     Tensor self = c.input("self");
     if (c.dim("self") == 0) { g["self"] = c.grad(); return; }
     Tensor flat = ops::reshape(self, {SymInt(-1)});
     g["self"] = reshape(mul(expand(c.grad(), flat->sym_sizes()), ProductOfOthers(flat, 0)), c.sizes("self"));
   });
-  d.Def("prod.dim_int", {"self"}, [](Ctx& c, Grads& g) {
+  d.Def("prod.dim_int", {"self", "result"}, [](Ctx& c, Grads& g) {
     if (c.dim("self") == 0) { g["self"] = c.grad(); return; }
     int64_t dim = WrapDim(c.i64("dim"), c.dim("self"));
     g["self"] = mul(ExpandReduced(c.grad(), c.sizes("self"), {dim}, c.flag("keepdim")),

@@ -93,8 +93,13 @@ REGRESSIONS = {
     "seed81-0362": "a mutated strided input requiring grad, copied in its layout (empty_strided + copy): the saved "
                    "empty_strided shadowed the inductor wrapper's own function (UnboundLocalError)",
     "seed81-0566": "x[0] = x for x of shape [1, 1, 3]: the overlap check refused it (a size-1 dim's stride)",
+    "seed81-1206": "prod's result changed in place before the backward: PyTorch saved it (prod_backward reads it) and "
+                   "raises",
     "seed81-1501": "backward specialised to an absent tangent: zeros read with strides (1, 4) over 4 elements (buffer "
                    "too small)",
+    "seed81-2343": "matmul of [3, 5, 0] by [0]: reshape(-1, 0) was ambiguous",
+    "seed81-2554": "int64 ** negative int64 under inductor: through double, 0 ** -1 was inf, cast to INT64_MIN",
+    "seed81-3594": "index_put whose indexing result is empty: an out-of-range index raised where nothing is written",
 }
 
 
