@@ -670,6 +670,14 @@ class Emitter {
         if (f) {  // x^2 is x * x, exactly (and then a multiply that a sum can contract)
           auto* c = llvm::dyn_cast<llvm::ConstantFP>(y);
           if (c && c->isExactlyValue(2.0)) return {b_.CreateFMul(x, x), t};
+          // eager's pow by 0.5 / -0.5 / 3 / -1 / -2 is sqrt, 1 / sqrt, x * x * x, 1 / x, 1 / (x * x):
+          // libm's pow(-inf, 0.5) is +inf where sqrt gives eager's nan (fuzz seed 91, 1048)
+          llvm::Value* one = llvm::ConstantFP::get(x->getType(), 1.0);
+          if (c && c->isExactlyValue(0.5)) return {Intrinsic(llvm::Intrinsic::sqrt, {x}), t};
+          if (c && c->isExactlyValue(-0.5)) return {b_.CreateFDiv(one, Intrinsic(llvm::Intrinsic::sqrt, {x})), t};
+          if (c && c->isExactlyValue(3.0)) return {b_.CreateFMul(b_.CreateFMul(x, x), x), t};
+          if (c && c->isExactlyValue(-1.0)) return {b_.CreateFDiv(one, x), t};
+          if (c && c->isExactlyValue(-2.0)) return {b_.CreateFDiv(one, b_.CreateFMul(x, x)), t};
           return {Intrinsic(llvm::Intrinsic::pow, {x, y}), t};
         }
         else {  // integers through double (exact below 2^53)

@@ -127,6 +127,20 @@ def test_view_of_a_split_piece_keeps_the_piece_offset(piece, grad):
         close(gg, gw)
 
 
+@pytest.mark.parametrize("exponent", [0.5, -0.5, 2.0, 3.0, -1.0, -2.0, 1.5])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_pow_by_special_exponents_keeps_eager_edge_cases(exponent, dtype):
+    # eager's pow by 0.5 is sqrt: sqrt(-inf) is nan where libm's pow(-inf, 0.5) is +inf, which
+    # inductor gave (fuzz seed 91, program 1048); kiln's eager pow(-0.0, -0.5) gave inf, PyTorch -inf
+    values = [-float("inf"), -1.0, 0.0, -0.0, 4.0, float("inf"), float("nan"), 0.25]
+    x = kiln.tensor(values, dtype=getattr(kiln, dtype))
+    want = torch.tensor(values, dtype=getattr(torch, dtype)).pow(exponent).tolist()
+    same = lambda a, b: all(p == q and np.signbit(p) == np.signbit(q) or p != p and q != q  # noqa: E731
+                            for p, q in zip(a, b))
+    assert same(x.pow(exponent).tolist(), want)
+    assert same(compiled(lambda v: v.pow(exponent) * 1.0)(x).tolist(), want)
+
+
 def test_integer_pow_with_negative_exponents():
     # integer pow through double gave 0 ** -1 = inf, cast to INT64_MIN (fuzz seed 81, program 2554);
     # eager's rule: 1 for a base of 1, +-1 for -1 by parity, else 0
