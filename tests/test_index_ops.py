@@ -439,6 +439,9 @@ BAD = {
     "setitem mask shape mismatch": lambda lib, T, I, rng, L: _set(T((3, 4)), I([True], "bool"), 0),
     "index_put_ out of range": lambda lib, T, I, rng, L: T((3,)).index_put_((I([3]),), T((1,)), accumulate=True),
     "index_put_ value dtype": lambda lib, T, I, rng, L: T((3,)).index_put_((I([0]),), T((1,), dtype="float64")),
+    # the index count is checked before the dtypes (fuzz seed 91, program 63)
+    "index_put_ into 0-d, value dtype": lambda lib, T, I, rng, L: T(()).index_put((I(0),), T((), dtype="float64")),
+    "index_put_ into 0-d, bool index": lambda lib, T, I, rng, L: T(()).index_put((I(True, "bool"),), T(())),
     "masked_fill non-bool mask": lambda lib, T, I, rng, L: T((3,)).masked_fill(I([1, 0, 1]), 0),
     "masked_fill mask shape": lambda lib, T, I, rng, L: T((3,)).masked_fill(T((2,), dtype="bool"), 0),
     "masked_fill_ mask grows self": lambda lib, T, I, rng, L: T((3,)).masked_fill_(T((2, 3), dtype="bool"), 0),
