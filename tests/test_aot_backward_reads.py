@@ -119,3 +119,68 @@ def test_input_eager_saved_unchanged_trains(backend):
         return [a.grad, b.grad]
 
     check(program, [[0.5, 2.0]], [[0.7, 1.0]], backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("later", ["view", "whole", "none"])
+def test_mutated_input_eager_saved_changed_after_the_call_raises(backend, later):
+    # x.pow_(2) then x @ x.t(): eager's mm saved x itself (and its transpose), so changing x after
+    # the call raises in backward; the compiled forward saved its own buffer of x's new value and
+    # the change went unchecked (fuzz seed 91, program 576)
+    def program(lib, c, a, w):
+        x = a * 1
+
+        def f(x, w):
+            x.pow_(2)
+            return (x @ x.t()) * w, x.t()
+
+        y, xt = c(f)(x, w)
+        if later == "view":
+            x[::2].zero_()
+        elif later == "whole":
+            xt.mul_(3)
+        (y.sum() + xt.sum()).backward()
+        return [a.grad, w.grad]
+
+    check(program, [[0.5, 2.0], [1.5, -1.0], [0.3, 0.2]], [[1.0, 2.0, 3.0]], backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mutated_input_is_checked_only_where_eager_saved_it(backend):
+    # relu_ saves its result (x's new value), exp of a clone does not read x: eager allows a later
+    # change to x only in the second case
+    def program(lib, c, a):
+        x = a * 1
+        y = c(lambda x: x.mul_(2).clone().exp())(x)
+        x.add_(1)
+        y.sum().backward()
+        return [a.grad]
+
+    check(program, [[0.5, 2.0], [1.5, -1.0]], backend=backend)
+
+    def program_relu(lib, c, a):
+        x = a * 1
+        y = c(lambda x: x.relu_() * 1)(x)
+        x.add_(1)
+        y.sum().backward()
+        return [a.grad]
+
+    check(program_relu, [[0.5, 2.0], [1.5, -1.0]], backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_size_reads_under_dynamic_shapes_are_not_value_reads(backend):
+    # sum's backward expands to x's size: a sym_size of x under dynamic shapes, not a saved x, so
+    # changing x after the call is fine, as in eager
+    def program(lib, c, a):
+        fn = c(lambda x: (x.sum(0) * 2, x.shape[0] * x.mean()))
+        out = None
+        for n in (2, 3, 4):
+            x = a[:n] * 1
+            s, m = fn(x)
+            x.add_(1)
+            (s.sum() + m).backward()
+            out = a.grad
+        return [out]
+
+    check(program, [[0.5, 2.0], [1.5, -1.0], [0.3, 0.2], [1.0, 1.0]], backend=backend)

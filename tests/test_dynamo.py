@@ -666,6 +666,40 @@ def test_mark_dynamic_and_dynamic_flag():
     assert cnt3.frame_count == 3
 
 
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_diagonal_of_dynamic_sizes_stays_in_the_graph(backend):
+    # diagonal's size is min(rows, cols - offset): it read concrete sizes, so under dynamic shapes
+    # every diagonal was a graph break, and an in-place write through it then ran after the graph
+    # had saved the value it overwrote (eager's "modified by an inplace operation" was lost;
+    # fuzz seed 91, program 33)
+    def f(x, y):
+        return (x.diagonal(1) * 2).sum() + y.t().diagonal().exp().sum(), x.diagonal(-1, 0, 1) + 1
+
+    cf = kiln.compile(f, backend=backend, dynamic=True, fullgraph=True)
+    for n in (4, 6, 3):
+        x, y = t(n, n + 1).requires_grad_(), t(n, 1).requires_grad_()
+        got = cf(x, y)
+        (got[0] + got[1].sum()).backward()
+        grads = x.grad, y.grad
+        x.grad = y.grad = None
+        want = f(x, y)
+        (want[0] + want[1].sum()).backward()
+        same(got, want)
+        same(grads, (x.grad, y.grad))
+
+    def g(x):
+        x.exp_()
+        v = x ** 2
+        x.diagonal().abs_()
+        return v
+
+    cg = kiln.compile(g, backend=backend, dynamic=True)
+    for n in (3, 4):
+        out = cg(t(1, n).requires_grad_().clone().t())
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()
+
+
 def test_cache_size_limit_falls_back_to_eager(monkeypatch):
     monkeypatch.setattr(dynamo.config, "cache_size_limit", 2)
     cnt = CompileCounter()

@@ -284,6 +284,11 @@ CASES = [
     ("split", [(7, 3)], lambda a: a.split(3)[2]),
     ("view_doubled", [(5, 2)], lambda a: a.view(a.shape[0] * 2)),
     ("new_empty_from_shape", [(5, 2)], lambda a: kiln.empty(a.shape[0], a.shape[1] + 1, device=a.device)),
+    ("diagonal", [(4, 3)], lambda a: a.diagonal()),
+    ("diagonal_tall", [(5, 1)], lambda a: a.t().diagonal()),
+    ("diagonal_offset", [(4, 6)], lambda a: a.diagonal(2)),
+    ("diagonal_negative_offset_dims", [(2, 5, 3)], lambda a: a.diagonal(-1, 2, 1)),
+    ("diagonal_past_the_end", [(4, 3)], lambda a: a.diagonal(7)),
 ]
 
 

@@ -288,15 +288,13 @@ Tensor Diagonal(const Tensor& self, int64_t offset, int64_t dim1, int64_t dim2) 
   dim1 = WrapDim(dim1, nd);
   dim2 = WrapDim(dim2, nd);
   KILN_CHECK(dim1 != dim2, "diagonal dimensions cannot be identical ", dim1, ", ", dim2);
-  DimVector sizes = self.sizes(), strides = self.strides();
-  int64_t diag_size, off = self->storage_offset();
-  if (offset >= 0) {
-    diag_size = std::max<int64_t>(std::min(sizes[dim1], sizes[dim2] - offset), 0);
-    if (diag_size > 0) off += offset * strides[dim2];
-  } else {
-    diag_size = std::max<int64_t>(std::min(sizes[dim1] + offset, sizes[dim2]), 0);
-    if (diag_size > 0) off -= offset * strides[dim1];
-  }
+  // symbolic sizes stay symbolic (sym_min/sym_max); only the empty-diagonal test guards
+  const SymDimVector& sizes = self->sym_sizes();
+  const SymDimVector& strides = self->sym_strides();
+  SymInt diag_size = offset >= 0 ? sym_max(sym_min(sizes[dim1], sizes[dim2] - offset), 0)
+                                 : sym_max(sym_min(sizes[dim1] + offset, sizes[dim2]), 0);
+  SymInt off = self->sym_storage_offset();
+  if (diag_size != 0) off = off + (offset >= 0 ? strides[dim2] * offset : strides[dim1] * -offset);
   SymDimVector out_sizes, out_strides;
   for (int64_t d = 0; d < nd; ++d) {
     if (d == dim1 || d == dim2) continue;

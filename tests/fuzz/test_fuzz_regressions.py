@@ -16,13 +16,28 @@ from fuzz.worker import BACKENDS  # noqa: E402
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "regressions")
 
 REGRESSIONS = {
+    "seed7-0008": "x[x > 0] on a 0-d x: IndexError",
+    "seed7-0020": "x.pow_(2) on an input, compiled: pow_.Scalar functionalized as pow.Scalar (std::get)",
+    "seed7-0044": "x.max(dim=...).values compiled: the result came back a plain tuple",
+    "seed7-0047": "an expanded input that requires grad, mutated: refused (synthetic base without _base)",
+    "seed7-0129": "t_() on an expanded view that requires grad: refused eagerly (its gradient must sum)",
+    "seed7-0157": "a mutated input the loss never reads got a zero gradient instead of None",
+    "seed7-0170": "x.t_() on an input compiled: committed as a value, 'output with shape [5, 1] doesn't match'",
+    "seed7-0301": "nan/inf .int() under inductor gave 0 (x86 gives INT_MIN)",
+    "seed7-0680": "a transposed input mutated through a view: copy/fill/as_strided_scatter dropped its "
+                  "layout, the gradient's signs came out transposed",
+    "seed7-0745": "x.t_() on an input compiled: outputs came back transposed, silently",
+    "seed7-0756": "x.t_() on an input aliasing another (a synthetic base's member) lost its new layout",
+    "seed7-0797": "x[..., 0] = 2 on a transposed input that requires grad: wrong gradient (same layout bug)",
+    "seed7-0860": "an expanded view of a 0-d intermediate returned: wrong gradient (same layout bug)",
+    "seed7-0984": "bool add under inductor stored 2, read back as 2.0",
     "seed11-0195": "a mutation whose backward raises (clamp_max then copy_) raised at trace time for losses that never read it",
     "seed11-0908": "x1.add_(x0, ...) with x0 requiring grad: x0's gradient doubled (silent; the analysis run's history on the fakes)",
     "seed11-1449": "a dead local at a graph break left the graph: 0 * NaN gradient",
-    "seed21-1361": "mse_loss(int input, float target): the target's gradient was 0 (computed in the int dtype)",
-    "seed21-1829": "x0.copy_(x2) with x2 requiring grad, compiled: x0 copied back under no_grad, x2's gradient lost",
     "seed21-0396": "a write to an expanded view of an input requiring grad: its summed gradient built a real "
                    "index tensor under FakeTensorMode (AssertionError)",
+    "seed21-1361": "mse_loss(int input, float target): the target's gradient was 0 (computed in the int dtype)",
+    "seed21-1829": "x0.copy_(x2) with x2 requiring grad, compiled: x0 copied back under no_grad, x2's gradient lost",
     "seed41-0061": "x.chunk(...)[0] used after its base changed in place: PyTorch refuses (a split output), kiln's "
                    "chunk was slices",
     "seed41-0109": "x2 & v0 (bool & float, shapes that do not broadcast): kiln reported the dtype, PyTorch the "
@@ -61,6 +76,7 @@ REGRESSIONS = {
     "seed71-0518": "sub(int, int, alpha=0.5) whose result is unused, compiled: the alpha check ran in the kernel only",
     "seed71-0593": "masked_fill_ through an expanded view with no elements: the overlap check of the backward "
                    "refused it (an empty view repeats no element)",
+    "seed71-0696": "a mutated input whose new value the backward reads, changed after the call: no version error",
     "seed71-0805": "div(x, x, rounding_mode='trunc') then x[..., 0] = 0: PyTorch saved x and its backward raises",
     "seed71-1071": "cat of a 1-D empty piece computed from a 0-d input: the input's gradient was None, PyTorch's zero",
     "seed71-1201": "relu_ on an expanded input: kiln wrote each element several times where PyTorch refuses",
@@ -70,26 +86,12 @@ REGRESSIONS = {
     "seed71-1875": "layer_norm of equal values: x * rstd - mean * rstd gave -3e-5, log() of it nan where PyTorch "
                    "gives -inf",
     "seed71-2274": "x[:, i] of a [0, 0] tensor: PyTorch refuses an index into an empty dim, kiln returned empty",
+    "seed71-2412": "an input's new value, saved by the compiled forward as its own buffer, changed past a graph break",
     "seed71-2602": "x.contiguous() of a strided mutated input requiring grad, compiled: traced through a contiguous "
                    "clone, the later relu_ showed through the 'copy' (silent)",
     "seed71-3458": "(x / 0).sum() under inductor: fully unrolled and factored into sum(x) / 0, inf instead of nan",
     "seed71-3595": "clamp(x, -0.5, t) with t a 0-d float64 tensor: PyTorch binds t as a Scalar (float32 result), "
                    "kiln bound the Tensor overload (float64)",
-    "seed7-0008": "x[x > 0] on a 0-d x: IndexError",
-    "seed7-0020": "x.pow_(2) on an input, compiled: pow_.Scalar functionalized as pow.Scalar (std::get)",
-    "seed7-0044": "x.max(dim=...).values compiled: the result came back a plain tuple",
-    "seed7-0047": "an expanded input that requires grad, mutated: refused (synthetic base without _base)",
-    "seed7-0129": "t_() on an expanded view that requires grad: refused eagerly (its gradient must sum)",
-    "seed7-0157": "a mutated input the loss never reads got a zero gradient instead of None",
-    "seed7-0170": "x.t_() on an input compiled: committed as a value, 'output with shape [5, 1] doesn't match'",
-    "seed7-0301": "nan/inf .int() under inductor gave 0 (x86 gives INT_MIN)",
-    "seed7-0680": "a transposed input mutated through a view: copy/fill/as_strided_scatter dropped its "
-                  "layout, the gradient's signs came out transposed",
-    "seed7-0745": "x.t_() on an input compiled: outputs came back transposed, silently",
-    "seed7-0756": "x.t_() on an input aliasing another (a synthetic base's member) lost its new layout",
-    "seed7-0797": "x[..., 0] = 2 on a transposed input that requires grad: wrong gradient (same layout bug)",
-    "seed7-0860": "an expanded view of a 0-d intermediate returned: wrong gradient (same layout bug)",
-    "seed7-0984": "bool add under inductor stored 2, read back as 2.0",
     "seed81-0362": "a mutated strided input requiring grad, copied in its layout (empty_strided + copy): the saved "
                    "empty_strided shadowed the inductor wrapper's own function (UnboundLocalError)",
     "seed81-0566": "x[0] = x for x of shape [1, 1, 3]: the overlap check refused it (a size-1 dim's stride)",
@@ -100,8 +102,11 @@ REGRESSIONS = {
     "seed81-2343": "matmul of [3, 5, 0] by [0]: reshape(-1, 0) was ambiguous",
     "seed81-2554": "int64 ** negative int64 under inductor: through double, 0 ** -1 was inf, cast to INT64_MIN",
     "seed81-3594": "index_put whose indexing result is empty: an out-of-range index raised where nothing is written",
+    "seed91-0033": "diagonal under dynamic shapes was a graph break: the write through it ran after the graph saved "
+                   "the value it overwrote, and eager's version-counter error was lost",
     "seed91-0063": "index_put on a 0-d self with a float value: PyTorch's 'too many indices' IndexError comes before "
                    "the dtype check",
+    "seed91-0576": "x1.pow_(2); x1 @ x0.t(), then x1[::2].zero_() past a graph break: eager saved x1 and raises",
     "seed91-1048": "(argmin + -inf).pow(0.5) under inductor: libm's pow(-inf, 0.5) is +inf, eager's sqrt gives nan",
 }
 

@@ -868,7 +868,10 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs,
     # Note [Inputs eager would have saved] in backward_reads.py; inputs the function mutates are
     # saved as clones of their old value, and their overwriting is Note [Backward errors of mutated inputs]
     # (primals past the inputs are the function's tensor constants)
-    watched = [i for i in inputs_read(0) if i < num_inputs and i not in set(mutated_inputs)]
+    # (position among inputs_read's, leaf index): a mutated input counts through its new value
+    num_primals = num_inputs + len(traced.constants)
+    watched = [(p, p) if p < num_inputs else (p, mutated_inputs[p - num_primals]) for p in inputs_read(0)
+               if p < num_inputs and p not in set(mutated_inputs) or p >= num_primals]
 
     def inputs_read_when(missing):
         return set(inputs_read(absent_tangents(missing) if missing else 0))
@@ -940,8 +943,8 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs,
             ctx.versions = [s._version if isinstance(s, kiln.Tensor) else None for s in saved]
         if restore:
             outs = _restore_outputs(traced, leaves, outs)
-        if grad_enabled:  # after the copy-back of mutated inputs (watched ones are never mutated)
-            ctx.watched = [(i, leaves[i], leaves[i]._version) for i in watched]
+        if grad_enabled:  # after the copy-back of mutated inputs: their versions as eager left them
+            ctx.watched = [(p, leaves[i], leaves[i]._version) for p, i in watched]
         return outs
 
     return run
@@ -985,7 +988,7 @@ def create_runtime(flat_fn, leaves, config):
 
     return _training_runtime(traced, compiled_fw, compiled_bw, saved_order, len(leaves),
                              tangent_dependencies(bw_module), specialise,
-                             inputs_read_by_backward(traced.graph, num_fwd_outputs))
+                             inputs_read_by_backward(traced.graph, num_fwd_outputs, traced.num_mutations))
 
 
 def _saved_order(fw_module, bw_module, num_fwd_outputs):

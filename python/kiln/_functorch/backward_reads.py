@@ -102,16 +102,26 @@ def prune_absent(bw_module, absent):
     return GraphModule(bw_module, graph), unread
 
 
+# reading a tensor's sizes is not reading its values (eager saves sizes, not the tensor)
+_METADATA_READS = {aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default,
+                   aten.sym_storage_offset.default}
+
+
 # Note [Inputs eager would have saved]
 # Eager saves an op's inputs for its backward and raises if one changes in place before the
 # backward runs. A compiled function saves what its partitioner chose: min-cut may save the mask
 # `x0 >= x2` that clamp's backward needs rather than x2, and then `x2[:1] = 0` after the call went
 # unnoticed (eager raises). The joint graph says what eager would have read: the inputs that a
-# backward-only node reads directly.
-def inputs_read_by_backward(joint, num_fwd_outputs):
+# backward-only node reads directly. An input the function mutates is read by the backward when
+# a backward-only node reads its new value (the graph's leading output for it) or a view of that:
+# eager saved the input itself there, so a change after the call raised (`v = x1 @ x0.t()` after
+# `x1.pow_(2)`, then `x1[::2].zero_()` past a graph break; fuzz seed 91, program 576), while the
+# compiled forward saved a buffer of its own.
+def inputs_read_by_backward(joint, num_fwd_outputs, num_mutations=0):
     """read(absent) -> the positions, among the joint's primals, of those that nodes only the
     backward needs read directly, in the part of the backward that runs when the tangents in the
-    bitmask `absent` are None (as `prune_absent` specialises it)."""
+    bitmask `absent` are None (as `prune_absent` specialises it); position len(primals) + k
+    stands for the new value of the k-th mutated input (the joint's k-th output)."""
     graph = joint.graph
     outs = graph.output_node().args[0]
     outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
@@ -125,6 +135,13 @@ def inputs_read_by_backward(joint, num_fwd_outputs):
     masks = tangent_masks(graph)
     primals = [n for n in graph.nodes if n.op == "placeholder" and not n.name.startswith("tangents")]
     bit = {p: 1 << i for i, p in enumerate(primals)}
+    for k, value in enumerate(outs[:num_mutations]):
+        if isinstance(value, kiln.fx.Node) and value.op != "placeholder":
+            bit[value] = bit.get(value, 0) | 1 << (len(primals) + k)
+    for n in graph.nodes:  # views of a new value are the input too
+        if n.op == "call_function" and "view" in getattr(n.target, "tags", ()) and n.args and n.args[0] in bit \
+                and n not in bit:
+            bit[n] = bit[n.args[0]] & ~((1 << len(primals)) - 1)
     backward = [n for n in graph.nodes if n.op not in ("placeholder", "output") and n not in forward]
     all_tangents = (1 << sum(n.op == "placeholder" and n.name.startswith("tangents") for n in graph.nodes)) - 1
     cache = {}
@@ -135,15 +152,15 @@ def inputs_read_by_backward(joint, num_fwd_outputs):
             reach, found = {}, 0  # bitmasks over the primals
             for n in backward:
                 m = masks[n]
-                if m and not m & present:
-                    continue  # computed from absent tangents only: not run
+                if m and not m & present or n.target in _METADATA_READS:
+                    continue  # computed from absent tangents only: not run; or reads only sizes
                 r = 0
                 for a in n.all_input_nodes:
                     r |= bit.get(a, 0) | reach.get(a, 0)
                 reach[n] = r
                 if m & present:
                     found |= r
-            cache[absent] = [i for i in range(len(primals)) if found >> i & 1]
+            cache[absent] = [i for i in range(len(primals) + num_mutations) if found >> i & 1]
         return cache[absent]
 
     return read
