@@ -27,6 +27,7 @@
 //    the backward reads through a non-fusible op (ban_if_materialized_backward), reductions whose
 //    output is 4x smaller than their inputs (ban_if_reduction), and CheckpointPolicy MUST_SAVE /
 //    PREFER_SAVE. MUST_RECOMPUTE / PREFER_RECOMPUTE wire v_in to the sink, so v is recomputed.
+//    An input no backward node reads is never cut (Note [Saving only the inputs eager saves]).
 // Both then extract the forward graph (primals -> fw outs + saved) and the backward graph (saved
 // + tangents -> grads), drop saved values the backward turns out not to read, and extract again.
 #include "aot/partition.h"
@@ -473,65 +474,80 @@ Partition MinCutPartition(const Graph& joint, int64_t num_fwd_outputs, const Min
     for (Node* u : n->users()) dist[i] = std::min(dist[i], dist[j.index.at(u)] + 1);
   }
 
-  FlowNetwork net;
-  const int source = net.AddVertex(), sink = net.AddVertex();
-  for (size_t i = 0; i < n_nodes; ++i) {
-    net.AddVertex();  // v_in  = 2 + 2i
-    net.AddVertex();  // v_out = 3 + 2i
-  }
-  auto in_of = [&](const Node* n) { return 2 + 2 * static_cast<int>(j.index.at(n)); };
-  auto out_of = [&](const Node* n) { return 3 + 2 * static_cast<int>(j.index.at(n)); };
-  constexpr int64_t kInf = FlowNetwork::kInfinity;
-  auto ban = [&](Node* n) {
-    if (IsView(n) || must_recompute(n)) return;
-    net.AddEdge(source, in_of(n), kInf);
-  };
-  auto fusible_users = [&](Node* n) {
-    return std::all_of(n->users().begin(), n->users().end(),
-                       [&](Node* u) { return !IsOutput(u) && IsFusible(n, u); });
-  };
+  // Note [Saving only the inputs eager saves]: an input that no backward node reads is not
+  // saved; the values computed from it are. Saved, a later in-place change to it (`x2[::2].zero_()`
+  // after the call) must raise, as the compiled backward would read the new values, where eager,
+  // which saved the values computed from it, trains on (fuzz seed 101, program 1545). A graph
+  // with no finite cut under that rule is cut without it.
+  std::vector<bool> read_by_backward(n_nodes, false);
+  for (Node* p : j.primals)
+    for (Node* u : p->users())
+      if (!IsOutput(u) && !j.is_fw(u)) read_by_backward[j.index.at(p)] = true;
 
-  for (size_t i = 0; i < n_nodes; ++i) {
-    Node* n = j.nodes[i];
-    if (IsOutput(n)) continue;
-    if (j.bw[i]) {
-      if (n->op() != Opcode::kPlaceholder && !j.fw[i]) {
-        net.AddEdge(in_of(n), sink, kInf);  // computed in the backward
+  auto cut = [&](bool only_eager_saved_inputs, std::vector<Node*>& saved, std::vector<Node*>& saved_sym) {
+    FlowNetwork net;
+    const int source = net.AddVertex(), sink = net.AddVertex();
+    for (size_t i = 0; i < n_nodes; ++i) {
+      net.AddVertex();  // v_in  = 2 + 2i
+      net.AddVertex();  // v_out = 3 + 2i
+    }
+    auto in_of = [&](const Node* n) { return 2 + 2 * static_cast<int>(j.index.at(n)); };
+    auto out_of = [&](const Node* n) { return 3 + 2 * static_cast<int>(j.index.at(n)); };
+    constexpr int64_t kInf = FlowNetwork::kInfinity;
+    auto ban = [&](Node* n) {
+      if (IsView(n) || must_recompute(n)) return;
+      net.AddEdge(source, in_of(n), kInf);
+    };
+    auto fusible_users = [&](Node* n) {
+      return std::all_of(n->users().begin(), n->users().end(),
+                         [&](Node* u) { return !IsOutput(u) && IsFusible(n, u); });
+    };
+
+    for (size_t i = 0; i < n_nodes; ++i) {
+      Node* n = j.nodes[i];
+      if (IsOutput(n)) continue;
+      if (j.bw[i]) {
+        if (n->op() != Opcode::kPlaceholder && !j.fw[i]) {
+          net.AddEdge(in_of(n), sink, kInf);  // computed in the backward
+          continue;
+        }
+        net.AddEdge(out_of(n), sink, kInf);  // a forward value (or input) the backward returns
+      }
+      if (must_recompute(n)) {
+        net.AddEdge(in_of(n), sink, kInf);
         continue;
       }
-      net.AddEdge(out_of(n), sink, kInf);  // a forward value (or input) the backward returns
-    }
-    if (must_recompute(n)) {
-      net.AddEdge(in_of(n), sink, kInf);
-      continue;
-    }
-    if (IsPrimal(n)) ban(n);
-    if (j.fw[i] && should_ban(n)) ban(n);
+      if (IsPrimal(n)) ban(n);
+      if (j.fw[i] && should_ban(n)) ban(n);
 
-    int64_t weight;
-    if (IsSymNode(n)) {
-      weight = 1;
-    } else if (!IsTensorValued(n)) {
-      weight = kInf;  // tuples and untyped values are never saved whole
-    } else {
-      double w = static_cast<double>(NodeBytes(n)) * std::pow(1.1, std::clamp<int64_t>(dist[i], 1, 100));
-      bool materialized = n->op() == Opcode::kPlaceholder || !fusible_users(n);
-      weight = static_cast<int64_t>(materialized ? w : 2 * w);
+      int64_t weight;
+      if (IsSymNode(n)) {
+        weight = 1;
+      } else if (!IsTensorValued(n) || (only_eager_saved_inputs && IsPrimal(n) && !read_by_backward[i])) {
+        weight = kInf;  // tuples and untyped values are never saved whole; nor inputs eager does not save
+      } else {
+        double w = static_cast<double>(NodeBytes(n)) * std::pow(1.1, std::clamp<int64_t>(dist[i], 1, 100));
+        bool materialized = n->op() == Opcode::kPlaceholder || !fusible_users(n);
+        weight = static_cast<int64_t>(materialized ? w : 2 * w);
+      }
+      net.AddEdge(in_of(n), out_of(n), weight);
+      for (Node* u : n->users())
+        if (!IsOutput(u)) net.AddEdge(out_of(n), in_of(u), kInf);
     }
-    net.AddEdge(in_of(n), out_of(n), weight);
-    for (Node* u : n->users())
-      if (!IsOutput(u)) net.AddEdge(out_of(n), in_of(u), kInf);
-  }
 
-  int64_t flow = net.MaxFlow(source, sink);
-  KILN_CHECK(flow < kInf, "min_cut_rematerialization_partition: no finite cut: a value the backward needs can "
-             "be neither saved nor recomputed (check MUST_RECOMPUTE on ops whose inputs are banned)");
+    if (net.MaxFlow(source, sink) >= kInf) return false;
+    for (size_t i = 0; i < n_nodes; ++i) {
+      Node* n = j.nodes[i];
+      if (IsOutput(n) || !net.OnSourceSide(in_of(n)) || net.OnSourceSide(out_of(n))) continue;
+      (IsSymNode(n) ? saved_sym : saved).push_back(n);
+    }
+    return true;
+  };
+
   std::vector<Node*> saved, saved_sym;
-  for (size_t i = 0; i < n_nodes; ++i) {
-    Node* n = j.nodes[i];
-    if (IsOutput(n) || !net.OnSourceSide(in_of(n)) || net.OnSourceSide(out_of(n))) continue;
-    (IsSymNode(n) ? saved_sym : saved).push_back(n);
-  }
+  KILN_CHECK(cut(true, saved, saved_sym) || cut(false, saved, saved_sym),
+             "min_cut_rematerialization_partition: no finite cut: a value the backward needs can "
+             "be neither saved nor recomputed (check MUST_RECOMPUTE on ops whose inputs are banned)");
   return Finish(j, std::move(saved), std::move(saved_sym));
 }
 

@@ -168,6 +168,27 @@ def test_output_viewing_another_output(backend, expanded):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_split_piece_of_another_output_stays_a_split_piece(backend):
+    # v0.chunk(2, -1)[0] returned with v0 came back as an as_strided view of v0, which autograd
+    # lets one change in place; eager's chunk piece refuses (fuzz seed 101, program 310: the
+    # mul_ after a graph break ran)
+    def f(x):
+        v0 = x * 2
+        return v0, v0.chunk(2, -1)[0], v0.t()[1:]
+
+    for fn in (f, compiled(f, backend)):
+        x = kiln.randn(3, 4, requires_grad=True)
+        v0, piece, rows = fn(x)
+        assert piece._base is v0 and rows._base is v0
+        assert piece.stride() == (4, 1) and rows.stride() == (1, 4) and rows.storage_offset() == 1
+        with pytest.raises(RuntimeError, match="Output 0 of Split is a view"):
+            piece.mul_(-1)
+        rows.mul_(2)  # an ordinary view: changed in place, its gradient goes through v0
+        (v0.sum() + rows.sum()).backward()
+        assert x.grad.tolist() == [[2.0, 8.0, 8.0, 8.0]] * 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_output_viewing_another_output_with_a_dim_of_size_one(backend):
     # erf of a transposed [4, 4, 1] input: eager's result keeps the input's stride 4 on the size-1
     # dim, Inductor's is contiguous there; the view v0[None] must still come back as a view of v0

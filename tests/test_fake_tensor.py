@@ -197,6 +197,23 @@ def test_exception_classes():
 
 # --- aliasing, in-place, versions ------------------------------------------------------------
 
+def test_index_put_value_shape_is_checked_on_fakes():
+    # integer indices fix the result's shape: the value must broadcast to it, on fakes as in eager
+    # (a compiled function dropped the unused index_put and returned where eager raised: fuzz
+    # seed 101, program 1831); a boolean mask's result shape depends on its values, and is not
+    x, v = kiln.randn(3, 5, 4), kiln.randn(3, 5, 4)
+    idx, mask, row, one = kiln.tensor([[0], [1], [0], [1], [1]]), x > 0, kiln.randn(4), kiln.randn(1)
+    with pytest.raises(RuntimeError, match="cannot be broadcast to indexing result of shape"):
+        x.index_put((idx,), v, accumulate=True)
+    with FakeTensorMode() as mode:
+        fx, fidx, fv = mode.from_tensor(x), mode.from_tensor(idx), mode.from_tensor(v)
+        for accumulate in (False, True):
+            with pytest.raises(RuntimeError, match="cannot be broadcast to indexing result of shape"):
+                fx.index_put((fidx,), fv, accumulate=accumulate)
+        assert fx.index_put((fidx,), mode.from_tensor(row), accumulate=True).shape == (3, 5, 4)
+        assert fx.index_put((mode.from_tensor(mask),), mode.from_tensor(one)).shape == (3, 5, 4)
+
+
 def test_views_share_the_data_less_storage():
     with FakeTensorMode():
         x = kiln.empty(4, 6)

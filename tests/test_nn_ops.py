@@ -100,6 +100,49 @@ def test_matmul(sa, sb, name):
         check(lambda lib, x, y: x @ y, [a, b], name, lay)
 
 
+FOLD_SHAPES = [((3, 5), (3, 5, 0)), ((3, 5), (4, 5, 2)), ((5,), (2, 5, 3)), ((2, 3, 5), (5,)), ((2, 3, 5), (5, 4)),
+               ((4, 2, 3, 5), (5, 4)), ((1, 3, 5), (4, 5, 2)), ((3, 5), (2, 1, 5, 4)), ((0, 3, 5), (5, 4)),
+               ((2, 3, 0), (0, 4)), ((2, 3, 5), (2, 5, 0)), ((2, 0, 5), (2, 5, 3))]
+
+
+@pytest.mark.parametrize("sa,sb", FOLD_SHAPES, ids=str)
+def test_matmul_folds_as_pytorch_does(sa, sb):
+    # Note [matmul]: whether a batch folds into one mm follows PyTorch's rule (the smaller operand
+    # requires grad, a 2-D left operand, row-contiguous batch dims), because it shows: mm compares
+    # the dtypes always and bmm only when there is work, and the folded result of a 2-D @ 3-D
+    # product is a contiguous copy of a transpose. Same dtype, result, strides and gradients, or
+    # the same exception class.
+    rng = np.random.default_rng(4)
+    a, b = rand(sa, "float64", rng), rand(sb, "float64", rng)
+    for (ga, gb), dtypes, lay in itertools.product([(0, 0), (1, 0), (0, 1), (1, 1)],
+                                                   [("float64", "float64"), ("float64", "float32")],
+                                                   [(None, None), ("B", None)]):
+        results = {}
+        for lib in (kiln, torch):
+            x, y = make(lib, a, dtypes[0]), make(lib, b, dtypes[1])
+            if lay[0] == "B" and x.dim() >= 3:  # batch dims not row-contiguous
+                x = x.transpose(0, 1).contiguous().transpose(0, 1)
+            x.requires_grad_(bool(ga))
+            y.requires_grad_(bool(gb))
+            try:
+                out = x @ y
+                if ga or gb:
+                    (out.double() * 1.5).sum().backward()
+                results[lib] = (out.detach(), x.grad, y.grad)
+            except RuntimeError as e:
+                results[lib] = e
+        got, want = results[kiln], results[torch]
+        case = f"{sa} @ {sb}, requires_grad {ga}{gb}, {dtypes}, {lay}"
+        assert isinstance(got, Exception) == isinstance(want, Exception), f"{case}: {got!r} vs {want!r}"
+        if isinstance(want, Exception):
+            continue
+        assert got[0].stride() == want[0].stride(), case
+        for g, w in zip(got, want):
+            assert (g is None) == (w is None), case
+            if w is not None:
+                assert_same(g, w, 1e-5, 1e-6)
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_mm_bmm_dot_mv(name):
     rng = np.random.default_rng(1)
@@ -425,6 +468,9 @@ BAD_CALLS = [
     ("matmul_batch", lambda lib, a, b: lib.matmul(a, b), [t(2, 3, 4), t(3, 4, 2)], "must match"),
     ("bmm_2d", lambda lib, a, b: lib.bmm(a, b), [t(3, 4), t(4, 2)], "3D"),
     ("bmm_shapes", lambda lib, a, b: lib.bmm(a, b), [t(2, 3, 4), t(3, 4, 2)], "batch2"),
+    ("bmm_dtypes", lambda lib, a, b: lib.bmm(a, b), [t(2, 3, 4), t(2, 4, 2, dtype="float64")], "expected scalar type"),
+    ("mv_0d", lambda lib, a, b: lib.mv(a, b), [t(), t()], "Dimension specified as 0"),
+    ("mv_1d", lambda lib, a, b: lib.mv(a, b), [t(3), t()], "vector + matrix @ vector expected"),
     ("dot_2d", lambda lib, a, b: lib.dot(a, b), [t(2, 2), t(4)], "1D tensors expected"),
     ("dot_sizes", lambda lib, a, b: lib.dot(a, b), [t(3), t(4)], "inconsistent tensor size"),
     ("dot_dtypes", lambda lib, a, b: lib.dot(a, b), [t(3), t(3, dtype="int64")], "same dtype"),

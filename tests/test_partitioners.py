@@ -103,6 +103,23 @@ def test_gelu_min_cut_recomputes_gelu():
     assert len(fw.graph.output_node().args[0]) == 1 + 2
 
 
+def reciprocal_erf(x):
+    r = kiln.reciprocal(x)
+    return r.erf(), r.abs()
+
+
+def test_min_cut_saves_only_inputs_eager_saves():
+    # Note [Saving only the inputs eager saves]: no backward node reads x (reciprocal saves its
+    # result), so min-cut saves the reciprocal rather than x and recomputing it: a saved x would
+    # make a later x.zero_() raise in backward where eager trains on (fuzz seed 101, program 1545)
+    fw, bw = check_against_eager(reciprocal_erf, [rand(4, 8)], min_cut_rematerialization_partition)
+    info = fw.meta["partition"]
+    assert info["saved_values"] == ["reciprocal"]
+    # gelu's backward reads x: x is an input eager saves, and min-cut may keep it
+    fw, _ = check_against_eager(gelu_mul, [rand(4, 8), rand(4, 8, seed=1)], min_cut_rematerialization_partition)
+    assert fw.meta["partition"]["saved_values"] == ["primals_1", "primals_2"]
+
+
 def tanh_mm(x, w):
     return kiln.tanh(x @ w).sum()
 

@@ -646,12 +646,18 @@ Tensor IndexPutImpl(Tensor self, const OptionalTensorList& indices, const Tensor
   KILN_CHECK(values.dtype() == self.dtype(), "Index put requires the source and destination dtypes match, got ",
              ScalarTypeDisplayName(self.dtype()), " for the destination and ", ScalarTypeDisplayName(values.dtype()),
              " for the source.");
-  if (!run) return self;
-  OptTensorVec idx = ExpandIndices("index_put_", self, indices, /*meta=*/false);
+  // A boolean mask's result shape depends on its values: meta and fake tensors check the value's
+  // shape only against integer indices (then compiled code refuses what eager refuses, even
+  // when the result goes unused: fuzz seed 101, program 1831).
+  bool masked = false;
+  for (const auto& i : indices)
+    masked = masked || (i && i->defined() && (i->dtype() == ScalarType::Bool || i->dtype() == ScalarType::UInt8));
+  if (!run && masked) return self;
+  OptTensorVec idx = ExpandIndices("index_put_", self, indices, /*meta=*/!run);
   IndexLayout L = LayoutIndices(self, idx);
   // Leading size-1 dims of values beyond the result's rank are dropped, as in PyTorch.
   Tensor v = values;
-  while (v.dim() > static_cast<int64_t>(L.result.size()) && v.size(0) == 1) v = ops::squeeze(v, 0);
+  while (v.dim() > static_cast<int64_t>(L.result.size()) && v->sym_sizes()[0] == 1) v = ops::squeeze(v, 0);
   bool fits = v.dim() <= static_cast<int64_t>(L.result.size());
   for (int64_t d = 0; fits && d < v.dim(); ++d) {
     const SymInt& n = v->sym_sizes()[v.dim() - 1 - d];
@@ -659,6 +665,7 @@ Tensor IndexPutImpl(Tensor self, const OptionalTensorList& indices, const Tensor
   }
   KILN_CHECK(fits, "shape mismatch: value tensor of shape ", ShapeStr(values),
              " cannot be broadcast to indexing result of shape ", SizesToString(L.result));
+  if (!run) return self;
   // Nothing is written when the indexing result is empty (x[i] of a [1, 0] tensor), and PyTorch
   // then reads no index value: an out-of-range one is not an error (fuzz seed 81, program 3594).
   bool writes = true;

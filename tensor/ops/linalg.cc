@@ -249,7 +249,16 @@ SymDimVector BmmSizes(const Tensor& b1, const Tensor& b2, const char* op) {
   const SymDimVector& s2 = b2->sym_sizes();
   KILN_CHECK(s2[0] == s1[0] && s2[1] == s1[2], "Expected size for first two dimensions of batch2 tensor to be: [",
              s1[0].str(), ", ", s1[2].str(), "] but got: [", s2[0].str(), ", ", s2[1].str(), "].");
-  CheckMatmulDtype(op, std::string_view(op) == "bmm" ? nullptr : "bmm", b1, b2);
+  if (std::string_view(op) == "bmm") {
+    // PyTorch's bmm returns an empty result, or zeros when the contraction is empty, in
+    // batch2's dtype before its kernel compares the dtypes
+    const bool work = s1[0] != 0 && s1[1] != 0 && s2[2] != 0 && s1[2] != 0;
+    KILN_CHECK(!work || b1.dtype() == b2.dtype(), "expected scalar type ", ScalarTypeDisplayName(b1.dtype()),
+               " but found ", ScalarTypeDisplayName(b2.dtype()));
+    CheckSameDevice(op, b1, b2);
+  } else {
+    CheckMatmulDtype(op, "bmm", b1, b2);
+  }
   return {s1[0], s1[1], s2[2]};
 }
 
@@ -265,7 +274,7 @@ TensorMeta MmMeta(const Tensor& self, const Tensor& mat2) {
   return TensorMeta{MmSizes(self, mat2, "self", "mat2", "mm"), {}, self.dtype(), self.device()};
 }
 TensorMeta BmmMeta(const Tensor& self, const Tensor& mat2) {
-  return TensorMeta{BmmSizes(self, mat2, "bmm"), {}, self.dtype(), self.device()};
+  return TensorMeta{BmmSizes(self, mat2, "bmm"), {}, mat2.dtype(), self.device()};
 }
 TensorMeta AddmmMeta(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
                      const Scalar& alpha) {
@@ -378,6 +387,7 @@ Tensor Dot(const Tensor& a, const Tensor& b) { return CallOp<Tensor>(KILN_OP("at
 SymList ToList(const SymDimVector& v) { return SymList(v.begin(), v.end()); }
 
 Tensor Mv(const Tensor& self, const Tensor& vec) {
+  CheckHasDim(self, 0);  // PyTorch's addmv reads self.size(0) first: IndexError for a 0-d self
   KILN_CHECK(self.dim() == 2 && vec.dim() == 1, "vector + matrix @ vector expected, got 1, ", self.dim(), ", ",
              vec.dim());
   KILN_CHECK(self->sym_sizes()[1] == vec->sym_sizes()[0], "size mismatch, got input (", self->sym_sizes()[0].str(),
@@ -388,9 +398,32 @@ Tensor Mv(const Tensor& self, const Tensor& vec) {
 // torch.matmul: dot, mv, mm, or a batched product with broadcast batch dims (Note [matmul] below).
 //
 // Note [matmul]: a 1-D operand gets a size-1 dim (prepended on the left, appended on the right)
-// that is dropped from the result. When the left operand has >= 3 dims and the right has <= 2,
-// its batch dims fold into rows, giving one mm instead of a bmm over an expanded copy. Otherwise
-// the batch dims broadcast, both sides are expanded and flattened to 3-D, and one bmm runs.
+// that is dropped from the result. When one operand has >= 3 dims and the other <= 2, the larger
+// one's batch dims may fold into rows, giving one mm (or mv) instead of a bmm over an expanded
+// copy; PyTorch's rule for when (ShouldFold) is followed exactly, because which kernel runs is
+// visible: mm compares the dtypes always, bmm only when there is work ([3, 5] float64 @
+// [3, 5, 0] float32 is an empty float32 result unless the matrix requires grad). Otherwise the
+// batch dims broadcast, both sides are expanded and flattened to 3-D, and one bmm runs.
+bool ShouldFold(const Tensor& a, const Tensor& b) {
+  const bool a_larger = a.dim() >= b.dim();
+  const Tensor& smaller = a_larger ? b : a;
+  if (!((a_larger ? a : b).dim() >= 3 && (smaller.dim() == 1 || smaller.dim() == 2))) return false;
+  // folding copies the larger operand when it is not row-contiguous, but not folding would
+  // materialise a batch of the smaller one's gradients in backward
+  if (smaller->requires_grad()) return true;
+  if (a.dim() == 2) return false;  // the folded result would need a transposing copy
+  const Tensor t1 = a_larger ? a : ops::transpose(b, -2, -1);
+  const SymDimVector& sizes = t1->sym_sizes();
+  const SymDimVector& strides = t1->sym_strides();
+  for (const SymInt& n : sizes) {
+    if (n == 0) return true;
+  }
+  for (size_t i = 0; i + 2 < sizes.size(); ++i) {
+    if (strides[i] != strides[i + 1] * sizes[i + 1]) return false;
+  }
+  return true;
+}
+
 Tensor Matmul(const Tensor& a, const Tensor& b) {
   const int64_t da = a.dim(), db = b.dim();
   KILN_CHECK(da > 0 && db > 0, "both arguments to matmul need to be at least 1D, but they are ", da, "D and ", db,
@@ -401,15 +434,21 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
   if (da == 2 && db == 2) return Mm(a, b);
   const SymDimVector& sa = a->sym_sizes();
   const SymDimVector& sb = b->sym_sizes();
-  if (da >= 3 && db <= 2) {
-    SymList out_shape(sa.begin(), sa.end() - 1);
+  if (ShouldFold(a, b)) {
+    // (b^T @ a^T)^T when b is the larger: its batch dims fold into the rows
+    const bool transpose = db > da;
+    const Tensor t1 = transpose ? ops::transpose(b, -2, -1) : a;
+    const Tensor t2 = !transpose ? b : da == 2 ? ops::transpose(a, 0, 1) : a;
+    const SymDimVector& s1 = t1->sym_sizes();
+    SymList out_shape(s1.begin(), s1.end() - 1);
     // the folded row count spelled out: -1 is ambiguous when k is 0 ([3, 5, 0] @ [0])
     SymInt nrows = 1;
     for (const SymInt& s : out_shape) nrows = nrows * s;
-    Tensor rows = ops::reshape(a, {nrows, sa[da - 1]});
-    Tensor prod = Mm(rows, db == 1 ? ops::unsqueeze(b, 1) : b);
-    if (db == 2) out_shape.push_back(sb[1]);
-    return ops::view(prod, out_shape);
+    Tensor rows = ops::reshape(t1, {nrows, s1.back()});
+    if (t2.dim() == 1) return ops::view(Mv(rows, t2), out_shape);
+    out_shape.push_back(t2->sym_sizes()[1]);
+    Tensor prod = ops::view(Mm(rows, t2), out_shape);
+    return transpose ? ops::contiguous(ops::transpose(prod, -2, -1)) : prod;
   }
   const SymInt n = da >= 2 ? sa[da - 2] : SymInt(1), k = sa[da - 1];
   const SymInt k2 = db >= 2 ? sb[db - 2] : sb[0], p = db >= 2 ? sb[db - 1] : SymInt(1);

@@ -108,6 +108,17 @@ REGRESSIONS = {
                    "the dtype check",
     "seed91-0576": "x1.pow_(2); x1 @ x0.t(), then x1[::2].zero_() past a graph break: eager saved x1 and raises",
     "seed91-1048": "(argmin + -inf).pow(0.5) under inductor: libm's pow(-inf, 0.5) is +inf, eager's sqrt gives nan",
+    "seed101-0199": "[3, 5] float64 @ [3, 5, 0] float32: PyTorch's bmm gives an empty float32 result, kiln's mm raised "
+                    "(matmul folds as PyTorch's should_fold)",
+    "seed101-0310": "v0.chunk(2)[0] returned with v0 came back an as_strided view: its mul_ after a graph break ran "
+                    "(eager refuses)",
+    "seed101-0395": "mv of a 0-d self: PyTorch's IndexError (addmv reads self.size(0)), kiln's RuntimeError",
+    "seed101-0996": "v3[0] = v2 (0-d, requires grad) into an int tensor: PyTorch flags the int tensor requires_grad "
+                    "(not compared)",
+    "seed101-1545": "min-cut saved input x2 (recomputing its reciprocal): x2[::2].zero_() after the call raised in "
+                    "backward",
+    "seed101-1831": "an unused index_put whose value cannot broadcast: the meta did not check, so compiled code "
+                    "dropped it and ran",
 }
 
 

@@ -222,9 +222,7 @@ class _Alias:
     def rebuild(self, leaves, outs):
         if self.base_layout is None:
             if self.chain is not None:
-                view = leaves[self.index]
-                for op, args, kwargs in self.chain:
-                    view = op(view, *args, **kwargs)
+                view = _replay(leaves[self.index], self.chain)
                 if tuple(view.stride()) == self.stride and view.storage_offset() == self.offset:
                     return view
             return leaves[self.index].as_strided(self.size, self.stride, self.offset)
@@ -233,7 +231,23 @@ class _Alias:
         if tuple(base.shape) != size or any(n != 1 and a != b for n, a, b in zip(size, base.stride(), stride)):
             return None  # the compiled output has another layout: keep the separate result
         # (a dim of size 1 has no stride to keep: Inductor's contiguous one is as good)
-        return base.as_strided(self.size, self.stride, base.storage_offset() + self.offset - offset)
+        offset = base.storage_offset() + self.offset - offset
+        if self.chain is not None:
+            view = _replay(base, self.chain)
+            if tuple(view.shape) == self.size and _same_strides(view, self.size, self.stride) and \
+                    view.storage_offset() == offset:
+                return view
+        return base.as_strided(self.size, self.stride, offset)
+
+
+def _replay(base, chain):
+    for op, args, kwargs in chain:
+        base = op(base, *args, **kwargs)
+    return base
+
+
+def _same_strides(view, size, stride):
+    return all(n == 1 or a == b for n, a, b in zip(size, view.stride(), stride))
 
 
 def _returns_views(target):
@@ -259,16 +273,21 @@ def _view_chains(traced):
     as_strided view says the same thing about memory but not to autograd: its backward scatters
     into the input's storage, which double-counts an expanded input (three rows of one row got
     three times the gradient). Without such a chain (the input was mutated, or the output came
-    from a scatter) the as_strided view stays."""
+    from a scatter) the as_strided view stays. An output that views another output is replayed
+    from that output's result the same way."""
     graph = traced.graph.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     results = graph.output_node().args[0]
     results = list(results) if isinstance(results, (tuple, list)) else [results]
     for k, alias in enumerate(traced.output_aliases):
-        if alias is None or alias.base_layout is not None or alias.index in traced.mutated_inputs:
+        if alias is None or alias.base_layout is None and alias.index in traced.mutated_inputs:
             continue
+        # an output that views another output is replayed from it the same way (`v0.chunk(2)[0]`
+        # returned with v0 is a split piece of it, which eager refuses to change in place)
+        target = placeholders[alias.index] if alias.base_layout is None else \
+            results[traced.num_mutations + alias.index]
         node, chain = results[traced.num_mutations + k], []
-        while getattr(node, "op", None) == "call_function":
+        while node is not target and getattr(node, "op", None) == "call_function":
             if node.target is operator.getitem and _returns_views(getattr(node.args[0], "target", None)):
                 # a piece of split/chunk: replayed as that op and the item, so the output is one of
                 # its multi-output views as in eager (which refuse in-place changes under autograd)
@@ -283,7 +302,7 @@ def _view_chains(traced):
                 break
             chain.append((node.target, node.args[1:], dict(node.kwargs)))
             node = node.args[0]
-        if node is placeholders[alias.index]:
+        if node is target:
             alias.chain = chain[::-1]
 
 
