@@ -71,6 +71,8 @@ REGRESSIONS = {
     "seed71-0075": "pow with an integer exponent tensor, then abs_ of the result: PyTorch's backward raises (every "
                    "saved output is unpacked), kiln's trained",
     "seed71-0094": "Tensor.index_add was missing (AttributeError); here its dtype error",
+    "seed71-0366": "min-cut saved an input no backward node reads (recomputing from it): its change after the call "
+                   "raised",
     "seed71-0404": "(v0, v0[None]) under inductor: v0's size-1 dim had another stride than eager's, so v0[None] "
                    "came back a separate tensor",
     "seed71-0518": "sub(int, int, alpha=0.5) whose result is unused, compiled: the alpha check ran in the kernel only",
@@ -87,6 +89,7 @@ REGRESSIONS = {
                    "gives -inf",
     "seed71-2274": "x[:, i] of a [0, 0] tensor: PyTorch refuses an index into an empty dim, kiln returned empty",
     "seed71-2412": "an input's new value, saved by the compiled forward as its own buffer, changed past a graph break",
+    "seed71-2554": "min-cut saved an input eager does not save: an in-place change after the call raised in backward",
     "seed71-2602": "x.contiguous() of a strided mutated input requiring grad, compiled: traced through a contiguous "
                    "clone, the later relu_ showed through the 'copy' (silent)",
     "seed71-3458": "(x / 0).sum() under inductor: fully unrolled and factored into sum(x) / 0, inf instead of nan",
@@ -95,12 +98,16 @@ REGRESSIONS = {
     "seed81-0362": "a mutated strided input requiring grad, copied in its layout (empty_strided + copy): the saved "
                    "empty_strided shadowed the inductor wrapper's own function (UnboundLocalError)",
     "seed81-0566": "x[0] = x for x of shape [1, 1, 3]: the overlap check refused it (a size-1 dim's stride)",
+    "seed81-0781": "min-cut saved an input eager does not save: an in-place change after the call raised in backward",
     "seed81-1206": "prod's result changed in place before the backward: PyTorch saved it (prod_backward reads it) and "
                    "raises",
     "seed81-1501": "backward specialised to an absent tangent: zeros read with strides (1, 4) over 4 elements (buffer "
                    "too small)",
     "seed81-2343": "matmul of [3, 5, 0] by [0]: reshape(-1, 0) was ambiguous",
+    "seed81-2419": "min-cut saved an input eager does not save: an in-place change after the call raised in backward",
     "seed81-2554": "int64 ** negative int64 under inductor: through double, 0 ** -1 was inf, cast to INT64_MIN",
+    "seed81-2714": "a mutated input's new value read by the backward, changed after the call: eager's version error "
+                   "was lost",
     "seed81-3594": "index_put whose indexing result is empty: an out-of-range index raised where nothing is written",
     "seed91-0033": "diagonal under dynamic shapes was a graph break: the write through it ran after the graph saved "
                    "the value it overwrote, and eager's version-counter error was lost",
