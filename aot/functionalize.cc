@@ -76,13 +76,12 @@ Tensor ScatterView(const ViewMeta& m, const Tensor& base, const Tensor& src) {
     return call("aten::permute", {src, IValue(inverse)});
   }
   if (name == "alias" || name == "detach") return src;
-  if (name == "view" || name == "squeeze" || name == "unsqueeze" || name == "_unsafe_view") {
+  // an expand reaches here only when it repeats nothing (sizes of 1 kept or prepended): writes
+  // through views that overlap themselves take ScatterIntoOverlappingView or ScatterThroughLayout
+  if (name == "view" || name == "squeeze" || name == "unsqueeze" || name == "_unsafe_view" || name == "expand") {
     const SymDimVector& s = base->sym_sizes();
     return call("aten::reshape", {src, IValue(std::vector<SymInt>(s.begin(), s.end()))});
   }
-  if (name == "expand")
-    throw Error("functionalize: an in-place write through an expanded view is not supported: more than one element "
-                "of the written-to tensor refers to a single memory location");
   // Any other view (split's pieces): its layout within the base as as_strided_scatter lays it out.
   Tensor view = ApplyView(m, ScatterLayout(base));
   const SymDimVector& sz = view->sym_sizes();
@@ -117,6 +116,41 @@ Tensor ScatterThroughLayout(const std::vector<ViewMeta>& chain, const Tensor& ba
   const SymDimVector& st = view->sym_strides();
   Stack s{base, src, IValue(std::vector<SymInt>(sz.begin(), sz.end())),
           IValue(std::vector<SymInt>(st.begin(), st.end())), IValue(view->sym_storage_offset())};
+  CallBelow(Registry::Get().FindOrThrow("aten::as_strided_scatter"), s);
+  return s.at(0).to_tensor();
+}
+
+// Note [Writes into an overlapping view]: a write into a view whose elements share memory (an
+// expanded one: `x.expand(2, 3).zero_()`, `v[v > 0] = 1`, which PyTorch allows with a
+// deprecation warning) changes a memory location when any element reaching it changes. The
+// functional new value holds each element's value, so a plain scatter would keep whichever
+// element it visits last, written or not. Along each repeated dimension the last changed
+// element is taken instead (its value, as eager's row-major writes leave it; the location's old
+// value if none changed; a write of the value already there changes nothing either way), then the
+// view narrowed to one element there, which no longer overlaps, is scattered with the
+// chain's layout within the base.
+Tensor ScatterIntoOverlappingView(const std::vector<ViewMeta>& chain, const Tensor& base, const Tensor& old_view,
+                                  const Tensor& new_value) {
+  Tensor layout = ScatterLayout(base);
+  for (const ViewMeta& m : chain) layout = ApplyView(m, layout);
+  Tensor value = new_value, old = old_view;
+  Tensor changed = CallOp<Tensor>(KILN_OP("aten::ne.Tensor"), new_value, old_view);
+  for (int64_t d = 0; d < old_view.dim(); ++d) {
+    if (old_view->sym_strides()[d].maybe_as_int() != 0 || old_view->sym_sizes()[d].maybe_as_int() == 1) continue;
+    // the running count of changed elements peaks first at the last one
+    Tensor count = CallOp<Tensor>(KILN_OP("aten::cumsum"), ops::to_dtype(changed, ScalarType::Int64), d,
+                                  std::optional<ScalarType>());
+    Tensor last = CallOp<Tensor>(KILN_OP("aten::argmax"), count, std::optional<int64_t>(d), true);
+    value = ops::gather(value, d, last);
+    changed = CallOp<Tensor>(KILN_OP("aten::any.dim"), changed, d, true);
+    old = CallOp<Tensor>(KILN_OP("aten::narrow"), old, d, SymInt(0), SymInt(1));
+    layout = CallOp<Tensor>(KILN_OP("aten::narrow"), layout, d, SymInt(0), SymInt(1));
+  }
+  value = ops::where(changed, value, old);
+  const SymDimVector& sz = layout->sym_sizes();
+  const SymDimVector& st = layout->sym_strides();
+  Stack s{base, value, IValue(std::vector<SymInt>(sz.begin(), sz.end())),
+          IValue(std::vector<SymInt>(st.begin(), st.end())), IValue(layout->sym_storage_offset())};
   CallBelow(Registry::Get().FindOrThrow("aten::as_strided_scatter"), s);
   return s.at(0).to_tensor();
 }
@@ -173,7 +207,11 @@ void FunctionalTensorImpl::Commit(Tensor new_value) {
   bool through_overlap = false;
   for (size_t i = 1; i < along.size(); ++i) through_overlap = through_overlap || OverlapsItself(along[i]);
   Tensor updated;
-  if (through_overlap) {
+  Tensor old_view = ApplyView(chain_.back(), along.back());
+  if (OverlapsItself(old_view)) {
+    ExcludeDispatchKeyGuard guard(DispatchKeySet(DispatchKey::Functionalize));
+    updated = ScatterIntoOverlappingView(chain_, storage_->base, old_view, new_value);
+  } else if (through_overlap) {
     updated = ScatterThroughLayout(chain_, storage_->base, new_value);
   } else {
     updated = new_value;
@@ -207,6 +245,14 @@ Tensor ToFunctional(const Tensor& t) {
 Tensor FromFunctional(const Tensor& t) {
   FunctionalTensorImpl* f = AsFunctional(t);
   return f ? f->value() : t;
+}
+
+Tensor FromFunctionalOutput(const Tensor& t) {
+  FunctionalTensorImpl* f = AsFunctional(t);
+  if (!f || !f->is_view() || !f->has_data_mutation()) return FromFunctional(t);
+  Tensor v = f->functional_storage()->base;
+  for (const ViewMeta& m : f->chain()) v = ApplyView(m, v);
+  return v;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -76,6 +76,11 @@ FunctionalTensorImpl* AsFunctional(const Tensor& t);  // null when `t` is not fu
 Tensor ToFunctional(const Tensor& t);
 // The current value of a functional tensor (a plain tensor is returned as is).
 Tensor FromFunctional(const Tensor& t);
+// A function's output: as FromFunctional, but a view of a storage that was written is taken
+// afresh of the base's current value, so a traced graph returns it as that view (`v3[0]` after
+// `v3[0].abs_()` is select(select_scatter(...)), not abs's result): the runtime can then give
+// it back as a view of the base output, as eager does.
+Tensor FromFunctionalOutput(const Tensor& t);
 
 // Installs the Functionalize kernels (idempotent); python/ calls it at import.
 // The functional form of a mutating op, or null: `add_.Tensor` -> `add.Tensor`, `copy_` -> `copy`,

@@ -121,6 +121,34 @@ TEST(Partition, MinCutRecomputesGelu) {
   p.backward->Lint();
 }
 
+// Note [Saving only the inputs eager saves]: y = sigmoid(x * 2) expanded 8-fold, (y * w).sum().
+// sigmoid's backward reads its result; no backward node reads x. Saving x (32 bytes) and
+// recomputing would be the smallest cut, but a later in-place change to x would then raise in
+// backward where eager trains on: min-cut saves a value computed from x instead.
+TEST(Partition, MinCutSavesOnlyInputsTheBackwardReads) {
+  Graph g;
+  Node* x = Input(g, "primals_1", Zeros({8}));
+  Node* w = Input(g, "primals_2", Zeros({8, 8}));
+  Node* t = Input(g, "tangents_1", Zeros({}));
+  Node* twice = Call(g, "aten::mul.Scalar", {x, Argument(IValue(2.0))}, Zeros({8}));
+  Node* sig = Call(g, "aten::sigmoid", {twice}, Zeros({8}));
+  Node* wide = Call(g, "aten::expand", {sig, Ints({8, 8})}, Zeros({8, 8}));
+  Node* mul = Call(g, "aten::mul.Tensor", {wide, w}, Zeros({8, 8}));
+  Node* sum = Call(g, "aten::sum", {mul}, Zeros({}));
+  Node* dy = Call(g, "aten::expand", {t, Ints({8, 8})}, Zeros({8, 8}));
+  Node* dw = Call(g, "aten::mul.Tensor", {dy, wide}, Zeros({8, 8}));
+  Node* dwide = Call(g, "aten::mul.Tensor", {dy, w}, Zeros({8, 8}));
+  Node* dsig = Call(g, "aten::sum.dim_IntList", {dwide, Ints({0})}, Zeros({8}));
+  Node* dtwice = Call(g, "aten::sigmoid_backward", {dsig, sig}, Zeros({8}));
+  Node* dx = Call(g, "aten::mul.Scalar", {dtwice, Argument(IValue(2.0))}, Zeros({8}));
+  g.Output(Argument::Tuple({sum, dx, dw}));
+  Partition p = MinCutPartition(g, 1);
+  EXPECT_FALSE(Has(p.saved_values, "primals_1")) << p.backward->str();
+  EXPECT_TRUE(Has(p.saved_values, "primals_2"));  // read by the backward (dwide): eager saves it too
+  EXPECT_EQ(CountCalls(*p.backward, "sigmoid"), 0);
+  p.backward->Lint();
+}
+
 TEST(Partition, MinCutNeverRecomputesMatmul) {
   MatmulJoint j;
   Partition p = MinCutPartition(j.g, 1);

@@ -189,6 +189,32 @@ def test_split_piece_of_another_output_stays_a_split_piece(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_mutated_view_of_an_output_laid_out_otherwise_stays_its_view(backend):
+    # v3 = x.scatter(...) of a transposed x: eager's result keeps x's strides, the compiled one
+    # may not; v4 = v3[0] changed in place was returned as abs's result, a separate tensor
+    # (fuzz seed 111, program 1439). Functionalized outputs that view a written storage are
+    # taken afresh of the base (select(select_scatter)), and replayed on the compiled output
+    def f(x, idx):
+        v3 = x.scatter(-2, idx, 1.5)
+        v4 = v3[0]
+        v4.abs_()
+        return v3, v4
+
+    idx = kiln.tensor([[1, 0, 1], [0, 1, 1]])
+    x = kiln.randn(3, 2).t()
+    want = f(x, idx)
+    for grad in (False, True):
+        x_c = x.detach().clone().t().contiguous().t().requires_grad_(grad)
+        got = compiled(f, backend)(x_c, idx)
+        close(got[0], want[0])
+        close(got[1], want[1])
+        assert got[1]._storage_id() == got[0]._storage_id()
+        with kiln.no_grad():
+            got[0][0].fill_(9.0)  # a write through the base shows through the view, as in eager
+        assert got[1].tolist() == [9.0] * 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_output_viewing_another_output_with_a_dim_of_size_one(backend):
     # erf of a transposed [4, 4, 1] input: eager's result keeps the input's stride 4 on the size-1
     # dim, Inductor's is contiguous there; the view v0[None] must still come back as a view of v0
@@ -277,6 +303,62 @@ def test_index_assignment_with_scalar_needing_grad(backend):
         out.backward()
         close(out, f(x, idx))
         close(x.grad, want)
+
+
+@requires_torch
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mask_assignment_of_a_value_needing_grad_is_one_graph(backend):
+    # x[mask] = w[0, 0] with w requiring grad went through nonzero (a data-dependent shape): the
+    # AOT trace raised DynamicOutputShapeException at the user. It is masked_fill_ with a tensor
+    # value, as PyTorch's fast path for a 0-d value, and compiles into one graph
+    def program(lib, compile_it):
+        def g(x, w):
+            y = x * 1
+            y[y > 0] = w[0, 0]
+            z = x * 1
+            z[z < 0] = w[0, 1] * 2
+            return (y * w).sum() + (z * z).sum()
+
+        x = lib.tensor([[-1.0, 2.0, -3.0]], requires_grad=True)
+        w = lib.tensor([[0.5, 1.5, 2.5]], requires_grad=True)
+        out = compile_it(g)(x, w)
+        out.backward()
+        return out.item(), x.grad.tolist(), w.grad.tolist()
+
+    want = program(torch, lambda g: g)
+    assert program(kiln, lambda g: g) == want
+    assert program(kiln, lambda g: kiln.compile(g, backend=backend, fullgraph=True)) == want
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", ["mask", "fill", "index_put", "repeated_index", "tril", "sliced"])
+def test_write_into_an_expanded_view_of_an_input(backend, case):
+    # Note [Writes into an overlapping view] (aot/functionalize.cc): functionalization refused
+    # every write into an expanded view ("not supported"), which eager allows for these ops
+    # (PyTorch warns that it is deprecated); where elements sharing memory change differently,
+    # the last one in row-major order wins, as in eager's loops (fuzz seed 101, program 619)
+    def f(x):
+        v = x.expand(2, 3)
+        if case == "mask":
+            v[v > 0] = 1
+        elif case == "fill":
+            v.zero_()
+        elif case == "index_put":
+            v.index_put_((kiln.tensor([0, 1]), kiln.tensor([1, 2])), kiln.tensor([5.0, 6.0]))
+        elif case == "repeated_index":
+            v.index_put_((kiln.tensor([0, 1]), kiln.tensor([1, 1])), kiln.tensor([5.0, 6.0]))
+        elif case == "tril":
+            v.tril_()
+        else:
+            v = x.unsqueeze(0).expand(2, 1, 3)[:, :, 1:]
+            v.masked_fill_(kiln.tensor([[[True, False]], [[False, True]]]), 7.0)
+        return x * 1
+
+    x_e, x_c = kiln.tensor([[-1.0, 2.0, -3.0]]), kiln.tensor([[-1.0, 2.0, -3.0]])
+    want = f(x_e)
+    got = compiled(f, backend)(x_c)
+    close(got, want)
+    close(x_c, x_e)
 
 
 # --- mutated inputs that require grad ---------------------------------------------------------------

@@ -6,6 +6,8 @@ floating-point) plus GRAD_OPS below for the ops that need arguments the generic 
 build (dims, indices, weights, norms, losses). Inputs are float64; each op runs on contiguous,
 transposed and broadcast inputs."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -334,3 +336,30 @@ def test_cumprod_gradient_with_zero_inputs_matches_torch(dim):
         (g,) = lib.autograd.grad((x.cumprod(dim) * w).sum(), x)
         grads.append(g.tolist())
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12)
+
+
+def _grads_and_signs(lib, fn, data, upstream):
+    x = lib.tensor(data, dtype=lib.float32, requires_grad=True)
+    out = fn(lib, x)
+    (g,) = lib.autograd.grad(out, x, lib.tensor(upstream, dtype=lib.float32))
+    return [(v, math.copysign(1.0, v)) if v == v else "nan" for v in g.flatten().tolist()]
+
+
+def test_atan2_gradient_where_both_are_zero_matches_torch():
+    # atan2(y, x) at y == x == 0 (or where their squares underflow): 0, signed as PyTorch's, not
+    # 0 / 0 = NaN (fuzz seed 111, program 337: atan2(x2, x2))
+    data = [0.0, -0.0, 1e-30, -1e-30, 1.0, -0.5, float("inf")]
+    for fn in (lambda lib, x: lib.atan2(x, x), lambda lib, x: lib.atan2(x, x.flip(0)),
+               lambda lib, x: lib.atan2(x, lib.zeros_like(x))):
+        assert _grads_and_signs(kiln, fn, data, [1.0] * 7) == _grads_and_signs(torch, fn, data, [1.0] * 7)
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_max_min_of_all_gradient_is_zero_off_the_extremum(op):
+    # PyTorch's full max()/min() puts grad / count where the result is and exactly 0 elsewhere,
+    # even for a NaN or inf upstream gradient (std of one element is NaN: fuzz seed 111, program
+    # 98 had NaN in every element, not just at the minimum); a NaN result marks the NaN inputs
+    for data in ([1.5, 2.0, 1.5, 3.0], [1.0, float("nan"), 2.0, float("nan")]):
+        for upstream in (2.0, float("nan"), float("inf")):
+            fn = lambda lib, x: getattr(x, op)()  # noqa: E731
+            assert _grads_and_signs(kiln, fn, data, upstream) == _grads_and_signs(torch, fn, data, upstream)

@@ -200,6 +200,56 @@ def test_internal_interpreter_error_falls_back(monkeypatch):
         kiln.compile(user_fn, backend=CompileCounter(), fullgraph=True)(x)
 
 
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_error_while_tracing_at_the_first_call_falls_back(monkeypatch, backend):
+    # Note [Internal errors at the first call]: AOT traces when the graph is first called, after
+    # Dynamo's own error handling; an internal error there reached the user
+    import kiln._functorch.aot_autograd as aot
+
+    def broken(*args, **kwargs):
+        raise AssertionError("tracer bug")
+
+    monkeypatch.setattr(aot, "create_runtime", broken)
+    x = kiln.ones(3, requires_grad=True)
+    compiled = kiln.compile(user_fn, backend=backend)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            out = compiled(x)
+            close(out, user_fn(x))
+        out.sum().backward()  # the eager run's graph: a real gradient
+    assert x.grad.tolist() == (2 * x.detach().cos()).tolist()
+    mine = [w for w in caught if "kiln.compile" in str(w.message)]
+    assert len(mine) == 1 and "tracer bug" in str(mine[0].message)
+    assert mine[0].filename == __file__ and mine[0].lineno == user_fn.__code__.co_firstlineno
+    dynamo.reset()
+    with pytest.raises(AssertionError, match="tracer bug"):
+        kiln.compile(user_fn, backend=backend, fullgraph=True)(x)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_user_error_at_the_first_call_raises_as_eager(monkeypatch, backend):
+    # the graph run as written raises the user's own error, with no warning
+    import kiln._functorch.aot_autograd as aot
+
+    def broken(*args, **kwargs):
+        raise AssertionError("tracer bug")
+
+    monkeypatch.setattr(aot, "create_runtime", broken)
+
+    def f(a, i):
+        return a.index_select(0, i) * 2
+
+    a, i = kiln.ones(3), kiln.tensor([5])
+    with pytest.raises(IndexError) as eager:
+        f(a, i)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(IndexError) as compiled:
+            kiln.compile(f, backend=backend)(a, i)
+    assert str(compiled.value) == str(eager.value)
+
+
 def test_user_errors_still_raise_as_eager():
     def f(a, b):
         return (a @ b).sum()

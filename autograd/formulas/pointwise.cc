@@ -118,9 +118,11 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
   });
   d.Def("atan2", {"self", "other"}, [](Ctx& c, Grads& g) {
     Tensor s = c.input("self"), o = c.input("other");
+    // where both are 0 (or their squares underflow) the gradient is 0, not 0 / 0, as PyTorch's
     Tensor denom = add(mul(s, s), mul(o, o));
-    if (c.needs("self")) g["self"] = div(mul(c.grad(), o), denom);
-    if (c.needs("other")) g["other"] = div(mul(c.grad(), neg(s)), denom);
+    Tensor recip = masked_fill(reciprocal(denom), eq(denom, 0.0), 0);
+    if (c.needs("self")) g["self"] = mul(mul(c.grad(), o), recip);
+    if (c.needs("other")) g["other"] = mul(mul(c.grad(), neg(s)), recip);
   });
   d.Def("hypot", {"self", "other", "result"}, [](Ctx& c, Grads& g) {
     Tensor r = c.result();

@@ -26,6 +26,16 @@ Tensor EvenlyDistributed(Ctx& c, const Tensor& result, const IntList& dims, bool
   return div(mul(ExpandReduced(c.grad(), sizes, dims, keepdim), mask), count);
 }
 
+// max()/min() of the whole tensor: grad / count at the positions holding the result (NaNs when
+// the result is NaN), exactly 0 elsewhere even when grad is NaN or inf (PyTorch's CPU
+// evenly_distribute_backward fills zeros; a product mask * grad spread NaN over every element).
+Tensor EvenlyDistributedAll(Ctx& c) {
+  Tensor self = c.input("self"), r = c.result();
+  Tensor mask = logical_or(eq(self, r), logical_and(isnan(self), isnan(r)));
+  Tensor count = sum_all(to(mask, c.grad().dtype()));
+  return where(mask, div(c.grad(), count), 0.0);
+}
+
 // Element i along `dim`: the product of every other element of its line.
 Tensor ProductOfOthers(const Tensor& x, int64_t dim) {
   const int64_t n = x.size(dim);
@@ -84,9 +94,7 @@ void DefineReductionFormulas(DerivativeTable& d) {
       g["self"] = EvenlyDistributed(c, c.result(), dims, c.flag("keepdim"));
     });
   for (const char* name : {"max", "min"})
-    d.Def(name, {"self", "result"}, [](Ctx& c, Grads& g) {
-      g["self"] = EvenlyDistributed(c, c.result(), NormalizeDims(std::nullopt, c.dim("self")), false);
-    });
+    d.Def(name, {"self", "result"}, [](Ctx& c, Grads& g) { g["self"] = EvenlyDistributedAll(c); });
   d.Rename("max", "MaxBackward1");
   d.Rename("min", "MinBackward1");
   d.NonDifferentiable({"argmax", "argmin", "any", "any.dim", "any.dims", "all", "all.dim", "all.dims",

@@ -13,6 +13,7 @@ void InitFunctionalizeBindings(py::module_& m) {
   aot::InstallFunctionalize();
   m.def("_to_functional_tensor", [](const Tensor& t) { return aot::ToFunctional(t); });
   m.def("_from_functional_tensor", [](const Tensor& t) { return aot::FromFunctional(t); });
+  m.def("_from_functional_output", [](const Tensor& t) { return aot::FromFunctionalOutput(t); });
   m.def("_is_functional_tensor", [](const Tensor& t) { return aot::IsFunctional(t); });
   m.def("_functionalize_has_data_mutation", [](const Tensor& t) {
     aot::FunctionalTensorImpl* f = aot::AsFunctional(t);

@@ -304,11 +304,12 @@ class Tensor(_C.TensorBase):
 
     def __setitem__(self, key, value):
         if isinstance(key, Tensor) and key.dtype == _C.bool and key.ndim <= self.ndim and \
-                not (isinstance(value, Tensor) and (value.ndim or value.requires_grad)) and \
+                not (isinstance(value, Tensor) and value.ndim) and \
                 tuple(key.shape) == tuple(self.shape[:key.ndim]):
             # x[mask] = scalar is masked_fill_, as in PyTorch: no nonzero, so a compiled function
             # keeps static shapes (it raised DynamicOutputShapeException under AOT) and a 0-d
-            # mask needs no index tensor
+            # mask needs no index tensor; a 0-d value that requires grad gets its gradient from
+            # masked_fill's (the masked sum), with no data-dependent shape either
             mask = key.view(tuple(key.shape) + (1,) * (self.ndim - key.ndim))
             if isinstance(value, Tensor):
                 value = value.to(self.dtype)

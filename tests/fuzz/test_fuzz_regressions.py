@@ -120,12 +120,18 @@ REGRESSIONS = {
     "seed101-0310": "v0.chunk(2)[0] returned with v0 came back an as_strided view: its mul_ after a graph break ran "
                     "(eager refuses)",
     "seed101-0395": "mv of a 0-d self: PyTorch's IndexError (addmv reads self.size(0)), kiln's RuntimeError",
+    "seed101-0619": "v1[v1 > 0] = 1 into x1.expand(2, ...): functionalize refused writes into an expanded view",
     "seed101-0996": "v3[0] = v2 (0-d, requires grad) into an int tensor: PyTorch flags the int tensor requires_grad "
                     "(not compared)",
     "seed101-1545": "min-cut saved input x2 (recomputing its reciprocal): x2[::2].zero_() after the call raised in "
                     "backward",
     "seed101-1831": "an unused index_put whose value cannot broadcast: the meta did not check, so compiled code "
                     "dropped it and ran",
+    "seed111-0098": "std of min(): the NaN upstream spread over every element; PyTorch's max()/min() backward puts "
+                    "exact 0s off the extremum",
+    "seed111-0337": "atan2(x2, x2) at x2 == 0: kiln's gradient 0 / 0 = NaN, PyTorch's is 0",
+    "seed111-1439": "v4 = v3[0] changed in place, returned with v3 laid out otherwise by the compiler: v4 came back "
+                    "unaliased",
 }
 
 

@@ -156,7 +156,7 @@ def _translate(ctx, code, f_locals, f_globals):
     state = frame_states.setdefault(code, {})
     break_at, error = None, None
     for _ in range(3):
-        output = OutputGraph(code, f_globals, ctx.compiler_fn, state, ctx.dynamic)
+        output = OutputGraph(code, f_globals, ctx.compiler_fn, state, ctx.dynamic, ctx.fullgraph)
         tx = InstructionTranslator(output, code, f_locals, f_globals, break_at)
         output.current_tx = tx
         try:

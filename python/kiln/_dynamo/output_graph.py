@@ -10,6 +10,7 @@ it to the backend; the compiled function is installed in the frame's globals (`_
 import itertools
 import operator
 import re
+import weakref
 
 import kiln
 from kiln import _C
@@ -73,9 +74,9 @@ class GuardSet:
 
 
 class OutputGraph:
-    def __init__(self, code, f_globals, compiler_fn, frame_state, dynamic=None):
+    def __init__(self, code, f_globals, compiler_fn, frame_state, dynamic=None, fullgraph=False):
         self.code, self.root_globals, self.compiler_fn = code, f_globals, compiler_fn
-        self.frame_state, self.dynamic = frame_state, dynamic
+        self.frame_state, self.dynamic, self.fullgraph = frame_state, dynamic, fullgraph
         self.graph = kiln.fx.Graph()
         self.shape_env = ShapeEnv()
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
@@ -273,7 +274,11 @@ class OutputGraph:
         if self.count_calls() == 0 and not outputs:
             return None, index
         gm = kiln.fx.GraphModule(kiln.nn.Module(), self.graph)
-        gm.meta = {"dynamo_flat_name_to_original_fqn": {}}
+        # the frame and fullgraph: a backend that compiles at the first call (AOT) reports its
+        # errors as convert_frame does (Note [Internal errors at the first call]); the code by a
+        # weak reference, as its cache entries hold the compiled graph (a cycle through C++)
+        gm.meta = {"dynamo_flat_name_to_original_fqn": {}, "kiln_code": weakref.ref(self.code),
+                   "kiln_fullgraph": self.fullgraph}
         self.compiled_graphs.append(gm)
         if logs.enabled("graph_code"):
             logs.log("graph_code", f"TRACED GRAPH {self.code.co_name} ({self.code.co_filename})\n"

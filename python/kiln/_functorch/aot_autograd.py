@@ -228,16 +228,22 @@ class _Alias:
             return leaves[self.index].as_strided(self.size, self.stride, self.offset)
         base = outs[self.index]
         size, stride, offset = self.base_layout
-        if tuple(base.shape) != size or any(n != 1 and a != b for n, a, b in zip(size, base.stride(), stride)):
-            return None  # the compiled output has another layout: keep the separate result
         # (a dim of size 1 has no stride to keep: Inductor's contiguous one is as good)
-        offset = base.storage_offset() + self.offset - offset
-        if self.chain is not None:
-            view = _replay(base, self.chain)
-            if tuple(view.shape) == self.size and _same_strides(view, self.size, self.stride) and \
-                    view.storage_offset() == offset:
+        same_layout = tuple(base.shape) == size and _same_strides(base, size, stride)
+        if self.chain is not None and (same_layout or _logical(self.chain)):
+            # view ops that pick elements by index (not as_strided) view the compiled output
+            # whatever its layout: `v3[0]` of a scatter whose result Inductor laid out
+            # contiguously, where eager's kept its input's transposed strides (fuzz seed 111,
+            # program 1439: returned as a separate tensor)
+            try:
+                view = _replay(base, self.chain)
+            except RuntimeError:  # `view` of a layout it cannot view
+                view = None
+            if view is not None and tuple(view.shape) == self.size:
                 return view
-        return base.as_strided(self.size, self.stride, offset)
+        if not same_layout:
+            return None  # the compiled output has another layout: keep the separate result
+        return base.as_strided(self.size, self.stride, base.storage_offset() + self.offset - offset)
 
 
 def _replay(base, chain):
@@ -248,6 +254,12 @@ def _replay(base, chain):
 
 def _same_strides(view, size, stride):
     return all(n == 1 or a == b for n, a, b in zip(size, view.stride(), stride))
+
+
+def _logical(chain):
+    """Every op of a view chain picks elements by index, so it means the same on any layout
+    (`view` too, where the layout allows it: else it raises)."""
+    return all(op is not kiln.ops.aten.as_strided.default for op, _, _ in chain)
 
 
 def _returns_views(target):
@@ -1107,8 +1119,12 @@ def aot_module(mod, fw_compiler, bw_compiler=None, partition_fn=None, decomposit
 
 
 def aot_module_simplified(gm, example_inputs, fw_compiler, bw_compiler=None, partition_fn=None,
-                          decompositions=None, inference_compiler=None, keep_inference_input_mutations=False):
-    """The Dynamo entry: gm's flat inputs in, its flat outputs out (a tuple)."""
+                          decompositions=None, inference_compiler=None, keep_inference_input_mutations=False,
+                          on_trace_error=None):
+    """The Dynamo entry: gm's flat inputs in, its flat outputs out (a tuple). `on_trace_error(gm,
+    e, run_eagerly)` (kiln's Dynamo bridge) handles an error while tracing or compiling for a new
+    input layout: it raises, or returns run_eagerly()'s outputs, and the layout runs gm as
+    written from then on (Note [Internal errors at the first call] in _dynamo/backends/common.py)."""
     run_graph = replay(gm)
     config = AOTConfig(fw_compiler, bw_compiler or fw_compiler, inference_compiler or fw_compiler,
                        partition_fn or _default_partition(), decompositions,
@@ -1118,6 +1134,20 @@ def aot_module_simplified(gm, example_inputs, fw_compiler, bw_compiler=None, par
     def flat_fn(*args):
         return list(run_graph(*args))
 
+    def _entry(args):
+        slots = [i for i, a in enumerate(args) if isinstance(a, kiln.Tensor)]
+        if len(slots) == len(args):
+            return _deduplicated(create_runtime, flat_fn, list(args), config), None
+        constants = list(args)
+
+        def bound(*tensors):
+            values = list(constants)
+            for i, t in zip(slots, tensors):
+                values[i] = t
+            return list(run_graph(*values))
+
+        return _deduplicated(create_runtime, bound, [args[i] for i in slots], config), slots
+
     def run(*args):
         # Dynamo's inputs are already flat, so the layout key picks the runtime directly, with
         # none of aot_function's pytree work. Sizes passed as ints (dynamic shapes) are part of
@@ -1125,19 +1155,14 @@ def aot_module_simplified(gm, example_inputs, fw_compiler, bw_compiler=None, par
         key = _layout_key(args)
         entry = runtimes.get(key)
         if entry is None:
-            slots = [i for i, a in enumerate(args) if isinstance(a, kiln.Tensor)]
-            if len(slots) == len(args):
-                entry = runtimes[key] = (_deduplicated(create_runtime, flat_fn, list(args), config), None)
-            else:
-                constants = list(args)
-
-                def bound(*tensors):
-                    values = list(constants)
-                    for i, t in zip(slots, tensors):
-                        values[i] = t
-                    return list(run_graph(*values))
-
-                entry = runtimes[key] = (_deduplicated(create_runtime, bound, [args[i] for i in slots], config), slots)
+            try:
+                entry = runtimes[key] = _entry(args)
+            except Exception as e:  # noqa: BLE001 - the handler decides who sees it
+                if on_trace_error is None:
+                    raise
+                outs = on_trace_error(gm, e, lambda: list(run_graph(*args)))
+                runtimes[key] = (lambda leaves: list(run_graph(*leaves)), None)
+                return outs
         runtime, slots = entry
         return runtime(args if slots is None else [args[i] for i in slots])
 

@@ -64,7 +64,7 @@ def functionalize(func, *, remove="mutations"):
                 orig.copy_(_C._from_functional_tensor(wrapped_arg))
         out_leaves = []
         out_builder = _flatten(out, out_leaves)
-        out_leaves = [_C._from_functional_tensor(x) if isinstance(x, Tensor) else x for x in out_leaves]
+        out_leaves = [_C._from_functional_output(x) if isinstance(x, Tensor) else x for x in out_leaves]
         return _unflatten(out_builder, out_leaves)
 
     return wrapped

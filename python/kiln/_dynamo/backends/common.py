@@ -1,5 +1,6 @@
 """kiln._dynamo.backends.common: aot_autograd, the bridge from Dynamo graphs to AOTAutograd."""
 
+from kiln import _C
 from kiln._dynamo.backends.registry import register_backend
 
 
@@ -12,10 +13,33 @@ def aot_autograd(**kwargs):
     def backend(gm, example_inputs):
         from kiln._functorch.aot_autograd import aot_module_simplified
 
-        return aot_module_simplified(gm, example_inputs, **kwargs)
+        return aot_module_simplified(gm, example_inputs, **kwargs, on_trace_error=_on_trace_error)
 
     backend._kiln_aot_kwargs = kwargs
     return backend
+
+
+# Note [Internal errors at the first call]: AOTAutograd traces, partitions and compiles (Inductor:
+# LLVM) when a graph is first called with an input layout, after Dynamo handed the graph over,
+# so an error there escaped convert_frame's Note [Internal errors] and reached the user
+# (DynamicOutputShapeException from `x[mask] = w[0]` with w requiring grad). The graph then runs
+# as written for that layout: if that raises, it is the user's error, raised as eager raises it;
+# if not, the error was kiln's, and a warning naming the user's function says so once.
+# fullgraph=True raises kiln's error instead.
+def _on_trace_error(gm, error, run_eagerly):
+    from kiln._dynamo import config
+    from kiln._dynamo.convert_frame import _warn_internal_error
+
+    code_ref = gm.meta.get("kiln_code")
+    code = code_ref() if code_ref is not None else None
+    if code is None or gm.meta.get("kiln_fullgraph") or not config.suppress_errors:
+        raise error  # (a graph that did not come from Dynamo: the error is its caller's)
+    outs = run_eagerly()  # the user's own error, if the graph has one, raises here
+    if not gm.meta.get("kiln_warned"):
+        gm.meta["kiln_warned"] = True
+        _warn_internal_error(code, error)
+        _C._dynamo.skip_code(code)  # as the warning says: later calls run the function eagerly
+    return outs
 
 
 def _aot_eager():
