@@ -1044,18 +1044,25 @@ def test_inplace_view_ops_on_views_that_require_grad(case):
 
 
 @requires_torch
-@pytest.mark.parametrize("case", ["div_trunc_then_write", "pow_int_exponent_then_abs_", "erfinv_then_mul_",
-                                  "atanh_", "asinh_", "acosh_"])
+@pytest.mark.parametrize("case", ["div_trunc_then_write", "div_floor_by_mask_then_write_self",
+                                  "div_floor_by_mask_then_write_mask", "pow_int_exponent_then_abs_",
+                                  "erfinv_then_mul_", "atanh_", "asinh_", "acosh_"])
 def test_backward_errors_of_saved_values_match_torch(case):
-    # PyTorch saves div.Tensor_mode's operands (its formula names them for the mode-less case) and
-    # unpacks every saved output before its formula runs; erfinv's formula reads self, not the
-    # result; the in-place inverse hyperbolics have no derivative (fuzz seed 71, programs 75, 805)
+    # PyTorch saves div.Tensor_mode's operands for each other's gradient (its formula names them
+    # for the mode-less case: a divisor that needs no grad keeps the dividend unsaved, fuzz seed
+    # 111, program 1977) and unpacks every saved output before its formula runs; erfinv's formula
+    # reads self, not the result; the in-place inverse hyperbolics have no derivative (fuzz seed
+    # 71, programs 75, 805)
     def run(lib):
         x = lib.tensor([[0.3, 0.6], [0.2, 0.9]], requires_grad=True)
         y = x * 1
         if case == "div_trunc_then_write":
             out = lib.div(y, y + 1, rounding_mode="trunc")
             y[..., 0] = 0
+        elif case.startswith("div_floor_by_mask"):
+            mask = y > 0.5
+            out = lib.div(y, mask, rounding_mode="floor") + y
+            y.mul_(2) if case.endswith("self") else mask.logical_not_()
         elif case == "pow_int_exponent_then_abs_":
             out = (y + 3) ** lib.tensor([[1, 2]])
             out.abs_()
