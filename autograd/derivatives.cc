@@ -62,6 +62,18 @@ Tensor Ctx::input(const char* name) const {
   return v.Unpack(nullptr);
 }
 
+OptionalTensorList Ctx::input_list(const char* name) const {
+  int i = ArgIndex(node_.derivative().op->schema(), name);
+  KILN_INTERNAL_ASSERT(static_cast<size_t>(i) < node_.saved_lists().size(), node_.name(), " reads list '", name,
+                       "' it did not save");
+  OptionalTensorList out;
+  for (const SavedVariable& v : node_.saved_lists()[i]) {
+    if (v.defined()) out.push_back(v.Unpack(nullptr));
+    else out.push_back(std::nullopt);
+  }
+  return out;
+}
+
 Tensor Ctx::result(size_t i) const {
   const SavedVariable& v = node_.saved_outputs().at(i);
   return v.Unpack(std::const_pointer_cast<Node>(node_.shared_from_this()));
@@ -143,6 +155,8 @@ TensorList OpBackward::Apply(TensorList&& grads) {
 void OpBackward::ReleaseVariables() {
   for (SavedVariable& v : saved_inputs_) if (v.defined()) v.Reset();
   for (SavedVariable& v : saved_outputs_) if (v.defined()) v.Reset();
+  for (auto& list : saved_lists_)
+    for (SavedVariable& v : list) if (v.defined()) v.Reset();
   released_ = true;
 }
 
@@ -315,6 +329,16 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
   const bool is_view_op = op.has_tag(Tag::view) || multi_view_op || alias_return;
   const Tensor view_source = is_view_op && stack[0].is_tensor() ? stack[0].to_tensor() : Tensor();
 
+  // saved lists (index's indices), element by element, before the call as inputs are
+  if (!d->saved_lists.empty()) node->saved_lists().resize(stack.size());
+  for (int i : d->saved_lists) {
+    const IValue& v = stack[i];
+    if (v.is_none()) continue;
+    std::vector<SavedVariable>& list = node->saved_lists()[i];
+    for (const std::optional<Tensor>& t : v.to_optional_tensor_list())
+      list.push_back(t && t->defined() ? SavedVariable(*t, /*is_output=*/false) : SavedVariable());
+  }
+
   RunBelow(op, keys, stack);
   for (auto& [i, t] : save_after) node->saved_inputs()[i] = SavedVariable(t, /*is_output=*/false);
 
@@ -359,7 +383,10 @@ void DerivativeTable::Def(const std::string& op_name, std::initializer_list<cons
   for (const char* s : saves) {
     if (std::strcmp(s, "self.geometry") == 0) d->saves_self_geometry = true;
     else if (std::strncmp(s, "result", 6) == 0) d->saved_outputs.push_back(s[6] ? std::atoi(s + 6) : 0);
-    else d->saved_inputs.push_back(ArgIndex(op->schema(), s));
+    else if (int i = ArgIndex(op->schema(), s); op->schema().arguments[i].kind == TypeKind::TensorList ||
+                                                  op->schema().arguments[i].kind == TypeKind::OptionalTensorList)
+      d->saved_lists.push_back(i);
+    else d->saved_inputs.push_back(i);
   }
   Attach(op, d);
   // The in-place variant (same overload, name + "_") reads the same formula.

@@ -38,6 +38,8 @@ class Ctx {
   const Tensor& grad(size_t i = 0);
   bool has_grad(size_t i = 0) const { return i < grads_.size() && grads_[i].defined(); }
   Tensor input(const char* name) const;       // a saved input
+  // A saved list of optional tensors (index's `indices`), each checked as a saved input is.
+  OptionalTensorList input_list(const char* name) const;
   Tensor result(size_t i = 0) const;          // a saved output
   const IValue& arg(const char* name) const;  // a non-tensor argument
   Scalar scalar(const char* name) const;
@@ -89,6 +91,7 @@ using FormulaFn = void (*)(Ctx&, Grads&);
 struct Derivative {
   const Op* op = nullptr;
   std::vector<int> saved_inputs;   // argument indices
+  std::vector<int> saved_lists;    // argument indices of tensor lists saved element by element
   std::vector<int> saved_outputs;  // output indices
   bool saves_self_geometry = false; // "self.geometry": self's strides and offset (Ctx::self_strides)
   FormulaFn fn = nullptr;
@@ -111,6 +114,9 @@ class OpBackward : public Node {
   std::vector<SavedVariable>& saved_outputs() { return saved_outputs_; }
   const std::vector<SavedVariable>& saved_inputs() const { return saved_inputs_; }
   const std::vector<SavedVariable>& saved_outputs() const { return saved_outputs_; }
+  // By argument index: a saved tensor list's elements (undefined for None elements).
+  std::vector<std::vector<SavedVariable>>& saved_lists() { return saved_lists_; }
+  const std::vector<std::vector<SavedVariable>>& saved_lists() const { return saved_lists_; }
   // For each argument: the first edge index it owns and how many (0 for non-tensors).
   std::vector<std::pair<uint32_t, uint32_t>> arg_edges;
   std::vector<InputMeta> arg_meta;  // per edge: the forward input's metadata
@@ -121,6 +127,7 @@ class OpBackward : public Node {
   const Derivative* derivative_;
   Stack args_;
   std::vector<SavedVariable> saved_inputs_, saved_outputs_;
+  std::vector<std::vector<SavedVariable>> saved_lists_;
   bool released_ = false;
 };
 

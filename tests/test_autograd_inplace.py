@@ -1046,7 +1046,8 @@ def test_inplace_view_ops_on_views_that_require_grad(case):
 @requires_torch
 @pytest.mark.parametrize("case", ["div_trunc_then_write", "div_floor_by_mask_then_write_self",
                                   "div_floor_by_mask_then_write_mask", "pow_int_exponent_then_abs_",
-                                  "erfinv_then_mul_", "atanh_", "asinh_", "acosh_"])
+                                  "erfinv_then_mul_", "atanh_", "asinh_", "acosh_", "index_put_then_write_index",
+                                  "index_then_write_index", "index_put_accumulate_self_only"])
 def test_backward_errors_of_saved_values_match_torch(case):
     # PyTorch saves div.Tensor_mode's operands for each other's gradient (its formula names them
     # for the mode-less case: a divisor that needs no grad keeps the dividend unsaved, fuzz seed
@@ -1063,6 +1064,16 @@ def test_backward_errors_of_saved_values_match_torch(case):
             mask = y > 0.5
             out = lib.div(y, mask, rounding_mode="floor") + y
             y.mul_(2) if case.endswith("self") else mask.logical_not_()
+        elif case.startswith("index"):
+            # index and index_put save their index tensors (fuzz seed 91, program 243)
+            i = lib.tensor([1, 0, 1])
+            if case == "index_then_write_index":
+                out = y[i] * 2
+            elif case == "index_put_then_write_index":
+                out = y.index_put((i,), y[0] * 3)
+            else:  # self's gradient alone reads no index: PyTorch saves and unpacks them anyway
+                out = y.index_put((i,), lib.ones(2), accumulate=True)
+            i.relu_()
         elif case == "pow_int_exponent_then_abs_":
             out = (y + 3) ** lib.tensor([[1, 2]])
             out.abs_()

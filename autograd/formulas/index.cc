@@ -13,7 +13,8 @@ void JoinPieces(Ctx& c, Grads& g, int64_t dim) {
   g["self"] = ops::cat(pieces, c.dim("self") == 0 ? 0 : WrapDim(dim, c.dim("self")));
 }
 
-OptionalTensorList IndicesArg(Ctx& c) { return c.arg("indices").to_optional_tensor_list(); }
+// The index tensors, saved as PyTorch saves them: changed in place before the backward, they raise.
+OptionalTensorList IndicesArg(Ctx& c) { return c.input_list("indices"); }
 
 // index_select / gather along dim of x: the gradient adds back at the same indices.
 Tensor IndexAddInto(const Tensor& grad, const SymDimVector& sizes, int64_t dim, const Tensor& index) {
@@ -90,11 +91,11 @@ void DefineIndexFormulas(DerivativeTable& d) {
     int64_t dim = c.dim("self") == 0 ? 0 : WrapDim(c.i64("dim"), c.dim("self"));
     g["self"] = IndexAddInto(c.grad(), c.sizes("self"), dim, c.input("index"));
   });
-  d.Def("index.Tensor", {}, [](Ctx& c, Grads& g) {
+  d.Def("index.Tensor", {"indices"}, [](Ctx& c, Grads& g) {
     Tensor z = zeros(c.sizes("self"), c.grad().dtype(), c.grad().device());
     g["self"] = CallOp<Tensor>(KILN_OP("aten::index_put"), z, IndicesArg(c), c.grad(), true);
   });
-  d.Def("index_put", {}, [](Ctx& c, Grads& g) {
+  d.Def("index_put", {"indices"}, [](Ctx& c, Grads& g) {
     OptionalTensorList idx = IndicesArg(c);
     if (c.needs("self"))
       g["self"] = c.flag("accumulate") ? c.grad()

@@ -113,6 +113,8 @@ REGRESSIONS = {
                    "the value it overwrote, and eager's version-counter error was lost",
     "seed91-0063": "index_put on a 0-d self with a float value: PyTorch's 'too many indices' IndexError comes before "
                    "the dtype check",
+    "seed91-0243": "index_put saved no index tensors: x0.relu_() after index_put((x0,), ...) went unchecked (PyTorch "
+                   "raises in backward)",
     "seed91-0576": "x1.pow_(2); x1 @ x0.t(), then x1[::2].zero_() past a graph break: eager saved x1 and raises",
     "seed91-1048": "(argmin + -inf).pow(0.5) under inductor: libm's pow(-inf, 0.5) is +inf, eager's sqrt gives nan",
     "seed101-0199": "[3, 5] float64 @ [3, 5, 0] float32: PyTorch's bmm gives an empty float32 result, kiln's mm raised "
