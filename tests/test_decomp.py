@@ -805,7 +805,7 @@ def test_core_tags():
 KILN_CORE_ADDITIONS = {"aten.erfc.default", "aten.erfinv.default", "aten.lgamma.default", "aten.digamma.default",
                        "aten.signbit.default", "aten.bitwise_left_shift.Tensor", "aten.bitwise_right_shift.Tensor",
                        "aten.rand.generator", "aten.randn.generator", "aten.randperm.generator",
-                       "aten.randint.low_generator"}
+                       "aten.randint.low_generator", "aten.multinomial.default"}
 
 
 @requires_torch

@@ -586,6 +586,8 @@ _sample("clamp.Tensor clamp_.Tensor", lambda mk: ((mk((3, 4)), mk((4,)), mk((3, 
 _sample("bernoulli_.Tensor", lambda mk: ((mk((3, 4)), mk((3, 4), low=0, high=1)), {}))
 _sample("bernoulli", lambda mk: ((mk((3, 4), low=0, high=1),), {}))
 _sample("bernoulli.out", lambda mk: ((mk((3, 4), low=0, high=1),), {"out": kiln.empty(0)}))
+_sample("multinomial", lambda mk: ((mk((3, 4), low=0.1, high=1), 2), {}))
+_sample("multinomial.out", lambda mk: ((mk((3, 4), low=0.1, high=1), 2), {"out": kiln.empty(0, dtype=I64)}))
 _sample("random_.from", lambda mk: ((mk((3, 4)), 0, 5), {}))
 _sample("randint.low randint.low_generator", lambda mk: ((0, 5, [3, 4]), {}))
 _sample("randint_like.low_dtype randint_like.low_generator_dtype", lambda mk: ((mk((3, 4)), 0, 5), {}))

@@ -170,7 +170,7 @@ void DefineViewFormulas(DerivativeTable& d) {
   });
   d.NonDifferentiable({"empty_like", "rand_like", "rand_like.generator", "randn_like", "randn_like.generator",
                        "randint_like", "randint_like.generator", "randint_like.low_dtype",
-                       "randint_like.low_generator_dtype", "bernoulli", "bernoulli.p", "one_hot", "isnan",
+                       "randint_like.low_generator_dtype", "bernoulli", "bernoulli.p", "multinomial", "one_hot", "isnan",
                        "isinf", "isfinite", "signbit", "empty.memory_format", "empty_strided",
                        "arange.start_step", "eye", "eye.m", "linspace", "randperm", "randperm.generator", "nonzero"});
 }

@@ -56,6 +56,9 @@ const char* const kCoreOps[] = {
     "signbit", "bitwise_left_shift.Tensor", "bitwise_right_shift.Tensor",
     //   samplers that draw from an explicit Generator (the core rand/randn/randperm use the default one)
     "rand.generator", "randn.generator", "randperm.generator", "randint.low_generator",
+    //   samplers whose draws a decomposition would change: compiled code calls the eager kernel,
+    //   so one seed gives the same samples compiled and eager
+    "multinomial",
 };
 
 // Core graph primitives that fx/ registers (symbolic-size reads and item()); the startup check of

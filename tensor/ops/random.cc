@@ -11,6 +11,7 @@
 // Per block (four 32-bit words): float uniforms use 24 bits each (4 per block), double uniforms
 // 53 bits (2 per block); normals are Box-Muller pairs (4 floats or 2 doubles per block);
 // integers use 64 bits modulo the range (2 per block).
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -354,6 +355,87 @@ Tensor Randperm(const SymInt& n, OptDtype dtype, OptLayout layout, OptDevice dev
   return RandpermGen(n, std::nullopt, dtype, layout, device, pin);
 }
 
+// --- multinomial ---------------------------------------------------------------------------
+
+// Shape and argument checks, in PyTorch's order (the values are the CPU kernel's to check).
+TensorMeta MultinomialMeta(const Tensor& self, int64_t n, bool replacement, OptGen) {
+  KILN_CHECK(self.dim() == 1 || self.dim() == 2, "prob_dist must be 1 or 2 dim");
+  const SymInt categories = self->sym_sizes().back();
+  KILN_CHECK(replacement || categories >= n, "cannot sample n_sample > prob_dist.size(-1) samples without "
+             "replacement");
+  KILN_CHECK(IsFloating(self.dtype()), "multinomial only supports floating-point dtypes for input, got: ",
+             ScalarTypeDisplayName(self.dtype()));
+  KILN_CHECK(n > 0, "cannot sample n_sample <= 0 samples");
+  KILN_CHECK(categories <= (int64_t{1} << 24), "number of categories cannot exceed 2^24");
+  SymDimVector sizes(self->sym_sizes().begin(), self->sym_sizes().end() - 1);
+  sizes.push_back(n);
+  return TensorMeta{sizes, {}, ScalarType::Int64, self.device()};
+}
+
+// Note [multinomial]: with replacement, each draw is a uniform u scaled by the row's total and
+// found by binary search in the row's running sums (a category of probability 0 never owns a
+// range). Without replacement (and for one draw, as PyTorch), the exponential-race form of
+// sequential sampling: category i gets the key E_i / p_i with E_i ~ Exp(1), and the n smallest
+// keys are the draws in order; a category of probability 0 has key +inf, so it comes only after
+// every positive one (PyTorch's topk of p / E returns them then too). Rows are independent: the
+// counter blocks of row r are a fixed range, so results do not depend on the thread count.
+Tensor MultinomialCPU(const Tensor& self, int64_t n, bool replacement, OptGen gen) {
+  TensorMeta m = MultinomialMeta(self, n, replacement, gen);
+  const int64_t cats = self.size(-1), rows = self.dim() == 2 ? self.size(0) : 1;
+  Tensor out = EmptyFromMeta(m);
+  if (out.numel() == 0) return out;
+  KILN_CHECK(cats > 0, "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
+  Tensor p = ops::contiguous(ops::to_dtype(self, ScalarType::Float64));
+  const double* pp = p.data_ptr<double>();
+  const bool race = !replacement || n == 1;
+  for (int64_t r = 0; r < rows; ++r) {  // the checks see every row before any sampling
+    double total = 0;
+    for (int64_t i = 0; i < cats; ++i) {
+      const double v = pp[r * cats + i];
+      if (race) {
+        KILN_CHECK(v >= 0 && v < INFINITY, "probability tensor contains either `inf`, `nan` or element < 0");
+      } else {
+        KILN_CHECK(v >= 0, "invalid multinomial distribution (encountering probability entry < 0)");
+        KILN_CHECK(std::isfinite(v), "invalid multinomial distribution (encountering probability entry = "
+                   "infinity or NaN)");
+      }
+      total += v;
+    }
+    KILN_CHECK(total > 0, "invalid multinomial distribution (sum of probabilities <= 0)");
+  }
+  const int64_t per_row = race ? cats : n;  // uniforms per row
+  std::vector<double> u(static_cast<size_t>(rows * per_row));
+  SampleBlocks(gen, u.data(), static_cast<int64_t>(u.size()), 2, [](const uint32_t* w, double* o, int c) {
+    for (int k = 0; k < c; ++k) o[k] = Uniform53(w[2 * k], w[2 * k + 1]);
+  });
+  int64_t* o = out.data_ptr<int64_t>();
+  ParallelFor(0, rows, 1, [&](int64_t b, int64_t e) {
+    std::vector<double> work(static_cast<size_t>(cats));
+    std::vector<int64_t> order(static_cast<size_t>(cats));
+    for (int64_t r = b; r < e; ++r) {
+      const double* row = pp + r * cats;
+      const double* ur = u.data() + r * per_row;
+      if (race) {
+        for (int64_t i = 0; i < cats; ++i)
+          work[i] = row[i] > 0 ? -std::log1p(-ur[i]) / row[i] : INFINITY;  // E_i / p_i
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + n, order.end(),
+                          [&](int64_t a, int64_t c) { return work[a] < work[c] || (work[a] == work[c] && a < c); });
+        std::copy(order.begin(), order.begin() + n, o + r * n);
+      } else {
+        std::partial_sum(row, row + cats, work.begin());
+        const double total = work[cats - 1];
+        for (int64_t k = 0; k < n; ++k) {
+          const double x = ur[k] * total;
+          int64_t i = std::upper_bound(work.begin(), work.end(), x) - work.begin();
+          o[r * n + k] = std::min(i, cats - 1);
+        }
+      }
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 #define KILN_FACTORY_KWARGS "ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None"
@@ -374,6 +456,9 @@ void RegisterRandomOps(Registry& r) {
   r.Def("bernoulli_.float(Tensor(a!) self, float p=0.5, *, Generator? generator=None) -> Tensor(a!)", kSeeded, kMethod)
       .Impl<&BernoulliFloat_>(DispatchKey::CPU).Impl<&BernoulliFloatMeta_>(DispatchKey::Meta)
       .Impl<&BernoulliFloatMeta_>(DispatchKey::Fake);
+  r.Def("multinomial(Tensor self, int num_samples, bool replacement=False, *, Generator? generator=None) -> Tensor",
+        kSeeded, kFunctionAndMethod)
+      .Impl<&MultinomialCPU>(DispatchKey::CPU).Meta<&MultinomialMeta>();
   r.Def("bernoulli(Tensor self, *, Generator? generator=None) -> Tensor", kSeeded, kFunctionAndMethod)
       .Composite<&Bernoulli>();
   r.Def("bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor", kSeeded, kFunctionAndMethod)
