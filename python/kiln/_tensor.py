@@ -195,6 +195,11 @@ class Tensor(_C.TensorBase):
     def pin_memory(self, device=None):
         """Pinned (page-locked) memory only speeds copies to an accelerator; kiln has none, so this
         raises RuntimeError as PyTorch does on a machine without one."""
+        if device is not None:
+            import warnings
+
+            warnings.warn("The argument 'device' of Tensor.pin_memory() is deprecated. Please do not pass this "
+                          "argument.", DeprecationWarning, stacklevel=2)
         raise RuntimeError("Tensor.pin_memory(): pinned memory needs an accelerator, and kiln has none "
                            "(built without CUDA)")
 

@@ -31,9 +31,11 @@ class cuBLASModule:
             _settings._check_bool(value, "kiln.backends.cuda.matmul.allow_tf32")
             _settings.set_float32_matmul_precision("high" if value else "highest")
             return
-        if name in self._reduced:
-            _settings._check_bool(value, f"kiln.backends.cuda.matmul.{name}")
-            type(self)._reduced[name] = value
+        if name in self._reduced:  # a bool, or PyTorch's (allow, allow_splitk) pair
+            flags = value if isinstance(value, (tuple, list)) else (value,)
+            if not flags or not all(type(f) is bool for f in flags):
+                raise TypeError(f"{name} expects a bool or a tuple/list of bools, but got {type(value)}")
+            type(self)._reduced[name] = flags[0]
             return
         raise AttributeError("Unknown attribute " + name)
 
