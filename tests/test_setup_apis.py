@@ -404,6 +404,14 @@ def test_new_factories_accept_varargs(method):
     assert k.new_full((2,), 3).tolist() == t.new_full((2,), 3).tolist()
 
 
+def test_module_type_takes_legacy_types():
+    k, t = kiln.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    for kt, tt in [(kiln.DoubleTensor, torch.DoubleTensor), ("torch.HalfTensor", "torch.HalfTensor"),
+                   (kiln.float32, torch.float32)]:
+        assert k.type(kt) is k and t.type(tt) is t
+        assert str(k.weight.dtype).split(".")[1] == str(t.weight.dtype).split(".")[1]
+
+
 def test_set_default_tensor_type():
     try:
         for kt, tt in [(kiln.DoubleTensor, torch.DoubleTensor), ("torch.FloatTensor", "torch.FloatTensor"),
