@@ -150,12 +150,16 @@ def is_tensor(obj):
     return isinstance(obj, Tensor)
 
 
-def is_floating_point(t):
-    return t.dtype.is_floating_point
+def is_floating_point(input):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"is_floating_point(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+    return input.dtype.is_floating_point
 
 
-def numel(t):
-    return t.numel()
+def numel(input):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"numel(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+    return input.numel()
 
 
 # --- random number generators ----------------------------------------------------------------
@@ -233,6 +237,35 @@ from kiln import fx  # noqa: E402,F401
 from kiln._symbolic import (  # noqa: E402,F401
     SymInt, SymFloat, SymBool, sym_int, sym_float, sym_max, sym_min, sym_not, _check, _check_is_size,
 )
+
+
+# --- PyTorch's setup names (issue 17): CUDA queries, backend switches, TorchScript, legacy tensor
+# types. kiln has no CUDA or TorchScript; these answer as a CPU-only PyTorch build does, so that
+# programs run unchanged. kiln._dynamo stays lazy (module __getattr__ below): it costs ~100 ms.
+from kiln import accelerator, amp, backends, compiler, cuda, jit  # noqa: E402,F401
+from kiln._dtype_info import finfo, iinfo  # noqa: E402,F401
+from kiln._settings import (  # noqa: E402,F401
+    set_float32_matmul_precision, get_float32_matmul_precision, use_deterministic_algorithms,
+    are_deterministic_algorithms_enabled, is_deterministic_algorithms_warn_only_enabled, get_deterministic_debug_mode,
+)
+from kiln._tensor_types import LEGACY_TYPES as _LEGACY_TYPES, set_default_tensor_type  # noqa: E402,F401
+
+(FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor, ShortTensor, CharTensor,
+ ByteTensor, BoolTensor) = _LEGACY_TYPES.values()
+
+
+def _assert(condition, message):
+    """assert condition, message — as a function call (torch._assert), so it also runs under -O."""
+    if not condition:
+        raise AssertionError(message)
+
+
+def __getattr__(name):
+    if name == "_dynamo":  # reachable after a bare `import kiln`, as torch._dynamo is
+        import importlib
+
+        return importlib.import_module("kiln._dynamo")
+    raise AttributeError(f"module 'kiln' has no attribute '{name}'")
 
 
 # --- compilation (kiln._dynamo; imported on first use) -------------------------------------------

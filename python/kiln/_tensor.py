@@ -180,41 +180,80 @@ class Tensor(_C.TensorBase):
     def bool(self):
         return self.to(_C.bool)
 
-    def type(self, dtype=None):
+    def type(self, dtype=None, non_blocking=False):
+        """With no argument, the legacy type name ('kiln.FloatTensor'); else this tensor converted to
+        `dtype` (a kiln.dtype, a legacy type such as kiln.LongTensor, or its name), self if unchanged."""
+        from kiln import _tensor_types
+
         if dtype is None:
-            names = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
-                     "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor",
-                     "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
-            return "kiln." + names[str(self.dtype).split(".")[1]]
-        return self.to(dtype)
+            return _tensor_types.type_name(self.dtype)
+        return _tensor_types.convert(self, dtype, non_blocking)
 
     def is_floating_point(self):
         return self.dtype.is_floating_point
 
-    def new_empty(self, size, *, dtype=None, device=None):
+    def pin_memory(self, device=None):
+        """Pinned (page-locked) memory only speeds copies to an accelerator; kiln has none, so this
+        raises RuntimeError as PyTorch does on a machine without one."""
+        if device is not None:
+            import warnings
+
+            warnings.warn("The argument 'device' of Tensor.pin_memory() is deprecated. Please do not pass this "
+                          "argument.", DeprecationWarning, stacklevel=2)
+        raise RuntimeError("Tensor.pin_memory(): pinned memory needs an accelerator, and kiln has none "
+                           "(built without CUDA)")
+
+    def is_pinned(self, device=None):
+        if device is not None:
+            import warnings
+
+            warnings.warn("The argument 'device' of Tensor.is_pinned() is deprecated. Please do not pass this "
+                          "argument.", DeprecationWarning, stacklevel=2)
+        return False
+
+    # --- new_* factories: same dtype and device as self unless given. Sizes may be one sequence or
+    # several ints (x.new_zeros(2, 3)), as in PyTorch.
+    def new(self, *args, device=None, **kwargs):
+        """The legacy constructor with self's dtype and device: x.new(2, 3) (uninitialized),
+        x.new([1, 2]) (data), x.new() (empty)."""
+        from kiln import _tensor_types
+
+        return _tensor_types.legacy_new(self.dtype, device or self.device, args, kwargs)
+
+    def _new_factory(self, factory, name, sizes, size, dtype, device, requires_grad, *args):
+        if size is None:
+            if not sizes:
+                raise TypeError(f'{name}() missing 1 required positional arguments: "size"')
+            size = sizes if len(sizes) > 1 or _is_int_like(sizes[0]) else sizes[0]
+        elif sizes:
+            raise TypeError(f"{name}() got multiple values for argument 'size'")
+        out = factory(size, *args, dtype=dtype or self.dtype, device=device or self.device)
+        return out.requires_grad_() if requires_grad else out
+
+    def new_empty(self, *sizes, size=None, dtype=None, device=None, requires_grad=False):
         import kiln
 
-        return kiln.empty(size, dtype=dtype or self.dtype, device=device or self.device)
+        return self._new_factory(kiln.empty, "new_empty", sizes, size, dtype, device, requires_grad)
 
-    def new_zeros(self, size, *, dtype=None, device=None):
+    def new_zeros(self, *sizes, size=None, dtype=None, device=None, requires_grad=False):
         import kiln
 
-        return kiln.zeros(size, dtype=dtype or self.dtype, device=device or self.device)
+        return self._new_factory(kiln.zeros, "new_zeros", sizes, size, dtype, device, requires_grad)
 
-    def new_ones(self, size, *, dtype=None, device=None):
+    def new_ones(self, *sizes, size=None, dtype=None, device=None, requires_grad=False):
         import kiln
 
-        return kiln.ones(size, dtype=dtype or self.dtype, device=device or self.device)
+        return self._new_factory(kiln.ones, "new_ones", sizes, size, dtype, device, requires_grad)
 
-    def new_full(self, size, fill_value, *, dtype=None, device=None):
+    def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
         import kiln
 
-        return kiln.full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device)
+        return self._new_factory(kiln.full, "new_full", (), size, dtype, device, requires_grad, fill_value)
 
-    def new_tensor(self, data, *, dtype=None, device=None):
+    def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
         import kiln
 
-        return kiln.tensor(data, dtype=dtype or self.dtype, device=device or self.device)
+        return kiln.tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
 
     def where(self, condition, other):
         """x.where(condition, y) is where(condition, x, y) (self is not the condition)."""

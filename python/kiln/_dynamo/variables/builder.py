@@ -211,3 +211,4 @@ for _module in (operator, math):
         if callable(_obj) and not _name.startswith("_"):
             _BUILTIN_FUNCTIONS.add(_obj)
 _KILN_SPECIAL = {kiln.no_grad, kiln.enable_grad, kiln.set_grad_enabled, kiln.Size}
+_KILN_SPECIAL |= {kiln.compiler.is_compiling, kiln.compiler.is_dynamo_compiling}  # True while tracing

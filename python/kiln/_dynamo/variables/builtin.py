@@ -145,7 +145,11 @@ def _isinstance(tx, obj, cls):
         unimplemented(f"isinstance() against {cls.describe()}")
     ty = obj.python_type()
     if isinstance(obj, TensorVariable):
+        from kiln._tensor_types import tensortype
         from kiln.nn.parameter import Parameter
+
+        if any(isinstance(c, tensortype) for c in (classes if isinstance(classes, tuple) else (classes,))):
+            return ConstantVariable(isinstance(obj.example, classes))  # kiln.FloatTensor: a dtype test
 
         if isinstance(obj.example, Parameter):
             ty = Parameter

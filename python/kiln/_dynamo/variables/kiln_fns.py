@@ -3,9 +3,10 @@
 KilnFunctionVariable is an op of kiln (kiln.relu, kiln.nn.functional.linear, kiln.cat, a factory):
 calling it puts a call_function node in the graph, its example output computed on fake tensors.
 A few functions answer at compile time instead (is_grad_enabled, get_default_dtype, is_tensor,
-Size). GradModeVariable models no_grad / enable_grad / set_grad_enabled: entering sets the mode
-for the rest of the trace and records kiln._C._set_grad_enabled in the graph, so the compiled
-graph switches the mode exactly where eager did.
+Size, kiln.compiler.is_compiling: True). GradModeVariable models no_grad / enable_grad /
+set_grad_enabled: entering sets the mode for the rest of the trace and records
+kiln._C._set_grad_enabled in the graph, so the compiled graph switches the mode exactly where
+eager did.
 """
 
 import kiln
@@ -32,6 +33,8 @@ class KilnFunctionVariable(ObjectConstantVariable):
             unimplemented(f"kiln.{name}(): {_UNSUPPORTED[name]} is global state", f"call kiln.{name} outside the compiled function")
         if fn is _C.is_grad_enabled or fn is kiln.is_grad_enabled:
             return ConstantVariable(_C.is_grad_enabled())
+        if fn is kiln.compiler.is_compiling or fn is kiln.compiler.is_dynamo_compiling:
+            return ConstantVariable(True)
         if fn is kiln.get_default_dtype:
             return ConstantVariable(kiln.get_default_dtype())
         if fn is kiln.is_tensor:

@@ -378,7 +378,8 @@ class Module:
         return self._apply(lambda t: t.cuda(device))
 
     def type(self, dst_type):
-        return self._apply(lambda t: t.to(dst_type))
+        """Casts every parameter and buffer to dst_type (a dtype, kiln.DoubleTensor or its name)."""
+        return self._apply(lambda t: t.type(dst_type))
 
     def float(self):
         return self._apply(lambda t: t.float() if t.is_floating_point() else t)

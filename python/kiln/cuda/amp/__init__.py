@@ -1,0 +1,19 @@
+"""kiln.cuda.amp: PyTorch's deprecated torch.cuda.amp names. GradScaler here is kiln.amp.GradScaler
+for device "cuda" (disabled with a warning, since kiln has no CUDA), constructing it warns that the
+alias is deprecated, as PyTorch's does.
+"""
+
+import warnings
+
+from kiln.amp import grad_scaler as _grad_scaler
+
+
+class GradScaler(_grad_scaler.GradScaler):
+    """kiln.amp.GradScaler("cuda", ...); use that name instead."""
+
+    def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
+                 enabled=True):
+        warnings.warn("`kiln.cuda.amp.GradScaler(args...)` is deprecated. "
+                      "Please use `kiln.amp.GradScaler('cuda', args...)` instead.", FutureWarning, stacklevel=2)
+        super().__init__("cuda", init_scale=init_scale, growth_factor=growth_factor,
+                         backoff_factor=backoff_factor, growth_interval=growth_interval, enabled=enabled)
