@@ -254,7 +254,7 @@ def main(argv=None):
                 print(f"  {name}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"namespaces": result, "summary": summary(result)}, f, indent=1, sort_keys=True)
+            json.dump({"namespaces": result, "summary": summary(result)}, f, indent=1)
     print(summary(result))
     return 0
 
