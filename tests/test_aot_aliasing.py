@@ -746,6 +746,25 @@ def test_pointwise_loss_of_an_integer_input_promotes():
     assert run(kiln) == run(torch)
 
 
+@requires_torch
+def test_pointwise_loss_promotes_after_broadcasting():
+    # a 0-d float64 target broadcast to a float32 input: PyTorch broadcasts first, so the target
+    # counts as dimensioned and the loss is float64 (fuzz seed 121, program 872: kiln's float32)
+    import warnings
+
+    def run(lib):
+        res = []
+        for loss in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"):
+            for a, b in [((3, 3), ()), ((), (3,)), ((), ())]:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    out = getattr(lib.nn.functional, loss)(lib.ones(a), lib.full(b, 2.0, dtype=lib.float64))
+                res.append((str(out.dtype).split(".")[1], out.item()))
+        return res
+
+    assert run(kiln) == run(torch)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("layout", ["strided", "transposed", "offset"])
 def test_write_through_a_split_piece_of_a_strided_input(backend, layout):

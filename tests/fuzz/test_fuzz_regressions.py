@@ -136,6 +136,10 @@ REGRESSIONS = {
                     "unaliased",
     "seed111-1977": "x1 // bool mask, then x1.neg_(): kiln's div.Tensor_mode read x1 without other needing grad "
                     "(PyTorch trains on)",
+    "seed121-0378": "a split piece of a mutated input came back as an as_strided view: copy_ into it after a graph "
+                    "break ran",
+    "seed121-0872": "mse_loss(float32 [3, 3], float64 0-d): kiln promoted before broadcasting (float32), PyTorch after "
+                    "(float64)",
 }
 
 

@@ -284,20 +284,26 @@ def _view_chains(traced):
     walking from the graph output back to the input's placeholder through view-tagged ops. An
     as_strided view says the same thing about memory but not to autograd: its backward scatters
     into the input's storage, which double-counts an expanded input (three rows of one row got
-    three times the gradient). Without such a chain (the input was mutated, or the output came
-    from a scatter) the as_strided view stays. An output that views another output is replayed
-    from that output's result the same way."""
+    three times the gradient). Without such a chain (the input was re-laid by `t_()`, or the
+    output came from a scatter) the as_strided view stays. An output that views another output,
+    or a mutated input, is replayed from that output's result or that input's new value."""
     graph = traced.graph.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     results = graph.output_node().args[0]
     results = list(results) if isinstance(results, (tuple, list)) else [results]
     for k, alias in enumerate(traced.output_aliases):
-        if alias is None or alias.base_layout is None and alias.index in traced.mutated_inputs:
+        if alias is None or alias.base_layout is None and alias.index in traced.new_layouts:
             continue
         # an output that views another output is replayed from it the same way (`v0.chunk(2)[0]`
-        # returned with v0 is a split piece of it, which eager refuses to change in place)
-        target = placeholders[alias.index] if alias.base_layout is None else \
-            results[traced.num_mutations + alias.index]
+        # returned with v0 is a split piece of it, which eager refuses to change in place); one
+        # that views a mutated input, from the input's new value (the graph's leading output for
+        # it), which the runtime copies back before rebuilding the views
+        if alias.base_layout is not None:
+            target = results[traced.num_mutations + alias.index]
+        elif alias.index in traced.mutated_inputs:
+            target = results[traced.mutated_inputs.index(alias.index)]
+        else:
+            target = placeholders[alias.index]
         node, chain = results[traced.num_mutations + k], []
         while node is not target and getattr(node, "op", None) == "call_function":
             if node.target is operator.getitem and _returns_views(getattr(node.args[0], "target", None)):

@@ -66,10 +66,11 @@ def _broadcast_pair(a, b, promote=True):
     target's gradient truncated to 0); huber_loss keeps the input's dtype (and refuses, as
     PyTorch does, a float result for an integer input)."""
     shape = _broadcast_shape(tuple(a.shape), tuple(b.shape))
-    if promote:
+    a, b = (a if tuple(a.shape) == shape else a.expand(shape)), (b if tuple(b.shape) == shape else b.expand(shape))
+    if promote:  # after broadcasting, as PyTorch's: a 0-d float64 target then promotes a float32 input
         dtype = kiln.result_type(a, b)
         a, b = (a if a.dtype == dtype else a.to(dtype)), (b if b.dtype == dtype else b.to(dtype))
-    return (a if tuple(a.shape) == shape else a.expand(shape)), (b if tuple(b.shape) == shape else b.expand(shape))
+    return a, b
 
 
 def _warn_size(input, target):
