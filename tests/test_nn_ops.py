@@ -469,6 +469,8 @@ BAD_CALLS = [
     ("bmm_2d", lambda lib, a, b: lib.bmm(a, b), [t(3, 4), t(4, 2)], "3D"),
     ("bmm_shapes", lambda lib, a, b: lib.bmm(a, b), [t(2, 3, 4), t(3, 4, 2)], "batch2"),
     ("bmm_dtypes", lambda lib, a, b: lib.bmm(a, b), [t(2, 3, 4), t(2, 4, 2, dtype="float64")], "expected scalar type"),
+    ("relu_bool", lambda lib, a: lib.relu(a), [t(3, dtype="bool")], "Boolean inputs not supported for relu"),
+    ("relu__bool", lambda lib, a: a.relu_(), [t(3, dtype="bool")], "Boolean inputs not supported for relu"),
     ("mv_0d", lambda lib, a, b: lib.mv(a, b), [t(), t()], "Dimension specified as 0"),
     ("mv_1d", lambda lib, a, b: lib.mv(a, b), [t(3), t()], "vector + matrix @ vector expected"),
     ("dot_2d", lambda lib, a, b: lib.dot(a, b), [t(2, 2), t(4)], "1D tensors expected"),

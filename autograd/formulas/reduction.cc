@@ -66,6 +66,14 @@ void DefineReductionFormulas(DerivativeTable& d) {
     IntList dims = NormalizeDims(OptDims(c, "dim"), c.dim("self"));
     g["self"] = ExpandReduced(c.grad(), c.sizes("self"), dims, c.flag("keepdim"));
   });
+  d.Def("sum", {}, [](Ctx& c, Grads& g) {
+    g["self"] = ExpandReduced(c.grad(), c.sizes("self"), NormalizeDims(std::nullopt, c.dim("self")), false);
+  });
+  d.Def("mean", {}, [](Ctx& c, Grads& g) {
+    IntList dims = NormalizeDims(std::nullopt, c.dim("self"));
+    SymInt n = ReducedCount(c.sizes("self"), dims);
+    g["self"] = div(ExpandReduced(c.grad(), c.sizes("self"), dims, false), static_cast<double>(n.expect_int()));
+  });
   d.Def("mean.dim", {}, [](Ctx& c, Grads& g) {
     IntList dims = NormalizeDims(OptDims(c, "dim"), c.dim("self"));
     SymInt n = ReducedCount(c.sizes("self"), dims);

@@ -306,8 +306,12 @@ PyObject* ScalarToPython(const Scalar& s) {
   return PyFloat_FromDouble(s.to_double());
 }
 
+// `implicit_none`, when given, is set when an optional parameter without a default was left out
+// and bound to None: PyTorch's parser requires such a parameter (`sum.dim_IntList`'s dim), so an
+// overload that needs no such binding wins (x.sum() is sum.default, as in PyTorch).
 bool ParseArgs(const Op& op, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, Conversion lenient,
-               Stack& out, std::string* why) {
+               Stack& out, std::string* why, bool* implicit_none = nullptr) {
+  if (implicit_none) *implicit_none = false;
   const auto& params = op.schema().arguments;
   const size_t np = params.size();
   out.clear();
@@ -364,9 +368,12 @@ bool ParseArgs(const Op& op, PyObject* const* args, Py_ssize_t nargs, PyObject* 
   // Defaults.
   for (size_t j = 0; j < np; ++j) {
     if (filled[j]) continue;
-    if (params[j].default_value) out[j] = *params[j].default_value;
-    else if (params[j].optional) out[j] = IValue();
-    else {
+    if (params[j].default_value) {
+      out[j] = *params[j].default_value;
+    } else if (params[j].optional) {
+      out[j] = IValue();
+      if (implicit_none) *implicit_none = true;
+    } else {
       *why = op.base_name() + "() missing required argument '" + params[j].name + "'";
       return false;
     }
@@ -498,19 +505,30 @@ PyObject* CallOverloads(const std::string& display_name, Op* const* overloads, s
     const bool arithmetic = AllowsNumbersAsTensors(display_name);
     const Conversion kPasses[] = {Conversion::kExact, Conversion::kTensorsAsScalars, Conversion::kNumbersAsTensors,
                                   Conversion::kTensorsAsScalars};
+    // In pass 0 an overload that binds a left-out optional parameter to None only takes the call
+    // when no later overload binds without doing so.
+    auto call = [&](const Op& op) {
+      Stack local = std::move(stack);  // re-entrant: kernels may call back into Python
+      stack = Stack();
+      op.Call(local);
+      return ReturnsToPython(op, local);
+    };
     for (int pass = 0; pass < 4; ++pass) {
       if (pass == 1 && arithmetic) continue;
       if (pass == 2 && RefusedByPyTorch(display_name, overloads, count, args, nargs, kwnames)) break;
+      int deferred = -1;
       for (size_t i = 0; i < count; ++i) {
         const Op& op = *overloads[i];
-        if (ParseArgs(op, args, nargs, kwnames, kPasses[pass], stack, &why)) {
-          Stack local = std::move(stack);  // re-entrant: kernels may call back into Python
-          stack = Stack();
-          op.Call(local);
-          return ReturnsToPython(op, local);
+        bool implicit = false;
+        if (ParseArgs(op, args, nargs, kwnames, kPasses[pass], stack, &why, &implicit)) {
+          if (pass != 0 || !implicit) return call(op);
+          if (deferred < 0) deferred = static_cast<int>(i);
+          why.clear();
         }
         if (pass == 0) reasons.push_back(why);
       }
+      if (deferred >= 0 && ParseArgs(*overloads[deferred], args, nargs, kwnames, kPasses[pass], stack, &why))
+        return call(*overloads[deferred]);
     }
     std::ostringstream msg;
     if (count == 1) {

@@ -135,8 +135,12 @@ Tensor SumDim(const Tensor& self, OptDims dims, bool keepdim, std::optional<Scal
 TensorMeta SumDimMeta(const Tensor& self, OptDims dims, bool keepdim, std::optional<ScalarType> dtype) {
   return ReduceMeta("sum", self, dims, keepdim, SumResultType(self.dtype(), dtype));
 }
-Tensor SumAll(const Tensor& self, std::optional<ScalarType> dtype) {
-  return ops::sum(self, std::nullopt, false, dtype);
+// sum() and mean() of the whole tensor are ops of their own (PyTorch's CompositeExplicitAutograd
+// kernels), so traced graphs record aten.sum.default for x.sum(), as PyTorch's do; their
+// decompositions (kiln._decomp) turn them into the dim overloads for the core op set.
+Tensor SumAll(const Tensor& self, std::optional<ScalarType> dtype) { return SumDim(self, std::nullopt, false, dtype); }
+TensorMeta SumAllMeta(const Tensor& self, std::optional<ScalarType> dtype) {
+  return SumDimMeta(self, std::nullopt, false, dtype);
 }
 Tensor MeanDim(const Tensor& self, OptDims dims, bool keepdim, std::optional<ScalarType> dtype) {
   return SumImpl("mean", self, dims, keepdim, dtype, true);
@@ -148,7 +152,10 @@ TensorMeta MeanDimMeta(const Tensor& self, OptDims dims, bool keepdim, std::opti
   return ReduceMeta("mean", self, dims, keepdim, out);
 }
 Tensor MeanAll(const Tensor& self, std::optional<ScalarType> dtype) {
-  return CallOp<Tensor>(KILN_OP("aten::mean.dim"), self, OptDims(), false, dtype);
+  return MeanDim(self, std::nullopt, false, dtype);
+}
+TensorMeta MeanAllMeta(const Tensor& self, std::optional<ScalarType> dtype) {
+  return MeanDimMeta(self, std::nullopt, false, dtype);
 }
 
 }  // namespace
@@ -159,12 +166,12 @@ void RegisterReduceOps(Registry& r) {
         kFunctionAndMethod)
       .Impl<&SumDim>(DispatchKey::CPU).Meta<&SumDimMeta>();
   r.Def("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", {Tag::reduction}, kFunctionAndMethod)
-      .Composite<&SumAll>();
+      .Impl<&SumAll>(DispatchKey::CPU).Meta<&SumAllMeta>();
   r.Def("mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", tags,
         kFunctionAndMethod)
       .Impl<&MeanDim>(DispatchKey::CPU).Meta<&MeanDimMeta>();
   r.Def("mean(Tensor self, *, ScalarType? dtype=None) -> Tensor", {Tag::reduction}, kFunctionAndMethod)
-      .Composite<&MeanAll>();
+      .Impl<&MeanAll>(DispatchKey::CPU).Meta<&MeanAllMeta>();
 }
 
 }  // namespace kiln

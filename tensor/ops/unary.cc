@@ -179,6 +179,7 @@ void CheckUnaryDtype(int op, ScalarType in) {
   const UnarySpec& spec = kUnary[op];
   KILN_CHECK(!(op == kNeg && in == ScalarType::Bool), "Negation, the `-` operator, on a bool tensor is not "
              "supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+  KILN_CHECK(!(op == kRelu && in == ScalarType::Bool), "Boolean inputs not supported for relu");  // as PyTorch's
   KILN_CHECK_NOT_IMPLEMENTED(spec.allow_bool || in != ScalarType::Bool, "\"", spec.name, "\" not implemented for 'Bool'");
   if (op == kBitwiseNot) KILN_CHECK_NOT_IMPLEMENTED(IsIntegral(in, true), "\"bitwise_not\" not implemented for '", ScalarTypeDisplayName(in), "'");
   if (op == kSilu || op == kMish) KILN_CHECK_NOT_IMPLEMENTED(IsFloating(in), "\"", spec.name, "\" not implemented for '", ScalarTypeDisplayName(in), "'");

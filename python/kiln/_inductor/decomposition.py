@@ -58,5 +58,11 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
     return grad_input, grad_weight, grad_bias
 
 
+def mean_all(self, dtype=None):
+    """mean() of a whole tensor (core, as in PyTorch) as the mean.dim lowering over every dim."""
+    return aten.mean.dim(self, None, False, dtype=dtype)
+
+
 DECOMPOSITIONS = {aten.native_layer_norm.default: native_layer_norm,
-                  aten.native_layer_norm_backward.default: native_layer_norm_backward}
+                  aten.native_layer_norm_backward.default: native_layer_norm_backward,
+                  aten.mean.default: mean_all}
