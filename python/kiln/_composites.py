@@ -552,8 +552,8 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
         input = input.reshape(-1)
         dim = 0
     dim = _wrap_dim(dim, input.ndim)
-    if isinstance(repeats, kiln.Tensor) and repeats.numel() == 1 and repeats.ndim <= 1 and not _is_fake(repeats):
-        repeats = builtins.int(repeats.reshape(()).item())
+    if isinstance(repeats, kiln.Tensor) and repeats.ndim <= 1 and repeats.numel() == 1:
+        repeats = repeats.reshape(1).expand(input.shape[dim])  # one count for every slice
     if not isinstance(repeats, kiln.Tensor):
         repeats = repeats.__index__()
         if repeats < 0:
