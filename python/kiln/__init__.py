@@ -263,6 +263,7 @@ from kiln._composites import (  # noqa: E402,F401
     tril_indices, triu_indices, meshgrid, rot90, diff, logaddexp, logaddexp2, nanmean, allclose, isclose, equal,
     cross, kron, tensordot, take, repeat_interleave, cdist,
 )
+from kiln._einsum import einsum  # noqa: E402,F401
 
 
 def _assert(condition, message):
