@@ -488,3 +488,68 @@ def test_errors_match_torch(desc, call, inputs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert_raises_like_torch(desc, lambda lib, kw: call(lib, **kw), inputs)
+
+
+# --- kiln.testing.assert_close: the same verdict, exception class and message as PyTorch's ---------
+def _pair(lib, kind):
+    t = lambda *a, **k: lib.tensor(*a, **k)  # noqa: E731
+    return {
+        "float32": (t([1.0, 2, 3]), t([1.0, 2.5, 3])),
+        "float32 2-d": (t([[1.0, 2], [3, 4]]), t([[1.0, 2], [3, 5]])),
+        "float32 close": (t([1.0, 2]), t([1.0, 2 + 1e-6])),
+        "float64 close": (t([1.0], dtype=lib.float64), t([1.0 + 5e-8], dtype=lib.float64)),
+        "float64 not close": (t([1.0], dtype=lib.float64), t([1.0 + 5e-7], dtype=lib.float64)),
+        "float16": (t([1.0, 2], dtype=lib.float16), t([1.0, 2.001], dtype=lib.float16)),
+        "bfloat16": (t([1.0, 2], dtype=lib.bfloat16), t([1.0, 2.5], dtype=lib.bfloat16)),
+        "int64": (t([1, 2, 3]), t([1, 3, 3])),
+        "bool": (t([True, False]), t([True, True])),
+        "0-d": (t(1.0), t(2.0)),
+        "shape": (t([1.0, 2]), t([1.0, 2, 3])),
+        "dtype": (t([1.0, 2]), t([1.0, 2], dtype=lib.float64)),
+        "floats": (1.0, 1.5),
+        "ints": (1, 2),
+        "int float": (1, 1.0),
+        "list": ([t(1.0), t(2.0)], [t(1.0), t(3.0)]),
+        "dict": ({"a": t(1.0)}, {"a": t(2.0)}),
+        "nested": ({"a": [t([1.0]), (1, 2.0)]}, {"a": [t([1.0]), (1, 2.5)]}),
+        "list tuple": ([1.0, 2.0], (1.0, 2.0)),
+        "tensor list": (t([1.0, 2]), [1.0, 2]),
+        "tensor number": (t([1.0, 2]), 1.0),
+        "lengths": ([1, 2], [1, 2, 3]),
+        "keys": ({"a": 1}, {"b": 1}),
+        "nan": (t([math.nan]), t([math.nan])),
+        "inf": (t([1.0]), t([math.inf])),
+        "zero expected": (t([0.0, 1.0]), t([0.0, 0.0])),
+        "empty": (t([]), t([])),
+        "strings": ("a", "a"),
+        "none": (None, None),
+        "none mismatch": (None, 1),
+        "bools": (True, False),
+        "stride": (lib.ones(3, 2).t(), lib.ones(2, 3)),
+    }[kind]
+
+
+ASSERT_CLOSE = [
+    ("float32", {}), ("float32 2-d", {}), ("float32 close", {}), ("float64 close", {}), ("float64 not close", {}),
+    ("float16", {}), ("bfloat16", {}), ("int64", {}), ("bool", {}), ("0-d", {}), ("shape", {}), ("dtype", {}),
+    ("dtype", {"check_dtype": False}), ("floats", {}), ("ints", {}), ("int float", {}),
+    ("int float", {"check_dtype": False}), ("list", {}), ("dict", {}), ("nested", {}), ("list tuple", {}),
+    ("tensor list", {}), ("tensor number", {}), ("lengths", {}), ("keys", {}), ("nan", {}),
+    ("nan", {"equal_nan": True}), ("inf", {}), ("zero expected", {}), ("empty", {}), ("strings", {}), ("none", {}),
+    ("none mismatch", {}), ("bools", {}), ("stride", {}), ("stride", {"check_stride": True}),
+    ("float32", {"rtol": 0.3, "atol": 0}), ("float32", {"rtol": 0, "atol": 0}), ("float32", {"rtol": 0.2}),
+    ("float32", {"msg": "custom"}), ("list", {"msg": "custom"}),
+    ("float32", {"msg": lambda m: "wrapped: " + m}),
+]
+
+
+@pytest.mark.parametrize("kind,kwargs", ASSERT_CLOSE, ids=[f"{k}-{sorted(a)}" for k, a in ASSERT_CLOSE])
+def test_assert_close_matches_torch(kind, kwargs):
+    outcomes = []
+    for lib in (torch, kiln):
+        try:
+            lib.testing.assert_close(*_pair(lib, kind), **kwargs)
+            outcomes.append(None)
+        except Exception as e:  # noqa: BLE001 (the class and message are what is compared)
+            outcomes.append((type(e), str(e).replace("torch.", "kiln.")))
+    assert outcomes[1] == outcomes[0]
