@@ -43,10 +43,6 @@ class Case:
         return self.name
 
 
-def _nd(x, lo):
-    return x.ndim >= lo
-
-
 CASES = [
     # views
     Case("unbind", lambda lib, x: lib.unbind(x, 1) if x.ndim > 1 else lib.unbind(x),

@@ -248,7 +248,7 @@ def diag(input, diagonal=0):
     raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
 
 
-def _tri_indices(op, row, col, offset, dtype, device, lower):
+def _tri_indices(row, col, offset, dtype, device, lower):
     if row < 0:
         raise RuntimeError(f"row must be non-negative, got{row}")
     if col < 0:
@@ -269,11 +269,11 @@ def _tri_indices(op, row, col, offset, dtype, device, lower):
 
 def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None, pin_memory=False):
     """The (row, col) coordinates of the lower triangle of a row x col matrix, as a 2 x N tensor."""
-    return _tri_indices("tril_indices", row, col, offset, dtype, device, True)
+    return _tri_indices(row, col, offset, dtype, device, True)
 
 
 def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None, pin_memory=False):
-    return _tri_indices("triu_indices", row, col, offset, dtype, device, False)
+    return _tri_indices(row, col, offset, dtype, device, False)
 
 
 def fill_diagonal_(input, fill_value, wrap=False):
@@ -372,8 +372,7 @@ def cross(input, other, dim=None):
     if input.shape[dim] != 3 or other.shape[dim] != 3:
         raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {input.shape[dim]} "
                            f"and {other.shape[dim]}")
-    a, b = _kiln().broadcast_tensors(input, other) if hasattr(_kiln(), "broadcast_tensors") else \
-        _broadcast_pair(input, other)
+    a, b = _broadcast_pair(input, other)
     return a.roll(-1, dim) * b.roll(-2, dim) - a.roll(-2, dim) * b.roll(-1, dim)
 
 
@@ -579,7 +578,8 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
 # --- grids and distances ------------------------------------------------------------------------
 def meshgrid(*tensors, indexing=None):
     """Coordinate grids (expanded views) from 0-d or 1-D tensors: indexing='ij' (matrix) or 'xy'
-    (Cartesian: the first two inputs swapped, then the first two grids). Omitting indexing warns and means 'ij', as in PyTorch."""
+    (Cartesian: the first two inputs swapped, then the first two grids). Omitting indexing warns and
+    means 'ij', as in PyTorch."""
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
     if indexing is None:
