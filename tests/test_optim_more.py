@@ -133,6 +133,20 @@ def test_float32_matches_torch(name):
 
 
 @requires_torch
+def test_scalar_state_follows_default_dtype_like_torch():
+    # with float64 as the default dtype, "step", "mu_product", "eta" and "mu" are float64 in both
+    kiln.set_default_dtype(kiln.float64)
+    torch.set_default_dtype(torch.float64)
+    try:
+        for name in NAMES:
+            _, _, kopt, _, _ = _run(name, CASES[name][1], steps=3)
+            assert next(iter(kopt.state.values()))["step"].dtype == kiln.float64
+    finally:
+        kiln.set_default_dtype(kiln.float32)
+        torch.set_default_dtype(torch.float32)
+
+
+@requires_torch
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_adagrad_fused_like_torch_fused(dtype):
     # torch runs its fused CPU kernel; kiln runs the same formulas unfused
