@@ -274,10 +274,10 @@ def _assert(condition, message):
 
 
 def __getattr__(name):
-    if name == "_dynamo":  # reachable after a bare `import kiln`, as torch._dynamo is
+    if name in ("_dynamo", "distributions"):  # reachable after a bare `import kiln`, as torch's are
         import importlib
 
-        return importlib.import_module("kiln._dynamo")
+        return importlib.import_module("kiln." + name)
     raise AttributeError(f"module 'kiln' has no attribute '{name}'")
 
 
