@@ -254,6 +254,19 @@ from kiln._tensor_types import LEGACY_TYPES as _LEGACY_TYPES, set_default_tensor
  ByteTensor, BoolTensor) = _LEGACY_TYPES.values()
 
 
+# --- PyTorch's composite functions (issue 17): compositions of the ops above, so autograd, fake
+# tensors and kiln.compile work through them (kiln/_composites.py, kiln/_einsum.py); kiln.testing
+# holds assert_close. movedim replaces the registry's int-only op: it also takes sequences.
+from kiln._composites import (  # noqa: E402,F401
+    unbind, outer, ger, broadcast_to, swapaxes, swapdims, moveaxis, movedim, clip, clip_, concat, concatenate,
+    hstack, vstack, dstack, column_stack, atleast_1d, atleast_2d, atleast_3d, tile, trace, diag, diag_embed,
+    tril_indices, triu_indices, meshgrid, rot90, diff, logaddexp, logaddexp2, nanmean, allclose, isclose, equal,
+    cross, kron, tensordot, take, repeat_interleave, cdist,
+)
+from kiln._einsum import einsum  # noqa: E402,F401
+from kiln import testing  # noqa: E402,F401
+
+
 def _assert(condition, message):
     """assert condition, message — as a function call (torch._assert), so it also runs under -O."""
     if not condition:
@@ -261,10 +274,10 @@ def _assert(condition, message):
 
 
 def __getattr__(name):
-    if name == "_dynamo":  # reachable after a bare `import kiln`, as torch._dynamo is
+    if name in ("_dynamo", "distributions"):  # reachable after a bare `import kiln`, as torch's are
         import importlib
 
-        return importlib.import_module("kiln._dynamo")
+        return importlib.import_module("kiln." + name)
     raise AttributeError(f"module 'kiln' has no attribute '{name}'")
 
 

@@ -398,3 +398,19 @@ def _rebuild(data, dtype, shape):
     import kiln
 
     return kiln.tensor(data, dtype=dtype).reshape(shape)
+
+
+# --- PyTorch's composite functions as Tensor methods (issue 17): x.unbind(), x.clip(), ... are the
+# functions of kiln/_composites.py with self as `input`. movedim replaces the registry's (ints only)
+# method: it also takes sequences of dims, as PyTorch's does.
+def _install_composite_methods():
+    from kiln import _composites
+
+    for name in ("unbind", "swapaxes", "swapdims", "moveaxis", "movedim", "clip", "clip_", "tile", "diag", "diff",
+                 "outer", "ger", "logaddexp", "logaddexp2", "nanmean", "allclose", "isclose", "equal", "cross",
+                 "kron", "take", "fill_diagonal_", "repeat_interleave", "trace", "broadcast_to", "rot90",
+                 "diag_embed"):
+        setattr(Tensor, name, getattr(_composites, name))
+
+
+_install_composite_methods()

@@ -1,6 +1,6 @@
 """kiln.nn: layers, parameters, initialisers and losses with torch.nn's API (see README.md)."""
 
-from kiln.nn.parameter import Parameter  # noqa: F401
+from kiln.nn.parameter import Buffer, Parameter  # noqa: F401
 from kiln.nn import functional  # noqa: F401
 from kiln.nn import init  # noqa: F401
 from kiln.nn.modules import (  # noqa: F401
@@ -9,5 +9,9 @@ from kiln.nn.modules import (  # noqa: F401
     LogSoftmax, MaxPool2d, Module, ModuleDict, ModuleList, MSELoss, MultiheadAttention, NLLLoss, ReLU, RMSNorm,
     Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Tanh, Unflatten, ELU, Hardsigmoid, Hardswish, Hardtanh, Mish,
     ReLU6, Softplus,
+    Bilinear, ChannelShuffle, ConstantPad1d, ConstantPad2d, ConstantPad3d, CosineSimilarity, GLU, Hardshrink,
+    KLDivLoss, LogSigmoid, MarginRankingLoss, PairwiseDistance, PixelShuffle, PixelUnshuffle, ReflectionPad1d,
+    ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, Softmin, Softshrink, Softsign, Tanhshrink, Threshold,
+    ZeroPad1d, ZeroPad2d,
 )
 from kiln.nn import utils  # noqa: F401

@@ -2,8 +2,10 @@
 
 Each function checks its arguments the way PyTorch's Python layer does and then calls one aten op
 from the registry (kiln.linear, kiln.convolution, kiln.cross_entropy_loss, ...), so autograd and the
-tracers see aten ops. Python compositions are used only where PyTorch itself composes
-(rms_norm, scaled_dot_product_attention, multi_head_attention_forward, weighted l1/mse/huber).
+tracers see aten ops. Python compositions are used where PyTorch itself composes
+(rms_norm, scaled_dot_product_attention, multi_head_attention_forward, weighted l1/mse/huber, normalize,
+softmin, softsign, tanhshrink, gumbel_softmax), and, in the last section, for ops kiln has no registry
+entry for (glu, logsigmoid, pixel_shuffle, cosine_similarity, bilinear, kl_div, ...).
 """
 
 import math
@@ -19,6 +21,9 @@ __all__ = [
     "adaptive_avg_pool2d", "pad", "one_hot", "scaled_dot_product_attention", "cross_entropy", "nll_loss",
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
     "multi_head_attention_forward",
+    "glu", "logsigmoid", "softsign", "tanhshrink", "hardshrink", "softshrink", "softmin", "gumbel_softmax",
+    "normalize", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "cosine_similarity", "pairwise_distance",
+    "bilinear", "kl_div", "margin_ranking_loss",
 ]
 
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
@@ -586,3 +591,213 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         raise ValueError(f"Target size ({target.size()}) must be the same as input size ({input.size()})")
     return kiln.binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction)
 
+
+
+# --- compositions of existing ops (issue 17) ----------------------------------------------------
+# These have their own aten op in PyTorch (glu, log_sigmoid, pixel_shuffle, cosine_similarity,
+# bilinear, kl_div, ...); kiln has no such registry entry, so each is written here from kiln ops
+# with the aten op's checks, messages and formula, and autograd differentiates the composition.
+def _apply_loss_reduction(loss, reduction_enum):
+    if reduction_enum == 1:
+        return loss.mean()
+    if reduction_enum == 2:
+        return loss.sum()
+    return loss
+
+
+def glu(input, dim=-1):
+    if input.dim() == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    n = input.size(dim)
+    if n % 2 != 0:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {dim % input.dim()} is size {n}")
+    return input.narrow(dim, 0, n // 2) * kiln.sigmoid(input.narrow(dim, n // 2, n // 2))
+
+
+def logsigmoid(input):
+    """log(sigmoid(x)) = -softplus(-x): exact for large |x| in both directions."""
+    return -kiln.softplus(-input, 1.0, 20.0)
+
+
+def softsign(input):
+    return input / (input.abs() + 1)
+
+
+def tanhshrink(input):
+    return input - input.tanh()
+
+
+def hardshrink(input, lambd=0.5):
+    return kiln.where((input >= -lambd) & (input <= lambd), 0.0, input)  # NaN passes through, as aten
+
+
+def softshrink(input, lambd=0.5):
+    if lambd < 0:
+        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    return kiln.where(input > lambd, input - lambd, kiln.where(input < -lambd, input + lambd, input * 0))
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _get_softmax_dim("softmin", input.dim(), _stacklevel)
+    return kiln.softmax(-input, dim, dtype)
+
+
+def _gumbel_noise(logits):
+    """Standard Gumbel samples shaped as logits: -log(E), E ~ Exponential(1) drawn as -log1p(-U)
+    (torch draws E with Tensor.exponential_). Tests replace this function to fix the noise."""
+    u = kiln.rand_like(logits)
+    e = (-kiln.log1p(-u)).clamp_min(kiln.finfo(logits.dtype).tiny)
+    return -e.log()
+
+
+def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+    gumbels = (logits + _gumbel_noise(logits)) / tau  # ~Gumbel(logits, tau)
+    y_soft = gumbels.softmax(dim)
+    if hard:  # straight-through: the value of the one-hot, the gradient of the soft sample
+        index = y_soft.max(dim, keepdim=True)[1]
+        y_hard = kiln.zeros_like(logits).scatter_(dim, index, 1.0)
+        return y_hard - y_soft.detach() + y_soft
+    return y_soft
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    denom = input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input)
+    if out is None:
+        return input / denom
+    return kiln.div(input, denom, out=out)
+
+
+def pixel_shuffle(input, upscale_factor):
+    if input.dim() < 3:
+        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.dim()} dimension(s)")
+    if upscale_factor <= 0:
+        raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {upscale_factor}")
+    r = upscale_factor
+    *batch, c, h, w = input.shape
+    if c % (r * r) != 0:
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square "
+                           f"of upscale_factor, but input.size(-3)={c} is not divisible by {r * r}")
+    n = len(batch)
+    x = input.reshape(*batch, c // (r * r), r, r, h, w)
+    x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)  # (*, C, H, r, W, r)
+    return x.reshape(*batch, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input, downscale_factor):
+    if input.dim() < 3:
+        raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.dim()} dimension(s)")
+    if downscale_factor <= 0:
+        raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {downscale_factor}")
+    r = downscale_factor
+    *batch, c, h, w = input.shape
+    if h % r != 0:
+        raise RuntimeError(f"pixel_unshuffle expects height to be divisible by downscale_factor, but "
+                           f"input.size(-2)={h} is not divisible by {r}")
+    if w % r != 0:
+        raise RuntimeError(f"pixel_unshuffle expects width to be divisible by downscale_factor, but "
+                           f"input.size(-1)={w} is not divisible by {r}")
+    n = len(batch)
+    x = input.reshape(*batch, c, h // r, r, w // r, r)
+    x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)  # (*, C, r, r, H, W)
+    return x.reshape(*batch, c * r * r, h // r, w // r)
+
+
+def channel_shuffle(input, groups):
+    if input.dim() <= 2:
+        raise RuntimeError(f"channel_shuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.dim()} dimension(s)")
+    if groups <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{groups}")
+    b, c, *rest = input.shape
+    if c % groups != 0:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels and {groups} groups.")
+    x = input.reshape(b, groups, c // groups, *rest).transpose(1, 2)
+    return x.reshape(b, c, *rest)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """aten's formula: each input divided by its norm clamped to eps (the clamp outside autograd, so the
+    gradient is that of the unclamped norm), then the product summed over dim."""
+    common = kiln.result_type(x1, x2)
+    if not common.is_floating_point:
+        name = str(common).split(".")[-1]
+        scalar_type = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte"}
+        raise RuntimeError(f"expected common dtype to be floating point, yet common dtype is "
+                           f"{scalar_type.get(name, name.capitalize())}")
+    x1 = x1 if x1.dtype.is_floating_point else x1.to(common)
+    x2 = x2 if x2.dtype.is_floating_point else x2.to(common)
+    shape = _broadcast_shape(tuple(x1.shape), tuple(x2.shape))
+    x1, x2 = x1.expand(shape), x2.expand(shape)
+
+    def clamped_norm(x):
+        n = kiln.linalg_vector_norm(x, 2, [dim], True)
+        return n + (n.clamp_min(eps) - n).detach()
+
+    return ((x1 / clamped_norm(x1)) * (x2 / clamped_norm(x2))).sum(dim)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    innermost = max(x1.dim(), x2.dim()) - 1
+    return kiln.norm(x1 - x2 + eps, p, [innermost], keepdim)
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """y = x1^T A x2 + b over the last dimension: x1 @ A (as in1 x out*in2), then a product with x2
+    summed over in2."""
+    if input1.dim() != input2.dim():
+        raise RuntimeError(f"bilinear(): input dimensions do not match: got {input1.dim()} and {input2.dim()}")
+    for i in range(input1.dim() - 1):
+        if input1.shape[i] != input2.shape[i]:
+            raise RuntimeError(f"bilinear(): input batch dimensions do not match: got {input1.shape[i]} and "
+                               f"{input2.shape[i]}")
+    out_features, in1, in2 = weight.shape
+    if input1.shape[-1] != in1:
+        raise RuntimeError(f"bilinear(): input1 size does not match weight size: got {input1.shape[-1]} but "
+                           f"expected {in1}")
+    if input2.shape[-1] != in2:
+        raise RuntimeError(f"bilinear(): input2 size does not match weight size: got {input2.shape[-1]} but "
+                           f"expected {in2}")
+    if bias is not None and bias.shape[0] != out_features:
+        raise RuntimeError(f"bilinear(): bias size does not match weight size: got {bias.shape[0]} but expected "
+                           f"{out_features}")
+    lead = tuple(input1.shape[:-1])
+    x1 = input1.reshape(-1, in1)
+    x2 = input2.reshape(-1, in2)
+    t = x1.matmul(weight.permute(1, 0, 2).reshape(in1, out_features * in2)).reshape(-1, out_features, in2)
+    y = (t * x2.unsqueeze(1)).sum(-1)
+    if bias is not None:
+        y = y + bias
+    return y.reshape(*lead, out_features)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    if size_average is not None or reduce is not None:
+        reduction_enum = _reduction_enum(_legacy_reduction(size_average, reduce))
+    else:
+        if reduction == "mean":
+            warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                          "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                          "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                          stacklevel=2)
+        reduction_enum = _reduction_enum("sum" if reduction == "batchmean" else reduction)
+    if log_target:
+        loss = kiln.exp(target) * (target - input)
+    else:
+        loss = kiln.xlogy(target, target) - target * input
+    reduced = _apply_loss_reduction(loss, reduction_enum)
+    if reduction == "batchmean" and input.dim() != 0:
+        reduced = reduced / input.size()[0]
+    return reduced
+
+
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
+    reduction_enum = _reduction_enum(_reduction_of(size_average, reduce, reduction))
+    if input1.dim() != input2.dim() or input1.dim() != target.dim():
+        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
+                           f"input1: {input1.size()}, input2: {input2.size()}, target: {target.size()} ")
+    return _apply_loss_reduction((-target * (input1 - input2) + margin).clamp_min(0), reduction_enum)

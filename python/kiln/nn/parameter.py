@@ -1,4 +1,5 @@
-"""nn.Parameter: a kiln.Tensor that a Module registers as a learnable parameter."""
+"""nn.Parameter: a kiln.Tensor that a Module registers as a learnable parameter; nn.Buffer: a marker that
+makes a tensor assigned to a Module attribute register as a buffer."""
 
 import kiln
 from kiln import _C
@@ -41,6 +42,31 @@ class Parameter(Tensor):
 def _rebuild_parameter(reduced, requires_grad):
     fn, args = reduced
     return Parameter(fn(*args), requires_grad)
+
+
+class _BufferMeta(type):
+    """`isinstance(t, Buffer)` holds for any kiln.Tensor that Buffer() marked (`_is_buffer`)."""
+
+    def __instancecheck__(self, instance):
+        if self is Buffer and isinstance(instance, Tensor) and getattr(instance, "_is_buffer", False):
+            return True
+        return super().__instancecheck__(instance)
+
+
+class Buffer(Tensor, metaclass=_BufferMeta):
+    """A tensor that is module state but not a parameter. As torch's, `Buffer(data, persistent=True)`
+    returns a plain kiln.Tensor (a detached alias of data, keeping its requires_grad) marked with
+    `_is_buffer` and `persistent`; Module.__setattr__ registers a marked tensor with register_buffer."""
+
+    __module__ = "kiln.nn.parameter"
+
+    def __new__(cls, data=None, *, persistent=True):
+        if data is None:
+            data = kiln.empty(0)
+        t = data.detach().requires_grad_(data.requires_grad)
+        t.persistent = persistent
+        t._is_buffer = True
+        return t
 
 
 def is_lazy(param):

@@ -45,6 +45,50 @@ def _no_grad_step(step):
     return wrapper
 
 
+def _use_grad_for_differentiable(step):
+    """Runs a step with grad mode = the optimizer's `differentiable` option, as PyTorch's decorator of
+    the same name: a differentiable step is recorded by autograd, so its parameters must not be leaves
+    that require grad (an in-place update of one raises autograd's error)."""
+
+    @functools.wraps(step)
+    def wrapper(self, *args, **kwargs):
+        with kiln.set_grad_enabled(bool(self.defaults["differentiable"])):
+            return step(self, *args, **kwargs)
+
+    return wrapper
+
+
+def _scalar_dtype():
+    """The dtype of scalar state ("step", NAdam's "mu_product", ASGD's "eta"/"mu"): float64 when it is
+    the default dtype, else float32 (PyTorch's _get_scalar_dtype)."""
+    return kiln.float64 if kiln.get_default_dtype() == kiln.float64 else kiln.float32
+
+
+# PyTorch's capturable optimizers run on these device types only; kiln's tensors are CPU tensors, so a
+# capturable step fails as PyTorch's does on CPU (an AssertionError naming the supported devices).
+_CAPTURABLE_DEVICES = ["cuda", "xpu", "hpu", "privateuseone"]
+
+
+def _refuse_cpu_only_paths(group, params, single=("params and state_steps", True),
+                           foreach=("params and state_steps", False)):
+    """PyTorch's step-time refusals on CPU, before any update: the multi-tensor path (foreach=True) does
+    not record autograd, and capturable needs an accelerator. `single`/`foreach` are what each path's
+    capturable message names and whether its device list includes "xla" (they differ per optimizer)."""
+    if not params:
+        return
+    if group["foreach"] and group["differentiable"]:
+        raise AssertionError("_foreach ops don't support autograd")
+    if group.get("capturable"):
+        what, xla = foreach if group["foreach"] else single
+        devices = _CAPTURABLE_DEVICES + (["xla"] if xla else [])
+        raise AssertionError(f"If capturable=True, {what} must be on supported devices: {devices}.")
+
+
+def _refuse_sparse(grad, name):
+    if getattr(grad, "is_sparse", False):
+        raise RuntimeError(f"{name} does not support sparse gradients")
+
+
 _global_step_pre_hooks = OrderedDict()
 _global_step_post_hooks = OrderedDict()
 
@@ -94,6 +138,14 @@ def _to_scalar(x):
         if x.numel() != 1:
             raise ValueError("Tensor lr must be 1-element")
         return x.item()
+    return x
+
+
+def _lr_scalar(x):
+    """PyTorch's optim._to_scalar, as the newer optimizers use it: a tensor option (lr) stays a 0-d
+    tensor, so the arithmetic on it rounds in its dtype exactly as PyTorch's; a number stays a number."""
+    if isinstance(x, Tensor) and x.dim() != 0:
+        return x.squeeze()
     return x
 
 

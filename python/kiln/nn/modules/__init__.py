@@ -1,19 +1,27 @@
 """kiln.nn's layer classes (one file per family, as torch.nn.modules)."""
 
 from kiln.nn.modules.module import Module  # noqa: F401
-from kiln.nn.modules.linear import Identity, Linear  # noqa: F401
+from kiln.nn.modules.linear import Bilinear, Identity, Linear  # noqa: F401
 from kiln.nn.modules.conv import Conv2d  # noqa: F401
 from kiln.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
 from kiln.nn.modules.normalization import GroupNorm, LayerNorm, RMSNorm  # noqa: F401
 from kiln.nn.modules.sparse import Embedding  # noqa: F401
 from kiln.nn.modules.dropout import Dropout  # noqa: F401
 from kiln.nn.modules.activation import (  # noqa: F401
-    ELU, GELU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSoftmax, Mish, MultiheadAttention, ReLU, ReLU6,
-    Sigmoid, SiLU, Softmax, Softplus, Tanh,
+    ELU, GELU, GLU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish,
+    MultiheadAttention, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softmin, Softplus, Softshrink, Softsign, Tanh,
+    Tanhshrink, Threshold,
 )
 from kiln.nn.modules.flatten import Flatten, Unflatten  # noqa: F401
 from kiln.nn.modules.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
 from kiln.nn.modules.container import ModuleDict, ModuleList, Sequential  # noqa: F401
 from kiln.nn.modules.loss import (  # noqa: F401
-    BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,
+    BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
+    NLLLoss, SmoothL1Loss,
 )
+from kiln.nn.modules.padding import (  # noqa: F401
+    ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
+    ReplicationPad2d, ZeroPad1d, ZeroPad2d,
+)
+from kiln.nn.modules.pixelshuffle import ChannelShuffle, PixelShuffle, PixelUnshuffle  # noqa: F401
+from kiln.nn.modules.distance import CosineSimilarity, PairwiseDistance  # noqa: F401

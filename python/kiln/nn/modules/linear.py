@@ -1,4 +1,4 @@
-"""Identity and Linear (y = x W^T + b), initialised as PyTorch's."""
+"""Identity, Linear (y = x W^T + b) and Bilinear (y = x1^T A x2 + b), initialised as PyTorch's."""
 
 import math
 
@@ -51,3 +51,37 @@ class Linear(Module):
 
 class NonDynamicallyQuantizableLinear(Linear):
     """MultiheadAttention's out_proj class (named as PyTorch's so reprs match)."""
+
+
+class Bilinear(Module):
+    """y = x1^T A x2 + b; weight (out_features, in1_features, in2_features), U(-1/sqrt(in1), 1/sqrt(in1))."""
+
+    __constants__ = ["in1_features", "in2_features", "out_features"]
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
+        factory_kwargs = {"device": device, "dtype": dtype}
+        super().__init__()
+        self.in1_features = in1_features
+        self.in2_features = in2_features
+        self.out_features = out_features
+        self.weight = Parameter(kiln.empty((out_features, in1_features, in2_features), **factory_kwargs))
+        if bias:
+            self.bias = Parameter(kiln.empty(out_features, **factory_kwargs))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if self.in1_features <= 0:
+            raise ValueError(f"in1_features must be > 0, but got (in1_features={self.in1_features})")
+        bound = 1 / math.sqrt(self.weight.size(1))
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")

@@ -13,7 +13,7 @@ from collections import OrderedDict, namedtuple
 
 import kiln
 from kiln._tensor import Tensor
-from kiln.nn.parameter import Parameter
+from kiln.nn.parameter import Buffer, Parameter
 from kiln.utils.hooks import RemovableHandle
 
 _EXTRA_STATE_KEY_SUFFIX = "_extra_state"
@@ -211,11 +211,15 @@ class Module:
                 modules[name] = value
             else:
                 buffers = self.__dict__.get("_buffers")
-                if buffers is not None and name in buffers:
+                if isinstance(value, Buffer) or buffers is not None and name in buffers:
                     if value is not None and not isinstance(value, Tensor):
                         raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
-                                        "(kiln.Tensor or None expected)")
-                    self.register_buffer(name, value, name not in self._non_persistent_buffers_set)
+                                        "(kiln.nn.Buffer, kiln.Tensor or None expected)")
+                    if isinstance(value, Buffer):
+                        persistent = value.persistent
+                    else:
+                        persistent = name not in self._non_persistent_buffers_set
+                    self.register_buffer(name, value, persistent)
                 else:
                     super().__setattr__(name, value)
 

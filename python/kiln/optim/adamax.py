@@ -1,0 +1,74 @@
+"""kiln.optim.Adamax (Adam with the infinity norm). The same formulas in the same order as PyTorch's
+single-tensor (foreach=False) path; state: "step" (scalar tensor), "exp_avg", "exp_inf"."""
+
+import kiln
+from kiln.optim.optimizer import (Optimizer, _lr_scalar, _refuse_cpu_only_paths, _refuse_sparse, _scalar_dtype,
+                                  _use_grad_for_differentiable)
+
+
+class Adamax(Optimizer):
+    _group_option_defaults = dict(foreach=None, maximize=False, differentiable=False, capturable=False)
+    _tensor_step = True
+    # PyTorch's capturable check (what it names, whether "xla" is listed) on its single-tensor and foreach paths
+    _capturable_check = (("params and state_steps", True),
+                         ("params and state_steps", False))
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, foreach=None, *,
+                 maximize=False, differentiable=False, capturable=False):
+        if isinstance(lr, kiln.Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=foreach, maximize=maximize,
+                        differentiable=differentiable, capturable=capturable)
+        super().__init__(params, defaults)
+
+    def _init_group(self, group):
+        """The group's parameters that have a gradient, their state created at the first one."""
+        params = []
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            _refuse_sparse(p.grad, "Adamax")
+            params.append(p)
+            p_state = self.state[p]
+            if len(p_state) == 0:
+                p_state["step"] = kiln.zeros((), dtype=_scalar_dtype())
+                p_state["exp_avg"] = kiln.zeros_like(p)
+                p_state["exp_inf"] = kiln.zeros_like(p)
+        return params
+
+    @_use_grad_for_differentiable
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            lr = _lr_scalar(group["lr"])
+            beta1, beta2 = group["betas"]
+            eps, weight_decay = group["eps"], group["weight_decay"]
+            maximize, differentiable = group["maximize"], group["differentiable"]
+            params = self._init_group(group)
+            _refuse_cpu_only_paths(group, params, *self._capturable_check)
+            for p in params:
+                p_state = self.state[p]
+                exp_avg, exp_inf, step_t = p_state["exp_avg"], p_state["exp_inf"], p_state["step"]
+                grad = -p.grad if maximize else p.grad
+                step_t.add_(1)
+                if weight_decay != 0:
+                    grad = grad.add(p, alpha=weight_decay)
+                exp_avg.lerp_(grad, 1 - beta1)
+                if not differentiable:
+                    exp_inf.copy_(kiln.maximum(exp_inf.mul_(beta2), grad.abs().add_(eps)))
+                else:
+                    norm_buf = kiln.cat([exp_inf.mul_(beta2).unsqueeze(0), grad.abs().add_(eps).unsqueeze(0)], 0)
+                    exp_inf.copy_(kiln.amax(norm_buf, 0, keepdim=False))
+                clr = lr / (1 - beta1 ** step_t.item())
+                p.addcdiv_(exp_avg, exp_inf, value=-clr)
+        return loss

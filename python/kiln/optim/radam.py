@@ -1,0 +1,89 @@
+"""kiln.optim.RAdam (rectified Adam; decoupled_weight_decay). The same formulas in the same order as
+PyTorch's single-tensor (foreach=False) path; state: "step" (scalar tensor), "exp_avg", "exp_avg_sq".
+While the variance estimate is untrustworthy (rho_t <= 5) the step is plain momentum SGD."""
+
+import kiln
+from kiln.optim.optimizer import (Optimizer, _lr_scalar, _refuse_cpu_only_paths, _refuse_sparse, _scalar_dtype,
+                                  _use_grad_for_differentiable)
+
+
+class RAdam(Optimizer):
+    _group_option_defaults = dict(foreach=None, maximize=False, differentiable=False, capturable=False,
+                                  decoupled_weight_decay=False)
+    _tensor_step = True
+    # PyTorch's capturable check (what it names, whether "xla" is listed) on its single-tensor and foreach paths
+    _capturable_check = (("params and state_steps", True),
+                         ("params and state_steps", False))
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, decoupled_weight_decay=False,
+                 *, foreach=None, maximize=False, capturable=False, differentiable=False):
+        if isinstance(lr, kiln.Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, maximize=maximize, foreach=foreach,
+                        capturable=capturable, decoupled_weight_decay=decoupled_weight_decay,
+                        differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def _init_group(self, group):
+        """The group's parameters that have a gradient, their state created at the first one."""
+        params = []
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            _refuse_sparse(p.grad, "RAdam")
+            params.append(p)
+            p_state = self.state[p]
+            if len(p_state) == 0:
+                p_state["step"] = kiln.zeros((), dtype=_scalar_dtype())
+                p_state["exp_avg"] = kiln.zeros_like(p)
+                p_state["exp_avg_sq"] = kiln.zeros_like(p)
+        return params
+
+    @_use_grad_for_differentiable
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            lr = _lr_scalar(group["lr"])
+            beta1, beta2 = group["betas"]
+            eps, weight_decay = group["eps"], group["weight_decay"]
+            decoupled, maximize, differentiable = (group["decoupled_weight_decay"], group["maximize"],
+                                                   group["differentiable"])
+            params = self._init_group(group)
+            _refuse_cpu_only_paths(group, params, *self._capturable_check)
+            for p in params:
+                p_state = self.state[p]
+                exp_avg, exp_avg_sq, step_t = p_state["exp_avg"], p_state["exp_avg_sq"], p_state["step"]
+                grad = -p.grad if maximize else p.grad
+                step_t.add_(1)
+                step = step_t.item()
+                if weight_decay != 0:
+                    if decoupled:
+                        p.mul_(1 - lr * weight_decay)
+                    else:
+                        grad = grad.add(p, alpha=weight_decay)
+                exp_avg.lerp_(grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                bias_correction1 = 1 - beta1 ** step
+                bias_correction2 = 1 - beta2 ** step
+                bias_corrected_exp_avg = exp_avg / bias_correction1
+                rho_inf = 2 / (1 - beta2) - 1
+                rho_t = rho_inf - 2 * step * (beta2 ** step) / bias_correction2
+                if rho_t > 5.0:
+                    rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
+                    exp_avg_sq_sqrt = exp_avg_sq.sqrt()
+                    exp_avg_sq_sqrt = exp_avg_sq_sqrt.add(eps) if differentiable else exp_avg_sq_sqrt.add_(eps)
+                    adaptive_lr = (bias_correction2 ** 0.5) / exp_avg_sq_sqrt
+                    p.add_(bias_corrected_exp_avg * lr * adaptive_lr * rect, alpha=-1.0)
+                else:
+                    p.add_(bias_corrected_exp_avg * lr, alpha=-1.0)
+        return loss
