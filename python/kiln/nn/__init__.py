@@ -8,6 +8,6 @@ from kiln.nn.modules import (  # noqa: F401
     Dropout, Embedding, Flatten, GELU, GroupNorm, HuberLoss, Identity, L1Loss, LayerNorm, LeakyReLU, Linear,
     LogSoftmax, MaxPool2d, Module, ModuleDict, ModuleList, MSELoss, MultiheadAttention, NLLLoss, ReLU, RMSNorm,
     Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Tanh, Unflatten, ELU, Hardsigmoid, Hardswish, Hardtanh, Mish,
-    ReLU6, Softplus,
+    ReLU6, Softplus, RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell,
 )
 from kiln.nn import utils  # noqa: F401
