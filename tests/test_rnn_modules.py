@@ -14,6 +14,7 @@ import pytest
 
 import kiln
 import kiln._dynamo
+from kiln._dynamo.testing import CompileCounterWithBackend
 from conftest import requires_torch, torch
 
 pytestmark = requires_torch
@@ -380,10 +381,12 @@ def test_compiled_lstm_language_model():
 
     want_loss, want_grads = run(step)
     kiln._dynamo.reset()
+    counter = CompileCounterWithBackend("inductor")
     try:
-        got_loss, got_grads = run(kiln.compile(step, backend="inductor"))
+        got_loss, got_grads = run(kiln.compile(step, backend=counter))
     finally:
         kiln._dynamo.reset()
+    assert counter.frame_count == 1 and counter.op_count > 0, "one graph, no breaks"
     assert got_loss == pytest.approx(want_loss, rel=1e-5)
     for name, grad in want_grads.items():
         np.testing.assert_allclose(np.array(got_grads[name]), np.array(grad), rtol=1e-4, atol=1e-6, err_msg=name)
