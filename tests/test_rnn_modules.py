@@ -17,7 +17,7 @@ import kiln._dynamo
 from kiln._dynamo.testing import CompileCounterWithBackend
 from conftest import requires_torch, torch
 
-pytestmark = requires_torch
+pytestmark = [requires_torch, pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")]
 
 RNG = np.random.default_rng(0)
 TIGHT = dict(rtol=1e-10, atol=1e-12)
@@ -314,12 +314,15 @@ def test_pack_pad_utilities():
 BAD_CALLS = [
     ("LSTM input size", lambda nn: nn.LSTM(3, 4), lambda lib: (lib.randn(5, 2, 6),)),
     ("LSTM 4-D input", lambda nn: nn.LSTM(3, 4), lambda lib: (lib.randn(5, 2, 3, 1),)),
-    ("LSTM h0 batch", lambda nn: nn.LSTM(3, 4), lambda lib: (lib.randn(5, 2, 3), (lib.randn(1, 3, 4), lib.randn(1, 2, 4)))),
-    ("LSTM c0 size", lambda nn: nn.LSTM(3, 4), lambda lib: (lib.randn(5, 2, 3), (lib.randn(1, 2, 4), lib.randn(1, 2, 5)))),
+    ("LSTM h0 batch", lambda nn: nn.LSTM(3, 4),
+     lambda lib: (lib.randn(5, 2, 3), (lib.randn(1, 3, 4), lib.randn(1, 2, 4)))),
+    ("LSTM c0 size", lambda nn: nn.LSTM(3, 4),
+     lambda lib: (lib.randn(5, 2, 3), (lib.randn(1, 2, 4), lib.randn(1, 2, 5)))),
     ("LSTM proj h0 size", lambda nn: nn.LSTM(3, 4, proj_size=2),
      lambda lib: (lib.randn(5, 2, 3), (lib.randn(1, 2, 4), lib.randn(1, 2, 4)))),
     ("LSTM h0 dims", lambda nn: nn.LSTM(3, 4), lambda lib: (lib.randn(5, 2, 3), (lib.randn(2, 4), lib.randn(1, 2, 4)))),
-    ("LSTM unbatched h0 dims", lambda nn: nn.LSTM(3, 4), lambda lib: (lib.randn(5, 3), (lib.randn(1, 1, 4), lib.randn(1, 4)))),
+    ("LSTM unbatched h0 dims", lambda nn: nn.LSTM(3, 4),
+     lambda lib: (lib.randn(5, 3), (lib.randn(1, 1, 4), lib.randn(1, 4)))),
     ("LSTM dtype", lambda nn: nn.LSTM(3, 4), lambda lib: (lib.randn(5, 2, 3, dtype=lib.float64),)),
     ("GRU h0 batch", lambda nn: nn.GRU(3, 4), lambda lib: (lib.randn(5, 2, 3), lib.randn(1, 3, 4))),
     ("GRU h0 layers", lambda nn: nn.GRU(3, 4, num_layers=2), lambda lib: (lib.randn(5, 2, 3), lib.randn(1, 2, 4))),
@@ -328,9 +331,12 @@ BAD_CALLS = [
     ("RNN unbatched h0 dims", lambda nn: nn.RNN(3, 4), lambda lib: (lib.randn(5, 3), lib.randn(1, 1, 4))),
     ("RNN bidir h0", lambda nn: nn.RNN(3, 4, bidirectional=True), lambda lib: (lib.randn(5, 2, 3), lib.randn(1, 2, 4))),
     ("LSTMCell input size", lambda nn: nn.LSTMCell(3, 4), lambda lib: (lib.randn(2, 5),)),
-    ("LSTMCell h batch", lambda nn: nn.LSTMCell(3, 4), lambda lib: (lib.randn(2, 3), (lib.randn(3, 4), lib.randn(2, 4)))),
-    ("LSTMCell c size", lambda nn: nn.LSTMCell(3, 4), lambda lib: (lib.randn(2, 3), (lib.randn(2, 4), lib.randn(2, 5)))),
-    ("LSTMCell 3-D hx", lambda nn: nn.LSTMCell(3, 4), lambda lib: (lib.randn(2, 3), (lib.randn(1, 2, 4), lib.randn(2, 4)))),
+    ("LSTMCell h batch", lambda nn: nn.LSTMCell(3, 4),
+     lambda lib: (lib.randn(2, 3), (lib.randn(3, 4), lib.randn(2, 4)))),
+    ("LSTMCell c size", lambda nn: nn.LSTMCell(3, 4),
+     lambda lib: (lib.randn(2, 3), (lib.randn(2, 4), lib.randn(2, 5)))),
+    ("LSTMCell 3-D hx", lambda nn: nn.LSTMCell(3, 4),
+     lambda lib: (lib.randn(2, 3), (lib.randn(1, 2, 4), lib.randn(2, 4)))),
     ("GRUCell h size", lambda nn: nn.GRUCell(3, 4), lambda lib: (lib.randn(2, 3), lib.randn(2, 5))),
     ("GRUCell 3-D input", lambda nn: nn.GRUCell(3, 4), lambda lib: (lib.randn(2, 3, 3),)),
     ("RNNCell h batch", lambda nn: nn.RNNCell(3, 4), lambda lib: (lib.randn(2, 3), lib.randn(3, 4))),
