@@ -1,18 +1,82 @@
-"""Recurrent language models from hand-written cells unrolled over 28 steps, in the idiom of the
-many "LSTM/GRU from scratch" tutorials (x2h and h2h Linears, gates by chunk): an LSTM LM trained with
-SGD and clip_grad_norm_ (as pytorch/examples word_language_model does), a GRU LM with RMSprop, and
-the row-by-row LSTM classifier of 28x28 images (the form in which issue 16 saw wrong gradients).
-
-Not here yet: nn.LSTM / nn.GRU themselves, which kiln lacks."""
+"""Recurrent models built on nn.LSTM / nn.GRU, as public code writes them: pytorch/examples
+word_language_model's RNNModel (embedding, dropout, a 2-layer nn.LSTM or nn.GRU, decoder, log_softmax;
+`init_hidden` from `weight.new_zeros`) trained with SGD and clip_grad_norm_ as its main.py does, and the
+GRU variant with RMSprop; the bidirectional row-by-row LSTM classifier of 28x28 images from
+yunjey/pytorch-tutorial (`nn.LSTM(..., batch_first=True, bidirectional=True)`, `out[:, -1, :]`); and the
+hand-written LSTM cell of the "LSTM from scratch" tutorials unrolled over the rows (the form in which
+issue 16 saw wrong gradients), kept as that bug's regression."""
 
 from harness import Recipe
 
 VOCAB, EMB, HID, SEQ = 32, 16, 32, 28
-BATCH = 4
+BATCH, NLAYERS = 4, 2
 
 
-def build(torch, cell="lstm", classify=False):
+def build(torch, rnn_type="LSTM"):
+    """word_language_model's RNNModel (dropout 0, untied), its init_weights included."""
     nn, F = torch.nn, torch.nn.functional
+
+    class RNNModel(nn.Module):
+        def __init__(self, rnn_type, ntoken, ninp, nhid, nlayers, dropout=0.0):
+            super().__init__()
+            self.ntoken = ntoken
+            self.drop = nn.Dropout(dropout)
+            self.encoder = nn.Embedding(ntoken, ninp)
+            self.rnn = getattr(nn, rnn_type)(ninp, nhid, nlayers, dropout=dropout)
+            self.decoder = nn.Linear(nhid, ntoken)
+            self.init_weights()
+            self.rnn_type = rnn_type
+            self.nhid = nhid
+            self.nlayers = nlayers
+
+        def init_weights(self):
+            initrange = 0.1
+            nn.init.uniform_(self.encoder.weight, -initrange, initrange)
+            nn.init.zeros_(self.decoder.bias)
+            nn.init.uniform_(self.decoder.weight, -initrange, initrange)
+
+        def forward(self, input, hidden):  # input: (seq, batch), as word_language_model's batches are
+            emb = self.drop(self.encoder(input))
+            output, hidden = self.rnn(emb, hidden)
+            output = self.drop(output)
+            decoded = self.decoder(output)
+            decoded = decoded.view(-1, self.ntoken)
+            return F.log_softmax(decoded, dim=1), hidden
+
+        def init_hidden(self, bsz):
+            weight = next(self.parameters())
+            if self.rnn_type == "LSTM":
+                return (weight.new_zeros(self.nlayers, bsz, self.nhid),
+                        weight.new_zeros(self.nlayers, bsz, self.nhid))
+            return weight.new_zeros(self.nlayers, bsz, self.nhid)
+
+    return RNNModel(rnn_type, VOCAB, EMB, HID, NLAYERS)
+
+
+def build_rows(torch):
+    """yunjey/pytorch-tutorial's bidirectional recurrent classifier: each image row is one step."""
+    nn = torch.nn
+
+    class BiRNN(nn.Module):
+        def __init__(self, input_size, hidden_size, num_layers, num_classes):
+            super().__init__()
+            self.hidden_size = hidden_size
+            self.num_layers = num_layers
+            self.lstm = nn.LSTM(input_size, hidden_size, num_layers, batch_first=True, bidirectional=True)
+            self.fc = nn.Linear(hidden_size * 2, num_classes)
+
+        def forward(self, x):  # x: (batch, 28, 28)
+            h0 = torch.zeros(self.num_layers * 2, x.size(0), self.hidden_size)
+            c0 = torch.zeros(self.num_layers * 2, x.size(0), self.hidden_size)
+            out, _ = self.lstm(x, (h0, c0))
+            return self.fc(out[:, -1, :])
+
+    return BiRNN(SEQ, HID, NLAYERS, 10)
+
+
+def build_rows_cell(torch):
+    """The row classifier on a hand-written cell (x2h and h2h Linears, gates by chunk)."""
+    nn = torch.nn
 
     class LSTMCell(nn.Module):
         def __init__(self, input_size, hidden_size):
@@ -33,25 +97,7 @@ def build(torch, cell="lstm", classify=False):
             hy = torch.mul(outgate, torch.tanh(cy))
             return hy, cy
 
-    class GRUCell(nn.Module):
-        def __init__(self, input_size, hidden_size):
-            super().__init__()
-            self.hidden_size = hidden_size
-            self.x2h = nn.Linear(input_size, 3 * hidden_size)
-            self.h2h = nn.Linear(hidden_size, 3 * hidden_size)
-
-        def forward(self, x, hidden):
-            gate_x, gate_h = self.x2h(x), self.h2h(hidden)
-            i_r, i_i, i_n = gate_x.chunk(3, 1)
-            h_r, h_i, h_n = gate_h.chunk(3, 1)
-            resetgate = torch.sigmoid(i_r + h_r)
-            inputgate = torch.sigmoid(i_i + h_i)
-            newgate = torch.tanh(i_n + (resetgate * h_n))
-            return newgate + inputgate * (hidden - newgate)
-
     class RowClassifier(nn.Module):
-        """The MNIST-rows sequence classifier: each image row is one step; the last hidden state classifies."""
-
         def __init__(self):
             super().__init__()
             self.rnn = LSTMCell(SEQ, HID)
@@ -64,25 +110,7 @@ def build(torch, cell="lstm", classify=False):
                 h, c = self.rnn(x[:, t, :], (h, c))
             return self.fc(h)
 
-    class RNNModel(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.encoder = nn.Embedding(VOCAB, EMB)
-            self.rnn = LSTMCell(EMB, HID) if cell == "lstm" else GRUCell(EMB, HID)
-            self.decoder = nn.Linear(HID, VOCAB)
-
-        def forward(self, input):  # input: (seq, batch), as word_language_model's batches are
-            emb = self.encoder(input)
-            h = torch.zeros(input.size(1), HID)
-            hidden = (h, torch.zeros_like(h)) if cell == "lstm" else h
-            outs = []
-            for t in range(emb.size(0)):
-                hidden = self.rnn(emb[t], hidden)
-                outs.append(hidden[0] if cell == "lstm" else hidden)
-            output = torch.stack(outs, 0)
-            return F.log_softmax(self.decoder(output).view(-1, VOCAB), dim=1)
-
-    return RowClassifier() if classify else RNNModel()
+    return RowClassifier()
 
 
 def batches(rng):
@@ -94,7 +122,10 @@ def batches(rng):
 
 
 def loss(torch, model, data, targets):
-    return torch.nn.functional.nll_loss(model(data), targets.reshape(-1))
+    # main.py's train(): a fresh hidden state per batch here (it repackages the last one), then NLL.
+    hidden = model.init_hidden(data.size(1))
+    output, hidden = model(data, hidden)
+    return torch.nn.functional.nll_loss(output, targets.reshape(-1))
 
 
 def optimizer_sgd(torch, model):
@@ -117,7 +148,7 @@ def optimizer_adam(torch, model):
     return torch.optim.Adam(model.parameters(), lr=1e-3)
 
 
-LSTM_ROWS = Recipe("lstm_rows", lambda torch: build(torch, classify=True), row_batches, classifier_loss,
-                   optimizer_adam)
 LSTM = Recipe("lstm", build, batches, loss, optimizer_sgd, clip=0.25)
-GRU = Recipe("gru", lambda torch: build(torch, cell="gru"), batches, loss, optimizer_rmsprop)
+GRU = Recipe("gru", lambda torch: build(torch, "GRU"), batches, loss, optimizer_rmsprop)
+LSTM_ROWS = Recipe("lstm_rows", build_rows, row_batches, classifier_loss, optimizer_adam)
+LSTM_CELL_ROWS = Recipe("lstm_cell_rows", build_rows_cell, row_batches, classifier_loss, optimizer_adam)

@@ -8,7 +8,7 @@ from kiln.nn.modules import (  # noqa: F401
     Dropout, Embedding, Flatten, GELU, GroupNorm, HuberLoss, Identity, L1Loss, LayerNorm, LeakyReLU, Linear,
     LogSoftmax, MaxPool2d, Module, ModuleDict, ModuleList, MSELoss, MultiheadAttention, NLLLoss, ReLU, RMSNorm,
     Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Tanh, Unflatten, ELU, Hardsigmoid, Hardswish, Hardtanh, Mish,
-    ReLU6, Softplus,
+    ReLU6, Softplus, RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell,
     Bilinear, ChannelShuffle, ConstantPad1d, ConstantPad2d, ConstantPad3d, CosineSimilarity, GLU, Hardshrink,
     KLDivLoss, LogSigmoid, MarginRankingLoss, PairwiseDistance, PixelShuffle, PixelUnshuffle, ReflectionPad1d,
     ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, Softmin, Softshrink, Softsign, Tanhshrink, Threshold,

@@ -14,6 +14,7 @@ from kiln.nn.modules.activation import (  # noqa: F401
 )
 from kiln.nn.modules.flatten import Flatten, Unflatten  # noqa: F401
 from kiln.nn.modules.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
+from kiln.nn.modules.rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 from kiln.nn.modules.container import ModuleDict, ModuleList, Sequential  # noqa: F401
 from kiln.nn.modules.loss import (  # noqa: F401
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
