@@ -1045,7 +1045,8 @@ def test_inplace_view_ops_on_views_that_require_grad(case):
 
 @requires_torch
 @pytest.mark.parametrize("case", ["div_trunc_then_write", "div_floor_by_mask_then_write_self",
-                                  "div_floor_by_mask_then_write_mask", "pow_int_exponent_then_abs_",
+                                  "div_floor_by_mask_then_write_mask", "div_floor_of_int_then_write_divisor",
+                                  "pow_int_exponent_then_abs_",
                                   "erfinv_then_mul_", "atanh_", "asinh_", "acosh_", "index_put_then_write_index",
                                   "index_then_write_index", "index_put_accumulate_self_only"])
 def test_backward_errors_of_saved_values_match_torch(case):
@@ -1060,6 +1061,11 @@ def test_backward_errors_of_saved_values_match_torch(case):
         if case == "div_trunc_then_write":
             out = lib.div(y, y + 1, rounding_mode="trunc")
             y[..., 0] = 0
+        elif case == "div_floor_of_int_then_write_divisor":
+            # other's gradient names other too: a divisor that requires grad is saved (fuzz seed
+            # 131, program 3421)
+            out = lib.div(lib.tensor([[1], [2]]), y, rounding_mode="floor") + y
+            y.mul_(2)
         elif case.startswith("div_floor_by_mask"):
             mask = y > 0.5
             out = lib.div(y, mask, rounding_mode="floor") + y

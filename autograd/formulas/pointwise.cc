@@ -68,12 +68,12 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
     if (c.needs("other")) g["other"] = neg(div(mul(c.grad(), c.input("self")), mul(other, other)));
   });
   d.Def("div.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = div(c.grad(), c.scalar("other")); });
-  // With a rounding mode the result is piecewise constant. PyTorch's formula names other in
-  // self's gradient and self in other's (for the mode-less case), so it saves and unpacks each
-  // for the other's gradient: an in-place change to it before the backward raises there too, and
-  // only then (x.neg_() after `x // mask` with a bool mask trains on: fuzz seed 111, program 1977).
+  // With a rounding mode the result is piecewise constant. PyTorch's formulas (for the mode-less
+  // case) name other in both gradients and self in other's, so it saves and unpacks them for
+  // those: an in-place change to one before the backward raises there too, and only then
+  // (x.neg_() after `x // mask` with a bool mask trains on: fuzz seed 111, program 1977).
   d.Def("div.Tensor_mode", {"self", "other"}, [](Ctx& c, Grads& g) {
-    if (c.needs("self")) (void)c.input("other");
+    if (c.needs("self") || c.needs("other")) (void)c.input("other");  // both gradients name other
     if (c.needs("other")) (void)c.input("self");
     if (c.needs("self")) g["self"] = ZeroGrad(c);
     if (c.needs("other")) g["other"] = ZeroGrad(c);

@@ -257,7 +257,8 @@ SymDimVector BmmSizes(const Tensor& b1, const Tensor& b2, const char* op) {
                " but found ", ScalarTypeDisplayName(b2.dtype()));
     CheckSameDevice(op, b1, b2);
   } else {
-    CheckMatmulDtype(op, "bmm", b1, b2);
+    // baddbmm refuses Bool in its kernel, once there is work (BaddbmmCPU), as PyTorch's does
+    CheckMatmulDtype(op, nullptr, b1, b2);
   }
   return {s1[0], s1[1], s2[2]};
 }
@@ -352,7 +353,13 @@ Tensor AddmmCPU(const Tensor& self, const Tensor& mat1, const Tensor& mat2, cons
 
 Tensor BaddbmmCPU(const Tensor& self, const Tensor& b1, const Tensor& b2, const Scalar& beta,
                   const Scalar& alpha) {
-  return AddProduct(BaddbmmMeta(self, b1, b2, beta, alpha), self, b1, b2, beta, alpha, "baddbmm");
+  TensorMeta m = BaddbmmMeta(self, b1, b2, beta, alpha);
+  if (b1.dtype() == ScalarType::Bool && b1.size(0) * b1.size(1) * b2.size(2) != 0) {
+    // PyTorch's order: with nothing to multiply (k == 0) the beta scaling fails its cast first
+    KILN_CHECK(b1.size(2) != 0, "result type Long can't be cast to the desired output type Bool");
+    KILN_CHECK_NOT_IMPLEMENTED(false, "\"baddbmm\" not implemented for 'Bool'");
+  }
+  return AddProduct(m, self, b1, b2, beta, alpha, "baddbmm");
 }
 
 template <typename T>
