@@ -2,8 +2,7 @@
 single-tensor (foreach=False) path; state: "step" (scalar tensor), "exp_avg", "exp_inf"."""
 
 import kiln
-from kiln.optim.optimizer import (Optimizer, _lr_scalar, _refuse_cpu_only_paths, _refuse_sparse, _scalar_dtype,
-                                  _use_grad_for_differentiable)
+from kiln.optim.optimizer import (Optimizer, _lr_scalar, _refuse_cpu_only_paths, _use_grad_for_differentiable)
 
 
 class Adamax(Optimizer):
@@ -32,19 +31,8 @@ class Adamax(Optimizer):
         super().__init__(params, defaults)
 
     def _init_group(self, group):
-        """The group's parameters that have a gradient, their state created at the first one."""
-        params = []
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            _refuse_sparse(p.grad, "Adamax")
-            params.append(p)
-            p_state = self.state[p]
-            if len(p_state) == 0:
-                p_state["step"] = kiln.zeros((), dtype=_scalar_dtype())
-                p_state["exp_avg"] = kiln.zeros_like(p)
-                p_state["exp_inf"] = kiln.zeros_like(p)
-        return params
+        return self._params_with_grad(group, "Adamax", lambda p, group: {
+            "exp_avg": kiln.zeros_like(p), "exp_inf": kiln.zeros_like(p)})
 
     @_use_grad_for_differentiable
     def step(self, closure=None):

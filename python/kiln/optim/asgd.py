@@ -4,8 +4,8 @@ averaging coefficient), all scalar tensors in the scalar dtype, and "ax" (the ru
 parameter, which starts averaging once step > t0)."""
 
 import kiln
-from kiln.optim.optimizer import (Optimizer, _lr_scalar, _refuse_cpu_only_paths, _refuse_sparse, _scalar_dtype,
-                                  _to_scalar, _use_grad_for_differentiable)
+from kiln.optim.optimizer import (Optimizer, _lr_scalar, _refuse_cpu_only_paths, _scalar_dtype, _to_scalar,
+                                   _use_grad_for_differentiable)
 
 
 class ASGD(Optimizer):
@@ -37,20 +37,9 @@ class ASGD(Optimizer):
                         p_state[key] = kiln.tensor(p_state[key], dtype=_scalar_dtype())
 
     def _init_group(self, group):
-        """The group's parameters that have a gradient, their state created at the first one."""
-        params = []
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            _refuse_sparse(p.grad, "ASGD")
-            params.append(p)
-            p_state = self.state[p]
-            if len(p_state) == 0:
-                p_state["step"] = kiln.zeros((), dtype=_scalar_dtype())
-                p_state["eta"] = kiln.as_tensor(_to_scalar(group["lr"]), dtype=_scalar_dtype()).clone()
-                p_state["mu"] = kiln.ones((), dtype=_scalar_dtype())
-                p_state["ax"] = kiln.zeros_like(p)
-        return params
+        return self._params_with_grad(group, "ASGD", lambda p, group: {
+            "eta": kiln.as_tensor(_to_scalar(group["lr"]), dtype=_scalar_dtype()).clone(),
+            "mu": kiln.ones((), dtype=_scalar_dtype()), "ax": kiln.zeros_like(p)})
 
     @_use_grad_for_differentiable
     def step(self, closure=None):

@@ -4,8 +4,8 @@ formulas in the same order as PyTorch's single-tensor (foreach=False) path; stat
 dtype, float32, and rounded there as in PyTorch), "exp_avg", "exp_avg_sq"."""
 
 import kiln
-from kiln.optim.optimizer import (Optimizer, _lr_scalar, _refuse_cpu_only_paths, _refuse_sparse, _scalar_dtype,
-                                  _use_grad_for_differentiable)
+from kiln.optim.optimizer import (Optimizer, _lr_scalar, _refuse_cpu_only_paths, _scalar_dtype,
+                                   _use_grad_for_differentiable)
 
 
 class NAdam(Optimizer):
@@ -47,20 +47,9 @@ class NAdam(Optimizer):
                     p_state["mu_product"] = kiln.tensor(p_state["mu_product"], dtype=_scalar_dtype())
 
     def _init_group(self, group):
-        """The group's parameters that have a gradient, their state created at the first one."""
-        params = []
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            _refuse_sparse(p.grad, "NAdam")
-            params.append(p)
-            p_state = self.state[p]
-            if len(p_state) == 0:
-                p_state["step"] = kiln.zeros((), dtype=_scalar_dtype())
-                p_state["mu_product"] = kiln.ones((), dtype=_scalar_dtype())
-                p_state["exp_avg"] = kiln.zeros_like(p)
-                p_state["exp_avg_sq"] = kiln.zeros_like(p)
-        return params
+        return self._params_with_grad(group, "NAdam", lambda p, group: {
+            "mu_product": kiln.ones((), dtype=_scalar_dtype()), "exp_avg": kiln.zeros_like(p),
+            "exp_avg_sq": kiln.zeros_like(p)})
 
     @_use_grad_for_differentiable
     def step(self, closure=None):

@@ -309,6 +309,22 @@ class Optimizer:
         with _grad_mode("enable_grad"):
             return closure()
 
+    def _params_with_grad(self, group, name, new_state):
+        """The group's parameters that have a gradient (a sparse one refused, as PyTorch's `name`
+        does); a parameter's state is created at its first gradient: a 0-d `step`, then
+        new_state(p, group)'s entries, in PyTorch's key order."""
+        params = []
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            _refuse_sparse(p.grad, name)
+            params.append(p)
+            p_state = self.state[p]
+            if len(p_state) == 0:
+                p_state["step"] = kiln.zeros((), dtype=_scalar_dtype())
+                p_state.update(new_state(p, group))
+        return params
+
     # --- state dicts ------------------------------------------------------------------------------
     def state_dict(self):
         """The optimizer state in PyTorch's format (parameters replaced by integer ids)."""

@@ -3,8 +3,7 @@ as PyTorch's single-tensor (foreach=False) path; state: "step" (scalar tensor), 
 gradient used, zeroed where its sign flipped), "step_size" (per element, starting at lr)."""
 
 import kiln
-from kiln.optim.optimizer import (Optimizer, _refuse_cpu_only_paths, _refuse_sparse, _scalar_dtype, _to_scalar,
-                                  _use_grad_for_differentiable)
+from kiln.optim.optimizer import (Optimizer, _refuse_cpu_only_paths, _to_scalar, _use_grad_for_differentiable)
 
 
 class Rprop(Optimizer):
@@ -27,19 +26,8 @@ class Rprop(Optimizer):
         super().__init__(params, defaults)
 
     def _init_group(self, group):
-        """The group's parameters that have a gradient, their state created at the first one."""
-        params = []
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            _refuse_sparse(p.grad, "Rprop")
-            params.append(p)
-            p_state = self.state[p]
-            if len(p_state) == 0:
-                p_state["step"] = kiln.zeros((), dtype=_scalar_dtype())
-                p_state["prev"] = kiln.zeros_like(p)
-                p_state["step_size"] = kiln.full_like(p.grad, _to_scalar(group["lr"]))
-        return params
+        return self._params_with_grad(group, "Rprop", lambda p, group: {
+            "prev": kiln.zeros_like(p), "step_size": kiln.full_like(p.grad, _to_scalar(group["lr"]))})
 
     @_use_grad_for_differentiable
     def step(self, closure=None):
