@@ -3,7 +3,7 @@ in the same order as PyTorch's single-tensor (foreach=False, capturable=False) p
 step for step: state["step"] is a float32 scalar tensor, bias corrections are Python floats."""
 
 import kiln
-from kiln.optim.optimizer import Optimizer, _no_grad_step, _to_scalar, _check_unsupported
+from kiln.optim.optimizer import (Optimizer, _check_adam_arguments, _check_unsupported, _no_grad_step, _to_scalar)
 
 
 class Adam(Optimizer):
@@ -14,18 +14,7 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
                  foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
                  decoupled_weight_decay=False):
-        if hasattr(lr, "numel") and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_adam_arguments(lr, eps, betas, weight_decay)
         if not ((isinstance(betas[0], float) and isinstance(betas[1], float))
                 or (isinstance(betas[0], kiln.Tensor) and isinstance(betas[1], kiln.Tensor))):
             raise ValueError("betas must be either both floats or both Tensors")

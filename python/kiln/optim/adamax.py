@@ -2,7 +2,8 @@
 single-tensor (foreach=False) path; state: "step" (scalar tensor), "exp_avg", "exp_inf"."""
 
 import kiln
-from kiln.optim.optimizer import (Optimizer, _lr_scalar, _refuse_cpu_only_paths, _use_grad_for_differentiable)
+from kiln.optim.optimizer import (Optimizer, _check_adam_arguments, _lr_scalar, _refuse_cpu_only_paths,
+                                   _use_grad_for_differentiable)
 
 
 class Adamax(Optimizer):
@@ -14,18 +15,7 @@ class Adamax(Optimizer):
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, foreach=None, *,
                  maximize=False, differentiable=False, capturable=False):
-        if isinstance(lr, kiln.Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_adam_arguments(lr, eps, betas, weight_decay)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=foreach, maximize=maximize,
                         differentiable=differentiable, capturable=capturable)
         super().__init__(params, defaults)

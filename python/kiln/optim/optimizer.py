@@ -84,6 +84,22 @@ def _refuse_cpu_only_paths(group, params, single=("params and state_steps", True
         raise AssertionError(f"If capturable=True, {what} must be on supported devices: {devices}.")
 
 
+def _check_adam_arguments(lr, eps, betas, weight_decay):
+    """The constructor checks Adam, AdamW, Adamax, NAdam and RAdam share, in PyTorch's order."""
+    if isinstance(lr, kiln.Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+    if not 0.0 <= betas[0] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+    if not 0.0 <= betas[1] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+
+
 def _refuse_sparse(grad, name):
     if getattr(grad, "is_sparse", False):
         raise RuntimeError(f"{name} does not support sparse gradients")

@@ -3,7 +3,8 @@ PyTorch's single-tensor (foreach=False) path; state: "step" (scalar tensor), "ex
 While the variance estimate is untrustworthy (rho_t <= 5) the step is plain momentum SGD."""
 
 import kiln
-from kiln.optim.optimizer import (Optimizer, _lr_scalar, _refuse_cpu_only_paths, _use_grad_for_differentiable)
+from kiln.optim.optimizer import (Optimizer, _check_adam_arguments, _lr_scalar, _refuse_cpu_only_paths,
+                                   _use_grad_for_differentiable)
 
 
 class RAdam(Optimizer):
@@ -16,18 +17,7 @@ class RAdam(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, decoupled_weight_decay=False,
                  *, foreach=None, maximize=False, capturable=False, differentiable=False):
-        if isinstance(lr, kiln.Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_adam_arguments(lr, eps, betas, weight_decay)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, maximize=maximize, foreach=foreach,
                         capturable=capturable, decoupled_weight_decay=decoupled_weight_decay,
                         differentiable=differentiable)

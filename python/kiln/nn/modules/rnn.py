@@ -516,6 +516,25 @@ class RNNCellBase(Module):
         return step(gi, states, self.weight_hh, self.bias_hh, None)
 
 
+def _single_state_cell(cell, step, input, hx):
+    """RNNCell's and GRUCell's forward around one step function: 1-D (unbatched) input and state
+    get a batch dim of 1 and lose it again, and a missing state is zeros (PyTorch's checks first)."""
+    name = type(cell).__name__
+    if input.dim() not in (1, 2):
+        raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.dim()}D instead")
+    if hx is not None and hx.dim() not in (1, 2):
+        raise ValueError(f"{name}: Expected hidden to be 1D or 2D, got {hx.dim()}D instead")
+    is_batched = input.dim() == 2
+    if not is_batched:
+        input = input.unsqueeze(0)
+    if hx is None:
+        hx = kiln.zeros(input.size(0), cell.hidden_size, dtype=input.dtype, device=input.device)
+    elif not is_batched:
+        hx = hx.unsqueeze(0)
+    (ret,) = cell._cell(step, input, (hx,))
+    return ret if is_batched else ret.squeeze(0)
+
+
 class RNNCell(RNNCellBase):
     __constants__ = ["input_size", "hidden_size", "bias", "nonlinearity"]
 
@@ -524,26 +543,10 @@ class RNNCell(RNNCellBase):
         self.nonlinearity = nonlinearity
 
     def forward(self, input, hx=None):
-        if input.dim() not in (1, 2):
-            raise ValueError(f"RNNCell: Expected input to be 1D or 2D, got {input.dim()}D instead")
-        if hx is not None and hx.dim() not in (1, 2):
-            raise ValueError(f"RNNCell: Expected hidden to be 1D or 2D, got {hx.dim()}D instead")
-        is_batched = input.dim() == 2
-        if not is_batched:
-            input = input.unsqueeze(0)
-        if hx is None:
-            hx = kiln.zeros(input.size(0), self.hidden_size, dtype=input.dtype, device=input.device)
-        else:
-            hx = hx.unsqueeze(0) if not is_batched else hx
-        if self.nonlinearity == "tanh":
-            (ret,) = self._cell(_rnn_tanh_step, input, (hx,))
-        elif self.nonlinearity == "relu":
-            (ret,) = self._cell(_rnn_relu_step, input, (hx,))
-        else:
+        steps = {"tanh": _rnn_tanh_step, "relu": _rnn_relu_step}
+        if self.nonlinearity not in steps:
             raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
-        if not is_batched:
-            ret = ret.squeeze(0)
-        return ret
+        return _single_state_cell(self, steps[self.nonlinearity], input, hx)
 
 
 class LSTMCell(RNNCellBase):
@@ -576,18 +579,4 @@ class GRUCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, num_chunks=3, device=device, dtype=dtype)
 
     def forward(self, input, hx=None):
-        if input.dim() not in (1, 2):
-            raise ValueError(f"GRUCell: Expected input to be 1D or 2D, got {input.dim()}D instead")
-        if hx is not None and hx.dim() not in (1, 2):
-            raise ValueError(f"GRUCell: Expected hidden to be 1D or 2D, got {hx.dim()}D instead")
-        is_batched = input.dim() == 2
-        if not is_batched:
-            input = input.unsqueeze(0)
-        if hx is None:
-            hx = kiln.zeros(input.size(0), self.hidden_size, dtype=input.dtype, device=input.device)
-        else:
-            hx = hx.unsqueeze(0) if not is_batched else hx
-        (ret,) = self._cell(_gru_step, input, (hx,))
-        if not is_batched:
-            ret = ret.squeeze(0)
-        return ret
+        return _single_state_cell(self, _gru_step, input, hx)
