@@ -549,3 +549,27 @@ def test_assert_close_matches_torch(kind, kwargs):
         except Exception as e:  # noqa: BLE001 (the class and message are what is compared)
             outcomes.append((type(e), str(e).replace("torch.", "kiln.")))
     assert outcomes[1] == outcomes[0]
+
+
+@pytest.mark.parametrize("as_tuple", [False, True])
+def test_nonzero_as_tuple_matches_torch(as_tuple):
+    # nonzero(as_tuple=True): one index tensor per dim, a 0-d input counted as 1-d (detection code's
+    # `(mask).nonzero(as_tuple=True)`)
+    for data in (3.0, 0.0, [[1, 0], [0, 2]], [[True, False, True]]):
+        want = torch.nonzero(torch.tensor(data), as_tuple=as_tuple)
+        for got in (kiln.nonzero(kiln.tensor(data), as_tuple=as_tuple), kiln.tensor(data).nonzero(as_tuple=as_tuple)):
+            if as_tuple:
+                assert isinstance(got, tuple) and [g.tolist() for g in got] == [w.tolist() for w in want]
+            else:
+                assert got.tolist() == want.tolist() and tuple(got.shape) == tuple(want.shape)
+    empty = kiln.zeros(0, 3)
+    assert [tuple(t.shape) for t in kiln.nonzero(empty, as_tuple=True)] == [(0,), (0,)]
+    with pytest.raises(RuntimeError, match="out kwarg"):
+        kiln.nonzero(kiln.ones(2), out=kiln.empty(0, dtype=kiln.long), as_tuple=True)
+    out = kiln.empty(0, dtype=kiln.long)
+    assert kiln.nonzero(kiln.tensor([0, 5]), out=out) is out and out.tolist() == [[1]]
+    # under kiln.compile: a data-dependent shape, so a graph break that returns eager's result
+    kiln._dynamo.reset()
+    step = kiln.compile(lambda x: [t * 2 for t in (x > 0).nonzero(as_tuple=True)])
+    got = step(kiln.tensor([[1.0, -1.0], [2.0, 0.0]]))
+    assert [g.tolist() for g in got] == [[0, 2], [0, 0]]

@@ -24,7 +24,7 @@ __all__ = [
     "concat", "concatenate", "hstack", "vstack", "dstack", "column_stack", "atleast_1d", "atleast_2d",
     "atleast_3d", "tile", "trace", "diag", "diag_embed", "tril_indices", "triu_indices", "meshgrid", "rot90",
     "diff", "logaddexp", "logaddexp2", "nanmean", "allclose", "isclose", "equal", "cross", "kron", "tensordot",
-    "take", "fill_diagonal_", "repeat_interleave", "cdist",
+    "take", "fill_diagonal_", "repeat_interleave", "cdist", "nonzero",
 ]
 
 
@@ -50,6 +50,18 @@ def _check_tensor(op, name, value):
 
 def _is_fake(t):
     return _C._is_fake(t) or t.device.type == "meta"
+
+
+# --- indices ---------------------------------------------------------------------------------
+def nonzero(input, *, out=None, as_tuple=False):
+    """The indices of the nonzero elements: one row per element (the registry's op), or with
+    as_tuple one 1-D tensor per dimension, a 0-d input counting as 1-d (as PyTorch)."""
+    aten = _kiln().ops.aten
+    if not as_tuple:
+        return aten.nonzero.default(input) if out is None else aten.nonzero.out(input, out=out)
+    if out is not None:
+        raise RuntimeError("nonzero does not support the out kwarg when as_tuple is True")
+    return tuple(aten.nonzero.default(input if input.dim() else input.reshape(1)).unbind(1))
 
 
 # --- views and shape helpers --------------------------------------------------------------------

@@ -409,7 +409,7 @@ def _install_composite_methods():
     for name in ("unbind", "swapaxes", "swapdims", "moveaxis", "movedim", "clip", "clip_", "tile", "diag", "diff",
                  "outer", "ger", "logaddexp", "logaddexp2", "nanmean", "allclose", "isclose", "equal", "cross",
                  "kron", "take", "fill_diagonal_", "repeat_interleave", "trace", "broadcast_to", "rot90",
-                 "diag_embed"):
+                 "diag_embed", "nonzero"):
         setattr(Tensor, name, getattr(_composites, name))
 
 
