@@ -717,6 +717,22 @@ def test_diagonal_of_dynamic_sizes_stays_in_the_graph(backend):
             out.sum().backward()
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_methods_that_return_self_keep_the_tensor(backend):
+    # x.float() of a float tensor is x itself: a later x.t_() through the result re-lays the input
+    # and the returned tensor is the input (a separate graph value was returned un-transposed:
+    # fuzz seed 131, program 701)
+    def f(x):
+        v = x.float()
+        w = v.contiguous()
+        w.t_()
+        return v, w
+
+    x = t(3, 1)
+    v, w = kiln.compile(f, backend=backend)(x)
+    assert v is x and w is x and tuple(x.shape) == (1, 3)
+
+
 def test_cache_size_limit_falls_back_to_eager(monkeypatch):
     monkeypatch.setattr(dynamo.config, "cache_size_limit", 2)
     cnt = CompileCounter()

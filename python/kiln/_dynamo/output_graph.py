@@ -163,6 +163,12 @@ class OutputGraph:
         fake_args = tuple(fake(a) for a in args)
         fake_kwargs = {k: fake(v) for k, v in kwargs.items()}
         result = self._run_fake(kind, target, fake_args, fake_kwargs)
+        if kind == "call_method" and not target.endswith("_") and fake_args and result is fake_args[0] and \
+                isinstance(args[0], TensorVariable):
+            # `x.float()` of a float tensor, `x.contiguous()` of a contiguous one: eager returns x
+            # itself, so later in-place ops (`v0.t_()`) must change x; a node for it would be a
+            # separate tensor (fuzz seed 131, program 701)
+            return args[0]
         unavailable = _unavailable_device(result)
         if unavailable is not None:  # fake tensors exist on any device; real ones only where kiln runs
             name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
