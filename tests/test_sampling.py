@@ -117,3 +117,36 @@ def test_multinomial_compiled(backend):
     got = kiln.compile(step, backend=backend)(logits)
     assert got[0].tolist() == want[0].tolist()
     assert np.allclose(got[1].tolist(), want[1].tolist(), rtol=1e-6)
+
+
+@requires_torch
+def test_normal_forms_shapes_gradients_and_errors_match_torch():
+    # torch.normal: a factory for float mean and std, else tensors broadcast together; mean and std
+    # get zero gradients (PyTorch's formula: the sample is not reparameterized)
+    def run(T):
+        out = []
+        m = T.zeros(2, 3, requires_grad=True)
+        s = T.ones(3, requires_grad=True)
+        r = T.normal(m, s)
+        r.sum().backward()
+        out.append((tuple(r.shape), r.requires_grad, m.grad.tolist(), s.grad.tolist()))
+        out.append(str(T.normal(2.0, 3.0, (2, 2)).dtype).split(".")[1])
+        out.append(str(T.normal(T.zeros(2, dtype=T.float64), 1.0).dtype).split(".")[1])
+        out.append(tuple(T.normal(0.0, T.ones(4)).shape))
+        for bad in (lambda: T.normal(0.0, -1.0, (2,)), lambda: T.normal(T.zeros(2), -1.5),
+                    lambda: T.normal(T.zeros(2), T.tensor([1.0, -1.0])), lambda: T.normal(T.zeros(2), T.ones(3)),
+                    lambda: T.normal(T.zeros(2, dtype=T.long), 1.0)):
+            try:
+                bad()
+                out.append("ok")
+            except Exception as e:  # noqa: BLE001 - the exception is the result
+                out.append((type(e).__name__, str(e)))
+        return out
+
+    assert run(kiln) == run(torch)
+    g = kiln.Generator().manual_seed(3)
+    x = kiln.normal(3.0, 2.0, (40000,), generator=g)
+    assert abs(float(x.mean()) - 3.0) < 0.05 and abs(float(x.std()) - 2.0) < 0.05
+    y = kiln.normal(kiln.tensor([0.0, 100.0]).expand(20000, 2), kiln.tensor([1.0, 0.5]))
+    assert np.allclose(np.array(y.mean(0).tolist()), [0.0, 100.0], atol=0.05)
+    assert np.allclose(np.array(y.std(0).tolist()), [1.0, 0.5], atol=0.05)

@@ -24,7 +24,7 @@ __all__ = [
     "concat", "concatenate", "hstack", "vstack", "dstack", "column_stack", "atleast_1d", "atleast_2d",
     "atleast_3d", "tile", "trace", "diag", "diag_embed", "tril_indices", "triu_indices", "meshgrid", "rot90",
     "diff", "logaddexp", "logaddexp2", "nanmean", "allclose", "isclose", "equal", "cross", "kron", "tensordot",
-    "take", "fill_diagonal_", "repeat_interleave", "cdist", "nonzero",
+    "take", "fill_diagonal_", "repeat_interleave", "cdist", "nonzero", "normal",
 ]
 
 
@@ -62,6 +62,58 @@ def nonzero(input, *, out=None, as_tuple=False):
     if out is not None:
         raise RuntimeError("nonzero does not support the out kwarg when as_tuple is True")
     return tuple(aten.nonzero.default(input if input.dim() else input.reshape(1)).unbind(1))
+
+
+# --- sampling ---------------------------------------------------------------------------------
+def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, layout=None, device=None,
+           pin_memory=False, requires_grad=False):
+    """torch.normal: floats with a `size` (a factory), or tensor mean and/or std broadcast together.
+    As in PyTorch, the sample is not differentiable in mean or std: their gradients are zeros."""
+    k = _kiln()
+    tensors = [t for t in (mean, std) if isinstance(t, k.Tensor)]
+    if isinstance(std, k.Tensor):
+        if not bool((std.detach() >= 0).all()):
+            raise RuntimeError("normal expects all elements of std >= 0.0")
+    elif std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+    if not tensors:
+        if size is None:
+            raise TypeError("normal() missing required argument 'size'")
+        result = k.empty(size, dtype=dtype, device=device).normal_(mean, std, generator=generator)
+        return result.requires_grad_(requires_grad) if out is None else out.copy_(result)
+    shape = tuple(tensors[0].shape) if len(tensors) == 1 else _broadcast_shape(mean.shape, std.shape)
+    kind = tensors[0].dtype
+    if not kind.is_floating_point:
+        raise NotImplementedError(f"\"normal_kernel_cpu\" not implemented for '{_type_name(kind)}'")
+    with k.no_grad():
+        noise = k.empty(shape, dtype=kind, device=tensors[0].device).normal_(0.0, 1.0, generator=generator)
+        sample = noise * (std.detach() if isinstance(std, k.Tensor) else std) + \
+            (mean.detach() if isinstance(mean, k.Tensor) else mean)
+    if k.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        sample = _NotDifferentiable.apply(sample, *tensors)
+    return sample if out is None else out.copy_(sample)
+
+
+class _NotDifferentiable:  # a kiln.autograd.Function, made on first use (kiln imports this module early)
+    _cls = None
+
+    @classmethod
+    def apply(cls, value, *inputs):
+        if cls._cls is None:
+            k = _kiln()
+
+            class NormalBackward(k.autograd.Function):
+                @staticmethod
+                def forward(ctx, value, *inputs):
+                    ctx.inputs = [(tuple(t.shape), t.dtype) for t in inputs]
+                    return value
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return (None, *[k.zeros(shape, dtype=dtype) for shape, dtype in ctx.inputs])
+
+            cls._cls = NormalBackward
+        return cls._cls.apply(value, *inputs)
 
 
 # --- views and shape helpers --------------------------------------------------------------------
@@ -386,6 +438,17 @@ def cross(input, other, dim=None):
                            f"and {other.shape[dim]}")
     a, b = _broadcast_pair(input, other)
     return a.roll(-1, dim) * b.roll(-2, dim) - a.roll(-2, dim) * b.roll(-1, dim)
+
+
+def _broadcast_shape(sa, sb):
+    """The shape two shapes broadcast to (aligned on the right), with PyTorch's error."""
+    n = max(len(sa), len(sb))
+    sa, sb = (1,) * (n - len(sa)) + tuple(sa), (1,) * (n - len(sb)) + tuple(sb)
+    for i, (x, y) in enumerate(zip(sa, sb)):
+        if x != y and x != 1 and y != 1:
+            raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b ({y}) at "
+                               f"non-singleton dimension {i}")
+    return tuple(y if x == 1 else x for x, y in zip(sa, sb))
 
 
 def _broadcast_pair(a, b):
