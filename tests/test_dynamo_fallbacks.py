@@ -377,3 +377,27 @@ def test_dead_locals_do_not_leave_the_graph_at_a_break(backend):
         grads.append(x.grad)
     close(grads[1], grads[0])
     assert not grads[1].isnan().any()
+
+
+def test_super_init_chain_at_a_graph_break_calls_the_base_methods():
+    # super().__init__(a) rebuilt after a graph break as `self.__init__` called the subclass's
+    # __init__ again (a TypeError, or endless recursion), and a frame value not yet looked at could
+    # not be rebuilt at all: every nn.Module.__init__ of a module made in a compiled function fell
+    # back to eager with an internal-error warning
+    class Base(kiln.nn.Module):
+        def __init__(self, a):
+            super().__init__()
+            self.a = a
+
+    class Child(Base):
+        def __init__(self, a, b):
+            super().__init__(a)
+            self.b = b
+
+    def f(x):
+        c = Child(2, 3)
+        return x * c.a + c.b
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        assert kiln.compile(f, backend=CompileCounter())(kiln.ones(2)).tolist() == [5.0, 5.0]

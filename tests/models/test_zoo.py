@@ -57,5 +57,11 @@ def test_loss_module_built_in_step(backend):
     step(x, y).backward()
     want, w.grad = w.grad, None
     kiln._dynamo.reset()
-    kiln.compile(step, backend=backend)(x, y).backward()
+    import warnings
+
+    with warnings.catch_warnings():
+        # the module's __init__ chain (super().__init__(...) at a graph break) compiles without an
+        # internal error: it fell back to eager with three warnings
+        warnings.simplefilter("error", RuntimeWarning)
+        kiln.compile(step, backend=backend)(x, y).backward()
     assert (w.grad - want).abs().max().item() <= 1e-6

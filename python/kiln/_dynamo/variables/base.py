@@ -119,6 +119,12 @@ class LazyVariable:
 
         return wrap(tx, self.value, self.source)
 
+    def reconstruct(self, codegen):
+        """Still the frame's own value (`self` of `super().__init__(...)` at a graph break): read
+        it back from where it came from. It had no reconstruct, and the AttributeError made every
+        nn.Module.__init__ of a module built in a compiled function fall back with a warning."""
+        return self.source.expr(codegen)
+
 
 def realize(tx, v):
     return v.realize(tx) if isinstance(v, LazyVariable) else v

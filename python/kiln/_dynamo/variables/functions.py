@@ -113,7 +113,9 @@ class UserMethodVariable(VariableTracker):
         return UserFunctionVariable(self.fn).call_function(tx, [self.obj] + list(args), kwargs)
 
     def reconstruct(self, codegen):
-        return f"{self.obj.reconstruct(codegen)}.{self.fn.__name__}"
+        # fn bound to obj, not `obj.<name>`: for super().__init__ that name finds the subclass's
+        # __init__ (a wrong call, or endless recursion)
+        return f"{codegen.constant(types.MethodType)}({codegen.constant(self.fn)}, {self.obj.reconstruct(codegen)})"
 
     def describe(self):
         return f"method {self.fn.__qualname__}"
