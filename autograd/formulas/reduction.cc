@@ -181,10 +181,14 @@ void DefineReductionFormulas(DerivativeTable& d) {
       Tensor mask = to(eq(abs(self), r), gr.dtype());
       Tensor count = ExpandReduced(sum(mask, dims, true), sizes, dims, true);
       out = div(mul(mul(gr, sign(self)), mask), count);
+    } else if (p < 1.0) {
+      // sign(x) |x|^(p-1) ||x||^(1-p), 0 where x is 0 (|x|^(p-1) is inf there), as PyTorch's
+      Tensor scaled = mul(sign(self), masked_fill(pow(abs(self), p - 1.0), eq(self, 0.0), 0));
+      out = mul(mul(scaled, gr), pow(r, 1.0 - p));
     } else {
-      // x |x|^(p-2) / ||x||^(p-1)
-      Tensor num = mul(self, pow(abs(self), p - 2.0));
-      out = masked_fill(div(mul(gr, num), pow(r, p - 1.0)), eq(r, 0.0), 0);
+      // x |x|^(p-2) / ||x||^(p-1) (sign(x) |x|^(p-1) below 2, finite at 0), 0 where the norm is 0
+      Tensor scaled = p < 2.0 ? mul(sign(self), pow(abs(self), p - 1.0)) : mul(self, pow(abs(self), p - 2.0));
+      out = mul(scaled, masked_fill(div(gr, pow(r, p - 1.0)), eq(r, 0.0), 0));
     }
     g["self"] = out;
   });

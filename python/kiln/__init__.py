@@ -264,7 +264,7 @@ from kiln._composites import (  # noqa: E402,F401
     cross, kron, tensordot, take, repeat_interleave, cdist, nonzero, normal,
 )
 from kiln._einsum import einsum  # noqa: E402,F401
-from kiln import testing  # noqa: E402,F401
+from kiln import linalg, testing  # noqa: E402,F401
 
 
 def _assert(condition, message):

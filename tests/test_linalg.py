@@ -1,0 +1,132 @@
+"""kiln.linalg against torch.linalg (PyTorch 2.13): the norms (values, dtypes and float64 gradients,
+zeros included), the products, cross, diagonal, matrix_power, vander and the errors; and one compiled
+check against eager. The LAPACK functions are not in kiln yet (the module's docstring)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import requires_torch, torch
+
+pytestmark = requires_torch
+
+
+def data(*shape, seed=0):
+    rng = np.random.default_rng(seed + len(shape))
+    a = rng.standard_normal(shape)
+    if a.size:
+        a.reshape(-1)[0] = 0.0  # a zero element: norms' gradients there
+    return a
+
+
+def both(fn, arrays, grad=True):
+    """fn(lib.linalg, *tensors) in both libraries: values and float64 gradients of a weighted sum."""
+    out = {}
+    for lib in (kiln, torch):
+        ts = [lib.tensor(a.tolist(), dtype=lib.float64, requires_grad=grad) for a in arrays]
+        r = fn(lib, *ts)
+        res = [r.detach().numpy() if lib is torch else np.array(r.tolist()), str(r.dtype).split(".")[1]]
+        if grad and r.requires_grad:
+            w = np.linspace(-1, 1, r.numel()).reshape(tuple(r.shape)) if r.dim() else np.array(0.7)
+            (r * lib.tensor(w.tolist(), dtype=lib.float64)).sum().backward()
+            res.append([np.array(t.grad.tolist()) for t in ts])
+        out[lib] = res
+    k, t = out[kiln], out[torch]
+    np.testing.assert_allclose(k[0], t[0], rtol=1e-10, atol=1e-12)
+    assert k[1] == t[1]
+    for g, w in zip(k[2:], t[2:]):
+        for a, b in zip(g, w):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("ord", [2, 1, 3, 0.5, 0, math.inf, -math.inf, -1])
+@pytest.mark.parametrize("dim,keepdim", [(None, False), (1, False), ((0, 2), True), (-1, True)])
+def test_vector_norm(ord, dim, keepdim):
+    both(lambda lib, x: lib.linalg.vector_norm(x, ord, dim, keepdim), [data(3, 4, 5)], grad=ord != 0)
+
+
+@pytest.mark.parametrize("ord", ["fro", math.inf, -math.inf, 1, -1])
+@pytest.mark.parametrize("dim,keepdim", [((-2, -1), False), ((0, 2), True), ((2, 0), False)])
+def test_matrix_norm(ord, dim, keepdim):
+    both(lambda lib, x: lib.linalg.matrix_norm(x, ord, dim, keepdim), [data(3, 4, 5)])
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib, x: lib.linalg.norm(x), lambda lib, x: lib.linalg.norm(x[0], ord=1),
+    lambda lib, x: lib.linalg.norm(x, ord=3, dim=1), lambda lib, x: lib.linalg.norm(x, ord="fro", dim=(0, 1)),
+    lambda lib, x: lib.linalg.norm(x[0], ord=math.inf), lambda lib, x: lib.linalg.norm(x[0, 0], ord=math.inf),
+    lambda lib, x: lib.linalg.norm(x, dim=(1, 2), keepdim=True),
+])
+def test_norm_picks_vector_or_matrix_as_torch(call):
+    both(call, [data(3, 4, 5)])
+
+
+@pytest.mark.parametrize("call,shapes", [
+    (lambda lib, a, b: lib.linalg.cross(a, b), [(4, 3), (1, 3)]),
+    (lambda lib, a, b: lib.linalg.cross(a, b, dim=0), [(3, 4), (3, 4)]),
+    (lambda lib, a, b: lib.linalg.vecdot(a, b), [(4, 5), (5,)]),
+    (lambda lib, a, b: lib.linalg.vecdot(a, b, dim=0), [(4, 5), (4, 1)]),
+    (lambda lib, a, b: lib.linalg.matmul(a, b), [(2, 4, 5), (5, 3)]),
+    (lambda lib, a, b: lib.linalg.multi_dot([a, b, a.t()]), [(4, 5), (5, 5)]),
+    (lambda lib, a, b: lib.linalg.multi_dot([a[0], b, b]), [(4, 5), (5, 5)]),
+    (lambda lib, a, b: lib.linalg.multi_dot([b, b, a[0]]), [(4, 5), (5, 5)]),
+    (lambda lib, a, b: lib.linalg.diagonal(a, offset=1) * 2 + b, [(2, 4, 5), (1,)]),
+])
+def test_products_cross_and_diagonal(call, shapes):
+    both(call, [data(*s, seed=i) for i, s in enumerate(shapes)])
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 6])
+def test_matrix_power(n):
+    both(lambda lib, a: lib.linalg.matrix_power(a, n) * 1, [data(2, 3, 3) / 2])
+
+
+def test_vander():
+    both(lambda lib, x: lib.linalg.vander(x), [data(4)])
+    both(lambda lib, x: lib.linalg.vander(x, N=6), [data(2, 3)])
+    assert kiln.linalg.vander(kiln.tensor([2, 3]), N=3).tolist() == torch.linalg.vander(torch.tensor([2, 3]),
+                                                                                         N=3).tolist()
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.linalg.vector_norm(lib.tensor([1, 2])),
+    lambda lib: lib.linalg.matrix_norm(lib.ones(3)),
+    lambda lib: lib.linalg.matrix_norm(lib.ones(2, 2), ord=3),
+    lambda lib: lib.linalg.norm(lib.ones(2, 2, 2), ord=1),
+    lambda lib: lib.linalg.vecdot(lib.ones(2), lib.ones(2, dtype=lib.float64)),
+    lambda lib: lib.linalg.multi_dot([lib.ones(2, 2)]),
+    lambda lib: lib.linalg.matrix_power(lib.ones(2, 3), 2),
+])
+def test_errors_as_torch(call):
+    with pytest.raises(Exception) as want:
+        call(torch)
+    with pytest.raises(type(want.value)) as got:
+        call(kiln)
+    assert str(got.value).split(":")[0] == str(want.value).split(":")[0]
+
+
+def test_lapack_norms_say_what_is_missing():
+    with pytest.raises(NotImplementedError, match="svd"):
+        kiln.linalg.matrix_norm(kiln.ones(2, 2), ord="nuc")
+    with pytest.raises(NotImplementedError, match="inv"):
+        kiln.linalg.matrix_power(kiln.ones(2, 2), -1)
+    assert issubclass(kiln.linalg.LinAlgError, RuntimeError)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compiled_norms_match_eager(backend):
+    def f(x):
+        return (kiln.linalg.vector_norm(x, dim=-1) + kiln.linalg.matrix_norm(x, ord=1).unsqueeze(-1)
+                + kiln.linalg.norm(x, ord=math.inf, dim=(0, 1)).sum())
+
+    x = kiln.tensor(data(3, 4).tolist(), requires_grad=True)
+    want = f(x)
+    want.sum().backward()
+    g, x.grad = x.grad, None
+    kiln._dynamo.reset()
+    got = kiln.compile(f, backend=backend)(x)
+    got.sum().backward()
+    np.testing.assert_allclose(np.array(got.tolist()), np.array(want.tolist()), rtol=1e-5)
+    np.testing.assert_allclose(np.array(x.grad.tolist()), np.array(g.tolist()), rtol=1e-5, atol=1e-6)
