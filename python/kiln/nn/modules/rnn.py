@@ -259,13 +259,15 @@ class RNNBase(Module):
                                f"got {input.size(-1)}")
 
     def get_expected_hidden_size(self, input, batch_sizes):
+        return self._expected_state_size(input, batch_sizes, self.proj_size if self.proj_size > 0 else self.hidden_size)
+
+    def _expected_state_size(self, input, batch_sizes, size):
+        """(layers x directions, batch, size): h0's shape, or c0's with size hidden_size."""
         if batch_sizes is not None:
             mini_batch = int(batch_sizes[0])
         else:
             mini_batch = input.size(0) if self.batch_first else input.size(1)
-        num_directions = 2 if self.bidirectional else 1
-        size = self.proj_size if self.proj_size > 0 else self.hidden_size
-        return (self.num_layers * num_directions, mini_batch, size)
+        return (self.num_layers * (2 if self.bidirectional else 1), mini_batch, size)
 
     def check_hidden_size(self, hx, expected_hidden_size, msg="Expected hidden size {}, got {}"):
         if tuple(hx.size()) != expected_hidden_size:
@@ -390,12 +392,7 @@ class LSTM(RNNBase):
         super().__init__("LSTM", *args, **kwargs)
 
     def get_expected_cell_size(self, input, batch_sizes):
-        if batch_sizes is not None:
-            mini_batch = int(batch_sizes[0])
-        else:
-            mini_batch = input.size(0) if self.batch_first else input.size(1)
-        num_directions = 2 if self.bidirectional else 1
-        return (self.num_layers * num_directions, mini_batch, self.hidden_size)
+        return self._expected_state_size(input, batch_sizes, self.hidden_size)
 
     def check_forward_args(self, input, hidden, batch_sizes):
         self.check_input(input, batch_sizes)
