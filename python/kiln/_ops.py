@@ -5,6 +5,8 @@
     add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
 """
 
+import copyreg
+
 from kiln import _C
 
 
@@ -134,3 +136,13 @@ class Tag:
 
 
 ops = _Ops()
+
+
+def _reduce_op_function(fn):
+    """An op function (kiln.tanh, ...) is a singleton, as torch's builtins: copy and deepcopy return it
+    (a module holding one, say TransformerEncoderLayer(activation=kiln.tanh), deep-copies) and pickle
+    stores it by name. Its pybind11 type is immutable, so this goes through copyreg."""
+    return fn.__name__
+
+
+copyreg.pickle(_C._OpFunction, _reduce_op_function)
