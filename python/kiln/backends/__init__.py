@@ -4,4 +4,4 @@ are stored and read back so that training scripts which set them run unchanged, 
 is_available() queries say what kiln was built with.
 """
 
-from kiln.backends import cuda, cudnn, mkldnn, mps, openmp  # noqa: F401
+from kiln.backends import cuda, cudnn, mha, mkldnn, mps, openmp  # noqa: F401
