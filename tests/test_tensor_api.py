@@ -165,6 +165,16 @@ def test_setitem():
     n[:, 0] = [1, 2, 3]
     n[2, 1:3] = 7
     assert x.tolist() == n.tolist()
+    # an augmented assignment writes the slice back onto itself; a (1, 1) slice did so through an
+    # aliasing 0-d view and raised the overlap error
+    x[2:, 3:] -= kiln.ones(1, 1)
+    x[1:, 2:] *= 2
+    n[2:, 3:] -= 1
+    n[1:, 2:] *= 2
+    assert x.tolist() == n.tolist()
+    y = kiln.zeros(2, 3)
+    y[0] = kiln.ones(1, 1, 3)  # leading 1s still dropped before broadcasting
+    assert y.tolist() == [[1, 1, 1], [0, 0, 0]]
 
 
 def test_len_iter_contains():

@@ -362,7 +362,10 @@ class Tensor(_C.TensorBase):
         elif value.requires_grad and not result.requires_grad and _C.is_grad_enabled():
             _C._track_view(result, self)  # so that the write reaches self's history (CopySlices)
         lead = 0  # the value's leading 1s are dropped before it broadcasts, as in PyTorch
-        while lead < value.ndim and value.shape[lead] == 1:  # (`x[0] = v` with v of shape (1, 3))
+        # (`x[0] = v` with v of shape (1, 3)); not from a value of the destination's own shape, which may
+        # be the destination itself: `x[2:, 2:] -= y` writes x[2:, 2:] back onto itself, a no-op copy
+        # that a (1, 1) slice turned into a copy from an aliasing 0-d view (an overlap error)
+        while lead < value.ndim and value.shape[lead] == 1 and tuple(value.shape) != tuple(result.shape):
             lead += 1
         if lead:
             value = value.view(tuple(value.shape[lead:]))
