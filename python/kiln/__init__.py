@@ -261,7 +261,7 @@ from kiln._composites import (  # noqa: E402,F401
     unbind, outer, ger, broadcast_to, swapaxes, swapdims, moveaxis, movedim, clip, clip_, concat, concatenate,
     hstack, vstack, dstack, column_stack, atleast_1d, atleast_2d, atleast_3d, tile, trace, diag, diag_embed,
     tril_indices, triu_indices, meshgrid, rot90, diff, logaddexp, logaddexp2, nanmean, allclose, isclose, equal,
-    cross, kron, tensordot, take, repeat_interleave, cdist, nonzero, normal,
+    cross, kron, tensordot, take, repeat_interleave, cdist, nonzero, normal, norm_except_dim, _weight_norm,
 )
 from kiln._einsum import einsum  # noqa: E402,F401
 from kiln import linalg, testing  # noqa: E402,F401

@@ -24,7 +24,7 @@ __all__ = [
     "concat", "concatenate", "hstack", "vstack", "dstack", "column_stack", "atleast_1d", "atleast_2d",
     "atleast_3d", "tile", "trace", "diag", "diag_embed", "tril_indices", "triu_indices", "meshgrid", "rot90",
     "diff", "logaddexp", "logaddexp2", "nanmean", "allclose", "isclose", "equal", "cross", "kron", "tensordot",
-    "take", "fill_diagonal_", "repeat_interleave", "cdist", "nonzero", "normal",
+    "take", "fill_diagonal_", "repeat_interleave", "cdist", "nonzero", "normal", "norm_except_dim",
 ]
 
 
@@ -720,3 +720,18 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     nonzero = s != 0
     safe = kiln.where(nonzero, s, kiln.ones((), dtype=d.dtype))
     return kiln.where(nonzero, safe.pow(1.0 / p) if p != 2 else safe.sqrt(), zero)
+
+
+def norm_except_dim(v, pow=2, dim=0):
+    """The pow-norm of v over every dimension but `dim`, keeping v's rank with size 1 elsewhere
+    ((v.size(0), 1, ..., 1) for dim 0); dim=-1 is the norm of the whole tensor (0-d), as PyTorch's."""
+    if dim == -1:
+        return v.norm(pow)
+    dim = dim % v.dim() if v.dim() else 0
+    others = [d for d in range(v.dim()) if d != dim]
+    return v.norm(pow, others, keepdim=True) if others else v.abs().pow(pow).pow(1.0 / pow)
+
+
+def _weight_norm(v, g, dim=0):
+    """v * (g / norm_except_dim(v, 2, dim)): the weight of weight normalisation (Salimans & Kingma)."""
+    return v * (g / norm_except_dim(v, 2, dim))

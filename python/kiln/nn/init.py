@@ -1,4 +1,8 @@
-"""nn.init: in-place initialisers (all under no_grad), with PyTorch's formulas and `generator=`."""
+"""nn.init: in-place initialisers (all under no_grad), with PyTorch's formulas and `generator=`.
+
+orthogonal_ needs a QR factorisation, which kiln.linalg lacks: `_orthogonal_factor` computes it by
+Householder reflections over kiln ops in float64 (see its Note).
+"""
 
 import math
 import warnings
@@ -6,7 +10,8 @@ import warnings
 import kiln
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
-           "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
+           "dirac_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_",
+           "sparse_"]
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -108,6 +113,28 @@ def eye_(tensor):
     return tensor
 
 
+def dirac_(tensor, groups=1):
+    """A {3, 4, 5}-d convolution weight that passes min(out/groups, in) channels of each group through
+    unchanged: 1 at the kernel's centre for output channel g*out_per_group + d and input channel d."""
+    dimensions = tensor.dim()
+    if dimensions not in [3, 4, 5]:
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    sizes = tensor.size()
+    if sizes[0] % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    if tensor.is_meta:
+        return tensor
+    out_chans_per_grp = sizes[0] // groups
+    min_dim = min(out_chans_per_grp, sizes[1])
+    centre = tuple(s // 2 for s in sizes[2:])
+    with kiln.no_grad():
+        tensor.zero_()
+        for g in range(groups):
+            for d in range(min_dim):
+                tensor[(g * out_chans_per_grp + d, d) + centre] = 1
+    return tensor
+
+
 def _calculate_fan_in_and_fan_out(tensor):
     if tensor.dim() < 2:
         raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 dimensions")
@@ -156,3 +183,97 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
     fan = _calculate_correct_fan(tensor, mode)
     gain = calculate_gain(nonlinearity, a)
     return normal_(tensor, 0, gain / math.sqrt(fan), generator)
+
+
+# Note [QR without linalg.qr]: a full-column-rank (m, n) matrix, m >= n, has exactly one reduced QR
+# factorisation whose R has a positive diagonal. PyTorch's orthogonal_ takes LAPACK's (Householder) Q
+# and multiplies column j by sign(R[j, j]), which is that unique Q; so any QR followed by the same sign
+# fix gives PyTorch's matrix for the same normal draws, up to rounding. kiln computes it by Householder
+# reflections over kiln ops (one rank-1 update per column, no Python scalars) in float64, then rounds
+# to the tensor's dtype.
+def _orthogonal_factor(matrix):
+    """Q of the QR factorisation of the (m, n) `matrix`, m >= n, columns signed so R's diagonal is
+    positive (Note [QR without linalg.qr]); float64."""
+    a = matrix.to(kiln.float64)
+    m, n = a.shape
+    r = a.clone()
+    reflectors = []
+    for k in range(n):
+        x = r[k:, k]
+        # reflect x onto -sign(x[0]) * |x| e_0 (the sign that avoids cancellation; sign(0) taken as +)
+        alpha = (1.0 - 2.0 * (x[:1] >= 0).to(kiln.float64)) * kiln.linalg.vector_norm(x)
+        v = kiln.cat([x[:1] - alpha, x[1:]])
+        v = v / kiln.linalg.vector_norm(v).clamp(min=1e-300)
+        r[k:, k:] -= 2.0 * kiln.outer(v, v @ r[k:, k:])
+        reflectors.append(v)
+    q = kiln.eye(m, n, dtype=kiln.float64)
+    for k in reversed(range(n)):  # Q = H_0 H_1 ... H_{n-1} applied to the first n columns of I
+        v = reflectors[k]
+        q[k:, :] -= 2.0 * kiln.outer(v, v @ q[k:, :])
+    return q * kiln.diagonal(r).sign()
+
+
+def orthogonal_(tensor, gain=1, generator=None):
+    """A (semi-)orthogonal matrix (Saxe et al. 2013) from the QR of a normal matrix, trailing dimensions
+    flattened, scaled by gain."""
+    if tensor.dim() < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0 or tensor.is_meta:
+        return tensor
+    rows = tensor.size(0)
+    cols = tensor.numel() // rows
+    with kiln.no_grad():
+        flattened = tensor.new_empty((rows, cols)).normal_(0, 1, generator=generator)
+        if rows < cols:
+            flattened = flattened.t()
+        q = _orthogonal_factor(flattened)
+        if rows < cols:
+            q = q.t()
+        tensor.view_as(q).copy_(q)
+        tensor.mul_(gain)
+    return tensor
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """N(0, std) entries with ceil(sparsity * rows) of each column set to zero (Martens 2010)."""
+    if tensor.dim() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    if tensor.is_meta:
+        return tensor
+    rows, cols = tensor.shape
+    num_zeros = math.ceil(sparsity * rows)
+    with kiln.no_grad():
+        tensor.normal_(0, std, generator=generator)
+        for col_idx in range(cols):
+            # PyTorch draws these permutations from the default generator, not `generator`
+            zero_indices = kiln.randperm(rows)[:num_zeros]
+            tensor[zero_indices, col_idx] = 0
+    return tensor
+
+
+def _make_deprecate(meth):
+    """The pre-0.4 name without the trailing underscore: warns, then calls `meth`."""
+    new_name = meth.__name__
+    old_name = new_name[:-1]
+
+    def deprecated_init(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old_name}` is now deprecated in favor of `nn.init.{new_name}`.", FutureWarning,
+                      stacklevel=2)
+        return meth(*args, **kwargs)
+
+    deprecated_init.__doc__ = f"{old_name}(...): deprecated in favour of kiln.nn.init.{new_name}."
+    deprecated_init.__name__ = old_name
+    return deprecated_init
+
+
+uniform = _make_deprecate(uniform_)
+normal = _make_deprecate(normal_)
+constant = _make_deprecate(constant_)
+eye = _make_deprecate(eye_)
+dirac = _make_deprecate(dirac_)
+xavier_uniform = _make_deprecate(xavier_uniform_)
+xavier_normal = _make_deprecate(xavier_normal_)
+kaiming_uniform = _make_deprecate(kaiming_uniform_)
+kaiming_normal = _make_deprecate(kaiming_normal_)
+orthogonal = _make_deprecate(orthogonal_)
+sparse = _make_deprecate(sparse_)
