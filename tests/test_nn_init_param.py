@@ -403,3 +403,45 @@ def test_compiled_weight_normed_model(backend):
     np.testing.assert_allclose(compiled.item(), eager.item(), rtol=1e-5)
     for a, b in zip(g_compiled, g_eager):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5)
+
+
+# --- LazyLinear -----------------------------------------------------------------------------------
+def test_lazy_linear_materializes_at_first_forward():
+    k_mod, t_mod = knn.LazyLinear(3), tnn.LazyLinear(3)
+    assert repr(k_mod) == repr(t_mod) and repr(k_mod.weight) == repr(t_mod.weight) == "<UninitializedParameter>"
+    assert k_mod.has_uninitialized_params() and list(k_mod.state_dict()) == list(t_mod.state_dict())
+    assert isinstance(k_mod.weight, knn.parameter.UninitializedParameter)
+    assert knn.parameter.is_lazy(k_mod.weight) and not knn.parameter.is_lazy(knn.Parameter(kiln.zeros(1)))
+    _same_error(lambda: k_mod.weight.shape, lambda: t_mod.weight.shape)
+    clone = __import__("copy").deepcopy(k_mod)
+    assert knn.parameter.is_lazy(clone.weight)
+    x = kiln.randn(4, 2, 5)
+    out = k_mod(x)
+    assert type(k_mod) is knn.Linear and repr(k_mod) == "Linear(in_features=5, out_features=3, bias=True)"
+    assert type(k_mod.weight) is knn.Parameter and k_mod.weight.requires_grad and tuple(k_mod.weight.shape) == (3, 5)
+    assert not k_mod._forward_pre_hooks and not hasattr(k_mod, "_initialize_hook")
+    bound = 1 / 5 ** 0.5  # Linear's initialisation (kaiming_uniform a=sqrt(5): the same bound for weight and bias)
+    assert np.abs(k_mod.weight.detach().numpy()).max() <= bound and np.abs(k_mod.bias.detach().numpy()).max() <= bound
+    np.testing.assert_allclose(out.detach().numpy(), knn.functional.linear(x, k_mod.weight, k_mod.bias).detach().numpy())
+    t_mod(torch.randn(4, 2, 5))
+    _same_error(lambda: k_mod(kiln.randn(2, 4)), lambda: t_mod(torch.randn(2, 4)))
+    no_bias = knn.LazyLinear(2, bias=False, dtype=kiln.float64)
+    no_bias(kiln.randn(3, 4, dtype=kiln.float64))
+    assert no_bias.bias is None and no_bias.weight.dtype == kiln.float64
+
+
+def test_lazy_linear_loads_a_state_dict_and_matches_torch():
+    t_lin = tnn.Linear(6, 4, dtype=torch.float64)
+    k_mod = knn.LazyLinear(4, dtype=kiln.float64)
+    k_mod.load_state_dict({k: k_of(v) for k, v in t_lin.state_dict().items()})  # materialized by the hook
+    assert type(k_mod) is knn.LazyLinear and tuple(k_mod.weight.shape) == (4, 6)
+    x = RNG.standard_normal((3, 6))
+    t_in, k_in = torch.tensor(x, requires_grad=True), kiln.tensor(x, requires_grad=True)
+    t_out, k_out = t_lin(t_in), k_mod(k_in)
+    assert type(k_mod) is knn.Linear and k_mod.in_features == 6
+    np.testing.assert_allclose(k_out.detach().numpy(), t_out.detach().numpy(), rtol=1e-14)
+    t_out.square().sum().backward()
+    k_out.square().sum().backward()
+    np.testing.assert_allclose(k_in.grad.numpy(), t_in.grad.numpy(), rtol=1e-13)
+    np.testing.assert_allclose(k_mod.weight.grad.numpy(), t_lin.weight.grad.numpy(), rtol=1e-13)
+    np.testing.assert_allclose(k_mod.bias.grad.numpy(), t_lin.bias.grad.numpy(), rtol=1e-13)

@@ -1,6 +1,6 @@
 """kiln.nn: layers, parameters, initialisers and losses with torch.nn's API (see README.md)."""
 
-from kiln.nn.parameter import Buffer, Parameter  # noqa: F401
+from kiln.nn.parameter import Buffer, Parameter, UninitializedParameter  # noqa: F401
 from kiln.nn import functional  # noqa: F401
 from kiln.nn import init  # noqa: F401
 from kiln.nn.modules import (  # noqa: F401
@@ -13,6 +13,6 @@ from kiln.nn.modules import (  # noqa: F401
     KLDivLoss, LogSigmoid, MarginRankingLoss, PairwiseDistance, PixelShuffle, PixelUnshuffle, ReflectionPad1d,
     ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, Softmin, Softshrink, Softsign, Tanhshrink, Threshold,
     ZeroPad1d, ZeroPad2d, Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
-    TransformerEncoderLayer,
+    TransformerEncoderLayer, LazyLinear,
 )
 from kiln.nn import utils  # noqa: F401

@@ -1,5 +1,6 @@
 """nn.Parameter: a kiln.Tensor that a Module registers as a learnable parameter; nn.Buffer: a marker that
-makes a tensor assigned to a Module attribute register as a buffer."""
+makes a tensor assigned to a Module attribute register as a buffer; UninitializedParameter: a parameter
+whose shape a lazy module (nn.LazyLinear) decides at its first forward."""
 
 import kiln
 from kiln import _C
@@ -69,6 +70,55 @@ class Buffer(Tensor, metaclass=_BufferMeta):
         return t
 
 
+class UninitializedTensorMixin:
+    """A tensor without a shape yet: it holds an empty tensor carrying the dtype and device to create
+    it with, until `materialize(shape)` gives it data and turns it into `cls_to_become`."""
+
+    def materialize(self, shape, device=None, dtype=None):
+        if device is None:
+            device = self.data.device
+        if dtype is None:
+            dtype = self.data.dtype
+        self.data = kiln.empty(shape, device=device, dtype=dtype)
+        self.__class__ = self.cls_to_become
+
+    @property
+    def shape(self):
+        raise RuntimeError("Can't access the shape of an uninitialized parameter or buffer. This error usually "
+                           "happens in `load_state_dict` when trying to load an uninitialized parameter into an "
+                           "initialized one. Call `forward` to initialize the parameters before accessing their "
+                           "attributes.")
+
+    def share_memory_(self):
+        raise RuntimeError("Can't share memory on an uninitialized parameter or buffer. Call `forward` to "
+                           "initialize the parameters before calling `module.share_memory()`.")
+
+    def __repr__(self):
+        return f"<{self.__class__.__name__}>"
+
+    def __reduce_ex__(self, proto):
+        return (self.__class__, (self.requires_grad,))
+
+
 def is_lazy(param):
-    return False
+    """Whether `param` is an UninitializedParameter."""
+    return isinstance(param, UninitializedTensorMixin)
+
+
+class UninitializedParameter(UninitializedTensorMixin, Parameter):
+    """A Parameter whose shape is not known yet (see UninitializedTensorMixin)."""
+
+    __module__ = "kiln.nn.parameter"
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad=True, device=None, dtype=None):
+        data = kiln.empty(0, device=device, dtype=dtype)
+        return _C._make_subclass(cls, data, requires_grad)
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        result = type(self)(self.requires_grad, self.data.device, self.data.dtype)
+        memo[id(self)] = result
+        return result
 

@@ -1,7 +1,7 @@
 """kiln.nn's layer classes (one file per family, as torch.nn.modules)."""
 
 from kiln.nn.modules.module import Module  # noqa: F401
-from kiln.nn.modules.linear import Bilinear, Identity, Linear  # noqa: F401
+from kiln.nn.modules.linear import Bilinear, Identity, LazyLinear, Linear  # noqa: F401
 from kiln.nn.modules.conv import Conv2d  # noqa: F401
 from kiln.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
 from kiln.nn.modules.normalization import GroupNorm, LayerNorm, RMSNorm  # noqa: F401

@@ -1,11 +1,13 @@
-"""Identity, Linear (y = x W^T + b) and Bilinear (y = x1^T A x2 + b), initialised as PyTorch's."""
+"""Identity, Linear (y = x W^T + b), LazyLinear (in_features from the first input) and Bilinear
+(y = x1^T A x2 + b), initialised as PyTorch's."""
 
 import math
 
 import kiln
 from kiln.nn import functional as F, init
+from kiln.nn.modules.lazy import LazyModuleMixin
 from kiln.nn.modules.module import Module
-from kiln.nn.parameter import Parameter
+from kiln.nn.parameter import Parameter, UninitializedParameter
 
 
 class Identity(Module):
@@ -51,6 +53,38 @@ class Linear(Module):
 
 class NonDynamicallyQuantizableLinear(Linear):
     """MultiheadAttention's out_proj class (named as PyTorch's so reprs match)."""
+
+
+class LazyLinear(LazyModuleMixin, Linear):
+    """A Linear whose in_features is the last dimension of its first input; it then becomes a Linear."""
+
+    cls_to_become = Linear
+
+    def __init__(self, out_features, bias=True, device=None, dtype=None):
+        factory_kwargs = {"device": device, "dtype": dtype}
+        super().__init__(0, 0, False)  # bias=False here: the uninitialized one replaces it below
+        self.weight = UninitializedParameter(**factory_kwargs)
+        self.out_features = out_features
+        if bias:
+            self.bias = UninitializedParameter(**factory_kwargs)
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params() and self.in_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input):
+        if self.has_uninitialized_params():
+            with kiln.no_grad():
+                self.in_features = input.shape[-1]
+                self.weight.materialize((self.out_features, self.in_features))
+                if self.bias is not None:
+                    self.bias.materialize((self.out_features,))
+                self.reset_parameters()
+        if self.in_features == 0:  # materialized by load_state_dict: the input confirms the weight's width
+            if input.shape[-1] != self.weight.shape[-1]:
+                raise AssertionError(f"The in_features inferred from input: {input.shape[-1]} is not equal to "
+                                     f"in_features from self.weight: {self.weight.shape[-1]}")
+            self.in_features = input.shape[-1]
 
 
 class Bilinear(Module):
