@@ -194,7 +194,7 @@ def test_register_parametrization_against_torch():
     np.testing.assert_allclose(w, w.T)
     x = RNG.standard_normal((3, 4))
     t_out, k_out = t_lin(torch.tensor(x)), k_lin(kiln.tensor(x))
-    np.testing.assert_allclose(k_out.detach().numpy(), t_out.detach().numpy(), rtol=1e-13)
+    np.testing.assert_allclose(k_out.detach().numpy(), t_out.detach().numpy(), rtol=1e-12, atol=1e-14)
     t_out.square().sum().backward()
     k_out.square().sum().backward()
     np.testing.assert_allclose(k_lin.parametrizations.weight.original.grad.numpy(),
@@ -325,7 +325,7 @@ def test_parametrizations_weight_norm(kind, dim):
     with pytest.warns(FutureWarning):
         knn.utils.weight_norm(old, dim=dim)
     k_mod.load_state_dict(old.state_dict())
-    np.testing.assert_allclose(k_mod.weight.detach().numpy(), old.weight.detach().numpy(), rtol=1e-14)
+    np.testing.assert_allclose(k_mod.weight.detach().numpy(), old.weight.detach().numpy(), rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("kind", ["linear", "conv"])
@@ -439,9 +439,9 @@ def test_lazy_linear_loads_a_state_dict_and_matches_torch():
     t_in, k_in = torch.tensor(x, requires_grad=True), kiln.tensor(x, requires_grad=True)
     t_out, k_out = t_lin(t_in), k_mod(k_in)
     assert type(k_mod) is knn.Linear and k_mod.in_features == 6
-    np.testing.assert_allclose(k_out.detach().numpy(), t_out.detach().numpy(), rtol=1e-14)
+    np.testing.assert_allclose(k_out.detach().numpy(), t_out.detach().numpy(), rtol=1e-12, atol=1e-14)
     t_out.square().sum().backward()
     k_out.square().sum().backward()
-    np.testing.assert_allclose(k_in.grad.numpy(), t_in.grad.numpy(), rtol=1e-13)
-    np.testing.assert_allclose(k_mod.weight.grad.numpy(), t_lin.weight.grad.numpy(), rtol=1e-13)
-    np.testing.assert_allclose(k_mod.bias.grad.numpy(), t_lin.bias.grad.numpy(), rtol=1e-13)
+    np.testing.assert_allclose(k_in.grad.numpy(), t_in.grad.numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(k_mod.weight.grad.numpy(), t_lin.weight.grad.numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(k_mod.bias.grad.numpy(), t_lin.bias.grad.numpy(), rtol=1e-12, atol=1e-14)
