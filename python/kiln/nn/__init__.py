@@ -12,6 +12,6 @@ from kiln.nn.modules import (  # noqa: F401
     Bilinear, ChannelShuffle, ConstantPad1d, ConstantPad2d, ConstantPad3d, CosineSimilarity, GLU, Hardshrink,
     KLDivLoss, LogSigmoid, MarginRankingLoss, PairwiseDistance, PixelShuffle, PixelUnshuffle, ReflectionPad1d,
     ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, Softmin, Softshrink, Softsign, Tanhshrink, Threshold,
-    ZeroPad1d, ZeroPad2d,
+    ZeroPad1d, ZeroPad2d, Fold, Unfold,
 )
 from kiln.nn import utils  # noqa: F401

@@ -26,3 +26,4 @@ from kiln.nn.modules.padding import (  # noqa: F401
 )
 from kiln.nn.modules.pixelshuffle import ChannelShuffle, PixelShuffle, PixelUnshuffle  # noqa: F401
 from kiln.nn.modules.distance import CosineSimilarity, PairwiseDistance  # noqa: F401
+from kiln.nn.modules.fold import Fold, Unfold  # noqa: F401
