@@ -272,6 +272,23 @@ def test_compiled_matches_eager(backend):
 
 
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_named_results_cross_compiled_functions(backend):
+    # returned from a compiled graph and passed into one, a kiln.return_types result keeps its type
+    x = kiln.tensor([[3.0, 1.0, 2.0], [0.0, 5.0, 5.0]])
+
+    def take(r, y):
+        values, indices = r
+        return r.values + y, r.indices * 2, values.sum() + indices.sum()
+
+    kiln._dynamo.reset()
+    got = kiln.compile(lambda t: t.median(1), backend=backend, fullgraph=True)(x)
+    assert type(got) is kiln.return_types.median and got.indices.tolist() == [2, 1]
+    got = kiln.compile(take, backend=backend, fullgraph=True)(x.cummax(1), x)
+    assert_same(list(got), list(take(x.cummax(1), x)), 0, 0)
+    kiln._dynamo.reset()
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
 def test_unique_compiles_with_a_graph_break(backend):
     def step(x):
         values, inverse, counts = kiln.unique(x * 2, return_inverse=True, return_counts=True)

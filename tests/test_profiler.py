@@ -259,4 +259,4 @@ def test_profiling_a_compiled_function_keeps_its_results(backend):
     if backend == "aot_eager":  # its graphs call OpOverloads: forward and backward ops are seen
         keys = {e.key for e in prof.key_averages()}
         assert {"aten::relu", "aten::sin", "aten::cos"} <= keys
-    assert kiln.add is kiln.ops.aten.add._op or "add" in repr(kiln.add)
+    assert not any(hasattr(f, "__wrapped__") for f in (kiln.add, kiln.Tensor.sin, kiln.median))  # restored

@@ -159,8 +159,9 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     scalar = not isinstance(input, k.Tensor)
     if scalar:
         if sorted_sequence.ndim != 1:
-            raise RuntimeError(f"{op}: input value can be a scalar only when boundaries tensor dimension is 1, but "
-                               f"we got boundaries tensor dim({sorted_sequence.ndim}) and input value's dim(0) numel(1)")
+            raise RuntimeError(f"{op}: input value can be a scalar only when boundaries tensor dimension is 1, "
+                               f"but we got boundaries tensor dim({sorted_sequence.ndim}) and input value's dim(0) "
+                               "numel(1)")
         input = _scalar_like(input, sorted_sequence)
     if sorter is not None:
         if sorter.dtype != _C.int64:

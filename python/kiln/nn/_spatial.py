@@ -19,18 +19,13 @@ import warnings
 
 import kiln
 from kiln import _C
+from kiln._composites import _type_name
 
 __all__ = ["unfold", "fold", "affine_grid", "grid_sample"]
 
 
 def _pair(x):
     return tuple(x) if isinstance(x, (tuple, list)) else (x, x)
-
-
-def _type_name(dtype):
-    from kiln._composites import _type_name
-
-    return _type_name(dtype)
 
 
 def _check_conv_args(kernel, dilation, padding, stride, pad_check=True):

@@ -171,8 +171,8 @@ class EventList(list):
             if getattr(event, "args", None) is not None:
                 args["Args"] = event.args
             trace.append({"ph": "X", "cat": "user_annotation" if event.is_user_annotation else "cpu_op",
-                          "name": getattr(event, "trace_name", event.name), "pid": pid, "tid": event.thread, "ts": event.time_range.start,
-                          "dur": event.cpu_time_total, "args": args})
+                          "name": getattr(event, "trace_name", event.name), "pid": pid, "tid": event.thread,
+                          "ts": event.time_range.start, "dur": event.cpu_time_total, "args": args})
         with open(path, "w") as f:
             json.dump({"schemaVersion": 1, "displayTimeUnit": "ms", "traceEvents": trace, "traceName": str(path)}, f)
 
