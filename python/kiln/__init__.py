@@ -264,6 +264,11 @@ from kiln._composites import (  # noqa: E402,F401
     cross, kron, tensordot, take, repeat_interleave, cdist, nonzero, normal, norm_except_dim, _weight_norm,
 )
 from kiln._einsum import einsum  # noqa: E402,F401
+# order statistics and set operations (issue 17): kiln/_order_stats.py (their named results in
+# kiln.return_types), kiln/_set_ops.py
+from kiln import return_types  # noqa: E402,F401
+from kiln._order_stats import median, nanmedian, quantile, nanquantile, mode, cummax, cummin  # noqa: E402,F401
+from kiln._set_ops import unique, unique_consecutive, bucketize, searchsorted  # noqa: E402,F401
 from kiln import linalg, testing  # noqa: E402,F401
 
 
@@ -274,7 +279,7 @@ def _assert(condition, message):
 
 
 def __getattr__(name):
-    if name in ("_dynamo", "distributions"):  # reachable after a bare `import kiln`, as torch's are
+    if name in ("_dynamo", "distributions", "profiler"):  # reachable after a bare `import kiln`, as torch's are
         import importlib
 
         return importlib.import_module("kiln." + name)

@@ -403,9 +403,10 @@ def _rebuild(data, dtype, shape):
     return kiln.tensor(data, dtype=dtype).reshape(shape)
 
 
-# --- PyTorch's composite functions as Tensor methods (issue 17): x.unbind(), x.clip(), ... are the
-# functions of kiln/_composites.py with self as `input`. movedim replaces the registry's (ints only)
-# method: it also takes sequences of dims, as PyTorch's does.
+# --- PyTorch's composite functions as Tensor methods (issue 17): x.unbind(), x.clip(), x.median(),
+# x.unique(), ... are the functions of kiln/_composites.py, _order_stats.py and _set_ops.py with self
+# as `input`. movedim replaces the registry's (ints only) method: it also takes sequences of dims, as
+# PyTorch's does.
 def _install_composite_methods():
     from kiln import _composites
 
@@ -414,6 +415,12 @@ def _install_composite_methods():
                  "kron", "take", "fill_diagonal_", "repeat_interleave", "trace", "broadcast_to", "rot90",
                  "diag_embed", "nonzero"):
         setattr(Tensor, name, getattr(_composites, name))
+    from kiln import _order_stats, _set_ops
+
+    for name in ("median", "nanmedian", "quantile", "nanquantile", "mode", "cummax", "cummin"):
+        setattr(Tensor, name, getattr(_order_stats, name))
+    for name in ("unique", "unique_consecutive"):  # PyTorch has no Tensor.bucketize / searchsorted
+        setattr(Tensor, name, getattr(_set_ops, name))
 
 
 _install_composite_methods()

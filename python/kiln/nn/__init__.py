@@ -13,6 +13,6 @@ from kiln.nn.modules import (  # noqa: F401
     KLDivLoss, LogSigmoid, MarginRankingLoss, PairwiseDistance, PixelShuffle, PixelUnshuffle, ReflectionPad1d,
     ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, Softmin, Softshrink, Softsign, Tanhshrink, Threshold,
     ZeroPad1d, ZeroPad2d, Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
-    TransformerEncoderLayer, LazyLinear,
+    TransformerEncoderLayer, LazyLinear, Fold, Unfold,
 )
 from kiln.nn import utils  # noqa: F401

@@ -5,7 +5,8 @@ from the registry (kiln.linear, kiln.convolution, kiln.cross_entropy_loss, ...),
 tracers see aten ops. Python compositions are used where PyTorch itself composes
 (rms_norm, scaled_dot_product_attention, multi_head_attention_forward, weighted l1/mse/huber, normalize,
 softmin, softsign, tanhshrink, gumbel_softmax), and, in the last section, for ops kiln has no registry
-entry for (glu, logsigmoid, pixel_shuffle, cosine_similarity, bilinear, kl_div, ...).
+entry for (glu, logsigmoid, pixel_shuffle, cosine_similarity, bilinear, kl_div, ...); unfold, fold,
+affine_grid and grid_sample are composed in kiln/nn/_spatial.py and re-exported here.
 """
 
 import math
@@ -24,6 +25,7 @@ __all__ = [
     "glu", "logsigmoid", "softsign", "tanhshrink", "hardshrink", "softshrink", "softmin", "gumbel_softmax",
     "normalize", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "cosine_similarity", "pairwise_distance",
     "bilinear", "kl_div", "margin_ranking_loss",
+    "unfold", "fold", "affine_grid", "grid_sample",
 ]
 
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
@@ -801,3 +803,7 @@ def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, red
         raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
                            f"input1: {input1.size()}, input2: {input2.size()}, target: {target.size()} ")
     return _apply_loss_reduction((-target * (input1 - input2) + margin).clamp_min(0), reduction_enum)
+
+
+# --- im2col / col2im and grid sampling (issue 17), composed in kiln/nn/_spatial.py ---------------
+from kiln.nn._spatial import affine_grid, fold, grid_sample, unfold  # noqa: E402,F401

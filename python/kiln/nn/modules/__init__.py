@@ -29,3 +29,4 @@ from kiln.nn.modules.distance import CosineSimilarity, PairwiseDistance  # noqa:
 from kiln.nn.modules.transformer import (  # noqa: F401
     Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
 )
+from kiln.nn.modules.fold import Fold, Unfold  # noqa: F401

@@ -1,0 +1,40 @@
+"""kiln.return_types: the named results of kiln's Python-composed ops, as torch.return_types.
+
+Ops in the registry get their result types from C++ (structseqs made per op in
+python/csrc/arg_parser.cc). The order statistics composed in Python (kiln/_order_stats.py) return
+the types defined here. Each is a tuple subclass with read-only named fields and a structseq's
+attributes (n_fields, n_sequence_fields, __match_args__), so kiln._dynamo treats both kinds alike;
+it keeps tuple's C constructor (one sequence), so rebuilding a result after a compiled graph runs
+no Python frame. repr follows torch's: `kiln.return_types.median(\\nvalues=...,\\nindices=...)`.
+"""
+
+import operator
+
+__all__ = ["median", "nanmedian", "mode", "cummax", "cummin"]
+
+
+def _repr(self):
+    fields = ",\n".join(f"{name}={value!r}" for name, value in zip(self.__match_args__, self))
+    return f"kiln.return_types.{type(self).__name__}(\n{fields})"
+
+
+def _reduce(self):
+    return type(self), (tuple(self),)
+
+
+def _named_result(name, fields):
+    namespace = {
+        "__slots__": (), "__module__": __name__, "__qualname__": name, "__repr__": _repr, "__reduce__": _reduce,
+        "__match_args__": fields, "n_fields": len(fields), "n_sequence_fields": len(fields), "n_unnamed_fields": 0,
+        "__doc__": f"The named results of kiln.{name}: {', '.join(fields)}.",
+    }
+    for i, field in enumerate(fields):
+        namespace[field] = property(operator.itemgetter(i), doc=f"Alias for field number {i}")
+    return type(name, (tuple,), namespace)
+
+
+median = _named_result("median", ("values", "indices"))
+nanmedian = _named_result("nanmedian", ("values", "indices"))
+mode = _named_result("mode", ("values", "indices"))
+cummax = _named_result("cummax", ("values", "indices"))
+cummin = _named_result("cummin", ("values", "indices"))
