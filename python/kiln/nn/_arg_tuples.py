@@ -4,14 +4,13 @@ pooling's output_size defaults. It imports nothing from kiln.nn, so kiln.nn.func
 kiln.nn.modules can both use it (kiln.nn.modules.utils re-exports it at PyTorch's path)."""
 
 import collections.abc
-from itertools import repeat
 
 
 def _ntuple(n, name="parse"):
     def parse(x):
         if isinstance(x, collections.abc.Iterable):
             return tuple(x)
-        return tuple(repeat(x, n))
+        return (x,) * n  # (not itertools.repeat: dynamo traces a tuple product, not a repeat object)
 
     parse.__name__ = name
     return parse

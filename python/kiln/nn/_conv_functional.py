@@ -162,9 +162,15 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
 def _check_conv3d(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     """ConvUtils.h's checks for a 3-D convolution, worded as PyTorch's (the 2-D convolution inside
     would describe its own 4-D operands instead)."""
-    if weight.dim() != 5:
+    if weight.dim() < 3:
+        raise RuntimeError("weight should have at least three dimensions")
+    # PyTorch sizes the parameter lists by the weight's rank before it compares the input's
+    for name, values in (("stride", stride), ("padding", padding), ("dilation", dilation),
+                         ("output_padding", output_padding)):
+        _expand_param(name, values, weight.dim() - 2)
+    if input.dim() != weight.dim():
         raise RuntimeError(f"Expected {weight.dim()}-dimensional input for {weight.dim()}-dimensional weight "
-                           f"{_size_str(weight.shape)}, but got 5-dimensional input of size "
+                           f"{_size_str(weight.shape)}, but got {input.dim()}-dimensional input of size "
                            f"{_size_str(input.shape)} instead")
     if any(s <= 0 for s in stride):
         raise RuntimeError("non-positive stride is not supported")

@@ -25,6 +25,12 @@ def _check_p(p):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
 
 
+def _keep_mask(shape, keep_prob, like):
+    """1 (keep) with probability keep_prob, else 0, in `like`'s dtype (aten's noise.bernoulli_(1-p));
+    one function so that tests can fix the mask."""
+    return kiln.empty(shape, dtype=like.dtype, device=like.device).bernoulli_(keep_prob)
+
+
 def _dropout_impl(input, p, train, inplace, feature, alpha):
     """aten's _dropout_impl<feature_dropout, alpha_dropout, inplace>."""
     if p == 0 or not train or input.numel() == 0:
@@ -38,7 +44,7 @@ def _dropout_impl(input, p, train, inplace, feature, alpha):
         noise_shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2)
     else:
         noise_shape = tuple(input.shape)
-    noise = kiln.empty(noise_shape, dtype=input.dtype, device=input.device).bernoulli_(1 - p)
+    noise = _keep_mask(noise_shape, 1 - p, input)
     if alpha:
         a = 1.0 / ((_SELU_ALPHA * _SELU_ALPHA * p + 1) * (1 - p)) ** 0.5
         b = (noise - 1) * (_SELU_ALPHA * a) + _SELU_ALPHA * a * p

@@ -162,9 +162,9 @@ def adaptive_avg_pool1d(input, output_size):
 # --- adaptive max pooling: a gather and a max (Note [Adaptive max pooling as a gather]) ----------
 def _adaptive_windows(in_size, out_size, device):
     """(index tensor (out_size, K) of each window's input positions, repeats at the end, and K)."""
-    starts = [(o * in_size) // out_size for o in range(out_size)]
-    ends = [-((-(o + 1) * in_size) // out_size) for o in range(out_size)]
-    k = max((e - s for s, e in zip(starts, ends)), default=1)
+    k = 1  # the longest window (a plain loop: dynamo traces it, not max over a generator)
+    for o in range(out_size):
+        k = max(k, -((-(o + 1) * in_size) // out_size) - (o * in_size) // out_size)
     o = kiln.arange(out_size, device=device).unsqueeze(1)
     start = (o * in_size).div(out_size, rounding_mode="floor")
     last = ((o + 1) * in_size + out_size - 1).div(out_size, rounding_mode="floor") - 1
