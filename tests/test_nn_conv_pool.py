@@ -559,7 +559,7 @@ def test_dropout_exact_with_fixed_mask(monkeypatch, name, p, feature, alpha):
 
 # --- one compiled program over the new functionals, and a compiled 3-D model ------------------------
 def _program(F, x1, w1, x3, w3, wt3, x2):
-    """x1: (2, 4, 9); w1: (6, 4, 4); x3: (2, 4, 4, 5, 6); w3: (6, 4, 3, 3, 2); wt3: (4, 3, 3, 2, 2); x2: (2, 3, 5, 6)."""
+    """Every new functional once, summed: shapes as PROGRAM_SHAPES."""
     lib = kiln if F is KF else torch
     parts = [
         F.conv1d(x1, w1, padding="same").sum(),

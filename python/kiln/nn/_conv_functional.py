@@ -23,7 +23,7 @@ pads cropping) and sums the kD slabs: kD output-sized temporaries.
 import warnings
 
 import kiln
-from kiln.nn._arg_tuples import _pair, _single, _triple
+from kiln.nn._arg_tuples import _pair, _single
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"]
 

@@ -116,8 +116,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode in wanted and input.dim() in (3, 4, 5):
         raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs {wanted[mode]}D input")
     raise NotImplementedError("Input Error: Only 3D, 4D and 5D input Tensors supported"
-                              f" (got {input.dim()}D) for the modes: nearest | linear | bilinear | bicubic | trilinear |"
-                              f" lanczos | area | nearest-exact (got {mode})")
+                              f" (got {input.dim()}D) for the modes: nearest | linear | bilinear | bicubic |"
+                              f" trilinear | lanczos | area | nearest-exact (got {mode})")
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):

@@ -20,6 +20,7 @@ the input per dimension.
 
 import kiln
 from kiln.nn._arg_tuples import _list_with_default, _pair
+from kiln.nn._conv_functional import _type_name
 
 __all__ = ["max_pool1d", "max_pool1d_with_indices", "max_pool2d", "max_pool2d_with_indices", "avg_pool1d",
            "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
@@ -179,7 +180,7 @@ def _adaptive_max_pool2d_impl(name, input, output_size):
             raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch dimensions, but input "
                                f"has sizes {list(input.shape)} with dimension {i} being empty")
     if input.dtype not in (kiln.float32, kiln.float64, kiln.float16, kiln.bfloat16):
-        raise NotImplementedError(f'"{name}" not implemented for \'{_TYPE_NAMES.get(str(input.dtype), input.dtype)}\'')
+        raise NotImplementedError(f'"{name}" not implemented for \'{_type_name(input.dtype)}\'')
     out_h, out_w = output_size
     if out_h < 0 or out_w < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {min(out_h, out_w)}: "
@@ -194,10 +195,6 @@ def _adaptive_max_pool2d_impl(name, input, output_size):
     flat = (rows.reshape(out_h, 1, kh, 1) * in_w + cols.reshape(1, out_w, 1, kw)).reshape(out_h, out_w, kh * kw)
     indices = flat.expand(*lead, out_h, out_w, kh * kw).gather(-1, position.unsqueeze(-1)).squeeze(-1)
     return values, indices
-
-
-_TYPE_NAMES = {"kiln.int64": "Long", "kiln.int32": "Int", "kiln.int16": "Short", "kiln.int8": "Char",
-               "kiln.uint8": "Byte", "kiln.bool": "Bool"}
 
 
 def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):

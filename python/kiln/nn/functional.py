@@ -4,8 +4,11 @@ Each function checks its arguments the way PyTorch's Python layer does and then 
 from the registry (kiln.linear, kiln.convolution, kiln.cross_entropy_loss, ...), so autograd and the
 tracers see aten ops. Python compositions are used where PyTorch itself composes
 (rms_norm, scaled_dot_product_attention, multi_head_attention_forward, weighted l1/mse/huber, normalize,
-softmin, softsign, tanhshrink, gumbel_softmax), and, in the last section, for ops kiln has no registry
-entry for (glu, logsigmoid, pixel_shuffle, cosine_similarity, bilinear, kl_div, ...).
+softmin, softsign, tanhshrink, gumbel_softmax, instance_norm), and, in the last section, for ops kiln has
+no registry entry for (glu, logsigmoid, pixel_shuffle, cosine_similarity, bilinear, kl_div, ...).
+Larger families live in their own files and are re-exported here: convolutions (_conv_functional.py,
+3-D ones composed from 2-D), pooling (_pool_functional.py), channel-wise and alpha dropout
+(_dropout_functional.py) and interpolate (_interpolate.py).
 """
 
 import math
@@ -27,7 +30,8 @@ from kiln.nn._pool_functional import (  # noqa: F401
 )
 
 __all__ = [
-    "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "relu", "relu_", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "leaky_relu",
+    "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "relu",
+    "relu_", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "leaky_relu",
     "relu6", "elu", "elu_", "hardtanh", "hardtanh_", "leaky_relu_", "threshold", "threshold_", "hardsigmoid",
     "hardswish", "mish", "softplus",
     "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "batch_norm",
