@@ -4,22 +4,43 @@ Each function checks its arguments the way PyTorch's Python layer does and then 
 from the registry (kiln.linear, kiln.convolution, kiln.cross_entropy_loss, ...), so autograd and the
 tracers see aten ops. Python compositions are used where PyTorch itself composes
 (rms_norm, scaled_dot_product_attention, multi_head_attention_forward, weighted l1/mse/huber, normalize,
-softmin, softsign, tanhshrink, gumbel_softmax), and, in the last section, for ops kiln has no registry
-entry for (glu, logsigmoid, pixel_shuffle, cosine_similarity, bilinear, kl_div, ...); unfold, fold,
-affine_grid and grid_sample are composed in kiln/nn/_spatial.py and re-exported here.
+softmin, softsign, tanhshrink, gumbel_softmax, instance_norm), and, in the last section, for ops kiln has
+no registry entry for (glu, logsigmoid, pixel_shuffle, cosine_similarity, bilinear, kl_div, ...).
+Larger families live in their own files and are re-exported here: convolutions (_conv_functional.py,
+3-D ones composed from 2-D), pooling (_pool_functional.py), channel-wise and alpha dropout
+(_dropout_functional.py), interpolate (_interpolate.py), and unfold, fold, affine_grid and grid_sample
+(_spatial.py).
 """
 
 import math
 import warnings
 
 import kiln
+# Families kept in their own files, re-exported here as torch.nn.functional holds them.
+from kiln.nn._conv_functional import (  # noqa: F401
+    conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d,
+)
+from kiln.nn._dropout_functional import (  # noqa: F401
+    alpha_dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout,
+)
+from kiln.nn._interpolate import interpolate, upsample, upsample_bilinear, upsample_nearest  # noqa: F401
+from kiln.nn._pool_functional import (  # noqa: F401
+    adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d, adaptive_max_pool1d_with_indices,
+    adaptive_max_pool2d, adaptive_max_pool2d_with_indices, avg_pool1d, avg_pool2d, max_pool1d,
+    max_pool1d_with_indices, max_pool2d, max_pool2d_with_indices,
+)
 
 __all__ = [
-    "linear", "conv2d", "relu", "relu_", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "leaky_relu",
+    "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "relu",
+    "relu_", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "leaky_relu",
     "relu6", "elu", "elu_", "hardtanh", "hardtanh_", "leaky_relu_", "threshold", "threshold_", "hardsigmoid",
     "hardswish", "mish", "softplus",
-    "dropout", "batch_norm", "layer_norm", "rms_norm", "group_norm", "embedding", "max_pool2d", "avg_pool2d",
-    "adaptive_avg_pool2d", "pad", "one_hot", "scaled_dot_product_attention", "cross_entropy", "nll_loss",
+    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "batch_norm",
+    "instance_norm", "layer_norm", "rms_norm", "group_norm", "embedding", "max_pool1d", "max_pool2d",
+    "max_pool1d_with_indices", "max_pool2d_with_indices", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d",
+    "adaptive_max_pool2d_with_indices", "interpolate", "upsample", "upsample_nearest",
+    "upsample_bilinear", "pad", "one_hot", "scaled_dot_product_attention", "cross_entropy", "nll_loss",
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
     "multi_head_attention_forward",
     "glu", "logsigmoid", "softsign", "tanhshrink", "hardshrink", "softshrink", "softmin", "gumbel_softmax",
@@ -48,10 +69,6 @@ def _legacy_reduction(size_average, reduce, emit_warning=True):
     if emit_warning:
         warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{ret}' instead.")
     return ret
-
-
-def _pair(x):
-    return tuple(x) if isinstance(x, (tuple, list)) else (x, x)
 
 
 def _broadcast_shape(a, b):
@@ -91,27 +108,6 @@ def _warn_size(input, target):
 def linear(input, weight, bias=None):
     return kiln.linear(input, weight, bias)
 
-
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """2-D convolution; padding is an int, a pair, 'valid' or 'same' (stride 1 only, as PyTorch)."""
-    if isinstance(padding, str):
-        if padding == "valid":
-            padding = 0
-        elif padding == "same":
-            if any(s != 1 for s in _pair(stride)):
-                raise RuntimeError("padding='same' is not supported for strided convolutions")
-            dilation2 = _pair(dilation)
-            pads, extra = [], []  # symmetric part per dim and the one extra (right) element PyTorch adds
-            for d, k in zip(dilation2, weight.shape[2:]):
-                total = d * (k - 1)
-                pads.append(total // 2)
-                extra.append(total - 2 * (total // 2))
-            if any(extra):
-                input = kiln.constant_pad_nd(input, [0, extra[1], 0, extra[0]], 0)
-            padding = tuple(pads)
-        else:
-            raise ValueError(f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}")
-    return kiln.conv2d(input, weight, bias, _pair(stride), _pair(padding), _pair(dilation), groups)
 
 
 # --- activations --------------------------------------------------------------------------------
@@ -230,6 +226,36 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return kiln.batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, False)
 
 
+def _verify_spatial_size(size):
+    size_prods = 1
+    for i in range(2, len(size)):
+        size_prods *= size[i]
+    if size_prods == 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size {size}")
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    """Normalizes each (sample, channel) plane by its own statistics. Composed as aten's
+    instance_norm: one batch_norm over the input viewed as (1, N*C, *spatial) with weight, bias and
+    running statistics repeated N times; the running statistics then take the mean over the batch."""
+    if use_input_stats:
+        _verify_spatial_size(input.size())
+    if not use_input_stats and (running_mean is None or running_var is None):
+        raise RuntimeError("Expected running_mean and running_var to be defined when use_input_stats is false")
+    b, c = input.shape[0], input.shape[1]
+    repeated = [t.repeat(b) if t is not None else None for t in (weight, bias, running_mean, running_var)]
+    weight_, bias_, running_mean_, running_var_ = repeated
+    out = kiln.batch_norm(input.contiguous().view(1, b * c, *input.shape[2:]), weight_, bias_, running_mean_,
+                          running_var_, use_input_stats, momentum, eps, False)
+    with kiln.no_grad():  # aten writes through an alias of the (const) running buffers
+        if running_mean is not None:
+            running_mean.copy_(running_mean_.view(b, c).mean(0))
+        if running_var is not None:
+            running_var.copy_(running_var_.view(b, c).mean(0))
+    return out.view(input.shape)
+
+
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
@@ -296,25 +322,6 @@ def _embedding_renorm_(weight, input, max_norm, norm_type):
         norms = kiln.linalg_vector_norm(rows, norm_type, [1], True)
         scale = kiln.where(norms > max_norm, max_norm / (norms + 1e-7), kiln.ones_like(norms))
         weight.index_put_([idx], rows * scale)
-
-
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    stride = [] if stride is None else stride
-    if return_indices:
-        return kiln.max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
-    return kiln.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode)
-
-
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
-    stride = [] if stride is None else stride
-    return kiln.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-
-
-def adaptive_avg_pool2d(input, output_size):
-    output_size = _pair(output_size)
-    output_size = [input.shape[input.dim() - 2 + i] if s is None else s for i, s in enumerate(output_size)]
-    return kiln.adaptive_avg_pool2d(input, output_size)
 
 
 def pad(input, pad, mode="constant", value=None):

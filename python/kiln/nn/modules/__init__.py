@@ -2,18 +2,27 @@
 
 from kiln.nn.modules.module import Module  # noqa: F401
 from kiln.nn.modules.linear import Bilinear, Identity, LazyLinear, Linear  # noqa: F401
-from kiln.nn.modules.conv import Conv2d  # noqa: F401
-from kiln.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
+from kiln.nn.modules.conv import (  # noqa: F401
+    Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d,
+)
+from kiln.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d  # noqa: F401
+from kiln.nn.modules.instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d  # noqa: F401
 from kiln.nn.modules.normalization import GroupNorm, LayerNorm, RMSNorm  # noqa: F401
 from kiln.nn.modules.sparse import Embedding  # noqa: F401
-from kiln.nn.modules.dropout import Dropout  # noqa: F401
+from kiln.nn.modules.dropout import (  # noqa: F401
+    AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout,
+)
 from kiln.nn.modules.activation import (  # noqa: F401
     ELU, GELU, GLU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish,
     MultiheadAttention, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softmin, Softplus, Softshrink, Softsign, Tanh,
     Tanhshrink, Threshold,
 )
 from kiln.nn.modules.flatten import Flatten, Unflatten  # noqa: F401
-from kiln.nn.modules.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
+from kiln.nn.modules.pooling import (  # noqa: F401
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d,
+    MaxPool2d,
+)
+from kiln.nn.modules.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401
 from kiln.nn.modules.rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 from kiln.nn.modules.container import ModuleDict, ModuleList, Sequential  # noqa: F401
 from kiln.nn.modules.loss import (  # noqa: F401

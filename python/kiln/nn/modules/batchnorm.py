@@ -1,4 +1,4 @@
-"""BatchNorm1d/2d: batch statistics in training (updating running_mean/var by `momentum`, or a
+"""BatchNorm1d/2d/3d: batch statistics in training (updating running_mean/var by `momentum`, or a
 cumulative average when momentum is None), running statistics in eval."""
 
 import kiln
@@ -99,3 +99,9 @@ class BatchNorm2d(_BatchNorm):
     def _check_input_dim(self, input):
         if input.dim() != 4:
             raise ValueError(f"expected 4D input (got {input.dim()}D input)")
+
+
+class BatchNorm3d(_BatchNorm):
+    def _check_input_dim(self, input):
+        if input.dim() != 5:
+            raise ValueError(f"expected 5D input (got {input.dim()}D input)")

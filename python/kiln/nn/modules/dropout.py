@@ -1,10 +1,13 @@
-"""Dropout: zeroes elements with probability p in training (scaling the rest by 1/(1-p))."""
+"""Dropout layers over PyTorch's _DropoutNd: Dropout (elements), Dropout1d/2d/3d (whole channels),
+AlphaDropout and FeatureAlphaDropout (SELU-preserving). Active only in training mode."""
 
 from kiln.nn import functional as F
 from kiln.nn.modules.module import Module
 
+__all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"]
 
-class Dropout(Module):
+
+class _DropoutNd(Module):
     __constants__ = ["p", "inplace"]
 
     def __init__(self, p=0.5, inplace=False):
@@ -17,5 +20,32 @@ class Dropout(Module):
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
 
+
+class Dropout(_DropoutNd):
     def forward(self, input):
         return F.dropout(input, self.p, self.training, self.inplace)
+
+
+class Dropout1d(_DropoutNd):
+    def forward(self, input):
+        return F.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout2d(_DropoutNd):
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class Dropout3d(_DropoutNd):
+    def forward(self, input):
+        return F.dropout3d(input, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(_DropoutNd):
+    def forward(self, input):  # inplace is accepted but, as in PyTorch, not used
+        return F.alpha_dropout(input, self.p, self.training)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    def forward(self, input):
+        return F.feature_alpha_dropout(input, self.p, self.training)

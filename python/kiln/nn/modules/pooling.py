@@ -1,10 +1,16 @@
-"""MaxPool2d, AvgPool2d and AdaptiveAvgPool2d."""
+"""Pooling layers: MaxPool1d/2d, AvgPool1d/2d, AdaptiveMaxPool1d/2d and AdaptiveAvgPool1d/2d over
+PyTorch's per-family bases (their attributes and reprs are PyTorch's: AvgPool1d keeps 1-tuples,
+the others the arguments as given)."""
 
 from kiln.nn import functional as F
 from kiln.nn.modules.module import Module
+from kiln.nn.modules.utils import _single
+
+__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
+           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d"]
 
 
-class MaxPool2d(Module):
+class _MaxPoolNd(Module):
     __constants__ = ["kernel_size", "stride", "padding", "dilation", "return_indices", "ceil_mode"]
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
@@ -20,12 +26,41 @@ class MaxPool2d(Module):
         return ("kernel_size={kernel_size}, stride={stride}, padding={padding}, dilation={dilation}, "
                 "ceil_mode={ceil_mode}".format(**self.__dict__))
 
+
+class MaxPool1d(_MaxPoolNd):
+    def forward(self, input):
+        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class MaxPool2d(_MaxPoolNd):
     def forward(self, input):
         return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
 
 
-class AvgPool2d(Module):
+class _AvgPoolNd(Module):
+    __constants__ = ["kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"]
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool1d(_AvgPoolNd):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+        super().__init__()
+        self.kernel_size = _single(kernel_size)
+        self.stride = _single(stride if stride is not None else kernel_size)
+        self.padding = _single(padding)
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+
+    def forward(self, input):
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+
+class AvgPool2d(_AvgPoolNd):
     __constants__ = ["kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"]
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
@@ -38,15 +73,34 @@ class AvgPool2d(Module):
         self.count_include_pad = count_include_pad
         self.divisor_override = divisor_override
 
-    def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
-
     def forward(self, input):
         return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad, self.divisor_override)
 
 
-class AdaptiveAvgPool2d(Module):
+class _AdaptiveMaxPoolNd(Module):
+    __constants__ = ["output_size", "return_indices"]
+
+    def __init__(self, output_size, return_indices=False):
+        super().__init__()
+        self.output_size = output_size
+        self.return_indices = return_indices
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    def forward(self, input):
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    def forward(self, input):
+        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class _AdaptiveAvgPoolNd(Module):
     __constants__ = ["output_size"]
 
     def __init__(self, output_size):
@@ -56,5 +110,12 @@ class AdaptiveAvgPool2d(Module):
     def extra_repr(self):
         return f"output_size={self.output_size}"
 
+
+class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
+    def forward(self, input):
+        return F.adaptive_avg_pool1d(input, self.output_size)
+
+
+class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
     def forward(self, input):
         return F.adaptive_avg_pool2d(input, self.output_size)
