@@ -451,6 +451,7 @@ void InstallAutograd() {
     DefineReductionFormulas(table);
     DefineViewFormulas(table);
     DefineLinalgFormulas(table);
+    DefineLapackFormulas(table);
     DefineNNFormulas(table);
     DefineIndexFormulas(table);
     DefineBackwardOpFormulas(table);

@@ -159,6 +159,7 @@ void DefinePointwiseFormulas(DerivativeTable& d);
 void DefineReductionFormulas(DerivativeTable& d);
 void DefineViewFormulas(DerivativeTable& d);
 void DefineLinalgFormulas(DerivativeTable& d);
+void DefineLapackFormulas(DerivativeTable& d);
 void DefineNNFormulas(DerivativeTable& d);
 void DefineIndexFormulas(DerivativeTable& d);
 void DefineBackwardOpFormulas(DerivativeTable& d);

@@ -1,5 +1,5 @@
 // fx/symbolic_context.h: the thread-local hook through which data-dependent ops mint unbacked
-// symbols, and NamedError (errors raised in Python as RuntimeError subclasses defined there).
+// symbols.
 //
 // Note [Unbacked symbols through a thread-local context]: ops whose output size or value depends
 // on data (nonzero, masked_select, item) cannot compute it from metadata. While a ShapeEnv is
@@ -47,20 +47,6 @@ class SymbolicContextGuard {
 
  private:
   SymbolicContextPtr saved_;
-};
-
-// An error raised in Python as a RuntimeError subclass defined in Python, named by module and class
-// ("kiln.fx.experimental.symbolic_shapes", "GuardOnDataDependentSymNode"); the binding boundary
-// falls back to RuntimeError when the class cannot be imported.
-class NamedError : public Error {
- public:
-  NamedError(std::string module, std::string cls, const std::string& msg)
-      : Error(msg), module_(std::move(module)), cls_(std::move(cls)) {}
-  const std::string& python_module() const { return module_; }
-  const std::string& python_class() const { return cls_; }
-
- private:
-  std::string module_, cls_;
 };
 
 // Registers aten::_local_scalar_dense and the Meta/Fake kernels of nonzero, masked_select and

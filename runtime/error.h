@@ -33,6 +33,20 @@ class NotImplementedError : public Error {
   using Error::Error;
 };
 
+// An error raised in Python as a RuntimeError subclass defined in Python, named by module and class
+// ("kiln.linalg", "LinAlgError"); the binding boundary falls back to RuntimeError when the class
+// cannot be imported.
+class NamedError : public Error {
+ public:
+  NamedError(std::string module, std::string cls, const std::string& msg)
+      : Error(msg), module_(std::move(module)), cls_(std::move(cls)) {}
+  const std::string& python_module() const { return module_; }
+  const std::string& python_class() const { return cls_; }
+
+ private:
+  std::string module_, cls_;
+};
+
 namespace detail {
 inline void StreamAll(std::ostringstream&) {}
 template <typename T, typename... Rest>

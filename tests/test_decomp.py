@@ -539,11 +539,44 @@ def _diag_scatter_cases():
         yield (make((3, 4), d, nc=True), make((3,), d), 0, 1, 0), {}
 
 
+def _linalg_cases():
+    """The public linear-algebra functions over well-conditioned (square: A + 3I; spd: A A^T + 3I) and
+    rectangular matrices, batched and strided."""
+    def square(shape, d, nc=False):
+        return make(shape, d, -1, 1, nc) + 3 * kiln.eye(shape[-1], dtype=d)
+
+    def spd(shape, d):
+        a = make(shape, d, -1, 1)
+        return a @ a.mT + 3 * kiln.eye(shape[-1], dtype=d)
+    sq = lambda: (((square(s, d, nc),), {}) for d in FLOATS for s in [(3, 3), (2, 4, 4)]  # noqa: E731
+                  for nc in (False, True))
+    rect = lambda kw=None: (((make(s, d, nc=nc),), kw or {}) for d in FLOATS  # noqa: E731
+                            for s in [(4, 3), (3, 5), (2, 3, 3)] for nc in (False, True))
+    c = {}
+    for op in (aten.linalg_inv.default, aten.inverse.default, aten.linalg_det.default, aten.det.default,
+               aten.linalg_slogdet.default, aten.slogdet.default, aten.logdet.default, aten.linalg_lu_factor.default):
+        c[op] = sq
+    c[aten.linalg_solve.default] = lambda: (((square(a, d), make(b, d)), kw) for d in FLOATS
+                                            for a, b, kw in [((3, 3), (3,), {}), ((2, 3, 3), (3, 2), {}),
+                                                             ((3, 3), (2, 3), {"left": False})])
+    c[aten.linalg_solve_ex.default] = c[aten.linalg_solve.default]
+    for op in (aten.linalg_cholesky.default, aten.cholesky.default):
+        c[op] = lambda: (((spd(s, d),), {}) for d in FLOATS for s in [(3, 3), (2, 4, 4)])
+    for op in (aten.linalg_eigh.default, aten.linalg_eigvalsh.default):
+        c[op] = lambda: (((spd(s, d),), kw) for d in FLOATS for s in [(3, 3), (2, 4, 4)] for kw in [{}, {"UPLO": "U"}])
+    c[aten.qr.default] = lambda: (((make(s, d, nc=nc),), kw) for d in FLOATS for nc in (False, True)
+                                  for s, kw in [((4, 3), {}), ((3, 5), {}), ((3, 5), {"some": False})])
+    c[aten.linalg_svd.default] = lambda: rect({"full_matrices": False})
+    c[aten.linalg_svdvals.default] = rect
+    c[aten.svd.default] = lambda: itertools_chain(rect(), rect({"compute_uv": False}))
+    return c
+
+
 GEN = object()  # stands for a freshly seeded kiln.Generator in random samples
 
 
 CASES = {}
-for _part in (_pointwise_cases, _backward_cases, _reduction_cases, _nn_cases, _shape_cases):
+for _part in (_pointwise_cases, _backward_cases, _reduction_cases, _nn_cases, _shape_cases, _linalg_cases):
     CASES.update(_part())
 
 # Ops whose result is uninitialized memory: compare layout only.
@@ -805,7 +838,12 @@ def test_core_tags():
 KILN_CORE_ADDITIONS = {"aten.erfc.default", "aten.erfinv.default", "aten.lgamma.default", "aten.digamma.default",
                        "aten.signbit.default", "aten.bitwise_left_shift.Tensor", "aten.bitwise_right_shift.Tensor",
                        "aten.rand.generator", "aten.randn.generator", "aten.randperm.generator",
-                       "aten.randint.low_generator", "aten.multinomial.default"}
+                       "aten.randint.low_generator", "aten.multinomial.default",
+                       # the LAPACK factorizations (PyTorch falls back to their kernels without a core tag)
+                       "aten.linalg_lu_factor_ex.default", "aten.linalg_inv_ex.default", "aten._linalg_det.default",
+                       "aten._linalg_slogdet.default", "aten._linalg_solve_ex.default",
+                       "aten.linalg_cholesky_ex.default", "aten.linalg_qr.default", "aten._linalg_svd.default",
+                       "aten._linalg_eigh.default"}
 
 
 @requires_torch

@@ -586,6 +586,15 @@ _sample("clamp.Tensor clamp_.Tensor", lambda mk: ((mk((3, 4)), mk((4,)), mk((3, 
 _sample("bernoulli_.Tensor", lambda mk: ((mk((3, 4)), mk((3, 4), low=0, high=1)), {}))
 _sample("bernoulli", lambda mk: ((mk((3, 4), low=0, high=1),), {}))
 _sample("bernoulli.out", lambda mk: ((mk((3, 4), low=0, high=1),), {"out": kiln.empty(0)}))
+# the LAPACK functions: square (well-conditioned: + 3I) and symmetric positive-definite matrices
+_square = lambda mk, shape=(2, 3, 3): mk(shape) + 3 * kiln.eye(shape[-1])  # noqa: E731
+_spd = lambda mk: (lambda a: a @ a.mT + 3 * kiln.eye(3))(mk((2, 3, 3)))  # noqa: E731
+_sample("linalg_inv_ex linalg_inv inverse _linalg_det linalg_det det _linalg_slogdet linalg_slogdet slogdet logdet "
+        "linalg_lu_factor_ex linalg_lu_factor", lambda mk: ((_square(mk),), {}))
+_sample("_linalg_solve_ex linalg_solve_ex linalg_solve", lambda mk: ((_square(mk), mk((3, 2))), {}))
+_sample("linalg_cholesky_ex linalg_cholesky cholesky _linalg_eigh linalg_eigh linalg_eigvalsh",
+        lambda mk: ((_spd(mk),), {}))
+_sample("linalg_qr qr _linalg_svd linalg_svd linalg_svdvals svd", lambda mk: ((mk((2, 4, 3)),), {}))
 _sample("multinomial", lambda mk: ((mk((3, 4), low=0.1, high=1), 2), {}))
 _sample("multinomial.out", lambda mk: ((mk((3, 4), low=0.1, high=1), 2), {"out": kiln.empty(0, dtype=I64)}))
 _sample("random_.from", lambda mk: ((mk((3, 4)), 0, 5), {}))

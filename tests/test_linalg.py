@@ -1,6 +1,7 @@
 """kiln.linalg against torch.linalg (PyTorch 2.13): the norms (values, dtypes and float64 gradients,
 zeros included), the products, cross, diagonal, matrix_power, vander and the errors; and one compiled
-check against eager. The LAPACK functions are not in kiln yet (the module's docstring)."""
+check against eager. The LAPACK functions (inv, det, solve, qr, svd, eigh, ...) are tested in
+test_linalg_lapack.py."""
 
 import math
 
@@ -107,12 +108,15 @@ def test_errors_as_torch(call):
     assert str(got.value).split(":")[0] == str(want.value).split(":")[0]
 
 
-def test_lapack_norms_say_what_is_missing():
-    with pytest.raises(NotImplementedError, match="svd"):
-        kiln.linalg.matrix_norm(kiln.ones(2, 2), ord="nuc")
-    with pytest.raises(NotImplementedError, match="inv"):
-        kiln.linalg.matrix_power(kiln.ones(2, 2), -1)
-    assert issubclass(kiln.linalg.LinAlgError, RuntimeError)
+@pytest.mark.parametrize("ord", ["nuc", 2, -2])
+@pytest.mark.parametrize("dim,keepdim", [((-2, -1), False), ((0, 2), True), ((2, 0), False)])
+def test_matrix_norms_from_singular_values(ord, dim, keepdim):
+    both(lambda lib, x: lib.linalg.matrix_norm(x, ord, dim, keepdim), [data(3, 4, 5)])
+
+
+@pytest.mark.parametrize("n", [-1, -2, -3])
+def test_negative_matrix_power(n):
+    both(lambda lib, a: lib.linalg.matrix_power(a, n), [data(2, 3, 3) + 3 * np.eye(3)])
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])

@@ -388,6 +388,25 @@ namespace {
 // than a collections.namedtuple because its constructor is C: a namedtuple's __new__ is Python code
 // (compiled from "<string>"), so rebuilding a result after a compiled graph ran that frame under
 // Dynamo's frame hook. Both are tuples with named fields; a structseq is built from one sequence.
+// repr as torch.return_types': one field per line, "kiln.return_types.max(\nvalues=...,\nindices=...)".
+PyObject* StructseqRepr(PyObject* self) {
+  PyObject* names = PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(self)), "__match_args__");
+  if (!names) return nullptr;
+  std::string text = std::string(Py_TYPE(self)->tp_name) + "(";
+  const Py_ssize_t n = PyTuple_GET_SIZE(self);
+  for (Py_ssize_t i = 0; i < n && i < PyTuple_GET_SIZE(names); ++i) {
+    PyObject* value = PyObject_Repr(PyTuple_GET_ITEM(self, i));
+    if (!value) {
+      Py_DECREF(names);
+      return nullptr;
+    }
+    text += std::string(i ? ",\n" : "\n") + PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, i)) + "=" + PyUnicode_AsUTF8(value);
+    Py_DECREF(value);
+  }
+  Py_DECREF(names);
+  return PyUnicode_FromString((text + ")").c_str());
+}
+
 PyObject* ReturnType(const Op& op) {
   static std::unordered_map<const Op*, PyObject*> cache;
   auto it = cache.find(&op);
@@ -408,7 +427,12 @@ PyObject* ReturnType(const Op& op) {
     auto* desc = new PyStructSequence_Desc{names->back().c_str(), "The named results of a kiln op.", fields,
                                            static_cast<int>(rets.size())};
     type = reinterpret_cast<PyObject*>(PyStructSequence_NewType(desc));
-    if (!type) PyErr_Clear();
+    if (type) {
+      reinterpret_cast<PyTypeObject*>(type)->tp_repr = StructseqRepr;
+      PyType_Modified(reinterpret_cast<PyTypeObject*>(type));
+    } else {
+      PyErr_Clear();
+    }
   }
   cache[&op] = type;
   return type;

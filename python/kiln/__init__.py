@@ -272,6 +272,14 @@ from kiln._set_ops import unique, unique_consecutive, bucketize, searchsorted  #
 from kiln import linalg, testing  # noqa: E402,F401
 
 
+def pinverse(input, rcond=1e-15):
+    """The pseudo-inverse, singular values below rcond times the largest treated as 0 (linalg.pinv)."""
+    return linalg.pinv(input, rtol=rcond)
+
+
+Tensor.pinverse = pinverse
+
+
 def _assert(condition, message):
     """assert condition, message — as a function call (torch._assert), so it also runs under -O."""
     if not condition:

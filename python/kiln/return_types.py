@@ -1,8 +1,8 @@
 """kiln.return_types: the named results of kiln's Python-composed ops, as torch.return_types.
 
 Ops in the registry get their result types from C++ (structseqs made per op in
-python/csrc/arg_parser.cc). The order statistics composed in Python (kiln/_order_stats.py) return
-the types defined here. Each is a tuple subclass with read-only named fields and a structseq's
+python/csrc/arg_parser.cc). The order statistics composed in Python (kiln/_order_stats.py) and
+kiln.linalg.lu return the types defined here. Each is a tuple subclass with read-only named fields and a structseq's
 attributes (n_fields, n_sequence_fields, __match_args__), so kiln._dynamo treats both kinds alike;
 it keeps tuple's C constructor (one sequence), so rebuilding a result after a compiled graph runs
 no Python frame. repr follows torch's: `kiln.return_types.median(\\nvalues=...,\\nindices=...)`.
@@ -10,7 +10,7 @@ no Python frame. repr follows torch's: `kiln.return_types.median(\\nvalues=...,\
 
 import operator
 
-__all__ = ["median", "nanmedian", "mode", "cummax", "cummin"]
+__all__ = ["median", "nanmedian", "mode", "cummax", "cummin", "linalg_lu"]
 
 
 def _repr(self):
@@ -38,3 +38,4 @@ nanmedian = _named_result("nanmedian", ("values", "indices"))
 mode = _named_result("mode", ("values", "indices"))
 cummax = _named_result("cummax", ("values", "indices"))
 cummin = _named_result("cummin", ("values", "indices"))
+linalg_lu = _named_result("linalg_lu", ("P", "L", "U"))

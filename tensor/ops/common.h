@@ -101,6 +101,8 @@ void RegisterBinaryOps(Registry& r);
 void RegisterUnaryOps(Registry& r);
 void RegisterReduceOps(Registry& r);
 void RegisterLinalgOps(Registry& r);
+void RegisterLapackOps(Registry& r);
+void RegisterLapackFunctions(Registry& r);
 void RegisterConvPoolOps(Registry& r);
 void RegisterNormOps(Registry& r);
 void RegisterReduceMoreOps(Registry& r);   // reduce_more.cc

@@ -59,6 +59,9 @@ const char* const kCoreOps[] = {
     //   samplers whose draws a decomposition would change: compiled code calls the eager kernel,
     //   so one seed gives the same samples compiled and eager
     "multinomial",
+    //   the LAPACK factorizations (tensor/ops/lapack.cc): no composition of core ops computes them
+    "linalg_lu_factor_ex", "linalg_inv_ex", "_linalg_det", "_linalg_slogdet", "_linalg_solve_ex", "linalg_cholesky_ex",
+    "linalg_qr", "_linalg_svd", "_linalg_eigh",
 };
 
 // Core graph primitives that fx/ registers (symbolic-size reads and item()); the startup check of

@@ -12,6 +12,8 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterUnaryOps(r);
   RegisterReduceOps(r);
   RegisterLinalgOps(r);
+  RegisterLapackOps(r);
+  RegisterLapackFunctions(r);
   RegisterConvPoolOps(r);
   RegisterNormOps(r);
   RegisterReduceMoreOps(r);

@@ -69,3 +69,4 @@ from kiln._decomp import decompositions  # noqa: E402,F401
 from kiln._decomp import decompositions_nn  # noqa: E402,F401
 from kiln._decomp import decompositions_loss  # noqa: E402,F401
 from kiln._decomp import decompositions_shape  # noqa: E402,F401
+from kiln._decomp import decompositions_linalg  # noqa: E402,F401

@@ -1,14 +1,18 @@
-"""kiln.linalg: PyTorch's torch.linalg functions that compose from kiln's ops (norms, products,
-cross, diagonal, vander). Those that need LAPACK (inv, det, solve, cholesky, qr, svd, eigh, and
-the norms and powers built on them: 'nuc' and 2-norms of matrices, negative matrix powers) are
-not here yet: kiln links a BLAS but no LAPACK so far (issue 17)."""
+"""kiln.linalg: PyTorch's torch.linalg functions. The factorizations (inv, det, slogdet, solve,
+cholesky, qr, svd, eigh, lu_factor) are kiln ops over LAPACK (tensor/ops/lapack.cc, their
+gradients in autograd/formulas/lapack.cc); everything else composes from kiln's ops: norms
+(the 'nuc' and 2-norms of matrices from singular values), products, pinv, matrix_rank, cond, lu,
+solve_triangular, cross, diagonal, vander. Real dtypes only: kiln has no complex dtypes yet."""
 
 import math
 
 import kiln
+from kiln import return_types
 
 __all__ = ["LinAlgError", "vector_norm", "matrix_norm", "norm", "cross", "diagonal", "matmul", "vecdot",
-           "multi_dot", "matrix_power", "vander"]
+           "multi_dot", "matrix_power", "vander", "inv", "inv_ex", "det", "slogdet", "solve", "solve_ex",
+           "solve_triangular", "cholesky", "cholesky_ex", "qr", "svd", "svdvals", "eigh", "eigvalsh", "lu_factor",
+           "lu_factor_ex", "lu", "pinv", "matrix_rank", "cond"]
 
 
 class LinAlgError(RuntimeError):
@@ -57,9 +61,11 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
         result = sums.amax(dim=reduced, keepdim=True) if ord > 0 else sums.amin(dim=reduced, keepdim=True)
         if not keepdim:
             result = result.squeeze((d0, d1))
-    elif ord in ("nuc", 2, -2):
-        raise NotImplementedError(f"linalg.matrix_norm: ord={ord!r} needs singular values (linalg.svd), which "
-                                  "kiln does not have yet; 'fro', inf, -inf, 1 and -1 work")
+    elif ord in ("nuc", 2, -2):  # from the singular values of the matrices moved to the last two dims
+        sv = svdvals(kiln.movedim(A, (d0, d1), (-2, -1)))
+        result = sv.sum(-1) if ord == "nuc" else sv.amax(-1) if ord == 2 else sv.amin(-1)
+        if keepdim:
+            result = result.unsqueeze(min(d0, d1)).unsqueeze(max(d0, d1))
     else:
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
     return result if out is None else out.copy_(result)
@@ -128,13 +134,12 @@ def multi_dot(tensors, *, out=None):
 
 
 def matrix_power(A, n, *, out=None):
-    """A (a batch of square matrices) to the integer power n >= 0, by repeated squaring."""
+    """A (a batch of square matrices) to the integer power n, by repeated squaring (of inv(A) for n < 0)."""
     if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
         raise RuntimeError("linalg.matrix_power: A must be batches of square matrices, but they are "
                            f"{A.shape[-2] if A.dim() >= 2 else 1} by {A.shape[-1] if A.dim() else 1} matrices")
     if n < 0:
-        raise NotImplementedError("linalg.matrix_power: a negative power needs linalg.inv, which kiln does not "
-                                  "have yet")
+        A, n = inv(A), -n
     result, base = None, A
     while True:
         if n & 1:
@@ -160,4 +165,185 @@ def vander(x, *, N=None):
         return kiln.ones_like(x).unsqueeze(-1)
     powers = kiln.arange(n, dtype=x.dtype if x.dtype.is_floating_point else kiln.int64, device=x.device)
     return x.unsqueeze(-1) ** powers
+
+
+
+# --- factorizations (kiln ops over LAPACK) and what composes from them -------------------------
+
+
+def _out(result, out):
+    """The result, or copied into `out` (a tensor, or a tuple of tensors for named results)."""
+    if out is None:
+        return result
+    if isinstance(out, (tuple, list)):
+        for o, r in zip(out, result):
+            o.resize_(r.shape).copy_(r)
+        return type(result)(out) if hasattr(result, "_fields") else tuple(out)
+    return out.resize_(result.shape).copy_(result)
+
+
+def inv(A, *, out=None):
+    """The inverse of each square matrix in A; LinAlgError for a singular one."""
+    return _out(kiln.linalg_inv(A), out)
+
+
+def inv_ex(A, *, check_errors=False, out=None):
+    """(inverse, info): info[b] > 0 flags a singular matrix (its inverse is then unspecified)."""
+    return _out(kiln.linalg_inv_ex(A, check_errors=check_errors), out)
+
+
+def det(A, *, out=None):
+    return _out(kiln.linalg_det(A), out)
+
+
+def slogdet(A, *, out=None):
+    """(sign, logabsdet) of each determinant: sign 0 and logabsdet -inf for a singular matrix."""
+    return _out(kiln.linalg_slogdet(A), out)
+
+
+def solve(A, B, *, left=True, out=None):
+    """X with AX = B (XA = B when left=False); B may be a vector or a batch of vectors."""
+    return _out(kiln.linalg_solve(A, B, left=left), out)
+
+
+def solve_ex(A, B, *, left=True, check_errors=False, out=None):
+    return _out(kiln.linalg_solve_ex(A, B, left=left, check_errors=check_errors), out)
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
+    """X with AX = B (or XA = B) reading only A's upper or lower triangle (and a unit diagonal when
+    unitriangular), through the general solver on that triangle."""
+    T = A.triu() if upper else A.tril()
+    if unitriangular:
+        n = A.shape[-1]
+        eye = kiln.eye(n, dtype=A.dtype, device=A.device)
+        T = T * (1 - eye) + eye
+    if T.dim() < 2 or B.dim() < 2:
+        raise RuntimeError("linalg.solve_triangular: The input tensor " + ("A" if T.dim() < 2 else "B") +
+                           " must have at least 2 dimensions.")
+    return _out(kiln.linalg_solve(T, B, left=left), out)
+
+
+def cholesky(A, *, upper=False, out=None):
+    """L with A = L L^T (U = L^T with A = U^T U when upper); LinAlgError unless positive-definite."""
+    return _out(kiln.linalg_cholesky(A, upper=upper), out)
+
+
+def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
+    return _out(kiln.linalg_cholesky_ex(A, upper=upper, check_errors=check_errors), out)
+
+
+def qr(A, mode="reduced", *, out=None):
+    """(Q, R) with A = QR: mode 'reduced' (k = min(m, n) columns of Q), 'complete' or 'r' (R only)."""
+    return _out(kiln.linalg_qr(A, mode), out)
+
+
+def svd(A, full_matrices=True, *, driver=None, out=None):
+    """(U, S, Vh) with A = U diag(S) Vh, S descending."""
+    return _out(kiln.linalg_svd(A, full_matrices, driver=driver), out)
+
+
+def svdvals(A, *, driver=None, out=None):
+    return _out(kiln.linalg_svdvals(A, driver=driver), out)
+
+
+def eigh(A, UPLO="L", *, out=None):
+    """(eigenvalues ascending, eigenvectors as columns) of symmetric A, read from its UPLO triangle."""
+    return _out(kiln.linalg_eigh(A, UPLO), out)
+
+
+def eigvalsh(A, UPLO="L", *, out=None):
+    return _out(kiln.linalg_eigvalsh(A, UPLO), out)
+
+
+def lu_factor(A, *, pivot=True, out=None):
+    """(LU, pivots): L below the diagonal (unit diagonal implied), U on and above, 1-based int32 pivots."""
+    return _out(kiln.linalg_lu_factor(A, pivot=pivot), out)
+
+
+def lu_factor_ex(A, *, pivot=True, check_errors=False, out=None):
+    return _out(kiln.linalg_lu_factor_ex(A, pivot=pivot, check_errors=check_errors), out)
+
+
+def _pivots_to_permutation(pivots, m):
+    """perm with (P^T A)[i] = A[perm[i]]: LAPACK's row swaps i <-> pivots[i] - 1 applied in order, as
+    tensor ops (no data-dependent Python), so compiled code stays one graph."""
+    batch = pivots.shape[:-1]
+    perm = kiln.arange(m, device=pivots.device).expand(*batch, m).clone()
+    for i in range(pivots.shape[-1]):
+        j = (pivots[..., i:i + 1] - 1).long()
+        at_i = perm[..., i:i + 1].clone()
+        perm[..., i:i + 1] = perm.gather(-1, j)
+        perm.scatter_(-1, j, at_i)
+    return perm
+
+
+def lu(A, *, pivot=True, out=None):
+    """(P, L, U) with A = P L U: P a permutation matrix, L unit lower (m x k), U upper (k x n)."""
+    LU, pivots = lu_factor(A, pivot=pivot)
+    m, n = A.shape[-2], A.shape[-1]
+    k = min(m, n)
+    L = LU[..., :, :k].tril(-1) + kiln.eye(m, k, dtype=A.dtype, device=A.device)
+    U = LU[..., :k, :].triu()
+    perm = _pivots_to_permutation(pivots, m)
+    P = (kiln.arange(m, device=A.device).unsqueeze(-1) == perm.unsqueeze(-2)).to(A.dtype)
+    return _out(return_types.linalg_lu((P, L, U)), out)
+
+
+def _tolerances(A, S_max, atol, rtol):
+    """PyTorch's pinv/matrix_rank threshold max(atol, rtol * largest singular value); rtol defaults
+    to eps * max(m, n) when neither is given, 0 when only atol is."""
+    if rtol is None:
+        rtol = 0.0 if atol is not None else kiln.finfo(A.dtype).eps * max(A.shape[-2], A.shape[-1])
+    tol = S_max * rtol
+    if atol is not None:
+        atol = atol if isinstance(atol, kiln.Tensor) else kiln.tensor(atol, dtype=S_max.dtype)
+        tol = kiln.maximum(tol, atol)
+    return tol
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
+    """The Moore-Penrose pseudo-inverse from the SVD (eigh when hermitian), singular values at or
+    below the tolerance treated as 0."""
+    _check_floating("linalg.pinv", A)
+    if hermitian:
+        L, V = eigh(A)
+        absL = L.abs()
+        tol = _tolerances(A, absL.amax(-1, keepdim=True) if absL.shape[-1] else absL.sum(-1, keepdim=True),
+                          atol if atol is None else _unsqueeze_tol(atol), rtol if rtol is None else _unsqueeze_tol(rtol))
+        L_inv = kiln.where(absL > tol, L.reciprocal(), kiln.zeros_like(L))
+        return _out(kiln.matmul(V * L_inv.unsqueeze(-2), V.mT), out)
+    U, S, Vh = svd(A, full_matrices=False)
+    S_max = S[..., :1] if S.shape[-1] else S.sum(-1, keepdim=True)
+    tol = _tolerances(A, S_max, atol if atol is None else _unsqueeze_tol(atol),
+                      rtol if rtol is None else _unsqueeze_tol(rtol))
+    S_inv = kiln.where(S > tol, S.reciprocal(), kiln.zeros_like(S))
+    return _out(kiln.matmul(Vh.mT * S_inv.unsqueeze(-2), U.mT), out)
+
+
+def _unsqueeze_tol(t):
+    """A per-matrix tolerance tensor lined up with the singular values' last dim."""
+    return t.unsqueeze(-1) if isinstance(t, kiln.Tensor) and t.dim() > 0 else t
+
+
+def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, out=None):
+    """The number of singular values (|eigenvalues| when hermitian) above the tolerance, int64."""
+    _check_floating("linalg.matrix_rank", A)
+    S = eigvalsh(A).abs() if hermitian else svdvals(A)
+    S_max = S.amax(-1, keepdim=True) if S.shape[-1] else S.sum(-1, keepdim=True)
+    tol = _tolerances(A, S_max, atol if atol is None else _unsqueeze_tol(atol),
+                      rtol if rtol is None else _unsqueeze_tol(rtol))
+    return _out((S > tol).sum(-1), out)
+
+
+def cond(A, p=None, *, out=None):
+    """The condition number: the ratio of extreme singular values for p None, 2 or -2; otherwise
+    norm(A, p) * norm(inv(A), p)."""
+    _check_floating("linalg.cond", A)
+    if p is None or p in (2, -2):
+        S = svdvals(A)
+        result = S[..., 0] / S[..., -1] if p != -2 else S[..., -1] / S[..., 0]
+    else:
+        result = matrix_norm(A, p) * matrix_norm(inv(A), p)
+    return _out(result, out)
 
