@@ -1,7 +1,7 @@
 // tensor/dispatch_key.h: dispatch keys and the bit set the dispatcher picks a kernel from.
 //
 // Note [Dispatch key order]: a higher enum value is a higher priority. From the top:
-// Functionalize -> Autograd -> Tracing (make_fx) -> Fake -> backends (Meta, CUDA, CPU). A call's
+// Functionalize -> Autocast -> Autograd -> Tracing (make_fx) -> Fake -> backends (Meta, CUDA, CPU). A call's
 // key set is the union of its tensor arguments' keys, plus the thread's included keys, minus its
 // excluded keys; the highest key with a kernel runs. A kernel that handles its layer re-dispatches
 // with its own key (and those above) removed. Keys whose layer has nothing to do for an op fall
@@ -20,6 +20,7 @@ enum class DispatchKey : uint8_t {
   Fake,
   Tracing,
   Autograd,
+  Autocast,  // mixed precision's casts (tensor/autocast.h), recorded by autograd and tracing below
   Functionalize,
   NumKeys,
 };

@@ -1,6 +1,7 @@
 // tensor/dispatcher.cc: registration, dispatch tables and the dispatch loop.
 #include "tensor/dispatcher.h"
 
+#include "tensor/autocast.h"
 #include "tensor/fake_tensor.h"
 
 #include <algorithm>
@@ -49,6 +50,8 @@ void Op::RebuildTable() {
   for (int i = 0; i < kNumDispatchKeys; ++i) {
     auto k = static_cast<DispatchKey>(i);
     if (kernels_[i]) table_[i] = kernels_[i];
+    // autocast casts a composite in its lists as a whole (Note [Autocast] in autocast.h)
+    else if (k == DispatchKey::Autocast && r.fallback(k)) table_[i] = r.fallback(k);
     else if (composite_) table_[i] = composite_;
     else if (r.fallback(k)) table_[i] = r.fallback(k);
     else table_[i] = Kernel{};
@@ -156,6 +159,7 @@ Registry& Registry::Get() {
   std::call_once(once, [] {
     RegisterBuiltinOps(*registry);
     InstallFakeAndMetaFallbacks(*registry);
+    InstallAutocast(*registry);
   });
   return *registry;
 }

@@ -12,7 +12,7 @@ namespace kiln {
 
 const char* DispatchKeyName(DispatchKey k) {
   static const char* kNames[] = {"Undefined", "CPU", "CUDA", "Meta", "Fake", "Tracing",
-                                 "Autograd", "Functionalize"};
+                                 "Autograd", "Autocast", "Functionalize"};
   return kNames[static_cast<int>(k)];
 }
 

@@ -12,7 +12,9 @@
 #include "autograd/view_tracking.h"
 #include "tensor/ops.h"
 #include "python/csrc/arg_parser.h"
+#include "python/csrc/python_dtype.h"
 #include "python/csrc/python_tensor.h"
+#include "tensor/autocast.h"
 #include "python/csrc/tensor_caster.h"
 
 namespace py = pybind11;
@@ -347,6 +349,15 @@ void InitAutogradBindings(py::module_& m) {
   });
   m.def("is_grad_enabled", [] { return GradMode::is_enabled(); });
   m.def("_set_grad_enabled", [](bool on) { GradMode::set_enabled(on); });
+  // Autocast (tensor/autocast.h): the thread's state as (enabled, dtype); kiln.amp.autocast sets it.
+  m.def("_set_autocast_state", [](bool enabled, py::object dtype) {
+    if (!IsDtype(dtype.ptr())) throw TypeError("_set_autocast_state: dtype must be a kiln.dtype");
+    SetAutocast(enabled, reinterpret_cast<PyDtype*>(dtype.ptr())->scalar_type);
+  });
+  m.def("_get_autocast_state", [] {
+    const AutocastState& s = TlsAutocast();
+    return py::make_tuple(s.enabled, py::reinterpret_borrow<py::object>(DtypeObject(s.dtype)));
+  });
   m.def("is_inference_mode_enabled", [] { return InferenceMode::is_enabled(); });
   m.def("_set_inference_mode", [](bool on) { InferenceMode::set_enabled(on); });
 

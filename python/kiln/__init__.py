@@ -242,7 +242,11 @@ from kiln._symbolic import (  # noqa: E402,F401
 # --- PyTorch's setup names (issue 17): CUDA queries, backend switches, TorchScript, legacy tensor
 # types. kiln has no CUDA or TorchScript; these answer as a CPU-only PyTorch build does, so that
 # programs run unchanged. kiln._dynamo stays lazy (module __getattr__ below): it costs ~100 ms.
-from kiln import accelerator, amp, backends, compiler, cuda, jit  # noqa: E402,F401
+from kiln import accelerator, amp, backends, compiler, cpu, cuda, jit  # noqa: E402,F401
+from kiln.amp.autocast_mode import (  # noqa: E402,F401
+    autocast, is_autocast_enabled, set_autocast_enabled, get_autocast_dtype, set_autocast_dtype,
+    get_autocast_cpu_dtype, is_autocast_cpu_enabled,
+)
 from kiln._dtype_info import finfo, iinfo  # noqa: E402,F401
 from kiln._settings import (  # noqa: E402,F401
     set_float32_matmul_precision, get_float32_matmul_precision, use_deterministic_algorithms,

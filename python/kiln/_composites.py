@@ -18,6 +18,7 @@ import numbers
 import warnings
 
 from kiln import _C
+from kiln.amp.autocast_mode import float32_under_autocast as _float32_under_autocast
 
 __all__ = [
     "unbind", "outer", "ger", "broadcast_to", "swapaxes", "swapdims", "moveaxis", "movedim", "clip", "clip_",
@@ -277,6 +278,7 @@ def rot90(input, k=1, dims=(0, 1)):
 
 
 # --- diagonals and triangles --------------------------------------------------------------------
+@_float32_under_autocast
 def trace(input):
     """The sum of the main diagonal of a matrix (integers sum to int64, as sum does)."""
     if input.ndim != 2:
@@ -690,6 +692,7 @@ def meshgrid(*tensors, indexing=None):
 _CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
 
 
+@_float32_under_autocast
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """The p-norm distance between each row of x1 (..., P, M) and each row of x2 (..., R, M):
     (..., P, R), batch dims broadcast. Computed directly (compute_mode is accepted; the matmul form

@@ -22,6 +22,7 @@ import numbers
 
 from kiln import _C, return_types
 from kiln._composites import _is_fake, _kiln, _wrap_dim
+from kiln.amp.autocast_mode import float32_under_autocast as _float32_under_autocast
 
 __all__ = ["median", "nanmedian", "quantile", "nanquantile", "mode", "cummax", "cummin"]
 
@@ -173,11 +174,13 @@ def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
     return values.squeeze(-1) if q.ndim == 0 else values.movedim(-1, 0)
 
 
+@_float32_under_autocast
 def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     """The q-th quantiles of `input` (flattened, or along `dim`); a 1-D q puts its quantiles first."""
     return _quantile("quantile", input, q, dim, keepdim, interpolation, ignore_nan=False)
 
 
+@_float32_under_autocast
 def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     """quantile ignoring NaNs (NaN only where a row is all NaN)."""
     return _quantile("nanquantile", input, q, dim, keepdim, interpolation, ignore_nan=True)

@@ -85,6 +85,7 @@ class OutputGraph:
         self.globals_cache = {}
         self.guards = GuardSet(self)
         self.initial_grad_enabled = _C.is_grad_enabled()
+        self.initial_autocast_state = _C._get_autocast_state()
         self.current_tx = None
         self.dynamic_sources = {}  # source name -> dims made symbolic (for frame_state)
         self.input_sizes = {}      # source name -> the real input's sizes (for frame_state)
@@ -239,8 +240,14 @@ class OutputGraph:
             _C._set_grad_enabled(mode)
             self.graph.create_node("call_function", _C._set_grad_enabled, (mode,), {})
 
+    def set_autocast_state(self, tx, state):
+        if _C._get_autocast_state() != tuple(state):
+            _C._set_autocast_state(*state)
+            self.graph.create_node("call_function", _C._set_autocast_state, tuple(state), {})
+
     def restore_global_state(self):
         _C._set_grad_enabled(self.initial_grad_enabled)
+        _C._set_autocast_state(*self.initial_autocast_state)
 
     # --- compilation --------------------------------------------------------------------------
     def count_calls(self):
@@ -469,3 +476,4 @@ def _fake(v):
 
 
 kiln.fx.node._side_effectful_functions.add(_C._set_grad_enabled)
+kiln.fx.node._side_effectful_functions.add(_C._set_autocast_state)

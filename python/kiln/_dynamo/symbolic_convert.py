@@ -24,7 +24,7 @@ from kiln._dynamo.variables.builder import wrap
 from kiln._dynamo.variables.builtin import BuiltinVariable
 from kiln._dynamo.variables.dicts import ConstDictVariable, SetVariable
 from kiln._dynamo.variables.functions import CellVariable, NestedUserFunctionVariable, bind_arguments
-from kiln._dynamo.variables.kiln_fns import GradModeVariable, WithExitVariable
+from kiln._dynamo.variables.kiln_fns import AutocastVariable, GradModeVariable, WithExitVariable
 from kiln._dynamo.variables.lists import ListIteratorVariable, ListVariable, SliceVariable, TupleVariable
 from kiln._dynamo.variables.misc import NullVariable, SuperVariable
 from kiln._dynamo.variables.tensor import SymNodeVariable, TensorVariable
@@ -555,8 +555,9 @@ class InstructionTranslatorBase:
     # --- with-blocks (grad modes) -------------------------------------------------------------
     def BEFORE_WITH(self, inst):
         ctx = self.pop()
-        if not isinstance(ctx, GradModeVariable):
-            unimplemented(f"`with` over {ctx.describe()}", "only kiln.no_grad/enable_grad/set_grad_enabled are traced")
+        if not isinstance(ctx, (GradModeVariable, AutocastVariable)):
+            unimplemented(f"`with` over {ctx.describe()}",
+                          "only kiln.no_grad/enable_grad/set_grad_enabled and kiln.autocast are traced")
         self.push(WithExitVariable(ctx))
         self.push(ctx.call_method(self, "__enter__", [], {}))
 

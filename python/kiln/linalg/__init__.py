@@ -8,6 +8,7 @@ import math
 
 import kiln
 from kiln import return_types
+from kiln.amp.autocast_mode import float32_under_autocast as _float32_under_autocast
 
 __all__ = ["LinAlgError", "vector_norm", "matrix_norm", "norm", "cross", "diagonal", "matmul", "vecdot",
            "multi_dot", "matrix_power", "vander", "inv", "inv_ex", "det", "slogdet", "solve", "solve_ex",
@@ -44,6 +45,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     return result if out is None else out.copy_(result)
 
 
+@_float32_under_autocast
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
     """The ord-norm of the matrices in A's two `dim` dimensions: 'fro', inf, -inf, 1 or -1."""
     _check_floating("linalg.matrix_norm", A)
@@ -133,6 +135,7 @@ def multi_dot(tensors, *, out=None):
     return result if out is None else out.copy_(result)
 
 
+@_float32_under_autocast
 def matrix_power(A, n, *, out=None):
     """A (a batch of square matrices) to the integer power n, by repeated squaring (of inv(A) for n < 0)."""
     if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
@@ -210,6 +213,7 @@ def solve_ex(A, B, *, left=True, check_errors=False, out=None):
     return _out(kiln.linalg_solve_ex(A, B, left=left, check_errors=check_errors), out)
 
 
+@_float32_under_autocast
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     """X with AX = B (or XA = B) reading only A's upper or lower triangle (and a unit diagonal when
     unitriangular), through the general solver on that triangle."""
@@ -278,6 +282,7 @@ def _pivots_to_permutation(pivots, m):
     return perm
 
 
+@_float32_under_autocast
 def lu(A, *, pivot=True, out=None):
     """(P, L, U) with A = P L U: P a permutation matrix, L unit lower (m x k), U upper (k x n)."""
     LU, pivots = lu_factor(A, pivot=pivot)
@@ -302,6 +307,7 @@ def _tolerances(A, S_max, atol, rtol):
     return tol
 
 
+@_float32_under_autocast
 def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
     """The Moore-Penrose pseudo-inverse from the SVD (eigh when hermitian), singular values at or
     below the tolerance treated as 0."""
@@ -326,6 +332,7 @@ def _unsqueeze_tol(t):
     return t.unsqueeze(-1) if isinstance(t, kiln.Tensor) and t.dim() > 0 else t
 
 
+@_float32_under_autocast
 def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, out=None):
     """The number of singular values (|eigenvalues| when hermitian) above the tolerance, int64."""
     _check_floating("linalg.matrix_rank", A)
@@ -336,6 +343,7 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, out=None):
     return _out((S > tol).sum(-1), out)
 
 
+@_float32_under_autocast
 def cond(A, p=None, *, out=None):
     """The condition number: the ratio of extreme singular values for p None, 2 or -2; otherwise
     norm(A, p) * norm(inv(A), p)."""

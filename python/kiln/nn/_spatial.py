@@ -20,6 +20,7 @@ import warnings
 import kiln
 from kiln import _C
 from kiln._composites import _type_name
+from kiln.amp.autocast_mode import float32_under_autocast as _float32_under_autocast
 
 __all__ = ["unfold", "fold", "affine_grid", "grid_sample"]
 
@@ -260,6 +261,7 @@ def _check_grid_sampler(input, grid):
         raise RuntimeError(f"expected scalar type {_type_name(input.dtype)} but found {_type_name(grid.dtype)}")
 
 
+@_float32_under_autocast
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """Samples `input` (N, C, H, W) (or (N, C, D, H, W)) at the locations of `grid` (N, Ho, Wo, 2)
     (or (N, Do, Ho, Wo, 3); (x, y[, z]) in [-1, 1]) -> (N, C, Ho, Wo) (or (N, C, Do, Ho, Wo))."""

@@ -16,6 +16,7 @@ import math
 import warnings
 
 import kiln
+from kiln.amp.autocast_mode import float32_under_autocast as _float32_under_autocast
 # Families kept in their own files, re-exported here as torch.nn.functional holds them.
 from kiln.nn._conv_functional import (  # noqa: F401
     conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d,
@@ -522,12 +523,14 @@ def _reduction_of(size_average, reduce, reduction):
     return reduction
 
 
+@_float32_under_autocast
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
                   label_smoothing=0.0):
     reduction = _reduction_enum(_reduction_of(size_average, reduce, reduction))
     return kiln.cross_entropy_loss(input, target, weight, reduction, ignore_index, label_smoothing)
 
 
+@_float32_under_autocast
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     reduction = _reduction_enum(_reduction_of(size_average, reduce, reduction))
     return kiln.nll_loss_nd(input, target, weight, reduction, ignore_index)
@@ -548,6 +551,7 @@ def _weighted_reduce(loss, weight, input, reduction, mean_over_weight):
     raise ValueError(f"Invalid reduction mode: {reduction}. Expected one of 'none', 'mean', 'sum'.")
 
 
+@_float32_under_autocast
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     _warn_size(input, target)
     reduction = _reduction_of(size_average, reduce, reduction)
@@ -557,6 +561,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     return kiln.mse_loss(input, target, _reduction_enum(reduction))
 
 
+@_float32_under_autocast
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     _warn_size(input, target)
     reduction = _reduction_of(size_average, reduce, reduction)
@@ -566,6 +571,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     return kiln.l1_loss(input, target, _reduction_enum(reduction))
 
 
+@_float32_under_autocast
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     _warn_size(input, target)
     reduction = _reduction_of(size_average, reduce, reduction)
@@ -575,6 +581,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return kiln.smooth_l1_loss(input, target, _reduction_enum(reduction), beta)
 
 
+@_float32_under_autocast
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     _warn_size(input, target)
     input, target = _broadcast_pair(input, target, promote=False)
@@ -583,6 +590,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     return _weighted_reduce(kiln.huber_loss(input, target, 0, delta), weight, input, reduction, False)
 
 
+@_float32_under_autocast
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     reduction = _reduction_enum(_reduction_of(size_average, reduce, reduction))
     if target.size() != input.size():
@@ -593,6 +601,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return kiln.binary_cross_entropy(input, target, weight, reduction)
 
 
+@_float32_under_autocast
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
                                      pos_weight=None):
     reduction = _reduction_enum(_reduction_of(size_average, reduce, reduction))
@@ -784,6 +793,7 @@ def bilinear(input1, input2, weight, bias=None):
     return y.reshape(*lead, out_features)
 
 
+@_float32_under_autocast
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     if size_average is not None or reduce is not None:
         reduction_enum = _reduction_enum(_legacy_reduction(size_average, reduce))
@@ -804,6 +814,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     return reduced
 
 
+@_float32_under_autocast
 def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
     reduction_enum = _reduction_enum(_reduction_of(size_average, reduce, reduction))
     if input1.dim() != input2.dim() or input1.dim() != target.dim():

@@ -15,11 +15,11 @@ import kiln
 from kiln import _C
 from kiln._dynamo.exc import unimplemented
 from kiln._dynamo.source import GetItemSource
-from kiln._dynamo.variables.base import ConstantVariable, LazyVariable, is_constant_value
+from kiln._dynamo.variables.base import ConstantVariable, LazyVariable, NotConstant, is_constant_value
 from kiln._dynamo.variables.builtin import BuiltinVariable
 from kiln._dynamo.variables.dicts import ConstDictVariable
 from kiln._dynamo.variables.functions import UserFunctionVariable, UserMethodVariable
-from kiln._dynamo.variables.kiln_fns import GradModeVariable, KilnFunctionVariable
+from kiln._dynamo.variables.kiln_fns import AutocastVariable, GradModeVariable, KilnFunctionVariable
 from kiln._dynamo.variables.lists import (ListVariable, NamedTupleVariable, SizeVariable, TupleVariable,
                                          is_structseq_type)
 from kiln._dynamo.variables.misc import PythonModuleVariable, UserDefinedClassVariable, UserDefinedObjectVariable
@@ -90,6 +90,10 @@ def wrap(tx, value, source):
         if guard:
             guard.add(source, "TYPE_MATCH", type(value))
         return GradModeVariable(isinstance(value, kiln.enable_grad))
+    if isinstance(value, _autocast_cls()):
+        if guard:
+            guard.add(source, "TYPE_MATCH", type(value))
+        return AutocastVariable(value)
     if value is _checkpoint_fn():
         from kiln._dynamo.variables.kiln_fns import CheckpointVariable
 
@@ -185,6 +189,12 @@ def wrap_const_or_object(tx, value):
     return wrap(tx, value, None)
 
 
+def _autocast_cls():
+    from kiln.amp.autocast_mode import autocast
+
+    return autocast
+
+
 def call_class(tx, cls_var, args, kwargs):
     """Calling a class during capture: the few the interpreter models."""
     cls = cls_var.value
@@ -192,6 +202,13 @@ def call_class(tx, cls_var, args, kwargs):
         return GradModeVariable(cls is kiln.enable_grad)
     if cls is kiln.Size:
         return SizeVariable(args[0].unpack_var_sequence(tx) if args else [])
+    if cls is _autocast_cls():  # built now from constant arguments: its checks and warnings run
+        try:
+            const_args = [a.as_python_constant() for a in args]
+            const_kwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
+        except NotConstant:
+            unimplemented("kiln.autocast with arguments that are not constants")
+        return AutocastVariable(cls(*const_args, **const_kwargs))
     if _member(cls, _BUILTIN_FUNCTIONS):
         return BuiltinVariable(cls).call_function(tx, args, kwargs)
     unimplemented(f"constructing a {cls.__qualname__} object inside the compiled function",

@@ -95,6 +95,47 @@ class GradModeVariable(VariableTracker):
                       "decorate the function where it is defined")
 
 
+class AutocastVariable(VariableTracker):
+    """kiln.autocast(...) (kiln/amp/autocast_mode.py): entering sets the autocast state for the rest of
+    the trace and records kiln._C._set_autocast_state in the graph, as GradModeVariable does for grad
+    modes; AOT tracing then runs those nodes, so the casts are traced where eager code casts."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx  # the real autocast object (argument checks and warnings happened there)
+        self.previous = None
+
+    @property
+    def state(self):
+        return (self.ctx._enabled, self.ctx.fast_dtype) if self.ctx.device == "cpu" else None
+
+    def python_type(self):
+        return type(self.ctx)
+
+    def describe(self):
+        return f"autocast {self.ctx.device} {self.ctx.fast_dtype} enabled={self.ctx._enabled}"
+
+    def enter(self, tx):
+        self.previous = _C._get_autocast_state()
+        if self.state is not None:
+            tx.output.set_autocast_state(tx, self.state)
+        return ConstantVariable(None)
+
+    def exit(self, tx):
+        tx.output.set_autocast_state(tx, self.previous)
+        return ConstantVariable(None)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__enter__":
+            return self.enter(tx)
+        if name == "__exit__":
+            return self.exit(tx)
+        unimplemented(f"autocast .{name}()")
+
+    def call_function(self, tx, args, kwargs):
+        unimplemented("using an autocast object as a decorator inside the compiled function",
+                      "decorate the function where it is defined")
+
+
 class WithExitVariable(VariableTracker):
     """The __exit__ that BEFORE_WITH leaves on the stack. At a graph break inside the block it
     becomes a real grad-mode object's __exit__ that restores the mode from before the block (the
@@ -111,6 +152,10 @@ class WithExitVariable(VariableTracker):
         return self.ctx.call_method(tx, "__exit__", list(args), {})
 
     def reconstruct(self, codegen):
+        if isinstance(self.ctx, AutocastVariable):
+            previous = self.ctx.previous
+            return codegen.materialize(self, lambda cg: f"{cg.object_expr(autocast_exit)}({previous[0]!r}, "
+                                                        f"{cg.object_expr(previous[1])})")
         mode, previous = self.ctx.mode, self.ctx.previous
         return codegen.materialize(self, lambda cg: f"{cg.object_expr(grad_mode_exit)}({mode!r}, {previous!r})")
 
@@ -123,6 +168,14 @@ def grad_mode_exit(mode, previous):
     ctx = kiln.enable_grad() if mode else kiln.no_grad()
     ctx.prev = previous
     return ctx.__exit__
+
+
+def autocast_exit(enabled, dtype):
+    """The __exit__ of an autocast block entered from the state (enabled, dtype) (used by generated code)."""
+    def exit_(*exc_info):
+        _C._set_autocast_state(enabled, dtype)
+        return False
+    return exit_
 
 
 class CheckpointVariable(ObjectConstantVariable):
