@@ -24,16 +24,30 @@ struct Geometry {
 
 std::vector<SymInt> Vec(const SymDimVector& v) { return std::vector<SymInt>(v.begin(), v.end()); }
 
+// The number of storage elements a geometry spans from its first one (0 when it has no elements).
+SymInt Extent(const Geometry& g) {
+  SymInt extent = 1;
+  for (size_t d = 0; d < g.sizes.size(); ++d) {
+    if (!g.sizes[d].is_symbolic() && g.sizes[d].expect_int() == 0) return SymInt(0);
+    extent = extent + (g.sizes[d] - 1) * g.strides[d];
+  }
+  return extent;
+}
+
 // A tensor laid out like `base` holding `grad` (zeros when undefined), and the region of it the
 // view covers. `like` gives dtype and device (it must be defined: `grad` may not be).
+// Both are strided views of one 1-D buffer spanning the base's elements, as PyTorch's
+// as_strided_backward builds them: the views' strides then hold whatever layout the buffer's
+// writes produce. Allocating the base by empty_strided and viewing that went wrong under
+// functionalization, whose functional fill/copy of a base with gaps returns a contiguous
+// tensor, too small for the base's strides (fuzz program 141-0903: a view with a step of a
+// strided, mutated input).
 std::pair<Tensor, Tensor> BaseShapedGrad(const Tensor& grad, const Geometry& base, const Geometry& view,
                                          const Tensor& like) {
-  Tensor result = CallOp<Tensor>(KILN_OP("aten::empty_strided"), Vec(base.sizes), Vec(base.strides),
-                                 std::optional<ScalarType>(like.dtype()), std::optional<Layout>(),
-                                 std::optional<Device>(like.device()), std::optional<bool>());
+  Tensor buffer = ops::full({Extent(base)}, 0, like.dtype(), like.device());
+  Tensor result = ops::as_strided(buffer, Vec(base.sizes), Vec(base.strides), std::optional<SymInt>(SymInt(0)));
   if (grad.defined()) ops::copy_(result, grad);
-  else ops::fill_(result, 0);
-  Tensor region = ops::as_strided(result, Vec(view.sizes), Vec(view.strides),
+  Tensor region = ops::as_strided(buffer, Vec(view.sizes), Vec(view.strides),
                                   std::optional<SymInt>(view.offset - base.offset));
   return {result, region};
 }

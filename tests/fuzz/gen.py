@@ -139,6 +139,7 @@ class Generator:
         self.seed = seed
         self.torch = torch
         self._guard = None  # the operand of a layer_norm candidate, checked by _well_conditioned
+        self._operands = None  # (target, operand) of an in-place candidate, checked by _reads_its_own_writes
 
     # ---- inputs -------------------------------------------------------------------------------
     def _sizes(self):
@@ -302,6 +303,8 @@ class Generator:
                            f"{t}[0].mul_(-1)", f"{t}.diagonal().abs_()", f"{t}.t().add_(1)",
                            f"{t}[::2].zero_()", f"{t}.masked_fill_({t} > 0, 0)", f"{t}.exp_()",
                            f"{t}.t_()", f"{t}.pow_(2)"])
+            if f"({b}" in op:
+                self._operands = (t, b)  # checked by _reads_its_own_writes
             return "!" + op  # statement, not an expression
         if kind == "index":
             i = self._pick(lambda t: t.dtype == torch.int64)
@@ -369,6 +372,23 @@ class Generator:
             new_envs.append(env)
         return new_envs
 
+    def _reads_its_own_writes(self, envs):
+        """Whether an in-place op's operand shares memory with its target other than as the same view
+        (`x.sub_(x.diagonal())`): the result then depends on the order the kernel visits elements
+        (PyTorch's TensorIterator lets such partial overlaps through), which no functional program
+        (compiled code) reproduces. Such statements are rejected."""
+        t_name, b_name = self._operands
+        for env in envs:
+            t, b = env.get(t_name), env.get(b_name)
+            if not (isinstance(t, self.torch.Tensor) and isinstance(b, self.torch.Tensor)):
+                continue
+            if t.untyped_storage().data_ptr() != b.untyped_storage().data_ptr() or t.numel() == 0:
+                continue
+            same_view = (t.storage_offset(), t.shape, t.stride()) == (b.storage_offset(), b.shape, b.stride())
+            if not same_view:
+                return True
+        return False
+
     def _well_conditioned(self, envs):
         """Every row layer_norm normalizes (over the last one or two dimensions) varies."""
         dims = 2 if ".shape[-2:]" in self.stmt_text else 1
@@ -405,6 +425,7 @@ class Generator:
             while len(prog.body) < n_stmts and attempts < 60:
                 attempts += 1
                 self._guard = None
+                self._operands = None
                 stmt = self._candidate()
                 if stmt is None:
                     continue
@@ -414,6 +435,8 @@ class Generator:
                 self.stmt_text = stmt
                 envs = self._try(stmt, name)
                 if envs is not None and self._guard and "layer_norm(" in stmt and not self._well_conditioned(envs):
+                    continue
+                if envs is not None and self._operands and self._reads_its_own_writes(envs):
                     continue
                 if envs is None:
                     if r.random() < 0.03 and len(prog.body) >= 1:  # keep an invalid call: exceptions compared

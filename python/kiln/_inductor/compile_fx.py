@@ -25,6 +25,16 @@ _reinterpret_tensor = _C._inductor.reinterpret_tensor
 _empty_strided = _C._overload_function("aten::empty_strided")
 
 
+def _as_declared(t, size, stride):
+    """An extern op's result in the layout the graph declared (Note [Extern results in the declared
+    layout] in wrapper.py): itself when it has it, else a copy."""
+    if t.stride() == stride:
+        return t
+    out = _empty_strided(size, stride, dtype=t.dtype)
+    out.copy_(t)
+    return out
+
+
 # Inductor's options (kiln.compile(options={...})) and what each mode sets.
 OPTIONS = {
     "max_autotune": False,   # time the alternatives for matmul and convolution, keep the fastest
@@ -55,7 +65,8 @@ def compile_fx_inner(gm, example_inputs, config=None, is_backward=False):
         contiguous_transposed_products(gm)
     graph = GraphLowering(gm, config).run()
     source = graph.wrapper_code()
-    namespace = {"kiln": kiln, "empty_strided": _empty_strided, "reinterpret_tensor": _reinterpret_tensor}
+    namespace = {"kiln": kiln, "empty_strided": _empty_strided, "reinterpret_tensor": _reinterpret_tensor,
+                 "as_declared": _as_declared}
     for kernel in graph.kernels:
         namespace[kernel.name] = kernel.compiled
     exec(compile(source, f"<kiln inductor output {next(_graph_ids)}>", "exec"), namespace)

@@ -546,7 +546,7 @@ def _flattened(value):
 
 
 # Names the wrapper's own code uses (compile_fx's namespace, `call(args)`, static_buffers).
-_WRAPPER_NAMES = {"kiln", "empty_strided", "reinterpret_tensor", "static_buffers", "call", "args"}
+_WRAPPER_NAMES = {"kiln", "empty_strided", "reinterpret_tensor", "as_declared", "static_buffers", "call", "args"}
 
 
 def _input_name(name, taken):

@@ -113,6 +113,10 @@ def wrapper_code(graph):
                 lines.append(f"    {', '.join(named)}{',' if len(named) == 1 else ''} = {text}")
             else:
                 lines.append(f"    {named[0]} = {text}")
+            if _returns_fresh(target):  # Note [Extern results in the declared layout]
+                for b in results:
+                    if b is not None and list(b.stride) != _contiguous_strides(b.shape):
+                        lines.append(f"    {b.name} = as_declared({b.name}, {tuple(b.shape)}, {tuple(b.stride)})")
         elif kind == "return":
             vals = [b.name if isinstance(b, Buffer) else repr(b) for b in rec[1]]
             lines.append(f"    return ({''.join(v + ', ' for v in vals)})")
@@ -271,6 +275,20 @@ def _arg_text(v):
     if isinstance(v, float) and not math.isfinite(v):
         return f"float({str(v)!r})"
     return repr(v)  # numbers, strings, None, kiln's enums (their repr is their kiln.<name>)
+
+
+# Note [Extern results in the declared layout]: the kernels after an extern op index its result by
+# the strides of the node's meta value. The op's kernel lays its result out by its inputs' actual
+# layouts, which differ from their meta layouts when one was a strided view with gaps (realized
+# compactly): `v = (x.t() * s)[::2]; v.copy_(v)` returned a row-major copy that the next kernel
+# read by the view's strides (fuzz program 141-0080). A result whose declared layout is not
+# row-major is copied into that layout when its strides differ (as_declared, compile_fx.py).
+def _contiguous_strides(shape):
+    strides, step = [], 1
+    for n in reversed(list(shape)):
+        strides.append(step)
+        step *= max(n, 1)
+    return strides[::-1]
 
 
 def _extern_name(target):
