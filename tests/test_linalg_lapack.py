@@ -302,6 +302,18 @@ def test_gradcheck(fn):
     lambda lib: lib.linalg.eigh(lib.ones(3, 2)),
     lambda lib: lib.linalg.eigh(lib.ones(3, 3), UPLO="X"),
     lambda lib: lib.linalg.lu_factor(lib.zeros(3, 3)),
+    # 16-bit floats: the kernel's NotImplementedError, or the dtype check of inv and slogdet
+    lambda lib: lib.linalg.qr(lib.eye(3).half()),
+    lambda lib: lib.linalg.qr(lib.eye(3).bfloat16()),
+    lambda lib: lib.linalg.svd(lib.eye(3).half()),
+    lambda lib: lib.linalg.eigh(lib.eye(3).half()),
+    lambda lib: lib.linalg.eigh(lib.eye(3).long()),
+    lambda lib: lib.linalg.cholesky(lib.eye(3).half()),
+    lambda lib: lib.linalg.det(lib.eye(3).half()),
+    lambda lib: lib.linalg.solve(lib.eye(3).half(), lib.eye(3).half()),
+    lambda lib: lib.linalg.lu_factor(lib.eye(3).half()),
+    lambda lib: lib.linalg.slogdet(lib.eye(3).half()),
+    lambda lib: lib.linalg.svd(lib.eye(3).long()),
 ])
 def test_errors_as_torch(call):
     with pytest.raises(Exception) as want:
@@ -373,3 +385,15 @@ def test_compiled_raises_linalg_errors(backend):
     assert kiln.allclose(f(2 * kiln.eye(3)), kiln.eye(3) / 2 + 1)
     with pytest.raises(kiln.linalg.LinAlgError, match="linalg.inv: The diagonal element 1 is zero"):
         f(kiln.zeros(3, 3))
+
+
+def test_out_arguments_are_resized_as_torch():
+    a = rand(2, 3, 3, kind="square")
+    for lib in (kiln, torch):
+        x = to(lib, a)
+        out = lib.empty(0, dtype=lib.float64)
+        assert lib.linalg.inv(x, out=out) is out and tuple(out.shape) == (2, 3, 3)
+        sign, logabs = lib.empty(0, dtype=lib.float64), lib.empty(0, dtype=lib.float64)
+        r = lib.linalg.slogdet(x, out=(sign, logabs))
+        assert r[0] is sign and r.logabsdet is logabs and tuple(logabs.shape) == (2,)
+    np.testing.assert_allclose(as_np(kiln.linalg.inv(to(kiln, a))), np.linalg.inv(a), rtol=1e-10)

@@ -576,3 +576,15 @@ def test_bad_calls_raise_like_torch(case):
     for k, (data, dtype) in zip(k_args, inputs):  # inputs unchanged, process alive
         assert_same(k, make(torch, data, dtype), 0, 0)
     assert kiln.mm(kiln.ones(2, 2), kiln.ones(2, 2)).tolist() == [[2.0, 2.0], [2.0, 2.0]]
+
+
+@pytest.mark.parametrize("dims", [1, 2])
+def test_transposed_convolution_output_too_small_message_as_torch(dims):
+    def call(lib):
+        x, w = lib.ones(1, 4, *[5] * dims), lib.ones(4, 4, *[3] * dims)
+        return lib.convolution(x, w, None, [1] * dims, [5] * dims, [1] * dims, True, [0] * dims, 1)
+    with pytest.raises(RuntimeError) as want:
+        call(torch)
+    with pytest.raises(RuntimeError) as got:
+        call(kiln)
+    assert str(got.value) == str(want.value)

@@ -138,6 +138,17 @@ TensorMeta ConvolutionMeta(const Tensor& input, const Tensor& weight, const OptT
       sizes.push_back((in[d + 2] + 2 * p.padding[d] - (k - 1) * p.dilation[d] - 1).floordiv(p.stride[d]) + 1);
     }
   }
+  if (transposed) {  // PyTorch's message, a 1-D convolution spoken of as 2-D with a height of 1
+    bool positive = true;
+    std::string given = p.dims == 1 ? "1 x " : "", calculated = given;
+    for (int64_t d = 0; d < p.dims; ++d) {
+      positive = positive && sizes[d + 2] > 0;
+      given += (d ? " x " : "") + in[d + 2].str();
+      calculated += (d ? " x " : "") + sizes[d + 2].str();
+    }
+    KILN_CHECK(positive, "Given input size per channel: (", given, "). Calculated output size per channel: (",
+               calculated, "). Output size is too small");
+  }
   return TensorMeta{sizes, {}, input.dtype(), input.device()};
 }
 

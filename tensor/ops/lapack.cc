@@ -101,13 +101,17 @@ void DispatchReal(ScalarType dtype, const F& fn) {
 
 // --- shapes and layouts ----------------------------------------------------------------------
 
-// PyTorch's checks on a linalg input, in its order and words.
-void CheckInput(const char* api, const Tensor& a, bool square) {
+// PyTorch's checks on a linalg input, in its order and words. `kernel` names PyTorch's CPU kernel
+// where a 16-bit float gets that kernel's NotImplementedError ("lu_cpu" not implemented for 'Half')
+// rather than the RuntimeError of the functions that check dtypes first (inv, slogdet).
+void CheckInput(const char* api, const Tensor& a, bool square, const char* kernel = nullptr) {
   KILN_CHECK(a.dim() >= 2, api, ": The input tensor A must have at least 2 dimensions.");
   if (square)
     KILN_CHECK(a->sym_sizes()[a.dim() - 1] == a->sym_sizes()[a.dim() - 2], api,
                ": A must be batches of square matrices, but they are ", a->sym_sizes()[a.dim() - 2], " by ",
                a->sym_sizes()[a.dim() - 1], " matrices");
+  KILN_CHECK_NOT_IMPLEMENTED(!kernel || !IsReducedFloat(a.dtype()), "\"", kernel, "\" not implemented for '",
+                             ScalarTypeDisplayName(a.dtype()), "'");
   KILN_CHECK(!IsReducedFloat(a.dtype()), api, ": Low precision dtypes not supported. Got ",
              ScalarTypeDisplayName(a.dtype()));
   KILN_CHECK(IsFloating(a.dtype()), api, ": Expected a floating point or complex tensor as input. Got ",
@@ -197,7 +201,7 @@ Tensor3 LuFactor(const Tensor& a) {
 }
 
 Meta3 LuFactorExMeta(const Tensor& a, bool pivot, bool) {
-  CheckInput("torch.linalg.lu_factor", a, false);
+  CheckInput("torch.linalg.lu_factor", a, false, "lu_cpu");
   KILN_CHECK_NOT_IMPLEMENTED(pivot, "linalg.lu_factor: LU without pivoting is not implemented on the CPU");
   const SymDimVector& s = a->sym_sizes();
   const SymDimVector batch = BatchOf(s, 2);
@@ -281,7 +285,7 @@ void DetFromLu(const Tensor& lu, const Tensor& pivots, T* det, T* sign, T* logab
 }
 
 Meta3 DetMeta(const Tensor& a) {
-  CheckInput("linalg.det", a, true);
+  CheckInput("linalg.det", a, true, "lu_cpu");
   const SymDimVector& s = a->sym_sizes();
   const SymDimVector batch = BatchOf(s, 2);
   return {Contiguous(batch, a.dtype(), a.device()), ColumnMajor(s, a.dtype(), a.device()),
@@ -333,7 +337,7 @@ struct SolveShapes {
   SymDimVector result;            // the result's sizes (B's, broadcast)
 };
 SolveShapes SolveShapesOf(const Tensor& a, const Tensor& b, bool left) {
-  CheckInput("linalg.solve", a, true);
+  CheckInput("linalg.solve", a, true, "lu_cpu");
   KILN_CHECK(a.dtype() == b.dtype(), "linalg.solve: Expected A and B to have the same dtype, but found A of type ",
              ScalarTypeDisplayName(a.dtype()), " and B of type ", ScalarTypeDisplayName(b.dtype()), " instead");
   const bool vector = SolveVectorRhs(a, b);
@@ -417,7 +421,7 @@ Tensor4 SolveExCPU(const Tensor& a, const Tensor& b, bool left, bool check_error
 // --- Cholesky ---------------------------------------------------------------------------------
 
 Meta2 CholeskyExMeta(const Tensor& a, bool, bool) {
-  CheckInput("linalg.cholesky", a, true);
+  CheckInput("linalg.cholesky", a, true, "cholesky_cpu");
   return {ColumnMajor(a->sym_sizes(), a.dtype(), a.device()),
           Contiguous(BatchOf(a->sym_sizes(), 2), ScalarType::Int32, a.device())};
 }
@@ -455,7 +459,7 @@ Tensor2 CholeskyExCPU(const Tensor& a, bool upper, bool check_errors) {
 // --- QR ---------------------------------------------------------------------------------------
 
 Meta2 QrMeta(const Tensor& a, std::string mode) {
-  CheckInput("linalg.qr", a, false);
+  CheckInput("linalg.qr", a, false, "geqrf_cpu");
   KILN_CHECK(mode == "reduced" || mode == "r" || mode == "complete", "qr received unrecognized mode '", mode,
              "' but expected one of 'reduced' (default), 'r', or 'complete'");
   const SymDimVector& s = a->sym_sizes();
@@ -508,7 +512,7 @@ Tensor2 QrCPU(const Tensor& a, std::string mode) {
 // --- SVD --------------------------------------------------------------------------------------
 
 Meta3 SvdMeta(const Tensor& a, bool full_matrices, bool compute_uv, std::optional<std::string>) {
-  CheckInput("linalg.svd", a, false);
+  CheckInput("linalg.svd", a, false, "linalg_svd_cpu");
   const SymDimVector& s = a->sym_sizes();
   const SymInt m = s[s.size() - 2], n = s.back(), k = sym_min(m, n);
   const SymDimVector batch = BatchOf(s, 2);
@@ -577,7 +581,9 @@ Tensor3 SvdCPU(const Tensor& a, bool full_matrices, bool compute_uv, std::option
 // --- symmetric eigendecomposition --------------------------------------------------------------
 
 Meta2 EighMeta(const Tensor& a, std::string uplo, bool compute_v) {
-  CheckInput("linalg.eigh", a, true);
+  KILN_CHECK_NOT_IMPLEMENTED(a.dim() < 2 || IsFloating(a.dtype()), "\"linalg_eigh_cpu\" not implemented for '",
+                             ScalarTypeDisplayName(a.dtype()), "'");
+  CheckInput("linalg.eigh", a, true, "linalg_eigh_cpu");
   KILN_CHECK(uplo == "L" || uplo == "U" || uplo == "l" || uplo == "u",
              "Expected UPLO argument to be 'L' or 'U', but got ", uplo);
   const SymDimVector& s = a->sym_sizes();

@@ -253,17 +253,25 @@ Tensor Pad(const Tensor& self, const SymList& pad, const std::string& mode, std:
     const int64_t out_n = n + l + r;
     KILN_CHECK(out_n >= 0, "The input size ", n, ", plus negative padding ", l, " and ", r,
                " resulted in a negative output size, which is invalid. Check dimension ", d, " of your input.");
-    std::vector<int64_t> idx(out_n);
-    for (int64_t j = 0; j < out_n; ++j) {
-      int64_t s = j - l;
-      if (mode == "replicate") s = std::clamp<int64_t>(s, 0, n - 1);
-      else if (mode == "circular") s = ((s % n) + n) % n;
-      else if (s < 0) s = -s;
-      else if (s >= n) s = 2 * (n - 1) - s;
-      idx[j] = s;
-    }
-    Tensor it = EmptyTensor(DimVector{out_n}, ScalarType::Int64, Device());
-    if (out_n) std::memcpy(it.raw_data(), idx.data(), out_n * sizeof(int64_t));
+    // The source index of each output position, j - l folded back into [0, n), built by ops so that a
+    // fake tensor (compiled code, the meta device) traces it too: filled on the host, it was written
+    // through a fake tensor's null data pointer (a segfault under FakeTensorMode).
+    auto minus = [](const Tensor& t, int64_t v) {
+      return CallOp<Tensor>(KILN_OP("aten::sub.Scalar"), t, Scalar(v), Scalar(int64_t{1}));
+    };
+    auto abs = [](const Tensor& t) { return CallOp<Tensor>(KILN_OP("aten::abs"), t); };
+    Tensor s = minus(CallOp<Tensor>(KILN_OP("aten::arange.start_step"), Scalar(int64_t{0}), Scalar(out_n),
+                                    Scalar(int64_t{1}), std::optional<ScalarType>(ScalarType::Int64),
+                                    std::optional<Layout>(), std::optional<Device>(self.device()),
+                                    std::optional<bool>()),
+                     l);
+    Tensor it;
+    if (mode == "replicate")
+      it = ops::clamp(s, Scalar(int64_t{0}), Scalar(n - 1));
+    else if (mode == "circular")  // n == 0 leaves nothing to index (the checks above: out_n == 0)
+      it = n > 0 ? CallOp<Tensor>(KILN_OP("aten::remainder.Scalar"), s, Scalar(n)) : s;
+    else  // reflect: (n - 1) - |(n - 1) - |s||
+      it = CallOp<Tensor>(KILN_OP("aten::neg"), minus(abs(minus(abs(s), n - 1)), n - 1));
     x = CallOp<Tensor>(KILN_OP("aten::index_select"), x, d, it);
   }
   return x;
