@@ -161,3 +161,9 @@ def vander(x, *, N=None):
     powers = kiln.arange(n, dtype=x.dtype if x.dtype.is_floating_point else kiln.int64, device=x.device)
     return x.unsqueeze(-1) ** powers
 
+
+
+# Householder reflectors (LAPACK's orgqr) composed from kiln ops: kiln/linalg/_householder.py
+from kiln.linalg._householder import householder_product  # noqa: E402
+
+__all__ += ["householder_product"]
