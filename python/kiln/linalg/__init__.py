@@ -347,3 +347,9 @@ def cond(A, p=None, *, out=None):
         result = matrix_norm(A, p) * matrix_norm(inv(A), p)
     return _out(result, out)
 
+
+
+# Householder reflectors (LAPACK's orgqr) composed from kiln ops: kiln/linalg/_householder.py
+from kiln.linalg._householder import householder_product  # noqa: E402
+
+__all__ += ["householder_product"]
