@@ -639,7 +639,7 @@ def test_compiled_volume_model_trains_as_torch():
     kiln._dynamo.reset()
 
 
-# --- padding modes on fake tensors: a known C++ bug, run in a child process (it segfaults) -----------
+# --- padding modes on fake tensors (they segfaulted), run in a child process --------------------------
 _FAKE_PAD_PROGRAM = """
 import kiln
 from kiln._subclasses import FakeTensorMode
