@@ -172,14 +172,15 @@ def vander(x, *, N=None):
 
 
 def _out(result, out):
-    """The result, or copied into `out` (a tensor, or a tuple of tensors for named results)."""
+    """The result, or copied into `out` (a tensor, or a tuple of tensors for named results), each
+    resized to its result as out= arguments are (clone's out= overload does both)."""
     if out is None:
         return result
     if isinstance(out, (tuple, list)):
         for o, r in zip(out, result):
-            o.resize_(r.shape).copy_(r)
+            kiln.clone(r, out=o)
         return type(result)(out) if hasattr(result, "_fields") else tuple(out)
-    return out.resize_(result.shape).copy_(result)
+    return kiln.clone(result, out=out)
 
 
 def inv(A, *, out=None):
