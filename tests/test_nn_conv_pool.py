@@ -330,7 +330,15 @@ def test_errors_match_torch(desc, call):
     assert isinstance(got.value, want_cls), f"{desc}: kiln {type(got.value)} {got.value}; torch {want.value!r}"
     # torch's C++ messages may end with a hint about the build; the first line must match
     want_msg = str(want.value).split("\n")[0].replace("torch.", "kiln.")
-    assert str(got.value).split("\n")[0] == want_msg
+    assert _sorted_sets(str(got.value).split("\n")[0]) == _sorted_sets(want_msg)
+
+
+def _sorted_sets(message):
+    """`message` with the items of each printed set ({'a', 'b'}) sorted: a set's printed order follows
+    string hashes, seeded per process, and the constant sets of two modules' bytecode can differ."""
+    import re
+
+    return re.sub(r"\{('[^{}]*')\}", lambda m: "{" + ", ".join(sorted(m.group(1).split(", "))) + "}", message)
 
 
 def test_same_padding_warns_once_for_an_even_kernel():
@@ -629,3 +637,27 @@ def test_compiled_volume_model_trains_as_torch():
     for (name, kp), tp in zip(km.state_dict().items(), tm.state_dict().values()):
         assert_same(kp, tp.detach(), 1e-8, 1e-10), name
     kiln._dynamo.reset()
+
+
+# --- padding modes on fake tensors (they segfaulted), run in a child process --------------------------
+_FAKE_PAD_PROGRAM = """
+import kiln
+from kiln._subclasses import FakeTensorMode
+for mode in ("reflect", "replicate", "circular"):
+    with FakeTensorMode():
+        assert tuple(kiln.pad(kiln.empty(2, 2, 4), [1, 1], mode, None).shape) == (2, 2, 6)
+    compiled = kiln.compile(lambda x: kiln.nn.functional.pad(x, [1, 2], mode=mode), backend="eager")
+    assert kiln.equal(compiled(kiln.arange(8.0).reshape(1, 2, 4)),
+                      kiln.nn.functional.pad(kiln.arange(8.0).reshape(1, 2, 4), [1, 2], mode=mode))
+"""
+
+
+def test_pad_modes_on_fake_tensors_and_compiled():
+    # aten::pad's composite filled its index on the host, through a fake tensor's null data pointer when
+    # the Fake key ran it (an input not requiring grad): a segfault. Run in a child process, so a
+    # regression fails this test rather than the suite.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _FAKE_PAD_PROGRAM], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -3,8 +3,8 @@ parametrize, parametrizations.weight_norm / spectral_norm and the older hook-bas
 spectral_norm, against PyTorch 2.13.
 
 kiln's random stream is not PyTorch's (kiln.manual_seed(0) draws other normals), so orthogonal_ is
-checked in two parts: its QR step (kiln has no linalg.qr; Householder over kiln ops in float64) gives
-PyTorch's signed Q for the same normal matrix to rounding, and the initialiser itself yields
+checked in two parts: its QR step (kiln.linalg_qr and PyTorch's sign fix) gives PyTorch's signed Q
+for the same normal matrix to rounding, and the initialiser itself yields
 (semi-)orthogonal matrices scaled by gain, reproducible from a generator. dirac_/eye_ are exact.
 Parametrized modules load torch's state dict (same keys) and must give torch's values, buffers and
 float64 gradients in train and eval mode; one weight-normed model is compiled against eager.
@@ -40,18 +40,15 @@ def load_into(k_mod, t_mod):
 
 # --- init ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("shape", [(6, 4), (5, 5), (9, 1), (1, 1), (20, 7)])
-def test_orthogonal_qr_step_matches_torch(shape):
-    """PyTorch's orthogonal_ is linalg.qr then Q times sign(diag(R)); kiln's factor of the same matrix."""
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_orthogonal_qr_step_matches_torch(shape, dtype):
+    """PyTorch's orthogonal_ is linalg.qr then Q times sign(diag(R)); kiln's of the same matrix."""
     a = RNG.standard_normal(shape)
-    q, r = torch.linalg.qr(torch.tensor(a))
+    q, r = torch.linalg.qr(torch.tensor(a, dtype=getattr(torch, dtype)))
     want = (q * torch.diag(r).sign()).numpy()
-    got = kinit._orthogonal_factor(kiln.tensor(a))
-    assert got.dtype == kiln.float64
-    np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=1e-13)
-    # from float32 input too (kiln factors in float64: at least as accurate as PyTorch's float32 QR)
-    got32 = kinit._orthogonal_factor(kiln.tensor(a, dtype=kiln.float32))
-    np.testing.assert_allclose(got32.numpy(), kinit._orthogonal_factor(kiln.tensor(a.astype(np.float32).astype(
-        np.float64))).numpy(), atol=1e-13)
+    got = kinit._signed_q(kiln.tensor(a, dtype=getattr(kiln, dtype)))
+    assert got.dtype == getattr(kiln, dtype)
+    np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=1e-13 if dtype == "float64" else 2e-6)
 
 
 @pytest.mark.parametrize("shape,gain", [((8, 5), 1.0), ((5, 8), 1.0), ((6, 6), 2.5), ((4, 3, 2, 2), 0.5),

@@ -273,6 +273,10 @@ from kiln._einsum import einsum  # noqa: E402,F401
 from kiln import return_types  # noqa: E402,F401
 from kiln._order_stats import median, nanmedian, quantile, nanquantile, mode, cummax, cummin  # noqa: E402,F401
 from kiln._set_ops import unique, unique_consecutive, bucketize, searchsorted  # noqa: E402,F401
+# window functions and i0, the Bessel function Kaiser's window is built from (kiln/_windows.py)
+from kiln._windows import (  # noqa: E402,F401
+    i0, i0_, hann_window, hamming_window, blackman_window, bartlett_window, kaiser_window,
+)
 from kiln import linalg, testing  # noqa: E402,F401
 
 

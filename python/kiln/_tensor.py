@@ -404,8 +404,8 @@ def _rebuild(data, dtype, shape):
 
 
 # --- PyTorch's composite functions as Tensor methods (issue 17): x.unbind(), x.clip(), x.median(),
-# x.unique(), ... are the functions of kiln/_composites.py, _order_stats.py and _set_ops.py with self
-# as `input`. movedim replaces the registry's (ints only) method: it also takes sequences of dims, as
+# x.unique(), x.i0(), ... are the functions of kiln/_composites.py, _order_stats.py, _set_ops.py and
+# _windows.py with self as `input`. movedim replaces the registry's (ints only) method: it also takes sequences of dims, as
 # PyTorch's does.
 def _install_composite_methods():
     from kiln import _composites
@@ -421,6 +421,10 @@ def _install_composite_methods():
         setattr(Tensor, name, getattr(_order_stats, name))
     for name in ("unique", "unique_consecutive"):  # PyTorch has no Tensor.bucketize / searchsorted
         setattr(Tensor, name, getattr(_set_ops, name))
+    from kiln import _windows
+
+    for name in ("i0", "i0_"):
+        setattr(Tensor, name, getattr(_windows, name))
 
 
 _install_composite_methods()

@@ -175,14 +175,15 @@ def vander(x, *, N=None):
 
 
 def _out(result, out):
-    """The result, or copied into `out` (a tensor, or a tuple of tensors for named results)."""
+    """The result, or copied into `out` (a tensor, or a tuple of tensors for named results), each
+    resized to its result as out= arguments are (clone's out= overload does both)."""
     if out is None:
         return result
     if isinstance(out, (tuple, list)):
         for o, r in zip(out, result):
-            o.resize_(r.shape).copy_(r)
+            kiln.clone(r, out=o)
         return type(result)(out) if hasattr(result, "_fields") else tuple(out)
-    return out.resize_(result.shape).copy_(result)
+    return kiln.clone(result, out=out)
 
 
 def inv(A, *, out=None):
@@ -355,3 +356,9 @@ def cond(A, p=None, *, out=None):
         result = matrix_norm(A, p) * matrix_norm(inv(A), p)
     return _out(result, out)
 
+
+
+# Householder reflectors (LAPACK's orgqr) composed from kiln ops: kiln/linalg/_householder.py
+from kiln.linalg._householder import householder_product  # noqa: E402
+
+__all__ += ["householder_product"]

@@ -17,5 +17,6 @@ from kiln.nn.modules import (  # noqa: F401
     Conv1d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, AdaptiveAvgPool1d, AdaptiveMaxPool1d,
     AdaptiveMaxPool2d, AvgPool1d, MaxPool1d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, AlphaDropout,
     Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d,
+    EmbeddingBag,
 )
 from kiln.nn import utils  # noqa: F401

@@ -8,7 +8,8 @@ softmin, softsign, tanhshrink, gumbel_softmax, instance_norm), and, in the last 
 no registry entry for (glu, logsigmoid, pixel_shuffle, cosine_similarity, bilinear, kl_div, ...).
 Larger families live in their own files and are re-exported here: convolutions (_conv_functional.py,
 3-D ones composed from 2-D), pooling (_pool_functional.py), channel-wise and alpha dropout
-(_dropout_functional.py), interpolate (_interpolate.py), and unfold, fold, affine_grid and grid_sample
+(_dropout_functional.py), embedding_bag (_embedding_bag.py, with the max_norm renormalisation
+F.embedding shares), interpolate (_interpolate.py), and unfold, fold, affine_grid and grid_sample
 (_spatial.py).
 """
 
@@ -24,6 +25,7 @@ from kiln.nn._conv_functional import (  # noqa: F401
 from kiln.nn._dropout_functional import (  # noqa: F401
     alpha_dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout,
 )
+from kiln.nn._embedding_bag import _embedding_renorm_, embedding_bag  # noqa: F401
 from kiln.nn._interpolate import interpolate, upsample, upsample_bilinear, upsample_nearest  # noqa: F401
 from kiln.nn._pool_functional import (  # noqa: F401
     adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d, adaptive_max_pool1d_with_indices,
@@ -37,9 +39,10 @@ __all__ = [
     "relu6", "elu", "elu_", "hardtanh", "hardtanh_", "leaky_relu_", "threshold", "threshold_", "hardsigmoid",
     "hardswish", "mish", "softplus",
     "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "batch_norm",
-    "instance_norm", "layer_norm", "rms_norm", "group_norm", "embedding", "max_pool1d", "max_pool2d",
-    "max_pool1d_with_indices", "max_pool2d_with_indices", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
-    "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d",
+    "instance_norm", "layer_norm", "rms_norm", "group_norm", "embedding", "embedding_bag", "max_pool1d",
+    "max_pool2d", "max_pool1d_with_indices", "max_pool2d_with_indices", "avg_pool1d", "avg_pool2d",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool1d_with_indices",
+    "adaptive_max_pool2d",
     "adaptive_max_pool2d_with_indices", "interpolate", "upsample", "upsample_nearest",
     "upsample_bilinear", "pad", "one_hot", "scaled_dot_product_attention", "cross_entropy", "nll_loss",
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
@@ -312,17 +315,6 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if sparse:
         raise NotImplementedError("kiln: sparse embedding gradients are not supported")
     return kiln.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
-
-
-def _embedding_renorm_(weight, input, max_norm, norm_type):
-    """Rescales, in place and outside autograd, the rows of `weight` that `input` looks up whose
-    norm exceeds max_norm to norm max_norm (PyTorch's embedding_renorm_, composed from kiln ops)."""
-    with kiln.no_grad():
-        idx = input.reshape(-1)
-        rows = weight.index_select(0, idx)
-        norms = kiln.linalg_vector_norm(rows, norm_type, [1], True)
-        scale = kiln.where(norms > max_norm, max_norm / (norms + 1e-7), kiln.ones_like(norms))
-        weight.index_put_([idx], rows * scale)
 
 
 def pad(input, pad, mode="constant", value=None):

@@ -1,7 +1,7 @@
 """nn.init: in-place initialisers (all under no_grad), with PyTorch's formulas and `generator=`.
 
-orthogonal_ needs a QR factorisation, which kiln.linalg lacks: `_orthogonal_factor` computes it by
-Householder reflections over kiln ops in float64 (see its Note).
+orthogonal_ takes the QR factorisation of a normal matrix from kiln.linalg_qr (LAPACK's geqrf and
+orgqr, as PyTorch's) and applies PyTorch's sign fix (`_signed_q`).
 """
 
 import math
@@ -185,31 +185,11 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
     return normal_(tensor, 0, gain / math.sqrt(fan), generator)
 
 
-# Note [QR without linalg.qr]: a full-column-rank (m, n) matrix, m >= n, has exactly one reduced QR
-# factorisation whose R has a positive diagonal. PyTorch's orthogonal_ takes LAPACK's (Householder) Q
-# and multiplies column j by sign(R[j, j]), which is that unique Q; so any QR followed by the same sign
-# fix gives PyTorch's matrix for the same normal draws, up to rounding. kiln computes it by Householder
-# reflections over kiln ops (one rank-1 update per column, no Python scalars) in float64, then rounds
-# to the tensor's dtype.
-def _orthogonal_factor(matrix):
-    """Q of the QR factorisation of the (m, n) `matrix`, m >= n, columns signed so R's diagonal is
-    positive (Note [QR without linalg.qr]); float64."""
-    a = matrix.to(kiln.float64)
-    m, n = a.shape
-    r = a.clone()
-    reflectors = []
-    for k in range(n):
-        x = r[k:, k]
-        # reflect x onto -sign(x[0]) * |x| e_0 (the sign that avoids cancellation; sign(0) taken as +)
-        alpha = (1.0 - 2.0 * (x[:1] >= 0).to(kiln.float64)) * kiln.linalg.vector_norm(x)
-        v = kiln.cat([x[:1] - alpha, x[1:]])
-        v = v / kiln.linalg.vector_norm(v).clamp(min=1e-300)
-        r[k:, k:] -= 2.0 * kiln.outer(v, v @ r[k:, k:])
-        reflectors.append(v)
-    q = kiln.eye(m, n, dtype=kiln.float64)
-    for k in reversed(range(n)):  # Q = H_0 H_1 ... H_{n-1} applied to the first n columns of I
-        v = reflectors[k]
-        q[k:, :] -= 2.0 * kiln.outer(v, v @ q[k:, :])
+def _signed_q(matrix):
+    """Q of the QR factorisation of `matrix` with column j multiplied by sign(R[j, j]): the Q of the one
+    factorisation whose R has a positive diagonal, which makes Q uniform (Haar) over the orthogonal
+    matrices when `matrix` is normal (Mezzadri, arXiv:math-ph/0609050), as PyTorch's orthogonal_."""
+    q, r = kiln.linalg_qr(matrix)
     return q * kiln.diagonal(r).sign()
 
 
@@ -226,7 +206,7 @@ def orthogonal_(tensor, gain=1, generator=None):
         flattened = tensor.new_empty((rows, cols)).normal_(0, 1, generator=generator)
         if rows < cols:
             flattened = flattened.t()
-        q = _orthogonal_factor(flattened)
+        q = _signed_q(flattened)
         if rows < cols:
             q = q.t()
         tensor.view_as(q).copy_(q)

@@ -29,7 +29,8 @@ _BUILTIN_CALLABLES = (types.BuiltinFunctionType, types.BuiltinMethodType)
 # kiln modules whose Python functions are ops (graph nodes); other kiln Python code is inlined.
 _KILN_OP_MODULES = {"kiln", "kiln.nn.functional", "kiln.functional", "kiln._tensor", "kiln.nn.init",
                     "kiln.linalg", "kiln.fft", "kiln.special", "kiln._composites", "kiln._einsum",
-                    "kiln._order_stats", "kiln._set_ops", "kiln.nn._spatial"}
+                    "kiln._order_stats", "kiln._set_ops", "kiln._windows", "kiln.nn._spatial",
+                    "kiln.nn._embedding_bag"}
 
 
 def is_kiln_op(value):

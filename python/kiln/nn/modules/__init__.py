@@ -8,7 +8,7 @@ from kiln.nn.modules.conv import (  # noqa: F401
 from kiln.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d  # noqa: F401
 from kiln.nn.modules.instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d  # noqa: F401
 from kiln.nn.modules.normalization import GroupNorm, LayerNorm, RMSNorm  # noqa: F401
-from kiln.nn.modules.sparse import Embedding  # noqa: F401
+from kiln.nn.modules.sparse import Embedding, EmbeddingBag  # noqa: F401
 from kiln.nn.modules.dropout import (  # noqa: F401
     AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout,
 )

@@ -5,15 +5,17 @@ weight_norm(module) stores `parametrizations.weight.original0` (g, the norms ove
 `dim`) and `original1` (v, the direction); weight = v * g / ||v||. spectral_norm(module) divides the
 weight by its largest singular value, estimated by power iteration on the buffers
 `parametrizations.weight.0._u` / `_v`, which are updated in training mode on each access.
-`orthogonal` is not provided: it needs householder_product, matrix_exp or linalg.solve.
+orthogonal(module) (in _orthogonal.py) keeps the weight orthogonal through the Cayley map or Householder
+reflectors; its "matrix_exp" map, PyTorch's default for square weights, needs a kiln.matrix_exp.
 """
 
 import kiln
 from kiln.nn import functional as F
 from kiln.nn.modules.module import Module
 from kiln.nn.utils import parametrize
+from kiln.nn.utils._orthogonal import orthogonal  # noqa: F401
 
-__all__ = ["spectral_norm", "weight_norm"]
+__all__ = ["orthogonal", "spectral_norm", "weight_norm"]
 
 
 class _WeightNorm(Module):
