@@ -182,7 +182,7 @@ def _out(result, out):
     if isinstance(out, (tuple, list)):
         for o, r in zip(out, result):
             kiln.clone(r, out=o)
-        return type(result)(out) if hasattr(result, "_fields") else tuple(out)
+        return type(result)(tuple(out))  # a named result keeps its type (kiln.return_types.*)
     return kiln.clone(result, out=out)
 
 
