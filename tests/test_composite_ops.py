@@ -23,6 +23,7 @@ import kiln
 import kiln._dynamo
 from conftest import INT_NAMES, assert_raises_like_torch, assert_same, random_array, requires_torch, to_kiln, \
     to_torch, torch
+from op_table_util import flat as _flat, grads as _grads, layout as _layout, weighted_sum as _weighted_sum
 
 pytestmark = requires_torch
 
@@ -184,13 +185,6 @@ CASES = [
 ]
 
 
-def _layout(lib, data, name, layout):
-    conv = to_kiln if lib is kiln else to_torch
-    if layout == "T":  # same values, swapped strides
-        return conv(np.ascontiguousarray(np.swapaxes(data, -1, -2)), name).transpose(-1, -2)
-    if layout == "S":  # every other element of a wider buffer
-        return conv(np.repeat(data, 2, axis=-1), name)[..., ::2]
-    return conv(data, name)
 
 
 def _layouts(arrays, case):
@@ -198,8 +192,6 @@ def _layouts(arrays, case):
     yield ["T" if a.ndim >= 2 and case.transposed else "S" if a.ndim and a.shape[-1] else None for a in arrays]
 
 
-def _flat(out):
-    return [t for o in out for t in _flat(o)] if isinstance(out, (tuple, list)) else [out]
 
 
 def _overwrite(inputs, lib):
@@ -240,26 +232,8 @@ def test_values_match_torch(case):
                     _check_case(case, name, arrays, layouts)
 
 
-def _weighted_sum(lib, out):
-    total = 0
-    for o in _flat(out):
-        if o.dtype.is_floating_point and o.numel():
-            w = lib.arange(o.numel(), dtype=o.dtype).reshape(o.shape).sin()  # the same weights in both
-            total = total + (o * w).sum()
-    return total
 
 
-def _grads(lib, fn, inputs):
-    out = fn(lib, *inputs)
-    loss = _weighted_sum(lib, out)
-    if not isinstance(loss, (lib.Tensor,)) or not loss.requires_grad:
-        return out, [None] * len(inputs)
-    wanted = [i for i, t in enumerate(inputs) if t.requires_grad]
-    grads = lib.autograd.grad(loss, [inputs[i] for i in wanted], allow_unused=True)
-    out_grads = [None] * len(inputs)
-    for i, g in zip(wanted, grads):
-        out_grads[i] = g
-    return out, out_grads
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.grad and "float64" in c.dtypes], ids=repr)

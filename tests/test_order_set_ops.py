@@ -18,6 +18,7 @@ import pytest
 import kiln
 import kiln._dynamo
 from conftest import assert_same, random_array, requires_torch, to_kiln, to_torch, torch
+from op_table_util import flat as _flat, grads as _grads, layout as _layout, weighted_sum as _weighted_sum
 
 pytestmark = requires_torch
 
@@ -117,13 +118,6 @@ def _with_nans(data, rng):
     return rows.reshape(data.shape)
 
 
-def _layout(lib, data, name, layout):
-    conv = to_kiln if lib is kiln else to_torch
-    if layout == "T":  # same values, swapped strides
-        return conv(np.ascontiguousarray(np.swapaxes(data, -1, -2)), name).transpose(-1, -2)
-    if layout == "S":  # every other element of a wider buffer
-        return conv(np.repeat(data, 2, axis=-1), name)[..., ::2]
-    return conv(data, name)
 
 
 def _layouts(arrays):
@@ -160,27 +154,10 @@ def _assert_same_result_types(got, expected):
             _assert_same_result_types(g, e)
 
 
-def _flat(out):
-    return [t for o in out for t in _flat(o)] if isinstance(out, (tuple, list)) else [out]
 
 
-def _weighted_sum(lib, out):
-    total = 0
-    for o in _flat(out):
-        if o.dtype.is_floating_point and o.numel():
-            w = lib.arange(o.numel(), dtype=o.dtype).reshape(o.shape).sin()  # the same weights in both
-            total = total + (o * w).sum()
-    return total
 
 
-def _grads(lib, fn, inputs):
-    out = fn(lib, *inputs)
-    loss = _weighted_sum(lib, out)
-    if not isinstance(loss, lib.Tensor) or not loss.requires_grad:
-        return out, [None] * len(inputs)
-    wanted = [t for t in inputs if t.requires_grad]
-    grads = iter(lib.autograd.grad(loss, wanted, allow_unused=True))
-    return out, [next(grads) if t.requires_grad else None for t in inputs]
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.grad and "float64" in c.dtypes], ids=repr)

@@ -60,10 +60,36 @@ class KilnFunctionVariable(ObjectConstantVariable):
         return tx.output.call(tx, "call_function", fn, tuple(args), kwargs)
 
 
-class GradModeVariable(VariableTracker):
+class _ModeContextVariable(VariableTracker):
+    """A context manager the trace models by switching a global mode (enter / exit) and recording
+    the switch in the graph: grad modes and autocast."""
+
+    kind = "mode"
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__enter__":
+            return self.enter(tx)
+        if name == "__exit__":
+            return self.exit(tx)
+        if name == "clone":
+            return self.clone()
+        unimplemented(f"{self.kind} .{name}()")
+
+    def call_function(self, tx, args, kwargs):
+        # @kiln.no_grad() / @kiln.autocast(...) applied to a function inside the compiled region
+        unimplemented(f"using a {self.kind} object as a decorator inside the compiled function",
+                      "decorate the function where it is defined")
+
+
+class GradModeVariable(_ModeContextVariable):
+    kind = "grad-mode"
+
     def __init__(self, mode):
         self.mode = mode
         self.previous = None
+
+    def clone(self):
+        return GradModeVariable(self.mode)
 
     def python_type(self):
         return kiln.no_grad if not self.mode else kiln.enable_grad
@@ -80,29 +106,20 @@ class GradModeVariable(VariableTracker):
         tx.output.set_grad_enabled(tx, self.previous)
         return ConstantVariable(None)
 
-    def call_method(self, tx, name, args, kwargs):
-        if name == "__enter__":
-            return self.enter(tx)
-        if name == "__exit__":
-            return self.exit(tx)
-        if name == "clone":
-            return GradModeVariable(self.mode)
-        unimplemented(f"grad mode .{name}()")
 
-    def call_function(self, tx, args, kwargs):
-        # @kiln.no_grad() applied to a function inside the compiled region
-        unimplemented("using a grad-mode object as a decorator inside the compiled function",
-                      "decorate the function where it is defined")
-
-
-class AutocastVariable(VariableTracker):
+class AutocastVariable(_ModeContextVariable):
     """kiln.autocast(...) (kiln/amp/autocast_mode.py): entering sets the autocast state for the rest of
     the trace and records kiln._C._set_autocast_state in the graph, as GradModeVariable does for grad
     modes; AOT tracing then runs those nodes, so the casts are traced where eager code casts."""
 
+    kind = "autocast"
+
     def __init__(self, ctx):
         self.ctx = ctx  # the real autocast object (argument checks and warnings happened there)
         self.previous = None
+
+    def clone(self):
+        return AutocastVariable(self.ctx)
 
     @property
     def state(self):
@@ -123,17 +140,6 @@ class AutocastVariable(VariableTracker):
     def exit(self, tx):
         tx.output.set_autocast_state(tx, self.previous)
         return ConstantVariable(None)
-
-    def call_method(self, tx, name, args, kwargs):
-        if name == "__enter__":
-            return self.enter(tx)
-        if name == "__exit__":
-            return self.exit(tx)
-        unimplemented(f"autocast .{name}()")
-
-    def call_function(self, tx, args, kwargs):
-        unimplemented("using an autocast object as a decorator inside the compiled function",
-                      "decorate the function where it is defined")
 
 
 class WithExitVariable(VariableTracker):
