@@ -76,6 +76,8 @@ Tensor ScatterView(const ViewMeta& m, const Tensor& base, const Tensor& src) {
     return call("aten::permute", {src, IValue(inverse)});
   }
   if (name == "alias" || name == "detach") return src;
+  if (name == "view" && m.op->schema().overload == "dtype")  // the same bytes read back as base's dtype
+    return call("aten::view.dtype", {src, IValue(base.dtype())});
   // an expand reaches here only when it repeats nothing (sizes of 1 kept or prepended): writes
   // through views that overlap themselves take ScatterIntoOverlappingView or ScatterThroughLayout
   if (name == "view" || name == "squeeze" || name == "unsqueeze" || name == "_unsafe_view" || name == "expand") {

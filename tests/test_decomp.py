@@ -843,7 +843,8 @@ KILN_CORE_ADDITIONS = {"aten.erfc.default", "aten.erfinv.default", "aten.lgamma.
                        "aten.linalg_lu_factor_ex.default", "aten.linalg_inv_ex.default", "aten._linalg_det.default",
                        "aten._linalg_slogdet.default", "aten._linalg_solve_ex.default",
                        "aten.linalg_cholesky_ex.default", "aten.linalg_qr.default", "aten._linalg_svd.default",
-                       "aten._linalg_eigh.default"}
+                       "aten._linalg_eigh.default",
+                       "aten.view.dtype"}  # a bit reinterpretation (PyTorch's inductor special-cases it)
 
 
 @requires_torch

@@ -168,7 +168,7 @@ void DefineViewFormulas(DerivativeTable& d) {
     if (c.needs("self")) g["self"] = zeros_like(c.grad());
     if (c.needs("p")) g["p"] = zeros(c.sizes("p"), c.grad().dtype());
   });
-  d.NonDifferentiable({"empty_like", "rand_like", "rand_like.generator", "randn_like", "randn_like.generator",
+  d.NonDifferentiable({"view.dtype", "resize_", "resize_as_", "empty_like", "rand_like", "rand_like.generator", "randn_like", "randn_like.generator",
                        "randint_like", "randint_like.generator", "randint_like.low_dtype",
                        "randint_like.low_generator_dtype", "bernoulli", "bernoulli.p", "multinomial", "one_hot", "isnan",
                        "isinf", "isfinite", "signbit", "empty.memory_format", "empty_strided",

@@ -62,6 +62,8 @@ const char* const kCoreOps[] = {
     //   the LAPACK factorizations (tensor/ops/lapack.cc): no composition of core ops computes them
     "linalg_lu_factor_ex", "linalg_inv_ex", "_linalg_det", "_linalg_slogdet", "_linalg_solve_ex", "linalg_cholesky_ex",
     "linalg_qr", "_linalg_svd", "_linalg_eigh",
+    //   reading the same bytes as another dtype: no composition of core ops reinterprets bits
+    "view.dtype",
 };
 
 // Core graph primitives that fx/ registers (symbolic-size reads and item()); the startup check of

@@ -14,6 +14,7 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterLinalgOps(r);
   RegisterLapackOps(r);
   RegisterLapackFunctions(r);
+  RegisterReinterpretOps(r);
   RegisterConvPoolOps(r);
   RegisterNormOps(r);
   RegisterReduceMoreOps(r);
