@@ -805,3 +805,15 @@ def test_setitem_drops_the_values_leading_ones():
         return x.tolist(), y.tolist()
 
     assert run(kiln) == run(torch)
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.index_select(lib.zeros(1, 0), 0, lib.tensor([1])),  # an empty result still checks
+    lambda lib: lib.index_select(lib.zeros(0, 3), 0, lib.tensor([0])),
+])
+def test_index_select_checks_indices_of_empty_results_as_torch(call):
+    with pytest.raises(Exception) as want:
+        call(torch)
+    with pytest.raises(type(want.value)) as got:
+        call(kiln)
+    assert str(got.value) == str(want.value)

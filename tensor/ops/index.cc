@@ -421,7 +421,7 @@ TensorMeta IndexSelectMeta(const Tensor& self, int64_t dim, const Tensor& index)
 
 Tensor IndexSelectCPU(const Tensor& self, int64_t dim, const Tensor& index) {
   Tensor out = EmptyFromMeta(IndexSelectMeta(self, dim, index));
-  if (out.numel() == 0) return out;
+  if (index.numel() == 0) return out;
   dim = WrapDim(dim, self.dim());
   Tensor idx = CastTo(index, ScalarType::Int64);
   const DimVector shape = SizesAtLeast1d(out);
@@ -432,15 +432,21 @@ Tensor IndexSelectCPU(const Tensor& self, int64_t dim, const Tensor& index) {
   const int64_t* ix = idx.data_ptr<int64_t>();
   // Every index is checked before any is read. PyTorch raises IndexError, except on its
   // dim-1 kernel for tensors of 2 or more dims, which raises RuntimeError.
+  // The indices are checked even when the result is empty (the backward of an index_add of an
+  // empty source reads a [1, 0] gradient at index 1: PyTorch raises; fuzz program 151-0137), with
+  // PyTorch's messages for those cases.
   const int64_t n_index = idx.numel(), index_stride = StridesAtLeast1d(idx)[0];
+  KILN_CHECK(dim_size > 0, "index_select(): self indexing axis dim should be positive");
   for (int64_t k = 0; k < n_index; ++k) {
     const int64_t i = ix[k * index_stride];
     if (i >= 0 && i < dim_size) continue;
+    KILN_CHECK(out.numel() > 0, "INDICES element is out of DATA bounds, id=", i, " axis_dim=", dim_size);
     if (dim == 1 && self.dim() > 1)
       KILN_CHECK(false, "index_select(): index ", i, " is out of bounds for dimension ", dim, " with size ", dim_size);
     KILN_CHECK_INDEX(false, "index_select(): index ", i, " is out of bounds for dimension ", dim, " with size ",
                      dim_size);
   }
+  if (out.numel() == 0) return out;
   KILN_DISPATCH_ALL(self.dtype(), "index_select", [&] {
     const scalar_t* s = self.data_ptr<scalar_t>();
     scalar_t* o = out.data_ptr<scalar_t>();
