@@ -41,7 +41,7 @@ def take_along_dim(input, indices, dim=None, *, out=None):
         raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
                            f"{_type_name(indices.dtype)}")
     if dim is None:
-        return _result(input.reshape(-1).gather(0, indices.reshape(-1)), out)
+        return _result(input.view(-1).gather(0, indices.view(-1)), out)  # view: torch raises where it cannot
     if input.ndim != indices.ndim:
         raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same number of dimensions, "
                            f"but got {input.ndim} dimensions for input, and {indices.ndim} dimensions for indices")
@@ -193,7 +193,8 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
 
 
 def scatter_reduce_(input, dim, index, src, reduce, *, include_self=True):
-    return input.copy_(scatter_reduce(input, dim, index, src, reduce, include_self=include_self))
+    # prod/amax/amin save (views of) their input for the backward: a clone keeps it out of the copy
+    return input.copy_(scatter_reduce(input.clone(), dim, index, src, reduce, include_self=include_self))
 
 
 def _narrow_to(src, index):

@@ -195,7 +195,8 @@ def renorm(input, p, dim, maxnorm, *, out=None):
 
 
 def renorm_(input, p, dim, maxnorm):
-    return input.copy_(renorm(input, p, dim, maxnorm))
+    # renorm saves its input for the backward: computed from a clone, the copy into self leaves it intact
+    return input.copy_(renorm(input.clone(), p, dim, maxnorm))
 
 
 # --- Cholesky ---------------------------------------------------------------------------------------
