@@ -316,3 +316,174 @@ def test_compiled_matches_eager(backend):
         except AssertionError as e:
             failures.append(f"{name} (gradient): {e}")
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("name,call", [
+    ("add_mm_", lambda lib, x: x.addmm_(lib.ones(3, 2, dtype=x.dtype), lib.ones(2, 4, dtype=x.dtype))),
+    ("index_copy_", lambda lib, x: x.index_copy_(1, _idx(lib, [0]), lib.ones(3, 1, dtype=x.dtype))),
+    ("index_fill_", lambda lib, x: x.index_fill_(0, _idx(lib, [1]), 2.0)),
+    ("masked_scatter_", lambda lib, x: x.masked_scatter_(x > 0, lib.zeros(12, dtype=x.dtype))),
+    ("put_", lambda lib, x: x.put_(_idx(lib, [3]), lib.ones(1, dtype=x.dtype))),
+    ("scatter_reduce_", lambda lib, x: x.scatter_reduce_(0, _idx(lib, [[2]]), lib.ones(1, 1, dtype=x.dtype), "amax")),
+    ("renorm_", lambda lib, x: x.renorm_(2, 0, 1.0)),
+    ("arccos_", lambda lib, x: x.arccos_()),
+    ("squeeze_", lambda lib, x: x.unsqueeze(0).squeeze_(0)),
+    ("unsqueeze_", lambda lib, x: x.unsqueeze_(1)),
+    ("swapdims_", lambda lib, x: x.swapdims_(0, 1)),
+    ("sinc_", lambda lib, x: x.sinc_()),
+    ("float_power_", lambda lib, x: x.double().float_power_(2)),
+])
+def test_in_place_returns_self_and_bumps_the_version(name, call):
+    for lib in (kiln, torch):
+        x = lib.linspace(-0.9, 0.9, 12, dtype=lib.float32).reshape(3, 4)
+        target = x.double() if name == "float_power_" else x.unsqueeze(0) if name == "squeeze_" else x
+        before = target._version
+        got = call(lib, x) if name not in ("float_power_", "squeeze_") else _call_on(call, lib, target, name)
+        assert got is target, f"{name} ({lib.__name__}) must return self"
+        assert target._version > before, f"{name} ({lib.__name__}) must bump the version"
+    kx = kiln.linspace(-0.9, 0.9, 12).reshape(3, 4)
+    tx = torch.linspace(-0.9, 0.9, 12).reshape(3, 4)
+    assert_same(_call_on(call, kiln, kx, name), _call_on(call, torch, tx, name), 1e-6, 1e-6)
+
+
+def _call_on(call, lib, target, name):
+    if name == "float_power_":
+        return target.float_power_(2) if target.dtype == lib.float64 else call(lib, target)
+    if name == "squeeze_":
+        return target.squeeze_(0) if target.ndim == 3 else call(lib, target)
+    return call(lib, target)
+
+
+def test_metadata_answers_as_torch():
+    for name in ("float32", "float64", "int64", "int8", "uint8", "bool"):
+        k, t = to_kiln(np.zeros((2, 3)), name), to_torch(np.zeros((2, 3)), name)
+        for attr in ("is_signed", "is_complex", "is_conj", "is_neg", "get_device"):
+            assert getattr(k, attr)() == getattr(t, attr)(), (name, attr)
+        assert k.nbytes == t.nbytes and k.is_cpu == t.is_cpu
+        assert k.layout is kiln.strided
+        assert k.resolve_conj() is k and k.resolve_neg() is k and k.conj() is k
+        assert kiln.is_same_size(k, k[:1]) == torch.is_same_size(t, t[:1])
+    assert kiln.tensor([2.0]).is_nonzero() and not kiln.tensor(0).is_nonzero()
+    assert kiln.is_nonzero(kiln.tensor([[True]])) is True
+    assert kiln.is_signed(kiln.ones(2)) and kiln.is_complex(kiln.ones(2)) is False
+    x = kiln.ones(2, 3)
+    assert x.new_empty_strided((2, 3), (1, 2)).stride() == (1, 2)
+    assert x.new_empty_strided((2,), (1,), dtype=kiln.int64, requires_grad=False).dtype == kiln.int64
+
+
+def test_named_results_print_as_torch():
+    x = np.array([[3.0, 1.0, 2.0], [0.5, -1.0, 4.0]])
+    for fn in (lambda lib, t: lib.kthvalue(t, 2), lambda lib, t: lib.aminmax(t, dim=0), lambda lib, t: lib.frexp(t)):
+        got, want = fn(kiln, to_kiln(x, "float32")), fn(torch, to_torch(x, "float32"))
+        assert repr(got).replace("kiln", "torch") == repr(want)
+        assert type(got).__name__ == type(want).__name__ and got[0].tolist() == want[0].tolist()
+    assert kiln.kthvalue(kiln.tensor([3.0, 1.0, 2.0]), 1).indices.item() == 1
+
+
+def test_data_dependent_ops_break_the_graph():
+    """argwhere, bincount, histc without a range and tensor_split by a tensor read values: a clean
+    graph break, and the compiled results equal eager."""
+    def fn(x, i):
+        return (kiln.argwhere(x > 0) * 2, kiln.bincount(i) + 1, kiln.histc(x, 4) * 1,
+                kiln.tensor_split(x, i[:2], 0)[1] + 1)
+
+    x, i = kiln.tensor([[-1.0, 2.0], [3.0, -4.0], [0.5, 0.0]]), kiln.tensor([1, 2, 2, 0])
+    kiln._dynamo.reset()
+    assert kiln._dynamo.explain(fn)(x, i).graph_break_count >= 1
+    kiln._dynamo.reset()
+    got = kiln.compile(fn, backend="aot_eager")(x, i)
+    kiln._dynamo.reset()
+    for g, w in zip(got, fn(x, i)):
+        assert g.tolist() == w.tolist()
+
+
+def test_heaviside_has_no_derivative_as_torch():
+    for lib in (kiln, torch):
+        x = lib.tensor([-1.0, 0.0, 2.0], requires_grad=True)
+        y = lib.heaviside(x, lib.tensor([0.5, 0.5, 0.5]))
+        assert y.requires_grad and y.tolist() == [0.0, 0.5, 1.0]
+        with pytest.raises(RuntimeError, match="derivative for aten::heaviside is not implemented"):
+            y.sum().backward()
+
+
+ERRORS = [
+    ("fliplr of 1-D", lambda lib, t: lib.fliplr(t["x"][0])),
+    ("flipud of 0-D", lambda lib, t: lib.flipud(t["x"][0, 0])),
+    ("adjoint of 1-D", lambda lib, t: t["x"][0].adjoint()),
+    ("H of 3-D", lambda lib, t: t["x"].reshape(2, 3, 2).H),
+    ("mH of 1-D", lambda lib, t: t["x"][0].mH),
+    ("is_nonzero of many", lambda lib, t: t["x"].is_nonzero()),
+    ("is_nonzero of none", lambda lib, t: t["x"][:0].is_nonzero()),
+    ("sum_to_size not expandable", lambda lib, t: t["x"].sum_to_size(2)),
+    ("true_divide rounding_mode", lambda lib, t: lib.true_divide(t["x"], 2, rounding_mode="floor")),
+    ("deg2rad_ of int", lambda lib, t: t["i"].deg2rad_()),
+    ("float_power_ of float32", lambda lib, t: t["x"].float_power_(2)),
+    ("gcd of float", lambda lib, t: lib.gcd(t["x"], t["x"])),
+    ("lcm of bool", lambda lib, t: lib.lcm(t["i"] > 0, t["i"] > 0)),
+    ("heaviside dtypes", lambda lib, t: lib.heaviside(t["x"], t["x"].double())),
+    ("frexp of int", lambda lib, t: lib.frexp(t["i"])),
+    ("logcumsumexp of int", lambda lib, t: lib.logcumsumexp(t["i"], 0)),
+    ("addmv shapes", lambda lib, t: lib.addmv(t["x"], t["x"], t["x"][0])),
+    ("addmv vector size", lambda lib, t: lib.addmv(t["x"][0, :3], t["x"], t["x"][:, 0])),
+    ("addr of 2-D", lambda lib, t: lib.addr(t["x"], t["x"], t["x"][0])),
+    ("addbmm of 2-D", lambda lib, t: lib.addbmm(t["x"], t["x"], t["x"])),
+    ("inner last dims", lambda lib, t: lib.inner(t["x"], t["x"].t())),
+    ("vdot of 2-D", lambda lib, t: lib.vdot(t["x"], t["x"])),
+    ("vdot dtypes", lambda lib, t: lib.vdot(t["x"][0], t["x"][0].double())),
+    ("vdot sizes", lambda lib, t: lib.vdot(t["x"][0], t["x"][0, :2])),
+    ("cov of 3-D", lambda lib, t: lib.cov(t["x"].reshape(2, 2, 3))),
+    ("cov float fweights", lambda lib, t: lib.cov(t["x"], fweights=t["x"][0, :4])),
+    ("cov negative fweights", lambda lib, t: lib.cov(t["x"], fweights=-t["i"][0, :4])),
+    ("cov aweights numel", lambda lib, t: lib.cov(t["x"], aweights=t["x"][0, :2])),
+    ("renorm of 1-D", lambda lib, t: lib.renorm(t["x"][0], 2, 0, 1.0)),
+    ("renorm negative p", lambda lib, t: lib.renorm(t["x"], -1, 0, 1.0)),
+    ("renorm of int", lambda lib, t: lib.renorm(t["i"], 2, 0, 1.0)),
+    ("cholesky_solve of 1-D", lambda lib, t: lib.cholesky_solve(t["x"][0], t["x"])),
+    ("cholesky_solve not square", lambda lib, t: lib.cholesky_solve(t["x"], t["x"])),
+    ("cholesky_inverse not square", lambda lib, t: lib.cholesky_inverse(t["x"])),
+    ("take_along_dim int32 index", lambda lib, t: lib.take_along_dim(t["x"], t["i"].int(), 0)),
+    ("take_along_dim ndim", lambda lib, t: lib.take_along_dim(t["x"], t["i"][0].abs() % 3, 0)),
+    ("index_copy int32 index", lambda lib, t: t["x"].index_copy(0, _idx(lib, [0]).int(), t["x"][:1])),
+    ("index_copy dtypes", lambda lib, t: t["x"].index_copy(0, _idx(lib, [0]), t["x"][:1].double())),
+    ("index_fill 1-D value", lambda lib, t: t["x"].index_fill(0, _idx(lib, [0]), t["x"][0])),
+    ("index_fill out of range", lambda lib, t: t["x"].index_fill(0, _idx(lib, [3]), 1.0)),
+    ("masked_scatter float mask", lambda lib, t: t["x"].masked_scatter(t["x"], t["x"])),
+    ("masked_scatter dtypes", lambda lib, t: t["x"].masked_scatter(t["x"] > 0, t["x"].double())),
+    ("masked_scatter short source", lambda lib, t: t["x"].masked_scatter(t["x"] > -10, t["x"][0])),
+    ("put numel", lambda lib, t: t["x"].put(_idx(lib, [0, 1]), t["x"][0, :3])),
+    ("put dtypes", lambda lib, t: t["x"].put(_idx(lib, [0]), t["x"][0, :1].double())),
+    ("scatter_reduce reduce", lambda lib, t: t["x"].scatter_reduce(0, _idx(lib, [[0]]), t["x"], "foo")),
+    ("index_copy count", lambda lib, t: t["x"].index_copy(0, _idx(lib, [0, 1]), t["x"][:1])),
+    ("index_fill int32 index", lambda lib, t: t["x"].index_fill(0, _idx(lib, [0]).int(), 1.0)),
+    ("put int32 index", lambda lib, t: t["x"].put(_idx(lib, [0]).int(), t["x"][0, :1])),
+    ("scatter_reduce dtypes", lambda lib, t: t["x"].scatter_reduce(0, _idx(lib, [[0]]), t["x"].double(), "sum")),
+    ("tensor_split of 0-D", lambda lib, t: lib.tensor_split(t["x"][0, 0], 2)),
+    ("tensor_split 0 sections", lambda lib, t: lib.tensor_split(t["x"], 0)),
+    ("hsplit not divisible", lambda lib, t: lib.hsplit(t["x"], 3)),
+    ("vsplit of 1-D", lambda lib, t: lib.vsplit(t["x"][0], 2)),
+    ("dsplit of 2-D", lambda lib, t: lib.dsplit(t["x"], 2)),
+    ("histc of int", lambda lib, t: lib.histc(t["i"])),
+    ("histc bins", lambda lib, t: lib.histc(t["x"], 0)),
+    ("histc min > max", lambda lib, t: lib.histc(t["x"], 4, 1, 0)),
+    ("bincount negative", lambda lib, t: lib.bincount(t["i"][0])),
+    ("bincount of 2-D", lambda lib, t: lib.bincount(t["i"].abs())),
+    ("bincount of float", lambda lib, t: lib.bincount(t["x"][0])),
+    ("bincount minlength", lambda lib, t: lib.bincount(t["i"][0].abs(), minlength=-1)),
+    ("bincount weights", lambda lib, t: lib.bincount(t["i"][0].abs(), t["x"][0, :2])),
+    ("kthvalue k", lambda lib, t: lib.kthvalue(t["x"], 5, 1)),
+    ("kthvalue dim", lambda lib, t: lib.kthvalue(t["x"], 1, 2)),
+    ("aminmax of empty", lambda lib, t: lib.aminmax(t["x"][:0])),
+    ("aminmax of empty dim", lambda lib, t: lib.aminmax(t["x"][:0], dim=0)),
+    ("unsqueeze_ dim", lambda lib, t: t["x"].unsqueeze_(3)),
+    ("leaf squeeze_", lambda lib, t: t["x"].requires_grad_().squeeze_()),
+]
+
+
+@pytest.mark.parametrize("desc,call", ERRORS, ids=[e[0] for e in ERRORS])
+def test_bad_input_raises_like_torch(desc, call):
+    def inputs(lib):
+        return {"x": lib.linspace(-2, 2, 12).reshape(3, 4), "i": lib.tensor([[-1, 2, 3, 0], [1, 1, 0, 2]])}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_raises_like_torch(desc, call, inputs)

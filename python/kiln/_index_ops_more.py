@@ -30,7 +30,7 @@ def _result(value, out):
 
 def _check_long_index(op, index):
     if index.dtype != _C.int64:
-        raise IndexError(f"{op}(): Expected a long tensor for index, but got {_type_name(index.dtype)}")
+        raise RuntimeError(f"{op}(): Expected a long tensor for index, but got {_type_name(index.dtype)}")
 
 
 # --- gathers ----------------------------------------------------------------------------------------
@@ -72,7 +72,9 @@ def index_copy(input, dim, index, source):
     if index.ndim > 1:
         raise IndexError("index_copy_(): Index should have dimension 1 or 0 (got {})".format(index.ndim))
     dim = _wrap_dim(dim, input.ndim)
-    return input.index_put(_index_at(input, dim, index), _source_for(input, dim, index, source))
+    source = _source_for(input, dim, index, source)
+    _check_index_count(index, source, dim)
+    return input.index_put(_index_at(input, dim, index), source)
 
 
 def index_copy_(input, dim, index, source):
@@ -81,7 +83,21 @@ def index_copy_(input, dim, index, source):
         raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, but got (self) "
                            f"{_type_name(input.dtype)} and (source) {_type_name(source.dtype)}")
     dim = _wrap_dim(dim, input.ndim)
-    return input.index_put_(_index_at(input, dim, index), _source_for(input, dim, index, source))
+    source = _source_for(input, dim, index, source)
+    _check_index_count(index, source, dim)
+    return input.index_put_(_index_at(input, dim, index), source)
+
+
+def _check_index_count(index, source, dim):
+    count = source.shape[dim] if source.ndim else 1
+    if index.numel() != count:
+        raise IndexError(f"index_copy_(): Number of indices ({index.numel()}) should be equal to source.size(dim) "
+                         f"({count})")
+
+
+def _check_fill_index(index):
+    if index.dtype != _C.int64:
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
 
 
 def _dim_mask(input, dim, index):
@@ -97,7 +113,7 @@ def _dim_mask(input, dim, index):
 
 
 def index_fill(input, dim, index, value):
-    _check_long_index("index_fill_", index)
+    _check_fill_index(index)
     if isinstance(value, _kiln().Tensor) and value.ndim:
         raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                            f"{value.ndim} dimension(s).")
@@ -106,7 +122,7 @@ def index_fill(input, dim, index, value):
 
 
 def index_fill_(input, dim, index, value):
-    _check_long_index("index_fill_", index)
+    _check_fill_index(index)
     if isinstance(value, _kiln().Tensor) and value.ndim:
         raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                            f"{value.ndim} dimension(s).")
@@ -148,7 +164,7 @@ def _check_put(input, index, source):
         raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got self.dtype = "
                            f"{_type_name(input.dtype)} and source.dtype = {_type_name(source.dtype)}")
     if index.numel() != source.numel():
-        raise RuntimeError(f"put_(): Expected source and index to have the same number of elements, but got "
+        raise IndexError(f"put_(): Expected source and index to have the same number of elements, but got "
                            f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
 
 
@@ -171,10 +187,8 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     k = _kiln()
     if reduce not in _REDUCES:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
-    if index.dtype != _C.int64:
-        raise RuntimeError("scatter_reduce(): Expected dtype int64 for index")
     if input.dtype != src.dtype:
-        raise RuntimeError(f"scatter_reduce(): Expected self.dtype to be equal to src.dtype")
+        raise RuntimeError("scatter_reduce(): Expected self.dtype to be equal to src.dtype")
     dim = _wrap_dim(dim, input.ndim)
     if index.numel() == 0:
         return input.clone()
@@ -342,7 +356,9 @@ def histc(input, bins=100, min=0, max=0, *, out=None):
 def bincount(input, weights=None, minlength=0):
     """How often each value 0, 1, ..., max(input) occurs (summing `weights` instead of counting)."""
     k = _kiln()
-    if input.ndim != 1 or input.dtype.is_floating_point or input.dtype == _C.bool:
+    if input.dtype.is_floating_point or input.dtype == _C.bool:
+        raise NotImplementedError(f"\"bincount_cpu\" not implemented for '{_type_name(input.dtype)}'")
+    if input.ndim != 1:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     if minlength < 0:
         raise RuntimeError("minlength should be >= 0")

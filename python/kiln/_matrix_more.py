@@ -53,6 +53,8 @@ def addr_(input, vec1, vec2, *, beta=1, alpha=1):
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """beta * input + alpha * (the sum over the batch of batch1[i] @ batch2[i])."""
+    for batch in (batch1, batch2):
+        _wrap_dim(2, batch.ndim)  # torch reads size(2) first: an IndexError below 3 dimensions
     if batch1.ndim != 3 or batch2.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor" if batch1.ndim != 3 else "batch2 must be a 3D tensor")
     return _result(_scaled_sum(input, _kiln().bmm(batch1, batch2).sum(0), beta, alpha), out)
@@ -180,7 +182,8 @@ def renorm(input, p, dim, maxnorm, *, out=None):
     factor maxnorm / (norm + 1e-7)); the gradient goes through the norm, as torch's renorm_backward."""
     k = _kiln()
     if not input.dtype.is_floating_point:
-        raise NotImplementedError(f"\"renorm_out\" not implemented for '{_type_name(input.dtype)}'")
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+                           f"{_type_name(input.dtype)}")
     if p <= 0:
         raise RuntimeError("renorm: non-positive-norm not supported")
     if maxnorm < 0:
