@@ -278,6 +278,31 @@ from kiln._windows import (  # noqa: E402,F401
     i0, i0_, hann_window, hamming_window, blackman_window, bartlett_window, kaiser_window,
 )
 from kiln import linalg, testing  # noqa: E402,F401
+# torch's second names for ops (arccos, greater, divide, fix, ...), the metadata predicates
+# (is_signed, is_nonzero, ...) and more composites: pointwise (deg2rad, sinc, gcd, frexp, ...),
+# matrix products and statistics (addmv, addr, cov, cholesky_solve, ...), indexing and counting
+# (index_copy, scatter_reduce, tensor_split, histc, kthvalue, ...) in kiln/_aliases.py,
+# _pointwise_more.py, _matrix_more.py and _index_ops_more.py; their Tensor methods are bound there
+from kiln._aliases import (  # noqa: E402,F401
+    absolute_, arccos, arccos_, arccosh, arccosh_, arcsin, arcsin_, arcsinh, arcsinh_, arctan, arctan_, arctan2,
+    arctanh, arctanh_, greater, greater_equal, less, less_equal, not_equal, divide, multiply, subtract, true_divide,
+    negative_, fix, fix_, sgn, ravel, msort, argwhere, adjoint, fliplr, flipud, nansum, is_signed, is_complex,
+    is_conj, is_neg, is_nonzero, is_same_size, resolve_conj, resolve_neg, conj, matrix_power, get_device,
+)
+from kiln._pointwise_more import (  # noqa: E402,F401
+    deg2rad, deg2rad_, rad2deg, rad2deg_, sinc, sinc_, float_power, heaviside, gcd, gcd_, lcm, lcm_, ldexp, ldexp_,
+    frexp, isposinf, isneginf, isreal, logcumsumexp,
+)
+from kiln._matrix_more import (  # noqa: E402,F401
+    addmv, addmv_, addr, addbmm, inner, vdot, diagflat, cov, corrcoef, dist, renorm, cholesky_solve, cholesky_inverse,
+)
+from kiln._index_ops_more import (  # noqa: E402,F401
+    take_along_dim, index_copy, index_fill, masked_scatter, put, scatter_reduce, tensor_split, hsplit, vsplit, dsplit,
+    histc, bincount, kthvalue, aminmax,
+)
+from kiln._tensor import _install_more_methods  # noqa: E402
+
+_install_more_methods()
 
 
 def pinverse(input, rcond=1e-15):

@@ -428,3 +428,28 @@ def _install_composite_methods():
 
 
 _install_composite_methods()
+
+
+def _install_more_methods():
+    """The methods of kiln/_aliases.py, _pointwise_more.py, _matrix_more.py and _index_ops_more.py
+    (issue 17), bound once kiln/__init__.py has attached the registry's methods the aliases name.
+    The *_scatter methods are the registry's functions with self as `input`."""
+    import kiln
+    from kiln import _aliases, _index_ops_more, _matrix_more, _pointwise_more
+
+    _aliases.install_methods(Tensor)
+    for module, names in (
+            (_pointwise_more, ("deg2rad", "deg2rad_", "rad2deg", "rad2deg_", "sinc", "sinc_", "float_power",
+                               "float_power_", "heaviside", "heaviside_", "gcd", "gcd_", "lcm", "lcm_", "ldexp",
+                               "ldexp_", "frexp", "isposinf", "isneginf", "isreal", "logcumsumexp")),
+            (_matrix_more, ("addmv", "addmv_", "addr", "addr_", "addbmm", "addbmm_", "addmm_", "baddbmm_", "inner",
+                            "vdot", "diagflat", "cov", "corrcoef", "dist", "renorm", "renorm_", "cholesky_solve",
+                            "cholesky_inverse")),
+            (_index_ops_more, ("take_along_dim", "index_copy", "index_copy_", "index_fill", "index_fill_",
+                               "masked_scatter", "masked_scatter_", "put", "put_", "scatter_reduce",
+                               "scatter_reduce_", "tensor_split", "hsplit", "vsplit", "dsplit", "histc", "bincount",
+                               "kthvalue", "aminmax"))):
+        for name in names:
+            setattr(Tensor, name, getattr(module, name))
+    for name in ("select_scatter", "slice_scatter", "diagonal_scatter", "as_strided_scatter"):
+        setattr(Tensor, name, getattr(kiln, name))

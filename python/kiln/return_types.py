@@ -1,7 +1,8 @@
 """kiln.return_types: the named results of kiln's Python-composed ops, as torch.return_types.
 
 Ops in the registry get their result types from C++ (structseqs made per op in
-python/csrc/arg_parser.cc). The order statistics composed in Python (kiln/_order_stats.py) and
+python/csrc/arg_parser.cc). The order statistics composed in Python (kiln/_order_stats.py, kthvalue and aminmax in
+kiln/_index_ops_more.py), frexp (kiln/_pointwise_more.py) and
 kiln.linalg.lu return the types defined here. Each is a tuple subclass with read-only named fields and a structseq's
 attributes (n_fields, n_sequence_fields, __match_args__), so kiln._dynamo treats both kinds alike;
 it keeps tuple's C constructor (one sequence), so rebuilding a result after a compiled graph runs
@@ -10,7 +11,7 @@ no Python frame. repr follows torch's: `kiln.return_types.median(\\nvalues=...,\
 
 import operator
 
-__all__ = ["median", "nanmedian", "mode", "cummax", "cummin", "linalg_lu"]
+__all__ = ["median", "nanmedian", "mode", "cummax", "cummin", "linalg_lu", "kthvalue", "aminmax", "frexp"]
 
 
 def _repr(self):
@@ -39,3 +40,6 @@ mode = _named_result("mode", ("values", "indices"))
 cummax = _named_result("cummax", ("values", "indices"))
 cummin = _named_result("cummin", ("values", "indices"))
 linalg_lu = _named_result("linalg_lu", ("P", "L", "U"))
+kthvalue = _named_result("kthvalue", ("values", "indices"))
+aminmax = _named_result("aminmax", ("min", "max"))
+frexp = _named_result("frexp", ("mantissa", "exponent"))

@@ -30,7 +30,8 @@ _BUILTIN_CALLABLES = (types.BuiltinFunctionType, types.BuiltinMethodType)
 _KILN_OP_MODULES = {"kiln", "kiln.nn.functional", "kiln.functional", "kiln._tensor", "kiln.nn.init",
                     "kiln.linalg", "kiln.fft", "kiln.special", "kiln._composites", "kiln._einsum",
                     "kiln._order_stats", "kiln._set_ops", "kiln._windows", "kiln.nn._spatial",
-                    "kiln.nn._embedding_bag"}
+                    "kiln.nn._embedding_bag", "kiln._aliases", "kiln._pointwise_more", "kiln._matrix_more",
+                    "kiln._index_ops_more"}
 
 
 def is_kiln_op(value):
