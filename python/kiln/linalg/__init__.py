@@ -151,9 +151,10 @@ def matrix_power(A, n, *, out=None):
         if not n:
             break
         base = kiln.matmul(base, base)
-    if result is None:  # n == 0: identity matrices
+    if result is None:  # n == 0: identity matrices, written over a copy of A as PyTorch does, so the
+        # result stays in A's graph (requires grad, a zero gradient) and ignores A's values (NaN too)
         eye = kiln.eye(A.shape[-1], dtype=A.dtype, device=A.device)
-        result = eye.expand(A.shape).clone()
+        result = A.clone(memory_format=kiln.contiguous_format).copy_(eye.expand(A.shape))
     return result if out is None else out.copy_(result)
 
 
