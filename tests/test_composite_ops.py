@@ -547,3 +547,37 @@ def test_nonzero_as_tuple_matches_torch(as_tuple):
     step = kiln.compile(lambda x: [t * 2 for t in (x > 0).nonzero(as_tuple=True)])
     got = step(kiln.tensor([[1.0, -1.0], [2.0, 0.0]]))
     assert [g.tolist() for g in got] == [[0, 2], [0, 0]]
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.broadcast_shapes((2, 1), (3,)), lambda lib: lib.broadcast_shapes(2, (3, 1)),
+    lambda lib: lib.broadcast_shapes(), lambda lib: lib.broadcast_shapes((2,), (3,)),
+    lambda lib: lib.broadcast_shapes((-1,), (2,)),
+    lambda lib: [(tuple(t.shape), t.stride())
+                 for t in lib.broadcast_tensors(lib.ones(2, 1), lib.ones(3), lib.ones(()))],
+    lambda lib: lib.broadcast_tensors(lib.ones(2), lib.ones(3)),
+])
+def test_broadcast_shapes_and_tensors_as_torch(call):
+    try:
+        want = call(torch)
+    except Exception as e:  # noqa: BLE001 - the same class and message expected
+        with pytest.raises(type(e)) as got:
+            call(kiln)
+        assert str(got.value) == str(e)
+        return
+    got = call(kiln)
+    assert (list(got) if not isinstance(got, list) else got) == (list(want) if not isinstance(want, list) else want)
+
+
+def test_broadcast_tensors_are_views_with_gradients_compiled():
+    def f(a, b):
+        x, y = kiln.broadcast_tensors(a, b)
+        return (x * y).sum()
+
+    a, b = kiln.ones(2, 1, requires_grad=True), kiln.arange(3.0, requires_grad=True)
+    f(a, b).backward()
+    want = (a.grad.tolist(), b.grad.tolist())
+    a.grad = b.grad = None
+    kiln._dynamo.reset()
+    kiln.compile(f, backend="aot_eager", fullgraph=True)(a, b).backward()
+    assert (a.grad.tolist(), b.grad.tolist()) == want == ([[3.0], [3.0]], [2.0, 2.0, 2.0])

@@ -262,7 +262,7 @@ from kiln._tensor_types import LEGACY_TYPES as _LEGACY_TYPES, set_default_tensor
 # tensors and kiln.compile work through them (kiln/_composites.py, kiln/_einsum.py); kiln.testing
 # holds assert_close. movedim replaces the registry's int-only op: it also takes sequences.
 from kiln._composites import (  # noqa: E402,F401
-    unbind, outer, ger, broadcast_to, swapaxes, swapdims, moveaxis, movedim, clip, clip_, concat, concatenate,
+    unbind, outer, ger, broadcast_to, broadcast_shapes, broadcast_tensors, swapaxes, swapdims, moveaxis, movedim, clip, clip_, concat, concatenate,
     hstack, vstack, dstack, column_stack, atleast_1d, atleast_2d, atleast_3d, tile, trace, diag, diag_embed,
     tril_indices, triu_indices, meshgrid, rot90, diff, logaddexp, logaddexp2, nanmean, allclose, isclose, equal,
     cross, kron, tensordot, take, repeat_interleave, cdist, nonzero, normal, norm_except_dim, _weight_norm,

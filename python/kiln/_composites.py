@@ -21,7 +21,8 @@ from kiln import _C
 from kiln.amp.autocast_mode import float32_under_autocast as _float32_under_autocast
 
 __all__ = [
-    "unbind", "outer", "ger", "broadcast_to", "swapaxes", "swapdims", "moveaxis", "movedim", "clip", "clip_",
+    "unbind", "outer", "ger", "broadcast_to", "broadcast_shapes", "broadcast_tensors", "swapaxes", "swapdims",
+    "moveaxis", "movedim", "clip", "clip_",
     "concat", "concatenate", "hstack", "vstack", "dstack", "column_stack", "atleast_1d", "atleast_2d",
     "atleast_3d", "tile", "trace", "diag", "diag_embed", "tril_indices", "triu_indices", "meshgrid", "rot90",
     "diff", "logaddexp", "logaddexp2", "nanmean", "allclose", "isclose", "equal", "cross", "kron", "tensordot",
@@ -125,6 +126,41 @@ def unbind(input, dim=0):
         raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     dim = _wrap_dim(dim, input.ndim)
     return tuple(input.select(dim, i) for i in range(input.shape[dim]))
+
+
+def broadcast_shapes(*shapes):
+    """The shape that tensors of `shapes` (ints or sequences) broadcast to, as a kiln.Size."""
+    dims = [(s,) if isinstance(s, int) else tuple(s) for s in shapes]
+    result = [1] * builtins.max([len(d) for d in dims], default=0)
+    for index, shape in enumerate(dims):
+        for i, n in enumerate(reversed(shape)):
+            if n < 0:
+                raise ValueError("Attempting to broadcast a dimension with negative length!")
+            at = len(result) - 1 - i
+            if result[at] == 1 or n == result[at]:
+                result[at] = n if result[at] == 1 else result[at]
+            elif n != 1:
+                raise RuntimeError(f"Attempting to broadcast a dimension of length {n} at {-1 - i}! Mismatching "
+                                   f"argument at index {index} had {shape}; but expected shape should be "
+                                   f"broadcastable to {result}")
+    return _kiln().Size(result)
+
+
+def broadcast_tensors(*tensors):
+    """The tensors expanded (views) to their common broadcast shape."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    shape = []
+    for t in tensors:
+        a, b = list(shape), list(t.shape)
+        n = builtins.max(len(a), len(b))
+        a, b = [1] * (n - len(a)) + a, [1] * (n - len(b)) + b
+        for i, (x, y) in enumerate(zip(a, b)):
+            if x != y and x != 1 and y != 1:
+                raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b ({y}) at "
+                                   f"non-singleton dimension {i}")
+        shape = [y if x == 1 else x for x, y in zip(a, b)]
+    return tuple(t.expand(shape) for t in tensors)
 
 
 def broadcast_to(input, size):
