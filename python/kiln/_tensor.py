@@ -376,9 +376,11 @@ class Tensor(_C.TensorBase):
             # otherwise index_put_ raises on a dtype mismatch, as PyTorch does
             result.index_put_(indices, value)
         else:
-            if tuple(value.shape) != tuple(result.shape) and value.ndim > 0:
+            if tuple(value.shape) != tuple(result.shape):
                 # expanded to the destination first (PyTorch's expand_inplace): `x[0] = x` for x of
-                # shape [1, 1, 3] then reads exactly the elements it writes (fuzz seed 81, 566)
+                # shape [1, 1, 3] then reads exactly the elements it writes (fuzz seed 81, 566); a value
+                # left 0-d by dropping its leading 1s too, so `x[0] = x[:, 0]` is no overlap error
+                # (fuzz seed 161, 668)
                 value = value.expand(tuple(result.shape))
             result.copy_(value)
 
