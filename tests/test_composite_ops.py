@@ -185,13 +185,9 @@ CASES = [
 ]
 
 
-
-
 def _layouts(arrays, case):
     yield [None] * len(arrays)
     yield ["T" if a.ndim >= 2 and case.transposed else "S" if a.ndim and a.shape[-1] else None for a in arrays]
-
-
 
 
 def _overwrite(inputs, lib):
@@ -230,10 +226,6 @@ def test_values_match_torch(case):
                 arrays = [random_array(s, name, rng, case.low, case.high) for s in shapes]
                 for layouts in _layouts(arrays, case):
                     _check_case(case, name, arrays, layouts)
-
-
-
-
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.grad and "float64" in c.dtypes], ids=repr)

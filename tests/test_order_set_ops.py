@@ -118,8 +118,6 @@ def _with_nans(data, rng):
     return rows.reshape(data.shape)
 
 
-
-
 def _layouts(arrays):
     yield [None] * len(arrays)
     yield ["T" if a.ndim >= 2 else "S" if a.ndim and a.shape[-1] else None for a in arrays]
@@ -152,12 +150,6 @@ def _assert_same_result_types(got, expected):
         assert getattr(type(got), "_fields", None) == getattr(type(expected), "_fields", None)
         for g, e in zip(got, expected):
             _assert_same_result_types(g, e)
-
-
-
-
-
-
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.grad and "float64" in c.dtypes], ids=repr)
