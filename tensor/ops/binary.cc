@@ -5,6 +5,7 @@
 // division). From the spec come the Tensor and Scalar overloads, the in-place variants and the
 // out= variants, each with its meta function, so adding an op is one table row.
 #include <cmath>
+#include <cstring>
 
 #include "tensor/ops/common.h"
 
@@ -518,13 +519,16 @@ Tensor ResizeOut(const char* op, Tensor out, const TensorMeta& m) {
   KILN_CHECK(CanCast(m.dtype, out.dtype()), "[", op, "] result type ", ScalarTypeDisplayName(m.dtype),
              " can't be cast to the desired output type ", ScalarTypeDisplayName(out.dtype()));
   if (out->sym_sizes() == m.sizes) return out;
-  // resize_: reallocate when growing; shrinking keeps the storage.
+  // resize_: reallocate when growing, keeping the bytes there were (as PyTorch's resize_); shrinking
+  // keeps the storage.
   out->set_sizes_contiguous(m.sizes);
   if (out->has_storage()) {
-    int64_t need = (out->storage_offset() + out.numel()) * out->itemsize();
-    if (need > static_cast<int64_t>(out->storage()->nbytes())) {
-      Allocator* alloc = GetCPUAllocator();
-      out->storage()->set_data(alloc->Allocate(need), need);
+    const int64_t need = (out->storage_offset() + out.numel()) * out->itemsize();
+    const int64_t have = static_cast<int64_t>(out->storage()->nbytes());
+    if (need > have) {
+      DataPtr grown = GetCPUAllocator()->Allocate(need);
+      if (have > 0) std::memcpy(grown.get(), out->storage()->data(), static_cast<size_t>(have));
+      out->storage()->set_data(std::move(grown), need);
     }
   } else if (out->storage() && !out->is_symbolic()) {  // meta/fake: the data-less storage grows too
     int64_t need = (out->storage_offset() + out.numel()) * out->itemsize();

@@ -1,8 +1,6 @@
 // tensor/ops/reinterpret.cc: ops that reinterpret a tensor's memory rather than compute: view(dtype),
 // the same bytes read as another dtype, and resize_, which changes a tensor's size in place
 // (growing its storage, keeping the existing elements).
-#include <cstring>
-
 #include "tensor/ops/common.h"
 
 namespace kiln {
@@ -63,21 +61,9 @@ Tensor Resize_(Tensor self, const SymList& size, std::optional<MemoryFormat> mem
   for (const SymInt& s : size)
     KILN_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ",
                SizesToString(SymDimVector(size.begin(), size.end())));
-  self->set_sizes_contiguous(SymDimVector(size.begin(), size.end()));
-  if (self->has_storage()) {
-    const int64_t need = (self->storage_offset() + self.numel()) * self->itemsize();
-    StorageImpl* storage = self->storage().get();
-    const int64_t have = static_cast<int64_t>(storage->nbytes());
-    if (need > have) {
-      DataPtr grown = GetCPUAllocator()->Allocate(need);
-      if (have > 0) std::memcpy(grown.get(), storage->data(), static_cast<size_t>(have));
-      storage->set_data(std::move(grown), need);
-    }
-  } else if (self->storage() && !self->is_symbolic()) {  // meta/fake: the data-less storage grows too
-    const int64_t need = (self->storage_offset() + self.numel()) * self->itemsize();
-    if (need > static_cast<int64_t>(self->storage()->nbytes())) self->storage()->set_sym_nbytes(need);
-  }
-  return self;
+  // the storage grows as an out= argument's does (ResizeOut), keeping its bytes
+  return ResizeOut("resize_", self, TensorMeta{SymDimVector(size.begin(), size.end()), {}, self.dtype(),
+                                               self.device()});
 }
 
 Tensor ResizeAs_(Tensor self, const Tensor& other, std::optional<MemoryFormat> memory_format) {
