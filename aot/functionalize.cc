@@ -78,6 +78,10 @@ Tensor ScatterView(const ViewMeta& m, const Tensor& base, const Tensor& src) {
   if (name == "alias" || name == "detach") return src;
   if (name == "view" && m.op->schema().overload == "dtype")  // the same bytes read back as base's dtype
     return call("aten::view.dtype", {src, IValue(base.dtype())});
+  // the pairs read back as complex numbers and back (view_as_complex wants adjacent pairs)
+  if (name == "view_as_real")
+    return call("aten::view_as_complex", {call("aten::contiguous", {src, IValue(MemoryFormat::Contiguous)})});
+  if (name == "view_as_complex") return call("aten::view_as_real", {src});
   // an expand reaches here only when it repeats nothing (sizes of 1 kept or prepended): writes
   // through views that overlap themselves take ScatterIntoOverlappingView or ScatterThroughLayout
   if (name == "view" || name == "squeeze" || name == "unsqueeze" || name == "_unsafe_view" || name == "expand") {

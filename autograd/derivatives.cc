@@ -14,6 +14,11 @@
 
 namespace kiln::autograd {
 namespace {
+// The dtypes whose tensors take part in autograd: floating and complex (PyTorch's isDifferentiableType).
+bool Differentiable(ScalarType t) { return IsFloating(t) || IsComplex(t); }
+}  // namespace
+
+namespace {
 
 int ArgIndex(const FunctionSchema& schema, const char* name) {
   for (size_t i = 0; i < schema.arguments.size(); ++i)
@@ -54,12 +59,23 @@ const Tensor& Ctx::grad(size_t i) {
   return grads_[i];
 }
 
+namespace {
+thread_local SavedInputObserver t_saved_input_observer;
+}  // namespace
+
+SavedInputObserver SetSavedInputObserver(SavedInputObserver observer) {
+  std::swap(observer, t_saved_input_observer);
+  return observer;
+}
+
 Tensor Ctx::input(const char* name) const {
   int i = ArgIndex(node_.derivative().op->schema(), name);
   const SavedVariable& v = node_.saved_inputs().at(i);
   KILN_INTERNAL_ASSERT(v.defined() || node_.args()[i].is_none(), node_.name(), " reads input '", name,
                        "' it did not save");
-  return v.Unpack(nullptr);
+  Tensor t = v.Unpack(nullptr);
+  if (t_saved_input_observer && t.defined()) t_saved_input_observer(t, grads_);
+  return t;
 }
 
 OptionalTensorList Ctx::input_list(const char* name) const {
@@ -253,7 +269,7 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
       throw NotImplementedError(StrCat("the derivative for '", op.name(), "' is not implemented."));
     RunBelow(op, keys, stack);
     ForEachOutput(stack, [&](const Tensor& t) {
-      if (t.defined() && IsFloating(t.dtype()))
+      if (t.defined() && Differentiable(t.dtype()))
         throw NotImplementedError(StrCat("the derivative for '", op.name(), "' is not implemented."));
     });
     return;
@@ -351,11 +367,11 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
   });
   if (inplace) {
     // An integer tensor written from one that requires grad does not require grad (torch).
-    if (IsFloating(self.dtype())) RebaseHistory(self, node);
+    if (Differentiable(self.dtype())) RebaseHistory(self, node);
   } else {
     for (uint32_t i = 0; i < outputs.size(); ++i) {
       const Tensor& t = outputs[i];
-      if (!t.defined() || !IsFloating(t.dtype())) continue;
+      if (!t.defined() || !Differentiable(t.dtype())) continue;
       SetHistory(t, node, i);
       if (view_source.defined()) MarkView(t, view_source);
       // A view of a split piece is one too, as PyTorch propagates the piece's creation meta.
@@ -455,6 +471,7 @@ void InstallAutograd() {
     DefineNNFormulas(table);
     DefineIndexFormulas(table);
     DefineBackwardOpFormulas(table);
+    DefineSpectralFormulas(table);
     r.SetFallback(DispatchKey::Autograd, Kernel{&AutogradKernel, nullptr});
   });
 }

@@ -163,5 +163,12 @@ void DefineLapackFormulas(DerivativeTable& d);
 void DefineNNFormulas(DerivativeTable& d);
 void DefineIndexFormulas(DerivativeTable& d);
 void DefineBackwardOpFormulas(DerivativeTable& d);
+void DefineSpectralFormulas(DerivativeTable& d);
+
+// Called by Ctx::input with each saved input a formula unpacks and its node's output gradients
+// (undefined where none flowed), on this thread: AOT's joint trace learns which inputs eager's
+// backward reads even where a formula's result does not use them. Returns the previous one.
+using SavedInputObserver = std::function<void(const Tensor& saved, const TensorList& grads)>;
+SavedInputObserver SetSavedInputObserver(SavedInputObserver observer);
 
 }  // namespace kiln::autograd

@@ -38,7 +38,7 @@ void SetRequiresGrad(const Tensor& t, bool requires_grad) {
   }
   if (requires_grad && meta && meta->is_inference_ && !InferenceMode::is_enabled())
     throw Error("Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.");
-  if (requires_grad && !IsFloating(t.dtype()))
+  if (requires_grad && !IsFloating(t.dtype()) && !IsComplex(t.dtype()))
     throw Error("only Tensors of floating point and complex dtype can require gradients");
   if (!meta && !requires_grad) return;
   MaterializeMeta(t).requires_grad_ = requires_grad;

@@ -54,11 +54,8 @@ void MaskedSelectMeta(const Op& op, DispatchKeySet keys, Stack& s, void*) {
 
 Scalar LocalScalarDenseCPU(const Tensor& self) {
   KILN_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
-  return KILN_DISPATCH_ALL(self.dtype(), "_local_scalar_dense", [&]() -> Scalar {
-    scalar_t v = *self.data_ptr<scalar_t>();
-    if constexpr (std::is_same_v<scalar_t, bool>) return Scalar(v);
-    else if constexpr (std::is_integral_v<scalar_t>) return Scalar(static_cast<int64_t>(v));
-    else return Scalar(static_cast<double>(static_cast<opmath_t<scalar_t>>(v)));
+  return KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "_local_scalar_dense", [&]() -> Scalar {
+    return ScalarFromElement(*self.data_ptr<scalar_t>());
   });
 }
 

@@ -85,6 +85,14 @@ std::string ConstRepr(const IValue& v) {
     else if constexpr (std::is_same_v<T, bool>) return x ? "True" : "False";
     else if constexpr (std::is_same_v<T, int64_t>) return std::to_string(x);
     else if constexpr (std::is_same_v<T, double>) return PyFloatRepr(x);
+    else if constexpr (std::is_same_v<T, std::complex<double>>) {  // Python's repr: (1+2j), 2j
+      std::string im = PyFloatRepr(x.imag());
+      if (im.size() > 2 && im.compare(im.size() - 2, 2, ".0") == 0) im.resize(im.size() - 2);
+      if (x.real() == 0 && !std::signbit(x.real())) return im + "j";
+      std::string re = PyFloatRepr(x.real());
+      if (re.size() > 2 && re.compare(re.size() - 2, 2, ".0") == 0) re.resize(re.size() - 2);
+      return "(" + re + (im[0] == '-' ? "" : "+") + im + "j)";
+    }
     else if constexpr (std::is_same_v<T, SymInt>) return x.str();
     else if constexpr (std::is_same_v<T, std::string>) return PyStringRepr(x);
     else if constexpr (std::is_same_v<T, ScalarType>) return std::string("kiln.") + ScalarTypeName(x);

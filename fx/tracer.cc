@@ -182,6 +182,8 @@ Argument Tracer::TensorArg(const Tensor& t) {
       case ScalarType::Int64: return Argument(IValue(*t.data_ptr<int64_t>()));
       case ScalarType::Float64: return Argument(IValue(*t.data_ptr<double>()));
       case ScalarType::Float32: return Argument(IValue(static_cast<double>(*t.data_ptr<float>())));
+      case ScalarType::ComplexFloat: return Argument(IValue(std::complex<double>(*t.data_ptr<std::complex<float>>())));
+      case ScalarType::ComplexDouble: return Argument(IValue(*t.data_ptr<std::complex<double>>()));
       default: break;
     }
   }

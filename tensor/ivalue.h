@@ -23,7 +23,7 @@ class IValue {
   using Variant = std::variant<std::monostate, Tensor, int64_t, double, bool, SymInt, std::string,
                                std::vector<SymInt>, std::vector<double>, std::vector<bool>,
                                std::vector<Tensor>, OptionalTensorList, Device, ScalarType,
-                               Generator, Layout, MemoryFormat>;
+                               Generator, Layout, MemoryFormat, std::complex<double>>;
   IValue() = default;
   IValue(Tensor t) : v_(std::move(t)) {}                  // NOLINT
   IValue(int64_t i) : v_(i) {}                            // NOLINT
@@ -48,6 +48,7 @@ class IValue {
   IValue(const Scalar& s) {                               // NOLINT
     if (s.is_bool()) v_ = s.to_bool();
     else if (s.is_integral()) v_ = s.to_int();
+    else if (s.is_complex()) v_ = s.to_complex();
     else v_ = s.to_double();
   }
   template <typename T>
@@ -82,6 +83,7 @@ class IValue {
     if (auto* b = std::get_if<bool>(&v_)) return Scalar(*b);
     if (auto* i = std::get_if<int64_t>(&v_)) return Scalar(*i);
     if (auto* s = std::get_if<SymInt>(&v_)) return Scalar(s->expect_int());
+    if (auto* c = std::get_if<std::complex<double>>(&v_)) return Scalar(*c);
     return Scalar(Get<double>("Scalar"));
   }
   const std::string& to_string() const { return Get<std::string>("str"); }

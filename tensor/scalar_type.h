@@ -1,10 +1,12 @@
 // tensor/scalar_type.h: the element types of tensors, their C++ types, and type promotion.
 //
-// Promotion follows PyTorch: categories bool < integer < floating; within a category the wider
-// type wins; int8/uint8 promote to int16; float16/bfloat16 promote to float32. Python numbers are
-// weak (ResultTypeState below): they lift the category but never the width.
+// Promotion follows PyTorch: categories bool < integer < floating < complex; within a category the
+// wider type wins; int8/uint8 promote to int16; float16/bfloat16 promote to float32; a float64
+// meeting complex64 gives complex128. Python numbers are weak (ResultTypeState in
+// type_promotion.h): they lift the category but never the width.
 #pragma once
 
+#include <complex>
 #include <cstdint>
 #include <string>
 
@@ -15,6 +17,7 @@ namespace kiln {
 
 enum class ScalarType : int8_t {
   Bool = 0, UInt8, Int8, Int16, Int32, Int64, Float16, BFloat16, Float32, Float64,
+  ComplexFloat, ComplexDouble,  // complex64 and complex128: std::complex<float> and <double>
   Undefined,
 };
 constexpr int kNumScalarTypes = static_cast<int>(ScalarType::Undefined);
@@ -23,6 +26,12 @@ int64_t ElementSize(ScalarType t);
 const char* ScalarTypeName(ScalarType t);  // "float32", "int64", ... (the Python attribute name)
 bool IsFloating(ScalarType t);
 bool IsIntegral(ScalarType t, bool include_bool);
+inline bool IsComplex(ScalarType t) { return t == ScalarType::ComplexFloat || t == ScalarType::ComplexDouble; }
+// complex64 -> float32, complex128 -> float64; any other type is its own real type.
+ScalarType ToRealValueType(ScalarType t);
+// The complex type with t's precision: float32 -> complex64, float64 -> complex128 (complex ones
+// map to themselves). float16's complex32 and bfloat16's none are not kiln dtypes: RuntimeError.
+ScalarType ToComplexType(ScalarType t);
 inline bool IsReducedFloat(ScalarType t) { return t == ScalarType::Float16 || t == ScalarType::BFloat16; }
 ScalarType PromoteTypes(ScalarType a, ScalarType b);
 // Whether a value of type `from` may be written into a tensor of type `to` by an in-place op
@@ -41,7 +50,13 @@ template <typename T> struct CppTypeToScalarType;
 #define KILN_DEFINE_CPP_TO_ST(cpp, st) \
   template <> struct CppTypeToScalarType<cpp> { static constexpr ScalarType value = ScalarType::st; };
 KILN_FORALL_SCALAR_TYPES(KILN_DEFINE_CPP_TO_ST)
+KILN_DEFINE_CPP_TO_ST(std::complex<float>, ComplexFloat)
+KILN_DEFINE_CPP_TO_ST(std::complex<double>, ComplexDouble)
 #undef KILN_DEFINE_CPP_TO_ST
+
+template <typename T> struct IsComplexCpp : std::false_type {};
+template <typename T> struct IsComplexCpp<std::complex<T>> : std::true_type {};
+template <typename T> inline constexpr bool is_complex_v = IsComplexCpp<T>::value;
 
 // Accumulation type for reductions: double for float32 (exact sums on 16M elements), float for
 // the 16-bit floats, int64 for integers and bool.
@@ -50,6 +65,8 @@ template <> struct AccType<float> { using type = double; };
 template <> struct AccType<double> { using type = double; };
 template <> struct AccType<Half> { using type = float; };
 template <> struct AccType<BFloat16> { using type = float; };
+template <> struct AccType<std::complex<float>> { using type = std::complex<double>; };
+template <> struct AccType<std::complex<double>> { using type = std::complex<double>; };
 template <typename T> using acc_t = typename AccType<T>::type;
 
 // What arithmetic on T computes in: float for the 16-bit floats.
@@ -86,11 +103,19 @@ template <typename T> using opmath_t = typename OpMath<T>::type;
   KILN_CASE_TYPE(int64_t, Int64, __VA_ARGS__)
 #define KILN_CASES_NUMERIC(...) KILN_CASES_FLOATING(__VA_ARGS__) KILN_CASES_INTEGRAL(__VA_ARGS__)
 #define KILN_CASES_ALL(...) KILN_CASES_NUMERIC(__VA_ARGS__) KILN_CASE_TYPE(bool, Bool, __VA_ARGS__)
+#define KILN_CASES_COMPLEX(...) \
+  KILN_CASE_TYPE(std::complex<float>, ComplexFloat, __VA_ARGS__) \
+  KILN_CASE_TYPE(std::complex<double>, ComplexDouble, __VA_ARGS__)
+#define KILN_CASES_ALL_AND_COMPLEX(...) KILN_CASES_ALL(__VA_ARGS__) KILN_CASES_COMPLEX(__VA_ARGS__)
 
 #define KILN_DISPATCH_FLOATING(dtype, name, ...) KILN_DISPATCH_SWITCH(dtype, name, KILN_CASES_FLOATING, __VA_ARGS__)
 #define KILN_DISPATCH_NUMERIC(dtype, name, ...) KILN_DISPATCH_SWITCH(dtype, name, KILN_CASES_NUMERIC, __VA_ARGS__)
 #define KILN_DISPATCH_ALL(dtype, name, ...) KILN_DISPATCH_SWITCH(dtype, name, KILN_CASES_ALL, __VA_ARGS__)
 #define KILN_DISPATCH_INTEGRAL(dtype, name, ...) KILN_DISPATCH_SWITCH(dtype, name, KILN_CASES_INTEGRAL, __VA_ARGS__)
+#define KILN_DISPATCH_COMPLEX(dtype, name, ...) KILN_DISPATCH_SWITCH(dtype, name, KILN_CASES_COMPLEX, __VA_ARGS__)
+// Every dtype, complex ones included: for kernels that only move or compare elements.
+#define KILN_DISPATCH_ALL_AND_COMPLEX(dtype, name, ...) \
+  KILN_DISPATCH_SWITCH(dtype, name, KILN_CASES_ALL_AND_COMPLEX, __VA_ARGS__)
 
 namespace kiln {
 // PyTorch's display names in error messages: 'Float', 'Long', 'Bool', 'Half', 'BFloat16', ...

@@ -334,7 +334,7 @@ const char* TypeKindName(TypeKind k) {
 std::string IValue::type_name() const {
   static const char* kNames[] = {"None", "Tensor", "int", "float", "bool", "SymInt", "str",
                                  "SymInt[]", "float[]", "bool[]", "Tensor[]", "Tensor?[]",
-                                 "Device", "ScalarType", "Generator", "Layout", "MemoryFormat"};
+                                 "Device", "ScalarType", "Generator", "Layout", "MemoryFormat", "complex"};
   return kNames[v_.index()];
 }
 

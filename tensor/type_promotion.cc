@@ -12,13 +12,18 @@ ScalarType PromoteSkipUndefined(ScalarType a, ScalarType b) {
 
 // `higher` comes from a higher tier than `lower`; lower only wins with a higher category.
 ScalarType CombineCategories(ScalarType higher, ScalarType lower) {
+  if (IsComplex(higher)) return higher;
+  // a complex lower tier keeps a floating higher tier's width: float32 tensor * 1j is complex64
+  if (IsComplex(lower)) return IsFloating(higher) ? ToComplexType(higher) : lower;
   if (IsFloating(higher)) return higher;
   if (higher == ScalarType::Bool || IsFloating(lower)) return PromoteSkipUndefined(higher, lower);
   if (higher != ScalarType::Undefined) return higher;
   return lower;
 }
 
-ScalarType WeakType(ScalarType t) { return IsFloating(t) ? GetDefaultDtype() : t; }
+ScalarType WeakType(ScalarType t) {
+  return IsFloating(t) ? GetDefaultDtype() : IsComplex(t) ? ToComplexType(GetDefaultDtype()) : t;
+}
 
 }  // namespace
 

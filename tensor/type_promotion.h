@@ -2,7 +2,7 @@
 //
 // Note [Weak Python numbers]: operands fall in three tiers, dimensioned tensors, 0-dim tensors,
 // and Python numbers (Scalars or wrapped-number tensors). A lower tier only changes the result
-// when it belongs to a higher category (bool < integer < floating): int32 tensor + 2.5 -> float32
+// when it belongs to a higher category (bool < integer < floating < complex): int32 tensor + 2.5 -> float32
 // (the default dtype), float16 tensor + float64 0-dim tensor -> float16, int8 + 1000 -> int8.
 #pragma once
 

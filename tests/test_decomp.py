@@ -572,11 +572,32 @@ def _linalg_cases():
     return c
 
 
+def _complex_cases():
+    """The complex-number functions over complex64/complex128 and real inputs, broadcast and strided."""
+    def cplx(shape, d, nc=False):
+        return kiln.complex(make(shape, d, nc=nc), make(shape, d, nc=nc))
+    c = {}
+    unary = lambda: (((cplx(s, d, nc),), {}) for d in FLOATS for s in [(3,), (2, 3)]  # noqa: E731
+                     for nc in (False, True))
+    for op in (aten.real.default, aten.imag.default, aten.conj.default, aten.resolve_conj.default,
+               aten.resolve_neg.default):
+        c[op] = unary
+    c[aten.angle.default] = lambda: itertools_chain(unary(), (((make((2, 3), d),), {}) for d in FLOATS),
+                                                    [((kiln.tensor([-2, 0, 3]),), {})])
+    parts = lambda: (((make(a, d), make(b, d)), {}) for d in FLOATS  # noqa: E731
+                     for a, b in [((3,), (3,)), ((2, 3), (3,)), ((2, 1), (1, 3))])
+    c[aten.complex.default] = parts
+    c[aten.polar.default] = lambda: (((make(a, d, 0.1, 2), make(b, d)), {}) for d in FLOATS
+                                     for a, b in [((3,), (3,)), ((2, 3), (3,))])
+    return c
+
+
 GEN = object()  # stands for a freshly seeded kiln.Generator in random samples
 
 
 CASES = {}
-for _part in (_pointwise_cases, _backward_cases, _reduction_cases, _nn_cases, _shape_cases, _linalg_cases):
+for _part in (_pointwise_cases, _backward_cases, _reduction_cases, _nn_cases, _shape_cases, _linalg_cases,
+              _complex_cases):
     CASES.update(_part())
 
 # Ops whose result is uninitialized memory: compare layout only.
@@ -844,7 +865,9 @@ KILN_CORE_ADDITIONS = {"aten.erfc.default", "aten.erfinv.default", "aten.lgamma.
                        "aten._linalg_slogdet.default", "aten._linalg_solve_ex.default",
                        "aten.linalg_cholesky_ex.default", "aten.linalg_qr.default", "aten._linalg_svd.default",
                        "aten._linalg_eigh.default",
-                       "aten.view.dtype"}  # a bit reinterpretation (PyTorch's inductor special-cases it)
+                       "aten.view.dtype",  # a bit reinterpretation (PyTorch's inductor special-cases it)
+                       "aten.view_as_real.default", "aten.view_as_complex.default", "aten.conj_physical.default",
+                       "aten._fft_c2c.default"}
 
 
 @requires_torch

@@ -595,6 +595,11 @@ _sample("_linalg_solve_ex linalg_solve_ex linalg_solve", lambda mk: ((_square(mk
 _sample("linalg_cholesky_ex linalg_cholesky cholesky _linalg_eigh linalg_eigh linalg_eigvalsh",
         lambda mk: ((_spd(mk),), {}))
 _sample("linalg_qr qr _linalg_svd linalg_svd linalg_svdvals svd", lambda mk: ((mk((2, 4, 3)),), {}))
+# complex numbers: complex inputs made from a pair of real ones (kiln.complex)
+_sample("view_as_real imag", lambda mk: ((kiln.complex(mk((2, 3)), mk((2, 3))),), {}))
+_sample("view_as_complex", lambda mk: ((mk((3, 2)),), {}))
+_sample("_fft_c2c", lambda mk: ((kiln.complex(mk((2, 6)), mk((2, 6))), [1], 2, True), {}))
+_sample("_fft_c2r", lambda mk: ((kiln.complex(mk((2, 4)), mk((2, 4))), [1], 0, 6), {}))
 _sample("multinomial", lambda mk: ((mk((3, 4), low=0.1, high=1), 2), {}))
 _sample("multinomial.out", lambda mk: ((mk((3, 4), low=0.1, high=1), 2), {"out": kiln.empty(0, dtype=I64)}))
 _sample("random_.from", lambda mk: ((mk((3, 4)), 0, 5), {}))

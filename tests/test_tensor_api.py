@@ -200,8 +200,9 @@ def test_numpy_interop_shares_memory():
     assert kiln.from_numpy(np.zeros(3, dtype=np.float16)).dtype == kiln.float16
     with pytest.raises(TypeError, match="BFloat16"):
         kiln.ones(2, dtype=kiln.bfloat16).numpy()
+    assert kiln.from_numpy(np.zeros(2, dtype=np.complex64)).dtype == kiln.complex64
     with pytest.raises(TypeError):
-        kiln.from_numpy(np.zeros(2, dtype=np.complex64))
+        kiln.from_numpy(np.zeros(2, dtype=np.uint16))
     assert kiln.tensor(np.float64(2.5)).item() == 2.5
 
 

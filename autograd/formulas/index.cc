@@ -59,7 +59,10 @@ void DefineIndexFormulas(DerivativeTable& d) {
   });
   for (const char* name : {"split.Tensor", "split.sizes", "split_with_sizes"})
     d.Def(name, {}, [](Ctx& c, Grads& g) { JoinPieces(c, g, c.i64("dim")); });
-  d.Def("gather", {"index"}, [](Ctx& c, Grads& g) {
+  // PyTorch's formula names self (for its sizes), so eager saves it and an in-place change to self
+  // before the backward raises there (fuzz seed 171, program 1875)
+  d.Def("gather", {"index", "self"}, [](Ctx& c, Grads& g) {
+    (void)c.input("self");
     Tensor z = zeros(c.sizes("self"), c.grad().dtype(), c.grad().device());
     g["self"] = CallOp<Tensor>(KILN_OP("aten::scatter_add"), z, c.i64("dim"), c.input("index"), c.grad());
   });

@@ -10,6 +10,12 @@ constexpr double kPi = 3.14159265358979323846;
 
 Tensor ZeroGrad(Ctx& c) { return zeros_like(c.grad()); }
 
+// PyTorch's complex gradients are conjugate Wirtinger derivatives: grad * conj(f'(z)) for a
+// holomorphic f. For real tensors conj is the identity and records nothing.
+Tensor Conj(const Tensor& t) {
+  return IsComplex(t.dtype()) ? CallOp<Tensor>(KILN_OP("aten::conj_physical"), t) : t;
+}
+
 // d/dx of max/min-like selections: ties split the gradient in half, as PyTorch does.
 Tensor SelectTie(const Tensor& g, const Tensor& self, const Tensor& other, bool is_self, bool is_max) {
   Tensor half = where(eq(self, other), div(g, 2.0), g);
@@ -58,14 +64,14 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
   });
   d.Def("sub.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
   d.Def("mul.Tensor", {"self", "other"}, [](Ctx& c, Grads& g) {
-    if (c.needs("self")) g["self"] = mul(c.grad(), c.input("other"));
-    if (c.needs("other")) g["other"] = mul(c.grad(), c.input("self"));
+    if (c.needs("self")) g["self"] = mul(c.grad(), Conj(c.input("other")));
+    if (c.needs("other")) g["other"] = mul(c.grad(), Conj(c.input("self")));
   });
   d.Def("mul.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), c.scalar("other")); });
   d.Def("div.Tensor", {"self", "other"}, [](Ctx& c, Grads& g) {
-    Tensor other = c.input("other");
+    Tensor other = Conj(c.input("other"));
     if (c.needs("self")) g["self"] = div(c.grad(), other);
-    if (c.needs("other")) g["other"] = neg(div(mul(c.grad(), c.input("self")), mul(other, other)));
+    if (c.needs("other")) g["other"] = neg(div(mul(c.grad(), Conj(c.input("self"))), mul(other, other)));
   });
   d.Def("div.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = div(c.grad(), c.scalar("other")); });
   // With a rounding mode the result is piecewise constant. PyTorch's formulas (for the mode-less
@@ -242,7 +248,7 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
 
   // --- unary ---------------------------------------------------------------------------------
   d.Def("neg", {}, [](Ctx& c, Grads& g) { g["self"] = neg(c.grad()); });
-  d.Def("exp", {"result"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), c.result()); });
+  d.Def("exp", {"result"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), Conj(c.result())); });
   d.Def("exp2", {"result"}, [](Ctx& c, Grads& g) { g["self"] = mul(mul(c.grad(), c.result()), std::log(2.0)); });
   d.Def("expm1", {"result"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), add(c.result(), 1.0)); });
   d.Def("log", {"self"}, [](Ctx& c, Grads& g) { g["self"] = div(c.grad(), c.input("self")); });
@@ -308,7 +314,15 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
   });
   d.Def("lgamma", {"self"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), digamma(c.input("self"))); });
   d.Def("digamma", {"self"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), Trigamma(c.input("self"))); });
-  d.Def("abs", {"self"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), sign(c.input("self"))); });
+  d.Def("abs", {"self"}, [](Ctx& c, Grads& g) {
+    Tensor x = c.input("self");
+    if (!IsComplex(x.dtype())) { g["self"] = mul(c.grad(), sign(x)); return; }
+    // PyTorch's sgn: x / |x|, and 0 at 0
+    Tensor magnitude = CallOp<Tensor>(KILN_OP("aten::abs"), x);
+    Tensor unit = div(x, magnitude);
+    Tensor zero = CallOp<Tensor>(KILN_OP("aten::eq.Scalar"), magnitude, Scalar(int64_t(0)));
+    g["self"] = mul(c.grad(), CallOp<Tensor>(KILN_OP("aten::masked_fill.Scalar"), unit, zero, Scalar(int64_t(0))));
+  });
   d.Def("frac", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
   for (const char* flat : {"sign", "floor", "ceil", "round", "trunc"})
     d.Def(flat, {}, [](Ctx& c, Grads& g) { g["self"] = ZeroGrad(c); });

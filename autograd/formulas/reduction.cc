@@ -36,6 +36,16 @@ Tensor EvenlyDistributedAll(Ctx& c) {
   return where(mask, div(c.grad(), count), 0.0);
 }
 
+// Note [prod's gradient as PyTorch computes it]: PyTorch's eager prod_backward takes result /
+// input when the input has no zero at all, so an inf element's gradient is inf / inf = NaN, and
+// the product of the other elements (`others`) otherwise. Both are computed and one selected by
+// a where, so compiled code (which cannot look at the data) gives eager's numbers too.
+Tensor ProdGradFactor(const Tensor& self, const Tensor& result, const Tensor& others) {
+  Tensor any_zero = CallOp<Tensor>(KILN_OP("aten::any"), CallOp<Tensor>(KILN_OP("aten::eq.Scalar"), self,
+                                                                         Scalar(int64_t(0))));
+  return where(any_zero, others, div(result, self));
+}
+
 // Element i along `dim`: the product of every other element of its line.
 Tensor ProductOfOthers(const Tensor& x, int64_t dim) {
   const int64_t n = x.size(dim);
@@ -88,13 +98,16 @@ void DefineReductionFormulas(DerivativeTable& d) {
     Tensor self = c.input("self");
     if (c.dim("self") == 0) { g["self"] = c.grad(); return; }
     Tensor flat = ops::reshape(self, {SymInt(-1)});
-    g["self"] = reshape(mul(expand(c.grad(), flat->sym_sizes()), ProductOfOthers(flat, 0)), c.sizes("self"));
+    Tensor others = reshape(ProductOfOthers(flat, 0), c.sizes("self"));
+    g["self"] = mul(c.grad(), ProdGradFactor(self, c.result(), others));
   });
   d.Def("prod.dim_int", {"self", "result"}, [](Ctx& c, Grads& g) {
     if (c.dim("self") == 0) { g["self"] = c.grad(); return; }
     int64_t dim = WrapDim(c.i64("dim"), c.dim("self"));
-    g["self"] = mul(ExpandReduced(c.grad(), c.sizes("self"), {dim}, c.flag("keepdim")),
-                    ProductOfOthers(c.input("self"), dim));
+    Tensor self = c.input("self");
+    Tensor grad = ExpandReduced(c.grad(), c.sizes("self"), {dim}, c.flag("keepdim"));
+    Tensor result = ExpandReduced(c.result(), c.sizes("self"), {dim}, c.flag("keepdim"));
+    g["self"] = mul(grad, ProdGradFactor(self, result, ProductOfOthers(self, dim)));
   });
   for (const char* name : {"amax", "amin"})
     d.Def(name, {"self", "result"}, [](Ctx& c, Grads& g) {

@@ -46,6 +46,15 @@ void DefineViewFormulas(DerivativeTable& d) {
   DefineViewScatterFormulas(d);
   d.Def("view", {}, [](Ctx& c, Grads& g) { g["self"] = reshape(c.grad(), c.sizes("self")); });
   d.Def("alias", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
+  d.Def("view_as_real", {}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::view_as_complex"), ops::contiguous(c.grad()));
+  });
+  d.Def("view_as_complex", {}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::view_as_real"), ops::contiguous(c.grad()));
+  });
+  d.Def("conj_physical", {}, [](Ctx& c, Grads& g) {
+    g["self"] = CallOp<Tensor>(KILN_OP("aten::conj_physical"), c.grad());
+  });
   d.Def("permute", {}, [](Ctx& c, Grads& g) {
     IntList dims = c.ints("dims");
     int64_t n = static_cast<int64_t>(dims.size());

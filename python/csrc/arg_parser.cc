@@ -288,6 +288,10 @@ bool ToScalar(PyObject* o, Scalar* out) {
     return true;
   }
   if (PyFloat_Check(o)) { *out = Scalar(PyFloat_AsDouble(o)); return true; }
+  if (PyComplex_Check(o)) {
+    *out = Scalar(std::complex<double>(PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o)));
+    return true;
+  }
   if (IsTensor(o)) return false;
   // numpy scalars: integers through __index__, floats through __float__.
   if (Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_index) { *out = Scalar(AsInt(o)); return true; }
@@ -303,6 +307,7 @@ bool ToScalar(PyObject* o, Scalar* out) {
 PyObject* ScalarToPython(const Scalar& s) {
   if (s.is_bool()) return PyBool_FromLong(s.to_bool());
   if (s.is_integral()) return PyLong_FromLongLong(s.to_int());
+  if (s.is_complex()) return PyComplex_FromDoubles(s.to_complex().real(), s.to_complex().imag());
   return PyFloat_FromDouble(s.to_double());
 }
 
@@ -445,6 +450,7 @@ PyObject* IValueToPython(const IValue& v) {
   if (v.is_double()) return PyFloat_FromDouble(v.to_double());
   if (v.is_bool()) return PyBool_FromLong(v.to_bool());
   if (v.is_symint()) return SymIntToPython(v.to_symint());
+  if (auto* c = std::get_if<std::complex<double>>(&v.variant())) return PyComplex_FromDoubles(c->real(), c->imag());
   if (v.is_tensor_list()) {
     const auto& l = v.to_tensor_list();
     PyObject* t = PyTuple_New(l.size());

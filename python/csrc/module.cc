@@ -25,14 +25,15 @@ namespace {
 
 struct DataInfo {
   DimVector shape;
-  bool any_float = false, any_int = false, any_bool = false;
+  bool any_complex = false, any_float = false, any_int = false, any_bool = false;
 };
 
 void Infer(PyObject* o, size_t depth, DataInfo& info) {
   if (IsTensor(o)) {
     const Tensor& t = UnpackTensor(o);
     KILN_CHECK_VALUE(t.dim() == 0 || depth == 0, "only one element tensors can be converted to Python scalars");
-    if (IsFloating(t.dtype())) info.any_float = true;
+    if (IsComplex(t.dtype())) info.any_complex = true;
+    else if (IsFloating(t.dtype())) info.any_float = true;
     else if (t.dtype() == ScalarType::Bool) info.any_bool = true;
     else info.any_int = true;
     return;
@@ -41,6 +42,7 @@ void Infer(PyObject* o, size_t depth, DataInfo& info) {
   if (PyBool_Check(o)) { info.any_bool = true; return; }
   if (PyLong_Check(o)) { info.any_int = true; return; }
   if (PyFloat_Check(o)) { info.any_float = true; return; }
+  if (PyComplex_Check(o)) { info.any_complex = true; return; }
   if (PyList_Check(o) || PyTuple_Check(o)) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
     if (depth == info.shape.size()) info.shape.push_back(n);
@@ -53,6 +55,7 @@ void Infer(PyObject* o, size_t depth, DataInfo& info) {
   Scalar s;
   if (ToScalar(o, &s)) {
     if (s.is_floating()) info.any_float = true;
+    else if (s.is_complex()) info.any_complex = true;
     else info.any_int = true;
     return;
   }
@@ -85,7 +88,8 @@ void Fill(PyObject* o, size_t depth, const DataInfo& info, T*& out) {
 Tensor TensorFromData(PyObject* data, std::optional<ScalarType> dtype) {
   DataInfo info;
   Infer(data, 0, info);
-  ScalarType inferred = info.any_float ? GetDefaultDtype()
+  ScalarType inferred = info.any_complex ? ToComplexType(GetDefaultDtype())
+                        : info.any_float ? GetDefaultDtype()
                         : info.any_int ? ScalarType::Int64
                         : info.any_bool ? ScalarType::Bool
                                         : GetDefaultDtype();
@@ -93,7 +97,7 @@ Tensor TensorFromData(PyObject* data, std::optional<ScalarType> dtype) {
   if (IsTensor(data)) inferred = UnpackTensor(data).dtype();
   ScalarType out = dtype.value_or(inferred);
   Tensor t = EmptyTensor(info.shape, out, Device(DeviceType::CPU));
-  KILN_DISPATCH_ALL(out, "tensor", [&] {
+  KILN_DISPATCH_ALL_AND_COMPLEX(out, "tensor", [&] {
     scalar_t* p = t.data_ptr<scalar_t>();
     Fill<scalar_t>(data, 0, info, p);
   });
@@ -115,8 +119,10 @@ ScalarType FormatToScalarType(const char* fmt, Py_ssize_t itemsize) {
   if (f == "e") return ScalarType::Float16;
   if (f == "f") return ScalarType::Float32;
   if (f == "d") return ScalarType::Float64;
+  if (f == "Zf") return ScalarType::ComplexFloat;
+  if (f == "Zd") return ScalarType::ComplexDouble;
   throw TypeError(StrCat("can't convert np.ndarray of type ", f,
-                         ". The only supported types are: float64, float32, float16, int64, int32, int16, int8, uint8, and bool."));
+                         ". The only supported types are: float64, float32, float16, complex64, complex128, int64, int32, int16, int8, uint8, and bool."));
 }
 
 Tensor FromBuffer(PyObject* obj) {

@@ -347,6 +347,28 @@ void InitAutogradBindings(py::module_& m) {
       return d->non_differentiable ? "non_differentiable" : "formula";
     return op.HasComposite() ? "composite" : "none";
   });
+  // fn(saved, grads) for each saved input a formula unpacks on this thread (None: stop);
+  // returns the previous fn (or None)
+  m.def("_set_saved_input_observer", [](py::object fn) -> py::object {
+    auto holder = std::make_shared<py::object>(fn);
+    autograd::SavedInputObserver observer;
+    if (!fn.is_none()) {
+      observer = [holder](const Tensor& saved, const TensorList& grads) {
+        py::gil_scoped_acquire gil;
+        py::list gs;
+        for (const Tensor& g : grads) gs.append(py::reinterpret_steal<py::object>(WrapTensor(g)));
+        (*holder)(py::reinterpret_steal<py::object>(WrapTensor(saved)), gs);
+      };
+    }
+    autograd::SavedInputObserver previous = autograd::SetSavedInputObserver(std::move(observer));
+    if (!previous) return py::none();
+    // the previous observer as a Python callable again (only ours are ever installed)
+    return py::cpp_function([previous](const Tensor& saved, py::list grads) {
+      TensorList gs;
+      for (py::handle g : grads) gs.push_back(g.is_none() ? Tensor() : UnpackTensor(g.ptr()));
+      previous(saved, gs);
+    });
+  });
   m.def("is_grad_enabled", [] { return GradMode::is_enabled(); });
   m.def("_set_grad_enabled", [](bool on) { GradMode::set_enabled(on); });
   // Autocast (tensor/autocast.h): the thread's state as (enabled, dtype); kiln.amp.autocast sets it.
@@ -463,7 +485,7 @@ void InitAutogradBindings(py::module_& m) {
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
       node->add_input_meta(outputs[i]);
-      if (differentiable[i] && IsFloating(outputs[i].dtype())) SetHistory(outputs[i], node, static_cast<uint32_t>(i));
+      if (differentiable[i] && (IsFloating(outputs[i].dtype()) || IsComplex(outputs[i].dtype()))) SetHistory(outputs[i], node, static_cast<uint32_t>(i));
     }
   });
   // `t.data = new`: t keeps its identity and autograd state and takes new's storage and layout.

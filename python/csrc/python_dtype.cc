@@ -20,7 +20,24 @@ PyObject* DtypeIsSigned(PyObject* self, void*) {
   ScalarType t = reinterpret_cast<PyDtype*>(self)->scalar_type;
   return PyBool_FromLong(t != ScalarType::Bool && t != ScalarType::UInt8);
 }
-PyObject* DtypeIsComplex(PyObject*, void*) { Py_RETURN_FALSE; }
+PyObject* DtypeIsComplex(PyObject* self, void*) {
+  return PyBool_FromLong(IsComplex(reinterpret_cast<PyDtype*>(self)->scalar_type));
+}
+PyObject* DtypeToReal(PyObject* self, PyObject*) {
+  PyObject* d = DtypeObject(ToRealValueType(reinterpret_cast<PyDtype*>(self)->scalar_type));
+  Py_INCREF(d);
+  return d;
+}
+PyObject* DtypeToComplex(PyObject* self, PyObject*) {
+  try {
+    PyObject* d = DtypeObject(ToComplexType(reinterpret_cast<PyDtype*>(self)->scalar_type));
+    Py_INCREF(d);
+    return d;
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+}
 PyObject* DtypeItemsize(PyObject* self, void*) {
   return PyLong_FromLongLong(ElementSize(reinterpret_cast<PyDtype*>(self)->scalar_type));
 }
@@ -37,6 +54,8 @@ PyGetSetDef kDtypeGetSet[] = {
 };
 PyMethodDef kDtypeMethods[] = {
     {"__reduce__", DtypeReduce, METH_NOARGS, nullptr},
+    {"to_real", DtypeToReal, METH_NOARGS, nullptr},
+    {"to_complex", DtypeToComplex, METH_NOARGS, nullptr},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -141,6 +141,8 @@ py::object FromConst(const IValue& v) {
       return l;
     }
     else if constexpr (std::is_same_v<T, std::vector<double>> || std::is_same_v<T, std::vector<bool>>) return py::cast(x);
+    else if constexpr (std::is_same_v<T, std::complex<double>>)
+      return py::reinterpret_steal<py::object>(PyComplex_FromDoubles(x.real(), x.imag()));
     else if constexpr (std::is_same_v<T, std::vector<Tensor>>) {
       py::list l;
       for (const Tensor& t : x) l.append(py::reinterpret_steal<py::object>(WrapTensor(t)));
@@ -229,6 +231,8 @@ Argument ToArgument(py::handle o) {
     return Argument::Py(MakePyValue(o));
   }
   if (PyFloat_CheckExact(p)) return Argument(IValue(PyFloat_AS_DOUBLE(p)));
+  if (PyComplex_CheckExact(p))
+    return Argument(IValue(std::complex<double>(PyComplex_RealAsDouble(p), PyComplex_ImagAsDouble(p))));
   if (PyUnicode_CheckExact(p)) return Argument(IValue(o.cast<std::string>()));
   // Tuple/list/dict subclasses (kiln.Size, namedtuples) keep their type unless they hold nodes.
   if (PyTuple_CheckExact(p) || (PyTuple_Check(p) && ContainsNode(o))) {

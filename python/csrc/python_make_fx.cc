@@ -157,6 +157,12 @@ class PyTracer {
   void Output(py::handle result) { tracer_.graph().Output(OutputArg(result)); }
 
   py::object Graph() { return WrapGraph(tracer_.graph_ptr()); }
+  // The node that computed t in this trace, or None (no node is made for an unknown tensor).
+  py::object NodeFor(py::handle t) {
+    if (!IsTensor(t.ptr())) return py::none();
+    fx::Node* n = tracer_.NodeFor(UnpackTensor(t.ptr()));
+    return n ? py::cast(n, py::return_value_policy::reference) : py::none();
+  }
   std::vector<std::pair<std::string, Tensor>> Constants() const { return tracer_.constants(); }
   size_t OpsRecorded() const { return tracer_.ops_recorded(); }
 
@@ -181,6 +187,7 @@ void InitMakeFxBindings(py::module_& m) {
       .def("trace", &PyTracer::Trace)
       .def("output", &PyTracer::Output)
       .def("graph", &PyTracer::Graph)
+      .def("node_for", &PyTracer::NodeFor)
       .def("constants", &PyTracer::Constants)
       .def("ops_recorded", &PyTracer::OpsRecorded);
 }

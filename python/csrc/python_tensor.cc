@@ -192,6 +192,7 @@ PyObject* ElementToPython(const char* p) {
   std::memcpy(&v, p, sizeof(T));
   if constexpr (std::is_same_v<T, bool>) return PyBool_FromLong(v);
   else if constexpr (std::is_integral_v<T>) return PyLong_FromLongLong(static_cast<long long>(v));
+  else if constexpr (is_complex_v<T>) return PyComplex_FromDoubles(v.real(), v.imag());
   else return PyFloat_FromDouble(static_cast<double>(static_cast<opmath_t<T>>(v)));
 }
 
@@ -205,10 +206,10 @@ PyObject* ItemOf(const Tensor& t) {
     if (v.is_symint()) return SymIntToPython(v.to_symint());
     if (v.is_bool()) return PyBool_FromLong(v.to_bool());
     if (v.is_int()) return PyLong_FromLongLong(v.to_int());
-    return PyFloat_FromDouble(v.to_double());
+    return ScalarToPython(v.to_scalar());
   }
   KILN_CHECK(t.numel() == 1, "a Tensor with ", t.numel(), " elements cannot be converted to Scalar");
-  return KILN_DISPATCH_ALL(t.dtype(), "item", [&] { return ElementToPython<scalar_t>(static_cast<const char*>(t.raw_data())); });
+  return KILN_DISPATCH_ALL_AND_COMPLEX(t.dtype(), "item", [&] { return ElementToPython<scalar_t>(static_cast<const char*>(t.raw_data())); });
 }
 
 PyObject* MethodItem(PyObject* self, PyObject*) { return Guarded([&] { return ItemOf(Checked(self)); }); }
@@ -218,7 +219,7 @@ PyObject* ToList(const Tensor& t) {
   DimVector sizes = t.sizes(), strides = t.strides();
   const int64_t item = t->itemsize();
   const int nd = static_cast<int>(sizes.size());
-  return KILN_DISPATCH_ALL(t.dtype(), "tolist", [&]() -> PyObject* {
+  return KILN_DISPATCH_ALL_AND_COMPLEX(t.dtype(), "tolist", [&]() -> PyObject* {
     std::function<PyObject*(const char*, int)> rec = [&](const char* p, int d) -> PyObject* {
       if (d == nd) return ElementToPython<scalar_t>(p);
       PyObject* list = PyList_New(sizes[d]);
@@ -401,6 +402,8 @@ const char* BufferFormat(ScalarType t) {
     case ScalarType::Float16: return "e";
     case ScalarType::Float32: return "f";
     case ScalarType::Float64: return "d";
+    case ScalarType::ComplexFloat: return "Zf";
+    case ScalarType::ComplexDouble: return "Zd";
     default: return nullptr;
   }
 }

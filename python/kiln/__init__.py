@@ -26,7 +26,7 @@ _choose_openblas_kernels()
 
 from kiln import _C  # noqa: E402
 from kiln._C import (  # noqa: E402  # noqa: F401  (dtypes and global settings)
-    dtype, bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
+    dtype, bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128,
     get_default_dtype, set_default_dtype, promote_types, can_cast, result_type, set_num_threads, get_num_threads,
 )
 from kiln._device import device  # noqa: F401,E402
@@ -41,6 +41,7 @@ import builtins as _builtins
 # PyTorch's dtype aliases.
 half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
+cfloat, cdouble = complex64, complex128
 __version__ = "0.1.0"
 
 _C._set_tensor_class(Tensor)
@@ -278,6 +279,11 @@ from kiln._windows import (  # noqa: E402,F401
     i0, i0_, hann_window, hamming_window, blackman_window, bartlett_window, kaiser_window,
 )
 from kiln import linalg, testing  # noqa: E402,F401
+# discrete Fourier transforms (kiln/fft over the _fft_* ops) and the short-time transform (kiln/_stft.py)
+from kiln import fft  # noqa: E402,F401
+from kiln._stft import stft, istft  # noqa: E402,F401
+Tensor.stft = stft
+Tensor.istft = istft
 # torch's second names for ops (arccos, greater, divide, fix, ...), the metadata predicates
 # (is_signed, is_nonzero, ...) and more composites: pointwise (deg2rad, sinc, gcd, frexp, ...),
 # matrix products and statistics (addmv, addr, cov, cholesky_solve, ...), indexing and counting
@@ -287,7 +293,7 @@ from kiln._aliases import (  # noqa: E402,F401
     absolute_, arccos, arccos_, arccosh, arccosh_, arcsin, arcsin_, arcsinh, arcsinh_, arctan, arctan_, arctan2,
     arctanh, arctanh_, greater, greater_equal, less, less_equal, not_equal, divide, multiply, subtract, true_divide,
     negative_, fix, fix_, sgn, ravel, msort, argwhere, adjoint, fliplr, flipud, nansum, is_signed, is_complex,
-    is_conj, is_neg, is_nonzero, is_same_size, resolve_conj, resolve_neg, conj, matrix_power, get_device,
+    is_conj, is_neg, is_nonzero, is_same_size, matrix_power, get_device,
 )
 from kiln._pointwise_more import (  # noqa: E402,F401
     deg2rad, deg2rad_, rad2deg, rad2deg_, sinc, sinc_, float_power, heaviside, gcd, gcd_, lcm, lcm_, ldexp, ldexp_,

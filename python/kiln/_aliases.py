@@ -4,9 +4,8 @@ metadata change kiln expresses through as_strided_ (squeeze_, unsqueeze_), and t
 code asks of a tensor (is_signed, nbytes, get_device, layout, is_conj, ...).
 
 An alias is the very op it names (kiln.arccos is kiln.acos), so autograd, fake tensors, dynamo
-and the in-place version counter behave exactly as the original's. The real-only answers
-(conj, resolve_conj, is_complex, ...) are those PyTorch gives for real dtypes: kiln has no
-complex tensors.
+and the in-place version counter behave exactly as the original's. kiln has no
+lazy conjugate or negative bits, so is_conj and is_neg are always False (conj computes).
 """
 
 import builtins
@@ -20,7 +19,7 @@ __all__ = [
     "arctan_", "arctan2", "arctanh", "arctanh_", "greater", "greater_equal", "less", "less_equal", "not_equal",
     "divide", "multiply", "subtract", "true_divide", "negative_", "fix", "fix_", "sgn", "ravel", "msort",
     "argwhere", "adjoint", "fliplr", "flipud", "nansum", "is_signed", "is_complex", "is_conj", "is_neg",
-    "is_nonzero", "is_same_size", "resolve_conj", "resolve_neg", "conj", "matrix_power", "get_device",
+    "is_nonzero", "is_same_size", "matrix_power", "get_device",
 ]
 
 # (alias, the registry op it names): torch's functions and Tensor methods of the same name
@@ -31,7 +30,7 @@ _ALIASES = {
     "greater": "gt", "greater_": "gt_", "greater_equal": "ge", "greater_equal_": "ge_", "less": "lt", "less_": "lt_",
     "less_equal": "le", "less_equal_": "le_", "not_equal": "ne", "not_equal_": "ne_", "divide": "div",
     "divide_": "div_", "multiply": "mul", "multiply_": "mul_", "subtract": "sub", "subtract_": "sub_",
-    "negative_": "neg_", "fix": "trunc", "fix_": "trunc_", "sgn": "sign", "sgn_": "sign_", "swapaxes_": "transpose_",
+    "negative_": "neg_", "fix": "trunc", "fix_": "trunc_", "sgn_": "sign_", "swapaxes_": "transpose_",
     "swapdims_": "transpose_",
 }
 # torch has these as Tensor methods only (torch.greater_ and friends do not exist)
@@ -70,7 +69,17 @@ def adjoint(input):
     if input.ndim < 2:
         raise RuntimeError("tensor.adjoint() is only supported on matrices or batches of matrices. "
                            f"Got {input.ndim}-D tensor.")
-    return input.transpose(-2, -1)
+    return input.transpose(-2, -1).conj()
+
+
+def sgn(input, *, out=None):
+    """sign for real tensors; x / |x| (0 at 0) for complex ones."""
+    k = _kiln()
+    if not input.dtype.is_complex:
+        return k.sign(input) if out is None else k.sign(input, out=out)
+    magnitude = input.abs()
+    result = k.where(magnitude == 0, k.zeros((), dtype=input.dtype), input / magnitude)
+    return result if out is None else out.copy_(result)
 
 
 def fliplr(input):
@@ -128,7 +137,7 @@ def is_signed(input):
 
 
 def is_complex(input):
-    return False  # kiln has no complex dtypes
+    return input.dtype.is_complex
 
 
 def is_conj(input):
@@ -137,18 +146,6 @@ def is_conj(input):
 
 def is_neg(input):
     return False
-
-
-def resolve_conj(input):
-    return input  # nothing to materialize: a real tensor is never a lazy conjugate
-
-
-def resolve_neg(input):
-    return input
-
-
-def conj(input):
-    return input  # PyTorch returns the very same tensor for a real dtype
 
 
 def is_nonzero(input):
@@ -178,14 +175,14 @@ def _H(self):
                            f"{' For batches of matrices, consider using tensor.mH' if self.ndim > 2 else ''}")
     if self.ndim == 0:
         warnings.warn("Tensor.H is deprecated on 0-D tensors. Consider using x.conj().", UserWarning, stacklevel=2)
-        return self
-    return self.transpose(0, 1)
+        return self.conj()
+    return self.transpose(0, 1).conj()
 
 
 def _mH(self):
     if self.ndim < 2:
         raise RuntimeError(f"tensor.mH is only supported on matrices or batches of matrices. Got {self.ndim}-D tensor.")
-    return self.transpose(-2, -1)
+    return self.transpose(-2, -1).conj()
 
 
 def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False, layout=None,
@@ -224,7 +221,7 @@ def install_methods(Tensor):
         setattr(Tensor, alias, getattr(Tensor, name))
     for name in ("true_divide", "true_divide_", "ravel", "msort", "argwhere", "adjoint", "fliplr", "flipud", "nansum",
                  "matrix_power", "squeeze_", "unsqueeze_", "is_signed", "is_complex", "is_conj", "is_neg",
-                 "resolve_conj", "resolve_neg", "conj", "is_nonzero", "is_same_size", "get_device",
+                 "is_nonzero", "is_same_size", "get_device", "sgn",
                  "new_empty_strided", "sum_to_size"):
         setattr(Tensor, name, module[name])
     Tensor.nbytes = property(_nbytes)

@@ -30,6 +30,7 @@ class finfo:
     def __init__(self, type=_MISSING):
         dtype = _C.get_default_dtype() if type is _MISSING else type
         name = _name(dtype, "finfo")
+        name = {"complex64": "float32", "complex128": "float64"}.get(name, name)  # a complex dtype's parts
         if name not in _FLOAT_FORMATS:
             raise TypeError("kiln.finfo() requires a floating point input type. Use kiln.iinfo to handle 'kiln.finfo'")
         bits, mantissa, max_exp = _FLOAT_FORMATS[name]

@@ -71,6 +71,24 @@ class Tensor(_C.TensorBase):
     def mT(self):
         return self.transpose(-2, -1)
 
+    # The real and imaginary parts: views (of view_as_real's pairs) for a complex tensor; a real
+    # tensor is its own real part and has no imaginary one. Assigning writes through the view.
+    @property
+    def real(self):
+        return _op("aten::real")(self)
+
+    @real.setter
+    def real(self, value):
+        self.real.copy_(value)
+
+    @property
+    def imag(self):
+        return _op("aten::imag")(self)
+
+    @imag.setter
+    def imag(self, value):
+        self.imag.copy_(value)
+
     @property
     def data(self):
         # Unlike detach(), .data has its own version counter: in-place changes through it are

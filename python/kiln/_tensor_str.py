@@ -88,6 +88,21 @@ class _Formatter:
         return self._raw(v).rjust(self.width)
 
 
+class _ComplexFormatter:
+    """PyTorch's complex layout: the real parts and the imaginary parts each formatted as a real
+    tensor's values are, joined as `1.+2.j` (the sign of the imaginary part replaces the `+`)."""
+
+    def __init__(self, values):
+        self.real = _Formatter([v.real for v in values], True)
+        self.imag = _Formatter([v.imag for v in values], True)
+        self.width = self.real.width + self.imag.width + 1  # the `j`; _render adds the separator
+
+    def format(self, v):
+        real = self.real.format(v.real)
+        imag = (self.imag.format(v.imag) + "j").lstrip()
+        return real + imag if imag[0] in "+-" else real + "+" + imag
+
+
 def _render(data, depth, ndim, indent, fmt):
     if ndim == 0:
         return fmt.format(data)
@@ -122,7 +137,10 @@ def tensor_repr(t, prefix="tensor("):
     suffixes = []
     if t.device.type != "cpu":
         suffixes.append(f"device='{t.device}'")
-    default_dtypes = (kiln.get_default_dtype(), kiln.int64, kiln.bool)
+    default = kiln.get_default_dtype()
+    # the default complex dtype (complex64 for float32) prints without a suffix too
+    default_complex = {kiln.float32: kiln.complex64, kiln.float64: kiln.complex128}.get(default)
+    default_dtypes = (default, default_complex, kiln.int64, kiln.bool)
     if t.device.type == "meta" or kiln._C._is_fake(t):  # no data to show
         body = "..."
         suffixes.append("size=" + str(tuple(t.shape)))
@@ -141,7 +159,7 @@ def tensor_repr(t, prefix="tensor("):
         source = t.detach()
         values = []
         data = _collect(_summarized_list(source, summarize), 0, t.dim(), summarize, values)
-        fmt = _Formatter(values, t.dtype.is_floating_point)
+        fmt = _ComplexFormatter(values) if t.dtype.is_complex else _Formatter(values, t.dtype.is_floating_point)
         body = _render(data, 0, t.dim(), indent, fmt)
     grad_fn = getattr(t, "grad_fn", None)
     if grad_fn is not None:

@@ -35,6 +35,13 @@ void CheckDtype(const BinarySpec& spec, ScalarType t) {
   KILN_CHECK(!(std::string(spec.name) == "sub" && t == ScalarType::Bool),
              "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
              "`logical_xor()` operator instead.");
+  if (IsComplex(t)) {  // the ops complex numbers have (add, sub, mul, div, eq, ne)
+    const std::string name = spec.name;
+    KILN_CHECK_NOT_IMPLEMENTED(name == "add" || name == "sub" || name == "mul" || name == "div" || name == "eq" ||
+                                   name == "ne",
+                               "\"", spec.name, "\" not implemented for '", ScalarTypeDisplayName(t), "'");
+    return;
+  }
   bool ok = spec.dtypes == DtypeSet::All ||
             (spec.dtypes == DtypeSet::Numeric && t != ScalarType::Bool) ||
             (spec.dtypes == DtypeSet::IntegralAndBool && IsIntegral(t, true)) ||
@@ -210,8 +217,30 @@ void RunTyped(const ElementwiseIter& iter, opmath_t<C> alpha) {
   CpuKernel<Out, C, C>(iter, [f](C a, C b) -> Out { return static_cast<Out>(f(M(a), M(b))); });
 }
 
+// Complex numbers have the arithmetic ops and equality (CheckDtype refused the rest).
+template <int kOp>
+void RunComplex(const ElementwiseIter& iter, ScalarType compute, const Scalar& alpha) {
+  if constexpr (kOp == kAdd || kOp == kSub || kOp == kMul || kOp == kDiv || kOp == kEq || kOp == kNe) {
+    KILN_DISPATCH_COMPLEX(compute, kSpecs[kOp].name, [&] {
+      using C = scalar_t;
+      const C a = alpha.to<C>();
+      if constexpr (kOp == kEq || kOp == kNe) {
+        CpuKernel<bool, C, C>(iter, [](C x, C y) -> bool { return (x == y) == (kOp == kEq); });
+      } else {
+        CpuKernel<C, C, C>(iter, [a](C x, C y) -> C {
+          if constexpr (kOp == kAdd) return x + a * y;
+          else if constexpr (kOp == kSub) return x - a * y;
+          else if constexpr (kOp == kMul) return x * y;
+          else return x / y;
+        });
+      }
+    });
+  }
+}
+
 template <int kOp>
 void RunBinary(const ElementwiseIter& iter, ScalarType compute, ScalarType out, const Scalar& alpha) {
+  if (IsComplex(compute)) return RunComplex<kOp>(iter, compute, alpha);
   KILN_DISPATCH_ALL(compute, kSpecs[kOp].name, [&] {
     using C = scalar_t;
     using M = opmath_t<C>;
@@ -253,7 +282,7 @@ void BinaryInto(const Tensor& out, const Tensor& a, const Tensor* b, const Scala
   Tensor ac = CastTo(a, compute);
   if (b_scalar) {
     alignas(16) char value[16];
-    KILN_DISPATCH_ALL(compute, spec.name, [&] {
+    KILN_DISPATCH_ALL_AND_COMPLEX(compute, spec.name, [&] {
       scalar_t v = b_scalar->to<scalar_t>();
       std::memcpy(value, &v, sizeof(v));
     });
@@ -324,6 +353,8 @@ void CheckAlpha(const Scalar& alpha, ScalarType common) {
   KILN_CHECK(!alpha.is_bool() || common == ScalarType::Bool, "Boolean alpha only supported for Boolean results.");
   KILN_CHECK(!(alpha.is_floating() && IsIntegral(common, true)), "For integral input tensors, argument alpha must "
              "not be a floating point number.");
+  KILN_CHECK(!(alpha.is_complex() && !IsComplex(common)), "For non-complex input tensors, argument alpha must not "
+             "be a complex number.");
 }
 
 // --- Functional kernels --------------------------------------------------------------------

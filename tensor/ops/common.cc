@@ -175,12 +175,10 @@ Scalar ItemScalar(const char* op, const Tensor& t) {
   KILN_CHECK(t.numel() == 1, "[", op, "] a Tensor with ", t.numel(), " elements cannot be converted to Scalar");
   KILN_CHECK(t->has_storage(), "[", op, "] needs the value of a ", t->is_fake() ? "fake" : t.device().str(),
              " tensor, which has no data");
-  return KILN_DISPATCH_ALL(t.dtype(), op, [&]() -> Scalar {
+  return KILN_DISPATCH_ALL_AND_COMPLEX(t.dtype(), op, [&]() -> Scalar {
     scalar_t v;
     std::memcpy(&v, t.raw_data(), sizeof(v));
-    if constexpr (std::is_same_v<scalar_t, bool>) return Scalar(v);
-    else if constexpr (std::is_integral_v<scalar_t>) return Scalar(static_cast<int64_t>(v));
-    else return Scalar(static_cast<double>(static_cast<opmath_t<scalar_t>>(v)));
+    return ScalarFromElement(v);
   });
 }
 

@@ -103,7 +103,8 @@ void RegisterReduceOps(Registry& r);
 void RegisterLinalgOps(Registry& r);
 void RegisterLapackOps(Registry& r);
 void RegisterLapackFunctions(Registry& r);
-void RegisterReinterpretOps(Registry& r);  // reinterpret.cc: view(dtype), resize_
+void RegisterReinterpretOps(Registry& r);
+void RegisterComplexOps(Registry& r);      // complex.cc: view_as_real/complex, real, imag, conj, polar  // reinterpret.cc: view(dtype), resize_
 void RegisterConvPoolOps(Registry& r);
 void RegisterNormOps(Registry& r);
 void RegisterReduceMoreOps(Registry& r);   // reduce_more.cc

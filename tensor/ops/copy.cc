@@ -3,11 +3,18 @@
 
 namespace kiln {
 
-// Value conversion between element types (bool is "!= 0"; 16-bit floats go through float).
+// Value conversion between element types (bool is "!= 0"; 16-bit floats go through float; a
+// complex value cast to a real type keeps its real part, as PyTorch's casts do).
 template <typename To, typename From>
 inline To ConvertValue(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
+  } else if constexpr (is_complex_v<From>) {
+    if constexpr (std::is_same_v<To, bool>) return v != From(0);
+    else if constexpr (is_complex_v<To>) return To(v);
+    else return ConvertValue<To>(v.real());
+  } else if constexpr (is_complex_v<To>) {
+    return To(static_cast<typename To::value_type>(static_cast<opmath_t<From>>(v)), 0);
   } else if constexpr (std::is_same_v<To, bool>) {
     return static_cast<opmath_t<From>>(v) != 0;
   } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
@@ -23,9 +30,9 @@ namespace {
 
 void CopyKernel(const Tensor& dst, const Tensor& src) {
   ElementwiseIter iter({dst, src});
-  KILN_DISPATCH_ALL(dst.dtype(), "copy_", [&] {
+  KILN_DISPATCH_ALL_AND_COMPLEX(dst.dtype(), "copy_", [&] {
     using dst_t = scalar_t;
-    KILN_DISPATCH_ALL(src.dtype(), "copy_", [&] {
+    KILN_DISPATCH_ALL_AND_COMPLEX(src.dtype(), "copy_", [&] {
       using src_t = scalar_t;
       if constexpr (std::is_same_v<dst_t, src_t>) {
         iter.Run([&](char* const* ptrs, const int64_t* strides, int64_t n) {

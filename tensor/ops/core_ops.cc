@@ -45,6 +45,8 @@ const char* const kCoreOps[] = {
     "nonzero", "sort", "topk", "constant_pad_nd", "flip", "repeat",
     // random
     "rand", "randn", "randperm",
+    // discrete Fourier transforms of real signals and back (tensor/ops/fft.cc)
+    "_fft_r2c", "_fft_c2r",
     // backward ops
     "native_layer_norm_backward", "native_group_norm_backward", "convolution_backward",
     "max_pool2d_with_indices_backward", "avg_pool2d_backward", "_adaptive_avg_pool2d_backward",
@@ -64,6 +66,10 @@ const char* const kCoreOps[] = {
     "linalg_qr", "_linalg_svd", "_linalg_eigh",
     //   reading the same bytes as another dtype: no composition of core ops reinterprets bits
     "view.dtype",
+    //   complex numbers as pairs of reals and back, and conjugation (tensor/ops/complex.cc)
+    "view_as_real", "view_as_complex", "conj_physical",
+    //   the complex-to-complex Fourier transform (no composition of core ops computes it)
+    "_fft_c2c",
 };
 
 // Core graph primitives that fx/ registers (symbolic-size reads and item()); the startup check of

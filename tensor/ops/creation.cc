@@ -106,7 +106,7 @@ void FillTyped(Tensor& self, const Scalar& value) {
 }
 
 Tensor FillCPU(Tensor self, const Scalar& value) {
-  KILN_DISPATCH_ALL(self.dtype(), "fill_", [&] { FillTyped<scalar_t>(self, value); });
+  KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "fill_", [&] { FillTyped<scalar_t>(self, value); });
   return self;
 }
 Tensor FillMeta(Tensor self, const Scalar&) { return self; }

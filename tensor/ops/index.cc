@@ -173,9 +173,10 @@ void ScatterShapeCheck(const Tensor& self, int64_t dim, const Tensor& index, con
                "Index tensor must have the same number of dimensions as src tensor");
     KILN_CHECK(self.dtype() == src->dtype(), "scatter(): Expected self.dtype to be equal to src.dtype");
   }
+  // a 0-d tensor counts as one of size 1 (PyTorch's ensure_nonempty_size): `scatter_add(0, i, T.tensor(5.))`
+  auto size_at = [](const Tensor& t, int64_t d) { return t.dim() == 0 ? SymInt(1) : t->sym_sizes()[d]; };
   for (int64_t d = 0; d < index.dim(); ++d) {
-    bool ok = (d == dim || index->sym_sizes()[d] <= self->sym_sizes()[d]) &&
-              (!src || index->sym_sizes()[d] <= (*src)->sym_sizes()[d]);
+    bool ok = (d == dim || size_at(index, d) <= size_at(self, d)) && (!src || size_at(index, d) <= size_at(*src, d));
     KILN_CHECK(ok, "Expected index ", ShapeStr(index), " to be smaller than self ", ShapeStr(self),
                " apart from dimension ", dim, src ? StrCat(" and to be smaller size than src ", ShapeStr(*src)) : "");
   }
@@ -236,7 +237,7 @@ TensorMeta GatherMeta(const Tensor& self, int64_t dim, const Tensor& index, bool
 }
 Tensor GatherCPU(const Tensor& self, int64_t dim, const Tensor& index, bool sparse_grad) {
   Tensor out = EmptyFromMeta(GatherMeta(self, dim, index, sparse_grad));
-  KILN_DISPATCH_ALL(self.dtype(), "gather", [&] {
+  KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "gather", [&] {
     GatherScatterKernel<scalar_t>(ScatterMode::Gather, self, WrapDim(dim, self.dim()), index, &out, scalar_t());
   });
   return out;
@@ -253,7 +254,7 @@ Tensor ScatterInplace(const char* op, ScatterMode mode, Tensor self, int64_t dim
   if (!run) return self;
   CheckIndexValues(index, self.dim() == 0 ? 1 : self.size(dim), dim, /*negative_ok=*/false, /*index_error=*/false);
   Tensor src_c = src && (*src)->has_storage() && (*src)->storage() == self->storage() ? ops::clone(*src) : Tensor();
-  KILN_DISPATCH_ALL(self.dtype(), op, [&] {
+  KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), op, [&] {
     GatherScatterKernel<scalar_t>(mode, self, dim, index, src_c.defined() ? &src_c : src,
                                   value ? value->to<scalar_t>() : scalar_t());
   });
@@ -381,7 +382,7 @@ Tensor IndexAddInplace(Tensor self, int64_t dim, const Tensor& index, const Tens
   const Tensor idx = ops::contiguous(CastTo(index, ScalarType::Int64));
   const bool scatter_path = IndexAddTakesScatterPath(self, dim, alpha, index.dtype() == ScalarType::Int64);
   CheckIndexAddIndices(self, dim, idx, scatter_path);
-  KILN_DISPATCH_ALL(self.dtype(), "index_add_",
+  KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "index_add_",
                     [&] { IndexAddKernel<scalar_t>(self, dim, idx, source, alpha, scatter_path); });
   return self;
 }
@@ -447,7 +448,7 @@ Tensor IndexSelectCPU(const Tensor& self, int64_t dim, const Tensor& index) {
                      dim_size);
   }
   if (out.numel() == 0) return out;
-  KILN_DISPATCH_ALL(self.dtype(), "index_select", [&] {
+  KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "index_select", [&] {
     const scalar_t* s = self.data_ptr<scalar_t>();
     scalar_t* o = out.data_ptr<scalar_t>();
     ParallelForEachStrided(shape, {ContiguousStrides(shape), self_st, idx_st}, [&](const int64_t* off, const int64_t*) {
@@ -463,7 +464,7 @@ Tensor NonzeroCPU(const Tensor& self) {
   const int64_t nd = self.dim();
   std::vector<int64_t> coords;
   int64_t n = 0;
-  KILN_DISPATCH_ALL(self.dtype(), "nonzero", [&] {
+  KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "nonzero", [&] {
     const scalar_t* p = self.data_ptr<scalar_t>();
     ForEachStrided(self.sizes(), {self.strides()}, [&](const int64_t* off, const int64_t* idx) {
       if (!IsNonzero(p[off[0]])) return;
@@ -637,7 +638,7 @@ Tensor IndexCPU(const Tensor& self, const OptionalTensorList& indices) {
   IndexLayout L = LayoutIndices(self, idx);
   Tensor out = EmptyTensor(L.result, self.dtype(), self.device());
   if (out.numel() == 0) return out;
-  KILN_DISPATCH_ALL(self.dtype(), "index", [&] {
+  KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "index", [&] {
     const scalar_t* s = self.data_ptr<scalar_t>();
     scalar_t* o = out.data_ptr<scalar_t>();
     WalkIndexed(self, idx, L, out.strides(), /*parallel=*/true, [&](int64_t so, int64_t oo) { o[oo] = s[so]; });
@@ -682,7 +683,7 @@ Tensor IndexPutImpl(Tensor self, const OptionalTensorList& indices, const Tensor
   if (!writes) return self;
   if (v->has_storage() && v->storage() == self->storage()) v = ops::clone(v);
   v = ops::expand(v, ToSymList(L.result));
-  KILN_DISPATCH_ALL(self.dtype(), "index_put_", [&] {
+  KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "index_put_", [&] {
     scalar_t* s = self.data_ptr<scalar_t>();
     const scalar_t* vp = v.data_ptr<scalar_t>();
     if (accumulate)
@@ -711,6 +712,18 @@ void CheckMask(const char* op, const Tensor& mask) {
              ScalarTypeDisplayName(mask.dtype()));
 }
 
+
+// PyTorch's checked_convert: a value outside an integer type's range is an error, not a wrap.
+template <typename T>
+void CheckFitsInteger(const Scalar& value, ScalarType dtype) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using L = std::numeric_limits<T>;
+    const bool ok = value.is_floating()
+                        ? value.to<double>() >= double(L::lowest()) && value.to<double>() <= double(L::max())
+                        : value.to<int64_t>() >= int64_t(L::lowest()) && value.to<int64_t>() <= int64_t(L::max());
+    KILN_CHECK(ok, "value cannot be converted to type ", ScalarTypeName(dtype), " without overflow");
+  }
+}
 Tensor MaskedFillImpl(Tensor self, const Tensor& mask, const Scalar& value, bool run) {
   CheckMask("masked_fill_", mask);
   CheckSameDevice("masked_fill_", self, mask);
@@ -719,15 +732,8 @@ Tensor MaskedFillImpl(Tensor self, const Tensor& mask, const Scalar& value, bool
              " cannot be broadcast to self of shape ", ShapeStr(self));
   if (!run || self.numel() == 0) return self;
   ElementwiseIter iter({self, mask});
-  KILN_DISPATCH_ALL(self.dtype(), "masked_fill_", [&] {
-    if constexpr (std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>) {
-      // PyTorch's checked_convert: a value outside the integer type's range is an error, not a wrap.
-      using L = std::numeric_limits<scalar_t>;
-      const bool ok = value.is_floating()
-                          ? value.to<double>() >= double(L::lowest()) && value.to<double>() <= double(L::max())
-                          : value.to<int64_t>() >= int64_t(L::lowest()) && value.to<int64_t>() <= int64_t(L::max());
-      KILN_CHECK(ok, "value cannot be converted to type ", ScalarTypeName(self.dtype()), " without overflow");
-    }
+  KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "masked_fill_", [&] {
+    CheckFitsInteger<scalar_t>(value, self.dtype());
     const scalar_t v = value.to<scalar_t>();
     iter.Run([&](char* const* ptrs, const int64_t* strides, int64_t n) {
       for (int64_t j = 0; j < n; ++j)
@@ -777,7 +783,7 @@ Tensor MaskedSelectCPU(const Tensor& self, const Tensor& mask) {
   int64_t n = 0;
   ForEachStrided(m.sizes(), {m.strides()}, [&](const int64_t* off, const int64_t*) { n += mp[off[0]]; });
   Tensor out = EmptyTensor(DimVector{n}, self.dtype(), self.device());
-  KILN_DISPATCH_ALL(self.dtype(), "masked_select", [&] {
+  KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "masked_select", [&] {
     const scalar_t* sp = s.data_ptr<scalar_t>();
     scalar_t* o = out.data_ptr<scalar_t>();
     ForEachStrided(s.sizes(), {s.strides(), m.strides()}, [&](const int64_t* off, const int64_t*) {
@@ -804,7 +810,7 @@ Tensor WhereCPU(const Tensor& cond, const Tensor& self, const Tensor& other) {
   if (out.numel() == 0) return out;
   Tensor a = CastTo(self, m.dtype), b = CastTo(other, m.dtype);
   ElementwiseIter iter({out, cond, a, b});
-  KILN_DISPATCH_ALL(m.dtype, "where", [&] {
+  KILN_DISPATCH_ALL_AND_COMPLEX(m.dtype, "where", [&] {
     CpuKernel<scalar_t, bool, scalar_t, scalar_t>(iter, [](bool c, scalar_t x, scalar_t y) { return c ? x : y; });
   });
   return out;

@@ -103,7 +103,7 @@ Tensor SumImpl(const char* op, const Tensor& self, const OptDims& dims, bool kee
                bool mean) {
   ScalarType out_type = SumResultType(self.dtype(), dtype);
   if (mean) {
-    KILN_CHECK(IsFloating(out_type), "mean(): could not infer output dtype. Input dtype must be either a floating "
+    KILN_CHECK(IsFloating(out_type) || IsComplex(out_type), "mean(): could not infer output dtype. Input dtype must be either a floating "
                "point or complex dtype. Got: ", ScalarTypeDisplayName(self.dtype()));
   }
   std::vector<bool> mask = ReduceMask(op, dims, self.dim());
@@ -112,6 +112,12 @@ Tensor SumImpl(const char* op, const Tensor& self, const OptDims& dims, bool kee
   int64_t count = 1;
   for (size_t d = 0; d < mask.size(); ++d) if (mask[d]) count *= self.size(d);
   double scale = mean ? (count == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / count) : 1.0;
+  if (IsComplex(input.dtype()) || IsComplex(out_type)) {  // complex sums: in complex128, into the input's type
+    KILN_CHECK(input.dtype() == out_type, op, "(): a complex sum into ", ScalarTypeDisplayName(out_type),
+               " needs dtype=", ScalarTypeName(out_type), " input; got ", ScalarTypeDisplayName(input.dtype()));
+    KILN_DISPATCH_COMPLEX(input.dtype(), op, [&] { SumKernel<scalar_t, scalar_t>(input, mask, out, scale); });
+    return out;
+  }
   if (out.numel() == 1 && input.is_contiguous() && input.numel() >= 4 * kGrainSize) {
     KILN_DISPATCH_ALL(input.dtype(), op, [&] {
       using In = scalar_t;
@@ -147,7 +153,7 @@ Tensor MeanDim(const Tensor& self, OptDims dims, bool keepdim, std::optional<Sca
 }
 TensorMeta MeanDimMeta(const Tensor& self, OptDims dims, bool keepdim, std::optional<ScalarType> dtype) {
   ScalarType out = SumResultType(self.dtype(), dtype);
-  KILN_CHECK(IsFloating(out), "mean(): could not infer output dtype. Input dtype must be either a floating "
+  KILN_CHECK(IsFloating(out) || IsComplex(out), "mean(): could not infer output dtype. Input dtype must be either a floating "
              "point or complex dtype. Got: ", ScalarTypeDisplayName(self.dtype()));
   return ReduceMeta("mean", self, dims, keepdim, out);
 }

@@ -1,6 +1,7 @@
 // tensor/ops/register.cc: the list of op families, registered once when the Registry is first used.
 #include "tensor/ops/common.h"
 #include "tensor/ops/core_ops.h"
+#include "tensor/ops/fft.h"
 
 namespace kiln {
 
@@ -15,6 +16,8 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterLapackOps(r);
   RegisterLapackFunctions(r);
   RegisterReinterpretOps(r);
+  RegisterComplexOps(r);
+  RegisterFftOps(r);
   RegisterConvPoolOps(r);
   RegisterNormOps(r);
   RegisterReduceMoreOps(r);

@@ -47,7 +47,7 @@ TensorMeta TriMeta(const Tensor& self, int64_t) {
 template <bool kUpper>
 void TriInto(const Tensor& out, const Tensor& src, int64_t k) {
   const int64_t nd = out.dim();
-  KILN_DISPATCH_ALL(out.dtype(), kUpper ? "triu" : "tril", [&] {
+  KILN_DISPATCH_ALL_AND_COMPLEX(out.dtype(), kUpper ? "triu" : "tril", [&] {
     scalar_t* o = out.data_ptr<scalar_t>();
     const scalar_t* s = src.data_ptr<scalar_t>();
     ParallelForEachStrided(out.sizes(), {out.strides(), src.strides()}, [&](const int64_t* off, const int64_t* idx) {
@@ -318,7 +318,7 @@ Tensor FlipCPU(const Tensor& self, const std::vector<int64_t>& dims) {
     base += (self.size(w) - 1) * st[w];
     st[w] = -st[w];
   }
-  KILN_DISPATCH_ALL(self.dtype(), "flip", [&] {
+  KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "flip", [&] {
     const scalar_t* s = self.data_ptr<scalar_t>() + base;
     scalar_t* o = out.data_ptr<scalar_t>();
     ParallelForEachStrided(out.sizes(), {out.strides(), st},

@@ -168,6 +168,45 @@ template <typename M>
   return x;
 }
 
+// The unary ops complex numbers have, on std::complex (abs is |x|, a real value in a complex slot
+// until UnaryInto writes its real part; the predicates test either part).
+bool ComplexUnarySupported(int op) {
+  switch (op) {
+    case kExp: case kLog: case kSqrt: case kRsqrt: case kSigmoid: case kTanh: case kSin: case kCos: case kTan:
+    case kSinh: case kCosh: case kNeg: case kAbs: case kReciprocal: case kSquare: case kIsnan: case kIsinf:
+    case kIsfinite: case kLogicalNot:
+      return true;
+    default:
+      return false;
+  }
+}
+template <typename C>
+C ApplyComplexUnary(int op, C x) {
+  using R = typename C::value_type;
+  switch (op) {
+    case kExp: return std::exp(x);
+    case kLog: return std::log(x);
+    case kSqrt: return std::sqrt(x);
+    case kRsqrt: return C(1) / std::sqrt(x);
+    case kSigmoid: return C(1) / (C(1) + std::exp(-x));
+    case kTanh: return std::tanh(x);
+    case kSin: return std::sin(x);
+    case kCos: return std::cos(x);
+    case kTan: return std::tan(x);
+    case kSinh: return std::sinh(x);
+    case kCosh: return std::cosh(x);
+    case kNeg: return -x;
+    case kAbs: return C(std::abs(x), R(0));
+    case kReciprocal: return C(1) / x;
+    case kSquare: return x * x;
+    case kIsnan: return C(std::isnan(x.real()) || std::isnan(x.imag()));
+    case kIsinf: return C(std::isinf(x.real()) || std::isinf(x.imag()));
+    case kIsfinite: return C(std::isfinite(x.real()) && std::isfinite(x.imag()));
+    case kLogicalNot: return C(x == C(0));
+  }
+  return x;
+}
+
 ScalarType UnaryComputeType(int op, ScalarType in) {
   const UnarySpec& spec = kUnary[op];
   if (spec.result == UnaryResult::Float && IsIntegral(in, true)) return GetDefaultDtype();
@@ -177,6 +216,8 @@ ScalarType UnaryComputeType(int op, ScalarType in) {
 
 void CheckUnaryDtype(int op, ScalarType in) {
   const UnarySpec& spec = kUnary[op];
+  KILN_CHECK_NOT_IMPLEMENTED(!IsComplex(in) || ComplexUnarySupported(op), "\"", spec.name,
+                             "\" not implemented for '", ScalarTypeDisplayName(in), "'");
   KILN_CHECK(!(op == kNeg && in == ScalarType::Bool), "Negation, the `-` operator, on a bool tensor is not "
              "supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
   KILN_CHECK(!(op == kRelu && in == ScalarType::Bool), "Boolean inputs not supported for relu");  // as PyTorch's
@@ -187,12 +228,33 @@ void CheckUnaryDtype(int op, ScalarType in) {
 }
 
 ScalarType UnaryResultType(int op, ScalarType in) {
+  if (op == kAbs && IsComplex(in)) return ToRealValueType(in);
   return kUnary[op].result == UnaryResult::Bool ? ScalarType::Bool : UnaryComputeType(op, in);
+}
+
+// out = f(self) for complex self: the loop writes complex values (or bools); abs's real part
+// goes to its real result through a copy.
+template <int kOp>
+void ComplexUnaryInto(const Tensor& out, const Tensor& self) {
+  const bool to_bool = kUnary[kOp].result == UnaryResult::Bool;
+  const ScalarType loop_out = to_bool ? ScalarType::Bool : self.dtype();
+  Tensor dst = out.dtype() == loop_out ? out : EmptyLike(out, loop_out);
+  ElementwiseIter iter({dst, self});
+  KILN_DISPATCH_COMPLEX(self.dtype(), kUnary[kOp].name, [&] {
+    using C = scalar_t;
+    if (to_bool) CpuKernel<bool, C>(iter, [](C x) -> bool { return ApplyComplexUnary<C>(kOp, x) != C(0); });
+    else CpuKernel<C, C>(iter, [](C x) -> C { return ApplyComplexUnary<C>(kOp, x); });
+  });
+  if (!dst.is_same(out)) {
+    Tensor o = out;
+    ops::copy_(o, dst);
+  }
 }
 
 template <int kOp>
 void UnaryInto(const Tensor& out, const Tensor& self) {
   if (out.numel() == 0) return;
+  if (IsComplex(self.dtype())) return ComplexUnaryInto<kOp>(out, self);
   ScalarType compute = UnaryComputeType(kOp, self.dtype());
   Tensor in = CastTo(self, compute);
   const bool to_bool = kUnary[kOp].result == UnaryResult::Bool;

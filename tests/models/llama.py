@@ -1,10 +1,13 @@
-"""A llama-style decoder (meta-llama/llama model.py, with the real cos/sin rotary form of Hugging
-Face's LlamaRotaryEmbedding): RMSNorm written by hand, rotary embeddings from precomputed cos/sin
-buffers with rotate_half, grouped-query attention (repeat_kv), the causal mask built in forward with
-full + triu, SwiGLU feed-forward, untied output head, AdamW.
+"""A llama-style decoder (meta-llama/llama model.py): RMSNorm written by hand, rotary embeddings,
+grouped-query attention (repeat_kv), the causal mask built in forward with full + triu, SwiGLU
+feed-forward, untied output head, AdamW.
 
-Not here yet: the complex form (torch.polar / view_as_complex) that meta's code uses, which kiln lacks."""
+Two rotary forms: `llama` has Hugging Face's LlamaRotaryEmbedding (real cos/sin buffers and
+rotate_half); `llama_complex` has meta's own (precompute_freqs_cis with torch.outer and
+torch.polar, kept as a plain attribute re-assigned by `.to(h.device)` in forward, and
+apply_rotary_emb through view_as_complex, a complex multiply and view_as_real)."""
 
+import functools
 import math
 
 from harness import Recipe
@@ -13,7 +16,7 @@ VOCAB, SEQ, LAYERS, HEADS, KV_HEADS, DIM, HIDDEN = 64, 12, 2, 4, 2, 32, 64
 BATCH = 4
 
 
-def build(torch):
+def build(torch, rotary="cos_sin"):
     nn, F = torch.nn, torch.nn.functional
     head_dim = DIM // HEADS
 
@@ -39,6 +42,27 @@ def build(torch):
         cos, sin = cos[None, :, None, :], sin[None, :, None, :]  # (1, seq, 1, head_dim)
         return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
 
+    def precompute_freqs_cis(dim, end, theta=10000.0):
+        freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
+        t = torch.arange(end, device=freqs.device, dtype=torch.float32)
+        freqs = torch.outer(t, freqs)
+        return torch.polar(torch.ones_like(freqs), freqs)  # complex64
+
+    def reshape_for_broadcast(freqs_cis, x):
+        ndim = x.ndim
+        assert 0 <= 1 < ndim
+        assert freqs_cis.shape == (x.shape[1], x.shape[-1])
+        shape = [d if i == 1 or i == ndim - 1 else 1 for i, d in enumerate(x.shape)]
+        return freqs_cis.view(*shape)
+
+    def apply_rotary_emb(xq, xk, freqs_cis):
+        xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+        xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+        freqs_cis = reshape_for_broadcast(freqs_cis, xq_)
+        xq_out = torch.view_as_real(xq_ * freqs_cis).flatten(3)
+        xk_out = torch.view_as_real(xk_ * freqs_cis).flatten(3)
+        return xq_out.type_as(xq), xk_out.type_as(xk)
+
     def repeat_kv(x, n_rep):
         bs, slen, n_kv_heads, hd = x.shape
         if n_rep == 1:
@@ -54,12 +78,15 @@ def build(torch):
             self.wv = nn.Linear(DIM, KV_HEADS * head_dim, bias=False)
             self.wo = nn.Linear(HEADS * head_dim, DIM, bias=False)
 
-        def forward(self, x, cos, sin, mask):
+        def forward(self, x, rope, mask):
             bsz, seqlen, _ = x.shape
             xq = self.wq(x).view(bsz, seqlen, HEADS, head_dim)
             xk = self.wk(x).view(bsz, seqlen, KV_HEADS, head_dim)
             xv = self.wv(x).view(bsz, seqlen, KV_HEADS, head_dim)
-            xq, xk = apply_rotary_pos_emb(xq, xk, cos, sin)
+            if rotary == "complex":
+                xq, xk = apply_rotary_emb(xq, xk, freqs_cis=rope)
+            else:
+                xq, xk = apply_rotary_pos_emb(xq, xk, *rope)
             keys, values = repeat_kv(xk, self.n_rep), repeat_kv(xv, self.n_rep)
             xq, keys, values = xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2)
             scores = torch.matmul(xq, keys.transpose(2, 3)) / math.sqrt(head_dim)
@@ -86,8 +113,8 @@ def build(torch):
             self.attention_norm = RMSNorm(DIM)
             self.ffn_norm = RMSNorm(DIM)
 
-        def forward(self, x, cos, sin, mask):
-            h = x + self.attention(self.attention_norm(x), cos, sin, mask)
+        def forward(self, x, rope, mask):
+            h = x + self.attention(self.attention_norm(x), rope, mask)
             return h + self.feed_forward(self.ffn_norm(h))
 
     class Transformer(nn.Module):
@@ -97,6 +124,9 @@ def build(torch):
             self.layers = nn.ModuleList([TransformerBlock() for _ in range(LAYERS)])
             self.norm = RMSNorm(DIM)
             self.output = nn.Linear(DIM, VOCAB, bias=False)
+            if rotary == "complex":
+                self.freqs_cis = precompute_freqs_cis(head_dim, SEQ * 2)
+                return
             inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2).float() / head_dim))
             # Hugging Face's current form; its older `torch.outer(t, inv_freq)` needs kiln.outer (missing).
             freqs = (inv_freq[:, None] @ torch.arange(SEQ * 2).float()[None, :]).transpose(0, 1)
@@ -107,11 +137,15 @@ def build(torch):
         def forward(self, tokens, targets):
             _bsz, seqlen = tokens.shape
             h = self.tok_embeddings(tokens)
-            cos, sin = self.cos_cached[:seqlen], self.sin_cached[:seqlen]
+            if rotary == "complex":
+                self.freqs_cis = self.freqs_cis.to(h.device)
+                rope = self.freqs_cis[0:seqlen]
+            else:
+                rope = self.cos_cached[:seqlen], self.sin_cached[:seqlen]
             mask = torch.full((seqlen, seqlen), float("-inf"), device=tokens.device)
             mask = torch.triu(mask, diagonal=1).type_as(h)
             for layer in self.layers:
-                h = layer(h, cos, sin, mask)
+                h = layer(h, rope, mask)
             logits = self.output(self.norm(h)).float()
             return F.cross_entropy(logits.view(-1, VOCAB), targets.reshape(-1))
 
@@ -131,3 +165,4 @@ def optimizer(torch, model):
 
 
 LLAMA = Recipe("llama", build, batches, loss, optimizer, clip=1.0)
+LLAMA_COMPLEX = Recipe("llama_complex", functools.partial(build, rotary="complex"), batches, loss, optimizer, clip=1.0)

@@ -10,14 +10,14 @@ from harness import BACKENDS, check
 
 from encoder import ENCODER
 from gpt import GPT_MASKED, GPT_SDPA
-from llama import LLAMA
+from llama import LLAMA, LLAMA_COMPLEX
 from makemore import MAKEMORE
 from mnist import MNIST
 from resnet import RESNET
 from rnn import GRU, LSTM, LSTM_CELL_ROWS, LSTM_ROWS
 from vae import VAE, VAE_NOISE
 
-RECIPES = [GPT_MASKED, GPT_SDPA, LLAMA, VAE, VAE_NOISE, LSTM, LSTM_ROWS, LSTM_CELL_ROWS, GRU, ENCODER, MAKEMORE, RESNET, MNIST]
+RECIPES = [GPT_MASKED, GPT_SDPA, LLAMA, LLAMA_COMPLEX, VAE, VAE_NOISE, LSTM, LSTM_ROWS, LSTM_CELL_ROWS, GRU, ENCODER, MAKEMORE, RESNET, MNIST]
 
 # (recipe name, backend) -> (the bug in one line, the exception it raises: a different failure is an
 # error, not an xfail). Empty since issue 16's fixes (tied weights, the VAE's scalar promotion and

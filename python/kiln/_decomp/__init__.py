@@ -70,3 +70,4 @@ from kiln._decomp import decompositions_nn  # noqa: E402,F401
 from kiln._decomp import decompositions_loss  # noqa: E402,F401
 from kiln._decomp import decompositions_shape  # noqa: E402,F401
 from kiln._decomp import decompositions_linalg  # noqa: E402,F401
+from kiln._decomp import decompositions_complex  # noqa: E402,F401

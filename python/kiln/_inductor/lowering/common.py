@@ -131,4 +131,14 @@ def lower(target, out, args, kwargs):
     fn = LOWERINGS.get(target)
     if fn is None:
         raise Fallback(f"no lowering for {target}")
+    if _touches_complex(out) or any(_touches_complex(a) for a in (*args, *kwargs.values())):
+        # the kernels know real numbers only: a complex value is computed by its eager kernel
+        raise Fallback("complex dtype")
     return fn(out, *args, **kwargs)
+
+
+def _touches_complex(v):
+    if isinstance(v, (list, tuple)):
+        return any(_touches_complex(x) for x in v)
+    dtype = getattr(v, "dtype", None)
+    return dtype is not None and getattr(dtype, "is_complex", False)

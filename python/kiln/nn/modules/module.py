@@ -10,6 +10,7 @@ conversion, hooks) walks these dicts.
 
 import functools
 import itertools
+import warnings
 from collections import OrderedDict, namedtuple
 
 import kiln
@@ -365,14 +366,20 @@ class Module:
 
     def to(self, *args, **kwargs):
         device, dtype, non_blocking = _parse_to(*args, **kwargs)
-        if dtype is not None and not (dtype.is_floating_point):
+        if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
             raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
                             f"dtype={dtype}")
+        if dtype is not None and dtype.is_complex:
+            warnings.warn("Complex modules are a new feature under active development whose design may change, and "
+                          "some modules might not work as expected when using complex tensors as parameters or "
+                          "buffers. Please file an issue at https://github.com/pytorch/pytorch/issues/new?"
+                          "template=bug-report.yml if a complex module does not work as expected.", stacklevel=2)
 
         def convert(t):
             if device is not None and str(t.device) != str(device):
                 t = t.to(device)
-            if dtype is not None and t.is_floating_point() and t.dtype != dtype:
+            # floating and complex tensors take the dtype (as torch's), integer ones keep theirs
+            if dtype is not None and (t.is_floating_point() or t.is_complex()) and t.dtype != dtype:
                 t = t.to(dtype)
             return t
 
