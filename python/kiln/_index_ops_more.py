@@ -212,7 +212,9 @@ def scatter_reduce_(input, dim, index, src, reduce, *, include_self=True):
 
 
 def _narrow_to(src, index):
-    """src cut to index's shape (scatter reads only that corner of src)."""
+    """src cut to index's shape (scatter reads only that corner of src; a 0-d src is one of shape [1])."""
+    if src.ndim == 0 and index.ndim == 1:
+        src = src.reshape(1)
     for d, n in enumerate(index.shape):
         if src.shape[d] != n:
             src = src.narrow(d, 0, n)

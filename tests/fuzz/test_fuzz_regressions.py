@@ -151,10 +151,18 @@ REGRESSIONS = {
                     "strides: its result was row-major",
     "seed141-0903": "backward of a step-2 view of a mutated strided input: the base-shaped gradient was viewed by "
                     "strides a functional fill had not kept",
+    "seed141-1200": "div with a rounding mode unpacks inputs its zero gradient does not read: a mutation past a graph "
+                    "break must raise as eager's saved-tensor check",
     "seed151-0137": "index_select of an empty result read out-of-range indices unchecked (an index_add backward; "
                     "PyTorch raises)",
     "seed161-0668": "x1[0] = x1.select(1, 0): the value, 0-d once its leading 1s were dropped, was not expanded "
                     "before copy_ (an overlap error)",
+    "seed171-1875": "gather saves self (PyTorch's formula names it): an in-place change to it before the backward "
+                    "raises",
+    "seed171-8552": "prod's gradient at an inf element is result / input (NaN) as PyTorch's eager prod_backward",
+    "seed171-13993": "scatter_add with a 0-d src (a src of shape [1], as PyTorch's ensure_nonempty_size): the shape "
+                     "check indexed past its sizes and aborted",
+    "seed171-18215": "scatter_reduce with a 0-d src: IndexError in the composite's narrowing",
 }
 
 

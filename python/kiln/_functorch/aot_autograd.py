@@ -20,6 +20,7 @@ off) one functional graph goes to the inference compiler. Compiled code is cache
 layout (sizes, strides, dtype, requires_grad) and grad mode.
 """
 
+import contextlib
 import functools
 import operator
 import time
@@ -27,9 +28,9 @@ import time
 import kiln
 from kiln import _C
 from kiln._dynamo import logs
-from kiln._functorch.backward_reads import inputs_read_by_backward, prune_absent, tangent_dependencies
+from kiln._functorch.backward_reads import inputs_read_by_backward, prune_absent, tangent_dependencies, tangent_masks
 from kiln._subclasses.fake_tensor import FakeTensorMode
-from kiln.fx.experimental.proxy_tensor import make_fx
+from kiln.fx.experimental.proxy_tensor import current_trace_node, make_fx
 from kiln.func import _flatten, _unflatten, functionalize
 from kiln.utils.checkpoint import annotate_region
 
@@ -204,6 +205,9 @@ class _Traced:
         self.output_aliases = output_aliases        # per output: an _Alias or None
         self.out_requires_grad = out_requires_grad
         self.constants = list(constants)            # tensors the program made: trailing graph inputs
+        # (primal position, tangent bitmask): inputs eager's backward formulas unpack, and the
+        # tangents whose presence runs them (Note [Inputs eager would have saved])
+        self.saved_reads = []
 
 
 class _Alias:
@@ -619,6 +623,8 @@ def trace_joint(flat_fn, leaves, config):
     copies_with_grad = [not (leaves[i].is_leaf and leaves[i].requires_grad) and i in differentiable_after
                         for i in mutated_diff]
 
+    unpacked = []  # (primal position, the raw graph's nodes of the unpacking node's gradients)
+
     def joint(primals, tangents):
         args = list(primals)
         for i in mutated_diff:  # primals[i] stays the value autograd differentiates against
@@ -627,12 +633,25 @@ def trace_joint(flat_fn, leaves, config):
         new_values = [args[i] for i in mutated_diff]
         diff_outs = [o for o, r in zip(outs, requires) if r]
         diff_outs += [v for v, d in zip(new_values, copies_with_grad) if d]
-        grads = kiln.autograd.grad(diff_outs, [primals[i] for i in diff_inputs], grad_outputs=list(tangents),
-                                   allow_unused=True) if diff_outs else [None] * len(diff_inputs)
+        # an input a formula unpacks (or a view of it) counts as read even when the formula's
+        # graph does not use it (div with a rounding mode): eager's check raises there too
+        storages = {p._storage_id(): i for i, p in enumerate(primals)
+                    if isinstance(p, kiln.Tensor) and i not in mutated_diff}
+
+        def observe(saved, grads):
+            i = storages.get(saved._storage_id())
+            if i is not None:
+                nodes = [current_trace_node(g) for g in grads if g is not None]
+                unpacked.append((i, [n for n in nodes if n is not None]))
+
+        with _observing_saved_inputs(observe):
+            grads = kiln.autograd.grad(diff_outs, [primals[i] for i in diff_inputs], grad_outputs=list(tangents),
+                                       allow_unused=True) if diff_outs else [None] * len(diff_inputs)
         by_input = dict(zip(diff_inputs, grads))
         return (*new_values, *outs, *[by_input.get(i) for i in range(len(primals))])
 
     def trace():
+        unpacked.clear()
         with mode:
             tangents = [kiln.empty(tuple(o.shape), dtype=o.dtype, device=o.device) for o, r in zip(outs, requires) if r]
             # a mutated input's new value has the shape the program left it with (`x.t_()`)
@@ -641,6 +660,14 @@ def trace_joint(flat_fn, leaves, config):
                          for i, d in zip(mutated_diff, copies_with_grad) if d]
             gm, constants = _functional_graph(joint, ([*fakes], tangents), config.decompositions, mode, names=True)
         return gm, constants, tangents
+
+    def saved_reads():
+        masks = {}
+        for _, nodes in unpacked:
+            for n in nodes:
+                if n not in masks:
+                    masks.update(tangent_masks(n.graph))
+        return sorted({(i, _or(masks.get(n, 0) for n in nodes)) for i, nodes in unpacked})
 
     deferred, deferred_outputs = {}, {}  # Note [Backward errors of mutated inputs]
     try:
@@ -676,8 +703,27 @@ def trace_joint(flat_fn, leaves, config):
     traced = _Traced(gm, mutated + mutated_diff, len(outs), aliases, requires,
                      [False] * len(mutated) + copies_with_grad, constants, layouts)
     traced.deferred_errors, traced.deferred_outputs = deferred, deferred_outputs
+    traced.saved_reads = saved_reads()
     _view_chains(traced)
     return traced
+
+
+@contextlib.contextmanager
+def _observing_saved_inputs(observe):
+    """observe(saved, grads) is called with each saved input a backward formula unpacks (and the
+    gradients of its node's outputs) while the block runs, on this thread."""
+    previous = _C._set_saved_input_observer(observe)
+    try:
+        yield
+    finally:
+        _C._set_saved_input_observer(previous)
+
+
+def _or(masks):
+    out = 0
+    for m in masks:
+        out |= m
+    return out
 
 
 # Note [Backward errors of mutated inputs]
@@ -1025,7 +1071,8 @@ def create_runtime(flat_fn, leaves, config):
 
     return _training_runtime(traced, compiled_fw, compiled_bw, saved_order, len(leaves),
                              tangent_dependencies(bw_module), specialise,
-                             inputs_read_by_backward(traced.graph, num_fwd_outputs, traced.num_mutations))
+                             inputs_read_by_backward(traced.graph, num_fwd_outputs, traced.num_mutations,
+                                                     traced.saved_reads))
 
 
 def _saved_order(fw_module, bw_module, num_fwd_outputs):

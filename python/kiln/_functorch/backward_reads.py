@@ -116,12 +116,21 @@ _METADATA_READS = {aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.defaul
 # a backward-only node reads its new value (the graph's leading output for it) or a view of that:
 # eager saved the input itself there, so a change after the call raised (`v = x1 @ x0.t()` after
 # `x1.pow_(2)`, then `x1[::2].zero_()` past a graph break; fuzz seed 91, program 576), while the
-# compiled forward saved a buffer of its own.
-def inputs_read_by_backward(joint, num_fwd_outputs, num_mutations=0):
+# compiled forward saved a buffer of its own. A formula may also unpack an input its graph never
+# reads: div's with a rounding mode is zero but unpacks both operands (as PyTorch's does), so
+# `v = x1 // x1` followed, past a graph break, by `x1[..., 0] = 2` raised in eager and not compiled
+# (fuzz seed 141, program 1200). The joint trace watches the formulas' unpacks
+# (_C._observing_saved_inputs) and records each unpacked input with the tangents its node's
+# gradients come from (`saved_reads`).
+def inputs_read_by_backward(joint, num_fwd_outputs, num_mutations=0, saved_reads=()):
     """read(absent) -> the positions, among the joint's primals, of those that nodes only the
     backward needs read directly, in the part of the backward that runs when the tangents in the
     bitmask `absent` are None (as `prune_absent` specialises it); position len(primals) + k
-    stands for the new value of the k-th mutated input (the joint's k-th output)."""
+    stands for the new value of the k-th mutated input (the joint's k-th output).
+
+    `saved_reads`, (primal position, tangent bitmask) pairs, are inputs eager's formulas unpack
+    without the graph reading them (div's with a rounding mode): read when one of those tangents
+    is present (any, for a mask of 0)."""
     graph = joint.graph
     outs = graph.output_node().args[0]
     outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
@@ -160,6 +169,9 @@ def inputs_read_by_backward(joint, num_fwd_outputs, num_mutations=0):
                 reach[n] = r
                 if m & present:
                     found |= r
+            for p, m in saved_reads:
+                if m & present or (not m and present):
+                    found |= 1 << p
             cache[absent] = [i for i in range(len(primals) + num_mutations) if found >> i & 1]
         return cache[absent]
 

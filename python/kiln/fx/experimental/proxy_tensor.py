@@ -159,12 +159,18 @@ def _real_constant(t):
 
 
 _TRACE_GRAPHS = []  # the graphs make_fx calls are recording, innermost last
+_TRACERS = []  # and their tracers
 
 
 def current_trace_graph():
     """The graph the innermost active make_fx is recording, or None (used to annotate the nodes a
     region of code creates, e.g. kiln.utils.checkpoint's recompute policies)."""
     return _TRACE_GRAPHS[-1] if _TRACE_GRAPHS else None
+
+
+def current_trace_node(t):
+    """The node of the graph the innermost make_fx is recording that computed tensor t, or None."""
+    return _TRACERS[-1].node_for(t) if _TRACERS else None
 
 
 def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_inputs=False, *,
@@ -208,6 +214,7 @@ def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_in
                     sym_nodes.add_input(node, x)
             tracer.set_sym_arg(sym_nodes)
         _TRACE_GRAPHS.append(tracer.graph())
+        _TRACERS.append(tracer)
         try:
             if mode is not None:
                 with mode:
@@ -216,6 +223,7 @@ def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_in
                 out = tracer.trace(f, *inputs)
         finally:
             _TRACE_GRAPHS.pop()
+            _TRACERS.pop()
         if tracing_mode == "symbolic":  # sizes returned by f become nodes too
             out = _map_leaves(out, lambda v: sym_nodes(v) if isinstance(v, (kiln.SymInt, kiln.SymFloat)) else v)
         tracer.output(out)
