@@ -18,5 +18,9 @@ from kiln.nn.modules import (  # noqa: F401
     AdaptiveMaxPool2d, AvgPool1d, MaxPool1d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, AlphaDropout,
     Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d,
     EmbeddingBag,
+    ParameterList, ParameterDict, Container, CELU, SELU, PReLU, RReLU, Softmax2d, CosineEmbeddingLoss,
+    GaussianNLLLoss, HingeEmbeddingLoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss2d,
+    PoissonNLLLoss, SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss, LocalResponseNorm,
+    CrossMapLRN2d,
 )
 from kiln.nn import utils  # noqa: F401

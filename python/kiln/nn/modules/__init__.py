@@ -7,15 +7,17 @@ from kiln.nn.modules.conv import (  # noqa: F401
 )
 from kiln.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d  # noqa: F401
 from kiln.nn.modules.instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d  # noqa: F401
-from kiln.nn.modules.normalization import GroupNorm, LayerNorm, RMSNorm  # noqa: F401
+from kiln.nn.modules.normalization import (  # noqa: F401
+    CrossMapLRN2d, GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm,
+)
 from kiln.nn.modules.sparse import Embedding, EmbeddingBag  # noqa: F401
 from kiln.nn.modules.dropout import (  # noqa: F401
     AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout,
 )
 from kiln.nn.modules.activation import (  # noqa: F401
-    ELU, GELU, GLU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish,
-    MultiheadAttention, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softmin, Softplus, Softshrink, Softsign, Tanh,
-    Tanhshrink, Threshold,
+    CELU, ELU, GELU, GLU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish,
+    MultiheadAttention, PReLU, ReLU, ReLU6, RReLU, SELU, Sigmoid, SiLU, Softmax, Softmax2d, Softmin, Softplus,
+    Softshrink, Softsign, Tanh, Tanhshrink, Threshold,
 )
 from kiln.nn.modules.flatten import Flatten, Unflatten  # noqa: F401
 from kiln.nn.modules.pooling import (  # noqa: F401
@@ -24,10 +26,13 @@ from kiln.nn.modules.pooling import (  # noqa: F401
 )
 from kiln.nn.modules.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401
 from kiln.nn.modules.rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase  # noqa: F401
-from kiln.nn.modules.container import ModuleDict, ModuleList, Sequential  # noqa: F401
+from kiln.nn.modules.container import (  # noqa: F401
+    Container, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential,
+)
 from kiln.nn.modules.loss import (  # noqa: F401
-    BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
-    NLLLoss, SmoothL1Loss,
+    BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss,
+    KLDivLoss, L1Loss, MarginRankingLoss, MSELoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss,
+    NLLLoss, NLLLoss2d, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss,
 )
 from kiln.nn.modules.padding import (  # noqa: F401
     ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
