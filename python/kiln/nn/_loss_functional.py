@@ -1,11 +1,10 @@
 """The embedding, margin and likelihood losses of torch.nn.functional, composed from kiln ops
 (kiln.nn.functional re-exports them; split out because functional.py is long):
 cosine_embedding_loss, hinge_embedding_loss, soft_margin_loss, poisson_nll_loss, gaussian_nll_loss,
-multilabel_soft_margin_loss, multi_margin_loss, multilabel_margin_loss, triplet_margin_loss and
-triplet_margin_with_distance_loss.
+multilabel_soft_margin_loss, multi_margin_loss, multilabel_margin_loss and triplet_margin_loss
+(triplet_margin_with_distance_loss, which calls user code, is in _triplet_distance.py).
 
-Where PyTorch composes in Python (gaussian_nll_loss, multilabel_soft_margin_loss,
-triplet_margin_with_distance_loss) this is its code. The others are one aten op each; here each is
+Where PyTorch composes in Python (gaussian_nll_loss, multilabel_soft_margin_loss) this is its code. The others are one aten op each; here each is
 that op's formula (aten/native/Loss*.cpp) over kiln ops, with its checks and messages, and autograd
 differentiates the composition (equal to aten's hand-written backward: the hinge terms get no
 gradient where they are exactly 0). Those aten ops run in float32 under autocast, as PyTorch's CPU
@@ -31,7 +30,6 @@ from kiln.nn.functional import (
 __all__ = [
     "cosine_embedding_loss", "hinge_embedding_loss", "soft_margin_loss", "poisson_nll_loss", "gaussian_nll_loss",
     "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss", "triplet_margin_loss",
-    "triplet_margin_with_distance_loss",
 ]
 
 _COSINE_EPSILON = 1e-12  # aten's EPSILON in cosine_embedding_loss: keeps a zero vector's norm finite
@@ -265,24 +263,3 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
         dist_neg = kiln.minimum(dist_neg, pairwise_distance(positive, negative, p, eps))
     output = kiln.clamp_min(margin + dist_pos - dist_neg, 0)
     return _apply_loss_reduction(output, reduction_enum)
-
-
-def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False,
-                                      reduction="mean"):
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"{reduction} is not a valid value for reduction")
-    if margin <= 0:
-        raise ValueError(f"margin must be greater than 0, got {margin}")
-    _check_triplet_dims(anchor, positive, negative)
-    if distance_function is None:
-        distance_function = pairwise_distance
-    dist_pos = distance_function(anchor, positive)
-    dist_neg = distance_function(anchor, negative)
-    if swap:
-        dist_neg = kiln.minimum(dist_neg, distance_function(positive, negative))
-    loss = kiln.clamp_min(margin + dist_pos - dist_neg, 0)
-    if reduction == "sum":
-        return kiln.sum(loss)
-    if reduction == "mean":
-        return kiln.mean(loss)
-    return loss

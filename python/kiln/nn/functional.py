@@ -870,5 +870,5 @@ from kiln.nn._spatial import affine_grid, fold, grid_sample, unfold  # noqa: E40
 from kiln.nn._loss_functional import (  # noqa: E402,F401
     cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss, multi_margin_loss, multilabel_margin_loss,
     multilabel_soft_margin_loss, poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
-    triplet_margin_with_distance_loss,
 )
+from kiln.nn._triplet_distance import triplet_margin_with_distance_loss  # noqa: E402,F401
