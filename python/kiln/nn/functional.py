@@ -5,12 +5,13 @@ from the registry (kiln.linear, kiln.convolution, kiln.cross_entropy_loss, ...),
 tracers see aten ops. Python compositions are used where PyTorch itself composes
 (rms_norm, scaled_dot_product_attention, multi_head_attention_forward, weighted l1/mse/huber, normalize,
 softmin, softsign, tanhshrink, gumbel_softmax, instance_norm), and, in the last section, for ops kiln has
-no registry entry for (glu, logsigmoid, pixel_shuffle, cosine_similarity, bilinear, kl_div, ...).
+no registry entry for (glu, logsigmoid, pixel_shuffle, cosine_similarity, pdist, bilinear, kl_div, ...).
 Larger families live in their own files and are re-exported here: convolutions (_conv_functional.py,
 3-D ones composed from 2-D), pooling (_pool_functional.py), channel-wise and alpha dropout
 (_dropout_functional.py), embedding_bag (_embedding_bag.py, with the max_norm renormalisation
-F.embedding shares), interpolate (_interpolate.py), and unfold, fold, affine_grid and grid_sample
-(_spatial.py).
+F.embedding shares), interpolate (_interpolate.py), unfold, fold, affine_grid and grid_sample
+(_spatial.py), celu/selu/prelu/rrelu (_activation_functional.py), the embedding, margin and
+likelihood losses (_loss_functional.py) and triplet_margin_with_distance_loss (_triplet_distance.py).
 """
 
 import math
