@@ -18,5 +18,7 @@ from kiln.nn.modules import (  # noqa: F401
     AdaptiveMaxPool2d, AvgPool1d, MaxPool1d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, AlphaDropout,
     Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d,
     EmbeddingBag,
+    AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, LPPool1d, LPPool2d, LPPool3d, MaxPool3d, MaxUnpool1d, MaxUnpool2d,
+    MaxUnpool3d, CircularPad1d, CircularPad2d, CircularPad3d, ReflectionPad3d, ReplicationPad3d, ZeroPad3d,
 )
 from kiln.nn import utils  # noqa: F401

@@ -19,8 +19,9 @@ from kiln.nn.modules.activation import (  # noqa: F401
 )
 from kiln.nn.modules.flatten import Flatten, Unflatten  # noqa: F401
 from kiln.nn.modules.pooling import (  # noqa: F401
-    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d,
-    MaxPool2d,
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d,
+    AvgPool1d, AvgPool2d, AvgPool3d, LPPool1d, LPPool2d, LPPool3d, MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d,
+    MaxUnpool2d, MaxUnpool3d,
 )
 from kiln.nn.modules.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401
 from kiln.nn.modules.rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase  # noqa: F401
@@ -30,8 +31,9 @@ from kiln.nn.modules.loss import (  # noqa: F401
     NLLLoss, SmoothL1Loss,
 )
 from kiln.nn.modules.padding import (  # noqa: F401
-    ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
-    ReplicationPad2d, ZeroPad1d, ZeroPad2d,
+    CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
+    ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d,
+    ZeroPad3d,
 )
 from kiln.nn.modules.pixelshuffle import ChannelShuffle, PixelShuffle, PixelUnshuffle  # noqa: F401
 from kiln.nn.modules.distance import CosineSimilarity, PairwiseDistance  # noqa: F401
