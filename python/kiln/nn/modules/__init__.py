@@ -3,10 +3,15 @@
 from kiln.nn.modules.module import Module  # noqa: F401
 from kiln.nn.modules.linear import Bilinear, Identity, LazyLinear, Linear  # noqa: F401
 from kiln.nn.modules.conv import (  # noqa: F401
-    Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d,
+    Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, LazyConv1d, LazyConv2d, LazyConv3d,
+    LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d,
 )
-from kiln.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d  # noqa: F401
-from kiln.nn.modules.instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d  # noqa: F401
+from kiln.nn.modules.batchnorm import (  # noqa: F401
+    BatchNorm1d, BatchNorm2d, BatchNorm3d, LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d,
+)
+from kiln.nn.modules.instancenorm import (  # noqa: F401
+    InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d,
+)
 from kiln.nn.modules.normalization import GroupNorm, LayerNorm, RMSNorm  # noqa: F401
 from kiln.nn.modules.sparse import Embedding, EmbeddingBag  # noqa: F401
 from kiln.nn.modules.dropout import (  # noqa: F401
