@@ -7,7 +7,8 @@ tracers see aten ops. Python compositions are used where PyTorch itself composes
 softmin, softsign, tanhshrink, gumbel_softmax, instance_norm), and, in the last section, for ops kiln has
 no registry entry for (glu, logsigmoid, pixel_shuffle, cosine_similarity, pdist, bilinear, kl_div, ...).
 Larger families live in their own files and are re-exported here: convolutions (_conv_functional.py,
-3-D ones composed from 2-D), pooling (_pool_functional.py), channel-wise and alpha dropout
+3-D ones composed from 2-D), pooling (_pool_functional.py; 3-D pooling from two 2-D ones in
+_pool3d_functional.py; lp_pool and max_unpool in _unpool_lp_functional.py), channel-wise and alpha dropout
 (_dropout_functional.py), embedding_bag (_embedding_bag.py, with the max_norm renormalisation
 F.embedding shares), interpolate (_interpolate.py), unfold, fold, affine_grid and grid_sample
 (_spatial.py), celu/selu/prelu/rrelu (_activation_functional.py), the embedding, margin and
@@ -35,6 +36,13 @@ from kiln.nn._pool_functional import (  # noqa: F401
     adaptive_max_pool2d, adaptive_max_pool2d_with_indices, avg_pool1d, avg_pool2d, max_pool1d,
     max_pool1d_with_indices, max_pool2d, max_pool2d_with_indices,
 )
+from kiln.nn._pool3d_functional import (  # noqa: F401
+    adaptive_avg_pool3d, adaptive_max_pool3d, adaptive_max_pool3d_with_indices, avg_pool3d, max_pool3d,
+    max_pool3d_with_indices,
+)
+from kiln.nn._unpool_lp_functional import (  # noqa: F401
+    lp_pool1d, lp_pool2d, lp_pool3d, max_unpool1d, max_unpool2d, max_unpool3d,
+)
 
 __all__ = [
     "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "relu",
@@ -46,7 +54,9 @@ __all__ = [
     "max_pool2d", "max_pool1d_with_indices", "max_pool2d_with_indices", "avg_pool1d", "avg_pool2d",
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool1d_with_indices",
     "adaptive_max_pool2d",
-    "adaptive_max_pool2d_with_indices", "interpolate", "upsample", "upsample_nearest",
+    "adaptive_max_pool2d_with_indices", "max_pool3d", "max_pool3d_with_indices", "avg_pool3d", "adaptive_avg_pool3d",
+    "adaptive_max_pool3d", "adaptive_max_pool3d_with_indices", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d",
+    "max_unpool2d", "max_unpool3d", "interpolate", "upsample", "upsample_nearest",
     "upsample_bilinear", "pad", "one_hot", "scaled_dot_product_attention", "cross_entropy", "nll_loss",
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
     "multi_head_attention_forward",

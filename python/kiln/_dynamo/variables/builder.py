@@ -214,6 +214,9 @@ def call_class(tx, cls_var, args, kwargs):
         return AutocastVariable(cls(*const_args, **const_kwargs))
     if _member(cls, _BUILTIN_FUNCTIONS):
         return BuiltinVariable(cls).call_function(tx, args, kwargs)
+    if is_structseq_type(cls) and cls.__module__ == "kiln.return_types" and len(args) == 1 and not kwargs:
+        # a Python-composed op's named result (kiln.linalg.lu, lstsq, ...): built from one sequence
+        return NamedTupleVariable(list(args[0].unpack_var_sequence(tx)), cls)
     unimplemented(f"constructing a {cls.__qualname__} object inside the compiled function",
                   "construct it outside and pass it in")
 
