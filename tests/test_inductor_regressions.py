@@ -430,3 +430,17 @@ def test_mutated_strided_input_that_requires_grad_trains(case):
     (want, want_grad), (got, got_grad) = run(f), run(compiled(f))
     close(got, want)
     close(got_grad, want_grad)
+
+
+# --- max pooling with ceil_mode: the partial last window stays inside the input -------------------
+# The lowering unrolled every window over kernel_size elements; with ceil_mode the last window can
+# run past the input (5 rows, kernel 2, stride 2: 3 windows), and its loads read out of bounds
+# (caught by the wrapper's bounds check). Such windows now fall back to the library kernel.
+@pytest.mark.parametrize("kernel, stride", [((2, 2), (2, 2)), ((3, 2), (2, 3)), ((3, 3), (2, 2))])
+def test_max_pool2d_ceil_mode_partial_windows(kernel, stride):
+    x = kiln.randn(2, 3, 5, 7)
+    fn = lambda x: kiln.nn.functional.max_pool2d(x, kernel, stride, ceil_mode=True, return_indices=True)  # noqa: E731
+    got = compiled(fn)(x)
+    want = torch.nn.functional.max_pool2d(to_torch(x), kernel, stride, ceil_mode=True, return_indices=True)
+    for g, w in zip(got, want):
+        close(g, w)

@@ -6,9 +6,9 @@ householder_product: values on tall, square, batched and strided inputs with all
 rounding. orthogonal: with the Householder and Cayley maps, tall, wide, square and batched weights, with
 and without the trivialization: the state right after registration where it is deterministic (the
 geqrf reflectors, the orthogonalised base), then with torch's state dict loaded the weight and the float64
-gradients of the original, assignment to the weight, orthonormality, state-dict keys, errors (matrix_exp,
-PyTorch's default for square weights, needs a kiln.matrix_exp: NotImplementedError), and a compiled
-training step (inductor, aot_eager) equal to eager.
+gradients of the original, assignment to the weight, orthonormality, state-dict keys, errors, and a
+compiled training step (inductor, aot_eager) equal to eager. The matrix_exp map (PyTorch's default for
+square weights) the same way.
 """
 
 import numpy as np
@@ -123,7 +123,8 @@ def _modules(shape):
 CONFIGS = [((5, 3), "householder", True), ((5, 3), "householder", False), ((3, 5), "householder", False),
            ((4, 4), "householder", False), ((4, 4), "householder", True), ((4, 4), "cayley", True),
            ((6, 3), "cayley", True), ((3, 6), "cayley", False), ((3, 6), None, True), ((6, 2), None, False),
-           ((2, 5, 3), "householder", True), ((2, 5, 3), "cayley", False)]
+           ((2, 5, 3), "householder", True), ((2, 5, 3), "cayley", False), ((4, 4), None, True),
+           ((4, 4), "matrix_exp", False), ((6, 3), "matrix_exp", True), ((2, 5, 3), "matrix_exp", False)]
 
 
 @pytest.mark.parametrize("shape,omap,trivialization", CONFIGS, ids=[f"{s}-{m}-{t}" for s, m, t in CONFIGS])
@@ -184,16 +185,15 @@ def test_orthogonal_errors():
     same(lambda L, P: setattr(P.orthogonal(L.nn.Linear(3, 5), orthogonal_map="cayley"), "weight", L.ones(2, 2)))
     same(lambda L, P: setattr(P.orthogonal(L.nn.Linear(3, 5), orthogonal_map="cayley", use_trivialization=False),
                               "weight", L.ones(5, 3)))
-    # matrix_exp: PyTorch's default for square weights, and kiln has no matrix_exp
-    for kwargs in ({}, {"orthogonal_map": "matrix_exp"}):
-        with pytest.raises(NotImplementedError, match="kiln.matrix_exp"):
-            KP.orthogonal(kiln.nn.Linear(3, 3), **kwargs)
+    same(lambda L, P: setattr(P.orthogonal(L.nn.Linear(3, 3), use_trivialization=False), "weight", L.eye(3)))
+    # matrix_exp is the default for a square weight
+    assert KP.orthogonal(kiln.nn.Linear(3, 3)).parametrizations.weight[0].orthogonal_map.name == "matrix_exp"
     KP.orthogonal(kiln.nn.Linear(3, 4))  # a tall weight defaults to householder
     assert TP.orthogonal(torch.nn.Linear(3, 4)).parametrizations.weight[0].orthogonal_map.name == "householder"
 
 
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
-@pytest.mark.parametrize("omap", ["householder", "cayley"])
+@pytest.mark.parametrize("omap", ["householder", "cayley", "matrix_exp"])
 def test_compiled_training_step_matches_eager(backend, omap):
     models = []
     for _ in range(2):

@@ -1,4 +1,5 @@
-"""kiln.optim's Adadelta, Adagrad, Adamax, NAdam, RAdam, Rprop, ASGD and LBFGS against torch.optim (2.13):
+"""kiln.optim's Adadelta, Adagrad, Adamax, NAdam, RAdam, Rprop, ASGD, Adafactor and LBFGS against torch.optim
+(2.13):
 every option combination steps the same weights with the same gradients in both libraries and the
 parameters *and every state entry* are compared after each step (float64 tightly, float32 loosely);
 state_dict layout and round trips; constructor and step errors; differentiable steps; LBFGS's
@@ -15,6 +16,7 @@ from conftest import requires_torch, torch
 # the last parameter never gets a gradient: it is skipped (and gets no state, except in Adagrad)
 SHAPES = [(3, 4), (5,), (), (2,)]
 NAMES = ["Adadelta", "Adagrad", "Adamax", "NAdam", "RAdam", "Rprop", "ASGD"]
+TABLE = NAMES + ["Adafactor"]  # Adafactor has no capturable/differentiable options: not in the NAMES-only tests
 
 
 class _T:
@@ -115,8 +117,12 @@ CASES = {
               dict(lr=_T(0.05), step_sizes=(0.02, 0.2))],
     "ASGD": [{}, dict(lr=0.05, lambd=1e-2, alpha=0.5, t0=3, weight_decay=0.1), dict(maximize=True, t0=0),
              dict(lr=_T(0.1), lambd=0.1, t0=1)],
+    # lr 0.5 > 1/sqrt(step) from step 5: both sides of the relative step size's min run; eps2=0.5 and
+    # d=1.1 make the RMS floor and the update clipping bind
+    "Adafactor": [{}, dict(lr=0.5, beta2_decay=-0.5, eps=(1e-4, 0.5), d=1.1, weight_decay=0.1),
+                  dict(maximize=True, eps=(1e-20, 1e-3)), dict(lr=_T(0.02), weight_decay=0.5)],
 }
-ALL_CASES = [(n, c) for n in NAMES for c in CASES[n]]
+ALL_CASES = [(n, c) for n in TABLE for c in CASES[n]]
 RADAM_STEPS = 10  # rho_t passes 5 at step 6 with beta2=0.999: both of RAdam's branches run
 
 
@@ -127,7 +133,7 @@ def test_params_and_state_match_torch_float64(name, kwargs):
 
 
 @requires_torch
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", TABLE)
 def test_float32_matches_torch(name):
     _run(name, CASES[name][1], steps=RADAM_STEPS if name == "RAdam" else 8, dtype="float32")
 
@@ -138,7 +144,7 @@ def test_scalar_state_follows_default_dtype_like_torch():
     kiln.set_default_dtype(kiln.float64)
     torch.set_default_dtype(torch.float64)
     try:
-        for name in NAMES:
+        for name in TABLE:
             _, _, kopt, _, _ = _run(name, CASES[name][1], steps=3)
             assert next(iter(kopt.state.values()))["step"].dtype == kiln.float64
     finally:
@@ -155,7 +161,7 @@ def test_adagrad_fused_like_torch_fused(dtype):
 
 
 @requires_torch
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", TABLE)
 def test_foreach_true_matches_torch_foreach(name):
     # torch's multi-tensor path computes the same updates (in another order): kiln accepts the flag
     _run(name, dict(CASES[name][1], foreach=True), dtype="float32", torch_kwargs={})
@@ -183,7 +189,7 @@ def _to_py(x):
 
 
 @requires_torch
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", TABLE)
 def test_state_dict_layout_and_round_trip(name):
     kwargs = CASES[name][1]
     kp, tp, kopt, topt, rng = _run(name, kwargs, steps=4)
@@ -239,6 +245,9 @@ BAD_ARGS = [
     ("Rprop", dict(etas=(0.0, 1.2))),
     ("ASGD", dict(lr=-1)), ("ASGD", dict(weight_decay=-1)),
     ("LBFGS", dict(lr=-1)), ("Adagrad", dict(lr=_T([0.1, 0.2]))), ("NAdam", dict(lr=_T(-1.0))),
+    ("Adafactor", dict(lr=-1)), ("Adafactor", dict(lr=_T([0.1, 0.2]))), ("Adafactor", dict(beta2_decay=0.1)),
+    ("Adafactor", dict(eps=(-1.0, 1e-3))), ("Adafactor", dict(eps=(None, -1e-3))), ("Adafactor", dict(d=0.5)),
+    ("Adafactor", dict(weight_decay=-0.1)), ("Adafactor", dict(capturable=True)),
 ]
 
 
@@ -314,6 +323,27 @@ def test_differentiable_steps_like_torch(name):
         return
     for k, t in zip(*results):
         np.testing.assert_allclose(k, t, rtol=1e-9, atol=1e-12)
+
+
+@requires_torch
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_adafactor_factors_the_last_two_dimensions_like_torch(dtype):
+    """A 3-D parameter keeps (2, 3, 1) row and (2, 1, 4) column statistics; a mixed-dtype group takes
+    eps1 from its first parameter's dtype (PyTorch's loop), so a float32 first parameter sets it."""
+    rng = np.random.default_rng(7)
+    shapes = [(2, 3, 4), (4, 1), (1, 5), (3,)]
+    inits = [rng.standard_normal(s) for s in shapes]
+    kp, tp = _params(kiln, inits, dtype), _params(torch, inits, dtype)
+    kopt, topt = kiln.optim.Adafactor(kp, lr=0.1), torch.optim.Adafactor(tp, lr=0.1, foreach=False)
+    for _ in range(6):
+        for k, t, s in zip(kp, tp, shapes):
+            g = rng.standard_normal(s)
+            k.grad, t.grad = kiln.tensor(g, dtype=k.dtype), torch.tensor(g, dtype=t.dtype)
+        kopt.step()
+        topt.step()
+        _assert_states_close(kopt, topt, kp, tp, *TOL[dtype])
+    assert tuple(kopt.state[kp[0]]["row_var"].shape) == (2, 3, 1)
+    assert tuple(kopt.state[kp[0]]["col_var"].shape) == (2, 1, 4)
 
 
 @requires_torch
@@ -465,7 +495,7 @@ def test_lbfgs_errors_like_torch():
 
 # --- schedulers and compiled training --------------------------------------------------------------
 @requires_torch
-@pytest.mark.parametrize("name", NAMES + ["LBFGS"])
+@pytest.mark.parametrize("name", TABLE + ["LBFGS"])
 def test_schedulers_drive_the_new_optimizers(name):
     seqs = []
     for lib in (kiln, torch):
@@ -484,7 +514,8 @@ def test_schedulers_drive_the_new_optimizers(name):
 
 
 @pytest.mark.parametrize("name,kwargs", [("Adagrad", dict(lr=0.05, lr_decay=0.01, weight_decay=1e-3)),
-                                         ("NAdam", dict(lr=0.01, weight_decay=1e-3, decoupled_weight_decay=True))])
+                                         ("NAdam", dict(lr=0.01, weight_decay=1e-3, decoupled_weight_decay=True)),
+                                         ("Adafactor", dict(lr=0.05, weight_decay=1e-3))])
 def test_compiled_training_equals_eager(name, kwargs):
     """kiln.compile's forward and backward, the optimizer stepping eagerly: the same weights as eager."""
     from training_util import assert_training_matches_eager

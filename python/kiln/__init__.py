@@ -319,6 +319,32 @@ def pinverse(input, rcond=1e-15):
 Tensor.pinverse = pinverse
 
 
+def matrix_exp(A):
+    """exp of each square matrix in A (torch.matrix_exp, Tensor.matrix_exp: linalg.matrix_exp)."""
+    return linalg.matrix_exp(A)
+
+
+_lu_solve_warned = False
+
+
+def lu_solve(b, LU_data, LU_pivots, *, out=None):
+    """The deprecated torch.lu_solve: linalg.lu_solve with its arguments reversed (warns once, as torch)."""
+    global _lu_solve_warned
+    if not _lu_solve_warned:
+        _lu_solve_warned = True
+        import warnings
+
+        warnings.warn("torch.lu_solve is deprecated in favor of torch.linalg.lu_solveand will be removed in a future "
+                      "PyTorch release.\nNote that torch.linalg.lu_solve has its arguments reversed.\nX = "
+                      "torch.lu_solve(B, LU, pivots)\nshould be replaced with\nX = torch.linalg.lu_solve(LU, pivots, B)",
+                      UserWarning, stacklevel=2)
+    return linalg.lu_solve(LU_data, LU_pivots, b, out=out)
+
+
+Tensor.matrix_exp = matrix_exp
+Tensor.lu_solve = lu_solve
+
+
 def _assert(condition, message):
     """assert condition, message — as a function call (torch._assert), so it also runs under -O."""
     if not condition:

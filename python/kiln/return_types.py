@@ -3,7 +3,7 @@
 Ops in the registry get their result types from C++ (structseqs made per op in
 python/csrc/arg_parser.cc). The order statistics composed in Python (kiln/_order_stats.py, kthvalue and aminmax in
 kiln/_index_ops_more.py), frexp (kiln/_pointwise_more.py) and
-kiln.linalg.lu return the types defined here. Each is a tuple subclass with read-only named fields and a structseq's
+kiln.linalg.lu, lstsq and ldl_factor(_ex) return the types defined here. Each is a tuple subclass with read-only named fields and a structseq's
 attributes (n_fields, n_sequence_fields, __match_args__), so kiln._dynamo treats both kinds alike;
 it keeps tuple's C constructor (one sequence), so rebuilding a result after a compiled graph runs
 no Python frame. repr follows torch's: `kiln.return_types.median(\\nvalues=...,\\nindices=...)`.
@@ -11,7 +11,8 @@ no Python frame. repr follows torch's: `kiln.return_types.median(\\nvalues=...,\
 
 import operator
 
-__all__ = ["median", "nanmedian", "mode", "cummax", "cummin", "linalg_lu", "kthvalue", "aminmax", "frexp"]
+__all__ = ["median", "nanmedian", "mode", "cummax", "cummin", "linalg_lu", "linalg_lstsq", "linalg_ldl_factor",
+           "linalg_ldl_factor_ex", "kthvalue", "aminmax", "frexp"]
 
 
 def _repr(self):
@@ -40,6 +41,9 @@ mode = _named_result("mode", ("values", "indices"))
 cummax = _named_result("cummax", ("values", "indices"))
 cummin = _named_result("cummin", ("values", "indices"))
 linalg_lu = _named_result("linalg_lu", ("P", "L", "U"))
+linalg_lstsq = _named_result("linalg_lstsq", ("solution", "residuals", "rank", "singular_values"))
+linalg_ldl_factor = _named_result("linalg_ldl_factor", ("LD", "pivots"))
+linalg_ldl_factor_ex = _named_result("linalg_ldl_factor_ex", ("LD", "pivots", "info"))
 kthvalue = _named_result("kthvalue", ("values", "indices"))
 aminmax = _named_result("aminmax", ("min", "max"))
 frexp = _named_result("frexp", ("mantissa", "exponent"))

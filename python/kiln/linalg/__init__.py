@@ -2,7 +2,10 @@
 cholesky, qr, svd, eigh, lu_factor) are kiln ops over LAPACK (tensor/ops/lapack.cc, their
 gradients in autograd/formulas/lapack.cc); everything else composes from kiln's ops: norms
 (the 'nuc' and 2-norms of matrices from singular values), products, pinv, matrix_rank, cond, lu,
-solve_triangular, cross, diagonal, vander. Real dtypes only: kiln has no complex dtypes yet."""
+solve_triangular, cross, diagonal, vander here; householder_product (_householder.py); lstsq,
+lu_solve, tensorinv, tensorsolve (_solve_more.py); matrix_exp (_matrix_exp.py: scaling and
+squaring with Padé approximants); ldl_factor(_ex), ldl_solve (_ldl.py: LAPACK's Bunch-Kaufman
+sytf2/sytrs written out). Real dtypes only: kiln has no complex dtypes yet."""
 
 import math
 
@@ -361,5 +364,10 @@ def cond(A, p=None, *, out=None):
 
 # Householder reflectors (LAPACK's orgqr) composed from kiln ops: kiln/linalg/_householder.py
 from kiln.linalg._householder import householder_product  # noqa: E402
+# least squares, LU solves and the tensor forms of inv/solve: kiln/linalg/_solve_more.py
+from kiln.linalg._solve_more import lstsq, lu_solve, tensorinv, tensorsolve  # noqa: E402
+from kiln.linalg._matrix_exp import matrix_exp  # noqa: E402
+from kiln.linalg._ldl import ldl_factor, ldl_factor_ex, ldl_solve  # noqa: E402
 
-__all__ += ["householder_product"]
+__all__ += ["householder_product", "lstsq", "lu_solve", "tensorinv", "tensorsolve", "matrix_exp", "ldl_factor",
+            "ldl_factor_ex", "ldl_solve"]

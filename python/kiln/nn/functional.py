@@ -5,20 +5,24 @@ from the registry (kiln.linear, kiln.convolution, kiln.cross_entropy_loss, ...),
 tracers see aten ops. Python compositions are used where PyTorch itself composes
 (rms_norm, scaled_dot_product_attention, multi_head_attention_forward, weighted l1/mse/huber, normalize,
 softmin, softsign, tanhshrink, gumbel_softmax, instance_norm), and, in the last section, for ops kiln has
-no registry entry for (glu, logsigmoid, pixel_shuffle, cosine_similarity, bilinear, kl_div, ...).
+no registry entry for (glu, logsigmoid, pixel_shuffle, cosine_similarity, pdist, bilinear, kl_div, ...).
 Larger families live in their own files and are re-exported here: convolutions (_conv_functional.py,
-3-D ones composed from 2-D), pooling (_pool_functional.py), channel-wise and alpha dropout
+3-D ones composed from 2-D), pooling (_pool_functional.py; 3-D pooling from two 2-D ones in
+_pool3d_functional.py; lp_pool and max_unpool in _unpool_lp_functional.py), channel-wise and alpha dropout
 (_dropout_functional.py), embedding_bag (_embedding_bag.py, with the max_norm renormalisation
-F.embedding shares), interpolate (_interpolate.py), and unfold, fold, affine_grid and grid_sample
-(_spatial.py).
+F.embedding shares), interpolate (_interpolate.py), unfold, fold, affine_grid and grid_sample
+(_spatial.py), celu/selu/prelu/rrelu (_activation_functional.py), the embedding, margin and
+likelihood losses (_loss_functional.py) and triplet_margin_with_distance_loss (_triplet_distance.py).
 """
 
 import math
 import warnings
 
 import kiln
+from kiln._composites import _type_name
 from kiln.amp.autocast_mode import float32_under_autocast as _float32_under_autocast
 # Families kept in their own files, re-exported here as torch.nn.functional holds them.
+from kiln.nn._activation_functional import celu, celu_, prelu, rrelu, rrelu_, selu, selu_  # noqa: F401
 from kiln.nn._conv_functional import (  # noqa: F401
     conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d,
 )
@@ -32,6 +36,13 @@ from kiln.nn._pool_functional import (  # noqa: F401
     adaptive_max_pool2d, adaptive_max_pool2d_with_indices, avg_pool1d, avg_pool2d, max_pool1d,
     max_pool1d_with_indices, max_pool2d, max_pool2d_with_indices,
 )
+from kiln.nn._pool3d_functional import (  # noqa: F401
+    adaptive_avg_pool3d, adaptive_max_pool3d, adaptive_max_pool3d_with_indices, avg_pool3d, max_pool3d,
+    max_pool3d_with_indices,
+)
+from kiln.nn._unpool_lp_functional import (  # noqa: F401
+    lp_pool1d, lp_pool2d, lp_pool3d, max_unpool1d, max_unpool2d, max_unpool3d,
+)
 
 __all__ = [
     "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "relu",
@@ -43,7 +54,9 @@ __all__ = [
     "max_pool2d", "max_pool1d_with_indices", "max_pool2d_with_indices", "avg_pool1d", "avg_pool2d",
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool1d_with_indices",
     "adaptive_max_pool2d",
-    "adaptive_max_pool2d_with_indices", "interpolate", "upsample", "upsample_nearest",
+    "adaptive_max_pool2d_with_indices", "max_pool3d", "max_pool3d_with_indices", "avg_pool3d", "adaptive_avg_pool3d",
+    "adaptive_max_pool3d", "adaptive_max_pool3d_with_indices", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d",
+    "max_unpool2d", "max_unpool3d", "interpolate", "upsample", "upsample_nearest",
     "upsample_bilinear", "pad", "one_hot", "scaled_dot_product_attention", "cross_entropy", "nll_loss",
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
     "multi_head_attention_forward",
@@ -51,6 +64,10 @@ __all__ = [
     "normalize", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "cosine_similarity", "pairwise_distance",
     "bilinear", "kl_div", "margin_ranking_loss",
     "unfold", "fold", "affine_grid", "grid_sample",
+    "celu", "celu_", "selu", "selu_", "prelu", "rrelu", "rrelu_", "local_response_norm", "pdist",
+    "cosine_embedding_loss", "gaussian_nll_loss", "hinge_embedding_loss", "multi_margin_loss",
+    "multilabel_margin_loss", "multilabel_soft_margin_loss", "poisson_nll_loss", "soft_margin_loss",
+    "triplet_margin_loss", "triplet_margin_with_distance_loss",
 ]
 
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
@@ -291,6 +308,24 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     if weight is not None:
         out = out * weight
     return out
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """input / (k + alpha * mean of the squares over `size` neighbouring channels)^beta, as PyTorch's
+    composite: the squares, zero-padded along channels, averaged by an avg_pool over (size, 1) on
+    the input viewed as (N, 1, C, rest) (PyTorch's avg_pool3d over (size, 1, 1) reads the same
+    windows when the dims after the channels are flattened into one)."""
+    dim = input.dim()
+    if dim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality                          input (got {dim} dimensions)")
+    if input.numel() == 0:
+        return input
+    sizes = input.size()
+    div = input.mul(input).reshape(sizes[0], 1, sizes[1], -1)
+    div = pad(div, (0, 0, size // 2, (size - 1) // 2))
+    div = kiln.avg_pool2d(div, [size, 1], [1], 0, False, True, None).squeeze(1).view(sizes)
+    div = div.mul(alpha).add(k).pow(beta)
+    return input / div
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
@@ -756,6 +791,30 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     return kiln.norm(x1 - x2 + eps, p, [innermost], keepdim)
 
 
+def pdist(input, p=2):
+    """The p-norm distances between the rows of an (N, M) input, for every pair i < j in row-major
+    order (N * (N - 1) / 2 values): the rows gathered by triu_indices, then one vector norm."""
+    if input.dim() != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.dim()}D")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("pdist only supports floating-point dtypes")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    if input.dtype not in (kiln.float32, kiln.float64):
+        raise NotImplementedError(f"\"pdist\" not implemented for '{_type_name(input.dtype)}'")
+    rows, cols = kiln.triu_indices(input.size(0), input.size(0), 1)
+    diff = input.index_select(0, rows) - input.index_select(0, cols)
+    if input.size(1) == 0:  # rows of no components are at distance 0 under every p
+        return diff.abs().sum(1)
+    if p != math.inf:
+        return kiln.linalg_vector_norm(diff, p, [1])
+    # aten's pdist backward gives each component tied for the maximum the whole gradient (the
+    # norm's would share it among them): the max, plus the ties' zero deviations from it
+    magnitude = diff.abs()
+    largest = magnitude.amax(1, keepdim=True).detach()
+    return (largest + ((magnitude - largest) * (magnitude == largest)).sum(1, keepdim=True)).squeeze(1)
+
+
 def bilinear(input1, input2, weight, bias=None):
     """y = x1^T A x2 + b over the last dimension: x1 @ A (as in1 x out*in2), then a product with x2
     summed over in2."""
@@ -817,3 +876,10 @@ def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, red
 
 # --- im2col / col2im and grid sampling (issue 17), composed in kiln/nn/_spatial.py ---------------
 from kiln.nn._spatial import affine_grid, fold, grid_sample, unfold  # noqa: E402,F401
+# --- the embedding, margin and likelihood losses (issue 17), composed in kiln/nn/_loss_functional.py
+# (imported last: they use this file's reductions, logsigmoid and pairwise_distance)
+from kiln.nn._loss_functional import (  # noqa: E402,F401
+    cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss, multi_margin_loss, multilabel_margin_loss,
+    multilabel_soft_margin_loss, poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
+)
+from kiln.nn._triplet_distance import triplet_margin_with_distance_loss  # noqa: E402,F401

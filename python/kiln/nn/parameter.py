@@ -1,6 +1,7 @@
 """nn.Parameter: a kiln.Tensor that a Module registers as a learnable parameter; nn.Buffer: a marker that
-makes a tensor assigned to a Module attribute register as a buffer; UninitializedParameter: a parameter
-whose shape a lazy module (nn.LazyLinear) decides at its first forward."""
+makes a tensor assigned to a Module attribute register as a buffer; UninitializedParameter and
+UninitializedBuffer: a parameter or buffer whose shape a lazy module (nn.LazyLinear, nn.LazyConv2d,
+nn.LazyBatchNorm2d, ...) decides at its first forward."""
 
 import kiln
 from kiln import _C
@@ -122,3 +123,26 @@ class UninitializedParameter(UninitializedTensorMixin, Parameter):
         memo[id(self)] = result
         return result
 
+
+
+class UninitializedBuffer(UninitializedTensorMixin, Tensor):
+    """A buffer whose shape is not known yet (see UninitializedTensorMixin); like nn.Buffer it is marked
+    `_is_buffer` (with `persistent`), so assigning it to a Module attribute registers a buffer."""
+
+    __module__ = "kiln.nn.parameter"
+    cls_to_become = Tensor
+
+    def __new__(cls, requires_grad=False, device=None, dtype=None, persistent=True):
+        data = kiln.empty(0, device=device, dtype=dtype)
+        ret = _C._make_subclass(cls, data, requires_grad)
+        ret.persistent = persistent
+        ret._is_buffer = True
+        return ret
+
+    def __deepcopy__(self, memo):
+        # PyTorch refuses it (every op on an uninitialized buffer raises), so a lazy norm layer
+        # cannot be deep-copied before its first forward either
+        raise ValueError("Attempted to use an uninitialized parameter in <function Tensor.__deepcopy__>. This error "
+                         "happens when you are using a `LazyModule` or explicitly manipulating "
+                         "`kiln.nn.parameter.UninitializedBuffer` objects. When using LazyModules Call `forward` "
+                         "with a dummy batch to initialize the parameters before calling kiln functions")

@@ -13,7 +13,8 @@ from kiln.optim.radam import RAdam
 from kiln.optim.rprop import Rprop
 from kiln.optim.asgd import ASGD
 from kiln.optim.lbfgs import LBFGS
+from kiln.optim.adafactor import Adafactor
 from kiln.optim import lr_scheduler
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adadelta", "Adagrad", "Adamax", "NAdam", "RAdam",
-           "Rprop", "ASGD", "LBFGS", "lr_scheduler"]
+           "Rprop", "ASGD", "LBFGS", "Adafactor", "lr_scheduler"]

@@ -31,7 +31,8 @@ _KILN_OP_MODULES = {"kiln", "kiln.nn.functional", "kiln.functional", "kiln._tens
                     "kiln.linalg", "kiln.fft", "kiln.special", "kiln._composites", "kiln._einsum",
                     "kiln._order_stats", "kiln._set_ops", "kiln._windows", "kiln.nn._spatial",
                     "kiln.nn._embedding_bag", "kiln._aliases", "kiln._pointwise_more", "kiln._matrix_more",
-                    "kiln._index_ops_more"}
+                    "kiln._index_ops_more", "kiln.nn._activation_functional",
+                    "kiln.nn._loss_functional"}
 
 
 def is_kiln_op(value):
@@ -213,6 +214,9 @@ def call_class(tx, cls_var, args, kwargs):
         return AutocastVariable(cls(*const_args, **const_kwargs))
     if _member(cls, _BUILTIN_FUNCTIONS):
         return BuiltinVariable(cls).call_function(tx, args, kwargs)
+    if is_structseq_type(cls) and cls.__module__ == "kiln.return_types" and len(args) == 1 and not kwargs:
+        # a Python-composed op's named result (kiln.linalg.lu, lstsq, ...): built from one sequence
+        return NamedTupleVariable(list(args[0].unpack_var_sequence(tx)), cls)
     unimplemented(f"constructing a {cls.__qualname__} object inside the compiled function",
                   "construct it outside and pass it in")
 

@@ -58,11 +58,16 @@ def index_expr(affine):
 def _max_pool2d_with_indices(outs, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     """Each output element is the maximum of its window, unrolled (the window is small), and the
     flat index (h * W + w) of the first maximum; NaN wins, as in PyTorch's kernel (a later NaN
-    replaces an earlier one). Padded windows (which would read outside the input) fall back."""
+    replaces an earlier one). Padded windows and ceil_mode's partial last windows (which would read
+    outside the input) fall back."""
     k, s, p, d = _pool_params(x, kernel_size, stride, padding, dilation)
     if any(p) or d != [1, 1]:
         raise Fallback("max_pool2d with padding or dilation")
     values_out, indices_out = outs
+    if ceil_mode and any((o - 1) * st + kk > size for o, st, kk, size in
+                         zip(values_out.shape[-2:], s, k, x.shape[-2:])):
+        # ceil_mode's last window runs past the input: the unrolled loads would read outside it
+        raise Fallback("max_pool2d with ceil_mode windows past the input")
     if isinstance(x, Pointwise) and x.ops and not V.graph.cheap_to_recompute(x):
         x = V.graph.realize(x)  # read k*k times per output: computed once, not in every window
     W = x.shape[-1]

@@ -1,6 +1,6 @@
 """Activation modules (ReLU, GELU, SiLU, Sigmoid, Tanh, LeakyReLU, ReLU6, ELU, Hardtanh, Hardsigmoid,
-Hardswish, Mish, Softplus, Softmax, LogSoftmax, Threshold, GLU, LogSigmoid, Softmin, Softsign, Tanhshrink,
-Hardshrink, Softshrink) and
+Hardswish, Mish, Softplus, Softmax, LogSoftmax, Threshold, CELU, SELU, PReLU, RReLU, Softmax2d, GLU, LogSigmoid,
+Softmin, Softsign, Tanhshrink, Hardshrink, Softshrink) and
 MultiheadAttention (PyTorch's parameter layout: in_proj_weight/in_proj_bias + out_proj)."""
 
 import kiln
@@ -224,6 +224,89 @@ class Threshold(Module):
     def extra_repr(self):
         inplace_str = ", inplace=True" if self.inplace else ""
         return f"threshold={self.threshold}, value={self.value}{inplace_str}"
+
+
+class CELU(Module):
+    __constants__ = ["alpha", "inplace"]
+
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.celu(input, self.alpha, self.inplace)
+
+    def extra_repr(self):
+        inplace_str = ", inplace=True" if self.inplace else ""
+        return f"alpha={self.alpha}{inplace_str}"
+
+
+class SELU(Module):
+    __constants__ = ["inplace"]
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.selu(input, self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class PReLU(Module):
+    """max(0, x) + weight * min(0, x) with a learnt slope: one shared (num_parameters=1) or one per
+    channel (dim 1), initialised to `init`."""
+
+    __constants__ = ["num_parameters"]
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        factory_kwargs = {"device": device, "dtype": dtype}
+        self.num_parameters = num_parameters
+        super().__init__()
+        self.init = init
+        self.weight = Parameter(kiln.empty(num_parameters, **factory_kwargs))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        constant_(self.weight, self.init)
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
+
+
+class RReLU(Module):
+    """Randomized leaky ReLU: slopes drawn from U(lower, upper) per element in training, their mean
+    in evaluation (see F.rrelu)."""
+
+    __constants__ = ["lower", "upper", "inplace"]
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower = lower
+        self.upper = upper
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        inplace_str = ", inplace=True" if self.inplace else ""
+        return f"lower={self.lower}, upper={self.upper}{inplace_str}"
+
+
+class Softmax2d(Module):
+    """Softmax over the channels (dim -3) of a (C, H, W) or (N, C, H, W) input."""
+
+    def forward(self, input):
+        if input.dim() not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.dim()}D instead")
+        return F.softmax(input, -3, _stacklevel=5)
 
 
 class GLU(Module):

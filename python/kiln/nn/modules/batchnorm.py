@@ -1,10 +1,12 @@
 """BatchNorm1d/2d/3d: batch statistics in training (updating running_mean/var by `momentum`, or a
-cumulative average when momentum is None), running statistics in eval."""
+cumulative average when momentum is None), running statistics in eval. LazyBatchNorm1d/2d/3d take
+num_features from the first input (`_LazyNormBase`, which the lazy instance norms share)."""
 
 import kiln
 from kiln.nn import functional as F, init
+from kiln.nn.modules.lazy import LazyModuleMixin
 from kiln.nn.modules.module import Module
-from kiln.nn.parameter import Parameter
+from kiln.nn.parameter import Parameter, UninitializedBuffer, UninitializedParameter
 
 
 class _NormBase(Module):
@@ -105,3 +107,55 @@ class BatchNorm3d(_BatchNorm):
     def _check_input_dim(self, input):
         if input.dim() != 5:
             raise ValueError(f"expected 5D input (got {input.dim()}D input)")
+
+
+class _LazyNormBase(LazyModuleMixin, _NormBase):
+    """Built with num_features 0 and no affine parameters or running statistics, then given
+    uninitialized ones; the first input's dimension 1 materializes them (reset_parameters then
+    initialises them as the eager class does)."""
+
+    def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None, *,
+                 bias=True):
+        factory_kwargs = {"device": device, "dtype": dtype}
+        super().__init__(0, eps, momentum, False, False, **factory_kwargs, bias=False)
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        if self.affine:
+            self.weight = UninitializedParameter(**factory_kwargs)
+            if bias:
+                self.bias = UninitializedParameter(**factory_kwargs)
+        if self.track_running_stats:
+            self.running_mean = UninitializedBuffer(**factory_kwargs)
+            self.running_var = UninitializedBuffer(**factory_kwargs)
+            self.num_batches_tracked = kiln.tensor(0, dtype=kiln.long, device=device)
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params() and self.num_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input):
+        if self.has_uninitialized_params():
+            self.num_features = input.shape[1]
+            if self.affine:
+                self.weight.materialize((self.num_features,))
+                if self.bias is not None:
+                    self.bias.materialize((self.num_features,))
+            if self.track_running_stats:
+                self.running_mean.materialize((self.num_features,))
+                self.running_var.materialize((self.num_features,))
+            self.reset_parameters()
+
+
+class LazyBatchNorm1d(_LazyNormBase, _BatchNorm):
+    cls_to_become = BatchNorm1d
+    _check_input_dim = BatchNorm1d._check_input_dim
+
+
+class LazyBatchNorm2d(_LazyNormBase, _BatchNorm):
+    cls_to_become = BatchNorm2d
+    _check_input_dim = BatchNorm2d._check_input_dim
+
+
+class LazyBatchNorm3d(_LazyNormBase, _BatchNorm):
+    cls_to_become = BatchNorm3d
+    _check_input_dim = BatchNorm3d._check_input_dim

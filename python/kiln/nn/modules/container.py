@@ -1,11 +1,28 @@
 """Sequential, ModuleList and ModuleDict: modules that hold other modules under the names
-"0", "1", ... (or the dict's keys), so they appear in state_dict and traversal like attributes."""
+"0", "1", ... (or the dict's keys), so they appear in state_dict and traversal like attributes.
+ParameterList and ParameterDict do the same for parameters (a plain tensor stored in one becomes
+a Parameter); Container is the deprecated Module that registers its keyword arguments."""
 
 import operator
+import warnings
 from collections import OrderedDict
+from collections import abc as container_abcs
 from itertools import chain, islice
 
+from kiln._tensor import Tensor
 from kiln.nn.modules.module import Module, _addindent
+from kiln.nn.parameter import Parameter
+
+
+class Container(Module):
+    """Deprecated (as in PyTorch): a Module whose keyword arguments become its submodules."""
+
+    def __init__(self, **kwargs):
+        warnings.warn("`nn.Container` is deprecated. All of its functionality is now implemented in `nn.Module`. "
+                      "Subclass that instead.", FutureWarning, stacklevel=2)
+        super().__init__()
+        for key, value in kwargs.items():
+            self.add_module(key, value)
 
 
 class Sequential(Module):
@@ -278,3 +295,208 @@ class ModuleDict(Module):
                     raise ValueError("ModuleDict update sequence element #" + str(j) + " has length " + str(len(m)) +
                                      "; 2 is required")
                 self[m[0]] = m[1]
+
+
+def _describe_entry(value, type_name):
+    """One line of a ParameterList/ParameterDict repr, as PyTorch prints it: tensors by class, type
+    and size (a device only off the CPU), anything else by its type."""
+    if not isinstance(value, Tensor):
+        return "Object of type: " + type(value).__name__
+    size_str = "x".join(str(size) for size in value.size())
+    device_str = f" ({value.device})" if value.device.type == "cuda" else ""
+    kind = "Parameter" if isinstance(value, Parameter) else "Tensor"
+    return f"{kind} containing: [{type_name(value)} of size {size_str}{device_str}]"
+
+
+class ParameterList(Module):
+    """A list whose entries are registered as attributes "0", "1", ...: Parameters appear in
+    parameters()/state_dict under those names, plain tensors stored through the list (constructor,
+    item assignment, append, extend) are wrapped as Parameters, other objects are kept as they are.
+    `_size` counts the entries; everything that adds one goes through __setitem__."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        self._size = 0
+        if values is not None:
+            self += values
+
+    def _get_abs_string_index(self, idx):
+        idx = operator.index(idx)
+        if not (-len(self) <= idx < len(self)):
+            raise IndexError(f"index {idx} is out of range")
+        if idx < 0:
+            idx += len(self)
+        return str(idx)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            start, stop, step = idx.indices(len(self))
+            out = self.__class__()
+            for i in range(start, stop, step):
+                out.append(self[i])
+            return out
+        return getattr(self, self._get_abs_string_index(idx))
+
+    def __setitem__(self, idx, param):
+        idx = self._get_abs_string_index(idx)
+        if isinstance(param, Tensor) and not isinstance(param, Parameter):
+            param = Parameter(param)
+        return setattr(self, idx, param)
+
+    def __len__(self):
+        return self._size
+
+    def __iter__(self):
+        return iter(self[i] for i in range(len(self)))
+
+    def __iadd__(self, parameters):
+        return self.extend(parameters)
+
+    def __dir__(self):
+        return [key for key in super().__dir__() if not key.isdigit()]
+
+    def append(self, value):
+        new_idx = len(self)
+        self._size += 1
+        self[new_idx] = value
+        return self
+
+    def extend(self, values):
+        # a Tensor is iterable, but is never unpacked into entries
+        if not isinstance(values, container_abcs.Iterable) or isinstance(values, Tensor):
+            raise TypeError("ParameterList.extend should be called with an iterable, but got " +
+                            type(values).__name__)
+        for value in values:
+            self.append(value)
+        return self
+
+    def extra_repr(self):
+        return "\n".join(f"  ({k}): " + _describe_entry(p, lambda t: str(t.dtype)) for k, p in enumerate(self))
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("ParameterList should not be called.")
+
+
+class ParameterDict(Module):
+    """An ordered dict whose entries are registered as attributes under their (string) keys, with
+    ParameterList's wrapping rules. `_keys` keeps the insertion order; a plain dict given to the
+    constructor or update() is inserted in sorted key order, as PyTorch does."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        self._keys = {}
+        if parameters is not None:
+            self.update(parameters)
+
+    def _key_to_attr(self, key):
+        if not isinstance(key, str):
+            raise TypeError("Index given to ParameterDict cannot be used as a key as it is not a string "
+                            f"(type is '{type(key).__name__}'). Open an issue on github if you need non-string keys.")
+        return key  # the key itself, so that named_parameters() reports it
+
+    def __getitem__(self, key):
+        return getattr(self, self._key_to_attr(key))
+
+    def __setitem__(self, key, value):
+        self._keys[key] = None
+        attr = self._key_to_attr(key)
+        if isinstance(value, Tensor) and not isinstance(value, Parameter):
+            value = Parameter(value)
+        setattr(self, attr, value)
+
+    def __delitem__(self, key):
+        del self._keys[key]
+        delattr(self, self._key_to_attr(key))
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __reversed__(self):
+        return reversed(self._keys)
+
+    def copy(self):
+        # an OrderedDict keeps the order (a plain dict would be sorted by update)
+        return ParameterDict(OrderedDict((k, self[k]) for k in self._keys))
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def clear(self):
+        for k in self._keys.copy():
+            del self[k]
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
+    def popitem(self):
+        k, _ = self._keys.popitem()
+        self._keys[k] = None  # __delitem__ below removes it again
+        val = self[k]
+        del self[k]
+        return k, val
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def fromkeys(self, keys, default=None):
+        return ParameterDict((k, default) for k in keys)
+
+    def keys(self):
+        return self._keys.keys()
+
+    def items(self):
+        return ((k, self[k]) for k in self._keys)
+
+    def values(self):
+        return (self[k] for k in self._keys)
+
+    def update(self, parameters):
+        if not isinstance(parameters, container_abcs.Iterable):
+            raise TypeError("ParametersDict.update should be called with an iterable of key/value pairs, but got " +
+                            type(parameters).__name__)
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            for key, parameter in parameters.items():
+                self[key] = parameter
+        elif isinstance(parameters, container_abcs.Mapping):
+            for key, parameter in sorted(parameters.items()):
+                self[key] = parameter
+        else:
+            for j, p in enumerate(parameters):
+                if not isinstance(p, container_abcs.Iterable):
+                    raise TypeError("ParameterDict update sequence element #" + str(j) + " should be Iterable; is" +
+                                    type(p).__name__)
+                if not len(p) == 2:
+                    raise ValueError("ParameterDict update sequence element #" + str(j) + " has length " +
+                                     str(len(p)) + "; 2 is required")
+                self[p[0]] = p[1]
+
+    def extra_repr(self):
+        # PyTorch prints torch.typename here (kiln.FloatTensor, ...), where ParameterList prints the dtype
+        return "\n".join(f"  ({k}): " + _describe_entry(p, lambda t: t.type()) for k, p in self.items())
+
+    def __call__(self, input):
+        raise RuntimeError("ParameterDict should not be called.")
+
+    def __or__(self, other):
+        copy = self.copy()
+        copy.update(other)
+        return copy
+
+    def __ror__(self, other):
+        copy = other.copy()
+        copy.update(self)
+        return copy
+
+    def __ior__(self, other):
+        self.update(other)
+        return self

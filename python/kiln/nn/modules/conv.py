@@ -1,4 +1,5 @@
-"""Convolution layers: Conv1d/2d/3d and ConvTranspose1d/2d/3d over one `_ConvNd` base, as torch.nn.
+"""Convolution layers: Conv1d/2d/3d and ConvTranspose1d/2d/3d over one `_ConvNd` base, as torch.nn, and
+their lazy forms (LazyConv1d/2d/3d, LazyConvTranspose1d/2d/3d: in_channels from the first input).
 
 `_ConvNd` holds what every convolution shares (argument checks, the weight's layout, PyTorch's
 initialisation, `extra_repr`, the padding reordered for F.pad); the subclasses only turn their
@@ -11,11 +12,13 @@ import math
 
 import kiln
 from kiln.nn import functional as F, init
+from kiln.nn.modules.lazy import LazyModuleMixin
 from kiln.nn.modules.module import Module
 from kiln.nn.modules.utils import _pair, _reverse_repeat_tuple, _single, _triple
-from kiln.nn.parameter import Parameter
+from kiln.nn.parameter import Parameter, UninitializedParameter
 
-__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "LazyConv1d",
+           "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d"]
 
 
 class _ConvNd(Module):
@@ -217,3 +220,92 @@ class ConvTranspose3d(_ConvTransposeNd):
         super().__init__(in_channels, out_channels, _triple(kernel_size), _triple(stride), _triple(padding),
                          _triple(dilation), True, _triple(output_padding), groups, bias, padding_mode, device=device,
                          dtype=dtype)
+
+
+# --- lazy convolutions: in_channels (and so the weight's shape) from the first input ----------------
+class _LazyConvXdMixin(LazyModuleMixin):
+    """Built as its eager class with in_channels 0 and no bias, then given uninitialized parameters;
+    the first input's channel count materializes them and reset_parameters initialises them."""
+
+    _num_spatial_dims = None
+
+    def _make_uninitialized(self, out_channels, bias, factory_kwargs):
+        self.weight = UninitializedParameter(**factory_kwargs)
+        self.out_channels = out_channels
+        if bias:
+            self.bias = UninitializedParameter(**factory_kwargs)
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params() and self.in_channels != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input, *args, **kwargs):
+        if self.has_uninitialized_params():
+            self.in_channels = self._get_in_channels(input)
+            if self.in_channels % self.groups != 0:
+                raise ValueError("in_channels must be divisible by groups")
+            if self.transposed:
+                self.weight.materialize((self.in_channels, self.out_channels // self.groups, *self.kernel_size))
+            else:
+                self.weight.materialize((self.out_channels, self.in_channels // self.groups, *self.kernel_size))
+            if self.bias is not None:
+                self.bias.materialize((self.out_channels,))
+            self.reset_parameters()
+
+    def _get_in_channels(self, input):
+        unbatched = self._num_spatial_dims + 1  # channels and the spatial dimensions
+        if input.dim() not in (unbatched, unbatched + 1):
+            raise RuntimeError(f"Expected {unbatched}D (unbatched) or {unbatched + 1}D (batched) input to "
+                               f"{self.__class__.__name__}, but got input of size: {input.shape}")
+        return input.shape[1] if input.dim() == unbatched + 1 else input.shape[0]
+
+    def _get_num_spatial_dims(self):
+        return self._num_spatial_dims
+
+
+class _LazyConvNd(_LazyConvXdMixin):
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        factory_kwargs = {"device": device, "dtype": dtype}
+        # bias=False here: the uninitialized one replaces it
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False, padding_mode, **factory_kwargs)
+        self._make_uninitialized(out_channels, bias, factory_kwargs)
+
+
+class _LazyConvTransposeNd(_LazyConvXdMixin):
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1, bias=True,
+                 dilation=1, padding_mode="zeros", device=None, dtype=None):
+        factory_kwargs = {"device": device, "dtype": dtype}
+        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False, dilation, padding_mode,
+                         **factory_kwargs)
+        self._make_uninitialized(out_channels, bias, factory_kwargs)
+
+
+class LazyConv1d(_LazyConvNd, Conv1d):
+    cls_to_become = Conv1d
+    _num_spatial_dims = 1
+
+
+class LazyConv2d(_LazyConvNd, Conv2d):
+    cls_to_become = Conv2d
+    _num_spatial_dims = 2
+
+
+class LazyConv3d(_LazyConvNd, Conv3d):
+    cls_to_become = Conv3d
+    _num_spatial_dims = 3
+
+
+class LazyConvTranspose1d(_LazyConvTransposeNd, ConvTranspose1d):
+    cls_to_become = ConvTranspose1d
+    _num_spatial_dims = 1
+
+
+class LazyConvTranspose2d(_LazyConvTransposeNd, ConvTranspose2d):
+    cls_to_become = ConvTranspose2d
+    _num_spatial_dims = 2
+
+
+class LazyConvTranspose3d(_LazyConvTransposeNd, ConvTranspose3d):
+    cls_to_become = ConvTranspose3d
+    _num_spatial_dims = 3

@@ -2,14 +2,17 @@
 
 They share _NormBase with the batch norms (parameters, buffers, reprs, state_dict versions) but
 default to affine=False and track_running_stats=False, accept unbatched input, and use the running
-statistics only in eval mode when they track them (PyTorch's _InstanceNorm)."""
+statistics only in eval mode when they track them (PyTorch's _InstanceNorm). LazyInstanceNorm1d/2d/3d
+take num_features from the first input's dimension 1 (batchnorm's _LazyNormBase; an unbatched input's
+dimension 1 is spatial, as in PyTorch)."""
 
 import warnings
 
 from kiln.nn import functional as F
-from kiln.nn.modules.batchnorm import _NormBase
+from kiln.nn.modules.batchnorm import _LazyNormBase, _NormBase
 
-__all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
+__all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
+           "LazyInstanceNorm3d"]
 
 
 class _InstanceNorm(_NormBase):
@@ -80,4 +83,19 @@ class InstanceNorm2d(_InstanceNorm):
 
 
 class InstanceNorm3d(_InstanceNorm):
+    _unbatched_dim = 4
+
+
+class LazyInstanceNorm1d(_LazyNormBase, _InstanceNorm):
+    cls_to_become = InstanceNorm1d
+    _unbatched_dim = 2
+
+
+class LazyInstanceNorm2d(_LazyNormBase, _InstanceNorm):
+    cls_to_become = InstanceNorm2d
+    _unbatched_dim = 3
+
+
+class LazyInstanceNorm3d(_LazyNormBase, _InstanceNorm):
+    cls_to_become = InstanceNorm3d
     _unbatched_dim = 4

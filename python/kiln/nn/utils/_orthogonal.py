@@ -7,8 +7,8 @@ to Q with orthonormal columns by one of:
     (one kiln.linalg_solve), its first k columns;
   * "householder": the reflectors stored below X's diagonal with tau = 2 / (1 + ||v||^2), so each is
     exactly orthogonal, multiplied by linalg.householder_product, columns signed by X's diagonal;
-  * "matrix_exp": exp(A) needs kiln.matrix_exp, which kiln lacks: NotImplementedError. It is
-    PyTorch's default for square matrices, so those must name "cayley" or "householder".
+  * "matrix_exp" (PyTorch's default for square matrices): Q = exp(A) (kiln.linalg.matrix_exp, Padé
+    scaling and squaring), its first k columns;
 With use_trivialization (the default) Q is further multiplied by the buffer `base`, the orthogonal
 matrix that assigning to the weight stores (right_inverse), and the original becomes -I: the
 parametrization then starts exactly at the assigned value (Lezcano-Casado's dynamic trivialization).
@@ -69,9 +69,10 @@ class _Orthogonal(Module):
                 X = kiln.cat([X, X.new_zeros(n, n - k).expand(*X.shape[:-2], -1, -1)], dim=-1)
             A = X - X.mT
             if self.orthogonal_map == _OrthMaps.matrix_exp:
-                raise NotImplementedError(_MATRIX_EXP_MISSING)
-            Id = kiln.eye(n, dtype=A.dtype, device=A.device)
-            Q = kiln.linalg_solve(kiln.add(Id, A, alpha=-0.5), kiln.add(Id, A, alpha=0.5))
+                Q = kiln.linalg.matrix_exp(A)
+            else:
+                Id = kiln.eye(n, dtype=A.dtype, device=A.device)
+                Q = kiln.linalg_solve(kiln.add(Id, A, alpha=-0.5), kiln.add(Id, A, alpha=0.5))
             if n != k:
                 Q = Q[..., :k]
         if hasattr(self, "base"):
@@ -112,13 +113,9 @@ class _Orthogonal(Module):
             return neg_Id
 
 
-_MATRIX_EXP_MISSING = ("orthogonal_map='matrix_exp' needs kiln.matrix_exp, which kiln does not have yet; it is "
-                       "PyTorch's default for square matrices: pass orthogonal_map='cayley' or 'householder'")
-
-
 def orthogonal(module, name="weight", orthogonal_map=None, *, use_trivialization=True):
     """Keeps module.<name> (a matrix or a batch of them) orthogonal: orthonormal columns when it is tall,
-    rows when it is wide (torch.nn.utils.parametrizations.orthogonal; "matrix_exp" is not available)."""
+    rows when it is wide (torch.nn.utils.parametrizations.orthogonal)."""
     weight = getattr(module, name, None)
     if not isinstance(weight, kiln.Tensor):
         raise ValueError(f"Module '{module}' has no parameter or buffer with name '{name}'")
@@ -130,8 +127,6 @@ def orthogonal(module, name="weight", orthogonal_map=None, *, use_trivialization
     if orth_enum is None:
         raise ValueError('orthogonal_map has to be one of "matrix_exp", "cayley", "householder". '
                          f"Got: {orthogonal_map}")
-    if orth_enum == _OrthMaps.matrix_exp:
-        raise NotImplementedError(_MATRIX_EXP_MISSING)
     orth = _Orthogonal(weight, orth_enum, use_trivialization=use_trivialization)
     parametrize.register_parametrization(module, name, orth, unsafe=True)
     return module
