@@ -444,3 +444,27 @@ def test_max_pool2d_ceil_mode_partial_windows(kernel, stride):
     want = torch.nn.functional.max_pool2d(to_torch(x), kernel, stride, ceil_mode=True, return_indices=True)
     for g, w in zip(got, want):
         close(g, w)
+
+
+# --- fuzz seed 171: loop merging, integer pow, in-place reuse -----------------------------------------
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(4, 3), (2, 5, 3)])
+def test_fill_then_a_full_reduction_of_a_transposed_view(shape, dtype, backend):
+    # The sum's loops over x.t() merged into one because the probe saw the fill as a constant
+    # (no load); x was realized as an output after, and the merged loop read its buffer as if laid
+    # out like the transpose: 'buffer too small' (programs 826 and 5613)
+    def f(x, y):
+        x.fill_(2.5)
+        y.zero_()
+        return x.transpose(0, -1).sum(), (x.transpose(0, -1) * 2).mean(), y.transpose(0, -1).sum((0, 1))
+
+    kiln.manual_seed(0)
+    base = kiln.randn(*shape, dtype=getattr(kiln, dtype))
+    want = f(to_torch(base).clone(), to_torch(base).clone()[..., ::2])
+    x, y = base.clone(), base.clone()[..., ::2]
+    got = compiled(f, backend)(x, y)
+    for g, w in zip(got, want):
+        close(g, w)
+    close(x, torch.full(shape, 2.5, dtype=getattr(torch, dtype)))
+

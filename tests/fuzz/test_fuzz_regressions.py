@@ -155,6 +155,10 @@ REGRESSIONS = {
                     "PyTorch raises)",
     "seed161-0668": "x1[0] = x1.select(1, 0): the value, 0-d once its leading 1s were dropped, was not expanded "
                     "before copy_ (an overlap error)",
+    "seed171-0826": "x.fill_(2.5) then x.t().sum() under inductor: the loops merged for the constant fill read its "
+                    "realized buffer as the transpose ('too small')",
+    "seed171-5613": "x0.fill_(2.5), then the mean of ceil(x0).permute(1, 0): the same merged loop over the realized "
+                    "fill",
 }
 
 
