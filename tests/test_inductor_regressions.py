@@ -468,3 +468,21 @@ def test_fill_then_a_full_reduction_of_a_transposed_view(shape, dtype, backend):
         close(g, w)
     close(x, torch.full(shape, 2.5, dtype=getattr(torch, dtype)))
 
+
+@pytest.mark.parametrize("dtype", ["int64", "int32"])
+def test_integer_pow_wraps_around_as_eager(dtype):
+    # integer pow went through double: an overflow gave INT64_MIN and a product past 2^53 lost its
+    # low bits; eager multiplies in the integer type, wrapping around (program 5882)
+    big = 3037000500 if dtype == "int64" else 46341
+    base = [3, 7, -5, 0, 1, big, -2, 2]
+    exponents = [41, 30, 63, 0, 5, 2, 62, 64]
+    t_base, t_exp = torch.tensor(base, dtype=getattr(torch, dtype)), torch.tensor(exponents, dtype=getattr(torch, dtype))
+    a, b = kiln.tensor(base, dtype=getattr(kiln, dtype)), kiln.tensor(exponents, dtype=getattr(kiln, dtype))
+    f = lambda a, b: a ** b + 1  # noqa: E731
+    assert compiled(f)(a, b).tolist() == f(t_base, t_exp).tolist() == f(a, b).tolist()
+    assert compiled(f)(a[::2], b[1::2]).tolist() == f(t_base[::2], t_exp[1::2]).tolist()
+    for e in (0, 1, 2, 3, 41, 63, 64, 65):  # a constant exponent: unrolled up to 64, else eager's kernel
+        g = lambda a: a ** e  # noqa: E731
+        got = compiled(g)(a)
+        assert str(got.dtype) == f"kiln.{dtype}" and got.tolist() == g(t_base).tolist(), e
+    assert compiled(lambda b: 2 ** b)(b).tolist() == (2 ** t_exp).tolist()
