@@ -506,3 +506,45 @@ def test_in_place_reuse_waits_for_views_read_by_the_same_kernel():
         y = kiln.randn(6, dtype=getattr(kiln, dtype))
         close(compiled(g)(y), g(to_torch(y)), 1e-6)
         close(compiled(g)(y[::2]), g(to_torch(y)[::2]), 1e-6)
+
+
+# --- fuzz seed 171: outputs viewing one intermediate share its storage, as in eager ---------------------
+def _sid(t):
+    return t.untyped_storage().data_ptr() if hasattr(t, "untyped_storage") else t._storage_data_ptr()
+
+
+def _layouts_and_sharing(outs):
+    """Each output's layout, and which earlier outputs share its storage."""
+    return [(tuple(o.shape), tuple(o.stride()), o.storage_offset(),
+             [j for j in range(k) if _sid(outs[j]) == _sid(o)]) for k, o in enumerate(outs)]
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(2, 2), (5, 3), (4, 3, 6)])
+def test_layer_norm_of_a_transposed_input_is_row_major(shape, dtype, backend):
+    # The decomposition for Inductor followed the transposed input's strides (eager's layer norm
+    # is row-major), and the returned `.t()` was computed apart instead of viewing it (program 19747)
+    def f(lib):
+        def layer_norm_and_transpose(x, w, b):
+            v = lib.nn.functional.layer_norm(x, x.shape[-1:], w, b)
+            return v, v.transpose(0, -1)
+
+        return layer_norm_and_transpose
+
+    results = []
+    for mode in ("eager", "compiled", "torch"):
+        kiln.manual_seed(0)
+        x0 = kiln.randn(*reversed(shape), dtype=getattr(kiln, dtype))
+        w0, b0 = kiln.randn(shape[-1], dtype=x0.dtype), kiln.randn(shape[-1], dtype=x0.dtype)
+        lib = torch if mode == "torch" else kiln
+        leaves = [to_torch(t, True) if lib is torch else t.requires_grad_() for t in (x0, w0, b0)]
+        outs = (compiled(f(kiln), backend) if mode == "compiled" else f(lib))(leaves[0].transpose(0, -1), *leaves[1:])
+        sum((o * (i + 2)).sum() for i, o in enumerate(outs)).backward()
+        results.append((list(outs), [t.grad for t in leaves]))
+    (e_outs, e_grads), (c_outs, c_grads), (t_outs, t_grads) = results
+    assert _layouts_and_sharing(c_outs) == _layouts_and_sharing(t_outs)
+    tol = 1e-4 if dtype == "float32" else 1e-10
+    for e, c, t in zip(e_outs + e_grads, c_outs + c_grads, t_outs + t_grads):
+        close(c, e, tol)
+        close(c, t, tol)
