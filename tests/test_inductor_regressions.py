@@ -519,6 +519,50 @@ def _layouts_and_sharing(outs):
              [j for j in range(k) if _sid(outs[j]) == _sid(o)]) for k, o in enumerate(outs)]
 
 
+SHARED_STORAGE_PROGRAMS = {
+    "two_slices_of_an_intermediate": lambda x: (lambda v: (v[:1], v[1:]))(x * 2),            # program 22552
+    "a_view_of_a_returned_view": lambda x: (lambda v: (v, v[1:], v[1]))((x * 3)[::2]),       # program 8061
+    "a_split_piece_of_a_returned_view": lambda x: (lambda v: (v, v.chunk(2, 0)[0]))((x * 2)[:, 1:]),  # 12755
+    "a_transpose_and_a_row": lambda x: (lambda v: (v.t(), v[0], v.exp()))(x.sin() + x),
+    "a_reduction_and_its_slices": lambda x: (lambda s: (s[:1], s[1:], s))(x.sum(-1) * 2),
+}
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+@pytest.mark.parametrize("name", sorted(SHARED_STORAGE_PROGRAMS))
+def test_outputs_viewing_one_intermediate_share_its_storage(name, layout, backend):
+    fn = SHARED_STORAGE_PROGRAMS[name]
+    kiln.manual_seed(0)
+    base = kiln.randn(6, 6, dtype=kiln.float64)
+    x = base.t() if layout == "transposed" else base
+    got = compiled(fn, backend)(x)
+    want = fn(to_torch(base).t() if layout == "transposed" else to_torch(base))
+    assert _layouts_and_sharing(got) == _layouts_and_sharing(want)
+    for g, w in zip(got, want):
+        close(g, w, 1e-12)
+    got[0].fill_(7.0)  # a write through one output shows in the others that view its memory
+    want[0].fill_(7.0)
+    for g, w in zip(got, want):
+        close(g, w, 1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(SHARED_STORAGE_PROGRAMS))
+def test_outputs_viewing_one_intermediate_train(name):
+    fn = SHARED_STORAGE_PROGRAMS[name]
+    results = []
+    for mode in ("eager", "inductor", "torch"):
+        kiln.manual_seed(0)
+        b0 = kiln.randn(6, 6, dtype=kiln.float64)
+        b = to_torch(b0, True) if mode == "torch" else b0.requires_grad_()
+        outs = (compiled(fn) if mode == "inductor" else fn)(b.t())
+        sum((o * (i + 2)).sum() for i, o in enumerate(outs)).backward()
+        results.append((*outs, b.grad))
+    for e, c, t in zip(*results):  # outputs and the gradient: eager, inductor, PyTorch
+        close(c, e, 1e-12)
+        close(c, t, 1e-12)
+
+
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("shape", [(2, 2), (5, 3), (4, 3, 6)])

@@ -160,8 +160,14 @@ REGRESSIONS = {
     "seed171-5613": "x0.fill_(2.5), then the mean of ceil(x0).permute(1, 0): the same merged loop over the realized "
                     "fill",
     "seed171-5882": "int64 a ** b that overflows under inductor: through double it gave INT64_MIN, eager wraps around",
+    "seed171-8061": "v4 = full_like(v0, 3)[::2]; return v4, v4.select(-1, 0) under inductor: the select computed "
+                    "apart, not a view of v4",
+    "seed171-12755": "v2 = (0 - x1)[..., 1:]; return v2, v2.chunk(2, -3)[0] under inductor: the chunk split a copy of "
+                     "v2",
     "seed171-19747": "layer_norm of a transposed input under inductor: the decomposition followed its strides (eager's "
                      "is row-major)",
+    "seed171-22552": "v2 = -logsumexp(...); return v2[:, ::2], v2[::2] under inductor: two slices of one intermediate "
+                     "in two storages",
     "seed171-27596": "(v.diagonal() - v) stored in place over v while the extern diagonal, a view of v, was read by "
                      "that kernel: silently wrong",
 }
