@@ -54,7 +54,8 @@ def pointwise_at(ctx, value, idx):
     """A lazy value read inside a kernel: from its buffer when a kernel computed it already (a
     variance stored with its mean), else computed here (ctx is a KernelBuilder or a probe). A
     probe reads it as the kernel will: from the buffer of the graph being lowered, when there is
-    one (a probe that saw the recomputed loads merged a kernel's loop over a transposed buffer)."""
+    one (a probe that saw the recomputed loads merged a kernel's loop over a transposed buffer);
+    under RealizedAsOf, only from a buffer realized when the probe ran."""
     realized = getattr(ctx, "realized_as_of", None)
     if realized is None:
         graph = getattr(ctx, "graph", None) or V.graph

@@ -108,6 +108,7 @@ for _name, _ir in _BINARY.items():
         _packet = getattr(aten, _name, None)
         if _packet is not None and hasattr(_packet, _overload):
             register(getattr(_packet, _overload))(_binary_lowering(_name, _ir))
+register("div.Tensor", "div.Scalar")(_binary_lowering("div", "div"))
 _float_pow = _binary_lowering("pow", "pow")
 
 
@@ -139,7 +140,6 @@ def _integer_power(x, n, dtype):
     half = _integer_power(x, n // 2, dtype)
     square = ("mul", half, half)
     return ("mul", square, x) if n % 2 else square
-register("div.Tensor", "div.Scalar")(_binary_lowering("div", "div"))
 
 
 @register("where.self")
