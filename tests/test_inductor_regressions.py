@@ -444,3 +444,151 @@ def test_max_pool2d_ceil_mode_partial_windows(kernel, stride):
     want = torch.nn.functional.max_pool2d(to_torch(x), kernel, stride, ceil_mode=True, return_indices=True)
     for g, w in zip(got, want):
         close(g, w)
+
+
+# --- fuzz seed 171: loop merging, integer pow, in-place reuse -----------------------------------------
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(4, 3), (2, 5, 3)])
+def test_fill_then_a_full_reduction_of_a_transposed_view(shape, dtype, backend):
+    # The sum's loops over x.t() merged into one because the probe saw the fill as a constant
+    # (no load); x was realized as an output after, and the merged loop read its buffer as if laid
+    # out like the transpose: 'buffer too small' (programs 826 and 5613)
+    def f(x, y):
+        x.fill_(2.5)
+        y.zero_()
+        return x.transpose(0, -1).sum(), (x.transpose(0, -1) * 2).mean(), y.transpose(0, -1).sum((0, 1))
+
+    kiln.manual_seed(0)
+    base = kiln.randn(*shape, dtype=getattr(kiln, dtype))
+    want = f(to_torch(base).clone(), to_torch(base).clone()[..., ::2])
+    x, y = base.clone(), base.clone()[..., ::2]
+    got = compiled(f, backend)(x, y)
+    for g, w in zip(got, want):
+        close(g, w)
+    close(x, torch.full(shape, 2.5, dtype=getattr(torch, dtype)))
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32"])
+def test_integer_pow_wraps_around_as_eager(dtype):
+    # integer pow went through double: an overflow gave INT64_MIN and a product past 2^53 lost its
+    # low bits; eager multiplies in the integer type, wrapping around (program 5882)
+    big = 3037000500 if dtype == "int64" else 46341
+    base = [3, 7, -5, 0, 1, big, -2, 2]
+    exponents = [41, 30, 63, 0, 5, 2, 62, 64]
+    t_base, t_exp = torch.tensor(base, dtype=getattr(torch, dtype)), torch.tensor(exponents, dtype=getattr(torch, dtype))
+    a, b = kiln.tensor(base, dtype=getattr(kiln, dtype)), kiln.tensor(exponents, dtype=getattr(kiln, dtype))
+    f = lambda a, b: a ** b + 1  # noqa: E731
+    assert compiled(f)(a, b).tolist() == f(t_base, t_exp).tolist() == f(a, b).tolist()
+    assert compiled(f)(a[::2], b[1::2]).tolist() == f(t_base[::2], t_exp[1::2]).tolist()
+    for e in (0, 1, 2, 3, 41, 63, 64, 65):  # a constant exponent: unrolled up to 64, else eager's kernel
+        g = lambda a: a ** e  # noqa: E731
+        got = compiled(g)(a)
+        assert str(got.dtype) == f"kiln.{dtype}" and got.tolist() == g(t_base).tolist(), e
+    assert compiled(lambda b: 2 ** b)(b).tolist() == (2 ** t_exp).tolist()
+
+
+def test_in_place_reuse_waits_for_views_read_by_the_same_kernel():
+    # The kernel computing `v.diagonal() - v` stored over v's buffer (v died there) while reading
+    # the diagonal, a view of that buffer, at other elements: silently wrong (program 27596). The
+    # same with a slice at an offset (a view the wrapper defines) read by the kernel.
+    def f(x, i):
+        v = x + 0
+        return (v.diagonal() - v).scatter_add(-1, i, v.where(v > 0, -1.5))
+
+    def g(x):
+        v = x.exp().sin()
+        return (v - v[1:2] * 3).cumsum(0)
+
+    x, i = kiln.tensor([[1.0], [-1.0]]), kiln.tensor([[0], [0]])
+    close(compiled(f)(x, i), f(to_torch(x), torch.tensor([[0], [0]])))
+    for dtype in ("float32", "float64"):
+        y = kiln.randn(6, dtype=getattr(kiln, dtype))
+        close(compiled(g)(y), g(to_torch(y)), 1e-6)
+        close(compiled(g)(y[::2]), g(to_torch(y)[::2]), 1e-6)
+
+
+# --- fuzz seed 171: outputs viewing one intermediate share its storage, as in eager ---------------------
+def _sid(t):
+    return t.untyped_storage().data_ptr() if hasattr(t, "untyped_storage") else t._storage_data_ptr()
+
+
+def _layouts_and_sharing(outs):
+    """Each output's layout, and which earlier outputs share its storage."""
+    return [(tuple(o.shape), tuple(o.stride()), o.storage_offset(),
+             [j for j in range(k) if _sid(outs[j]) == _sid(o)]) for k, o in enumerate(outs)]
+
+
+SHARED_STORAGE_PROGRAMS = {
+    "two_slices_of_an_intermediate": lambda x: (lambda v: (v[:1], v[1:]))(x * 2),            # program 22552
+    "a_view_of_a_returned_view": lambda x: (lambda v: (v, v[1:], v[1]))((x * 3)[::2]),       # program 8061
+    "a_split_piece_of_a_returned_view": lambda x: (lambda v: (v, v.chunk(2, 0)[0]))((x * 2)[:, 1:]),  # 12755
+    "a_transpose_and_a_row": lambda x: (lambda v: (v.t(), v[0], v.exp()))(x.sin() + x),
+    "a_reduction_and_its_slices": lambda x: (lambda s: (s[:1], s[1:], s))(x.sum(-1) * 2),
+}
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+@pytest.mark.parametrize("name", sorted(SHARED_STORAGE_PROGRAMS))
+def test_outputs_viewing_one_intermediate_share_its_storage(name, layout, backend):
+    fn = SHARED_STORAGE_PROGRAMS[name]
+    kiln.manual_seed(0)
+    base = kiln.randn(6, 6, dtype=kiln.float64)
+    x = base.t() if layout == "transposed" else base
+    got = compiled(fn, backend)(x)
+    want = fn(to_torch(base).t() if layout == "transposed" else to_torch(base))
+    assert _layouts_and_sharing(got) == _layouts_and_sharing(want)
+    for g, w in zip(got, want):
+        close(g, w, 1e-12)
+    got[0].fill_(7.0)  # a write through one output shows in the others that view its memory
+    want[0].fill_(7.0)
+    for g, w in zip(got, want):
+        close(g, w, 1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(SHARED_STORAGE_PROGRAMS))
+def test_outputs_viewing_one_intermediate_train(name):
+    fn = SHARED_STORAGE_PROGRAMS[name]
+    results = []
+    for mode in ("eager", "inductor", "torch"):
+        kiln.manual_seed(0)
+        b0 = kiln.randn(6, 6, dtype=kiln.float64)
+        b = to_torch(b0, True) if mode == "torch" else b0.requires_grad_()
+        outs = (compiled(fn) if mode == "inductor" else fn)(b.t())
+        sum((o * (i + 2)).sum() for i, o in enumerate(outs)).backward()
+        results.append((*outs, b.grad))
+    for e, c, t in zip(*results):  # outputs and the gradient: eager, inductor, PyTorch
+        close(c, e, 1e-12)
+        close(c, t, 1e-12)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(2, 2), (5, 3), (4, 3, 6)])
+def test_layer_norm_of_a_transposed_input_is_row_major(shape, dtype, backend):
+    # The decomposition for Inductor followed the transposed input's strides (eager's layer norm
+    # is row-major), and the returned `.t()` was computed apart instead of viewing it (program 19747)
+    def f(lib):
+        def layer_norm_and_transpose(x, w, b):
+            v = lib.nn.functional.layer_norm(x, x.shape[-1:], w, b)
+            return v, v.transpose(0, -1)
+
+        return layer_norm_and_transpose
+
+    results = []
+    for mode in ("eager", "compiled", "torch"):
+        kiln.manual_seed(0)
+        x0 = kiln.randn(*reversed(shape), dtype=getattr(kiln, dtype))
+        w0, b0 = kiln.randn(shape[-1], dtype=x0.dtype), kiln.randn(shape[-1], dtype=x0.dtype)
+        lib = torch if mode == "torch" else kiln
+        leaves = [to_torch(t, True) if lib is torch else t.requires_grad_() for t in (x0, w0, b0)]
+        outs = (compiled(f(kiln), backend) if mode == "compiled" else f(lib))(leaves[0].transpose(0, -1), *leaves[1:])
+        sum((o * (i + 2)).sum() for i, o in enumerate(outs)).backward()
+        results.append((list(outs), [t.grad for t in leaves]))
+    (e_outs, e_grads), (c_outs, c_grads), (t_outs, t_grads) = results
+    assert _layouts_and_sharing(c_outs) == _layouts_and_sharing(t_outs)
+    tol = 1e-4 if dtype == "float32" else 1e-10
+    for e, c, t in zip(e_outs + e_grads, c_outs + c_grads, t_outs + t_grads):
+        close(c, e, tol)
+        close(c, t, tol)

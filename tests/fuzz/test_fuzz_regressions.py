@@ -157,12 +157,27 @@ REGRESSIONS = {
                     "PyTorch raises)",
     "seed161-0668": "x1[0] = x1.select(1, 0): the value, 0-d once its leading 1s were dropped, was not expanded "
                     "before copy_ (an overlap error)",
+    "seed171-0826": "x.fill_(2.5) then x.t().sum() under inductor: the loops merged for the constant fill read its "
+                    "realized buffer as the transpose ('too small')",
     "seed171-1875": "gather saves self (PyTorch's formula names it): an in-place change to it before the backward "
                     "raises",
+    "seed171-5613": "x0.fill_(2.5), then the mean of ceil(x0).permute(1, 0): the same merged loop over the realized "
+                    "fill",
+    "seed171-5882": "int64 a ** b that overflows under inductor: through double it gave INT64_MIN, eager wraps around",
+    "seed171-8061": "v4 = full_like(v0, 3)[::2]; return v4, v4.select(-1, 0) under inductor: the select computed "
+                    "apart, not a view of v4",
     "seed171-8552": "prod's gradient at an inf element is result / input (NaN) as PyTorch's eager prod_backward",
+    "seed171-12755": "v2 = (0 - x1)[..., 1:]; return v2, v2.chunk(2, -3)[0] under inductor: the chunk split a copy of "
+                     "v2",
     "seed171-13993": "scatter_add with a 0-d src (a src of shape [1], as PyTorch's ensure_nonempty_size): the shape "
                      "check indexed past its sizes and aborted",
     "seed171-18215": "scatter_reduce with a 0-d src: IndexError in the composite's narrowing",
+    "seed171-19747": "layer_norm of a transposed input under inductor: the decomposition followed its strides (eager's "
+                     "is row-major)",
+    "seed171-22552": "v2 = -logsumexp(...); return v2[:, ::2], v2[::2] under inductor: two slices of one intermediate "
+                     "in two storages",
+    "seed171-27596": "(v.diagonal() - v) stored in place over v while the extern diagonal, a view of v, was read by "
+                     "that kernel: silently wrong",
 }
 
 

@@ -18,10 +18,18 @@ def _stats_dtype(x):
     return kiln.float32 if x.dtype in (kiln.float16, kiln.bfloat16) else x.dtype
 
 
+def _row_major(x):
+    """x itself when row-major, else a row-major copy. Eager's layer norm and its backward read
+    their inputs row-major and return row-major results, whatever the input's strides (PyTorch's
+    decomposition does the same, `contiguous(input)`): the decomposed pointwise ops would follow
+    a transposed input's strides, and the graph's outputs (Note [Output strides]) with them."""
+    return x if x.is_contiguous() else aten.clone.default(x, memory_format=kiln.contiguous_format)
+
+
 def native_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """(out, mean, rstd): mean and rstd keep the normalized dims (size 1), in input's dtype."""
     dims = _row_dims(input, normalized_shape)
-    x = to_dtype(input, _stats_dtype(input))
+    x = to_dtype(_row_major(input), _stats_dtype(input))
     var, mean = aten.var_mean.correction(x, dims, correction=0, keepdim=True)
     rstd = aten.rsqrt.default(aten.add.Scalar(var, eps))
     out = aten.mul.Tensor(aten.sub.Tensor(x, mean), rstd)
@@ -40,7 +48,7 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
     lead = list(range(input.dim() - len(normalized_shape)))
     n = numel(normalized_shape)
     compute = _stats_dtype(input)
-    x, dy = to_dtype(input, compute), to_dtype(grad_out, compute)
+    x, dy = to_dtype(_row_major(input), compute), to_dtype(_row_major(grad_out), compute)
     mean, rstd = to_dtype(mean, compute), to_dtype(rstd, compute)
     x_hat = aten.mul.Tensor(aten.sub.Tensor(x, mean), rstd)
     g = aten.mul.Tensor(dy, to_dtype(weight, compute)) if weight is not None else dy

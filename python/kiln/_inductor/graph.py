@@ -13,6 +13,7 @@ with its memory planned in wrapper.py.
 
 import itertools
 import operator
+import re
 
 import kiln
 from kiln import _C
@@ -193,6 +194,13 @@ class GraphLowering:
                 return None
         return self.define(out)
 
+    def _realize_in_meta_layout(self, node):
+        """node's value in memory laid out as its meta value (a kernel's output, or a buffer)."""
+        value, meta = self.env[node], node.meta.get("val")
+        if not isinstance(value, (Buffer, Pointwise, Reduction)) or not isinstance(meta, kiln.Tensor):
+            return value
+        return self.realize_output(value, list(meta.stride()))
+
     def cheap_to_recompute(self, value):
         return _cheap_to_recompute(value)
 
@@ -347,6 +355,7 @@ class GraphLowering:
 
     def _run(self):
         users = {n: len(n.users) for n in self.gm.graph.nodes}
+        shared = _storages_outputs_share(self.gm.graph)
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
                 val = node.meta["val"]
@@ -372,6 +381,8 @@ class GraphLowering:
                 elif users[node] > 1 and isinstance(value, Pointwise) and _computes(value) and \
                         not _cheap_to_recompute(value):
                     self.env[node] = self.realize(value)
+                if node in shared:  # Note [Outputs sharing a storage]
+                    self.env[node] = self._realize_in_meta_layout(node)
             elif node.op == "output":
                 outs = node.args[0]
                 outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
@@ -589,6 +600,46 @@ def _dense_order(shape, stride):
             return None
         expected *= shape[d]
     return order
+
+
+# Note [Outputs sharing a storage]: outputs that eager returns as views of one tensor (`v[:1], v[1:]`,
+# `v, v[1:]` of `v = (x * 3)[::2]`, a split piece of a returned slice) are views of one buffer here
+# too, with eager's strides and offsets: each was computed into a buffer of its own (the views
+# lower to index maps of a lazy value), and a write through one did not show in the other. The
+# value whose memory they view (found through the graph's view ops: aliasing returns in their
+# schema) is realized when lowered, in its meta layout; the view nodes after it then lower to
+# strided views of its buffer, as PyTorch's AOTAutograd regenerates them from one intermediate.
+def _storages_outputs_share(graph):
+    """The nodes whose memory two or more graph outputs are or view (graph inputs left out: the
+    runtime rebuilds views of inputs itself)."""
+    outs = graph.output_node().args[0]
+    outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+    count = {}
+    for out in outs:
+        if isinstance(getattr(out, "meta", {}).get("val"), kiln.Tensor):
+            root = _storage_owner(out)
+            if root.op != "placeholder":
+                count[root] = count.get(root, 0) + 1
+    return {node for node, n in count.items() if n > 1}
+
+
+def _storage_owner(node):
+    """The node whose memory `node` views: back through ops returning an alias of their first
+    argument (`Tensor(a)`, a piece of `Tensor(a)[]`)."""
+    while node.op == "call_function":
+        if node.target is operator.getitem and _returns_alias(getattr(node.args[0], "target", None)):
+            node = node.args[0].args[0]
+        elif _returns_alias(node.target) and node.args and hasattr(node.args[0], "op"):
+            node = node.args[0]
+        else:
+            break
+    return node
+
+
+def _returns_alias(target):
+    """Whether an op's schema returns a view of an argument (`Tensor(a)`, not in place: `Tensor(a!)`)."""
+    schema = str(getattr(target, "_schema", ""))
+    return ") -> " in schema and re.search(r"Tensor\([a-z]\)", schema.rsplit(") -> ", 1)[1]) is not None
 
 
 def _same_layout(shape, a, b):

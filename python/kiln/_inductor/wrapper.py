@@ -152,9 +152,12 @@ def _nbytes(buf):
 
 def _in_place_victim(graph, i, buf, last_use, bases, view_last):
     """A buffer the kernel writing `buf` (the next kernel record) can overwrite: one of its
-    inputs that dies in that kernel, has buf's size and dtype, is no view's base, and is read
-    only at the element being stored (a pointwise kernel: each element is read before its
-    own store, and no other element is read). Its memory then holds buf, no allocation."""
+    inputs that dies in that kernel, has buf's size and dtype, has no view read there or later,
+    and is read only at the element being stored (a pointwise kernel: each element is read
+    before its own store, and no other element is read). Its memory then holds buf, no
+    allocation. A view read by the kernel itself counts: `v.diagonal() - v` read the extern
+    diagonal of v (other elements of v's memory) while storing over v, and read the stored
+    differences back (fuzz seed 171, program 27596)."""
     j = next((j for j in range(i + 1, len(graph.records)) if graph.records[j][0] == "kernel"), None)
     if j is None:
         return None
@@ -165,7 +168,7 @@ def _in_place_victim(graph, i, buf, last_use, bases, view_last):
     if kind != "store" or kernel.buffers[out_pos] is not buf:
         return None
     for pos, b in enumerate(kernel.buffers):
-        if b is buf or b.name not in bases or last_use.get(b.name) != j or view_last.get(b.name, -1) > j:
+        if b is buf or b.name not in bases or last_use.get(b.name) != j or view_last.get(b.name, -1) >= j:
             continue
         if bases[b.name] != (_nbytes(buf), buf.dtype):
             continue

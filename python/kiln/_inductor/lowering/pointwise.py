@@ -108,8 +108,38 @@ for _name, _ir in _BINARY.items():
         _packet = getattr(aten, _name, None)
         if _packet is not None and hasattr(_packet, _overload):
             register(getattr(_packet, _overload))(_binary_lowering(_name, _ir))
-register("pow.Tensor_Scalar", "pow.Tensor_Tensor")(_binary_lowering("pow", "pow"))
 register("div.Tensor", "div.Scalar")(_binary_lowering("div", "div"))
+_float_pow = _binary_lowering("pow", "pow")
+
+
+# Note [Integer pow]: eager raises integers to integer powers by repeated squaring in int64, so a
+# result past 2^63 wraps around (3 ** 41 is -420491770248316829); the kernel IR's pow computes
+# integers through double, exact only below 2^53, and an overflow came out INT64_MIN (fuzz seed
+# 171, program 5882). A constant exponent is unrolled into multiplications, which wrap as eager's
+# do; the IR is a tree without shared values (x ** 8 is a product of 8 loads, merged again by
+# LLVM), so only small exponents are, and the rest run eager's kernel, as PyTorch's Inductor
+# runs ATen's for a tensor exponent.
+_UNROLLED_INTEGER_POW_MAX = 64
+
+
+@register("pow.Tensor_Scalar", "pow.Tensor_Tensor", "pow.Scalar")
+def _pow(out, a, b):
+    if _is_float(ir_dtype(out.dtype)):
+        return _float_pow(out, a, b)
+    if not isinstance(b, int) or isinstance(b, bool) or not 0 <= b <= _UNROLLED_INTEGER_POW_MAX:
+        raise Fallback("integer pow by a tensor or a large exponent (Note [Integer pow])")
+    return pointwise("pow", out, [a], lambda x: _integer_power(x, b, ir_dtype(out.dtype)))
+
+
+def _integer_power(x, n, dtype):
+    """x ** n (n >= 0) as multiplications by squaring, which wrap around as eager's."""
+    if n == 0:
+        return ("const", 1, dtype)
+    if n == 1:
+        return x
+    half = _integer_power(x, n // 2, dtype)
+    square = ("mul", half, half)
+    return ("mul", square, x) if n % 2 else square
 
 
 @register("where.self")

@@ -4,7 +4,7 @@ reduced axes merge into one loop where every load walks them as one."""
 
 import kiln
 from kiln._inductor.ir import V, Affine, Buffer, Pointwise, Probe, Reduction, ir_dtype
-from kiln._inductor.lowering.common import INF, Fallback, loader, opmath, ops_of, pointwise, register
+from kiln._inductor.lowering.common import INF, Fallback, RealizedAsOf, loader, opmath, ops_of, pointwise, register
 from kiln._inductor.lowering.views import strided_view
 
 
@@ -85,13 +85,16 @@ def merge_reduced_dims(x, dims):
     if isinstance(x, Buffer):
         view = Buffer(None, x.dtype, m_shape, m_stride, x.offset, origin=x)
     else:
+        # x is evaluated as the probe saw it: values realized later are recomputed (RealizedAsOf)
+        realized = dict(V.graph.realized) if V.graph is not None else {}
+
         def fn(ctx, idx):  # a merged axis' index walks its group's last axis (the others at 0)
             full = [None] * len(shape)
             for (axes, _), i in zip(groups, idx):
                 for a in axes:
                     full[a] = Affine(0)
                 full[axes[-1]] = i
-            return x.fn(ctx, full)
+            return x.fn(RealizedAsOf(ctx, realized), full)
 
         view = Pointwise(x.dtype, m_shape, fn, x.ops)
 
