@@ -66,22 +66,27 @@ def prelu(input, weight):
     return kiln.where(input > 0, input, weight * input)
 
 
-def _rrelu_noise(input, lower, upper):
+def _rrelu_noise(input, lower, upper, generator=None):
     """The per-element multiplier of training-mode rrelu: U(lower, upper) where x <= 0, else 1."""
     if input.dtype not in (kiln.float32, kiln.float64, kiln.bfloat16):
         raise NotImplementedError(f"\"rrelu_with_noise_out_cpu\" not implemented for '{_type_name(input.dtype)}'")
     with kiln.no_grad():
-        slopes = kiln.empty_like(input).uniform_(lower, upper)
+        slopes = kiln.empty_like(input).uniform_(lower, upper, generator=generator)
         return kiln.where(input <= 0, slopes, kiln.ones_like(input))
 
 
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    return _rrelu(input, lower, upper, training, inplace)
+
+
+def _rrelu(input, lower, upper, training, inplace, generator=None):
+    """rrelu with the generator of torch.rrelu's signature (F.rrelu has none)."""
     if lower > upper:
         raise RuntimeError("Lower bound should be less than or equal to the upper bound")
     if not training:
         slope = (lower + upper) / 2
         return kiln.leaky_relu_(input, slope) if inplace else kiln.leaky_relu(input, slope)
-    noise = _rrelu_noise(input, lower, upper)
+    noise = _rrelu_noise(input, lower, upper, generator)
     return input.mul_(noise) if inplace else input * noise
 
 

@@ -184,8 +184,18 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, per_sampl
 
 
 def _bag_max(rows, keep, bag_of, starts, counts):
-    """Each bag's column-wise maxima over its non-padding rows (0 for a bag with none): two stable sorts
-    group every column's entries by bag, largest first (Note [Bags without a segment reduction])."""
+    """Each bag's column-wise maxima over its non-padding rows (0 for a bag with none)."""
+    argmax = _bag_argmax(rows, keep, bag_of, starts)
+    maxima = rows.gather(0, argmax)
+    # A bag of -inf values may have a padding entry sorted first: its maximum is still -inf.
+    maxima = kiln.where(keep[argmax], maxima, float("-inf"))
+    return kiln.where(counts.unsqueeze(1) > 0, maxima, 0.0)
+
+
+def _bag_argmax(rows, keep, bag_of, starts):
+    """(B, D): the position of each bag's largest non-padding entry in every column (an empty bag's
+    is meaningless): two stable sorts group every column's entries by bag, largest first (Note [Bags
+    without a segment reduction])."""
     n, dim = rows.shape
     values = kiln.where(keep.unsqueeze(1), rows.detach(), float("-inf"))
     by_value = values.sort(dim=0, descending=True, stable=True)[1]
@@ -194,8 +204,50 @@ def _bag_max(rows, keep, bag_of, starts, counts):
     order = by_value.gather(0, by_bag)
     # An empty bag's start may be n (past the end): its row is discarded below anyway.
     first = starts.clamp(max=n - 1).unsqueeze(1).expand(starts.size(0), dim)
-    argmax = order.gather(0, first)
-    maxima = rows.gather(0, argmax)
-    # A bag of -inf values may have a padding entry sorted first: its maximum is still -inf.
-    maxima = kiln.where(keep[argmax], maxima, float("-inf"))
-    return kiln.where(counts.unsqueeze(1) > 0, maxima, 0.0)
+    return order.gather(0, first)
+
+
+# --- torch.embedding_bag: aten's four outputs --------------------------------------------------------
+_MODE_NAMES = {0: "sum", 1: "mean", 2: "max"}
+_FAST_SUM_DTYPES = (kiln.float32, kiln.float16, kiln.bfloat16)
+
+
+def torch_embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                        per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """torch.embedding_bag (aten::embedding_bag; weight first, mode as 0/1/2): (output, offset2bag,
+    bag_size, max_indices), the last three as aten's CPU kernel fills them for its backward.
+    offset2bag (each index's bag) is empty where aten takes its fast sum path (a sum of float32/16
+    rows with unit column stride, no padding_idx); bag_size counts each bag's non-padding entries in
+    mean and max modes (for sum, zeros: one per offset); max_indices is, in max mode, each bag's arg-max row of weight
+    per column (0 for an empty bag) and a copy of bag_size otherwise."""
+    if mode not in _MODE_NAMES:
+        raise RuntimeError(f"Unknown mode for embedding_bag: {mode}")
+    if sparse:
+        raise NotImplementedError("kiln: sparse embedding_bag gradients are not supported")
+    output = _embedding_bag(weight, indices, offsets, scale_grad_by_freq, _MODE_NAMES[mode], per_sample_weights,
+                            include_last_offset, padding_idx)
+    with kiln.no_grad():
+        if padding_idx is not None:
+            padding_idx %= weight.size(0)
+        indices, offsets = indices.to(kiln.int64), offsets.to(kiln.int64)
+        starts = offsets[:-1] if include_last_offset else offsets
+        num_bags, n = starts.size(0), indices.size(0)
+        # aten's make_offset2bag: position p lies in bag (number of starts <= p) - 1; aten's kernels
+        # read the last bag up to n, whatever include_last_offset's closing offset says.
+        histogram = kiln.zeros(n + 1, dtype=kiln.int64).index_add(0, starts, kiln.ones_like(starts))
+        offset2bag = (histogram.cumsum(0)[:n] - 1).clamp(min=0)
+        keep = kiln.ones_like(indices, dtype=kiln.bool) if padding_idx is None else indices != padding_idx
+        counts = kiln.zeros(num_bags, dtype=kiln.int64).index_add(0, offset2bag, keep.to(kiln.int64))
+        fast_sum = (mode == 0 and weight.dtype in _FAST_SUM_DTYPES and weight.stride(1) == 1 and padding_idx is None)
+        if fast_sum:
+            offset2bag = offset2bag.new_empty(0)
+        # sum mode leaves bag_size unused: zeros, one per offset (the closing one included)
+        bag_size = counts if mode != 0 else kiln.zeros(offsets.size(0), dtype=kiln.int64)
+        if mode == 2 and n > 0 and num_bags > 0:
+            argmax = _bag_argmax(weight.index_select(0, indices), keep, offset2bag, starts)
+            max_indices = kiln.where(counts.unsqueeze(1) > 0, indices[argmax], 0)
+        elif mode == 2:
+            max_indices = kiln.zeros((num_bags, weight.size(1)), dtype=kiln.int64)
+        else:
+            max_indices = bag_size.clone()
+    return output, offset2bag, bag_size, max_indices
