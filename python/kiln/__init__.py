@@ -306,6 +306,36 @@ from kiln._index_ops_more import (  # noqa: E402,F401
     take_along_dim, index_copy, index_fill, masked_scatter, put, scatter_reduce, tensor_split, hsplit, vsplit, dsplit,
     histc, bincount, kthvalue, aminmax,
 )
+# torch-level forms of nn.functional ops with aten's signatures (torch.celu, torch.max_pool1d, torch.kl_div
+# with an int reduction, ...: kiln/_nn_toplevel.py) and special functions (polygamma, mvlgamma, igamma,
+# igammac, nextafter: kiln/_special_more.py)
+from kiln._nn_toplevel import (  # noqa: E402,F401
+    celu, celu_, selu, selu_, prelu, rrelu, rrelu_, hardshrink, conv1d, conv3d, conv_transpose1d, conv_transpose2d,
+    conv_transpose3d, avg_pool1d, max_pool1d, max_pool1d_with_indices, max_pool3d, adaptive_avg_pool1d,
+    adaptive_max_pool1d, pdist, pixel_shuffle, pixel_unshuffle, channel_shuffle, native_channel_shuffle,
+    cosine_similarity, pairwise_distance, bilinear, embedding_bag, instance_norm, rms_norm, kl_div,
+    margin_ranking_loss, hinge_embedding_loss, cosine_embedding_loss, poisson_nll_loss, triplet_margin_loss,
+    alpha_dropout, alpha_dropout_, feature_alpha_dropout, feature_alpha_dropout_, feature_dropout, feature_dropout_,
+    grid_sampler, grid_sampler_2d, grid_sampler_3d, affine_grid_generator,
+)
+from kiln._special_more import (  # noqa: E402,F401
+    polygamma, mvlgamma, igamma, igammac, nextafter,
+)
+# creation and numeric utilities (logspace, isin, histogram, trapezoid, combinations, ...: kiln/_utilities_more.py),
+# index_reduce (kiln/_tensor_methods_extra.py), the global switches (kiln/_settings.py) and the constants
+from kiln._utilities_more import (  # noqa: E402,F401
+    logspace, range, asarray, frombuffer, cartesian_prod, combinations, block_diag, vander, row_stack, unravel_index,
+    trapezoid, trapz, cumulative_trapezoid, histogram, isin, chain_matmul, lu, lu_unpack, triangular_solve, detach,
+    detach_, is_inference, unsafe_chunk, unsafe_split, unsafe_split_with_sizes,
+)
+from kiln._tensor_methods_extra import index_reduce  # noqa: E402,F401
+from kiln._settings import (  # noqa: E402,F401
+    set_default_device, get_default_device, set_warn_always, is_warn_always_enabled, set_anomaly_enabled,
+    is_anomaly_enabled, is_anomaly_check_nan_enabled, get_num_interop_threads, set_num_interop_threads,
+)
+import math as _math  # noqa: E402
+
+e, pi, inf, nan, newaxis = _math.e, _math.pi, _math.inf, _math.nan, None
 from kiln._tensor import _install_more_methods  # noqa: E402
 
 _install_more_methods()

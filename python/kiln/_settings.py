@@ -61,3 +61,73 @@ def get_deterministic_debug_mode():
     if not _state["deterministic"]:
         return 0
     return 1 if _state["deterministic_warn_only"] else 2
+
+
+# --- issue 17: default device, warn-always, anomaly mode, inter-op threads ---------------------------
+# Stored like the settings above. kiln runs on the CPU only: the default device is "cpu" whatever
+# is asked, and a CUDA device fails as a CPU-only PyTorch does. kiln's autograd has no anomaly mode
+# yet: the flags are kept for programs that set and read them, without its checks.
+_state.update(warn_always=False, anomaly=False, anomaly_check_nan=True, interop_threads=None)
+
+
+def set_default_device(device):
+    """Sets the device factories use by default: None or "cpu" (the only device kiln has)."""
+    if device is None:
+        return
+    from kiln._device import device as as_device
+
+    kind = as_device(device).type
+    if kind == "cuda":
+        raise AssertionError("Torch not compiled with CUDA enabled")
+    if kind != "cpu":
+        raise RuntimeError(f"kiln.set_default_device: kiln runs on the cpu only, not {kind}")
+
+
+def get_default_device():
+    from kiln._device import device
+
+    return device("cpu")
+
+
+def set_warn_always(b):
+    """Whether warnings PyTorch gives once per process are given every time."""
+    _check_bool(b, "setWarnOnlyOnce")
+    _state["warn_always"] = b
+
+
+def is_warn_always_enabled():
+    return _state["warn_always"]
+
+
+def set_anomaly_enabled(enabled, check_nan=True):
+    _state["anomaly"] = bool(enabled)
+    _state["anomaly_check_nan"] = bool(check_nan)
+
+
+def is_anomaly_enabled():
+    return _state["anomaly"]
+
+
+def is_anomaly_check_nan_enabled():
+    return _state["anomaly_check_nan"]
+
+
+def get_num_interop_threads():
+    """Inter-op threads (kiln runs graph ops one after another; the value is stored for programs that
+    read it): the number of CPUs until set."""
+    import os
+
+    value = _state["interop_threads"]
+    return value if value is not None else (os.cpu_count() or 1)
+
+
+def set_num_interop_threads(num):
+    """Sets the inter-op thread count, once, before it is first used (as PyTorch)."""
+    if not isinstance(num, int) or isinstance(num, bool):
+        raise TypeError(f"set_num_interop_threads(): argument 'int' (position 1) must be int, not {type(num).__name__}")
+    if num <= 0:
+        raise RuntimeError("set_num_interop_threads expects a positive integer")
+    if _state["interop_threads"] is not None:
+        raise RuntimeError("Error: cannot set number of interop threads after parallel work has started or "
+                           "set_num_interop_threads called")
+    _state["interop_threads"] = num

@@ -451,13 +451,16 @@ _install_composite_methods()
 
 
 def _install_more_methods():
-    """The methods of kiln/_aliases.py, _pointwise_more.py, _matrix_more.py and _index_ops_more.py
-    (issue 17), bound once kiln/__init__.py has attached the registry's methods the aliases name.
+    """The methods of kiln/_aliases.py, _pointwise_more.py, _matrix_more.py, _index_ops_more.py,
+    _nn_toplevel.py, _special_more.py, _utilities_more.py and _tensor_methods_extra.py (issue 17), bound once kiln/__init__.py has attached the registry's methods the aliases name.
     The *_scatter methods are the registry's functions with self as `input`."""
     import kiln
-    from kiln import _aliases, _index_ops_more, _matrix_more, _pointwise_more
+    from kiln import (_aliases, _index_ops_more, _matrix_more, _nn_toplevel, _pointwise_more, _special_more,
+                      _tensor_methods_extra, _utilities_more)
 
     _aliases.install_methods(Tensor)
+    for module in (_nn_toplevel, _special_more, _utilities_more, _tensor_methods_extra):
+        module.install_methods(Tensor)
     for module, names in (
             (_pointwise_more, ("deg2rad", "deg2rad_", "rad2deg", "rad2deg_", "sinc", "sinc_", "float_power",
                                "float_power_", "heaviside", "heaviside_", "gcd", "gcd_", "lcm", "lcm_", "ldexp",

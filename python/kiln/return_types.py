@@ -12,7 +12,7 @@ no Python frame. repr follows torch's: `kiln.return_types.median(\\nvalues=...,\
 import operator
 
 __all__ = ["median", "nanmedian", "mode", "cummax", "cummin", "linalg_lu", "linalg_lstsq", "linalg_ldl_factor",
-           "linalg_ldl_factor_ex", "kthvalue", "aminmax", "frexp"]
+           "linalg_ldl_factor_ex", "kthvalue", "aminmax", "frexp", "histogram", "lu_unpack", "triangular_solve"]
 
 
 def _repr(self):
@@ -47,3 +47,6 @@ linalg_ldl_factor_ex = _named_result("linalg_ldl_factor_ex", ("LD", "pivots", "i
 kthvalue = _named_result("kthvalue", ("values", "indices"))
 aminmax = _named_result("aminmax", ("min", "max"))
 frexp = _named_result("frexp", ("mantissa", "exponent"))
+histogram = _named_result("histogram", ("hist", "bin_edges"))
+lu_unpack = _named_result("lu_unpack", ("P", "L", "U"))
+triangular_solve = _named_result("triangular_solve", ("solution", "cloned_coefficient"))

@@ -32,7 +32,8 @@ _KILN_OP_MODULES = {"kiln", "kiln.nn.functional", "kiln.functional", "kiln._tens
                     "kiln._order_stats", "kiln._set_ops", "kiln._windows", "kiln.nn._spatial",
                     "kiln.nn._embedding_bag", "kiln._aliases", "kiln._pointwise_more", "kiln._matrix_more",
                     "kiln._index_ops_more", "kiln.nn._activation_functional",
-                    "kiln.nn._loss_functional"}
+                    "kiln.nn._loss_functional", "kiln._nn_toplevel", "kiln._special_more",
+                    "kiln._utilities_more", "kiln._tensor_methods_extra"}
 
 
 def is_kiln_op(value):
