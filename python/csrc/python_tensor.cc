@@ -7,6 +7,7 @@
 #include "python/csrc/python_dtype.h"
 #include "python/csrc/python_fake.h"
 #include "python/csrc/python_symbolic.h"
+#include "tensor/memory_format.h"
 #include "tensor/ops/common.h"
 
 namespace kiln::python {
@@ -110,19 +111,6 @@ PyObject* MethodStorageId(PyObject* self, PyObject*) {
     const Tensor& t = Checked(self);
     return PyLong_FromVoidPtr(t->storage() ? static_cast<void*>(t->storage().get()) : nullptr);
   });
-}
-// Row-major in (N, H, W, C) order, size-1 dimensions ignored (PyTorch's channels_last test).
-bool IsChannelsLastContiguous(const Tensor& t) {
-  if (t.dim() != 4) return false;
-  const SymDimVector& sizes = t->sym_sizes();
-  const SymDimVector& strides = t->sym_strides();
-  SymInt expected = 1;
-  for (int d : {1, 3, 2, 0}) {
-    if (sizes[d] == 1) continue;
-    if (strides[d] != expected) return false;
-    expected = expected * sizes[d];
-  }
-  return true;
 }
 
 PyObject* MethodIsContiguous(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {

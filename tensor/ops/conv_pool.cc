@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 
+#include "tensor/memory_format.h"
 #include "tensor/ops/conv_pool.h"
 #include "tensor/ops/gemm.h"
 
@@ -149,7 +150,11 @@ TensorMeta ConvolutionMeta(const Tensor& input, const Tensor& weight, const OptT
     KILN_CHECK(positive, "Given input size per channel: (", given, "). Calculated output size per channel: (",
                calculated, "). Output size is too small");
   }
-  return TensorMeta{sizes, {}, input.dtype(), input.device()};
+  // a channels-last input or weight gives a channels-last result, as PyTorch's CPU convolution
+  SymDimVector strides;
+  if (sizes.size() == 4 && (SuggestsChannelsLast(input) || SuggestsChannelsLast(weight)))
+    strides = ChannelsLastStrides(sizes);
+  return TensorMeta{sizes, strides, input.dtype(), input.device()};
 }
 
 namespace {
@@ -221,7 +226,8 @@ Tensor ConvolutionCPU(const Tensor& input, const Tensor& weight, const OptTensor
   Tensor x = ops::contiguous(CastTo(input, compute)), w = ops::contiguous(CastTo(weight, compute));
   Tensor b;
   if (bias && bias->defined()) b = ops::contiguous(CastTo(*bias, compute));
-  Tensor o = compute == out.dtype() ? out : EmptyLike(out, compute);
+  // the kernels write row-major: a channels-last result is copied into place
+  Tensor o = compute == out.dtype() && out.is_contiguous() ? out : EmptyTensor(out.sizes(), compute, out.device());
   // 1-D runs as 2-D with a height of 1.
   const bool one_d = p.dims == 1;
   auto dim2 = [&](const IntList& v, int64_t i, int64_t one) { return one_d ? (i == 0 ? one : v[0]) : v[i]; };

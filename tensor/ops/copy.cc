@@ -1,4 +1,5 @@
 // tensor/ops/copy.cc: copy_ (with broadcasting and dtype conversion), clone, _to_copy and to().
+#include "tensor/memory_format.h"
 #include "tensor/ops/common.h"
 
 namespace kiln {
@@ -94,8 +95,23 @@ Tensor CopyMeta(Tensor self, const Tensor& src, bool) {
   return self;
 }
 
+// A copy of self in memory format `mf`: row-major, channels-last, or (preserve, the default) self's
+// own layout as empty_like keeps it.
+Tensor EmptyIn(const Tensor& self, ScalarType dtype, Device device, std::optional<MemoryFormat> mf) {
+  if (mf && *mf == MemoryFormat::ChannelsLast)
+    return EmptyTensor(self->sym_sizes(), dtype, device, ChannelsLastStrides(self->sym_sizes()));
+  if ((mf && *mf == MemoryFormat::Contiguous) || (self.is_contiguous() && !SuggestsChannelsLast(self)))
+    return EmptyTensor(self->sym_sizes(), dtype, device);
+  return CallOp<Tensor>(KILN_OP("aten::empty_like"), self, std::optional<ScalarType>(dtype), std::optional<Layout>(),
+                        std::optional<Device>(device), std::optional<bool>(), std::optional<MemoryFormat>());
+}
+
 Tensor Clone(const Tensor& self, std::optional<MemoryFormat> mf) {
-  Tensor out = (mf && *mf == MemoryFormat::Contiguous) || self.is_contiguous()
+  if (mf && *mf == MemoryFormat::ChannelsLast) {
+    Tensor out = EmptyIn(self, self.dtype(), self.device(), mf);
+    return ops::copy_(out, self);
+  }
+  Tensor out = (mf && *mf == MemoryFormat::Contiguous) || (self.is_contiguous() && !SuggestsChannelsLast(self))
                    ? EmptyTensor(self->sym_sizes(), self.dtype(), self.device())
                    : CallOp<Tensor>(KILN_OP("aten::empty_like"), self, std::optional<ScalarType>(),
                                     std::optional<Layout>(), std::optional<Device>(), std::optional<bool>(),
@@ -108,11 +124,7 @@ Tensor Clone(const Tensor& self, std::optional<MemoryFormat> mf) {
 Tensor ToCopy(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Layout>,
               std::optional<Device> device, std::optional<bool>, bool, std::optional<MemoryFormat> mf) {
   Device dev = device.value_or(self.device());
-  Tensor out = (mf && *mf == MemoryFormat::Contiguous) || self.is_contiguous()
-                   ? EmptyTensor(self->sym_sizes(), dtype.value_or(self.dtype()), dev)
-                   : CallOp<Tensor>(KILN_OP("aten::empty_like"), self, std::optional<ScalarType>(dtype.value_or(
-                                        self.dtype())), std::optional<Layout>(), std::optional<Device>(dev),
-                                    std::optional<bool>(), std::optional<MemoryFormat>());
+  Tensor out = EmptyIn(self, dtype.value_or(self.dtype()), dev, mf);
   return ops::copy_(out, self);
 }
 
@@ -123,9 +135,10 @@ Tensor ToImpl(const Tensor& self, std::optional<ScalarType> dtype, std::optional
   if (dev.is_cpu() && dev.index > 0) dev.index = -1;
   bool same_device = dev.type == self.device().type && (dev.index < 0 || dev.index == self.device().index ||
                                                         self.device().index < 0);
-  if (!copy && dt == self.dtype() && same_device && (!mf || *mf == MemoryFormat::Preserve ||
-                                                     self.is_contiguous()))
-    return self;
+  const bool in_format = !mf || *mf == MemoryFormat::Preserve ||
+                         (*mf == MemoryFormat::ChannelsLast ? SuggestsChannelsLast(self)
+                                                             : self.is_contiguous() && !SuggestsChannelsLast(self));
+  if (!copy && dt == self.dtype() && same_device && in_format) return self;
   return CallOp<Tensor>(KILN_OP("aten::_to_copy"), self, std::optional<ScalarType>(dt), std::optional<Layout>(),
                         std::optional<Device>(dev), std::optional<bool>(), false, mf);
 }
@@ -147,7 +160,14 @@ Tensor ToOther(const Tensor& self, const Tensor& other, bool, bool copy, std::op
 }
 Tensor TypeAs(const Tensor& self, const Tensor& other) { return ToImpl(self, other.dtype(), std::nullopt, false, {}); }
 
-Tensor Contiguous(const Tensor& self, MemoryFormat) {
+Tensor Contiguous(const Tensor& self, MemoryFormat mf) {
+  // (PyTorch returns an already contiguous tensor before it looks at the format)
+  KILN_CHECK(mf != MemoryFormat::Preserve || self.is_contiguous(),
+             "preserve memory format is unsupported by the contiguous operator");
+  if (mf == MemoryFormat::ChannelsLast) {
+    KILN_CHECK(self.dim() == 4, "required rank 4 tensor to use channels_last format");
+    return IsChannelsLastContiguous(self) ? self : ops::clone(self, MemoryFormat::ChannelsLast);
+  }
   return self.is_contiguous() ? self : ops::clone(self, MemoryFormat::Contiguous);
 }
 

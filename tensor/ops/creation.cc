@@ -4,6 +4,7 @@
 // kiln.zeros(2, device="meta") runs the meta kernel and allocates nothing.
 #include <cmath>
 
+#include "tensor/memory_format.h"
 #include "tensor/ops/common.h"
 
 namespace kiln {
@@ -25,9 +26,12 @@ void CheckLayout(const char* op, const OptLayout& layout) {
 }
 
 Tensor Empty(const std::vector<SymInt>& size, OptDtype dtype, OptLayout layout, OptDevice device, OptBool,
-             OptMemoryFormat) {
+             OptMemoryFormat mf) {
   CheckLayout("empty", layout);
-  return EmptyTensor(SymDimVector(size.begin(), size.end()), dtype.value_or(GetDefaultDtype()), DeviceOr(device));
+  SymDimVector sizes(size.begin(), size.end());
+  KILN_CHECK(mf != MemoryFormat::Preserve, "unsupported memory format Preserve");
+  SymDimVector strides = mf == MemoryFormat::ChannelsLast ? ChannelsLastStrides(sizes) : SymDimVector();
+  return EmptyTensor(sizes, dtype.value_or(GetDefaultDtype()), DeviceOr(device), strides);
 }
 
 Tensor EmptyStrided(const std::vector<SymInt>& size, const std::vector<SymInt>& stride, OptDtype dtype,
@@ -66,7 +70,11 @@ Tensor EmptyLikeOp(const Tensor& self, OptDtype dtype, OptLayout layout, OptDevi
   // else dense strides in the input's memory order (an elementwise result's layout: expanded
   // dimensions say nothing, so `x.expand(3, 4)` gives row-major); contiguous_format: row-major.
   SymDimVector strides;
-  if (!self->is_symbolic() && !self.is_contiguous() && mf != MemoryFormat::Contiguous) {
+  // channels-last when asked, or kept (preserve_format) when self is laid out so, as PyTorch's
+  // suggest_memory_format (its strides may also read as row-major when C or H, W are 1)
+  if (mf == MemoryFormat::ChannelsLast || (mf != MemoryFormat::Contiguous && SuggestsChannelsLast(self))) {
+    strides = ChannelsLastStrides(self->sym_sizes());
+  } else if (!self->is_symbolic() && !self.is_contiguous() && mf != MemoryFormat::Contiguous) {
     bool dense = false;
     if (!MayOverlapItself(self->sym_sizes(), self->sym_strides(), &dense) && dense) strides = self->sym_strides();
     else strides = LayoutOfInputs(self->sym_sizes(), {&self});

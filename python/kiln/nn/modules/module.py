@@ -365,7 +365,7 @@ class Module:
         return self
 
     def to(self, *args, **kwargs):
-        device, dtype, non_blocking = _parse_to(*args, **kwargs)
+        device, dtype, non_blocking, memory_format = _parse_to(*args, **kwargs)
         if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
             raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
                             f"dtype={dtype}")
@@ -381,6 +381,8 @@ class Module:
             # floating and complex tensors take the dtype (as torch's), integer ones keep theirs
             if dtype is not None and (t.is_floating_point() or t.is_complex()) and t.dtype != dtype:
                 t = t.to(dtype)
+            if memory_format is not None and t.dim() == 4:  # as torch's: only 4-D parameters and buffers
+                t = t.to(memory_format=memory_format)
             return t
 
         return self._apply(convert)
@@ -656,12 +658,13 @@ class Module:
 
 
 def _parse_to(*args, **kwargs):
-    """(device, dtype, non_blocking) from Module.to's argument forms: to(device), to(dtype),
-    to(device, dtype), to(tensor), with keywords device=, dtype=, non_blocking=."""
+    """(device, dtype, non_blocking, memory_format) from Module.to's argument forms: to(device),
+    to(dtype), to(device, dtype), to(tensor), to(memory_format=...), with keywords device=, dtype=,
+    non_blocking=, memory_format=."""
     device = kwargs.pop("device", None)
     dtype = kwargs.pop("dtype", None)
     non_blocking = kwargs.pop("non_blocking", False)
-    kwargs.pop("memory_format", None)
+    memory_format = kwargs.pop("memory_format", None)
     if kwargs:
         raise TypeError(f"to() received an invalid combination of arguments: unexpected {sorted(kwargs)}")
     for a in args:
@@ -677,5 +680,5 @@ def _parse_to(*args, **kwargs):
             raise TypeError(f"to() received an invalid combination of arguments - got ({type(a).__name__})")
     if device is not None:
         device = kiln.device(device) if not isinstance(device, int) else kiln.device("cuda", device)
-    return device, dtype, non_blocking
+    return device, dtype, non_blocking, memory_format
 

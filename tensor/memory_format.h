@@ -1,0 +1,19 @@
+// tensor/memory_format.h: the channels-last layout of 4-D (N, C, H, W) tensors: its strides,
+// whether a tensor is in it, and whether an op's result should be (PyTorch's
+// suggest_memory_format), so conv/clone/contiguous/to lay results out as PyTorch does.
+#pragma once
+
+#include "tensor/tensor_impl.h"
+
+namespace kiln {
+
+// Row-major strides in (N, H, W, C) order for 4-D sizes: [H*W*C, 1, W*C, C].
+SymDimVector ChannelsLastStrides(const SymDimVector& sizes);
+// Dense in (N, H, W, C) order, size-1 dimensions ignored (tensor.is_contiguous(channels_last)).
+bool IsChannelsLastContiguous(const Tensor& t);
+// 4-D strides that order the dimensions as channels-last does (PyTorch's
+// is_channels_last_strides_2d): the layout an op's result should keep (a row-major tensor with C
+// == 1 and ambiguous strides counts as row-major).
+bool SuggestsChannelsLast(const Tensor& t);
+
+}  // namespace kiln
