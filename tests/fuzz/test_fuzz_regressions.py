@@ -161,6 +161,8 @@ REGRESSIONS = {
                     "realized buffer as the transpose ('too small')",
     "seed171-1875": "gather saves self (PyTorch's formula names it): an in-place change to it before the backward "
                     "raises",
+    "seed171-4054": "an empty expanded input written with a value that requires grad came back requires_grad=False "
+                    "(the copy-back narrowed it first)",
     "seed171-5613": "x0.fill_(2.5), then the mean of ceil(x0).permute(1, 0): the same merged loop over the realized "
                     "fill",
     "seed171-5882": "int64 a ** b that overflows under inductor: through double it gave INT64_MIN, eager wraps around",

@@ -102,7 +102,9 @@ def _deduplicated(create, flat_fn, leaves, config):
 
 
 def _overlaps_itself(t):
-    return any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride()))
+    """Whether two elements of t share a memory location (an expanded dim); an empty tensor has
+    no element to share."""
+    return t.numel() > 0 and any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride()))
 
 
 def _with_synthetic_bases(create, flat_fn, leaves, config):
@@ -777,7 +779,12 @@ class _RaiseInBackward(kiln.autograd.Function):
 def _distinct_elements(dst, value):
     """dst and value narrowed to one element along each dim where dst repeats its memory (an
     expanded input): copy_ refuses to write a repeated element (Note [Overlapping writes]), and a
-    copy-back writes each memory location once, from the first element that reaches it."""
+    copy-back writes each memory location once, from the first element that reaches it. An empty
+    dst is written whole: narrowed, the copy went into a view kiln's autograd does not track (a
+    view of a tensor that does not require grad), so dst never joined the value's history and an
+    empty expanded input came back requires_grad=False (fuzz seed 171, program 4054)."""
+    if not _overlaps_itself(dst):
+        return dst, value
     for d, (n, st) in enumerate(zip(dst.shape, dst.stride())):
         if st == 0 and n > 1:
             dst, value = dst.narrow(d, 0, 1), value.narrow(d, 0, 1)
