@@ -930,6 +930,18 @@ class _NoDoubleBackward(kiln.autograd.Function):
 # full graph gave NaN gradients (0 / 0 in log's backward) and read saved tensors eager never reads.
 
 
+# Note [Versions after the epilogue]
+# The epilogue (_restore_outputs) replays on the real inputs what the program did to them inside:
+# `x.t_()` becomes x.as_strided_(...), which bumps x's version, and the forward's saved values
+# that view x (`x0 / x` saved x.t()) share that counter. Eager bumped it at the t_(), before the
+# op saved x, so its backward runs; versions taken before the epilogue made the compiled backward
+# raise (fuzz seed 171, programs 17248 and 29538). The joint trace already ran eager's checks
+# against the program's own in-place ops (a value saved before the t_() fails there: Note
+# [Backward errors of mutated inputs]), so only changes after the call may count: versions are
+# read once the epilogue is done. (Copied-back values never touch saved tensors: those sharing a
+# mutated input's storage are saved as clones.)
+
+
 def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs, grad_dependencies, specialise,
                       inputs_read):
     """run(leaves): the compiled forward without grad, then one backward node (the C++ node a
@@ -1030,10 +1042,11 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs,
                 saved = [s.clone() if isinstance(s, kiln.Tensor) and s._storage_id() in mutated_storages else s
                          for s in saved]
             ctx.saved = saved
-            ctx.versions = [s._version if isinstance(s, kiln.Tensor) else None for s in saved]
         if restore:
             outs = _restore_outputs(traced, leaves, outs)
-        if grad_enabled:  # after the copy-back of mutated inputs: their versions as eager left them
+        if grad_enabled:
+            # after the epilogue (Note [Versions after the epilogue]): the versions eager left
+            ctx.versions = [s._version if isinstance(s, kiln.Tensor) else None for s in ctx.saved]
             ctx.watched = [(p, leaves[i], leaves[i]._version) for p, i in watched]
         return outs
 
