@@ -23,6 +23,7 @@ layout (sizes, strides, dtype, requires_grad) and grad mode.
 import contextlib
 import functools
 import operator
+import re
 import time
 
 import kiln
@@ -210,6 +211,7 @@ class _Traced:
         # (primal position, tangent bitmask): inputs eager's backward formulas unpack, and the
         # tangents whose presence runs them (Note [Inputs eager would have saved])
         self.saved_reads = []
+        self.hidden_outputs = 0  # trailing outputs the caller does not see (Note [Pieces of intermediates])
 
 
 class _Alias:
@@ -229,7 +231,8 @@ class _Alias:
         if self.base_layout is None:
             if self.chain is not None:
                 view = _replay(leaves[self.index], self.chain)
-                if tuple(view.stride()) == self.stride and view.storage_offset() == self.offset:
+                if tuple(view.stride()) == self.stride and view.storage_offset() == self.offset and \
+                        _aliases(view, leaves[self.index]):
                     return view
             return leaves[self.index].as_strided(self.size, self.stride, self.offset)
         base = outs[self.index]
@@ -245,7 +248,7 @@ class _Alias:
                 view = _replay(base, self.chain)
             except RuntimeError:  # `view` of a layout it cannot view
                 view = None
-            if view is not None and tuple(view.shape) == self.size:
+            if view is not None and tuple(view.shape) == self.size and _aliases(view, base):
                 return view
         if not same_layout:
             return None  # the compiled output has another layout: keep the separate result
@@ -258,6 +261,11 @@ def _replay(base, chain):
     return base
 
 
+def _aliases(view, base):
+    """Whether a replayed chain gave a view (a maybe-view op such as reshape may have copied)."""
+    return view._storage_id() == base._storage_id()
+
+
 def _same_strides(view, size, stride):
     return all(n == 1 or a == b for n, a, b in zip(size, view.stride(), stride))
 
@@ -266,6 +274,18 @@ def _logical(chain):
     """Every op of a view chain picks elements by index, so it means the same on any layout
     (`view` too, where the layout allows it: else it raises)."""
     return all(op is not kiln.ops.aten.as_strided.default for op, _, _ in chain)
+
+
+def _views_first_argument(target):
+    """An op whose result views its first argument: tagged `view`, or a schema that says so
+    (`t(Tensor(a) self) -> Tensor(a)`): t, narrow, movedim and the like carry no `view` tag, and a
+    chain through them was cut, so `x.chunk(2)[0].t()` came back as an as_strided view that let an
+    in-place change through where eager refuses (fuzz seed 171, program 23127). A maybe-view
+    (reshape, contiguous) is replayed too; _Alias.rebuild keeps its result only if it aliases."""
+    if "view" in getattr(target, "tags", ()):
+        return True
+    schema = str(getattr(target, "_schema", ""))
+    return re.fullmatch(r"\S+\(Tensor\(a\) self\b.*\) -> Tensor\(a\)", schema) is not None
 
 
 def _returns_views(target):
@@ -282,6 +302,28 @@ class _Piece:
 
     def __call__(self, t, *args, **kwargs):
         return self.op(t, *args, **kwargs)[self.index]
+
+
+def _walk_views(node, target=None):
+    """From an output's node back through the view ops that made it, to `target` or as far as
+    view ops go: (the node reached, the view ops from it to the output, in order)."""
+    chain = []
+    while node is not target and getattr(node, "op", None) == "call_function":
+        if node.target is operator.getitem and _returns_views(getattr(node.args[0], "target", None)):
+            # a piece of split/chunk: replayed as that op and the item, so the output is one of
+            # its multi-output views as in eager (which refuse in-place changes under autograd)
+            piece = node.args[0]
+            if any(isinstance(a, kiln.fx.Node) for a in (*piece.args[1:], *piece.kwargs.values())):
+                break
+            chain.append((_Piece(piece.target, node.args[1]), piece.args[1:], dict(piece.kwargs)))
+            node = piece.args[0]
+            continue
+        if not _views_first_argument(node.target) or \
+                any(isinstance(a, kiln.fx.Node) for a in (*node.args[1:], *node.kwargs.values())):
+            break
+        chain.append((node.target, node.args[1:], dict(node.kwargs)))
+        node = node.args[0]
+    return node, chain[::-1]
 
 
 def _view_chains(traced):
@@ -310,24 +352,9 @@ def _view_chains(traced):
             target = results[traced.mutated_inputs.index(alias.index)]
         else:
             target = placeholders[alias.index]
-        node, chain = results[traced.num_mutations + k], []
-        while node is not target and getattr(node, "op", None) == "call_function":
-            if node.target is operator.getitem and _returns_views(getattr(node.args[0], "target", None)):
-                # a piece of split/chunk: replayed as that op and the item, so the output is one of
-                # its multi-output views as in eager (which refuse in-place changes under autograd)
-                piece = node.args[0]
-                if any(isinstance(a, kiln.fx.Node) for a in (*piece.args[1:], *piece.kwargs.values())):
-                    break
-                chain.append((_Piece(piece.target, node.args[1]), piece.args[1:], dict(piece.kwargs)))
-                node = piece.args[0]
-                continue
-            if "view" not in getattr(node.target, "tags", ()) or \
-                    any(isinstance(a, kiln.fx.Node) for a in (*node.args[1:], *node.kwargs.values())):
-                break
-            chain.append((node.target, node.args[1:], dict(node.kwargs)))
-            node = node.args[0]
+        node, chain = _walk_views(results[traced.num_mutations + k], target)
         if node is target:
-            alias.chain = chain[::-1]
+            alias.chain = chain
 
 
 def _extent(t):
@@ -609,6 +636,55 @@ def _clone_keeping_layout(t):
 
 
 def trace_joint(flat_fn, leaves, config):
+    """The joint graph, with the bases of split pieces among the outputs as hidden outputs
+    (Note [Pieces of intermediates])."""
+    traced = _trace_joint(flat_fn, leaves, config)
+    pieces = _pieces_of_intermediates(traced)
+    if not pieces:
+        return traced
+    hidden = []
+
+    def with_bases(*args):
+        outs = list(flat_fn(*args))
+        bases = []
+        for k in pieces:
+            base = outs[k]._base
+            if base is not None and all(base is not b for b in bases):
+                bases.append(base)
+        hidden[:] = [len(bases)]
+        return (*outs, *bases)
+
+    traced = _trace_joint(with_bases, leaves, config)
+    traced.hidden_outputs = hidden[0]
+    return traced
+
+
+# Note [Pieces of intermediates]
+# `p = x.log().chunk(2)[0]; p.sub_(1)` raises in eager: p is one of several views split returned,
+# which autograd refuses to change in place. Returned by a compiled graph (a graph break before
+# the sub_), p was a tensor of its own and the sub_ went through. Such an output, a piece (or a
+# view of one) of a value the graph computed without returning it, makes the graph return that
+# value too, as a hidden last output; the piece is then rebuilt from it by replaying the split
+# (_Alias, Note [Replaying output views]), a multi-output view as in eager. PyTorch's AOT hides
+# the aliasing instead (its Dynamo raises while tracing, before any graph break). Only
+# differentiable pieces: without autograd an in-place change of a piece is allowed.
+
+
+def _pieces_of_intermediates(traced):
+    """The outputs (positions) that are differentiable split/chunk pieces, or views of one, of a
+    value the graph computed but does not return."""
+    results = _outputs(traced.graph)
+    found = []
+    for k, alias in enumerate(traced.output_aliases):
+        if alias is not None or not traced.out_requires_grad[k]:
+            continue
+        node, chain = _walk_views(results[traced.num_mutations + k])
+        if node.op == "call_function" and any(isinstance(op, _Piece) for op, _, _ in chain):
+            found.append(k)
+    return found
+
+
+def _trace_joint(flat_fn, leaves, config):
     """The joint graph. An input that requires grad and is mutated (Note [Mutated inputs that
     require grad]) is traced through a clone, whose final value becomes an extra output."""
     # the analysis runs on fakes of its own: its in-place ops leave autograd history on the fakes
@@ -955,6 +1031,7 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs,
     fw_boxed = getattr(compiled_fw, "_boxed_call", False)
     bw_boxed = getattr(compiled_bw, "_boxed_call", False)
     restore = _needs_restore(traced)
+    hidden = traced.hidden_outputs
     # outputs that need no grad, and new values of inputs copied back under no_grad, are not
     # differentiable; the joint's tangents are the user's outputs', then the mutations'
     differentiable_out = list(mutation_grads) + list(requires)
@@ -1048,7 +1125,7 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs,
             # after the epilogue (Note [Versions after the epilogue]): the versions eager left
             ctx.versions = [s._version if isinstance(s, kiln.Tensor) else None for s in ctx.saved]
             ctx.watched = [(p, leaves[i], leaves[i]._version) for p, i in watched]
-        return outs
+        return outs[:len(outs) - hidden] if hidden else outs
 
     return run
 
