@@ -166,6 +166,8 @@ REGRESSIONS = {
     "seed171-5613": "x0.fill_(2.5), then the mean of ceil(x0).permute(1, 0): the same merged loop over the realized "
                     "fill",
     "seed171-5882": "int64 a ** b that overflows under inductor: through double it gave INT64_MIN, eager wraps around",
+    "seed171-6003": "v0.t() @ x saves v0.t(), an .item() break, then v0.zero_(): inductor lost the version error eager "
+                    "raises",
     "seed171-8061": "v4 = full_like(v0, 3)[::2]; return v4, v4.select(-1, 0) under inductor: the select computed "
                     "apart, not a view of v4",
     "seed171-8552": "prod's gradient at an inf element is result / input (NaN) as PyTorch's eager prod_backward",
@@ -175,6 +177,8 @@ REGRESSIONS = {
                      "v2",
     "seed171-13993": "scatter_add with a 0-d src (a src of shape [1], as PyTorch's ensure_nonempty_size): the shape "
                      "check indexed past its sizes and aborted",
+    "seed171-14850": "prod(x) saves x, an .item() break, then x.pow_(2): compiled code lost the version error eager "
+                     "and torch.compile raise in backward",
     "seed171-17248": "x1.t_() on an input, then x0 / x1: the compiled backward raised a version error (the epilogue's "
                      "as_strided_ bumped the saved view's version after the forward recorded it)",
     "seed171-18215": "scatter_reduce with a 0-d src: IndexError in the composite's narrowing",
