@@ -741,11 +741,14 @@ def _trace_joint(flat_fn, leaves, config):
 
     def saved_reads():
         masks = {}
-        for _, nodes in unpacked:
+        # a node dead code elimination erased after the trace (its graph is None) says nothing
+        # about the tangents: it is left out, as a gradient the tracer had no node for
+        unpacked_live = [(i, [n for n in nodes if n.graph is not None]) for i, nodes in unpacked]
+        for _, nodes in unpacked_live:
             for n in nodes:
                 if n not in masks:
                     masks.update(tangent_masks(n.graph))
-        return sorted({(i, _or(masks.get(n, 0) for n in nodes)) for i, nodes in unpacked})
+        return sorted({(i, _or(masks.get(n, 0) for n in nodes)) for i, nodes in unpacked_live})
 
     deferred, deferred_outputs = {}, {}  # Note [Backward errors of mutated inputs]
     try:
