@@ -171,3 +171,62 @@ def test_fallback_op_reads_its_input_in_the_meta_layout(grad):
         out = fn(c.t())
         runs.append((out[0].tolist(), c.tolist()))
     assert runs[1] == runs[0]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape,dims", [((2, 4, 1, 1), (0, 2, 3, 1)), ((3, 1, 4), (1, 0, 2)), ((4, 2), (1, 0))])
+def test_expanded_value_saved_for_backward_keeps_its_stride_0_layout(dtype, shape, dims):
+    # (w * 2) broadcast by matmul is eager's stride-0 expand; realized in full, its saved transpose
+    # reached the backward laid out otherwise than the joint graph recorded, and re-laying it there
+    # wrote one element twice ("more than one element of the written-to tensor refers to a single
+    # memory location"); Note [Expanded layouts] in graph.py
+    def f(lib, x):
+        return (x.permute(*dims).matmul(lib.ones(4, 4, dtype=x.dtype) * 2) * lib.arange(4.0, dtype=x.dtype)).sum()
+
+    data = np.random.default_rng(0).standard_normal(shape)
+    x = kiln.tensor(data.tolist(), dtype=getattr(kiln, dtype), requires_grad=True)
+    ref = torch.tensor(data, dtype=getattr(torch, dtype), requires_grad=True)
+    dynamo.reset()
+    loss = kiln.compile(lambda x: f(kiln, x), backend="inductor")(x)
+    loss.backward()
+    want = f(torch, ref)
+    want.backward()
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    close(loss, want, tol)
+    close(x.grad, ref.grad, tol)
+
+
+def test_forward_saves_an_expanded_value_with_its_meta_strides():
+    saved, promised = [], []
+
+    def forward(gm, example_inputs):
+        call = compile_fx_inner(gm, example_inputs)
+        promised.extend(n.meta["val"].stride() for n in gm.graph.output_node().args[0][1:])
+
+        def run(args):
+            outs = call(args)
+            saved.extend(o.stride() for o in outs[1:])
+            return outs
+
+        run._boxed_call = True
+        return run
+
+    x = kiln.randn(2, 4, 1, 1, requires_grad=True)
+    # a permuted x is not folded into one mm: bmm against (w * 2).expand(2, 4, 4)
+    f = lambda x: x.permute(0, 2, 3, 1).matmul(kiln.arange(16.0).reshape(4, 4) * 2).sum()  # noqa: E731
+    aot_function(f, forward, compile_fx_inner)(x).backward()
+    assert saved == promised and 0 in saved[0]  # an expanded value saved for x's gradient
+    w = kiln.arange(16.0).reshape(4, 4) * 2
+    close(x.grad, w.sum(1).expand(2, 4).reshape(2, 4, 1, 1))
+
+
+def test_input_re_laid_into_an_expanded_layout_writes_each_element_once():
+    # the safety net of compile_fx's Note [Input layouts] for a value whose meta layout repeats elements
+    from kiln._inductor.compile_fx import _in_layout
+
+    x = kiln.arange(4.0).expand(3, 4).contiguous()
+    out = _in_layout(x, (3, 4), (0, 1), 2)
+    assert out.stride() == (0, 1) and out.storage_offset() == 2
+    assert kiln.equal(out, x)
+    out = _in_layout(x.t(), (4, 3), (1, 0), 0)
+    assert out.stride() == (1, 0) and kiln.equal(out, x.t())

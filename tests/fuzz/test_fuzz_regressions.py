@@ -161,23 +161,38 @@ REGRESSIONS = {
                     "realized buffer as the transpose ('too small')",
     "seed171-1875": "gather saves self (PyTorch's formula names it): an in-place change to it before the backward "
                     "raises",
+    "seed171-4054": "an empty expanded input written with a value that requires grad came back requires_grad=False "
+                    "(the copy-back narrowed it first)",
     "seed171-5613": "x0.fill_(2.5), then the mean of ceil(x0).permute(1, 0): the same merged loop over the realized "
                     "fill",
     "seed171-5882": "int64 a ** b that overflows under inductor: through double it gave INT64_MIN, eager wraps around",
+    "seed171-6003": "v0.t() @ x saves v0.t(), an .item() break, then v0.zero_(): inductor lost the version error eager "
+                    "raises",
     "seed171-8061": "v4 = full_like(v0, 3)[::2]; return v4, v4.select(-1, 0) under inductor: the select computed "
                     "apart, not a view of v4",
     "seed171-8552": "prod's gradient at an inf element is result / input (NaN) as PyTorch's eager prod_backward",
+    "seed171-12153": "x0.log().chunk(2, -2)[0].sub_(...) after a graph break: the piece of an intermediate came back a "
+                     "tensor of its own, so the multi-output view error did not come",
     "seed171-12755": "v2 = (0 - x1)[..., 1:]; return v2, v2.chunk(2, -3)[0] under inductor: the chunk split a copy of "
                      "v2",
     "seed171-13993": "scatter_add with a 0-d src (a src of shape [1], as PyTorch's ensure_nonempty_size): the shape "
                      "check indexed past its sizes and aborted",
+    "seed171-14850": "prod(x) saves x, an .item() break, then x.pow_(2): compiled code lost the version error eager "
+                     "and torch.compile raise in backward",
+    "seed171-17248": "x1.t_() on an input, then x0 / x1: the compiled backward raised a version error (the epilogue's "
+                     "as_strided_ bumped the saved view's version after the forward recorded it)",
     "seed171-18215": "scatter_reduce with a 0-d src: IndexError in the composite's narrowing",
     "seed171-19747": "layer_norm of a transposed input under inductor: the decomposition followed its strides (eager's "
                      "is row-major)",
     "seed171-22552": "v2 = -logsumexp(...); return v2[:, ::2], v2[::2] under inductor: two slices of one intermediate "
                      "in two storages",
+    "seed171-23127": "x2.chunk(2, 0)[0].t().add_(1) compiled with grad: t carries no view tag, so the output was "
+                     "rebuilt as an as_strided view and the multi-output view error did not come",
+    "seed171-27365": "v1.split(1, 1)[-1][..., 0] = 0.5 after a graph break at the store: resumed at it, the store was "
+                     "traced again and went through a synthetic base (no multi-output view error)",
     "seed171-27596": "(v.diagonal() - v) stored in place over v while the extern diagonal, a view of v, was read by "
                      "that kernel: silently wrong",
+    "seed171-29538": "x.t_() on a bool input then an op saving it: the same spurious version error",
 }
 
 

@@ -31,6 +31,7 @@ from kiln._dynamo.variables.misc import NullVariable
 _KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _TRACEABLE_KILN_DIRS = (os.path.join(_KILN_DIR, "nn", "modules"),)
 _CALLS = {"CALL", "CALL_FUNCTION_EX"}
+_STORES = {"STORE_SUBSCR", "STORE_SLICE"}
 _BRANCHES = {"POP_JUMP_IF_FALSE": False, "POP_JUMP_IF_TRUE": True, "POP_JUMP_FORWARD_IF_FALSE": False,
              "POP_JUMP_FORWARD_IF_TRUE": True, "POP_JUMP_BACKWARD_IF_FALSE": False,
              "POP_JUMP_BACKWARD_IF_TRUE": True}
@@ -269,6 +270,8 @@ def _emit_break(ctx, tx, output, code, f_globals, index, error):
     live_values = stack + [v for name, v in tx.symbolic_locals.items() if name in live and not _is_lazy(v)]
     if inst.opname in _CALLS or inst.opname == "BINARY_SUBSCR":
         return _emit_call_break(ctx, tx, output, code, f_globals, index, inst, stack, live_values)
+    if inst.opname in _STORES:
+        return _emit_store_break(ctx, tx, output, code, f_globals, index, inst, stack, live_values)
     if inst.opname in _BRANCHES:
         return _emit_branch_break(ctx, tx, output, code, f_globals, index, inst, stack, live_values)
     if output.count_calls() == 0:
@@ -338,6 +341,29 @@ def _emit_call_break(ctx, tx, output, code, f_globals, index, inst, stack, live_
     resume = _resume_call(cg, tx, code, f_globals, next_offset, rest, extra_top="___r", hold=hold)
     output.side_effects.codegen(cg)  # the writes precede the call, as in the original code
     cg.emit(call)
+    cg.emit("return " + resume)
+    return _finish(ctx, output, code, f_globals, cg)
+
+
+def _emit_store_break(ctx, tx, output, code, f_globals, index, inst, stack, live_values):
+    """`x[i] = v` that broke the graph runs in Python, as a breaking call does, and the code
+    resumes after it. Resumed at the store instead, it was traced again in the resume function,
+    whose inputs are plain tensors: a split piece that eager refuses to change in place
+    (`x.split(1)[0][..., 0] = 0.5`) was written through its synthetic base there (fuzz seed 171,
+    program 27365)."""
+    cg = _graph_then_codegen(ctx, tx, output, code, f_globals, live_values)
+    hold = _holder(cg, output)
+    if inst.opname == "STORE_SUBSCR":  # stack: value, container, index
+        rest, (value, container, key) = stack[:-3], stack[-3:]
+        target = f"{hold(container.reconstruct(cg))}[{hold(key.reconstruct(cg))}]"
+    else:  # STORE_SLICE (3.12): value, container, start, stop
+        rest, (value, container, start, stop) = stack[:-4], stack[-4:]
+        target = (f"{hold(container.reconstruct(cg))}"
+                  f"[{hold(start.reconstruct(cg))}:{hold(stop.reconstruct(cg))}]")
+    value_expr = hold(value.reconstruct(cg))
+    resume = _resume_call(cg, tx, code, f_globals, tx.instructions[index + 1].offset, rest, hold=hold)
+    output.side_effects.codegen(cg)  # the writes precede the store, as in the original code
+    cg.emit(f"{target} = {value_expr}")
     cg.emit("return " + resume)
     return _finish(ctx, output, code, f_globals, cg)
 

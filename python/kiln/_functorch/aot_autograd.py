@@ -23,6 +23,7 @@ layout (sizes, strides, dtype, requires_grad) and grad mode.
 import contextlib
 import functools
 import operator
+import re
 import time
 
 import kiln
@@ -102,7 +103,9 @@ def _deduplicated(create, flat_fn, leaves, config):
 
 
 def _overlaps_itself(t):
-    return any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride()))
+    """Whether two elements of t share a memory location (an expanded dim); an empty tensor has
+    no element to share."""
+    return t.numel() > 0 and any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride()))
 
 
 def _with_synthetic_bases(create, flat_fn, leaves, config):
@@ -208,6 +211,7 @@ class _Traced:
         # (primal position, tangent bitmask): inputs eager's backward formulas unpack, and the
         # tangents whose presence runs them (Note [Inputs eager would have saved])
         self.saved_reads = []
+        self.hidden_outputs = 0  # trailing outputs the caller does not see (Note [Pieces of intermediates])
 
 
 class _Alias:
@@ -227,7 +231,8 @@ class _Alias:
         if self.base_layout is None:
             if self.chain is not None:
                 view = _replay(leaves[self.index], self.chain)
-                if tuple(view.stride()) == self.stride and view.storage_offset() == self.offset:
+                if tuple(view.stride()) == self.stride and view.storage_offset() == self.offset and \
+                        _aliases(view, leaves[self.index]):
                     return view
             return leaves[self.index].as_strided(self.size, self.stride, self.offset)
         base = outs[self.index]
@@ -243,7 +248,7 @@ class _Alias:
                 view = _replay(base, self.chain)
             except RuntimeError:  # `view` of a layout it cannot view
                 view = None
-            if view is not None and tuple(view.shape) == self.size:
+            if view is not None and tuple(view.shape) == self.size and _aliases(view, base):
                 return view
         if not same_layout:
             return None  # the compiled output has another layout: keep the separate result
@@ -256,6 +261,11 @@ def _replay(base, chain):
     return base
 
 
+def _aliases(view, base):
+    """Whether a replayed chain gave a view (a maybe-view op such as reshape may have copied)."""
+    return view._storage_id() == base._storage_id()
+
+
 def _same_strides(view, size, stride):
     return all(n == 1 or a == b for n, a, b in zip(size, view.stride(), stride))
 
@@ -264,6 +274,18 @@ def _logical(chain):
     """Every op of a view chain picks elements by index, so it means the same on any layout
     (`view` too, where the layout allows it: else it raises)."""
     return all(op is not kiln.ops.aten.as_strided.default for op, _, _ in chain)
+
+
+def _views_first_argument(target):
+    """An op whose result views its first argument: tagged `view`, or a schema that says so
+    (`t(Tensor(a) self) -> Tensor(a)`): t, narrow, movedim and the like carry no `view` tag, and a
+    chain through them was cut, so `x.chunk(2)[0].t()` came back as an as_strided view that let an
+    in-place change through where eager refuses (fuzz seed 171, program 23127). A maybe-view
+    (reshape, contiguous) is replayed too; _Alias.rebuild keeps its result only if it aliases."""
+    if "view" in getattr(target, "tags", ()):
+        return True
+    schema = str(getattr(target, "_schema", ""))
+    return re.fullmatch(r"\S+\(Tensor\(a\) self\b.*\) -> Tensor\(a\)", schema) is not None
 
 
 def _returns_views(target):
@@ -280,6 +302,28 @@ class _Piece:
 
     def __call__(self, t, *args, **kwargs):
         return self.op(t, *args, **kwargs)[self.index]
+
+
+def _walk_views(node, target=None):
+    """From an output's node back through the view ops that made it, to `target` or as far as
+    view ops go: (the node reached, the view ops from it to the output, in order)."""
+    chain = []
+    while node is not target and getattr(node, "op", None) == "call_function":
+        if node.target is operator.getitem and _returns_views(getattr(node.args[0], "target", None)):
+            # a piece of split/chunk: replayed as that op and the item, so the output is one of
+            # its multi-output views as in eager (which refuse in-place changes under autograd)
+            piece = node.args[0]
+            if any(isinstance(a, kiln.fx.Node) for a in (*piece.args[1:], *piece.kwargs.values())):
+                break
+            chain.append((_Piece(piece.target, node.args[1]), piece.args[1:], dict(piece.kwargs)))
+            node = piece.args[0]
+            continue
+        if not _views_first_argument(node.target) or \
+                any(isinstance(a, kiln.fx.Node) for a in (*node.args[1:], *node.kwargs.values())):
+            break
+        chain.append((node.target, node.args[1:], dict(node.kwargs)))
+        node = node.args[0]
+    return node, chain[::-1]
 
 
 def _view_chains(traced):
@@ -308,24 +352,9 @@ def _view_chains(traced):
             target = results[traced.mutated_inputs.index(alias.index)]
         else:
             target = placeholders[alias.index]
-        node, chain = results[traced.num_mutations + k], []
-        while node is not target and getattr(node, "op", None) == "call_function":
-            if node.target is operator.getitem and _returns_views(getattr(node.args[0], "target", None)):
-                # a piece of split/chunk: replayed as that op and the item, so the output is one of
-                # its multi-output views as in eager (which refuse in-place changes under autograd)
-                piece = node.args[0]
-                if any(isinstance(a, kiln.fx.Node) for a in (*piece.args[1:], *piece.kwargs.values())):
-                    break
-                chain.append((_Piece(piece.target, node.args[1]), piece.args[1:], dict(piece.kwargs)))
-                node = piece.args[0]
-                continue
-            if "view" not in getattr(node.target, "tags", ()) or \
-                    any(isinstance(a, kiln.fx.Node) for a in (*node.args[1:], *node.kwargs.values())):
-                break
-            chain.append((node.target, node.args[1:], dict(node.kwargs)))
-            node = node.args[0]
+        node, chain = _walk_views(results[traced.num_mutations + k], target)
         if node is target:
-            alias.chain = chain[::-1]
+            alias.chain = chain
 
 
 def _extent(t):
@@ -607,6 +636,55 @@ def _clone_keeping_layout(t):
 
 
 def trace_joint(flat_fn, leaves, config):
+    """The joint graph, with the bases of split pieces among the outputs as hidden outputs
+    (Note [Pieces of intermediates])."""
+    traced = _trace_joint(flat_fn, leaves, config)
+    pieces = _pieces_of_intermediates(traced)
+    if not pieces:
+        return traced
+    hidden = []
+
+    def with_bases(*args):
+        outs = list(flat_fn(*args))
+        bases = []
+        for k in pieces:
+            base = outs[k]._base
+            if base is not None and all(base is not b for b in bases):
+                bases.append(base)
+        hidden[:] = [len(bases)]
+        return (*outs, *bases)
+
+    traced = _trace_joint(with_bases, leaves, config)
+    traced.hidden_outputs = hidden[0]
+    return traced
+
+
+# Note [Pieces of intermediates]
+# `p = x.log().chunk(2)[0]; p.sub_(1)` raises in eager: p is one of several views split returned,
+# which autograd refuses to change in place. Returned by a compiled graph (a graph break before
+# the sub_), p was a tensor of its own and the sub_ went through. Such an output, a piece (or a
+# view of one) of a value the graph computed without returning it, makes the graph return that
+# value too, as a hidden last output; the piece is then rebuilt from it by replaying the split
+# (_Alias, Note [Replaying output views]), a multi-output view as in eager. PyTorch's AOT hides
+# the aliasing instead (its Dynamo raises while tracing, before any graph break). Only
+# differentiable pieces: without autograd an in-place change of a piece is allowed.
+
+
+def _pieces_of_intermediates(traced):
+    """The outputs (positions) that are differentiable split/chunk pieces, or views of one, of a
+    value the graph computed but does not return."""
+    results = _outputs(traced.graph)
+    found = []
+    for k, alias in enumerate(traced.output_aliases):
+        if alias is not None or not traced.out_requires_grad[k]:
+            continue
+        node, chain = _walk_views(results[traced.num_mutations + k])
+        if node.op == "call_function" and any(isinstance(op, _Piece) for op, _, _ in chain):
+            found.append(k)
+    return found
+
+
+def _trace_joint(flat_fn, leaves, config):
     """The joint graph. An input that requires grad and is mutated (Note [Mutated inputs that
     require grad]) is traced through a clone, whose final value becomes an extra output."""
     # the analysis runs on fakes of its own: its in-place ops leave autograd history on the fakes
@@ -663,11 +741,14 @@ def trace_joint(flat_fn, leaves, config):
 
     def saved_reads():
         masks = {}
-        for _, nodes in unpacked:
+        # a node dead code elimination erased after the trace (its graph is None) says nothing
+        # about the tangents: it is left out, as a gradient the tracer had no node for
+        unpacked_live = [(i, [n for n in nodes if n.graph is not None]) for i, nodes in unpacked]
+        for _, nodes in unpacked_live:
             for n in nodes:
                 if n not in masks:
                     masks.update(tangent_masks(n.graph))
-        return sorted({(i, _or(masks.get(n, 0) for n in nodes)) for i, nodes in unpacked})
+        return sorted({(i, _or(masks.get(n, 0) for n in nodes)) for i, nodes in unpacked_live})
 
     deferred, deferred_outputs = {}, {}  # Note [Backward errors of mutated inputs]
     try:
@@ -777,7 +858,12 @@ class _RaiseInBackward(kiln.autograd.Function):
 def _distinct_elements(dst, value):
     """dst and value narrowed to one element along each dim where dst repeats its memory (an
     expanded input): copy_ refuses to write a repeated element (Note [Overlapping writes]), and a
-    copy-back writes each memory location once, from the first element that reaches it."""
+    copy-back writes each memory location once, from the first element that reaches it. An empty
+    dst is written whole: narrowed, the copy went into a view kiln's autograd does not track (a
+    view of a tensor that does not require grad), so dst never joined the value's history and an
+    empty expanded input came back requires_grad=False (fuzz seed 171, program 4054)."""
+    if not _overlaps_itself(dst):
+        return dst, value
     for d, (n, st) in enumerate(zip(dst.shape, dst.stride())):
         if st == 0 and n > 1:
             dst, value = dst.narrow(d, 0, 1), value.narrow(d, 0, 1)
@@ -923,6 +1009,18 @@ class _NoDoubleBackward(kiln.autograd.Function):
 # full graph gave NaN gradients (0 / 0 in log's backward) and read saved tensors eager never reads.
 
 
+# Note [Versions after the epilogue]
+# The epilogue (_restore_outputs) replays on the real inputs what the program did to them inside:
+# `x.t_()` becomes x.as_strided_(...), which bumps x's version, and the forward's saved values
+# that view x (`x0 / x` saved x.t()) share that counter. Eager bumped it at the t_(), before the
+# op saved x, so its backward runs; versions taken before the epilogue made the compiled backward
+# raise (fuzz seed 171, programs 17248 and 29538). The joint trace already ran eager's checks
+# against the program's own in-place ops (a value saved before the t_() fails there: Note
+# [Backward errors of mutated inputs]), so only changes after the call may count: versions are
+# read once the epilogue is done. (Copied-back values never touch saved tensors: those sharing a
+# mutated input's storage are saved as clones.)
+
+
 def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs, grad_dependencies, specialise,
                       inputs_read):
     """run(leaves): the compiled forward without grad, then one backward node (the C++ node a
@@ -936,6 +1034,7 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs,
     fw_boxed = getattr(compiled_fw, "_boxed_call", False)
     bw_boxed = getattr(compiled_bw, "_boxed_call", False)
     restore = _needs_restore(traced)
+    hidden = traced.hidden_outputs
     # outputs that need no grad, and new values of inputs copied back under no_grad, are not
     # differentiable; the joint's tangents are the user's outputs', then the mutations'
     differentiable_out = list(mutation_grads) + list(requires)
@@ -1023,12 +1122,13 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs,
                 saved = [s.clone() if isinstance(s, kiln.Tensor) and s._storage_id() in mutated_storages else s
                          for s in saved]
             ctx.saved = saved
-            ctx.versions = [s._version if isinstance(s, kiln.Tensor) else None for s in saved]
         if restore:
             outs = _restore_outputs(traced, leaves, outs)
-        if grad_enabled:  # after the copy-back of mutated inputs: their versions as eager left them
+        if grad_enabled:
+            # after the epilogue (Note [Versions after the epilogue]): the versions eager left
+            ctx.versions = [s._version if isinstance(s, kiln.Tensor) else None for s in ctx.saved]
             ctx.watched = [(p, leaves[i], leaves[i]._version) for p, i in watched]
-        return outs
+        return outs[:len(outs) - hidden] if hidden else outs
 
     return run
 

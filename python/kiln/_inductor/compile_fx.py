@@ -145,10 +145,19 @@ def _same_layout(shape, a, b):
 
 
 def _in_layout(x, shape, stride, offset):
-    """A copy of x with the given strides and storage offset (in a storage of its own)."""
+    """A copy of x with the given strides and storage offset (in a storage of its own). Along a
+    stride-0 dimension (an expanded layout) every element is one memory location: the first of
+    x's is written there (copy_ refuses to write one location twice; the graph read x as
+    expanded, so its elements along that dimension are equal)."""
     extent = offset + 1 + sum((n - 1) * st for n, st in zip(shape, stride))
     flat = _empty_strided((extent,), (1,), dtype=x.dtype, device=x.device)
-    return _reinterpret_tensor(flat, shape, stride, offset).copy_(x)
+    out = _reinterpret_tensor(flat, shape, stride, offset)
+    dst, src = out, x
+    for d, (n, st) in enumerate(zip(shape, stride)):
+        if st == 0 and n > 1:
+            dst, src = dst.narrow(d, 0, 1), src.narrow(d, 0, 1)
+    dst.copy_(src)
+    return out
 
 
 _debug_run = None

@@ -155,8 +155,14 @@ class GraphLowering:
         strides]): a lazy value is computed straight into that layout; a kernel output already
         computed in another layout is copied into it."""
         dense = stride is not None and _dense_order(value.shape, stride) is not None
-        if dense and isinstance(value, Pointwise) and value.space is None and value.squeeze_of is None \
-                and value not in self.realized:
+        plain = isinstance(value, Pointwise) and value.space is None and value.squeeze_of is None \
+            and value not in self.realized
+        if plain and stride is not None and not dense and _expanded_dims(value.shape, stride):
+            expanded = self._realize_expanded(value, stride)
+            if expanded is not None:
+                self.realized[value] = expanded
+                return expanded
+        if dense and plain:
             buf = self._kernel_for_pointwise(value, stride)
             self.realized[value] = buf
             return buf
@@ -165,6 +171,18 @@ class GraphLowering:
             copy = Pointwise(buf.dtype, buf.shape, lambda ctx, idx: ctx.load(buf, idx), set())
             return self._kernel_for_pointwise(copy, stride)
         return buf
+
+    def _realize_expanded(self, value, stride):
+        """value in an expanded layout (Note [Expanded layouts]): its elements at index 0 of each
+        expanded dimension computed into a dense buffer, seen with stride 0 along those
+        dimensions; None when the other dimensions are no dense layout."""
+        expanded = _expanded_dims(value.shape, stride)
+        shape = [1 if d in expanded else n for d, n in enumerate(value.shape)]
+        if _dense_order(shape, stride) is None:
+            return None
+        # over a size-1 dimension the loop index is 0: fn reads the first of the repeated elements
+        buf = self._kernel_for_pointwise(Pointwise(value.dtype, shape, value.fn, value.ops), list(stride))
+        return self.define(Buffer(None, value.dtype, list(value.shape), list(stride), buf.offset, origin=buf))
 
     def _output_view(self, node, meta):
         """An output whose meta layout is no dense one of its own (a strided view into a larger
@@ -414,6 +432,9 @@ class GraphLowering:
                 return lower(node.target, out, args, kwargs)
             except Fallback as why:
                 if "view of a non-contiguous" in str(why):
+                    # in its meta layout, the one eager's view read: an expanded value stays
+                    # expanded (Note [Expanded layouts])
+                    args[0] = self._realize_in_meta_layout(node.args[0]) if hasattr(node.args[0], "op") else args[0]
                     args[0] = self.realize(args[0])
                     try:
                         return lower(node.target, out, args, kwargs)
@@ -600,6 +621,17 @@ def _dense_order(shape, stride):
             return None
         expected *= shape[d]
     return order
+
+
+# Note [Expanded layouts]: a value whose meta layout repeats elements (`(w * 2).expand(2, 4, 4)`, eager's
+# stride-0 view of a 4x4 result) is realized as eager holds it: the distinct elements in a dense
+# buffer, viewed with stride 0 along the expanded dimensions. Realized in full, a saved
+# `expanded.transpose(1, 2)` reached the backward laid out (16, 1, 4) where the joint graph recorded
+# (0, 1, 4), and re-laying it there (compile_fx's Note [Input layouts]) wrote one element twice
+# ("more than one element of the written-to tensor refers to a single memory location").
+def _expanded_dims(shape, stride):
+    """The dimensions along which a layout repeats elements (stride 0, size above 1)."""
+    return {d for d, (n, st) in enumerate(zip(shape, stride)) if st == 0 and n != 1}
 
 
 # Note [Outputs sharing a storage]: outputs that eager returns as views of one tensor (`v[:1], v[1:]`,
