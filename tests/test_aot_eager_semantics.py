@@ -186,11 +186,7 @@ def test_returned_pieces_are_rebuilt_from_one_hidden_output():
         b.add_(1)
 
 
-# --- known gap: a dead scatter under dynamic shapes ----------------------------------------------
-@pytest.mark.xfail(strict=True, reason="gather/scatter's C++ meta functions read index.numel(), which needs "
-                                       "concrete sizes (tensor/ops/index.cc: GatherMeta, ScatterInplace): "
-                                       "under dynamic shapes the fake run fails, the call breaks the graph and "
-                                       "runs eagerly, raising where torch.compile drops the dead scatter")
+# --- a dead scatter under dynamic shapes (its meta function reads the symbolic index size) ------
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_dead_scatter_with_bad_indices_is_dropped_under_dynamic_shapes(backend):
     dynamo.reset()

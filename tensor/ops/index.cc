@@ -232,7 +232,8 @@ void GatherScatterKernel(ScatterMode mode, const Tensor& self, int64_t dim, cons
 TensorMeta GatherMeta(const Tensor& self, int64_t dim, const Tensor& index, bool) {
   dim = WrapDim(dim, self.dim());
   CheckLongIndex("gather", index);
-  if (index.numel() != 0) GatherShapeCheck(self, dim, index);
+  // (sym_numel: a symbolic index size under dynamic shapes, fuzz seed 171, program 26060)
+  if (index->sym_numel() != 0) GatherShapeCheck(self, dim, index);
   return TensorMeta{index->sym_sizes(), {}, self.dtype(), self.device()};
 }
 Tensor GatherCPU(const Tensor& self, int64_t dim, const Tensor& index, bool sparse_grad) {
@@ -247,7 +248,7 @@ Tensor ScatterInplace(const char* op, ScatterMode mode, Tensor self, int64_t dim
                       const Tensor* src, const Scalar* value, bool run) {
   dim = WrapDim(dim, self.dim());
   CheckLongIndex(op, index);
-  if (index.numel() != 0) ScatterShapeCheck(self, dim, index, src);
+  if (index->sym_numel() != 0) ScatterShapeCheck(self, dim, index, src);
   else if (src) KILN_CHECK(self.dtype() == src->dtype(), op, "(): Expected self.dtype to be equal to src.dtype");
   CheckNoOverlap(self, index);
   if (src) CheckNoOverlap(self, *src);
