@@ -103,46 +103,47 @@ def ifft(input, n=None, dim=-1, norm=None, *, out=None):
     return _c2c_or_r2c("ifft", input, n, dim, norm, False, out)
 
 
-def rfft(input, n=None, dim=-1, norm=None, *, out=None):
-    """fft of a real signal, keeping the n // 2 + 1 non-negative frequencies."""
-    x = _promote("rfft", input)
+def _r2c_onesided(name, input, n, dim, norm, forward):
+    """The n // 2 + 1 non-negative frequencies of a real signal (conjugated for the inverse)."""
+    x = _promote(name, input)
     if x.dtype.is_complex:
-        raise RuntimeError(f"rfft expects a real input tensor, but got {_display(x.dtype)}")
+        raise RuntimeError(f"{name} expects a real input tensor, but got {_display(x.dtype)}")
     dim = _dim1(x, dim)
     x = _resize(x, [dim], [-1 if n is None else n])
-    return _out(_aten()._fft_r2c(x, [dim], _norm(norm, True), True), out)
+    result = _aten()._fft_r2c(x, [dim], _norm(norm, forward), True)
+    return result if forward else result.conj()
+
+
+def _c2r(name, input, n, dim, norm, forward):
+    """The real signal of length n (default 2 * (input.size(dim) - 1)) whose onesided spectrum is
+    `input` (its conjugate, for the forward direction)."""
+    x = _promote(name, input, require_complex=True)
+    dim = _dim1(x, dim)
+    n = 2 * (x.shape[dim] - 1) if n is None else n
+    if n < 1:
+        raise RuntimeError(f"Invalid number of data points ({n}) specified")
+    x = _resize(x, [dim], [n // 2 + 1])
+    return _aten()._fft_c2r(x.conj() if forward else x, [dim], _norm(norm, forward), n)
+
+
+def rfft(input, n=None, dim=-1, norm=None, *, out=None):
+    """fft of a real signal, keeping the n // 2 + 1 non-negative frequencies."""
+    return _out(_r2c_onesided("rfft", input, n, dim, norm, True), out)
 
 
 def irfft(input, n=None, dim=-1, norm=None, *, out=None):
     """The inverse of rfft: a real signal of length n (default 2 * (input.size(dim) - 1))."""
-    x = _promote("irfft", input, require_complex=True)
-    dim = _dim1(x, dim)
-    n = 2 * (x.shape[dim] - 1) if n is None else n
-    if n < 1:
-        raise RuntimeError(f"Invalid number of data points ({n}) specified")
-    x = _resize(x, [dim], [n // 2 + 1])
-    return _out(_aten()._fft_c2r(x, [dim], _norm(norm, False), n), out)
+    return _out(_c2r("irfft", input, n, dim, norm, False), out)
 
 
 def hfft(input, n=None, dim=-1, norm=None, *, out=None):
     """fft of a signal whose first half is `input` and is Hermitian-symmetric: a real spectrum."""
-    x = _promote("hfft", input, require_complex=True)
-    dim = _dim1(x, dim)
-    n = 2 * (x.shape[dim] - 1) if n is None else n
-    if n < 1:
-        raise RuntimeError(f"Invalid number of data points ({n}) specified")
-    x = _resize(x, [dim], [n // 2 + 1])
-    return _out(_aten()._fft_c2r(x.conj(), [dim], _norm(norm, True), n), out)
+    return _out(_c2r("hfft", input, n, dim, norm, True), out)
 
 
 def ihfft(input, n=None, dim=-1, norm=None, *, out=None):
     """The inverse of hfft: the onesided spectrum of a real signal's inverse transform."""
-    x = _promote("ihfft", input)
-    if x.dtype.is_complex:
-        raise RuntimeError(f"ihfft expects a real input tensor, but got {_display(x.dtype)}")
-    dim = _dim1(x, dim)
-    x = _resize(x, [dim], [-1 if n is None else n])
-    return _out(_aten()._fft_r2c(x, [dim], _norm(norm, False), True).conj(), out)
+    return _out(_r2c_onesided("ihfft", input, n, dim, norm, False), out)
 
 
 def _display(dtype):

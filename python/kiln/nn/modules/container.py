@@ -14,6 +14,16 @@ from kiln.nn.modules.module import Module, _addindent
 from kiln.nn.parameter import Parameter
 
 
+
+def _abs_string_index(idx, length):
+    """The registered name ("0", "1", ...) of position idx (negative counts from the end)."""
+    idx = operator.index(idx)
+    if not (-length <= idx < length):
+        raise IndexError(f"index {idx} is out of range")
+    if idx < 0:
+        idx += length
+    return str(idx)
+
 class Container(Module):
     """Deprecated (as in PyTorch): a Module whose keyword arguments become its submodules."""
 
@@ -147,12 +157,7 @@ class ModuleList(Module):
             self += modules
 
     def _get_abs_string_index(self, idx):
-        idx = operator.index(idx)
-        if not (-len(self) <= idx < len(self)):
-            raise IndexError(f"index {idx} is out of range")
-        if idx < 0:
-            idx += len(self)
-        return str(idx)
+        return _abs_string_index(idx, len(self))
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
@@ -321,12 +326,7 @@ class ParameterList(Module):
             self += values
 
     def _get_abs_string_index(self, idx):
-        idx = operator.index(idx)
-        if not (-len(self) <= idx < len(self)):
-            raise IndexError(f"index {idx} is out of range")
-        if idx < 0:
-            idx += len(self)
-        return str(idx)
+        return _abs_string_index(idx, len(self))
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
