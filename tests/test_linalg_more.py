@@ -18,6 +18,8 @@ import kiln
 from conftest import assert_same, requires_torch, torch
 
 pytestmark = requires_torch
+if torch is None:  # the case tables below are built with torch
+    pytest.skip("PyTorch is the oracle and is only installed for 3.11", allow_module_level=True)
 
 RNG = np.random.default_rng(29)
 
