@@ -328,6 +328,41 @@ TEST_F(CodegenTest, Reductions) {
   }
 }
 
+// Which of two equal values a max/min keeps shows in the sign of a zero: kMax/kMin keep the first
+// (amax), kMaxLast/kMinLast the last (PyTorch's max()); a NaN wins wherever it is.
+TEST_F(CodegenTest, ExtremumTies) {
+  const float nan = std::nanf("");
+  const std::vector<std::vector<float>> rows = {{0.0f, -0.0f}, {-0.0f, 0.0f}, {-0.0f, 0.0f, -0.0f}, {nan, 0.0f},
+                                                {0.0f, nan}, {-1.0f, -0.0f, 0.0f}};
+  for (ReduceKind kind : {ReduceKind::kMax, ReduceKind::kMin, ReduceKind::kMaxLast, ReduceKind::kMinLast}) {
+    const bool last = kind == ReduceKind::kMaxLast || kind == ReduceKind::kMinLast;
+    const bool mx = kind == ReduceKind::kMax || kind == ReduceKind::kMaxLast;
+    for (const auto& row : rows) {
+      const int64_t n = static_cast<int64_t>(row.size());
+      Kernel k;
+      k.name = std::string("cpp_fused_tie_") + ReduceName(kind) + "_" + std::to_string(n);
+      k.buffers = {{"in_ptr0", DType::F32}, {"out_ptr0", DType::F32}};
+      k.outer = {1};
+      k.loops = {Loop{n, {Reduce(0, kind, Ld(0, 0, {0}, 1))}}, Loop{1, {Store(1, Index{0, {0}, 0}, Expr::Acc(0))}}};
+      auto ck = Compile(k);
+      float out = 0;
+      std::vector<float> in = row;
+      RunK(*ck, {in.data(), &out});
+      float best = row[0];
+      for (float v : row) {
+        if (std::isnan(best)) break;
+        if (std::isnan(v) || (mx ? v > best : v < best) || (last && v == best)) best = v;
+      }
+      if (std::isnan(best)) {
+        EXPECT_TRUE(std::isnan(out)) << ReduceName(kind);
+      } else {
+        EXPECT_EQ(out, best) << ReduceName(kind);
+        EXPECT_EQ(std::signbit(out), std::signbit(best)) << ReduceName(kind) << " of " << n << " values";
+      }
+    }
+  }
+}
+
 TEST_F(CodegenTest, NaNInMaxAndArgmax) {
   const int64_t N = 41;
   std::vector<float> x = Random(3 * N, 7);

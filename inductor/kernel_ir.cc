@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cinttypes>
 #include <cmath>
+#include <iterator>
 #include <cstdio>
 #include <sstream>
 
@@ -23,7 +24,7 @@ constexpr const char* kOpNames[] = {
     "add", "sub", "mul", "div", "floordiv", "mod", "pow", "max", "min", "eq", "ne", "lt", "le", "gt", "ge",
     "logical_and", "logical_or", "atan2", "where"};
 constexpr int kNumOps = sizeof(kOpNames) / sizeof(kOpNames[0]);
-constexpr const char* kReduceNames[] = {"sum", "max", "min", "prod", "argmax", "argmin"};
+constexpr const char* kReduceNames[] = {"sum", "max", "min", "prod", "argmax", "argmin", "max_last", "min_last"};
 }  // namespace
 
 const char* DTypeName(DType t) { return kDTypeNames[static_cast<int>(t)]; }
@@ -61,7 +62,7 @@ int OpArity(OpCode op) {
 }
 const char* ReduceName(ReduceKind k) { return kReduceNames[static_cast<int>(k)]; }
 bool ParseReduce(const std::string& s, ReduceKind* out) {
-  for (int i = 0; i < 6; ++i)
+  for (int i = 0; i < static_cast<int>(std::size(kReduceNames)); ++i)
     if (s == kReduceNames[i]) { *out = static_cast<ReduceKind>(i); return true; }
   return false;
 }
@@ -360,8 +361,8 @@ struct Printer {
     switch (r) {
       case ReduceKind::kSum: return "0";
       case ReduceKind::kProd: return "1";
-      case ReduceKind::kMax: case ReduceKind::kArgmax: return "-INFINITY";
-      case ReduceKind::kMin: case ReduceKind::kArgmin: return "INFINITY";
+      case ReduceKind::kMax: case ReduceKind::kArgmax: case ReduceKind::kMaxLast: return "-INFINITY";
+      case ReduceKind::kMin: case ReduceKind::kArgmin: case ReduceKind::kMinLast: return "INFINITY";
     }
     return "?";
   }

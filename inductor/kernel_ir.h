@@ -93,7 +93,9 @@ void ForEachExpr(const Expr& e, Fn&& fn) {
   for (const ExprPtr& a : e.args) ForEachExpr(*a, fn);
 }
 
-enum class ReduceKind : uint8_t { kSum, kMax, kMin, kProd, kArgmax, kArgmin };
+// kMaxLast/kMinLast keep the later of equal values (PyTorch's max()/min() over all elements:
+// [0., -0.].max() is -0.); kMax/kMin keep the earlier (amax, max(dim)).
+enum class ReduceKind : uint8_t { kSum, kMax, kMin, kProd, kArgmax, kArgmin, kMaxLast, kMinLast };
 const char* ReduceName(ReduceKind k);
 bool ParseReduce(const std::string& s, ReduceKind* out);
 

@@ -314,9 +314,9 @@ class Emitter {
     switch (r) {
       case ReduceKind::kSum: return is_float ? llvm::ConstantFP::get(ty, 0.0) : b_.getInt64(0);
       case ReduceKind::kProd: return is_float ? llvm::ConstantFP::get(ty, 1.0) : b_.getInt64(1);
-      case ReduceKind::kMax: case ReduceKind::kArgmax:
+      case ReduceKind::kMax: case ReduceKind::kArgmax: case ReduceKind::kMaxLast:
         return is_float ? inf(true) : b_.getInt64(std::numeric_limits<int64_t>::min());
-      case ReduceKind::kMin: case ReduceKind::kArgmin:
+      case ReduceKind::kMin: case ReduceKind::kArgmin: case ReduceKind::kMinLast:
         return is_float ? inf(false) : b_.getInt64(std::numeric_limits<int64_t>::max());
     }
     return nullptr;
@@ -415,6 +415,15 @@ class Emitter {
         llvm::Value* take;
         if (!is_float) take = mx ? b_.CreateICmpSGT(x, acc) : b_.CreateICmpSLT(x, acc);
         else take = b_.CreateAnd(mx ? b_.CreateFCmpUGT(x, acc) : b_.CreateFCmpULT(x, acc), b_.CreateFCmpORD(acc, acc));
+        out = b_.CreateSelect(take, x, acc);
+        break;
+      }
+      case ReduceKind::kMaxLast: case ReduceKind::kMinLast: {
+        // PyTorch's max_impl(acc, x): (isnan(acc) || acc > x) ? acc : x, so a tie takes x
+        bool mx = s.reduce == ReduceKind::kMaxLast;
+        llvm::Value* take;
+        if (!is_float) take = mx ? b_.CreateICmpSGE(x, acc) : b_.CreateICmpSLE(x, acc);
+        else take = b_.CreateAnd(mx ? b_.CreateFCmpUGE(x, acc) : b_.CreateFCmpULE(x, acc), b_.CreateFCmpORD(acc, acc));
         out = b_.CreateSelect(take, x, acc);
         break;
       }

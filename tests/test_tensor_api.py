@@ -66,6 +66,22 @@ def test_printing_equals_torch(shape):
     assert repr(kiln.tensor(ints.tolist())) == repr(torch.tensor(ints.tolist()))
 
 
+@requires_torch
+@pytest.mark.parametrize("values", [[0.0, -0.0], [-0.0, 1.0], [float("nan"), 1.0, 100.0], [float("-inf"), 1.0],
+                                    [-0.0, 0.25], [float("-inf"), -0.0], [1e-5, -0.0], [[0.0, -0.0], [1.5, float("-inf")]],
+                                    [1e10, float("nan")], [float("nan")], [-0.0]])
+def test_printing_special_values_equals_torch(values):
+    # only the nonzero finite values set the width: zeros, infs and NaNs are padded to it
+    assert repr(kiln.tensor(values)) == repr(torch.tensor(values))
+    kiln.set_printoptions(sci_mode=True)
+    torch.set_printoptions(sci_mode=True)
+    try:
+        assert repr(kiln.tensor(values)) == repr(torch.tensor(values))
+    finally:
+        kiln.set_printoptions(sci_mode=None)
+        torch.set_printoptions(sci_mode=None)
+
+
 def test_operators_and_reflected():
     x = kiln.tensor([1.0, 2.0, 4.0])
     assert (x + 1).tolist() == [2, 3, 5]
@@ -175,6 +191,27 @@ def test_setitem():
     y = kiln.zeros(2, 3)
     y[0] = kiln.ones(1, 1, 3)  # leading 1s still dropped before broadcasting
     assert y.tolist() == [[1, 1, 1], [0, 0, 0]]
+
+
+@pytest.mark.parametrize("name", ["setitem_self", "copy_same_view", "copy_other_view"])
+def test_copy_between_views_of_the_same_data_equals_torch(name):
+    # copy_ returns before its internal-overlap check when self and src view the same elements
+    # (fuzz program seed181-18010: `x[0] = x` on an expanded x); a different view still raises
+    def run(lib):
+        x = lib.tensor([[1], [2], [3]]).expand(3, 3).unsqueeze(0)
+        try:
+            if name == "setitem_self":
+                x[0] = x
+            elif name == "copy_same_view":
+                x[0].copy_(x[0])
+            else:
+                x[0].copy_(x[0].t())
+        except RuntimeError as e:
+            return str(e)
+        return x.tolist()
+
+    torch = pytest.importorskip("torch")
+    assert run(kiln) == run(torch)
 
 
 def test_len_iter_contains():

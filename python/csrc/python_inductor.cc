@@ -116,7 +116,8 @@ inductor::Stmt ParseStmt(py::handle h) {
     st.acc_id = static_cast<int>(Int(s[1], "acc id"));
     std::string r = py::str(s[2]).cast<std::string>();
     if (!inductor::ParseReduce(r, &st.reduce))
-      throw ValueError(StrCat(kOp, "unknown reduction '", r, "' (expected sum max min prod argmax argmin)"));
+      throw ValueError(StrCat(kOp, "unknown reduction '", r,
+                              "' (expected sum max min prod argmax argmin max_last min_last)"));
     st.expr = ParseExpr(s[3]);
   } else if (kind == "welford" && s.size() == 3) {
     st.kind = inductor::Stmt::Kind::kWelford;

@@ -49,29 +49,24 @@ class _Formatter:
             for v in values:
                 self.width = max(self.width, len(str(v)))
             return
-        finite = [abs(v) for v in values if math.isfinite(v) and v != 0]
-        if finite:
-            lo, hi = min(finite), max(finite)
-            self.int_mode = all(v == math.ceil(v) for v in finite)
-            if self.int_mode:
-                self.sci_mode = hi / lo > 1000.0 or hi > 1.0e8
+        # As PyTorch: only the nonzero finite values choose the mode and the width; zeros, infs and
+        # NaNs are padded to it (so [0., -0.] prints without padding, and with no such value the
+        # print options' sci_mode is not consulted).
+        finite = [v for v in values if math.isfinite(v) and v != 0]
+        if not finite:
+            return
+        lo, hi = min(abs(v) for v in finite), max(abs(v) for v in finite)
+        self.int_mode = all(v == math.ceil(v) for v in finite)
+        forced = PRINT_OPTS["sci_mode"]
+        self.sci_mode = (hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4) if forced is None else forced
+        for v in finite:
+            if self.sci_mode:
+                text = f"{v:.{precision}e}"
+            elif self.int_mode:
+                text = f"{v:.0f}."
             else:
-                self.sci_mode = hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4
-            for v in values:
-                if not math.isfinite(v) or v == 0:
-                    continue
-                if self.sci_mode:
-                    text = f"{v:.{precision}e}"
-                elif self.int_mode:
-                    text = f"{v:.0f}."
-                else:
-                    text = f"{v:.{precision}f}"
-                self.width = max(self.width, len(text))
-        if PRINT_OPTS["sci_mode"] is not None:
-            self.sci_mode = PRINT_OPTS["sci_mode"]
-        # Non-finite values and zeros still print; they take the mode's width rules.
-        for v in values:
-            self.width = max(self.width, len(self._raw(v)))
+                text = f"{v:.{precision}f}"
+            self.width = max(self.width, len(text))
 
     def _raw(self, v):
         precision = PRINT_OPTS["precision"]

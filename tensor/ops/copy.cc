@@ -60,10 +60,18 @@ bool PartiallyOverlaps(const Tensor& dst, const Tensor& src) {
   return true;
 }
 
-// copy_'s checks in PyTorch's order: x.copy_(x) returns first; then the overlap checks (Note
-// [Overlapping writes]), then the shapes. Returns whether there is anything to copy.
+// Two views of the same elements in the same dtype: copying one onto the other changes nothing.
+bool IsSameData(const Tensor& self, const Tensor& src) {
+  return self->has_storage() && src->has_storage() && self->storage() == src->storage() &&
+         self->sym_storage_offset() == src->sym_storage_offset() && self->sym_sizes() == src->sym_sizes() &&
+         self->sym_strides() == src->sym_strides() && self.dtype() == src.dtype();
+}
+
+// copy_'s checks in PyTorch's order: x.copy_(x), or a copy between two views of the same data
+// (`x[0] = x` on an expanded x), returns first; then the overlap checks (Note [Overlapping
+// writes]), then the shapes. Returns whether there is anything to copy.
 bool CheckCopy(const Tensor& self, const Tensor& src) {
-  if (self.is_same(src)) return false;
+  if (self.is_same(src) || IsSameData(self, src)) return false;
   CheckNoInternalOverlap(self);
   CheckNoPartialOverlap(self, src);
   BroadcastShapes("copy_", self->sym_sizes(), src->sym_sizes());

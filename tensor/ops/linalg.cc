@@ -219,12 +219,10 @@ std::string MatStr(const Tensor& t) {
   return t->sym_sizes()[0].str() + "x" + t->sym_sizes()[1].str();
 }
 
-// `kernel` is the name PyTorch's CPU kernel reports for unsupported dtypes ("addmm_impl_cpu_").
-// mm and bmm pass nullptr: they check Bool in the kernel, once they know there is work (below).
-void CheckMatmulDtype(const char* op, const char* kernel, const Tensor& a, const Tensor& b) {
+// mm compares its operands' dtypes in its kernel, after the shape checks, with this wording.
+void CheckMatmulDtype(const char* op, const Tensor& a, const Tensor& b) {
   KILN_CHECK(a.dtype() == b.dtype(), "expected m1 and m2 to have the same dtype, but got: ", CppTypeName(a.dtype()),
              " != ", CppTypeName(b.dtype()));
-  if (kernel) KILN_CHECK_NOT_IMPLEMENTED(a.dtype() != ScalarType::Bool, "\"", kernel, "\" not implemented for 'Bool'");
   CheckSameDevice(op, a, b);
 }
 
@@ -232,14 +230,35 @@ void CheckMatrix(const char* name, const Tensor& t) {
   KILN_CHECK(t.dim() == 2, name, " must be a matrix, got ", t.dim(), "-D tensor");
 }
 
-// [m, n] of mat1 @ mat2, after the checks addmm and mm share.
-SymDimVector MmSizes(const Tensor& mat1, const Tensor& mat2, const char* n1, const char* n2, const char* op) {
+// [m, n] of mat1 @ mat2, after the shape checks addmm and mm share.
+SymDimVector MmSizes(const Tensor& mat1, const Tensor& mat2, const char* n1, const char* n2) {
   CheckMatrix(n1, mat1);
   CheckMatrix(n2, mat2);
   KILN_CHECK(mat1->sym_sizes()[1] == mat2->sym_sizes()[0], "mat1 and mat2 shapes cannot be multiplied (",
              MatStr(mat1), " and ", MatStr(mat2), ")");
-  CheckMatmulDtype(op, std::string_view(op) == "mm" ? nullptr : "addmm_impl_cpu_", mat1, mat2);
   return {mat1->sym_sizes()[0], mat2->sym_sizes()[1]};
+}
+
+// Note [Product kernel order]: PyTorch's addmm/bmm/baddbmm kernels, once the shapes are known,
+// return an empty result at once; with an empty contraction (k == 0) they zero the result (bmm,
+// or beta == 0) or scale it in place by beta (result.mul_(beta), whose cast check is then the only
+// dtype check: a Bool result with the default beta=1 fails it); otherwise their dtype dispatch
+// refuses Bool, and bmm/baddbmm then read batch2 as batch1's type. The metas check the same, in the
+// same order, so fake tensors and compiled code raise what eager raises. `like` has the result's
+// dtype; `kernel` is the name PyTorch's dispatch reports.
+void CheckProductKernel(const char* kernel, const SymDimVector& out_sizes, const SymInt& k, const Tensor& like,
+                        const Scalar* beta, const Tensor& b1, const Tensor* b2) {
+  for (const SymInt& s : out_sizes) if (s == 0) return;
+  if (k == 0) {
+    if (beta == nullptr || beta->to_double() == 0) return;
+    const ScalarType scaled = ResultType(like, *beta);
+    KILN_CHECK(CanCast(scaled, like.dtype()), "result type ", ScalarTypeDisplayName(scaled),
+               " can't be cast to the desired output type ", ScalarTypeDisplayName(like.dtype()));
+    return;
+  }
+  KILN_CHECK_NOT_IMPLEMENTED(b1.dtype() != ScalarType::Bool, "\"", kernel, "\" not implemented for 'Bool'");
+  KILN_CHECK(b2 == nullptr || b1.dtype() == b2->dtype(), "expected scalar type ", ScalarTypeDisplayName(b1.dtype()),
+             " but found ", ScalarTypeDisplayName(b2->dtype()));
 }
 
 SymDimVector BmmSizes(const Tensor& b1, const Tensor& b2, const char* op) {
@@ -249,39 +268,38 @@ SymDimVector BmmSizes(const Tensor& b1, const Tensor& b2, const char* op) {
   const SymDimVector& s2 = b2->sym_sizes();
   KILN_CHECK(s2[0] == s1[0] && s2[1] == s1[2], "Expected size for first two dimensions of batch2 tensor to be: [",
              s1[0].str(), ", ", s1[2].str(), "] but got: [", s2[0].str(), ", ", s2[1].str(), "].");
-  if (std::string_view(op) == "bmm") {
-    // PyTorch's bmm returns an empty result, or zeros when the contraction is empty, in
-    // batch2's dtype before its kernel compares the dtypes
-    const bool work = s1[0] != 0 && s1[1] != 0 && s2[2] != 0 && s1[2] != 0;
-    KILN_CHECK(!work || b1.dtype() == b2.dtype(), "expected scalar type ", ScalarTypeDisplayName(b1.dtype()),
-               " but found ", ScalarTypeDisplayName(b2.dtype()));
-    CheckSameDevice(op, b1, b2);
-  } else {
-    // baddbmm refuses Bool in its kernel, once there is work (BaddbmmCPU), as PyTorch's does
-    CheckMatmulDtype(op, nullptr, b1, b2);
-  }
+  CheckSameDevice(op, b1, b2);
   return {s1[0], s1[1], s2[2]};
 }
 
-// `self` of addmm/baddbmm must expand to the product's shape (expand's errors, as in PyTorch)
-// and share its dtype.
-void CheckAddend(const Tensor& self, const SymDimVector& sizes, ScalarType dtype) {
-  KILN_CHECK(self.dtype() == dtype, "self and mat2 must have the same dtype, but got ",
-             ScalarTypeDisplayName(self.dtype()), " and ", ScalarTypeDisplayName(dtype));
+// `self` of addmm/baddbmm must expand to the product's shape (expand's errors, as in PyTorch).
+void CheckAddend(const Tensor& self, const SymDimVector& sizes) {
   ops::expand(self, SymList(sizes.begin(), sizes.end()));
 }
 
 TensorMeta MmMeta(const Tensor& self, const Tensor& mat2) {
-  return TensorMeta{MmSizes(self, mat2, "self", "mat2", "mm"), {}, self.dtype(), self.device()};
+  SymDimVector sizes = MmSizes(self, mat2, "self", "mat2");
+  CheckMatmulDtype("mm", self, mat2);
+  CheckProductKernel("addmm_impl_cpu_", sizes, self->sym_sizes()[1], self, nullptr, self, nullptr);
+  return TensorMeta{sizes, {}, self.dtype(), self.device()};
 }
+// bmm's result has batch2's dtype, as PyTorch's meta gives it; the dtypes are compared only when
+// there is work (Note [Product kernel order]).
 TensorMeta BmmMeta(const Tensor& self, const Tensor& mat2) {
-  return TensorMeta{BmmSizes(self, mat2, "bmm"), {}, mat2.dtype(), self.device()};
+  SymDimVector sizes = BmmSizes(self, mat2, "bmm");
+  CheckProductKernel("bmm", sizes, self->sym_sizes()[2], mat2, nullptr, self, &mat2);
+  return TensorMeta{sizes, {}, mat2.dtype(), self.device()};
 }
 TensorMeta AddmmMeta(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
                      const Scalar& alpha) {
-  SymDimVector sizes = MmSizes(mat1, mat2, "mat1", "mat2", "addmm");
-  CheckAddend(self, sizes, mat1.dtype());
-  (void)beta;
+  KILN_CHECK(self.dtype() == mat2.dtype(), "self and mat2 must have the same dtype, but got ",
+             ScalarTypeDisplayName(self.dtype()), " and ", ScalarTypeDisplayName(mat2.dtype()));
+  KILN_CHECK(mat1.dtype() == mat2.dtype(), "mat1 and mat2 must have the same dtype, but got ",
+             ScalarTypeDisplayName(mat1.dtype()), " and ", ScalarTypeDisplayName(mat2.dtype()));
+  SymDimVector sizes = MmSizes(mat1, mat2, "mat1", "mat2");
+  CheckSameDevice("addmm", mat1, mat2);
+  CheckAddend(self, sizes);
+  CheckProductKernel("addmm_impl_cpu_", sizes, mat1->sym_sizes()[1], mat1, &beta, mat1, nullptr);
   (void)alpha;
   return TensorMeta{sizes, {}, mat1.dtype(), mat1.device()};
 }
@@ -297,11 +315,13 @@ TensorMeta BaddbmmMeta(const Tensor& self, const Tensor& b1, const Tensor& b2, c
   CheckHasDim(b1, 0);
   CheckHasDim(b1, 1);
   CheckHasDim(b2, 2);
+  KILN_CHECK(self.dtype() == b1.dtype(), "Input dtypes must be the same, got: input ", CppTypeName(self.dtype()),
+             ", batch1: ", CppTypeName(b1.dtype()), ", batch2: ", CppTypeName(b2.dtype()));
   SymDimVector sizes = BmmSizes(b1, b2, "baddbmm");
-  CheckAddend(self, sizes, b1.dtype());
-  (void)beta;
+  CheckAddend(self, sizes);
+  CheckProductKernel("baddbmm", sizes, b1->sym_sizes()[2], b2, &beta, b1, &b2);
   (void)alpha;
-  return TensorMeta{sizes, {}, b1.dtype(), b1.device()};
+  return TensorMeta{sizes, {}, b2.dtype(), b1.device()};
 }
 TensorMeta DotMeta(const Tensor& self, const Tensor& other) {
   KILN_CHECK(self.dim() == 1 && other.dim() == 1, "1D tensors expected, but got ", self.dim(), "D and ",
@@ -319,13 +339,12 @@ TensorMeta DotMeta(const Tensor& self, const Tensor& other) {
 
 // --- CPU kernels -----------------------------------------------------------------------------------
 
-// Like PyTorch's kernels, mm and bmm return an empty result, or zeros when k == 0, before their
-// dtype dispatch: so Bool operands are only rejected when there is something to multiply.
+// The metas have made every check (Note [Product kernel order]): an empty result returns at once,
+// an empty contraction gives zeros, or beta * self for addmm/baddbmm.
 Tensor ProductCPU(const TensorMeta& m, const Tensor& a, const Tensor& b, const char* kernel) {
   Tensor out = EmptyFromMeta(m);
   if (out.numel() == 0) return out;
   if (a.size(-1) == 0) return ops::zeros_like(out);
-  KILN_CHECK_NOT_IMPLEMENTED(a.dtype() != ScalarType::Bool, "\"", kernel, "\" not implemented for 'Bool'");
   BatchedGemmInto(out, a, b, 0, 1, kernel);
   return out;
 }
@@ -340,8 +359,13 @@ Tensor BmmCPU(const Tensor& self, const Tensor& mat2) { return ProductCPU(BmmMet
 Tensor AddProduct(const TensorMeta& m, const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
                   const Scalar& alpha, const char* op) {
   Tensor out = EmptyFromMeta(m);
+  if (out.numel() == 0) return out;
   const bool use_self = beta.to_double() != 0;
-  if (use_self && out.numel() > 0) ops::copy_(out, self);  // copy_ broadcasts self into out
+  if (use_self) ops::copy_(out, self);  // copy_ broadcasts self into out
+  if (a.size(-1) == 0) {
+    if (!use_self) return ops::fill_(out, Scalar(int64_t(0)));
+    return CallOp<Tensor>(KILN_OP("aten::mul_.Scalar"), out, beta);
+  }
   BatchedGemmInto(out, a, b, use_self ? beta : Scalar(int64_t(0)), alpha, op);
   return out;
 }
@@ -353,13 +377,7 @@ Tensor AddmmCPU(const Tensor& self, const Tensor& mat1, const Tensor& mat2, cons
 
 Tensor BaddbmmCPU(const Tensor& self, const Tensor& b1, const Tensor& b2, const Scalar& beta,
                   const Scalar& alpha) {
-  TensorMeta m = BaddbmmMeta(self, b1, b2, beta, alpha);
-  if (b1.dtype() == ScalarType::Bool && b1.size(0) * b1.size(1) * b2.size(2) != 0) {
-    // PyTorch's order: with nothing to multiply (k == 0) the beta scaling fails its cast first
-    KILN_CHECK(b1.size(2) != 0, "result type Long can't be cast to the desired output type Bool");
-    KILN_CHECK_NOT_IMPLEMENTED(false, "\"baddbmm\" not implemented for 'Bool'");
-  }
-  return AddProduct(m, self, b1, b2, beta, alpha, "baddbmm");
+  return AddProduct(BaddbmmMeta(self, b1, b2, beta, alpha), self, b1, b2, beta, alpha, "baddbmm");
 }
 
 template <typename T>
@@ -399,6 +417,13 @@ Tensor Mv(const Tensor& self, const Tensor& vec) {
              vec.dim());
   KILN_CHECK(self->sym_sizes()[1] == vec->sym_sizes()[0], "size mismatch, got input (", self->sym_sizes()[0].str(),
              "), mat (", MatStr(self), "), vec (", vec->sym_sizes()[0].str(), ")");
+  // PyTorch's mv is addmv into a result of vec's dtype: its kernel compares all three dtypes, and
+  // refuses Bool only when the matrix is not empty
+  KILN_CHECK(self.dtype() == vec.dtype(), "addmv input tensors must have the same dtype, but got ",
+             ScalarTypeDisplayName(vec.dtype()), ", ", ScalarTypeDisplayName(self.dtype()), ", and ",
+             ScalarTypeDisplayName(vec.dtype()));
+  KILN_CHECK_NOT_IMPLEMENTED(self.dtype() != ScalarType::Bool || self->sym_numel() == 0,
+                             "\"addmv_impl_cpu\" not implemented for 'Bool'");
   return ops::squeeze(Mm(self, ops::unsqueeze(vec, 1)), 1);
 }
 

@@ -72,7 +72,10 @@ Tensor ProdAll(const Tensor& self, std::optional<ScalarType> dtype) {
 // --- max / min / amax / amin / argmax / argmin -----------------------------------------------
 
 // values[o] / indices[o] (either may be null) = the extreme element of output o and its index.
-template <bool kMax, typename T>
+// Of equal elements the first wins, except for kTieLast: PyTorch's max()/min() over all elements
+// fold max_impl(acc, x), which keeps x on a tie, so [0., -0.].max() is -0. (its max(dim)/amax keep
+// the first).
+template <bool kMax, bool kTieLast = false, typename T>
 void MinMaxKernel(const Tensor& input, const std::vector<bool>& mask, T* values, int64_t* indices) {
   using M = opmath_t<T>;
   ReduceIter iter(input, mask);
@@ -84,7 +87,7 @@ void MinMaxKernel(const Tensor& input, const std::vector<bool>& mask, T* values,
     visit([&](T raw) {
       if (!done) {
         const M x = static_cast<M>(raw);
-        if (best_i < 0 || IsNan(x) || (kMax ? x > best_m : x < best_m)) {
+        if (best_i < 0 || IsNan(x) || (kMax ? x > best_m : x < best_m) || (kTieLast && x == best_m)) {
           best = raw;
           best_m = x;
           best_i = i;
@@ -98,11 +101,11 @@ void MinMaxKernel(const Tensor& input, const std::vector<bool>& mask, T* values,
   });
 }
 
-template <bool kMax>
+template <bool kMax, bool kTieLast = false>
 void RunMinMax(const Tensor& input, const std::vector<bool>& mask, const Tensor* values, const Tensor* indices,
                const char* name) {
   KILN_DISPATCH_ALL(input.dtype(), name, [&] {
-    MinMaxKernel<kMax, scalar_t>(input, mask, values ? values->data_ptr<scalar_t>() : nullptr,
+    MinMaxKernel<kMax, kTieLast, scalar_t>(input, mask, values ? values->data_ptr<scalar_t>() : nullptr,
                                  indices ? indices->data_ptr<int64_t>() : nullptr);
   });
 }
@@ -120,7 +123,7 @@ TensorMeta MinMaxAllMeta(const Tensor& self) {
 template <bool kMax>
 Tensor MinMaxAll(const Tensor& self) {
   Tensor out = EmptyFromMeta(MinMaxAllMeta<kMax>(self));
-  RunMinMax<kMax>(self, std::vector<bool>(self.dim(), true), &out, nullptr, kMax ? "max_all" : "min_all");
+  RunMinMax<kMax, true>(self, std::vector<bool>(self.dim(), true), &out, nullptr, kMax ? "max_all" : "min_all");
   return out;
 }
 

@@ -36,6 +36,7 @@ class Call:
     bwd_exc: str = ""
     bwd_message: str = ""
     grads: list = dataclasses.field(default_factory=list)
+    computed_in: set = dataclasses.field(default_factory=set)  # float dtypes the forward's ops produced (torch eager)
 
 
 def builtin_exception(exc):
@@ -63,6 +64,24 @@ def storage_id(t):
     return t.untyped_storage().data_ptr()
 
 
+def _recording_dtypes(seen):
+    """A TorchDispatchMode adding to `seen` the float dtype of every tensor an op returns: a float64
+    result computed through a float32 intermediate (an int tensor meeting a Python float gives one)
+    has only float32's precision, which the comparator's tolerance must know."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+    import torch
+
+    class DtypeRecorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            seen.update(dtype_name(t.dtype) for t in tree_leaves(out)
+                        if isinstance(t, torch.Tensor) and t.is_floating_point())
+            return out
+
+    return DtypeRecorder()
+
+
 def load(source, module_name):
     """The program's namespace with `T` bound to `module_name` (kiln or torch)."""
     ns = {}
@@ -88,7 +107,11 @@ def record(source, module_name, backend=None, grad=False, calls=1):
         rec = Call()
         result.append(rec)
         try:
-            outs = fn(*inputs)
+            if module_name == "torch" and backend is None:
+                with _recording_dtypes(rec.computed_in):
+                    outs = fn(*inputs)
+            else:
+                outs = fn(*inputs)
         except Exception as e:  # noqa: BLE001 - any exception is a result to compare
             rec.exc, rec.message = builtin_exception(e), f"{type(e).__name__}: {e}"[:300]
             continue

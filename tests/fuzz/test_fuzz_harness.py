@@ -57,6 +57,19 @@ def test_tolerances_follow_the_dtype():
     assert compare.values_close([1.0 + 1e-3], [1.0], "float64", floor="bfloat16") == ""
 
 
+def test_precision_floor_sees_float32_made_by_an_op():
+    # where(int, int, -1.5) computes in float32 though no float32 appears in the program's text;
+    # its .double() result has float32's precision (fuzz program seed181-16108)
+    from fuzz import worker
+
+    program = gen.Program(0, [{"A": 3, "B": 2, "C": 1}], [gen.Input("x0", "int64", ("A",), "contiguous")],
+                          ["v0 = T.where(x0 > 0, x0, -1.5)", "v1 = v0.double()"], ["v1"], False)
+    assert worker.lowest_precision(program) is None
+    refs = run.record(program.source(), "torch", None, False)
+    assert "float32" in refs[0].computed_in
+    assert worker.lowest_precision(program, refs) == "float32"
+
+
 def _program(body):
     return gen.Program(0, [{"A": 2, "B": 2, "C": 2}], [gen.Input("x0", "float32", ("A",), "contiguous")],
                        body, ["x0"], False).to_json()

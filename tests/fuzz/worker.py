@@ -34,16 +34,23 @@ def modes(program, backends):
     return out
 
 
-def lowest_precision(program):
-    """The least precise float dtype the program computes in: its inputs' and any cast's."""
+PRECISION_ORDER = ("bfloat16", "float16", "float32", "float64")
+
+
+def lowest_precision(program, refs=()):
+    """The least precise float dtype the program computes in: its inputs', any cast's, and (from
+    `refs`, PyTorch's eager calls) any op result's, such as the float32 of `T.where(x, x, -1.5)`
+    on integers."""
     text = " ".join(program.body) + " " + " ".join(i.dtype for i in program.inputs)
+    seen = set().union(*(c.computed_in for c in refs))
     if "bfloat16" in text:
-        return "bfloat16"
+        seen.add("bfloat16")
     if "float16" in text or ".half()" in text:
-        return "float16"
+        seen.add("float16")
     if "float32" in text or ".float()" in text:
-        return "float32"  # a float64 result computed from float32 values has float32's precision
-    return None
+        seen.add("float32")  # a float64 result computed from float32 values has float32's precision
+    lowest = next((d for d in PRECISION_ORDER if d in seen), None)
+    return None if lowest == "float64" else lowest
 
 
 # Backends that drop ops whose results are unused (Dynamo's graph keeps them, so "eager" runs them).
@@ -87,8 +94,9 @@ def check(program, backends, only=None):
         if grad not in refs:
             refs[grad] = run.record(src, "torch", None, grad, calls)
         got = run.record(src, "kiln", backend, grad, calls)
-        problems = compare.compare(got, refs[grad], grad, identity, lowest_precision(program))
-        low_precision = lowest_precision(program) in ("float16", "bfloat16")
+        floor = lowest_precision(program, refs[grad])
+        problems = compare.compare(got, refs[grad], grad, identity, floor)
+        low_precision = floor in ("float16", "bfloat16")
         if problems and backend in DEAD_CODE_FREE and (all(_only_eager_raised(p) for p in problems) or
                                                        low_precision and all(_only_values(p) for p in problems)):
             # eager raised in an op whose result nothing reads (an index out of bounds, an integer
@@ -97,7 +105,7 @@ def check(program, backends, only=None):
             # rounds once where eager rounds after every op, in PyTorch's compile as in kiln's.
             # Then torch.compile itself is the reference
             compiled_ref = run.record(src, "torch", backend, grad, calls)
-            if not compare.compare(got, compiled_ref, grad, identity, lowest_precision(program)):
+            if not compare.compare(got, compiled_ref, grad, identity, floor):
                 problems = []
         if problems:
             if all(unsupported(c.message) for c in got if c.exc) and any(c.exc for c in got) \

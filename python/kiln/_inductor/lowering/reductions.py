@@ -225,14 +225,16 @@ def _prod_all(out, x, dtype=None):
     return _reduce(out, x, None, False, "prod", "prod")
 
 
+# max()/min() over all elements keep the later of equal values, as PyTorch's kernels do (a
+# per-axis reduction, last axis first, keeps the last in row-major order): [0., -0.].max() is -0.
 @register("max.default")
 def _max_all(out, x):
-    return _reduce(out, x, None, False, "max", "max")
+    return _reduce(out, x, None, False, "max_last", "max")
 
 
 @register("min.default")
 def _min_all(out, x):
-    return _reduce(out, x, None, False, "min", "min")
+    return _reduce(out, x, None, False, "min_last", "min")
 
 
 def _keep_shape(x, axes):
