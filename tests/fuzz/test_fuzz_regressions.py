@@ -195,6 +195,19 @@ REGRESSIONS = {
     "seed171-27596": "(v.diagonal() - v) stored in place over v while the extern diagonal, a view of v, was read by "
                      "that kernel: silently wrong",
     "seed171-29538": "x.t_() on a bool input then an op saving it: the same spurious version error",
+    "seed181-2555": "x1.t_() on an input x2 = x1.t() aliases, then x2 * x2: the synthetic base's members were re-laid "
+                    "after the compiled backward read its versions: a spurious version error",
+    "seed181-5645": "x1.t_() on x1 = x0.t(), then an op saving x0: the same spurious version error (re-laid after the "
+                    "versions were read)",
+    "seed181-12912": "index_select saves x3.flatten(), then x3.t_(): the joint's failed first trace left the fake x3 "
+                     "transposed, its retrace copied the index and lost eager's version error",
+    "seed181-14906": "prod(-x) then x.mul_(1) past a graph break: min-cut saved x to recompute -x, and x's saved-value "
+                     "check raised where eager (which saved -x) does not",
+    "seed181-17136": "x1.t_() on x1 = x0.t() of an expanded input, then ops saving x0: the same spurious version error",
+    "seed181-17144": "min saves its result v1, returned past a graph break, then v1.t_(): inductor's forward saved a "
+                     "mask, and the change went unchecked (eager raises)",
+    "seed181-22566": "cat skipping a legacy empty input then mutated: its zeros({0}) gradient, made from no tangent, "
+                     "summed with an absent one came back None (eager: tensor([]))",
 }
 
 
