@@ -37,15 +37,16 @@ def same(a, b):
                 f"{a} != {b}"
 
 
-def check(program, *data, backend):
+def check(program, *data, backend, dtype="float32"):
     """program(lib, fn, *leaves) -> gradients; fn is the function to (maybe) compile."""
     def run(lib, compile_it):
-        leaves = [lib.tensor(d, requires_grad=True) for d in data]
+        leaves = [lib.tensor(d, dtype=getattr(lib, dtype), requires_grad=True) for d in data]
         return outcome(lambda: program(lib, compile_it, *leaves))
 
     want = run(torch, lambda f: f)
     same(run(kiln, lambda f: f), want)
     same(run(kiln, lambda f: compiled(f, backend)), want)
+    return want
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -166,6 +167,56 @@ def test_mutated_input_is_checked_only_where_eager_saved_it(backend):
         return [a.grad]
 
     check(program_relu, [[0.5, 2.0], [1.5, -1.0]], backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("loss", ["prod", "prod_and_clamp"])
+@pytest.mark.parametrize("data", [[[1.0], [2.0], [-0.5]], [[1.0, 0.5], [2.0, -0.25], [3.0, 4.0]]], ids=["3x1", "3x2"])
+def test_input_saved_to_recompute_what_eager_saved_is_checked_as_eager_checks(backend, dtype, loss, data):
+    # prod(-x) saves -x in eager; min-cut saved x to recompute -x from it, and x.mul_(1) after the
+    # call raised in a backward eager runs (fuzz seed 181, program 14906). clamp does save x: with
+    # its output in the loss, eager raises and so must the compiled backward.
+    def program(lib, c, a):
+        x = a * 1
+        v, clamped = c(lambda x: (lib.prod(-x, dim=1), x.clamp(-1, 1)))(x)
+        x.mul_(1)
+        (v.sum() + (clamped.sum() if loss == "prod_and_clamp" else 0)).backward()
+        return [a.grad]
+
+    want = check(program, data, backend=backend, dtype=dtype)  # (3x1: min-cut saves x, not -x)
+    assert (want[0] == "raises") == (loss == "prod_and_clamp")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("change", ["t_", "add_", "none"])
+def test_output_eager_saved_changed_after_the_call_raises(backend, dtype, change):
+    # min saves its result: v1.t_() after the call raised in eager's backward, while the min-cut
+    # forward saved a mask computed from v1 and the change went unchecked (fuzz seed 181, program
+    # 17144). v0 (a sum of its own, which no backward reads) changes freely.
+    def program(lib, c, a):
+        v0, v1, v2 = c(lambda x: (x.sum(1), x.sum(1).min(), x.exp()))(a * 1)
+        if change != "none":
+            getattr(v1, change)(*([] if change == "t_" else [1]))
+        v0.mul_(2)
+        (v1 * 2 + v2.sum()).backward()
+        return [a.grad]
+
+    want = check(program, [[1.0, 0.5], [2.0, -0.25], [3.0, 4.0]], backend=backend, dtype=dtype)
+    assert (want[0] == "raises") == (change != "none")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_output_eager_saved_is_checked_only_where_its_backward_runs(backend):
+    # exp saves its result; changing it is fine when the loss reads only the other output
+    def program(lib, c, a):
+        e, doubled = c(lambda x: (x.exp(), x * 2))(a * 1)
+        e.add_(1)
+        doubled.sum().backward()
+        return [a.grad]
+
+    check(program, [[1.0, 0.5], [2.0, -0.25]], backend=backend, dtype="float64")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

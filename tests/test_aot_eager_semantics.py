@@ -1,8 +1,9 @@
-"""Compiled functions keep eager's autograd semantics where the seed-171 device fuzz run found them
-apart (kiln/_functorch/aot_autograd.py): the requires_grad of an empty expanded input written with
-a differentiable value, the version counters a re-laid input (`x.t_()`) shares with saved values,
-and split/chunk pieces (multi-output views) that eager refuses to change in place, whether they
-are inputs, views of inputs or pieces of intermediates crossing a graph break. Each case runs in
+"""Compiled functions keep eager's autograd semantics where the seed-171 and seed-181 fuzz runs found
+them apart (kiln/_functorch/aot_autograd.py): the requires_grad of an empty expanded input written
+with a differentiable value, the version counters a re-laid input (`x.t_()`) shares with saved
+values and with the inputs aliasing it, split/chunk pieces (multi-output views) that eager refuses
+to change in place, whether they are inputs, views of inputs or pieces of intermediates crossing a
+graph break, and the empty gradient cat gives a legacy empty input it skipped. Each case runs in
 PyTorch eager, kiln eager and kiln compiled with aot_eager and inductor; values, gradients and
 exceptions (class and message) must agree."""
 
@@ -110,6 +111,98 @@ def test_input_saved_before_its_t_still_raises_in_backward(backend):
         return [x0.grad]
 
     assert check(program, backend)[0] == "raises"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("alias", ["transpose", "rows", "row", "base_of_transpose"])
+def test_t_on_an_input_aliasing_the_saved_input_runs_backward(backend, dtype, alias):
+    # x1 and x2 share memory, so x1.t_() re-lays a member of their synthetic base; the wrapper did
+    # that after the compiled function had read the versions for its backward, and x2 * x2 (saved
+    # after the t_ in eager) raised a version error (fuzz seed 181, programs 2555, 5645, 17136)
+    def program(lib, c, dtype):
+        b = lib.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=dtype, requires_grad=True)
+        base = b * 1
+        x1, x2 = {"transpose": (base, base.t()), "rows": (base, base[::2]), "row": (base, base[0]),
+                  "base_of_transpose": (base.t(), base)}[alias]
+
+        def f(x1, x2):
+            x1.t_()
+            return x2 * x2 + x1.sum()
+
+        out = c(f)(x1, x2)
+        (out * lib.arange(out.numel(), dtype=dtype).reshape(out.shape)).sum().backward()
+        return [out, x1, b.grad]
+
+    check(program, backend, dtype)
+
+
+def _index_select_of_flattened(lib, x2, x3):
+    v = lib.index_select(x2, 0, x3.flatten())  # saves the index, a view of x3
+    x3.t_()
+    return v
+
+
+def _product_with_flattened(lib, x2, x3):
+    v = x2 * x3.flatten()  # saves x3.flatten() for x2's gradient
+    x3.t_()
+    return v
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("body", [_index_select_of_flattened, _product_with_flattened],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_saved_view_of_an_input_relaid_in_the_function_raises_in_backward(backend, body):
+    # the joint's first trace raised eager's error (a backward-only one, so it is traced again)
+    # but left the fake x3 transposed; in the retrace x3.flatten() was a copy, nothing saved a
+    # view of x3, and the backward ran (fuzz seed 181, program 12912)
+    def program(lib, c, dtype):
+        x2 = lib.tensor([1.0, 2.0, 3.0, 4.0], dtype=dtype, requires_grad=True)
+        x3 = lib.tensor([[0, 1], [2, 3]]) if body is _index_select_of_flattened else \
+            lib.tensor([[0.5, 1.0], [2.0, -1.0]], dtype=dtype)
+        out = c(lambda x2, x3: body(lib, x2, x3))(x2 * 1, x3)
+        out.sum().backward()
+        return [out, x2.grad, x3]
+
+    want = check(program, backend)
+    assert want[0] == "raises" and want[2].startswith("one of the variables needed for gradient computation")
+
+
+# --- cat's gradient for a legacy empty input it skipped ------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("used", [(0,), (1,), (2,), (0, 2), (1, 2)])
+def test_empty_input_cat_skipped_gets_a_gradient_when_cat_backward_runs(backend, dtype, used):
+    # cat's formula makes the skipped input's gradient, zeros({0}), from no gradient: summed with
+    # one from an absent tangent it looked absent too, and came back None where eager's
+    # CatBackward gave tensor([]); and without cat in the loss it must stay None
+    def program(lib, c, dtype):
+        a = lib.tensor([[1.0], [2.0]], dtype=dtype, requires_grad=True)
+        e = lib.zeros(0, dtype=dtype, requires_grad=True)
+        outs = c(lambda x1, x2: (lib.cat([x1, x2], 1), x1.sum(), x2 * 2))(a * 1, e * 1)
+        sum(outs[k].sum() for k in used).backward()
+        return [*outs, a.grad, e.grad]
+
+    check(program, backend, dtype)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_empty_input_cat_skipped_then_mutated_gets_an_empty_gradient(backend, dtype):
+    # its mutation's new value is an output the loss never reads (fuzz seed 181, program 22566)
+    def program(lib, c, dtype):
+        e = lib.zeros(0, dtype=dtype, requires_grad=True)
+
+        def f(x1, x2):
+            v = lib.cat([x1, x2], 1)
+            x2.zero_()
+            return v
+
+        out = c(f)(lib.ones(2, 1, dtype=dtype), e.clone())
+        out.sum().backward()
+        return [out, e.grad]
+
+    assert check(program, backend, dtype)[1] == ([], False)
 
 
 # --- split/chunk pieces changed in place ---------------------------------------------------------

@@ -197,13 +197,26 @@ REGRESSIONS = {
     "seed171-29538": "x.t_() on a bool input then an op saving it: the same spurious version error",
     "seed181-1153": "addmm of empty bool matrices raised NotImplementedError; PyTorch returns the empty result before "
                     "its dtype dispatch",
+    "seed181-2555": "x1.t_() on an input x2 = x1.t() aliases, then x2 * x2: the synthetic base's members were re-laid "
+                    "after the compiled backward read its versions: a spurious version error",
     "seed181-4128": "bmm(bool, int64): PyTorch refuses Bool (NotImplementedError) before comparing the dtypes",
+    "seed181-5645": "x1.t_() on x1 = x0.t(), then an op saving x0: the same spurious version error (re-laid after the "
+                    "versions were read)",
+    "seed181-12912": "index_select saves x3.flatten(), then x3.t_(): the joint's failed first trace left the fake x3 "
+                     "transposed, its retrace copied the index and lost eager's version error",
+    "seed181-14906": "prod(-x) then x.mul_(1) past a graph break: min-cut saved x to recompute -x, and x's saved-value "
+                     "check raised where eager (which saved -x) does not",
     "seed181-16108": "float32 softmax 1 ulp from PyTorch's, compared at float64 tolerance: the float32 came from "
                      "where(int, int, -1.5)",
+    "seed181-17136": "x1.t_() on x1 = x0.t() of an expanded input, then ops saving x0: the same spurious version error",
+    "seed181-17144": "min saves its result v1, returned past a graph break, then v1.t_(): inductor's forward saved a "
+                     "mask, and the change went unchecked (eager raises)",
     "seed181-18010": "copy_ between two views of the same data (x[0] = x on an expanded x) raised the internal-overlap "
                      "error; PyTorch returns first",
     "seed181-20099": "max()/min() over all elements kept the first of +0./-0., PyTorch the last (atan2 of it gave pi "
                      "for -pi)",
+    "seed181-22566": "cat skipping a legacy empty input then mutated: its zeros({0}) gradient, made from no tangent, "
+                     "summed with an absent one came back None (eager: tensor([]))",
     "seed181-27091": "addmm(float self, bool, bool): PyTorch's self/mat2 dtype check comes before the Bool dispatch",
 }
 

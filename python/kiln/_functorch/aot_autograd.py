@@ -29,7 +29,8 @@ import time
 import kiln
 from kiln import _C
 from kiln._dynamo import logs
-from kiln._functorch.backward_reads import inputs_read_by_backward, prune_absent, tangent_dependencies, tangent_masks
+from kiln._functorch.backward_reads import (formula_masks, inputs_read_by_backward, prune_absent,
+                                             saved_input_aliases, tangent_dependencies, tangent_masks)
 from kiln._subclasses.fake_tensor import FakeTensorMode
 from kiln.fx.experimental.proxy_tensor import current_trace_node, make_fx
 from kiln.func import _flatten, _unflatten, functionalize
@@ -167,10 +168,13 @@ def _with_synthetic_bases(create, flat_fn, leaves, config):
     relaid = {i: layout for i, layout in relaid.items() if i in members}  # the others: inner's own
 
     def run(args):
-        outs = inner(split(args))
-        for i, layout in relaid.items():  # a member is rebuilt inside: its new layout is not
-            args[i].as_strided_(*layout)  # the inner function's business (Note [Input metadata mutations])
-        return outs
+        def relay():  # a member is rebuilt inside: its new layout is not the inner function's
+            for i, layout in relaid.items():  # business (Note [Input metadata mutations])
+                args[i].as_strided_(*layout)
+
+        # inside the inner epilogue, before the backward's versions are read: the relaying bumps
+        # the version counter every member shares with the base (Note [Versions after the epilogue])
+        return inner(split(args), epilogue=relay if relaid else None)
     return run
 
 
@@ -211,6 +215,9 @@ class _Traced:
         # (primal position, tangent bitmask): inputs eager's backward formulas unpack, and the
         # tangents whose presence runs them (Note [Inputs eager would have saved])
         self.saved_reads = []
+        # per input gradient: the tangents whose formulas made part of it from no gradient
+        # (Note [Gradients made from no gradient] in backward_reads.py)
+        self.formula_masks = []
         self.hidden_outputs = 0  # trailing outputs the caller does not see (Note [Pieces of intermediates])
 
 
@@ -529,8 +536,14 @@ def _functional_graph(fn, example_inputs, decompositions, mode, names=None):
     decompositions: an aten graph without in-place ops. Tensor constants the program made are
     lifted to inputs after the program's own (primal) inputs; returns (graph, the constants)."""
     layouts = [_layout(t) if isinstance(t, kiln.Tensor) else None for t in _flat(example_inputs)]
-    raw = make_fx(fn, tracing_mode="real")(*example_inputs)
-    _restore_layouts(mode, _flat(example_inputs), layouts)  # `x.t_()` re-laid the example inputs
+    # `x.t_()` re-laid the example inputs; given back even when the trace raised, since the joint
+    # is traced again after a backward-only error (Note [Backward errors of mutated inputs]): a
+    # retrace that saw x transposed made x.flatten() a copy, and the index_select that saved it
+    # lost eager's version error (fuzz seed 181, program 12912)
+    try:
+        raw = make_fx(fn, tracing_mode="real")(*example_inputs)
+    finally:
+        _restore_layouts(mode, _flat(example_inputs), layouts)
     if names is None:
         fakes, constants = _lift_constants(raw, mode)
         first = len(example_inputs)
@@ -543,9 +556,11 @@ def _functional_graph(fn, example_inputs, decompositions, mode, names=None):
         example_inputs = ([*primals, *fakes], tangents)
     detached = _detached(example_inputs)
     layouts = [_layout(t) if isinstance(t, kiln.Tensor) else None for t in _flat(detached)]
-    gm = make_fx(functionalize(_named(raw, names)), decomposition_table=decompositions,
-                 tracing_mode="real")(*detached)
-    _restore_layouts(mode, _flat(detached), layouts)  # the placeholders' fakes: the epilogue re-laid them
+    try:
+        gm = make_fx(functionalize(_named(raw, names)), decomposition_table=decompositions,
+                     tracing_mode="real")(*detached)
+    finally:
+        _restore_layouts(mode, _flat(detached), layouts)  # the placeholders' fakes: the epilogue re-laid them
     _drop_constant_mutations(gm, range(first, first + len(constants)))
     return gm, constants
 
@@ -702,6 +717,14 @@ def _trace_joint(flat_fn, leaves, config):
                         for i in mutated_diff]
 
     unpacked = []  # (primal position, the raw graph's nodes of the unpacking node's gradients)
+    made = []  # (the raw graph's node of a gradient a formula returned, those of the ones it was given)
+
+    def record_formula(grad_inputs, grad_outputs):
+        sources = [n for n in (current_trace_node(g) for g in grad_outputs if g is not None) if n is not None]
+        for g in grad_inputs:
+            n = current_trace_node(g) if isinstance(g, kiln.Tensor) else None
+            if n is not None:
+                made.append((n, sources))
 
     def joint(primals, tangents):
         args = list(primals)
@@ -722,7 +745,7 @@ def _trace_joint(flat_fn, leaves, config):
                 nodes = [current_trace_node(g) for g in grads if g is not None]
                 unpacked.append((i, [n for n in nodes if n is not None]))
 
-        with _observing_saved_inputs(observe):
+        with _observing_saved_inputs(observe), _observing_formulas(diff_outs, record_formula):
             grads = kiln.autograd.grad(diff_outs, [primals[i] for i in diff_inputs], grad_outputs=list(tangents),
                                        allow_unused=True) if diff_outs else [None] * len(diff_inputs)
         by_input = dict(zip(diff_inputs, grads))
@@ -730,6 +753,7 @@ def _trace_joint(flat_fn, leaves, config):
 
     def trace():
         unpacked.clear()
+        made.clear()
         with mode:
             tangents = [kiln.empty(tuple(o.shape), dtype=o.dtype, device=o.device) for o, r in zip(outs, requires) if r]
             # a mutated input's new value has the shape the program left it with (`x.t_()`)
@@ -785,6 +809,7 @@ def _trace_joint(flat_fn, leaves, config):
                      [False] * len(mutated) + copies_with_grad, constants, layouts)
     traced.deferred_errors, traced.deferred_outputs = deferred, deferred_outputs
     traced.saved_reads = saved_reads()
+    traced.formula_masks = formula_masks(made, len(leaves))
     _view_chains(traced)
     return traced
 
@@ -798,6 +823,25 @@ def _observing_saved_inputs(observe):
         yield
     finally:
         _C._set_saved_input_observer(previous)
+
+
+@contextlib.contextmanager
+def _observing_formulas(roots, observe):
+    """observe(grad_inputs, grad_outputs) after each formula of the autograd graph behind
+    `roots` runs while the block runs (a post hook on every node)."""
+    handles, seen = [], set()
+    stack = [r.grad_fn for r in roots if isinstance(r, kiln.Tensor) and r.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node not in seen:
+            seen.add(node)
+            handles.append(node.register_hook(observe))
+            stack.extend(fn for fn, _ in node.next_functions if fn is not None)
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
 
 
 def _or(masks):
@@ -928,11 +972,12 @@ class _InferenceRuntime:
         self.boxed = getattr(compiled, "_boxed_call", False)
         self.restore = _needs_restore(traced)
 
-    def __call__(self, leaves):
+    def __call__(self, leaves, epilogue=None):
         results = self.compiled(list(leaves)) if self.boxed else self.compiled(*leaves)
-        if not self.restore:
-            return list(results)
-        return _restore_outputs(self.traced, leaves, list(results))
+        outs = _restore_outputs(self.traced, leaves, list(results)) if self.restore else list(results)
+        if epilogue is not None:
+            epilogue()
+        return outs
 
 
 def _modified_since_forward(t, version):
@@ -1018,11 +1063,14 @@ class _NoDoubleBackward(kiln.autograd.Function):
 # against the program's own in-place ops (a value saved before the t_() fails there: Note
 # [Backward errors of mutated inputs]), so only changes after the call may count: versions are
 # read once the epilogue is done. (Copied-back values never touch saved tensors: those sharing a
-# mutated input's storage are saved as clones.)
+# mutated input's storage are saved as clones.) That includes the synthetic-base wrapper's epilogue
+# (Note [Synthetic bases]): `x1.t_()` on an input that aliases x2 re-lays x1 there, which bumps the
+# counter of the base both share, so it runs inside the runtime's (`epilogue=`); relaid after the
+# versions were read, `x1.t_(); return x2 * x2` raised (fuzz seed 181, programs 2555, 5645, 17136).
 
 
 def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs, grad_dependencies, specialise,
-                      inputs_read):
+                      inputs_read, input_aliases=frozenset()):
     """run(leaves): the compiled forward without grad, then one backward node (the C++ node a
     kiln.autograd.Function records) whose backward runs the compiled backward. This is
     Function.apply specialised to what AOT knows ahead of time, for a lean per-call path."""
@@ -1052,8 +1100,11 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs,
     # (primals past the inputs are the function's tensor constants)
     # (position among inputs_read's, leaf index): a mutated input counts through its new value
     num_primals = num_inputs + len(traced.constants)
-    watched = [(p, p) if p < num_inputs else (p, mutated_inputs[p - num_primals]) for p in inputs_read(0)
-               if p < num_inputs and p not in set(mutated_inputs) or p >= num_primals]
+    read_by_full_backward = inputs_read(0)
+    watched = [(p, p) if p < num_inputs else (p, mutated_inputs[p - num_primals]) for p in read_by_full_backward
+               if p < num_inputs and p not in set(mutated_inputs) or num_primals <= p < num_primals + n_mut]
+    # (position among inputs_read's, output index): Note [Outputs eager would have saved]
+    watched_outputs = [(p, p - num_primals - n_mut) for p in read_by_full_backward if p >= num_primals + n_mut]
 
     def inputs_read_when(missing):
         return set(inputs_read(absent_tangents(missing) if missing else 0))
@@ -1089,7 +1140,7 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs,
         absent = absent_tangents(missing)
         return tuple(None if deps and not deps & ~absent else r for r, deps in zip(result, grad_dependencies))
 
-    def run(leaves):
+    def run(leaves, epilogue=None):  # epilogue(): the caller's own (a synthetic base's members re-laid)
         grad_enabled = _C.is_grad_enabled()
         _C._set_grad_enabled(False)
         try:
@@ -1124,10 +1175,17 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs,
             ctx.saved = saved
         if restore:
             outs = _restore_outputs(traced, leaves, outs)
+        if epilogue is not None:
+            epilogue()
         if grad_enabled:
             # after the epilogue (Note [Versions after the epilogue]): the versions eager left
-            ctx.versions = [s._version if isinstance(s, kiln.Tensor) else None for s in ctx.saved]
+            # (saved values sharing an input's memory: checked as inputs eager would have saved)
+            ctx.versions = [s._version if isinstance(s, kiln.Tensor) and k not in input_aliases else None
+                            for k, s in enumerate(ctx.saved)]
             ctx.watched = [(p, leaves[i], leaves[i]._version) for p, i in watched]
+            # a detached alias shares the output's version counter without holding ctx in a cycle
+            ctx.watched += [(p, o, o._version) for p, o in
+                            ((p, outs[k].detach()) for p, k in watched_outputs if isinstance(outs[k], kiln.Tensor))]
         return outs[:len(outs) - hidden] if hidden else outs
 
     return run
@@ -1170,9 +1228,9 @@ def create_runtime(flat_fn, leaves, config):
         return compiled, getattr(compiled, "_boxed_call", False), {saved_order[j] for j in unread}
 
     return _training_runtime(traced, compiled_fw, compiled_bw, saved_order, len(leaves),
-                             tangent_dependencies(bw_module), specialise,
-                             inputs_read_by_backward(traced.graph, num_fwd_outputs, traced.num_mutations,
-                                                     traced.saved_reads))
+                             tangent_dependencies(bw_module, traced.formula_masks), specialise,
+                             inputs_read_by_backward(traced.graph, num_fwd_outputs, traced.saved_reads),
+                             saved_input_aliases(fw_module, num_fwd_outputs))
 
 
 def _saved_order(fw_module, bw_module, num_fwd_outputs):

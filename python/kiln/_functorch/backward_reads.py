@@ -1,9 +1,9 @@
 """kiln._functorch.backward_reads: what a compiled backward reads, compared with eager's.
 
 Two places where the one node that stands for a compiled function must not differ from the
-many nodes eager would have recorded: which inputs the backward reads (so that their in-place
-changes raise as eager's saved-tensor checks do, `inputs_read_by_backward`), and which part of
-the backward runs when some outputs got no gradient (`prune_absent`).
+many nodes eager would have recorded: which inputs and outputs the backward reads (so that their
+in-place changes raise as eager's saved-tensor checks do, `inputs_read_by_backward`), and which
+part of the backward runs when some outputs got no gradient (`prune_absent`, `formula_masks`).
 
 ## Absent tangents
 
@@ -34,30 +34,65 @@ from kiln.fx.graph_module import GraphModule
 aten = kiln.ops.aten
 
 
-def tangent_masks(graph):
-    """{node: bitmask of the tangents (`tangents_*` placeholders, in order) it is computed from}."""
-    masks, k = {}, 0
+def tangent_masks(graph, seeds=None):
+    """{node: bitmask of the tangents (`tangents_*` placeholders, in order) it is computed from};
+    `seeds` ({node: bitmask}) adds tangents a node stands for without reading them."""
+    masks, k, seeds = {}, 0, seeds or {}
     for n in graph.nodes:
         if n.op == "placeholder":
             masks[n] = 0
             if n.name.startswith("tangents"):
                 masks[n], k = 1 << k, k + 1
         elif n.op != "output":
-            m = 0
+            m = seeds.get(n, 0)
             for a in n.all_input_nodes:
                 m |= masks[a]
             masks[n] = m
     return masks
 
 
-def tangent_dependencies(bw_module):
+def tangent_dependencies(bw_module, formula_masks=()):
     """For each backward output (an input's gradient, or None), the bitmask of the tangents it
-    is computed from."""
+    is computed from, or whose formulas made part of it (`formula_masks`, by output: Note
+    [Gradients made from no gradient])."""
     graph = bw_module.graph
     masks = tangent_masks(graph)
     outs = graph.output_node().args[0]
     outs = outs if isinstance(outs, (tuple, list)) else [outs]
-    return [masks.get(o, 0) if isinstance(o, kiln.fx.Node) else 0 for o in outs]
+    deps = [masks.get(o, 0) if isinstance(o, kiln.fx.Node) else 0 for o in outs]
+    made = list(formula_masks) + [0] * len(deps)
+    return [d | m for d, m in zip(deps, made)]
+
+
+# Note [Gradients made from no gradient]
+# A formula may make an input's gradient without reading the gradient it was given: cat's for a
+# legacy 1-D empty input it skipped is `zeros({0})`. In the graph that value depends on no
+# tangent, so when it is added to one from a tangent that is absent (`x2.zero_()` on that input
+# after the cat, the loss not reading x2's new value), the sum looked absent too and the input's
+# gradient came back None, where eager's CatBackward ran and gave tensor([]) (fuzz seed 181,
+# program 22566). The joint trace sees, through a hook on every autograd node, which gradients a
+# formula returned that depend on no tangent, and seeds them with its incoming gradients'
+# tangents (`formula_masks`): present exactly when eager would have run that node.
+def formula_masks(made, num_inputs):
+    """made: (node, the nodes of the gradients its formula was given) for each gradient a formula
+    returned, in the joint's first (raw) trace. The bitmask, for each of the last `num_inputs`
+    outputs (the inputs' gradients), of the tangents whose formulas made part of it from none."""
+    live = [(n, [s for s in sources if s.graph is not None]) for n, sources in made if n.graph is not None]
+    if not live:
+        return []
+    graph = live[0][0].graph
+    masks = tangent_masks(graph)
+    seeds = {}
+    for n, sources in live:
+        if masks.get(n, 0) == 0:
+            for s in sources:
+                seeds[n] = seeds.get(n, 0) | masks.get(s, 0)
+    if not any(seeds.values()):
+        return []
+    masks = tangent_masks(graph, seeds)
+    outs = graph.output_node().args[0]
+    outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+    return [masks.get(o, 0) if isinstance(o, kiln.fx.Node) else 0 for o in outs[len(outs) - num_inputs:]]
 
 
 def _static_tensor(value):
@@ -121,12 +156,25 @@ _METADATA_READS = {aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.defaul
 # `v = x1 // x1` followed, past a graph break, by `x1[..., 0] = 2` raised in eager and not compiled
 # (fuzz seed 141, program 1200). The joint trace watches the formulas' unpacks
 # (_C._observing_saved_inputs) and records each unpacked input with the tangents its node's
-# gradients come from (`saved_reads`).
-def inputs_read_by_backward(joint, num_fwd_outputs, num_mutations=0, saved_reads=()):
+# gradients come from (`saved_reads`). A value sharing an input's memory (a view of it) is the
+# input here, and a saved value sharing an input's memory is checked only through this rule
+# (`saved_input_aliases`): min-cut saved x to recompute `-x`, which prod saves in eager, and
+# `x.mul_(1)` past a graph break raised in a backward eager runs (fuzz seed 181, program 14906).
+#
+# Note [Outputs eager would have saved]
+# The same holds for the function's outputs: eager's MinBackward saves its result, and `v1 =
+# v0.min()` returned across a graph break, then `v1.t_()`, raised in eager's backward. The compiled
+# forward saved a buffer of its own under min-cut (a mask computed from v1), so nothing noticed the
+# change (fuzz seed 181, program 17144; PyTorch's compile loses it too). An output that a
+# backward-only node reads, or a value sharing its memory (the intermediate it views), is watched
+# like an input: its version after the call, checked when that part of the backward runs.
+def inputs_read_by_backward(joint, num_fwd_outputs, saved_reads=()):
     """read(absent) -> the positions, among the joint's primals, of those that nodes only the
     backward needs read directly, in the part of the backward that runs when the tangents in the
     bitmask `absent` are None (as `prune_absent` specialises it); position len(primals) + k
-    stands for the new value of the k-th mutated input (the joint's k-th output).
+    stands for the joint's k-th output: the new value of the k-th mutated input while k is below
+    the number of mutated inputs, then the function's outputs (Note [Outputs eager would have
+    saved]).
 
     `saved_reads`, (primal position, tangent bitmask) pairs, are inputs eager's formulas unpack
     without the graph reading them (div's with a rounding mode): read when one of those tangents
@@ -144,13 +192,20 @@ def inputs_read_by_backward(joint, num_fwd_outputs, num_mutations=0, saved_reads
     masks = tangent_masks(graph)
     primals = [n for n in graph.nodes if n.op == "placeholder" and not n.name.startswith("tangents")]
     bit = {p: 1 << i for i, p in enumerate(primals)}
-    for k, value in enumerate(outs[:num_mutations]):
+    for k, value in enumerate(outs[:num_fwd_outputs]):  # new values of mutated inputs, then outputs
         if isinstance(value, kiln.fx.Node) and value.op != "placeholder":
             bit[value] = bit.get(value, 0) | 1 << (len(primals) + k)
-    for n in graph.nodes:  # views of a new value are the input too
-        if n.op == "call_function" and "view" in getattr(n.target, "tags", ()) and n.args and n.args[0] in bit \
-                and n not in bit:
-            bit[n] = bit[n.args[0]] & ~((1 << len(primals)) - 1)
+    # a value sharing the memory of an input or an output (x.t(), x.flatten(), x[0], the
+    # intermediate an output views) is that tensor to eager's check: it shares its version counter
+    memory = {}
+    for n in list(bit):
+        if isinstance(n.meta.get("val"), kiln.Tensor):
+            key = n.meta["val"]._storage_id()
+            memory[key] = memory.get(key, 0) | bit[n]
+    for n in graph.nodes:
+        if n.op == "call_function" and isinstance(n.meta.get("val"), kiln.Tensor) and \
+                n.meta["val"]._storage_id() in memory:
+            bit[n] = bit.get(n, 0) | memory[n.meta["val"]._storage_id()]
     backward = [n for n in graph.nodes if n.op not in ("placeholder", "output") and n not in forward]
     all_tangents = (1 << sum(n.op == "placeholder" and n.name.startswith("tangents") for n in graph.nodes)) - 1
     cache = {}
@@ -172,7 +227,22 @@ def inputs_read_by_backward(joint, num_fwd_outputs, num_mutations=0, saved_reads
             for p, m in saved_reads:
                 if m & present or (not m and present):
                     found |= 1 << p
-            cache[absent] = [i for i in range(len(primals) + num_mutations) if found >> i & 1]
+            cache[absent] = [i for i in range(len(primals) + num_fwd_outputs) if found >> i & 1]
         return cache[absent]
 
     return read
+
+
+def saved_input_aliases(fw_module, num_fwd_outputs):
+    """The positions, among the forward's saved values, of those sharing an input's memory (the
+    input itself or a view of it). The partitioner may save an input only to recompute from it
+    what eager saved instead (prod's `-x` from x), so whether a change to it raises is decided by
+    `inputs_read_by_backward` (what eager saved), not by the saved value's own version."""
+    graph = fw_module.graph
+    inputs = {n.meta["val"]._storage_id() for n in graph.nodes
+              if n.op == "placeholder" and isinstance(n.meta.get("val"), kiln.Tensor)}
+    outs = graph.output_node().args[0]
+    outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+    return {k for k, n in enumerate(outs[num_fwd_outputs:])
+            if isinstance(n, kiln.fx.Node) and isinstance(n.meta.get("val"), kiln.Tensor)
+            and n.meta["val"]._storage_id() in inputs}
