@@ -11,10 +11,11 @@ transposed tensor (fuzz seed 181, program 16118; with every backend, as the node
 recorded). Every later decision in the graph (contiguous, reshape's view-or-copy, Inductor's output
 layouts) reads the wrong strides, so no single op can be patched.
 
-So while Dynamo records an op over tensors with symbolic sizes, `layout_disagreement` runs it again
-in a static FakeTensorMode over fakes laid out at the symbols' example values (the "hints") and
-compares: strides of every tensor output (dimensions longer than 1), whether an output is an input
-itself, and whether it shares storage with an input (view or copy). A difference means the
+So while Dynamo records an op over tensors with symbolic sizes, `LayoutShadow.disagreement` runs it
+again in a static FakeTensorMode over the arguments' twins: fakes laid out at the symbols' example
+values (the "hints"), each the output of the same op one step before (a graph input's is made from
+its layout). It compares strides of every tensor output (dimensions longer than 1), whether an
+output is an input itself, and whether it shares storage with an input (view or copy). A difference means the
 symbolic trace lies about layouts; translation restarts with static shapes for that frame
 (convert_frame.SpecializeShapes), correct at the price of a compile per size. When the C++ meta
 functions decide layouts over SymInts (comparisons on the hints, guarded, as PyTorch's
@@ -25,15 +26,6 @@ import kiln
 from kiln import _C
 from kiln._subclasses.fake_tensor import FakeTensorMode
 from kiln._symbolic import SymBool, SymFloat, SymInt, _SymNumber
-
-_static_mode = None  # one FakeTensorMode without a ShapeEnv, made on first use
-
-
-def _static():
-    global _static_mode
-    if _static_mode is None:
-        _static_mode = FakeTensorMode()
-    return _static_mode
 
 
 def _hint(value):
@@ -46,43 +38,14 @@ def _hint(value):
     return float(hint) if isinstance(value, SymFloat) else int(hint)
 
 
-def _has_symbols(value):
-    if isinstance(value, kiln.Tensor):
-        return any(isinstance(s, SymInt) for s in (*value.shape, *value.stride(), value.storage_offset()))
-    if isinstance(value, (list, tuple)):
-        return any(_has_symbols(v) for v in value)
-    if isinstance(value, dict):
-        return any(_has_symbols(v) for v in value.values())
-    return isinstance(value, _SymNumber)
+def _hints(values):
+    """Plain ints for a tuple of ints and SymInts (None when one has no hint)."""
+    out = [v if type(v) is int else _hint(v) for v in values]
+    return None if None in out else out
 
 
 class _NoHint(Exception):
     """A symbol without an example value (data-dependent): nothing to compare against."""
-
-
-def _concrete(value, memo):
-    """`value` with every fake tensor re-made at its hints in the static mode (one per fake, so an
-    argument passed twice stays one tensor) and every symbolic number replaced by its hint."""
-    if isinstance(value, kiln.Tensor):
-        hit = memo.get(id(value))
-        if hit is None:
-            layout = [_concrete(list(value.shape), memo), _concrete(list(value.stride()), memo),
-                      _concrete(value.storage_offset(), memo)]
-            hit = _C._fake_from_tensor(_static()._cmode, value, *layout)
-            memo[id(value)] = hit
-        return hit
-    if isinstance(value, _SymNumber):
-        hint = _hint(value)
-        if hint is None:
-            raise _NoHint()
-        return hint
-    if isinstance(value, kiln.Size):
-        return kiln.Size(_concrete(list(value), memo))
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return type(value)(_concrete(v, memo) for v in value)
-    if isinstance(value, dict):
-        return {k: _concrete(v, memo) for k, v in value.items()}
-    return value
 
 
 def _tensors(value):
@@ -93,50 +56,77 @@ def _tensors(value):
     return []
 
 
-def _describe(tensor, hinted=False):
-    def show(values):
-        return tuple(_hint(v) if hinted and isinstance(v, SymInt) else v for v in values)
+class LayoutShadow:
+    """The static twin of one trace: for each fake tensor with symbolic sizes, a fake laid out at
+    the hints, made by running the same ops (so views and in-place ops keep their twins' storage
+    and layout as eager would). One per OutputGraph."""
 
-    return f"size {show(tensor.shape)}, strides {show(tensor.stride())}"
+    def __init__(self):
+        self.mode = FakeTensorMode()
+        self.twins = {}  # id(symbolic fake) -> (symbolic fake, its twin): the pair keeps the id unique
 
+    def _twin(self, tensor):
+        hit = self.twins.get(id(tensor))
+        if hit is not None and hit[0] is tensor:
+            return hit[1]
+        sizes, strides = _hints(tensor.shape), _hints(tensor.stride())
+        offset = _hints((tensor.storage_offset(),))
+        if sizes is None or strides is None or offset is None:
+            raise _NoHint()
+        twin = _C._fake_from_tensor(self.mode._cmode, tensor, sizes, strides, offset[0])
+        self.twins[id(tensor)] = (tensor, twin)
+        return twin
 
-def layout_disagreement(kind, target, fake_args, fake_kwargs, result):
-    """Why the symbolic result's layout differs from the op's result at the hints (None: it does
-    not, nothing is symbolic, or the comparison cannot be made)."""
-    if not (_has_symbols(fake_args) or _has_symbols(fake_kwargs)):
+    def _concrete(self, value):
+        """`value` with every fake tensor replaced by its twin and every symbolic number by its hint."""
+        if isinstance(value, kiln.Tensor):
+            return self._twin(value)
+        if isinstance(value, _SymNumber):
+            hint = _hint(value)
+            if hint is None:
+                raise _NoHint()
+            return hint
+        if isinstance(value, kiln.Size):
+            return kiln.Size(self._concrete(list(value)))
+        if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+            return type(value)(self._concrete(v) for v in value)
+        if isinstance(value, dict):
+            return {k: self._concrete(v) for k, v in value.items()}
+        return value
+
+    def disagreement(self, kind, target, fake_args, fake_kwargs, result):
+        """Why the symbolic result's layout differs from the op's result at the hints (None: it
+        does not, or the comparison cannot be made)."""
+        try:
+            args, kwargs = self._concrete(fake_args), self._concrete(fake_kwargs)
+        except _NoHint:
+            return None
+        try:
+            with self.mode, kiln.no_grad():
+                expected = getattr(args[0], target)(*args[1:], **kwargs) if kind == "call_method" else \
+                    target(*args, **kwargs)
+        except Exception:  # e.g. a data-dependent op: the static mode has no ShapeEnv to name its size
+            return None
+        got_tensors, want_tensors = _tensors(result), _tensors(expected)
+        if len(got_tensors) != len(want_tensors):
+            return None
+        arg_tensors = _tensors(list(fake_args) + list(fake_kwargs.values()))
+        twins = [self._twin(t) for t in arg_tensors]
+        for i, (got, want) in enumerate(zip(got_tensors, want_tensors)):
+            sizes, strides = _hints(got.shape), _hints(got.stride())
+            if sizes is None or strides is None or sizes != list(want.shape):
+                continue  # an unbacked size, or sizes that differ (not a layout question)
+            if want.numel() and any(n > 1 and a != b for n, a, b in zip(sizes, strides, want.stride())):
+                return (f"output {i} of size {tuple(got.shape)} has strides {tuple(got.stride())} over symbolic "
+                        f"sizes, {tuple(strides)} at the example sizes {tuple(sizes)}, where the op itself gives "
+                        f"strides {tuple(want.stride())}")
+            is_input = [got is a for a in arg_tensors]
+            if is_input != [want is a for a in twins]:
+                return f"output {i} is {'' if any(is_input) else 'not '}an input itself over symbolic sizes, " \
+                       f"unlike at the example sizes"
+            shares = any(got._storage_id() == a._storage_id() for a in arg_tensors)
+            if shares != any(want._storage_id() == a._storage_id() for a in twins):
+                return f"output {i} is {'a view' if shares else 'a copy'} of an input over symbolic sizes and " \
+                       f"{'a copy' if shares else 'a view'} at the example sizes"
+            self.twins[id(got)] = (got, want)
         return None
-    memo = {}
-    try:
-        args, kwargs = _concrete(fake_args, memo), _concrete(fake_kwargs, memo)
-    except _NoHint:
-        return None
-    try:
-        with _static(), kiln.no_grad():
-            expected = getattr(args[0], target)(*args[1:], **kwargs) if kind == "call_method" else \
-                target(*args, **kwargs)
-    except Exception:  # e.g. a data-dependent op: the static mode has no ShapeEnv to name its size
-        return None
-    got_tensors, want_tensors = _tensors(result), _tensors(expected)
-    if len(got_tensors) != len(want_tensors):
-        return None
-    arg_tensors = _tensors(list(fake_args) + list(fake_kwargs.values()))
-    concrete_args = [memo[id(t)] for t in arg_tensors]
-    for i, (got, want) in enumerate(zip(got_tensors, want_tensors)):
-        if _has_symbols(got) and any(_hint(s) is None for s in (*got.shape, *got.stride()) if isinstance(s, SymInt)):
-            continue  # an unbacked size
-        sizes = [_hint(s) if isinstance(s, SymInt) else s for s in got.shape]
-        if sizes != list(want.shape) or want.numel() == 0:
-            continue
-        strides = [_hint(s) if isinstance(s, SymInt) else s for s in got.stride()]
-        if any(n > 1 and a != b for n, a, b in zip(sizes, strides, want.stride())):
-            return (f"output {i}: {_describe(got)} over symbolic sizes is {_describe(got, hinted=True)} at the "
-                    f"example sizes, where the op itself gives strides {tuple(want.stride())}")
-        is_input = [got is a for a in arg_tensors]
-        if is_input != [want is a for a in concrete_args]:
-            return f"output {i} is {'not ' if not any(is_input) else ''}an input itself over symbolic sizes, " \
-                   f"unlike at the example sizes"
-        shares = any(got._storage_id() == a._storage_id() for a in arg_tensors)
-        if shares != any(want._storage_id() == a._storage_id() for a in concrete_args):
-            return f"output {i} is {'a view' if shares else 'a copy'} of an input over symbolic sizes and " \
-                   f"{'a copy' if shares else 'a view'} at the example sizes"
-    return None
