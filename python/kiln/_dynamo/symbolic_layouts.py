@@ -25,7 +25,7 @@ compute_elementwise_output_strides), the check finds nothing and costs one meta 
 import kiln
 from kiln import _C
 from kiln._subclasses.fake_tensor import FakeTensorMode
-from kiln._symbolic import SymBool, SymFloat, SymInt, _SymNumber
+from kiln._symbolic import SymBool, SymFloat, _SymNumber
 
 
 def _hint(value):
