@@ -17,6 +17,7 @@ import kiln.nn as nn
 import kiln.nn.functional as F
 from kiln._dynamo.exc import Unsupported
 from kiln._dynamo.testing import CompileCounter
+from conftest import requires_torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -662,6 +663,68 @@ def test_automatic_dynamic_shapes():
     x = t(4, 7)  # the other dim was static
     same(cf(x), f(x))
     assert cnt.frame_count == 4
+
+
+# Note [Symbolic layouts checked at the hints] (kiln/_dynamo/symbolic_layouts.py): programs whose
+# results are laid out after a transposed intermediate. Over symbolic sizes the C++ meta functions
+# called `x.t() + 1` row-major, so `.contiguous()` of it was dropped and returned an alias of a
+# transposed result after the recompile with dynamic shapes (fuzz seed 181, program 16118).
+_TRANSPOSED_LAYOUT_PROGRAMS = {  # name -> program over the module T (kiln, or torch for the oracle)
+    "contiguous": lambda T, x: (lambda v: (v, v.contiguous()))(x.t() + 1),
+    "reshape": lambda T, x: (lambda v: (v, v.reshape(-1)))(x.t().exp()),
+    "clone": lambda T, x: (x.t().clone(), x.t().clone().contiguous()),
+    "like": lambda T, x: (T.zeros_like(x.t()) + x.t(), T.empty_like(x.t()).fill_(2).reshape(-1)),
+    "where": lambda T, x: T.where(x.t() > 0, x.t(), 0.0).contiguous().view(-1),
+    "chain": lambda T, x: (x.t() * 2).sigmoid().t().contiguous().t().contiguous(),
+}
+
+
+def _layout(out, inputs):
+    """Each output's shape, strides, and which inputs and earlier outputs it shares storage with."""
+    outs = out if isinstance(out, tuple) else (out,)
+    ids = [i._storage_id() for i in inputs]
+    return [(tuple(o.shape), o.stride() if o.numel() else None, o.is_contiguous(),
+             [k for k, s in enumerate(ids + [p._storage_id() for p in outs[:j]]) if s == o._storage_id()])
+            for j, o in enumerate(outs)]
+
+
+@requires_torch
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("name", sorted(_TRANSPOSED_LAYOUT_PROGRAMS))
+def test_dynamic_shapes_keep_eager_layouts(backend, name):
+    import torch
+
+    program = _TRANSPOSED_LAYOUT_PROGRAMS[name]
+
+    def fn(x):
+        return program(kiln, x)
+    for dynamic in (None, True):
+        dynamo.reset()
+        cf = kiln.compile(fn, backend=backend, dynamic=dynamic)
+        for shape in [(2, 3), (2, 3), (3, 4), (5, 2)]:  # the third call recompiles with dynamic sizes
+            data = np.random.default_rng(sum(shape)).standard_normal(shape)
+            x = kiln.tensor(data, dtype=kiln.float64, requires_grad=True)
+            want = fn(x)
+            got = cf(x)
+            same(got, want)
+            assert _layout(got, [x]) == _layout(want, [x]), (shape, dynamic)
+            oracle = program(torch, torch.tensor(data, requires_grad=True))
+            assert [(s, st) for s, st, _, _ in _layout(want, [x])] == \
+                [(tuple(o.shape), o.stride()) for o in (oracle if isinstance(oracle, tuple) else (oracle,))]
+            if name == "contiguous":  # float64 gradients through the compiled program
+                (grad,) = kiln.autograd.grad(sum(o.sin().sum() for o in got), x)
+                (expected,) = kiln.autograd.grad(sum(o.sin().sum() for o in want), x)
+                same(grad, expected)
+
+
+def test_row_major_programs_stay_dynamic():
+    # the layout check finds nothing to distrust in row-major work: one dynamic recompile serves every size
+    cnt = CompileCounter()
+    cf = kiln.compile(lambda x: ((x + 1).contiguous() * 2).reshape(-1).exp(), backend=cnt)
+    for n in (3, 4, 5, 7):
+        x = t(n, n + 2)
+        same(cf(x), ((x + 1) * 2).reshape(-1).exp())
+    assert cnt.frame_count == 2
 
 
 def test_mark_dynamic_and_dynamic_flag():

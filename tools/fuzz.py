@@ -107,6 +107,10 @@ def main():
         with open(os.path.join(args.out, "results.jsonl")) as f:
             write_causes(args.out, [json.loads(line) for line in f])
         return 0
+    # PyTorch's Inductor (the torch.compile reference) compiles kernels in a pool of one process
+    # per core; each of --jobs workers starting its own pool oversubscribed the machine
+    # jobs-fold (Note [The reference's own time] in tests/fuzz/driver.py): share the cores.
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(max(1, (os.cpu_count() or 1) // args.jobs)))
     start, end = args.start, args.start + args.n
     t0 = time.time()
     log = open(os.path.join(args.out, "results.jsonl"), "a")

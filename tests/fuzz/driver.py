@@ -1,9 +1,18 @@
 """Runs fuzz programs in worker subprocesses: a signal or a hang is a failure of that program.
 
 `run_range` starts `python -m fuzz.worker` on programs [start, end); when the worker dies (a
-crash) or a program runs past `timeout` seconds (a hang, the worker is killed), the program in
-flight is recorded as such and a new worker resumes after it. Results are dicts:
+crash) or a step of a program (a mode, or the torch.compile reference of one) runs past `timeout`
+seconds (a hang, the worker is killed), the program in flight is recorded as such and a new worker
+resumes after it. Results are dicts:
 {index, status: ok|mismatch|crash|hang, source, program, failures: {mode: [problems]}, detail}.
+
+Note [The reference's own time]: when PyTorch's eager raised in an op that compiled code drops,
+the worker compiles the program with torch.compile as the reference (worker.check). On a loaded
+machine that is the slowest step by far: PyTorch's Inductor imports itself (the first time in a
+worker) and runs a C++ compiler per kernel, seconds to tens of seconds, where kiln's compile of the
+same program takes a fraction of a second (fuzz seed 181: six programs "hung" under 16 jobs, all
+in this step). The worker announces the step (event "reference"), which gets the startup allowance
+on top of `timeout`; a hang in it is reported as the reference's, not as kiln's.
 """
 
 import json
@@ -28,29 +37,39 @@ def _env():
 
 def _worker(args, stderr):
     return subprocess.Popen([sys.executable, "-m", "fuzz.worker", *args], stdout=subprocess.PIPE,
-                            stderr=stderr, env=_env(), text=True, start_new_session=True)
+                            stderr=stderr, env=_env(), start_new_session=True)
 
 
 STARTUP_S = 120  # importing kiln and torch on a loaded machine, before the first program starts
+# (and PyTorch's Inductor compiling the reference: Note [The reference's own time])
 
 
 def _read_events(proc, timeout):
     """Yields parsed @@FUZZ events; yields ('timeout', None) when none came within `timeout` s
-    (plus STARTUP_S for the first)."""
+    (plus STARTUP_S for the first, and after a "reference" event)."""
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
+    fd = proc.stdout.fileno()
     wait = timeout + STARTUP_S
+    pending = b""  # read but not yet complete lines: the fd is read directly, as a buffered reader
+    # holding the next lines would leave select() waiting on an empty pipe (a worker that went
+    # silent after two quick events was a hang in the mode before the last one)
     while True:
         ready = sel.select(wait)
         wait = timeout
         if not ready:
             yield "timeout", None
             return
-        line = proc.stdout.readline()
-        if not line:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
             return
-        if line.startswith("@@FUZZ "):
-            yield "event", json.loads(line[7:])
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            if line.startswith(b"@@FUZZ "):
+                event = json.loads(line[7:])
+                if event["event"] == "reference":
+                    wait = timeout + STARTUP_S
+                yield "event", event
 
 
 def _kill(proc):
@@ -72,15 +91,17 @@ def run_worker(args, timeout, on_result=None):
     results, current = [], None
     with tempfile.TemporaryFile(mode="w+") as err:
         proc = _worker(args, err)
-        hung, mode = False, ""
+        hung, mode, in_reference = False, "", False
         for kind, ev in _read_events(proc, timeout):
             if kind == "timeout":
                 hung = True
                 break
             if ev["event"] == "start":
-                current, mode = ev, ""
+                current, mode, in_reference = ev, "", False
             elif ev["event"] == "mode":
-                mode = ev["label"]
+                mode, in_reference = ev["label"], False
+            elif ev["event"] == "reference":
+                in_reference = True
             else:
                 failures = ev["failures"]
                 status = "mismatch" if failures else "ok"
@@ -99,6 +120,9 @@ def run_worker(args, timeout, on_result=None):
             # A signal is kiln's crash; a Python traceback out of the worker is the fuzzer's own bug.
             status = "hang" if hung else "crash" if proc.returncode < 0 else "error"
             detail = f"no result after {timeout}s" if hung else _describe_exit(proc.returncode)
+            if in_reference:
+                detail = f"torch.compile (the reference) gave {detail}" if hung else \
+                    f"torch.compile (the reference) ended with {detail}"
             res = dict(index=current["index"], status=status, source=current["source"],
                        program=current["program"], failures={mode: [f"{status}: {detail}"]},
                        detail=f"{status} in mode {mode}: {detail}\n{tail}")

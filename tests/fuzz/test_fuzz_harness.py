@@ -97,3 +97,43 @@ def test_in_place_ops_reading_their_own_partial_overlap_are_not_generated():
     for operand, rejected in ((x.diagonal(), True), (x[1:], True), (x, False), (torch.zeros(3, 3), False)):
         g._operands = ("t", "b")
         assert g._reads_its_own_writes([{"t": x, "b": operand}]) == rejected
+
+
+def test_a_hang_in_the_reference_is_reported_as_the_references(monkeypatch):
+    # Note [The reference's own time] (driver.py): torch.compile's Inductor, the reference when eager
+    # raised in dead code, took over a minute on a loaded machine and was reported as kiln hanging
+    # (fuzz seed 181: programs 188, 2083, 2431, 3290, 5690, 12393; kiln's own compile of each < 0.5 s)
+    import json
+    import subprocess
+    import sys
+
+    events = [{"event": "start", "index": 7, "program": {}, "source": ""}, {"event": "mode", "label": "inductor"},
+              {"event": "reference", "label": "inductor"}]
+    script = "".join(f"print('@@FUZZ ' + {json.dumps(json.dumps(e))}, flush=True)\n" for e in events)
+    script += "import time\ntime.sleep(60)\n"
+    monkeypatch.setattr(driver, "_worker", lambda args, stderr: subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=stderr, start_new_session=True))
+    monkeypatch.setattr(driver, "STARTUP_S", 1)
+    results, resume = driver.run_worker([], timeout=1)
+    assert resume == 8 and results[0]["status"] == "hang"
+    assert results[0]["failures"] == {"inductor": ["hang: torch.compile (the reference) gave no result after 1s"]}
+
+
+def test_the_worker_announces_the_reference_before_compiling_it(monkeypatch):
+    from fuzz import worker
+
+    program = gen.Program(0, [{"A": 3, "B": 2, "C": 1}], [gen.Input("x0", "float32", ("A",), "contiguous")],
+                          ["v0 = x0.index_select(0, T.tensor([5]))", "v1 = x0 + 1"], ["v1"], False)
+    steps = []
+    eager_record = run.record
+
+    def record(source, module, backend=None, grad=False, calls=1):
+        if module == "torch" and backend is not None:
+            steps.append("torch.compile")  # stands in for the slow compile: PyTorch's eager record
+            backend = None
+        return eager_record(source, module, backend, grad, calls)
+
+    monkeypatch.setattr(worker, "emit", lambda event: steps.append(event["event"] + " " + event["label"]))
+    monkeypatch.setattr(run, "record", record)
+    worker.check(program, ["inductor"])  # eager raises in the dead index_select; Inductor drops it
+    assert steps == ["mode kiln-eager", "mode inductor", "reference inductor", "torch.compile"]

@@ -103,7 +103,9 @@ def check(program, backends, only=None):
             # division by zero); AOT and Inductor drop such ops, in PyTorch's compile as in kiln's.
             # Or a 16-bit float program's values differ: compiled code computes in float32 and
             # rounds once where eager rounds after every op, in PyTorch's compile as in kiln's.
-            # Then torch.compile itself is the reference
+            # Then torch.compile itself is the reference (announced: the driver gives this slow
+            # step its own time, Note [The reference's own time] in driver.py)
+            emit({"event": "reference", "label": label})
             compiled_ref = run.record(src, "torch", backend, grad, calls)
             if not compare.compare(got, compiled_ref, grad, identity, floor):
                 problems = []

@@ -34,6 +34,7 @@ def reset():
         _C._dynamo.reset_code(code)
     convert_frame.seen_codes.clear()
     convert_frame.frame_states.clear()
+    convert_frame.static_frames.clear()
     convert_frame._resume_cache.clear()
     convert_frame._warned_cache_limit.clear()
 

@@ -22,7 +22,7 @@ import kiln
 from kiln import _C
 from kiln._dynamo import config, logs
 from kiln._dynamo.codegen import FrameCodegen, install_global, make_function
-from kiln._dynamo.exc import BackendCompilerFailed, Unsupported
+from kiln._dynamo.exc import BackendCompilerFailed, SpecializeShapes, Unsupported
 from kiln._dynamo.guards import build_guards
 from kiln._dynamo.output_graph import OutputGraph
 from kiln._dynamo.symbolic_convert import BreakRequest, InstructionTranslator
@@ -38,6 +38,7 @@ _BRANCHES = {"POP_JUMP_IF_FALSE": False, "POP_JUMP_IF_TRUE": True, "POP_JUMP_FOR
 _resume_ids = iter(range(1, 1 << 62))
 _resume_cache = weakref.WeakKeyDictionary()  # original code -> {key: resume code}
 frame_states = weakref.WeakKeyDictionary()   # code -> {source name: sizes seen (None: varied)}
+static_frames = weakref.WeakKeyDictionary()  # code -> why its symbolic trace was wrong (SpecializeShapes)
 _warned_cache_limit = weakref.WeakSet()     # codes warned about config.cache_size_limit
 seen_codes = weakref.WeakSet()               # every code object the callback was asked about
 
@@ -156,13 +157,21 @@ def _translate(ctx, code, f_locals, f_globals):
     start = time.perf_counter()
     state = frame_states.setdefault(code, {})
     break_at, error = None, None
-    for _ in range(3):
-        output = OutputGraph(code, f_globals, ctx.compiler_fn, state, ctx.dynamic, ctx.fullgraph)
+    for _ in range(4):  # a restart at a break, one with static shapes, a last one
+        dynamic = False if code in static_frames else ctx.dynamic
+        output = OutputGraph(code, f_globals, ctx.compiler_fn, state, dynamic, ctx.fullgraph)
         tx = InstructionTranslator(output, code, f_locals, f_globals, break_at)
         output.current_tx = tx
         try:
             try:
                 value = tx.run()
+            except SpecializeShapes as request:
+                # Note [Symbolic layouts checked at the hints]: later calls of this code compile
+                # for static shapes too (each size its own entry, up to the cache limit)
+                static_frames[code] = request.reason
+                logs.log("dynamo", f"{display_name(code)} compiles with static shapes: the trace over "
+                         f"symbolic sizes lays a result out unlike eager: {request.reason}")
+                continue
             except BreakRequest as request:
                 if request.error is not None:  # discovered: start over, stopping before it
                     error = request.error

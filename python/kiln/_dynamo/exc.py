@@ -33,6 +33,15 @@ class Unsupported(RuntimeError):
         return self
 
 
+class SpecializeShapes(Exception):
+    """The trace over symbolic sizes cannot be trusted (Note [Symbolic layouts checked at the hints],
+    symbolic_layouts.py): translation starts over with static shapes for this frame."""
+
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
 class BackendCompilerFailed(RuntimeError):
     """The backend raised while compiling a captured graph."""
 

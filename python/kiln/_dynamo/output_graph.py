@@ -16,9 +16,10 @@ import kiln
 from kiln import _C
 from kiln._dynamo import config, logs
 from kiln._dynamo.codegen import install_global
-from kiln._dynamo.exc import BackendCompilerFailed, Unsupported, unimplemented
+from kiln._dynamo.exc import BackendCompilerFailed, SpecializeShapes, Unsupported, unimplemented
 from kiln._dynamo.side_effects import SideEffects
 from kiln._dynamo.source import GlobalSource, Source, graph_input_name
+from kiln._dynamo.symbolic_layouts import LayoutShadow
 from kiln._dynamo.variables.base import ConstantVariable, VariableTracker
 from kiln._dynamo.variables.dicts import ConstDictVariable
 from kiln._dynamo.variables.lists import (BaseListVariable, ListVariable, NamedTupleVariable, TupleVariable,
@@ -88,6 +89,7 @@ class OutputGraph:
         self.initial_autocast_state = _C._get_autocast_state()
         self.current_tx = None
         self.dynamic_sources = {}  # source name -> dims made symbolic (for frame_state)
+        self.layout_shadow = LayoutShadow()  # Note [Symbolic layouts checked at the hints]
         self.input_sizes = {}      # source name -> the real input's sizes (for frame_state)
         self.compiled_graphs = []  # GraphModules handed to the backend
         self.side_effects = SideEffects()  # attribute writes replayed after the graph
@@ -164,6 +166,11 @@ class OutputGraph:
         fake_args = tuple(fake(a) for a in args)
         fake_kwargs = {k: fake(v) for k, v in kwargs.items()}
         result = self._run_fake(kind, target, fake_args, fake_kwargs)
+        if self.dynamic_sources:  # symbols come from dynamic inputs only (or are unbacked: unchecked)
+            disagreement = self.layout_shadow.disagreement(kind, target, fake_args, fake_kwargs, result)
+            if disagreement is not None:
+                name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+                raise SpecializeShapes(f"{name} at {tx.location()}: {disagreement}")
         if kind == "call_method" and not target.endswith("_") and fake_args and result is fake_args[0] and \
                 isinstance(args[0], TensorVariable):
             # `x.float()` of a float tensor, `x.contiguous()` of a contiguous one: eager returns x
