@@ -251,20 +251,25 @@ void RunBinary(const ElementwiseIter& iter, ScalarType compute, ScalarType out, 
 
 // out = a ** e for e in {0.5, -0.5, 1, 2, 3, -1, -2}, as PyTorch's pow_tensor_scalar_optimized:
 // sqrt and 1 / sqrt keep their own edge cases (-inf ** -0.5 is nan, -0.0 ** -0.5 is -inf, where
-// libm's pow gives 0 and inf); false for other exponents.
+// libm's pow gives 0 and inf); false for other exponents. float16 takes none of these forms for
+// +-0.5 (PyTorch runs std::pow for it: -0.0 ** -0.5 is inf), and bfloat16's cube and inverse
+// square round the square to bfloat16 first (its Vectorized<BFloat16> multiplies round each step).
 bool PowScalarFastPath(const Tensor& out, const Tensor& a, double e) {
   if (!(e == 0.5 || e == -0.5 || e == 1 || e == 2 || e == 3 || e == -1 || e == -2)) return false;
+  if (a.dtype() == ScalarType::Float16 && (e == 0.5 || e == -0.5)) return false;
   ElementwiseIter iter({out, a});
   KILN_DISPATCH_FLOATING(a.dtype(), "pow", [&] {
     using C = scalar_t;
     using M = opmath_t<C>;
+    // v * v, rounded to C where PyTorch's bfloat16 kernel rounds it
+    auto square = [](M v) -> M { return std::is_same_v<C, BFloat16> ? M(C(v * v)) : v * v; };
     if (e == 2) CpuKernel<C, C>(iter, [](C x) -> C { M v = M(x); return C(v * v); });
-    else if (e == 3) CpuKernel<C, C>(iter, [](C x) -> C { M v = M(x); return C(v * v * v); });
+    else if (e == 3) CpuKernel<C, C>(iter, [=](C x) -> C { M v = M(x); return C(square(v) * v); });
     else if (e == 0.5) CpuKernel<C, C>(iter, [](C x) -> C { return C(std::sqrt(M(x))); });
     else if (e == -0.5) CpuKernel<C, C>(iter, [](C x) -> C { return C(M(1) / std::sqrt(M(x))); });
     else if (e == 1) CpuKernel<C, C>(iter, [](C x) -> C { return x; });
     else if (e == -1) CpuKernel<C, C>(iter, [](C x) -> C { return C(M(1) / M(x)); });
-    else CpuKernel<C, C>(iter, [](C x) -> C { M v = M(x); return C(M(1) / (v * v)); });
+    else CpuKernel<C, C>(iter, [=](C x) -> C { return C(M(1) / square(M(x))); });
   });
   return true;
 }

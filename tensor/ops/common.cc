@@ -50,37 +50,34 @@ TensorMeta ElementwiseMeta(const char* op, const Tensor& a, const Tensor& b, Sca
 // `(x.t() + 1).reshape(-1)` copies (a view in kiln before: a later write through the reshaped
 // result then changed the sum's result, fuzz seed 51). Insertion sort as PyTorch's, so that
 // ambiguous comparisons resolve the same way.
-SymDimVector LayoutOfInputs(const SymDimVector& shape, std::initializer_list<const Tensor*> inputs) {
+// Over symbolic sizes the comparisons below guard, as PyTorch's compute_strides does: the layout
+// is decided at the example sizes and holds while the guards do (answering row-major instead made
+// `(x.t() + 1).contiguous()` a no-op after the dynamic recompile, fuzz seed 181). A size with no
+// example value (unbacked: nonzero's count) cannot be compared: row-major then.
+static SymDimVector DecideLayout(const SymDimVector& shape, std::initializer_list<const Tensor*> inputs) {
   const int64_t ndim = static_cast<int64_t>(shape.size());
   if (ndim < 2) return {};
-  DimVector sizes(ndim);
-  for (int64_t d = 0; d < ndim; ++d) {
-    std::optional<int64_t> n = shape[d].maybe_as_int();
-    if (!n) return {};
-    sizes[d] = *n;
-  }
-  std::vector<DimVector> strides;  // each input's strides over `shape`, 0 where it broadcasts
+  std::vector<SymDimVector> strides;  // each input's strides over `shape`, 0 where it broadcasts
   for (const Tensor* t : inputs) {
     if (!t->defined() || t->dim() == 0) continue;
-    DimVector st(ndim, 0);
+    SymDimVector st(ndim, SymInt(0));
     const int64_t lead = ndim - t->dim();
     for (int64_t d = std::max<int64_t>(lead, 0); d < ndim; ++d) {
-      std::optional<int64_t> n = (*t)->sym_sizes()[d - lead].maybe_as_int();
-      std::optional<int64_t> s = (*t)->sym_strides()[d - lead].maybe_as_int();
-      if (!n || !s) return {};
-      st[d] = *n == 1 && sizes[d] != 1 ? 0 : *s;
+      const SymInt& n = (*t)->sym_sizes()[d - lead];
+      st[d] = n == 1 && shape[d] != 1 ? SymInt(0) : (*t)->sym_strides()[d - lead];
     }
     strides.push_back(std::move(st));
   }
   if (strides.empty()) return {};
   // > 0: dim1 goes before (is faster than) dim0; < 0: keep; 0: undecided
   auto should_swap = [&](int64_t dim0, int64_t dim1) {
-    for (const DimVector& st : strides) {
-      const int64_t s0 = st[dim0], s1 = st[dim1];
+    for (const SymDimVector& st : strides) {
+      const SymInt& s0 = st[dim0];
+      const SymInt& s1 = st[dim1];
       if (s0 == 0 || s1 == 0) continue;
       if (s0 < s1) return -1;
-      if (s0 > s1) return 1;
-      if (sizes[dim0] > sizes[dim1]) return 1;
+      if (s1 < s0) return 1;
+      if (shape[dim1] < shape[dim0]) return 1;
     }
     return 0;
   };
@@ -102,12 +99,21 @@ SymDimVector LayoutOfInputs(const SymDimVector& shape, std::initializer_list<con
   for (int64_t i = 0; i < ndim; ++i) row_major = row_major && perm[i] == ndim - 1 - i;
   if (row_major) return {};
   SymDimVector out(ndim);
-  int64_t stride = 1;
+  SymInt stride(1);
   for (int64_t d : perm) {
     out[d] = stride;
-    stride *= sizes[d];
+    stride = stride * shape[d];
   }
   return out;
+}
+
+SymDimVector LayoutOfInputs(const SymDimVector& shape, std::initializer_list<const Tensor*> inputs) {
+  try {
+    return DecideLayout(shape, inputs);
+  } catch (const NamedError& e) {
+    if (e.python_class() != "GuardOnDataDependentSymNode") throw;
+    return {};
+  }
 }
 
 Tensor CastTo(const Tensor& t, ScalarType dtype) { return ops::to_dtype(t, dtype); }

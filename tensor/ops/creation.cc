@@ -74,7 +74,7 @@ Tensor EmptyLikeOp(const Tensor& self, OptDtype dtype, OptLayout layout, OptDevi
   // suggest_memory_format (its strides may also read as row-major when C or H, W are 1)
   if (mf == MemoryFormat::ChannelsLast || (mf != MemoryFormat::Contiguous && SuggestsChannelsLast(self))) {
     strides = ChannelsLastStrides(self->sym_sizes());
-  } else if (!self->is_symbolic() && !self.is_contiguous() && mf != MemoryFormat::Contiguous) {
+  } else if (!self.is_contiguous() && mf != MemoryFormat::Contiguous) {
     bool dense = false;
     if (!MayOverlapItself(self->sym_sizes(), self->sym_strides(), &dense) && dense) strides = self->sym_strides();
     else strides = LayoutOfInputs(self->sym_sizes(), {&self});

@@ -188,6 +188,8 @@ REGRESSIONS = {
                      "in two storages",
     "seed171-23127": "x2.chunk(2, 0)[0].t().add_(1) compiled with grad: t carries no view tag, so the output was "
                      "rebuilt as an as_strided view and the multi-output view error did not come",
+    "seed171-25553": "float16 x.pow(0.5) at -0.0: PyTorch runs libm's pow for float16 (its gradient 0.5 * x ** -0.5 is "
+                     "+inf), kiln sqrt/rsqrt (-inf)",
     "seed171-26060": "a dead scatter with out-of-range indices under dynamic shapes: its meta function read a concrete "
                      "index size, so the fake run failed and the scatter ran eagerly",
     "seed171-27365": "v1.split(1, 1)[-1][..., 0] = 0.5 after a graph break at the store: resumed at it, the store was "
