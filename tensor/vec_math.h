@@ -68,26 +68,25 @@ inline M Tanh(M x) {
   else return std::tanh(x);
 }
 
-// The standard normal CDF, 0.5 * erfc(-x / sqrt(2)): for float, Numerical Recipes' erfcc (relative
-// error below 1.2e-7 for the exact polynomial) over ExpF, so gelu and gelu_backward's loops vectorise.
+// erf for float by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7) over ExpF, the
+// approximation PyTorch's vectorized float kernels use: erf of |x| > ~4 rounds to exactly +-1, so
+// gelu(-6.) is 0 as in PyTorch (an erfc-based CDF kept a tiny tail). Branch-free: loops vectorise.
+inline float ErfF(float x) {
+  const float a = std::fabs(x);
+  const float t = 1.0f / std::fma(0.3275911f, a, 1.0f);
+  float r = std::fma(1.061405429f, t, -1.453152027f);
+  r = std::fma(r, t, 1.421413741f);
+  r = std::fma(r, t, -0.284496736f);
+  r = std::fma(r, t, 0.254829592f);
+  const float y = std::fma(-ExpF(-(x * x)) * t, r, 1.0f);
+  return std::copysign(y, x);
+}
+
+// The standard normal CDF, 0.5 * (1 + erf(x / sqrt(2))), as PyTorch's gelu computes it.
 template <typename M>
 inline M NormalCdf(M x) {
-  if constexpr (std::is_same_v<M, float>) {
-    const float z = std::fabs(x) * float(M_SQRT1_2);
-    const float t = 1.0f / (1.0f + 0.5f * z);
-    const float poly =
-        -1.26551223f +
-        t * (1.00002368f +
-             t * (0.37409196f +
-                  t * (0.09678418f +
-                       t * (-0.18628806f +
-                            t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f +
-                                                                                          t * 0.17087277f))))))));
-    const float tail = t * ExpF(-z * z + poly);  // erfc(|x| / sqrt(2))
-    return 0.5f * (x > 0.0f ? 2.0f - tail : tail);
-  } else {
-    return M(0.5) * (M(1) + std::erf(x * M(M_SQRT1_2)));
-  }
+  if constexpr (std::is_same_v<M, float>) return 0.5f * (1.0f + ErfF(x * float(M_SQRT1_2)));
+  else return M(0.5) * (M(1) + std::erf(x * M(M_SQRT1_2)));
 }
 
 }  // namespace kiln
