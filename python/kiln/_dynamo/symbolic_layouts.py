@@ -2,14 +2,17 @@
 its result out as it does over the sizes the symbols stand for?
 
 Note [Symbolic layouts checked at the hints]: a meta function decides strides, and whether the
-result is its input or a view, from sizes and strides. Over symbolic sizes some C++ meta functions
-give up on a decision and answer "row-major": LayoutOfInputs (tensor/ops/common.cc, the memory order
-of an elementwise result), EmptyLikeOp's preserve_format (tensor/ops/creation.cc, so clone and the
-*_like factories). Eager lays `x.t() + 1` out transposed; the symbolic trace called it contiguous,
-so a later `.contiguous()` returned it unchanged and the compiled program returned an alias of a
-transposed tensor (fuzz seed 181, program 16118; with every backend, as the node was never
-recorded). Every later decision in the graph (contiguous, reshape's view-or-copy, Inductor's output
-layouts) reads the wrong strides, so no single op can be patched.
+result is its input or a view, from sizes and strides. Over symbolic sizes C++ meta functions used
+to give up on a decision and answer "row-major": LayoutOfInputs (tensor/ops/common.cc, the memory
+order of an elementwise result) and EmptyLikeOp's preserve_format (tensor/ops/creation.cc, so clone
+and the *_like factories). Eager lays `x.t() + 1` out transposed; the symbolic trace called it
+contiguous, so a later `.contiguous()` returned it unchanged and the compiled program returned an
+alias of a transposed tensor (fuzz seed 181, program 16118; with every backend, as the node was
+never recorded). Every later decision in the graph (contiguous, reshape's view-or-copy, Inductor's
+output layouts) reads the wrong strides, so no single op can be patched. Those two now decide over
+SymInts with guards, as PyTorch does; others still answer conservatively over symbols
+(MayOverlapItself in tensor/tensor_impl.cc, PreservesLayout in tensor/ops/view_scatter.cc), and this
+check keeps any such meta from laying out a compiled result otherwise than eager.
 
 So while Dynamo records an op over tensors with symbolic sizes, `LayoutShadow.disagreement` runs it
 again in a static FakeTensorMode over the arguments' twins: fakes laid out at the symbols' example
@@ -17,7 +20,7 @@ values (the "hints"), each the output of the same op one step before (a graph in
 its layout). It compares strides of every tensor output (dimensions longer than 1), whether an
 output is an input itself, and whether it shares storage with an input (view or copy). A difference means the
 symbolic trace lies about layouts; translation restarts with static shapes for that frame
-(convert_frame.SpecializeShapes), correct at the price of a compile per size. When the C++ meta
+(convert_frame.SpecializeShapes), correct at the price of a compile per size. Where the C++ meta
 functions decide layouts over SymInts (comparisons on the hints, guarded, as PyTorch's
 compute_elementwise_output_strides), the check finds nothing and costs one meta call per op.
 """
