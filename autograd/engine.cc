@@ -71,6 +71,23 @@ void Validate(const Node& fn, TensorList& grads) {
   }
 }
 
+// The node observer (engine.h), and a scope that reports one node's start and end to it.
+NodeObserver& Observer() {
+  static NodeObserver observer;
+  return observer;
+}
+
+// The synthetic GraphRoot is not reported (PyTorch's profiler does not show it either).
+struct ObservedNode {
+  ObservedNode(const Node& n, bool is_root) : node(Observer() && !is_root ? &n : nullptr) {
+    if (node) Observer()(*node, true);
+  }
+  ~ObservedNode() {
+    if (node && Observer()) Observer()(*node, false);
+  }
+  const Node* node;
+};
+
 }  // namespace
 
 TensorList RunBackward(const std::vector<Edge>& roots, const TensorList& grads, const std::vector<Edge>& inputs,
@@ -151,6 +168,7 @@ TensorList RunBackward(const std::vector<Edge>& roots, const TensorList& grads, 
     TensorList outputs;
     if (run) {
       TensorList grads_in = inputs_of_fn;
+      ObservedNode observed(*fn, fn == root.get());
       outputs = fn->Apply(std::move(inputs_of_fn));
       if (!options.keep_graph) fn->ReleaseVariables();
       if (!outputs.empty() || !fn->next_edges().empty()) Validate(*fn, outputs);
@@ -172,6 +190,12 @@ TensorList RunBackward(const std::vector<Edge>& roots, const TensorList& grads, 
         throw Error("One of the differentiated Tensors appears to not have been used in the graph. "
                     "Set allow_unused=True if this is the desired behavior.");
   return captured;
+}
+
+NodeObserver SetNodeObserver(NodeObserver observer) {
+  NodeObserver previous = std::move(Observer());
+  Observer() = std::move(observer);
+  return previous;
 }
 
 }  // namespace kiln::autograd

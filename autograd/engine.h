@@ -8,6 +8,7 @@
 // returns their gradients instead of accumulating into `.grad`.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "autograd/node.h"
@@ -26,5 +27,11 @@ struct BackwardOptions {
 // leaves accumulate (backward(inputs=...)).
 TensorList RunBackward(const std::vector<Edge>& roots, const TensorList& grads, const std::vector<Edge>& inputs,
                        const BackwardOptions& options);
+
+// Called as the engine starts (begin = true) and finishes (false) each node it runs, even when the
+// node raises: kiln.profiler times backward nodes through it. Process-wide; returns the previous
+// observer; empty: none (then the engine does not look further).
+using NodeObserver = std::function<void(const Node& node, bool begin)>;
+NodeObserver SetNodeObserver(NodeObserver observer);
 
 }  // namespace kiln::autograd

@@ -178,6 +178,36 @@ def test_profile_records_kiln_ops_nested():
         [next(e.key for e in averages if e.self_cpu_time_total == s) for s in selfs]
 
 
+def _backward_nodes(lib, profile_fn):
+    """The backward nodes a profile of one training step records: (outer, inner) name pairs in
+    order, and each outer range's direct children."""
+    lib.manual_seed(0)
+    layer = lib.nn.Linear(6, 3)
+    x = lib.randn(4, 6)
+    with profile_fn() as prof:
+        loss = (lib.nn.functional.relu(layer(x)) * 2).sum()
+        loss.backward()
+    events = prof.events()
+    prefix = "autograd::engine::evaluate_function: "
+    outer = [e for e in events if e.name.startswith(prefix)]
+    return [(e.name, [c.name for c in e.cpu_children][:1]) for e in outer], events
+
+
+def test_profile_records_backward_nodes_as_torch():
+    # the engine reports each node it runs; PyTorch's profiler names them the same way
+    got, events = _backward_nodes(kiln, profile)
+    want, _ = _backward_nodes(torch, torch.profiler.profile)
+    assert sorted(name for name, _ in got) == sorted(name for name, _ in want)
+    for name, children in got:  # each holds the node's own range
+        assert children == [name.split(": ", 1)[1]]
+    for e in events:
+        assert 0 <= e.self_cpu_time_total <= e.cpu_time_total
+    assert kiln.profiler._op_hooks._installed == []  # the engine's observer went with the wrappers
+    x = kiln.ones(2, requires_grad=True)
+    (x * 3).sum().backward()  # outside a window: nothing recorded, nothing raised
+    assert x.grad.tolist() == [3.0, 3.0]
+
+
 def test_profile_without_shapes_and_outside_a_window_records_nothing_extra():
     x = kiln.ones(3, 3)
     with profile() as prof:

@@ -369,6 +369,22 @@ void InitAutogradBindings(py::module_& m) {
       previous(saved, gs);
     });
   });
+  // kiln.profiler's view of backward: fn(node_name, begin) around each node the engine runs.
+  m.def("_set_autograd_node_observer", [](py::object fn) {
+    autograd::NodeObserver observer;
+    if (!fn.is_none()) {
+      auto holder = std::make_shared<py::object>(fn);
+      observer = [holder](const autograd::Node& node, bool begin) {
+        py::gil_scoped_acquire gil;
+        try {
+          (*holder)(node.name(), begin);
+        } catch (py::error_already_set& e) {
+          e.discard_as_unraisable("kiln autograd node observer");  // never into the engine (a destructor)
+        }
+      };
+    }
+    autograd::SetNodeObserver(std::move(observer));
+  });
   m.def("is_grad_enabled", [] { return GradMode::is_enabled(); });
   m.def("_set_grad_enabled", [](bool on) { GradMode::set_enabled(on); });
   // Autocast (tensor/autocast.h): the thread's state as (enabled, dtype); kiln.amp.autocast sets it.

@@ -9,10 +9,13 @@ door with a wrapper that opens a timed range named "aten::<op>" around the call,
 puts the originals back: outside a recording window ops run exactly as before, at no cost.
 
 What this sees: every op a Python program calls, nested (a composite's ranges hold the ranges of the
-ops it calls, so self time excludes them), with input shapes if asked. What it cannot see: ops C++
-calls on its own, i.e. the kernels autograd's engine runs in backward, ops inside another op's C++
-kernel, and the kernels of a kiln.compile'd graph; their time lands in the self time of the
-enclosing range (record_function, the step). Ops run under fake tensors (tracing) are not recorded.
+ops it calls, so self time excludes them), with input shapes if asked; and each node autograd's
+engine runs in backward, reported by the engine itself (_C._set_autograd_node_observer) and named as
+PyTorch's profiler names it: "autograd::engine::evaluate_function: MulBackward0" holding
+"MulBackward0". What it cannot see: ops C++ calls on its own, i.e. the kernels inside a backward
+node, ops inside another op's C++ kernel, and the kernels of a kiln.compile'd graph; their time lands
+in the self time of the enclosing range (the backward node, record_function, the step). Ops run
+under fake tensors (tracing) are not recorded.
 """
 
 import itertools
@@ -157,10 +160,34 @@ def _timed_overload(call):
     return timed_call
 
 
+_node_ranges = threading.local()  # per thread: (recorder, outer, inner) of the backward nodes running
+
+
+def _observe_node(name, begin):
+    """The autograd engine's report as it starts (begin) and ends each backward node."""
+    stack = getattr(_node_ranges, "stack", None)
+    if stack is None:
+        stack = _node_ranges.stack = []
+    if begin:
+        recorder = active
+        if recorder is None:
+            stack.append(None)
+            return
+        outer = recorder.open("autograd::engine::evaluate_function: " + name, "cpu_op")
+        stack.append((recorder, outer, recorder.open(name, "cpu_op")))
+    elif stack:
+        entry = stack.pop()
+        if entry is not None:
+            recorder, outer, inner = entry
+            recorder.close(inner)
+            recorder.close(outer)
+
+
 def install():
-    """Wraps every op entry point (idempotent)."""
+    """Wraps every op entry point and watches the autograd engine (idempotent)."""
     if _installed:
         return
+    _C._set_autograd_node_observer(_observe_node)
     import kiln
     from kiln import _ops
 
@@ -178,6 +205,8 @@ def install():
 
 def uninstall():
     """Puts every original entry point back."""
+    if _installed:
+        _C._set_autograd_node_observer(None)
     while _installed:
         owner, attr, original = _installed.pop()
         if original is _ABSENT:
