@@ -413,23 +413,21 @@ void LayerNormBwRows(const T* g, const T* x, T* gi, int64_t lo, int64_t hi, int6
 }
 
 // The whole backward: rows in GetNumThreads() contiguous blocks (aten's parallel_for split),
-// each with its own weight/bias partials, then the partials added in block order into gw, gb.
+// each with its own weight/bias partials, then the partials added in block order into gw, gb
+// (N values each, nullptr when not wanted). mean, rstd: M values; w: N values or nullptr.
 template <typename T>
-void LayerNormBwKernel(const T* g, const T* x, T* gi, int64_t M, int64_t N, const std::vector<double>& mean,
-                       const std::vector<double>& rstd, const std::vector<double>* w, bool mixed,
-                       std::vector<double>* gw, std::vector<double>* gb) {
+void LayerNormBwKernel(const T* g, const T* x, T* gi, int64_t M, int64_t N, const opmath_t<T>* mean,
+                       const opmath_t<T>* rstd, const opmath_t<T>* w, bool mixed, opmath_t<T>* gw,
+                       opmath_t<T>* gb) {
   using A = opmath_t<T>;
-  const std::vector<A> mu(mean.begin(), mean.end()), rs(rstd.begin(), rstd.end());
-  const std::vector<A> wa = w ? std::vector<A>(w->begin(), w->end()) : std::vector<A>();
   const int nthreads = GetNumThreads();
   const int64_t nblocks = M > 1 && nthreads > 1 && !InParallelRegion() ? std::min<int64_t>(nthreads, M) : 1;
   const int64_t per_block = (M + nblocks - 1) / nblocks;
   std::vector<T> partial_w(gw ? nthreads * N : 0, T(0.f)), partial_b(gb ? nthreads * N : 0, T(0.f));
   ParallelFor(0, nblocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t k = lo; k < hi; ++k) {
-      LayerNormBwRows(g, x, gi, k * per_block, std::min(M, (k + 1) * per_block), N, mu.data(), rs.data(),
-                      w ? wa.data() : nullptr, mixed, gw ? partial_w.data() + k * N : nullptr,
-                      gb ? partial_b.data() + k * N : nullptr);
+      LayerNormBwRows(g, x, gi, k * per_block, std::min(M, (k + 1) * per_block), N, mean, rstd, w, mixed,
+                      gw ? partial_w.data() + k * N : nullptr, gb ? partial_b.data() + k * N : nullptr);
     }
   });
   for (int64_t j = 0; j < N; ++j) {
@@ -438,8 +436,8 @@ void LayerNormBwKernel(const T* g, const T* x, T* gi, int64_t M, int64_t N, cons
       if (gw) sw = sw + static_cast<A>(partial_w[k * N + j]);
       if (gb) sb = sb + static_cast<A>(partial_b[k * N + j]);
     }
-    if (gw) (*gw)[j] = sw;
-    if (gb) (*gb)[j] = sb;
+    if (gw) gw[j] = sw;
+    if (gb) gb[j] = sb;
   }
 }
 
@@ -451,21 +449,33 @@ Tensor3 LayerNormBw(const Tensor& grad, const Tensor& input, const SymList& norm
   int64_t N = 1;
   for (const SymInt& v : normalized_shape) N *= v.expect_int();
   const int64_t M = N == 0 ? 0 : input.numel() / N;
-  std::vector<double> dw(N, 0.0), db(N, 0.0);
-  if (input.numel() > 0) {
-    const std::vector<double> mu = ReadAll(mean), rs = ReadAll(rstd);
-    const std::vector<double> w = Defined(weight) ? ReadAll(*weight) : std::vector<double>();
-    const bool mixed = Defined(weight) && weight->dtype() != input.dtype();
-    Tensor g = ops::contiguous(grad), x = ops::contiguous(input);
-    KILN_DISPATCH_FLOATING(input.dtype(), kLn, [&] {
+  Tensor g = ops::contiguous(grad), x = ops::contiguous(input);
+  KILN_DISPATCH_FLOATING(input.dtype(), kLn, [&] {
+    using A = opmath_t<scalar_t>;
+    constexpr ScalarType kA = CppTypeToScalarType<A>::value;
+    // statistics and weight in A (exact: they are A or narrower); the parameter gradients
+    // written in place when they are A (a float16/bfloat16 input's without float32 parameters
+    // are not)
+    auto in_a = [&](const Tensor& t) { return ops::contiguous(CastTo(t, kA)); };
+    const Tensor mu = in_a(mean), rs = in_a(rstd), w = Defined(weight) ? in_a(*weight) : Tensor();
+    std::vector<A> dw_copy(gw.defined() && gw.dtype() != kA ? N : 0), db_copy(gb.defined() && gb.dtype() != kA ? N : 0);
+    auto out_ptr = [&](const Tensor& t, std::vector<A>& copy) {
+      return !t.defined() ? nullptr : copy.empty() ? t.data_ptr<A>() : copy.data();
+    };
+    A* dw = out_ptr(gw, dw_copy);
+    A* db = out_ptr(gb, db_copy);
+    if (input.numel() > 0) {
       LayerNormBwKernel<scalar_t>(g.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(),
-                                  gi.defined() ? gi.data_ptr<scalar_t>() : nullptr, M, N, mu, rs,
-                                  Defined(weight) ? &w : nullptr, mixed, gw.defined() ? &dw : nullptr,
-                                  gb.defined() ? &db : nullptr);
-    });
-  }
-  WriteAll(gw, dw);
-  WriteAll(gb, db);
+                                  gi.defined() ? gi.data_ptr<scalar_t>() : nullptr, M, N, mu.data_ptr<A>(),
+                                  rs.data_ptr<A>(), w.defined() ? w.data_ptr<A>() : nullptr,
+                                  Defined(weight) && weight->dtype() != input.dtype(), dw, db);
+    } else {
+      if (dw) std::fill(dw, dw + N, A(0));
+      if (db) std::fill(db, db + N, A(0));
+    }
+    if (!dw_copy.empty()) WriteAll(gw, std::vector<double>(dw_copy.begin(), dw_copy.end()));
+    if (!db_copy.empty()) WriteAll(gb, std::vector<double>(db_copy.begin(), db_copy.end()));
+  });
   return {gi, gw, gb};
 }
 
