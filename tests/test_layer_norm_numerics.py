@@ -188,6 +188,15 @@ def test_normalized_dims(shape, norm, threads):
     check_backward(x, norm, w, b, what=f"{shape} over {norm}", rng=rng)
 
 
+@pytest.mark.parametrize("name", ["float32", "bfloat16"])
+@pytest.mark.parametrize("shape,norm", [((0, 5), (5,)), ((3, 0), (0,)), ((2, 3, 0), (3, 0)), ((0, 0), (0,))])
+def test_empty(shape, norm, name):
+    """No rows, or empty rows: PyTorch's mean 0 and rstd NaN for each empty row."""
+    x = pair(np.zeros(shape), name)
+    w, b = pair(np.ones(norm), name), pair(np.zeros(norm), name)
+    check_backward(x, norm, w, b, what=f"{shape} over {norm}", rng=np.random.default_rng(0))
+
+
 @pytest.mark.parametrize("eps", [0.0, 1e-12, 1e-5, 0.5])
 def test_eps(eps):
     rng = np.random.default_rng(3)

@@ -348,7 +348,7 @@ struct LaneMoments {
 template <typename T>
 constexpr bool kTailFma = std::is_same_v<T, Half>;
 
-// Mean and biased variance of x[0, N) (N >= 1), as aten's RowwiseMoments.
+// Mean and biased variance of x[0, N), as aten's RowwiseMoments (0 and NaN for N == 0).
 template <typename T>
 std::pair<opmath_t<T>, opmath_t<T>> RowMoments(const T* x, int64_t N) {
   using A = opmath_t<T>;
@@ -468,9 +468,9 @@ Tensor3 NativeLayerNormCPU(const Tensor& input, const SymList& normalized_shape,
                            const OptTensor& bias, double eps) {
   auto [om, mm, rm] = NativeLayerNormMeta(input, normalized_shape, weight, bias, eps);
   Tensor out = EmptyFromMeta(om), mean_t = EmptyFromMeta(mm), rstd_t = EmptyFromMeta(rm);
-  int64_t N = 1;
+  int64_t N = 1, M = 1;  // M rows of N values; an empty row has mean 0 and rstd NaN, as in PyTorch
   for (const SymInt& x : normalized_shape) N *= x.expect_int();
-  const int64_t M = N == 0 ? 0 : input.numel() / N;
+  for (int64_t d = 0; d < input.dim() - static_cast<int64_t>(normalized_shape.size()); ++d) M *= input.size(d);
   Tensor x = ops::contiguous(input);
   KILN_DISPATCH_FLOATING(x.dtype(), "layer_norm", [&] {
     using A = opmath_t<scalar_t>;
