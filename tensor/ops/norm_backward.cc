@@ -5,16 +5,24 @@
 // shape [*, 1...], or [N, group]) and an output_mask saying which of (grad_input, grad_weight,
 // grad_bias) to compute; an unmasked output is an undefined tensor (None in Python), in the meta
 // function too. The inputs are made contiguous and viewed as [outer, channels, inner] (batch
-// norm), [rows, elems] (layer norm) or [N, group, D, HxW] (group norm); per-slice sums run in
-// double, in parallel over channels, rows or (n, group) pairs, with PyTorch's CPU formulas:
+// norm), [rows, elems] (layer norm) or [N, group, D, HxW] (group norm), with PyTorch's CPU formulas:
 //
 //   batch norm (train): dx = (dy - mean(dy) - (x - mean) * dot(dy, x - mean) * invstd^2 / M) * invstd * w
 //   layer/group norm:   dx = rstd * w * dy + b * x + c,  b = (db * mean - ds) * rstd^3 / M,
 //                       c = -b * mean - db * rstd / M,   ds = sum(dy * w * x), db = sum(dy * w)
 //
+// Batch and group norm take their per-slice sums in double, in parallel over channels or
+// (n, group) pairs. Layer norm repeats PyTorch's kernel rounding for rounding (Note [Layer norm as
+// aten's CPU kernel], norm.cc): sums in the op-math type as aten's vectorized reductions take
+// them, and the weight and bias gradients from per-thread partials.
+//
 // Parameter gradients have the parameter's dtype (float32 for a float16/bfloat16 input with
 // float32 parameters or statistics, PyTorch's "mixed type").
+#include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 
 #include "tensor/ops/common.h"
 
@@ -249,50 +257,191 @@ OptMeta3 LayerNormBwMeta(const Tensor& grad, const Tensor& input, const SymList&
   return out;
 }
 
-template <typename T>
-void LayerNormBwKernel(const T* g, const T* x, T* gi, int64_t M, int64_t N, const std::vector<double>& mean,
-                       const std::vector<double>& rstd, const std::vector<double>& w, std::vector<double>* gw,
-                       std::vector<double>* gb) {
-  using Mt = opmath_t<T>;
-  auto val = [](T v) { return static_cast<double>(static_cast<Mt>(v)); };
-  if (gi) {
-    const std::vector<Mt> wm(w.begin(), w.end());
-    ParallelFor(0, M, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N, 1)), [&](int64_t lo, int64_t hi) {
-      for (int64_t r = lo; r < hi; ++r) {
-        const T* gp = g + r * N;
-        const T* xp = x + r * N;
-        double ds = 0, db = 0;
-        for (int64_t j = 0; j < N; ++j) {
-          const double gw_ = val(gp[j]) * w[j];
-          ds += gw_ * val(xp[j]);
-          db += gw_;
-        }
-        const double a = rstd[r];
-        const double b = (db * mean[r] - ds) * a * a * a / N;
-        const double c = -b * mean[r] - db * a / N;
-        // dx = (a * w) * dy + b * x + c, in the opmath type (vectorisable).
-        const Mt am = static_cast<Mt>(a), bm = static_cast<Mt>(b), cm = static_cast<Mt>(c);
-        T* op = gi + r * N;
-        for (int64_t j = 0; j < N; ++j)
-          op[j] = static_cast<T>(am * wm[j] * static_cast<Mt>(gp[j]) + bm * static_cast<Mt>(xp[j]) + cm);
-      }
-    });
-  }
-  if (gw || gb) {
-    ParallelFor(0, N, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(M, 1)), [&](int64_t lo, int64_t hi) {
-      for (int64_t j = lo; j < hi; ++j) {
-        double sw = 0, sb = 0;
-        for (int64_t r = 0; r < M; ++r) {
-          const double gv = val(g[r * N + j]);
-          sw += gv * (val(x[r * N + j]) - mean[r]) * rstd[r];
-          sb += gv;
-        }
-        if (gw) (*gw)[j] = sw;
-        if (gb) (*gb)[j] = sb;
-      }
-    });
+// Note [Layer norm as aten's CPU kernel] (norm.cc) covers the backward too. Per row, with
+// a = rstd, ds = sum(dy * x * w) and db = sum(dy * w) reduced as aten's vec::map*_reduce_all
+// reduce them (RowDots, RowDots16):
+//   dx = fma(b, x, a * dy * w) + c,  b = fma(db, mean, -ds) * a * a * a / N,
+//   c = fma(-b, mean, -(db * a / N)).
+// The weight and bias gradients sum rows into per-thread partials held in the input's dtype (so
+// in float16/bfloat16 they stop growing where PyTorch's do, 256 + 1 == 256), the rows split among
+// GetNumThreads() threads in contiguous blocks as at::parallel_for splits them; the partials are
+// then added in thread order. They are PyTorch's bit for bit when both run the same number of
+// threads (at::get_num_threads() and kiln.get_num_threads()).
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+
+template <typename A>
+constexpr int kLanes = 32 / static_cast<int>(sizeof(A));  // values in one AVX2 register
+
+// v[0] + v[1] + ... + v[n - 1] in order: vec_reduce_all given a count, for a part register.
+template <typename A>
+A SumInOrder(const A* v, int n) {
+  A s = v[0];
+  for (int l = 1; l < n; ++l) s = s + v[l];
+  return s;
+}
+
+// The sum of one register's lanes as aten's vec_reduce_all takes it: a tree of lane pairs for 8
+// floats (its AVX2 shuffles), lane after lane for 4 doubles (its generic path).
+template <typename A>
+A RegisterSum(const A* v) {
+  if constexpr (kLanes<A> == 8) {
+    A s4[4], s2[2];
+    for (int l = 0; l < 4; ++l) s4[l] = v[l] + v[l + 4];
+    for (int l = 0; l < 2; ++l) s2[l] = s4[l] + s4[l + 2];
+    return s2[0] + s2[1];
+  } else {
+    return SumInOrder(v, kLanes<A>);
   }
 }
+
+// (ds, db) of a float32/float64 row, w == nullptr for no weight: a register of partial sums
+// started from the first kLanes products, whole registers added to it, the part register at the
+// end added with a fused multiply-add (GCC contracted that one), then RegisterSum. A row shorter
+// than a register sums in order.
+template <typename A>
+std::pair<A, A> RowDots(const A* dy, const A* x, const A* w, int64_t N) {
+  constexpr int L = kLanes<A>;
+  auto ps = [&](int64_t j) { return w ? dy[j] * x[j] * w[j] : dy[j] * x[j]; };
+  auto pb = [&](int64_t j) { return w ? dy[j] * w[j] : dy[j]; };
+  A s[L], t[L];
+  if (N < L) {
+    for (int64_t j = 0; j < N; ++j) s[j] = ps(j), t[j] = pb(j);
+    return {SumInOrder(s, static_cast<int>(N)), SumInOrder(t, static_cast<int>(N))};
+  }
+  for (int l = 0; l < L; ++l) s[l] = ps(l), t[l] = pb(l);
+  int64_t d = L;
+  for (; d + L <= N; d += L) {
+    for (int l = 0; l < L; ++l) s[l] = s[l] + ps(d + l), t[l] = t[l] + pb(d + l);
+  }
+  for (int64_t j = d; j < N; ++j) {
+    const int l = static_cast<int>(j - d);
+    s[l] = w ? std::fma(dy[j] * x[j], w[j], s[l]) : std::fma(dy[j], x[j], s[l]);
+    t[l] = w ? std::fma(dy[j], w[j], t[l]) : t[l] + dy[j];
+  }
+  return {RegisterSum(s), RegisterSum(t)};
+}
+
+// (ds, db) of a float16/bfloat16 row in float. aten reads 16 values per register as two float
+// halves with their own partial sums, and adds the halves before the final RegisterSum. With
+// float32 weights ("mixed type") its hand-written loop forms the products as x * (dy * w) and
+// fuses only the ds additions; otherwise every addition of a product is fused. A row of 9 to 15
+// values folds its upper half into the lower one and sums the 8 lanes in order (as a tree, in
+// the mixed loop); a shorter row sums in order.
+template <typename T>
+std::pair<float, float> RowDots16(const T* dy, const T* x, const float* w, bool mixed, int64_t N) {
+  constexpr int L = 8, K = 16;
+  const bool hand = w && mixed;
+  auto f = [](T v) { return static_cast<float>(v); };
+  // product j as a partial sum's first term, and its fused addition to a partial sum
+  auto ps = [&](int64_t j) {
+    return hand ? f(x[j]) * (f(dy[j]) * w[j]) : w ? f(dy[j]) * f(x[j]) * w[j] : f(dy[j]) * f(x[j]);
+  };
+  auto pb = [&](int64_t j) { return w ? f(dy[j]) * w[j] : f(dy[j]); };
+  auto add_s = [&](int64_t j, float acc) {
+    if (hand) return std::fma(f(x[j]), f(dy[j]) * w[j], acc);
+    return w ? std::fma(f(dy[j]) * f(x[j]), w[j], acc) : std::fma(f(dy[j]), f(x[j]), acc);
+  };
+  auto add_b = [&](int64_t j, float acc) {
+    if (hand) return acc + f(dy[j]) * w[j];
+    return w ? std::fma(f(dy[j]), w[j], acc) : acc + f(dy[j]);
+  };
+  float s[2][L], t[2][L];
+  const int first = static_cast<int>(std::min<int64_t>(N, K));
+  for (int j = 0; j < first; ++j) s[j / L][j % L] = ps(j), t[j / L][j % L] = pb(j);
+  if (N <= L) return {SumInOrder(s[0], first), SumInOrder(t[0], first)};
+  if (N < K) {  // the upper half folds into the lower one
+    for (int l = 0; l < N - L; ++l) s[0][l] = add_s(L + l, s[0][l]), t[0][l] = add_b(L + l, t[0][l]);
+    if (hand) return {RegisterSum(s[0]), RegisterSum(t[0])};
+    return {SumInOrder(s[0], L), SumInOrder(t[0], L)};
+  }
+  int64_t d = K;
+  for (; d + K <= N; d += K) {
+    for (int h = 0; h < 2; ++h) {
+      for (int l = 0; l < L; ++l) {
+        s[h][l] = add_s(d + h * L + l, s[h][l]);
+        t[h][l] = add_b(d + h * L + l, t[h][l]);
+      }
+    }
+  }
+  for (int64_t j = d; j < N; ++j) {
+    const int h = static_cast<int>(j - d) / L, l = static_cast<int>(j - d) % L;
+    s[h][l] = add_s(j, s[h][l]);
+    t[h][l] = add_b(j, t[h][l]);
+  }
+  for (int l = 0; l < L; ++l) s[0][l] = s[0][l] + s[1][l], t[0][l] = t[0][l] + t[1][l];
+  return {RegisterSum(s[0]), RegisterSum(t[0])};
+}
+
+// Rows [lo, hi) of the layer norm backward. gi: dx (nullptr when not wanted); pw, pb: this
+// thread's weight/bias partials (nullptr when not wanted); w: the weight or nullptr; mixed: w
+// is float32 for a 16-bit input.
+template <typename T>
+void LayerNormBwRows(const T* g, const T* x, T* gi, int64_t lo, int64_t hi, int64_t N, const opmath_t<T>* mean,
+                     const opmath_t<T>* rstd, const opmath_t<T>* w, bool mixed, T* pw, T* pb) {
+  using A = opmath_t<T>;
+  const A scale = A(1) / static_cast<A>(N);
+  for (int64_t r = lo; r < hi; ++r) {
+    const T* dy = g + r * N;
+    const T* xr = x + r * N;
+    const A a = rstd[r], mu = mean[r];
+    if (pw) {
+      const A shift = -a * mu;
+      for (int64_t j = 0; j < N; ++j) {
+        pw[j] = static_cast<T>(std::fma(static_cast<A>(dy[j]), std::fma(a, static_cast<A>(xr[j]), shift),
+                                        static_cast<A>(pw[j])));
+      }
+    }
+    if (pb) {
+      for (int64_t j = 0; j < N; ++j) pb[j] = static_cast<T>(static_cast<A>(pb[j]) + static_cast<A>(dy[j]));
+    }
+    if (!gi) continue;
+    A ds, db;
+    if constexpr (std::is_same_v<T, A>) {
+      std::tie(ds, db) = RowDots(dy, xr, w, N);
+    } else {
+      std::tie(ds, db) = RowDots16(dy, xr, w, mixed, N);
+    }
+    const A b = std::fma(db, mu, -ds) * a * a * a * scale;
+    const A c = std::fma(-b, mu, -(db * a * scale));
+    T* dx = gi + r * N;
+    for (int64_t j = 0; j < N; ++j) {
+      const A ady = a * static_cast<A>(dy[j]);
+      dx[j] = static_cast<T>(std::fma(b, static_cast<A>(xr[j]), w ? ady * w[j] : ady) + c);
+    }
+  }
+}
+
+// The whole backward: rows in GetNumThreads() contiguous blocks (aten's parallel_for split),
+// each with its own weight/bias partials, then the partials added in block order into gw, gb
+// (N values each, nullptr when not wanted). mean, rstd: M values; w: N values or nullptr.
+template <typename T>
+void LayerNormBwKernel(const T* g, const T* x, T* gi, int64_t M, int64_t N, const opmath_t<T>* mean,
+                       const opmath_t<T>* rstd, const opmath_t<T>* w, bool mixed, opmath_t<T>* gw,
+                       opmath_t<T>* gb) {
+  using A = opmath_t<T>;
+  const int nthreads = GetNumThreads();
+  const int64_t nblocks = M > 1 && nthreads > 1 && !InParallelRegion() ? std::min<int64_t>(nthreads, M) : 1;
+  const int64_t per_block = (M + nblocks - 1) / nblocks;
+  std::vector<T> partial_w(gw ? nthreads * N : 0, T(0.f)), partial_b(gb ? nthreads * N : 0, T(0.f));
+  ParallelFor(0, nblocks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t k = lo; k < hi; ++k) {
+      LayerNormBwRows(g, x, gi, k * per_block, std::min(M, (k + 1) * per_block), N, mean, rstd, w, mixed,
+                      gw ? partial_w.data() + k * N : nullptr, gb ? partial_b.data() + k * N : nullptr);
+    }
+  });
+  for (int64_t j = 0; j < N; ++j) {
+    A sw = 0, sb = 0;
+    for (int k = 0; k < nthreads; ++k) {
+      if (gw) sw = sw + static_cast<A>(partial_w[k * N + j]);
+      if (gb) sb = sb + static_cast<A>(partial_b[k * N + j]);
+    }
+    if (gw) gw[j] = sw;
+    if (gb) gb[j] = sb;
+  }
+}
+
+#pragma GCC pop_options
 
 Tensor3 LayerNormBw(const Tensor& grad, const Tensor& input, const SymList& normalized_shape, const Tensor& mean,
                     const Tensor& rstd, const OptTensor& weight, const OptTensor& bias, std::vector<bool> mask) {
@@ -300,18 +449,33 @@ Tensor3 LayerNormBw(const Tensor& grad, const Tensor& input, const SymList& norm
   int64_t N = 1;
   for (const SymInt& v : normalized_shape) N *= v.expect_int();
   const int64_t M = N == 0 ? 0 : input.numel() / N;
-  std::vector<double> dw(N, 0.0), db(N, 0.0);
-  if (input.numel() > 0) {
-    const std::vector<double> mu = ReadAll(mean), rs = ReadAll(rstd), w = ReadOr(weight, N, 1.0);
-    Tensor g = ops::contiguous(grad), x = ops::contiguous(input);
-    KILN_DISPATCH_FLOATING(input.dtype(), kLn, [&] {
+  Tensor g = ops::contiguous(grad), x = ops::contiguous(input);
+  KILN_DISPATCH_FLOATING(input.dtype(), kLn, [&] {
+    using A = opmath_t<scalar_t>;
+    constexpr ScalarType kA = CppTypeToScalarType<A>::value;
+    // statistics and weight in A (exact: they are A or narrower); the parameter gradients
+    // written in place when they are A (a float16/bfloat16 input's without float32 parameters
+    // are not)
+    auto in_a = [&](const Tensor& t) { return ops::contiguous(CastTo(t, kA)); };
+    const Tensor mu = in_a(mean), rs = in_a(rstd), w = Defined(weight) ? in_a(*weight) : Tensor();
+    std::vector<A> dw_copy(gw.defined() && gw.dtype() != kA ? N : 0), db_copy(gb.defined() && gb.dtype() != kA ? N : 0);
+    auto out_ptr = [&](const Tensor& t, std::vector<A>& copy) {
+      return !t.defined() ? nullptr : copy.empty() ? t.data_ptr<A>() : copy.data();
+    };
+    A* dw = out_ptr(gw, dw_copy);
+    A* db = out_ptr(gb, db_copy);
+    if (input.numel() > 0) {
       LayerNormBwKernel<scalar_t>(g.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(),
-                                  gi.defined() ? gi.data_ptr<scalar_t>() : nullptr, M, N, mu, rs, w,
-                                  gw.defined() ? &dw : nullptr, gb.defined() ? &db : nullptr);
-    });
-  }
-  WriteAll(gw, dw);
-  WriteAll(gb, db);
+                                  gi.defined() ? gi.data_ptr<scalar_t>() : nullptr, M, N, mu.data_ptr<A>(),
+                                  rs.data_ptr<A>(), w.defined() ? w.data_ptr<A>() : nullptr,
+                                  Defined(weight) && weight->dtype() != input.dtype(), dw, db);
+    } else {
+      if (dw) std::fill(dw, dw + N, A(0));
+      if (db) std::fill(db, db + N, A(0));
+    }
+    if (!dw_copy.empty()) WriteAll(gw, std::vector<double>(dw_copy.begin(), dw_copy.end()));
+    if (!db_copy.empty()) WriteAll(gb, std::vector<double>(db_copy.begin(), db_copy.end()));
+  });
   return {gi, gw, gb};
 }
 

@@ -219,10 +219,18 @@ REGRESSIONS = {
                      "mask, and the change went unchecked (eager raises)",
     "seed181-18010": "copy_ between two views of the same data (x[0] = x on an expanded x) raised the internal-overlap "
                      "error; PyTorch returns first",
+    "seed181-19336": "layer_norm(-x) of two close values: kiln's double moments gave symmetric outputs, PyTorch's "
+                     "float32 Welford does not; the gradients differed",
     "seed181-20099": "max()/min() over all elements kept the first of +0./-0., PyTorch the last (atan2 of it gave pi "
                      "for -pi)",
     "seed181-22566": "cat skipping a legacy empty input then mutated: its zeros({0}) gradient, made from no tangent, "
                      "summed with an absent one came back None (eager: tensor([]))",
+    "seed181-22811": "layer_norm(x + float(x.sum())): a large offset leaves a small variance; gradients differed in "
+                     "the last bits (double vs float32 moments)",
+    "seed181-26604": "log1p(layer_norm(x)) of a two-element row: log1p(-0.99999) magnified the last bits of kiln's "
+                     "double-precision moments; now aten's float32 cascaded Welford (inductor: torch.compile's values)",
+    "seed181-26811": "layer_norm(x / x + 3): a constant row, whose backward multiplies by 1/sqrt(eps); x / x's "
+                     "other-gradient is now PyTorch's -grad * ((self / other) / other)",
     "seed181-27091": "addmm(float self, bool, bool): PyTorch's self/mat2 dtype check comes before the Bool dispatch",
 }
 
