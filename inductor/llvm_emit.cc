@@ -410,20 +410,19 @@ class Emitter {
     switch (s.reduce) {
       case ReduceKind::kSum: out = is_float ? ContractProduct(x, Reassoc(b_.CreateFAdd(acc, x))) : b_.CreateAdd(acc, x); break;
       case ReduceKind::kProd: out = is_float ? Reassoc(b_.CreateFMul(acc, x)) : b_.CreateMul(acc, x); break;
-      case ReduceKind::kMax: case ReduceKind::kMin: {
-        bool mx = s.reduce == ReduceKind::kMax;
+      case ReduceKind::kMax: case ReduceKind::kMin: case ReduceKind::kMaxLast: case ReduceKind::kMinLast: {
+        // a NaN accumulator stays; a tie keeps the earlier value, or for the *Last kinds takes x
+        // (PyTorch's max_impl(acc, x): (isnan(acc) || acc > x) ? acc : x)
+        const bool mx = s.reduce == ReduceKind::kMax || s.reduce == ReduceKind::kMaxLast;
+        const bool last = s.reduce == ReduceKind::kMaxLast || s.reduce == ReduceKind::kMinLast;
+        using P = llvm::CmpInst::Predicate;
         llvm::Value* take;
-        if (!is_float) take = mx ? b_.CreateICmpSGT(x, acc) : b_.CreateICmpSLT(x, acc);
-        else take = b_.CreateAnd(mx ? b_.CreateFCmpUGT(x, acc) : b_.CreateFCmpULT(x, acc), b_.CreateFCmpORD(acc, acc));
-        out = b_.CreateSelect(take, x, acc);
-        break;
-      }
-      case ReduceKind::kMaxLast: case ReduceKind::kMinLast: {
-        // PyTorch's max_impl(acc, x): (isnan(acc) || acc > x) ? acc : x, so a tie takes x
-        bool mx = s.reduce == ReduceKind::kMaxLast;
-        llvm::Value* take;
-        if (!is_float) take = mx ? b_.CreateICmpSGE(x, acc) : b_.CreateICmpSLE(x, acc);
-        else take = b_.CreateAnd(mx ? b_.CreateFCmpUGE(x, acc) : b_.CreateFCmpULE(x, acc), b_.CreateFCmpORD(acc, acc));
+        if (!is_float) {
+          take = b_.CreateICmp(mx ? (last ? P::ICMP_SGE : P::ICMP_SGT) : (last ? P::ICMP_SLE : P::ICMP_SLT), x, acc);
+        } else {
+          take = b_.CreateFCmp(mx ? (last ? P::FCMP_UGE : P::FCMP_UGT) : (last ? P::FCMP_ULE : P::FCMP_ULT), x, acc);
+          take = b_.CreateAnd(take, b_.CreateFCmpORD(acc, acc));
+        }
         out = b_.CreateSelect(take, x, acc);
         break;
       }
