@@ -206,7 +206,8 @@ class FakeTensorMode:
     def from_tensor(self, tensor, *, static_shapes=None, source=None, symbolic_context=None, trace=True,
                     dynamic_dims=None):
         """The fake counterpart of `tensor`: same dtype, sizes, strides, storage offset, device,
-        requires_grad and leafness (Parameters stay Parameters). Memoised per tensor.
+        requires_grad and leafness (Parameters stay Parameters; split pieces stay multi-output
+        views, Note [Multi-output views of stand-ins]). Memoised per tensor.
 
         dynamic_dims (with a shape_env): only these dimensions get symbols; the others stay static
         (what Dynamo's automatic dynamic shapes and mark_dynamic ask for)."""
