@@ -75,6 +75,32 @@ def test_from_tensor_keeps_layout_and_autograd_state():
     assert mode.from_tensor(m).device == kiln.device("meta")
 
 
+
+@pytest.mark.parametrize("kind", ["piece", "piece_of_leaf", "view_of_piece", "plain_view", "stale_piece"])
+def test_from_tensor_keeps_split_pieces_multi_output_views(kind):
+    # Note [Multi-output views of stand-ins]: a fake of a split piece (or of a view of one) refuses
+    # an in-place change under autograd as the real one does (PyTorch's fakes keep the creation meta)
+    x = kiln.arange(20.0).reshape(4, 5).requires_grad_()
+    b = x * 2
+    real = {"piece": lambda: b.split(1, -1)[-1], "piece_of_leaf": lambda: x.chunk(2, 0)[1],
+            "view_of_piece": lambda: b.split(2, 0)[1].t()[1:], "plain_view": lambda: b.t()[1:],
+            "stale_piece": lambda: b.split(2, 0)[1]}[kind]()
+    if kind == "stale_piece":
+        b.mul_(2)  # its grad_fn now raises eager's error; the fake is left a plain view
+    f = FakeTensorMode().from_tensor(real)
+    assert meta_of(f) == meta_of(real) and f.requires_grad and not f.is_leaf
+    with f.fake_mode:
+        if kind in ("plain_view", "stale_piece"):
+            f.mul_(2)
+            return
+        with pytest.raises(RuntimeError) as fake_error:
+            f.mul_(2)
+    with pytest.raises(RuntimeError) as real_error:
+        real.mul_(2)
+    assert "This view is the output of a function that returns multiple views" in str(fake_error.value)
+    if kind != "view_of_piece":  # a view of a piece: the fake's error names the piece's op, split
+        assert str(fake_error.value) == str(real_error.value)
+
 def test_parameters_stay_parameters():
     mode = FakeTensorMode()
     p = nn.Parameter(kiln.randn(3, 2))

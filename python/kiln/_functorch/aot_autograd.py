@@ -31,6 +31,7 @@ from kiln import _C
 from kiln._dynamo import logs
 from kiln._functorch.backward_reads import (formula_masks, inputs_read_by_backward, prune_absent,
                                              saved_input_aliases, tangent_dependencies, tangent_masks)
+from kiln._subclasses.creation_meta import as_multi_output_view, multi_output_origin
 from kiln._subclasses.fake_tensor import FakeTensorMode
 from kiln.fx.experimental.proxy_tensor import current_trace_node, make_fx
 from kiln.func import _flatten, _unflatten, functionalize
@@ -147,6 +148,9 @@ def _with_synthetic_bases(create, flat_fn, leaves, config):
     rest = [i for i in range(len(leaves)) if i not in members]
     layouts = {i: (tuple(leaves[i].shape), tuple(leaves[i].stride()), leaves[i].storage_offset() - spans[members[i]][0])
                for i in members}
+    # a member that is a split piece is rebuilt as one, so the trace raises where eager does:
+    # `base.mul_(2)` then any use of the piece (Note [Multi-output views of stand-ins])
+    origins = {i: multi_output_origin(leaves[i]) for i in members}
 
     def split(args):  # real leaves -> the other leaves, then one dense base per group
         out = [args[i] for i in rest]
@@ -162,6 +166,8 @@ def _with_synthetic_bases(create, flat_fn, leaves, config):
         for i, k in members.items():
             size, stride, offset = layouts[i]
             values[i] = base_args[k].as_strided(size, stride, base_args[k].storage_offset() + offset)
+            if origins[i] is not None:
+                values[i] = as_multi_output_view(values[i], origins[i])
         return flat_fn(*values)
 
     inner = create(based_fn, split(leaves), config)

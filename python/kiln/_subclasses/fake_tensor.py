@@ -16,6 +16,7 @@ import weakref
 
 import kiln
 from kiln import _C
+from kiln._subclasses.creation_meta import as_multi_output_view, multi_output_origin
 from kiln._tensor import Tensor
 
 __all__ = [
@@ -205,7 +206,8 @@ class FakeTensorMode:
     def from_tensor(self, tensor, *, static_shapes=None, source=None, symbolic_context=None, trace=True,
                     dynamic_dims=None):
         """The fake counterpart of `tensor`: same dtype, sizes, strides, storage offset, device,
-        requires_grad and leafness (Parameters stay Parameters). Memoised per tensor.
+        requires_grad and leafness (Parameters stay Parameters; split pieces stay multi-output
+        views, Note [Multi-output views of stand-ins]). Memoised per tensor.
 
         dynamic_dims (with a shape_env): only these dimensions get symbols; the others stay static
         (what Dynamo's automatic dynamic shapes and mark_dynamic ask for)."""
@@ -249,18 +251,21 @@ class FakeTensorMode:
         """A non-leaf stays a non-leaf (it has a grad_fn, as the real one does) with the real one's
         strides and storage offset: a strided view of a cloned leaf over enough elements. A plain
         clone was laid out afresh, so an expanded or sliced input requiring grad was traced as a
-        contiguous one and Inductor read it so (issue 16)."""
+        contiguous one and Inductor read it so (issue 16). A split piece (or a view of one) stays
+        one, which autograd refuses to change in place (Note [Multi-output views of stand-ins])."""
+        origin = multi_output_origin(tensor)
         layout = list(fake.shape) + list(fake.stride()) + [fake.storage_offset()]
-        if not all(type(v) is int for v in layout):  # symbolic sizes: contiguous inputs, cloned alike
-            with kiln.enable_grad():
-                return _C._make_subclass(FakeTensor, fake, True).clone()
-        with unset_fake_temporarily(), kiln.no_grad():
-            extent = fake.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(fake.shape, fake.stride()))
-            extent = extent if fake.numel() else fake.storage_offset()
-            flat = _C._fake_from_tensor(self._cmode, tensor, [extent], [1], 0)
-        leaf = _C._make_subclass(FakeTensor, flat, True)
         with kiln.enable_grad():
-            return leaf.clone().as_strided(fake.shape, fake.stride(), fake.storage_offset())
+            if not all(type(v) is int for v in layout):  # symbolic sizes: contiguous inputs, cloned alike
+                view = _C._make_subclass(FakeTensor, fake, True).clone()
+            else:
+                with unset_fake_temporarily(), kiln.no_grad():
+                    extent = fake.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(fake.shape, fake.stride()))
+                    extent = extent if fake.numel() else fake.storage_offset()
+                    flat = _C._fake_from_tensor(self._cmode, tensor, [extent], [1], 0)
+                leaf = _C._make_subclass(FakeTensor, flat, True)
+                view = leaf.clone().as_strided(fake.shape, fake.stride(), fake.storage_offset())
+            return view if origin is None else as_multi_output_view(view, origin)
 
     def from_real_tensor(self, tensor, *args, **kwargs):
         return self.from_tensor(tensor, *args, **kwargs)
