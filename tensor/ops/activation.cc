@@ -44,11 +44,17 @@ struct ActParams {
   double a = 0, b = 0, c = 0;
 };
 
-template <typename M>
+// M: the op-math type the value is computed in; C: the tensor's element type.
+template <typename M, typename C = M>
 [[gnu::always_inline]] inline M ApplyAct(int op, M x, const ActParams& p) {
   if constexpr (std::is_floating_point_v<M>) {
     switch (op) {
-      case kGelu: return x * NormalCdf(x);
+      case kGelu:
+        // float32: 0.5 * fma(x, erf, x), which is what PyTorch's vectorized float kernel computes
+        // (+0. below about -5.8 and at -0., where x * cdf gives -0.); float64 and the 16-bit
+        // types (computed in float): x * 0.5 * (1 + erf), as PyTorch's
+        if constexpr (std::is_same_v<C, float>) return 0.5f * std::fma(x, ErfF(x * float(M_SQRT1_2)), x);
+        else return x * NormalCdf(x);
       case kGeluTanh: {
         const M k = M(M_2_SQRTPI * M_SQRT1_2);  // sqrt(2 / pi)
         return M(0.5) * x * (M(1) + Tanh(k * (x + M(0.044715) * x * x * x)));
@@ -106,7 +112,7 @@ void RunAct(const ElementwiseIter& iter, ScalarType dtype, const ActParams& p) {
     if constexpr (kOp == kNanToNum && !std::is_floating_point_v<M>) {
       CpuKernel<C, C>(iter, [](C x) { return x; });  // integers hold no NaN or inf
     } else {
-      CpuKernel<C, C>(iter, [p](C x) -> C { return static_cast<C>(ApplyAct<M>(kOp, static_cast<M>(x), p)); });
+      CpuKernel<C, C>(iter, [p](C x) -> C { return static_cast<C>(ApplyAct<M, C>(kOp, static_cast<M>(x), p)); });
     }
   });
 }
