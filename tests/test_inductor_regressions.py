@@ -615,3 +615,19 @@ def test_extremum_ties_keep_pytorch_eager_order(values, backend):
             np.testing.assert_array_equal(g.numpy(), ref.numpy())
             sign = lambda t: np.where(np.isnan(t.numpy()), False, np.signbit(t.numpy())).tolist()  # noqa: E731
             assert sign(g) == sign(ref), (values, g, ref)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_gelu_zero_signs_as_eager(dtype):
+    # float32 gelu is 0.5 * (x + x * erf(x / sqrt 2)) in eager (PyTorch's fma form) and Inductor:
+    # +0. at -0. and below -5.8, so -1.5 / gelu(x) is -inf there (fuzz seed 191, program 14418)
+    data = [-0.0, 0.0, -6.0, -10.0, -1.0, 0.5, 3.0]
+    x = kiln.tensor(data, dtype=getattr(kiln, dtype))
+    f = lambda lib, v: -1.5 / lib.nn.functional.gelu(v)  # noqa: E731
+    got = compiled(lambda v: f(kiln, v))(x).double().numpy()
+    eager = f(kiln, x).double().numpy()
+    want = f(torch, torch.tensor(data, dtype=getattr(torch, dtype))).double().numpy()
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    np.testing.assert_array_equal(np.sign(got), np.sign(want))
+    np.testing.assert_array_equal(np.sign(eager), np.sign(want))
+    np.testing.assert_allclose(got, want, rtol=1e-2 if dtype == "bfloat16" else 1e-5)

@@ -173,6 +173,10 @@ def _gelu(out, x, approximate="none"):
         def f(a):
             inner = ("mul", c(math.sqrt(2 / math.pi)), ("add", a, ("mul", c(0.044715), ("mul", a, ("mul", a, a)))))
             return ("mul", ("mul", c(0.5), a), ("add", c(1.0), ("tanh", inner)))
+    elif d == "f32":
+        # 0.5 * (x + x * erf) as eager's float32 kernel (PyTorch's fma form): +0. where x * cdf is -0.
+        def f(a):
+            return ("mul", c(0.5), ("add", a, ("mul", a, ("erf", ("mul", a, c(1 / math.sqrt(2)))))))
     else:
         def f(a):
             return ("mul", ("mul", c(0.5), a), ("add", c(1.0), ("erf", ("mul", a, c(1 / math.sqrt(2))))))
