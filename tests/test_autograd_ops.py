@@ -384,3 +384,16 @@ def test_gelu_tail_and_gradient_match_torch(dtype):
     tol = {"float32": 1e-6, "float64": 1e-12, "float16": 1e-3, "bfloat16": 1e-2}[dtype]
     np.testing.assert_allclose(yk, yt, rtol=tol, atol=tol)
     np.testing.assert_allclose(gk, gt, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_log_softmax_zero_signs_match_torch(dtype):
+    # (x - max) - log(sum) as PyTorch: a row [-0.] gives +0. (fuzz seed 191, program 4329)
+    rows = [[[-0.0]], [[0.0]], [[-0.0, -0.0]], [[3.0]], [[-0.0], [2.5]]]
+    for row in rows:
+        for dim in (-1, 0):
+            k = _F(kiln).log_softmax(kiln.tensor(row, dtype=getattr(kiln, dtype)), dim=dim).tolist()
+            t = _F(torch).log_softmax(torch.tensor(row, dtype=getattr(torch, dtype)), dim=dim).tolist()
+            np.testing.assert_allclose(k, t, rtol=1e-6)
+            sign = lambda rows: [math.copysign(1, v) for r in rows for v in r if v == 0]  # noqa: E731
+            assert sign(k) == sign(t)

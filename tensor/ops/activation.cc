@@ -325,8 +325,11 @@ void SoftmaxKernel(const In* x, Out* y, int64_t outer, int64_t n, int64_t inner)
       Acc sum = 0;
       for (int64_t k = 0; k < n; ++k) sum += std::exp(static_cast<Acc>(src[k * inner]) - mx);
       if constexpr (kLog) {
-        const Acc lse = std::log(sum) + mx;
-        for (int64_t k = 0; k < n; ++k) dst[k * inner] = static_cast<Out>(static_cast<Acc>(src[k * inner]) - lse);
+        // (x - max) - log(sum), in PyTorch's order: a row [-0.] gives +0. (x - (max + log(sum))
+        // gave -0.; fuzz seed 191, program 4329)
+        const Acc log_sum = std::log(sum);
+        for (int64_t k = 0; k < n; ++k)
+          dst[k * inner] = static_cast<Out>((static_cast<Acc>(src[k * inner]) - mx) - log_sum);
       } else {
         const Acc inv = Acc(1) / sum;
         for (int64_t k = 0; k < n; ++k)
