@@ -397,3 +397,25 @@ def test_log_softmax_zero_signs_match_torch(dtype):
             np.testing.assert_allclose(k, t, rtol=1e-6)
             sign = lambda rows: [math.copysign(1, v) for r in rows for v in r if v == 0]  # noqa: E731
             assert sign(k) == sign(t)
+
+
+def test_rounded_division_gradients_at_infinity_match_torch():
+    # remainder/fmod's other-gradient is -grad * self.div(other, rounding_mode=floor/trunc): NaN
+    # for an infinite self (fuzz seed 191, program 11897); pow's exponent-gradient masks its
+    # factor, not the product, so an inf/NaN upstream gradient at base 0 stays NaN (program 25696)
+    def grads(lib):
+        out = []
+        for op in ("remainder", "fmod"):
+            s = lib.tensor([float("inf"), float("-inf"), 5.5, -5.5], dtype=lib.float64)
+            o = lib.tensor([1.7, 1.7, -2.0, 2.0], dtype=lib.float64, requires_grad=True)
+            getattr(lib, op)(s, o).sum().backward()
+            out.append(o.grad.tolist())
+        b = lib.tensor([0.0, 0.0, 0.0, 2.0, 0.0])
+        e = lib.tensor([2.7, 2.7, 2.7, 2.7, -1.0], requires_grad=True)
+        (b ** e).backward(lib.tensor([float("inf"), float("nan"), 1.0, 1.0, 1.0]))
+        out.append(e.grad.tolist())
+        return np.array(out, dtype=object)
+
+    k, t = grads(kiln), grads(torch)
+    for a, b in zip(k, t):
+        np.testing.assert_allclose(np.array(a, dtype=float), np.array(b, dtype=float), rtol=1e-6)

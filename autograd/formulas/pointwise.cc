@@ -45,6 +45,11 @@ Tensor Trigamma(const Tensor& x) {
   return where(reflect, reflected, psi1);
 }
 
+// self.div(other, rounding_mode=mode)
+Tensor RoundedDiv(const Tensor& a, const Tensor& b, const char* mode) {
+  return CallOp<Tensor>(KILN_OP("aten::div.Tensor_mode"), a, b, std::optional<std::string>(mode));
+}
+
 // PyTorch records these in-place ops but has no derivative for them: the backward raises.
 [[noreturn]] void NoInplaceDerivative(const char* name) {
   throw NotImplementedError(StrCat("the derivative for 'inplace version of ", name, "' is not implemented."));
@@ -87,16 +92,16 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
     if (c.needs("other")) g["other"] = ZeroGrad(c);
   });
   d.Def("div.Scalar_mode", {}, [](Ctx& c, Grads& g) { g["self"] = ZeroGrad(c); });
+  // other's gradient is -grad * self.div(other, rounding_mode=...), as PyTorch's: its rounded
+  // division of an infinity is NaN (floor(inf / x) was inf: fuzz seed 191, program 11897)
   d.Def("remainder.Tensor", {"self", "other"}, [](Ctx& c, Grads& g) {
     if (c.needs("self")) g["self"] = c.grad();
-    if (c.needs("other"))
-      g["other"] = neg(mul(c.grad(), floor_(div(c.input("self"), c.input("other")))));
+    if (c.needs("other")) g["other"] = neg(mul(c.grad(), RoundedDiv(c.input("self"), c.input("other"), "floor")));
   });
   d.Def("remainder.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
   d.Def("fmod.Tensor", {"self", "other"}, [](Ctx& c, Grads& g) {
     if (c.needs("self")) g["self"] = c.grad();
-    if (c.needs("other"))
-      g["other"] = neg(mul(c.grad(), trunc_(div(c.input("self"), c.input("other")))));
+    if (c.needs("other")) g["other"] = neg(mul(c.grad(), RoundedDiv(c.input("self"), c.input("other"), "trunc")));
   });
   d.Def("fmod.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
   // As PyTorch: recorded, but backward through floor_divide is an error.
@@ -165,8 +170,10 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
       g["self"] = masked_fill(v, eq(e, 0.0), 0);
     }
     if (c.needs("exponent")) {
-      Tensor v = mul(mul(c.grad(), c.result()), log(s));
-      g["exponent"] = masked_fill(v, logical_and(eq(s, 0.0), ge(e, 0.0)), 0);
+      // grad * where(self == 0 & exponent >= 0, 0, result * log(self)), as PyTorch's: an inf or NaN
+      // gradient stays NaN there (masking the whole product gave 0; fuzz seed 191, program 25696)
+      Tensor factor = masked_fill(mul(c.result(), log(s)), logical_and(eq(s, 0.0), ge(e, 0.0)), 0);
+      g["exponent"] = mul(c.grad(), factor);
     }
   });
   d.InplaceOf("pow_.Tensor", "pow.Tensor_Tensor");

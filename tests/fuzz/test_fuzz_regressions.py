@@ -236,8 +236,12 @@ REGRESSIONS = {
                      "stand-ins were plain views, so the compiled forward ran",
     "seed191-4329": "log_softmax of a one-element row holding -0.: PyTorch computes (x - max) - log(sum), +0.; kiln x "
                     "- (max + log(sum)), -0. (reciprocal: -inf for inf)",
+    "seed191-11897": "remainder(+-inf, other): other's gradient floored self / other to +-inf; PyTorch's -grad * "
+                     "self.div(other, rounding_mode='floor') is NaN",
     "seed191-14418": "-1.5 / gelu(x) where gelu gives a zero: PyTorch's float gelu is 0.5 * fma(x, erf, x), +0. at -0. "
                      "and below -5.8; kiln's x * cdf gave -0.",
+    "seed191-25696": "pow's exponent gradient at base 0 with an inf/NaN upstream gradient: kiln masked the whole "
+                     "product (0), PyTorch masks the factor (NaN)",
 }
 
 
