@@ -141,9 +141,16 @@ def _window(name, window_length, periodic, dtype, layout, device, pin_memory, re
     return window.requires_grad_(requires_grad) if requires_grad else window
 
 
+def _times(t, factor):
+    """t * factor as aten's window code multiplies by a C++ Scalar: the factor rounded to t's dtype
+    first. (A Python number times a float16/bfloat16 tensor is computed with the number in float32,
+    not rounded; the windows of those dtypes differ in the last bit between the two.)"""
+    return t * _kiln().full((), factor, dtype=t.dtype, device=t.device)
+
+
 def _cosine_formula(alpha, beta):
     """aten's Hamming window: alpha - beta cos(2 pi n / (N - 1))."""
-    return lambda n, period: (n * (math.pi * 2.0 / (period - 1))).cos() * -beta + alpha
+    return lambda n, period: _times(_times(n, math.pi * 2.0 / (period - 1)).cos(), -beta) + alpha
 
 
 def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None, layout=None, device=None,
@@ -164,8 +171,8 @@ def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, de
                     requires_grad=False):
     """0.42 - 0.5 cos(2 pi n / (N - 1)) + 0.08 cos(4 pi n / (N - 1)) (torch.blackman_window)."""
     def formula(n, period):
-        phase = n * (math.pi / (period - 1))
-        return (phase * 4).cos() * 0.08 - (phase * 2).cos() * 0.5 + 0.42
+        phase = _times(n, math.pi / (period - 1))
+        return _times(_times(phase, 4).cos(), 0.08) - _times(_times(phase, 2).cos(), 0.5) + 0.42
 
     return _window("blackman_window", window_length, periodic, dtype, layout, device, pin_memory, requires_grad,
                    formula)
@@ -175,9 +182,9 @@ def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, de
                     requires_grad=False):
     """The triangle 2n / (N - 1) up to the middle, 2 - 2n / (N - 1) after it (torch.bartlett_window)."""
     def formula(n, period):
-        ramp = n * (2.0 / (period - 1))
+        ramp = _times(n, 2.0 / (period - 1))
         first_half = ((period - 1) >> 1) + 1  # aten's split point, of the full symmetric window
-        return _kiln().where(n < first_half, ramp, ramp * -1 + 2)
+        return _kiln().where(n < first_half, ramp, _times(ramp, -1) + 2)
 
     return _window("bartlett_window", window_length, periodic, dtype, layout, device, pin_memory, requires_grad,
                    formula)

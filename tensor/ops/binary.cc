@@ -274,6 +274,36 @@ bool PowScalarFastPath(const Tensor& out, const Tensor& a, double e) {
   return true;
 }
 
+// Note [16-bit floats times a scalar]: PyTorch's CPU kernels for mul, div and its trunc/floor
+// modes (floor_divide too) on float16/bfloat16, when the second operand is a single element,
+// read that operand's original value in float (TensorIterator's original_scalar_value<opmath_t>)
+// instead of rounding it to the 16-bit dtype: x * 0.1 multiplies by 0.1f, not by half(0.1). A
+// 0-d tensor of the same 16-bit dtype is already rounded, so only Python numbers and 0-d tensors
+// of wider dtypes differ. add, sub, remainder and fmod have no such path: they round first.
+constexpr bool ReadsScalarInOpmath(int op) {
+  return op == kMul || op == kDiv || op == kDivTrunc || op == kDivFloor || op == kFloorDivide;
+}
+
+// out = f(a, b) for one-element b per Note [16-bit floats times a scalar]; false where it does not apply.
+template <int kOp>
+bool ReducedFloatScalarOp(const Tensor& dst, const Tensor& a, const Tensor* b, const Scalar* b_scalar,
+                          ScalarType compute) {
+  if constexpr (!ReadsScalarInOpmath(kOp)) {
+    return false;
+  } else {
+    if (compute != ScalarType::Float16 && compute != ScalarType::BFloat16) return false;
+    if (!b_scalar && (b->numel() != 1 || IsComplex(b->dtype()))) return false;
+    const float scalar = b_scalar ? b_scalar->to<float>() : ItemScalar(kSpecs[kOp].name, *b).to<float>();
+    ElementwiseIter iter({dst, a});
+    KILN_DISPATCH_FLOATING(compute, kSpecs[kOp].name, [&] {
+      using C = scalar_t;
+      BinaryFn<kOp, float> f{1.0f};
+      CpuKernel<C, C>(iter, [f, scalar](C x) -> C { return C(f(float(x), scalar)); });
+    });
+    return true;
+  }
+}
+
 // Writes f(a, b) into `out` (already sized). b_scalar, when given, replaces b.
 template <int kOp>
 void BinaryInto(const Tensor& out, const Tensor& a, const Tensor* b, const Scalar* b_scalar,
@@ -285,7 +315,9 @@ void BinaryInto(const Tensor& out, const Tensor& a, const Tensor* b, const Scala
   ScalarType loop_out = spec.result == ResultKind::Bool ? ScalarType::Bool : compute;
   Tensor dst = out.dtype() == loop_out ? out : EmptyLike(out, loop_out);
   Tensor ac = CastTo(a, compute);
-  if (b_scalar) {
+  if (ReducedFloatScalarOp<kOp>(dst, ac, b, b_scalar, compute)) {
+    // done: the one-element operand was read in float
+  } else if (b_scalar) {
     alignas(16) char value[16];
     KILN_DISPATCH_ALL_AND_COMPLEX(compute, spec.name, [&] {
       scalar_t v = b_scalar->to<scalar_t>();

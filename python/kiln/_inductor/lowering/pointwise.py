@@ -68,11 +68,24 @@ def check_integer_divisor(name, out, divisor):
     raise Fallback(f"{name} of integers by a tensor (a zero divisor raises ZeroDivisionError)")
 
 
+def one_element_operand_compute(out, b):
+    """"f32" where eager computes a bfloat16 op with b read in float, unrounded: b a Python number
+    or a one-element tensor (Note [16-bit floats times a scalar] in tensor/ops/binary.cc, which
+    mul, div, its trunc/floor modes and floor_divide follow); None otherwise."""
+    if ir_dtype(out.dtype) != "bf16":
+        return None
+    if isinstance(b, (bool, int, float)) or all(isinstance(s, int) and s == 1 for s in shape_of(b)):
+        return "f32"
+    return None
+
+
 def _binary_lowering(name, ir_op):
     def lower(out, a, b, alpha=None):
         if ir_op in _INTEGER_DIVISIONS:
             check_integer_divisor(name, out, b)
         compute = _common_dtype(a, b) if ir_op in _COMPARE else None
+        if ir_op in ("mul", "div", "floordiv"):
+            compute = one_element_operand_compute(out, b)
         if ir_dtype(out.dtype) == "bool" and ir_op in ("add", "sub", "mul"):
             # bools add as integers and the result is a bool again: True + True is True, which
             # computed in the bool type was stored as 2 (and read back as 2.0 by a cast)
@@ -398,7 +411,8 @@ def _floor_divide(out, a, b):
     check_integer_divisor("floor_divide", out, b)
     d = ir_dtype(out.dtype)
     if _is_float(d):
-        return pointwise("floor_divide", out, [a, b], lambda x, y: floor_div_expr(x, y, opmath(d)))
+        compute = one_element_operand_compute(out, b)
+        return pointwise("floor_divide", out, [a, b], lambda x, y: floor_div_expr(x, y, opmath(d)), compute)
     return pointwise("floor_divide", out, [a, b], lambda x, y: ("floordiv", x, y))
 
 
@@ -408,10 +422,11 @@ def _div_mode(out, a, b, rounding_mode=None):
     if rounding_mode == "floor":
         return _floor_divide(out, a, b)
     if rounding_mode == "trunc" and _is_float(d):
-        return pointwise("div", out, [a, b], lambda x, y: ("trunc", ("div", x, y)))
+        return pointwise("div", out, [a, b], lambda x, y: ("trunc", ("div", x, y)), one_element_operand_compute(out, b))
     if rounding_mode is not None:
         check_integer_divisor("div", out, b)
-    return pointwise("div", out, [a, b], lambda x, y: ("div", x, y))  # true division, or integers' (truncating)
+    # true division, or integers' (truncating)
+    return pointwise("div", out, [a, b], lambda x, y: ("div", x, y), one_element_operand_compute(out, b))
 
 
 def _nan_aware(ir_op):
