@@ -4,6 +4,8 @@
 // Every op here is a meta function (sizes over SymInt, the empty-input checks PyTorch makes) plus
 // a CPU kernel on ForEachOutput (reduce_utils.h). max/min/amax/amin propagate NaN: the first NaN
 // met wins, and its index is reported. Ties report the first index, as PyTorch's CPU kernels do.
+#include <algorithm>
+
 #include "tensor/ops/reduce_utils.h"
 
 namespace kiln {
@@ -44,20 +46,92 @@ TensorMeta ProdAllMeta(const Tensor& self, std::optional<ScalarType> dtype) {
   return ReduceMetaOf("prod", self, std::nullopt, false, ProdResultType(self.dtype(), dtype));
 }
 
+// One step of a floating product, rounded to T as PyTorch's scalar_t multiply rounds it.
+template <typename T>
+T ProdStep(T a, T b) {
+  return static_cast<T>(static_cast<opmath_t<T>>(a) * static_cast<opmath_t<T>>(b));
+}
+
+// PyTorch's reduction kernels run AVX2 code (32-byte vectors) even where its CPU capability is
+// AVX-512: they are not registered for AVX-512 (measured against 2.13: a float32 row of 63 matches
+// 8 lanes, not 16).
+constexpr int64_t kTorchVectorBytes = 32;
+
+// The product of a contiguous row in the order of PyTorch's vectorised inner reduction
+// (binary_kernel_reduce_vec, reduction128): from 4 vectors of elements on, 4 vectors of partial
+// products, multiplied block by block; then acc0 * acc1 and acc2 * acc3 lane by lane and the two
+// together, the lanes one after another, and the remaining tail one element at a time. A row
+// shorter than 4 vectors is multiplied one element after another.
+template <typename T>
+T ProdContiguousRow(const T* x, int64_t n) {
+  constexpr int64_t kLanes = kTorchVectorBytes / static_cast<int64_t>(sizeof(T));
+  constexpr int64_t kBlock = 4 * kLanes;
+  const int64_t blocks = n / kBlock;
+  T result = T(1);
+  if (blocks > 0) {
+    T acc[kBlock];
+    std::copy(x, x + kBlock, acc);
+    for (int64_t b = 1; b < blocks; ++b)
+      for (int64_t j = 0; j < kBlock; ++j) acc[j] = ProdStep(acc[j], x[b * kBlock + j]);
+    T lanes = T(1);
+    for (int64_t l = 0; l < kLanes; ++l) {
+      T lane = ProdStep(ProdStep(acc[l], acc[kLanes + l]), ProdStep(acc[2 * kLanes + l], acc[3 * kLanes + l]));
+      lanes = l == 0 ? lane : ProdStep(lanes, lane);
+    }
+    result = ProdStep(result, lanes);
+  }
+  for (int64_t i = blocks * kBlock; i < n; ++i) result = ProdStep(result, x[i]);
+  return result;
+}
+
+// `t` with its reduced dims sorted by stride, largest first, after the kept dims in their own
+// order (mask permuted alike): PyTorch's TensorIterator walks a reduction in memory order, so a
+// transposed input is multiplied as the contiguous row it is in memory. The kept dims keep their
+// order, so output o is still row-major over them.
+Tensor ReducedDimsInMemoryOrder(const Tensor& t, std::vector<bool>& mask) {
+  std::vector<int64_t> kept, reduced;
+  for (int64_t d = 0; d < t.dim(); ++d) (mask[d] ? reduced : kept).push_back(d);
+  std::stable_sort(reduced.begin(), reduced.end(),
+                   [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  std::vector<int64_t> order = kept;
+  order.insert(order.end(), reduced.begin(), reduced.end());
+  bool identity = true;
+  for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
+  if (identity) return t;
+  std::vector<bool> permuted(mask.size());
+  for (size_t i = 0; i < order.size(); ++i) permuted[i] = mask[order[i]];
+  mask = permuted;
+  return ops::permute(t, order);
+}
+
 Tensor ProdImpl(const Tensor& self, const OptDims& dims, bool keepdim, std::optional<ScalarType> dtype) {
   TensorMeta m = ReduceMetaOf("prod", self, dims, keepdim, ProdResultType(self.dtype(), dtype));
   Tensor out = EmptyFromMeta(m);
-  // Like PyTorch, the input is converted to the result dtype and multiplied in its acc type.
-  Tensor input = CastTo(self, m.dtype);
-  ReduceIter iter(input, ReduceMask("prod", dims, self.dim()));
+  // Like PyTorch, the input is converted to the result dtype and multiplied in that dtype (its
+  // prod kernel's `a * b` on scalar_t, no wider accumulator: a float32 product is rounded to
+  // float32 at every step, a float16 one to float16), in its order (ProdContiguousRow).
+  std::vector<bool> mask = ReduceMask("prod", dims, self.dim());
+  const Tensor input = ReducedDimsInMemoryOrder(CastTo(self, m.dtype), mask);  // iter reads its storage
+  ReduceIter iter(input, mask);
   KILN_DISPATCH_ALL(m.dtype, "prod", [&] {
     using T = scalar_t;
-    using Acc = acc_t<T>;
     T* dst = out.data_ptr<T>();
     ForEachOutput<T>(iter, [&](int64_t o, auto&& visit) {
-      Acc p = 1;
-      visit([&](T x) { p = static_cast<Acc>(p * static_cast<Acc>(static_cast<opmath_t<T>>(x))); });
-      dst[o] = FromAcc<T>(p);
+      if constexpr (std::is_integral_v<T>) {
+        using Acc = acc_t<T>;  // integers wrap alike in a wider type, then cut to T
+        Acc p = 1;
+        visit([&](T x) { p = static_cast<Acc>(p * static_cast<Acc>(x)); });
+        dst[o] = FromAcc<T>(p);
+      } else if (iter.inner_contiguous()) {
+        dst[o] = T(1);  // an empty reduction has no run
+        iter.ForEachRun(o, [&](const char* p, int64_t n, int64_t) {
+          dst[o] = ProdContiguousRow(reinterpret_cast<const T*>(p), n);
+        });
+      } else {
+        T p = T(1);
+        visit([&](T x) { p = ProdStep(p, x); });
+        dst[o] = p;
+      }
     });
   });
   return out;

@@ -240,6 +240,8 @@ REGRESSIONS = {
                      "self.div(other, rounding_mode='floor') is NaN",
     "seed191-14418": "-1.5 / gelu(x) where gelu gives a zero: PyTorch's float gelu is 0.5 * fma(x, erf, x), +0. at -0. "
                      "and below -5.8; kiln's x * cdf gave -0.",
+    "seed191-14962": "fmod(prod(x), v) % ...: kiln's float32 prod accumulated in double; PyTorch multiplies in "
+                     "float32 in its vectorised order (AVX2 lanes), transposed inputs in memory order",
     "seed191-25696": "pow's exponent gradient at base 0 with an inf/NaN upstream gradient: kiln masked the whole "
                      "product (0), PyTorch masks the factor (NaN)",
     "seed191-27246": "fmod's backward divides by a 0-d float64 tensor: PyTorch's bfloat16 mul/div read a one-element "
