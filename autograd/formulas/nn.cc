@@ -102,23 +102,26 @@ void DefineNNFormulas(DerivativeTable& d) {
                                Opt(c.input("weight")), c.i64("reduction"), c.arg("ignore_index").to_symint(),
                                c.result(1));
   });
+  // The target's gradient is the same backward with self and target swapped, as PyTorch's
+  // derivatives.yaml has it: it comes in the target's dtype (a float32 target of a float16 input
+  // gets a float32 gradient, not the input's negated float16 one).
   d.Def("mse_loss", {"self", "target"}, [](Ctx& c, Grads& g) {
-    Tensor gi = CallOp<Tensor>(KILN_OP("aten::mse_loss_backward"), c.grad(), c.input("self"), c.input("target"),
-                               c.i64("reduction"));
-    if (c.needs("self")) g["self"] = gi;
-    if (c.needs("target")) g["target"] = neg(gi);
+    const Tensor self = c.input("self"), target = c.input("target");
+    const Op& op = KILN_OP("aten::mse_loss_backward");
+    if (c.needs("self")) g["self"] = CallOp<Tensor>(op, c.grad(), self, target, c.i64("reduction"));
+    if (c.needs("target")) g["target"] = CallOp<Tensor>(op, c.grad(), target, self, c.i64("reduction"));
   });
   d.Def("smooth_l1_loss", {"self", "target"}, [](Ctx& c, Grads& g) {
-    Tensor gi = CallOp<Tensor>(KILN_OP("aten::smooth_l1_loss_backward"), c.grad(), c.input("self"), c.input("target"),
-                               c.i64("reduction"), c.f64("beta"));
-    if (c.needs("self")) g["self"] = gi;
-    if (c.needs("target")) g["target"] = neg(gi);
+    const Tensor self = c.input("self"), target = c.input("target");
+    const Op& op = KILN_OP("aten::smooth_l1_loss_backward");
+    if (c.needs("self")) g["self"] = CallOp<Tensor>(op, c.grad(), self, target, c.i64("reduction"), c.f64("beta"));
+    if (c.needs("target")) g["target"] = CallOp<Tensor>(op, c.grad(), target, self, c.i64("reduction"), c.f64("beta"));
   });
   d.Def("huber_loss", {"self", "target"}, [](Ctx& c, Grads& g) {
-    Tensor gi = CallOp<Tensor>(KILN_OP("aten::huber_loss_backward"), c.grad(), c.input("self"), c.input("target"),
-                               c.i64("reduction"), c.f64("delta"));
-    if (c.needs("self")) g["self"] = gi;
-    if (c.needs("target")) g["target"] = neg(gi);
+    const Tensor self = c.input("self"), target = c.input("target");
+    const Op& op = KILN_OP("aten::huber_loss_backward");
+    if (c.needs("self")) g["self"] = CallOp<Tensor>(op, c.grad(), self, target, c.i64("reduction"), c.f64("delta"));
+    if (c.needs("target")) g["target"] = CallOp<Tensor>(op, c.grad(), target, self, c.i64("reduction"), c.f64("delta"));
   });
   d.Def("binary_cross_entropy", {"self", "target", "weight"}, [](Ctx& c, Grads& g) {
     Tensor self = c.input("self"), target = c.input("target"), weight = c.input("weight");

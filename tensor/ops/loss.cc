@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "tensor/ops/common.h"
+#include "tensor/ops/scalar_t_math.h"
 
 namespace kiln {
 namespace {
@@ -272,16 +273,23 @@ Tensor PointwiseLoss(const Tensor& self, const Tensor& target, int64_t reduction
   Tensor loss = EmptyFromMeta(elem);
   Tensor a = CastTo(self, m.dtype), b = CastTo(target, m.dtype);
   ElementwiseIter iter({loss, a, b});
+  // PyTorch's kernels (mse_kernel, smooth_l1_kernel, huber_kernel) compute on scalar_t, rounding
+  // every step of a float16/bfloat16 loss (scalar_t_math.h), except smooth_l1's bfloat16 and
+  // huber's float16 kernels, which compute in float (measured against 2.13); the parameter is
+  // rounded to scalar_t first where the steps are.
   KILN_DISPATCH_FLOATING(m.dtype, kPointwiseNames[kKind], [&] {
     using C = scalar_t;
     using M = opmath_t<C>;
-    const M p = static_cast<M>(param);
-    CpuKernel<C, C, C>(iter, [p](C x, C y) -> C {
-      const M d = static_cast<M>(x) - static_cast<M>(y);
+    constexpr bool kInFloat = (kKind == kSmoothL1 && std::is_same_v<C, BFloat16>) ||
+                              (kKind == kHuber && std::is_same_v<C, Half>);
+    auto r = [](M v) -> M { return kInFloat ? v : RoundTo<C>(v); };
+    const M p = r(static_cast<M>(param));
+    CpuKernel<C, C, C>(iter, [p, r](C x, C y) -> C {
+      const M d = r(static_cast<M>(x) - static_cast<M>(y));
       const M ad = std::abs(d);
       if constexpr (kKind == kMse) return static_cast<C>(d * d);
-      else if constexpr (kKind == kSmoothL1) return static_cast<C>(ad < p ? M(0.5) * d * d / p : ad - M(0.5) * p);
-      else return static_cast<C>(ad < p ? M(0.5) * d * d : p * (ad - M(0.5) * p));
+      else if constexpr (kKind == kSmoothL1) return static_cast<C>(ad < p ? r(r(M(0.5) * ad) * ad) / p : ad - r(M(0.5) * p));
+      else return static_cast<C>(ad < p ? r(M(0.5) * ad) * ad : p * r(ad - r(M(0.5) * p)));
     });
   });
   return ApplyReduction(loss, reduction);

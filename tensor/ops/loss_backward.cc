@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "tensor/ops/common.h"
+#include "tensor/ops/scalar_t_math.h"
 
 namespace kiln {
 namespace {
@@ -142,15 +143,29 @@ Tensor Nll2dBw(const Tensor& grad, const Tensor& self, const Tensor& target, con
 enum PointwiseLossKind : int { kMse, kSmoothL1, kHuber };
 constexpr const char* kPwNames[] = {"mse_loss_backward", "smooth_l1_loss_backward", "huber_loss_backward"};
 
+// The dtype PyTorch's TensorIterator computes in (0-d operands weak, Note [Weak Python numbers]).
+ScalarType PwLossBwCommonType(const Tensor& grad, const Tensor& self, const Tensor& target) {
+  ResultTypeState state;
+  for (const Tensor* t : {&self, &target, &grad}) state.Update(*t);
+  return state.Result();
+}
+
 // The result has self's dtype and the broadcast shape of (self, target, grad_output), as
-// PyTorch's zeros_like(self) resized by its TensorIterator.
+// PyTorch's zeros_like(self) resized by its TensorIterator. mse's and smooth_l1's iterators promote
+// the three inputs to their common dtype, compute in it and cast the result to self's dtype (a
+// float16 input with a float32 target: its gradient is computed in float32); huber's promotes
+// nothing, so each operand must have self's dtype.
 TensorMeta PwLossBwMeta(int kind, const Tensor& grad, const Tensor& self, const Tensor& target, int64_t reduction) {
   const char* op = kPwNames[kind];
   CheckReduction(op, reduction);
-  if (kind == kSmoothL1) {
-    const ScalarType common = PromoteTypes(PromoteTypes(self.dtype(), target.dtype()), grad.dtype());
-    KILN_CHECK(common == self.dtype(), "[", op, "] Found dtype ", ScalarTypeDisplayName(common), " but expected ",
-               ScalarTypeDisplayName(self.dtype()));
+  if (kind == kHuber) {
+    for (const Tensor* t : {&target, &grad})
+      KILN_CHECK(t->dtype() == self.dtype(), "Found dtype ", ScalarTypeDisplayName(t->dtype()), " but expected ",
+                 ScalarTypeDisplayName(self.dtype()));
+  } else {
+    const ScalarType common = PwLossBwCommonType(grad, self, target);
+    KILN_CHECK(CanCast(common, self.dtype()), "result type ", ScalarTypeDisplayName(common),
+               " can't be cast to the desired output type ", ScalarTypeDisplayName(self.dtype()));
   }
   const bool ok = kind == kMse ? self.dtype() != ScalarType::Bool : IsFloating(self.dtype());
   KILN_CHECK_NOT_IMPLEMENTED(ok, "\"", op, "\" not implemented for '", ScalarTypeDisplayName(self.dtype()), "'");
@@ -164,41 +179,59 @@ TensorMeta PwLossBwMeta(int kind, const Tensor& grad, const Tensor& self, const 
 template <int kKind>
 Tensor PwLossBw(const Tensor& grad, const Tensor& self, const Tensor& target, int64_t reduction, double param) {
   TensorMeta m = PwLossBwMeta(kKind, grad, self, target, reduction);
+  const ScalarType result_dtype = m.dtype;
+  m.dtype = PwLossBwCommonType(grad, self, target);  // huber's: self's (checked)
   Tensor out = EmptyFromMeta(m);
-  if (out.numel() == 0) return out;
+  if (out.numel() == 0) return CastTo(out, result_dtype);
   const double norm_d = (kKind == kMse ? 2.0 : 1.0) / (reduction == kMean ? static_cast<double>(self.numel()) : 1.0);
   Tensor x = CastTo(self, m.dtype), y = CastTo(target, m.dtype), g = CastTo(grad, m.dtype);
-  // A reduced loss has a one-element grad: read it once, so the loop over (x, y) takes
-  // CpuKernel's contiguous fast path.
-  const bool scalar_grad = g.numel() == 1;
+  // PyTorch's kernels (mse_backward, smooth_l1_backward, huber_backward): on scalar_t, every step
+  // of a float16/bfloat16 gradient rounded (scalar_t_math.h), except smooth_l1's 16-bit kernel,
+  // which computes in float; norm and the parameter rounded to scalar_t first. smooth_l1's and
+  // huber's two lambdas differ (Note [PyTorch's two lambdas]): the vectorised one computes
+  // norm * (|x| >= beta ? +-1 : x / beta) * grad and norm * (|x| >= delta ? +-delta : x) * grad,
+  // the scalar one norm * x * grad / beta and +-norm * grad * delta with beta and delta in double.
   KILN_DISPATCH_NUMERIC(m.dtype, kPwNames[kKind], [&] {
     using C = scalar_t;
     using M = opmath_t<C>;
-    const M norm = static_cast<M>(norm_d), p = static_cast<M>(param);
-    auto f = [norm, p](C xc, C yc, C gc) -> C {
-      const M d = static_cast<M>(xc) - static_cast<M>(yc), gv = static_cast<M>(gc);
-      if constexpr (kKind == kMse) {
-        return static_cast<C>(norm * d * gv);
-      } else if constexpr (kKind == kSmoothL1) {
-        if (d <= -p) return static_cast<C>(-norm * gv);
-        if (d >= p) return static_cast<C>(norm * gv);
-        return static_cast<C>(norm * d * gv / p);
+    constexpr bool kInFloat = kKind == kSmoothL1 && (std::is_same_v<C, Half> || std::is_same_v<C, BFloat16>);
+    auto r = [](M v) -> M { return kInFloat ? v : RoundTo<C>(v); };
+    const M norm = r(static_cast<M>(norm_d)), p = r(static_cast<M>(param));
+    ElementwiseIter iter({out, x, y, g});
+    if constexpr (kKind == kMse || std::is_integral_v<M>) {
+      auto f = [norm, r](C xc, C yc, C gc) -> C {
+        return static_cast<C>(r(norm * r(static_cast<M>(xc) - static_cast<M>(yc))) * static_cast<M>(gc));
+      };
+      if (g.numel() == 1) {  // a reduced loss: read its one-element grad once (CpuKernel's fast path)
+        const C gc = ops::contiguous(g).data_ptr<C>()[0];
+        CpuKernel<C, C, C>(ElementwiseIter({out, x, y}), [f, gc](C xc, C yc) { return f(xc, yc, gc); });
       } else {
-        if (d <= -p) return static_cast<C>(-norm * gv * p);
-        if (d >= p) return static_cast<C>(norm * gv * p);
-        return static_cast<C>(norm * d * gv);
+        CpuKernel<C, C, C, C>(iter, f);
       }
-    };
-    if (scalar_grad) {
-      const C gc = ops::contiguous(g).data_ptr<C>()[0];
-      ElementwiseIter iter({out, x, y});
-      CpuKernel<C, C, C>(iter, [f, gc](C xc, C yc) { return f(xc, yc, gc); });
     } else {
-      ElementwiseIter iter({out, x, y, g});
-      CpuKernel<C, C, C, C>(iter, f);
+      auto vec_f = [norm, p, r](C xc, C yc, C gc) -> C {
+        const M d = r(static_cast<M>(xc) - static_cast<M>(yc));
+        const M sign = d > M(0) ? M(1) : M(-1);
+        const M slope = kKind == kSmoothL1 ? (std::abs(d) >= p ? sign : r(d / p)) : (std::abs(d) >= p ? r(sign * p) : d);
+        return static_cast<C>(r(norm * slope) * static_cast<M>(gc));
+      };
+      auto scalar_f = [norm, param, r](C xc, C yc, C gc) -> C {
+        const M d = r(static_cast<M>(xc) - static_cast<M>(yc)), gv = static_cast<M>(gc);
+        const double dd = static_cast<double>(d);
+        if constexpr (kKind == kSmoothL1) {
+          if (dd <= -param) return static_cast<C>(-norm * gv);
+          if (dd >= param) return static_cast<C>(norm * gv);
+          return static_cast<C>(static_cast<M>(static_cast<double>(r(r(norm * d) * gv)) / param));
+        } else {
+          if (dd <= -param) return static_cast<C>(static_cast<M>(static_cast<double>(r(-norm * gv)) * param));
+          if (dd >= param) return static_cast<C>(static_cast<M>(static_cast<double>(r(norm * gv)) * param));
+          return static_cast<C>(r(norm * d) * gv);
+        }
+      };
+      CpuKernelTwoLambdas<C, C, C, C>(iter, vec_f, scalar_f);
     }
   });
-  return out;
+  return CastTo(out, result_dtype);
 }
 
 Tensor MseBw(const Tensor& grad, const Tensor& self, const Tensor& target, int64_t reduction) {

@@ -62,13 +62,22 @@ def to_float(x):
 _LOW_PRECISION = (kiln.float16, kiln.bfloat16)
 
 
+def _promoted_float(args):
+    """The floating dtype the tensors among args promote to (0-d tensors weak beside dimensioned
+    ones, as in eager), or None."""
+    tensors = [a for a in args if isinstance(a, kiln.Tensor)]
+    dims = [t for t in tensors if t.dim() > 0] or tensors
+    floats = [t.dtype for t in dims if t.dtype.is_floating_point]
+    return functools.reduce(kiln.promote_types, floats) if floats else None
+
+
 def pw_opmath(fn):
     """Runs a pointwise decomposition in float32 for float16/bfloat16 inputs and rounds its
     results once, as the eager kernels do (they compute in the "opmath" type)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        low = next((a.dtype for a in args if isinstance(a, kiln.Tensor) and a.dtype in _LOW_PRECISION), None)
-        if low is None:
+        low = _promoted_float(args)
+        if low not in _LOW_PRECISION:  # a float16 input beside a float32 one computes in float32
             return fn(*args, **kwargs)
 
         def up(v):

@@ -1,6 +1,8 @@
 """Decompositions of the losses (mse, l1, smooth_l1, huber, binary cross entropy, nll, cross
 entropy) and their backward ops."""
 
+import functools
+
 from kiln._decomp import register_decomposition
 from kiln._decomp.decompositions import numel, pw_opmath, reduce_loss, rsub_scalar, scalar, to_dtype
 from kiln._ops import ops
@@ -22,7 +24,17 @@ def mse_loss(self, target, reduction=1):
     return reduce_loss(aten.mul.Tensor(d, d), reduction)
 
 
+def _in_self_dtype(fn):
+    """The backward of mse and smooth_l1 computes in its operands' common dtype and returns self's
+    (PyTorch's zeros_like(self) written by a promoting TensorIterator)."""
+    @functools.wraps(fn)
+    def wrapper(grad_output, self, target, *args):
+        return to_dtype(fn(grad_output, self, target, *args), self.dtype)
+    return wrapper
+
+
 @register_decomposition(aten.mse_loss_backward.default)
+@_in_self_dtype
 @pw_opmath
 def mse_loss_backward(grad_output, self, target, reduction):
     scale = 2.0 * _mean_scale(self, reduction)
@@ -46,6 +58,7 @@ def smooth_l1_loss(self, target, reduction=1, beta=1.0):
 
 
 @register_decomposition(aten.smooth_l1_loss_backward.default)
+@_in_self_dtype
 @pw_opmath
 def smooth_l1_loss_backward(grad_output, self, target, reduction, beta):
     d = aten.sub.Tensor(self, target)

@@ -104,18 +104,13 @@ def _broadcast_shape(a, b):
     return tuple(reversed(out))
 
 
-def _broadcast_pair(a, b, promote=True):
-    """input and target of a pointwise loss in their common shape and (with `promote`) dtype: an
-    integer input with a float target is computed in the float type, as PyTorch promotes them for
-    mse, l1 and smooth l1 (kiln's backward took the integer dtype from the input, and the
-    target's gradient truncated to 0); huber_loss keeps the input's dtype (and refuses, as
-    PyTorch does, a float result for an integer input)."""
+def _broadcast_pair(a, b):
+    """input and target of a pointwise loss in their common shape (torch.broadcast_tensors), each
+    in its own dtype: the loss op promotes them itself, so that its backward saves (and checks the
+    version of) the tensors the user passed, and a float32 target of a float16 input gets a float32
+    gradient, as in PyTorch."""
     shape = _broadcast_shape(tuple(a.shape), tuple(b.shape))
-    a, b = (a if tuple(a.shape) == shape else a.expand(shape)), (b if tuple(b.shape) == shape else b.expand(shape))
-    if promote:  # after broadcasting, as PyTorch's: a 0-d float64 target then promotes a float32 input
-        dtype = kiln.result_type(a, b)
-        a, b = (a if a.dtype == dtype else a.to(dtype)), (b if b.dtype == dtype else b.to(dtype))
-    return a, b
+    return (a if tuple(a.shape) == shape else a.expand(shape)), (b if tuple(b.shape) == shape else b.expand(shape))
 
 
 def _warn_size(input, target):
@@ -611,7 +606,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 @_float32_under_autocast
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     _warn_size(input, target)
-    input, target = _broadcast_pair(input, target, promote=False)
+    input, target = _broadcast_pair(input, target)
     if weight is None:
         return kiln.huber_loss(input, target, _reduction_enum(reduction), delta)
     return _weighted_reduce(kiln.huber_loss(input, target, 0, delta), weight, input, reduction, False)
