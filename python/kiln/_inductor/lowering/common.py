@@ -120,11 +120,13 @@ def const(value, dtype):
     return ("const", scalar_as(value, dtype), dtype)
 
 
-def pointwise(name, out, inputs, combine, compute=None):
-    """A Pointwise of out's shape whose value is combine(*input exprs) (inputs broadcast)."""
+def pointwise(name, out, inputs, combine, compute=None, load_as=None):
+    """A Pointwise of out's shape whose value is combine(*input exprs) (inputs broadcast), each
+    input read in `compute` (out's dtype by default) or in its entry of `load_as` where not None."""
     out_dtype = ir_dtype(out.dtype)
     compute = compute or out_dtype
-    loaders = [(loader(v, compute), shape_of(v)) for v in inputs]
+    load_as = load_as or [None] * len(inputs)
+    loaders = [(loader(v, d or compute), shape_of(v)) for v, d in zip(inputs, load_as)]
     shape = list(out.shape)
 
     def fn(ctx, idx):

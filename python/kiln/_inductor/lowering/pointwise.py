@@ -68,14 +68,16 @@ def check_integer_divisor(name, out, divisor):
     raise Fallback(f"{name} of integers by a tensor (a zero divisor raises ZeroDivisionError)")
 
 
-def one_element_operand_compute(out, b):
-    """"f32" where eager computes a bfloat16 op with b read in float, unrounded: b a Python number
-    or a one-element tensor (Note [16-bit floats times a scalar] in tensor/ops/binary.cc, which
-    mul, div, its trunc/floor modes and floor_divide follow); None otherwise."""
+def one_element_in_float(out, b):
+    """load_as for (a, b) where eager computes a bfloat16 op with b read in float, unrounded: b a
+    Python number or a one-element tensor (Note [16-bit floats times a scalar] in
+    tensor/ops/binary.cc, which mul, div, its trunc/floor modes and floor_divide follow); None
+    otherwise. The op stays a bfloat16 one, computed in float32 and rounded where it is stored,
+    as PyTorch's Inductor keeps it."""
     if ir_dtype(out.dtype) != "bf16":
         return None
     if isinstance(b, (bool, int, float)) or all(isinstance(s, int) and s == 1 for s in shape_of(b)):
-        return "f32"
+        return [None, "f32"]
     return None
 
 
@@ -84,8 +86,7 @@ def _binary_lowering(name, ir_op):
         if ir_op in _INTEGER_DIVISIONS:
             check_integer_divisor(name, out, b)
         compute = _common_dtype(a, b) if ir_op in _COMPARE else None
-        if ir_op in ("mul", "div", "floordiv"):
-            compute = one_element_operand_compute(out, b)
+        load_as = one_element_in_float(out, b) if ir_op in ("mul", "div", "floordiv") else None
         if ir_dtype(out.dtype) == "bool" and ir_op in ("add", "sub", "mul"):
             # bools add as integers and the result is a bool again: True + True is True, which
             # computed in the bool type was stored as 2 (and read back as 2.0 by a cast)
@@ -96,7 +97,7 @@ def _binary_lowering(name, ir_op):
             d = compute or ir_dtype(out.dtype)
             scale = ("const", scalar_as(alpha, d), d)
             return pointwise(name, out, [a, b], lambda x, y: (ir_op, x, ("mul", y, scale)), compute)
-        return pointwise(name, out, [a, b], lambda x, y: (ir_op, x, y), compute)
+        return pointwise(name, out, [a, b], lambda x, y: (ir_op, x, y), compute, load_as)
 
     return lower
 
@@ -411,8 +412,8 @@ def _floor_divide(out, a, b):
     check_integer_divisor("floor_divide", out, b)
     d = ir_dtype(out.dtype)
     if _is_float(d):
-        compute = one_element_operand_compute(out, b)
-        return pointwise("floor_divide", out, [a, b], lambda x, y: floor_div_expr(x, y, opmath(d)), compute)
+        return pointwise("floor_divide", out, [a, b], lambda x, y: floor_div_expr(x, y, opmath(d)),
+                         load_as=one_element_in_float(out, b))
     return pointwise("floor_divide", out, [a, b], lambda x, y: ("floordiv", x, y))
 
 
@@ -422,11 +423,11 @@ def _div_mode(out, a, b, rounding_mode=None):
     if rounding_mode == "floor":
         return _floor_divide(out, a, b)
     if rounding_mode == "trunc" and _is_float(d):
-        return pointwise("div", out, [a, b], lambda x, y: ("trunc", ("div", x, y)), one_element_operand_compute(out, b))
+        return pointwise("div", out, [a, b], lambda x, y: ("trunc", ("div", x, y)), load_as=one_element_in_float(out, b))
     if rounding_mode is not None:
         check_integer_divisor("div", out, b)
     # true division, or integers' (truncating)
-    return pointwise("div", out, [a, b], lambda x, y: ("div", x, y), one_element_operand_compute(out, b))
+    return pointwise("div", out, [a, b], lambda x, y: ("div", x, y), load_as=one_element_in_float(out, b))
 
 
 def _nan_aware(ir_op):
