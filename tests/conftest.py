@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 import kiln
+import oracle_settings
 
+oracle_settings.pin()  # oneDNN's AVX2 code on every machine (PyTorch's gelu)
 try:
     import torch
 except ImportError:  # the 3.12 environment has no torch; oracle tests fall back to numpy

@@ -44,7 +44,9 @@ def bits(t):
 
 def values(t):
     t = t.detach()
-    return t.double().numpy() if isinstance(t, torch.Tensor) else np.array(t.double().tolist())
+    if isinstance(t, torch.Tensor):
+        return t.double().numpy()
+    return np.array(t.double().tolist(), dtype=np.float64).reshape(tuple(t.shape))  # keeps an empty shape
 
 
 def assert_same(k, t, what):

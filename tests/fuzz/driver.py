@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+import oracle_settings
+
 TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON_DIR = os.path.join(os.path.dirname(TESTS_DIR), "python")
 
@@ -32,7 +34,7 @@ def _env():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([TESTS_DIR, PYTHON_DIR, env.get("PYTHONPATH", "")])
     env.setdefault("OMP_NUM_THREADS", "1")
-    return env
+    return oracle_settings.pin(env)  # oneDNN's AVX2 code on every machine (PyTorch's gelu)
 
 
 def _worker(args, stderr):
