@@ -16,6 +16,7 @@
 #include <limits>
 
 #include "tensor/ops/common.h"
+#include "tensor/ops/scalar_t_math.h"
 #include "tensor/vec_math.h"
 
 namespace kiln {
@@ -123,13 +124,28 @@ void RunBw(const ElementwiseIter& iter, ScalarType dtype, const BwParams& p) {
     // Bounds compared with x are PyTorch's Scalars converted to the tensor's dtype.
     auto round = [](double v) { return static_cast<double>(static_cast<M>(static_cast<C>(static_cast<M>(v)))); };
     if constexpr (kOp == kThresholdBw || kOp == kHardtanhBw) q.a = round(p.a), q.b = round(p.b);
+    if constexpr (kOp == kHardtanhBw && std::is_same_v<C, BFloat16>) {
+      q.a = static_cast<float>(p.a), q.b = static_cast<float>(p.b);  // its bfloat16 kernel: float bounds
+    }
     if constexpr (kOp == kLogitBw) {
       if (p.a >= 0) q.a = round(p.a), q.b = round(1.0 - q.a);
       q.c = p.a;
     }
-    CpuKernel<C, C, C>(iter, [p = q](C g, C x) -> C {
+    auto scalar_f = [p = q](C g, C x) -> C {
       return static_cast<C>(ApplyBw<M>(kOp, static_cast<M>(g), static_cast<M>(x), p));
-    });
+    };
+    if constexpr (kOp == kHardtanhBw && !std::is_integral_v<M>) {
+      // PyTorch's vectorised lambda keeps g where min < x < max, its scalar one zeroes it where
+      // x <= min or x >= max: a NaN input passes its gradient in the one and not in the other
+      // (Note [PyTorch's two lambdas]; fuzz seed 211, program 5436).
+      auto vec_f = [a = static_cast<M>(q.a), b = static_cast<M>(q.b)](C g, C x) -> C {
+        const M xm = static_cast<M>(x);
+        return xm > a && xm < b ? g : C(0);
+      };
+      CpuKernelTwoLambdas<C, C, C>(iter, vec_f, scalar_f);
+    } else {
+      CpuKernel<C, C, C>(iter, scalar_f);
+    }
   });
 }
 using RunBwFn = void (*)(const ElementwiseIter&, ScalarType, const BwParams&);
