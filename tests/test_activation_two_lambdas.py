@@ -1,8 +1,10 @@
-"""Activation backward ops whose PyTorch kernel has two lambdas that disagree at NaN (Note
-[PyTorch's two lambdas] in tensor/ops/scalar_t_math.h): hardtanh_backward keeps the gradient of a
-NaN input on its scalar path (rows' tails, non-contiguous rows) and zeroes it on its vectorised
-one. kiln takes the same path for each element, so gradients through hardtanh(log(x)) of negative
-x match PyTorch's bit for bit. (Fuzz seed 211, program 5436: a silent wrong gradient.)"""
+"""Activation backward ops whose PyTorch kernel has two lambdas that disagree at NaN or on a bound
+(Note [PyTorch's two lambdas] in tensor/ops/scalar_t_math.h): hardtanh_backward keeps the gradient
+of a NaN input on its scalar path (rows' tails, non-contiguous rows) and zeroes it on its
+vectorised one; elu's, hardswish's and logit's backward likewise (in blocks of AVX-512 vectors on
+AVX-512 machines). kiln takes the same path for each element, so gradients through
+hardtanh(log(x)) of negative x match PyTorch's bit for bit. (Fuzz seed 211, program 5436: a silent
+wrong gradient.)"""
 
 import math
 
@@ -38,6 +40,38 @@ def test_hardtanh_backward_matches_torch_bitwise(dtype, n, strided, bounds):
     got = _case(kiln, dtype, n, strided, *bounds)
     expected = _case(torch, dtype, n, strided, *bounds)
     assert torch.equal(torch.from_numpy(got.double().numpy()), expected.double())
+
+
+BACKWARDS = {
+    "elu": lambda lib, g, x: lib.ops.aten.elu_backward(g, 1.3, 1.1, 0.9, False, x),
+    "elu_result": lambda lib, g, x: lib.ops.aten.elu_backward(g, 1.3, 1.1, 0.9, True, x),
+    "hardswish": lambda lib, g, x: lib.ops.aten.hardswish_backward(g, x),
+    "logit_eps": lambda lib, g, x: lib.ops.aten.logit_backward(g, x, 0.1),
+    "logit": lambda lib, g, x: lib.ops.aten.logit_backward(g, x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BACKWARDS))
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("n", [5, 13, 24, 40, 48, 72, 100])
+def test_other_backwards_match_torch_bitwise(name, dtype, n):
+    rng = np.random.default_rng(n)
+    x = rng.uniform(-4, 4, n)
+    x[::3] = math.nan
+    x[1::5], x[2::5], x[3::7], x[4::7] = math.inf, -3.0, 3.0, 0.1  # hardswish's and logit's bounds
+    g = rng.uniform(-1, 1, n)
+    out = []
+    for lib in (kiln, torch):
+        xt = lib.tensor(x.tolist(), dtype=lib.float64).to(getattr(lib, dtype))
+        gt = lib.tensor(g.tolist(), dtype=lib.float64).to(getattr(lib, dtype))
+        out.append(BACKWARDS[name](lib, gt, xt))
+    got, expected = np.array(out[0].double().tolist()), out[1].double().numpy()
+    # the branch each element takes is PyTorch's: NaNs and zeros where its are; the values within a
+    # few ulps (its vectorised exp is Sleef's, kiln's libm's)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_array_equal(got == 0, expected == 0)
+    tol = {"float32": 1e-6, "float64": 1e-14, "bfloat16": 1e-2}[dtype]
+    np.testing.assert_allclose(got, expected, rtol=tol, atol=0)
 
 
 def test_gradient_through_hardtanh_of_log():

@@ -115,6 +115,28 @@ template <typename M>
   return g;
 }
 
+// PyTorch's vectorised lambdas where they differ from its scalar ones (ApplyBw's) at NaN (Note
+// [PyTorch's two lambdas]): each tests x the other way round, so a NaN takes the other branch.
+template <typename M>
+[[gnu::always_inline]] inline M ApplyBwVectorized(int op, M g, M x, const BwParams& p) {
+  switch (op) {
+    case kHardtanhBw: return x > M(p.a) && x < M(p.b) ? g : M(0);
+    case kEluBw: return x > M(0) ? g * M(p.b) : g * M(p.c) * M(p.a) * std::exp(x * M(p.c));
+    case kEluResultBw: return x > M(0) ? g * M(p.b) : g * M(p.c) * (x + M(p.a));
+    case kHardswishBw:
+      if (x <= M(-3)) return M(0);
+      return x >= M(3) ? g : g * (x / M(3) + M(0.5));
+    case kLogitBw:  // with eps (p.c >= 0): zero unless lo <= x <= hi, NaN included
+      return x >= M(p.a) && x <= M(p.b) ? g / (x * (M(1) - x)) : M(0);
+  }
+  return ApplyBw<M>(op, g, x, p);
+}
+
+// The ops that take ApplyBwVectorized on PyTorch's vectorised blocks (floating types).
+template <int kOp, typename C>
+constexpr bool kTwoLambdas = std::is_floating_point_v<opmath_t<C>> &&
+    (kOp == kHardtanhBw || kOp == kEluBw || kOp == kEluResultBw || kOp == kHardswishBw || kOp == kLogitBw);
+
 template <int kOp>
 void RunBw(const ElementwiseIter& iter, ScalarType dtype, const BwParams& p) {
   KILN_DISPATCH_NUMERIC(dtype, kBw[kOp].kernel, [&] {
@@ -134,15 +156,15 @@ void RunBw(const ElementwiseIter& iter, ScalarType dtype, const BwParams& p) {
     auto scalar_f = [p = q](C g, C x) -> C {
       return static_cast<C>(ApplyBw<M>(kOp, static_cast<M>(g), static_cast<M>(x), p));
     };
-    if constexpr (kOp == kHardtanhBw && !std::is_integral_v<M>) {
-      // PyTorch's vectorised lambda keeps g where min < x < max, its scalar one zeroes it where
-      // x <= min or x >= max: a NaN input passes its gradient in the one and not in the other
-      // (Note [PyTorch's two lambdas]; fuzz seed 211, program 5436).
-      auto vec_f = [a = static_cast<M>(q.a), b = static_cast<M>(q.b)](C g, C x) -> C {
-        const M xm = static_cast<M>(x);
-        return xm > a && xm < b ? g : C(0);
+    if constexpr (kTwoLambdas<kOp, C>) {
+      // e.g. hardtanh's vectorised lambda keeps g where min < x < max, its scalar one zeroes it
+      // where x <= min or x >= max: a NaN input's gradient passes in one and not in the other
+      // (fuzz seed 211, program 5436). logit without eps has one behaviour.
+      auto vec_f = [p = q](C g, C x) -> C {
+        if (kOp == kLogitBw && p.c < 0) return static_cast<C>(ApplyBw<M>(kOp, static_cast<M>(g), static_cast<M>(x), p));
+        return static_cast<C>(ApplyBwVectorized<M>(kOp, static_cast<M>(g), static_cast<M>(x), p));
       };
-      CpuKernelTwoLambdas<C, C, C>(iter, vec_f, scalar_f);
+      CpuKernelTwoLambdas<C, C, C>(iter, vec_f, scalar_f, kOp == kHardtanhBw ? 32 : TorchAvx512VectorBytes());
     } else {
       CpuKernel<C, C, C>(iter, scalar_f);
     }

@@ -29,14 +29,24 @@ inline opmath_t<C> RoundTo(opmath_t<C> v) {
 
 // Note [PyTorch's two lambdas]: cpu_kernel_vec runs its Vectorized<> lambda on a row whose
 // operands are all contiguous, or contiguous but for one broadcast input (stride 0), in blocks of
-// two AVX2 vectors (16 floats; its pointwise kernels run AVX2 code on AVX-512 machines too), and
-// its scalar lambda on the rest of such a row and on every other row. Where the two round
-// differently (smooth_l1_backward divides x by beta first in one, last in the other), a kernel
-// that must match PyTorch takes both: CpuKernelTwoLambdas calls vec_f where PyTorch's vectorised
-// lambda runs and scalar_f elsewhere (rows split across threads aside).
+// two vectors, and its scalar lambda on the rest of such a row and on every other row. Where the
+// two differ (smooth_l1_backward divides x by beta first in one, last in the other; hardtanh's
+// backward tests a NaN input one way round in one and the other way in the other), a kernel that
+// must match PyTorch takes both: CpuKernelTwoLambdas calls vec_f where PyTorch's vectorised lambda
+// runs and scalar_f elsewhere (rows split across threads aside). The vectors are AVX2's (32 bytes)
+// for most kernels, even on AVX-512 machines: only the kernels PyTorch registers for AVX-512
+// (ALSO_REGISTER_AVX512_DISPATCH: elu's, hardswish's and logit's backward among them) run 64-byte
+// vectors there (TorchAvx512VectorBytes). Measured with 2.13 on both kinds of machine.
+inline int64_t TorchAvx512VectorBytes() {
+  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return avx512 ? 64 : 32;
+}
+
 template <typename Out, typename... In, typename VecF, typename ScalarF>
-void CpuKernelTwoLambdas(const ElementwiseIter& iter, const VecF& vec_f, const ScalarF& scalar_f) {
-  constexpr int64_t kBlock = 2 * 32 / static_cast<int64_t>(sizeof(Out));
+void CpuKernelTwoLambdas(const ElementwiseIter& iter, const VecF& vec_f, const ScalarF& scalar_f,
+                         int64_t vector_bytes = 32) {
+  const int64_t block = 2 * vector_bytes / static_cast<int64_t>(sizeof(Out));
   constexpr int64_t kSizes[] = {sizeof(In)...};
   iter.Run([&](char* const* ptrs, const int64_t* strides, int64_t n) {
     int broadcast = 0;
@@ -45,7 +55,7 @@ void CpuKernelTwoLambdas(const ElementwiseIter& iter, const VecF& vec_f, const S
       if (strides[k + 1] == 0) ++broadcast;
       else contiguous = contiguous && strides[k + 1] == kSizes[k];
     }
-    const int64_t vec_end = contiguous && broadcast <= 1 ? n / kBlock * kBlock : 0;
+    const int64_t vec_end = contiguous && broadcast <= 1 ? n / block * block : 0;
     [&]<size_t... I>(std::index_sequence<I...>) {
       for (int64_t j = 0; j < n; ++j) {
         const Out v = j < vec_end ? vec_f(detail::Load<In>(ptrs[I + 1] + j * strides[I + 1])...)
