@@ -249,6 +249,8 @@ REGRESSIONS = {
                      "product (0), PyTorch masks the factor (NaN)",
     "seed191-27246": "fmod's backward divides by a 0-d float64 tensor: PyTorch's bfloat16 mul/div read a one-element "
                      "second operand in float, kiln rounded it to bfloat16 first",
+    "seed211-2015": "remainder(x, logsumexp(int rows)): kiln summed exp in double, so a row [0, -24] gave log(1 + "
+                    "4e-11) = 4e-11; PyTorch's composite sums in float32 (1) and gives 0, so remainder by it is NaN",
     "seed211-5436": "hardtanh(log(x)) where log gives NaN: PyTorch's vectorised hardtanh_backward zeroes the "
                     "gradient of a NaN input, its scalar tail keeps it; kiln kept it everywhere (a silent wrong "
                     "gradient)",
