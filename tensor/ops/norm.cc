@@ -39,25 +39,35 @@ struct NamedParam {
   const OptTensor* t;
 };
 
-// The dtype of saved statistics; checks the input and parameter dtypes and devices.
+// The dtype of saved statistics; checks the input and parameter dtypes and devices in PyTorch's
+// order (its is_mixed_type / check_mixed_data_type come before the kernel's dtype dispatch): a
+// parameter whose dtype differs from the input's makes the call "mixed", which needs float32
+// parameters, then a 16-bit input; only then is a non-floating input refused.
 ScalarType NormStatDtype(const char* op, const Tensor& input, std::initializer_list<NamedParam> params) {
-  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(input.dtype()), "\"", op, "\" not implemented for '",
-                             ScalarTypeDisplayName(input.dtype()), "'");
+  const Tensor* first = nullptr;
   bool mixed = false;
   for (const NamedParam& p : params) {
     if (!Defined(*p.t)) continue;
-    const Tensor& t = **p.t;
-    CheckSameDevice(op, input, t);
-    if (t.dtype() == input.dtype()) continue;
-    if (IsReducedFloat(input.dtype())) {
-      KILN_CHECK(t.dtype() == ScalarType::Float32, "mixed dtype (CPU): expect parameter to have scalar type of Float");
-      mixed = true;
-    } else {
-      KILN_CHECK(false, "mixed dtype (CPU): all inputs must share same datatype. (", op, ": input is ",
-                 ScalarTypeDisplayName(input.dtype()), ", ", p.name, " is ", ScalarTypeDisplayName(t.dtype()), ")");
-    }
+    CheckSameDevice(op, input, **p.t);
+    if (!first) first = &**p.t;
+    mixed = mixed || (**p.t).dtype() != input.dtype();
   }
-  return mixed ? ScalarType::Float32 : input.dtype();
+  if (mixed) {
+    KILN_CHECK(first->dtype() == ScalarType::Float32, "mixed dtype (CPU): expect parameter to have scalar type of Float");
+    for (const NamedParam& p : params) {
+      if (!Defined(*p.t) || IsReducedFloat(input.dtype())) continue;
+      KILN_CHECK((**p.t).dtype() == input.dtype(), "mixed dtype (CPU): all inputs must share same datatype. (", op,
+                 ": input is ", ScalarTypeDisplayName(input.dtype()), ", ", p.name, " is ",
+                 ScalarTypeDisplayName((**p.t).dtype()), ")");
+    }
+    for (const NamedParam& p : params)
+      KILN_CHECK(!Defined(*p.t) || (**p.t).dtype() == ScalarType::Float32,
+                 "mixed dtype (CPU): expect parameter to have scalar type of Float");
+    return ScalarType::Float32;
+  }
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(input.dtype()), "\"", op, "\" not implemented for '",
+                             ScalarTypeDisplayName(input.dtype()), "'");
+  return input.dtype();
 }
 
 // The n values of a 1-D parameter (any stride, any floating dtype), or `dflt` when absent.
@@ -143,6 +153,10 @@ Meta3 NativeBatchNormMeta(const Tensor& input, const OptTensor& weight, const Op
     KILN_CHECK(Defined(running_mean) && Defined(running_var),
                "running_mean and running_var must be defined in evaluation mode");
   }
+  // batch_norm's kernel refuses a non-floating input before its mixed-dtype check (layer_norm's and
+  // group_norm's after it)
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(input.dtype()), "\"batch_norm\" not implemented for '",
+                             ScalarTypeDisplayName(input.dtype()), "'");
   ScalarType stat = NormStatDtype("batch_norm", input,
                                   {{"weight", &weight}, {"bias", &bias}, {"running_mean", &running_mean},
                                    {"running_var", &running_var}});
