@@ -625,6 +625,29 @@ def test_inplace_on_multi_output_view_raises():
         assert_like_torch(base_modified, match="Output 0 of Split.* is a view and its base or another view of its "
                                                "base has been modified inplace")
 
+    def unbind(lib):  # unbind's slices too (kiln's were separate selects, which allowed this)
+        b = lib.arange(6.0).reshape(2, 3).requires_grad_() * 1
+        b.unbind(1)[2].mul_(3)
+
+    assert_like_torch(unbind, match="Output 2 of Unbind is a view and is being modified inplace")
+
+    def unbind_base_modified(lib):
+        b = lib.randn(4, 3, requires_grad=True) * 1
+        v = b.unbind(0)[1]
+        b.mul_(-1)
+        v.exp()
+
+    assert_like_torch(unbind_base_modified, match="Output 1 of Unbind is a view and its base or another view of its "
+                                                  "base has been modified inplace")
+
+    def unbind_gradient(lib):  # the slices' gradients stacked, zeros for the unused ones
+        a = lib.arange(6.0).reshape(2, 3).requires_grad_()
+        s = (a * 2).unbind(1)
+        (s[0] * 3 + s[2].exp()).sum().backward()
+        return a.grad
+
+    assert_like_torch(unbind_gradient)
+
     def view_of_piece(lib):  # a view of a piece is a multi-output view too (its op named)
         b = lib.randn(4, 3, requires_grad=True) * 1
         b.chunk(2)[0].t().mul_(2)

@@ -451,6 +451,8 @@ def _shape_cases():
                                     variants(shapes=[(7, 4), (0, 3)], dtypes=[F32, I64]) for k, dim in [(2, 0), (3, -1), (4, 0)])
     c[aten.split.sizes] = lambda: (((make((7, 4), d, nc=nc), sz, 0), {}) for d in [F32, I64] for nc in (False, True)
                                    for sz in [[3, 4], [7], [0, 2, 5]])
+    c[aten.unbind.int] = lambda: (((make(s, d, nc=nc), dim), {}) for s, d, nc in
+                                  variants(shapes=[(3, 4), (0, 3), (2, 1, 3)], dtypes=[F32, I64]) for dim in [0, -1])
     c[aten.chunk.default] = lambda: (((make(s, d, nc=nc), k, dim), {}) for s, d, nc in
                                      variants(shapes=[(7, 4), (0, 3)], dtypes=[F32, I64]) for k, dim in [(2, 0), (3, -1), (9, 0)])
     # self broadcast against the mask: values only (kiln's masked_select backward fails there:

@@ -59,6 +59,11 @@ void DefineIndexFormulas(DerivativeTable& d) {
   });
   for (const char* name : {"split.Tensor", "split.sizes", "split_with_sizes"})
     d.Def(name, {}, [](Ctx& c, Grads& g) { JoinPieces(c, g, c.i64("dim")); });
+  d.Def("unbind.int", {}, [](Ctx& c, Grads& g) {  // the slices' gradients stacked (zeros for unused ones)
+    std::vector<Tensor> slices;
+    for (size_t i = 0; i < c.node().input_meta().size(); ++i) slices.push_back(c.grad(i));
+    g["self"] = ops::stack(slices, WrapDim(c.i64("dim"), c.dim("self")));
+  });
   // PyTorch's formula names self (for its sizes), so eager saves it and an in-place change to self
   // before the backward raises there (fuzz seed 171, program 1875)
   d.Def("gather", {"index", "self"}, [](Ctx& c, Grads& g) {

@@ -120,12 +120,12 @@ class _NotDifferentiable:  # a kiln.autograd.Function, made on first use (kiln i
 
 # --- views and shape helpers --------------------------------------------------------------------
 def unbind(input, dim=0):
-    """The slices of `input` along `dim`, as a tuple of views (select)."""
+    """The slices of `input` along `dim`, as a tuple of views: one op's outputs (aten.unbind.int),
+    which autograd marks as it marks split's, so an in-place change of one refuses as in PyTorch."""
     _check_tensor("unbind", "input", input)
     if input.ndim == 0:
         raise IndexError("Dimension specified as 0 but tensor has no dimensions")
-    dim = _wrap_dim(dim, input.ndim)
-    return tuple(input.select(dim, i) for i in range(input.shape[dim]))
+    return tuple(_kiln().ops.aten.unbind.int(input, _wrap_dim(dim, input.ndim)))
 
 
 def broadcast_shapes(*shapes):

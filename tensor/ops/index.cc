@@ -146,6 +146,17 @@ TensorList Chunk(const Tensor& self, int64_t chunks, int64_t dim) {
   return CallOp<TensorList>(KILN_OP("aten::split.Tensor"), self, split, dim);
 }
 
+// The slices of self along dim, as one op's outputs (PyTorch's unbind.int: UnbindBackward0, and
+// multi-output views that refuse in-place changes, where separate selects let them through).
+TensorList Unbind(const Tensor& self, int64_t dim) {
+  KILN_CHECK_INDEX(self.dim() > 0, "Dimension specified as 0 but tensor has no dimensions");
+  dim = WrapDim(dim, self.dim());
+  const int64_t n = self->sym_sizes()[dim].guard_int(__FILE__, __LINE__);
+  TensorList out;
+  for (int64_t i = 0; i < n; ++i) out.push_back(ops::select(self, dim, i));
+  return out;
+}
+
 // --- gather / scatter ----------------------------------------------------------------------
 
 enum class ScatterMode { Gather, Scatter, ScatterValue, ScatterAdd };
@@ -844,6 +855,8 @@ void RegisterIndexOps(Registry& r) {
       .Composite<&SplitWithSizes>();
   r.Def("chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]", {}, kFunctionAndMethod)
       .Composite<&Chunk>();
+  // bound by kiln/_composites.py's unbind (its checks and tuple result), not as a generated method
+  r.Def("unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]").Composite<&Unbind>();
   r.Def("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor", kCore, kFunctionAndMethod)
       .Impl<&GatherCPU>(DispatchKey::CPU).Meta<&GatherMeta>();
   r.Def("scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)", {}, kMethod)

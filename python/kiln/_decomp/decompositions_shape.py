@@ -359,6 +359,13 @@ def split_sizes(self, split_size, dim=0):
     return aten.split_with_sizes.default(self, split_size, dim)
 
 
+@register_decomposition(aten.unbind.int)
+def unbind(self, dim=0):
+    # the slices, as PyTorch's decomposition (autograd above it still records UnbindBackward0)
+    d = _wrap(dim, self.dim())
+    return [aten.select.int(self, d, i) for i in range(self.shape[d])]
+
+
 @register_decomposition(aten.chunk.default)
 def chunk(self, chunks, dim=0):
     if chunks <= 0:

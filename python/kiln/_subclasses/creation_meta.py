@@ -56,16 +56,29 @@ def multi_output_origin(t):
 def as_multi_output_view(view, origin):
     """`view` (requiring grad, made with autograd on) remade as output `number` of origin's op over
     the same elements, so that autograd marks it as it marks the tensor `origin` was read from."""
-    op, number = origin
-    flat = view.unsqueeze(0) if view.dim() == 0 else view
-    piece = op(flat, [0] * number + [flat.shape[0]], 0)[number]
-    return piece.squeeze(0) if view.dim() == 0 else piece
+    remake, number = origin
+    return remake(view, number)
+
+
+def _piece_of_split(op):
+    """Output `number` of a split-like op (a list of sizes) that is `view`: the earlier pieces empty."""
+    def remake(view, number):
+        flat = view.unsqueeze(0) if view.dim() == 0 else view
+        piece = op(flat, [0] * number + [flat.shape[0]], 0)[number]
+        return piece.squeeze(0) if view.dim() == 0 else piece
+    return remake
+
+
+def _piece_of_unbind(view, number):
+    """Output `number` of unbind over `view` repeated number + 1 times (stride 0): `view`'s elements."""
+    return kiln.ops.aten.unbind.int(view.unsqueeze(0).expand(number + 1, *view.shape), 0)[number]
 
 
 @functools.lru_cache(maxsize=None)
 def _multi_view_op(node_name):
-    """The overload taking a list of sizes of the op a node named `node_name` records, when that
-    op returns a list of views (SplitBackward0: split.sizes); else None. Node names are the op's
+    """remake(view, number), making `view` output `number` of the op a node named `node_name`
+    records, when that op returns a list of views (SplitBackward0: through split.sizes;
+    UnbindBackward0: through unbind.int); else None. Node names are the op's
     name in CamelCase with `Backward0` (NodeName in autograd/derivatives.cc)."""
     match = re.fullmatch(r"([A-Za-z0-9]+?)Backward\d*", node_name)
     if match is None:
@@ -78,5 +91,7 @@ def _multi_view_op(node_name):
         op = getattr(packet, overload)
         schema = str(op._schema)
         if schema.endswith("-> Tensor(a)[]") and re.search(r"\(Tensor\(a -> \*\) self, SymInt\[\] ", schema):
-            return op
+            return _piece_of_split(op)
+        if schema.startswith("aten::unbind.int("):
+            return _piece_of_unbind
     return None
