@@ -417,6 +417,31 @@ def test_unbind_piece_input_changed_in_place_raises_as_eager(backend):
     assert outcome(lambda: program(kiln, lambda f: compiled(f, backend))) == want
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("n", [1, 2])
+@pytest.mark.parametrize("pieces", ["split", "chunk", "unbind"])
+def test_piece_of_an_intermediate_changed_in_place_raises_as_eager(backend, n, pieces):
+    # a piece returned by a graph (a graph break before the mul_) is rebuilt from its base as the
+    # multi-output view it is: also a split piece as large as its base (n = 1: the base was rebuilt
+    # from the piece; fuzz seed 211, program 5597) and unbind's slices (selects before)
+    def f(v0):
+        v2 = v0 * 2
+        v3 = {"split": lambda: v2.split(1, -1)[0], "chunk": lambda: v2.chunk(2, -1)[0],
+              "unbind": lambda: v2.unbind(-1)[0]}[pieces]()
+        v3.mul_(2)
+        return v3 * 2
+
+    def program(lib, c):
+        x = lib.ones(n, requires_grad=True)
+        c(f)(x).sum().backward()
+        return [x.grad]
+
+    want = outcome(lambda: program(torch, lambda g: g))
+    assert want[0] == "raises"
+    dynamo.reset()
+    assert outcome(lambda: program(kiln, lambda g: compiled(g, backend))) == want
+
+
 # --- a dead scatter under dynamic shapes (its meta function reads the symbolic index size) ------
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_dead_scatter_with_bad_indices_is_dropped_under_dynamic_shapes(backend):

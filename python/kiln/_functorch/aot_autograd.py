@@ -393,12 +393,17 @@ def _dense(t):
 
 def _alias_root(outs, members):
     """The output (position) that the others sharing its storage are rebuilt as views of: a dense
-    one with the largest extent, or None."""
-    best, best_len = None, -1
+    one with the largest extent, or None. Of equal extents, one that is no view: a split piece as
+    large as its base (`v.split(1)[0]` of a one-element v, with v a hidden output, Note [Pieces of
+    intermediates]) is then rebuilt from v as the multi-output view it is, not v from it (fuzz
+    seed 211, program 5597)."""
+    best, best_key = None, None
     for k in members:
         extent = _extent(outs[k])
-        if extent is not None and _dense(outs[k]) and extent[1] - extent[0] > best_len:
-            best, best_len = k, extent[1] - extent[0]
+        if extent is not None and _dense(outs[k]):
+            key = (extent[1] - extent[0], outs[k]._base is None)
+            if best_key is None or key > best_key:
+                best, best_key = k, key
     return best
 
 
