@@ -479,10 +479,24 @@ Partition MinCutPartition(const Graph& joint, int64_t num_fwd_outputs, const Min
   // after the call) must raise, as the compiled backward would read the new values, where eager,
   // which saved the values computed from it, trains on (fuzz seed 101, program 1545). A graph
   // with no finite cut under that rule is cut without it.
-  std::vector<bool> read_by_backward(n_nodes, false);
+  // Likewise a forward output no backward node reads (`v3 = v2 * -1; v4 = 2 / v3`, v3 returned:
+  // the reciprocal's backward reads v4's reciprocal, which eager saves): saved instead of it (the
+  // cheaper cut), the user's later `v3.fill_(-1.5)` made the compiled backward raise where eager's
+  // trains on (fuzz seed 211, program 4860).
+  std::vector<bool> read_by_backward(n_nodes, false), returned_unread(n_nodes, false);
   for (Node* p : j.primals)
     for (Node* u : p->users())
       if (!IsOutput(u) && !j.is_fw(u)) read_by_backward[j.index.at(p)] = true;
+  for (size_t i = 0; i < n_nodes; ++i) {
+    Node* n = j.nodes[i];
+    if (IsPrimal(n) || IsOutput(n) || !j.fw[i]) continue;
+    bool returned = false, read = false;
+    for (Node* u : n->users()) {
+      returned = returned || IsOutput(u);
+      read = read || (!IsOutput(u) && !j.is_fw(u));
+    }
+    returned_unread[i] = returned && !read;
+  }
 
   auto cut = [&](bool only_eager_saved_inputs, std::vector<Node*>& saved, std::vector<Node*>& saved_sym) {
     FlowNetwork net;
@@ -523,8 +537,9 @@ Partition MinCutPartition(const Graph& joint, int64_t num_fwd_outputs, const Min
       int64_t weight;
       if (IsSymNode(n)) {
         weight = 1;
-      } else if (!IsTensorValued(n) || (only_eager_saved_inputs && IsPrimal(n) && !read_by_backward[i])) {
-        weight = kInf;  // tuples and untyped values are never saved whole; nor inputs eager does not save
+      } else if (!IsTensorValued(n) ||
+                 (only_eager_saved_inputs && ((IsPrimal(n) && !read_by_backward[i]) || returned_unread[i]))) {
+        weight = kInf;  // tuples and untyped values are never saved whole; nor inputs and outputs eager does not save
       } else {
         double w = static_cast<double>(NodeBytes(n)) * std::pow(1.1, std::clamp<int64_t>(dist[i], 1, 100));
         bool materialized = n->op() == Opcode::kPlaceholder || !fusible_users(n);

@@ -120,6 +120,30 @@ def test_min_cut_saves_only_inputs_eager_saves():
     assert fw.meta["partition"]["saved_values"] == ["primals_1", "primals_2"]
 
 
+def negate_then_invert(x):
+    v = x * -1
+    return v, 2 / v  # v returned: the user may change it in place afterwards
+
+
+def test_min_cut_saves_only_outputs_eager_saves():
+    # no backward node reads the returned v (2 / v is a reciprocal, which saves its result): v
+    # saved (the cheaper cut) made the user's later v.fill_(-1.5) raise in the compiled backward
+    # where eager trains on (fuzz seed 211, program 4860)
+    fw, _ = check_against_eager(negate_then_invert, [rand(4, 8)], min_cut_rematerialization_partition)
+    saved = fw.meta["partition"]["saved_values"]
+    assert "mul" not in saved and len(saved) == 1  # v is `mul`: a value computed from it instead
+
+    def program(c):
+        x = rand(4, 8).requires_grad_()
+        v, w = c(negate_then_invert)(x)
+        v.fill_(-1.5)
+        w.sum().backward()
+        return x.grad
+
+    kiln._dynamo.reset()
+    close(program(lambda f: kiln.compile(f, backend="inductor")), program(lambda f: f))
+
+
 def tanh_mm(x, w):
     return kiln.tanh(x @ w).sum()
 
