@@ -126,8 +126,9 @@ template <typename M>
     case kHardswishBw:
       if (x <= M(-3)) return M(0);
       return x >= M(3) ? g : g * (x / M(3) + M(0.5));
-    case kLogitBw:  // with eps (p.c >= 0): zero unless lo <= x <= hi, NaN included
-      return x >= M(p.a) && x <= M(p.b) ? g / (x * (M(1) - x)) : M(0);
+    case kLogitBw:  // with eps (p.c >= 0): zero unless lo <= x <= hi, NaN included; without, one behaviour
+      if (p.c >= 0) return x >= M(p.a) && x <= M(p.b) ? g / (x * (M(1) - x)) : M(0);
+      break;
   }
   return ApplyBw<M>(op, g, x, p);
 }
@@ -159,12 +160,12 @@ void RunBw(const ElementwiseIter& iter, ScalarType dtype, const BwParams& p) {
     if constexpr (kTwoLambdas<kOp, C>) {
       // e.g. hardtanh's vectorised lambda keeps g where min < x < max, its scalar one zeroes it
       // where x <= min or x >= max: a NaN input's gradient passes in one and not in the other
-      // (fuzz seed 211, program 5436). logit without eps has one behaviour.
+      // (fuzz seed 211, program 5436)
       auto vec_f = [p = q](C g, C x) -> C {
-        if (kOp == kLogitBw && p.c < 0) return static_cast<C>(ApplyBw<M>(kOp, static_cast<M>(g), static_cast<M>(x), p));
         return static_cast<C>(ApplyBwVectorized<M>(kOp, static_cast<M>(g), static_cast<M>(x), p));
       };
-      CpuKernelTwoLambdas<C, C, C>(iter, vec_f, scalar_f, kOp == kHardtanhBw ? 32 : TorchAvx512VectorBytes());
+      CpuKernelTwoLambdas<C, C, C>(iter, vec_f, scalar_f,
+                                   kOp == kHardtanhBw ? kTorchVectorBytes : TorchAvx512VectorBytes());
     } else {
       CpuKernel<C, C, C>(iter, scalar_f);
     }

@@ -288,7 +288,8 @@ Tensor PointwiseLoss(const Tensor& self, const Tensor& target, int64_t reduction
       const M d = r(static_cast<M>(x) - static_cast<M>(y));
       const M ad = std::abs(d);
       if constexpr (kKind == kMse) return static_cast<C>(d * d);
-      else if constexpr (kKind == kSmoothL1) return static_cast<C>(ad < p ? r(r(M(0.5) * ad) * ad) / p : ad - r(M(0.5) * p));
+      else if constexpr (kKind == kSmoothL1)
+        return static_cast<C>(ad < p ? r(r(M(0.5) * ad) * ad) / p : ad - r(M(0.5) * p));
       else return static_cast<C>(ad < p ? r(M(0.5) * ad) * ad : p * r(ad - r(M(0.5) * p)));
     });
   });

@@ -212,7 +212,8 @@ Tensor PwLossBw(const Tensor& grad, const Tensor& self, const Tensor& target, in
       auto vec_f = [norm, p, r](C xc, C yc, C gc) -> C {
         const M d = r(static_cast<M>(xc) - static_cast<M>(yc));
         const M sign = d > M(0) ? M(1) : M(-1);
-        const M slope = kKind == kSmoothL1 ? (std::abs(d) >= p ? sign : r(d / p)) : (std::abs(d) >= p ? r(sign * p) : d);
+        const M slope = kKind == kSmoothL1 ? (std::abs(d) >= p ? sign : r(d / p))
+                                           : (std::abs(d) >= p ? r(sign * p) : d);
         return static_cast<C>(r(norm * slope) * static_cast<M>(gc));
       };
       auto scalar_f = [norm, param, r](C xc, C yc, C gc) -> C {

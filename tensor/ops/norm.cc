@@ -53,16 +53,18 @@ ScalarType NormStatDtype(const char* op, const Tensor& input, std::initializer_l
     mixed = mixed || (**p.t).dtype() != input.dtype();
   }
   if (mixed) {
-    KILN_CHECK(first->dtype() == ScalarType::Float32, "mixed dtype (CPU): expect parameter to have scalar type of Float");
+    constexpr const char* kFloatParams = "mixed dtype (CPU): expect parameter to have scalar type of Float";
+    KILN_CHECK(first->dtype() == ScalarType::Float32, kFloatParams);
     for (const NamedParam& p : params) {
-      if (!Defined(*p.t) || IsReducedFloat(input.dtype())) continue;
-      KILN_CHECK((**p.t).dtype() == input.dtype(), "mixed dtype (CPU): all inputs must share same datatype. (", op,
-                 ": input is ", ScalarTypeDisplayName(input.dtype()), ", ", p.name, " is ",
-                 ScalarTypeDisplayName((**p.t).dtype()), ")");
+      if (!Defined(*p.t)) continue;
+      const ScalarType t = (**p.t).dtype();
+      if (IsReducedFloat(input.dtype())) {
+        KILN_CHECK(t == ScalarType::Float32, kFloatParams);
+      } else {
+        KILN_CHECK(t == input.dtype(), "mixed dtype (CPU): all inputs must share same datatype. (", op, ": input is ",
+                   ScalarTypeDisplayName(input.dtype()), ", ", p.name, " is ", ScalarTypeDisplayName(t), ")");
+      }
     }
-    for (const NamedParam& p : params)
-      KILN_CHECK(!Defined(*p.t) || (**p.t).dtype() == ScalarType::Float32,
-                 "mixed dtype (CPU): expect parameter to have scalar type of Float");
     return ScalarType::Float32;
   }
   KILN_CHECK_NOT_IMPLEMENTED(IsFloating(input.dtype()), "\"", op, "\" not implemented for '",

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "tensor/ops/reduce_utils.h"
+#include "tensor/ops/scalar_t_math.h"
 
 namespace kiln {
 
@@ -52,16 +53,13 @@ T ProdStep(T a, T b) {
   return static_cast<T>(static_cast<opmath_t<T>>(a) * static_cast<opmath_t<T>>(b));
 }
 
-// PyTorch's reduction kernels run AVX2 code (32-byte vectors) even where its CPU capability is
-// AVX-512: they are not registered for AVX-512 (measured against 2.13: a float32 row of 63 matches
-// 8 lanes, not 16).
-constexpr int64_t kTorchVectorBytes = 32;
-
 // The product of a contiguous row in the order of PyTorch's vectorised inner reduction
 // (binary_kernel_reduce_vec, reduction128): from 4 vectors of elements on, 4 vectors of partial
 // products, multiplied block by block; then acc0 * acc1 and acc2 * acc3 lane by lane and the two
 // together, the lanes one after another, and the remaining tail one element at a time. A row
-// shorter than 4 vectors is multiplied one element after another.
+// shorter than 4 vectors is multiplied one element after another. The vectors are AVX2's even on
+// AVX-512 machines, where PyTorch does not register its reductions for AVX-512 (a float32 row of
+// 63 matches 8 lanes, not 16).
 template <typename T>
 T ProdContiguousRow(const T* x, int64_t n) {
   constexpr int64_t kLanes = kTorchVectorBytes / static_cast<int64_t>(sizeof(T));
@@ -95,9 +93,7 @@ Tensor ReducedDimsInMemoryOrder(const Tensor& t, std::vector<bool>& mask) {
                    [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
   std::vector<int64_t> order = kept;
   order.insert(order.end(), reduced.begin(), reduced.end());
-  bool identity = true;
-  for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
-  if (identity) return t;
+  if (std::is_sorted(order.begin(), order.end())) return t;  // already in that order
   std::vector<bool> permuted(mask.size());
   for (size_t i = 0; i < order.size(); ++i) permuted[i] = mask[order[i]];
   mask = permuted;

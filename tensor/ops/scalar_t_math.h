@@ -37,15 +37,17 @@ inline opmath_t<C> RoundTo(opmath_t<C> v) {
 // for most kernels, even on AVX-512 machines: only the kernels PyTorch registers for AVX-512
 // (ALSO_REGISTER_AVX512_DISPATCH: elu's, hardswish's and logit's backward among them) run 64-byte
 // vectors there (TorchAvx512VectorBytes). Measured with 2.13 on both kinds of machine.
+constexpr int64_t kTorchVectorBytes = 32;  // AVX2's, which most of PyTorch's CPU kernels run
+
 inline int64_t TorchAvx512VectorBytes() {
   static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  return avx512 ? 64 : 32;
+  return avx512 ? 64 : kTorchVectorBytes;
 }
 
 template <typename Out, typename... In, typename VecF, typename ScalarF>
 void CpuKernelTwoLambdas(const ElementwiseIter& iter, const VecF& vec_f, const ScalarF& scalar_f,
-                         int64_t vector_bytes = 32) {
+                         int64_t vector_bytes = kTorchVectorBytes) {
   const int64_t block = 2 * vector_bytes / static_cast<int64_t>(sizeof(Out));
   constexpr int64_t kSizes[] = {sizeof(In)...};
   iter.Run([&](char* const* ptrs, const int64_t* strides, int64_t n) {
