@@ -353,10 +353,14 @@ class Emitter {
   // A sum of products (sum(x * x) in RMSNorm, a dot product) accumulates with fused
   // multiply-adds: one rounding per term instead of two, and one instruction (the sum of
   // squares is a tenth of an RMSNorm kernel's work). Only a product the sum alone uses is
-  // contracted; other multiplies round as eager's do.
+  // contracted; other multiplies round as eager's do. Nor a product by a constant: the fused
+  // multiply-add inherits the sum's reassociation flag, and LLVM 14's DAGCombiner then folds
+  // fma(x, 0, acc) to acc, so sum(0 * x) was 0 where x holds NaN or inf (fuzz seed 221, program
+  // 7082: the zero gradient of trunc times pow's NaN log term).
   llvm::Value* ContractProduct(llvm::Value* term, llvm::Value* sum) {
     auto* mul = llvm::dyn_cast<llvm::Instruction>(term);
     if (!mul || mul->getOpcode() != llvm::Instruction::FMul || !mul->hasOneUse()) return sum;
+    if (llvm::isa<llvm::Constant>(mul->getOperand(0)) || llvm::isa<llvm::Constant>(mul->getOperand(1))) return sum;
     mul->setHasAllowContract(true);
     llvm::cast<llvm::Instruction>(sum)->setHasAllowContract(true);
     return sum;

@@ -162,6 +162,30 @@ def test_sum_of_quotients_keeps_nan(n):
         assert np.isnan(want.numpy()).all() and np.isnan(got.numpy()).all()
 
 
+@pytest.mark.parametrize("n", [1, 3, 4, 16, 37])
+def test_sum_of_products_by_zero_keeps_nan(n):
+    # sum(0 * x) was contracted into fma(x, 0, acc), which LLVM folds to acc when the add may
+    # reassociate: a zero gradient (trunc's) times pow's NaN log term summed to 0, not NaN, and a
+    # leaf's gradient was finite where PyTorch's is NaN (fuzz seed 221, program 7082)
+    x = kiln.arange(float(3 * n)).reshape(3, n) - 1.0
+    x[1, n // 2] = float("nan")
+    x[2, 0] = float("inf")
+    for f in (lambda x: (x.new_zeros(x.shape) * x).sum(-1), lambda x: (x.new_zeros(x.shape) * x.log()).sum(-1),
+              lambda x: (x * 0.0).sum(0), lambda x: (2.0 * x).sum()):
+        want = f(torch.tensor(x.numpy()))
+        np.testing.assert_array_equal(compiled(f)(x).numpy(), want.numpy())
+
+    def g(base, e):
+        return (base ** e).trunc().sum()
+    e = kiln.tensor([[1.5], [0.5], [2.0]], requires_grad=True)
+    base = kiln.tensor([-2.0, 3.0, 4.0, 5.0])
+    compiled(g)(base, e).backward()
+    te = to_torch(e, grad=True)
+    g(torch.tensor(base.numpy()), te).backward()
+    np.testing.assert_array_equal(e.grad.numpy(), te.grad.numpy())
+    assert np.isnan(e.grad.numpy()).all()
+
+
 # --- integer division by zero raises, as eager does -------------------------------------------------
 INT_DIVISIONS = {
     "floor_divide": lambda a, b: a // b,
