@@ -154,14 +154,12 @@ void CheckNoInternalOverlap(const SymDimVector& sizes, const SymDimVector& strid
              "to a single memory location. Please clone() the tensor before performing the operation.");
 }
 
-// The same number of dims with equal strides wherever a dim has more than one element: the stride
-// of a size-1 dim is a convention (PyTorch's expand gives a new one size * stride of the next,
-// kiln's 0), not a different layout. `x[0] = x` for x of shape [1, 1, 3] writes x onto itself.
+// Equal strides, size-1 dims included, as PyTorch compares two views with the same begin and end:
+// `y[0] = y[0:1]` for y of shape [3, 1] writes y[0] (stride [1]) from a 0-d view expanded to [1]
+// (stride [0]) and is refused, while `x[0] = x` for x of shape [1, 1, 3] passes, because expand
+// gives a new dim of size 1 the stride PyTorch gives it.
 static bool SameLayout(const Tensor& a, const Tensor& b) {
-  if (a.dim() != b.dim()) return false;
-  for (int64_t d = 0; d < a.dim(); ++d)
-    if (a.size(d) != 1 && a.stride(d) != b.stride(d)) return false;
-  return true;
+  return a->sym_strides() == b->sym_strides();
 }
 
 MemOverlap OverlapStatus(const Tensor& a, const Tensor& b) {

@@ -90,6 +90,25 @@ ONES = [
     ("copy_ of the same elements", lambda lib, x: x[0, 0].copy_(x.view(3))),
 ]
 
+# (name, call(lib, y)) with y of shape [3, 1]: one-element views whose size-1 strides differ, which
+# PyTorch compares (fuzz seed 221, program 8805: `v0[0] = x0` with v0 a permuted view of x0 [1, 1])
+ONE_ELEMENT = [
+    ("setitem of a slice with a leading 1", lambda lib, y: y.__setitem__(0, y[0:1])),
+    ("setitem of another row", lambda lib, y: y.__setitem__(0, y[1:2])),
+    ("setitem of itself", lambda lib, y: y.__setitem__(0, y[0])),
+    ("setitem through a permuted view", lambda lib, y: y[:1].t().permute(1, 0).__setitem__(0, y[:1])),
+    ("copy_ of an expanded 0-d view", lambda lib, y: y[0].copy_(y[0, 0].expand(1))),
+    ("add_ of an expanded 0-d view", lambda lib, y: y[0].add_(y[0, 0].expand(1))),
+    ("mul out= a row", lambda lib, y: lib.mul(y[0, 0].expand(1), 2, out=y[0])),
+    ("copy_ into a 0-d view", lambda lib, y: y[0, 0].copy_(y[0:1, 0:1])),
+    ("copy_ of a view with another size-1 stride", lambda lib, y: y[0].copy_(y.as_strided((1,), (7,)))),
+]
+
+# expand's strides for new dims of size 1 (PyTorch's: the extent inside them), on which the
+# overlap checks above depend
+EXPANDS = [((), (1,)), ((), (1, 1)), ((), (2, 1)), ((3,), (1, 3)), ((3,), (1, 1, 3)), ((3,), (2, 1, 3)),
+           ((3, 1), (1, 3, 1)), ((3, 1), (1, 3, 4)), ((3, 1), (1, 1, 3, 4)), ((1, 2), (2, 1, 1, 2))]
+
 
 def _outcome(lib, case, make):
     x = make(lib)
@@ -132,3 +151,14 @@ def test_compiled_write_into_an_expanded_input_raises_as_eager(backend):
     with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
         kiln.compile(f, backend=backend)(x)
     assert x.tolist() == [[0.0] * 4] * 3
+
+
+@pytest.mark.parametrize("name,case", ONE_ELEMENT, ids=[c[0] for c in ONE_ELEMENT])
+def test_one_element_overlap_compares_size_one_strides(name, case):
+    _compare(case, lambda lib: lib.arange(3.0).view(3, 1))
+
+
+@pytest.mark.parametrize("shape,size", EXPANDS, ids=[f"{s}->{z}" for s, z in EXPANDS])
+def test_expand_strides_of_new_size_one_dims_match_torch(shape, size):
+    got, want = kiln.zeros(shape).expand(*size), torch.zeros(shape).expand(*size)
+    assert got.stride() == want.stride()

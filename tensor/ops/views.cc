@@ -181,7 +181,11 @@ Tensor Expand(const Tensor& self, const SymList& size, bool implicit) {
       KILN_CHECK(target.is_symbolic() || target.expect_int() >= 0, "[expand] the expanded size ", target.str(),
                  " is not allowed in a leading, non-existing dimension ", i);
       sizes[i] = target;
-      strides[i] = 0;
+      // PyTorch's convention for a new dim of size 1: the extent of the dims inside it (0 inside
+      // none). Overlap checks compare these strides, so `y[0] = y[0:1]` for y of shape [3, 1]
+      // is refused as PyTorch refuses it (fuzz seed 221, program 8805).
+      const bool one = !target.is_symbolic() && target.expect_int() == 1;
+      strides[i] = one && i + 1 < nd ? sizes[i + 1] * strides[i + 1] : SymInt(0);
       continue;
     }
     const SymInt& cur = self->sym_sizes()[si];
