@@ -67,6 +67,12 @@ def compare_call(got, ref, grad, identity=None, floor=None):
         return problems
     if len(got.outs) != len(ref.outs):
         return [f"outputs: {len(got.outs)} != {len(ref.outs)}"]
+    # PyTorch's backward failing its own internal assert is a PyTorch bug, not an oracle: after
+    # `int_tensor[0] = float_tensor_requiring_grad` it gives the integer tensor a grad_fn, marks
+    # what is computed from it as requiring grad, then asserts in backward (fuzz seed 221,
+    # program 9207). kiln keeps integer tensors out of autograd; the forward is still compared.
+    if grad and "INTERNAL ASSERT FAILED" in ref.bwd_message:
+        grad = False
     for k, (g, r) in enumerate(zip(got.outs, ref.outs)):
         if r.dtype == "" or g.dtype == "":
             if (r.dtype == "") != (g.dtype == ""):

@@ -47,6 +47,16 @@ def test_requires_grad_is_compared_on_float_outputs_only():
     assert compare.compare(got, ref, True) == []
 
 
+def test_a_pytorch_internal_assert_in_backward_is_no_oracle_for_gradients():
+    got, ref = records(SOURCE_OK.source())
+    got[0].outs[1].requires_grad = not ref[0].outs[1].requires_grad
+    ref[0].bwd_exc = "RuntimeError"
+    ref[0].bwd_message = "RuntimeError: isDifferentiableType(...) INTERNAL ASSERT FAILED at engine.cpp"
+    assert compare.compare(got, ref, True) == []
+    got[0].outs[1].values.__setitem__(0, got[0].outs[1].values[0] + 1e-3)
+    assert compare.compare(got, ref, True)[0].startswith("value")
+
+
 def test_tolerances_follow_the_dtype():
     assert compare.values_close([1.0 + 1e-3], [1.0], "float16") == ""
     assert compare.values_close([1.0 + 1e-3], [1.0], "float32") != ""
