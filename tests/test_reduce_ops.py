@@ -321,6 +321,27 @@ def test_large_inputs_with_nan(op, fn):
     check(fn, [k], [t], 1e-4, 1e-4)
 
 
+@requires_torch
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("shape,dim", [((5,), None), ((5,), 0), ((5, 1), 0), ((1, 7), (0, 1)), ((2, 3), None),
+                                       ((3, 1), 0), ((2, 5), 1)])
+def test_var_of_equal_values_reduced_to_one_value(dtype, shape, dim):
+    # PyTorch reduces to one var/std around the mean rounded to the input dtype, so 5 equal
+    # float32 values have a variance of 3.6e-15 there, not 0 (fuzz seed 221, program 6068)
+    for value in (0.9553365, 0.3, 0.123456, -2.2):
+        data = np.full(shape, value)
+        k = kiln.tensor(data.tolist(), dtype=getattr(kiln, dtype))
+        t = torch.tensor(data.tolist(), dtype=getattr(torch, dtype))
+        for name, kw in (("var", {"correction": 0}), ("var", {}), ("std", {"correction": 0}), ("var_mean", {})):
+            got = getattr(kiln, name)(k, dim, **kw) if dim is not None else getattr(kiln, name)(k, **kw)
+            want = getattr(torch, name)(t, dim, **kw) if dim is not None else getattr(torch, name)(t, **kw)
+            got, want = (got[0], want[0]) if name == "var_mean" else (got, want)
+            # float64: kiln's double sum (so its mean) differs from PyTorch's in the last bit
+            atol = 1e-15 if dtype == "float64" else 0
+            np.testing.assert_allclose(got.double().numpy(), want.double().numpy(), rtol=0, atol=atol,
+                                       err_msg=f"{name} {kw} {value}")
+
+
 def test_max_min_ties_pick_the_first_index():
     data = np.array([[3, 1, 3, 3], [0, 0, -1, 0], [2, 2, 2, 2]])
     for name in ["float32", "int64", "int8", "uint8", "bool"]:
