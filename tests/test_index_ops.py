@@ -817,3 +817,33 @@ def test_index_select_checks_indices_of_empty_results_as_torch(call):
     with pytest.raises(type(want.value)) as got:
         call(kiln)
     assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_index_put_with_repeated_indices_keeps_torchs_last_write(seed):
+    # With repeated indices the last write wins, and PyTorch's TensorIterator walks [self
+    # restrided, values, indices] in the order their strides give: a transposed values tensor
+    # made kiln keep another column's value (fuzz seed 221, program 3436). accumulate=True sums
+    # float32 values in that order too.
+    rng = np.random.default_rng(seed)
+    checked = 0
+    for _ in range(100):
+        nd = int(rng.integers(1, 4))
+        shape = tuple(int(s) for s in rng.integers(1, 5, nd))
+        ishape = tuple(int(s) for s in rng.integers(1, 4, rng.integers(1, 3)))
+        dims = sorted(rng.choice(nd, int(rng.integers(1, nd + 1)), replace=False))
+        index = [rng.integers(0, shape[d], ishape) if d in dims else None for d in range(nd)]
+        while index[-1] is None:
+            index.pop()
+        x = rng.integers(0, 100, shape)
+        tindex = tuple(torch.tensor(i) if i is not None else None for i in index)
+        rshape = tuple(torch.tensor(x)[tuple(slice(None) if i is None else i for i in tindex)].shape)
+        values = rng.uniform(-1, 1, rshape[::-1]) * 10.0 ** rng.integers(-3, 4, rshape[::-1])
+        for accumulate in (False, True):
+            got, want = (lib.ops.aten.index_put.default(
+                lib.tensor(x, dtype=lib.float32), [lib.tensor(i) if i is not None else None for i in index],
+                lib.tensor(values, dtype=lib.float32).permute(*range(len(rshape))[::-1]), accumulate)
+                for lib in (kiln, torch))
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+        checked += 1
+    assert checked == 100

@@ -43,32 +43,22 @@ TensorMeta ElementwiseMeta(const char* op, const Tensor& a, const Tensor& b, Sca
   return m;
 }
 
-// Note [Elementwise output layout]: PyTorch's TensorIterator lays a new output out in the memory
-// order of its inputs: dimensions sorted by the inputs' strides (the first input that tells two
-// dimensions apart decides; broadcast dimensions tell nothing; equal strides put the smaller
-// dimension first), then dense strides in that order. `x.t() + 1` is transposed like x.t(), so
-// `(x.t() + 1).reshape(-1)` copies (a view in kiln before: a later write through the reshaped
-// result then changed the sum's result, fuzz seed 51). Insertion sort as PyTorch's, so that
-// ambiguous comparisons resolve the same way.
-// Over symbolic sizes the comparisons below guard, as PyTorch's compute_strides does: the layout
-// is decided at the example sizes and holds while the guards do (answering row-major instead made
-// `(x.t() + 1).contiguous()` a no-op after the dynamic recompile, fuzz seed 181). A size with no
-// example value (unbacked: nonzero's count) cannot be compared: row-major then.
-static SymDimVector DecideLayout(const SymDimVector& shape, std::initializer_list<const Tensor*> inputs) {
-  const int64_t ndim = static_cast<int64_t>(shape.size());
-  if (ndim < 2) return {};
-  std::vector<SymDimVector> strides;  // each input's strides over `shape`, 0 where it broadcasts
-  for (const Tensor* t : inputs) {
-    if (!t->defined() || t->dim() == 0) continue;
-    SymDimVector st(ndim, SymInt(0));
-    const int64_t lead = ndim - t->dim();
-    for (int64_t d = std::max<int64_t>(lead, 0); d < ndim; ++d) {
-      const SymInt& n = (*t)->sym_sizes()[d - lead];
-      st[d] = n == 1 && shape[d] != 1 ? SymInt(0) : (*t)->sym_strides()[d - lead];
-    }
-    strides.push_back(std::move(st));
+SymDimVector BroadcastStrides(const Tensor& t, const SymDimVector& shape) {
+  const int64_t ndim = static_cast<int64_t>(shape.size()), lead = ndim - t.dim();
+  SymDimVector st(ndim, SymInt(0));
+  for (int64_t d = std::max<int64_t>(lead, 0); d < ndim; ++d) {
+    const SymInt& n = t->sym_sizes()[d - lead];
+    st[d] = n == 1 && shape[d] != 1 ? SymInt(0) : t->sym_strides()[d - lead];
   }
-  if (strides.empty()) return {};
+  return st;
+}
+
+// PyTorch's TensorIterator::reorder_dimensions over operands that are not resized: the first
+// operand whose strides tell two dims apart decides (a broadcast dim, stride 0, tells nothing;
+// equal strides put the smaller dim first), by insertion sort so that undecided comparisons
+// resolve as PyTorch's do.
+std::vector<int64_t> IterationOrder(const SymDimVector& shape, const std::vector<SymDimVector>& strides) {
+  const int64_t ndim = static_cast<int64_t>(shape.size());
   // > 0: dim1 goes before (is faster than) dim0; < 0: keep; 0: undecided
   auto should_swap = [&](int64_t dim0, int64_t dim1) {
     for (const SymDimVector& st : strides) {
@@ -95,6 +85,28 @@ static SymDimVector DecideLayout(const SymDimVector& shape, std::initializer_lis
       }
     }
   }
+  return perm;
+}
+
+// Note [Elementwise output layout]: PyTorch's TensorIterator lays a new output out in the memory
+// order of its inputs: dimensions sorted by the inputs' strides (the first input that tells two
+// dimensions apart decides; broadcast dimensions tell nothing; equal strides put the smaller
+// dimension first), then dense strides in that order. `x.t() + 1` is transposed like x.t(), so
+// `(x.t() + 1).reshape(-1)` copies (a view in kiln before: a later write through the reshaped
+// result then changed the sum's result, fuzz seed 51). Insertion sort as PyTorch's, so that
+// ambiguous comparisons resolve the same way.
+// Over symbolic sizes the comparisons below guard, as PyTorch's compute_strides does: the layout
+// is decided at the example sizes and holds while the guards do (answering row-major instead made
+// `(x.t() + 1).contiguous()` a no-op after the dynamic recompile, fuzz seed 181). A size with no
+// example value (unbacked: nonzero's count) cannot be compared: row-major then.
+static SymDimVector DecideLayout(const SymDimVector& shape, std::initializer_list<const Tensor*> inputs) {
+  const int64_t ndim = static_cast<int64_t>(shape.size());
+  if (ndim < 2) return {};
+  std::vector<SymDimVector> strides;  // each input's strides over `shape`, 0 where it broadcasts
+  for (const Tensor* t : inputs)
+    if (t->defined() && t->dim() > 0) strides.push_back(BroadcastStrides(*t, shape));
+  if (strides.empty()) return {};
+  std::vector<int64_t> perm = IterationOrder(shape, strides);
   bool row_major = true;
   for (int64_t i = 0; i < ndim; ++i) row_major = row_major && perm[i] == ndim - 1 - i;
   if (row_major) return {};

@@ -21,6 +21,12 @@ TensorMeta ElementwiseMeta(const char* op, const Tensor& a, const Tensor& b, Sca
 // TensorIterator gives it (Note [Elementwise output layout]); empty: contiguous (also when a
 // size or stride is symbolic).
 SymDimVector LayoutOfInputs(const SymDimVector& shape, std::initializer_list<const Tensor*> inputs);
+// `t`'s strides as an operand of a TensorIterator over `shape`: 0 where it broadcasts (a missing
+// leading dim, or size 1 against a larger size).
+SymDimVector BroadcastStrides(const Tensor& t, const SymDimVector& shape);
+// The order PyTorch's TensorIterator walks `shape` in, fastest dim first, given each operand's
+// strides over `shape` (0 where it broadcasts), the output's first.
+std::vector<int64_t> IterationOrder(const SymDimVector& shape, const std::vector<SymDimVector>& strides);
 // `t` converted to `dtype` (no copy when it already has it).
 Tensor CastTo(const Tensor& t, ScalarType dtype);
 // Checks that tensors are on one device, naming the op.

@@ -596,11 +596,13 @@ IndexLayout LayoutIndices(const Tensor& self, const OptTensorVec& idx) {
 
 // Calls fn(self_offset, other_offset) for each element of self[indices]; `other_strides` are the
 // strides (over the result shape) of the tensor read or written alongside (output or values).
-// `parallel`: whether elements may be visited concurrently (index reads; index_put_ writes may
-// repeat an element, so they walk in order).
+// Index reads visit elements in parallel. index_put_ (`values` given) may write an element twice,
+// and the last write wins: it walks in the order of PyTorch's TensorIterator over [self
+// restrided, values, indices...] (x.index_put((i,), v) with repeated rows in i and a transposed
+// v kept the value of another column than PyTorch: fuzz seed 221, program 3436).
 template <typename F>
 void WalkIndexed(const Tensor& self, const OptTensorVec& idx, const IndexLayout& L, const DimVector& other_strides,
-                 bool parallel, const F& fn) {
+                 const Tensor* values, const F& fn) {
   std::vector<int64_t> order = L.order;
   const Tensor src = ops::permute(self, order);
   DimVector shape;
@@ -636,8 +638,25 @@ void WalkIndexed(const Tensor& self, const OptTensorVec& idx, const IndexLayout&
     }
     fn(so, off[1]);
   };
-  if (parallel) ParallelForEachStrided(shape, st, visit);
-  else ForEachStrided(shape, st, visit);
+  if (!values) return ParallelForEachStrided(shape, st, visit);
+  // the operands' strides as PyTorch's iterator sees them: values broadcast (not expanded), each
+  // index viewed at the result's rank, then broadcast
+  SymDimVector sym_shape(L.result.begin(), L.result.end());
+  std::vector<SymDimVector> operands{SymDimVector(st[0].begin(), st[0].end()), BroadcastStrides(*values, sym_shape)};
+  for (const Tensor& e : holders) {
+    SymDimVector at_rank(nr, SymInt(1));
+    for (int64_t b = 0; b < nb; ++b) at_rank[L.first + b] = e->sym_sizes()[b];
+    operands.push_back(BroadcastStrides(ops::view(e, ToSymList(at_rank)), sym_shape));
+  }
+  const std::vector<int64_t> perm = IterationOrder(sym_shape, operands);  // fastest first
+  DimVector walk_shape(nr);
+  std::vector<DimVector> walk_strides(st.size(), DimVector(nr));
+  for (int64_t r = 0; r < nr; ++r) {
+    const int64_t d = perm[nr - 1 - r];
+    walk_shape[r] = shape[d];
+    for (size_t k = 0; k < st.size(); ++k) walk_strides[k][r] = st[k][d];
+  }
+  ForEachStrided(walk_shape, walk_strides, visit);
 }
 
 TensorMeta IndexMeta(const Tensor& self, const OptionalTensorList& indices) {
@@ -653,7 +672,7 @@ Tensor IndexCPU(const Tensor& self, const OptionalTensorList& indices) {
   KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "index", [&] {
     const scalar_t* s = self.data_ptr<scalar_t>();
     scalar_t* o = out.data_ptr<scalar_t>();
-    WalkIndexed(self, idx, L, out.strides(), /*parallel=*/true, [&](int64_t so, int64_t oo) { o[oo] = s[so]; });
+    WalkIndexed(self, idx, L, out.strides(), /*values=*/nullptr, [&](int64_t so, int64_t oo) { o[oo] = s[so]; });
   });
   return out;
 }
@@ -694,15 +713,16 @@ Tensor IndexPutImpl(Tensor self, const OptionalTensorList& indices, const Tensor
       CheckIndexValues(*idx[d], self.dim() == 0 ? 1 : self.size(d), d, /*negative_ok=*/true, /*index_error=*/true);
   if (!writes) return self;
   if (v->has_storage() && v->storage() == self->storage()) v = ops::clone(v);
+  const Tensor unexpanded = v;
   v = ops::expand(v, ToSymList(L.result));
   KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "index_put_", [&] {
     scalar_t* s = self.data_ptr<scalar_t>();
     const scalar_t* vp = v.data_ptr<scalar_t>();
     if (accumulate)
-      WalkIndexed(self, idx, L, v.strides(), /*parallel=*/false,
+      WalkIndexed(self, idx, L, v.strides(), &unexpanded,
                   [&](int64_t so, int64_t vo) { s[so] = AddValues(s[so], vp[vo]); });
     else
-      WalkIndexed(self, idx, L, v.strides(), /*parallel=*/false, [&](int64_t so, int64_t vo) { s[so] = vp[vo]; });
+      WalkIndexed(self, idx, L, v.strides(), &unexpanded, [&](int64_t so, int64_t vo) { s[so] = vp[vo]; });
   });
   return self;
 }
