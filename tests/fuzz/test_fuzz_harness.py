@@ -147,3 +147,14 @@ def test_the_worker_announces_the_reference_before_compiling_it(monkeypatch):
     monkeypatch.setattr(run, "record", record)
     worker.check(program, ["inductor"])  # eager raises in the dead index_select; Inductor drops it
     assert steps == ["mode kiln-eager", "mode inductor", "reference inductor", "torch.compile"]
+
+
+def test_dead_statements_are_dropped_but_never_writes():
+    from fuzz.worker import without_dead_statements
+    program = gen.Program(0, [{"A": 3}], [gen.Input("x0", "float32", ("A",), "c", False)],
+                          ["v0 = x0.exp()", "v1 = v0.log()", "v2 = x0.abs_()", "v3 = x0 + 1", "v3[0] = v1",
+                           "v4 = F.relu(x0, inplace=True)", "v5 = T.add(x0, 1, out=x0)", "v6 = x0 * 2", "v7 = v6.sum()"],
+                          ["v3"], True)
+    assert without_dead_statements(program).body == ["v0 = x0.exp()", "v1 = v0.log()", "v2 = x0.abs_()",
+                                                     "v3 = x0 + 1", "v3[0] = v1", "v4 = F.relu(x0, inplace=True)",
+                                                     "v5 = T.add(x0, 1, out=x0)"]

@@ -259,6 +259,20 @@ REGRESSIONS = {
     "seed211-5436": "hardtanh(log(x)) where log gives NaN: PyTorch's vectorised hardtanh_backward zeroes the "
                     "gradient of a NaN input, its scalar tail keeps it; kiln kept it everywhere (a silent wrong "
                     "gradient)",
+    "seed221-3436": "x0.index_put((v0,), v0) with repeated rows and a transposed v0: the last write is the one "
+                    "PyTorch's TensorIterator order gives",
+    "seed221-4021": "fill_ of an expanded input and a dead out-of-range index_select: torch.compile refuses the fill_, "
+                    "so eager PyTorch without the dead statement is the reference",
+    "seed221-6068": "var(dim=0, correction=0) of equal values: PyTorch reduces to one value around the mean rounded to "
+                    "float32 (a tiny variance), kiln's double mean gave 0",
+    "seed221-7082": "v0 ** x0 for negative bases, then trunc: Inductor contracted the backward's sum of 0 * (pow's NaN "
+                    "log term) into an FMA that LLVM folds to the accumulator under reassoc, so the leaf's gradient "
+                    "was finite where PyTorch's is NaN",
+    "seed221-8805": "v0[0] = x0 with v0 a permuted view of a [1, 1] x0: PyTorch compares every stride of two "
+                    "one-element views (the source is a 0-d view expanded to [1], stride 0) and refuses; kiln ignored "
+                    "size-1 strides and wrote",
+    "seed221-9207": "int x1[0] = bfloat16 x2 requiring grad: PyTorch gives the integer tensor a grad_fn and asserts in "
+                    "backward (a PyTorch bug, no oracle for gradients)",
 }
 
 
