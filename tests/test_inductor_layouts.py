@@ -173,6 +173,26 @@ def test_fallback_op_reads_its_input_in_the_meta_layout(grad):
     assert runs[1] == runs[0]
 
 
+@pytest.mark.parametrize("shape", [(2, 1, 3), (3, 4, 6), (4, 2, 5)])
+def test_fallback_view_of_a_strided_view_of_an_intermediate(shape):
+    # diagonal (a fallback) of `v3[::2]`, a strided view with gaps of a transposed intermediate:
+    # its input was copied dense, so its result had other strides than the meta value the abs
+    # kernel then read it by, past the copy's end (fuzz seed 191, program 48)
+    def f(x0):
+        v2 = 0 - kiln.cat([x0, x0], -1) if isinstance(x0, kiln.Tensor) else 0 - torch.cat([x0, x0], -1)
+        v3 = v2.transpose(0, 1)
+        v4 = v3[::2]
+        v4.diagonal().abs_()
+        return v2, v3, v4
+
+    x = kiln.randn(1, shape[1], 1).expand(*shape)
+    got = inductor(f)(x)
+    for g, e, t in zip(got, f(x), f(to_torch(x))):
+        assert g.stride() == e.stride() == t.stride()
+        close(g, e)
+        close(g, t)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("shape,dims", [((2, 4, 1, 1), (0, 2, 3, 1)), ((3, 1, 4), (1, 0, 2)), ((4, 2), (1, 0))])
 def test_expanded_value_saved_for_backward_keeps_its_stride_0_layout(dtype, shape, dims):

@@ -3,8 +3,8 @@
 //
 // `x.slice(...).copy_(src)` mutates x through a view; `slice_scatter(x, src, ...)` returns a new
 // tensor equal to x with that region replaced. Functionalization (aot/functionalize.h) writes a
-// mutated view back into its base with these. Results are contiguous, but
-// as_strided_scatter, copy and fill keep self's layout (they feed as_strided views).
+// mutated view back into its base with these. Results keep self's layout, as PyTorch's do
+// (clone_preserve_strides); an expanded self gives a contiguous result.
 #include <algorithm>
 
 #include "tensor/ops/common.h"
@@ -33,10 +33,17 @@ void WriteRegion(Tensor region, Tensor src) {
   ops::copy_(region, src);
 }
 
-// self cloned (self's layout), with region_of(result) overwritten by src.
+bool PreservesLayout(const Tensor& self, bool dense_only = false);
+TensorMeta PreservedLayout(const Tensor& self, bool dense_only = false);
+
+// self cloned in self's layout (PyTorch's clone_preserve_strides: the slice_scatter that writes a
+// mutated `x.t()[::2]` back is transposed like x.t(), and so are the graph outputs viewed from
+// it; contiguous, they came back with other strides than eager's: fuzz seed 191, program 48),
+// with region_of(result) overwritten by src.
 template <typename RegionFn>
 Tensor ScatterInto(const char* op, const char* what, const Tensor& self, const Tensor& src, RegionFn region_of) {
-  Tensor out = ops::clone(self, MemoryFormat::Contiguous);
+  Tensor out = EmptyFromMeta(PreservedLayout(self));
+  ops::copy_(out, self);
   Tensor region = region_of(out);
   CheckRegion(op, what, region, src);
   WriteRegion(region, src);
@@ -48,7 +55,7 @@ template <typename RegionFn>
 TensorMeta ScatterMeta(const char* op, const char* what, const Tensor& self, const Tensor& src, RegionFn region_of) {
   Tensor probe = EmptyTensor(self->sym_sizes(), self.dtype(), Device(DeviceType::Meta));
   CheckRegion(op, what, region_of(probe), src);
-  return TensorMeta{self->sym_sizes(), {}, self.dtype(), self.device()};
+  return PreservedLayout(self);
 }
 
 auto SliceOf(int64_t dim, std::optional<SymInt> start, std::optional<SymInt> end, SymInt step) {
@@ -90,7 +97,7 @@ TensorMeta DiagonalScatterMeta(const Tensor& self, const Tensor& src, int64_t of
 // gradient came out with the wrong signs. The result starts at offset 0, so the view's offset is
 // taken relative to self's. A self whose elements may share memory (expanded), or whose layout
 // is not concrete, is cloned contiguous instead, as PyTorch clones an overlapping self.
-bool PreservesLayout(const Tensor& self, bool dense_only = false) {
+bool PreservesLayout(const Tensor& self, bool dense_only) {
   for (const SymInt& st : self->sym_strides())
     if (!st.maybe_as_int() || *st.maybe_as_int() < 0) return false;
   bool dense = false;
@@ -98,7 +105,7 @@ bool PreservesLayout(const Tensor& self, bool dense_only = false) {
   return !dense_only || dense;
 }
 
-TensorMeta PreservedLayout(const Tensor& self, bool dense_only = false) {
+TensorMeta PreservedLayout(const Tensor& self, bool dense_only) {
   return TensorMeta{self->sym_sizes(), PreservesLayout(self, dense_only) ? self->sym_strides() : SymDimVector{},
                     self.dtype(), self.device()};
 }

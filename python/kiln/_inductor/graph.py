@@ -69,6 +69,8 @@ class KernelBuilder:
             self.accs[red] = acc
             self.ops |= red.ops
         value = ("acc", self.accs[red])
+        if red.finish_at is not None:
+            return red.finish_at(value, self, kept)
         return red.finish(value) if red.finish else value
 
 
@@ -483,10 +485,17 @@ class GraphLowering:
         # strides]). A `clone` of a transposed input computed into a row-major buffer gave
         # masked_fill a row-major input, whose row-major result the next kernel read as the
         # column-major one the meta promised: values transposed, silently.
+        # An input whose meta layout is a strided view with gaps (`v3[::2]` of a transposed
+        # intermediate) is that view of its intermediate realized in its own layout: a dense copy
+        # gave `diagonal` other strides than the meta value the next kernel read it by, and that
+        # kernel read past the copy's end (fuzz seed 191, program 48).
         def real(v, src):
             if isinstance(v, (Buffer, Pointwise, Reduction)):
                 meta = src.meta.get("val") if hasattr(src, "meta") else None
                 if isinstance(meta, kiln.Tensor) and list(meta.shape) == list(v.shape):
+                    view = self._output_view(src, meta)
+                    if view is not None:
+                        return view
                     return self.realize_output(v, list(meta.stride()))
                 return self.realize(v)
             if isinstance(v, (list, tuple)):
