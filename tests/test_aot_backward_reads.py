@@ -235,3 +235,33 @@ def test_size_reads_under_dynamic_shapes_are_not_value_reads(backend):
         return [out]
 
     check(program, [[0.5, 2.0], [1.5, -1.0], [0.3, 0.2], [1.0, 1.0]], backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_what_formulas_unpack_survives_the_collection_of_the_first_trace(backend, monkeypatch):
+    # The joint's formulas record the nodes of its first trace; that graph was freed or not as the
+    # garbage collector ran, and once freed the amax formula's unpack of x counted as read by every
+    # backward: x.add_ after the call raised in a backward without amax's tangent, where eager
+    # trains on (fuzz seed 41, program 1029, only in the stored regressions' run). A collection
+    # right after each trace makes the timing certain.
+    import gc
+
+    from kiln._functorch import aot_autograd
+
+    original = aot_autograd._functional_graph
+
+    def then_collect(*args, **kwargs):
+        out = original(*args, **kwargs)
+        gc.collect()
+        return out
+
+    monkeypatch.setattr(aot_autograd, "_functional_graph", then_collect)
+
+    def program(lib, c, a):
+        x = a * 1
+        y = c(lambda x: (x.bfloat16().float() * 2, x.amax()))(x)
+        x.t().add_(1)
+        y[0].sum().backward()
+        return [a.grad]
+
+    check(program, [[0.5, 2.0], [1.5, -1.0]], backend=backend)

@@ -542,10 +542,12 @@ def _drop_constant_mutations(gm, slots):
         gm.recompile()
 
 
-def _functional_graph(fn, example_inputs, decompositions, mode, names=None):
+def _functional_graph(fn, example_inputs, decompositions, mode, names=None, keep_raw=None):
     """make_fx of fn (fake tensors as inputs), then again through functionalize with the
     decompositions: an aten graph without in-place ops. Tensor constants the program made are
-    lifted to inputs after the program's own (primal) inputs; returns (graph, the constants)."""
+    lifted to inputs after the program's own (primal) inputs; returns (graph, the constants).
+    `keep_raw`, a list, gets the first trace's module, which the caller's records of its nodes
+    need alive."""
     layouts = [_layout(t) if isinstance(t, kiln.Tensor) else None for t in _flat(example_inputs)]
     # `x.t_()` re-laid the example inputs; given back even when the trace raised, since the joint
     # is traced again after a backward-only error (Note [Backward errors of mutated inputs]): a
@@ -555,6 +557,8 @@ def _functional_graph(fn, example_inputs, decompositions, mode, names=None):
         raw = make_fx(fn, tracing_mode="real")(*example_inputs)
     finally:
         _restore_layouts(mode, _flat(example_inputs), layouts)
+    if keep_raw is not None:
+        keep_raw.append(raw)
     if names is None:
         fakes, constants = _lift_constants(raw, mode)
         first = len(example_inputs)
@@ -728,6 +732,12 @@ def _trace_joint(flat_fn, leaves, config):
                         for i in mutated_diff]
 
     unpacked = []  # (primal position, the raw graph's nodes of the unpacking node's gradients)
+    # The raw graph those nodes belong to, alive until saved_reads() has read them: a node's graph
+    # is None once its graph is freed, which happened or not as the garbage collector ran, so an
+    # input amax's backward unpacks counted as read (mask 0) in a backward without amax's tangent,
+    # and a later change to it raised where eager trains on (fuzz seed 41, program 1029, in the
+    # stored regressions' run only).
+    raw_graphs = []
     made = []  # (the raw graph's node of a gradient a formula returned, those of the ones it was given)
 
     def record_formula(grad_inputs, grad_outputs):
@@ -765,13 +775,15 @@ def _trace_joint(flat_fn, leaves, config):
     def trace():
         unpacked.clear()
         made.clear()
+        raw_graphs.clear()
         with mode:
             tangents = [kiln.empty(tuple(o.shape), dtype=o.dtype, device=o.device) for o, r in zip(outs, requires) if r]
             # a mutated input's new value has the shape the program left it with (`x.t_()`)
             tangents += [kiln.empty(layouts[i][0], dtype=fakes[i].dtype, device=fakes[i].device) if i in layouts
                          else kiln.empty_like(fakes[i], memory_format=kiln.contiguous_format)
                          for i, d in zip(mutated_diff, copies_with_grad) if d]
-            gm, constants = _functional_graph(joint, ([*fakes], tangents), config.decompositions, mode, names=True)
+            gm, constants = _functional_graph(joint, ([*fakes], tangents), config.decompositions, mode, names=True,
+                                              keep_raw=raw_graphs)
         return gm, constants, tangents
 
     def saved_reads():
@@ -821,6 +833,7 @@ def _trace_joint(flat_fn, leaves, config):
     traced.deferred_errors, traced.deferred_outputs = deferred, deferred_outputs
     traced.saved_reads = saved_reads()
     traced.formula_masks = formula_masks(made, len(leaves))
+    raw_graphs.clear()
     _view_chains(traced)
     return traced
 
