@@ -488,8 +488,17 @@ def _row_mean_m2(x, axis, sd):
     def at(kept_idx, r):
         return kept_idx[:axis] + [r] + kept_idx[axis:]
 
-    mean = Reduction(sd, kept, extent, "sum", lambda ctx, k, r: ld(ctx, at(k, r)), ops_of(x) | {"var_mean"},
-                     keep_shape, finish=lambda acc: ("div", acc, ("const", float(extent), dt)))
+    # The mean is the row's first element plus the mean deviation from it: equal elements then
+    # have exactly their value as mean and a variance of exactly 0, as eager's Welford gives (a
+    # float32 sum / n is an ulp off, and std of a constant column was 4e-8, so x % std was finite
+    # where eager's is NaN: fuzz seed 191, program 3329); a large common offset cancels too. An
+    # empty row has no first element (its mean is 0 / 0).
+    def first(ctx, k):
+        return ld(ctx, at(k, Affine(0))) if extent != 0 else ("const", 0.0, dt)
+
+    mean = Reduction(sd, kept, extent, "sum", lambda ctx, k, r: ("sub", ld(ctx, at(k, r)), first(ctx, k)),
+                     ops_of(x) | {"var_mean"}, keep_shape)
+    mean.finish_at = lambda acc, ctx, k: ("add", first(ctx, k), ("div", acc, ("const", float(extent), dt)))
     mean.axis = axis
 
     def deviation(ctx, k, r):
