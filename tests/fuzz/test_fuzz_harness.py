@@ -53,6 +53,12 @@ def test_a_pytorch_internal_assert_in_backward_is_no_oracle_for_gradients():
     ref[0].bwd_exc = "RuntimeError"
     ref[0].bwd_message = "RuntimeError: isDifferentiableType(...) INTERNAL ASSERT FAILED at engine.cpp"
     assert compare.compare(got, ref, True) == []
+    ref[0].bwd_message = "RuntimeError: Autograd not support dtype: Int"
+    assert compare.compare(got, ref, True) == []
+    ref[0].exc, ref[0].message = "RuntimeError", "RuntimeError: Autograd not support dtype: Int"  # in the forward
+    assert compare.compare(got, ref, True) == []
+    assert compare.compare(got, ref, False)[0].startswith("exception")
+    ref[0].exc = ref[0].message = ""
     got[0].outs[1].values.__setitem__(0, got[0].outs[1].values[0] + 1e-3)
     assert compare.compare(got, ref, True)[0].startswith("value")
 
