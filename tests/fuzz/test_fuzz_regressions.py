@@ -250,6 +250,9 @@ REGRESSIONS = {
                      "and below -5.8; kiln's x * cdf gave -0.",
     "seed191-14962": "fmod(prod(x), v) % ...: kiln's float32 prod accumulated in double; PyTorch multiplies in "
                      "float32 in its vectorised order (AVX2 lanes), transposed inputs in memory order",
+    "seed191-23897": "a dead index_put(accumulate=True): call0's out-of-range index is never read compiled (as in "
+                     "PyTorch's compile), call1's value that cannot broadcast is refused by the trace (as eager "
+                     "refuses it): each call matches one reference",
     "seed191-25696": "pow's exponent gradient at base 0 with an inf/NaN upstream gradient: kiln masked the whole "
                      "product (0), PyTorch masks the factor (NaN)",
     "seed191-27246": "fmod's backward divides by a 0-d float64 tensor: PyTorch's bfloat16 mul/div read a one-element "
