@@ -191,8 +191,8 @@ def test_sum_of_products_by_zero_keeps_nan(n):
 def test_variance_of_equal_values_is_exactly_zero(shape, dim, grad):
     # a row's float32 mean as sum / n was an ulp off its equal elements, so std of a constant
     # column was 4e-8 and x % std finite where eager's (Welford) is NaN (fuzz seed 191, program
-    # 3329); the mean is now the first element plus the mean deviation from it. (Down to one value
-    # eager takes another path, std_var_all_cpu, which torch.compile does not follow either.)
+    # 3329); a row whose max equals its min now has variance 0. (Down to one value eager takes
+    # another path, std_var_all_cpu, which torch.compile does not follow either.)
     def f(x):
         s = x.std(dim)
         return s, x.var(dim, correction=0), x.sum() % s if s.numel() else s

@@ -69,8 +69,6 @@ class KernelBuilder:
             self.accs[red] = acc
             self.ops |= red.ops
         value = ("acc", self.accs[red])
-        if red.finish_at is not None:
-            return red.finish_at(value, self, kept)
         return red.finish(value) if red.finish else value
 
 

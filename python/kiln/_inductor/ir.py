@@ -115,7 +115,6 @@ class Reduction:
         self.ops = set(ops)
         self.shape = list(keepdim_shape)  # the shape the graph sees (reduced axis kept, size 1)
         self.finish = finish  # fn(acc expr) -> expr (mean divides)
-        self.finish_at = None  # or fn(acc expr, ctx, kept indices) -> expr, for a finish that loads
         if V.graph is not None:
             V.graph.reductions.append(self)
 

@@ -434,8 +434,15 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
     denom = ("const", float(max(count - correction, 0)), ir_dtype(sd))
     od = ir_dtype(out.dtype)
 
+    # Equal finite elements along one reduced axis have a variance of exactly 0, as eager's Welford
+    # gives: their float32 sum / n can be an ulp off them, and std of a constant column was 4e-8,
+    # so x % std was finite where eager's is NaN (fuzz seed 191, program 3329).
+    constant = _row_is_constant(src, axes[0], sd) if len(axes) == 1 else None
+
     def var_fn(ctx, idx):  # idx: of the (merged) keepdim shape
         value = ("div", _value_at(ctx, m2, idx), denom)
+        if constant is not None:
+            value = ("where", constant(ctx, idx), ("const", 0.0, ir_dtype(sd)), value)
         return value if od == ir_dtype(sd) else ("cast", value, od)
 
     var = Pointwise(out.dtype, keep, var_fn, ops_of(x) | {"var"})
@@ -488,17 +495,8 @@ def _row_mean_m2(x, axis, sd):
     def at(kept_idx, r):
         return kept_idx[:axis] + [r] + kept_idx[axis:]
 
-    # The mean is the row's first element plus the mean deviation from it: equal elements then
-    # have exactly their value as mean and a variance of exactly 0, as eager's Welford gives (a
-    # float32 sum / n is an ulp off, and std of a constant column was 4e-8, so x % std was finite
-    # where eager's is NaN: fuzz seed 191, program 3329); a large common offset cancels too. An
-    # empty row has no first element (its mean is 0 / 0).
-    def first(ctx, k):
-        return ld(ctx, at(k, Affine(0))) if extent != 0 else ("const", 0.0, dt)
-
-    mean = Reduction(sd, kept, extent, "sum", lambda ctx, k, r: ("sub", ld(ctx, at(k, r)), first(ctx, k)),
-                     ops_of(x) | {"var_mean"}, keep_shape)
-    mean.finish_at = lambda acc, ctx, k: ("add", first(ctx, k), ("div", acc, ("const", float(extent), dt)))
+    mean = Reduction(sd, kept, extent, "sum", lambda ctx, k, r: ld(ctx, at(k, r)), ops_of(x) | {"var_mean"},
+                     keep_shape, finish=lambda acc: ("div", acc, ("const", float(extent), dt)))
     mean.axis = axis
 
     def deviation(ctx, k, r):
@@ -508,6 +506,31 @@ def _row_mean_m2(x, axis, sd):
     m2 = Reduction(sd, kept, extent, "sum", deviation, {"var_mean"}, keep_shape)
     m2.axis = axis
     return mean, m2
+
+
+def _row_is_constant(x, axis, sd):
+    """Lazy bool over keepdim indices of x along `axis`: whether the row's elements are equal and
+    finite (its max equals its min), reduced in the same loop as the row's mean."""
+    dt = ir_dtype(sd)
+    shape = list(x.shape)
+    kept = shape[:axis] + shape[axis + 1:]
+    keep_shape = shape[:axis] + [1] + shape[axis + 1:]
+    ld = loader(x, dt)
+
+    def at(kept_idx, r):
+        return kept_idx[:axis] + [r] + kept_idx[axis:]
+
+    bounds = []
+    for kind in ("max", "min"):
+        red = Reduction(sd, kept, shape[axis], kind, lambda ctx, k, r: ld(ctx, at(k, r)), {"var_mean"}, keep_shape)
+        red.axis = axis
+        bounds.append(red)
+
+    def fn(ctx, idx):
+        hi, lo = (_value_at(ctx, b, idx) for b in bounds)
+        return ("logical_and", ("eq", hi, lo), ("lt", ("abs", hi), ("const", INF, dt)))
+
+    return fn
 
 
 def _chan_combine(mean, m2, shape, axis, partial, sd):
