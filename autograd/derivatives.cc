@@ -264,6 +264,13 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
     throw Error(StrCat(op.base_name(), "(): functions with out=... arguments don't support automatic "
                        "differentiation, but one of the arguments requires grad."));
   if (d && d->non_differentiable) return RunBelow(op, keys, stack);
+  // A copy to an integer or bool dtype has no gradient: PyTorch's _to_copy records nothing then,
+  // so it reads no grad_fn of its input (a split piece whose base changed in place converts to
+  // int without the error a differentiable use raises: fuzz seed 241, program 4345).
+  if (&op == &KILN_OP("aten::_to_copy")) {
+    const IValue& dtype = stack[ArgIndex(op.schema(), "dtype")];
+    if (!dtype.is_none() && !Differentiable(dtype.to_scalar_type())) return RunBelow(op, keys, stack);
+  }
   if (!d) {
     if (inplace)
       throw NotImplementedError(StrCat("the derivative for '", op.name(), "' is not implemented."));

@@ -235,16 +235,40 @@ void MarkView(const Tensor& view, const Tensor& source) {
   meta.base_ = src && src->is_view_ ? src->base_ : source;
 }
 
+// The views of `root` that have no history of their own (made while root required no grad, or
+// under no_grad) become strided views of root's new history, as PyTorch regenerates any view's
+// grad_fn once its base changed: `v = b[::2]; b.copy_(x)` makes v require grad, and v's part of
+// a loss reaches x (kiln's v kept no history, and x's gradient missed it: fuzz seed 191, program
+// 10812). Views with a history of their own are regenerated when next used (RefreshViewGradFn).
+static void GiveViewsHistory(const Tensor& root, const Tensor& changed) {
+  for (const std::shared_ptr<TensorImpl>& impl : root->live_views()) {
+    Tensor view(impl);
+    if (view.is_same(changed) || !(IsFloating(view.dtype()) || IsComplex(view.dtype()))) continue;
+    AutogradMeta* meta = GetMeta(view);
+    if (meta && (meta->grad_fn_ || meta->requires_grad_)) continue;
+    MarkView(view, root);
+    SetHistory(view, MakeViewOfBaseFn(root, view), 0);
+  }
+}
+
 void RebaseHistory(const Tensor& self, const std::shared_ptr<OpBackward>& node) {
   AutogradMeta* meta = GetMeta(self);
+  // a view made while its base required no grad was not recorded as one: it is one now (not a
+  // tensor with a history of its own, such as a compiled function's output viewing its buffer)
+  if ((!meta || (!meta->is_view_ && !meta->grad_fn_ && !meta->requires_grad_)) && self->view_root()) {
+    MarkView(self, Tensor(self->view_root()));
+    meta = GetMeta(self);
+  }
   if (!meta || !meta->is_view_) {
     SetHistory(self, node, 0);
+    GiveViewsHistory(self, self);
     return;
   }
   Tensor base = meta->base_;
   auto copy_slices = std::make_shared<CopySlices>(base, self, node);
   SetHistory(base, copy_slices, 0);
   SetHistory(self, std::make_shared<AsStridedBackward>(base, self), 0);
+  GiveViewsHistory(base, self);
 }
 
 std::string ViewOpName(const Node& grad_fn) {

@@ -135,6 +135,7 @@ Tensor MakeView(const Tensor& base, SymDimVector sizes, SymDimVector strides, Sy
   auto impl = std::make_shared<TensorImpl>(base->storage(), base.dtype(), base.device(), base->keys());
   impl->set_sizes_and_strides(std::move(sizes), std::move(strides), std::move(offset));
   impl->share_version_counter(base->version_counter());
+  TensorImpl::AddView(base->view_root() ? base->view_root() : base.impl_ptr(), impl);
   return Tensor(std::move(impl));
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include <cstdint>
+#include <mutex>
 #include <sstream>
 
 #include "runtime/error.h"
@@ -28,6 +29,27 @@ DispatchKey BackendKey(Device device) {
     case DeviceType::Meta: return DispatchKey::Meta;
   }
   return DispatchKey::Undefined;
+}
+
+// Views register from any thread that makes one (a backward formula's slice); expired entries
+// go when the list would grow, so a root viewed once per step keeps a short list.
+static std::mutex g_views_mutex;
+
+void TensorImpl::AddView(const std::shared_ptr<TensorImpl>& root, const std::shared_ptr<TensorImpl>& view) {
+  view->view_root_ = root;
+  std::lock_guard<std::mutex> lock(g_views_mutex);
+  auto& views = root->views_;
+  if (views.size() == views.capacity())
+    views.erase(std::remove_if(views.begin(), views.end(), [](const auto& w) { return w.expired(); }), views.end());
+  views.push_back(view);
+}
+
+std::vector<std::shared_ptr<TensorImpl>> TensorImpl::live_views() const {
+  std::lock_guard<std::mutex> lock(g_views_mutex);
+  std::vector<std::shared_ptr<TensorImpl>> out;
+  for (const auto& w : views_)
+    if (auto v = w.lock()) out.push_back(std::move(v));
+  return out;
 }
 
 TensorImpl::TensorImpl(Storage storage, ScalarType dtype, Device device, DispatchKeySet keys)

@@ -95,6 +95,15 @@ class TensorImpl {
   void set_autograd_meta(std::unique_ptr<AutogradMetaInterface> m) { autograd_meta_ = std::move(m); }
   bool requires_grad() const { return autograd_meta_ && autograd_meta_->requires_grad(); }
 
+  // Views (MakeView): the tensor a view's layout was first taken from (never a view itself), and
+  // on that root its views still alive, so that autograd can give them a history when an
+  // in-place op makes the root require grad (PyTorch's views always know their base: a view of a
+  // tensor that required no grad yet missed the gradient of `base.copy_(x)`).
+  const std::shared_ptr<TensorImpl>& view_root() const { return view_root_; }
+  // Makes `view` a view of `root` (root: a tensor that is no view), remembered weakly by root.
+  static void AddView(const std::shared_ptr<TensorImpl>& root, const std::shared_ptr<TensorImpl>& view);
+  std::vector<std::shared_ptr<TensorImpl>> live_views() const;
+
   // A Python number turned into a 0-dim tensor for an op (weak type in promotion).
   bool is_wrapped_number() const { return wrapped_number_; }
   void set_wrapped_number(bool v) { wrapped_number_ = v; }
@@ -118,6 +127,8 @@ class TensorImpl {
   bool is_contiguous_ = true;
   bool wrapped_number_ = false;
   std::shared_ptr<VersionCounter> version_;
+  std::shared_ptr<TensorImpl> view_root_;
+  std::vector<std::weak_ptr<TensorImpl>> views_;
   std::unique_ptr<AutogradMetaInterface> autograd_meta_;
   PyObject* pyobj_ = nullptr;
 };
