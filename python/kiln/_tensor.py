@@ -280,9 +280,12 @@ class Tensor(_C.TensorBase):
         return kiln.where(condition, self, other)
 
     # --- indexing -----------------------------------------------------------------------------
-    def _apply_basic_index(self, key):
+    def _apply_basic_index(self, key, setitem=False):
         """Basic indexing as views; returns (view, advanced) where advanced maps view dims to
-        index tensors still to apply."""
+        index tensors still to apply. For a store (`setitem`), a slice from 0 (or None) to exactly
+        the dim's size with step 1 is no view, as PyTorch's applySlice returns the tensor itself
+        there: `p[:1] = 0` on a split piece p names Split in its error, not Slice (fuzz seed 241,
+        program 5573)."""
         if not isinstance(key, tuple):
             key = (key,)
         consumed = 0
@@ -326,7 +329,10 @@ class Tensor(_C.TensorBase):
                     raise ValueError("step must be greater than zero")
                 start = None if start is None else int(start.__index__())
                 stop = None if stop is None else int(stop.__index__())
-                if not (start is None and stop is None and step == 1):
+                size = result.shape[dim]
+                whole = start is None and stop is None or \
+                    setitem and start in (None, 0) and type(size) is int and stop == size
+                if not (whole and step == 1):
                     result = _op('aten::slice.Tensor')(result, dim, start, stop, step)
                 dim += 1
             else:
@@ -372,7 +378,7 @@ class Tensor(_C.TensorBase):
                 value = value.to(self.dtype)
             self.masked_fill_(mask, value)
             return
-        result, advanced = self._apply_basic_index(key)
+        result, advanced = self._apply_basic_index(key, setitem=True)
         if not isinstance(value, Tensor):
             import kiln
 

@@ -706,7 +706,10 @@ def _pieces_of_intermediates(traced):
     results = _outputs(traced.graph)
     found = []
     for k, alias in enumerate(traced.output_aliases):
-        if alias is not None or not traced.out_requires_grad[k]:
+        # an output whose backward raises (deferred: an input it needs changed later) is still
+        # differentiable to eager: its piece-ness refuses an in-place change before any backward
+        # (fuzz seed 241, program 5573)
+        if alias is not None or not (traced.out_requires_grad[k] or k in traced.deferred_outputs):
             continue
         node, chain = _walk_views(results[traced.num_mutations + k])
         if node.op == "call_function" and any(isinstance(op, _Piece) for op, _, _ in chain):
