@@ -186,7 +186,8 @@ def test_sum_of_products_by_zero_keeps_nan(n):
     assert np.isnan(e.grad.numpy()).all()
 
 
-@pytest.mark.parametrize("shape,dim", [((3, 3), 0), ((3, 3), 1), ((4, 2, 5), (0, 2)), ((7, 2), 0), ((2, 0), 1)])
+@pytest.mark.parametrize("shape,dim", [((3, 3), 0), ((3, 3), 1), ((4, 2, 5), (0, 2)), ((7, 2), 0), ((2, 0), 1),
+                                       ((1, 3), 0), ((3, 1), 1)])
 @pytest.mark.parametrize("grad", [False, True])
 def test_variance_of_equal_values_is_exactly_zero(shape, dim, grad):
     # a row's float32 mean as sum / n was an ulp off its equal elements, so std of a constant

@@ -442,7 +442,8 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
     def var_fn(ctx, idx):  # idx: of the (merged) keepdim shape
         value = ("div", _value_at(ctx, m2, idx), denom)
         if constant is not None:
-            value = ("where", constant(ctx, idx), ("const", 0.0, ir_dtype(sd)), value)
+            # 0 over the divisor: a single element with correction 1 stays 0 / 0 = NaN
+            value = ("where", constant(ctx, idx), ("div", ("const", 0.0, ir_dtype(sd)), denom), value)
         return value if od == ir_dtype(sd) else ("cast", value, od)
 
     var = Pointwise(out.dtype, keep, var_fn, ops_of(x) | {"var"})
