@@ -287,6 +287,11 @@ REGRESSIONS = {
                     "integer tensor joined its graph), no gradient oracle",
     "seed241-4345": "v1 = x1.chunk(2, -2)[0], then x1[x1 > 0] = 1, then v1.to(int): PyTorch's _to_copy to an integer "
                     "dtype records nothing and reads no stale history; kiln raised the multi-output view error",
+    "seed241-5573": "split piece p of layer_norm(x), x.fill_(2), then p[:1] = 0: p's backward raises (deferred), and "
+                    "the compiled output was no split piece any more, so the in-place change went through where eager "
+                    "refuses",
+    "seed251-0663": "var of one element (correction 1) under Inductor: the constant-row shortcut gave 0 where eager's "
+                    "0 / 0 is NaN",
 }
 
 
