@@ -685,3 +685,62 @@ def test_compiled_igamma_breaks_the_graph_cleanly():
     assert explained.graph_break_count >= 1
     assert_same(kiln.compile(f, backend="aot_eager")(a, x), f(a, x), 1e-12)
     kiln._dynamo.reset()
+
+
+@requires_torch
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool", "float64"])
+@pytest.mark.parametrize("shape", [(), (0,), (7,), (3, 4), (2, 3, 2)])
+def test_nonzero_static_matches_torch(dtype, shape):
+    rng = np.random.default_rng(len(shape))
+    data = rng.integers(0, 3, shape) * (rng.random(shape) > 0.4)
+    for transpose in (False, True):
+        k, t = kiln.tensor(data).to(getattr(kiln, dtype)), torch.tensor(data).to(getattr(torch, dtype))
+        if transpose and k.dim() >= 2:
+            k, t = k.transpose(0, 1), t.transpose(0, 1)
+        for size, fill in ((0, -1), (2, -1), (int(np.count_nonzero(data)), 5), (20, -7)):
+            want = torch.nonzero_static(t, size=size, fill_value=fill)
+            assert_same(kiln.nonzero_static(k, size=size, fill_value=fill), want)
+            assert_same(k.nonzero_static(size=size, fill_value=fill), want)
+    compiled = kiln.compile(lambda x: kiln.nonzero_static(x, size=5) + 1, fullgraph=True, backend="inductor")
+    kiln._dynamo.reset()
+    assert_same(compiled(kiln.tensor(data)), torch.nonzero_static(torch.tensor(data), size=5) + 1)
+    with pytest.raises(RuntimeError, match="'size' must be an non-negative integer"):
+        kiln.nonzero_static(kiln.tensor(data), size=-1)
+
+
+@requires_torch
+@pytest.mark.parametrize("size,layout", [((2, 3, 4), (0, 2, 1)), ((2, 3, 4), (2, 1, 0)), ((5,), (0,)), ((), ()),
+                                         ((2, 3), (1, 0)), ((2, 3), (0, 0)), ((2, 3), (0,)), ((2, 3), (0, 2))])
+def test_empty_permuted_matches_torch(size, layout):
+    def run(lib):
+        try:
+            t = lib.empty_permuted(size, layout, dtype=lib.float64)
+        except RuntimeError as e:
+            return ("raises", str(e))
+        return tuple(t.shape), t.stride(), str(t.dtype).split(".")[-1], t.is_contiguous()
+
+    assert run(kiln) == run(torch)
+
+
+@requires_torch
+def test_typename_and_grad_scaler_names():
+    for make in (lambda lib: lib.zeros(2), lambda lib: lib.zeros(2, dtype=lib.int64), lambda lib: 3,
+                 lambda lib: lib.nn.Linear(2, 2), lambda lib: lib.nn.Linear, lambda lib: "s"):
+        assert kiln.typename(make(kiln)).replace("kiln", "torch") == torch.typename(make(torch))
+    assert kiln.GradScaler is kiln.amp.GradScaler
+
+
+@requires_torch
+@pytest.mark.parametrize("value", [np.int64(2), np.float32(1.5), np.float64(-2.5), np.bool_(True), np.int32(3),
+                                   np.float16(1.0), np.array(2.0), np.array([1, 2])])
+def test_numpy_scalars_and_0d_arrays_make_0d_tensors(value):
+    # np.ascontiguousarray made a numpy scalar 1-d: kiln.tensor(np.int64(2)) had shape [1]
+    for make in ("tensor", "as_tensor", "asarray"):
+        got, want = getattr(kiln, make)(value), getattr(torch, make)(value)
+        assert tuple(got.shape) == tuple(want.shape) and str(got.dtype)[5:] == str(want.dtype)[6:], make
+        assert got.tolist() == want.tolist()
+    if isinstance(value, np.ndarray):  # asarray shares an array's memory, except a 0-d one's (copied, as in PyTorch)
+        array = value.copy()
+        got, want = kiln.asarray(array), torch.asarray(array)
+        array[...] = 7
+        assert got.tolist() == want.tolist()

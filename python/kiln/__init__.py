@@ -114,7 +114,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
             import numpy as np
 
             data = np.asarray(data)
-            out = _C._from_buffer(np.ascontiguousarray(data)).clone()
+            # ascontiguousarray makes a 0-d array 1-d: a numpy scalar (np.int64(2)) gave shape [1]
+            out = _C._from_buffer(np.ascontiguousarray(data).reshape(data.shape)).clone()
             out = out if dtype is None else out.to(dtype)
         else:
             out = _C._tensor_from_data(data, dtype)
@@ -326,8 +327,11 @@ from kiln._special_more import (  # noqa: E402,F401
 from kiln._utilities_more import (  # noqa: E402,F401
     logspace, range, asarray, frombuffer, cartesian_prod, combinations, block_diag, vander, row_stack, unravel_index,
     trapezoid, trapz, cumulative_trapezoid, histogram, isin, chain_matmul, lu, lu_unpack, triangular_solve, detach,
-    detach_, is_inference, unsafe_chunk, unsafe_split, unsafe_split_with_sizes,
+    detach_, is_inference, unsafe_chunk, unsafe_split, unsafe_split_with_sizes, empty_permuted, nonzero_static,
+    typename,
 )
+Tensor.nonzero_static = lambda self, *, size, fill_value=-1: nonzero_static(self, size=size, fill_value=fill_value)
+from kiln.amp import GradScaler  # noqa: E402,F401  (torch.GradScaler is torch.amp.GradScaler)
 from kiln._tensor_methods_extra import index_reduce  # noqa: E402,F401
 from kiln._settings import (  # noqa: E402,F401
     set_default_device, get_default_device, set_warn_always, is_warn_always_enabled, set_anomaly_enabled,

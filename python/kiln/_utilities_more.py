@@ -1,8 +1,8 @@
 """PyTorch's small creation and numeric utilities that kiln composes from its own ops (issue 17):
 logspace, range (deprecated), asarray, frombuffer, cartesian_prod, combinations, block_diag, vander,
 row_stack, unravel_index, trapezoid/trapz/cumulative_trapezoid, histogram, isin, chain_matmul, the
-deprecated LU and triangular-solve names (lu, lu_unpack, triangular_solve), detach(_), is_inference
-and the unsafe_ split family.
+deprecated LU and triangular-solve names (lu, lu_unpack, triangular_solve), detach(_), is_inference,
+the unsafe_ split family, empty_permuted, nonzero_static and typename.
 
 Each follows aten's composition where aten has one (Integration.cpp's trapezoid, vander's cumprod,
 cartesian_prod's meshgrid, chain_matmul's multi_dot) and torch/functional.py where PyTorch writes it
@@ -25,7 +25,7 @@ from kiln._composites import _kiln, _type_name, _wrap_dim
 __all__ = ["logspace", "range", "asarray", "frombuffer", "cartesian_prod", "combinations", "block_diag", "vander",
            "row_stack", "unravel_index", "trapezoid", "trapz", "cumulative_trapezoid", "histogram", "isin",
            "chain_matmul", "lu", "lu_unpack", "triangular_solve", "detach", "detach_", "is_inference", "unsafe_chunk",
-           "unsafe_split", "unsafe_split_with_sizes"]
+           "unsafe_split", "unsafe_split_with_sizes", "empty_permuted", "nonzero_static", "typename"]
 
 
 def _result(value, out):
@@ -97,7 +97,9 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
         import numpy as np
 
         array = obj if _is_ndarray(obj) else np.frombuffer(obj, dtype=np.uint8)
-        value = k.from_numpy(np.ascontiguousarray(array)) if array.flags.writeable else k.tensor(array)
+        # a 0-d array is copied, as PyTorch's asarray copies it (ascontiguousarray made it 1-d)
+        value = k.from_numpy(np.ascontiguousarray(array)) if array.flags.writeable and array.ndim else \
+            k.tensor(array)
         if copy:
             value = value.clone()
         if dtype is not None and value.dtype != dtype:
@@ -572,3 +574,71 @@ def install_methods(tensor_class):
     tensor_class.lu = lu_method
     for name in ("histogram", "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes"):
         setattr(tensor_class, name, globals()[name])
+
+
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None, requires_grad=False,
+                   pin_memory=False):
+    """An uninitialized tensor of logical `size` whose dims lie in memory in the order
+    `physical_layout` gives, outermost first: the dense tensor of the permuted sizes, permuted back
+    (aten's empty_permuted)."""
+    k = _kiln()
+    size, physical_layout = list(size), list(physical_layout)
+    if len(size) != len(physical_layout):
+        raise RuntimeError("Number of dimensions in size does not match the length of the physical_layout; i.e. "
+                           f"len(size) = {len(size)} is not equal to len(physical_layout) = {len(physical_layout)}")
+    seen = set()
+    for i, d in enumerate(physical_layout):
+        if not 0 <= d < len(size):
+            raise RuntimeError(f"Dimension out of range (expected to be between 0 and {len(size) - 1}, but got {d} at "
+                               f"index {i}).  NB: negative dims not currently supported; file an issue if you want it.")
+        if d in seen:
+            raise RuntimeError("Duplicate dim not allowed")
+        seen.add(d)
+    inverse = [0] * len(size)
+    for i, d in enumerate(physical_layout):
+        inverse[d] = i
+    dense = k.empty([size[d] for d in physical_layout], dtype=dtype, layout=layout, device=device,
+                    pin_memory=pin_memory)
+    out = dense.permute(inverse) if size else dense
+    return out.requires_grad_(requires_grad) if requires_grad else out
+
+
+def nonzero_static(input, *, size, fill_value=-1):
+    """The first `size` rows of input.nonzero() (int64 coordinates, row-major order), padded with
+    `fill_value`: a static shape, so compiled code needs no data-dependent size. The rank of each
+    nonzero element (a cumulative sum) picks its row; the rest go to a discarded slot."""
+    k = _kiln()
+    if not isinstance(size, numbers.Integral) or isinstance(size, bool) or size < 0:
+        raise RuntimeError("nonzero_static: 'size' must be an non-negative integer")
+    size = int(size)
+    shape = list(input.shape)
+    if not shape:
+        return k.empty((size, 0), dtype=k.int64, device=input.device)
+    flat = (input != 0).reshape(-1)
+    rank = flat.to(k.int64).cumsum(0) - 1
+    slot = k.where(flat & (rank < size), rank, size)
+    picked = k.full((size + 1,), -1, dtype=k.int64, device=input.device)
+    picked = picked.scatter(0, slot, k.arange(flat.numel(), device=input.device))[:size]
+    coords, rest = [], picked.clamp(min=0)
+    for n in reversed(shape):
+        coords.append(rest % n if n else rest)
+        rest = rest // n if n else rest
+    out = k.stack(coords[::-1], 1)
+    return k.where((picked >= 0).unsqueeze(1), out, k.full((), fill_value, dtype=k.int64, device=input.device))
+
+
+def typename(obj):
+    """The type of `obj` as PyTorch names it: a tensor's type() ("torch.FloatTensor"), else the
+    module and qualified name of its class (of itself, for a class or function)."""
+    k = _kiln()
+    if isinstance(obj, k.Tensor):
+        return obj.type()
+    module = getattr(obj, "__module__", "") or ""
+    if hasattr(obj, "__qualname__"):
+        qualname = obj.__qualname__
+    elif hasattr(obj, "__name__"):
+        qualname = obj.__name__
+    else:
+        module = obj.__class__.__module__ or ""
+        qualname = obj.__class__.__qualname__
+    return qualname if module in ("", "builtins") else f"{module}.{qualname}"
