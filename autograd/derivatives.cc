@@ -92,7 +92,11 @@ OptionalTensorList Ctx::input_list(const char* name) const {
 
 Tensor Ctx::result(size_t i) const {
   const SavedVariable& v = node_.saved_outputs().at(i);
-  return v.Unpack(std::const_pointer_cast<Node>(node_.shared_from_this()));
+  Tensor t = v.Unpack(std::const_pointer_cast<Node>(node_.shared_from_this()));
+  // a saved result is watched as a saved input is: prod's formula unpacks it even where its
+  // graph reads none of it (a 0-d input)
+  if (t_saved_input_observer && t.defined()) t_saved_input_observer(t, grads_);
+  return t;
 }
 
 const IValue& Ctx::arg(const char* name) const {

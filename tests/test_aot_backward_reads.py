@@ -2,6 +2,7 @@
 loss never used (absent tangents) and inputs eager would have saved. Each case runs kiln eager,
 kiln compiled with aot_eager and inductor (both partitioners), and PyTorch eager."""
 
+import numpy as np
 import pytest
 
 import kiln
@@ -205,6 +206,23 @@ def test_output_eager_saved_changed_after_the_call_raises(backend, dtype, change
 
     want = check(program, [[1.0, 0.5], [2.0, -0.25], [3.0, 4.0]], backend=backend, dtype=dtype)
     assert (want[0] == "raises") == (change != "none")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape", [(), (3,), (2, 2)])
+def test_result_a_formula_unpacks_changed_after_the_call_raises(backend, shape):
+    # prod saves its result; for a 0-d input the joint graph reads none of it, so a change of the
+    # returned result after the call went unchecked (fuzz seed 261, program 1499)
+    def program(lib, c, a):
+        v = c(lambda x: x.prod())(a * 1)
+        w = v * 3
+        v.masked_fill_(v > 0, 0)
+        w.sum().backward()
+        return [a.grad]
+
+    data = np.arange(1.0, 1.0 + int(np.prod(shape))).reshape(shape).tolist()
+    want = check(program, data, backend=backend)
+    assert want[0] == "raises"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

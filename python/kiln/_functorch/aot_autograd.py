@@ -735,6 +735,7 @@ def _trace_joint(flat_fn, leaves, config):
                         for i in mutated_diff]
 
     unpacked = []  # (primal position, the raw graph's nodes of the unpacking node's gradients)
+    unpacked_outputs = []  # (output number, those nodes): results a formula unpacks
     # The raw graph those nodes belong to, alive until saved_reads() has read them: a node's graph
     # is None once its graph is freed, which happened or not as the garbage collector ran, so an
     # input amax's backward unpacks counted as read (mask 0) in a backward without amax's tangent,
@@ -762,12 +763,23 @@ def _trace_joint(flat_fn, leaves, config):
         # graph does not use it (div with a rounding mode): eager's check raises there too
         storages = {p._storage_id(): i for i, p in enumerate(primals)
                     if isinstance(p, kiln.Tensor) and i not in mutated_diff}
+        # an output a formula unpacks (prod's result, Note [Outputs eager would have saved]) is
+        # read too: `v = x.prod()` returned across a graph break, then `v.masked_fill_(...)`,
+        # raised in eager's backward and not compiled, where x is 0-d and the graph reads no v
+        # (fuzz seed 261, program 1499)
+        out_storages = {}
+        for k, o in enumerate(outs):
+            if isinstance(o, kiln.Tensor) and o._storage_id() not in storages:
+                out_storages.setdefault(o._storage_id(), k)
 
         def observe(saved, grads):
+            nodes = [current_trace_node(g) for g in grads if g is not None]
+            nodes = [n for n in nodes if n is not None]
             i = storages.get(saved._storage_id())
             if i is not None:
-                nodes = [current_trace_node(g) for g in grads if g is not None]
-                unpacked.append((i, [n for n in nodes if n is not None]))
+                unpacked.append((i, nodes))
+            elif saved._storage_id() in out_storages:
+                unpacked_outputs.append((out_storages[saved._storage_id()], nodes))
 
         with _observing_saved_inputs(observe), _observing_formulas(diff_outs, record_formula):
             grads = kiln.autograd.grad(diff_outs, [primals[i] for i in diff_inputs], grad_outputs=list(tangents),
@@ -777,6 +789,7 @@ def _trace_joint(flat_fn, leaves, config):
 
     def trace():
         unpacked.clear()
+        unpacked_outputs.clear()
         made.clear()
         raw_graphs.clear()
         with mode:
@@ -791,9 +804,14 @@ def _trace_joint(flat_fn, leaves, config):
 
     def saved_reads():
         masks = {}
+        # an output's position among the graph's: after its primals (constants included) and the
+        # new values of mutated inputs (inputs_read_by_backward)
+        first_output = sum(n.op == "placeholder" and not n.name.startswith("tangents") for n in gm.graph.nodes) + \
+            len(mutated) + len(mutated_diff)
         # a node dead code elimination erased after the trace (its graph is None) says nothing
         # about the tangents: it is left out, as a gradient the tracer had no node for
-        unpacked_live = [(i, [n for n in nodes if n.graph is not None]) for i, nodes in unpacked]
+        unpacked_live = [(i, [n for n in nodes if n.graph is not None])
+                         for i, nodes in unpacked + [(first_output + k, ns) for k, ns in unpacked_outputs]]
         for _, nodes in unpacked_live:
             for n in nodes:
                 if n not in masks:
