@@ -205,6 +205,24 @@ def test_variance_of_equal_values_is_exactly_zero(shape, dim, grad):
             np.testing.assert_array_equal(g.detach().numpy(), w.detach().numpy())
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_of_a_fused_value_shifts_by_its_own_max(dtype, log):
+    # the row max was rounded to bfloat16 while the exponentials read the fused float32 values:
+    # softmax of x ** x gave 1.42 at a row's largest element (fuzz seed 261, program 6773)
+    def f(x):
+        v = x ** x
+        return v.log_softmax(0) if log else v.softmax(0)
+
+    x = kiln.tensor([[2.125, 1.5], [0.875, 1.25], [3.875, 2.9]], dtype=getattr(kiln, dtype))
+    got = compiled(f)(x).float().numpy()
+    want = torch.compile(f, backend="inductor")(torch.tensor(x.float().numpy()).to(getattr(torch, dtype)))
+    want = want.float().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2)
+    if not log:
+        assert got.max() <= 1.0 and np.allclose(got.sum(0), 1.0, atol=1e-2)
+
+
 # --- integer division by zero raises, as eager does -------------------------------------------------
 INT_DIVISIONS = {
     "floor_divide": lambda a, b: a // b,
