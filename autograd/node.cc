@@ -112,6 +112,9 @@ TensorList AccumulateGrad::Apply(TensorList&& grads) {
   } else {
     ops::add_(meta.grad_, incoming);
   }
+  // a copy: a hook may register or remove hooks
+  const auto hooks = meta.post_accumulate_hooks_;
+  for (const auto& [id, hook] : hooks) hook(variable_);
   return {};
 }
 

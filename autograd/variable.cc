@@ -150,6 +150,22 @@ void RemoveHook(const Tensor& t, int id) {
     if (it->first == id) { meta->leaf_hooks_.erase(it); return; }
 }
 
+int RegisterPostAccumulateGradHook(const Tensor& t, std::function<void(const Tensor&)> hook) {
+  if (!RequiresGrad(t)) throw Error("cannot register a hook on a tensor that doesn't require gradient");
+  if (!IsLeaf(t)) throw Error("post accumulate grad hooks cannot be registered on non-leaf tensors");
+  int id = next_leaf_hook_id++;
+  MaterializeMeta(t).post_accumulate_hooks_.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void RemovePostAccumulateGradHook(const Tensor& t, int id) {
+  AutogradMeta* meta = GetMeta(t);
+  if (!meta) return;
+  auto& hooks = meta->post_accumulate_hooks_;
+  for (auto it = hooks.begin(); it != hooks.end(); ++it)
+    if (it->first == id) { hooks.erase(it); return; }
+}
+
 void RetainGrad(const Tensor& t) {
   if (!RequiresGrad(t)) throw Error("can't retain_grad on Tensor that has requires_grad=False");
   AutogradMeta& meta = MaterializeMeta(t);

@@ -7,6 +7,7 @@
 // key, so ops on tensors that do not pay nothing for autograd.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -32,6 +33,8 @@ struct AutogradMeta : public AutogradMetaInterface {
   bool multi_output_view_ = false;
   // Leaf hooks (run before accumulation), with ids for removal.
   std::vector<std::pair<int, GradHook>> leaf_hooks_;
+  // Hooks run with the leaf once its `.grad` took a gradient (register_post_accumulate_grad_hook).
+  std::vector<std::pair<int, std::function<void(const Tensor&)>>> post_accumulate_hooks_;
   bool is_inference_ = false;
 
   bool requires_grad() const override { return requires_grad_ || grad_fn_ != nullptr; }
@@ -61,6 +64,10 @@ Tensor Detach(const Tensor& t);
 // Tensor hooks and retain_grad.
 int RegisterHook(const Tensor& t, GradHook hook);
 void RemoveHook(const Tensor& t, int id);
+// hook(t) after each accumulation into a leaf's `.grad` (PyTorch's post-accumulate-grad hooks,
+// which an optimizer step inside backward uses); errors as PyTorch for non-leaves.
+int RegisterPostAccumulateGradHook(const Tensor& t, std::function<void(const Tensor&)> hook);
+void RemovePostAccumulateGradHook(const Tensor& t, int id);
 void RetainGrad(const Tensor& t);
 
 }  // namespace kiln::autograd

@@ -423,6 +423,53 @@ def test_hook_on_tensor_without_grad_raises():
                       match="doesn't require gradient")
 
 
+@requires_torch
+def test_post_accumulate_grad_hooks_match_torch():
+    def accumulate(lib):  # each backward's hook sees .grad after the accumulation
+        log, w = [], lib.tensor([1.0, 2.0], requires_grad=True)
+        handle = w.register_post_accumulate_grad_hook(lambda p: log.append(p.grad.tolist()))
+        (w * 3).sum().backward()
+        (w * w).sum().backward()
+        handle.remove()
+        (w * 1).sum().backward()
+        return log, w.grad.tolist()
+
+    def step_in_backward(lib):  # the optimizer-in-backward pattern: step and free each .grad
+        model = lib.nn.Linear(3, 2)
+        with lib.no_grad():
+            model.weight.copy_(lib.arange(6.0).reshape(2, 3) / 10)
+            model.bias.fill_(0.5)
+
+        def step(p):
+            with lib.no_grad():
+                p.sub_(0.1 * p.grad)
+            p.grad = None
+
+        for p in model.parameters():
+            p.register_post_accumulate_grad_hook(step)
+        x = lib.tensor([[1.0, -2.0, 0.5], [0.25, 1.0, 3.0]])
+        for _ in range(2):
+            (model(x) ** 2).sum().backward()
+        return [p.tolist() for p in model.parameters()], [p.grad for p in model.parameters()]
+
+    k, t = both(accumulate)
+    assert k == t
+    k, t = both(step_in_backward)
+    np.testing.assert_allclose(np.array(k[0][0]), np.array(t[0][0]), rtol=1e-6)
+    np.testing.assert_allclose(np.array(k[0][1]), np.array(t[0][1]), rtol=1e-6)
+    assert k[1] == t[1] == [None, None]
+    assert_like_torch(lambda lib: (lib.ones(2, requires_grad=True) * 2).register_post_accumulate_grad_hook(print),
+                      match="cannot be registered on non-leaf tensors")
+    assert_like_torch(lambda lib: lib.ones(2).register_post_accumulate_grad_hook(print), match="doesn't require")
+
+    def returns_value(lib):
+        q = lib.ones(2, requires_grad=True)
+        q.register_post_accumulate_grad_hook(lambda t: 1)
+        q.sum().backward()
+
+    assert_like_torch(returns_value, match="expected Variable, but hook returned 'int'")
+
+
 def test_hook_handle_context_manager():
     x = kiln.tensor([1.0], requires_grad=True)
     with x.register_hook(lambda g: g * 3):

@@ -462,6 +462,16 @@ void InitAutogradBindings(py::module_& m) {
     });
   });
   m.def("_remove_tensor_hook", [](const Tensor& t, int id) { RemoveHook(t, id); });
+  m.def("_register_post_accumulate_grad_hook", [](const Tensor& t, py::function fn) {
+    return RegisterPostAccumulateGradHook(t, [fn](const Tensor& leaf) {
+      py::gil_scoped_acquire gil;
+      py::object r = fn(py::reinterpret_steal<py::object>(WrapTensor(leaf)));
+      if (!r.is_none())  // PyTorch's words for a post-accumulate hook that returns something
+        throw TypeError(StrCat("expected Variable, but hook returned '", Py_TYPE(r.ptr())->tp_name, "'"));
+    });
+  });
+  m.def("_remove_post_accumulate_grad_hook",
+        [](const Tensor& t, int id) { RemovePostAccumulateGradHook(t, id); });
   // Tensor.data: a detached alias with a fresh version counter.
   m.def("_data_alias", [](const Tensor& t) {
     Tensor alias = Detach(t);

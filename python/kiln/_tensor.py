@@ -114,6 +114,14 @@ class Tensor(_C.TensorBase):
 
         return autograd._register_hook(self, hook)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """hook(self) runs after each backward accumulates a gradient into this leaf's .grad
+        (an optimizer step inside backward); it must return None."""
+        from kiln.autograd import RemovableHandle
+
+        hook_id = _C._register_post_accumulate_grad_hook(self, hook)
+        return RemovableHandle(lambda: _C._remove_post_accumulate_grad_hook(self, hook_id))
+
     def __len__(self):
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
