@@ -133,6 +133,48 @@ def compare_call(got, ref, grad, identity=None, floor=None):
     return problems
 
 
+SLACK = 8.0  # tests/models/harness.py's: kiln's float32 error may be this many times PyTorch's
+
+
+def _error(values, want):
+    """Largest absolute difference from `want` relative to want's largest finite magnitude."""
+    values, want = np.asarray(values, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    finite = np.isfinite(want) & np.isfinite(values)
+    if not finite.any():
+        return 0.0
+    scale = max(float(np.abs(want[finite]).max()), 1e-30)
+    return float(np.abs(values[finite] - want[finite]).max()) / scale
+
+
+def no_worse_than_torch(got_calls, ref_calls, ref64_calls, grad, slack=SLACK):
+    """Problems where kiln's float32 values or gradients are further from PyTorch's float64 run
+    than `slack` times PyTorch float32's own (as tests/models/harness.py judges whole models), or
+    where either float32 run's NaN and infinity positions differ from the other's."""
+    problems = []
+    for i, (g, r, r64) in enumerate(zip(got_calls, ref_calls, ref64_calls)):
+        if r64.exc or r.exc or g.exc or len(r64.outs) != len(r.outs) or (grad and r64.bwd_exc):
+            problems.append(f"call{i}: no float64 reference")
+            continue
+        pairs = [(f"value out{k}", go.values, ro.values, r64o.values)
+                 for k, (go, ro, r64o) in enumerate(zip(g.outs, r.outs, r64.outs)) if ro.dtype == "float32"]
+        if grad:
+            pairs += [(f"grad leaf{k}", gg[1], rg[1], r64g[1])
+                      for k, (gg, rg, r64g) in enumerate(zip(g.grads, r.grads, r64.grads))
+                      if gg is not None and rg is not None and r64g is not None and rg[0] == "float32"]
+        for what, kv, tv, t64v in pairs:
+            kv, tv, t64v = (np.asarray(v, dtype=np.float64) for v in (kv, tv, t64v))
+            if kv.shape != tv.shape or tv.shape != t64v.shape:
+                problems.append(f"call{i} {what}: shapes differ")
+                continue
+            if not (np.array_equal(np.isnan(kv), np.isnan(tv)) and np.array_equal(np.isinf(kv), np.isinf(tv))):
+                problems.append(f"call{i} {what}: NaN or infinity positions differ")
+                continue
+            own, err = _error(tv, t64v), _error(kv, t64v)
+            if err > max(TOLERANCES["float32"][0], slack * own):
+                problems.append(f"call{i} {what}: error {err:.3g} against float64, PyTorch float32's {own:.3g}")
+    return problems
+
+
 def compare_either(got_calls, ref_options, grad, identity=None, floor=None):
     """Problems of the calls that agree with none of the references in `ref_options` (each a list
     of calls), as found against the first: a compiled call may match eager (a dead op's shape

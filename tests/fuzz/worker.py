@@ -141,12 +141,34 @@ def check(program, backends, only=None):
                 # eager run of the program without its dead statements is the reference then
                 compiled_ref = run.record(without_dead_statements(program).source(), "torch", None, grad, calls)
             problems = compare.compare_either(got, [refs[grad], compiled_ref], grad, identity, floor)
+        if problems and floor not in ("float16", "bfloat16") and all(_only_values(p) for p in problems):
+            # float32 values where the program magnifies the last bits (`-1.5 / log_softmax(x)` at
+            # a row's largest element, whose log-sum-exp is 1 + 1e-4: an ulp of the sum is 1e-3 of
+            # the result, and kiln's exp and log are not Sleef's): the judge is PyTorch in float64,
+            # and kiln may be off it by at most SLACK times PyTorch float32's own error there, the
+            # model zoo's rule (fuzz seed 271, program 7506)
+            refs64 = refs.setdefault(("float64", grad), _record_in_float64(src, grad, calls))
+            if compare.no_worse_than_torch(got, refs[grad], refs64, grad) == []:
+                problems = []
         if problems:
             if all(unsupported(c.message) for c in got if c.exc) and any(c.exc for c in got) \
                     and not any(r.exc for r in refs[grad]):
                 problems = ["unsupported: " + next(c.message for c in got if c.exc)]
             failures[label] = problems
     return failures
+
+
+def _record_in_float64(src, grad, calls):
+    """PyTorch's run of the program with float32 as float64 (its inputs, casts and default dtype)."""
+    import torch
+
+    src64 = src.replace("T.float32", "T.float64").replace(".float()", ".double()")
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        return run.record(src64, "torch", None, grad, calls)
+    finally:
+        torch.set_default_dtype(previous)
 
 
 def emit(obj):
