@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/anomaly_mode.h"
 #include "autograd/grad_mode.h"
 #include "autograd/variable.h"
 #include "runtime/error.h"
@@ -22,6 +23,17 @@ struct NodeState {
 };
 
 // Sums a gradient into a buffer slot (out of place: slots may alias tensors other nodes hold).
+// Anomaly mode's NaN check of a node's gradients (PyTorch's words).
+void CheckNoNan(const Node& fn, const TensorList& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& g = outputs[i];
+    if (!g.defined() || !(IsFloating(g.dtype()) || IsComplex(g.dtype())) || !g->has_storage()) continue;
+    Tensor any = CallOp<Tensor>(KILN_OP("aten::any"), CallOp<Tensor>(KILN_OP("aten::isnan"), g));
+    if (*any.data_ptr<bool>())
+      throw Error(StrCat("Function '", fn.name(), "' returned nan values in its ", i, "th output."));
+  }
+}
+
 void Accumulate(TensorList& buffer, uint32_t slot, Tensor grad) {
   if (buffer.size() <= slot) buffer.resize(slot + 1);
   Tensor& cur = buffer[slot];
@@ -169,7 +181,13 @@ TensorList RunBackward(const std::vector<Edge>& roots, const TensorList& grads, 
     if (run) {
       TensorList grads_in = inputs_of_fn;
       ObservedNode observed(*fn, fn == root.get());
-      outputs = fn->Apply(std::move(inputs_of_fn));
+      try {
+        outputs = fn->Apply(std::move(inputs_of_fn));
+        if (AnomalyMode::is_enabled() && AnomalyMode::should_check_nan()) CheckNoNan(*fn, outputs);
+      } catch (...) {
+        ReportBackwardError(*fn);
+        throw;
+      }
       if (!options.keep_graph) fn->ReleaseVariables();
       if (!outputs.empty() || !fn->next_edges().empty()) Validate(*fn, outputs);
       fn->RunPostHooks(outputs, grads_in);

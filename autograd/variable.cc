@@ -1,6 +1,7 @@
 // autograd/variable.cc: reading and changing a tensor's autograd state.
 #include "autograd/variable.h"
 
+#include "autograd/anomaly_mode.h"
 #include "autograd/grad_mode.h"
 #include "autograd/view_tracking.h"
 
@@ -112,6 +113,7 @@ Edge GradientEdge(const Tensor& t) {
 }
 
 void SetHistory(const Tensor& t, const std::shared_ptr<Node>& fn, uint32_t output_nr) {
+  if (fn && AnomalyMode::is_enabled()) CaptureForwardStack(*fn);
   AutogradMeta& meta = MaterializeMeta(t);
   meta.grad_fn_ = fn;
   meta.output_nr_ = output_nr;

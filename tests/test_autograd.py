@@ -470,6 +470,38 @@ def test_post_accumulate_grad_hooks_match_torch():
     assert_like_torch(returns_value, match="expected Variable, but hook returned 'int'")
 
 
+@requires_torch
+def test_anomaly_detection_matches_torch():
+    import warnings
+
+    def run(lib):
+        x = lib.tensor([0.0, 1.0], requires_grad=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with lib.autograd.detect_anomaly():
+                y = x.sqrt()
+                try:
+                    (y.log() * 0).sum().backward()  # log, whose backward gives NaN, is made here
+                    error = None
+                except RuntimeError as e:
+                    error = str(e)
+            inside = lib.is_anomaly_enabled()
+        messages = [str(w.message) for w in caught]
+        with lib.autograd.detect_anomaly(check_nan=False):
+            (x.sqrt().log() * 0).sum().backward()
+        return error, messages, inside, lib.is_anomaly_enabled(), repr(x.grad.tolist()), "traceback_" in y.grad_fn.metadata
+
+    k, t = both(run)
+    assert k[0] == t[0] == "Function 'LogBackward0' returned nan values in its 0th output."
+    assert [m.split("\n")[0] for m in k[1]] == [m.split("\n")[0] for m in t[1]]
+    assert "(y.log() * 0).sum().backward()  # log, whose backward" in k[1][1]
+    assert k[2:] == t[2:]
+    kiln.autograd.set_detect_anomaly(True)
+    assert kiln.is_anomaly_enabled()
+    kiln.autograd.set_detect_anomaly(False)
+    assert not kiln.is_anomaly_enabled()
+
+
 def test_hook_handle_context_manager():
     x = kiln.tensor([1.0], requires_grad=True)
     with x.register_hook(lambda g: g * 3):

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "tensor/fake_tensor.h"
+#include "autograd/anomaly_mode.h"
 #include "autograd/derivatives.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
@@ -462,6 +463,20 @@ void InitAutogradBindings(py::module_& m) {
     });
   });
   m.def("_remove_tensor_hook", [](const Tensor& t, int id) { RemoveHook(t, id); });
+  // anomaly mode (autograd/anomaly_mode.h): the flags, and Python's capture and report of a
+  // node's forward traceback (kiln/autograd/anomaly_mode.py)
+  m.def("_set_anomaly_enabled", [](bool enabled, bool check_nan) { AnomalyMode::set_enabled(enabled, check_nan); });
+  m.def("_is_anomaly_enabled", [] { return AnomalyMode::is_enabled(); });
+  m.def("_is_anomaly_check_nan_enabled", [] { return AnomalyMode::should_check_nan(); });
+  m.def("_set_anomaly_hooks", [](py::function capture, py::function report) {
+    auto call = [](py::function fn) {
+      return [fn](Node& node) {
+        py::gil_scoped_acquire gil;
+        fn(py::cast(node.shared_from_this()));
+      };
+    };
+    SetAnomalyHooks(call(capture), call(report));
+  });
   m.def("_register_post_accumulate_grad_hook", [](const Tensor& t, py::function fn) {
     return RegisterPostAccumulateGradHook(t, [fn](const Tensor& leaf) {
       py::gil_scoped_acquire gil;

@@ -7,6 +7,8 @@ and `kiln.backends.cuda.matmul.allow_tf32` read and write one value, as they do 
 
 import warnings
 
+from kiln import _C
+
 _PRECISIONS = ("highest", "high", "medium")
 _state = {"float32_matmul_precision": "highest", "deterministic": False, "deterministic_warn_only": False}
 
@@ -65,9 +67,9 @@ def get_deterministic_debug_mode():
 
 # --- issue 17: default device, warn-always, anomaly mode, inter-op threads ---------------------------
 # Stored like the settings above. kiln runs on the CPU only: the default device is "cpu" whatever
-# is asked, and a CUDA device fails as a CPU-only PyTorch does. kiln's autograd has no anomaly mode
-# yet: the flags are kept for programs that set and read them, without its checks.
-_state.update(warn_always=False, anomaly=False, anomaly_check_nan=True, interop_threads=None)
+# is asked, and a CUDA device fails as a CPU-only PyTorch does. The anomaly flags are autograd's
+# (kiln/autograd/anomaly_mode.py).
+_state.update(warn_always=False, interop_threads=None)
 
 
 def set_default_device(device):
@@ -100,16 +102,15 @@ def is_warn_always_enabled():
 
 
 def set_anomaly_enabled(enabled, check_nan=True):
-    _state["anomaly"] = bool(enabled)
-    _state["anomaly_check_nan"] = bool(check_nan)
+    _C._set_anomaly_enabled(bool(enabled), bool(check_nan))
 
 
 def is_anomaly_enabled():
-    return _state["anomaly"]
+    return _C._is_anomaly_enabled()
 
 
 def is_anomaly_check_nan_enabled():
-    return _state["anomaly_check_nan"]
+    return _C._is_anomaly_check_nan_enabled()
 
 
 def get_num_interop_threads():

@@ -9,6 +9,7 @@ from kiln.autograd.grad_mode import (  # noqa: F401
     enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad, set_grad_enabled,
 )
 from kiln.autograd.gradcheck import gradcheck, gradgradcheck  # noqa: F401
+from kiln.autograd.anomaly_mode import detect_anomaly, set_detect_anomaly  # noqa: F401,E402
 
 
 def _as_tuple(x):
