@@ -135,7 +135,9 @@ Tensor MakeView(const Tensor& base, SymDimVector sizes, SymDimVector strides, Sy
   auto impl = std::make_shared<TensorImpl>(base->storage(), base.dtype(), base.device(), base->keys());
   impl->set_sizes_and_strides(std::move(sizes), std::move(strides), std::move(offset));
   impl->share_version_counter(base->version_counter());
-  TensorImpl::AddView(base->view_root() ? base->view_root() : base.impl_ptr(), impl);
+  // a root that requires grad has its views recorded by autograd (with their own history)
+  const std::shared_ptr<TensorImpl>& root = base->view_root() ? base->view_root() : base.impl_ptr();
+  if (!root->requires_grad()) TensorImpl::AddView(root, impl);
   return Tensor(std::move(impl));
 }
 
