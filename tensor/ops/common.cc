@@ -99,13 +99,12 @@ std::vector<int64_t> IterationOrder(const SymDimVector& shape, const std::vector
 // is decided at the example sizes and holds while the guards do (answering row-major instead made
 // `(x.t() + 1).contiguous()` a no-op after the dynamic recompile, fuzz seed 181). A size with no
 // example value (unbacked: nonzero's count) cannot be compared: row-major then.
-static SymDimVector DecideLayout(const SymDimVector& shape, std::initializer_list<const Tensor*> inputs) {
+
+// Dense strides over `shape` in the iteration order of operands with these strides; {} when that
+// is row-major.
+static SymDimVector DenseInIterationOrder(const SymDimVector& shape, const std::vector<SymDimVector>& strides) {
   const int64_t ndim = static_cast<int64_t>(shape.size());
-  if (ndim < 2) return {};
-  std::vector<SymDimVector> strides;  // each input's strides over `shape`, 0 where it broadcasts
-  for (const Tensor* t : inputs)
-    if (t->defined() && t->dim() > 0) strides.push_back(BroadcastStrides(*t, shape));
-  if (strides.empty()) return {};
+  if (ndim < 2 || strides.empty()) return {};
   std::vector<int64_t> perm = IterationOrder(shape, strides);
   bool row_major = true;
   for (int64_t i = 0; i < ndim; ++i) row_major = row_major && perm[i] == ndim - 1 - i;
@@ -119,13 +118,20 @@ static SymDimVector DecideLayout(const SymDimVector& shape, std::initializer_lis
   return out;
 }
 
-SymDimVector LayoutOfInputs(const SymDimVector& shape, std::initializer_list<const Tensor*> inputs) {
+SymDimVector LayoutOfOperands(const SymDimVector& shape, const std::vector<SymDimVector>& strides) {
   try {
-    return DecideLayout(shape, inputs);
+    return DenseInIterationOrder(shape, strides);
   } catch (const NamedError& e) {
     if (e.python_class() != "GuardOnDataDependentSymNode") throw;
     return {};
   }
+}
+
+SymDimVector LayoutOfInputs(const SymDimVector& shape, std::initializer_list<const Tensor*> inputs) {
+  std::vector<SymDimVector> strides;  // each input's strides over `shape`, 0 where it broadcasts
+  for (const Tensor* t : inputs)
+    if (t->defined() && t->dim() > 0) strides.push_back(BroadcastStrides(*t, shape));
+  return LayoutOfOperands(shape, strides);
 }
 
 Tensor CastTo(const Tensor& t, ScalarType dtype) { return ops::to_dtype(t, dtype); }

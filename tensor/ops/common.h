@@ -27,6 +27,10 @@ SymDimVector BroadcastStrides(const Tensor& t, const SymDimVector& shape);
 // The order PyTorch's TensorIterator walks `shape` in, fastest dim first, given each operand's
 // strides over `shape` (0 where it broadcasts), the output's first.
 std::vector<int64_t> IterationOrder(const SymDimVector& shape, const std::vector<SymDimVector>& strides);
+// The strides of a new output of `shape` laid out in the memory order of operands with these
+// strides (TensorIterator's output allocation); empty: contiguous (also when a size has no example
+// value to compare).
+SymDimVector LayoutOfOperands(const SymDimVector& shape, const std::vector<SymDimVector>& strides);
 // `t` converted to `dtype` (no copy when it already has it).
 Tensor CastTo(const Tensor& t, ScalarType dtype);
 // Checks that tensors are on one device, naming the op.

@@ -594,6 +594,26 @@ IndexLayout LayoutIndices(const Tensor& self, const OptTensorVec& idx) {
   return L;
 }
 
+// The strides, over the result's shape, of the operands of PyTorch's TensorIterator for index and
+// index_put_: self restrided (0 along the indexed dims), then each index tensor viewed at the
+// result's rank. They decide index_put_'s walk and index's output layout.
+std::vector<SymDimVector> IndexOperandStrides(const Tensor& self, const OptTensorVec& idx, const IndexLayout& L) {
+  const int64_t nr = static_cast<int64_t>(L.result.size()), nb = static_cast<int64_t>(L.index_shape.size());
+  SymDimVector src(nr, SymInt(0));
+  for (int64_t r = 0; r < nr; ++r) {
+    if (r < L.first) src[r] = self->sym_strides()[L.order[r]];
+    else if (r >= L.first + nb) src[r] = self->sym_strides()[L.order[r - nb + L.count]];
+  }
+  std::vector<SymDimVector> out{src};
+  for (int64_t j = 0; j < L.count; ++j) {
+    Tensor e = ops::expand(*idx[L.order[L.first + j]], ToSymList(L.index_shape));
+    SymDimVector at_rank(nr, SymInt(1));
+    for (int64_t b = 0; b < nb; ++b) at_rank[L.first + b] = e->sym_sizes()[b];
+    out.push_back(BroadcastStrides(ops::view(e, ToSymList(at_rank)), L.result));
+  }
+  return out;
+}
+
 // Calls fn(self_offset, other_offset) for each element of self[indices]; `other_strides` are the
 // strides (over the result shape) of the tensor read or written alongside (output or values).
 // Index reads visit elements in parallel. index_put_ (`values` given) may write an element twice,
@@ -639,16 +659,11 @@ void WalkIndexed(const Tensor& self, const OptTensorVec& idx, const IndexLayout&
     fn(so, off[1]);
   };
   if (!values) return ParallelForEachStrided(shape, st, visit);
-  // the operands' strides as PyTorch's iterator sees them: values broadcast (not expanded), each
-  // index viewed at the result's rank, then broadcast
-  SymDimVector sym_shape(L.result.begin(), L.result.end());
-  std::vector<SymDimVector> operands{SymDimVector(st[0].begin(), st[0].end()), BroadcastStrides(*values, sym_shape)};
-  for (const Tensor& e : holders) {
-    SymDimVector at_rank(nr, SymInt(1));
-    for (int64_t b = 0; b < nb; ++b) at_rank[L.first + b] = e->sym_sizes()[b];
-    operands.push_back(BroadcastStrides(ops::view(e, ToSymList(at_rank)), sym_shape));
-  }
-  const std::vector<int64_t> perm = IterationOrder(sym_shape, operands);  // fastest first
+  // the operands' strides as PyTorch's iterator sees them: [self restrided, values broadcast (not
+  // expanded), indices...]
+  std::vector<SymDimVector> operands = IndexOperandStrides(self, idx, L);
+  operands.insert(operands.begin() + 1, BroadcastStrides(*values, L.result));
+  const std::vector<int64_t> perm = IterationOrder(L.result, operands);  // fastest first
   DimVector walk_shape(nr);
   std::vector<DimVector> walk_strides(st.size(), DimVector(nr));
   for (int64_t r = 0; r < nr; ++r) {
@@ -659,15 +674,24 @@ void WalkIndexed(const Tensor& self, const OptTensorVec& idx, const IndexLayout&
   ForEachStrided(walk_shape, walk_strides, visit);
 }
 
+// The result is laid out in the memory order of [self restrided, indices] as PyTorch's
+// TensorIterator allocates it: `v[i, i]` with a transposed index i is transposed too, so its
+// `.int().flatten()` copies as in PyTorch (kiln's row-major result was viewed: fuzz seed 281,
+// program 1325).
+TensorMeta IndexResultMeta(const Tensor& self, const OptTensorVec& idx, const IndexLayout& L) {
+  return TensorMeta{L.result, LayoutOfOperands(L.result, IndexOperandStrides(self, idx, L)), self.dtype(),
+                    self.device()};
+}
+
 TensorMeta IndexMeta(const Tensor& self, const OptionalTensorList& indices) {
-  IndexLayout L = LayoutIndices(self, ExpandIndices("index", self, indices, /*meta=*/true));
-  return TensorMeta{L.result, {}, self.dtype(), self.device()};
+  OptTensorVec idx = ExpandIndices("index", self, indices, /*meta=*/true);
+  return IndexResultMeta(self, idx, LayoutIndices(self, idx));
 }
 
 Tensor IndexCPU(const Tensor& self, const OptionalTensorList& indices) {
   OptTensorVec idx = ExpandIndices("index", self, indices, /*meta=*/false);
   IndexLayout L = LayoutIndices(self, idx);
-  Tensor out = EmptyTensor(L.result, self.dtype(), self.device());
+  Tensor out = EmptyFromMeta(IndexResultMeta(self, idx, L));
   if (out.numel() == 0) return out;
   KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "index", [&] {
     const scalar_t* s = self.data_ptr<scalar_t>();
