@@ -140,7 +140,13 @@ def check(program, backends, only=None):
                 # functionalization cannot write back, fuzz seed 221, program 4021): PyTorch's
                 # eager run of the program without its dead statements is the reference then
                 compiled_ref = run.record(without_dead_statements(program).source(), "torch", None, grad, calls)
-            problems = compare.compare_either(got, [refs[grad], compiled_ref], grad, identity, floor)
+            options = [refs[grad], compiled_ref]
+            if all(_only_eager_raised(p) for p in problems):
+                # and eager on the program without its dead statements, which is what AOT and
+                # Inductor run: torch.compile's own backward may raise where that does not (a
+                # version error after `x1.pow_(2)`, fuzz seed 281, program 96)
+                options.append(run.record(without_dead_statements(program).source(), "torch", None, grad, calls))
+            problems = compare.compare_either(got, options, grad, identity, floor)
         if problems and floor not in ("float16", "bfloat16") and all(_only_values(p) for p in problems):
             # float32 values where the program magnifies the last bits (`-1.5 / log_softmax(x)` at
             # a row's largest element, whose log-sum-exp is 1 + 1e-4: an ulp of the sum is 1e-3 of
