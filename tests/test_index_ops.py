@@ -883,3 +883,25 @@ def test_advanced_index_result_is_laid_out_as_torchs(seed):
 
         assert run(kiln) == run(torch)
         checked += 1
+
+
+@pytest.mark.parametrize("backend", [None, "aot_eager", "inductor"])
+def test_flip_and_rot90_keep_the_input_layout_as_torch(backend):
+    # flip's result is laid out as its input: flip of a transposed x is transposed, so
+    # .contiguous() copies it and an in-place op on the copy leaves the flip alone (kiln's
+    # contiguous flip was returned by contiguous(), and sigmoid_ changed it: fuzz seed 281,
+    # program 19137)
+    data = np.arange(12.0).reshape(3, 4) / 7 - 0.5
+
+    def f(x):
+        v2 = x.flip(1)
+        v3 = v2.contiguous()
+        v3.sigmoid_()
+        return v2, v3, x.flip(0, 1), x.rot90(), x[:, ::2].flip(0), x.expand(2, 4, 3).flip(0)
+
+    kiln._dynamo.reset()
+    got = (kiln.compile(f, backend=backend) if backend else f)(kiln.tensor(data).t())
+    want = f(torch.tensor(data).t())
+    for g, w in zip(got, want):
+        assert g.stride() == w.stride()
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)
