@@ -232,7 +232,16 @@ void MarkView(const Tensor& view, const Tensor& source) {
   AutogradMeta& meta = MaterializeMeta(view);
   AutogradMeta* src = GetMeta(source);
   meta.is_view_ = true;
-  meta.base_ = src && src->is_view_ ? src->base_ : source;
+  if (src && src->is_view_) {
+    meta.base_ = src->base_;
+  } else if (source->view_root() && !(src && (src->grad_fn_ || src->requires_grad_))) {
+    // a view of an untracked view (`x.reshape(-1).squeeze()[0] = v`): the base is their root, so
+    // the write reaches x's history (it reached only the middle view's: fuzz seed 281, program
+    // 15366)
+    meta.base_ = Tensor(source->view_root());
+  } else {
+    meta.base_ = source;
+  }
 }
 
 // The views of `root` that have no history of their own (made while root required no grad, or

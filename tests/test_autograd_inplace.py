@@ -218,7 +218,7 @@ def test_view_requires_grad_after_its_base_became_requires_grad_in_place():
 
 @requires_torch
 @pytest.mark.parametrize("case", ["copy_ into the base", "mul_ of the base", "copy_ into a sibling view",
-                                  "a view of a view", "setitem"])
+                                  "a view of a view", "setitem", "setitem through a view of a view"])
 def test_views_made_before_their_base_required_grad_carry_its_gradient(case):
     # `v3 = v1[::2]; v1.copy_(x3)` then a loss over v1 and v3: kiln's v3 kept no history, so x3's
     # gradient missed v3's part, silently (fuzz seed 191, program 10812). (Views made under no_grad:
@@ -236,8 +236,10 @@ def test_views_made_before_their_base_required_grad_carry_its_gradient(case):
         elif case == "a view of a view":
             v = v[1:]
             base.add_(x)
-        else:
+        elif case == "setitem":
             base[2:4] = x[:2]
+        else:  # the write's base is the root of the views it goes through (fuzz seed 281, program 15366)
+            base.reshape(2, 3).squeeze()[1] = x[:3]
         loss = (v * lib.arange(1.0, 1.0 + v.numel())).sum() + (w ** 2).sum() + base.sum()
         loss.backward()
         return v.requires_grad, w.requires_grad, x.grad.tolist(), base.tolist()
