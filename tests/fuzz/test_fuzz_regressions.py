@@ -307,6 +307,10 @@ REGRESSIONS = {
     "seed281-1325": "v1 = v0[x1, x1] with a transposed index x1, then v1.int().flatten(): PyTorch's index result "
                     "follows the index's memory order, so the flatten copies; kiln's row-major result was viewed (an "
                     "alias PyTorch does not have)",
+    "seed281-15366": "v2 = x1.reshape(-1).squeeze(), then v2[0] = x2 requiring grad: the write's base was the middle "
+                     "view, not x1, so x1 got no history and x2's gradient missed x1's part of the loss",
+    "seed281-19137": "v3 = x0.flip(1).contiguous() of a transposed x0, then v3.sigmoid_(): kiln's contiguous flip "
+                     "made contiguous() an alias, so sigmoid_ changed the flip too",
 }
 
 
