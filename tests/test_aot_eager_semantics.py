@@ -232,9 +232,16 @@ def _piece_whose_backward_raises(lib, x):
     return q
 
 
+def _empty_piece(lib, x):
+    v = x[:0].sin()
+    p = v.split(1, 0)[-1]  # an empty split piece (fuzz seed 291, program 3209)
+    p.exp_()
+    return v
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("body", [_piece_of_input_transposed, _piece_of_intermediate, _piece_stored_into,
-                                  _piece_whose_backward_raises],
+                                  _piece_whose_backward_raises, _empty_piece],
                          ids=lambda f: f.__name__.strip("_"))
 def test_in_place_change_of_a_split_piece_raises_as_in_eager(backend, body):
     def program(lib, c, dtype):

@@ -404,6 +404,8 @@ def _alias_root(outs, members):
             key = (extent[1] - extent[0], outs[k]._base is None)
             if best_key is None or key > best_key:
                 best, best_key = k, key
+    if best is None:  # all empty: the one that is no view (a hidden base), so its pieces stay pieces
+        best = next((k for k in members if outs[k]._base is None), None)
     return best
 
 
@@ -464,7 +466,9 @@ def _analyze_outputs(flat_fn, mode, fakes):
         base, outer = outs[root], _extent(outs[root])
         for k in members:
             inner = _extent(outs[k])
-            if k != root and inner is not None and outer[0] <= inner[0] and inner[1] <= outer[1]:
+            # an empty output holds no element to lose: `v.split(1)[-1]` of an empty v is rebuilt
+            # from v as the split piece it is (fuzz seed 291, program 3209)
+            if k != root and (inner is None or outer is not None and outer[0] <= inner[0] and inner[1] <= outer[1]):
                 aliases[k] = _Alias(root, outs[k], _layout(base))
     requires = [isinstance(o, kiln.Tensor) and o.requires_grad for o in outs]
     return outs, aliases, requires, mutated, new_layouts, differentiable_after
