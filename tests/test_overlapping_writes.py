@@ -162,3 +162,22 @@ def test_one_element_overlap_compares_size_one_strides(name, case):
 def test_expand_strides_of_new_size_one_dims_match_torch(shape, size):
     got, want = kiln.zeros(shape).expand(*size), torch.zeros(shape).expand(*size)
     assert got.stride() == want.stride()
+
+
+@pytest.mark.parametrize("op", ["add", "mul", "gt", "div", "maximum"])
+def test_elementwise_layout_follows_the_cast_of_a_promoted_input(op):
+    # PyTorch's CPU TensorIterator casts an input of another dtype before it orders the dims, and
+    # the cast of an expanded tensor is row-major: an expanded int64 x1 plus a transposed float32
+    # x3 is row-major, and its .view(3, 3, 5)-like reshapes are views (fuzz seed 291, program 16413)
+    cases = [
+        (lambda lib: lib.ones(1, 3, 1, dtype=lib.int64).expand(5, 3, 3), lambda lib: lib.ones(3, 3).t()),
+        (lambda lib: lib.ones(3, 1, dtype=lib.int32).expand(3, 4), lambda lib: lib.ones(4, 3, dtype=lib.float64).t()),
+        (lambda lib: lib.ones(1, 4, dtype=lib.bool).expand(3, 4), lambda lib: lib.ones(4, 3, dtype=lib.bool).t()),
+        (lambda lib: lib.ones(4, 3).t(), lambda lib: lib.ones(4, 3, dtype=lib.int64).t()),
+        (lambda lib: lib.ones(2, 3, 4, dtype=lib.int64).permute(2, 0, 1), lambda lib: lib.ones(4, 2, 3)),
+    ]
+    for make_a, make_b in cases:
+        want = getattr(torch, op)(make_a(torch), make_b(torch))
+        got = getattr(kiln, op)(make_a(kiln), make_b(kiln))
+        big = lambda t: [st for st, n in zip(t.stride(), t.shape) if n > 1]  # noqa: E731
+        assert big(got) == big(want) and str(got.dtype)[5:] == str(want.dtype)[6:]

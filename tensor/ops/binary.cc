@@ -362,7 +362,10 @@ TensorMeta MetaTensor(const Tensor& a, const Tensor& b) {
   CheckSubOperands<kOp>(a.dtype() == ScalarType::Bool, b.dtype() == ScalarType::Bool);
   ScalarType promoted = ResultType(a, b);
   // Shapes first, then dtypes, as PyTorch's TensorIterator reports them.
-  TensorMeta meta = ElementwiseMeta(spec.name, a, b, ResultDtype(spec, promoted));
+  const ScalarType result = ResultDtype(spec, promoted);
+  // the inputs compute in the promoted dtype, or in the float result of true division of integers
+  const ScalarType computed = IsIntegral(promoted, /*include_bool=*/true) && IsFloating(result) ? result : promoted;
+  TensorMeta meta = ElementwiseMeta(spec.name, a, b, result, computed);
   CheckDtype(spec, promoted);
   return meta;
 }

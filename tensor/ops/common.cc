@@ -33,24 +33,56 @@ void CheckSameDevice(const char* op, const Tensor& a, const Tensor& b) {
                      a.device().str(), " and ", b.device().str(), "!"));
 }
 
-TensorMeta ElementwiseMeta(const char* op, const Tensor& a, const Tensor& b, ScalarType dtype) {
+// The strides of `t.to(other dtype)`: empty_like's preserve format, t's own strides when they are
+// dense and free of overlap, else dense ones in t's stride order (PyTorch's infer_dense_strides).
+static SymDimVector CastStrides(const Tensor& t) {
+  bool dense = false;
+  if (!MayOverlapItself(t->sym_sizes(), t->sym_strides(), &dense) && dense) return t->sym_strides();
+  SymDimVector order = LayoutOfOperands(t->sym_sizes(), {t->sym_strides()});
+  return order.empty() ? ContiguousStrides(t->sym_sizes()) : order;
+}
+
+TensorMeta ElementwiseMeta(const char* op, const Tensor& a, const Tensor& b, ScalarType dtype,
+                           std::optional<ScalarType> common) {
   CheckSameDevice(op, a, b);
   TensorMeta m;
   m.sizes = BroadcastShapes(op, a->sym_sizes(), b->sym_sizes());
-  m.strides = LayoutOfInputs(m.sizes, {&a, &b});
+  const bool casts = common && ((a.dim() > 0 && a.dtype() != *common) || (b.dim() > 0 && b.dtype() != *common));
+  if (!casts) {
+    m.strides = LayoutOfInputs(m.sizes, {&a, &b});
+  } else {
+    // an input of another dtype is cast to `common` before the layout is decided (x1 + x3 with an
+    // expanded int64 x1 and a transposed float32 x3 is row-major, as the cast of x1 is: fuzz seed
+    // 291, program 16413)
+    std::vector<SymDimVector> strides;
+    try {
+      for (const Tensor* t : {&a, &b}) {
+        if (!t->defined() || t->dim() == 0) continue;
+        SymDimVector st = t->dtype() != *common ? CastStrides(*t) : (*t)->sym_strides();
+        strides.push_back(BroadcastStrides((*t)->sym_sizes(), st, m.sizes));
+      }
+      m.strides = LayoutOfOperands(m.sizes, strides);
+    } catch (const NamedError& e) {
+      if (e.python_class() != "GuardOnDataDependentSymNode") throw;
+    }
+  }
   m.dtype = dtype;
   m.device = a.dim() == 0 && a.device().is_cpu() ? b.device() : a.device();
   return m;
 }
 
-SymDimVector BroadcastStrides(const Tensor& t, const SymDimVector& shape) {
-  const int64_t ndim = static_cast<int64_t>(shape.size()), lead = ndim - t.dim();
+SymDimVector BroadcastStrides(const SymDimVector& sizes, const SymDimVector& strides, const SymDimVector& shape) {
+  const int64_t ndim = static_cast<int64_t>(shape.size()), lead = ndim - static_cast<int64_t>(sizes.size());
   SymDimVector st(ndim, SymInt(0));
   for (int64_t d = std::max<int64_t>(lead, 0); d < ndim; ++d) {
-    const SymInt& n = t->sym_sizes()[d - lead];
-    st[d] = n == 1 && shape[d] != 1 ? SymInt(0) : t->sym_strides()[d - lead];
+    const SymInt& n = sizes[d - lead];
+    st[d] = n == 1 && shape[d] != 1 ? SymInt(0) : strides[d - lead];
   }
   return st;
+}
+
+SymDimVector BroadcastStrides(const Tensor& t, const SymDimVector& shape) {
+  return BroadcastStrides(t->sym_sizes(), t->sym_strides(), shape);
 }
 
 // PyTorch's TensorIterator::reorder_dimensions over operands that are not resized: the first

@@ -16,7 +16,10 @@ namespace kiln {
 SymDimVector BroadcastShapes(const char* op, const SymDimVector& a, const SymDimVector& b);
 // The meta of an elementwise op's result: broadcast sizes, laid out as the inputs are
 // (LayoutOfInputs), `dtype`, device of `a`.
-TensorMeta ElementwiseMeta(const char* op, const Tensor& a, const Tensor& b, ScalarType dtype);
+// `common`: the dtype the inputs compute in; one of another dtype is cast first, as PyTorch's CPU
+// TensorIterator does, and the cast's layout is what orders the result.
+TensorMeta ElementwiseMeta(const char* op, const Tensor& a, const Tensor& b, ScalarType dtype,
+                           std::optional<ScalarType> common = std::nullopt);
 // The strides of a new elementwise result of `shape` in its inputs' memory order, as PyTorch's
 // TensorIterator gives it (Note [Elementwise output layout]); empty: contiguous (also when a
 // size or stride is symbolic).
@@ -24,6 +27,7 @@ SymDimVector LayoutOfInputs(const SymDimVector& shape, std::initializer_list<con
 // `t`'s strides as an operand of a TensorIterator over `shape`: 0 where it broadcasts (a missing
 // leading dim, or size 1 against a larger size).
 SymDimVector BroadcastStrides(const Tensor& t, const SymDimVector& shape);
+SymDimVector BroadcastStrides(const SymDimVector& sizes, const SymDimVector& strides, const SymDimVector& shape);
 // The order PyTorch's TensorIterator walks `shape` in, fastest dim first, given each operand's
 // strides over `shape` (0 where it broadcasts), the output's first.
 std::vector<int64_t> IterationOrder(const SymDimVector& shape, const std::vector<SymDimVector>& strides);
