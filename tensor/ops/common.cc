@@ -47,25 +47,7 @@ TensorMeta ElementwiseMeta(const char* op, const Tensor& a, const Tensor& b, Sca
   CheckSameDevice(op, a, b);
   TensorMeta m;
   m.sizes = BroadcastShapes(op, a->sym_sizes(), b->sym_sizes());
-  const bool casts = common && ((a.dim() > 0 && a.dtype() != *common) || (b.dim() > 0 && b.dtype() != *common));
-  if (!casts) {
-    m.strides = LayoutOfInputs(m.sizes, {&a, &b});
-  } else {
-    // an input of another dtype is cast to `common` before the layout is decided (x1 + x3 with an
-    // expanded int64 x1 and a transposed float32 x3 is row-major, as the cast of x1 is: fuzz seed
-    // 291, program 16413)
-    std::vector<SymDimVector> strides;
-    try {
-      for (const Tensor* t : {&a, &b}) {
-        if (!t->defined() || t->dim() == 0) continue;
-        SymDimVector st = t->dtype() != *common ? CastStrides(*t) : (*t)->sym_strides();
-        strides.push_back(BroadcastStrides((*t)->sym_sizes(), st, m.sizes));
-      }
-      m.strides = LayoutOfOperands(m.sizes, strides);
-    } catch (const NamedError& e) {
-      if (e.python_class() != "GuardOnDataDependentSymNode") throw;
-    }
-  }
+  m.strides = LayoutOfInputs(m.sizes, {&a, &b}, common);
   m.dtype = dtype;
   m.device = a.dim() == 0 && a.device().is_cpu() ? b.device() : a.device();
   return m;
@@ -159,11 +141,17 @@ SymDimVector LayoutOfOperands(const SymDimVector& shape, const std::vector<SymDi
   }
 }
 
-SymDimVector LayoutOfInputs(const SymDimVector& shape, std::initializer_list<const Tensor*> inputs) {
+SymDimVector LayoutOfInputs(const SymDimVector& shape, std::initializer_list<const Tensor*> inputs,
+                            std::optional<ScalarType> cast_to) {
   std::vector<SymDimVector> strides;  // each input's strides over `shape`, 0 where it broadcasts
   try {  // (whether a dim broadcasts is a comparison of sizes too)
-    for (const Tensor* t : inputs)
-      if (t->defined() && t->dim() > 0) strides.push_back(BroadcastStrides(*t, shape));
+    for (const Tensor* t : inputs) {
+      if (!t->defined() || t->dim() == 0) continue;
+      // an input of another dtype is cast first, and its cast's layout counts (x1 + x3 with an
+      // expanded int64 x1 and a transposed float32 x3 is row-major: fuzz seed 291, program 16413)
+      const bool cast = cast_to && t->dtype() != *cast_to;
+      strides.push_back(BroadcastStrides((*t)->sym_sizes(), cast ? CastStrides(*t) : (*t)->sym_strides(), shape));
+    }
   } catch (const NamedError& e) {
     if (e.python_class() != "GuardOnDataDependentSymNode") throw;
     return {};

@@ -23,7 +23,10 @@ TensorMeta ElementwiseMeta(const char* op, const Tensor& a, const Tensor& b, Sca
 // The strides of a new elementwise result of `shape` in its inputs' memory order, as PyTorch's
 // TensorIterator gives it (Note [Elementwise output layout]); empty: contiguous (also when a
 // size or stride is symbolic).
-SymDimVector LayoutOfInputs(const SymDimVector& shape, std::initializer_list<const Tensor*> inputs);
+// `cast_to`: the dtype the inputs compute in; one of another dtype is cast first, as PyTorch's
+// CPU TensorIterator does, and the cast's layout counts.
+SymDimVector LayoutOfInputs(const SymDimVector& shape, std::initializer_list<const Tensor*> inputs,
+                            std::optional<ScalarType> cast_to = std::nullopt);
 // `t`'s strides as an operand of a TensorIterator over `shape`: 0 where it broadcasts (a missing
 // leading dim, or size 1 against a larger size).
 SymDimVector BroadcastStrides(const Tensor& t, const SymDimVector& shape);
