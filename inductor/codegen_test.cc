@@ -169,6 +169,9 @@ TEST_F(CodegenTest, UnaryMath) {
       {OpCode::kTanh, [](double x) { return std::tanh(x); }, -10, 10},
       {OpCode::kSigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, -30, 30},
       {OpCode::kErf, [](double x) { return std::erf(x); }, -4, 4},
+      // Abramowitz and Stegun's erf inside (Note [Gelu's erf]): 1.5e-7 absolute
+      {OpCode::kGelu, [](double x) { return x * 0.5 * (1 + std::erf(x * M_SQRT1_2)); }, -8, 8},
+      {OpCode::kNormalCdf, [](double x) { return 0.5 * (1 + std::erf(x * M_SQRT1_2)); }, -8, 8},
       {OpCode::kFloor, [](double x) { return std::floor(x); }, -10, 10},
       {OpCode::kCeil, [](double x) { return std::ceil(x); }, -10, 10},
       {OpCode::kRound, [](double x) { return std::nearbyint(x); }, -10, 10},

@@ -20,7 +20,7 @@ namespace {
 constexpr const char* kDTypeNames[] = {"f32", "f64", "i64", "i32", "bool", "bf16"};
 constexpr const char* kOpNames[] = {
     "neg", "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf",
-    "floor", "ceil", "round", "trunc", "reciprocal", "relu", "logical_not", "sign",
+    "gelu", "normal_cdf", "floor", "ceil", "round", "trunc", "reciprocal", "relu", "logical_not", "sign",
     "add", "sub", "mul", "div", "floordiv", "mod", "pow", "max", "min", "eq", "ne", "lt", "le", "gt", "ge",
     "logical_and", "logical_or", "atan2", "where"};
 constexpr int kNumOps = sizeof(kOpNames) / sizeof(kOpNames[0]);

@@ -44,7 +44,7 @@ struct Index {
 // Operators of Op expressions. Names (OpName/ParseOp) are the IR's strings.
 enum class OpCode : uint8_t {
   // unary
-  kNeg, kAbs, kExp, kLog, kLog1p, kExpm1, kSqrt, kRsqrt, kSin, kCos, kTanh, kSigmoid, kErf,
+  kNeg, kAbs, kExp, kLog, kLog1p, kExpm1, kSqrt, kRsqrt, kSin, kCos, kTanh, kSigmoid, kErf, kGelu, kNormalCdf,
   kFloor, kCeil, kRound, kTrunc, kReciprocal, kRelu, kLogicalNot, kSign,
   // binary
   kAdd, kSub, kMul, kDiv, kFloorDiv, kMod, kPow, kMax, kMin, kEq, kNe, kLt, kLe, kGt, kGe,

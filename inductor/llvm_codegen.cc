@@ -52,7 +52,7 @@ namespace {
 
 // Part of every cache key: bump it whenever the generated code changes (llvm_emit.cc,
 // llvm_math.cc, or the target options here), or stale objects would be linked from disk.
-constexpr const char* kCodegenVersion = "kiln-llvm-codegen-17";
+constexpr const char* kCodegenVersion = "kiln-llvm-codegen-18";
 
 std::string ErrText(llvm::Error e) {
   std::string s;
@@ -188,6 +188,7 @@ int64_t CountTranscendentals(const Expr& root) {
     switch (e.op) {
       case OpCode::kExp: case OpCode::kLog: case OpCode::kLog1p: case OpCode::kExpm1: case OpCode::kSin:
       case OpCode::kCos: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kErf: case OpCode::kPow:
+      case OpCode::kGelu: case OpCode::kNormalCdf:
       case OpCode::kAtan2:
         ++n;
         break;

@@ -276,7 +276,7 @@ class Emitter {
         return DType::Bool;
       case OpCode::kExp: case OpCode::kLog: case OpCode::kLog1p: case OpCode::kExpm1: case OpCode::kSqrt:
       case OpCode::kRsqrt: case OpCode::kSin: case OpCode::kCos: case OpCode::kTanh: case OpCode::kSigmoid:
-      case OpCode::kErf: case OpCode::kReciprocal: case OpCode::kAtan2: {
+      case OpCode::kErf: case OpCode::kGelu: case OpCode::kNormalCdf: case OpCode::kReciprocal: case OpCode::kAtan2: {
         DType t = promote(0);
         return IsFloatDType(t) ? t : DType::F32;
       }
@@ -567,6 +567,14 @@ class Emitter {
       case OpCode::kErf:
         if (out == DType::F32) return {Math().ErfF32(v), out};
         return {LibmCall("erff", "erf", x), out};
+      // As eager's kernels (tensor/ops/activation.cc): f32 through Abramowitz and Stegun's erf
+      // (Note [Gelu's erf]), f64 x * 0.5 * (1 + erf(x / sqrt 2)) with libm's erf.
+      case OpCode::kGelu:
+        if (out == DType::F32) return {Math().GeluF32(v), out};
+        return {b_.CreateFMul(v, NormalCdfF64(v)), out};
+      case OpCode::kNormalCdf:
+        if (out == DType::F32) return {Math().NormalCdfF32(v), out};
+        return {NormalCdfF64(v), out};
       case OpCode::kLog1p: {  // Kahan: u = 1 + x; u == 1 ? x : log(u) * x / (u - 1)
         llvm::Value* one = FConst(out, 1.0);
         llvm::Value* u = b_.CreateFAdd(one, v);
@@ -601,6 +609,13 @@ class Emitter {
     }
     KILN_INTERNAL_ASSERT(false, "unhandled unary op ", OpName(op));
     return x;
+  }
+
+  // 0.5 * (1 + erf(x / sqrt 2)) in f64, the order eager's NormalCdf rounds in.
+  llvm::Value* NormalCdfF64(llvm::Value* x) {
+    V scaled{b_.CreateFMul(x, FConst(DType::F64, M_SQRT1_2)), DType::F64};
+    llvm::Value* erf = LibmCall("erff", "erf", scaled);
+    return b_.CreateFMul(FConst(DType::F64, 0.5), b_.CreateFAdd(FConst(DType::F64, 1.0), erf));
   }
 
   DType TypeOf_Unary(OpCode op, DType t) {

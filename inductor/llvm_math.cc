@@ -1,5 +1,7 @@
-// inductor/llvm_math.cc: f32 exp, sigmoid, tanh and erf as LLVM IR arithmetic that vectorises.
+// inductor/llvm_math.cc: f32 exp, sigmoid, tanh, erf and gelu as LLVM IR arithmetic that vectorises.
 #include "inductor/llvm_math.h"
+
+#include <cmath>
 
 #include "llvm/IR/Intrinsics.h"
 
@@ -146,6 +148,36 @@ llvm::Value* VectorMath::ErfF32(llvm::Value* x) {
   llvm::Value* far = b_.CreateFSub(c(1.0), b_.CreateFMul(e, scaled));
   llvm::Value* r = b_.CreateSelect(b_.CreateFCmpOLT(a, c(0.921875)), near, far);
   return Intrinsic(llvm::Intrinsic::copysign, {r, x});
+}
+
+// Note [Gelu's erf]: eager's gelu and gelu_backward (ErfF in tensor/vec_math.h) take erf in f32
+// from Abramowitz and Stegun 7.1.26, as PyTorch's vectorized kernels do: absolute error up to
+// 1.5e-7, so erf rounds to exactly +-1 above about 4 and gelu(-6.) is 0. Inductor's gelu must
+// round as they do, not by the accurate ErfF32: a negative x's gelu keeps only that absolute
+// precision, and fmod(x, gelu(x)) magnified the two erfs' difference to 1.4e-4 (fuzz seed 291,
+// program 10318). The same operations in the same order, fused where eager calls std::fma
+// (llvm.fma, not fmuladd, so the rounding does not depend on the target).
+llvm::Value* VectorMath::ErfAbramowitzStegunF32(llvm::Value* x) {
+  auto c = [&](double v) { return F32(v); };
+  auto fma = [&](llvm::Value* a, llvm::Value* b, llvm::Value* d) { return Intrinsic(llvm::Intrinsic::fma, {a, b, d}); };
+  llvm::Value* a = Intrinsic(llvm::Intrinsic::fabs, {x});
+  llvm::Value* t = b_.CreateFDiv(c(1.0), fma(c(0.3275911), a, c(1.0)));
+  llvm::Value* r = fma(c(1.061405429), t, c(-1.453152027));
+  r = fma(r, t, c(1.421413741));
+  r = fma(r, t, c(-0.284496736));
+  r = fma(r, t, c(0.254829592));
+  llvm::Value* e = Exp(b_.CreateFNeg(b_.CreateFMul(x, x)));
+  llvm::Value* y = fma(b_.CreateFMul(b_.CreateFNeg(e), t), r, c(1.0));
+  return Intrinsic(llvm::Intrinsic::copysign, {y, x});
+}
+// 0.5 * fma(x, erf(x / sqrt 2), x): +0. where x * cdf would be -0., as eager's float kernel.
+llvm::Value* VectorMath::GeluF32(llvm::Value* x) {
+  llvm::Value* erf = ErfAbramowitzStegunF32(b_.CreateFMul(x, F32(M_SQRT1_2)));
+  return b_.CreateFMul(F32(0.5), Intrinsic(llvm::Intrinsic::fma, {x, erf, x}));
+}
+llvm::Value* VectorMath::NormalCdfF32(llvm::Value* x) {
+  llvm::Value* erf = ErfAbramowitzStegunF32(b_.CreateFMul(x, F32(M_SQRT1_2)));
+  return b_.CreateFMul(F32(0.5), b_.CreateFAdd(F32(1.0), erf));
 }
 
 // Eigen's rational approximation (clamped to +-7.905, x itself below 4e-4); a few ulp.

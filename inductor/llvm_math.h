@@ -1,4 +1,4 @@
-// inductor/llvm_math.h: f32 exp, sigmoid, tanh and erf as LLVM IR arithmetic that vectorises.
+// inductor/llvm_math.h: f32 exp, sigmoid, tanh, erf and gelu as LLVM IR arithmetic that vectorises.
 //
 // The kernel emitter (llvm_emit.cc) builds scalar IR for the loop vectoriser to widen, so these
 // are written as plain arithmetic on one float: no calls and no target intrinsics, and a short
@@ -21,6 +21,9 @@ class VectorMath {
   llvm::Value* Sigmoid(llvm::Value* x);  // f32 or f64
   llvm::Value* TanhF32(llvm::Value* x);  // f32 only
   llvm::Value* ErfF32(llvm::Value* x);   // f32 only
+  // gelu(x) and the normal CDF as eager's f32 kernels round them (Note [Gelu's erf]).
+  llvm::Value* GeluF32(llvm::Value* x);
+  llvm::Value* NormalCdfF32(llvm::Value* x);
 
  private:
   llvm::Value* F32(double v);
@@ -33,6 +36,7 @@ class VectorMath {
   llvm::Value* Pow2F32OfInt(llvm::Value* n);
   llvm::Value* ClampKeepNaN(llvm::Value* x, llvm::Value* lo, llvm::Value* hi);
   llvm::Value* ExpF32(llvm::Value* x);
+  llvm::Value* ErfAbramowitzStegunF32(llvm::Value* x);
 
   llvm::IRBuilder<>& b_;
   bool inline_exp_;

@@ -316,6 +316,8 @@ REGRESSIONS = {
     "seed291-3209": "v2 = hardtanh(x1).split(1, 0)[-1] of an empty x1, then v2.exp_(): the empty piece was returned "
                     "as a tensor of its own (empty outputs had no alias root), so the in-place change went through "
                     "where eager refuses",
+    "seed291-10318": "fmod(x3, gelu(x3)) under inductor: its gelu took the accurate erf, eager's (and PyTorch's) "
+                     "Abramowitz and Stegun's, 1.4e-4 apart after fmod",
     "seed291-16413": "div(x1, x3, rounding_mode='floor') of an expanded int64 x1 and a transposed float32 x3, then "
                      ".view(3, 3, 5): PyTorch orders the result by the cast of x1 (row-major), kiln by x3 "
                      "(transposed), and the view failed",

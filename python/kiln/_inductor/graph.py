@@ -550,8 +550,8 @@ def _describe(value):
 # The score is the expression's op count, transcendental ops weighing more; a value that reads a
 # reduction is always realized (inlining would repeat the reduction in each reader).
 _RECOMPUTE_BUDGET = 4
-_EXPENSIVE_OPS = {"exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "pow",
-                  "div", "atan2", "floordiv", "mod"}
+_EXPENSIVE_OPS = {"exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "gelu",
+                  "normal_cdf", "pow", "div", "atan2", "floordiv", "mod"}
 
 
 def _cheap_to_recompute(value):

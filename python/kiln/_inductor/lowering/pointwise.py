@@ -179,6 +179,9 @@ def _silu(out, x):
     return pointwise("silu", out, [x], lambda a: ("mul", a, ("sigmoid", a)))
 
 
+_INV_SQRT_2PI = 1.12837916709551257390 * 0.70710678118654752440 * 0.5  # M_2_SQRTPI * M_SQRT1_2 / 2, as eager's
+
+
 @register("gelu.default")
 def _gelu(out, x, approximate="none"):
     d = ir_dtype(out.dtype)
@@ -188,12 +191,13 @@ def _gelu(out, x, approximate="none"):
             inner = ("mul", c(math.sqrt(2 / math.pi)), ("add", a, ("mul", c(0.044715), ("mul", a, ("mul", a, a)))))
             return ("mul", ("mul", c(0.5), a), ("add", c(1.0), ("tanh", inner)))
     elif d == "f32":
-        # 0.5 * (x + x * erf) as eager's float32 kernel (PyTorch's fma form): +0. where x * cdf is -0.
+        # eager's float32 kernel: 0.5 * fma(x, erf, x) with its erf (Note [Gelu's erf] in inductor/llvm_math.cc)
         def f(a):
-            return ("mul", c(0.5), ("add", a, ("mul", a, ("erf", ("mul", a, c(1 / math.sqrt(2)))))))
+            return ("gelu", a)
     else:
+        # float64, and the 16-bit types computed in float32: x * cdf, as eager's
         def f(a):
-            return ("mul", ("mul", c(0.5), a), ("add", c(1.0), ("erf", ("mul", a, c(1 / math.sqrt(2))))))
+            return ("mul", a, ("normal_cdf", a))
     return pointwise("gelu", out, [x], f)
 
 
@@ -204,10 +208,9 @@ def _gelu_backward(out, grad, x, approximate="none"):
     d = ir_dtype(out.dtype)
     c = lambda v: ("const", v, d)  # noqa: E731
 
-    def f(g, a):
-        cdf = ("mul", c(0.5), ("add", c(1.0), ("erf", ("mul", a, c(1 / math.sqrt(2))))))
-        pdf = ("mul", c(1 / math.sqrt(2 * math.pi)), ("exp", ("mul", c(-0.5), ("mul", a, a))))
-        return ("mul", g, ("add", cdf, ("mul", a, pdf)))
+    def f(g, a):  # eager's order: cdf + x * exp(-0.5 * x * x) / sqrt(2 pi)
+        pdf = ("mul", ("exp", ("mul", ("mul", c(-0.5), a), a)), c(_INV_SQRT_2PI))
+        return ("mul", g, ("add", ("normal_cdf", a), ("mul", a, pdf)))
 
     return pointwise("gelu_backward", out, [grad, x], f)
 
