@@ -129,10 +129,15 @@ def pointwise(name, out, inputs, combine, compute=None, load_as=None):
     loaders = [(loader(v, d or compute), shape_of(v)) for v, d in zip(inputs, load_as)]
     shape = list(out.shape)
 
+    # Note [bfloat16 rounds at every op]: bfloat16 math runs in float32 (the IR has no bfloat16
+    # arithmetic), and each op's result is rounded to bfloat16 as eager's kernel stores it (and as
+    # PyTorch's C++ Inductor legalizes low-precision loop bodies), also where it is computed inline in
+    # a fused kernel. Unrounded, `sqrt(sigmoid_(x))` fed min() float32 values, and min's backward,
+    # comparing them with the bfloat16 result, sent the gradient nowhere (fuzz seed 301, program 3415).
     def fn(ctx, idx):
         exprs = [ld(ctx, broadcast_indices(idx, s, shape)) for ld, s in loaders]
         value = combine(*exprs)
-        return value if compute == out_dtype else ("cast", value, out_dtype)
+        return value if compute == out_dtype and out_dtype != "bf16" else ("cast", value, out_dtype)
 
     result = Pointwise(out.dtype, shape, fn, ops_of(*inputs) | {name})
     result.space = epilogue_space(inputs, shape)
