@@ -342,6 +342,31 @@ def test_var_of_equal_values_reduced_to_one_value(dtype, shape, dim):
                                        err_msg=f"{name} {kw} {value}")
 
 
+@requires_torch
+@pytest.mark.parametrize("name", ["var", "std", "var_mean", "std_mean"])
+@pytest.mark.parametrize("shape,dim,correction", [((), None, 1), ((1,), None, 1), ((3,), None, 3), ((3,), None, 5),
+                                                  ((1,), 0, 1), ((2, 1), 1, 1), ((3,), 0, 5), ((), 0, 1)])
+def test_var_gradient_without_degrees_of_freedom(name, shape, dim, correction):
+    # PyTorch's var_backward over everything with N - correction <= 0: inf where x is not the
+    # mean, NaN where it is, and inf where x is NaN (NaN != mean); with dims, 2 / (N - correction)
+    # as it is. kiln gave NaN for a NaN x (fuzz seed 301, program 17102: var() of log(-1.3)).
+    data = np.array([float("nan"), 0.5, -1.25][: max(1, int(np.prod(shape)))]).reshape(shape)
+    if shape == ():
+        data = np.array(float("nan"))
+    grads = []
+    for lib in (kiln, torch):
+        for values in (data, np.zeros(shape) + 0.75, np.arange(np.prod(shape, dtype=int)).reshape(shape) * 1.5):
+            x = lib.tensor(values.tolist(), requires_grad=True)
+            fn = getattr(lib, name)
+            out = fn(x, correction=correction) if dim is None else fn(x, dim, correction=correction)
+            out = out[0] if name.endswith("_mean") else out
+            out.sum().backward()
+            grads.append(x.grad.double().numpy())
+    half = len(grads) // 2
+    for got, want in zip(grads[:half], grads[half:]):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_max_min_ties_pick_the_first_index():
     data = np.array([[3, 1, 3, 3], [0, 0, -1, 0], [2, 2, 2, 2]])
     for name in ["float32", "int64", "int8", "uint8", "bool"]:

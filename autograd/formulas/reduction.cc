@@ -1,4 +1,6 @@
 // autograd/formulas/reduction.cc: derivatives of reductions, statistics, softmax and scans.
+#include <limits>
+
 #include "autograd/formulas/common.h"
 
 namespace kiln::autograd {
@@ -58,15 +60,29 @@ Tensor ProductOfOthers(const Tensor& x, int64_t dim) {
   return mul(exclusive(x), ops::flip(exclusive(ops::flip(x, {dim})), {dim}));
 }
 
-// var's gradient: grad * 2 (x - mean) / (N - correction).
+// var's gradient: grad * 2 (x - mean) / (N - correction), as PyTorch's var_backward. A reduction
+// over everything (no dim, or a 0-d self) with no degrees of freedom left gives inf where x is
+// not its mean and NaN where it is (inf * 0), also where x is NaN: there NaN != mean, so the
+// gradient is inf, as PyTorch's (kiln's inf * NaN gave NaN: fuzz seed 301, program 17102).
+// With dims, 2 / (N - correction) is taken as it is (inf at 0, negative below).
 Tensor VarBackward(const Tensor& grad, const Tensor& self, const IntList& dims, double correction, bool keepdim,
-                   const SymDimVector& sizes) {
+                   const SymDimVector& sizes, bool all_dims) {
   SymInt n = ReducedCount(sizes, dims);
-  double denom = std::max(0.0, static_cast<double>(n.expect_int()) - correction);
+  const double dof = static_cast<double>(n.expect_int()) - correction;
   Tensor mean = ops::sum(self, dims, true);
   mean = div(mean, static_cast<double>(n.expect_int()));
-  Tensor centered = sub(self, mean);
-  return mul(ExpandReduced(grad, sizes, dims, keepdim), mul(centered, 2.0 / denom));
+  Tensor expanded = ExpandReduced(grad, sizes, dims, keepdim);
+  if (all_dims && dof <= 0) {
+    Tensor inf = mul(ones_like(self), std::numeric_limits<double>::infinity());
+    return mul(expanded, masked_fill(inf, eq(self, mean), std::numeric_limits<double>::quiet_NaN()));
+  }
+  return mul(expanded, mul(sub(self, mean), 2.0 / dof));
+}
+
+// The arguments of var's backward (PyTorch's "all" branch: no dim given, or a 0-d self).
+Tensor VarBackwardOf(Ctx& c, const Tensor& grad, const IntList& dims, bool keepdim) {
+  const bool all_dims = !OptDims(c, "dim").has_value() || c.dim("self") == 0;
+  return VarBackward(grad, c.input("self"), dims, Correction(c), keepdim, c.sizes("self"), all_dims);
 }
 
 }  // namespace
@@ -136,7 +152,7 @@ void DefineReductionFormulas(DerivativeTable& d) {
   });
   d.Def("var.correction", {"self"}, [](Ctx& c, Grads& g) {
     IntList dims = NormalizeDims(OptDims(c, "dim"), c.dim("self"));
-    g["self"] = VarBackward(c.grad(), c.input("self"), dims, Correction(c), c.flag("keepdim"), c.sizes("self"));
+    g["self"] = VarBackwardOf(c, c.grad(), dims, c.flag("keepdim"));
   });
   d.Def("std.correction", {"self", "result"}, [](Ctx& c, Grads& g) {
     IntList dims = NormalizeDims(OptDims(c, "dim"), c.dim("self"));
@@ -144,14 +160,14 @@ void DefineReductionFormulas(DerivativeTable& d) {
     // d std = d var / (2 std)
     Tensor gvar = div(c.grad(), mul(c.result(), 2.0));
     gvar = masked_fill(gvar, eq(c.result(), 0.0), 0);
-    g["self"] = VarBackward(gvar, c.input("self"), dims, Correction(c), keepdim, c.sizes("self"));
+    g["self"] = VarBackwardOf(c, gvar, dims, keepdim);
   });
   d.Def("var_mean.correction", {"self"}, [](Ctx& c, Grads& g) {
     IntList dims = NormalizeDims(OptDims(c, "dim"), c.dim("self"));
     bool keepdim = c.flag("keepdim");
     SymInt n = ReducedCount(c.sizes("self"), dims);
     Tensor out = zeros(c.sizes("self"), c.grad(0).dtype());
-    if (c.has_grad(0)) out = add(out, VarBackward(c.grad(0), c.input("self"), dims, Correction(c), keepdim, c.sizes("self")));
+    if (c.has_grad(0)) out = add(out, VarBackwardOf(c, c.grad(0), dims, keepdim));
     if (c.has_grad(1))
       out = add(out, div(ExpandReduced(c.grad(1), c.sizes("self"), dims, keepdim), static_cast<double>(n.expect_int())));
     g["self"] = out;
@@ -163,7 +179,7 @@ void DefineReductionFormulas(DerivativeTable& d) {
     Tensor out = zeros(c.sizes("self"), c.grad(0).dtype());
     if (c.has_grad(0)) {
       Tensor gvar = masked_fill(div(c.grad(0), mul(c.result(0), 2.0)), eq(c.result(0), 0.0), 0);
-      out = add(out, VarBackward(gvar, c.input("self"), dims, Correction(c), keepdim, c.sizes("self")));
+      out = add(out, VarBackwardOf(c, gvar, dims, keepdim));
     }
     if (c.has_grad(1))
       out = add(out, div(ExpandReduced(c.grad(1), c.sizes("self"), dims, keepdim), static_cast<double>(n.expect_int())));
