@@ -4,6 +4,7 @@ floor_divide read a Python number or a 0-d tensor of a wider dtype in float, unr
 and remainder round it to the 16-bit dtype first. Bit-exact, eagerly and compiled. (Fuzz seed 191,
 program 27246: fmod's backward divided by a 0-d float64 tensor rounded to bfloat16.)"""
 
+import numpy as np
 import pytest
 
 import kiln
@@ -78,3 +79,16 @@ def test_windows_round_their_step_like_aten(fn, dtype):
     for length in (10, 37, 301):
         expected = getattr(torch, fn)(length, dtype=getattr(torch, dtype))
         assert torch.equal(_as_torch(getattr(kiln, fn)(length, dtype=getattr(kiln, dtype))), expected.float())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_div_trunc_of_two_tensors_rounds_the_quotient_first(dtype):
+    # PyTorch's Half/BFloat16 operator/ rounds the float quotient to the 16-bit type before trunc:
+    # x / leaky_relu(x, 0.1) is 10 there, not trunc(9.99...) = 9 (fuzz seed 301, program 17650);
+    # the floor mode stays in float
+    x = kiln.linspace(-3, 3, 601).to(getattr(kiln, dtype))
+    tx = torch.from_numpy(x.float().numpy()).to(getattr(torch, dtype))
+    for mode in ("trunc", "floor"):
+        got = x.div(kiln.nn.functional.leaky_relu(x, 0.1), rounding_mode=mode)
+        want = tx.div(torch.nn.functional.leaky_relu(tx, 0.1), rounding_mode=mode)
+        np.testing.assert_array_equal(got.float().numpy(), want.float().numpy(), err_msg=mode)  # 0 / 0 is NaN

@@ -213,8 +213,15 @@ T BinaryFn<kOp, T>::operator()(T a, T b) const {
 template <int kOp, typename C, typename Out>
 void RunTyped(const ElementwiseIter& iter, opmath_t<C> alpha) {
   using M = opmath_t<C>;
-  BinaryFn<kOp, M> f{alpha};
-  CpuKernel<Out, C, C>(iter, [f](C a, C b) -> Out { return static_cast<Out>(f(M(a), M(b))); });
+  if constexpr (kOp == kDivTrunc && std::is_floating_point_v<M> && !std::is_same_v<C, M>) {
+    // float16/bfloat16: PyTorch's kernel divides in its 16-bit type (whose operator/ rounds the
+    // float quotient), then truncates, so x / leaky_relu(x, 0.1) is 10, not trunc(9.99...) = 9
+    // (fuzz seed 301, program 17650). Its floor mode stays in float.
+    CpuKernel<Out, C, C>(iter, [](C a, C b) -> Out { return static_cast<Out>(std::trunc(M(C(M(a) / M(b))))); });
+  } else {
+    BinaryFn<kOp, M> f{alpha};
+    CpuKernel<Out, C, C>(iter, [f](C a, C b) -> Out { return static_cast<Out>(f(M(a), M(b))); });
+  }
 }
 
 // Complex numbers have the arithmetic ops and equality (CheckDtype refused the rest).
