@@ -37,3 +37,20 @@ def test_a_sum_of_one_and_a_tiny_term_is_one():
     t = torch.tensor([[0, -24], [5, -19]])
     k = kiln.tensor([[0, -24], [5, -19]])
     assert kiln.logsumexp(k, 1).tolist() == torch.logsumexp(t, 1).tolist() == [0.0, 5.0]
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_log_softmax_sums_in_float_as_torch(dim):
+    # PyTorch's float32 softmax kernels sum exp(x - max) in float: a line [16.6, -7.2, -14.4] times
+    # ~3 has a tail of 4.5e-11, which the float sum drops, so the maximum's log_softmax is 0 and
+    # `log_softmax(x) < 0` is False; kiln summed in double and gave -4.5e-11 (fuzz seed 301, program 17642)
+    data = [[-23.83121681213379, 9.0], [-31.07883644104004, -40.0], [16.630245208740234, 30.0]]
+    k, t = kiln.tensor(data), torch.tensor(data)
+    if dim == 1:
+        k, t = k.t().contiguous(), t.t().contiguous()
+    got, want = kiln.nn.functional.log_softmax(k, dim=dim), torch.nn.functional.log_softmax(t, dim=dim)
+    np.testing.assert_array_equal((got < 0).numpy(), (want < 0).numpy())
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)  # exp: libm's against Sleef's
+    got, want = kiln.nn.functional.softmax(k, dim=dim), torch.nn.functional.softmax(t, dim=dim)
+    np.testing.assert_array_equal(got.numpy() == 1, want.numpy() == 1)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)

@@ -6,7 +6,7 @@
 // (ActParams), a dtype rule, and an element function over the opmath type (float for the 16-bit
 // floats). Each gets a functional op and an in-place `op_`, both with meta functions.
 // Softmax views its input as [outer, dim, inner] and normalises each (outer, inner) line in the
-// input's acc type, after subtracting the line's max.
+// input's opmath type (float for float32, as PyTorch), after subtracting the line's max.
 #include <array>
 #include <cmath>
 
@@ -310,7 +310,10 @@ TensorMeta SoftmaxMeta(const Tensor& self, int64_t dim, bool half_to_float) {
 
 template <bool kLog, typename In, typename Out>
 void SoftmaxKernel(const In* x, Out* y, int64_t outer, int64_t n, int64_t inner) {
-  using Acc = acc_t<In>;
+  // float for float32 and the 16-bit floats, as PyTorch's vectorized kernels: a double sum kept
+  // log(1 + 4.5e-11) = -4.5e-11 where PyTorch's float sum rounds to 1 and gives 0, so
+  // log_softmax(x) < 0 disagreed (fuzz seed 301, program 17642)
+  using Acc = opmath_t<In>;
   const int64_t lines = outer * inner;
   ParallelFor(0, lines, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
     for (int64_t line = b; line < e; ++line) {

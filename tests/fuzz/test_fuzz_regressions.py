@@ -324,6 +324,12 @@ REGRESSIONS = {
     "seed301-3415": "x2.sigmoid_() then x2.sqrt().min() of a bfloat16 input under inductor: the sqrt, computed inline "
                     "in float32, matched the bfloat16 minimum nowhere and min's gradient was lost (bfloat16 now rounds "
                     "at every op)",
+    "seed301-17102": "v0 = log(x1) of a negative 0-d x1, then v0.var(): PyTorch's var_backward over everything with no "
+                     "degrees of freedom gives inf where x != mean (a NaN x too), kiln's inf * NaN gave NaN",
+    "seed301-17642": "log_softmax(v2, dim=0) < 0 where the maximum's tail is 4.5e-11: PyTorch sums exp in float32 (the "
+                     "sum rounds to 1, the result is 0), kiln summed in double and gave -4.5e-11",
+    "seed301-17650": "div(x1, leaky_relu(x1, 0.1), rounding_mode='trunc') in float16: PyTorch rounds the quotient to "
+                     "float16 before trunc (10), kiln truncated the float quotient 9.99 to 9",
 }
 
 
