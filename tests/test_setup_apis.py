@@ -291,6 +291,26 @@ def test_jit_names_pass_through():
         kiln.jit.load("/nonexistent/m.pt")
 
 
+# --- kiln.onnx and kiln.utils.checkpoint ---------------------------------------------------------
+def test_onnx_names_refuse_with_the_way_to_export():
+    # names of features kiln cannot have exist and raise NotImplementedError naming the alternative
+    m = kiln.nn.Linear(2, 2)
+    for fn in (lambda: kiln.onnx.export(m, (kiln.ones(1, 2),), "/nonexistent/m.onnx"),
+               lambda: kiln.onnx.dynamo_export(m, kiln.ones(1, 2))):
+        with pytest.raises(NotImplementedError, match=r"torch\.onnx\.export"):
+            fn()
+    assert kiln.onnx.is_in_onnx_export() is torch.onnx.is_in_onnx_export() is False
+
+
+def test_utils_checkpoint_reachable_after_import_kiln():
+    import subprocess
+    import sys
+
+    code = "import kiln; print(kiln.utils.checkpoint.checkpoint.__module__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "kiln.utils.checkpoint"
+
+
 # --- legacy tensor types ---------------------------------------------------------------------------
 LEGACY = ["FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor", "ShortTensor",
           "CharTensor", "ByteTensor", "BoolTensor"]

@@ -244,7 +244,7 @@ from kiln._symbolic import (  # noqa: E402,F401
 # --- PyTorch's setup names (issue 17): CUDA queries, backend switches, TorchScript, legacy tensor
 # types. kiln has no CUDA or TorchScript; these answer as a CPU-only PyTorch build does, so that
 # programs run unchanged. kiln._dynamo stays lazy (module __getattr__ below): it costs ~100 ms.
-from kiln import accelerator, amp, backends, compiler, cpu, cuda, jit  # noqa: E402,F401
+from kiln import accelerator, amp, backends, compiler, cpu, cuda, jit, onnx  # noqa: E402,F401
 from kiln.amp.autocast_mode import (  # noqa: E402,F401
     autocast, is_autocast_enabled, set_autocast_enabled, get_autocast_dtype, set_autocast_dtype,
     get_autocast_cpu_dtype, is_autocast_cpu_enabled,
