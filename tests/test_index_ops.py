@@ -905,3 +905,36 @@ def test_flip_and_rot90_keep_the_input_layout_as_torch(backend):
     for g, w in zip(got, want):
         assert g.stride() == w.stride()
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)
+
+
+SCATTER_SHAPES = {  # index shape, src shape (self is 3x4, dim 0)
+    "index larger than src": ((2, 5), (2, 5)),
+    "src with fewer dims": ((2, 2), (2,)),
+    "src with more dims": ((2, 2), (2, 2, 2)),
+    "empty index, src with fewer dims": ((0, 2), (2,)),
+    "empty 1-d index": ((0,), (2,)),
+    "src too small": ((2, 2), (1, 1)),
+}
+
+
+@requires_torch
+@pytest.mark.parametrize("op", ["scatter", "scatter_add", "scatter_"])
+@pytest.mark.parametrize("case", list(SCATTER_SHAPES))
+def test_scatter_shape_checks_as_torch(op, case):
+    # PyTorch's order (scatter_shape_check): index against self, then src.size(d) over self's dims,
+    # which raises IndexError for a src with fewer dims (fuzz seed 311, program 8534), then src's
+    # number of dims; an empty index is never checked. Same exception class and message.
+    index_shape, src_shape = SCATTER_SHAPES[case]
+
+    def run(lib):
+        self = lib.zeros(3, 4)
+        return getattr(self, op)(0, lib.zeros(index_shape, dtype=lib.long), lib.ones(src_shape))
+
+    try:
+        want = run(torch)
+    except Exception as e:  # noqa: BLE001
+        with pytest.raises(type(e)) as got:
+            run(kiln)
+        assert str(got.value) == str(e)
+    else:
+        assert run(kiln).tolist() == want.tolist()

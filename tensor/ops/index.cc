@@ -165,32 +165,36 @@ void CheckLongIndex(const char* op, const Tensor& index) {
   KILN_CHECK(index.dtype() == ScalarType::Int64, op, "(): Expected dtype int64 for index");
 }
 
+// a 0-d tensor counts as one of size 1 (PyTorch's ensure_nonempty_size): `scatter_add(0, i, T.tensor(5.))`
+SymInt NonemptySize(const Tensor& t, int64_t d) { return t.dim() == 0 ? SymInt(1) : t->sym_sizes()[WrapDim(d, t.dim())]; }
+
 void GatherShapeCheck(const Tensor& self, int64_t dim, const Tensor& index) {
   KILN_CHECK(std::max<int64_t>(self.dim(), 1) == std::max<int64_t>(index.dim(), 1),
              "Index tensor must have the same number of dimensions as input tensor");
   for (int64_t d = 0; d < index.dim(); ++d) {
     if (d == dim) continue;
     KILN_CHECK(index->sym_sizes()[d] <= self->sym_sizes()[d], "Size does not match at dimension ", d,
-               " expected index ", ShapeStr(index), " to be smaller than self ", ShapeStr(self),
+               " expected index ", ShapeStr(index), " to be no larger than self ", ShapeStr(self),
                " apart from dimension ", dim);
   }
 }
 
+// PyTorch's scatter_shape_check, in its order: index against self, then against src dimension by
+// dimension over self's dims (a src with fewer dims raises IndexError there, as src.size(d)
+// does: fuzz seed 311, program 8534), then src's number of dims, then the sizes.
 void ScatterShapeCheck(const Tensor& self, int64_t dim, const Tensor& index, const Tensor* src) {
   KILN_CHECK(std::max<int64_t>(self.dim(), 1) == std::max<int64_t>(index.dim(), 1),
              "Index tensor must have the same number of dimensions as self tensor");
-  if (src) {
+  const int64_t dims = std::max<int64_t>(self.dim(), 1);
+  bool wrong_shape = false;
+  for (int64_t d = 0; d < dims && !wrong_shape; ++d)
+    wrong_shape = d != dim && NonemptySize(index, d) > NonemptySize(self, d);
+  for (int64_t d = 0; src && d < dims && !wrong_shape; ++d) wrong_shape = NonemptySize(index, d) > NonemptySize(*src, d);
+  if (src)
     KILN_CHECK(std::max<int64_t>(src->dim(), 1) == std::max<int64_t>(index.dim(), 1),
                "Index tensor must have the same number of dimensions as src tensor");
-    KILN_CHECK(self.dtype() == src->dtype(), "scatter(): Expected self.dtype to be equal to src.dtype");
-  }
-  // a 0-d tensor counts as one of size 1 (PyTorch's ensure_nonempty_size): `scatter_add(0, i, T.tensor(5.))`
-  auto size_at = [](const Tensor& t, int64_t d) { return t.dim() == 0 ? SymInt(1) : t->sym_sizes()[d]; };
-  for (int64_t d = 0; d < index.dim(); ++d) {
-    bool ok = (d == dim || size_at(index, d) <= size_at(self, d)) && (!src || size_at(index, d) <= size_at(*src, d));
-    KILN_CHECK(ok, "Expected index ", ShapeStr(index), " to be smaller than self ", ShapeStr(self),
-               " apart from dimension ", dim, src ? StrCat(" and to be smaller size than src ", ShapeStr(*src)) : "");
-  }
+  KILN_CHECK(!wrong_shape, "Expected index ", ShapeStr(index), " to be no larger than self ", ShapeStr(self),
+             " apart from dimension ", dim, src ? StrCat(" and to be no larger size than src ", ShapeStr(*src)) : "");
 }
 
 // Checks every value of an int64 `index` lies in [-size, size) (or [0, size) without
@@ -259,8 +263,8 @@ Tensor ScatterInplace(const char* op, ScatterMode mode, Tensor self, int64_t dim
                       const Tensor* src, const Scalar* value, bool run) {
   dim = WrapDim(dim, self.dim());
   CheckLongIndex(op, index);
+  if (src) KILN_CHECK(self.dtype() == src->dtype(), op, "(): Expected self.dtype to be equal to src.dtype");
   if (index->sym_numel() != 0) ScatterShapeCheck(self, dim, index, src);
-  else if (src) KILN_CHECK(self.dtype() == src->dtype(), op, "(): Expected self.dtype to be equal to src.dtype");
   CheckNoOverlap(self, index);
   if (src) CheckNoOverlap(self, *src);
   if (!run) return self;

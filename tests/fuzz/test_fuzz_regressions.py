@@ -330,6 +330,8 @@ REGRESSIONS = {
                      "sum rounds to 1, the result is 0), kiln summed in double and gave -4.5e-11",
     "seed301-17650": "div(x1, leaky_relu(x1, 0.1), rounding_mode='trunc') in float16: PyTorch rounds the quotient to "
                      "float16 before trunc (10), kiln truncated the float quotient 9.99 to 9",
+    "seed311-8534": "v1.scatter(-2, v1, x0) with a 2-d index and a 1-d src: PyTorch checks src.size(d) over self's "
+                    "dims first (IndexError), kiln its number of dims first (RuntimeError)",
 }
 
 
