@@ -1,7 +1,8 @@
 """nanoGPT (karpathy/nanoGPT model.py) at toy size: tied token embedding and LM head, causal
 self-attention written both ways nanoGPT writes it (masked_fill on a registered tril buffer, and
 F.scaled_dot_product_attention(is_causal=True)), LayerNorm, GELU, dropout 0, AdamW with the
-decay/no-decay parameter groups of configure_optimizers, clip_grad_norm_(1.0)."""
+decay/no-decay parameter groups of configure_optimizers, clip_grad_norm_(1.0); and its sampling loop
+(generate: topk, masking by a comparison, softmax, multinomial, cat), for test_sampling.py."""
 
 import math
 
@@ -106,8 +107,12 @@ def build(torch, flash=False):
             for block in self.transformer.h:
                 x = block(x)
             x = self.transformer.ln_f(x)
-            logits = self.lm_head(x)
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+            if targets is not None:
+                logits = self.lm_head(x)
+                loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+            else:  # inference: the last position only, as nanoGPT's (a list index keeps the time dim)
+                logits = self.lm_head(x[:, [-1], :])
+                loss = None
             return logits, loss
 
         def configure_optimizers(self, weight_decay, learning_rate, betas):
@@ -121,6 +126,23 @@ def build(torch, flash=False):
             return torch.optim.AdamW(optim_groups, lr=learning_rate, betas=betas)
 
     return GPT()
+
+
+def generate(torch, model, idx, max_new_tokens, temperature=1.0, top_k=None):
+    """nanoGPT's sampling loop: crop to the block, scale the last logits, keep the top k, sample."""
+    F = torch.nn.functional
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            idx_cond = idx if idx.size(1) <= BLOCK else idx[:, -BLOCK:]
+            logits, _ = model(idx_cond)
+            logits = logits[:, -1, :] / temperature
+            if top_k is not None:
+                v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+                logits[logits < v[:, [-1]]] = -float("Inf")
+            probs = F.softmax(logits, dim=-1)
+            idx_next = torch.multinomial(probs, num_samples=1)
+            idx = torch.cat((idx, idx_next), dim=1)
+    return idx
 
 
 def batches(rng):
