@@ -441,3 +441,31 @@ def test_evaluate_guards_after_unification():
     assert env.evaluate_guards_for_args([x, y], [kiln.empty(6), kiln.empty(6)])
     assert not env.evaluate_guards_for_args([x, y], [kiln.empty(6), kiln.empty(7)])
     assert env.produce_guards([x, y], ["x", "y"]) == ["y.size()[0] == x.size()[0]"]
+
+
+@pytest.mark.parametrize("case", ["slice", "buffer slice", "arange", "arange end", "arange step float"])
+def test_sizes_in_slices_and_arange_stay_symbolic(case):
+    # x[:, :t] and arange(0, t) with t a symbolic size keep t symbolic: the slice bound was int()-ed
+    # (and the layout check's replay compared a symbolic size with its hint), arange's end went
+    # through a Scalar, which holds no SymInt; both pinned t, so nanoGPT's generate recompiled for
+    # every prompt length
+    from kiln._dynamo.testing import CompileCounterWithBackend
+
+    bias = kiln.tril(kiln.ones(16, 16))
+    fns = {
+        "slice": lambda x, y: x[:, :y.size(0)] * 2,
+        "buffer slice": lambda x, y: bias[:y.size(0), :y.size(0)] * y,
+        "arange": lambda x, y: kiln.arange(0, y.size(0), dtype=kiln.long) + y,
+        "arange end": lambda x, y: kiln.arange(y.size(0)) * y,
+        "arange step float": lambda x, y: kiln.arange(1, y.size(0) + 1, 2, dtype=kiln.float64),
+    }
+    fn = fns[case]
+    kiln._dynamo.reset()
+    counter = CompileCounterWithBackend("eager")
+    compiled = kiln.compile(fn, backend=counter, dynamic=True)
+    for t in (3, 4, 5, 6):
+        x, y = kiln.arange(40.0).view(4, 10), kiln.linspace(-1, 1, t)
+        got, want = compiled(x, y), fn(x, y)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()
+    kiln._dynamo.reset()
+    assert counter.frame_count == 1

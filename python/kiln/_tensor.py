@@ -31,6 +31,13 @@ def _is_int_like(k):
     return hasattr(k, "__index__") and not isinstance(k, (Tensor, float))
 
 
+def _slice_bound(k):
+    """A slice's start or stop as slice.Tensor takes it: an int, or a SymInt kept symbolic."""
+    from kiln._symbolic import SymInt
+
+    return k if isinstance(k, SymInt) else int(k.__index__())
+
+
 def _is_integer_scalar_tensor(k):
     """A 0-d integer tensor with a value to read: PyTorch indexes with it as with an int (select,
     a view). Fake ones (a trace) stay advanced indices: their value is unknown."""
@@ -335,8 +342,11 @@ class Tensor(_C.TensorBase):
                 step = 1 if step is None else int(step.__index__())
                 if step <= 0:
                     raise ValueError("step must be greater than zero")
-                start = None if start is None else int(start.__index__())
-                stop = None if stop is None else int(stop.__index__())
+                # a symbolic bound stays one (x[:, :t] with t a size under dynamic shapes), as
+                # slice.Tensor takes SymInts: int() pinned t, so a growing prompt recompiled for
+                # every length
+                start = None if start is None else _slice_bound(start)
+                stop = None if stop is None else _slice_bound(stop)
                 size = result.shape[dim]
                 whole = start is None and stop is None or \
                     setitem and start in (None, 0) and type(size) is int and stop == size

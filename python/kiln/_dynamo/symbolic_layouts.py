@@ -95,6 +95,8 @@ class LayoutShadow:
             return type(value)(self._concrete(v) for v in value)
         if isinstance(value, dict):
             return {k: self._concrete(v) for k, v in value.items()}
+        if isinstance(value, slice):  # x[:, :t]: a symbolic bound left in would guard t == its hint
+            return slice(self._concrete(value.start), self._concrete(value.stop), self._concrete(value.step))
         return value
 
     def disagreement(self, kind, target, fake_args, fake_kwargs, result):
