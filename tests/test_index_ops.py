@@ -938,3 +938,37 @@ def test_scatter_shape_checks_as_torch(op, case):
         assert str(got.value) == str(e)
     else:
         assert run(kiln).tolist() == want.tolist()
+
+
+INDEX_PUT_VALUES = {  # self shape, index, value shape
+    "0-d index, [1] value": ((3,), 1, (1,)),
+    "[2] index, [1, 2] value": ((3,), [1, 2], (1, 2)),
+    "[1] index, [1, 1] value": ((3,), [1], (1, 1)),
+    "0-d index of a matrix, [1, 3] value": ((2, 3), 1, (1, 3)),
+    "[1] index, [1] value": ((3,), [1], (1,)),
+}
+
+
+@requires_torch
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("case", list(INDEX_PUT_VALUES))
+def test_index_put_broadcasts_the_value_as_it_is(case, accumulate):
+    # the op drops no leading 1s of the value (only `x[i] = v` does): a [1] value for a 0-d index
+    # is a shape mismatch, raised before any index is read (fuzz seed 321, program 1234)
+    shape, index, value_shape = INDEX_PUT_VALUES[case]
+
+    def run(lib):
+        return lib.zeros(shape).index_put_((lib.tensor(index),), lib.ones(value_shape), accumulate=accumulate)
+
+    try:
+        want = run(torch)
+    except Exception as e:  # noqa: BLE001
+        with pytest.raises(type(e)) as got:
+            run(kiln)
+        assert str(got.value) == str(e)
+    else:
+        assert run(kiln).tolist() == want.tolist()
+    x, t = kiln.zeros(shape), torch.zeros(shape)
+    x[kiln.tensor(index)] = kiln.ones(value_shape)  # setitem drops the leading 1s, as PyTorch's
+    t[torch.tensor(index)] = torch.ones(value_shape)
+    assert x.tolist() == t.tolist()

@@ -727,9 +727,10 @@ Tensor IndexPutImpl(Tensor self, const OptionalTensorList& indices, const Tensor
   if (!run && masked) return self;
   OptTensorVec idx = ExpandIndices("index_put_", self, indices, /*meta=*/!run);
   IndexLayout L = LayoutIndices(self, idx);
-  // Leading size-1 dims of values beyond the result's rank are dropped, as in PyTorch.
+  // The value broadcasts to the indexing result as it is: the op drops no leading 1s (only
+  // `x[i] = v` does, in Tensor.__setitem__), so index_put_((0-d index,), a [1] value) raises as
+  // PyTorch's does, before any index is read (fuzz seed 321, program 1234).
   Tensor v = values;
-  while (v.dim() > static_cast<int64_t>(L.result.size()) && v->sym_sizes()[0] == 1) v = ops::squeeze(v, 0);
   bool fits = v.dim() <= static_cast<int64_t>(L.result.size());
   for (int64_t d = 0; fits && d < v.dim(); ++d) {
     const SymInt& n = v->sym_sizes()[v.dim() - 1 - d];

@@ -332,6 +332,9 @@ REGRESSIONS = {
                      "float16 before trunc (10), kiln truncated the float quotient 9.99 to 9",
     "seed311-8534": "v1.scatter(-2, v1, x0) with a 2-d index and a 1-d src: PyTorch checks src.size(d) over self's "
                     "dims first (IndexError), kiln its number of dims first (RuntimeError)",
+    "seed321-1234": "v1.index_put((x1,), v1) with a 0-d index and a [1] value: PyTorch's op broadcasts the value as it "
+                    "is (shape mismatch, RuntimeError), kiln dropped its leading 1 and then raised IndexError on the "
+                    "index",
 }
 
 
