@@ -335,6 +335,8 @@ REGRESSIONS = {
     "seed321-1234": "v1.index_put((x1,), v1) with a 0-d index and a [1] value: PyTorch's op broadcasts the value as it "
                     "is (shape mismatch, RuntimeError), kiln dropped its leading 1 and then raised IndexError on the "
                     "index",
+    "seed321-6889": "x1.index_put((x0,), x1, accumulate=True) with a 0-d index and a [1, 1, 1] value: the op dropped "
+                    "the value's leading 1 and succeeded where PyTorch's shape check raises",
 }
 
 
