@@ -288,7 +288,8 @@ def test_what_formulas_unpack_survives_the_collection_of_the_first_trace(backend
 @pytest.mark.xfail(strict=True, reason="open (fuzz seed 321, program 11679): min-cut saved the input x0 to recompute "
                                        "where(x0 > 0, x0, -1) for max's backward, eager saves the where's result; "
                                        "x0.fill_ past the graph break then changed what the compiled backward reads, "
-                                       "silently (PyTorch's compile raises its version error there)", raises=AssertionError)
+                                       "silently (PyTorch's compile raises its version error there)",
+                   raises=AssertionError)
 def test_input_saved_only_for_recomputation_changed_after_the_call():
     def f(x0):
         v1 = kiln.where(x0 > 0, x0, -1).max()
