@@ -30,7 +30,8 @@ import kiln
 from kiln import _C
 from kiln._dynamo import logs
 from kiln._functorch.backward_reads import (formula_masks, inputs_read_by_backward, prune_absent,
-                                             saved_input_aliases, tangent_dependencies, tangent_masks)
+                                             saved_input_aliases, saved_inputs_recomputed_from,
+                                             tangent_dependencies, tangent_masks)
 from kiln._subclasses.creation_meta import as_multi_output_view, multi_output_origin
 from kiln._subclasses.fake_tensor import FakeTensorMode
 from kiln.fx.experimental.proxy_tensor import current_trace_node, make_fx
@@ -1122,7 +1123,7 @@ class _NoDoubleBackward(kiln.autograd.Function):
 
 
 def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs, grad_dependencies, specialise,
-                      inputs_read, input_aliases=frozenset()):
+                      inputs_read, input_aliases=frozenset(), recomputed_from=frozenset()):
     """run(leaves): the compiled forward without grad, then one backward node (the C++ node a
     kiln.autograd.Function records) whose backward runs the compiled backward. This is
     Function.apply specialised to what AOT knows ahead of time, for a lean per-call path."""
@@ -1224,6 +1225,9 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs,
                 mutated_storages = {leaves[i]._storage_id() for i in mutated_inputs}
                 saved = [s.clone() if isinstance(s, kiln.Tensor) and s._storage_id() in mutated_storages else s
                          for s in saved]
+            if recomputed_from:  # Note [Inputs saved only to recompute from]
+                saved = [s.clone() if k in recomputed_from and isinstance(s, kiln.Tensor) else s
+                         for k, s in enumerate(saved)]
             ctx.saved = saved
         if restore:
             outs = _restore_outputs(traced, leaves, outs)
@@ -1282,7 +1286,8 @@ def create_runtime(flat_fn, leaves, config):
     return _training_runtime(traced, compiled_fw, compiled_bw, saved_order, len(leaves),
                              tangent_dependencies(bw_module, traced.formula_masks), specialise,
                              inputs_read_by_backward(traced.graph, num_fwd_outputs, traced.saved_reads),
-                             saved_input_aliases(fw_module, num_fwd_outputs))
+                             saved_input_aliases(fw_module, num_fwd_outputs),
+                             saved_inputs_recomputed_from(fw_module, bw_module, num_fwd_outputs, saved_order))
 
 
 def _saved_order(fw_module, bw_module, num_fwd_outputs):

@@ -233,6 +233,25 @@ def inputs_read_by_backward(joint, num_fwd_outputs, saved_reads=()):
     return read
 
 
+# Note [Inputs saved only to recompute from]
+# Min-cut may save an input only to recompute from it, in the backward, forward values that eager
+# saved instead: where(x0 > 0, x0, -1) for max's backward, where eager's MaxBackward saved the
+# where's result. Eager never sees a later in-place change to x0, and neither may the compiled
+# backward: `x0.fill_(0.5)` past a graph break made it recompute from the new values and the
+# gradient came out wrong, silently (fuzz seed 321, program 11679; PyTorch's compile raises its
+# version error there, as the saved value's version moved). Such saved values are cloned when the
+# forward runs, so the backward recomputes from the values eager's saved ones were made of; a
+# change to an input eager itself saved still raises (Note [Inputs eager would have saved]).
+def saved_inputs_recomputed_from(fw_module, bw_module, num_fwd_outputs, saved_order):
+    """The positions, among the forward's saved values, of those sharing an input's memory from
+    which the backward recomputes forward values (Note [Inputs saved only to recompute from])."""
+    aliases = saved_input_aliases(fw_module, num_fwd_outputs)
+    forward_nodes = {n.name for n in fw_module.graph.nodes if n.op == "call_function"}
+    saved = [n for n in bw_module.graph.nodes if n.op == "placeholder" and not n.name.startswith("tangents")]
+    return {saved_order[j] for j, n in enumerate(saved)
+            if saved_order[j] in aliases and any(u.op == "call_function" and u.name in forward_nodes for u in n.users)}
+
+
 def saved_input_aliases(fw_module, num_fwd_outputs):
     """The positions, among the forward's saved values, of those sharing an input's memory (the
     input itself or a view of it). The partitioner may save an input only to recompute from it
