@@ -723,8 +723,12 @@ class Emitter {
         }
       case OpCode::kMax: case OpCode::kMin: {
         bool mx = op == OpCode::kMax;
-        if (f) {  // NaN propagates (x + y is NaN when either is)
-          llvm::Value* m = Intrinsic(mx ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, {x, y});
+        if (f) {
+          // eager's `x < y ? y : x` (max) and `x > y ? y : x` (min): x on ties, so max(-0., 0.) is
+          // -0. as eager's clamp_min and maximum give it (maxnum may return either zero, and
+          // 1 // clamp_min(-0., 0) came out inf, eager -inf: fuzz seed 321, program 15804). NaN
+          // propagates (x + y is NaN when either is).
+          llvm::Value* m = b_.CreateSelect(mx ? b_.CreateFCmpOLT(x, y) : b_.CreateFCmpOGT(x, y), y, x);
           return {b_.CreateSelect(b_.CreateFCmpUNO(x, y), b_.CreateFAdd(x, y), m), t};
         }
         if (t == DType::Bool) return {mx ? b_.CreateOr(x, y) : b_.CreateAnd(x, y), t};

@@ -748,3 +748,21 @@ def test_bfloat16_min_gradient_reaches_the_minimum():
     f(torch, t).float().backward()
     close(grads[0], t.grad, tol=0)
     close(grads[1], t.grad, tol=0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_max_and_min_keep_the_first_operand_on_ties_as_eager(dtype):
+    # eager's clamp/maximum/minimum return their first operand on ties, so clamp_min(-0., 0) is -0.;
+    # LLVM's maxnum may return either zero, and 1 // clamp_min(x, 0) was inf where eager gives -inf
+    # (fuzz seed 321, program 15804)
+    x = kiln.tensor([-0.0, 0.0, -1.0, 2.0, float("nan")], dtype=getattr(kiln, dtype))
+    z = kiln.tensor([0.0, -0.0, -0.0, 0.0, 0.0], dtype=x.dtype)
+    fns = [lambda v, w: 1 / v.clamp_min(0), lambda v, w: 1 / v.clamp_max(0), lambda v, w: 1 / kiln.maximum(v, w),
+           lambda v, w: 1 / kiln.minimum(v, w), lambda v, w: 1 / v.clamp(0, 0)]
+    tx, tz = (torch.tensor(v.double().numpy(), dtype=getattr(torch, dtype)) for v in (x, z))
+    torch_fns = [lambda v, w: 1 / v.clamp_min(0), lambda v, w: 1 / v.clamp_max(0),
+                 lambda v, w: 1 / torch.maximum(v, w), lambda v, w: 1 / torch.minimum(v, w), lambda v, w: 1 / v.clamp(0, 0)]
+    for fn, tfn in zip(fns, torch_fns):  # (5 elements: PyTorch's scalar loop, which keeps the first operand)
+        got, want = compiled(fn)(x, z).double().numpy(), fn(x, z).double().numpy()
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(want, tfn(tx, tz).double().numpy())

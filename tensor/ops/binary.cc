@@ -164,12 +164,13 @@ T BinaryFn<kOp, T>::operator()(T a, T b) const {
     case kPow:
       if constexpr (std::is_integral_v<T>) { if constexpr (std::is_same_v<T, bool>) return a || !b; else return PowInt(a, b); }
       else return std::pow(a, b);
+    // a on ties, as PyTorch's std::max/std::min: maximum(-0., 0.) is -0.
     case kMaximum:
       if constexpr (!std::is_integral_v<T>) { if (a != a) return a; if (b != b) return b; }
-      return a > b ? a : b;
+      return a < b ? b : a;
     case kMinimum:
       if constexpr (!std::is_integral_v<T>) { if (a != a) return a; if (b != b) return b; }
-      return a < b ? a : b;
+      return b < a ? b : a;
     case kEq: return a == b;
     case kNe: return a != b;
     case kLt: return a < b;
