@@ -209,8 +209,13 @@ TEST(IndexOps, IndexPut) {
   // accumulate with duplicates; values broadcast over the indexed rows
   Call("aten::index_put_", x, OptionalTensorList{L({0, 0})}, F({1, 2, 3}), true);
   EXPECT_EQ(FV(x), (std::vector<float>{2, 4, 6, 0, 0, 0}));
-  // values with extra leading 1s; values aliasing self are read before writing
-  Call("aten::index_put_", x, OptionalTensorList{L({1})}, F({7, 8, 9}, {1, 1, 3}), false);
+  // values with extra leading 1s broadcast as they are: a shape mismatch, as PyTorch's op (only
+  // `x[i] = v` drops them), with x unchanged; values aliasing self are read before writing
+  ExpectError<Error>([&] { Call("aten::index_put_", x, OptionalTensorList{L({1})}, F({7, 8, 9}, {1, 1, 3}), false); },
+                     "shape mismatch: value tensor of shape [1, 1, 3] cannot be broadcast to indexing result of shape "
+                     "[1, 3]");
+  EXPECT_EQ(FV(x), (std::vector<float>{2, 4, 6, 0, 0, 0}));
+  Call("aten::index_put_", x, OptionalTensorList{L({1})}, F({7, 8, 9}, {1, 3}), false);
   EXPECT_EQ(FV(x), (std::vector<float>{2, 4, 6, 7, 8, 9}));
   Call("aten::index_put_", x, OptionalTensorList{L({0, 1})}, ops::select(x, 0, 1), false);
   EXPECT_EQ(FV(x), (std::vector<float>{7, 8, 9, 7, 8, 9}));
