@@ -2,7 +2,7 @@
 self-attention written both ways nanoGPT writes it (masked_fill on a registered tril buffer, and
 F.scaled_dot_product_attention(is_causal=True)), LayerNorm, GELU, dropout 0, AdamW with the
 decay/no-decay parameter groups of configure_optimizers, clip_grad_norm_(1.0); and its sampling loop
-(generate: topk, masking by a comparison, softmax, multinomial, cat), for test_sampling.py."""
+(generate: topk, masking by a comparison, softmax, multinomial, cat), for test_zoo_sampling.py."""
 
 import math
 
