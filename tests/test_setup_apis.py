@@ -518,6 +518,7 @@ def test_grad_scaler_cuda_is_disabled_with_a_warning():
 
 
 def _twin_models():
+    torch.manual_seed(0)  # the same weights whatever ran before
     t_model = torch.nn.Linear(3, 2)
     k_model = kiln.nn.Linear(3, 2)
     with kiln.no_grad():
@@ -527,7 +528,9 @@ def _twin_models():
 
 
 def _assert_close(k, t):
-    np.testing.assert_allclose(np.array(k.tolist()), np.array(t.tolist()), rtol=1e-6, atol=1e-7)
+    # float32 sums of a few products in two summation orders: ~1e-6 apart where terms cancel (the
+    # scaled loss of 17.06 differed by 1.8e-6 relative with the weights an isolated run drew)
+    np.testing.assert_allclose(np.array(k.tolist()), np.array(t.tolist()), rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize("explicit_unscale", [False, True])
