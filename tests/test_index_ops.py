@@ -907,6 +907,18 @@ def test_flip_and_rot90_keep_the_input_layout_as_torch(backend):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)
 
 
+def _same_values_or_error(run):
+    """run(torch) and run(kiln) give the same values, or raise the same exception class and message."""
+    try:
+        want = run(torch)
+    except Exception as e:  # noqa: BLE001
+        with pytest.raises(type(e)) as got:
+            run(kiln)
+        assert str(got.value) == str(e)
+    else:
+        assert run(kiln).tolist() == want.tolist()
+
+
 SCATTER_SHAPES = {  # index shape, src shape (self is 3x4, dim 0)
     "index larger than src": ((2, 5), (2, 5)),
     "src with fewer dims": ((2, 2), (2,)),
@@ -930,14 +942,7 @@ def test_scatter_shape_checks_as_torch(op, case):
         self = lib.zeros(3, 4)
         return getattr(self, op)(0, lib.zeros(index_shape, dtype=lib.long), lib.ones(src_shape))
 
-    try:
-        want = run(torch)
-    except Exception as e:  # noqa: BLE001
-        with pytest.raises(type(e)) as got:
-            run(kiln)
-        assert str(got.value) == str(e)
-    else:
-        assert run(kiln).tolist() == want.tolist()
+    _same_values_or_error(run)
 
 
 INDEX_PUT_VALUES = {  # self shape, index, value shape
@@ -960,14 +965,7 @@ def test_index_put_broadcasts_the_value_as_it_is(case, accumulate):
     def run(lib):
         return lib.zeros(shape).index_put_((lib.tensor(index),), lib.ones(value_shape), accumulate=accumulate)
 
-    try:
-        want = run(torch)
-    except Exception as e:  # noqa: BLE001
-        with pytest.raises(type(e)) as got:
-            run(kiln)
-        assert str(got.value) == str(e)
-    else:
-        assert run(kiln).tolist() == want.tolist()
+    _same_values_or_error(run)
     x, t = kiln.zeros(shape), torch.zeros(shape)
     x[kiln.tensor(index)] = kiln.ones(value_shape)  # setitem drops the leading 1s, as PyTorch's
     t[torch.tensor(index)] = torch.ones(value_shape)

@@ -67,31 +67,36 @@ _FACTORIES = {"empty", "empty_strided", "zeros", "ones", "full", "arange", "scal
               "rand_like", "randn_like", "randint_like", "normal"}
 
 
+from kiln._symbolic import SymInt as _SymInt  # noqa: E402
+
+
 def _arange_to_symbolic_end(args, kwargs):
     """arange(end) or arange(start, end[, step]) whose end is a symbolic size (dynamic shapes),
     with int start and step: kiln's Scalar holds no SymInt, so the op itself would pin end to its
     example value, and nanoGPT's `pos = arange(0, t)` recompiled for every prompt length. Built
     instead from ops over a symbolic size: ones(n).cumsum(0), shifted and scaled (int64, then the
     dtype asked for). None where it does not apply (the op runs as usual)."""
-    from kiln._symbolic import SymInt
-
-    if _builtins.any(isinstance(v, SymInt) for v in kwargs.values()) or len(args) > 3:
+    if not 1 <= len(args) <= 3:
         return None
     start, end, step = (0, args[0], 1) if len(args) == 1 else (tuple(args) + (1,))[:3]
-    if not isinstance(end, SymInt) or type(start) is not _builtins.int or type(step) is not _builtins.int or step <= 0:
+    if not isinstance(end, _SymInt) or type(start) is not _builtins.int or type(step) is not _builtins.int or step <= 0:
+        return None
+    if _builtins.any(isinstance(v, _SymInt) for v in kwargs.values()):
         return None
     n = (end - start + step - 1) // step
     if n < 0:  # a guard on an inequality, not on the size
         raise RuntimeError("upper bound and larger bound inconsistent with step sign")
-    dtype = kwargs.pop("dtype", None)
-    layout, pin_memory = kwargs.pop("layout", None), kwargs.pop("pin_memory", None)  # noqa: F841 (accepted)
-    out = (ones(n, dtype=int64, **kwargs).cumsum(0) - 1) * step + start
+    dtype = kwargs.get("dtype")
+    rest = {k: v for k, v in kwargs.items() if k not in ("dtype", "layout", "pin_memory")}  # (layout: strided only)
+    out = (ones(n, dtype=int64, **rest).cumsum(0) - 1) * step + start
     return out if dtype in (None, int64) else out.to(dtype)
 
 
 def _factory(fn, name):
+    symbolic_end = _arange_to_symbolic_end if name == "arange" else None
+
     def factory(*args, requires_grad=False, **kwargs):
-        out = _arange_to_symbolic_end(args, dict(kwargs)) if name == "arange" and args else None
+        out = symbolic_end(args, kwargs) if symbolic_end is not None else None
         out = fn(*args, **kwargs) if out is None else out
         if _C.is_inference_mode_enabled():  # composite factories fill a fresh tensor in place: mark it here
             _C._mark_inference(out)

@@ -11,6 +11,7 @@ import numbers
 from kiln import _C
 from kiln._device import device as _device
 from kiln._size import Size
+from kiln._symbolic import SymInt as _SymInt
 
 
 _op_cache = {}
@@ -33,9 +34,7 @@ def _is_int_like(k):
 
 def _slice_bound(k):
     """A slice's start or stop as slice.Tensor takes it: an int, or a SymInt kept symbolic."""
-    from kiln._symbolic import SymInt
-
-    return k if isinstance(k, SymInt) else int(k.__index__())
+    return k if isinstance(k, _SymInt) else int(k.__index__())
 
 
 def _is_integer_scalar_tensor(k):

@@ -1283,11 +1283,11 @@ def create_runtime(flat_fn, leaves, config):
         compiled = config.bw_compiler(module, _fake_examples(module))
         return compiled, getattr(compiled, "_boxed_call", False), {saved_order[j] for j in unread}
 
+    aliases = saved_input_aliases(fw_module, num_fwd_outputs)
     return _training_runtime(traced, compiled_fw, compiled_bw, saved_order, len(leaves),
                              tangent_dependencies(bw_module, traced.formula_masks), specialise,
-                             inputs_read_by_backward(traced.graph, num_fwd_outputs, traced.saved_reads),
-                             saved_input_aliases(fw_module, num_fwd_outputs),
-                             saved_inputs_recomputed_from(fw_module, bw_module, num_fwd_outputs, saved_order))
+                             inputs_read_by_backward(traced.graph, num_fwd_outputs, traced.saved_reads), aliases,
+                             saved_inputs_recomputed_from(fw_module, bw_module, saved_order, aliases))
 
 
 def _saved_order(fw_module, bw_module, num_fwd_outputs):

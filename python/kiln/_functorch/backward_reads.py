@@ -242,10 +242,10 @@ def inputs_read_by_backward(joint, num_fwd_outputs, saved_reads=()):
 # version error there, as the saved value's version moved). Such saved values are cloned when the
 # forward runs, so the backward recomputes from the values eager's saved ones were made of; a
 # change to an input eager itself saved still raises (Note [Inputs eager would have saved]).
-def saved_inputs_recomputed_from(fw_module, bw_module, num_fwd_outputs, saved_order):
-    """The positions, among the forward's saved values, of those sharing an input's memory from
-    which the backward recomputes forward values (Note [Inputs saved only to recompute from])."""
-    aliases = saved_input_aliases(fw_module, num_fwd_outputs)
+def saved_inputs_recomputed_from(fw_module, bw_module, saved_order, aliases):
+    """The positions, among the forward's saved values, of those sharing an input's memory
+    (`aliases`: saved_input_aliases) from which the backward recomputes forward values (Note
+    [Inputs saved only to recompute from])."""
     forward_nodes = {n.name for n in fw_module.graph.nodes if n.op == "call_function"}
     saved = [n for n in bw_module.graph.nodes if n.op == "placeholder" and not n.name.startswith("tangents")]
     return {saved_order[j] for j, n in enumerate(saved)
