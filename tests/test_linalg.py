@@ -134,3 +134,34 @@ def test_compiled_norms_match_eager(backend):
     got.sum().backward()
     np.testing.assert_allclose(np.array(got.tolist()), np.array(want.tolist()), rtol=1e-5)
     np.testing.assert_allclose(np.array(x.grad.tolist()), np.array(g.tolist()), rtol=1e-5, atol=1e-6)
+
+
+def _norm_edge_grads(lib, compile_backend, ord, x, grad):
+    """x's gradient of vector_norm(x, ord) with upstream gradient `grad`, eager or compiled."""
+    def f(t):
+        return lib.linalg.vector_norm(t, ord)
+
+    if compile_backend:
+        kiln._dynamo.reset()
+        f = kiln.compile(f, backend=compile_backend)
+    t = lib.tensor(x, requires_grad=True)
+    n = f(t)
+    assert n.requires_grad  # the 0-norm too: PyTorch gives it a grad_fn, with no gradient
+    n.backward(lib.tensor(grad))
+    return None if t.grad is None else t.grad.tolist()
+
+
+@pytest.mark.parametrize("backend", [None, "aot_eager", "inductor"])
+def test_vector_norm_gradient_edge_cases_as_torch(backend):
+    # Seed 321 #19161: -1 / x.norm() of an all-zero x is inf upstream of the norm; PyTorch's
+    # 2-norm backward multiplies it by the masked self / norm (0), so the gradient is NaN, not 0.
+    # NaN entries are among the extremes of the inf norms; the 0-norm has no gradient at all.
+    inf, nan = math.inf, math.nan
+    for ord in [0, 0.5, 1, 1.5, 2, 3, inf, -inf]:
+        for x in [[0., 0., 0.], [0., 1., -2.], [nan, 1., 0.], [2., -2., 1.]]:
+            for grad in [1.0, inf, nan]:
+                want = _norm_edge_grads(torch, None, ord, x, grad)
+                got = _norm_edge_grads(kiln, backend, ord, x, grad)
+                assert (got is None) == (want is None), (ord, x, grad, got, want)
+                if want is not None:
+                    np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=f"{ord} {x} {grad}")

@@ -199,17 +199,21 @@ void DefineReductionFormulas(DerivativeTable& d) {
     const SymDimVector& sizes = c.sizes("self");
     Tensor gr = ExpandReduced(c.grad(), sizes, dims, keepdim);
     Tensor r = ExpandReduced(c.result(), sizes, dims, keepdim);
+    // PyTorch's norm_backward term for term: the 0-norm counts and has no gradient (undefined, not
+    // zeros), and where the norm is 0 the 2-norm masks self / norm before the product with grad,
+    // so an infinite or NaN grad still gives NaN there (-1 / x.norm() of a zero x).
+    if (p == 0.0) return;
     Tensor out;
-    if (p == 0.0) {
-      out = zeros_like(self);
-    } else if (p == 1.0) {
+    if (p == 1.0) {
       out = mul(gr, sign(self));
     } else if (p == 2.0) {
-      out = masked_fill(div(mul(gr, self), r), eq(r, 0.0), 0);
+      out = mul(gr, masked_fill(div(self, r), eq(r, 0.0), 0));
     } else if (std::isinf(p)) {
-      Tensor mask = to(eq(abs(self), r), gr.dtype());
+      // the extreme entries share the gradient; a NaN entry is one of them (the norm is NaN)
+      Tensor self_abs = abs(self);
+      Tensor mask = logical_or(eq(self_abs, r), isnan(self_abs));
       Tensor count = ExpandReduced(sum(mask, dims, true), sizes, dims, true);
-      out = div(mul(mul(gr, sign(self)), mask), count);
+      out = mul(sign(self), mul(div(gr, count), mask));
     } else if (p < 1.0) {
       // sign(x) |x|^(p-1) ||x||^(1-p), 0 where x is 0 (|x|^(p-1) is inf there), as PyTorch's
       Tensor scaled = mul(sign(self), masked_fill(pow(abs(self), p - 1.0), eq(self, 0.0), 0));

@@ -38,13 +38,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     _check_floating("linalg.vector_norm", x)
     if dtype is not None:
         x = x.to(dtype)
-    dims = (dim,) if isinstance(dim, int) else tuple(range(x.dim())) if dim is None else tuple(dim)
-    if ord == 0:  # the count of nonzero elements (no gradient)
-        result = (x != 0).to(x.dtype).sum(dim=dims, keepdim=keepdim)
-    elif ord == -math.inf:
-        result = x.abs().amin(dim=dims, keepdim=keepdim)
-    else:
-        result = kiln.norm(x, ord, dims, keepdim)
+    dims = [dim] if isinstance(dim, int) else None if dim is None else list(dim)
+    result = kiln.linalg_vector_norm(x, ord, dims, keepdim)
     return result if out is None else out.copy_(result)
 
 
