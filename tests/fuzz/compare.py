@@ -175,6 +175,75 @@ def no_worse_than_torch(got_calls, ref_calls, ref64_calls, grad, slack=SLACK):
     return problems
 
 
+def _float_pairs(got, ref, perturbed, grad):
+    """(what, kiln, torch, [torch jiggled, ...]) for one call's float values, scalars and gradients;
+    None for a jiggled run that has no such float."""
+    def scalar(c, k):
+        return c.outs[k].scalar if isinstance(c.outs[k].scalar, float) else None
+
+    def leaf_grad(c, k):
+        return None if c.grads[k] is None else c.grads[k][1]
+
+    pairs = []
+    for k, (g, r) in enumerate(zip(got.outs, ref.outs)):
+        if r.dtype == "" and isinstance(r.scalar, float) and isinstance(g.scalar, float):
+            pairs.append((f"value out{k}", g.scalar, r.scalar, [scalar(p, k) for p in perturbed]))
+        elif r.dtype in ("float32", "float64") and g.dtype == r.dtype:
+            pairs.append((f"value out{k}", g.values, r.values, [p.outs[k].values for p in perturbed]))
+    if grad:
+        for k, (g, r) in enumerate(zip(got.grads, ref.grads)):
+            if g is not None and r is not None and r[0] in ("float32", "float64"):
+                pairs.append((f"grad leaf{k}", g[1], r[1], [leaf_grad(p, k) for p in perturbed]))
+    return pairs
+
+
+def _special_class(v):
+    """Each element's kind: 0 finite, 1 NaN, 2 +inf, 3 -inf."""
+    return np.select([np.isnan(v), np.isposinf(v), np.isneginf(v)], [1, 2, 3], 0)
+
+
+def within_rounding_spread(got_calls, ref_calls, perturbed_runs, grad, slack=SLACK):
+    """Problems where a kiln value is further from PyTorch's than the usual tolerance plus `slack`
+    times how far PyTorch's own value there moves when the float inputs move by an ulp
+    (`perturbed_runs`: PyTorch's records of the program with jiggled inputs). Where an output is
+    rounding noise (x * s / x's gradient: s / x - x * s / x**2, exactly 0 in float64, 1e-5 in float32
+    after a differently ordered sum s) it is judged by that noise's size, element by element. An
+    element that PyTorch's jiggled runs turn from finite to NaN or infinite (0 / 0 where a mean of
+    normalized values rounds to exactly 0) is noise whatever its value; elsewhere NaN and infinity
+    positions must agree."""
+    problems = []
+    for i, (g, r) in enumerate(zip(got_calls, ref_calls)):
+        runs = [p[i] for p in perturbed_runs]
+        if r.exc or g.exc or len(g.outs) != len(r.outs) or any(
+                p.exc or p.bwd_exc != r.bwd_exc or len(p.outs) != len(r.outs) or len(p.grads) != len(r.grads)
+                for p in runs):
+            problems.append(f"call{i}: no perturbed reference")
+            continue
+        for what, kv, tv, pvs in _float_pairs(g, r, runs, grad):
+            if any(v is None for v in pvs):
+                problems.append(f"call{i} {what}: no perturbed reference")
+                continue
+            kv, tv = np.asarray(kv, dtype=np.float64), np.asarray(tv, dtype=np.float64)
+            pvs = [np.asarray(v, dtype=np.float64) for v in pvs]
+            if kv.shape != tv.shape or any(v.shape != tv.shape for v in pvs):
+                problems.append(f"call{i} {what}: shapes differ")
+                continue
+            kind = _special_class(tv)
+            noise = np.any([_special_class(v) != kind for v in pvs], axis=0)
+            finite = (kind == 0) & ~noise
+            with np.errstate(invalid="ignore"):
+                spread = np.max([np.abs(v - tv) for v in pvs], axis=0)
+                rtol, atol = TOLERANCES["float32"]
+                scale = max(1.0, float(np.abs(tv[finite]).max())) if finite.any() else 1.0
+                near = np.abs(kv - tv) <= atol * scale + rtol * np.abs(tv) + slack * spread
+            bad = ~noise & ((_special_class(kv) != kind) | finite & ~near)
+            if bad.any():
+                j = tuple(int(x) for x in np.argwhere(bad)[0]) if bad.ndim else ()
+                problems.append(f"call{i} {what}: at {j}: {kv[j]!r} != {tv[j]!r}, beyond {slack:g}x "
+                                f"PyTorch's own spread {spread[j]:.3g} under an ulp of input noise")
+    return problems
+
+
 def compare_either(got_calls, ref_options, grad, identity=None, floor=None):
     """Problems of the calls that agree with none of the references in `ref_options` (each a list
     of calls), as found against the first: a compiled call may match eager (a dead op's shape

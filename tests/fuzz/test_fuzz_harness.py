@@ -195,3 +195,32 @@ def test_float32_values_are_judged_against_float64_where_pytorch_itself_is_off()
     assert compare.no_worse_than_torch(got, ref, ref64, False)[0].startswith("call0 value out1: error")
     got[0].outs[1].values = base * np.nan               # NaN where PyTorch has numbers
     assert "NaN" in compare.no_worse_than_torch(got, ref, ref64, False)[0]
+
+
+def test_rounding_noise_is_judged_by_pytorchs_spread_under_input_jiggle():
+    # x * s.item() / x's gradient is rounding noise (exactly 0 in float64): kiln's value is judged by
+    # how far PyTorch's own moves when the inputs move by an ulp (fuzz seed 321, programs 2595, 6940)
+    from fuzz import worker
+
+    src = SOURCE_OK.source()
+    jiggled = worker._with_jiggled_inputs(src, 0)
+    assert jiggled != src and worker._with_jiggled_inputs(src, 0) == jiggled
+    got, ref = records(src)
+    moved = run.record(jiggled, "torch", None, True)
+    x = np.asarray(ref[0].inputs_after[0][1], dtype=np.float64)
+    x_moved = np.asarray(moved[0].inputs_after[0][1], dtype=np.float64)
+    assert 0 < np.abs(x_moved - x).max() <= 4 * 2.0 ** -23 * np.abs(x).max()  # an ulp or a few, no more
+    perturbed = [run.record(src, "torch", None, True) for _ in range(2)]
+    v = np.asarray(ref[0].outs[1].values, dtype=np.float64)
+    ref[0].outs[1].values = v
+    perturbed[0][0].outs[1].values = v + np.array([1e-3, 0.0, 0.0])   # PyTorch's first element moves by 1e-3
+    got[0].outs[1].values = v + np.array([5e-3, 0.0, 0.0])           # kiln there: 5e-3 off, within 8x
+    assert compare.within_rounding_spread(got, ref, perturbed, True) == []
+    got[0].outs[1].values = v + np.array([0.0, 5e-3, 0.0])           # where PyTorch does not move: wrong
+    assert "(1,)" in compare.within_rounding_spread(got, ref, perturbed, True)[0]
+    got[0].outs[1].values = v + np.array([np.nan, 0.0, 0.0])         # NaN where every PyTorch run is finite
+    assert compare.within_rounding_spread(got, ref, perturbed, True)[0].startswith("call0 value out1: at (0,)")
+    perturbed[1][0].outs[1].values = v + np.array([np.inf, 0.0, 0.0])  # a jiggled PyTorch run overflows there
+    assert compare.within_rounding_spread(got, ref, perturbed, True) == []
+    got[0].grads[0] = ("float32", np.asarray(got[0].grads[0][1]) + 1.0)  # a gradient PyTorch's never moves
+    assert "grad leaf0" in compare.within_rounding_spread(got, ref, perturbed, True)[0]
