@@ -210,21 +210,25 @@ void ForEachOutput(Stack& stack, const std::function<void(const Tensor&)>& fn) {
 
 void RunBelow(const Op& op, DispatchKeySet keys, Stack& stack) {
   ExcludeDispatchKeyGuard guard(DispatchKeySet(DispatchKey::Autograd));
+  BelowAutogradGuard below;  // not no_grad: views made below are the op's own (Note [View creation])
   op.Redispatch(keys & DispatchKeySet::Below(DispatchKey::Autograd), stack);
 }
 
-void CheckInplace(const Tensor& self) {
+// `op`: the in-place op. copy_ into an integer tensor records no gradient (PyTorch's hand-written
+// copy_ checks the dtype first); the generated in-place ops do not check it, so fill_ of an integer
+// split piece with a value requiring grad is refused, as in PyTorch (fuzz seed 321, program 19750).
+void CheckInplace(const Op& op, const Tensor& self) {
+  if (self->view_creation() != ViewCreation::kDefault &&
+      (Differentiable(self.dtype()) || op.base_name() != "copy_"))
+    throw Error(ViewRebaseMessage(self, /*indirect=*/false));
   AutogradMeta* meta = GetMeta(self);
   if (!meta) return;
-  if (meta->multi_output_view_ && meta->grad_fn_)
-    throw Error(StrCat("Output ", meta->output_nr_, " of ", ViewOpName(*meta->grad_fn_),
-                       " is a view and is being modified inplace. This view is the output of a function that "
-                       "returns multiple views. Such functions do not allow the output views to be modified "
-                       "inplace. You should replace the inplace operation by an out-of-place one."));
-  if (meta->requires_grad_ && !meta->grad_fn_)
-    throw Error("a leaf Variable that requires grad is being used in an in-place operation.");
+  // PyTorch's order; a view whose stale history was not yet regenerated is a leaf here (its
+  // check_inplace reads the raw grad_fn field, not the regenerating accessor)
   if (meta->is_view_ && IsLeaf(meta->base_) && RequiresGrad(meta->base_))
     throw Error("a view of a leaf Variable that requires grad is being used in an in-place operation.");
+  if (meta->requires_grad() && !meta->grad_fn_)
+    throw Error("a leaf Variable that requires grad is being used in an in-place operation.");
 }
 
 // Note [Inference tensors] (grad_mode.cc): under inference mode every op comes here; new outputs
@@ -292,7 +296,7 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
       throw Error(StrCat("The function '", op.base_name(), "' is not differentiable with respect to argument '",
                          schema.arguments[i].name, "'. This input cannot have requires_grad True."));
   Tensor self = inplace ? stack[0].to_tensor() : Tensor();
-  if (inplace) CheckInplace(self);
+  if (inplace) CheckInplace(op, self);
   // An inplace_view op (t_, transpose_, as_strided_) on a view changes which elements of its base
   // it is, not any data: it records no node of its own (a CopySlices would assume the view kept
   // its geometry). Its version bump makes the view's grad_fn be rebuilt from the base with the
@@ -385,9 +389,6 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
       if (!t.defined() || !Differentiable(t.dtype())) continue;
       SetHistory(t, node, i);
       if (view_source.defined()) MarkView(t, view_source);
-      // A view of a split piece is one too, as PyTorch propagates the piece's creation meta.
-      AutogradMeta* source_meta = view_source.defined() ? GetMeta(view_source) : nullptr;
-      if (multi_view_op || (source_meta && source_meta->multi_output_view_)) GetMeta(t)->multi_output_view_ = true;
     }
   }
   node->saved_outputs().resize(outputs.size());

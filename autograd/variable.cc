@@ -48,17 +48,14 @@ void SetRequiresGrad(const Tensor& t, bool requires_grad) {
 
 // A view's grad_fn describes the view op applied to its base's history when the view was made.
 // After an in-place op on the base (or on another view of it) that history is stale: as PyTorch
-// does, the view's grad_fn is regenerated as a strided view of the base's current history.
+// does, the view's grad_fn is regenerated as a strided view of the base's current history. A view
+// marked at creation (split's outputs, views made under no_grad) cannot be: its use is an error
+// (Note [View creation] in tensor/empty.cc).
 static void RefreshViewGradFn(const Tensor& t, AutogradMeta* meta) {
-  if (!meta || !meta->is_view_ || !meta->grad_fn_ || t->version() == meta->attr_version_) return;
+  if (!meta || !meta->is_view_ || t->version() == meta->attr_version_) return;
+  if (!meta->grad_fn_ && !RequiresGrad(meta->base_)) return;
+  if (t->view_creation() != ViewCreation::kDefault) throw Error(ViewRebaseMessage(t, /*indirect=*/true));
   if (!RequiresGrad(meta->base_)) return;
-  // split/chunk/unbind outputs share one node, which a regenerated history cannot stand in for.
-  if (meta->multi_output_view_)
-    throw Error(StrCat("Output ", meta->output_nr_, " of ", ViewOpName(*meta->grad_fn_),
-                       " is a view and its base or another view of its base has been modified inplace. This view "
-                       "is the output of a function that returns multiple views. Such functions do not allow the "
-                       "output views to be modified inplace. You should replace the inplace operation by an "
-                       "out-of-place one."));
   meta->grad_fn_ = MakeViewOfBaseFn(meta->base_, t);
   meta->output_nr_ = 0;
   meta->attr_version_ = t->version();

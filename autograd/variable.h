@@ -28,16 +28,17 @@ struct AutogradMeta : public AutogradMetaInterface {
   // The version when grad_fn_ was set: a view whose version moved on (an in-place op on its base
   // or another view) gets a fresh grad_fn on next use (RefreshViewGradFn in variable.cc).
   uint32_t attr_version_ = 0;
-  // One of several views returned by one op (split, chunk): in-place ops on it are refused, as
-  // in PyTorch (one node cannot be rebased for a single output).
-  bool multi_output_view_ = false;
   // Leaf hooks (run before accumulation), with ids for removal.
   std::vector<std::pair<int, GradHook>> leaf_hooks_;
   // Hooks run with the leaf once its `.grad` took a gradient (register_post_accumulate_grad_hook).
   std::vector<std::pair<int, std::function<void(const Tensor&)>>> post_accumulate_hooks_;
   bool is_inference_ = false;
 
-  bool requires_grad() const override { return requires_grad_ || grad_fn_ != nullptr; }
+  // A view requires grad when its base does (PyTorch's DifferentiableViewMeta), also before its
+  // stale history is regenerated (RefreshViewGradFn).
+  bool requires_grad() const override {
+    return requires_grad_ || grad_fn_ != nullptr || (is_view_ && base_.defined() && base_->requires_grad());
+  }
 };
 
 AutogradMeta* GetMeta(const Tensor& t);           // null when the tensor has none

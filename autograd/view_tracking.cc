@@ -245,10 +245,12 @@ void MarkView(const Tensor& view, const Tensor& source) {
 }
 
 // The views of `root` that have no history of their own (made while root required no grad, or
-// under no_grad) become strided views of root's new history, as PyTorch regenerates any view's
-// grad_fn once its base changed: `v = b[::2]; b.copy_(x)` makes v require grad, and v's part of
-// a loss reaches x (kiln's v kept no history, and x's gradient missed it: fuzz seed 191, program
-// 10812). Views with a history of their own are regenerated when next used (RefreshViewGradFn).
+// under no_grad) become views of root whose history is stale: as PyTorch does, a view's grad_fn is
+// regenerated from its base's history when next asked for (RefreshViewGradFn in variable.cc), so
+// `v = b[::2]; b.copy_(x)` makes v require grad, and v's part of a loss reaches x (kiln's v kept no
+// history, and x's gradient missed it: fuzz seed 191, program 10812). Until then the view is a leaf
+// for an in-place op on it, as PyTorch's check_inplace reads the raw field (fuzz seed 321, program
+// 9173). A marked view (Note [View creation] in tensor/empty.cc) raises when next used instead.
 static void GiveViewsHistory(const Tensor& root, const Tensor& changed) {
   for (const std::shared_ptr<TensorImpl>& impl : root->live_views()) {
     Tensor view(impl);
@@ -256,7 +258,8 @@ static void GiveViewsHistory(const Tensor& root, const Tensor& changed) {
     AutogradMeta* meta = GetMeta(view);
     if (meta && (meta->grad_fn_ || meta->requires_grad_)) continue;
     MarkView(view, root);
-    SetHistory(view, MakeViewOfBaseFn(root, view), 0);
+    GetMeta(view)->attr_version_ = view->version() - 1;  // versions only grow: stale from now on
+    view->set_keys(view->keys().add(DispatchKey::Autograd));  // so that its next use reaches autograd
   }
 }
 
@@ -288,6 +291,30 @@ std::string ViewOpName(const Node& grad_fn) {
   if (end >= kSuffix.size() && name.compare(end - kSuffix.size(), kSuffix.size(), kSuffix) == 0)
     return name.substr(0, end - kSuffix.size());
   return name;
+}
+
+std::string ViewRebaseMessage(const Tensor& view, bool indirect) {
+  const ViewCreation creation = view->view_creation();
+  AutogradMeta* meta = GetMeta(view);
+  const Node* grad_fn = meta ? meta->grad_fn_.get() : nullptr;
+  const char* modified = indirect ? "its base or another view of its base has been" : "is being";
+  std::string msg;
+  if (creation == ViewCreation::kNoGrad || !grad_fn) {
+    std::string prefix = grad_fn ? StrCat("Output ", meta->output_nr_, " of ", ViewOpName(*grad_fn),
+                                          " is a view of a view which was created in")
+                                 : std::string("A view was created in");
+    msg = StrCat(prefix, " no_grad mode and ", modified, " modified inplace with grad mode enabled.");
+  } else {
+    msg = StrCat("Output ", meta->output_nr_, " of ", ViewOpName(*grad_fn), " is a view and ", modified,
+                 " modified inplace.");
+  }
+  if (creation == ViewCreation::kMultiOutput)
+    return StrCat(msg, " This view is the output of a function that returns multiple views. Such functions do not "
+                  "allow the output views to be modified inplace. You should replace the inplace operation by an "
+                  "out-of-place one.");
+  return StrCat(msg, " Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your "
+                "code by moving both the view and the inplace either both inside the no_grad block (if you don't "
+                "want the inplace to be tracked) or both outside (if you want the inplace to be tracked).");
 }
 
 }  // namespace kiln::autograd

@@ -29,5 +29,8 @@ Tensor ZerosForViewWrites(const SymDimVector& sizes, const Tensor& grad);
 std::shared_ptr<Node> MakeViewOfBaseFn(const Tensor& base, const Tensor& view);
 // The op a view's node stands for, as PyTorch's view errors name it: "Split" for SplitBackward0.
 std::string ViewOpName(const Node& grad_fn);
+// PyTorch's refusal to rebase a marked view's history (handle_view_on_rebase): for an in-place op
+// on the view itself, or (`indirect`) for a use of it after its base or a sibling changed.
+std::string ViewRebaseMessage(const Tensor& view, bool indirect);
 
 }  // namespace kiln::autograd

@@ -40,6 +40,7 @@ bool IsDefault(const kiln::Argument& a, const IValue& v) {
 void RunBelow(const Op& op, Stack& stack) {
   ExcludeDispatchKeyGuard guard(
       DispatchKeySet(DispatchKey::Tracing).add(DispatchKey::Autograd).add(DispatchKey::Functionalize));
+  BelowAutogradGuard below;  // views made below are the op's own, not no_grad's (Note [View creation])
   op.Call(stack);
 }
 

@@ -131,14 +131,33 @@ Tensor EmptyLike(const Tensor& like, ScalarType dtype) {
   return EmptyTensor(like->sym_sizes(), dtype, like.device());
 }
 
+// Note [View creation]: as PyTorch's CreationMeta, every view records how it was made, and a view
+// of a view inherits a non-default mark (the new one wins where both are set). autograd refuses
+// to rebase the history of a marked view, both for an in-place op on the view itself and for a
+// use of it after its base or a sibling changed in place (autograd/view_tracking.cc,
+// ViewRebaseError): one node cannot be rebased for a single output of split, and a view made
+// under no_grad has no history to say whether the change should be tracked.
+static ViewCreation Propagate(ViewCreation previous, ViewCreation now) {
+  return now == ViewCreation::kDefault ? previous : now;
+}
+
 Tensor MakeView(const Tensor& base, SymDimVector sizes, SymDimVector strides, SymInt offset) {
   auto impl = std::make_shared<TensorImpl>(base->storage(), base.dtype(), base.device(), base->keys());
   impl->set_sizes_and_strides(std::move(sizes), std::move(strides), std::move(offset));
   impl->share_version_counter(base->version_counter());
-  // a root that requires grad has its views recorded by autograd (with their own history)
+  const bool under_no_grad = ViewsUnderNoGrad();
+  impl->set_view_creation(
+      Propagate(base->view_creation(), under_no_grad ? ViewCreation::kNoGrad : ViewCreation::kDefault));
+  // a root that requires grad has its views recorded by autograd (with their own history), but
+  // for those made under no_grad, which autograd never sees
   const std::shared_ptr<TensorImpl>& root = base->view_root() ? base->view_root() : base.impl_ptr();
-  if (!root->requires_grad()) TensorImpl::AddView(root, impl);
+  if (!root->requires_grad() || under_no_grad) TensorImpl::AddView(root, impl);
   return Tensor(std::move(impl));
+}
+
+void MarkMultiOutputViews(const std::vector<Tensor>& views) {
+  if (ViewsUnderNoGrad()) return;
+  for (const Tensor& v : views) v->set_view_creation(ViewCreation::kMultiOutput);
 }
 
 }  // namespace kiln

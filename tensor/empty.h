@@ -17,6 +17,9 @@ Tensor EmptyLike(const Tensor& like);
 Tensor EmptyLike(const Tensor& like, ScalarType dtype);
 // A new view of `base`'s storage with other sizes/strides/offset (shares the version counter).
 Tensor MakeView(const Tensor& base, SymDimVector sizes, SymDimVector strides, SymInt offset);
+// Marks the views one op returned as its several outputs (split, chunk, unbind): kMultiOutput
+// under grad mode (under no_grad they stay kNoGrad), Note [View creation].
+void MarkMultiOutputViews(const std::vector<Tensor>& views);
 // Number of bytes a strided layout spans (0 when any size is 0). Raises RuntimeError when the count
 // overflows int64, a stride over a dim of size > 1 is negative, or the offset is negative.
 int64_t StorageBytesFor(const DimVector& sizes, const DimVector& strides, int64_t offset, int64_t itemsize);

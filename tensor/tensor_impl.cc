@@ -21,6 +21,16 @@ LocalDispatchKeySet& TlsLocalDispatchKeySet() {
   return tls;
 }
 
+namespace {
+thread_local bool tls_below_autograd = false;
+}  // namespace
+
+bool ViewsUnderNoGrad() {
+  return !tls_below_autograd && TlsLocalDispatchKeySet().excluded.has(DispatchKey::Autograd);
+}
+BelowAutogradGuard::BelowAutogradGuard() : previous_(tls_below_autograd) { tls_below_autograd = true; }
+BelowAutogradGuard::~BelowAutogradGuard() { tls_below_autograd = previous_; }
+
 DispatchKey BackendKey(Device device) {
   switch (device.type) {
     case DeviceType::CPU: return DispatchKey::CPU;

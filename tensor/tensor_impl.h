@@ -33,6 +33,29 @@ struct VersionCounter {
   std::atomic<uint32_t> version{0};
 };
 
+// How a view came to be: PyTorch's CreationMeta, which decides whether autograd may later rebase
+// the view's history for an in-place change (Note [View creation] in empty.cc).
+enum class ViewCreation : uint8_t {
+  kDefault,      // an ordinary view, made with grad mode on
+  kMultiOutput,  // one of several views one op returned (split, chunk, unbind)
+  kNoGrad,       // made under no_grad (or a view of such a view)
+};
+
+// Whether views made now are made under no_grad (kNoGrad): the Autograd key is excluded, and not
+// because a kernel runs an op below autograd (BelowAutogradGuard: autograd's and make_fx's own
+// re-dispatch), so a view op's output under grad mode is kDefault.
+bool ViewsUnderNoGrad();
+class BelowAutogradGuard {
+ public:
+  BelowAutogradGuard();
+  ~BelowAutogradGuard();
+  BelowAutogradGuard(const BelowAutogradGuard&) = delete;
+  BelowAutogradGuard& operator=(const BelowAutogradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // What autograd/ attaches to a tensor (grad, grad_fn, hooks); opaque at this layer.
 class AutogradMetaInterface {
  public:
@@ -93,13 +116,23 @@ class TensorImpl {
   // Autograd's per-tensor state (grad, grad_fn); null when the tensor never took part.
   AutogradMetaInterface* autograd_meta() const { return autograd_meta_.get(); }
   void set_autograd_meta(std::unique_ptr<AutogradMetaInterface> m) { autograd_meta_ = std::move(m); }
-  bool requires_grad() const { return autograd_meta_ && autograd_meta_->requires_grad(); }
+  // A view marked at creation (Note [View creation]) that autograd never recorded requires grad
+  // when its root does, as PyTorch's views read their base's flag (`with no_grad(): v = b[:2]`
+  // gives a v that requires grad, with no grad_fn).
+  bool requires_grad() const {
+    if (autograd_meta_ && autograd_meta_->requires_grad()) return true;
+    return view_creation_ != ViewCreation::kDefault && view_root_ && view_root_->requires_grad() &&
+           (IsFloating(dtype_) || IsComplex(dtype_));
+  }
 
   // Views (MakeView): the tensor a view's layout was first taken from (never a view itself), and
   // on that root its views still alive, so that autograd can give them a history when an
   // in-place op makes the root require grad (PyTorch's views always know their base: a view of a
   // tensor that required no grad yet missed the gradient of `base.copy_(x)`).
   const std::shared_ptr<TensorImpl>& view_root() const { return view_root_; }
+  // How this view came to be (Note [View creation] in empty.cc); kDefault for tensors that are no view.
+  ViewCreation view_creation() const { return view_creation_; }
+  void set_view_creation(ViewCreation c) { view_creation_ = c; }
   // Makes `view` a view of `root` (root: a tensor that is no view), remembered weakly by root.
   static void AddView(const std::shared_ptr<TensorImpl>& root, const std::shared_ptr<TensorImpl>& view);
   std::vector<std::shared_ptr<TensorImpl>> live_views() const;
@@ -126,6 +159,7 @@ class TensorImpl {
   DispatchKeySet keys_;
   bool is_contiguous_ = true;
   bool wrapped_number_ = false;
+  ViewCreation view_creation_ = ViewCreation::kDefault;
   std::shared_ptr<VersionCounter> version_;
   std::shared_ptr<TensorImpl> view_root_;
   std::vector<std::weak_ptr<TensorImpl>> views_;

@@ -171,15 +171,19 @@ PyObject* GetGradFn(PyObject* self, void*) {
     return py::cast(fn).release().ptr();
   });
 }
-PyObject* GetIsLeaf(PyObject* self, void*) { return Guarded([&] { return Bool(IsLeaf(Self(self))); }); }
+// as PyTorch's property, through the accessor that regenerates a stale view's history
+PyObject* GetIsLeaf(PyObject* self, void*) { return Guarded([&] { return Bool(GradFn(Self(self)) == nullptr); }); }
 // Tensor._base: the tensor a view shares its storage with (never itself a view), or None. kiln
 // records the relation for views made under autograd (a float view of a tensor that requires
-// grad), which is what the compiled runtime asks it for; PyTorch records it for every view.
+// grad), which is what the compiled runtime asks it for, and for views marked at creation (made
+// under no_grad, split's outputs: Note [View creation]); PyTorch records it for every view.
 PyObject* GetBase(PyObject* self, void*) {
   return Guarded([&]() -> PyObject* {
-    AutogradMeta* m = GetMeta(Self(self));
-    if (!m || !m->is_view_ || !m->base_.defined()) Py_RETURN_NONE;
-    return WrapTensor(m->base_);
+    const Tensor& t = Self(self);
+    AutogradMeta* m = GetMeta(t);
+    if (m && m->is_view_ && m->base_.defined()) return WrapTensor(m->base_);
+    if (t->view_creation() != ViewCreation::kDefault && t->view_root()) return WrapTensor(Tensor(t->view_root()));
+    Py_RETURN_NONE;
   });
 }
 PyObject* GetRetainsGrad(PyObject* self, void*) {

@@ -256,6 +256,10 @@ PyObject* ReinterpretTensor(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
                    SizesToString(s).c_str(), SizesToString(st).c_str(), static_cast<long long>(offset));
       return nullptr;
     }
+    // the wrapper's own views of its buffers, made under the compiled function's no_grad: not
+    // views made under no_grad for autograd (PyTorch's _reinterpret_tensor runs below
+    // ADInplaceOrView too), or an in-place op on a returned output would be refused
+    BelowAutogradGuard below;
     return WrapTensor(MakeView(base, std::move(sizes), std::move(strides), SymInt(offset)));
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());

@@ -402,6 +402,7 @@ class Tensor(_C.TensorBase):
             value = kiln.tensor(value, dtype=self.dtype)
         elif value.requires_grad and not result.requires_grad and _C.is_grad_enabled():
             _C._track_view(result, self)  # so that the write reaches self's history (CopySlices)
+        value_is_0d = value.ndim == 0
         lead = 0  # the value's leading 1s are dropped before it broadcasts, as in PyTorch
         # (`x[0] = v` with v of shape (1, 3)); not from a value of the destination's own shape, which may
         # be the destination itself: `x[2:, 2:] -= y` writes x[2:, 2:] back onto itself, a no-op copy
@@ -416,6 +417,10 @@ class Tensor(_C.TensorBase):
                 value = value.to(self.dtype)  # PyTorch takes x[mask] = 0-dim tensor as masked_fill_ (casts)
             # otherwise index_put_ raises on a dtype mismatch, as PyTorch does
             result.index_put_(indices, value)
+        elif value_is_0d and tuple(result.shape) != () and value.device.type == "cpu":
+            # a 0-d value fills, as PyTorch's copy_to: its fill_ (unlike copy_) records a gradient
+            # into an integer split piece, so that is refused as there (fuzz seed 321, program 19750)
+            result.fill_(value)
         else:
             if tuple(value.shape) != tuple(result.shape):
                 # expanded to the destination first (PyTorch's expand_inplace): `x[0] = x` for x of

@@ -117,6 +117,7 @@ TensorList SplitWithSizes(const Tensor& self, const SymList& split_sizes, int64_
     out.push_back(ops::slice(self, dim, start, start + s));
     start = start + s;
   }
+  MarkMultiOutputViews(out);
   return out;
 }
 
@@ -154,6 +155,7 @@ TensorList Unbind(const Tensor& self, int64_t dim) {
   const int64_t n = self->sym_sizes()[dim].guard_int(__FILE__, __LINE__);
   TensorList out;
   for (int64_t i = 0; i < n; ++i) out.push_back(ops::select(self, dim, i));
+  MarkMultiOutputViews(out);
   return out;
 }
 

@@ -341,6 +341,9 @@ REGRESSIONS = {
                     "the value's leading 1 and succeeded where PyTorch's shape check raises",
     "seed321-6940": "argmax(x * layer_norm(y).mean().item()) / ...: the mean is rounding noise whose sign and "
                     "zero-ness pick the values; judged by PyTorch's own spread under an ulp of input noise",
+    "seed321-9173": "a view made before its base required grad, written in place after a sibling's copy_ gave the base "
+                    "a history: PyTorch's in-place check reads it as a leaf (its history is regenerated only when "
+                    "asked for); torch.compile's guards ask, so its compile is the reference",
     "seed321-11679": "min-cut saved the input x0 only to recompute where(x0 > 0, x0, -1) for max's backward; x0.fill_ "
                      "past a graph break changed what the compiled backward recomputed from: a wrong gradient, "
                      "silently (such saved inputs are now cloned)",
@@ -348,6 +351,10 @@ REGRESSIONS = {
                      "0), eager -0., so 1 // it was inf, eager -inf",
     "seed321-19161": "-1 / x.norm() of an all-zero x: the 2-norm's backward gave 0 where PyTorch's gives NaN (inf "
                      "times the masked self / norm)",
+    "seed321-19750": "x[0] = 0-d value into an expanded integer chunk piece: PyTorch fills (copy_to), and fill_ of a "
+                     "multi-output view with a value requiring grad is refused",
+    "seed321-19969": "an in-place op with a value requiring grad on a chunk piece of a tensor requiring no grad: "
+                     "refused, as PyTorch's multi-output views",
 }
 
 

@@ -132,6 +132,15 @@ def _mode_of(t):
     return mode
 
 
+def _safe_is_leaf(t):
+    """t.is_leaf, False where asking raises: a split piece whose base changed in place refuses to
+    regenerate its history (PyTorch's meta_utils.safe_is_leaf)."""
+    try:
+        return t.is_leaf
+    except RuntimeError:
+        return False
+
+
 class FakeTensorMode:
     """Runs every op on fake tensors (metadata only) while active; see the module docstring.
 
@@ -234,7 +243,7 @@ class FakeTensorMode:
         if isinstance(tensor, Parameter):
             fake = _C._make_subclass(_fake_parameter_class(), fake, tensor.requires_grad)
         elif tensor.requires_grad:
-            if tensor.is_leaf:
+            if _safe_is_leaf(tensor):
                 fake = _C._make_subclass(FakeTensor, fake, True)
             else:
                 fake = self._non_leaf(tensor, fake)

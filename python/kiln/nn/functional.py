@@ -801,6 +801,10 @@ def pdist(input, p=2):
     diff = input.index_select(0, rows) - input.index_select(0, cols)
     if input.size(1) == 0:  # rows of no components are at distance 0 under every p
         return diff.abs().sum(1)
+    if p == 0:  # the count of nonzero components; aten's pdist backward gives it zero gradients (the norm
+        # none): a where that never picks the sum passes zeros back to it, whatever its values
+        count = kiln.linalg_vector_norm(diff, 0, [1])
+        return count + kiln.where(kiln.zeros_like(count, dtype=kiln.bool), diff.sum(1), 0.0)
     if p != math.inf:
         return kiln.linalg_vector_norm(diff, p, [1])
     # aten's pdist backward gives each component tied for the maximum the whole gradient (the
