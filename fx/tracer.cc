@@ -254,7 +254,8 @@ void Tracer::Record(const Op& op, const Stack& args, const Stack& results) {
   Node* node = graph_->CallFunction(Target(&op), std::move(node_args), std::move(kwargs));
   ++ops_recorded_;
 
-  // Outputs: one tensor maps to the node; several to lazily made getitem nodes.
+  // Outputs: one tensor maps to the node; several to a getitem node each, made at once in output
+  // order as PyTorch's tracer does (also for outputs nothing reads: `getitem_1 = max_1[1]`).
   std::vector<Tensor> outs;
   bool single = false;
   if (results.size() == 1 && results[0].is_tensor() && !s.returns_tuple) {
@@ -271,19 +272,19 @@ void Tracer::Record(const Op& op, const Stack& args, const Stack& results) {
     return;
   }
   std::vector<Argument> vals;
+  for (const Tensor& out : outs) vals.push_back(MetaVal(out));
+  node->SetMeta("val", results.size() == 1 && results[0].is_tensor_list() ? Argument::List(vals)
+                                                                          : Argument::Tuple(vals));
   for (size_t i = 0; i < outs.size(); ++i) {
-    Argument val = MetaVal(outs[i]);
-    vals.push_back(val);
     if (!outs[i].defined()) continue;
     Entry& e = map_[outs[i].impl()];
     e.keep_alive = outs[i];
     e.node = nullptr;
     e.parent = node;
     e.index = static_cast<int>(i);
-    e.val = std::move(val);
+    e.val = vals[i];
+    Materialize(e);
   }
-  node->SetMeta("val", results.size() == 1 && results[0].is_tensor_list() ? Argument::List(std::move(vals))
-                                                                          : Argument::Tuple(std::move(vals)));
 }
 
 }  // namespace kiln::fx

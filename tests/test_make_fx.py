@@ -306,8 +306,8 @@ OVERLOAD_CALLS = [
 ]
 # Known differences (strict xfails): PyTorch binds a Python number to a Tensor parameter first
 # (`x + 1` is add.Tensor of a wrapped number, `where(c, x, 0.0)` a scalar_tensor and where.self),
-# kiln to a Scalar one; and PyTorch's tracer records a getitem for each output of max.dim.
-KNOWN_OVERLOAD_GAPS = {"add scalar", "where", "max dim"}
+# kiln to a Scalar one.
+KNOWN_OVERLOAD_GAPS = {"add scalar", "where"}
 
 
 @requires_torch
@@ -326,4 +326,27 @@ def test_traced_overloads_match_pytorch(name, fn):
     data = np.arange(12.0).reshape(3, 4) - 5
     got = ops(make_fx(lambda x: fn(kiln, x))(kiln.tensor(data.tolist())).graph)
     want = ops(torch_make_fx(lambda x: fn(torch, x))(torch.tensor(data)).graph)
+    assert got == want
+
+
+@requires_torch
+@pytest.mark.parametrize("call", [
+    "x.var()", "x.var(0)", "x.var(True)", "x.var(False)", "x.var(0, True)", "x.var(dim=0)", "x.var(correction=0)",
+    "x.var(unbiased=False)", "x.var(0, False, True)", "x.var([0, 1])", "x.var(0, correction=2, keepdim=True)",
+    "x.var(None, True)", "x.std()", "x.std(1)", "T.var(x, 1)", "T.std(x, unbiased=False)", "T.var_mean(x)",
+    "T.std_mean(x, 0)", "T.var_mean(x, True)", "T.std_mean(x, dim=1, correction=0)", "x.max(1)", "x.max(1)[1]",
+    "T.nn.functional.layer_norm(x, (4,))", "x.topk(2)[1]", "x.split(1)[2]", "x.unbind(1)[0].exp()", "1 - x", "2.5 - x.sum(0)"])
+def test_traced_calls_match_pytorch_node_for_node(call):
+    # the overload, its arguments and every output's getitem, as PyTorch's tracer records them:
+    # `x.var()` is var.correction(x) with no correction (issue 17: fidelity), and a multi-output op
+    # gets a getitem per output in output order, also for outputs nothing reads
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx as torch_make_fx
+
+    def nodes(graph):
+        return [(n.name, str(n.target), str(n.args), str(n.kwargs)) for n in graph.nodes if n.op == "call_function"]
+
+    data = np.arange(12.0).reshape(3, 4) - 5
+    got = nodes(make_fx(lambda x: eval(call, {"x": x, "T": kiln}))(kiln.tensor(data.tolist())).graph)
+    want = nodes(torch_make_fx(lambda x: eval(call, {"x": x, "T": torch}))(torch.tensor(data)).graph)
     assert got == want

@@ -267,7 +267,15 @@ PyObject* Binary(const char* name, PyObject* a, PyObject* b) {
 #define KILN_NB_BINARY(FN, OP) \
   PyObject* FN(PyObject* a, PyObject* b) { return Binary(OP, a, b); }
 KILN_NB_BINARY(NbAdd, "add")
-KILN_NB_BINARY(NbSub, "sub")
+// `number - tensor` is rsub(tensor, number), as PyTorch's Tensor.__rsub__: rsub.Scalar in a traced
+// graph (sub.Tensor of a number first recorded a node whose self is no tensor).
+PyObject* NbSub(PyObject* a, PyObject* b) {
+  if (!IsTensor(a) && IsTensor(b) && (PyLong_Check(a) || PyFloat_Check(a) || PyBool_Check(a))) {
+    PyObject* args[2] = {b, a};
+    return CallPacketByName("rsub", args, 2);
+  }
+  return Binary("sub", a, b);
+}
 KILN_NB_BINARY(NbMul, "mul")
 // `number / tensor` is `tensor.reciprocal() * number`, as PyTorch's Tensor.__rtruediv__: the same
 // rounding, and the backward saves the reciprocal, not the tensor, which may then change in

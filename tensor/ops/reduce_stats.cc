@@ -257,37 +257,39 @@ Tensor NormScalarOptDtype(const Tensor& self, std::optional<Scalar> p, ScalarTyp
 void RegisterReduceStatsOps(Registry& r) {
   std::initializer_list<Tag> tags = {Tag::reduction, Tag::core};
   std::initializer_list<Tag> red = {Tag::reduction};
-  // var / std: `unbiased` overloads first, as PyTorch lists them.
-  r.Def("var(Tensor self, bool unbiased=True) -> Tensor", red, kFunctionAndMethod).Composite<&VarUnbiased<false>>();
+  // var / std (and _mean): PyTorch's argument parser tries `.dim`, then `.correction`, then the
+  // `unbiased` form, so `x.var()` is var.correction(x) with no correction in a traced graph and
+  // `x.var(True)` the `unbiased` form (kiln's parser takes the first overload that binds).
   r.Def("var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", red,
         kFunctionAndMethod)
       .Composite<&VarDim<false>>();
   r.Def("var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
         tags, kFunctionAndMethod)
       .Impl<&VarCorrection<false>>(DispatchKey::CPU).Meta<&VarCorrectionMeta<false>>();
-  r.Def("std(Tensor self, bool unbiased=True) -> Tensor", red, kFunctionAndMethod).Composite<&VarUnbiased<true>>();
+  r.Def("var(Tensor self, bool unbiased=True) -> Tensor", red, kFunctionAndMethod).Composite<&VarUnbiased<false>>();
   r.Def("std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", red,
         kFunctionAndMethod)
       .Composite<&VarDim<true>>();
   r.Def("std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
         tags, kFunctionAndMethod)
       .Impl<&VarCorrection<true>>(DispatchKey::CPU).Meta<&VarCorrectionMeta<true>>();
-  r.Def("var_mean(Tensor self, bool unbiased=True) -> (Tensor, Tensor)", red, kFunction)
-      .Composite<&VarMeanUnbiased<false>>();
+  r.Def("std(Tensor self, bool unbiased=True) -> Tensor", red, kFunctionAndMethod).Composite<&VarUnbiased<true>>();
   r.Def("var_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)", red,
         kFunction)
       .Composite<&VarMeanDim<false>>();
   r.Def("var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> "
         "(Tensor, Tensor)", red, kFunction)
       .Impl<&VarMeanCorrection<false>>(DispatchKey::CPU).Meta<&VarMeanCorrectionMeta<false>>();
-  r.Def("std_mean(Tensor self, bool unbiased=True) -> (Tensor, Tensor)", red, kFunction)
-      .Composite<&VarMeanUnbiased<true>>();
+  r.Def("var_mean(Tensor self, bool unbiased=True) -> (Tensor, Tensor)", red, kFunction)
+      .Composite<&VarMeanUnbiased<false>>();
   r.Def("std_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)", red,
         kFunction)
       .Composite<&VarMeanDim<true>>();
   r.Def("std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> "
         "(Tensor, Tensor)", red, kFunction)
       .Impl<&VarMeanCorrection<true>>(DispatchKey::CPU).Meta<&VarMeanCorrectionMeta<true>>();
+  r.Def("std_mean(Tensor self, bool unbiased=True) -> (Tensor, Tensor)", red, kFunction)
+      .Composite<&VarMeanUnbiased<true>>();
 
   r.Def("logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor", red, kFunctionAndMethod)
       .Impl<&Logsumexp>(DispatchKey::CPU).Meta<&LogsumexpMeta>();
