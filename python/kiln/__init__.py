@@ -47,18 +47,16 @@ __version__ = "0.1.0"
 _C._set_tensor_class(Tensor)
 
 
-class _Enum:
-    def __init__(self, kind, value, name):
-        self._kiln_enum_kind, self._kiln_enum, self._name = kind, value, name
+# the build's flags, exception classes and the layout / memory_format types (kiln/_build_info.py)
+from kiln._build_info import (  # noqa: E402,F401
+    OutOfMemoryError, AcceleratorError, FatalError, layout, memory_format, has_lapack, has_spectral, has_mkl,
+    has_openmp, compiled_with_cxx11_abi, init_num_threads, get_device_module,
+)
 
-    def __repr__(self):
-        return "kiln." + self._name
-
-
-strided = _Enum("layout", 0, "strided")
-contiguous_format = _Enum("memory_format", 0, "contiguous_format")
-preserve_format = _Enum("memory_format", 1, "preserve_format")
-channels_last = _Enum("memory_format", 2, "channels_last")
+strided = layout._make(0, "strided")
+contiguous_format = memory_format._make(0, "contiguous_format")
+preserve_format = memory_format._make(1, "preserve_format")
+channels_last = memory_format._make(2, "channels_last")
 
 
 # --- ops from the registry -------------------------------------------------------------------
@@ -273,6 +271,7 @@ from kiln._symbolic import (  # noqa: E402,F401
 # types. kiln has no CUDA or TorchScript; these answer as a CPU-only PyTorch build does, so that
 # programs run unchanged. kiln._dynamo stays lazy (module __getattr__ below): it costs ~100 ms.
 from kiln import accelerator, amp, backends, compiler, cpu, cuda, jit, onnx  # noqa: E402,F401
+JITException = jit.Error
 from kiln.amp.autocast_mode import (  # noqa: E402,F401
     autocast, is_autocast_enabled, set_autocast_enabled, get_autocast_dtype, set_autocast_dtype,
     get_autocast_cpu_dtype, is_autocast_cpu_enabled,
@@ -330,6 +329,7 @@ from kiln._pointwise_more import (  # noqa: E402,F401
 )
 from kiln._matrix_more import (  # noqa: E402,F401
     addmv, addmv_, addr, addbmm, inner, vdot, diagflat, cov, corrcoef, dist, renorm, cholesky_solve, cholesky_inverse,
+    frobenius_norm, nuclear_norm,
 )
 from kiln._index_ops_more import (  # noqa: E402,F401
     take_along_dim, index_copy, index_fill, masked_scatter, put, scatter_reduce, tensor_split, hsplit, vsplit, dsplit,

@@ -1,6 +1,7 @@
 """PyTorch's matrix and statistics composites (issue 17): the fused products addmv, addr, addbmm
-(and in place addmm_, baddbmm_, ...), inner, vdot, diagflat, cov, corrcoef, dist, renorm, and the
-Cholesky-based cholesky_solve and cholesky_inverse over kiln.linalg.solve_triangular.
+(and in place addmm_, baddbmm_, ...), inner, vdot, diagflat, cov, corrcoef, dist, renorm, the
+Cholesky-based cholesky_solve and cholesky_inverse over kiln.linalg.solve_triangular, and the
+deprecated frobenius_norm and nuclear_norm over kiln.linalg's norms.
 
 As in torch, `beta * input + alpha * product` ignores input entirely when beta is 0 (a NaN there
 does not propagate), and `input` must broadcast to the product's shape, not the other way round.
@@ -14,7 +15,7 @@ from kiln import _C
 from kiln._composites import _is_fake, _kiln, _type_name, _wrap_dim
 
 __all__ = ["addmv", "addmv_", "addr", "addbmm", "inner", "vdot", "diagflat", "cov", "corrcoef", "dist", "renorm",
-           "cholesky_solve", "cholesky_inverse"]
+           "cholesky_solve", "cholesky_inverse", "frobenius_norm", "nuclear_norm"]
 
 
 def _result(value, out):
@@ -236,3 +237,35 @@ def cholesky_inverse(input, upper=False, *, out=None):
     _check_square("cholesky_inverse", "A", input)
     eye = k.eye(input.shape[-1], dtype=input.dtype).expand(tuple(input.shape))
     return _result(cholesky_solve(eye, input, upper), out)
+
+
+_DEPRECATED_WARNED = set()
+
+
+def _warn_deprecated_once(name, instead):
+    if name not in _DEPRECATED_WARNED:
+        _DEPRECATED_WARNED.add(name)
+        warnings.warn(f"at::{name} is deprecated and it is just left for JIT compatibility. It will be removed in a "
+                      f"future PyTorch release. Please use `{instead}` instead", UserWarning, stacklevel=3)
+
+
+def frobenius_norm(input, dim, keepdim=False, *, out=None):
+    """The 2-norm over the elements of `dim` (at most two dims): linalg.vector_norm(input, 2, dim,
+    keepdim), as PyTorch's deprecated frobenius_norm (it warns once, as PyTorch does)."""
+    _warn_deprecated_once("frobenius_norm", "linalg.vector_norm(A, 2., dim, keepdim)")
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    if len(dims) > 2:
+        raise RuntimeError(f"Expected at most 2 dimensions, but got {len(dims)} dimensions instead.")
+    return _result(_kiln().linalg.vector_norm(input, 2.0, dims, keepdim), out)
+
+
+def nuclear_norm(input, dim=None, keepdim=False, *, out=None):
+    """The sum of the singular values of the matrices over `dim` (the last two by default):
+    linalg.matrix_norm(input, "nuc", dim, keepdim), as PyTorch's deprecated
+    nuclear_norm (`nuclear_norm(x, True)` is keepdim, as there)."""
+    _warn_deprecated_once("nuclear_norm", "linalg.matrix_norm(A, 'nuc', dim, keepdim)")
+    if isinstance(dim, bool):
+        dim, keepdim = None, dim
+    if dim is None:
+        dim = (-2, -1)
+    return _result(_kiln().linalg.matrix_norm(input, "nuc", tuple(dim), keepdim), out)

@@ -5,6 +5,7 @@ calls that need a device raise the exception class PyTorch raises, naming the ca
 scripts that guard GPU code with `kiln.cuda.is_available()` run unchanged.
 """
 
+from kiln._build_info import OutOfMemoryError  # noqa: F401  (torch.cuda.OutOfMemoryError is torch's)
 from kiln.cuda import amp  # noqa: F401
 
 

@@ -8,6 +8,11 @@ is_tracing() are False, and save()/load() raise NotImplementedError pointing at 
 from typing import Final  # noqa: F401  (kiln.jit.Final[int] in class annotations, as in TorchScript)
 
 
+class Error(Exception):
+    """An error raised by TorchScript (torch.jit.Error, also torch.JITException); kiln runs no
+    TorchScript, so nothing raises it, but programs name it in `except` clauses."""
+
+
 def script(obj, optimize=None, _frames_up=0, _rcb=None, example_inputs=None):
     """Returns `obj` unchanged: kiln has no TorchScript. Use kiln.compile(obj) to compile a function
     or module."""
