@@ -96,6 +96,26 @@ def test_input_relaid_by_t_then_saved_runs_backward(backend, dtype, layout):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("body", ["contiguous", "itself", "view"])
+def test_output_that_is_the_relaid_input_keeps_its_new_layout(backend, dynamic, body):
+    # `x1.t_(); return x1.contiguous()` returns x1 itself; its alias was recorded after the fake
+    # input's layout was restored, so the compiled call returned it untransposed: (6, 1) for
+    # eager's (1, 6) (fuzz seed 331, program 5452)
+    def f(x1):
+        x1.t_()
+        return {"contiguous": x1.contiguous(), "itself": x1, "view": x1[0]}[body]
+
+    dynamo.reset()
+    g = kiln.compile(f, backend=backend, dynamic=dynamic)
+    for n in (5, 6, 3):
+        want_in, got_in = kiln.arange(n).reshape(n, 1), kiln.arange(n).reshape(n, 1)
+        want, got = f(want_in), g(got_in)
+        assert (tuple(got.shape), got.stride(), got.tolist()) == (tuple(want.shape), want.stride(), want.tolist())
+        assert (tuple(got_in.shape), got_in.stride()) == (tuple(want_in.shape), want_in.stride())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_input_saved_before_its_t_still_raises_in_backward(backend):
     # eager saved x1 before the t_() bumped its version: the backward raises there, compiled too
     def program(lib, c, dtype):

@@ -247,9 +247,10 @@ class _Alias:
     def rebuild(self, leaves, outs):
         if self.base_layout is None:
             if self.chain is not None:
+                # the traced shape too: where a dim has size 1, strides alone do not tell (6, 1) from (1, 6)
                 view = _replay(leaves[self.index], self.chain)
-                if tuple(view.stride()) == self.stride and view.storage_offset() == self.offset and \
-                        _aliases(view, leaves[self.index]):
+                if tuple(view.shape) == self.size and tuple(view.stride()) == self.stride and \
+                        view.storage_offset() == self.offset and _aliases(view, leaves[self.index]):
                     return view
             return leaves[self.index].as_strided(self.size, self.stride, self.offset)
         base = outs[self.index]
@@ -444,7 +445,6 @@ def _analyze_outputs(flat_fn, mode, fakes):
     layouts = [_layout(f) if isinstance(f, kiln.Tensor) else None for f in fakes]
     with mode:
         outs = flat_fn(*fakes)
-    new_layouts = _restore_layouts(mode, fakes, layouts)
     mutated = [i for i, (f, v) in enumerate(zip(fakes, versions)) if v is not None and f._version != v]
     # an input that did not require grad does after a write from one that does (x0.copy_(x2))
     differentiable_after = {i for i in mutated if fakes[i].requires_grad}
@@ -475,6 +475,9 @@ def _analyze_outputs(flat_fn, mode, fakes):
             if k != root and (inner is None or outer is not None and outer[0] <= inner[0] and inner[1] <= outer[1]):
                 aliases[k] = _Alias(root, outs[k], _layout(base))
     requires = [isinstance(o, kiln.Tensor) and o.requires_grad for o in outs]
+    # only now: an output may be a relaid input itself (`x1.t_(); return x1.contiguous()`), whose
+    # alias must keep the program's layout, not the restored one (fuzz seed 331, program 5452)
+    new_layouts = _restore_layouts(mode, fakes, layouts)
     return outs, aliases, requires, mutated, new_layouts, differentiable_after
 
 
