@@ -103,6 +103,13 @@ PyObject* MethodStorageDataPtr(PyObject* self, PyObject*) {
     return PyLong_FromVoidPtr(t->has_storage() ? t->storage()->data() : nullptr);
   });
 }
+// The bytes the storage holds (0 without one): Tensor.untyped_storage().nbytes().
+PyObject* MethodStorageNbytes(PyObject* self, PyObject*) {
+  return Guarded([&] {
+    const Tensor& t = Checked(self);
+    return PyLong_FromSize_t(t->storage() ? static_cast<size_t>(t->storage()->nbytes()) : 0);
+  });
+}
 // The storage object's identity (0 without storage): equal for tensors that alias, fake and
 // meta ones included (their storages hold no memory), which is what AOTAutograd's alias
 // analysis compares.
@@ -234,6 +241,7 @@ PyMethodDef kMethods[] = {
     {"data_ptr", MethodDataPtr, METH_NOARGS, nullptr},
     {"_storage_data_ptr", MethodStorageDataPtr, METH_NOARGS, nullptr},
     {"_storage_id", MethodStorageId, METH_NOARGS, nullptr},
+    {"_storage_nbytes", MethodStorageNbytes, METH_NOARGS, nullptr},
     {"is_contiguous", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(MethodIsContiguous)), METH_FASTCALL | METH_KEYWORDS, nullptr},
     {"size", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(MethodSize)), METH_FASTCALL | METH_KEYWORDS, nullptr},
     {"stride", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(MethodStride)), METH_FASTCALL | METH_KEYWORDS, nullptr},

@@ -368,6 +368,10 @@ from kiln._settings import (  # noqa: E402,F401
 import math as _math  # noqa: E402
 
 e, pi, inf, nan, newaxis = _math.e, _math.pi, _math.inf, _math.nan, None
+from kiln._storage import UntypedStorage, TypedStorage, is_storage, storage as _storage, \
+    untyped_storage as _untyped_storage  # noqa: E402
+
+Tensor.untyped_storage, Tensor.storage = _untyped_storage, _storage
 from kiln._tensor import _install_more_methods  # noqa: E402
 
 _install_more_methods()
