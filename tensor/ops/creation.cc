@@ -118,16 +118,26 @@ Tensor FillCPU(Tensor self, const Scalar& value) {
   return self;
 }
 Tensor FillMeta(Tensor self, const Scalar&) { return self; }
-Tensor FillTensorCPU(Tensor self, const Tensor& value) {
+// fill_ with a tensor value: a 0-d value, and (unlike fill_.Scalar's fast path) a destination with
+// no element repeated, as PyTorch's fill_out checks; `x[..., 0] = -1` of an expanded x fills
+// through here and is refused (fuzz seed 331, program 10861).
+void CheckFillTensor(const Tensor& self, const Tensor& value) {
   KILN_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
              value.dim(), " dimensions.");
+  CheckNoInternalOverlap(self);
+}
+Tensor FillTensorCPU(Tensor self, const Tensor& value) {
+  CheckFillTensor(self, value);
   Tensor v = ops::to_dtype(value, ScalarType::Float64);
   Scalar s = IsFloating(value.dtype()) ? Scalar(*v.data_ptr<double>())
              : value.dtype() == ScalarType::Bool ? Scalar(*v.data_ptr<double>() != 0)
                                                  : Scalar(static_cast<int64_t>(*v.data_ptr<double>()));
   return FillCPU(self, s);
 }
-Tensor FillTensorMeta(Tensor self, const Tensor&) { return self; }
+Tensor FillTensorMeta(Tensor self, const Tensor& value) {
+  CheckFillTensor(self, value);
+  return self;
+}
 Tensor Zero(Tensor self) { return ops::fill_(self, Scalar(int64_t(0))); }
 
 // arange: length ceil((end - start) / step), computed in double like PyTorch.
