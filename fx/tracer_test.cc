@@ -88,7 +88,7 @@ TEST(Tracer, InplaceRepointsAndKwargsFollowSchema) {
   EXPECT_TRUE(sum->kwargs().empty());
 }
 
-TEST(Tracer, SeveralOutputsBecomeGetitemsWhenUsed) {
+TEST(Tracer, SeveralOutputsBecomeAGetitemEachInOutputOrder) {
   Tracer tracer;
   tracer.getitem_target = std::make_shared<GetItem>();
   Tensor x = ops::view(Arange(6), {SymInt(2), SymInt(3)});
@@ -103,9 +103,13 @@ TEST(Tracer, SeveralOutputsBecomeGetitemsWhenUsed) {
   g.Output(tracer.TensorArg(idx));
   g.Lint();
   std::vector<Node*> nodes = g.nodes();
-  ASSERT_EQ(nodes.size(), 4u);  // placeholder, max, getitem (only output 1 is used), output
+  // placeholder, max, getitem and getitem_1 (made at once, in output order, as PyTorch's tracer
+  // does, though only output 1 is used), output
+  ASSERT_EQ(nodes.size(), 5u);
   EXPECT_EQ(nodes[2]->name(), "getitem");
-  EXPECT_EQ(nodes[2]->args()[1].value.to_int(), 1);
+  EXPECT_EQ(nodes[2]->args()[1].value.to_int(), 0);
+  EXPECT_EQ(nodes[3]->name(), "getitem_1");
+  EXPECT_EQ(nodes[3]->args()[1].value.to_int(), 1);
   EXPECT_EQ(nodes[1]->FindMeta("val")->kind, Argument::Kind::kTuple);
 }
 
