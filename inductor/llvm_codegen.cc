@@ -52,7 +52,7 @@ namespace {
 
 // Part of every cache key: bump it whenever the generated code changes (llvm_emit.cc,
 // llvm_math.cc, or the target options here), or stale objects would be linked from disk.
-constexpr const char* kCodegenVersion = "kiln-llvm-codegen-19";
+constexpr const char* kCodegenVersion = "kiln-llvm-codegen-20";
 
 std::string ErrText(llvm::Error e) {
   std::string s;

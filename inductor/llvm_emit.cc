@@ -526,6 +526,15 @@ class Emitter {
   llvm::Value* Intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) {
     return b_.CreateIntrinsic(id, {args[0]->getType()}, args);
   }
+  // Note [sqrt of -0]: sqrt(-0.0) is -0.0, so 1 / sqrt(-0.0) is -inf, as eager's rsqrt gives. LLVM
+  // 14's value tracking reads sqrt's result as never below zero and a quotient of two such as
+  // never below zero either, forgetting the -0.0 divisor: it folded `rsqrt(x) < -3` to false and
+  // the clamps inside tanh and exp away, so `rsqrt(x).tanh()` of -0.0 gave NaN for eager's -1 (fuzz
+  // seed 341, program 8800). copysign(sqrt(x), x) is the same value for every x (a NaN keeps its
+  // sign), and its sign comes from x, which value tracking cannot bound.
+  llvm::Value* SignedSqrt(llvm::Value* v) {
+    return Intrinsic(llvm::Intrinsic::copysign, {Intrinsic(llvm::Intrinsic::sqrt, {v}), v});
+  }
   llvm::Value* LibmCall(const char* f32_name, const char* f64_name, V x, llvm::Value* y = nullptr) {
     const char* name = x.t == DType::F32 ? f32_name : f64_name;
     llvm::Type* ty = CType(x.t);
@@ -551,14 +560,14 @@ class Emitter {
         return {b_.CreateSelect(b_.CreateICmpSLT(v, b_.getInt64(0)), b_.CreateNeg(v), v), out};
       case OpCode::kExp: return {Math().Exp(v), out};
       case OpCode::kLog: return I(llvm::Intrinsic::log);
-      case OpCode::kSqrt: return I(llvm::Intrinsic::sqrt);
+      case OpCode::kSqrt: return {SignedSqrt(v), out};
       case OpCode::kSin: return I(llvm::Intrinsic::sin);
       case OpCode::kCos: return I(llvm::Intrinsic::cos);
       case OpCode::kFloor: return f ? I(llvm::Intrinsic::floor) : x;
       case OpCode::kCeil: return f ? I(llvm::Intrinsic::ceil) : x;
       case OpCode::kRound: return f ? I(llvm::Intrinsic::roundeven) : x;  // half to even, as PyTorch
       case OpCode::kTrunc: return f ? I(llvm::Intrinsic::trunc) : x;
-      case OpCode::kRsqrt: return {b_.CreateFDiv(FConst(out, 1.0), Intrinsic(llvm::Intrinsic::sqrt, {v})), out};
+      case OpCode::kRsqrt: return {b_.CreateFDiv(FConst(out, 1.0), SignedSqrt(v)), out};
       case OpCode::kReciprocal: return {b_.CreateFDiv(FConst(out, 1.0), v), out};
       case OpCode::kSigmoid: return {Math().Sigmoid(v), out};
       case OpCode::kTanh:

@@ -28,6 +28,11 @@ thread_local bool tls_below_autograd = false;
 bool ViewsUnderNoGrad() {
   return !tls_below_autograd && TlsLocalDispatchKeySet().excluded.has(DispatchKey::Autograd);
 }
+bool SetBelowAutograd(bool below) {
+  const bool previous = tls_below_autograd;
+  tls_below_autograd = below;
+  return previous;
+}
 BelowAutogradGuard::BelowAutogradGuard() : previous_(tls_below_autograd) { tls_below_autograd = true; }
 BelowAutogradGuard::~BelowAutogradGuard() { tls_below_autograd = previous_; }
 

@@ -45,6 +45,9 @@ enum class ViewCreation : uint8_t {
 // because a kernel runs an op below autograd (BelowAutogradGuard: autograd's and make_fx's own
 // re-dispatch), so a view op's output under grad mode is kDefault.
 bool ViewsUnderNoGrad();
+// Sets whether the thread runs below autograd (as BelowAutogradGuard does for a scope; for a
+// compiled function's forward, which Python brackets); returns the previous setting.
+bool SetBelowAutograd(bool below);
 class BelowAutogradGuard {
  public:
   BelowAutogradGuard();

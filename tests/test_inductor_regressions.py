@@ -766,3 +766,24 @@ def test_max_and_min_keep_the_first_operand_on_ties_as_eager(dtype):
         got, want = compiled(fn)(x, z).double().numpy(), fn(x, z).double().numpy()
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(want, tfn(tx, tz).double().numpy())
+
+
+# --- sqrt of -0.0 is -0.0, and 1 / sqrt(-0.0) is -inf ------------------------------------------------
+# LLVM 14's value tracking took a quotient by sqrt(x) for never negative and folded the comparisons
+# after it away: `rsqrt(x).tanh()` of -0.0 gave NaN for -1 (fuzz seed 341, program 8800), and a
+# clamp or a comparison of rsqrt(-0.0) = -inf passed it through (Note [sqrt of -0] in llvm_emit.cc).
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("fn", [
+    lambda x: x.rsqrt().tanh(), lambda x: (1 / x.sqrt()).tanh(), lambda x: x.rsqrt().exp(),
+    lambda x: x.rsqrt().clamp(-5, 5), lambda x: x.rsqrt() < -3, lambda x: x.sqrt().reciprocal().sigmoid(),
+    lambda x: kiln.where(x.rsqrt() < 0, 1.0, 2.0) if isinstance(x, kiln.Tensor) else torch.where(x.rsqrt() < 0, 1.0, 2.0),
+    lambda x: x.sqrt() * 2, lambda x: (x.sqrt() / 1.5)[:3].signbit(),
+], ids=["rsqrt-tanh", "1/sqrt-tanh", "rsqrt-exp", "rsqrt-clamp", "rsqrt-lt", "recip-sigmoid", "where", "sqrt",
+        "sqrt-signbit"])
+def test_sqrt_of_negative_zero_compiles_as_eager(fn, dtype):
+    data = [-0.0, 0.0, 4.0, -1.0, float("inf"), float("nan"), 1e-30, -0.0]
+    x = kiln.tensor(data, dtype=getattr(kiln, dtype))
+    got, want = compiled(fn)(x), fn(x)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    np.testing.assert_array_equal(want.numpy(), fn(torch.tensor(data, dtype=getattr(torch, dtype))).numpy())

@@ -392,6 +392,9 @@ void InitAutogradBindings(py::module_& m) {
   });
   m.def("is_grad_enabled", [] { return GradMode::is_enabled(); });
   m.def("_set_grad_enabled", [](bool on) { GradMode::set_enabled(on); });
+  // a compiled function's forward runs under no_grad but below autograd: the views its graph
+  // makes are the compiled op's own, not views made under no_grad (Note [View creation])
+  m.def("_set_below_autograd", [](bool below) { return SetBelowAutograd(below); });
   // Autocast (tensor/autocast.h): the thread's state as (enabled, dtype); kiln.amp.autocast sets it.
   m.def("_set_autocast_state", [](bool enabled, py::object dtype) {
     if (!IsDtype(dtype.ptr())) throw TypeError("_set_autocast_state: dtype must be a kiln.dtype");

@@ -936,7 +936,10 @@ class _RaiseInBackward(kiln.autograd.Function):
     @staticmethod
     def forward(ctx, value, message, *anchors):
         ctx.message = message
-        return value.view_as(value)
+        # a view made below autograd, as the compiled op's own output: not one made under the
+        # Function's no_grad, which an in-place op of the program may not change (Note [View
+        # creation] in tensor/empty.cc; fuzz seed 341, program 5292: `v1.masked_fill_` refused)
+        return _C._inductor.reinterpret_tensor(value, tuple(value.shape), value.stride(), value.storage_offset())
 
     @staticmethod
     def backward(ctx, grad):
@@ -1199,9 +1202,14 @@ def _training_runtime(traced, compiled_fw, compiled_bw, saved_order, num_inputs,
     def run(leaves, epilogue=None):  # epilogue(): the caller's own (a synthetic base's members re-laid)
         grad_enabled = _C.is_grad_enabled()
         _C._set_grad_enabled(False)
+        # under grad mode the graph's views are the compiled op's own outputs, which the program
+        # may change in place, not views made under no_grad (Note [View creation] in
+        # tensor/empty.cc; fuzz seed 341, program 9880); under the caller's no_grad they are
+        below = _C._set_below_autograd(grad_enabled)
         try:
             results = compiled_fw(list(leaves)) if fw_boxed else compiled_fw(*leaves)
         finally:
+            _C._set_below_autograd(below)
             _C._set_grad_enabled(grad_enabled)
         outs = list(results[:n_fw])
         saved = list(results[n_fw:])
