@@ -366,6 +366,8 @@ REGRESSIONS = {
                     "and folded tanh's clamp away, NaN for eager's -1",
     "seed341-9880": "an output view of the compiled forward changed in place by the program: the view was marked as "
                     "made under no_grad (the forward's own) and the in-place op refused",
+    "seed351-3429": "a version error eager's backward raises for x1 (saved by div, changed by setitem past a graph "
+                    "break), which torch.compile's backward does not raise either: torch.compile is the reference",
 }
 
 
