@@ -102,7 +102,15 @@ ONE_ELEMENT = [
     ("mul out= a row", lambda lib, y: lib.mul(y[0, 0].expand(1), 2, out=y[0])),
     ("copy_ into a 0-d view", lambda lib, y: y[0, 0].copy_(y[0:1, 0:1])),
     ("copy_ of a view with another size-1 stride", lambda lib, y: y[0].copy_(y.as_strided((1,), (7,)))),
+    # view keeps the stride of a size-1 dim, so this is full overlap (fuzz seed 361, program 16116)
+    ("add_ of its own view", lambda lib, y: y.view(-1)[::2][:1].add_(y.view(-1)[::2][:1].view(-1))),
 ]
+
+# (view of) -> (view sizes): view carries a size-1 dim's stride over, as PyTorch's computeStride
+VIEWS = [(lambda t: t[::2][:1], (-1,)), (lambda t: t.reshape(2, 12)[:, :1], (1, -1)),
+         (lambda t: t.reshape(4, 6)[:1], (-1, 1)), (lambda t: t.reshape(2, 3, 4)[1:, :1, :], (1, 1, -1)),
+         (lambda t: t.reshape(2, 12)[:1, ::3], (-1,)), (lambda t: t.reshape(1, 24).t(), (1, -1)),
+         (lambda t: t.reshape(24, 1), (2, 12, 1)), (lambda t: t.reshape(4, 6)[1:2, 2:3], (1,))]
 
 # expand's strides for new dims of size 1 (PyTorch's: the extent inside them), on which the
 # overlap checks above depend
@@ -156,6 +164,14 @@ def test_compiled_write_into_an_expanded_input_raises_as_eager(backend):
 @pytest.mark.parametrize("name,case", ONE_ELEMENT, ids=[c[0] for c in ONE_ELEMENT])
 def test_one_element_overlap_compares_size_one_strides(name, case):
     _compare(case, lambda lib: lib.arange(3.0).view(3, 1))
+
+
+@pytest.mark.parametrize("i", range(len(VIEWS)))
+def test_view_strides_of_size_one_dims_match_torch(i):
+    make, sizes = VIEWS[i]
+    got, want = make(kiln.arange(24.0)), make(torch.arange(24.0))
+    assert got.stride() == want.stride()
+    assert got.view(*sizes).stride() == want.view(*sizes).stride()
 
 
 @pytest.mark.parametrize("shape,size", EXPANDS, ids=[f"{s}->{z}" for s, z in EXPANDS])

@@ -32,6 +32,9 @@ def _is_int_like(k):
     return hasattr(k, "__index__") and not isinstance(k, (Tensor, float))
 
 
+_INT64_MAX = 9223372036854775807
+
+
 def _slice_bound(k):
     """A slice's start or stop as slice.Tensor takes it: an int, or a SymInt kept symbolic."""
     return k if isinstance(k, _SymInt) else int(k.__index__())
@@ -344,13 +347,16 @@ class Tensor(_C.TensorBase):
                 # a symbolic bound stays one (x[:, :t] with t a size under dynamic shapes), as
                 # slice.Tensor takes SymInts: int() pinned t, so a growing prompt recompiled for
                 # every length
-                start = None if start is None else _slice_bound(start)
-                stop = None if stop is None else _slice_bound(stop)
+                whole = start is None and stop is None
+                # a bound left out is 0 or INT64_MAX, as PyTorch's indexing passes it (and its
+                # traced graphs record it): slice.Tensor(x, 0, 1, 9223372036854775807) for x[1:]
+                start = 0 if start is None else _slice_bound(start)
+                stop = _INT64_MAX if stop is None else _slice_bound(stop)
                 size = result.shape[dim]
-                whole = start is None and stop is None or \
-                    setitem and start in (None, 0) and type(size) is int and stop == size
+                whole = whole or setitem and start == 0 and type(size) is int and stop == size
                 if not (whole and step == 1):
-                    result = _op('aten::slice.Tensor')(result, dim, start, stop, step)
+                    args = (result, dim, start, stop) if step == 1 else (result, dim, start, stop, step)
+                    result = _op('aten::slice.Tensor')(*args)
                 dim += 1
             else:
                 index = _as_index_tensor(k)

@@ -2,6 +2,7 @@
 //
 // A view op only computes sizes, strides and an offset, so one function serves every backend
 // (CPU, CUDA, meta, fake) and is its own meta function. Errors name the op and the shapes.
+#include <limits>
 #include <numeric>
 
 #include "tensor/ops/common.h"
@@ -47,7 +48,17 @@ SymDimVector InferSize(const char* op, const SymList& shape, const SymInt& numel
 // Strides of `self` viewed with `new_sizes` without copying, if possible (PyTorch's rule: each
 // chunk of merged old dims must be contiguous within itself).
 std::optional<SymDimVector> ComputeViewStrides(const Tensor& self, const SymDimVector& new_sizes) {
-  if (self->is_contiguous()) return ContiguousStrides(new_sizes);
+  // A contiguous tensor's view is contiguous, except that the rule below carries the stride of a
+  // size-1 dim over (x[::2] of 2 elements has stride 2, and so has its view(-1), as in PyTorch;
+  // a stride of 1 there made `x.add_(x.view(-1))` a partial overlap). Symbolic tensors take the
+  // shortcut: its comparisons would record guards.
+  if (self->is_contiguous()) {
+    bool size_one = false;
+    for (const SymInt& n : self->sym_sizes()) size_one |= !n.is_symbolic() && n.expect_int() == 1;
+    bool symbolic = self->is_symbolic();
+    for (const SymInt& st : self->sym_strides()) symbolic |= st.is_symbolic();
+    if (!size_one || symbolic) return ContiguousStrides(new_sizes);
+  }
   // Over SymInt: on symbolic sizes the comparisons below record guards.
   const SymDimVector& old_sizes = self->sym_sizes();
   const SymDimVector& old_strides = self->sym_strides();
@@ -260,6 +271,8 @@ Tensor Slice(const Tensor& self, int64_t dim, std::optional<SymInt> start, std::
   const SymInt size = self->sym_sizes()[dim];
   auto clampi = [&](std::optional<SymInt> v, int64_t dflt_is_end) -> SymInt {
     if (!v) return dflt_is_end ? size : SymInt(0);
+    // INT64_MAX is "to the end", as Python indexing passes a left-out stop: past every size
+    if (!v->is_symbolic() && v->expect_int() == std::numeric_limits<int64_t>::max()) return size;
     if (v->is_symbolic() || size.is_symbolic()) return *v;
     int64_t x = v->expect_int(), n = size.expect_int();
     if (x < 0) x += n;
