@@ -91,7 +91,7 @@ def _pointwise_cases():
     c[aten.fmin.default] = binary(extra=[(SPECIAL, SPECIAL[::-1])])
     c[aten.hypot.default] = binary()
     c[aten.copysign.default] = binary(dtypes=PW + [I64], extra=[(SPECIAL, SPECIAL[::-1])])
-    c[aten.floor_divide.Tensor] = binary(dtypes=PW + [I64], rhs_low=1, rhs_high=4)
+    c[aten.floor_divide.default] = binary(dtypes=PW + [I64], rhs_low=1, rhs_high=4)
     c[aten.floor_divide.Scalar] = lambda: ((((make(s, d, nc=nc)), 2.5), {}) for s, d, nc in
                                           variants(dtypes=PW + [I64]))
     c[aten.xlogy.Tensor] = binary(dtypes=PW + [I64], rhs_low=0.0, rhs_high=3.0,

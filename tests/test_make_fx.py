@@ -297,22 +297,55 @@ OVERLOAD_CALLS = [
     ("std", lambda T, x: x.std()), ("var dim", lambda T, x: x.var(0, unbiased=False)),
     ("amax", lambda T, x: x.amax()), ("max all", lambda T, x: x.max()), ("max dim", lambda T, x: x.max(1)[0]),
     ("prod all", lambda T, x: x.prod()), ("argmax", lambda T, x: x.argmax()), ("any", lambda T, x: (x > 0).any()),
-    ("add scalar", lambda T, x: x + 1), ("mul tensor", lambda T, x: x * x), ("pow scalar", lambda T, x: x ** 2),
+    ("mul tensor", lambda T, x: x * x), ("pow scalar", lambda T, x: x ** 2), ("rpow", lambda T, x: 2 ** x),
     ("clamp", lambda T, x: x.clamp(min=0.5)), ("softmax", lambda T, x: x.softmax(-1)),
     ("transpose", lambda T, x: x.transpose(0, 1)), ("t", lambda T, x: x.t()), ("view", lambda T, x: x.view(-1)),
     ("reshape", lambda T, x: x.reshape(4, 3)), ("flatten", lambda T, x: x.flatten()),
     ("squeeze", lambda T, x: x.unsqueeze(0).squeeze(0)), ("getitem", lambda T, x: x[1:, 0]),
-    ("where", lambda T, x: T.where(x > 0, x, 0.0)), ("cat", lambda T, x: T.cat([x, x])),
+    ("cat", lambda T, x: T.cat([x, x])), ("remainder", lambda T, x: x % 2), ("eq", lambda T, x: x == 1),
+    ("lerp", lambda T, x: x.lerp(x, 0.5)), ("masked_fill", lambda T, x: x.masked_fill(x > 0, 1.0)),
+    ("rsub", lambda T, x: 1 - x), ("and scalar", lambda T, x: (x > 0) & True),
+    # a Python number in add, sub, mul and div binds their Tensor overload as a wrapped number,
+    # which the graph records as the number itself (PyTorch has no Python binding of add.Scalar)
+    ("add scalar", lambda T, x: x + 1), ("radd", lambda T, x: 1.5 + x), ("add alpha", lambda T, x: x.add(2, alpha=3)),
+    ("sub", lambda T, x: x - 1), ("mul", lambda T, x: x * 0.5), ("rmul", lambda T, x: 2 * x),
+    ("mul bool", lambda T, x: T.mul(x, True)), ("div", lambda T, x: x / 4), ("true_divide", lambda T, x: T.true_divide(x, 2)),
+    ("div mode", lambda T, x: x.div(2, rounding_mode="floor")), ("rdiv", lambda T, x: 2 / x),
+    ("floordiv", lambda T, x: x // 2), ("int add", lambda T, x: x.long() + 1), ("int add float", lambda T, x: x.long() + 1.5),
+    ("add_", lambda T, x: x.add_(1)), ("sub_", lambda T, x: x.sub_(2)), ("mul_", lambda T, x: x.mul_(2)),
+    ("div_", lambda T, x: x.div_(2)), ("rand", lambda T, x: True & (x > 0)),
+    # where with numbers: scalar_tensor of the result dtype, the tensor converted to it, where.self
+    ("where", lambda T, x: T.where(x > 0, x, 0.0)), ("where self", lambda T, x: T.where(x > 0, 1.0, x)),
+    ("where scalars", lambda T, x: T.where(x > 0, 1.0, 0.0)), ("where ints", lambda T, x: T.where(x > 0, 1, 0)),
+    ("where promotes", lambda T, x: T.where(x > 0, x.long(), 0.5)), ("where bool", lambda T, x: T.where(x > 0, True, x > 1)),
+    ("rfloordiv", lambda T, x: 2 // x),
+    # known differences: kiln records a composite's parts or another overload name (strict xfails)
+    ("rmod", lambda T, x: 2 % x), ("lshift", lambda T, x: x.long() << 1),
+    ("xlogy", lambda T, x: T.xlogy(x, 2)), ("copysign", lambda T, x: T.copysign(x, -1.0)),
 ]
-# Known differences (strict xfails): PyTorch binds a Python number to a Tensor parameter first
-# (`x + 1` is add.Tensor of a wrapped number, `where(c, x, 0.0)` a scalar_tensor and where.self),
-# kiln to a Scalar one.
-KNOWN_OVERLOAD_GAPS = {"add scalar", "where"}
+KNOWN_OVERLOAD_GAPS = {
+    "rmod": "kiln has no remainder.Scalar_Tensor: `2 % x` records remainder.Tensor of a wrapped number",
+    "lshift": "`x << 1` records bitwise_left_shift.Scalar; PyTorch's operator is aten.__lshift__.Scalar",
+    "xlogy": "kiln has no xlogy.Scalar_Other / Scalar_Self overloads: xlogy.Tensor of a wrapped number",
+    "copysign": "kiln has no copysign.Scalar: copysign.default of a wrapped number",
+}
+
+
+def _calls(graph, fx):
+    """(target, positional arguments) of each call, a node argument shown as "%"."""
+    def arg(a):
+        if isinstance(a, fx.Node):
+            return "%"
+        if isinstance(a, (list, tuple)):
+            return [arg(b) for b in a]
+        return a if isinstance(a, (bool, int, float)) else str(a)
+
+    return [(str(n.target), [arg(a) for a in n.args]) for n in graph.nodes if n.op == "call_function"]
 
 
 @requires_torch
 @pytest.mark.parametrize("name,fn", [
-    pytest.param(n, f, marks=pytest.mark.xfail(strict=True, reason="see KNOWN_OVERLOAD_GAPS"))
+    pytest.param(n, f, marks=pytest.mark.xfail(strict=True, reason=KNOWN_OVERLOAD_GAPS[n]))
     if n in KNOWN_OVERLOAD_GAPS else (n, f) for n, f in OVERLOAD_CALLS], ids=[c[0] for c in OVERLOAD_CALLS])
 def test_traced_overloads_match_pytorch(name, fn):
     # x.sum() is aten.sum.default in PyTorch's graphs, not sum.dim_IntList (issue 17: fidelity):
@@ -320,13 +353,14 @@ def test_traced_overloads_match_pytorch(name, fn):
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx as torch_make_fx
 
-    def ops(graph):
-        return [str(n.target) for n in graph.nodes if n.op == "call_function"]
-
     data = np.arange(12.0).reshape(3, 4) - 5
-    got = ops(make_fx(lambda x: fn(kiln, x))(kiln.tensor(data.tolist())).graph)
-    want = ops(torch_make_fx(lambda x: fn(torch, x))(torch.tensor(data)).graph)
+    gm = make_fx(lambda x: fn(kiln, x))(kiln.tensor(data.tolist()))
+    got = _calls(gm.graph, kiln.fx)
+    want = _calls(torch_make_fx(lambda x: fn(torch, x))(torch.tensor(data)).graph, torch.fx)
     assert got == want
+    # and the graph computes what eager does
+    x = kiln.tensor(data.tolist())
+    close(gm(x.clone()), fn(kiln, x.clone()))
 
 
 @requires_torch

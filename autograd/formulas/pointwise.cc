@@ -105,7 +105,7 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
   });
   d.Def("fmod.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
   // As PyTorch: recorded, but backward through floor_divide is an error.
-  for (const char* name : {"floor_divide.Tensor", "floor_divide.Scalar"})
+  for (const char* name : {"floor_divide", "floor_divide.Scalar"})
     d.Def(name, {}, [](Ctx&, Grads&) { throw Error("derivative for aten::floor_divide is not implemented"); });
   d.Def("maximum", {"self", "other"}, [](Ctx& c, Grads& g) {
     Tensor s = c.input("self"), o = c.input("other");

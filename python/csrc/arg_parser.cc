@@ -501,6 +501,27 @@ bool AllowsNumbersAsTensors(std::string name) {
   return kAllowed.count(name) > 0;
 }
 
+// Note [Numbers in arithmetic]: PyTorch gives some Scalar overloads no Python binding
+// (gen_python_functions.py's SKIP_PYTHON_BINDINGS_SIGNATURES, and the rounding-mode and
+// floor_divide ones it leaves out the same way): `x + 1` binds add.Tensor with 1 as a wrapped
+// number, and a traced graph records `add.Tensor(x, 1)`. kiln binds so while a tracer records
+// (make_fx, AOT), so its graphs are PyTorch's. Untraced, the Scalar overload computes the same
+// result without a wrapped tensor to make: `x + 1` of 8 elements takes 1.3 us so, 2.7 us through
+// add.Tensor (CPU time; tools/bench/scalar_overhead.py). A symbolic number (`x * s`, s a SymInt)
+// has no value to wrap: the Scalar overload takes it, last.
+bool Traced() {
+  const LocalDispatchKeySet& tls = TlsLocalDispatchKeySet();
+  return tls.included.has(DispatchKey::Tracing) && !tls.excluded.has(DispatchKey::Tracing);
+}
+
+bool HiddenFromPython(const Op& op) {
+  static const std::unordered_set<std::string> kHidden = {
+      "aten::add.Scalar", "aten::add_.Scalar", "aten::sub.Scalar", "aten::sub_.Scalar", "aten::mul.Scalar",
+      "aten::mul_.Scalar", "aten::div.Scalar", "aten::div_.Scalar", "aten::div.Scalar_mode",
+      "aten::div_.Scalar_mode", "aten::floor_divide.Scalar", "aten::floor_divide_.Scalar"};
+  return kHidden.count(op.name()) > 0;
+}
+
 bool RefusedByPyTorch(const std::string& name, Op* const* overloads, size_t count, PyObject* const* args,
                       Py_ssize_t nargs, PyObject* kwnames) {
   if (AllowsNumbersAsTensors(name)) return false;
@@ -543,12 +564,23 @@ PyObject* CallOverloads(const std::string& display_name, Op* const* overloads, s
       op.Call(local);
       return ReturnsToPython(op, local);
     };
+    // Traced, the overloads a Python user of PyTorch sees; the hidden ones are tried after them,
+    // as written (Note [Numbers in arithmetic]).
+    Op* const* shown = overloads;
+    size_t n_shown = count;
+    std::vector<Op*> reordered;  // shown, then hidden; only made when traced (a call's cost counts)
+    if (arithmetic && count > 1 && Traced()) {
+      for (size_t i = 0; i < count; ++i) if (!HiddenFromPython(*overloads[i])) reordered.push_back(overloads[i]);
+      n_shown = reordered.size();
+      for (size_t i = 0; i < count; ++i) if (HiddenFromPython(*overloads[i])) reordered.push_back(overloads[i]);
+      shown = reordered.data();
+    }
     for (int pass = 0; pass < 4; ++pass) {
       if (pass == 1 && arithmetic) continue;
       if (pass == 2 && RefusedByPyTorch(display_name, overloads, count, args, nargs, kwnames)) break;
       int deferred = -1;
-      for (size_t i = 0; i < count; ++i) {
-        const Op& op = *overloads[i];
+      for (size_t i = 0; i < n_shown; ++i) {
+        const Op& op = *shown[i];
         bool implicit = false;
         if (ParseArgs(op, args, nargs, kwnames, kPasses[pass], stack, &why, &implicit)) {
           if (pass != 0 || !implicit) return call(op);
@@ -557,11 +589,13 @@ PyObject* CallOverloads(const std::string& display_name, Op* const* overloads, s
         }
         if (pass == 0) reasons.push_back(why);
       }
-      if (deferred >= 0 && ParseArgs(*overloads[deferred], args, nargs, kwnames, kPasses[pass], stack, &why))
-        return call(*overloads[deferred]);
+      if (deferred >= 0 && ParseArgs(*shown[deferred], args, nargs, kwnames, kPasses[pass], stack, &why))
+        return call(*shown[deferred]);
     }
+    for (size_t i = n_shown; i < count; ++i)
+      if (ParseArgs(*shown[i], args, nargs, kwnames, Conversion::kExact, stack, &why)) return call(*shown[i]);
     std::ostringstream msg;
-    if (count == 1) {
+    if (n_shown == 1) {
       msg << display_name << "(): " << reasons[0];
       throw TypeError(msg.str());
     }
@@ -573,8 +607,8 @@ PyObject* CallOverloads(const std::string& display_name, Op* const* overloads, s
             << TypeNameOf(args[nargs + k]);
     }
     msg << "), but expected one of:";
-    for (size_t i = 0; i < count; ++i) {
-      const auto& s = overloads[i]->schema();
+    for (size_t i = 0; i < n_shown; ++i) {
+      const auto& s = shown[i]->schema();
       msg << "\n * (";
       bool kw = false;
       for (size_t j = 0; j < s.arguments.size(); ++j) {

@@ -1,6 +1,8 @@
 // python/csrc/python_tensor.cc: TensorBase: lifetime, metadata attributes, number slots, buffers.
 #include "python/csrc/python_tensor.h"
 
+#include <utility>
+
 #include "python/csrc/arg_parser.h"
 #include "python/csrc/python_autograd.h"
 #include "python/csrc/op_function.h"
@@ -272,9 +274,19 @@ PyObject* Binary(const char* name, PyObject* a, PyObject* b) {
   return r;
 }
 
+// `number + tensor` is tensor.add(number), as PyTorch's reflected Tensor.__radd__ (and __rmul__,
+// __rand__, __ror__, __rxor__): the traced graph records add.Tensor(x, 1), and the result is the
+// same, these ops being commutative.
+PyObject* Commuted(const char* name, PyObject* a, PyObject* b) {
+  if (!IsTensor(a) && IsTensor(b) && (PyLong_Check(a) || PyFloat_Check(a) || PyBool_Check(a))) std::swap(a, b);
+  return Binary(name, a, b);
+}
+
 #define KILN_NB_BINARY(FN, OP) \
   PyObject* FN(PyObject* a, PyObject* b) { return Binary(OP, a, b); }
-KILN_NB_BINARY(NbAdd, "add")
+#define KILN_NB_COMMUTED(FN, OP) \
+  PyObject* FN(PyObject* a, PyObject* b) { return Commuted(OP, a, b); }
+KILN_NB_COMMUTED(NbAdd, "add")
 // `number - tensor` is rsub(tensor, number), as PyTorch's Tensor.__rsub__: rsub.Scalar in a traced
 // graph (sub.Tensor of a number first recorded a node whose self is no tensor).
 PyObject* NbSub(PyObject* a, PyObject* b) {
@@ -284,7 +296,7 @@ PyObject* NbSub(PyObject* a, PyObject* b) {
   }
   return Binary("sub", a, b);
 }
-KILN_NB_BINARY(NbMul, "mul")
+KILN_NB_COMMUTED(NbMul, "mul")
 // `number / tensor` is `tensor.reciprocal() * number`, as PyTorch's Tensor.__rtruediv__: the same
 // rounding, and the backward saves the reciprocal, not the tensor, which may then change in
 // place (`v = 2.5 / x; x.zero_()` trains in PyTorch; kiln's div saved x and raised).
@@ -302,9 +314,9 @@ PyObject* NbTrueDiv(PyObject* a, PyObject* b) {
 KILN_NB_BINARY(NbFloorDiv, "floor_divide")
 KILN_NB_BINARY(NbRemainder, "remainder")
 KILN_NB_BINARY(NbMatmul, "matmul")
-KILN_NB_BINARY(NbAnd, "bitwise_and")
-KILN_NB_BINARY(NbOr, "bitwise_or")
-KILN_NB_BINARY(NbXor, "bitwise_xor")
+KILN_NB_COMMUTED(NbAnd, "bitwise_and")
+KILN_NB_COMMUTED(NbOr, "bitwise_or")
+KILN_NB_COMMUTED(NbXor, "bitwise_xor")
 KILN_NB_BINARY(NbLshift, "bitwise_left_shift")
 KILN_NB_BINARY(NbRshift, "bitwise_right_shift")
 KILN_NB_BINARY(NbInplaceLshift, "bitwise_left_shift_")
@@ -319,6 +331,7 @@ KILN_NB_BINARY(NbInplaceAnd, "bitwise_and_")
 KILN_NB_BINARY(NbInplaceOr, "bitwise_or_")
 KILN_NB_BINARY(NbInplaceXor, "bitwise_xor_")
 #undef KILN_NB_BINARY
+#undef KILN_NB_COMMUTED
 
 PyObject* NbPower(PyObject* a, PyObject* b, PyObject* mod) {
   if (mod != Py_None) {

@@ -537,8 +537,11 @@ Tensor PowScalarBase(const Scalar& base, const Tensor& exp) {
   return CallOp<Tensor>(KILN_OP("aten::pow.Tensor_Tensor"), WrapScalar(base, exp.device()), exp);
 }
 
+// `tensor_overload`: the functional Tensor overload's name; floor_divide's is the default
+// overload in PyTorch ("floor_divide", not "floor_divide.Tensor").
 template <int kOp>
-void DefFamily(Registry& r, const std::string& name, Variants variants = kFunctionAndMethod) {
+void DefFamily(Registry& r, const std::string& name, Variants variants = kFunctionAndMethod,
+               const std::string& tensor_overload = ".Tensor") {
   const BinarySpec& spec = kSpecs[kOp];
   std::initializer_list<Tag> tags = {Tag::pointwise, Tag::core};
   if (spec.has_alpha) {
@@ -558,7 +561,7 @@ void DefFamily(Registry& r, const std::string& name, Variants variants = kFuncti
         .template Impl<&OutAlphaTensor<kOp>>(DispatchKey::CPU);
     return;
   }
-  r.Def(name + ".Tensor(Tensor self, Tensor other) -> Tensor", tags, variants)
+  r.Def(name + tensor_overload + "(Tensor self, Tensor other) -> Tensor", tags, variants)
       .template Impl<&FunctionalTensor<kOp>>(DispatchKey::CPU).template Meta<&MetaTensor<kOp>>();
   if (spec.has_scalar) {
     r.Def(name + ".Scalar(Tensor self, Scalar other) -> Tensor", tags, variants)
@@ -642,7 +645,7 @@ void RegisterBinaryOps(Registry& r) {
   DefPlain<kAtan2>(r, "atan2");
   DefPlain<kHypot>(r, "hypot");
   DefPlain<kCopysign>(r, "copysign");
-  DefFamily<kFloorDivide>(r, "floor_divide");
+  DefFamily<kFloorDivide>(r, "floor_divide", kFunctionAndMethod, "");
   DefFamily<kXlogy>(r, "xlogy");
   DefFamily<kLshift>(r, "bitwise_left_shift");
   DefFamily<kRshift>(r, "bitwise_right_shift");

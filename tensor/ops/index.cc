@@ -884,15 +884,27 @@ Tensor WhereCPU(const Tensor& cond, const Tensor& self, const Tensor& other) {
   });
   return out;
 }
+// where with a number is PyTorch's composite (TensorCompare.cpp): the number becomes a
+// scalar_tensor of the result dtype, the tensor is converted to it, then where.self, so a traced
+// graph records those ops as PyTorch's does (and Inductor needs no lowering of its own for them).
 Tensor WhereScalarOther(const Tensor& cond, const Tensor& self, const Scalar& other) {
-  return CallOp<Tensor>(KILN_OP("aten::where.self"), cond, self, WrapScalar(other, self.device()));
+  const ScalarType dtype = ResultType(self, other);
+  Tensor other_t = ops::scalar_tensor(other, dtype, self.device());
+  return CallOp<Tensor>(KILN_OP("aten::where.self"), cond, CastTo(self, dtype), other_t);
 }
 Tensor WhereScalarSelf(const Tensor& cond, const Scalar& self, const Tensor& other) {
-  return CallOp<Tensor>(KILN_OP("aten::where.self"), cond, WrapScalar(self, other.device()), other);
+  const ScalarType dtype = ResultType(other, self);
+  Tensor self_t = ops::scalar_tensor(self, dtype, other.device());
+  return CallOp<Tensor>(KILN_OP("aten::where.self"), cond, self_t, CastTo(other, dtype));
 }
 Tensor WhereScalar(const Tensor& cond, const Scalar& self, const Scalar& other) {
-  return CallOp<Tensor>(KILN_OP("aten::where.self"), cond, WrapScalar(self, cond.device()),
-                        WrapScalar(other, cond.device()));
+  ResultTypeState state;
+  state.Update(self);
+  state.Update(other);
+  const ScalarType dtype = state.Result();
+  Tensor other_t = ops::scalar_tensor(other, dtype, cond.device());
+  Tensor self_t = ops::scalar_tensor(self, dtype, cond.device());
+  return CallOp<Tensor>(KILN_OP("aten::where.self"), cond, self_t, other_t);
 }
 
 }  // namespace

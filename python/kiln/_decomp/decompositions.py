@@ -154,7 +154,7 @@ def copysign(self, other):
     return where(aten.signbit.default(other), aten.neg.default(magnitude), magnitude)
 
 
-@register_decomposition(aten.floor_divide.Tensor)
+@register_decomposition(aten.floor_divide.default)
 def floor_divide_tensor(self, other):
     return aten.div.Tensor_mode(self, other, rounding_mode="floor")
 
@@ -264,14 +264,17 @@ def masked_fill_tensor(self, mask, value):
     return aten.where.self(mask, to_dtype(value, self.dtype), self)
 
 
+# where with numbers: the C++ composites' calls (tensor/ops/index.cc), which are PyTorch's
 @register_decomposition(aten.where.ScalarOther)
 def where_scalar_other(condition, self, other):
-    return aten.where.self(condition, self, scalar(other, self, kiln.result_type(self, other)))
+    dtype = kiln.result_type(self, other)
+    return aten.where.self(condition, to_dtype(self, dtype), scalar(other, self, dtype))
 
 
 @register_decomposition(aten.where.ScalarSelf)
 def where_scalar_self(condition, self, other):
-    return aten.where.self(condition, scalar(self, other, kiln.result_type(other, self)), other)
+    dtype = kiln.result_type(other, self)
+    return aten.where.self(condition, scalar(self, other, dtype), to_dtype(other, dtype))
 
 
 @register_decomposition(aten.where.Scalar)
@@ -283,8 +286,8 @@ def where_scalar(condition, self, other):
         dtype = kiln.int64
     else:
         dtype = kiln.bool
-    a = aten.scalar_tensor.default(self, dtype=dtype, device=condition.device)
     b = aten.scalar_tensor.default(other, dtype=dtype, device=condition.device)
+    a = aten.scalar_tensor.default(self, dtype=dtype, device=condition.device)
     return aten.where.self(condition, a, b)
 
 

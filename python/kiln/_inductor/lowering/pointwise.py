@@ -410,7 +410,7 @@ def _fmod(out, a, b):
     return pointwise("fmod", out, [a, b], lambda x, y: fmod_expr(x, y, opmath(d)))
 
 
-@register("floor_divide.Tensor", "floor_divide.Scalar")
+@register("floor_divide.default", "floor_divide.Scalar")
 def _floor_divide(out, a, b):
     check_integer_divisor("floor_divide", out, b)
     d = ir_dtype(out.dtype)
