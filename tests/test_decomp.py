@@ -2,6 +2,7 @@
 gradients through kiln.autograd), the core op set (Tag.core), completeness (every non-core
 functional op has a decomposition) and that traced decompositions bottom out in core ops."""
 
+import itertools
 import math
 
 import numpy as np
@@ -127,6 +128,12 @@ def _pointwise_cases():
     c[aten.silu.default] = unary()
     c[aten.mish.default] = unary(low=-30, high=30)
     c[aten.frac.default] = unary()
+    # ties at every decimals (2.5, 0.125, 1250 and 35 round to even), big and tiny values
+    c[aten.round.decimals] = lambda: itertools.chain(
+        (((make(s, d, low=-300, high=300, nc=nc),), {"decimals": k}) for (s, d, nc), k in
+         zip(variants(dtypes=PW), [0, 1, 2, -1, -2, 3] * 8)),
+        ((NoGrad((kiln.tensor([2.5, -0.125, 1250.0, 35.0, 1e-30, 3e30, 0.0, -0.0], dtype=d),)), {"decimals": k})
+         for d in PW for k in (0, 2, -1, -2, 1, 3)))
     c[aten.square.default] = unary(PW + [I64, BOOL])
     c[aten.isfinite.default] = unary(PW + [I64, BOOL], extra=[SPECIAL])
     c[aten.absolute.default] = unary(PW + [I64])

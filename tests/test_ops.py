@@ -80,6 +80,10 @@ OPS = [
                                                               "reciprocal", "lgamma", "digamma", "acosh"]],
     *[unary(n, dtypes=FLOAT_NAMES, low=-0.9, high=0.9) for n in ["asin", "acos", "atanh", "erfinv"]],
     *[unary(n, dtypes=NUMERIC) for n in ["neg", "abs", "sign", "floor", "ceil", "round", "trunc", "relu", "square"]],
+    *[OpInfo(f"round_decimals{k}", lambda lib, x, k=k: lib.round(x, decimals=k), dtypes=FLOAT_NAMES, low=-300, high=300)
+      for k in (0, 1, 2, -1, -2)],
+    OpInfo("round_decimals_method", lambda lib, x: x.round(decimals=1), dtypes=FLOAT_NAMES),
+    OpInfo("round_decimals_inplace", lambda lib, x: x.clone().round_(decimals=-1), dtypes=FLOAT_NAMES, low=-80, high=80),
     unary("frac", dtypes=FLOAT_NAMES), unary("tan", dtypes=["float32", "float64"], low=-1.0, high=1.0),
     OpInfo("silu", lambda lib, x: lib.nn.functional.silu(x) if lib is torch else x.silu(), dtypes=FLOAT_NAMES),
     unary("logical_not"), unary("bitwise_not", dtypes=INT_NAMES + ["bool"]),

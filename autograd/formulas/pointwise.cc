@@ -333,7 +333,7 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
     g["self"] = mul(c.grad(), CallOp<Tensor>(KILN_OP("aten::masked_fill.Scalar"), unit, zero, Scalar(int64_t(0))));
   });
   d.Def("frac", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
-  for (const char* flat : {"sign", "floor", "ceil", "round", "trunc"})
+  for (const char* flat : {"sign", "floor", "ceil", "round", "round.decimals", "trunc"})
     d.Def(flat, {}, [](Ctx& c, Grads& g) { g["self"] = ZeroGrad(c); });
 
   // --- activations (their backward kernels are ops: tensor/ops/activation_backward.cc) --------

@@ -326,6 +326,43 @@ Tensor Positive(const Tensor& self) {
   return self;
 }
 
+// round(x, decimals=d), as PyTorch's round_decimals_kernel: x * 10^d rounded half to even and
+// divided back (for d < 0, x / 10^-d rounded and multiplied back), in the opmath type.
+void RoundDecimalsInto(const Tensor& out, const Tensor& self, int64_t decimals) {
+  if (out.numel() == 0) return;
+  const bool negative = decimals < 0;
+  Tensor dst = out.dtype() == self.dtype() ? out : EmptyLike(out, self.dtype());
+  ElementwiseIter iter({dst, self});
+  KILN_DISPATCH_FLOATING(self.dtype(), decimals == 0 ? "round_vml_cpu" : "round_cpu", [&] {
+    using C = scalar_t;
+    using M = opmath_t<C>;
+    const M ten_pow = static_cast<M>(std::pow(10.0, static_cast<double>(negative ? -decimals : decimals)));
+    CpuKernel<C, C>(iter, [ten_pow, negative](C x) -> C {
+      return C(negative ? std::nearbyint(M(x) / ten_pow) * ten_pow : std::nearbyint(M(x) * ten_pow) / ten_pow);
+    });
+  });
+  if (!dst.is_same(out)) {
+    Tensor o = out;
+    ops::copy_(o, dst);
+  }
+}
+TensorMeta RoundDecimalsMeta(const Tensor& self, int64_t) { return UnaryMeta<kRound>(self); }
+Tensor RoundDecimals(const Tensor& self, int64_t decimals) {
+  Tensor out = EmptyFromMeta(RoundDecimalsMeta(self, decimals));
+  RoundDecimalsInto(out, self, decimals);
+  return out;
+}
+Tensor RoundDecimalsInplace(Tensor self, int64_t decimals) {
+  RoundDecimalsInto(self, self, decimals);
+  return self;
+}
+Tensor RoundDecimalsInplaceMeta(Tensor self, int64_t) { return self; }
+Tensor RoundDecimalsOut(const Tensor& self, int64_t decimals, Tensor out) {
+  ResizeOut("round", out, RoundDecimalsMeta(self, decimals));
+  RoundDecimalsInto(out, self, decimals);
+  return out;
+}
+
 }  // namespace
 
 void RegisterUnaryOps(Registry& r) {
@@ -333,6 +370,14 @@ void RegisterUnaryOps(Registry& r) {
   r.Def("absolute(Tensor self) -> Tensor", {}, kFunctionAndMethod).Composite<&Absolute>();
   r.Def("negative(Tensor self) -> Tensor", {}, kFunctionAndMethod).Composite<&Negative>();
   r.Def("positive(Tensor(a) self) -> Tensor(a)", {}, kFunctionAndMethod).Composite<&Positive>();
+  r.Def("round.decimals(Tensor self, *, int decimals) -> Tensor", {Tag::pointwise}, kFunctionAndMethod)
+      .Impl<&RoundDecimals>(DispatchKey::CPU).Meta<&RoundDecimalsMeta>();
+  r.Def("round_.decimals(Tensor(a!) self, *, int decimals) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
+      .Impl<&RoundDecimalsInplace>(DispatchKey::CPU)
+      .Impl<&RoundDecimalsInplaceMeta>(DispatchKey::Meta)
+      .Impl<&RoundDecimalsInplaceMeta>(DispatchKey::Fake);
+  r.Def("round.decimals_out(Tensor self, *, int decimals, Tensor(a!) out) -> Tensor(a!)", {Tag::pointwise})
+      .Impl<&RoundDecimalsOut>(DispatchKey::CPU);
 }
 
 }  // namespace kiln

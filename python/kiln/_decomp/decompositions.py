@@ -316,6 +316,16 @@ def frac(self):
     return aten.sub.Tensor(self, aten.trunc.default(self))
 
 
+@register_decomposition(aten.round.decimals)
+@pw_opmath
+def round_decimals(self, *, decimals):
+    # the eager kernel's arithmetic (tensor/ops/unary.cc, RoundDecimalsInto), in the opmath type
+    ten_pow = 10.0 ** abs(decimals)
+    if decimals < 0:
+        return aten.mul.Tensor(aten.round.default(aten.div.Tensor(self, ten_pow)), ten_pow)
+    return aten.div.Tensor(aten.round.default(aten.mul.Tensor(self, ten_pow)), ten_pow)
+
+
 @register_decomposition(aten.square.default)
 def square(self):
     x = to_dtype(self, kiln.int64) if self.dtype == kiln.bool else self  # bool squares to int64

@@ -454,6 +454,19 @@ def _copysign(out, a, b):
                      lambda x, y: ("where", signbit_expr(y, opmath(d)), ("neg", ("abs", x)), ("abs", x)))
 
 
+@register("round.decimals")
+def _round_decimals(out, x, *, decimals):
+    """Eager's arithmetic (tensor/ops/unary.cc, RoundDecimalsInto): x * 10^d rounded half to even
+    and divided back, or for d < 0 x / 10^-d rounded and multiplied back, in the opmath type."""
+    d = ir_dtype(out.dtype)
+    if not _is_float(d):
+        raise Fallback("round with decimals of integers (eager raises NotImplementedError)")
+    scale = const(10.0 ** abs(decimals), opmath(d))
+    if decimals < 0:
+        return pointwise("round", out, [x], lambda a: ("mul", ("round", ("div", a, scale)), scale))
+    return pointwise("round", out, [x], lambda a: ("div", ("round", ("mul", a, scale)), scale))
+
+
 # activations
 @register("leaky_relu.default")
 def _leaky_relu(out, x, negative_slope=0.01):
