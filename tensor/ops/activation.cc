@@ -9,6 +9,7 @@
 // input's opmath type (float for float32, as PyTorch), after subtracting the line's max.
 #include <array>
 #include <cmath>
+#include <type_traits>
 
 #include "tensor/ops/common.h"
 #include "tensor/vec_math.h"
@@ -330,7 +331,14 @@ void SoftmaxKernel(const In* x, Out* y, int64_t outer, int64_t n, int64_t inner)
       if constexpr (kLog) {
         // (x - max) - log(sum), in PyTorch's order: a row [-0.] gives +0. (x - (max + log(sum))
         // gave -0.; fuzz seed 191, program 4329)
-        const Acc log_sum = std::log(sum);
+        Acc log_sum = std::log(sum);
+        if constexpr (!std::is_same_v<In, Acc> && std::is_same_v<In, Out>) {
+          // Over the last dim PyTorch keeps a 16-bit float row's sum and its log in the input's
+          // type (serial_vec_log_softmax_lastdim_range's scalar_t arrays), rounding each: of
+          // bfloat16 [-1.75, 2, 2.625] the last is -0.435546875, not the nearer -0.4375, and a
+          // floor division by it gave -7 in PyTorch, -6 in kiln (fuzz seed 371, program 3296).
+          if (inner == 1) log_sum = static_cast<Acc>(static_cast<In>(std::log(static_cast<Acc>(static_cast<In>(sum)))));
+        }
         for (int64_t k = 0; k < n; ++k)
           dst[k * inner] = static_cast<Out>((static_cast<Acc>(src[k * inner]) - mx) - log_sum);
       } else {
