@@ -504,8 +504,8 @@ bool AllowsNumbersAsTensors(std::string name) {
 // Note [Numbers in arithmetic]: PyTorch gives some Scalar overloads no Python binding
 // (gen_python_functions.py's SKIP_PYTHON_BINDINGS_SIGNATURES, and the rounding-mode and
 // floor_divide ones it leaves out the same way): `x + 1` binds add.Tensor with 1 as a wrapped
-// number, and a traced graph records `add.Tensor(x, 1)`. kiln binds so while a tracer records
-// (make_fx, AOT), so its graphs are PyTorch's. Untraced, the Scalar overload computes the same
+// number, and a traced graph records `add.Tensor(x, 1)`. kiln does the same while a tracer
+// records (make_fx, AOT), so its graphs match PyTorch's. Untraced, the Scalar overload computes the same
 // result without a wrapped tensor to make: `x + 1` of 8 elements takes 1.3 us so, 2.7 us through
 // add.Tensor (CPU time; tools/bench/scalar_overhead.py). A symbolic number (`x * s`, s a SymInt)
 // has no value to wrap: the Scalar overload takes it, last.

@@ -51,7 +51,7 @@ std::optional<SymDimVector> ComputeViewStrides(const Tensor& self, const SymDimV
   // A contiguous tensor's view is contiguous, except that the rule below carries the stride of a
   // size-1 dim over (x[::2] of 2 elements has stride 2, and so has its view(-1), as in PyTorch;
   // a stride of 1 there made `x.add_(x.view(-1))` a partial overlap). Symbolic tensors take the
-  // shortcut: its comparisons would record guards.
+  // shortcut: the comparisons below would record guards.
   if (self->is_contiguous()) {
     bool size_one = false;
     for (const SymInt& n : self->sym_sizes()) size_one |= !n.is_symbolic() && n.expect_int() == 1;
