@@ -309,8 +309,9 @@ TensorMeta SoftmaxMeta(const Tensor& self, int64_t dim, bool half_to_float) {
   return TensorMeta{self->sym_sizes(), {}, half_to_float ? ScalarType::Float32 : self.dtype(), self.device()};
 }
 
+// `last_dim`: dim is the input's last (PyTorch's lastdim kernels; trailing sizes of 1 do not count).
 template <bool kLog, typename In, typename Out>
-void SoftmaxKernel(const In* x, Out* y, int64_t outer, int64_t n, int64_t inner) {
+void SoftmaxKernel(const In* x, Out* y, int64_t outer, int64_t n, int64_t inner, bool last_dim) {
   // float for float32 and the 16-bit floats, as PyTorch's vectorized kernels: a double sum kept
   // log(1 + 4.5e-11) = -4.5e-11 where PyTorch's float sum rounds to 1 and gives 0, so
   // log_softmax(x) < 0 disagreed (fuzz seed 301, program 17642)
@@ -337,7 +338,7 @@ void SoftmaxKernel(const In* x, Out* y, int64_t outer, int64_t n, int64_t inner)
           // type (serial_vec_log_softmax_lastdim_range's scalar_t arrays), rounding each: of
           // bfloat16 [-1.75, 2, 2.625] the last is -0.435546875, not the nearer -0.4375, and a
           // floor division by it gave -7 in PyTorch, -6 in kiln (fuzz seed 371, program 3296).
-          if (inner == 1) log_sum = static_cast<Acc>(static_cast<In>(std::log(static_cast<Acc>(static_cast<In>(sum)))));
+          if (last_dim) log_sum = static_cast<Acc>(static_cast<In>(std::log(static_cast<Acc>(static_cast<In>(sum)))));
         }
         for (int64_t k = 0; k < n; ++k)
           dst[k * inner] = static_cast<Out>((static_cast<Acc>(src[k * inner]) - mx) - log_sum);
@@ -365,8 +366,12 @@ Tensor Softmax(const Tensor& self, int64_t dim, bool half_to_float) {
   }
   KILN_DISPATCH_FLOATING(self.dtype(), kLog ? "log_softmax" : "softmax", [&] {
     using In = scalar_t;
-    if (half_to_float) SoftmaxKernel<kLog, In, float>(in.data_ptr<In>(), out.data_ptr<float>(), outer, n, inner);
-    else SoftmaxKernel<kLog, In, In>(in.data_ptr<In>(), out.data_ptr<In>(), outer, n, inner);
+    const bool last_dim = self.dim() > 0 && d == self.dim() - 1;
+    if (half_to_float) {
+      SoftmaxKernel<kLog, In, float>(in.data_ptr<In>(), out.data_ptr<float>(), outer, n, inner, last_dim);
+    } else {
+      SoftmaxKernel<kLog, In, In>(in.data_ptr<In>(), out.data_ptr<In>(), outer, n, inner, last_dim);
+    }
   });
   return out;
 }

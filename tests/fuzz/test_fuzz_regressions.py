@@ -370,6 +370,8 @@ REGRESSIONS = {
                     "break), which torch.compile's backward does not raise either: torch.compile is the reference",
     "seed361-16116": "x0.add_(x0.view(-1)) with x0 = b[::2] of one element: view gave stride 1, not 2, and the write "
                      "was refused as a partial overlap",
+    "seed371-3296": "bfloat16 x // log_softmax(x): the row's sum of exps and its log are rounded to bfloat16 in "
+                    "PyTorch's lastdim kernel; kiln's kernel and Inductor kept them in float32 and gave -6 for -7",
 }
 
 

@@ -592,11 +592,19 @@ def _softmax(out, x, dim, is_log):
                         lambda ctx, kept, r: ("exp", shifted(ctx, kept[:dim] + [r] + kept[dim:])), {"exp", "sum"}, keep)
     exp_sum.axis = dim
 
+    # bfloat16 over the last dim: the sum and its log rounded to bfloat16 as eager's kernel keeps
+    # them (Note in tensor/ops/activation.cc's SoftmaxKernel; fuzz seed 371, program 3296)
+    round_log_sum = is_log and d == "bf16" and dim == n - 1
+
     def fn(ctx, idx):
         s = ctx.reduction_value(exp_sum, idx[:dim] + [Affine(0)] + idx[dim + 1:])
         if is_log:
-            return ("sub", shifted(ctx, idx), ("log", s))
-        return ("div", ("exp", shifted(ctx, idx)), s)
+            log_sum = ("cast", ("log", ("cast", s, "bf16")), "bf16") if round_log_sum else ("log", s)
+            value = ("sub", shifted(ctx, idx), log_sum)
+        else:
+            value = ("div", ("exp", shifted(ctx, idx)), s)
+        # read inline, the result is rounded as eager's is (Note [bfloat16 rounds at every op])
+        return ("cast", value, "bf16") if d == "bf16" else value
 
     return Pointwise(out.dtype, shape, fn, ops_of(x) | {"amax", "exp", "sum", "log_softmax" if is_log else "softmax"})
 
