@@ -190,6 +190,13 @@ def _gelu(out, x, approximate="none"):
         def f(a):
             inner = ("mul", c(math.sqrt(2 / math.pi)), ("add", a, ("mul", c(0.044715), ("mul", a, ("mul", a, a)))))
             return ("mul", ("mul", c(0.5), a), ("add", c(1.0), ("tanh", inner)))
+    elif all(isinstance(n, int) and n == 1 for n in out.shape):
+        # one element: eager's scalar loop, x * 0.5 * (1 + erf(x / sqrt 2)) with libm's erf, in the
+        # opmath type (Note [gelu's two loops] in tensor/ops/activation.cc)
+        m = opmath(d)
+
+        def f(a):
+            return ("mul", ("mul", a, const(0.5, m)), ("add", const(1.0, m), ("erf", ("mul", a, const(math.sqrt(0.5), m)))))
     elif d == "f32":
         # eager's float32 kernel: 0.5 * fma(x, erf, x) with its erf (Note [Gelu's erf] in inductor/llvm_math.cc)
         def f(a):
