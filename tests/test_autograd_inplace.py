@@ -1299,3 +1299,24 @@ def test_backward_errors_of_saved_values_match_torch(case):
         np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
     else:
         assert got[1] == want[1].replace("torch", "kiln")
+
+
+@requires_torch
+@pytest.mark.parametrize("source_grad", [True, False])
+def test_index_add_source_changed_in_place(source_grad):
+    # index_add's backward reads its source (PyTorch's formula asks its dim): changed in place before
+    # backward, it raises where the source needs a gradient, and only there (fuzz seed 381, 13061)
+    def run(lib):
+        x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True).clone()
+        s = lib.tensor([2.0], requires_grad=source_grad)
+        s = s.clone() if source_grad else s
+        y = x.index_add(0, lib.tensor([1]), s)
+        s.mul_(3)
+        y.sum().backward()
+        return y
+    for lib in (torch, kiln):
+        if source_grad:
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                run(lib)
+        else:
+            assert run(lib).tolist() == [1.0, 4.0, 3.0]

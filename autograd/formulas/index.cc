@@ -84,14 +84,17 @@ void DefineIndexFormulas(DerivativeTable& d) {
     if (c.needs("self")) g["self"] = c.grad();
     if (c.needs("src")) g["src"] = ops::gather(c.grad(), c.i64("dim"), c.input("index"));
   });
-  d.Def("index_add", {"index"}, [](Ctx& c, Grads& g) {
+  // source is saved, as PyTorch's formula reads it (its dim): changed in place before a backward
+  // that needs its gradient, it raises PyTorch's version error (fuzz seed 381, program 13061)
+  d.Def("index_add", {"index", "source"}, [](Ctx& c, Grads& g) {
     if (c.needs("self")) g["self"] = c.grad();
     if (!c.needs("source")) return;
     // source has self's dims (a 0-d source only with a 0-d self), so the rows it added to are
     // exactly its gradient's shape.
-    const int64_t dim = c.dim("self") == 0 ? 0 : WrapDim(c.i64("dim"), c.dim("self"));
+    const bool scalar = c.input("source").dim() == 0;
+    const int64_t dim = scalar ? 0 : WrapDim(c.i64("dim"), c.dim("self"));
     Tensor picked = ops::index_select(c.grad(), dim, c.input("index"));
-    if (c.dim("self") == 0) picked = reshape(picked, {});
+    if (scalar) picked = reshape(picked, {});
     const Scalar alpha = c.scalar("alpha");
     g["source"] = alpha.to_double() == 1.0 && !alpha.is_bool() ? picked : mul(picked, alpha);
   });
