@@ -33,8 +33,8 @@ bool SetBelowAutograd(bool below) {
   tls_below_autograd = below;
   return previous;
 }
-BelowAutogradGuard::BelowAutogradGuard() : previous_(tls_below_autograd) { tls_below_autograd = true; }
-BelowAutogradGuard::~BelowAutogradGuard() { tls_below_autograd = previous_; }
+BelowAutogradGuard::BelowAutogradGuard() : previous_(SetBelowAutograd(true)) {}
+BelowAutogradGuard::~BelowAutogradGuard() { SetBelowAutograd(previous_); }
 
 DispatchKey BackendKey(Device device) {
   switch (device.type) {

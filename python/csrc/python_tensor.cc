@@ -260,6 +260,11 @@ PyMethodDef kMethods[] = {
 
 // --- number protocol: forwards to the ops, handling reflected operands ------------------------
 
+// A Python number (bool, int or float; PyLong covers bool) on the left of a tensor: a reflected operator.
+bool NumberBeforeTensor(PyObject* a, PyObject* b) {
+  return !IsTensor(a) && IsTensor(b) && (PyLong_Check(a) || PyFloat_Check(a));
+}
+
 PyObject* Binary(const char* name, PyObject* a, PyObject* b) {
   PyObject* args[2] = {a, b};
   PyObject* r = CallPacketByName(name, args, 2);
@@ -278,7 +283,7 @@ PyObject* Binary(const char* name, PyObject* a, PyObject* b) {
 // __rand__, __ror__, __rxor__): the traced graph records add.Tensor(x, 1), and the result is the
 // same, these ops being commutative.
 PyObject* Commuted(const char* name, PyObject* a, PyObject* b) {
-  if (!IsTensor(a) && IsTensor(b) && (PyLong_Check(a) || PyFloat_Check(a) || PyBool_Check(a))) std::swap(a, b);
+  if (NumberBeforeTensor(a, b)) std::swap(a, b);
   return Binary(name, a, b);
 }
 
@@ -290,7 +295,7 @@ KILN_NB_COMMUTED(NbAdd, "add")
 // `number - tensor` is rsub(tensor, number), as PyTorch's Tensor.__rsub__: rsub.Scalar in a traced
 // graph (sub.Tensor of a number first recorded a node whose self is no tensor).
 PyObject* NbSub(PyObject* a, PyObject* b) {
-  if (!IsTensor(a) && IsTensor(b) && (PyLong_Check(a) || PyFloat_Check(a) || PyBool_Check(a))) {
+  if (NumberBeforeTensor(a, b)) {
     PyObject* args[2] = {b, a};
     return CallPacketByName("rsub", args, 2);
   }
@@ -301,7 +306,7 @@ KILN_NB_COMMUTED(NbMul, "mul")
 // rounding, and the backward saves the reciprocal, not the tensor, which may then change in
 // place (`v = 2.5 / x; x.zero_()` trains in PyTorch; kiln's div saved x and raised).
 PyObject* NbTrueDiv(PyObject* a, PyObject* b) {
-  if (!IsTensor(a) && IsTensor(b) && (PyLong_Check(a) || PyFloat_Check(a))) {
+  if (NumberBeforeTensor(a, b)) {
     PyObject* reciprocal = CallPacketByName("reciprocal", &b, 1);
     if (!reciprocal) return nullptr;
     PyObject* args[2] = {reciprocal, a};

@@ -159,7 +159,8 @@ SymDimVector LayoutOfInputs(const SymDimVector& shape, std::initializer_list<con
   return LayoutOfOperands(shape, strides);
 }
 
-Tensor CastTo(const Tensor& t, ScalarType dtype) { return ops::to_dtype(t, dtype); }
+// t itself without a dispatch when it has the dtype already (what to.dtype would return).
+Tensor CastTo(const Tensor& t, ScalarType dtype) { return t.dtype() == dtype ? t : ops::to_dtype(t, dtype); }
 
 std::vector<bool> ReduceMask(const char* op, const std::optional<std::vector<int64_t>>& dims, int64_t ndim) {
   std::vector<bool> mask(ndim, false);
