@@ -1,13 +1,13 @@
 // inductor/llvm_codegen.cc: kernel IR -> LLVM IR -> O3 for the host -> object -> ORC LLJIT.
 //
 // Note [Kernel cache]: a compiled kernel is keyed by HashString(Serialize(kernel) + host CPU
-// name and features + codegen version + options). The in-memory map holds CompiledKernels; the
-// disk cache holds the object file (<CacheDir>/<key>.o, written to a temporary name and renamed,
-// so concurrent processes never read half a file). A disk hit skips LLVM IR generation and
-// optimisation entirely: the object is linked as is. Each object is linked into its own
-// JITDylib (which links against the main one, where process symbols resolve: libm, libmvec), so
-// the same symbol may be linked again after ClearMemoryCache. One mutex guards the JIT and the
-// maps; compiled code runs without it.
+// name and features + codegen version (a hash of inductor/'s sources and LLVM's version) +
+// options). The in-memory map holds CompiledKernels; the disk cache holds the object file
+// (<CacheDir>/<key>.o, written to a temporary name and renamed, so concurrent processes never
+// read half a file). A disk hit skips LLVM IR generation and optimisation entirely: the object
+// is linked as is. Each object is linked into its own JITDylib (which links against the main
+// one, where process symbols resolve: libm, libmvec), so the same symbol may be linked again
+// after ClearMemoryCache. One mutex guards the JIT and the maps; compiled code runs without it.
 //
 // Note [Small code model]: a JIT's default code model is the large one, where every constant's
 // address is a 64-bit immediate. In a 16-lane SiLU body that has ~15 constants and runs out of
@@ -29,8 +29,10 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "inductor/codegen_fingerprint.h"
 #include "inductor/llvm_emit.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/ExecutionEngine/JITLink/JITLinkMemoryManager.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h"
@@ -50,9 +52,10 @@
 namespace kiln::inductor {
 namespace {
 
-// Part of every cache key: bump it whenever the generated code changes (llvm_emit.cc,
-// llvm_math.cc, or the target options here), or stale objects would be linked from disk.
-constexpr const char* kCodegenVersion = "kiln-llvm-codegen-20";
+// Part of every cache key: a hash of this package's sources (the :codegen_fingerprint genrule)
+// and LLVM's version, so objects a different code generator wrote are never linked from disk.
+// (A hand-bumped version number was forgotten once: a fixed tanh kept running the old kernels.)
+constexpr const char* kCodegenVersion = "kiln-llvm-codegen " KILN_CODEGEN_FINGERPRINT " llvm " LLVM_VERSION_STRING;
 
 std::string ErrText(llvm::Error e) {
   std::string s;

@@ -180,23 +180,41 @@ llvm::Value* VectorMath::NormalCdfF32(llvm::Value* x) {
   return b_.CreateFMul(F32(0.5), b_.CreateFAdd(F32(1.0), erf));
 }
 
-// Eigen's rational approximation (clamped to +-7.905, x itself below 4e-4); a few ulp.
+// tanh for f32 computed in f64 and rounded once: eager's TanhF (tensor/vec_math.h, Note [tanhf
+// in double]) operation for operation, multiply-adds as llvm.fma, so compiled and eager tanh
+// agree bit for bit, both correctly rounded.
 llvm::Value* VectorMath::TanhF32(llvm::Value* x) {
-  auto c = [&](double v) { return F32(v); };
-  llvm::Value* hi = c(7.90531110763549805);
-  llvm::Value* xc = ClampKeepNaN(x, b_.CreateFNeg(hi), hi);
-  llvm::Value* x2 = b_.CreateFMul(xc, xc);
-  const double alpha[] = {-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
-                          1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03};
-  const double beta[] = {1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03};
-  llvm::Value* p = c(alpha[0]);
-  for (int i = 1; i < 7; ++i) p = b_.CreateFAdd(b_.CreateFMul(x2, p), c(alpha[i]));
-  p = b_.CreateFMul(xc, p);
-  llvm::Value* q = c(beta[0]);
-  for (int i = 1; i < 4; ++i) q = b_.CreateFAdd(b_.CreateFMul(x2, q), c(beta[i]));
-  llvm::Value* r = b_.CreateFDiv(p, q);
-  llvm::Value* tiny = b_.CreateFCmpOLT(Intrinsic(llvm::Intrinsic::fabs, {x}), c(0.0004));
-  return b_.CreateSelect(tiny, x, r);
+  llvm::Type* f64 = b_.getDoubleTy();
+  auto c = [&](double v) { return llvm::ConstantFP::get(f64, v); };
+  auto fma = [&](llvm::Value* a, llvm::Value* b, llvm::Value* d) { return Intrinsic(llvm::Intrinsic::fma, {a, b, d}); };
+  llvm::Value* a = Intrinsic(llvm::Intrinsic::fabs, {b_.CreateFPExt(x, f64)});
+  a = b_.CreateSelect(b_.CreateFCmpOGT(a, c(10.0)), c(10.0), a);  // NaN fails and stays NaN
+  llvm::Value* z = b_.CreateFMul(a, a);
+  llvm::Value* p = fma(fma(c(-9.64399179425052238628e-1), z, c(-9.92877231001918586564e1)), z,
+                       c(-1.61468768441708447952e3));
+  llvm::Value* q = fma(fma(b_.CreateFAdd(z, c(1.12811678491632931402e2)), z, c(2.23548839060100448583e3)), z,
+                       c(4.84406305325125486048e3));
+  llvm::Value* small = fma(b_.CreateFMul(a, z), b_.CreateFDiv(p, q), a);
+  // e^2a as ExpForTanhD: reduction by ln2, Cephes' rational e^r, 2^n from the rounding sum's bits
+  llvm::Value* y = b_.CreateFMul(c(2.0), a);
+  llvm::Value* round = c(6755399441055744.0);  // 1.5 * 2^52
+  llvm::Value* t = fma(y, c(1.4426950408889634), round);
+  llvm::Value* n = b_.CreateFSub(t, round);
+  llvm::Value* neg_n = b_.CreateFNeg(n);
+  llvm::Value* r = fma(neg_n, c(6.93145751953125e-1), y);
+  r = fma(neg_n, c(1.42860682030941723212e-6), r);
+  llvm::Value* rr = b_.CreateFMul(r, r);
+  llvm::Value* px = b_.CreateFMul(r, fma(fma(c(1.26177193074810590878e-4), rr, c(3.02994407707441961300e-2)), rr,
+                                         c(9.99999999999999999910e-1)));
+  llvm::Value* qx = fma(fma(fma(c(3.00198505138664455042e-6), rr, c(2.52448340349684104192e-3)), rr,
+                            c(2.27265548208155028766e-1)), rr, c(2.00000000000000000009e0));
+  llvm::Value* e = fma(c(2.0), b_.CreateFDiv(px, b_.CreateFSub(qx, px)), c(1.0));
+  llvm::Value* t_bits = b_.CreateBitCast(t, b_.getInt64Ty());
+  llvm::Value* scale = b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(t_bits, b_.getInt64(1023)), 52), f64);
+  llvm::Value* exp2a = b_.CreateFMul(e, scale);
+  llvm::Value* large = b_.CreateFSub(c(1.0), b_.CreateFDiv(c(2.0), b_.CreateFAdd(exp2a, c(1.0))));
+  llvm::Value* rounded = b_.CreateFPTrunc(b_.CreateSelect(b_.CreateFCmpOLT(a, c(0.625)), small, large), b_.getFloatTy());
+  return Intrinsic(llvm::Intrinsic::copysign, {rounded, x});
 }
 
 

@@ -58,9 +58,10 @@ template <typename M, typename C = M>
         else return x * NormalCdf(x);
       case kGeluLibmErf:  // PyTorch's scalar loop: libm's erf (Note [gelu's two loops])
         return x * M(0.5) * (M(1) + std::erf(x * M(M_SQRT1_2)));
-      case kGeluTanh: {
+      case kGeluTanh: {  // PyTorch's order: x^3 first, its multiply-add fused (as its build does)
         const M k = M(M_2_SQRTPI * M_SQRT1_2);  // sqrt(2 / pi)
-        return M(0.5) * x * (M(1) + Tanh(k * (x + M(0.044715) * x * x * x)));
+        const M x_cube = x * x * x;
+        return M(0.5) * x * (M(1) + Tanh(k * std::fma(M(0.044715), x_cube, x)));
       }
       case kLeakyRelu: return x > M(0) ? x : x * M(p.a);
       case kHardtanh: {  // clamp(x, min, max): max wins when min > max, as in PyTorch

@@ -376,6 +376,9 @@ REGRESSIONS = {
                     "PyTorch's scalar loop, libm's erf, where 1 + erf cancels",
     "seed381-13061": "x0.index_add(0, i, x0) then x0.pow_(2): PyTorch's backward raises the version error of the saved "
                      "source, kiln saved none and went on",
+    "seed391-2408": "trunc(tanh(v) / leaky_relu(tanh(v), 0.1)): kiln's float tanh was up to 1.26 ulp off and differed "
+                    "from PyTorch's by an ulp on 12% of inputs in [-1, 1], which the quotient's trunc made 10 for 9; "
+                    "tanhf is now computed in double and correctly rounded (Note [tanhf in double])",
 }
 
 

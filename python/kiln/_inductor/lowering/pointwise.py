@@ -188,7 +188,8 @@ def _gelu(out, x, approximate="none"):
     c = lambda v: ("const", v, d)  # noqa: E731
     if approximate == "tanh":
         def f(a):
-            inner = ("mul", c(math.sqrt(2 / math.pi)), ("add", a, ("mul", c(0.044715), ("mul", a, ("mul", a, a)))))
+            # eager's order (x^3 first); eager fuses the multiply-add, which this IR cannot say
+            inner = ("mul", c(math.sqrt(2 / math.pi)), ("add", a, ("mul", c(0.044715), ("mul", ("mul", a, a), a))))
             return ("mul", ("mul", c(0.5), a), ("add", c(1.0), ("tanh", inner)))
     elif all(isinstance(n, int) and n == 1 for n in out.shape):
         # one element: eager's scalar loop, x * 0.5 * (1 + erf(x / sqrt 2)) with libm's erf, in the
