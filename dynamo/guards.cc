@@ -292,15 +292,23 @@ std::string KeySetRepr(DispatchKeySet keys) {
 }
 
 // One dimension's size: exact, or the shape symbol with index `symbol` (bound at check time).
+// An expected size or stride: exact (symbol < 0) or a symbol's index in the root's table.
 struct DimSize {
   int64_t value = 0;
   int symbol = -1;
 };
 
+// An expected stride: a DimSize, or derived from the actual sizes and strides.
+struct DimStride {
+  enum class Kind { kExact, kContiguous, kStrideTimesSize } kind = Kind::kExact;
+  DimSize exact;    // kExact
+  int of_dim = -1;  // kStrideTimesSize
+};
+
 class TensorMatchGuard : public LeafGuard {
  public:
   TensorMatchGuard(std::string text, const std::string& origin, PyObject* type, const Tensor& example,
-                   std::vector<DimSize> sizes, std::vector<std::optional<int64_t>> strides, const RootGuardManager* root)
+                   std::vector<DimSize> sizes, std::vector<DimStride> strides, const RootGuardManager* root)
       : LeafGuard(std::move(text), origin),
         type_(type),
         dtype_(example.dtype()),
@@ -327,39 +335,55 @@ class TensorMatchGuard : public LeafGuard {
     if (!(impl.keys() == keys_)) return Fail(state, "dispatch keys are " + KeySetRepr(impl.keys()));
     const size_t ndim = sizes_.size();
     if (impl.dim() != static_cast<int64_t>(ndim)) return Fail(state, "dim is " + std::to_string(impl.dim()));
-    const SymDimVector& sizes = impl.sym_sizes();
-    const SymDimVector& strides = impl.sym_strides();
+    const SymDimVector& sym_sizes = impl.sym_sizes();
+    const SymDimVector& sym_strides = impl.sym_strides();
+    std::vector<int64_t> sizes(ndim), strides(ndim);
     for (size_t d = 0; d < ndim; ++d) {
-      std::optional<int64_t> size = sizes[d].maybe_as_int();
+      std::optional<int64_t> size = sym_sizes[d].maybe_as_int(), stride = sym_strides[d].maybe_as_int();
       if (!size) return Fail(state, "size " + std::to_string(d) + " is symbolic");
-      const DimSize& want = sizes_[d];
-      if (want.symbol < 0) {
-        if (*size != want.value)
-          return Fail(state, "size mismatch at index " + std::to_string(d) + ": expected " + std::to_string(want.value) +
-                                 ", actual " + std::to_string(*size));
-      } else if (state.symbol_bound[want.symbol]) {
-        if (state.symbol_values[want.symbol] != *size)
-          return Fail(state, "size " + std::to_string(d) + " is " + std::to_string(*size) + ", but " +
-                                 root_->symbols()[want.symbol] + " = " +
-                                 std::to_string(state.symbol_values[want.symbol]) + " from an earlier guard");
-      } else {
-        state.symbol_bound[want.symbol] = true;
-        state.symbol_values[want.symbol] = *size;
-      }
+      if (!stride) return Fail(state, "stride " + std::to_string(d) + " is symbolic");
+      sizes[d] = *size;
+      strides[d] = *stride;
     }
+    for (size_t d = 0; d < ndim; ++d)
+      if (!Match(sizes_[d], sizes[d], "size", d, state)) return false;
     int64_t contiguous = 1;
     for (size_t i = ndim; i-- > 0;) {
-      std::optional<int64_t> stride = strides[i].maybe_as_int();
-      int64_t want = strides_[i] ? *strides_[i] : contiguous;
-      if (!stride || *stride != want)
-        return Fail(state, "stride mismatch at index " + std::to_string(i) + ": expected " + std::to_string(want) +
-                               ", actual " + (stride ? std::to_string(*stride) : strides[i].str()));
-      contiguous *= *sizes[i].maybe_as_int();
+      const DimStride& want = strides_[i];
+      if (want.kind == DimStride::Kind::kExact) {
+        if (!Match(want.exact, strides[i], "stride", i, state)) return false;
+      } else {
+        const int64_t expected = want.kind == DimStride::Kind::kContiguous
+                                     ? contiguous
+                                     : strides[want.of_dim] * sizes[want.of_dim];
+        if (strides[i] != expected)
+          return Fail(state, "stride mismatch at index " + std::to_string(i) + ": expected " + std::to_string(expected) +
+                                 ", actual " + std::to_string(strides[i]));
+      }
+      contiguous *= sizes[i];
     }
     return true;
   }
 
  private:
+  // An exact value must be equal; a symbol binds to the value, or must equal its earlier binding.
+  bool Match(const DimSize& want, int64_t actual, const char* what, size_t d, CheckState& state) const {
+    const std::string at = std::string(what) + " mismatch at index " + std::to_string(d);
+    if (want.symbol < 0) {
+      if (actual != want.value)
+        return Fail(state, at + ": expected " + std::to_string(want.value) + ", actual " + std::to_string(actual));
+    } else if (state.symbol_bound[want.symbol]) {
+      if (state.symbol_values[want.symbol] != actual)
+        return Fail(state, std::string(what) + " " + std::to_string(d) + " is " + std::to_string(actual) + ", but " +
+                               root_->symbols()[want.symbol] + " = " + std::to_string(state.symbol_values[want.symbol]) +
+                               " from an earlier guard");
+    } else {
+      state.symbol_bound[want.symbol] = true;
+      state.symbol_values[want.symbol] = actual;
+    }
+    return true;
+  }
+
   static bool Fail(CheckState& state, const std::string& why) {
     if (state.detail) *state.detail = why;
     return false;
@@ -370,7 +394,7 @@ class TensorMatchGuard : public LeafGuard {
   DispatchKeySet keys_;
   bool requires_grad_;
   std::vector<DimSize> sizes_;
-  std::vector<std::optional<int64_t>> strides_;
+  std::vector<DimStride> strides_;
   const RootGuardManager* root_;
 };
 
@@ -537,36 +561,57 @@ void GuardManager::AddDictKeysGuard(PyObject* keys, const std::string& origin) {
 }
 
 void GuardManager::AddTensorMatchGuard(PyObject* example, const std::vector<SizeSpec>& sizes,
-                                       const std::vector<std::optional<int64_t>>& strides,
-                                       const std::string& origin) {
+                                       const std::vector<StrideSpec>& strides, const std::string& origin) {
   const Tensor* t = g_tensor_unwrapper ? g_tensor_unwrapper(example) : nullptr;
   KILN_CHECK_TYPE(t && t->defined(), "add_tensor_match_guard: expected a tensor example, got ", TypeName(example));
   KILN_CHECK_VALUE(static_cast<int64_t>(sizes.size()) == t->dim() && static_cast<int64_t>(strides.size()) == t->dim(),
                    "add_tensor_match_guard: the example has ", t->dim(), " dims, but ", sizes.size(), " sizes and ",
                    strides.size(), " strides were given");
-  std::vector<DimSize> dims;
-  std::string size_text, stride_text;
-  for (const SizeSpec& s : sizes) {
+  auto exact_or_symbol = [&](const SizeSpec& s, std::string* text) {
     DimSize d;
+    *text += text->empty() ? "" : ", ";
     if (const auto* v = std::get_if<int64_t>(&s)) {
       d.value = *v;
-      size_text += (size_text.empty() ? "" : ", ") + std::to_string(*v);
+      *text += std::to_string(*v);
     } else {
       const std::string& name = std::get<std::string>(s);
       KILN_CHECK_VALUE(!name.empty(), "add_tensor_match_guard: a symbol name must not be empty");
       d.symbol = root_->SymbolIndex(name);
-      size_text += (size_text.empty() ? "" : ", ") + name;
+      *text += name;
     }
-    dims.push_back(d);
+    return d;
+  };
+  std::vector<DimSize> dims;
+  std::vector<DimStride> dim_strides;
+  std::string size_text, stride_text;
+  for (const SizeSpec& s : sizes) dims.push_back(exact_or_symbol(s, &size_text));
+  for (const StrideSpec& s : strides) {
+    DimStride d;
+    if (std::holds_alternative<ContiguousStride>(s)) {
+      d.kind = DimStride::Kind::kContiguous;
+      stride_text += std::string(stride_text.empty() ? "" : ", ") + "None";
+    } else if (const auto* of = std::get_if<StrideTimesSize>(&s)) {
+      KILN_CHECK_VALUE(of->dim >= 0 && of->dim < t->dim() && of->dim != static_cast<int>(dim_strides.size()),
+                       "add_tensor_match_guard: stride ", dim_strides.size(), " derives from dim ", of->dim,
+                       ", which is not another dim of the ", t->dim(), "-dim example");
+      d.kind = DimStride::Kind::kStrideTimesSize;
+      d.of_dim = of->dim;
+      const std::string j = std::to_string(of->dim);
+      stride_text += std::string(stride_text.empty() ? "" : ", ") + "stride[" + j + "]*size[" + j + "]";
+    } else {
+      d.exact = exact_or_symbol(std::holds_alternative<int64_t>(s) ? SizeSpec(std::get<int64_t>(s))
+                                                                   : SizeSpec(std::get<std::string>(s)),
+                                &stride_text);
+    }
+    dim_strides.push_back(d);
   }
-  for (const auto& s : strides) stride_text += (stride_text.empty() ? "" : ", ") + (s ? std::to_string(*s) : "None");
   const TensorImpl& impl = *t->impl();
   std::string text = "TENSOR_MATCH: check_tensor(" + source_ + ", " + TypeName(example) + ", " +
                      KeySetRepr(impl.keys()) + ", kiln." + ScalarTypeName(impl.dtype()) + ", device=" +
                      impl.device().str() + ", requires_grad=" + (impl.requires_grad() ? "True" : "False") +
                      ", size=[" + size_text + "], stride=[" + stride_text + "])";
   AddLeaf(std::make_unique<TensorMatchGuard>(std::move(text), origin, reinterpret_cast<PyObject*>(Py_TYPE(example)),
-                                             *t, std::move(dims), strides, root_));
+                                             *t, std::move(dims), std::move(dim_strides), root_));
 }
 
 void GuardManager::AddLambdaGuard(PyObject* fn, const std::string& origin) {

@@ -108,12 +108,19 @@ class GuardManager {
   void AddEqualsMatchGuard(PyObject* value, const std::string& origin);  // same type and ==
   void AddLengthCheckGuard(Py_ssize_t n, const std::string& origin);   // len(v) == n
   void AddDictKeysGuard(PyObject* keys, const std::string& origin);    // v is a dict; same keys, same order
-  // A size is exact (int) or a symbol name (binds that symbol); a stride is exact or nullopt (the
-  // contiguous stride of the actual sizes). Also checks: type identical to example's, dtype,
-  // device, requires_grad, dispatch key set, dim.
+  // A size is exact (int) or a symbol name (binds that symbol, or compares with its binding). A
+  // stride is exact, a symbol name (as a size), ContiguousStride (the contiguous stride of the
+  // actual sizes), or StrideTimesSize{j} (dim j's actual stride times its size: how a symbolic
+  // layout writes a dense permuted tensor's strides). Also checks: type identical to example's,
+  // dtype, device, requires_grad, dispatch key set, dim.
   using SizeSpec = std::variant<int64_t, std::string>;
+  struct ContiguousStride {};
+  struct StrideTimesSize {
+    int dim;
+  };
+  using StrideSpec = std::variant<int64_t, std::string, ContiguousStride, StrideTimesSize>;
   void AddTensorMatchGuard(PyObject* example, const std::vector<SizeSpec>& sizes,
-                           const std::vector<std::optional<int64_t>>& strides, const std::string& origin);
+                           const std::vector<StrideSpec>& strides, const std::string& origin);
   void AddLambdaGuard(PyObject* fn, const std::string& origin);  // bool(fn(v))
 
   const std::string& source() const { return source_; }

@@ -35,6 +35,8 @@ Tensor Strided(DimVector sizes, DimVector strides) {
   return EmptyTensor(s, ScalarType::Float32, Device(DeviceType::CPU), st);
 }
 
+constexpr GuardManager::ContiguousStride kContiguous{};
+
 // An owned reference, released at scope end.
 struct Ref {
   PyObject* p;
@@ -229,7 +231,7 @@ TEST_F(GuardsTest, TensorMatchSymbolicSizesAndContiguousStrides) {
   Ref example(Wrap(Cpu({4, 3})));
   // x: [s0, 3] with the contiguous strides of its actual sizes; y: [s0] (the same symbol).
   root.DictGetItemManager(Ref(PyUnicode_FromString("x")), "L['x']")
-      ->AddTensorMatchGuard(example, {std::string("s0"), int64_t{3}}, {std::nullopt, std::nullopt}, "x");
+      ->AddTensorMatchGuard(example, {std::string("s0"), int64_t{3}}, {kContiguous, kContiguous}, "x");
   Ref y_example(Wrap(Cpu({4})));
   root.DictGetItemManager(Ref(PyUnicode_FromString("y")), "L['y']")
       ->AddTensorMatchGuard(y_example, {std::string("s0")}, {int64_t{1}}, "y");
@@ -249,6 +251,49 @@ TEST_F(GuardsTest, TensorMatchSymbolicSizesAndContiguousStrides) {
             std::string::npos);
 }
 
+TEST_F(GuardsTest, TensorMatchSymbolicAndDerivedStrides) {
+  RootGuardManager root(globals_);
+  // x: idx[:, -16:] of a growing idx, [2, s0] with strides [s1, 1]; y: a transposed [s0, s2]
+  // whose outer stride is its dim 0's stride times its size.
+  Ref x_example(Wrap(Strided({2, 16}, {17, 1})));
+  root.DictGetItemManager(Ref(PyUnicode_FromString("x")), "L['x']")
+      ->AddTensorMatchGuard(x_example, {int64_t{2}, std::string("s0")}, {std::string("s1"), int64_t{1}}, "x");
+  Ref y_example(Wrap(Strided({16, 3}, {1, 16})));
+  root.DictGetItemManager(Ref(PyUnicode_FromString("y")), "L['y']")
+      ->AddTensorMatchGuard(y_example, {std::string("s0"), std::string("s2")},
+                            {int64_t{1}, GuardManager::StrideTimesSize{0}}, "y");
+  auto locals = [&](Tensor x, Tensor y) {
+    PyObject* d = TensorLocals(std::move(x));
+    PyDict_SetItemString(d, "y", Ref(Wrap(std::move(y))));
+    return d;
+  };
+  EXPECT_TRUE(root.Check(Ref(locals(Strided({2, 16}, {17, 1}), Strided({16, 3}, {1, 16})))));
+  EXPECT_TRUE(root.Check(Ref(locals(Strided({2, 16}, {40, 1}), Strided({16, 5}, {1, 16})))));
+  EXPECT_TRUE(root.Check(Ref(locals(Strided({2, 9}, {9, 1}), Strided({9, 5}, {1, 9})))));
+  EXPECT_EQ(Why(root, Ref(locals(Strided({2, 16}, {17, 1}), Strided({16, 3}, {1, 17})))),
+            "TENSOR_MATCH: check_tensor(L['y'], PyCapsule, DispatchKeySet(CPU), kiln.float32, device=cpu, "
+            "requires_grad=False, size=[s0, s2], stride=[1, stride[0]*size[0]]) -- stride mismatch at index 1: "
+            "expected 16, actual 17  # y");
+  EXPECT_NE(Why(root, Ref(locals(Strided({2, 16}, {17, 2}), Strided({16, 3}, {1, 16})))).find(
+                "stride mismatch at index 1: expected 1, actual 2"),
+            std::string::npos);
+  EXPECT_NE(Why(root, Ref(locals(Strided({2, 16}, {17, 1}), Strided({9, 3}, {1, 9})))).find(
+                "size 0 is 9, but s0 = 16 from an earlier guard"),
+            std::string::npos);
+}
+
+TEST_F(GuardsTest, TensorMatchRefusesAStrideDerivedFromItself) {
+  RootGuardManager root(globals_);
+  Ref example(Wrap(Cpu({4, 3})));
+  GuardManager* x = root.DictGetItemManager(Ref(PyUnicode_FromString("x")), "L['x']");
+  EXPECT_THROW(x->AddTensorMatchGuard(example, {int64_t{4}, int64_t{3}}, {GuardManager::StrideTimesSize{0}, int64_t{1}},
+                                      "x"),
+               ValueError);
+  EXPECT_THROW(x->AddTensorMatchGuard(example, {int64_t{4}, int64_t{3}}, {GuardManager::StrideTimesSize{2}, int64_t{1}},
+                                      "x"),
+               ValueError);
+}
+
 TEST_F(GuardsTest, ShapeEnvGuardsRunOverBoundSymbols) {
   auto env = fx::ShapeEnv::Create();
   SymInt s0 = env->CreateSymbol(8, "L['x'].size()[0]");
@@ -258,7 +303,7 @@ TEST_F(GuardsTest, ShapeEnvGuardsRunOverBoundSymbols) {
   RootGuardManager root(globals_);
   Ref example(Wrap(Cpu({8})));
   root.DictGetItemManager(Ref(PyUnicode_FromString("x")), "L['x']")
-      ->AddTensorMatchGuard(example, {std::string("s0")}, {std::nullopt}, "x");
+      ->AddTensorMatchGuard(example, {std::string("s0")}, {kContiguous}, "x");
   root.SetShapeEnv(env, "shape env");
   auto check = [&](int64_t n) { return root.Check(Ref(TensorLocals(Cpu({n})))); };
   EXPECT_TRUE(check(8));
@@ -289,7 +334,7 @@ TEST_F(GuardsTest, PrintsTheTreeTorchStyle) {
   root.AddGlobalStateGuard("");
   GuardManager* x = root.DictGetItemManager(Ref(PyUnicode_FromString("x")), "L['x']");
   Ref example(Wrap(Cpu({4, 3})));
-  x->AddTensorMatchGuard(example, {std::string("s0"), int64_t{3}}, {std::nullopt, int64_t{1}}, "x (from f.py:2)");
+  x->AddTensorMatchGuard(example, {std::string("s0"), int64_t{3}}, {kContiguous, int64_t{1}}, "x (from f.py:2)");
   GuardManager* b = root.DictGetItemManager(Ref(PyUnicode_FromString("b")), "L['b']");
   b->AddTypeMatchGuard(Ref(Eval("Box")), "");
   b->GetAttrManager(Ref(PyUnicode_FromString("w")), "L['b'].w")->AddLengthCheckGuard(2, "");

@@ -137,6 +137,11 @@ void TensorImpl::RefreshCachedLayout() {
     if (!v) { numel_ = -1; break; }
     numel_ *= *v;
   }
+  // A symbolic stride with concrete sizes (a view's outer stride under automatic dynamic
+  // shapes, idx[:, -16:] of a growing idx) makes the layout symbolic too: code that reads
+  // concrete strides asks is_symbolic() first.
+  for (const auto& s : strides_)
+    if (s.is_symbolic()) numel_ = -1;
   if (numel_ < 0) {
     // Symbolic: contiguous when the strides are exactly the row-major ones (structurally).
     SymDimVector expect = ContiguousStrides(sizes_);

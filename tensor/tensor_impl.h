@@ -6,7 +6,8 @@
 // Meta and fake tensors have a data-less Storage (a byte size, no memory; Note [Data-less
 // storages] in storage.h); a fake tensor has the Fake key and pretends to be on device().
 // Invariants: sizes_.size() == strides_.size(); numel_ caches the product of concrete sizes
-// (-1 when some size is symbolic); is_contiguous_ caches the row-major contiguity test.
+// (-1 when some size or stride is symbolic: is_symbolic()); is_contiguous_ caches the row-major
+// contiguity test.
 #pragma once
 
 #include <atomic>

@@ -665,6 +665,58 @@ def test_automatic_dynamic_shapes():
     assert cnt.frame_count == 4
 
 
+def _strided_program(idx, w):
+    h = (idx * w).cumsum(1)
+    return h.softmax(-1), idx.t().contiguous(), h[:, :2].reshape(-1), idx.stride(0) * h.sum(1)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_automatic_dynamic_strides(backend):
+    # nanoGPT's generate: idx[:, -block:] of a growing idx has a new outer stride each call. As in
+    # PyTorch, a stride that changed between compiles becomes a symbol; kiln recompiled for every
+    # stride until the cache limit (8 graphs of nanoGPT's sampling loop where PyTorch has 4)
+    from kiln._dynamo.testing import CompileCounterWithBackend
+
+    cnt = CompileCounterWithBackend(backend)
+    cf = kiln.compile(_strided_program, backend=cnt)
+    w = kiln.tensor(np.linspace(-1, 1, 5), dtype=kiln.float64, requires_grad=True)
+    rng = np.random.default_rng(0)
+    idx = kiln.tensor(rng.standard_normal((3, 5)), dtype=kiln.float64)
+    for _ in range(8):
+        crop = idx[:, -5:]
+        want, got = _strided_program(crop, w), cf(crop, w)
+        same(got, want)
+        (g_want,) = kiln.autograd.grad(sum(o.sin().sum() for o in want), w)
+        (g_got,) = kiln.autograd.grad(sum(o.sin().sum() for o in got), w)
+        same(g_got, g_want)
+        idx = kiln.cat([idx, kiln.tensor(rng.standard_normal((3, 1)), dtype=kiln.float64)], 1)
+    # static (3, 5) contiguous; then strides (6, 1), (7, 1), ...: one graph with a stride symbol
+    assert cnt.frame_count == 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_dynamic_true_takes_non_contiguous_inputs_symbolically(backend):
+    # dynamic=True gave a non-contiguous input static sizes and strides: a compile per size
+    from kiln._dynamo.testing import CompileCounterWithBackend
+
+    cnt = CompileCounterWithBackend(backend)
+
+    def f(x, y):
+        return (x * 2).sum(0) + y.mean(1), x.contiguous().view(-1)[:3]
+
+    cf = kiln.compile(f, backend=cnt, dynamic=True)
+    rng = np.random.default_rng(1)
+    for n, m in [(3, 4), (5, 6), (4, 7)]:
+        base = kiln.tensor(rng.standard_normal((m, 2 * n + 1)), requires_grad=True)
+        x, y = base.t()[:, :m], base[:, 1::2]  # x transposed; y every other column
+        want, got = f(x, y), cf(x, y)
+        same(got, want)
+        (g_want,) = kiln.autograd.grad(want[0].sum() + want[1].sum(), base)
+        (g_got,) = kiln.autograd.grad(got[0].sum() + got[1].sum(), base)
+        same(g_got, g_want)
+    assert cnt.frame_count == 1
+
+
 # Note [Symbolic layouts checked at the hints] (kiln/_dynamo/symbolic_layouts.py): programs whose
 # results are laid out after a transposed intermediate. Over symbolic sizes the C++ meta functions
 # called `x.t() + 1` row-major, so `.contiguous()` of it was dropped and returned an alias of a

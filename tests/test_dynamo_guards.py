@@ -155,6 +155,21 @@ def test_tree_printer():
     )
 
 
+def test_symbolic_and_derived_strides():
+    # idx[:, -16:] of a growing idx: [2, s0] with strides [s1, 1]; w: a transposed [s0, s2] whose
+    # outer stride is its dim 0's stride times its size
+    root = G.RootGuardManager(globals())
+    root.dict_getitem_manager("x", "L['x']").add_tensor_match_guard(kiln.zeros(2, 17)[:, 1:], [2, "s0"], ["s1", 1], "")
+    root.dict_getitem_manager("w", "L['w']").add_tensor_match_guard(
+        kiln.zeros(3, 16).t(), ["s0", "s2"], [1, ("stride*size", 0)], "")
+    assert "size=[s0, s2], stride=[1, stride[0]*size[0]])" in str(root)
+    assert root({"x": kiln.zeros(2, 17)[:, 1:], "w": kiln.zeros(3, 16).t()})
+    assert root({"x": kiln.zeros(2, 30)[:, 21:], "w": kiln.zeros(5, 9).t()})
+    assert not root({"x": kiln.zeros(2, 30)[:, 21:], "w": kiln.zeros(5, 8).t()})  # s0 is 9 and 8
+    assert not root({"x": kiln.zeros(2, 17)[:, 1:], "w": kiln.zeros(16, 3)})  # w not transposed
+    assert not root({"x": kiln.zeros(2, 34)[:, 1::2], "w": kiln.zeros(3, 16).t()})  # x's inner stride 2
+
+
 def test_children_keep_the_root_alive():
     root = G.RootGuardManager(globals())
     child = root.dict_getitem_manager("x", "L['x']")
@@ -194,7 +209,13 @@ def test_bad_arguments_raise_typed_errors():
     with pytest.raises(TypeError):
         root.add_tensor_match_guard(x, [2, 2.0], [2, 1], "")
     with pytest.raises(TypeError):
-        root.add_tensor_match_guard(x, [2, 2], ["2", 1], "")
+        root.add_tensor_match_guard(x, [2, 2], [2.0, 1], "")
+    with pytest.raises(TypeError):
+        root.add_tensor_match_guard(x, [2, 2], [("stride*size",), 1], "")
+    with pytest.raises(ValueError):  # a stride derived from itself
+        root.add_tensor_match_guard(x, [2, 2], [("stride*size", 0), 1], "")
+    with pytest.raises(ValueError):
+        root.add_tensor_match_guard(x, [2, 2], [("stride*size", 2), 1], "")
     with pytest.raises(TypeError):
         root.set_shape_env(object(), "")
 

@@ -100,20 +100,30 @@ void InitGuardBindings(py::module_& dynamo_module) {
                                         TypeName(s)));
                }
              }
-             std::vector<std::optional<int64_t>> stride_specs;
+             std::vector<GuardManager::StrideSpec> stride_specs;
              for (py::handle s : strides) {
                if (s.is_none()) {
-                 stride_specs.emplace_back(std::nullopt);
+                 stride_specs.emplace_back(GuardManager::ContiguousStride{});
                } else if (PyLong_Check(s.ptr())) {
                  stride_specs.emplace_back(static_cast<int64_t>(IntArg(s, "a stride")));
+               } else if (PyUnicode_Check(s.ptr())) {
+                 stride_specs.emplace_back(s.cast<std::string>());
+               } else if (PyTuple_Check(s.ptr()) && PyTuple_GET_SIZE(s.ptr()) == 2 &&
+                          PyUnicode_Check(PyTuple_GET_ITEM(s.ptr(), 0)) &&
+                          py::cast<std::string>(PyTuple_GET_ITEM(s.ptr(), 0)) == "stride*size" &&
+                          PyLong_Check(PyTuple_GET_ITEM(s.ptr(), 1))) {
+                 stride_specs.emplace_back(GuardManager::StrideTimesSize{
+                     static_cast<int>(IntArg(PyTuple_GET_ITEM(s.ptr(), 1), "a stride's dim"))});
                } else {
-                 throw TypeError(StrCat("add_tensor_match_guard: a stride must be an int or None, got ", TypeName(s)));
+                 throw TypeError(StrCat("add_tensor_match_guard: a stride must be an int, a symbol name (str), None "
+                                        "(contiguous) or ('stride*size', dim), got ", py::repr(s).cast<std::string>()));
                }
              }
              g.AddTensorMatchGuard(example.ptr(), size_specs, stride_specs, origin);
            },
            py::arg("example"), py::arg("sizes"), py::arg("strides"), py::arg("origin"),
-           "sizes: int (exact) or str (a symbol, bound at check time); strides: int (exact) or None (contiguous).")
+           "sizes: int (exact) or str (a symbol, bound at check time); strides: int, str, None (the contiguous "
+           "stride) or ('stride*size', j) (dim j's stride times its size).")
       .def("add_lambda_guard",
            [](GuardManager& g, py::handle fn, const std::string& origin) { g.AddLambdaGuard(fn.ptr(), origin); },
            py::arg("callable"), py::arg("origin"));

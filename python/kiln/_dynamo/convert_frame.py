@@ -202,7 +202,7 @@ def _translate(ctx, code, f_locals, f_globals):
             output.restore_global_state()
     else:
         raise SkipFrame("translation did not settle")
-    _remember_sizes(state, output)
+    _remember_layouts(state, output)
     elapsed = (time.perf_counter() - start) * 1e3
     logs.log("dynamo", f"compiled {code.co_name} ({code.co_filename}:{code.co_firstlineno}) in {elapsed:.1f} ms")
     if ctx.on_compiled:
@@ -210,17 +210,21 @@ def _translate(ctx, code, f_locals, f_globals):
     return result
 
 
-def _remember_sizes(state, output):
-    for key, sizes in output.input_sizes.items():
+def _remember_layouts(state, output):
+    """frame_state: per input, its sizes and strides, None where compiles saw them differ or made
+    them symbolic (automatic dynamic shapes reads it: OutputGraph._dynamic_dims)."""
+    for key, (sizes, strides) in output.input_layouts.items():
         seen = state.get(key)
-        if seen is None or len(seen) != len(sizes):
-            state[key] = sizes
+        if seen is None or len(seen[0]) != len(sizes):
+            state[key] = (sizes, strides)
         else:
-            state[key] = [s if s == t else None for s, t in zip(seen, sizes)]
-    for key, dims in output.dynamic_sources.items():
+            state[key] = tuple([s if s == t else None for s, t in zip(old, new)]
+                               for old, new in zip(seen, (sizes, strides)))
+    for key, (dims, stride_dims) in output.dynamic_sources.items():
         seen = state.get(key)
         if seen is not None:
-            state[key] = [None if d in dims else s for d, s in enumerate(seen)]
+            state[key] = ([None if d in dims else s for d, s in enumerate(seen[0])],
+                          [None if d in stride_dims else s for d, s in enumerate(seen[1])])
 
 
 def _finish(ctx, output, code, f_globals, codegen):

@@ -25,7 +25,7 @@ from kiln._dynamo.variables.dicts import ConstDictVariable
 from kiln._dynamo.variables.lists import (BaseListVariable, ListVariable, NamedTupleVariable, TupleVariable,
                                          is_structseq_type)
 from kiln._dynamo.variables.tensor import SymNodeVariable, TensorVariable
-from kiln._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
+from kiln._subclasses.fake_tensor import FakeTensorMode, stride_derivation, unset_fake_temporarily
 from kiln._symbolic import SymBool, SymFloat, SymInt
 from kiln.fx.experimental.symbolic_shapes import ShapeEnv
 
@@ -74,6 +74,17 @@ class GuardSet:
             self.entries[key] = (source, kind, arg, origin)
 
 
+def _stride_guards(value, fake, stride_dims):
+    """TENSOR_MATCH's strides for an input: ints where the fake's are; None (the contiguous
+    stride) for a contiguous input's symbolic ones; otherwise a stride symbol's name, or
+    ('stride*size', j) where the layout writes it as dim j's stride times its size."""
+    if value.is_contiguous():
+        return [s if isinstance(s, int) else None for s in fake.stride()]
+    derivation = stride_derivation(list(value.shape), list(value.stride()), stride_dims or ())
+    return [s if isinstance(s, int) else how if isinstance(how, tuple) else str(s)
+            for s, how in zip(fake.stride(), derivation)]
+
+
 class OutputGraph:
     def __init__(self, code, f_globals, compiler_fn, frame_state, dynamic=None, fullgraph=False):
         self.code, self.root_globals, self.compiler_fn = code, f_globals, compiler_fn
@@ -88,9 +99,9 @@ class OutputGraph:
         self.initial_grad_enabled = _C.is_grad_enabled()
         self.initial_autocast_state = _C._get_autocast_state()
         self.current_tx = None
-        self.dynamic_sources = {}  # source name -> dims made symbolic (for frame_state)
+        self.dynamic_sources = {}  # source name -> (dims, stride dims) made symbolic (for frame_state)
         self.layout_shadow = LayoutShadow()  # Note [Symbolic layouts checked at the hints]
-        self.input_sizes = {}      # source name -> the real input's sizes (for frame_state)
+        self.input_layouts = {}    # source name -> the real input's (sizes, strides) (for frame_state)
         self.compiled_graphs = []  # GraphModules handed to the backend
         self.side_effects = SideEffects()  # attribute writes replayed after the graph
 
@@ -113,31 +124,37 @@ class OutputGraph:
         return wrap(tx, f_globals[name], ForeignGlobalSource(f_globals, name))
 
     def _dynamic_dims(self, source, value):
+        """(dims whose sizes get symbols, dims whose strides may), or (None, None) for a static
+        input. Automatic dynamic shapes: a size or stride that differs from an earlier compile's
+        (frame_state) becomes symbolic, as PyTorch's frame state does for both."""
         if self.dynamic is False or value.dim() == 0:
-            return None
+            return None, None
         dims = set(getattr(value, "_dynamo_dynamic_indices", ()) or ())
+        strides = set()
         if self.dynamic is True:
-            dims = set(range(value.dim()))
+            dims = strides = set(range(value.dim()))
         elif config.automatic_dynamic_shapes:
             seen = self.frame_state.get(source.name())
             if seen is not None:
-                if len(seen) != value.dim():
-                    dims = set(range(value.dim()))
+                seen_sizes, seen_strides = seen
+                if len(seen_sizes) != value.dim():
+                    dims = strides = set(range(value.dim()))
                 else:
-                    dims |= {d for d, s in enumerate(seen) if s is None or s != value.shape[d]}
-        if dims and not value.is_contiguous():
-            return None  # symbolic strides are modelled for contiguous tensors only
-        return dims or None
+                    dims |= {d for d, s in enumerate(seen_sizes) if s is None or s != value.shape[d]}
+                    strides = {d for d, s in enumerate(seen_strides) if s is None or s != value.stride()[d]}
+        if not dims and not strides:
+            return None, None
+        return dims, strides
 
     def add_graph_input(self, tx, source, value):
         key = source.name()
         hit = self.inputs_by_source.get(key)
         if hit is not None:
             return hit
-        dims = self._dynamic_dims(source, value)
-        self.input_sizes[key] = list(value.shape)
+        dims, stride_dims = self._dynamic_dims(source, value)
+        self.input_layouts[key] = (list(value.shape), list(value.stride()))
         fake = self.fake_mode.from_tensor(value, source=graph_input_name(source).rstrip("_"),
-                                          static_shapes=dims is None, dynamic_dims=dims)
+                                          static_shapes=dims is None, dynamic_dims=dims, dynamic_strides=stride_dims)
         name = graph_input_name(source)
         first_op = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
         if first_op is not None:  # placeholders stay ahead of every op
@@ -149,10 +166,9 @@ class OutputGraph:
         node.meta["source"] = key
         self.graphargs.append(GraphArg(source, value, fake, node))
         sizes = [s if isinstance(s, int) else str(s) for s in fake.shape]
-        strides = [s if isinstance(s, int) else None for s in fake.stride()]
-        self.guards.add(source, "TENSOR_MATCH", (value, sizes, strides))
-        if dims:
-            self.dynamic_sources[key] = dims
+        self.guards.add(source, "TENSOR_MATCH", (value, sizes, _stride_guards(value, fake, stride_dims)))
+        if dims is not None:
+            self.dynamic_sources[key] = (dims, stride_dims)
         var = TensorVariable(node, fake, source)
         self.inputs_by_source[key] = var
         return var

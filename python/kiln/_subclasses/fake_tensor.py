@@ -213,13 +213,14 @@ class FakeTensorMode:
 
     # --- conversion ---------------------------------------------------------------------------
     def from_tensor(self, tensor, *, static_shapes=None, source=None, symbolic_context=None, trace=True,
-                    dynamic_dims=None):
+                    dynamic_dims=None, dynamic_strides=None):
         """The fake counterpart of `tensor`: same dtype, sizes, strides, storage offset, device,
         requires_grad and leafness (Parameters stay Parameters; split pieces stay multi-output
         views, Note [Multi-output views of stand-ins]). Memoised per tensor.
 
         dynamic_dims (with a shape_env): only these dimensions get symbols; the others stay static
-        (what Dynamo's automatic dynamic shapes and mark_dynamic ask for)."""
+        (what Dynamo's automatic dynamic shapes and mark_dynamic ask for). dynamic_strides: the dims
+        whose stride gets a symbol where it is not a product of the sizes (stride_derivation)."""
         if not isinstance(tensor, Tensor):
             raise TypeError(f"from_tensor(): expected a kiln.Tensor, got {type(tensor).__name__}")
         if self.is_our_fake(tensor):
@@ -229,8 +230,9 @@ class FakeTensorMode:
             return hit[1]
         static = self.static_shapes if static_shapes is None else static_shapes
         with unset_fake_temporarily(), kiln.no_grad():
-            if self.shape_env is not None and dynamic_dims is not None:
-                sizes, strides = _partly_symbolic_layout(self.shape_env, tensor, dynamic_dims, source)
+            if self.shape_env is not None and (dynamic_dims is not None or dynamic_strides is not None):
+                sizes, strides = _partly_symbolic_layout(self.shape_env, tensor, dynamic_dims or (),
+                                                         dynamic_strides or (), source)
                 fake = _C._fake_from_tensor(self._cmode, tensor, sizes, strides, tensor.storage_offset())
             elif self.shape_env is not None and not static:
                 sizes, strides, offset = self.shape_env.create_symbolic_sizes_strides_storage_offset(
@@ -263,33 +265,59 @@ class FakeTensorMode:
         contiguous one and Inductor read it so (issue 16). A split piece (or a view of one) stays
         one, which autograd refuses to change in place (Note [Multi-output views of stand-ins])."""
         origin = multi_output_origin(tensor)
-        layout = list(fake.shape) + list(fake.stride()) + [fake.storage_offset()]
         with kiln.enable_grad():
-            if not all(type(v) is int for v in layout):  # symbolic sizes: contiguous inputs, cloned alike
-                view = _C._make_subclass(FakeTensor, fake, True).clone()
-            else:
-                with unset_fake_temporarily(), kiln.no_grad():
-                    extent = fake.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(fake.shape, fake.stride()))
-                    extent = extent if fake.numel() else fake.storage_offset()
-                    flat = _C._fake_from_tensor(self._cmode, tensor, [extent], [1], 0)
-                leaf = _C._make_subclass(FakeTensor, flat, True)
-                view = leaf.clone().as_strided(fake.shape, fake.stride(), fake.storage_offset())
+            with unset_fake_temporarily(), kiln.no_grad():
+                # symbolic sizes are never 0 (a size symbol stands for 2 or more)
+                empty = any(type(n) is int and n == 0 for n in fake.shape)
+                extent = fake.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(fake.shape, fake.stride()))
+                flat = _C._fake_from_tensor(self._cmode, tensor, [fake.storage_offset() if empty else extent], [1], 0)
+            leaf = _C._make_subclass(FakeTensor, flat, True)
+            view = leaf.clone().as_strided(fake.shape, fake.stride(), fake.storage_offset())
             return view if origin is None else as_multi_output_view(view, origin)
 
     def from_real_tensor(self, tensor, *args, **kwargs):
         return self.from_tensor(tensor, *args, **kwargs)
 
 
-def _partly_symbolic_layout(shape_env, tensor, dynamic_dims, source):
-    """Sizes with symbols at `dynamic_dims`; strides follow the sizes for contiguous tensors
-    (a non-contiguous tensor keeps its concrete strides, and so its sizes should stay static)."""
+def stride_derivation(sizes, strides, dynamic_strides=()):
+    """How a partly symbolic layout writes each stride, as ShapeEnv's CreateSymbolicSizesStridesOffset
+    does: from the smallest stride out, a stride of 1 is 1 ("one"), and one equal to a smaller
+    stride times its size is that product (("stride*size", j), for dim j); any other stride is a
+    symbol of its own where its dim is in `dynamic_strides` ("symbol") and stays an int otherwise
+    ("static"). A contiguous tensor's strides are all products of the sizes inside them."""
+    order = sorted(range(len(sizes)), key=lambda d: (strides[d], -d))
+    products = {}  # stride * size -> the dim it came from (the first, as the C++ picks the first)
+    out = [None] * len(sizes)
+    for d in order:
+        if strides[d] == 1:
+            out[d] = "one"
+        elif strides[d] in products:
+            out[d] = ("stride*size", products[strides[d]])
+        else:
+            out[d] = "symbol" if d in dynamic_strides else "static"
+        products.setdefault(strides[d] * sizes[d], d)
+    return out
+
+
+def _partly_symbolic_layout(shape_env, tensor, dynamic_dims, dynamic_strides, source):
+    """Sizes with symbols at `dynamic_dims`; strides as stride_derivation writes them (so a
+    contiguous tensor's follow its sizes, and a view's changing outer stride, idx[:, -16:] of a
+    growing idx, is a symbol when `dynamic_strides` names its dim)."""
     sizes = [shape_env.create_symbol(s, f"{source}.size()[{d}]") if d in dynamic_dims else s
              for d, s in enumerate(tensor.shape)]
-    if not tensor.is_contiguous():
-        return sizes, list(tensor.stride())
-    strides = [1] * len(sizes)
-    for d in range(len(sizes) - 2, -1, -1):
-        strides[d] = strides[d + 1] * sizes[d + 1]
+    concrete = list(tensor.stride())
+    derivation = stride_derivation(list(tensor.shape), concrete, dynamic_strides)
+    strides = [None] * len(sizes)
+    for d in sorted(range(len(sizes)), key=lambda d: (concrete[d], -d)):  # a product after its dim
+        how = derivation[d]
+        if how == "one":
+            strides[d] = 1
+        elif how == "symbol":
+            strides[d] = shape_env.create_symbol(concrete[d], f"{source}.stride()[{d}]")
+        elif how == "static":
+            strides[d] = concrete[d]
+        else:
+            strides[d] = strides[how[1]] * sizes[how[1]]
     return sizes, strides
 
 
