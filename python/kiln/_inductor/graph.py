@@ -155,6 +155,9 @@ class GraphLowering:
         strides]): a lazy value is computed straight into that layout; a kernel output already
         computed in another layout is copied into it."""
         dense = stride is not None and _dense_order(value.shape, stride) is not None
+        # a view's layout with gaps (`v[:, ::2]`), where an extern op reads it: its results'
+        # strides follow this input's (a split piece of a compacted copy was read with the gaps)
+        gapped = stride is not None and not dense and _gapped_order(value.shape, stride) is not None
         plain = isinstance(value, Pointwise) and value.space is None and value.squeeze_of is None \
             and value not in self.realized
         if plain and stride is not None and not dense and _expanded_dims(value.shape, stride):
@@ -162,12 +165,12 @@ class GraphLowering:
             if expanded is not None:
                 self.realized[value] = expanded
                 return expanded
-        if dense and plain:
+        if (dense or gapped) and plain:
             buf = self._kernel_for_pointwise(value, stride)
             self.realized[value] = buf
             return buf
         buf = self.realize(value)
-        if dense and _produced(buf) and not _same_layout(buf.shape, buf.stride, stride):
+        if (dense or gapped) and _produced(buf) and not _same_layout(buf.shape, buf.stride, stride):
             copy = Pointwise(buf.dtype, buf.shape, lambda ctx, idx: ctx.load(buf, idx), set())
             return self._kernel_for_pointwise(copy, stride)
         return buf
@@ -257,9 +260,10 @@ class GraphLowering:
         return outs[0]
 
     def _kernel_in_layout(self, value, stride):
-        """value stored into a buffer of the given dense strides: the loop nest walks its
-        dimensions from the largest stride to the smallest, so the stores are contiguous."""
-        order = _dense_order(value.shape, stride)
+        """value stored into a buffer of the given dense strides, or strides with gaps between
+        elements (_gapped_order): the loop nest walks its dimensions from the largest stride to
+        the smallest, so the stores are in memory order."""
+        order = _dense_order(value.shape, stride) or _gapped_order(value.shape, stride)
         loop_shape = [value.shape[d] for d in order]
         out = self.new_buffer(value.dtype, value.shape, list(stride))
         outer, inner = (loop_shape[:-1], loop_shape[-1]) if loop_shape else ([], 1)
@@ -269,8 +273,8 @@ class GraphLowering:
         for k, d in enumerate(order):
             idx[d] = loop_vars[k]
         out_index = Affine(0)
-        for i, s in zip(loop_vars, contiguous_strides(loop_shape)):
-            out_index = out_index + i.scale(s)
+        for i, d in zip(loop_vars, order):
+            out_index = out_index + i.scale(stride[d] if value.shape[d] != 1 else 0)
         expr = value.fn(kb, idx)
         kb.loops.append({"extent": inner, "stmts": [("store", kb.buffer_index(out), kb.index(out_index), expr)]})
         self._emit_kernel(kb, set(value.ops), [out])
@@ -628,6 +632,21 @@ def _dense_order(shape, stride):
             return None
         expected *= shape[d]
     return order
+
+
+def _gapped_order(shape, stride):
+    """The dimensions of a layout that keeps its elements apart with gaps between some (a view
+    `v[:, ::2]`: each dimension's stride at least the extent of those inside it), outermost
+    first; None when it is not one (expanded, overlapping, or an empty tensor)."""
+    if len(stride) != len(shape) or any(n == 0 for n in shape):
+        return None
+    order = sorted((d for d in range(len(shape)) if shape[d] != 1), key=lambda d: (-stride[d], d))
+    extent = 1
+    for d in reversed(order):
+        if stride[d] < extent:
+            return None
+        extent = stride[d] * (shape[d] - 1) + extent
+    return order + [d for d in range(len(shape)) if shape[d] == 1]
 
 
 # Note [Expanded layouts]: a value whose meta layout repeats elements (`(w * 2).expand(2, 4, 4)`, eager's
