@@ -182,6 +182,10 @@ def _with_synthetic_bases(create, flat_fn, leaves, config):
             for i, layout in relaid.items():  # business (Note [Input metadata mutations])
                 args[i].as_strided_(*layout)
 
+        if _C.is_grad_enabled():
+            for i in members:  # eager's error for a split piece used after its base changed
+                if args[i].requires_grad:
+                    args[i].grad_fn  # noqa: B018 - reading it raises that error, as eager's first use does
         # inside the inner epilogue, before the backward's versions are read: the relaying bumps
         # the version counter every member shares with the base (Note [Versions after the epilogue])
         return inner(split(args), epilogue=relay if relaid else None)
