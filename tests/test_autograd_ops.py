@@ -354,6 +354,22 @@ def test_atan2_gradient_where_both_are_zero_matches_torch():
         assert _grads_and_signs(kiln, fn, data, [1.0] * 7) == _grads_and_signs(torch, fn, data, [1.0] * 7)
 
 
+@pytest.mark.parametrize("backend", [None, "aot_eager", "inductor"])
+def test_xlogy_gradient_at_zero_matches_torch(backend):
+    # d/dx x log y at x == 0 is log y, as PyTorch's formula gives; kiln's was xlogy(x != 0, y),
+    # 0 there: a wrong gradient with a right value. At x == 0 and y <= 0 both choose 0.
+    xs, ys = [0.0, 0.0, 0.0, -0.0, 1.0, 2.0, 0.0], [2.0, -1.0, 0.0, 0.5, 0.5, 3.0, float("nan")]
+
+    def grads(lib, compile_with=None):
+        x = lib.tensor(xs, dtype=lib.float64, requires_grad=True)
+        y = lib.tensor(ys, dtype=lib.float64, requires_grad=True)
+        fn = (lambda a, b: lib.xlogy(a, b) * lib.arange(1.0, 8.0, dtype=lib.float64))
+        fn = kiln.compile(fn, backend=compile_with) if compile_with else fn
+        return [g.tolist() for g in lib.autograd.grad(fn(x, y).sum(), (x, y))]
+
+    np.testing.assert_array_equal(grads(kiln, backend), grads(torch))
+
+
 @pytest.mark.parametrize("op", ["max", "min"])
 def test_max_min_of_all_gradient_is_zero_off_the_extremum(op):
     # PyTorch's full max()/min() puts grad / count where the result is and exactly 0 elsewhere,

@@ -151,10 +151,14 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
     }
     if (c.needs("other")) g["other"] = ZeroGrad(c);
   });
+  // PyTorch's formula: d/dx x log y = log y, also at x = 0 (where y > 0: xlogy(x != 0, y) gave 0
+  // there, a wrong gradient); at x = 0 and y <= 0 it is 0 by choice (its Note [Gradient formula
+  // for xlogy at x = 0, y <= 0]: the directional derivative along x = 0).
   d.Def("xlogy.Tensor", {"self", "other"}, [](Ctx& c, Grads& g) {
     Tensor s = c.input("self"), o = c.input("other");
     if (c.needs("self"))
-      g["self"] = mul(c.grad(), CallOp<Tensor>(KILN_OP("aten::xlogy.Tensor"), to(ne(s, 0.0), s.dtype()), o));
+      g["self"] = masked_fill(CallOp<Tensor>(KILN_OP("aten::xlogy.Tensor"), c.grad(), o),
+                              logical_and(eq(s, 0.0), le(o, 0.0)), 0);
     if (c.needs("other")) g["other"] = div(mul(c.grad(), s), o);
   });
   d.Def("pow.Tensor_Scalar", {"self"}, [](Ctx& c, Grads& g) {
