@@ -370,6 +370,18 @@ def test_xlogy_gradient_at_zero_matches_torch(backend):
     np.testing.assert_array_equal(grads(kiln, backend), grads(torch))
 
 
+def test_number_remainder_tensor_records_but_has_no_backward():
+    # `2 % x` is remainder.Scalar_Tensor, which PyTorch records and refuses in backward
+    for lib in (kiln, torch):
+        x = lib.tensor([1.5, -2.0, 0.75], requires_grad=True)
+        y = 2 % x
+        assert y.requires_grad and y.grad_fn is not None
+        with pytest.raises(RuntimeError, match="derivative for aten::remainder is not implemented"):
+            y.sum().backward()
+    np.testing.assert_array_equal((2 % kiln.tensor([1.5, -2.0, 0.75])).numpy(),
+                                  (2 % torch.tensor([1.5, -2.0, 0.75])).numpy())
+
+
 @pytest.mark.parametrize("op", ["max", "min"])
 def test_max_min_of_all_gradient_is_zero_off_the_extremum(op):
     # PyTorch's full max()/min() puts grad / count where the result is and exactly 0 elsewhere,

@@ -58,8 +58,7 @@ EXTERN = {
     "aten.lgamma.default": "special function", "aten.digamma.default": "special function",
     "aten.erfinv.default": "special function",
     # no shift operators in the kernel IR (inductor/README.md)
-    "aten.bitwise_left_shift.Tensor": "no shifts in the IR", "aten.bitwise_left_shift.Scalar": "no shifts in the IR",
-    "aten.bitwise_right_shift.Tensor": "no shifts in the IR",
+    "aten.bitwise_left_shift.Tensor": "no shifts in the IR", "aten.bitwise_right_shift.Tensor": "no shifts in the IR",
 }
 # Lowerings that decline some inputs: (op, part of the reason it gives) -> why that is right.
 PARTIAL = {

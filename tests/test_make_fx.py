@@ -319,16 +319,16 @@ OVERLOAD_CALLS = [
     ("where scalars", lambda T, x: T.where(x > 0, 1.0, 0.0)), ("where ints", lambda T, x: T.where(x > 0, 1, 0)),
     ("where promotes", lambda T, x: T.where(x > 0, x.long(), 0.5)), ("where bool", lambda T, x: T.where(x > 0, True, x > 1)),
     ("rfloordiv", lambda T, x: 2 // x),
-    # known differences: kiln records a composite's parts or another overload name (strict xfails)
-    ("rmod", lambda T, x: 2 % x), ("lshift", lambda T, x: x.long() << 1),
-    ("xlogy", lambda T, x: T.xlogy(x, 2)), ("copysign", lambda T, x: T.copysign(x, -1.0)),
+    # a number first, and the operators: remainder.Scalar_Tensor, __lshift__.Scalar,
+    # bitwise_left_shift.Scalar_Tensor, xlogy.Scalar_Other / Scalar_Self, copysign.Scalar / .Tensor
+    ("rmod", lambda T, x: 2 % x), ("lshift", lambda T, x: x.long() << 1), ("rlshift", lambda T, x: 1 << x.long()),
+    ("rshift", lambda T, x: x.long() >> 1), ("rrshift", lambda T, x: 64 >> x.long().abs()),
+    ("lshift tensor", lambda T, x: x.long() << x.long().abs()), ("shifts in place", lambda T, x: x.long().__ilshift__(2)),
+    ("xlogy", lambda T, x: T.xlogy(x, 2)), ("rxlogy", lambda T, x: T.xlogy(2, x)),
+    ("copysign", lambda T, x: T.copysign(x, -1.0)), ("copysign tensor", lambda T, x: T.copysign(x, x - 1)),
+    ("xlogy_", lambda T, x: x.clone().xlogy_(3.0)), ("copysign_", lambda T, x: x.clone().copysign_(-2)),
 ]
-KNOWN_OVERLOAD_GAPS = {
-    "rmod": "kiln has no remainder.Scalar_Tensor: `2 % x` records remainder.Tensor of a wrapped number",
-    "lshift": "`x << 1` records bitwise_left_shift.Scalar; PyTorch's operator is aten.__lshift__.Scalar",
-    "xlogy": "kiln has no xlogy.Scalar_Other / Scalar_Self overloads: xlogy.Tensor of a wrapped number",
-    "copysign": "kiln has no copysign.Scalar: copysign.default of a wrapped number",
-}
+KNOWN_OVERLOAD_GAPS = {}
 
 
 def _calls(graph, fx):

@@ -71,6 +71,17 @@ OPS = [
     OpInfo("add_scalar", lambda lib, x: x + 2), OpInfo("mul_float", lambda lib, x: x * 1.5),
     OpInfo("rsub_scalar", lambda lib, x: 2 - x, dtypes=NUMERIC), OpInfo("rdiv_scalar", lambda lib, x: 2 / x, dtypes=FLOAT_NAMES),
     OpInfo("pow_scalar", lambda lib, x: x ** 2, dtypes=NUMERIC), OpInfo("scalar_pow", lambda lib, x: 2 ** x, dtypes=FLOAT_NAMES),
+    # a number on one side: copysign.Scalar, xlogy.Scalar_Other / Scalar_Self, remainder.Scalar_Tensor,
+    # __lshift__.Scalar / bitwise_left_shift.Scalar_Tensor (and >>)
+    OpInfo("copysign_scalar", lambda lib, x: lib.copysign(x, -1.5), dtypes=["float32", "float64"]),
+    OpInfo("copysign_scalar_inplace", lambda lib, x: x.clone().copysign_(-0.0), dtypes=["float32", "float64"]),
+    OpInfo("xlogy_scalar_other", lambda lib, x: lib.xlogy(x, 2.5), dtypes=FLOAT_NAMES),
+    OpInfo("xlogy_scalar_self", lambda lib, x: lib.xlogy(1.5, x), dtypes=FLOAT_NAMES, low=0.25, high=3.0),
+    OpInfo("rmod_scalar", lambda lib, x: 2.5 % x, dtypes=FLOAT_NAMES, low=0.5, high=3.0),
+    OpInfo("lshift_scalar", lambda lib, x: (x.abs() % 8) << 2, dtypes=["int64", "int32", "int16", "int8"]),
+    OpInfo("rlshift_scalar", lambda lib, x: 3 << (x.abs() % 8), dtypes=["int64", "int32", "int16", "int8"]),
+    OpInfo("rshift_scalar", lambda lib, x: x >> 1, dtypes=["int64", "int32", "int16", "int8"]),
+    OpInfo("rrshift_scalar", lambda lib, x: -100 >> (x.abs() % 8), dtypes=["int64", "int32", "int16", "int8"]),
     OpInfo("lt_scalar", lambda lib, x: x < 1, dtypes=NUMERIC),
     OpInfo("floordiv_scalar", lambda lib, x: x // 2, dtypes=FLOAT_NAMES),
     # unary pointwise

@@ -143,14 +143,17 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
     if (c.needs("self")) g["self"] = div(mul(c.grad(), c.input("self")), r);
     if (c.needs("other")) g["other"] = div(mul(c.grad(), c.input("other")), r);
   });
-  d.Def("copysign", {"self", "result"}, [](Ctx& c, Grads& g) {
+  // copysign(x, y) is +-x: the gradient is grad * result / x, 0 where x is 0; none reaches y.
+  auto copysign_self = [](Ctx& c, Grads& g) {
     if (c.needs("self")) {
       Tensor s = c.input("self");
       Tensor ratio = masked_fill(div(c.result(), s), eq(s, 0.0), 0);
       g["self"] = mul(c.grad(), ratio);
     }
     if (c.needs("other")) g["other"] = ZeroGrad(c);
-  });
+  };
+  d.Def("copysign.Tensor", {"self", "result"}, copysign_self);
+  d.Def("copysign.Scalar", {"self", "result"}, copysign_self);
   // PyTorch's formula: d/dx x log y = log y, also at x = 0 (where y > 0: xlogy(x != 0, y) gave 0
   // there, a wrong gradient); at x = 0 and y <= 0 it is 0 by choice (its Note [Gradient formula
   // for xlogy at x = 0, y <= 0]: the directional derivative along x = 0).
@@ -160,6 +163,18 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
       g["self"] = masked_fill(CallOp<Tensor>(KILN_OP("aten::xlogy.Tensor"), c.grad(), o),
                               logical_and(eq(s, 0.0), le(o, 0.0)), 0);
     if (c.needs("other")) g["other"] = div(mul(c.grad(), s), o);
+  });
+  d.Def("xlogy.Scalar_Other", {"self"}, [](Ctx& c, Grads& g) {
+    const Scalar o = c.scalar("other");
+    Tensor grad = CallOp<Tensor>(KILN_OP("aten::xlogy.Scalar_Other"), c.grad(), o);
+    g["self"] = o.to_double() > 0 ? grad : masked_fill(grad, eq(c.input("self"), 0.0), 0);
+  });
+  d.Def("xlogy.Scalar_Self", {"other"}, [](Ctx& c, Grads& g) {
+    g["other"] = div(mul(c.grad(), c.scalar("self")), c.input("other"));
+  });
+  // As PyTorch: `number % x` is recorded, but its backward is an error (no formula upstream).
+  d.Def("remainder.Scalar_Tensor", {}, [](Ctx&, Grads&) {
+    throw NotImplementedError("derivative for aten::remainder is not implemented");  // PyTorch's words
   });
   d.Def("pow.Tensor_Scalar", {"self"}, [](Ctx& c, Grads& g) {
     Scalar e = c.scalar("exponent");
@@ -189,10 +204,15 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
                        "bitwise_and_.Tensor", "bitwise_and_.Scalar", "bitwise_or.Tensor", "bitwise_or.Scalar",
                        "bitwise_or_.Tensor", "bitwise_or_.Scalar", "bitwise_xor.Tensor", "bitwise_xor.Scalar",
                        "bitwise_xor_.Tensor", "bitwise_xor_.Scalar", "logical_and", "logical_and_", "logical_or",
-                       "logical_or_", "logical_xor", "logical_xor_", "bitwise_left_shift.Tensor",
-                       "bitwise_left_shift.Scalar", "bitwise_left_shift_.Tensor", "bitwise_left_shift_.Scalar",
-                       "bitwise_right_shift.Tensor", "bitwise_right_shift.Scalar", "bitwise_right_shift_.Tensor",
-                       "bitwise_right_shift_.Scalar", "logical_not", "logical_not_", "bitwise_not", "bitwise_not_"});
+                       "logical_or_", "logical_xor", "logical_xor_", "logical_not", "logical_not_", "bitwise_not",
+                       "bitwise_not_"});
+  d.NonDifferentiable({"bitwise_left_shift.Tensor", "bitwise_left_shift.Tensor_Scalar",
+                       "bitwise_left_shift.Scalar_Tensor", "bitwise_left_shift_.Tensor",
+                       "bitwise_left_shift_.Tensor_Scalar", "bitwise_right_shift.Tensor",
+                       "bitwise_right_shift.Tensor_Scalar", "bitwise_right_shift.Scalar_Tensor",
+                       "bitwise_right_shift_.Tensor", "bitwise_right_shift_.Tensor_Scalar", "__lshift__.Tensor",
+                       "__lshift__.Scalar", "__ilshift__.Tensor", "__ilshift__.Scalar", "__rshift__.Tensor",
+                       "__rshift__.Scalar", "__irshift__.Tensor", "__irshift__.Scalar"});
   d.Def("lerp.Scalar", {}, [](Ctx& c, Grads& g) {
     double w = c.scalar("weight").to_double();
     if (c.needs("self")) g["self"] = mul(c.grad(), 1.0 - w);

@@ -322,10 +322,16 @@ KILN_NB_BINARY(NbMatmul, "matmul")
 KILN_NB_COMMUTED(NbAnd, "bitwise_and")
 KILN_NB_COMMUTED(NbOr, "bitwise_or")
 KILN_NB_COMMUTED(NbXor, "bitwise_xor")
-KILN_NB_BINARY(NbLshift, "bitwise_left_shift")
-KILN_NB_BINARY(NbRshift, "bitwise_right_shift")
-KILN_NB_BINARY(NbInplaceLshift, "bitwise_left_shift_")
-KILN_NB_BINARY(NbInplaceRshift, "bitwise_right_shift_")
+// `x << n` is aten::__lshift__, `n << x` bitwise_left_shift.Scalar_Tensor, as PyTorch's Tensor
+// operators (and __rlshift__) call them; >> alike.
+PyObject* Shift(const char* op, const char* reflected, PyObject* a, PyObject* b) {
+  if (NumberBeforeTensor(a, b)) return Binary(reflected, a, b);
+  return Binary(op, a, b);
+}
+PyObject* NbLshift(PyObject* a, PyObject* b) { return Shift("__lshift__", "bitwise_left_shift", a, b); }
+PyObject* NbRshift(PyObject* a, PyObject* b) { return Shift("__rshift__", "bitwise_right_shift", a, b); }
+KILN_NB_BINARY(NbInplaceLshift, "__ilshift__")
+KILN_NB_BINARY(NbInplaceRshift, "__irshift__")
 KILN_NB_BINARY(NbInplaceAdd, "add_")
 KILN_NB_BINARY(NbInplaceSub, "sub_")
 KILN_NB_BINARY(NbInplaceMul, "mul_")

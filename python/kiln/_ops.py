@@ -6,6 +6,7 @@
 """
 
 import copyreg
+import functools
 
 from kiln import _C
 
@@ -97,13 +98,21 @@ class OpOverloadPacket:
         return self._qualified_name.replace("::", ".")
 
 
+@functools.lru_cache(maxsize=None)
+def _dunder_ops():
+    return frozenset(q for q, name, _ in _C._packets() if name.startswith("__"))
+
+
 class _OpNamespace:
     def __init__(self, name):
         self._name = name
         self._packets = {}
 
     def __getattr__(self, op_name):
-        if op_name.startswith("__"):
+        # Python's own protocol probes (__deepcopy__, __getstate__, ...) are no ops; aten's dunder
+        # operators (__lshift__, __irshift__) are
+        if op_name.startswith("__") and not (op_name.endswith("__") and op_name.strip("_").isalpha() and
+                                             f"{self._name}::{op_name}" in _dunder_ops()):
             raise AttributeError(op_name)
         packet = self._packets.get(op_name)
         if packet is None:

@@ -138,8 +138,8 @@ const BinarySpec kSpecs[kNumOps] = {
     {"fmax", ResultKind::Promoted, DtypeSet::All, false, false},
     {"fmin", ResultKind::Promoted, DtypeSet::All, false, false},
     {"hypot", ResultKind::Float, DtypeSet::Floating, false, false},
-    {"copysign", ResultKind::Float, DtypeSet::All, false, false},
-    {"xlogy", ResultKind::Float, DtypeSet::All, false, false},
+    {"copysign", ResultKind::Float, DtypeSet::All, false, true},
+    {"xlogy", ResultKind::Float, DtypeSet::All, false, true},
     {"bitwise_left_shift", ResultKind::Promoted, DtypeSet::IntegralAndBool, false, true},
     {"bitwise_right_shift", ResultKind::Promoted, DtypeSet::IntegralAndBool, false, true},
 };
@@ -541,7 +541,7 @@ Tensor PowScalarBase(const Scalar& base, const Tensor& exp) {
 // overload in PyTorch ("floor_divide", not "floor_divide.Tensor").
 template <int kOp>
 void DefFamily(Registry& r, const std::string& name, Variants variants = kFunctionAndMethod,
-               const std::string& tensor_overload = ".Tensor") {
+               const std::string& tensor_overload = ".Tensor", const std::string& scalar_overload = ".Scalar") {
   const BinarySpec& spec = kSpecs[kOp];
   std::initializer_list<Tag> tags = {Tag::pointwise, Tag::core};
   if (spec.has_alpha) {
@@ -564,7 +564,7 @@ void DefFamily(Registry& r, const std::string& name, Variants variants = kFuncti
   r.Def(name + tensor_overload + "(Tensor self, Tensor other) -> Tensor", tags, variants)
       .template Impl<&FunctionalTensor<kOp>>(DispatchKey::CPU).template Meta<&MetaTensor<kOp>>();
   if (spec.has_scalar) {
-    r.Def(name + ".Scalar(Tensor self, Scalar other) -> Tensor", tags, variants)
+    r.Def(name + scalar_overload + "(Tensor self, Scalar other) -> Tensor", tags, variants)
         .template Impl<&FunctionalScalar<kOp>>(DispatchKey::CPU).template Meta<&MetaScalar<kOp>>();
   }
   r.Def(name + "_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)", {Tag::pointwise}, kMethod)
@@ -572,13 +572,44 @@ void DefFamily(Registry& r, const std::string& name, Variants variants = kFuncti
       .template Impl<&InplaceTensorMeta<kOp>>(DispatchKey::Meta)
       .template Impl<&InplaceTensorMeta<kOp>>(DispatchKey::Fake);
   if (spec.has_scalar) {
-    r.Def(name + "_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", {Tag::pointwise}, kMethod)
+    r.Def(name + "_" + scalar_overload + "(Tensor(a!) self, Scalar other) -> Tensor(a!)", {Tag::pointwise}, kMethod)
         .template Impl<&InplaceScalar<kOp>>(DispatchKey::CPU)
         .template Impl<&InplaceScalarMeta<kOp>>(DispatchKey::Meta)
         .template Impl<&InplaceScalarMeta<kOp>>(DispatchKey::Fake);
   }
   r.Def(name + ".out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)", {Tag::pointwise})
       .template Impl<&OutTensor<kOp>>(DispatchKey::CPU);
+}
+
+// A number first (`2 % x`, xlogy(2, x), `1 << x`): PyTorch's Scalar_Self / Scalar_Tensor overloads,
+// the number as a wrapped 0-d tensor, so a traced graph records them as PyTorch's does.
+template <int kOp>
+Tensor ScalarFirst(const Scalar& a, const Tensor& b) { return FunctionalTensor<kOp>(WrapScalar(a, b.device()), b); }
+template <int kOp>
+TensorMeta ScalarFirstMeta(const Scalar& a, const Tensor& b) { return MetaTensor<kOp>(WrapScalar(a, b.device()), b); }
+template <int kOp>
+void DefScalarFirst(Registry& r, const std::string& name_and_overload) {
+  r.Def(name_and_overload + "(Scalar self, Tensor other) -> Tensor", {Tag::pointwise}, kFunction)
+      .template Impl<&ScalarFirst<kOp>>(DispatchKey::CPU).template Meta<&ScalarFirstMeta<kOp>>();
+}
+
+// The operators `x << n`, `x >> n`, `x <<= n`, `x >>= n`: PyTorch's __lshift__ and friends (the
+// ops its Tensor's operators call, so its traces record them), computing the bitwise shifts.
+template <int kOp>
+void DefShiftOperator(Registry& r, const std::string& op, const std::string& inplace_op) {
+  const Variants none = static_cast<Variants>(0);  // reached through the operators, as PyTorch's
+  r.Def(op + ".Tensor(Tensor self, Tensor other) -> Tensor", {Tag::pointwise}, none)
+      .template Impl<&FunctionalTensor<kOp>>(DispatchKey::CPU).template Meta<&MetaTensor<kOp>>();
+  r.Def(op + ".Scalar(Tensor self, Scalar other) -> Tensor", {Tag::pointwise}, none)
+      .template Impl<&FunctionalScalar<kOp>>(DispatchKey::CPU).template Meta<&MetaScalar<kOp>>();
+  r.Def(inplace_op + ".Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)", {Tag::pointwise}, none)
+      .template Impl<&InplaceTensor<kOp>>(DispatchKey::CPU)
+      .template Impl<&InplaceTensorMeta<kOp>>(DispatchKey::Meta)
+      .template Impl<&InplaceTensorMeta<kOp>>(DispatchKey::Fake);
+  r.Def(inplace_op + ".Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", {Tag::pointwise}, none)
+      .template Impl<&InplaceScalar<kOp>>(DispatchKey::CPU)
+      .template Impl<&InplaceScalarMeta<kOp>>(DispatchKey::Meta)
+      .template Impl<&InplaceScalarMeta<kOp>>(DispatchKey::Fake);
 }
 
 // Ops whose only overload is the Tensor one keep PyTorch's overload name ("maximum", not
@@ -644,11 +675,17 @@ void RegisterBinaryOps(Registry& r) {
   DefPlain<kLogicalXor>(r, "logical_xor");
   DefPlain<kAtan2>(r, "atan2");
   DefPlain<kHypot>(r, "hypot");
-  DefPlain<kCopysign>(r, "copysign");
+  DefFamily<kCopysign>(r, "copysign");
   DefFamily<kFloorDivide>(r, "floor_divide", kFunctionAndMethod, "");
-  DefFamily<kXlogy>(r, "xlogy");
-  DefFamily<kLshift>(r, "bitwise_left_shift");
-  DefFamily<kRshift>(r, "bitwise_right_shift");
+  DefFamily<kXlogy>(r, "xlogy", kFunctionAndMethod, ".Tensor", ".Scalar_Other");
+  DefScalarFirst<kXlogy>(r, "xlogy.Scalar_Self");
+  DefScalarFirst<kRemainder>(r, "remainder.Scalar_Tensor");
+  DefFamily<kLshift>(r, "bitwise_left_shift", kFunctionAndMethod, ".Tensor", ".Tensor_Scalar");
+  DefScalarFirst<kLshift>(r, "bitwise_left_shift.Scalar_Tensor");
+  DefShiftOperator<kLshift>(r, "__lshift__", "__ilshift__");
+  DefFamily<kRshift>(r, "bitwise_right_shift", kFunctionAndMethod, ".Tensor", ".Tensor_Scalar");
+  DefScalarFirst<kRshift>(r, "bitwise_right_shift.Scalar_Tensor");
+  DefShiftOperator<kRshift>(r, "__rshift__", "__irshift__");
   // pow: Tensor_Tensor / Tensor_Scalar / Scalar overload names as in PyTorch.
   r.Def("pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor", {Tag::pointwise, Tag::core}, kFunctionAndMethod)
       .Impl<&FunctionalTensor<kPow>>(DispatchKey::CPU).Meta<&MetaTensor<kPow>>();

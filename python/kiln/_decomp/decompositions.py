@@ -145,13 +145,23 @@ def hypot(self, other):
     return aten.sqrt.default(aten.add.Tensor(aten.mul.Tensor(self, self), aten.mul.Tensor(other, other)))
 
 
-@register_decomposition(aten.copysign.default)
+@register_decomposition(aten.copysign.Tensor)
 def copysign(self, other):
     dtype = kiln.result_type(self, other)
     if not dtype.is_floating_point:
         dtype = kiln.get_default_dtype()
     magnitude = aten.abs.default(to_dtype(self, dtype))
     return where(aten.signbit.default(other), aten.neg.default(magnitude), magnitude)
+
+
+def _number_as_tensor(value, tensor):
+    """A number operand as a 0-d tensor of the op's result dtype (the Scalar overloads' promotion)."""
+    return scalar(value, tensor, dtype=kiln.result_type(tensor, value))
+
+
+@register_decomposition(aten.copysign.Scalar)
+def copysign_scalar(self, other):
+    return copysign(self, _number_as_tensor(other, self))
 
 
 @register_decomposition(aten.floor_divide.default)
@@ -177,14 +187,49 @@ def xlogy(self, other):
     return where(aten.isnan.default(y), math.nan, product)
 
 
-@register_decomposition(aten.bitwise_left_shift.Scalar)
+@register_decomposition(aten.xlogy.Scalar_Other)
+def xlogy_scalar_other(self, other):
+    return xlogy(self, _number_as_tensor(other, self))
+
+
+@register_decomposition(aten.xlogy.Scalar_Self)
+def xlogy_scalar_self(self, other):
+    return xlogy(_number_as_tensor(self, other), other)
+
+
+@register_decomposition(aten.remainder.Scalar_Tensor)
+def remainder_scalar_tensor(self, other):
+    return aten.remainder.Tensor(_number_as_tensor(self, other), other)
+
+
+@register_decomposition([aten.bitwise_left_shift.Tensor_Scalar, aten.__lshift__.Scalar])
 def bitwise_left_shift_scalar(self, other):
     return aten.bitwise_left_shift.Tensor(self, scalar(other, self))
 
 
-@register_decomposition(aten.bitwise_right_shift.Scalar)
+@register_decomposition([aten.bitwise_right_shift.Tensor_Scalar, aten.__rshift__.Scalar])
 def bitwise_right_shift_scalar(self, other):
     return aten.bitwise_right_shift.Tensor(self, scalar(other, self))
+
+
+@register_decomposition(aten.bitwise_left_shift.Scalar_Tensor)
+def bitwise_left_shift_scalar_tensor(self, other):
+    return aten.bitwise_left_shift.Tensor(_number_as_tensor(self, other), other)
+
+
+@register_decomposition(aten.bitwise_right_shift.Scalar_Tensor)
+def bitwise_right_shift_scalar_tensor(self, other):
+    return aten.bitwise_right_shift.Tensor(_number_as_tensor(self, other), other)
+
+
+@register_decomposition(aten.__lshift__.Tensor)
+def lshift_tensor(self, other):
+    return aten.bitwise_left_shift.Tensor(self, other)
+
+
+@register_decomposition(aten.__rshift__.Tensor)
+def rshift_tensor(self, other):
+    return aten.bitwise_right_shift.Tensor(self, other)
 
 
 @register_decomposition(aten.rsub.Tensor)

@@ -248,6 +248,10 @@ def decompositions():
         aten.native_batch_norm_backward, aten.var_mean, aten.std_mean, aten.std, aten.var.default,
         aten._softmax_backward_data, aten._log_softmax_backward_data, aten.native_dropout_backward,
         aten.sum.default, aten.rsub.Scalar, aten.rsub.Tensor,  # `2 - x` traces to rsub.Scalar, as in PyTorch
+        # a number operand, as a 0-d tensor of the Tensor overload (whose lowering or fallback is there)
+        aten.copysign.Scalar, aten.xlogy, aten.remainder.Scalar_Tensor, aten.__lshift__, aten.__rshift__,
+        aten.bitwise_left_shift.Tensor_Scalar, aten.bitwise_left_shift.Scalar_Tensor,
+        aten.bitwise_right_shift.Tensor_Scalar, aten.bitwise_right_shift.Scalar_Tensor,
     ])}
 
 

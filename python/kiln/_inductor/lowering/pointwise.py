@@ -455,7 +455,7 @@ def _hypot(out, a, b):
     return pointwise("hypot", out, [a, b], lambda x, y: ("sqrt", ("add", ("mul", x, x), ("mul", y, y))))
 
 
-@register("copysign.default")
+@register("copysign.Tensor")
 def _copysign(out, a, b):
     d = ir_dtype(out.dtype)
     return pointwise("copysign", out, [a, b],
