@@ -327,6 +327,7 @@ OVERLOAD_CALLS = [
     ("xlogy", lambda T, x: T.xlogy(x, 2)), ("rxlogy", lambda T, x: T.xlogy(2, x)),
     ("copysign", lambda T, x: T.copysign(x, -1.0)), ("copysign tensor", lambda T, x: T.copysign(x, x - 1)),
     ("xlogy_", lambda T, x: x.clone().xlogy_(3.0)), ("copysign_", lambda T, x: x.clone().copysign_(-2)),
+    ("outer", lambda T, x: T.outer(x[0], x[:, 1])),  # reshape's view of the first vector, as PyTorch's
 ]
 KNOWN_OVERLOAD_GAPS = {}
 

@@ -435,7 +435,7 @@ def outer(input, vec2):
         raise RuntimeError(f"outer: Expected 1-D argument self, but got {input.ndim}-D")
     if vec2.ndim != 1:
         raise RuntimeError(f"outer: Expected 1-D argument vec2, but got {vec2.ndim}-D")
-    return input.unsqueeze(1) * vec2
+    return input.reshape(input.shape[0], 1) * vec2  # PyTorch's: a traced graph records its view
 
 
 ger = outer
