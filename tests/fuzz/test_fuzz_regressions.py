@@ -386,6 +386,10 @@ REGRESSIONS = {
     "seed401-17474": "v0 = x.split(1, -1)[-1]; x.neg_(); -1 / v0 in a resumed frame whose inputs x and v0 share "
                      "memory: eager raises that the split piece's base was modified in place; the synthetic base "
                      "rebuilt v0 from x and never read its grad_fn, so compiled ran on",
+    "seed411-5611": "if layer_norm(x).sum().item() > 0 with an unused bfloat16 input: the sum is 2.6e-7 in float64, "
+                    "kiln's float32 1.2e-6 and PyTorch's 0.0, so the branches differ; kiln's is float64's, but the "
+                    "judge skipped the float64 reference for the bfloat16 input nothing reads (the precision floor now "
+                    "counts only what reaches an output)",
 }
 
 
