@@ -240,15 +240,26 @@ class _Alias:
     the sizes, strides and offset the traced (fake) output had, so a compiled function returns
     views exactly where eager does (`x[0].mul_(2)`, `(y, y.t())`)."""
 
-    __slots__ = ("index", "size", "stride", "offset", "base_layout", "chain")
+    __slots__ = ("index", "size", "stride", "offset", "base_layout", "chain", "origin")
 
     def __init__(self, index, view, base_layout=None):
         self.index = index  # the input's index, or the output's it views
         self.size, self.stride, self.offset = tuple(view.shape), tuple(view.stride()), view.storage_offset()
         self.base_layout = base_layout  # an output's: its traced (sizes, strides, offset)
         self.chain = None  # an input's view ops, replayed so autograd sees them (_view_chains)
+        # a split piece stays one (Note [Multi-output views of stand-ins]): `x.t_()` then
+        # `x.split(1, -1)[-1]` returned, rebuilt by as_strided, took `v[:1] = 0` that eager refuses
+        # (fuzz seed 421, program 52)
+        self.origin = multi_output_origin(view) if view.requires_grad else None
 
     def rebuild(self, leaves, outs):
+        view = self._rebuild(leaves, outs)
+        if view is not None and self.origin is not None and view.requires_grad and _C.is_grad_enabled() and \
+                multi_output_origin(view) is None:
+            view = as_multi_output_view(view, self.origin)
+        return view
+
+    def _rebuild(self, leaves, outs):
         if self.base_layout is None:
             if self.chain is not None:
                 # the traced shape too: where a dim has size 1, strides alone do not tell (6, 1) from (1, 6)
