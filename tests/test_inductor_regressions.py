@@ -787,3 +787,21 @@ def test_sqrt_of_negative_zero_compiles_as_eager(fn, dtype):
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got.numpy(), want.numpy())
     np.testing.assert_array_equal(want.numpy(), fn(torch.tensor(data, dtype=getattr(torch, dtype))).numpy())
+
+
+# --- a comparison computes in its operands' promoted dtype -------------------------------------------
+# `v == x` of a bfloat16 vector and a float32 0-d x: the 0-d tensor ranks below the vector, so x is
+# rounded to bfloat16 first (1.3894 -> 1.3906, equal). Inductor compared in float32 and gave False
+# (fuzz seed 431, program 13552); a float64 0-d tensor against a float32 vector compares in float32.
+@pytest.mark.parametrize("dtypes", [("bfloat16", "float32"), ("float32", "float64"), ("bfloat16", "float64"),
+                                    ("int64", "float64"), ("float32", "bfloat16")])
+@pytest.mark.parametrize("op", ["eq", "ne", "lt", "ge"])
+def test_comparison_with_a_0d_tensor_computes_in_the_promoted_dtype(dtypes, op):
+    values, scalar = [1.3893522024154663, 0.1, 1.390625, 3.0], 1.3893522024154663
+    vec, zero_d = kiln.tensor(values).to(getattr(kiln, dtypes[0])), kiln.tensor(scalar).to(getattr(kiln, dtypes[1]))
+    for a, b in ((vec, zero_d), (zero_d, vec)):
+        fn = (lambda x, y: getattr(x, op)(y))
+        want = fn(a, b)
+        assert compiled(fn)(a, b).tolist() == want.tolist()
+        t = [torch.tensor(v.double().numpy()).to(getattr(torch, v.dtype.__repr__().split(".")[-1])) for v in (a, b)]
+        assert fn(*t).tolist() == want.tolist()

@@ -3,6 +3,7 @@ where/clamp, copies and constant fills; each composes its inputs' index function
 
 import math
 
+import kiln
 from kiln._inductor.ir import Buffer, Pointwise, Reduction, ir_dtype
 from kiln._inductor.lowering.common import (INF, Fallback, scalar_as, aten, broadcast_indices, const, loader, opmath,
                                             ops_of, pointwise, register, shape_of)
@@ -103,6 +104,17 @@ def _binary_lowering(name, ir_op):
 
 
 def _common_dtype(a, b):
+    """The dtype a comparison computes in. Floats: PyTorch's promotion of the operands, where a
+    0-d tensor or a number ranks below a tensor with dims, so `v == x` of a bfloat16 vector and a
+    float32 0-d x rounds x to bfloat16 first (kiln compared in float32 and found 1.3906 != 1.3894:
+    fuzz seed 431, program 13552); integers and bools as before (any integer width compares alike)."""
+    def operand(v):
+        return kiln.empty([1] * len(shape_of(v)), dtype=v.dtype) if isinstance(v, (Buffer, Pointwise, Reduction)) \
+            else v
+
+    promoted = kiln.result_type(operand(a), operand(b))
+    if promoted.is_floating_point and promoted in (kiln.float32, kiln.float64, kiln.bfloat16):
+        return ir_dtype(promoted)
     kinds = []
     for v in (a, b):
         if isinstance(v, (Buffer, Pointwise, Reduction)):
