@@ -573,11 +573,16 @@ _sample("as_strided", lambda mk: ((mk((3, 4)), [2, 2], [1, 2], 1), {}))
 _sample("permute", lambda mk: ((mk((2, 3, 4)), [2, 0, 1]), {}))
 _sample("unflatten.int", lambda mk: ((mk((3, 4)), 1, [2, 2]), {}))
 _sample("view", lambda mk: ((mk((3, 4)), [2, 6]), {}))
-for _n in ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift"]:
+for _n in ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift",
+           "__lshift__", "__rshift__"]:
+    _scalar = "Tensor_Scalar" if _n.startswith("bitwise_") and _n.endswith("_shift") else "Scalar"
+    _inplace = f"__i{_n[2:]}" if _n.startswith("__") else f"{_n}_"
     _sample(f"{_n}.Tensor", lambda mk: ((mk((3, 4), I64, 0, 7), mk((4,), I64, 0, 3)), {}))
-    _sample(f"{_n}.Scalar", lambda mk: ((mk((3, 4), I64, 0, 7), 2), {}))
-    for _ov in ["Tensor", "Scalar"]:
-        SAMPLES[f"aten::{_n}_.{_ov}"] = SAMPLES[f"aten::{_n}.{_ov}"]
+    _sample(f"{_n}.{_scalar}", lambda mk: ((mk((3, 4), I64, 0, 7), 2), {}))
+    for _ov in ["Tensor", _scalar]:
+        SAMPLES[f"aten::{_inplace}.{_ov}"] = SAMPLES[f"aten::{_n}.{_ov}"]
+for _n in ["bitwise_left_shift", "bitwise_right_shift"]:
+    _sample(f"{_n}.Scalar_Tensor", lambda mk: ((5, mk((3, 4), I64, 0, 4)), {}))
 _sample("bitwise_not bitwise_not_", lambda mk: ((mk((3, 4), I64, 0, 7),), {}))
 _sample("logical_not_", lambda mk: ((mk((3, 4), BOOL),), {}))
 _sample("mm", lambda mk: ((mk((3, 4)), mk((4, 5))), {}))
