@@ -337,7 +337,7 @@ class TensorMatchGuard : public LeafGuard {
     if (impl.dim() != static_cast<int64_t>(ndim)) return Fail(state, "dim is " + std::to_string(impl.dim()));
     const SymDimVector& sym_sizes = impl.sym_sizes();
     const SymDimVector& sym_strides = impl.sym_strides();
-    std::vector<int64_t> sizes(ndim), strides(ndim);
+    DimVector sizes(ndim), strides(ndim);  // inline storage: guards run on every call
     for (size_t d = 0; d < ndim; ++d) {
       std::optional<int64_t> size = sym_sizes[d].maybe_as_int(), stride = sym_strides[d].maybe_as_int();
       if (!size) return Fail(state, "size " + std::to_string(d) + " is symbolic");
