@@ -482,6 +482,13 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
     Tensor prod = ops::view(Mm(rows, t2), out_shape);
     return transpose ? ops::contiguous(ops::transpose(prod, -2, -1)) : prod;
   }
+  // A 3-D operand with a batch of 1 that requires grad, against another batch size, drops that
+  // batch dim and folds, as PyTorch's matmul does (its gradient is then one mm, not a bmm over a
+  // broadcast copy and a sum; and mm checks dtypes even when the product is empty).
+  if (da == 3 && db == 3 && sa[0] != sb[0]) {
+    if (sa[0] == 1 && a->requires_grad()) return Matmul(ops::squeeze(a, 0), b);
+    if (sb[0] == 1 && b->requires_grad()) return Matmul(a, ops::squeeze(b, 0));
+  }
   const SymInt n = da >= 2 ? sa[da - 2] : SymInt(1), k = sa[da - 1];
   const SymInt k2 = db >= 2 ? sb[db - 2] : sb[0], p = db >= 2 ? sb[db - 1] : SymInt(1);
   SymDimVector batch_a(sa.begin(), sa.end() - std::min<int64_t>(da, 2));
