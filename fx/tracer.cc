@@ -56,7 +56,8 @@ void TracingKernel(const Op& op, DispatchKeySet, Stack& stack, void*) {
 const std::unordered_set<std::string>& RecordedComposites() {
   static const auto* names = new std::unordered_set<std::string>{
       "aten::full", "aten::zeros", "aten::ones", "aten::scalar_tensor", "aten::full_like", "aten::zeros_like",
-      "aten::ones_like", "aten::arange", "aten::arange.start", "aten::clone", "aten::_to_copy", "aten::t",
+      "aten::ones_like", "aten::new_empty", "aten::new_full", "aten::new_zeros", "aten::new_ones",
+      "aten::lift_fresh_copy", "aten::arange", "aten::arange.start", "aten::clone", "aten::_to_copy", "aten::t",
       "aten::sum", "aten::mean", "aten::scatter.src", "aten::scatter.value", "aten::scatter_add",
       "aten::index_put", "aten::masked_fill.Scalar", "aten::masked_fill.Tensor", "aten::clamp_min",
       "aten::clamp_max", "aten::split.Tensor", "aten::split_with_sizes", "aten::unbind.int", "aten::stack",

@@ -549,6 +549,9 @@ GRAD_FN_CASES = {
     "where": lambda lib, a, b: lib.where(a > 0, a, b),
     "inplace_add": lambda lib, a, b: (a * 1).add_(1),
     "inplace_mul": lambda lib, a, b: (a * 1).mul_(b),
+    "square": lambda lib, a, b: a.square(),  # PyTorch's composite pow(a, 2): PowBackward0
+    "square_": lambda lib, a, b: (a * 1).square_(),
+    "new_zeros_plus": lambda lib, a, b: a + a.new_zeros(3),
 }
 
 

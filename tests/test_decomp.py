@@ -425,6 +425,14 @@ def _shape_cases():
                                           for s, d, nc in variants(dtypes=[F32, I64]) for kw in like_kw)
     c[aten.zeros_like.default] = c[aten.empty_like.default]
     c[aten.ones_like.default] = c[aten.empty_like.default]
+    new_kw = [{}, {"dtype": I64}, {"dtype": F64, "device": "cpu"}]
+    c[aten.new_empty.default] = lambda: (((make([2, 3], d), s), kw) for s in [[], [3, 4], [0, 2]]
+                                         for d in (F32, I64) for kw in new_kw)
+    c[aten.new_zeros.default] = c[aten.new_empty.default]
+    c[aten.new_ones.default] = c[aten.new_empty.default]
+    c[aten.new_full.default] = lambda: (((make([2, 3], d), s, v), kw) for s in [[], [3, 4], [0, 2]]
+                                        for d in (F32, I64) for v in (2, -1.5) for kw in new_kw)
+    c[aten.lift_fresh_copy.default] = lambda: (((make(s, d, nc=nc),), {}) for s, d, nc in variants(dtypes=[F32, I64]))
     c[aten.arange.default] = lambda: (((e,), kw) for e in [5, 5.5, 0] for kw in [{}, {"dtype": F64}])
     c[aten.arange.start] = lambda: (((s, e), kw) for s, e in [(2, 7), (-1.5, 3), (3, 3)] for kw in [{}, {"dtype": F32}])
     c[aten.eye.default] = lambda: (((n,), kw) for n in [0, 1, 4] for kw in fkw + [{"dtype": BOOL}])
@@ -626,7 +634,7 @@ for _part in (_pointwise_cases, _backward_cases, _reduction_cases, _nn_cases, _s
     CASES.update(_part())
 
 # Ops whose result is uninitialized memory: compare layout only.
-UNINITIALIZED = {aten.empty_like.default}
+UNINITIALIZED = {aten.empty_like.default, aten.new_empty.default}
 # Looser tolerances where the kernel keeps a wider intermediate than the decomposed ops.
 TOLERANCE = {aten.mish.default: (1e-5, 1e-5), aten.mish_backward.default: (1e-4, 1e-5),
              aten.linspace.default: (1e-6, 1e-6)}
@@ -814,7 +822,8 @@ def _has_mutation(op):
 NO_GRAD = {aten.bernoulli.default, aten.bernoulli.p, aten.rand_like.default, aten.rand_like.generator,
            aten.randn_like.default, aten.randn_like.generator, aten.randint_like.default,
            aten.randint_like.generator, aten.randint_like.low_dtype, aten.randint_like.low_generator_dtype,
-           aten.empty_like.default, aten.zeros_like.default, aten.ones_like.default}
+           aten.empty_like.default, aten.zeros_like.default, aten.ones_like.default, aten.new_empty.default,
+           aten.new_zeros.default, aten.new_ones.default, aten.new_full.default}
 
 
 # Outputs whose gradient the op's derivative reads (batch norm's saved statistics and running

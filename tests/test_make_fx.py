@@ -328,6 +328,14 @@ OVERLOAD_CALLS = [
     ("copysign", lambda T, x: T.copysign(x, -1.0)), ("copysign tensor", lambda T, x: T.copysign(x, x - 1)),
     ("xlogy_", lambda T, x: x.clone().xlogy_(3.0)), ("copysign_", lambda T, x: x.clone().copysign_(-2)),
     ("outer", lambda T, x: T.outer(x[0], x[:, 1])),  # reshape's view of the first vector, as PyTorch's
+    # square is PyTorch's composite pow(x, 2); new_* are ops of their own; a tensor literal is a
+    # constant followed by lift_fresh_copy (torch.tensor lifts it)
+    ("square", lambda T, x: x.square()), ("square_", lambda T, x: x.clone().square_()),
+    ("new_zeros", lambda T, x: x.new_zeros(2, 3)), ("new_ones", lambda T, x: x.new_ones((2,), dtype=T.int64)),
+    ("new_full", lambda T, x: x.new_full((2, 2), 3.5)), ("new_empty", lambda T, x: x.new_empty(3).fill_(2.0)),
+    ("tensor literal", lambda T, x: x + T.tensor([1.0, 2.0, 3.0, 4.0])),
+    ("index literal", lambda T, x: x.index_select(0, T.tensor([0, 2]))),
+    ("setitem number", lambda T, x: (lambda y: y.__setitem__(0, 1.0) or y)(x.clone())),
 ]
 KNOWN_OVERLOAD_GAPS = {}
 

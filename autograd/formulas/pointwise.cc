@@ -296,7 +296,6 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
     Tensor r = c.result();
     g["self"] = neg(mul(c.grad(), mul(r, r)));
   });
-  d.Def("square", {"self"}, [](Ctx& c, Grads& g) { g["self"] = mul(mul(c.grad(), c.input("self")), 2.0); });
   d.Def("sin", {"self"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), cos(c.input("self"))); });
   d.Def("cos", {"self"}, [](Ctx& c, Grads& g) { g["self"] = neg(mul(c.grad(), sin(c.input("self")))); });
   d.Def("tan", {"result"}, [](Ctx& c, Grads& g) {

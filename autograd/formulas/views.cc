@@ -161,6 +161,7 @@ void DefineViewFormulas(DerivativeTable& d) {
     if (c.needs("src")) g["src"] = c.grad();  // cast and reduced to src by the engine
   });
   d.Def("clone", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
+  d.Def("lift_fresh_copy", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
   d.Def("t", {}, [](Ctx& c, Grads& g) { g["self"] = c.dim("self") < 2 ? c.grad() : ops::transpose(c.grad(), 0, 1); });
   d.InplaceOf("transpose_", "transpose.int");  // inplace_view: self takes the transposed layout
   d.InplaceOf("t_", "t");
@@ -182,6 +183,9 @@ void DefineViewFormulas(DerivativeTable& d) {
                        "randint_like.low_generator_dtype", "bernoulli", "bernoulli.p", "multinomial", "one_hot", "isnan",
                        "isinf", "isfinite", "signbit", "empty.memory_format", "empty_strided",
                        "arange.start_step", "eye", "eye.m", "linspace", "randperm", "randperm.generator", "nonzero"});
+  // Factories reading only self's metadata: declared, so they are recorded as one op when self
+  // requires grad too, as PyTorch's CompositeExplicitAutograd ones are.
+  d.NonDifferentiable({"zeros_like", "ones_like", "full_like", "new_empty", "new_full", "new_zeros", "new_ones"});
 }
 
 

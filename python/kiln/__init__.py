@@ -37,6 +37,7 @@ from kiln._ops import ops  # noqa: F401
 from kiln import _ops  # noqa: F401
 
 import builtins as _builtins
+import sys as _sys
 
 # PyTorch's dtype aliases.
 half, float, double = float16, float32, float64
@@ -126,7 +127,22 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
     if _C._active_fake_mode() is not None:  # under FakeTensorMode: a fake tensor, as in PyTorch
         from kiln._subclasses.fake_tensor import _tensor_under_fake_mode
 
-        return _tensor_under_fake_mode(lambda: tensor(data, dtype=dtype, device=device, requires_grad=requires_grad))
+        out = _tensor_under_fake_mode(lambda: _tensor_of_data(data, dtype, device))
+    else:
+        out = _tensor_of_data(data, dtype, device)
+    if _make_fx_active():  # PyTorch's lift_fresh: a graph constant, then its copy (lift_fresh_copy)
+        out = ops.aten.lift_fresh_copy(out)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def _make_fx_active():
+    proxy_tensor = _sys.modules.get("kiln.fx.experimental.proxy_tensor")
+    return proxy_tensor is not None and len(proxy_tensor._TRACERS) > 0
+
+
+def _tensor_of_data(data, dtype, device):
     if isinstance(data, Tensor):
         out = data.clone().detach()
         if dtype is not None:
@@ -149,8 +165,6 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
         out = out.to(device)
     if _C.is_inference_mode_enabled():
         _C._mark_inference(out)
-    if requires_grad:
-        out.requires_grad_(True)
     return out
 
 

@@ -255,35 +255,31 @@ class Tensor(_C.TensorBase):
 
         return _tensor_types.legacy_new(self.dtype, device or self.device, args, kwargs)
 
-    def _new_factory(self, factory, name, sizes, size, dtype, device, requires_grad, *args):
+    def _new_factory(self, name, sizes, size, dtype, device, requires_grad, *args):
+        """aten.new_<kind>(self, size, ...): recorded as that op in traced graphs, as PyTorch does."""
+        from kiln._ops import ops
+
         if size is None:
             if not sizes:
                 raise TypeError(f'{name}() missing 1 required positional arguments: "size"')
             size = sizes if len(sizes) > 1 or _is_int_like(sizes[0]) else sizes[0]
         elif sizes:
             raise TypeError(f"{name}() got multiple values for argument 'size'")
-        out = factory(size, *args, dtype=dtype or self.dtype, device=device or self.device)
+        size = [size] if _is_int_like(size) else list(size)
+        out = getattr(ops.aten, name)(self, size, *args, dtype=dtype, device=device)
         return out.requires_grad_() if requires_grad else out
 
     def new_empty(self, *sizes, size=None, dtype=None, device=None, requires_grad=False):
-        import kiln
-
-        return self._new_factory(kiln.empty, "new_empty", sizes, size, dtype, device, requires_grad)
+        return self._new_factory("new_empty", sizes, size, dtype, device, requires_grad)
 
     def new_zeros(self, *sizes, size=None, dtype=None, device=None, requires_grad=False):
-        import kiln
-
-        return self._new_factory(kiln.zeros, "new_zeros", sizes, size, dtype, device, requires_grad)
+        return self._new_factory("new_zeros", sizes, size, dtype, device, requires_grad)
 
     def new_ones(self, *sizes, size=None, dtype=None, device=None, requires_grad=False):
-        import kiln
-
-        return self._new_factory(kiln.ones, "new_ones", sizes, size, dtype, device, requires_grad)
+        return self._new_factory("new_ones", sizes, size, dtype, device, requires_grad)
 
     def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
-        import kiln
-
-        return self._new_factory(kiln.full, "new_full", (), size, dtype, device, requires_grad, fill_value)
+        return self._new_factory("new_full", (), size, dtype, device, requires_grad, fill_value)
 
     def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
         import kiln
@@ -401,12 +397,12 @@ class Tensor(_C.TensorBase):
                 value = value.to(self.dtype)
             self.masked_fill_(mask, value)
             return
-        result, advanced = self._apply_basic_index(key, setitem=True)
-        if not isinstance(value, Tensor):
+        if not isinstance(value, Tensor):  # made first, as PyTorch does (traced graphs lift it first)
             import kiln
 
             value = kiln.tensor(value, dtype=self.dtype)
-        elif value.requires_grad and not result.requires_grad and _C.is_grad_enabled():
+        result, advanced = self._apply_basic_index(key, setitem=True)
+        if value.requires_grad and not result.requires_grad and _C.is_grad_enabled():
             _C._track_view(result, self)  # so that the write reaches self's history (CopySlices)
         value_is_0d = value.ndim == 0
         lead = 0  # the value's leading 1s are dropped before it broadcasts, as in PyTorch

@@ -168,6 +168,8 @@ Tensor ToOther(const Tensor& self, const Tensor& other, bool, bool copy, std::op
 }
 Tensor TypeAs(const Tensor& self, const Tensor& other) { return ToImpl(self, other.dtype(), std::nullopt, false, {}); }
 
+Tensor LiftFreshCopy(const Tensor& self) { return ops::clone(self, std::nullopt); }
+
 Tensor Contiguous(const Tensor& self, MemoryFormat mf) {
   // (PyTorch returns an already contiguous tensor before it looks at the format)
   KILN_CHECK(mf != MemoryFormat::Preserve || self.is_contiguous(),
@@ -189,6 +191,9 @@ void RegisterCopyOps(Registry& r) {
       .AllowsOverlappingWrites();  // checked by the kernels, once x.copy_(x) has returned
   r.Def("clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor", {Tag::core}, kFunctionAndMethod)
       .Composite<&Clone>();
+  // kiln.tensor(data) under make_fx: the constant's copy, recorded after its get_attr as PyTorch
+  // records it (torch.tensor calls lift_fresh, which proxy tracing turns into this)
+  r.Def("lift_fresh_copy(Tensor self) -> Tensor").Composite<&LiftFreshCopy>();
   r.Def("_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
         "bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor",
         {Tag::core})

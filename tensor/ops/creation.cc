@@ -1,4 +1,4 @@
-// tensor/ops/creation.cc: factory ops (empty, full, zeros, ones, arange, *_like, scalar_tensor).
+// tensor/ops/creation.cc: factory ops (empty, full, zeros, ones, arange, *_like, new_*, scalar_tensor).
 //
 // Factories take their device from the `device=` argument (see Op::ComputeKeys), so
 // kiln.zeros(2, device="meta") runs the meta kernel and allocates nothing.
@@ -97,6 +97,27 @@ Tensor ZerosLike(const Tensor& self, OptDtype dtype, OptLayout layout, OptDevice
 Tensor OnesLike(const Tensor& self, OptDtype dtype, OptLayout layout, OptDevice device, OptBool pin,
                 OptMemoryFormat mf) {
   return FullLike(self, Scalar(int64_t(1)), dtype, layout, device, pin, mf);
+}
+
+// x.new_empty/new_full/new_zeros/new_ones(size): a factory taking dtype and device from x unless
+// given, as PyTorch's composites; through the dispatcher, so a fake x gets a fake result.
+Tensor NewEmpty(const Tensor& self, const std::vector<SymInt>& size, OptDtype dtype, OptLayout layout,
+                OptDevice device, OptBool pin) {
+  return CallOp<Tensor>(KILN_OP("aten::empty.memory_format"), size, OptDtype(dtype.value_or(self.dtype())), layout,
+                        OptDevice(device.value_or(self.device())), pin, OptMemoryFormat());
+}
+Tensor NewFull(const Tensor& self, const std::vector<SymInt>& size, const Scalar& value, OptDtype dtype,
+               OptLayout layout, OptDevice device, OptBool pin) {
+  return CallOp<Tensor>(KILN_OP("aten::full"), size, value, OptDtype(dtype.value_or(self.dtype())), layout,
+                        OptDevice(device.value_or(self.device())), pin);
+}
+Tensor NewZeros(const Tensor& self, const std::vector<SymInt>& size, OptDtype dtype, OptLayout layout,
+                OptDevice device, OptBool pin) {
+  return NewFull(self, size, Scalar(int64_t(0)), dtype, layout, device, pin);
+}
+Tensor NewOnes(const Tensor& self, const std::vector<SymInt>& size, OptDtype dtype, OptLayout layout,
+               OptDevice device, OptBool pin) {
+  return NewFull(self, size, Scalar(int64_t(1)), dtype, layout, device, pin);
 }
 
 template <typename T>
@@ -204,6 +225,14 @@ void RegisterCreationOps(Registry& r) {
       .Composite<&ZerosLike>();
   r.Def("ones_like(Tensor self, *, " KILN_FACTORY_KWARGS ", MemoryFormat? memory_format=None) -> Tensor")
       .Composite<&OnesLike>();
+  r.Def("new_empty(Tensor self, SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor", {}, kMethod)
+      .Composite<&NewEmpty>();
+  r.Def("new_full(Tensor self, SymInt[] size, Scalar fill_value, *, " KILN_FACTORY_KWARGS ") -> Tensor", {}, kMethod)
+      .Composite<&NewFull>();
+  r.Def("new_zeros(Tensor self, SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor", {}, kMethod)
+      .Composite<&NewZeros>();
+  r.Def("new_ones(Tensor self, SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor", {}, kMethod)
+      .Composite<&NewOnes>();
   r.Def("arange(Scalar end, *, " KILN_FACTORY_KWARGS ") -> Tensor").Composite<&Arange>();
   r.Def("arange.start(Scalar start, Scalar end, *, " KILN_FACTORY_KWARGS ") -> Tensor").Composite<&ArangeStart>();
   r.Def("arange.start_step(Scalar start, Scalar end, Scalar step=1, *, " KILN_FACTORY_KWARGS ") -> Tensor",

@@ -15,7 +15,7 @@ enum class UnaryResult { Float, Same, Bool };
 enum UnaryOp : int {
   kExp, kExp2, kLog, kLog2, kLog10, kLog1p, kExpm1, kSqrt, kRsqrt, kSigmoid, kTanh, kSin, kCos, kTan, kAsin,
   kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh, kErf, kErfc, kErfinv, kLgamma, kDigamma, kSilu, kMish,
-  kNeg, kAbs, kSign, kReciprocal, kFloor, kCeil, kRound, kTrunc, kFrac, kRelu, kSquare, kLogicalNot,
+  kNeg, kAbs, kSign, kReciprocal, kFloor, kCeil, kRound, kTrunc, kFrac, kRelu, kLogicalNot,
   kBitwiseNot, kIsnan, kIsinf, kIsfinite, kSignbit, kNumUnary
 };
 
@@ -39,7 +39,7 @@ const UnarySpec kUnary[kNumUnary] = {
     {"neg", UnaryResult::Same, false}, {"abs", UnaryResult::Same, false}, {"sign", UnaryResult::Same, true},
     {"reciprocal", UnaryResult::Float, true}, {"floor", UnaryResult::Same, false},
     {"ceil", UnaryResult::Same, false}, {"round", UnaryResult::Same, false}, {"trunc", UnaryResult::Same, false},
-    {"frac", UnaryResult::Same, false}, {"relu", UnaryResult::Same, false}, {"square", UnaryResult::Same, true},
+    {"frac", UnaryResult::Same, false}, {"relu", UnaryResult::Same, false},
     {"logical_not", UnaryResult::Bool, true}, {"bitwise_not", UnaryResult::Same, true},
     {"isnan", UnaryResult::Bool, true}, {"isinf", UnaryResult::Bool, true}, {"isfinite", UnaryResult::Bool, true},
     {"signbit", UnaryResult::Bool, true},
@@ -142,7 +142,6 @@ template <typename M>
       case kTrunc: return std::trunc(x);
       case kFrac: return x - std::trunc(x);
       case kRelu: return x > 0 ? x : (x != x ? x : M(0));
-      case kSquare: return x * x;
       case kLogicalNot: return x == 0;
       case kIsnan: return x != x;
       case kIsinf: return std::isinf(x);
@@ -157,7 +156,6 @@ template <typename M>
       case kFloor: case kCeil: case kRound: case kTrunc: return x;
       case kFrac: return 0;
       case kRelu: if constexpr (std::is_signed_v<M>) return x > 0 ? x : M(0); else return x;
-      case kSquare: return static_cast<M>(x * x);
       case kLogicalNot: return !x;
       case kBitwiseNot: if constexpr (std::is_same_v<M, bool>) return !x; else return static_cast<M>(~x);
       case kIsnan: case kIsinf: return false;
@@ -173,7 +171,7 @@ template <typename M>
 bool ComplexUnarySupported(int op) {
   switch (op) {
     case kExp: case kLog: case kSqrt: case kRsqrt: case kSigmoid: case kTanh: case kSin: case kCos: case kTan:
-    case kSinh: case kCosh: case kNeg: case kAbs: case kReciprocal: case kSquare: case kIsnan: case kIsinf:
+    case kSinh: case kCosh: case kNeg: case kAbs: case kReciprocal: case kIsnan: case kIsinf:
     case kIsfinite: case kLogicalNot:
       return true;
     default:
@@ -198,7 +196,6 @@ C ApplyComplexUnary(int op, C x) {
     case kNeg: return -x;
     case kAbs: return C(std::abs(x), R(0));
     case kReciprocal: return C(1) / x;
-    case kSquare: return x * x;
     case kIsnan: return C(std::isnan(x.real()) || std::isnan(x.imag()));
     case kIsinf: return C(std::isinf(x.real()) || std::isinf(x.imag()));
     case kIsfinite: return C(std::isfinite(x.real()) && std::isfinite(x.imag()));
@@ -210,7 +207,6 @@ C ApplyComplexUnary(int op, C x) {
 ScalarType UnaryComputeType(int op, ScalarType in) {
   const UnarySpec& spec = kUnary[op];
   if (spec.result == UnaryResult::Float && IsIntegral(in, true)) return GetDefaultDtype();
-  if (op == kSquare && in == ScalarType::Bool) return ScalarType::Int64;
   return in;
 }
 
@@ -321,6 +317,16 @@ void DefAll(Registry& r, std::integer_sequence<int, I...>) {
 // Ops PyTorch exposes under other spellings.
 Tensor Absolute(const Tensor& self) { return CallOp<Tensor>(KILN_OP("aten::abs"), self); }
 Tensor Negative(const Tensor& self) { return CallOp<Tensor>(KILN_OP("aten::neg"), self); }
+// square is pow(self, 2), as PyTorch's composite (graphs record pow.Tensor_Scalar, autograd
+// PowBackward0; bool squares to int64). Complex numbers multiply instead: kiln has no complex pow.
+Tensor Square(const Tensor& self) {
+  if (IsComplex(self.dtype())) return ops::mul(self, self);
+  return CallOp<Tensor>(KILN_OP("aten::pow.Tensor_Scalar"), self, Scalar(int64_t(2)));
+}
+Tensor Square_(Tensor self) {
+  if (IsComplex(self.dtype())) return CallOp<Tensor>(KILN_OP("aten::mul_.Tensor"), self, Tensor(self));
+  return CallOp<Tensor>(KILN_OP("aten::pow_.Scalar"), self, Scalar(int64_t(2)));
+}
 Tensor Positive(const Tensor& self) {
   KILN_CHECK(self.dtype() != ScalarType::Bool, "The `+` operator, on a bool tensor is not supported.");
   return self;
@@ -370,6 +376,8 @@ void RegisterUnaryOps(Registry& r) {
   r.Def("absolute(Tensor self) -> Tensor", {}, kFunctionAndMethod).Composite<&Absolute>();
   r.Def("negative(Tensor self) -> Tensor", {}, kFunctionAndMethod).Composite<&Negative>();
   r.Def("positive(Tensor(a) self) -> Tensor(a)", {}, kFunctionAndMethod).Composite<&Positive>();
+  r.Def("square(Tensor self) -> Tensor", {Tag::pointwise}, kFunctionAndMethod).Composite<&Square>();
+  r.Def("square_(Tensor(a!) self) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod).Composite<&Square_>();
   r.Def("round.decimals(Tensor self, *, int decimals) -> Tensor", {Tag::pointwise}, kFunctionAndMethod)
       .Impl<&RoundDecimals>(DispatchKey::CPU).Meta<&RoundDecimalsMeta>();
   r.Def("round_.decimals(Tensor(a!) self, *, int decimals) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)

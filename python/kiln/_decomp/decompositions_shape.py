@@ -38,6 +38,32 @@ def ones(size, *, dtype=None, layout=None, device=None, pin_memory=None):
     return _fill(size, 1, dtype, layout, device, pin_memory)
 
 
+@register_decomposition(aten.new_full.default)
+def new_full(self, size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return _fill(size, fill_value, dtype or self.dtype, layout, device or self.device, pin_memory)
+
+
+@register_decomposition(aten.new_zeros.default)
+def new_zeros(self, size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return _fill(size, 0, dtype or self.dtype, layout, device or self.device, pin_memory)
+
+
+@register_decomposition(aten.new_ones.default)
+def new_ones(self, size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return _fill(size, 1, dtype or self.dtype, layout, device or self.device, pin_memory)
+
+
+@register_decomposition(aten.new_empty.default)
+def new_empty(self, size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return aten.empty.memory_format(list(size), dtype=dtype or self.dtype, layout=layout,
+                                    device=device or self.device, pin_memory=pin_memory)
+
+
+@register_decomposition(aten.lift_fresh_copy.default)
+def lift_fresh_copy(self):
+    return aten.clone.default(self)
+
+
 def _dense_strides(x):
     """Strides of a dense tensor laid out in x's stride order (x's own when x is dense)."""
     order = sorted(range(x.dim()), key=lambda d: (x.stride()[d], x.shape[d]), reverse=True)

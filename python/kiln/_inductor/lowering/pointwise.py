@@ -341,11 +341,6 @@ def _erfc(out, x):
                                                     ("sub", const(2.0, d), erfc_abs_expr(a, d))))
 
 
-@register("square.default")
-def _square(out, x):
-    return pointwise("square", out, [x], lambda a: ("mul", a, a))
-
-
 def signbit_expr(a, d):
     """The sign bit of a (of compute dtype d): -0.0 counts as negative (1 / -0.0 is -inf); a NaN's
     sign bit is not visible to the IR's operators and reads as clear."""
