@@ -27,7 +27,7 @@ import pytest
 
 import kiln
 import kiln._dynamo as dynamo
-from conftest import _builtin_exception, random_array, to_kiln
+from conftest import _builtin_exception, random_array, requires_torch, to_kiln
 from kiln._inductor import compile_fx
 from kiln._inductor.lowering import LOWERINGS
 from test_ops import BINARY_SHAPES, OPS
@@ -245,6 +245,26 @@ def test_extern_ops_have_no_lowering():
     lowered = {str(op) for op in LOWERINGS}
     assert not set(EXTERN) & lowered, "these ops have lowerings now: move them out of EXTERN"
     assert {op for op, _ in PARTIAL} <= lowered
+
+
+@requires_torch
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
+def test_relu_keeps_negative_zero_and_nan(dtype):
+    """relu is PyTorch's clamp_min(x, 0): -0.0 and NaN come through (eager gave +0.0, so 1 / relu(x)
+    flipped an inf: fuzz seed 451, program 2371), eagerly, in place and compiled."""
+    import torch
+
+    data = [-0.0, 0.0, -1.5, 2.0, float("nan"), float("-inf")] * 3
+    want = torch.tensor(data, dtype=getattr(torch, dtype)).relu()
+
+    def fn(x):
+        return x.relu(), kiln.nn.functional.relu(x.clone(), inplace=True)
+
+    x = kiln.tensor(data, dtype=getattr(kiln, dtype))
+    dynamo.reset()
+    for got in (*fn(x), *kiln.compile(fn, backend="inductor", dynamic=False)(x)):
+        assert got.float().tolist() == pytest.approx(want.float().tolist(), nan_ok=True)
+        assert kiln.signbit(got).tolist() == torch.signbit(want).tolist()
 
 
 def test_floor_division_rounds_like_eager():

@@ -141,7 +141,8 @@ template <typename M>
       case kRound: return RoundHalfEven(x);
       case kTrunc: return std::trunc(x);
       case kFrac: return x - std::trunc(x);
-      case kRelu: return x > 0 ? x : (x != x ? x : M(0));
+      // NaN and -0.0 pass through, as PyTorch's clamp_min(x, 0) (max(0, x) keeps x when equal)
+      case kRelu: return x < 0 ? M(0) : x;
       case kLogicalNot: return x == 0;
       case kIsnan: return x != x;
       case kIsinf: return std::isinf(x);
