@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "autograd/grad_mode.h"
+#include "autograd/node_names.h"
 #include "autograd/variable.h"
 #include "autograd/view_tracking.h"
 #include "runtime/error.h"
@@ -25,24 +26,6 @@ int ArgIndex(const FunctionSchema& schema, const char* name) {
     if (schema.arguments[i].name == name) return static_cast<int>(i);
   KILN_INTERNAL_ASSERT(false, "derivative of ", schema.full_name(), " names no argument '", name, "'");
   return -1;
-}
-
-// "native_layer_norm" -> "NativeLayerNormBackward0"; in-place and private spellings share it.
-std::string NodeName(const std::string& base) {
-  std::string out;
-  bool upper = true;
-  for (char ch : base) {
-    if (ch == '_') { upper = true; continue; }
-    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(ch))) : ch;
-    upper = false;
-  }
-  return out + "Backward0";
-}
-
-std::string FunctionalName(const Op& op) {
-  std::string base = op.base_name();
-  if (op.has_tag(Tag::inplace) && !base.empty() && base.back() == '_') base.pop_back();
-  return base;
 }
 
 }  // namespace
@@ -407,7 +390,7 @@ void DerivativeTable::Def(const std::string& op_name, std::initializer_list<cons
   auto d = std::make_shared<Derivative>();
   d->op = op;
   d->fn = fn;
-  d->node_name = NodeName(FunctionalName(*op));
+  d->node_name = BackwardNodeName(*op);
   for (const char* s : saves) {
     if (std::strcmp(s, "self.geometry") == 0) d->saves_self_geometry = true;
     else if (std::strncmp(s, "result", 6) == 0) d->saved_outputs.push_back(s[6] ? std::atoi(s + 6) : 0);
@@ -423,6 +406,7 @@ void DerivativeTable::Def(const std::string& op_name, std::initializer_list<cons
   if (inplace && !inplace->autograd_info) {
     auto di = std::make_shared<Derivative>(*d);
     di->op = inplace;
+    di->node_name = BackwardNodeName(*inplace, op);
     Attach(inplace, di);
   }
 }
@@ -434,7 +418,7 @@ void DerivativeTable::NonDifferentiable(std::initializer_list<const char*> op_na
     auto d = std::make_shared<Derivative>();
     d->op = op;
     d->non_differentiable = true;
-    d->node_name = NodeName(FunctionalName(*op));
+    d->node_name = BackwardNodeName(*op);
     Attach(op, d);
   }
 }
@@ -446,13 +430,8 @@ void DerivativeTable::InplaceOf(const std::string& inplace_name, const std::stri
                        functional_name, ")");
   auto d = std::make_shared<Derivative>(*static_cast<const Derivative*>(functional->autograd_info.get()));
   d->op = inplace;
+  d->node_name = BackwardNodeName(*inplace, functional);
   Attach(inplace, d);
-}
-
-void DerivativeTable::Rename(const std::string& op_name, const std::string& node_name) {
-  Op* op = registry_.Find("aten::" + op_name);
-  KILN_INTERNAL_ASSERT(op && op->autograd_info, "no derivative declared for aten::", op_name);
-  static_cast<Derivative*>(op->autograd_info.get())->node_name = node_name;
 }
 
 void DerivativeTable::NotDifferentiableIn(const std::string& op_name, std::initializer_list<const char*> args) {

@@ -141,8 +141,6 @@ class DerivativeTable {
   void NonDifferentiable(std::initializer_list<const char*> op_names);
   // An in-place op whose functional twin has another overload name (pow_.Scalar <- pow.Tensor_Scalar).
   void InplaceOf(const std::string& inplace_name, const std::string& functional_name);
-  // PyTorch's node name where it differs from "<Op>Backward0" (MaxBackward1 for max()).
-  void Rename(const std::string& op_name, const std::string& node_name);
   // Inputs an op is not differentiable in: passing one that requires grad is an error, as in PyTorch.
   void NotDifferentiableIn(const std::string& op_name, std::initializer_list<const char*> args);
 

@@ -552,6 +552,27 @@ GRAD_FN_CASES = {
     "square": lambda lib, a, b: a.square(),  # PyTorch's composite pow(a, 2): PowBackward0
     "square_": lambda lib, a, b: (a * 1).square_(),
     "new_zeros_plus": lambda lib, a, b: a + a.new_zeros(3),
+    # Note [Backward node names]: overloads numbered in derivatives.yaml order, str.title()
+    # capitals after digits, "Forward" dropped
+    "pow_tensor": lambda lib, a, b: a ** b, "rpow": lambda lib, a, b: 2.0 ** a,
+    "pow_": lambda lib, a, b: (a * 1).pow_(2),
+    "xlogy_self": lambda lib, a, b: lib.xlogy(2.0, b), "xlogy_other": lambda lib, a, b: lib.xlogy(a, 2.0),
+    "sum_dim": lambda lib, a, b: a.sum(0), "mean_dim": lambda lib, a, b: a.mean(1),
+    "prod_dim": lambda lib, a, b: a.prod(1),
+    "clamp": lambda lib, a, b: a.clamp(0, 1), "clamp_": lambda lib, a, b: (a * 1).clamp_(0, 1),
+    "clamp_tensor": lambda lib, a, b: a.clamp(min=b), "div_mode": lambda lib, a, b: a.div(b, rounding_mode="floor"),
+    "masked_fill_tensor": lambda lib, a, b: a.masked_fill(a > 2, b[0, 0]), "scatter_value": lambda lib, a, b:
+    a.scatter(0, lib.tensor([[0, 1, 0]]), 1.0), "lerp_tensor": lambda lib, a, b: a.lerp(b, b),
+    "remainder": lambda lib, a, b: a % b, "fmod": lambda lib, a, b: a.fmod(b),
+    "copysign": lambda lib, a, b: a.copysign(-1.0),
+    "squeeze_dim": lambda lib, a, b: a[:1].squeeze(0), "round_decimals": lambda lib, a, b: a.round(decimals=1),
+    "min_all": lambda lib, a, b: a.min(), "t_": lambda lib, a, b: (a * 1).t_(),
+    "transpose_": lambda lib, a, b: (a * 1).transpose_(0, 1),
+    "leaky_relu_": lambda lib, a, b: lib.nn.functional.leaky_relu((a * 1), inplace=True),
+    "log1p": lambda lib, a, b: a.log1p(), "expm1": lambda lib, a, b: a.expm1(), "atan2": lambda lib, a, b: a.atan2(b),
+    "max_pool2d": lambda lib, a, b: lib.nn.functional.max_pool2d(a[None], 2), "nll_loss": lambda lib, a, b:
+    lib.nn.functional.nll_loss(a, lib.tensor([0, 2])), "clamp_min": lambda lib, a, b: a.clamp_min(2.0),
+    "clamp_max_": lambda lib, a, b: (a * 1).clamp_max_(2.0), "polygamma": lambda lib, a, b: a.polygamma(1),
 }
 
 

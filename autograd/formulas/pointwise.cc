@@ -196,6 +196,14 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
     }
   });
   d.InplaceOf("pow_.Tensor", "pow.Tensor_Tensor");
+  // base ** exponent for a number base (a composite over pow.Tensor_Tensor, given PyTorch's node,
+  // PowBackward2): grad * result * log(base), 0 where base is 0 and exponent >= 0
+  d.Def("pow.Scalar", {"exponent", "result"}, [](Ctx& c, Grads& g) {
+    const double base = c.scalar("self").to_double();
+    Tensor factor = mul(c.result(), std::log(base));
+    if (base == 0) factor = masked_fill(factor, ge(c.input("exponent"), 0.0), 0);
+    g["exponent"] = mul(c.grad(), factor);
+  });
   // Comparisons, bitwise and logical ops: boolean or integer results, no gradient.
   d.NonDifferentiable({"eq.Tensor", "eq.Scalar", "eq_.Tensor", "eq_.Scalar", "ne.Tensor", "ne.Scalar", "ne_.Tensor",
                        "ne_.Scalar", "lt.Tensor", "lt.Scalar", "lt_.Tensor", "lt_.Scalar", "le.Tensor", "le.Scalar",
@@ -248,6 +256,13 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
     if (!lo.is_none()) pass = ge(s, lo.to_scalar());
     if (!hi.is_none()) pass = pass.defined() ? logical_and(pass, le(s, hi.to_scalar())) : le(s, hi.to_scalar());
     g["self"] = pass.defined() ? where(pass, c.grad(), Scalar(0.0)) : c.grad();
+  });
+  // One-sided clamps (composites over clamp, given PyTorch's nodes: ClampMinBackward0, ...).
+  d.Def("clamp_min", {"self"}, [](Ctx& c, Grads& g) {
+    g["self"] = where(ge(c.input("self"), c.scalar("min")), c.grad(), Scalar(0.0));
+  });
+  d.Def("clamp_max", {"self"}, [](Ctx& c, Grads& g) {
+    g["self"] = where(le(c.input("self"), c.scalar("max")), c.grad(), Scalar(0.0));
   });
   d.Def("clamp.Tensor", {"self", "min", "max"}, [](Ctx& c, Grads& g) {
     Tensor s = c.input("self");

@@ -132,8 +132,6 @@ void DefineReductionFormulas(DerivativeTable& d) {
     });
   for (const char* name : {"max", "min"})
     d.Def(name, {"self", "result"}, [](Ctx& c, Grads& g) { g["self"] = EvenlyDistributedAll(c); });
-  d.Rename("max", "MaxBackward1");
-  d.Rename("min", "MinBackward1");
   d.NonDifferentiable({"argmax", "argmin", "any", "any.dim", "any.dims", "all", "all.dim", "all.dims",
                        "count_nonzero.dim_IntList"});
   for (const char* name : {"max.dim", "min.dim"})

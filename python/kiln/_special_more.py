@@ -42,6 +42,8 @@ def _functions():
         k = _kiln()
 
         class PolygammaBackward(k.autograd.Function):
+            _backward_name = "PolygammaBackward0"
+
             @staticmethod
             def forward(ctx, x, n):
                 ctx.save_for_backward(x)

@@ -79,7 +79,7 @@ def _multi_view_op(node_name):
     """remake(view, number), making `view` output `number` of the op a node named `node_name`
     records, when that op returns a list of views (SplitBackward0: through split.sizes;
     UnbindBackward0: through unbind.int); else None. Node names are the op's
-    name in CamelCase with `Backward0` (NodeName in autograd/derivatives.cc)."""
+    name in CamelCase with `Backward0` (Note [Backward node names] in autograd/node_names.h)."""
     match = re.fullmatch(r"([A-Za-z0-9]+?)Backward\d*", node_name)
     if match is None:
         return None

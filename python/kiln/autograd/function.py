@@ -75,7 +75,8 @@ class BackwardCFunction(FunctionCtx):
 class FunctionMeta(type):
     def __init__(cls, name, bases, attrs):
         super().__init__(name, bases, attrs)
-        cls._backward_name = name + "Backward"
+        if "_backward_name" not in attrs:  # kiln's own Functions name theirs as PyTorch's C++ nodes
+            cls._backward_name = name + "Backward"
 
 
 class Function(metaclass=FunctionMeta):
