@@ -264,16 +264,16 @@ def test_what_formulas_unpack_survives_the_collection_of_the_first_trace(backend
     # right after each trace makes the timing certain.
     import gc
 
-    from kiln._functorch import aot_autograd
+    from kiln._functorch._aot_autograd import joint
 
-    original = aot_autograd._functional_graph
+    original = joint._functional_graph
 
     def then_collect(*args, **kwargs):
         out = original(*args, **kwargs)
         gc.collect()
         return out
 
-    monkeypatch.setattr(aot_autograd, "_functional_graph", then_collect)
+    monkeypatch.setattr(joint, "_functional_graph", then_collect)
 
     def program(lib, c, a):
         x = a * 1

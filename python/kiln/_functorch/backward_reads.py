@@ -21,8 +21,8 @@ the same:
 So for each set of absent tangents the backward graph is specialised (`prune_absent`): every
 value computed from absent tangents only is replaced by zeros where something else reads it, and
 what fed only those values is dropped, saved inputs included. See also Note [Gradients of
-absent tangents] in aot_autograd.py (an input gradient that depends on absent tangents only is
-None, not zeros).
+absent tangents] in _aot_autograd/runtime.py (an input gradient that depends on absent tangents
+only is None, not zeros).
 """
 
 import contextlib

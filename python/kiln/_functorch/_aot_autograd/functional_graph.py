@@ -1,0 +1,199 @@
+"""The functional graph (AOTAutograd, kiln._functorch.aot_autograd): make_fx of functionalize(f)
+with the decomposition table, its copy_ epilogue turned into leading outputs, tensor constants
+lifted to inputs, and the inference trace."""
+
+import kiln
+from kiln._functorch._aot_autograd.output_analysis import (_Traced, _analyze_outputs, _fakes, _layout,
+                                                           _restore_layouts, _view_chains)
+from kiln.fx.experimental.proxy_tensor import make_fx
+from kiln.func import functionalize
+from kiln.utils.checkpoint import annotate_region
+
+
+def _mutations_to_outputs(gm, num_inputs):
+    """Turns make_fx(functionalize(f))'s copy_ epilogue (an input mutated) into leading outputs.
+    The epilogue's in-place view ops on inputs (`x.t_()` replayed) are dropped: the runtime
+    replays an input's new layout itself (Note [Input metadata mutations] in runtime.py)."""
+    graph = gm.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    relaid = set()
+    for node in list(graph.nodes):
+        if node.op == "call_function" and "inplace_view" in getattr(node.target, "tags", ()) and \
+                (node.args[0] in placeholders or node.args[0] in relaid):
+            relaid.add(node.args[0])
+            node.replace_all_uses_with(node.args[0])
+            graph.erase_node(node)
+    mutated, values = [], []
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target is kiln.ops.aten.copy_.default and \
+                node.args[0] in placeholders and not node.users:
+            mutated.append(placeholders.index(node.args[0]))
+            values.append(node.args[1])
+            graph.erase_node(node)
+    out = graph.output_node()
+    results = out.args[0]
+    results = list(results) if isinstance(results, (tuple, list)) else [results]
+    out.args = (tuple(values + results),)
+    graph.eliminate_dead_code()
+    gm.recompile()
+    return mutated
+
+
+def _lift_constants(gm, mode, before=None):
+    """The tensors a traced program made itself (`x + kiln.tensor([1., 2.])`, recorded by make_fx
+    as get_attr constants) become placeholders, inserted before `before` (the first tangent) or
+    after the last input. The retrace then sees fake tensors only, and the compiled graphs take
+    the real constants as trailing inputs. Returns (their fakes, the real tensors)."""
+    graph = gm.graph
+    attrs = [n for n in graph.nodes if n.op == "get_attr" and isinstance(getattr(gm, n.target, None), kiln.Tensor)]
+    if not attrs:
+        return [], []
+    anchor = before or next(n for n in graph.nodes if n.op != "placeholder")
+    reals, fakes = [], []
+    with graph.inserting_before(anchor):
+        for node in attrs:
+            real = getattr(gm, node.target)
+            placeholder = graph.placeholder(f"_lifted{node.target}")
+            fake = mode.from_tensor(real, static_shapes=True)
+            placeholder.meta.update(node.meta)
+            placeholder.meta["val"] = fake
+            node.replace_all_uses_with(placeholder)
+            graph.erase_node(node)
+            reals.append(real)
+            fakes.append(fake)
+    gm.recompile()
+    return fakes, reals
+
+
+def _drop_constant_mutations(gm, slots):
+    """A program that mutates a tensor it made (`t = kiln.tensor(...); t.add_(1)`) makes it anew on
+    every call: its copy_ epilogue must not write the lifted constant back."""
+    graph = gm.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    constants = {placeholders[i] for i in slots}
+    dropped = False
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target is kiln.ops.aten.copy_.default and \
+                node.args[0] in constants and not node.users:
+            graph.erase_node(node)
+            dropped = True
+    if dropped:
+        graph.eliminate_dead_code()
+        gm.recompile()
+
+
+def _functional_graph(fn, example_inputs, decompositions, mode, names=None, keep_raw=None):
+    """make_fx of fn (fake tensors as inputs), then again through functionalize with the
+    decompositions: an aten graph without in-place ops. Tensor constants the program made are
+    lifted to inputs after the program's own (primal) inputs; returns (graph, the constants).
+    `keep_raw`, a list, gets the first trace's module, which the caller's records of its nodes
+    need alive."""
+    layouts = [_layout(t) if isinstance(t, kiln.Tensor) else None for t in _flat(example_inputs)]
+    # `x.t_()` re-laid the example inputs; given back even when the trace raised, since the joint
+    # is traced again after a backward-only error (Note [Backward errors of mutated inputs] in joint.py): a
+    # retrace that saw x transposed made x.flatten() a copy, and the index_select that saved it
+    # lost eager's version error (fuzz seed 181, program 12912)
+    try:
+        raw = make_fx(fn, tracing_mode="real")(*example_inputs)
+    finally:
+        _restore_layouts(mode, _flat(example_inputs), layouts)
+    if keep_raw is not None:
+        keep_raw.append(raw)
+    if names is None:
+        fakes, constants = _lift_constants(raw, mode)
+        first = len(example_inputs)
+        example_inputs = [*example_inputs, *fakes]
+    else:
+        tangent = next((n for n in raw.graph.nodes if n.op == "placeholder" and n.name.startswith("tangents")), None)
+        fakes, constants = _lift_constants(raw, mode, before=tangent)
+        primals, tangents = example_inputs
+        first = len(primals)
+        example_inputs = ([*primals, *fakes], tangents)
+    detached = _detached(example_inputs)
+    layouts = [_layout(t) if isinstance(t, kiln.Tensor) else None for t in _flat(detached)]
+    try:
+        gm = make_fx(functionalize(_named(raw, names)), decomposition_table=decompositions,
+                     tracing_mode="real")(*detached)
+    finally:
+        _restore_layouts(mode, _flat(detached), layouts)  # the placeholders' fakes: the epilogue re-laid them
+    _drop_constant_mutations(gm, range(first, first + len(constants)))
+    return gm, constants
+
+
+def _flat(values):
+    """The example inputs, with the joint's (primals, tangents) lists opened."""
+    return [t for v in values for t in (v if isinstance(v, (list, tuple)) else [v])]
+
+
+def _detached(values):
+    out = []
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            out.append(type(v)(_detached(v)))
+        elif isinstance(v, kiln.Tensor):
+            out.append(v.detach())
+        else:
+            out.append(v)
+    return out
+
+
+def _named(gm, names):
+    """gm as a function of (primals, tangents) lists, so make_fx names its inputs primals_1...,
+    tangents_1... as PyTorch's joint graphs are named (arg0_1... for inference graphs)."""
+    run = replay(gm)
+    if names is None:
+        return lambda *args: run(*args)
+
+    def joint(primals, tangents):
+        return run(*primals, *tangents)
+
+    return joint
+
+
+class _AnnotatingInterpreter(kiln.fx.Interpreter):
+    """Runs a graph node by node under an active make_fx; the nodes recorded while running an
+    annotated node inherit its activation-checkpointing annotation: meta["recompute"] as is, or
+    meta["ac_policy"] (a selective policy) applied to each recorded op."""
+
+    def run_node(self, n):
+        from kiln.fx.experimental.proxy_tensor import current_trace_graph
+
+        graph = current_trace_graph()
+        recompute, policy = n.meta.get("recompute"), n.meta.get("ac_policy")
+        if graph is None or (recompute is None and policy is None):
+            return super().run_node(n)
+        before = set(graph.nodes)
+        result = super().run_node(n)
+        if policy is None:
+            def policy(ctx, op, *args, **kwargs):
+                return recompute
+        annotate_region(graph, before, policy)
+        return result
+
+
+def replay(gm):
+    """A callable running gm: its generated code, or the annotating interpreter when some node
+    carries an activation-checkpointing annotation (so a retrace keeps them)."""
+    if any("recompute" in n.meta or "ac_policy" in n.meta for n in gm.graph.nodes):
+        return _AnnotatingInterpreter(gm).run
+    return gm.forward
+
+
+def trace_inference(flat_fn, leaves, config):
+    mode, fakes = _fakes(leaves)
+    with kiln.no_grad():
+        outs, aliases, _, _, layouts, _ = _analyze_outputs(flat_fn, mode, fakes)
+        with mode:
+            gm, constants = _functional_graph(lambda *a: tuple(flat_fn(*a)), fakes, config.decompositions, mode)
+    no_grad = [False] * len(outs)
+    if config.keep_inference_input_mutations:  # the copy_ epilogue stays in the graph
+        return _Traced(gm, [], len(outs), aliases, no_grad, constants=constants)
+    mutated = _mutations_to_outputs(gm, len(leaves))
+    traced = _Traced(gm, mutated, len(outs), aliases, no_grad, constants=constants, new_layouts=layouts)
+    _view_chains(traced)
+    return traced
+
+
+def _outputs(gm):
+    out = gm.graph.output_node().args[0]
+    return list(out) if isinstance(out, (tuple, list)) else [out]
