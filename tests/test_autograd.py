@@ -573,6 +573,7 @@ GRAD_FN_CASES = {
     "max_pool2d": lambda lib, a, b: lib.nn.functional.max_pool2d(a[None], 2), "nll_loss": lambda lib, a, b:
     lib.nn.functional.nll_loss(a, lib.tensor([0, 2])), "clamp_min": lambda lib, a, b: a.clamp_min(2.0),
     "clamp_max_": lambda lib, a, b: (a * 1).clamp_max_(2.0), "polygamma": lambda lib, a, b: a.polygamma(1),
+    "rsub_scalar": lambda lib, a, b: 1 - a, "rsub_tensor": lambda lib, a, b: lib.rsub(a, b, alpha=2),
 }
 
 

@@ -68,6 +68,13 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
     if (c.needs("other")) g["other"] = mul(c.grad(), -c.scalar("alpha").to_double());
   });
   d.Def("sub.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
+  // rsub(self, other, alpha) = other - alpha * self: composites over sub, given PyTorch's nodes
+  // (`1 - x` is RsubBackward1)
+  d.Def("rsub.Tensor", {}, [](Ctx& c, Grads& g) {
+    if (c.needs("self")) g["self"] = mul(c.grad(), -c.scalar("alpha").to_double());
+    if (c.needs("other")) g["other"] = c.grad();
+  });
+  d.Def("rsub.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), -c.scalar("alpha").to_double()); });
   d.Def("mul.Tensor", {"self", "other"}, [](Ctx& c, Grads& g) {
     if (c.needs("self")) g["self"] = mul(c.grad(), Conj(c.input("other")));
     if (c.needs("other")) g["other"] = mul(c.grad(), Conj(c.input("self")));
