@@ -537,6 +537,30 @@ Tensor PowScalarBase(const Scalar& base, const Tensor& exp) {
   return CallOp<Tensor>(KILN_OP("aten::pow.Tensor_Tensor"), WrapScalar(base, exp.device()), exp);
 }
 
+// The functional and in-place overloads of a binary op under the names a spelling needs: Tensor
+// ones always, Scalar ones when named; registered in that order (the order Python tries them).
+template <int kOp>
+void DefOverloads(Registry& r, const std::string& tensor, const std::string& scalar, const std::string& inplace_tensor,
+                  const std::string& inplace_scalar, std::initializer_list<Tag> tags, Variants variants,
+                  Variants inplace_variants) {
+  r.Def(tensor + "(Tensor self, Tensor other) -> Tensor", tags, variants)
+      .template Impl<&FunctionalTensor<kOp>>(DispatchKey::CPU).template Meta<&MetaTensor<kOp>>();
+  if (!scalar.empty()) {
+    r.Def(scalar + "(Tensor self, Scalar other) -> Tensor", tags, variants)
+        .template Impl<&FunctionalScalar<kOp>>(DispatchKey::CPU).template Meta<&MetaScalar<kOp>>();
+  }
+  r.Def(inplace_tensor + "(Tensor(a!) self, Tensor other) -> Tensor(a!)", {Tag::pointwise}, inplace_variants)
+      .template Impl<&InplaceTensor<kOp>>(DispatchKey::CPU)
+      .template Impl<&InplaceTensorMeta<kOp>>(DispatchKey::Meta)
+      .template Impl<&InplaceTensorMeta<kOp>>(DispatchKey::Fake);
+  if (!inplace_scalar.empty()) {
+    r.Def(inplace_scalar + "(Tensor(a!) self, Scalar other) -> Tensor(a!)", {Tag::pointwise}, inplace_variants)
+        .template Impl<&InplaceScalar<kOp>>(DispatchKey::CPU)
+        .template Impl<&InplaceScalarMeta<kOp>>(DispatchKey::Meta)
+        .template Impl<&InplaceScalarMeta<kOp>>(DispatchKey::Fake);
+  }
+}
+
 // `tensor_overload`: the functional Tensor overload's name; floor_divide's is the default
 // overload in PyTorch ("floor_divide", not "floor_divide.Tensor").
 template <int kOp>
@@ -561,22 +585,9 @@ void DefFamily(Registry& r, const std::string& name, Variants variants = kFuncti
         .template Impl<&OutAlphaTensor<kOp>>(DispatchKey::CPU);
     return;
   }
-  r.Def(name + tensor_overload + "(Tensor self, Tensor other) -> Tensor", tags, variants)
-      .template Impl<&FunctionalTensor<kOp>>(DispatchKey::CPU).template Meta<&MetaTensor<kOp>>();
-  if (spec.has_scalar) {
-    r.Def(name + scalar_overload + "(Tensor self, Scalar other) -> Tensor", tags, variants)
-        .template Impl<&FunctionalScalar<kOp>>(DispatchKey::CPU).template Meta<&MetaScalar<kOp>>();
-  }
-  r.Def(name + "_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)", {Tag::pointwise}, kMethod)
-      .template Impl<&InplaceTensor<kOp>>(DispatchKey::CPU)
-      .template Impl<&InplaceTensorMeta<kOp>>(DispatchKey::Meta)
-      .template Impl<&InplaceTensorMeta<kOp>>(DispatchKey::Fake);
-  if (spec.has_scalar) {
-    r.Def(name + "_" + scalar_overload + "(Tensor(a!) self, Scalar other) -> Tensor(a!)", {Tag::pointwise}, kMethod)
-        .template Impl<&InplaceScalar<kOp>>(DispatchKey::CPU)
-        .template Impl<&InplaceScalarMeta<kOp>>(DispatchKey::Meta)
-        .template Impl<&InplaceScalarMeta<kOp>>(DispatchKey::Fake);
-  }
+  const std::string none;
+  DefOverloads<kOp>(r, name + tensor_overload, spec.has_scalar ? name + scalar_overload : none, name + "_.Tensor",
+                    spec.has_scalar ? name + "_" + scalar_overload : none, tags, variants, kMethod);
   r.Def(name + ".out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)", {Tag::pointwise})
       .template Impl<&OutTensor<kOp>>(DispatchKey::CPU);
 }
@@ -598,30 +609,15 @@ void DefScalarFirst(Registry& r, const std::string& name_and_overload) {
 template <int kOp>
 void DefShiftOperator(Registry& r, const std::string& op, const std::string& inplace_op) {
   const Variants none = static_cast<Variants>(0);  // reached through the operators, as PyTorch's
-  r.Def(op + ".Tensor(Tensor self, Tensor other) -> Tensor", {Tag::pointwise}, none)
-      .template Impl<&FunctionalTensor<kOp>>(DispatchKey::CPU).template Meta<&MetaTensor<kOp>>();
-  r.Def(op + ".Scalar(Tensor self, Scalar other) -> Tensor", {Tag::pointwise}, none)
-      .template Impl<&FunctionalScalar<kOp>>(DispatchKey::CPU).template Meta<&MetaScalar<kOp>>();
-  r.Def(inplace_op + ".Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)", {Tag::pointwise}, none)
-      .template Impl<&InplaceTensor<kOp>>(DispatchKey::CPU)
-      .template Impl<&InplaceTensorMeta<kOp>>(DispatchKey::Meta)
-      .template Impl<&InplaceTensorMeta<kOp>>(DispatchKey::Fake);
-  r.Def(inplace_op + ".Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", {Tag::pointwise}, none)
-      .template Impl<&InplaceScalar<kOp>>(DispatchKey::CPU)
-      .template Impl<&InplaceScalarMeta<kOp>>(DispatchKey::Meta)
-      .template Impl<&InplaceScalarMeta<kOp>>(DispatchKey::Fake);
+  DefOverloads<kOp>(r, op + ".Tensor", op + ".Scalar", inplace_op + ".Tensor", inplace_op + ".Scalar",
+                    {Tag::pointwise}, none, none);
 }
 
 // Ops whose only overload is the Tensor one keep PyTorch's overload name ("maximum", not
 // "maximum.Tensor"), so they register under their own schema text.
 template <int kOp>
 void DefPlain(Registry& r, const std::string& name) {
-  r.Def(name + "(Tensor self, Tensor other) -> Tensor", {Tag::pointwise, Tag::core}, kFunctionAndMethod)
-      .template Impl<&FunctionalTensor<kOp>>(DispatchKey::CPU).template Meta<&MetaTensor<kOp>>();
-  r.Def(name + "_(Tensor(a!) self, Tensor other) -> Tensor(a!)", {Tag::pointwise}, kMethod)
-      .template Impl<&InplaceTensor<kOp>>(DispatchKey::CPU)
-      .template Impl<&InplaceTensorMeta<kOp>>(DispatchKey::Meta)
-      .template Impl<&InplaceTensorMeta<kOp>>(DispatchKey::Fake);
+  DefOverloads<kOp>(r, name, "", name + "_", "", {Tag::pointwise, Tag::core}, kFunctionAndMethod, kMethod);
   r.Def(name + ".out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)", {Tag::pointwise})
       .template Impl<&OutTensor<kOp>>(DispatchKey::CPU);
 }
