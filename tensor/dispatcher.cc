@@ -140,7 +140,7 @@ void Op::Redispatch(DispatchKeySet keys, Stack& stack) const {
     throw NotImplementedError(StrCat(
         "Could not run '", full_name_, "' with arguments from the '", backend,
         "' backend. '", full_name_, "' has no kernel registered for '", backend, "'",
-        k == DispatchKey::CUDA ? " (CUDA kernels are not built into this version of kiln)" : ""));
+        k == DispatchKey::CUDA ? " (kiln has no CUDA kernel for this op yet; copy the tensors to the CPU with .cpu())" : ""));
   }
 }
 

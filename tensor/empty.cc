@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "runtime/cuda/cuda_allocator.h"
+#include "runtime/cuda/driver.h"
 #include "tensor/fake_tensor.h"
 
 namespace kiln {
@@ -110,9 +112,10 @@ Tensor EmptyTensor(const SymDimVector& sizes, ScalarType dtype, Device device, c
     Allocator* alloc = GetCPUAllocator();
     storage = std::make_shared<StorageImpl>(alloc->Allocate(nbytes), nbytes, alloc);
   } else if (device.is_cuda()) {
-    throw NotImplementedError(
-        "Could not allocate a tensor on '" + device.str() +
-        "': CUDA kernels are not built into this version of kiln (CPU and meta only)");
+    for (const SymInt& s : sizes) s.expect_int();
+    if (device.index < 0) device.index = static_cast<int16_t>(cuda::CurrentDevice());
+    Allocator* alloc = cuda::GetCUDAAllocator(device.index);
+    storage = std::make_shared<StorageImpl>(alloc->Allocate(nbytes), nbytes, alloc);
   }
   auto impl = std::make_shared<TensorImpl>(std::move(storage), dtype, device,
                                            DispatchKeySet(BackendKey(device)));

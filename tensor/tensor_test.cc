@@ -113,7 +113,18 @@ TEST(Dispatcher, MetaTensorsRunOnlyMetaFunctions) {
 }
 
 TEST(Dispatcher, MissingBackendKernelRaisesNotImplemented) {
-  EXPECT_THROW(ops::empty(Shape({2}), ScalarType::Float32, Device(DeviceType::CUDA)), NotImplementedError);
+  // A data-less tensor that dispatches to CUDA (no driver is needed to reach the dispatcher's check).
+  auto impl = std::make_shared<TensorImpl>(nullptr, ScalarType::Float32, Device(DeviceType::CUDA, 0),
+                                           DispatchKeySet(DispatchKey::CUDA));
+  impl->set_sizes_and_strides(SymDimVector{SymInt(int64_t(2))}, SymDimVector{SymInt(int64_t(1))}, 0);
+  Tensor t(std::move(impl));
+  try {
+    ops::nonzero(t);
+    FAIL() << "expected NotImplementedError";
+  } catch (const NotImplementedError& e) {
+    EXPECT_NE(std::string(e.what()).find("Could not run 'aten::nonzero' with arguments from the 'CUDA' backend"),
+              std::string::npos) << e.what();
+  }
 }
 
 TEST(Dispatcher, BoxedAndUnboxedCallsAgree) {

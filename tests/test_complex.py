@@ -234,3 +234,18 @@ def test_compiled_complex_arithmetic(backend):
     for e, c in zip(f(a, b), kiln.compile(f, backend=backend, fullgraph=True)(a, b)):
         assert e.dtype == c.dtype and e.shape == c.shape
         np.testing.assert_allclose(c.numpy(), e.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["complex64", "complex128"])
+def test_setitem_and_fill_keep_the_imaginary_part(name):
+    """x[i] = 1+2j makes a 0-d complex value and fills with it (fill_.Tensor): the imaginary part
+    was dropped (a double conversion), found by the CUDA fill tests."""
+    for key in [(slice(None), slice(1, None, 2)), 0, (1, 2)]:
+        k = kiln.zeros(2, 3, dtype=getattr(kiln, name))
+        t = torch.zeros(2, 3, dtype=getattr(torch, name))
+        k[key] = 1 + 2j
+        t[key] = 1 + 2j
+        np.testing.assert_array_equal(k.numpy(), t.numpy())
+    k = kiln.zeros(4, dtype=getattr(kiln, name)).fill_(kiln.tensor(-1.5 + 0.25j))
+    t = torch.zeros(4, dtype=getattr(torch, name)).fill_(torch.tensor(-1.5 + 0.25j))
+    np.testing.assert_array_equal(k.numpy(), t.numpy())

@@ -37,6 +37,49 @@ system_library = repository_rule(
     local = True,
 )
 
+def _llvm_static_impl(ctx):
+    """LLVM's static libraries for the named components, in the order llvm-config gives.
+
+    kiln._C must import where Debian's libLLVM-14.so and its dependencies (z3, ICU 72, libxml2)
+    are absent (the GPU machine runs Ubuntu 24.04), so LLVM is linked in and its symbols hidden by
+    the module's -Wl,--exclude-libs,ALL (DESIGN.md §3). Only the objects kiln references are pulled
+    from the archives; of LLVM's system libraries that leaves zlib and terminfo, linked statically too.
+    """
+    config = ctx.which(ctx.attr.llvm_config)
+    if config == None:
+        fail("%s not found: tools/setup.sh installs llvm-14-dev" % ctx.attr.llvm_config)
+    result = ctx.execute([config, "--link-static", "--libfiles"] + ctx.attr.components)
+    if result.return_code != 0:
+        fail("llvm-config --libfiles: %s" % result.stderr)
+    archives = result.stdout.strip().split(" ")
+    include = ctx.execute([config, "--includedir"]).stdout.strip()
+    ctx.symlink(include, "include")
+    linkopts = ["-Wl,--start-group"] + archives + ["-Wl,--end-group"] + ctx.attr.system_linkopts
+    ctx.file("BUILD.bazel", """
+cc_library(
+    name = "{name}",
+    hdrs = glob([{globs}], allow_empty = True),
+    includes = ["include"],
+    linkopts = {linkopts},
+    visibility = ["//visibility:public"],
+)
+""".format(
+        name = ctx.name,
+        globs = ", ".join(['"include/%s"' % p for p in ctx.attr.header_patterns]),
+        linkopts = repr(linkopts),
+    ))
+
+llvm_static_library = repository_rule(
+    implementation = _llvm_static_impl,
+    attrs = {
+        "llvm_config": attr.string(default = "llvm-config-14"),
+        "components": attr.string_list(),
+        "header_patterns": attr.string_list(),
+        "system_linkopts": attr.string_list(),
+    },
+    local = True,
+)
+
 _PY_QUERY = """
 import sys, sysconfig
 print(sysconfig.get_paths()["include"])

@@ -204,6 +204,7 @@ void InitMakeFxBindings(py::module_& m);         // python_make_fx.cc
 void InitPartitionBindings(py::module_& m);      // python_partition.cc
 void InitInductorBindings(py::module_& m);       // python_inductor.cc
 void InitAotRuntimeBindings(py::module_& m);     // python_aot_runtime.cc
+void InitCudaBindings(py::module_& m);           // python_cuda.cc
 
 }  // namespace kiln::python
 
@@ -234,6 +235,7 @@ PYBIND11_MODULE(_C, m) {
   InitPartitionBindings(m);
   InitInductorBindings(m);
   InitAotRuntimeBindings(m);
+  InitCudaBindings(m);
   Registry::Get();
 
   m.def("_set_tensor_class", [](py::object cls) {

@@ -193,7 +193,16 @@ PyObject* ElementToPython(const char* p) {
   else return PyFloat_FromDouble(static_cast<double>(static_cast<opmath_t<T>>(v)));
 }
 
+// A CUDA tensor's values, copied to the host (item(), tolist() and printing synchronize, as
+// PyTorch's do); other tensors unchanged.
+Tensor OnHost(const Tensor& t) {
+  if (!t.device().is_cuda()) return t;
+  Tensor host = EmptyTensor(t->sym_sizes(), t.dtype(), Device(DeviceType::CPU));
+  return ops::copy_(host, t);
+}
+
 PyObject* ItemOf(const Tensor& t) {
+  if (t.device().is_cuda()) return ItemOf(OnHost(t));
   if (!t->has_storage() || !TlsLocalDispatchKeySet().included.empty()) {
     // Meta/fake tensors and tracing modes: aten::_local_scalar_dense through the dispatcher
     // (an unbacked symbol under a ShapeEnv; see tensor/ops/dynamic_shape.cc).
@@ -212,6 +221,7 @@ PyObject* ItemOf(const Tensor& t) {
 PyObject* MethodItem(PyObject* self, PyObject*) { return Guarded([&] { return ItemOf(Checked(self)); }); }
 
 PyObject* ToList(const Tensor& t) {
+  if (t.device().is_cuda()) return ToList(OnHost(t));
   KILN_CHECK(t->has_storage(), "tolist() cannot be called on meta tensors");
   DimVector sizes = t.sizes(), strides = t.strides();
   const int64_t item = t->itemsize();

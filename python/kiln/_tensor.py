@@ -171,6 +171,9 @@ class Tensor(_C.TensorBase):
     def numpy(self, *, force=False):
         import numpy as np
 
+        if self.device.type == "cuda":
+            raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy "
+                            "the tensor to host memory first.")
         if self.dtype == _C.bfloat16:
             raise TypeError("Got unsupported ScalarType BFloat16")
         return np.asarray(memoryview(self))
@@ -228,15 +231,19 @@ class Tensor(_C.TensorBase):
         return self.dtype.is_floating_point
 
     def pin_memory(self, device=None):
-        """Pinned (page-locked) memory only speeds copies to an accelerator; kiln has none, so this
-        raises RuntimeError as PyTorch does on a machine without one."""
+        """A copy in page-locked host memory, which copies to CUDA read directly (non_blocking=True
+        stays asynchronous). Needs a usable CUDA driver, as PyTorch's does."""
         if device is not None:
             import warnings
 
             warnings.warn("The argument 'device' of Tensor.pin_memory() is deprecated. Please do not pass this "
                           "argument.", DeprecationWarning, stacklevel=2)
-        raise RuntimeError("Tensor.pin_memory(): pinned memory needs an accelerator, and kiln has none "
-                           "(built without CUDA)")
+        if not _C._cuda_is_available():
+            raise RuntimeError("Tensor.pin_memory(): pinned memory needs a CUDA device, and none is usable: "
+                               + _C._cuda_unavailable_reason().splitlines()[0])
+        if self.is_pinned():
+            return self
+        return _C._cuda_pin_memory(self)
 
     def is_pinned(self, device=None):
         if device is not None:
@@ -244,7 +251,12 @@ class Tensor(_C.TensorBase):
 
             warnings.warn("The argument 'device' of Tensor.is_pinned() is deprecated. Please do not pass this "
                           "argument.", DeprecationWarning, stacklevel=2)
-        return False
+        return _C._cuda_is_pinned(self)
+
+    def record_stream(self, stream):
+        """This tensor's memory is also used on `stream`: the caching allocator does not reuse it
+        until the work queued there so far has finished (torch.Tensor.record_stream)."""
+        _C._cuda_record_stream(self, stream._triple)
 
     # --- new_* factories: same dtype and device as self unless given. Sizes may be one sequence or
     # several ints (x.new_zeros(2, 3)), as in PyTorch.

@@ -152,6 +152,8 @@ def tensor_repr(t, prefix="tensor("):
             suffixes.append("dtype=" + repr(t.dtype))
         summarize = t.numel() > PRINT_OPTS["threshold"]
         source = t.detach()
+        if source.device.type == "cuda":  # one copy to the host, not one per printed element
+            source = source.cpu()
         values = []
         data = _collect(_summarized_list(source, summarize), 0, t.dim(), summarize, values)
         fmt = _ComplexFormatter(values) if t.dtype.is_complex else _Formatter(values, t.dtype.is_floating_point)

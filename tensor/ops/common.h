@@ -42,6 +42,9 @@ SymDimVector LayoutOfOperands(const SymDimVector& shape, const std::vector<SymDi
 Tensor CastTo(const Tensor& t, ScalarType dtype);
 // Checks that tensors are on one device, naming the op.
 void CheckSameDevice(const char* op, const Tensor& a, const Tensor& b);
+// copy_'s argument checks (self-copy, overlaps, broadcast shapes); false when nothing is to be
+// copied. Every backend's copy_ runs them first (tensor/ops/copy.cc).
+bool CheckCopy(const Tensor& self, const Tensor& src);
 // Reduction dims: wrapped, deduplicated, as a mask over `ndim` (all dims when `dims` is empty/none).
 std::vector<bool> ReduceMask(const char* op, const std::optional<std::vector<int64_t>>& dims, int64_t ndim);
 // Output sizes of a reduction over `mask`.

@@ -67,6 +67,8 @@ bool IsSameData(const Tensor& self, const Tensor& src) {
          self->sym_strides() == src->sym_strides() && self.dtype() == src.dtype();
 }
 
+}  // namespace
+
 // copy_'s checks in PyTorch's order: x.copy_(x), or a copy between two views of the same data
 // (`x[0] = x` on an expanded x), returns first; then the overlap checks (Note [Overlapping
 // writes]), then the shapes. Returns whether there is anything to copy.
@@ -82,6 +84,8 @@ bool CheckCopy(const Tensor& self, const Tensor& src) {
              " doesn't match the broadcast shape ", SizesToString(joined));
   return true;
 }
+
+namespace {
 
 Tensor CopyCPU(Tensor self, const Tensor& src, bool non_blocking) {
   (void)non_blocking;

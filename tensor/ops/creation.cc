@@ -149,6 +149,10 @@ void CheckFillTensor(const Tensor& self, const Tensor& value) {
 }
 Tensor FillTensorCPU(Tensor self, const Tensor& value) {
   CheckFillTensor(self, value);
+  if (IsComplex(value.dtype())) {  // x[i] = 1+2j fills through here: keep the imaginary part
+    Tensor c = ops::to_dtype(value, ScalarType::ComplexDouble);
+    return FillCPU(self, Scalar(*c.data_ptr<std::complex<double>>()));
+  }
   Tensor v = ops::to_dtype(value, ScalarType::Float64);
   Scalar s = IsFloating(value.dtype()) ? Scalar(*v.data_ptr<double>())
              : value.dtype() == ScalarType::Bool ? Scalar(*v.data_ptr<double>() != 0)

@@ -1,6 +1,7 @@
 // tensor/ops/register.cc: the list of op families, registered once when the Registry is first used.
 #include "tensor/ops/common.h"
 #include "tensor/ops/core_ops.h"
+#include "tensor/cuda/cuda_ops.h"
 #include "tensor/ops/fft.h"
 
 namespace kiln {
@@ -34,6 +35,7 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterLossBackwardOps(r);
   RegisterViewScatterOps(r);
   RegisterOutVariants(r);
+  cuda::RegisterCUDAKernels(r);
   for (const std::string& name : CoreAtenOps())
     KILN_INTERNAL_ASSERT(r.Find(name) != nullptr, "core op list names an unregistered op: ", name);
 }

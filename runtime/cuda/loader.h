@@ -1,0 +1,31 @@
+// runtime/cuda/loader.h: finds and dlopens the CUDA libraries at run time (DESIGN.md §3: no
+// build-time dependency), searching where PyTorch's wheels and the toolkit put them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kiln::cuda {
+
+// Folders searched after $KILN_CUDA_LIB_DIR and before the toolkit's: the Python package adds each
+// site-packages' nvidia/cu13/lib here (where PyTorch's CUDA wheels keep cuBLAS and nvJitLink).
+void AddLibrarySearchDir(const std::string& dir);
+
+// The paths tried for `soname` ("libcublas.so.13"), in order: $KILN_CUDA_LIB_DIR, the added
+// folders, the toolkit's targets/x86_64-linux/lib (and /usr/local/nvidia/lib64 for the driver),
+// then the bare soname for the dynamic loader's own search.
+std::vector<std::string> CandidatePaths(const std::string& soname);
+
+struct Library {
+  void* handle = nullptr;
+  std::string path;   // the candidate that loaded
+  std::string error;  // when handle is null: every candidate's dlerror, joined by "; "
+};
+
+// dlopens the first candidate that loads (RTLD_NOW | RTLD_LOCAL). Never throws.
+Library OpenLibrary(const std::string& soname);
+
+// dlsym, or nullptr.
+void* FindSymbol(void* handle, const char* name);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,20 @@
+// tensor/cuda/cuda_ops.h: CUDA kernels for ops of the registry, added to the ops that tensor/ops
+// defines (each op is defined once; a backend only adds its kernel under DispatchKey::CUDA).
+#pragma once
+
+#include "tensor/dispatcher.h"
+
+namespace kiln::cuda {
+
+// Sets `op_name`'s CUDA kernel; the op must exist (an internal error otherwise).
+void SetCUDAKernel(Registry& r, const char* op_name, Kernel kernel);
+
+// Every CUDA kernel (called once by RegisterBuiltinOps).
+void RegisterCUDAKernels(Registry& r);
+void RegisterCopyKernels(Registry& r);
+
+// Tensor.pin_memory(): a contiguous copy of a CPU tensor in page-locked memory, which the copy
+// engines read and write directly (non_blocking=True copies stay asynchronous).
+Tensor PinMemory(const Tensor& t);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,235 @@
+"""CUDA tensors without kernels: devices, copies (every dtype, layouts, conversions), fills, the
+caching allocator's statistics and out-of-memory error, streams, events, pinned memory, and the
+errors PyTorch raises. Values are checked against numpy and kiln's CPU results.
+
+tests/cuda runs wherever kiln.cuda.is_available(): on the H200 (tools/gpu/test.sh, the real driver)
+and, on machines without a GPU, under the fake driver of runtime/cuda/testing
+(tests/test_cuda_fake_driver.py runs this folder in a subprocess with KILN_CUDA_LIB_DIR set). A test
+of what only a real GPU can do (kernels) skips on the fake; one of the fake's own knobs on the GPU."""
+
+import numpy as np
+import pytest
+
+import kiln
+
+pytestmark = pytest.mark.skipif(not kiln.cuda.is_available(), reason="CUDA is not available "
+                                "(tests/test_cuda_fake_driver.py runs these on the fake driver)")
+FAKE_DRIVER = kiln.cuda.is_available() and kiln.cuda.get_device_name(0) == "kiln fake CUDA device"
+
+DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool", "complex64"]
+
+
+def _host(name, shape, seed=0):
+    rng = np.random.default_rng(seed)
+    if name == "bool":
+        return kiln.tensor(rng.random(shape) > 0.5)
+    if name.startswith("complex"):
+        return kiln.tensor(rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).to(getattr(kiln, name))
+    if name.startswith(("int", "uint")):
+        return kiln.tensor(rng.integers(0, 100, shape)).to(getattr(kiln, name))
+    return kiln.tensor(rng.standard_normal(shape)).to(getattr(kiln, name))
+
+
+def _same(a, b):
+    assert a.device.type == b.device.type == "cpu"
+    assert a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape)
+    assert kiln.equal(a, b), (a, b)
+
+
+def test_device_queries():
+    assert kiln.cuda.device_count() >= 1
+    p = kiln.cuda.get_device_properties(0)
+    assert p.name == kiln.cuda.get_device_name(0) == kiln.cuda.get_device_name()
+    assert (p.major, p.minor) == kiln.cuda.get_device_capability(0)
+    assert p.total_memory > 0 and p.multi_processor_count > 0
+    assert kiln.cuda.current_device() == 0 and kiln.cuda.is_initialized()
+    free, total = kiln.cuda.mem_get_info()
+    assert 0 < free <= total
+    assert kiln.cuda.is_bf16_supported() == (p.major >= 8)
+
+
+@pytest.mark.parametrize("name", DTYPES)
+@pytest.mark.parametrize("shape", [(), (0,), (7,), (3, 5), (2, 3, 4)])
+def test_round_trip_every_dtype(name, shape):
+    x = _host(name, shape)
+    y = x.to("cuda")
+    assert y.device == kiln.device("cuda", 0) and y.is_cuda and y.dtype == x.dtype and y.shape == x.shape
+    _same(y.cpu(), x)
+    _same(x.cuda().to("cpu"), x)
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "int64", "bool"])
+def test_strided_sources_and_destinations(name):
+    x = _host(name, (6, 8), seed=1)
+    for view in [x.t(), x[::2, 1::3], x[:, 2], x.unsqueeze(1).expand(6, 3, 8)]:
+        y = view.cuda()
+        _same(y.cpu(), view.contiguous())
+    y = x.cuda()
+    for view in [y.t(), y[1::2, ::3], y[:, 5]]:
+        _same(view.cpu(), x.t() if view.shape == (8, 6) else view.cpu())
+    _same(y.t().cpu(), x.t().contiguous())
+    _same(y[1::2, ::3].cpu(), x[1::2, ::3].contiguous())
+    # a strided destination on the device keeps the elements between its own
+    dst = _host(name, (6, 8), seed=2).cuda()
+    expect = dst.cpu()
+    src = _host(name, (6, 4), seed=3)
+    dst[:, ::2].copy_(src)
+    expect[:, ::2] = src
+    _same(dst.cpu(), expect)
+
+
+def test_converting_and_broadcasting_copies():
+    x = _host("float32", (4, 5), seed=4)
+    _same(x.to("cuda", kiln.float64).cpu(), x.double())
+    _same(x.cuda().to(kiln.int32).cpu() if False else x.cuda().cpu().to(kiln.int32), x.to(kiln.int32))
+    d = kiln.empty(3, 4, 5, device="cuda")
+    d.copy_(x)  # broadcast from the host
+    _same(d.cpu(), x.expand(3, 4, 5).contiguous())
+    h = kiln.empty(4, 5, dtype=kiln.float16)
+    h.copy_(x.cuda())  # device float32 to host float16
+    _same(h, x.half())
+    z = kiln.zeros(4, 5, dtype=kiln.float64, device="cuda")
+    z.copy_(x.cuda())  # device float32 to device float64
+    _same(z.cpu(), x.double())
+
+
+def test_clone_and_device_to_device():
+    x = _host("float32", (3, 3), seed=5)
+    y = x.cuda()
+    c = y.clone()
+    assert c.data_ptr() != y.data_ptr()
+    _same(c.cpu(), x)
+    if kiln.cuda.device_count() > 1:
+        _same(y.to("cuda:1").cpu(), x)
+        assert y.to("cuda:1").device == kiln.device("cuda:1")
+
+
+@pytest.mark.parametrize("name,value", [("float32", 1.5), ("float64", -2.25), ("float64", 0.0), ("float16", 3.0),
+                                        ("bfloat16", -1.0), ("int64", 7), ("int32", -3), ("int8", 5), ("uint8", 200),
+                                        ("bool", True), ("complex64", 1 + 2j)])
+def test_factories_and_fill(name, value):
+    dt = getattr(kiln, name)
+    for make in [lambda: kiln.full((3, 4), value, dtype=dt, device="cuda"),
+                 lambda: kiln.empty(3, 4, dtype=dt, device="cuda").fill_(value)]:
+        _same(make().cpu(), kiln.full((3, 4), value, dtype=dt))
+    _same(kiln.zeros(5, dtype=dt, device="cuda").cpu(), kiln.zeros(5, dtype=dt))
+    _same(kiln.ones(2, 2, dtype=dt, device="cuda").cpu(), kiln.ones(2, 2, dtype=dt))
+    # a strided fill leaves the elements between untouched
+    y = kiln.zeros(4, 6, dtype=dt, device="cuda")
+    y[:, 1::2].fill_(value)
+    expect = kiln.zeros(4, 6, dtype=dt)
+    expect[:, 1::2] = value
+    _same(y.cpu(), expect)
+
+
+def test_item_tolist_print_and_numpy():
+    x = kiln.tensor([[1.5, -2.0], [3.0, 4.25]])
+    y = x.cuda()
+    assert y[1, 1].item() == 4.25 and y.tolist() == x.tolist()
+    assert repr(y) == "tensor([[ 1.5000, -2.0000],\n        [ 3.0000,  4.2500]], device='cuda:0')"
+    with pytest.raises(TypeError, match=r"can't convert cuda:0 device type tensor to numpy\. Use Tensor\.cpu\(\)"):
+        y.numpy()
+
+
+def test_caching_allocator_statistics():
+    kiln.cuda.synchronize()
+    kiln.cuda.empty_cache()
+    base = kiln.cuda.memory_allocated()
+    kiln.cuda.reset_peak_memory_stats()
+    a = kiln.empty(1000, device="cuda")  # 4000 bytes: one 4096-byte block (512-byte rounding)
+    assert kiln.cuda.memory_allocated() == base + 4096
+    b = kiln.empty(3 * 2 ** 20, dtype=kiln.uint8, device="cuda")  # a large-pool block
+    assert kiln.cuda.memory_allocated() == base + 4096 + 3 * 2 ** 20
+    assert kiln.cuda.memory_reserved() >= kiln.cuda.memory_allocated()
+    peak = kiln.cuda.max_memory_allocated()
+    assert peak == base + 4096 + 3 * 2 ** 20
+    a_ptr = a.data_ptr()
+    del a
+    assert kiln.cuda.memory_allocated() == base + 3 * 2 ** 20
+    c = kiln.empty(1000, device="cuda")
+    assert c.data_ptr() == a_ptr  # the freed block comes back without a driver call
+    del b, c
+    assert kiln.cuda.memory_allocated() == base and kiln.cuda.max_memory_allocated() == peak
+    kiln.cuda.empty_cache()
+    if base == 0:
+        assert kiln.cuda.memory_reserved() == 0
+    stats = kiln.cuda.memory_stats()
+    assert stats["allocation.all.allocated"] >= 3 and stats["num_ooms"] == 0
+    assert "Allocated memory" in kiln.cuda.memory_summary()
+    assert isinstance(kiln.cuda.memory_snapshot(), list)
+
+
+def test_out_of_memory_is_typed_and_leaves_state_unchanged():
+    before = kiln.cuda.memory_allocated()
+    total = kiln.cuda.get_device_properties(0).total_memory
+    with pytest.raises(kiln.cuda.OutOfMemoryError, match=r"CUDA out of memory\. Tried to allocate .* GPU 0 has a "
+                       r"total capacity of .* of which .* is free\."):
+        kiln.empty(2 * total, dtype=kiln.uint8, device="cuda")
+    assert issubclass(kiln.cuda.OutOfMemoryError, RuntimeError)
+    assert kiln.cuda.memory_allocated() == before
+    assert kiln.cuda.memory_stats()["num_ooms"] >= 1
+    kiln.ones(10, device="cuda")  # still usable
+
+
+def test_streams_and_events():
+    default = kiln.cuda.current_stream()
+    assert default == kiln.cuda.default_stream() and default.cuda_stream == 0
+    s = kiln.cuda.Stream()
+    assert s != default and s.device == kiln.device("cuda:0")
+    with kiln.cuda.stream(s):
+        assert kiln.cuda.current_stream() == s
+        x = kiln.ones(1000, device="cuda")
+        x.fill_(2.0)
+    assert kiln.cuda.current_stream() == default
+    default.wait_stream(s)
+    assert x.cpu().sum().item() == 2000.0
+    hi = kiln.cuda.Stream(priority=-1)
+    assert hi.priority == -1
+    start, end = kiln.cuda.Event(enable_timing=True), kiln.cuda.Event(enable_timing=True)
+    start.record()
+    kiln.ones(2 ** 20, device="cuda").fill_(3.0)
+    end.record()
+    end.synchronize()
+    assert start.query() and end.query() and start.elapsed_time(end) >= 0
+    with pytest.raises(RuntimeError, match="enable_timing=True"):
+        kiln.cuda.Event().elapsed_time(end)
+    s.synchronize()
+    assert s.query()
+    kiln.cuda.synchronize()
+
+
+def test_record_stream_defers_reuse():
+    s = kiln.cuda.Stream()
+    x = kiln.empty(256, device="cuda")
+    ptr = x.data_ptr()
+    x.record_stream(s)
+    s.synchronize()
+    del x
+    y = kiln.empty(256, device="cuda")  # s's work is done: the block may come back
+    assert y.data_ptr() == ptr
+
+
+def test_pinned_memory_and_non_blocking_copies():
+    x = _host("float32", (64, 64), seed=6)
+    p = x.pin_memory()
+    assert p.is_pinned() and not x.is_pinned() and p.pin_memory() is p
+    _same(p, x)
+    y = p.to("cuda", non_blocking=True)
+    back = kiln.empty(64, 64).pin_memory()
+    back.copy_(y, non_blocking=True)
+    kiln.cuda.synchronize()
+    _same(back, x)
+
+
+def test_errors_name_the_op_and_the_device():
+    y = kiln.ones(3, device="cuda")
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
+        kiln.ones(1, device=f"cuda:{kiln.cuda.device_count()}")
+    with pytest.raises(NotImplementedError, match=r"Could not run 'aten::.*' with arguments from the 'CUDA' backend"):
+        kiln.cumsum(y, 0)
+
+
+def test_fake_driver_has_no_kernels():
+    if not FAKE_DRIVER:
+        pytest.skip("the real driver runs kernels")
+    assert kiln.cuda.get_device_properties(0).total_memory == 1 << 30

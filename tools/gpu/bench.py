@@ -1,0 +1,96 @@
+"""tools/gpu/bench.py: kiln's CUDA runtime side by side with PyTorch on the GPU machine, in one
+process, interleaved, best (median where noted) of several rounds; a table of ratios last.
+
+What exists so far (issue 18): the first CUDA op of a process, the caching allocator, copies between
+host and device (pageable and pinned) and on the device, fill. Kernels come next.
+Run through tools/gpu/bench.sh (which unpacks the module)."""
+
+import statistics
+import subprocess
+import sys
+import time
+
+import kiln
+import torch
+
+ROWS = []
+
+
+def row(name, k, t, unit, higher_is_better=False):
+    ratio = (t / k) if higher_is_better else (k / t)
+    ROWS.append((name, k, t, unit, ratio))
+    print(f"{name:<44} kiln {k:10.3f} {unit:<6} torch {t:10.3f} {unit:<6} kiln/torch time {ratio:5.2f}x", flush=True)
+
+
+def cold_start(lib, rounds=5):
+    """Seconds from import to the first CUDA tensor's values on the host, in a fresh process each."""
+    code = (f"import time; t0 = time.perf_counter(); import {lib}; t1 = time.perf_counter(); "
+            f"x = {lib}.ones(1, device='cuda'); x.cpu(); t2 = time.perf_counter(); "
+            f"print(t1 - t0, t2 - t1)")
+    out = []
+    for _ in range(rounds):
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        imp, first = map(float, p.stdout.split())
+        out.append((imp, first))
+    return out
+
+
+def timed(fn, sync, n, rounds=5):
+    best = float("inf")
+    for _ in range(rounds):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        sync()
+        best = min(best, (time.perf_counter() - t0) / n)
+    return best
+
+
+def main():
+    ks, ts = kiln.cuda.synchronize, torch.cuda.synchronize
+    # 1. the first CUDA op in a process (import excluded), median of 5 fresh processes each, interleaved
+    k_runs, t_runs = [], []
+    for _ in range(5):
+        k_runs += cold_start("kiln", 1)
+        t_runs += cold_start("torch", 1)
+    row("first CUDA op (context, alloc, copy) s", statistics.median(r[1] for r in k_runs),
+        statistics.median(r[1] for r in t_runs), "s")
+    row("import s", statistics.median(r[0] for r in k_runs), statistics.median(r[0] for r in t_runs), "s")
+
+    # 2. caching allocator: empty + free of 1 MiB, cached
+    row("empty(1 MiB) + free, cached us", timed(lambda: kiln.empty(1 << 18, device="cuda"), ks, 20000) * 1e6,
+        timed(lambda: torch.empty(1 << 18, device="cuda"), ts, 20000) * 1e6, "us")
+
+    # 3. copies, 256 MiB
+    n = 64 << 20
+    for pinned in (False, True):
+        kh, th = kiln.ones(n), torch.ones(n)
+        if pinned:
+            kh, th = kh.pin_memory(), th.pin_memory()
+        kd, td = kiln.empty(n, device="cuda"), torch.empty(n, device="cuda")
+        gb = n * 4 / 1e9
+        label = "pinned" if pinned else "pageable"
+        row(f"host->device {label} GB/s", gb / timed(lambda: kd.copy_(kh), ks, 5),
+            gb / timed(lambda: td.copy_(th), ts, 5), "GB/s", higher_is_better=True)
+        row(f"device->host {label} GB/s", gb / timed(lambda: kh.copy_(kd), ks, 5),
+            gb / timed(lambda: th.copy_(td), ts, 5), "GB/s", higher_is_better=True)
+    # 4. on the device: 1 GiB clone (read + write) and fill
+    n = 256 << 20
+    kd, td = kiln.ones(n, device="cuda"), torch.ones(n, device="cuda")
+    gb = n * 4 / 1e9
+    row("clone 1 GiB (read+write) TB/s", 2 * gb / timed(lambda: kd.clone(), ks, 20) / 1e3,
+        2 * gb / timed(lambda: td.clone(), ts, 20) / 1e3, "TB/s", higher_is_better=True)
+    row("fill_ 1 GiB TB/s", gb / timed(lambda: kd.fill_(2.0), ks, 20) / 1e3,
+        gb / timed(lambda: td.fill_(2.0), ts, 20) / 1e3, "TB/s", higher_is_better=True)
+    row("zeros(1) latency us", timed(lambda: kiln.zeros(1, device="cuda"), ks, 20000) * 1e6,
+        timed(lambda: torch.zeros(1, device="cuda"), ts, 20000) * 1e6, "us")
+
+    print("\n| measure | kiln | torch | kiln/torch time |")
+    print("| --- | --- | --- | --- |")
+    for name, k, t, unit, ratio in ROWS:
+        print(f"| {name} | {k:.3f} {unit} | {t:.3f} {unit} | {ratio:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
