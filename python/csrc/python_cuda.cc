@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "python/csrc/tensor_caster.h"
+#include "runtime/cuda/cublas.h"
 #include "runtime/cuda/cuda_allocator.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/loader.h"
@@ -79,6 +80,10 @@ void InitCudaBindings(py::module_& m) {
     cuda::DriverMemoryOps(device)->MemGetInfo(&free_bytes, &total);
     return std::make_pair(free_bytes, total);
   });
+
+  m.def("_cuda_set_allow_tf32", &cuda::SetAllowTF32);
+  m.def("_cuda_cublas_available", [] { return cuda::CublasAvailable(); });
+  m.def("_cuda_cublas_unavailable_reason", [] { return cuda::CublasUnavailableReason(); });
 
   // Streams.
   m.def("_cuda_current_stream", [](int device) { return Pack(cuda::CurrentStream(device)); });

@@ -21,7 +21,8 @@ def _check_bool(value, what):
 
 def set_float32_matmul_precision(precision):
     """Sets the internal precision of float32 matmuls: "highest" (IEEE), "high" or "medium" (TF32 or
-    bfloat16 passes on GPUs). Stored only: kiln's CPU matmuls always compute in IEEE float32. An
+    bfloat16 passes on GPUs). CUDA matmuls use TF32 below "highest"; kiln's CPU matmuls always
+    compute in IEEE float32. An
     unknown string warns and changes nothing, as in PyTorch."""
     if not isinstance(precision, str):
         raise RuntimeError(f"set_float32_matmul_precision expects a str, but got {type(precision).__name__}")
@@ -30,6 +31,9 @@ def set_float32_matmul_precision(precision):
                       "set_float32_matmul_precision call has no effect.", UserWarning, stacklevel=2)
         return
     _state["float32_matmul_precision"] = precision
+    from kiln import _C
+
+    _C._cuda_set_allow_tf32(precision != "highest")  # cuBLAS float32 GEMMs in TF32 unless "highest"
 
 
 def get_float32_matmul_precision():

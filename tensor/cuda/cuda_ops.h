@@ -12,6 +12,7 @@ void SetCUDAKernel(Registry& r, const char* op_name, Kernel kernel);
 // Every CUDA kernel (called once by RegisterBuiltinOps).
 void RegisterCUDAKernels(Registry& r);
 void RegisterCopyKernels(Registry& r);
+void RegisterMatmulKernels(Registry& r);
 
 // Tensor.pin_memory(): a contiguous copy of a CPU tensor in page-locked memory, which the copy
 // engines read and write directly (non_blocking=True copies stay asynchronous).

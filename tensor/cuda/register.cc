@@ -12,6 +12,9 @@ void SetCUDAKernel(Registry& r, const char* op_name, Kernel kernel) {
   op->SetKernel(DispatchKey::CUDA, kernel);
 }
 
-void RegisterCUDAKernels(Registry& r) { RegisterCopyKernels(r); }
+void RegisterCUDAKernels(Registry& r) {
+  RegisterCopyKernels(r);
+  RegisterMatmulKernels(r);
+}
 
 }  // namespace kiln::cuda

@@ -45,6 +45,9 @@ void CheckSameDevice(const char* op, const Tensor& a, const Tensor& b);
 // copy_'s argument checks (self-copy, overlaps, broadcast shapes); false when nothing is to be
 // copied. Every backend's copy_ runs them first (tensor/ops/copy.cc).
 bool CheckCopy(const Tensor& self, const Tensor& src);
+// mm's and bmm's argument checks and result (tensor/ops/linalg.cc), shared by every backend.
+TensorMeta MmMeta(const Tensor& self, const Tensor& mat2);
+TensorMeta BmmMeta(const Tensor& self, const Tensor& mat2);
 // Reduction dims: wrapped, deduplicated, as a mask over `ndim` (all dims when `dims` is empty/none).
 std::vector<bool> ReduceMask(const char* op, const std::optional<std::vector<int64_t>>& dims, int64_t ndim);
 // Output sizes of a reduction over `mask`.

@@ -277,6 +277,8 @@ void CheckAddend(const Tensor& self, const SymDimVector& sizes) {
   ops::expand(self, SymList(sizes.begin(), sizes.end()));
 }
 
+}  // namespace
+
 TensorMeta MmMeta(const Tensor& self, const Tensor& mat2) {
   SymDimVector sizes = MmSizes(self, mat2, "self", "mat2");
   CheckMatmulDtype("mm", self, mat2);
@@ -290,6 +292,9 @@ TensorMeta BmmMeta(const Tensor& self, const Tensor& mat2) {
   CheckProductKernel("bmm", sizes, self->sym_sizes()[2], mat2, nullptr, self, &mat2);
   return TensorMeta{sizes, {}, mat2.dtype(), self.device()};
 }
+
+namespace {
+
 TensorMeta AddmmMeta(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
                      const Scalar& alpha) {
   KILN_CHECK(self.dtype() == mat2.dtype(), "self and mat2 must have the same dtype, but got ",

@@ -2,7 +2,8 @@
 process, interleaved, best (median where noted) of several rounds; a table of ratios last.
 
 What exists so far (issue 18): the first CUDA op of a process, the caching allocator, copies between
-host and device (pageable and pinned) and on the device, fill. Kernels come next.
+host and device (pageable and pinned) and on the device, fill, and mm through cuBLAS. Generated
+kernels come next.
 Run through tools/gpu/bench.sh (which unpacks the module)."""
 
 import statistics
@@ -85,6 +86,23 @@ def main():
         gb / timed(lambda: td.fill_(2.0), ts, 20) / 1e3, "TB/s", higher_is_better=True)
     row("zeros(1) latency us", timed(lambda: kiln.zeros(1, device="cuda"), ks, 20000) * 1e6,
         timed(lambda: torch.zeros(1, device="cuda"), ts, 20000) * 1e6, "us")
+
+    # 5. matmul through cuBLAS: sgemm, TF32, bf16 at 8192 and 1024 (random data, never zeros)
+    for size, reps in ((8192, 10), (1024, 200)):
+        flop = 2 * size ** 3
+        for label, kdt, tdt, tf32 in (("sgemm", kiln.float32, torch.float32, False),
+                                      ("tf32", kiln.float32, torch.float32, True),
+                                      ("bf16", kiln.bfloat16, torch.bfloat16, False)):
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            kiln.backends.cuda.matmul.allow_tf32 = tf32
+            ta = torch.randn(size, size, device="cuda", dtype=tdt)
+            tb = torch.randn(size, size, device="cuda", dtype=tdt)
+            ka = kiln.empty(size, size, dtype=kdt, device="cuda").copy_(kiln.randn(size, size).to(kdt))
+            kb = kiln.empty(size, size, dtype=kdt, device="cuda").copy_(kiln.randn(size, size).to(kdt))
+            row(f"{label} {size} TFLOP/s", flop / timed(lambda: kiln.mm(ka, kb), ks, reps) / 1e12,
+                flop / timed(lambda: torch.mm(ta, tb), ts, reps) / 1e12, "TFLOP/s", higher_is_better=True)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        kiln.backends.cuda.matmul.allow_tf32 = False
 
     print("\n| measure | kiln | torch | kiln/torch time |")
     print("| --- | --- | --- | --- |")

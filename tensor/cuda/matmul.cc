@@ -1,0 +1,98 @@
+// tensor/cuda/matmul.cc: mm and bmm on CUDA through cuBLAS (runtime/cuda/cublas.h).
+//
+// Note [Row-major GEMM through cuBLAS]: cuBLAS is column-major. A row-major m x n result C is the
+// column-major n x m matrix C^T = B^T A^T, so the call computes (n, m, k) with the operands
+// swapped. An operand stored row-major (last stride 1) is, read column-major, its own transpose,
+// so it enters untransposed with ld = its row stride; one stored column-major (a .t() view,
+// stride[-2] == 1) enters transposed with ld = its column stride. Any other layout is copied
+// contiguous first. A batch stride of 0 (an expanded operand) is passed as is.
+#include "runtime/cuda/cublas.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/cuda/stream.h"
+#include "tensor/cuda/cuda_ops.h"
+#include "tensor/ops/common.h"
+
+namespace kiln::cuda {
+namespace {
+
+BlasDataType BlasType(ScalarType t, const char* kernel) {
+  switch (t) {
+    case ScalarType::Float32: return BlasDataType::kF32;
+    case ScalarType::Float64: return BlasDataType::kF64;
+    case ScalarType::Float16: return BlasDataType::kF16;
+    case ScalarType::BFloat16: return BlasDataType::kBF16;
+    default:
+      throw NotImplementedError(StrCat("\"", kernel, "\" not implemented for '", ScalarTypeDisplayName(t), "'"));
+  }
+}
+
+// How a matrix (the last two dims of t: rows r, cols c) enters cuBLAS, per the Note.
+struct Operand {
+  Tensor t;  // t itself, or a contiguous copy
+  bool transposed = false;
+  int64_t ld = 0;
+  int64_t batch_stride = 0;
+};
+
+Operand Prepare(const Tensor& t) {
+  int64_t nd = t.dim();
+  int64_t r = t.size(nd - 2), c = t.size(nd - 1);
+  int64_t sr = t.stride(nd - 2), sc = t.stride(nd - 1);
+  int64_t batch_stride = nd == 3 ? (t.size(0) == 1 ? 0 : t.stride(0)) : 0;
+  if ((sc == 1 || c == 1) && sr >= std::max<int64_t>(c, 1)) return Operand{t, false, sr, batch_stride};
+  if ((sr == 1 || r == 1) && sc >= std::max<int64_t>(r, 1)) return Operand{t, true, sc, batch_stride};
+  Tensor contiguous = ops::contiguous(t);
+  return Operand{contiguous, false, std::max<int64_t>(c, 1), nd == 3 ? r * c : 0};
+}
+
+// out (batch x m x n, contiguous) = a @ b.
+void GemmInto(Tensor out, const Tensor& a, const Tensor& b, const char* kernel) {
+  if (out.numel() == 0) return;
+  int64_t k = a.size(-1);
+  if (k == 0) {
+    ops::fill_(out, Scalar(int64_t(0)));
+    return;
+  }
+  BlasDataType dtype = BlasType(out.dtype(), kernel);
+  Operand pa = Prepare(a), pb = Prepare(b);
+  int64_t m = out.size(-2), n = out.size(-1);
+  GemmArgs g;
+  g.trans_a = pb.transposed;  // the swap of the Note: cuBLAS's A is our b
+  g.trans_b = pa.transposed;
+  g.m = n;
+  g.n = m;
+  g.k = k;
+  g.a = pb.t->data();
+  g.lda = pb.ld;
+  g.stride_a = pb.batch_stride;
+  g.b = pa.t->data();
+  g.ldb = pa.ld;
+  g.stride_b = pa.batch_stride;
+  g.c = out->data();
+  g.ldc = n;
+  g.stride_c = m * n;
+  g.batch = out.dim() == 3 ? out.size(0) : 1;
+  g.dtype = dtype;
+  Gemm(CurrentStream(out.device().index), g);
+}
+
+Tensor MmCUDA(const Tensor& self, const Tensor& mat2) {
+  Tensor out = EmptyFromMeta(MmMeta(self, mat2));
+  GemmInto(out, self, mat2, "addmm_cuda");
+  return out;
+}
+
+Tensor BmmCUDA(const Tensor& self, const Tensor& mat2) {
+  Tensor out = EmptyFromMeta(BmmMeta(self, mat2));
+  GemmInto(out, self, mat2, "bmm_cuda");
+  return out;
+}
+
+}  // namespace
+
+void RegisterMatmulKernels(Registry& r) {
+  SetCUDAKernel(r, "aten::mm", boxing::WrapKernel<&MmCUDA>::Get());
+  SetCUDAKernel(r, "aten::bmm", boxing::WrapKernel<&BmmCUDA>::Get());
+}
+
+}  // namespace kiln::cuda
