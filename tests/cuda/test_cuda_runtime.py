@@ -233,3 +233,18 @@ def test_fake_driver_has_no_kernels():
     if not FAKE_DRIVER:
         pytest.skip("the real driver runs kernels")
     assert kiln.cuda.get_device_properties(0).total_memory == 1 << 30
+
+
+def test_save_and_load_keep_the_device_or_map_it(tmp_path):
+    x = _host("float32", (4, 6), seed=7).cuda()
+    v = x[1:, ::2]  # a view: saved with its storage, loaded as a view again
+    path = tmp_path / "t.pt"
+    kiln.save({"x": x, "v": v, "h": x[0].cpu()}, path)
+    back = kiln.load(path)
+    assert back["x"].device == kiln.device("cuda:0") and back["h"].device.type == "cpu"
+    _same(back["x"].cpu(), x.cpu())
+    _same(back["v"].cpu(), v.cpu())
+    assert back["v"].untyped_storage().data_ptr() == back["x"].untyped_storage().data_ptr()
+    on_cpu = kiln.load(path, map_location="cpu")
+    assert on_cpu["x"].device.type == "cpu"
+    _same(on_cpu["v"], v.cpu())
