@@ -9,6 +9,8 @@
 #include "runtime/cuda/cuda_allocator.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/loader.h"
+#include "runtime/cuda/module.h"
+#include "runtime/cuda/nvjitlink.h"
 #include "runtime/cuda/stream.h"
 #include "runtime/error.h"
 #include "tensor/cuda/cuda_ops.h"
@@ -84,6 +86,42 @@ void InitCudaBindings(py::module_& m) {
   m.def("_cuda_set_allow_tf32", &cuda::SetAllowTF32);
   m.def("_cuda_cublas_available", [] { return cuda::CublasAvailable(); });
   m.def("_cuda_cublas_unavailable_reason", [] { return cuda::CublasUnavailableReason(); });
+
+  m.def("_cuda_nvjitlink_available", [] { return cuda::NvJitLinkAvailable(); });
+  m.def("_cuda_nvjitlink_unavailable_reason", [] { return cuda::NvJitLinkUnavailableReason(); });
+  // PTX -> the device's machine code (a cubin, as bytes), for the generated kernels.
+  m.def("_cuda_compile_ptx", [](const std::string& ptx, int major, int minor) {
+    std::string cubin;
+    {
+      py::gil_scoped_release release;
+      cubin = cuda::CompilePtx(ptx, major, minor);
+    }
+    return py::bytes(cubin);
+  });
+
+  // A loaded cubin and 1-D launches of its kernels on the current stream: each argument is a CUDA
+  // tensor (its data pointer) or an int (an int64 parameter).
+  py::class_<cuda::Module>(m, "_CudaModule")
+      .def(py::init([](int device, py::bytes cubin) {
+        return std::make_unique<cuda::Module>(device, std::string(cubin));
+      }))
+      .def("launch", [](cuda::Module& mod, const std::string& name, unsigned grid, unsigned block, py::list args) {
+        std::vector<int64_t> values(args.size());
+        std::vector<void*> params(args.size());
+        for (size_t i = 0; i < args.size(); ++i) {
+          py::handle a = args[i];
+          if (IsTensor(a.ptr())) {
+            Tensor t = UnpackTensor(a.ptr());
+            KILN_CHECK(t.device().is_cuda() && t.device().index == mod.device(), "kernel argument ", i,
+                       " is a tensor on ", t.device().str(), ", not on cuda:", mod.device());
+            values[i] = reinterpret_cast<int64_t>(t->data());
+          } else {
+            values[i] = py::cast<int64_t>(a);
+          }
+          params[i] = &values[i];
+        }
+        cuda::Launch(mod.Function(name), grid, block, 0, cuda::CurrentStream(mod.device()), params);
+      });
 
   // Streams.
   m.def("_cuda_current_stream", [](int device) { return Pack(cuda::CurrentStream(device)); });

@@ -90,8 +90,11 @@ def convert(tensor, dtype, non_blocking=False):
     """Tensor.type(dtype): dtype is a kiln.dtype, a legacy type or its name ('kiln.FloatTensor')."""
     if isinstance(dtype, str):
         name = _strip_prefix(dtype)
-        if name is not None and name.startswith("cuda."):
-            raise RuntimeError(f"Tensor.type({dtype!r}): kiln was built without CUDA")
+        if name is not None and name.startswith("cuda.") and name[5:] in _NAMES:
+            if not _C._cuda_is_available():
+                raise RuntimeError(f"Tensor.type({dtype!r}): CUDA is not available: "
+                                   + _C._cuda_unavailable_reason())
+            return tensor.to("cuda", _NAMES[name[5:]], non_blocking=non_blocking)
         if name not in _NAMES:
             raise ValueError(f"invalid type: {dtype!r}")
         dtype = _NAMES[name]
@@ -114,7 +117,7 @@ def set_default_tensor_type(t):
         if name is None:  # PyTorch imports the dotted name: a bare word is a missing module
             raise ModuleNotFoundError(f"No module named '{t.split('.')[0]}'")
         if name.startswith("cuda."):
-            raise TypeError(f"type {t} not available. kiln was built without CUDA.")
+            raise TypeError(f"type {t} not available. kiln has no CUDA default tensor types.")
         if name not in LEGACY_TYPES:
             raise AttributeError(f"module 'kiln' has no attribute '{name}'")
         t = LEGACY_TYPES[name]

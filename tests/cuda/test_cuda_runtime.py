@@ -248,3 +248,10 @@ def test_save_and_load_keep_the_device_or_map_it(tmp_path):
     on_cpu = kiln.load(path, map_location="cpu")
     assert on_cpu["x"].device.type == "cpu"
     _same(on_cpu["v"], v.cpu())
+
+
+def test_legacy_cuda_type_names_convert():
+    x = kiln.tensor([1.5, 2.0])
+    y = x.type("torch.cuda.FloatTensor")
+    assert y.device == kiln.device("cuda:0") and y.dtype == kiln.float32
+    assert x.type("kiln.cuda.DoubleTensor").dtype == kiln.float64

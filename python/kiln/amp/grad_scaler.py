@@ -18,6 +18,7 @@ from collections import abc, defaultdict
 from enum import Enum
 
 import kiln
+from kiln import _C
 
 __all__ = ["OptState", "GradScaler"]
 
@@ -68,8 +69,8 @@ class GradScaler:
                  growth_interval=2000, enabled=True):
         self._device = device
         self._enabled = enabled
-        if self._device == "cuda" and enabled:
-            warnings.warn("kiln.amp.GradScaler is enabled on device 'cuda', but kiln was built without CUDA.  "
+        if self._device == "cuda" and enabled and not _C._cuda_is_available():
+            warnings.warn("kiln.amp.GradScaler is enabled on device 'cuda', but CUDA is not available.  "
                           "Disabling.", UserWarning, stacklevel=2)
             self._enabled = False
         if self._enabled:

@@ -1,0 +1,32 @@
+// runtime/cuda/module.h: device code loaded into a context (cuModuleLoadData of a cubin from
+// nvjitlink.h) and kernel launches on a stream.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/cuda/driver_api.h"
+#include "runtime/cuda/stream.h"
+
+namespace kiln::cuda {
+
+class Module {
+ public:
+  Module(int device, const std::string& cubin);  // loads into the device's primary context
+  ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  CUfunction Function(const std::string& name);  // throws naming the kernel when it is missing
+  int device() const { return device_; }
+
+ private:
+  int device_;
+  CUmodule module_ = nullptr;
+};
+
+// Launches `fn` over grid x block threads (1-D) on `stream`; `args` point at each parameter's value.
+void Launch(CUfunction fn, unsigned grid, unsigned block, unsigned shared_bytes, const Stream& stream,
+            std::vector<void*>& args);
+
+}  // namespace kiln::cuda
