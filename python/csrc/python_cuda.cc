@@ -53,6 +53,7 @@ void InitCudaBindings(py::module_& m) {
   m.def("_cuda_driver_version", [] { return cuda::DriverVersion(); });
   m.def("_cuda_driver_path", [] { return cuda::DriverLibraryPath(); });
   m.def("_cuda_init", [](int device) { cuda::EnsureContext(device); });
+  m.def("_cuda_is_initialized", [] { return cuda::Available() && cuda::Initialized(); });
   m.def("_cuda_current_device", [] { return cuda::CurrentDevice(); });
   m.def("_cuda_set_device", [](int device) {
     cuda::SetCurrentDevice(device);

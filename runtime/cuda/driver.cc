@@ -2,6 +2,7 @@
 #include "runtime/cuda/driver.h"
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -76,6 +77,7 @@ DriverState& State() {
 }
 
 thread_local int tls_current_device = 0;
+std::atomic<bool> g_initialized{false};
 
 void CheckDeviceIndex(int device) {
   DriverState& s = State();
@@ -137,6 +139,7 @@ class DriverMemory final : public DeviceMemoryOps {
 }  // namespace
 
 bool Available() { return State().available; }
+bool Initialized() { return g_initialized; }
 const std::string& UnavailableReason() { return State().reason; }
 int DeviceCount() { return State().device_count; }
 int DriverVersion() { return State().version; }
@@ -164,6 +167,7 @@ void EnsureContext(int device) {
     CUdevice dev = 0;
     Check(s.api.cuDeviceGet(&dev, device), "cuDeviceGet");
     Check(s.api.cuDevicePrimaryCtxRetain(&s.contexts[device], dev), "cuDevicePrimaryCtxRetain");
+    g_initialized = true;
   });
   // Setting the context costs a driver call; skip it when this thread already has it.
   thread_local CUcontext tls_context = nullptr;

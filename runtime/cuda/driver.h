@@ -32,6 +32,10 @@ void Check(CUresult result, const char* what);
 // current on this thread.
 void EnsureContext(int device);
 
+// Whether any device's context exists yet (torch.cuda.is_initialized: a CUDA tensor, a stream or
+// an explicit call made one).
+bool Initialized();
+
 // The calling thread's current device (torch.cuda.current_device / set_device).
 int CurrentDevice();
 void SetCurrentDevice(int device);

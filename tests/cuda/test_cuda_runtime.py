@@ -255,3 +255,18 @@ def test_legacy_cuda_type_names_convert():
     y = x.type("torch.cuda.FloatTensor")
     assert y.device == kiln.device("cuda:0") and y.dtype == kiln.float32
     assert x.type("kiln.cuda.DoubleTensor").dtype == kiln.float64
+
+
+def test_a_tensor_initializes_cuda_for_the_statistics():
+    """In a fresh process, a CUDA tensor alone initializes CUDA: is_initialized() and the allocator's
+    statistics see it (they used to wait for an explicit kiln.cuda call and reported 0)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import kiln; assert not kiln.cuda.is_initialized(); x = kiln.ones(1000, device='cuda'); "
+            "assert kiln.cuda.is_initialized(); print(kiln.cuda.memory_allocated(), kiln.cuda.memory_reserved())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
+    assert out.returncode == 0, out.stderr
+    allocated, reserved = map(int, out.stdout.split())
+    assert allocated == 4096 and reserved >= allocated

@@ -24,7 +24,6 @@ def _add_wheel_library_dirs():
 
 
 _add_wheel_library_dirs()
-_initialized = False
 
 
 def _no_cuda(call, exc=AssertionError):
@@ -32,13 +31,12 @@ def _no_cuda(call, exc=AssertionError):
 
 
 def _lazy_init(call):
-    """Raises as PyTorch without CUDA does where no device is usable; creates device 0's context once."""
-    global _initialized
+    """Raises as PyTorch without CUDA does where no device is usable; creates the current device's
+    context once."""
     if not _C._cuda_is_available():
         raise _no_cuda(call)
-    if not _initialized:
+    if not _C._cuda_is_initialized():
         _C._cuda_init(_C._cuda_current_device())
-        _initialized = True
 
 
 def _index(device, call, optional=True):
@@ -69,7 +67,8 @@ def is_available():
 
 
 def is_initialized():
-    return _initialized
+    """True once CUDA has been initialized, by any call or tensor (as PyTorch's)."""
+    return _C._cuda_is_initialized()
 
 
 def device_count():
@@ -167,7 +166,7 @@ def mem_get_info(device=None):
 
 
 def empty_cache():
-    if _initialized:
+    if is_initialized():
         _C._cuda_empty_cache()
 
 
@@ -202,14 +201,14 @@ def reset_accumulated_memory_stats(device=None):
 def memory_stats(device=None):
     """torch.cuda.memory_stats' keys that kiln's caching allocator keeps ("all" aggregates); {} before
     CUDA is initialized, as PyTorch's."""
-    if not _initialized:
+    if not is_initialized():
         return {}
     return dict(sorted(_C._cuda_memory_stats(_index(device, "memory_stats()")).items()))
 
 
 def memory_snapshot():
     """The caching allocator's segments and blocks of every device (torch.cuda.memory_snapshot)."""
-    if not _initialized:
+    if not is_initialized():
         return []
     return [seg for d in range(device_count()) for seg in _C._cuda_memory_snapshot(d)]
 
@@ -226,7 +225,7 @@ def memory_summary(device=None, abbreviated=False):
 
     rows = [("Allocated memory", "allocated_bytes.all"), ("GPU reserved memory", "reserved_bytes.all")]
     lines = ["|" + "=" * 60 + "|",
-             f"|{'kiln CUDA memory summary, device ID ' + str(_index(device, 'memory_summary()') if _initialized else 0):^60}|",
+             f"|{'kiln CUDA memory summary, device ID ' + str(_index(device, 'memory_summary()') if is_initialized() else 0):^60}|",
              "|" + "-" * 60 + "|", f"| {'Metric':<28}| {'Cur Usage':>13} | {'Peak Usage':>13} |"]
     for label, key in rows:
         lines.append(f"| {label:<28}| {fmt(stats.get(key + '.current', 0)):>13} | {fmt(stats.get(key + '.peak', 0)):>13} |")
