@@ -41,10 +41,7 @@ Cublas* Load() {
     c->reason = "cuBLAS (libcublas.so.13) could not be loaded: " + lib.error;
     return c;
   }
-  auto find = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(FindSymbol(lib.handle, name));
-    if (fn == nullptr && c->reason.empty()) c->reason = lib.path + " lacks " + name;
-  };
+  auto find = [&](auto& fn, const char* name) { ResolveSymbol(lib, fn, name, &c->reason); };
   find(c->create, "cublasCreate_v2");
   find(c->set_stream, "cublasSetStream_v2");
   find(c->status_string, "cublasGetStatusString");

@@ -43,6 +43,23 @@ TEST(Loader, MissingLibraryReportsEveryAttemptWithoutThrowing) {
   EXPECT_NE(lib.error.find("libkiln_does_not_exist.so.7"), std::string::npos) << lib.error;
 }
 
+TEST(Loader, ResolveSymbolNamesTheFirstMissingEntryPoint) {
+  Library lib = OpenLibrary("libm.so.6");
+  ASSERT_NE(lib.handle, nullptr) << lib.error;
+  std::string reason;
+  double (*cos_fn)(double) = nullptr;
+  void (*missing)() = nullptr;
+  void (*also_missing)() = nullptr;
+  ResolveSymbol(lib, cos_fn, "cos", &reason);
+  ASSERT_NE(cos_fn, nullptr);
+  EXPECT_EQ(cos_fn(0.0), 1.0);
+  EXPECT_TRUE(reason.empty());
+  ResolveSymbol(lib, missing, "kiln_no_such_symbol", &reason);
+  ResolveSymbol(lib, also_missing, "kiln_no_such_symbol_either", &reason);
+  EXPECT_EQ(missing, nullptr);
+  EXPECT_EQ(reason, lib.path + " lacks kiln_no_such_symbol");
+}
+
 // On a machine with no driver (CI): unavailable, with a reason, and every entry point throws a
 // typed error rather than crashing. Where a GPU exists the same calls must succeed.
 TEST(Driver, AvailabilityIsConsistent) {

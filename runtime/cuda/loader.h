@@ -28,4 +28,12 @@ Library OpenLibrary(const std::string& soname);
 // dlsym, or nullptr.
 void* FindSymbol(void* handle, const char* name);
 
+// Sets `fn` to `lib`'s symbol `name`; when it is missing, the first such name goes to *reason
+// ("<path> lacks <name>") and fn stays null. For the loaders' tables of entry points.
+template <typename Fn>
+void ResolveSymbol(const Library& lib, Fn*& fn, const char* name, std::string* reason) {
+  fn = reinterpret_cast<Fn*>(FindSymbol(lib.handle, name));
+  if (fn == nullptr && reason->empty()) *reason = lib.path + " lacks " + name;
+}
+
 }  // namespace kiln::cuda

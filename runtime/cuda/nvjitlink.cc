@@ -35,10 +35,7 @@ NvJitLink* Load() {
     j->reason = "nvJitLink (libnvJitLink.so.13) could not be loaded: " + lib.error;
     return j;
   }
-  auto find = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(FindSymbol(lib.handle, name));
-    if (fn == nullptr && j->reason.empty()) j->reason = lib.path + " lacks " + name;
-  };
+  auto find = [&](auto& fn, const char* name) { ResolveSymbol(lib, fn, name, &j->reason); };
   find(j->create, "nvJitLinkCreate");
   find(j->destroy, "nvJitLinkDestroy");
   find(j->add_data, "nvJitLinkAddData");
