@@ -57,7 +57,7 @@ EXTERN = {
     # rational approximations of their own)
     "aten.lgamma.default": "special function", "aten.digamma.default": "special function",
     "aten.erfinv.default": "special function",
-    # no shift operators in the kernel IR (inductor/README.md)
+    # no shift operators in the kernel IR (codegen/README.md)
     "aten.bitwise_left_shift.Tensor": "no shifts in the IR", "aten.bitwise_right_shift.Tensor": "no shifts in the IR",
 }
 # Lowerings that decline some inputs: (op, part of the reason it gives) -> why that is right.

@@ -1,13 +1,13 @@
-// python/csrc/python_inductor.cc: kiln._C._inductor, the CPU code generator of inductor/.
+// python/csrc/python_inductor.cc: kiln._C._inductor, the CPU code generator of codegen/.
 //
-// compile(kernel_dict) converts the plain-Python kernel IR (the contract in inductor/kernel_ir.h)
+// compile(kernel_dict) converts the plain-Python kernel IR (the contract in codegen/kernel_ir.h)
 // to C++ structs and returns a CompiledKernel; calling it with kiln tensors (or raw int
 // addresses) in buffer order runs the kernel. Tensors are checked against the IR: count, dtype,
 // CPU memory, and that each storage holds every element the IR can touch.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "inductor/llvm_codegen.h"
+#include "codegen/llvm_codegen.h"
 #include "python/csrc/python_tensor.h"
 #include "tensor/empty.h"
 #include "runtime/error.h"
@@ -17,9 +17,9 @@ namespace py = pybind11;
 namespace kiln::python {
 namespace {
 
-using inductor::DType;
-using inductor::Expr;
-using inductor::ExprPtr;
+using codegen::DType;
+using codegen::Expr;
+using codegen::ExprPtr;
 
 constexpr const char* kOp = "[inductor.compile] ";
 
@@ -41,15 +41,15 @@ DType ParseDt(py::handle h) {
   if (!py::isinstance<py::str>(h)) throw TypeError(StrCat(kOp, "dtype must be a str, got ", Repr(h)));
   DType t;
   std::string s = h.cast<std::string>();
-  if (!inductor::ParseDType(s, &t))
+  if (!codegen::ParseDType(s, &t))
     throw ValueError(StrCat(kOp, "unknown dtype '", s, "' (expected f32 f64 i64 i32 bool bf16)"));
   return t;
 }
 
-inductor::Index ParseIndex(py::handle h) {
+codegen::Index ParseIndex(py::handle h) {
   py::sequence s = Seq(h, "an index (offset, [outer strides], inner stride)");
   if (s.size() != 3) throw ValueError(StrCat(kOp, "an index has 3 parts (offset, [outer strides], inner stride), got ", Repr(h)));
-  inductor::Index ix;
+  codegen::Index ix;
   ix.offset = Int(s[0], "index offset");
   for (py::handle st : Seq(s[1], "index outer strides")) ix.outer_strides.push_back(Int(st, "an outer stride"));
   ix.inner_stride = Int(s[2], "index inner stride");
@@ -74,7 +74,7 @@ ExprPtr ParseExpr(py::handle h) {
     py::handle v = s[1];
     if (PyBool_Check(v.ptr())) return Expr::ConstInt(v.ptr() == Py_True, t);
     if (PyLong_Check(v.ptr())) {
-      if (inductor::IsFloatDType(t)) return Expr::Const(v.cast<double>(), t);
+      if (codegen::IsFloatDType(t)) return Expr::Const(v.cast<double>(), t);
       return Expr::ConstInt(v.cast<int64_t>(), t);
     }
     if (PyFloat_Check(v.ptr())) return Expr::Const(v.cast<double>(), t);
@@ -92,35 +92,35 @@ ExprPtr ParseExpr(py::handle h) {
     want(3);
     return Expr::Cast(ParseExpr(s[1]), ParseDt(s[2]));
   }
-  inductor::OpCode op;
-  if (!inductor::ParseOp(kind, &op)) throw ValueError(StrCat(kOp, "unknown expression kind or op '", kind, "'"));
-  want(inductor::OpArity(op) + 1);
+  codegen::OpCode op;
+  if (!codegen::ParseOp(kind, &op)) throw ValueError(StrCat(kOp, "unknown expression kind or op '", kind, "'"));
+  want(codegen::OpArity(op) + 1);
   std::vector<ExprPtr> args;
   for (size_t i = 1; i < s.size(); ++i) args.push_back(ParseExpr(s[i]));
   return Expr::Op(op, std::move(args));
 }
 
-inductor::Stmt ParseStmt(py::handle h) {
+codegen::Stmt ParseStmt(py::handle h) {
   py::sequence s = Seq(h, "a statement");
   if (s.size() == 0 || !py::isinstance<py::str>(s[0]))
     throw ValueError(StrCat(kOp, "a statement starts with store/reduce/welford, got ", Repr(h)));
   std::string kind = s[0].cast<std::string>();
-  inductor::Stmt st;
+  codegen::Stmt st;
   if (kind == "store" && s.size() == 4) {
-    st.kind = inductor::Stmt::Kind::kStore;
+    st.kind = codegen::Stmt::Kind::kStore;
     st.buffer = static_cast<int>(Int(s[1], "store buffer"));
     st.index = ParseIndex(s[2]);
     st.expr = ParseExpr(s[3]);
   } else if (kind == "reduce" && s.size() == 4) {
-    st.kind = inductor::Stmt::Kind::kReduce;
+    st.kind = codegen::Stmt::Kind::kReduce;
     st.acc_id = static_cast<int>(Int(s[1], "acc id"));
     std::string r = py::str(s[2]).cast<std::string>();
-    if (!inductor::ParseReduce(r, &st.reduce))
+    if (!codegen::ParseReduce(r, &st.reduce))
       throw ValueError(StrCat(kOp, "unknown reduction '", r,
                               "' (expected sum max min prod argmax argmin max_last min_last)"));
     st.expr = ParseExpr(s[3]);
   } else if (kind == "welford" && s.size() == 3) {
-    st.kind = inductor::Stmt::Kind::kWelford;
+    st.kind = codegen::Stmt::Kind::kWelford;
     st.acc_id = static_cast<int>(Int(s[1], "acc id"));
     st.expr = ParseExpr(s[2]);
   } else {
@@ -130,12 +130,12 @@ inductor::Stmt ParseStmt(py::handle h) {
   return st;
 }
 
-inductor::Kernel ParseKernel(py::handle h) {
+codegen::Kernel ParseKernel(py::handle h) {
   if (!py::isinstance<py::dict>(h)) throw TypeError(StrCat(kOp, "expects a kernel dict, got ", Repr(h)));
   py::dict d = py::reinterpret_borrow<py::dict>(h);
   for (const char* key : {"name", "buffers", "outer", "loops"})
     if (!d.contains(key)) throw ValueError(StrCat(kOp, "the kernel dict has no '", key, "'"));
-  inductor::Kernel k;
+  codegen::Kernel k;
   k.name = py::str(d["name"]).cast<std::string>();
   for (py::handle b : Seq(d["buffers"], "buffers")) {
     py::sequence bs = Seq(b, "a buffer (name, dtype)");
@@ -148,7 +148,7 @@ inductor::Kernel ParseKernel(py::handle h) {
     py::dict ld = py::reinterpret_borrow<py::dict>(l);
     if (!ld.contains("extent") || !ld.contains("stmts"))
       throw ValueError(StrCat(kOp, "a loop needs 'extent' and 'stmts', got ", Repr(l)));
-    inductor::Loop loop;
+    codegen::Loop loop;
     loop.extent = Int(ld["extent"], "loop extent");
     for (py::handle st : Seq(ld["stmts"], "stmts")) loop.stmts.push_back(ParseStmt(st));
     k.loops.push_back(std::move(loop));
@@ -169,16 +169,16 @@ ScalarType ToScalarType(DType t) {
 }
 
 struct PyCompiledKernel {
-  std::shared_ptr<inductor::CompiledKernel> k;
+  std::shared_ptr<codegen::CompiledKernel> k;
 
   void Call(py::args args) const {
-    const inductor::Kernel& kernel = k->kernel();
+    const codegen::Kernel& kernel = k->kernel();
     std::string op = StrCat("[", kernel.name, "] ");
     if (args.size() != kernel.buffers.size())
       throw TypeError(StrCat(op, "expected ", kernel.buffers.size(), " buffers, got ", args.size()));
     std::vector<char*> ptrs(args.size());
     for (size_t i = 0; i < args.size(); ++i) {
-      const inductor::Buffer& b = kernel.buffers[i];
+      const codegen::Buffer& b = kernel.buffers[i];
       PyObject* o = args[i].ptr();
       if (PyLong_Check(o) && !PyBool_Check(o)) {  // a raw address: the caller vouches for it
         ptrs[i] = reinterpret_cast<char*>(PyLong_AsVoidPtr(o));
@@ -193,7 +193,7 @@ struct PyCompiledKernel {
                                ", got ", ScalarTypeName(t.dtype())));
       if (!t->has_storage() || !t.device().is_cpu())
         throw ValueError(StrCat(op, "buffer ", i, " '", b.name, "' must be a CPU tensor with memory (not meta or fake)"));
-      const inductor::Extent& e = k->extents()[i];
+      const codegen::Extent& e = k->extents()[i];
       if (e.max >= e.min) {
         int64_t off = t->storage_offset();
         int64_t avail = static_cast<int64_t>(t->storage()->nbytes()) / t->itemsize();
@@ -273,7 +273,7 @@ PyMethodDef g_reinterpret_def = {"reinterpret_tensor", reinterpret_cast<PyCFunct
 }  // namespace
 
 void InitInductorBindings(py::module_& m) {
-  py::module_ ind = m.def_submodule("_inductor", "CPU code generation for kernel IR (inductor/)");
+  py::module_ ind = m.def_submodule("_inductor", "CPU code generation for kernel IR (codegen/)");
   py::class_<PyCompiledKernel>(ind, "CompiledKernel")
       .def("__call__", &PyCompiledKernel::Call)
       .def_property_readonly("name", [](const PyCompiledKernel& c) { return c.k->name(); })
@@ -283,35 +283,35 @@ void InitInductorBindings(py::module_& m) {
       .def_property_readonly("from_cache", [](const PyCompiledKernel& c) { return c.k->from_cache(); })
       .def_property_readonly("buffers", [](const PyCompiledKernel& c) {
         std::vector<std::pair<std::string, std::string>> out;
-        for (const auto& b : c.k->kernel().buffers) out.emplace_back(b.name, inductor::DTypeName(b.dtype));
+        for (const auto& b : c.k->kernel().buffers) out.emplace_back(b.name, codegen::DTypeName(b.dtype));
         return out;
       })
       .def("__repr__", [](const PyCompiledKernel& c) {
         return StrCat("<kiln._C._inductor.CompiledKernel ", c.k->name(), " ", c.k->hash(), ">");
       });
   ind.def("compile", [](py::handle kernel) {
-    inductor::Kernel k = ParseKernel(kernel);
-    std::shared_ptr<inductor::CompiledKernel> ck;
+    codegen::Kernel k = ParseKernel(kernel);
+    std::shared_ptr<codegen::CompiledKernel> ck;
     {
       py::gil_scoped_release release;
-      ck = inductor::Compile(k);
+      ck = codegen::Compile(k);
     }
     return PyCompiledKernel{std::move(ck)};
   });
-  ind.def("code", [](py::handle kernel) { return inductor::PrintKernel(ParseKernel(kernel)); },
+  ind.def("code", [](py::handle kernel) { return codegen::PrintKernel(ParseKernel(kernel)); },
           "The readable listing of a kernel dict, without compiling it.");
-  ind.def("hash", [](py::handle kernel) { return inductor::HashKernel(ParseKernel(kernel)); });
+  ind.def("hash", [](py::handle kernel) { return codegen::HashKernel(ParseKernel(kernel)); });
   ind.def("cache_stats", [] {
-    auto s = inductor::GetCacheStats();
+    auto s = codegen::GetCacheStats();
     py::dict d;
     d["compiled"] = s.compiled;
     d["memory_hits"] = s.memory_hits;
     d["disk_hits"] = s.disk_hits;
     return d;
   });
-  ind.def("clear_memory_cache", [] { inductor::ClearMemoryCache(); });
-  ind.def("cache_dir", [] { return inductor::CacheDir(); });
-  ind.def("host_cpu", [] { return inductor::HostCpuKey(); });
+  ind.def("clear_memory_cache", [] { codegen::ClearMemoryCache(); });
+  ind.def("cache_dir", [] { return codegen::CacheDir(); });
+  ind.def("host_cpu", [] { return codegen::HostCpuKey(); });
   ind.attr("reinterpret_tensor") = py::reinterpret_steal<py::object>(PyCFunction_New(&g_reinterpret_def, nullptr));
 }
 

@@ -1,4 +1,4 @@
 """kiln._inductor: lowering of AOTAutograd's aten graphs to fused loop kernels compiled by LLVM
-(inductor/ in C++), and the "inductor" backend of kiln.compile. See inductor/README.md."""
+(codegen/ in C++), and the "inductor" backend of kiln.compile. See codegen/README.md."""
 
 from kiln._inductor import compile_fx  # noqa: F401  (registers the "inductor" backend)

@@ -11,7 +11,7 @@ Every value a graph computes is one of:
 Indices are Affine: offset + sum(coeff * loop variable). A kernel's loop variables are its outer
 dimensions 0..m-1 and its inner loop ("r", variable -1); views (permute, expand, slice, select,
 unsqueeze) are affine maps of indices, so they never copy. Expressions are the kernel IR's
-tuples (inductor/README.md, inductor/kernel_ir.h).
+tuples (codegen/README.md, codegen/kernel_ir.h).
 """
 
 import kiln

@@ -211,7 +211,7 @@ def _gelu(out, x, approximate="none"):
         def f(a):
             return ("mul", ("mul", a, const(0.5, m)), ("add", const(1.0, m), ("erf", ("mul", a, const(math.sqrt(0.5), m)))))
     elif d == "f32":
-        # eager's float32 kernel: 0.5 * fma(x, erf, x) with its erf (Note [Gelu's erf] in inductor/llvm_math.cc)
+        # eager's float32 kernel: 0.5 * fma(x, erf, x) with its erf (Note [Gelu's erf] in codegen/llvm_math.cc)
         def f(a):
             return ("gelu", a)
     else:
@@ -279,7 +279,7 @@ def _clamp(out, x, min=None, max=None):
     return pointwise("clamp", out, [x], f)
 
 
-# Ops without an IR operator of their own, composed from the IR's (inductor/README.md). Formula
+# Ops without an IR operator of their own, composed from the IR's (codegen/README.md). Formula
 # constants use opmath (float32 for bfloat16); scalars an op compares with or clamps to use the
 # tensor's dtype, as eager converts them to it.
 def _is_float(d):

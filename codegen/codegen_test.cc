@@ -1,4 +1,4 @@
-// inductor/codegen_test.cc: kernel IR -> LLVM -> machine code, checked against C++ references:
+// codegen/codegen_test.cc: kernel IR -> LLVM -> machine code, checked against C++ references:
 // pointwise ops on several layouts and every dtype, reductions (NaN and ties included), a
 // reduction feeding a pointwise loop (RMSNorm + SiLU), tails, the cache, and invalid IR.
 #include <gtest/gtest.h>
@@ -11,11 +11,11 @@
 
 #include <unistd.h>
 
-#include "inductor/llvm_codegen.h"
+#include "codegen/llvm_codegen.h"
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
 
-namespace kiln::inductor {
+namespace kiln::codegen {
 namespace {
 
 using E = ExprPtr;
@@ -577,4 +577,4 @@ TEST_F(CodegenTest, IntegerDivisionNeverTraps) {
 }
 
 }  // namespace
-}  // namespace kiln::inductor
+}  // namespace kiln::codegen

@@ -1,7 +1,7 @@
-// inductor/kernel_ir.h: the loop-level kernel IR that CPU code generation consumes.
+// codegen/kernel_ir.h: the loop-level kernel IR that CPU code generation consumes.
 //
 // A Kernel is what one generated function computes (built in Python by the lowering as the dict
-// described in inductor/README.md, converted by python/csrc/python_inductor.cc):
+// described in codegen/README.md, converted by python/csrc/python_inductor.cc):
 //
 //   for i_0 in [begin, end)            # the first outer dim, split across the thread pool
 //     for i_1 ... i_{k-1} in [0, n_j)  # the other outer dims, fully
@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-namespace kiln::inductor {
+namespace kiln::codegen {
 
 // Element types of buffers. Compute types: F32/BF16 -> f32, F64 -> f64, I32/I64 -> i64, Bool -> i1.
 enum class DType : uint8_t { F32, F64, I64, I32, Bool, BF16 };
@@ -145,4 +145,4 @@ struct Extent {
 };
 std::vector<Extent> BufferExtents(const Kernel& k);
 
-}  // namespace kiln::inductor
+}  // namespace kiln::codegen

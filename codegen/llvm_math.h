@@ -1,4 +1,4 @@
-// inductor/llvm_math.h: f32 exp, sigmoid, tanh, erf and gelu as LLVM IR arithmetic that vectorises.
+// codegen/llvm_math.h: f32 exp, sigmoid, tanh, erf and gelu as LLVM IR arithmetic that vectorises.
 //
 // The kernel emitter (llvm_emit.cc) builds scalar IR for the loop vectoriser to widen, so these
 // are written as plain arithmetic on one float: no calls and no target intrinsics, and a short
@@ -11,7 +11,7 @@
 
 #include "llvm/IR/IRBuilder.h"
 
-namespace kiln::inductor {
+namespace kiln::codegen {
 
 class VectorMath {
  public:
@@ -42,4 +42,4 @@ class VectorMath {
   bool inline_exp_;
 };
 
-}  // namespace kiln::inductor
+}  // namespace kiln::codegen

@@ -1,4 +1,4 @@
-// inductor/llvm_emit.h: kernel IR -> one LLVM function, optimised at O3 for the host.
+// codegen/llvm_emit.h: kernel IR -> one LLVM function, optimised at O3 for the host.
 //
 // The emitter writes each kernel as scalar loops (outer loops, then each inner loop in order;
 // accumulators in allocas) and leaves vectorisation to LLVM's loop vectoriser, steered by loop
@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "inductor/kernel_ir.h"
-#include "inductor/llvm_codegen.h"
+#include "codegen/kernel_ir.h"
+#include "codegen/llvm_codegen.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Target/TargetMachine.h"
 
-namespace kiln::inductor {
+namespace kiln::codegen {
 
 // What the emitter needs to know of the host, found once by the JIT.
 struct HostTarget {
@@ -32,4 +32,4 @@ std::unique_ptr<llvm::Module> BuildModule(llvm::LLVMContext& ctx, const Kernel& 
                                           llvm::TargetMachine& tm, const CodegenOptions& options,
                                           const HostTarget& host);
 
-}  // namespace kiln::inductor
+}  // namespace kiln::codegen

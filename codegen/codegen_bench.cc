@@ -1,15 +1,15 @@
-// inductor/codegen_bench.cc: generated kernels against the eager kiln ops they replace (called
-// through the dispatcher) and against a memcpy of the same bytes (//inductor:codegen_bench).
+// codegen/codegen_bench.cc: generated kernels against the eager kiln ops they replace (called
+// through the dispatcher) and against a memcpy of the same bytes (//codegen:codegen_bench).
 // Bytes processed count what the kernel must move at least (inputs read once + outputs written),
 // so bytes_per_second compares directly with the memcpy's copy bandwidth.
 #include <cstring>
 
 #include "benchmark/benchmark.h"
-#include "inductor/llvm_codegen.h"
+#include "codegen/llvm_codegen.h"
 #include "runtime/thread_pool.h"
 #include "tensor/ops.h"
 
-namespace kiln::inductor {
+namespace kiln::codegen {
 namespace {
 
 using E = ExprPtr;
@@ -180,4 +180,4 @@ void BM_CompileCached_RmsNormSilu(benchmark::State& state) {
 BENCHMARK(BM_CompileCached_RmsNormSilu)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
-}  // namespace kiln::inductor
+}  // namespace kiln::codegen

@@ -1,11 +1,11 @@
-// inductor/llvm_math.cc: f32 exp, sigmoid, tanh, erf and gelu as LLVM IR arithmetic that vectorises.
-#include "inductor/llvm_math.h"
+// codegen/llvm_math.cc: f32 exp, sigmoid, tanh, erf and gelu as LLVM IR arithmetic that vectorises.
+#include "codegen/llvm_math.h"
 
 #include <cmath>
 
 #include "llvm/IR/Intrinsics.h"
 
-namespace kiln::inductor {
+namespace kiln::codegen {
 
 namespace {
 constexpr double kExpMagic = 12582912.0 + 127.0;  // 1.5 * 2^23, plus the exponent bias
@@ -218,4 +218,4 @@ llvm::Value* VectorMath::TanhF32(llvm::Value* x) {
 }
 
 
-}  // namespace kiln::inductor
+}  // namespace kiln::codegen

@@ -1,7 +1,7 @@
-// inductor/llvm_codegen.cc: kernel IR -> LLVM IR -> O3 for the host -> object -> ORC LLJIT.
+// codegen/llvm_codegen.cc: kernel IR -> LLVM IR -> O3 for the host -> object -> ORC LLJIT.
 //
 // Note [Kernel cache]: a compiled kernel is keyed by HashString(Serialize(kernel) + host CPU
-// name and features + codegen version (a hash of inductor/'s sources and LLVM's version) +
+// name and features + codegen version (a hash of codegen/'s sources and LLVM's version) +
 // options). The in-memory map holds CompiledKernels; the disk cache holds the object file
 // (<CacheDir>/<key>.o, written to a temporary name and renamed, so concurrent processes never
 // read half a file). A disk hit skips LLVM IR generation and optimisation entirely: the object
@@ -16,7 +16,7 @@
 // each other, so objects are linked by JITLink, whose in-process memory manager places all of an
 // object's sections in one block (the RuntimeDyld linker maps them separately, and would not
 // report an out-of-range offset).
-#include "inductor/llvm_codegen.h"
+#include "codegen/llvm_codegen.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,8 +29,8 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "inductor/codegen_fingerprint.h"
-#include "inductor/llvm_emit.h"
+#include "codegen/codegen_fingerprint.h"
+#include "codegen/llvm_emit.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/ExecutionEngine/JITLink/JITLinkMemoryManager.h"
@@ -49,7 +49,7 @@
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
 
-namespace kiln::inductor {
+namespace kiln::codegen {
 namespace {
 
 // Part of every cache key: a hash of this package's sources (the :codegen_fingerprint genrule)
@@ -329,4 +329,4 @@ std::string CacheDir() {
 
 std::string HostCpuKey() { return State().cpu_key; }
 
-}  // namespace kiln::inductor
+}  // namespace kiln::codegen

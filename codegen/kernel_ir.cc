@@ -1,6 +1,6 @@
-// inductor/kernel_ir.cc: names, validation, hashing, extents and the readable printer of the
+// codegen/kernel_ir.cc: names, validation, hashing, extents and the readable printer of the
 // kernel IR (kernel_ir.h).
-#include "inductor/kernel_ir.h"
+#include "codegen/kernel_ir.h"
 
 #include <algorithm>
 #include <cctype>
@@ -12,7 +12,7 @@
 
 #include "runtime/error.h"
 
-namespace kiln::inductor {
+namespace kiln::codegen {
 
 // --- names -----------------------------------------------------------------------------------
 
@@ -431,4 +431,4 @@ std::string PrintKernel(const Kernel& k) {
   return p.os.str();
 }
 
-}  // namespace kiln::inductor
+}  // namespace kiln::codegen

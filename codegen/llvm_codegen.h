@@ -1,4 +1,4 @@
-// inductor/llvm_codegen.h: CPU code generation for kernel IR through LLVM 14's ORC JIT.
+// codegen/llvm_codegen.h: CPU code generation for kernel IR through LLVM 14's ORC JIT.
 //
 // Compile(kernel) lowers a Kernel (kernel_ir.h) to one LLVM function
 //   void <name>_<hash>(char** ptrs, int64_t outer_begin, int64_t outer_end)
@@ -14,9 +14,9 @@
 #include <memory>
 #include <string>
 
-#include "inductor/kernel_ir.h"
+#include "codegen/kernel_ir.h"
 
-namespace kiln::inductor {
+namespace kiln::codegen {
 
 using KernelFn = void (*)(char** ptrs, int64_t outer_begin, int64_t outer_end);
 
@@ -80,4 +80,4 @@ std::string CacheDir();
 // "cpu-name +feature,..." of the host, part of every cache key.
 std::string HostCpuKey();
 
-}  // namespace kiln::inductor
+}  // namespace kiln::codegen
