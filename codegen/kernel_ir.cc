@@ -17,7 +17,8 @@ namespace kiln::codegen {
 // --- names -----------------------------------------------------------------------------------
 
 namespace {
-constexpr const char* kDTypeNames[] = {"f32", "f64", "i64", "i32", "bool", "bf16"};
+constexpr const char* kDTypeNames[] = {"f32", "f64", "i64", "i32", "bool", "bf16", "f16", "i16", "i8", "u8"};
+constexpr int kNumDTypes = sizeof(kDTypeNames) / sizeof(kDTypeNames[0]);
 constexpr const char* kOpNames[] = {
     "neg", "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf",
     "gelu", "normal_cdf", "floor", "ceil", "round", "trunc", "reciprocal", "relu", "logical_not", "sign",
@@ -29,7 +30,7 @@ constexpr const char* kReduceNames[] = {"sum", "max", "min", "prod", "argmax", "
 
 const char* DTypeName(DType t) { return kDTypeNames[static_cast<int>(t)]; }
 bool ParseDType(const std::string& s, DType* out) {
-  for (int i = 0; i < 6; ++i)
+  for (int i = 0; i < kNumDTypes; ++i)
     if (s == kDTypeNames[i]) { *out = static_cast<DType>(i); return true; }
   return false;
 }
@@ -37,15 +38,15 @@ int64_t DTypeSize(DType t) {
   switch (t) {
     case DType::F32: case DType::I32: return 4;
     case DType::F64: case DType::I64: return 8;
-    case DType::Bool: return 1;
-    case DType::BF16: return 2;
+    case DType::Bool: case DType::I8: case DType::U8: return 1;
+    case DType::BF16: case DType::F16: case DType::I16: return 2;
   }
   return 0;
 }
 DType ComputeDType(DType t) {
   switch (t) {
-    case DType::BF16: return DType::F32;
-    case DType::I32: return DType::I64;
+    case DType::BF16: case DType::F16: return DType::F32;
+    case DType::I32: case DType::I16: case DType::I8: case DType::U8: return DType::I64;
     default: return t;
   }
 }

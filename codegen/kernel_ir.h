@@ -27,13 +27,15 @@
 
 namespace kiln::codegen {
 
-// Element types of buffers. Compute types: F32/BF16 -> f32, F64 -> f64, I32/I64 -> i64, Bool -> i1.
-enum class DType : uint8_t { F32, F64, I64, I32, Bool, BF16 };
-const char* DTypeName(DType t);          // "f32", "f64", "i64", "i32", "bool", "bf16"
+// Element types of buffers. Compute types: F32/BF16/F16 -> f32, F64 -> f64, the integers -> i64,
+// Bool -> i1. F16 and the 8/16-bit integers come from eager's CUDA kernels (Inductor's CPU lowering
+// does not produce them).
+enum class DType : uint8_t { F32, F64, I64, I32, Bool, BF16, F16, I16, I8, U8 };
+const char* DTypeName(DType t);          // "f32", "f64", "i64", "i32", "bool", "bf16", "f16", "i16", "i8", "u8"
 bool ParseDType(const std::string& s, DType* out);
 int64_t DTypeSize(DType t);              // bytes in memory (bool is 1, bf16 is 2)
 DType ComputeDType(DType t);             // F32, F64, I64 or Bool
-inline bool IsFloatDType(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16; }
+inline bool IsFloatDType(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16 || t == DType::F16; }
 
 struct Index {
   int64_t offset = 0;

@@ -17,8 +17,9 @@ llvm::Type* ExprEmitter::MemType(DType t) {
     case DType::F64: return b_.getDoubleTy();
     case DType::I64: return b_.getInt64Ty();
     case DType::I32: return b_.getInt32Ty();
-    case DType::Bool: return b_.getInt8Ty();
-    case DType::BF16: return b_.getInt16Ty();
+    case DType::Bool: case DType::I8: case DType::U8: return b_.getInt8Ty();
+    case DType::BF16: case DType::I16: return b_.getInt16Ty();
+    case DType::F16: return b_.getHalfTy();
   }
   return nullptr;
 }
@@ -103,7 +104,9 @@ llvm::Value* ExprEmitter::F32ToBF16(llvm::Value* f) {
 V ExprEmitter::FromMemory(llvm::Value* raw, DType t) {
   switch (t) {
     case DType::F32: case DType::F64: case DType::I64: return {raw, t};
-    case DType::I32: return {b_.CreateSExt(raw, b_.getInt64Ty()), DType::I64};
+    case DType::I32: case DType::I16: case DType::I8: return {b_.CreateSExt(raw, b_.getInt64Ty()), DType::I64};
+    case DType::U8: return {b_.CreateZExt(raw, b_.getInt64Ty()), DType::I64};
+    case DType::F16: return {b_.CreateFPExt(raw, b_.getFloatTy()), DType::F32};
     case DType::Bool: return {b_.CreateICmpNE(raw, b_.getInt8(0)), DType::Bool};
     case DType::BF16: return {BF16ToF32(raw), DType::F32};
   }
@@ -112,9 +115,10 @@ V ExprEmitter::FromMemory(llvm::Value* raw, DType t) {
 
 llvm::Value* ExprEmitter::ToMemory(llvm::Value* v, DType t) {
   switch (t) {
-    case DType::I32: return b_.CreateTrunc(v, b_.getInt32Ty());
+    case DType::I32: case DType::I16: case DType::I8: case DType::U8: return b_.CreateTrunc(v, MemType(t));
     case DType::Bool: return b_.CreateZExt(v, b_.getInt8Ty());
     case DType::BF16: return F32ToBF16(v);
+    case DType::F16: return b_.CreateFPTrunc(v, b_.getHalfTy());
     default: return v;
   }
 }
@@ -154,7 +158,10 @@ V ExprEmitter::Cast(V x, DType d) {
     return {b_.CreateSExt(FloatToInt(x.v, b_.getInt32Ty()), b_.getInt64Ty()), DType::I64};
   V v = Convert(x, ComputeDType(d));
   if (d == DType::BF16) v.v = BF16ToF32(F32ToBF16(v.v));
-  if (d == DType::I32) v.v = b_.CreateSExt(b_.CreateTrunc(v.v, b_.getInt32Ty()), b_.getInt64Ty());
+  if (d == DType::F16) v.v = b_.CreateFPExt(b_.CreateFPTrunc(v.v, b_.getHalfTy()), b_.getFloatTy());
+  // narrower integers wrap (x.to(torch.uint8) of 300 is 44)
+  if (d == DType::I32 || d == DType::I16 || d == DType::I8) v.v = b_.CreateSExt(b_.CreateTrunc(v.v, MemType(d)), b_.getInt64Ty());
+  if (d == DType::U8) v.v = b_.CreateZExt(b_.CreateTrunc(v.v, MemType(d)), b_.getInt64Ty());
   return v;
 }
 
@@ -395,11 +402,16 @@ V ExprEmitter::EmitExpr(const Expr& e) {
       DType ct = ComputeDType(e.dtype);
       if (ct == DType::Bool) return {b_.getInt1(e.int_value != 0 || e.value != 0), ct};
       if (ct == DType::I64) {
-        int64_t v = e.dtype == DType::I32 ? static_cast<int64_t>(static_cast<int32_t>(e.int_value)) : e.int_value;
+        int64_t v = e.int_value;
+        if (e.dtype == DType::I32) v = static_cast<int32_t>(v);
+        if (e.dtype == DType::I16) v = static_cast<int16_t>(v);
+        if (e.dtype == DType::I8) v = static_cast<int8_t>(v);
+        if (e.dtype == DType::U8) v = static_cast<uint8_t>(v);
         return {b_.getInt64(v), ct};
       }
       V c{FConst(ct, e.value), ct};
       if (e.dtype == DType::BF16) c.v = BF16ToF32(F32ToBF16(c.v));
+      if (e.dtype == DType::F16) c.v = b_.CreateFPExt(b_.CreateFPTrunc(c.v, b_.getHalfTy()), b_.getFloatTy());
       return c;
     }
     case Expr::Kind::kAcc: {

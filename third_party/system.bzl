@@ -80,6 +80,56 @@ llvm_static_library = repository_rule(
     local = True,
 )
 
+def _cuda_libdevice_impl(ctx):
+    """libdevice, NVIDIA's math library as LLVM bitcode (__nv_expf, __nv_log, ...), embedded in the module.
+
+    The NVPTX code generator (codegen/nvptx_codegen.cc) links it into each kernel that needs math
+    the GPU has no instruction for. It is taken from the local CUDA toolkit at build time, so the
+    built module carries it to GPU machines whose toolkit may lack it. No toolkit here: an empty
+    library, and kernels that need libdevice fail with a message saying so (the rest still build).
+    """
+    candidates = [ctx.os.environ.get("KILN_CUDA_HOME", ""), "/usr/local/cuda-13.0", "/usr/local/cuda", "/usr/lib/nvidia-cuda-toolkit"]
+    found = None
+    for home in candidates:
+        if home == "":
+            continue
+        for rel in ["nvvm/libdevice/libdevice.10.bc", "libdevice/libdevice.10.bc"]:
+            if ctx.path(home + "/" + rel).exists:
+                found = home + "/" + rel
+                break
+        if found:
+            break
+    if found:
+        ctx.symlink(found, "libdevice.10.bc")
+        result = ctx.execute(["sh", "-c", "od -An -v -tx1 libdevice.10.bc | sed 's/ \\([0-9a-f][0-9a-f]\\)/0x\\1,/g' > libdevice_bytes.inc"])
+        if result.return_code != 0:
+            fail("converting %s: %s" % (found, result.stderr))
+    else:
+        ctx.file("libdevice_bytes.inc", "")
+    ctx.file("libdevice.cc", """// libdevice from {source}, as bytes (third_party/system.bzl: cuda_libdevice).
+#include <cstddef>
+namespace kiln::codegen {{
+alignas(16) extern const unsigned char kLibdevice[] = {{
+#include "libdevice_bytes.inc"
+0}};
+extern const size_t kLibdeviceSize = sizeof(kLibdevice) - 1;
+}}  // namespace kiln::codegen
+""".format(source = found or "nowhere (no CUDA toolkit at build time)"))
+    ctx.file("BUILD.bazel", """
+cc_library(
+    name = "{name}",
+    srcs = ["libdevice.cc"],
+    textual_hdrs = ["libdevice_bytes.inc"],
+    visibility = ["//visibility:public"],
+)
+""".format(name = ctx.name))
+
+cuda_libdevice = repository_rule(
+    implementation = _cuda_libdevice_impl,
+    environ = ["KILN_CUDA_HOME"],
+    local = True,
+)
+
 _PY_QUERY = """
 import sys, sysconfig
 print(sysconfig.get_paths()["include"])

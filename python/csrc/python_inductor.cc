@@ -164,6 +164,10 @@ ScalarType ToScalarType(DType t) {
     case DType::I32: return ScalarType::Int32;
     case DType::Bool: return ScalarType::Bool;
     case DType::BF16: return ScalarType::BFloat16;
+    case DType::F16: return ScalarType::Float16;
+    case DType::I16: return ScalarType::Int16;
+    case DType::I8: return ScalarType::Int8;
+    case DType::U8: return ScalarType::UInt8;
   }
   return ScalarType::Undefined;
 }

@@ -1,0 +1,279 @@
+// codegen/nvptx_emit.cc: a PointwiseKernel (nvptx_codegen.h) -> one NVPTX kernel function.
+//
+// Note [Pointwise kernel shape]: one thread per `vector` elements. A contiguous kernel (layout
+// ndim 0) reads each tensor operand with one vector load per thread (16 bytes for float x 4 or
+// bfloat16 x 8: the widest access, which a memory-bound kernel needs to reach the device's copy
+// bandwidth), computes the expression once per lane, and writes one vector store; the last
+// thread, past the final whole vector, finishes the tail element by element. A strided kernel
+// gives each thread one element and splits its linear index into coordinates, innermost first,
+// with the dims unrolled (the layout's ndim is part of the kernel), in 32-bit arithmetic where
+// everything fits. Expressions come from ExprEmitter (llvm_expr.h), as on the CPU.
+#include "codegen/nvptx_emit.h"
+
+#include "codegen/llvm_expr.h"
+#include "llvm/IR/IntrinsicsNVPTX.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/Support/raw_ostream.h"
+#include "runtime/error.h"
+
+namespace kiln::codegen {
+namespace {
+
+// The Kernel an ExprEmitter reads buffer dtypes from: the operands as buffers, nothing else.
+Kernel OperandsAsKernel(const PointwiseKernel& k) {
+  Kernel kernel;
+  kernel.name = k.name;
+  kernel.buffers = k.operands;
+  return kernel;
+}
+
+class PointwiseEmitter : public ExprEmitter {
+ public:
+  PointwiseEmitter(llvm::LLVMContext& ctx, llvm::Module& m, const Kernel& operands, const PointwiseKernel& k,
+                   const PointwiseLayout& layout)
+      : ExprEmitter(ctx, m, operands, /*inline_exp=*/true), pk_(k), layout_(layout) {}
+
+  llvm::Function* Emit(const std::string& symbol) {
+    const size_t nops = pk_.operands.size();
+    std::vector<llvm::Type*> params;
+    for (size_t b = 0; b < nops; ++b)
+      params.push_back(pk_.scalar[b] ? ScalarParamType(pk_.operands[b].dtype)
+                                     : MemType(pk_.operands[b].dtype)->getPointerTo());
+    params.push_back(b_.getInt64Ty());  // n
+    if (layout_.ndim > 0) {
+      params.insert(params.end(), layout_.ndim, b_.getInt64Ty());
+      for (size_t b = 0; b < nops; ++b)
+        if (!pk_.scalar[b]) params.insert(params.end(), layout_.ndim, b_.getInt64Ty());
+    }
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
+    fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, symbol, m_);
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    auto arg = fn_->arg_begin();
+    for (size_t b = 0; b < nops; ++b, ++arg) {
+      arg->setName(pk_.operands[b].name);
+      args_.push_back(&*arg);
+    }
+    n_ = &*arg++;
+    n_->setName("n");
+    for (int d = 0; d < layout_.ndim; ++d, ++arg) sizes_.push_back(&*arg);
+    strides_.resize(nops);
+    for (size_t b = 0; b < nops; ++b)
+      if (!pk_.scalar[b])
+        for (int d = 0; d < layout_.ndim; ++d, ++arg) strides_[b].push_back(&*arg);
+
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
+    llvm::Value* thread = ThreadIndex();
+    if (layout_.ndim == 0) {
+      EmitContiguous(thread);
+    } else {
+      EmitStrided(thread);
+    }
+    return fn_;
+  }
+
+ private:
+  llvm::Type* ScalarParamType(DType t) {
+    DType c = ComputeDType(t);
+    return c == DType::F32 ? b_.getFloatTy() : c == DType::F64 ? b_.getDoubleTy() : b_.getInt64Ty();
+  }
+
+  llvm::Value* Sreg(llvm::Intrinsic::ID id) {
+    return b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), b_.getInt64Ty());
+  }
+  llvm::Value* ThreadIndex() {
+    llvm::Value* block = Sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x);
+    llvm::Value* threads = Sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x);
+    llvm::Value* thread = Sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x);
+    return b_.CreateAdd(b_.CreateMul(block, threads, "", true, true), thread, "i", true, true);
+  }
+
+  // Scalar operands' values (their compute dtype); tensor operands are loaded per element.
+  void LoadScalars() {
+    current_.assign(pk_.operands.size(), V{nullptr, DType::F32});
+    for (size_t b = 0; b < pk_.operands.size(); ++b) {
+      if (!pk_.scalar[b]) continue;
+      DType c = ComputeDType(pk_.operands[b].dtype);
+      llvm::Value* v = args_[b];
+      if (c == DType::Bool) v = b_.CreateICmpNE(v, b_.getInt64(0));
+      current_[b] = V{v, c};
+    }
+  }
+
+  // The output's memory value for the element whose operands are in current_.
+  llvm::Value* Compute() {
+    DType out = pk_.operands[0].dtype;
+    return ToMemory(Convert(EmitExpr(*pk_.expr), ComputeDType(out)).v, out);
+  }
+
+  // Note [Word-sized vector accesses]: LLVM 14's NVPTX back end splits an <8 x i16> access into two
+  // 8-byte ones (and InstCombine folds a bitcast from <4 x i32> back into one), so elements
+  // narrower than 4 bytes move as <k x i32> words, split into and built from lanes by shifts.
+  bool InWords(DType t, int vec) { return DTypeSize(t) < 4 && (DTypeSize(t) * vec) % 4 == 0; }
+  llvm::Type* AccessType(DType t, int vec) {
+    if (!InWords(t, vec)) return llvm::FixedVectorType::get(MemType(t), vec);
+    return llvm::FixedVectorType::get(b_.getInt32Ty(), DTypeSize(t) * vec / 4);
+  }
+  // The raw (memory-typed) lanes of a loaded access.
+  std::vector<llvm::Value*> Unpack(llvm::Value* access, DType t, int vec) {
+    std::vector<llvm::Value*> lanes(vec);
+    const int64_t per_word = 4 / DTypeSize(t);
+    for (int lane = 0; lane < vec; ++lane) {
+      if (!InWords(t, vec)) {
+        lanes[lane] = b_.CreateExtractElement(access, uint64_t(lane));
+        continue;
+      }
+      llvm::Value* word = b_.CreateExtractElement(access, uint64_t(lane / per_word));
+      llvm::Value* shifted = b_.CreateLShr(word, uint64_t((lane % per_word) * DTypeSize(t) * 8));
+      lanes[lane] = b_.CreateBitCast(b_.CreateTrunc(shifted, b_.getIntNTy(DTypeSize(t) * 8)), MemType(t));
+    }
+    return lanes;
+  }
+  llvm::Value* Pack(const std::vector<llvm::Value*>& lanes, DType t, int vec) {
+    llvm::Value* access = llvm::UndefValue::get(AccessType(t, vec));
+    if (!InWords(t, vec)) {
+      for (int lane = 0; lane < vec; ++lane) access = b_.CreateInsertElement(access, lanes[lane], uint64_t(lane));
+      return access;
+    }
+    const int64_t per_word = 4 / DTypeSize(t);
+    for (int w = 0; w < vec / per_word; ++w) {
+      llvm::Value* word = b_.getInt32(0);
+      for (int j = 0; j < per_word; ++j) {
+        llvm::Value* bits = b_.CreateBitCast(lanes[w * per_word + j], b_.getIntNTy(DTypeSize(t) * 8));
+        word = b_.CreateOr(word, b_.CreateShl(b_.CreateZExt(bits, b_.getInt32Ty()), uint64_t(j * DTypeSize(t) * 8)));
+      }
+      access = b_.CreateInsertElement(access, word, uint64_t(w));
+    }
+    return access;
+  }
+
+  llvm::Value* ElementAddress(size_t b, llvm::Value* offset) {
+    return b_.CreateInBoundsGEP(MemType(pk_.operands[b].dtype), args_[b], offset);
+  }
+  llvm::Align ElementAlign(size_t b) { return llvm::Align(DTypeSize(pk_.operands[b].dtype)); }
+
+  // One element at per-operand offsets (offsets[b] for tensor operands).
+  void EmitElement(const std::vector<llvm::Value*>& offsets) {
+    for (size_t b = 1; b < pk_.operands.size(); ++b) {
+      if (pk_.scalar[b]) continue;
+      DType t = pk_.operands[b].dtype;
+      current_[b] = FromMemory(b_.CreateAlignedLoad(MemType(t), ElementAddress(b, offsets[b]), ElementAlign(b)), t);
+    }
+    b_.CreateAlignedStore(Compute(), ElementAddress(0, offsets[0]), ElementAlign(0));
+  }
+
+  void EmitContiguous(llvm::Value* thread) {
+    LoadScalars();
+    const int vec = layout_.vector;
+    llvm::Value* first = b_.CreateMul(thread, b_.getInt64(vec), "first", true, true);
+    llvm::Value* last = b_.CreateAdd(first, b_.getInt64(vec), "last", true, true);
+    auto* whole = llvm::BasicBlock::Create(ctx_, "vector", fn_);
+    auto* tail = llvm::BasicBlock::Create(ctx_, "tail", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "done", fn_);
+    b_.CreateCondBr(b_.CreateICmpSLE(last, n_), whole, tail);
+
+    b_.SetInsertPoint(whole);
+    std::vector<std::vector<llvm::Value*>> lanes(pk_.operands.size());
+    for (size_t b = 1; b < pk_.operands.size(); ++b) {
+      if (pk_.scalar[b]) continue;
+      DType t = pk_.operands[b].dtype;
+      llvm::Type* at = AccessType(t, vec);
+      llvm::Value* p = b_.CreateBitCast(ElementAddress(b, first), at->getPointerTo());
+      lanes[b] = Unpack(b_.CreateAlignedLoad(at, p, llvm::Align(DTypeSize(t) * vec)), t, vec);
+    }
+    std::vector<llvm::Value*> out(vec);
+    for (int lane = 0; lane < vec; ++lane) {
+      for (size_t b = 1; b < pk_.operands.size(); ++b)
+        if (!pk_.scalar[b]) current_[b] = FromMemory(lanes[b][lane], pk_.operands[b].dtype);
+      out[lane] = Compute();
+    }
+    DType ot = pk_.operands[0].dtype;
+    llvm::Type* out_at = AccessType(ot, vec);
+    llvm::Value* po = b_.CreateBitCast(ElementAddress(0, first), out_at->getPointerTo());
+    b_.CreateAlignedStore(Pack(out, ot, vec), po, llvm::Align(DTypeSize(ot) * vec));
+    b_.CreateBr(done);
+
+    // The tail: elements [first, n) of the one thread whose vector runs past n.
+    b_.SetInsertPoint(tail);
+    auto* body = llvm::BasicBlock::Create(ctx_, "tail.body", fn_);
+    // at most vec - 1 elements: bounded by `last` too, so LLVM sees the short trip count
+    llvm::Value* end = b_.CreateSelect(b_.CreateICmpSLT(n_, last), n_, last, "end");
+    b_.CreateCondBr(b_.CreateICmpSLT(first, end), body, done);
+    b_.SetInsertPoint(body);
+    llvm::PHINode* j = b_.CreatePHI(b_.getInt64Ty(), 2, "j");
+    j->addIncoming(first, tail);
+    EmitElement(std::vector<llvm::Value*>(pk_.operands.size(), j));
+    llvm::Value* next = b_.CreateAdd(j, b_.getInt64(1), "", true, true);
+    j->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateCondBr(b_.CreateICmpSLT(next, end), body, done);
+
+    b_.SetInsertPoint(done);
+    b_.CreateRetVoid();
+  }
+
+  void EmitStrided(llvm::Value* thread) {
+    auto* body = llvm::BasicBlock::Create(ctx_, "element", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "done", fn_);
+    b_.CreateCondBr(b_.CreateICmpSLT(thread, n_), body, done);
+    b_.SetInsertPoint(body);
+    LoadScalars();
+    llvm::Type* ity = layout_.index32 ? b_.getInt32Ty() : b_.getInt64Ty();
+    auto narrow = [&](llvm::Value* v) { return layout_.index32 ? b_.CreateTrunc(v, ity) : v; };
+    std::vector<llvm::Value*> offsets(pk_.operands.size(), llvm::ConstantInt::get(ity, 0));
+    llvm::Value* rest = narrow(thread);
+    for (int d = layout_.ndim - 1; d >= 0; --d) {
+      llvm::Value* size = narrow(sizes_[d]);
+      llvm::Value* coord = rest;
+      if (d > 0) {  // the outermost coordinate is what is left
+        llvm::Value* q = b_.CreateUDiv(rest, size);
+        coord = b_.CreateSub(rest, b_.CreateMul(q, size));
+        rest = q;
+      }
+      for (size_t b = 0; b < pk_.operands.size(); ++b)
+        if (!pk_.scalar[b]) offsets[b] = b_.CreateAdd(offsets[b], b_.CreateMul(coord, narrow(strides_[b][d])));
+    }
+    if (layout_.index32)
+      for (llvm::Value*& o : offsets) o = b_.CreateSExt(o, b_.getInt64Ty());
+    EmitElement(offsets);
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+    b_.CreateRetVoid();
+  }
+
+  V Load(const Expr& e) override { return current_.at(e.buffer); }
+  llvm::Value* LoopVar(int) override {
+    KILN_INTERNAL_ASSERT(false, "a pointwise kernel has no loop index");
+    return nullptr;
+  }
+
+  const PointwiseKernel& pk_;
+  PointwiseLayout layout_;
+  llvm::Function* fn_ = nullptr;
+  std::vector<llvm::Value*> args_, sizes_;
+  std::vector<std::vector<llvm::Value*>> strides_;
+  llvm::Value* n_ = nullptr;
+  std::vector<V> current_;
+};
+
+}  // namespace
+
+llvm::Function* EmitPointwise(llvm::Module& m, const PointwiseKernel& k, const PointwiseLayout& layout,
+                              const std::string& symbol) {
+  Kernel operands = OperandsAsKernel(k);
+  llvm::Function* fn = PointwiseEmitter(m.getContext(), m, operands, k, layout).Emit(symbol);
+  // mark it a kernel (an entry point), with its block size as a bound for register allocation
+  llvm::LLVMContext& ctx = m.getContext();
+  auto* i32 = llvm::Type::getInt32Ty(ctx);
+  llvm::NamedMDNode* annotations = m.getOrInsertNamedMetadata("nvvm.annotations");
+  for (auto [key, value] : {std::pair<const char*, int>{"kernel", 1}, {"maxntidx", kPointwiseThreads}}) {
+    llvm::Metadata* md[] = {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx, key),
+                            llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32, value))};
+    annotations->addOperand(llvm::MDNode::get(ctx, md));
+  }
+  std::string err;
+  llvm::raw_string_ostream es(err);
+  if (llvm::verifyFunction(*fn, &es))
+    throw Error("[codegen] generated invalid NVPTX IR for '" + k.name + "' (a bug in kiln): " + es.str());
+  return fn;
+}
+
+}  // namespace kiln::codegen
