@@ -22,8 +22,11 @@ constexpr int kNumDTypes = sizeof(kDTypeNames) / sizeof(kDTypeNames[0]);
 constexpr const char* kOpNames[] = {
     "neg", "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf",
     "gelu", "normal_cdf", "floor", "ceil", "round", "trunc", "reciprocal", "relu", "logical_not", "sign",
+    "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc", "lgamma", "exp2", "log2",
+    "log10", "signbit", "bitwise_not",
     "add", "sub", "mul", "div", "floordiv", "mod", "pow", "max", "min", "eq", "ne", "lt", "le", "gt", "ge",
-    "logical_and", "logical_or", "atan2", "where"};
+    "logical_and", "logical_or", "atan2", "fmod", "hypot", "copysign", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "lshift", "rshift", "where"};
 constexpr int kNumOps = sizeof(kOpNames) / sizeof(kOpNames[0]);
 constexpr const char* kReduceNames[] = {"sum", "max", "min", "prod", "argmax", "argmin", "max_last", "min_last"};
 }  // namespace

@@ -48,9 +48,11 @@ enum class OpCode : uint8_t {
   // unary
   kNeg, kAbs, kExp, kLog, kLog1p, kExpm1, kSqrt, kRsqrt, kSin, kCos, kTanh, kSigmoid, kErf, kGelu, kNormalCdf,
   kFloor, kCeil, kRound, kTrunc, kReciprocal, kRelu, kLogicalNot, kSign,
-  // binary
+  kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh, kErfc, kLgamma, kExp2, kLog2, kLog10,
+  kSignbit, kBitNot,
+  // binary (kMod is Python's remainder, with the divisor's sign; kFmod C's, with the dividend's)
   kAdd, kSub, kMul, kDiv, kFloorDiv, kMod, kPow, kMax, kMin, kEq, kNe, kLt, kLe, kGt, kGe,
-  kLogicalAnd, kLogicalOr, kAtan2,
+  kLogicalAnd, kLogicalOr, kAtan2, kFmod, kHypot, kCopysign, kBitAnd, kBitOr, kBitXor, kShl, kShr,
   // ternary
   kWhere,
 };

@@ -52,18 +52,23 @@ DType ExprEmitter::TypeOf(const Expr& e) {
   };
   switch (e.op) {
     case OpCode::kEq: case OpCode::kNe: case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe:
-    case OpCode::kLogicalAnd: case OpCode::kLogicalOr: case OpCode::kLogicalNot:
+    case OpCode::kLogicalAnd: case OpCode::kLogicalOr: case OpCode::kLogicalNot: case OpCode::kSignbit:
       return DType::Bool;
     case OpCode::kExp: case OpCode::kLog: case OpCode::kLog1p: case OpCode::kExpm1: case OpCode::kSqrt:
     case OpCode::kRsqrt: case OpCode::kSin: case OpCode::kCos: case OpCode::kTanh: case OpCode::kSigmoid:
-    case OpCode::kErf: case OpCode::kGelu: case OpCode::kNormalCdf: case OpCode::kReciprocal: case OpCode::kAtan2: {
+    case OpCode::kErf: case OpCode::kGelu: case OpCode::kNormalCdf: case OpCode::kReciprocal: case OpCode::kAtan2:
+    case OpCode::kTan: case OpCode::kAsin: case OpCode::kAcos: case OpCode::kAtan: case OpCode::kSinh:
+    case OpCode::kCosh: case OpCode::kAsinh: case OpCode::kAcosh: case OpCode::kAtanh: case OpCode::kErfc:
+    case OpCode::kLgamma: case OpCode::kExp2: case OpCode::kLog2: case OpCode::kLog10: case OpCode::kHypot:
+    case OpCode::kCopysign: {
       DType t = promote(0);
       return IsFloatDType(t) ? t : DType::F32;
     }
     case OpCode::kPow: return promote(0);
     case OpCode::kWhere: return promote(1);
     case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSign: case OpCode::kAdd: case OpCode::kSub:
-    case OpCode::kMul: case OpCode::kDiv: case OpCode::kFloorDiv: case OpCode::kMod: {
+    case OpCode::kMul: case OpCode::kDiv: case OpCode::kFloorDiv: case OpCode::kMod: case OpCode::kFmod:
+    case OpCode::kShl: case OpCode::kShr: {
       DType t = promote(0);
       return t == DType::Bool ? DType::I64 : t;
     }
@@ -193,11 +198,36 @@ llvm::Value* ExprEmitter::LibmCall(const char* f32_name, const char* f64_name, V
 V ExprEmitter::EmitUnary(OpCode op, V x) {
   DType out = TypeOf_Unary(op, x.t);
   if (op == OpCode::kLogicalNot) return {b_.CreateNot(Convert(x, DType::Bool).v), DType::Bool};
+  if (op == OpCode::kSignbit) {  // the sign bit itself: signbit(-0.0) and of a negative NaN are true
+    if (x.t == DType::Bool) return {b_.getFalse(), DType::Bool};
+    if (x.t == DType::I64) return {b_.CreateICmpSLT(x.v, b_.getInt64(0)), DType::Bool};
+    llvm::Type* bits = b_.getIntNTy(x.t == DType::F32 ? 32 : 64);
+    return {b_.CreateICmpSLT(b_.CreateBitCast(x.v, bits), llvm::ConstantInt::get(bits, 0)), DType::Bool};
+  }
+  if (op == OpCode::kBitNot) {
+    KILN_INTERNAL_ASSERT(x.t == DType::Bool || x.t == DType::I64, "bitwise_not of a float");
+    return {x.t == DType::Bool ? b_.CreateNot(x.v) : b_.CreateXor(x.v, b_.getInt64(-1)), x.t};
+  }
   x = Convert(x, out);
   llvm::Value* v = x.v;
   bool f = out == DType::F32 || out == DType::F64;
   auto I = [&](llvm::Intrinsic::ID id) { return V{Intrinsic(id, {v}), out}; };
+  auto libm = [&](const char* f32_name, const char* f64_name) { return V{LibmCall(f32_name, f64_name, x), out}; };
   switch (op) {
+    case OpCode::kTan: return libm("tanf", "tan");
+    case OpCode::kAsin: return libm("asinf", "asin");
+    case OpCode::kAcos: return libm("acosf", "acos");
+    case OpCode::kAtan: return libm("atanf", "atan");
+    case OpCode::kSinh: return libm("sinhf", "sinh");
+    case OpCode::kCosh: return libm("coshf", "cosh");
+    case OpCode::kAsinh: return libm("asinhf", "asinh");
+    case OpCode::kAcosh: return libm("acoshf", "acosh");
+    case OpCode::kAtanh: return libm("atanhf", "atanh");
+    case OpCode::kErfc: return libm("erfcf", "erfc");
+    case OpCode::kLgamma: return libm("lgammaf", "lgamma");
+    case OpCode::kExp2: return libm("exp2f", "exp2");
+    case OpCode::kLog2: return libm("log2f", "log2");
+    case OpCode::kLog10: return libm("log10f", "log10");
     case OpCode::kNeg: return {f ? b_.CreateFNeg(v) : b_.CreateNeg(v), out};
     case OpCode::kAbs:
       if (f) return I(llvm::Intrinsic::fabs);
@@ -302,10 +332,18 @@ V ExprEmitter::EmitBinary(OpCode op, V a, V c) {
   }
   bool cmp = op == OpCode::kEq || op == OpCode::kNe || op == OpCode::kLt || op == OpCode::kLe || op == OpCode::kGt ||
              op == OpCode::kGe;
+  const bool bitwise = op == OpCode::kBitAnd || op == OpCode::kBitOr || op == OpCode::kBitXor;
   if (t == DType::Bool && !(cmp && (op == OpCode::kEq || op == OpCode::kNe)) && op != OpCode::kMax &&
-      op != OpCode::kMin)
+      op != OpCode::kMin && !bitwise)
     t = DType::I64;
-  if (op == OpCode::kAtan2 && !IsFloatDType(t)) t = DType::F32;
+  if ((op == OpCode::kAtan2 || op == OpCode::kHypot || op == OpCode::kCopysign) && !IsFloatDType(t)) t = DType::F32;
+  if (bitwise) {
+    KILN_INTERNAL_ASSERT(t == DType::Bool || t == DType::I64, OpName(op), " of floats");
+    llvm::Value* x = Convert(a, t).v;
+    llvm::Value* y = Convert(c, t).v;
+    llvm::Value* r = op == OpCode::kBitAnd ? b_.CreateAnd(x, y) : op == OpCode::kBitOr ? b_.CreateOr(x, y) : b_.CreateXor(x, y);
+    return {r, t};
+  }
   llvm::Value* x = Convert(a, t).v;
   llvm::Value* y = Convert(c, t).v;
   bool f = t == DType::F32 || t == DType::F64;
@@ -389,6 +427,18 @@ V ExprEmitter::EmitBinary(OpCode op, V a, V c) {
       return {b_.CreateSelect(take, x, y), t};
     }
     case OpCode::kAtan2: return {LibmCall("atan2f", "atan2", {x, t}, y), t};
+    case OpCode::kHypot: return {LibmCall("hypotf", "hypot", {x, t}, y), t};
+    case OpCode::kCopysign: return {Intrinsic(llvm::Intrinsic::copysign, {x, y}), t};
+    case OpCode::kFmod: return {f ? b_.CreateFRem(x, y) : SafeIntDiv(x, y, true), t};
+    case OpCode::kShl: case OpCode::kShr: {
+      // PyTorch's shifts: by a negative amount or the width or more, 0 (left) or the sign (right);
+      // in 64 bits, which narrower integer dtypes then truncate to the same result
+      KILN_INTERNAL_ASSERT(t == DType::I64, OpName(op), " of floats");
+      llvm::Value* out_of_range = b_.CreateICmpUGE(y, b_.getInt64(64));
+      llvm::Value* amount = b_.CreateSelect(out_of_range, b_.getInt64(0), y);
+      if (op == OpCode::kShl) return {b_.CreateSelect(out_of_range, b_.getInt64(0), b_.CreateShl(x, amount)), t};
+      return {b_.CreateSelect(out_of_range, b_.CreateAShr(x, b_.getInt64(63)), b_.CreateAShr(x, amount)), t};
+    }
     default: break;
   }
   KILN_INTERNAL_ASSERT(false, "unhandled binary op ", OpName(op));

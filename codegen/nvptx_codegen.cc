@@ -95,8 +95,11 @@ std::string LibdeviceName(const llvm::Function& f) {
     case llvm::Intrinsic::not_intrinsic: break;
     default: return "";
   }
-  static const char* const kLibm[] = {"tanhf", "tanh", "erff", "erf", "atan2f", "atan2", "expf", "exp",
-                                      "logf", "log", "sinf", "sin", "cosf", "cos", "powf", "pow"};
+  static const char* const kLibm[] = {
+      "tanhf", "tanh", "erff", "erf", "erfcf", "erfc", "atan2f", "atan2", "hypotf", "hypot", "expf", "exp",
+      "exp2f", "exp2", "logf", "log", "log2f", "log2", "log10f", "log10", "sinf", "sin", "cosf", "cos",
+      "tanf", "tan", "asinf", "asin", "acosf", "acos", "atanf", "atan", "sinhf", "sinh", "coshf", "cosh",
+      "asinhf", "asinh", "acoshf", "acosh", "atanhf", "atanh", "lgammaf", "lgamma", "powf", "pow"};
   for (const char* name : kLibm)
     if (f.getName() == name) return std::string("__nv_") + name;
   return "";

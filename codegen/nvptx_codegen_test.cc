@@ -110,6 +110,11 @@ TEST(NvptxCodegen, MathComesFromLibdeviceAndInlines) {
       {"exp_f64", DType::F64, Op(OpCode::kExp, {In(1)})},
       {"sigmoid_f32", DType::F32, Op(OpCode::kSigmoid, {In(1)})},
       {"gelu_f32", DType::F32, Op(OpCode::kGelu, {In(1)})},
+      {"tan_f32", DType::F32, Op(OpCode::kTan, {In(1)})},
+      {"lgamma_f64", DType::F64, Op(OpCode::kLgamma, {In(1)})},
+      {"erfc_f32", DType::F32, Op(OpCode::kErfc, {In(1)})},
+      {"hypot_f32", DType::F32, Op(OpCode::kHypot, {In(1), In(1)})},
+      {"fmod_f64", DType::F64, Op(OpCode::kFmod, {In(1), Expr::Const(0.7, DType::F64)})},
   };
   for (const Case& c : cases) {
     auto k = Kernel1(c.name, c.t, c.t, c.expr);
