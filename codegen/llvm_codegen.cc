@@ -18,13 +18,9 @@
 // report an out-of-range offset).
 #include "codegen/llvm_codegen.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <fstream>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -46,6 +42,7 @@
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
+#include "runtime/disk_cache.h"
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
 
@@ -135,32 +132,6 @@ std::string CacheKey(const Kernel& k, const CodegenOptions& o) {
 
 std::string SymbolFor(const Kernel& k, const std::string& key) { return k.name + "_" + key.substr(0, 16); }
 
-bool ReadFile(const std::string& path, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  *out = ss.str();
-  return !out->empty();
-}
-
-void MakeDirs(const std::string& dir) {
-  for (size_t i = 1; i <= dir.size(); ++i)
-    if (i == dir.size() || dir[i] == '/') ::mkdir(dir.substr(0, i).c_str(), 0755);
-}
-
-void WriteFileAtomic(const std::string& path, const char* data, size_t n) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                    std::to_string(reinterpret_cast<uintptr_t>(&tmp));
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) return;  // a read-only cache directory only costs speed
-    f.write(data, n);
-    if (!f) { std::remove(tmp.c_str()); return; }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
-}
-
 // Links `object` into a fresh JITDylib and returns the address of `symbol` (0 on failure).
 KernelFn LinkObject(JitState& s, std::unique_ptr<llvm::MemoryBuffer> object, const std::string& symbol,
                     std::string* error) {
@@ -246,8 +217,29 @@ void CompiledKernel::Run(char** ptrs) const {
 
 // --- entry points --------------------------------------------------------------------------------
 
-std::string GenerateLLVMIR(const Kernel& kernel, const CodegenOptions& options) {
+namespace {
+
+// Validate, and refuse float16, which only the NVPTX code generator takes: on x86 without F16C its
+// conversions are calls into a runtime the JIT does not link (Inductor's CPU lowering computes
+// 16-bit floats in float32 and never asks for it).
+void ValidateForCPU(const Kernel& kernel) {
   Validate(kernel);
+  auto no_f16 = [&](DType t) {
+    KILN_CHECK_VALUE(t != DType::F16, "[inductor.compile] kernel '", kernel.name,
+                     "': the CPU code generator has no f16 buffers or casts");
+  };
+  for (const Buffer& b : kernel.buffers) no_f16(b.dtype);
+  for (const Loop& loop : kernel.loops)
+    for (const Stmt& st : loop.stmts)
+      ForEachExpr(*st.expr, [&](const Expr& e) {
+        if (e.kind == Expr::Kind::kCast || e.kind == Expr::Kind::kConst) no_f16(e.dtype);
+      });
+}
+
+}  // namespace
+
+std::string GenerateLLVMIR(const Kernel& kernel, const CodegenOptions& options) {
+  ValidateForCPU(kernel);
   JitState& s = State();
   std::string key = CacheKey(kernel, options);
   std::lock_guard<std::mutex> lock(s.mu);
@@ -261,7 +253,7 @@ std::string GenerateLLVMIR(const Kernel& kernel, const CodegenOptions& options) 
 }
 
 std::shared_ptr<CompiledKernel> Compile(const Kernel& kernel, const CodegenOptions& options) {
-  Validate(kernel);
+  ValidateForCPU(kernel);
   JitState& s = State();
   std::string key = CacheKey(kernel, options);
   std::string symbol = SymbolFor(kernel, key);
@@ -275,7 +267,7 @@ std::shared_ptr<CompiledKernel> Compile(const Kernel& kernel, const CodegenOptio
   }
   std::string path = CacheDir() + "/" + key + ".o";
   std::string bytes, error;
-  if (options.use_cache && ReadFile(path, &bytes)) {
+  if (options.use_cache && ReadCacheFile(path, &bytes)) {
     KernelFn fn = LinkObject(s, llvm::MemoryBuffer::getMemBufferCopy(bytes, symbol), symbol, &error);
     if (fn) {
       ++s.stats.disk_hits;
@@ -300,8 +292,7 @@ std::shared_ptr<CompiledKernel> Compile(const Kernel& kernel, const CodegenOptio
                            symbol, &error);
   if (!fn) throw Error("[inductor] linking kernel '" + kernel.name + "' failed: " + error);
   if (options.use_cache) {  // only objects that linked
-    MakeDirs(CacheDir());
-    WriteFileAtomic(path, obj.data(), obj.size());
+    WriteCacheFile(path, obj.data(), obj.size());
   }
   ++s.stats.compiled;
   auto ck = std::make_shared<CompiledKernel>(kernel, HashKernel(kernel), fn, false);
@@ -321,11 +312,7 @@ void ClearMemoryCache() {
   s.memory.clear();
 }
 
-std::string CacheDir() {
-  if (const char* d = std::getenv("KILN_INDUCTOR_CACHE_DIR"); d && *d) return d;
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.cache/kiln/inductor";
-}
+std::string CacheDir() { return CacheDirectory("KILN_INDUCTOR_CACHE_DIR", "inductor"); }
 
 std::string HostCpuKey() { return State().cpu_key; }
 

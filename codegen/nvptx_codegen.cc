@@ -1,8 +1,8 @@
 // codegen/nvptx_codegen.cc: PointwiseKernel -> LLVM IR -> libdevice linked -> O3 -> PTX for sm_80.
 //
 // Note [Libdevice]: the shared ExprEmitter writes math the CPU has no instruction for as LLVM's
-// intrinsics (llvm.exp, llvm.log, llvm.sin, llvm.cos, llvm.pow, llvm.roundeven) or as calls to
-// libm's names (tanh, erf, atan2 and their f suffixes), and `frem` for fmod. LLVM 14's NVPTX back
+// intrinsics (llvm.exp, llvm.log, llvm.sin, llvm.cos, llvm.pow; llvm.roundeven becomes llvm.rint,
+// which NVPTX has) or as calls to libm's names (tanh, erf, atan2 and their f suffixes), and `frem` for fmod. LLVM 14's NVPTX back
 // end cannot lower any of these (they would become calls to functions that do not exist on the
 // GPU), so before optimisation each becomes the matching function of libdevice, NVIDIA's math
 // library shipped as LLVM bitcode (__nv_expf, __nv_log, __nv_rintf, __nv_fmodf, ...: what
@@ -14,6 +14,7 @@
 #include "codegen/nvptx_codegen.h"
 
 #include <cctype>
+#include <cstring>
 #include <mutex>
 #include <sstream>
 
@@ -91,7 +92,6 @@ std::string LibdeviceName(const llvm::Function& f) {
     case llvm::Intrinsic::sin: return nv("sin");
     case llvm::Intrinsic::cos: return nv("cos");
     case llvm::Intrinsic::pow: return nv("pow");
-    case llvm::Intrinsic::roundeven: return nv("rint");  // round half to even in the default mode
     case llvm::Intrinsic::not_intrinsic: break;
     default: return "";
   }
@@ -111,6 +111,13 @@ bool UseLibdevice(llvm::Module& m) {
   std::vector<llvm::Function*> replaced;
   for (llvm::Function& f : m) {
     if (!f.isDeclaration() || f.use_empty()) continue;
+    if (f.getIntrinsicID() == llvm::Intrinsic::roundeven) {
+      // llvm.rint is cvt.rni (half to even) on NVPTX; libdevice's __nv_rintf came out half away
+      // from zero (2.5 gave 3) through LLVM 14's reading of its intrinsic
+      f.replaceAllUsesWith(llvm::Intrinsic::getDeclaration(&m, llvm::Intrinsic::rint, {f.getReturnType()}));
+      replaced.push_back(&f);
+      continue;
+    }
     std::string name = LibdeviceName(f);
     if (name.empty()) continue;
     llvm::FunctionCallee nv = m.getOrInsertFunction(name, f.getFunctionType());
@@ -222,6 +229,47 @@ std::string PointwiseSymbol(const PointwiseKernel& k, const PointwiseLayout& lay
   key << "\nlayout " << layout.ndim << " " << layout.vector << " " << layout.index32 << "\nnvptx " << kGpu << " "
       << kFeatures << " " KILN_CODEGEN_FINGERPRINT " llvm " LLVM_VERSION_STRING;
   return k.name + "_" + HashString(key.str()).substr(0, 16);
+}
+
+namespace {
+
+// Two independent 64-bit mixes of the same stream of words (splitmix64's finaliser).
+struct KeyHasher {
+  uint64_t a = 0x9e3779b97f4a7c15ull, b = 0xbf58476d1ce4e5b9ull;
+  static uint64_t Mix(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  }
+  void Add(uint64_t w) {
+    a = Mix(a ^ w) + 0x632be59bd9b4e019ull;
+    b = Mix(b + w * 0xff51afd7ed558ccdull) ^ 0xc4ceb9fe1a85ec53ull;
+  }
+  void AddExpr(const Expr& e) {
+    Add(uint64_t(e.kind) | uint64_t(e.op) << 8 | uint64_t(e.dtype) << 16 | uint64_t(uint32_t(e.buffer)) << 24);
+    if (e.kind == Expr::Kind::kConst) {
+      uint64_t bits;
+      std::memcpy(&bits, &e.value, sizeof(bits));
+      Add(bits);
+      Add(static_cast<uint64_t>(e.int_value));
+    }
+    Add(e.args.size());
+    for (const ExprPtr& x : e.args) AddExpr(*x);
+  }
+};
+
+}  // namespace
+
+PointwiseKey KeyOf(const PointwiseKernel& k, const PointwiseLayout& layout) {
+  KeyHasher h;
+  for (char c : k.name) h.Add(static_cast<unsigned char>(c));
+  h.Add(k.operands.size());
+  for (size_t i = 0; i < k.operands.size(); ++i) h.Add(uint64_t(k.operands[i].dtype) | uint64_t(k.scalar[i]) << 8);
+  h.Add(uint64_t(layout.ndim) | uint64_t(layout.vector) << 8 | uint64_t(layout.index32) << 16);
+  if (k.expr) h.AddExpr(*k.expr);
+  return PointwiseKey{h.a, h.b};
 }
 
 std::string PointwiseLLVMIR(const PointwiseKernel& k, const PointwiseLayout& layout) {

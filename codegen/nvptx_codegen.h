@@ -11,7 +11,8 @@
 //   for each operand b: a tensor operand's element pointer (T*), or a scalar operand's value
 //       (float for f32/bf16/f16, double for f64, int64 for integers and bool);
 //   int64 n (elements);
-//   strided layouts only: int64 sizes[ndim] (outermost first), then for each tensor operand in
+//   strided layouts only: int64 sizes[ndim] (outermost first); with 32-bit index math, the sizes'
+//       FastDivisors as int64 magics[ndim] then int64 shifts[ndim]; then for each tensor operand in
 //       order int64 strides[ndim] (in elements; 0 broadcasts).
 // Launch with kPointwiseThreads threads per block and PointwiseBlocks(n, layout) blocks.
 #pragma once
@@ -44,11 +45,32 @@ struct PointwiseLayout {
 };
 
 constexpr int kPointwiseThreads = 128;
+constexpr int kStridedElements = 4;  // per thread in a strided kernel (Note [Strided kernel shape])
 
 inline int64_t PointwiseBlocks(int64_t n, const PointwiseLayout& layout) {
-  int64_t per_block = int64_t(kPointwiseThreads) * (layout.ndim == 0 ? layout.vector : 1);
+  int64_t per_block = int64_t(kPointwiseThreads) * (layout.ndim == 0 ? layout.vector : kStridedElements);
   return (n + per_block - 1) / per_block;
 }
+
+// x / d for 0 <= x < 2^31 as (umulhi(x, magic) + x) >> shift (Granlund and Montgomery's method,
+// PyTorch's IntDivider): shift = ceil(log2 d), magic = 2^32 (2^shift - d) / d + 1.
+struct FastDivisor {
+  uint32_t magic = 1, shift = 0;
+};
+inline FastDivisor MakeFastDivisor(uint32_t d) {
+  FastDivisor f;
+  while ((uint64_t(1) << f.shift) < d) ++f.shift;
+  f.magic = static_cast<uint32_t>(((uint64_t(1) << 32) * ((uint64_t(1) << f.shift) - d)) / d + 1);
+  return f;
+}
+
+// A 128-bit hash of everything PointwiseSymbol covers but the code generator's version (constant
+// in a process): the in-memory cache's key, cheap enough for every launch (no text is built).
+struct PointwiseKey {
+  uint64_t a = 0, b = 0;
+  bool operator==(const PointwiseKey& o) const { return a == o.a && b == o.b; }
+};
+PointwiseKey KeyOf(const PointwiseKernel& k, const PointwiseLayout& layout);
 
 // Throws kiln::ValueError naming the kernel when the description is malformed (operand 0 loaded
 // or scalar, a load out of range, an accumulator or loop index in the expression, a bad layout).

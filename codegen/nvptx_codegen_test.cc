@@ -128,12 +128,23 @@ TEST(NvptxCodegen, MathComesFromLibdeviceAndInlines) {
   }
 }
 
+// round is half to even (PyTorch's nearbyint), not CUDA's roundf (half away from zero)
+TEST(NvptxCodegen, RoundIsHalfToEven) {
+  for (DType t : {DType::F32, DType::F64}) {
+    auto k = Kernel1(t == DType::F32 ? "round_f32" : "round_f64", t, t, Op(OpCode::kRound, {In(1)}));
+    std::string ptx = PointwisePTX(k, PointwiseLayout{0, 1, true});
+    EXPECT_NE(ptx.find(t == DType::F32 ? "cvt.rni.f32.f32" : "cvt.rni.f64.f64"), std::string::npos) << ptx;
+  }
+}
+
 TEST(NvptxCodegen, StridedLayoutsAndScalars) {
   // a broadcast add over 3 dims (32-bit and 64-bit index math), a scalar operand, integer division
   auto add = Kernel2("add_i64", DType::I64, DType::I64, DType::I64, Op(OpCode::kAdd, {In(1), In(2)}));
   for (bool index32 : {true, false}) {
     std::string ptx = PointwisePTX(add, PointwiseLayout{3, 1, index32});
-    EXPECT_NE(ptx.find(index32 ? "div.u32" : "div.u64"), std::string::npos) << ptx;
+    // 32-bit: the launch's FastDivisors (a multiply-high), no division; 64-bit: a real division
+    EXPECT_NE(ptx.find(index32 ? "mul.hi.u32" : "div.u64"), std::string::npos) << ptx;
+    if (index32) EXPECT_EQ(ptx.find("div."), std::string::npos) << ptx;
     Assemble(ptx, index32 ? "add_i64_s32" : "add_i64_s64");
   }
   auto scaled = Kernel2("mul_scalar_f32", DType::F32, DType::F32, DType::F32, Op(OpCode::kMul, {In(1), In(2)}),
@@ -155,6 +166,34 @@ TEST(NvptxCodegen, SymbolsDifferByEverythingThatChangesCode) {
                                    PointwiseSymbol(a, PointwiseLayout{2, 1, false})};
   EXPECT_EQ(symbols.size(), 6u);
   EXPECT_EQ(PointwiseSymbol(a, kVec4), PointwiseSymbol(a, kVec4));
+}
+
+TEST(NvptxCodegen, KeysDifferWhereSymbolsDo) {
+  auto a = Kernel2("add", DType::F32, DType::F32, DType::F32, Op(OpCode::kAdd, {In(1), In(2)}));
+  auto b = Kernel2("add", DType::F32, DType::F32, DType::F32, Op(OpCode::kAdd, {In(2), In(1)}));
+  auto c = Kernel2("add", DType::F32, DType::F32, DType::F32, Op(OpCode::kAdd, {In(1), Expr::Const(1, DType::F32)}));
+  auto d = Kernel2("add", DType::F32, DType::F32, DType::F32, Op(OpCode::kAdd, {In(1), Expr::Const(2, DType::F32)}));
+  std::vector<PointwiseKey> keys = {KeyOf(a, kVec4), KeyOf(b, kVec4), KeyOf(c, kVec4), KeyOf(d, kVec4),
+                                    KeyOf(a, PointwiseLayout{2, 1, true}), KeyOf(a, PointwiseLayout{2, 1, false})};
+  for (size_t i = 0; i < keys.size(); ++i)
+    for (size_t j = i + 1; j < keys.size(); ++j) EXPECT_FALSE(keys[i] == keys[j]) << i << " " << j;
+  EXPECT_TRUE(KeyOf(a, kVec4) == KeyOf(Kernel2("add", DType::F32, DType::F32, DType::F32,
+                                               Op(OpCode::kAdd, {In(1), In(2)})), kVec4));
+}
+
+// The strided kernels' division: exact for every divisor and dividend they see (below 2^31).
+TEST(NvptxCodegen, FastDivisionIsExact) {
+  std::vector<uint32_t> divisors = {1, 2, 3, 5, 7, 10, 48, 64, 100, 127, 129, 1000, 4097, 65535, 65536, 1u << 20,
+                                    (1u << 31) - 1, 1u << 30, 3000017};
+  std::vector<uint32_t> xs = {0, 1, 2, 63, 64, 65, 999, 1000, 1001, 65535, 65536, 1u << 24, (1u << 31) - 1,
+                              (1u << 31) - 2, 123456789, 2000000000};
+  for (uint32_t d : divisors) {
+    FastDivisor f = MakeFastDivisor(d);
+    for (uint32_t x : xs) {
+      uint32_t hi = static_cast<uint32_t>((uint64_t(x) * f.magic) >> 32);
+      EXPECT_EQ((hi + x) >> f.shift, x / d) << x << " / " << d;
+    }
+  }
 }
 
 TEST(NvptxCodegen, MalformedKernelsAreValueErrors) {

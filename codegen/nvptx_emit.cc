@@ -41,7 +41,7 @@ class PointwiseEmitter : public ExprEmitter {
                                      : MemType(pk_.operands[b].dtype)->getPointerTo());
     params.push_back(b_.getInt64Ty());  // n
     if (layout_.ndim > 0) {
-      params.insert(params.end(), layout_.ndim, b_.getInt64Ty());
+      params.insert(params.end(), layout_.ndim * (layout_.index32 ? 3 : 1), b_.getInt64Ty());
       for (size_t b = 0; b < nops; ++b)
         if (!pk_.scalar[b]) params.insert(params.end(), layout_.ndim, b_.getInt64Ty());
     }
@@ -56,6 +56,10 @@ class PointwiseEmitter : public ExprEmitter {
     n_ = &*arg++;
     n_->setName("n");
     for (int d = 0; d < layout_.ndim; ++d, ++arg) sizes_.push_back(&*arg);
+    if (layout_.ndim > 0 && layout_.index32) {
+      for (int d = 0; d < layout_.ndim; ++d, ++arg) magics_.push_back(&*arg);
+      for (int d = 0; d < layout_.ndim; ++d, ++arg) shifts_.push_back(&*arg);
+    }
     strides_.resize(nops);
     for (size_t b = 0; b < nops; ++b)
       if (!pk_.scalar[b])
@@ -153,11 +157,9 @@ class PointwiseEmitter : public ExprEmitter {
 
   // One element at per-operand offsets (offsets[b] for tensor operands).
   void EmitElement(const std::vector<llvm::Value*>& offsets) {
-    for (size_t b = 1; b < pk_.operands.size(); ++b) {
-      if (pk_.scalar[b]) continue;
-      DType t = pk_.operands[b].dtype;
-      current_[b] = FromMemory(b_.CreateAlignedLoad(MemType(t), ElementAddress(b, offsets[b]), ElementAlign(b)), t);
-    }
+    std::vector<V> values = LoadOperands(offsets);
+    for (size_t b = 1; b < pk_.operands.size(); ++b)
+      if (!pk_.scalar[b]) current_[b] = values[b];
     b_.CreateAlignedStore(Compute(), ElementAddress(0, offsets[0]), ElementAlign(0));
   }
 
@@ -210,22 +212,31 @@ class PointwiseEmitter : public ExprEmitter {
     b_.CreateRetVoid();
   }
 
-  void EmitStrided(llvm::Value* thread) {
-    auto* body = llvm::BasicBlock::Create(ctx_, "element", fn_);
-    auto* done = llvm::BasicBlock::Create(ctx_, "done", fn_);
-    b_.CreateCondBr(b_.CreateICmpSLT(thread, n_), body, done);
-    b_.SetInsertPoint(body);
-    LoadScalars();
-    llvm::Type* ity = layout_.index32 ? b_.getInt32Ty() : b_.getInt64Ty();
+  // Note [Strided kernel shape]: kStridedElements elements per thread, a block's worth of
+  // threads apart (so each of the thread's accesses is coalesced with its neighbours' where the
+  // operand allows). A block wholly inside [0, n) computes every element's offsets and issues every
+  // load before the first store, in straight-line code, so a thread keeps all its loads in flight
+  // (what a transposed operand, whose loads do not coalesce, needs); the last block guards each
+  // element. A linear index splits into coordinates by the fast division of the launch's
+  // FastDivisors (a multiply-high and a shift) when index math is 32-bit.
+  llvm::Value* Divide(llvm::Value* x, int d) {
+    if (!layout_.index32) return b_.CreateUDiv(x, sizes_[d]);
+    llvm::Value* magic = b_.CreateTrunc(magics_[d], b_.getInt32Ty());
+    llvm::Value* hi = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_mulhi_ui, {}, {x, magic});  // mul.hi.u32
+    return b_.CreateLShr(b_.CreateAdd(hi, x), b_.CreateTrunc(shifts_[d], b_.getInt32Ty()));
+  }
+
+  // Per-operand element offsets (int64) of linear index `i` (in the index type).
+  std::vector<llvm::Value*> Offsets(llvm::Value* i) {
+    llvm::Type* ity = i->getType();
     auto narrow = [&](llvm::Value* v) { return layout_.index32 ? b_.CreateTrunc(v, ity) : v; };
     std::vector<llvm::Value*> offsets(pk_.operands.size(), llvm::ConstantInt::get(ity, 0));
-    llvm::Value* rest = narrow(thread);
+    llvm::Value* rest = i;
     for (int d = layout_.ndim - 1; d >= 0; --d) {
-      llvm::Value* size = narrow(sizes_[d]);
       llvm::Value* coord = rest;
       if (d > 0) {  // the outermost coordinate is what is left
-        llvm::Value* q = b_.CreateUDiv(rest, size);
-        coord = b_.CreateSub(rest, b_.CreateMul(q, size));
+        llvm::Value* q = Divide(rest, d);
+        coord = b_.CreateSub(rest, b_.CreateMul(q, narrow(sizes_[d])));
         rest = q;
       }
       for (size_t b = 0; b < pk_.operands.size(); ++b)
@@ -233,10 +244,64 @@ class PointwiseEmitter : public ExprEmitter {
     }
     if (layout_.index32)
       for (llvm::Value*& o : offsets) o = b_.CreateSExt(o, b_.getInt64Ty());
-    EmitElement(offsets);
+    return offsets;
+  }
+
+  void EmitStrided(llvm::Value*) {
+    llvm::Type* ity = layout_.index32 ? b_.getInt32Ty() : b_.getInt64Ty();
+    llvm::Value* block = b_.CreateZExtOrTrunc(b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x, {}, {}), ity);
+    llvm::Value* tid = b_.CreateZExtOrTrunc(b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, {}, {}), ity);
+    const int64_t per_block = int64_t(kPointwiseThreads) * kStridedElements;
+    llvm::Value* start = b_.CreateMul(block, llvm::ConstantInt::get(ity, per_block));
+    llvm::Value* first = b_.CreateAdd(start, tid);
+    llvm::Value* n = layout_.index32 ? b_.CreateTrunc(n_, ity) : n_;
+    auto index = [&](int j) { return b_.CreateAdd(first, llvm::ConstantInt::get(ity, int64_t(j) * kPointwiseThreads)); };
+    auto* whole = llvm::BasicBlock::Create(ctx_, "whole", fn_);
+    auto* last = llvm::BasicBlock::Create(ctx_, "last", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "done", fn_);
+    b_.CreateCondBr(b_.CreateICmpSLE(b_.CreateAdd(start, llvm::ConstantInt::get(ity, per_block)), n), whole, last);
+
+    b_.SetInsertPoint(whole);
+    LoadScalars();
+    std::vector<std::vector<llvm::Value*>> offsets(kStridedElements);
+    std::vector<std::vector<V>> loaded(kStridedElements);
+    for (int j = 0; j < kStridedElements; ++j) {
+      offsets[j] = Offsets(index(j));
+      loaded[j] = LoadOperands(offsets[j]);
+    }
+    for (int j = 0; j < kStridedElements; ++j) {
+      for (size_t b = 1; b < pk_.operands.size(); ++b)
+        if (!pk_.scalar[b]) current_[b] = loaded[j][b];
+      b_.CreateAlignedStore(Compute(), ElementAddress(0, offsets[j][0]), ElementAlign(0));
+    }
+    b_.CreateBr(done);
+
+    b_.SetInsertPoint(last);
+    LoadScalars();
+    for (int j = 0; j < kStridedElements; ++j) {
+      llvm::Value* i = index(j);
+      auto* body = llvm::BasicBlock::Create(ctx_, "element", fn_);
+      auto* next = llvm::BasicBlock::Create(ctx_, "next", fn_);
+      b_.CreateCondBr(b_.CreateICmpSLT(i, n), body, next);
+      b_.SetInsertPoint(body);
+      EmitElement(Offsets(i));
+      b_.CreateBr(next);
+      b_.SetInsertPoint(next);
+    }
     b_.CreateBr(done);
     b_.SetInsertPoint(done);
     b_.CreateRetVoid();
+  }
+
+  // The tensor operands' values at per-operand offsets (scalars' slots left empty).
+  std::vector<V> LoadOperands(const std::vector<llvm::Value*>& offsets) {
+    std::vector<V> values(pk_.operands.size(), V{nullptr, DType::F32});
+    for (size_t b = 1; b < pk_.operands.size(); ++b) {
+      if (pk_.scalar[b]) continue;
+      DType t = pk_.operands[b].dtype;
+      values[b] = FromMemory(b_.CreateAlignedLoad(MemType(t), ElementAddress(b, offsets[b]), ElementAlign(b)), t);
+    }
+    return values;
   }
 
   V Load(const Expr& e) override { return current_.at(e.buffer); }
@@ -248,7 +313,7 @@ class PointwiseEmitter : public ExprEmitter {
   const PointwiseKernel& pk_;
   PointwiseLayout layout_;
   llvm::Function* fn_ = nullptr;
-  std::vector<llvm::Value*> args_, sizes_;
+  std::vector<llvm::Value*> args_, sizes_, magics_, shifts_;
   std::vector<std::vector<llvm::Value*>> strides_;
   llvm::Value* n_ = nullptr;
   std::vector<V> current_;

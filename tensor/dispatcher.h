@@ -288,6 +288,13 @@ class OpDef {
     op_->SetKernel(k, boxing::WrapKernel<F>::Get());
     return *this;
   }
+  // A device-generic kernel on CPU and (where `cuda`) CUDA: it allocates through the meta function
+  // and branches to its device's loop (the pointwise ops: CPU loops or a generated CUDA kernel).
+  template <auto F> OpDef& CPUAndCUDA(bool cuda = true) {
+    op_->SetKernel(DispatchKey::CPU, boxing::WrapKernel<F>::Get());
+    if (cuda) op_->SetKernel(DispatchKey::CUDA, boxing::WrapKernel<F>::Get());
+    return *this;
+  }
   // The same function on every backend (views and other metadata-only ops).
   template <auto F> OpDef& AllBackends() {
     for (DispatchKey k : {DispatchKey::CPU, DispatchKey::CUDA, DispatchKey::Meta, DispatchKey::Fake})

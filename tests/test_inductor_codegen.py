@@ -154,7 +154,9 @@ def test_bad_arguments_are_refused():
 
 def test_bad_ir_is_refused():
     with pytest.raises(ValueError, match="unknown dtype"):
-        ind.compile(pointwise_kernel("k", 2, 2, "f16"))
+        ind.compile(pointwise_kernel("k", 2, 2, "f8"))
+    with pytest.raises(ValueError, match="the CPU code generator has no f16"):
+        ind.compile(pointwise_kernel("k", 2, 2, "f16"))  # a dtype of the NVPTX code generator only
     kd = pointwise_kernel("k", 2, 2)
     kd["loops"][0]["stmts"][0] = ("store", 5, row_index(2), ("const", 1.0, "f32"))
     with pytest.raises(ValueError, match="buffer index 5"):

@@ -11,6 +11,7 @@
 #include "runtime/cuda/loader.h"
 #include "runtime/cuda/module.h"
 #include "runtime/cuda/nvjitlink.h"
+#include "tensor/cuda/pointwise.h"
 #include "runtime/cuda/stream.h"
 #include "runtime/error.h"
 #include "tensor/cuda/cuda_ops.h"
@@ -90,6 +91,10 @@ void InitCudaBindings(py::module_& m) {
 
   m.def("_cuda_nvjitlink_available", [] { return cuda::NvJitLinkAvailable(); });
   m.def("_cuda_nvjitlink_unavailable_reason", [] { return cuda::NvJitLinkUnavailableReason(); });
+  m.def("_cuda_pointwise_cache_stats", [] {
+    cuda::PointwiseCacheStats s = cuda::GetPointwiseCacheStats();
+    return py::dict(py::arg("compiled") = s.compiled, py::arg("disk_hits") = s.disk_hits, py::arg("hits") = s.hits);
+  });
   // PTX -> the device's machine code (a cubin, as bytes), for the generated kernels.
   m.def("_cuda_compile_ptx", [](const std::string& ptx, int major, int minor) {
     std::string cubin;

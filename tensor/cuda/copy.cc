@@ -2,18 +2,19 @@
 // driver's copy and memset engines.
 //
 // Note [Staged copies]: a copy whose two sides are dense in the same layout and dtype is one
-// cuMemcpyAsync on the current stream. Anything else (a dtype change, broadcasting, a strided
-// side) is staged through the host: the device side's storage span comes to a host buffer, the CPU
-// copy kernel does the conversion and the layout, and the span goes back. This is correct for
-// every case but moves the whole span twice; device-side conversion kernels replace it once the
-// generated CUDA kernels exist (issue 18). Copies to pageable host memory synchronize the stream,
-// as PyTorch's do; to pinned memory with non_blocking=True they do not.
+// cuMemcpyAsync on the current stream. On one device, anything else (a dtype change,
+// broadcasting, a strided side) is one generated pointwise kernel (pointwise.h), as is a fill of a
+// strided tensor. Between the host and the device (and for complex dtypes, which the generated
+// kernels lack), the device side's storage span is staged through a host buffer: the CPU copy
+// kernel does the conversion and the layout, and the span goes back. Copies to pageable host
+// memory synchronize the stream, as PyTorch's do; to pinned memory with non_blocking=True they do not.
 #include <cstring>
 
 #include "runtime/cuda/cuda_allocator.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/stream.h"
 #include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda/pointwise.h"
 #include "tensor/empty.h"
 #include "tensor/ops.h"
 #include "tensor/ops/common.h"
@@ -76,8 +77,14 @@ Tensor CopyCUDA(Tensor self, const Tensor& src, bool non_blocking) {
   size_t bytes = static_cast<size_t>(self.numel()) * self->itemsize();
   bool direct = self.dtype() == src.dtype() && self->sym_sizes() == src->sym_sizes() && DenseRowMajor(self) &&
                 DenseRowMajor(src);
+  const bool real = !IsComplex(self.dtype()) && !IsComplex(src.dtype());
+  const bool same_device = src.device() == self.device() || (src.device().is_cpu() && src.dim() == 0);
   if (direct) {
     Memcpy(self->data(), src->data(), bytes, stream);
+  } else if (self.device().is_cuda() && same_device && real) {
+    // a conversion, a broadcast or a strided side on one device: one generated kernel
+    LaunchPointwise("copy", self, {PointwiseInput::Of(src)}, Input(0));
+    return self;
   } else if (self.device().is_cpu()) {
     ops::copy_(self, HostDense(src, self, stream));  // the CPU kernel writes self's layout
     return self;
@@ -130,6 +137,10 @@ Tensor FillCUDA(Tensor self, const Scalar& value) {
       return self;
     }
   }
+  if (!IsComplex(self.dtype())) {
+    LaunchPointwise("fill", self, {PointwiseInput::Number(value, self.dtype())}, Input(0));
+    return self;
+  }
   Tensor host = StageToHost(self, stream);
   ops::fill_(host, value);
   auto [first, last] = Span(self);
@@ -151,6 +162,11 @@ Tensor FillTensorCUDA(Tensor self, const Tensor& value) {
 }
 
 }  // namespace
+
+void CopyDeviceBytes(void* dst, const void* src, size_t bytes, int device) {
+  EnsureContext(device);
+  Memcpy(dst, src, bytes, CurrentStream(device));
+}
 
 Tensor PinMemory(const Tensor& t) {
   KILN_CHECK(t.device().is_cpu(), "cannot pin '", t.device().str(), "' memory: only dense CPU tensors can be pinned");

@@ -14,6 +14,9 @@ void RegisterCUDAKernels(Registry& r);
 void RegisterCopyKernels(Registry& r);
 void RegisterMatmulKernels(Registry& r);
 
+// `bytes` from one place in device memory to another, in stream order on `device`'s current stream.
+void CopyDeviceBytes(void* dst, const void* src, size_t bytes, int device);
+
 // Tensor.pin_memory(): a contiguous copy of a CPU tensor in page-locked memory, which the copy
 // engines read and write directly (non_blocking=True copies stay asynchronous).
 Tensor PinMemory(const Tensor& t);

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
 
 namespace kiln {
@@ -312,6 +314,113 @@ bool ReducedFloatScalarOp(const Tensor& dst, const Tensor& a, const Tensor* b, c
   }
 }
 
+// --- CUDA: the element functions as kernel IR (tensor/cuda/pointwise.h) ------------------------
+
+using codegen::OpCode;
+using IR = codegen::ExprPtr;
+IR Ir(OpCode op, IR a) { return codegen::Expr::Op(op, {std::move(a)}); }
+IR Ir(OpCode op, IR a, IR b) { return codegen::Expr::Op(op, {std::move(a), std::move(b)}); }
+IR Ir(OpCode op, IR a, IR b, IR c) { return codegen::Expr::Op(op, {std::move(a), std::move(b), std::move(c)}); }
+
+// PyTorch's div_floor for floats (as FloorDivide above): through fmod, so 1 // 0.1 is 9, not
+// floor(1 / 0.1) = 10; a zero quotient keeps its sign; division by zero is a / b.
+IR FloorDivideFloat(IR a, IR b, codegen::DType t) {
+  auto c = [&](double v) { return codegen::Expr::Const(v, t); };
+  IR q = Ir(OpCode::kDiv, a, b);
+  IR m = Ir(OpCode::kFmod, a, b);
+  IR d0 = Ir(OpCode::kDiv, Ir(OpCode::kSub, a, m), b);
+  IR adjust = Ir(OpCode::kLogicalAnd, Ir(OpCode::kNe, m, c(0)),
+                 Ir(OpCode::kNe, Ir(OpCode::kLt, b, c(0)), Ir(OpCode::kLt, m, c(0))));
+  IR d = Ir(OpCode::kWhere, adjust, Ir(OpCode::kSub, d0, c(1)), d0);
+  IR f = Ir(OpCode::kFloor, d);
+  IR rounded = Ir(OpCode::kWhere, Ir(OpCode::kGt, Ir(OpCode::kSub, d, f), c(0.5)), Ir(OpCode::kAdd, f, c(1)), f);
+  IR r = Ir(OpCode::kWhere, Ir(OpCode::kEq, d, c(0)), Ir(OpCode::kCopysign, c(0), q), rounded);
+  return Ir(OpCode::kWhere, Ir(OpCode::kEq, b, c(0)), q, r);
+}
+
+// f(a, b) over opmath values a, b (alpha: add/sub's multiplier, or null for 1).
+IR BinaryExpr(int op, IR a, IR b, IR alpha, ScalarType compute) {
+  const codegen::DType t = cuda::CodegenDType(compute, kSpecs[op].name);
+  const codegen::DType m = t == codegen::DType::F16 || t == codegen::DType::BF16 ? codegen::DType::F32 : t;
+  const bool is_float = IsFloating(compute), is_bool = compute == ScalarType::Bool;
+  auto c = [&](double v) { return codegen::Expr::Const(v, m); };
+  auto isnan = [&](IR x) { return Ir(OpCode::kNe, x, x); };
+  switch (op) {
+    case kAdd: return Ir(OpCode::kAdd, a, alpha ? Ir(OpCode::kMul, alpha, b) : b);
+    case kSub: return Ir(OpCode::kSub, a, alpha ? Ir(OpCode::kMul, alpha, b) : b);
+    case kMul: return is_bool ? Ir(OpCode::kLogicalAnd, a, b) : Ir(OpCode::kMul, a, b);
+    case kDiv: return Ir(OpCode::kDiv, a, b);
+    case kDivTrunc:  // 16-bit floats round the quotient to their type first (see RunTyped)
+      if (!is_float) return Ir(OpCode::kDiv, a, b);
+      return Ir(OpCode::kTrunc, m == t ? Ir(OpCode::kDiv, a, b) : codegen::Expr::Cast(Ir(OpCode::kDiv, a, b), t));
+    case kDivFloor: case kFloorDivide:
+      if (is_bool) return a;
+      return is_float ? FloorDivideFloat(a, b, m) : Ir(OpCode::kFloorDiv, a, b);
+    case kRemainder: return is_bool ? a : Ir(OpCode::kMod, a, b);
+    case kFmod: return Ir(OpCode::kFmod, a, b);
+    case kPow: return is_bool ? Ir(OpCode::kLogicalOr, a, Ir(OpCode::kLogicalNot, b)) : Ir(OpCode::kPow, a, b);
+    case kMaximum: return Ir(OpCode::kMax, a, b);
+    case kMinimum: return Ir(OpCode::kMin, a, b);
+    case kEq: return Ir(OpCode::kEq, a, b);
+    case kNe: return Ir(OpCode::kNe, a, b);
+    case kLt: return Ir(OpCode::kLt, a, b);
+    case kLe: return Ir(OpCode::kLe, a, b);
+    case kGt: return Ir(OpCode::kGt, a, b);
+    case kGe: return Ir(OpCode::kGe, a, b);
+    case kLogicalAnd: return Ir(OpCode::kLogicalAnd, a, b);
+    case kLogicalOr: return Ir(OpCode::kLogicalOr, a, b);
+    case kLogicalXor:
+      return Ir(OpCode::kNe, codegen::Expr::Cast(a, codegen::DType::Bool), codegen::Expr::Cast(b, codegen::DType::Bool));
+    case kBitAnd: return Ir(OpCode::kBitAnd, a, b);
+    case kBitOr: return Ir(OpCode::kBitOr, a, b);
+    case kBitXor: return Ir(OpCode::kBitXor, a, b);
+    case kAtan2: return Ir(OpCode::kAtan2, a, b);
+    case kFmax: case kFmin: {  // the other operand where one is NaN
+      IR best = Ir(op == kFmax ? OpCode::kMax : OpCode::kMin, a, b);
+      if (!is_float) return best;
+      return Ir(OpCode::kWhere, isnan(a), b, Ir(OpCode::kWhere, isnan(b), a, best));
+    }
+    case kHypot: return Ir(OpCode::kHypot, a, b);
+    case kCopysign: return Ir(OpCode::kCopysign, a, b);
+    case kXlogy:
+      return Ir(OpCode::kWhere, isnan(b), b,
+                Ir(OpCode::kWhere, Ir(OpCode::kEq, a, c(0)), c(0), Ir(OpCode::kMul, a, Ir(OpCode::kLog, b))));
+    case kLshift: return Ir(OpCode::kShl, a, b);
+    case kRshift: return Ir(OpCode::kShr, a, b);
+  }
+  KILN_INTERNAL_ASSERT(false, "no CUDA expression for ", kSpecs[op].name);
+  return a;
+}
+
+// Exponents whose pow PyTorch computes exactly (x * x, sqrt, ...): compiled in as constants so the
+// emitter takes those forms (see PowScalarFastPath); other exponents stay launch parameters.
+bool PowExponentIsSpecial(const Scalar& e) {
+  if (e.is_complex() || e.is_bool()) return false;
+  double v = e.to_double();
+  return v == 0.5 || v == -0.5 || v == 2 || v == 3 || v == -1 || v == -2;
+}
+
+template <int kOp>
+void BinaryCUDA(const Tensor& out, const Tensor& a, const Tensor* b, const Scalar* b_scalar, ScalarType compute,
+                const Scalar& alpha) {
+  const BinarySpec& spec = kSpecs[kOp];
+  std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(a)};
+  inputs.push_back(b ? cuda::PointwiseInput::Of(*b) : cuda::PointwiseInput::Number(*b_scalar, compute));
+  IR x = cuda::OpmathInput(0, compute, spec.name);
+  IR y = cuda::OpmathInput(1, compute, spec.name);
+  if (kOp == kPow && b_scalar && IsFloating(compute) && PowExponentIsSpecial(*b_scalar)) {
+    inputs.pop_back();
+    codegen::DType t = cuda::CodegenDType(compute, spec.name);
+    y = codegen::Expr::Const(b_scalar->to_double(), t == codegen::DType::F64 ? t : codegen::DType::F32);
+  }
+  IR alpha_ir;
+  if (spec.has_alpha && !(alpha.is_integral() ? alpha.to_int() == 1 : alpha.to_double() == 1.0)) {
+    inputs.push_back(cuda::PointwiseInput::Number(alpha, compute));
+    alpha_ir = cuda::OpmathInput(static_cast<int>(inputs.size()) - 1, compute, spec.name);
+  }
+  cuda::LaunchPointwise(spec.name, out, inputs, BinaryExpr(kOp, x, y, alpha_ir, compute));
+}
+
 // Writes f(a, b) into `out` (already sized). b_scalar, when given, replaces b.
 template <int kOp>
 void BinaryInto(const Tensor& out, const Tensor& a, const Tensor* b, const Scalar* b_scalar,
@@ -319,6 +428,7 @@ void BinaryInto(const Tensor& out, const Tensor& a, const Tensor* b, const Scala
   if (out.numel() == 0) return;
   const BinarySpec& spec = kSpecs[kOp];
   CheckDtype(spec, compute);
+  if (out.device().is_cuda()) return BinaryCUDA<kOp>(out, a, b, b_scalar, compute, alpha);
   // Comparisons and logical ops write bool; everything else writes the compute type.
   ScalarType loop_out = spec.result == ResultKind::Bool ? ScalarType::Bool : compute;
   Tensor dst = out.dtype() == loop_out ? out : EmptyLike(out, loop_out);
@@ -544,18 +654,18 @@ void DefOverloads(Registry& r, const std::string& tensor, const std::string& sca
                   const std::string& inplace_scalar, std::initializer_list<Tag> tags, Variants variants,
                   Variants inplace_variants) {
   r.Def(tensor + "(Tensor self, Tensor other) -> Tensor", tags, variants)
-      .template Impl<&FunctionalTensor<kOp>>(DispatchKey::CPU).template Meta<&MetaTensor<kOp>>();
+      .template CPUAndCUDA<&FunctionalTensor<kOp>>().template Meta<&MetaTensor<kOp>>();
   if (!scalar.empty()) {
     r.Def(scalar + "(Tensor self, Scalar other) -> Tensor", tags, variants)
-        .template Impl<&FunctionalScalar<kOp>>(DispatchKey::CPU).template Meta<&MetaScalar<kOp>>();
+        .template CPUAndCUDA<&FunctionalScalar<kOp>>().template Meta<&MetaScalar<kOp>>();
   }
   r.Def(inplace_tensor + "(Tensor(a!) self, Tensor other) -> Tensor(a!)", {Tag::pointwise}, inplace_variants)
-      .template Impl<&InplaceTensor<kOp>>(DispatchKey::CPU)
+      .template CPUAndCUDA<&InplaceTensor<kOp>>()
       .template Impl<&InplaceTensorMeta<kOp>>(DispatchKey::Meta)
       .template Impl<&InplaceTensorMeta<kOp>>(DispatchKey::Fake);
   if (!inplace_scalar.empty()) {
     r.Def(inplace_scalar + "(Tensor(a!) self, Scalar other) -> Tensor(a!)", {Tag::pointwise}, inplace_variants)
-        .template Impl<&InplaceScalar<kOp>>(DispatchKey::CPU)
+        .template CPUAndCUDA<&InplaceScalar<kOp>>()
         .template Impl<&InplaceScalarMeta<kOp>>(DispatchKey::Meta)
         .template Impl<&InplaceScalarMeta<kOp>>(DispatchKey::Fake);
   }
@@ -570,26 +680,26 @@ void DefFamily(Registry& r, const std::string& name, Variants variants = kFuncti
   std::initializer_list<Tag> tags = {Tag::pointwise, Tag::core};
   if (spec.has_alpha) {
     r.Def(name + ".Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", tags, variants)
-        .template Impl<&AlphaTensor<kOp>>(DispatchKey::CPU).template Meta<&AlphaTensorMeta<kOp>>();
+        .template CPUAndCUDA<&AlphaTensor<kOp>>().template Meta<&AlphaTensorMeta<kOp>>();
     r.Def(name + ".Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", tags, variants)
-        .template Impl<&AlphaScalar<kOp>>(DispatchKey::CPU).template Meta<&AlphaScalarMeta<kOp>>();
+        .template CPUAndCUDA<&AlphaScalar<kOp>>().template Meta<&AlphaScalarMeta<kOp>>();
     r.Def(name + "_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", {Tag::pointwise}, kMethod)
-        .template Impl<&InplaceAlphaTensor<kOp>>(DispatchKey::CPU)
+        .template CPUAndCUDA<&InplaceAlphaTensor<kOp>>()
         .template Impl<&InplaceAlphaTensorMeta<kOp>>(DispatchKey::Meta)
         .template Impl<&InplaceAlphaTensorMeta<kOp>>(DispatchKey::Fake);
     r.Def(name + "_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)", {Tag::pointwise}, kMethod)
-        .template Impl<&InplaceAlphaScalar<kOp>>(DispatchKey::CPU)
+        .template CPUAndCUDA<&InplaceAlphaScalar<kOp>>()
         .template Impl<&InplaceAlphaScalarMeta<kOp>>(DispatchKey::Meta)
         .template Impl<&InplaceAlphaScalarMeta<kOp>>(DispatchKey::Fake);
     r.Def(name + ".out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)", {Tag::pointwise})
-        .template Impl<&OutAlphaTensor<kOp>>(DispatchKey::CPU);
+        .template CPUAndCUDA<&OutAlphaTensor<kOp>>();
     return;
   }
   const std::string none;
   DefOverloads<kOp>(r, name + tensor_overload, spec.has_scalar ? name + scalar_overload : none, name + "_.Tensor",
                     spec.has_scalar ? name + "_" + scalar_overload : none, tags, variants, kMethod);
   r.Def(name + ".out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)", {Tag::pointwise})
-      .template Impl<&OutTensor<kOp>>(DispatchKey::CPU);
+      .template CPUAndCUDA<&OutTensor<kOp>>();
 }
 
 // A number first (`2 % x`, xlogy(2, x), `1 << x`): PyTorch's Scalar_Self / Scalar_Tensor overloads,
@@ -601,7 +711,7 @@ TensorMeta ScalarFirstMeta(const Scalar& a, const Tensor& b) { return MetaTensor
 template <int kOp>
 void DefScalarFirst(Registry& r, const std::string& name_and_overload) {
   r.Def(name_and_overload + "(Scalar self, Tensor other) -> Tensor", {Tag::pointwise}, kFunction)
-      .template Impl<&ScalarFirst<kOp>>(DispatchKey::CPU).template Meta<&ScalarFirstMeta<kOp>>();
+      .template CPUAndCUDA<&ScalarFirst<kOp>>().template Meta<&ScalarFirstMeta<kOp>>();
 }
 
 // The operators `x << n`, `x >> n`, `x <<= n`, `x >>= n`: PyTorch's __lshift__ and friends (the
@@ -619,7 +729,7 @@ template <int kOp>
 void DefPlain(Registry& r, const std::string& name) {
   DefOverloads<kOp>(r, name, "", name + "_", "", {Tag::pointwise, Tag::core}, kFunctionAndMethod, kMethod);
   r.Def(name + ".out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)", {Tag::pointwise})
-      .template Impl<&OutTensor<kOp>>(DispatchKey::CPU);
+      .template CPUAndCUDA<&OutTensor<kOp>>();
 }
 
 }  // namespace
@@ -635,8 +745,13 @@ Tensor ResizeOut(const char* op, Tensor out, const TensorMeta& m) {
     const int64_t need = (out->storage_offset() + out.numel()) * out->itemsize();
     const int64_t have = static_cast<int64_t>(out->storage()->nbytes());
     if (need > have) {
-      DataPtr grown = GetCPUAllocator()->Allocate(need);
-      if (have > 0) std::memcpy(grown.get(), out->storage()->data(), static_cast<size_t>(have));
+      Allocator* alloc = out->storage()->allocator() ? out->storage()->allocator() : GetCPUAllocator();
+      DataPtr grown = alloc->Allocate(need);
+      if (have > 0 && out.device().is_cuda()) {
+        cuda::CopyDeviceBytes(grown.get(), out->storage()->data(), static_cast<size_t>(have), out.device().index);
+      } else if (have > 0) {
+        std::memcpy(grown.get(), out->storage()->data(), static_cast<size_t>(have));
+      }
       out->storage()->set_data(std::move(grown), need);
     }
   } else if (out->storage() && !out->is_symbolic()) {  // meta/fake: the data-less storage grows too
@@ -684,23 +799,23 @@ void RegisterBinaryOps(Registry& r) {
   DefShiftOperator<kRshift>(r, "__rshift__", "__irshift__");
   // pow: Tensor_Tensor / Tensor_Scalar / Scalar overload names as in PyTorch.
   r.Def("pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor", {Tag::pointwise, Tag::core}, kFunctionAndMethod)
-      .Impl<&FunctionalTensor<kPow>>(DispatchKey::CPU).Meta<&MetaTensor<kPow>>();
+      .CPUAndCUDA<&FunctionalTensor<kPow>>().Meta<&MetaTensor<kPow>>();
   r.Def("pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", {Tag::pointwise, Tag::core}, kFunctionAndMethod)
-      .Impl<&FunctionalScalar<kPow>>(DispatchKey::CPU).Meta<&MetaScalar<kPow>>();
+      .CPUAndCUDA<&FunctionalScalar<kPow>>().Meta<&MetaScalar<kPow>>();
   r.Def("pow.Scalar(Scalar self, Tensor exponent) -> Tensor", {Tag::pointwise}, kFunction)
       .Composite<&PowScalarBase>();
   r.Def("pow_.Scalar(Tensor(a!) self, Scalar exponent) -> Tensor(a!)", {Tag::pointwise}, kMethod)
-      .Impl<&InplaceScalar<kPow>>(DispatchKey::CPU).Impl<&InplaceScalarMeta<kPow>>(DispatchKey::Meta)
+      .CPUAndCUDA<&InplaceScalar<kPow>>().Impl<&InplaceScalarMeta<kPow>>(DispatchKey::Meta)
       .Impl<&InplaceScalarMeta<kPow>>(DispatchKey::Fake);
   r.Def("pow_.Tensor(Tensor(a!) self, Tensor exponent) -> Tensor(a!)", {Tag::pointwise}, kMethod)
-      .Impl<&InplaceTensor<kPow>>(DispatchKey::CPU).Impl<&InplaceTensorMeta<kPow>>(DispatchKey::Meta)
+      .CPUAndCUDA<&InplaceTensor<kPow>>().Impl<&InplaceTensorMeta<kPow>>(DispatchKey::Meta)
       .Impl<&InplaceTensorMeta<kPow>>(DispatchKey::Fake);
   r.Def("div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor", {Tag::pointwise, Tag::core},
         kFunctionAndMethod)
-      .Impl<&DivMode>(DispatchKey::CPU).Meta<&DivModeMeta>();
+      .CPUAndCUDA<&DivMode>().Meta<&DivModeMeta>();
   r.Def("div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor", {Tag::pointwise},
         kFunctionAndMethod)
-      .Impl<&DivModeScalar>(DispatchKey::CPU).Meta<&DivModeScalarMeta>();
+      .CPUAndCUDA<&DivModeScalar>().Meta<&DivModeScalarMeta>();
   r.Def("rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", {Tag::pointwise}, kFunction)
       .Composite<&RsubTensor>();
   r.Def("rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", {Tag::pointwise}, kFunction)

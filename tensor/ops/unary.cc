@@ -5,6 +5,7 @@
 // predicates). From each row come the functional op, the in-place `op_` and `op.out`.
 #include <cmath>
 
+#include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
 #include "tensor/vec_math.h"
 
@@ -248,11 +249,86 @@ void ComplexUnaryInto(const Tensor& out, const Tensor& self) {
   }
 }
 
+// --- CUDA: the element functions as kernel IR (tensor/cuda/pointwise.h) ------------------------
+
+// Ops with a CUDA kernel: all but erfinv and digamma (no IR operator and no libdevice function).
+constexpr bool HasCUDAKernel(int op) { return op != kErfinv && op != kDigamma; }
+
+codegen::ExprPtr UnaryExpr(int op, codegen::ExprPtr x, codegen::DType m) {
+  using codegen::OpCode;
+  auto ir = [](OpCode o, codegen::ExprPtr a) { return codegen::Expr::Op(o, {std::move(a)}); };
+  auto ir2 = [](OpCode o, codegen::ExprPtr a, codegen::ExprPtr b) { return codegen::Expr::Op(o, {std::move(a), std::move(b)}); };
+  auto c = [&](double v) { return codegen::Expr::Const(v, m); };
+  switch (op) {
+    case kExp: return ir(OpCode::kExp, x);
+    case kExp2: return ir(OpCode::kExp2, x);
+    case kLog: return ir(OpCode::kLog, x);
+    case kLog2: return ir(OpCode::kLog2, x);
+    case kLog10: return ir(OpCode::kLog10, x);
+    case kLog1p: return ir(OpCode::kLog1p, x);
+    case kExpm1: return ir(OpCode::kExpm1, x);
+    case kSqrt: return ir(OpCode::kSqrt, x);
+    case kRsqrt: return ir(OpCode::kRsqrt, x);
+    case kSigmoid: return ir(OpCode::kSigmoid, x);
+    case kTanh: return ir(OpCode::kTanh, x);
+    case kSin: return ir(OpCode::kSin, x);
+    case kCos: return ir(OpCode::kCos, x);
+    case kTan: return ir(OpCode::kTan, x);
+    case kAsin: return ir(OpCode::kAsin, x);
+    case kAcos: return ir(OpCode::kAcos, x);
+    case kAtan: return ir(OpCode::kAtan, x);
+    case kSinh: return ir(OpCode::kSinh, x);
+    case kCosh: return ir(OpCode::kCosh, x);
+    case kAsinh: return ir(OpCode::kAsinh, x);
+    case kAcosh: return ir(OpCode::kAcosh, x);
+    case kAtanh: return ir(OpCode::kAtanh, x);
+    case kErf: return ir(OpCode::kErf, x);
+    case kErfc: return ir(OpCode::kErfc, x);
+    case kLgamma: return ir(OpCode::kLgamma, x);
+    case kSilu: return ir2(OpCode::kDiv, x, ir2(OpCode::kAdd, c(1), ir(OpCode::kExp, ir(OpCode::kNeg, x))));
+    case kMish: return ir2(OpCode::kMul, x, ir(OpCode::kTanh, ir(OpCode::kLog1p, ir(OpCode::kExp, x))));
+    case kNeg: return ir(OpCode::kNeg, x);
+    case kAbs: return ir(OpCode::kAbs, x);
+    case kSign: return ir(OpCode::kSign, x);
+    case kReciprocal: return ir(OpCode::kReciprocal, x);
+    case kFloor: return ir(OpCode::kFloor, x);
+    case kCeil: return ir(OpCode::kCeil, x);
+    case kRound: return ir(OpCode::kRound, x);
+    case kTrunc: return ir(OpCode::kTrunc, x);
+    case kFrac: return ir2(OpCode::kSub, x, ir(OpCode::kTrunc, x));
+    case kRelu:  // PyTorch's CUDA relu is max(x, 0): +0.0 for -0.0 (its CPU one keeps -0.0); NaN stays
+      if (!codegen::IsFloatDType(m)) return ir(OpCode::kRelu, x);
+      return codegen::Expr::Op(OpCode::kWhere, {ir2(OpCode::kLe, x, c(0)), c(0), x});
+    case kLogicalNot: return ir(OpCode::kLogicalNot, x);
+    case kBitwiseNot: return ir(OpCode::kBitNot, x);
+    case kIsnan: return ir2(OpCode::kNe, x, x);
+    case kIsinf: return ir2(OpCode::kEq, ir(OpCode::kAbs, x), c(INFINITY));
+    case kIsfinite: return ir2(OpCode::kLt, ir(OpCode::kAbs, x), c(INFINITY));
+    case kSignbit: return ir(OpCode::kSignbit, x);
+  }
+  KILN_INTERNAL_ASSERT(false, "no CUDA expression for ", kUnary[op].name);
+  return x;
+}
+
+template <int kOp>
+void UnaryCUDA(const Tensor& out, const Tensor& self, ScalarType compute) {
+  const char* name = kUnary[kOp].name;
+  codegen::DType t = cuda::CodegenDType(compute, name);
+  codegen::DType m = t == codegen::DType::F16 || t == codegen::DType::BF16 ? codegen::DType::F32 : t;
+  // isinf/isfinite of integers compare a float; everything else computes in the opmath type
+  if (!IsFloating(compute) && (kOp == kIsinf || kOp == kIsfinite)) m = codegen::DType::F32;
+  cuda::LaunchPointwise(name, out, {cuda::PointwiseInput::Of(self)},
+                        UnaryExpr(kOp, cuda::OpmathInput(0, compute, name), m));
+}
+
 template <int kOp>
 void UnaryInto(const Tensor& out, const Tensor& self) {
   if (out.numel() == 0) return;
-  if (IsComplex(self.dtype())) return ComplexUnaryInto<kOp>(out, self);
   ScalarType compute = UnaryComputeType(kOp, self.dtype());
+  if (out.device().is_cuda()) {
+    if constexpr (HasCUDAKernel(kOp)) return UnaryCUDA<kOp>(out, self, compute);
+  }
+  if (IsComplex(self.dtype())) return ComplexUnaryInto<kOp>(out, self);
   Tensor in = CastTo(self, compute);
   const bool to_bool = kUnary[kOp].result == UnaryResult::Bool;
   Tensor dst = out.dtype() == (to_bool ? ScalarType::Bool : compute) ? out : EmptyLike(out, to_bool ? ScalarType::Bool : compute);
@@ -298,16 +374,18 @@ template <int kOp> Tensor UnaryOut(const Tensor& self, Tensor out) {
 template <int kOp>
 void DefUnary(Registry& r, bool inplace = true) {
   std::string name = kUnary[kOp].name;
+  // the same kernels on CUDA, where UnaryInto launches the op's generated kernel
+  constexpr bool cuda = HasCUDAKernel(kOp);
   r.Def(name + "(Tensor self) -> Tensor", {Tag::pointwise, Tag::core}, kFunctionAndMethod)
-      .template Impl<&UnaryFunctional<kOp>>(DispatchKey::CPU).template Meta<&UnaryMeta<kOp>>();
+      .template CPUAndCUDA<&UnaryFunctional<kOp>>(cuda).template Meta<&UnaryMeta<kOp>>();
   if (inplace) {
     r.Def(name + "_(Tensor(a!) self) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
-        .template Impl<&UnaryInplace<kOp>>(DispatchKey::CPU)
+        .template CPUAndCUDA<&UnaryInplace<kOp>>(cuda)
         .template Impl<&UnaryInplaceMeta<kOp>>(DispatchKey::Meta)
         .template Impl<&UnaryInplaceMeta<kOp>>(DispatchKey::Fake);
   }
   r.Def(name + ".out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", {Tag::pointwise})
-      .template Impl<&UnaryOut<kOp>>(DispatchKey::CPU);
+      .template CPUAndCUDA<&UnaryOut<kOp>>(cuda);
 }
 
 template <int... I>

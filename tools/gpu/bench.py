@@ -2,8 +2,8 @@
 process, interleaved, best (median where noted) of several rounds; a table of ratios last.
 
 What exists so far (issue 18): the first CUDA op of a process, the caching allocator, copies between
-host and device (pageable and pinned) and on the device, fill, and mm through cuBLAS. Generated
-kernels come next.
+host and device (pageable and pinned) and on the device, fill, mm through cuBLAS, and the generated
+pointwise kernels (launch overhead, bandwidth, the first kernels' compile time).
 Run through tools/gpu/bench.sh (which unpacks the module)."""
 
 import statistics
@@ -27,12 +27,12 @@ def cold_start(lib, rounds=5):
     """Seconds from import to the first CUDA tensor's values on the host, in a fresh process each."""
     code = (f"import time; t0 = time.perf_counter(); import {lib}; t1 = time.perf_counter(); "
             f"x = {lib}.ones(1, device='cuda'); x.cpu(); t2 = time.perf_counter(); "
-            f"print(t1 - t0, t2 - t1)")
+            f"y = (x * 2.5 + 1).exp(); y.cpu(); t3 = time.perf_counter(); "
+            f"print(t1 - t0, t2 - t1, t3 - t2)")
     out = []
     for _ in range(rounds):
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-        imp, first = map(float, p.stdout.split())
-        out.append((imp, first))
+        out.append(tuple(map(float, p.stdout.split())))
     return out
 
 
@@ -58,6 +58,8 @@ def main():
     row("first CUDA op (context, alloc, copy) s", statistics.median(r[1] for r in k_runs),
         statistics.median(r[1] for r in t_runs), "s")
     row("import s", statistics.median(r[0] for r in k_runs), statistics.median(r[0] for r in t_runs), "s")
+    row("first 3 pointwise kernels (cold) ms", statistics.median(r[2] for r in k_runs) * 1e3,
+        statistics.median(r[2] for r in t_runs) * 1e3, "ms")
 
     # 2. caching allocator: empty + free of 1 MiB, cached
     row("empty(1 MiB) + free, cached us", timed(lambda: kiln.empty(1 << 18, device="cuda"), ks, 20000) * 1e6,
@@ -103,6 +105,40 @@ def main():
                 flop / timed(lambda: torch.mm(ta, tb), ts, reps) / 1e12, "TFLOP/s", higher_is_better=True)
         torch.backends.cuda.matmul.allow_tf32 = False
         kiln.backends.cuda.matmul.allow_tf32 = False
+
+    # 6. generated pointwise kernels: launch overhead, then bandwidth on 64M elements
+    k1, t1 = kiln.ones(1, device="cuda"), torch.ones(1, device="cuda")
+    row("x + 1 on 1 element us", timed(lambda: k1 + 1, ks, 20000) * 1e6, timed(lambda: t1 + 1, ts, 20000) * 1e6, "us")
+
+    def chain(m, x):
+        for _ in range(4):
+            x = m.relu(x * 1.01 + 0.1).sub(0.05)
+        return x
+    ks1k, ts1k = kiln.ones(1024, device="cuda"), torch.ones(1024, device="cuda")
+    row("16 small pointwise ops (1024) us", timed(lambda: chain(kiln, ks1k), ks, 2000) * 1e6,
+        timed(lambda: chain(torch, ts1k), ts, 2000) * 1e6, "us")
+    n = 64 << 20
+    kx, ky = kiln.empty(n, device="cuda").copy_(kiln.rand(n)), kiln.empty(n, device="cuda").copy_(kiln.rand(n))
+    tx, ty = torch.rand(n, device="cuda"), torch.rand(n, device="cuda")
+    gb = n * 4 / 1e9
+    row("clone 256 MiB (copy) TB/s", 2 * gb / timed(lambda: kx.clone(), ks, 50) / 1e3,
+        2 * gb / timed(lambda: tx.clone(), ts, 50) / 1e3, "TB/s", higher_is_better=True)
+    row("x * y 64M f32 TB/s", 3 * gb / timed(lambda: kx * ky, ks, 50) / 1e3,
+        3 * gb / timed(lambda: tx * ty, ts, 50) / 1e3, "TB/s", higher_is_better=True)
+    row("x * y + 1 64M f32 (2 kernels) ms", timed(lambda: kx * ky + 1, ks, 50) * 1e3,
+        timed(lambda: tx * ty + 1, ts, 50) * 1e3, "ms")
+    row("exp(x) 64M f32 TB/s", 2 * gb / timed(lambda: kx.exp(), ks, 50) / 1e3,
+        2 * gb / timed(lambda: tx.exp(), ts, 50) / 1e3, "TB/s", higher_is_better=True)
+    kb, tb = kx.to(kiln.bfloat16), tx.to(torch.bfloat16)
+    row("a + b 64M bf16 TB/s", 1.5 * gb / timed(lambda: kb + kb, ks, 50) / 1e3,
+        1.5 * gb / timed(lambda: tb + tb, ts, 50) / 1e3, "TB/s", higher_is_better=True)
+    row("f32 -> bf16 64M TB/s", 1.5 * gb / timed(lambda: kx.to(kiln.bfloat16), ks, 50) / 1e3,
+        1.5 * gb / timed(lambda: tx.to(torch.bfloat16), ts, 50) / 1e3, "TB/s", higher_is_better=True)
+    km, tm = kx.view(8192, 8192), tx.view(8192, 8192)
+    row("x.t() + x 8192^2 f32 (strided) TB/s", 3 * gb / timed(lambda: km.t() + km, ks, 20) / 1e3,
+        3 * gb / timed(lambda: tm.t() + tm, ts, 20) / 1e3, "TB/s", higher_is_better=True)
+    row("x.t().contiguous() 8192^2 f32 TB/s", 2 * gb / timed(lambda: km.t().contiguous(), ks, 20) / 1e3,
+        2 * gb / timed(lambda: tm.t().contiguous(), ts, 20) / 1e3, "TB/s", higher_is_better=True)
 
     print("\n| measure | kiln | torch | kiln/torch time |")
     print("| --- | --- | --- | --- |")
