@@ -33,6 +33,11 @@ void CheckSameDevice(const char* op, const Tensor& a, const Tensor& b) {
                      a.device().str(), " and ", b.device().str(), "!"));
 }
 
+Tensor CopyToDevice(const Tensor& host, Device device) {
+  Tensor out = EmptyTensor(host.sizes(), host.dtype(), device);
+  return ops::copy_(out, host);
+}
+
 // The strides of `t.to(other dtype)`: empty_like's preserve format, t's own strides when they are
 // dense and free of overlap, else dense ones in t's stride order (PyTorch's infer_dense_strides).
 static SymDimVector CastStrides(const Tensor& t) {

@@ -42,6 +42,11 @@ SymDimVector LayoutOfOperands(const SymDimVector& shape, const std::vector<SymDi
 Tensor CastTo(const Tensor& t, ScalarType dtype);
 // Checks that tensors are on one device, naming the op.
 void CheckSameDevice(const char* op, const Tensor& a, const Tensor& b);
+
+// Factories whose values are computed on the host (arange, eye, linspace) build a host tensor and
+// copy it to a CUDA device: their loops would write device memory through a host pointer.
+inline bool OnCUDA(const std::optional<Device>& device) { return device && device->is_cuda(); }
+Tensor CopyToDevice(const Tensor& host, Device device);
 // copy_'s argument checks (self-copy, overlaps, broadcast shapes); false when nothing is to be
 // copied. Every backend's copy_ runs them first (tensor/ops/copy.cc).
 bool CheckCopy(const Tensor& self, const Tensor& src);

@@ -177,6 +177,7 @@ int64_t ArangeLength(const Scalar& start, const Scalar& end, const Scalar& step)
 
 Tensor ArangeStartStep(const Scalar& start, const Scalar& end, const Scalar& step, OptDtype dtype,
                        OptLayout layout, OptDevice device, OptBool pin) {
+  if (OnCUDA(device)) return CopyToDevice(ArangeStartStep(start, end, step, dtype, layout, Device(), pin), *device);
   ScalarType out_dtype = dtype ? *dtype
                          : (start.is_floating() || end.is_floating() || step.is_floating()) ? GetDefaultDtype()
                                                                                              : ScalarType::Int64;

@@ -412,6 +412,7 @@ Tensor CumMeta_(Tensor self, int64_t dim, OptDtype dtype) {
 Tensor EyeM(const SymInt& n, const SymInt& m, OptDtype dtype, OptLayout layout, OptDevice device, OptBool pin) {
   KILN_CHECK(n >= 0, "n must be greater or equal to 0, got ", n.str());
   KILN_CHECK(m >= 0, "m must be greater or equal to 0, got ", m.str());
+  if (OnCUDA(device)) return CopyToDevice(EyeM(n, m, dtype, layout, Device(), pin), *device);
   Tensor out = EmptyTensor(SymDimVector{n, m}, dtype.value_or(GetDefaultDtype()), device.value_or(Device()));
   (void)layout;
   (void)pin;
@@ -431,6 +432,7 @@ Tensor Eye(const SymInt& n, OptDtype dtype, OptLayout layout, OptDevice device, 
 Tensor Linspace(const Scalar& start, const Scalar& end, int64_t steps, OptDtype dtype, OptLayout, OptDevice device,
                 OptBool) {
   KILN_CHECK(steps >= 0, "number of steps must be non-negative");
+  if (OnCUDA(device)) return CopyToDevice(Linspace(start, end, steps, dtype, {}, Device(), {}), *device);
   Tensor out = EmptyTensor(DimVector{steps}, dtype.value_or(GetDefaultDtype()), device.value_or(Device()));
   if (!out->has_storage() || steps == 0) return out;
   const int64_t half = steps == 1 ? 1 : steps / 2;  // one step gives [start], as in PyTorch

@@ -289,3 +289,18 @@ def test_generated_kernels_say_when_nvjitlink_is_missing():
     with pytest.raises(RuntimeError, match=r"\[add\] kiln generates its CUDA kernels at run time and compiles them "
                                            r"with nvJitLink \(libnvJitLink.so.13\), which was not found"):
         kiln.ones(3, device="cuda") + 1
+
+
+def test_host_computed_factories_on_the_device():
+    # arange, eye and linspace compute their values on the host: on CUDA they are copied over (their
+    # loops wrote device memory through a host pointer: a segfault on the GPU)
+    for dev in [kiln.arange(10, device="cuda"), kiln.arange(1, 4, 0.5, dtype=kiln.float64, device="cuda")]:
+        assert dev.is_cuda
+    _same(kiln.arange(10, device="cuda").cpu(), kiln.arange(10))
+    _same(kiln.arange(1, 4, 0.5, dtype=kiln.float64, device="cuda").cpu(), kiln.arange(1, 4, 0.5, dtype=kiln.float64))
+    _same(kiln.eye(3, 5, device="cuda").cpu(), kiln.eye(3, 5))
+    _same(kiln.linspace(-1, 1, 7, device="cuda").cpu(), kiln.linspace(-1, 1, 7))
+    x = kiln.ones(3, device="cuda")
+    x.resize_(1000)  # grows on the device, keeping its first elements
+    assert x.is_cuda and x.shape == (1000,)
+    _same(x[:3].cpu(), kiln.ones(3))
