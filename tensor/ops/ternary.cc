@@ -7,6 +7,7 @@
 // result dtype can be cast to self's and that the broadcast shape is self's.
 #include <cmath>
 
+#include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
 
 namespace kiln {
@@ -54,9 +55,29 @@ SymDimVector ClampShape(const Tensor& self, const Bound& lo, const Bound& hi) {
   return s;
 }
 
+// clamp on CUDA: the CPU loop below as kernel IR (NaN in self, then in min, then in max wins).
+void ClampCUDA(const Tensor& out, const Tensor& self, const Bound& lo, const Bound& hi, ScalarType compute) {
+  using codegen::OpCode;
+  auto ir = [](OpCode o, std::vector<codegen::ExprPtr> a) { return codegen::Expr::Op(o, std::move(a)); };
+  std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(self)};
+  auto bound = [&](const Bound& b) {
+    inputs.push_back(b.tensor ? cuda::PointwiseInput::Of(*b.tensor) : cuda::PointwiseInput::Number(*b.scalar, compute));
+    return cuda::OpmathInput(static_cast<int>(inputs.size()) - 1, compute, "clamp");
+  };
+  codegen::ExprPtr a = cuda::OpmathInput(0, compute, "clamp"), c = a;
+  codegen::ExprPtr l = lo.present() ? bound(lo) : nullptr, h = hi.present() ? bound(hi) : nullptr;
+  if (l) c = ir(OpCode::kWhere, {ir(OpCode::kLt, {c, l}), l, c});
+  if (h) c = ir(OpCode::kWhere, {ir(OpCode::kGt, {c, h}), h, c});
+  if (h) c = ir(OpCode::kWhere, {ir(OpCode::kNe, {h, h}), h, c});
+  if (l) c = ir(OpCode::kWhere, {ir(OpCode::kNe, {l, l}), l, c});
+  c = ir(OpCode::kWhere, {ir(OpCode::kNe, {a, a}), a, c});
+  cuda::LaunchPointwise("clamp", out, inputs, c);
+}
+
 void ClampInto(const Tensor& out, const Tensor& self, const Bound& lo, const Bound& hi, ScalarType compute) {
   if (out.numel() == 0) return;
   if (compute == ScalarType::Bool) compute = ScalarType::UInt8;  // min/max of 0/1 values, copied back
+  if (out.device().is_cuda()) return ClampCUDA(out, self, lo, hi, compute);
   Tensor x = CastTo(self, compute);
   Tensor lt = lo.tensor ? CastTo(*lo.tensor, compute) : Tensor(), ht = hi.tensor ? CastTo(*hi.tensor, compute) : Tensor();
   Tensor dst = out.dtype() == compute ? out : EmptyLike(out, compute);
@@ -148,9 +169,38 @@ Tensor ClampMax_(Tensor self, const Scalar& hi) {
 enum class Ternary { Lerp, Addcmul, Addcdiv };
 
 // out = f(a, b, c) elementwise in `compute`; c may be a broadcast number instead of a tensor.
+// lerp, addcmul, addcdiv on CUDA: the CPU loops below as kernel IR, in the opmath type.
+void TernaryCUDA(Ternary op, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* c,
+                 const Scalar& c_or_value, ScalarType compute) {
+  using codegen::OpCode;
+  auto ir = [](OpCode o, codegen::ExprPtr x, codegen::ExprPtr y) { return codegen::Expr::Op(o, {x, y}); };
+  const char* name = op == Ternary::Lerp ? "lerp" : op == Ternary::Addcmul ? "addcmul" : "addcdiv";
+  std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(a), cuda::PointwiseInput::Of(b),
+                                              c ? cuda::PointwiseInput::Of(*c)
+                                                : cuda::PointwiseInput::Number(c_or_value, compute)};
+  codegen::ExprPtr x = cuda::OpmathInput(0, compute, name), y = cuda::OpmathInput(1, compute, name);
+  codegen::ExprPtr w = cuda::OpmathInput(2, compute, name);
+  codegen::ExprPtr e;
+  if (op == Ternary::Lerp) {
+    codegen::DType m = codegen::ComputeDType(cuda::CodegenDType(compute, name));
+    auto k = [&](double v) { return codegen::Expr::Const(v, m); };
+    codegen::ExprPtr d = ir(OpCode::kSub, y, x);
+    e = codegen::Expr::Op(OpCode::kWhere, {ir(OpCode::kLt, codegen::Expr::Op(OpCode::kAbs, {w}), k(0.5)),
+                                           ir(OpCode::kAdd, x, ir(OpCode::kMul, w, d)),
+                                           ir(OpCode::kSub, y, ir(OpCode::kMul, d, ir(OpCode::kSub, k(1), w)))});
+  } else {  // (self, tensor1, tensor2) and `value` (the third input) scaling the product or quotient
+    inputs.push_back(cuda::PointwiseInput::Number(c_or_value, compute));
+    codegen::ExprPtr value = cuda::OpmathInput(3, compute, name);
+    e = op == Ternary::Addcmul ? ir(OpCode::kAdd, x, ir(OpCode::kMul, ir(OpCode::kMul, value, y), w))
+                               : ir(OpCode::kAdd, x, ir(OpCode::kMul, value, ir(OpCode::kDiv, y, w)));
+  }
+  cuda::LaunchPointwise(name, out, inputs, e);
+}
+
 void TernaryInto(Ternary op, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* c,
                  const Scalar& c_or_value, ScalarType compute) {
   if (out.numel() == 0) return;
+  if (out.device().is_cuda()) return TernaryCUDA(op, out, a, b, c, c_or_value, compute);
   Tensor ac = CastTo(a, compute), bc = CastTo(b, compute), cc = c ? CastTo(*c, compute) : Tensor();
   Tensor dst = out.dtype() == compute ? out : EmptyLike(out, compute);
   KILN_DISPATCH_NUMERIC(compute, op == Ternary::Lerp ? "lerp" : op == Ternary::Addcmul ? "addcmul" : "addcdiv", [&] {
@@ -286,15 +336,15 @@ template <Ternary kOp> Tensor AddcMeta_(Tensor s, const Tensor& a, const Tensor&
 void RegisterTernaryOps(Registry& r) {
   const std::initializer_list<Tag> kPointwise = {Tag::pointwise, Tag::core};
   r.Def("clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", kPointwise, kFunctionAndMethod)
-      .Impl<&Clamp>(DispatchKey::CPU).Meta<&ClampMeta>();
+      .CPUAndCUDA<&Clamp>().Meta<&ClampMeta>();
   r.Def("clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor", kPointwise, kFunctionAndMethod)
-      .Impl<&ClampTensor>(DispatchKey::CPU).Meta<&ClampTensorMeta>();
+      .CPUAndCUDA<&ClampTensor>().Meta<&ClampTensorMeta>();
   r.Def("clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)", {Tag::pointwise},
         kFunctionAndMethod)
-      .Impl<&Clamp_>(DispatchKey::CPU).Impl<&ClampMeta_>(DispatchKey::Meta).Impl<&ClampMeta_>(DispatchKey::Fake);
+      .CPUAndCUDA<&Clamp_>().Impl<&ClampMeta_>(DispatchKey::Meta).Impl<&ClampMeta_>(DispatchKey::Fake);
   r.Def("clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)", {Tag::pointwise},
         kFunctionAndMethod)
-      .Impl<&ClampTensor_>(DispatchKey::CPU).Impl<&ClampTensorMeta_>(DispatchKey::Meta)
+      .CPUAndCUDA<&ClampTensor_>().Impl<&ClampTensorMeta_>(DispatchKey::Meta)
       .Impl<&ClampTensorMeta_>(DispatchKey::Fake);
   r.Def("clamp_min(Tensor self, Scalar min) -> Tensor", {Tag::pointwise}, kFunctionAndMethod).Composite<&ClampMin>();
   r.Def("clamp_max(Tensor self, Scalar max) -> Tensor", {Tag::pointwise}, kFunctionAndMethod).Composite<&ClampMax>();
@@ -303,28 +353,28 @@ void RegisterTernaryOps(Registry& r) {
   r.Def("clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
       .Composite<&ClampMax_>();
   r.Def("lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor", kPointwise, kFunctionAndMethod)
-      .Impl<&LerpScalar>(DispatchKey::CPU).Meta<&LerpScalarMeta>();
+      .CPUAndCUDA<&LerpScalar>().Meta<&LerpScalarMeta>();
   r.Def("lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor", kPointwise, kFunctionAndMethod)
-      .Impl<&LerpTensor>(DispatchKey::CPU).Meta<&LerpTensorMeta>();
+      .CPUAndCUDA<&LerpTensor>().Meta<&LerpTensorMeta>();
   r.Def("lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)", {Tag::pointwise}, kMethod)
-      .Impl<&LerpScalar_>(DispatchKey::CPU).Impl<&LerpScalarMeta_>(DispatchKey::Meta)
+      .CPUAndCUDA<&LerpScalar_>().Impl<&LerpScalarMeta_>(DispatchKey::Meta)
       .Impl<&LerpScalarMeta_>(DispatchKey::Fake);
   r.Def("lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)", {Tag::pointwise}, kMethod)
-      .Impl<&LerpTensor_>(DispatchKey::CPU).Impl<&LerpTensorMeta_>(DispatchKey::Meta)
+      .CPUAndCUDA<&LerpTensor_>().Impl<&LerpTensorMeta_>(DispatchKey::Meta)
       .Impl<&LerpTensorMeta_>(DispatchKey::Fake);
   r.Def("addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor", kPointwise,
         kFunctionAndMethod)
-      .Impl<&Addc<Ternary::Addcmul>>(DispatchKey::CPU).Meta<&AddcMeta<Ternary::Addcmul>>();
+      .CPUAndCUDA<&Addc<Ternary::Addcmul>>().Meta<&AddcMeta<Ternary::Addcmul>>();
   r.Def("addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor", kPointwise,
         kFunctionAndMethod)
-      .Impl<&Addc<Ternary::Addcdiv>>(DispatchKey::CPU).Meta<&AddcMeta<Ternary::Addcdiv>>();
+      .CPUAndCUDA<&Addc<Ternary::Addcdiv>>().Meta<&AddcMeta<Ternary::Addcdiv>>();
   r.Def("addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)",
         {Tag::pointwise}, kMethod)
-      .Impl<&Addc_<Ternary::Addcmul>>(DispatchKey::CPU).Impl<&AddcMeta_<Ternary::Addcmul>>(DispatchKey::Meta)
+      .CPUAndCUDA<&Addc_<Ternary::Addcmul>>().Impl<&AddcMeta_<Ternary::Addcmul>>(DispatchKey::Meta)
       .Impl<&AddcMeta_<Ternary::Addcmul>>(DispatchKey::Fake);
   r.Def("addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)",
         {Tag::pointwise}, kMethod)
-      .Impl<&Addc_<Ternary::Addcdiv>>(DispatchKey::CPU).Impl<&AddcMeta_<Ternary::Addcdiv>>(DispatchKey::Meta)
+      .CPUAndCUDA<&Addc_<Ternary::Addcdiv>>().Impl<&AddcMeta_<Ternary::Addcdiv>>(DispatchKey::Meta)
       .Impl<&AddcMeta_<Ternary::Addcdiv>>(DispatchKey::Fake);
 }
 

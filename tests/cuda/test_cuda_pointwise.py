@@ -366,3 +366,39 @@ def test_signed_zeros_and_halves_as_pytorch_cuda():
             got = getattr(kiln, op)(k).double().cpu().numpy()
             same = ((got == want) & (np.signbit(got) == np.signbit(want))) | (np.isnan(got) & np.isnan(want))
             assert same.all(), (op, name, got, want)
+
+
+@pytest.mark.parametrize("name", FLOATS + ["int64", "int32", "uint8"])
+def test_clamp_lerp_addcmul_addcdiv(name):
+    x, lo, hi = host(name, (33, 65), seed=21), host(name, (65,), seed=22), host(name, (33, 1), seed=23)
+    c = x.cuda()
+    close(c.clamp(-1, 2), x.clamp(-1, 2), None, name)
+    close(c.clamp(min=0), x.clamp(min=0), None, name)
+    close(c.clamp(max=1), x.clamp(max=1), None, name)
+    close(kiln.clamp(c, lo.cuda(), hi.cuda()), kiln.clamp(x, lo, hi), None, name)
+    close(c.clamp_min(1), x.clamp_min(1), None, name)
+    y = c.clone()
+    y.clamp_(-0.5 if name in FLOATS else 0, 1)
+    close(y, x.clamp(-0.5 if name in FLOATS else 0, 1), None, name)
+    if name in FLOATS:
+        nan = x.clone()
+        nan[0, :3] = float("nan")
+        close(nan.cuda().clamp(-1, 1), nan.clamp(-1, 1), None, name)  # NaN stays
+        e, w = host(name, (33, 65), seed=24), host(name, (33, 65), seed=25, low=-1, high=2)
+        # PyTorch's CPU kernels round a number weight or value to a 16-bit self's dtype first; its
+        # CUDA kernels read it in float: a few 16-bit ulps apart
+        tol = {"float16": 4e-3, "bfloat16": 3e-2}.get(name, MATH_TOL[name])
+        close(kiln.lerp(c, e.cuda(), 0.3), kiln.lerp(x, e, 0.3), tol, name)
+        close(kiln.lerp(c, e.cuda(), 0.8), kiln.lerp(x, e, 0.8), tol, name)
+        close(kiln.lerp(c, e.cuda(), w.cuda()), kiln.lerp(x, e, w), tol, name)
+        d = host(name, (33, 65), seed=26, low=0.5, high=2)
+        close(kiln.addcdiv(c, e.cuda(), d.cuda(), value=-0.5), kiln.addcdiv(x, e, d, value=-0.5), tol, name)
+        z = c.clone()
+        z.lerp_(e.cuda(), 0.1).addcdiv_(e.cuda(), d.cuda(), value=2)
+        close(z, x.lerp(e, 0.1).addcdiv(e, d, value=2), tol, name)
+    t1, t2 = host(name, (33, 65), seed=27), host(name, (65,), seed=28)
+    tol = {"float16": 4e-3, "bfloat16": 3e-2}.get(name, MATH_TOL.get(name))
+    close(kiln.addcmul(c, t1.cuda(), t2.cuda(), value=2), kiln.addcmul(x, t1, t2, value=2), tol, name)
+    z = c.clone()
+    z.addcmul_(t1.cuda(), t2.cuda())
+    close(z, x.addcmul(t1, t2), tol, name)
