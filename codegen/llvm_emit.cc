@@ -17,12 +17,12 @@
 #include <vector>
 
 #include "codegen/llvm_expr.h"
+#include "codegen/llvm_optimize.h"
 #include "llvm/Analysis/TargetLibraryInfo.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IR/Verifier.h"
-#include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/raw_ostream.h"
 #include "runtime/error.h"
 
@@ -399,21 +399,9 @@ std::unique_ptr<llvm::Module> BuildModule(llvm::LLVMContext& ctx, const Kernel& 
   pto.SLPVectorization = true;
   pto.LoopInterleaving = true;
   pto.LoopUnrolling = true;
-  llvm::PassBuilder pb(&tm, pto);
-  llvm::LoopAnalysisManager lam;
-  llvm::FunctionAnalysisManager fam;
-  llvm::CGSCCAnalysisManager cgam;
-  llvm::ModuleAnalysisManager mam;
   llvm::TargetLibraryInfoImpl tlii(tm.getTargetTriple());
   if (options.vector_library && s.have_libmvec) tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86);
-  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
-  pb.registerModuleAnalyses(mam);
-  pb.registerCGSCCAnalyses(cgam);
-  pb.registerFunctionAnalyses(fam);
-  pb.registerLoopAnalyses(lam);
-  pb.crossRegisterProxies(lam, fam, cgam, mam);
-  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
-  mpm.run(*m, mam);
+  OptimizeO3(*m, tm, pto, &tlii);
   return m;
 }
 

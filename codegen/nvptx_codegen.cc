@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "codegen/codegen_fingerprint.h"
+#include "codegen/llvm_optimize.h"
 #include "codegen/nvptx_emit.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/Config/llvm-config.h"
@@ -29,7 +30,6 @@
 #include "llvm/IR/Verifier.h"
 #include "llvm/Linker/Linker.h"
 #include "llvm/MC/TargetRegistry.h"
-#include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
@@ -154,21 +154,6 @@ void LinkLibdevice(llvm::Module& m, const std::string& kernel) {
     throw Error("[codegen] linking libdevice into '" + kernel + "' failed");
 }
 
-void Optimise(llvm::Module& m, llvm::TargetMachine& tm) {
-  llvm::PassBuilder pb(&tm);
-  llvm::LoopAnalysisManager lam;
-  llvm::FunctionAnalysisManager fam;
-  llvm::CGSCCAnalysisManager cgam;
-  llvm::ModuleAnalysisManager mam;
-  pb.registerModuleAnalyses(mam);
-  pb.registerCGSCCAnalyses(cgam);
-  pb.registerFunctionAnalyses(fam);
-  pb.registerLoopAnalyses(lam);
-  pb.crossRegisterProxies(lam, fam, cgam, mam);
-  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
-  mpm.run(m, mam);
-}
-
 // The optimised module for the kernel (in `ctx`); *symbol gets its name.
 std::unique_ptr<llvm::Module> BuildOptimised(llvm::LLVMContext& ctx, llvm::TargetMachine& tm, const PointwiseKernel& k,
                                              const PointwiseLayout& layout, std::string* symbol) {
@@ -188,7 +173,7 @@ std::unique_ptr<llvm::Module> BuildOptimised(llvm::LLVMContext& ctx, llvm::Targe
   llvm::raw_string_ostream es(err);
   if (llvm::verifyModule(*m, &es))
     throw Error("[codegen] invalid NVPTX module for '" + k.name + "' (a bug in kiln): " + es.str());
-  Optimise(*m, tm);
+  OptimizeO3(*m, tm, llvm::PipelineTuningOptions());
   return m;
 }
 
