@@ -49,6 +49,16 @@ constexpr const char* kGpu = "sm_80";        // the newest LLVM 14 targets; nvJi
 constexpr const char* kFeatures = "+ptx70";
 constexpr int kMaxDims = 8;
 
+// The pointwise kernel as a one-loop kernel storing its expression once: what Validate and
+// Serialize read.
+Kernel AsLoopKernel(const PointwiseKernel& k) {
+  Kernel kernel;
+  kernel.name = k.name;
+  kernel.buffers = k.operands;
+  kernel.loops.push_back(Loop{1, {Stmt{Stmt::Kind::kStore, 0, Index{}, k.expr}}});
+  return kernel;
+}
+
 std::string Where(const PointwiseKernel& k) { return StrCat("[codegen] pointwise kernel '", k.name, "': "); }
 
 void CheckPointwiseExpr(const PointwiseKernel& k, const Expr& e) {
@@ -194,22 +204,13 @@ void ValidatePointwise(const PointwiseKernel& k, const PointwiseLayout& layout) 
   KILN_CHECK_VALUE(v == 1 || v == 2 || v == 4 || v == 8 || v == 16, Where(k), "vector width ", v,
                    " is not 1, 2, 4, 8 or 16");
   KILN_CHECK_VALUE(layout.ndim == 0 || v == 1, Where(k), "a strided layout takes one element per thread");
-  // the same structural checks as a loop kernel's (arity, casts), with the expression stored once
-  Kernel as_loop;
-  as_loop.name = k.name;
-  as_loop.buffers = k.operands;
-  as_loop.loops.push_back(Loop{1, {Stmt{Stmt::Kind::kStore, 0, Index{}, k.expr}}});
-  Validate(as_loop);
+  Validate(AsLoopKernel(k));  // the same structural checks as a loop kernel's (arity, casts)
   CheckPointwiseExpr(k, *k.expr);
 }
 
 std::string PointwiseSymbol(const PointwiseKernel& k, const PointwiseLayout& layout) {
-  Kernel as_loop;
-  as_loop.name = k.name;
-  as_loop.buffers = k.operands;
-  as_loop.loops.push_back(Loop{1, {Stmt{Stmt::Kind::kStore, 0, Index{}, k.expr}}});
   std::ostringstream key;
-  key << Serialize(as_loop) << "\nscalar";
+  key << Serialize(AsLoopKernel(k)) << "\nscalar";
   for (bool s : k.scalar) key << (s ? " 1" : " 0");
   key << "\nlayout " << layout.ndim << " " << layout.vector << " " << layout.index32 << "\nnvptx " << kGpu << " "
       << kFeatures << " " KILN_CODEGEN_FINGERPRINT " llvm " LLVM_VERSION_STRING;

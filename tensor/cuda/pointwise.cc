@@ -122,9 +122,13 @@ codegen::DType CodegenDType(ScalarType t, const char* op) {
 
 codegen::ExprPtr Input(int i) { return codegen::Expr::Load(1 + i, codegen::Index{}); }
 
-codegen::ExprPtr OpmathInput(int i, ScalarType compute, const char* op) {
+codegen::DType OpmathDType(ScalarType compute, const char* op) {
   DType t = CodegenDType(compute, op);
-  return codegen::Expr::Cast(Input(i), t == DType::F16 || t == DType::BF16 ? DType::F32 : t);
+  return t == DType::F16 || t == DType::BF16 ? DType::F32 : t;
+}
+
+codegen::ExprPtr OpmathInput(int i, ScalarType compute, const char* op) {
+  return codegen::Expr::Cast(Input(i), OpmathDType(compute, op));
 }
 
 void LaunchPointwise(const char* name, const Tensor& out, const std::vector<PointwiseInput>& inputs,
@@ -161,8 +165,7 @@ void LaunchPointwise(const char* name, const Tensor& out, const std::vector<Poin
     const PointwiseInput& in = inputs[i];
     const bool number = in.tensor == nullptr || (in.tensor->device().is_cpu() && in.tensor->dim() == 0);
     if (!number) {
-      KILN_CHECK(in.tensor->device() == out.device(), "[", name, "] Expected all tensors to be on the same device, "
-                 "but found at least two devices, ", out.device().str(), " and ", in.tensor->device().str(), "!");
+      CheckSameDevice(name, out, *in.tensor);
       add_tensor(*in.tensor, "in");
       continue;
     }

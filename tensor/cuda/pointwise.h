@@ -33,6 +33,8 @@ codegen::DType CodegenDType(ScalarType t, const char* op);
 
 // ("load", 1 + i): input i at the current element (in its own dtype; ops cast as they need).
 codegen::ExprPtr Input(int i);
+// PyTorch's opmath type as a kernel IR dtype: float for float16/bfloat16, else `compute` itself.
+codegen::DType OpmathDType(ScalarType compute, const char* op);
 // Input i cast to the opmath type of `compute` (float for float16/bfloat16, else `compute` itself):
 // PyTorch's CUDA kernels compute 16-bit floats in float and round once on the store, and read a
 // Python number in opmath without rounding it to the 16-bit type first.

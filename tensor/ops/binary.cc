@@ -341,7 +341,7 @@ IR FloorDivideFloat(IR a, IR b, codegen::DType t) {
 // f(a, b) over opmath values a, b (alpha: add/sub's multiplier, or null for 1).
 IR BinaryExpr(int op, IR a, IR b, IR alpha, ScalarType compute) {
   const codegen::DType t = cuda::CodegenDType(compute, kSpecs[op].name);
-  const codegen::DType m = t == codegen::DType::F16 || t == codegen::DType::BF16 ? codegen::DType::F32 : t;
+  const codegen::DType m = cuda::OpmathDType(compute, kSpecs[op].name);
   const bool is_float = IsFloating(compute), is_bool = compute == ScalarType::Bool;
   auto c = [&](double v) { return codegen::Expr::Const(v, m); };
   auto isnan = [&](IR x) { return Ir(OpCode::kNe, x, x); };
@@ -410,8 +410,7 @@ void BinaryCUDA(const Tensor& out, const Tensor& a, const Tensor* b, const Scala
   IR y = cuda::OpmathInput(1, compute, spec.name);
   if (kOp == kPow && b_scalar && IsFloating(compute) && PowExponentIsSpecial(*b_scalar)) {
     inputs.pop_back();
-    codegen::DType t = cuda::CodegenDType(compute, spec.name);
-    y = codegen::Expr::Const(b_scalar->to_double(), t == codegen::DType::F64 ? t : codegen::DType::F32);
+    y = codegen::Expr::Const(b_scalar->to_double(), cuda::OpmathDType(compute, spec.name));
   }
   IR alpha_ir;
   if (spec.has_alpha && !(alpha.is_integral() ? alpha.to_int() == 1 : alpha.to_double() == 1.0)) {

@@ -182,7 +182,7 @@ void TernaryCUDA(Ternary op, const Tensor& out, const Tensor& a, const Tensor& b
   codegen::ExprPtr w = cuda::OpmathInput(2, compute, name);
   codegen::ExprPtr e;
   if (op == Ternary::Lerp) {
-    codegen::DType m = codegen::ComputeDType(cuda::CodegenDType(compute, name));
+    codegen::DType m = cuda::OpmathDType(compute, name);
     auto k = [&](double v) { return codegen::Expr::Const(v, m); };
     codegen::ExprPtr d = ir(OpCode::kSub, y, x);
     e = codegen::Expr::Op(OpCode::kWhere, {ir(OpCode::kLt, codegen::Expr::Op(OpCode::kAbs, {w}), k(0.5)),

@@ -313,8 +313,7 @@ codegen::ExprPtr UnaryExpr(int op, codegen::ExprPtr x, codegen::DType m) {
 template <int kOp>
 void UnaryCUDA(const Tensor& out, const Tensor& self, ScalarType compute) {
   const char* name = kUnary[kOp].name;
-  codegen::DType t = cuda::CodegenDType(compute, name);
-  codegen::DType m = t == codegen::DType::F16 || t == codegen::DType::BF16 ? codegen::DType::F32 : t;
+  codegen::DType m = cuda::OpmathDType(compute, name);
   // isinf/isfinite of integers compare a float; everything else computes in the opmath type
   if (!IsFloating(compute) && (kOp == kIsinf || kOp == kIsfinite)) m = codegen::DType::F32;
   cuda::LaunchPointwise(name, out, {cuda::PointwiseInput::Of(self)},
