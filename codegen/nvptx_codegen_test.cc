@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "codegen/nvptx_codegen.h"
+#include "codegen/ptxas_testing.h"
 #include "runtime/error.h"
 
 namespace kiln::codegen {
@@ -26,32 +27,6 @@ PointwiseKernel Kernel2(const std::string& name, DType out, DType a, DType b, Ex
 }
 PointwiseKernel Kernel1(const std::string& name, DType out, DType a, ExprPtr expr) {
   return PointwiseKernel{name, {{"out", out}, {"a", a}}, {false, false}, std::move(expr)};
-}
-
-std::string Ptxas() {
-  for (const char* p : {"/usr/local/cuda-13.0/bin/ptxas", "/usr/local/cuda/bin/ptxas", "/usr/local/bin/ptxas"})
-    if (std::ifstream(p).good()) return p;
-  return "";
-}
-
-// ptxas -arch=sm_90 -v on the PTX; returns its report (registers, spills), failing the test on error.
-std::string Assemble(const std::string& ptx, const std::string& tag) {
-  std::string ptxas = Ptxas();
-  if (ptxas.empty()) {
-    ADD_FAILURE() << "no ptxas: the CUDA toolkit (/usr/local/cuda-13.0) is part of the build machine";
-    return "";
-  }
-  std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
-  std::string in = dir + "/" + tag + ".ptx", out = dir + "/" + tag + ".cubin", log = dir + "/" + tag + ".log";
-  std::ofstream(in) << ptx;
-  std::string cmd = ptxas + " -arch=sm_90 -v -o " + out + " " + in + " > " + log + " 2>&1";
-  int rc = std::system(cmd.c_str());
-  std::stringstream report;
-  report << std::ifstream(log).rdbuf();
-  EXPECT_EQ(rc, 0) << tag << ": ptxas failed:\n" << report.str() << "\n" << ptx;
-  EXPECT_NE(report.str().find("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"), std::string::npos)
-      << tag << ": local memory or spills:\n" << report.str();
-  return report.str();
 }
 
 const PointwiseLayout kVec4{0, 4, true};

@@ -1,4 +1,5 @@
-// codegen/nvptx_emit.cc: a PointwiseKernel (nvptx_codegen.h) -> one NVPTX kernel function.
+// codegen/nvptx_emit.cc: a PointwiseKernel (nvptx_codegen.h) -> one NVPTX kernel function, and
+// NvptxEmitter's thread indices and vector accesses (nvptx_emit.h).
 //
 // Note [Pointwise kernel shape]: one thread per `vector` elements. A contiguous kernel (layout
 // ndim 0) reads each tensor operand with one vector load per thread (16 bytes for float x 4 or
@@ -10,10 +11,7 @@
 // everything fits. Expressions come from ExprEmitter (llvm_expr.h), as on the CPU.
 #include "codegen/nvptx_emit.h"
 
-#include "codegen/llvm_expr.h"
-#include "llvm/IR/IntrinsicsNVPTX.h"
-#include "llvm/IR/Verifier.h"
-#include "llvm/Support/raw_ostream.h"
+#include "codegen/nvptx_module.h"
 #include "runtime/error.h"
 
 namespace kiln::codegen {
@@ -27,11 +25,11 @@ Kernel OperandsAsKernel(const PointwiseKernel& k) {
   return kernel;
 }
 
-class PointwiseEmitter : public ExprEmitter {
+class PointwiseEmitter : public NvptxEmitter {
  public:
   PointwiseEmitter(llvm::LLVMContext& ctx, llvm::Module& m, const Kernel& operands, const PointwiseKernel& k,
                    const PointwiseLayout& layout)
-      : ExprEmitter(ctx, m, operands, /*inline_exp=*/true), pk_(k), layout_(layout) {}
+      : NvptxEmitter(ctx, m, operands), pk_(k), layout_(layout) {}
 
   llvm::Function* Emit(const std::string& symbol) {
     const size_t nops = pk_.operands.size();
@@ -81,16 +79,6 @@ class PointwiseEmitter : public ExprEmitter {
     return c == DType::F32 ? b_.getFloatTy() : c == DType::F64 ? b_.getDoubleTy() : b_.getInt64Ty();
   }
 
-  llvm::Value* Sreg(llvm::Intrinsic::ID id) {
-    return b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), b_.getInt64Ty());
-  }
-  llvm::Value* ThreadIndex() {
-    llvm::Value* block = Sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x);
-    llvm::Value* threads = Sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x);
-    llvm::Value* thread = Sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x);
-    return b_.CreateAdd(b_.CreateMul(block, threads, "", true, true), thread, "i", true, true);
-  }
-
   // Scalar operands' values (their compute dtype); tensor operands are loaded per element.
   void LoadScalars() {
     current_.assign(pk_.operands.size(), V{nullptr, DType::F32});
@@ -107,47 +95,6 @@ class PointwiseEmitter : public ExprEmitter {
   llvm::Value* Compute() {
     DType out = pk_.operands[0].dtype;
     return ToMemory(Convert(EmitExpr(*pk_.expr), ComputeDType(out)).v, out);
-  }
-
-  // Note [Word-sized vector accesses]: LLVM 14's NVPTX back end splits an <8 x i16> access into two
-  // 8-byte ones (and InstCombine folds a bitcast from <4 x i32> back into one), so elements
-  // narrower than 4 bytes move as <k x i32> words, split into and built from lanes by shifts.
-  bool InWords(DType t, int vec) { return DTypeSize(t) < 4 && (DTypeSize(t) * vec) % 4 == 0; }
-  llvm::Type* AccessType(DType t, int vec) {
-    if (!InWords(t, vec)) return llvm::FixedVectorType::get(MemType(t), vec);
-    return llvm::FixedVectorType::get(b_.getInt32Ty(), DTypeSize(t) * vec / 4);
-  }
-  // The raw (memory-typed) lanes of a loaded access.
-  std::vector<llvm::Value*> Unpack(llvm::Value* access, DType t, int vec) {
-    std::vector<llvm::Value*> lanes(vec);
-    const int64_t per_word = 4 / DTypeSize(t);
-    for (int lane = 0; lane < vec; ++lane) {
-      if (!InWords(t, vec)) {
-        lanes[lane] = b_.CreateExtractElement(access, uint64_t(lane));
-        continue;
-      }
-      llvm::Value* word = b_.CreateExtractElement(access, uint64_t(lane / per_word));
-      llvm::Value* shifted = b_.CreateLShr(word, uint64_t((lane % per_word) * DTypeSize(t) * 8));
-      lanes[lane] = b_.CreateBitCast(b_.CreateTrunc(shifted, b_.getIntNTy(DTypeSize(t) * 8)), MemType(t));
-    }
-    return lanes;
-  }
-  llvm::Value* Pack(const std::vector<llvm::Value*>& lanes, DType t, int vec) {
-    llvm::Value* access = llvm::UndefValue::get(AccessType(t, vec));
-    if (!InWords(t, vec)) {
-      for (int lane = 0; lane < vec; ++lane) access = b_.CreateInsertElement(access, lanes[lane], uint64_t(lane));
-      return access;
-    }
-    const int64_t per_word = 4 / DTypeSize(t);
-    for (int w = 0; w < vec / per_word; ++w) {
-      llvm::Value* word = b_.getInt32(0);
-      for (int j = 0; j < per_word; ++j) {
-        llvm::Value* bits = b_.CreateBitCast(lanes[w * per_word + j], b_.getIntNTy(DTypeSize(t) * 8));
-        word = b_.CreateOr(word, b_.CreateShl(b_.CreateZExt(bits, b_.getInt32Ty()), uint64_t(j * DTypeSize(t) * 8)));
-      }
-      access = b_.CreateInsertElement(access, word, uint64_t(w));
-    }
-    return access;
   }
 
   llvm::Value* ElementAddress(size_t b, llvm::Value* offset) {
@@ -174,18 +121,13 @@ class PointwiseEmitter : public ExprEmitter {
     b_.CreateCondBr(b_.CreateICmpSLE(last, n_), whole, tail);
 
     b_.SetInsertPoint(whole);
-    std::vector<std::vector<llvm::Value*>> lanes(pk_.operands.size());
-    for (size_t b = 1; b < pk_.operands.size(); ++b) {
-      if (pk_.scalar[b]) continue;
-      DType t = pk_.operands[b].dtype;
-      llvm::Type* at = AccessType(t, vec);
-      llvm::Value* p = b_.CreateBitCast(ElementAddress(b, first), at->getPointerTo());
-      lanes[b] = Unpack(b_.CreateAlignedLoad(at, p, llvm::Align(DTypeSize(t) * vec)), t, vec);
-    }
+    std::vector<std::vector<V>> lanes(pk_.operands.size());
+    for (size_t b = 1; b < pk_.operands.size(); ++b)
+      if (!pk_.scalar[b]) lanes[b] = LoadVector(args_[b], first, pk_.operands[b].dtype, vec);
     std::vector<llvm::Value*> out(vec);
     for (int lane = 0; lane < vec; ++lane) {
       for (size_t b = 1; b < pk_.operands.size(); ++b)
-        if (!pk_.scalar[b]) current_[b] = FromMemory(lanes[b][lane], pk_.operands[b].dtype);
+        if (!pk_.scalar[b]) current_[b] = lanes[b][lane];
       out[lane] = Compute();
     }
     DType ot = pk_.operands[0].dtype;
@@ -321,23 +263,73 @@ class PointwiseEmitter : public ExprEmitter {
 
 }  // namespace
 
+// --- NvptxEmitter ---
+
+llvm::Value* NvptxEmitter::Sreg(llvm::Intrinsic::ID id) {
+  return b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), b_.getInt64Ty());
+}
+
+llvm::Value* NvptxEmitter::ThreadIndex() {
+  llvm::Value* block = Sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x);
+  llvm::Value* threads = Sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x);
+  llvm::Value* thread = Sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x);
+  return b_.CreateAdd(b_.CreateMul(block, threads, "", true, true), thread, "i", true, true);
+}
+
+bool NvptxEmitter::InWords(DType t, int vec) { return DTypeSize(t) < 4 && (DTypeSize(t) * vec) % 4 == 0; }
+
+llvm::Type* NvptxEmitter::AccessType(DType t, int vec) {
+  if (!InWords(t, vec)) return llvm::FixedVectorType::get(MemType(t), vec);
+  return llvm::FixedVectorType::get(b_.getInt32Ty(), DTypeSize(t) * vec / 4);
+}
+
+std::vector<llvm::Value*> NvptxEmitter::Unpack(llvm::Value* access, DType t, int vec) {
+  std::vector<llvm::Value*> lanes(vec);
+  const int64_t per_word = 4 / DTypeSize(t);
+  for (int lane = 0; lane < vec; ++lane) {
+    if (!InWords(t, vec)) {
+      lanes[lane] = b_.CreateExtractElement(access, uint64_t(lane));
+      continue;
+    }
+    llvm::Value* word = b_.CreateExtractElement(access, uint64_t(lane / per_word));
+    llvm::Value* shifted = b_.CreateLShr(word, uint64_t((lane % per_word) * DTypeSize(t) * 8));
+    lanes[lane] = b_.CreateBitCast(b_.CreateTrunc(shifted, b_.getIntNTy(DTypeSize(t) * 8)), MemType(t));
+  }
+  return lanes;
+}
+
+llvm::Value* NvptxEmitter::Pack(const std::vector<llvm::Value*>& lanes, DType t, int vec) {
+  llvm::Value* access = llvm::UndefValue::get(AccessType(t, vec));
+  if (!InWords(t, vec)) {
+    for (int lane = 0; lane < vec; ++lane) access = b_.CreateInsertElement(access, lanes[lane], uint64_t(lane));
+    return access;
+  }
+  const int64_t per_word = 4 / DTypeSize(t);
+  for (int w = 0; w < vec / per_word; ++w) {
+    llvm::Value* word = b_.getInt32(0);
+    for (int j = 0; j < per_word; ++j) {
+      llvm::Value* bits = b_.CreateBitCast(lanes[w * per_word + j], b_.getIntNTy(DTypeSize(t) * 8));
+      word = b_.CreateOr(word, b_.CreateShl(b_.CreateZExt(bits, b_.getInt32Ty()), uint64_t(j * DTypeSize(t) * 8)));
+    }
+    access = b_.CreateInsertElement(access, word, uint64_t(w));
+  }
+  return access;
+}
+
+std::vector<V> NvptxEmitter::LoadVector(llvm::Value* base, llvm::Value* first, DType t, int vec) {
+  llvm::Type* at = AccessType(t, vec);
+  llvm::Value* p = b_.CreateBitCast(b_.CreateInBoundsGEP(MemType(t), base, first), at->getPointerTo());
+  std::vector<V> values;
+  for (llvm::Value* lane : Unpack(b_.CreateAlignedLoad(at, p, llvm::Align(DTypeSize(t) * vec)), t, vec))
+    values.push_back(FromMemory(lane, t));
+  return values;
+}
+
 llvm::Function* EmitPointwise(llvm::Module& m, const PointwiseKernel& k, const PointwiseLayout& layout,
                               const std::string& symbol) {
   Kernel operands = OperandsAsKernel(k);
   llvm::Function* fn = PointwiseEmitter(m.getContext(), m, operands, k, layout).Emit(symbol);
-  // mark it a kernel (an entry point), with its block size as a bound for register allocation
-  llvm::LLVMContext& ctx = m.getContext();
-  auto* i32 = llvm::Type::getInt32Ty(ctx);
-  llvm::NamedMDNode* annotations = m.getOrInsertNamedMetadata("nvvm.annotations");
-  for (auto [key, value] : {std::pair<const char*, int>{"kernel", 1}, {"maxntidx", kPointwiseThreads}}) {
-    llvm::Metadata* md[] = {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx, key),
-                            llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32, value))};
-    annotations->addOperand(llvm::MDNode::get(ctx, md));
-  }
-  std::string err;
-  llvm::raw_string_ostream es(err);
-  if (llvm::verifyFunction(*fn, &es))
-    throw Error("[codegen] generated invalid NVPTX IR for '" + k.name + "' (a bug in kiln): " + es.str());
+  AnnotateKernel(fn, kPointwiseThreads, k.name);
   return fn;
 }
 
