@@ -1,30 +1,18 @@
-// tensor/cuda/pointwise.cc: LaunchPointwise (pointwise.h): layout, kernel cache, launch.
+// tensor/cuda/pointwise.cc: LaunchPointwise (pointwise.h): layout and launch.
 //
-// Note [Pointwise kernel cache]: a kernel is found per device by codegen::KeyOf (a 128-bit hash of
-// the expression, operand dtypes and kinds and layout class, computed without building text: a
-// launch's whole host-side cost matters for small tensors). The first launch of a key generates
-// PTX (LLVM, a few ms), compiles it for the device with nvJitLink and loads it; later launches find
-// the CUfunction in a map. Loaded modules live until exit, as PyTorch's jiterator kernels do. The
-// cubin is also kept on disk ($KILN_CUDA_CACHE_DIR, else ~/.cache/kiln/cuda), named by the kernel's
-// symbol (which hashes the IR, operand kinds, layout and the code generator's sources and LLVM
-// version) and the device's compute capability, so a later process loads it without LLVM or
-// nvJitLink.
+// Kernels are generated and compiled once per device and kept (Note [Generated kernel cache] in
+// generated_kernels.cc).
 #include "tensor/cuda/pointwise.h"
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
-#include <unordered_map>
-#include <memory>
-#include <mutex>
 
 #include "codegen/nvptx_codegen.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/module.h"
-#include "runtime/cuda/nvjitlink.h"
 #include "runtime/cuda/stream.h"
-#include "runtime/disk_cache.h"
 #include "runtime/error.h"
+#include "tensor/cuda/generated_kernels.h"
 #include "tensor/ops/common.h"
 
 namespace kiln::cuda {
@@ -33,73 +21,6 @@ namespace {
 using codegen::DType;
 
 constexpr int kMaxOperands = 8;
-
-struct KeyHash {
-  size_t operator()(const std::pair<int, codegen::PointwiseKey>& k) const { return k.second.a ^ size_t(k.first); }
-};
-
-struct Cache {
-  std::mutex mu;
-  std::unordered_map<std::pair<int, codegen::PointwiseKey>, CUfunction, KeyHash> functions;
-  std::vector<std::unique_ptr<Module>> modules;
-  PointwiseCacheStats stats;
-};
-Cache& GetCache() {
-  static Cache* cache = new Cache;  // never destroyed: modules outlive static destructors' launches
-  return *cache;
-}
-
-CUfunction FindOrCompile(int device, const codegen::PointwiseKernel& k, const codegen::PointwiseLayout& layout) {
-  const auto key = std::make_pair(device, codegen::KeyOf(k, layout));
-  Cache& cache = GetCache();
-  {
-    std::lock_guard<std::mutex> lock(cache.mu);
-    auto it = cache.functions.find(key);
-    if (it != cache.functions.end()) {
-      ++cache.stats.hits;
-      return it->second;
-    }
-  }
-  // Generated outside the lock (another thread may compile the same kernel; the first one stored wins).
-  std::string symbol = codegen::PointwiseSymbol(k, layout);
-  const DeviceProperties& props = GetDeviceProperties(device);
-  const std::string path = StrCat(CacheDirectory("KILN_CUDA_CACHE_DIR", "cuda"), "/", symbol, ".sm", props.major,
-                                  props.minor, ".cubin");
-  std::string cubin;
-  bool from_disk = ReadCacheFile(path, &cubin);
-  if (!from_disk) {
-    KILN_CHECK(NvJitLinkAvailable(), "[", k.name, "] kiln generates its CUDA kernels at run time and compiles them "
-               "with nvJitLink (libnvJitLink.so.13), which was not found: ", NvJitLinkUnavailableReason());
-    cubin = CompilePtx(codegen::PointwisePTX(k, layout), props.major, props.minor);
-    WriteCacheFile(path, cubin.data(), cubin.size());
-  }
-  auto module = std::make_unique<Module>(device, cubin);
-  CUfunction fn = module->Function(symbol);
-  std::lock_guard<std::mutex> lock(cache.mu);
-  auto [it, inserted] = cache.functions.emplace(key, fn);
-  if (inserted) {
-    cache.modules.push_back(std::move(module));
-    ++(from_disk ? cache.stats.disk_hits : cache.stats.compiled);
-  }
-  return it->second;
-}
-
-// A number's kernel parameter (float, double or int64, per the dtype's compute type).
-union ScalarArg {
-  float f;
-  double d;
-  int64_t i;
-};
-ScalarArg ScalarValue(const Scalar& s, DType t) {
-  ScalarArg a;
-  std::memset(&a, 0, sizeof(a));
-  DType c = codegen::ComputeDType(t);
-  if (c == DType::F32) a.f = static_cast<float>(s.to_double());
-  else if (c == DType::F64) a.d = s.to_double();
-  else if (s.is_floating()) a.i = static_cast<int64_t>(s.to_double());
-  else a.i = s.is_bool() ? int64_t(s.to_bool()) : s.to_int();
-  return a;
-}
 
 }  // namespace
 
@@ -243,7 +164,8 @@ void LaunchPointwise(const char* name, const Tensor& out, const std::vector<Poin
   }
 
   EnsureContext(device);
-  CUfunction fn = FindOrCompile(device, k, layout);
+  CUfunction fn = FindOrCompileKernel(device, codegen::KeyOf(k, layout), k.name, [&] { return codegen::PointwiseSymbol(k, layout); },
+                                      [&] { return codegen::PointwisePTX(k, layout); });
 
   // Parameters in the order codegen/nvptx_codegen.h gives.
   std::vector<void*> args;
@@ -267,12 +189,6 @@ void LaunchPointwise(const char* name, const Tensor& out, const std::vector<Poin
   int64_t blocks = codegen::PointwiseBlocks(n, layout);
   KILN_CHECK(blocks <= INT32_MAX, "[", name, "] ", n, " elements are more than one launch covers");
   Launch(fn, static_cast<unsigned>(blocks), codegen::kPointwiseThreads, 0, CurrentStream(device), args);
-}
-
-PointwiseCacheStats GetPointwiseCacheStats() {
-  Cache& cache = GetCache();
-  std::lock_guard<std::mutex> lock(cache.mu);
-  return cache.stats;
 }
 
 }  // namespace kiln::cuda

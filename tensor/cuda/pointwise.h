@@ -46,8 +46,8 @@ codegen::ExprPtr OpmathInput(int i, ScalarType compute, const char* op);
 void LaunchPointwise(const char* name, const Tensor& out, const std::vector<PointwiseInput>& inputs,
                      const codegen::ExprPtr& expr);
 
-// Counters for tests: kernels generated and compiled, kernels loaded from the disk cache, launches
-// that found theirs in memory.
+// Counters for tests, over every generated kernel (pointwise and reduction): kernels generated and
+// compiled, kernels loaded from the disk cache, launches that found theirs in memory.
 struct PointwiseCacheStats {
   int64_t compiled = 0, disk_hits = 0, hits = 0;
 };

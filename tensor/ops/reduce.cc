@@ -5,6 +5,7 @@
 // elements of an output form one run. Float sums accumulate in double (acc_t), so 16M-element
 // float32 sums stay exact to float precision without pairwise tricks.
 #include "tensor/ops/common.h"
+#include "tensor/ops/reduce_cuda.h"
 
 namespace kiln {
 namespace {
@@ -112,6 +113,10 @@ Tensor SumImpl(const char* op, const Tensor& self, const OptDims& dims, bool kee
   int64_t count = 1;
   for (size_t d = 0; d < mask.size(); ++d) if (mask[d]) count *= self.size(d);
   double scale = mean ? (count == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / count) : 1.0;
+  if (input.device().is_cuda()) {
+    SumCUDA(input, mask, out, scale);
+    return out;
+  }
   if (IsComplex(input.dtype()) || IsComplex(out_type)) {  // complex sums: in complex128, into the input's type
     KILN_CHECK(input.dtype() == out_type, op, "(): a complex sum into ", ScalarTypeDisplayName(out_type),
                " needs dtype=", ScalarTypeName(out_type), " input; got ", ScalarTypeDisplayName(input.dtype()));
@@ -170,14 +175,14 @@ void RegisterReduceOps(Registry& r) {
   std::initializer_list<Tag> tags = {Tag::reduction, Tag::core};
   r.Def("sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", tags,
         kFunctionAndMethod)
-      .Impl<&SumDim>(DispatchKey::CPU).Meta<&SumDimMeta>();
+      .CPUAndCUDA<&SumDim>().Meta<&SumDimMeta>();
   r.Def("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", {Tag::reduction}, kFunctionAndMethod)
-      .Impl<&SumAll>(DispatchKey::CPU).Meta<&SumAllMeta>();
+      .CPUAndCUDA<&SumAll>().Meta<&SumAllMeta>();
   r.Def("mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", tags,
         kFunctionAndMethod)
-      .Impl<&MeanDim>(DispatchKey::CPU).Meta<&MeanDimMeta>();
+      .CPUAndCUDA<&MeanDim>().Meta<&MeanDimMeta>();
   r.Def("mean(Tensor self, *, ScalarType? dtype=None) -> Tensor", {Tag::reduction}, kFunctionAndMethod)
-      .Impl<&MeanAll>(DispatchKey::CPU).Meta<&MeanAllMeta>();
+      .CPUAndCUDA<&MeanAll>().Meta<&MeanAllMeta>();
 }
 
 }  // namespace kiln

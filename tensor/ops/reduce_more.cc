@@ -6,6 +6,7 @@
 // met wins, and its index is reported. Ties report the first index, as PyTorch's CPU kernels do.
 #include <algorithm>
 
+#include "tensor/ops/reduce_cuda.h"
 #include "tensor/ops/reduce_utils.h"
 #include "tensor/ops/scalar_t_math.h"
 
@@ -107,6 +108,10 @@ Tensor ProdImpl(const Tensor& self, const OptDims& dims, bool keepdim, std::opti
   // prod kernel's `a * b` on scalar_t, no wider accumulator: a float32 product is rounded to
   // float32 at every step, a float16 one to float16), in its order (ProdContiguousRow).
   std::vector<bool> mask = ReduceMask("prod", dims, self.dim());
+  if (self.device().is_cuda()) {
+    ProdCUDA(CastTo(self, m.dtype), mask, out);
+    return out;
+  }
   const Tensor input = ReducedDimsInMemoryOrder(CastTo(self, m.dtype), mask);  // iter reads its storage
   ReduceIter iter(input, mask);
   KILN_DISPATCH_ALL(m.dtype, "prod", [&] {
@@ -174,6 +179,7 @@ void MinMaxKernel(const Tensor& input, const std::vector<bool>& mask, T* values,
 template <bool kMax, bool kTieLast = false>
 void RunMinMax(const Tensor& input, const std::vector<bool>& mask, const Tensor* values, const Tensor* indices,
                const char* name) {
+  if (input.device().is_cuda()) return MinMaxCUDA(kMax, input, mask, values, indices);
   KILN_DISPATCH_ALL(input.dtype(), name, [&] {
     MinMaxKernel<kMax, kTieLast, scalar_t>(input, mask, values ? values->data_ptr<scalar_t>() : nullptr,
                                  indices ? indices->data_ptr<int64_t>() : nullptr);
@@ -271,6 +277,12 @@ template <Logical kKind>
 Tensor LogicalImpl(const Tensor& self, const OptDims& dims, bool keepdim) {
   TensorMeta m = ReduceMetaOf(LogicalName(kKind), self, dims, keepdim, LogicalResultType(kKind, self.dtype()));
   Tensor out = EmptyFromMeta(m);
+  if (self.device().is_cuda()) {
+    constexpr LogicalReduce kCUDAKind =
+        kKind == Logical::kAny ? LogicalReduce::kAny : kKind == Logical::kAll ? LogicalReduce::kAll : LogicalReduce::kCount;
+    LogicalCUDA(kCUDAKind, self, ReduceMask(LogicalName(kKind), dims, self.dim()), out);
+    return out;
+  }
   ReduceIter iter(self, ReduceMask(LogicalName(kKind), dims, self.dim()));
   KILN_DISPATCH_ALL(self.dtype(), LogicalName(kKind), [&] {
     using T = scalar_t;
@@ -326,48 +338,48 @@ void RegisterReduceMoreOps(Registry& r) {
   std::initializer_list<Tag> tags = {Tag::reduction, Tag::core};
   std::initializer_list<Tag> red = {Tag::reduction};
   r.Def("prod(Tensor self, *, ScalarType? dtype=None) -> Tensor", tags, kFunctionAndMethod)
-      .Impl<&ProdAll>(DispatchKey::CPU).Meta<&ProdAllMeta>();
+      .CPUAndCUDA<&ProdAll>().Meta<&ProdAllMeta>();
   r.Def("prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", tags,
         kFunctionAndMethod)
-      .Impl<&ProdDim>(DispatchKey::CPU).Meta<&ProdDimMeta>();
+      .CPUAndCUDA<&ProdDim>().Meta<&ProdDimMeta>();
 
   r.Def("amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", tags, kFunctionAndMethod)
-      .Impl<&AMinMax<true>>(DispatchKey::CPU).Meta<&AMinMaxMeta<true>>();
+      .CPUAndCUDA<&AMinMax<true>>().Meta<&AMinMaxMeta<true>>();
   r.Def("amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", tags, kFunctionAndMethod)
-      .Impl<&AMinMax<false>>(DispatchKey::CPU).Meta<&AMinMaxMeta<false>>();
+      .CPUAndCUDA<&AMinMax<false>>().Meta<&AMinMaxMeta<false>>();
   r.Def("max(Tensor self) -> Tensor", red, kFunctionAndMethod)
-      .Impl<&MinMaxAll<true>>(DispatchKey::CPU).Meta<&MinMaxAllMeta<true>>();
+      .CPUAndCUDA<&MinMaxAll<true>>().Meta<&MinMaxAllMeta<true>>();
   r.Def("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", tags,
         kFunctionAndMethod)
-      .Impl<&MinMaxDim<true>>(DispatchKey::CPU).Meta<&MinMaxDimMeta<true>>();
+      .CPUAndCUDA<&MinMaxDim<true>>().Meta<&MinMaxDimMeta<true>>();
   r.Def("max.other(Tensor self, Tensor other) -> Tensor", {Tag::pointwise}, kFunctionAndMethod)
       .Composite<&MaxOther>();
   r.Def("min(Tensor self) -> Tensor", red, kFunctionAndMethod)
-      .Impl<&MinMaxAll<false>>(DispatchKey::CPU).Meta<&MinMaxAllMeta<false>>();
+      .CPUAndCUDA<&MinMaxAll<false>>().Meta<&MinMaxAllMeta<false>>();
   r.Def("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", tags,
         kFunctionAndMethod)
-      .Impl<&MinMaxDim<false>>(DispatchKey::CPU).Meta<&MinMaxDimMeta<false>>();
+      .CPUAndCUDA<&MinMaxDim<false>>().Meta<&MinMaxDimMeta<false>>();
   r.Def("min.other(Tensor self, Tensor other) -> Tensor", {Tag::pointwise}, kFunctionAndMethod)
       .Composite<&MinOther>();
   r.Def("argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor", tags, kFunctionAndMethod)
-      .Impl<&ArgMinMax<true>>(DispatchKey::CPU).Meta<&ArgMinMaxMeta<true>>();
+      .CPUAndCUDA<&ArgMinMax<true>>().Meta<&ArgMinMaxMeta<true>>();
   r.Def("argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor", tags, kFunctionAndMethod)
-      .Impl<&ArgMinMax<false>>(DispatchKey::CPU).Meta<&ArgMinMaxMeta<false>>();
+      .CPUAndCUDA<&ArgMinMax<false>>().Meta<&ArgMinMaxMeta<false>>();
 
   r.Def("any(Tensor self) -> Tensor", tags, kFunctionAndMethod)
-      .Impl<&LogicalAll<Logical::kAny>>(DispatchKey::CPU).Meta<&LogicalAllMeta<Logical::kAny>>();
+      .CPUAndCUDA<&LogicalAll<Logical::kAny>>().Meta<&LogicalAllMeta<Logical::kAny>>();
   r.Def("any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor", tags, kFunctionAndMethod)
-      .Impl<&LogicalDim<Logical::kAny>>(DispatchKey::CPU).Meta<&LogicalDimMeta<Logical::kAny>>();
+      .CPUAndCUDA<&LogicalDim<Logical::kAny>>().Meta<&LogicalDimMeta<Logical::kAny>>();
   r.Def("any.dims(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor", tags, kFunctionAndMethod)
-      .Impl<&LogicalDims<Logical::kAny>>(DispatchKey::CPU).Meta<&LogicalDimsMeta<Logical::kAny>>();
+      .CPUAndCUDA<&LogicalDims<Logical::kAny>>().Meta<&LogicalDimsMeta<Logical::kAny>>();
   r.Def("all(Tensor self) -> Tensor", tags, kFunctionAndMethod)
-      .Impl<&LogicalAll<Logical::kAll>>(DispatchKey::CPU).Meta<&LogicalAllMeta<Logical::kAll>>();
+      .CPUAndCUDA<&LogicalAll<Logical::kAll>>().Meta<&LogicalAllMeta<Logical::kAll>>();
   r.Def("all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor", tags, kFunctionAndMethod)
-      .Impl<&LogicalDim<Logical::kAll>>(DispatchKey::CPU).Meta<&LogicalDimMeta<Logical::kAll>>();
+      .CPUAndCUDA<&LogicalDim<Logical::kAll>>().Meta<&LogicalDimMeta<Logical::kAll>>();
   r.Def("all.dims(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor", tags, kFunctionAndMethod)
-      .Impl<&LogicalDims<Logical::kAll>>(DispatchKey::CPU).Meta<&LogicalDimsMeta<Logical::kAll>>();
+      .CPUAndCUDA<&LogicalDims<Logical::kAll>>().Meta<&LogicalDimsMeta<Logical::kAll>>();
   r.Def("count_nonzero.dim_IntList(Tensor self, int[] dim) -> Tensor", red, kFunctionAndMethod)
-      .Impl<&CountNonzeroDims>(DispatchKey::CPU).Meta<&CountNonzeroDimsMeta>();
+      .CPUAndCUDA<&CountNonzeroDims>().Meta<&CountNonzeroDimsMeta>();
   r.Def("count_nonzero(Tensor self, int? dim=None) -> Tensor", red, kFunctionAndMethod)
       .Composite<&CountNonzero>();
 }

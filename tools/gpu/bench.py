@@ -3,7 +3,8 @@ process, interleaved, best (median where noted) of several rounds; a table of ra
 
 What exists so far (issue 18): the first CUDA op of a process, the caching allocator, copies between
 host and device (pageable and pinned) and on the device, fill, mm through cuBLAS, and the generated
-pointwise kernels (launch overhead, bandwidth, the first kernels' compile time).
+pointwise kernels (launch overhead, bandwidth, the first kernels' compile time), and the generated
+reduction kernels (whole tensors, rows, columns, short rows, argmax, a bias gradient, latency).
 Run through tools/gpu/bench.sh (which unpacks the module)."""
 
 import os
@@ -148,6 +149,30 @@ def main():
         3 * gb / timed(lambda: tm.t() + tm, ts, 20) / 1e3, "TB/s", higher_is_better=True)
     row("x.t().contiguous() 8192^2 f32 TB/s", 2 * gb / timed(lambda: km.t().contiguous(), ks, 20) / 1e3,
         2 * gb / timed(lambda: tm.t().contiguous(), ts, 20) / 1e3, "TB/s", higher_is_better=True)
+
+    # 6. reductions: whole tensors (split across blocks), rows (vector loads), columns, short rows
+    def reduce_row(label, kfn, tfn, nbytes, reps=50):
+        row(label, nbytes / timed(kfn, ks, reps) / 1e12, nbytes / timed(tfn, ts, reps) / 1e12, "TB/s",
+            higher_is_better=True)
+
+    reduce_row("x.sum() 64M f32 TB/s", lambda: kx.sum(), lambda: tx.sum(), 4 * n)
+    kr, tr = kx.view(16384, 4096), tx.view(16384, 4096)
+    reduce_row("x.sum(1) 16384x4096 f32 TB/s", lambda: kr.sum(1), lambda: tr.sum(1), 4 * n)
+    reduce_row("x.sum(0) 8192x8192 f32 (columns) TB/s", lambda: km.sum(0), lambda: tm.sum(0), 4 * n)
+    reduce_row("x.t().sum(1) 8192x8192 f32 TB/s", lambda: km.t().sum(1), lambda: tm.t().sum(1), 4 * n)
+    reduce_row("x.sum(1) 4Mx16 f32 (short rows) TB/s", lambda: kx.view(-1, 16).sum(1), lambda: tx.view(-1, 16).sum(1), 4 * n)
+    reduce_row("x.amax(1) 16384x4096 f32 TB/s", lambda: kr.amax(1), lambda: tr.amax(1), 4 * n)
+    reduce_row("x.argmax(1) 16384x4096 f32 TB/s", lambda: kr.argmax(1), lambda: tr.argmax(1), 4 * n)
+    kbr, tbr = kb.view(16384, 4096), tb.view(16384, 4096)
+    reduce_row("x.sum(1) 16384x4096 bf16 TB/s", lambda: kbr.sum(1), lambda: tbr.sum(1), 2 * n)
+    kg, tg = kx[: 8192 * 1024].view(8192, 1024), tx[: 8192 * 1024].view(8192, 1024)
+    row("bias grad g.sum(0) 8192x1024 f32 us", timed(lambda: kg.sum(0), ks, 200) * 1e6,
+        timed(lambda: tg.sum(0), ts, 200) * 1e6, "us")
+    row("x.sum() 1024 f32 latency us", timed(lambda: ks1k.sum(), ks, 5000) * 1e6,
+        timed(lambda: ts1k.sum(), ts, 5000) * 1e6, "us")
+    copy = 2 * gb / timed(lambda: kx.clone(), ks, 50) / 1e3
+    total = 4 * n / timed(lambda: kx.sum(), ks, 50) / 1e12
+    print(f"x.sum() 64M f32 reads at {total / copy:.0%} of kiln's copy bandwidth ({total:.2f} / {copy:.2f} TB/s)")
 
     print("\n| measure | kiln | torch | kiln/torch time |")
     print("| --- | --- | --- | --- |")
