@@ -45,6 +45,11 @@ DispatchKey BackendKey(Device device) {
   return DispatchKey::Undefined;
 }
 
+void TensorImpl::set_device(Device d) {
+  keys_ = keys_.remove(BackendKey(device_)).add(BackendKey(d));
+  device_ = d;
+}
+
 // Views register from any thread that makes one (a backward formula's slice), under a spin lock
 // (held for a push: a mutex cost a tenth of a view op); expired entries go when the list would
 // grow, so a root viewed once per step keeps a short list.

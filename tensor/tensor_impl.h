@@ -90,6 +90,9 @@ class TensorImpl {
   int64_t itemsize() const { return ElementSize(dtype_); }
   // Only for `t.data = other` (autograd's set_data): the impl takes other's dtype with its storage.
   void set_dtype(ScalarType t) { dtype_ = t; }
+  // Only for `t.data = other` across devices (module.to("cuda") moves parameters in place): the
+  // impl takes other's device and its backend dispatch key.
+  void set_device(Device d);
   DispatchKeySet keys() const { return keys_; }
   void set_keys(DispatchKeySet k) { keys_ = k; }
 

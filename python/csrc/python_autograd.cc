@@ -538,13 +538,20 @@ void InitAutogradBindings(py::module_& m) {
   });
   // `t.data = new`: t keeps its identity and autograd state and takes new's storage and layout.
   m.def("_set_data", [](const Tensor& t, const Tensor& data) {
-    if (t.device() != data.device())
+    // CPU and CUDA tensors are the same kind of tensor (PyTorch's _has_compatible_shallow_copy_type
+    // holds for dense tensors of any device), so `param.data = param.cuda()` moves the parameter
+    // in place, keeping its identity (what Module.to does); meta and fake tensors stay apart.
+    auto dense = [](const Tensor& x) { return x.device().is_cpu() || x.device().is_cuda(); };
+    if (t.device() != data.device() && !(dense(t) && dense(data) && !t->keys().has(DispatchKey::Fake) &&
+                                         !data->keys().has(DispatchKey::Fake)))
       throw Error(StrCat("Attempted to call `variable.set_data(tensor)`, but `variable` and `tensor` have "
                          "incompatible tensor type (", t.device().str(), " vs ", data.device().str(), ")."));
-    // A leaf whose dtype or sizes change gets a new AccumulateGrad (its input metadata changed);
+    // A leaf whose dtype, device or sizes change gets a new AccumulateGrad (its input metadata changed);
     // graphs already recorded keep the old one.
     if (AutogradMeta* m = GetMeta(t))
-      if (t.dtype() != data.dtype() || !(t->sym_sizes() == data->sym_sizes())) m->grad_accumulator_.reset();
+      if (t.dtype() != data.dtype() || t.device() != data.device() || !(t->sym_sizes() == data->sym_sizes()))
+        m->grad_accumulator_.reset();
+    if (t.device() != data.device()) t->set_device(data.device());
     t->set_storage(data->storage());
     t->set_dtype(data.dtype());
     t->set_sizes_and_strides(data->sym_sizes(), data->sym_strides(), data->sym_storage_offset());

@@ -304,3 +304,28 @@ def test_host_computed_factories_on_the_device():
     x.resize_(1000)  # grows on the device, keeping its first elements
     assert x.is_cuda and x.shape == (1000,)
     _same(x[:3].cpu(), kiln.ones(3))
+
+
+def test_module_to_cuda_moves_parameters_in_place():
+    """model.to("cuda") keeps each parameter's identity (param.data = param.cuda(), as PyTorch's
+    Module._apply), so an optimizer built before still holds the model's parameters; gradients move
+    with them, and the way back works alike."""
+    m = kiln.nn.Linear(4, 3)
+    w, b = m.weight, m.bias
+    want = w.detach().clone()
+    w.grad = kiln.ones(3, 4)
+    opt = kiln.optim.SGD(m.parameters(), lr=0.1)
+    assert m.to("cuda") is m
+    assert m.weight is w and m.bias is b and opt.param_groups[0]["params"][0] is w
+    assert w.device.type == "cuda" and b.device.type == "cuda" and w.grad.device.type == "cuda"
+    assert w.is_leaf and w.requires_grad and w.grad_fn is None
+    np.testing.assert_array_equal(w.detach().cpu().numpy(), want.numpy())
+    np.testing.assert_array_equal(w.grad.cpu().numpy(), np.ones((3, 4), np.float32))
+    w.grad = kiln.zeros(3, 4, device="cuda")  # a gradient on the parameter's new device is accepted
+    with pytest.raises(RuntimeError, match="device"):
+        w.grad = kiln.zeros(3, 4)
+    m.cpu()
+    assert m.weight is w and w.device.type == "cpu" and w.grad.device.type == "cpu"
+    np.testing.assert_array_equal(w.detach().numpy(), want.numpy())
+    with pytest.raises(RuntimeError, match="incompatible tensor type"):
+        w.data = kiln.empty(3, 4, device="meta")
