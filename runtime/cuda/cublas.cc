@@ -94,8 +94,8 @@ void Gemm(const Stream& stream, const GemmArgs& g) {
   BlasCompute compute = g.dtype == BlasDataType::kF64 ? BlasCompute::k64F
                         : (g.dtype == BlasDataType::kF32 && AllowTF32()) ? BlasCompute::k32FFastTF32
                                                                          : BlasCompute::k32F;
-  float alpha32 = 1, beta32 = 0;
-  double alpha64 = 1, beta64 = 0;
+  float alpha32 = static_cast<float>(g.alpha), beta32 = static_cast<float>(g.beta);
+  double alpha64 = g.alpha, beta64 = g.beta;
   const void* alpha = g.dtype == BlasDataType::kF64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = g.dtype == BlasDataType::kF64 ? static_cast<const void*>(&beta64) : &beta32;
   int type = static_cast<int>(g.dtype);

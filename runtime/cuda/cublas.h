@@ -21,8 +21,9 @@ const std::string& CublasUnavailableReason();
 void SetAllowTF32(bool allow);
 bool AllowTF32();
 
-// Column-major C = op(A) op(B) (alpha = 1, beta = 0) on the current stream, batched with strides
-// (batch 1: a plain GEMM). trans_a/trans_b: the operand is stored transposed.
+// Column-major C = alpha op(A) op(B) + beta C on the current stream, batched with strides (batch 1:
+// a plain GEMM). trans_a/trans_b: the operand is stored transposed. beta 0 ignores C's values
+// (NaN included), as BLAS does.
 struct GemmArgs {
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0;
@@ -34,6 +35,7 @@ struct GemmArgs {
   int64_t ldc = 0, stride_c = 0;
   int64_t batch = 1;
   BlasDataType dtype = BlasDataType::kF32;
+  double alpha = 1, beta = 0;  // passed in float for every dtype but float64 (the compute type's)
 };
 void Gemm(const Stream& stream, const GemmArgs& args);
 

@@ -14,6 +14,11 @@ void RegisterCUDAKernels(Registry& r);
 void RegisterCopyKernels(Registry& r);
 void RegisterMatmulKernels(Registry& r);
 
+// out (contiguous, [batch,] m x n) = alpha * (a @ b) + beta * out through cuBLAS (beta 0: out's
+// values are not read); a and b are [batch,] m x k and k x n with k > 0, of out's dtype.
+void GemmInto(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha,
+              const char* kernel);
+
 // `bytes` from one place in device memory to another, in stream order on `device`'s current stream.
 void CopyDeviceBytes(void* dst, const void* src, size_t bytes, int device);
 

@@ -1,4 +1,5 @@
-// tensor/cuda/matmul.cc: mm and bmm on CUDA through cuBLAS (runtime/cuda/cublas.h).
+// tensor/cuda/matmul.cc: mm and bmm on CUDA through cuBLAS (runtime/cuda/cublas.h), and the GEMM
+// addmm and baddbmm share with them (GemmInto, cuda_ops.h).
 //
 // Note [Row-major GEMM through cuBLAS]: cuBLAS is column-major. A row-major m x n result C is the
 // column-major n x m matrix C^T = B^T A^T, so the call computes (n, m, k) with the operands
@@ -45,14 +46,14 @@ Operand Prepare(const Tensor& t) {
   return Operand{contiguous, false, std::max<int64_t>(c, 1), nd == 3 ? r * c : 0};
 }
 
-// out (batch x m x n, contiguous) = a @ b.
-void GemmInto(Tensor out, const Tensor& a, const Tensor& b, const char* kernel) {
+}  // namespace
+
+// out (batch x m x n, contiguous) = alpha * (a @ b) + beta * out.
+void GemmInto(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha,
+              const char* kernel) {
   if (out.numel() == 0) return;
   int64_t k = a.size(-1);
-  if (k == 0) {
-    ops::fill_(out, Scalar(int64_t(0)));
-    return;
-  }
+  KILN_INTERNAL_ASSERT(k > 0, "an empty contraction reaches ", kernel);
   BlasDataType dtype = BlasType(out.dtype(), kernel);
   Operand pa = Prepare(a), pb = Prepare(b);
   int64_t m = out.size(-2), n = out.size(-1);
@@ -73,18 +74,32 @@ void GemmInto(Tensor out, const Tensor& a, const Tensor& b, const char* kernel) 
   g.stride_c = m * n;
   g.batch = out.dim() == 3 ? out.size(0) : 1;
   g.dtype = dtype;
+  g.alpha = alpha.to_double();
+  g.beta = beta.to_double();
   Gemm(CurrentStream(out.device().index), g);
+}
+
+namespace {
+
+// mm/bmm: an empty contraction is zeros.
+void ProductInto(Tensor out, const Tensor& a, const Tensor& b, const char* kernel) {
+  if (out.numel() == 0) return;
+  if (a.size(-1) == 0) {
+    ops::fill_(out, Scalar(int64_t(0)));
+    return;
+  }
+  GemmInto(out, a, b, Scalar(int64_t(0)), Scalar(int64_t(1)), kernel);
 }
 
 Tensor MmCUDA(const Tensor& self, const Tensor& mat2) {
   Tensor out = EmptyFromMeta(MmMeta(self, mat2));
-  GemmInto(out, self, mat2, "addmm_cuda");
+  ProductInto(out, self, mat2, "addmm_cuda");
   return out;
 }
 
 Tensor BmmCUDA(const Tensor& self, const Tensor& mat2) {
   Tensor out = EmptyFromMeta(BmmMeta(self, mat2));
-  GemmInto(out, self, mat2, "bmm_cuda");
+  ProductInto(out, self, mat2, "bmm_cuda");
   return out;
 }
 

@@ -52,6 +52,12 @@ codegen::ExprPtr OpmathInput(int i, ScalarType compute, const char* op) {
   return codegen::Expr::Cast(Input(i), OpmathDType(compute, op));
 }
 
+codegen::ExprPtr InputAsElement(int i, ScalarType dtype, const char* op) {
+  const DType element = CodegenDType(dtype, op), opmath = OpmathDType(dtype, op);
+  codegen::ExprPtr v = codegen::Expr::Cast(Input(i), opmath);
+  return element == opmath ? v : codegen::Expr::Cast(codegen::Expr::Cast(v, element), opmath);
+}
+
 void LaunchPointwise(const char* name, const Tensor& out, const std::vector<PointwiseInput>& inputs,
                      const codegen::ExprPtr& expr) {
   const int64_t n = out.numel();

@@ -22,6 +22,8 @@ namespace kiln::cuda {
 // float64, int64 for integers and bool). A 0-d CPU tensor counts as a number, as in PyTorch.
 struct PointwiseInput {
   static PointwiseInput Of(const Tensor& t) { return PointwiseInput{&t, Scalar(int64_t(0)), t.dtype()}; }
+  // The input holds a pointer: a temporary would be gone before the launch reads it.
+  static PointwiseInput Of(const Tensor&& t) = delete;
   static PointwiseInput Number(const Scalar& value, ScalarType dtype) { return PointwiseInput{nullptr, value, dtype}; }
   const Tensor* tensor;
   Scalar value;
@@ -39,6 +41,9 @@ codegen::DType OpmathDType(ScalarType compute, const char* op);
 // PyTorch's CUDA kernels compute 16-bit floats in float and round once on the store, and read a
 // Python number in opmath without rounding it to the 16-bit type first.
 codegen::ExprPtr OpmathInput(int i, ScalarType compute, const char* op);
+// A number input converted to `dtype` first, then read in its opmath type: a PyTorch kernel's
+// Scalar bound taken as scalar_t (threshold, hardtanh), rounded to a 16-bit float's precision.
+codegen::ExprPtr InputAsElement(int i, ScalarType dtype, const char* op);
 
 // out = expr(inputs) element by element, on out's device's current stream. `name` (an identifier)
 // names the kernel in profiles. Throws PyTorch's device-mismatch error when a tensor input is on

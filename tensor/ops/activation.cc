@@ -11,7 +11,9 @@
 #include <cmath>
 #include <type_traits>
 
+#include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
+#include "tensor/ops/reduce_cuda.h"
 #include "tensor/vec_math.h"
 
 namespace kiln {
@@ -127,6 +129,70 @@ constexpr std::array<RunActFn, sizeof...(I)> MakeActTable(std::integer_sequence<
 }
 constexpr auto kRunAct = MakeActTable(std::make_integer_sequence<int, kNumActs>{});
 
+// CUDA: the element function as kernel IR over x (in opmath m) and the parameters a, b, c (numbers
+// read in opmath), with PyTorch's CUDA formulas (gelu: x * 0.5 * (1 + erf(x / sqrt 2)) in opmath).
+codegen::ExprPtr ActExpr(int op, const codegen::ExprPtr& x, const codegen::ExprPtr& a, const codegen::ExprPtr& b,
+                         const codegen::ExprPtr& c, codegen::DType m, const ActParams& p) {
+  using codegen::OpCode;
+  using IR = codegen::ExprPtr;
+  auto k = [&](double v) { return codegen::Expr::Const(v, m); };
+  auto f = [](OpCode o, std::vector<IR> args) { return codegen::Expr::Op(o, std::move(args)); };
+  auto where = [&](IR cond, IR t, IR e) { return f(OpCode::kWhere, {cond, t, e}); };
+  auto relu6 = [&](IR v) { return f(OpCode::kMin, {f(OpCode::kMax, {f(OpCode::kAdd, {v, k(3)}), k(0)}), k(6)}); };
+  switch (op) {
+    case kGelu: case kGeluLibmErf:
+      return f(OpCode::kMul, {f(OpCode::kMul, {x, k(0.5)}),
+                              f(OpCode::kAdd, {k(1), f(OpCode::kErf, {f(OpCode::kMul, {x, k(M_SQRT1_2)})})})});
+    case kGeluTanh: {
+      IR cube = f(OpCode::kMul, {f(OpCode::kMul, {x, x}), x});
+      IR inner = f(OpCode::kMul, {k(M_SQRT2 * M_2_SQRTPI * 0.5), f(OpCode::kAdd, {x, f(OpCode::kMul, {k(0.044715), cube})})});
+      return f(OpCode::kMul, {f(OpCode::kMul, {k(0.5), x}), f(OpCode::kAdd, {k(1), f(OpCode::kTanh, {inner})})});
+    }
+    case kLeakyRelu: return where(f(OpCode::kGt, {x, k(0)}), x, f(OpCode::kMul, {x, a}));
+    case kHardtanh: {
+      IR y = where(f(OpCode::kLt, {x, a}), a, x);
+      return where(f(OpCode::kGt, {y, b}), b, y);
+    }
+    case kElu:
+      return where(f(OpCode::kLe, {x, k(0)}), f(OpCode::kMul, {f(OpCode::kExpm1, {f(OpCode::kMul, {x, c})}), f(OpCode::kMul, {a, b})}),
+                   f(OpCode::kMul, {x, b}));
+    case kSoftplus: {
+      IR xa = f(OpCode::kMul, {x, a});
+      return where(f(OpCode::kGt, {xa, b}), x, f(OpCode::kDiv, {f(OpCode::kLog1p, {f(OpCode::kExp, {xa})}), a}));
+    }
+    case kThreshold: return where(f(OpCode::kLe, {x, a}), b, x);
+    case kHardsigmoid: return f(OpCode::kDiv, {relu6(x), k(6)});
+    case kHardswish: return f(OpCode::kDiv, {f(OpCode::kMul, {x, relu6(x)}), k(6)});
+    case kLogit: {
+      IR y = x;
+      if (p.a >= 0) {
+        IR hi = f(OpCode::kSub, {k(1), a});
+        y = where(f(OpCode::kLt, {x, a}), a, where(f(OpCode::kGt, {x, hi}), hi, x));
+      }
+      return f(OpCode::kLog, {f(OpCode::kDiv, {y, f(OpCode::kSub, {k(1), y})})});
+    }
+    case kNanToNum:
+      if (!codegen::IsFloatDType(m)) return x;
+      return where(f(OpCode::kNe, {x, x}), a,
+                   where(f(OpCode::kEq, {x, k(INFINITY)}), b, where(f(OpCode::kEq, {x, k(-INFINITY)}), c, x)));
+  }
+  KILN_INTERNAL_ASSERT(false, "no CUDA expression for activation ", op);
+  return x;
+}
+
+void ActCUDA(int op, const Tensor& out, const Tensor& self, const ActParams& p) {
+  const ScalarType t = out.dtype();
+  const char* name = kActs[op].name;
+  const codegen::DType m = cuda::OpmathDType(t, name);
+  std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(self)};
+  for (double v : {p.a, p.b, p.c}) inputs.push_back(cuda::PointwiseInput::Number(Scalar(v), t));
+  auto param = [&](int i) {  // bounds are Scalars converted to the tensor's dtype (threshold, hardtanh)
+    return op == kThreshold || op == kHardtanh ? cuda::InputAsElement(i, t, name) : cuda::OpmathInput(i, t, name);
+  };
+  cuda::LaunchPointwise(name, out, inputs,
+                        ActExpr(op, cuda::OpmathInput(0, t, name), param(1), param(2), param(3), m, p));
+}
+
 // Note [gelu's two loops]: PyTorch's float32 gelu runs its vectorized loop (erf by Abramowitz and
 // Stegun over Sleef's exp, ErfF here) over every element, a tail too, except when the tensor has
 // one element: then its scalar loop's libm erf. Near x = -2.9, 1 + erf cancels and the two erfs'
@@ -137,6 +203,7 @@ constexpr auto kRunAct = MakeActTable(std::make_integer_sequence<int, kNumActs>{
 // out = act(self); out has the result dtype and self's shape (out may be self).
 void ActInto(int op, const Tensor& out, const Tensor& self, ActParams p) {
   if (out.numel() == 0) return;
+  if (out.device().is_cuda()) return ActCUDA(op, out, self, p);
   Tensor in = CastTo(self, out.dtype());
   if (op == kGelu && out.numel() == 1) op = kGeluLibmErf;
   ElementwiseIter iter({out, in});
@@ -367,8 +434,12 @@ Tensor Softmax(const Tensor& self, int64_t dim, bool half_to_float) {
   TensorMeta m = SoftmaxMeta<kLog>(self, dim, half_to_float);
   Tensor out = EmptyFromMeta(m);
   if (out.numel() == 0) return out;
-  Tensor in = ops::contiguous(self);
   const int64_t d = WrapDim(dim, self.dim());
+  if (self.device().is_cuda()) {
+    SoftmaxCUDA(kLog, self, d, out);
+    return out;
+  }
+  Tensor in = ops::contiguous(self);
   int64_t outer = 1, n = 1, inner = 1;
   for (int64_t k = 0; k < self.dim(); ++k) {
     if (k < d) outer *= self.size(k);
@@ -399,9 +470,9 @@ Tensor LogSoftmaxInt(const Tensor& self, int64_t dim, std::optional<ScalarType> 
 template <typename A>
 OpDef DefAct(Registry& r, const std::string& schema_args, const std::string& name) {
   r.Def(name + "(Tensor self" + schema_args + ") -> Tensor", {Tag::pointwise, Tag::core}, kFunction)
-      .template Impl<&A::Fn>(DispatchKey::CPU).template Meta<&A::Meta>();
+      .template CPUAndCUDA<&A::Fn>().template Meta<&A::Meta>();
   return r.Def(name + "_(Tensor(a!) self" + schema_args + ") -> Tensor(a!)", {Tag::pointwise}, kFunction)
-      .template Impl<&A::Inplace>(DispatchKey::CPU)
+      .template CPUAndCUDA<&A::Inplace>()
       .template Impl<&A::InplaceMeta>(DispatchKey::Meta)
       .template Impl<&A::InplaceMeta>(DispatchKey::Fake);
 }
@@ -411,45 +482,45 @@ OpDef DefAct(Registry& r, const std::string& schema_args, const std::string& nam
 void RegisterActivationOps(Registry& r) {
   std::initializer_list<Tag> pw = {Tag::pointwise, Tag::core};
   r.Def("_softmax(Tensor self, int dim, bool half_to_float) -> Tensor", {Tag::core})
-      .Impl<&Softmax<false>>(DispatchKey::CPU).Meta<&SoftmaxMeta<false>>();
+      .CPUAndCUDA<&Softmax<false>>().Meta<&SoftmaxMeta<false>>();
   r.Def("_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor", {Tag::core})
-      .Impl<&Softmax<true>>(DispatchKey::CPU).Meta<&SoftmaxMeta<true>>();
+      .CPUAndCUDA<&Softmax<true>>().Meta<&SoftmaxMeta<true>>();
   r.Def("softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", {}, kFunctionAndMethod)
       .Composite<&SoftmaxInt>();
   r.Def("log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", {}, kFunctionAndMethod)
       .Composite<&LogSoftmaxInt>();
 
   r.Def("gelu(Tensor self, *, str approximate='none') -> Tensor", pw, kFunction)
-      .Impl<&Gelu>(DispatchKey::CPU).Meta<&GeluMeta>();
+      .CPUAndCUDA<&Gelu>().Meta<&GeluMeta>();
   r.Def("gelu_(Tensor(a!) self, *, str approximate='none') -> Tensor(a!)", {Tag::pointwise}, kFunction)
-      .Impl<&Gelu_>(DispatchKey::CPU).Impl<&Gelu_Meta>(DispatchKey::Meta).Impl<&Gelu_Meta>(DispatchKey::Fake);
+      .CPUAndCUDA<&Gelu_>().Impl<&Gelu_Meta>(DispatchKey::Meta).Impl<&Gelu_Meta>(DispatchKey::Fake);
   DefAct<Act1<kLeakyRelu>>(r, ", Scalar negative_slope=0.01", "leaky_relu");
   r.Def("hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor", pw, kFunction)
-      .Impl<&Hardtanh>(DispatchKey::CPU).Meta<&Act2<kHardtanh>::Meta>();
+      .CPUAndCUDA<&Hardtanh>().Meta<&Act2<kHardtanh>::Meta>();
   r.Def("hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)", {Tag::pointwise},
         kFunction)
-      .Impl<&Hardtanh_>(DispatchKey::CPU)
+      .CPUAndCUDA<&Hardtanh_>()
       .Impl<&Act2<kHardtanh>::InplaceMeta>(DispatchKey::Meta)
       .Impl<&Act2<kHardtanh>::InplaceMeta>(DispatchKey::Fake);
   r.Def("relu6(Tensor self) -> Tensor", {Tag::pointwise}, kFunction).Composite<&Relu6>();
   r.Def("relu6_(Tensor(a!) self) -> Tensor(a!)", {Tag::pointwise}, kFunction).Composite<&Relu6_>();
   DefAct<Act3<kElu>>(r, ", Scalar alpha=1, Scalar scale=1, Scalar input_scale=1", "elu");
   r.Def("softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor", pw, kFunction)
-      .Impl<&Act2<kSoftplus>::Fn>(DispatchKey::CPU).Meta<&Act2<kSoftplus>::Meta>();
+      .CPUAndCUDA<&Act2<kSoftplus>::Fn>().Meta<&Act2<kSoftplus>::Meta>();
   // PyTorch's threshold_ skips TensorIterator's overlap check: an expanded self is written.
   DefAct<Act2<kThreshold>>(r, ", Scalar threshold, Scalar value", "threshold").AllowsOverlappingWrites();
   DefAct<Act0<kHardsigmoid>>(r, "", "hardsigmoid");
   DefAct<Act0<kHardswish>>(r, "", "hardswish");
   r.Def("logit(Tensor self, float? eps=None) -> Tensor", pw, kFunctionAndMethod)
-      .Impl<&Logit>(DispatchKey::CPU).Meta<&LogitMeta>();
+      .CPUAndCUDA<&Logit>().Meta<&LogitMeta>();
   r.Def("logit_(Tensor(a!) self, float? eps=None) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
-      .Impl<&Logit_>(DispatchKey::CPU).Impl<&Logit_Meta>(DispatchKey::Meta).Impl<&Logit_Meta>(DispatchKey::Fake);
+      .CPUAndCUDA<&Logit_>().Impl<&Logit_Meta>(DispatchKey::Meta).Impl<&Logit_Meta>(DispatchKey::Fake);
   r.Def("nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor", pw,
         kFunctionAndMethod)
-      .Impl<&NanToNum>(DispatchKey::CPU).Meta<&NanToNumMeta>();
+      .CPUAndCUDA<&NanToNum>().Meta<&NanToNumMeta>();
   r.Def("nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor(a!)",
         {Tag::pointwise}, kFunctionAndMethod)
-      .Impl<&NanToNum_>(DispatchKey::CPU)
+      .CPUAndCUDA<&NanToNum_>()
       .Impl<&NanToNum_Meta>(DispatchKey::Meta)
       .Impl<&NanToNum_Meta>(DispatchKey::Fake);
 }

@@ -15,7 +15,9 @@
 #include <cmath>
 #include <limits>
 
+#include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
+#include "tensor/ops/reduce_cuda.h"
 #include "tensor/ops/scalar_t_math.h"
 #include "tensor/vec_math.h"
 
@@ -178,6 +180,66 @@ constexpr std::array<RunBwFn, sizeof...(I)> MakeBwTable(std::integer_sequence<in
 }
 constexpr auto kRunBw = MakeBwTable(std::make_integer_sequence<int, kNumBwOps>{});
 
+// CUDA: ApplyBw as kernel IR over g and x (in opmath m) and the parameters a, b, c (numbers in
+// opmath), with PyTorch's CUDA formulas (its kernels have one lambda each: the scalar ones').
+codegen::ExprPtr BwExpr(int op, const codegen::ExprPtr& g, const codegen::ExprPtr& x, const codegen::ExprPtr& a,
+                        const codegen::ExprPtr& b, const codegen::ExprPtr& c, codegen::DType m) {
+  using codegen::OpCode;
+  using IR = codegen::ExprPtr;
+  auto k = [&](double v) { return codegen::Expr::Const(v, m); };
+  auto f = [](OpCode o, std::vector<IR> args) { return codegen::Expr::Op(o, std::move(args)); };
+  auto mul = [&](IR l, IR r) { return f(OpCode::kMul, {l, r}); };
+  auto add = [&](IR l, IR r) { return f(OpCode::kAdd, {l, r}); };
+  auto sub = [&](IR l, IR r) { return f(OpCode::kSub, {l, r}); };
+  auto where = [&](IR cond, IR t, IR e) { return f(OpCode::kWhere, {cond, t, e}); };
+  auto either = [&](IR l, IR r) { return f(OpCode::kLogicalOr, {l, r}); };
+  auto both = [&](IR l, IR r) { return f(OpCode::kLogicalAnd, {l, r}); };
+  auto sigmoid = [&](IR v) { return f(OpCode::kDiv, {k(1), add(k(1), f(OpCode::kExp, {f(OpCode::kNeg, {v})}))}); };
+  switch (op) {
+    case kThresholdBw: return where(f(OpCode::kLe, {x, a}), k(0), g);
+    case kGeluBw: {
+      IR cdf = mul(k(0.5), add(k(1), f(OpCode::kErf, {mul(x, k(M_SQRT1_2))})));
+      IR pdf = mul(f(OpCode::kExp, {mul(mul(k(-0.5), x), x)}), k(M_2_SQRTPI * M_SQRT1_2 * 0.5));
+      return mul(g, add(cdf, mul(x, pdf)));
+    }
+    case kGeluTanhBw: {
+      IR beta = k(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = k(0.044715);
+      IR x2 = mul(x, x);
+      IR t = f(OpCode::kTanh, {mul(beta, add(x, mul(mul(kappa, x2), x)))});
+      IR dleft = mul(k(0.5), add(k(1), t));
+      IR dright = mul(mul(mul(mul(k(0.5), x), sub(k(1), mul(t, t))), beta), add(k(1), mul(mul(k(3), kappa), x2)));
+      return mul(g, add(dleft, dright));
+    }
+    case kSigmoidBw: return mul(mul(g, sub(k(1), x)), x);
+    case kTanhBw: return mul(g, sub(k(1), mul(x, x)));
+    case kSiluBw: {
+      IR s = sigmoid(x);
+      return mul(mul(g, s), add(k(1), mul(x, sub(k(1), s))));
+    }
+    case kLeakyReluBw: return where(f(OpCode::kGt, {x, k(0)}), g, mul(g, a));
+    case kHardtanhBw: return where(either(f(OpCode::kLe, {x, a}), f(OpCode::kGe, {x, b})), k(0), g);
+    case kEluBw:
+      return where(f(OpCode::kLe, {x, k(0)}), mul(mul(mul(g, c), a), f(OpCode::kExp, {mul(x, c)})), mul(g, b));
+    case kEluResultBw: return where(f(OpCode::kLe, {x, k(0)}), mul(mul(g, c), add(x, a)), mul(g, b));
+    case kSoftplusBw: {
+      IR z = f(OpCode::kExp, {mul(x, a)});
+      return where(f(OpCode::kGt, {mul(x, a), b}), g, f(OpCode::kDiv, {mul(g, z), add(z, k(1))}));
+    }
+    case kHardsigmoidBw:
+      return where(both(f(OpCode::kGt, {x, k(-3)}), f(OpCode::kLt, {x, k(3)})), mul(g, k(1.0f / 6.0f)), k(0));
+    case kHardswishBw:
+      return where(f(OpCode::kLe, {x, k(-3)}), k(0),
+                   where(f(OpCode::kLt, {x, k(3)}), mul(g, add(f(OpCode::kDiv, {x, k(3)}), k(0.5))), g));
+    case kMishBw: {
+      IR s = sigmoid(x);
+      IR t = f(OpCode::kTanh, {f(OpCode::kLog1p, {f(OpCode::kExp, {x})})});
+      return mul(g, add(t, mul(mul(x, s), sub(k(1), mul(t, t)))));
+    }
+  }
+  KILN_INTERNAL_ASSERT(false, "no CUDA expression for ", kBw[op].op);
+  return g;
+}
+
 // grad_output and x broadcast together; the result has their promoted dtype, contiguous.
 TensorMeta BwMeta(int op, const Tensor& grad, const Tensor& x) {
   const ScalarType dt = ResultType(grad, x);
@@ -190,6 +252,20 @@ TensorMeta BwMeta(int op, const Tensor& grad, const Tensor& x) {
 Tensor BwRun(int op, const Tensor& grad, const Tensor& x, const BwParams& p) {
   Tensor out = EmptyFromMeta(BwMeta(op, grad, x));
   if (out.numel() == 0) return out;
+  if (out.device().is_cuda() && op != kLogitBw) {
+    const ScalarType t = out.dtype();
+    const char* name = kBw[op].op;
+    const codegen::DType m = cuda::OpmathDType(t, name);
+    std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(grad), cuda::PointwiseInput::Of(x)};
+    for (double v : {p.a, p.b, p.c}) inputs.push_back(cuda::PointwiseInput::Number(Scalar(v), t));
+    auto param = [&](int i) {  // bounds are Scalars converted to the tensor's dtype (threshold, hardtanh)
+      return op == kThresholdBw || op == kHardtanhBw ? cuda::InputAsElement(i, t, name) : cuda::OpmathInput(i, t, name);
+    };
+    cuda::LaunchPointwise(name, out, inputs,
+                          BwExpr(op, cuda::OpmathInput(0, t, name), cuda::OpmathInput(1, t, name), param(2), param(3),
+                                 param(4), m));
+    return out;
+  }
   Tensor g = CastTo(grad, out.dtype()), v = CastTo(x, out.dtype());
   ElementwiseIter iter({out, g, v});
   kRunBw[op](iter, out.dtype(), p);
@@ -324,6 +400,11 @@ Tensor SoftmaxBw(const Tensor& grad, const Tensor& output, int64_t dim, ScalarTy
   Tensor out = EmptyFromMeta(m);
   if (out.numel() == 0) return out;
   const int64_t d = WrapDim(dim, grad.dim());
+  if (grad.device().is_cuda()) {
+    CheckSameDevice(SoftmaxBwName<kLog>(), grad, output);
+    SoftmaxBackwardCUDA(kLog, grad, output, d, out);
+    return out;
+  }
   int64_t outer = 1, n = 1, inner = 1;
   for (int64_t k = 0; k < grad.dim(); ++k) {
     if (k < d) outer *= grad.size(k);
@@ -343,36 +424,36 @@ Tensor SoftmaxBw(const Tensor& grad, const Tensor& output, int64_t dim, ScalarTy
 void RegisterActivationBackwardOps(Registry& r) {
   std::initializer_list<Tag> pw = {Tag::pointwise};
   r.Def("threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor", pw)
-      .Impl<&ThresholdBw>(DispatchKey::CPU).Meta<&ThresholdBwMeta>();
+      .CPUAndCUDA<&ThresholdBw>().Meta<&ThresholdBwMeta>();
   r.Def("gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor", pw)
-      .Impl<&GeluBw>(DispatchKey::CPU).Meta<&GeluBwMeta>();
+      .CPUAndCUDA<&GeluBw>().Meta<&GeluBwMeta>();
   r.Def("sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor", pw)
-      .Impl<&Bw0<kSigmoidBw>::Fn>(DispatchKey::CPU).Meta<&Bw0<kSigmoidBw>::Meta>();
+      .CPUAndCUDA<&Bw0<kSigmoidBw>::Fn>().Meta<&Bw0<kSigmoidBw>::Meta>();
   r.Def("tanh_backward(Tensor grad_output, Tensor output) -> Tensor", pw)
-      .Impl<&Bw0<kTanhBw>::Fn>(DispatchKey::CPU).Meta<&Bw0<kTanhBw>::Meta>();
+      .CPUAndCUDA<&Bw0<kTanhBw>::Fn>().Meta<&Bw0<kTanhBw>::Meta>();
   r.Def("silu_backward(Tensor grad_output, Tensor self) -> Tensor", pw)
-      .Impl<&Bw0<kSiluBw>::Fn>(DispatchKey::CPU).Meta<&Bw0<kSiluBw>::Meta>();
+      .CPUAndCUDA<&Bw0<kSiluBw>::Fn>().Meta<&Bw0<kSiluBw>::Meta>();
   r.Def("leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor")
-      .Impl<&LeakyReluBw>(DispatchKey::CPU).Meta<&LeakyReluBwMeta>();
+      .CPUAndCUDA<&LeakyReluBw>().Meta<&LeakyReluBwMeta>();
   r.Def("hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor")
-      .Impl<&HardtanhBw>(DispatchKey::CPU).Meta<&HardtanhBwMeta>();
+      .CPUAndCUDA<&HardtanhBw>().Meta<&HardtanhBwMeta>();
   r.Def("elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, "
         "Tensor self_or_result) -> Tensor")
-      .Impl<&EluBw>(DispatchKey::CPU).Meta<&EluBwMeta>();
+      .CPUAndCUDA<&EluBw>().Meta<&EluBwMeta>();
   r.Def("softplus_backward(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold) -> Tensor")
-      .Impl<&SoftplusBw>(DispatchKey::CPU).Meta<&SoftplusBwMeta>();
+      .CPUAndCUDA<&SoftplusBw>().Meta<&SoftplusBwMeta>();
   r.Def("hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor")
-      .Impl<&Bw0<kHardsigmoidBw>::Fn>(DispatchKey::CPU).Meta<&Bw0<kHardsigmoidBw>::Meta>();
+      .CPUAndCUDA<&Bw0<kHardsigmoidBw>::Fn>().Meta<&Bw0<kHardsigmoidBw>::Meta>();
   r.Def("hardswish_backward(Tensor grad_output, Tensor self) -> Tensor")
-      .Impl<&Bw0<kHardswishBw>::Fn>(DispatchKey::CPU).Meta<&Bw0<kHardswishBw>::Meta>();
+      .CPUAndCUDA<&Bw0<kHardswishBw>::Fn>().Meta<&Bw0<kHardswishBw>::Meta>();
   r.Def("mish_backward(Tensor grad_output, Tensor self) -> Tensor")
-      .Impl<&Bw0<kMishBw>::Fn>(DispatchKey::CPU).Meta<&Bw0<kMishBw>::Meta>();
+      .CPUAndCUDA<&Bw0<kMishBw>::Fn>().Meta<&Bw0<kMishBw>::Meta>();
   r.Def("logit_backward(Tensor grad_output, Tensor self, float? eps=None) -> Tensor", pw)
       .Impl<&LogitBw>(DispatchKey::CPU).Meta<&LogitBwMeta>();
   r.Def("_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor")
-      .Impl<&SoftmaxBw<false>>(DispatchKey::CPU).Meta<&SoftmaxBwMeta<false>>();
+      .CPUAndCUDA<&SoftmaxBw<false>>().Meta<&SoftmaxBwMeta<false>>();
   r.Def("_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor")
-      .Impl<&SoftmaxBw<true>>(DispatchKey::CPU).Meta<&SoftmaxBwMeta<true>>();
+      .CPUAndCUDA<&SoftmaxBw<true>>().Meta<&SoftmaxBwMeta<true>>();
 }
 
 }  // namespace kiln

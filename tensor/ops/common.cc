@@ -230,6 +230,7 @@ Scalar ItemScalar(const char* op, const Tensor& t) {
   KILN_CHECK(t.numel() == 1, "[", op, "] a Tensor with ", t.numel(), " elements cannot be converted to Scalar");
   KILN_CHECK(t->has_storage(), "[", op, "] needs the value of a ", t->is_fake() ? "fake" : t.device().str(),
              " tensor, which has no data");
+  if (t.device().is_cuda()) return ItemScalar(op, CopyToDevice(t, Device(DeviceType::CPU)));  // read on the host
   return KILN_DISPATCH_ALL_AND_COMPLEX(t.dtype(), op, [&]() -> Scalar {
     scalar_t v;
     std::memcpy(&v, t.raw_data(), sizeof(v));

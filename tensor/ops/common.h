@@ -68,7 +68,8 @@ inline Tensor Fresh(Tensor t) {
 }
 inline std::string ShapeStr(const Tensor& t) { return SizesToString(t->sym_sizes()); }
 
-// The value of a one-element tensor as a Scalar of its category (bool, int or float).
+// The value of a one-element tensor as a Scalar of its category (bool, int or float); a CUDA
+// tensor's is copied to the host first (a synchronisation, as Tensor.item()).
 Scalar ItemScalar(const char* op, const Tensor& t);
 
 // Calls fn(offsets, coords) for the coordinates of `shape` at row-major positions [begin, end),

@@ -8,6 +8,7 @@
 // for gather/scatter/scatter_add, as in PyTorch). Ops whose
 // output size depends on data (nonzero, masked_select) carry Tag::dynamic_output_shape and have
 // no meta function; advanced indexing with boolean masks raises on meta tensors.
+#include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
 
 namespace kiln {
@@ -877,6 +878,14 @@ Tensor WhereCPU(const Tensor& cond, const Tensor& self, const Tensor& other) {
   TensorMeta m = WhereMeta(cond, self, other);
   Tensor out = EmptyFromMeta(m);
   if (out.numel() == 0) return out;
+  if (out.device().is_cuda()) {  // the values are read in their own dtypes and converted
+    const codegen::DType t = cuda::CodegenDType(m.dtype, "where");
+    cuda::LaunchPointwise("where", out, {cuda::PointwiseInput::Of(cond), cuda::PointwiseInput::Of(self),
+                                         cuda::PointwiseInput::Of(other)},
+                          codegen::Expr::Op(codegen::OpCode::kWhere, {cuda::Input(0), codegen::Expr::Cast(cuda::Input(1), t),
+                                                                      codegen::Expr::Cast(cuda::Input(2), t)}));
+    return out;
+  }
   Tensor a = CastTo(self, m.dtype), b = CastTo(other, m.dtype);
   ElementwiseIter iter({out, cond, a, b});
   KILN_DISPATCH_ALL_AND_COMPLEX(m.dtype, "where", [&] {
@@ -978,7 +987,7 @@ void RegisterIndexOps(Registry& r) {
       .Impl<&MaskedSelectCPU>(DispatchKey::CPU);
   r.Def("where.self(Tensor condition, Tensor self, Tensor other) -> Tensor", {Tag::pointwise, Tag::core},
         kFunctionAndMethod)
-      .Impl<&WhereCPU>(DispatchKey::CPU).Meta<&WhereMeta>();
+      .CPUAndCUDA<&WhereCPU>().Meta<&WhereMeta>();
   r.Def("where.ScalarOther(Tensor condition, Tensor self, Scalar other) -> Tensor", {Tag::pointwise})
       .Composite<&WhereScalarOther>();
   r.Def("where.ScalarSelf(Tensor condition, Scalar self, Tensor other) -> Tensor", {Tag::pointwise})

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/thread_pool.h"
+#include "tensor/cuda/cuda_ops.h"
 #include "tensor/ops/gemm.h"
 
 namespace kiln {
@@ -303,6 +304,7 @@ TensorMeta AddmmMeta(const Tensor& self, const Tensor& mat1, const Tensor& mat2,
              ScalarTypeDisplayName(mat1.dtype()), " and ", ScalarTypeDisplayName(mat2.dtype()));
   SymDimVector sizes = MmSizes(mat1, mat2, "mat1", "mat2");
   CheckSameDevice("addmm", mat1, mat2);
+  CheckSameDevice("addmm", mat1, self);
   CheckAddend(self, sizes);
   CheckProductKernel("addmm_impl_cpu_", sizes, mat1->sym_sizes()[1], mat1, &beta, mat1, nullptr);
   (void)alpha;
@@ -323,6 +325,7 @@ TensorMeta BaddbmmMeta(const Tensor& self, const Tensor& b1, const Tensor& b2, c
   KILN_CHECK(self.dtype() == b1.dtype(), "Input dtypes must be the same, got: input ", CppTypeName(self.dtype()),
              ", batch1: ", CppTypeName(b1.dtype()), ", batch2: ", CppTypeName(b2.dtype()));
   SymDimVector sizes = BmmSizes(b1, b2, "baddbmm");
+  CheckSameDevice("baddbmm", b1, self);
   CheckAddend(self, sizes);
   CheckProductKernel("baddbmm", sizes, b1->sym_sizes()[2], b2, &beta, b1, &b2);
   (void)alpha;
@@ -371,7 +374,8 @@ Tensor AddProduct(const TensorMeta& m, const Tensor& self, const Tensor& a, cons
     if (!use_self) return ops::fill_(out, Scalar(int64_t(0)));
     return CallOp<Tensor>(KILN_OP("aten::mul_.Scalar"), out, beta);
   }
-  BatchedGemmInto(out, a, b, use_self ? beta : Scalar(int64_t(0)), alpha, op);
+  if (out.device().is_cuda()) cuda::GemmInto(out, a, b, use_self ? beta : Scalar(int64_t(0)), alpha, op);
+  else BatchedGemmInto(out, a, b, use_self ? beta : Scalar(int64_t(0)), alpha, op);
   return out;
 }
 
@@ -533,10 +537,10 @@ void RegisterLinalgOps(Registry& r) {
       .Impl<&BmmCPU>(DispatchKey::CPU).Meta<&BmmMeta>();
   r.Def("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", {Tag::core},
         kFunctionAndMethod)
-      .Impl<&AddmmCPU>(DispatchKey::CPU).Meta<&AddmmMeta>();
+      .CPUAndCUDA<&AddmmCPU>().Meta<&AddmmMeta>();
   r.Def("baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
         {Tag::core}, kFunctionAndMethod)
-      .Impl<&BaddbmmCPU>(DispatchKey::CPU).Meta<&BaddbmmMeta>();
+      .CPUAndCUDA<&BaddbmmCPU>().Meta<&BaddbmmMeta>();
   r.Def("dot(Tensor self, Tensor tensor) -> Tensor", {}, kFunctionAndMethod)
       .Impl<&DotCPU>(DispatchKey::CPU).Meta<&DotMeta>();
   r.Def("mv(Tensor self, Tensor vec) -> Tensor", {}, kFunctionAndMethod).Composite<&Mv>();

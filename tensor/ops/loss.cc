@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "tensor/ops/common.h"
+#include "tensor/ops/reduce_cuda.h"
 #include "tensor/ops/scalar_t_math.h"
 
 namespace kiln {
@@ -90,6 +91,13 @@ std::tuple<Tensor, Tensor> NllLossForward(const Tensor& self, const Tensor& targ
                                           int64_t reduction, SymInt ignore_index) {
   auto [om, tm] = NllLossForwardMeta(self, target, weight, reduction, ignore_index);
   Tensor out = EmptyFromMeta(om), total = EmptyFromMeta(tm);
+  if (self.device().is_cuda()) {
+    CheckSameDevice("nll_loss_forward", self, target);
+    Tensor w = weight ? CastTo(*weight, self.dtype()) : Tensor();
+    if (weight) CheckSameDevice("nll_loss_forward", self, w);
+    NllLossForwardCUDA(self, target, weight ? &w : nullptr, reduction, ignore_index.expect_int(), out, total);
+    return {out, total};
+  }
   Tensor x = ops::contiguous(self), t = ops::contiguous(target);
   Tensor w = weight ? ops::contiguous(CastTo(*weight, self.dtype())) : Tensor();
   const int64_t ignore = ignore_index.expect_int();
@@ -503,7 +511,7 @@ Tensor Dropout_(Tensor self, double p, bool train) {
 void RegisterLossOps(Registry& r) {
   r.Def("nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> "
         "(Tensor output, Tensor total_weight)", {Tag::core})
-      .Impl<&NllLossForward>(DispatchKey::CPU).Meta<&NllLossForwardMeta>();
+      .CPUAndCUDA<&NllLossForward>().Meta<&NllLossForwardMeta>();
   r.Def("nll_loss(Tensor self, Tensor target, Tensor? weight=None, int reduction=Mean, SymInt ignore_index=-100) -> "
         "Tensor").Composite<&NllLoss>();
   r.Def("nll_loss2d(Tensor self, Tensor target, Tensor? weight=None, int reduction=Mean, SymInt ignore_index=-100) "

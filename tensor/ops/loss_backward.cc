@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "tensor/ops/common.h"
+#include "tensor/ops/reduce_cuda.h"
 #include "tensor/ops/scalar_t_math.h"
 
 namespace kiln {
@@ -125,6 +126,14 @@ Tensor NllBwImpl(const char* op, const TensorMeta& m, const Tensor& grad, const 
 Tensor NllBw(const Tensor& grad, const Tensor& self, const Tensor& target, const OptTensor& weight, int64_t reduction,
              SymInt ignore_index, const Tensor& total_weight) {
   TensorMeta m = NllBwMeta(grad, self, target, weight, reduction, ignore_index, total_weight);
+  if (self.device().is_cuda()) {
+    Tensor out = EmptyFromMeta(m);
+    if (out.numel() == 0) return out;
+    CheckSameDevice(kNll, self, target);
+    Tensor w = weight ? CastTo(*weight, m.dtype) : Tensor();
+    NllLossBackwardCUDA(grad, target, weight ? &w : nullptr, reduction, ignore_index.expect_int(), total_weight, out);
+    return out;
+  }
   const int64_t B = self.dim() == 1 ? 1 : self.size(0);
   // (A 1-D input's loss is 0-dim even unreduced: its grad takes the single-element path.)
   return NllBwImpl(kNll, m, grad, target, weight, reduction, ignore_index.expect_int(), total_weight, B,
@@ -396,7 +405,7 @@ Tensor DropoutBw(const Tensor& grad, const Tensor& mask, double scale) {
 void RegisterLossBackwardOps(Registry& r) {
   r.Def("nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, "
         "SymInt ignore_index, Tensor total_weight) -> Tensor")
-      .Impl<&NllBw>(DispatchKey::CPU).Meta<&NllBwMeta>();
+      .CPUAndCUDA<&NllBw>().Meta<&NllBwMeta>();
   r.Def("nll_loss2d_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, "
         "SymInt ignore_index, Tensor total_weight) -> Tensor")
       .Impl<&Nll2dBw>(DispatchKey::CPU).Meta<&Nll2dBwMeta>();

@@ -1,8 +1,10 @@
 // tensor/ops/reduce_cuda.cc: the reductions as generated CUDA kernels (tensor/cuda/reduce.h): each
-// is an accumulator dtype, a combine, what an element contributes and what the output is made of.
+// is an accumulator dtype, a combine, what an element contributes and what the output is made of;
+// softmax and log_softmax (and their backward) as row reductions followed by a pointwise kernel.
 #include "tensor/ops/reduce_cuda.h"
 
 #include "tensor/cuda/reduce.h"
+#include "tensor/empty.h"
 #include "tensor/ops/common.h"
 
 namespace kiln {
@@ -70,6 +72,176 @@ void LogicalCUDA(LogicalReduce kind, const Tensor& input, const std::vector<bool
   if (kind == LogicalReduce::kAll) post = Expr::Op(codegen::OpCode::kEq, {post, zero});
   cuda::LaunchReduce(cuda::ReduceOp{name, ReduceKind::kSum, DType::I64, pre, post}, out, nullptr,
                      {cuda::PointwiseInput::Of(input)}, Shape(input), mask);
+}
+
+namespace {
+
+// `t`'s sizes with `dim` reduced to 1, and the mask that reduces it.
+std::pair<DimVector, std::vector<bool>> RowOf(const Tensor& t, int64_t dim) {
+  DimVector keep = t.sizes();
+  std::vector<bool> mask(t.dim(), false);
+  if (t.dim() > 0) {
+    keep[dim] = 1;
+    mask[dim] = true;
+  }
+  return {keep, mask};
+}
+
+ScalarType StoredAcc(DType acc) { return acc == DType::F64 ? ScalarType::Float64 : ScalarType::Float32; }
+
+// A row statistic of `inputs` over the dims of `mask` (kept as 1s), in `acc`.
+Tensor RowReduce(const char* name, ReduceKind kind, DType acc, const IR& pre, const std::vector<cuda::PointwiseInput>& inputs,
+                 const DimVector& shape, const DimVector& keep, const std::vector<bool>& mask, Device device) {
+  Tensor out = EmptyTensor(keep, StoredAcc(acc), device);
+  cuda::LaunchReduce(cuda::ReduceOp{name, kind, acc, pre, Expr::Acc(0)}, out, nullptr, inputs, shape, mask);
+  return out;
+}
+
+IR Fn(codegen::OpCode op, std::vector<IR> args) { return Expr::Op(op, std::move(args)); }
+
+}  // namespace
+
+void SoftmaxCUDA(bool log, const Tensor& input, int64_t dim, const Tensor& out) {
+  const char* name = log ? "log_softmax" : "softmax";
+  DType acc = AccOf(input.dtype(), name);
+  auto [keep, mask] = RowOf(input, dim);
+  const DimVector shape = input.sizes();
+  auto x = [&](ReduceKind kind) { return Expr::Cast(cuda::ReduceInput(0, kind), acc); };
+  Tensor max = RowReduce("softmax_max", ReduceKind::kMax, acc, x(ReduceKind::kMax), {cuda::PointwiseInput::Of(input)},
+                         shape, keep, mask, input.device());
+  IR shifted = Fn(codegen::OpCode::kSub, {x(ReduceKind::kSum), cuda::ReduceInput(1, ReduceKind::kSum)});
+  Tensor sum = RowReduce("softmax_sum", ReduceKind::kSum, acc, Fn(codegen::OpCode::kExp, {shifted}),
+                         {cuda::PointwiseInput::Of(input), cuda::PointwiseInput::Of(max)}, shape, keep, mask,
+                         input.device());
+  IR xi = Expr::Cast(cuda::Input(0), acc), mi = cuda::Input(1), si = cuda::Input(2);
+  IR value = log ? Fn(codegen::OpCode::kSub, {xi, Fn(codegen::OpCode::kAdd, {mi, Fn(codegen::OpCode::kLog, {si})})})
+                 : Fn(codegen::OpCode::kDiv, {Fn(codegen::OpCode::kExp, {Fn(codegen::OpCode::kSub, {xi, mi})}), si});
+  cuda::LaunchPointwise(name, out,
+                        {cuda::PointwiseInput::Of(input), cuda::PointwiseInput::Of(max), cuda::PointwiseInput::Of(sum)},
+                        value);
+}
+
+void SoftmaxBackwardCUDA(bool log, const Tensor& grad, const Tensor& output, int64_t dim, const Tensor& out) {
+  const char* name = log ? "log_softmax_backward" : "softmax_backward";
+  DType acc = AccOf(grad.dtype(), name);
+  auto [keep, mask] = RowOf(grad, dim);
+  const DimVector shape = grad.sizes();
+  IR g = Expr::Cast(cuda::ReduceInput(0, ReduceKind::kSum), acc);
+  IR y = Expr::Cast(cuda::ReduceInput(1, ReduceKind::kSum), acc);
+  Tensor sum = RowReduce(log ? "log_softmax_backward_sum" : "softmax_backward_sum", ReduceKind::kSum, acc,
+                         log ? g : Fn(codegen::OpCode::kMul, {g, y}),
+                         {cuda::PointwiseInput::Of(grad), cuda::PointwiseInput::Of(output)}, shape, keep, mask,
+                         grad.device());
+  IR gi = Expr::Cast(cuda::Input(0), acc), yi = Expr::Cast(cuda::Input(1), acc), si = cuda::Input(2);
+  IR value = log ? Fn(codegen::OpCode::kSub, {gi, Fn(codegen::OpCode::kMul, {Fn(codegen::OpCode::kExp, {yi}), si})})
+                 : Fn(codegen::OpCode::kMul, {yi, Fn(codegen::OpCode::kSub, {gi, si})});
+  cuda::LaunchPointwise(name, out,
+                        {cuda::PointwiseInput::Of(grad), cuda::PointwiseInput::Of(output), cuda::PointwiseInput::Of(sum)},
+                        value);
+}
+
+namespace {
+
+// [0, 1, ..., C - 1] on `device` (the class index each column of a [B, C] input compares with).
+Tensor ClassIndices(int64_t classes, Device device) {
+  Tensor host = EmptyTensor(DimVector{classes}, ScalarType::Int64, Device(DeviceType::CPU));
+  int64_t* p = host.data_ptr<int64_t>();
+  for (int64_t c = 0; c < classes; ++c) p[c] = c;
+  return CopyToDevice(host, device);
+}
+
+// Whether (cls == t and t != ignore): the element is a counted sample's target class.
+IR IsTarget(const IR& cls, const IR& t, const IR& ignore) {
+  return Fn(codegen::OpCode::kLogicalAnd, {Fn(codegen::OpCode::kEq, {cls, t}), Fn(codegen::OpCode::kNe, {t, ignore})});
+}
+
+}  // namespace
+
+void NllLossForwardCUDA(const Tensor& x, const Tensor& target, const Tensor* weight, int64_t reduction,
+                        int64_t ignore_index, const Tensor& out, const Tensor& total_weight) {
+  const int64_t classes = x.size(-1), batch = x.dim() == 1 ? 1 : x.size(0);
+  const Tensor x2 = ops::reshape(x, {SymInt(batch), SymInt(classes)});
+  const Tensor t2 = ops::reshape(target, {SymInt(batch), SymInt(1)});
+  const Tensor cls = ClassIndices(classes, x.device());
+  DType acc = AccOf(x.dtype(), "nll_loss_forward");
+  const DimVector shape = {batch, classes};
+  // inputs: 0 x, 1 target, 2 class index, 3 ignore_index, [4 weight]
+  std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(x2), cuda::PointwiseInput::Of(t2),
+                                              cuda::PointwiseInput::Of(cls),
+                                              cuda::PointwiseInput::Number(Scalar(ignore_index), ScalarType::Int64)};
+  if (weight) inputs.push_back(cuda::PointwiseInput::Of(*weight));
+  auto in = [&](int i) { return cuda::ReduceInput(i, ReduceKind::kSum); };
+  IR counted = IsTarget(in(2), in(1), in(3));
+  IR w = weight ? Expr::Cast(in(4), acc) : Expr::Const(1.0, acc);
+  IR zero = Expr::Const(0.0, acc);
+  IR loss = Fn(codegen::OpCode::kWhere, {counted, Fn(codegen::OpCode::kNeg, {Fn(codegen::OpCode::kMul, {Expr::Cast(in(0), acc), w})}), zero});
+  IR counted_weight = Fn(codegen::OpCode::kWhere, {counted, w, zero});
+
+  // targets out of range (and not ignored): IndexError naming the first, as the CPU kernel raises
+  Tensor bad = EmptyTensor(DimVector{}, ScalarType::Int64, x.device());
+  IR tt = cuda::ReduceInput(0, ReduceKind::kSum);
+  IR outside = Fn(codegen::OpCode::kLogicalAnd,
+                  {Fn(codegen::OpCode::kNe, {tt, cuda::ReduceInput(1, ReduceKind::kSum)}),
+                   Fn(codegen::OpCode::kLogicalOr, {Fn(codegen::OpCode::kLt, {tt, Expr::ConstInt(0, DType::I64)}),
+                                                    Fn(codegen::OpCode::kGe, {tt, cuda::ReduceInput(2, ReduceKind::kSum)})})});
+  cuda::LaunchReduce(cuda::ReduceOp{"nll_loss_target_check", ReduceKind::kSum, DType::I64, Expr::Cast(outside, DType::I64),
+                                    Expr::Acc(0)},
+                     bad, nullptr,
+                     {cuda::PointwiseInput::Of(target), cuda::PointwiseInput::Number(Scalar(ignore_index), ScalarType::Int64),
+                      cuda::PointwiseInput::Number(Scalar(classes), ScalarType::Int64)},
+                     target.sizes(), std::vector<bool>(target.dim(), true));
+  if (ItemScalar("nll_loss_forward", bad).to_int() != 0) {
+    Tensor host = ops::contiguous(CopyToDevice(CastTo(target, ScalarType::Int64), Device(DeviceType::CPU)));
+    const int64_t* tp = host.data_ptr<int64_t>();
+    for (int64_t i = 0; i < host.numel(); ++i)
+      KILN_CHECK_INDEX(tp[i] == ignore_index || (tp[i] >= 0 && tp[i] < classes), "Target ", tp[i], " is out of bounds.");
+  }
+
+  if (reduction == 0 && x.dim() == 2) {
+    cuda::LaunchReduce(cuda::ReduceOp{"nll_loss", ReduceKind::kSum, acc, loss, Expr::Acc(0)}, out, nullptr, inputs, shape,
+                       {false, true});
+    Tensor total = total_weight;
+    ops::fill_(total, Scalar(int64_t(0)));
+    return;
+  }
+  const std::vector<bool> all = {true, true};
+  cuda::LaunchReduce(cuda::ReduceOp{"nll_loss_weight", ReduceKind::kSum, acc, counted_weight, Expr::Acc(0)}, total_weight,
+                     nullptr, inputs, shape, all);
+  if (reduction != 1) {  // a sum (or a 1-d input's single loss)
+    cuda::LaunchReduce(cuda::ReduceOp{"nll_loss", ReduceKind::kSum, acc, loss, Expr::Acc(0)}, out, nullptr, inputs, shape,
+                       all);
+    return;
+  }
+  Tensor sum = EmptyTensor(DimVector{}, StoredAcc(acc), x.device());
+  cuda::LaunchReduce(cuda::ReduceOp{"nll_loss", ReduceKind::kSum, acc, loss, Expr::Acc(0)}, sum, nullptr, inputs, shape,
+                     all);
+  // the mean: loss sum / weight sum (0 / 0 = nan when every target is ignored)
+  cuda::LaunchPointwise("nll_loss_mean", out, {cuda::PointwiseInput::Of(sum), cuda::PointwiseInput::Of(total_weight)},
+                        Fn(codegen::OpCode::kDiv, {cuda::Input(0), Expr::Cast(cuda::Input(1), acc)}));
+}
+
+void NllLossBackwardCUDA(const Tensor& grad, const Tensor& target, const Tensor* weight, int64_t reduction,
+                         int64_t ignore_index, const Tensor& total_weight, const Tensor& grad_input) {
+  const int64_t classes = grad_input.size(-1), batch = grad_input.dim() == 1 ? 1 : grad_input.size(0);
+  const Tensor out2 = ops::reshape(grad_input, {SymInt(batch), SymInt(classes)});
+  const Tensor t2 = ops::reshape(target, {SymInt(batch), SymInt(1)});
+  const bool unreduced = reduction == 0 && grad.dim() > 0 && grad.numel() == batch;
+  const Tensor g2 = unreduced ? ops::reshape(grad, {SymInt(batch), SymInt(1)}) : grad;
+  DType acc = AccOf(grad_input.dtype(), "nll_loss_backward");
+  const Tensor cls = ClassIndices(classes, grad_input.device());  // named: PointwiseInput holds a pointer
+  // inputs: 0 grad, 1 target, 2 class index, 3 ignore_index, 4 total_weight, [5 weight]
+  std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(g2), cuda::PointwiseInput::Of(t2),
+                                              cuda::PointwiseInput::Of(cls),
+                                              cuda::PointwiseInput::Number(Scalar(ignore_index), ScalarType::Int64),
+                                              cuda::PointwiseInput::Of(total_weight)};
+  if (weight) inputs.push_back(cuda::PointwiseInput::Of(*weight));
+  IR g = Expr::Cast(cuda::Input(0), acc);
+  if (reduction == 1) g = Fn(codegen::OpCode::kDiv, {g, Expr::Cast(cuda::Input(4), acc)});
+  IR w = weight ? Expr::Cast(cuda::Input(5), acc) : Expr::Const(1.0, acc);
+  IR value = Fn(codegen::OpCode::kWhere, {IsTarget(cuda::Input(2), cuda::Input(1), cuda::Input(3)),
+                                          Fn(codegen::OpCode::kNeg, {Fn(codegen::OpCode::kMul, {g, w})}),
+                                          Expr::Const(0.0, acc)});
+  cuda::LaunchPointwise("nll_loss_backward", out2, inputs, value);
 }
 
 }  // namespace kiln

@@ -23,4 +23,23 @@ void MinMaxCUDA(bool max, const Tensor& input, const std::vector<bool>& mask, co
 enum class LogicalReduce { kAny, kAll, kCount };
 void LogicalCUDA(LogicalReduce kind, const Tensor& input, const std::vector<bool>& mask, const Tensor& out);
 
+// softmax / log_softmax of `input` over `dim` into out (same shape; out's dtype may be float32 for a
+// float16 input): the row's max and sum of exp(x - max) as reductions in float (double for
+// float64), then one pointwise kernel, with PyTorch's CUDA epilogues: exp(x - max) / sum and
+// x - (max + log(sum)).
+void SoftmaxCUDA(bool log, const Tensor& input, int64_t dim, const Tensor& out);
+// Their backward: softmax y * (g - sum(g * y)), log_softmax g - exp(y) * sum(g), over `dim`.
+void SoftmaxBackwardCUDA(bool log, const Tensor& grad, const Tensor& output, int64_t dim, const Tensor& out);
+
+// nll_loss_forward for x [B, C] (or [C] with a 0-d target) and target [B]: out is [B] (reduction
+// none) or 0-d, total_weight 0-d (the summed weights of the counted targets; 0 for none). A target
+// outside [0, C) that is not ignore_index raises IndexError, as the CPU kernel does (PyTorch's CUDA
+// kernel asserts on the device); checking costs one synchronisation.
+void NllLossForwardCUDA(const Tensor& x, const Tensor& target, const Tensor* weight, int64_t reduction,
+                        int64_t ignore_index, const Tensor& out, const Tensor& total_weight);
+// grad_input [B, C] (or [C]) = -w[t] * g (g per sample for none; g / total_weight for a mean) at
+// each sample's target class, 0 elsewhere.
+void NllLossBackwardCUDA(const Tensor& grad, const Tensor& target, const Tensor* weight, int64_t reduction,
+                         int64_t ignore_index, const Tensor& total_weight, const Tensor& grad_input);
+
 }  // namespace kiln

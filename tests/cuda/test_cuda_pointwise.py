@@ -15,10 +15,9 @@ import pytest
 
 import kiln
 
-CUDA = kiln.cuda.is_available()
-FAKE_DRIVER = CUDA and kiln.cuda.get_device_name(0) == "kiln fake CUDA device"
-KERNELS = CUDA and not FAKE_DRIVER and kiln._C._cuda_nvjitlink_available()
-pytestmark = pytest.mark.skipif(not KERNELS, reason="generated kernels need the GPU and nvJitLink (tools/gpu/test.sh)")
+from cuda_util import ALL, FLOATS, INTS, host, needs_kernels
+
+pytestmark = needs_kernels
 
 try:
     import torch
@@ -27,21 +26,8 @@ try:
 except ImportError:
     torch, TORCH_CUDA = None, False
 
-FLOATS = ["float32", "float64", "float16", "bfloat16"]
-INTS = ["int64", "int32", "int16", "int8", "uint8"]
-ALL = FLOATS + INTS + ["bool"]
 # relative tolerance of math that is not correctly rounded on both sides (libdevice against libm)
 MATH_TOL = {"float32": 4e-6, "float64": 1e-13, "float16": 1e-3, "bfloat16": 8e-3}
-
-
-def host(name, shape, seed=0, low=-3.0, high=3.0):
-    rng = np.random.default_rng(seed)
-    if name == "bool":
-        return kiln.tensor(rng.random(shape) > 0.5)
-    if name in INTS:
-        lo = 0 if name == "uint8" else -20
-        return kiln.tensor(rng.integers(lo, 20, shape)).to(getattr(kiln, name))
-    return kiln.tensor(rng.uniform(low, high, shape)).to(getattr(kiln, name))
 
 
 def close(got, want, tol=None, what=""):

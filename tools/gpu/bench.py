@@ -4,7 +4,8 @@ process, interleaved, best (median where noted) of several rounds; a table of ra
 What exists so far (issue 18): the first CUDA op of a process, the caching allocator, copies between
 host and device (pageable and pinned) and on the device, fill, mm through cuBLAS, and the generated
 pointwise kernels (launch overhead, bandwidth, the first kernels' compile time), and the generated
-reduction kernels (whole tensors, rows, columns, short rows, argmax, a bias gradient, latency).
+reduction kernels (whole tensors, rows, columns, short rows, argmax, a bias gradient, latency), and
+an eager MLP training step.
 Run through tools/gpu/bench.sh (which unpacks the module)."""
 
 import os
@@ -170,6 +171,26 @@ def main():
         timed(lambda: tg.sum(0), ts, 200) * 1e6, "us")
     row("x.sum() 1024 f32 latency us", timed(lambda: ks1k.sum(), ks, 5000) * 1e6,
         timed(lambda: ts1k.sum(), ts, 5000) * 1e6, "us")
+    # 7. an eager training step: an MLP (784-1024-1024-10, batch 512) with cross_entropy and AdamW
+    def mlp_step(lib):
+        lib.manual_seed(0)
+        nn = lib.nn
+        model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.GELU(), nn.Linear(1024, 10))
+        model.to("cuda")
+        opt = lib.optim.AdamW(model.parameters(), lr=1e-3)
+        x, y = lib.randn(512, 784).to("cuda"), lib.randint(0, 10, (512,)).to("cuda")  # no CUDA RNG in kiln yet
+
+        def step():
+            opt.zero_grad()
+            lib.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+        return step
+
+    k_step, t_step = mlp_step(kiln), mlp_step(torch)
+    for _ in range(3):
+        k_step(), t_step()
+    row("MLP training step (AdamW) us", timed(k_step, ks, 50) * 1e6, timed(t_step, ts, 50) * 1e6, "us")
+
     copy = 2 * gb / timed(lambda: kx.clone(), ks, 50) / 1e3
     total = 4 * n / timed(lambda: kx.sum(), ks, 50) / 1e12
     print(f"x.sum() 64M f32 reads at {total / copy:.0%} of kiln's copy bandwidth ({total:.2f} / {copy:.2f} TB/s)")

@@ -1,0 +1,27 @@
+"""What the tests of generated CUDA kernels share: whether kernels can run here (the H200, not the
+fake driver), the dtype lists, and host() inputs (seeded; integers in [-20, 20), uint8 [0, 20),
+floats uniform in [low, high))."""
+
+import numpy as np
+import pytest
+
+import kiln
+
+CUDA = kiln.cuda.is_available()
+FAKE_DRIVER = CUDA and kiln.cuda.get_device_name(0) == "kiln fake CUDA device"
+KERNELS = CUDA and not FAKE_DRIVER and kiln._C._cuda_nvjitlink_available()
+needs_kernels = pytest.mark.skipif(not KERNELS, reason="generated kernels need the GPU and nvJitLink (tools/gpu/test.sh)")
+
+FLOATS = ["float32", "float64", "float16", "bfloat16"]
+INTS = ["int64", "int32", "int16", "int8", "uint8"]
+ALL = FLOATS + INTS + ["bool"]
+
+
+def host(name, shape, seed=0, low=-3.0, high=3.0):
+    rng = np.random.default_rng(seed)
+    if name == "bool":
+        return kiln.tensor(rng.random(shape) > 0.5)
+    if name in INTS:
+        lo = 0 if name == "uint8" else -20
+        return kiln.tensor(rng.integers(lo, 20, shape)).to(getattr(kiln, name))
+    return kiln.tensor(rng.uniform(low, high, shape)).to(getattr(kiln, name))
