@@ -55,6 +55,9 @@ struct ReduceLayout {
 };
 
 constexpr int kMaxReduceThreads = 1024;
+// Loads a thread keeps in flight: its loop issues this many steps' loads before folding them (the
+// launcher sizes rows so a thread has about this many steps).
+constexpr int kReduceLoadsInFlight = 4;
 
 // The first input operand (1, or 2 for argmax/argmin).
 inline int FirstReduceInput(const ReduceKernel& k) {

@@ -21,8 +21,6 @@
 namespace kiln::codegen {
 namespace {
 
-constexpr int kUnroll = 4;  // loads in flight per thread
-
 Kernel OperandsAsKernel(const ReduceKernel& k) {
   Kernel kernel;
   kernel.name = k.name;
@@ -257,7 +255,7 @@ class ReduceEmitter : public NvptxEmitter {
     b_.CreateStore(b_.CreateSelect(take, index, best_index), index_slot_);
   }
 
-  // for (r = r0 + lane * vec; r < r1; r += lanes * vec): kUnroll steps' loads, then their folds;
+  // for (r = r0 + lane * vec; r < r1; r += lanes * vec): kReduceLoadsInFlight steps' loads, then their folds;
   // then the remaining steps one at a time.
   void EmitLoops(llvm::Value* r0) {
     const int vec = layout_.vector;
@@ -271,7 +269,7 @@ class ReduceEmitter : public NvptxEmitter {
       for (int j = 0; j < static_cast<int>(elements.size()); ++j) Fold(elements[j], b_.CreateAdd(r, b_.getInt64(j)));
     };
 
-    // the unrolled loop, while the last of its kUnroll steps is in range
+    // the unrolled loop, while the last of its kReduceLoadsInFlight steps is in range
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* head = llvm::BasicBlock::Create(ctx_, "unrolled.head", fn_);
     auto* body = llvm::BasicBlock::Create(ctx_, "unrolled", fn_);
@@ -282,17 +280,17 @@ class ReduceEmitter : public NvptxEmitter {
     b_.SetInsertPoint(head);
     llvm::PHINode* r = b_.CreatePHI(b_.getInt64Ty(), 2, "r");
     r->addIncoming(start, pre);
-    llvm::Value* last = b_.CreateAdd(r, b_.CreateMul(step, b_.getInt64(kUnroll - 1)));
+    llvm::Value* last = b_.CreateAdd(r, b_.CreateMul(step, b_.getInt64(kReduceLoadsInFlight - 1)));
     b_.CreateCondBr(b_.CreateICmpULT(last, r1_), body, rest_head);
     b_.SetInsertPoint(body);
     std::vector<std::vector<std::vector<V>>> loaded;
     std::vector<llvm::Value*> positions;
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kReduceLoadsInFlight; ++u) {
       positions.push_back(b_.CreateAdd(r, b_.CreateMul(step, b_.getInt64(u))));
       loaded.push_back(element_loads(positions.back()));
     }
-    for (int u = 0; u < kUnroll; ++u) fold(loaded[u], positions[u]);
-    llvm::Value* next = b_.CreateAdd(r, b_.CreateMul(step, b_.getInt64(kUnroll)));
+    for (int u = 0; u < kReduceLoadsInFlight; ++u) fold(loaded[u], positions[u]);
+    llvm::Value* next = b_.CreateAdd(r, b_.CreateMul(step, b_.getInt64(kReduceLoadsInFlight)));
     r->addIncoming(next, b_.GetInsertBlock());
     b_.CreateBr(head);
 

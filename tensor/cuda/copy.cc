@@ -154,11 +154,8 @@ Tensor FillCUDA(Tensor self, const Scalar& value) {
 Tensor FillTensorCUDA(Tensor self, const Tensor& value) {
   KILN_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(),
              " dimensions.");
-  Tensor host = EmptyTensor(DimVector{}, value.dtype(), Device(DeviceType::CPU));
-  ops::copy_(host, value);
   CheckNoInternalOverlap(self);
-  Scalar s = KILN_DISPATCH_ALL_AND_COMPLEX(host.dtype(), "fill_", [&] { return ScalarFromElement(*host.data_ptr<scalar_t>()); });
-  return FillCUDA(self, s);
+  return FillCUDA(self, ItemScalar("fill_", value));
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 // row-major position over the reduced dims as given. Then, as PyTorch's ReduceConfig decides:
 //   - row layout when the reduction is innermost in the first tensor input (or there is one output):
 //     a row of bx threads per output, 16-byte loads where every input allows (stride 1, aligned
-//     rows), bx sized so each thread has about kUnroll loads, by rows a block;
+//     rows), bx sized so each thread has about kReduceLoadsInFlight loads, by rows a block;
 //   - column layout otherwise (the outputs innermost): bx = 32 neighbouring outputs, coalesced, and
 //     by threads of each output splitting the reduction;
 //   - a split when the blocks would not fill the device (4 blocks per multiprocessor): the reduction
@@ -37,7 +37,6 @@ using codegen::Expr;
 using codegen::ExprPtr;
 using codegen::ReduceKind;
 
-constexpr int kUnroll = 4;           // loads in flight per thread (nvptx_reduce_emit.cc)
 constexpr int64_t kMinSplitLoads = 16;  // a split gives each thread at least this many loads
 constexpr int64_t kMaxSplits = 1024;
 constexpr int kMaxOperands = 10;
@@ -70,7 +69,7 @@ ScalarType AccScalarType(DType t) {
 }
 
 // One launch's description: the kernel, its operands' data, the problem's dims and the layout.
-struct Launch1 {
+struct ReduceLaunch {
   codegen::ReduceKernel k;
   std::vector<void*> data;          // per operand: the element pointer (tensor operands)
   std::vector<ScalarArg> numbers;   // per operand: the value (scalar operands)
@@ -79,11 +78,11 @@ struct Launch1 {
   int64_t outputs = 1, reduced = 1;
 };
 
-bool IsTensorInput(const Launch1& l, int b) { return b >= codegen::FirstReduceInput(l.k) && !l.k.scalar[b]; }
+bool IsTensorInput(const ReduceLaunch& l, int b) { return b >= codegen::FirstReduceInput(l.k) && !l.k.scalar[b]; }
 
 // Appends operand b's dims to the problem, merging into the last dim where every tensor input
 // allows and dropping size-1 dims (the kept or reduced side per `reduced`).
-void AddDim(Launch1& l, bool reduced, int64_t size, const std::vector<int64_t>& strides) {
+void AddDim(ReduceLaunch& l, bool reduced, int64_t size, const std::vector<int64_t>& strides) {
   if (size == 1) return;
   DimVector& sizes = reduced ? l.red_sizes : l.out_sizes;
   std::vector<DimVector>& all = reduced ? l.red_strides : l.out_strides;
@@ -103,7 +102,7 @@ void AddDim(Launch1& l, bool reduced, int64_t size, const std::vector<int64_t>& 
 }
 
 // Empty sides become one dim of size 1 (the kernel has at least one dim each).
-void Finish(Launch1& l) {
+void Finish(ReduceLaunch& l) {
   const int nops = static_cast<int>(l.k.operands.size());
   for (auto [sizes, strides] : {std::pair{&l.out_sizes, &l.out_strides}, std::pair{&l.red_sizes, &l.red_strides}}) {
     if (!sizes->empty()) continue;
@@ -123,7 +122,7 @@ struct Plan {
 };
 
 // Note [Reduction layout].
-Plan PlanLaunch(const Launch1& l, int device, bool allow_split) {
+Plan PlanLaunch(const ReduceLaunch& l, int device, bool allow_split) {
   Plan p;
   const int nops = static_cast<int>(l.k.operands.size());
   int lead = -1;
@@ -159,12 +158,12 @@ Plan PlanLaunch(const Launch1& l, int device, bool allow_split) {
 
   int64_t bx, by;
   if (row) {
-    bx = std::clamp<int64_t>(Pow2Ceil(CeilDiv(CeilDiv(l.reduced, vec), kUnroll)), 1, 512);
+    bx = std::clamp<int64_t>(Pow2Ceil(CeilDiv(CeilDiv(l.reduced, vec), codegen::kReduceLoadsInFlight)), 1, 512);
     by = std::min<int64_t>(std::max<int64_t>(1, 256 / bx), Pow2Ceil(l.outputs));
     if (bx * by < 32) bx = 32 / by;
   } else {
     bx = std::min<int64_t>(32, Pow2Ceil(l.outputs));
-    by = std::clamp<int64_t>(Pow2Ceil(CeilDiv(l.reduced, 2 * kUnroll)), 1, 512 / bx);
+    by = std::clamp<int64_t>(Pow2Ceil(CeilDiv(l.reduced, 2 * codegen::kReduceLoadsInFlight)), 1, 512 / bx);
     if (bx * by < 32) by = 32 / bx;
   }
   p.layout.bx = static_cast<int>(bx);
@@ -194,7 +193,7 @@ Plan PlanLaunch(const Launch1& l, int device, bool allow_split) {
   return p;
 }
 
-void Run(const Launch1& l, const Plan& p, int device) {
+void Run(const ReduceLaunch& l, const Plan& p, int device) {
   CUfunction fn = FindOrCompileKernel(device, codegen::KeyOf(l.k, p.layout), l.k.name,
                                       [&] { return codegen::ReduceSymbol(l.k, p.layout); },
                                       [&] { return codegen::ReducePTX(l.k, p.layout); });
@@ -232,7 +231,7 @@ void LaunchReduce(const ReduceOp& op, const Tensor& out, const Tensor* indices, 
   const int first = arg ? 2 : 1;
   const int nd = static_cast<int>(shape.size());
 
-  Launch1 l;
+  ReduceLaunch l;
   l.k.name = op.name;
   l.k.reduce = op.kind;
   l.k.acc = op.acc;
@@ -329,14 +328,14 @@ void LaunchReduce(const ReduceOp& op, const Tensor& out, const Tensor* indices, 
   const int64_t outputs = l.outputs;
   Tensor partial = EmptyTensor(DimVector{plan.splits * outputs}, AccScalarType(op.acc), out.device());
   Tensor partial_indices = arg ? EmptyTensor(DimVector{plan.splits * outputs}, ScalarType::Int64, out.device()) : Tensor();
-  Launch1 first_pass = l;
+  ReduceLaunch first_pass = l;
   first_pass.k.operands[0] = {"partial", op.acc};
   first_pass.k.post = Expr::Acc(0);
   first_pass.data[0] = partial.raw_data();
   if (arg) first_pass.data[1] = partial_indices.raw_data();
   Run(first_pass, plan, device);
 
-  Launch1 second;
+  ReduceLaunch second;
   second.k.name = op.name;
   second.k.reduce = op.kind;
   second.k.acc = op.acc;

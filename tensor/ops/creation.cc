@@ -149,15 +149,7 @@ void CheckFillTensor(const Tensor& self, const Tensor& value) {
 }
 Tensor FillTensorCPU(Tensor self, const Tensor& value) {
   CheckFillTensor(self, value);
-  if (IsComplex(value.dtype())) {  // x[i] = 1+2j fills through here: keep the imaginary part
-    Tensor c = ops::to_dtype(value, ScalarType::ComplexDouble);
-    return FillCPU(self, Scalar(*c.data_ptr<std::complex<double>>()));
-  }
-  Tensor v = ops::to_dtype(value, ScalarType::Float64);
-  Scalar s = IsFloating(value.dtype()) ? Scalar(*v.data_ptr<double>())
-             : value.dtype() == ScalarType::Bool ? Scalar(*v.data_ptr<double>() != 0)
-                                                 : Scalar(static_cast<int64_t>(*v.data_ptr<double>()));
-  return FillCPU(self, s);
+  return FillCPU(self, ItemScalar("fill_", value));  // the value in its own category (x[i] = 1+2j keeps 2j)
 }
 Tensor FillTensorMeta(Tensor self, const Tensor& value) {
   CheckFillTensor(self, value);
