@@ -150,10 +150,13 @@ Tensor FillCUDA(Tensor self, const Scalar& value) {
   return self;
 }
 
-// fill_ with a 0-d tensor (on the host or the device): its value read once, then fill_.Scalar.
+// fill_ with a 0-d tensor (on the host or the device): its value read once, then fill_.Scalar. A
+// host tensor filled with a device value lands here too (the value's key): it fills on the host,
+// as PyTorch's fill_ does.
 Tensor FillTensorCUDA(Tensor self, const Tensor& value) {
   KILN_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(),
              " dimensions.");
+  if (!self.device().is_cuda()) return ops::fill_(self, ItemScalar("fill_", value));
   CheckNoInternalOverlap(self);
   return FillCUDA(self, ItemScalar("fill_", value));
 }

@@ -329,3 +329,13 @@ def test_module_to_cuda_moves_parameters_in_place():
     np.testing.assert_array_equal(w.detach().numpy(), want.numpy())
     with pytest.raises(RuntimeError, match="incompatible tensor type"):
         w.data = kiln.empty(3, 4, device="meta")
+
+
+def test_fill_a_host_tensor_with_a_device_value():
+    """x.fill_(v) with x on the CPU and v a 0-d CUDA tensor fills on the CPU (PyTorch reads v)."""
+    x = kiln.zeros(3)
+    assert x.fill_(kiln.tensor(5.0).cuda()) is x
+    _same(x, kiln.full((3,), 5.0))
+    c = kiln.zeros(2, dtype=kiln.complex64)
+    c.fill_(kiln.tensor(1 + 2j).cuda())
+    _same(c, kiln.full((2,), 1 + 2j, dtype=kiln.complex64))
