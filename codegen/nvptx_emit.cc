@@ -17,14 +17,6 @@
 namespace kiln::codegen {
 namespace {
 
-// The Kernel an ExprEmitter reads buffer dtypes from: the operands as buffers, nothing else.
-Kernel OperandsAsKernel(const PointwiseKernel& k) {
-  Kernel kernel;
-  kernel.name = k.name;
-  kernel.buffers = k.operands;
-  return kernel;
-}
-
 class PointwiseEmitter : public NvptxEmitter {
  public:
   PointwiseEmitter(llvm::LLVMContext& ctx, llvm::Module& m, const Kernel& operands, const PointwiseKernel& k,
@@ -74,22 +66,8 @@ class PointwiseEmitter : public NvptxEmitter {
   }
 
  private:
-  llvm::Type* ScalarParamType(DType t) {
-    DType c = ComputeDType(t);
-    return c == DType::F32 ? b_.getFloatTy() : c == DType::F64 ? b_.getDoubleTy() : b_.getInt64Ty();
-  }
-
   // Scalar operands' values (their compute dtype); tensor operands are loaded per element.
-  void LoadScalars() {
-    current_.assign(pk_.operands.size(), V{nullptr, DType::F32});
-    for (size_t b = 0; b < pk_.operands.size(); ++b) {
-      if (!pk_.scalar[b]) continue;
-      DType c = ComputeDType(pk_.operands[b].dtype);
-      llvm::Value* v = args_[b];
-      if (c == DType::Bool) v = b_.CreateICmpNE(v, b_.getInt64(0));
-      current_[b] = V{v, c};
-    }
-  }
+  void LoadScalars() { current_ = ScalarValues(pk_.operands, pk_.scalar, args_); }
 
   // The output's memory value for the element whose operands are in current_.
   llvm::Value* Compute() {
@@ -265,6 +243,31 @@ class PointwiseEmitter : public NvptxEmitter {
 
 // --- NvptxEmitter ---
 
+Kernel OperandsAsKernel(const std::string& name, const std::vector<Buffer>& operands) {
+  Kernel kernel;
+  kernel.name = name;
+  kernel.buffers = operands;
+  return kernel;
+}
+
+llvm::Type* NvptxEmitter::ScalarParamType(DType t) {
+  DType c = ComputeDType(t);
+  return c == DType::F32 ? b_.getFloatTy() : c == DType::F64 ? b_.getDoubleTy() : b_.getInt64Ty();
+}
+
+std::vector<V> NvptxEmitter::ScalarValues(const std::vector<Buffer>& operands, const std::vector<bool>& scalar,
+                                          const std::vector<llvm::Value*>& args) {
+  std::vector<V> values(operands.size(), V{nullptr, DType::F32});
+  for (size_t b = 0; b < operands.size(); ++b) {
+    if (!scalar[b]) continue;
+    DType c = ComputeDType(operands[b].dtype);
+    llvm::Value* v = args[b];
+    if (c == DType::Bool) v = b_.CreateICmpNE(v, b_.getInt64(0));
+    values[b] = V{v, c};
+  }
+  return values;
+}
+
 llvm::Value* NvptxEmitter::Sreg(llvm::Intrinsic::ID id) {
   return b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), b_.getInt64Ty());
 }
@@ -327,7 +330,7 @@ std::vector<V> NvptxEmitter::LoadVector(llvm::Value* base, llvm::Value* first, D
 
 llvm::Function* EmitPointwise(llvm::Module& m, const PointwiseKernel& k, const PointwiseLayout& layout,
                               const std::string& symbol) {
-  Kernel operands = OperandsAsKernel(k);
+  Kernel operands = OperandsAsKernel(k.name, k.operands);
   llvm::Function* fn = PointwiseEmitter(m.getContext(), m, operands, k, layout).Emit(symbol);
   AnnotateKernel(fn, kPointwiseThreads, k.name);
   return fn;

@@ -16,6 +16,9 @@
 
 namespace kiln::codegen {
 
+// The Kernel an ExprEmitter reads buffer dtypes from: the operands as buffers, nothing else.
+Kernel OperandsAsKernel(const std::string& name, const std::vector<Buffer>& operands);
+
 class NvptxEmitter : public ExprEmitter {
  public:
   NvptxEmitter(llvm::LLVMContext& ctx, llvm::Module& m, const Kernel& operands)
@@ -24,6 +27,12 @@ class NvptxEmitter : public ExprEmitter {
  protected:
   llvm::Value* Sreg(llvm::Intrinsic::ID id);  // a special register, zero-extended to i64
   llvm::Value* ThreadIndex();                 // blockIdx.x * blockDim.x + threadIdx.x (i64)
+
+  // A by-value operand's parameter type (float, double or int64 per its compute dtype), and every
+  // scalar operand's value in its compute dtype (bool from its int64); tensor operands' slots empty.
+  llvm::Type* ScalarParamType(DType t);
+  std::vector<V> ScalarValues(const std::vector<Buffer>& operands, const std::vector<bool>& scalar,
+                              const std::vector<llvm::Value*>& args);
 
   // Note [Word-sized vector accesses]: LLVM 14's NVPTX back end splits an <8 x i16> access into two
   // 8-byte ones (and InstCombine folds a bitcast from <4 x i32> back into one), so elements

@@ -21,13 +21,6 @@
 namespace kiln::codegen {
 namespace {
 
-Kernel OperandsAsKernel(const ReduceKernel& k) {
-  Kernel kernel;
-  kernel.name = k.name;
-  kernel.buffers = k.operands;
-  return kernel;
-}
-
 int Log2(int v) {
   int s = 0;
   while ((1 << s) < v) ++s;
@@ -73,14 +66,7 @@ class ReduceEmitter : public NvptxEmitter {
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
     acc_slot_ = b_.CreateAlloca(CType(rk_.acc), nullptr, "acc");
     index_slot_ = b_.CreateAlloca(i64, nullptr, "index");
-    current_.assign(nops, V{nullptr, DType::F32});
-    for (int b = first_; b < nops; ++b) {
-      if (!rk_.scalar[b]) continue;
-      DType c = ComputeDType(rk_.operands[b].dtype);
-      llvm::Value* v = args_[b];
-      if (c == DType::Bool) v = b_.CreateICmpNE(v, b_.getInt64(0));
-      current_[b] = V{v, c};
-    }
+    current_ = ScalarValues(rk_.operands, rk_.scalar, args_);
 
     // (x, y), the split and the block within it, this thread's output and lane.
     llvm::Value* tid = Sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x);
@@ -132,11 +118,6 @@ class ReduceEmitter : public NvptxEmitter {
     if (rk_.reduce == ReduceKind::kMaxLast) return ReduceKind::kMax;  // ties between lanes have no order
     if (rk_.reduce == ReduceKind::kMinLast) return ReduceKind::kMin;
     return rk_.reduce;
-  }
-
-  llvm::Type* ScalarParamType(DType t) {
-    DType c = ComputeDType(t);
-    return c == DType::F32 ? b_.getFloatTy() : c == DType::F64 ? b_.getDoubleTy() : b_.getInt64Ty();
   }
 
   bool Tensor(int b) const { return !rk_.scalar[b]; }
@@ -370,7 +351,7 @@ class ReduceEmitter : public NvptxEmitter {
 
 llvm::Function* EmitReduce(llvm::Module& m, const ReduceKernel& k, const ReduceLayout& layout,
                            const std::string& symbol) {
-  Kernel operands = OperandsAsKernel(k);
+  Kernel operands = OperandsAsKernel(k.name, k.operands);
   llvm::Function* fn = ReduceEmitter(m.getContext(), m, operands, k, layout).Emit(symbol);
   AnnotateKernel(fn, layout.bx * layout.by, k.name);
   return fn;

@@ -22,8 +22,6 @@ DType AccOf(ScalarType t, const char* op) {
   return c == DType::Bool ? DType::I64 : c;
 }
 
-DimVector Shape(const Tensor& t) { return t.sizes(); }
-
 }  // namespace
 
 void SumCUDA(const Tensor& input, const std::vector<bool>& mask, const Tensor& out, double scale) {
@@ -36,14 +34,14 @@ void SumCUDA(const Tensor& input, const std::vector<bool>& mask, const Tensor& o
     inputs.push_back(cuda::PointwiseInput::Number(Scalar(scale), acc == DType::F64 ? ScalarType::Float64 : ScalarType::Float32));
     post = Expr::Op(codegen::OpCode::kMul, {post, cuda::ReduceInput(1, ReduceKind::kSum)});
   }
-  cuda::LaunchReduce(cuda::ReduceOp{name, ReduceKind::kSum, acc, pre, post}, out, nullptr, inputs, Shape(input), mask);
+  cuda::LaunchReduce(cuda::ReduceOp{name, ReduceKind::kSum, acc, pre, post}, out, nullptr, inputs, input.sizes(), mask);
 }
 
 void ProdCUDA(const Tensor& input, const std::vector<bool>& mask, const Tensor& out) {
   DType acc = AccOf(input.dtype(), "prod");
   IR pre = Expr::Cast(cuda::ReduceInput(0, ReduceKind::kProd), acc);
   cuda::LaunchReduce(cuda::ReduceOp{"prod", ReduceKind::kProd, acc, pre, Expr::Acc(0)}, out, nullptr,
-                     {cuda::PointwiseInput::Of(input)}, Shape(input), mask);
+                     {cuda::PointwiseInput::Of(input)}, input.sizes(), mask);
 }
 
 void MinMaxCUDA(bool max, const Tensor& input, const std::vector<bool>& mask, const Tensor* values,
@@ -56,7 +54,7 @@ void MinMaxCUDA(bool max, const Tensor& input, const std::vector<bool>& mask, co
   // the value output is the input's dtype; argmax alone writes its values into a scratch tensor
   Tensor scratch = values ? Tensor() : EmptyLike(*indices, input.dtype());
   cuda::LaunchReduce(cuda::ReduceOp{name, kind, acc, pre, Expr::Acc(0)}, values ? *values : scratch, indices,
-                     {cuda::PointwiseInput::Of(input)}, Shape(input), mask);
+                     {cuda::PointwiseInput::Of(input)}, input.sizes(), mask);
 }
 
 void LogicalCUDA(LogicalReduce kind, const Tensor& input, const std::vector<bool>& mask, const Tensor& out) {
@@ -71,7 +69,7 @@ void LogicalCUDA(LogicalReduce kind, const Tensor& input, const std::vector<bool
   if (kind == LogicalReduce::kAny) post = Expr::Op(codegen::OpCode::kGt, {post, zero});
   if (kind == LogicalReduce::kAll) post = Expr::Op(codegen::OpCode::kEq, {post, zero});
   cuda::LaunchReduce(cuda::ReduceOp{name, ReduceKind::kSum, DType::I64, pre, post}, out, nullptr,
-                     {cuda::PointwiseInput::Of(input)}, Shape(input), mask);
+                     {cuda::PointwiseInput::Of(input)}, input.sizes(), mask);
 }
 
 namespace {
