@@ -1,11 +1,46 @@
 // tensor/generator.cc: the default CPU generator and the Philox block function.
 #include "tensor/generator.h"
 
+#include <map>
+
+#include "runtime/error.h"
+
 namespace kiln {
 
 Generator DefaultCPUGenerator() {
   static Generator g = std::make_shared<GeneratorImpl>();
   return g;
+}
+
+namespace {
+
+// CUDA default generators by device index, and the seed of those not made yet.
+struct CUDAGenerators {
+  std::mutex mu;
+  std::map<int, Generator> by_device;
+  uint64_t seed = GeneratorImpl::kDefaultSeed;
+};
+CUDAGenerators& GetCUDAGenerators() {
+  static CUDAGenerators* g = new CUDAGenerators;  // kernels may sample during static destruction
+  return *g;
+}
+
+}  // namespace
+
+Generator DefaultCUDAGenerator(int index) {
+  KILN_CHECK(index >= 0, "DefaultCUDAGenerator: a device index, got ", index);
+  CUDAGenerators& g = GetCUDAGenerators();
+  std::lock_guard<std::mutex> lock(g.mu);
+  Generator& gen = g.by_device[index];
+  if (!gen) gen = std::make_shared<GeneratorImpl>(g.seed, Device(DeviceType::CUDA, static_cast<int16_t>(index)));
+  return gen;
+}
+
+void ManualSeedAllCUDA(uint64_t seed) {
+  CUDAGenerators& g = GetCUDAGenerators();
+  std::lock_guard<std::mutex> lock(g.mu);
+  g.seed = seed;
+  for (auto& [index, gen] : g.by_device) gen->manual_seed(seed);
 }
 
 void Philox::Block(uint64_t seed, uint64_t counter, uint32_t out[4]) {

@@ -1,7 +1,9 @@
 // tensor/generator.h: random number generators (kiln.Generator, manual_seed).
 //
-// CPU generators are Philox4x32-10 counter-based streams: a seed and an offset fully describe
-// the state, so get_state/set_state are two numbers and parallel kernels can split a stream.
+// Generators are Philox4x32-10 counter-based streams: a seed and an offset fully describe the
+// state, so get_state/set_state are two numbers and parallel kernels can split a stream. CPU and
+// CUDA kernels draw the same values from the same state (tensor/cuda/kernels/random.cu); each
+// device has its own default generator, as in PyTorch (kiln.manual_seed seeds them all).
 #pragma once
 
 #include <cstdint>
@@ -9,11 +11,17 @@
 #include <mutex>
 #include <utility>
 
+#include "runtime/device.h"
+
 namespace kiln {
 
 class GeneratorImpl {
  public:
-  explicit GeneratorImpl(uint64_t seed = 67280421310721ull) : seed_(seed) {}
+  static constexpr uint64_t kDefaultSeed = 67280421310721ull;  // PyTorch's default_rng_seed_val
+  explicit GeneratorImpl(uint64_t seed = kDefaultSeed, Device device = Device(DeviceType::CPU))
+      : seed_(seed), device_(device) {}
+  // cpu, or cuda:N: the device whose tensors it samples (random ops check it).
+  Device device() const { return device_; }
   void manual_seed(uint64_t seed) { std::lock_guard<std::mutex> l(mu_); seed_ = seed; offset_ = 0; }
   uint64_t initial_seed() const { return seed_; }
   uint64_t offset() const { return offset_; }
@@ -33,12 +41,17 @@ class GeneratorImpl {
  private:
   uint64_t seed_;
   uint64_t offset_ = 0;
+  Device device_;
   std::mutex mu_;
 };
 
 using Generator = std::shared_ptr<GeneratorImpl>;
 
 Generator DefaultCPUGenerator();
+// The default generator of CUDA device `index` (made on first use; no CUDA call).
+Generator DefaultCUDAGenerator(int index);
+// Seeds every CUDA device's default generator, made or not (torch.cuda.manual_seed_all).
+void ManualSeedAllCUDA(uint64_t seed);
 
 // Philox4x32-10: four 32-bit random words for (seed, counter).
 struct Philox {

@@ -173,3 +173,53 @@ kiln_python = repository_rule(
     environ = ["KILN_PYTHON", "PATH"],
     local = True,
 )
+
+def _cuda_nvcc_impl(ctx):
+    """nvcc from the local CUDA toolkit, for the kernels kiln compiles ahead of time (cuda_fatbin.bzl).
+
+    Writes `compile_fatbin.sh`, which compiles one .cu file into a fat binary (sm_90 machine code and
+    compute_80 PTX, which the driver compiles for any newer device) and writes it as a C++ byte array.
+    No toolkit here: the script writes an empty array, and the ops that need those kernels say so
+    when called on a CUDA tensor (a machine without nvcc has no GPU to run them on either).
+    """
+    candidates = [ctx.os.environ.get("KILN_CUDA_HOME", ""), "/usr/local/cuda-13.0", "/usr/local/cuda"]
+    nvcc = ""
+    for home in candidates:
+        if home != "" and ctx.path(home + "/bin/nvcc").exists:
+            nvcc = home + "/bin/nvcc"
+            break
+    if nvcc == "":
+        found = ctx.which("nvcc")
+        nvcc = str(found) if found else ""
+    ctx.file("compile_fatbin.sh", """#!/bin/sh
+# compile_fatbin.sh OUT.cc SYMBOL SRC.cu [nvcc flags...]: SRC.cu's fat binary as kiln::cuda::SYMBOL
+# (third_party/system.bzl: cuda_nvcc). nvcc: {nvcc}
+set -e
+out=$1; symbol=$2; src=$3; shift 3
+nvcc="{nvcc}"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+: > "$tmp/bytes.inc"
+if [ -n "$nvcc" ]; then
+  TMPDIR="$tmp" "$nvcc" -fatbin -O3 -std=c++17 -Xptxas -warn-spills \\
+    -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80 \\
+    "$@" -o "$tmp/kernels.fatbin" "$src"
+  od -An -v -tx1 "$tmp/kernels.fatbin" | sed 's/ \\([0-9a-f][0-9a-f]\\)/0x\\1,/g' > "$tmp/bytes.inc"
+fi
+{{
+  echo "// $src compiled by nvcc ahead of time (${{nvcc:-no nvcc at build time: empty}})."
+  echo "#include <cstddef>"
+  echo "namespace kiln::cuda {{"
+  echo "alignas(64) extern const unsigned char $symbol[] = {{"
+  cat "$tmp/bytes.inc"
+  echo "0}};"
+  echo "extern const size_t ${{symbol}}Size = sizeof($symbol) - 1;"
+  echo "}}  // namespace kiln::cuda"
+}} > "$out"
+""".format(nvcc = nvcc), executable = True)
+    ctx.file("BUILD.bazel", """exports_files(["compile_fatbin.sh"])\n""")
+
+cuda_nvcc = repository_rule(
+    implementation = _cuda_nvcc_impl,
+    environ = ["KILN_CUDA_HOME", "PATH"],
+    local = True,
+)

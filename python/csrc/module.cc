@@ -314,7 +314,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_num_threads", [](int n) { SetNumThreads(n); });
   m.def("get_num_threads", [] { return GetNumThreads(); });
   m.def("_default_generator", [] { return MakeGeneratorCapsule(DefaultCPUGenerator()); });
-  m.def("_new_generator", [] { return MakeGeneratorCapsule(std::make_shared<GeneratorImpl>()); });
+  m.def("_new_generator", [](const std::string& device) {
+    return MakeGeneratorCapsule(std::make_shared<GeneratorImpl>(GeneratorImpl::kDefaultSeed, Device::Parse(device)));
+  });
+  m.def("_default_cuda_generator", [](int index) { return MakeGeneratorCapsule(DefaultCUDAGenerator(index)); });
+  m.def("_cuda_manual_seed_all", [](uint64_t seed) { ManualSeedAllCUDA(seed); });
   m.def("_generator_manual_seed", [](py::handle cap, uint64_t seed) { GeneratorFromCapsule(cap)->manual_seed(seed); });
   m.def("_generator_initial_seed", [](py::handle cap) { return GeneratorFromCapsule(cap)->initial_seed(); });
   m.def("_generator_get_state", [](py::handle cap) {

@@ -209,8 +209,11 @@ class Generator:
     """A random number generator (Philox); pass as generator= to random ops."""
 
     def __init__(self, device="cpu", *, _cdata=None):
-        self._cdata = _cdata if _cdata is not None else _C._new_generator()
-        self.device = globals()["device"](device)
+        dev = globals()["device"](device)
+        if dev.type == "cuda" and dev.index is None:
+            dev = globals()["device"]("cuda", _C._cuda_current_device() if _C._cuda_is_available() else 0)
+        self._cdata = _cdata if _cdata is not None else _C._new_generator(str(dev))
+        self.device = dev
 
     def manual_seed(self, seed):
         _C._generator_manual_seed(self._cdata, _builtins.int(seed) & ((1 << 64) - 1))
@@ -240,7 +243,8 @@ default_generator = Generator(_cdata=_C._default_generator())
 
 
 def manual_seed(seed):
-    """Seeds the default generator; returns it."""
+    """Seeds the default generator of the CPU and of every CUDA device; returns the CPU's."""
+    _C._cuda_manual_seed_all(_builtins.int(seed) & ((1 << 64) - 1))
     return default_generator.manual_seed(seed)
 
 
@@ -249,7 +253,9 @@ def initial_seed():
 
 
 def seed():
-    return default_generator.seed()
+    s = default_generator.seed()
+    _C._cuda_manual_seed_all(s)
+    return s
 
 
 def get_rng_state():

@@ -5,10 +5,12 @@
 // `reduction` is PyTorch's enum: 0 None, 1 Mean, 2 Sum. nll_loss_forward is the one class-index
 // kernel; nll_loss2d(_forward) and nll_loss_nd move the class dim last, flatten, and call it, and
 // cross_entropy_loss composes log_softmax with them (or, for probability targets, with mul/sum).
-// native_dropout draws its mask from the Philox stream of the default CPU generator: each call
-// reserves ceil(n / 4) blocks, so results depend only on the seed and the calls before.
+// native_dropout draws its mask from the Philox stream of the device's default generator: each call
+// reserves ceil(n / 4) blocks, so results depend only on the seed and the calls before (and a CUDA
+// tensor gets the CPU's mask for the same generator state).
 #include <cmath>
 
+#include "tensor/cuda/embedded_kernels.h"
 #include "tensor/ops/common.h"
 #include "tensor/ops/reduce_cuda.h"
 #include "tensor/ops/scalar_t_math.h"
@@ -464,6 +466,22 @@ std::tuple<Tensor, Tensor> NativeDropout(const Tensor& input, double p, std::opt
   const double p1m = 1.0 - p;
   const double scale = p1m == 0 ? 0.0 : 1.0 / p1m;
   const uint64_t blocks = static_cast<uint64_t>((n + 3) / 4);
+  if (input.device().is_cuda()) {  // the same mask from the device's generator (tensor/cuda/kernels/random.cu)
+    const int device = input.device().index;
+    KILN_DISPATCH_FLOATING(input.dtype(), "native_dropout", [&] {
+      auto [seed, base] = DefaultCUDAGenerator(device)->ReserveWithSeed(blocks);
+      cuda::CUfunction fn = cuda::EmbeddedKernel(cuda::RandomKernels(), device,
+                                           StrCat("kiln_dropout_", cuda::KernelSuffix(input.dtype())).c_str(),
+                                           "native_dropout");
+      const void* xp = x.raw_data();
+      void *op = out.raw_data(), *mp = mask.raw_data();
+      int64_t count = n;
+      double keep = p1m, s = scale;
+      std::vector<void*> args = {&xp, &op, &mp, &count, &seed, &base, &keep, &s};
+      cuda::LaunchGrid(fn, device, static_cast<int64_t>(blocks), args);
+    });
+    return {out, mask};
+  }
   Generator gen = DefaultCPUGenerator();
   const uint64_t seed = gen->initial_seed();
   const uint64_t counter = gen->Reserve(blocks);
@@ -540,7 +558,7 @@ void RegisterLossOps(Registry& r) {
       .Impl<&Embedding>(DispatchKey::CPU).Meta<&EmbeddingMeta>();
   r.Def("native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)",
         {Tag::nondeterministic_seeded, Tag::core})
-      .Impl<&NativeDropout>(DispatchKey::CPU).Meta<&NativeDropoutMeta>();
+      .CPUAndCUDA<&NativeDropout>().Meta<&NativeDropoutMeta>();
   r.Def("dropout(Tensor input, float p, bool train) -> Tensor", {Tag::nondeterministic_seeded})
       .Composite<&Dropout>();
   r.Def("dropout_(Tensor(a!) self, float p, bool train) -> Tensor(a!)", {Tag::nondeterministic_seeded})

@@ -10,6 +10,7 @@
 // accumulates grad rows into their weight rows in index order (deterministic).
 #include <cmath>
 
+#include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
 #include "tensor/ops/reduce_cuda.h"
 #include "tensor/ops/scalar_t_math.h"
@@ -387,6 +388,17 @@ Tensor DropoutBw(const Tensor& grad, const Tensor& mask, double scale) {
   TensorMeta m = DropoutBwMeta(grad, mask, scale);
   Tensor out = EmptyFromMeta(m);
   if (out.numel() == 0) return out;
+  if (out.device().is_cuda()) {  // as below: both operands in out's dtype, then multiplied in its opmath type
+    const ScalarType t = out.dtype();
+    const char* name = "native_dropout_backward";
+    const codegen::DType c = cuda::CodegenDType(t, name), acc = cuda::OpmathDType(t, name);
+    auto operand = [&](int i) { return codegen::Expr::Cast(codegen::Expr::Cast(cuda::Input(i), c), acc); };
+    auto mul = [](codegen::ExprPtr a, codegen::ExprPtr b) { return codegen::Expr::Op(codegen::OpCode::kMul, {a, b}); };
+    cuda::LaunchPointwise(name, out, {cuda::PointwiseInput::Of(grad), cuda::PointwiseInput::Of(mask),
+                                      cuda::PointwiseInput::Number(Scalar(scale), t)},
+                          mul(mul(operand(0), operand(1)), cuda::OpmathInput(2, t, name)));
+    return out;
+  }
   Tensor g = CastTo(grad, m.dtype), k = CastTo(mask, m.dtype);
   ElementwiseIter iter({out, g, k});
   KILN_DISPATCH_FLOATING(m.dtype, "native_dropout_backward", [&] {
@@ -422,7 +434,7 @@ void RegisterLossBackwardOps(Registry& r) {
         "bool scale_grad_by_freq) -> Tensor", {Tag::core})
       .Impl<&EmbeddingBw>(DispatchKey::CPU).Meta<&EmbeddingBwMeta>();
   r.Def("native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor", {Tag::pointwise})
-      .Impl<&DropoutBw>(DispatchKey::CPU).Meta<&DropoutBwMeta>();
+      .CPUAndCUDA<&DropoutBw>().Meta<&DropoutBwMeta>();
 }
 
 }  // namespace kiln

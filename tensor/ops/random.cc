@@ -11,10 +11,16 @@
 // Per block (four 32-bit words): float uniforms use 24 bits each (4 per block), double uniforms
 // 53 bits (2 per block); normals are Box-Muller pairs (4 floats or 2 doubles per block);
 // integers use 64 bits modulo the range (2 per block).
+//
+// CUDA tensors are sampled by tensor/cuda/kernels/random.cu with the same blocks and conversions,
+// from the device's own generator (DefaultCUDAGenerator, or a Generator(device="cuda")): one seed and
+// offset give the same values on either device (up to the last bit of the normals' log and cos).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
+#include "tensor/cuda/embedded_kernels.h"
+#include "tensor/empty.h"
 #include "tensor/ops/common.h"
 
 namespace kiln {
@@ -30,7 +36,16 @@ using SymList = std::vector<SymInt>;
 
 constexpr double kTwoPi = 6.283185307179586476925286766559;
 
-GeneratorImpl& GenOf(const OptGen& g) { return g && *g ? **g : *DefaultCPUGenerator(); }
+// The generator for a tensor on `device`: the one given, which must be of the device's type, else the
+// device's default.
+GeneratorImpl& GenOf(const OptGen& g, Device device) {
+  if (g && *g) {
+    KILN_CHECK((*g)->device().type == device.type, "Expected a '", DeviceTypeName(device.type),
+               "' device type for generator but found '", DeviceTypeName((*g)->device().type), "'");
+    return **g;
+  }
+  return device.is_cuda() ? *DefaultCUDAGenerator(device.index) : *DefaultCPUGenerator();
+}
 
 inline float Uniform24(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
 inline double Uniform53(uint32_t lo, uint32_t hi) {
@@ -39,12 +54,13 @@ inline double Uniform53(uint32_t lo, uint32_t hi) {
 inline uint64_t Bits64(uint32_t lo, uint32_t hi) { return (static_cast<uint64_t>(hi) << 32) | lo; }
 
 // Fills out[0, n) block by block (see the Note): fill(words, dst, count) writes `count` <=
-// per_block values for one Philox block.
+// per_block values for one Philox block. `device`: whose generator, when none is given.
 template <typename T, typename Fill>
-void SampleBlocks(const OptGen& gen, T* out, int64_t n, int per_block, const Fill& fill) {
+void SampleBlocks(const OptGen& gen, T* out, int64_t n, int per_block, const Fill& fill,
+                  Device device = Device(DeviceType::CPU)) {
   if (n == 0) return;
   const int64_t nblocks = (n + per_block - 1) / per_block;
-  const auto [seed, base] = GenOf(gen).ReserveWithSeed(static_cast<uint64_t>(nblocks));
+  const auto [seed, base] = GenOf(gen, device).ReserveWithSeed(static_cast<uint64_t>(nblocks));
   ParallelFor(0, nblocks, std::max<int64_t>(1, kGrainSize / 8), [&](int64_t b, int64_t e) {
     uint32_t w[4];
     for (int64_t blk = b; blk < e; ++blk) {
@@ -53,6 +69,23 @@ void SampleBlocks(const OptGen& gen, T* out, int64_t n, int per_block, const Fil
       fill(w, out + start, static_cast<int>(std::min<int64_t>(per_block, n - start)));
     }
   });
+}
+
+// The CUDA form of SampleBlocks: kernel kiln_<kernel>_<dtype> of random.cu fills `dst` (contiguous, on
+// a CUDA device) from the next blocks of the device's generator; a and b are its last two parameters.
+template <typename A, typename B>
+void SampleBlocksCUDA(const OptGen& gen, const Tensor& dst, int per_block, const char* kernel, const char* op, A a,
+                      B b) {
+  int64_t n = dst.numel();
+  if (n == 0) return;
+  const int64_t nblocks = (n + per_block - 1) / per_block;
+  auto [seed, base] = GenOf(gen, dst.device()).ReserveWithSeed(static_cast<uint64_t>(nblocks));
+  const int device = dst.device().index;
+  cuda::CUfunction fn = cuda::EmbeddedKernel(cuda::RandomKernels(), device,
+                                       StrCat("kiln_", kernel, "_", cuda::KernelSuffix(dst.dtype())).c_str(), op);
+  void* out = dst.raw_data();
+  std::vector<void*> args = {&out, &n, &seed, &base, &a, &b};
+  cuda::LaunchGrid(fn, device, nblocks, args);
 }
 
 // Runs sample(dst) on a contiguous tensor shaped like self, then writes it into self.
@@ -79,7 +112,9 @@ Tensor Uniform_(Tensor self, double from, double to, OptGen gen) {
     KILN_DISPATCH_FLOATING(dst.dtype(), "check_uniform_bounds", [&] {
       using M = opmath_t<scalar_t>;
       const double range = to - from;
-      if constexpr (std::is_same_v<scalar_t, double>) {
+      if (dst.device().is_cuda()) {
+        SampleBlocksCUDA(gen, dst, sizeof(scalar_t) == 8 ? 2 : 4, "uniform", "uniform_", from, range);
+      } else if constexpr (std::is_same_v<scalar_t, double>) {
         SampleBlocks(gen, dst.data_ptr<double>(), dst.numel(), 2, [&](const uint32_t* w, double* o, int c) {
           for (int k = 0; k < c; ++k) o[k] = from + Uniform53(w[2 * k], w[2 * k + 1]) * range;
         });
@@ -99,9 +134,11 @@ Tensor UniformMeta_(Tensor self, double from, double to, OptGen) {
 Tensor Normal_(Tensor self, double mean, double std, OptGen gen) {
   KILN_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
   return SampleInto(self, [&](const Tensor& dst) {
-    KILN_DISPATCH_FLOATING(dst.dtype(), "normal_kernel_cpu", [&] {
+    KILN_DISPATCH_FLOATING(dst.dtype(), self.device().is_cuda() ? "normal_kernel_cuda" : "normal_kernel_cpu", [&] {
       using M = opmath_t<scalar_t>;
-      if constexpr (std::is_same_v<scalar_t, double>) {
+      if (dst.device().is_cuda()) {
+        SampleBlocksCUDA(gen, dst, sizeof(scalar_t) == 8 ? 2 : 4, "normal", "normal_", mean, std);
+      } else if constexpr (std::is_same_v<scalar_t, double>) {
         SampleBlocks(gen, dst.data_ptr<double>(), dst.numel(), 2, [&](const uint32_t* w, double* o, int c) {
           const double u1 = 1.0 - Uniform53(w[0], w[1]), u2 = Uniform53(w[2], w[3]);
           const double r = std::sqrt(-2.0 * std::log(u1));
@@ -155,8 +192,37 @@ Tensor ProbsLike(const Tensor& self, const Tensor& p) {
   return q;
 }
 
+// self[i] = (u_i < p[i]) on a CUDA device: p (float64, contiguous, self's shape, on self's device) or,
+// where it is null, the number p_scalar.
+Tensor BernoulliCUDA(Tensor self, const Tensor* p, double p_scalar, const OptGen& gen) {
+  const void* probs = p ? p->raw_data() : nullptr;
+  return SampleInto(self, [&](const Tensor& dst) {
+    KILN_DISPATCH_ALL(dst.dtype(), "bernoulli_tensor_cuda_self_", [&] {
+      SampleBlocksCUDA(gen, dst, 4, "bernoulli", "bernoulli_", probs, p_scalar);
+    });
+  });
+}
+
+// p broadcast to a CUDA self's shape as float64 on self's device, checked to be in [0, 1] there (one
+// synchronising read of the verdict; PyTorch asserts in the kernel).
+Tensor ProbsOnDevice(const Tensor& self, const Tensor& p) {
+  KILN_CHECK(IsFloating(p.dtype()), "bernoulli_: expected p to be a floating point tensor, but got ",
+             ScalarTypeDisplayName(p.dtype()));
+  Tensor q = EmptyTensor(self.sizes(), ScalarType::Float64, self.device());
+  ops::copy_(q, ops::expand(p, SymList(self->sym_sizes().begin(), self->sym_sizes().end())));
+  Tensor in_range = CallOp<Tensor>(KILN_OP("aten::logical_and"), CallOp<Tensor>(KILN_OP("aten::ge.Scalar"), q, Scalar(0.0)),
+                                   CallOp<Tensor>(KILN_OP("aten::le.Scalar"), q, Scalar(1.0)));
+  KILN_CHECK(ItemScalar("bernoulli_", CallOp<Tensor>(KILN_OP("aten::all"), in_range)).to_bool(),
+             "Expected p_in >= 0 && p_in <= 1 to be true, but got false.");
+  return q;
+}
+
 Tensor BernoulliTensor_(Tensor self, const Tensor& p, OptGen gen) {
   if (self.numel() == 0) return self;
+  if (self.device().is_cuda()) {
+    const Tensor q = ProbsOnDevice(self, p);
+    return BernoulliCUDA(self, &q, 0.0, gen);
+  }
   return BernoulliFromProbs(self, ProbsLike(self, p), gen);
 }
 Tensor BernoulliTensorMeta_(Tensor self, const Tensor& p, OptGen) {
@@ -168,6 +234,7 @@ Tensor BernoulliTensorMeta_(Tensor self, const Tensor& p, OptGen) {
 Tensor BernoulliFloat_(Tensor self, double p, OptGen gen) {
   KILN_CHECK(p >= 0 && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
   if (self.numel() == 0) return self;
+  if (self.device().is_cuda()) return BernoulliCUDA(self, nullptr, p, gen);
   Tensor q = ops::full(SymList(self->sym_sizes().begin(), self->sym_sizes().end()), Scalar(p), ScalarType::Float64);
   return BernoulliFromProbs(self, q, gen);
 }
@@ -209,6 +276,7 @@ int64_t RandomMaxInclusive(ScalarType t) {
 Tensor RandomRange(Tensor self, int64_t from, uint64_t range, const OptGen& gen) {
   return SampleInto(self, [&](const Tensor& dst) {
     KILN_DISPATCH_ALL(dst.dtype(), "random_from_to", [&] {
+      if (dst.device().is_cuda()) return SampleBlocksCUDA(gen, dst, 2, "random", "random_", from, range);
       SampleBlocks(gen, dst.data_ptr<scalar_t>(), dst.numel(), 2, [&](const uint32_t* w, scalar_t* o, int c) {
         for (int k = 0; k < c; ++k) {
           const uint64_t bits = Bits64(w[2 * k], w[2 * k + 1]);
@@ -345,7 +413,7 @@ Tensor RandpermGen(const SymInt& n_sym, OptGen gen, OptDtype dtype, OptLayout, O
   std::vector<uint64_t> draws(std::max<int64_t>(n - 1, 0));
   SampleBlocks(gen, draws.data(), static_cast<int64_t>(draws.size()), 2, [](const uint32_t* w, uint64_t* o, int c) {
     for (int k = 0; k < c; ++k) o[k] = Bits64(w[2 * k], w[2 * k + 1]);
-  });
+  }, out.device());  // drawn on the host, from the output device's generator
   for (int64_t i = n - 1; i > 0; --i) std::swap(perm[i], perm[draws[n - 1 - i] % static_cast<uint64_t>(i + 1)]);
   Tensor p = EmptyTensor(DimVector{n}, ScalarType::Int64, Device());
   std::memcpy(p.raw_data(), perm.data(), n * sizeof(int64_t));
@@ -446,15 +514,15 @@ void RegisterRandomOps(Registry& r) {
   const std::initializer_list<Tag> kSeeded = {Tag::nondeterministic_seeded};
   r.Def("uniform_(Tensor(a!) self, float from=0, float to=1, *, Generator? generator=None) -> Tensor(a!)", kSeeded,
         kMethod)
-      .Impl<&Uniform_>(DispatchKey::CPU).Impl<&UniformMeta_>(DispatchKey::Meta).Impl<&UniformMeta_>(DispatchKey::Fake);
+      .CPUAndCUDA<&Uniform_>().Impl<&UniformMeta_>(DispatchKey::Meta).Impl<&UniformMeta_>(DispatchKey::Fake);
   r.Def("normal_(Tensor(a!) self, float mean=0, float std=1, *, Generator? generator=None) -> Tensor(a!)", kSeeded,
         kMethod)
-      .Impl<&Normal_>(DispatchKey::CPU).Impl<&NormalMeta_>(DispatchKey::Meta).Impl<&NormalMeta_>(DispatchKey::Fake);
+      .CPUAndCUDA<&Normal_>().Impl<&NormalMeta_>(DispatchKey::Meta).Impl<&NormalMeta_>(DispatchKey::Fake);
   r.Def("bernoulli_.Tensor(Tensor(a!) self, Tensor p, *, Generator? generator=None) -> Tensor(a!)", kSeeded, kMethod)
-      .Impl<&BernoulliTensor_>(DispatchKey::CPU).Impl<&BernoulliTensorMeta_>(DispatchKey::Meta)
+      .CPUAndCUDA<&BernoulliTensor_>().Impl<&BernoulliTensorMeta_>(DispatchKey::Meta)
       .Impl<&BernoulliTensorMeta_>(DispatchKey::Fake);
   r.Def("bernoulli_.float(Tensor(a!) self, float p=0.5, *, Generator? generator=None) -> Tensor(a!)", kSeeded, kMethod)
-      .Impl<&BernoulliFloat_>(DispatchKey::CPU).Impl<&BernoulliFloatMeta_>(DispatchKey::Meta)
+      .CPUAndCUDA<&BernoulliFloat_>().Impl<&BernoulliFloatMeta_>(DispatchKey::Meta)
       .Impl<&BernoulliFloatMeta_>(DispatchKey::Fake);
   r.Def("multinomial(Tensor self, int num_samples, bool replacement=False, *, Generator? generator=None) -> Tensor",
         kSeeded, kFunctionAndMethod)
@@ -465,13 +533,13 @@ void RegisterRandomOps(Registry& r) {
       .Composite<&BernoulliP>();
   r.Def("random_.from(Tensor(a!) self, int from, int? to, *, Generator? generator=None) -> Tensor(a!)", kSeeded,
         kMethod)
-      .Impl<&RandomFrom_>(DispatchKey::CPU).Impl<&RandomFromMeta_>(DispatchKey::Meta)
+      .CPUAndCUDA<&RandomFrom_>().Impl<&RandomFromMeta_>(DispatchKey::Meta)
       .Impl<&RandomFromMeta_>(DispatchKey::Fake);
   r.Def("random_.to(Tensor(a!) self, int to, *, Generator? generator=None) -> Tensor(a!)", kSeeded, kMethod)
-      .Impl<&RandomTo_>(DispatchKey::CPU).Impl<&RandomToMeta_>(DispatchKey::Meta)
+      .CPUAndCUDA<&RandomTo_>().Impl<&RandomToMeta_>(DispatchKey::Meta)
       .Impl<&RandomToMeta_>(DispatchKey::Fake);
   r.Def("random_(Tensor(a!) self, *, Generator? generator=None) -> Tensor(a!)", kSeeded, kMethod)
-      .Impl<&Random_>(DispatchKey::CPU).Impl<&RandomMeta_>(DispatchKey::Meta).Impl<&RandomMeta_>(DispatchKey::Fake);
+      .CPUAndCUDA<&Random_>().Impl<&RandomMeta_>(DispatchKey::Meta).Impl<&RandomMeta_>(DispatchKey::Fake);
 
   r.Def("rand(SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor", kSeeded).Composite<&Rand>();
   r.Def("rand.generator(SymInt[] size, *, Generator? generator, " KILN_FACTORY_KWARGS ") -> Tensor", kSeeded)

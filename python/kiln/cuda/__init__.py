@@ -87,25 +87,72 @@ def get_arch_list():
     return ["sm_80", "sm_90"] if is_available() else []
 
 
+# --- random number generators: one per device (kiln.Generator over tensor/generator.h), made on first
+# use without touching the driver, so seeding before CUDA starts works as PyTorch's queued seeds do.
+_SEED_MASK = (1 << 64) - 1
+
+
+def _default_generator(index):
+    import kiln
+
+    return kiln.Generator(f"cuda:{index}", _cdata=_C._default_cuda_generator(index))
+
+
+def _rng_index(device):
+    if isinstance(device, int) and not isinstance(device, bool):
+        return device
+    if isinstance(device, str):
+        import kiln
+
+        device = kiln.device(device)
+    index = getattr(device, "index", None)
+    if index is None:
+        return _C._cuda_current_device() if is_available() else 0
+    return index
+
+
 def manual_seed(seed):
-    """No-op (PyTorch queues the seed until CUDA initializes, which never happens here)."""
-    int(seed)
+    """Seeds the current device's default generator."""
+    _default_generator(_rng_index(None)).manual_seed(int(seed) & _SEED_MASK)
 
 
 def manual_seed_all(seed):
-    int(seed)
+    """Seeds every device's default generator (kiln.manual_seed calls it too)."""
+    _C._cuda_manual_seed_all(int(seed) & _SEED_MASK)
 
 
 def seed():
-    pass
+    """Seeds the current device's generator with a random number."""
+    _default_generator(_rng_index(None)).seed()
 
 
 def seed_all():
-    pass
+    import random
+
+    manual_seed_all(random.getrandbits(63))
 
 
 def initial_seed():
-    raise _no_cuda("initial_seed()")
+    _lazy_init("initial_seed()")
+    return _default_generator(_rng_index(None)).initial_seed()
+
+
+def get_rng_state(device="cuda"):
+    """The generator state of `device`, in kiln.get_rng_state's form (seed and Philox offset)."""
+    return _default_generator(_rng_index(device)).get_state()
+
+
+def set_rng_state(new_state, device="cuda"):
+    _default_generator(_rng_index(device)).set_state(new_state)
+
+
+def get_rng_state_all():
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states):
+    for i, state in enumerate(new_states):
+        set_rng_state(state, i)
 
 
 def synchronize(device=None):

@@ -1,0 +1,38 @@
+// tensor/cuda/embedded_kernels.h: the CUDA kernels compiled ahead of time by nvcc and embedded in
+// the module (tensor/cuda/kernels/*.cu, third_party/cuda_fatbin.bzl): for what the loop IR does not
+// express (RNG, scatter with atomics, ...). A fat binary is loaded into a device's context on its
+// first use; its kernels are found by name and kept.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "runtime/cuda/driver_api.h"
+#include "tensor/scalar_type.h"
+
+namespace kiln::cuda {
+
+// One embedded fat binary: `file` names its source in errors; size 0 when kiln was built without nvcc.
+struct EmbeddedFatbin {
+  const char* file;
+  const unsigned char* data;
+  size_t size;
+};
+
+// The fat binaries (tensor/cuda/kernels/<file>.cu).
+const EmbeddedFatbin& RandomKernels();
+
+// `kernel` (an extern "C" name) of `fatbin` on `device`; `op` names the caller in errors.
+CUfunction EmbeddedKernel(const EmbeddedFatbin& fatbin, int device, const char* kernel, const char* op);
+
+// The dtype suffix of the kernels' names (tensor/cuda/kernels/common.cuh): f16, bf16, f32, f64, b8, u8,
+// i8, i16, i32, i64. Callers dispatch on the dtype first (an internal error for any other).
+const char* KernelSuffix(ScalarType t);
+
+// Launches a grid-stride kernel (KILN_GRID_STRIDE_LOOP) over `n` work items on the device's current
+// stream: 256 threads a block, enough blocks to fill the device (capped so each thread loops when n
+// is large). Does nothing for n == 0. `args` point at each parameter's value.
+void LaunchGrid(CUfunction fn, int device, int64_t n, std::vector<void*>& args);
+
+}  // namespace kiln::cuda
