@@ -6,6 +6,7 @@
 #include <mutex>
 #include <vector>
 
+#include "runtime/cuda/device_errors.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/error.h"
 
@@ -45,6 +46,7 @@ thread_local std::array<int, kMaxDevices> tls_priority{};
 void Stream::Synchronize() const {
   EnsureContext(device);
   KILN_CUDA_CHECK(Api().cuStreamSynchronize(handle));
+  ThrowReportedDeviceError(device);  // Note [Device-side errors]
 }
 
 bool Stream::Query() const {
@@ -86,6 +88,7 @@ Stream StreamFromPool(int device, int priority) {
 void SynchronizeDevice(int device) {
   EnsureContext(device);
   KILN_CUDA_CHECK(Api().cuCtxSynchronize());
+  ThrowReportedDeviceError(device);
 }
 
 Event::~Event() {
@@ -123,6 +126,7 @@ void Event::Synchronize() const {
   if (event_ == nullptr) return;
   EnsureContext(device_);
   KILN_CUDA_CHECK(Api().cuEventSynchronize(event_));
+  ThrowReportedDeviceError(device_);
 }
 
 float Event::ElapsedTime(const Event& end) const {

@@ -18,9 +18,15 @@ namespace kiln::cuda {
 // The byte arrays third_party/system.bzl's compile_fatbin.sh writes.
 extern const unsigned char kRandomKernels[];
 extern const size_t kRandomKernelsSize;
+extern const unsigned char kIndexKernels[];
+extern const size_t kIndexKernelsSize;
 
 const EmbeddedFatbin& RandomKernels() {
   static const EmbeddedFatbin f{"tensor/cuda/kernels/random.cu", kRandomKernels, kRandomKernelsSize};
+  return f;
+}
+const EmbeddedFatbin& IndexKernels() {
+  static const EmbeddedFatbin f{"tensor/cuda/kernels/index.cu", kIndexKernels, kIndexKernelsSize};
   return f;
 }
 

@@ -10,6 +10,7 @@
 // no meta function; advanced indexing with boolean masks raises on meta tensors.
 #include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
+#include "tensor/ops/index_cuda.h"
 
 namespace kiln {
 namespace {
@@ -398,6 +399,10 @@ Tensor IndexAddInplace(Tensor self, int64_t dim, const Tensor& index, const Tens
   CheckNoOverlap(self, source);
   if (!run || index.numel() == 0 || self.numel() == 0) return self;
   dim = self.dim() == 0 ? 0 : dim;
+  if (self.device().is_cuda()) {  // indices checked on the device (index_cuda.h)
+    IndexAddCUDA(self, dim, index, source, alpha);
+    return self;
+  }
   const Tensor idx = ops::contiguous(CastTo(index, ScalarType::Int64));
   const bool scatter_path = IndexAddTakesScatterPath(self, dim, alpha, index.dtype() == ScalarType::Int64);
   CheckIndexAddIndices(self, dim, idx, scatter_path);
@@ -443,6 +448,11 @@ Tensor IndexSelectCPU(const Tensor& self, int64_t dim, const Tensor& index) {
   Tensor out = EmptyFromMeta(IndexSelectMeta(self, dim, index));
   if (index.numel() == 0) return out;
   dim = WrapDim(dim, self.dim());
+  if (out.device().is_cuda()) {
+    KILN_CHECK(self.dim() == 0 || self.size(dim) > 0, "index_select(): self indexing axis dim should be positive");
+    IndexSelectCUDA(self, dim, index, out, "index_select(): index out of range in self");
+    return out;
+  }
   Tensor idx = CastTo(index, ScalarType::Int64);
   const DimVector shape = SizesAtLeast1d(out);
   DimVector self_st = StridesAtLeast1d(self), idx_st(shape.size(), 0);
@@ -954,13 +964,13 @@ void RegisterIndexOps(Registry& r) {
       .Composite<&ScatterAdd>();
   r.Def("index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)", {},
         kMethod)
-      .Impl<&IndexAdd_>(DispatchKey::CPU).Impl<&IndexAddMeta_>(DispatchKey::Meta)
+      .CPUAndCUDA<&IndexAdd_>().Impl<&IndexAddMeta_>(DispatchKey::Meta)
       .Impl<&IndexAddMeta_>(DispatchKey::Fake);
   r.Def("index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor", {},
         kFunctionAndMethod)
-      .Impl<&IndexAddCPU>(DispatchKey::CPU).Meta<&IndexAddMeta>();
+      .CPUAndCUDA<&IndexAddCPU>().Meta<&IndexAddMeta>();
   r.Def("index_select(Tensor self, int dim, Tensor index) -> Tensor", kCore, kFunctionAndMethod)
-      .Impl<&IndexSelectCPU>(DispatchKey::CPU).Meta<&IndexSelectMeta>();
+      .CPUAndCUDA<&IndexSelectCPU>().Meta<&IndexSelectMeta>();
   r.Def("index.Tensor(Tensor self, Tensor?[] indices) -> Tensor", kCore, kFunction)
       .Impl<&IndexCPU>(DispatchKey::CPU).Meta<&IndexMeta>();
   r.Def("index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)", {},

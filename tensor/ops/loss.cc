@@ -12,6 +12,7 @@
 
 #include "tensor/cuda/embedded_kernels.h"
 #include "tensor/ops/common.h"
+#include "tensor/ops/index_cuda.h"
 #include "tensor/ops/reduce_cuda.h"
 #include "tensor/ops/scalar_t_math.h"
 
@@ -428,6 +429,11 @@ Tensor Embedding(const Tensor& weight, const Tensor& indices, SymInt padding_idx
   Tensor out = EmptyFromMeta(EmbeddingMeta(weight, indices, padding_idx, scale, sparse));
   const int64_t n = indices.numel(), rows = weight.size(0), dim = weight.size(1);
   if (out.numel() == 0 && n == 0) return out;
+  if (out.device().is_cuda()) {  // indices checked on the device (index_cuda.h)
+    IndexSelectCUDA(weight, 0, ops::reshape(indices, {SymInt(n)}), ops::reshape(out, {SymInt(n), SymInt(dim)}),
+                    "index out of range in self");
+    return out;
+  }
   Tensor idx = ops::contiguous(CastTo(indices, ScalarType::Int64));
   Tensor w = ops::contiguous(weight);
   const int64_t* ip = idx.data_ptr<int64_t>();
@@ -555,7 +561,7 @@ void RegisterLossOps(Registry& r) {
       .Impl<&BceLogits>(DispatchKey::CPU).Meta<&BceLogitsMeta>();
   r.Def("embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, "
         "bool sparse=False) -> Tensor", {Tag::core})
-      .Impl<&Embedding>(DispatchKey::CPU).Meta<&EmbeddingMeta>();
+      .CPUAndCUDA<&Embedding>().Meta<&EmbeddingMeta>();
   r.Def("native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)",
         {Tag::nondeterministic_seeded, Tag::core})
       .CPUAndCUDA<&NativeDropout>().Meta<&NativeDropoutMeta>();

@@ -12,6 +12,7 @@
 
 #include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
+#include "tensor/ops/index_cuda.h"
 #include "tensor/ops/reduce_cuda.h"
 #include "tensor/ops/scalar_t_math.h"
 
@@ -335,6 +336,10 @@ TensorMeta EmbeddingBwMeta(const Tensor& grad, const Tensor& indices, SymInt num
 Tensor EmbeddingBw(const Tensor& grad, const Tensor& indices, SymInt num_weights, SymInt padding_idx,
                    bool scale_grad_by_freq) {
   Tensor out = EmptyFromMeta(EmbeddingBwMeta(grad, indices, num_weights, padding_idx, scale_grad_by_freq));
+  if (out.device().is_cuda()) {
+    EmbeddingBackwardCUDA(grad, indices, padding_idx.expect_int(), scale_grad_by_freq, out);
+    return out;
+  }
   ops::fill_(out, 0);
   const int64_t n = indices.numel(), rows = out.size(0), D = out.size(1), pad = padding_idx.expect_int();
   if (n == 0 || D == 0) return out;
@@ -432,7 +437,7 @@ void RegisterLossBackwardOps(Registry& r) {
       .Impl<&BceBw>(DispatchKey::CPU).Meta<&BceBwMeta>();
   r.Def("embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, "
         "bool scale_grad_by_freq) -> Tensor", {Tag::core})
-      .Impl<&EmbeddingBw>(DispatchKey::CPU).Meta<&EmbeddingBwMeta>();
+      .CPUAndCUDA<&EmbeddingBw>().Meta<&EmbeddingBwMeta>();
   r.Def("native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor", {Tag::pointwise})
       .CPUAndCUDA<&DropoutBw>().Meta<&DropoutBwMeta>();
 }

@@ -7,7 +7,11 @@
 // CUDA_ERROR_NOT_SUPPORTED. Because a device pointer is a host address here, a host read of device
 // memory would pass unnoticed: tests/cuda also runs on the H200 (tools/gpu/test.sh), where it would not.
 //
-// Knobs: KILN_FAKE_CUDA_DEVICES (default 1), KILN_FAKE_CUDA_MEMORY bytes per device (default 1 GiB).
+// Knobs: KILN_FAKE_CUDA_DEVICES (default 1), KILN_FAKE_CUDA_MEMORY bytes per device (default 1 GiB),
+// KILN_FAKE_CUDA_NOOP_KERNELS=1: modules load and launches succeed without running anything, so a
+// whole program walks through every op's host side on a machine without a GPU (an op with no CUDA
+// kernel raises as it would on one; with nvJitLink on the library path, generated kernels compile
+// too); the values it computes are garbage.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -190,13 +194,27 @@ CUresult cuEventElapsedTime(float* ms, void* start, void* end) {
   *ms = static_cast<float>(*static_cast<double*>(end) - *static_cast<double*>(start));
   return kSuccess;
 }
-CUresult cuModuleLoadData(void**, const void*) { return kNotSupported; }
-CUresult cuModuleUnload(void*) { return kNotSupported; }
-CUresult cuModuleGetFunction(void**, void*, const char*) { return kNotSupported; }
-CUresult cuFuncSetAttribute(void*, int, int) { return kNotSupported; }
+bool NoopKernels() {
+  static const bool noop = std::getenv("KILN_FAKE_CUDA_NOOP_KERNELS") != nullptr &&
+                           std::string(std::getenv("KILN_FAKE_CUDA_NOOP_KERNELS")) == "1";
+  return noop;
+}
+int noop_handle;  // what a no-op module or function points at
+CUresult cuModuleLoadData(void** module, const void*) {
+  if (!NoopKernels()) return kNotSupported;
+  *module = &noop_handle;
+  return kSuccess;
+}
+CUresult cuModuleUnload(void*) { return NoopKernels() ? kSuccess : kNotSupported; }
+CUresult cuModuleGetFunction(void** fn, void*, const char*) {
+  if (!NoopKernels()) return kNotSupported;
+  *fn = &noop_handle;
+  return kSuccess;
+}
+CUresult cuFuncSetAttribute(void*, int, int) { return NoopKernels() ? kSuccess : kNotSupported; }
 CUresult cuLaunchKernel(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**,
                         void**) {
-  return kNotSupported;
+  return NoopKernels() ? kSuccess : kNotSupported;
 }
 
 }  // extern "C"

@@ -1,0 +1,101 @@
+"""Gathering and scattering rows by index on CUDA (tensor/cuda/kernels/index.cu): index_select,
+embedding and its backward (padding_idx, scale_grad_by_freq, 16-bit floats summed in float),
+index_add_, against kiln's CPU kernels (tested against PyTorch in tests/); and indices out of range,
+reported by the kernel and raised at the next synchronisation (Note [Device-side errors]), after which
+the device keeps working."""
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.nn.functional as F
+
+from cuda_util import ALL, host, needs_kernels
+
+pytestmark = needs_kernels
+TOL = {"float32": 1e-5, "float64": 1e-12, "bfloat16": 2e-2, "float16": 2e-3}
+
+
+def close(got, want, tol=0.0, what=""):
+    assert got.device.type == "cuda" and got.dtype == want.dtype and got.shape == want.shape, what
+    g, w = got.cpu().double().numpy(), want.double().numpy()
+    np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=str(what))
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("index_dtype", [kiln.int64, kiln.int32])
+def test_index_select(name, index_dtype):
+    x = host(name, (6, 7, 9), 1)
+    for dim in [0, 1, 2, -1]:
+        idx = kiln.tensor([3, 0, 0, 5, 2], dtype=index_dtype) % x.shape[dim]
+        close(x.cuda().index_select(dim, idx.cuda()), x.index_select(dim, idx), what=dim)
+    xt = x.transpose(0, 2)
+    close(xt.cuda().index_select(1, idx.cuda()), xt.index_select(1, idx), what="non-contiguous self")
+    out = kiln.empty(9, 5, 6, dtype=x.dtype, device="cuda").transpose(0, 2)
+    kiln.index_select(x.cuda(), 1, idx.cuda(), out=out)
+    close(out, x.index_select(1, idx), what="non-contiguous out")
+    close(host(name, (), 2).cuda().index_select(0, kiln.tensor([0], device="cuda")), host(name, (), 2).index_select(0, kiln.tensor([0])))
+
+
+@pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16"])
+def test_embedding_forward_and_backward(name):
+    dt = getattr(kiln, name)
+    weight = host(name, (50, 33), 3)
+    idx = kiln.tensor([[1, 4, 4, 49, 0], [7, 4, 1, 1, 2]])
+    for kwargs in [{}, {"padding_idx": 4}, {"scale_grad_by_freq": True}, {"padding_idx": 1, "scale_grad_by_freq": True}]:
+        wc = weight.clone().requires_grad_()
+        wg = weight.cuda().requires_grad_()
+        want = F.embedding(idx, wc, **kwargs)
+        got = F.embedding(idx.cuda(), wg, **kwargs)
+        close(got, want.detach(), what=("forward", kwargs))
+        g = host(name, tuple(want.shape), 4)
+        want.backward(g)
+        got.backward(g.cuda())
+        close(wg.grad, wc.grad, TOL[name], ("backward", kwargs))
+    many = kiln.randint(0, 3, (4000,))
+    wc, wg = weight.clone().requires_grad_(), weight.cuda().requires_grad_()
+    F.embedding(many, wc).sum().backward()
+    F.embedding(many.cuda(), wg).sum().backward()
+    # thousands of rows summed into three: in float for 16-bit floats, so only the final rounding differs
+    close(wg.grad, wc.grad.to(dt), max(TOL[name], 1e-4) * 1500 if name != "float64" else 1e-9, "many repeats")
+    assert dt is wg.grad.dtype
+
+
+@pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16", "int32", "int64"])
+def test_index_add(name):
+    tol = TOL.get(name, 0.0)
+    x = host(name, (5, 6, 4), 5)
+    for dim, alpha in [(0, 1), (1, 2), (2, 1), (-1, 3)]:
+        n = 7
+        idx = kiln.tensor([0, 2, 2, 1, 0, 3, 3]) % x.shape[dim]
+        src_shape = list(x.shape)
+        src_shape[dim] = n
+        src = host(name, tuple(src_shape), 6)
+        close(x.cuda().index_add(dim, idx.cuda(), src.cuda(), alpha=alpha), x.index_add(dim, idx, src, alpha=alpha),
+              tol * 4, (dim, alpha))
+    xt = x.transpose(0, 1).cuda()
+    want = x.transpose(0, 1).clone().index_add_(0, idx % 6, host(name, (7, 5, 4), 7))
+    xt.index_add_(0, (idx % 6).cuda(), host(name, (7, 5, 4), 7).cuda())
+    close(xt, want, tol * 4, "non-contiguous self")
+    with pytest.raises(NotImplementedError, match="index_add_cuda_"):
+        kiln.zeros(3, dtype=kiln.int8, device="cuda").index_add_(0, kiln.tensor([0], device="cuda"),
+                                                                 kiln.ones(1, dtype=kiln.int8, device="cuda"))
+
+
+def test_indices_out_of_range_raise_at_the_next_synchronisation():
+    x = kiln.randn(5, 3, device="cuda")
+    bad = kiln.tensor([1, 5], device="cuda")
+    y = x.index_select(0, bad)  # the launch returns; the kernel reports
+    with pytest.raises(IndexError, match=r"index_select\(\): index out of range in self"):
+        y.cpu()
+    assert kiln.allclose(x.index_select(0, kiln.tensor([4], device="cuda")).cpu(), x.cpu()[4:5]), "the device works on"
+    with pytest.raises(IndexError, match="index out of range in self"):
+        F.embedding(kiln.tensor([[0, -1]], device="cuda"), x)
+        kiln.cuda.synchronize()
+    kiln.cuda.synchronize()  # reported once
+    w = kiln.zeros(4, 2, device="cuda", requires_grad=True)
+    with pytest.raises(IndexError, match="index_add_"):
+        kiln.zeros(4, device="cuda").index_add_(0, kiln.tensor([9], device="cuda"), kiln.ones(1, device="cuda"))
+        kiln.cuda.current_stream().synchronize()
+    F.embedding(kiln.tensor([3, 3], device="cuda"), w).sum().backward()
+    assert w.grad.cpu().tolist() == [[0, 0], [0, 0], [0, 0], [2, 2]]
