@@ -811,6 +811,15 @@ Tensor MaskedFillImpl(Tensor self, const Tensor& mask, const Scalar& value, bool
   KILN_CHECK(b == self->sym_sizes(), "[masked_fill_] mask of shape ", ShapeStr(mask),
              " cannot be broadcast to self of shape ", ShapeStr(self));
   if (!run || self.numel() == 0) return self;
+  if (self.device().is_cuda()) {  // self = where(mask, value, self), element by element in place
+    KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "masked_fill_", [&] { CheckFitsInteger<scalar_t>(value, self.dtype()); });
+    const codegen::DType t = cuda::CodegenDType(self.dtype(), "masked_fill_");
+    cuda::LaunchPointwise("masked_fill", self, {cuda::PointwiseInput::Of(mask), cuda::PointwiseInput::Of(self),
+                                                cuda::PointwiseInput::Number(value, self.dtype())},
+                          codegen::Expr::Op(codegen::OpCode::kWhere, {cuda::Input(0), codegen::Expr::Cast(cuda::Input(2), t),
+                                                                      cuda::Input(1)}));
+    return self;
+  }
   ElementwiseIter iter({self, mask});
   KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "masked_fill_", [&] {
     CheckFitsInteger<scalar_t>(value, self.dtype());
@@ -931,7 +940,7 @@ Tensor WhereScalar(const Tensor& cond, const Scalar& self, const Scalar& other) 
 void RegisterIndexOps(Registry& r) {
   const std::initializer_list<Tag> kCore = {Tag::core};
   const std::initializer_list<Tag> kDynamic = {Tag::dynamic_output_shape, Tag::core};
-  r.Def("cat(Tensor[] tensors, int dim=0) -> Tensor", kCore).Impl<&CatCPU>(DispatchKey::CPU).Meta<&CatMeta>();
+  r.Def("cat(Tensor[] tensors, int dim=0) -> Tensor", kCore).CPUAndCUDA<&CatCPU>().Meta<&CatMeta>();
   r.Def("stack(Tensor[] tensors, int dim=0) -> Tensor").Composite<&StackOp>();
   r.Def("split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]", {}, kFunctionAndMethod)
       .Composite<&SplitTensor>();
@@ -982,11 +991,11 @@ void RegisterIndexOps(Registry& r) {
         kFunctionAndMethod)
       .Composite<&IndexPut>();
   r.Def("masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)", {}, kMethod)
-      .Impl<&MaskedFillScalar_>(DispatchKey::CPU).Impl<&MaskedFillScalarMeta_>(DispatchKey::Meta)
+      .CPUAndCUDA<&MaskedFillScalar_>().Impl<&MaskedFillScalarMeta_>(DispatchKey::Meta)
       .Impl<&MaskedFillScalarMeta_>(DispatchKey::Fake)
       .AllowsOverlappingWrites();
   r.Def("masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)", {}, kMethod)
-      .Impl<&MaskedFillTensor_>(DispatchKey::CPU).Impl<&MaskedFillTensorMeta_>(DispatchKey::Meta)
+      .CPUAndCUDA<&MaskedFillTensor_>().Impl<&MaskedFillTensorMeta_>(DispatchKey::Meta)
       .Impl<&MaskedFillTensorMeta_>(DispatchKey::Fake)
       .AllowsOverlappingWrites();
   r.Def("masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor", {Tag::pointwise}, kFunctionAndMethod)

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "tensor/ops/common.h"
+#include "tensor/ops/reduce_cuda.h"
 
 namespace kiln {
 namespace {
@@ -487,6 +488,12 @@ Tensor3 NativeLayerNormCPU(const Tensor& input, const SymList& normalized_shape,
   int64_t N = 1, M = 1;  // M rows of N values; an empty row has mean 0 and rstd NaN, as in PyTorch
   for (const SymInt& x : normalized_shape) N *= x.expect_int();
   for (int64_t d = 0; d < input.dim() - static_cast<int64_t>(normalized_shape.size()); ++d) M *= input.size(d);
+  if (input.device().is_cuda()) {
+    KILN_DISPATCH_FLOATING(input.dtype(), "layer_norm", [] {});  // the CPU kernel's dtype error
+    LayerNormCUDA(input, static_cast<int64_t>(normalized_shape.size()), Defined(weight) ? &*weight : nullptr,
+                  Defined(bias) ? &*bias : nullptr, eps, out, mean_t, rstd_t);
+    return {out, mean_t, rstd_t};
+  }
   Tensor x = ops::contiguous(input);
   KILN_DISPATCH_FLOATING(x.dtype(), "layer_norm", [&] {
     using A = opmath_t<scalar_t>;
@@ -616,7 +623,7 @@ void RegisterNormOps(Registry& r) {
       .Composite<&BatchNorm>();
   r.Def("native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> "
         "(Tensor, Tensor, Tensor)", {Tag::core}, kFunction)
-      .Impl<&NativeLayerNormCPU>(DispatchKey::CPU).Meta<&NativeLayerNormMeta>();
+      .CPUAndCUDA<&NativeLayerNormCPU>().Meta<&NativeLayerNormMeta>();
   r.Def("layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
         "float eps=1e-05, bool cudnn_enable=True) -> Tensor", {}, kFunction)
       .Composite<&LayerNorm>();

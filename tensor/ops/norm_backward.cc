@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "tensor/ops/common.h"
+#include "tensor/ops/reduce_cuda.h"
 
 namespace kiln {
 namespace {
@@ -449,6 +450,13 @@ Tensor3 LayerNormBw(const Tensor& grad, const Tensor& input, const SymList& norm
   int64_t N = 1;
   for (const SymInt& v : normalized_shape) N *= v.expect_int();
   const int64_t M = N == 0 ? 0 : input.numel() / N;
+  if (input.device().is_cuda()) {
+    KILN_DISPATCH_FLOATING(input.dtype(), kLn, [] {});  // the CPU kernel's dtype error
+    LayerNormBackwardCUDA(grad, input, static_cast<int64_t>(normalized_shape.size()), mean, rstd,
+                          Defined(weight) ? &*weight : nullptr, gi.defined() ? &gi : nullptr,
+                          gw.defined() ? &gw : nullptr, gb.defined() ? &gb : nullptr);
+    return {gi, gw, gb};
+  }
   Tensor g = ops::contiguous(grad), x = ops::contiguous(input);
   KILN_DISPATCH_FLOATING(input.dtype(), kLn, [&] {
     using A = opmath_t<scalar_t>;
@@ -580,7 +588,7 @@ void RegisterNormBackwardOps(Registry& r) {
       .Impl<&BatchNormBw>(DispatchKey::CPU).Meta<&BatchNormBwMeta>();
   r.Def("native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, "
         "Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)", {Tag::core})
-      .Impl<&LayerNormBw>(DispatchKey::CPU).Meta<&LayerNormBwMeta>();
+      .CPUAndCUDA<&LayerNormBw>().Meta<&LayerNormBwMeta>();
   r.Def("native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, "
         "SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, Tensor)", {Tag::core})
       .Impl<&GroupNormBw>(DispatchKey::CPU).Meta<&GroupNormBwMeta>();

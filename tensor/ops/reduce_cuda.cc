@@ -1,7 +1,12 @@
 // tensor/ops/reduce_cuda.cc: the reductions as generated CUDA kernels (tensor/cuda/reduce.h): each
 // is an accumulator dtype, a combine, what an element contributes and what the output is made of;
-// softmax and log_softmax (and their backward) as row reductions followed by a pointwise kernel.
+// softmax, log_softmax and layer_norm (and their backward) as row reductions followed by a
+// pointwise kernel.
 #include "tensor/ops/reduce_cuda.h"
+
+#include <cmath>
+#include <functional>
+#include <tuple>
 
 #include "tensor/cuda/reduce.h"
 #include "tensor/empty.h"
@@ -55,6 +60,30 @@ void MinMaxCUDA(bool max, const Tensor& input, const std::vector<bool>& mask, co
   Tensor scratch = values ? Tensor() : EmptyLike(*indices, input.dtype());
   cuda::LaunchReduce(cuda::ReduceOp{name, kind, acc, pre, Expr::Acc(0)}, values ? *values : scratch, indices,
                      {cuda::PointwiseInput::Of(input)}, input.sizes(), mask);
+}
+
+void VectorNormCUDA(const Tensor& input, double p, const std::vector<bool>& mask, const Tensor& out) {
+  const char* name = "linalg_vector_norm";
+  const DType acc = AccOf(input.dtype(), name);
+  const bool extreme = std::isinf(p);
+  const ReduceKind kind = !extreme ? ReduceKind::kSum : p > 0 ? ReduceKind::kMax : ReduceKind::kMin;
+  IR x = Expr::Cast(cuda::ReduceInput(0, kind), acc);
+  IR ax = Expr::Op(codegen::OpCode::kAbs, {x});
+  std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(input)};
+  IR pre = ax, post = Expr::Acc(0);
+  if (p == 0) {
+    pre = Expr::Cast(Expr::Op(codegen::OpCode::kNe, {x, Expr::Const(0.0, acc)}), acc);
+  } else if (p == 2) {
+    pre = Expr::Op(codegen::OpCode::kMul, {x, x});
+    post = Expr::Op(codegen::OpCode::kSqrt, {post});
+  } else if (!extreme && p != 1) {  // the exponents as number inputs: one kernel serves every p
+    const ScalarType t = acc == DType::F64 ? ScalarType::Float64 : ScalarType::Float32;
+    inputs.push_back(cuda::PointwiseInput::Number(Scalar(p), t));
+    inputs.push_back(cuda::PointwiseInput::Number(Scalar(1.0 / p), t));
+    pre = Expr::Op(codegen::OpCode::kPow, {ax, cuda::ReduceInput(1, kind)});
+    post = Expr::Op(codegen::OpCode::kPow, {post, cuda::ReduceInput(2, kind)});
+  }
+  cuda::LaunchReduce(cuda::ReduceOp{name, kind, acc, pre, post}, out, nullptr, inputs, input.sizes(), mask);
 }
 
 void LogicalCUDA(LogicalReduce kind, const Tensor& input, const std::vector<bool>& mask, const Tensor& out) {
@@ -240,6 +269,133 @@ void NllLossBackwardCUDA(const Tensor& grad, const Tensor& target, const Tensor*
                                           Fn(codegen::OpCode::kNeg, {Fn(codegen::OpCode::kMul, {g, w})}),
                                           Expr::Const(0.0, acc)});
   cuda::LaunchPointwise("nll_loss_backward", out2, inputs, value);
+}
+
+// --- layer_norm ----------------------------------------------------------------------------------
+
+namespace {
+
+// The mask over `t`'s last `n` dims (norm: true) or over the others (norm: false).
+std::vector<bool> LastDims(const Tensor& t, int64_t n, bool norm) {
+  std::vector<bool> mask(t.dim(), !norm);
+  for (int64_t d = t.dim() - n; d < t.dim(); ++d) mask[d] = norm;
+  return mask;
+}
+
+cuda::PointwiseInput AccNumber(double v, DType acc) {
+  return cuda::PointwiseInput::Number(Scalar(v), acc == DType::F64 ? ScalarType::Float64 : ScalarType::Float32);
+}
+
+// `stat` (mean or rstd as the op returns it) from its value in the accumulator's type.
+void Store(const Tensor& stat, const Tensor& value) {
+  if (stat.is_same(value)) return;
+  Tensor s = stat;
+  ops::copy_(s, value);
+}
+
+}  // namespace
+
+void LayerNormCUDA(const Tensor& input, int64_t normalized_dims, const Tensor* weight, const Tensor* bias, double eps,
+                   const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  const DType acc = AccOf(input.dtype(), "layer_norm");
+  const DimVector shape = input.sizes();
+  int64_t n = 1;
+  for (int64_t d = input.dim() - normalized_dims; d < input.dim(); ++d) n *= shape[d];
+  if (mean.numel() == 0) return;
+  const DimVector keep = mean.sizes();
+  // the statistics in the accumulator's type (the op's own outputs when they have it)
+  Tensor mu = mean.dtype() == StoredAcc(acc) ? mean : EmptyTensor(keep, StoredAcc(acc), input.device());
+  Tensor rs = rstd.dtype() == StoredAcc(acc) ? rstd : EmptyTensor(keep, StoredAcc(acc), input.device());
+  if (n == 0) {  // an empty row: mean 0, rstd NaN (the CPU kernel's 0 / 0)
+    Tensor m = mu, r = rs;
+    ops::fill_(m, Scalar(0.0));
+    ops::fill_(r, Scalar(std::nan("")));
+  } else {
+    const std::vector<bool> mask = LastDims(input, normalized_dims, true);
+    SumCUDA(input, mask, mu, 1.0 / static_cast<double>(n));
+    auto in = [&](int i) { return cuda::ReduceInput(i, ReduceKind::kSum); };
+    IR centred = Fn(codegen::OpCode::kSub, {Expr::Cast(in(0), acc), in(1)});
+    IR var = Fn(codegen::OpCode::kMul, {Expr::Acc(0), in(2)});
+    IR floor0 = Fn(codegen::OpCode::kMax, {var, Expr::Const(0.0, acc)});
+    IR post = Fn(codegen::OpCode::kDiv, {Expr::Const(1.0, acc), Fn(codegen::OpCode::kSqrt, {Fn(codegen::OpCode::kAdd, {floor0, in(3)})})});
+    cuda::LaunchReduce(cuda::ReduceOp{"layer_norm_rstd", ReduceKind::kSum, acc, Fn(codegen::OpCode::kMul, {centred, centred}), post},
+                       rs, nullptr,
+                       {cuda::PointwiseInput::Of(input), cuda::PointwiseInput::Of(mu), AccNumber(1.0 / static_cast<double>(n), acc),
+                        AccNumber(eps, acc)},
+                       shape, mask);
+  }
+  if (out.numel() > 0) {
+    std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(input), cuda::PointwiseInput::Of(mu),
+                                                cuda::PointwiseInput::Of(rs)};
+    IR y = Fn(codegen::OpCode::kMul, {Fn(codegen::OpCode::kSub, {Expr::Cast(cuda::Input(0), acc), cuda::Input(1)}), cuda::Input(2)});
+    if (weight) {
+      inputs.push_back(cuda::PointwiseInput::Of(*weight));
+      y = Fn(codegen::OpCode::kMul, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
+    }
+    if (bias) {
+      inputs.push_back(cuda::PointwiseInput::Of(*bias));
+      y = Fn(codegen::OpCode::kAdd, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
+    }
+    cuda::LaunchPointwise("layer_norm", out, inputs, y);
+  }
+  Store(mean, mu);
+  Store(rstd, rs);
+}
+
+void LayerNormBackwardCUDA(const Tensor& grad, const Tensor& input, int64_t normalized_dims, const Tensor& mean,
+                           const Tensor& rstd, const Tensor* weight, const Tensor* grad_input, const Tensor* grad_weight,
+                           const Tensor* grad_bias) {
+  const DType acc = AccOf(input.dtype(), "native_layer_norm_backward");
+  const DimVector shape = input.sizes();
+  int64_t n = 1;
+  for (int64_t d = input.dim() - normalized_dims; d < input.dim(); ++d) n *= shape[d];
+  // inputs of every kernel below: 0 grad, 1 x, 2 mean, 3 rstd, 4 weight (when there is one)
+  std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(grad), cuda::PointwiseInput::Of(input),
+                                              cuda::PointwiseInput::Of(mean), cuda::PointwiseInput::Of(rstd)};
+  if (weight) inputs.push_back(cuda::PointwiseInput::Of(*weight));
+  auto terms = [&](const std::function<IR(int)>& in) {  // {g * w, xh}
+    IR g = Expr::Cast(in(0), acc);
+    IR xh = Fn(codegen::OpCode::kMul, {Fn(codegen::OpCode::kSub, {Expr::Cast(in(1), acc), Expr::Cast(in(2), acc)}),
+                                       Expr::Cast(in(3), acc)});
+    IR gw = weight ? Fn(codegen::OpCode::kMul, {g, Expr::Cast(in(4), acc)}) : g;
+    return std::make_tuple(g, gw, xh);
+  };
+  auto red = [](int i) { return cuda::ReduceInput(i, ReduceKind::kSum); };
+  if (grad_input && grad_input->numel() > 0) {
+    const std::vector<bool> rows = LastDims(input, normalized_dims, true);
+    const DimVector keep = mean.sizes();
+    auto [g, gw, xh] = terms(red);
+    // the row means of gw and gw * xh (the reductions' inputs end with 1 / N)
+    std::vector<cuda::PointwiseInput> with_n = inputs;
+    with_n.push_back(AccNumber(1.0 / static_cast<double>(n), acc));
+    IR mean_of = Fn(codegen::OpCode::kMul, {Expr::Acc(0), red(static_cast<int>(with_n.size()) - 1)});
+    auto row_mean = [&](const char* name, const IR& pre) {
+      Tensor m = EmptyTensor(keep, StoredAcc(acc), input.device());
+      cuda::LaunchReduce(cuda::ReduceOp{name, ReduceKind::kSum, acc, pre, mean_of}, m, nullptr, with_n, shape, rows);
+      return m;
+    };
+    Tensor a = row_mean("layer_norm_backward_mean", gw);
+    Tensor b = row_mean("layer_norm_backward_dot", Fn(codegen::OpCode::kMul, {gw, xh}));
+    std::vector<cuda::PointwiseInput> pw = inputs;
+    const int ia = static_cast<int>(pw.size());
+    pw.push_back(cuda::PointwiseInput::Of(a));
+    pw.push_back(cuda::PointwiseInput::Of(b));
+    auto [pg, pgw, pxh] = terms(cuda::Input);
+    IR mean_terms = Fn(codegen::OpCode::kAdd, {cuda::Input(ia), Fn(codegen::OpCode::kMul, {pxh, cuda::Input(ia + 1)})});
+    IR gi = Fn(codegen::OpCode::kMul, {Expr::Cast(cuda::Input(3), acc), Fn(codegen::OpCode::kSub, {pgw, mean_terms})});
+    cuda::LaunchPointwise("layer_norm_backward", *grad_input, pw, gi);
+  }
+  const std::vector<bool> cols = LastDims(input, normalized_dims, false);
+  if (grad_weight) {
+    auto [g, gw, xh] = terms(red);
+    cuda::LaunchReduce(cuda::ReduceOp{"layer_norm_backward_weight", ReduceKind::kSum, acc, Fn(codegen::OpCode::kMul, {g, xh}),
+                                      Expr::Acc(0)},
+                       *grad_weight, nullptr, inputs, shape, cols);
+  }
+  if (grad_bias) {
+    cuda::LaunchReduce(cuda::ReduceOp{"layer_norm_backward_bias", ReduceKind::kSum, acc, Expr::Cast(red(0), acc), Expr::Acc(0)},
+                       *grad_bias, nullptr, {cuda::PointwiseInput::Of(grad)}, shape, cols);
+  }
 }
 
 }  // namespace kiln

@@ -19,6 +19,9 @@ void ProdCUDA(const Tensor& input, const std::vector<bool>& mask, const Tensor& 
 // in the row-major order of the reduced dims; NaN propagates, ties report the first index.
 void MinMaxCUDA(bool max, const Tensor& input, const std::vector<bool>& mask, const Tensor* values,
                 const Tensor* indices);
+// out = the ord-p vector norm over mask: max |x| (inf), min |x| (-inf), the count of nonzeros (0),
+// sum |x| (1), sqrt(sum x^2) (2), else (sum |x|^p)^(1/p); in float (double for float64).
+void VectorNormCUDA(const Tensor& input, double p, const std::vector<bool>& mask, const Tensor& out);
 // out = whether any (all) elements over mask are nonzero, or (count) how many are.
 enum class LogicalReduce { kAny, kAll, kCount };
 void LogicalCUDA(LogicalReduce kind, const Tensor& input, const std::vector<bool>& mask, const Tensor& out);
@@ -30,6 +33,19 @@ void LogicalCUDA(LogicalReduce kind, const Tensor& input, const std::vector<bool
 void SoftmaxCUDA(bool log, const Tensor& input, int64_t dim, const Tensor& out);
 // Their backward: softmax y * (g - sum(g * y)), log_softmax g - exp(y) * sum(g), over `dim`.
 void SoftmaxBackwardCUDA(bool log, const Tensor& grad, const Tensor& output, int64_t dim, const Tensor& out);
+
+// native_layer_norm over the last `normalized_dims` dims of `input`: the row's mean, then its
+// centred sum of squares (two passes, in float; double for float64), rstd = 1 / sqrt(max(var, 0) +
+// eps), then y = (x - mean) * rstd * w + b in one pointwise kernel. out, mean and rstd are the op's
+// (mean/rstd of the meta's dtype, [*, 1, ...]); weight and bias may be null.
+void LayerNormCUDA(const Tensor& input, int64_t normalized_dims, const Tensor* weight, const Tensor* bias, double eps,
+                   const Tensor& out, const Tensor& mean, const Tensor& rstd);
+// Its backward, for the outputs that are non-null: with xh = (x - mean) * rstd and gw = g * w,
+// grad_input = rstd * (gw - (sum(gw) + xh * sum(gw * xh)) / N) (two row means, then a pointwise
+// kernel), grad_weight = the column sum of g * xh, grad_bias the column sum of g.
+void LayerNormBackwardCUDA(const Tensor& grad, const Tensor& input, int64_t normalized_dims, const Tensor& mean,
+                           const Tensor& rstd, const Tensor* weight, const Tensor* grad_input, const Tensor* grad_weight,
+                           const Tensor* grad_bias);
 
 // nll_loss_forward for x [B, C] (or [C] with a 0-d target) and target [B]: out is [B] (reduction
 // none) or 0-d, total_weight 0-d (the summed weights of the counted targets; 0 for none). A target

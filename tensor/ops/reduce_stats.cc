@@ -8,6 +8,7 @@
 // (VarAllReduce: deviations from the mean rounded to the input dtype). The `unbiased` overloads
 // are composites over the `.correction` kernels.
 // logsumexp shifts by the max (0 when the max is infinite) before exponentiating.
+#include "tensor/ops/reduce_cuda.h"
 #include "tensor/ops/reduce_utils.h"
 
 namespace kiln {
@@ -191,8 +192,12 @@ Tensor VectorNorm(const Tensor& self, const Scalar& ord, OptDims dims, bool keep
   TensorMeta m = VectorNormMeta(self, ord, dims, keepdim, dtype);
   Tensor out = EmptyFromMeta(m);
   Tensor input = CastTo(self, m.dtype);
-  ReduceIter iter(input, ReduceMask("linalg.vector_norm", dims, self.dim()));
   const double p = ord.to_double();
+  if (out.device().is_cuda()) {
+    VectorNormCUDA(input, p, ReduceMask("linalg.vector_norm", dims, self.dim()), out);
+    return out;
+  }
+  ReduceIter iter(input, ReduceMask("linalg.vector_norm", dims, self.dim()));
   KILN_DISPATCH_FLOATING(m.dtype, "linalg_vector_norm", [&] {
     using T = scalar_t;
     using Acc = acc_t<T>;
@@ -296,7 +301,7 @@ void RegisterReduceStatsOps(Registry& r) {
 
   r.Def("linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, "
         "ScalarType? dtype=None) -> Tensor", tags, kFunction)
-      .Impl<&VectorNorm>(DispatchKey::CPU).Meta<&VectorNormMeta>();
+      .CPUAndCUDA<&VectorNorm>().Meta<&VectorNormMeta>();
   r.Def("norm.ScalarOpt_dtype(Tensor self, Scalar? p, *, ScalarType dtype) -> Tensor", red, kFunctionAndMethod)
       .Composite<&NormScalarOptDtype>();
   r.Def("norm.Scalar(Tensor self, Scalar p=2) -> Tensor", red, kFunctionAndMethod).Composite<&NormScalar>();

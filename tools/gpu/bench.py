@@ -4,8 +4,8 @@ process, interleaved, best (median where noted) of several rounds; a table of ra
 What exists so far (issue 18): the first CUDA op of a process, the caching allocator, copies between
 host and device (pageable and pinned) and on the device, fill, mm through cuBLAS, and the generated
 pointwise kernels (launch overhead, bandwidth, the first kernels' compile time), and the generated
-reduction kernels (whole tensors, rows, columns, short rows, argmax, a bias gradient, latency), and
-an eager MLP training step.
+reduction kernels (whole tensors, rows, columns, short rows, argmax, a bias gradient, latency), eager
+training steps of an MLP and of a GPT-style model, and randn (the nvcc-built Philox kernels).
 Run through tools/gpu/bench.sh (which unpacks the module)."""
 
 import os
@@ -178,7 +178,7 @@ def main():
         model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.GELU(), nn.Linear(1024, 10))
         model.to("cuda")
         opt = lib.optim.AdamW(model.parameters(), lr=1e-3)
-        x, y = lib.randn(512, 784).to("cuda"), lib.randint(0, 10, (512,)).to("cuda")  # no CUDA RNG in kiln yet
+        x, y = lib.randn(512, 784, device="cuda"), lib.randint(0, 10, (512,), device="cuda")
 
         def step():
             opt.zero_grad()
@@ -190,6 +190,64 @@ def main():
     for _ in range(3):
         k_step(), t_step()
     row("MLP training step (AdamW) us", timed(k_step, ks, 50) * 1e6, timed(t_step, ts, 50) * 1e6, "us")
+
+    # 8. a GPT-style training step (4 layers, d=512, 8 heads, batch 32, length 256, vocabulary 8192):
+    # embeddings, layer_norm, attention through bmm, masked_fill, softmax, dropout, GELU, cross_entropy,
+    # AdamW; the issue's target is at most 1.0x PyTorch's eager step.
+    def gpt_step(lib):
+        import math
+
+        nn, F = lib.nn, lib.nn.functional
+        vocab, d, heads, length, batch = 8192, 512, 8, 256, 32
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+                self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+                self.fc, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+                self.register_buffer("mask", lib.tril(lib.ones(length, length)).view(1, 1, length, length))
+
+            def forward(self, x):
+                b, t, c = x.shape
+                q, k, v = (z.view(b, t, heads, c // heads).transpose(1, 2) for z in self.qkv(self.ln1(x)).split(c, 2))
+                att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(c // heads))
+                att = F.dropout(F.softmax(att.masked_fill(self.mask == 0, float("-inf")), dim=-1), 0.1)
+                x = x + F.dropout(self.proj((att @ v).transpose(1, 2).contiguous().view(b, t, c)), 0.1)
+                return x + F.dropout(self.fc2(F.gelu(self.fc(self.ln2(x)))), 0.1)
+
+        class GPT(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(length, d)
+                self.blocks = nn.Sequential(*[Block() for _ in range(4)])
+                self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
+                self.tok.weight = self.head.weight
+
+            def forward(self, idx, targets):
+                x = F.dropout(self.tok(idx) + self.pos(lib.arange(idx.shape[1], device=idx.device)), 0.1)
+                logits = self.head(self.ln(self.blocks(x)))
+                return F.cross_entropy(logits.view(-1, vocab), targets.view(-1))
+
+        lib.manual_seed(0)
+        model = GPT().to("cuda")
+        opt = lib.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+        x = lib.randint(0, vocab, (batch, length), device="cuda")
+        y = lib.randint(0, vocab, (batch, length), device="cuda")
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            model(x, y).backward()
+            lib.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+        return step
+
+    k_gpt, t_gpt = gpt_step(kiln), gpt_step(torch)
+    for _ in range(2):
+        k_gpt(), t_gpt()
+    row("GPT training step (4x512, b32 l256, AdamW) ms", timed(k_gpt, ks, 5) * 1e3, timed(t_gpt, ts, 5) * 1e3, "ms")
+    row("randn 64M f32 TB/s", 4 * n / timed(lambda: kiln.randn(n, device="cuda"), ks, 20) / 1e12,
+        4 * n / timed(lambda: torch.randn(n, device="cuda"), ts, 20) / 1e12, "TB/s", higher_is_better=True)
 
     copy = 2 * gb / timed(lambda: kx.clone(), ks, 50) / 1e3
     total = 4 * n / timed(lambda: kx.sum(), ks, 50) / 1e12

@@ -1,0 +1,104 @@
+"""layer_norm and its backward, linalg.vector_norm, masked_fill and cat on CUDA, against kiln's CPU
+kernels (tested against PyTorch in tests/): several shapes and dtypes, with and without affine
+parameters, non-contiguous inputs."""
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.nn.functional as F
+
+from cuda_util import ALL, FLOATS, host, needs_kernels
+
+pytestmark = needs_kernels
+TOL = {"float32": 3e-5, "float64": 1e-12, "bfloat16": 3e-2, "float16": 3e-3}
+
+
+def close(got, want, tol=0.0, what=""):
+    assert got.device.type == "cuda", what
+    got = got.detach().cpu()
+    assert got.dtype == want.dtype and got.shape == want.shape, (what, got.dtype, want.dtype, got.shape, want.shape)
+    np.testing.assert_allclose(got.double().numpy(), want.detach().double().numpy(), rtol=tol, atol=tol,
+                               err_msg=str(what), equal_nan=True)
+
+
+@pytest.mark.parametrize("name", FLOATS)
+@pytest.mark.parametrize("shape,normalized", [((4, 7, 33), (33,)), ((6, 1000), (1000,)), ((3, 5, 6), (5, 6)),
+                                              ((2, 0, 8), (8,))])
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_forward_and_backward(name, shape, normalized, affine):
+    tol = TOL[name]
+    x = host(name, shape, 1)
+    w = host(name, normalized, 2) if affine else None
+    b = host(name, normalized, 3) if affine else None
+    ins_c = [t.clone().requires_grad_() if t is not None else None for t in (x, w, b)]
+    ins_g = [t.cuda().requires_grad_() if t is not None else None for t in (x, w, b)]
+    yc = F.layer_norm(ins_c[0], normalized, ins_c[1], ins_c[2], eps=1e-5)
+    yg = F.layer_norm(ins_g[0], normalized, ins_g[1], ins_g[2], eps=1e-5)
+    close(yg, yc, tol, "forward")
+    g = host(name, shape, 4)
+    yc.backward(g)
+    yg.backward(g.cuda())
+    for a, c, what in zip(ins_g, ins_c, ["grad input", "grad weight", "grad bias"]):
+        if a is not None:
+            close(a.grad, c.grad, tol * 10 if name in ("float16", "bfloat16") else tol * 4, what)
+    out, mean, rstd = kiln.native_layer_norm(x.cuda(), list(normalized), None, None, 1e-5)
+    out_c, mean_c, rstd_c = kiln.native_layer_norm(x, list(normalized), None, None, 1e-5)
+    close(mean, mean_c, tol, "mean")
+    close(rstd, rstd_c, tol * 10, "rstd")
+
+
+def test_layer_norm_non_contiguous_and_constant_rows():
+    x = host("float32", (64, 48), 5).t()
+    close(F.layer_norm(x.cuda(), (64,)), F.layer_norm(x, (64,)), 3e-5, "transposed input")
+    c = kiln.full((3, 10), 2.5)
+    close(F.layer_norm(c.cuda(), (10,)), F.layer_norm(c, (10,)), 0, "constant rows: zero variance")
+
+
+@pytest.mark.parametrize("name", FLOATS)
+def test_vector_norm(name):
+    x = host(name, (7, 9, 5), 6)
+    x[0, 0, 0] = 0
+    for ord in [2, 1, 0, float("inf"), float("-inf"), 3, 0.5, -1.5]:
+        for dim, keepdim in [(None, False), ((1,), False), ((0, 2), True), ((-1,), False)]:
+            want = kiln.linalg.vector_norm(x, ord, dim, keepdim)
+            close(kiln.linalg.vector_norm(x.cuda(), ord, dim, keepdim), want, TOL[name] * 3, (ord, dim))
+    close(kiln.linalg.vector_norm(x.cuda(), dtype=kiln.float64), kiln.linalg.vector_norm(x, dtype=kiln.float64), 1e-6)
+    params = [kiln.nn.Parameter(host("float32", s, i).cuda()) for i, s in enumerate([(5, 3), (7,)])]
+    cpu = [kiln.nn.Parameter(p.detach().cpu()) for p in params]
+    for ps in (params, cpu):
+        for p in ps:
+            p.grad = p.detach() * 10
+    total_g = kiln.nn.utils.clip_grad_norm_(params, 1.0)
+    total_c = kiln.nn.utils.clip_grad_norm_(cpu, 1.0)
+    close(total_g, total_c, 1e-5, "clip_grad_norm_ total")
+    for a, c in zip(params, cpu):
+        close(a.grad, c.grad, 1e-5, "clipped")
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_masked_fill(name):
+    x = host(name, (5, 6, 7), 7)
+    mask = host("bool", (6, 1), 8)
+    value = True if name == "bool" else (3 if name in ("int64", "int32", "int16", "int8", "uint8") else -2.5)
+    close(x.cuda().masked_fill(mask.cuda(), value), x.masked_fill(mask, value), what="broadcast mask")
+    close(x.cuda().masked_fill(mask.cuda(), kiln.tensor(value)), x.masked_fill(mask, kiln.tensor(value)), what="0-d value")
+    xt = x.transpose(0, 2).cuda()
+    xt.masked_fill_(host("bool", (7, 6, 5), 9).cuda(), value)
+    close(xt, x.transpose(0, 2).clone().masked_fill_(host("bool", (7, 6, 5), 9), value), what="in place, non-contiguous")
+    if name in ("float32", "float16", "bfloat16"):
+        close(x.cuda().masked_fill(mask.cuda(), float("-inf")), x.masked_fill(mask, float("-inf")), what="-inf")
+    if name == "int8":
+        with pytest.raises(RuntimeError, match="value cannot be converted to type int8_t without overflow"):
+            x.cuda().masked_fill_(mask.cuda(), 1000)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_cat(name):
+    parts = [host(name, (3, 4, 5), 10), host(name, (3, 2, 5), 11), host(name, (3, 0, 5), 12)]
+    close(kiln.cat([p.cuda() for p in parts], 1), kiln.cat(parts, 1), what="dim 1")
+    close(kiln.cat([parts[0].cuda(), parts[0].transpose(0, 2).contiguous().transpose(0, 2).cuda()], -1),
+          kiln.cat([parts[0], parts[0]], -1), what="non-contiguous input")
+    mixed = [host(name, (2, 3), 13).cuda(), host("float32", (1, 3), 14).cuda()]
+    close(kiln.cat(mixed), kiln.cat([m.cpu() for m in mixed]), 1e-6, "promotion")
+    close(kiln.stack([p.cuda() for p in parts[:1] * 3], 0), kiln.stack(parts[:1] * 3, 0), what="stack")
