@@ -10,6 +10,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
 
 namespace kiln {
@@ -44,8 +45,32 @@ TensorMeta TriMeta(const Tensor& self, int64_t) {
   return SameAs(self);
 }
 // Zeroes out[i, j] outside the band (tril keeps j - i <= k, triu keeps j - i >= k).
+// CUDA: out = where(j - i <= k (tril; >= k triu), src, 0) in one pointwise kernel over the row and
+// column indices (two aranges, broadcast).
+template <bool kUpper>
+void TriIntoCUDA(const Tensor& out, const Tensor& src, int64_t k) {
+  const int64_t nd = out.dim();
+  auto arange = [&](int64_t n) {
+    return CallOp<Tensor>(KILN_OP("aten::arange.start_step"), Scalar(int64_t{0}), Scalar(n), Scalar(int64_t{1}),
+                          std::optional<ScalarType>(ScalarType::Int64), std::optional<Layout>(),
+                          std::optional<Device>(out.device()), std::optional<bool>());
+  };
+  const Tensor rows = ops::reshape(arange(out.size(nd - 2)), {SymInt(out.size(nd - 2)), SymInt(1)});
+  const Tensor cols = arange(out.size(nd - 1));
+  using codegen::Expr;
+  using codegen::OpCode;
+  const codegen::DType t = cuda::CodegenDType(out.dtype(), kUpper ? "triu" : "tril");
+  const auto diff = Expr::Op(OpCode::kSub, {cuda::Input(1), cuda::Input(0)});
+  const auto keep = Expr::Op(kUpper ? OpCode::kGe : OpCode::kLe, {diff, cuda::Input(2)});
+  cuda::LaunchPointwise(kUpper ? "triu" : "tril", out,
+                        {cuda::PointwiseInput::Of(rows), cuda::PointwiseInput::Of(cols),
+                         cuda::PointwiseInput::Number(Scalar(k), ScalarType::Int64), cuda::PointwiseInput::Of(src)},
+                        Expr::Op(OpCode::kWhere, {keep, Expr::Cast(cuda::Input(3), t), Expr::Cast(Expr::ConstInt(0, codegen::DType::I64), t)}));
+}
+
 template <bool kUpper>
 void TriInto(const Tensor& out, const Tensor& src, int64_t k) {
+  if (out.device().is_cuda()) return TriIntoCUDA<kUpper>(out, src, k);
   const int64_t nd = out.dim();
   KILN_DISPATCH_ALL_AND_COMPLEX(out.dtype(), kUpper ? "triu" : "tril", [&] {
     scalar_t* o = out.data_ptr<scalar_t>();
@@ -459,15 +484,15 @@ Tensor Linspace(const Scalar& start, const Scalar& end, int64_t steps, OptDtype 
 void RegisterShapeOps(Registry& r) {
   const std::initializer_list<Tag> kCore = {Tag::core};
   r.Def("tril(Tensor self, int diagonal=0) -> Tensor", kCore, kFunctionAndMethod)
-      .Impl<&Tri<false>>(DispatchKey::CPU).Meta<&TriMeta<false>>();
+      .CPUAndCUDA<&Tri<false>>().Meta<&TriMeta<false>>();
   r.Def("triu(Tensor self, int diagonal=0) -> Tensor", kCore, kFunctionAndMethod)
-      .Impl<&Tri<true>>(DispatchKey::CPU).Meta<&TriMeta<true>>();
+      .CPUAndCUDA<&Tri<true>>().Meta<&TriMeta<true>>();
   r.Def("tril_(Tensor(a!) self, int diagonal=0) -> Tensor(a!)", {}, kMethod)
-      .Impl<&Tri_<false>>(DispatchKey::CPU).Impl<&TriMeta_<false>>(DispatchKey::Meta)
+      .CPUAndCUDA<&Tri_<false>>().Impl<&TriMeta_<false>>(DispatchKey::Meta)
       .Impl<&TriMeta_<false>>(DispatchKey::Fake)
       .AllowsOverlappingWrites();  // as PyTorch's tril_/triu_
   r.Def("triu_(Tensor(a!) self, int diagonal=0) -> Tensor(a!)", {}, kMethod)
-      .Impl<&Tri_<true>>(DispatchKey::CPU).Impl<&TriMeta_<true>>(DispatchKey::Meta)
+      .CPUAndCUDA<&Tri_<true>>().Impl<&TriMeta_<true>>(DispatchKey::Meta)
       .Impl<&TriMeta_<true>>(DispatchKey::Fake)
       .AllowsOverlappingWrites();
   r.Def("sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)", kCore,

@@ -68,12 +68,11 @@ def test_gpt_training_matches_the_cpu():
     assert gpu.tok.weight is gpu.head.weight
     oc = kiln.optim.AdamW(cpu.parameters(), lr=3e-3, weight_decay=0.1)
     og = kiln.optim.AdamW(gpu.parameters(), lr=3e-3, weight_decay=0.1)
-    rng = np.random.default_rng(2)
+    data = kiln.tensor(np.random.default_rng(2).integers(0, 97, (8, 25)))
+    x, y = data[:, :-1].contiguous(), data[:, 1:].contiguous()
+    y[0, :3] = -1  # ignored targets
     losses = []
-    for step in range(4):
-        data = kiln.tensor(rng.integers(0, 97, (8, 25)))
-        x, y = data[:, :-1].contiguous(), data[:, 1:].contiguous()
-        y[0, :3] = -1  # ignored targets
+    for step in range(4):  # one batch, learnt a little more each step
         kiln.manual_seed(100 + step)  # the same dropout masks on both devices
         lc = cpu(x, y)
         kiln.manual_seed(100 + step)
@@ -91,4 +90,9 @@ def test_gpt_training_matches_the_cpu():
         og.step()
     assert losses[-1] < losses[0], losses
     for (name, pc), pg in zip(cpu.named_parameters(), gpu.parameters()):
-        np.testing.assert_allclose(pg.detach().cpu().numpy(), pc.detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+        want, got = pc.detach().numpy(), pg.detach().cpu().numpy()
+        if name.endswith("qkv.bias"):
+            # The key bias cannot change the attention (softmax ignores a per-row constant), so its
+            # gradient is rounding noise that Adam scales to steps of lr: compare queries and values.
+            want, got = np.delete(want, np.s_[64:128]), np.delete(got, np.s_[64:128])
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=name)

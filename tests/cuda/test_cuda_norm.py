@@ -89,7 +89,7 @@ def test_masked_fill(name):
     if name in ("float32", "float16", "bfloat16"):
         close(x.cuda().masked_fill(mask.cuda(), float("-inf")), x.masked_fill(mask, float("-inf")), what="-inf")
     if name == "int8":
-        with pytest.raises(RuntimeError, match="value cannot be converted to type int8_t without overflow"):
+        with pytest.raises(RuntimeError, match="value cannot be converted to type int8 without overflow"):
             x.cuda().masked_fill_(mask.cuda(), 1000)
 
 
@@ -102,3 +102,15 @@ def test_cat(name):
     mixed = [host(name, (2, 3), 13).cuda(), host("float32", (1, 3), 14).cuda()]
     close(kiln.cat(mixed), kiln.cat([m.cpu() for m in mixed]), 1e-6, "promotion")
     close(kiln.stack([p.cuda() for p in parts[:1] * 3], 0), kiln.stack(parts[:1] * 3, 0), what="stack")
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_tril_triu(name):
+    x = host(name, (3, 6, 9), 15)
+    for k in [-2, 0, 3]:
+        close(kiln.tril(x.cuda(), k), kiln.tril(x, k), what=("tril", k))
+        close(kiln.triu(x.cuda(), k), kiln.triu(x, k), what=("triu", k))
+    xt = x.transpose(1, 2).cuda()
+    xt.tril_(1)
+    close(xt, x.transpose(1, 2).clone().tril_(1), what="tril_ non-contiguous")
+    close(kiln.tril(kiln.ones(256, 256, device="cuda")), kiln.tril(kiln.ones(256, 256)), what="causal mask")
