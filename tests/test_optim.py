@@ -254,10 +254,27 @@ def test_zero_grad_and_closure():
 
 
 def test_unsupported_options_are_refused():
-    with pytest.raises(NotImplementedError, match="fused"):
-        kiln.optim.Adam([kiln.zeros(2)], fused=True)
+    with pytest.raises(RuntimeError, match="`fused` and `foreach` cannot be `True` together"):
+        kiln.optim.Adam([kiln.zeros(2)], fused=True, foreach=True)
     with pytest.raises(NotImplementedError, match="capturable"):
         kiln.optim.RMSprop([kiln.zeros(2)], capturable=True)
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW"])
+def test_fused_adam_on_the_cpu_matches_torch_fused(name):
+    """fused=True (nanoGPT passes it) runs the single-tensor step on the CPU; PyTorch's fused CPU
+    kernel computes the same step."""
+    rng = np.random.default_rng(0)
+    init = rng.standard_normal((5, 7)).astype(np.float32)
+    k, t = kiln.tensor(init).requires_grad_(), torch.tensor(init).requires_grad_()
+    kopt = getattr(kiln.optim, name)([k], lr=0.01, weight_decay=0.1, fused=True)
+    topt = getattr(torch.optim, name)([t], lr=0.01, weight_decay=0.1, fused=True)
+    for step in range(4):
+        g = rng.standard_normal((5, 7)).astype(np.float32)
+        k.grad, t.grad = kiln.tensor(g), torch.tensor(g)
+        kopt.step()
+        topt.step()
+        np.testing.assert_allclose(k.detach().numpy(), t.detach().numpy(), rtol=1e-6, atol=1e-7, err_msg=str(step))
 
 
 # --- learning-rate schedulers ------------------------------------------------------------------

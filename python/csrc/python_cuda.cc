@@ -15,6 +15,7 @@
 #include "runtime/cuda/stream.h"
 #include "runtime/error.h"
 #include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda/multi_tensor.h"
 
 namespace py = pybind11;
 
@@ -186,6 +187,15 @@ void InitCudaBindings(py::module_& m) {
     }
     return segments;
   });
+  m.def("_cuda_multi_tensor_adam",
+        [](const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avgs,
+           const std::vector<Tensor>& exp_avg_sqs, const std::vector<Tensor>& max_exp_avg_sqs,
+           const std::vector<double>& step_sizes, const std::vector<double>& bias_correction2_sqrts, double lr,
+           double beta1, double beta2, double eps, double weight_decay, bool decoupled, bool maximize) {
+          cuda::MultiTensorAdam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step_sizes,
+                                bias_correction2_sqrts, cuda::AdamHyper{lr, beta1, beta2, eps, weight_decay, decoupled,
+                                                                        maximize});
+        });
   m.def("_cuda_record_stream", [](const Tensor& t, const StreamTuple& s) {
     KILN_CHECK(t.device().is_cuda(), "record_stream expects a CUDA tensor, got one on ", t.device().str());
     cuda::DeviceCachingAllocator(t.device().index).RecordStream(t->storage()->data(), Unpack(s).id());

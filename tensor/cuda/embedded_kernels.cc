@@ -20,9 +20,15 @@ extern const unsigned char kRandomKernels[];
 extern const size_t kRandomKernelsSize;
 extern const unsigned char kIndexKernels[];
 extern const size_t kIndexKernelsSize;
+extern const unsigned char kOptimKernels[];
+extern const size_t kOptimKernelsSize;
 
 const EmbeddedFatbin& RandomKernels() {
   static const EmbeddedFatbin f{"tensor/cuda/kernels/random.cu", kRandomKernels, kRandomKernelsSize};
+  return f;
+}
+const EmbeddedFatbin& OptimKernels() {
+  static const EmbeddedFatbin f{"tensor/cuda/kernels/optim.cu", kOptimKernels, kOptimKernelsSize};
   return f;
 }
 const EmbeddedFatbin& IndexKernels() {

@@ -23,6 +23,7 @@ struct EmbeddedFatbin {
 // The fat binaries (tensor/cuda/kernels/<file>.cu).
 const EmbeddedFatbin& RandomKernels();
 const EmbeddedFatbin& IndexKernels();
+const EmbeddedFatbin& OptimKernels();
 
 // `kernel` (an extern "C" name) of `fatbin` on `device`; `op` names the caller in errors.
 CUfunction EmbeddedKernel(const EmbeddedFatbin& fatbin, int device, const char* kernel, const char* op);

@@ -171,3 +171,38 @@ def test_training_steps_match_the_cpu(opt):
     for (n, pc), pg in zip(cpu.named_parameters(), gpu.parameters()):
         assert pg.device.type == "cuda"
         np.testing.assert_allclose(pg.detach().cpu().numpy(), pc.detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=n)
+
+
+@pytest.mark.parametrize("opt,kwargs", [("Adam", {}), ("AdamW", {"weight_decay": 0.1}),
+                                        ("Adam", {"weight_decay": 0.05, "amsgrad": True}),
+                                        ("AdamW", {"maximize": True, "amsgrad": True})])
+def test_multi_tensor_adam_matches_the_single_tensor_step(opt, kwargs):
+    """The multi-tensor kernel (the default on CUDA) against foreach=False on CUDA and on the CPU:
+    more tensors than one launch holds (24), a tensor of more chunks than one launch runs (320 of
+    65536), float32 and bfloat16 parameters in one group, a non-contiguous parameter (single-tensor
+    path), a parameter without a gradient."""
+    rng = np.random.default_rng(3)
+    shapes = [(5000, 4300)] + [(rng.integers(1, 70), rng.integers(1, 70)) for _ in range(30)] + [(1,)]
+    init = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+    def make(device, foreach):
+        ps = [nn.Parameter(kiln.tensor(a).to(device)) for a in init]
+        ps[3] = nn.Parameter(ps[3].detach().to(kiln.bfloat16))
+        ps[4] = nn.Parameter(kiln.tensor(init[4]).t().contiguous().t().to(device).t())  # non-contiguous
+        return ps, getattr(kiln.optim, opt)(ps, lr=1e-2, foreach=foreach, **kwargs)
+
+    runs = {key: make(*key) for key in [("cuda", None), ("cuda", False), ("cpu", None)]}
+    for step in range(3):
+        grads = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+        for ps, o in runs.values():
+            for i, (p, g) in enumerate(zip(ps, grads)):
+                p.grad = None if i == 7 else kiln.tensor(g).to(p.dtype).to(p.device).reshape(p.shape)
+            o.step()
+    multi, single, cpu = (runs[k][0] for k in [("cuda", None), ("cuda", False), ("cpu", None)])
+    for i, (a, b, c) in enumerate(zip(multi, single, cpu)):
+        tol = 2e-2 if a.dtype == kiln.bfloat16 else 1e-5
+        np.testing.assert_allclose(a.detach().cpu().double().numpy(), b.detach().cpu().double().numpy(), rtol=tol,
+                                   atol=tol, err_msg=f"param {i} vs foreach=False")
+        np.testing.assert_allclose(a.detach().cpu().double().numpy(), c.detach().double().numpy(), rtol=tol, atol=tol,
+                                   err_msg=f"param {i} vs the CPU")
+    assert np.array_equal(multi[7].detach().cpu().numpy(), init[7]), "no gradient: unchanged"

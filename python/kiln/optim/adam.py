@@ -1,6 +1,11 @@
 """kiln.optim.Adam and AdamW (decoupled weight decay), with amsgrad and maximize. The same formulas
 in the same order as PyTorch's single-tensor (foreach=False, capturable=False) path, so the two agree
-step for step: state["step"] is a float32 scalar tensor, bias corrections are Python floats."""
+step for step: state["step"] is a float32 scalar tensor, bias corrections are Python floats.
+
+On CUDA (unless foreach=False) the parameters of a group are updated by the multi-tensor kernel
+(tensor/cuda/multi_tensor.h): a few launches for all of them, as PyTorch's foreach and fused paths;
+fused=True selects it too (and the single-tensor path on the CPU, as PyTorch's CPU fused kernel
+computes the same step)."""
 
 import kiln
 from kiln.optim.optimizer import (Optimizer, _check_adam_arguments, _check_unsupported, _no_grad_step, _to_scalar)
@@ -21,7 +26,9 @@ class Adam(Optimizer):
         for i, b in enumerate(betas):
             if isinstance(b, kiln.Tensor) and b.numel() != 1:
                 raise ValueError(f"Tensor betas[{i}] must be 1-element")
-        _check_unsupported(capturable=capturable, differentiable=differentiable, fused=fused)
+        _check_unsupported(capturable=capturable, differentiable=differentiable)
+        if fused and foreach:
+            raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
         betas = tuple(_to_scalar(b) for b in betas)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
                         foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused,
@@ -41,6 +48,7 @@ class Adam(Optimizer):
             amsgrad = group["amsgrad"]
             maximize = group["maximize"]
             decoupled = group["decoupled_weight_decay"]
+            batches = {}  # (device, dtype) -> the multi-tensor kernel's lists
             for p in group["params"]:
                 grad = p.grad
                 if grad is None:
@@ -55,6 +63,14 @@ class Adam(Optimizer):
                 exp_avg = p_state["exp_avg"]
                 exp_avg_sq = p_state["exp_avg_sq"]
                 step_t = p_state["step"]
+                if group["foreach"] is not False and _multi_tensor_ok(p, grad):
+                    step_t.add_(1)
+                    step = step_t.item()
+                    lists = batches.setdefault((p.device, p.dtype), ([], [], [], [], [], [], []))
+                    for lst, t in zip(lists, (p, grad, exp_avg, exp_avg_sq, p_state.get("max_exp_avg_sq"),
+                                              lr / (1 - beta1 ** step), (1 - beta2 ** step) ** 0.5)):
+                        lst.append(t)
+                    continue
                 if maximize:
                     grad = -grad
                 step_t.add_(1)
@@ -78,7 +94,20 @@ class Adam(Optimizer):
                 else:
                     denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
                 p.addcdiv_(exp_avg, denom, value=-step_size)
+            for params, grads, avgs, avg_sqs, max_sqs, step_sizes, bc2_sqrts in batches.values():
+                kiln._C._cuda_multi_tensor_adam(params, grads, avgs, avg_sqs, max_sqs if amsgrad else [], step_sizes,
+                                                bc2_sqrts, lr, beta1, beta2, eps, weight_decay, decoupled, maximize)
         return loss
+
+
+def _multi_tensor_ok(p, grad):
+    """Whether the multi-tensor kernel takes p: a contiguous real floating-point CUDA tensor with a
+    dense contiguous gradient of its dtype."""
+    return (p.is_cuda and p.dtype in _MULTI_TENSOR_DTYPES and grad.dtype == p.dtype and p.is_contiguous()
+            and grad.is_contiguous())
+
+
+_MULTI_TENSOR_DTYPES = (kiln.float32, kiln.float16, kiln.bfloat16, kiln.float64)
 
 
 class AdamW(Adam):

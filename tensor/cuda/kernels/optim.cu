@@ -1,0 +1,62 @@
+// tensor/cuda/kernels/optim.cu: the Adam/AdamW step over many tensors in one launch (PyTorch's
+// multi_tensor_apply): a launch carries up to kAdamTensors tensors and kAdamChunks chunks of
+// kAdamChunk elements in its parameter block (by value, inside the 4 KB a kernel's parameters may
+// take), and block b updates chunk b. Each element does what the single-tensor step does (python/kiln/
+// optim/adam.py), in the opmath type (float for 16-bit floats): weight decay, the moments' lerp and
+// update, the bias-corrected denominator, the parameter's addcdiv; each stored tensor is rounded once.
+#include "tensor/cuda/kernels/common.cuh"
+#include "tensor/cuda/kernels/optim_args.h"
+
+namespace kiln {
+
+// PyTorch's lerp: exact at both ends of the weight.
+template <typename M>
+__device__ __forceinline__ M Lerp(M a, M b, M w) {
+  return w < M(0.5) ? a + w * (b - a) : b - (b - a) * (M(1) - w);
+}
+
+template <typename T>
+__device__ void AdamStep(const AdamLaunch& l) {
+  using M = opmath_t<T>;
+  const int t = l.chunk_tensor[blockIdx.x];
+  const int64_t begin = int64_t(l.chunk_index[blockIdx.x]) * kAdamChunk;
+  const int64_t end = begin + kAdamChunk < l.numel[t] ? begin + kAdamChunk : l.numel[t];
+  T* p = static_cast<T*>(l.param[t]);
+  const T* g = static_cast<const T*>(l.grad[t]);
+  T* m = static_cast<T*>(l.exp_avg[t]);
+  T* v = static_cast<T*>(l.exp_avg_sq[t]);
+  T* vmax = static_cast<T*>(l.max_exp_avg_sq[t]);
+  const M lr = static_cast<M>(l.lr), wd = static_cast<M>(l.weight_decay), b1 = static_cast<M>(1 - l.beta1),
+          beta2 = static_cast<M>(l.beta2), b2 = static_cast<M>(1 - l.beta2), eps = static_cast<M>(l.eps);
+  const M step_size = static_cast<M>(l.step_size[t]), bc2_sqrt = static_cast<M>(l.bias_correction2_sqrt[t]);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    M grad = Cast<M>(g[i]);
+    if (l.maximize) grad = -grad;
+    M param = Cast<M>(p[i]);
+    if (wd != M(0)) {
+      if (l.decoupled) param = Cast<M>(Cast<T>(param * (M(1) - lr * wd)));
+      else grad = grad + wd * param;
+    }
+    const M avg = Cast<M>(Cast<T>(Lerp(Cast<M>(m[i]), grad, b1)));
+    const M avg_sq = Cast<M>(Cast<T>(Cast<M>(Cast<T>(Cast<M>(v[i]) * beta2)) + b2 * grad * grad));
+    m[i] = Cast<T>(avg);
+    v[i] = Cast<T>(avg_sq);
+    M second = avg_sq;
+    if (vmax != nullptr) {
+      const M old = Cast<M>(vmax[i]);
+      second = old > avg_sq ? old : avg_sq;
+      vmax[i] = Cast<T>(second);
+    }
+    const M denom = sqrt(second) / bc2_sqrt + eps;
+    p[i] = Cast<T>(param - step_size * (avg / denom));
+  }
+}
+
+}  // namespace kiln
+
+#define KILN_ADAM(T, S) \
+  extern "C" __global__ void kiln_adam_##S(const kiln::AdamLaunch l) { kiln::AdamStep<T>(l); }
+KILN_ADAM(float, f32)
+KILN_ADAM(double, f64)
+KILN_ADAM(__half, f16)
+KILN_ADAM(__nv_bfloat16, bf16)

@@ -1,0 +1,31 @@
+// tensor/cuda/kernels/optim_args.h: the parameter block of the multi-tensor optimizer kernels
+// (optim.cu), shared with the host code that fills it (tensor/ops/optim_cuda.cc). Plain data: the
+// same layout on both sides, passed by value (its size stays inside the 4 KB of kernel parameters).
+#pragma once
+
+#include <stdint.h>
+
+namespace kiln {
+
+constexpr int kAdamTensors = 24;    // tensors one launch updates
+constexpr int kAdamChunks = 320;    // chunks (= blocks) one launch runs
+constexpr int kAdamChunk = 65536;   // elements a block updates
+constexpr int kAdamThreads = 512;
+
+struct AdamLaunch {
+  void* param[kAdamTensors];
+  void* grad[kAdamTensors];
+  void* exp_avg[kAdamTensors];
+  void* exp_avg_sq[kAdamTensors];
+  void* max_exp_avg_sq[kAdamTensors];  // null without amsgrad
+  int64_t numel[kAdamTensors];
+  double step_size[kAdamTensors];              // lr / (1 - beta1^step), per tensor (its own step)
+  double bias_correction2_sqrt[kAdamTensors];  // sqrt(1 - beta2^step)
+  double lr, beta1, beta2, eps, weight_decay;
+  int32_t chunk_index[kAdamChunks];  // chunk b covers elements [i * kAdamChunk, ...) of tensor chunk_tensor[b]
+  uint8_t chunk_tensor[kAdamChunks];
+  uint8_t decoupled, maximize;
+};
+static_assert(sizeof(AdamLaunch) <= 4096, "a kernel's parameters must fit in 4 KB");
+
+}  // namespace kiln

@@ -1,0 +1,94 @@
+// tensor/cuda/multi_tensor.cc: filling and launching the multi-tensor optimizer kernels
+// (multi_tensor.h): tensors and their chunks are packed into a launch's parameter block until either
+// table is full; a tensor whose chunks do not all fit goes on in the next launch.
+#include "tensor/cuda/multi_tensor.h"
+
+#include <cstring>
+
+#include "runtime/cuda/module.h"
+#include "runtime/cuda/stream.h"
+#include "runtime/error.h"
+#include "tensor/cuda/embedded_kernels.h"
+#include "tensor/cuda/kernels/optim_args.h"
+
+namespace kiln::cuda {
+namespace {
+
+void CheckTensor(const Tensor& t, const Tensor& like, const char* what, size_t i) {
+  KILN_CHECK_VALUE(t.defined() && t.device() == like.device() && t.dtype() == like.dtype() && t.is_contiguous() &&
+                       t.numel() == like.numel(),
+                   "multi-tensor Adam: ", what, "[", i, "] must be a contiguous ", ScalarTypeName(like.dtype()),
+                   " tensor of ", like.numel(), " elements on ", like.device().str());
+}
+
+}  // namespace
+
+void MultiTensorAdam(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                     const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                     const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<double>& step_sizes,
+                     const std::vector<double>& bias_correction2_sqrts, const AdamHyper& h) {
+  const size_t n = params.size();
+  const bool amsgrad = !max_exp_avg_sqs.empty();
+  KILN_CHECK_VALUE(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n &&
+                       (!amsgrad || max_exp_avg_sqs.size() == n) && step_sizes.size() == n &&
+                       bias_correction2_sqrts.size() == n,
+                   "multi-tensor Adam: the lists must have one entry per parameter");
+  if (n == 0) return;
+  const Tensor& first = params[0];
+  KILN_CHECK_VALUE(first.device().is_cuda() && IsFloating(first.dtype()) && !IsComplex(first.dtype()),
+                   "multi-tensor Adam: parameters must be real floating-point CUDA tensors");
+  for (size_t i = 0; i < n; ++i) {
+    KILN_CHECK_VALUE(params[i].defined() && params[i].device() == first.device() && params[i].dtype() == first.dtype() &&
+                         params[i].is_contiguous(),
+                     "multi-tensor Adam: params[", i, "] must be a contiguous ", ScalarTypeName(first.dtype()),
+                     " tensor on ", first.device().str());
+    const Tensor& p = params[i];
+    CheckTensor(grads[i], p, "grads", i);
+    CheckTensor(exp_avgs[i], p, "exp_avgs", i);
+    CheckTensor(exp_avg_sqs[i], p, "exp_avg_sqs", i);
+    if (amsgrad) CheckTensor(max_exp_avg_sqs[i], p, "max_exp_avg_sqs", i);
+  }
+  const int device = first.device().index;
+  CUfunction fn = EmbeddedKernel(OptimKernels(), device, StrCat("kiln_adam_", KernelSuffix(first.dtype())).c_str(),
+                                 "Adam.step");
+  AdamLaunch l;
+  std::memset(&l, 0, sizeof(l));
+  l.lr = h.lr;
+  l.beta1 = h.beta1;
+  l.beta2 = h.beta2;
+  l.eps = h.eps;
+  l.weight_decay = h.weight_decay;
+  l.decoupled = h.decoupled;
+  l.maximize = h.maximize;
+  int tensors = 0, chunks = 0;
+  auto launch = [&] {
+    if (chunks == 0) return;
+    std::vector<void*> args = {&l};
+    Launch(fn, static_cast<unsigned>(chunks), kAdamThreads, 0, CurrentStream(device), args);
+    tensors = chunks = 0;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t numel = params[i].numel();
+    const int64_t pieces = (numel + kAdamChunk - 1) / kAdamChunk;
+    for (int64_t c = 0; c < pieces; ++c) {
+      if (c == 0 || chunks == 0) {  // the tensor (again, when it continues in a new launch) takes a slot
+        if (tensors == kAdamTensors) launch();
+        const int t = tensors++;
+        l.param[t] = params[i].raw_data();
+        l.grad[t] = grads[i].raw_data();
+        l.exp_avg[t] = exp_avgs[i].raw_data();
+        l.exp_avg_sq[t] = exp_avg_sqs[i].raw_data();
+        l.max_exp_avg_sq[t] = amsgrad ? max_exp_avg_sqs[i].raw_data() : nullptr;
+        l.numel[t] = numel;
+        l.step_size[t] = step_sizes[i];
+        l.bias_correction2_sqrt[t] = bias_correction2_sqrts[i];
+      }
+      l.chunk_tensor[chunks] = static_cast<uint8_t>(tensors - 1);
+      l.chunk_index[chunks] = static_cast<int32_t>(c);
+      if (++chunks == kAdamChunks) launch();
+    }
+  }
+  launch();
+}
+
+}  // namespace kiln::cuda
