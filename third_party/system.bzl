@@ -179,6 +179,9 @@ def _cuda_nvcc_impl(ctx):
 
     Writes `compile_fatbin.sh`, which compiles one .cu file into a fat binary (sm_90 machine code and
     compute_80 PTX, which the driver compiles for any newer device) and writes it as a C++ byte array.
+    -fmad=false: a * b + c is rounded twice, as in kiln's CPU kernels and the LLVM-generated CUDA ones,
+    so a kernel computes what they do (fused multiply-adds changed an Adam step where g + wd * p
+    cancels: tests/cuda/test_cuda_training.py); these kernels are bound by memory, not arithmetic.
     No toolkit here: the script writes an empty array, and the ops that need those kernels say so
     when called on a CUDA tensor (a machine without nvcc has no GPU to run them on either).
     """
@@ -200,7 +203,7 @@ nvcc="{nvcc}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 : > "$tmp/bytes.inc"
 if [ -n "$nvcc" ]; then
-  TMPDIR="$tmp" "$nvcc" -fatbin -O3 -std=c++17 -Xptxas -warn-spills \\
+  TMPDIR="$tmp" "$nvcc" -fatbin -O3 -std=c++17 -fmad=false -Xptxas -warn-spills \\
     -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80 \\
     "$@" -o "$tmp/kernels.fatbin" "$src"
   od -An -v -tx1 "$tmp/kernels.fatbin" | sed 's/ \\([0-9a-f][0-9a-f]\\)/0x\\1,/g' > "$tmp/bytes.inc"

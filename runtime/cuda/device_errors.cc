@@ -2,6 +2,7 @@
 #include "runtime/cuda/device_errors.h"
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -36,8 +37,8 @@ int32_t* DeviceErrorWord(int device) {
   void* p = nullptr;
   // Under unified addressing (every 64-bit platform CUDA supports) a mapped host pointer is also
   // the device's pointer to it.
-  KILN_CUDA_CHECK(Api().cuMemHostAlloc(&p, sizeof(int32_t), CU_MEMHOSTALLOC_PORTABLE | kHostAllocDeviceMap));
-  *static_cast<volatile int32_t*>(p) = 0;
+  KILN_CUDA_CHECK(Api().cuMemHostAlloc(&p, 16, CU_MEMHOSTALLOC_PORTABLE | kHostAllocDeviceMap));
+  std::memset(p, 0, 16);
   w.word[device].store(static_cast<int32_t*>(p), std::memory_order_release);
   return static_cast<int32_t*>(p);
 }
@@ -57,6 +58,7 @@ void ThrowReportedDeviceError(int device) {
   volatile int32_t* word = w.word[device].load(std::memory_order_acquire);
   if (word == nullptr || *word == 0) return;
   const int32_t code = *word;
+  const int64_t number = *reinterpret_cast<volatile int64_t*>(const_cast<int32_t*>(word) + 2);
   *word = 0;
   std::pair<int, std::string> m{KILN_DEVICE_ERROR_RUNTIME, "a CUDA kernel reported an unknown error"};
   {
@@ -64,6 +66,8 @@ void ThrowReportedDeviceError(int device) {
     const size_t i = static_cast<size_t>(code >> 4);
     if (i >= 1 && i <= w.messages.size()) m = w.messages[i - 1];
   }
+  const size_t at = m.second.find("{}");
+  if (at != std::string::npos) m.second.replace(at, 2, std::to_string(number));
   if (m.first == KILN_DEVICE_ERROR_INDEX) throw IndexError(m.second);
   throw Error(m.second);  // RuntimeError in Python
 }

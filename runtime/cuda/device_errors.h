@@ -4,7 +4,8 @@
 // Note [Device-side errors]: a kernel cannot throw, and checking an index tensor's values on the host
 // first would cost a synchronisation per op. As PyTorch's device-side asserts, kiln's kernels check
 // as they go, skip the bad element (no out-of-bounds access happens) and report: they write a code
-// into their device's error word, first report wins. The word is pinned host memory mapped into the
+// into their device's error word, first report wins, with one number (the bad index) beside it. The
+// word is pinned host memory mapped into the
 // device's address space, so the host reads it with no copy. Every place the host waits for the
 // device (Stream/Event::Synchronize, kiln.cuda.synchronize, copies to the host, .item(), printing)
 // then checks it and throws the error the code stands for, once. Unlike PyTorch's asserts, the
@@ -18,11 +19,14 @@
 
 namespace kiln::cuda {
 
-// The error word kernels on `device` report into (allocated on first use).
+// The error word kernels on `device` report into (allocated on first use): the code at [0], the
+// number at [2..3] (an int64, 8-byte aligned), which kernels write after winning the code's slot
+// (tensor/cuda/kernels/common.cuh: ReportDeviceError).
 int32_t* DeviceErrorWord(int device);
 
 // The code a kernel writes to report `message`, raised as an IndexError (kind
-// KILN_DEVICE_ERROR_INDEX) or a RuntimeError. Codes are interned: one per distinct message.
+// KILN_DEVICE_ERROR_INDEX) or a RuntimeError; "{}" in the message stands for the reported number.
+// Codes are interned: one per distinct message.
 int32_t DeviceErrorCode(int kind, const std::string& message);
 
 // Throws the error a kernel on `device` reported since the last check, and clears it; nothing when

@@ -22,9 +22,15 @@ extern const unsigned char kIndexKernels[];
 extern const size_t kIndexKernelsSize;
 extern const unsigned char kOptimKernels[];
 extern const size_t kOptimKernelsSize;
+extern const unsigned char kLossKernels[];
+extern const size_t kLossKernelsSize;
 
 const EmbeddedFatbin& RandomKernels() {
   static const EmbeddedFatbin f{"tensor/cuda/kernels/random.cu", kRandomKernels, kRandomKernelsSize};
+  return f;
+}
+const EmbeddedFatbin& LossKernels() {
+  static const EmbeddedFatbin f{"tensor/cuda/kernels/loss.cu", kLossKernels, kLossKernelsSize};
   return f;
 }
 const EmbeddedFatbin& OptimKernels() {

@@ -24,6 +24,7 @@ struct EmbeddedFatbin {
 const EmbeddedFatbin& RandomKernels();
 const EmbeddedFatbin& IndexKernels();
 const EmbeddedFatbin& OptimKernels();
+const EmbeddedFatbin& LossKernels();
 
 // `kernel` (an extern "C" name) of `fatbin` on `device`; `op` names the caller in errors.
 CUfunction EmbeddedKernel(const EmbeddedFatbin& fatbin, int device, const char* kernel, const char* op);

@@ -8,6 +8,11 @@
 #include <functional>
 #include <tuple>
 
+#include "runtime/cuda/device_errors.h"
+#include "runtime/cuda/module.h"
+#include "runtime/cuda/stream.h"
+#include "tensor/cuda/embedded_kernels.h"
+#include "tensor/cuda/kernels/loss_args.h"
 #include "tensor/cuda/reduce.h"
 #include "tensor/empty.h"
 #include "tensor/ops/common.h"
@@ -186,65 +191,40 @@ IR IsTarget(const IR& cls, const IR& t, const IR& ignore) {
 
 void NllLossForwardCUDA(const Tensor& x, const Tensor& target, const Tensor* weight, int64_t reduction,
                         int64_t ignore_index, const Tensor& out, const Tensor& total_weight) {
-  const int64_t classes = x.size(-1), batch = x.dim() == 1 ? 1 : x.size(0);
-  const Tensor x2 = ops::reshape(x, {SymInt(batch), SymInt(classes)});
-  const Tensor t2 = ops::reshape(target, {SymInt(batch), SymInt(1)});
-  const Tensor cls = ClassIndices(classes, x.device());
-  DType acc = AccOf(x.dtype(), "nll_loss_forward");
-  const DimVector shape = {batch, classes};
-  // inputs: 0 x, 1 target, 2 class index, 3 ignore_index, [4 weight]
-  std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(x2), cuda::PointwiseInput::Of(t2),
-                                              cuda::PointwiseInput::Of(cls),
-                                              cuda::PointwiseInput::Number(Scalar(ignore_index), ScalarType::Int64)};
-  if (weight) inputs.push_back(cuda::PointwiseInput::Of(*weight));
-  auto in = [&](int i) { return cuda::ReduceInput(i, ReduceKind::kSum); };
-  IR counted = IsTarget(in(2), in(1), in(3));
-  IR w = weight ? Expr::Cast(in(4), acc) : Expr::Const(1.0, acc);
-  IR zero = Expr::Const(0.0, acc);
-  IR loss = Fn(codegen::OpCode::kWhere, {counted, Fn(codegen::OpCode::kNeg, {Fn(codegen::OpCode::kMul, {Expr::Cast(in(0), acc), w})}), zero});
-  IR counted_weight = Fn(codegen::OpCode::kWhere, {counted, w, zero});
-
-  // targets out of range (and not ignored): IndexError naming the first, as the CPU kernel raises
-  Tensor bad = EmptyTensor(DimVector{}, ScalarType::Int64, x.device());
-  IR tt = cuda::ReduceInput(0, ReduceKind::kSum);
-  IR outside = Fn(codegen::OpCode::kLogicalAnd,
-                  {Fn(codegen::OpCode::kNe, {tt, cuda::ReduceInput(1, ReduceKind::kSum)}),
-                   Fn(codegen::OpCode::kLogicalOr, {Fn(codegen::OpCode::kLt, {tt, Expr::ConstInt(0, DType::I64)}),
-                                                    Fn(codegen::OpCode::kGe, {tt, cuda::ReduceInput(2, ReduceKind::kSum)})})});
-  cuda::LaunchReduce(cuda::ReduceOp{"nll_loss_target_check", ReduceKind::kSum, DType::I64, Expr::Cast(outside, DType::I64),
-                                    Expr::Acc(0)},
-                     bad, nullptr,
-                     {cuda::PointwiseInput::Of(target), cuda::PointwiseInput::Number(Scalar(ignore_index), ScalarType::Int64),
-                      cuda::PointwiseInput::Number(Scalar(classes), ScalarType::Int64)},
-                     target.sizes(), std::vector<bool>(target.dim(), true));
-  if (ItemScalar("nll_loss_forward", bad).to_int() != 0) {
-    Tensor host = ops::contiguous(CopyToDevice(CastTo(target, ScalarType::Int64), Device(DeviceType::CPU)));
-    const int64_t* tp = host.data_ptr<int64_t>();
-    for (int64_t i = 0; i < host.numel(); ++i)
-      KILN_CHECK_INDEX(tp[i] == ignore_index || (tp[i] >= 0 && tp[i] < classes), "Target ", tp[i], " is out of bounds.");
-  }
-
-  if (reduction == 0 && x.dim() == 2) {
-    cuda::LaunchReduce(cuda::ReduceOp{"nll_loss", ReduceKind::kSum, acc, loss, Expr::Acc(0)}, out, nullptr, inputs, shape,
-                       {false, true});
+  const int device = x.device().index;
+  const char* name = "nll_loss_forward";
+  const char* suffix = cuda::KernelSuffix(x.dtype());
+  KILN_CHECK_NOT_IMPLEMENTED(IsFloating(x.dtype()), "\"", name, "\" not implemented for '",
+                             ScalarTypeDisplayName(x.dtype()), "'");
+  const bool per_sample = reduction == 0 && x.dim() == 2;
+  const Tensor w = weight ? ops::contiguous(*weight) : Tensor();
+  NllArgs a{};
+  a.x = x.raw_data();
+  a.x_batch_stride = x.dim() == 2 ? x.stride(0) : 0;
+  a.x_class_stride = x.stride(-1);
+  a.target = target.raw_data();
+  a.target_stride = target.dim() == 1 ? target.stride(0) : 0;
+  a.weight = weight ? w.raw_data() : nullptr;
+  a.batch = x.dim() == 2 ? x.size(0) : 1;
+  a.classes = x.size(-1);
+  a.ignore_index = ignore_index;
+  a.out = out.raw_data();
+  a.out_stride = per_sample ? out.stride(0) : 0;
+  a.total_weight = per_sample ? nullptr : total_weight.raw_data();
+  a.reduction = per_sample ? 0 : (reduction == 1 ? 1 : 2);
+  a.error_word = cuda::DeviceErrorWord(device);
+  a.error_code = cuda::DeviceErrorCode(KILN_DEVICE_ERROR_INDEX, "Target {} is out of bounds.");
+  cuda::CUfunction fn = cuda::EmbeddedKernel(
+      cuda::LossKernels(), device,
+      StrCat("kiln_nll_loss_", suffix, target.dtype() == ScalarType::UInt8 ? "_u8" : "_i64").c_str(), name);
+  std::vector<void*> args = {&a};
+  if (per_sample) {  // PyTorch leaves total_weight at 0 for an unreduced batch
     Tensor total = total_weight;
     ops::fill_(total, Scalar(int64_t(0)));
-    return;
+    cuda::LaunchGrid(fn, device, a.batch, args);
+  } else {
+    cuda::Launch(fn, 1, kNllThreads, 0, cuda::CurrentStream(device), args);
   }
-  const std::vector<bool> all = {true, true};
-  cuda::LaunchReduce(cuda::ReduceOp{"nll_loss_weight", ReduceKind::kSum, acc, counted_weight, Expr::Acc(0)}, total_weight,
-                     nullptr, inputs, shape, all);
-  if (reduction != 1) {  // a sum (or a 1-d input's single loss)
-    cuda::LaunchReduce(cuda::ReduceOp{"nll_loss", ReduceKind::kSum, acc, loss, Expr::Acc(0)}, out, nullptr, inputs, shape,
-                       all);
-    return;
-  }
-  Tensor sum = EmptyTensor(DimVector{}, StoredAcc(acc), x.device());
-  cuda::LaunchReduce(cuda::ReduceOp{"nll_loss", ReduceKind::kSum, acc, loss, Expr::Acc(0)}, sum, nullptr, inputs, shape,
-                     all);
-  // the mean: loss sum / weight sum (0 / 0 = nan when every target is ignored)
-  cuda::LaunchPointwise("nll_loss_mean", out, {cuda::PointwiseInput::Of(sum), cuda::PointwiseInput::Of(total_weight)},
-                        Fn(codegen::OpCode::kDiv, {cuda::Input(0), Expr::Cast(cuda::Input(1), acc)}));
 }
 
 void NllLossBackwardCUDA(const Tensor& grad, const Tensor& target, const Tensor* weight, int64_t reduction,

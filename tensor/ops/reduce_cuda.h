@@ -48,9 +48,9 @@ void LayerNormBackwardCUDA(const Tensor& grad, const Tensor& input, int64_t norm
                            const Tensor* grad_bias);
 
 // nll_loss_forward for x [B, C] (or [C] with a 0-d target) and target [B]: out is [B] (reduction
-// none) or 0-d, total_weight 0-d (the summed weights of the counted targets; 0 for none). A target
-// outside [0, C) that is not ignore_index raises IndexError, as the CPU kernel does (PyTorch's CUDA
-// kernel asserts on the device); checking costs one synchronisation.
+// none) or 0-d, total_weight 0-d (the summed weights of the counted targets; 0 for none): one launch of
+// tensor/cuda/kernels/loss.cu. A target outside [0, C) that is not ignore_index raises IndexError at
+// the next synchronisation (Note [Device-side errors]; PyTorch's CUDA kernel asserts on the device).
 void NllLossForwardCUDA(const Tensor& x, const Tensor& target, const Tensor* weight, int64_t reduction,
                         int64_t ignore_index, const Tensor& out, const Tensor& total_weight);
 // grad_input [B, C] (or [C]) = -w[t] * g (g per sample for none; g / total_weight for a mean) at

@@ -137,12 +137,22 @@ def test_nll_loss_and_cross_entropy(name):
                       F.nll_loss(x, t, **kw), tol, ("nll_loss", reduction))
     one = host(name, (13,), seed=5)
     close(F.cross_entropy(one.cuda(), kiln.tensor(3).cuda()), F.cross_entropy(one, kiln.tensor(3)), tol, "1-d input")
+    big = host(name, (7, 3000), seed=6).t()  # more samples than the reducing block's threads; strided
+    bt = kiln.tensor(np.random.default_rng(7).integers(0, 7, 3000))
+    for reduction in ("none", "mean", "sum"):
+        close(F.nll_loss(big.cuda(), bt.cuda(), reduction=reduction), F.nll_loss(big, bt, reduction=reduction), tol * 10,
+              ("large strided batch", reduction))
+    close(F.nll_loss(big.cuda(), bt.to(kiln.uint8).cuda()), F.nll_loss(big, bt.to(kiln.uint8)), tol * 10, "uint8 targets")
     all_ignored = kiln.full((50,), -100, dtype=kiln.int64)
     assert np.isnan(F.cross_entropy(x.cuda(), all_ignored.cuda()).item())
     bad = targets.clone()
     bad[10] = 13
-    with pytest.raises(IndexError, match="Target 13 is out of bounds"):
-        F.cross_entropy(x.cuda(), bad.cuda())
+    with pytest.raises(IndexError, match="Target 13 is out of bounds"):  # at the next synchronisation
+        F.cross_entropy(x.cuda(), bad.cuda()).item()
+    bad[10] = -3
+    with pytest.raises(IndexError, match="Target -3 is out of bounds"):
+        F.cross_entropy(x.cuda(), bad.cuda(), reduction="none").cpu()
+    assert F.cross_entropy(x.cuda(), targets.cuda()).item() == pytest.approx(F.cross_entropy(x, targets).item(), rel=1e-5)
 
 
 @pytest.mark.parametrize("opt", ["SGD", "AdamW"])

@@ -29,6 +29,15 @@ template <> __device__ __forceinline__ __nv_bfloat16 Cast<__nv_bfloat16, int64_t
 template <> __device__ __forceinline__ float Cast<float, __half>(__half v) { return __half2float(v); }
 template <> __device__ __forceinline__ float Cast<float, __nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
 
+// Reports bad input through the device's error word (runtime/cuda/device_errors.h): the first
+// report's code and number are kept; the host raises them at its next synchronisation.
+__device__ __forceinline__ void ReportDeviceError(int32_t* word, int32_t code, int64_t number = 0) {
+  if (atomicCAS_system(word, 0, code) == 0) {
+    *reinterpret_cast<volatile long long*>(word + 2) = static_cast<long long>(number);
+    __threadfence_system();
+  }
+}
+
 // A 1-D grid-stride loop over [0, n): kernels are launched with tensor/cuda/embedded_kernels.h's
 // LaunchGrid, which sizes the grid for n.
 #define KILN_GRID_STRIDE_LOOP(i, n)                                                             \

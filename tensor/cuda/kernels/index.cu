@@ -11,8 +11,6 @@
 
 namespace kiln {
 
-__device__ __forceinline__ void Report(int32_t* error_word, int32_t code) { atomicCAS_system(error_word, 0, code); }
-
 // out[o, r, :] = src[o, idx[r], :]
 template <typename T, typename I>
 __device__ void IndexSelectRows(const T* src, const I* idx, T* out, int64_t outer, int64_t n, int64_t rows,
@@ -20,7 +18,7 @@ __device__ void IndexSelectRows(const T* src, const I* idx, T* out, int64_t oute
   for (int64_t r = blockIdx.x; r < outer * n; r += gridDim.x) {
     const int64_t o = r / n, j = static_cast<int64_t>(idx[r - o * n]);
     const bool bad = j < 0 || j >= rows;
-    if (bad && threadIdx.x == 0) Report(error_word, code);
+    if (bad && threadIdx.x == 0) ReportDeviceError(error_word, code, j);
     const T* from = src + (o * rows + (bad ? 0 : j)) * inner;
     T* to = out + r * inner;
     for (int64_t k = threadIdx.x; k < inner; k += blockDim.x) to[k] = bad ? T{} : from[k];
@@ -48,7 +46,7 @@ __device__ void IndexAddRows(D* dst, const S* src, const I* idx, int64_t outer, 
   for (int64_t r = blockIdx.x; r < outer * n; r += gridDim.x) {
     const int64_t o = r / n, j = static_cast<int64_t>(idx[r - o * n]);
     if (j < 0 || j >= rows) {
-      if (threadIdx.x == 0) Report(error_word, code);
+      if (threadIdx.x == 0) ReportDeviceError(error_word, code, j);
       continue;
     }
     if (j == skip) continue;
