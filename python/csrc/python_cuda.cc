@@ -196,6 +196,10 @@ void InitCudaBindings(py::module_& m) {
                                 bias_correction2_sqrts, cuda::AdamHyper{lr, beta1, beta2, eps, weight_decay, decoupled,
                                                                         maximize});
         });
+  m.def("_cuda_grad_norm", [](const std::vector<Tensor>& grads) { return cuda::GradNorm(grads); });
+  m.def("_cuda_clip_grads_by_norm", [](const std::vector<Tensor>& grads, const Tensor& total_norm, double max_norm) {
+    cuda::ClipGradsByNorm(grads, total_norm, max_norm);
+  });
   m.def("_cuda_record_stream", [](const Tensor& t, const StreamTuple& s) {
     KILN_CHECK(t.device().is_cuda(), "record_stream expects a CUDA tensor, got one on ", t.device().str());
     cuda::DeviceCachingAllocator(t.device().index).RecordStream(t->storage()->data(), Unpack(s).id());

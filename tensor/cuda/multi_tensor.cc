@@ -3,12 +3,15 @@
 // table is full; a tensor whose chunks do not all fit goes on in the next launch.
 #include "tensor/cuda/multi_tensor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/cuda/module.h"
 #include "runtime/cuda/stream.h"
 #include "runtime/error.h"
 #include "tensor/cuda/embedded_kernels.h"
+#include "tensor/empty.h"
+#include "tensor/ops/common.h"
 #include "tensor/cuda/kernels/optim_args.h"
 
 namespace kiln::cuda {
@@ -89,6 +92,86 @@ void MultiTensorAdam(const std::vector<Tensor>& params, const std::vector<Tensor
     }
   }
   launch();
+}
+
+namespace {
+
+void CheckList(const std::vector<Tensor>& ts, const char* op) {
+  KILN_CHECK_VALUE(!ts.empty(), op, ": no tensors");
+  const Tensor& first = ts[0];
+  for (size_t i = 0; i < ts.size(); ++i) {
+    KILN_CHECK_VALUE(ts[i].defined() && ts[i].device().is_cuda() && ts[i].device() == first.device() &&
+                         ts[i].dtype() == first.dtype() && IsFloating(first.dtype()) && !IsComplex(first.dtype()) &&
+                         ts[i].is_contiguous(),
+                     op, ": tensor ", i, " must be a contiguous real floating-point tensor of ",
+                     ScalarTypeName(first.dtype()), " on ", first.device().str());
+  }
+}
+
+// Runs `kernel` over every chunk of `ts`, as many launches as the tables need; `l`'s other fields
+// are the caller's. Returns the number of chunks.
+int64_t LaunchOverChunks(const std::vector<Tensor>& ts, const char* kernel, const char* op, ListLaunch& l) {
+  const int device = ts[0].device().index;
+  CUfunction fn = EmbeddedKernel(OptimKernels(), device, StrCat(kernel, KernelSuffix(ts[0].dtype())).c_str(), op);
+  int tensors = 0, chunks = 0;
+  int64_t total = 0;
+  auto launch = [&] {
+    if (chunks == 0) return;
+    std::vector<void*> args = {&l};
+    Launch(fn, static_cast<unsigned>(chunks), kAdamThreads, 0, CurrentStream(device), args);
+    l.first_partial += chunks;
+    tensors = chunks = 0;
+  };
+  for (const Tensor& t : ts) {
+    const int64_t pieces = (t.numel() + kAdamChunk - 1) / kAdamChunk;
+    for (int64_t c = 0; c < pieces; ++c) {
+      if (c == 0 || chunks == 0) {
+        if (tensors == kListTensors) launch();
+        l.data[tensors] = t.raw_data();
+        l.numel[tensors++] = t.numel();
+      }
+      l.chunk_tensor[chunks] = static_cast<uint8_t>(tensors - 1);
+      l.chunk_index[chunks] = static_cast<int32_t>(c);
+      ++total;
+      if (++chunks == kAdamChunks) launch();
+    }
+  }
+  launch();
+  return total;
+}
+
+int64_t ChunksOf(const std::vector<Tensor>& ts) {
+  int64_t n = 0;
+  for (const Tensor& t : ts) n += (t.numel() + kAdamChunk - 1) / kAdamChunk;
+  return n;
+}
+
+ScalarType AccOf(ScalarType t) { return t == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32; }
+
+}  // namespace
+
+Tensor GradNorm(const std::vector<Tensor>& grads) {
+  CheckList(grads, "clip_grad_norm_");
+  const ScalarType acc = AccOf(grads[0].dtype());
+  Tensor partials = EmptyTensor(DimVector{std::max<int64_t>(ChunksOf(grads), 1)}, acc, grads[0].device());
+  ops::fill_(partials, Scalar(0.0));
+  ListLaunch l;
+  std::memset(&l, 0, sizeof(l));
+  l.partials = partials.raw_data();
+  LaunchOverChunks(grads, "kiln_sum_squares_", "clip_grad_norm_", l);
+  return CallOp<Tensor>(KILN_OP("aten::sqrt"), ops::sum(partials, std::nullopt));
+}
+
+void ClipGradsByNorm(const std::vector<Tensor>& grads, const Tensor& total_norm, double max_norm) {
+  CheckList(grads, "clip_grad_norm_");
+  KILN_CHECK_VALUE(total_norm.device() == grads[0].device() && total_norm.dtype() == AccOf(grads[0].dtype()) &&
+                       total_norm.numel() == 1,
+                   "clip_grad_norm_: the total norm must be GradNorm's");
+  ListLaunch l;
+  std::memset(&l, 0, sizeof(l));
+  l.total_norm = total_norm.raw_data();
+  l.max_norm = max_norm;
+  LaunchOverChunks(grads, "kiln_clip_scale_", "clip_grad_norm_", l);
 }
 
 }  // namespace kiln::cuda

@@ -24,4 +24,11 @@ void MultiTensorAdam(const std::vector<Tensor>& params, const std::vector<Tensor
                      const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<double>& step_sizes,
                      const std::vector<double>& bias_correction2_sqrts, const AdamHyper& h);
 
+// clip_grad_norm_ (norm 2) over `grads` (contiguous, of one floating dtype, on one CUDA device;
+// ValueError otherwise): GradNorm returns their joint 2-norm as a 0-d float tensor (double for
+// float64), from per-chunk sums of squares; ClipGradsByNorm multiplies each by
+// min(max_norm / (total_norm + 1e-6), 1), computed on the device (no synchronisation).
+Tensor GradNorm(const std::vector<Tensor>& grads);
+void ClipGradsByNorm(const std::vector<Tensor>& grads, const Tensor& total_norm, double max_norm);
+
 }  // namespace kiln::cuda

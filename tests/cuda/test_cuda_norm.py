@@ -114,3 +114,34 @@ def test_tril_triu(name):
     xt.tril_(1)
     close(xt, x.transpose(1, 2).clone().tril_(1), what="tril_ non-contiguous")
     close(kiln.tril(kiln.ones(256, 256, device="cuda")), kiln.tril(kiln.ones(256, 256)), what="causal mask")
+
+
+@pytest.mark.parametrize("name", ["float32", "bfloat16", "float64"])
+def test_clip_grad_norm_multi_tensor(name):
+    """The two-pass CUDA path (norm 2, one dtype): more tensors than one launch holds (96), a gradient of
+    more chunks than one launch runs; against the CPU and against foreach=False on CUDA."""
+    rng = np.random.default_rng(16)
+    shapes = [(4500, 4700)] + [(int(rng.integers(1, 40)),) for _ in range(120)]
+    grads = [rng.standard_normal(s).astype(np.float32) * 0.1 for s in shapes]
+
+    def params(device, dtype):
+        ps = [kiln.nn.Parameter(kiln.zeros(s, dtype=dtype, device=device)) for s in shapes]
+        for p, g in zip(ps, grads):
+            p.grad = kiln.tensor(g).to(dtype).to(device)
+        return ps
+
+    dt = getattr(kiln, name)
+    tol = 2e-2 if name == "bfloat16" else 1e-5
+    cuda, single, cpu = params("cuda", dt), params("cuda", dt), params("cpu", dt)
+    for ps, kw in [(cuda, {}), (single, {"foreach": False}), (cpu, {})]:
+        total = kiln.nn.utils.clip_grad_norm_(ps, 5.0, **kw)
+        assert total.dtype == dt
+        close(total if total.device.type == "cuda" else total.cuda(), kiln.linalg.vector_norm(
+            kiln.cat([kiln.tensor(g).to(dt).double().flatten() for g in grads])).to(dt), tol, ("total", kw))
+    for a, b, c in zip(cuda, single, cpu):
+        close(a.grad, c.grad, tol, "clipped vs the CPU")
+        close(a.grad, b.grad.cpu(), tol, "clipped vs foreach=False")
+    inf = params("cuda", dt)[:3]
+    inf[1].grad[0] = float("inf")
+    with pytest.raises(RuntimeError, match="non-finite"):
+        kiln.nn.utils.clip_grad_norm_(inf, 1.0, error_if_nonfinite=True)

@@ -4,6 +4,7 @@
 // take), and block b updates chunk b. Each element does what the single-tensor step does (python/kiln/
 // optim/adam.py), in the opmath type (float for 16-bit floats): weight decay, the moments' lerp and
 // update, the bias-corrected denominator, the parameter's addcdiv; each stored tensor is rounded once.
+// Also clip_grad_norm_'s two passes over the gradients (sum of squares per chunk, then the scale).
 #include "tensor/cuda/kernels/common.cuh"
 #include "tensor/cuda/kernels/optim_args.h"
 
@@ -52,7 +53,53 @@ __device__ void AdamStep(const AdamLaunch& l) {
   }
 }
 
+// Chunk b's sum of squares, in the accumulator type, by a block tree (deterministic).
+template <typename T>
+__device__ void SumSquares(const ListLaunch& l) {
+  using Acc = opmath_t<T>;
+  __shared__ Acc part[kAdamThreads];
+  const int t = l.chunk_tensor[blockIdx.x];
+  const int64_t begin = int64_t(l.chunk_index[blockIdx.x]) * kAdamChunk;
+  const int64_t end = begin + kAdamChunk < l.numel[t] ? begin + kAdamChunk : l.numel[t];
+  const T* x = static_cast<const T*>(l.data[t]);
+  Acc sum = 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const Acc v = Cast<Acc>(x[i]);
+    sum += v * v;
+  }
+  part[threadIdx.x] = sum;
+  __syncthreads();
+  for (int half = kAdamThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) static_cast<Acc*>(l.partials)[l.first_partial + blockIdx.x] = part[0];
+}
+
+// x *= min(max_norm / (total_norm + 1e-6), 1): clip_grad_norm_'s scale, the coefficient rounded to
+// the gradient's dtype as kiln's (and PyTorch's) clip_coef_clamped.to(g.dtype).
+template <typename T>
+__device__ void ClipScale(const ListLaunch& l) {
+  using Acc = opmath_t<T>;
+  const Acc total = *static_cast<const Acc*>(l.total_norm);
+  const Acc coef = static_cast<Acc>(l.max_norm) / (total + static_cast<Acc>(1e-6));
+  const Acc scale = Cast<Acc>(Cast<T>(coef < Acc(1) ? coef : Acc(1)));
+  const int t = l.chunk_tensor[blockIdx.x];
+  const int64_t begin = int64_t(l.chunk_index[blockIdx.x]) * kAdamChunk;
+  const int64_t end = begin + kAdamChunk < l.numel[t] ? begin + kAdamChunk : l.numel[t];
+  T* x = static_cast<T*>(l.data[t]);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) x[i] = Cast<T>(Cast<Acc>(x[i]) * scale);
+}
+
 }  // namespace kiln
+
+#define KILN_LIST(T, S)                                                                                 \
+  extern "C" __global__ void kiln_sum_squares_##S(const kiln::ListLaunch l) { kiln::SumSquares<T>(l); } \
+  extern "C" __global__ void kiln_clip_scale_##S(const kiln::ListLaunch l) { kiln::ClipScale<T>(l); }
+KILN_LIST(float, f32)
+KILN_LIST(double, f64)
+KILN_LIST(__half, f16)
+KILN_LIST(__nv_bfloat16, bf16)
 
 #define KILN_ADAM(T, S) \
   extern "C" __global__ void kiln_adam_##S(const kiln::AdamLaunch l) { kiln::AdamStep<T>(l); }

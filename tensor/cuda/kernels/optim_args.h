@@ -28,4 +28,21 @@ struct AdamLaunch {
 };
 static_assert(sizeof(AdamLaunch) <= 4096, "a kernel's parameters must fit in 4 KB");
 
+// The gradient-clipping kernels (optim.cu: kiln_sum_squares_*, kiln_clip_scale_*) over one list of
+// tensors: chunk b of a launch writes its sum of squares to partials[first_partial + b]; the scale
+// kernel multiplies by min(max_norm / (*total_norm + 1e-6), 1), read on the device.
+constexpr int kListTensors = 96;
+
+struct ListLaunch {
+  void* data[kListTensors];
+  int64_t numel[kListTensors];
+  int32_t chunk_index[kAdamChunks];
+  uint8_t chunk_tensor[kAdamChunks];
+  void* partials;           // float (double for float64) per chunk, over all launches
+  int64_t first_partial;
+  const void* total_norm;   // the scale kernel's: a 0-d tensor of the partials' dtype
+  double max_norm;
+};
+static_assert(sizeof(ListLaunch) <= 4096, "a kernel's parameters must fit in 4 KB");
+
 }  // namespace kiln
