@@ -246,6 +246,9 @@ def main():
     for _ in range(2):
         k_gpt(), t_gpt()
     row("GPT training step (4x512, b32 l256, AdamW) ms", timed(k_gpt, ks, 5) * 1e3, timed(t_gpt, ts, 5) * 1e3, "ms")
+    row("dropout(p=0.1) 64M f32 (x, out, mask) TB/s",
+        9 * n / timed(lambda: kiln.nn.functional.dropout(kx, 0.1), ks, 20) / 1e12,
+        9 * n / timed(lambda: torch.nn.functional.dropout(tx, 0.1), ts, 20) / 1e12, "TB/s", higher_is_better=True)
     row("randn 64M f32 TB/s", 4 * n / timed(lambda: kiln.randn(n, device="cuda"), ks, 20) / 1e12,
         4 * n / timed(lambda: torch.randn(n, device="cuda"), ts, 20) / 1e12, "TB/s", higher_is_better=True)
 

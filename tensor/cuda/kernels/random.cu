@@ -87,20 +87,46 @@ __device__ void Random(T* out, int64_t n, uint64_t seed, uint64_t base, int64_t 
   }
 }
 
-// native_dropout: keep = u_i < 1 - p; out = x * keep * scale, in x's opmath type.
+// Four consecutive elements, for 16-byte (8 for 16-bit types) loads and stores of a block's values.
+template <typename T>
+struct alignas(4 * sizeof(T)) Vec4 {
+  T v[4];
+};
+struct alignas(4) Bool4 {
+  bool v[4];
+};
+
+// native_dropout: keep = u_i < 1 - p; out = x * keep * scale, in x's opmath type. A block's four
+// elements move as one vector when the pointers allow (they do for fresh and contiguous tensors).
 template <typename T>
 __device__ void Dropout(const T* x, T* out, bool* mask, int64_t n, uint64_t seed, uint64_t base, double keep_p,
                         double scale) {
   using M = opmath_t<T>;
+  const bool vector = ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(out)) % sizeof(Vec4<T>)) == 0 &&
+                      reinterpret_cast<uintptr_t>(mask) % sizeof(Bool4) == 0;
+  const M s = static_cast<M>(scale);
   KILN_GRID_STRIDE_LOOP(b, (n + 3) / 4) {
     const PhiloxWords r = PhiloxBlock(seed, base + static_cast<uint64_t>(b));
+    if (vector && b * 4 + 3 < n) {
+      const Vec4<T> xv = reinterpret_cast<const Vec4<T>*>(x)[b];
+      Vec4<T> ov;
+      Bool4 mv;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        mv.v[k] = Uniform24(r.w[k]) < keep_p;
+        ov.v[k] = Cast<T>(Cast<M>(xv.v[k]) * M(mv.v[k] ? 1 : 0) * s);
+      }
+      reinterpret_cast<Vec4<T>*>(out)[b] = ov;
+      reinterpret_cast<Bool4*>(mask)[b] = mv;
+      continue;
+    }
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const int64_t i = b * 4 + k;
       if (i >= n) break;
       const bool keep = Uniform24(r.w[k]) < keep_p;
       mask[i] = keep;
-      out[i] = Cast<T>(Cast<M>(x[i]) * M(keep ? 1 : 0) * static_cast<M>(scale));
+      out[i] = Cast<T>(Cast<M>(x[i]) * M(keep ? 1 : 0) * s);
     }
   }
 }
