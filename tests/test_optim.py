@@ -260,6 +260,7 @@ def test_unsupported_options_are_refused():
         kiln.optim.RMSprop([kiln.zeros(2)], capturable=True)
 
 
+@requires_torch
 @pytest.mark.parametrize("name", ["Adam", "AdamW"])
 def test_fused_adam_on_the_cpu_matches_torch_fused(name):
     """fused=True (nanoGPT passes it) runs the single-tensor step on the CPU; PyTorch's fused CPU

@@ -20,6 +20,8 @@ extern const unsigned char kRandomKernels[];
 extern const size_t kRandomKernelsSize;
 extern const unsigned char kIndexKernels[];
 extern const size_t kIndexKernelsSize;
+extern const unsigned char kIndexedKernels[];
+extern const size_t kIndexedKernelsSize;
 extern const unsigned char kOptimKernels[];
 extern const size_t kOptimKernelsSize;
 extern const unsigned char kLossKernels[];
@@ -35,6 +37,10 @@ const EmbeddedFatbin& LossKernels() {
 }
 const EmbeddedFatbin& OptimKernels() {
   static const EmbeddedFatbin f{"tensor/cuda/kernels/optim.cu", kOptimKernels, kOptimKernelsSize};
+  return f;
+}
+const EmbeddedFatbin& IndexedKernels() {
+  static const EmbeddedFatbin f{"tensor/cuda/kernels/indexed.cu", kIndexedKernels, kIndexedKernelsSize};
   return f;
 }
 const EmbeddedFatbin& IndexKernels() {

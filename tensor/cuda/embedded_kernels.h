@@ -23,6 +23,7 @@ struct EmbeddedFatbin {
 // The fat binaries (tensor/cuda/kernels/<file>.cu).
 const EmbeddedFatbin& RandomKernels();
 const EmbeddedFatbin& IndexKernels();
+const EmbeddedFatbin& IndexedKernels();
 const EmbeddedFatbin& OptimKernels();
 const EmbeddedFatbin& LossKernels();
 

@@ -10,6 +10,7 @@
 // no meta function; advanced indexing with boolean masks raises on meta tensors.
 #include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
+#include "tensor/cuda/indexed.h"
 #include "tensor/ops/index_cuda.h"
 
 namespace kiln {
@@ -218,6 +219,29 @@ void CheckIndexValues(const Tensor& index, int64_t size, int64_t dim, bool negat
 
 // Walks the positions of `index`: gather reads self at (position with `dim` replaced by the
 // index value) into `other` (the output); the scatters write `other` (src) or `value` there.
+// The same walk on CUDA (tensor/cuda/indexed.h): one index over `dim`, RuntimeError for a bad one
+// at the next synchronisation; scatter's value is read from a one-element tensor.
+void GatherScatterCUDA(ScatterMode mode, const Tensor& self, int64_t dim, const Tensor& index, const Tensor* other,
+                       const Scalar* value) {
+  if (index.numel() == 0) return;
+  cuda::IndexedWalk w;
+  w.shape = SizesAtLeast1d(index);
+  w.self_strides = StridesAtLeast1d(self);
+  w.indexed_sizes = {SizesAtLeast1d(self)[dim]};
+  w.indexed_strides = {w.self_strides[dim]};
+  w.self_strides[dim] = 0;
+  w.indices = {index};
+  w.index_strides = {StridesAtLeast1d(index)};
+  Tensor from = other ? *other : ops::full({SymInt(1)}, *value, self.dtype(), self.device());
+  w.other_strides = other ? StridesAtLeast1d(*other) : DimVector(w.shape.size(), 0);
+  const cuda::IndexedMode m = mode == ScatterMode::Gather       ? cuda::IndexedMode::kRead
+                              : mode == ScatterMode::ScatterAdd ? cuda::IndexedMode::kAdd
+                                                                : cuda::IndexedMode::kWrite;
+  const char* op = mode == ScatterMode::Gather ? "gather" : mode == ScatterMode::ScatterAdd ? "scatter_add" : "scatter";
+  cuda::LaunchIndexed(m, self, from, w, op, false,
+                      StrCat("index {} is out of bounds for dimension ", dim, " with size ", w.indexed_sizes[0]));
+}
+
 template <typename T>
 void GatherScatterKernel(ScatterMode mode, const Tensor& self, int64_t dim, const Tensor& index, const Tensor* other,
                          T value) {
@@ -257,6 +281,10 @@ TensorMeta GatherMeta(const Tensor& self, int64_t dim, const Tensor& index, bool
 }
 Tensor GatherCPU(const Tensor& self, int64_t dim, const Tensor& index, bool sparse_grad) {
   Tensor out = EmptyFromMeta(GatherMeta(self, dim, index, sparse_grad));
+  if (out.device().is_cuda()) {
+    GatherScatterCUDA(ScatterMode::Gather, self, WrapDim(dim, self.dim()), index, &out, nullptr);
+    return out;
+  }
   KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "gather", [&] {
     GatherScatterKernel<scalar_t>(ScatterMode::Gather, self, WrapDim(dim, self.dim()), index, &out, scalar_t());
   });
@@ -272,8 +300,12 @@ Tensor ScatterInplace(const char* op, ScatterMode mode, Tensor self, int64_t dim
   CheckNoOverlap(self, index);
   if (src) CheckNoOverlap(self, *src);
   if (!run) return self;
-  CheckIndexValues(index, self.dim() == 0 ? 1 : self.size(dim), dim, /*negative_ok=*/false, /*index_error=*/false);
   Tensor src_c = src && (*src)->has_storage() && (*src)->storage() == self->storage() ? ops::clone(*src) : Tensor();
+  if (self.device().is_cuda()) {  // indices checked on the device
+    GatherScatterCUDA(mode, self, dim, index, src_c.defined() ? &src_c : src, value);
+    return self;
+  }
+  CheckIndexValues(index, self.dim() == 0 ? 1 : self.size(dim), dim, /*negative_ok=*/false, /*index_error=*/false);
   KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), op, [&] {
     GatherScatterKernel<scalar_t>(mode, self, dim, index, src_c.defined() ? &src_c : src,
                                   value ? value->to<scalar_t>() : scalar_t());
@@ -506,6 +538,12 @@ Tensor NonzeroCPU(const Tensor& self) {
   return out;
 }
 
+// CUDA: the tensor copied to the host and searched there, the positions copied back. The result's
+// size depends on the values, so PyTorch synchronises here too; kiln also moves the values.
+Tensor NonzeroCUDA(const Tensor& self) {
+  return CopyToDevice(NonzeroCPU(CopyToDevice(self, Device(DeviceType::CPU))), self.device());
+}
+
 TensorList WhereCondition(const Tensor& condition) {
   // A 0-dim condition counts as 1-D (PyTorch's nonzero(as_tuple=True)): one index tensor, not none.
   const Tensor c = condition.dim() == 0 ? ops::unsqueeze(condition, 0) : condition;
@@ -532,7 +570,9 @@ OptTensorVec ExpandIndices(const char* op, const Tensor& self, const OptionalTen
     KILN_CHECK_INDEX(t == ScalarType::Int64 || t == ScalarType::Int32 || t == ScalarType::Bool || t == ScalarType::UInt8,
                      "tensors used as indices must be long, int, byte or bool tensors");
     if (t == ScalarType::Int64 || t == ScalarType::Int32) {
-      out.push_back(CastTo(*idx, ScalarType::Int64));
+      Tensor i = CastTo(*idx, ScalarType::Int64);
+      // a CPU index into a CUDA tensor moves there, as in PyTorch
+      out.push_back(!meta && i.device() != self.device() && self.device().is_cuda() ? CopyToDevice(i, self.device()) : i);
       ++consumed;
       continue;
     }
@@ -545,7 +585,10 @@ OptTensorVec ExpandIndices(const char* op, const Tensor& self, const OptionalTen
       KILN_CHECK_INDEX(idx->size(d) == self.size(consumed + d), "The shape of the mask ", ShapeStr(*idx), " at index ",
                        d, " does not match the shape of the indexed tensor ", ShapeStr(self), " at index ", consumed + d);
     }
-    Tensor nz = NonzeroCPU(*idx);
+    // a mask on the GPU: its nonzero positions found on the host (one synchronisation, as PyTorch's)
+    const bool on_device = idx->device().is_cuda() || self.device().is_cuda();
+    Tensor nz = NonzeroCPU(idx->device().is_cuda() ? CopyToDevice(*idx, Device(DeviceType::CPU)) : *idx);
+    if (on_device) nz = CopyToDevice(nz, self.device());
     for (int64_t d = 0; d < idx->dim(); ++d) out.push_back(ops::select(nz, 1, d));
     consumed += idx->dim();
   }
@@ -637,33 +680,65 @@ std::vector<SymDimVector> IndexOperandStrides(const Tensor& self, const OptTenso
 // and the last write wins: it walks in the order of PyTorch's TensorIterator over [self
 // restrided, values, indices...] (x.index_put((i,), v) with repeated rows in i and a transposed
 // v kept the value of another column than PyTorch: fuzz seed 221, program 3436).
+// The walk over the indexing result: its shape; the strides over it of [self restrided (0 along
+// the indexed dims), the other operand, each index]; each index (expanded to the index shape) and
+// its dim of self, with that dim's size and stride.
+struct IndexPlan {
+  DimVector shape;
+  std::vector<DimVector> st;
+  std::vector<Tensor> holders;
+  DimVector sizes, strides, dims;
+};
+IndexPlan PlanIndexed(const Tensor& self, const OptTensorVec& idx, const IndexLayout& L, const DimVector& other_strides) {
+  IndexPlan p;
+  const Tensor src = ops::permute(self, L.order);
+  for (const SymInt& s : L.result) p.shape.push_back(s.expect_int());
+  const int64_t nb = static_cast<int64_t>(L.index_shape.size()), nr = static_cast<int64_t>(p.shape.size());
+  p.st.assign(2 + L.count, DimVector(nr, 0));
+  p.st[1] = other_strides;
+  for (int64_t r = 0; r < nr; ++r) {
+    if (r < L.first) p.st[0][r] = src.stride(r);
+    else if (r >= L.first + nb) p.st[0][r] = src.stride(r - nb + L.count);
+  }
+  for (int64_t j = 0; j < L.count; ++j) {
+    const int64_t d = L.order[L.first + j];
+    Tensor e = ops::expand(*idx[d], ToSymList(L.index_shape));
+    for (int64_t b = 0; b < nb; ++b) p.st[2 + j][L.first + b] = e.stride(b);
+    p.holders.push_back(e);
+    p.sizes.push_back(src.size(L.first + j));
+    p.strides.push_back(src.stride(L.first + j));
+    p.dims.push_back(d);
+  }
+  return p;
+}
+
+// The same walk on CUDA (tensor/cuda/indexed.h): out = self[indices] (kRead) or self[indices] =
+// (or +=) values; indices checked on the device.
+void WalkIndexedCUDA(cuda::IndexedMode mode, const Tensor& self, const OptTensorVec& idx, const IndexLayout& L,
+                     const Tensor& other, const DimVector& other_strides, const char* op) {
+  IndexPlan p = PlanIndexed(self, idx, L, other_strides);
+  cuda::IndexedWalk w;
+  w.shape = p.shape;
+  w.self_strides = p.st[0];
+  w.other_strides = p.st[1];
+  w.indices = p.holders;
+  w.index_strides.assign(p.st.begin() + 2, p.st.end());
+  w.indexed_sizes = p.sizes;
+  w.indexed_strides = p.strides;
+  w.wrap_negative = true;
+  cuda::LaunchIndexed(mode, self, other, w, op, true, "index {} is out of bounds for the indexed dimension");
+}
+
 template <typename F>
 void WalkIndexed(const Tensor& self, const OptTensorVec& idx, const IndexLayout& L, const DimVector& other_strides,
                  const Tensor* values, const F& fn) {
-  std::vector<int64_t> order = L.order;
-  const Tensor src = ops::permute(self, order);
-  DimVector shape;
-  for (const SymInt& s : L.result) shape.push_back(s.expect_int());
-  const int64_t nb = static_cast<int64_t>(L.index_shape.size()), nr = static_cast<int64_t>(shape.size());
-  std::vector<DimVector> st(2 + L.count, DimVector(nr, 0));
-  st[1] = other_strides;
-  for (int64_t r = 0; r < nr; ++r) {
-    if (r < L.first) st[0][r] = src.stride(r);
-    else if (r >= L.first + nb) st[0][r] = src.stride(r - nb + L.count);
-  }
-  std::vector<Tensor> holders;
+  IndexPlan p = PlanIndexed(self, idx, L, other_strides);
+  const DimVector& shape = p.shape;
+  std::vector<DimVector>& st = p.st;
+  const DimVector &sizes = p.sizes, &strides = p.strides, &dims = p.dims;
   std::vector<const int64_t*> ptrs;
-  DimVector sizes, strides, dims;
-  for (int64_t j = 0; j < L.count; ++j) {
-    const int64_t d = order[L.first + j];
-    Tensor e = ops::expand(*idx[d], ToSymList(L.index_shape));
-    for (int64_t b = 0; b < nb; ++b) st[2 + j][L.first + b] = e.stride(b);
-    holders.push_back(e);
-    ptrs.push_back(e.data_ptr<int64_t>());
-    sizes.push_back(src.size(L.first + j));
-    strides.push_back(src.stride(L.first + j));
-    dims.push_back(d);
-  }
+  for (const Tensor& e : p.holders) ptrs.push_back(e.data_ptr<int64_t>());
+  const int64_t nr = static_cast<int64_t>(shape.size());
   auto visit = [&](const int64_t* off, const int64_t*) {
     int64_t so = off[0];
     for (int64_t j = 0; j < L.count; ++j) {
@@ -716,6 +791,10 @@ Tensor IndexCPU(const Tensor& self, const OptionalTensorList& indices) {
   IndexLayout L = LayoutIndices(self, idx);
   Tensor out = EmptyFromMeta(IndexResultMeta(self, idx, L));
   if (out.numel() == 0) return out;
+  if (out.device().is_cuda()) {
+    WalkIndexedCUDA(cuda::IndexedMode::kRead, self, idx, L, out, out.strides(), "index");
+    return out;
+  }
   KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "index", [&] {
     const scalar_t* s = self.data_ptr<scalar_t>();
     scalar_t* o = out.data_ptr<scalar_t>();
@@ -756,13 +835,19 @@ Tensor IndexPutImpl(Tensor self, const OptionalTensorList& indices, const Tensor
   // then reads no index value: an out-of-range one is not an error (fuzz seed 81, program 3594).
   bool writes = true;
   for (const SymInt& n : L.result) writes = writes && n.maybe_as_int() != 0;
-  for (size_t d = 0; writes && d < idx.size(); ++d)
+  for (size_t d = 0; writes && d < idx.size() && !self.device().is_cuda(); ++d)  // CUDA: checked on the device
     if (idx[d])
       CheckIndexValues(*idx[d], self.dim() == 0 ? 1 : self.size(d), d, /*negative_ok=*/true, /*index_error=*/true);
   if (!writes) return self;
   if (v->has_storage() && v->storage() == self->storage()) v = ops::clone(v);
   const Tensor unexpanded = v;
   v = ops::expand(v, ToSymList(L.result));
+  if (self.device().is_cuda()) {
+    if (v.device() != self.device()) v = ops::expand(CopyToDevice(unexpanded, self.device()), ToSymList(L.result));
+    WalkIndexedCUDA(accumulate ? cuda::IndexedMode::kAdd : cuda::IndexedMode::kWrite, self, idx, L, v, v.strides(),
+                    "index_put_");
+    return self;
+  }
   KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "index_put_", [&] {
     scalar_t* s = self.data_ptr<scalar_t>();
     const scalar_t* vp = v.data_ptr<scalar_t>();
@@ -955,15 +1040,15 @@ void RegisterIndexOps(Registry& r) {
   // bound by kiln/_composites.py's unbind (its checks and tuple result), not as a generated method
   r.Def("unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]").Composite<&Unbind>();
   r.Def("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor", kCore, kFunctionAndMethod)
-      .Impl<&GatherCPU>(DispatchKey::CPU).Meta<&GatherMeta>();
+      .CPUAndCUDA<&GatherCPU>().Meta<&GatherMeta>();
   r.Def("scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)", {}, kMethod)
-      .Impl<&ScatterSrc_>(DispatchKey::CPU).Impl<&ScatterSrcMeta_>(DispatchKey::Meta)
+      .CPUAndCUDA<&ScatterSrc_>().Impl<&ScatterSrcMeta_>(DispatchKey::Meta)
       .Impl<&ScatterSrcMeta_>(DispatchKey::Fake);
   r.Def("scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)", {}, kMethod)
-      .Impl<&ScatterValue_>(DispatchKey::CPU).Impl<&ScatterValueMeta_>(DispatchKey::Meta)
+      .CPUAndCUDA<&ScatterValue_>().Impl<&ScatterValueMeta_>(DispatchKey::Meta)
       .Impl<&ScatterValueMeta_>(DispatchKey::Fake);
   r.Def("scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)", {}, kMethod)
-      .Impl<&ScatterAdd_>(DispatchKey::CPU).Impl<&ScatterAddMeta_>(DispatchKey::Meta)
+      .CPUAndCUDA<&ScatterAdd_>().Impl<&ScatterAddMeta_>(DispatchKey::Meta)
       .Impl<&ScatterAddMeta_>(DispatchKey::Fake);
   r.Def("scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", kCore, kFunctionAndMethod)
       .Composite<&ScatterSrc>();
@@ -981,10 +1066,10 @@ void RegisterIndexOps(Registry& r) {
   r.Def("index_select(Tensor self, int dim, Tensor index) -> Tensor", kCore, kFunctionAndMethod)
       .CPUAndCUDA<&IndexSelectCPU>().Meta<&IndexSelectMeta>();
   r.Def("index.Tensor(Tensor self, Tensor?[] indices) -> Tensor", kCore, kFunction)
-      .Impl<&IndexCPU>(DispatchKey::CPU).Meta<&IndexMeta>();
+      .CPUAndCUDA<&IndexCPU>().Meta<&IndexMeta>();
   r.Def("index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)", {},
         kFunctionAndMethod)
-      .Impl<&IndexPut_>(DispatchKey::CPU).Impl<&IndexPutMeta_>(DispatchKey::Meta)
+      .CPUAndCUDA<&IndexPut_>().Impl<&IndexPutMeta_>(DispatchKey::Meta)
       .Impl<&IndexPutMeta_>(DispatchKey::Fake)
       .AllowsOverlappingWrites();  // PyTorch only warns (deprecated) for index_put_ and masked_fill_
   r.Def("index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor", kCore,
@@ -1014,7 +1099,8 @@ void RegisterIndexOps(Registry& r) {
   r.Def("where.Scalar(Tensor condition, Scalar self, Scalar other) -> Tensor", {Tag::pointwise})
       .Composite<&WhereScalar>();
   r.Def("where(Tensor condition) -> Tensor[]", kDynamic).Composite<&WhereCondition>();
-  r.Def("nonzero(Tensor self) -> Tensor", kDynamic, kFunctionAndMethod).Impl<&NonzeroCPU>(DispatchKey::CPU);
+  r.Def("nonzero(Tensor self) -> Tensor", kDynamic, kFunctionAndMethod)
+      .Impl<&NonzeroCPU>(DispatchKey::CPU).Impl<&NonzeroCUDA>(DispatchKey::CUDA);
 }
 
 }  // namespace kiln

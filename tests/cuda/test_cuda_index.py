@@ -99,3 +99,95 @@ def test_indices_out_of_range_raise_at_the_next_synchronisation():
         kiln.cuda.current_stream().synchronize()
     F.embedding(kiln.tensor([3, 3], device="cuda"), w).sum().backward()
     assert w.grad.cpu().tolist() == [[0, 0], [0, 0], [0, 0], [2, 2]]
+
+
+def _cuda_key(key):
+    key = key if isinstance(key, tuple) else (key,)
+    return tuple(k.cuda() if isinstance(k, kiln.Tensor) else k for k in key)
+
+
+KEYS = [
+    (kiln.tensor([[0, 5], [-1, 2]]),),
+    (slice(None), kiln.tensor([1, -2, 1])),
+    (kiln.tensor([[0], [5]]), slice(1, 4), kiln.tensor([3, 4, -1])),  # not adjacent: indexed dims go first
+    (Ellipsis, kiln.tensor([7, 0])),
+    (kiln.tensor([True, False, True, False, False, True]),),
+    (1, kiln.tensor([2, 2, 0])),
+]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_advanced_indexing_and_backward(name):
+    x = host(name, (6, 7, 8), 20)
+    for xs in (x, x.transpose(0, 2).contiguous().transpose(0, 2)):
+        for key in KEYS:
+            close(xs.cuda()[_cuda_key(key)], xs[key], what=("index", key))
+            close(xs.cuda()[key], xs[key], what=("CPU indices", key))
+    close(kiln.nonzero(x.cuda()), kiln.nonzero(x), what="nonzero")
+    if name in ("float32", "float64"):
+        xc, xg = x.clone().requires_grad_(), x.cuda().requires_grad_()
+        key = KEYS[0]
+        xc[key].pow(2).sum().backward()
+        xg[_cuda_key(key)].pow(2).sum().backward()
+        close(xg.grad, xc.grad, TOL[name], "backward: repeated rows accumulate")
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_index_put(name):
+    x = host(name, (6, 7, 8), 21)
+    for key in KEYS[:4]:
+        shape = tuple(x[key].shape)
+        v = host(name, shape[-1:], 22)  # broadcast over the result
+        want = x.clone()
+        want[key] = v
+        got = x.cuda()
+        got[_cuda_key(key)] = v.cuda()
+        close(got, want, what=("index_put_", key))  # repeated positions get one value: the same one
+    if name in ("float32", "float64", "float16", "bfloat16", "int32", "int64"):
+        rows = kiln.tensor([0, 3, 0, 0, 5])
+        vals = host(name, (5, 7, 8), 23)
+        want = x.clone().index_put_((rows,), vals, accumulate=True)
+        got = x.cuda().index_put_((rows.cuda(),), vals.cuda(), accumulate=True)
+        close(got, want, TOL.get(name, 0.0) * 4, "accumulate over repeats")
+    else:
+        with pytest.raises(NotImplementedError, match="accumulation"):
+            x.cuda().index_put_((kiln.tensor([0]).cuda(),), x[:1].cuda(), accumulate=True)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_gather_and_scatter(name):
+    x = host(name, (5, 6, 7), 24)
+    rng = np.random.default_rng(25)
+    for dim in (0, 1, -1):
+        size = x.shape[dim]
+        shape = list(x.shape)
+        shape[dim] = 4
+        idx = kiln.tensor(rng.integers(0, size, shape))
+        close(kiln.gather(x.cuda(), dim, idx.cuda()), kiln.gather(x, dim, idx), what=("gather", dim))
+        src = host(name, tuple(shape), 26)
+        perm = kiln.tensor(np.stack([rng.permutation(size)[:4] for _ in range(int(np.prod(shape)) // 4)]))
+        unique = perm.reshape([shape[d] for d in range(3) if d != dim % 3] + [4]).movedim(-1, dim).contiguous()
+        close(x.cuda().scatter(dim, unique.cuda(), src.cuda()), x.scatter(dim, unique, src), what=("scatter", dim))
+        value = True if name == "bool" else 3
+        close(x.cuda().scatter(dim, unique.cuda(), value), x.scatter(dim, unique, value), what=("scatter value", dim))
+        if name in ("float32", "float64", "int32", "int64"):
+            close(x.cuda().scatter_add(dim, idx.cuda(), src.cuda()), x.scatter_add(dim, idx, src), TOL.get(name, 0) * 4,
+                  ("scatter_add", dim))
+    if name == "float32":
+        xc, xg = x.clone().requires_grad_(), x.cuda().requires_grad_()
+        idx = kiln.tensor(rng.integers(0, 6, (5, 9, 7)))
+        kiln.gather(xc, 1, idx).sum().backward()
+        kiln.gather(xg, 1, idx.cuda()).sum().backward()
+        close(xg.grad, xc.grad, 1e-6, "gather backward (scatter_add)")
+
+
+def test_bad_advanced_and_gather_indices_raise_at_the_next_synchronisation():
+    x = kiln.randn(5, 3, device="cuda")
+    with pytest.raises(IndexError, match="index 9 is out of bounds"):
+        x[kiln.tensor([1, 9], device="cuda")].cpu()
+    with pytest.raises(IndexError, match="index -6 is out of bounds"):
+        x[kiln.tensor([-6], device="cuda")] = 1.0
+        kiln.cuda.synchronize()
+    with pytest.raises(RuntimeError, match="index 3 is out of bounds for dimension 1 with size 3"):
+        kiln.gather(x, 1, kiln.tensor([[0, 3]], device="cuda")).cpu()
+    assert x[kiln.tensor([-1], device="cuda")].cpu().shape == (1, 3), "the device works on"

@@ -38,6 +38,17 @@ __device__ __forceinline__ void ReportDeviceError(int32_t* word, int32_t code, i
   }
 }
 
+// Atomic addition for the dtypes the scatter-adds support (16-bit floats: sm_70/sm_80 and later;
+// int64 as two's complement unsigned).
+__device__ __forceinline__ void AtomicAdd(float* p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void AtomicAdd(double* p, double v) { atomicAdd(p, v); }
+__device__ __forceinline__ void AtomicAdd(__half* p, __half v) { atomicAdd(p, v); }
+__device__ __forceinline__ void AtomicAdd(__nv_bfloat16* p, __nv_bfloat16 v) { atomicAdd(p, v); }
+__device__ __forceinline__ void AtomicAdd(int32_t* p, int32_t v) { atomicAdd(p, v); }
+__device__ __forceinline__ void AtomicAdd(int64_t* p, int64_t v) {
+  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+}
+
 // A 1-D grid-stride loop over [0, n): kernels are launched with tensor/cuda/embedded_kernels.h's
 // LaunchGrid, which sizes the grid for n.
 #define KILN_GRID_STRIDE_LOOP(i, n)                                                             \

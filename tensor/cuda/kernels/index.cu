@@ -25,15 +25,6 @@ __device__ void IndexSelectRows(const T* src, const I* idx, T* out, int64_t oute
   }
 }
 
-__device__ __forceinline__ void AtomicAdd(float* p, float v) { atomicAdd(p, v); }
-__device__ __forceinline__ void AtomicAdd(double* p, double v) { atomicAdd(p, v); }
-__device__ __forceinline__ void AtomicAdd(__half* p, __half v) { atomicAdd(p, v); }
-__device__ __forceinline__ void AtomicAdd(__nv_bfloat16* p, __nv_bfloat16 v) { atomicAdd(p, v); }
-__device__ __forceinline__ void AtomicAdd(int32_t* p, int32_t v) { atomicAdd(p, v); }
-__device__ __forceinline__ void AtomicAdd(int64_t* p, int64_t v) {
-  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));  // two's complement
-}
-
 // dst[o, idx[r], :] += src[o, r, :] * alpha, each product rounded to S first (index_add_'s CPU kernel
 // rounds alpha * source to the dtype). Rows whose index equals `skip` are left out (embedding's
 // padding_idx; -1 skips none); with `counts`, each product is divided by counts[idx[r]]
