@@ -200,7 +200,9 @@ Tensor VectorNorm(const Tensor& self, const Scalar& ord, OptDims dims, bool keep
   ReduceIter iter(input, ReduceMask("linalg.vector_norm", dims, self.dim()));
   KILN_DISPATCH_FLOATING(m.dtype, "linalg_vector_norm", [&] {
     using T = scalar_t;
-    using Acc = acc_t<T>;
+    // double for every float dtype: a 16-bit tensor's float accumulator, added to element by element,
+    // drifted 2% on 21M elements (PyTorch's vectorised float sum does not)
+    using Acc = double;
     T* dst = out.data_ptr<T>();
     ForEachOutput<T>(iter, [&](int64_t o, auto&& visit) {
       Acc acc = 0;
