@@ -103,8 +103,8 @@ class Adam(Optimizer):
 def _multi_tensor_ok(p, grad):
     """Whether the multi-tensor kernel takes p: a contiguous real floating-point CUDA tensor with a
     dense contiguous gradient of its dtype."""
-    return (p.is_cuda and p.dtype in _MULTI_TENSOR_DTYPES and grad.dtype == p.dtype and p.is_contiguous()
-            and grad.is_contiguous())
+    return (p.is_cuda and p.dtype in _MULTI_TENSOR_DTYPES and grad.dtype == p.dtype and grad.device == p.device
+            and p.is_contiguous() and grad.is_contiguous())
 
 
 _MULTI_TENSOR_DTYPES = (kiln.float32, kiln.float16, kiln.bfloat16, kiln.float64)
