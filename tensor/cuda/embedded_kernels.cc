@@ -15,38 +15,20 @@
 
 namespace kiln::cuda {
 
-// The byte arrays third_party/system.bzl's compile_fatbin.sh writes.
-extern const unsigned char kRandomKernels[];
-extern const size_t kRandomKernelsSize;
-extern const unsigned char kIndexKernels[];
-extern const size_t kIndexKernelsSize;
-extern const unsigned char kIndexedKernels[];
-extern const size_t kIndexedKernelsSize;
-extern const unsigned char kOptimKernels[];
-extern const size_t kOptimKernelsSize;
-extern const unsigned char kLossKernels[];
-extern const size_t kLossKernelsSize;
-
-const EmbeddedFatbin& RandomKernels() {
-  static const EmbeddedFatbin f{"tensor/cuda/kernels/random.cu", kRandomKernels, kRandomKernelsSize};
-  return f;
-}
-const EmbeddedFatbin& LossKernels() {
-  static const EmbeddedFatbin f{"tensor/cuda/kernels/loss.cu", kLossKernels, kLossKernelsSize};
-  return f;
-}
-const EmbeddedFatbin& OptimKernels() {
-  static const EmbeddedFatbin f{"tensor/cuda/kernels/optim.cu", kOptimKernels, kOptimKernelsSize};
-  return f;
-}
-const EmbeddedFatbin& IndexedKernels() {
-  static const EmbeddedFatbin f{"tensor/cuda/kernels/indexed.cu", kIndexedKernels, kIndexedKernelsSize};
-  return f;
-}
-const EmbeddedFatbin& IndexKernels() {
-  static const EmbeddedFatbin f{"tensor/cuda/kernels/index.cu", kIndexKernels, kIndexKernelsSize};
-  return f;
-}
+// Each fat binary: the byte array third_party/system.bzl's compile_fatbin.sh writes, and its accessor.
+#define KILN_EMBEDDED_FATBIN(Name, file)                                                 \
+  extern const unsigned char k##Name[];                                                  \
+  extern const size_t k##Name##Size;                                                     \
+  const EmbeddedFatbin& Name() {                                                         \
+    static const EmbeddedFatbin f{"tensor/cuda/kernels/" file, k##Name, k##Name##Size}; \
+    return f;                                                                            \
+  }
+KILN_EMBEDDED_FATBIN(RandomKernels, "random.cu")
+KILN_EMBEDDED_FATBIN(IndexKernels, "index.cu")
+KILN_EMBEDDED_FATBIN(IndexedKernels, "indexed.cu")
+KILN_EMBEDDED_FATBIN(LossKernels, "loss.cu")
+KILN_EMBEDDED_FATBIN(OptimKernels, "optim.cu")
+#undef KILN_EMBEDDED_FATBIN
 
 namespace {
 

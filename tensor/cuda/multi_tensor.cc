@@ -11,17 +11,83 @@
 #include "runtime/error.h"
 #include "tensor/cuda/embedded_kernels.h"
 #include "tensor/empty.h"
-#include "tensor/ops/common.h"
 #include "tensor/cuda/kernels/optim_args.h"
+#include "tensor/ops/common.h"
 
 namespace kiln::cuda {
 namespace {
+
+// Every tensor of `ts`: CUDA, contiguous, of one real floating dtype, on one device.
+void CheckList(const std::vector<Tensor>& ts, const char* op) {
+  KILN_CHECK_VALUE(!ts.empty(), op, ": no tensors");
+  const Tensor& first = ts[0];
+  for (size_t i = 0; i < ts.size(); ++i) {
+    KILN_CHECK_VALUE(ts[i].defined() && ts[i].device().is_cuda() && ts[i].device() == first.device() &&
+                         ts[i].dtype() == first.dtype() && IsFloating(first.dtype()) && !IsComplex(first.dtype()) &&
+                         ts[i].is_contiguous(),
+                     op, ": tensor ", i, " must be a contiguous real floating-point tensor of ",
+                     ScalarTypeName(first.dtype()), " on ", first.device().str());
+  }
+}
 
 void CheckTensor(const Tensor& t, const Tensor& like, const char* what, size_t i) {
   KILN_CHECK_VALUE(t.defined() && t.device() == like.device() && t.dtype() == like.dtype() && t.is_contiguous() &&
                        t.numel() == like.numel(),
                    "multi-tensor Adam: ", what, "[", i, "] must be a contiguous ", ScalarTypeName(like.dtype()),
                    " tensor of ", like.numel(), " elements on ", like.device().str());
+}
+
+// Launches `fn` over every chunk of `ts`, packing `l` (AdamLaunch or ListLaunch): tensor i takes a
+// slot, fill_slot(slot, i), when it starts and again when it continues in a new launch; a launch goes
+// when either table is full, then launched(chunks) runs.
+template <typename L, typename FillSlot, typename Launched>
+void LaunchChunks(const std::vector<Tensor>& ts, int max_tensors, CUfunction fn, L& l, const FillSlot& fill_slot,
+                  const Launched& launched) {
+  const int device = ts[0].device().index;
+  int tensors = 0, chunks = 0;
+  auto launch = [&] {
+    if (chunks == 0) return;
+    std::vector<void*> args = {&l};
+    Launch(fn, static_cast<unsigned>(chunks), kAdamThreads, 0, CurrentStream(device), args);
+    launched(chunks);
+    tensors = chunks = 0;
+  };
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const int64_t pieces = (ts[i].numel() + kAdamChunk - 1) / kAdamChunk;
+    for (int64_t c = 0; c < pieces; ++c) {
+      if (c == 0 || chunks == 0) {
+        if (tensors == max_tensors) launch();
+        fill_slot(tensors++, i);
+      }
+      l.chunk_tensor[chunks] = static_cast<uint8_t>(tensors - 1);
+      l.chunk_index[chunks] = static_cast<int32_t>(c);
+      if (++chunks == kAdamChunks) launch();
+    }
+  }
+  launch();
+}
+
+CUfunction OptimKernel(const char* kernel, const Tensor& like, const char* op) {
+  return EmbeddedKernel(OptimKernels(), like.device().index, StrCat(kernel, KernelSuffix(like.dtype())).c_str(), op);
+}
+
+int64_t ChunksOf(const std::vector<Tensor>& ts) {
+  int64_t n = 0;
+  for (const Tensor& t : ts) n += (t.numel() + kAdamChunk - 1) / kAdamChunk;
+  return n;
+}
+
+ScalarType AccOf(ScalarType t) { return t == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32; }
+
+// clip_grad_norm_'s passes: `kernel` over every chunk of `grads`; `l`'s other fields are the caller's.
+void LaunchOverGrads(const std::vector<Tensor>& grads, const char* kernel, ListLaunch& l) {
+  LaunchChunks(
+      grads, kListTensors, OptimKernel(kernel, grads[0], "clip_grad_norm_"), l,
+      [&](int slot, size_t i) {
+        l.data[slot] = grads[i].raw_data();
+        l.numel[slot] = grads[i].numel();
+      },
+      [&](int chunks) { l.first_partial += chunks; });
 }
 
 }  // namespace
@@ -37,23 +103,13 @@ void MultiTensorAdam(const std::vector<Tensor>& params, const std::vector<Tensor
                        bias_correction2_sqrts.size() == n,
                    "multi-tensor Adam: the lists must have one entry per parameter");
   if (n == 0) return;
-  const Tensor& first = params[0];
-  KILN_CHECK_VALUE(first.device().is_cuda() && IsFloating(first.dtype()) && !IsComplex(first.dtype()),
-                   "multi-tensor Adam: parameters must be real floating-point CUDA tensors");
+  CheckList(params, "multi-tensor Adam");
   for (size_t i = 0; i < n; ++i) {
-    KILN_CHECK_VALUE(params[i].defined() && params[i].device() == first.device() && params[i].dtype() == first.dtype() &&
-                         params[i].is_contiguous(),
-                     "multi-tensor Adam: params[", i, "] must be a contiguous ", ScalarTypeName(first.dtype()),
-                     " tensor on ", first.device().str());
-    const Tensor& p = params[i];
-    CheckTensor(grads[i], p, "grads", i);
-    CheckTensor(exp_avgs[i], p, "exp_avgs", i);
-    CheckTensor(exp_avg_sqs[i], p, "exp_avg_sqs", i);
-    if (amsgrad) CheckTensor(max_exp_avg_sqs[i], p, "max_exp_avg_sqs", i);
+    CheckTensor(grads[i], params[i], "grads", i);
+    CheckTensor(exp_avgs[i], params[i], "exp_avgs", i);
+    CheckTensor(exp_avg_sqs[i], params[i], "exp_avg_sqs", i);
+    if (amsgrad) CheckTensor(max_exp_avg_sqs[i], params[i], "max_exp_avg_sqs", i);
   }
-  const int device = first.device().index;
-  CUfunction fn = EmbeddedKernel(OptimKernels(), device, StrCat("kiln_adam_", KernelSuffix(first.dtype())).c_str(),
-                                 "Adam.step");
   AdamLaunch l;
   std::memset(&l, 0, sizeof(l));
   l.lr = h.lr;
@@ -63,102 +119,31 @@ void MultiTensorAdam(const std::vector<Tensor>& params, const std::vector<Tensor
   l.weight_decay = h.weight_decay;
   l.decoupled = h.decoupled;
   l.maximize = h.maximize;
-  int tensors = 0, chunks = 0;
-  auto launch = [&] {
-    if (chunks == 0) return;
-    std::vector<void*> args = {&l};
-    Launch(fn, static_cast<unsigned>(chunks), kAdamThreads, 0, CurrentStream(device), args);
-    tensors = chunks = 0;
-  };
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t numel = params[i].numel();
-    const int64_t pieces = (numel + kAdamChunk - 1) / kAdamChunk;
-    for (int64_t c = 0; c < pieces; ++c) {
-      if (c == 0 || chunks == 0) {  // the tensor (again, when it continues in a new launch) takes a slot
-        if (tensors == kAdamTensors) launch();
-        const int t = tensors++;
+  LaunchChunks(
+      params, kAdamTensors, OptimKernel("kiln_adam_", params[0], "Adam.step"), l,
+      [&](int t, size_t i) {
         l.param[t] = params[i].raw_data();
         l.grad[t] = grads[i].raw_data();
         l.exp_avg[t] = exp_avgs[i].raw_data();
         l.exp_avg_sq[t] = exp_avg_sqs[i].raw_data();
         l.max_exp_avg_sq[t] = amsgrad ? max_exp_avg_sqs[i].raw_data() : nullptr;
-        l.numel[t] = numel;
+        l.numel[t] = params[i].numel();
         l.step_size[t] = step_sizes[i];
         l.bias_correction2_sqrt[t] = bias_correction2_sqrts[i];
-      }
-      l.chunk_tensor[chunks] = static_cast<uint8_t>(tensors - 1);
-      l.chunk_index[chunks] = static_cast<int32_t>(c);
-      if (++chunks == kAdamChunks) launch();
-    }
-  }
-  launch();
+      },
+      [](int) {});
 }
-
-namespace {
-
-void CheckList(const std::vector<Tensor>& ts, const char* op) {
-  KILN_CHECK_VALUE(!ts.empty(), op, ": no tensors");
-  const Tensor& first = ts[0];
-  for (size_t i = 0; i < ts.size(); ++i) {
-    KILN_CHECK_VALUE(ts[i].defined() && ts[i].device().is_cuda() && ts[i].device() == first.device() &&
-                         ts[i].dtype() == first.dtype() && IsFloating(first.dtype()) && !IsComplex(first.dtype()) &&
-                         ts[i].is_contiguous(),
-                     op, ": tensor ", i, " must be a contiguous real floating-point tensor of ",
-                     ScalarTypeName(first.dtype()), " on ", first.device().str());
-  }
-}
-
-// Runs `kernel` over every chunk of `ts`, as many launches as the tables need; `l`'s other fields
-// are the caller's. Returns the number of chunks.
-int64_t LaunchOverChunks(const std::vector<Tensor>& ts, const char* kernel, const char* op, ListLaunch& l) {
-  const int device = ts[0].device().index;
-  CUfunction fn = EmbeddedKernel(OptimKernels(), device, StrCat(kernel, KernelSuffix(ts[0].dtype())).c_str(), op);
-  int tensors = 0, chunks = 0;
-  int64_t total = 0;
-  auto launch = [&] {
-    if (chunks == 0) return;
-    std::vector<void*> args = {&l};
-    Launch(fn, static_cast<unsigned>(chunks), kAdamThreads, 0, CurrentStream(device), args);
-    l.first_partial += chunks;
-    tensors = chunks = 0;
-  };
-  for (const Tensor& t : ts) {
-    const int64_t pieces = (t.numel() + kAdamChunk - 1) / kAdamChunk;
-    for (int64_t c = 0; c < pieces; ++c) {
-      if (c == 0 || chunks == 0) {
-        if (tensors == kListTensors) launch();
-        l.data[tensors] = t.raw_data();
-        l.numel[tensors++] = t.numel();
-      }
-      l.chunk_tensor[chunks] = static_cast<uint8_t>(tensors - 1);
-      l.chunk_index[chunks] = static_cast<int32_t>(c);
-      ++total;
-      if (++chunks == kAdamChunks) launch();
-    }
-  }
-  launch();
-  return total;
-}
-
-int64_t ChunksOf(const std::vector<Tensor>& ts) {
-  int64_t n = 0;
-  for (const Tensor& t : ts) n += (t.numel() + kAdamChunk - 1) / kAdamChunk;
-  return n;
-}
-
-ScalarType AccOf(ScalarType t) { return t == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32; }
-
-}  // namespace
 
 Tensor GradNorm(const std::vector<Tensor>& grads) {
   CheckList(grads, "clip_grad_norm_");
   const ScalarType acc = AccOf(grads[0].dtype());
-  Tensor partials = EmptyTensor(DimVector{std::max<int64_t>(ChunksOf(grads), 1)}, acc, grads[0].device());
-  ops::fill_(partials, Scalar(0.0));
+  const int64_t chunks = ChunksOf(grads);
+  Tensor partials = EmptyTensor(DimVector{std::max<int64_t>(chunks, 1)}, acc, grads[0].device());
+  if (chunks == 0) ops::fill_(partials, Scalar(0.0));  // else every chunk writes its own
   ListLaunch l;
   std::memset(&l, 0, sizeof(l));
   l.partials = partials.raw_data();
-  LaunchOverChunks(grads, "kiln_sum_squares_", "clip_grad_norm_", l);
+  LaunchOverGrads(grads, "kiln_sum_squares_", l);
   return CallOp<Tensor>(KILN_OP("aten::sqrt"), ops::sum(partials, std::nullopt));
 }
 
@@ -171,7 +156,7 @@ void ClipGradsByNorm(const std::vector<Tensor>& grads, const Tensor& total_norm,
   std::memset(&l, 0, sizeof(l));
   l.total_norm = total_norm.raw_data();
   l.max_norm = max_norm;
-  LaunchOverChunks(grads, "kiln_clip_scale_", "clip_grad_norm_", l);
+  LaunchOverGrads(grads, "kiln_clip_scale_", l);
 }
 
 }  // namespace kiln::cuda

@@ -85,7 +85,8 @@ void IndexAddCUDA(const Tensor& self, int64_t dim, const Tensor& index, const Te
   const void *sp = src.raw_data(), *ip = idx.raw_data();
   const void* counts = nullptr;
   int32_t* word = cuda::DeviceErrorWord(device);
-  int32_t code = cuda::DeviceErrorCode(KILN_DEVICE_ERROR_INDEX, "index_add_(): index out of range in self");
+  static const int32_t kCode = cuda::DeviceErrorCode(KILN_DEVICE_ERROR_INDEX, "index_add_(): index out of range in self");
+  int32_t code = kCode;
   std::vector<void*> args = {&dp, &sp, &ip, &outer, &n, &rows, &inner, &a, &skip, &counts, &word, &code};
   const char* s = cuda::KernelSuffix(t);
   LaunchRows(IndexKernel(device, StrCat("kiln_index_add_", s, "_", s, "_", IndexSuffix(idx)), "index_add_"), device,
@@ -106,7 +107,8 @@ void EmbeddingBackwardCUDA(const Tensor& grad, const Tensor& indices, int64_t pa
   int64_t outer = 1, n = idx.numel(), rows = out.size(0), inner = out.size(1), skip = padding_idx;
   if (n > 0 && inner > 0) {
     int32_t* word = cuda::DeviceErrorWord(device);
-    int32_t code = cuda::DeviceErrorCode(KILN_DEVICE_ERROR_INDEX, "embedding_dense_backward: index out of range");
+    static const int32_t kCode = cuda::DeviceErrorCode(KILN_DEVICE_ERROR_INDEX, "embedding_dense_backward: index out of range");
+    int32_t code = kCode;
     const void* ip = idx.raw_data();
     Tensor counts;
     const void* cp = nullptr;

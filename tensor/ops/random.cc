@@ -181,9 +181,13 @@ Tensor BernoulliFromProbs(Tensor self, const Tensor& p, const OptGen& gen) {
   });
 }
 
-Tensor ProbsLike(const Tensor& self, const Tensor& p) {
+void CheckProbsDtype(const Tensor& p) {
   KILN_CHECK(IsFloating(p.dtype()), "bernoulli_: expected p to be a floating point tensor, but got ",
              ScalarTypeDisplayName(p.dtype()));
+}
+
+Tensor ProbsLike(const Tensor& self, const Tensor& p) {
+  CheckProbsDtype(p);
   Tensor q = ops::contiguous(ops::to_dtype(ops::expand(p, SymList(self->sym_sizes().begin(), self->sym_sizes().end())),
                                            ScalarType::Float64));
   const double* d = q.data_ptr<double>();
@@ -206,8 +210,7 @@ Tensor BernoulliCUDA(Tensor self, const Tensor* p, double p_scalar, const OptGen
 // p broadcast to a CUDA self's shape as float64 on self's device, checked to be in [0, 1] there (one
 // synchronising read of the verdict; PyTorch asserts in the kernel).
 Tensor ProbsOnDevice(const Tensor& self, const Tensor& p) {
-  KILN_CHECK(IsFloating(p.dtype()), "bernoulli_: expected p to be a floating point tensor, but got ",
-             ScalarTypeDisplayName(p.dtype()));
+  CheckProbsDtype(p);
   Tensor q = EmptyTensor(self.sizes(), ScalarType::Float64, self.device());
   ops::copy_(q, ops::expand(p, SymList(self->sym_sizes().begin(), self->sym_sizes().end())));
   Tensor in_range = CallOp<Tensor>(KILN_OP("aten::logical_and"), CallOp<Tensor>(KILN_OP("aten::ge.Scalar"), q, Scalar(0.0)),
@@ -226,8 +229,7 @@ Tensor BernoulliTensor_(Tensor self, const Tensor& p, OptGen gen) {
   return BernoulliFromProbs(self, ProbsLike(self, p), gen);
 }
 Tensor BernoulliTensorMeta_(Tensor self, const Tensor& p, OptGen) {
-  KILN_CHECK(IsFloating(p.dtype()), "bernoulli_: expected p to be a floating point tensor, but got ",
-             ScalarTypeDisplayName(p.dtype()));
+  CheckProbsDtype(p);
   BroadcastShapes("bernoulli_", self->sym_sizes(), p->sym_sizes());
   return self;
 }

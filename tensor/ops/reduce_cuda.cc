@@ -213,7 +213,8 @@ void NllLossForwardCUDA(const Tensor& x, const Tensor& target, const Tensor* wei
   a.total_weight = per_sample ? nullptr : total_weight.raw_data();
   a.reduction = per_sample ? 0 : (reduction == 1 ? 1 : 2);
   a.error_word = cuda::DeviceErrorWord(device);
-  a.error_code = cuda::DeviceErrorCode(KILN_DEVICE_ERROR_INDEX, "Target {} is out of bounds.");
+  static const int32_t kBadTarget = cuda::DeviceErrorCode(KILN_DEVICE_ERROR_INDEX, "Target {} is out of bounds.");
+  a.error_code = kBadTarget;
   cuda::CUfunction fn = cuda::EmbeddedKernel(
       cuda::LossKernels(), device,
       StrCat("kiln_nll_loss_", suffix, target.dtype() == ScalarType::UInt8 ? "_u8" : "_i64").c_str(), name);
