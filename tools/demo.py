@@ -1,5 +1,5 @@
-"""The demo (tools/demo.sh): trains an MLP and a small CNN on the digits data eagerly, with a
-progress bar, and prints a table (parameters, epochs, seconds, test accuracy on the fixed 360-sample
+"""The demo (tools/demo.sh): trains an MLP and a small CNN on the digits data eagerly and compiled
+(and eagerly on the GPU when kiln.cuda.is_available()), with a progress bar, and prints a table (parameters, epochs, seconds, test accuracy on the fixed 360-sample
 split); then a short tour of eager kiln and a timing table of a few ops against numpy and PyTorch.
 `--tour-only` / `--train-only` run one part."""
 
@@ -35,9 +35,9 @@ def progress(prefix, step, total, loss, rate):
         print(line[1:], flush=True)
 
 
-def train(name, make, epochs, lr, data, batch_size=64, compiled=False):
-    """Trains `make(kiln)` with AdamW and a seeded shuffling DataLoader (through kiln.compile when
-    `compiled`); returns a table row."""
+def train(name, make, epochs, lr, data, batch_size=64, compiled=False, device="cpu"):
+    """Trains `make(kiln)` on `device` with AdamW and a seeded shuffling DataLoader (through
+    kiln.compile when `compiled`); returns a table row."""
     import time
 
     from kiln import nn
@@ -45,7 +45,7 @@ def train(name, make, epochs, lr, data, batch_size=64, compiled=False):
 
     x_train, y_train, x_test, y_test = data
     kiln.manual_seed(0)
-    model = make(kiln)
+    model = make(kiln).to(device)
     params = sum(p.numel() for p in model.parameters())
     opt = kiln.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     sched = kiln.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * -(-len(x_train) // batch_size))
@@ -63,6 +63,7 @@ def train(name, make, epochs, lr, data, batch_size=64, compiled=False):
         total = len(loader)
         for step, (xb, yb) in enumerate(loader, 1):
             step_start = time.perf_counter()
+            xb, yb = xb.to(device), yb.to(device)
             opt.zero_grad()
             loss = loss_fn(run(xb), yb)
             loss.backward()
@@ -74,19 +75,20 @@ def train(name, make, epochs, lr, data, batch_size=64, compiled=False):
                 first_step = step_times[0]
             if step % 5 == 0 or step == total:
                 rate = step / (time.perf_counter() - epoch_start)
-                progress(f"{name}{' compiled' if compiled else ''} epoch {epoch + 1:2d}/{epochs}", step, total,
+                progress(f"{name}{' compiled' if compiled else ''}{' ' + device if device != 'cpu' else ''} epoch {epoch + 1:2d}/{epochs}", step, total,
                          loss.item(), rate)
     seconds = time.perf_counter() - start
     if sys.stdout.isatty():
         print()
     model.eval()
     with kiln.no_grad():
-        pred = run(kiln.tensor(x_test)).argmax(1)
-    accuracy = float((pred == kiln.tensor(y_test)).float().mean())
+        pred = run(kiln.tensor(x_test).to(device)).argmax(1)
+    accuracy = float((pred.cpu() == kiln.tensor(y_test)).float().mean())
     # the median step: the steady state (a compiled model recompiles once more when the last, smaller
     # batch of the first epoch comes; the seconds column counts that)
     step_ms = sorted(step_times[1:] or step_times)[len(step_times[1:] or step_times) // 2] * 1e3
-    return name, "compiled" if compiled else "eager", params, epochs, seconds, step_ms, first_step * 1e3, accuracy
+    return (name, device, "compiled" if compiled else "eager", params, epochs, seconds, step_ms, first_step * 1e3,
+            accuracy)
 
 
 def train_models():
@@ -99,13 +101,15 @@ def train_models():
     for name, make, epochs, lr in (("MLP", mlp, 30, 3e-3), ("CNN", cnn, 12, 1e-2)):
         rows.append(train(name, make, epochs, lr, data))
         rows.append(train(name, make, epochs, lr, data, compiled=True))
+        if kiln.cuda.is_available():  # compiled CUDA kernels come with the GPU code generator (issue 21)
+            rows.append(train(name, make, epochs, lr, data, device="cuda"))
     print()
-    print(f"{'model':<6}{'mode':>10}{'parameters':>12}{'epochs':>8}{'seconds':>9}{'median step ms':>16}{'speed-up':>10}"
+    print(f"{'model':<6}{'device':>7}{'mode':>10}{'parameters':>12}{'epochs':>8}{'seconds':>9}{'median step ms':>16}{'speed-up':>10}"
           f"{'first step ms':>15}{'test accuracy':>15}")
     eager_step = {}
-    for name, mode, params, epochs, seconds, step_ms, first_ms, acc in rows:
+    for name, device, mode, params, epochs, seconds, step_ms, first_ms, acc in rows:
         eager_step.setdefault(name, step_ms)
-        print(f"{name:<6}{mode:>10}{params:>12,}{epochs:>8}{seconds:>9.1f}{step_ms:>16.2f}"
+        print(f"{name:<6}{device:>7}{mode:>10}{params:>12,}{epochs:>8}{seconds:>9.1f}{step_ms:>16.2f}"
               f"{eager_step[name] / step_ms:>9.2f}x{first_ms:>15.0f}{acc * 100:>14.2f}%")
     print()
 

@@ -87,6 +87,7 @@ void InitCudaBindings(py::module_& m) {
   });
 
   m.def("_cuda_set_allow_tf32", &cuda::SetAllowTF32);
+  m.def("_cuda_set_conv_allow_tf32", &cuda::SetConvAllowTF32);
   m.def("_cuda_cublas_available", [] { return cuda::CublasAvailable(); });
   m.def("_cuda_cublas_unavailable_reason", [] { return cuda::CublasUnavailableReason(); });
 

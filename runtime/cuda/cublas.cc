@@ -56,6 +56,7 @@ Cublas& Lib() {
 }
 
 std::atomic<bool> g_allow_tf32{false};
+std::atomic<bool> g_conv_allow_tf32{true};
 
 void CheckStatus(Status s, const char* what) {
   if (s == 0) return;
@@ -85,6 +86,8 @@ bool CublasAvailable() { return Lib().available; }
 const std::string& CublasUnavailableReason() { return Lib().reason; }
 void SetAllowTF32(bool allow) { g_allow_tf32 = allow; }
 bool AllowTF32() { return g_allow_tf32; }
+void SetConvAllowTF32(bool allow) { g_conv_allow_tf32 = allow; }
+bool ConvAllowTF32() { return g_conv_allow_tf32; }
 
 void Gemm(const Stream& stream, const GemmArgs& g) {
   KILN_CHECK(CublasAvailable(), Lib().reason);
@@ -92,7 +95,7 @@ void Gemm(const Stream& stream, const GemmArgs& g) {
   CheckStatus(Lib().set_stream(h, stream.handle), "cublasSetStream(handle, stream)");
   // 16-bit and float32 inputs accumulate in float32, as PyTorch's cuBLAS calls do.
   BlasCompute compute = g.dtype == BlasDataType::kF64 ? BlasCompute::k64F
-                        : (g.dtype == BlasDataType::kF32 && AllowTF32()) ? BlasCompute::k32FFastTF32
+                        : (g.dtype == BlasDataType::kF32 && (g.convolution ? ConvAllowTF32() : AllowTF32())) ? BlasCompute::k32FFastTF32
                                                                          : BlasCompute::k32F;
   float alpha32 = static_cast<float>(g.alpha), beta32 = static_cast<float>(g.beta);
   double alpha64 = g.alpha, beta64 = g.beta;

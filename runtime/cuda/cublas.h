@@ -20,6 +20,9 @@ const std::string& CublasUnavailableReason();
 // TF32 for float32 matmuls (torch.backends.cuda.matmul.allow_tf32; off by default, as PyTorch's).
 void SetAllowTF32(bool allow);
 bool AllowTF32();
+// TF32 for float32 convolutions' GEMMs (torch.backends.cudnn.allow_tf32; on by default, as PyTorch's).
+void SetConvAllowTF32(bool allow);
+bool ConvAllowTF32();
 
 // Column-major C = alpha op(A) op(B) + beta C on the current stream, batched with strides (batch 1:
 // a plain GEMM). trans_a/trans_b: the operand is stored transposed. beta 0 ignores C's values
@@ -36,6 +39,7 @@ struct GemmArgs {
   int64_t batch = 1;
   BlasDataType dtype = BlasDataType::kF32;
   double alpha = 1, beta = 0;  // passed in float for every dtype but float64 (the compute type's)
+  bool convolution = false;    // a convolution's GEMM: ConvAllowTF32 decides TF32, not AllowTF32
 };
 void Gemm(const Stream& stream, const GemmArgs& args);
 

@@ -15,9 +15,10 @@ void RegisterCopyKernels(Registry& r);
 void RegisterMatmulKernels(Registry& r);
 
 // out (contiguous, [batch,] m x n) = alpha * (a @ b) + beta * out through cuBLAS (beta 0: out's
-// values are not read); a and b are [batch,] m x k and k x n with k > 0, of out's dtype.
+// values are not read); a and b are [batch,] m x k and k x n with k > 0, of out's dtype. A
+// convolution's GEMM takes TF32 from cudnn.allow_tf32 (runtime/cuda/cublas.h).
 void GemmInto(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha,
-              const char* kernel);
+              const char* kernel, bool convolution = false);
 
 // `bytes` from one place in device memory to another, in stream order on `device`'s current stream.
 void CopyDeviceBytes(void* dst, const void* src, size_t bytes, int device);

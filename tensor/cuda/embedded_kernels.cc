@@ -28,6 +28,7 @@ KILN_EMBEDDED_FATBIN(IndexKernels, "index.cu")
 KILN_EMBEDDED_FATBIN(IndexedKernels, "indexed.cu")
 KILN_EMBEDDED_FATBIN(LossKernels, "loss.cu")
 KILN_EMBEDDED_FATBIN(OptimKernels, "optim.cu")
+KILN_EMBEDDED_FATBIN(ConvPoolKernels, "conv_pool.cu")
 #undef KILN_EMBEDDED_FATBIN
 
 namespace {

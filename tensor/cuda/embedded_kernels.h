@@ -26,6 +26,7 @@ const EmbeddedFatbin& IndexKernels();
 const EmbeddedFatbin& IndexedKernels();
 const EmbeddedFatbin& OptimKernels();
 const EmbeddedFatbin& LossKernels();
+const EmbeddedFatbin& ConvPoolKernels();
 
 // `kernel` (an extern "C" name) of `fatbin` on `device`; `op` names the caller in errors.
 CUfunction EmbeddedKernel(const EmbeddedFatbin& fatbin, int device, const char* kernel, const char* op);

@@ -50,7 +50,7 @@ Operand Prepare(const Tensor& t) {
 
 // out (batch x m x n, contiguous) = alpha * (a @ b) + beta * out.
 void GemmInto(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha,
-              const char* kernel) {
+              const char* kernel, bool convolution) {
   if (out.numel() == 0) return;
   int64_t k = a.size(-1);
   KILN_INTERNAL_ASSERT(k > 0, "an empty contraction reaches ", kernel);
@@ -76,6 +76,7 @@ void GemmInto(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar&
   g.dtype = dtype;
   g.alpha = alpha.to_double();
   g.beta = beta.to_double();
+  g.convolution = convolution;
   Gemm(CurrentStream(out.device().index), g);
 }
 

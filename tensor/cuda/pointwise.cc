@@ -20,7 +20,9 @@ namespace {
 
 using codegen::DType;
 
-constexpr int kMaxOperands = 8;
+// The output and the inputs: enough for batch_norm's backward (10); a launch's parameters (a pointer
+// or number per operand, its strides per dim) stay far inside the 4 KB a kernel may take.
+constexpr int kMaxOperands = 12;
 
 }  // namespace
 

@@ -64,9 +64,6 @@ ExprPtr Rewrite(const ExprPtr& e, const std::vector<int>& map, const ExprPtr& ac
   return n;
 }
 
-ScalarType AccScalarType(DType t) {
-  return t == DType::F32 ? ScalarType::Float32 : t == DType::F64 ? ScalarType::Float64 : ScalarType::Int64;
-}
 
 // One launch's description: the kernel, its operands' data, the problem's dims and the layout.
 struct ReduceLaunch {
@@ -379,6 +376,15 @@ void LaunchReduce(const ReduceOp& op, const Tensor& out, const Tensor* indices, 
   second.outputs = outputs;
   second.reduced = plan.splits;
   Run(second, PlanLaunch(second, device, /*allow_split=*/false), device);
+}
+
+ScalarType AccScalarType(DType t) {
+  return t == DType::F32 ? ScalarType::Float32 : t == DType::F64 ? ScalarType::Float64 : ScalarType::Int64;
+}
+
+DType AccumulatorOf(ScalarType t, const char* op) {
+  DType c = codegen::ComputeDType(CodegenDType(t, op));
+  return c == DType::Bool ? DType::I64 : c;
 }
 
 }  // namespace kiln::cuda

@@ -29,6 +29,12 @@ struct ReduceOp {
 // ("load", operand of input i): operands 0 (and 1 for argmax/argmin) are the outputs.
 codegen::ExprPtr ReduceInput(int i, codegen::ReduceKind kind);
 
+// PyTorch's CUDA accumulator for `t`: float for float32 and the 16-bit floats, double for float64,
+// int64 for integers and bool; NotImplementedError naming `op` for complex dtypes.
+codegen::DType AccumulatorOf(ScalarType t, const char* op);
+// The dtype that holds accumulator values: float32, float64 or int64.
+ScalarType AccScalarType(codegen::DType acc);
+
 // out (contiguous, the kept dims of `shape` in order, with or without keepdim's 1s) = the
 // reduction over the dims of `shape` that `mask` marks; `indices` (argmax/argmin only; int64, as
 // out) gets each result's position in the row-major order of the reduced dims. Inputs are tensors

@@ -7,7 +7,8 @@
 // scatters the columns back into the image (col2im). Pooling kernels run one (batch, channel)
 // plane per task. float16/bfloat16 convolutions compute in float32. Shape checks and messages
 // follow PyTorch's ConvUtils.h and Pool.h; unsupported dtypes raise NotImplementedError like its
-// dispatch macros. Integer convolutions use Gemm's plain loop.
+// dispatch macros. Integer convolutions use Gemm's plain loop. On CUDA each op calls its kernel in
+// conv_pool_cuda.cc after the same checks.
 #include <cmath>
 #include <limits>
 
@@ -123,6 +124,29 @@ ConvParams CheckConv(const Tensor& input, const Tensor& weight, const OptTensor&
   return p;
 }
 
+Geom ConvGeom(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) {
+  const bool one_d = p.dims == 1;
+  auto dim2 = [&](const IntList& v, int64_t i, int64_t one) { return one_d ? (i == 0 ? one : v[0]) : v[i]; };
+  auto plane = [&](const Tensor& t, int64_t* h, int64_t* wd) {
+    *h = one_d ? 1 : t.size(2);
+    *wd = t.size(one_d ? 2 : 3);
+  };
+  Geom g{};
+  int64_t xh, xw, yh, yw;
+  plane(x, &xh, &xw);
+  plane(y, &yh, &yw);
+  plane(w, &g.kh, &g.kw);
+  g.sh = dim2(p.stride, 0, 1), g.sw = dim2(p.stride, 1, 1);
+  g.ph = dim2(p.padding, 0, 0), g.pw = dim2(p.padding, 1, 0);
+  g.dh = dim2(p.dilation, 0, 1), g.dw = dim2(p.dilation, 1, 1);
+  if (!p.transposed) {
+    g.C = x.size(1), g.H = xh, g.W = xw, g.oh = yh, g.ow = yw;
+  } else {
+    g.C = y.size(1), g.H = yh, g.W = yw, g.oh = xh, g.ow = xw;
+  }
+  return g;
+}
+
 TensorMeta ConvolutionMeta(const Tensor& input, const Tensor& weight, const OptTensor& bias, const SymList& stride,
                            const SymList& padding, const SymList& dilation, bool transposed,
                            const SymList& output_padding, const SymInt& groups) {
@@ -215,35 +239,24 @@ void Conv2dTyped(const Tensor& x, const Tensor& w, const Tensor* bias, const Ten
   if (bias) AddBias(po, bias->data_ptr<T>(), N, O, out.numel() / std::max<int64_t>(N * O, 1));
 }
 
-Tensor ConvolutionCPU(const Tensor& input, const Tensor& weight, const OptTensor& bias, const SymList& stride,
-                      const SymList& padding, const SymList& dilation, bool transposed,
-                      const SymList& output_padding, const SymInt& groups) {
+Tensor ConvolutionKernel(const Tensor& input, const Tensor& weight, const OptTensor& bias, const SymList& stride,
+                         const SymList& padding, const SymList& dilation, bool transposed,
+                         const SymList& output_padding, const SymInt& groups) {
   TensorMeta m = ConvolutionMeta(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
   ConvParams p = CheckConv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
   Tensor out = EmptyFromMeta(m);
   if (out.numel() == 0) return out;
+  if (input.device().is_cuda()) {
+    ConvolutionCUDA(input, weight, bias && bias->defined() ? &*bias : nullptr, out, p);
+    return out;
+  }
   const ScalarType compute = OpMathType(input.dtype());
   Tensor x = ops::contiguous(CastTo(input, compute)), w = ops::contiguous(CastTo(weight, compute));
   Tensor b;
   if (bias && bias->defined()) b = ops::contiguous(CastTo(*bias, compute));
   // the kernels write row-major: a channels-last result is copied into place
   Tensor o = compute == out.dtype() && out.is_contiguous() ? out : EmptyTensor(out.sizes(), compute, out.device());
-  // 1-D runs as 2-D with a height of 1.
-  const bool one_d = p.dims == 1;
-  auto dim2 = [&](const IntList& v, int64_t i, int64_t one) { return one_d ? (i == 0 ? one : v[0]) : v[i]; };
-  const int64_t xh = one_d ? 1 : x.size(2), xw = x.size(one_d ? 2 : 3);
-  const int64_t kh = one_d ? 1 : w.size(2), kw = w.size(one_d ? 2 : 3);
-  const int64_t oh = one_d ? 1 : o.size(2), ow = o.size(one_d ? 2 : 3);
-  Geom g{};
-  g.kh = kh, g.kw = kw;
-  g.sh = dim2(p.stride, 0, 1), g.sw = dim2(p.stride, 1, 1);
-  g.ph = dim2(p.padding, 0, 0), g.pw = dim2(p.padding, 1, 0);
-  g.dh = dim2(p.dilation, 0, 1), g.dw = dim2(p.dilation, 1, 1);
-  if (!transposed) {
-    g.C = x.size(1), g.H = xh, g.W = xw, g.oh = oh, g.ow = ow;
-  } else {
-    g.C = o.size(1), g.H = oh, g.W = ow, g.oh = xh, g.ow = xw;
-  }
+  const Geom g = ConvGeom(p, x, w, o);
   KILN_DISPATCH_SWITCH(compute, "convolution", KILN_CASES_CONV, [&] {
     Conv2dTyped<scalar_t>(x, w, b.defined() ? &b : nullptr, o, g, p.groups, transposed);
   });
@@ -381,13 +394,17 @@ void MaxPoolTyped(const Tensor& x, const Tensor& out, const Tensor& indices, con
   });
 }
 
-std::tuple<Tensor, Tensor> MaxPool2dWithIndicesCPU(const Tensor& self, const IntList& kernel_size,
+std::tuple<Tensor, Tensor> MaxPool2dWithIndicesKernel(const Tensor& self, const IntList& kernel_size,
                                                    const IntList& stride, const IntList& padding,
                                                    const IntList& dilation, bool ceil_mode) {
   auto [om, im] = MaxPool2dWithIndicesMeta(self, kernel_size, stride, padding, dilation, ceil_mode);
   PoolParams p = ParsePool("max_pool2d", kernel_size, stride, padding, &dilation);
   Tensor out = EmptyFromMeta(om), indices = EmptyFromMeta(im);
   if (out.numel() == 0) return {out, indices};
+  if (self.device().is_cuda()) {
+    MaxPool2dCUDA(self, p, out, indices);
+    return {out, indices};
+  }
   Tensor x = ops::contiguous(self);
   KILN_DISPATCH_NUMERIC(self.dtype(), "max_pool2d", [&] { MaxPoolTyped<scalar_t>(x, out, indices, p); });
   return {out, indices};
@@ -448,12 +465,16 @@ void AvgPoolTyped(const Tensor& x, const Tensor& out, const PoolParams& p, bool 
   });
 }
 
-Tensor AvgPool2dCPU(const Tensor& self, const IntList& kernel_size, const IntList& stride, const IntList& padding,
+Tensor AvgPool2dKernel(const Tensor& self, const IntList& kernel_size, const IntList& stride, const IntList& padding,
                     bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
   Tensor out = EmptyFromMeta(
       AvgPool2dMeta(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override));
   if (out.numel() == 0) return out;
   PoolParams p = ParsePool("avg_pool2d", kernel_size, stride, padding, nullptr);
+  if (self.device().is_cuda()) {
+    AvgPool2dCUDA(self, p, count_include_pad, divisor_override, out);
+    return out;
+  }
   Tensor x = ops::contiguous(self);
   KILN_DISPATCH_NUMERIC(self.dtype(), "avg_pool2d", [&] {
     AvgPoolTyped<scalar_t>(x, out, p, count_include_pad, divisor_override);
@@ -500,11 +521,15 @@ void AdaptiveAvgPoolTyped(const Tensor& x, const Tensor& out) {
   });
 }
 
-Tensor AdaptiveAvgPool2dCPU(const Tensor& self, const SymList& output_size) {
+Tensor AdaptiveAvgPool2dKernel(const Tensor& self, const SymList& output_size) {
   Tensor out = EmptyFromMeta(AdaptiveAvgPool2dMeta(self, output_size));
   if (out.numel() == 0) return out;  // any dtype: PyTorch dispatches on the dtype only when there is work
   KILN_CHECK_NOT_IMPLEMENTED(IsFloating(self.dtype()), "\"adaptive_avg_pool2d\" not implemented for '",
                              ScalarTypeDisplayName(self.dtype()), "'");
+  if (self.device().is_cuda()) {
+    AdaptiveAvgPool2dCUDA(self, out);
+    return out;
+  }
   Tensor x = ops::contiguous(self);
   KILN_DISPATCH_FLOATING(self.dtype(), "adaptive_avg_pool2d", [&] { AdaptiveAvgPoolTyped<scalar_t>(x, out); });
   return out;
@@ -529,21 +554,21 @@ void RegisterConvPoolOps(Registry& r) {
   r.Def("convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "
         "SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor",
         {Tag::core}, kFunction)
-      .Impl<&ConvolutionCPU>(DispatchKey::CPU).Meta<&ConvolutionMeta>();
+      .CPUAndCUDA<&ConvolutionKernel>().Meta<&ConvolutionMeta>();
   r.Def("conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, SymInt[2] padding=0, "
         "SymInt[2] dilation=1, SymInt groups=1) -> Tensor", {}, kFunction)
       .Composite<&Conv2d>();
   r.Def("max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, "
         "int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)", {Tag::core}, kFunction)
-      .Impl<&MaxPool2dWithIndicesCPU>(DispatchKey::CPU).Meta<&MaxPool2dWithIndicesMeta>();
+      .CPUAndCUDA<&MaxPool2dWithIndicesKernel>().Meta<&MaxPool2dWithIndicesMeta>();
   r.Def("max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, "
         "bool ceil_mode=False) -> Tensor", {}, kFunction)
       .Composite<&MaxPool2d>();
   r.Def("avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, "
         "bool count_include_pad=True, int? divisor_override=None) -> Tensor", {Tag::core}, kFunction)
-      .Impl<&AvgPool2dCPU>(DispatchKey::CPU).Meta<&AvgPool2dMeta>();
+      .CPUAndCUDA<&AvgPool2dKernel>().Meta<&AvgPool2dMeta>();
   r.Def("_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor", {Tag::core}, kFunction)
-      .Impl<&AdaptiveAvgPool2dCPU>(DispatchKey::CPU).Meta<&AdaptiveAvgPool2dMeta>();
+      .CPUAndCUDA<&AdaptiveAvgPool2dKernel>().Meta<&AdaptiveAvgPool2dMeta>();
   r.Def("adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor", {}, kFunction)
       .Composite<&AdaptiveAvgPool2d>();
 }

@@ -36,6 +36,11 @@ struct Geom {
   int64_t C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
 };
 
+// The geometry of a convolution of x [N, C, (H,) W] by w giving y, a 1-D one as 2-D with a height
+// of 1: a plain convolution's image is x and its grid y's; a transposed one's image is y (its
+// output) and its grid x's.
+Geom ConvGeom(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y);
+
 // The outputs o whose input position o*stride + off lies inside [0, in): [lo, hi), within [0, out).
 inline void ValidOutputs(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
   auto ceil_div = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
@@ -275,6 +280,23 @@ PoolParams ParsePool(const char* op, const std::vector<int64_t>& kernel, const s
                      const std::vector<int64_t>& padding, const std::vector<int64_t>* dilation);
 // The output sizes of a 2-D pooling of `input` (PyTorch's checks and messages).
 SymDimVector PoolShape(const Tensor& input, const PoolParams& p, bool ceil_mode);
+
+// CUDA (conv_pool_cuda.cc, Note [CUDA convolution]), after the ops' checks and allocation. The
+// outputs are the ops' own; floating dtypes only (NotImplementedError with PyTorch's kernel names).
+void ConvolutionCUDA(const Tensor& input, const Tensor& weight, const Tensor* bias, const Tensor& out,
+                     const ConvParams& p);
+// Either gradient may be null; both are contiguous.
+void ConvolutionBackwardCUDA(const Tensor& grad, const Tensor& input, const Tensor& weight, const ConvParams& p,
+                             const Tensor* grad_input, const Tensor* grad_weight);
+void MaxPool2dCUDA(const Tensor& self, const PoolParams& p, const Tensor& out, const Tensor& indices);
+// An index outside its plane raises IndexError at the next synchronisation.
+void MaxPool2dBackwardCUDA(const Tensor& grad, const Tensor& indices, const PoolParams& p, const Tensor& grad_input);
+void AvgPool2dCUDA(const Tensor& self, const PoolParams& p, bool count_include_pad, std::optional<int64_t> divisor,
+                   const Tensor& out);
+void AvgPool2dBackwardCUDA(const Tensor& grad, const PoolParams& p, bool count_include_pad,
+                           std::optional<int64_t> divisor, const Tensor& grad_input);
+void AdaptiveAvgPool2dCUDA(const Tensor& self, const Tensor& out);
+void AdaptiveAvgPool2dBackwardCUDA(const Tensor& grad, const Tensor& grad_input);
 
 // Runs fn(plane) for each [H, W] plane of a contiguous input, in parallel.
 template <typename Fn>

@@ -151,6 +151,10 @@ Tensor3 ConvBw(const Tensor& grad, const Tensor& input, const Tensor& weight, co
     ops::copy_(gb, ops::sum(grad, dims, false, OpMathType(grad.dtype())));
   }
   if (!gi.defined() && !gw.defined()) return {gi, gw, gb};
+  if (input.device().is_cuda() && input.numel() > 0 && grad.numel() > 0 && weight.numel() > 0) {
+    ConvolutionBackwardCUDA(grad, input, weight, p, gi.defined() ? &gi : nullptr, gw.defined() ? &gw : nullptr);
+    return {gi, gw, gb};
+  }
   const ScalarType compute = OpMathType(input.dtype());
   // Work buffers in the compute type; the results are copied out when it differs.
   Tensor dx = gi.defined() ? (compute == gi.dtype() ? gi : EmptyLike(gi, compute)) : Tensor();
@@ -161,20 +165,7 @@ Tensor3 ConvBw(const Tensor& grad, const Tensor& input, const Tensor& weight, co
   } else {
     Tensor x = ops::contiguous(CastTo(input, compute)), w = ops::contiguous(CastTo(weight, compute));
     Tensor dy = ops::contiguous(CastTo(grad, compute));
-    const bool one_d = p.dims == 1;
-    auto dim2 = [&](const IntList& v, int64_t i, int64_t one) { return one_d ? (i == 0 ? one : v[0]) : v[i]; };
-    const int64_t xh = one_d ? 1 : x.size(2), xw = x.size(one_d ? 2 : 3);
-    const int64_t oh = one_d ? 1 : dy.size(2), ow = dy.size(one_d ? 2 : 3);
-    Geom g{};
-    g.kh = one_d ? 1 : w.size(2), g.kw = w.size(one_d ? 2 : 3);
-    g.sh = dim2(p.stride, 0, 1), g.sw = dim2(p.stride, 1, 1);
-    g.ph = dim2(p.padding, 0, 0), g.pw = dim2(p.padding, 1, 0);
-    g.dh = dim2(p.dilation, 0, 1), g.dw = dim2(p.dilation, 1, 1);
-    if (!transposed) {
-      g.C = x.size(1), g.H = xh, g.W = xw, g.oh = oh, g.ow = ow;
-    } else {
-      g.C = dy.size(1), g.H = oh, g.W = ow, g.oh = xh, g.ow = xw;
-    }
+    const Geom g = ConvGeom(p, x, w, dy);
     auto run = [&](auto tag) {
       using T = decltype(tag);
       ConvBwTyped<T>(dy.data_ptr<T>(), x.data_ptr<T>(), w.data_ptr<T>(), dx.defined() ? dx.data_ptr<T>() : nullptr,
@@ -222,6 +213,10 @@ Tensor MaxPoolBw(const Tensor& grad, const Tensor& self, const IntList& kernel_s
                  const IntList& padding, const IntList& dilation, bool ceil_mode, const Tensor& indices) {
   Tensor out = EmptyFromMeta(MaxPoolBwMeta(grad, self, kernel_size, stride, padding, dilation, ceil_mode, indices));
   if (out.numel() == 0) return out;
+  if (self.device().is_cuda()) {
+    MaxPool2dBackwardCUDA(grad, indices, ParsePool(kMaxBw, kernel_size, stride, padding, &dilation), out);
+    return out;
+  }
   Tensor g = ops::contiguous(grad), idx = ops::contiguous(indices);
   const int64_t H = self.size(-2), W = self.size(-1), L = grad.size(-2) * grad.size(-1);
   const int64_t* ip = idx.data_ptr<int64_t>();
@@ -268,6 +263,10 @@ Tensor AvgPoolBw(const Tensor& grad, const Tensor& self, const IntList& kernel_s
                                            divisor_override));
   if (out.numel() == 0) return out;
   PoolParams p = ParsePool(kAvgBw, kernel_size, stride, padding, nullptr);
+  if (self.device().is_cuda()) {
+    AvgPool2dBackwardCUDA(grad, p, count_include_pad, divisor_override, out);
+    return out;
+  }
   Tensor g = ops::contiguous(grad);
   const int64_t H = self.size(-2), W = self.size(-1), oh = grad.size(-2), ow = grad.size(-1);
   KILN_DISPATCH_NUMERIC(self.dtype(), kAvgBw, [&] {
@@ -321,6 +320,10 @@ TensorMeta AdaptiveAvgPoolBwMeta(const Tensor& grad, const Tensor& self) {
 Tensor AdaptiveAvgPoolBw(const Tensor& grad, const Tensor& self) {
   Tensor out = EmptyFromMeta(AdaptiveAvgPoolBwMeta(grad, self));
   if (out.numel() == 0) return out;
+  if (self.device().is_cuda()) {
+    AdaptiveAvgPool2dBackwardCUDA(grad, out);
+    return out;
+  }
   Tensor g = ops::contiguous(grad);
   const int64_t H = self.size(-2), W = self.size(-1), oh = grad.size(-2), ow = grad.size(-1);
   KILN_DISPATCH_FLOATING(self.dtype(), kAdaptBw, [&] {
@@ -353,15 +356,15 @@ void RegisterConvPoolBackwardOps(Registry& r) {
   r.Def("convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, "
         "SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, "
         "SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)", {Tag::core})
-      .Impl<&ConvBw>(DispatchKey::CPU).Meta<&ConvBwMeta>();
+      .CPUAndCUDA<&ConvBw>().Meta<&ConvBwMeta>();
   r.Def("max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, "
         "int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor", {Tag::core})
-      .Impl<&MaxPoolBw>(DispatchKey::CPU).Meta<&MaxPoolBwMeta>();
+      .CPUAndCUDA<&MaxPoolBw>().Meta<&MaxPoolBwMeta>();
   r.Def("avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, "
         "bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor", {Tag::core})
-      .Impl<&AvgPoolBw>(DispatchKey::CPU).Meta<&AvgPoolBwMeta>();
+      .CPUAndCUDA<&AvgPoolBw>().Meta<&AvgPoolBwMeta>();
   r.Def("_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor", {Tag::core})
-      .Impl<&AdaptiveAvgPoolBw>(DispatchKey::CPU).Meta<&AdaptiveAvgPoolBwMeta>();
+      .CPUAndCUDA<&AdaptiveAvgPoolBw>().Meta<&AdaptiveAvgPoolBwMeta>();
 }
 
 }  // namespace kiln

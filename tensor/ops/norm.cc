@@ -176,6 +176,18 @@ Tensor3 NativeBatchNormCPU(const Tensor& input, const OptTensor& weight, const O
              ShapeStr(input));
   Tensor out = EmptyFromMeta(om), save_mean = EmptyFromMeta(mm), save_invstd = EmptyFromMeta(vm);
   const int64_t N = input.size(0), C = input.size(1), S = input.numel() / std::max<int64_t>(N * C, 1);
+  if (input.device().is_cuda()) {
+    auto ptr = [](const OptTensor& t) { return Defined(t) ? &*t : nullptr; };
+    if (input.numel() > 0) {
+      BatchNormCUDA(input, ptr(weight), ptr(bias), ptr(running_mean), ptr(running_var), training, momentum, eps, out,
+                    save_mean, save_invstd);
+    }
+    if (training && input.numel() > 0) {
+      if (Defined(running_mean)) (*running_mean)->bump_version();
+      if (Defined(running_var)) (*running_var)->bump_version();
+    }
+    return {out, save_mean, save_invstd};
+  }
   Tensor x = ops::contiguous(input);
   std::vector<double> mean(C), var(C);
   if (training) {
@@ -603,21 +615,21 @@ Tensor GroupNorm(const Tensor& input, int64_t num_groups, const OptTensor& weigh
 void RegisterNormOps(Registry& r) {
   r.Def("native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
         "bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)", {Tag::core}, kFunction)
-      .Impl<&NativeBatchNormCPU>(DispatchKey::CPU).Meta<&NativeBatchNormMeta>();
+      .CPUAndCUDA<&NativeBatchNormCPU>().Meta<&NativeBatchNormMeta>();
   r.Def("_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, "
         "Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
         {Tag::core}, kFunction)
-      .Impl<&LegitCPU>(DispatchKey::CPU).Meta<&LegitMeta>();
+      .CPUAndCUDA<&LegitCPU>().Meta<&LegitMeta>();
   r.Def("_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, "
         "float momentum, float eps) -> (Tensor, Tensor, Tensor)", {Tag::core}, kFunction)
-      .Impl<&LegitNoStatsCPU>(DispatchKey::CPU).Meta<&LegitNoStatsMeta>();
+      .CPUAndCUDA<&LegitNoStatsCPU>().Meta<&LegitNoStatsMeta>();
   r.Def("_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, "
         "Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)", {Tag::core}, kFunction)
-      .Impl<&LegitNoTrainingCPU>(DispatchKey::CPU).Meta<&LegitNoTrainingMeta>();
+      .CPUAndCUDA<&LegitNoTrainingCPU>().Meta<&LegitNoTrainingMeta>();
   r.Def("_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, "
         "Tensor running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, "
         "Tensor running_mean_out, Tensor running_var_out)", {}, kFunction)
-      .Impl<&LegitFunctionalCPU>(DispatchKey::CPU).Meta<&LegitFunctionalMeta>();
+      .CPUAndCUDA<&LegitFunctionalCPU>().Meta<&LegitFunctionalMeta>();
   r.Def("batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
         "bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor", {}, kFunction)
       .Composite<&BatchNorm>();

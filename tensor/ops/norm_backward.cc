@@ -201,6 +201,17 @@ Tensor3 BatchNormBw(const Tensor& grad, const Tensor& input, const OptTensor& we
   auto [gi, gw, gb] = Allocate(BatchNormBwMeta(grad, input, weight, running_mean, running_var, save_mean, save_invstd,
                                                train, eps, mask));
   const int64_t N = input.size(0), C = input.size(1), S = input.numel() / std::max<int64_t>(N * C, 1);
+  if (input.device().is_cuda()) {
+    if (input.numel() == 0) {  // nothing to sum: zero parameter gradients
+      if (gw.defined()) ops::fill_(gw, Scalar(int64_t(0)));
+      if (gb.defined()) ops::fill_(gb, Scalar(int64_t(0)));
+      return {gi, gw, gb};
+    }
+    BatchNormBackwardCUDA(grad, input, Defined(weight) ? &*weight : nullptr, train ? *save_mean : *running_mean,
+                          train ? *save_invstd : *running_var, train, eps, gi.defined() ? &gi : nullptr,
+                          gw.defined() ? &gw : nullptr, gb.defined() ? &gb : nullptr);
+    return {gi, gw, gb};
+  }
   std::vector<double> mean, invstd;
   if (train) {
     mean = ReadAll(*save_mean);
@@ -585,7 +596,7 @@ void RegisterNormBackwardOps(Registry& r) {
   r.Def("native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, "
         "Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> "
         "(Tensor, Tensor, Tensor)")
-      .Impl<&BatchNormBw>(DispatchKey::CPU).Meta<&BatchNormBwMeta>();
+      .CPUAndCUDA<&BatchNormBw>().Meta<&BatchNormBwMeta>();
   r.Def("native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, "
         "Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)", {Tag::core})
       .CPUAndCUDA<&LayerNormBw>().Meta<&LayerNormBwMeta>();

@@ -1,7 +1,7 @@
 // tensor/ops/reduce_cuda.cc: the reductions as generated CUDA kernels (tensor/cuda/reduce.h): each
 // is an accumulator dtype, a combine, what an element contributes and what the output is made of;
-// softmax, log_softmax and layer_norm (and their backward) as row reductions followed by a
-// pointwise kernel.
+// softmax and log_softmax (and their backward) as row reductions followed by a pointwise kernel
+// (layer_norm and batch_norm: norm_cuda.cc).
 #include "tensor/ops/reduce_cuda.h"
 
 #include <cmath>
@@ -25,18 +25,11 @@ using codegen::Expr;
 using codegen::ReduceKind;
 using IR = codegen::ExprPtr;
 
-// PyTorch's CUDA accumulator: float for float32 and the 16-bit floats, double for float64, int64 for
-// integers and bool.
-DType AccOf(ScalarType t, const char* op) {
-  DType c = codegen::ComputeDType(cuda::CodegenDType(t, op));
-  return c == DType::Bool ? DType::I64 : c;
-}
-
 }  // namespace
 
 void SumCUDA(const Tensor& input, const std::vector<bool>& mask, const Tensor& out, double scale) {
   const char* name = scale != 1.0 ? "mean" : "sum";
-  DType acc = AccOf(input.dtype(), name);
+  DType acc = cuda::AccumulatorOf(input.dtype(), name);
   IR pre = Expr::Cast(cuda::ReduceInput(0, ReduceKind::kSum), acc);
   std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(input)};
   IR post = Expr::Acc(0);
@@ -48,7 +41,7 @@ void SumCUDA(const Tensor& input, const std::vector<bool>& mask, const Tensor& o
 }
 
 void ProdCUDA(const Tensor& input, const std::vector<bool>& mask, const Tensor& out) {
-  DType acc = AccOf(input.dtype(), "prod");
+  DType acc = cuda::AccumulatorOf(input.dtype(), "prod");
   IR pre = Expr::Cast(cuda::ReduceInput(0, ReduceKind::kProd), acc);
   cuda::LaunchReduce(cuda::ReduceOp{"prod", ReduceKind::kProd, acc, pre, Expr::Acc(0)}, out, nullptr,
                      {cuda::PointwiseInput::Of(input)}, input.sizes(), mask);
@@ -59,7 +52,7 @@ void MinMaxCUDA(bool max, const Tensor& input, const std::vector<bool>& mask, co
   const char* name = indices ? (max ? "argmax" : "argmin") : (max ? "amax" : "amin");
   const ReduceKind kind = indices ? (max ? ReduceKind::kArgmax : ReduceKind::kArgmin)
                                   : (max ? ReduceKind::kMax : ReduceKind::kMin);
-  DType acc = AccOf(input.dtype(), name);
+  DType acc = cuda::AccumulatorOf(input.dtype(), name);
   IR pre = Expr::Cast(cuda::ReduceInput(0, kind), acc);
   // the value output is the input's dtype; argmax alone writes its values into a scratch tensor
   Tensor scratch = values ? Tensor() : EmptyLike(*indices, input.dtype());
@@ -69,7 +62,7 @@ void MinMaxCUDA(bool max, const Tensor& input, const std::vector<bool>& mask, co
 
 void VectorNormCUDA(const Tensor& input, double p, const std::vector<bool>& mask, const Tensor& out) {
   const char* name = "linalg_vector_norm";
-  const DType acc = AccOf(input.dtype(), name);
+  const DType acc = cuda::AccumulatorOf(input.dtype(), name);
   const bool extreme = std::isinf(p);
   const ReduceKind kind = !extreme ? ReduceKind::kSum : p > 0 ? ReduceKind::kMax : ReduceKind::kMin;
   IR x = Expr::Cast(cuda::ReduceInput(0, kind), acc);
@@ -119,12 +112,10 @@ std::pair<DimVector, std::vector<bool>> RowOf(const Tensor& t, int64_t dim) {
   return {keep, mask};
 }
 
-ScalarType StoredAcc(DType acc) { return acc == DType::F64 ? ScalarType::Float64 : ScalarType::Float32; }
-
 // A row statistic of `inputs` over the dims of `mask` (kept as 1s), in `acc`.
 Tensor RowReduce(const char* name, ReduceKind kind, DType acc, const IR& pre, const std::vector<cuda::PointwiseInput>& inputs,
                  const DimVector& shape, const DimVector& keep, const std::vector<bool>& mask, Device device) {
-  Tensor out = EmptyTensor(keep, StoredAcc(acc), device);
+  Tensor out = EmptyTensor(keep, cuda::AccScalarType(acc), device);
   cuda::LaunchReduce(cuda::ReduceOp{name, kind, acc, pre, Expr::Acc(0)}, out, nullptr, inputs, shape, mask);
   return out;
 }
@@ -135,7 +126,7 @@ IR Fn(codegen::OpCode op, std::vector<IR> args) { return Expr::Op(op, std::move(
 
 void SoftmaxCUDA(bool log, const Tensor& input, int64_t dim, const Tensor& out) {
   const char* name = log ? "log_softmax" : "softmax";
-  DType acc = AccOf(input.dtype(), name);
+  DType acc = cuda::AccumulatorOf(input.dtype(), name);
   auto [keep, mask] = RowOf(input, dim);
   const DimVector shape = input.sizes();
   auto x = [&](ReduceKind kind) { return Expr::Cast(cuda::ReduceInput(0, kind), acc); };
@@ -155,7 +146,7 @@ void SoftmaxCUDA(bool log, const Tensor& input, int64_t dim, const Tensor& out) 
 
 void SoftmaxBackwardCUDA(bool log, const Tensor& grad, const Tensor& output, int64_t dim, const Tensor& out) {
   const char* name = log ? "log_softmax_backward" : "softmax_backward";
-  DType acc = AccOf(grad.dtype(), name);
+  DType acc = cuda::AccumulatorOf(grad.dtype(), name);
   auto [keep, mask] = RowOf(grad, dim);
   const DimVector shape = grad.sizes();
   IR g = Expr::Cast(cuda::ReduceInput(0, ReduceKind::kSum), acc);
@@ -235,7 +226,7 @@ void NllLossBackwardCUDA(const Tensor& grad, const Tensor& target, const Tensor*
   const Tensor t2 = ops::reshape(target, {SymInt(batch), SymInt(1)});
   const bool unreduced = reduction == 0 && grad.dim() > 0 && grad.numel() == batch;
   const Tensor g2 = unreduced ? ops::reshape(grad, {SymInt(batch), SymInt(1)}) : grad;
-  DType acc = AccOf(grad_input.dtype(), "nll_loss_backward");
+  DType acc = cuda::AccumulatorOf(grad_input.dtype(), "nll_loss_backward");
   const Tensor cls = ClassIndices(classes, grad_input.device());  // named: PointwiseInput holds a pointer
   // inputs: 0 grad, 1 target, 2 class index, 3 ignore_index, 4 total_weight, [5 weight]
   std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(g2), cuda::PointwiseInput::Of(t2),
@@ -250,133 +241,6 @@ void NllLossBackwardCUDA(const Tensor& grad, const Tensor& target, const Tensor*
                                           Fn(codegen::OpCode::kNeg, {Fn(codegen::OpCode::kMul, {g, w})}),
                                           Expr::Const(0.0, acc)});
   cuda::LaunchPointwise("nll_loss_backward", out2, inputs, value);
-}
-
-// --- layer_norm ----------------------------------------------------------------------------------
-
-namespace {
-
-// The mask over `t`'s last `n` dims (norm: true) or over the others (norm: false).
-std::vector<bool> LastDims(const Tensor& t, int64_t n, bool norm) {
-  std::vector<bool> mask(t.dim(), !norm);
-  for (int64_t d = t.dim() - n; d < t.dim(); ++d) mask[d] = norm;
-  return mask;
-}
-
-cuda::PointwiseInput AccNumber(double v, DType acc) {
-  return cuda::PointwiseInput::Number(Scalar(v), acc == DType::F64 ? ScalarType::Float64 : ScalarType::Float32);
-}
-
-// `stat` (mean or rstd as the op returns it) from its value in the accumulator's type.
-void Store(const Tensor& stat, const Tensor& value) {
-  if (stat.is_same(value)) return;
-  Tensor s = stat;
-  ops::copy_(s, value);
-}
-
-}  // namespace
-
-void LayerNormCUDA(const Tensor& input, int64_t normalized_dims, const Tensor* weight, const Tensor* bias, double eps,
-                   const Tensor& out, const Tensor& mean, const Tensor& rstd) {
-  const DType acc = AccOf(input.dtype(), "layer_norm");
-  const DimVector shape = input.sizes();
-  int64_t n = 1;
-  for (int64_t d = input.dim() - normalized_dims; d < input.dim(); ++d) n *= shape[d];
-  if (mean.numel() == 0) return;
-  const DimVector keep = mean.sizes();
-  // the statistics in the accumulator's type (the op's own outputs when they have it)
-  Tensor mu = mean.dtype() == StoredAcc(acc) ? mean : EmptyTensor(keep, StoredAcc(acc), input.device());
-  Tensor rs = rstd.dtype() == StoredAcc(acc) ? rstd : EmptyTensor(keep, StoredAcc(acc), input.device());
-  if (n == 0) {  // an empty row: mean 0, rstd NaN (the CPU kernel's 0 / 0)
-    Tensor m = mu, r = rs;
-    ops::fill_(m, Scalar(0.0));
-    ops::fill_(r, Scalar(std::nan("")));
-  } else {
-    const std::vector<bool> mask = LastDims(input, normalized_dims, true);
-    SumCUDA(input, mask, mu, 1.0 / static_cast<double>(n));
-    auto in = [&](int i) { return cuda::ReduceInput(i, ReduceKind::kSum); };
-    IR centred = Fn(codegen::OpCode::kSub, {Expr::Cast(in(0), acc), in(1)});
-    IR var = Fn(codegen::OpCode::kMul, {Expr::Acc(0), in(2)});
-    IR floor0 = Fn(codegen::OpCode::kMax, {var, Expr::Const(0.0, acc)});
-    IR post = Fn(codegen::OpCode::kDiv, {Expr::Const(1.0, acc), Fn(codegen::OpCode::kSqrt, {Fn(codegen::OpCode::kAdd, {floor0, in(3)})})});
-    cuda::LaunchReduce(cuda::ReduceOp{"layer_norm_rstd", ReduceKind::kSum, acc, Fn(codegen::OpCode::kMul, {centred, centred}), post},
-                       rs, nullptr,
-                       {cuda::PointwiseInput::Of(input), cuda::PointwiseInput::Of(mu), AccNumber(1.0 / static_cast<double>(n), acc),
-                        AccNumber(eps, acc)},
-                       shape, mask);
-  }
-  if (out.numel() > 0) {
-    std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(input), cuda::PointwiseInput::Of(mu),
-                                                cuda::PointwiseInput::Of(rs)};
-    IR y = Fn(codegen::OpCode::kMul, {Fn(codegen::OpCode::kSub, {Expr::Cast(cuda::Input(0), acc), cuda::Input(1)}), cuda::Input(2)});
-    if (weight) {
-      inputs.push_back(cuda::PointwiseInput::Of(*weight));
-      y = Fn(codegen::OpCode::kMul, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
-    }
-    if (bias) {
-      inputs.push_back(cuda::PointwiseInput::Of(*bias));
-      y = Fn(codegen::OpCode::kAdd, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
-    }
-    cuda::LaunchPointwise("layer_norm", out, inputs, y);
-  }
-  Store(mean, mu);
-  Store(rstd, rs);
-}
-
-void LayerNormBackwardCUDA(const Tensor& grad, const Tensor& input, int64_t normalized_dims, const Tensor& mean,
-                           const Tensor& rstd, const Tensor* weight, const Tensor* grad_input, const Tensor* grad_weight,
-                           const Tensor* grad_bias) {
-  const DType acc = AccOf(input.dtype(), "native_layer_norm_backward");
-  const DimVector shape = input.sizes();
-  int64_t n = 1;
-  for (int64_t d = input.dim() - normalized_dims; d < input.dim(); ++d) n *= shape[d];
-  // inputs of every kernel below: 0 grad, 1 x, 2 mean, 3 rstd, 4 weight (when there is one)
-  std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(grad), cuda::PointwiseInput::Of(input),
-                                              cuda::PointwiseInput::Of(mean), cuda::PointwiseInput::Of(rstd)};
-  if (weight) inputs.push_back(cuda::PointwiseInput::Of(*weight));
-  auto terms = [&](const std::function<IR(int)>& in) {  // {g * w, xh}
-    IR g = Expr::Cast(in(0), acc);
-    IR xh = Fn(codegen::OpCode::kMul, {Fn(codegen::OpCode::kSub, {Expr::Cast(in(1), acc), Expr::Cast(in(2), acc)}),
-                                       Expr::Cast(in(3), acc)});
-    IR gw = weight ? Fn(codegen::OpCode::kMul, {g, Expr::Cast(in(4), acc)}) : g;
-    return std::make_tuple(g, gw, xh);
-  };
-  auto red = [](int i) { return cuda::ReduceInput(i, ReduceKind::kSum); };
-  if (grad_input && grad_input->numel() > 0) {
-    const std::vector<bool> rows = LastDims(input, normalized_dims, true);
-    const DimVector keep = mean.sizes();
-    auto [g, gw, xh] = terms(red);
-    // the row means of gw and gw * xh (the reductions' inputs end with 1 / N)
-    std::vector<cuda::PointwiseInput> with_n = inputs;
-    with_n.push_back(AccNumber(1.0 / static_cast<double>(n), acc));
-    IR mean_of = Fn(codegen::OpCode::kMul, {Expr::Acc(0), red(static_cast<int>(with_n.size()) - 1)});
-    auto row_mean = [&](const char* name, const IR& pre) {
-      Tensor m = EmptyTensor(keep, StoredAcc(acc), input.device());
-      cuda::LaunchReduce(cuda::ReduceOp{name, ReduceKind::kSum, acc, pre, mean_of}, m, nullptr, with_n, shape, rows);
-      return m;
-    };
-    Tensor a = row_mean("layer_norm_backward_mean", gw);
-    Tensor b = row_mean("layer_norm_backward_dot", Fn(codegen::OpCode::kMul, {gw, xh}));
-    std::vector<cuda::PointwiseInput> pw = inputs;
-    const int ia = static_cast<int>(pw.size());
-    pw.push_back(cuda::PointwiseInput::Of(a));
-    pw.push_back(cuda::PointwiseInput::Of(b));
-    auto [pg, pgw, pxh] = terms(cuda::Input);
-    IR mean_terms = Fn(codegen::OpCode::kAdd, {cuda::Input(ia), Fn(codegen::OpCode::kMul, {pxh, cuda::Input(ia + 1)})});
-    IR gi = Fn(codegen::OpCode::kMul, {Expr::Cast(cuda::Input(3), acc), Fn(codegen::OpCode::kSub, {pgw, mean_terms})});
-    cuda::LaunchPointwise("layer_norm_backward", *grad_input, pw, gi);
-  }
-  const std::vector<bool> cols = LastDims(input, normalized_dims, false);
-  if (grad_weight) {
-    auto [g, gw, xh] = terms(red);
-    cuda::LaunchReduce(cuda::ReduceOp{"layer_norm_backward_weight", ReduceKind::kSum, acc, Fn(codegen::OpCode::kMul, {g, xh}),
-                                      Expr::Acc(0)},
-                       *grad_weight, nullptr, inputs, shape, cols);
-  }
-  if (grad_bias) {
-    cuda::LaunchReduce(cuda::ReduceOp{"layer_norm_backward_bias", ReduceKind::kSum, acc, Expr::Cast(red(0), acc), Expr::Acc(0)},
-                       *grad_bias, nullptr, {cuda::PointwiseInput::Of(grad)}, shape, cols);
-  }
 }
 
 }  // namespace kiln

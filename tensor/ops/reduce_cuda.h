@@ -34,7 +34,7 @@ void SoftmaxCUDA(bool log, const Tensor& input, int64_t dim, const Tensor& out);
 // Their backward: softmax y * (g - sum(g * y)), log_softmax g - exp(y) * sum(g), over `dim`.
 void SoftmaxBackwardCUDA(bool log, const Tensor& grad, const Tensor& output, int64_t dim, const Tensor& out);
 
-// native_layer_norm over the last `normalized_dims` dims of `input`: the row's mean, then its
+// native_layer_norm (norm_cuda.cc) over the last `normalized_dims` dims of `input`: the row's mean, then its
 // centred sum of squares (two passes, in float; double for float64), rstd = 1 / sqrt(max(var, 0) +
 // eps), then y = (x - mean) * rstd * w + b in one pointwise kernel. out, mean and rstd are the op's
 // (mean/rstd of the meta's dtype, [*, 1, ...]); weight and bias may be null.
@@ -46,6 +46,22 @@ void LayerNormCUDA(const Tensor& input, int64_t normalized_dims, const Tensor* w
 void LayerNormBackwardCUDA(const Tensor& grad, const Tensor& input, int64_t normalized_dims, const Tensor& mean,
                            const Tensor& rstd, const Tensor* weight, const Tensor* grad_input, const Tensor* grad_weight,
                            const Tensor* grad_bias);
+
+// native_batch_norm (norm_cuda.cc): training, the per-channel mean into save_mean and 1 / sqrt(var +
+// eps) into save_invstd (the biased variance from the centred squares, two passes, in float; double
+// for float64), and the running statistics (either may be null) moved toward the mean and the
+// unbiased variance by `momentum`; evaluation, the running statistics. Then y = (x - mean) * invstd *
+// w + b in one pointwise kernel. weight and bias may be null.
+void BatchNormCUDA(const Tensor& input, const Tensor* weight, const Tensor* bias, const Tensor* running_mean,
+                   const Tensor* running_var, bool training, double momentum, double eps, const Tensor& out,
+                   const Tensor& save_mean, const Tensor& save_invstd);
+// Its backward for the outputs that are non-null, from the saved mean and invstd (train) or the
+// running mean and variance (eval): sum(g) and sum(g * (x - mean)) per channel, then grad_input in one
+// pointwise kernel (train: (g - sum(g) / n - (x - mean) * invstd^2 * sum(g * (x - mean)) / n) *
+// invstd * w; eval: g * invstd * w), grad_weight = sum(g * (x - mean)) * invstd, grad_bias = sum(g).
+void BatchNormBackwardCUDA(const Tensor& grad, const Tensor& input, const Tensor* weight, const Tensor& mean,
+                           const Tensor& invstd_or_var, bool train, double eps, const Tensor* grad_input,
+                           const Tensor* grad_weight, const Tensor* grad_bias);
 
 // nll_loss_forward for x [B, C] (or [C] with a 0-d target) and target [B]: out is [B] (reduction
 // none) or 0-d, total_weight 0-d (the summed weights of the counted targets; 0 for none): one launch of

@@ -5,7 +5,8 @@ What exists so far (issue 18): the first CUDA op of a process, the caching alloc
 host and device (pageable and pinned) and on the device, fill, mm through cuBLAS, and the generated
 pointwise kernels (launch overhead, bandwidth, the first kernels' compile time), and the generated
 reduction kernels (whole tensors, rows, columns, short rows, argmax, a bias gradient, latency), eager
-training steps of an MLP and of a GPT-style model, and randn (the nvcc-built Philox kernels).
+training steps of an MLP, the digits CNN and a GPT-style model, a ResNet-sized convolution and
+batch_norm, and randn (the nvcc-built Philox kernels).
 Run through tools/gpu/bench.sh (which unpacks the module)."""
 
 import os
@@ -171,14 +172,21 @@ def main():
         timed(lambda: tg.sum(0), ts, 200) * 1e6, "us")
     row("x.sum() 1024 f32 latency us", timed(lambda: ks1k.sum(), ks, 5000) * 1e6,
         timed(lambda: ts1k.sum(), ts, 5000) * 1e6, "us")
-    # 7. an eager training step: an MLP (784-1024-1024-10, batch 512) with cross_entropy and AdamW
-    def mlp_step(lib):
-        lib.manual_seed(0)
+    # 7. eager training steps with cross_entropy and AdamW: an MLP (784-1024-1024-10, batch 512) and the
+    # digits CNN (tools/digits.py: Conv2d, BatchNorm2d, SiLU, MaxPool2d, Linear; batch 64), whose
+    # step the issue wants at most 1.0x PyTorch's
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from digits import cnn
+
+    def mlp(lib):
         nn = lib.nn
-        model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.GELU(), nn.Linear(1024, 10))
-        model.to("cuda")
-        opt = lib.optim.AdamW(model.parameters(), lr=1e-3)
-        x, y = lib.randn(512, 784, device="cuda"), lib.randint(0, 10, (512,), device="cuda")
+        return nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.GELU(), nn.Linear(1024, 10))
+
+    def classifier_step(lib, make, batch, features, lr):
+        lib.manual_seed(0)
+        model = make(lib).to("cuda")
+        opt = lib.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
+        x, y = lib.randn(batch, features, device="cuda"), lib.randint(0, 10, (batch,), device="cuda")
 
         def step():
             opt.zero_grad()
@@ -186,10 +194,27 @@ def main():
             opt.step()
         return step
 
-    k_step, t_step = mlp_step(kiln), mlp_step(torch)
-    for _ in range(3):
-        k_step(), t_step()
-    row("MLP training step (AdamW) us", timed(k_step, ks, 50) * 1e6, timed(t_step, ts, 50) * 1e6, "us")
+    for label, make, batch, features, lr in (("MLP training step (AdamW) us", mlp, 512, 784, 1e-3),
+                                             ("digits CNN training step (AdamW, b64) us", cnn, 64, 64, 1e-2)):
+        k_step, t_step = classifier_step(kiln, make, batch, features, lr), classifier_step(torch, make, batch, features, lr)
+        for _ in range(3):
+            k_step(), t_step()
+        row(label, timed(k_step, ks, 50) * 1e6, timed(t_step, ts, 50) * 1e6, "us")
+
+    # 7c. a ResNet-sized 3x3 convolution (64 channels, 32x56x56) and batch_norm, forward + backward,
+    # float32 with both libraries' default TF32 convolutions (cuDNN's in PyTorch)
+    def conv_bn(lib):
+        lib.manual_seed(0)
+        conv = lib.nn.Conv2d(64, 64, 3, padding=1, bias=False).to("cuda")
+        bn = lib.nn.BatchNorm2d(64).to("cuda")
+        x = lib.randn(32, 64, 56, 56, device="cuda", requires_grad=True)
+        return (lambda: conv(x).sum().backward()), (lambda: bn(x).sum().backward())
+
+    (k_conv, k_bn), (t_conv, t_bn) = conv_bn(kiln), conv_bn(torch)
+    for _ in range(2):
+        k_conv(), t_conv(), k_bn(), t_bn()
+    row("conv2d 3x3 64ch 32x56x56 fwd+bwd ms", timed(k_conv, ks, 10) * 1e3, timed(t_conv, ts, 10) * 1e3, "ms")
+    row("batch_norm 32x64x56x56 train fwd+bwd ms", timed(k_bn, ks, 20) * 1e3, timed(t_bn, ts, 20) * 1e3, "ms")
 
     # 8. a GPT-style training step (4 layers, d=512, 8 heads, batch 32, length 256, vocabulary 8192):
     # embeddings, layer_norm, attention through bmm, masked_fill, softmax, dropout, GELU, cross_entropy,
