@@ -27,14 +27,13 @@ CUfunction Module::Function(const std::string& name) {
 
 void Launch(CUfunction fn, unsigned grid, unsigned block, unsigned shared_bytes, const Stream& stream,
             std::vector<void*>& args) {
-  Launch(fn, grid, 1, block, shared_bytes, stream, args);
+  Launch(fn, LaunchDims{grid, 1, block, 1, shared_bytes}, stream, args);
 }
 
-void Launch(CUfunction fn, unsigned grid_x, unsigned grid_y, unsigned block, unsigned shared_bytes,
-            const Stream& stream, std::vector<void*>& args) {
+void Launch(CUfunction fn, const LaunchDims& d, const Stream& stream, std::vector<void*>& args) {
   EnsureContext(stream.device);
-  KILN_CUDA_CHECK(Api().cuLaunchKernel(fn, grid_x, grid_y, 1, block, 1, 1, shared_bytes, stream.handle, args.data(),
-                                       nullptr));
+  KILN_CUDA_CHECK(Api().cuLaunchKernel(fn, d.grid_x, d.grid_y, 1, d.block_x, d.block_y, 1, d.shared_bytes,
+                                       stream.handle, args.data(), nullptr));
 }
 
 }  // namespace kiln::cuda

@@ -28,8 +28,10 @@ class Module {
 // Launches `fn` over grid x block threads (1-D) on `stream`; `args` point at each parameter's value.
 void Launch(CUfunction fn, unsigned grid, unsigned block, unsigned shared_bytes, const Stream& stream,
             std::vector<void*>& args);
-// The same over a 2-D grid (grid_x by grid_y blocks; grid_y at most 65535).
-void Launch(CUfunction fn, unsigned grid_x, unsigned grid_y, unsigned block, unsigned shared_bytes,
-            const Stream& stream, std::vector<void*>& args);
+// The same over a 2-D grid of 2-D blocks (grid_y at most 65535, block_x * block_y at most 1024).
+struct LaunchDims {
+  unsigned grid_x = 1, grid_y = 1, block_x = 1, block_y = 1, shared_bytes = 0;
+};
+void Launch(CUfunction fn, const LaunchDims& dims, const Stream& stream, std::vector<void*>& args);
 
 }  // namespace kiln::cuda

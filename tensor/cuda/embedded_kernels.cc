@@ -12,6 +12,7 @@
 #include "runtime/cuda/module.h"
 #include "runtime/cuda/stream.h"
 #include "runtime/error.h"
+#include "tensor/cuda/kernels/row_args.h"
 
 namespace kiln::cuda {
 
@@ -29,6 +30,8 @@ KILN_EMBEDDED_FATBIN(IndexedKernels, "indexed.cu")
 KILN_EMBEDDED_FATBIN(LossKernels, "loss.cu")
 KILN_EMBEDDED_FATBIN(OptimKernels, "optim.cu")
 KILN_EMBEDDED_FATBIN(ConvPoolKernels, "conv_pool.cu")
+KILN_EMBEDDED_FATBIN(SoftmaxKernels, "softmax.cu")
+KILN_EMBEDDED_FATBIN(LayerNormKernels, "layer_norm.cu")
 #undef KILN_EMBEDDED_FATBIN
 
 namespace {
@@ -87,6 +90,31 @@ void LaunchGrid(CUfunction fn, int device, int64_t n, std::vector<void*>& args) 
   const int64_t most = int64_t(GetDeviceProperties(device).multi_processor_count) * 8;
   const int64_t blocks = std::min((n + kThreads - 1) / kThreads, std::max<int64_t>(most, 1));
   Launch(fn, static_cast<unsigned>(blocks), kThreads, 0, CurrentStream(device), args);
+}
+
+bool RowKernelFits(ScalarType dtype, int64_t n) {
+  const int64_t threads = ElementSize(dtype) == 8 ? kRowMaxThreads64 : kRowMaxThreads;
+  return n > 0 && n <= threads * kRowPerThread;
+}
+
+bool RowKernelVectorizable(int64_t n, const std::vector<const Tensor*>& tensors) {
+  const int64_t width = ElementSize(tensors[0]->dtype()) == 8 ? 1 : 4;  // rows.cuh's VecWidth
+  bool vec = n % width == 0;
+  for (const Tensor* t : tensors) {
+    if (t) vec = vec && reinterpret_cast<uintptr_t>(t->raw_data()) % (width * ElementSize(t->dtype())) == 0;
+  }
+  return vec;
+}
+
+void LaunchRowKernel(CUfunction fn, int device, int64_t rows, int64_t n, std::vector<void*>& args) {
+  if (rows <= 0) return;
+  int64_t threads = 32;
+  while (threads * kRowPerThread < n) threads *= 2;
+  const int64_t rows_per_block = std::max<int64_t>(1, 256 / threads);
+  const int64_t blocks = std::min<int64_t>((rows + rows_per_block - 1) / rows_per_block, int64_t(1) << 20);
+  const LaunchDims dims{static_cast<unsigned>(blocks), 1, static_cast<unsigned>(threads),
+                        static_cast<unsigned>(rows_per_block)};
+  Launch(fn, dims, CurrentStream(device), args);
 }
 
 }  // namespace kiln::cuda

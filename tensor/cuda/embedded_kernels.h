@@ -10,6 +10,7 @@
 
 #include "runtime/cuda/driver_api.h"
 #include "tensor/scalar_type.h"
+#include "tensor/tensor_impl.h"
 
 namespace kiln::cuda {
 
@@ -27,6 +28,8 @@ const EmbeddedFatbin& IndexedKernels();
 const EmbeddedFatbin& OptimKernels();
 const EmbeddedFatbin& LossKernels();
 const EmbeddedFatbin& ConvPoolKernels();
+const EmbeddedFatbin& SoftmaxKernels();
+const EmbeddedFatbin& LayerNormKernels();
 
 // `kernel` (an extern "C" name) of `fatbin` on `device`; `op` names the caller in errors.
 CUfunction EmbeddedKernel(const EmbeddedFatbin& fatbin, int device, const char* kernel, const char* op);
@@ -39,5 +42,14 @@ const char* KernelSuffix(ScalarType t);
 // stream: 256 threads a block, enough blocks to fill the device (capped so each thread loops when n
 // is large). Does nothing for n == 0. `args` point at each parameter's value.
 void LaunchGrid(CUfunction fn, int device, int64_t n, std::vector<void*>& args);
+
+// The row kernels (kernels/rows.cuh), over `rows` rows of n elements: whether a row of n `dtype`
+// elements fits one (the row held in registers by at most kRowMaxThreads threads); whether their
+// _vec variant serves the tensors (null: skipped; the first's dtype sets the width): n a multiple of
+// the width, each tensor's data aligned to width elements; and the launch: blockDim.x threads a row
+// (a power of two from 32), rows of the block filling 256 threads.
+bool RowKernelFits(ScalarType dtype, int64_t n);
+bool RowKernelVectorizable(int64_t n, const std::vector<const Tensor*>& tensors);
+void LaunchRowKernel(CUfunction fn, int device, int64_t rows, int64_t n, std::vector<void*>& args);
 
 }  // namespace kiln::cuda

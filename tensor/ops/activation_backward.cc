@@ -393,18 +393,19 @@ void SoftmaxBwKernel(const T* g, const T* y, T* out, int64_t outer, int64_t n, i
 template <bool kLog>
 Tensor SoftmaxBw(const Tensor& grad, const Tensor& output, int64_t dim, ScalarType input_dtype) {
   TensorMeta m = SoftmaxBwMeta<kLog>(grad, output, dim, input_dtype);
-  KILN_CHECK(m.dtype == grad.dtype(), "[", SoftmaxBwName<kLog>(),
-             "] softmax backward with half to float conversion is not supported on CPU");
   KILN_CHECK(output.dtype() == grad.dtype(), "[", SoftmaxBwName<kLog>(), "] expected scalar type ",
              ScalarTypeDisplayName(grad.dtype()), " but found ", ScalarTypeDisplayName(output.dtype()));
+  if (grad.device().is_cuda()) {  // a float32 gradient of a half_to_float softmax gives a 16-bit one there
+    CheckSameDevice(SoftmaxBwName<kLog>(), grad, output);
+    Tensor out = EmptyFromMeta(m);
+    if (out.numel() > 0) SoftmaxBackwardCUDA(kLog, grad, output, WrapDim(dim, grad.dim()), out);
+    return out;
+  }
+  KILN_CHECK(m.dtype == grad.dtype(), "[", SoftmaxBwName<kLog>(),
+             "] softmax backward with half to float conversion is not supported on CPU");
   Tensor out = EmptyFromMeta(m);
   if (out.numel() == 0) return out;
   const int64_t d = WrapDim(dim, grad.dim());
-  if (grad.device().is_cuda()) {
-    CheckSameDevice(SoftmaxBwName<kLog>(), grad, output);
-    SoftmaxBackwardCUDA(kLog, grad, output, d, out);
-    return out;
-  }
   int64_t outer = 1, n = 1, inner = 1;
   for (int64_t k = 0; k < grad.dim(); ++k) {
     if (k < d) outer *= grad.size(k);

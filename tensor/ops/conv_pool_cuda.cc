@@ -55,9 +55,10 @@ void LaunchCols(const char* what, const Tensor& src, const Tensor& dst, const Ge
   const int64_t threads = std::min<int64_t>(256, (pixels + 31) / 32 * 32);
   const int64_t planes = std::min<int64_t>(nb * g.C, 65535);
   std::vector<void*> args = {&a};
-  cuda::Launch(ConvPoolKernel(what, src.dtype(), device, Fits32(std::max(cols, image)), "convolution"),
-               static_cast<unsigned>((pixels + threads - 1) / threads), static_cast<unsigned>(planes),
-               static_cast<unsigned>(threads), 0, cuda::CurrentStream(device), args);
+  const cuda::LaunchDims dims{static_cast<unsigned>((pixels + threads - 1) / threads), static_cast<unsigned>(planes),
+                              static_cast<unsigned>(threads)};
+  cuda::Launch(ConvPoolKernel(what, src.dtype(), device, Fits32(std::max(cols, image)), "convolution"), dims,
+               cuda::CurrentStream(device), args);
 }
 
 // cols [C*kh*kw, nb*L] of images [nb, C, H, W] (contiguous).

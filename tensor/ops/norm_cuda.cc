@@ -1,11 +1,15 @@
 // tensor/ops/norm_cuda.cc: layer_norm and batch_norm (and their backward) on CUDA as generated
 // kernels: the statistics as reductions in float (double for float64; tensor/cuda/reduce.h), two
 // passes (the mean, then the centred squares), then one pointwise kernel that normalises, scales and
-// shifts. Called by the ops in norm.cc / norm_backward.cc after their checks and allocation.
+// shifts; layer_norm's rows that fit in registers take layer_norm.cu's one-pass kernels instead
+// (Note [One-pass layer_norm]). Called by the ops in norm.cc / norm_backward.cc after their checks
+// and allocation.
 #include <cmath>
 #include <functional>
 #include <tuple>
 
+#include "tensor/cuda/embedded_kernels.h"
+#include "tensor/cuda/kernels/row_args.h"
 #include "tensor/cuda/reduce.h"
 #include "tensor/empty.h"
 #include "tensor/ops/common.h"
@@ -43,6 +47,37 @@ void Store(const Tensor& stat, const Tensor& value) {
   ops::copy_(s, value);
 }
 
+// Note [One-pass layer_norm]: rows of up to 8192 elements (4096 for float64) of contiguous tensors,
+// with parameters of the input's dtype and statistics of the accumulator's, run layer_norm.cu's
+// kernels, which hold each row in registers and so read it once (forward and grad_input); the rest
+// take the generated reductions below.
+bool OnePassLayerNorm(const Tensor& input, int64_t n, const std::vector<const Tensor*>& tensors,
+                      const std::vector<const Tensor*>& params, const std::vector<const Tensor*>& stats, DType acc) {
+  if (!cuda::RowKernelFits(input.dtype(), n)) return false;
+  for (const Tensor* t : tensors) {
+    if (!t->is_contiguous() || t->dtype() != input.dtype()) return false;
+  }
+  for (const Tensor* t : params) {
+    if (t && (!t->is_contiguous() || t->dtype() != input.dtype())) return false;
+  }
+  for (const Tensor* t : stats) {
+    if (!t->is_contiguous() || t->dtype() != cuda::AccScalarType(acc)) return false;
+  }
+  return true;
+}
+
+void LaunchOnePassLayerNorm(const char* kernel, LayerNormArgs& a, const Tensor& input,
+                            const std::vector<const Tensor*>& rows) {
+  const int device = input.device().index;
+  const std::string name = StrCat("kiln_layer_norm_", kernel, "_", cuda::KernelSuffix(input.dtype()),
+                                  cuda::RowKernelVectorizable(a.n, rows) ? "_vec" : "");
+  std::vector<void*> args = {&a};
+  cuda::LaunchRowKernel(cuda::EmbeddedKernel(cuda::LayerNormKernels(), device, name.c_str(), "layer_norm"), device, a.rows,
+                   a.n, args);
+}
+
+const void* DataOrNull(const Tensor* t) { return t ? t->raw_data() : nullptr; }
+
 }  // namespace
 
 void LayerNormCUDA(const Tensor& input, int64_t normalized_dims, const Tensor* weight, const Tensor* bias, double eps,
@@ -52,6 +87,12 @@ void LayerNormCUDA(const Tensor& input, int64_t normalized_dims, const Tensor* w
   int64_t n = 1;
   for (int64_t d = input.dim() - normalized_dims; d < input.dim(); ++d) n *= shape[d];
   if (mean.numel() == 0) return;
+  if (OnePassLayerNorm(input, n, {&input, &out}, {weight, bias}, {&mean, &rstd}, acc)) {  // Note [One-pass layer_norm]
+    LayerNormArgs a{input.raw_data(), nullptr, DataOrNull(weight), DataOrNull(bias), out.raw_data(), mean.raw_data(),
+                    rstd.raw_data(), input.numel() / n, n, eps};
+    LaunchOnePassLayerNorm("forward", a, input, {&input, &out, weight, bias});
+    return;
+  }
   const DimVector keep = mean.sizes();
   // the statistics in the accumulator's type (the op's own outputs when they have it)
   Tensor mu = mean.dtype() == cuda::AccScalarType(acc) ? mean : EmptyTensor(keep, cuda::AccScalarType(acc), input.device());
@@ -111,7 +152,12 @@ void LayerNormBackwardCUDA(const Tensor& grad, const Tensor& input, int64_t norm
     return std::make_tuple(g, gw, xh);
   };
   auto red = [](int i) { return cuda::ReduceInput(i, ReduceKind::kSum); };
-  if (grad_input && grad_input->numel() > 0) {
+  if (grad_input && grad_input->numel() > 0 &&
+      OnePassLayerNorm(input, n, {&grad, &input, grad_input}, {weight}, {&mean, &rstd}, acc)) {  // Note [One-pass layer_norm]
+    LayerNormArgs a{input.raw_data(), grad.raw_data(), DataOrNull(weight), nullptr, grad_input->raw_data(),
+                    mean.raw_data(), rstd.raw_data(), input.numel() / n, n, 0.0};
+    LaunchOnePassLayerNorm("backward", a, input, {&grad, &input, grad_input, weight});
+  } else if (grad_input && grad_input->numel() > 0) {
     const std::vector<bool> rows = LastDims(input, normalized_dims, true);
     const DimVector keep = mean.sizes();
     auto [g, gw, xh] = terms(red);

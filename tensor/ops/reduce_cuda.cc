@@ -13,6 +13,7 @@
 #include "runtime/cuda/stream.h"
 #include "tensor/cuda/embedded_kernels.h"
 #include "tensor/cuda/kernels/loss_args.h"
+#include "tensor/cuda/kernels/row_args.h"
 #include "tensor/cuda/reduce.h"
 #include "tensor/empty.h"
 #include "tensor/ops/common.h"
@@ -124,8 +125,42 @@ IR Fn(codegen::OpCode op, std::vector<IR> args) { return Expr::Op(op, std::move(
 
 }  // namespace
 
+namespace {
+
+// Note [One-pass softmax]: rows of up to 8192 contiguous elements (4096 for float64; the last dim
+// of contiguous tensors) run softmax.cu's kernels, which keep each row in registers and so read it
+// once; the others take the generic reductions below (a max pass, a sum pass, a pointwise pass).
+bool OnePassSoftmax(const std::vector<const Tensor*>& tensors, int64_t dim) {
+  const Tensor& first = *tensors[0];
+  if (dim != first.dim() - 1 || !cuda::RowKernelFits(first.dtype(), first.size(dim))) return false;
+  for (const Tensor* t : tensors) {
+    if (!t->is_contiguous() || !IsFloating(t->dtype())) return false;
+  }
+  const ScalarType in = first.dtype(), out = tensors.back()->dtype();  // softmax.cu's pairs:
+  return in == out || (out == ScalarType::Float32 && IsReducedFloat(in)) ||  // half_to_float
+         (in == ScalarType::Float32 && IsReducedFloat(out));                 // and its backward
+}
+
+void LaunchOnePassSoftmax(const char* kernel, const Tensor& x, const Tensor* y, const Tensor& out, bool log) {
+  const int64_t n = x.size(-1);
+  SoftmaxArgs a{x.raw_data(), y ? y->raw_data() : nullptr, out.raw_data(), x.numel() / n, n, log};
+  const bool vec = cuda::RowKernelVectorizable(n, {&x, y, &out});
+  const std::string name = StrCat("kiln_softmax_", kernel, "_", cuda::KernelSuffix(x.dtype()), "_",
+                                  cuda::KernelSuffix(out.dtype()), vec ? "_vec" : "");
+  const int device = out.device().index;
+  std::vector<void*> args = {&a};
+  cuda::LaunchRowKernel(cuda::EmbeddedKernel(cuda::SoftmaxKernels(), device, name.c_str(), log ? "log_softmax" : "softmax"),
+                   device, a.rows, n, args);
+}
+
+}  // namespace
+
 void SoftmaxCUDA(bool log, const Tensor& input, int64_t dim, const Tensor& out) {
   const char* name = log ? "log_softmax" : "softmax";
+  if (OnePassSoftmax({&input, &out}, dim)) {  // Note [One-pass softmax]
+    LaunchOnePassSoftmax("forward", input, nullptr, out, log);
+    return;
+  }
   DType acc = cuda::AccumulatorOf(input.dtype(), name);
   auto [keep, mask] = RowOf(input, dim);
   const DimVector shape = input.sizes();
@@ -137,7 +172,8 @@ void SoftmaxCUDA(bool log, const Tensor& input, int64_t dim, const Tensor& out) 
                          {cuda::PointwiseInput::Of(input), cuda::PointwiseInput::Of(max)}, shape, keep, mask,
                          input.device());
   IR xi = Expr::Cast(cuda::Input(0), acc), mi = cuda::Input(1), si = cuda::Input(2);
-  IR value = log ? Fn(codegen::OpCode::kSub, {xi, Fn(codegen::OpCode::kAdd, {mi, Fn(codegen::OpCode::kLog, {si})})})
+  // (x - max) - log(sum), the CPU kernels' (and PyTorch's) order
+  IR value = log ? Fn(codegen::OpCode::kSub, {Fn(codegen::OpCode::kSub, {xi, mi}), Fn(codegen::OpCode::kLog, {si})})
                  : Fn(codegen::OpCode::kDiv, {Fn(codegen::OpCode::kExp, {Fn(codegen::OpCode::kSub, {xi, mi})}), si});
   cuda::LaunchPointwise(name, out,
                         {cuda::PointwiseInput::Of(input), cuda::PointwiseInput::Of(max), cuda::PointwiseInput::Of(sum)},
@@ -146,6 +182,10 @@ void SoftmaxCUDA(bool log, const Tensor& input, int64_t dim, const Tensor& out) 
 
 void SoftmaxBackwardCUDA(bool log, const Tensor& grad, const Tensor& output, int64_t dim, const Tensor& out) {
   const char* name = log ? "log_softmax_backward" : "softmax_backward";
+  if (OnePassSoftmax({&grad, &output, &out}, dim)) {  // Note [One-pass softmax]
+    LaunchOnePassSoftmax("backward", grad, &output, out, log);
+    return;
+  }
   DType acc = cuda::AccumulatorOf(grad.dtype(), name);
   auto [keep, mask] = RowOf(grad, dim);
   const DimVector shape = grad.sizes();

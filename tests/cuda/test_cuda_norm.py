@@ -23,8 +23,11 @@ def close(got, want, tol=0.0, what=""):
 
 
 @pytest.mark.parametrize("name", FLOATS)
+# rows of up to 8192 (float64: 4096) take the one-pass kernels (Note [One-pass layer_norm]); 8193 the
+# generated reductions
 @pytest.mark.parametrize("shape,normalized", [((4, 7, 33), (33,)), ((6, 1000), (1000,)), ((3, 5, 6), (5, 6)),
-                                              ((2, 0, 8), (8,))])
+                                              ((2, 0, 8), (8,)), ((3, 8192), (8192,)), ((2, 8193), (8193,)),
+                                              ((70, 64), (64,))])
 @pytest.mark.parametrize("affine", [True, False])
 def test_layer_norm_forward_and_backward(name, shape, normalized, affine):
     tol = TOL[name]
@@ -41,7 +44,9 @@ def test_layer_norm_forward_and_backward(name, shape, normalized, affine):
     yg.backward(g.cuda())
     for a, c, what in zip(ins_g, ins_c, ["grad input", "grad weight", "grad bias"]):
         if a is not None:
-            close(a.grad, c.grad, tol * 10 if name in ("float16", "bfloat16") else tol * 4, what)
+            # the row sums' rounding grows with the row's length
+            scale = (10 if name in ("float16", "bfloat16") else 4) * max(1, shape[-1] / 1000)
+            close(a.grad, c.grad, tol * scale, what)
     out, mean, rstd = kiln.native_layer_norm(x.cuda(), list(normalized), None, None, 1e-5)
     out_c, mean_c, rstd_c = kiln.native_layer_norm(x, list(normalized), None, None, 1e-5)
     close(mean, mean_c, tol, "mean")
