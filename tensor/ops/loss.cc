@@ -13,6 +13,7 @@
 #include "tensor/cuda/embedded_kernels.h"
 #include "tensor/ops/common.h"
 #include "tensor/ops/index_cuda.h"
+#include "tensor/ops/loss_cuda.h"
 #include "tensor/ops/reduce_cuda.h"
 #include "tensor/ops/scalar_t_math.h"
 
@@ -283,6 +284,11 @@ Tensor PointwiseLoss(const Tensor& self, const Tensor& target, int64_t reduction
   TensorMeta elem = ElementwiseMeta(kPointwiseNames[kKind], self, target, m.dtype);
   Tensor loss = EmptyFromMeta(elem);
   Tensor a = CastTo(self, m.dtype), b = CastTo(target, m.dtype);
+  if (loss.device().is_cuda()) {
+    CheckSameDevice(kPointwiseNames[kKind], a, b);
+    PointwiseLossCUDA(static_cast<PwLoss>(kKind), loss, a, b, param);
+    return ApplyReduction(loss, reduction);
+  }
   ElementwiseIter iter({loss, a, b});
   // PyTorch's kernels (mse_kernel, smooth_l1_kernel, huber_kernel) compute on scalar_t, rounding
   // every step of a float16/bfloat16 loss (scalar_t_math.h), except smooth_l1's bfloat16 and
@@ -380,6 +386,13 @@ Tensor BceImpl(const Tensor& self, const Tensor& target, const OptTensor& weight
   Tensor y = CastTo(target, dt);
   Tensor w = weight ? CastTo(*weight, dt) : Tensor();
   Tensor pw = pos_weight ? CastTo(*pos_weight, dt) : Tensor();
+  if (self.device().is_cuda()) {
+    for (const Tensor* t : {&y, weight ? &w : nullptr, pos_weight ? &pw : nullptr}) {
+      if (t) CheckSameDevice(kLogits ? "binary_cross_entropy_with_logits" : "binary_cross_entropy", self, *t);
+    }
+    BceCUDA(kLogits, loss, self, y, weight ? &w : nullptr, pos_weight ? &pw : nullptr);
+    return ApplyReduction(loss, reduction);
+  }
   KILN_DISPATCH_FLOATING(dt, kLogits ? "binary_cross_entropy_with_logits" : "binary_cross_entropy", [&] {
     using C = scalar_t;
     using M = opmath_t<C>;
@@ -548,17 +561,17 @@ void RegisterLossOps(Registry& r) {
   r.Def("cross_entropy_loss(Tensor self, Tensor target, Tensor? weight=None, int reduction=Mean, "
         "SymInt ignore_index=-100, float label_smoothing=0.0) -> Tensor").Composite<&CrossEntropyLoss>();
   r.Def("mse_loss(Tensor self, Tensor target, int reduction=Mean) -> Tensor")
-      .Impl<&MseLoss>(DispatchKey::CPU).Meta<&MseLossMeta>();
+      .CPUAndCUDA<&MseLoss>().Meta<&MseLossMeta>();
   r.Def("l1_loss(Tensor self, Tensor target, int reduction=Mean) -> Tensor").Composite<&L1Loss>();
   r.Def("smooth_l1_loss(Tensor self, Tensor target, int reduction=Mean, float beta=1.0) -> Tensor")
-      .Impl<&SmoothL1Loss>(DispatchKey::CPU).Meta<&SmoothL1LossMeta>();
+      .CPUAndCUDA<&SmoothL1Loss>().Meta<&SmoothL1LossMeta>();
   r.Def("huber_loss(Tensor self, Tensor target, int reduction=Mean, float delta=1.0) -> Tensor")
-      .Impl<&HuberLoss>(DispatchKey::CPU).Meta<&HuberLossMeta>();
+      .CPUAndCUDA<&HuberLoss>().Meta<&HuberLossMeta>();
   r.Def("binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=Mean) -> Tensor")
-      .Impl<&Bce>(DispatchKey::CPU).Meta<&BceMeta>();
+      .CPUAndCUDA<&Bce>().Meta<&BceMeta>();
   r.Def("binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, "
         "int reduction=Mean) -> Tensor")
-      .Impl<&BceLogits>(DispatchKey::CPU).Meta<&BceLogitsMeta>();
+      .CPUAndCUDA<&BceLogits>().Meta<&BceLogitsMeta>();
   r.Def("embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, "
         "bool sparse=False) -> Tensor", {Tag::core})
       .CPUAndCUDA<&Embedding>().Meta<&EmbeddingMeta>();

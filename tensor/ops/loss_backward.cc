@@ -13,6 +13,7 @@
 #include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
 #include "tensor/ops/index_cuda.h"
+#include "tensor/ops/loss_cuda.h"
 #include "tensor/ops/reduce_cuda.h"
 #include "tensor/ops/scalar_t_math.h"
 
@@ -196,6 +197,10 @@ Tensor PwLossBw(const Tensor& grad, const Tensor& self, const Tensor& target, in
   if (out.numel() == 0) return CastTo(out, result_dtype);
   const double norm_d = (kKind == kMse ? 2.0 : 1.0) / (reduction == kMean ? static_cast<double>(self.numel()) : 1.0);
   Tensor x = CastTo(self, m.dtype), y = CastTo(target, m.dtype), g = CastTo(grad, m.dtype);
+  if (out.device().is_cuda()) {
+    PointwiseLossBackwardCUDA(static_cast<PwLoss>(kKind), out, x, y, g, norm_d, param);
+    return CastTo(out, result_dtype);
+  }
   // PyTorch's kernels (mse_backward, smooth_l1_backward, huber_backward): on scalar_t, every step
   // of a float16/bfloat16 gradient rounded (scalar_t_math.h), except smooth_l1's 16-bit kernel,
   // which computes in float; norm and the parameter rounded to scalar_t first. smooth_l1's and
@@ -296,6 +301,10 @@ Tensor BceBw(const Tensor& grad, const Tensor& self, const Tensor& target, const
   Tensor g = CastTo(grad, dt), y = CastTo(target, dt);
   Tensor w = weight ? CastTo(*weight, dt) : Tensor();
   const double inv_n = reduction == kMean ? 1.0 / static_cast<double>(self.numel()) : 1.0;
+  if (out.device().is_cuda()) {
+    BceBackwardCUDA(out, g, self, y, weight ? &w : nullptr, inv_n);
+    return out;
+  }
   KILN_DISPATCH_FLOATING(dt, kBce, [&] {
     using C = scalar_t;
     using M = opmath_t<C>;
@@ -427,14 +436,14 @@ void RegisterLossBackwardOps(Registry& r) {
         "SymInt ignore_index, Tensor total_weight) -> Tensor")
       .Impl<&Nll2dBw>(DispatchKey::CPU).Meta<&Nll2dBwMeta>();
   r.Def("mse_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor")
-      .Impl<&MseBw>(DispatchKey::CPU).Meta<&MseBwMeta>();
+      .CPUAndCUDA<&MseBw>().Meta<&MseBwMeta>();
   r.Def("smooth_l1_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float beta) -> Tensor")
-      .Impl<&SmoothL1Bw>(DispatchKey::CPU).Meta<&SmoothL1BwMeta>();
+      .CPUAndCUDA<&SmoothL1Bw>().Meta<&SmoothL1BwMeta>();
   r.Def("huber_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float delta) -> Tensor")
-      .Impl<&HuberBw>(DispatchKey::CPU).Meta<&HuberBwMeta>();
+      .CPUAndCUDA<&HuberBw>().Meta<&HuberBwMeta>();
   r.Def("binary_cross_entropy_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, "
         "int reduction=Mean) -> Tensor")
-      .Impl<&BceBw>(DispatchKey::CPU).Meta<&BceBwMeta>();
+      .CPUAndCUDA<&BceBw>().Meta<&BceBwMeta>();
   r.Def("embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, "
         "bool scale_grad_by_freq) -> Tensor", {Tag::core})
       .CPUAndCUDA<&EmbeddingBw>().Meta<&EmbeddingBwMeta>();

@@ -41,6 +41,36 @@ void SumCUDA(const Tensor& input, const std::vector<bool>& mask, const Tensor& o
   cuda::LaunchReduce(cuda::ReduceOp{name, ReduceKind::kSum, acc, pre, post}, out, nullptr, inputs, input.sizes(), mask);
 }
 
+void VarMeanCUDA(const Tensor& input, const std::vector<bool>& mask, double correction, bool take_sqrt,
+                 const Tensor& var, const Tensor* mean) {
+  const char* name = take_sqrt ? "std" : "var";
+  const DType acc = cuda::AccumulatorOf(input.dtype(), name);
+  DimVector keep = input.sizes();
+  int64_t n = 1;
+  for (size_t d = 0; d < mask.size(); ++d) {
+    if (!mask[d]) continue;
+    n *= keep[d];
+    keep[d] = 1;
+  }
+  Tensor mu = EmptyTensor(keep, cuda::AccScalarType(acc), input.device());
+  SumCUDA(input, mask, mu, 1.0 / static_cast<double>(n));  // no elements: NaN, as 0 / 0
+  auto in = [](int i) { return cuda::ReduceInput(i, ReduceKind::kSum); };
+  const IR centred = Expr::Op(codegen::OpCode::kSub, {Expr::Cast(in(0), acc), in(1)});
+  IR post = Expr::Op(codegen::OpCode::kMul, {Expr::Acc(0), in(2)});
+  if (take_sqrt) post = Expr::Op(codegen::OpCode::kSqrt, {post});
+  const double divisor = std::max(static_cast<double>(n) - correction, 0.0);  // 0: inf or NaN, as PyTorch's
+  cuda::LaunchReduce(cuda::ReduceOp{name, ReduceKind::kSum, acc, Expr::Op(codegen::OpCode::kMul, {centred, centred}), post},
+                     var, nullptr,
+                     {cuda::PointwiseInput::Of(input), cuda::PointwiseInput::Of(mu),
+                      cuda::PointwiseInput::Number(Scalar(1.0 / divisor), cuda::AccScalarType(acc))},
+                     input.sizes(), mask);
+  if (mean) {
+    Tensor m = *mean;
+    const DimVector sizes = mean->sizes();
+    ops::copy_(m, ops::reshape(mu, std::vector<SymInt>(sizes.begin(), sizes.end())));
+  }
+}
+
 void ProdCUDA(const Tensor& input, const std::vector<bool>& mask, const Tensor& out) {
   DType acc = cuda::AccumulatorOf(input.dtype(), "prod");
   IR pre = Expr::Cast(cuda::ReduceInput(0, ReduceKind::kProd), acc);

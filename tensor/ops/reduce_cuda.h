@@ -13,6 +13,10 @@ namespace kiln {
 // floats and float32, in double for float64, in int64 for integers and bool (PyTorch's CUDA acc
 // types). `input` is already in the dtype the op sums.
 void SumCUDA(const Tensor& input, const std::vector<bool>& mask, const Tensor& out, double scale);
+// var (std when take_sqrt) and, when non-null, mean over mask: the mean, then the centred squares
+// sum / max(N - correction, 0), two passes in the accumulator's type; var and mean are the ops' own.
+void VarMeanCUDA(const Tensor& input, const std::vector<bool>& mask, double correction, bool take_sqrt,
+                 const Tensor& var, const Tensor* mean);
 // out = the product, accumulated as SumCUDA accumulates.
 void ProdCUDA(const Tensor& input, const std::vector<bool>& mask, const Tensor& out);
 // values / indices (either may be null) = the largest (smallest) element over mask and its index

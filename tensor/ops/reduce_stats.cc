@@ -80,6 +80,10 @@ template <bool kStd>
 Tensor VarCorrection(const Tensor& self, OptDims dims, std::optional<Scalar> correction, bool keepdim) {
   Tensor out = EmptyFromMeta(VarCorrectionMeta<kStd>(self, dims, correction, keepdim));
   std::vector<bool> mask = ReduceMask(kStd ? "std" : "var", dims, self.dim());
+  if (self.device().is_cuda()) {
+    VarMeanCUDA(self, mask, CorrectionValue(correction), kStd, out, nullptr);
+    return out;
+  }
   const bool all_reduce = out.numel() == 1 && self.numel() > 0 &&
                           (self.dtype() == ScalarType::Float32 || self.dtype() == ScalarType::Float64);
   KILN_DISPATCH_FLOATING(self.dtype(), kStd ? "std" : "var", [&] {
@@ -103,6 +107,10 @@ std::tuple<Tensor, Tensor> VarMeanCorrection(const Tensor& self, OptDims dims, s
   auto [vm, mm] = VarMeanCorrectionMeta<kStd>(self, dims, correction, keepdim);
   Tensor var = EmptyFromMeta(vm), mean = EmptyFromMeta(mm);
   std::vector<bool> mask = ReduceMask(kStd ? "std_mean" : "var_mean", dims, self.dim());
+  if (self.device().is_cuda()) {
+    VarMeanCUDA(self, mask, CorrectionValue(correction), kStd, var, &mean);
+    return {var, mean};
+  }
   KILN_DISPATCH_FLOATING(self.dtype(), kStd ? "std_mean" : "var_mean", [&] {
     VarMeanKernel<scalar_t>(self, mask, CorrectionValue(correction), kStd, var.data_ptr<scalar_t>(),
                             mean.data_ptr<scalar_t>());
@@ -272,21 +280,21 @@ void RegisterReduceStatsOps(Registry& r) {
       .Composite<&VarDim<false>>();
   r.Def("var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
         tags, kFunctionAndMethod)
-      .Impl<&VarCorrection<false>>(DispatchKey::CPU).Meta<&VarCorrectionMeta<false>>();
+      .CPUAndCUDA<&VarCorrection<false>>().Meta<&VarCorrectionMeta<false>>();
   r.Def("var(Tensor self, bool unbiased=True) -> Tensor", red, kFunctionAndMethod).Composite<&VarUnbiased<false>>();
   r.Def("std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", red,
         kFunctionAndMethod)
       .Composite<&VarDim<true>>();
   r.Def("std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
         tags, kFunctionAndMethod)
-      .Impl<&VarCorrection<true>>(DispatchKey::CPU).Meta<&VarCorrectionMeta<true>>();
+      .CPUAndCUDA<&VarCorrection<true>>().Meta<&VarCorrectionMeta<true>>();
   r.Def("std(Tensor self, bool unbiased=True) -> Tensor", red, kFunctionAndMethod).Composite<&VarUnbiased<true>>();
   r.Def("var_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)", red,
         kFunction)
       .Composite<&VarMeanDim<false>>();
   r.Def("var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> "
         "(Tensor, Tensor)", red, kFunction)
-      .Impl<&VarMeanCorrection<false>>(DispatchKey::CPU).Meta<&VarMeanCorrectionMeta<false>>();
+      .CPUAndCUDA<&VarMeanCorrection<false>>().Meta<&VarMeanCorrectionMeta<false>>();
   r.Def("var_mean(Tensor self, bool unbiased=True) -> (Tensor, Tensor)", red, kFunction)
       .Composite<&VarMeanUnbiased<false>>();
   r.Def("std_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)", red,
@@ -294,12 +302,12 @@ void RegisterReduceStatsOps(Registry& r) {
       .Composite<&VarMeanDim<true>>();
   r.Def("std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> "
         "(Tensor, Tensor)", red, kFunction)
-      .Impl<&VarMeanCorrection<true>>(DispatchKey::CPU).Meta<&VarMeanCorrectionMeta<true>>();
+      .CPUAndCUDA<&VarMeanCorrection<true>>().Meta<&VarMeanCorrectionMeta<true>>();
   r.Def("std_mean(Tensor self, bool unbiased=True) -> (Tensor, Tensor)", red, kFunction)
       .Composite<&VarMeanUnbiased<true>>();
 
   r.Def("logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor", red, kFunctionAndMethod)
-      .Impl<&Logsumexp>(DispatchKey::CPU).Meta<&LogsumexpMeta>();
+      .CPUAndCUDA<&Logsumexp>().Meta<&LogsumexpMeta>();
 
   r.Def("linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, "
         "ScalarType? dtype=None) -> Tensor", tags, kFunction)

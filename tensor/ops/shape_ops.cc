@@ -235,7 +235,7 @@ TensorMeta ConstantPadMeta(const Tensor& self, const SymList& pad, const Scalar&
   return TensorMeta{sizes, {}, self.dtype(), self.device()};
 }
 
-Tensor ConstantPadCPU(const Tensor& self, const SymList& pad, const Scalar& value) {
+Tensor ConstantPad(const Tensor& self, const SymList& pad, const Scalar& value) {
   TensorMeta m = ConstantPadMeta(self, pad, value);
   Tensor out = ops::full(ToSymList(m.sizes), value, self.dtype(), self.device());
   Tensor src = self, dst = out;
@@ -511,7 +511,7 @@ void RegisterShapeOps(Registry& r) {
       .Impl<&TopkCPU>(DispatchKey::CPU).Meta<&TopkMeta>();
   r.Def("one_hot(Tensor self, int num_classes=-1) -> Tensor").Impl<&OneHotCPU>(DispatchKey::CPU).Meta<&OneHotMeta>();
   r.Def("constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor", kCore)
-      .Impl<&ConstantPadCPU>(DispatchKey::CPU).Meta<&ConstantPadMeta>();
+      .CPUAndCUDA<&ConstantPad>().Meta<&ConstantPadMeta>();
   r.Def("pad(Tensor self, SymInt[] pad, str mode=\"constant\", float? value=None) -> Tensor").Composite<&Pad>();
   r.Def("repeat(Tensor self, SymInt[] repeats) -> Tensor", {}, kMethod).Composite<&Repeat>();
   r.Def("flip(Tensor self, int[] dims) -> Tensor", kCore, kFunctionAndMethod)

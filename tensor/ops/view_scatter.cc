@@ -4,7 +4,8 @@
 // `x.slice(...).copy_(src)` mutates x through a view; `slice_scatter(x, src, ...)` returns a new
 // tensor equal to x with that region replaced. Functionalization (aot/functionalize.h) writes a
 // mutated view back into its base with these. Results keep self's layout, as PyTorch's do
-// (clone_preserve_strides); an expanded self gives a contiguous result.
+// (clone_preserve_strides); an expanded self gives a contiguous result. Built from copy_ and fill_,
+// they run on either device.
 #include <algorithm>
 
 #include "tensor/ops/common.h"
@@ -172,20 +173,20 @@ void RegisterViewScatterOps(Registry& r) {
   const std::initializer_list<Tag> kCore = {Tag::core};
   r.Def("slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) "
         "-> Tensor", kCore, kFunction)
-      .Impl<&SliceScatter>(DispatchKey::CPU).Meta<&SliceScatterMeta>();
+      .CPUAndCUDA<&SliceScatter>().Meta<&SliceScatterMeta>();
   r.Def("select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor", kCore, kFunction)
-      .Impl<&SelectScatter>(DispatchKey::CPU).Meta<&SelectScatterMeta>();
+      .CPUAndCUDA<&SelectScatter>().Meta<&SelectScatterMeta>();
   r.Def("diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor", kCore, kFunction)
-      .Impl<&DiagonalScatter>(DispatchKey::CPU).Meta<&DiagonalScatterMeta>();
+      .CPUAndCUDA<&DiagonalScatter>().Meta<&DiagonalScatterMeta>();
   r.Def("as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) "
         "-> Tensor", kCore, kFunction)
-      .Impl<&AsStridedScatter>(DispatchKey::CPU).Meta<&AsStridedScatterMeta>();
+      .CPUAndCUDA<&AsStridedScatter>().Meta<&AsStridedScatterMeta>();
   r.Def("copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor", kCore, kFunction)
-      .Impl<&Copy>(DispatchKey::CPU).Meta<&CopyMeta>();
+      .CPUAndCUDA<&Copy>().Meta<&CopyMeta>();
   r.Def("fill.Scalar(Tensor self, Scalar value) -> Tensor", kCore, kFunction)
-      .Impl<&FillScalar>(DispatchKey::CPU).Meta<&FillScalarMeta>();
+      .CPUAndCUDA<&FillScalar>().Meta<&FillScalarMeta>();
   r.Def("fill.Tensor(Tensor self, Tensor value) -> Tensor", kCore, kFunction)
-      .Impl<&FillTensor>(DispatchKey::CPU).Meta<&FillTensorMeta>();
+      .CPUAndCUDA<&FillTensor>().Meta<&FillTensorMeta>();
 }
 
 }  // namespace kiln

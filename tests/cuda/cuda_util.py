@@ -25,3 +25,14 @@ def host(name, shape, seed=0, low=-3.0, high=3.0):
         lo = 0 if name == "uint8" else -20
         return kiln.tensor(rng.integers(lo, 20, shape)).to(getattr(kiln, name))
     return kiln.tensor(rng.uniform(low, high, shape)).to(getattr(kiln, name))
+
+
+def close_scaled(got, want, tol, what=""):
+    """got (a CUDA tensor) equals want (the CPU's) in dtype and shape, and in value to rtol tol and an
+    atol of tol times want's largest magnitude (at least 1): sums of many terms round to their size."""
+    assert got.device.type == "cuda", what
+    g = got.detach().cpu()
+    assert g.dtype == want.dtype and tuple(g.shape) == tuple(want.shape), (what, g.dtype, want.dtype, g.shape, want.shape)
+    scale = max(1.0, float(want.detach().double().abs().max())) if want.numel() else 1.0
+    np.testing.assert_allclose(g.double().numpy(), want.detach().double().numpy(), rtol=tol, atol=tol * scale,
+                               err_msg=str(what), equal_nan=True)

@@ -11,7 +11,7 @@ import pytest
 import kiln
 import kiln.nn.functional as F
 
-from cuda_util import FLOATS, INTS, host, needs_kernels
+from cuda_util import FLOATS, INTS, close_scaled as close, host, needs_kernels
 
 pytestmark = needs_kernels
 
@@ -27,15 +27,6 @@ def _exact_float32():
 
 # 16-bit floats: the GEMMs round their products to the dtype once on CUDA, in float32 on the CPU
 TOL = {"float32": 2e-4, "float64": 1e-10, "bfloat16": 8e-2, "float16": 1e-2}
-
-
-def close(got, want, tol=0.0, what=""):
-    assert got.device.type == "cuda", what
-    got = got.detach().cpu()
-    assert got.dtype == want.dtype and got.shape == want.shape, (what, got.dtype, want.dtype, got.shape, want.shape)
-    scale = max(1.0, float(want.detach().double().abs().max())) if want.numel() else 1.0
-    np.testing.assert_allclose(got.double().numpy(), want.detach().double().numpy(), rtol=tol, atol=tol * scale,
-                               err_msg=str(what), equal_nan=True)
 
 
 def both(fn, *tensors, grad_seed=9):
