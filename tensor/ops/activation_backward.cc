@@ -235,6 +235,13 @@ codegen::ExprPtr BwExpr(int op, const codegen::ExprPtr& g, const codegen::ExprPt
       IR t = f(OpCode::kTanh, {f(OpCode::kLog1p, {f(OpCode::kExp, {x})})});
       return mul(g, add(t, mul(mul(x, s), sub(k(1), mul(t, t)))));
     }
+    case kLogitBw: {  // PyTorch's CUDA kernel: a = lo, b = hi, c < 0 without eps (NaN outside [0, 1])
+      const IR no_eps = f(OpCode::kLt, {c, k(0)});
+      const IR outside = f(OpCode::kLogicalOr, {f(OpCode::kLt, {x, f(OpCode::kWhere, {no_eps, k(0), a})}),
+                                               f(OpCode::kGt, {x, f(OpCode::kWhere, {no_eps, k(1), b})})});
+      return f(OpCode::kWhere, {outside, f(OpCode::kWhere, {no_eps, k(std::nan("")), k(0)}),
+                                f(OpCode::kDiv, {g, mul(x, sub(k(1), x))})});
+    }
   }
   KILN_INTERNAL_ASSERT(false, "no CUDA expression for ", kBw[op].op);
   return g;
@@ -252,12 +259,14 @@ TensorMeta BwMeta(int op, const Tensor& grad, const Tensor& x) {
 Tensor BwRun(int op, const Tensor& grad, const Tensor& x, const BwParams& p) {
   Tensor out = EmptyFromMeta(BwMeta(op, grad, x));
   if (out.numel() == 0) return out;
-  if (out.device().is_cuda() && op != kLogitBw) {
+  if (out.device().is_cuda()) {
     const ScalarType t = out.dtype();
     const char* name = kBw[op].op;
     const codegen::DType m = cuda::OpmathDType(t, name);
     std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(grad), cuda::PointwiseInput::Of(x)};
-    for (double v : {p.a, p.b, p.c}) inputs.push_back(cuda::PointwiseInput::Number(Scalar(v), t));
+    BwParams q = p;
+    if (op == kLogitBw) q = BwParams{p.a, 1.0 - p.a, p.a};  // lo = eps, hi = 1 - eps, c < 0: no eps
+    for (double v : {q.a, q.b, q.c}) inputs.push_back(cuda::PointwiseInput::Number(Scalar(v), t));
     auto param = [&](int i) {  // bounds are Scalars converted to the tensor's dtype (threshold, hardtanh)
       return op == kThresholdBw || op == kHardtanhBw ? cuda::InputAsElement(i, t, name) : cuda::OpmathInput(i, t, name);
     };
@@ -450,7 +459,7 @@ void RegisterActivationBackwardOps(Registry& r) {
   r.Def("mish_backward(Tensor grad_output, Tensor self) -> Tensor")
       .CPUAndCUDA<&Bw0<kMishBw>::Fn>().Meta<&Bw0<kMishBw>::Meta>();
   r.Def("logit_backward(Tensor grad_output, Tensor self, float? eps=None) -> Tensor", pw)
-      .Impl<&LogitBw>(DispatchKey::CPU).Meta<&LogitBwMeta>();
+      .CPUAndCUDA<&LogitBw>().Meta<&LogitBwMeta>();
   r.Def("_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor")
       .CPUAndCUDA<&SoftmaxBw<false>>().Meta<&SoftmaxBwMeta<false>>();
   r.Def("_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor")

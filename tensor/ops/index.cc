@@ -953,6 +953,9 @@ Tensor MaskedSelectCPU(const Tensor& self, const Tensor& mask) {
   CheckSameDevice("masked_select", self, mask);
   SymList b = ToSymList(BroadcastShapes("masked_select", self->sym_sizes(), mask->sym_sizes()));
   Tensor s = ops::expand(self, b), m = ops::expand(mask, b);
+  if (self.device().is_cuda()) {  // self[mask] (advanced indexing's kernels)
+    return CallOp<Tensor>(KILN_OP("aten::index.Tensor"), s, std::vector<std::optional<Tensor>>{m});
+  }
   const bool* mp = m.data_ptr<bool>();
   int64_t n = 0;
   ForEachStrided(m.sizes(), {m.strides()}, [&](const int64_t* off, const int64_t*) { n += mp[off[0]]; });
@@ -1088,7 +1091,7 @@ void RegisterIndexOps(Registry& r) {
   r.Def("masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor", {Tag::pointwise}, kFunctionAndMethod)
       .Composite<&MaskedFillTensor>();
   r.Def("masked_select(Tensor self, Tensor mask) -> Tensor", kDynamic, kFunctionAndMethod)
-      .Impl<&MaskedSelectCPU>(DispatchKey::CPU);
+      .CPUAndCUDA<&MaskedSelectCPU>();
   r.Def("where.self(Tensor condition, Tensor self, Tensor other) -> Tensor", {Tag::pointwise, Tag::core},
         kFunctionAndMethod)
       .CPUAndCUDA<&WhereCPU>().Meta<&WhereMeta>();

@@ -408,6 +408,13 @@ T DotTyped(const Tensor& a, const Tensor& b) {
 
 Tensor DotCPU(const Tensor& self, const Tensor& other) {
   Tensor out = EmptyFromMeta(DotMeta(self, other));
+  if (out.device().is_cuda()) {  // a 1 x n by n x 1 GEMM through cuBLAS
+    const int64_t n = self.numel();
+    if (n == 0) return ops::fill_(out, Scalar(int64_t(0)));
+    cuda::GemmInto(ops::view(out, {SymInt(1), SymInt(1)}), ops::view(self, {SymInt(1), SymInt(n)}),
+                   ops::view(other, {SymInt(n), SymInt(1)}), Scalar(int64_t(0)), Scalar(int64_t(1)), "dot");
+    return out;
+  }
   KILN_DISPATCH_NUMERIC(self.dtype(), "dot", [&] { out.data_ptr<scalar_t>()[0] = DotTyped<scalar_t>(self, other); });
   return out;
 }
@@ -542,7 +549,7 @@ void RegisterLinalgOps(Registry& r) {
         {Tag::core}, kFunctionAndMethod)
       .CPUAndCUDA<&BaddbmmCPU>().Meta<&BaddbmmMeta>();
   r.Def("dot(Tensor self, Tensor tensor) -> Tensor", {}, kFunctionAndMethod)
-      .Impl<&DotCPU>(DispatchKey::CPU).Meta<&DotMeta>();
+      .CPUAndCUDA<&DotCPU>().Meta<&DotMeta>();
   r.Def("mv(Tensor self, Tensor vec) -> Tensor", {}, kFunctionAndMethod).Composite<&Mv>();
   r.Def("matmul(Tensor self, Tensor other) -> Tensor", {}, kFunctionAndMethod).Composite<&Matmul>();
   r.Def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", {}, kFunction).Composite<&Linear>();

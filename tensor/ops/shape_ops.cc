@@ -191,8 +191,26 @@ TensorMeta OneHotMeta(const Tensor& self, int64_t num_classes) {
   sizes.push_back(num_classes);
   return TensorMeta{sizes, {}, ScalarType::Int64, self.device()};
 }
+// On CUDA, as PyTorch's: the bounds (and the class count when inferred) read back from the device,
+// then zeros scattered with ones.
+Tensor OneHotCUDA(const Tensor& self, int64_t num_classes) {
+  if (self.numel() > 0) {
+    const int64_t lo = ItemScalar("one_hot", CallOp<Tensor>(KILN_OP("aten::min"), self)).to_int();
+    const int64_t hi = ItemScalar("one_hot", CallOp<Tensor>(KILN_OP("aten::max"), self)).to_int();
+    KILN_CHECK(lo >= 0, "Class values must be non-negative.");
+    if (num_classes == -1) num_classes = hi + 1;
+    KILN_CHECK(hi < num_classes, "Class values must be smaller than num_classes.");
+  }
+  KILN_CHECK(num_classes != -1, "Can not infer total number of classes from empty tensor.");
+  Tensor out = CallOp<Tensor>(KILN_OP("aten::zeros"), ToSymList(OneHotMeta(self, num_classes).sizes),
+                              OptDtype(ScalarType::Int64), OptLayout(), OptDevice(self.device()), OptBool());
+  if (self.numel() == 0) return out;
+  return CallOp<Tensor>(KILN_OP("aten::scatter_.value"), out, int64_t(-1), ops::unsqueeze(self, -1), Scalar(int64_t(1)));
+}
+
 Tensor OneHotCPU(const Tensor& self, int64_t num_classes) {
   KILN_CHECK(self.dtype() == ScalarType::Int64, "one_hot is only applicable to index tensor of type LongTensor.");
+  if (self.device().is_cuda()) return OneHotCUDA(self, num_classes);
   const int64_t* p = self.data_ptr<int64_t>();
   std::vector<int64_t> vals;
   ForEachStrided(self.sizes(), {self.strides()}, [&](const int64_t* off, const int64_t*) { vals.push_back(p[off[0]]); });
@@ -338,6 +356,18 @@ TensorMeta FlipMeta(const Tensor& self, const std::vector<int64_t>& dims) {
 Tensor FlipCPU(const Tensor& self, const std::vector<int64_t>& dims) {
   Tensor out = EmptyFromMeta(FlipMeta(self, dims));
   if (out.numel() == 0) return out;
+  if (self.device().is_cuda()) {  // each flipped dim gathered in reverse (index_select's kernel)
+    Tensor src = self;
+    for (int64_t d : dims) {
+      if (self.dim() == 0) continue;
+      const int64_t w = WrapDim(d, self.dim()), n = self.size(w);
+      Tensor reversed = CallOp<Tensor>(KILN_OP("aten::arange.start_step"), Scalar(n - 1), Scalar(int64_t(-1)),
+                                       Scalar(int64_t(-1)), OptDtype(ScalarType::Int64), OptLayout(),
+                                       OptDevice(self.device()), OptBool());
+      src = CallOp<Tensor>(KILN_OP("aten::index_select"), src, w, reversed);
+    }
+    return ops::copy_(out, src);
+  }
   DimVector st = self.strides();
   int64_t base = 0;
   for (int64_t d : dims) {
@@ -509,13 +539,13 @@ void RegisterShapeOps(Registry& r) {
   r.Def("topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)",
         kCore, kFunctionAndMethod)
       .Impl<&TopkCPU>(DispatchKey::CPU).Meta<&TopkMeta>();
-  r.Def("one_hot(Tensor self, int num_classes=-1) -> Tensor").Impl<&OneHotCPU>(DispatchKey::CPU).Meta<&OneHotMeta>();
+  r.Def("one_hot(Tensor self, int num_classes=-1) -> Tensor").CPUAndCUDA<&OneHotCPU>().Meta<&OneHotMeta>();
   r.Def("constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor", kCore)
       .CPUAndCUDA<&ConstantPad>().Meta<&ConstantPadMeta>();
   r.Def("pad(Tensor self, SymInt[] pad, str mode=\"constant\", float? value=None) -> Tensor").Composite<&Pad>();
   r.Def("repeat(Tensor self, SymInt[] repeats) -> Tensor", {}, kMethod).Composite<&Repeat>();
   r.Def("flip(Tensor self, int[] dims) -> Tensor", kCore, kFunctionAndMethod)
-      .Impl<&FlipCPU>(DispatchKey::CPU).Meta<&FlipMeta>();
+      .CPUAndCUDA<&FlipCPU>().Meta<&FlipMeta>();
   r.Def("roll(Tensor self, SymInt[1] shifts, SymInt[1] dims=[]) -> Tensor", {}, kFunctionAndMethod)
       .Composite<&Roll>();
   r.Def("cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", kCore, kFunctionAndMethod)

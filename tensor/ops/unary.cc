@@ -415,6 +415,20 @@ Tensor Positive(const Tensor& self) {
 void RoundDecimalsInto(const Tensor& out, const Tensor& self, int64_t decimals) {
   if (out.numel() == 0) return;
   const bool negative = decimals < 0;
+  if (out.device().is_cuda()) {  // as the CPU loop: nearbyint(x * 10^d) / 10^d, or * / for d < 0
+    const ScalarType t = self.dtype();
+    KILN_CHECK_NOT_IMPLEMENTED(IsFloating(t), "\"round_cuda\" not implemented for '", ScalarTypeDisplayName(t), "'");
+    using codegen::OpCode;
+    const codegen::ExprPtr x = cuda::OpmathInput(0, t, "round"), p = cuda::OpmathInput(1, t, "round");
+    auto op = [](OpCode o, std::vector<codegen::ExprPtr> a) { return codegen::Expr::Op(o, std::move(a)); };
+    const codegen::ExprPtr value =
+        negative ? op(OpCode::kMul, {op(OpCode::kRound, {op(OpCode::kDiv, {x, p})}), p})
+                 : op(OpCode::kDiv, {op(OpCode::kRound, {op(OpCode::kMul, {x, p})}), p});
+    const double ten_pow = std::pow(10.0, static_cast<double>(negative ? -decimals : decimals));
+    cuda::LaunchPointwise("round_decimals", out,
+                          {cuda::PointwiseInput::Of(self), cuda::PointwiseInput::Number(Scalar(ten_pow), t)}, value);
+    return;
+  }
   Tensor dst = out.dtype() == self.dtype() ? out : EmptyLike(out, self.dtype());
   ElementwiseIter iter({dst, self});
   KILN_DISPATCH_FLOATING(self.dtype(), decimals == 0 ? "round_vml_cpu" : "round_cpu", [&] {
@@ -457,13 +471,13 @@ void RegisterUnaryOps(Registry& r) {
   r.Def("square(Tensor self) -> Tensor", {Tag::pointwise}, kFunctionAndMethod).Composite<&Square>();
   r.Def("square_(Tensor(a!) self) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod).Composite<&Square_>();
   r.Def("round.decimals(Tensor self, *, int decimals) -> Tensor", {Tag::pointwise}, kFunctionAndMethod)
-      .Impl<&RoundDecimals>(DispatchKey::CPU).Meta<&RoundDecimalsMeta>();
+      .CPUAndCUDA<&RoundDecimals>().Meta<&RoundDecimalsMeta>();
   r.Def("round_.decimals(Tensor(a!) self, *, int decimals) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
-      .Impl<&RoundDecimalsInplace>(DispatchKey::CPU)
+      .CPUAndCUDA<&RoundDecimalsInplace>()
       .Impl<&RoundDecimalsInplaceMeta>(DispatchKey::Meta)
       .Impl<&RoundDecimalsInplaceMeta>(DispatchKey::Fake);
   r.Def("round.decimals_out(Tensor self, *, int decimals, Tensor(a!) out) -> Tensor(a!)", {Tag::pointwise})
-      .Impl<&RoundDecimalsOut>(DispatchKey::CPU);
+      .CPUAndCUDA<&RoundDecimalsOut>();
 }
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
-"""The pointwise losses (mse, smooth_l1, huber, binary cross entropy with and without logits) and
-their gradients, var/std/var_mean/std_mean, logsumexp, constant padding and the functional view
-scatters on CUDA, against kiln's CPU kernels (tested against PyTorch in tests/): every floating
+"""Ops brought to CUDA after the first kernels: the pointwise losses (mse, smooth_l1, huber, binary
+cross entropy with and without logits) and their gradients, var/std/var_mean/std_mean, logsumexp,
+constant padding, the functional view scatters, flip, one_hot, masked_select, dot, round(decimals)
+and logit's gradient, against kiln's CPU kernels (tested against PyTorch in tests/): every floating
 dtype, each reduction, broadcast and non-contiguous operands."""
 
 import pytest
@@ -112,3 +113,36 @@ def test_constant_pad_and_view_scatters(name):
           "diagonal_scatter")
     close(kiln.as_strided_scatter(x.cuda(), d.cuda(), (3, 4), (20, 1)), kiln.as_strided_scatter(x, d, (3, 4), (20, 1)),
           0, "as_strided_scatter")
+
+
+@pytest.mark.parametrize("name", FLOATS + ["int64", "bool"])
+def test_flip_one_hot_masked_select(name):
+    x = host(name, (3, 4, 5), 1)
+    for dims in ((0,), (2,), (0, 2), (-1, 1), ()):
+        close(kiln.flip(x.cuda(), dims), kiln.flip(x, dims), 0, ("flip", dims))
+    close(kiln.flip(x.cuda().transpose(0, 2), (1,)), kiln.flip(x.transpose(0, 2), (1,)), 0, "flip non-contiguous")
+    mask = host("bool", (4, 5), 2)
+    close(kiln.masked_select(x.cuda(), mask.cuda()), kiln.masked_select(x, mask), 0, "masked_select broadcast")
+    idx = kiln.tensor([[0, 3, 1], [2, 2, 0]])
+    for classes in (-1, 6):
+        close(F.one_hot(idx.cuda(), classes), F.one_hot(idx, classes), 0, ("one_hot", classes))
+    with pytest.raises(RuntimeError, match="Class values must be smaller than num_classes"):
+        F.one_hot(idx.cuda(), 3)
+    with pytest.raises(RuntimeError, match="Class values must be non-negative"):
+        F.one_hot((idx - 1).cuda(), 6)
+
+
+@pytest.mark.parametrize("name", FLOATS)
+def test_dot_round_decimals_and_logit_backward(name):
+    a, b = host(name, (37,), 1), host(name, (37,), 2)
+    close(kiln.dot(a.cuda(), b.cuda()), kiln.dot(a, b), TOL[name] * 8, "dot")
+    close(kiln.dot(a[:0].cuda(), b[:0].cuda()), kiln.dot(a[:0], b[:0]), 0, "empty dot")
+    x = host(name, (6, 7), 3, -50.0, 50.0)
+    for decimals in (0, 1, 2, -1):
+        close(kiln.round(x.cuda(), decimals=decimals), kiln.round(x, decimals=decimals), TOL[name], ("round", decimals))
+    p = host(name, (40,), 4, -0.2, 1.2)
+    p[0], p[1] = 0.0, 1.0
+    g = host(name, (40,), 5)
+    for eps in (None, 0.1, 0.0):
+        close(kiln.ops.aten.logit_backward(g.cuda(), p.cuda(), eps), kiln.ops.aten.logit_backward(g, p, eps),
+              TOL[name] * 4, ("logit_backward", eps))
