@@ -865,3 +865,23 @@ def test_cumprod_backward_eager_and_compiled_match_torch():
         for (gy, gg), (wy, wg) in zip(got[b], want):
             np.testing.assert_allclose(np.array(gy), np.array(wy), rtol=1e-5, atol=1e-5, err_msg=b)
             np.testing.assert_allclose(np.array(gg), np.array(wg), rtol=1e-5, atol=1e-5, err_msg=b)
+
+
+# Sums over dims between leading and trailing kept ones take the column-accumulator path (Note [Outer
+# sums] in tensor/ops/reduce.cc): columns in blocks of 512 (a partial last block), rows of every
+# length, every dtype; non-contiguous inputs keep the per-output path.
+@requires_torch
+@pytest.mark.parametrize("name", DTYPE_NAMES)
+@pytest.mark.parametrize("shape,dims", [((1024, 1030), (0,)), ((6, 7, 513), (1,)), ((3, 4, 5, 6), (1, 2)),
+                                        ((2, 0, 9), (1,)), ((9, 2), (0,)), ((5, 6, 7), (0, 1))])
+def test_outer_sums(name, shape, dims):
+    rng = np.random.default_rng(len(shape) + sum(dims))
+    a = random_array(shape, name, rng)
+    k = kiln.tensor(a).to(getattr(kiln, name)) if name != "bool" else kiln.tensor(a)
+    t = torch.tensor(a).to(getattr(torch, name)) if name != "bool" else torch.tensor(a)
+    tol = {"float16": 1e-2, "bfloat16": 5e-2}.get(name, 1e-5)
+    assert_same(k.sum(dims), t.sum(dims), rtol=tol, atol=tol * 10)
+    if name in FLOAT_NAMES:
+        assert_same(k.mean(dims, keepdim=True), t.mean(dims, keepdim=True), rtol=tol, atol=tol)
+    kt, tt = k.transpose(0, -1), t.transpose(0, -1)  # not contiguous: the per-output path
+    assert_same(kt.sum(dims), tt.sum(dims), rtol=tol, atol=tol * 10)

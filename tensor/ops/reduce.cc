@@ -2,7 +2,8 @@
 //
 // ReduceIter views the input as [kept dims..., reduced dims...]; each output element is reduced
 // independently (in parallel over outputs), with a contiguous fast path when the reduced
-// elements of an output form one run. Float sums accumulate in double (acc_t), so 16M-element
+// elements of an output form one run, and rows added into column accumulators when the reduced dims
+// are outer to kept ones (Note [Outer sums]). Float sums accumulate in double (acc_t), so 16M-element
 // float32 sums stay exact to float precision without pairwise tricks.
 #include "tensor/ops/common.h"
 #include "tensor/ops/reduce_cuda.h"
@@ -82,6 +83,56 @@ void SumKernel(const Tensor& input, const std::vector<bool>& mask, const Tensor&
   });
 }
 
+// Note [Outer sums]: a contiguous input whose reduced dims sit between leading and trailing kept
+// dims is [P, R, K] (R reduced), and its outputs [P, K]. Summing each output down its strided column
+// (SumKernel) touches one element per cache line and does not vectorise: g.sum(0) on 1024x1024 ran
+// 40x slower than PyTorch. Instead each task adds whole rows of a block of columns into accumulators
+// (acc_t, in the same order, r ascending, so the results are the same), which vectorises and reads
+// memory in order.
+struct OuterShape {
+  int64_t P = 1, R = 1, K = 1;
+};
+std::optional<OuterShape> AsOuterSum(const Tensor& input, const std::vector<bool>& mask) {
+  if (!input.is_contiguous() || input.dim() < 2) return std::nullopt;
+  const int64_t nd = input.dim();
+  int64_t d = 0;
+  OuterShape s;
+  for (; d < nd && !mask[d]; ++d) s.P *= input.size(d);
+  const int64_t first_reduced = d;
+  for (; d < nd && mask[d]; ++d) s.R *= input.size(d);
+  if (d == first_reduced || d == nd) return std::nullopt;  // nothing reduced, or no trailing kept dims
+  for (; d < nd; ++d) {
+    if (mask[d]) return std::nullopt;
+    s.K *= input.size(d);
+  }
+  return s;
+}
+
+template <typename In, typename Out>
+void OuterSumKernel(const Tensor& input, const OuterShape& s, const Tensor& out, double scale) {
+  using Acc = acc_t<In>;
+  constexpr int64_t kCols = 512;
+  const In* x = input.data_ptr<In>();
+  Out* dst = out.data_ptr<Out>();
+  const int64_t blocks = (s.K + kCols - 1) / kCols;
+  ParallelFor(0, s.P * blocks, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(s.R * kCols, 1)),
+              [&](int64_t b, int64_t e) {
+    Acc acc[kCols];
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t p = t / blocks, k0 = (t % blocks) * kCols, n = std::min(kCols, s.K - k0);
+      std::fill(acc, acc + n, Acc(0));
+      const In* row = x + p * s.R * s.K + k0;
+      for (int64_t r = 0; r < s.R; ++r, row += s.K)
+        for (int64_t j = 0; j < n; ++j) acc[j] += static_cast<Acc>(row[j]);
+      Out* o = dst + p * s.K + k0;
+      for (int64_t j = 0; j < n; ++j) {
+        const Acc v = scale != 1.0 ? static_cast<Acc>(acc[j] * scale) : acc[j];
+        o[j] = static_cast<Out>(static_cast<opmath_t<Out>>(v));
+      }
+    }
+  });
+}
+
 // Sums large contiguous inputs in parallel over the reduced run itself (one output).
 template <typename In>
 acc_t<In> SumContiguousParallel(const In* x, int64_t n) {
@@ -133,9 +184,13 @@ Tensor SumImpl(const char* op, const Tensor& self, const OptDims& dims, bool kee
     });
     return out;
   }
+  const std::optional<OuterShape> outer = AsOuterSum(input, mask);  // Note [Outer sums]
   KILN_DISPATCH_ALL(input.dtype(), op, [&] {
     using In = scalar_t;
-    KILN_DISPATCH_ALL(out_type, op, [&] { SumKernel<In, scalar_t>(input, mask, out, scale); });
+    KILN_DISPATCH_ALL(out_type, op, [&] {
+      if (outer) OuterSumKernel<In, scalar_t>(input, *outer, out, scale);
+      else SumKernel<In, scalar_t>(input, mask, out, scale);
+    });
   });
   return out;
 }

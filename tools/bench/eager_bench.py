@@ -77,6 +77,13 @@ def main():
     tk = best(lambda: a.sum())
     rows.append(("sum (16M float32)", tk, best(lambda: ta.sum()) if torch else None, 4 * n / tk / bw, 1.0))
 
+    # a column sum (a Linear bias's gradient): rows added into column accumulators (Note [Outer sums])
+    g_np = np.random.rand(1024, 1024).astype(np.float32)
+    gk, gt = kiln.from_numpy(g_np), torch.from_numpy(g_np) if torch else None
+    tk = best(lambda: gk.sum(0))
+    rows.append(("g.sum(0) 1024x1024 float32", tk, best(lambda: gt.sum(0)) if torch else None, 4 * g_np.size / tk / bw,
+                 1.0))
+
     if hasattr(kiln, "mm"):
         m_np = np.random.rand(1024, 1024).astype(np.float32)
         m, tm = kiln.from_numpy(m_np), torch.from_numpy(m_np) if torch else None
