@@ -114,3 +114,28 @@ def test_resize_keeps_elements_and_grows_as_torch():
     with pytest.raises(RuntimeError, match="negative dimension"):
         kiln.ones(2).resize_(-1)
     assert np.array_equal(kiln.zeros(2).resize_(0).numpy(), np.zeros(0))
+
+
+# A transposed 2-D source copied into a contiguous tensor goes by 8 x 8 tiles (Note [Tiled
+# transpose copy] in tensor/ops/copy.cc): sizes off the tile, a leading dimension wider than the
+# rows (a column slice), every element size, and a copy into an existing tensor.
+@requires_torch
+@pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16", "int8", "int16", "int64", "bool",
+                                  "complex64", "complex128"])
+def test_transposed_copies_against_torch(name):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((77, 130)) * 5
+    if name.startswith("complex"):
+        a = a + 1j * rng.standard_normal((77, 130))
+    k = kiln.tensor(a).to(getattr(kiln, name))
+    t = torch.tensor(a).to(getattr(torch, name))
+    def values(x):  # bfloat16 has no numpy dtype: its float32 values are exact
+        return (x.float() if name == "bfloat16" else x).numpy()
+
+    for kv, tv in ((k.t(), t.t()), (k[:, 3:100].t(), t[:, 3:100].t()), (k[5:70].t(), t[5:70].t())):
+        got, want = kv.contiguous(), tv.contiguous()
+        assert got.is_contiguous() and tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_array_equal(values(got), values(want))
+        dst = kiln.zeros(tuple(kv.shape), dtype=kv.dtype)
+        dst.copy_(kv)
+        np.testing.assert_array_equal(values(dst), values(want))

@@ -29,7 +29,47 @@ inline To ConvertValue(From v) {
 
 namespace {
 
+// Note [Tiled transpose copy]: `x.t().contiguous()` walks a contiguous 2-D dst row by row while
+// src strides by its leading dimension, one element per cache line: 2.2x PyTorch's time on
+// 1024x1024 (6.5x at one thread). A same-dtype copy of a transposed 2-D src (strides (1, ld)) into a
+// contiguous dst goes tile by tile instead, 8 x 8 elements: with a power-of-two ld every line of a
+// tile falls in one L1 set, and 32 x 32 tiles (32 lines a set, 8 ways) made it 14x slower still.
+bool IsTransposedCopy(const Tensor& dst, const Tensor& src) {
+  return dst.dim() == 2 && src.dim() == 2 && dst.dtype() == src.dtype() && dst.is_contiguous() &&
+         src.size(0) > 1 && src.size(1) > 1 && src.stride(0) == 1 && src.stride(1) >= src.size(0) &&
+         dst.numel() >= 4096;
+}
+
+template <typename T>
+void TransposedCopy(T* dst, const T* src, int64_t R, int64_t C, int64_t ld) {
+  constexpr int64_t kTile = 8;
+  const int64_t row_tiles = (R + kTile - 1) / kTile;
+  ParallelFor(0, row_tiles, std::max<int64_t>(1, kGrainSize / (kTile * std::max<int64_t>(C, 1))),
+              [&](int64_t b, int64_t e) {
+    for (int64_t rt = b; rt < e; ++rt) {
+      const int64_t r0 = rt * kTile, r1 = std::min(R, r0 + kTile);
+      for (int64_t c0 = 0; c0 < C; c0 += kTile) {
+        const int64_t c1 = std::min(C, c0 + kTile);
+        for (int64_t c = c0; c < c1; ++c)
+          for (int64_t r = r0; r < r1; ++r) dst[r * C + c] = src[r + c * ld];
+      }
+    }
+  });
+}
+
 void CopyKernel(const Tensor& dst, const Tensor& src) {
+  if (IsTransposedCopy(dst, src)) {  // Note [Tiled transpose copy]
+    const int64_t R = dst.size(0), C = dst.size(1), ld = src.stride(1);
+    char* d = static_cast<char*>(dst.raw_data());
+    const char* sp = static_cast<const char*>(src.raw_data());
+    switch (ElementSize(dst.dtype())) {
+      case 1: return TransposedCopy(reinterpret_cast<uint8_t*>(d), reinterpret_cast<const uint8_t*>(sp), R, C, ld);
+      case 2: return TransposedCopy(reinterpret_cast<uint16_t*>(d), reinterpret_cast<const uint16_t*>(sp), R, C, ld);
+      case 4: return TransposedCopy(reinterpret_cast<uint32_t*>(d), reinterpret_cast<const uint32_t*>(sp), R, C, ld);
+      case 8: return TransposedCopy(reinterpret_cast<uint64_t*>(d), reinterpret_cast<const uint64_t*>(sp), R, C, ld);
+      default: break;  // complex128: the general loop
+    }
+  }
   ElementwiseIter iter({dst, src});
   KILN_DISPATCH_ALL_AND_COMPLEX(dst.dtype(), "copy_", [&] {
     using dst_t = scalar_t;
