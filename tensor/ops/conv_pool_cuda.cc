@@ -45,29 +45,31 @@ void CheckFloating(ScalarType t, const char* kernel) {
 
 // --- im2col / col2im and the channel-major copies ------------------------------------------------------
 
-void LaunchCols(const char* what, const Tensor& src, const Tensor& dst, const Geom& g, int64_t nb) {
+// im2col (to_columns) reads images and writes columns; col2im the reverse.
+void LaunchCols(bool to_columns, const Tensor& src, const Tensor& dst, const Geom& g, int64_t nb) {
   ConvColsArgs a{src.raw_data(), dst.raw_data(), nb, g.C, g.H, g.W, g.kh, g.kw, g.sh, g.sw,
                  g.ph, g.pw, g.dh, g.dw, g.oh, g.ow};
   const int64_t cols = g.C * g.kh * g.kw * nb * g.oh * g.ow, image = nb * g.C * g.H * g.W;
   const int device = src.device().index;
   // conv_pool.cu's 2-D grid: x over an image's pixels (output positions for im2col), y over planes
-  const int64_t pixels = std::string(what) == "im2col" ? g.oh * g.ow : g.H * g.W;
+  const int64_t pixels = to_columns ? g.oh * g.ow : g.H * g.W;
   const int64_t threads = std::min<int64_t>(256, (pixels + 31) / 32 * 32);
   const int64_t planes = std::min<int64_t>(nb * g.C, 65535);
   std::vector<void*> args = {&a};
   const cuda::LaunchDims dims{static_cast<unsigned>((pixels + threads - 1) / threads), static_cast<unsigned>(planes),
                               static_cast<unsigned>(threads)};
-  cuda::Launch(ConvPoolKernel(what, src.dtype(), device, Fits32(std::max(cols, image)), "convolution"), dims,
-               cuda::CurrentStream(device), args);
+  const cuda::CUfunction fn = ConvPoolKernel(to_columns ? "im2col" : "col2im", src.dtype(), device,
+                                             Fits32(std::max(cols, image)), "convolution");
+  cuda::Launch(fn, dims, cuda::CurrentStream(device), args);
 }
 
 // cols [C*kh*kw, nb*L] of images [nb, C, H, W] (contiguous).
 void Im2Col(const Tensor& images, const Geom& g, int64_t nb, const Tensor& cols) {
-  LaunchCols("im2col", images, cols, g, nb);
+  LaunchCols(true, images, cols, g, nb);
 }
 // images [nb, C, H, W] = the sum of each pixel's columns.
 void Col2Im(const Tensor& cols, const Geom& g, int64_t nb, const Tensor& images) {
-  LaunchCols("col2im", cols, images, g, nb);
+  LaunchCols(false, cols, images, g, nb);
 }
 
 // [nb, C, ...] -> [C, nb * L] (L the product of the trailing dims).
@@ -243,7 +245,7 @@ PoolArgs MakePoolArgs(const Tensor& src, const Tensor& dst, const Tensor& input,
   return a;
 }
 
-// Launches kiln_<what>_<dtype> over `work` elements; `largest` bounds the indices it forms.
+// Launches kiln_<what>_<dtype> over `work` elements, 32-bit where the planes' sizes allow.
 void LaunchPool(const char* what, const char* op, ScalarType t, int device, PoolArgs& a, int64_t work) {
   const int64_t largest = std::max(a.planes * a.H * a.W, a.planes * a.oh * a.ow);
   std::vector<void*> args = {&a};

@@ -16,17 +16,15 @@ using codegen::Expr;
 using codegen::OpCode;
 using IR = codegen::ExprPtr;
 
-IR Fn(OpCode op, std::vector<IR> args) { return Expr::Op(op, std::move(args)); }
-
 // Arithmetic "on the dtype" as PyTorch's CUDA kernels do it on scalar_t: computed in the opmath
 // type, each result rounded to the element type (a no-op but for 16-bit floats).
 struct OnDtype {
   DType elem, math;
   IR R(const IR& v) const { return elem == math ? v : Expr::Cast(Expr::Cast(v, elem), math); }
-  IR Add(const IR& a, const IR& b) const { return R(Fn(OpCode::kAdd, {a, b})); }
-  IR Sub(const IR& a, const IR& b) const { return R(Fn(OpCode::kSub, {a, b})); }
-  IR Mul(const IR& a, const IR& b) const { return R(Fn(OpCode::kMul, {a, b})); }
-  IR Div(const IR& a, const IR& b) const { return R(Fn(OpCode::kDiv, {a, b})); }
+  IR Add(const IR& a, const IR& b) const { return R(Expr::Op(OpCode::kAdd, {a, b})); }
+  IR Sub(const IR& a, const IR& b) const { return R(Expr::Op(OpCode::kSub, {a, b})); }
+  IR Mul(const IR& a, const IR& b) const { return R(Expr::Op(OpCode::kMul, {a, b})); }
+  IR Div(const IR& a, const IR& b) const { return R(Expr::Op(OpCode::kDiv, {a, b})); }
   IR Const(double v) const { return R(Expr::Const(v, math)); }
 };
 
@@ -46,12 +44,12 @@ void PointwiseLossCUDA(PwLoss kind, const Tensor& loss, const Tensor& x, const T
   const OnDtype d = For(t, name);
   // inputs: 0 x, 1 y, 2 the parameter (as the dtype)
   const IR diff = d.Sub(cuda::OpmathInput(0, t, name), cuda::OpmathInput(1, t, name));
-  const IR p = cuda::InputAsElement(2, t, name), z = Fn(OpCode::kAbs, {diff}), half = d.Const(0.5);
+  const IR p = cuda::InputAsElement(2, t, name), z = Expr::Op(OpCode::kAbs, {diff}), half = d.Const(0.5);
   IR value = d.Mul(diff, diff);
   if (kind == PwLoss::kSmoothL1) {
-    value = Fn(OpCode::kWhere, {Fn(OpCode::kLt, {z, p}), d.Div(d.Mul(d.Mul(half, z), z), p), d.Sub(z, d.Mul(half, p))});
+    value = Expr::Op(OpCode::kWhere, {Expr::Op(OpCode::kLt, {z, p}), d.Div(d.Mul(d.Mul(half, z), z), p), d.Sub(z, d.Mul(half, p))});
   } else if (kind == PwLoss::kHuber) {
-    value = Fn(OpCode::kWhere, {Fn(OpCode::kLt, {z, p}), d.Mul(d.Mul(half, z), z), d.Mul(p, d.Sub(z, d.Mul(half, p)))});
+    value = Expr::Op(OpCode::kWhere, {Expr::Op(OpCode::kLt, {z, p}), d.Mul(d.Mul(half, z), z), d.Mul(p, d.Sub(z, d.Mul(half, p)))});
   }
   cuda::LaunchPointwise(name, loss,
                         {cuda::PointwiseInput::Of(x), cuda::PointwiseInput::Of(y), cuda::PointwiseInput::Number(Scalar(param), t)},
@@ -67,15 +65,15 @@ void PointwiseLossBackwardCUDA(PwLoss kind, const Tensor& out, const Tensor& x, 
   const IR diff = d.Sub(cuda::OpmathInput(0, t, name), cuda::OpmathInput(1, t, name));
   const IR grad = cuda::OpmathInput(2, t, name), n = cuda::InputAsElement(3, t, name);
   const IR p = cuda::InputAsElement(4, t, name);
-  auto neg = [&](const IR& v) { return Fn(OpCode::kNeg, {v}); };
+  auto neg = [&](const IR& v) { return Expr::Op(OpCode::kNeg, {v}); };
   IR value = d.Mul(d.Mul(n, diff), grad);
   if (kind == PwLoss::kSmoothL1) {
-    value = Fn(OpCode::kWhere, {Fn(OpCode::kLt, {diff, neg(p)}), d.Mul(neg(n), grad),
-                                Fn(OpCode::kWhere, {Fn(OpCode::kGt, {diff, p}), d.Mul(n, grad),
+    value = Expr::Op(OpCode::kWhere, {Expr::Op(OpCode::kLt, {diff, neg(p)}), d.Mul(neg(n), grad),
+                                Expr::Op(OpCode::kWhere, {Expr::Op(OpCode::kGt, {diff, p}), d.Mul(n, grad),
                                                     d.Div(d.Mul(d.Mul(n, diff), grad), p)})});
   } else if (kind == PwLoss::kHuber) {
-    value = Fn(OpCode::kWhere, {Fn(OpCode::kLt, {diff, neg(p)}), d.Mul(d.Mul(neg(n), grad), p),
-                                Fn(OpCode::kWhere, {Fn(OpCode::kGt, {diff, p}), d.Mul(d.Mul(n, grad), p),
+    value = Expr::Op(OpCode::kWhere, {Expr::Op(OpCode::kLt, {diff, neg(p)}), d.Mul(d.Mul(neg(n), grad), p),
+                                Expr::Op(OpCode::kWhere, {Expr::Op(OpCode::kGt, {diff, p}), d.Mul(d.Mul(n, grad), p),
                                                     d.Mul(d.Mul(n, diff), grad)})});
   }
   cuda::LaunchPointwise(name, out,
@@ -92,11 +90,11 @@ void BceCUDA(bool logits, const Tensor& loss, const Tensor& x, const Tensor& y, 
   if (!logits) {  // PyTorch's CUDA kernel asserts on the device; kiln checks first, as its CPU kernel
     Tensor bad = EmptyTensor(DimVector{}, ScalarType::Bool, x.device());
     const IR v = cuda::ReduceInput(0, codegen::ReduceKind::kSum);
-    const IR inside = Fn(OpCode::kLogicalAnd, {Fn(OpCode::kGe, {v, Expr::Const(0.0, cuda::CodegenDType(t, name))}),
-                                               Fn(OpCode::kLe, {v, Expr::Const(1.0, cuda::CodegenDType(t, name))})});
+    const IR inside = Expr::Op(OpCode::kLogicalAnd, {Expr::Op(OpCode::kGe, {v, Expr::Const(0.0, cuda::CodegenDType(t, name))}),
+                                               Expr::Op(OpCode::kLe, {v, Expr::Const(1.0, cuda::CodegenDType(t, name))})});
     cuda::LaunchReduce(cuda::ReduceOp{name, codegen::ReduceKind::kSum, DType::I64,
-                                      Expr::Cast(Fn(OpCode::kLogicalNot, {inside}), DType::I64),
-                                      Fn(OpCode::kGt, {Expr::Acc(0), Expr::ConstInt(0, DType::I64)})},
+                                      Expr::Cast(Expr::Op(OpCode::kLogicalNot, {inside}), DType::I64),
+                                      Expr::Op(OpCode::kGt, {Expr::Acc(0), Expr::ConstInt(0, DType::I64)})},
                        bad, nullptr, {cuda::PointwiseInput::Of(x)}, x.sizes(), std::vector<bool>(x.dim(), true));
     KILN_CHECK(!ItemScalar(name, bad).to_bool(), "all elements of input should be between 0 and 1");
   }
@@ -109,18 +107,18 @@ void BceCUDA(bool logits, const Tensor& loss, const Tensor& x, const Tensor& y, 
   const IR one = Expr::Const(1.0, m), zero = Expr::Const(0.0, m);
   IR value;
   if (logits) {  // log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|))
-    const IR log_sig = Fn(OpCode::kSub, {Fn(OpCode::kMin, {xv, zero}),
-                                         Fn(OpCode::kLog1p, {Fn(OpCode::kExp, {Fn(OpCode::kNeg, {Fn(OpCode::kAbs, {xv})})})})});
-    const IR log_weight = Fn(OpCode::kAdd, {Fn(OpCode::kMul, {Fn(OpCode::kSub, {cuda::OpmathInput(3, t, name), one}), yv}), one});
-    value = Fn(OpCode::kMul, {Fn(OpCode::kSub, {Fn(OpCode::kMul, {Fn(OpCode::kSub, {one, yv}), xv}),
-                                                Fn(OpCode::kMul, {log_weight, log_sig})}),
+    const IR log_sig = Expr::Op(OpCode::kSub, {Expr::Op(OpCode::kMin, {xv, zero}),
+                                         Expr::Op(OpCode::kLog1p, {Expr::Op(OpCode::kExp, {Expr::Op(OpCode::kNeg, {Expr::Op(OpCode::kAbs, {xv})})})})});
+    const IR log_weight = Expr::Op(OpCode::kAdd, {Expr::Op(OpCode::kMul, {Expr::Op(OpCode::kSub, {cuda::OpmathInput(3, t, name), one}), yv}), one});
+    value = Expr::Op(OpCode::kMul, {Expr::Op(OpCode::kSub, {Expr::Op(OpCode::kMul, {Expr::Op(OpCode::kSub, {one, yv}), xv}),
+                                                Expr::Op(OpCode::kMul, {log_weight, log_sig})}),
                               w});
   } else {
     const IR floor = Expr::Const(-100.0, m);
-    const IR log_x = Fn(OpCode::kMax, {Fn(OpCode::kLog, {xv}), floor});
-    const IR log_1mx = Fn(OpCode::kMax, {Fn(OpCode::kLog1p, {Fn(OpCode::kNeg, {xv})}), floor});
-    value = Fn(OpCode::kNeg, {Fn(OpCode::kMul, {w, Fn(OpCode::kAdd, {Fn(OpCode::kMul, {yv, log_x}),
-                                                                     Fn(OpCode::kMul, {Fn(OpCode::kSub, {one, yv}), log_1mx})})})});
+    const IR log_x = Expr::Op(OpCode::kMax, {Expr::Op(OpCode::kLog, {xv}), floor});
+    const IR log_1mx = Expr::Op(OpCode::kMax, {Expr::Op(OpCode::kLog1p, {Expr::Op(OpCode::kNeg, {xv})}), floor});
+    value = Expr::Op(OpCode::kNeg, {Expr::Op(OpCode::kMul, {w, Expr::Op(OpCode::kAdd, {Expr::Op(OpCode::kMul, {yv, log_x}),
+                                                                     Expr::Op(OpCode::kMul, {Expr::Op(OpCode::kSub, {one, yv}), log_1mx})})})});
   }
   cuda::LaunchPointwise(name, loss, inputs, value);
 }
@@ -137,11 +135,11 @@ void BceBackwardCUDA(const Tensor& out, const Tensor& g, const Tensor& x, const 
                                                      : cuda::PointwiseInput::Number(Scalar(1.0), t),
                                               cuda::PointwiseInput::Number(Scalar(scale), t)};
   const IR xv = cuda::OpmathInput(1, t, name);
-  const IR denom = Fn(OpCode::kMax, {Fn(OpCode::kMul, {Fn(OpCode::kSub, {Expr::Const(1.0, m), xv}), xv}),
+  const IR denom = Expr::Op(OpCode::kMax, {Expr::Op(OpCode::kMul, {Expr::Op(OpCode::kSub, {Expr::Const(1.0, m), xv}), xv}),
                                      Expr::Const(1e-12, m)});
-  IR value = Fn(OpCode::kDiv, {Fn(OpCode::kMul, {cuda::OpmathInput(0, t, name), Fn(OpCode::kSub, {xv, cuda::OpmathInput(2, t, name)})}),
+  IR value = Expr::Op(OpCode::kDiv, {Expr::Op(OpCode::kMul, {cuda::OpmathInput(0, t, name), Expr::Op(OpCode::kSub, {xv, cuda::OpmathInput(2, t, name)})}),
                                denom});
-  value = Fn(OpCode::kMul, {Fn(OpCode::kMul, {value, cuda::OpmathInput(3, t, name)}), cuda::OpmathInput(4, t, name)});
+  value = Expr::Op(OpCode::kMul, {Expr::Op(OpCode::kMul, {value, cuda::OpmathInput(3, t, name)}), cuda::OpmathInput(4, t, name)});
   cuda::LaunchPointwise(name, out, inputs, value);
 }
 

@@ -178,13 +178,12 @@ Tensor3 NativeBatchNormCPU(const Tensor& input, const OptTensor& weight, const O
   const int64_t N = input.size(0), C = input.size(1), S = input.numel() / std::max<int64_t>(N * C, 1);
   if (input.device().is_cuda()) {
     auto ptr = [](const OptTensor& t) { return Defined(t) ? &*t : nullptr; };
-    if (input.numel() > 0) {
+    if (input.numel() > 0) {  // an empty batch leaves the running statistics alone
       BatchNormCUDA(input, ptr(weight), ptr(bias), ptr(running_mean), ptr(running_var), training, momentum, eps, out,
                     save_mean, save_invstd);
-    }
-    if (training && input.numel() > 0) {
-      if (Defined(running_mean)) (*running_mean)->bump_version();
-      if (Defined(running_var)) (*running_var)->bump_version();
+      for (const OptTensor* stat : {&running_mean, &running_var}) {
+        if (training && Defined(*stat)) (**stat)->bump_version();
+      }
     }
     return {out, save_mean, save_invstd};
   }

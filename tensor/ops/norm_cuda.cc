@@ -16,16 +16,11 @@
 #include "tensor/ops/reduce_cuda.h"
 
 namespace kiln {
-namespace {
 
 using codegen::DType;
 using codegen::Expr;
 using codegen::ReduceKind;
 using IR = codegen::ExprPtr;
-
-IR Fn(codegen::OpCode op, std::vector<IR> args) { return Expr::Op(op, std::move(args)); }
-
-}  // namespace
 
 // --- layer_norm ----------------------------------------------------------------------------------
 
@@ -105,11 +100,11 @@ void LayerNormCUDA(const Tensor& input, int64_t normalized_dims, const Tensor* w
     const std::vector<bool> mask = LastDims(input, normalized_dims, true);
     SumCUDA(input, mask, mu, 1.0 / static_cast<double>(n));
     auto in = [&](int i) { return cuda::ReduceInput(i, ReduceKind::kSum); };
-    IR centred = Fn(codegen::OpCode::kSub, {Expr::Cast(in(0), acc), in(1)});
-    IR var = Fn(codegen::OpCode::kMul, {Expr::Acc(0), in(2)});
-    IR floor0 = Fn(codegen::OpCode::kMax, {var, Expr::Const(0.0, acc)});
-    IR post = Fn(codegen::OpCode::kDiv, {Expr::Const(1.0, acc), Fn(codegen::OpCode::kSqrt, {Fn(codegen::OpCode::kAdd, {floor0, in(3)})})});
-    cuda::LaunchReduce(cuda::ReduceOp{"layer_norm_rstd", ReduceKind::kSum, acc, Fn(codegen::OpCode::kMul, {centred, centred}), post},
+    IR centred = Expr::Op(codegen::OpCode::kSub, {Expr::Cast(in(0), acc), in(1)});
+    IR var = Expr::Op(codegen::OpCode::kMul, {Expr::Acc(0), in(2)});
+    IR floor0 = Expr::Op(codegen::OpCode::kMax, {var, Expr::Const(0.0, acc)});
+    IR post = Expr::Op(codegen::OpCode::kDiv, {Expr::Const(1.0, acc), Expr::Op(codegen::OpCode::kSqrt, {Expr::Op(codegen::OpCode::kAdd, {floor0, in(3)})})});
+    cuda::LaunchReduce(cuda::ReduceOp{"layer_norm_rstd", ReduceKind::kSum, acc, Expr::Op(codegen::OpCode::kMul, {centred, centred}), post},
                        rs, nullptr,
                        {cuda::PointwiseInput::Of(input), cuda::PointwiseInput::Of(mu), AccNumber(1.0 / static_cast<double>(n), acc),
                         AccNumber(eps, acc)},
@@ -118,14 +113,14 @@ void LayerNormCUDA(const Tensor& input, int64_t normalized_dims, const Tensor* w
   if (out.numel() > 0) {
     std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(input), cuda::PointwiseInput::Of(mu),
                                                 cuda::PointwiseInput::Of(rs)};
-    IR y = Fn(codegen::OpCode::kMul, {Fn(codegen::OpCode::kSub, {Expr::Cast(cuda::Input(0), acc), cuda::Input(1)}), cuda::Input(2)});
+    IR y = Expr::Op(codegen::OpCode::kMul, {Expr::Op(codegen::OpCode::kSub, {Expr::Cast(cuda::Input(0), acc), cuda::Input(1)}), cuda::Input(2)});
     if (weight) {
       inputs.push_back(cuda::PointwiseInput::Of(*weight));
-      y = Fn(codegen::OpCode::kMul, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
+      y = Expr::Op(codegen::OpCode::kMul, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
     }
     if (bias) {
       inputs.push_back(cuda::PointwiseInput::Of(*bias));
-      y = Fn(codegen::OpCode::kAdd, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
+      y = Expr::Op(codegen::OpCode::kAdd, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
     }
     cuda::LaunchPointwise("layer_norm", out, inputs, y);
   }
@@ -146,9 +141,9 @@ void LayerNormBackwardCUDA(const Tensor& grad, const Tensor& input, int64_t norm
   if (weight) inputs.push_back(cuda::PointwiseInput::Of(*weight));
   auto terms = [&](const std::function<IR(int)>& in) {  // {g * w, xh}
     IR g = Expr::Cast(in(0), acc);
-    IR xh = Fn(codegen::OpCode::kMul, {Fn(codegen::OpCode::kSub, {Expr::Cast(in(1), acc), Expr::Cast(in(2), acc)}),
+    IR xh = Expr::Op(codegen::OpCode::kMul, {Expr::Op(codegen::OpCode::kSub, {Expr::Cast(in(1), acc), Expr::Cast(in(2), acc)}),
                                        Expr::Cast(in(3), acc)});
-    IR gw = weight ? Fn(codegen::OpCode::kMul, {g, Expr::Cast(in(4), acc)}) : g;
+    IR gw = weight ? Expr::Op(codegen::OpCode::kMul, {g, Expr::Cast(in(4), acc)}) : g;
     return std::make_tuple(g, gw, xh);
   };
   auto red = [](int i) { return cuda::ReduceInput(i, ReduceKind::kSum); };
@@ -164,27 +159,27 @@ void LayerNormBackwardCUDA(const Tensor& grad, const Tensor& input, int64_t norm
     // the row means of gw and gw * xh (the reductions' inputs end with 1 / N)
     std::vector<cuda::PointwiseInput> with_n = inputs;
     with_n.push_back(AccNumber(1.0 / static_cast<double>(n), acc));
-    IR mean_of = Fn(codegen::OpCode::kMul, {Expr::Acc(0), red(static_cast<int>(with_n.size()) - 1)});
+    IR mean_of = Expr::Op(codegen::OpCode::kMul, {Expr::Acc(0), red(static_cast<int>(with_n.size()) - 1)});
     auto row_mean = [&](const char* name, const IR& pre) {
       Tensor m = EmptyTensor(keep, cuda::AccScalarType(acc), input.device());
       cuda::LaunchReduce(cuda::ReduceOp{name, ReduceKind::kSum, acc, pre, mean_of}, m, nullptr, with_n, shape, rows);
       return m;
     };
     Tensor a = row_mean("layer_norm_backward_mean", gw);
-    Tensor b = row_mean("layer_norm_backward_dot", Fn(codegen::OpCode::kMul, {gw, xh}));
+    Tensor b = row_mean("layer_norm_backward_dot", Expr::Op(codegen::OpCode::kMul, {gw, xh}));
     std::vector<cuda::PointwiseInput> pw = inputs;
     const int ia = static_cast<int>(pw.size());
     pw.push_back(cuda::PointwiseInput::Of(a));
     pw.push_back(cuda::PointwiseInput::Of(b));
     auto [pg, pgw, pxh] = terms(cuda::Input);
-    IR mean_terms = Fn(codegen::OpCode::kAdd, {cuda::Input(ia), Fn(codegen::OpCode::kMul, {pxh, cuda::Input(ia + 1)})});
-    IR gi = Fn(codegen::OpCode::kMul, {Expr::Cast(cuda::Input(3), acc), Fn(codegen::OpCode::kSub, {pgw, mean_terms})});
+    IR mean_terms = Expr::Op(codegen::OpCode::kAdd, {cuda::Input(ia), Expr::Op(codegen::OpCode::kMul, {pxh, cuda::Input(ia + 1)})});
+    IR gi = Expr::Op(codegen::OpCode::kMul, {Expr::Cast(cuda::Input(3), acc), Expr::Op(codegen::OpCode::kSub, {pgw, mean_terms})});
     cuda::LaunchPointwise("layer_norm_backward", *grad_input, pw, gi);
   }
   const std::vector<bool> cols = LastDims(input, normalized_dims, false);
   if (grad_weight) {
     auto [g, gw, xh] = terms(red);
-    cuda::LaunchReduce(cuda::ReduceOp{"layer_norm_backward_weight", ReduceKind::kSum, acc, Fn(codegen::OpCode::kMul, {g, xh}),
+    cuda::LaunchReduce(cuda::ReduceOp{"layer_norm_backward_weight", ReduceKind::kSum, acc, Expr::Op(codegen::OpCode::kMul, {g, xh}),
                                       Expr::Acc(0)},
                        *grad_weight, nullptr, inputs, shape, cols);
   }
@@ -214,20 +209,20 @@ Tensor PerChannel(const Tensor& v, const Tensor& like) {
 
 // 1 / sqrt(var + eps) in acc.
 IR InvStd(const IR& var, const IR& eps, DType acc) {
-  return Fn(codegen::OpCode::kDiv,
-            {Expr::Const(1.0, acc), Fn(codegen::OpCode::kSqrt, {Fn(codegen::OpCode::kAdd, {Expr::Cast(var, acc), eps})})});
+  return Expr::Op(codegen::OpCode::kDiv,
+            {Expr::Const(1.0, acc), Expr::Op(codegen::OpCode::kSqrt, {Expr::Op(codegen::OpCode::kAdd, {Expr::Cast(var, acc), eps})})});
 }
 
 // stat = momentum * value * factor + (1 - momentum) * stat, in place, in acc.
 void UpdateRunning(const char* name, const Tensor& stat, const Tensor& value, double momentum, double factor,
                    DType acc) {
-  const IR scaled = Fn(codegen::OpCode::kMul, {Fn(codegen::OpCode::kMul, {Expr::Cast(cuda::Input(1), acc), cuda::Input(2)}),
+  const IR scaled = Expr::Op(codegen::OpCode::kMul, {Expr::Op(codegen::OpCode::kMul, {Expr::Cast(cuda::Input(1), acc), cuda::Input(2)}),
                                               cuda::Input(3)});
-  const IR kept = Fn(codegen::OpCode::kMul, {Expr::Cast(cuda::Input(0), acc), cuda::Input(4)});
+  const IR kept = Expr::Op(codegen::OpCode::kMul, {Expr::Cast(cuda::Input(0), acc), cuda::Input(4)});
   cuda::LaunchPointwise(name, stat,
                         {cuda::PointwiseInput::Of(stat), cuda::PointwiseInput::Of(value), AccNumber(factor, acc),
                          AccNumber(momentum, acc), AccNumber(1 - momentum, acc)},
-                        Fn(codegen::OpCode::kAdd, {scaled, kept}));
+                        Expr::Op(codegen::OpCode::kAdd, {scaled, kept}));
 }
 
 }  // namespace
@@ -248,10 +243,10 @@ void BatchNormCUDA(const Tensor& input, const Tensor* weight, const Tensor* bias
     var = EmptyTensor(DimVector{C}, acc_type, input.device());
     const Tensor mean_b = PerChannel(mean, input);
     auto in = [&](int i) { return cuda::ReduceInput(i, ReduceKind::kSum); };
-    const IR centred = Fn(codegen::OpCode::kSub, {Expr::Cast(in(0), acc), in(1)});
+    const IR centred = Expr::Op(codegen::OpCode::kSub, {Expr::Cast(in(0), acc), in(1)});
     cuda::LaunchReduce(cuda::ReduceOp{"batch_norm_var", ReduceKind::kSum, acc,
-                                      Fn(codegen::OpCode::kMul, {centred, centred}),
-                                      Fn(codegen::OpCode::kMul, {Expr::Acc(0), in(2)})},
+                                      Expr::Op(codegen::OpCode::kMul, {centred, centred}),
+                                      Expr::Op(codegen::OpCode::kMul, {Expr::Acc(0), in(2)})},
                        var, nullptr,
                        {cuda::PointwiseInput::Of(input), cuda::PointwiseInput::Of(mean_b),
                         AccNumber(1.0 / static_cast<double>(n), acc)},
@@ -272,17 +267,17 @@ void BatchNormCUDA(const Tensor& input, const Tensor* weight, const Tensor* bias
   const Tensor mean_b = PerChannel(mean, input), var_b = PerChannel(var, input);
   std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(input), cuda::PointwiseInput::Of(mean_b),
                                               cuda::PointwiseInput::Of(var_b), AccNumber(eps, acc)};
-  IR y = Fn(codegen::OpCode::kMul,
-            {Fn(codegen::OpCode::kSub, {Expr::Cast(cuda::Input(0), acc), Expr::Cast(cuda::Input(1), acc)}),
+  IR y = Expr::Op(codegen::OpCode::kMul,
+            {Expr::Op(codegen::OpCode::kSub, {Expr::Cast(cuda::Input(0), acc), Expr::Cast(cuda::Input(1), acc)}),
              InvStd(cuda::Input(2), cuda::Input(3), acc)});
   const Tensor w_b = weight ? PerChannel(*weight, input) : Tensor(), b_b = bias ? PerChannel(*bias, input) : Tensor();
   if (weight) {
     inputs.push_back(cuda::PointwiseInput::Of(w_b));
-    y = Fn(codegen::OpCode::kMul, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
+    y = Expr::Op(codegen::OpCode::kMul, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
   }
   if (bias) {
     inputs.push_back(cuda::PointwiseInput::Of(b_b));
-    y = Fn(codegen::OpCode::kAdd, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
+    y = Expr::Op(codegen::OpCode::kAdd, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
   }
   cuda::LaunchPointwise("batch_norm", out, inputs, y);
 }
@@ -311,13 +306,13 @@ void BatchNormBackwardCUDA(const Tensor& grad, const Tensor& input, const Tensor
   };
   // sum(g) and sum(g * (x - mean)) per channel
   const Tensor sum_g = channel_sum("batch_norm_backward_sum", Expr::Cast(red(0), acc));
-  const IR xmu = Fn(codegen::OpCode::kSub, {Expr::Cast(red(1), acc), Expr::Cast(red(2), acc)});
-  const Tensor dot = channel_sum("batch_norm_backward_dot", Fn(codegen::OpCode::kMul, {Expr::Cast(red(0), acc), xmu}));
+  const IR xmu = Expr::Op(codegen::OpCode::kSub, {Expr::Cast(red(1), acc), Expr::Cast(red(2), acc)});
+  const Tensor dot = channel_sum("batch_norm_backward_dot", Expr::Op(codegen::OpCode::kMul, {Expr::Cast(red(0), acc), xmu}));
   if (grad_bias) Store(*grad_bias, sum_g);
   if (grad_weight) {  // dot * invstd, per channel
     cuda::LaunchPointwise("batch_norm_backward_weight", *grad_weight,
                           {cuda::PointwiseInput::Of(dot), cuda::PointwiseInput::Of(invstd_or_var), AccNumber(eps, acc)},
-                          Fn(codegen::OpCode::kMul, {cuda::Input(0), invstd(cuda::Input(1), cuda::Input(2))}));
+                          Expr::Op(codegen::OpCode::kMul, {cuda::Input(0), invstd(cuda::Input(1), cuda::Input(2))}));
   }
   if (grad_input && grad_input->numel() > 0) {
     std::vector<cuda::PointwiseInput> pw = inputs;
@@ -327,17 +322,17 @@ void BatchNormBackwardCUDA(const Tensor& grad, const Tensor& input, const Tensor
     pw.push_back(cuda::PointwiseInput::Of(dot_b));
     pw.push_back(AccNumber(1.0 / static_cast<double>(n), acc));
     const IR g = Expr::Cast(cuda::Input(0), acc), is = invstd(cuda::Input(3), cuda::Input(4));
-    const IR scale = weight ? Fn(codegen::OpCode::kMul, {is, Expr::Cast(cuda::Input(5), acc)}) : is;
+    const IR scale = weight ? Expr::Op(codegen::OpCode::kMul, {is, Expr::Cast(cuda::Input(5), acc)}) : is;
     IR dx = g;
     if (train) {  // g - sum(g) / n - (x - mean) * invstd^2 * dot / n
       const IR inv_n = cuda::Input(at + 2);
-      const IR x_mu = Fn(codegen::OpCode::kSub, {Expr::Cast(cuda::Input(1), acc), Expr::Cast(cuda::Input(2), acc)});
-      const IR mean_g = Fn(codegen::OpCode::kMul, {cuda::Input(at), inv_n});
-      const IR k = Fn(codegen::OpCode::kMul,
-                      {Fn(codegen::OpCode::kMul, {Fn(codegen::OpCode::kMul, {is, is}), cuda::Input(at + 1)}), inv_n});
-      dx = Fn(codegen::OpCode::kSub, {Fn(codegen::OpCode::kSub, {g, mean_g}), Fn(codegen::OpCode::kMul, {x_mu, k})});
+      const IR x_mu = Expr::Op(codegen::OpCode::kSub, {Expr::Cast(cuda::Input(1), acc), Expr::Cast(cuda::Input(2), acc)});
+      const IR mean_g = Expr::Op(codegen::OpCode::kMul, {cuda::Input(at), inv_n});
+      const IR k = Expr::Op(codegen::OpCode::kMul,
+                      {Expr::Op(codegen::OpCode::kMul, {Expr::Op(codegen::OpCode::kMul, {is, is}), cuda::Input(at + 1)}), inv_n});
+      dx = Expr::Op(codegen::OpCode::kSub, {Expr::Op(codegen::OpCode::kSub, {g, mean_g}), Expr::Op(codegen::OpCode::kMul, {x_mu, k})});
     }
-    cuda::LaunchPointwise("batch_norm_backward", *grad_input, pw, Fn(codegen::OpCode::kMul, {dx, scale}));
+    cuda::LaunchPointwise("batch_norm_backward", *grad_input, pw, Expr::Op(codegen::OpCode::kMul, {dx, scale}));
   }
 }
 

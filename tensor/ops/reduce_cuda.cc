@@ -151,12 +151,6 @@ Tensor RowReduce(const char* name, ReduceKind kind, DType acc, const IR& pre, co
   return out;
 }
 
-IR Fn(codegen::OpCode op, std::vector<IR> args) { return Expr::Op(op, std::move(args)); }
-
-}  // namespace
-
-namespace {
-
 // Note [One-pass softmax]: rows of up to 8192 contiguous elements (4096 for float64; the last dim
 // of contiguous tensors) run softmax.cu's kernels, which keep each row in registers and so read it
 // once; the others take the generic reductions below (a max pass, a sum pass, a pointwise pass).
@@ -197,14 +191,14 @@ void SoftmaxCUDA(bool log, const Tensor& input, int64_t dim, const Tensor& out) 
   auto x = [&](ReduceKind kind) { return Expr::Cast(cuda::ReduceInput(0, kind), acc); };
   Tensor max = RowReduce("softmax_max", ReduceKind::kMax, acc, x(ReduceKind::kMax), {cuda::PointwiseInput::Of(input)},
                          shape, keep, mask, input.device());
-  IR shifted = Fn(codegen::OpCode::kSub, {x(ReduceKind::kSum), cuda::ReduceInput(1, ReduceKind::kSum)});
-  Tensor sum = RowReduce("softmax_sum", ReduceKind::kSum, acc, Fn(codegen::OpCode::kExp, {shifted}),
+  IR shifted = Expr::Op(codegen::OpCode::kSub, {x(ReduceKind::kSum), cuda::ReduceInput(1, ReduceKind::kSum)});
+  Tensor sum = RowReduce("softmax_sum", ReduceKind::kSum, acc, Expr::Op(codegen::OpCode::kExp, {shifted}),
                          {cuda::PointwiseInput::Of(input), cuda::PointwiseInput::Of(max)}, shape, keep, mask,
                          input.device());
   IR xi = Expr::Cast(cuda::Input(0), acc), mi = cuda::Input(1), si = cuda::Input(2);
   // (x - max) - log(sum), the CPU kernels' (and PyTorch's) order
-  IR value = log ? Fn(codegen::OpCode::kSub, {Fn(codegen::OpCode::kSub, {xi, mi}), Fn(codegen::OpCode::kLog, {si})})
-                 : Fn(codegen::OpCode::kDiv, {Fn(codegen::OpCode::kExp, {Fn(codegen::OpCode::kSub, {xi, mi})}), si});
+  IR value = log ? Expr::Op(codegen::OpCode::kSub, {Expr::Op(codegen::OpCode::kSub, {xi, mi}), Expr::Op(codegen::OpCode::kLog, {si})})
+                 : Expr::Op(codegen::OpCode::kDiv, {Expr::Op(codegen::OpCode::kExp, {Expr::Op(codegen::OpCode::kSub, {xi, mi})}), si});
   cuda::LaunchPointwise(name, out,
                         {cuda::PointwiseInput::Of(input), cuda::PointwiseInput::Of(max), cuda::PointwiseInput::Of(sum)},
                         value);
@@ -222,12 +216,12 @@ void SoftmaxBackwardCUDA(bool log, const Tensor& grad, const Tensor& output, int
   IR g = Expr::Cast(cuda::ReduceInput(0, ReduceKind::kSum), acc);
   IR y = Expr::Cast(cuda::ReduceInput(1, ReduceKind::kSum), acc);
   Tensor sum = RowReduce(log ? "log_softmax_backward_sum" : "softmax_backward_sum", ReduceKind::kSum, acc,
-                         log ? g : Fn(codegen::OpCode::kMul, {g, y}),
+                         log ? g : Expr::Op(codegen::OpCode::kMul, {g, y}),
                          {cuda::PointwiseInput::Of(grad), cuda::PointwiseInput::Of(output)}, shape, keep, mask,
                          grad.device());
   IR gi = Expr::Cast(cuda::Input(0), acc), yi = Expr::Cast(cuda::Input(1), acc), si = cuda::Input(2);
-  IR value = log ? Fn(codegen::OpCode::kSub, {gi, Fn(codegen::OpCode::kMul, {Fn(codegen::OpCode::kExp, {yi}), si})})
-                 : Fn(codegen::OpCode::kMul, {yi, Fn(codegen::OpCode::kSub, {gi, si})});
+  IR value = log ? Expr::Op(codegen::OpCode::kSub, {gi, Expr::Op(codegen::OpCode::kMul, {Expr::Op(codegen::OpCode::kExp, {yi}), si})})
+                 : Expr::Op(codegen::OpCode::kMul, {yi, Expr::Op(codegen::OpCode::kSub, {gi, si})});
   cuda::LaunchPointwise(name, out,
                         {cuda::PointwiseInput::Of(grad), cuda::PointwiseInput::Of(output), cuda::PointwiseInput::Of(sum)},
                         value);
@@ -245,7 +239,7 @@ Tensor ClassIndices(int64_t classes, Device device) {
 
 // Whether (cls == t and t != ignore): the element is a counted sample's target class.
 IR IsTarget(const IR& cls, const IR& t, const IR& ignore) {
-  return Fn(codegen::OpCode::kLogicalAnd, {Fn(codegen::OpCode::kEq, {cls, t}), Fn(codegen::OpCode::kNe, {t, ignore})});
+  return Expr::Op(codegen::OpCode::kLogicalAnd, {Expr::Op(codegen::OpCode::kEq, {cls, t}), Expr::Op(codegen::OpCode::kNe, {t, ignore})});
 }
 
 }  // namespace
@@ -305,10 +299,10 @@ void NllLossBackwardCUDA(const Tensor& grad, const Tensor& target, const Tensor*
                                               cuda::PointwiseInput::Of(total_weight)};
   if (weight) inputs.push_back(cuda::PointwiseInput::Of(*weight));
   IR g = Expr::Cast(cuda::Input(0), acc);
-  if (reduction == 1) g = Fn(codegen::OpCode::kDiv, {g, Expr::Cast(cuda::Input(4), acc)});
+  if (reduction == 1) g = Expr::Op(codegen::OpCode::kDiv, {g, Expr::Cast(cuda::Input(4), acc)});
   IR w = weight ? Expr::Cast(cuda::Input(5), acc) : Expr::Const(1.0, acc);
-  IR value = Fn(codegen::OpCode::kWhere, {IsTarget(cuda::Input(2), cuda::Input(1), cuda::Input(3)),
-                                          Fn(codegen::OpCode::kNeg, {Fn(codegen::OpCode::kMul, {g, w})}),
+  IR value = Expr::Op(codegen::OpCode::kWhere, {IsTarget(cuda::Input(2), cuda::Input(1), cuda::Input(3)),
+                                          Expr::Op(codegen::OpCode::kNeg, {Expr::Op(codegen::OpCode::kMul, {g, w})}),
                                           Expr::Const(0.0, acc)});
   cuda::LaunchPointwise("nll_loss_backward", out2, inputs, value);
 }
