@@ -414,7 +414,7 @@ def test_group_norm(name):
     rng = np.random.default_rng(10)
     tol = NORM_TOL.get(name)
     for shape, groups in [((2, 6, 4), 3), ((2, 6, 4), 1), ((2, 6, 4), 6), ((2, 4, 3, 3), 2), ((3, 4), 2),
-                          ((0, 4, 3), 2), ((1, 6, 2, 2, 2), 3)]:
+                          ((0, 4, 3), 2), ((1, 6, 2, 2, 2), 3), ((2, 6, 0), 3)]:
         C = shape[1]
         pdtypes = [name] + (["float32"] if name in ("bfloat16", "float16") else [])
         for affine, pdtype, lay in itertools.product((True, False), pdtypes, layouts(3)):

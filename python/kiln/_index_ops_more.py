@@ -108,7 +108,7 @@ def _dim_mask(input, dim, index):
     if not _is_fake(flat) and flat.numel() and bool(((flat < -size) | (flat >= size)).any()):
         bad = int(flat[(flat < -size) | (flat >= size)][0].item())
         raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
-    picked = (k.arange(size).unsqueeze(1) == k.remainder(flat, builtins.max(size, 1)).unsqueeze(0)).any(1)
+    picked = (k.arange(size, device=flat.device).unsqueeze(1) == k.remainder(flat, builtins.max(size, 1)).unsqueeze(0)).any(1)
     return picked.view([size if d == dim else 1 for d in range(input.ndim)]) if input.ndim else picked.view(())
 
 
@@ -197,8 +197,8 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
         total = base.scatter_add(dim, index, _narrow_to(src, index))
         if reduce == "sum":
             return total
-        ones = k.ones(tuple(index.shape), dtype=input.dtype)
-        count = k.full(tuple(input.shape), 1 if include_self else 0, dtype=input.dtype).scatter_add(dim, index, ones)
+        ones = k.ones(tuple(index.shape), dtype=input.dtype, device=input.device)
+        count = k.full(tuple(input.shape), 1 if include_self else 0, dtype=input.dtype, device=input.device).scatter_add(dim, index, ones)
         count = k.where(count == 0, k.ones((), dtype=input.dtype), count)
         if input.dtype.is_floating_point:
             return total / count
@@ -224,7 +224,7 @@ def _narrow_to(src, index):
 def _scattered(input, dim, index):
     """A bool mask of input's shape: True where some index element points."""
     k = _kiln()
-    hits = k.zeros(tuple(input.shape), dtype=input.dtype).scatter(dim, index, 1)
+    hits = k.zeros(tuple(input.shape), dtype=input.dtype, device=input.device).scatter(dim, index, 1)
     return hits != 0
 
 
@@ -242,7 +242,7 @@ def _identity(reduce, dtype):
 def _masked_reduce(input, dim, index, src, reduce, include_self):
     k = _kiln()
     size = input.shape[dim]
-    slots = k.arange(size).view([1] * index.ndim + [size])
+    slots = k.arange(size, device=index.device).view([1] * index.ndim + [size])
     mask = index.unsqueeze(-1) == slots  # index.shape + (size,): which slot each element goes to
     identity = k.full((), _identity(reduce, input.dtype), dtype=input.dtype)
     values = k.where(mask, src.unsqueeze(-1), identity)
@@ -351,7 +351,7 @@ def histc(input, bins=100, min=0, max=0, *, out=None):
     low_t, high_t = k.tensor(low, dtype=input.dtype), k.tensor(high, dtype=input.dtype)
     inside = (x >= low_t) & (x <= high_t)
     position = ((x - low_t) * bins / (high_t - low_t)).floor().to(_C.int64).clamp(0, bins - 1)
-    counts = k.zeros(bins, dtype=input.dtype).index_put([position], inside.to(input.dtype), True)
+    counts = k.zeros(bins, dtype=input.dtype, device=input.device).index_put([position], inside.to(input.dtype), True)
     return _result(counts, out)
 
 
@@ -370,11 +370,11 @@ def bincount(input, weights=None, minlength=0):
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     length = builtins.max(int(input.max().item()) + 1 if input.numel() else 0, minlength)
     if weights is None:
-        dtype, values = _C.int64, k.ones(input.shape[0], dtype=_C.int64)
+        dtype, values = _C.int64, k.ones(input.shape[0], dtype=_C.int64, device=input.device)
     else:  # torch counts float weights in their dtype and everything else in float64
         dtype = weights.dtype if weights.dtype in (_C.float32, _C.float64) else _C.float64
         values = weights.to(dtype)
-    return k.zeros(length, dtype=dtype).index_put([input.to(_C.int64)], values, True)
+    return k.zeros(length, dtype=dtype, device=input.device).index_put([input.to(_C.int64)], values, True)
 
 
 # --- selections -----------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ def _spread_gradient(input, value, ignore_nan):
     which is zero. A non-finite result keeps a zero gradient (inf - inf would be NaN)."""
     k = _kiln()
     chosen = (input == value) | (input.isnan() & value.isnan())
-    share = k.where(chosen, input - value, k.zeros((), dtype=input.dtype)).sum() / chosen.sum()
+    share = k.where(chosen, input - value, k.zeros((), dtype=input.dtype, device=input.device)).sum() / chosen.sum()
     return k.where(value.isfinite(), value + share, value)
 
 
@@ -66,7 +66,7 @@ def _median_all(op, input, ignore_nan):
     if n == 0:  # PyTorch: NaN (converted to the input's dtype), with a zero-size gradient
         if input.dtype.is_floating_point:
             return flat.sum() + math.nan
-        return k.full((), math.nan, dtype=_C.float32).to(input.dtype)
+        return k.full((), math.nan, dtype=_C.float32, device=input.device).to(input.dtype)
     ordered = flat.detach().sort(stable=True).values
     position = _median_position(ordered, 0, ignore_nan)
     value = ordered.gather(0, position).reshape(())
@@ -82,7 +82,7 @@ def _median_position(ordered, dim, ignore_nan):
     k = _kiln()
     n = ordered.shape[dim]
     if not ordered.dtype.is_floating_point:
-        return k.full(_reduced_shape(ordered.shape, dim, True), (n - 1) // 2, dtype=_C.int64)
+        return k.full(_reduced_shape(ordered.shape, dim, True), (n - 1) // 2, dtype=_C.int64, device=ordered.device)
     nans = ordered.isnan().sum(dim, keepdim=True)
     if ignore_nan:
         return ((n - nans - 1) // 2).clamp(min=0)
@@ -94,7 +94,7 @@ def _median_dim(op, result_type, input, dim, keepdim, ignore_nan):
     dim = _wrap_dim(dim, input.ndim)
     _check_not_bool(f"{op}_out", input)
     if input.ndim == 0:
-        return result_type((input.clone(), k.zeros((), dtype=_C.int64)))
+        return result_type((input.clone(), k.zeros((), dtype=_C.int64, device=input.device)))
     _check_reduced_size("median", input, dim)  # nanmedian's message says median() too, as PyTorch's
     ordered, order = input.detach().sort(dim=dim, stable=True)
     indices = order.gather(dim, _median_position(ordered, dim, ignore_nan))
@@ -143,7 +143,7 @@ def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
             raise TypeError(f"{op}(): argument 'q' must be float or Tensor, not {type(q).__name__}")
         if not 0 <= q <= 1:
             raise RuntimeError(f"{op}() q must be in the range [0, 1] but got {q:g}")
-        q = k.scalar_tensor(q, dtype=input.dtype)
+        q = k.scalar_tensor(q, dtype=input.dtype, device=input.device)
     if interpolation not in _INTERPOLATIONS:
         raise RuntimeError(f"{op}() interpolation must be one of linear, lower, higher, midpoint or nearest, "
                            f"but got {interpolation}")
@@ -193,7 +193,7 @@ def mode(input, dim=-1, keepdim=False):
     k = _kiln()
     dim = _wrap_dim(dim, input.ndim)
     if input.ndim == 0:
-        return return_types.mode((input.clone(), k.zeros((), dtype=_C.int64)))
+        return return_types.mode((input.clone(), k.zeros((), dtype=_C.int64, device=input.device)))
     _check_reduced_size("mode", input, dim)
     rows = input.detach().movedim(dim, -1)
     ordered, order = rows.sort(dim=-1, stable=True)
@@ -221,12 +221,12 @@ def _cumulative_extreme(op, result_type, input, dim, later_wins):
     k = _kiln()
     dim = _wrap_dim(dim, input.ndim)
     if input.ndim == 0:
-        return result_type((input.clone(), k.zeros((), dtype=_C.int64)))
+        return result_type((input.clone(), k.zeros((), dtype=_C.int64, device=input.device)))
     values = input.detach()
     n = values.shape[dim]
     position = [1] * input.ndim
     position[dim] = n
-    indices = k.arange(n, dtype=_C.int64).reshape(position).expand(values.shape)
+    indices = k.arange(n, dtype=_C.int64, device=values.device).reshape(position).expand(values.shape)
     step = 1
     while step < n:
         earlier_v, later_v = values.narrow(dim, 0, n - step), values.narrow(dim, step, n - step)

@@ -257,7 +257,7 @@ def logcumsumexp(input, dim, *, out=None):
     while step < size:
         pad_shape = list(result.shape)
         pad_shape[dim] = step
-        earlier = k.cat([k.full(pad_shape, -math.inf, dtype=input.dtype), result.narrow(dim, 0, size - step)], dim)
+        earlier = k.cat([k.full(pad_shape, -math.inf, dtype=input.dtype, device=input.device), result.narrow(dim, 0, size - step)], dim)
         result = k.logaddexp(result, earlier)
         step *= 2
     return _result(result if result is not input else input.clone(), out)

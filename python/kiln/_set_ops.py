@@ -25,7 +25,7 @@ def _group_rows(rows):
     n = rows.shape[0]
     differs = (rows.narrow(0, 1, n - 1) != rows.narrow(0, 0, n - 1))
     differs = differs.any(1) if rows.ndim > 1 else differs
-    return k.cat([k.ones(1, dtype=_C.bool), differs])
+    return k.cat([k.ones(1, dtype=_C.bool, device=rows.device), differs])
 
 
 def _counts_and_inverse(starts, order, num_groups):
@@ -34,7 +34,7 @@ def _counts_and_inverse(starts, order, num_groups):
     k = _kiln()
     group = starts.to(_C.int64).cumsum(0) - 1
     inverse = group if order is None else k.empty_like(group).scatter(0, order, group)
-    counts = k.zeros(num_groups, dtype=_C.int64).scatter_add(0, group, k.ones_like(group))
+    counts = k.zeros(num_groups, dtype=_C.int64, device=group.device).scatter_add(0, group, k.ones_like(group))
     return inverse, counts
 
 
@@ -52,7 +52,7 @@ def _lexicographic_order(rows):
     """The permutation sorting the rows of a (n, m) tensor lexicographically, stably: m stable
     sorts from the last column to the first (an LSD radix sort over columns)."""
     k = _kiln()
-    order = k.arange(rows.shape[0], dtype=_C.int64)
+    order = k.arange(rows.shape[0], dtype=_C.int64, device=rows.device)
     for column in range(rows.shape[1] - 1, -1, -1):
         key = rows.select(1, column).index_select(0, order)
         order = order.index_select(0, key.sort(stable=True).indices)
@@ -78,7 +78,7 @@ def _unique_rows(input, dim, sort, return_inverse, return_counts):
     n = rows.shape[0]
     if n == 0:
         output = rows if dim is None else x
-        empty = k.zeros(0, dtype=_C.int64)
+        empty = k.zeros(0, dtype=_C.int64, device=x.device)
         return _results(output.clone(), empty.reshape(inverse_shape), empty, return_inverse, return_counts)
     if sort and dim is None:
         rows, order = rows.sort(stable=True)
@@ -119,10 +119,10 @@ def _binary_search(sequence, values, right):
     comparisons are PyTorch's (`!(x >= v)` moves right), so NaN values land past the end."""
     k = _kiln()
     m = sequence.shape[-1]
-    low = k.zeros(values.shape, dtype=_C.int64)
+    low = k.zeros(values.shape, dtype=_C.int64, device=values.device)
     if m == 0:
         return low
-    high = k.full(values.shape, m, dtype=_C.int64)
+    high = k.full(values.shape, m, dtype=_C.int64, device=values.device)
     for _ in range(m.bit_length()):
         open_ = low < high
         middle = (low + high) // 2
@@ -141,7 +141,7 @@ def _scalar_like(value, sequence):
     if isinstance(value, bool) or not isinstance(value, numbers.Number):
         raise TypeError(f"searchsorted(): argument 'input' must be Tensor or Number, not {type(value).__name__}")
     holds = sequence.dtype.is_floating_point or isinstance(value, numbers.Integral)
-    return k.scalar_tensor(value, dtype=sequence.dtype if holds else _C.float64)
+    return k.scalar_tensor(value, dtype=sequence.dtype if holds else _C.float64, device=sequence.device)
 
 
 def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None, sorter=None):

@@ -32,6 +32,8 @@ KILN_EMBEDDED_FATBIN(OptimKernels, "optim.cu")
 KILN_EMBEDDED_FATBIN(ConvPoolKernels, "conv_pool.cu")
 KILN_EMBEDDED_FATBIN(SoftmaxKernels, "softmax.cu")
 KILN_EMBEDDED_FATBIN(LayerNormKernels, "layer_norm.cu")
+KILN_EMBEDDED_FATBIN(ScanKernels, "scan.cu")
+KILN_EMBEDDED_FATBIN(SortKernels, "sort.cu")
 #undef KILN_EMBEDDED_FATBIN
 
 namespace {

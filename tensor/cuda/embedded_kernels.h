@@ -30,6 +30,8 @@ const EmbeddedFatbin& LossKernels();
 const EmbeddedFatbin& ConvPoolKernels();
 const EmbeddedFatbin& SoftmaxKernels();
 const EmbeddedFatbin& LayerNormKernels();
+const EmbeddedFatbin& ScanKernels();
+const EmbeddedFatbin& SortKernels();
 
 // `kernel` (an extern "C" name) of `fatbin` on `device`; `op` names the caller in errors.
 CUfunction EmbeddedKernel(const EmbeddedFatbin& fatbin, int device, const char* kernel, const char* op);

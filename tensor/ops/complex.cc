@@ -73,6 +73,12 @@ TensorMeta ConjPhysicalMeta(const Tensor& self) {
 Tensor ConjPhysicalCPU(const Tensor& self) {
   Tensor out = EmptyFromMeta(ConjPhysicalMeta(self));
   if (!IsComplex(self.dtype())) return ops::copy_(out, self);
+  if (self.device().is_cuda()) {  // the (real, imag) pairs copied as floats, then the imaginary parts negated
+    Tensor pairs = CallOp<Tensor>(KILN_OP("aten::view_as_real"), out);
+    ops::copy_(pairs, CallOp<Tensor>(KILN_OP("aten::view_as_real"), self));
+    CallOp<Tensor>(KILN_OP("aten::neg_"), ops::select(pairs, -1, 1));
+    return out;
+  }
   ElementwiseIter iter({out, self});
   KILN_DISPATCH_COMPLEX(self.dtype(), "conj_physical", [&] {
     CpuKernel<scalar_t, scalar_t>(iter, [](scalar_t x) { return std::conj(x); });
@@ -140,7 +146,7 @@ void RegisterComplexOps(Registry& r) {
   r.Def("real(Tensor(a) self) -> Tensor(a)", {}, kFunction).Composite<&Real>();
   r.Def("imag(Tensor(a) self) -> Tensor(a)", {}, kFunction).Composite<&Imag>();
   r.Def("conj_physical(Tensor self) -> Tensor", {Tag::pointwise}, kFunctionAndMethod)
-      .Impl<&ConjPhysicalCPU>(DispatchKey::CPU).Meta<&ConjPhysicalMeta>();
+      .CPUAndCUDA<&ConjPhysicalCPU>().Meta<&ConjPhysicalMeta>();
   r.Def("conj(Tensor(a) self) -> Tensor(a)", {}, kFunctionAndMethod).Composite<&Conj>();
   r.Def("resolve_conj(Tensor(a) self) -> Tensor(a)", {}, kFunctionAndMethod).Composite<&ResolveConj>();
   r.Def("resolve_neg(Tensor(a) self) -> Tensor(a)", {}, kFunctionAndMethod).Composite<&ResolveConj>();

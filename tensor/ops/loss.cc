@@ -555,7 +555,7 @@ void RegisterLossOps(Registry& r) {
         "-> Tensor").Composite<&NllLoss2d>();
   r.Def("nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> "
         "(Tensor output, Tensor total_weight)")
-      .Impl<&NllLoss2dForward>(DispatchKey::CPU).Meta<&NllLoss2dForwardMeta>();
+      .CPUAndCUDA<&NllLoss2dForward>().Meta<&NllLoss2dForwardMeta>();
   r.Def("nll_loss_nd(Tensor self, Tensor target, Tensor? weight=None, int reduction=Mean, SymInt ignore_index=-100) "
         "-> Tensor").Composite<&NllLossNd>();
   r.Def("cross_entropy_loss(Tensor self, Tensor target, Tensor? weight=None, int reduction=Mean, "

@@ -146,6 +146,19 @@ Tensor NllBw(const Tensor& grad, const Tensor& self, const Tensor& target, const
 Tensor Nll2dBw(const Tensor& grad, const Tensor& self, const Tensor& target, const OptTensor& weight, int64_t reduction,
                SymInt ignore_index, const Tensor& total_weight) {
   TensorMeta m = Nll2dBwMeta(grad, self, target, weight, reduction, ignore_index, total_weight);
+  if (self.device().is_cuda()) {  // nll_loss_backward's kernel over [N * H * W, C], moved back to [N, C, H, W]
+    Tensor out = EmptyFromMeta(m);
+    if (out.numel() == 0) return out;
+    CheckSameDevice(kNll2d, self, target);
+    const int64_t N = self.size(0), C = self.size(1), H = self.size(2), W = self.size(3);
+    Tensor flat = EmptyTensor(DimVector{N * H * W, C}, m.dtype, self.device());
+    Tensor w = weight ? CastTo(*weight, m.dtype) : Tensor();
+    const bool unreduced = reduction == kNone;
+    NllLossBackwardCUDA(unreduced ? ops::reshape(grad, {SymInt(-1)}) : grad, ops::reshape(target, {SymInt(-1)}),
+                        weight ? &w : nullptr, reduction, ignore_index.expect_int(), total_weight, flat);
+    ops::copy_(out, ops::permute(ops::view(flat, {SymInt(N), SymInt(H), SymInt(W), SymInt(C)}), {0, 3, 1, 2}));
+    return out;
+  }
   return NllBwImpl(kNll2d, m, grad, target, weight, reduction, ignore_index.expect_int(), total_weight, self.size(0),
                    self.size(1), self.size(2) * self.size(3));
 }
@@ -434,7 +447,7 @@ void RegisterLossBackwardOps(Registry& r) {
       .CPUAndCUDA<&NllBw>().Meta<&NllBwMeta>();
   r.Def("nll_loss2d_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, "
         "SymInt ignore_index, Tensor total_weight) -> Tensor")
-      .Impl<&Nll2dBw>(DispatchKey::CPU).Meta<&Nll2dBwMeta>();
+      .CPUAndCUDA<&Nll2dBw>().Meta<&Nll2dBwMeta>();
   r.Def("mse_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor")
       .CPUAndCUDA<&MseBw>().Meta<&MseBwMeta>();
   r.Def("smooth_l1_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float beta) -> Tensor")

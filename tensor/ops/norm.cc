@@ -571,6 +571,12 @@ Tensor3 NativeGroupNormCPU(const Tensor& input, const OptTensor& weight, const O
   Tensor out = EmptyFromMeta(om), mean_t = EmptyFromMeta(mm), rstd_t = EmptyFromMeta(rm);
   const int64_t N = N_sym.expect_int(), C = C_sym.expect_int(), HxW = HxW_sym.expect_int();
   const int64_t D = C / group;  // channels per group
+  if (input.device().is_cuda()) {
+    KILN_DISPATCH_FLOATING(input.dtype(), "group_norm", [] {});  // the CPU kernel's dtype error
+    GroupNormCUDA(input, Defined(weight) ? &*weight : nullptr, Defined(bias) ? &*bias : nullptr, N, C, HxW, group,
+                  eps, out, mean_t, rstd_t);
+    return {out, mean_t, rstd_t};
+  }
   Tensor x = ops::contiguous(input);
   std::vector<double> mean(N * group), rstd(N * group), scale(N * C), shift(N * C);
   const std::vector<double> w = ReadVector(weight, C, 1), b = ReadVector(bias, C, 0);
@@ -581,6 +587,7 @@ Tensor3 NativeGroupNormCPU(const Tensor& input, const OptTensor& weight, const O
       for (int64_t r = lo; r < hi; ++r) {
         double var;
         Moments(px + r * D * HxW, 1, D * HxW, D * HxW, &mean[r], &var);
+        if (D * HxW == 0) mean[r] = 0;  // an empty group: mean 0 and rstd NaN, as PyTorch's
         rstd[r] = 1.0 / std::sqrt(var + eps);
         for (int64_t d = 0; d < D; ++d) {
           const int64_t c = (r % group) * D + d, nc = (r / group) * C + c;
@@ -640,7 +647,7 @@ void RegisterNormOps(Registry& r) {
       .Composite<&LayerNorm>();
   r.Def("native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, "
         "float eps) -> (Tensor, Tensor, Tensor)", {Tag::core}, kFunction)
-      .Impl<&NativeGroupNormCPU>(DispatchKey::CPU).Meta<&NativeGroupNormMeta>();
+      .CPUAndCUDA<&NativeGroupNormCPU>().Meta<&NativeGroupNormMeta>();
   r.Def("group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, "
         "bool cudnn_enabled=True) -> Tensor", {}, kFunction)
       .Composite<&GroupNorm>();

@@ -567,6 +567,12 @@ Tensor3 GroupNormBw(const Tensor& grad, const Tensor& input, const Tensor& mean,
                     int64_t group, std::vector<bool> mask) {
   auto [gi, gw, gb] = Allocate(GroupNormBwMeta(grad, input, mean, rstd, weight, N_sym, C_sym, HxW_sym, group, mask));
   const int64_t N = N_sym.expect_int(), C = C_sym.expect_int(), HxW = HxW_sym.expect_int(), G = group;
+  if (input.device().is_cuda()) {
+    KILN_DISPATCH_FLOATING(input.dtype(), kGn, [] {});  // the CPU kernel's dtype error
+    GroupNormBackwardCUDA(grad, input, mean, rstd, Defined(weight) ? &*weight : nullptr, N, C, HxW, G,
+                          gi.defined() ? &gi : nullptr, gw.defined() ? &gw : nullptr, gb.defined() ? &gb : nullptr);
+    return {gi, gw, gb};
+  }
   std::vector<double> dw(C, 0.0), dbeta(C, 0.0);
   if (input.numel() > 0) {
     const std::vector<double> mu = ReadAll(mean), rs = ReadAll(rstd), w = ReadOr(weight, C, 1.0);
@@ -602,7 +608,7 @@ void RegisterNormBackwardOps(Registry& r) {
       .CPUAndCUDA<&LayerNormBw>().Meta<&LayerNormBwMeta>();
   r.Def("native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, "
         "SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, Tensor)", {Tag::core})
-      .Impl<&GroupNormBw>(DispatchKey::CPU).Meta<&GroupNormBwMeta>();
+      .CPUAndCUDA<&GroupNormBw>().Meta<&GroupNormBwMeta>();
 }
 
 }  // namespace kiln

@@ -1,4 +1,4 @@
-// tensor/ops/norm_cuda.cc: layer_norm and batch_norm (and their backward) on CUDA as generated
+// tensor/ops/norm_cuda.cc: layer_norm, batch_norm and group_norm (and their backward) on CUDA as generated
 // kernels: the statistics as reductions in float (double for float64; tensor/cuda/reduce.h), two
 // passes (the mean, then the centred squares), then one pointwise kernel that normalises, scales and
 // shifts; layer_norm's rows that fit in registers take layer_norm.cu's one-pass kernels instead
@@ -333,6 +333,134 @@ void BatchNormBackwardCUDA(const Tensor& grad, const Tensor& input, const Tensor
       dx = Expr::Op(codegen::OpCode::kSub, {Expr::Op(codegen::OpCode::kSub, {g, mean_g}), Expr::Op(codegen::OpCode::kMul, {x_mu, k})});
     }
     cuda::LaunchPointwise("batch_norm_backward", *grad_input, pw, Expr::Op(codegen::OpCode::kMul, {dx, scale}));
+  }
+}
+
+}  // namespace kiln
+
+// --- group_norm ----------------------------------------------------------------------------------
+
+namespace kiln {
+namespace {
+
+// The four-dim view [N, G, D, HxW] group_norm's kernels work on (D = C / G channels a group), of a
+// contiguous tensor with N * C * HxW elements, and its masks: the group's elements (the statistics)
+// or every dim but the channel's (the parameter gradients).
+struct GroupView {
+  int64_t N, G, D, HxW;
+  std::vector<SymInt> Shape() const { return {SymInt(N), SymInt(G), SymInt(D), SymInt(HxW)}; }
+  DimVector Dims() const { return {N, G, D, HxW}; }
+  Tensor Of(const Tensor& t) const { return ops::view(ops::contiguous(t), Shape()); }
+  Tensor Stat(const Tensor& s) const { return ops::view(s, {SymInt(N), SymInt(G), SymInt(1), SymInt(1)}); }
+  Tensor Param(const Tensor& p) const { return ops::view(p, {SymInt(1), SymInt(G), SymInt(D), SymInt(1)}); }
+  int64_t GroupSize() const { return D * HxW; }
+};
+const std::vector<bool> kGroupElements = {false, false, true, true};
+const std::vector<bool> kChannelPeers = {true, false, false, true};
+
+}  // namespace
+
+void GroupNormCUDA(const Tensor& input, const Tensor* weight, const Tensor* bias, int64_t N, int64_t C, int64_t HxW,
+                   int64_t group, double eps, const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  if (mean.numel() == 0) return;
+  const DType acc = cuda::AccumulatorOf(input.dtype(), "group_norm");
+  const ScalarType acc_type = cuda::AccScalarType(acc);
+  const GroupView v{N, group, C / group, HxW};
+  Tensor mu = mean.dtype() == acc_type ? mean : EmptyTensor(mean.sizes(), acc_type, input.device());
+  Tensor rs = rstd.dtype() == acc_type ? rstd : EmptyTensor(rstd.sizes(), acc_type, input.device());
+  const Tensor x = v.Of(input);
+  const int64_t n = v.GroupSize();
+  if (n == 0) {  // an empty group: mean 0, rstd NaN, as layer_norm's empty rows
+    ops::fill_(mu, Scalar(0.0));
+    ops::fill_(rs, Scalar(std::nan("")));
+  } else {
+    SumCUDA(x, kGroupElements, mu, 1.0 / static_cast<double>(n));
+    auto in = [&](int i) { return cuda::ReduceInput(i, ReduceKind::kSum); };
+    const IR centred = Expr::Op(codegen::OpCode::kSub, {Expr::Cast(in(0), acc), in(1)});
+    const IR var = Expr::Op(codegen::OpCode::kMax, {Expr::Op(codegen::OpCode::kMul, {Expr::Acc(0), in(2)}),
+                                                    Expr::Const(0.0, acc)});
+    const Tensor mu4 = v.Stat(mu);
+    cuda::LaunchReduce(cuda::ReduceOp{"group_norm_rstd", ReduceKind::kSum, acc,
+                                      Expr::Op(codegen::OpCode::kMul, {centred, centred}), InvStd(var, in(3), acc)},
+                       rs, nullptr,
+                       {cuda::PointwiseInput::Of(x), cuda::PointwiseInput::Of(mu4),
+                        AccNumber(1.0 / static_cast<double>(n), acc), AccNumber(eps, acc)},
+                       v.Dims(), kGroupElements);
+  }
+  if (out.numel() > 0) {
+    const Tensor mu4 = v.Stat(mu), rs4 = v.Stat(rs);
+    const Tensor w4 = weight ? v.Param(*weight) : Tensor(), b4 = bias ? v.Param(*bias) : Tensor();
+    std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(x), cuda::PointwiseInput::Of(mu4),
+                                                cuda::PointwiseInput::Of(rs4)};
+    IR y = Expr::Op(codegen::OpCode::kMul,
+                    {Expr::Op(codegen::OpCode::kSub, {Expr::Cast(cuda::Input(0), acc), cuda::Input(1)}), cuda::Input(2)});
+    if (weight) {
+      inputs.push_back(cuda::PointwiseInput::Of(w4));
+      y = Expr::Op(codegen::OpCode::kMul, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
+    }
+    if (bias) {
+      inputs.push_back(cuda::PointwiseInput::Of(b4));
+      y = Expr::Op(codegen::OpCode::kAdd, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
+    }
+    cuda::LaunchPointwise("group_norm", ops::view(out, v.Shape()), inputs, y);
+  }
+  Store(mean, mu);
+  Store(rstd, rs);
+}
+
+void GroupNormBackwardCUDA(const Tensor& grad, const Tensor& input, const Tensor& mean, const Tensor& rstd,
+                           const Tensor* weight, int64_t N, int64_t C, int64_t HxW, int64_t group,
+                           const Tensor* grad_input, const Tensor* grad_weight, const Tensor* grad_bias) {
+  const DType acc = cuda::AccumulatorOf(input.dtype(), "native_group_norm_backward");
+  const GroupView v{N, group, C / group, HxW};
+  // inputs of every kernel below: 0 grad, 1 x, 2 mean, 3 rstd, 4 weight (when there is one)
+  const Tensor g4 = v.Of(grad), x4 = v.Of(input), mean4 = v.Stat(mean), rstd4 = v.Stat(rstd);
+  const Tensor w4 = weight ? v.Param(*weight) : Tensor();
+  std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(g4), cuda::PointwiseInput::Of(x4),
+                                              cuda::PointwiseInput::Of(mean4), cuda::PointwiseInput::Of(rstd4)};
+  if (weight) inputs.push_back(cuda::PointwiseInput::Of(w4));
+  auto terms = [&](const std::function<IR(int)>& in) {  // {g, g * w, xh}
+    IR g = Expr::Cast(in(0), acc);
+    IR xh = Expr::Op(codegen::OpCode::kMul, {Expr::Op(codegen::OpCode::kSub, {Expr::Cast(in(1), acc), Expr::Cast(in(2), acc)}),
+                                             Expr::Cast(in(3), acc)});
+    IR gw = weight ? Expr::Op(codegen::OpCode::kMul, {g, Expr::Cast(in(4), acc)}) : g;
+    return std::make_tuple(g, gw, xh);
+  };
+  auto red = [](int i) { return cuda::ReduceInput(i, ReduceKind::kSum); };
+  if (grad_input && grad_input->numel() > 0) {  // rstd * (gw - mean(gw) - xh * mean(gw * xh)) over each group
+    auto [g, gw, xh] = terms(red);
+    std::vector<cuda::PointwiseInput> with_n = inputs;
+    with_n.push_back(AccNumber(1.0 / static_cast<double>(v.GroupSize()), acc));
+    const IR mean_of = Expr::Op(codegen::OpCode::kMul, {Expr::Acc(0), red(static_cast<int>(with_n.size()) - 1)});
+    auto group_mean = [&](const char* name, const IR& pre) {
+      Tensor m = EmptyTensor(DimVector{N, group}, cuda::AccScalarType(acc), input.device());
+      cuda::LaunchReduce(cuda::ReduceOp{name, ReduceKind::kSum, acc, pre, mean_of}, m, nullptr, with_n, v.Dims(),
+                         kGroupElements);
+      return v.Stat(m);
+    };
+    const Tensor a = group_mean("group_norm_backward_mean", gw);
+    const Tensor b = group_mean("group_norm_backward_dot", Expr::Op(codegen::OpCode::kMul, {gw, xh}));
+    std::vector<cuda::PointwiseInput> pw = inputs;
+    const int ia = static_cast<int>(pw.size());
+    pw.push_back(cuda::PointwiseInput::Of(a));
+    pw.push_back(cuda::PointwiseInput::Of(b));
+    auto [pg, pgw, pxh] = terms(cuda::Input);
+    const IR mean_terms = Expr::Op(codegen::OpCode::kAdd, {cuda::Input(ia), Expr::Op(codegen::OpCode::kMul, {pxh, cuda::Input(ia + 1)})});
+    const IR gi = Expr::Op(codegen::OpCode::kMul, {Expr::Cast(cuda::Input(3), acc), Expr::Op(codegen::OpCode::kSub, {pgw, mean_terms})});
+    cuda::LaunchPointwise("group_norm_backward", ops::view(*grad_input, v.Shape()), pw, gi);
+  }
+  const std::vector<SymInt> per_channel = {SymInt(group), SymInt(v.D)};
+  if (grad_weight) {
+    auto [g, gw, xh] = terms(red);
+    cuda::LaunchReduce(cuda::ReduceOp{"group_norm_backward_weight", ReduceKind::kSum, acc,
+                                      Expr::Op(codegen::OpCode::kMul, {g, xh}), Expr::Acc(0)},
+                       ops::view(*grad_weight, per_channel), nullptr, inputs, v.Dims(), kChannelPeers);
+  }
+  if (grad_bias) {
+    cuda::LaunchReduce(cuda::ReduceOp{"group_norm_backward_bias", ReduceKind::kSum, acc, Expr::Cast(red(0), acc),
+                                      Expr::Acc(0)},
+                       ops::view(*grad_bias, per_channel), nullptr, {cuda::PointwiseInput::Of(g4)}, v.Dims(),
+                       kChannelPeers);
   }
 }
 

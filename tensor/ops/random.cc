@@ -442,6 +442,52 @@ TensorMeta MultinomialMeta(const Tensor& self, int64_t n, bool replacement, OptG
   return TensorMeta{sizes, {}, ScalarType::Int64, self.device()};
 }
 
+// The CUDA form of Note [multinomial], draw for draw the CPU's (the same uniforms from the
+// device's generator, the same keys and order): the checks read back three numbers (the smallest
+// and largest probability and the smallest row total; one synchronisation, where PyTorch's kernel
+// asserts on the device), so a bad row is reported as on the CPU but rows are not told apart. The
+// race is a stable sort of the keys (Note [CUDA sort]); with replacement, running sums (a scan) and
+// random.cu's binary search.
+Tensor MultinomialCUDA(const Tensor& self, int64_t n, bool replacement, OptGen gen, const Tensor& out) {
+  const int64_t cats = self.size(-1), rows = self.dim() == 2 ? self.size(0) : 1;
+  const bool race = !replacement || n == 1;
+  const Tensor p = ops::reshape(ops::contiguous(ops::to_dtype(self, ScalarType::Float64)), {SymInt(rows), SymInt(cats)});
+  const Tensor checks = CopyToDevice(
+      ops::stack({CallOp<Tensor>(KILN_OP("aten::min"), p), CallOp<Tensor>(KILN_OP("aten::max"), p),
+                  CallOp<Tensor>(KILN_OP("aten::min"), ops::sum(p, ops::IntList{1}))}),
+      Device());
+  const double lo = checks.data_ptr<double>()[0], hi = checks.data_ptr<double>()[1];
+  if (race) {
+    KILN_CHECK(lo >= 0 && hi < INFINITY, "probability tensor contains either `inf`, `nan` or element < 0");
+  } else {
+    KILN_CHECK(lo >= 0, "invalid multinomial distribution (encountering probability entry < 0)");
+    KILN_CHECK(hi < INFINITY, "invalid multinomial distribution (encountering probability entry = infinity or NaN)");
+  }
+  KILN_CHECK(checks.data_ptr<double>()[2] > 0, "invalid multinomial distribution (sum of probabilities <= 0)");
+  const int64_t per_row = race ? cats : n;
+  Tensor u = EmptyTensor(DimVector{rows, per_row}, ScalarType::Float64, self.device());
+  SampleBlocksCUDA(gen, u, 2, "uniform", "multinomial", 0.0, 1.0);  // Uniform53, as SampleBlocks on the CPU
+  Tensor o = out;
+  if (race) {
+    const Tensor e = ops::mul(CallOp<Tensor>(KILN_OP("aten::log1p"), ops::mul(u, Scalar(-1.0))), Scalar(-1.0));
+    const Tensor keys = ops::masked_fill(ops::div(e, p), CallOp<Tensor>(KILN_OP("aten::le.Scalar"), p, Scalar(0.0)),
+                                         Scalar(INFINITY));  // E_i / p_i; +inf where p_i == 0
+    const Tensor first = ops::slice(std::get<1>(ops::sort(keys, 1)), 1, 0, n);
+    const DimVector sizes = out.sizes();
+    ops::copy_(o, ops::reshape(first, std::vector<SymInt>(sizes.begin(), sizes.end())));
+    return out;
+  }
+  const Tensor cum = ops::cumsum(p, 1);
+  const void *cp = cum.raw_data(), *up = u.raw_data();
+  void* op = o.raw_data();
+  int64_t r = rows, c = cats, k = n;
+  std::vector<void*> args = {&cp, &up, &op, &r, &c, &k};
+  const int device = self.device().index;
+  cuda::LaunchGrid(cuda::EmbeddedKernel(cuda::RandomKernels(), device, "kiln_multinomial_search", "multinomial"), device,
+                   rows * n, args);
+  return out;
+}
+
 // Note [multinomial]: with replacement, each draw is a uniform u scaled by the row's total and
 // found by binary search in the row's running sums (a category of probability 0 never owns a
 // range). Without replacement (and for one draw, as PyTorch), the exponential-race form of
@@ -455,6 +501,7 @@ Tensor MultinomialCPU(const Tensor& self, int64_t n, bool replacement, OptGen ge
   Tensor out = EmptyFromMeta(m);
   if (out.numel() == 0) return out;
   KILN_CHECK(cats > 0, "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
+  if (self.device().is_cuda()) return MultinomialCUDA(self, n, replacement, gen, out);
   Tensor p = ops::contiguous(ops::to_dtype(self, ScalarType::Float64));
   const double* pp = p.data_ptr<double>();
   const bool race = !replacement || n == 1;
@@ -528,7 +575,7 @@ void RegisterRandomOps(Registry& r) {
       .Impl<&BernoulliFloatMeta_>(DispatchKey::Fake);
   r.Def("multinomial(Tensor self, int num_samples, bool replacement=False, *, Generator? generator=None) -> Tensor",
         kSeeded, kFunctionAndMethod)
-      .Impl<&MultinomialCPU>(DispatchKey::CPU).Meta<&MultinomialMeta>();
+      .CPUAndCUDA<&MultinomialCPU>().Meta<&MultinomialMeta>();
   r.Def("bernoulli(Tensor self, *, Generator? generator=None) -> Tensor", kSeeded, kFunctionAndMethod)
       .Composite<&Bernoulli>();
   r.Def("bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor", kSeeded, kFunctionAndMethod)

@@ -67,6 +67,18 @@ void BatchNormBackwardCUDA(const Tensor& grad, const Tensor& input, const Tensor
                            const Tensor& invstd_or_var, bool train, double eps, const Tensor* grad_input,
                            const Tensor* grad_weight, const Tensor* grad_bias);
 
+// native_group_norm (norm_cuda.cc) of input [N, C, *] (HxW elements a channel) in `group` groups:
+// mean and rstd [N, group] of each group's C / group * HxW elements, as layer_norm's, then y = (x -
+// mean) * rstd * w + b per channel in one pointwise kernel. weight and bias may be null.
+void GroupNormCUDA(const Tensor& input, const Tensor* weight, const Tensor* bias, int64_t N, int64_t C, int64_t HxW,
+                   int64_t group, double eps, const Tensor& out, const Tensor& mean, const Tensor& rstd);
+// Its backward for the outputs that are non-null, layer_norm's over each group with w per channel:
+// grad_input = rstd * (g * w - mean(g * w) - xh * mean(g * w * xh)), grad_weight = sum(g * xh) and
+// grad_bias = sum(g) over all but the channel.
+void GroupNormBackwardCUDA(const Tensor& grad, const Tensor& input, const Tensor& mean, const Tensor& rstd,
+                           const Tensor* weight, int64_t N, int64_t C, int64_t HxW, int64_t group,
+                           const Tensor* grad_input, const Tensor* grad_weight, const Tensor* grad_bias);
+
 // nll_loss_forward for x [B, C] (or [C] with a 0-d target) and target [B]: out is [B] (reduction
 // none) or 0-d, total_weight 0-d (the summed weights of the counted targets; 0 for none): one launch of
 // tensor/cuda/kernels/loss.cu. A target outside [0, C) that is not ignore_index raises IndexError at

@@ -3,7 +3,8 @@
 // and linspace.
 //
 // Row-wise kernels (sort, topk, cumsum) walk every line along `dim` with ForEachStrided over the
-// other dims, reading strided inputs in place. Sorting is always stable, and NaN sorts as the
+// other dims, reading strided inputs in place; on CUDA, sort_cuda.cc and scan_cuda.cc (Notes [CUDA
+// sort] and [CUDA scans]), topk there being the first k of a sort. Sorting is always stable, and NaN sorts as the
 // largest value (last ascending, first descending), as in PyTorch. Padding other than
 // "constant" is index_select with a computed index per padded dim, so it works for any rank.
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <numeric>
 
 #include "tensor/cuda/pointwise.h"
+#include "tensor/ops/sort_scan_cuda.h"
 #include "tensor/ops/common.h"
 
 namespace kiln {
@@ -153,6 +155,10 @@ std::tuple<Tensor, Tensor> SortCPU(const Tensor& self, int64_t dim, bool descend
   auto [vm, im] = SortMeta(self, dim, descending);
   Tensor values = EmptyFromMeta(vm), indices = EmptyFromMeta(im);
   dim = WrapDim(dim, self.dim());
+  if (self.device().is_cuda()) {
+    SortCUDA(self, dim, descending, values, indices);
+    return {values, indices};
+  }
   SortLines(self, dim, descending, SizesAtLeast1d(self)[dim], values, indices);
   return {values, indices};
 }
@@ -176,7 +182,18 @@ std::tuple<TensorMeta, TensorMeta> TopkMeta(const Tensor& self, const SymInt& k,
 std::tuple<Tensor, Tensor> TopkCPU(const Tensor& self, const SymInt& k, int64_t dim, bool largest, bool sorted) {
   auto [vm, im] = TopkMeta(self, k, dim, largest, sorted);
   Tensor values = EmptyFromMeta(vm), indices = EmptyFromMeta(im);
-  SortLines(self, WrapDim(dim, self.dim()), largest, k.expect_int(), values, indices);
+  dim = WrapDim(dim, self.dim());
+  if (self.device().is_cuda()) {  // the first k of the whole sorted line (Note [CUDA sort])
+    if (values.numel() == 0) return {values, indices};
+    Tensor sorted = EmptyTensor(self.sizes(), self.dtype(), self.device());
+    Tensor order = EmptyTensor(self.sizes(), ScalarType::Int64, self.device());
+    SortCUDA(self, dim, largest, sorted, order);
+    const bool whole = self.dim() == 0;
+    ops::copy_(values, whole ? sorted : ops::slice(sorted, dim, 0, k.expect_int()));
+    ops::copy_(indices, whole ? order : ops::slice(order, dim, 0, k.expect_int()));
+    return {values, indices};
+  }
+  SortLines(self, dim, largest, k.expect_int(), values, indices);
   return {values, indices};
 }
 
@@ -425,6 +442,10 @@ Tensor Cum(const Tensor& self, int64_t dim, OptDtype dtype) {
   if (out.numel() == 0) return out;
   dim = WrapDim(dim, self.dim());
   Tensor in = CastTo(self, out.dtype());
+  if (out.device().is_cuda()) {
+    ScanCUDA(kProd, in, dim, out);
+    return out;
+  }
   KILN_DISPATCH_NUMERIC(out.dtype(), kProd ? "cumprod" : "cumsum", [&] {
     using Acc = acc_t<scalar_t>;
     const scalar_t* s = in.data_ptr<scalar_t>();
@@ -527,10 +548,10 @@ void RegisterShapeOps(Registry& r) {
       .AllowsOverlappingWrites();
   r.Def("sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)", kCore,
         kFunctionAndMethod)
-      .Impl<&SortCPU>(DispatchKey::CPU).Meta<&SortMeta>();
+      .CPUAndCUDA<&SortCPU>().Meta<&SortMeta>();
   r.Def("sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)",
         {}, kFunctionAndMethod)
-      .Impl<&SortStableCPU>(DispatchKey::CPU).Meta<&SortStableMeta>();
+      .CPUAndCUDA<&SortStableCPU>().Meta<&SortStableMeta>();
   r.Def("argsort(Tensor self, int dim=-1, bool descending=False) -> Tensor", {}, kFunctionAndMethod)
       .Composite<&Argsort>();
   r.Def("argsort.stable(Tensor self, *, bool stable, int dim=-1, bool descending=False) -> Tensor", {},
@@ -538,7 +559,7 @@ void RegisterShapeOps(Registry& r) {
       .Composite<&ArgsortStable>();
   r.Def("topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)",
         kCore, kFunctionAndMethod)
-      .Impl<&TopkCPU>(DispatchKey::CPU).Meta<&TopkMeta>();
+      .CPUAndCUDA<&TopkCPU>().Meta<&TopkMeta>();
   r.Def("one_hot(Tensor self, int num_classes=-1) -> Tensor").CPUAndCUDA<&OneHotCPU>().Meta<&OneHotMeta>();
   r.Def("constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor", kCore)
       .CPUAndCUDA<&ConstantPad>().Meta<&ConstantPadMeta>();
@@ -549,14 +570,14 @@ void RegisterShapeOps(Registry& r) {
   r.Def("roll(Tensor self, SymInt[1] shifts, SymInt[1] dims=[]) -> Tensor", {}, kFunctionAndMethod)
       .Composite<&Roll>();
   r.Def("cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", kCore, kFunctionAndMethod)
-      .Impl<&Cum<false>>(DispatchKey::CPU).Meta<&CumMeta<false>>();
+      .CPUAndCUDA<&Cum<false>>().Meta<&CumMeta<false>>();
   r.Def("cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", kCore, kFunctionAndMethod)
-      .Impl<&Cum<true>>(DispatchKey::CPU).Meta<&CumMeta<true>>();
+      .CPUAndCUDA<&Cum<true>>().Meta<&CumMeta<true>>();
   r.Def("cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)", {}, kMethod)
-      .Impl<&Cum_<false>>(DispatchKey::CPU).Impl<&CumMeta_<false>>(DispatchKey::Meta)
+      .CPUAndCUDA<&Cum_<false>>().Impl<&CumMeta_<false>>(DispatchKey::Meta)
       .Impl<&CumMeta_<false>>(DispatchKey::Fake);
   r.Def("cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)", {}, kMethod)
-      .Impl<&Cum_<true>>(DispatchKey::CPU).Impl<&CumMeta_<true>>(DispatchKey::Meta)
+      .CPUAndCUDA<&Cum_<true>>().Impl<&CumMeta_<true>>(DispatchKey::Meta)
       .Impl<&CumMeta_<true>>(DispatchKey::Fake);
   r.Def("eye(SymInt n, *, " KILN_FACTORY_KWARGS ") -> Tensor", kCore).AllBackends<&Eye>();
   r.Def("eye.m(SymInt n, SymInt m, *, " KILN_FACTORY_KWARGS ") -> Tensor", kCore).AllBackends<&EyeM>();

@@ -29,10 +29,13 @@ def host(name, shape, seed=0, low=-3.0, high=3.0):
 
 def close_scaled(got, want, tol, what=""):
     """got (a CUDA tensor) equals want (the CPU's) in dtype and shape, and in value to rtol tol and an
-    atol of tol times want's largest magnitude (at least 1): sums of many terms round to their size."""
+    atol of tol times want's largest finite magnitude (at least 1): sums of many terms round to their
+    size. Infinities and NaNs must sit where want has them."""
     assert got.device.type == "cuda", what
     g = got.detach().cpu()
     assert g.dtype == want.dtype and tuple(g.shape) == tuple(want.shape), (what, g.dtype, want.dtype, g.shape, want.shape)
-    scale = max(1.0, float(want.detach().double().abs().max())) if want.numel() else 1.0
+    magnitude = want.detach().double().abs()
+    finite = magnitude[magnitude.isfinite()]
+    scale = max(1.0, float(finite.max())) if finite.numel() else 1.0
     np.testing.assert_allclose(g.double().numpy(), want.detach().double().numpy(), rtol=tol, atol=tol * scale,
                                err_msg=str(what), equal_nan=True)

@@ -1,6 +1,6 @@
-"""layer_norm and its backward, linalg.vector_norm, masked_fill and cat on CUDA, against kiln's CPU
-kernels (tested against PyTorch in tests/): several shapes and dtypes, with and without affine
-parameters, non-contiguous inputs."""
+"""layer_norm and group_norm and their backward, nll_loss2d, linalg.vector_norm, masked_fill, cat and
+conj_physical on CUDA, against kiln's CPU kernels (tested against PyTorch in tests/): several shapes
+and dtypes, with and without affine parameters, non-contiguous inputs."""
 
 import numpy as np
 import pytest
@@ -151,3 +151,66 @@ def test_clip_grad_norm_multi_tensor(name):
     inf[1].grad[0] = float("inf")
     with pytest.raises(RuntimeError, match="non-finite"):
         kiln.nn.utils.clip_grad_norm_(inf, 1.0, error_if_nonfinite=True)
+
+
+@pytest.mark.parametrize("name", FLOATS)
+@pytest.mark.parametrize("shape,groups", [((4, 6, 5, 5), 3), ((2, 8, 33), 8), ((3, 4), 1), ((2, 32, 16, 16), 4),
+                                          ((0, 6, 3), 2), ((2, 6, 0), 3)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_group_norm_forward_and_backward(name, shape, groups, affine):
+    tol = TOL[name]
+    x = host(name, shape, 1)
+    w = host(name, (shape[1],), 2) if affine else None
+    b = host(name, (shape[1],), 3) if affine else None
+    ins_c = [t.clone().requires_grad_() if t is not None else None for t in (x, w, b)]
+    ins_g = [t.cuda().requires_grad_() if t is not None else None for t in (x, w, b)]
+    yc = F.group_norm(ins_c[0], groups, ins_c[1], ins_c[2], eps=1e-5)
+    yg = F.group_norm(ins_g[0], groups, ins_g[1], ins_g[2], eps=1e-5)
+    close(yg, yc, tol * 2, "forward")
+    g = host(name, shape, 4)
+    yc.backward(g)
+    yg.backward(g.cuda())
+    group_size = x.numel() // max(1, shape[0] * groups)
+    for a, c, what in zip(ins_g, ins_c, ["grad input", "grad weight", "grad bias"]):
+        if a is not None:
+            scale = (10 if name in ("float16", "bfloat16") else 4) * max(1, group_size / 500)
+            close(a.grad, c.grad, tol * scale, what)
+    if x.numel():
+        n, c = shape[0], shape[1]
+        out, mean, rstd = kiln.native_group_norm(x.cuda(), None, None, n, c, x.numel() // (n * c), groups, 1e-5)
+        _, mean_c, rstd_c = kiln.native_group_norm(x, None, None, n, c, x.numel() // (n * c), groups, 1e-5)
+        close(mean, mean_c, tol, "mean")
+        close(rstd, rstd_c, tol * 4, "rstd")
+    # a non-contiguous input
+    xt = host(name, (shape[0], shape[1], 7), 5).transpose(0, 1).contiguous().transpose(0, 1) if len(shape) > 2 else x
+    close(F.group_norm(xt.cuda(), groups), F.group_norm(xt, groups), tol * 2, "non-contiguous")
+
+
+@pytest.mark.parametrize("name", FLOATS)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_loss2d_and_spatial_cross_entropy(name, reduction, weighted):
+    tol = TOL[name] * 8
+    x = host(name, (3, 5, 4, 6), 6)
+    t = host("int64", (3, 4, 6), 7).remainder(5)
+    t[0, 0, 0] = -100  # ignored
+    w = host(name, (5,), 8, 0.5, 2.0) if weighted else None
+    xc, xg = x.clone().requires_grad_(), x.cuda().requires_grad_()
+    lc = F.cross_entropy(xc, t, w, reduction=reduction)
+    lg = F.cross_entropy(xg, t.cuda(), w.cuda() if weighted else None, reduction=reduction)
+    close(lg, lc, tol, "loss")
+    g = host(name, tuple(lc.shape), 9)
+    lc.backward(g)
+    lg.backward(g.cuda())
+    close(xg.grad, xc.grad, tol, "grad")
+    ls = F.log_softmax(x, 1)
+    close(F.nll_loss(ls.cuda(), t.cuda(), reduction=reduction), F.nll_loss(ls, t, reduction=reduction), tol, "nll_loss2d")
+
+
+def test_conj_physical():
+    z = kiln.complex(host("float32", (4, 5), 1), host("float32", (4, 5), 2))
+    got = kiln.conj_physical(z.cuda().t())
+    want = kiln.conj_physical(z.t())
+    assert got.device.type == "cuda" and got.dtype == want.dtype
+    np.testing.assert_array_equal(kiln.view_as_real(got.cpu()).numpy(), kiln.view_as_real(want).numpy())
+    close(kiln.conj_physical(host("float32", (3,), 3).cuda()), kiln.conj_physical(host("float32", (3,), 3)), 0, "real")

@@ -133,6 +133,24 @@ __device__ void Dropout(const T* x, T* out, bool* mask, int64_t n, uint64_t seed
 
 }  // namespace kiln
 
+// multinomial with replacement (Note [multinomial] in tensor/ops/random.cc): draw k of row r is the
+// first category whose running sum exceeds u * the row's total (the last category at most).
+// cum: [rows, cats], u and out: [rows, n], all contiguous.
+extern "C" __global__ void kiln_multinomial_search(const double* cum, const double* u, int64_t* out, int64_t rows,
+                                                   int64_t cats, int64_t n) {
+  KILN_GRID_STRIDE_LOOP(e, rows * n) {
+    const double* row = cum + e / n * cats;
+    const double x = u[e] * row[cats - 1];
+    int64_t lo = 0, hi = cats;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (row[mid] <= x) lo = mid + 1;
+      else hi = mid;
+    }
+    out[e] = lo < cats - 1 ? lo : cats - 1;
+  }
+}
+
 #define KILN_UNIFORM(T, S)                                                                               \
   extern "C" __global__ void kiln_uniform_##S(T* out, int64_t n, uint64_t seed, uint64_t base, double a, double b) { \
     kiln::Uniform<T>(out, n, seed, base, a, b);                                                          \
