@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "autograd/formulas/common.h"
+#include "tensor/ops/common.h"
 
 namespace kiln::autograd {
 using namespace formulas;
@@ -39,6 +40,8 @@ Tensor pad_front_one(const Tensor& a) {  // [1, a_0, a_1, ...] along the last di
 // traced backward handles singular matrices too.
 bool MayBeSingular(const Tensor& d) {
   if (!d->has_storage()) return true;
+  if (d.device().is_cuda())  // one synchronisation, as PyTorch's check on CUDA
+    return d.numel() > 0 && ItemScalar("linalg.det", CallOp<Tensor>(KILN_OP("aten::any"), eq(d, Scalar(0)))).to_bool();
   Tensor values = ops::contiguous(ops::to_dtype(d, ScalarType::Float64));
   const double* p = values.data_ptr<double>();
   for (int64_t i = 0; i < values.numel(); ++i)

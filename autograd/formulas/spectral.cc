@@ -51,9 +51,11 @@ void DefineSpectralFormulas(DerivativeTable& d) {
       Tensor scale = ops::cat({ops::full({SymInt(1)}, 1.0, real, gi.device()),
                                ops::full({SymInt(doubled)}, 2.0, real, gi.device()),
                                ops::full({SymInt(half - 1 - doubled)}, 1.0, real, gi.device())}, 0);
-      std::vector<SymInt> shape(gi.dim(), SymInt(1));
+      // scaled as (real, imag) pairs: a real factor on either device (CUDA has no complex kernels)
+      std::vector<SymInt> shape(gi.dim() + 1, SymInt(1));
       shape[last] = SymInt(half);
-      gi = mul(gi, ops::reshape(scale, shape));
+      const Tensor pairs = CallOp<Tensor>(KILN_OP("aten::view_as_real"), gi);
+      gi = CallOp<Tensor>(KILN_OP("aten::view_as_complex"), mul(pairs, ops::reshape(scale, shape)));
     }
     g["self"] = gi;
   });

@@ -9,7 +9,8 @@
 //
 // A 1-D transform of a power-of-two length is the iterative radix-2 Cooley-Tukey FFT; any other
 // length is Bluestein's: the DFT as a convolution with a chirp, computed by power-of-two FFTs of
-// length >= 2n - 1. Both are O(n log n); the arithmetic is in complex128 whatever the dtype.
+// length >= 2n - 1. Both are O(n log n); the arithmetic is in complex128 whatever the dtype. CUDA
+// tensors go through cuFFT instead (fft_cuda.cc, Note [CUDA FFT]).
 #include "tensor/ops/fft.h"
 
 #include <cmath>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "tensor/ops/common.h"
+#include "tensor/ops/fft_cuda.h"
 
 namespace kiln {
 namespace {
@@ -175,6 +177,14 @@ TensorMeta C2RMeta(const Tensor& self, const std::vector<int64_t>& dim, int64_t,
 
 Tensor C2C(const Tensor& self, const std::vector<int64_t>& dim, int64_t normalization, bool forward) {
   TensorMeta m = C2CMeta(self, dim, normalization, forward);
+  if (self.device().is_cuda()) {  // Note [CUDA FFT]
+    const std::vector<int64_t> dims = WrappedDims("_fft_c2c", dim, self.dim());
+    double n = 1;
+    for (int64_t d : dims) n *= static_cast<double>(self.size(d));
+    Tensor out = EmptyFromMeta(m);
+    if (out.numel() > 0) FftC2CCUDA(self, dims, Scale(normalization, n), forward, out);
+    return out;
+  }
   Tensor work = WorkCopy(self);
   double n = 1;
   for (int64_t d : WrappedDims("_fft_c2c", dim, self.dim())) {
@@ -189,6 +199,13 @@ Tensor C2C(const Tensor& self, const std::vector<int64_t>& dim, int64_t normaliz
 Tensor R2C(const Tensor& self, const std::vector<int64_t>& dim, int64_t normalization, bool onesided) {
   TensorMeta m = R2CMeta(self, dim, normalization, onesided);
   std::vector<int64_t> dims = WrappedDims("_fft_r2c", dim, self.dim());
+  if (self.device().is_cuda()) {  // Note [CUDA FFT]
+    double n = 1;
+    for (int64_t d : dims) n *= static_cast<double>(self.size(d));
+    Tensor out = EmptyFromMeta(m);
+    if (out.numel() > 0) FftR2CCUDA(self, dims, Scale(normalization, n), onesided, out);
+    return out;
+  }
   Tensor work = WorkCopy(self);
   double n = 1;
   for (int64_t d : dims) {
@@ -209,6 +226,13 @@ Tensor R2C(const Tensor& self, const std::vector<int64_t>& dim, int64_t normaliz
 Tensor C2R(const Tensor& self, const std::vector<int64_t>& dim, int64_t normalization, int64_t last_dim_size) {
   TensorMeta m = C2RMeta(self, dim, normalization, last_dim_size);
   std::vector<int64_t> dims = WrappedDims("_fft_c2r", dim, self.dim());
+  if (self.device().is_cuda()) {  // Note [CUDA FFT]
+    double n = static_cast<double>(last_dim_size);
+    for (size_t i = 0; i + 1 < dims.size(); ++i) n *= static_cast<double>(self.size(dims[i]));
+    Tensor out = EmptyFromMeta(m);
+    if (out.numel() > 0) FftC2RCUDA(self, dims, Scale(normalization, n), last_dim_size, out);
+    return out;
+  }
   Tensor work = WorkCopy(self);
   double n = static_cast<double>(last_dim_size);
   for (size_t i = 0; i + 1 < dims.size(); ++i) {
@@ -242,11 +266,11 @@ Tensor C2R(const Tensor& self, const std::vector<int64_t>& dim, int64_t normaliz
 
 void RegisterFftOps(Registry& r) {
   r.Def("_fft_c2c(Tensor self, int[] dim, int normalization, bool forward) -> Tensor", {Tag::core})
-      .Impl<&C2C>(DispatchKey::CPU).Meta<&C2CMeta>();
+      .CPUAndCUDA<&C2C>().Meta<&C2CMeta>();
   r.Def("_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor", {Tag::core})
-      .Impl<&R2C>(DispatchKey::CPU).Meta<&R2CMeta>();
+      .CPUAndCUDA<&R2C>().Meta<&R2CMeta>();
   r.Def("_fft_c2r(Tensor self, int[] dim, int normalization, int last_dim_size) -> Tensor", {Tag::core})
-      .Impl<&C2R>(DispatchKey::CPU).Meta<&C2RMeta>();
+      .CPUAndCUDA<&C2R>().Meta<&C2RMeta>();
 }
 
 }  // namespace kiln

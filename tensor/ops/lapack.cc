@@ -1,7 +1,8 @@
 // tensor/ops/lapack.cc: the matrix factorizations, through the LAPACK inside OpenBLAS: LU (getrf)
 // and what reads it (the inverse, determinants, solve), Cholesky (potrf), QR (geqrf + orgqr), the
 // SVD (gesdd) and the symmetric eigendecomposition (syevd), with PyTorch's aten schemas
-// (linalg_inv_ex, _linalg_det, _linalg_solve_ex, ...).
+// (linalg_inv_ex, _linalg_det, _linalg_solve_ex, ...). CUDA tensors take the same layouts through
+// cuSOLVER (lapack_cuda.h) after the same checks.
 //
 // Each kernel copies its input into a fresh batch of column-major matrices, LAPACK's layout, which
 // is also the layout of PyTorch's results (strides (..., 1, rows)), factors each matrix in place and
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "tensor/ops/common.h"
+#include "tensor/ops/lapack_cuda.h"
 
 extern "C" {
 // Fortran LAPACK (32-bit integers, as Debian's OpenBLAS); the trailing size_t are the hidden
@@ -170,6 +172,9 @@ std::string BatchPrefix(const Tensor& a, int64_t b) {
 }
 [[noreturn]] void ThrowLinAlg(const std::string& msg) { throw NamedError("kiln.linalg", "LinAlgError", msg); }
 
+// `info` where the host can read it: itself on the CPU, a copy of a CUDA one (a synchronisation).
+Tensor HostInfo(const Tensor& info) { return info.device().is_cuda() ? CopyToDevice(info, Device()) : info; }
+
 // --- LU ---------------------------------------------------------------------------------------
 
 // Factors the column-major batch `lu` in place: pivots (1-based, int32) and info per matrix.
@@ -196,7 +201,8 @@ Tensor3 LuFactor(const Tensor& a) {
   Tensor pivots = EmptyFromMeta(Contiguous(With(batch, {sym_min(s[s.size() - 2], s.back())}), ScalarType::Int32,
                                            a.device()));
   Tensor info = EmptyFromMeta(Contiguous(batch, ScalarType::Int32, a.device()));
-  DispatchReal(a.dtype(), [&](auto t) { LuInPlace<decltype(t)>(lu, pivots, info); });
+  if (a.device().is_cuda()) LuInPlaceCUDA(lu, pivots, info);
+  else DispatchReal(a.dtype(), [&](auto t) { LuInPlace<decltype(t)>(lu, pivots, info); });
   return {lu, pivots, info};
 }
 
@@ -213,7 +219,8 @@ Tensor3 LuFactorExCPU(const Tensor& a, bool pivot, bool check_errors) {
   LuFactorExMeta(a, pivot, check_errors);
   Tensor3 r = LuFactor(a);
   if (check_errors) {
-    const int32_t* inf = std::get<2>(r).data_ptr<int32_t>();
+    const Tensor host_info = HostInfo(std::get<2>(r));
+    const int32_t* inf = host_info.data_ptr<int32_t>();
     for (int64_t b = 0; b < std::get<2>(r).numel(); ++b)
       KILN_CHECK(inf[b] <= 0, "torch.linalg.lu_factor", a.dim() > 2 ? StrCat(": (Batch element ", b, "): ") : ": ",
                  "U[", inf[b], ",", inf[b], "] is zero and using it on lu_solve would result in a division by "
@@ -250,8 +257,10 @@ void InvertLu(Tensor& lu, const Tensor& pivots, Tensor& info) {
 Tensor2 InvExCPU(const Tensor& a, bool check_errors) {
   InvExMeta(a, check_errors);
   auto [lu, pivots, info] = LuFactor(a);
-  DispatchReal(a.dtype(), [&](auto t) { InvertLu<decltype(t)>(lu, pivots, info); });
-  const int32_t* inf = info.data_ptr<int32_t>();
+  if (a.device().is_cuda()) lu = InvertLuCUDA(lu, pivots);  // a singular matrix's inverse holds inf/NaN
+  else DispatchReal(a.dtype(), [&](auto t) { InvertLu<decltype(t)>(lu, pivots, info); });
+  const Tensor host_info = HostInfo(info);
+  const int32_t* inf = host_info.data_ptr<int32_t>();
   for (int64_t b = 0; b < info.numel(); ++b) {
     if (inf[b] > 0 && check_errors)
       ThrowLinAlg(StrCat("linalg.inv: ", BatchPrefix(a, b), "The diagonal element ", inf[b],
@@ -295,6 +304,10 @@ Tensor3 DetCPU(const Tensor& a) {
   auto [dm, lm, pm] = DetMeta(a);
   auto [lu, pivots, info] = LuFactor(a);
   Tensor det = EmptyFromMeta(dm);
+  if (a.device().is_cuda()) {
+    ops::copy_(det, std::get<0>(DetFromLuCUDA(lu, pivots)));
+    return {det, lu, pivots};
+  }
   DispatchReal(a.dtype(), [&](auto t) {
     using scalar_t = decltype(t);
     DetFromLu<scalar_t>(lu, pivots, det.data_ptr<scalar_t>(), nullptr, nullptr);
@@ -311,6 +324,12 @@ Tensor4 SlogdetCPU(const Tensor& a) {
   auto [sm, am, lm, pm] = SlogdetMeta(a);
   auto [lu, pivots, info] = LuFactor(a);
   Tensor sign = EmptyFromMeta(sm), logabs = EmptyFromMeta(am);
+  if (a.device().is_cuda()) {
+    auto [det, s, l] = DetFromLuCUDA(lu, pivots);
+    ops::copy_(sign, s);
+    ops::copy_(logabs, l);
+    return {sign, logabs, lu, pivots};
+  }
   DispatchReal(a.dtype(), [&](auto t) {
     using scalar_t = decltype(t);
     DetFromLu<scalar_t>(lu, pivots, nullptr, sign.data_ptr<scalar_t>(), logabs.data_ptr<scalar_t>());
@@ -389,9 +408,9 @@ Tensor4 SolveExCPU(const Tensor& a, const Tensor& b, bool left, bool check_error
   auto [rm, lm, pm, im] = SolveExMeta(a, b, left, check_errors);
   SolveShapes s = SolveShapesOf(a, b, left);
   auto [lu, pivots, info] = LuFactor(a);
-  const int32_t* inf = info.data_ptr<int32_t>();
-  for (int64_t i = 0; i < info.numel(); ++i)
-    if (inf[i] > 0 && check_errors)
+  const Tensor host_info = check_errors ? HostInfo(info) : Tensor();
+  for (int64_t i = 0; check_errors && i < info.numel(); ++i)
+    if (host_info.data_ptr<int32_t>()[i] > 0)
       ThrowLinAlg(StrCat("torch.linalg.solve: ", BatchPrefix(lu, i),
                          "The solver failed because the input matrix is singular."));
   Tensor lu_b = lu, pivots_b = pivots;  // the factors over the broadcast batch
@@ -411,7 +430,8 @@ Tensor4 SolveExCPU(const Tensor& a, const Tensor& b, bool left, bool check_error
     std::swap(ts[ts.size() - 1], ts[ts.size() - 2]);
     x = ColumnMajorCopy(bt, ts);
   }
-  DispatchReal(a.dtype(), [&](auto t) { SolveWithLu<decltype(t)>(lu_b, pivots_b, x, !left); });
+  if (a.device().is_cuda()) SolveWithLuCUDA(lu_b, pivots_b, x, !left);
+  else DispatchReal(a.dtype(), [&](auto t) { SolveWithLu<decltype(t)>(lu_b, pivots_b, x, !left); });
   if (!left) x = ops::transpose(x, -2, -1);
   Tensor result = EmptyFromMeta(rm);
   if (result.numel() > 0) ops::copy_(result, s.vector ? ops::squeeze(x, -1) : x);
@@ -446,10 +466,12 @@ Tensor2 CholeskyExCPU(const Tensor& a, bool upper, bool check_errors) {
   CholeskyExMeta(a, upper, check_errors);
   Tensor l = ColumnMajorCopy(a);
   Tensor info = EmptyFromMeta(Contiguous(BatchOf(a->sym_sizes(), 2), ScalarType::Int32, a.device()));
-  DispatchReal(a.dtype(), [&](auto t) { CholeskyInPlace<decltype(t)>(l, info, upper); });
-  const int32_t* inf = info.data_ptr<int32_t>();
-  for (int64_t b = 0; b < info.numel(); ++b)
-    if (inf[b] > 0 && check_errors)
+  if (a.device().is_cuda()) CholeskyInPlaceCUDA(l, info, upper);
+  else DispatchReal(a.dtype(), [&](auto t) { CholeskyInPlace<decltype(t)>(l, info, upper); });
+  const Tensor host_info = check_errors ? HostInfo(info) : info;
+  const int32_t* inf = check_errors ? host_info.data_ptr<int32_t>() : nullptr;
+  for (int64_t b = 0; check_errors && b < info.numel(); ++b)
+    if (inf[b] > 0)
       ThrowLinAlg(StrCat("linalg.cholesky: ", BatchPrefix(a, b), "The factorization could not be completed because "
                          "the input is not positive-definite (the leading minor of order ", inf[b],
                          " is not positive-definite)."));
@@ -505,7 +527,8 @@ Tensor2 QrCPU(const Tensor& a, std::string mode) {
   auto [qm, rm] = QrMeta(a, mode);
   Tensor q = EmptyFromMeta(qm), r = EmptyFromMeta(rm);
   Tensor factors = ColumnMajorCopy(a);
-  DispatchReal(a.dtype(), [&](auto t) { QrInPlace<decltype(t)>(factors, q, r, mode != "r"); });
+  if (a.device().is_cuda()) QrCUDA(factors, q, r, mode != "r");
+  else DispatchReal(a.dtype(), [&](auto t) { QrInPlace<decltype(t)>(factors, q, r, mode != "r"); });
   return {q, r};
 }
 
@@ -570,10 +593,17 @@ void SvdInPlace(const Tensor& src, Tensor& u, Tensor& sv, Tensor& vh, bool full,
 }
 Tensor3 SvdCPU(const Tensor& a, bool full_matrices, bool compute_uv, std::optional<std::string> driver) {
   auto [um, sm, vm] = SvdMeta(a, full_matrices, compute_uv, driver);
-  KILN_CHECK(!driver.has_value(), "torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs "
-             "with cuSOLVER backend.");
+  KILN_CHECK(!driver.has_value() || a.device().is_cuda(), "torch.linalg.svd: keyword argument `driver=` is only "
+             "supported on CUDA inputs with cuSOLVER backend.");
+  KILN_CHECK(!driver.has_value() || *driver == "gesvd" || *driver == "gesvdj" || *driver == "gesvda",
+             "torch.linalg.svd: unknown driver '", driver.value_or(""), "'; expected one of 'gesvd', 'gesvdj', "
+             "'gesvda'");
   Tensor u = EmptyFromMeta(um), sv = EmptyFromMeta(sm), vh = EmptyFromMeta(vm);
   Tensor src = ColumnMajorCopy(a);
+  if (a.device().is_cuda()) {  // every driver runs cuSOLVER's gesvd
+    SvdCUDA(src, u, sv, vh, full_matrices, compute_uv);
+    return {u, sv, vh};
+  }
   DispatchReal(a.dtype(), [&](auto t) { SvdInPlace<decltype(t)>(src, u, sv, vh, full_matrices, compute_uv); });
   return {u, sv, vh};
 }
@@ -617,7 +647,8 @@ Tensor2 EighCPU(const Tensor& a, std::string uplo, bool compute_v) {
   auto [wm, vm] = EighMeta(a, uplo, compute_v);
   Tensor w = EmptyFromMeta(wm), work = ColumnMajorCopy(a);
   const char ul = static_cast<char>(std::toupper(static_cast<unsigned char>(uplo[0])));
-  DispatchReal(a.dtype(), [&](auto t) { EighInPlace<decltype(t)>(work, w, ul, compute_v); });
+  if (a.device().is_cuda()) EighCUDA(work, w, ul == 'U', compute_v);
+  else DispatchReal(a.dtype(), [&](auto t) { EighInPlace<decltype(t)>(work, w, ul, compute_v); });
   return {w, compute_v ? work : EmptyFromMeta(vm)};
 }
 
@@ -626,27 +657,27 @@ Tensor2 EighCPU(const Tensor& a, std::string uplo, bool compute_v) {
 void RegisterLapackOps(Registry& r) {
   r.Def("linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> "
         "(Tensor LU, Tensor pivots, Tensor info)", {}, kFunction)
-      .Impl<&LuFactorExCPU>(DispatchKey::CPU).Meta<&LuFactorExMeta>();
+      .CPUAndCUDA<&LuFactorExCPU>().Meta<&LuFactorExMeta>();
   r.Def("linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)", {}, kFunction)
-      .Impl<&InvExCPU>(DispatchKey::CPU).Meta<&InvExMeta>();
+      .CPUAndCUDA<&InvExCPU>().Meta<&InvExMeta>();
   r.Def("_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)", {}, kFunction)
-      .Impl<&DetCPU>(DispatchKey::CPU).Meta<&DetMeta>();
+      .CPUAndCUDA<&DetCPU>().Meta<&DetMeta>();
   r.Def("_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)", {}, kFunction)
-      .Impl<&SlogdetCPU>(DispatchKey::CPU).Meta<&SlogdetMeta>();
+      .CPUAndCUDA<&SlogdetCPU>().Meta<&SlogdetMeta>();
   r.Def("_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> "
         "(Tensor result, Tensor LU, Tensor pivots, Tensor info)", {}, kFunction)
-      .Impl<&SolveExCPU>(DispatchKey::CPU).Meta<&SolveExMeta>();
+      .CPUAndCUDA<&SolveExCPU>().Meta<&SolveExMeta>();
   r.Def("linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)",
         {}, kFunction)
-      .Impl<&CholeskyExCPU>(DispatchKey::CPU).Meta<&CholeskyExMeta>();
+      .CPUAndCUDA<&CholeskyExCPU>().Meta<&CholeskyExMeta>();
   r.Def("linalg_qr(Tensor A, str mode='reduced') -> (Tensor Q, Tensor R)", {}, kFunction)
-      .Impl<&QrCPU>(DispatchKey::CPU).Meta<&QrMeta>();
+      .CPUAndCUDA<&QrCPU>().Meta<&QrMeta>();
   r.Def("_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> "
         "(Tensor U, Tensor S, Tensor Vh)", {}, kFunction)
-      .Impl<&SvdCPU>(DispatchKey::CPU).Meta<&SvdMeta>();
+      .CPUAndCUDA<&SvdCPU>().Meta<&SvdMeta>();
   r.Def("_linalg_eigh(Tensor A, str UPLO='L', bool compute_v=True) -> (Tensor eigenvalues, Tensor eigenvectors)",
         {}, kFunction)
-      .Impl<&EighCPU>(DispatchKey::CPU).Meta<&EighMeta>();
+      .CPUAndCUDA<&EighCPU>().Meta<&EighMeta>();
 }
 
 }  // namespace kiln
