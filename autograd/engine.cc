@@ -10,6 +10,7 @@
 #include "autograd/variable.h"
 #include "runtime/error.h"
 #include "tensor/ops.h"
+#include "tensor/ops/common.h"
 
 namespace kiln::autograd {
 namespace {
@@ -29,7 +30,7 @@ void CheckNoNan(const Node& fn, const TensorList& outputs) {
     const Tensor& g = outputs[i];
     if (!g.defined() || !(IsFloating(g.dtype()) || IsComplex(g.dtype())) || !g->has_storage()) continue;
     Tensor any = CallOp<Tensor>(KILN_OP("aten::any"), CallOp<Tensor>(KILN_OP("aten::isnan"), g));
-    if (*any.data_ptr<bool>())
+    if (ItemScalar("detect_anomaly", any).to_bool())  // a CUDA flag is read back (a synchronisation)
       throw Error(StrCat("Function '", fn.name(), "' returned nan values in its ", i, "th output."));
   }
 }

@@ -14,6 +14,7 @@
 #include "python/csrc/python_symbolic.h"
 #include "python/csrc/python_tensor.h"
 #include "runtime/thread_pool.h"
+#include "tensor/deterministic.h"
 #include "tensor/ops/common.h"
 
 namespace py = pybind11;
@@ -312,6 +313,13 @@ PYBIND11_MODULE(_C, m) {
     return py::reinterpret_borrow<py::object>(DtypeObject(s.Result()));
   });
   m.def("set_num_threads", [](int n) { SetNumThreads(n); });
+  m.def("_set_deterministic_algorithms", &SetDeterministicAlgorithms);
+  // C++ warnings (tensor/deterministic.h) as Python UserWarnings, from whichever thread warns
+  SetWarningHandler([](const std::string& message) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) < 0) PyErr_Clear();  // -W error: not raised here
+    PyGILState_Release(gil);
+  });
   m.def("get_num_threads", [] { return GetNumThreads(); });
   m.def("_default_generator", [] { return MakeGeneratorCapsule(DefaultCPUGenerator()); });
   m.def("_new_generator", [](const std::string& device) {

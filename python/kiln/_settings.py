@@ -43,7 +43,9 @@ def get_float32_matmul_precision():
 
 def use_deterministic_algorithms(mode, *, warn_only=False):
     """Asks for deterministic algorithms (warn_only: warn rather than raise where none exists).
-    Stored only: every kiln CPU kernel is deterministic."""
+    Every kiln CPU kernel is deterministic; the CUDA kernels that add floats with atomics
+    (index_add_, scatter_add, index_put_ with accumulate=True) raise PyTorch's RuntimeError (or
+    warn) while the mode is on (tensor/deterministic.h)."""
     if type(mode) is not bool:
         raise TypeError(f"use_deterministic_algorithms(): argument 'mode' (position 1) must be bool, "
                         f"not {type(mode).__name__}")
@@ -52,6 +54,7 @@ def use_deterministic_algorithms(mode, *, warn_only=False):
                         f"not {type(warn_only).__name__}")
     _state["deterministic"] = mode
     _state["deterministic_warn_only"] = warn_only
+    _C._set_deterministic_algorithms(mode, warn_only)
 
 
 def are_deterministic_algorithms_enabled():

@@ -11,6 +11,7 @@
 #include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
 #include "tensor/cuda/indexed.h"
+#include "tensor/deterministic.h"
 #include "tensor/ops/index_cuda.h"
 
 namespace kiln {
@@ -238,6 +239,7 @@ void GatherScatterCUDA(ScatterMode mode, const Tensor& self, int64_t dim, const 
                               : mode == ScatterMode::ScatterAdd ? cuda::IndexedMode::kAdd
                                                                 : cuda::IndexedMode::kWrite;
   const char* op = mode == ScatterMode::Gather ? "gather" : mode == ScatterMode::ScatterAdd ? "scatter_add" : "scatter";
+  if (m == cuda::IndexedMode::kAdd && IsFloating(self.dtype())) AlertNotDeterministic("scatter_add_cuda_kernel");
   cuda::LaunchIndexed(m, self, from, w, op, false,
                       StrCat("index {} is out of bounds for dimension ", dim, " with size ", w.indexed_sizes[0]));
 }
@@ -844,6 +846,7 @@ Tensor IndexPutImpl(Tensor self, const OptionalTensorList& indices, const Tensor
   v = ops::expand(v, ToSymList(L.result));
   if (self.device().is_cuda()) {
     if (v.device() != self.device()) v = ops::expand(CopyToDevice(unexpanded, self.device()), ToSymList(L.result));
+    if (accumulate && IsFloating(self.dtype())) AlertNotDeterministic("index_put_ with accumulate=True on CUDA");
     WalkIndexedCUDA(accumulate ? cuda::IndexedMode::kAdd : cuda::IndexedMode::kWrite, self, idx, L, v, v.strides(),
                     "index_put_");
     return self;

@@ -12,7 +12,9 @@
 #include "runtime/cuda/stream.h"
 #include "tensor/cuda/embedded_kernels.h"
 #include "tensor/empty.h"
+#include "tensor/deterministic.h"
 #include "tensor/ops/common.h"
+#include "tensor/ops/sort_scan_cuda.h"
 
 namespace kiln {
 namespace {
@@ -75,22 +77,21 @@ void IndexAddCUDA(const Tensor& self, int64_t dim, const Tensor& index, const Te
                                  t == ScalarType::BFloat16 || t == ScalarType::Int32 || t == ScalarType::Int64,
                              "\"index_add_cuda_\" not implemented for '", ScalarTypeDisplayName(t),
                              "' in kiln (atomics: float, double, half, bfloat16, int and long)");
+  if (IsFloating(t)) AlertNotDeterministic("index_add_cuda_");  // float atomics: the sum's order varies
   const int device = self.device().index;
   Tensor dst = self.is_contiguous() ? self : ops::contiguous(self);
   Tensor src = ops::contiguous(source), idx = ops::contiguous(index);
   RowView v = RowsAround(dst, dim);
-  int64_t outer = v.outer, n = idx.numel(), rows = v.rows, inner = v.inner, skip = -1;
+  int64_t outer = v.outer, n = idx.numel(), rows = v.rows, inner = v.inner;
   double a = alpha.to_double();
   void* dp = dst.raw_data();
   const void *sp = src.raw_data(), *ip = idx.raw_data();
-  const void* counts = nullptr;
   int32_t* word = cuda::DeviceErrorWord(device);
   static const int32_t kCode = cuda::DeviceErrorCode(KILN_DEVICE_ERROR_INDEX, "index_add_(): index out of range in self");
   int32_t code = kCode;
-  std::vector<void*> args = {&dp, &sp, &ip, &outer, &n, &rows, &inner, &a, &skip, &counts, &word, &code};
-  const char* s = cuda::KernelSuffix(t);
-  LaunchRows(IndexKernel(device, StrCat("kiln_index_add_", s, "_", s, "_", IndexSuffix(idx)), "index_add_"), device,
-             outer * n, inner, args);
+  std::vector<void*> args = {&dp, &sp, &ip, &outer, &n, &rows, &inner, &a, &word, &code};
+  LaunchRows(IndexKernel(device, StrCat("kiln_index_add_", cuda::KernelSuffix(t), "_", IndexSuffix(idx)), "index_add_"),
+             device, outer * n, inner, args);
   if (Tensor o = self; !dst.is_same(o)) ops::copy_(o, dst);
 }
 
@@ -100,37 +101,25 @@ void EmbeddingBackwardCUDA(const Tensor& grad, const Tensor& indices, int64_t pa
   const ScalarType t = out.dtype();
   KILN_CHECK_NOT_IMPLEMENTED(IsFloating(t), "\"embedding_dense_backward\" not implemented for '",
                              ScalarTypeDisplayName(t), "' on CUDA");
-  const bool wide = t == ScalarType::Float16 || t == ScalarType::BFloat16;  // summed in float
-  Tensor acc = wide ? EmptyTensor(out.sizes(), ScalarType::Float32, out.device()) : out;
-  ops::fill_(acc, Scalar(0.0));
-  Tensor idx = ops::contiguous(indices), g = ops::contiguous(grad);
-  int64_t outer = 1, n = idx.numel(), rows = out.size(0), inner = out.size(1), skip = padding_idx;
-  if (n > 0 && inner > 0) {
-    int32_t* word = cuda::DeviceErrorWord(device);
-    static const int32_t kCode = cuda::DeviceErrorCode(KILN_DEVICE_ERROR_INDEX, "embedding_dense_backward: index out of range");
-    int32_t code = kCode;
-    const void* ip = idx.raw_data();
-    Tensor counts;
-    const void* cp = nullptr;
-    if (scale_grad_by_freq) {
-      counts = EmptyTensor(DimVector{rows}, ScalarType::Int32, out.device());
-      ops::fill_(counts, Scalar(int64_t(0)));
-      cp = counts.raw_data();
-      void* c = counts.raw_data();
-      std::vector<void*> args = {&ip, &n, &rows, &c};
-      cuda::LaunchGrid(IndexKernel(device, StrCat("kiln_count_indices_", IndexSuffix(idx)), "embedding_dense_backward"),
-                       device, n, args);
-    }
-    void* dp = acc.raw_data();
-    const void* sp = g.raw_data();
-    double alpha = 1.0;
-    std::vector<void*> args = {&dp, &sp, &ip, &outer, &n, &rows, &inner, &alpha, &skip, &cp, &word, &code};
-    LaunchRows(IndexKernel(device, StrCat("kiln_index_add_", cuda::KernelSuffix(acc.dtype()), "_", cuda::KernelSuffix(t),
-                                     "_", IndexSuffix(idx)),
-                      "embedding_dense_backward"),
-               device, n, inner, args);
-  }
-  if (Tensor o = out; wide) ops::copy_(o, acc);
+  Tensor o = out;
+  ops::fill_(o, Scalar(0.0));
+  int64_t n = indices.numel(), rows = out.size(0), inner = out.size(1), skip = padding_idx;
+  if (n == 0 || inner == 0) return;
+  // Note [Deterministic embedding backward]: the indices sorted (stably), then one block per run
+  const Tensor idx = ops::reshape(ops::to_dtype(indices, ScalarType::Int64), {SymInt(n)});
+  Tensor sorted = EmptyTensor(DimVector{n}, ScalarType::Int64, out.device());
+  Tensor order = EmptyTensor(DimVector{n}, ScalarType::Int64, out.device());
+  SortCUDA(idx, 0, false, sorted, order);
+  const Tensor g = ops::contiguous(grad);
+  int32_t* word = cuda::DeviceErrorWord(device);
+  static const int32_t kCode = cuda::DeviceErrorCode(KILN_DEVICE_ERROR_INDEX, "embedding_dense_backward: index out of range");
+  int32_t code = kCode;
+  int scale = scale_grad_by_freq ? 1 : 0;
+  const void *sp = sorted.raw_data(), *op = order.raw_data(), *gp = g.raw_data();
+  void* dp = o.raw_data();
+  std::vector<void*> args = {&sp, &op, &gp, &dp, &n, &rows, &inner, &skip, &scale, &word, &code};
+  LaunchRows(IndexKernel(device, StrCat("kiln_embedding_backward_", cuda::KernelSuffix(t)), "embedding_dense_backward"),
+             device, n, inner, args);
 }
 
 }  // namespace kiln

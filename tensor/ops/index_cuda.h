@@ -16,8 +16,10 @@ void IndexSelectCUDA(const Tensor& self, int64_t dim, const Tensor& index, const
 // int64 (NotImplementedError for other dtypes).
 void IndexAddCUDA(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha);
 
-// out (zeroed here; [num_weights, D]) = embedding_dense_backward(grad [..., D], indices): rows summed
-// in float for the 16-bit floats; rows at padding_idx left out; scale_grad_by_freq divides by counts.
+// out (zeroed here; [num_weights, D]) = embedding_dense_backward(grad [..., D], indices): each row the
+// sum of its indices' grad rows in index order, in float for the 16-bit floats, from the sorted
+// indices (deterministic, Note [Deterministic embedding backward] in kernels/index.cu); rows at
+// padding_idx left out; scale_grad_by_freq divides by the index's count.
 void EmbeddingBackwardCUDA(const Tensor& grad, const Tensor& indices, int64_t padding_idx, bool scale_grad_by_freq,
                            const Tensor& out);
 

@@ -59,6 +59,22 @@ def test_embedding_forward_and_backward(name):
     # thousands of rows summed into three: in float for 16-bit floats, so only the final rounding differs
     close(wg.grad, wc.grad.to(dt), max(TOL[name], 1e-4) * 1500 if name != "float64" else 1e-9, "many repeats")
     assert dt is wg.grad.dtype
+    # deterministic (Note [Deterministic embedding backward]): bitwise the same every run, and with an
+    # int32 index tensor of several dims
+    big = kiln.randint(0, 50, (64, 300), dtype=kiln.int32)
+    g = host(name, (64, 300, 33), 5).cuda()
+    grads = []
+    for _ in range(3):
+        w = weight.cuda().requires_grad_()
+        F.embedding(big.cuda(), w).backward(g)
+        grads.append(w.grad.cpu())
+    for other in grads[1:]:
+        np.testing.assert_array_equal(other.double().numpy(), grads[0].double().numpy())
+    # against sums in float64 rounded once (the CPU's 16-bit kernel rounds every partial sum)
+    w64 = weight.double().requires_grad_()
+    F.embedding(big.long(), w64).backward(g.cpu().double())
+    sum_tol = {"float32": 2e-4, "float64": 1e-10, "float16": 4e-3, "bfloat16": 1.6e-2}[name]
+    close(grads[0].cuda(), w64.grad.to(dt), sum_tol, "sorted sums")
 
 
 @pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16", "int32", "int64"])
@@ -191,3 +207,30 @@ def test_bad_advanced_and_gather_indices_raise_at_the_next_synchronisation():
     with pytest.raises(RuntimeError, match="index 3 is out of bounds for dimension 1 with size 3"):
         kiln.gather(x, 1, kiln.tensor([[0, 3]], device="cuda")).cpu()
     assert x[kiln.tensor([-1], device="cuda")].cpu().shape == (1, 3), "the device works on"
+
+
+def test_deterministic_mode_refuses_float_atomics():
+    """use_deterministic_algorithms(True): the CUDA kernels that add floats with atomics raise
+    PyTorch's RuntimeError (warn with warn_only=True); deterministic ones (embedding's backward, integer
+    adds) run."""
+    x = kiln.zeros(5, device="cuda")
+    idx = kiln.tensor([0, 1, 1], device="cuda")
+    src = kiln.ones(3, device="cuda")
+    try:
+        kiln.use_deterministic_algorithms(True)
+        with pytest.raises(RuntimeError, match="index_add_cuda_ does not have a deterministic implementation"):
+            x.index_add_(0, idx, src)
+        with pytest.raises(RuntimeError, match="scatter_add_cuda_kernel"):
+            x.scatter_add_(0, idx, src)
+        with pytest.raises(RuntimeError, match="accumulate=True"):
+            x.index_put_((idx,), src, accumulate=True)
+        kiln.zeros(5, dtype=kiln.int64, device="cuda").index_add_(0, idx, kiln.ones(3, dtype=kiln.int64, device="cuda"))
+        w = kiln.ones(4, 3, device="cuda", requires_grad=True)
+        F.embedding(idx, w).sum().backward()
+        kiln.use_deterministic_algorithms(True, warn_only=True)
+        with pytest.warns(UserWarning, match="index_add_cuda_"):
+            x.index_add_(0, idx, src)
+        assert x.cpu().tolist() == [1.0, 2.0, 0.0, 0.0, 0.0]
+    finally:
+        kiln.use_deterministic_algorithms(False)
+    x.index_add_(0, idx, src)

@@ -234,3 +234,14 @@ def test_multi_tensor_adam_matches_the_single_tensor_step(opt, kwargs):
             off = np.abs(got - want) > tol * (1 + np.abs(want))
             assert off.sum() <= 4 and np.abs(got - want)[off].max(initial=0) <= 3 * 1e-2, (i, what, off.sum())
     assert np.array_equal(multi[7].detach().cpu().numpy(), init[7]), "no gradient: unchanged"
+
+
+def test_anomaly_mode_reads_cuda_gradients_back():
+    """detect_anomaly's NaN check of each node's gradients reads a CUDA flag back (it once read
+    device memory on the host and crashed)."""
+    x = kiln.tensor([0.0, 1.0], device="cuda", requires_grad=True)
+    with kiln.autograd.detect_anomaly():
+        kiln.sqrt(x * 2).sum().backward()  # an infinite gradient, no NaN: no error
+        x.grad = None
+        with pytest.raises(RuntimeError, match="returned nan values"):
+            (x * 0.0).div(x * 0.0).sum().backward()
