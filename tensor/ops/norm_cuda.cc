@@ -42,6 +42,20 @@ void Store(const Tensor& stat, const Tensor& value) {
   ops::copy_(s, value);
 }
 
+// y * w + b for the normalisations' last step, in acc: w and b (either may be null; live tensors,
+// broadcastable to the output) appended to the kernel's inputs.
+IR Affine(IR y, const Tensor* w, const Tensor* b, std::vector<cuda::PointwiseInput>& inputs, DType acc) {
+  if (w) {
+    inputs.push_back(cuda::PointwiseInput::Of(*w));
+    y = Expr::Op(codegen::OpCode::kMul, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
+  }
+  if (b) {
+    inputs.push_back(cuda::PointwiseInput::Of(*b));
+    y = Expr::Op(codegen::OpCode::kAdd, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
+  }
+  return y;
+}
+
 // Note [One-pass layer_norm]: rows of up to 8192 elements (4096 for float64) of contiguous tensors,
 // with parameters of the input's dtype and statistics of the accumulator's, run layer_norm.cu's
 // kernels, which hold each row in registers and so read it once (forward and grad_input); the rest
@@ -114,14 +128,7 @@ void LayerNormCUDA(const Tensor& input, int64_t normalized_dims, const Tensor* w
     std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(input), cuda::PointwiseInput::Of(mu),
                                                 cuda::PointwiseInput::Of(rs)};
     IR y = Expr::Op(codegen::OpCode::kMul, {Expr::Op(codegen::OpCode::kSub, {Expr::Cast(cuda::Input(0), acc), cuda::Input(1)}), cuda::Input(2)});
-    if (weight) {
-      inputs.push_back(cuda::PointwiseInput::Of(*weight));
-      y = Expr::Op(codegen::OpCode::kMul, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
-    }
-    if (bias) {
-      inputs.push_back(cuda::PointwiseInput::Of(*bias));
-      y = Expr::Op(codegen::OpCode::kAdd, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
-    }
+    y = Affine(y, weight, bias, inputs, acc);
     cuda::LaunchPointwise("layer_norm", out, inputs, y);
   }
   Store(mean, mu);
@@ -271,14 +278,7 @@ void BatchNormCUDA(const Tensor& input, const Tensor* weight, const Tensor* bias
             {Expr::Op(codegen::OpCode::kSub, {Expr::Cast(cuda::Input(0), acc), Expr::Cast(cuda::Input(1), acc)}),
              InvStd(cuda::Input(2), cuda::Input(3), acc)});
   const Tensor w_b = weight ? PerChannel(*weight, input) : Tensor(), b_b = bias ? PerChannel(*bias, input) : Tensor();
-  if (weight) {
-    inputs.push_back(cuda::PointwiseInput::Of(w_b));
-    y = Expr::Op(codegen::OpCode::kMul, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
-  }
-  if (bias) {
-    inputs.push_back(cuda::PointwiseInput::Of(b_b));
-    y = Expr::Op(codegen::OpCode::kAdd, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
-  }
+  y = Affine(y, weight ? &w_b : nullptr, bias ? &b_b : nullptr, inputs, acc);
   cuda::LaunchPointwise("batch_norm", out, inputs, y);
 }
 
@@ -394,14 +394,7 @@ void GroupNormCUDA(const Tensor& input, const Tensor* weight, const Tensor* bias
                                                 cuda::PointwiseInput::Of(rs4)};
     IR y = Expr::Op(codegen::OpCode::kMul,
                     {Expr::Op(codegen::OpCode::kSub, {Expr::Cast(cuda::Input(0), acc), cuda::Input(1)}), cuda::Input(2)});
-    if (weight) {
-      inputs.push_back(cuda::PointwiseInput::Of(w4));
-      y = Expr::Op(codegen::OpCode::kMul, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
-    }
-    if (bias) {
-      inputs.push_back(cuda::PointwiseInput::Of(b4));
-      y = Expr::Op(codegen::OpCode::kAdd, {y, Expr::Cast(cuda::Input(static_cast<int>(inputs.size()) - 1), acc)});
-    }
+    y = Affine(y, weight ? &w4 : nullptr, bias ? &b4 : nullptr, inputs, acc);
     cuda::LaunchPointwise("group_norm", ops::view(out, v.Shape()), inputs, y);
   }
   Store(mean, mu);
