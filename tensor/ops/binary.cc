@@ -10,6 +10,7 @@
 #include "tensor/cuda/cuda_ops.h"
 #include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
+#include "tensor/ops/complex_cuda.h"
 
 namespace kiln {
 namespace {
@@ -404,6 +405,13 @@ template <int kOp>
 void BinaryCUDA(const Tensor& out, const Tensor& a, const Tensor* b, const Scalar* b_scalar, ScalarType compute,
                 const Scalar& alpha) {
   const BinarySpec& spec = kSpecs[kOp];
+  if constexpr (kOp == kAdd || kOp == kSub || kOp == kMul || kOp == kDiv) {
+    if (IsComplex(compute)) {  // Note [Complex on CUDA]
+      constexpr ComplexBinary kComplex = kOp == kAdd ? ComplexBinary::kAdd : kOp == kSub ? ComplexBinary::kSub
+                                         : kOp == kMul ? ComplexBinary::kMul : ComplexBinary::kDiv;
+      return ComplexBinaryCUDA(kComplex, out, a, b, b_scalar, alpha, spec.name);
+    }
+  }
   std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(a)};
   inputs.push_back(b ? cuda::PointwiseInput::Of(*b) : cuda::PointwiseInput::Number(*b_scalar, compute));
   IR x = cuda::OpmathInput(0, compute, spec.name);

@@ -7,6 +7,7 @@
 
 #include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
+#include "tensor/ops/complex_cuda.h"
 #include "tensor/vec_math.h"
 
 namespace kiln {
@@ -325,6 +326,13 @@ void UnaryInto(const Tensor& out, const Tensor& self) {
   if (out.numel() == 0) return;
   ScalarType compute = UnaryComputeType(kOp, self.dtype());
   if (out.device().is_cuda()) {
+    if constexpr (kOp == kAbs || kOp == kNeg || kOp == kReciprocal) {
+      if (IsComplex(self.dtype())) {  // Note [Complex on CUDA]
+        return ComplexUnaryCUDA(kOp == kAbs ? ComplexUnary::kAbs : kOp == kNeg ? ComplexUnary::kNeg
+                                                                                : ComplexUnary::kReciprocal,
+                                out, self, kUnary[kOp].name);
+      }
+    }
     if constexpr (HasCUDAKernel(kOp)) return UnaryCUDA<kOp>(out, self, compute);
   }
   if (IsComplex(self.dtype())) return ComplexUnaryInto<kOp>(out, self);
