@@ -56,6 +56,17 @@ IR Affine(IR y, const Tensor* w, const Tensor* b, std::vector<cuda::PointwiseInp
   return y;
 }
 
+// The per-element terms of layer_norm's and group_norm's backward, in acc: {g, g * w, xh = (x - mean)
+// * rstd}, `in(i)` reading input i of 0 grad, 1 x, 2 mean, 3 rstd, 4 weight (when has_weight) — as a
+// pointwise kernel's input or a reduction's load.
+std::tuple<IR, IR, IR> BackwardTerms(const std::function<IR(int)>& in, bool has_weight, DType acc) {
+  IR g = Expr::Cast(in(0), acc);
+  IR xh = Expr::Op(codegen::OpCode::kMul, {Expr::Op(codegen::OpCode::kSub, {Expr::Cast(in(1), acc), Expr::Cast(in(2), acc)}),
+                                           Expr::Cast(in(3), acc)});
+  IR gw = has_weight ? Expr::Op(codegen::OpCode::kMul, {g, Expr::Cast(in(4), acc)}) : g;
+  return std::make_tuple(g, gw, xh);
+}
+
 // Note [One-pass layer_norm]: rows of up to 8192 elements (4096 for float64) of contiguous tensors,
 // with parameters of the input's dtype and statistics of the accumulator's, run layer_norm.cu's
 // kernels, which hold each row in registers and so read it once (forward and grad_input); the rest
@@ -146,13 +157,7 @@ void LayerNormBackwardCUDA(const Tensor& grad, const Tensor& input, int64_t norm
   std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(grad), cuda::PointwiseInput::Of(input),
                                               cuda::PointwiseInput::Of(mean), cuda::PointwiseInput::Of(rstd)};
   if (weight) inputs.push_back(cuda::PointwiseInput::Of(*weight));
-  auto terms = [&](const std::function<IR(int)>& in) {  // {g * w, xh}
-    IR g = Expr::Cast(in(0), acc);
-    IR xh = Expr::Op(codegen::OpCode::kMul, {Expr::Op(codegen::OpCode::kSub, {Expr::Cast(in(1), acc), Expr::Cast(in(2), acc)}),
-                                       Expr::Cast(in(3), acc)});
-    IR gw = weight ? Expr::Op(codegen::OpCode::kMul, {g, Expr::Cast(in(4), acc)}) : g;
-    return std::make_tuple(g, gw, xh);
-  };
+  auto terms = [&](const std::function<IR(int)>& in) { return BackwardTerms(in, weight != nullptr, acc); };
   auto red = [](int i) { return cuda::ReduceInput(i, ReduceKind::kSum); };
   if (grad_input && grad_input->numel() > 0 &&
       OnePassLayerNorm(input, n, {&grad, &input, grad_input}, {weight}, {&mean, &rstd}, acc)) {  // Note [One-pass layer_norm]
@@ -412,13 +417,7 @@ void GroupNormBackwardCUDA(const Tensor& grad, const Tensor& input, const Tensor
   std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(g4), cuda::PointwiseInput::Of(x4),
                                               cuda::PointwiseInput::Of(mean4), cuda::PointwiseInput::Of(rstd4)};
   if (weight) inputs.push_back(cuda::PointwiseInput::Of(w4));
-  auto terms = [&](const std::function<IR(int)>& in) {  // {g, g * w, xh}
-    IR g = Expr::Cast(in(0), acc);
-    IR xh = Expr::Op(codegen::OpCode::kMul, {Expr::Op(codegen::OpCode::kSub, {Expr::Cast(in(1), acc), Expr::Cast(in(2), acc)}),
-                                             Expr::Cast(in(3), acc)});
-    IR gw = weight ? Expr::Op(codegen::OpCode::kMul, {g, Expr::Cast(in(4), acc)}) : g;
-    return std::make_tuple(g, gw, xh);
-  };
+  auto terms = [&](const std::function<IR(int)>& in) { return BackwardTerms(in, weight != nullptr, acc); };
   auto red = [](int i) { return cuda::ReduceInput(i, ReduceKind::kSum); };
   if (grad_input && grad_input->numel() > 0) {  // rstd * (gw - mean(gw) - xh * mean(gw * xh)) over each group
     auto [g, gw, xh] = terms(red);

@@ -4,25 +4,14 @@ tensors, real tensors and Python numbers, alpha, broadcasting, in place (the res
 operand), division's extreme ranges, abs/neg/reciprocal, and a llama-style rotary embedding
 (polar, view_as_complex, a complex product, view_as_real) with its gradient."""
 
-import numpy as np
 import pytest
 
 import kiln
 
-from cuda_util import host, needs_kernels
+from cuda_util import close, host, needs_kernels
 
 pytestmark = needs_kernels
 TOL = {"float32": 1e-6, "float64": 1e-14}
-
-
-def close(got, want, tol, what=""):
-    assert got.device.type == "cuda", what
-    g = got.detach().cpu()
-    assert g.dtype == want.dtype and tuple(g.shape) == tuple(want.shape), (what, g.dtype, want.dtype, g.shape)
-    if g.is_complex():
-        g, want = kiln.view_as_real(g), kiln.view_as_real(want.detach())
-    np.testing.assert_allclose(g.double().numpy(), want.detach().double().numpy(), rtol=tol, atol=tol,
-                               err_msg=str(what), equal_nan=True)
 
 
 def complex_host(name, shape, seed, scale=1.0):

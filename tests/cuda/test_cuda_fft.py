@@ -3,27 +3,14 @@
 power-of-two and other lengths, cropping and padding (n=, s=), every norm, two-sided r2c, and the
 gradients of r2c, c2c and c2r."""
 
-import numpy as np
 import pytest
 
 import kiln
 
-from cuda_util import host, needs_kernels
+from cuda_util import close_scaled as close, host, needs_kernels
 
 pytestmark = needs_kernels
 TOL = {"float32": 2e-5, "float64": 1e-12}
-COMPLEX = {"float32": kiln.complex64, "float64": kiln.complex128}
-
-
-def close(got, want, tol, what=""):
-    assert got.device.type == "cuda", what
-    g = got.detach().cpu()
-    assert g.dtype == want.dtype and tuple(g.shape) == tuple(want.shape), (what, g.dtype, want.dtype, g.shape)
-    if g.is_complex():
-        g, want = kiln.view_as_real(g), kiln.view_as_real(want.detach())
-    scale = max(1.0, float(want.detach().double().abs().max())) if want.numel() else 1.0
-    np.testing.assert_allclose(g.double().numpy(), want.detach().double().numpy(), rtol=tol, atol=tol * scale,
-                               err_msg=str(what))
 
 
 def complex_host(name, shape, seed):

@@ -9,18 +9,10 @@ import pytest
 
 import kiln
 
-from cuda_util import host, needs_kernels
+from cuda_util import close, host, needs_kernels
 
 pytestmark = needs_kernels
 TOL = {"float32": 2e-4, "float64": 1e-10}
-
-
-def close(got, want, tol, what=""):
-    assert got.device.type == "cuda", what
-    g = got.detach().cpu()
-    assert g.dtype == want.dtype and tuple(g.shape) == tuple(want.shape), (what, g.dtype, want.dtype, g.shape)
-    np.testing.assert_allclose(g.double().numpy(), want.detach().double().numpy(), rtol=tol, atol=tol,
-                               err_msg=str(what))
 
 
 def well_conditioned(name, shape, seed):
