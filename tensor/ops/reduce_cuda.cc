@@ -29,6 +29,12 @@ using IR = codegen::ExprPtr;
 }  // namespace
 
 void SumCUDA(const Tensor& input, const std::vector<bool>& mask, const Tensor& out, double scale) {
+  if (IsComplex(input.dtype())) {  // the (real, imag) halves summed as reals (Note [Complex on CUDA])
+    std::vector<bool> pairs_mask = mask;
+    pairs_mask.push_back(false);
+    return SumCUDA(CallOp<Tensor>(KILN_OP("aten::view_as_real"), input), pairs_mask,
+                   CallOp<Tensor>(KILN_OP("aten::view_as_real"), out), scale);
+  }
   const char* name = scale != 1.0 ? "mean" : "sum";
   DType acc = cuda::AccumulatorOf(input.dtype(), name);
   IR pre = Expr::Cast(cuda::ReduceInput(0, ReduceKind::kSum), acc);

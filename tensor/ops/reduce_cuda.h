@@ -11,7 +11,7 @@ namespace kiln {
 
 // out = sum(input over mask) * scale (scale != 1: a mean), accumulated in float for 16-bit
 // floats and float32, in double for float64, in int64 for integers and bool (PyTorch's CUDA acc
-// types). `input` is already in the dtype the op sums.
+// types; complex as their (real, imag) halves). `input` is already in the dtype the op sums.
 void SumCUDA(const Tensor& input, const std::vector<bool>& mask, const Tensor& out, double scale);
 // var (std when take_sqrt) and, when non-null, mean over mask: the mean, then the centred squares
 // sum / max(N - correction, 0), two passes in the accumulator's type; var and mean are the ops' own.

@@ -1,8 +1,8 @@
 """Complex arithmetic on CUDA (tensor/ops/complex_cuda.cc, Note [Complex on CUDA]: each result as two
 real kernels over the (real, imag) halves) against kiln's CPU complex kernels: +, -, *, / with
 tensors, real tensors and Python numbers, alpha, broadcasting, in place (the result overlapping an
-operand), division's extreme ranges, abs/neg/reciprocal, and a llama-style rotary embedding
-(polar, view_as_complex, a complex product, view_as_real) with its gradient."""
+operand), division's extreme ranges, abs/neg/reciprocal, sums and means, and a llama-style rotary
+embedding (polar, view_as_complex, a complex product, view_as_real) with its gradient."""
 
 import pytest
 
@@ -77,3 +77,19 @@ def test_rotary_embedding_forward_and_backward():
     yg.backward(g.cuda())
     yc.backward(g)
     close(xg.grad, xc.grad, 1e-5, "rope grad")
+
+
+@pytest.mark.parametrize("name", ["float32", "float64"])
+def test_sums_and_broadcast_gradients(name):
+    tol = TOL[name] * 100
+    z = complex_host(name, (6, 300), 7)
+    for label, fn in (("sum", lambda t: t.sum()), ("sum(1)", lambda t: t.sum(1)),
+                      ("sum(0, keepdim)", lambda t: t.sum(0, keepdim=True)), ("mean(1)", lambda t: t.mean(1)),
+                      ("transposed", lambda t: t.t().sum(1))):
+        close(fn(z.cuda()), fn(z), tol, label)
+    # a broadcast complex operand's gradient is summed back to its shape
+    w = complex_host(name, (300,), 8)
+    wg, wc = w.cuda().requires_grad_(), w.clone().requires_grad_()
+    kiln.view_as_real(z.cuda() * wg).pow(2).sum().backward()
+    kiln.view_as_real(z * wc).pow(2).sum().backward()
+    close(wg.grad, wc.grad, tol, "broadcast grad")
