@@ -1,7 +1,8 @@
 """A GPT-style model (embeddings, causal self-attention with a masked_fill mask, layer_norm, GELU MLP,
 dropout, weight tying, cross_entropy with ignore_index) trained with AdamW and clip_grad_norm_ on CUDA
 and on the CPU from the same weights and seed: dropout draws the same masks on both devices
-(tensor/cuda/kernels/random.cu), so losses, gradients and parameters agree step by step."""
+(tensor/cuda/kernels/random.cu), so losses, gradients and parameters agree step by step; and its
+nanoGPT-style sampling loop draws the CPU's tokens."""
 
 import math
 
@@ -96,3 +97,33 @@ def test_gpt_training_matches_the_cpu():
             # gradient is rounding noise that Adam scales to steps of lr: compare queries and values.
             want, got = np.delete(want, np.s_[64:128]), np.delete(got, np.s_[64:128])
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def generate(model, idx, steps, length, top_k=10, temperature=0.8):
+    """nanoGPT's sampling loop: the last position's logits, top-k cut, softmax, multinomial."""
+    with kiln.no_grad():
+        for _ in range(steps):
+            cond = idx[:, -length:]
+            x = model.tok(cond) + model.pos(kiln.arange(cond.shape[1], device=idx.device))
+            logits = model.head(model.ln(model.blocks(x)))[:, -1, :] / temperature
+            v, _ = kiln.topk(logits, min(top_k, logits.shape[-1]))
+            logits[logits < v[:, [-1]]] = -float("inf")
+            probs = F.softmax(logits, dim=-1)
+            nxt = kiln.multinomial(probs, num_samples=1)
+            assert bool((kiln.gather(logits, 1, nxt) > -float("inf")).all()), "a token outside the top k"
+            idx = kiln.cat((idx, nxt), dim=1)
+    return idx
+
+
+def test_sampling_as_nanogpt_draws_the_cpus_tokens():
+    """topk, boolean-mask assignment, softmax and multinomial on CUDA: with one seed the GPU draws the
+    CPU's tokens (multinomial's uniforms and order are the CPU's, Note [multinomial])."""
+    kiln.manual_seed(0)
+    model = TinyGPT().eval()
+    start = kiln.tensor([[1], [5]])
+    kiln.manual_seed(7)
+    want = generate(model, start, 30, 24)
+    kiln.manual_seed(7)
+    got = generate(model.cuda(), start.cuda(), 30, 24)
+    assert got.device.type == "cuda" and tuple(got.shape) == (2, 31)
+    np.testing.assert_array_equal(got.cpu().numpy(), want.numpy())
