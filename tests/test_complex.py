@@ -249,3 +249,36 @@ def test_setitem_and_fill_keep_the_imaginary_part(name):
     k = kiln.zeros(4, dtype=getattr(kiln, name)).fill_(kiln.tensor(-1.5 + 0.25j))
     t = torch.zeros(4, dtype=getattr(torch, name)).fill_(torch.tensor(-1.5 + 0.25j))
     np.testing.assert_array_equal(k.numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("kd,td", DTYPES)
+def test_random_factories(kd, td):
+    """rand/randn/normal_ of a complex dtype sample (real, imag) pairs as reals, as PyTorch's: randn
+    has E|z|^2 = 1 (each part's variance 1/2), rand's parts are uniform in [0, 1)."""
+    kiln.manual_seed(0)
+    z = kiln.randn(20000, dtype=kd)
+    assert z.dtype == kd and z.shape == (20000,)
+    assert abs(float(z.abs().pow(2).mean()) - 1) < 0.05
+    assert abs(float(z.real.var()) - 0.5) < 0.03 and abs(float(z.imag.var()) - 0.5) < 0.03
+    u = kiln.rand(20000, dtype=kd)
+    assert 0 <= float(u.real.min()) and float(u.imag.max()) < 1 and abs(float(u.imag.mean()) - 0.5) < 0.02
+    n = kiln.empty(20000, dtype=kd).normal_(2, 3)
+    assert abs(float(n.real.mean()) - 2) < 0.1 and abs(float(n.imag.std()) - 3 / 2 ** 0.5) < 0.1
+    assert str(torch.randn(3, dtype=td).dtype).split(".")[1] == str(kd).split(".")[1]
+
+
+def test_norms_of_complex_tensors():
+    """vector_norm, matrix_norm and Tensor.norm of complex input are norms of the moduli (real results)
+    with abs's gradient, as PyTorch's."""
+    t = torch.randn(6, 5, dtype=torch.complex64)
+    cases = [lambda m, x: m.linalg.vector_norm(x), lambda m, x: m.linalg.vector_norm(x, 3, dim=0),
+             lambda m, x: m.linalg.vector_norm(x, float("inf"), dim=1, keepdim=True),
+             lambda m, x: m.linalg.matrix_norm(x), lambda m, x: m.linalg.norm(x, 1), lambda m, x: x.norm(),
+             lambda m, x: x.norm(p=1, dim=1)]
+    for f in cases:
+        tt, kt = t.clone().requires_grad_(), k_of(t, True)
+        want, got = f(torch, tt), f(kiln, kt)
+        close(got, want)
+        want.sum().backward()
+        got.sum().backward()
+        close(kt.grad, tt.grad)

@@ -79,7 +79,8 @@ const char* KernelSuffix(ScalarType t) {
     case ScalarType::Int16: return "i16";
     case ScalarType::Int32: return "i32";
     case ScalarType::Int64: return "i64";
-    default: KILN_INTERNAL_ASSERT(false, "no embedded CUDA kernels for dtype ", ScalarTypeName(t));
+    default:  // the ops check their dtypes first; this keeps a missed one a typed error
+      throw NotImplementedError(StrCat("kiln has no CUDA kernel for '", ScalarTypeDisplayName(t), "' here"));
   }
   return "";
 }

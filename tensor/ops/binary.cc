@@ -412,6 +412,9 @@ void BinaryCUDA(const Tensor& out, const Tensor& a, const Tensor* b, const Scala
       return ComplexBinaryCUDA(kComplex, out, a, b, b_scalar, alpha, spec.name);
     }
   }
+  if constexpr (kOp == kEq || kOp == kNe) {
+    if (IsComplex(compute)) return ComplexEqualCUDA(kOp == kNe, out, a, b, b_scalar, compute, spec.name);
+  }
   std::vector<cuda::PointwiseInput> inputs = {cuda::PointwiseInput::Of(a)};
   inputs.push_back(b ? cuda::PointwiseInput::Of(*b) : cuda::PointwiseInput::Number(*b_scalar, compute));
   IR x = cuda::OpmathInput(0, compute, spec.name);

@@ -47,6 +47,14 @@ struct Inputs {
     if (!IsComplex(t.dtype())) return {Add(t), Expr::Const(0.0, dtype)};
     return {Add(Half(t, 0)), Add(Half(t, 1))};
   }
+  std::pair<IR, IR> Of(const ComplexOperand& o) { return o.tensor ? Of(*o.tensor) : Of(o.number); }
+  // A bool tensor (a condition), loaded as is.
+  IR Condition(const Tensor& t) {
+    held[count] = t;
+    list.push_back(cuda::PointwiseInput::Of(held[count]));
+    return cuda::Input(static_cast<int>(count++));
+  }
+  IR Const(double v) const { return Expr::Const(v, dtype); }
   std::pair<IR, IR> Of(const Scalar& s) {
     const std::complex<double> v = s.to_complex();
     return {Number(v.real()), Number(v.imag())};
@@ -124,19 +132,121 @@ void ComplexBinaryCUDA(ComplexBinary op, const Tensor& out, const Tensor& a, con
   WriteHalves(name, out, {&a, b}, in, value);
 }
 
+namespace {
+
+using Pair = std::pair<IR, IR>;
+
+IR Sum(IR a, IR b) { return E(OpCode::kAdd, std::move(a), std::move(b)); }
+IR Prod(IR a, IR b) { return E(OpCode::kMul, std::move(a), std::move(b)); }
+IR Pick(IR c, IR a, IR b) { return Expr::Op(OpCode::kWhere, {std::move(c), std::move(a), std::move(b)}); }
+
+// glibc's ctanh: past |re| > t (where sinh^2 would overflow) tanh is +-1 and the imaginary part
+// 4 sin cos e^(-2|re|); below it (sinh cosh, sin cos) / (sinh^2 + cos^2).
+Pair Tanh(const Pair& z, const Inputs& in) {
+  const IR &a = z.first, &b = z.second;
+  const IR sh = E(OpCode::kSinh, a), ch = E(OpCode::kCosh, a), s = E(OpCode::kSin, b), c = E(OpCode::kCos, b);
+  const IR den = Sum(Prod(sh, sh), Prod(c, c));
+  const IR large = E(OpCode::kGt, E(OpCode::kAbs, a), in.Const(in.real == ScalarType::Float64 ? 354 : 44));
+  return {Pick(large, E(OpCode::kCopysign, in.Const(1), a), E(OpCode::kDiv, Prod(sh, ch), den)),
+          Pick(large, Prod(Prod(in.Const(4), Prod(s, c)), E(OpCode::kExp, Prod(in.Const(-2), E(OpCode::kAbs, a)))),
+               E(OpCode::kDiv, Prod(s, c), den))};
+}
+
+// e^z = e^a (cos b, sin b); a real z (b == 0) keeps its imaginary zero even when e^a is infinite.
+Pair Exp(const Pair& z, const Inputs& in) {
+  const IR ea = E(OpCode::kExp, z.first);
+  return {Prod(ea, E(OpCode::kCos, z.second)),
+          Pick(E(OpCode::kEq, z.second, in.Const(0)), z.second, Prod(ea, E(OpCode::kSin, z.second)))};
+}
+
+// The principal root without cancellation: t = sqrt((|a| + |z|) / 2), then (t, b / 2t) for a >= 0,
+// (|b| / 2t, copysign(t, b)) otherwise; sqrt(+-0 + bi) with b == 0 is (0, b).
+Pair Sqrt(const Pair& z, const Inputs& in) {
+  const IR &a = z.first, &b = z.second;
+  const IR t = E(OpCode::kSqrt, Prod(Sum(E(OpCode::kAbs, a), E(OpCode::kHypot, a, b)), in.Const(0.5)));
+  const IR two_t = Prod(in.Const(2), t);
+  const IR zero = E(OpCode::kLogicalAnd, E(OpCode::kEq, a, in.Const(0)), E(OpCode::kEq, b, in.Const(0)));
+  const IR right = E(OpCode::kGe, a, in.Const(0));
+  return {Pick(zero, in.Const(0), Pick(right, t, E(OpCode::kDiv, E(OpCode::kAbs, b), two_t))),
+          Pick(zero, b, Pick(right, E(OpCode::kDiv, b, two_t), E(OpCode::kCopysign, t, b)))};
+}
+
+Pair Unary(ComplexUnary op, const Pair& z, Inputs& in) {
+  const IR &a = z.first, &b = z.second;
+  const Pair one = {in.Const(1), in.Const(0)};
+  switch (op) {
+    case ComplexUnary::kNeg: return {E(OpCode::kNeg, a), E(OpCode::kNeg, b)};
+    case ComplexUnary::kReciprocal: return Div(one, z, in.dtype);
+    case ComplexUnary::kExp: return Exp(z, in);
+    case ComplexUnary::kLog: return {E(OpCode::kLog, E(OpCode::kHypot, a, b)), E(OpCode::kAtan2, b, a)};
+    case ComplexUnary::kSqrt: return Sqrt(z, in);
+    case ComplexUnary::kRsqrt: return Div(one, Sqrt(z, in), in.dtype);
+    case ComplexUnary::kSigmoid: {  // 1 / (1 + e^-z), as the CPU's
+      const Pair e = Exp({E(OpCode::kNeg, a), E(OpCode::kNeg, b)}, in);
+      return Div(one, {Sum(in.Const(1), e.first), e.second}, in.dtype);
+    }
+    case ComplexUnary::kTanh: return Tanh(z, in);
+    case ComplexUnary::kTan: {  // tan z = -i tanh(iz)
+      const Pair t = Tanh({E(OpCode::kNeg, b), a}, in);
+      return {t.second, E(OpCode::kNeg, t.first)};
+    }
+    case ComplexUnary::kSin:
+      return {Prod(E(OpCode::kSin, a), E(OpCode::kCosh, b)), Prod(E(OpCode::kCos, a), E(OpCode::kSinh, b))};
+    case ComplexUnary::kCos:
+      return {Prod(E(OpCode::kCos, a), E(OpCode::kCosh, b)), E(OpCode::kNeg, Prod(E(OpCode::kSin, a), E(OpCode::kSinh, b)))};
+    case ComplexUnary::kSinh:
+      return {Prod(E(OpCode::kSinh, a), E(OpCode::kCos, b)), Prod(E(OpCode::kCosh, a), E(OpCode::kSin, b))};
+    case ComplexUnary::kCosh:
+      return {Prod(E(OpCode::kCosh, a), E(OpCode::kCos, b)), Prod(E(OpCode::kSinh, a), E(OpCode::kSin, b))};
+    default: break;
+  }
+  KILN_INTERNAL_ASSERT(false, "not a complex-valued unary op");
+  return z;
+}
+
+// The real-valued results: |z| and the predicates.
+IR RealUnary(ComplexUnary op, const Pair& z, const Inputs& in) {
+  const IR &a = z.first, &b = z.second;
+  const IR inf = in.Const(INFINITY);
+  switch (op) {
+    case ComplexUnary::kAbs: return E(OpCode::kHypot, a, b);
+    case ComplexUnary::kIsnan: return E(OpCode::kLogicalOr, E(OpCode::kNe, a, a), E(OpCode::kNe, b, b));
+    case ComplexUnary::kIsinf:
+      return E(OpCode::kLogicalOr, E(OpCode::kEq, E(OpCode::kAbs, a), inf), E(OpCode::kEq, E(OpCode::kAbs, b), inf));
+    case ComplexUnary::kIsfinite:
+      return E(OpCode::kLogicalAnd, E(OpCode::kLt, E(OpCode::kAbs, a), inf), E(OpCode::kLt, E(OpCode::kAbs, b), inf));
+    case ComplexUnary::kLogicalNot:
+      return E(OpCode::kLogicalAnd, E(OpCode::kEq, a, in.Const(0)), E(OpCode::kEq, b, in.Const(0)));
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
 void ComplexUnaryCUDA(ComplexUnary op, const Tensor& out, const Tensor& z, const char* name) {
   Inputs in(ToRealValueType(z.dtype()));
-  const std::pair<IR, IR> x = in.Of(z);
-  if (op == ComplexUnary::kAbs) {
-    cuda::LaunchPointwise(name, out, in.list, E(OpCode::kHypot, x.first, x.second));
+  const Pair x = in.Of(z);
+  if (IR real = RealUnary(op, x, in)) {
+    cuda::LaunchPointwise(name, out, in.list, real);
     return;
   }
-  if (op == ComplexUnary::kNeg) {
-    WriteHalves(name, out, {&z}, in, {E(OpCode::kNeg, x.first), E(OpCode::kNeg, x.second)});
-    return;
-  }
-  const std::pair<IR, IR> one = {Expr::Const(1.0, in.dtype), Expr::Const(0.0, in.dtype)};
-  WriteHalves(name, out, {&z}, in, Div(one, x, in.dtype));
+  WriteHalves(name, out, {&z}, in, Unary(op, x, in));
+}
+
+void ComplexEqualCUDA(bool not_equal, const Tensor& out, const Tensor& a, const Tensor* b, const Scalar* b_scalar,
+                      ScalarType compute, const char* name) {
+  Inputs in(ToRealValueType(compute));
+  const Pair x = in.Of(a), y = b ? in.Of(*b) : in.Of(*b_scalar);
+  const IR equal = E(OpCode::kLogicalAnd, E(OpCode::kEq, x.first, y.first), E(OpCode::kEq, x.second, y.second));
+  cuda::LaunchPointwise(name, out, in.list, not_equal ? E(OpCode::kLogicalNot, equal) : equal);
+}
+
+void ComplexWhereCUDA(const Tensor& out, const Tensor& cond, const ComplexOperand& a, const ComplexOperand& b,
+                      const char* name) {
+  Inputs in(ToRealValueType(out.dtype()));
+  const IR c = in.Condition(cond);
+  const Pair x = in.Of(a), y = in.Of(b);
+  WriteHalves(name, out, {&cond, a.tensor, b.tensor}, in, {Pick(c, x.first, y.first), Pick(c, x.second, y.second)});
 }
 
 }  // namespace kiln

@@ -10,6 +10,7 @@
 // no meta function; advanced indexing with boolean masks raises on meta tensors.
 #include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
+#include "tensor/ops/complex_cuda.h"
 #include "tensor/cuda/indexed.h"
 #include "tensor/deterministic.h"
 #include "tensor/ops/index_cuda.h"
@@ -901,6 +902,10 @@ Tensor MaskedFillImpl(Tensor self, const Tensor& mask, const Scalar& value, bool
   if (!run || self.numel() == 0) return self;
   if (self.device().is_cuda()) {  // self = where(mask, value, self), element by element in place
     KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "masked_fill_", [&] { CheckFitsInteger<scalar_t>(value, self.dtype()); });
+    if (IsComplex(self.dtype())) {  // Note [Complex on CUDA]
+      ComplexWhereCUDA(self, mask, ComplexOperand{nullptr, value}, ComplexOperand{&self, Scalar()}, "masked_fill");
+      return self;
+    }
     const codegen::DType t = cuda::CodegenDType(self.dtype(), "masked_fill_");
     cuda::LaunchPointwise("masked_fill", self, {cuda::PointwiseInput::Of(mask), cuda::PointwiseInput::Of(self),
                                                 cuda::PointwiseInput::Number(value, self.dtype())},
@@ -988,6 +993,10 @@ Tensor WhereCPU(const Tensor& cond, const Tensor& self, const Tensor& other) {
   TensorMeta m = WhereMeta(cond, self, other);
   Tensor out = EmptyFromMeta(m);
   if (out.numel() == 0) return out;
+  if (out.device().is_cuda() && IsComplex(m.dtype)) {  // Note [Complex on CUDA]
+    ComplexWhereCUDA(out, cond, ComplexOperand{&self, Scalar()}, ComplexOperand{&other, Scalar()}, "where");
+    return out;
+  }
   if (out.device().is_cuda()) {  // the values are read in their own dtypes and converted
     const codegen::DType t = cuda::CodegenDType(m.dtype, "where");
     cuda::LaunchPointwise("where", out, {cuda::PointwiseInput::Of(cond), cuda::PointwiseInput::Of(self),

@@ -56,6 +56,12 @@ void IndexSelectCUDA(const Tensor& self, int64_t dim, const Tensor& index, const
   const int device = out.device().index;
   KILN_CHECK(self.device() == out.device() && index.device() == out.device(), "index_select(): expected self and "
              "index on ", out.device().str(), ", got ", self.device().str(), " and ", index.device().str());
+  if (IsComplex(out.dtype())) {  // the (real, imag) pairs move as rows of two reals
+    auto pairs = [](const Tensor& t) {
+      return CallOp<Tensor>(KILN_OP("aten::view_as_real"), t.dim() == 0 ? ops::reshape(t, {SymInt(1)}) : t);
+    };
+    return IndexSelectCUDA(pairs(self), dim, index, pairs(out), message);
+  }
   Tensor src = ops::contiguous(self), idx = ops::contiguous(index);
   Tensor dst = out.is_contiguous() ? out : EmptyTensor(out.sizes(), out.dtype(), out.device());
   RowView v = RowsAround(src, dim);

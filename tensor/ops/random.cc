@@ -106,8 +106,16 @@ void CheckUniform(double from, double to) {
              "to=", to, " and from=", from, " which result in to-from to exceed the limit");
 }
 
+// Complex tensors sample their (real, imag) pairs as reals, as PyTorch's uniform_/normal_ do; normal_
+// divides std by sqrt(2) so that E|z - mean|^2 = std^2.
+Tensor AsReal(const Tensor& t) { return CallOp<Tensor>(KILN_OP("aten::view_as_real"), t); }
+
 Tensor Uniform_(Tensor self, double from, double to, OptGen gen) {
   CheckUniform(from, to);
+  if (IsComplex(self.dtype())) {
+    Uniform_(AsReal(self), from, to, gen);
+    return self;
+  }
   return SampleInto(self, [&](const Tensor& dst) {
     KILN_DISPATCH_FLOATING(dst.dtype(), "check_uniform_bounds", [&] {
       using M = opmath_t<scalar_t>;
@@ -133,6 +141,10 @@ Tensor UniformMeta_(Tensor self, double from, double to, OptGen) {
 
 Tensor Normal_(Tensor self, double mean, double std, OptGen gen) {
   KILN_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  if (IsComplex(self.dtype())) {
+    Normal_(AsReal(self), mean, std / std::sqrt(2.0), gen);
+    return self;
+  }
   return SampleInto(self, [&](const Tensor& dst) {
     KILN_DISPATCH_FLOATING(dst.dtype(), self.device().is_cuda() ? "normal_kernel_cuda" : "normal_kernel_cpu", [&] {
       using M = opmath_t<scalar_t>;

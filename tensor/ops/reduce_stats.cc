@@ -241,30 +241,29 @@ Tensor VectorNorm(const Tensor& self, const Scalar& ord, OptDims dims, bool keep
   return out;
 }
 
-void CheckNormDtype(const Tensor& self) {
+// What norm's vector norm reads: self, or a complex tensor's moduli (every p-norm is theirs).
+Tensor NormInput(const Tensor& self) {
+  if (IsComplex(self.dtype())) return CallOp<Tensor>(KILN_OP("aten::abs"), self);
   KILN_CHECK(IsFloating(self.dtype()), "norm(): input dtype should be either floating point or complex. Got ",
              ScalarTypeDisplayName(self.dtype()), " instead.");
+  return self;
 }
 Tensor CallVectorNorm(const Tensor& self, const Scalar& p, OptDims dims, bool keepdim,
                       std::optional<ScalarType> dtype) {
   return CallOp<Tensor>(KILN_OP("aten::linalg_vector_norm"), self, p, dims, keepdim, dtype);
 }
 Tensor NormScalar(const Tensor& self, const Scalar& p) {
-  CheckNormDtype(self);
-  return CallVectorNorm(self, p, std::nullopt, false, std::nullopt);
+  return CallVectorNorm(NormInput(self), p, std::nullopt, false, std::nullopt);
 }
 Tensor NormScalarOptDim(const Tensor& self, std::optional<Scalar> p, std::vector<int64_t> dims, bool keepdim) {
-  CheckNormDtype(self);
-  return CallVectorNorm(self, p.value_or(Scalar(int64_t(2))), dims, keepdim, std::nullopt);
+  return CallVectorNorm(NormInput(self), p.value_or(Scalar(int64_t(2))), dims, keepdim, std::nullopt);
 }
 Tensor NormScalarOptDimDtype(const Tensor& self, std::optional<Scalar> p, std::vector<int64_t> dims, bool keepdim,
                              ScalarType dtype) {
-  CheckNormDtype(self);
-  return CallVectorNorm(self, p.value_or(Scalar(int64_t(2))), dims, keepdim, dtype);
+  return CallVectorNorm(NormInput(self), p.value_or(Scalar(int64_t(2))), dims, keepdim, dtype);
 }
 Tensor NormScalarOptDtype(const Tensor& self, std::optional<Scalar> p, ScalarType dtype) {
-  CheckNormDtype(self);
-  return CallVectorNorm(self, p.value_or(Scalar(int64_t(2))), std::nullopt, false, dtype);
+  return CallVectorNorm(NormInput(self), p.value_or(Scalar(int64_t(2))), std::nullopt, false, dtype);
 }
 
 }  // namespace

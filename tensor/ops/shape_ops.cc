@@ -51,6 +51,13 @@ TensorMeta TriMeta(const Tensor& self, int64_t) {
 // column indices (two aranges, broadcast).
 template <bool kUpper>
 void TriIntoCUDA(const Tensor& out, const Tensor& src, int64_t k) {
+  if (IsComplex(out.dtype())) {  // each half on its own (Note [Complex on CUDA])
+    const Tensor out_pairs = CallOp<Tensor>(KILN_OP("aten::view_as_real"), out);
+    const Tensor src_pairs = CallOp<Tensor>(KILN_OP("aten::view_as_real"), src);
+    for (int64_t half = 0; half < 2; ++half)
+      TriIntoCUDA<kUpper>(ops::select(out_pairs, -1, SymInt(half)), ops::select(src_pairs, -1, SymInt(half)), k);
+    return;
+  }
   const int64_t nd = out.dim();
   auto arange = [&](int64_t n) {
     return CallOp<Tensor>(KILN_OP("aten::arange.start_step"), Scalar(int64_t{0}), Scalar(n), Scalar(int64_t{1}),

@@ -207,6 +207,32 @@ C ApplyComplexUnary(int op, C x) {
   return x;
 }
 
+// The CUDA kernel of a complex unary op (CheckUnaryDtype admitted only ComplexUnarySupported's).
+ComplexUnary ToComplexUnary(int op) {
+  switch (op) {
+    case kExp: return ComplexUnary::kExp;
+    case kLog: return ComplexUnary::kLog;
+    case kSqrt: return ComplexUnary::kSqrt;
+    case kRsqrt: return ComplexUnary::kRsqrt;
+    case kSigmoid: return ComplexUnary::kSigmoid;
+    case kTanh: return ComplexUnary::kTanh;
+    case kSin: return ComplexUnary::kSin;
+    case kCos: return ComplexUnary::kCos;
+    case kTan: return ComplexUnary::kTan;
+    case kSinh: return ComplexUnary::kSinh;
+    case kCosh: return ComplexUnary::kCosh;
+    case kNeg: return ComplexUnary::kNeg;
+    case kAbs: return ComplexUnary::kAbs;
+    case kReciprocal: return ComplexUnary::kReciprocal;
+    case kIsnan: return ComplexUnary::kIsnan;
+    case kIsinf: return ComplexUnary::kIsinf;
+    case kIsfinite: return ComplexUnary::kIsfinite;
+    case kLogicalNot: return ComplexUnary::kLogicalNot;
+  }
+  KILN_INTERNAL_ASSERT(false, "no complex kernel for ", kUnary[op].name);
+  return ComplexUnary::kNeg;
+}
+
 ScalarType UnaryComputeType(int op, ScalarType in) {
   const UnarySpec& spec = kUnary[op];
   if (spec.result == UnaryResult::Float && IsIntegral(in, true)) return GetDefaultDtype();
@@ -326,13 +352,7 @@ void UnaryInto(const Tensor& out, const Tensor& self) {
   if (out.numel() == 0) return;
   ScalarType compute = UnaryComputeType(kOp, self.dtype());
   if (out.device().is_cuda()) {
-    if constexpr (kOp == kAbs || kOp == kNeg || kOp == kReciprocal) {
-      if (IsComplex(self.dtype())) {  // Note [Complex on CUDA]
-        return ComplexUnaryCUDA(kOp == kAbs ? ComplexUnary::kAbs : kOp == kNeg ? ComplexUnary::kNeg
-                                                                                : ComplexUnary::kReciprocal,
-                                out, self, kUnary[kOp].name);
-      }
-    }
+    if (IsComplex(self.dtype())) return ComplexUnaryCUDA(ToComplexUnary(kOp), out, self, kUnary[kOp].name);
     if constexpr (HasCUDAKernel(kOp)) return UnaryCUDA<kOp>(out, self, compute);
   }
   if (IsComplex(self.dtype())) return ComplexUnaryInto<kOp>(out, self);

@@ -25,11 +25,12 @@ class LinAlgError(RuntimeError):
 
 def _type_name(dtype):
     return {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
-            "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}[str(dtype)[5:]]
+            "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
+            "complex64": "ComplexFloat", "complex128": "ComplexDouble"}[str(dtype)[5:]]
 
 
 def _check_floating(op, x):
-    if not x.dtype.is_floating_point:
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
         raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got {_type_name(x.dtype)}")
 
 
@@ -38,6 +39,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     _check_floating("linalg.vector_norm", x)
     if dtype is not None:
         x = x.to(dtype)
+    if x.dtype.is_complex:  # every vector norm is a norm of the moduli (abs's gradient is PyTorch's)
+        x = x.abs()
     dims = [dim] if isinstance(dim, int) else None if dim is None else list(dim)
     result = kiln.linalg_vector_norm(x, ord, dims, keepdim)
     return result if out is None else out.copy_(result)
@@ -51,6 +54,8 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
         raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
     if dtype is not None:
         A = A.to(dtype)
+    if A.dtype.is_complex and ord in ("fro", math.inf, -math.inf, 1, -1):  # norms of the moduli
+        A = A.abs()
     d0, d1 = (d % A.dim() for d in dim)
     if ord == "fro":
         result = kiln.norm(A, p=2, dim=(d0, d1), keepdim=keepdim)
