@@ -277,8 +277,11 @@ def _nn_cases():
                                                    ((2, 3, 4), (4, 5)), ((2, 3, 4), (4,)), ((4,), (2, 4, 5)),
                                                    ((2, 1, 3, 4), (5, 4, 2)), ((3, 4), (2, 4, 5))])
     c[aten.linear.default] = lambda: (((make(x, d, nc=nc), make((5, 4), d), b), {}) for d in FLOATS
-                                      for nc in (False, True) for x in [(4,), (3, 4), (2, 3, 4)]
+                                      for nc in (False, True) for x in [(4,), (3, 4), (2, 3, 4), (2, 2, 3, 4)]
                                       for b in [None, make((5,), d)])
+    c[aten._addmm_activation.default] = lambda: (((make(sh, d), make((3, 4), d, nc=True), make((4, 5), d)), kw)
+                                                 for d in FLOATS for sh in [(3, 5), (5,)]
+                                                 for kw in [{}, {"use_gelu": True}, {"beta": 0.5, "alpha": 2}])
     c[aten.conv2d.default] = lambda: (((make(x, d, nc=nc), make((6, 3 // g, 3, 3), d), b) + args, {})
                                       for d in FLOATS for nc in (False, True) for x in [(2, 3, 7, 6), (3, 5, 5)]
                                       for b in [None, make((6,), d)]

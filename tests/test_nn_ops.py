@@ -180,6 +180,21 @@ def test_addmm_baddbmm(name):
                                                            rand((0, 5), name, rng)], name)
 
 
+@requires_torch
+@pytest.mark.parametrize("name", FLOATS)
+def test_addmm_activation(name):
+    """_addmm_activation (PyTorch's fused linear + ReLU/GELU; the exact GELU on the CPU) equals
+    PyTorch's for vector and matrix biases, alpha and beta; like PyTorch's it has no derivative."""
+    rng = np.random.default_rng(4)
+    for self_shape, kw in [((5,), {}), ((3, 5), {"beta": 0.5, "alpha": 2}), ((1, 5), {"beta": 0})]:
+        for use_gelu in (False, True):
+            arrays = [rand(self_shape, name, rng), rand((3, 4), name, rng), rand((4, 5), name, rng)]
+            check(lambda lib, s, x, y: lib._addmm_activation(s, x, y, use_gelu=use_gelu, **kw), arrays, name)
+    a = kiln.ones(2, 3, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="the derivative for 'aten::_addmm_activation' is not implemented"):
+        kiln._addmm_activation(kiln.ones(4), a, kiln.ones(3, 4)).sum().backward()
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_linear(name):
     rng = np.random.default_rng(3)

@@ -6,6 +6,7 @@
 
 #include "python/csrc/tensor_caster.h"
 #include "runtime/cuda/cublas.h"
+#include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/cuda_allocator.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/loader.h"
@@ -90,6 +91,9 @@ void InitCudaBindings(py::module_& m) {
   m.def("_cuda_set_conv_allow_tf32", &cuda::SetConvAllowTF32);
   m.def("_cuda_cublas_available", [] { return cuda::CublasAvailable(); });
   m.def("_cuda_cublas_unavailable_reason", [] { return cuda::CublasUnavailableReason(); });
+  m.def("_cuda_cublaslt_available", [] { return cuda::CublasLtAvailable(); });
+  m.def("_cuda_cublaslt_unavailable_reason", [] { return cuda::CublasLtUnavailableReason(); });
+  m.def("_cuda_cublaslt_gemms", [] { return cuda::LtGemmCount(); });
 
   m.def("_cuda_nvjitlink_available", [] { return cuda::NvJitLinkAvailable(); });
   m.def("_cuda_nvjitlink_unavailable_reason", [] { return cuda::NvJitLinkUnavailableReason(); });
@@ -196,6 +200,13 @@ void InitCudaBindings(py::module_& m) {
           cuda::MultiTensorAdam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step_sizes,
                                 bias_correction2_sqrts, cuda::AdamHyper{lr, beta1, beta2, eps, weight_decay, decoupled,
                                                                         maximize});
+        });
+  m.def("_cuda_multi_tensor_sgd",
+        [](const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+           const std::vector<Tensor>& momentum_buffers, const std::vector<bool>& first, double lr, double momentum,
+           double dampening, double weight_decay, bool nesterov, bool maximize) {
+          cuda::MultiTensorSgd(params, grads, momentum_buffers, first,
+                               cuda::SgdHyper{lr, momentum, dampening, weight_decay, nesterov, maximize});
         });
   m.def("_cuda_grad_norm", [](const std::vector<Tensor>& grads) { return cuda::GradNorm(grads); });
   m.def("_cuda_clip_grads_by_norm", [](const std::vector<Tensor>& grads, const Tensor& total_norm, double max_norm) {

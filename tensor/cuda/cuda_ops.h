@@ -2,6 +2,7 @@
 // defines (each op is defined once; a backend only adds its kernel under DispatchKey::CUDA).
 #pragma once
 
+#include "runtime/cuda/cublaslt.h"
 #include "tensor/dispatcher.h"
 
 namespace kiln::cuda {
@@ -19,6 +20,12 @@ void RegisterMatmulKernels(Registry& r);
 // convolution's GEMM takes TF32 from cudnn.allow_tf32 (runtime/cuda/cublas.h).
 void GemmInto(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha,
               const char* kernel, bool convolution = false);
+
+// out (contiguous m x n, k > 0) = act(alpha * (a @ b) + bias) in one cuBLASLt GEMM, bias (or null)
+// a contiguous vector of n in out's dtype added to every row. False (nothing done) when cuBLASLt
+// cannot: the caller computes it another way.
+bool GemmEpilogueInto(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias, const Scalar& alpha,
+                      LtActivation activation, const char* kernel);
 
 // `bytes` from one place in device memory to another, in stream order on `device`'s current stream.
 void CopyDeviceBytes(void* dst, const void* src, size_t bytes, int device);

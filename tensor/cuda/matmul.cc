@@ -1,5 +1,6 @@
-// tensor/cuda/matmul.cc: mm and bmm on CUDA through cuBLAS (runtime/cuda/cublas.h), and the GEMM
-// addmm and baddbmm share with them (GemmInto, cuda_ops.h).
+// tensor/cuda/matmul.cc: mm and bmm on CUDA through cuBLAS (runtime/cuda/cublas.h), the GEMM
+// addmm and baddbmm share with them (GemmInto, cuda_ops.h), and addmm's GEMM with the bias and
+// activation in its epilogue through cuBLASLt (GemmEpilogueInto).
 //
 // Note [Row-major GEMM through cuBLAS]: cuBLAS is column-major. A row-major m x n result C is the
 // column-major n x m matrix C^T = B^T A^T, so the call computes (n, m, k) with the operands
@@ -8,6 +9,7 @@
 // stride[-2] == 1) enters transposed with ld = its column stride. Any other layout is copied
 // contiguous first. A batch stride of 0 (an expanded operand) is passed as is.
 #include "runtime/cuda/cublas.h"
+#include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/stream.h"
 #include "tensor/cuda/cuda_ops.h"
@@ -46,23 +48,24 @@ Operand Prepare(const Tensor& t) {
   return Operand{contiguous, false, std::max<int64_t>(c, 1), nd == 3 ? r * c : 0};
 }
 
-}  // namespace
+// The cuBLAS arguments of out = a @ b per the Note (alpha, beta and the flags left for the caller),
+// with the operands they point into (copies when a layout needed one) kept alive alongside.
+struct GemmCall {
+  Operand a, b;
+  GemmArgs args;
+};
 
-// out (batch x m x n, contiguous) = alpha * (a @ b) + beta * out.
-void GemmInto(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha,
-              const char* kernel, bool convolution) {
-  if (out.numel() == 0) return;
-  int64_t k = a.size(-1);
-  KILN_INTERNAL_ASSERT(k > 0, "an empty contraction reaches ", kernel);
-  BlasDataType dtype = BlasType(out.dtype(), kernel);
-  Operand pa = Prepare(a), pb = Prepare(b);
+GemmCall PlanGemm(const Tensor& out, const Tensor& a, const Tensor& b, const char* kernel) {
+  KILN_INTERNAL_ASSERT(a.size(-1) > 0, "an empty contraction reaches ", kernel);
+  GemmCall call{Prepare(a), Prepare(b), GemmArgs{}};
+  const Operand &pa = call.a, &pb = call.b;
   int64_t m = out.size(-2), n = out.size(-1);
-  GemmArgs g;
+  GemmArgs& g = call.args;
   g.trans_a = pb.transposed;  // the swap of the Note: cuBLAS's A is our b
   g.trans_b = pa.transposed;
   g.m = n;
   g.n = m;
-  g.k = k;
+  g.k = a.size(-1);
   g.a = pb.t->data();
   g.lda = pb.ld;
   g.stride_a = pb.batch_stride;
@@ -73,11 +76,32 @@ void GemmInto(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar&
   g.ldc = n;
   g.stride_c = m * n;
   g.batch = out.dim() == 3 ? out.size(0) : 1;
-  g.dtype = dtype;
-  g.alpha = alpha.to_double();
-  g.beta = beta.to_double();
-  g.convolution = convolution;
-  Gemm(CurrentStream(out.device().index), g);
+  g.dtype = BlasType(out.dtype(), kernel);
+  return call;
+}
+
+}  // namespace
+
+// out (batch x m x n, contiguous) = alpha * (a @ b) + beta * out.
+void GemmInto(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha,
+              const char* kernel, bool convolution) {
+  if (out.numel() == 0) return;
+  GemmCall call = PlanGemm(out, a, b, kernel);
+  call.args.alpha = alpha.to_double();
+  call.args.beta = beta.to_double();
+  call.args.convolution = convolution;
+  Gemm(CurrentStream(out.device().index), call.args);
+}
+
+bool GemmEpilogueInto(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias, const Scalar& alpha,
+                      LtActivation activation, const char* kernel) {
+  KILN_INTERNAL_ASSERT(out.dim() == 2 && out.is_contiguous() && out.numel() > 0, "GemmEpilogueInto's out");
+  KILN_INTERNAL_ASSERT(!bias || (bias->dim() == 1 && bias->is_contiguous() && bias->size(0) == out.size(1) &&
+                                 bias->dtype() == out.dtype()), "GemmEpilogueInto's bias");
+  GemmCall call = PlanGemm(out, a, b, kernel);
+  call.args.alpha = alpha.to_double();
+  // out's columns are cuBLAS's rows (the Note's swap): the bias runs along them
+  return LtGemm(CurrentStream(out.device().index), call.args, bias ? (*bias)->data() : nullptr, activation);
 }
 
 namespace {

@@ -1,4 +1,4 @@
-// tensor/cuda/multi_tensor.cc: filling and launching the multi-tensor optimizer kernels
+// tensor/cuda/multi_tensor.cc: filling and launching the multi-tensor optimizer kernels (Adam, SGD)
 // (multi_tensor.h): tensors and their chunks are packed into a launch's parameter block until either
 // table is full; a tensor whose chunks do not all fit goes on in the next launch.
 #include "tensor/cuda/multi_tensor.h"
@@ -30,10 +30,10 @@ void CheckList(const std::vector<Tensor>& ts, const char* op) {
   }
 }
 
-void CheckTensor(const Tensor& t, const Tensor& like, const char* what, size_t i) {
+void CheckTensor(const Tensor& t, const Tensor& like, const char* what, size_t i, const char* op = "multi-tensor Adam") {
   KILN_CHECK_VALUE(t.defined() && t.device() == like.device() && t.dtype() == like.dtype() && t.is_contiguous() &&
                        t.numel() == like.numel(),
-                   "multi-tensor Adam: ", what, "[", i, "] must be a contiguous ", ScalarTypeName(like.dtype()),
+                   op, ": ", what, "[", i, "] must be a contiguous ", ScalarTypeName(like.dtype()),
                    " tensor of ", like.numel(), " elements on ", like.device().str());
 }
 
@@ -130,6 +130,39 @@ void MultiTensorAdam(const std::vector<Tensor>& params, const std::vector<Tensor
         l.numel[t] = params[i].numel();
         l.step_size[t] = step_sizes[i];
         l.bias_correction2_sqrt[t] = bias_correction2_sqrts[i];
+      },
+      [](int) {});
+}
+
+void MultiTensorSgd(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                    const std::vector<Tensor>& momentum_buffers, const std::vector<bool>& first, const SgdHyper& h) {
+  const char* op = "multi-tensor SGD";
+  const size_t n = params.size();
+  const bool momentum = !momentum_buffers.empty();
+  KILN_CHECK_VALUE(grads.size() == n && (!momentum || (momentum_buffers.size() == n && first.size() == n)),
+                   op, ": the lists must have one entry per parameter");
+  if (n == 0) return;
+  CheckList(params, op);
+  for (size_t i = 0; i < n; ++i) {
+    CheckTensor(grads[i], params[i], "grads", i, op);
+    if (momentum) CheckTensor(momentum_buffers[i], params[i], "momentum_buffers", i, op);
+  }
+  SgdLaunch l;
+  std::memset(&l, 0, sizeof(l));
+  l.lr = h.lr;
+  l.momentum = h.momentum;
+  l.dampening = h.dampening;
+  l.weight_decay = h.weight_decay;
+  l.nesterov = h.nesterov;
+  l.maximize = h.maximize;
+  LaunchChunks(
+      params, kAdamTensors, OptimKernel("kiln_sgd_", params[0], "SGD.step"), l,
+      [&](int t, size_t i) {
+        l.param[t] = params[i].raw_data();
+        l.grad[t] = grads[i].raw_data();
+        l.momentum_buffer[t] = momentum ? momentum_buffers[i].raw_data() : nullptr;
+        l.first[t] = momentum && first[i];
+        l.numel[t] = params[i].numel();
       },
       [](int) {});
 }

@@ -24,6 +24,16 @@ void MultiTensorAdam(const std::vector<Tensor>& params, const std::vector<Tensor
                      const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<double>& step_sizes,
                      const std::vector<double>& bias_correction2_sqrts, const AdamHyper& h);
 
+struct SgdHyper {
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov, maximize;
+};
+
+// One SGD step of every params[i] with grads[i] and, with momentum, momentum_buffers[i] (empty
+// without); first[i]: the buffer is new and starts as the gradient. Checks as MultiTensorAdam's.
+void MultiTensorSgd(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                    const std::vector<Tensor>& momentum_buffers, const std::vector<bool>& first, const SgdHyper& h);
+
 // clip_grad_norm_ (norm 2) over `grads` (contiguous, of one floating dtype, on one CUDA device;
 // ValueError otherwise): GradNorm returns their joint 2-norm as a 0-d float tensor (double for
 // float64), from per-chunk sums of squares; ClipGradsByNorm multiplies each by

@@ -363,11 +363,24 @@ Tensor MmCPU(const Tensor& self, const Tensor& mat2) {
 
 Tensor BmmCPU(const Tensor& self, const Tensor& mat2) { return ProductCPU(BmmMeta(self, mat2), self, mat2, "bmm"); }
 
+// Whether addmm's out = self + alpha * (a @ b) can add self in cuBLASLt's bias epilogue (PyTorch's
+// condition for it: a CUDA matrix result, beta 1, self a contiguous vector of out's columns in out's
+// floating dtype, and no dimension of 1, which cuBLASLt's heuristics handle poorly).
+bool BiasEpilogueFits(const Tensor& out, const Tensor& self, const Tensor& a, const Scalar& beta) {
+  return out.device().is_cuda() && out.dim() == 2 && !beta.is_complex() && beta.to_double() == 1.0 &&
+         self.dim() == 1 && self.is_contiguous() && self.size(0) == out.size(1) && self.dtype() == out.dtype() &&
+         IsFloating(out.dtype()) && out.size(0) > 1 && out.size(1) > 1 && a.size(-1) > 1;
+}
+
 // out = beta * self + alpha * (product), self broadcast to the product's shape.
 Tensor AddProduct(const TensorMeta& m, const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
                   const Scalar& alpha, const char* op) {
   Tensor out = EmptyFromMeta(m);
   if (out.numel() == 0) return out;
+  if (BiasEpilogueFits(out, self, a, beta) &&
+      cuda::GemmEpilogueInto(out, a, b, &self, alpha, cuda::LtActivation::kNone, op)) {
+    return out;
+  }
   const bool use_self = beta.to_double() != 0;
   if (use_self) ops::copy_(out, self);  // copy_ broadcasts self into out
   if (a.size(-1) == 0) {
@@ -377,6 +390,30 @@ Tensor AddProduct(const TensorMeta& m, const Tensor& self, const Tensor& a, cons
   if (out.device().is_cuda()) cuda::GemmInto(out, a, b, use_self ? beta : Scalar(int64_t(0)), alpha, op);
   else BatchedGemmInto(out, a, b, use_self ? beta : Scalar(int64_t(0)), alpha, op);
   return out;
+}
+
+// _addmm_activation: relu or GELU of addmm, PyTorch's fused linear + activation (no derivative, as
+// PyTorch's). Its CPU kernel applies the exact GELU; its CUDA kernel the tanh approximation, which
+// is what cuBLASLt's GELU epilogue computes.
+TensorMeta AddmmActivationMeta(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
+                               const Scalar& alpha, bool) {
+  return AddmmMeta(self, mat1, mat2, beta, alpha);
+}
+Tensor AddmmActivation(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
+                       const Scalar& alpha, bool use_gelu) {
+  const TensorMeta m = AddmmMeta(self, mat1, mat2, beta, alpha);
+  const bool cuda = m.device.is_cuda();
+  if (cuda) {
+    Tensor out = EmptyFromMeta(m);
+    if (out.numel() > 0 && BiasEpilogueFits(out, self, mat1, beta) &&
+        cuda::GemmEpilogueInto(out, mat1, mat2, &self, alpha,
+                               use_gelu ? cuda::LtActivation::kGelu : cuda::LtActivation::kRelu, "addmm")) {
+      return out;
+    }
+  }
+  Tensor out = AddProduct(m, self, mat1, mat2, beta, alpha, "addmm");
+  if (!use_gelu) return CallOp<Tensor>(KILN_OP("aten::relu_"), out);
+  return CallOp<Tensor>(KILN_OP("aten::gelu_"), out, std::string(cuda ? "tanh" : "none"));
 }
 
 Tensor AddmmCPU(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
@@ -525,10 +562,24 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
 }
 
 // torch.nn.functional.linear: input @ weight.T + bias (one addmm for 2-D input with bias).
+// PyTorch's linear: a matrix input with a bias is one addmm; so is any other contiguous input with a
+// vector bias, flattened to a matrix and viewed back (its _flatten_nd_linear), which puts the bias
+// in the GEMM's epilogue on CUDA; the rest is matmul, then the bias added.
 Tensor Linear(const Tensor& input, const Tensor& weight, const OptTensor& bias) {
   Tensor wt = CallOp<Tensor>(KILN_OP("aten::t"), weight);
+  const Scalar one(int64_t(1));
   if (input.dim() == 2 && bias && bias->defined()) {
-    return CallOp<Tensor>(KILN_OP("aten::addmm"), *bias, input, wt, Scalar(int64_t(1)), Scalar(int64_t(1)));
+    return CallOp<Tensor>(KILN_OP("aten::addmm"), *bias, input, wt, one, one);
+  }
+  if (bias && bias->defined() && bias->dim() == 1 && input.dim() >= 1 && input.is_contiguous()) {
+    const SymDimVector& sizes = input->sym_sizes();
+    SymInt rows(1);
+    for (size_t d = 0; d + 1 < sizes.size(); ++d) rows = rows * sizes[d];
+    const Tensor flat = ops::view(input, {rows, sizes.back()});
+    const Tensor out = CallOp<Tensor>(KILN_OP("aten::addmm"), *bias, flat, wt, one, one);
+    std::vector<SymInt> out_sizes(sizes.begin(), sizes.end() - 1);
+    out_sizes.push_back(out->sym_sizes()[1]);
+    return ops::view(out, out_sizes);
   }
   Tensor out = Matmul(input, wt);
   if (bias && bias->defined()) out = ops::add(out, *bias);
@@ -545,6 +596,9 @@ void RegisterLinalgOps(Registry& r) {
   r.Def("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", {Tag::core},
         kFunctionAndMethod)
       .CPUAndCUDA<&AddmmCPU>().Meta<&AddmmMeta>();
+  r.Def("_addmm_activation(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1, "
+        "bool use_gelu=False) -> Tensor", {}, kFunctionAndMethod)
+      .CPUAndCUDA<&AddmmActivation>().Meta<&AddmmActivationMeta>();
   r.Def("baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
         {Tag::core}, kFunctionAndMethod)
       .CPUAndCUDA<&BaddbmmCPU>().Meta<&BaddbmmMeta>();

@@ -1,6 +1,7 @@
 """mm, bmm and matmul on CUDA through cuBLAS, against float64 products on the host (and against
 PyTorch's CUDA result where PyTorch has CUDA, on the H200): dtypes, layouts (transposed, sliced,
-expanded batches), empty and degenerate sizes, TF32, and the errors PyTorch raises."""
+expanded batches), empty and degenerate sizes, TF32, and the errors PyTorch raises; addmm, linear and
+_addmm_activation with the bias (and ReLU/GELU) in cuBLASLt's epilogue."""
 
 import numpy as np
 import pytest
@@ -128,3 +129,65 @@ def test_mm_errors():
     else:  # the fake driver: cuBLAS cannot load, and the error says so
         with pytest.raises(RuntimeError, match=r"cuBLAS \(libcublas\.so\.13\) could not be loaded"):
             kiln.mm(a, kiln.ones(3, 2, device="cuda"))
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+@needs_cublas
+@pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16"])
+def test_addmm_bias_and_activation_epilogues(name):
+    """addmm with a vector bias (beta 1) runs as one cuBLASLt GEMM (counted), and equals the float64
+    product plus bias; _addmm_activation applies ReLU or the tanh GELU, as PyTorch's CUDA kernel. Odd
+    sizes, a transposed weight (linear's layout), an operand at an unaligned offset, alpha != 1."""
+    assert kiln._C._cuda_cublaslt_available(), kiln._C._cuda_cublaslt_unavailable_reason()
+    rng = np.random.default_rng(7)
+    dt = getattr(kiln, name)
+    tol = TOL[name] * 4
+    for m, k, n in [(64, 32, 48), (37, 129, 65), (2, 3, 2)]:
+        a, w, bias = rounded(rand((m, k), rng), name), rounded(rand((n, k), rng), name), rounded(rand(n, rng), name)
+        ka, kw, kb = (kiln.tensor(v, dtype=dt).cuda() for v in (a, w, bias))
+        for alpha in (1, 0.5):
+            before = kiln._C._cuda_cublaslt_gemms()
+            got = kiln.addmm(kb, ka, kw.t(), alpha=alpha)
+            assert kiln._C._cuda_cublaslt_gemms() == before + 1, "addmm with a vector bias takes the epilogue path"
+            want = alpha * (a @ w.T) + bias
+            check_value = got.cpu().double().numpy()
+            scale = max(1.0, np.abs(want).max())
+            assert np.abs(check_value - want).max() / scale <= tol * k ** 0.5, (name, m, k, n, alpha)
+        pre = a @ w.T + bias
+        for use_gelu, f in ((False, lambda x: np.maximum(x, 0)), (True, gelu_tanh)):
+            got = kiln._addmm_activation(kb, ka, kw.t(), use_gelu=use_gelu).cpu().double().numpy()
+            want = f(pre)
+            assert np.abs(got - want).max() / max(1.0, np.abs(want).max()) <= tol * k ** 0.5, (name, use_gelu)
+    # an operand at an odd element offset (4-byte aligned only) and a bias view
+    big = kiln.tensor(rand((33 * 17 + 1,), rng)).to("cuda", dt)
+    x = big[1:].view(33, 17)
+    wb = kiln.tensor(rand((19, 17), rng)).to("cuda", dt)
+    bb = kiln.tensor(rand((20,), rng)).to("cuda", dt)[1:]
+    want = x.cpu().double().numpy() @ wb.cpu().double().numpy().T + bb.cpu().double().numpy()
+    got = kiln.addmm(bb, x, wb.t()).cpu().double().numpy()
+    assert np.abs(got - want).max() / np.abs(want).max() <= tol * 17 ** 0.5
+
+
+@needs_cublas
+def test_linear_of_batched_input_is_one_gemm_with_bias_and_its_gradients():
+    """nn.Linear on a contiguous [B, T, C] input is flattened to one addmm (PyTorch's
+    _flatten_nd_linear), the bias in the epilogue; forward and gradients equal the CPU's."""
+    kiln.manual_seed(0)
+    lin = kiln.nn.Linear(24, 40)
+    x = kiln.randn(3, 5, 24)
+    g = kiln.randn(3, 5, 40)
+    lin_g = kiln.nn.Linear(24, 40).cuda()
+    lin_g.load_state_dict(lin.state_dict())
+    xg = x.cuda().requires_grad_()
+    xc = x.clone().requires_grad_()
+    before = kiln._C._cuda_cublaslt_gemms()
+    yg, yc = lin_g(xg), lin(xc)
+    assert kiln._C._cuda_cublaslt_gemms() == before + 1
+    np.testing.assert_allclose(yg.cpu().detach().numpy(), yc.detach().numpy(), rtol=1e-5, atol=1e-5)
+    yg.backward(g.cuda())
+    yc.backward(g)
+    for got, want in ((xg.grad, xc.grad), (lin_g.weight.grad, lin.weight.grad), (lin_g.bias.grad, lin.bias.grad)):
+        np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-5, atol=1e-5)

@@ -236,6 +236,45 @@ def test_multi_tensor_adam_matches_the_single_tensor_step(opt, kwargs):
     assert np.array_equal(multi[7].detach().cpu().numpy(), init[7]), "no gradient: unchanged"
 
 
+@pytest.mark.parametrize("kwargs", [{"momentum": 0.9}, {"momentum": 0.9, "nesterov": True, "weight_decay": 1e-2},
+                                    {"momentum": 0.5, "dampening": 0.3, "maximize": True}, {"weight_decay": 0.1},
+                                    {}])
+def test_multi_tensor_sgd_matches_the_single_tensor_step(kwargs):
+    """The multi-tensor SGD kernel (the default on CUDA) against foreach=False on CUDA and on the CPU,
+    over 3 steps (the momentum buffer's first step is the gradient itself): more tensors than one
+    launch holds, a tensor of more chunks than one launch runs, a bfloat16 parameter, a
+    non-contiguous parameter (single-tensor path), a parameter whose gradient appears only from the
+    second step (its buffer starts then)."""
+    rng = np.random.default_rng(4)
+    shapes = [(4600, 4700)] + [(rng.integers(1, 70), rng.integers(1, 70)) for _ in range(30)] + [(1,)]
+    init = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+    def make(device, foreach):
+        ps = [nn.Parameter(kiln.tensor(a).to(device)) for a in init]
+        ps[3] = nn.Parameter(ps[3].detach().to(kiln.bfloat16))
+        ps[4] = nn.Parameter(kiln.tensor(init[4]).t().contiguous().t().to(device).t())  # non-contiguous
+        return ps, kiln.optim.SGD(ps, lr=1e-2, foreach=foreach, **kwargs)
+
+    runs = {key: make(*key) for key in [("cuda", None), ("cuda", False), ("cpu", None)]}
+    for step in range(3):
+        grads = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+        for ps, o in runs.values():
+            for i, (p, g) in enumerate(zip(ps, grads)):
+                p.grad = None if (i == 7 and step == 0) else kiln.tensor(g).to(p.dtype).to(p.device).reshape(p.shape)
+            o.step()
+    multi, single, cpu = (runs[k][0] for k in [("cuda", None), ("cuda", False), ("cpu", None)])
+    for i, (a, b, c) in enumerate(zip(multi, single, cpu)):
+        tol = 1e-2 if a.dtype == kiln.bfloat16 else 1e-6
+        got = a.detach().cpu().double().numpy()
+        for want, what in [(b.detach().cpu().double().numpy(), "foreach=False"), (c.detach().double().numpy(), "the CPU")]:
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=f"{i} against {what}")
+    if kwargs.get("momentum"):
+        o_multi, o_cpu = runs[("cuda", None)][1], runs[("cpu", None)][1]
+        for pm, pc in zip(multi, cpu):
+            np.testing.assert_allclose(o_multi.state[pm]["momentum_buffer"].cpu().double().numpy(),
+                                       o_cpu.state[pc]["momentum_buffer"].double().numpy(), rtol=1e-2, atol=1e-5)
+
+
 def test_anomaly_mode_reads_cuda_gradients_back():
     """detect_anomaly's NaN check of each node's gradients reads a CUDA flag back (it once read
     device memory on the host and crashed)."""

@@ -3,7 +3,8 @@ process, interleaved, best (median where noted) of several rounds; a table of ra
 
 What exists so far (issue 18): the first CUDA op of a process, the caching allocator, copies between
 host and device (pageable and pinned) and on the device, fill, mm through cuBLAS, and the generated
-pointwise kernels (launch overhead, bandwidth, the first kernels' compile time), and the generated
+pointwise kernels (launch overhead, bandwidth, the first kernels' compile time), a Linear with its
+bias (cuBLASLt's epilogue), a multi-tensor SGD step, and the generated
 reduction kernels (whole tensors, rows, columns, short rows, argmax, a bias gradient, latency), eager
 training steps of an MLP, the digits CNN and a GPT-style model, a ResNet-sized convolution and
 batch_norm, and randn (the nvcc-built Philox kernels).
@@ -117,6 +118,41 @@ def main():
                 flop / timed(lambda: torch.mm(ta, tb), ts, reps) / 1e12, "TFLOP/s", higher_is_better=True)
         torch.backends.cuda.matmul.allow_tf32 = False
         kiln.backends.cuda.matmul.allow_tf32 = False
+
+    # 5b. a Linear layer's forward with its bias (addmm: cuBLASLt's bias epilogue in kiln and PyTorch)
+    # on a GPT-sized activation, float32 and bf16
+    for label, kdt, tdt in (("f32", kiln.float32, torch.float32), ("bf16", kiln.bfloat16, torch.bfloat16)):
+        rows_, d_in, d_out = 8192, 1024, 4096
+        tx, tw, tbias = (torch.randn(*s, device="cuda", dtype=tdt) for s in ((rows_, d_in), (d_out, d_in), (d_out,)))
+        kx_, kw_, kb_ = (kiln.empty(*t.shape, dtype=kdt, device="cuda").copy_(kiln.randn(*t.shape).to(kdt))
+                         for t in (tx, tw, tbias))
+        flop = 2 * rows_ * d_in * d_out
+        row(f"linear+bias 8192x1024->4096 {label} TFLOP/s",
+            flop / timed(lambda: kiln.nn.functional.linear(kx_, kw_, kb_), ks, 50) / 1e12,
+            flop / timed(lambda: torch.nn.functional.linear(tx, tw, tbias), ts, 50) / 1e12, "TFLOP/s",
+            higher_is_better=True)
+
+    # 5c. an SGD step with momentum and weight decay over resnet18's 62 parameter shapes (11.7M values):
+    # kiln's multi-tensor kernel against PyTorch's foreach path
+    resnet_shapes = [(64, 3, 7, 7), (64,), (64,)] + [(64, 64, 3, 3), (64,), (64,)] * 4 + \
+        [(128, 64, 3, 3), (128,), (128,), (128, 128, 3, 3), (128,), (128,), (128, 64, 1, 1), (128,), (128,)] + \
+        [(128, 128, 3, 3), (128,), (128,)] * 2 + \
+        [(256, 128, 3, 3), (256,), (256,), (256, 256, 3, 3), (256,), (256,), (256, 128, 1, 1), (256,), (256,)] + \
+        [(256, 256, 3, 3), (256,), (256,)] * 2 + \
+        [(512, 256, 3, 3), (512,), (512,), (512, 512, 3, 3), (512,), (512,), (512, 256, 1, 1), (512,), (512,)] + \
+        [(512, 512, 3, 3), (512,), (512,)] * 2 + [(1000, 512), (1000,)]
+
+    def sgd_step(lib):
+        ps = [lib.nn.Parameter(lib.randn(*s, device="cuda")) for s in resnet_shapes]
+        for p in ps:
+            p.grad = lib.randn(*p.shape, device="cuda")
+        opt = lib.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=1e-4)
+        return opt.step
+
+    k_sgd, t_sgd = sgd_step(kiln), sgd_step(torch)
+    k_sgd(), t_sgd()
+    row(f"SGD momentum step, resnet18 params ({len(resnet_shapes)}) us", timed(k_sgd, ks, 50) * 1e6,
+        timed(t_sgd, ts, 50) * 1e6, "us")
 
     # 6. generated pointwise kernels: launch overhead, then bandwidth on 64M elements
     k1, t1 = kiln.ones(1, device="cuda"), torch.ones(1, device="cuda")

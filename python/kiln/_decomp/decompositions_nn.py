@@ -238,11 +238,26 @@ def matmul(self, other):
 
 @register_decomposition(aten.linear.default)
 def linear(input, weight, bias=None):
+    """PyTorch's: addmm for a matrix input with a bias, and for any other contiguous input with a vector
+    bias, flattened to a matrix and viewed back (its _flatten_nd_linear); else matmul, then the bias."""
     wt = aten.permute.default(weight, [1, 0]) if weight.dim() == 2 else weight
     if input.dim() == 2 and bias is not None and weight.dim() == 2:
         return aten.addmm.default(bias, input, wt)
+    if bias is not None and weight.dim() == 2 and bias.dim() == 1 and input.dim() >= 1 and input.is_contiguous():
+        lead = list(input.shape[:-1])
+        flat = aten.view.default(input, [numel(lead), input.shape[-1]])
+        return aten.view.default(aten.addmm.default(bias, flat, wt), lead + [weight.shape[0]])
     out = aten.matmul.default(input, wt)
     return out if bias is None else aten.add.Tensor(out, bias)
+
+
+@register_decomposition(aten._addmm_activation.default)
+def _addmm_activation(self, mat1, mat2, beta=1, alpha=1, use_gelu=False):
+    """PyTorch's: addmm, then relu or GELU (tanh-approximated on CUDA, as cuBLASLt's epilogue)."""
+    out = aten.addmm.default(self, mat1, mat2, beta=beta, alpha=alpha)
+    if not use_gelu:
+        return aten.relu.default(out)
+    return aten.gelu.default(out, approximate="tanh" if out.device.type == "cuda" else "none")
 
 
 # --- convolution and pooling wrappers --------------------------------------------------------

@@ -1,6 +1,11 @@
 """kiln.optim.SGD: stochastic gradient descent with momentum, dampening, Nesterov, weight decay,
-maximize. The same formulas in the same order as PyTorch's single-tensor (foreach=False) path."""
+maximize. The same formulas in the same order as PyTorch's single-tensor (foreach=False) path.
 
+On CUDA (unless foreach=False) a group's parameters are updated by the multi-tensor kernel
+(tensor/cuda/multi_tensor.h): a few launches for all of them, as PyTorch's foreach path."""
+
+import kiln
+from kiln.optim.adam import _multi_tensor_ok
 from kiln.optim.optimizer import Optimizer, _no_grad_step, _to_scalar, _check_unsupported
 
 
@@ -35,9 +40,22 @@ class SGD(Optimizer):
             weight_decay = group["weight_decay"]
             nesterov = group["nesterov"]
             maximize = group["maximize"]
+            batches = {}  # (device, dtype) -> params, grads, momentum buffers, whether each buffer is new
             for p in group["params"]:
                 grad = p.grad
                 if grad is None:
+                    continue
+                if group["foreach"] is not False and _multi_tensor_ok(p, grad):
+                    lists = batches.setdefault((p.device, p.dtype), ([], [], [], []))
+                    lists[0].append(p)
+                    lists[1].append(grad)
+                    if momentum != 0:
+                        p_state = state[p]
+                        buf = p_state.get("momentum_buffer")
+                        lists[3].append(buf is None)
+                        if buf is None:
+                            buf = p_state["momentum_buffer"] = kiln.empty_like(p)
+                        lists[2].append(buf)
                     continue
                 if maximize:
                     grad = -grad
@@ -52,4 +70,7 @@ class SGD(Optimizer):
                         buf.mul_(momentum).add_(grad, alpha=1 - dampening)
                     grad = grad.add(buf, alpha=momentum) if nesterov else buf
                 p.add_(grad, alpha=-lr)
+            for params, grads, bufs, first in batches.values():
+                kiln._C._cuda_multi_tensor_sgd(params, grads, bufs, first, lr, momentum, dampening, weight_decay,
+                                               nesterov, maximize)
         return loss

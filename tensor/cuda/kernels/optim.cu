@@ -1,9 +1,11 @@
-// tensor/cuda/kernels/optim.cu: the Adam/AdamW step over many tensors in one launch (PyTorch's
+// tensor/cuda/kernels/optim.cu: the Adam/AdamW and SGD steps over many tensors in one launch (PyTorch's
 // multi_tensor_apply): a launch carries up to kAdamTensors tensors and kAdamChunks chunks of
 // kAdamChunk elements in its parameter block (by value, inside the 4 KB a kernel's parameters may
 // take), and block b updates chunk b. Each element does what the single-tensor step does (python/kiln/
 // optim/adam.py), in the opmath type (float for 16-bit floats): weight decay, the moments' lerp and
 // update, the bias-corrected denominator, the parameter's addcdiv; each stored tensor is rounded once.
+// SGD's likewise (python/kiln/optim/sgd.py): weight decay, the momentum buffer, Nesterov, the update,
+// each intermediate the single-tensor step stores rounded to the parameter's dtype.
 // Also clip_grad_norm_'s two passes over the gradients (sum of squares per chunk, then the scale).
 #include "tensor/cuda/kernels/common.cuh"
 #include "tensor/cuda/kernels/optim_args.h"
@@ -50,6 +52,33 @@ __device__ void AdamStep(const AdamLaunch& l) {
     }
     const M denom = sqrt(second) / bc2_sqrt + eps;
     p[i] = Cast<T>(param - step_size * (avg / denom));
+  }
+}
+
+template <typename T>
+__device__ void SgdStep(const SgdLaunch& l) {
+  using M = opmath_t<T>;
+  const int t = l.chunk_tensor[blockIdx.x];
+  const int64_t begin = int64_t(l.chunk_index[blockIdx.x]) * kAdamChunk;
+  const int64_t end = begin + kAdamChunk < l.numel[t] ? begin + kAdamChunk : l.numel[t];
+  T* p = static_cast<T*>(l.param[t]);
+  const T* g = static_cast<const T*>(l.grad[t]);
+  T* buf = static_cast<T*>(l.momentum_buffer[t]);
+  const bool first = l.first[t] != 0;
+  const M lr = static_cast<M>(l.lr), wd = static_cast<M>(l.weight_decay), momentum = static_cast<M>(l.momentum),
+          keep = static_cast<M>(1 - l.dampening);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    M grad = Cast<M>(g[i]);
+    if (l.maximize) grad = -grad;
+    const M param = Cast<M>(p[i]);
+    if (wd != M(0)) grad = Cast<M>(Cast<T>(fma(wd, param, grad)));  // grad.add(p, alpha=wd), fused as Adam's
+    if (buf != nullptr) {
+      // buf.mul_(momentum).add_(grad, alpha=1 - dampening), or grad itself on the first step
+      const M b = first ? grad : Cast<M>(Cast<T>(fma(keep, grad, Cast<M>(Cast<T>(Cast<M>(buf[i]) * momentum)))));
+      buf[i] = Cast<T>(b);
+      grad = l.nesterov ? Cast<M>(Cast<T>(fma(momentum, b, grad))) : b;
+    }
+    p[i] = Cast<T>(fma(-lr, grad, param));  // p.add_(grad, alpha=-lr)
   }
 }
 
@@ -101,9 +130,10 @@ KILN_LIST(double, f64)
 KILN_LIST(__half, f16)
 KILN_LIST(__nv_bfloat16, bf16)
 
-#define KILN_ADAM(T, S) \
-  extern "C" __global__ void kiln_adam_##S(const kiln::AdamLaunch l) { kiln::AdamStep<T>(l); }
-KILN_ADAM(float, f32)
-KILN_ADAM(double, f64)
-KILN_ADAM(__half, f16)
-KILN_ADAM(__nv_bfloat16, bf16)
+#define KILN_STEPS(T, S)                                                                          \
+  extern "C" __global__ void kiln_adam_##S(const kiln::AdamLaunch l) { kiln::AdamStep<T>(l); } \
+  extern "C" __global__ void kiln_sgd_##S(const kiln::SgdLaunch l) { kiln::SgdStep<T>(l); }
+KILN_STEPS(float, f32)
+KILN_STEPS(double, f64)
+KILN_STEPS(__half, f16)
+KILN_STEPS(__nv_bfloat16, bf16)

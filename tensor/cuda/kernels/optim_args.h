@@ -28,6 +28,22 @@ struct AdamLaunch {
 };
 static_assert(sizeof(AdamLaunch) <= 4096, "a kernel's parameters must fit in 4 KB");
 
+// The SGD step (optim.cu: kiln_sgd_*), as AdamLaunch's packing: momentum_buffer[t] is null without
+// momentum; first[t] says the buffer starts as the (decayed) gradient, as the single-tensor step's
+// clone on its first step.
+struct SgdLaunch {
+  void* param[kAdamTensors];
+  void* grad[kAdamTensors];
+  void* momentum_buffer[kAdamTensors];
+  int64_t numel[kAdamTensors];
+  uint8_t first[kAdamTensors];
+  double lr, momentum, dampening, weight_decay;
+  int32_t chunk_index[kAdamChunks];
+  uint8_t chunk_tensor[kAdamChunks];
+  uint8_t nesterov, maximize;
+};
+static_assert(sizeof(SgdLaunch) <= 4096, "a kernel's parameters must fit in 4 KB");
+
 // The gradient-clipping kernels (optim.cu: kiln_sum_squares_*, kiln_clip_scale_*) over one list of
 // tensors: chunk b of a launch writes its sum of squares to partials[first_partial + b]; the scale
 // kernel multiplies by min(max_norm / (*total_norm + 1e-6), 1), read on the device.
