@@ -138,6 +138,14 @@ def test_arithmetic_and_promotion():
         kiln.ones(2, dtype=kiln.complex64).floor()
 
 
+def test_comparison_with_python_complex_numbers():
+    t = torch.tensor([1 + 2j, 2j, 3 + 0j])
+    k = k_of(t)
+    for f in (lambda x: x == (1 + 2j), lambda x: x != 2j, lambda x: (3 + 0j) == x, lambda x: x == 3):
+        got, want = f(k), f(t)
+        assert isinstance(got, kiln.Tensor) and got.tolist() == want.tolist()
+
+
 def test_real_angle_of_real_input():
     t = torch.tensor([-2.0, 0.0, 3.0, float("nan"), -0.0])
     close(k_of(t).angle(), t.angle())

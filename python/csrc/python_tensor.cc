@@ -414,7 +414,8 @@ PyNumberMethods kNumber = {};
 
 PyObject* RichCompare(PyObject* a, PyObject* b, int op) {
   static const char* kNames[] = {"lt", "le", "eq", "ne", "gt", "ge"};
-  if ((op == Py_EQ || op == Py_NE) && !IsTensor(b) && !PyLong_Check(b) && !PyFloat_Check(b) && !PyBool_Check(b)) {
+  if ((op == Py_EQ || op == Py_NE) && !IsTensor(b) && !PyLong_Check(b) && !PyFloat_Check(b) && !PyBool_Check(b) &&
+      !PyComplex_Check(b)) {
     // x == None, x == "a": PyTorch answers False / True instead of raising.
     if (op == Py_EQ) Py_RETURN_FALSE;
     Py_RETURN_TRUE;

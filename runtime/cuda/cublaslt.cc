@@ -4,7 +4,7 @@
 // Note [cuBLASLt plans]: a cuBLASLt call needs a matmul descriptor, four matrix layouts and an
 // algorithm from the heuristic query, which costs more host time than the launch itself. They
 // depend only on the problem (sizes, leading dims, transposes, dtype, compute type, epilogue) and
-// on the operands' pointer alignment (an algorithm may need 16-byte alignment), so each thread
+// on the operands' pointer alignment (told to the heuristic: an algorithm may need more), so each thread
 // keeps them per such key and sets only the bias pointer per call. A problem with no algorithm is
 // remembered too, and LtGemm returns false for it at once.
 #include "runtime/cuda/cublaslt.h"
@@ -43,7 +43,8 @@ struct HeuristicResult {  // cublasLtMatmulHeuristicResult_t
 
 // Values of CUDA 13's cublasLt.h.
 constexpr int kDescComputeType = 0, kDescTransA = 3, kDescTransB = 4, kDescEpilogue = 7, kDescBiasPointer = 8;
-constexpr int kPrefMaxWorkspaceBytes = 1;
+constexpr int kPrefMaxWorkspaceBytes = 1, kPrefMinAlignmentA = 5, kPrefMinAlignmentB = 6, kPrefMinAlignmentC = 7,
+              kPrefMinAlignmentD = 8;
 constexpr uint32_t kEpilogueDefault = 1, kEpilogueRelu = 2, kEpilogueBias = 4, kEpilogueGelu = 32;
 constexpr int kScaleF32 = 0, kScaleF64 = 1;
 constexpr uint64_t kMaxWorkspace = 32ull << 20;  // PyTorch's cuBLASLt workspace on Hopper
@@ -116,15 +117,16 @@ Handle HandleFor(int device) {
   return handles[device];
 }
 
-// The largest power of two (up to 16) dividing the address.
-int Alignment(const void* p) {
+// The largest power of two (up to 256, what the heuristic assumes unless told) dividing the address.
+uint32_t Alignment(const void* p) {
   const auto v = reinterpret_cast<uintptr_t>(p);
-  int a = 16;
+  uint32_t a = 256;
   while (a > 1 && v % a != 0) a /= 2;
   return a;
 }
 
-using Key = std::tuple<int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, uint32_t, int>;
+using Key = std::tuple<int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, uint32_t,
+                       uint32_t, uint32_t, uint32_t>;
 struct KeyHash {
   size_t operator()(const Key& k) const {
     size_t h = 0;
@@ -160,7 +162,14 @@ Plan MakePlan(Handle h, const GemmArgs& g, int compute, uint32_t epilogue) {
   Preference pref = nullptr;
   CheckLt(lt.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
   CheckLt(lt.pref_set(pref, kPrefMaxWorkspaceBytes, &kMaxWorkspace, sizeof(kMaxWorkspace)),
-        "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
+          "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
+  // the operands' actual alignment (the heuristic assumes 256 bytes, and an algorithm picked for that
+  // fails on a tensor at an element offset)
+  const uint32_t align_a = Alignment(g.a), align_b = Alignment(g.b), align_c = Alignment(g.c);
+  CheckLt(lt.pref_set(pref, kPrefMinAlignmentA, &align_a, sizeof(align_a)), "cublasLtMatmulPreferenceSetAttribute(A)");
+  CheckLt(lt.pref_set(pref, kPrefMinAlignmentB, &align_b, sizeof(align_b)), "cublasLtMatmulPreferenceSetAttribute(B)");
+  CheckLt(lt.pref_set(pref, kPrefMinAlignmentC, &align_c, sizeof(align_c)), "cublasLtMatmulPreferenceSetAttribute(C)");
+  CheckLt(lt.pref_set(pref, kPrefMinAlignmentD, &align_c, sizeof(align_c)), "cublasLtMatmulPreferenceSetAttribute(D)");
   HeuristicResult result{};
   int returned = 0;
   // a problem cuBLASLt does not support comes back as an error status: no plan, not a failure
@@ -205,10 +214,11 @@ bool LtGemm(const Stream& stream, const GemmArgs& g, const void* bias, LtActivat
   uint32_t epilogue = activation == LtActivation::kRelu ? kEpilogueRelu
                       : activation == LtActivation::kGelu ? kEpilogueGelu : kEpilogueDefault;
   if (bias != nullptr) epilogue = epilogue == kEpilogueDefault ? kEpilogueBias : (epilogue | kEpilogueBias);
-  int alignment = std::min({Alignment(g.a), Alignment(g.b), Alignment(g.c)});
-  if (bias != nullptr) alignment = std::min(alignment, Alignment(bias));
+  // the heuristic is told the matrices' alignment but not the bias's: a bias off 16 bytes takes the
+  // caller's unfused path
+  if (bias != nullptr && Alignment(bias) < 16) return false;
   const Key key{stream.device, g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, static_cast<int>(g.dtype),
-                static_cast<int>(compute), epilogue, alignment};
+                static_cast<int>(compute), epilogue, Alignment(g.a), Alignment(g.b), Alignment(g.c)};
   Handle h = HandleFor(stream.device);
   thread_local PlanCache cache;
   auto it = cache.plans.find(key);

@@ -160,15 +160,17 @@ Pair Exp(const Pair& z, const Inputs& in) {
 }
 
 // The principal root without cancellation: t = sqrt((|a| + |z|) / 2), then (t, b / 2t) for a >= 0,
-// (|b| / 2t, copysign(t, b)) otherwise; sqrt(+-0 + bi) with b == 0 is (0, b).
+// (|b| / 2t, copysign(t, b)) otherwise; sqrt(+-0 + bi) with b == 0 is (0, b), and an infinite b
+// gives (inf, b) whatever a is (C's csqrt).
 Pair Sqrt(const Pair& z, const Inputs& in) {
   const IR &a = z.first, &b = z.second;
+  const IR inf = in.Const(INFINITY), b_inf = E(OpCode::kEq, E(OpCode::kAbs, b), inf);
   const IR t = E(OpCode::kSqrt, Prod(Sum(E(OpCode::kAbs, a), E(OpCode::kHypot, a, b)), in.Const(0.5)));
   const IR two_t = Prod(in.Const(2), t);
   const IR zero = E(OpCode::kLogicalAnd, E(OpCode::kEq, a, in.Const(0)), E(OpCode::kEq, b, in.Const(0)));
   const IR right = E(OpCode::kGe, a, in.Const(0));
-  return {Pick(zero, in.Const(0), Pick(right, t, E(OpCode::kDiv, E(OpCode::kAbs, b), two_t))),
-          Pick(zero, b, Pick(right, E(OpCode::kDiv, b, two_t), E(OpCode::kCopysign, t, b)))};
+  return {Pick(b_inf, inf, Pick(zero, in.Const(0), Pick(right, t, E(OpCode::kDiv, E(OpCode::kAbs, b), two_t)))),
+          Pick(b_inf, b, Pick(zero, b, Pick(right, E(OpCode::kDiv, b, two_t), E(OpCode::kCopysign, t, b))))};
 }
 
 Pair Unary(ComplexUnary op, const Pair& z, Inputs& in) {

@@ -114,7 +114,7 @@ def test_transcendental_functions(name):
         close(getattr(z.cuda(), f)(), getattr(z, f)(), tol, f)
         close(getattr(z.t().cuda(), f)(), getattr(z.t(), f)(), tol, (f, "transposed"))
         got, want = getattr(special.cuda(), f)(), getattr(special, f)()
-        finite = want.isfinite()  # glibc's conventions for non-finite values are not all followed
+        finite = want.isfinite() & special.isfinite()  # C's rules for non-finite values are not all followed
         close(got[finite.cuda()], want[finite], tol, (f, "special values"))
     w = z.cuda()
     w.exp_()

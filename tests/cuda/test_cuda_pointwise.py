@@ -314,7 +314,7 @@ def test_errors():
     with pytest.raises(RuntimeError, match="The size of tensor a \\(3\\) must match the size of tensor b \\(4\\)"):
         x + kiln.ones(4, device="cuda")
     with pytest.raises(NotImplementedError, match="not implemented for 'ComplexFloat'"):
-        kiln.ones(2, dtype=kiln.complex64, device="cuda").exp()  # complex arithmetic runs; exp has no kernel
+        kiln.ones(2, dtype=kiln.complex64, device="cuda").log1p()  # as on the CPU: complex log1p has no kernel
     with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with two bool tensors is not supported"):
         kiln.ones(2, dtype=kiln.bool, device="cuda") - kiln.ones(2, dtype=kiln.bool, device="cuda")
 
