@@ -142,47 +142,66 @@ inline void EmitRun(Out* out, int64_t n, bool stream, const ValueAt& value_at) {
   _mm_sfence();
 }
 
+// Note [CPU instruction sets]: kiln builds for x86-64-v3 (AVX2), so the module runs on any recent
+// x86 machine. An elementwise run is also compiled for x86-64-v4 (AVX-512) and picked at load time
+// by the CPU it runs on (GCC's target_clones: an ifunc resolver), as PyTorch picks its AVX512 kernels:
+// the element functions (exp, erf, the activations) vectorise twice as wide there. Both clones
+// compute the same IEEE operations in the same order, so results do not depend on the machine.
+// `flatten` inlines what the run calls (EmitRun, the element function, ExpF...) into each clone,
+// which a call to an uncloned function would compile for AVX2 only.
+#define KILN_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "default"), flatten))
+
+namespace detail {
+
+// One run of CpuKernel's loop: n elements at ptrs with byte strides.
+template <typename Out, typename... In, typename F>
+KILN_CPU_CLONES void ElementwiseRun(char* const* ptrs, const int64_t* strides, int64_t n, bool stream, const F& f) {
+  constexpr int kN = sizeof...(In);
+  bool contiguous = strides[0] == sizeof(Out);
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    ((contiguous = contiguous && strides[I + 1] == sizeof(In)), ...);
+  }(std::index_sequence_for<In...>{});
+  Out* out = reinterpret_cast<Out*>(ptrs[0]);
+  if (contiguous) {
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      std::tuple<const In*...> typed{reinterpret_cast<const In*>(ptrs[I + 1])...};
+      EmitRun(out, n, stream, [&](int64_t j) { return f(std::get<I>(typed)[j]...); });
+    }(std::index_sequence_for<In...>{});
+    return;
+  }
+  if constexpr (kN == 2) {
+    // One contiguous operand and one broadcast scalar: the other common fast path.
+    using A = std::tuple_element_t<0, std::tuple<In...>>;
+    using B = std::tuple_element_t<1, std::tuple<In...>>;
+    if (strides[0] == sizeof(Out) && strides[1] == sizeof(A) && strides[2] == 0) {
+      const A* a = reinterpret_cast<const A*>(ptrs[1]);
+      const B b = Load<B>(ptrs[2]);
+      EmitRun(out, n, stream, [&](int64_t j) { return f(a[j], b); });
+      return;
+    }
+    if (strides[0] == sizeof(Out) && strides[1] == 0 && strides[2] == sizeof(B)) {
+      const A a = Load<A>(ptrs[1]);
+      const B* b = reinterpret_cast<const B*>(ptrs[2]);
+      EmitRun(out, n, stream, [&](int64_t j) { return f(a, b[j]); });
+      return;
+    }
+  }
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    for (int64_t j = 0; j < n; ++j) {
+      Out v = f(Load<In>(ptrs[I + 1] + j * strides[I + 1])...);
+      std::memcpy(ptrs[0] + j * strides[0], &v, sizeof(Out));
+    }
+  }(std::index_sequence_for<In...>{});
+}
+
+}  // namespace detail
+
 // out_t f(in_t...) applied elementwise. Inputs must already have the types the lambda takes.
 template <typename Out, typename... In, typename F>
 void CpuKernel(const ElementwiseIter& iter, const F& f) {
-  constexpr int kN = sizeof...(In);
   const bool stream = iter.numel() * static_cast<int64_t>(sizeof(Out)) >= kStreamingBytes;
   iter.Run([&](char* const* ptrs, const int64_t* strides, int64_t n) {
-    bool contiguous = strides[0] == sizeof(Out);
-    [&]<size_t... I>(std::index_sequence<I...>) {
-      ((contiguous = contiguous && strides[I + 1] == sizeof(In)), ...);
-    }(std::index_sequence_for<In...>{});
-    Out* out = reinterpret_cast<Out*>(ptrs[0]);
-    if (contiguous) {
-      [&]<size_t... I>(std::index_sequence<I...>) {
-        std::tuple<const In*...> typed{reinterpret_cast<const In*>(ptrs[I + 1])...};
-        EmitRun(out, n, stream, [&](int64_t j) { return f(std::get<I>(typed)[j]...); });
-      }(std::index_sequence_for<In...>{});
-      return;
-    }
-    if constexpr (kN == 2) {
-      // One contiguous operand and one broadcast scalar: the other common fast path.
-      using A = std::tuple_element_t<0, std::tuple<In...>>;
-      using B = std::tuple_element_t<1, std::tuple<In...>>;
-      if (strides[0] == sizeof(Out) && strides[1] == sizeof(A) && strides[2] == 0) {
-        const A* a = reinterpret_cast<const A*>(ptrs[1]);
-        const B b = detail::Load<B>(ptrs[2]);
-        EmitRun(out, n, stream, [&](int64_t j) { return f(a[j], b); });
-        return;
-      }
-      if (strides[0] == sizeof(Out) && strides[1] == 0 && strides[2] == sizeof(B)) {
-        const A a = detail::Load<A>(ptrs[1]);
-        const B* b = reinterpret_cast<const B*>(ptrs[2]);
-        EmitRun(out, n, stream, [&](int64_t j) { return f(a, b[j]); });
-        return;
-      }
-    }
-    [&]<size_t... I>(std::index_sequence<I...>) {
-      for (int64_t j = 0; j < n; ++j) {
-        Out v = f(detail::Load<In>(ptrs[I + 1] + j * strides[I + 1])...);
-        std::memcpy(ptrs[0] + j * strides[0], &v, sizeof(Out));
-      }
-    }(std::index_sequence_for<In...>{});
+    detail::ElementwiseRun<Out, In...>(ptrs, strides, n, stream, f);
   });
 }
 

@@ -119,7 +119,6 @@ def test_resize_keeps_elements_and_grows_as_torch():
 # A transposed 2-D source copied into a contiguous tensor goes by 8 x 8 tiles (Note [Tiled
 # transpose copy] in tensor/ops/copy.cc): sizes off the tile, a leading dimension wider than the
 # rows (a column slice), every element size, and a copy into an existing tensor.
-@requires_torch
 @pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16", "int8", "int16", "int64", "bool",
                                   "complex64", "complex128"])
 def test_transposed_copies_against_torch(name):

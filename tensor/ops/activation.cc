@@ -14,6 +14,7 @@
 #include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
 #include "tensor/ops/reduce_cuda.h"
+#include "tensor/ops/softmax_rows.h"
 #include "tensor/vec_math.h"
 
 namespace kiln {
@@ -395,6 +396,14 @@ void SoftmaxKernel(const In* x, Out* y, int64_t outer, int64_t n, int64_t inner,
   // log_softmax(x) < 0 disagreed (fuzz seed 301, program 17642)
   using Acc = opmath_t<In>;
   const int64_t lines = outer * inner;
+  if constexpr (std::is_same_v<In, float> && std::is_same_v<Out, float>) {
+    if (inner == 1) {  // contiguous rows (Note [Softmax rows])
+      ParallelFor(0, lines, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
+        softmax_rows::Forward<kLog>(x, y, n, b, e);
+      });
+      return;
+    }
+  }
   ParallelFor(0, lines, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
     for (int64_t line = b; line < e; ++line) {
       const int64_t o = line / inner, i = line % inner;

@@ -19,6 +19,7 @@
 #include "tensor/ops/common.h"
 #include "tensor/ops/reduce_cuda.h"
 #include "tensor/ops/scalar_t_math.h"
+#include "tensor/ops/softmax_rows.h"
 #include "tensor/vec_math.h"
 
 namespace kiln {
@@ -380,6 +381,14 @@ TensorMeta SoftmaxBwMeta(const Tensor& grad, const Tensor& output, int64_t dim, 
 template <bool kLog, typename T>
 void SoftmaxBwKernel(const T* g, const T* y, T* out, int64_t outer, int64_t n, int64_t inner) {
   using Acc = acc_t<T>;
+  if constexpr (std::is_same_v<T, float>) {
+    if (inner == 1) {  // contiguous rows (Note [Softmax rows])
+      ParallelFor(0, outer, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
+        softmax_rows::Backward<kLog>(g, y, out, n, b, e);
+      });
+      return;
+    }
+  }
   ParallelFor(0, outer * inner, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
     for (int64_t line = b; line < e; ++line) {
       const int64_t base = (line / inner) * n * inner + line % inner;

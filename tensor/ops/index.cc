@@ -677,9 +677,9 @@ std::vector<SymDimVector> IndexOperandStrides(const Tensor& self, const OptTenso
   return out;
 }
 
-// Calls fn(self_offset, other_offset) for each element of self[indices]; `other_strides` are the
-// strides (over the result shape) of the tensor read or written alongside (output or values).
-// Index reads visit elements in parallel. index_put_ (`values` given) may write an element twice,
+// The walks over the elements of self[indices] (`other_strides` are the strides, over the result
+// shape, of the tensor read or written alongside: output or values). Index reads visit elements in
+// parallel (WalkIndexedRead). index_put_ (WalkIndexed) may write an element twice,
 // and the last write wins: it walks in the order of PyTorch's TensorIterator over [self
 // restrided, values, indices...] (x.index_put((i,), v) with repeated rows in i and a transposed
 // v kept the value of another column than PyTorch: fuzz seed 221, program 3436).
@@ -732,32 +732,64 @@ void WalkIndexedCUDA(cuda::IndexedMode mode, const Tensor& self, const OptTensor
   cuda::LaunchIndexed(mode, self, other, w, op, true, "index {} is out of bounds for the indexed dimension");
 }
 
+// Self's offset for a position of the walk: the base offset plus each index's value (checked,
+// negative ones wrapped) times its dim's stride.
+struct IndexedOffset {
+  const IndexPlan& p;
+  std::vector<const int64_t*> ptrs;
+  explicit IndexedOffset(const IndexPlan& plan) : p(plan) {
+    for (const Tensor& e : p.holders) ptrs.push_back(e.data_ptr<int64_t>());
+  }
+  int64_t operator()(const int64_t* off) const {
+    int64_t so = off[0];
+    for (size_t j = 0; j < ptrs.size(); ++j) {
+      int64_t i = ptrs[j][off[2 + j]];
+      KILN_CHECK_INDEX(i >= -p.sizes[j] && i < p.sizes[j], "index ", i, " is out of bounds for dimension ", p.dims[j],
+                       " with size ", p.sizes[j]);
+      if (i < 0) i += p.sizes[j];
+      so += i * p.strides[j];
+    }
+    return so;
+  }
+};
+
+// The read walk (out = self[indices]) in parallel runs: fn(self_offset, out_offset, n,
+// self_step, out_step) copies n elements along the result's innermost dim when no index varies
+// along it (x[i] gathers whole rows: one index lookup per row, not per element); n = 1 otherwise.
+template <typename F>
+void WalkIndexedRead(const Tensor& self, const OptTensorVec& idx, const IndexLayout& L, const DimVector& out_strides,
+                     const F& fn) {
+  IndexPlan p = PlanIndexed(self, idx, L, out_strides);
+  const IndexedOffset self_offset(p);
+  DimVector shape = p.shape;
+  std::vector<DimVector> st = p.st;
+  bool rows = !shape.empty();
+  for (size_t k = 2; rows && k < st.size(); ++k) rows = st[k].back() == 0;
+  int64_t run = 1, self_step = 0, out_step = 0;
+  if (rows) {
+    run = shape.back(), self_step = st[0].back(), out_step = st[1].back();
+    shape.pop_back();
+    for (DimVector& v : st) v.pop_back();
+  }
+  auto visit = [&](const int64_t* off, const int64_t*) { fn(self_offset(off), off[1], run, self_step, out_step); };
+  ParallelFor(0, NumelOf(shape), std::max<int64_t>(1, kGrainSize / run),
+              [&](int64_t b, int64_t e) { ForEachStridedRange(shape, st, b, e, visit); });
+}
+
+// The write walk of index_put_: fn(self_offset, values_offset) for each element.
 template <typename F>
 void WalkIndexed(const Tensor& self, const OptTensorVec& idx, const IndexLayout& L, const DimVector& other_strides,
-                 const Tensor* values, const F& fn) {
+                 const Tensor& values, const F& fn) {
   IndexPlan p = PlanIndexed(self, idx, L, other_strides);
+  const IndexedOffset self_offset(p);
   const DimVector& shape = p.shape;
   std::vector<DimVector>& st = p.st;
-  const DimVector &sizes = p.sizes, &strides = p.strides, &dims = p.dims;
-  std::vector<const int64_t*> ptrs;
-  for (const Tensor& e : p.holders) ptrs.push_back(e.data_ptr<int64_t>());
   const int64_t nr = static_cast<int64_t>(shape.size());
-  auto visit = [&](const int64_t* off, const int64_t*) {
-    int64_t so = off[0];
-    for (int64_t j = 0; j < L.count; ++j) {
-      int64_t i = ptrs[j][off[2 + j]];
-      KILN_CHECK_INDEX(i >= -sizes[j] && i < sizes[j], "index ", i, " is out of bounds for dimension ", dims[j],
-                       " with size ", sizes[j]);
-      if (i < 0) i += sizes[j];
-      so += i * strides[j];
-    }
-    fn(so, off[1]);
-  };
-  if (!values) return ParallelForEachStrided(shape, st, visit);
+  auto visit = [&](const int64_t* off, const int64_t*) { fn(self_offset(off), off[1]); };
   // the operands' strides as PyTorch's iterator sees them: [self restrided, values broadcast (not
   // expanded), indices...]
   std::vector<SymDimVector> operands = IndexOperandStrides(self, idx, L);
-  operands.insert(operands.begin() + 1, BroadcastStrides(*values, L.result));
+  operands.insert(operands.begin() + 1, BroadcastStrides(values, L.result));
   const std::vector<int64_t> perm = IterationOrder(L.result, operands);  // fastest first
   DimVector walk_shape(nr);
   std::vector<DimVector> walk_strides(st.size(), DimVector(nr));
@@ -801,7 +833,13 @@ Tensor IndexCPU(const Tensor& self, const OptionalTensorList& indices) {
   KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "index", [&] {
     const scalar_t* s = self.data_ptr<scalar_t>();
     scalar_t* o = out.data_ptr<scalar_t>();
-    WalkIndexed(self, idx, L, out.strides(), /*values=*/nullptr, [&](int64_t so, int64_t oo) { o[oo] = s[so]; });
+    WalkIndexedRead(self, idx, L, out.strides(), [&](int64_t so, int64_t oo, int64_t n, int64_t ss, int64_t os) {
+      if (ss == 1 && os == 1) {
+        std::copy(s + so, s + so + n, o + oo);
+      } else {
+        for (int64_t k = 0; k < n; ++k) o[oo + k * os] = s[so + k * ss];
+      }
+    });
   });
   return out;
 }
@@ -856,10 +894,10 @@ Tensor IndexPutImpl(Tensor self, const OptionalTensorList& indices, const Tensor
     scalar_t* s = self.data_ptr<scalar_t>();
     const scalar_t* vp = v.data_ptr<scalar_t>();
     if (accumulate)
-      WalkIndexed(self, idx, L, v.strides(), &unexpanded,
+      WalkIndexed(self, idx, L, v.strides(), unexpanded,
                   [&](int64_t so, int64_t vo) { s[so] = AddValues(s[so], vp[vo]); });
     else
-      WalkIndexed(self, idx, L, v.strides(), &unexpanded, [&](int64_t so, int64_t vo) { s[so] = vp[vo]; });
+      WalkIndexed(self, idx, L, v.strides(), unexpanded, [&](int64_t so, int64_t vo) { s[so] = vp[vo]; });
   });
   return self;
 }
