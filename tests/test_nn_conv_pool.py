@@ -661,3 +661,29 @@ def test_pad_modes_on_fake_tensors_and_compiled():
 
     done = subprocess.run([sys.executable, "-c", _FAKE_PAD_PROGRAM], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+# A weight gradient past L2 (O * Cin/groups * kh * kw floats over 256 KB) accumulates straight into
+# grad_weight with the blocks in sequence (conv_pool_backward.cc); smaller ones keep per-task
+# partials. Both, on one and two threads, grouped and strided, against PyTorch in float64.
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("cin, cout, k, stride, hw, groups", [(128, 128, 3, 1, 6, 1), (64, 256, 3, 2, 7, 2),
+                                                              (256, 512, 1, 2, 4, 1), (16, 32, 3, 1, 8, 1)])
+def test_conv_backward_large_and_small_weights_match_torch(threads, cin, cout, k, stride, hw, groups):
+    rng = np.random.default_rng(cin + cout + k)
+    x = rng.standard_normal((5, cin, hw, hw))
+    w = rng.standard_normal((cout, cin // groups, k, k)) * 0.1
+    g = rng.standard_normal((5, cout, (hw + 2 * (k // 2) - k) // stride + 1, (hw + 2 * (k // 2) - k) // stride + 1))
+    before = kiln.get_num_threads()
+    kiln.set_num_threads(threads)
+    try:
+        grads = []
+        for lib in (kiln, torch):
+            xt, wt = lib.tensor(x, requires_grad=True), lib.tensor(w, requires_grad=True)
+            y = lib.nn.functional.conv2d(xt, wt, stride=stride, padding=k // 2, groups=groups)
+            y.backward(lib.tensor(g))
+            grads.append((xt.grad.numpy(), wt.grad.numpy()))
+    finally:
+        kiln.set_num_threads(before)
+    np.testing.assert_allclose(grads[0][0], grads[1][0], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(grads[0][1], grads[1][1], rtol=1e-10, atol=1e-10)

@@ -211,6 +211,15 @@ struct ConvBlocks {
   int64_t block;  // most samples per block
 };
 
+// Blocks in sequence, each step parallel inside, bounded near 16 MB of columns.
+inline ConvBlocks SequentialConvBlocks(int64_t N, int64_t rows, int64_t L, int64_t itemsize) {
+  const int64_t per_sample = std::max<int64_t>(rows * L * itemsize, 1);
+  return {1, std::max<int64_t>(1, std::min<int64_t>(N, (int64_t(16) << 20) / per_sample))};
+}
+
+// A weight gradient up to this size is summed per task and transposed cheaply (conv_pool_backward.cc).
+constexpr int64_t kL2WeightBytes = int64_t(256) << 10;
+
 // `rows` x `L` columns per sample; `macs` multiply-adds per sample in one group's GEMM.
 inline ConvBlocks PlanConvBlocks(int64_t N, int64_t rows, int64_t L, int64_t itemsize, int64_t macs) {
   const int64_t per_sample = std::max<int64_t>(rows * L * itemsize, 1);
@@ -221,7 +230,7 @@ inline ConvBlocks PlanConvBlocks(int64_t N, int64_t rows, int64_t L, int64_t ite
     const int64_t fit = macs <= kUnpackedGemm ? kUnpackedGemm / std::max<int64_t>(macs, 1) : kL2Columns / per_sample;
     return {threads, std::clamp<int64_t>(fit, 1, kL2Columns / per_sample)};
   }
-  return {1, std::max<int64_t>(1, std::min<int64_t>(N, (int64_t(16) << 20) / per_sample))};
+  return SequentialConvBlocks(N, rows, L, itemsize);
 }
 
 // Calls fn(task, n0, nb) for blocks [n0, n0 + nb) covering [0, N): task t's run of samples in

@@ -64,7 +64,14 @@ void ConvBwTyped(const T* dy, const T* x, const T* w, T* dx, T* dw, int64_t N, i
     // grad_weight, added up in task order at the end, and scatters into its own samples of dx
     // (zeroing them first).
     const int64_t Cg = Cin / groups, Og = O / groups, K = Cg * g.kh * g.kw, L = g.oh * g.ow, HW = g.H * g.W;
-    const ConvBlocks plan = PlanConvBlocks(N, Cin * g.kh * g.kw, L, sizeof(T), Og * K * L);
+    // A weight gradient past L2 (resnet18's 128- to 512-channel 3x3 layers: 0.6 to 9.4 MB) is not
+    // split into per-task partials, nor summed through a transposed product: each task's partial
+    // and the transposed add walked megabytes, and two threads took 7x PyTorch's time on 512
+    // channels of 2x2 images (1 thread 1.9x). The blocks then run in sequence, the GEMMs parallel
+    // inside, accumulating straight into grad_weight.
+    const bool large_dw = dw && O * K * static_cast<int64_t>(sizeof(T)) > kL2WeightBytes;
+    const ConvBlocks plan = large_dw ? SequentialConvBlocks(N, Cin * g.kh * g.kw, L, sizeof(T))
+                                     : PlanConvBlocks(N, Cin * g.kh * g.kw, L, sizeof(T), Og * K * L);
     const int64_t cols_size = Cin * g.kh * g.kw * plan.block * L, dyt_size = O * plan.block * L, dw_size = O * K;
     Scratch<T> cols(plan.tasks * cols_size), dyt(plan.tasks * dyt_size);
     // Per task: its partial grad_weight. When a group has fewer output channels than columns
@@ -74,7 +81,7 @@ void ConvBwTyped(const T* dy, const T* x, const T* w, T* dx, T* dw, int64_t N, i
     // twice as long (16->32 channels, 3x3). With few columns (1->16 channels: K = 9) packing them
     // costs less than copying dY^T, and the product accumulates in place.
     const bool partials = dw && plan.tasks > 1;
-    const bool transpose_dy = Og < K;
+    const bool transpose_dy = Og < K && !large_dw;
     const int64_t dw_slot = 2 * dw_size + (transpose_dy ? O * plan.block * L : 0);  // sum, product^T, dY^T
     Scratch<T> partial_dw(dw ? plan.tasks * dw_slot : 0);
     if (dw) std::fill(dw, dw + dw_size, T(0));
