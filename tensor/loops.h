@@ -143,19 +143,37 @@ inline void EmitRun(Out* out, int64_t n, bool stream, const ValueAt& value_at) {
 }
 
 // Note [CPU instruction sets]: kiln builds for x86-64-v3 (AVX2), so the module runs on any recent
-// x86 machine. An elementwise run is also compiled for x86-64-v4 (AVX-512) and picked at load time
-// by the CPU it runs on (GCC's target_clones: an ifunc resolver), as PyTorch picks its AVX512 kernels:
-// the element functions (exp, erf, the activations) vectorise twice as wide there. Both clones
+// x86 machine. The hot loops are also compiled for x86-64-v4 (AVX-512) and picked by the CPU they
+// run on, as PyTorch picks its AVX512 kernels: the element functions (exp, erf, the activations)
+// vectorise twice as wide there. RunForCpu(body) calls body through one of two wrappers, one with
+// GCC's target("arch=x86-64-v4"); `flatten` inlines everything the body calls (the run, the
+// element function, ExpF...) into each, so all of it is compiled for that wrapper's target. Both
 // compute the same IEEE operations in the same order, so results do not depend on the machine.
-// `flatten` inlines what the run calls (EmitRun, the element function, ExpF...) into each clone,
-// which a call to an uncloned function would compile for AVX2 only.
-#define KILN_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "default"), flatten))
+// Not target_clones: GCC 12 takes a cloned function's dispatcher for one that cannot throw, so
+// an element function's error (binary_cross_entropy's range check) ended in std::terminate.
+inline bool CpuHasX86_64_V4() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  return has;
+}
+namespace detail {
+template <typename Body>
+[[gnu::flatten]] void RunBaseline(const Body& body) { body(); }
+template <typename Body>
+__attribute__((target("arch=x86-64-v4"), flatten)) void RunX86_64_V4(const Body& body) { body(); }
+}  // namespace detail
+template <typename Body>
+inline void RunForCpu(const Body& body) {
+  if (CpuHasX86_64_V4()) detail::RunX86_64_V4(body);
+  else detail::RunBaseline(body);
+}
 
 namespace detail {
 
 // One run of CpuKernel's loop: n elements at ptrs with byte strides.
 template <typename Out, typename... In, typename F>
-KILN_CPU_CLONES void ElementwiseRun(char* const* ptrs, const int64_t* strides, int64_t n, bool stream, const F& f) {
+[[gnu::always_inline]] inline void ElementwiseRun(char* const* ptrs, const int64_t* strides, int64_t n, bool stream,
+                                                  const F& f) {
   constexpr int kN = sizeof...(In);
   bool contiguous = strides[0] == sizeof(Out);
   [&]<size_t... I>(std::index_sequence<I...>) {
@@ -201,7 +219,7 @@ template <typename Out, typename... In, typename F>
 void CpuKernel(const ElementwiseIter& iter, const F& f) {
   const bool stream = iter.numel() * static_cast<int64_t>(sizeof(Out)) >= kStreamingBytes;
   iter.Run([&](char* const* ptrs, const int64_t* strides, int64_t n) {
-    detail::ElementwiseRun<Out, In...>(ptrs, strides, n, stream, f);
+    RunForCpu([&] { detail::ElementwiseRun<Out, In...>(ptrs, strides, n, stream, f); });
   });
 }
 

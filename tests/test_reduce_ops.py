@@ -593,6 +593,21 @@ def test_binary_cross_entropy(reduction):
     check(bce, [kx, ky], [tx, ty])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("n", [1, 7, 100000])
+def test_binary_cross_entropy_out_of_range_raises(dtype, n):
+    # The range check runs inside the elementwise loop, which is compiled for AVX2 and AVX-512
+    # (Note [CPU instruction sets]): its error must reach Python (with GCC's target_clones it ended
+    # in std::terminate, the process killed), from a serial run and from the thread pool.
+    x = kiln.full((n,), 0.5, dtype=getattr(kiln, dtype))
+    x[n // 2] = 1.5
+    with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
+        kiln.nn.functional.binary_cross_entropy(x, kiln.ones(n, dtype=x.dtype))
+    with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
+        kiln.nn.functional.binary_cross_entropy(x * float("nan"), kiln.ones(n, dtype=x.dtype))
+    assert kiln.nn.functional.binary_cross_entropy(x.clamp(0, 1), kiln.ones(n, dtype=x.dtype)).isfinite()
+
+
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
 def test_binary_cross_entropy_with_logits(reduction):
     rng = np.random.default_rng(5)

@@ -9,7 +9,7 @@
 // sum is at least as accurate as a serial one and rounds as PyTorch's own lane sums do, not bit
 // for bit (its lanes are its vector width's). NaN anywhere in a row gives a NaN max, so the row's
 // results are NaN, as in PyTorch; a row of -inf gives NaN too (exp(-inf - -inf)).
-// The functions are compiled twice (KILN_CPU_CLONES: AVX2 and AVX-512), picked by the CPU.
+// The row loops run through RunForCpu (AVX2 or AVX-512, by the CPU: Note [CPU instruction sets]).
 #pragma once
 
 #include <cmath>
@@ -90,38 +90,42 @@ template <bool kProduct>
 
 // y = softmax(x) or log_softmax(x) over rows of n, for rows [begin, end).
 template <bool kLog>
-KILN_CPU_CLONES void Forward(const float* x, float* y, int64_t n, int64_t begin, int64_t end) {
-  for (int64_t row = begin; row < end; ++row) {
-    const float* xr = x + row * n;
-    float* yr = y + row * n;
-    const float mx = RowMax(xr, n);
-    if constexpr (kLog) {
-      // (x - max) - log(sum), in PyTorch's order (Note in SoftmaxKernel)
-      const float log_sum = std::log(ExpSum<false>(xr, mx, nullptr, n));
-      for (int64_t k = 0; k < n; ++k) yr[k] = (xr[k] - mx) - log_sum;
-    } else {
-      const float inv = 1.0f / ExpSum<true>(xr, mx, yr, n);
-      for (int64_t k = 0; k < n; ++k) yr[k] = yr[k] * inv;
+void Forward(const float* x, float* y, int64_t n, int64_t begin, int64_t end) {
+  RunForCpu([&] {
+    for (int64_t row = begin; row < end; ++row) {
+      const float* xr = x + row * n;
+      float* yr = y + row * n;
+      const float mx = RowMax(xr, n);
+      if constexpr (kLog) {
+        // (x - max) - log(sum), in PyTorch's order (Note in SoftmaxKernel)
+        const float log_sum = std::log(ExpSum<false>(xr, mx, nullptr, n));
+        for (int64_t k = 0; k < n; ++k) yr[k] = (xr[k] - mx) - log_sum;
+      } else {
+        const float inv = 1.0f / ExpSum<true>(xr, mx, yr, n);
+        for (int64_t k = 0; k < n; ++k) yr[k] = yr[k] * inv;
+      }
     }
-  }
+  });
 }
 
 // grad_input of softmax (y * (g - sum(g * y))) or log_softmax (g - exp(y) * sum(g)), y the
 // forward's output, for rows [begin, end).
 template <bool kLog>
-KILN_CPU_CLONES void Backward(const float* g, const float* y, float* out, int64_t n, int64_t begin, int64_t end) {
-  for (int64_t row = begin; row < end; ++row) {
-    const float* gr = g + row * n;
-    const float* yr = y + row * n;
-    float* o = out + row * n;
-    if constexpr (kLog) {
-      const float sum = DotSum<false>(gr, nullptr, n);
-      for (int64_t k = 0; k < n; ++k) o[k] = gr[k] - ExpF(yr[k]) * sum;
-    } else {
-      const float sum = DotSum<true>(gr, yr, n);
-      for (int64_t k = 0; k < n; ++k) o[k] = yr[k] * (gr[k] - sum);
+void Backward(const float* g, const float* y, float* out, int64_t n, int64_t begin, int64_t end) {
+  RunForCpu([&] {
+    for (int64_t row = begin; row < end; ++row) {
+      const float* gr = g + row * n;
+      const float* yr = y + row * n;
+      float* o = out + row * n;
+      if constexpr (kLog) {
+        const float sum = DotSum<false>(gr, nullptr, n);
+        for (int64_t k = 0; k < n; ++k) o[k] = gr[k] - ExpF(yr[k]) * sum;
+      } else {
+        const float sum = DotSum<true>(gr, yr, n);
+        for (int64_t k = 0; k < n; ++k) o[k] = yr[k] * (gr[k] - sum);
+      }
     }
-  }
+  });
 }
 
 }  // namespace softmax_rows
