@@ -314,7 +314,9 @@ def test_layer_norm_decomposes_and_fuses(shape, normalized, affine):
     (want, _), (got, graphs) = results
     for g, w in zip(got, want):
         close(g, w, tol=1e-4)
-    assert graphs and all(not g.fallbacks for g in graphs), [g.fallbacks for g in graphs]
+    # only the parameter gradients' sums over the batch run eager's kernel (Note [Outer reductions])
+    assert graphs and all(why.startswith("a reduction over an outer dim") for g in graphs for _, why in g.fallbacks), \
+        [g.fallbacks for g in graphs]
 
 
 def test_transformer_block_trains_like_eager():

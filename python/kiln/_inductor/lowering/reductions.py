@@ -16,6 +16,21 @@ def _reduced_axes(x, dims):
     return sorted({d % n for d in (dims if isinstance(dims, (list, tuple)) else [dims])}) if n else []
 
 
+# Note [Outer reductions]: a loop kernel reduces each output separately, so a sum over a dim outer
+# to the kept ones (a Linear bias's gradient, g.sum(0); layer norm's weight gradient) walks a
+# strided column per output, one element per cache line: 8.7 ms for a 1024x1024 bias gradient in
+# the GPT step's backward, where eager's kernel adds whole rows into column accumulators in 0.1 ms
+# (Note [Outer sums] in tensor/ops/reduce.cc). Such a sum or mean runs eager's kernel instead, its
+# input realized; the results are then eager's too.
+def _is_outer_reduction(shape, axis):
+    inner = 1
+    for s in shape[axis + 1:]:
+        if not isinstance(s, int):
+            return False
+        inner *= s
+    return isinstance(shape[axis], int) and shape[axis] >= 8 and inner >= 8
+
+
 def _reduce(out, x, dims, keepdim, kind, name, finish=None):
     shape = list(x.shape)
     dims = _reduced_axes(x, dims)
@@ -30,6 +45,8 @@ def _reduce(out, x, dims, keepdim, kind, name, finish=None):
             return _read_merged(out, red, dims, keepdim, len(shape), to_merged)
         return _reduce_axes(out, x, dims, keepdim, kind, name, finish)
     axis = dims[0]
+    if name in ("sum", "mean") and _is_outer_reduction(shape, axis):
+        raise Fallback("a reduction over an outer dim: eager's column accumulators (Note [Outer reductions])")
     kept = shape[:axis] + shape[axis + 1:]
     keep_shape = shape[:axis] + [1] + shape[axis + 1:]
     # sum and prod accumulate in out's compute dtype (float32 for bfloat16: a bfloat16 partial
