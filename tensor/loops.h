@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "runtime/thread_pool.h"
+#include "tensor/cpu_capability.h"
 #include "tensor/tensor_impl.h"
 
 namespace kiln {
@@ -148,14 +149,13 @@ inline void EmitRun(Out* out, int64_t n, bool stream, const ValueAt& value_at) {
 // vectorise twice as wide there. RunForCpu(body) calls body through one of two wrappers, one with
 // GCC's target("arch=x86-64-v4"); `flatten` inlines everything the body calls (the run, the
 // element function, ExpF...) into each, so all of it is compiled for that wrapper's target. Both
-// compute the same IEEE operations in the same order, so results do not depend on the machine.
+// compute the same element function, so results do not depend on the machine, but for an element
+// in a vector loop's remainder (the last n % width) where GCC fused a multiply-add that the vector
+// body left unfused (gelu's backward): within an ulp there, as PyTorch's own AVX2 and AVX512
+// kernels differ (tests/test_cpu_capability.py compares the two on one machine).
 // Not target_clones: GCC 12 takes a cloned function's dispatcher for one that cannot throw, so
 // an element function's error (binary_cross_entropy's range check) ended in std::terminate.
-inline bool CpuHasX86_64_V4() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  return has;
-}
+// Which one runs: GetCpuCapability() (cpu_capability.h; ATEN_CPU_CAPABILITY=avx2 forces AVX2).
 namespace detail {
 template <typename Body>
 [[gnu::flatten]] void RunBaseline(const Body& body) { body(); }
@@ -164,7 +164,7 @@ __attribute__((target("arch=x86-64-v4"), flatten)) void RunX86_64_V4(const Body&
 }  // namespace detail
 template <typename Body>
 inline void RunForCpu(const Body& body) {
-  if (CpuHasX86_64_V4()) detail::RunX86_64_V4(body);
+  if (GetCpuCapability() == CpuCapability::kAvx512) detail::RunX86_64_V4(body);
   else detail::RunBaseline(body);
 }
 

@@ -14,6 +14,7 @@
 #include "python/csrc/python_symbolic.h"
 #include "python/csrc/python_tensor.h"
 #include "runtime/thread_pool.h"
+#include "tensor/cpu_capability.h"
 #include "tensor/deterministic.h"
 #include "tensor/ops/common.h"
 
@@ -314,6 +315,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("set_num_threads", [](int n) { SetNumThreads(n); });
   m.def("_set_deterministic_algorithms", &SetDeterministicAlgorithms);
+  m.def("_get_cpu_capability", [] { return std::string(CpuCapabilityName(GetCpuCapability())); });
   // C++ warnings (tensor/deterministic.h) as Python UserWarnings, from whichever thread warns
   SetWarningHandler([](const std::string& message) {
     PyGILState_STATE gil = PyGILState_Ensure();
