@@ -142,3 +142,28 @@ def test_transposed_copies_against_torch(name):
         dst = kiln.zeros(tuple(kv.shape), dtype=kv.dtype)
         dst.copy_(kv)
         np.testing.assert_array_equal(values(dst), values(want))
+
+
+# A same-dtype copy of an element-strided source goes by a typed loop (tensor/ops/copy.cc):
+# every dtype, column and row steps, into new and existing tensors, against PyTorch.
+@requires_torch
+@pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64",
+                                  "bool", "complex64", "complex128"])
+def test_strided_copies_against_torch(name):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((37, 90)) * 5
+    if name.startswith("complex"):
+        a = a + 1j * rng.standard_normal((37, 90))
+    k = kiln.tensor(a).to(getattr(kiln, name))
+    t = torch.tensor(a).to(getattr(torch, name))
+
+    def values(x):
+        return (x.float() if name == "bfloat16" else x).numpy()
+
+    for view in (lambda x: x[:, 1::2], lambda x: x[::3, 2::5], lambda x: x[1:, 7], lambda x: x.t()[::2]):
+        got, want = view(k).contiguous(), view(t).contiguous()
+        np.testing.assert_array_equal(values(got), values(want))
+        dst = kiln.zeros(tuple(view(k).shape), dtype=k.dtype).t().contiguous().t() if view(k).dim() == 2 else \
+            kiln.zeros(tuple(view(k).shape), dtype=k.dtype)
+        dst.copy_(view(k))  # a strided destination too
+        np.testing.assert_array_equal(values(dst), values(want))
