@@ -32,15 +32,8 @@ struct Cublas {
 
 Cublas* Load() {
   auto* c = new Cublas();
-  if (!Available()) {
-    c->reason = UnavailableReason();
-    return c;
-  }
-  Library lib = OpenLibrary("libcublas.so.13");
-  if (lib.handle == nullptr) {
-    c->reason = "cuBLAS (libcublas.so.13) could not be loaded: " + lib.error;
-    return c;
-  }
+  Library lib = OpenLibraryWithDriver("cuBLAS", "libcublas.so.13", &c->reason);
+  if (lib.handle == nullptr) return c;
   auto find = [&](auto& fn, const char* name) { ResolveSymbol(lib, fn, name, &c->reason); };
   find(c->create, "cublasCreate_v2");
   find(c->set_stream, "cublasSetStream_v2");

@@ -71,15 +71,8 @@ struct CublasLt {
 
 CublasLt* Load() {
   auto* c = new CublasLt();
-  if (!Available()) {
-    c->reason = UnavailableReason();
-    return c;
-  }
-  Library lib = OpenLibrary("libcublasLt.so.13");
-  if (lib.handle == nullptr) {
-    c->reason = "cuBLASLt (libcublasLt.so.13) could not be loaded: " + lib.error;
-    return c;
-  }
+  Library lib = OpenLibraryWithDriver("cuBLASLt", "libcublasLt.so.13", &c->reason);
+  if (lib.handle == nullptr) return c;
   auto find = [&](auto& fn, const char* name) { ResolveSymbol(lib, fn, name, &c->reason); };
   find(c->create, "cublasLtCreate");
   find(c->status_string, "cublasLtGetStatusString");

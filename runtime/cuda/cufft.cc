@@ -33,15 +33,8 @@ struct Cufft {
 
 Cufft* Load() {
   auto* c = new Cufft();
-  if (!Available()) {
-    c->reason = UnavailableReason();
-    return c;
-  }
-  Library lib = OpenLibrary("libcufft.so.12");
-  if (lib.handle == nullptr) {
-    c->reason = "cuFFT (libcufft.so.12) could not be loaded: " + lib.error;
-    return c;
-  }
+  Library lib = OpenLibraryWithDriver("cuFFT", "libcufft.so.12", &c->reason);
+  if (lib.handle == nullptr) return c;
   auto find = [&](auto& fn, const char* name) { ResolveSymbol(lib, fn, name, &c->reason); };
   find(c->plan_1d, "cufftPlan1d");
   find(c->set_stream, "cufftSetStream");

@@ -63,15 +63,8 @@ void ResolveRoutines(const Library& lib, char t, Routines& r, std::string* reaso
 
 Cusolver* Load() {
   auto* c = new Cusolver();
-  if (!Available()) {
-    c->reason = UnavailableReason();
-    return c;
-  }
-  Library lib = OpenLibrary("libcusolver.so.12");
-  if (lib.handle == nullptr) {
-    c->reason = "cuSOLVER (libcusolver.so.12) could not be loaded: " + lib.error;
-    return c;
-  }
+  Library lib = OpenLibraryWithDriver("cuSOLVER", "libcusolver.so.12", &c->reason);
+  if (lib.handle == nullptr) return c;
   ResolveSymbol(lib, c->create, "cusolverDnCreate", &c->reason);
   ResolveSymbol(lib, c->set_stream, "cusolverDnSetStream", &c->reason);
   ResolveRoutines(lib, 'S', c->s, &c->reason);

@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <mutex>
 
+#include "runtime/cuda/driver.h"
+#include "runtime/error.h"
+
 namespace kiln::cuda {
 namespace {
 
@@ -88,6 +91,16 @@ Library OpenLibrary(const std::string& soname) {
     lib.error += (err != nullptr ? err : path + ": unknown dlopen error");
   }
   if (lib.error.empty()) lib.error = soname + ": not found";
+  return lib;
+}
+
+Library OpenLibraryWithDriver(const char* name, const char* soname, std::string* reason) {
+  if (!Available()) {
+    *reason = UnavailableReason();
+    return Library{};
+  }
+  Library lib = OpenLibrary(soname);
+  if (lib.handle == nullptr) *reason = StrCat(name, " (", soname, ") could not be loaded: ", lib.error);
   return lib;
 }
 

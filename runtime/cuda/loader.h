@@ -25,6 +25,11 @@ struct Library {
 // dlopens the first candidate that loads (RTLD_NOW | RTLD_LOCAL). Never throws.
 Library OpenLibrary(const std::string& soname);
 
+// For the libraries that need the driver (cuBLAS, cuBLASLt, cuFFT, cuSOLVER): without a usable
+// driver, *reason is the driver's UnavailableReason(); else OpenLibrary(soname), and when that fails
+// *reason is "<name> (<soname>) could not be loaded: <errors>". A null handle means *reason is set.
+Library OpenLibraryWithDriver(const char* name, const char* soname, std::string* reason);
+
 // dlsym, or nullptr.
 void* FindSymbol(void* handle, const char* name);
 
