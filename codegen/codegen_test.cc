@@ -615,6 +615,73 @@ TEST_F(CodegenTest, CacheHits) {
   EXPECT_NE(c->llvm_ir().find("define"), std::string::npos);  // regenerated on demand
 }
 
+// Note [Kernels keyed by body]: the same body under another name is a memory hit that runs the
+// first one's code under its own name.
+TEST_F(CodegenTest, SameBodyOtherNameCompilesOnce) {
+  Kernel first = RmsNormSilu(6, 131);
+  first.name = "cpp_fused_layer_3";
+  Kernel repeat = first;
+  repeat.name = "cpp_fused_layer_17";
+  CacheStats s0 = GetCacheStats();
+  auto a = Compile(first);
+  auto b = Compile(repeat);
+  CacheStats s1 = GetCacheStats();
+  EXPECT_EQ(s1.compiled + s1.disk_hits, s0.compiled + s0.disk_hits + 1);
+  EXPECT_EQ(s1.memory_hits, s0.memory_hits + 1);
+  EXPECT_EQ(a->name(), "cpp_fused_layer_3");
+  EXPECT_EQ(b->name(), "cpp_fused_layer_17");
+  EXPECT_EQ(a->fn(), b->fn());
+  EXPECT_EQ(b->hash(), HashKernel(repeat));
+  EXPECT_NE(a->hash(), b->hash());  // HashKernel names the kernel (the listing's first line)
+  EXPECT_NE(b->code().find("void cpp_fused_layer_17("), std::string::npos);
+  Kernel other = first;
+  other.outer = {7};  // another body: compiled
+  auto c = Compile(other);
+  EXPECT_NE(c->fn(), a->fn());
+  auto x = Random(7 * 131, 21), w = Random(131, 22);
+  std::vector<float> o1(6 * 131), o2(6 * 131), o3(7 * 131);
+  RunK(*a, {x.data(), w.data(), o1.data()});
+  RunK(*b, {x.data(), w.data(), o2.data()});
+  RunK(*c, {x.data(), w.data(), o3.data()});
+  EXPECT_EQ(o1, o2);
+  EXPECT_EQ(std::vector<float>(o3.begin(), o3.begin() + 6 * 131), o1);
+}
+
+// CompileMany on several threads: each distinct body compiles once, every kernel keeps its name,
+// results are those of kernels compiled one at a time, and an invalid kernel's error is rethrown
+// after the others compiled.
+TEST_F(CodegenTest, CompileManyInParallel) {
+  std::vector<Kernel> kernels;
+  for (int layer = 0; layer < 12; ++layer) {
+    Kernel k = RmsNormSilu(3 + layer % 4, 211);  // four bodies, three times each
+    k.name = "cpp_fused_block_" + std::to_string(layer);
+    kernels.push_back(k);
+  }
+  CacheStats s0 = GetCacheStats();
+  auto compiled = CompileMany(kernels, 4);
+  CacheStats s1 = GetCacheStats();
+  EXPECT_EQ(s1.compiled + s1.disk_hits, s0.compiled + s0.disk_hits + 4);
+  EXPECT_EQ(s1.memory_hits, s0.memory_hits + 8);
+  ASSERT_EQ(compiled.size(), kernels.size());
+  auto x = Random(6 * 211, 23), w = Random(211, 24);
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    EXPECT_EQ(compiled[i]->name(), kernels[i].name);
+    EXPECT_EQ(compiled[i]->fn(), compiled[i % 4]->fn());
+    const int64_t rows = kernels[i].outer[0];
+    std::vector<float> got(rows * 211), want(rows * 211);
+    RunK(*compiled[i], {x.data(), w.data(), got.data()});
+    RunK(*Compile(kernels[i], CodegenOptions{.use_cache = false}), {x.data(), w.data(), want.data()});
+    EXPECT_EQ(got, want) << kernels[i].name;
+  }
+  EXPECT_TRUE(CompileMany({}, 4).empty());
+  std::vector<Kernel> with_bad = {RmsNormSilu(2, 97), RmsNormSilu(3, 97), RmsNormSilu(4, 97)};
+  with_bad[1].loops[1].stmts[0].buffer = 7;
+  CacheStats s2 = GetCacheStats();
+  EXPECT_THROW(CompileMany(with_bad, 2), ValueError);
+  CacheStats s3 = GetCacheStats();
+  EXPECT_EQ(s3.compiled + s3.disk_hits, s2.compiled + s2.disk_hits + 2);  // the valid two compiled
+}
+
 TEST_F(CodegenTest, PrinterAndHash) {
   Kernel k = RmsNormSilu(4, 8);
   std::string code = PrintKernel(k);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "codegen/kernel_ir.h"
 
@@ -64,6 +65,12 @@ struct CodegenOptions {
 // Validates, then compiles (or finds in the cache). Throws kiln::ValueError for invalid IR,
 // kiln::Error when LLVM fails. Thread-safe.
 std::shared_ptr<CompiledKernel> Compile(const Kernel& kernel, const CodegenOptions& options = {});
+
+// Compile for each kernel, on up to `threads` threads (this one among them); kernels with the same
+// body compile once (Note [Kernels keyed by body]). Every kernel is attempted; the first failing
+// kernel's error (in `kernels`' order) is rethrown.
+std::vector<std::shared_ptr<CompiledKernel>> CompileMany(const std::vector<Kernel>& kernels, int threads,
+                                                         const CodegenOptions& options = {});
 
 // Optimised LLVM IR text for `kernel` without compiling it to machine code.
 std::string GenerateLLVMIR(const Kernel& kernel, const CodegenOptions& options = {});

@@ -319,6 +319,41 @@ def test_layer_norm_decomposes_and_fuses(shape, normalized, affine):
         [g.fallbacks for g in graphs]
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_repeated_layers_compile_each_kernel_once(monkeypatch, threads):
+    # Note [Kernels keyed by body]: six identical blocks give six copies of each kernel under
+    # other names; each body compiles once (on `threads` threads), gradients as eager's
+    from kiln._inductor import compile_fx, config
+
+    monkeypatch.setattr(config, "compile_threads", threads)
+    kiln.manual_seed(threads)
+    width = 40 + threads  # a body no other test compiled
+    blocks = kiln.nn.Sequential(*[kiln.nn.Sequential(kiln.nn.LayerNorm(width), kiln.nn.Linear(width, width),
+                                                     kiln.nn.GELU()) for _ in range(6)])
+    x = kiln.randn(4, width)
+    grad = kiln.randn(4, width)
+    (blocks(x) * grad).sum().backward()
+    want = [p.grad.clone() for p in blocks.parameters()]
+    for p in blocks.parameters():
+        p.grad = None
+    dynamo.reset()
+    graphs = []
+    compile_fx.graph_sinks.append(graphs)
+    before = kiln._C._inductor.cache_stats()
+    try:
+        (kiln.compile(blocks)(x) * grad).sum().backward()
+    finally:
+        compile_fx.graph_sinks.remove(graphs)
+    after = kiln._C._inductor.cache_stats()
+    for p, w in zip(blocks.parameters(), want):
+        close(p.grad, w, tol=1e-4)
+    kernels = [k for g in graphs for k in g.kernels]
+    bodies = {kiln._C._inductor.hash(dict(k.ir, name="kernel")) for k in kernels}
+    assert len(kernels) >= 3 * len(bodies), (len(kernels), len(bodies))  # 43 kernels, 13 bodies
+    assert after["compiled"] + after["disk_hits"] - before["compiled"] - before["disk_hits"] <= len(bodies)
+    assert after["memory_hits"] - before["memory_hits"] >= len(kernels) - len(bodies)
+
+
 def test_transformer_block_trains_like_eager():
     from models import transformer_block
 

@@ -138,6 +138,48 @@ def test_cache_hit_on_recompile():
     assert a.hash == b.hash == ind.hash(kd) and len(a.hash) == 32
 
 
+def test_same_body_under_another_name_compiles_once():
+    # Note [Kernels keyed by body]: a repeated layer's kernel runs the first one's code
+    first = rmsnorm_silu(5, 83)
+    first["name"] = "cpp_fused_layer_py_2"
+    repeat = dict(first, name="cpp_fused_layer_py_9")
+    before = ind.cache_stats()
+    a = ind.compile(first)
+    b = ind.compile(repeat)
+    after = ind.cache_stats()
+    assert after["compiled"] + after["disk_hits"] == before["compiled"] + before["disk_hits"] + 1
+    assert after["memory_hits"] == before["memory_hits"] + 1
+    assert (a.name, b.name) == ("cpp_fused_layer_py_2", "cpp_fused_layer_py_9")
+    assert b.hash == ind.hash(repeat) != a.hash
+    assert "void cpp_fused_layer_py_9(" in b.code and "define void @cpp_fused_layer_py_9" in b.llvm_ir
+    x, w = kiln.randn(5, 83), kiln.randn(83)
+    out_a, out_b = kiln.empty(5, 83), kiln.empty(5, 83)
+    a(x, w, out_a)
+    b(x, w, out_b)
+    assert kiln.equal(out_a, out_b)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_compile_many(threads):
+    kernels = [dict(rmsnorm_silu(2 + i % 3, 59), name=f"cpp_fused_many_{threads}_{i}") for i in range(7)]
+    before = ind.cache_stats()
+    compiled = ind.compile_many(kernels, threads)
+    after = ind.cache_stats()
+    assert [k.name for k in compiled] == [k["name"] for k in kernels]
+    assert after["memory_hits"] - before["memory_hits"] >= 4  # three bodies among seven kernels
+    x, w = kiln.randn(4, 59), kiln.randn(59)
+    for k, kd in zip(compiled, kernels):
+        rows = kd["outer"][0]
+        got, want = kiln.empty(rows, 59), kiln.empty(rows, 59)
+        k(x[:rows], w, got)
+        ind.compile(dict(kd, name="cpp_fused_many_alone"))(x[:rows], w, want)
+        assert kiln.equal(got, want)
+    assert ind.compile_many([], threads) == []
+    bad = [rmsnorm_silu(2, 61), dict(rmsnorm_silu(2, 61), name="bad name")]
+    with pytest.raises(ValueError, match="bad name"):
+        ind.compile_many(bad, threads)
+
+
 def test_bad_arguments_are_refused():
     k = ind.compile(pointwise_kernel("cpp_fused_add_mul_relu_0", 4, 6))
     with pytest.raises(TypeError, match="expected 3 buffers"):

@@ -302,6 +302,23 @@ void InitInductorBindings(py::module_& m) {
     }
     return PyCompiledKernel{std::move(ck)};
   });
+  ind.def(
+      "compile_many",
+      [](py::sequence kernels, int threads) {
+        std::vector<codegen::Kernel> parsed;
+        parsed.reserve(py::len(kernels));
+        for (py::handle k : kernels) parsed.push_back(ParseKernel(k));
+        std::vector<std::shared_ptr<codegen::CompiledKernel>> compiled;
+        {
+          py::gil_scoped_release release;
+          compiled = codegen::CompileMany(parsed, threads);
+        }
+        std::vector<PyCompiledKernel> out;
+        for (auto& ck : compiled) out.push_back(PyCompiledKernel{std::move(ck)});
+        return out;
+      },
+      py::arg("kernels"), py::arg("threads"),
+      "Compiles kernel dicts on up to `threads` threads; identical bodies compile once.");
   ind.def("code", [](py::handle kernel) { return codegen::PrintKernel(ParseKernel(kernel)); },
           "The readable listing of a kernel dict, without compiling it.");
   ind.def("hash", [](py::handle kernel) { return codegen::HashKernel(ParseKernel(kernel)); });

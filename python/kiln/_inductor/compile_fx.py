@@ -12,7 +12,8 @@ from kiln import _C
 from kiln._dynamo import logs
 from kiln._dynamo.backends.registry import register_backend
 from kiln._inductor.fx_passes import contiguous_transposed_products
-from kiln._inductor.graph import GraphLowering
+from kiln._inductor import config as config_module
+from kiln._inductor.graph import GraphLowering, compile_kernels
 
 _graph_ids = itertools.count()
 code_sinks = []  # run_and_get_code's collectors
@@ -67,6 +68,7 @@ def compile_fx_inner(gm, example_inputs, config=None, is_backward=False):
     source = graph.wrapper_code()
     namespace = {"kiln": kiln, "empty_strided": _empty_strided, "reinterpret_tensor": _reinterpret_tensor,
                  "as_declared": _as_declared}
+    compile_kernels(graph.kernels, config_module.compile_threads)
     for kernel in graph.kernels:
         namespace[kernel.name] = kernel.compiled
     exec(compile(source, f"<kiln inductor output {next(_graph_ids)}>", "exec"), namespace)

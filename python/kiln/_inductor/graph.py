@@ -89,6 +89,15 @@ class Kernel:
         return self._compiled
 
 
+def compile_kernels(kernels, threads):
+    """Compiles the kernels not compiled yet on up to `threads` threads, each distinct body once
+    (Note [Kernels keyed by body] in codegen/llvm_codegen.cc: a model's repeated layers give the
+    same kernels under other names)."""
+    todo = [k for k in kernels if k._compiled is None]
+    for kernel, compiled in zip(todo, _C._inductor.compile_many([k.ir for k in todo], threads)):
+        kernel._compiled = compiled
+
+
 class GraphLowering:
     def __init__(self, gm, config=None):
         self.gm = gm
@@ -376,12 +385,14 @@ class GraphLowering:
             V.graph = previous
 
     def _run(self):
-        users = {n: len(n.users) for n in self.gm.graph.nodes}
+        nodes = list(self.gm.graph.nodes)
+        users = {n: len(n.users) for n in nodes}
+        node_names = {n.name for n in nodes}
         shared = _storages_outputs_share(self.gm.graph)
-        for node in self.gm.graph.nodes:
+        for node in nodes:
             if node.op == "placeholder":
                 val = node.meta["val"]
-                name = _input_name(node.name, {n.name for n in self.gm.graph.nodes})
+                name = _input_name(node.name, node_names)
                 if isinstance(val, kiln.Tensor):
                     buf = Buffer(name, val.dtype, list(val.shape), list(val.stride()), val.storage_offset())
                     self.defined.add(buf.name)
