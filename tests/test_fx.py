@@ -391,6 +391,45 @@ def test_edit_insert_replace_erase_dce_recompile():
         g.erase_node(sig)
 
 
+def test_code_generated_on_first_use(monkeypatch):
+    # Note [Code generated on first use]: a GraphModule made and never run generates no code;
+    # reading forward (from the instance or its class), calling it or reading `code` does, once
+    m = make_mlp(kiln)
+    graph = fx.symbolic_trace(m).graph
+    generated = []
+    real = fx.Graph.python_code
+    monkeypatch.setattr(fx.Graph, "python_code", lambda g, *a, **k: generated.append(g) or real(g, *a, **k))
+    x = kiln.randn(3, 8)
+    want = m(x)
+    for first_use in ("call", "instance", "class", "code", "str"):
+        gm = fx.GraphModule(m, graph)
+        assert not generated
+        if first_use == "call":
+            close(gm(x), want)
+        elif first_use == "instance":
+            close(gm.forward(x), want)
+        elif first_use == "class":
+            close(type(gm).forward(gm, x), want)
+        elif first_use == "code":
+            assert "kiln.relu(fc1)" in gm.code
+        else:
+            assert "kiln.relu(fc1)" in str(gm)
+        assert len(generated) == 1, first_use
+        close(gm(x), want)
+        assert "kiln.relu(fc1)" in gm.code and len(generated) == 1
+        generated.clear()
+    # an edit then _lazy_recompile: the next call runs the edited graph
+    gm = fx.GraphModule(m, graph)
+    close(gm(x), want)
+    relu = next(n for n in gm.graph.nodes if n.op == "call_function")
+    with gm.graph.inserting_after(relu):
+        neg = gm.graph.call_function(operator.neg, (relu,))
+    relu.replace_all_uses_with(neg, delete_user_cb=lambda u: u is not neg)
+    gm._lazy_recompile()
+    close(gm(x), m.fc2(-kiln.relu(m.fc1(x))))
+    assert "neg = -relu" in gm.code or "operator.neg" in gm.code
+
+
 def test_generated_code_and_printing():
     m = make_mlp(kiln)
     gm = fx.symbolic_trace(m)

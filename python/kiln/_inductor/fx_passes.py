@@ -54,5 +54,5 @@ def contiguous_transposed_products(gm):
         graph.erase_node(product)
         rewritten += 1
     if rewritten:
-        gm.recompile()
+        gm._lazy_recompile()
     return rewritten

@@ -71,6 +71,7 @@ def wrapper_code(graph):
             [b for b in rec[4] if b is not None] if rec[0] == "extern" and _returns_fresh(rec[1]) else []
         for b in bufs:
             owned[b.name] = (_nbytes(b), b.dtype)
+    overwritable = {name: v for name, v in owned.items() if name not in static}  # once: planning is linear
     for i, rec in enumerate(graph.records):
         kind = rec[0]
         if kind == "alloc" and rec[1].name in static:
@@ -80,7 +81,7 @@ def wrapper_code(graph):
             nbytes = _nbytes(buf)
             reuse = pool.get((nbytes, buf.dtype))
             victim = None if buf.name in outputs else _in_place_victim(
-                graph, i, buf, last_use, {k: v for k, v in owned.items() if k not in static}, view_last)
+                graph, i, buf, last_use, overwritable, view_last)
             if victim is not None:
                 lines.append(f"    {buf.name} = reinterpret_tensor({victim}, {tuple(buf.shape)}, "
                              f"{tuple(buf.stride)})  # in place")

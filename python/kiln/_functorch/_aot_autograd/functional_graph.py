@@ -35,7 +35,7 @@ def _mutations_to_outputs(gm, num_inputs):
     results = list(results) if isinstance(results, (tuple, list)) else [results]
     out.args = (tuple(values + results),)
     graph.eliminate_dead_code()
-    gm.recompile()
+    gm._lazy_recompile()
     return mutated
 
 
@@ -61,7 +61,7 @@ def _lift_constants(gm, mode, before=None):
             graph.erase_node(node)
             reals.append(real)
             fakes.append(fake)
-    gm.recompile()
+    gm._lazy_recompile()
     return fakes, reals
 
 
@@ -79,7 +79,7 @@ def _drop_constant_mutations(gm, slots):
             dropped = True
     if dropped:
         graph.eliminate_dead_code()
-        gm.recompile()
+        gm._lazy_recompile()
 
 
 def _functional_graph(fn, example_inputs, decompositions, mode, names=None, keep_raw=None):

@@ -97,5 +97,5 @@ def fuse_conv_bn(gm):
         _fold_one(gm, conv_node, bn_node)
     if pairs:
         gm.graph.lint()
-        gm.recompile()
+        gm._lazy_recompile()
     return gm
