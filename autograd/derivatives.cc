@@ -370,6 +370,8 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
     for (uint32_t i = 0; i < outputs.size(); ++i) {
       const Tensor& t = outputs[i];
       if (!t.defined() || !Differentiable(t.dtype())) continue;
+      const auto& fixed = d->not_differentiable_outputs;
+      if (std::find(fixed.begin(), fixed.end(), static_cast<int>(i)) != fixed.end()) continue;
       SetHistory(t, node, i);
       if (view_source.defined()) MarkView(t, view_source);
     }
@@ -439,6 +441,13 @@ void DerivativeTable::NotDifferentiableIn(const std::string& op_name, std::initi
   KILN_INTERNAL_ASSERT(op && op->autograd_info, "no derivative declared for aten::", op_name);
   auto* d = static_cast<Derivative*>(op->autograd_info.get());
   for (const char* a : args) d->not_differentiable_args.push_back(ArgIndex(op->schema(), a));
+}
+
+void DerivativeTable::NotDifferentiableOutputs(const std::string& op_name, std::initializer_list<int> outputs) {
+  Op* op = registry_.Find("aten::" + op_name);
+  KILN_INTERNAL_ASSERT(op && op->autograd_info, "no derivative declared for aten::", op_name);
+  auto* d = static_cast<Derivative*>(op->autograd_info.get());
+  d->not_differentiable_outputs.insert(d->not_differentiable_outputs.end(), outputs);
 }
 
 void DerivativeTable::Attach(Op* op, std::shared_ptr<Derivative> d) {

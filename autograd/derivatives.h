@@ -98,6 +98,7 @@ struct Derivative {
   std::string node_name;           // "MulBackward0"
   bool non_differentiable = false; // outputs never require grad (argmax, comparisons, ...)
   std::vector<int> not_differentiable_args;  // inputs that must not require grad (loss weights)
+  std::vector<int> not_differentiable_outputs;  // outputs that never require grad (logsumexp)
 };
 
 // The backward node of one recorded op call.
@@ -143,6 +144,8 @@ class DerivativeTable {
   void InplaceOf(const std::string& inplace_name, const std::string& functional_name);
   // Inputs an op is not differentiable in: passing one that requires grad is an error, as in PyTorch.
   void NotDifferentiableIn(const std::string& op_name, std::initializer_list<const char*> args);
+  // Outputs (by index) that never require grad: PyTorch's output_differentiability false.
+  void NotDifferentiableOutputs(const std::string& op_name, std::initializer_list<int> outputs);
 
  private:
   void Attach(Op* op, std::shared_ptr<Derivative> d);

@@ -84,8 +84,36 @@ AccumulateGrad::AccumulateGrad(Tensor variable) : variable_(std::move(variable))
 // Note [Stealing gradients]: when nothing else holds the incoming gradient (a fresh tensor made
 // by the backward pass), it becomes `.grad` without a copy; otherwise it is cloned, so that
 // `.grad` never aliases a user's tensor or another leaf's gradient.
-static bool CanSteal(const Tensor& g) {
-  return g->is_contiguous() && g.impl_ptr().use_count() == 1 && g->storage().use_count() == 1 &&
+// Note [Gradient layout contract]: as PyTorch's AccumulateGrad, a leaf's .grad has the leaf's
+// strides when the leaf is dense and free of overlap (a transposed parameter gets a transposed
+// gradient), else it is contiguous; an incoming gradient in that layout is kept (stolen when
+// nothing else holds it), any other is copied into it.
+static bool DenseWithoutOverlap(const Tensor& t) {
+  bool dense = false;
+  return !MayOverlapItself(t->sym_sizes(), t->sym_strides(), &dense) && dense;
+}
+
+static bool ObeysLayoutContract(const Tensor& grad, const Tensor& variable) {
+  if (!DenseWithoutOverlap(variable)) return grad->is_contiguous();
+  const SymDimVector &sizes = grad->sym_sizes(), &gs = grad->sym_strides(), &vs = variable->sym_strides();
+  if (sizes != variable->sym_sizes()) return false;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] != 1 && gs[d] != vs[d]) return false;
+  return DenseWithoutOverlap(grad);
+}
+
+static Tensor CloneObeyingContract(const Tensor& grad, const Tensor& variable) {
+  if (!DenseWithoutOverlap(variable)) return ops::clone(grad, MemoryFormat::Contiguous);
+  // empty_like keeps a dense variable's strides; dispatched, so a fake variable gets a fake .grad
+  Tensor out = CallOp<Tensor>(KILN_OP("aten::empty_like"), variable, std::optional<ScalarType>(grad.dtype()),
+                              std::optional<Layout>(), std::optional<Device>(grad.device()), std::optional<bool>(),
+                              std::optional<MemoryFormat>());
+  ops::copy_(out, grad);
+  return out;
+}
+
+static bool CanSteal(const Tensor& g, const Tensor& variable) {
+  return ObeysLayoutContract(g, variable) && g.impl_ptr().use_count() == 1 && g->storage().use_count() == 1 &&
          !RequiresGrad(g);
 }
 
@@ -106,7 +134,8 @@ TensorList AccumulateGrad::Apply(TensorList&& grads) {
   const bool create_graph = GradMode::is_enabled();
   if (!meta.grad_.defined()) {
     if (create_graph) meta.grad_ = incoming;
-    else meta.grad_ = CanSteal(incoming) ? std::move(incoming) : ops::clone(Detach(incoming), MemoryFormat::Contiguous);
+    else if (CanSteal(incoming, variable_)) meta.grad_ = std::move(incoming);
+    else meta.grad_ = CloneObeyingContract(Detach(incoming), variable_);
   } else if (create_graph || RequiresGrad(meta.grad_)) {
     meta.grad_ = ops::add(meta.grad_, incoming);  // keeps the graph of a double-backward grad
   } else {

@@ -283,7 +283,10 @@ KILN_CORE_ADDITIONS = {"aten.erfc.default", "aten.erfinv.default", "aten.lgamma.
                        "aten._linalg_eigh.default",
                        "aten.view.dtype",  # a bit reinterpretation (PyTorch's inductor special-cases it)
                        "aten.view_as_real.default", "aten.view_as_complex.default", "aten.conj_physical.default",
-                       "aten._fft_c2c.default"}
+                       "aten._fft_c2c.default",
+                       # fused attention (PyTorch's inductor falls back to these kernels without a core tag)
+                       "aten._scaled_dot_product_flash_attention_for_cpu.default",
+                       "aten._scaled_dot_product_flash_attention_for_cpu_backward.default"}
 
 
 @requires_torch

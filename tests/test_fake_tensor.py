@@ -609,6 +609,11 @@ _sample("_native_batch_norm_legit.no_stats", lambda mk: ((*_bn(mk)[:3], True, 0.
 _sample("batch_norm", lambda mk: ((*_bn(mk), False, 0.1, 1e-5, False), {}))
 _sample("native_layer_norm", lambda mk: ((mk((2, 3, 4)), [4], mk((4,)), mk((4,)), 1e-5), {}))
 _sample("layer_norm", lambda mk: ((mk((2, 3, 4)), [3, 4]), {}))
+_sample("_scaled_dot_product_flash_attention_for_cpu",
+        lambda mk: ((mk((2, 3, 5, 4)), mk((2, 3, 6, 4)), mk((2, 3, 6, 4)), 0.0, True), {"attn_mask": mk((5, 6))}))
+_sample("_scaled_dot_product_flash_attention_for_cpu_backward",
+        lambda mk: ((mk((2, 4, 5, 4)), mk((2, 4, 5, 4)), mk((2, 2, 6, 4)), mk((2, 2, 6, 4)), mk((2, 4, 5, 4)),
+                     mk((2, 4, 5)), 0.0, False), {}))
 _sample("native_group_norm", lambda mk: ((mk((2, 6, 5)), mk((6,)), mk((6,)), 2, 6, 5, 3, 1e-5), {}))
 _sample("group_norm", lambda mk: ((mk((2, 6, 5, 2)), 3), {}))
 _sample("split.sizes split_with_sizes", lambda mk: ((mk((3, 4)), [1, 2]), {}))

@@ -97,6 +97,21 @@ void DefineNNFormulas(DerivativeTable& d) {
                              c.arg("HxW").to_symint(), c.i64("group"), Mask(c, {"input", "weight", "bias"}));
     SetNormGrads(g, r, "input", "weight", "bias");
   });
+  // Note [Flash attention on the CPU] (tensor/ops/attention.cc): the backward recomputes the
+  // scores from the saved logsumexp. Neither logsumexp nor the mask has a gradient, as in PyTorch
+  // (F.scaled_dot_product_attention takes the math path for a mask that requires grad).
+  d.Def("_scaled_dot_product_flash_attention_for_cpu", {"query", "key", "value", "attn_mask", "result", "result1"},
+        [](Ctx& c, Grads& g) {
+          auto [dq, dk, dv] = CallOp<Tensor3>(
+              KILN_OP("aten::_scaled_dot_product_flash_attention_for_cpu_backward"), c.grad(0), c.input("query"),
+              c.input("key"), c.input("value"), c.result(0), c.result(1), c.f64("dropout_p"), c.flag("is_causal"),
+              Opt(c.input("attn_mask")), c.is_none("scale") ? std::optional<double>() : c.f64("scale"));
+          g["query"] = dq;
+          g["key"] = dk;
+          g["value"] = dv;
+        });
+  d.NotDifferentiableIn("_scaled_dot_product_flash_attention_for_cpu", {"attn_mask"});
+  d.NotDifferentiableOutputs("_scaled_dot_product_flash_attention_for_cpu", {1});
   d.Def("nll_loss_forward", {"self", "target", "weight", "result1"}, [](Ctx& c, Grads& g) {
     g["self"] = CallOp<Tensor>(KILN_OP("aten::nll_loss_backward"), c.grad(0), c.input("self"), c.input("target"),
                                Opt(c.input("weight")), c.i64("reduction"), c.arg("ignore_index").to_symint(),

@@ -136,6 +136,7 @@ void RegisterReinterpretOps(Registry& r);
 void RegisterComplexOps(Registry& r);      // complex.cc: view_as_real/complex, real, imag, conj, polar  // reinterpret.cc: view(dtype), resize_
 void RegisterConvPoolOps(Registry& r);
 void RegisterNormOps(Registry& r);
+void RegisterAttentionOps(Registry& r);
 void RegisterReduceMoreOps(Registry& r);   // reduce_more.cc
 void RegisterReduceStatsOps(Registry& r);  // reduce_stats.cc
 void RegisterActivationOps(Registry& r);   // activation.cc

@@ -68,6 +68,8 @@ const char* const kCoreOps[] = {
     "view.dtype",
     //   complex numbers as pairs of reals and back, and conjugation (tensor/ops/complex.cc)
     "view_as_real", "view_as_complex", "conj_physical",
+    //   fused attention (tensor/ops/attention.cc): its decomposition is the math path it replaces
+    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu_backward",
     //   the complex-to-complex Fourier transform (no composition of core ops computes it)
     "_fft_c2c",
 };

@@ -21,6 +21,7 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterFftOps(r);
   RegisterConvPoolOps(r);
   RegisterNormOps(r);
+  RegisterAttentionOps(r);
   RegisterReduceMoreOps(r);
   RegisterReduceStatsOps(r);
   RegisterActivationOps(r);

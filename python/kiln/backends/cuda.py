@@ -1,6 +1,8 @@
 """kiln.backends.cuda: the cuBLAS matmul switches (`matmul.allow_tf32`, shared with
 kiln.set_float32_matmul_precision as in PyTorch) and the scaled-dot-product-attention kernel switches
-(enable_flash_sdp, ..., and the deprecated sdp_kernel context manager). Stored only: kiln has no CUDA.
+(enable_flash_sdp, ..., and the deprecated sdp_kernel context manager; on the CPU the flash switch
+decides whether F.scaled_dot_product_attention may run the fused kernel, the math switch the
+composition).
 """
 
 import contextlib

@@ -2,6 +2,7 @@
 
 from kiln.nn.parameter import Buffer, Parameter, UninitializedBuffer, UninitializedParameter  # noqa: F401
 from kiln.nn import functional  # noqa: F401
+from kiln.nn import attention  # noqa: F401
 from kiln.nn import init  # noqa: F401
 from kiln.nn.modules import (  # noqa: F401
     AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss, BCEWithLogitsLoss, Conv2d, CrossEntropyLoss,

@@ -364,6 +364,16 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise RuntimeError("scaled_dot_product_attention: query, key and value must have at least 2 dimensions")
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
+    if _fused_attention_applies(query, key, value, attn_mask, dropout_p, enable_gqa):
+        if attn_mask is not None and attn_mask.dtype == kiln.bool:  # -inf where False (PyTorch's conversion)
+            attn_mask = kiln.zeros_like(attn_mask, dtype=query.dtype).masked_fill(attn_mask.logical_not(),
+                                                                                 float("-inf"))
+        return kiln.ops.aten._scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p, is_causal,
+                                                                         attn_mask=attn_mask, scale=scale)[0]
+    from kiln.backends import cuda as cuda_backend
+
+    if not cuda_backend.math_sdp_enabled():
+        raise RuntimeError("No available kernel.  Aborting execution.")
     L, S = query.size(-2), key.size(-2)
     scale_factor = 1 / math.sqrt(query.size(-1)) if scale is None else scale
     if enable_gqa and query.dim() >= 3 and key.size(-3) != query.size(-3):
@@ -391,6 +401,38 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0.0:
         attn = kiln.dropout(attn, dropout_p, True)
     return kiln.matmul(attn, value)
+
+
+_FUSED_ATTENTION_DTYPES = (kiln.float32, kiln.float64, kiln.bfloat16, kiln.float16)
+
+
+def _fused_attention_applies(query, key, value, attn_mask, dropout_p, enable_gqa):
+    """Whether scaled_dot_product_attention runs the fused CPU kernel (Note [Flash attention on
+    the CPU], tensor/ops/attention.cc) rather than the math composition: PyTorch's CPU choice
+    (use_flash_attention_cpp), which the flash switch of kiln.backends.cuda / sdpa_kernel turns off
+    as it does PyTorch's. Anything else (dropout, other ranks, empty sequences, a mask that needs
+    its gradient) takes the math path."""
+    from kiln.backends import cuda as cuda_backend
+
+    if not cuda_backend.flash_sdp_enabled() or dropout_p > 0.0:
+        return False
+    tensors = (query, key, value)
+    if any(t.dim() != 4 or t.device.type != "cpu" or t.dtype != query.dtype or t.stride(-1) != 1 for t in tensors):
+        return False
+    if query.dtype not in _FUSED_ATTENTION_DTYPES:
+        return False
+    (B, H, L, E), (Bk, Hk, S, Ek), (Bv, Hv, Sv, Ev) = query.shape, key.shape, value.shape
+    if not (E == Ek == Ev and B == Bk == Bv and Hk == Hv and S == Sv) or L == 0 or S == 0:
+        return False
+    if H != Hk and not (enable_gqa and H % Hk == 0):
+        return False
+    if attn_mask is not None:
+        if attn_mask.requires_grad or attn_mask.dim() not in (2, 4) or attn_mask.dtype not in (kiln.bool, query.dtype):
+            return False
+        want = (L, S) if attn_mask.dim() == 2 else (B, H, L, S)
+        if any(m != 1 and m != w for m, w in zip(attn_mask.shape, want)):
+            return False  # the math path's broadcasting error
+    return True
 
 
 def _canonical_mask(mask, mask_name, other_type, other_name, target_type, check_other=True):
