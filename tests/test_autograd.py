@@ -956,3 +956,26 @@ def test_cat_gives_a_skipped_empty_input_a_zero_gradient():
     got, want = run(kiln), run(torch)
     assert want is not None and got is not None
     assert got.tolist() == want.tolist() and str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+
+
+@requires_torch
+def test_grad_follows_the_leaf_layout():
+    # Note [Gradient layout contract] (autograd/node.cc): a dense leaf's .grad has its strides,
+    # whatever layout the incoming gradient had; an overlapping leaf's is contiguous
+    def leaves(lib):
+        base = lib.arange(24.0).reshape(2, 3, 4)
+        return [base.transpose(0, 1).clone().requires_grad_(),            # contiguous
+                base.transpose(0, 2).contiguous().transpose(0, 2).requires_grad_(),  # column-major
+                base.permute(1, 0, 2).requires_grad_(),                       # dense, permuted
+                base[:, :1].expand(2, 5, 4).requires_grad_()]                 # overlapping
+    for grads in ("sum", "exp", "transposed"):
+        got, want = [], []
+        for lib, out in ((kiln, got), (torch, want)):
+            for x in leaves(lib):
+                y = x.exp() if grads == "exp" else x.transpose(0, 1).contiguous().transpose(0, 1) \
+                    if grads == "transposed" else x * 2
+                y.sum().backward()
+                out.append((x.grad.stride(), x.grad.tolist()))
+        assert [g[0] for g in got] == [w[0] for w in want], grads
+        for (_, g), (_, w) in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-6)
