@@ -100,6 +100,41 @@ def test_row_reductions(kind):
     np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("n", [31, 32, 33, 47, 256, 1000])
+@pytest.mark.parametrize("kind", ["max", "min", "max_last", "min_last"])
+def test_max_min_in_lanes(kind, n, dtype):
+    # Note [Lanes for max and min] (codegen/llvm_emit.cc): rows of 32 or more reduce in 16 lanes
+    # plus a tail; the values (NaN anywhere, -inf/inf, ties, -0.0 alone) are the scalar loop's
+    kd = kiln.float32 if dtype == "f32" else kiln.float64
+    rows = [np.random.default_rng(n).standard_normal(n) for _ in range(9)]
+    rows[1][0] = np.nan                   # in the first round of lanes
+    rows[2][n - 1] = np.nan               # in the tail (or the last lane)
+    rows[3][n // 2] = np.nan
+    rows[3][n // 3] = np.nan
+    rows[4][:] = -np.inf
+    rows[5][n // 2] = np.inf
+    rows[5][1] = -np.inf
+    rows[6][:] = 2.5                      # all ties
+    rows[7][:] = -0.0
+    rows[8][17 % n] = 1e30 if kind.startswith("max") else -1e30  # the extreme in a late lane
+    x = kiln.tensor(np.stack(rows), dtype=kd)
+    m = x.shape[0]
+    k = ind.compile({"name": f"cpp_fused_{kind}_lanes_{n}", "buffers": [("in_ptr0", dtype), ("out_ptr0", dtype)],
+                     "outer": [m], "loops": [{"extent": n, "stmts": [("reduce", 0, kind, ("load", 0, row_index(n)))]},
+                                             {"extent": 1, "stmts": [("store", 1, (0, [1], 0), ("acc", 0))]}]})
+    out = kiln.empty(m, dtype=kd)
+    k(x, out)
+    want = (x.amax(-1) if kind.startswith("max") else x.amin(-1)).numpy()
+    got = out.numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
+    assert np.signbit(got[7])  # a row of -0.0 gives -0.0
+    if n == 256:  # the lanes became vector compares
+        import re
+        assert re.search(r"fcmp u[gl][te] <\d+ x (float|double)>", k.llvm_ir), k.llvm_ir[:2000]
+
+
 def test_welford_var_mean():
     m, n = 4, 300
     x = kiln.randn(m, n) + 50
