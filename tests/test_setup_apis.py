@@ -106,8 +106,10 @@ def test_backend_flags_default_set_and_check_type(path, flag):
 
 
 def test_backend_queries_and_unknown_attributes():
-    for name in ["cudnn.is_available", "cudnn.version", "mps.is_available", "mps.is_built", "cuda.is_built"]:
+    for name in ["cudnn.is_available", "cudnn.version", "mps.is_available", "mps.is_built"]:
         assert_same_outcome(_resolve(kiln.backends, name), _resolve(torch.backends, name))
+    # every kiln is built with CUDA (loaded at run time), where this PyTorch is a CPU-only build
+    assert kiln.backends.cuda.is_built() is True and torch.backends.cuda.is_built() is False
     assert_same_outcome(lambda: kiln.backends.cuda.matmul.bogus, lambda: torch.backends.cuda.matmul.bogus)
     assert_same_outcome(lambda: setattr(kiln.backends.cuda.matmul, "bogus", 1),
                         lambda: setattr(torch.backends.cuda.matmul, "bogus", 1))

@@ -12,7 +12,9 @@ from kiln import _settings
 
 
 def is_built():
-    return False
+    """Whether kiln was built with CUDA support: always (runtime/cuda/ loads the driver and the CUDA
+    libraries at run time; kiln.cuda.is_available() says whether a GPU can be used)."""
+    return True
 
 
 class cuBLASModule:
