@@ -354,6 +354,52 @@ def test_repeated_layers_compile_each_kernel_once(monkeypatch, threads):
     assert after["memory_hits"] - before["memory_hits"] >= len(kernels) - len(bodies)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("grad", [False, True])
+def test_eval_batch_norm_fuses(dtype, grad):
+    # eval-mode batch norm decomposes into a per-channel scale and shift fused with the ReLU and
+    # the residual add after it (decomposition.py): no eager batch norm between kernels
+    from kiln._inductor import compile_fx
+
+    kiln.manual_seed(3)
+    nn = kiln.nn
+    conv, bn1, bn2 = nn.Conv2d(4, 6, 3, padding=1), nn.BatchNorm2d(6), nn.BatchNorm2d(6, affine=False)
+    with kiln.no_grad():
+        for bn in (bn1, bn2):
+            bn.running_mean.copy_(kiln.randn(6))
+            bn.running_var.copy_(kiln.rand(6) + 0.5)
+    for m in (conv, bn1, bn2):
+        m.eval()
+    if dtype != "float32":
+        conv.to(getattr(kiln, dtype))
+        if dtype == "float64":
+            bn1.double(), bn2.double()
+
+    def block(x):
+        y = kiln.relu(bn1(conv(x)))
+        return kiln.relu(bn2(y) + y)
+
+    x = kiln.randn(2, 4, 5, 7, dtype=getattr(kiln, dtype)).requires_grad_(grad)
+    want = block(x)
+    dynamo.reset()
+    graphs = []
+    compile_fx.graph_sinks.append(graphs)
+    try:
+        with kiln.set_grad_enabled(grad):
+            got = kiln.compile(block)(x)
+    finally:
+        compile_fx.graph_sinks.remove(graphs)
+    tol = 2e-2 if dtype == "bfloat16" else 1e-5
+    np.testing.assert_allclose(got.float().detach().numpy(), want.float().detach().numpy(), rtol=tol, atol=tol)
+    assert got.stride() == want.stride()
+    assert not any("batch_norm" in op for g in graphs for op, _ in g.fallbacks), [g.fallbacks for g in graphs]
+    if grad:
+        g = kiln.randn(*want.shape, dtype=want.dtype)
+        (ref_x,) = kiln.autograd.grad((want * g).sum(), [x])
+        (got_x,) = kiln.autograd.grad((got * g).sum(), [x])
+        np.testing.assert_allclose(got_x.float().numpy(), ref_x.float().numpy(), rtol=tol, atol=tol)
+
+
 def test_transformer_block_trains_like_eager():
     from models import transformer_block
 

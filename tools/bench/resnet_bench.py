@@ -1,12 +1,14 @@
 """resnet18's eager training step on the CPU (issue 19), kiln against PyTorch, interleaved.
 
-    tools/python tools/bench/resnet_bench.py [--batch 16] [--size 64] [--rounds 5] [--profile]
+    tools/python tools/bench/resnet_bench.py [--batch 16] [--size 64] [--rounds 5] [--profile] [--compile]
 
 torchvision's resnet18 written once for both libraries (7x7 stem with stride 2, max pool, four
 stages of two BasicBlocks, 64 to 512 channels, adaptive average pool, fc to 1000 classes), trained
 with SGD (momentum 0.9, weight decay 1e-4) on cross_entropy, as the ImageNet example. Prints the
 forward, forward+backward and whole step: CPU time at one thread (min and median of the rounds,
 interleaved) and wall time at two; --profile adds kiln's and PyTorch's slowest ops of one step.
+--compile adds inference in eval mode (running batch-norm statistics, no_grad), eager and through
+kiln.compile / torch.compile (each warmed first).
 """
 
 import argparse
@@ -95,7 +97,22 @@ def setup(lib, args):
         F.cross_entropy(model(x), y).backward()
         opt.step()
 
-    return {"forward": forward, "forward+backward": fwd_bwd, "step": step}
+    phases = {"forward": forward, "forward+backward": fwd_bwd, "step": step}
+    if args.compile:
+        evaluated = resnet18(lib)
+        evaluated.load_state_dict(model.state_dict())
+        evaluated.eval()
+        compiled = lib.compile(evaluated)
+
+        def eval_forward(run):
+            def go():
+                with lib.no_grad():
+                    run(x)
+            return go
+
+        phases["eval forward"] = eval_forward(evaluated)
+        phases["eval compiled"] = eval_forward(compiled)
+    return phases
 
 
 def timed(fn, clock):
@@ -110,12 +127,13 @@ def main():
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--compile", action="store_true")
     args = parser.parse_args()
     libs = [kiln] + ([torch] if torch is not None else [])
     phases = {lib: setup(lib, args) for lib in libs}
     print(f"resnet18 batch {args.batch} {args.size}x{args.size}, SGD momentum")
     print(f"{'phase':<18}{'kiln cpu@1 min/med ms':>24}{'torch':>16}{'ratio':>7}{'kiln wall@2':>14}{'torch':>9}{'ratio':>7}")
-    for phase in ("forward", "forward+backward", "step"):
+    for phase in ("forward", "forward+backward", "step") + (("eval forward", "eval compiled") if args.compile else ()):
         results = {}
         for threads, clock in ((1, time.process_time), (2, time.perf_counter)):
             for lib in libs:

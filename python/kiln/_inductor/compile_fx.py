@@ -246,7 +246,7 @@ def decompositions():
 
     aten = kiln.ops.aten
     return {**DECOMPOSITIONS, **get_decompositions([
-        aten._native_batch_norm_legit_functional, aten._native_batch_norm_legit_no_training,
+        aten._native_batch_norm_legit_functional,
         aten.native_batch_norm_backward, aten.var_mean, aten.std_mean, aten.std, aten.var.default,
         aten._softmax_backward_data, aten._log_softmax_backward_data, aten.native_dropout_backward,
         aten.sum.default, aten.rsub.Scalar, aten.rsub.Tensor,  # `2 - x` traces to rsub.Scalar, as in PyTorch

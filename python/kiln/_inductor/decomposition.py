@@ -1,7 +1,8 @@
 """Decompositions only Inductor applies: core ops that stay whole everywhere else (kiln._decomp's
 table never decomposes a core op) but lower better as their parts. Layer norm as var_mean and
 pointwise ops becomes one kernel per row block (the statistics and the normalisation together),
-and its backward two reductions along the row and a pointwise epilogue.
+and its backward two reductions along the row and a pointwise epilogue; eval-mode batch norm a
+per-channel scale and shift that fuses with the activation after it.
 """
 
 import kiln
@@ -66,11 +67,43 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
     return grad_input, grad_weight, grad_bias
 
 
+def _native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps):
+    """Eval-mode batch norm as eager's kernel computes it (tensor/ops/norm.cc): a per-channel
+    scale = weight * rsqrt(running_var + eps) and shift = bias - running_mean * scale, then
+    x * scale + shift, row-major as eager's result. One pointwise kernel with what follows it (a
+    ReLU, a residual add) instead of an eager call between kernels; the statistics outputs are
+    empty, as eager's."""
+    params = [p for p in (weight, bias, running_mean, running_var) if p is not None]
+    stat = kiln.float32 if any(p.dtype != input.dtype for p in params) else input.dtype
+    compute = _stats_dtype(input)
+    shape = [1, input.shape[1]] + [1] * (input.dim() - 2)
+    scale = aten.rsqrt.default(aten.add.Scalar(to_dtype(running_var, compute), eps))
+    if weight is not None:
+        scale = aten.mul.Tensor(scale, to_dtype(weight, compute))
+    shift = aten.neg.default(aten.mul.Tensor(to_dtype(running_mean, compute), scale))
+    if bias is not None:
+        shift = aten.add.Tensor(to_dtype(bias, compute), shift)
+    x = to_dtype(_row_major(input), compute)
+    out = aten.add.Tensor(aten.mul.Tensor(x, aten.view.default(scale, shape)), aten.view.default(shift, shape))
+    empty = aten.empty.memory_format([0], dtype=stat, device=input.device)
+    return to_dtype(out, input.dtype), empty, aten.empty.memory_format([0], dtype=stat, device=input.device)
+
+
+def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """Eval mode (running statistics) as above. Training mode writes the running statistics: it
+    stays the eager kernel (NotImplemented: not decomposed)."""
+    if training or running_mean is None or running_var is None:
+        return NotImplemented
+    return _native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps)
+
+
 def mean_all(self, dtype=None):
     """mean() of a whole tensor (core, as in PyTorch) as the mean.dim lowering over every dim."""
     return aten.mean.dim(self, None, False, dtype=dtype)
 
 
 DECOMPOSITIONS = {aten.native_layer_norm.default: native_layer_norm,
+                  aten.native_batch_norm.default: native_batch_norm,
+                  aten._native_batch_norm_legit_no_training.default: _native_batch_norm_legit_no_training,
                   aten.native_layer_norm_backward.default: native_layer_norm_backward,
                   aten.mean.default: mean_all}
