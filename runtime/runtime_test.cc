@@ -1,5 +1,9 @@
 // runtime/runtime_test.cc: devices parse and print; the pool covers a range exactly once.
 #include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -44,6 +48,44 @@ TEST(ThreadPool, PropagatesExceptions) {
   int calls = 0;
   ParallelFor(0, 4, 1000, [&](int64_t b, int64_t e) { calls++; });
   EXPECT_EQ(calls, 1);  // below the grain: runs inline
+}
+
+// Note [Claimed chunks]: many regions back to back on more threads than cores, each index once;
+// chunk boundaries are the same whichever thread runs a chunk.
+TEST(ThreadPool, ManyRegionsEachIndexOnce) {
+  SetNumThreads(4);
+  for (int region = 0; region < 300; ++region) {
+    const int64_t n = 1 + region * 7;
+    std::vector<std::atomic<int>> hits(n);
+    std::mutex mu;
+    std::set<std::pair<int64_t, int64_t>> ranges;
+    ParallelFor(0, n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[i]++;
+      std::lock_guard<std::mutex> lock(mu);
+      ranges.insert({b, e});
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "region " << region;
+    const int64_t chunks = std::min<int64_t>(GetNumThreads(), n), per = (n + chunks - 1) / chunks;
+    for (const auto& [b, e] : ranges) ASSERT_EQ(b % per, 0) << "region " << region;
+  }
+  SetNumThreads(2);
+}
+
+// A worker that has not woken yet holds up no chunk: the caller claims it (chunk i was worker i's
+// before, and the caller waited for it).
+TEST(ThreadPool, CallerClaimsChunksOfSleepingWorkers) {
+  SetNumThreads(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  int regions_all_on_caller = 0;
+  for (int region = 0; region < 40; ++region) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // past the workers' spin: asleep
+    std::atomic<int> on_caller{0};
+    ParallelFor(0, 2, 1, [&](int64_t, int64_t) {
+      if (std::this_thread::get_id() == caller) on_caller++;
+    });
+    regions_all_on_caller += on_caller.load() == 2;
+  }
+  EXPECT_GT(regions_all_on_caller, 0);
 }
 
 }  // namespace kiln
