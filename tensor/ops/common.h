@@ -142,6 +142,7 @@ void RegisterReduceStatsOps(Registry& r);  // reduce_stats.cc
 void RegisterActivationOps(Registry& r);   // activation.cc
 void RegisterLossOps(Registry& r);         // loss.cc
 void RegisterIndexOps(Registry& r);
+void RegisterAdvancedIndexOps(Registry& r);
 void RegisterShapeOps(Registry& r);
 void RegisterTernaryOps(Registry& r);
 void RegisterRandomOps(Registry& r);

@@ -27,6 +27,7 @@ void RegisterBuiltinOps(Registry& r) {
   RegisterActivationOps(r);
   RegisterLossOps(r);
   RegisterIndexOps(r);
+  RegisterAdvancedIndexOps(r);
   RegisterShapeOps(r);
   RegisterTernaryOps(r);
   RegisterRandomOps(r);
