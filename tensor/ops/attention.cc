@@ -174,6 +174,22 @@ void MaskScores(A* s, int64_t lds, int64_t rows, int64_t n, int64_t i0, int64_t 
   }
 }
 
+// The keys a block of query rows [i0, i0 + rows) sees: all S, or under is_causal those up to its
+// last row (key blocks wholly above the diagonal are skipped).
+inline int64_t KeysSeen(bool causal, int64_t S, int64_t i0, int64_t rows) {
+  return causal ? std::min(S, i0 + rows) : S;
+}
+
+// The masked scores scale * Q K^T (+ mask, -inf above the diagonal) of query rows [i0, i0 + rows)
+// of head h against keys [j0, j0 + n) of key/value head hk, into s (row pitch `width`).
+template <typename A>
+void BlockScores(const Operand<A>& q, const Operand<A>& k, const Mask<A>& mask, bool causal, A scale, int64_t b,
+                 int64_t h, int64_t hk, int64_t i0, int64_t rows, int64_t j0, int64_t n, int64_t E, A* s,
+                 int64_t width) {
+  Gemm<A>(false, true, rows, n, E, scale, q.At(b, h, i0), q.st, k.At(b, hk, j0), k.st, A(0), s, width);
+  MaskScores(s, width, rows, n, i0, j0, causal, mask, b, h);
+}
+
 // The row max that keeps NaN, and the row's sum of exp(x - mx) with the exps written over x.
 template <typename A>
 A RowMax(const A* x, int64_t n) {
@@ -203,7 +219,8 @@ template <typename A>
 void FlashForward(const Operand<A>& q, const Operand<A>& k, const Operand<A>& v, const Mask<A>& mask, bool causal,
                   A scale, int64_t B, int64_t H, int64_t Hk, int64_t L, int64_t S, int64_t E, A* out,
                   const int64_t* os, A* lse) {
-  const int64_t q_blocks = (L + kQBlock - 1) / kQBlock, group = H / Hk, width = std::max<int64_t>(1, std::min(S, kKvBlock));
+  const int64_t q_blocks = (L + kQBlock - 1) / kQBlock, group = H / Hk;
+  const int64_t width = std::max<int64_t>(1, std::min(S, kKvBlock));
   ParallelFor(0, B * H * q_blocks, 1, [&](int64_t begin, int64_t end) {
     std::vector<A> scores(kQBlock * width), acc(kQBlock * E), row_max(kQBlock), row_sum(kQBlock);
     RunForCpu([&] {
@@ -213,12 +230,10 @@ void FlashForward(const Operand<A>& q, const Operand<A>& k, const Operand<A>& v,
         std::fill(acc.begin(), acc.end(), A(0));
         std::fill(row_max.begin(), row_max.end(), -std::numeric_limits<A>::infinity());
         std::fill(row_sum.begin(), row_sum.end(), A(0));
-        const int64_t kv_end = causal ? std::min(S, i0 + rows) : S;
+        const int64_t kv_end = KeysSeen(causal, S, i0, rows);
         for (int64_t j0 = 0; j0 < kv_end; j0 += kKvBlock) {
           const int64_t n = std::min(kKvBlock, kv_end - j0);
-          Gemm<A>(false, true, rows, n, E, scale, q.At(b, h, i0), q.st, k.At(b, hk, j0), k.st, A(0), scores.data(),
-                  width);
-          MaskScores(scores.data(), width, rows, n, i0, j0, causal, mask, b, h);
+          BlockScores(q, k, mask, causal, scale, b, h, hk, i0, rows, j0, n, E, scores.data(), width);
           for (int64_t r = 0; r < rows; ++r) {
             A* s = scores.data() + r * width;
             const A m_old = row_max[r], m_block = RowMax(s, n);
@@ -272,12 +287,10 @@ void FlashBackward(const Operand<A>& dout, const Operand<A>& q, const Operand<A>
           A* dq_bh = dq + b * dqs[0] + h * dqs[1];
           for (int64_t i0 = 0; i0 < L; i0 += kQBlock) {
             const int64_t rows = std::min(kQBlock, L - i0);
-            const int64_t kv_end = causal ? std::min(S, i0 + rows) : S;
+            const int64_t kv_end = KeysSeen(causal, S, i0, rows);
             for (int64_t j0 = 0; j0 < kv_end; j0 += kKvBlock) {
               const int64_t n = std::min(kKvBlock, kv_end - j0);
-              Gemm<A>(false, true, rows, n, E, scale, q.At(b, h, i0), q.st, k.At(b, hk, j0), k.st, A(0), p.data(),
-                      width);
-              MaskScores(p.data(), width, rows, n, i0, j0, causal, mask, b, h);
+              BlockScores(q, k, mask, causal, scale, b, h, hk, i0, rows, j0, n, E, p.data(), width);
               for (int64_t r = 0; r < rows; ++r) {  // P = exp(S - lse): the forward's softmax
                 A* s = p.data() + r * width;
                 const A l = lse[(b * L + i0 + r) * H + h];
@@ -372,7 +385,8 @@ Tensor3 FlashBackwardCPU(const Tensor& grad_out, const Tensor& q, const Tensor& 
   };
   if (acc == ScalarType::Float64) run(0.0);
   else run(0.0f);
-  if (acc != q.dtype()) return {ops::to_dtype(dq, q.dtype()), ops::to_dtype(dk, q.dtype()), ops::to_dtype(dv, q.dtype())};
+  if (acc != q.dtype())
+    return {ops::to_dtype(dq, q.dtype()), ops::to_dtype(dk, q.dtype()), ops::to_dtype(dv, q.dtype())};
   return {dq, dk, dv};
 }
 
