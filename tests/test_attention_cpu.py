@@ -221,3 +221,10 @@ def test_compiled_attention_trains_like_eager():
     assert any("_scaled_dot_product_flash_attention_for_cpu.default" in op for op in fallbacks), fallbacks
     assert any("_scaled_dot_product_flash_attention_for_cpu_backward" in op for op in fallbacks), fallbacks
     assert not any(name in op for op in fallbacks for name in ("masked_fill", "where", "tril", "softmax")), fallbacks
+
+
+def test_no_key_heads_is_not_routed():
+    # zero key/value heads with enable_gqa: the routing check divides by the head count only when
+    # there are heads (a ZeroDivisionError in the check before)
+    q, k = kiln.randn(1, 2, 3, 4), kiln.randn(1, 0, 3, 4)
+    assert KF._fused_attention_applies(q, k, k, None, 0.0, True) is False

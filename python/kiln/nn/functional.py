@@ -424,7 +424,7 @@ def _fused_attention_applies(query, key, value, attn_mask, dropout_p, enable_gqa
     (B, H, L, E), (Bk, Hk, S, Ek), (Bv, Hv, Sv, Ev) = query.shape, key.shape, value.shape
     if not (E == Ek == Ev and B == Bk == Bv and Hk == Hv and S == Sv) or L == 0 or S == 0:
         return False
-    if H != Hk and not (enable_gqa and H % Hk == 0):
+    if H != Hk and not (enable_gqa and Hk > 0 and H % Hk == 0):
         return False
     if attn_mask is not None:
         if attn_mask.requires_grad or attn_mask.dim() not in (2, 4) or attn_mask.dtype not in (kiln.bool, query.dtype):
