@@ -2,7 +2,9 @@
 #include "codegen/llvm_math.h"
 
 #include <cmath>
+#include <iterator>
 
+#include "codegen/erf_polynomials.h"
 #include "llvm/IR/Intrinsics.h"
 
 namespace kiln::codegen {
@@ -134,19 +136,17 @@ llvm::Value* VectorMath::ErfF32(llvm::Value* x) {
     return Intrinsic(llvm::Intrinsic::fmuladd, {a, b, d});
   };
   llvm::Value* a = Intrinsic(llvm::Intrinsic::fabs, {x});
-  llvm::Value* near = fma(a, Horner(b_.CreateFMul(a, a), {0.1283791519, -0.3761250624, 0.1128193099, -0.0267703357,
-                                                        0.004998124233, -0.0006013924442}),
-                          a);
-  llvm::Value* hi = c(4.0);
+  const std::vector<double> near_q(std::begin(kErfNear), std::end(kErfNear));
+  const std::vector<double> far_c(std::begin(kErfFar), std::end(kErfFar));
+  llvm::Value* near = fma(a, Horner(b_.CreateFMul(a, a), near_q), a);
+  llvm::Value* hi = c(kErfFarClamp);
   llvm::Value* ac = b_.CreateSelect(b_.CreateFCmpOGT(a, hi), hi, a);
   llvm::Value* rounding;
   llvm::Value* y = ExpF32Reduced(b_.CreateFMul(ac, ac), /*negate=*/true, &rounding);
   llvm::Value* e = b_.CreateFMul(y, Pow2F32(rounding));
-  llvm::Value* scaled = Horner(b_.CreateFSub(ac, c(2.4)), {0.2185000345, -0.0795762509, 0.02748547052, -0.009194636132,
-                                                        0.002645440917, -0.0008860524183, 0.0005629879362,
-                                                        0.0002353558531, 0.0001279985637});
+  llvm::Value* scaled = Horner(b_.CreateFSub(ac, c(kErfFarCentre)), far_c);
   llvm::Value* far = b_.CreateFSub(c(1.0), b_.CreateFMul(e, scaled));
-  llvm::Value* r = b_.CreateSelect(b_.CreateFCmpOLT(a, c(0.921875)), near, far);
+  llvm::Value* r = b_.CreateSelect(b_.CreateFCmpOLT(a, c(kErfNearLimit)), near, far);
   return Intrinsic(llvm::Intrinsic::copysign, {r, x});
 }
 

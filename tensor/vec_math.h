@@ -11,6 +11,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "codegen/erf_polynomials.h"
+
 namespace kiln {
 
 inline float ExpF(float x) {
@@ -115,6 +117,30 @@ inline float ErfF(float x) {
   r = std::fma(r, t, 0.254829592f);
   const float y = std::fma(-ExpF(-(x * x)) * t, r, 1.0f);
   return std::copysign(y, x);
+}
+
+// erf for float by the polynomials the Inductor code generator emits (codegen/erf_polynomials.h,
+// Note [Inline erff] in codegen/llvm_math.cc): x + x q(x^2) below 0.921875, 1 - e^(-x^2) c(|x|)
+// above, |x| clamped to 4, both computed and one picked so the loop vectorises (libm's erff is a
+// call per element: eager erf took 9x PyTorch's vectorised one). Within about 2 ulp of glibc's erf;
+// NaN propagates, +-inf gives +-1, the sign of -0.0 stays. Eager's erf op; gelu keeps ErfF above
+// (PyTorch's gelu rounds as Abramowitz and Stegun's formula does).
+template <int N>
+[[gnu::always_inline]] inline float HornerF(float x, const double (&c)[N]) {
+  float p = static_cast<float>(c[N - 1]);
+#pragma GCC unroll 16  // a loop left in the element loop keeps that loop scalar
+  for (int i = N - 2; i >= 0; --i) p = std::fma(p, x, static_cast<float>(c[i]));
+  return p;
+}
+
+inline float ErfPolyF(float x) {
+  const float a = std::fabs(x);
+  const float near = std::fma(a, HornerF(a * a, codegen::kErfNear), a);
+  const float clamp = static_cast<float>(codegen::kErfFarClamp);
+  const float ac = a > clamp ? clamp : a;  // NaN stays NaN
+  const float far = 1.0f - ExpF(-(ac * ac)) * HornerF(ac - static_cast<float>(codegen::kErfFarCentre),
+                                                     codegen::kErfFar);
+  return std::copysign(a < static_cast<float>(codegen::kErfNearLimit) ? near : far, x);
 }
 
 // The standard normal CDF, 0.5 * (1 + erf(x / sqrt(2))), as PyTorch's gelu computes it.

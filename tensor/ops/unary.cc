@@ -127,7 +127,9 @@ template <typename M>
       case kAsinh: return std::asinh(x);
       case kAcosh: return std::acosh(x);
       case kAtanh: return std::atanh(x);
-      case kErf: return std::erf(x);
+      case kErf:
+        if constexpr (std::is_same_v<M, float>) return ErfPolyF(x);  // vectorises (vec_math.h)
+        else return std::erf(x);
       case kErfc: return std::erfc(x);
       case kErfinv: return static_cast<M>(ErfInv(x));
       case kLgamma: return std::lgamma(x);
