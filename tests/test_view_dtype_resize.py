@@ -120,50 +120,50 @@ def test_resize_keeps_elements_and_grows_as_torch():
 # transpose copy] in tensor/ops/copy.cc): sizes off the tile, a leading dimension wider than the
 # rows (a column slice), every element size, and a copy into an existing tensor. 4-byte tiles
 # transpose in AVX2 registers: float32 with NaN and infinities, and int32.
-@requires_torch
-@pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64",
-                                  "bool", "complex64", "complex128"])
-def test_transposed_copies_against_torch(name):
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((77, 130)) * 5
-    if name.startswith("float"):
+COPY_DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "bool", "complex64",
+               "complex128"]
+
+
+def _copy_sources(name, shape, seed, specials=False):
+    """The same random values as a kiln and a torch tensor of dtype `name` (complex for complex
+    dtypes; NaN and infinities in floating ones when `specials`)."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(shape) * 5
+    if specials and name.startswith("float"):
         a[0, 1], a[9, 17], a[40, 8] = np.nan, np.inf, -np.inf
     if name.startswith("complex"):
-        a = a + 1j * rng.standard_normal((77, 130))
-    k = kiln.tensor(a).to(getattr(kiln, name))
-    t = torch.tensor(a).to(getattr(torch, name))
-    def values(x):  # bfloat16 has no numpy dtype: its float32 values are exact
-        return (x.float() if name == "bfloat16" else x).numpy()
+        a = a + 1j * rng.standard_normal(shape)
+    return kiln.tensor(a).to(getattr(kiln, name)), torch.tensor(a).to(getattr(torch, name))
 
+
+def _values(x):
+    """x as numpy; bfloat16 has no numpy dtype, and its float32 values are exact."""
+    return (x.float() if x.dtype in (kiln.bfloat16, torch.bfloat16) else x).numpy()
+
+
+@requires_torch
+@pytest.mark.parametrize("name", COPY_DTYPES)
+def test_transposed_copies_against_torch(name):
+    k, t = _copy_sources(name, (77, 130), seed=0, specials=True)
     for kv, tv in ((k.t(), t.t()), (k[:, 3:100].t(), t[:, 3:100].t()), (k[5:70].t(), t[5:70].t())):
         got, want = kv.contiguous(), tv.contiguous()
         assert got.is_contiguous() and tuple(got.shape) == tuple(want.shape)
-        np.testing.assert_array_equal(values(got), values(want))
+        np.testing.assert_array_equal(_values(got), _values(want))
         dst = kiln.zeros(tuple(kv.shape), dtype=kv.dtype)
         dst.copy_(kv)
-        np.testing.assert_array_equal(values(dst), values(want))
+        np.testing.assert_array_equal(_values(dst), _values(want))
 
 
 # A same-dtype copy of an element-strided source goes by a typed loop (tensor/ops/copy.cc):
 # every dtype, column and row steps, into new and existing tensors, against PyTorch.
 @requires_torch
-@pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64",
-                                  "bool", "complex64", "complex128"])
+@pytest.mark.parametrize("name", COPY_DTYPES)
 def test_strided_copies_against_torch(name):
-    rng = np.random.default_rng(1)
-    a = rng.standard_normal((37, 90)) * 5
-    if name.startswith("complex"):
-        a = a + 1j * rng.standard_normal((37, 90))
-    k = kiln.tensor(a).to(getattr(kiln, name))
-    t = torch.tensor(a).to(getattr(torch, name))
-
-    def values(x):
-        return (x.float() if name == "bfloat16" else x).numpy()
-
+    k, t = _copy_sources(name, (37, 90), seed=1)
     for view in (lambda x: x[:, 1::2], lambda x: x[::3, 2::5], lambda x: x[1:, 7], lambda x: x.t()[::2]):
         got, want = view(k).contiguous(), view(t).contiguous()
-        np.testing.assert_array_equal(values(got), values(want))
+        np.testing.assert_array_equal(_values(got), _values(want))
         dst = kiln.zeros(tuple(view(k).shape), dtype=k.dtype).t().contiguous().t() if view(k).dim() == 2 else \
             kiln.zeros(tuple(view(k).shape), dtype=k.dtype)
         dst.copy_(view(k))  # a strided destination too
-        np.testing.assert_array_equal(values(dst), values(want))
+        np.testing.assert_array_equal(_values(dst), _values(want))
