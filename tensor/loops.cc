@@ -3,6 +3,48 @@
 
 namespace kiln {
 
+namespace {
+
+// Note [Dims in memory order]: an elementwise loop runs fastest along memory, so its dims are
+// ordered as the operands lie in memory before adjacent ones merge: a channels-last (N, C, H, W)
+// tensor, whose strides are (HWC, 1, WC, C), becomes one run of N*H*W*C elements instead of runs
+// of W elements C apart. The output decides (then the inputs, in order); a pair of dims is left
+// alone where every operand is broadcast along one of them or has equal strides for both, so
+// row-major operands keep the order they have (as PyTorch's TensorIterator::reorder_dimensions).
+// Returns the permutation, outermost dim first.
+std::vector<int> MemoryOrder(const DimVector& shape, const std::array<DimVector, ElementwiseIter::kMaxOperands>& strides,
+                             int n) {
+  const int nd = static_cast<int>(shape.size());
+  std::vector<int> perm(nd);
+  for (int d = 0; d < nd; ++d) perm[d] = d;
+  // > 0: `inner` belongs outside `outer`; < 0: keep them; 0: no operand says.
+  auto compare = [&](int outer, int inner) {
+    if (shape[outer] == 1 || shape[inner] == 1) return 0;  // dropped below: no say in the order
+    for (int k = 0; k < n; ++k) {
+      const int64_t so = strides[k][outer], si = strides[k][inner];
+      if (so == 0 || si == 0) continue;
+      if (si > so) return 1;
+      if (si < so) return -1;
+    }
+    return 0;
+  };
+  for (int i = 1; i < nd; ++i) {  // insertion sort, stable where no operand orders two dims
+    int at = i;                    // where dim perm[i] has moved to
+    for (int j = i - 1; j >= 0; --j) {
+      const int c = compare(perm[j], perm[at]);
+      if (c > 0) {
+        std::swap(perm[j], perm[at]);
+        at = j;
+      } else if (c < 0) {
+        break;
+      }
+    }
+  }
+  return perm;
+}
+
+}  // namespace
+
 ElementwiseIter::ElementwiseIter(std::initializer_list<Operand> operands) : n_(static_cast<int>(operands.size())) {
   KILN_INTERNAL_ASSERT(n_ <= kMaxOperands);
   const Tensor& out = *operands.begin()->tensor;
@@ -32,7 +74,19 @@ ElementwiseIter::ElementwiseIter(std::initializer_list<Operand> operands) : n_(s
     base_[t] = static_cast<char*>(x.raw_data());
     ++t;
   }
-  // Drop size-1 dims, then merge dim d into d+1 when contiguous for every operand.
+  // Order the dims by memory (Note [Dims in memory order]), drop size-1 dims, then merge dim d
+  // into d+1 when contiguous for every operand.
+  const std::vector<int> perm = MemoryOrder(shape, strides_, n_);
+  {
+    DimVector permuted(nd);
+    for (int d = 0; d < nd; ++d) permuted[d] = shape[perm[d]];
+    shape = std::move(permuted);
+    for (int k = 0; k < n_; ++k) {
+      DimVector st(nd);
+      for (int d = 0; d < nd; ++d) st[d] = strides_[k][perm[d]];
+      strides_[k] = std::move(st);
+    }
+  }
   DimVector new_shape;
   std::array<DimVector, kMaxOperands> new_strides;
   for (int d = 0; d < nd; ++d) {

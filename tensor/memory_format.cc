@@ -1,6 +1,9 @@
 // tensor/memory_format.cc: see memory_format.h.
 #include "tensor/memory_format.h"
 
+#include "tensor/empty.h"
+#include "tensor/ops/common.h"
+
 namespace kiln {
 
 SymDimVector ChannelsLastStrides(const SymDimVector& sizes) {
@@ -39,6 +42,13 @@ bool SuggestsChannelsLast(const Tensor& t) {
     if (sizes[d] > 1) min *= sizes[d];
   }
   return true;
+}
+
+Tensor ChannelsLastCopy(const Tensor& t) {
+  if (IsChannelsLastContiguous(t)) return t;
+  Tensor out = EmptyTensor(t->sym_sizes(), t.dtype(), t.device(), ChannelsLastStrides(t->sym_sizes()));
+  ops::copy_(out, t);
+  return out;
 }
 
 }  // namespace kiln

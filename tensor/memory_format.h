@@ -15,5 +15,8 @@ bool IsChannelsLastContiguous(const Tensor& t);
 // is_channels_last_strides_2d): the layout an op's result should keep (a row-major tensor with C
 // == 1 and ambiguous strides counts as row-major).
 bool SuggestsChannelsLast(const Tensor& t);
+// t itself when it is channels-last contiguous, else a channels-last copy of the 4-D t (for
+// kernels that read (N, H, W, C) order).
+Tensor ChannelsLastCopy(const Tensor& t);
 
 }  // namespace kiln

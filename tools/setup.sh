@@ -7,7 +7,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-APT_PACKAGES=(bazel-bootstrap libabsl-dev pybind11-dev libopenblas-dev libgfortran-12-dev libgtest-dev libbenchmark-dev
+APT_PACKAGES=(bazel-bootstrap libabsl-dev pybind11-dev libopenblas-dev libdnnl-dev libgfortran-12-dev libgtest-dev libbenchmark-dev
               clang-format llvm-14-dev zlib1g-dev libzstd-dev libtinfo-dev libxml2-dev libffi-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

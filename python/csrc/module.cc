@@ -13,10 +13,12 @@
 #include "python/csrc/python_fake.h"
 #include "python/csrc/python_symbolic.h"
 #include "python/csrc/python_tensor.h"
+#include "runtime/onednn/onednn.h"
 #include "runtime/thread_pool.h"
 #include "tensor/cpu_capability.h"
 #include "tensor/deterministic.h"
 #include "tensor/ops/common.h"
+#include "tensor/ops/conv_onednn.h"
 
 namespace py = pybind11;
 
@@ -323,6 +325,13 @@ PYBIND11_MODULE(_C, m) {
     PyGILState_Release(gil);
   });
   m.def("get_num_threads", [] { return GetNumThreads(); });
+  // kiln.backends.mkldnn: oneDNN loaded at run time (runtime/onednn/)
+  m.def("_onednn_available", [] { return onednn::Available(); });
+  m.def("_onednn_unavailable_reason", [] { return onednn::UnavailableReason(); });
+  m.def("_onednn_version", [] { return onednn::Version(); });
+  m.def("_set_mkldnn_enabled", [](bool enabled) { onednn::SetEnabled(enabled); });
+  m.def("_get_mkldnn_enabled", [] { return onednn::Enabled(); });
+  m.def("_onednn_convolution_calls", [] { return OneDnnConvolutionCalls(); });
   m.def("_default_generator", [] { return MakeGeneratorCapsule(DefaultCPUGenerator()); });
   m.def("_new_generator", [](const std::string& device) {
     return MakeGeneratorCapsule(std::make_shared<GeneratorImpl>(GeneratorImpl::kDefaultSeed, Device::Parse(device)));

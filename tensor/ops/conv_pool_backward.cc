@@ -11,6 +11,8 @@
 // index), one (batch, channel) plane per task, so no two tasks write one element.
 #include <cmath>
 
+#include "tensor/memory_format.h"
+#include "tensor/ops/conv_onednn.h"
 #include "tensor/ops/conv_pool.h"
 #include "tensor/ops/gemm.h"
 
@@ -48,8 +50,12 @@ std::tuple<OptMeta, OptMeta, OptMeta> ConvBwMeta(const Tensor& grad, const Tenso
                "] (the output channels), but got ", SizesToString(bias));
   }
   std::tuple<OptMeta, OptMeta, OptMeta> r;
-  if (mask[0]) std::get<0>(r) = TensorMeta{input->sym_sizes(), {}, input.dtype(), input.device()};
-  if (mask[1]) std::get<1>(r) = TensorMeta{weight->sym_sizes(), {}, weight.dtype(), weight.device()};
+  // channels-last gradients when the forward's output is channels-last, as PyTorch's
+  auto layout = [&](const Tensor& t) {
+    return out.strides.empty() ? SymDimVector{} : ChannelsLastStrides(t->sym_sizes());
+  };
+  if (mask[0]) std::get<0>(r) = TensorMeta{input->sym_sizes(), layout(input), input.dtype(), input.device()};
+  if (mask[1]) std::get<1>(r) = TensorMeta{weight->sym_sizes(), layout(weight), weight.dtype(), weight.device()};
   if (mask[2]) std::get<2>(r) = TensorMeta{bias, {}, grad.dtype(), grad.device()};
   return r;
 }
@@ -158,14 +164,36 @@ Tensor3 ConvBw(const Tensor& grad, const Tensor& input, const Tensor& weight, co
     ops::copy_(gb, ops::sum(grad, dims, false, OpMathType(grad.dtype())));
   }
   if (!gi.defined() && !gw.defined()) return {gi, gw, gb};
+  // Work buffers in the compute type and, for the kernels that write row-major (CUDA's and the
+  // im2col one), contiguous; the results are copied out when they differ.
+  const ScalarType compute = OpMathType(input.dtype());
+  auto work = [&](const Tensor& g, bool row_major) {
+    if (!g.defined() || (compute == g.dtype() && (!row_major || g.is_contiguous()))) return g;
+    return EmptyTensor(g.sizes(), compute, g.device());
+  };
+  auto copy_out = [&](const Tensor& dx, const Tensor& dw) {
+    if (dx.defined() && !dx.is_same(gi)) ops::copy_(gi, dx);
+    if (dw.defined() && !dw.is_same(gw)) ops::copy_(gw, dw);
+  };
   if (input.device().is_cuda() && input.numel() > 0 && grad.numel() > 0 && weight.numel() > 0) {
-    ConvolutionBackwardCUDA(grad, input, weight, p, gi.defined() ? &gi : nullptr, gw.defined() ? &gw : nullptr);
+    auto contiguous = [](const Tensor& g) {  // the CUDA kernel computes in the tensors' own dtype
+      return !g.defined() || g.is_contiguous() ? g : EmptyTensor(g.sizes(), g.dtype(), g.device());
+    };
+    Tensor dx = contiguous(gi), dw = contiguous(gw);
+    ConvolutionBackwardCUDA(grad, input, weight, p, dx.defined() ? &dx : nullptr, dw.defined() ? &dw : nullptr);
+    copy_out(dx, dw);
     return {gi, gw, gb};
   }
-  const ScalarType compute = OpMathType(input.dtype());
-  // Work buffers in the compute type; the results are copied out when it differs.
-  Tensor dx = gi.defined() ? (compute == gi.dtype() ? gi : EmptyLike(gi, compute)) : Tensor();
-  Tensor dw = gw.defined() ? (compute == gw.dtype() ? gw : EmptyLike(gw, compute)) : Tensor();
+  if (input.numel() > 0 && grad.numel() > 0 && weight.numel() > 0 && compute == ScalarType::Float32) {
+    // float32 through oneDNN where it applies, in any layout (Note [oneDNN convolutions])
+    Tensor dx = work(gi, false), dw = work(gw, false);
+    if (ConvolutionBackwardOneDnn(CastTo(grad, compute), CastTo(input, compute), CastTo(weight, compute), p,
+                                  dx.defined() ? &dx : nullptr, dw.defined() ? &dw : nullptr)) {
+      copy_out(dx, dw);
+      return {gi, gw, gb};
+    }
+  }
+  Tensor dx = work(gi, true), dw = work(gw, true);
   if (input.numel() == 0 || grad.numel() == 0 || weight.numel() == 0) {
     if (dx.defined()) ops::fill_(dx, 0);
     if (dw.defined()) ops::fill_(dw, 0);
@@ -182,8 +210,7 @@ Tensor3 ConvBw(const Tensor& grad, const Tensor& input, const Tensor& weight, co
     if (compute == ScalarType::Float64) run(double{});
     else run(float{});
   }
-  if (dx.defined() && !dx.is_same(gi)) ops::copy_(gi, dx);
-  if (dw.defined() && !dw.is_same(gw)) ops::copy_(gw, dw);
+  copy_out(dx, dw);
   return {gi, gw, gb};
 }
 

@@ -90,16 +90,46 @@ void TransposedCopy(T* dst, const T* src, int64_t R, int64_t C, int64_t ld) {
   });
 }
 
+// A same-dtype copy between the planar and channels-last layouts of a dense 4-D tensor is a batch of
+// 2-D transposes, [C, H*W] <-> [H*W, C] per sample, tiled as above (16x64x32x32 float32 either
+// way: 2.0 ms elementwise, where the inner loop strides by C, against 0.3 ms tiled). Returns
+// {rows, cols, ld} of each sample's transpose (dst [rows, cols] row-major, src [rows, cols] with
+// strides (1, ld)), or rows = 0 when the copy is not one.
+struct LayoutTranspose {
+  int64_t rows = 0, cols = 0, ld = 0;
+};
+LayoutTranspose ChannelsLastTranspose(const Tensor& dst, const Tensor& src) {
+  if (dst.dim() != 4 || src.dim() != 4 || dst.dtype() != src.dtype() || dst.numel() < 4096) return {};
+  const int64_t C = dst.size(1), HW = dst.size(2) * dst.size(3);
+  if (C == 1 || HW == 1) return {};  // then both layouts are one
+  if (dst.is_contiguous() && IsChannelsLastContiguous(src)) return {C, HW, C};
+  if (IsChannelsLastContiguous(dst) && src.is_contiguous()) return {HW, C, HW};
+  return {};
+}
+
+template <typename T>
+void TransposedCopies(char* d, const char* sp, int64_t batch, int64_t R, int64_t C, int64_t ld) {
+  for (int64_t b = 0; b < batch; ++b)
+    TransposedCopy(reinterpret_cast<T*>(d) + b * R * C, reinterpret_cast<const T*>(sp) + b * R * C, R, C, ld);
+}
+
 void CopyKernel(const Tensor& dst, const Tensor& src) {
+  int64_t batch = 1;
+  LayoutTranspose t;
   if (IsTransposedCopy(dst, src)) {  // Note [Tiled transpose copy]
-    const int64_t R = dst.size(0), C = dst.size(1), ld = src.stride(1);
+    t = {dst.size(0), dst.size(1), src.stride(1)};
+  } else {
+    t = ChannelsLastTranspose(dst, src);
+    if (t.rows > 0) batch = dst.size(0);
+  }
+  if (t.rows > 0) {
     char* d = static_cast<char*>(dst.raw_data());
     const char* sp = static_cast<const char*>(src.raw_data());
     switch (ElementSize(dst.dtype())) {
-      case 1: return TransposedCopy(reinterpret_cast<uint8_t*>(d), reinterpret_cast<const uint8_t*>(sp), R, C, ld);
-      case 2: return TransposedCopy(reinterpret_cast<uint16_t*>(d), reinterpret_cast<const uint16_t*>(sp), R, C, ld);
-      case 4: return TransposedCopy(reinterpret_cast<uint32_t*>(d), reinterpret_cast<const uint32_t*>(sp), R, C, ld);
-      case 8: return TransposedCopy(reinterpret_cast<uint64_t*>(d), reinterpret_cast<const uint64_t*>(sp), R, C, ld);
+      case 1: return TransposedCopies<uint8_t>(d, sp, batch, t.rows, t.cols, t.ld);
+      case 2: return TransposedCopies<uint16_t>(d, sp, batch, t.rows, t.cols, t.ld);
+      case 4: return TransposedCopies<uint32_t>(d, sp, batch, t.rows, t.cols, t.ld);
+      case 8: return TransposedCopies<uint64_t>(d, sp, batch, t.rows, t.cols, t.ld);
       default: break;  // complex128: the general loop
     }
   }

@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "tensor/memory_format.h"
 #include "tensor/ops/common.h"
 #include "tensor/ops/reduce_cuda.h"
 
@@ -137,6 +138,50 @@ void ApplyAffine(const T* x, T* y, int64_t outer, int64_t C, int64_t inner, cons
   });
 }
 
+// Mean and biased variance of each column of a row-major [rows, C] matrix (a channels-last batch
+// norm's channels), two passes in double as Moments; columns split among threads in blocks, each
+// block's sums kept in a vector across the rows so the inner loop runs along memory.
+template <typename T>
+void ColumnMoments(const T* x, int64_t rows, int64_t C, double* mean, double* var) {
+  constexpr int64_t kBlock = 64;
+  ParallelFor(0, (C + kBlock - 1) / kBlock, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(rows * kBlock, 1)),
+              [&](int64_t b, int64_t e) {
+    for (int64_t blk = b; blk < e; ++blk) {
+      const int64_t c0 = blk * kBlock, n = std::min(kBlock, C - c0);
+      double acc[kBlock] = {};
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* p = x + r * C + c0;
+        for (int64_t c = 0; c < n; ++c) acc[c] += static_cast<double>(static_cast<opmath_t<T>>(p[c]));
+      }
+      for (int64_t c = 0; c < n; ++c) mean[c0 + c] = rows > 0 ? acc[c] / rows : std::nan("");
+      std::fill(acc, acc + kBlock, 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* p = x + r * C + c0;
+        for (int64_t c = 0; c < n; ++c) {
+          const double d = static_cast<double>(static_cast<opmath_t<T>>(p[c])) - mean[c0 + c];
+          acc[c] += d * d;
+        }
+      }
+      for (int64_t c = 0; c < n; ++c) var[c0 + c] = rows > 0 ? acc[c] / rows : std::nan("");
+    }
+  });
+}
+
+// y[r, c] = x[r, c] * scale[c] + shift[c] over row-major [rows, C] (channels-last batch norm).
+template <typename T>
+void ApplyAffineRows(const T* x, T* y, int64_t rows, int64_t C, const std::vector<double>& scale,
+                     const std::vector<double>& shift) {
+  using M = opmath_t<T>;
+  const std::vector<M> a(scale.begin(), scale.end()), s(shift.begin(), shift.end());
+  ParallelFor(0, rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(C, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const T* px = x + r * C;
+      T* py = y + r * C;
+      for (int64_t c = 0; c < C; ++c) py[c] = static_cast<T>(static_cast<M>(px[c]) * a[c] + s[c]);
+    }
+  });
+}
+
 // --- batch norm ------------------------------------------------------------------------------------
 
 Meta3 NativeBatchNormMeta(const Tensor& input, const OptTensor& weight, const OptTensor& bias,
@@ -164,7 +209,9 @@ Meta3 NativeBatchNormMeta(const Tensor& input, const OptTensor& weight, const Op
                                   {{"weight", &weight}, {"bias", &bias}, {"running_mean", &running_mean},
                                    {"running_var", &running_var}});
   SymDimVector stat_sizes = {training ? C : SymInt(0)};
-  return {TensorMeta{input->sym_sizes(), {}, input.dtype(), input.device()},
+  // a channels-last input gives a channels-last result, as PyTorch's
+  const SymDimVector strides = SuggestsChannelsLast(input) ? ChannelsLastStrides(input->sym_sizes()) : SymDimVector{};
+  return {TensorMeta{input->sym_sizes(), strides, input.dtype(), input.device()},
           TensorMeta{stat_sizes, {}, stat, input.device()}, TensorMeta{stat_sizes, {}, stat, input.device()}};
 }
 
@@ -179,19 +226,28 @@ Tensor3 NativeBatchNormCPU(const Tensor& input, const OptTensor& weight, const O
   if (input.device().is_cuda()) {
     auto ptr = [](const OptTensor& t) { return Defined(t) ? &*t : nullptr; };
     if (input.numel() > 0) {  // an empty batch leaves the running statistics alone
-      BatchNormCUDA(input, ptr(weight), ptr(bias), ptr(running_mean), ptr(running_var), training, momentum, eps, out,
+      // the CUDA kernel writes row-major: a channels-last result is copied into place
+      Tensor o = out.is_contiguous() ? out : EmptyTensor(out.sizes(), out.dtype(), out.device());
+      BatchNormCUDA(input, ptr(weight), ptr(bias), ptr(running_mean), ptr(running_var), training, momentum, eps, o,
                     save_mean, save_invstd);
+      if (!o.is_same(out)) ops::copy_(out, o);
       for (const OptTensor* stat : {&running_mean, &running_var}) {
         if (training && Defined(*stat)) (**stat)->bump_version();
       }
     }
     return {out, save_mean, save_invstd};
   }
-  Tensor x = ops::contiguous(input);
+  // channels-last (the meta's choice): read and written in (N, H, W, C) order, as rows of C
+  const bool channels_last = !out.is_contiguous();
+  Tensor x = channels_last ? ChannelsLastCopy(input) : ops::contiguous(input);
   std::vector<double> mean(C), var(C);
   if (training) {
     KILN_DISPATCH_FLOATING(x.dtype(), "batch_norm", [&] {
       const scalar_t* px = x.data_ptr<scalar_t>();
+      if (channels_last) {
+        ColumnMoments(px, N * S, C, mean.data(), var.data());
+        return;
+      }
       ParallelFor(0, C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N * S, 1)), [&](int64_t b, int64_t e) {
         for (int64_t c = b; c < e; ++c) Moments(px + c * S, N, C * S, S, &mean[c], &var[c]);
       });
@@ -208,7 +264,8 @@ Tensor3 NativeBatchNormCPU(const Tensor& input, const OptTensor& weight, const O
     shift[c] = b[c] - mean[c] * scale[c];
   }
   KILN_DISPATCH_FLOATING(x.dtype(), "batch_norm", [&] {
-    ApplyAffine(x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), N, C, S, scale, shift);
+    if (channels_last) ApplyAffineRows(x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), N * S, C, scale, shift);
+    else ApplyAffine(x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), N, C, S, scale, shift);
   });
   if (training && input.numel() > 0) {  // an empty batch leaves the running statistics alone
     WriteVector(save_mean, mean);
