@@ -285,3 +285,23 @@ def test_elementwise_on_channels_last_and_permuted_operands():
     for k, t in zip(cases(kiln), cases(torch)):
         np.testing.assert_allclose(k.numpy(), t.numpy(), rtol=1e-6)
         assert k.stride() == t.stride(), (k.stride(), t.stride())
+
+
+def test_onednn_keeps_kiln_thread_count():
+    """At kiln.set_num_threads(1) oneDNN runs on the calling thread alone: its OpenMP team follows
+    kiln's count, set before a primitive is made (primitives keep the count they were made with)."""
+    if not kiln.backends.mkldnn.is_available():
+        pytest.skip(kiln.backends.mkldnn._unavailable_reason())
+    code = (
+        "import os, kiln\n"
+        "kiln.set_num_threads(1)\n"
+        "x = kiln.randn(16, 64, 16, 16); w = kiln.randn(64, 64, 3, 3)\n"
+        "(x + 1).sum()\n"
+        "before = len(os.listdir('/proc/self/task'))\n"
+        "calls = kiln.backends.mkldnn._convolution_calls()\n"
+        "for _ in range(3): kiln.nn.functional.conv2d(x, w, padding=1)\n"
+        "assert kiln.backends.mkldnn._convolution_calls() == calls + 3\n"
+        "print(before, len(os.listdir('/proc/self/task')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == out[1], f"threads before and after oneDNN's convolutions: {out}"

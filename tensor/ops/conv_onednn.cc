@@ -19,7 +19,10 @@
 // Primitive descriptors are built once per shape, strides and parameters (a few hundred
 // microseconds each, oneDNN's JIT included) and kept in a bounded map; a shape for which oneDNN
 // offers only its reference kernel is remembered as such and runs kiln's own kernel. Scratchpads
-// are the caller's (scratchpad_mode user), so two threads may run one primitive at once.
+// are the caller's (scratchpad_mode user), so two threads may run one primitive at once. A
+// primitive keeps the OpenMP thread count it was made under, so kiln's count is set before a plan
+// is made and is part of its key (made under OpenMP's default of every core, kiln.set_num_threads(1)
+// ran convolutions on two threads here, doubling their CPU time).
 #include "tensor/ops/conv_onednn.h"
 
 #include <atomic>
@@ -180,7 +183,8 @@ void Append(Key& key, const View& v) {
 }
 
 Key MakeKey(int64_t kind, const ConvParams& p, std::initializer_list<const View*> views) {
-  Key key = {kind, p.dims, p.groups};
+  // oneDNN fixes a primitive's thread count when it is created: plans are per thread count
+  Key key = {kind, GetNumThreads(), p.dims, p.groups};
   for (const auto* list : {&p.stride, &p.padding, &p.dilation}) key.insert(key.end(), list->begin(), list->end());
   for (const View* v : views) v != nullptr ? Append(key, *v) : key.push_back(-1);
   return key;
@@ -396,11 +400,11 @@ bool ConvolutionOneDnn(const Tensor& x_in, const Tensor& w_in, const Tensor* bia
   const Tensor w = Addressable(w_in) ? w_in : ops::contiguous(w_in);
   const Tensor b = bias != nullptr ? ops::contiguous(*bias) : Tensor();
   const View vx = Activation(x), vw = Weights(w, p.groups), vy = Activation(out);
+  onednn::SyncThreads(*api);  // before a plan is made: its primitives keep the thread count
   static PlanCache<ForwardPlan> cache;
   auto plan = cache.Get(MakeKey(b.defined() ? 1 : 0, p, {&vx, &vw, &vy}),
                         [&] { return MakeForwardPlan(*api, vx, vw, vy, b.defined(), p); });
   if (plan == nullptr) return false;
-  onednn::SyncThreads(*api);
   const Layouts& l = plan->l;
   std::unique_ptr<Buffer> x_buf, w_buf, y_buf;
   const dnnl_memory_desc_t& w_md = *plan->conv->Query(dnnl_query_weights_md);
@@ -441,11 +445,11 @@ bool ConvolutionBackwardOneDnn(const Tensor& dy_in, const Tensor& x_in, const Te
   if (gw != nullptr) vgw = Weights(*gw, p.groups);
   const View* pgi = vgi ? &*vgi : nullptr;
   const View* pgw = vgw ? &*vgw : nullptr;
+  onednn::SyncThreads(*api);  // before a plan is made: its primitives keep the thread count
   static PlanCache<BackwardPlan> cache;
   auto plan = cache.Get(MakeKey(2, p, {&vx, &vw, &vy, pgi, pgw}),
                         [&] { return MakeBackwardPlan(*api, vx, vw, vy, pgi, pgw, p); });
   if (plan == nullptr) return false;
-  onednn::SyncThreads(*api);
   const Layouts& l = plan->l;
   std::unique_ptr<Buffer> dy_buf, x_buf, w_buf, out_buf;
   void* dyp = Reordered(*api, plan->dy_in.get(), l.u_y.md, Address(dy), l.y.md, dy_buf);
