@@ -27,7 +27,7 @@ struct UnarySpec {
   bool allow_bool;
 };
 
-const UnarySpec kUnary[kNumUnary] = {
+constexpr UnarySpec kUnary[kNumUnary] = {
     {"exp", UnaryResult::Float, true}, {"exp2", UnaryResult::Float, true}, {"log", UnaryResult::Float, true},
     {"log2", UnaryResult::Float, true}, {"log10", UnaryResult::Float, true}, {"log1p", UnaryResult::Float, true},
     {"expm1", UnaryResult::Float, true}, {"sqrt", UnaryResult::Float, true}, {"rsqrt", UnaryResult::Float, true},
@@ -269,7 +269,8 @@ void ComplexUnaryInto(const Tensor& out, const Tensor& self) {
   ElementwiseIter iter({dst, self});
   KILN_DISPATCH_COMPLEX(self.dtype(), kUnary[kOp].name, [&] {
     using C = scalar_t;
-    if (to_bool) CpuKernel<bool, C>(iter, [](C x) -> bool { return ApplyComplexUnary<C>(kOp, x) != C(0); });
+    if constexpr (kUnary[kOp].result == UnaryResult::Bool)
+      CpuKernel<bool, C>(iter, [](C x) -> bool { return ApplyComplexUnary<C>(kOp, x) != C(0); });
     else CpuKernel<C, C>(iter, [](C x) -> C { return ApplyComplexUnary<C>(kOp, x); });
   });
   if (!dst.is_same(out)) {
@@ -362,10 +363,16 @@ void UnaryInto(const Tensor& out, const Tensor& self) {
   const bool to_bool = kUnary[kOp].result == UnaryResult::Bool;
   Tensor dst = out.dtype() == (to_bool ? ScalarType::Bool : compute) ? out : EmptyLike(out, to_bool ? ScalarType::Bool : compute);
   ElementwiseIter iter({dst, in});
+  // Only the loops that can run are compiled (as Note [Only the kernels that can run] in
+  // binary_kernels.h): the output type the op's result kind gives, and for float-valued ops
+  // (exp, sin, ...) only floating compute types, UnaryComputeType having promoted integers.
   KILN_DISPATCH_ALL(compute, kUnary[kOp].name, [&] {
     using C = scalar_t;
     using M = opmath_t<C>;
-    if (to_bool) CpuKernel<bool, C>(iter, [](C x) -> bool { return ApplyUnary<M>(kOp, M(x)) != M(0); });
+    if constexpr (kUnary[kOp].result == UnaryResult::Float && std::is_integral_v<C>)
+      KILN_INTERNAL_ASSERT(false, kUnary[kOp].name, " computes in a floating type");
+    else if constexpr (kUnary[kOp].result == UnaryResult::Bool)
+      CpuKernel<bool, C>(iter, [](C x) -> bool { return ApplyUnary<M>(kOp, M(x)) != M(0); });
     else CpuKernel<C, C>(iter, [](C x) -> C { return C(ApplyUnary<M>(kOp, M(x))); });
   });
   if (!dst.is_same(out)) {
