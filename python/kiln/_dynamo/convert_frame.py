@@ -22,6 +22,7 @@ import weakref
 import kiln
 from kiln import _C
 from kiln._dynamo import config
+from kiln._dynamo.cache_size import exceeds_recompile_limit, warn_recompile_limit
 from kiln._dynamo.codegen import FrameCodegen, install_global, make_function
 from kiln._dynamo.exc import BackendCompilerFailed, SpecializeShapes, Unsupported
 from kiln._dynamo.guards import build_guards
@@ -46,7 +47,6 @@ _resume_ids = iter(range(1, 1 << 62))
 _resume_cache = weakref.WeakKeyDictionary()  # original code -> {key: resume code}
 frame_states = weakref.WeakKeyDictionary()   # code -> {source name: sizes seen (None: varied)}
 static_frames = weakref.WeakKeyDictionary()  # code -> why its symbolic trace was wrong (SpecializeShapes)
-_warned_cache_limit = weakref.WeakSet()     # codes warned about config.cache_size_limit
 seen_codes = weakref.WeakSet()               # every code object the callback was asked about
 
 
@@ -102,12 +102,9 @@ def compile_frame(ctx, code, f_locals, f_globals):
         return None
     entries = _C._dynamo._debug_get_cache_entry_list(code)
     if entries:
-        if len(entries) >= config.cache_size_limit:
-            if code not in _warned_cache_limit:
-                _warned_cache_limit.add(code)
-                warnings.warn(f"kiln._dynamo hit config.cache_size_limit ({config.cache_size_limit}) for "
-                              f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}); it runs eagerly from now "
-                              f"on. Last failed guard: {_failed_guard(entries[0][0], f_locals)}")
+        if exceeds_recompile_limit(entries):
+            warn_recompile_limit(code, display_name(code), _failed_guard(entries[0][0], f_locals),
+                                 frame_states.get(code, {}), ctx.dynamic, static_frames.get(code))
             _C._dynamo.skip_code(code)
             return None
         if recompiles_log.isEnabledFor(logging.DEBUG):
