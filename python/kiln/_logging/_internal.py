@@ -289,7 +289,7 @@ def set_logs(*, all=None, dynamo=None, aot=None, inductor=None, bytecode=False, 
 # --- applying a setting to Python's loggers ----------------------------------------------------------
 class KilnLogsFormatter(logging.Formatter):
     """`[kiln] [graph_breaks] message`: the artifact's name, or the log's (`dynamo`) for a
-    component's record; the level when it is not DEBUG or INFO."""
+    component's record (none for kiln's other modules); the level when it is not DEBUG or INFO."""
 
     def format(self, record):
         tag = getattr(logging.getLogger(record.name), "artifact_name", None) or _alias_of(record.name)
@@ -299,7 +299,7 @@ class KilnLogsFormatter(logging.Formatter):
         if record.exc_text:
             text = text.rstrip("\n") + "\n" + record.exc_text
         level = "" if record.levelno <= logging.INFO else f"{record.levelname}: "
-        return f"[kiln] [{tag}] {level}{text}"
+        return f"[kiln] {'' if tag == 'kiln' else f'[{tag}] '}{level}{text}"
 
 
 def _alias_of(qname):
