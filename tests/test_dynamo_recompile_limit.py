@@ -2,6 +2,8 @@
 PyTorch's), and the warning when a frame hits it: the short reason first, the fix that applies,
 attributed to the user's line that made the call; the fix it names works."""
 
+import os
+import subprocess
 import sys
 import warnings
 
@@ -171,3 +173,19 @@ def test_warning_filters_see_the_users_module(limit_two):
         warnings.filterwarnings("ignore", category=UserWarning, module=__name__)
         assert cf(kiln.ones(3)).tolist() == [0.0] * 3
     assert [w for w in record if "recompile_limit" in str(w.message)] == []
+
+
+def test_warning_in_a_python_c_program():
+    # `python -c`'s __main__ has a loader that cannot give source lines: the warning still prints
+    code = ("import kiln\n"
+            "kiln._dynamo.config.recompile_limit = 1\n"
+            "f = kiln.compile(lambda x: x * 2, backend='eager', dynamic=False)\n"
+            "for n in (1, 2, 3):\n"
+            "    assert f(kiln.ones(n)).tolist() == [2.0] * n\n"
+            "print('done')\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                                   "python"))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "done\n"
+    assert out.stderr.startswith("<string>:5: UserWarning: kiln._dynamo hit config.recompile_limit (1) for <lambda>")

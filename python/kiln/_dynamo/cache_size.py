@@ -94,7 +94,9 @@ def user_frame():
 
 def warn_at_user_frame(message, category):
     """warnings.warn(message, category) as if called at the user's line (as a stacklevel that
-    skips every kiln frame would): the user's module for filters, its registry for 'once'."""
+    skips every kiln frame would): the user's module for filters, its registry for 'once'. No
+    module_globals, as warnings.warn passes none: with them the source line is asked of the
+    module's loader, and `python -c`'s __main__ loader raises ImportError."""
     frame = user_frame()
     if frame is None:
         warnings.warn(message, category, stacklevel=2)
@@ -102,5 +104,4 @@ def warn_at_user_frame(message, category):
     module_globals = frame.f_globals
     warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno,
                            module=module_globals.get("__name__", "<string>"),
-                           registry=module_globals.setdefault("__warningregistry__", {}),
-                           module_globals=module_globals)
+                           registry=module_globals.setdefault("__warningregistry__", {}))
