@@ -859,7 +859,7 @@ def test_cache_size_limit_falls_back_to_eager(monkeypatch):
     cf = kiln.compile(f, backend=cnt)
     cf(t(2), 1)
     cf(t(2), 2)
-    with pytest.warns(UserWarning, match="cache_size_limit"):
+    with pytest.warns(UserWarning, match=r"hit config.recompile_limit \(2\)"):
         out = cf(t(2), 3)
     assert cnt.frame_count == 2
     x = t(2)

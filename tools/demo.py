@@ -1,22 +1,45 @@
 """The demo (tools/demo.sh): trains an MLP and a small CNN on the digits data eagerly and compiled
-(and eagerly on the GPU when kiln.cuda.is_available()), with a progress bar, and prints a table (parameters, epochs, seconds, test accuracy on the fixed 360-sample
-split); then a short tour of eager kiln and a timing table of a few ops against numpy and PyTorch.
-`--tour-only` / `--train-only` run one part."""
+(and eagerly on the GPU when kiln.cuda.is_available()), with a progress bar, and prints a table
+(parameters, epochs, seconds, test accuracy on the fixed 360-sample split), saved with a plot of
+loss and test accuracy per epoch (eager against compiled) in --out; then a short tour of eager
+kiln and a timing table of a few ops against numpy and PyTorch."""
 
+import argparse
 import os
 import sys
+import time
 
-import numpy as np
+TOOLS = os.path.dirname(os.path.abspath(__file__))
+MODELS = {"mlp": ("MLP", 30, 3e-3), "cnn": ("CNN", 12, 1e-2)}  # --model: (name, epochs, learning rate)
 
-import kiln
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench"))
-from eager_bench import best as best_time  # noqa: E402
+def parse_args(argv=None):
+    """The options; --help prints them and exits before kiln is imported or anything runs."""
+    parser = argparse.ArgumentParser(
+        prog="tools/demo.py", description=__doc__.split("\n\n")[0].replace("\n", " "),
+        epilog="bash tools/demo.sh passes its arguments here (after setting up and building kiln; not for --help).")
+    part = parser.add_mutually_exclusive_group()
+    part.add_argument("--train-only", action="store_true", help="train the models, skip the tour")
+    part.add_argument("--tour-only", action="store_true", help="run the eager tour and timing table only")
+    parser.add_argument("--model", choices=list(MODELS), action="append",
+                        help="train this model only (repeatable; default: mlp and cnn)")
+    parser.add_argument("--compiled-only", action="store_true",
+                        help="train through kiln.compile only (no eager runs to compare against)")
+    parser.add_argument("--epochs", type=_positive_int, metavar="N",
+                        help="epochs for every model (default: 30 for mlp, 12 for cnn)")
+    parser.add_argument("--out", default="demo-out", metavar="DIR",
+                        help="where the table (digits.txt) and the plot (digits.png) go (default: %(default)s)")
+    return parser.parse_args(argv)
 
-try:
-    import torch
-except ImportError:  # the 3.12 environment has no torch
-    torch = None
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
 
 
 def show(title, value):
@@ -37,9 +60,9 @@ def progress(prefix, step, total, loss, rate):
 
 def train(name, make, epochs, lr, data, batch_size=64, compiled=False, device="cpu"):
     """Trains `make(kiln)` on `device` with AdamW and a seeded shuffling DataLoader (through
-    kiln.compile when `compiled`); returns a table row."""
-    import time
-
+    kiln.compile when `compiled`), scoring the test split after each epoch; returns a table row
+    and the per-epoch history (mean training loss, test accuracy)."""
+    import kiln
     from kiln import nn
     from kiln.utils.data import DataLoader, TensorDataset
 
@@ -53,14 +76,26 @@ def train(name, make, epochs, lr, data, batch_size=64, compiled=False, device="c
                         shuffle=True, generator=kiln.Generator().manual_seed(0))
     loss_fn = nn.CrossEntropyLoss()
     run = kiln.compile(model) if compiled else model
+    test_x, test_y = kiln.tensor(x_test).to(device), kiln.tensor(y_test)
+
+    def accuracy():  # eval mode, no grad: no dropout, batch norm's running statistics left alone
+        model.eval()
+        with kiln.no_grad():
+            pred = run(test_x).argmax(1)
+        return float((pred.cpu() == test_y).float().mean())
+
     start = time.perf_counter()
+    scoring = 0.0  # seconds spent on the test split: not training time
     first_step = None
     steps = 0
     step_times = []
+    history = dict(model=name, mode="compiled" if compiled else "eager", loss=[], accuracy=[],
+                   label=f"{'compiled' if compiled else 'eager'}{' ' + device if device != 'cpu' else ''}")
     for epoch in range(epochs):
         model.train()
         epoch_start = time.perf_counter()
         total = len(loader)
+        loss_sum = None  # on the device: no synchronisation per step
         for step, (xb, yb) in enumerate(loader, 1):
             step_start = time.perf_counter()
             xb, yb = xb.to(device), yb.to(device)
@@ -71,54 +106,89 @@ def train(name, make, epochs, lr, data, batch_size=64, compiled=False, device="c
             sched.step()
             steps += 1
             step_times.append(time.perf_counter() - step_start)
+            loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
             if first_step is None:
                 first_step = step_times[0]
             if step % 5 == 0 or step == total:
                 rate = step / (time.perf_counter() - epoch_start)
                 progress(f"{name}{' compiled' if compiled else ''}{' ' + device if device != 'cpu' else ''} epoch {epoch + 1:2d}/{epochs}", step, total,
                          loss.item(), rate)
-    seconds = time.perf_counter() - start
+        history["loss"].append(loss_sum.item() / total)
+        scoring_start = time.perf_counter()
+        history["accuracy"].append(accuracy())
+        scoring += time.perf_counter() - scoring_start
+    seconds = time.perf_counter() - start - scoring
     if sys.stdout.isatty():
         print()
-    model.eval()
-    with kiln.no_grad():
-        pred = run(kiln.tensor(x_test).to(device)).argmax(1)
-    accuracy = float((pred.cpu() == kiln.tensor(y_test)).float().mean())
     # the median step: the steady state (a compiled model recompiles once more when the last, smaller
     # batch of the first epoch comes; the seconds column counts that)
     step_ms = sorted(step_times[1:] or step_times)[len(step_times[1:] or step_times) // 2] * 1e3
-    return (name, device, "compiled" if compiled else "eager", params, epochs, seconds, step_ms, first_step * 1e3,
-            accuracy)
+    row = (name, device, history["mode"], params, epochs, seconds, step_ms, first_step * 1e3, history["accuracy"][-1])
+    return row, history
 
 
-def train_models():
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+def train_models(args):
+    import kiln
+
+    sys.path.insert(0, TOOLS)
     from digits import cnn, load_digits, mlp
+    from demo_plot import plot_training
 
+    makers = {"mlp": mlp, "cnn": cnn}
     data = load_digits()
     print(f"digits: {len(data[0])} train / {len(data[2])} test samples, 8x8 pixels, 10 classes")
-    rows = []
-    for name, make, epochs, lr in (("MLP", mlp, 30, 3e-3), ("CNN", cnn, 12, 1e-2)):
-        rows.append(train(name, make, epochs, lr, data))
-        rows.append(train(name, make, epochs, lr, data, compiled=True))
-        if kiln.cuda.is_available():  # compiled CUDA kernels come with the GPU code generator (issue 21)
-            rows.append(train(name, make, epochs, lr, data, device="cuda"))
-    print()
-    print(f"{'model':<6}{'device':>7}{'mode':>10}{'parameters':>12}{'epochs':>8}{'seconds':>9}{'median step ms':>16}{'speed-up':>10}"
-          f"{'first step ms':>15}{'test accuracy':>15}")
-    eager_step = {}
+    rows, histories = [], []
+    for key in [k for k in MODELS if k in (args.model or MODELS)]:
+        name, epochs, lr = MODELS[key]
+        epochs = args.epochs or epochs
+        runs = [dict(compiled=True)] if args.compiled_only else [dict(), dict(compiled=True)]
+        if kiln.cuda.is_available() and not args.compiled_only:  # compiled CUDA kernels: issue 21
+            runs.append(dict(device="cuda"))
+        for options in runs:
+            row, history = train(name, makers[key], epochs, lr, data, **options)
+            rows.append(row)
+            histories.append(history)
+    table = [f"{'model':<6}{'device':>7}{'mode':>10}{'parameters':>12}{'epochs':>8}{'seconds':>9}{'median step ms':>16}"
+             f"{'speed-up':>10}{'first step ms':>15}{'test accuracy':>15}"]
+    eager_step = {name: step_ms for name, _, mode, _, _, _, step_ms, _, _ in reversed(rows) if mode == "eager"}
     for name, device, mode, params, epochs, seconds, step_ms, first_ms, acc in rows:
-        eager_step.setdefault(name, step_ms)
-        print(f"{name:<6}{device:>7}{mode:>10}{params:>12,}{epochs:>8}{seconds:>9.1f}{step_ms:>16.2f}"
-              f"{eager_step[name] / step_ms:>9.2f}x{first_ms:>15.0f}{acc * 100:>14.2f}%")
+        speed_up = f"{eager_step[name] / step_ms:>9.2f}x" if name in eager_step else f"{'-':>10}"
+        table.append(f"{name:<6}{device:>7}{mode:>10}{params:>12,}{epochs:>8}{seconds:>9.1f}{step_ms:>16.2f}"
+                     f"{speed_up}{first_ms:>15.0f}{acc * 100:>14.2f}%")
+    print()
+    print("\n".join(table))
+    os.makedirs(args.out, exist_ok=True)
+    table_path = os.path.join(args.out, "digits.txt")
+    with open(table_path, "w") as f:
+        f.write("\n".join(table) + "\n")
+    print(f"table: {table_path}")
+    plot_path = plot_training(histories, os.path.join(args.out, "digits.png"))
+    if plot_path is not None:
+        print(f"plot: {plot_path} (loss and test accuracy per epoch, eager against compiled)")
     print()
 
 
-def main():
-    if "--tour-only" not in sys.argv:
-        train_models()
-    if "--train-only" in sys.argv:
+def main(argv=None):
+    args = parse_args(argv)
+    if not args.tour_only:
+        train_models(args)
+    if args.train_only:
         return
+    tour()
+
+
+def tour():
+    import numpy as np
+
+    import kiln
+
+    sys.path.insert(0, os.path.join(TOOLS, "bench"))
+    from eager_bench import best as best_time
+
+    try:
+        import torch
+    except ImportError:  # the 3.12 environment has no torch
+        torch = None
     kiln.manual_seed(0)
     show("kiln.arange(12).view(3, 4)", kiln.arange(12).view(3, 4))
     x = kiln.arange(12, dtype=kiln.float32).view(3, 4)

@@ -24,6 +24,11 @@ def _choose_openblas_kernels():
 
 _choose_openblas_kernels()
 
+# KILN_LOGS is read first: a wrong name fails the import at once, naming the valid ones (as
+# TORCH_LOGS fails `import torch`), and every logger is set before any module logs.
+from kiln import _logging  # noqa: E402
+_logging._init_logs()
+
 from kiln import _C  # noqa: E402
 from kiln._C import (  # noqa: E402  # noqa: F401  (dtypes and global settings)
     dtype, bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128,

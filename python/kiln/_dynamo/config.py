@@ -1,10 +1,16 @@
 """kiln._dynamo.config: knobs of bytecode capture, under torch._dynamo.config's names.
 
-Set them as attributes (`kiln._dynamo.config.cache_size_limit = 16`); each is read at compile time.
+Set them as attributes (`kiln._dynamo.config.recompile_limit = 16`); each is read at compile time.
+`cache_size_limit` is recompile_limit's older name, kept as PyTorch keeps it: an alias of the same
+setting, so reading or setting either reads or sets both.
 """
 
-# Compiled entries kept per code object; past it the frame runs eagerly (with one warning).
-cache_size_limit = 8
+import sys as _sys
+import types as _types
+
+# Compiled entries kept per code object; past it the frame runs eagerly (with one warning that says
+# why it recompiled and what keeps it compiled: cache_size.py).
+recompile_limit = 8
 # Tensor.item() and friends become graph values (unbacked symbols) instead of graph breaks.
 capture_scalar_outputs = False
 # Ops whose output shape depends on data (nonzero, masked_select, x[mask]) stay in the graph with
@@ -20,3 +26,36 @@ assume_static_by_default = True
 suppress_errors = True
 # Graphs with fewer call nodes than this are not handed to the backend (they run as written).
 min_graph_ops = 1
+
+
+class _Config(_types.ModuleType):
+    """The module's class: aliases are properties over their setting (data descriptors, so
+    monkeypatch and mock.patch restore them by setting, never by deleting), and the limit refuses
+    a value that would fail only later, inside a compile, with kiln's own TypeError."""
+
+    _ALIASES = {"cache_size_limit": "recompile_limit"}
+
+    cache_size_limit = property(lambda self: self.recompile_limit,
+                                lambda self, value: setattr(self, "recompile_limit", value),
+                                doc="recompile_limit's older name (PyTorch keeps both)")
+
+    def __setattr__(self, name, value):
+        if name == "recompile_limit":
+            if type(value) is not int:
+                raise TypeError(f"kiln._dynamo.config.recompile_limit must be an int, got {type(value).__name__} "
+                                f"({value!r})")
+            if value < 0:
+                raise ValueError(f"kiln._dynamo.config.recompile_limit must be >= 0, got {value}")
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name):
+        if name in _Config._ALIASES:
+            raise AttributeError(f"kiln._dynamo.config.{name} is an alias of {_Config._ALIASES[name]}; "
+                                 "it cannot be deleted")
+        super().__delattr__(name)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(_Config._ALIASES))
+
+
+_sys.modules[__name__].__class__ = _Config

@@ -10,6 +10,7 @@ cannot be split that way: such frames run eagerly (the reason is logged and coun
 """
 
 import dis
+import logging
 import os
 import re
 import sys
@@ -20,13 +21,20 @@ import weakref
 
 import kiln
 from kiln import _C
-from kiln._dynamo import config, logs
+from kiln._dynamo import config
+from kiln._dynamo.cache_size import exceeds_recompile_limit, warn_recompile_limit
 from kiln._dynamo.codegen import FrameCodegen, install_global, make_function
 from kiln._dynamo.exc import BackendCompilerFailed, SpecializeShapes, Unsupported
 from kiln._dynamo.guards import build_guards
 from kiln._dynamo.output_graph import OutputGraph
 from kiln._dynamo.symbolic_convert import BreakRequest, InstructionTranslator
 from kiln._dynamo.variables.misc import NullVariable
+from kiln._logging import getArtifactLogger
+
+log = logging.getLogger(__name__)
+graph_breaks_log = getArtifactLogger(__name__, "graph_breaks")
+recompiles_log = getArtifactLogger(__name__, "recompiles")
+bytecode_log = getArtifactLogger(__name__, "bytecode")
 
 _KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _TRACEABLE_KILN_DIRS = (os.path.join(_KILN_DIR, "nn", "modules"),)
@@ -39,7 +47,6 @@ _resume_ids = iter(range(1, 1 << 62))
 _resume_cache = weakref.WeakKeyDictionary()  # original code -> {key: resume code}
 frame_states = weakref.WeakKeyDictionary()   # code -> {source name: sizes seen (None: varied)}
 static_frames = weakref.WeakKeyDictionary()  # code -> why its symbolic trace was wrong (SpecializeShapes)
-_warned_cache_limit = weakref.WeakSet()     # codes warned about config.cache_size_limit
 seen_codes = weakref.WeakSet()               # every code object the callback was asked about
 
 
@@ -95,29 +102,26 @@ def compile_frame(ctx, code, f_locals, f_globals):
         return None
     entries = _C._dynamo._debug_get_cache_entry_list(code)
     if entries:
-        if len(entries) >= config.cache_size_limit:
-            if code not in _warned_cache_limit:
-                _warned_cache_limit.add(code)
-                warnings.warn(f"kiln._dynamo hit config.cache_size_limit ({config.cache_size_limit}) for "
-                              f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}); it runs eagerly from now "
-                              f"on. Last failed guard: {_failed_guard(entries[0][0], f_locals)}")
+        if exceeds_recompile_limit(entries):
+            warn_recompile_limit(code, display_name(code), _failed_guard(entries[0][0], f_locals),
+                                 frame_states.get(code, {}), ctx.dynamic, static_frames.get(code))
             _C._dynamo.skip_code(code)
             return None
-        if logs.enabled("recompiles"):
-            logs.log("recompiles", f"Recompiling function {code.co_name} in {code.co_filename}:{code.co_firstlineno}\n"
+        if recompiles_log.isEnabledFor(logging.DEBUG):
+            recompiles_log.debug(f"Recompiling function {code.co_name} in {code.co_filename}:{code.co_firstlineno}\n"
                      f"    triggered by the following guard failure(s):\n"
                      + "\n".join(f"    - {_failed_guard(g, f_locals)}" for g, _ in entries))
     try:
         return _translate(ctx, code, f_locals, f_globals)
     except SkipFrame as e:
-        logs.log("dynamo", f"skipping {code.co_name} ({code.co_filename}:{code.co_firstlineno}): {e}")
+        log.debug(f"skipping {code.co_name} ({code.co_filename}:{code.co_firstlineno}): {e}")
         if e.permanent and not _C._dynamo._debug_get_cache_entry_list(code):
             _C._dynamo.skip_code(code)
         return None
     except Unsupported as e:  # only fullgraph=True lets a graph break out of _translate
         if ctx.fullgraph:
             raise
-        logs.log("graph_breaks", f"Graph break: the whole frame {display_name(code)} runs eagerly: {e}")
+        graph_breaks_log.debug(f"Graph break: the whole frame {display_name(code)} runs eagerly: {e}")
         return None
     except Exception as e:
         # Note [Internal errors]: an exception from kiln's own compiler (the interpreter, codegen,
@@ -140,8 +144,8 @@ def _warn_internal_error(code, error):
             else "kiln's compiler failed")
     message = (f"kiln.compile: {what} on {display_name(code)} ({location[0]}:{location[1]}): "
                f"{type(inner).__name__}: {inner}. This function runs eagerly from now on "
-               f"(fullgraph=True raises the error instead; KILN_LOGS=dynamo shows the steps).")
-    logs.log("dynamo", message)
+               f"(fullgraph=True raises the error instead; KILN_LOGS=+dynamo shows the steps).")
+    log.info("%s", message)
     warnings.warn_explicit(message, RuntimeWarning, location[0], location[1], module="kiln._dynamo")
 
 
@@ -169,7 +173,7 @@ def _translate(ctx, code, f_locals, f_globals):
                 # Note [Symbolic layouts checked at the hints]: later calls of this code compile
                 # for static shapes too (each size its own entry, up to the cache limit)
                 static_frames[code] = request.reason
-                logs.log("dynamo", f"{display_name(code)} compiles with static shapes: the trace over "
+                log.info(f"{display_name(code)} compiles with static shapes: the trace over "
                          f"symbolic sizes lays a result out unlike eager: {request.reason}")
                 continue
             except BreakRequest as request:
@@ -204,7 +208,7 @@ def _translate(ctx, code, f_locals, f_globals):
         raise SkipFrame("translation did not settle")
     _remember_layouts(state, output)
     elapsed = (time.perf_counter() - start) * 1e3
-    logs.log("dynamo", f"compiled {code.co_name} ({code.co_filename}:{code.co_firstlineno}) in {elapsed:.1f} ms")
+    log.info(f"compiled {code.co_name} ({code.co_filename}:{code.co_firstlineno}) in {elapsed:.1f} ms")
     if ctx.on_compiled:
         ctx.on_compiled(code, result[0], elapsed)
     return result
@@ -231,8 +235,7 @@ def _finish(ctx, output, code, f_globals, codegen):
     guard = build_guards(output, f_globals)
     new_code, source = codegen.build()
     _C._dynamo.skip_code(new_code)  # the replacement runs as written; resume functions are captured
-    if logs.enabled("dynamo"):
-        logs.log("dynamo", f"code for {code.co_name}:\n{source}")
+    bytecode_log.debug("code for %s:\n%s", code.co_name, source)
     return guard, new_code
 
 
@@ -271,10 +274,10 @@ def _emit_break(ctx, tx, output, code, f_globals, index, error):
     elif _in_try_block(tx, inst.offset):
         whole_frame = "a graph break inside a try block"
     if whole_frame is not None:  # logged like every break: the user must see why it runs eagerly
-        logs.log("graph_breaks", f"Graph break: {error}\n  the whole frame {display_name(code)} "
+        graph_breaks_log.debug(f"Graph break: {error}\n  the whole frame {display_name(code)} "
                  f"({code.co_filename}:{code.co_firstlineno}) runs eagerly: resume code cannot continue {whole_frame}")
         raise SkipFrame(f"graph break in {whole_frame} ({reason})", permanent=True)
-    logs.log("graph_breaks", f"Graph break: {error}")
+    graph_breaks_log.debug(f"Graph break: {error}")
     stack = list(tx.stack)
     # Only locals the rest of the function reads leave the graph: a dead one as an output that
     # requires grad joined the backward with a zero tangent, and zero times its NaN local

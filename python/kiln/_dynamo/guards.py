@@ -7,9 +7,12 @@ cached code runs. Sources that the frame cannot reach (a global of another modul
 inlining) are checked by a lambda guard at the root instead.
 """
 
-from kiln._C._dynamo import guards as _guards
-from kiln._dynamo import logs
+import logging
 
+from kiln._C._dynamo import guards as _guards
+from kiln._logging import getArtifactLogger
+
+guards_log = getArtifactLogger(__name__, "guards")
 _MISSING = object()
 
 
@@ -105,6 +108,6 @@ def build_guards(output, f_globals):
         builder.add(source, kind, arg, origin)
     if output.shape_env.guards or output.dynamic_sources:
         builder.root.set_shape_env(output.shape_env, "shape guards")
-    if logs.enabled("guards"):
-        logs.log("guards", "GUARDS:\n" + str(builder.root))
+    if guards_log.isEnabledFor(logging.DEBUG):
+        guards_log.debug("GUARDS:\n%s", builder.root)
     return builder.root

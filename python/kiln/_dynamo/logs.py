@@ -1,54 +1,38 @@
-"""kiln._dynamo.logs: KILN_LOGS, as TORCH_LOGS (`KILN_LOGS=graph_breaks,guards,recompiles`).
+"""kiln._dynamo.logs: the former home of KILN_LOGS, kept so `from kiln._dynamo import logs` works.
 
-Artifacts: dynamo (what is compiled), graph_breaks, graph_code, guards, recompiles, aot_graphs,
-output_code. `+dynamo` is accepted for PyTorch's verbose spelling. Output goes to stderr through
-the `kiln._dynamo` logger.
+Logging lives in kiln._logging (below every stage that logs). These are the old helpers over it:
+enabled(name) and log(name, message) for an artifact or a log's name, set_logs as kiln._logging's.
 """
 
 import logging
-import os
 
-_logger = logging.getLogger("kiln._dynamo")
-_enabled = None
-
-
-def _parse():
-    names = set()
-    for part in os.environ.get("KILN_LOGS", "").split(","):
-        part = part.strip().lstrip("+")
-        if part:
-            names.add(part)
-    return names
-
-
-def _ensure_handler():
-    if not _logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("[kiln] %(message)s"))
-        _logger.addHandler(handler)
-        _logger.setLevel(logging.INFO)
-        _logger.propagate = False
-
-
-def set_logs(**artifacts):
-    """Switches artifacts on or off from Python: set_logs(graph_breaks=True, guards=False)."""
-    on = enabled_set()
-    for name, value in artifacts.items():
-        (on.add if value else on.discard)(name)
+from kiln._logging import _internal
+from kiln._logging._internal import set_logs  # noqa: F401
 
 
 def enabled_set():
-    global _enabled
-    if _enabled is None:
-        _enabled = _parse()
-    return _enabled
+    """The artifacts named by the current setting."""
+    return set(_internal.log_state.artifact_names)
 
 
 def enabled(name):
-    return name in enabled_set()
+    """Whether a message of `name` (an artifact, or a log such as `dynamo`) would be printed."""
+    if _internal.log_registry.is_artifact(name):
+        if name in _internal.log_registry.off_by_default_artifact_names:
+            return _internal.artifact_enabled(name)
+        return _internal.getArtifactLogger("kiln._dynamo", name).isEnabledFor(logging.DEBUG)
+    qnames = _internal.log_registry.log_alias_to_log_qnames.get(name)
+    if qnames is None:
+        return False
+    return logging.getLogger(qnames[0]).isEnabledFor(logging.INFO)
 
 
 def log(name, message):
-    if name in enabled_set():
-        _ensure_handler()
-        _logger.info("[%s] %s", name, message)
+    """Writes `message` as artifact `name`, or at INFO on the log `name`."""
+    if _internal.log_registry.is_artifact(name):
+        _internal.getArtifactLogger("kiln._dynamo", name).debug("%s", message)
+    elif name in _internal.log_registry.log_alias_to_log_qnames:
+        logging.getLogger(_internal.log_registry.log_alias_to_log_qnames[name][0]).info("%s", message)
+    else:
+        raise ValueError(f"kiln._dynamo.logs.log: unknown log or artifact {name!r}; valid: "
+                         f"{', '.join(_internal.log_registry.valid_names())}")

@@ -8,13 +8,14 @@ it to the backend; the compiled function is installed in the frame's globals (`_
 """
 
 import itertools
+import logging
 import operator
 import re
 import weakref
 
 import kiln
 from kiln import _C
-from kiln._dynamo import config, logs
+from kiln._dynamo import config
 from kiln._dynamo.codegen import install_global
 from kiln._dynamo.exc import BackendCompilerFailed, SpecializeShapes, Unsupported, unimplemented
 from kiln._dynamo.side_effects import SideEffects
@@ -25,10 +26,12 @@ from kiln._dynamo.variables.dicts import ConstDictVariable
 from kiln._dynamo.variables.lists import (BaseListVariable, ListVariable, NamedTupleVariable, TupleVariable,
                                          is_structseq_type)
 from kiln._dynamo.variables.tensor import SymNodeVariable, TensorVariable
+from kiln._logging import getArtifactLogger
 from kiln._subclasses.fake_tensor import FakeTensorMode, stride_derivation, unset_fake_temporarily
 from kiln._symbolic import SymBool, SymFloat, SymInt
 from kiln.fx.experimental.symbolic_shapes import ShapeEnv
 
+graph_code_log = getArtifactLogger(__name__, "graph_code")
 _compiled_ids = itertools.count()
 
 
@@ -316,9 +319,9 @@ class OutputGraph:
         gm.meta = {"dynamo_flat_name_to_original_fqn": {}, "kiln_code": weakref.ref(self.code),
                    "kiln_fullgraph": self.fullgraph}
         self.compiled_graphs.append(gm)
-        if logs.enabled("graph_code"):
-            logs.log("graph_code", f"TRACED GRAPH {self.code.co_name} ({self.code.co_filename})\n"
-                     + gm.print_readable(print_output=False))
+        if graph_code_log.isEnabledFor(logging.DEBUG):
+            graph_code_log.debug("TRACED GRAPH %s (%s)\n%s", self.code.co_name, self.code.co_filename,
+                                 gm.print_readable(print_output=False))
         example_inputs = [ga.example for ga in self.graphargs]
         try:
             compiled = self.compiler_fn(gm, example_inputs)

@@ -26,18 +26,22 @@ trace) and runtime (running the compiled graphs under autograd).
 """
 
 import functools
+import logging
 import time
 
 import kiln
 from kiln import _C
-from kiln._dynamo import logs
 from kiln._functorch._aot_autograd.functional_graph import _outputs, replay, trace_inference
 from kiln._functorch._aot_autograd.input_aliasing import _deduplicated, _layout_key
 from kiln._functorch._aot_autograd.joint import trace_joint
 from kiln._functorch._aot_autograd.runtime import _InferenceRuntime, _training_runtime, _with_constants
 from kiln._functorch.backward_reads import (inputs_read_by_backward, prune_absent, saved_input_aliases,
                                              saved_inputs_recomputed_from, tangent_dependencies)
+from kiln._logging import getArtifactLogger
 from kiln.func import _flatten, _unflatten
+
+log = logging.getLogger(__name__)
+aot_graphs_log = getArtifactLogger(__name__, "aot_graphs")
 
 __all__ = ["aot_function", "aot_module", "aot_module_simplified", "AOTConfig"]
 
@@ -52,8 +56,8 @@ class AOTConfig:
 
 
 def _log_graph(title, gm):
-    if logs.enabled("aot_graphs"):
-        logs.log("aot_graphs", f"{title}:\n" + gm.print_readable(print_output=False))
+    if aot_graphs_log.isEnabledFor(logging.DEBUG):
+        aot_graphs_log.debug("%s:\n%s", title, gm.print_readable(print_output=False))
 
 
 def create_runtime(flat_fn, leaves, config):
@@ -65,7 +69,7 @@ def create_runtime(flat_fn, leaves, config):
         _log_graph("Inference graph", traced.graph)
         compiled = _with_constants(config.inference_compiler(traced.graph, _fake_examples(traced.graph)),
                                    traced.constants)
-        logs.log("aot_graphs", f"traced in {(time.perf_counter() - start) * 1e3:.1f} ms")
+        log.info("traced and compiled an inference graph in %.1f ms", (time.perf_counter() - start) * 1e3)
         return _InferenceRuntime(traced, compiled)
     traced = trace_joint(flat_fn, leaves, config)
     _log_graph("Joint graph", traced.graph)
@@ -76,7 +80,8 @@ def create_runtime(flat_fn, leaves, config):
     saved_order = _saved_order(fw_module, bw_module, num_fwd_outputs)
     compiled_fw = _with_constants(config.fw_compiler(fw_module, _fake_examples(fw_module)), traced.constants)
     compiled_bw = config.bw_compiler(bw_module, _fake_examples(bw_module))
-    logs.log("aot_graphs", f"traced and partitioned in {(time.perf_counter() - start) * 1e3:.1f} ms")
+    log.info("traced, partitioned and compiled a forward and backward graph in %.1f ms",
+             (time.perf_counter() - start) * 1e3)
 
     def specialise(absent):  # the backward for calls where the tangents in `absent` are None
         pruned = prune_absent(bw_module, absent)

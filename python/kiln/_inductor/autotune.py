@@ -13,13 +13,15 @@ arguments' layouts and values, the CPU and the thread count, so a later process 
 """
 
 import json
+import logging
 import os
 import tempfile
 import time
 
 import kiln
-from kiln._dynamo import logs
+from kiln._logging import getArtifactLogger
 
+output_code_log = getArtifactLogger(__name__, "output_code")
 aten = kiln.ops.aten
 TUNABLE = {aten.mm.default: ("extern", "generated"), aten.addmm.default: ("extern", "generated"),
            aten.convolution.default: ("extern", "im2col")}
@@ -189,19 +191,19 @@ def choose(target, out_meta, arg_metas, kwargs):
         if "im2col" in alternatives and args[-1] == 1 and not args[6] and len(args[0].shape) == 4:
             candidates["im2col"] = lambda: conv2d_im2col(*args)
     except (NotImplementedError, ValueError, RuntimeError) as why:  # a template that does not apply
-        logs.log("output_code", f"autotune {target}: an alternative does not apply ({why})")
+        output_code_log.debug(f"autotune {target}: an alternative does not apply ({why})")
     timings = {}
     for name, run in candidates.items():
         result = run()
         tol = 1e-3 if reference.dtype in (kiln.float32, kiln.bfloat16) else 1e-8
         error = float((result.double() - reference.double()).abs().max()) if reference.numel() else 0.0
         if name != "extern" and not error <= tol * (1.0 + float(reference.double().abs().max())):
-            logs.log("output_code", f"autotune {target}: {name} disagrees with the extern kernel; dropped")
+            output_code_log.debug(f"autotune {target}: {name} disagrees with the extern kernel; dropped")
             continue
         timings[name] = measure(name, run)
     choice = min(timings, key=timings.get)
-    logs.log("output_code", f"autotune {target} {_describe(list(arg_metas))}: " +
-             ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in timings.items()) + f" -> {choice}")
+    output_code_log.debug(f"autotune {target} {_describe(list(arg_metas))}: " +
+                          ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in timings.items()) + f" -> {choice}")
     choices[key] = choice
     _save()
     return choice

@@ -4,16 +4,20 @@ kernels through LLVM (inductor/, kiln._C._inductor) and returns the wrapper's `c
 
 import functools
 import itertools
+import logging
 import os
 import time
 
 import kiln
 from kiln import _C
-from kiln._dynamo import logs
 from kiln._dynamo.backends.registry import register_backend
 from kiln._inductor.fx_passes import contiguous_transposed_products
 from kiln._inductor import config as config_module
 from kiln._inductor.graph import GraphLowering, compile_kernels
+from kiln._logging import getArtifactLogger
+
+log = logging.getLogger(__name__)
+output_code_log = getArtifactLogger(__name__, "output_code")
 
 _graph_ids = itertools.count()
 code_sinks = []  # run_and_get_code's collectors
@@ -76,7 +80,10 @@ def compile_fx_inner(gm, example_inputs, config=None, is_backward=False):
     call._boxed_call = True
     code = output_code(graph, source)
     call._kiln_output_code = code
-    logs.log("output_code", f"Output code ({(time.perf_counter() - start) * 1e3:.1f} ms):\n{code}")
+    elapsed = (time.perf_counter() - start) * 1e3
+    log.info("compiled a %sgraph of %d nodes in %.1f ms (kernels: %d, fallbacks: %d)",
+             "backward " if is_backward else "", len(gm.graph.nodes), elapsed, len(graph.kernels), len(graph.fallbacks))
+    output_code_log.debug("Output code (%.1f ms):\n%s", elapsed, code)
     for sink in code_sinks:
         sink.append(code)
     for sink in graph_sinks:
@@ -120,7 +127,7 @@ def _checking_input_layouts(call, gm):
     def first(args):
         wrong = mismatched(args)
         if wrong:
-            logs.log("output_code", "inputs laid out otherwise than the graph was compiled for (a bug in kiln): "
+            output_code_log.debug("inputs laid out otherwise than the graph was compiled for (a bug in kiln): "
                      + ", ".join(f"{name} {tuple(args[i].stride())}+{args[i].storage_offset()} for {stride}+{offset}"
                                  for i, name, _, stride, offset in wrong)
                      + "; copied into that layout on each call")

@@ -12,16 +12,19 @@ with its memory planned in wrapper.py.
 """
 
 import itertools
+import logging
 import operator
 import re
 
 import kiln
 from kiln import _C
-from kiln._dynamo import logs
 from kiln._inductor.ir import Affine, Buffer, Pointwise, Probe, Reduction, contiguous_strides, ir_dtype
 from kiln._inductor import autotune
 from kiln._inductor.lowering import LOWERINGS, Fallback, V, lower, merge_reduced_dims, mm_template
 from kiln._inductor.wrapper import wrapper_code
+from kiln._logging import getArtifactLogger
+
+output_code_log = getArtifactLogger(__name__, "output_code")
 
 
 class KernelBuilder:
@@ -489,7 +492,7 @@ class GraphLowering:
 
     def _fallback(self, node, args, kwargs, why, target=None):
         target = target or node.target
-        logs.log("output_code", f"fallback: {target} ({why})")
+        output_code_log.debug("fallback: %s (%s)", target, why)
         self.fallbacks.append((str(target), why))
 
         # An extern op's result layout follows its inputs' (masked_fill of a column-major tensor
