@@ -305,3 +305,21 @@ def test_onednn_keeps_kiln_thread_count():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == out[1], f"threads before and after oneDNN's convolutions: {out}"
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_batch_split_across_threads(threads):
+    """Note [Batches split across kiln's threads]: batches of at least kiln's thread count run in
+    chunks, one per thread (the weight gradient summed over them); smaller ones on OpenMP's team.
+    Batches 7 (unequal chunks) and 2 (fewer samples than 3 threads) against PyTorch."""
+    old = kiln.get_num_threads()
+    kiln.set_num_threads(threads)
+    try:
+        for batch in (7, 2):
+            case = (batch, 8, 12, 12, 16, 3, 1, 1, 1, 1, True)
+            for x_kind in ("planar", "channels_last"):
+                (ky, kgx, kgw, kgb), (ty, tgx, tgw, tgb) = _conv_both(case, x_kind, "planar")
+                for k, t in ((ky, ty), (kgx, tgx), (kgw, tgw), (kgb, tgb)):
+                    _close(k, t)
+    finally:
+        kiln.set_num_threads(old)

@@ -182,9 +182,9 @@ void Append(Key& key, const View& v) {
   key.insert(key.end(), v.strides.begin(), v.strides.end());
 }
 
-Key MakeKey(int64_t kind, const ConvParams& p, std::initializer_list<const View*> views) {
+Key MakeKey(int64_t kind, int omp_threads, const ConvParams& p, std::initializer_list<const View*> views) {
   // oneDNN fixes a primitive's thread count when it is created: plans are per thread count
-  Key key = {kind, GetNumThreads(), p.dims, p.groups};
+  Key key = {kind, omp_threads, p.dims, p.groups};
   for (const auto* list : {&p.stride, &p.padding, &p.dilation}) key.insert(key.end(), list->begin(), list->end());
   for (const View* v : views) v != nullptr ? Append(key, *v) : key.push_back(-1);
   return key;
@@ -390,6 +390,62 @@ const Api* Applicable(const Tensor& x, const Tensor& w, const Tensor& y, const C
 
 void* Address(const Tensor& t) { return const_cast<void*>(static_cast<const void*>(t.data_ptr<float>())); }
 
+// Note [Batches split across kiln's threads]: Debian's oneDNN parallelises on OpenMP, whose team
+// and kiln's pool took turns on the same two cores badly (resnet18's forward at two threads ran
+// barely faster than at one, each conv alone twice as fast). So when the batch has at least as
+// many samples as kiln has threads, oneDNN runs single-threaded, one chunk of the batch per task
+// of kiln's own pool (ParallelFor): convolution and its input gradient are independent per
+// sample, and the weight gradient is the sum of the chunks' (in oneDNN's layout, summed before it
+// is reordered out). Smaller batches keep OpenMP's team of kiln's thread count.
+struct Split {
+  int64_t tasks;  // batch chunks, one per task
+  int omp;        // OpenMP threads per oneDNN call
+};
+Split SplitBatch(int64_t batch) {
+  const int64_t threads = GetNumThreads();
+  if (threads > 1 && batch >= threads) return {threads, 1};
+  return {1, static_cast<int>(threads)};
+}
+
+// Sets OpenMP's thread count for this thread's oneDNN calls (it is per thread), only on change.
+void SetOmpThreads(const Api& api, int n) {
+  thread_local int current = 0;
+  if (api.omp_set_num_threads != nullptr && n != current) {
+    api.omp_set_num_threads(n);
+    current = n;
+  }
+}
+
+// Chunk k of `tasks` over a batch of n: its first sample and size.
+std::pair<int64_t, int64_t> Chunk(int64_t n, int64_t tasks, int64_t k) {
+  const int64_t n0 = n * k / tasks, n1 = n * (k + 1) / tasks;
+  return {n0, n1 - n0};
+}
+
+View WithBatch(const View& v, int64_t n) {
+  View c = v;
+  c.dims[0] = n;
+  return c;
+}
+
+// The address of sample n0 of t (a float tensor; t's batch is its dim 0).
+void* Sample(const Tensor& t, int64_t n0) { return static_cast<float*>(Address(t)) + n0 * t.stride(0); }
+
+// The plans for each chunk size of a split (at most two sizes), built before any chunk runs so
+// that a shape oneDNN cannot do is refused while nothing has been written yet.
+template <typename Plan, typename Make>
+bool PlansBySize(int64_t batch, const Split& split, const Make& make,
+                 std::map<int64_t, std::shared_ptr<const Plan>>* plans) {
+  for (int64_t k = 0; k < split.tasks; ++k) {
+    const int64_t nb = Chunk(batch, split.tasks, k).second;
+    if (nb == 0 || plans->count(nb)) continue;
+    auto plan = make(nb);
+    if (plan == nullptr) return false;
+    plans->emplace(nb, std::move(plan));
+  }
+  return true;
+}
+
 }  // namespace
 
 bool ConvolutionOneDnn(const Tensor& x_in, const Tensor& w_in, const Tensor* bias, const Tensor& out,
@@ -400,32 +456,53 @@ bool ConvolutionOneDnn(const Tensor& x_in, const Tensor& w_in, const Tensor* bia
   const Tensor w = Addressable(w_in) ? w_in : ops::contiguous(w_in);
   const Tensor b = bias != nullptr ? ops::contiguous(*bias) : Tensor();
   const View vx = Activation(x), vw = Weights(w, p.groups), vy = Activation(out);
-  onednn::SyncThreads(*api);  // before a plan is made: its primitives keep the thread count
+  const int64_t batch = vx.dims[0];
+  const Split split = SplitBatch(batch);
+  SetOmpThreads(*api, split.omp);  // before a plan is made: its primitives keep the thread count
   static PlanCache<ForwardPlan> cache;
-  auto plan = cache.Get(MakeKey(b.defined() ? 1 : 0, p, {&vx, &vw, &vy}),
-                        [&] { return MakeForwardPlan(*api, vx, vw, vy, b.defined(), p); });
-  if (plan == nullptr) return false;
-  const Layouts& l = plan->l;
-  std::unique_ptr<Buffer> x_buf, w_buf, y_buf;
-  const dnnl_memory_desc_t& w_md = *plan->conv->Query(dnnl_query_weights_md);
-  void* xp = Reordered(*api, plan->x_in.get(), l.u_x.md, Address(x), l.x.md, x_buf);
-  void* wp = Reordered(*api, plan->w_in.get(), l.u_w.md, Address(w), w_md, w_buf);
-  void* yp = Address(out);
-  if (plan->y_out != nullptr) {
-    y_buf = std::make_unique<Buffer>(api->dnnl_memory_desc_get_size(&l.y.md));
-    yp = y_buf->data();
+  std::map<int64_t, std::shared_ptr<const ForwardPlan>> plans;
+  auto make = [&](int64_t nb) {
+    const View cx = WithBatch(vx, nb), cy = WithBatch(vy, nb);
+    return cache.Get(MakeKey(b.defined() ? 1 : 0, split.omp, p, {&cx, &vw, &cy}),
+                     [&] { return MakeForwardPlan(*api, cx, vw, cy, b.defined(), p); });
+  };
+  if (!PlansBySize<ForwardPlan>(batch, split, make, &plans)) return false;
+  // the weights in each plan's layout, reordered once for all chunks
+  std::map<int64_t, std::unique_ptr<Buffer>> w_bufs;
+  std::map<int64_t, void*> w_ptrs;
+  for (const auto& [nb, plan] : plans) {
+    w_ptrs[nb] = Reordered(*api, plan->w_in.get(), plan->l.u_w.md, Address(w),
+                           *plan->conv->Query(dnnl_query_weights_md), w_bufs[nb]);
   }
-  {
-    Memory mx(*api, l.x.md, xp), mw(*api, w_md, wp), my(*api, l.y.md, yp);
-    std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, mx.mem}, {DNNL_ARG_WEIGHTS, mw.mem}, {DNNL_ARG_DST, my.mem}};
-    std::unique_ptr<Memory> mb;
-    if (b.defined()) {
-      mb = std::make_unique<Memory>(*api, l.bias.md, Address(b));
-      args.push_back({DNNL_ARG_BIAS, mb->mem});
+  ParallelFor(0, split.tasks, 1, [&](int64_t begin, int64_t end) {
+    SetOmpThreads(*api, split.omp);
+    for (int64_t k = begin; k < end; ++k) {
+      const auto [n0, nb] = Chunk(batch, split.tasks, k);
+      if (nb == 0) continue;
+      const ForwardPlan& plan = *plans.at(nb);
+      const Layouts& l = plan.l;
+      std::unique_ptr<Buffer> x_buf, y_buf;
+      void* xp = Reordered(*api, plan.x_in.get(), l.u_x.md, Sample(x, n0), l.x.md, x_buf);
+      void* yp = Sample(out, n0);
+      if (plan.y_out != nullptr) {
+        y_buf = std::make_unique<Buffer>(api->dnnl_memory_desc_get_size(&l.y.md));
+        yp = y_buf->data();
+      }
+      {
+        Memory mx(*api, l.x.md, xp), mw(*api, *plan.conv->Query(dnnl_query_weights_md), w_ptrs.at(nb));
+        Memory my(*api, l.y.md, yp);
+        std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, mx.mem}, {DNNL_ARG_WEIGHTS, mw.mem},
+                                             {DNNL_ARG_DST, my.mem}};
+        std::unique_ptr<Memory> mb;
+        if (b.defined()) {
+          mb = std::make_unique<Memory>(*api, l.bias.md, Address(b));
+          args.push_back({DNNL_ARG_BIAS, mb->mem});
+        }
+        Execute(*api, *plan.conv, args, "convolution forward");
+      }
+      if (plan.y_out != nullptr) ReorderInto(*api, *plan.y_out, l.y.md, yp, l.u_y.md, Sample(out, n0));
     }
-    Execute(*api, *plan->conv, args, "convolution forward");
-  }
-  if (plan->y_out != nullptr) ReorderInto(*api, *plan->y_out, l.y.md, yp, l.u_y.md, Address(out));
+  });
   g_calls.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -443,48 +520,95 @@ bool ConvolutionBackwardOneDnn(const Tensor& dy_in, const Tensor& x_in, const Te
   std::optional<View> vgi, vgw;
   if (gi != nullptr) vgi = Activation(*gi);
   if (gw != nullptr) vgw = Weights(*gw, p.groups);
-  const View* pgi = vgi ? &*vgi : nullptr;
-  const View* pgw = vgw ? &*vgw : nullptr;
-  onednn::SyncThreads(*api);  // before a plan is made: its primitives keep the thread count
+  const int64_t batch = vx.dims[0];
+  Split split = SplitBatch(batch);
   static PlanCache<BackwardPlan> cache;
-  auto plan = cache.Get(MakeKey(2, p, {&vx, &vw, &vy, pgi, pgw}),
-                        [&] { return MakeBackwardPlan(*api, vx, vw, vy, pgi, pgw, p); });
-  if (plan == nullptr) return false;
-  const Layouts& l = plan->l;
-  std::unique_ptr<Buffer> dy_buf, x_buf, w_buf, out_buf;
-  void* dyp = Reordered(*api, plan->dy_in.get(), l.u_y.md, Address(dy), l.y.md, dy_buf);
-  if (gi != nullptr) {
-    const dnnl_memory_desc_t& w_md = *plan->data->Query(dnnl_query_weights_md);
-    void* wp = Reordered(*api, plan->w_in.get(), l.u_w.md, Address(w), w_md, w_buf);
-    void* gip = Address(*gi);
-    if (plan->gi_out != nullptr) {
-      out_buf = std::make_unique<Buffer>(api->dnnl_memory_desc_get_size(&l.x.md));
-      gip = out_buf->data();
+  std::map<int64_t, std::shared_ptr<const BackwardPlan>> plans;
+  auto make = [&](int64_t nb) {
+    const View cx = WithBatch(vx, nb), cy = WithBatch(vy, nb);
+    std::optional<View> cgi;
+    if (vgi) cgi = WithBatch(*vgi, nb);
+    const View* pgi = cgi ? &*cgi : nullptr;
+    const View* pgw = vgw ? &*vgw : nullptr;
+    return cache.Get(MakeKey(2, split.omp, p, {&cx, &vw, &cy, pgi, pgw}),
+                     [&] { return MakeBackwardPlan(*api, cx, vw, cy, pgi, pgw, p); });
+  };
+  SetOmpThreads(*api, split.omp);  // before a plan is made: its primitives keep the thread count
+  if (!PlansBySize<BackwardPlan>(batch, split, make, &plans)) return false;
+  if (gw != nullptr && plans.size() > 1) {
+    // the chunks' weight gradients are summed as they lie: their layouts must agree
+    const auto& a = *plans.begin()->second->weights->Query(dnnl_query_diff_weights_md);
+    const auto& z = *plans.rbegin()->second->weights->Query(dnnl_query_diff_weights_md);
+    if (!api->dnnl_memory_desc_equal(&a, &z)) {
+      split = {1, static_cast<int>(GetNumThreads())};
+      SetOmpThreads(*api, split.omp);
+      plans.clear();
+      if (!PlansBySize<BackwardPlan>(batch, split, make, &plans)) return false;
     }
-    {
-      Memory mdy(*api, l.y.md, dyp), mw(*api, w_md, wp), mgi(*api, l.x.md, gip);
-      Execute(*api, *plan->data,
-              {{DNNL_ARG_DIFF_DST, mdy.mem}, {DNNL_ARG_WEIGHTS, mw.mem}, {DNNL_ARG_DIFF_SRC, mgi.mem}},
-              "convolution backward data");
-    }
-    if (plan->gi_out != nullptr) ReorderInto(*api, *plan->gi_out, l.x.md, gip, plan->u_gi.md, Address(*gi));
   }
+  // the weights in each plan's layout (for the input gradient), reordered once for all chunks
+  std::map<int64_t, std::unique_ptr<Buffer>> w_bufs;
+  std::map<int64_t, void*> w_ptrs;
+  if (gi != nullptr) {
+    for (const auto& [nb, plan] : plans) {
+      w_ptrs[nb] = Reordered(*api, plan->w_in.get(), plan->l.u_w.md, Address(w),
+                             *plan->data->Query(dnnl_query_weights_md), w_bufs[nb]);
+    }
+  }
+  // each chunk's weight gradient, in oneDNN's layout
+  const dnnl_memory_desc_t* gw_md =
+      gw != nullptr ? plans.begin()->second->weights->Query(dnnl_query_diff_weights_md) : nullptr;
+  const size_t gw_bytes = gw_md != nullptr ? api->dnnl_memory_desc_get_size(gw_md) : 0;
+  std::vector<std::unique_ptr<Buffer>> gw_parts(split.tasks);
+  ParallelFor(0, split.tasks, 1, [&](int64_t begin, int64_t end) {
+    SetOmpThreads(*api, split.omp);
+    for (int64_t k = begin; k < end; ++k) {
+      const auto [n0, nb] = Chunk(batch, split.tasks, k);
+      if (nb == 0) continue;
+      const BackwardPlan& plan = *plans.at(nb);
+      const Layouts& l = plan.l;
+      std::unique_ptr<Buffer> dy_buf, x_buf, gi_buf;
+      void* dyp = Reordered(*api, plan.dy_in.get(), l.u_y.md, Sample(dy, n0), l.y.md, dy_buf);
+      if (gi != nullptr) {
+        void* gip = Sample(*gi, n0);
+        if (plan.gi_out != nullptr) {
+          gi_buf = std::make_unique<Buffer>(api->dnnl_memory_desc_get_size(&l.x.md));
+          gip = gi_buf->data();
+        }
+        {
+          Memory mdy(*api, l.y.md, dyp), mw(*api, *plan.data->Query(dnnl_query_weights_md), w_ptrs.at(nb));
+          Memory mgi(*api, l.x.md, gip);
+          Execute(*api, *plan.data,
+                  {{DNNL_ARG_DIFF_DST, mdy.mem}, {DNNL_ARG_WEIGHTS, mw.mem}, {DNNL_ARG_DIFF_SRC, mgi.mem}},
+                  "convolution backward data");
+        }
+        if (plan.gi_out != nullptr) ReorderInto(*api, *plan.gi_out, l.x.md, gip, plan.u_gi.md, Sample(*gi, n0));
+      }
+      if (gw != nullptr) {
+        void* xp = Reordered(*api, plan.x_in.get(), l.u_x.md, Sample(x, n0), l.x.md, x_buf);
+        gw_parts[k] = std::make_unique<Buffer>(gw_bytes);
+        Memory mdy(*api, l.y.md, dyp), mx(*api, l.x.md, xp), mgw(*api, *gw_md, gw_parts[k]->data());
+        Execute(*api, *plan.weights,
+                {{DNNL_ARG_DIFF_DST, mdy.mem}, {DNNL_ARG_SRC, mx.mem}, {DNNL_ARG_DIFF_WEIGHTS, mgw.mem}},
+                "convolution backward weights");
+      }
+    }
+  });
   if (gw != nullptr) {
-    const dnnl_memory_desc_t& gw_md = *plan->weights->Query(dnnl_query_diff_weights_md);
-    void* xp = Reordered(*api, plan->x_in.get(), l.u_x.md, Address(x), l.x.md, x_buf);
-    void* gwp = Address(*gw);
-    std::unique_ptr<Buffer> gw_buf;
-    if (plan->gw_out != nullptr) {
-      gw_buf = std::make_unique<Buffer>(api->dnnl_memory_desc_get_size(&gw_md));
-      gwp = gw_buf->data();
+    // sum the chunks' gradients into the first, then write it out in gw's layout
+    float* total = nullptr;
+    for (auto& part : gw_parts) {
+      if (part == nullptr) continue;
+      float* v = static_cast<float*>(part->data());
+      if (total == nullptr) {
+        total = v;
+        continue;
+      }
+      for (size_t i = 0, n = gw_bytes / sizeof(float); i < n; ++i) total[i] += v[i];
     }
-    {
-      Memory mdy(*api, l.y.md, dyp), mx(*api, l.x.md, xp), mgw(*api, gw_md, gwp);
-      Execute(*api, *plan->weights,
-              {{DNNL_ARG_DIFF_DST, mdy.mem}, {DNNL_ARG_SRC, mx.mem}, {DNNL_ARG_DIFF_WEIGHTS, mgw.mem}},
-              "convolution backward weights");
-    }
-    if (plan->gw_out != nullptr) ReorderInto(*api, *plan->gw_out, gw_md, gwp, plan->u_gw.md, Address(*gw));
+    const BackwardPlan& plan = *plans.begin()->second;
+    if (plan.gw_out != nullptr) ReorderInto(*api, *plan.gw_out, *gw_md, total, plan.u_gw.md, Address(*gw));
+    else std::memcpy(Address(*gw), total, gw_bytes);
   }
   g_calls.fetch_add(1, std::memory_order_relaxed);
   return true;

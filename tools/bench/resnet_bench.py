@@ -116,6 +116,10 @@ def setup(lib, args):
 
 
 def timed(fn, clock):
+    # Let the other library's idle workers stop spinning first (PyTorch's OpenMP team spins for a
+    # while after each parallel region, and kiln's pool for ~100 us): in one process each would
+    # otherwise take a core from the other's next timed run.
+    time.sleep(0.05)
     start = clock()
     fn()
     return clock() - start
