@@ -12,8 +12,8 @@ namespace {
 // alone where every operand is broadcast along one of them or has equal strides for both, so
 // row-major operands keep the order they have (as PyTorch's TensorIterator::reorder_dimensions).
 // Returns the permutation, outermost dim first.
-std::vector<int> MemoryOrder(const DimVector& shape, const std::array<DimVector, ElementwiseIter::kMaxOperands>& strides,
-                             int n) {
+using OperandStrides = std::array<DimVector, ElementwiseIter::kMaxOperands>;
+std::vector<int> MemoryOrder(const DimVector& shape, const OperandStrides& strides, int n) {
   const int nd = static_cast<int>(shape.size());
   std::vector<int> perm(nd);
   for (int d = 0; d < nd; ++d) perm[d] = d;

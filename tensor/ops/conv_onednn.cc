@@ -304,7 +304,9 @@ std::shared_ptr<const ForwardPlan> MakeForwardPlan(const Api& api, const View& x
   plan->conv = std::make_unique<PrimitiveDesc>();
   plan->conv->api = &api;
   Attr attr(api);
-  if (!Finish(api, plan->conv, api.dnnl_primitive_desc_create(&plan->conv->pd, &desc, attr.attr, api.engine, nullptr)) ||
+  const dnnl_status_t created =
+      api.dnnl_primitive_desc_create(&plan->conv->pd, &desc, attr.attr, api.engine, nullptr);
+  if (!Finish(api, plan->conv, created) ||
       !plan->conv->Optimized())
     return nullptr;
   plan->x_in = MakeReorder(api, l.u_x.md, l.x.md);
@@ -348,7 +350,9 @@ std::shared_ptr<const BackwardPlan> MakeBackwardPlan(const Api& api, const View&
           "dnnl_dilated_convolution_backward_data_desc_init");
     plan->data = std::make_unique<PrimitiveDesc>();
     plan->data->api = &api;
-    if (!Finish(api, plan->data, api.dnnl_primitive_desc_create(&plan->data->pd, &desc, attr.attr, api.engine, hint->pd)) ||
+    const dnnl_status_t created =
+        api.dnnl_primitive_desc_create(&plan->data->pd, &desc, attr.attr, api.engine, hint->pd);
+    if (!Finish(api, plan->data, created) ||
         !plan->data->Optimized())
       return nullptr;
     plan->w_in = MakeReorder(api, l.u_w.md, *plan->data->Query(dnnl_query_weights_md));
@@ -422,6 +426,19 @@ std::pair<int64_t, int64_t> Chunk(int64_t n, int64_t tasks, int64_t k) {
   return {n0, n1 - n0};
 }
 
+// Runs fn(k, n0, nb) for each non-empty chunk k of the split (samples [n0, n0 + nb)) on kiln's
+// pool, each task's oneDNN calls on split.omp OpenMP threads.
+template <typename Fn>
+void ForEachChunk(const Api& api, int64_t batch, const Split& split, const Fn& fn) {
+  ParallelFor(0, split.tasks, 1, [&](int64_t begin, int64_t end) {
+    SetOmpThreads(api, split.omp);
+    for (int64_t k = begin; k < end; ++k) {
+      const auto [n0, nb] = Chunk(batch, split.tasks, k);
+      if (nb > 0) fn(k, n0, nb);
+    }
+  });
+}
+
 View WithBatch(const View& v, int64_t n) {
   View c = v;
   c.dims[0] = n;
@@ -474,34 +491,29 @@ bool ConvolutionOneDnn(const Tensor& x_in, const Tensor& w_in, const Tensor* bia
     w_ptrs[nb] = Reordered(*api, plan->w_in.get(), plan->l.u_w.md, Address(w),
                            *plan->conv->Query(dnnl_query_weights_md), w_bufs[nb]);
   }
-  ParallelFor(0, split.tasks, 1, [&](int64_t begin, int64_t end) {
-    SetOmpThreads(*api, split.omp);
-    for (int64_t k = begin; k < end; ++k) {
-      const auto [n0, nb] = Chunk(batch, split.tasks, k);
-      if (nb == 0) continue;
-      const ForwardPlan& plan = *plans.at(nb);
-      const Layouts& l = plan.l;
-      std::unique_ptr<Buffer> x_buf, y_buf;
-      void* xp = Reordered(*api, plan.x_in.get(), l.u_x.md, Sample(x, n0), l.x.md, x_buf);
-      void* yp = Sample(out, n0);
-      if (plan.y_out != nullptr) {
-        y_buf = std::make_unique<Buffer>(api->dnnl_memory_desc_get_size(&l.y.md));
-        yp = y_buf->data();
-      }
-      {
-        Memory mx(*api, l.x.md, xp), mw(*api, *plan.conv->Query(dnnl_query_weights_md), w_ptrs.at(nb));
-        Memory my(*api, l.y.md, yp);
-        std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, mx.mem}, {DNNL_ARG_WEIGHTS, mw.mem},
-                                             {DNNL_ARG_DST, my.mem}};
-        std::unique_ptr<Memory> mb;
-        if (b.defined()) {
-          mb = std::make_unique<Memory>(*api, l.bias.md, Address(b));
-          args.push_back({DNNL_ARG_BIAS, mb->mem});
-        }
-        Execute(*api, *plan.conv, args, "convolution forward");
-      }
-      if (plan.y_out != nullptr) ReorderInto(*api, *plan.y_out, l.y.md, yp, l.u_y.md, Sample(out, n0));
+  ForEachChunk(*api, batch, split, [&](int64_t, int64_t n0, int64_t nb) {
+    const ForwardPlan& plan = *plans.at(nb);
+    const Layouts& l = plan.l;
+    std::unique_ptr<Buffer> x_buf, y_buf;
+    void* xp = Reordered(*api, plan.x_in.get(), l.u_x.md, Sample(x, n0), l.x.md, x_buf);
+    void* yp = Sample(out, n0);
+    if (plan.y_out != nullptr) {
+      y_buf = std::make_unique<Buffer>(api->dnnl_memory_desc_get_size(&l.y.md));
+      yp = y_buf->data();
     }
+    {
+      Memory mx(*api, l.x.md, xp), mw(*api, *plan.conv->Query(dnnl_query_weights_md), w_ptrs.at(nb));
+      Memory my(*api, l.y.md, yp);
+      std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, mx.mem}, {DNNL_ARG_WEIGHTS, mw.mem},
+                                           {DNNL_ARG_DST, my.mem}};
+      std::unique_ptr<Memory> mb;
+      if (b.defined()) {
+        mb = std::make_unique<Memory>(*api, l.bias.md, Address(b));
+        args.push_back({DNNL_ARG_BIAS, mb->mem});
+      }
+      Execute(*api, *plan.conv, args, "convolution forward");
+    }
+    if (plan.y_out != nullptr) ReorderInto(*api, *plan.y_out, l.y.md, yp, l.u_y.md, Sample(out, n0));
   });
   g_calls.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -560,38 +572,33 @@ bool ConvolutionBackwardOneDnn(const Tensor& dy_in, const Tensor& x_in, const Te
       gw != nullptr ? plans.begin()->second->weights->Query(dnnl_query_diff_weights_md) : nullptr;
   const size_t gw_bytes = gw_md != nullptr ? api->dnnl_memory_desc_get_size(gw_md) : 0;
   std::vector<std::unique_ptr<Buffer>> gw_parts(split.tasks);
-  ParallelFor(0, split.tasks, 1, [&](int64_t begin, int64_t end) {
-    SetOmpThreads(*api, split.omp);
-    for (int64_t k = begin; k < end; ++k) {
-      const auto [n0, nb] = Chunk(batch, split.tasks, k);
-      if (nb == 0) continue;
-      const BackwardPlan& plan = *plans.at(nb);
-      const Layouts& l = plan.l;
-      std::unique_ptr<Buffer> dy_buf, x_buf, gi_buf;
-      void* dyp = Reordered(*api, plan.dy_in.get(), l.u_y.md, Sample(dy, n0), l.y.md, dy_buf);
-      if (gi != nullptr) {
-        void* gip = Sample(*gi, n0);
-        if (plan.gi_out != nullptr) {
-          gi_buf = std::make_unique<Buffer>(api->dnnl_memory_desc_get_size(&l.x.md));
-          gip = gi_buf->data();
-        }
-        {
-          Memory mdy(*api, l.y.md, dyp), mw(*api, *plan.data->Query(dnnl_query_weights_md), w_ptrs.at(nb));
-          Memory mgi(*api, l.x.md, gip);
-          Execute(*api, *plan.data,
-                  {{DNNL_ARG_DIFF_DST, mdy.mem}, {DNNL_ARG_WEIGHTS, mw.mem}, {DNNL_ARG_DIFF_SRC, mgi.mem}},
-                  "convolution backward data");
-        }
-        if (plan.gi_out != nullptr) ReorderInto(*api, *plan.gi_out, l.x.md, gip, plan.u_gi.md, Sample(*gi, n0));
+  ForEachChunk(*api, batch, split, [&](int64_t k, int64_t n0, int64_t nb) {
+    const BackwardPlan& plan = *plans.at(nb);
+    const Layouts& l = plan.l;
+    std::unique_ptr<Buffer> dy_buf, x_buf, gi_buf;
+    void* dyp = Reordered(*api, plan.dy_in.get(), l.u_y.md, Sample(dy, n0), l.y.md, dy_buf);
+    if (gi != nullptr) {
+      void* gip = Sample(*gi, n0);
+      if (plan.gi_out != nullptr) {
+        gi_buf = std::make_unique<Buffer>(api->dnnl_memory_desc_get_size(&l.x.md));
+        gip = gi_buf->data();
       }
-      if (gw != nullptr) {
-        void* xp = Reordered(*api, plan.x_in.get(), l.u_x.md, Sample(x, n0), l.x.md, x_buf);
-        gw_parts[k] = std::make_unique<Buffer>(gw_bytes);
-        Memory mdy(*api, l.y.md, dyp), mx(*api, l.x.md, xp), mgw(*api, *gw_md, gw_parts[k]->data());
-        Execute(*api, *plan.weights,
-                {{DNNL_ARG_DIFF_DST, mdy.mem}, {DNNL_ARG_SRC, mx.mem}, {DNNL_ARG_DIFF_WEIGHTS, mgw.mem}},
-                "convolution backward weights");
+      {
+        Memory mdy(*api, l.y.md, dyp), mw(*api, *plan.data->Query(dnnl_query_weights_md), w_ptrs.at(nb));
+        Memory mgi(*api, l.x.md, gip);
+        Execute(*api, *plan.data,
+                {{DNNL_ARG_DIFF_DST, mdy.mem}, {DNNL_ARG_WEIGHTS, mw.mem}, {DNNL_ARG_DIFF_SRC, mgi.mem}},
+                "convolution backward data");
       }
+      if (plan.gi_out != nullptr) ReorderInto(*api, *plan.gi_out, l.x.md, gip, plan.u_gi.md, Sample(*gi, n0));
+    }
+    if (gw != nullptr) {
+      void* xp = Reordered(*api, plan.x_in.get(), l.u_x.md, Sample(x, n0), l.x.md, x_buf);
+      gw_parts[k] = std::make_unique<Buffer>(gw_bytes);
+      Memory mdy(*api, l.y.md, dyp), mx(*api, l.x.md, xp), mgw(*api, *gw_md, gw_parts[k]->data());
+      Execute(*api, *plan.weights,
+              {{DNNL_ARG_DIFF_DST, mdy.mem}, {DNNL_ARG_SRC, mx.mem}, {DNNL_ARG_DIFF_WEIGHTS, mgw.mem}},
+              "convolution backward weights");
     }
   });
   if (gw != nullptr) {

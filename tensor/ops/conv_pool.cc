@@ -360,9 +360,22 @@ std::tuple<TensorMeta, TensorMeta> MaxPool2dWithIndicesMeta(const Tensor& self, 
   SymDimVector sizes = PoolShape(self, p, ceil_mode);
   KILN_CHECK_NOT_IMPLEMENTED(self.dtype() != ScalarType::Bool, "\"max_pool2d\" not implemented for 'Bool'");
   // a channels-last input gives channels-last results, as PyTorch's CPU kernel
-  const SymDimVector strides = self.dim() == 4 && SuggestsChannelsLast(self) ? ChannelsLastStrides(sizes) : SymDimVector{};
+  const SymDimVector strides =
+      self.dim() == 4 && SuggestsChannelsLast(self) ? ChannelsLastStrides(sizes) : SymDimVector{};
   return {TensorMeta{sizes, strides, self.dtype(), self.device()},
           TensorMeta{sizes, strides, ScalarType::Int64, self.device()}};
+}
+
+// The window of output position o along one dim: input positions [lo, hi) in steps of the
+// dilation, lo the first inside the input (padding skipped).
+struct PoolWindow {
+  int64_t lo, hi;
+};
+PoolWindow WindowOf(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t dil, int64_t size) {
+  int64_t lo = o * stride - pad;
+  const int64_t hi = std::min(lo + (k - 1) * dil + 1, size);
+  while (lo < 0) lo += dil;
+  return {lo, hi};
 }
 
 // Channels-last max pooling: x, out and indices dense in (N, H, W, C) order. Each output position
@@ -387,13 +400,9 @@ void MaxPoolChannelsLast(const Tensor& x, const Tensor& out, const Tensor& indic
     std::vector<int64_t> at;  // the plane index of each window slot
     for (int64_t row = b; row < e; ++row) {
       const int64_t n = row / oh, y = row % oh;
-      int64_t h0 = y * p.sh - p.ph;
-      const int64_t h1 = std::min(h0 + (p.kh - 1) * p.dh + 1, H);
-      while (h0 < 0) h0 += p.dh;
+      const auto [h0, h1] = WindowOf(y, p.sh, p.ph, p.kh, p.dh, H);
       for (int64_t xo = 0; xo < ow; ++xo) {
-        int64_t w0 = xo * p.sw - p.pw;
-        const int64_t w1 = std::min(w0 + (p.kw - 1) * p.dw + 1, W);
-        while (w0 < 0) w0 += p.dw;
+        const auto [w0, w1] = WindowOf(xo, p.sw, p.pw, p.kw, p.dw, W);
         M* bp = best.data();
         Slot* sp = slot.data();
         std::fill(bp, bp + C, lowest);
@@ -434,13 +443,9 @@ void MaxPoolTyped(const Tensor& x, const Tensor& out, const Tensor& indices, con
     T* dst = po + pl * oh * ow;
     int64_t* di = pi + pl * oh * ow;
     for (int64_t y = 0; y < oh; ++y) {
-      int64_t h0 = y * p.sh - p.ph;
-      const int64_t h1 = std::min(h0 + (p.kh - 1) * p.dh + 1, H);
-      while (h0 < 0) h0 += p.dh;
+      const auto [h0, h1] = WindowOf(y, p.sh, p.ph, p.kh, p.dh, H);
       for (int64_t xo = 0; xo < ow; ++xo) {
-        int64_t w0 = xo * p.sw - p.pw;
-        const int64_t w1 = std::min(w0 + (p.kw - 1) * p.dw + 1, W);
-        while (w0 < 0) w0 += p.dw;
+        const auto [w0, w1] = WindowOf(xo, p.sw, p.pw, p.kw, p.dw, W);
         int64_t best = h0 * W + w0;
         M best_v = lowest;
         for (int64_t iy = h0; iy < h1; iy += p.dh) {
