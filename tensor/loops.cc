@@ -11,7 +11,9 @@ namespace {
 // of W elements C apart. The output decides (then the inputs, in order); a pair of dims is left
 // alone where every operand is broadcast along one of them or has equal strides for both, so
 // row-major operands keep the order they have (as PyTorch's TensorIterator::reorder_dimensions).
-// Returns the permutation, outermost dim first.
+// Returns the permutation, outermost dim first. The rule is IterationOrder's (ops/common.cc, which
+// lays out new outputs over symbolic strides); this one runs on every eager op, over plain byte
+// strides, with no allocation beyond the permutation.
 using OperandStrides = std::array<DimVector, ElementwiseIter::kMaxOperands>;
 std::vector<int> MemoryOrder(const DimVector& shape, const OperandStrides& strides, int n) {
   const int nd = static_cast<int>(shape.size());
