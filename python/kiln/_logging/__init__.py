@@ -1,6 +1,6 @@
 """kiln._logging: KILN_LOGS and set_logs, as torch._logging (TORCH_LOGS).
 
-    KILN_LOGS=help python train.py                    # every name, with what it shows
+    KILN_LOGS=help python train.py                    # every name, with what it shows (a ValueError)
     KILN_LOGS="+dynamo,graph_breaks,recompiles" python train.py
     kiln._logging.set_logs(dynamo=logging.DEBUG, graph_breaks=True)
 

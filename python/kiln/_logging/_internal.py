@@ -160,7 +160,8 @@ Examples:
 
 
 def help_message(verbose=False):
-    """What KILN_LOGS=help prints (verbose: the same; kiln's list is short enough to show whole)."""
+    """What KILN_LOGS=help shows, as its ValueError's message (verbose: the same; kiln's list is
+    short enough to show whole)."""
     width = max(len(n) for n in itertools.chain(log_registry.log_alias_to_log_qnames, log_registry.artifact_names))
     logs = [f"{'all':<{width}}  every kiln logger (the `kiln` logger and all below it)"]
     logs += [f"{alias:<{width}}  {log_registry.log_descriptions[alias]}"
@@ -202,15 +203,15 @@ def _enable_module(state, qname, level):
 
 
 def _parse_log_settings(settings):
-    """KILN_LOGS's text -> a LogState; ValueError naming every unknown name. `help` prints the
-    names (to stderr, where logs go) and enables nothing."""
+    """KILN_LOGS's text -> a LogState; ValueError naming every unknown name. `help` raises a
+    ValueError whose message is the list of names, as TORCH_LOGS=help does (so `import kiln` shows
+    it and stops)."""
     settings = settings.strip()
     state = LogState()
     if settings == "":
         return state
     if settings in ("help", "+help"):
-        print(help_message(verbose=settings == "+help"), file=sys.stderr)
-        return state
+        raise ValueError(help_message(verbose=settings == "+help"))
     parts = [p.strip() for p in settings.split(",")]
     resolved, unknown = [], []
     for part in parts:
