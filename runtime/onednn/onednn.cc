@@ -10,7 +10,6 @@
 #include <mutex>
 
 #include "runtime/error.h"
-#include "runtime/thread_pool.h"
 
 namespace kiln::onednn {
 namespace {
@@ -100,13 +99,11 @@ dnnl_stream_t ThisThreadStream(const Api& api) {
   return owned.stream;
 }
 
-void SyncThreads(const Api& api) {
-  // OpenMP's thread count is per calling thread: set it where oneDNN is called, only on change.
-  thread_local int last = 0;
-  const int n = GetNumThreads();
-  if (api.omp_set_num_threads != nullptr && n != last) {
+void SetThreads(const Api& api, int n) {
+  thread_local int current = 0;  // OpenMP's count is per calling thread
+  if (api.omp_set_num_threads != nullptr && n != current) {
     api.omp_set_num_threads(n);
-    last = n;
+    current = n;
   }
 }
 

@@ -8,9 +8,9 @@
 // with KILN_ONEDNN=0, Get() is null and the callers take their own paths; Available() and
 // UnavailableReason() say which. Everything here knows nothing of tensors.
 //
-// Threads: Debian's oneDNN runs its parallel regions on OpenMP (libgomp). Before each call the
-// caller sets OpenMP's thread count to kiln's (SyncThreads), so kiln.set_num_threads(1) holds for
-// oneDNN too.
+// Threads: Debian's oneDNN runs its parallel regions on OpenMP (libgomp), whose thread count is
+// per calling thread; callers set it (SetThreads) before making a primitive (which keeps the count
+// it was made with) and before running one, so kiln.set_num_threads holds for oneDNN too.
 #pragma once
 
 #include <string>
@@ -52,8 +52,8 @@ const Api* Get();
 // This thread's stream on the CPU engine (streams are not shared between threads).
 dnnl_stream_t ThisThreadStream(const Api& api);
 
-// Sets OpenMP's thread count to kiln's thread pool size (GetNumThreads) for this thread's calls.
-void SyncThreads(const Api& api);
+// Sets OpenMP's thread count for this thread's oneDNN calls to n (only on change).
+void SetThreads(const Api& api, int n);
 
 // Throws kiln's RuntimeError naming `what` when status is not dnnl_success.
 void Check(dnnl_status_t status, const char* what);

@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/thread_pool.h"
 
 namespace kiln::onednn {
 namespace {
@@ -32,8 +31,7 @@ TEST(OneDnn, EnabledSwitch) {
 TEST(OneDnn, ReorderTransposes) {
   const Api* api = Get();
   if (api == nullptr) GTEST_SKIP() << UnavailableReason();
-  SetNumThreads(1);
-  SyncThreads(*api);
+  SetThreads(*api, 1);
   const dnnl_dims_t dims = {2, 3};
   dnnl_memory_desc_t row_major, col_major;
   ASSERT_EQ(api->dnnl_memory_desc_init_by_tag(&row_major, 2, dims, dnnl_f32, dnnl_ab), dnnl_success);

@@ -411,15 +411,6 @@ Split SplitBatch(int64_t batch) {
   return {1, static_cast<int>(threads)};
 }
 
-// Sets OpenMP's thread count for this thread's oneDNN calls (it is per thread), only on change.
-void SetOmpThreads(const Api& api, int n) {
-  thread_local int current = 0;
-  if (api.omp_set_num_threads != nullptr && n != current) {
-    api.omp_set_num_threads(n);
-    current = n;
-  }
-}
-
 // Chunk k of `tasks` over a batch of n: its first sample and size.
 std::pair<int64_t, int64_t> Chunk(int64_t n, int64_t tasks, int64_t k) {
   const int64_t n0 = n * k / tasks, n1 = n * (k + 1) / tasks;
@@ -431,7 +422,7 @@ std::pair<int64_t, int64_t> Chunk(int64_t n, int64_t tasks, int64_t k) {
 template <typename Fn>
 void ForEachChunk(const Api& api, int64_t batch, const Split& split, const Fn& fn) {
   ParallelFor(0, split.tasks, 1, [&](int64_t begin, int64_t end) {
-    SetOmpThreads(api, split.omp);
+    onednn::SetThreads(api, split.omp);
     for (int64_t k = begin; k < end; ++k) {
       const auto [n0, nb] = Chunk(batch, split.tasks, k);
       if (nb > 0) fn(k, n0, nb);
@@ -475,7 +466,7 @@ bool ConvolutionOneDnn(const Tensor& x_in, const Tensor& w_in, const Tensor* bia
   const View vx = Activation(x), vw = Weights(w, p.groups), vy = Activation(out);
   const int64_t batch = vx.dims[0];
   const Split split = SplitBatch(batch);
-  SetOmpThreads(*api, split.omp);  // before a plan is made: its primitives keep the thread count
+  onednn::SetThreads(*api, split.omp);  // before a plan is made: its primitives keep the thread count
   static PlanCache<ForwardPlan> cache;
   std::map<int64_t, std::shared_ptr<const ForwardPlan>> plans;
   auto make = [&](int64_t nb) {
@@ -545,7 +536,7 @@ bool ConvolutionBackwardOneDnn(const Tensor& dy_in, const Tensor& x_in, const Te
     return cache.Get(MakeKey(2, split.omp, p, {&cx, &vw, &cy, pgi, pgw}),
                      [&] { return MakeBackwardPlan(*api, cx, vw, cy, pgi, pgw, p); });
   };
-  SetOmpThreads(*api, split.omp);  // before a plan is made: its primitives keep the thread count
+  onednn::SetThreads(*api, split.omp);  // before a plan is made: its primitives keep the thread count
   if (!PlansBySize<BackwardPlan>(batch, split, make, &plans)) return false;
   if (gw != nullptr && plans.size() > 1) {
     // the chunks' weight gradients are summed as they lie: their layouts must agree
@@ -553,7 +544,7 @@ bool ConvolutionBackwardOneDnn(const Tensor& dy_in, const Tensor& x_in, const Te
     const auto& z = *plans.rbegin()->second->weights->Query(dnnl_query_diff_weights_md);
     if (!api->dnnl_memory_desc_equal(&a, &z)) {
       split = {1, static_cast<int>(GetNumThreads())};
-      SetOmpThreads(*api, split.omp);
+      onednn::SetThreads(*api, split.omp);
       plans.clear();
       if (!PlansBySize<BackwardPlan>(batch, split, make, &plans)) return false;
     }
