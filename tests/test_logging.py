@@ -114,11 +114,11 @@ def test_verbosity_prefixes_set_the_levels_torch_sets():
 def test_component_levels_choose_the_messages():
     info = run(PROGRAM, KILN_LOGS="dynamo")
     assert info.returncode == 0, info.stderr
-    assert "[kiln] [dynamo] compiled f" in info.stderr
+    assert "[kiln] [dynamo] [0/0] compiled f" in info.stderr
     assert "[graph_breaks]" not in info.stderr and "[guards]" not in info.stderr
 
     debug = run(PROGRAM, KILN_LOGS="+dynamo")  # the component's artifacts come with DEBUG...
-    assert "[kiln] [dynamo] compiled f" in debug.stderr
+    assert "[kiln] [dynamo] [0/0] compiled f" in debug.stderr
     for artifact in ("graph_breaks", "guards", "recompiles", "graph_code"):
         assert f"[kiln] [{artifact}]" in debug.stderr, artifact
     assert "[bytecode]" not in debug.stderr  # ...but not those off by default
@@ -132,19 +132,19 @@ def test_component_levels_choose_the_messages():
 def test_artifacts_alone_all_and_module_names():
     artifacts = run(PROGRAM, KILN_LOGS="graph_breaks, recompiles,bytecode")
     err = artifacts.stderr
-    assert "[kiln] [graph_breaks] Graph break: print()" in err
-    assert "[kiln] [recompiles] Recompiling function f" in err and "dtype is float64" in err
-    assert "[kiln] [bytecode] code for f:" in err
+    assert "[kiln] [graph_breaks] [0/0] Graph break: print()" in err
+    assert "[kiln] [recompiles] [0/1] Recompiling function f" in err and "dtype is float64" in err
+    assert "[kiln] [bytecode] [0/0] code for f:" in err
     assert "[dynamo]" not in err and "[guards]" not in err
 
     everything = run(PROGRAM, KILN_LOGS="all")
-    assert "[kiln] [dynamo] compiled f" in everything.stderr
-    assert "[kiln] [inductor] compiled a graph of" in everything.stderr
-    assert "[kiln] [aot] traced and compiled an inference graph" in everything.stderr
+    assert "[kiln] [dynamo] [0/0] compiled f" in everything.stderr
+    assert "[kiln] [inductor] [0/0] compiled a graph of" in everything.stderr
+    assert "[kiln] [aot] [0/0] traced and compiled an inference graph" in everything.stderr
     assert "[guards]" not in everything.stderr  # all is INFO: artifacts need DEBUG or their name
 
     module = run(PROGRAM, KILN_LOGS="+kiln._dynamo.guards")
-    assert "[kiln] [guards] GUARDS:" in module.stderr and "[graph_breaks]" not in module.stderr
+    assert "[kiln] [guards] [0/0] GUARDS:" in module.stderr and "[graph_breaks]" not in module.stderr
 
 
 def test_logs_out_and_format(tmp_path):
@@ -166,13 +166,13 @@ def test_set_logs_in_process(default_logs, capsys):
     kiln._dynamo.reset()
     kiln.compile(f, backend="eager")(kiln.ones(2))
     err = capsys.readouterr().err
-    assert "[kiln] [graph_breaks] Graph break: print()" in err and "[kiln] [dynamo] compiled f" in err
+    assert "[kiln] [graph_breaks] [0/0] Graph break: print()" in err and "[kiln] [dynamo] [0/0] compiled f" in err
 
     kiln._logging.set_logs(guards=True)  # a call replaces the previous setting entirely
     kiln._dynamo.reset()
     kiln.compile(f, backend="eager")(kiln.ones(2))
     err = capsys.readouterr().err
-    assert "[kiln] [guards] GUARDS:" in err and "[graph_breaks]" not in err and "[dynamo]" not in err
+    assert "[kiln] [guards] [0/0] GUARDS:" in err and "[graph_breaks]" not in err and "[dynamo]" not in err
 
     kiln._logging.set_logs()
     kiln._dynamo.reset()
@@ -237,3 +237,37 @@ def test_old_import_path_still_works(default_logs):
 def test_an_unregistered_artifact_is_refused():
     with pytest.raises(ValueError, match="'not_an_artifact' not registered.*_registrations.py"):
         kiln._logging.getArtifactLogger(__name__, "not_an_artifact")
+
+
+# --- compile IDs ----------------------------------------------------------------------------------------
+def test_compile_ids_number_frames_and_their_recompiles(default_logs, capsys):
+    """[frame/recompile] as PyTorch's: the resume function after a break is frame 1, a guard failure
+    is the frame's next compile, and reset() numbers from 0 again."""
+    from kiln._guards import CompileContext, CompileId
+
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(CompileContext.current_compile_id())
+        return gm.forward
+
+    def f(x):
+        y = x.cos()
+        print("between")
+        return y * 2
+
+    kiln._dynamo.reset()
+    kiln._logging.set_logs(graph_breaks=True, recompiles=True)
+    cf = kiln.compile(f, backend=backend)
+    cf(kiln.ones(2))
+    cf(kiln.ones(2, dtype=kiln.float64))
+    assert seen == [CompileId(0, 0), CompileId(1, 0), CompileId(0, 1), CompileId(1, 1)]
+    assert str(seen[-1]) == "1/1" and CompileContext.current_compile_id() is None
+    err = capsys.readouterr().err
+    assert "[kiln] [graph_breaks] [0/0] Graph break: print()" in err
+    assert "[kiln] [recompiles] [0/1] Recompiling function f" in err
+    assert "[kiln] [recompiles] [1/1] Recompiling function __resume_in_f" in err
+    kiln._dynamo.reset()
+    seen.clear()
+    kiln.compile(f, backend=backend)(kiln.ones(3))
+    assert seen[0] == CompileId(0, 0)

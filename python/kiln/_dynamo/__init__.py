@@ -29,7 +29,9 @@ def allow_in_graph(fn):
 
 
 def reset():
-    """Drops every compiled entry, skip mark and remembered input size."""
+    """Drops every compiled entry, skip mark and remembered input size; compile IDs restart."""
+    from kiln._guards import reset_compile_ids
+
     for code in list(convert_frame.seen_codes):
         _C._dynamo.reset_code(code)
     convert_frame.seen_codes.clear()
@@ -37,6 +39,7 @@ def reset():
     convert_frame.static_frames.clear()
     convert_frame._resume_cache.clear()
     cache_size._warned.clear()
+    reset_compile_ids()
 
 
 def mark_dynamic(t, index, *, min=None, max=None):

@@ -21,6 +21,7 @@ import weakref
 
 import kiln
 from kiln import _C
+from kiln._guards import compile_context, next_compile_id
 from kiln._dynamo import config
 from kiln._dynamo.cache_size import exceeds_recompile_limit, warn_recompile_limit
 from kiln._dynamo.codegen import FrameCodegen, install_global, make_function
@@ -100,6 +101,11 @@ def compile_frame(ctx, code, f_locals, f_globals):
             or code.co_filename == _MODULE_FILE or _uses_zero_arg_super(code)):
         _C._dynamo.skip_code(code)
         return None
+    with compile_context(next_compile_id(code)):  # every log line of this compile names it
+        return _compile_with_id(ctx, code, f_locals, f_globals)
+
+
+def _compile_with_id(ctx, code, f_locals, f_globals):
     entries = _C._dynamo._debug_get_cache_entry_list(code)
     if entries:
         if exceeds_recompile_limit(entries):

@@ -15,6 +15,7 @@ import weakref
 
 import kiln
 from kiln import _C
+from kiln._guards import current_compile_id
 from kiln._dynamo import config
 from kiln._dynamo.codegen import install_global
 from kiln._dynamo.exc import BackendCompilerFailed, SpecializeShapes, Unsupported, unimplemented
@@ -317,7 +318,7 @@ class OutputGraph:
         # errors as convert_frame does (Note [Internal errors at the first call]); the code by a
         # weak reference, as its cache entries hold the compiled graph (a cycle through C++)
         gm.meta = {"dynamo_flat_name_to_original_fqn": {}, "kiln_code": weakref.ref(self.code),
-                   "kiln_fullgraph": self.fullgraph}
+                   "kiln_fullgraph": self.fullgraph, "kiln_compile_id": current_compile_id()}
         self.compiled_graphs.append(gm)
         if graph_code_log.isEnabledFor(logging.DEBUG):
             graph_code_log.debug("TRACED GRAPH %s (%s)\n%s", self.code.co_name, self.code.co_filename,

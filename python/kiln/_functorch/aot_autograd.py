@@ -37,6 +37,7 @@ from kiln._functorch._aot_autograd.joint import trace_joint
 from kiln._functorch._aot_autograd.runtime import _InferenceRuntime, _training_runtime, _with_constants
 from kiln._functorch.backward_reads import (inputs_read_by_backward, prune_absent, saved_input_aliases,
                                              saved_inputs_recomputed_from, tangent_dependencies)
+from kiln._guards import compile_context
 from kiln._logging import getArtifactLogger
 from kiln.func import _flatten, _unflatten
 
@@ -228,7 +229,8 @@ def aot_module_simplified(gm, example_inputs, fw_compiler, bw_compiler=None, par
         entry = runtimes.get(key)
         if entry is None:
             try:
-                entry = runtimes[key] = _entry(args)
+                with compile_context(gm.meta.get("kiln_compile_id")):  # logs name Dynamo's compile
+                    entry = runtimes[key] = _entry(args)
             except Exception as e:  # noqa: BLE001 - the handler decides who sees it
                 if on_trace_error is None:
                     raise

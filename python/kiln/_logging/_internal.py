@@ -23,6 +23,8 @@ import re
 import sys
 import weakref
 
+from kiln._guards import current_compile_id
+
 LOG_ENV_VAR = "KILN_LOGS"
 LOG_OUT_ENV_VAR = "KILN_LOGS_OUT"
 LOG_FORMAT_ENV_VAR = "KILN_LOGS_FORMAT"
@@ -289,8 +291,9 @@ def set_logs(*, all=None, dynamo=None, aot=None, inductor=None, bytecode=False, 
 
 # --- applying a setting to Python's loggers ----------------------------------------------------------
 class KilnLogsFormatter(logging.Formatter):
-    """`[kiln] [graph_breaks] message`: the artifact's name, or the log's (`dynamo`) for a
-    component's record (none for kiln's other modules); the level when it is not DEBUG or INFO."""
+    """`[kiln] [graph_breaks] [0/1] message`: the artifact's name, or the log's (`dynamo`) for a
+    component's record (none for kiln's other modules); the compile ID while a frame is compiled
+    (kiln/_guards.py: frame 0's second compile); the level when it is not DEBUG or INFO."""
 
     def format(self, record):
         tag = getattr(logging.getLogger(record.name), "artifact_name", None) or _alias_of(record.name)
@@ -300,7 +303,9 @@ class KilnLogsFormatter(logging.Formatter):
         if record.exc_text:
             text = text.rstrip("\n") + "\n" + record.exc_text
         level = "" if record.levelno <= logging.INFO else f"{record.levelname}: "
-        return f"[kiln] {'' if tag == 'kiln' else f'[{tag}] '}{level}{text}"
+        compile_id = current_compile_id()
+        where = f"[{compile_id}] " if compile_id is not None else ""
+        return f"[kiln] {'' if tag == 'kiln' else f'[{tag}] '}{where}{level}{text}"
 
 
 def _alias_of(qname):
