@@ -33,3 +33,22 @@ def test_attention_on_cuda_matches_the_cpu(kw):
     for a, b, s in zip(gg, gc, sg):
         close(a, b, 1e-4, "grad")
         assert a.stride() == s  # the leaf's transposed layout
+
+
+@pytest.mark.parametrize("add_zero_attn", [False, True])
+def test_multihead_attention_on_cuda_matches_the_cpu(add_zero_attn):
+    """nn.MultiheadAttention's composite makes helper tensors (the zero attention row, the causal
+    mask) on its inputs' device; they were made on the CPU and failed on CUDA inputs."""
+    kiln.manual_seed(0)
+    mha = kiln.nn.MultiheadAttention(32, 4, add_zero_attn=add_zero_attn, batch_first=True)
+    x = host("float32", (3, 10, 32), seed=7)
+    results = {}
+    for device in ("cpu", "cuda"):
+        m = mha.to(device)
+        m.zero_grad()
+        xi = x.to(device).requires_grad_()
+        y, w = m(xi, xi, xi, is_causal=False)
+        y.square().sum().backward()
+        results[device] = [t.detach().cpu() for t in (y, w, xi.grad, m.in_proj_weight.grad)]
+    for a, b in zip(results["cuda"], results["cpu"]):
+        close(a, b, 1e-4, "mha")

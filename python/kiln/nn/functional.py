@@ -387,7 +387,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         key, value = repeat_heads(key), repeat_heads(value)
     scores = kiln.matmul(query, key.transpose(-2, -1)) * scale_factor
     if is_causal:
-        causal = kiln.ones(L, S, dtype=kiln.bool).tril(0)
+        causal = kiln.ones(L, S, dtype=kiln.bool, device=query.device).tril(0)
         scores = scores.masked_fill(causal.logical_not(), float("-inf"))
     if attn_mask is not None:
         if attn_mask.dtype == kiln.bool:
@@ -524,8 +524,8 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     k = k.reshape(k.shape[0], bsz * num_heads, head_dim).transpose(0, 1)
     v = v.reshape(v.shape[0], bsz * num_heads, head_dim).transpose(0, 1)
     if add_zero_attn:
-        k = kiln.cat([k, kiln.zeros((bsz * num_heads, 1, head_dim), dtype=k.dtype)], 1)
-        v = kiln.cat([v, kiln.zeros((bsz * num_heads, 1, head_dim), dtype=v.dtype)], 1)
+        k = kiln.cat([k, kiln.zeros((bsz * num_heads, 1, head_dim), dtype=k.dtype, device=k.device)], 1)
+        v = kiln.cat([v, kiln.zeros((bsz * num_heads, 1, head_dim), dtype=v.dtype, device=v.device)], 1)
         if attn_mask is not None:
             attn_mask = pad(attn_mask, (0, 1))
         if key_padding_mask is not None:
