@@ -8,6 +8,7 @@
 #include "runtime/cuda/cublas.h"
 #include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/cuda_allocator.h"
+#include "runtime/cuda/cudnn.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/loader.h"
 #include "runtime/cuda/module.h"
@@ -17,6 +18,7 @@
 #include "runtime/error.h"
 #include "tensor/cuda/cuda_ops.h"
 #include "tensor/cuda/multi_tensor.h"
+#include "tensor/ops/conv_cudnn.h"
 
 namespace py = pybind11;
 
@@ -94,6 +96,12 @@ void InitCudaBindings(py::module_& m) {
   m.def("_cuda_cublaslt_available", [] { return cuda::CublasLtAvailable(); });
   m.def("_cuda_cublaslt_unavailable_reason", [] { return cuda::CublasLtUnavailableReason(); });
   m.def("_cuda_cublaslt_gemms", [] { return cuda::LtGemmCount(); });
+  m.def("_cudnn_available", [] { return cuda::CudnnAvailable(); });
+  m.def("_cudnn_unavailable_reason", [] { return cuda::CudnnUnavailableReason(); });
+  m.def("_cudnn_version", [] { return cuda::CudnnVersion(); });
+  m.def("_cudnn_convolutions", [] { return cuda::CudnnConvolutionCount(); });
+  m.def("_cudnn_set_enabled", &SetCudnnEnabled);
+  m.def("_cudnn_set_deterministic", &SetCudnnDeterministic);
 
   m.def("_cuda_nvjitlink_available", [] { return cuda::NvJitLinkAvailable(); });
   m.def("_cuda_nvjitlink_unavailable_reason", [] { return cuda::NvJitLinkUnavailableReason(); });

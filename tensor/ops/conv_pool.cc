@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "tensor/memory_format.h"
+#include "tensor/ops/conv_cudnn.h"
 #include "tensor/ops/conv_onednn.h"
 #include "tensor/ops/conv_pool.h"
 #include "tensor/ops/gemm.h"
@@ -249,7 +250,9 @@ Tensor ConvolutionKernel(const Tensor& input, const Tensor& weight, const OptTen
   Tensor out = EmptyFromMeta(m);
   if (out.numel() == 0) return out;
   if (input.device().is_cuda()) {
-    ConvolutionCUDA(input, weight, bias && bias->defined() ? &*bias : nullptr, out, p);
+    const Tensor* b = bias && bias->defined() ? &*bias : nullptr;
+    // through cuDNN where it applies, in any layout (Note [cuDNN convolutions])
+    if (!ConvolutionCudnn(input, weight, b, out, p)) ConvolutionCUDA(input, weight, b, out, p);
     return out;
   }
   const ScalarType compute = OpMathType(input.dtype());

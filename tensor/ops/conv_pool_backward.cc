@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "tensor/memory_format.h"
+#include "tensor/ops/conv_cudnn.h"
 #include "tensor/ops/conv_onednn.h"
 #include "tensor/ops/conv_pool.h"
 #include "tensor/ops/gemm.h"
@@ -176,6 +177,10 @@ Tensor3 ConvBw(const Tensor& grad, const Tensor& input, const Tensor& weight, co
     if (dw.defined() && !dw.is_same(gw)) ops::copy_(gw, dw);
   };
   if (input.device().is_cuda() && input.numel() > 0 && grad.numel() > 0 && weight.numel() > 0) {
+    // through cuDNN where it applies, in any layout (Note [cuDNN convolutions])
+    if (ConvolutionBackwardCudnn(grad, input, weight, p, gi.defined() ? &gi : nullptr, gw.defined() ? &gw : nullptr)) {
+      return {gi, gw, gb};
+    }
     auto contiguous = [](const Tensor& g) {  // the CUDA kernel computes in the tensors' own dtype
       return !g.defined() || g.is_contiguous() ? g : EmptyTensor(g.sizes(), g.dtype(), g.device());
     };

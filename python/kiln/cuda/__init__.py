@@ -17,10 +17,13 @@ from kiln.cuda import amp  # noqa: F401
 
 
 def _add_wheel_library_dirs():
-    """PyTorch's CUDA wheels keep cuBLAS and nvJitLink in site-packages/nvidia/cu13/lib: search there."""
+    """PyTorch's CUDA wheels keep cuBLAS and nvJitLink in site-packages/nvidia/cu13/lib, and cuDNN in
+    nvidia/cudnn/lib: search there."""
     for root in sys.path:
-        if root and os.path.isdir(os.path.join(root, "nvidia", "cu13", "lib")):
-            _C._cuda_add_library_dir(os.path.join(root, "nvidia", "cu13", "lib"))
+        for sub in (("cu13", "lib"), ("cudnn", "lib")):
+            folder = os.path.join(root, "nvidia", *sub) if root else ""
+            if folder and os.path.isdir(folder):
+                _C._cuda_add_library_dir(folder)
 
 
 _add_wheel_library_dirs()
