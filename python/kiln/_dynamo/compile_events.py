@@ -42,8 +42,8 @@ def frame_compile(code, name):
     eager when the frame runs as written, or error)."""
     counters["frames"]["total"] += 1
     _structured.trace_structured("compile_start", lambda: {
-        "function": name, "file": code.co_filename, "line": code.co_firstlineno,
-        "user_stack": _structured.user_stack(_KILN_DIR)})
+        "function": name, "code_name": code.co_name, "file": code.co_filename, "line": code.co_firstlineno,
+        "resume": code.co_name.startswith("__resume_in_"), "user_stack": _structured.user_stack(_KILN_DIR)})
     outcome = _Outcome()
     status, error = "error", None
     try:
@@ -81,4 +81,4 @@ def recompile(code, name, reasons, limit_hit=False):
     else:
         counters["recompiles"][f"{name}: {short}"] += 1
     _structured.trace_structured("recompile", {"function": name, "file": code.co_filename, "line": code.co_firstlineno,
-                                               "reasons": list(reasons), "limit_hit": limit_hit})
+                                               "reason": short, "reasons": list(reasons), "limit_hit": limit_hit})

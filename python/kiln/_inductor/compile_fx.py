@@ -88,6 +88,9 @@ def _compile_fx_inner(gm, example_inputs, config, is_backward):
     for kernel in graph.kernels:
         namespace[kernel.name] = kernel.compiled
     exec(compile(source, f"<kiln inductor output {next(_graph_ids)}>", "exec"), namespace)
+    # generated code is never a user frame: a backward run by loss.backward() inside a compiled
+    # function called it under the frame hook, which captured it and broke the graph in it
+    _C._dynamo.skip_code(namespace["call"].__code__)
     call = _checking_input_layouts(namespace["call"], gm)
     call._boxed_call = True
     code = output_code(graph, source)

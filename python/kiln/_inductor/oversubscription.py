@@ -6,9 +6,10 @@ others wait for it, at every kernel: a compiled training step was measured 10x s
 on a loaded 2-core machine (eager's small ops mostly run on one thread), and kiln.set_num_threads(1)
 fixed it. Nothing failed, so nobody was told.
 
-The check: while Inductor compiles a graph (which keeps this process busy for tens of milliseconds
-or more), how many cores did *other* processes keep busy? That is the busy time /proc/stat counts on
-the CPUs this process may use, less this process's own CPU time, over the wall time. When kiln's
+The check, after Inductor compiles a graph: since the first compile of the last few seconds (a
+small graph compiles in milliseconds, too short to measure), how many cores did *other* processes
+keep busy? That is the busy time /proc/stat counts on the CPUs this process may use, less this
+process's own CPU time, over the wall time. When kiln's
 threads exceed the cores left free by more than half a core, one warning (at the user's line, and
 on the perf_hints log) says so and gives the fix. Off with KILN_CHECK_THREADS=0 or
 kiln._inductor.config.check_thread_oversubscription = False; without /proc/stat (not Linux) the
@@ -24,8 +25,10 @@ from kiln._inductor import config
 from kiln._logging import getArtifactLogger
 
 perf_hints_log = getArtifactLogger(__name__, "perf_hints")
-_MIN_WINDOW_S = 0.03  # /proc/stat counts in 10 ms ticks: a shorter window says little
+_MIN_WINDOW_S = 0.1  # /proc/stat counts in 10 ms ticks: a shorter window is too coarse to tell
+_MAX_WINDOW_S = 5.0  # older load says little about the kernels about to run
 _warned = [False]
+_window_start = [None]  # the Sample a measurement runs from: small graphs compile in milliseconds
 
 
 def _cpus():
@@ -87,8 +90,11 @@ def check(start):
     if _warned[0] or not config.check_thread_oversubscription:
         return
     end = Sample()
+    begin = _window_start[0]
+    if begin is None or end.wall - begin.wall > _MAX_WINDOW_S:
+        begin = _window_start[0] = start
     threads, cpus = kiln.get_num_threads(), len(end.cpus)
-    others = others_busy_cores(start, end)
+    others = others_busy_cores(begin, end)
     if not oversubscribed(threads, cpus, others):
         return
     _warned[0] = True
