@@ -66,10 +66,9 @@ def make_config(mode=None, options=None):
 
 
 def compile_fx_inner(gm, example_inputs, config=None, is_backward=False):
-    sample = oversubscription.Sample()
     with dynamo_timed("compile_fx_inner", phase="inductor lowering"):
         call = _compile_fx_inner(gm, example_inputs, config, is_backward)
-    oversubscription.check(sample)
+    oversubscription.check()  # one warning when kiln's threads exceed the cores left free
     return call
 
 

@@ -6,9 +6,9 @@ others wait for it, at every kernel: a compiled training step was measured 10x s
 on a loaded 2-core machine (eager's small ops mostly run on one thread), and kiln.set_num_threads(1)
 fixed it. Nothing failed, so nobody was told.
 
-The check, after Inductor compiles a graph: since the first compile of the last few seconds (a
-small graph compiles in milliseconds, too short to measure), how many cores did *other* processes
-keep busy? That is the busy time /proc/stat counts on the CPUs this process may use, less this
+The check, after Inductor compiles a graph: since the last measurement (the first starts when
+kiln.compile picks Inductor: a graph whose kernels are cached on disk compiles in milliseconds, too
+short to measure), how many cores did *other* processes keep busy? That is the busy time /proc/stat counts on the CPUs this process may use, less this
 process's own CPU time, over the wall time. When kiln's
 threads exceed the cores left free by more than half a core, one warning (at the user's line, and
 on the perf_hints log) says so and gives the fix. Off with KILN_CHECK_THREADS=0 or
@@ -26,9 +26,7 @@ from kiln._logging import getArtifactLogger
 
 perf_hints_log = getArtifactLogger(__name__, "perf_hints")
 _MIN_WINDOW_S = 0.1  # /proc/stat counts in 10 ms ticks: a shorter window is too coarse to tell
-_MAX_WINDOW_S = 5.0  # older load says little about the kernels about to run
 _warned = [False]
-_window_start = [None]  # the Sample a measurement runs from: small graphs compile in milliseconds
 
 
 def _cpus():
@@ -84,17 +82,17 @@ def oversubscribed(threads, cpus, others):
     return threads > 1 and others is not None and threads > cpus - others + 0.5
 
 
-def check(start):
-    """After a graph's compile that began at Sample `start`: warns once if kiln's threads exceed
-    the cores other processes leave free."""
+def check():
+    """After a graph's compile: warns once if kiln's threads exceed the cores other processes have
+    left free since the last measurement."""
     if _warned[0] or not config.check_thread_oversubscription:
         return
     end = Sample()
-    begin = _window_start[0]
-    if begin is None or end.wall - begin.wall > _MAX_WINDOW_S:
-        begin = _window_start[0] = start
     threads, cpus = kiln.get_num_threads(), len(end.cpus)
-    others = others_busy_cores(begin, end)
+    others = others_busy_cores(_window_start[0], end)
+    if others is None:
+        return  # too short: measured later over a longer window
+    _window_start[0] = end
     if not oversubscribed(threads, cpus, others):
         return
     _warned[0] = True
@@ -107,3 +105,9 @@ def check(start):
     from kiln._dynamo.cache_size import warn_at_user_frame
 
     warn_at_user_frame(message, RuntimeWarning)
+
+
+# Measured from the first kiln.compile(..., backend="inductor") (which imports this module): the
+# program's own set-up is part of the window, while a graph with cached kernels compiles in a few
+# milliseconds, too short to tell
+_window_start = [Sample()]

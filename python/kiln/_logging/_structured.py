@@ -23,6 +23,7 @@ a trace that cannot be written is switched off with one warning, and the compile
 import json
 import logging
 import os
+import sysconfig
 import threading
 import time
 import traceback
@@ -31,6 +32,7 @@ from kiln._guards import current_compile_id
 
 TRACE_ENV_VAR = "KILN_TRACE"
 log = logging.getLogger("kiln._logging")
+_STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
 _lock = threading.Lock()
 _state = {"dir": None, "pid": None, "file": None}
 
@@ -98,7 +100,10 @@ def trace_structured(event, metadata=None, payload_fn=None, compile_id=None):
 
 def user_stack(skip_dir, limit=8):
     """The innermost frames outside `skip_dir` (kiln's package), outermost first, as
-    [{"file", "line", "function", "code"}]: where the user's program asked for the compile."""
+    [{"file", "line", "function", "code"}]: where the user's program asked for the compile (the
+    standard library's frames between it and kiln, such as contextlib's, dropped too)."""
     frames = [f for f in traceback.extract_stack()[:-1] if not f.filename.startswith(skip_dir)]
+    while frames and frames[-1].filename.startswith(_STDLIB):
+        frames.pop()
     return [{"file": f.filename, "line": f.lineno, "function": f.name, "code": (f.line or "").strip()}
             for f in frames[-limit:]]
