@@ -123,6 +123,51 @@ def test_an_unwritable_trace_is_switched_off_and_the_program_runs(tmp_path):
     assert out.stderr.count("KILN_TRACE: cannot write under") == 1
 
 
+def test_trace_and_report_say_why_a_frame_runs_eagerly(tmp_path):
+    out, script = run_program(tmp_path, """
+        import warnings
+        import kiln
+        from kiln._dynamo.backends.common import aot_autograd
+
+        def failing(gm, example_inputs):
+            raise ZeroDivisionError("seeded: the backend fails at compile time")
+
+        def failing_late(gm, example_inputs):
+            raise ZeroDivisionError("seeded: the forward compiler fails at the first call")
+
+        def no_tensor_ops(n):
+            return n * 2
+
+        def f(x):
+            return x.sin() + 1
+
+        def g(x):
+            return x.cos() * 2
+
+        warnings.simplefilter("ignore")
+        print(kiln.compile(no_tensor_ops)(3))
+        print(kiln.compile(f, backend=failing)(kiln.zeros(2)).tolist())
+        print(kiln.compile(g, backend=aot_autograd(fw_compiler=failing_late))(kiln.zeros(2)).tolist())
+        """, KILN_TRACE=str(tmp_path / "trace"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:3] == ["6", "[1.0, 1.0]", "[2.0, 2.0]"]  # each ran eagerly, as eager does
+    events = read_events(tmp_path / "trace")
+    ends = {e["function"]: e for e in events if e["event"] == "compile_end"}
+    assert (ends["no_tensor_ops"]["status"], ends["no_tensor_ops"]["reason"]) == ("eager", "no tensor ops")
+    assert ends["f"]["status"] == "eager"
+    assert ends["f"]["reason"] == "kiln's compiler failed: ZeroDivisionError: seeded: the backend fails at compile time"
+    assert ends["g"]["status"] == "compiled"  # AOT compiles at the first call, after Dynamo's compile ended
+    late = [e for e in events if e["event"] == "internal_error"]
+    assert [(e["compile_id"], e["error"]) for e in late] == \
+        [(ends["g"]["compile_id"], "ZeroDivisionError: seeded: the forward compiler fails at the first call")]
+    report = subprocess.run([sys.executable, REPORT, str(tmp_path / "trace")], capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr
+    page = (tmp_path / "trace" / "index.html").read_text()
+    assert "runs eagerly: no tensor ops" in page
+    assert "runs eagerly: kiln&#x27;s compiler failed: ZeroDivisionError: seeded: the backend fails" in page
+    assert "kiln's compiler failed at the graph's first call, so it runs eagerly: ZeroDivisionError" in page
+
+
 def test_report_of_an_empty_directory_says_what_to_do(tmp_path):
     out = subprocess.run([sys.executable, REPORT, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == str(tmp_path / "index.html")

@@ -76,7 +76,7 @@ class Compile:
         self.id = compile_id
         self.start = self.end = None
         self.recompile = None
-        self.breaks, self.graphs, self.outputs = [], [], []
+        self.breaks, self.graphs, self.outputs, self.errors = [], [], [], []
         self.guards = None
         self.phases = collections.defaultdict(float)
         self.steps = collections.defaultdict(float)
@@ -124,6 +124,8 @@ def collect(events):
             c.recompile = e
         elif kind == "graph_break":
             c.breaks.append(e)
+        elif kind == "internal_error":
+            c.errors.append(e)
         elif kind == "guards":
             c.guards = e.get("payload")
         elif kind == "inductor_output_code":
@@ -200,6 +202,11 @@ def render_compile(c, scale):
     parts = [f'<div class="{classes}" id="{anchor("compile", c.id)}"><h3>{title}</h3>']
     if (c.end or {}).get("error"):
         parts.append(f"<div class='break'>error: {esc(c.end['error'])}</div>")
+    if (c.end or {}).get("reason"):
+        parts.append(f"<div class='break'>runs eagerly: {esc(c.end['reason'])}</div>")
+    for e in c.errors:
+        parts.append(f"<div class='break'>kiln's compiler failed at the graph's first call, so it runs eagerly: "
+                     f"{esc(e.get('error'))}</div>")
     if c.recompile:
         parts.append(render_recompile(c.recompile))
     stack = start.get("user_stack") or []

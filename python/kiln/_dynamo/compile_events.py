@@ -11,6 +11,7 @@ import contextlib
 import linecache
 import os
 import re
+import threading
 
 from kiln._dynamo.cache_size import _short
 from kiln._logging import _structured
@@ -33,6 +34,15 @@ def _where(location):
 
 class _Outcome:
     result = None
+    reason = None  # why the frame runs eagerly, when it does
+
+
+_local = threading.local()
+
+
+def _current():
+    """This thread's compiles in progress, innermost last (one can start inside another's backend)."""
+    return _local.__dict__.setdefault("outcomes", [])
 
 
 @contextlib.contextmanager
@@ -46,17 +56,43 @@ def frame_compile(code, name):
         "resume": code.co_name.startswith("__resume_in_"), "user_stack": _structured.user_stack(_KILN_DIR)})
     outcome = _Outcome()
     status, error = "error", None
+    _current().append(outcome)
     try:
         with dynamo_timed("_compile.compile_inner", phase="dynamo"):
             yield outcome
         status = "compiled" if outcome.result is not None else "eager"
     except BaseException as e:
-        error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        error = _describe(e)
         raise
     finally:
+        _current().pop()
         if status == "compiled":
             counters["frames"]["ok"] += 1
-        _structured.trace_structured("compile_end", {"function": name, "status": status, "error": error})
+        _structured.trace_structured("compile_end", {"function": name, "status": status, "error": error,
+                                                     "reason": outcome.reason})
+
+
+def _describe(error):
+    text = str(error)
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def runs_eagerly(reason):
+    """The frame being compiled runs as written instead (a SkipFrame's reason)."""
+    if _current():
+        _current()[-1].reason = reason
+
+
+def internal_error(error):
+    """kiln's compiler failed (Note [Internal errors] in convert_frame.py): the frame runs eagerly.
+    During the frame's translation it is the compile's reason; at a graph's first call (AOT,
+    Inductor) an event of its own, under the same compile ID."""
+    inner = getattr(error, "inner_exception", None) or error
+    counters["stats"]["internal_errors"] += 1
+    if _current():
+        _current()[-1].reason = f"kiln's compiler failed: {_describe(inner)}"
+    else:
+        _structured.trace_structured("internal_error", {"error": _describe(inner)})
 
 
 def graph_break(error, whole_frame=None):

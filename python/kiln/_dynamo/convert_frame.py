@@ -123,6 +123,7 @@ def _compile_with_id(ctx, code, f_locals, f_globals):
     try:
         return _translate(ctx, code, f_locals, f_globals)
     except SkipFrame as e:
+        compile_events.runs_eagerly(str(e))
         log.debug(f"skipping {code.co_name} ({code.co_filename}:{code.co_firstlineno}): {e}")
         if e.permanent and not _C._dynamo._debug_get_cache_entry_list(code):
             _C._dynamo.skip_code(code)
@@ -148,6 +149,7 @@ def _compile_with_id(ctx, code, f_locals, f_globals):
 
 
 def _warn_internal_error(code, error):
+    compile_events.internal_error(error)
     location = getattr(error, "kiln_user_location", None) or (code.co_filename, code.co_firstlineno)
     inner = error.inner_exception if isinstance(error, BackendCompilerFailed) else error
     what = (f"the backend {error.backend_name!r} failed" if isinstance(error, BackendCompilerFailed)

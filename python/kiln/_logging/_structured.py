@@ -7,9 +7,11 @@ Every event is one line of JSON in `<dir>/kiln_trace_<pid>_<time>.jsonl`: `event
 `frame_compile_id`, the event's own fields, and for the long ones a `payload` (a graph's code, a
 kernel's source). The kinds, and who writes them:
 
-    compile_start, compile_end       _dynamo/convert_frame.py   function, file, line, user stack; status
-    graph_break                      _dynamo/convert_frame.py   reason, hint, file, line, source text
-    recompile                        _dynamo/convert_frame.py   the failed guards
+    compile_start, compile_end       _dynamo/compile_events.py  function, file, line, user stack; status
+                                                                (compiled, eager: with the reason, error)
+    graph_break                      _dynamo/compile_events.py  reason, hint, file, line, source text
+    recompile                        _dynamo/compile_events.py  the failed guards, the short reason
+    internal_error                   _dynamo/compile_events.py  kiln's compiler failed at a graph's first call
     guards                           _dynamo/guards.py          the guard tree (payload)
     dynamo_graph                     _dynamo/output_graph.py    the FX graph (payload)
     aot_joint_graph, aot_forward_graph, aot_backward_graph, aot_inference_graph   _functorch/aot_autograd.py
