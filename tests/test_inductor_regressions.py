@@ -836,3 +836,28 @@ def test_outer_reductions_run_eager_kernels(shape, dims, op):
     reasons = [why for g in graphs for _, why in g.fallbacks]
     assert bool(reasons) == outer, reasons
     assert all(why.startswith("a reduction over an outer dim") for why in reasons), reasons
+
+
+# --- loss.backward() inside a compiled function ---------------------------------------------------
+
+# The backward is a graph break that runs under the frame hook; Inductor's compiled backward (its
+# generated `call`) was captured as a user frame, broke its graph at `args.clear()`, and failed
+# with IndexError (a nanoGPT step, seen while building the compile report). Gradients against eager.
+@pytest.mark.parametrize("backend", ["inductor", "eager"])
+def test_backward_inside_a_compiled_step(backend):
+    kiln.manual_seed(0)
+    model = kiln.nn.Sequential(kiln.nn.Linear(8, 16), kiln.nn.GELU(), kiln.nn.LayerNorm(16), kiln.nn.Linear(16, 1))
+    x = kiln.randn(4, 8)
+
+    def step(x):
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        return loss
+
+    want = step(x)
+    want_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    got = compiled(step, backend)(x)
+    close(got, want)
+    for p, g in zip(model.parameters(), want_grads):
+        close(p.grad, g)

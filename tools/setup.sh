@@ -8,7 +8,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 APT_PACKAGES=(bazel-bootstrap libabsl-dev pybind11-dev libopenblas-dev libdnnl-dev libgfortran-12-dev libgtest-dev libbenchmark-dev
-              clang-format llvm-14-dev zlib1g-dev libzstd-dev libtinfo-dev libxml2-dev libffi-dev)
+              clang-format llvm-14-dev zlib1g-dev libzstd-dev libtinfo-dev libxml2-dev libffi-dev
+              chromium)  # chromium: tests/test_compile_report.py renders tools/compile_report.py's page headless
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

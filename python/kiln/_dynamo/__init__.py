@@ -10,7 +10,7 @@ convert_frame: breaks and the replacement code; guards: the guard tree).
 """
 
 from kiln import _C
-from kiln._dynamo import cache_size, config, convert_frame, exc, testing  # noqa: F401
+from kiln._dynamo import cache_size, config, convert_frame, exc, testing, utils  # noqa: F401
 from kiln._dynamo.backends.registry import list_backends, lookup_backend, register_backend  # noqa: F401
 from kiln._dynamo.eval_frame import OptimizedModule, disable, optimize  # noqa: F401
 from kiln._dynamo.explain import ExplainOutput, explain  # noqa: F401
@@ -29,7 +29,8 @@ def allow_in_graph(fn):
 
 
 def reset():
-    """Drops every compiled entry, skip mark and remembered input size; compile IDs restart."""
+    """Drops every compiled entry, skip mark and remembered input size; compile IDs and compile
+    times restart (counters do not, as in PyTorch)."""
     from kiln._guards import reset_compile_ids
 
     for code in list(convert_frame.seen_codes):
@@ -40,6 +41,7 @@ def reset():
     convert_frame._resume_cache.clear()
     cache_size._warned.clear()
     reset_compile_ids()
+    utils.reset_frame_count()
 
 
 def mark_dynamic(t, index, *, min=None, max=None):

@@ -22,7 +22,7 @@ import weakref
 import kiln
 from kiln import _C
 from kiln._guards import compile_context, next_compile_id
-from kiln._dynamo import config
+from kiln._dynamo import compile_events, config
 from kiln._dynamo.cache_size import exceeds_recompile_limit, warn_recompile_limit
 from kiln._dynamo.codegen import FrameCodegen, install_global, make_function
 from kiln._dynamo.exc import BackendCompilerFailed, SpecializeShapes, Unsupported
@@ -101,13 +101,16 @@ def compile_frame(ctx, code, f_locals, f_globals):
             or code.co_filename == _MODULE_FILE or _uses_zero_arg_super(code)):
         _C._dynamo.skip_code(code)
         return None
-    with compile_context(next_compile_id(code)):  # every log line of this compile names it
-        return _compile_with_id(ctx, code, f_locals, f_globals)
+    with compile_context(next_compile_id(code)), compile_events.frame_compile(code, display_name(code)) as outcome:
+        outcome.result = _compile_with_id(ctx, code, f_locals, f_globals)  # every log line names the compile
+        return outcome.result
 
 
 def _compile_with_id(ctx, code, f_locals, f_globals):
     entries = _C._dynamo._debug_get_cache_entry_list(code)
     if entries:
+        compile_events.recompile(code, display_name(code), [_failed_guard(g, f_locals) for g, _ in entries],
+                                 limit_hit=exceeds_recompile_limit(entries))
         if exceeds_recompile_limit(entries):
             warn_recompile_limit(code, display_name(code), _failed_guard(entries[0][0], f_locals),
                                  frame_states.get(code, {}), ctx.dynamic, static_frames.get(code))
@@ -120,6 +123,7 @@ def _compile_with_id(ctx, code, f_locals, f_globals):
     try:
         return _translate(ctx, code, f_locals, f_globals)
     except SkipFrame as e:
+        compile_events.runs_eagerly(str(e))
         log.debug(f"skipping {code.co_name} ({code.co_filename}:{code.co_firstlineno}): {e}")
         if e.permanent and not _C._dynamo._debug_get_cache_entry_list(code):
             _C._dynamo.skip_code(code)
@@ -127,6 +131,7 @@ def _compile_with_id(ctx, code, f_locals, f_globals):
     except Unsupported as e:  # only fullgraph=True lets a graph break out of _translate
         if ctx.fullgraph:
             raise
+        compile_events.graph_break(e, whole_frame="the whole frame runs eagerly")
         graph_breaks_log.debug(f"Graph break: the whole frame {display_name(code)} runs eagerly: {e}")
         return None
     except Exception as e:
@@ -144,6 +149,7 @@ def _compile_with_id(ctx, code, f_locals, f_globals):
 
 
 def _warn_internal_error(code, error):
+    compile_events.internal_error(error)
     location = getattr(error, "kiln_user_location", None) or (code.co_filename, code.co_firstlineno)
     inner = error.inner_exception if isinstance(error, BackendCompilerFailed) else error
     what = (f"the backend {error.backend_name!r} failed" if isinstance(error, BackendCompilerFailed)
@@ -279,6 +285,7 @@ def _emit_break(ctx, tx, output, code, f_globals, index, error):
         whole_frame = "a function with cell variables (a local captured by a lambda or inner function)"
     elif _in_try_block(tx, inst.offset):
         whole_frame = "a graph break inside a try block"
+    compile_events.graph_break(error, whole_frame)
     if whole_frame is not None:  # logged like every break: the user must see why it runs eagerly
         graph_breaks_log.debug(f"Graph break: {error}\n  the whole frame {display_name(code)} "
                  f"({code.co_filename}:{code.co_firstlineno}) runs eagerly: resume code cannot continue {whole_frame}")

@@ -10,7 +10,8 @@ inlining) are checked by a lambda guard at the root instead.
 import logging
 
 from kiln._C._dynamo import guards as _guards
-from kiln._logging import getArtifactLogger
+from kiln._logging import getArtifactLogger, trace_structured
+from kiln._logging._metrics import dynamo_timed
 
 guards_log = getArtifactLogger(__name__, "guards")
 _MISSING = object()
@@ -102,6 +103,11 @@ def _value_check(source, kind, arg):
 
 def build_guards(output, f_globals):
     """The RootGuardManager for a finished translation."""
+    with dynamo_timed("build_guards"):
+        return _build_guards(output, f_globals)
+
+
+def _build_guards(output, f_globals):
     builder = GuardBuilder(f_globals)
     builder.root.add_global_state_guard("global state at compile time")
     for source, kind, arg, origin in output.guards.entries.values():
@@ -110,4 +116,5 @@ def build_guards(output, f_globals):
         builder.root.set_shape_env(output.shape_env, "shape guards")
     if guards_log.isEnabledFor(logging.DEBUG):
         guards_log.debug("GUARDS:\n%s", builder.root)
+    trace_structured("guards", None, lambda: str(builder.root))
     return builder.root

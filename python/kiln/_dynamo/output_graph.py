@@ -27,7 +27,8 @@ from kiln._dynamo.variables.dicts import ConstDictVariable
 from kiln._dynamo.variables.lists import (BaseListVariable, ListVariable, NamedTupleVariable, TupleVariable,
                                          is_structseq_type)
 from kiln._dynamo.variables.tensor import SymNodeVariable, TensorVariable
-from kiln._logging import getArtifactLogger
+from kiln._logging import getArtifactLogger, trace_structured
+from kiln._logging._metrics import counters, dynamo_timed
 from kiln._subclasses.fake_tensor import FakeTensorMode, stride_derivation, unset_fake_temporarily
 from kiln._symbolic import SymBool, SymFloat, SymInt
 from kiln.fx.experimental.symbolic_shapes import ShapeEnv
@@ -320,12 +321,17 @@ class OutputGraph:
         gm.meta = {"dynamo_flat_name_to_original_fqn": {}, "kiln_code": weakref.ref(self.code),
                    "kiln_fullgraph": self.fullgraph, "kiln_compile_id": current_compile_id()}
         self.compiled_graphs.append(gm)
+        counters["stats"]["calls_captured"] += self.count_calls()
+        counters["stats"]["unique_graphs"] += 1
+        trace_structured("dynamo_graph", {"function": self.code.co_name, "file": self.code.co_filename},
+                         lambda: gm.print_readable(print_output=False))
         if graph_code_log.isEnabledFor(logging.DEBUG):
             graph_code_log.debug("TRACED GRAPH %s (%s)\n%s", self.code.co_name, self.code.co_filename,
                                  gm.print_readable(print_output=False))
         example_inputs = [ga.example for ga in self.graphargs]
         try:
-            compiled = self.compiler_fn(gm, example_inputs)
+            with dynamo_timed("OutputGraph.call_user_compiler"):
+                compiled = self.compiler_fn(gm, example_inputs)
         except Exception as e:
             raise BackendCompilerFailed(getattr(self.compiler_fn, "__name__", repr(self.compiler_fn)), e) from e
         if compiled is None:

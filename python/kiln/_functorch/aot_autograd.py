@@ -38,7 +38,8 @@ from kiln._functorch._aot_autograd.runtime import _InferenceRuntime, _training_r
 from kiln._functorch.backward_reads import (inputs_read_by_backward, prune_absent, saved_input_aliases,
                                              saved_inputs_recomputed_from, tangent_dependencies)
 from kiln._guards import compile_context
-from kiln._logging import getArtifactLogger
+from kiln._logging import getArtifactLogger, trace_structured
+from kiln._logging._metrics import counters, dynamo_timed
 from kiln.func import _flatten, _unflatten
 
 log = logging.getLogger(__name__)
@@ -59,10 +60,21 @@ class AOTConfig:
 def _log_graph(title, gm):
     if aot_graphs_log.isEnabledFor(logging.DEBUG):
         aot_graphs_log.debug("%s:\n%s", title, gm.print_readable(print_output=False))
+    # KILN_TRACE: aot_joint_graph, aot_forward_graph, aot_backward_graph, aot_inference_graph
+    trace_structured(f"aot_{title.split()[0].lower()}_graph", {"title": title},
+                     lambda: gm.print_readable(print_output=False))
 
 
 def create_runtime(flat_fn, leaves, config):
     """Traces, partitions and compiles flat_fn for inputs like `leaves`; returns run(leaves)."""
+    counters["aot_autograd"]["total"] += 1
+    with dynamo_timed("create_aot_dispatcher_function", phase="aot"):
+        runtime = _create_runtime(flat_fn, leaves, config)
+    counters["aot_autograd"]["ok"] += 1
+    return runtime
+
+
+def _create_runtime(flat_fn, leaves, config):
     needs_grad = _C.is_grad_enabled() and any(isinstance(x, kiln.Tensor) and x.requires_grad for x in leaves)
     start = time.perf_counter()
     if not needs_grad:

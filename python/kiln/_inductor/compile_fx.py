@@ -14,7 +14,9 @@ from kiln._dynamo.backends.registry import register_backend
 from kiln._inductor.fx_passes import contiguous_transposed_products
 from kiln._inductor import config as config_module
 from kiln._inductor.graph import GraphLowering, compile_kernels
-from kiln._logging import getArtifactLogger
+from kiln._inductor import oversubscription
+from kiln._logging import getArtifactLogger, trace_structured
+from kiln._logging._metrics import counters, dynamo_timed
 
 log = logging.getLogger(__name__)
 output_code_log = getArtifactLogger(__name__, "output_code")
@@ -64,18 +66,30 @@ def make_config(mode=None, options=None):
 
 
 def compile_fx_inner(gm, example_inputs, config=None, is_backward=False):
+    with dynamo_timed("compile_fx_inner", phase="inductor lowering"):
+        call = _compile_fx_inner(gm, example_inputs, config, is_backward)
+    oversubscription.check()  # one warning when kiln's threads exceed the cores left free
+    return call
+
+
+def _compile_fx_inner(gm, example_inputs, config, is_backward):
     config = config or OPTIONS
     start = time.perf_counter()
     if is_backward:
         contiguous_transposed_products(gm)
-    graph = GraphLowering(gm, config).run()
+    with dynamo_timed("GraphLowering.run"):
+        graph = GraphLowering(gm, config).run()
     source = graph.wrapper_code()
     namespace = {"kiln": kiln, "empty_strided": _empty_strided, "reinterpret_tensor": _reinterpret_tensor,
                  "as_declared": _as_declared}
-    compile_kernels(graph.kernels, config_module.compile_threads)
+    with dynamo_timed("compile_kernels", phase="LLVM codegen"):
+        compile_kernels(graph.kernels, config_module.compile_threads)
     for kernel in graph.kernels:
         namespace[kernel.name] = kernel.compiled
     exec(compile(source, f"<kiln inductor output {next(_graph_ids)}>", "exec"), namespace)
+    # generated code is never a user frame: a backward run by loss.backward() inside a compiled
+    # function called it under the frame hook, which captured it and broke the graph in it
+    _C._dynamo.skip_code(namespace["call"].__code__)
     call = _checking_input_layouts(namespace["call"], gm)
     call._boxed_call = True
     code = output_code(graph, source)
@@ -84,6 +98,11 @@ def compile_fx_inner(gm, example_inputs, config=None, is_backward=False):
     log.info("compiled a %sgraph of %d nodes in %.1f ms (kernels: %d, fallbacks: %d)",
              "backward " if is_backward else "", len(gm.graph.nodes), elapsed, len(graph.kernels), len(graph.fallbacks))
     output_code_log.debug("Output code (%.1f ms):\n%s", elapsed, code)
+    counters["inductor"]["generated_kernel_count"] += len(graph.kernels)
+    counters["inductor"]["fallbacks"] += len(graph.fallbacks)
+    trace_structured("inductor_output_code", lambda: {
+        "is_backward": is_backward, "kernels": [{"name": k.name, "source": k.compiled.code} for k in graph.kernels],
+        "fallbacks": [{"op": op, "why": why} for op, why in graph.fallbacks]}, lambda: code)
     for sink in code_sinks:
         sink.append(code)
     for sink in graph_sinks:

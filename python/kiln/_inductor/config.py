@@ -19,3 +19,5 @@ def decide_compile_threads():
 
 # Kernels of one graph are compiled on up to this many threads (LLVM, with the GIL released).
 compile_threads = decide_compile_threads()
+# Warn once when kiln's kernel threads exceed the cores other processes leave free (oversubscription.py).
+check_thread_oversubscription = os.environ.get("KILN_CHECK_THREADS", "1") != "0"

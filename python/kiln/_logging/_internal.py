@@ -242,7 +242,7 @@ def _parse_log_settings(settings):
 
 def set_logs(*, all=None, dynamo=None, aot=None, inductor=None, bytecode=False, graph_breaks=False,
              graph_code=False, guards=False, recompiles=False, aot_graphs=False, output_code=False,
-             modules=None, **others):
+             perf_hints=False, modules=None, **others):
     """Sets the level of each log component and switches artifacts on, as torch._logging.set_logs.
 
     Components (`all`, `dynamo`, `aot`, `inductor`) take a logging level (logging.DEBUG, ...;
@@ -262,7 +262,8 @@ def set_logs(*, all=None, dynamo=None, aot=None, inductor=None, bytecode=False, 
     state = LogState()
     settings = dict(kiln=all, dynamo=dynamo, aot=aot, inductor=inductor, bytecode=bytecode,
                     graph_breaks=graph_breaks, graph_code=graph_code, guards=guards, recompiles=recompiles,
-                    aot_graphs=aot_graphs, output_code=output_code)
+                    aot_graphs=aot_graphs, output_code=output_code,
+                    perf_hints=perf_hints)
     if modules is not None and not isinstance(modules, dict):
         raise TypeError(f"set_logs(): modules must be a dict of name -> level or bool, got {type(modules).__name__}")
     for alias, value in itertools.chain(settings.items(), (modules or {}).items()):

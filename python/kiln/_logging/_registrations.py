@@ -23,3 +23,6 @@ register_artifact("aot_graphs", "Prints the FX joint, forward and backward (or i
                   "after partitioning: what is given to Inductor")
 register_artifact("output_code", "Prints the code Inductor generates (the wrapper and each kernel), its "
                   "fallbacks and autotuning choices", off_by_default=True)
+register_artifact("perf_hints", "Prints hints about performance: the compile summary at exit (frames, graphs, "
+                  "breaks, recompiles, time per phase: kiln._dynamo.utils.compile_times()) and thread oversubscription",
+                  off_by_default=True)

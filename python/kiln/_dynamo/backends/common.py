@@ -1,6 +1,7 @@
 """kiln._dynamo.backends.common: aot_autograd, the bridge from Dynamo graphs to AOTAutograd."""
 
 from kiln import _C
+from kiln._guards import compile_context
 from kiln._dynamo.backends.registry import register_backend
 
 
@@ -37,7 +38,8 @@ def _on_trace_error(gm, error, run_eagerly):
     outs = run_eagerly()  # the user's own error, if the graph has one, raises here
     if not gm.meta.get("kiln_warned"):
         gm.meta["kiln_warned"] = True
-        _warn_internal_error(code, error)
+        with compile_context(gm.meta.get("kiln_compile_id")):  # its log line and trace event name the compile
+            _warn_internal_error(code, error)
         _C._dynamo.skip_code(code)  # as the warning says: later calls run the function eagerly
     return outs
 
