@@ -11,7 +11,7 @@ import time
 import kiln
 from kiln import _C
 from kiln._dynamo.backends.registry import register_backend
-from kiln._inductor.fx_passes import contiguous_transposed_products
+from kiln._inductor.fx_passes import run_post_grad_passes
 from kiln._inductor import config as config_module
 from kiln._inductor.graph import GraphLowering, compile_kernels
 from kiln._logging import getArtifactLogger
@@ -63,11 +63,11 @@ def make_config(mode=None, options=None):
     return config
 
 
-def compile_fx_inner(gm, example_inputs, config=None, is_backward=False):
+def compile_fx_inner(gm, example_inputs, config=None, is_backward=False, is_inference=False):
     config = config or OPTIONS
     start = time.perf_counter()
-    if is_backward:
-        contiguous_transposed_products(gm)
+    kind = "backward" if is_backward else "inference" if is_inference else "forward"
+    run_post_grad_passes(gm, kind)
     graph = GraphLowering(gm, config).run()
     source = graph.wrapper_code()
     namespace = {"kiln": kiln, "empty_strided": _empty_strided, "reinterpret_tensor": _reinterpret_tensor,
