@@ -195,9 +195,9 @@ def _describe(subsystem, what):
 
 
 def write_minimal_repro(gm, inputs, backend, failure, folder, *, minify=True, note="", rtol=debug_utils.RTOL,
-                        atol=debug_utils.ATOL):
+                        atol=debug_utils.ATOL, filename="repro.py"):
     """The smallest part of `gm` that still shows `failure` under `backend`, written to
-    folder/repro.py; returns its path. Raises NotImplementedError when it cannot be standalone."""
+    folder/filename; returns its path. Raises NotImplementedError when it cannot be standalone."""
     compile_with = lookup_backend(backend)
 
     def still_fails(candidate, candidate_inputs):
@@ -212,7 +212,7 @@ def write_minimal_repro(gm, inputs, backend, failure, folder, *, minify=True, no
         from kiln._dynamo.repro.minifier import minify as shrink
 
         gm, inputs = shrink(gm, inputs, still_fails)
-    path = os.path.join(os.path.abspath(folder), "repro.py")
+    path = os.path.join(os.path.abspath(folder), filename)
     return debug_utils.write_repro(path, gm, inputs, backend=backend, after="dynamo", rtol=rtol, atol=atol,
                                    note=f"A repro written by kiln's compile bisector.\n\n{note}")
 

@@ -263,11 +263,11 @@ def run_repro(mod, args, *, backend="inductor", after="dynamo", options=None, ki
         print(f"repro: eager fails on these inputs: {type(e).__name__}: {e}", file=sys.stderr)
         return EXIT_EAGER_FAILS
     if after == "dynamo":
+        from kiln._dynamo import reset
         from kiln._dynamo.backends.registry import lookup_backend
         from kiln._dynamo.eval_frame import optimize
-        import kiln._dynamo
 
-        kiln._dynamo.reset()
+        reset()
         compiled = optimize(lookup_backend(backend))(mod)
         run = lambda: run_collect(compiled, clone_inputs(args))  # noqa: E731
     elif after == "aot":
@@ -296,9 +296,28 @@ def _run_aot(mod, args, options, kind):
     from kiln.fx.experimental.proxy_tensor import make_fx
 
     inputs = clone_inputs(args)
-    gm = make_fx(mod.forward)(*inputs)
+    gm = make_fx(mod.forward)(*clone_inputs(inputs))
+    _real_meta_values(gm, inputs)
     examples = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
     call = compile_fx_inner(gm, examples, config={**OPTIONS, **(options or {})},
                             is_backward=kind == "backward", is_inference=kind == "inference")
     outs = call(list(inputs)) if getattr(call, "_boxed_call", False) else call(*inputs)
     return [o.detach() for o in flat_tensors(outs)], []
+
+
+def _real_meta_values(gm, inputs):
+    """Each node's meta value the real tensor an eager run computes (make_fx's fake values die
+    with its mode, and Inductor's passes compute on meta values)."""
+    from kiln.fx.interpreter import Interpreter
+
+    class Recording(Interpreter):
+        def run_node(self, node):
+            value = super().run_node(node)
+            if isinstance(value, kiln.Tensor):
+                node.meta["val"] = value.detach()
+            elif isinstance(value, (list, tuple)):
+                node.meta["val"] = type(value)(v.detach() if isinstance(v, kiln.Tensor) else v for v in value)
+            return value
+
+    with kiln.no_grad():
+        Recording(gm, garbage_collect_values=False).run(*clone_inputs(inputs))
