@@ -23,6 +23,7 @@ from kiln._dynamo import debug_utils
 ENV = "KILN_COMPILE_DEBUG"
 _run_dir = None
 _folders = set()
+_restore = []  # (logger, the file handler added, its level and propagate before)
 _LOGGED_ARTIFACTS = ("graph_breaks", "guards", "recompiles")
 
 
@@ -54,10 +55,24 @@ def _log_dynamo_to(path):
         logger = logging.getLogger(qname)
         if getattr(logger, "artifact_name", None) not in _LOGGED_ARTIFACTS:
             continue
+        _restore.append((logger, handler, logger.level, logger.propagate))
         if not logger.isEnabledFor(logging.DEBUG):
             logger.setLevel(logging.DEBUG)
             logger.propagate = False
         logger.addHandler(handler)
+
+
+def reset():
+    """Forgets this process's folder: the next compile makes a new one (tests)."""
+    global _run_dir
+    for logger, handler, level, propagate in reversed(_restore):
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
+        handler.close()
+    _restore.clear()
+    _folders.clear()
+    _run_dir = None
 
 
 def graph_folder(graph_name, kind):
