@@ -7,7 +7,8 @@
 
 How it works: dynamo/README.md (the frame hook, guards and resume code in C++) and the modules
 here (symbolic_convert: the interpreter; variables/: trackers; output_graph: the graph;
-convert_frame: breaks and the replacement code; guards: the guard tree).
+convert_frame: breaks and the replacement code; guards: the guard tree; compiler_bisector,
+debug_utils and repro/: the backend bisect, repros and the minifier).
 """
 
 from kiln import _C
