@@ -183,6 +183,23 @@ def test_repro_after_writes_a_crashing_compile(tmp_path, after, filename):
         assert "kiln.ops.aten.sin.default" in repro.read_text()
 
 
+def test_repro_level_4_writes_a_diverging_compile(tmp_path):
+    """KILN_REPRO_LEVEL=4 (TORCHDYNAMO_REPRO_LEVEL=4): a graph that runs but differs from eager is
+    written, minified to the wrong relu; the program goes on compiled."""
+    done = run([sys.executable, "-c", CRASHING], KILN_TEST_SEEDED_BUG="lowering", KILN_REPRO_AFTER="dynamo",
+               KILN_REPRO_LEVEL="4", KILN_REPRO_DIR=str(tmp_path))
+    assert done.returncode == 0 and "[3, 4]" in done.stdout, done.stderr
+    repro = tmp_path / "repro.py"
+    assert "backend diverged from eager (output 0 differs" in done.stderr and str(repro) in done.stderr
+    assert "runs eagerly" not in done.stderr
+    assert ".relu()" in repro.read_text() and ".sin()" not in repro.read_text()
+    assert run_repro(str(repro), "lowering").returncode == 1
+    assert run_repro(str(repro), "").returncode == 0
+    without = run([sys.executable, "-c", CRASHING], KILN_TEST_SEEDED_BUG="lowering", KILN_REPRO_AFTER="dynamo",
+                  KILN_REPRO_DIR=str(tmp_path / "crash_only"))
+    assert not (tmp_path / "crash_only").exists(), without.stderr  # level 2 (default): crashes only
+
+
 def test_repro_after_rejects_unknown_level():
     done = run([sys.executable, "-c", CRASHING], KILN_REPRO_AFTER="inductor")
     assert done.returncode != 0 and "KILN_REPRO_AFTER must be 'dynamo' or 'aot'" in done.stderr

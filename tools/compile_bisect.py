@@ -8,8 +8,9 @@ doing nothing (the eager reference), then under each backend of compiler_bisecto
 fails when it exits non-zero while the reference did not, or when its output differs from the
 reference's (numbers compared with --rtol/--atol). Then the first failing graph, then the
 subsystem application (pass, fusion, lowering, decomposition) as kiln._dynamo.bisect does, and a
-last run writes the minimal repro of that graph into --repro-dir. (Named so, not bisect.py, which
-would shadow the standard library's module of that name for scripts run from tools/.)
+last run writes the minimal repro of that graph into --repro-dir. Exit status: 0 when every
+backend agrees with eager, 1 when one does not. (Named so, not bisect.py, which would shadow the
+standard library's module of that name for scripts run from tools/.)
 """
 
 import argparse
@@ -23,9 +24,10 @@ import tempfile
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(_REPO, "python"))
 
-BACKENDS = ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor")
-SUBSYSTEMS = {"aot_eager_decomp_partition": ("decomposition",), "inductor": ("passes", "fusion", "lowerings")}
-PASSES = ("contiguous_transposed_products",)
+from kiln._dynamo.compiler_bisector import BACKENDS, SUBSYSTEMS  # noqa: E402
+from kiln._inductor.fx_passes import POST_GRAD_PASSES  # noqa: E402
+
+PASSES = [name for name, _, _ in POST_GRAD_PASSES]
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf")
 
 

@@ -90,6 +90,7 @@ class _Program:
     """fn(*args, **kwargs), runnable again and again from the same state."""
 
     def __init__(self, fn, args, kwargs, rtol, atol):
+        fn = _uncompiled(fn)
         self.fn, self.args, self.kwargs, self.rtol, self.atol = fn, args, kwargs, rtol, atol
         self.params = list(fn.parameters()) if isinstance(fn, kiln.nn.Module) else []
         state = fn.state_dict() if isinstance(fn, kiln.nn.Module) else {}
@@ -122,6 +123,19 @@ class _Program:
             bisect_controls.reset()
             reset()
         return failure, selector
+
+
+def _uncompiled(fn):
+    """What kiln.compile was given, for fn that kiln.compile returned (the bisector compiles it
+    itself, once per run)."""
+    from kiln._dynamo.eval_frame import OptimizedModule
+
+    if isinstance(fn, OptimizedModule):
+        return fn._orig_mod
+    inner = getattr(fn, "__wrapped__", None)
+    if inner is not None and hasattr(fn, "_kiln_callback"):
+        return inner
+    return fn
 
 
 def bisect(fn, *args, rtol=debug_utils.RTOL, atol=debug_utils.ATOL, repro_dir=None, minify=True, **kwargs):

@@ -13,6 +13,7 @@ Dynamo graph (kiln-level calls) with kiln.compile(backend=...); after="aot" comp
 compile_fx_inner directly, as Inductor's debug dump does.
 """
 
+import contextlib
 import math
 import os
 import sys
@@ -181,25 +182,20 @@ class Failure:
         return f"{self.kind}: {self.detail}"
 
 
+@contextlib.contextmanager
 def strict_compile():
     """A context in which a failing compile raises instead of falling back to eager with a warning
     (kiln._dynamo.config.suppress_errors off), and warnings stay quiet."""
-    import contextlib
-
     from kiln._dynamo import config
 
-    @contextlib.contextmanager
-    def strict():
-        saved = config.suppress_errors
-        config.suppress_errors = False
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                yield
-        finally:
-            config.suppress_errors = saved
-
-    return strict()
+    saved = config.suppress_errors
+    config.suppress_errors = False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        config.suppress_errors = saved
 
 
 def check(run_compiled, run_eager, rtol=RTOL, atol=ATOL):

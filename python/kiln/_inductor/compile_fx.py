@@ -68,8 +68,8 @@ def compile_fx_inner(gm, example_inputs, config=None, is_backward=False, is_infe
     config = config or OPTIONS
     start = time.perf_counter()
     kind = "backward" if is_backward else "inference" if is_inference else "forward"
-    if debug.enabled():
-        debug_folder = debug.graph_folder(graph_name, kind)
+    debug_folder = debug.graph_folder(graph_name, kind) if debug.enabled() else None
+    if debug_folder:
         debug.write_graph_before_passes(debug_folder, gm, example_inputs, config, kind)
     run_post_grad_passes(gm, kind)
     graph = GraphLowering(gm, config).run()
@@ -92,7 +92,7 @@ def compile_fx_inner(gm, example_inputs, config=None, is_backward=False, is_infe
         sink.append(code)
     for sink in graph_sinks:
         sink.append(graph)
-    if debug.enabled():
+    if debug_folder:
         debug.write_graph_after_lowering(debug_folder, gm, graph, source, example_inputs)
     return call
 

@@ -6,7 +6,9 @@ and runs it once on copies of its example inputs (AOTAutograd and Inductor compi
 first call, so a crash there shows only then); a crash is minified (minifier.py) with the same
 exception as its test and written to $KILN_REPRO_DIR/repro.py (default ./kiln_repro), its path
 printed on stderr, and the error goes on as without the variable (the frame runs eagerly, with a
-warning). Only crashes: an accuracy failure is what kiln._dynamo.bisect finds.
+warning). With KILN_REPRO_LEVEL=4 (PyTorch's TORCHDYNAMO_REPRO_LEVEL=4) a graph whose compiled run
+differs from its eager run beyond kiln's tolerance is written too (the program goes on, with the
+compiled graph); kiln._dynamo.bisect finds which part of the backend makes it differ.
 """
 
 import os
@@ -29,36 +31,45 @@ def wrap_backend_debug(compiler, backend_name):
     if after != "dynamo":
         return compiler
 
+    accuracy = os.environ.get("KILN_REPRO_LEVEL") == "4"
+
     def repro_after_dynamo(gm, example_inputs):
         inputs = debug_utils.clone_inputs(example_inputs)
         try:
             with debug_utils.strict_compile():
                 compiled = compiler(gm, example_inputs)
-                compiled(*debug_utils.clone_inputs(inputs))
+                if not accuracy:
+                    compiled(*debug_utils.clone_inputs(inputs))
         except Exception as e:  # noqa: BLE001 - reported with a repro, then raised as it was
-            _write(gm, inputs, backend_name, e)
+            inner = getattr(e, "inner_exception", None) or e
+            _write(gm, inputs, backend_name, debug_utils.Failure("crash", f"{type(inner).__name__}: {inner}", inner))
             raise
+        if accuracy:
+            failure = debug_utils.check(
+                lambda: debug_utils.run_collect(compiled, debug_utils.clone_inputs(inputs)),
+                lambda: debug_utils.run_collect(gm.forward, debug_utils.clone_inputs(inputs)))
+            if failure is not None:
+                _write(gm, inputs, backend_name, failure)
+                if failure.kind == "crash":
+                    raise failure.exception
         return compiled
 
     repro_after_dynamo.__name__ = getattr(compiler, "__name__", "backend")
     return repro_after_dynamo
 
 
-def _write(gm, inputs, backend_name, error):
+def _write(gm, inputs, backend_name, failure):
     from kiln._dynamo.compiler_bisector import write_minimal_repro
 
-    inner = getattr(error, "inner_exception", None) or error
-    failure = debug_utils.Failure("crash", f"{type(inner).__name__}: {inner}", inner)
+    what = ("crashed" if failure.kind == "crash" else "diverged from eager") + f" ({failure.detail})"
     if backend_name is None:
-        print(f"kiln: {ENV}=dynamo: the backend crashed ({failure.detail}); no repro written: the backend "
-              "is a callable, not a registered name", file=sys.stderr)
+        print(f"kiln: {ENV}=dynamo: the backend {what}; no repro written: the backend is a callable, not a "
+              "registered name", file=sys.stderr)
         return
     try:
         path = write_minimal_repro(gm, inputs, backend_name, failure, repro_dir(),
-                                   note=f"KILN_REPRO_AFTER=dynamo: the {backend_name!r} backend crashed with "
-                                        f"{failure.detail}")
+                                   note=f"KILN_REPRO_AFTER=dynamo: the {backend_name!r} backend {what}")
     except NotImplementedError as e:
-        print(f"kiln: {ENV}=dynamo: the backend crashed ({failure.detail}); no repro written: {e}", file=sys.stderr)
+        print(f"kiln: {ENV}=dynamo: the backend {what}; no repro written: {e}", file=sys.stderr)
         return
-    print(f"kiln: {ENV}=dynamo: the {backend_name!r} backend crashed ({failure.detail}); wrote a repro: {path}",
-          file=sys.stderr)
+    print(f"kiln: {ENV}=dynamo: the {backend_name!r} backend {what}; wrote a repro: {path}", file=sys.stderr)
