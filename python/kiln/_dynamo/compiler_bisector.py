@@ -141,7 +141,8 @@ def _uncompiled(fn):
 def bisect(fn, *args, rtol=debug_utils.RTOL, atol=debug_utils.ATOL, repro_dir=None, minify=True, **kwargs):
     """Finds the first backend, graph and subsystem application under which fn(*args, **kwargs)
     crashes or diverges from eager, and writes a minimal repro into `repro_dir` (default
-    ./kiln_bisect). Returns a BisectionResult (print it for a summary)."""
+    ./kiln_bisect). Returns a BisectionResult (print it for a summary). fn runs once per trial
+    (a few dozen times), each from the same state; minify=False writes the whole failing graph."""
     program = _Program(fn, args, kwargs, rtol, atol)
     result = BisectionResult()
     for backend in BACKENDS:
