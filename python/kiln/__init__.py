@@ -480,4 +480,28 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
     compiler = _dynamo.backends.registry.lookup_backend_or_default(backend)
     if backend == "inductor" and (mode is not None or options is not None) and hasattr(compiler, "with_config"):
         compiler = compiler.with_config(mode, options)  # raises on an unknown option
+    compiler = _debugging_backend(compiler, backend)
+    if compiler is None:  # tools/compile_bisect.py's eager reference run
+        return model
     return _dynamo.optimize(compiler, fullgraph=fullgraph, dynamic=dynamic)(model)
+
+
+def _debugging_backend(compiler, backend):
+    """kiln.compile's backend as the debugging variables change it: KILN_COMPILE_DEBUG=1 makes its
+    folder now (so graph breaks are logged there), KILN_REPRO_AFTER=dynamo writes a repro of a
+    crashing backend, tools/compile_bisect.py picks the backend (None: run eagerly)."""
+    import os
+
+    if os.environ.get("KILN_COMPILE_DEBUG") == "1":
+        from kiln._inductor import debug
+
+        debug.run_dir()
+    if os.environ.get("KILN_REPRO_AFTER"):
+        from kiln._dynamo.repro.after_dynamo import wrap_backend_debug
+
+        compiler = wrap_backend_debug(compiler, backend if isinstance(backend, str) else None)
+    if os.environ.get("KILN_BISECT_BACKEND"):
+        from kiln._dynamo.compiler_bisector import backend_from_environment
+
+        compiler = backend_from_environment(compiler)
+    return compiler

@@ -3,10 +3,12 @@
     compiled = kiln.compile(fn, backend="eager")    # or kiln._dynamo.optimize(backend)(fn)
     kiln._dynamo.explain(fn)(x)                     # graphs, graph breaks and why
     kiln._dynamo.reset()                            # forget every compiled entry
+    kiln._dynamo.bisect(fn, *args)                  # which backend, graph, pass breaks fn; a repro
 
 How it works: dynamo/README.md (the frame hook, guards and resume code in C++) and the modules
 here (symbolic_convert: the interpreter; variables/: trackers; output_graph: the graph;
-convert_frame: breaks and the replacement code; guards: the guard tree).
+convert_frame: breaks and the replacement code; guards: the guard tree; compiler_bisector,
+debug_utils and repro/: the backend bisect, repros and the minifier).
 """
 
 from kiln import _C
@@ -26,6 +28,14 @@ def allow_in_graph(fn):
         raise TypeError(f"allow_in_graph(): expected a callable, got {type(fn).__name__}")
     _allowed_functions.add(fn)
     return fn
+
+
+def bisect(fn, *args, **kwargs):
+    """The first backend, graph and compiler subsystem under which fn(*args, **kwargs) crashes or
+    diverges from eager, and a minimal standalone repro (compiler_bisector.py)."""
+    from kiln._dynamo.compiler_bisector import bisect as run
+
+    return run(fn, *args, **kwargs)
 
 
 def reset():

@@ -5,14 +5,14 @@ kernels through LLVM (inductor/, kiln._C._inductor) and returns the wrapper's `c
 import functools
 import itertools
 import logging
-import os
 import time
 
 import kiln
 from kiln import _C
 from kiln._dynamo.backends.registry import register_backend
-from kiln._inductor.fx_passes import contiguous_transposed_products
+from kiln._inductor.fx_passes import run_post_grad_passes
 from kiln._inductor import config as config_module
+from kiln._inductor import debug
 from kiln._inductor.graph import GraphLowering, compile_kernels
 from kiln._inductor import oversubscription
 from kiln._logging import getArtifactLogger, trace_structured
@@ -65,18 +65,22 @@ def make_config(mode=None, options=None):
     return config
 
 
-def compile_fx_inner(gm, example_inputs, config=None, is_backward=False):
+def compile_fx_inner(gm, example_inputs, config=None, is_backward=False, is_inference=False, graph_name=None):
+    """One aten graph compiled; `graph_name` (the user's function, for KILN_COMPILE_DEBUG's folder)."""
     with dynamo_timed("compile_fx_inner", phase="inductor lowering"):
-        call = _compile_fx_inner(gm, example_inputs, config, is_backward)
+        call = _compile_fx_inner(gm, example_inputs, config, is_backward, is_inference, graph_name)
     oversubscription.check()  # one warning when kiln's threads exceed the cores left free
     return call
 
 
-def _compile_fx_inner(gm, example_inputs, config, is_backward):
+def _compile_fx_inner(gm, example_inputs, config, is_backward, is_inference, graph_name):
     config = config or OPTIONS
     start = time.perf_counter()
-    if is_backward:
-        contiguous_transposed_products(gm)
+    kind = "backward" if is_backward else "inference" if is_inference else "forward"
+    debug_folder = debug.graph_folder(graph_name, kind) if debug.enabled() else None
+    if debug_folder:
+        debug.write_graph_before_passes(debug_folder, gm, example_inputs, config, kind)
+    run_post_grad_passes(gm, kind)
     with dynamo_timed("GraphLowering.run"):
         graph = GraphLowering(gm, config).run()
     source = graph.wrapper_code()
@@ -107,8 +111,8 @@ def _compile_fx_inner(gm, example_inputs, config, is_backward):
         sink.append(code)
     for sink in graph_sinks:
         sink.append(graph)
-    if os.environ.get("KILN_COMPILE_DEBUG") == "1":
-        _write_debug_dir(gm, graph, code)
+    if debug_folder:
+        debug.write_graph_after_lowering(debug_folder, gm, graph, source, example_inputs)
     return call
 
 
@@ -188,49 +192,6 @@ def _in_layout(x, shape, stride, offset):
     return out
 
 
-_debug_run = None
-
-
-def _write_debug_dir(gm, graph, code):
-    """KILN_COMPILE_DEBUG=1: kiln_compile_debug/run_<time>-pid_<pid>/<graph n>/ with the graph
-    (readable and as a standalone repro), the IR before and after fusion, and the output code."""
-    global _debug_run
-    if _debug_run is None:
-        stamp = time.strftime("%Y_%m_%d_%H_%M_%S")
-        _debug_run = os.path.join(os.getcwd(), "kiln_compile_debug", f"run_{stamp}-pid_{os.getpid()}")
-    folder = os.path.join(_debug_run, f"graph_{len(os.listdir(_debug_run)) if os.path.isdir(_debug_run) else 0}")
-    os.makedirs(folder, exist_ok=True)
-
-    def write(name, text):
-        with open(os.path.join(folder, name), "w") as f:
-            f.write(text)
-
-    write("fx_graph_readable.py", gm.print_readable(print_output=False))
-    write("fx_graph_runnable.py", _runnable(gm))
-    write("ir_pre_fusion.txt", "\n".join(graph.pre_fusion) + "\n")
-    write("ir_post_fusion.txt", "\n\n".join(f"{k.name}: {k.ir}" for k in graph.kernels) + "\n")
-    write("output_code.py", code)
-
-
-def _runnable(gm):
-    """A standalone script rebuilding the graph's inputs and running it eagerly and compiled."""
-    inputs = []
-    for n in gm.graph.nodes:
-        if n.op == "placeholder":
-            v = n.meta.get("val")
-            if isinstance(v, kiln.Tensor):
-                inputs.append(f"kiln.randn({tuple(v.shape)}).to(kiln.{str(v.dtype).split('.')[-1]})")
-            else:
-                inputs.append(repr(v))
-    return ("import kiln\n"
-            "from kiln._inductor.compile_fx import compile_fx_inner\n\n"
-            + gm.code.replace("def forward(self, ", "def forward(").replace("def forward(self)", "def forward()")
-            + "\n\nclass _Graph:\n    pass\n\n"
-            "if __name__ == '__main__':\n"
-            f"    args = [{', '.join(inputs)}]\n"
-            "    print(forward(*args))\n")
-
-
 def output_code(graph, wrapper):
     parts = [f"# autotune: {op} -> {choice}" for op, choice in graph.autotune_choices]
     for kernel in graph.kernels:
@@ -244,9 +205,17 @@ def compile_fx(gm, example_inputs, config=None):
     from kiln._dynamo.backends.common import aot_autograd
     from kiln._functorch.partitioners import min_cut_rematerialization_partition
 
-    inner = functools.partial(compile_fx_inner, config=config or OPTIONS)
-    backward = functools.partial(compile_fx_inner, config=config or OPTIONS, is_backward=True)
-    return aot_autograd(fw_compiler=inner, bw_compiler=backward, inference_compiler=inner,
+    from kiln._dynamo.repro.after_aot import wrap_compiler_debug
+
+    config = config or OPTIONS
+    code = gm.meta.get("kiln_code", lambda: None)() if hasattr(gm, "meta") else None
+    name = code.co_name if code is not None else None
+    compilers = {kind: wrap_compiler_debug(functools.partial(compile_fx_inner, config=config, graph_name=name,
+                                                             is_backward=kind == "backward",
+                                                             is_inference=kind == "inference"), kind, config)
+                 for kind in ("forward", "backward", "inference")}
+    return aot_autograd(fw_compiler=compilers["forward"], bw_compiler=compilers["backward"],
+                        inference_compiler=compilers["inference"],
                         decompositions=decompositions(),
                         partition_fn=min_cut_rematerialization_partition)(gm, example_inputs)
 

@@ -56,3 +56,19 @@ def contiguous_transposed_products(gm):
     if rewritten:
         gm._lazy_recompile()
     return rewritten
+
+
+# The passes compile_fx_inner runs on a graph before lowering it: (name, pass, the graphs it
+# applies to). kiln._dynamo.bisect turns them off one by one (bisect_controls.disabled_passes).
+POST_GRAD_PASSES = [
+    ("contiguous_transposed_products", contiguous_transposed_products, ("backward",)),
+]
+
+
+def run_post_grad_passes(gm, kind):
+    """Runs the passes for a graph of `kind` ("forward", "backward" or "inference") in order."""
+    from kiln._inductor.bisect_controls import disabled_passes
+
+    for name, run, kinds in POST_GRAD_PASSES:
+        if kind in kinds and name not in disabled_passes:
+            run(gm)

@@ -20,6 +20,7 @@ import kiln
 from kiln import _C
 from kiln._inductor.ir import Affine, Buffer, Pointwise, Probe, Reduction, contiguous_strides, ir_dtype
 from kiln._inductor import autotune
+from kiln._inductor.bisect_controls import fusions, lowerings
 from kiln._inductor.lowering import LOWERINGS, Fallback, V, lower, merge_reduced_dims, mm_template
 from kiln._inductor.wrapper import wrapper_code
 from kiln._logging import getArtifactLogger
@@ -407,6 +408,8 @@ class GraphLowering:
                 self.env[node] = self._call(node)
                 value = self.env[node]
                 self.pre_fusion.append(f"{node.name} = {node.target}: {_describe(value)}")
+                if isinstance(value, (Pointwise, Reduction)) and not fusions.allow(f"{node.name} ({node.target})"):
+                    self.env[node] = value = self.realize(value)  # kiln._dynamo.bisect: no fusion past here
                 base = value
                 while isinstance(base, Pointwise) and base.squeeze_of is not None:
                     base = base.squeeze_of
@@ -446,6 +449,8 @@ class GraphLowering:
             return self._autotuned(node, out, args, kwargs)
         if isinstance(out, kiln.Tensor) or (isinstance(out, (tuple, list)) and out and
                                             all(isinstance(o, kiln.Tensor) for o in out)):
+            if node.target in LOWERINGS and not lowerings.allow(f"{node.name} ({node.target})"):
+                return self._fallback(node, args, kwargs, "kiln._dynamo.bisect: lowering turned off")
             try:
                 return lower(node.target, out, args, kwargs)
             except Fallback as why:

@@ -67,5 +67,19 @@ def aot_eager_min_cut(gm, example_inputs):
     return _aot_eager_min_cut()(gm, example_inputs)
 
 
+def aot_eager_decomp_partition(gm, example_inputs):
+    """aot_eager with Inductor's decompositions and min-cut partitioner: everything Inductor does
+    before lowering (PyTorch's backend of this name, the bisector's third step)."""
+    from kiln._functorch.compile import min_cut_rematerialization_partition, nop
+    from kiln._inductor.bisect_controls import decompositions as allowed
+    from kiln._inductor.compile_fx import decompositions
+
+    table = {op: fn for op, fn in sorted(decompositions().items(), key=lambda item: str(item[0]))
+             if allowed.allow(str(op))}
+    return aot_autograd(fw_compiler=nop, bw_compiler=nop, inference_compiler=nop, decompositions=table,
+                        partition_fn=min_cut_rematerialization_partition)(gm, example_inputs)
+
+
 register_backend(aot_eager, name="aot_eager")
 register_backend(aot_eager_min_cut, name="aot_eager_min_cut")
+register_backend(aot_eager_decomp_partition, name="aot_eager_decomp_partition")

@@ -53,7 +53,7 @@ def list_backends(exclude_tags=()):
 
 
 def _load_optional(name):
-    if name in ("aot_eager", "aot_eager_min_cut"):
+    if name in ("aot_eager", "aot_eager_min_cut", "aot_eager_decomp_partition"):
         import kiln._dynamo.backends.common  # noqa: F401  (registers them)
     if name == "inductor":
         try:
