@@ -215,7 +215,7 @@ class OutputGraph:
                               "to keep it in the graph")
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
         node.meta["example_value"] = result
-        node.meta["stack_trace"] = tx.location()
+        node.meta["stack_trace"] = tx.stack_trace()  # provenance: kiln/fx/traceback.py
         return self.wrap_result(tx, node, result)
 
     def call_raw(self, tx, kind, target, node_args, node_kwargs, example=None):
