@@ -10,7 +10,7 @@ convert_frame: breaks and the replacement code; guards: the guard tree).
 """
 
 from kiln import _C
-from kiln._dynamo import cache_size, config, convert_frame, exc, testing  # noqa: F401
+from kiln._dynamo import break_warnings, cache_size, config, convert_frame, exc, testing  # noqa: F401
 from kiln._dynamo.backends.registry import list_backends, lookup_backend, register_backend  # noqa: F401
 from kiln._dynamo.eval_frame import OptimizedModule, disable, optimize  # noqa: F401
 from kiln._dynamo.explain import ExplainOutput, explain  # noqa: F401
@@ -39,6 +39,7 @@ def reset():
     convert_frame.static_frames.clear()
     convert_frame._resume_cache.clear()
     cache_size._warned.clear()
+    break_warnings.reset()
     reset_compile_ids()
 
 
