@@ -1,0 +1,81 @@
+"""Costly graph breaks warn by default (no KILN_LOGS), once per line, as PyTorch warns about
+Tensor.item() and C functions it cannot trace (break_warnings.py); other breaks stay silent."""
+
+import os
+import subprocess
+import sys
+import time
+import warnings
+
+import kiln
+import kiln._dynamo as dynamo
+from dynamo_util import fresh_dynamo  # noqa: F401 (fresh_dynamo is autouse)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def item_break(x):
+    y = x * 2
+    s = y.sum().item()
+    return y + s
+
+
+def c_function_break(x):
+    y = x + 1
+    time.perf_counter()
+    return y * 2
+
+
+def quiet_break(x):
+    y = x + 1
+    print(end="")  # a break, but one users write on purpose: no warning
+    return y * 2
+
+
+def compiled_warnings(fn, calls):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = kiln.compile(fn, backend="eager")
+        for x in calls:
+            compiled(x)
+    return [w for w in caught if "kiln.compile: graph break" in str(w.message)]
+
+
+def test_item_warns_once_at_the_user_line():
+    caught = compiled_warnings(item_break, [kiln.ones(3), kiln.ones(4), kiln.ones(3, dtype=kiln.float64)])
+    assert len(caught) == 1  # three compiles of the same line: one warning
+    w = caught[0]
+    assert w.category is UserWarning
+    assert (w.filename, w.lineno) == (__file__, item_break.__code__.co_firstlineno + 2)
+    assert "Tensor.item()" in str(w.message) and "capture_scalar_outputs = True" in str(w.message)
+
+
+def test_unknown_c_function_warns_once():
+    caught = compiled_warnings(c_function_break, [kiln.ones(2), kiln.ones(2)])
+    assert len(caught) == 1
+    assert "`time.perf_counter`" in str(caught[0].message)
+    assert caught[0].lineno == c_function_break.__code__.co_firstlineno + 2
+
+
+def test_other_breaks_do_not_warn():
+    assert compiled_warnings(quiet_break, [kiln.ones(2)]) == []
+
+
+def test_reset_warns_again():
+    assert len(compiled_warnings(item_break, [kiln.ones(2)])) == 1
+    dynamo.reset()
+    assert len(compiled_warnings(item_break, [kiln.ones(2)])) == 1
+
+
+def test_warning_shows_without_any_logging_setting():
+    code = ("import kiln\n"
+            "def f(x):\n"
+            "    return x * x.sum().item()\n"
+            "cf = kiln.compile(f)\n"
+            "for n in range(3):\n"
+            "    cf(kiln.ones(n + 1))\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    env.pop("KILN_LOGS", None)
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("UserWarning: kiln.compile: graph break in f") == 1, result.stderr
