@@ -207,3 +207,23 @@ def test_pytorch_takes_no_break_here_either(program):
     torch_breaks = torch._dynamo.explain(torch_ns["f"])(torch.ones(2)).graph_break_count
     kiln_breaks = dynamo.explain(kiln_ns["f"])(kiln.ones(2)).graph_break_count
     assert kiln_breaks == torch_breaks == 0
+
+
+def test_dict_mutation_hint_names_what_the_dict_is():
+    table = {"a": 1}
+
+    def f(x):
+        table["b"] = 2
+        return x + 1
+
+    explained = dynamo.explain(f)(kiln.ones(1))
+    reason = explained.break_reasons[0].reason
+    assert "(the variable 'table' captured from an enclosing function)" in reason, reason
+    assert "argument" not in reason
+
+    def g(x, d):
+        d.pop("a")
+        return x + 1
+
+    reason = dynamo.explain(g)(kiln.ones(1), {"a": 1}).break_reasons[0].reason
+    assert "(the argument 'd')" in reason, reason

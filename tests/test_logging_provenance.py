@@ -131,3 +131,12 @@ def test_stack_trace_text_round_trips():
     assert user_frame(text) == frames[0]  # kiln's own frame is skipped for the user's line
     assert provenance_comment(text).startswith(f'# File "{__file__}", line 1, in outer: ')
     assert provenance_comment(None) is None
+
+
+def test_guards_name_the_user_line_not_kiln_modules(tmp_path):
+    path, err = run_model(tmp_path, "guards")
+    guards = section(err, "GUARDS:")
+    origins = re.findall(r"\(from (.*?):(\d+) in (\w+)\)", guards)
+    assert origins, guards
+    # parameters are read inside nn.Linear.forward: named by the user's `x = self.fc(x)` line
+    assert set(origins) <= {(path, "7", "forward")}, guards

@@ -18,7 +18,7 @@ from kiln import _C
 from kiln._guards import current_compile_id
 from kiln._dynamo import config
 from kiln._dynamo.codegen import install_global
-from kiln._dynamo.exc import BackendCompilerFailed, SpecializeShapes, Unsupported, unimplemented
+from kiln._dynamo.exc import BackendCompilerFailed, SpecializeShapes, Unsupported, is_user_file, unimplemented
 from kiln._dynamo.side_effects import SideEffects
 from kiln._dynamo.source import GlobalSource, Source, graph_input_name
 from kiln._dynamo.symbolic_layouts import LayoutShadow
@@ -74,8 +74,18 @@ class GuardSet:
         key = (source.name(), kind)
         if key not in self.entries:
             tx = self.output.current_tx
-            origin = tx.location() if tx is not None else ""
+            origin = _user_location(tx) if tx is not None else ""
             self.entries[key] = (source, kind, arg, origin)
+
+
+def _user_location(tx):
+    """`file:line in fn` of the innermost frame of the user's own code the translator is in (a guard
+    made inside an inlined kiln module names the user's line that called it)."""
+    frames = [f for f in tx.frame_summaries() if is_user_file(f[0])]
+    if not frames:
+        return tx.location()
+    filename, line, name = frames[-1]
+    return f"{filename}:{line} in {name}"
 
 
 def _stride_guards(value, fake, stride_dims):
