@@ -79,3 +79,13 @@ def test_warning_shows_without_any_logging_setting():
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("UserWarning: kiln.compile: graph break in f") == 1, result.stderr
+
+
+def test_builtin_methods_and_kiln_internals_do_not_warn():
+    from kiln._dynamo.variables.builtin import _c_function_name, _is_python_builtin
+    from kiln import _C
+
+    assert _is_python_builtin([].append) and _is_python_builtin(len)
+    assert not _is_python_builtin(time.perf_counter)
+    assert _c_function_name(time.perf_counter) == "time.perf_counter"
+    assert _c_function_name(_C._set_autocast_state) == "kiln._C._set_autocast_state"

@@ -88,10 +88,10 @@ class BuiltinVariable(VariableTracker):
                 return ConstantVariable(fn(*values, **kw))
             except Exception as e:
                 unimplemented(f"{self.describe()} raised {type(e).__name__}: {e}")
-        if not _is_python_builtin(fn):
-            # also warned about without KILN_LOGS (break_warnings.py): most users never see the break
-            name = f"{getattr(fn, '__module__', None) or type(getattr(fn, '__self__', None)).__name__}." \
-                   f"{getattr(fn, '__qualname__', getattr(fn, '__name__', repr(fn)))}"
+        if not _is_python_builtin(fn) and not _c_function_name(fn).startswith("kiln."):
+            # also warned about without KILN_LOGS (break_warnings.py): most users never see the break;
+            # kiln's own (a gap in kiln the user cannot fix) are logged as any other break
+            name = _c_function_name(fn)
             unimplemented(f"kiln does not know how to trace the builtin `{name}`: a C function (of Python or of an "
                           "extension module) that kiln does not model",
                           "call it outside the compiled function, or, if it takes and returns tensors and runs on "
@@ -100,10 +100,22 @@ class BuiltinVariable(VariableTracker):
 
 
 def _is_python_builtin(fn):
-    """builtins', operator's and math's functions: the interpreter's own business (a break on one
-    is logged like any other); any other C function is an extension's or a library's."""
+    """builtins', operator's and math's functions and the methods of builtin types' objects
+    (`lst.append` taken as a value): the interpreter's own business (a break on one is logged like
+    any other); any other C function is an extension's or a library's."""
+    owner = getattr(fn, "__self__", None)
     return getattr(fn, "__module__", None) in ("builtins", "_operator", "operator", "math") or \
-        getattr(fn, "__self__", None) is builtins
+        owner is builtins or (owner is not None and type(owner).__module__ == "builtins" and
+                              not isinstance(owner, type(builtins)))
+
+
+def _c_function_name(fn):
+    """`time.perf_counter`, `kiln._C._is_fake` (pybind11's `PyCapsule.` qualname prefix dropped)."""
+    owner = getattr(fn, "__self__", None)
+    module = getattr(fn, "__module__", None) or (owner.__name__ if isinstance(owner, type(builtins)) else
+                                                 type(owner).__module__ if owner is not None else "?")
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return f"{module}.{name.removeprefix('PyCapsule.')}"
 
 
 def _graph_op(tx, fn, args):
