@@ -26,6 +26,7 @@ from kiln._dynamo import config
 from kiln._dynamo.break_warnings import warn_costly_break
 from kiln._dynamo.cache_size import exceeds_recompile_limit, warn_recompile_limit
 from kiln._dynamo.codegen import FrameCodegen, install_global, make_function
+from kiln._dynamo.dynamic_ints import remember_ints
 from kiln._dynamo.exc import BackendCompilerFailed, SpecializeShapes, Unsupported, is_user_file
 from kiln._dynamo.guards import build_guards
 from kiln._dynamo.output_graph import OutputGraph
@@ -223,6 +224,7 @@ def _translate(ctx, code, f_locals, f_globals):
     else:
         raise SkipFrame("translation did not settle")
     _remember_layouts(state, output)
+    remember_ints(state, output)
     elapsed = (time.perf_counter() - start) * 1e3
     log.info(f"compiled {code.co_name} ({code.co_filename}:{code.co_firstlineno}) in {elapsed:.1f} ms")
     if ctx.on_compiled:

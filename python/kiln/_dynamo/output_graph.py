@@ -118,6 +118,9 @@ class OutputGraph:
         self.input_layouts = {}    # source name -> the real input's (sizes, strides) (for frame_state)
         self.compiled_graphs = []  # GraphModules handed to the backend
         self.side_effects = SideEffects()  # attribute writes replayed after the graph
+        self.int_values = {}       # int argument's source name -> its value (dynamic_ints.py)
+        self.int_inputs = {}       # source name -> the SymNodeVariable of an int compiled as a symbol
+        self.int_symbols = {}      # source name -> (source, its symbol's name), for its guard
 
     # --- inputs -----------------------------------------------------------------------------
     def wrap_global(self, tx, f_globals, name):
@@ -185,6 +188,30 @@ class OutputGraph:
             self.dynamic_sources[key] = (dims, stride_dims)
         var = TensorVariable(node, fake, source)
         self.inputs_by_source[key] = var
+        return var
+
+    def add_int_input(self, tx, source, value):
+        """An int argument as a symbol (automatic dynamic ints, dynamic_ints.py): a graph input
+        whose example is a SymInt with `value` as its hint."""
+        key = source.name()
+        hit = self.int_inputs.get(key)
+        if hit is not None:
+            return hit
+        name = graph_input_name(source)
+        sym = self.shape_env.create_symbol(value, name.rstrip("_"))
+        first_op = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+        if first_op is not None:  # placeholders stay ahead of every op
+            with self.graph.inserting_before(first_op):
+                node = self.graph.placeholder(name)
+        else:
+            node = self.graph.placeholder(name)
+        node.meta["example_value"] = sym
+        node.meta["source"] = key
+        self.graphargs.append(GraphArg(source, value, sym, node))
+        self.guards.add(source, "TYPE_MATCH", int)
+        var = SymNodeVariable(node, sym)
+        self.int_inputs[key] = var
+        self.int_symbols[key] = (source, str(sym))  # named now: a guard may replace it by a number later
         return var
 
     # --- ops ----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import types
 
 import kiln
 from kiln import _C
+from kiln._dynamo.dynamic_ints import wants_symbol
 from kiln._dynamo.exc import unimplemented
 from kiln._dynamo.source import GetItemSource
 from kiln._dynamo.variables.base import ConstantVariable, LazyVariable, NotConstant, is_constant_value
@@ -77,6 +78,8 @@ def wrap(tx, value, source):
             guard.add(source, "TYPE_MATCH", type(value))
             guard.add(source, "EQUALS_MATCH", value)
         return SizeVariable([ConstantVariable(v) for v in value], source=source)
+    if type(value) is int and source is not None and wants_symbol(out, source, value):
+        return out.add_int_input(tx, source, value)  # automatic dynamic ints (dynamic_ints.py)
     if is_constant_value(value):
         if guard:
             if value is None:
