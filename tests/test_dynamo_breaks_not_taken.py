@@ -227,3 +227,42 @@ def test_dict_mutation_hint_names_what_the_dict_is():
 
     reason = dynamo.explain(g)(kiln.ones(1), {"a": 1}).break_reasons[0].reason
     assert "(the argument 'd')" in reason, reason
+
+
+class Logger(kiln.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.log = []
+
+    def forward(self, x):
+        self.log.append(x + 1)  # each `self.log` read reaches the same list: both appends land
+        self.log.append(x + 2)
+        return x * 2
+
+
+def test_list_attribute_read_twice_keeps_every_change():
+    compiled_module, eager_module = Logger(), Logger()
+    x = kiln.randn(2)
+    counter = CompileCounter()
+    close(kiln.compile(compiled_module, backend=counter)(x), eager_module(x))
+    assert counter.frame_count == 1
+    assert len(compiled_module.log) == len(eager_module.log) == 2
+    for a, b in zip(compiled_module.log, eager_module.log):
+        close(a, b)
+
+
+def test_two_references_read_before_changing_break_safely():
+    log = []
+
+    def f(x):
+        a, b = log_ref(), log_ref()
+        a.append(x + 1)
+        b.append(x + 2)
+        return x * 2
+
+    def log_ref():
+        return log
+
+    out = kiln.compile(f, backend="eager")(kiln.ones(2))
+    close(out, kiln.full((2,), 2.0))
+    assert [float(t[0]) for t in log] == [2.0, 3.0]

@@ -35,7 +35,7 @@ class SideEffects:
         # The object tracker keeps the object alive, so its id stays unique for the translation.
         self.attr_stores = {}
         self.global_stores = {}  # name -> value tracker: `global n; n = ...` in the frame's module
-        self.list_stores = {}    # id(list) -> the tracker of a list from outside, mutated in place
+        self.list_stores = {}    # id(list) -> (the list, its tracker): a list from outside, changed in place
 
     def __bool__(self):
         return bool(self.attr_stores or self.global_stores or self.list_stores)
@@ -63,8 +63,24 @@ class SideEffects:
     def mutate_list(self, tx, lst):
         """A list that came from outside (an argument, a global, a list captured from an enclosing
         function) changed in place (append, extend, item assignment...): its new items are written
-        back after the graph, `lst[:] = [...]`, as PyTorch replays a mutated list."""
-        self.list_stores[id(lst)] = lst
+        back after the graph, `lst[:] = [...]`, as PyTorch replays a mutated list. Later reads of
+        the same list (`self.log` read again) get this tracker (mutated_list), so every change
+        lands in one list of items."""
+        real = lst.real_list
+        hit = self.list_stores.get(id(real))
+        if hit is not None and hit[1] is not lst:  # read twice before either changed it
+            unimplemented("changing a list from outside through two references read before the change",
+                          "read the list once into a local and change it through that")
+        self.list_stores[id(real)] = (real, lst)
+
+    def mutated_list(self, value):
+        """The tracker of list `value` if this translation changed it, else None."""
+        hit = self.list_stores.get(id(value))
+        return None if hit is None else hit[1]
+
+    def is_mutated(self, lst):
+        hit = self.list_stores.get(id(getattr(lst, "real_list", None)))
+        return hit is not None and hit[1] is lst
 
     def load_attr(self, obj_value, name):
         """The tracker stored to `obj_value.name` during this translation, or None."""
@@ -77,14 +93,14 @@ class SideEffects:
     def values(self):
         """The stored trackers: the graph must output the tensors among them."""
         return ([value for _, _, value in self.attr_stores.values()] + list(self.global_stores.values())
-                + [item for lst in self.list_stores.values() for item in lst.items])
+                + [item for _, lst in self.list_stores.values() for item in lst.items])
 
     # --- replay -----------------------------------------------------------------------------------
     def codegen(self, cg):
         """Emits the writes (after the graph call and after every other value was read)."""
         for obj, name, value in self.attr_stores.values():
             cg.emit(f"{obj.reconstruct(cg)}.{name} = {value.reconstruct(cg)}")
-        for lst in self.list_stores.values():
+        for _, lst in self.list_stores.values():
             items = "".join(f"{item.reconstruct(cg)}, " for item in lst.items)
             cg.emit(f"{lst.source.expr(cg)}[:] = [{items}]")
         for name, value in self.global_stores.items():

@@ -109,12 +109,17 @@ def wrap(tx, value, source):
         if guard:
             guard.add(source, "ID_MATCH", value)
         return KilnFunctionVariable(value, source)
+    if type(value) is list and source is not None and out.side_effects.mutated_list(value) is not None:
+        return out.side_effects.mutated_list(value)  # changed earlier in this translation: its items
     if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
         if guard:
             guard.add(source, "TYPE_MATCH", type(value))
             guard.add(source, "LENGTH_CHECK", len(value))
         items = [wrap(tx, v, GetItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
-        return (TupleVariable if type(value) is tuple else ListVariable)(items, source=source)
+        var = (TupleVariable if type(value) is tuple else ListVariable)(items, source=source)
+        if type(value) is list:
+            var.real_list = value  # the object side_effects.py writes back into, if it changes
+        return var
     if isinstance(value, tuple) and is_structseq_type(type(value)):
         if guard:
             guard.add(source, "TYPE_MATCH", type(value))

@@ -161,7 +161,7 @@ class ListVariable(BaseListVariable):
 
     def call_method(self, tx, name, args, kwargs):
         result = self._call_method(tx, name, args, kwargs)
-        if self.source is not None and id(self) in tx.output.side_effects.list_stores:
+        if self.source is not None and tx.output.side_effects.is_mutated(self):
             from kiln._dynamo.side_effects import check_list_items
 
             check_list_items(self)
