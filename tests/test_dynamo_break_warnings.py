@@ -89,3 +89,15 @@ def test_builtin_methods_and_kiln_internals_do_not_warn():
     assert not _is_python_builtin(time.perf_counter)
     assert _c_function_name(time.perf_counter) == "time.perf_counter"
     assert _c_function_name(_C._set_autocast_state) == "kiln._C._set_autocast_state"
+
+
+def exp_sum(x):
+    y = kiln.linalg.matrix_exp(x)  # kiln's matrix_exp reads a norm with .item() inside
+    return y.sum()
+
+
+def test_warning_for_a_break_inside_a_library_names_the_user_line_and_the_callee():
+    caught = compiled_warnings(exp_sum, [kiln.randn(3, 3)])
+    assert len(caught) == 1
+    assert (caught[0].filename, caught[0].lineno) == (__file__, exp_sum.__code__.co_firstlineno + 1)
+    assert "(inside matrix_exp (" in str(caught[0].message)

@@ -29,7 +29,8 @@ def warn_costly_break(error):
         return
     _warned.add(where[:2])
     filename, line, name = where
-    message = (f"kiln.compile: graph break in {name} ({filename}:{line}): {error.reason}; "
+    inside = f" (inside {error.inside})" if getattr(error, "inside", None) else ""  # a library's line
+    message = (f"kiln.compile: graph break in {name} ({filename}:{line}){inside}: {error.reason}; "
                f"{_WHY.get(error.costly, 'it costs time on every call')}.\n  hint: {error.suggestion}\n"
                f"  (warned once per line; KILN_LOGS=graph_breaks lists every graph break)")
     warnings.warn_explicit(message, UserWarning, filename, line)

@@ -66,10 +66,12 @@ _STDLIB_DIRS = tuple({os.path.abspath(p) + os.sep for p in (sysconfig.get_paths(
 
 def is_user_file(filename):
     """Whether a frame of `filename` is the user's code: not kiln's, not the standard library's,
-    not generated (`<frozen ...>`). Third-party packages count as the user's (their code is what
+    not frozen or kiln-generated (`<frozen ...>`, `<kiln ...>`). Third-party packages count as the user's (their code is what
     the user called, and the place to change it)."""
+    if filename.startswith("<"):  # `python -c`'s <string>, a notebook's cell: the user's; <frozen ...>: not
+        return not filename.startswith(("<frozen", "<kiln"))
     path = os.path.abspath(filename)
-    if filename.startswith("<") or path.startswith(_KILN_DIR + os.sep):
+    if path.startswith(_KILN_DIR + os.sep):
         return False
     return not path.startswith(_STDLIB_DIRS) or "site-packages" in path
 
