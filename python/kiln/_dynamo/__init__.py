@@ -12,7 +12,7 @@ debug_utils and repro/: the backend bisect, repros and the minifier).
 """
 
 from kiln import _C
-from kiln._dynamo import cache_size, config, convert_frame, exc, testing, utils  # noqa: F401
+from kiln._dynamo import break_warnings, cache_size, config, convert_frame, exc, testing, utils  # noqa: F401
 from kiln._dynamo.backends.registry import list_backends, lookup_backend, register_backend  # noqa: F401
 from kiln._dynamo.eval_frame import OptimizedModule, disable, optimize  # noqa: F401
 from kiln._dynamo.explain import ExplainOutput, explain  # noqa: F401
@@ -50,6 +50,7 @@ def reset():
     convert_frame.static_frames.clear()
     convert_frame._resume_cache.clear()
     cache_size._warned.clear()
+    break_warnings.reset()
     reset_compile_ids()
     utils.reset_frame_count()
 

@@ -78,8 +78,10 @@ def _varied_locals(code, frame_state):
     by_source = {LocalSource(n).name(): n for n in code.co_varnames}
     found = []
     for key, (sizes, _) in frame_state.items():
+        if key not in by_source:  # an int argument's entry (dynamic_ints.py), or not a local
+            continue
         dims = [d for d, s in enumerate(sizes) if s is None]
-        if key in by_source and dims:
+        if dims:
             found.append((by_source[key], dims))
     return found
 

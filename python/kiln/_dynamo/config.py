@@ -26,6 +26,10 @@ assume_static_by_default = True
 suppress_errors = True
 # Graphs with fewer call nodes than this are not handed to the backend (they run as written).
 min_graph_ops = 1
+# Errors a compile raises (fullgraph=True's graph breaks, internal errors not suppressed) keep
+# kiln's own frames and chained exceptions; otherwise they show the user's call chain only
+# (user_errors.py). KILN_LOGS=+dynamo does the same.
+verbose = False
 
 
 class _Config(_types.ModuleType):

@@ -23,12 +23,15 @@ import kiln
 from kiln import _C
 from kiln._guards import compile_context, next_compile_id
 from kiln._dynamo import compile_events, config
+from kiln._dynamo.break_warnings import warn_costly_break
 from kiln._dynamo.cache_size import exceeds_recompile_limit, warn_recompile_limit
 from kiln._dynamo.codegen import FrameCodegen, install_global, make_function
-from kiln._dynamo.exc import BackendCompilerFailed, SpecializeShapes, Unsupported
+from kiln._dynamo.dynamic_ints import remember_ints
+from kiln._dynamo.exc import BackendCompilerFailed, SpecializeShapes, Unsupported, is_user_file
 from kiln._dynamo.guards import build_guards
 from kiln._dynamo.output_graph import OutputGraph
 from kiln._dynamo.symbolic_convert import BreakRequest, InstructionTranslator
+from kiln._dynamo.user_errors import show_kiln_frames, without_kiln_frames
 from kiln._dynamo.variables.misc import NullVariable
 from kiln._logging import getArtifactLogger
 
@@ -70,7 +73,13 @@ class CompileContext:
         self.on_compiled = on_compiled  # (code, guard tree, milliseconds) after each translation
 
     def __call__(self, code, f_locals, f_globals, f_builtins, function):
-        return compile_frame(self, code, f_locals, f_globals)
+        try:
+            return compile_frame(self, code, f_locals, f_globals)
+        except Exception as e:  # fullgraph=True's graph break, or an internal error not suppressed
+            if show_kiln_frames():
+                raise
+            error = e  # raised outside the handler: no "During handling of the above exception"
+        raise without_kiln_frames(error) from None  # the user's call chain; KILN_LOGS=+dynamo shows kiln's frames
 
 
 # Module.__call__'s own frames run as written (hooks outside the graph, as in PyTorch), so the
@@ -132,6 +141,7 @@ def _compile_with_id(ctx, code, f_locals, f_globals):
         if ctx.fullgraph:
             raise
         compile_events.graph_break(e, whole_frame="the whole frame runs eagerly")
+        warn_costly_break(e)
         graph_breaks_log.debug(f"Graph break: the whole frame {display_name(code)} runs eagerly: {e}")
         return None
     except Exception as e:
@@ -211,6 +221,7 @@ def _translate(ctx, code, f_locals, f_globals):
                 line = where.current.line if where.current is not None else where.code.co_firstlineno
                 try:
                     e.kiln_user_location = (where.code.co_filename, line)
+                    e.kiln_user_frames = [f for f in where.frame_summaries() if is_user_file(f[0])]
                 except AttributeError:  # an exception type without a __dict__
                     pass
             raise
@@ -219,6 +230,7 @@ def _translate(ctx, code, f_locals, f_globals):
     else:
         raise SkipFrame("translation did not settle")
     _remember_layouts(state, output)
+    remember_ints(state, output)
     elapsed = (time.perf_counter() - start) * 1e3
     log.info(f"compiled {code.co_name} ({code.co_filename}:{code.co_firstlineno}) in {elapsed:.1f} ms")
     if ctx.on_compiled:
@@ -286,6 +298,7 @@ def _emit_break(ctx, tx, output, code, f_globals, index, error):
     elif _in_try_block(tx, inst.offset):
         whole_frame = "a graph break inside a try block"
     compile_events.graph_break(error, whole_frame)
+    warn_costly_break(error)  # `.item()`, an unknown C function: warned even without KILN_LOGS
     if whole_frame is not None:  # logged like every break: the user must see why it runs eagerly
         graph_breaks_log.debug(f"Graph break: {error}\n  the whole frame {display_name(code)} "
                  f"({code.co_filename}:{code.co_firstlineno}) runs eagerly: resume code cannot continue {whole_frame}")

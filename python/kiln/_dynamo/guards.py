@@ -10,6 +10,7 @@ inlining) are checked by a lambda guard at the root instead.
 import logging
 
 from kiln._C._dynamo import guards as _guards
+from kiln._dynamo.dynamic_ints import check_shape_guards
 from kiln._logging import getArtifactLogger, trace_structured
 from kiln._logging._metrics import dynamo_timed
 
@@ -112,7 +113,10 @@ def _build_guards(output, f_globals):
     builder.root.add_global_state_guard("global state at compile time")
     for source, kind, arg, origin in output.guards.entries.values():
         builder.add(source, kind, arg, origin)
-    if output.shape_env.guards or output.dynamic_sources:
+    if output.int_inputs:  # the guard tree binds symbols from tensors only: checked in Python
+        builder.root.add_lambda_guard(check_shape_guards(output, f_globals), "SHAPE_ENV (symbolic ints): "
+                                      + "; ".join(g.strip(" -") for g in output.shape_env.format_guards().splitlines()))
+    elif output.shape_env.guards or output.dynamic_sources:
         builder.root.set_shape_env(output.shape_env, "shape guards")
     if guards_log.isEnabledFor(logging.DEBUG):
         guards_log.debug("GUARDS:\n%s", builder.root)

@@ -18,7 +18,7 @@ from kiln import _C
 from kiln._guards import current_compile_id
 from kiln._dynamo import config
 from kiln._dynamo.codegen import install_global
-from kiln._dynamo.exc import BackendCompilerFailed, SpecializeShapes, Unsupported, unimplemented
+from kiln._dynamo.exc import BackendCompilerFailed, SpecializeShapes, Unsupported, is_user_file, unimplemented
 from kiln._dynamo.side_effects import SideEffects
 from kiln._dynamo.source import GlobalSource, Source, graph_input_name
 from kiln._dynamo.symbolic_layouts import LayoutShadow
@@ -75,8 +75,18 @@ class GuardSet:
         key = (source.name(), kind)
         if key not in self.entries:
             tx = self.output.current_tx
-            origin = tx.location() if tx is not None else ""
+            origin = _user_location(tx) if tx is not None else ""
             self.entries[key] = (source, kind, arg, origin)
+
+
+def _user_location(tx):
+    """`file:line in fn` of the innermost frame of the user's own code the translator is in (a guard
+    made inside an inlined kiln module names the user's line that called it)."""
+    frames = [f for f in tx.frame_summaries() if is_user_file(f[0])]
+    if not frames:
+        return tx.location()
+    filename, line, name = frames[-1]
+    return f"{filename}:{line} in {name}"
 
 
 def _stride_guards(value, fake, stride_dims):
@@ -109,6 +119,9 @@ class OutputGraph:
         self.input_layouts = {}    # source name -> the real input's (sizes, strides) (for frame_state)
         self.compiled_graphs = []  # GraphModules handed to the backend
         self.side_effects = SideEffects()  # attribute writes replayed after the graph
+        self.int_values = {}       # int argument's source name -> its value (dynamic_ints.py)
+        self.int_inputs = {}       # source name -> the SymNodeVariable of an int compiled as a symbol
+        self.int_symbols = {}      # source name -> (source, its symbol's name), for its guard
 
     # --- inputs -----------------------------------------------------------------------------
     def wrap_global(self, tx, f_globals, name):
@@ -178,6 +191,30 @@ class OutputGraph:
         self.inputs_by_source[key] = var
         return var
 
+    def add_int_input(self, tx, source, value):
+        """An int argument as a symbol (automatic dynamic ints, dynamic_ints.py): a graph input
+        whose example is a SymInt with `value` as its hint."""
+        key = source.name()
+        hit = self.int_inputs.get(key)
+        if hit is not None:
+            return hit
+        name = graph_input_name(source)
+        sym = self.shape_env.create_symbol(value, name.rstrip("_"))
+        first_op = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+        if first_op is not None:  # placeholders stay ahead of every op
+            with self.graph.inserting_before(first_op):
+                node = self.graph.placeholder(name)
+        else:
+            node = self.graph.placeholder(name)
+        node.meta["example_value"] = sym
+        node.meta["source"] = key
+        self.graphargs.append(GraphArg(source, value, sym, node))
+        self.guards.add(source, "TYPE_MATCH", int)
+        var = SymNodeVariable(node, sym)
+        self.int_inputs[key] = var
+        self.int_symbols[key] = (source, str(sym))  # named now: a guard may replace it by a number later
+        return var
+
     # --- ops ----------------------------------------------------------------------------------
     def call(self, tx, kind, target, args, kwargs):
         """Records `target(*args, **kwargs)` (trackers) as a node and returns the result's tracker."""
@@ -216,7 +253,7 @@ class OutputGraph:
                               "to keep it in the graph")
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
         node.meta["example_value"] = result
-        node.meta["stack_trace"] = tx.location()
+        node.meta["stack_trace"] = tx.stack_trace()  # provenance: kiln/fx/traceback.py
         return self.wrap_result(tx, node, result)
 
     def call_raw(self, tx, kind, target, node_args, node_kwargs, example=None):

@@ -28,6 +28,7 @@ from kiln._dynamo.variables.kiln_fns import AutocastVariable, GradModeVariable, 
 from kiln._dynamo.variables.lists import ListIteratorVariable, ListVariable, SliceVariable, TupleVariable
 from kiln._dynamo.variables.misc import NullVariable, SuperVariable
 from kiln._dynamo.variables.tensor import SymNodeVariable, TensorVariable
+from kiln.fx.traceback import format_stack
 
 PY312 = sys.version_info >= (3, 12)
 _NB_OPS = [getattr(operator, n) for n in (
@@ -96,6 +97,22 @@ class InstructionTranslatorBase:
             frames.append(tx.location())
             tx = tx.parent
         return list(reversed(frames))
+
+    def frame_summaries(self):
+        """[(filename, line, function name)] from the compiled frame to the innermost inlined one."""
+        from kiln._dynamo.convert_frame import display_name
+
+        frames = []
+        tx = self
+        while tx is not None:
+            line = tx.current.line if tx.current is not None else tx.code.co_firstlineno
+            frames.append((tx.code.co_filename, line, display_name(tx.code)))
+            tx = tx.parent
+        return list(reversed(frames))
+
+    def stack_trace(self):
+        """The user's call chain here as traceback text: a node's meta["stack_trace"] (kiln.fx.traceback)."""
+        return format_stack(self.frame_summaries())
 
     # --- stack ----------------------------------------------------------------------------
     def push(self, v):
@@ -234,6 +251,10 @@ class InstructionTranslatorBase:
         self.push(self.load_global(name))
 
     def load_global(self, name):
+        if self.f_globals is self.output.root_globals:
+            stored = self.output.side_effects.load_global(name)  # assigned earlier in this translation
+            if stored is not None:
+                return stored
         if name in self.f_globals:
             return self.output.wrap_global(self, self.f_globals, name)
         builtins = self.f_globals.get("__builtins__", __builtins__)
@@ -243,7 +264,15 @@ class InstructionTranslatorBase:
         unimplemented(f"name {name!r} is not defined")
 
     def STORE_GLOBAL(self, inst):
-        unimplemented("assigning a global variable", "return the value instead of storing a global")
+        name = self.code.co_names[inst.arg]
+        value = self.pop()
+        if self.f_globals is not self.output.root_globals:
+            unimplemented(f"assigning the global {name!r} of another module ({self.f_globals.get('__name__')})",
+                          "assign it outside the compiled function")
+        self.output.side_effects.store_global(self, name, value)  # written after the graph
+
+    def DELETE_GLOBAL(self, inst):
+        unimplemented(f"deleting the global {self.code.co_names[inst.arg]!r}", "delete it outside the compiled function")
 
     def LOAD_ATTR(self, inst):
         if PY312:
@@ -622,10 +651,10 @@ class InstructionTranslator(InstructionTranslatorBase):
                     unimplemented(f"the {inst.opname} instruction", "this Python construct is not traced yet")
                 handler(inst)
             except NotConstant as e:
-                error = not_constant_break(e).locate(self.location(), self.user_stack())
+                error = not_constant_break(e).locate(self.location(), self.user_stack(), self.frame_summaries())
                 raise BreakRequest(inst.index, error) from e
             except Unsupported as e:
-                e.locate(self.location() if e.location is None else e.location, self.user_stack())
+                e.locate(self.location(), self.user_stack(), self.frame_summaries())
                 raise BreakRequest(inst.index, e)
         return self.return_value
 
@@ -662,10 +691,10 @@ class InliningInstructionTranslator(InstructionTranslatorBase):
         try:
             result = tx.run()
         except Unsupported as e:
-            e.locate(tx.location(), tx.user_stack())
+            e.locate(tx.location(), tx.user_stack(), tx.frame_summaries())
             raise
         except NotConstant as e:
-            raise not_constant_break(e).locate(tx.location(), tx.user_stack()) from e
+            raise not_constant_break(e).locate(tx.location(), tx.user_stack(), tx.frame_summaries()) from e
         finally:
             parent.output.current_tx = previous
         if tx.yields is not None:  # a generator runs to completion here; its values iterate later

@@ -37,7 +37,7 @@ from kiln._functorch._aot_autograd.joint import trace_joint
 from kiln._functorch._aot_autograd.runtime import _InferenceRuntime, _training_runtime, _with_constants
 from kiln._functorch.backward_reads import (inputs_read_by_backward, prune_absent, saved_input_aliases,
                                              saved_inputs_recomputed_from, tangent_dependencies)
-from kiln._guards import compile_context
+from kiln._guards import compile_context, current_compile_id
 from kiln._logging import getArtifactLogger, trace_structured
 from kiln._logging._metrics import counters, dynamo_timed
 from kiln.func import _flatten, _unflatten
@@ -96,13 +96,18 @@ def _create_runtime(flat_fn, leaves, config):
     log.info("traced, partitioned and compiled a forward and backward graph in %.1f ms",
              (time.perf_counter() - start) * 1e3)
 
+    compile_id = current_compile_id()
+
     def specialise(absent):  # the backward for calls where the tangents in `absent` are None
         pruned = prune_absent(bw_module, absent)
         if pruned is None:
             return None
         module, unread = pruned
-        _log_graph(f"Backward graph without tangents {absent:b}", module)
-        compiled = config.bw_compiler(module, _fake_examples(module))
+        # compiled at the first such backward, long after the forward's compile: its logs and
+        # output code still name the compile that made the forward ([frame/recompile])
+        with compile_context(compile_id):
+            _log_graph(f"Backward graph without tangents {absent:b}", module)
+            compiled = config.bw_compiler(module, _fake_examples(module))
         return compiled, getattr(compiled, "_boxed_call", False), {saved_order[j] for j in unread}
 
     aliases = saved_input_aliases(fw_module, num_fwd_outputs)
@@ -246,8 +251,9 @@ def aot_module_simplified(gm, example_inputs, fw_compiler, bw_compiler=None, par
             except Exception as e:  # noqa: BLE001 - the handler decides who sees it
                 if on_trace_error is None:
                     raise
-                outs = on_trace_error(gm, e, lambda: list(run_graph(*args)))
-                runtimes[key] = (lambda leaves: list(run_graph(*leaves)), None)
+                # run as written: gm.forward, not the tracing replay (which names graph nodes in errors)
+                outs = on_trace_error(gm, e, lambda: list(gm.forward(*args)))
+                runtimes[key] = (lambda leaves: list(gm.forward(*leaves)), None)
                 return outs
         runtime, slots = entry
         return runtime(args if slots is None else [args[i] for i in slots])

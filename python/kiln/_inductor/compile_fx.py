@@ -195,7 +195,7 @@ def _in_layout(x, shape, stride, offset):
 def output_code(graph, wrapper):
     parts = [f"# autotune: {op} -> {choice}" for op, choice in graph.autotune_choices]
     for kernel in graph.kernels:
-        parts.append(f"# kernel {kernel.name}\n{kernel.compiled.code}")
+        parts.append(f"# kernel {kernel.name}\n" + "".join(f"{c}\n" for c in kernel.provenance) + kernel.compiled.code)
     parts.append("# wrapper\n" + wrapper)
     return "\n".join(parts)
 

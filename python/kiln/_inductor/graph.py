@@ -24,6 +24,7 @@ from kiln._inductor.bisect_controls import fusions, lowerings
 from kiln._inductor.lowering import LOWERINGS, Fallback, V, lower, merge_reduced_dims, mm_template
 from kiln._inductor.wrapper import wrapper_code
 from kiln._logging import getArtifactLogger
+from kiln.fx.traceback import provenance_comments
 
 output_code_log = getArtifactLogger(__name__, "output_code")
 
@@ -34,6 +35,7 @@ class KernelBuilder:
     def __init__(self, graph, outer, inner):
         self.graph, self.outer, self.inner = graph, list(outer), inner
         self.buffers, self.loops, self.accs, self.ops = [], [], {}, set()
+        self.origins = set()  # (node position, stack trace) of the graph nodes whose code it computes
 
     def buffer_index(self, buf):
         for i, b in enumerate(self.buffers):
@@ -80,8 +82,9 @@ class Kernel:
     """A kernel's IR and the buffers it takes, compiled on first use: memory planning may still
     rewrite the IR (an in-place kernel reads its victim through the output's pointer)."""
 
-    def __init__(self, name, ir, buffers):
+    def __init__(self, name, ir, buffers, provenance=()):
         self.name, self.ir, self.buffers, self._compiled = name, ir, buffers, None
+        self.provenance = list(provenance)  # `# File ...` comments: the user's lines it computes
 
     def rewrite(self, ir, buffers):
         self.ir, self.buffers, self._compiled = ir, buffers, None
@@ -120,6 +123,7 @@ class GraphLowering:
         self.building = set()      # ids of the output buffers of reduction kernels being built
         self.autotune_choices = []  # (op, chosen alternative) under max-autotune
         self.statistics = {}       # (id(input), reduced dims) -> a variance's mean, for mean.dim
+        self.extern_provenance = {}  # id of an "extern" record -> its node's `# File ...` comments
 
     # --- buffers ---------------------------------------------------------------------------------
     def new_buffer(self, dtype, shape, stride=None, offset=0):
@@ -373,7 +377,7 @@ class GraphLowering:
         buffers = [(f"out_ptr{out_ids[id(b)]}" if id(b) in out_ids else f"in_ptr{i}", ir_dtype(b.dtype))
                    for i, b in enumerate(kb.buffers)]
         ir = {"name": name, "buffers": buffers, "outer": list(kb.outer), "loops": kb.loops}
-        kernel = Kernel(name, ir, list(kb.buffers))
+        kernel = Kernel(name, ir, list(kb.buffers), provenance_comments(t for _, t in sorted(kb.origins)))
         self.kernels.append(kernel)
         for out in outs:
             self.records.append(("alloc", out))
@@ -407,6 +411,7 @@ class GraphLowering:
             elif node.op == "call_function":
                 self.env[node] = self._call(node)
                 value = self.env[node]
+                _record_origin(value, (len(self.pre_fusion), node.meta.get("stack_trace")))
                 self.pre_fusion.append(f"{node.name} = {node.target}: {_describe(value)}")
                 if isinstance(value, (Pointwise, Reduction)) and not fusions.allow(f"{node.name} ({node.target})"):
                     self.env[node] = value = self.realize(value)  # kiln._dynamo.bisect: no fusion past here
@@ -551,10 +556,35 @@ class GraphLowering:
         for b in results:
             if b is not None:
                 self.defined.add(b.name)
-        self.records.append(("extern", target, args, kwargs, results, isinstance(val, (tuple, list))))
+        record = ("extern", target, args, kwargs, results, isinstance(val, (tuple, list)))
+        self.records.append(record)
+        self.extern_provenance[id(record)] = provenance_comments([node.meta.get("stack_trace")])
         return value
 
     # --- the wrapper -----------------------------------------------------------------------------
+def _record_origin(value, origin):
+    """Source provenance of a lazy value: evaluating its code inside a kernel (KernelBuilder)
+    adds its node's stack trace to the kernel's origins, so a fused kernel names every user line
+    it computes; a Buffer's own kernel or extern call was attributed when it was made."""
+    if origin[1] is None or not isinstance(value, (Pointwise, Reduction)):
+        return
+    if isinstance(value, Pointwise) and value.squeeze_of is not None:  # realized as its base's view
+        _record_origin(value.squeeze_of, origin)
+    attr = "fn" if isinstance(value, Pointwise) else "source_fn"
+    inner = getattr(value, attr)
+    if getattr(inner, "_kiln_origin", None) == origin[1]:  # the same value again (a view's no-op)
+        return
+
+    def traced(kb, *args):
+        origins = getattr(kb, "origins", None)  # a Probe evaluates code for no kernel
+        if origins is not None:
+            origins.add(origin)
+        return inner(kb, *args)
+
+    traced._kiln_origin = origin[1]
+    setattr(value, attr, traced)
+
+
 def _describe(value):
     if isinstance(value, Buffer):
         return f"Buffer {value.name} {value.dtype} {value.shape} stride={value.stride}"

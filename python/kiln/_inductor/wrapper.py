@@ -74,6 +74,9 @@ def wrapper_code(graph):
     overwritable = {name: v for name, v in owned.items() if name not in static}  # once: planning is linear
     for i, rec in enumerate(graph.records):
         kind = rec[0]
+        # source provenance: the user's lines a kernel or extern call computes (kiln/fx/traceback.py)
+        provenance = rec[1].provenance if kind == "kernel" else graph.extern_provenance.get(id(rec), ())
+        lines.extend(f"    {comment}" for comment in provenance)
         if kind == "alloc" and rec[1].name in static:
             pass  # bound at the top from static_buffers
         elif kind == "alloc":

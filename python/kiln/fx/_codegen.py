@@ -14,6 +14,7 @@ import operator
 import re
 
 import kiln
+from kiln.fx.traceback import provenance_comment
 
 _BINARY = {
     operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
@@ -188,8 +189,15 @@ def python_code(graph, root_module="self", verbose=False):
         releases.setdefault(user, []).append(value)
 
     params, body = [], []
+    last_provenance = None  # a graph with no stack traces prints none of these comments
     for node in nodes:
         annotation = ""
+        if verbose and node.op not in ("placeholder", "output"):
+            # the user's line a node came from, once per run of nodes from the same line
+            provenance = provenance_comment(node.meta.get("stack_trace"))
+            if provenance != last_provenance:  # PyTorch's words where a run of nodes has none
+                body.append(provenance if provenance is not None else "# No stacktrace found for following nodes")
+            last_provenance = provenance
         if verbose:
             val = node.meta.get("val") if "val" in node.meta else None
             if isinstance(val, kiln.Tensor):

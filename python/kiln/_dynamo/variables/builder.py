@@ -13,6 +13,7 @@ import types
 
 import kiln
 from kiln import _C
+from kiln._dynamo.dynamic_ints import wants_symbol
 from kiln._dynamo.exc import unimplemented
 from kiln._dynamo.source import GetItemSource
 from kiln._dynamo.variables.base import ConstantVariable, LazyVariable, NotConstant, is_constant_value
@@ -77,6 +78,8 @@ def wrap(tx, value, source):
             guard.add(source, "TYPE_MATCH", type(value))
             guard.add(source, "EQUALS_MATCH", value)
         return SizeVariable([ConstantVariable(v) for v in value], source=source)
+    if type(value) is int and source is not None and wants_symbol(out, source, value):
+        return out.add_int_input(tx, source, value)  # automatic dynamic ints (dynamic_ints.py)
     if is_constant_value(value):
         if guard:
             if value is None:
@@ -106,12 +109,17 @@ def wrap(tx, value, source):
         if guard:
             guard.add(source, "ID_MATCH", value)
         return KilnFunctionVariable(value, source)
+    if type(value) is list and source is not None and out.side_effects.mutated_list(value) is not None:
+        return out.side_effects.mutated_list(value)  # changed earlier in this translation: its items
     if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
         if guard:
             guard.add(source, "TYPE_MATCH", type(value))
             guard.add(source, "LENGTH_CHECK", len(value))
         items = [wrap(tx, v, GetItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
-        return (TupleVariable if type(value) is tuple else ListVariable)(items, source=source)
+        var = (TupleVariable if type(value) is tuple else ListVariable)(items, source=source)
+        if type(value) is list:
+            var.real_list = value  # the object side_effects.py writes back into, if it changes
+        return var
     if isinstance(value, tuple) and is_structseq_type(type(value)):
         if guard:
             guard.add(source, "TYPE_MATCH", type(value))

@@ -38,7 +38,7 @@ _SIDE_EFFECTS = {print: "print() is a side effect in Python",
                  input: "input() is a side effect", open: "open() is a side effect",
                  builtins.exec: "exec()", builtins.eval: "eval()", builtins.compile: "compile()",
                  builtins.globals: "globals()", builtins.locals: "locals()", builtins.vars: "vars()",
-                 builtins.id: "id() depends on object identity", builtins.setattr: "setattr()"}
+                 builtins.setattr: "setattr()"}
 
 
 def _is_graph_value(v):
@@ -88,7 +88,34 @@ class BuiltinVariable(VariableTracker):
                 return ConstantVariable(fn(*values, **kw))
             except Exception as e:
                 unimplemented(f"{self.describe()} raised {type(e).__name__}: {e}")
+        if not _is_python_builtin(fn) and not _c_function_name(fn).startswith("kiln."):
+            # also warned about without KILN_LOGS (break_warnings.py): most users never see the break;
+            # kiln's own (a gap in kiln the user cannot fix) are logged as any other break
+            name = _c_function_name(fn)
+            unimplemented(f"kiln does not know how to trace the builtin `{name}`: a C function (of Python or of an "
+                          "extension module) that kiln does not model",
+                          "call it outside the compiled function, or, if it takes and returns tensors and runs on "
+                          "fake tensors, kiln._dynamo.allow_in_graph(fn) keeps it in the graph", costly="c_function")
         unimplemented(f"calling {self.describe()}", "move the call out of the compiled function")
+
+
+def _is_python_builtin(fn):
+    """builtins', operator's and math's functions and the methods of builtin types' objects
+    (`lst.append` taken as a value): the interpreter's own business (a break on one is logged like
+    any other); any other C function is an extension's or a library's."""
+    owner = getattr(fn, "__self__", None)
+    return getattr(fn, "__module__", None) in ("builtins", "_operator", "operator", "math") or \
+        owner is builtins or (owner is not None and type(owner).__module__ == "builtins" and
+                              not isinstance(owner, type(builtins)))
+
+
+def _c_function_name(fn):
+    """`time.perf_counter`, `kiln._C._is_fake` (pybind11's `PyCapsule.` qualname prefix dropped)."""
+    owner = getattr(fn, "__self__", None)
+    module = getattr(fn, "__module__", None) or (owner.__name__ if isinstance(owner, type(builtins)) else
+                                                 type(owner).__module__ if owner is not None else "?")
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return f"{module}.{name.removeprefix('PyCapsule.')}"
 
 
 def _graph_op(tx, fn, args):
@@ -301,7 +328,7 @@ def _int_float(fn):
         if isinstance(x, SymNodeVariable):
             return ConstantVariable(fn(x.evaluate()))
         unimplemented(f"{fn.__name__}() of {x.describe()} reads a tensor's data",
-                      "keep the value a tensor (e.g. x.to(kiln.int64))")
+                      "keep the value a tensor (e.g. x.to(kiln.int64))", costly="item")
 
     return handler
 
@@ -429,6 +456,34 @@ def _truth(tx, x):
     return ConstantVariable(x.truth(tx))
 
 
+def _id(tx, x=None, *rest):
+    """id() of an object the frame reached (an argument, a module, a parameter): its real id, a
+    constant, guarded by identity (ID_MATCH), as PyTorch's call_id. An object made during capture
+    has no id before the graph runs: that stays a graph break."""
+    if x is None or rest:
+        return None
+    value = _real_object(tx, x)
+    if value is None:
+        unimplemented(f"id() of {x.describe()}, made inside the compiled function (it has no id until it runs)",
+                      "compare objects with `is`, or take id() of an argument or a module")
+    tx.output.guards.add(x.source, "ID_MATCH", value)
+    return ConstantVariable(id(value))
+
+
+def _real_object(tx, x):
+    """The object a tracker stands for, when it came from the frame (has a source), else None."""
+    if getattr(x, "source", None) is None:
+        return None
+    if isinstance(x, TensorVariable):
+        return next((ga.example for ga in tx.output.graphargs if ga.source.name() == x.source.name()), None)
+    from kiln._dynamo.variables.base import ObjectVariable
+
+    if isinstance(x, ObjectVariable):
+        return x.value
+    fn = getattr(x, "fn", None)  # a user function
+    return fn if callable(fn) else None
+
+
 _HANDLERS = {
     len: _len, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, enumerate: _enumerate, zip: _zip,
     range: _range, list: _list, tuple: _tuple, dict: _dict, set: _set, iter: _iter, next: _next,
@@ -436,5 +491,5 @@ _HANDLERS = {
     bool: _bool, int: _int_float(int), float: _int_float(float), abs: _abs, operator.abs: _abs, type: _type,
     map: _map, filter: _filter, sorted: _sorted, operator.getitem: _getitem, operator.contains: _contains,
     operator.not_: _not, operator.is_: _is(False), operator.is_not: _is(True), callable: _callable,
-    operator.setitem: _setitem, operator.delitem: _delitem, operator.truth: _truth, super: _super,
+    operator.setitem: _setitem, operator.delitem: _delitem, operator.truth: _truth, super: _super, id: _id,
 }

@@ -63,10 +63,10 @@ class ConstDictVariable(VariableTracker):
             unimplemented(f"a dict key that is not a constant ({var.describe()})")
         return var.as_python_constant()
 
-    def _check_mutable(self, what):
+    def _check_mutable(self, tx, what):
         if self.source is not None:
-            unimplemented(f"{what} on a dict that came from outside the compiled function",
-                          "build a new dict instead of mutating an argument")
+            unimplemented(f"{what} on a dict that came from outside the compiled function ({_origin(tx, self.source)})",
+                          "build a new dict and return it, or change the dict outside the compiled function")
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__getitem__":
@@ -95,7 +95,7 @@ class ConstDictVariable(VariableTracker):
         if name == "copy":
             return ConstDictVariable(self.realized(tx), self.kind)
         if name in ("__setitem__", "update", "pop", "setdefault", "__delitem__", "clear", "popitem"):
-            self._check_mutable(f"dict.{name}")
+            self._check_mutable(tx, f"dict.{name}")
             if name == "__setitem__":
                 self.items[self._key(args[0])] = args[1]
                 return ConstantVariable(None)
@@ -183,3 +183,17 @@ class SetVariable(VariableTracker):
         unimplemented(f"set.{name}()")
 
 
+def _origin(tx, source):
+    """What a value from outside is, in the user's words: an argument, a variable captured from an
+    enclosing function, a global (the root of its source's path)."""
+    while hasattr(source, "base"):
+        source = source.base
+    name = getattr(source, "local_name", None)
+    if name is not None:
+        root = tx
+        while root.parent is not None:
+            root = root.parent
+        return (f"the variable {name!r} captured from an enclosing function" if name in root.code.co_freevars
+                else f"the argument {name!r}")
+    name = getattr(source, "global_name", None)
+    return f"the global {name!r}" if name is not None else "a value the function reads"

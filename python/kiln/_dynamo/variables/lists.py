@@ -153,40 +153,49 @@ class ListVariable(BaseListVariable):
     def mutable(self):
         return self.source is None
 
-    def _check_mutable(self, what):
+    def _check_mutable(self, tx, what):
+        """A list from outside (an argument, a global, a captured variable) changes for real after
+        the graph: side_effects.py writes its new items back (after `what` has changed them)."""
         if self.source is not None:
-            unimplemented(f"{what} on a list that came from outside the compiled function",
-                          "build a new list instead of mutating an argument")
+            tx.output.side_effects.mutate_list(tx, self)
 
     def call_method(self, tx, name, args, kwargs):
+        result = self._call_method(tx, name, args, kwargs)
+        if self.source is not None and tx.output.side_effects.is_mutated(self):
+            from kiln._dynamo.side_effects import check_list_items
+
+            check_list_items(self)
+        return result
+
+    def _call_method(self, tx, name, args, kwargs):
         if name == "append":
-            self._check_mutable("list.append")
+            self._check_mutable(tx, "list.append")
             self.items.append(args[0])
             return ConstantVariable(None)
         if name == "extend":
-            self._check_mutable("list.extend")
+            self._check_mutable(tx, "list.extend")
             self.items.extend(args[0].unpack_var_sequence(tx))
             return ConstantVariable(None)
         if name == "insert":
-            self._check_mutable("list.insert")
+            self._check_mutable(tx, "list.insert")
             self.items.insert(args[0].as_python_constant(), args[1])
             return ConstantVariable(None)
         if name == "pop":
-            self._check_mutable("list.pop")
+            self._check_mutable(tx, "list.pop")
             index = args[0].as_python_constant() if args else -1
             return self.items.pop(index)
         if name == "clear":
-            self._check_mutable("list.clear")
+            self._check_mutable(tx, "list.clear")
             self.items.clear()
             return ConstantVariable(None)
         if name == "reverse":
-            self._check_mutable("list.reverse")
+            self._check_mutable(tx, "list.reverse")
             self.items.reverse()
             return ConstantVariable(None)
         if name == "copy":
             return ListVariable(self.items)
         if name == "__setitem__":
-            self._check_mutable("list item assignment")
+            self._check_mutable(tx, "list item assignment")
             key = args[0].as_python_constant()
             if isinstance(key, slice):
                 self.items[key] = args[1].unpack_var_sequence(tx)
@@ -194,7 +203,7 @@ class ListVariable(BaseListVariable):
                 self.items[key] = args[1]
             return ConstantVariable(None)
         if name == "__delitem__":
-            self._check_mutable("del on a list item")
+            self._check_mutable(tx, "del on a list item")
             del self.items[args[0].as_python_constant()]
             return ConstantVariable(None)
         return super().call_method(tx, name, args, kwargs)

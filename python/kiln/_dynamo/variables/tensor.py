@@ -80,7 +80,8 @@ class TensorVariable(VariableTracker):
             if name == "item" and config.capture_scalar_outputs:
                 return tx.output.call(tx, "call_method", name, (self,) + tuple(args), kwargs)
             unimplemented(f"Tensor.{name}() reads a tensor's data into Python",
-                          "keep it a tensor (or set kiln._dynamo.config.capture_scalar_outputs = True for .item())")
+                          "keep it a tensor (or set kiln._dynamo.config.capture_scalar_outputs = True for .item())",
+                          costly="item")
         if name in _DATA_METHODS:
             unimplemented(f"Tensor.{name}()", "call it outside the compiled function")
         if name == "__setitem__":

@@ -151,19 +151,31 @@ def _named(gm, names):
 
 
 class _AnnotatingInterpreter(kiln.fx.Interpreter):
-    """Runs a graph node by node under an active make_fx; the nodes recorded while running an
-    annotated node inherit its activation-checkpointing annotation: meta["recompute"] as is, or
-    meta["ac_policy"] (a selective policy) applied to each recorded op."""
+    """Runs a graph node by node under an active make_fx; the nodes recorded while running a node
+    inherit its source provenance (meta["stack_trace"], kiln.fx.traceback: AOT graphs and Inductor's
+    kernels name the user's line) and its activation-checkpointing annotation: meta["recompute"]
+    as is, or meta["ac_policy"] (a selective policy) applied to each recorded op."""
 
     def run_node(self, n):
         from kiln.fx.experimental.proxy_tensor import current_trace_graph
 
         graph = current_trace_graph()
         recompute, policy = n.meta.get("recompute"), n.meta.get("ac_policy")
-        if graph is None or (recompute is None and policy is None):
+        stack_trace = n.meta.get("stack_trace")
+        if graph is None or (recompute is None and policy is None and stack_trace is None):
             return super().run_node(n)
-        before = set(graph.nodes)
+        root = graph._root_node()
+        last = root.prev  # nodes are recorded at the end: the new ones follow it
+        before = set(graph.nodes) if recompute is not None or policy is not None else None
         result = super().run_node(n)
+        if stack_trace is not None:
+            node = last.next
+            while node is not root:
+                if "stack_trace" not in node.meta:
+                    node.meta["stack_trace"] = stack_trace
+                node = node.next
+        if before is None:
+            return result
         if policy is None:
             def policy(ctx, op, *args, **kwargs):
                 return recompute
@@ -173,8 +185,8 @@ class _AnnotatingInterpreter(kiln.fx.Interpreter):
 
 def replay(gm):
     """A callable running gm: its generated code, or the annotating interpreter when some node
-    carries an activation-checkpointing annotation (so a retrace keeps them)."""
-    if any("recompute" in n.meta or "ac_policy" in n.meta for n in gm.graph.nodes):
+    carries source provenance or an activation-checkpointing annotation (so a retrace keeps them)."""
+    if any("recompute" in n.meta or "ac_policy" in n.meta or "stack_trace" in n.meta for n in gm.graph.nodes):
         return _AnnotatingInterpreter(gm).run
     return gm.forward
 
