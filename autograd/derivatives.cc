@@ -100,6 +100,12 @@ ScalarType Ctx::dtype(const char* name) const {
   return node_.arg_meta[first].dtype;
 }
 
+Device Ctx::device(const char* name) const {
+  auto [first, count] = node_.arg_edges[ArgIndex(node_.derivative().op->schema(), name)];
+  KILN_INTERNAL_ASSERT(count == 1, node_.name(), ": '", name, "' is not a tensor input");
+  return node_.arg_meta[first].device;
+}
+
 const SymDimVector& Ctx::self_strides() const {
   KILN_INTERNAL_ASSERT(node_.derivative().saves_self_geometry, node_.name(), ": self.geometry not saved");
   return node_.self_strides;

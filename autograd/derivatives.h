@@ -55,6 +55,7 @@ class Ctx {
     return std::vector<SymInt>(s.begin(), s.end());
   }
   ScalarType dtype(const char* name) const;
+  Device device(const char* name) const;
   int64_t dim(const char* name) const { return static_cast<int64_t>(sizes(name).size()); }
   // self's strides and storage offset, for formulas that save "self.geometry" (as_strided):
   // the layout without the data, so an in-place write to self after the op is no error.

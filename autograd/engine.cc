@@ -81,6 +81,12 @@ void Validate(const Node& fn, TensorList& grads) {
       g = SumToSize(g, m.sizes);
     }
     if (g.dtype() != m.dtype) g = ops::to_dtype(g, m.dtype);
+    if (g.device() != m.device) {  // a 0-dim gradient moves; any other is a backward function's bug
+      if (g.dim() != 0)
+        throw Error(StrCat("Function ", fn.name(), " returned an invalid gradient at index ", i, " - expected device ",
+                           m.device.str(), " but got ", g.device().str()));
+      g = CopyToDevice(g, m.device);
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include "autograd/formulas/common.h"
 #include "autograd/view_tracking.h"
+#include "tensor/ops/common.h"
 
 namespace kiln::autograd {
 using namespace formulas;
@@ -165,7 +166,12 @@ void DefineViewFormulas(DerivativeTable& d) {
   d.Def("t", {}, [](Ctx& c, Grads& g) { g["self"] = c.dim("self") < 2 ? c.grad() : ops::transpose(c.grad(), 0, 1); });
   d.InplaceOf("transpose_", "transpose.int");  // inplace_view: self takes the transposed layout
   d.InplaceOf("t_", "t");
-  d.Def("_to_copy", {}, [](Ctx& c, Grads& g) { g["self"] = c.grad(); });
+  // the gradient goes back to the input's device (the engine casts it to the input's dtype), as
+  // PyTorch's _to_copy_backward: x.cuda()'s gradient reaches a CPU leaf on the CPU
+  d.Def("_to_copy", {}, [](Ctx& c, Grads& g) {
+    const Device device = c.device("self");
+    g["self"] = c.grad().device() == device ? c.grad() : CopyToDevice(c.grad(), device);
+  });
   d.Def("fill_.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = zeros_like(c.grad()); });
   d.Def("fill_.Tensor", {}, [](Ctx& c, Grads& g) {
     if (c.needs("self")) g["self"] = zeros_like(c.grad());

@@ -276,6 +276,7 @@ void GatherScatterKernel(ScatterMode mode, const Tensor& self, int64_t dim, cons
 
 TensorMeta GatherMeta(const Tensor& self, int64_t dim, const Tensor& index, bool) {
   dim = WrapDim(dim, self.dim());
+  CheckOnSelfDevice("gather", self, {&index});
   CheckLongIndex("gather", index);
   // (sym_numel: a symbolic index size under dynamic shapes, fuzz seed 171, program 26060)
   if (index->sym_numel() != 0) GatherShapeCheck(self, dim, index);
@@ -296,6 +297,7 @@ Tensor GatherCPU(const Tensor& self, int64_t dim, const Tensor& index, bool spar
 Tensor ScatterInplace(const char* op, ScatterMode mode, Tensor self, int64_t dim, const Tensor& index,
                       const Tensor* src, const Scalar* value, bool run) {
   dim = WrapDim(dim, self.dim());
+  CheckOnSelfDevice(op, self, {&index, src});
   CheckLongIndex(op, index);
   if (src) KILN_CHECK(self.dtype() == src->dtype(), op, "(): Expected self.dtype to be equal to src.dtype");
   if (index->sym_numel() != 0) ScatterShapeCheck(self, dim, index, src);
@@ -350,6 +352,7 @@ Tensor ScatterAdd(const Tensor& self, int64_t dim, const Tensor& index, const Te
 
 // PyTorch's index_func_meta_impl, in its order.
 void IndexAddCheck(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+  CheckOnSelfDevice("index_add_", self, {&index, &source});
   KILN_CHECK_INDEX(index.dim() <= 1, "index_add_(): Index is supposed to be a vector, but got dim: ", index.dim(),
                    " with type: ", ScalarTypeDisplayName(index.dtype()), " and size: ", ShapeStr(index));
   KILN_CHECK(index.dtype() == ScalarType::Int64 || index.dtype() == ScalarType::Int32,

@@ -309,6 +309,12 @@ Tensor IndexPutImpl(Tensor self, const OptionalTensorList& indices, const Tensor
   // The index count first, as PyTorch (a 0-d self takes none: fuzz seed 91, program 63).
   KILN_CHECK_INDEX(static_cast<int64_t>(indices.size()) <= self.dim(), "too many indices for tensor of dimension ",
                    self.dim(), " (got ", indices.size(), ")");
+  // a CPU self takes CPU indices and values only (a CUDA self may take CPU indices, as PyTorch's)
+  if (self.device().is_cpu()) {
+    CheckOnSelfDevice("index_put_", self, {&values});
+    for (const auto& i : indices)
+      if (i && i->defined()) KILN_CHECK(i->device().is_cpu(), "indices should be either on cpu or on the same device as the indexed tensor (cpu)");
+  }
   KILN_CHECK(values.dtype() == self.dtype(), "Index put requires the source and destination dtypes match, got ",
              ScalarTypeDisplayName(self.dtype()), " for the destination and ", ScalarTypeDisplayName(values.dtype()),
              " for the source.");

@@ -341,3 +341,47 @@ def test_fill_a_host_tensor_with_a_device_value():
     c = kiln.zeros(2, dtype=kiln.complex64)
     c.fill_(kiln.tensor(1 + 2j).cuda())
     _same(c, kiln.full((2,), 1 + 2j, dtype=kiln.complex64))
+
+
+# Found on the H200: a CPU kernel given a CUDA operand read device memory on the host and crashed
+# the process (a segfault). Each of these raises PyTorch's RuntimeError now, before any kernel runs;
+# tests/test_cuda_fake_driver.py runs this file with the fake's device memory unreadable from the host
+# (KILN_FAKE_CUDA_GUARD_MEMORY=1), so a host read anywhere here crashes there as on a GPU.
+DEVICE_MISMATCHES = [
+    ("cpu.add_(cuda)", lambda a, b: a.add_(b), "same device"),
+    ("cpu.mul_(cuda 0-d)", lambda a, b: a.mul_(b[0]), "same device"),
+    ("cpu.clamp_(min=cuda)", lambda a, b: a.clamp_(min=b), "same device"),
+    ("cpu.clamp(max=cuda)", lambda a, b: a.clamp(max=b), "same device"),
+    ("add(cuda, cuda, out=cpu)", lambda a, b: kiln.add(b, b, out=a), "Expected out tensor to have device cuda:0"),
+    ("add(cpu, cpu, out=cuda)", lambda a, b: kiln.add(a, a, out=b), "Expected out tensor to have device cpu"),
+    ("cpu.index_add_(cuda index)", lambda a, b: a.index_add_(0, kiln.tensor([0, 1], device="cuda"), b[:2]),
+     "same device"),
+    ("cpu.scatter_(cuda src)", lambda a, b: a.scatter_(0, kiln.tensor([0]), b[:1]), "same device"),
+    ("cpu.gather(cuda index)", lambda a, b: a.gather(0, kiln.tensor([0], device="cuda")), "same device"),
+    ("cpu[cpu index] = cuda", lambda a, b: a.index_put_((kiln.tensor([0]),), b[:1]), "same device"),
+    ("cpu[cuda index] = cpu", lambda a, b: a.index_put_((kiln.tensor([0], device="cuda"),), a[:1]),
+     "indices should be either on cpu or on the same device"),
+    ("cpu.index_copy_(cuda src)", lambda a, b: a.index_copy_(0, kiln.tensor([0]), b[:1]), "same device"),
+]
+
+
+@pytest.mark.parametrize("name,fn,message", DEVICE_MISMATCHES, ids=[c[0] for c in DEVICE_MISMATCHES])
+def test_cpu_kernels_refuse_cuda_operands(name, fn, message):
+    a, b = kiln.ones(3), kiln.ones(3, device="cuda")
+    with pytest.raises(RuntimeError, match=message):
+        fn(a, b)
+    assert kiln.equal(a, kiln.ones(3))  # nothing written
+
+
+def test_gradient_returns_to_the_leafs_device():
+    """x.cuda()'s backward brings the gradient back to the CPU leaf (PyTorch's _to_copy_backward); it
+    reached the leaf's AccumulateGrad on CUDA, whose CPU add read it on the host (a segfault in
+    tests/cuda/test_cuda_attention.py's MultiheadAttention test, whose input had been a CPU leaf)."""
+    x = kiln.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    x.cuda().backward(kiln.tensor([1.0, 2.0, 4.0], device="cuda"))
+    assert x.grad.device.type == "cpu" and x.grad.tolist() == [1.0, 2.0, 4.0]
+    x.cuda().backward(kiln.tensor([1.0, 1.0, 1.0], device="cuda"))  # accumulates on the CPU
+    assert x.grad.tolist() == [2.0, 3.0, 5.0]
+    y = kiln.tensor([1.0, 2.0], device="cuda", requires_grad=True)
+    y.cpu().backward(kiln.tensor([3.0, 5.0]))
+    assert y.grad.device.type == "cuda" and y.grad.cpu().tolist() == [3.0, 5.0]

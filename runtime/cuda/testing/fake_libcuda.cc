@@ -11,7 +11,12 @@
 // KILN_FAKE_CUDA_NOOP_KERNELS=1: modules load and launches succeed without running anything, so a
 // whole program walks through every op's host side on a machine without a GPU (an op with no CUDA
 // kernel raises as it would on one; with nvJitLink on the library path, generated kernels compile
-// too); the values it computes are garbage.
+// too); the values it computes are garbage. KILN_FAKE_CUDA_GUARD_MEMORY=1: device memory is mapped
+// PROT_NONE, opened only inside the fake's own copies and memsets, so a host read or write of device
+// memory faults here as it does on a GPU (run it with no-op kernels, which touch nothing, under gdb
+// to find the reading code).
+#include <sys/mman.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -40,6 +45,45 @@ FakeState& S() {
   static FakeState* s = new FakeState();
   return *s;
 }
+
+bool GuardMemory() {
+  static const bool guard = std::getenv("KILN_FAKE_CUDA_GUARD_MEMORY") != nullptr &&
+                            std::string(std::getenv("KILN_FAKE_CUDA_GUARD_MEMORY")) == "1";
+  return guard;
+}
+
+size_t PageRound(size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
+
+// The device allocation holding [p, p + bytes), or allocations.end().
+std::map<uintptr_t, std::pair<int, size_t>>::iterator AllocationOf(FakeState& s, uintptr_t p) {
+  auto it = s.allocations.upper_bound(p);
+  if (it == s.allocations.begin()) return s.allocations.end();
+  --it;
+  return p < it->first + it->second.second ? it : s.allocations.end();
+}
+
+// Opens (or closes again) the guarded device allocation around p for the fake's own access.
+void Protect(uintptr_t p, bool open) {
+  if (!GuardMemory()) return;
+  FakeState& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = AllocationOf(s, p);
+  if (it == s.allocations.end()) return;  // host memory
+  mprotect(reinterpret_cast<void*>(it->first), PageRound(it->second.second), open ? PROT_READ | PROT_WRITE : PROT_NONE);
+}
+
+// Device memory open for the duration of one of the fake's copies or memsets.
+struct Opened {
+  uintptr_t a, b;
+  Opened(uintptr_t a, uintptr_t b = 0) : a(a), b(b) {
+    Protect(a, true);
+    if (b) Protect(b, true);
+  }
+  ~Opened() {
+    Protect(a, false);
+    if (b) Protect(b, false);
+  }
+};
 
 size_t EnvSize(const char* name, size_t fallback) {
   const char* v = std::getenv(name);
@@ -127,9 +171,16 @@ CUresult cuMemAlloc_v2(unsigned long long* ptr, size_t bytes) {
   if (s.current < 0) return kInvalidContext;
   if (bytes == 0) return kInvalidValue;
   if (s.used[s.current] + bytes > s.capacity) return kOutOfMemory;
-  void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-  if (p == nullptr) return kOutOfMemory;
+  void* p = nullptr;
+  if (GuardMemory()) {
+    p = mmap(nullptr, PageRound(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return kOutOfMemory;
+  } else {
+    p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (p == nullptr) return kOutOfMemory;
+  }
   std::memset(p, 0xA5, bytes);  // never zeros: a test must not pass on memory nothing wrote
+  if (GuardMemory()) mprotect(p, PageRound(bytes), PROT_NONE);
   s.allocations[reinterpret_cast<uintptr_t>(p)] = {s.current, bytes};
   s.used[s.current] += bytes;
   *ptr = reinterpret_cast<uintptr_t>(p);
@@ -141,8 +192,12 @@ CUresult cuMemFree_v2(unsigned long long ptr) {
   auto it = s.allocations.find(ptr);
   if (it == s.allocations.end()) return kInvalidValue;
   s.used[it->second.first] -= it->second.second;
+  if (GuardMemory()) {
+    munmap(reinterpret_cast<void*>(ptr), PageRound(it->second.second));
+  } else {
+    std::free(reinterpret_cast<void*>(ptr));
+  }
   s.allocations.erase(it);
-  std::free(reinterpret_cast<void*>(ptr));
   return kSuccess;
 }
 CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned) {
@@ -151,19 +206,23 @@ CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned) {
 }
 CUresult cuMemFreeHost(void* p) { std::free(p); return kSuccess; }
 CUresult cuMemcpyAsync(unsigned long long dst, unsigned long long src, size_t bytes, void*) {
+  Opened open(dst, src);
   std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
   return kSuccess;
 }
 CUresult cuMemsetD8Async(unsigned long long dst, unsigned char v, size_t n, void*) {
+  Opened open(dst);
   std::memset(reinterpret_cast<void*>(dst), v, n);
   return kSuccess;
 }
 CUresult cuMemsetD16Async(unsigned long long dst, unsigned short v, size_t n, void*) {
+  Opened open(dst);
   auto* p = reinterpret_cast<unsigned short*>(dst);
   for (size_t i = 0; i < n; ++i) p[i] = v;
   return kSuccess;
 }
 CUresult cuMemsetD32Async(unsigned long long dst, unsigned v, size_t n, void*) {
+  Opened open(dst);
   auto* p = reinterpret_cast<unsigned*>(dst);
   for (size_t i = 0; i < n; ++i) p[i] = v;
   return kSuccess;
