@@ -174,12 +174,7 @@ class OutputGraph:
         fake = self.fake_mode.from_tensor(value, source=graph_input_name(source).rstrip("_"),
                                           static_shapes=dims is None, dynamic_dims=dims, dynamic_strides=stride_dims)
         name = graph_input_name(source)
-        first_op = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
-        if first_op is not None:  # placeholders stay ahead of every op
-            with self.graph.inserting_before(first_op):
-                node = self.graph.placeholder(name)
-        else:
-            node = self.graph.placeholder(name)
+        node = self._placeholder(name)
         node.meta["example_value"] = fake
         node.meta["source"] = key
         self.graphargs.append(GraphArg(source, value, fake, node))
@@ -191,6 +186,14 @@ class OutputGraph:
         self.inputs_by_source[key] = var
         return var
 
+    def _placeholder(self, name):
+        """A new graph input, placed ahead of every op (placeholders come first)."""
+        first_op = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+        if first_op is None:
+            return self.graph.placeholder(name)
+        with self.graph.inserting_before(first_op):
+            return self.graph.placeholder(name)
+
     def add_int_input(self, tx, source, value):
         """An int argument as a symbol (automatic dynamic ints, dynamic_ints.py): a graph input
         whose example is a SymInt with `value` as its hint."""
@@ -200,12 +203,7 @@ class OutputGraph:
             return hit
         name = graph_input_name(source)
         sym = self.shape_env.create_symbol(value, name.rstrip("_"))
-        first_op = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
-        if first_op is not None:  # placeholders stay ahead of every op
-            with self.graph.inserting_before(first_op):
-                node = self.graph.placeholder(name)
-        else:
-            node = self.graph.placeholder(name)
+        node = self._placeholder(name)
         node.meta["example_value"] = sym
         node.meta["source"] = key
         self.graphargs.append(GraphArg(source, value, sym, node))
