@@ -46,7 +46,7 @@ def test_multihead_attention_on_cuda_matches_the_cpu(add_zero_attn):
     for device in ("cpu", "cuda"):
         m = mha.to(device)
         m.zero_grad()
-        xi = x.to(device).requires_grad_()
+        xi = x.detach().to(device).requires_grad_()  # a leaf on each device (x stays as it is)
         y, w = m(xi, xi, xi, is_causal=False)
         y.square().sum().backward()
         results[device] = [t.detach().cpu() for t in (y, w, xi.grad, m.in_proj_weight.grad)]

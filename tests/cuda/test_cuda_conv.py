@@ -19,10 +19,12 @@ pytestmark = needs_kernels
 @pytest.fixture(autouse=True)
 def _exact_float32():
     """float32 convolutions in full precision (kiln.backends.cudnn.allow_tf32 defaults to True, as in
-    PyTorch) so they compare with the CPU's; test_conv2d_tf32 turns it back on."""
+    PyTorch) so they compare with the CPU's; test_conv2d_tf32 turns it back on. Tests that pick the
+    im2col path (cudnn.enabled = False) get cuDNN back afterwards."""
     kiln.backends.cudnn.allow_tf32 = False
     yield
     kiln.backends.cudnn.allow_tf32 = True
+    kiln.backends.cudnn.enabled = True
 
 
 # 16-bit floats: the GEMMs round their products to the dtype once on CUDA, in float32 on the CPU
@@ -91,20 +93,31 @@ def test_conv2d_non_contiguous_and_channels_last():
     assert got.is_contiguous(memory_format=kiln.channels_last)
 
 
-def test_conv2d_tf32():
-    x, w = host("float32", (4, 32, 16, 16), 1, -1, 1), host("float32", (32, 32, 3, 3), 2, -1, 1)
-    want = F.conv2d(x, w, padding=1)
-    exact = F.conv2d(x.cuda(), w.cuda(), padding=1)
-    kiln.backends.cudnn.allow_tf32 = True
-    fast = F.conv2d(x.cuda(), w.cuda(), padding=1)
+@pytest.mark.parametrize("cudnn", [True, False], ids=["cudnn", "im2col"])
+def test_conv2d_tf32(cudnn):
+    """allow_tf32 governs both paths. kiln's im2col GEMMs always round to TF32 when allowed; cuDNN
+    uses TF32 only where the algorithm its heuristic picks runs on tensor cores (as in PyTorch), so
+    there the result need only be as close as TF32 allows."""
+    kiln.backends.cudnn.enabled = cudnn
+    try:
+        x, w = host("float32", (4, 32, 16, 16), 1, -1, 1), host("float32", (32, 32, 3, 3), 2, -1, 1)
+        want = F.conv2d(x, w, padding=1)
+        exact = F.conv2d(x.cuda(), w.cuda(), padding=1)
+        kiln.backends.cudnn.allow_tf32 = True
+        fast = F.conv2d(x.cuda(), w.cuda(), padding=1)
+    finally:
+        kiln.backends.cudnn.enabled = True
     close(exact, want, 2e-4, "float32")
     close(fast, want, 1e-2, "TF32: 10 mantissa bits in the products")
-    assert not kiln.equal(fast, exact), "TF32 GEMMs round their inputs"
+    if not cudnn:
+        assert not kiln.equal(fast, exact), "TF32 GEMMs round their inputs"
 
 
-def test_conv2d_in_blocks_of_images():
-    # 8 images of 576 x 16384 columns (38 MB each) exceed one block's 256 MB: two blocks, and the
-    # weight gradient accumulates across them
+@pytest.mark.parametrize("cudnn", [True, False], ids=["cudnn", "im2col"])
+def test_conv2d_in_blocks_of_images(cudnn):
+    # im2col: 8 images of 576 x 16384 columns (38 MB each) exceed one block's 256 MB: two blocks,
+    # and the weight gradient accumulates across them
+    kiln.backends.cudnn.enabled = cudnn
     x, w, b = host("float32", (8, 64, 128, 128), 1, -1, 1), host("float32", (16, 64, 3, 3), 2, -1, 1), host(
         "float32", (16,), 3)
     yg, yc, grads = both(lambda x, w, b: F.conv2d(x, w, b, padding=1), x, w, b)
