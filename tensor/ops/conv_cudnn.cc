@@ -124,14 +124,6 @@ bool Applies(const Tensor& x, const Tensor& w, const ConvParams& p, std::optiona
   return true;
 }
 
-// out (+)= bias[c] along dim 1.
-void AddBias(const Tensor& out, const Tensor& bias) {
-  std::vector<SymInt> shape(out.dim(), SymInt(1));
-  shape[1] = SymInt(bias.numel());
-  Tensor o = out;
-  ops::add_(o, ops::view(bias, shape));
-}
-
 }  // namespace
 
 void SetCudnnEnabled(bool enabled) { g_enabled = enabled; }
@@ -151,7 +143,7 @@ bool ConvolutionCudnn(const Tensor& input, const Tensor& weight, const Tensor* b
                        : cuda::CudnnConvolution(stream, Problem(*type, x, w, o, p, nhwc), cuda::CudnnPass::kForward,
                                                 x.raw_data(), w.raw_data(), o.raw_data());
   if (!ran) return false;
-  if (bias) AddBias(o, *bias);
+  if (bias) AddChannelBias(o, *bias);
   CopyBack(o, out);
   return true;
 }

@@ -41,6 +41,14 @@ struct Geom {
 // output) and its grid x's.
 Geom ConvGeom(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y);
 
+// out += bias[c] along dim 1 (the CUDA convolutions' bias, cuDNN's and im2col's, as one op).
+inline void AddChannelBias(const Tensor& out, const Tensor& bias) {
+  std::vector<SymInt> shape(out.dim(), SymInt(1));
+  shape[1] = SymInt(bias.numel());
+  Tensor o = out;
+  ops::add_(o, ops::view(bias, shape));
+}
+
 // The outputs o whose input position o*stride + off lies inside [0, in): [lo, hi), within [0, out).
 inline void ValidOutputs(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
   auto ceil_div = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };

@@ -101,14 +101,6 @@ void FromChannelMajor(const Tensor& cm, const Tensor& batch, const Tensor* bias)
 // The images of a block [n0, n0 + nb) of a contiguous batch.
 Tensor Block(const Tensor& batch, int64_t n0, int64_t nb) { return ops::slice(batch, 0, SymInt(n0), SymInt(n0 + nb)); }
 
-// out += bias[c] along dim 1.
-void AddBias(const Tensor& out, const Tensor& bias) {
-  std::vector<SymInt> shape(out.dim(), SymInt(1));
-  shape[1] = SymInt(bias.numel());
-  Tensor o = out;
-  ops::add_(o, ops::view(bias, shape));
-}
-
 // Images per block: as many as keep `bytes_per_image` of columns under kColsBytes (at least one).
 int64_t ImagesPerBlock(int64_t N, int64_t bytes_per_image) {
   return std::clamp<int64_t>(kColsBytes / std::max<int64_t>(bytes_per_image, 1), 1, std::max<int64_t>(N, 1));
@@ -150,11 +142,11 @@ void ConvolutionCUDA(const Tensor& input, const Tensor& weight, const Tensor* bi
   const Tensor b = bias ? ops::contiguous(*bias) : Tensor();
   if (x.numel() == 0 || w.numel() == 0) {  // an empty contraction: the bias alone
     ops::fill_(o, Scalar(int64_t(0)));
-    if (bias) AddBias(o, b);
+    if (bias) AddChannelBias(o, b);
   } else if (Pointwise(g, p)) {  // Note [Pointwise convolution]
     const Tensor w2 = ops::reshape(w, {SymInt(w.size(0)), SymInt(w.size(1))});
     Gemm(Images(o), ops::expand(w2, {SymInt(N), SymInt(w.size(0)), SymInt(w.size(1))}), Images(x), false);
-    if (bias) AddBias(o, b);
+    if (bias) AddChannelBias(o, b);
   } else {
     const int64_t nb_max = ImagesPerBlock(N, rows * L * ElementSize(x.dtype()));
     const Tensor wg = Groups(ops::reshape(w, {SymInt(w.size(0)), SymInt(-1)}), G);  // [G, r, c]
@@ -172,7 +164,7 @@ void ConvolutionCUDA(const Tensor& input, const Tensor& weight, const Tensor* bi
         Col2Im(cols, g, nb, Block(o, n0, nb));
       }
     }
-    if (p.transposed && bias) AddBias(o, b);
+    if (p.transposed && bias) AddChannelBias(o, b);
   }
   if (!o.is_same(out)) {
     Tensor dst = out;
