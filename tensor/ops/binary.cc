@@ -365,11 +365,8 @@ void CheckInplace(const BinarySpec& spec, const Tensor& self, const SymDimVector
 template <int kOp>
 Tensor InplaceTensorImpl(Tensor self, const Tensor& b, const Scalar& alpha, bool run) {
   const BinarySpec& spec = kSpecs[kOp];
-  // self is written: b must be on its device, or a 0-d CPU tensor (PyTorch's rule; a CPU self is
-  // not let off as an operand would be). A CUDA b of a CPU kernel was read on the host.
-  if (self.device() != b.device() && !(b.dim() == 0 && b.device().is_cpu()))
-    throw Error(StrCat("[", spec.name, "_] Expected all tensors to be on the same device, but found at least two "
-                       "devices, ", self.device().str(), " and ", b.device().str(), "!"));
+  // (a CUDA b of a CPU kernel was read on the host)
+  CheckOperandOnSelfDevice(StrCat(spec.name, "_").c_str(), self, b);
   CheckSubOperands<kOp>(self.dtype() == ScalarType::Bool, b.dtype() == ScalarType::Bool);
   ScalarType promoted = ResultType(self, b);
   CheckInplace(spec, self, BroadcastShapes(spec.name, self->sym_sizes(), b->sym_sizes()), ResultDtype(spec, promoted));

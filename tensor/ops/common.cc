@@ -33,6 +33,12 @@ void CheckSameDevice(const char* op, const Tensor& a, const Tensor& b) {
                      a.device().str(), " and ", b.device().str(), "!"));
 }
 
+void CheckOperandOnSelfDevice(const char* op, const Tensor& self, const Tensor& other) {
+  if (self.device() == other.device() || (other.dim() == 0 && other.device().is_cpu())) return;
+  throw Error(StrCat("[", op, "] Expected all tensors to be on the same device, but found at least two devices, ",
+                     self.device().str(), " and ", other.device().str(), "!"));
+}
+
 Tensor CopyToDevice(const Tensor& host, Device device) {
   Tensor out = EmptyTensor(host.sizes(), host.dtype(), device);
   return ops::copy_(out, host);

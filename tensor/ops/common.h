@@ -42,6 +42,9 @@ SymDimVector LayoutOfOperands(const SymDimVector& shape, const std::vector<SymDi
 Tensor CastTo(const Tensor& t, ScalarType dtype);
 // Checks that tensors are on one device, naming the op.
 void CheckSameDevice(const char* op, const Tensor& a, const Tensor& b);
+// An op that writes `self` (in place, or a result placed on self's device) reading `other`: other
+// must be on self's device or a 0-d CPU tensor; a CPU self is not let off as a 0-d CPU operand is.
+void CheckOperandOnSelfDevice(const char* op, const Tensor& self, const Tensor& other);
 
 // Factories whose values are computed on the host (arange, eye, linspace) build a host tensor and
 // copy it to a CUDA device: their loops would write device memory through a host pointer.

@@ -52,13 +52,9 @@ SymDimVector ClampShape(const Tensor& self, const Bound& lo, const Bound& hi) {
   SymDimVector s = self->sym_sizes();
   for (const Bound* b : {&lo, &hi}) {
     if (!b->tensor) continue;
-    // the result is on self's device: a bound elsewhere must be a 0-d CPU tensor (a CUDA bound of a
-    // CPU self was read on the host)
-    const Tensor& t = *b->tensor;
-    if (t.device() != self.device() && !(t.dim() == 0 && t.device().is_cpu()))
-      throw Error(StrCat("[clamp] Expected all tensors to be on the same device, but found at least two devices, ",
-                         self.device().str(), " and ", t.device().str(), "!"));
-    s = BroadcastShapes("clamp", s, t->sym_sizes());
+    // the result is on self's device (a CUDA bound of a CPU self was read on the host)
+    CheckOperandOnSelfDevice("clamp", self, *b->tensor);
+    s = BroadcastShapes("clamp", s, (*b->tensor)->sym_sizes());
   }
   return s;
 }
