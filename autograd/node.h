@@ -82,6 +82,7 @@ class Node : public std::enable_shared_from_this<Node> {
   int AddPostHook(PostHook hook);
   bool RemovePostHook(int id);
   void RunPostHooks(TensorList& grad_inputs, const TensorList& grad_outputs) const;
+  bool has_post_hooks() const { return !post_hooks_.empty(); }
 
   // Python-side attributes (`grad_fn.metadata`); owned by python/.
   std::shared_ptr<void> py_metadata;

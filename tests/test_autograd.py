@@ -46,6 +46,28 @@ def test_grad_is_not_an_alias_of_the_gradient_given():
     assert g.tolist() == [1.0, 1.0, 1.0]
 
 
+@pytest.mark.parametrize("lib", ["kiln", "torch"])
+def test_fresh_gradient_becomes_grad_without_a_copy(lib):
+    # Note [Stealing gradients]: a gradient nothing else holds is stored as .grad itself (the
+    # engine once kept a second reference to every node's inputs, and each .grad was a copy)
+    if lib == "torch" and torch is None:
+        pytest.skip("needs PyTorch")
+    m = kiln if lib == "kiln" else torch
+    x = m.randn(64, 32, requires_grad=True)
+    seen = []
+    x.register_hook(lambda g: seen.append(g.data_ptr()))
+    (x * 3).backward(m.ones(64, 32))
+    assert x.grad.data_ptr() == seen[0]
+    assert x.grad.tolist() == (m.ones(64, 32) * 3).tolist()
+    # a node with a post hook still sees its gradients, and .grad stays right
+    w = m.randn(5, requires_grad=True)
+    y = w * 2
+    post = []
+    y.grad_fn.register_hook(lambda grad_inputs, grad_outputs: post.append(grad_outputs[0].tolist()))
+    y.backward(m.ones(5))
+    assert post == [[1.0] * 5] and w.grad.tolist() == [2.0] * 5
+
+
 def test_leaf_used_twice_sums():
     x = kiln.tensor([1.0, 2.0], requires_grad=True)
     (x * 2 + x * x + x).sum().backward()
