@@ -149,10 +149,9 @@ inline void EmitRun(Out* out, int64_t n, bool stream, const ValueAt& value_at) {
 // vectorise twice as wide there. RunForCpu(body) calls body through one of two wrappers, one with
 // GCC's target("arch=x86-64-v4"); `flatten` inlines everything the body calls (the run, the
 // element function, ExpF...) into each, so all of it is compiled for that wrapper's target. Both
-// compute the same element function, so results do not depend on the machine, but for an element
-// in a vector loop's remainder (the last n % width) where GCC fused a multiply-add that the vector
-// body left unfused (gelu's backward): within an ulp there, as PyTorch's own AVX2 and AVX512
-// kernels differ (tests/test_cpu_capability.py compares the two on one machine).
+// compute the same element function, so results do not depend on the machine
+// (tests/test_cpu_capability.py compares the two on one machine); an element function writes out
+// its multiply-adds (std::fma) where GCC might fuse a vector body and its remainder differently.
 // Not target_clones: GCC 12 takes a cloned function's dispatcher for one that cannot throw, so
 // an element function's error (binary_cross_entropy's range check) ended in std::terminate.
 // Which one runs: GetCpuCapability() (cpu_capability.h; ATEN_CPU_CAPABILITY=avx2 forces AVX2).
@@ -220,6 +219,38 @@ void CpuKernel(const ElementwiseIter& iter, const F& f) {
   const bool stream = iter.numel() * static_cast<int64_t>(sizeof(Out)) >= kStreamingBytes;
   iter.Run([&](char* const* ptrs, const int64_t* strides, int64_t n) {
     RunForCpu([&] { detail::ElementwiseRun<Out, In...>(ptrs, strides, n, stream, f); });
+  });
+}
+
+// CpuKernel, but where every operand of a run is contiguous on an AVX-512 CPU, the run goes to
+// avx512_run(Out* out, const In*... in, int64_t n), a hand-vectorised loop that must return what
+// f would, bit for bit (Note [Hand-vectorised runs], vec_avx512.h).
+template <typename Out, typename... In, typename F, typename Avx512Run>
+void CpuKernelVec(const ElementwiseIter& iter, const F& f, const Avx512Run& avx512_run) {
+  if (GetCpuCapability() != CpuCapability::kAvx512) return CpuKernel<Out, In...>(iter, f);
+  const bool stream = iter.numel() * static_cast<int64_t>(sizeof(Out)) >= kStreamingBytes;
+  iter.Run([&](char* const* ptrs, const int64_t* strides, int64_t n) {
+    bool contiguous = strides[0] == sizeof(Out);
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      ((contiguous = contiguous && strides[I + 1] == sizeof(In)), ...);
+    }(std::index_sequence_for<In...>{});
+    if (!contiguous) {
+      RunForCpu([&] { detail::ElementwiseRun<Out, In...>(ptrs, strides, n, stream, f); });
+      return;
+    }
+    Out* out = reinterpret_cast<Out*>(ptrs[0]);
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      if (!stream) return avx512_run(out, reinterpret_cast<const In*>(ptrs[I + 1])..., n);
+      constexpr int64_t kBlock = 8192 / sizeof(Out);  // as EmitRun: computed in L1, streamed out
+      alignas(64) Out buffer[kBlock];
+      for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+        const int64_t m = std::min(kBlock, n - j0);
+        avx512_run(buffer, reinterpret_cast<const In*>(ptrs[I + 1]) + j0..., m);
+        detail::StreamStore(reinterpret_cast<char*>(out + j0), reinterpret_cast<const char*>(buffer),
+                            m * static_cast<int64_t>(sizeof(Out)));
+      }
+      _mm_sfence();
+    }(std::index_sequence_for<In...>{});
   });
 }
 

@@ -108,15 +108,35 @@ inline M Tanh(M x) {
 // erf for float by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7) over ExpF, the
 // approximation PyTorch's vectorized float kernels use: erf of |x| > ~4 rounds to exactly +-1, so
 // gelu(-6.) is 0 as in PyTorch (an erfc-based CDF kept a tiny tail). Branch-free: loops vectorise.
-inline float ErfF(float x) {
-  const float a = std::fabs(x);
-  const float t = 1.0f / std::fma(0.3275911f, a, 1.0f);
+// erf(z) = copysign(1 - e^(-z^2) t r(t), z) with t = 1 / (1 + p|z|): ErfRationalF gives t and
+// r(t), so gelu's backward can share its e^(-z^2) with the normal PDF.
+struct ErfPartsF {
+  float t, r;
+};
+inline ErfPartsF ErfRationalF(float z) {
+  const float t = 1.0f / std::fma(0.3275911f, std::fabs(z), 1.0f);
   float r = std::fma(1.061405429f, t, -1.453152027f);
   r = std::fma(r, t, 1.421413741f);
   r = std::fma(r, t, -0.284496736f);
   r = std::fma(r, t, 0.254829592f);
-  const float y = std::fma(-ExpF(-(x * x)) * t, r, 1.0f);
-  return std::copysign(y, x);
+  return {t, r};
+}
+// e = e^(-z^2)
+inline float ErfFromPartsF(float z, float e, ErfPartsF parts) {
+  return std::copysign(std::fma(-(e * parts.t), parts.r, 1.0f), z);
+}
+inline float ErfF(float x) { return ErfFromPartsF(x, ExpF(-(x * x)), ErfRationalF(x)); }
+
+// gelu_backward for float32, g * (cdf(x) + x pdf(x)), with one exp: for z = x / sqrt 2, the CDF's
+// erf takes e^(-z^2), which is e^(-x^2 / 2), and the PDF is that over sqrt(2 pi). Every
+// multiply-add is written out, so GCC fuses none of its own and a vector body, its remainder and
+// the AVX-512 run (vec_avx512.h) round alike.
+inline float GeluBackwardF(float g, float x) {
+  const float z = x * float(M_SQRT1_2);
+  const float e = ExpF(-(z * z));
+  const float cdf = 0.5f * (1.0f + ErfFromPartsF(z, e, ErfRationalF(z)));
+  const float pdf = e * float(M_2_SQRTPI * M_SQRT1_2 * 0.5);  // 1 / sqrt(2 pi)
+  return g * std::fma(x, pdf, cdf);
 }
 
 // erf for float by the polynomials the Inductor code generator emits (codegen/erf_polynomials.h,

@@ -15,6 +15,7 @@
 #include "tensor/ops/common.h"
 #include "tensor/ops/reduce_cuda.h"
 #include "tensor/ops/softmax_rows.h"
+#include "tensor/vec_avx512.h"
 #include "tensor/vec_math.h"
 
 namespace kiln {
@@ -118,6 +119,8 @@ void RunAct(const ElementwiseIter& iter, ScalarType dtype, const ActParams& p) {
     using M = opmath_t<C>;
     if constexpr (kOp == kNanToNum && !std::is_floating_point_v<M>) {
       CpuKernel<C, C>(iter, [](C x) { return x; });  // integers hold no NaN or inf
+    } else if constexpr (kOp == kGelu && std::is_same_v<C, float>) {
+      CpuKernelVec<float, float>(iter, [p](float x) { return ApplyAct<float, float>(kOp, x, p); }, avx512::GeluRun);
     } else {
       CpuKernel<C, C>(iter, [p](C x) -> C { return static_cast<C>(ApplyAct<M, C>(kOp, static_cast<M>(x), p)); });
     }

@@ -20,6 +20,7 @@
 #include "tensor/ops/reduce_cuda.h"
 #include "tensor/ops/scalar_t_math.h"
 #include "tensor/ops/softmax_rows.h"
+#include "tensor/vec_avx512.h"
 #include "tensor/vec_math.h"
 
 namespace kiln {
@@ -66,6 +67,7 @@ template <typename M>
     switch (op) {
       case kThresholdBw: return x <= M(p.a) ? M(0) : g;
       case kGeluBw: {
+        if constexpr (std::is_same_v<M, float>) return GeluBackwardF(g, x);  // one exp for both
         const M cdf = NormalCdf(x);
         const M pdf = Exp(M(-0.5) * x * x) * M(M_2_SQRTPI * M_SQRT1_2 * 0.5);  // 1 / sqrt(2 pi)
         return g * (cdf + x * pdf);
@@ -169,6 +171,8 @@ void RunBw(const ElementwiseIter& iter, ScalarType dtype, const BwParams& p) {
       };
       CpuKernelTwoLambdas<C, C, C>(iter, vec_f, scalar_f,
                                    kOp == kHardtanhBw ? kTorchVectorBytes : TorchAvx512VectorBytes());
+    } else if constexpr (kOp == kGeluBw && std::is_same_v<C, float>) {
+      CpuKernelVec<float, float, float>(iter, scalar_f, avx512::GeluBackwardRun);
     } else {
       CpuKernel<C, C, C>(iter, scalar_f);
     }
