@@ -397,6 +397,8 @@ class GraphLowering:
         users = {n: len(n.users) for n in nodes}
         node_names = {n.name for n in nodes}
         shared = _storages_outputs_share(self.gm.graph)
+        # lazy values that recompute a value several nodes read (Note [Recompute or realize])
+        recomputes = set()
         for node in nodes:
             if node.op == "placeholder":
                 val = node.meta["val"]
@@ -422,9 +424,15 @@ class GraphLowering:
                     buf = self._defer(base)
                     self.env[node] = buf if base is value else \
                         Buffer(None, buf.dtype, value.shape, _squeezed_strides(buf, value.shape), origin=buf)
-                elif users[node] > 1 and isinstance(value, Pointwise) and _computes(value) and \
-                        not _cheap_to_recompute(value):
-                    self.env[node] = self.realize(value)
+                elif isinstance(value, Pointwise):
+                    chained = any(a in recomputes and isinstance(self.env[a], Pointwise) for a in node.all_input_nodes)
+                    if users[node] > 1 and _computes(value):
+                        if chained or not _cheap_to_recompute(value):
+                            self.env[node] = self.realize(value)
+                        else:
+                            recomputes.add(node)
+                    elif chained:
+                        recomputes.add(node)
                 if node in shared:  # Note [Outputs sharing a storage]
                     self.env[node] = self._realize_in_meta_layout(node)
             elif node.op == "output":
@@ -601,7 +609,12 @@ def _describe(value):
 # the buffers it reads: batch norm's centred input `x - mean`, read by a reduction and by the
 # gradient's pointwise kernel, costs a subtraction per read instead of a full write and read.
 # The score is the expression's op count, transcendental ops weighing more; a value that reads a
-# reduction is always realized (inlining would repeat the reduction in each reader).
+# reduction is always realized (inlining would repeat the reduction in each reader). A value that
+# itself recomputes such a value is realized too: recomputation does not chain. Chained, each
+# reader would re-read the inner value's buffers as well, and a residual stream `x = x + f(x)`
+# (each x read by a norm and by the next add) grew its sum by one load per block until the budget
+# ran out, so a GPT's blocks made different kernels by their position in that cycle: 47 bodies
+# for LLVM at 16 layers (25 now: the blocks alike; issue 19).
 _RECOMPUTE_BUDGET = 4
 _EXPENSIVE_OPS = {"exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "gelu",
                   "normal_cdf", "pow", "div", "atan2", "floordiv", "mod"}
