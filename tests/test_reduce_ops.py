@@ -900,3 +900,67 @@ def test_outer_sums(name, shape, dims):
         assert_same(k.mean(dims, keepdim=True), t.mean(dims, keepdim=True), rtol=tol, atol=tol)
     kt, tt = k.transpose(0, -1), t.transpose(0, -1)  # not contiguous: the per-output path
     assert_same(kt.sum(dims), tt.sum(dims), rtol=tol, atol=tol * 10)
+
+
+# Note [Vectorised extrema] and the lane sums of vector norms: float and double rows long enough for
+# the vector lanes, outer reductions down whole rows, NaN anywhere, and rows whose extreme is a
+# signed zero, where the result must be the element-order fold's (amax keeps the first of equal
+# elements, max() over everything the last, as PyTorch's scalar loops).
+def _fold(values, better, tie_last):
+    best = values[0]
+    for v in values[1:]:
+        if math.isnan(best):
+            break
+        if math.isnan(v) or better(v, best) or (tie_last and v == best):
+            best = v
+    return best
+
+
+@requires_torch
+@pytest.mark.parametrize("name", ["float32", "float64"])
+@pytest.mark.parametrize("shape,dims", [((1024, 1030), (0,)), ((1024, 1030), (1,)), ((1024, 1030), None),
+                                        ((6, 7, 513), (1,)), ((6, 7, 513), (2,)), ((6, 7, 513), (1, 2)),
+                                        ((3, 200), (1,)), ((5, 63), (1,)), ((300,), (0,))])
+def test_vectorised_extrema_and_norms(name, shape, dims):
+    rng = np.random.default_rng(len(shape) + (sum(dims) if dims else 7))
+    a = rng.standard_normal(shape).astype(name)
+    flat = a.reshape(-1)
+    flat[rng.integers(0, flat.size, 3)] = np.nan
+    k, t = kiln.tensor(a), torch.tensor(a)
+    d = dims if dims is not None else tuple(range(len(shape)))
+    for op in ("amax", "amin"):
+        assert_same(getattr(k, op)(d), getattr(t, op)(d), rtol=0, atol=0)
+    assert_same(k.max(), t.max(), rtol=0, atol=0)
+    assert_same(k.min(), t.min(), rtol=0, atol=0)
+    clean = np.nan_to_num(a)
+    kc, tc = kiln.tensor(clean), torch.tensor(clean)
+    # kiln sums in double: against float64 numpy to float32's rounding; PyTorch's float sums
+    # drift by 1e-5 over a million elements
+    wide = clean.astype(np.float64)
+    for p in (0, 1, 2):
+        want = np.sum(wide != 0, axis=d) if p == 0 else np.sum(np.abs(wide) ** p, axis=d) ** (1 / p)
+        got = kiln.linalg.vector_norm(kc, p, d)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6 if name == "float32" else 1e-13)
+        assert_same(got, torch.linalg.vector_norm(tc, p, d), rtol=1e-4, atol=1e-4)
+        assert_same(kc.norm(p, d[-1]), tc.norm(p, d[-1]), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["float32", "float64"])
+def test_extrema_of_signed_zeros_fold_in_order(name):
+    rng = np.random.default_rng(3)
+    for n in (5, 100, 1000):
+        a = np.where(rng.random((4, n)) < 0.5, -0.0, 0.0).astype(name)
+        a[1] -= 1  # a row with a negative extreme and zeros elsewhere in it for amin
+        a[1, 17 % n] = 0.0
+        k = kiln.tensor(a)
+        for op, better in (("amax", lambda v, b: v > b), ("amin", lambda v, b: v < b)):
+            got = getattr(k, op)(1).numpy()
+            want = np.array([_fold(list(row), better, False) for row in a], dtype=name)
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+            np.testing.assert_array_equal(got, want)
+            col = getattr(k.t().contiguous(), op)(0).numpy()  # the outer path
+            np.testing.assert_array_equal(np.signbit(col), np.signbit(want))
+        for op, better in (("max", lambda v, b: v > b), ("min", lambda v, b: v < b)):
+            got = getattr(k[0], op)().item()
+            want = _fold(list(a[0]), better, True)
+            assert got == want and math.copysign(1, got) == math.copysign(1, want), (op, n)

@@ -7,11 +7,10 @@
 // float32 sums stay exact to float precision without pairwise tricks.
 #include "tensor/ops/common.h"
 #include "tensor/ops/reduce_cuda.h"
+#include "tensor/ops/reduce_utils.h"
 
 namespace kiln {
 namespace {
-
-using OptDims = std::optional<std::vector<int64_t>>;
 
 ScalarType SumResultType(ScalarType in, std::optional<ScalarType> dtype) {
   if (dtype) return *dtype;
@@ -81,31 +80,6 @@ void SumKernel(const Tensor& input, const std::vector<bool>& mask, const Tensor&
       dst[o] = static_cast<Out>(static_cast<opmath_t<Out>>(total));
     }
   });
-}
-
-// Note [Outer sums]: a contiguous input whose reduced dims sit between leading and trailing kept
-// dims is [P, R, K] (R reduced), and its outputs [P, K]. Summing each output down its strided column
-// (SumKernel) touches one element per cache line and does not vectorise: g.sum(0) on 1024x1024 ran
-// 40x slower than PyTorch. Instead each task adds whole rows of a block of columns into accumulators
-// (acc_t, in the same order, r ascending, so the results are the same), which vectorises and reads
-// memory in order.
-struct OuterShape {
-  int64_t P = 1, R = 1, K = 1;
-};
-std::optional<OuterShape> AsOuterSum(const Tensor& input, const std::vector<bool>& mask) {
-  if (!input.is_contiguous() || input.dim() < 2) return std::nullopt;
-  const int64_t nd = input.dim();
-  int64_t d = 0;
-  OuterShape s;
-  for (; d < nd && !mask[d]; ++d) s.P *= input.size(d);
-  const int64_t first_reduced = d;
-  for (; d < nd && mask[d]; ++d) s.R *= input.size(d);
-  if (d == first_reduced || d == nd) return std::nullopt;  // nothing reduced, or no trailing kept dims
-  for (; d < nd; ++d) {
-    if (mask[d]) return std::nullopt;
-    s.K *= input.size(d);
-  }
-  return s;
 }
 
 template <typename In, typename Out>

@@ -37,6 +37,47 @@ void ForEachOutput(const ReduceIter& iter, const Body& body) {
   });
 }
 
+// Note [Outer sums]: a contiguous input whose reduced dims sit between leading and trailing kept
+// dims is [P, R, K] (R reduced), and its outputs [P, K]. Summing each output down its strided column
+// (SumKernel) touches one element per cache line and does not vectorise: g.sum(0) on 1024x1024 ran
+// 40x slower than PyTorch. Instead each task adds whole rows of a block of columns into accumulators
+// (acc_t, in the same order, r ascending, so the results are the same), which vectorises and reads
+// memory in order.
+struct OuterShape {
+  int64_t P = 1, R = 1, K = 1;
+};
+inline std::optional<OuterShape> AsOuterSum(const Tensor& input, const std::vector<bool>& mask) {
+  if (!input.is_contiguous() || input.dim() < 2) return std::nullopt;
+  const int64_t nd = input.dim();
+  int64_t d = 0;
+  OuterShape s;
+  for (; d < nd && !mask[d]; ++d) s.P *= input.size(d);
+  const int64_t first_reduced = d;
+  for (; d < nd && mask[d]; ++d) s.R *= input.size(d);
+  if (d == first_reduced || d == nd) return std::nullopt;  // nothing reduced, or no trailing kept dims
+  for (; d < nd; ++d) {
+    if (mask[d]) return std::nullopt;
+    s.K *= input.size(d);
+  }
+  return s;
+}
+
+// The sum of f(x[i]) over a contiguous run, in double, as kLanes independent partial sums added
+// pairwise at the end: a loop that vectorises, where one running double sum waits on each add
+// (norm(dim=-1) of 1024x2048 float32 took 16x PyTorch's time).
+template <typename T, typename F>
+[[gnu::always_inline]] inline double LaneSumRun(const T* x, int64_t n, const F& f) {
+  constexpr int kLanes = 32;
+  double s[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) s[l] += f(x[i + l]);
+  for (; i < n; ++i) s[i % kLanes] += f(x[i]);
+  for (int w = kLanes / 2; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) s[l] += s[l + w];
+  return s[0];
+}
+
 // A double (or float/int accumulator) value converted to the element type T.
 template <typename T, typename V>
 inline T FromAcc(V v) {
