@@ -203,7 +203,7 @@ def optimize_layouts(gm, kind, saved_layouts=None):
             stride = saved_layouts.get(node.name) if node.op == "placeholder" else None
             if stride is not None and isinstance(val, kiln.Tensor) and tuple(val.stride()) != stride:
                 restrided[node] = stride
-    convert = {}  # convolution -> (the argument positions to lay out, the memory format)
+    convert = {}  # convolution (or view, _propagate) -> (the argument positions to lay out, the memory format)
     for node, memory_format in decide_layout_opt(gm, kind).items():
         convert[node] = ([i for i in _CONVOLUTIONS[node.target][0] if isinstance(node.args[i], kiln.fx.Node)],
                          memory_format)
@@ -238,7 +238,7 @@ def optimize_layouts(gm, kind, saved_layouts=None):
             val = out.meta.get("val") if hasattr(out, "op") else None
             if isinstance(val, kiln.Tensor) and _static(val):
                 saved_layouts[out.name] = tuple(val.stride())
-    log.debug("layout optimization: %d of %d convolutions channels-last, %d saved inputs restrided, %d outputs "
+    log.debug("layout optimization: %d of %d convolutions and views channels-last, %d saved inputs restrided, %d outputs "
               "copied back", sum(f is kiln.channels_last for _, f in convert.values()), len(convert), len(restrided),
               len(output_strides))
     return True
@@ -267,9 +267,10 @@ def _drops_channels_last(node, args, val):
 
 def _propagate(gm, mode, restrided, convert, relaid):
     """Every node's meta value again on the fake tensors: placeholders in `restrided` take those
-    strides, the convolutions in `convert` read channels-last copies of those arguments; a node
-    that dropped a channels-last layout (_drops_channels_last) goes into `relaid`, with the
-    channels-last copy its readers see (when `convert` is not empty)."""
+    strides, the convolutions in `convert` read copies of those arguments in that format (an op
+    that refuses its new layout joins `convert`, reading contiguous copies where it read
+    contiguous tensors); a node that dropped a channels-last layout (_drops_channels_last) goes
+    into `relaid`, with the channels-last copy its readers see (when `convert` is not empty)."""
     vals, seen = {}, {}  # a node's value; what its readers read (its channels-last copy, if relaid)
     for node in gm.graph.nodes:
         val = node.meta.get("val")
@@ -286,8 +287,22 @@ def _propagate(gm, mode, restrided, convert, relaid):
             for i in positions:
                 if not _in_format(args[i], memory_format):
                     args[i] = _converted(mode, args[i], memory_format)
-            with mode:
-                vals[node] = seen[node] = node.target(*args, **kwargs)
+            try:
+                with mode:
+                    vals[node] = seen[node] = node.target(*args, **kwargs)
+            except RuntimeError:
+                # a view the new layout cannot give (`x.view(n, -1)` of a channels-last x, before a
+                # Linear): it reads its input contiguous, as it did
+                back = [i for i, a in enumerate(node.args) if isinstance(a, kiln.fx.Node) and
+                        isinstance(args[i], kiln.Tensor) and _in_format(a.meta.get("val"), kiln.contiguous_format)
+                        and not _in_format(args[i], kiln.contiguous_format)]
+                if node in convert or not back:
+                    raise
+                for i in back:
+                    args[i] = _converted(mode, args[i], kiln.contiguous_format)
+                with mode:
+                    vals[node] = seen[node] = node.target(*args, **kwargs)
+                convert[node] = (back, kiln.contiguous_format)
             if convert and _drops_channels_last(node, list(args) + list(kwargs.values()), vals[node]):
                 relaid[node] = seen[node] = _converted(mode, vals[node], kiln.channels_last)
     return vals
