@@ -8,7 +8,8 @@ with SGD (momentum 0.9, weight decay 1e-4) on cross_entropy, as the ImageNet exa
 forward, forward+backward and whole step: CPU time at one thread (min and median of the rounds,
 interleaved) and wall time at two; --profile adds kiln's and PyTorch's slowest ops of one step.
 --compile adds inference in eval mode (running batch-norm statistics, no_grad), eager and through
-kiln.compile / torch.compile (each warmed first).
+kiln.compile / torch.compile (each warmed first), and the training step of a compiled copy of the
+model ("step compiled": forward and backward compiled, the optimizer eager).
 """
 
 import argparse
@@ -112,6 +113,18 @@ def setup(lib, args):
 
         phases["eval forward"] = eval_forward(evaluated)
         phases["eval compiled"] = eval_forward(compiled)
+
+        trained = resnet18(lib)
+        trained.load_state_dict(model.state_dict())
+        compiled_train = lib.compile(trained)
+        train_opt = lib.optim.SGD(trained.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+
+        def compiled_step():
+            train_opt.zero_grad(set_to_none=True)
+            F.cross_entropy(compiled_train(x), y).backward()
+            train_opt.step()
+
+        phases["step compiled"] = compiled_step
     return phases
 
 
@@ -137,7 +150,7 @@ def main():
     phases = {lib: setup(lib, args) for lib in libs}
     print(f"resnet18 batch {args.batch} {args.size}x{args.size}, SGD momentum")
     print(f"{'phase':<18}{'kiln cpu@1 min/med ms':>24}{'torch':>16}{'ratio':>7}{'kiln wall@2':>14}{'torch':>9}{'ratio':>7}")
-    for phase in ("forward", "forward+backward", "step") + (("eval forward", "eval compiled") if args.compile else ()):
+    for phase in ("forward", "forward+backward", "step") + (("eval forward", "eval compiled", "step compiled") if args.compile else ()):
         results = {}
         for threads, clock in ((1, time.process_time), (2, time.perf_counter)):
             for lib in libs:

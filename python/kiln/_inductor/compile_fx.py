@@ -65,22 +65,25 @@ def make_config(mode=None, options=None):
     return config
 
 
-def compile_fx_inner(gm, example_inputs, config=None, is_backward=False, is_inference=False, graph_name=None):
-    """One aten graph compiled; `graph_name` (the user's function, for KILN_COMPILE_DEBUG's folder)."""
+def compile_fx_inner(gm, example_inputs, config=None, is_backward=False, is_inference=False, graph_name=None,
+                     saved_layouts=None):
+    """One aten graph compiled; `graph_name` (the user's function, for KILN_COMPILE_DEBUG's folder);
+    `saved_layouts` (one dict shared by a forward and its backwards): the strides of the forward's
+    saved values, by name, where layout optimization chose them (layout.py)."""
     with dynamo_timed("compile_fx_inner", phase="inductor lowering"):
-        call = _compile_fx_inner(gm, example_inputs, config, is_backward, is_inference, graph_name)
+        call = _compile_fx_inner(gm, example_inputs, config, is_backward, is_inference, graph_name, saved_layouts)
     oversubscription.check()  # one warning when kiln's threads exceed the cores left free
     return call
 
 
-def _compile_fx_inner(gm, example_inputs, config, is_backward, is_inference, graph_name):
+def _compile_fx_inner(gm, example_inputs, config, is_backward, is_inference, graph_name, saved_layouts):
     config = config or OPTIONS
     start = time.perf_counter()
     kind = "backward" if is_backward else "inference" if is_inference else "forward"
     debug_folder = debug.graph_folder(graph_name, kind) if debug.enabled() else None
     if debug_folder:
         debug.write_graph_before_passes(debug_folder, gm, example_inputs, config, kind)
-    run_post_grad_passes(gm, kind)
+    run_post_grad_passes(gm, kind, saved_layouts)
     with dynamo_timed("GraphLowering.run"):
         graph = GraphLowering(gm, config).run()
     source = graph.wrapper_code()
@@ -210,9 +213,11 @@ def compile_fx(gm, example_inputs, config=None):
     config = config or OPTIONS
     code = gm.meta.get("kiln_code", lambda: None)() if hasattr(gm, "meta") else None
     name = code.co_name if code is not None else None
+    saved_layouts = {}  # the forward's saved values' strides, by name, for its backwards (layout.py)
     compilers = {kind: wrap_compiler_debug(functools.partial(compile_fx_inner, config=config, graph_name=name,
                                                              is_backward=kind == "backward",
-                                                             is_inference=kind == "inference"), kind, config)
+                                                             is_inference=kind == "inference",
+                                                             saved_layouts=saved_layouts), kind, config)
                  for kind in ("forward", "backward", "inference")}
     return aot_autograd(fw_compiler=compilers["forward"], bw_compiler=compilers["backward"],
                         inference_compiler=compilers["inference"],

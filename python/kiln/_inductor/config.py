@@ -21,3 +21,8 @@ def decide_compile_threads():
 compile_threads = decide_compile_threads()
 # Warn once when kiln's kernel threads exceed the cores other processes leave free (oversubscription.py).
 check_thread_oversubscription = os.environ.get("KILN_CHECK_THREADS", "1") != "0"
+# Channels-last activations for graphs with 2-d convolutions (layout.py, Note [Layout
+# optimization]): PyTorch's config.layout_optimization and $TORCHINDUCTOR_LAYOUT_OPTIMIZATION.
+layout_optimization = os.environ.get("KILN_INDUCTOR_LAYOUT_OPTIMIZATION", "1") == "1"
+# Lay out any graph with convolutions channels-last, whatever runs them ($TORCHINDUCTOR_FORCE_LAYOUT_OPT).
+force_layout_optimization = os.environ.get("KILN_INDUCTOR_FORCE_LAYOUT_OPT", "0") == "1"

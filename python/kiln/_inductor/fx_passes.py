@@ -28,7 +28,7 @@ def _is_2d_transpose(node):
     return False
 
 
-def contiguous_transposed_products(gm):
+def contiguous_transposed_products(gm, **_):
     """Rewrites each output t(mm(a, b)) whose product has no other user into mm(t(b), t(a))
     (Note [Transposed gradients]). Returns the number of outputs rewritten."""
     graph = gm.graph
@@ -58,17 +58,27 @@ def contiguous_transposed_products(gm):
     return rewritten
 
 
+def layout_optimization(gm, kind, saved_layouts=None, **_):
+    """Channels-last activations around 2-d convolutions (layout.py, Note [Layout optimization])."""
+    from kiln._inductor.layout import optimize_layouts
+
+    return optimize_layouts(gm, kind, saved_layouts)
+
+
 # The passes compile_fx_inner runs on a graph before lowering it: (name, pass, the graphs it
-# applies to). kiln._dynamo.bisect turns them off one by one (bisect_controls.disabled_passes).
+# applies to), each called as pass(gm, kind=..., saved_layouts=...). kiln._dynamo.bisect turns
+# them off one by one (bisect_controls.disabled_passes).
 POST_GRAD_PASSES = [
     ("contiguous_transposed_products", contiguous_transposed_products, ("backward",)),
+    ("layout_optimization", layout_optimization, ("forward", "backward", "inference")),
 ]
 
 
-def run_post_grad_passes(gm, kind):
-    """Runs the passes for a graph of `kind` ("forward", "backward" or "inference") in order."""
+def run_post_grad_passes(gm, kind, saved_layouts=None):
+    """Runs the passes for a graph of `kind` ("forward", "backward" or "inference") in order;
+    `saved_layouts` carries a forward's saved values' layouts to its backward (layout.py)."""
     from kiln._inductor.bisect_controls import disabled_passes
 
     for name, run, kinds in POST_GRAD_PASSES:
         if kind in kinds and name not in disabled_passes:
-            run(gm)
+            run(gm, kind=kind, saved_layouts=saved_layouts)

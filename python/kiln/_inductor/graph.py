@@ -124,6 +124,9 @@ class GraphLowering:
         self.autotune_choices = []  # (op, chosen alternative) under max-autotune
         self.statistics = {}       # (id(input), reduced dims) -> a variance's mean, for mean.dim
         self.extern_provenance = {}  # id of an "extern" record -> its node's `# File ...` comments
+        # layout.py's choice (Note [Layout optimization]): output position -> the strides it
+        # leaves with (eager's) where its meta value's differ; None when the graph kept its layouts
+        self.output_strides = gm.meta.get("output_strides") if hasattr(gm, "meta") else None
 
     # --- buffers ---------------------------------------------------------------------------------
     def new_buffer(self, dtype, shape, stride=None, offset=0):
@@ -191,6 +194,16 @@ class GraphLowering:
             copy = Pointwise(buf.dtype, buf.shape, lambda ctx, idx: ctx.load(buf, idx), set())
             return self._kernel_for_pointwise(copy, stride)
         return buf
+
+    def _in_user_layout(self, value, stride):
+        """A graph output in the dense layout eager gives it where layout optimization laid its
+        node out otherwise (Note [Layout optimization]): computed into it, or copied into it from
+        whatever made it (an extern convolution's channels-last result included)."""
+        buf = self.realize_output(value, stride)
+        if _same_layout(buf.shape, buf.stride, stride):
+            return buf
+        copy = Pointwise(buf.dtype, buf.shape, lambda ctx, idx: ctx.load(buf, idx), {"copy"})
+        return self._kernel_for_pointwise(copy, stride)
 
     def _realize_expanded(self, value, stride):
         """value in an expanded layout (Note [Expanded layouts]): its elements at index 0 of each
@@ -428,7 +441,10 @@ class GraphLowering:
                     chained = any(a in recomputes and isinstance(self.env[a], Pointwise) for a in node.all_input_nodes)
                     if users[node] > 1 and _computes(value):
                         if chained or not _cheap_to_recompute(value):
-                            self.env[node] = self.realize(value)
+                            # in its meta layout where layout.py chose one (channels-last after a
+                            # convolution)
+                            self.env[node] = self._realize_in_meta_layout(node) if self.output_strides is not None \
+                                else self.realize(value)
                         else:
                             recomputes.add(node)
                     elif chained:
@@ -439,9 +455,11 @@ class GraphLowering:
                 outs = node.args[0]
                 outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
                 results = []
-                for o in outs:
+                for i, o in enumerate(outs):
                     v = self.env.get(o) if hasattr(o, "op") else o
-                    if isinstance(v, (Buffer, Pointwise, Reduction)):
+                    if isinstance(v, (Buffer, Pointwise, Reduction)) and i in (self.output_strides or {}):
+                        v = self._in_user_layout(v, self.output_strides[i])
+                    elif isinstance(v, (Buffer, Pointwise, Reduction)):
                         meta = o.meta.get("val") if hasattr(o, "meta") else None
                         view = self._output_view(o, meta) if isinstance(meta, kiln.Tensor) else None
                         v = view if view is not None else \
