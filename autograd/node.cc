@@ -97,8 +97,11 @@ static bool ObeysLayoutContract(const Tensor& grad, const Tensor& variable) {
   if (!DenseWithoutOverlap(variable)) return grad->is_contiguous();
   const SymDimVector &sizes = grad->sym_sizes(), &gs = grad->sym_strides(), &vs = variable->sym_strides();
   if (sizes != variable->sym_sizes()) return false;
-  for (size_t d = 0; d < sizes.size(); ++d)
+  for (size_t d = 0; d < sizes.size(); ++d) {
     if (sizes[d] != 1 && gs[d] != vs[d]) return false;
+    // a size-1 dim's stride is free, but a 0 there marks a view (cat's pieces), as in PyTorch
+    if (sizes[d] == 1 && sizes.size() > 1 && gs[d] == 0) return false;
+  }
   return DenseWithoutOverlap(grad);
 }
 

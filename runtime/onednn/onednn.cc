@@ -51,6 +51,7 @@ Loaded Load() {
 #undef KILN_ONEDNN_RESOLVE
   // dlsym through the library's handle also searches what it loaded (libgomp).
   l.api.omp_set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(handle, "omp_set_num_threads"));
+  l.api.omp_get_max_threads = reinterpret_cast<int (*)()>(dlsym(handle, "omp_get_max_threads"));
   const dnnl_version_t* v = l.api.dnnl_version();
   if (v->major != DNNL_VERSION_MAJOR) {
     l.reason = path + " is oneDNN " + std::to_string(v->major) + ".x; kiln was built against " +
@@ -99,12 +100,13 @@ dnnl_stream_t ThisThreadStream(const Api& api) {
   return owned.stream;
 }
 
+// OpenMP's count is per calling thread, and shared with whatever else in the process uses the
+// same libgomp (PyTorch's, when torch is imported: one libgomp.so.1 serves both): read, not
+// cached, since torch.set_num_threads(2) in between left kiln's convolutions on two threads
+// under kiln.set_num_threads(1) when kiln remembered having set 1.
 void SetThreads(const Api& api, int n) {
-  thread_local int current = 0;  // OpenMP's count is per calling thread
-  if (api.omp_set_num_threads != nullptr && n != current) {
-    api.omp_set_num_threads(n);
-    current = n;
-  }
+  if (api.omp_set_num_threads == nullptr) return;
+  if (api.omp_get_max_threads == nullptr || api.omp_get_max_threads() != n) api.omp_set_num_threads(n);
 }
 
 void Check(dnnl_status_t status, const char* what) {

@@ -43,6 +43,7 @@ struct Api {
   KILN_ONEDNN_FUNCTIONS(KILN_ONEDNN_POINTER)
 #undef KILN_ONEDNN_POINTER
   void (*omp_set_num_threads)(int) = nullptr;  // libgomp's, loaded with libdnnl
+  int (*omp_get_max_threads)() = nullptr;
   dnnl_engine_t engine = nullptr;              // the CPU engine, shared (engines are thread-safe)
 };
 

@@ -28,6 +28,22 @@ TEST(OneDnn, EnabledSwitch) {
 }
 
 #if KILN_HAVE_ONEDNN
+// Another user of the same libgomp (PyTorch's torch.set_num_threads) changes the count between
+// two of kiln's calls: SetThreads must still leave it at what kiln asks.
+TEST(OneDnn, SetThreadsAfterAnotherLibrarySetsThem) {
+  const Api* api = Get();
+  if (api == nullptr) GTEST_SKIP() << UnavailableReason();
+  ASSERT_NE(api->omp_get_max_threads, nullptr);
+  SetThreads(*api, 1);
+  EXPECT_EQ(api->omp_get_max_threads(), 1);
+  api->omp_set_num_threads(2);  // as torch.set_num_threads(2) would
+  SetThreads(*api, 1);
+  EXPECT_EQ(api->omp_get_max_threads(), 1);
+  SetThreads(*api, 3);
+  EXPECT_EQ(api->omp_get_max_threads(), 3);
+  SetThreads(*api, 1);
+}
+
 TEST(OneDnn, ReorderTransposes) {
   const Api* api = Get();
   if (api == nullptr) GTEST_SKIP() << UnavailableReason();
