@@ -228,7 +228,9 @@ def _gelu_backward(out, grad, x, approximate="none"):
     d = ir_dtype(out.dtype)
     c = lambda v: ("const", v, d)  # noqa: E731
 
-    def f(g, a):  # eager's order: cdf + x * exp(-0.5 * x * x) / sqrt(2 pi)
+    # cdf + x * exp(-0.5 * x * x) / sqrt(2 pi); eager's float32 kernel (GeluBackwardF in
+    # tensor/vec_math.h) shares one exp between the CDF's erf and the PDF: within rounding
+    def f(g, a):
         pdf = ("mul", ("exp", ("mul", ("mul", c(-0.5), a), a)), c(_INV_SQRT_2PI))
         return ("mul", g, ("add", ("normal_cdf", a), ("mul", a, pdf)))
 
