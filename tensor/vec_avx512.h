@@ -1,5 +1,6 @@
-// tensor/vec_avx512.h: GELU's forward and backward runs hand-vectorised for AVX-512, bit for bit
-// the element functions of vec_math.h and the activation files.
+// tensor/vec_avx512.h: float32 exp, sigmoid, silu and GELU's forward and backward runs
+// hand-vectorised for AVX-512, bit for bit the element functions of vec_math.h, unary.cc and the
+// activation files.
 //
 // Note [Hand-vectorised runs]: GCC vectorises vec_math.h's ExpF and ErfF from scalar code, but
 // not well: it turns ExpF's clamps and overflow checks into a dozen mask operations, and 2^n into
@@ -8,7 +9,8 @@
 // exponent-field factors, subnormal results included). A float32 GELU is mostly that exp: with
 // these, 1024x256 forward 105 -> 83 us at one thread. The runs compute the same operations in the
 // same order, multiply-adds fused where the scalar code calls std::fma, so they return the same
-// bits as the scalar functions (checked on every float: tests/test_cpu_capability.py runs both).
+// bits as the scalar functions (checked on every float: tests/test_cpu_capability.py runs both),
+// but for a NaN's sign out of sigmoid (GCC turns 1 + (-x) into 1 - x, which keeps x's).
 // CpuKernelVec (loops.h) calls a run for contiguous operands on an AVX-512 CPU; other layouts and
 // other CPUs take the scalar element function.
 #pragma once
@@ -92,6 +94,13 @@ KILN_AVX512_INLINE __m512 GeluBackward(__m512 g, __m512 x) {
   return _mm512_mul_ps(g, _mm512_fmadd_ps(x, pdf, cdf));
 }
 
+// sigmoid and silu (unary.cc): 1 / (1 + exp(-x)) and x / (1 + exp(-x)).
+KILN_AVX512_INLINE __m512 Negate(__m512 x) { return _mm512_xor_ps(x, Splat(-0.0f)); }
+KILN_AVX512_INLINE __m512 Sigmoid(__m512 x) {
+  return _mm512_div_ps(Splat(1.0f), _mm512_add_ps(Splat(1.0f), ExpF(Negate(x))));
+}
+KILN_AVX512_INLINE __m512 Silu(__m512 x) { return _mm512_div_ps(x, _mm512_add_ps(Splat(1.0f), ExpF(Negate(x)))); }
+
 // out[i] = f(in[i]...) for i < n, the last n % 16 under a mask.
 template <typename F, typename... In>
 KILN_AVX512_INLINE void Run(float* out, int64_t n, const In*... in) {
@@ -102,6 +111,15 @@ KILN_AVX512_INLINE void Run(float* out, int64_t n, const In*... in) {
     _mm512_mask_storeu_ps(out + i, m, F::Apply(_mm512_maskz_loadu_ps(m, in + i)...));
   }
 }
+struct ExpFn {
+  static KILN_AVX512_INLINE __m512 Apply(__m512 x) { return ExpF(x); }
+};
+struct SigmoidFn {
+  static KILN_AVX512_INLINE __m512 Apply(__m512 x) { return Sigmoid(x); }
+};
+struct SiluFn {
+  static KILN_AVX512_INLINE __m512 Apply(__m512 x) { return Silu(x); }
+};
 struct GeluFn {
   static KILN_AVX512_INLINE __m512 Apply(__m512 x) { return Gelu(x); }
 };
@@ -109,6 +127,15 @@ struct GeluBackwardFn {
   static KILN_AVX512_INLINE __m512 Apply(__m512 g, __m512 x) { return GeluBackward(g, x); }
 };
 
+__attribute__((target("arch=x86-64-v4"))) inline void ExpRun(float* out, const float* x, int64_t n) {
+  Run<ExpFn>(out, n, x);
+}
+__attribute__((target("arch=x86-64-v4"))) inline void SigmoidRun(float* out, const float* x, int64_t n) {
+  Run<SigmoidFn>(out, n, x);
+}
+__attribute__((target("arch=x86-64-v4"))) inline void SiluRun(float* out, const float* x, int64_t n) {
+  Run<SiluFn>(out, n, x);
+}
 __attribute__((target("arch=x86-64-v4"))) inline void GeluRun(float* out, const float* x, int64_t n) {
   Run<GeluFn>(out, n, x);
 }

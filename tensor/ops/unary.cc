@@ -8,6 +8,7 @@
 #include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
 #include "tensor/ops/complex_cuda.h"
+#include "tensor/vec_avx512.h"
 #include "tensor/vec_math.h"
 
 namespace kiln {
@@ -373,7 +374,10 @@ void UnaryInto(const Tensor& out, const Tensor& self) {
       KILN_INTERNAL_ASSERT(false, kUnary[kOp].name, " computes in a floating type");
     else if constexpr (kUnary[kOp].result == UnaryResult::Bool)
       CpuKernel<bool, C>(iter, [](C x) -> bool { return ApplyUnary<M>(kOp, M(x)) != M(0); });
-    else CpuKernel<C, C>(iter, [](C x) -> C { return C(ApplyUnary<M>(kOp, M(x))); });
+    else if constexpr (std::is_same_v<C, float> && (kOp == kExp || kOp == kSigmoid || kOp == kSilu)) {
+      constexpr auto run = kOp == kExp ? avx512::ExpRun : kOp == kSigmoid ? avx512::SigmoidRun : avx512::SiluRun;
+      CpuKernelVec<float, float>(iter, [](float x) { return ApplyUnary<float>(kOp, x); }, run);
+    } else CpuKernel<C, C>(iter, [](C x) -> C { return C(ApplyUnary<M>(kOp, M(x))); });
   });
   if (!dst.is_same(out)) {
     Tensor o = out;
