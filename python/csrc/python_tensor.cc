@@ -503,6 +503,137 @@ PyObject* WrapTensor(Tensor t) {
   return obj;
 }
 
+// --- indexing ---------------------------------------------------------------------------------
+
+// Note [Basic indexing in C++]: x[k] for k an int, a slice of ints, None, Ellipsis or a tuple of
+// these makes the views Tensor._apply_basic_index (kiln/_tensor.py) makes, by the same ops in the
+// same order (select, slice.Tensor, unsqueeze; alias when k selects everything), and x[i] for an
+// integer tensor i of at least one dim is index.Tensor(x, [i]), as there, parsed here: the
+// Python parse cost 2-4 us a call, 2-3x PyTorch's. Anything else (tensors, lists, bools, numpy
+// or symbolic integers, a symbolic size, and every error to report) goes to Tensor._getitem, the
+// Python parse, which raises PyTorch's messages.
+namespace {
+
+struct PyRef {  // a new reference, released at scope exit
+  PyObject* p;
+  explicit PyRef(PyObject* o) : p(o) {}
+  ~PyRef() { Py_XDECREF(p); }
+  PyRef(const PyRef&) = delete;
+  PyRef& operator=(const PyRef&) = delete;
+};
+
+bool IsPlainInt(PyObject* o) { return PyLong_CheckExact(o); }
+bool IsPlainBound(PyObject* o) { return o == Py_None || PyLong_CheckExact(o); }
+
+// The view, a new reference; nullptr with an error set; or Py_NotImplemented (a new reference)
+// for a key the Python parse takes.
+PyObject* BasicIndex(PyObject* self, PyObject* key) {
+  if (IsTensor(key)) {  // x[i], i an int64 or int32 tensor of at least one dim: index.Tensor(x, [i])
+    const Tensor& k = UnpackTensor(key);
+    if (k.dim() == 0 || (k.dtype() != ScalarType::Int64 && k.dtype() != ScalarType::Int32) ||
+        UnpackTensor(self).dim() == 0) {
+      Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyRef list(PyList_New(1));
+    if (list.p == nullptr) return nullptr;
+    Py_INCREF(key);
+    PyList_SET_ITEM(list.p, 0, key);
+    PyObject* args[2] = {self, list.p};
+    return CallPacketByName("index", args, 2);
+  }
+  PyObject* const* items = &key;
+  Py_ssize_t n = 1;
+  if (PyTuple_CheckExact(key)) {
+    items = &PyTuple_GET_ITEM(key, 0);
+    n = PyTuple_GET_SIZE(key);
+  }
+  int64_t consumed = 0, ellipses = 0;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* k = items[i];
+    if (k == Py_None) continue;
+    if (k == Py_Ellipsis) {
+      ++ellipses;
+      continue;
+    }
+    if (IsPlainInt(k)) {
+      ++consumed;
+      continue;
+    }
+    if (!PySlice_Check(k)) Py_RETURN_NOTIMPLEMENTED;
+    auto* sl = reinterpret_cast<PySliceObject*>(k);
+    if (!IsPlainBound(sl->start) || !IsPlainBound(sl->stop) || !IsPlainBound(sl->step)) Py_RETURN_NOTIMPLEMENTED;
+    ++consumed;
+  }
+  const Tensor& base = UnpackTensor(self);
+  if (ellipses > 1 || consumed > base.dim()) Py_RETURN_NOTIMPLEMENTED;  // the Python parse raises
+  for (const SymInt& size : base->sym_sizes())
+    if (size.is_symbolic()) Py_RETURN_NOTIMPLEMENTED;
+  Py_INCREF(self);
+  PyRef result(self);
+  DimVector sizes(base.sizes().begin(), base.sizes().end());  // the view's, kept in step
+  int64_t dim = 0;
+  auto call = [&](const char* op, std::initializer_list<PyObject*> args) {
+    PyObject* r = CallPacketByName(op, args.begin(), static_cast<Py_ssize_t>(args.size()));
+    Py_XDECREF(result.p);
+    result.p = r;
+    return r != nullptr;
+  };
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* k = items[i];
+    if (k == Py_None) {
+      PyRef d(PyLong_FromLongLong(dim));
+      if (!call("unsqueeze", {result.p, d.p})) return nullptr;
+      sizes.insert(sizes.begin() + dim, 1);
+      ++dim;
+    } else if (k == Py_Ellipsis) {
+      dim += base.dim() - consumed;
+    } else if (IsPlainInt(k)) {
+      int overflow = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(k, &overflow);
+      const int64_t size = sizes[dim];
+      if (overflow != 0 || v < -size || v >= size) {  // out of bounds: the Python parse raises
+        Py_RETURN_NOTIMPLEMENTED;
+      }
+      PyRef d(PyLong_FromLongLong(dim));
+      if (!call("select", {result.p, d.p, k})) return nullptr;
+      sizes.erase(sizes.begin() + dim);
+    } else {
+      auto* sl = reinterpret_cast<PySliceObject*>(k);
+      int overflow = 0;
+      const long long step = sl->step == Py_None ? 1 : PyLong_AsLongLongAndOverflow(sl->step, &overflow);
+      if (overflow != 0 || step <= 0) Py_RETURN_NOTIMPLEMENTED;  // step must be greater than zero
+      const bool whole = sl->start == Py_None && sl->stop == Py_None;
+      if (!(whole && step == 1)) {
+        // a bound left out is 0 or INT64_MAX, as PyTorch's indexing passes it
+        PyRef d(PyLong_FromLongLong(dim));
+        PyRef start(sl->start == Py_None ? PyLong_FromLong(0) : (Py_INCREF(sl->start), sl->start));
+        PyRef stop(sl->stop == Py_None ? PyLong_FromLongLong(INT64_MAX) : (Py_INCREF(sl->stop), sl->stop));
+        const bool ok = step == 1 ? call("slice", {result.p, d.p, start.p, stop.p})
+                                  : call("slice", {result.p, d.p, start.p, stop.p, sl->step});
+        if (!ok) return nullptr;
+        sizes[dim] = UnpackTensor(result.p).size(dim);
+      }
+      ++dim;
+    }
+  }
+  if (result.p == self && !call("alias", {self})) return nullptr;
+  PyObject* r = result.p;
+  result.p = nullptr;
+  return r;
+}
+
+PyObject* Subscript(PyObject* self, PyObject* key) {
+  PyObject* r = BasicIndex(self, key);
+  if (r != Py_NotImplemented) return r;
+  Py_DECREF(r);
+  static PyObject* name = PyUnicode_InternFromString("_getitem");
+  return PyObject_CallMethodOneArg(self, name, key);
+}
+
+PyMappingMethods kMapping = {};
+
+}  // namespace
+
 void InitTensorType(PyObject* module) {
   PyTypeObject& t = g_tensor_base;
   t.tp_name = "kiln._C.TensorBase";
@@ -549,6 +680,8 @@ void InitTensorType(PyObject* module) {
   kNumber.nb_inplace_or = NbInplaceOr;
   kNumber.nb_inplace_xor = NbInplaceXor;
   t.tp_as_number = &kNumber;
+  kMapping.mp_subscript = Subscript;
+  t.tp_as_mapping = &kMapping;
   if (PyType_Ready(&t) < 0) throw std::runtime_error("TensorBase type");
   g_tensor_base_type = &t;
   Py_INCREF(&t);

@@ -343,6 +343,8 @@ class Tensor(_C.TensorBase):
             elif _is_int_like(k) and not isinstance(k, Tensor) or _is_integer_scalar_tensor(k):
                 # a 0-d integer tensor indexes as its value does (a view), as in PyTorch
                 k = int(k.item()) if isinstance(k, Tensor) else int(k.__index__())
+                if not -_INT64_MAX - 1 <= k <= _INT64_MAX:
+                    raise ValueError("Overflow when unpacking long long")  # PyTorch's, from its parser
                 size = result.shape[dim]
                 if k < -size or k >= size:
                     raise IndexError(f"index {k} is out of bounds for dimension {dim} with size {size}")
@@ -389,7 +391,9 @@ class Tensor(_C.TensorBase):
                     dim += 1
         return result, advanced
 
-    def __getitem__(self, key):
+    # x[key]: TensorBase's mapping slot parses ints, slices, None and Ellipsis in C++ (Note [Basic
+    # indexing in C++], python/csrc/python_tensor.cc) and calls this for every other key.
+    def _getitem(self, key):
         result, advanced = self._apply_basic_index(key)
         if not advanced:
             return result if result is not self else _op('aten::alias')(self)

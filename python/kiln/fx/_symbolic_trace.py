@@ -151,7 +151,8 @@ def _tensor_method_wrappers():
     names = {name for _q, name, variants in kiln._C._packets() if variants & 2} | {"__getitem__"}
     out = []
     for name in sorted(names):
-        orig = kiln.Tensor.__dict__.get(name)
+        # __getitem__ is TensorBase's mapping slot (Note [Basic indexing in C++])
+        orig = getattr(kiln.Tensor, name) if name == "__getitem__" else kiln.Tensor.__dict__.get(name)
         if orig is not None and callable(orig):
             out.append((name, _make_method_wrapper(name, orig)))
     return tuple(out)
