@@ -22,17 +22,19 @@ inline float ExpF(float x) {
   xc = xc < kMin ? kMin : xc;
   // n = round(x / ln2) by the 1.5 * 2^23 trick (a library nearbyint call would keep the loop
   // scalar); r = x - n ln2 (ln2 split in two for exactness)
+  // Every multiply-add is written out (as GCC fuses them at -O2 and above), so an unoptimised
+  // build rounds alike and vec_avx512.h's ExpF can match it bit for bit.
   const float kRound = 12582912.0f;
-  float n = (xc * 1.44269504088896341f + kRound) - kRound;
-  float r = xc - n * 0.693145751953125f;
-  r = r - n * 1.428606765330187045e-06f;
+  float n = std::fma(xc, 1.44269504088896341f, kRound) - kRound;
+  float r = std::fma(-n, 0.693145751953125f, xc);
+  r = std::fma(-n, 1.428606765330187045e-06f, r);
   float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  p = std::fma(p, r, 1.3981999507e-3f);
+  p = std::fma(p, r, 8.3334519073e-3f);
+  p = std::fma(p, r, 4.1665795894e-2f);
+  p = std::fma(p, r, 1.6666665459e-1f);
+  p = std::fma(p, r, 5.0000001201e-1f);
+  p = std::fma(p * r, r, r) + 1.0f;
   // 2^n through the exponent field as two factors 2^(n/2), each a normal float for n in
   // [-150, 128], so results in the subnormal range still come out right.
   int32_t ni = static_cast<int32_t>(n);

@@ -570,7 +570,7 @@ PyObject* BasicIndex(PyObject* self, PyObject* key) {
     if (size.is_symbolic()) Py_RETURN_NOTIMPLEMENTED;
   Py_INCREF(self);
   PyRef result(self);
-  DimVector sizes(base.sizes().begin(), base.sizes().end());  // the view's, kept in step
+  DimVector sizes = base.sizes();  // the view's, kept in step
   int64_t dim = 0;
   auto call = [&](const char* op, std::initializer_list<PyObject*> args) {
     PyObject* r = CallPacketByName(op, args.begin(), static_cast<Py_ssize_t>(args.size()));
