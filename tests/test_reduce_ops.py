@@ -932,6 +932,13 @@ def test_vectorised_extrema_and_norms(name, shape, dims):
         assert_same(getattr(k, op)(d), getattr(t, op)(d), rtol=0, atol=0)
     assert_same(k.max(), t.max(), rtol=0, atol=0)
     assert_same(k.min(), t.min(), rtol=0, atol=0)
+    if dims is not None and len(dims) == 1:  # values and the first index of the extreme (or NaN)
+        for op in ("max", "min", "argmax", "argmin"):
+            assert_same(getattr(k, op)(dims[0]), getattr(t, op)(dims[0]), rtol=0, atol=0)
+        ties = np.round(a * 2) / 2  # many equal extremes in a row
+        for op in ("max", "argmin"):
+            assert_same(getattr(kiln.tensor(ties), op)(dims[0]), getattr(torch.tensor(ties), op)(dims[0]),
+                        rtol=0, atol=0)
     clean = np.nan_to_num(a)
     kc, tc = kiln.tensor(clean), torch.tensor(clean)
     # kiln sums in double: against float64 numpy to float32's rounding; PyTorch's float sums
@@ -961,6 +968,11 @@ def test_extrema_of_signed_zeros_fold_in_order(name):
             col = getattr(k.t().contiguous(), op)(0).numpy()  # the outer path
             np.testing.assert_array_equal(np.signbit(col), np.signbit(want))
         for op, better in (("max", lambda v, b: v > b), ("min", lambda v, b: v < b)):
+            values, indices = getattr(k, op)(1)  # with indices: the fold's element and its index
+            for row, value, index in zip(a, values.numpy(), indices.numpy()):
+                want = _fold(list(row), better, False)
+                assert value == want and np.signbit(value) == np.signbit(want)
+                assert index == next(i for i, v in enumerate(row) if v == want)
             got = getattr(k[0], op)().item()
             want = _fold(list(a[0]), better, True)
             assert got == want and math.copysign(1, got) == math.copysign(1, want), (op, n)

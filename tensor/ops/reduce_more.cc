@@ -4,7 +4,10 @@
 // Every op here is a meta function (sizes over SymInt, the empty-input checks PyTorch makes) plus
 // a CPU kernel on ForEachOutput (reduce_utils.h). max/min/amax/amin propagate NaN: the first NaN
 // met wins, and its index is reported. Ties report the first index, as PyTorch's CPU kernels do.
+#include <immintrin.h>
+
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "tensor/ops/reduce_cuda.h"
@@ -152,9 +155,10 @@ Tensor ProdAll(const Tensor& self, std::optional<ScalarType> dtype) {
 // fold max_impl(acc, x), which keeps x on a tie, so [0., -0.].max() is -0. (its max(dim)/amax keep
 // the first).
 //
-// Note [Vectorised extrema]: without indices, a float or double reduction takes the extreme of a
-// contiguous run in vector lanes (GCC's vector extension: the compare-and-select loop does not
-// auto-vectorise), and of an outer reduction down whole rows (Note [Outer sums]), in order: a
+// Note [Vectorised extrema]: a float or double reduction takes the extreme of a contiguous run in
+// vector lanes (GCC's vector extension: the compare-and-select loop does not auto-vectorise), and
+// max(dim)/argmax its index, the first element equal to it, found 8 at a time; without indices,
+// the extreme of an outer reduction comes down whole rows (Note [Outer sums]), in order: a
 // scalar fold with a branch per element made amax(-1) 17x and amax(0) 34x PyTorch's time. Lanes
 // change which of equal elements is kept, which shows only for signed zeros and NaN payloads, so a
 // run whose extreme is a zero or a NaN is folded again in order: the results are the scalar
@@ -209,6 +213,28 @@ T RunExtreme(const T* x, int64_t n) {  // n >= 1
   return best == T(0) || best != best ? in_order() : best;
 }
 
+// The first i with x[i] == m (x[i] a NaN when m is one), which the run holds; 8 or 4 at a time.
+template <typename T>
+int64_t FirstIndexOf(const T* x, int64_t n, T m) {
+  using V = std::conditional_t<std::is_same_v<T, float>, Floats8, Doubles4>;
+  constexpr int64_t kLanes = sizeof(V) / sizeof(T);
+  const bool nan = m != m;
+  const V mv = V{} + m;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    V v;
+    std::memcpy(&v, x + i, sizeof(V));
+    const auto hit = nan ? (v != v) : (v == mv);
+    int bits;
+    if constexpr (std::is_same_v<T, float>) bits = _mm256_movemask_ps(std::bit_cast<__m256>(hit));
+    else bits = _mm256_movemask_pd(std::bit_cast<__m256d>(hit));
+    if (bits != 0) return i + __builtin_ctz(bits);
+  }
+  for (; i < n; ++i)
+    if (nan ? x[i] != x[i] : x[i] == m) return i;
+  return n - 1;  // not reached: m is one of x
+}
+
 // values[p, k] = the extreme over r of x[p, r, k], rows in order, in blocks of columns.
 template <bool kMax, bool kTieLast, typename T>
 void OuterExtreme(const T* x, const OuterShape& s, T* values) {
@@ -233,8 +259,8 @@ template <bool kMax, bool kTieLast = false, typename T>
 void MinMaxKernel(const Tensor& input, const std::vector<bool>& mask, T* values, int64_t* indices) {
   using M = opmath_t<T>;
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    if (!indices && input.numel() > 0) {  // Note [Vectorised extrema]
-      if (const std::optional<OuterShape> outer = AsOuterSum(input, mask)) {
+    if (input.numel() > 0 && (!indices || !kTieLast)) {  // Note [Vectorised extrema]
+      if (const std::optional<OuterShape> outer = AsOuterSum(input, mask); outer && !indices) {
         return OuterExtreme<kMax, kTieLast>(input.data_ptr<T>(), *outer, values);
       }
       ReduceIter iter(input, mask);
@@ -243,7 +269,16 @@ void MinMaxKernel(const Tensor& input, const std::vector<bool>& mask, T* values,
         ParallelFor(0, iter.num_outputs(), std::max<int64_t>(1, kGrainSize / work), [&](int64_t b, int64_t e) {
           for (int64_t o = b; o < e; ++o) {
             iter.ForEachRun(o, [&](const char* p, int64_t n, int64_t) {
-              values[o] = RunExtreme<kMax, kTieLast>(reinterpret_cast<const T*>(p), n);
+              const T* x = reinterpret_cast<const T*>(p);
+              const T m = RunExtreme<kMax, kTieLast>(x, n);
+              if (!indices) {
+                values[o] = m;
+                return;
+              }
+              // the fold keeps the first element equal to the extreme (the first NaN)
+              const int64_t i = FirstIndexOf(x, n, m);
+              indices[o] = i;
+              if (values) values[o] = x[i];
             });
           }
         });
