@@ -570,7 +570,6 @@ PyObject* BasicIndex(PyObject* self, PyObject* key) {
     if (size.is_symbolic()) Py_RETURN_NOTIMPLEMENTED;
   Py_INCREF(self);
   PyRef result(self);
-  DimVector sizes = base.sizes();  // the view's, kept in step
   int64_t dim = 0;
   auto call = [&](const char* op, std::initializer_list<PyObject*> args) {
     PyObject* r = CallPacketByName(op, args.begin(), static_cast<Py_ssize_t>(args.size()));
@@ -583,20 +582,18 @@ PyObject* BasicIndex(PyObject* self, PyObject* key) {
     if (k == Py_None) {
       PyRef d(PyLong_FromLongLong(dim));
       if (!call("unsqueeze", {result.p, d.p})) return nullptr;
-      sizes.insert(sizes.begin() + dim, 1);
       ++dim;
     } else if (k == Py_Ellipsis) {
       dim += base.dim() - consumed;
     } else if (IsPlainInt(k)) {
       int overflow = 0;
       const long long v = PyLong_AsLongLongAndOverflow(k, &overflow);
-      const int64_t size = sizes[dim];
+      const int64_t size = UnpackTensor(result.p).size(dim);  // concrete: base's sizes are
       if (overflow != 0 || v < -size || v >= size) {  // out of bounds: the Python parse raises
         Py_RETURN_NOTIMPLEMENTED;
       }
       PyRef d(PyLong_FromLongLong(dim));
       if (!call("select", {result.p, d.p, k})) return nullptr;
-      sizes.erase(sizes.begin() + dim);
     } else {
       auto* sl = reinterpret_cast<PySliceObject*>(k);
       int overflow = 0;
@@ -611,7 +608,6 @@ PyObject* BasicIndex(PyObject* self, PyObject* key) {
         const bool ok = step == 1 ? call("slice", {result.p, d.p, start.p, stop.p})
                                   : call("slice", {result.p, d.p, start.p, stop.p, sl->step});
         if (!ok) return nullptr;
-        sizes[dim] = UnpackTensor(result.p).size(dim);
       }
       ++dim;
     }
