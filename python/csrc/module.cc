@@ -89,6 +89,8 @@ void Fill(PyObject* o, size_t depth, const DataInfo& info, T*& out) {
   *out++ = s.to<T>();
 }
 
+}  // namespace
+
 Tensor TensorFromData(PyObject* data, std::optional<ScalarType> dtype) {
   DataInfo info;
   Infer(data, 0, info);
@@ -107,6 +109,8 @@ Tensor TensorFromData(PyObject* data, std::optional<ScalarType> dtype) {
   });
   return t;
 }
+
+namespace {
 
 // --- numpy (buffer protocol) -> tensor sharing memory -------------------------------------------
 

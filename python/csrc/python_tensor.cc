@@ -1,6 +1,7 @@
 // python/csrc/python_tensor.cc: TensorBase: lifetime, metadata attributes, number slots, buffers.
 #include "python/csrc/python_tensor.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "python/csrc/arg_parser.h"
@@ -9,6 +10,10 @@
 #include "python/csrc/python_dtype.h"
 #include "python/csrc/python_fake.h"
 #include "python/csrc/python_symbolic.h"
+#include "autograd/grad_mode.h"
+#include "autograd/view_tracking.h"
+#include "fx/tracer.h"
+#include "tensor/fake_tensor.h"
 #include "tensor/memory_format.h"
 #include "tensor/ops/common.h"
 
@@ -508,7 +513,8 @@ PyObject* WrapTensor(Tensor t) {
 // Note [Basic indexing in C++]: x[k] for k an int, a slice of ints, None, Ellipsis or a tuple of
 // these makes the views Tensor._apply_basic_index (kiln/_tensor.py) makes, by the same ops in the
 // same order (select, slice.Tensor, unsqueeze; alias when k selects everything), and x[i] for an
-// integer tensor i of at least one dim is index.Tensor(x, [i]), as there, parsed here: the
+// integer tensor i of at least one dim is index.Tensor(x, [i]), as there (and x[m] for a boolean
+// mask m of x's leading shape, outside fake modes and make_fx), parsed here: the
 // Python parse cost 2-4 us a call, 2-3x PyTorch's. Anything else (tensors, lists, bools, numpy
 // or symbolic integers, a symbolic size, and every error to report) goes to Tensor._getitem, the
 // Python parse, which raises PyTorch's messages.
@@ -526,12 +532,29 @@ bool IsPlainInt(PyObject* o) { return PyLong_CheckExact(o); }
 bool IsPlainBound(PyObject* o) { return o == Py_None || PyLong_CheckExact(o); }
 
 // The view, a new reference; nullptr with an error set; or Py_NotImplemented (a new reference)
-// for a key the Python parse takes.
-PyObject* BasicIndex(PyObject* self, PyObject* key) {
-  if (IsTensor(key)) {  // x[i], i an int64 or int32 tensor of at least one dim: index.Tensor(x, [i])
+// for a key the Python parse takes. For a store (`setitem`) the view may be self itself, and a
+// slice from 0 to exactly the dim's size is no view, as Tensor._apply_basic_index(setitem=True).
+PyObject* BasicIndex(PyObject* self, PyObject* key, bool setitem = false) {
+  if (IsTensor(key)) {
+    // x[i], i an int64 or int32 tensor of at least one dim: index.Tensor(x, [i])
+    if (setitem) Py_RETURN_NOTIMPLEMENTED;
     const Tensor& k = UnpackTensor(key);
-    if (k.dim() == 0 || (k.dtype() != ScalarType::Int64 && k.dtype() != ScalarType::Int32) ||
-        UnpackTensor(self).dim() == 0) {
+    const Tensor& base = UnpackTensor(self);
+    if (k.dim() == 0 || base.dim() == 0) Py_RETURN_NOTIMPLEMENTED;
+    if (k.dtype() == ScalarType::Bool) {
+      // x[mask]: index.Tensor takes the mask as the Python parse's nonzero columns, in eager
+      // only (a traced graph records the parse's nonzero and selects); a mask of the wrong shape
+      // goes to the Python parse for its message
+      if (ActiveFakeMode() != nullptr || fx::ActiveTracer() != nullptr || k.dim() > base.dim()) {
+        Py_RETURN_NOTIMPLEMENTED;
+      }
+      for (int64_t d = 0; d < k.dim(); ++d) {
+        const SymInt& size = k->sym_sizes()[d];
+        if (size.is_symbolic() || base->sym_sizes()[d].is_symbolic() || size.expect_int() != base.size(d)) {
+          Py_RETURN_NOTIMPLEMENTED;
+        }
+      }
+    } else if (k.dtype() != ScalarType::Int64 && k.dtype() != ScalarType::Int32) {
       Py_RETURN_NOTIMPLEMENTED;
     }
     PyRef list(PyList_New(1));
@@ -599,7 +622,13 @@ PyObject* BasicIndex(PyObject* self, PyObject* key) {
       int overflow = 0;
       const long long step = sl->step == Py_None ? 1 : PyLong_AsLongLongAndOverflow(sl->step, &overflow);
       if (overflow != 0 || step <= 0) Py_RETURN_NOTIMPLEMENTED;  // step must be greater than zero
-      const bool whole = sl->start == Py_None && sl->stop == Py_None;
+      bool whole = sl->start == Py_None && sl->stop == Py_None;
+      if (setitem && !whole && step == 1) {
+        const long long start = sl->start == Py_None ? 0 : PyLong_AsLongLongAndOverflow(sl->start, &overflow);
+        const long long stop = sl->stop == Py_None ? INT64_MAX : PyLong_AsLongLongAndOverflow(sl->stop, &overflow);
+        if (overflow != 0) Py_RETURN_NOTIMPLEMENTED;
+        whole = start == 0 && stop == UnpackTensor(result.p).size(dim);
+      }
       if (!(whole && step == 1)) {
         // a bound left out is 0 or INT64_MAX, as PyTorch's indexing passes it
         PyRef d(PyLong_FromLongLong(dim));
@@ -612,7 +641,7 @@ PyObject* BasicIndex(PyObject* self, PyObject* key) {
       ++dim;
     }
   }
-  if (result.p == self && !call("alias", {self})) return nullptr;
+  if (!setitem && result.p == self && !call("alias", {self})) return nullptr;
   PyObject* r = result.p;
   result.p = nullptr;
   return r;
@@ -624,6 +653,138 @@ PyObject* Subscript(PyObject* self, PyObject* key) {
   Py_DECREF(r);
   static PyObject* name = PyUnicode_InternFromString("_getitem");
   return PyObject_CallMethodOneArg(self, name, key);
+}
+
+// Note [Item assignment in C++]: x[k] = v runs here, in the order Tensor._setitem (kiln/_tensor.py)
+// runs it and by the same ops, for the keys BasicIndex parses, an integer index tensor
+// (index_put_) and a boolean mask (masked_fill_), with v a Python number or a tensor: the
+// Python parse cost 4.5 us a call, 2.7x PyTorch's. A number becomes a 0-dim tensor of x's dtype
+// first, as kiln.tensor makes it, so only outside fake modes, make_fx and inference mode (where
+// kiln.tensor makes a fake constant, a graph constant or an inference tensor); there, and for
+// every other key and value, Tensor._setitem runs, which also raises every error but the ops'.
+// 0 when done, -1 with an error set, 1 for Tensor._setitem.
+int FastSetItem(PyObject* self, PyObject* key, PyObject* value) {
+  const bool number = PyFloat_CheckExact(value) || PyLong_CheckExact(value) || PyBool_Check(value);
+  if (!number && !IsTensor(value)) return 1;
+  const Tensor& base = UnpackTensor(self);
+  for (const SymInt& size : base->sym_sizes())
+    if (size.is_symbolic()) return 1;
+  auto done = [](PyObject* r) {
+    if (r == nullptr) return -1;
+    Py_DECREF(r);
+    return 0;
+  };
+  auto dtype_of = [&] { return DtypeObject(base.dtype()); };  // borrowed
+  const bool key_is_tensor = IsTensor(key);
+  if (key_is_tensor && UnpackTensor(key).dtype() == ScalarType::Bool) {
+    // x[mask] = a number or a 0-dim tensor, mask's shape a prefix of x's: masked_fill_ with the
+    // mask viewed to x's rank, the value cast to x's dtype first
+    const Tensor& mask = UnpackTensor(key);
+    if (mask.dim() > base.dim() || (!number && UnpackTensor(value).dim() != 0)) return 1;
+    for (int64_t d = 0; d < mask.dim(); ++d) {
+      const SymInt& size = mask->sym_sizes()[d];
+      if (size.is_symbolic() || size.expect_int() != base.size(d)) return 1;
+    }
+    PyRef shape(PyTuple_New(base.dim()));
+    if (shape.p == nullptr) return -1;
+    for (int64_t d = 0; d < base.dim(); ++d)
+      PyTuple_SET_ITEM(shape.p, d, PyLong_FromLongLong(d < mask.dim() ? mask.size(d) : 1));
+    PyObject* view_args[2] = {key, shape.p};
+    PyRef view(CallPacketByName("view", view_args, 2));
+    if (view.p == nullptr) return -1;
+    Py_INCREF(value);
+    PyRef fill(value);
+    if (!number) {
+      PyObject* to_args[2] = {value, dtype_of()};
+      Py_SETREF(fill.p, CallPacketByName("to", to_args, 2));
+      if (fill.p == nullptr) return -1;
+    }
+    PyObject* args[3] = {self, view.p, fill.p};
+    return done(CallPacketByName("masked_fill_", args, 3));
+  }
+  const bool advanced = key_is_tensor;  // x[i] = v: index_put_(x, [i], v)
+  if (advanced) {
+    const Tensor& index = UnpackTensor(key);
+    if (index.dim() == 0 || base.dim() == 0 ||
+        (index.dtype() != ScalarType::Int64 && index.dtype() != ScalarType::Int32)) {
+      return 1;
+    }
+  }
+  PyRef v(nullptr);
+  if (number) {
+    if (ActiveFakeMode() != nullptr || fx::ActiveTracer() != nullptr || autograd::InferenceMode::is_enabled()) return 1;
+    v.p = WrapTensor(TensorFromData(value, base.dtype()));
+  } else {
+    Py_INCREF(value);
+    v.p = value;
+  }
+  PyRef result(nullptr);
+  if (advanced) {
+    Py_INCREF(self);
+    result.p = self;
+  } else {
+    result.p = BasicIndex(self, key, /*setitem=*/true);
+    if (result.p == nullptr) return -1;
+    if (result.p == Py_NotImplemented) return 1;
+  }
+  const Tensor& dst = UnpackTensor(result.p);
+  const Tensor& src = UnpackTensor(v.p);  // until v is replaced by a view below
+  for (const SymInt& size : src->sym_sizes())
+    if (size.is_symbolic()) return 1;
+  if (src->requires_grad() && !dst->requires_grad() && autograd::GradMode::is_enabled() && !dst.is_same(base)) {
+    autograd::MarkView(dst, base);  // so that the write reaches x's history (CopySlices)
+  }
+  // the value's leading 1s are dropped before it broadcasts, unless it has the destination's shape
+  const auto dst_sizes = dst.sizes();
+  const auto src_sizes = src.sizes();
+  const bool same_shape = std::equal(src_sizes.begin(), src_sizes.end(), dst_sizes.begin(), dst_sizes.end());
+  int64_t lead = 0;
+  while (lead < src.dim() && src_sizes[lead] == 1 && !same_shape) ++lead;
+  const bool value_is_0d = src.dim() == 0;
+  if (lead > 0) {
+    PyRef shape(PyTuple_New(src.dim() - lead));
+    if (shape.p == nullptr) return -1;
+    for (int64_t d = lead; d < src.dim(); ++d) PyTuple_SET_ITEM(shape.p, d - lead, PyLong_FromLongLong(src_sizes[d]));
+    PyObject* args[2] = {v.p, shape.p};
+    Py_SETREF(v.p, CallPacketByName("view", args, 2));
+    if (v.p == nullptr) return -1;
+  }
+  if (advanced) {
+    PyRef indices(PyList_New(1));
+    if (indices.p == nullptr) return -1;
+    Py_INCREF(key);
+    PyList_SET_ITEM(indices.p, 0, key);
+    PyObject* args[3] = {result.p, indices.p, v.p};
+    return done(CallPacketByName("index_put_", args, 3));
+  }
+  if (value_is_0d && dst.dim() != 0 && UnpackTensor(v.p).device().type == DeviceType::CPU) {
+    PyObject* args[2] = {result.p, v.p};
+    return done(CallPacketByName("fill_", args, 2));
+  }
+  const auto v_sizes = UnpackTensor(v.p).sizes();
+  if (!std::equal(v_sizes.begin(), v_sizes.end(), dst_sizes.begin(), dst_sizes.end())) {
+    PyRef shape(IntTuple(dst->sym_sizes()));
+    if (shape.p == nullptr) return -1;
+    PyObject* args[2] = {v.p, shape.p};
+    Py_SETREF(v.p, CallPacketByName("expand", args, 2));
+    if (v.p == nullptr) return -1;
+  }
+  PyObject* args[2] = {result.p, v.p};
+  return done(CallPacketByName("copy_", args, 2));
+}
+
+int AssignSubscript(PyObject* self, PyObject* key, PyObject* value) {
+  if (value == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "Tensor does not support deleting items");
+    return -1;
+  }
+  const int fast = FastSetItem(self, key, value);
+  if (fast != 1) return fast;
+  static PyObject* name = PyUnicode_InternFromString("_setitem");
+  PyObject* r = PyObject_CallMethodObjArgs(self, name, key, value, nullptr);
+  if (r == nullptr) return -1;
+  Py_DECREF(r);
+  return 0;
 }
 
 PyMappingMethods kMapping = {};
@@ -677,6 +838,7 @@ void InitTensorType(PyObject* module) {
   kNumber.nb_inplace_xor = NbInplaceXor;
   t.tp_as_number = &kNumber;
   kMapping.mp_subscript = Subscript;
+  kMapping.mp_ass_subscript = AssignSubscript;
   t.tp_as_mapping = &kMapping;
   if (PyType_Ready(&t) < 0) throw std::runtime_error("TensorBase type");
   g_tensor_base_type = &t;

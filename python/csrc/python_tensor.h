@@ -7,6 +7,8 @@
 
 #include <Python.h>
 
+#include <optional>
+
 #include "tensor/tensor_impl.h"
 
 namespace kiln::python {
@@ -24,6 +26,10 @@ inline bool IsTensor(PyObject* o) { return PyObject_TypeCheck(o, g_tensor_base_t
 inline const Tensor& UnpackTensor(PyObject* o) { return reinterpret_cast<PyTensor*>(o)->tensor; }
 // New reference to the Python object for `t` (the same object every time for one impl).
 PyObject* WrapTensor(Tensor t);
+
+// kiln.tensor(data)'s C++ half: a new CPU tensor holding nested sequences of numbers (or one
+// number, or a 0-dim tensor), of `dtype` or the dtype the data implies (module.cc).
+Tensor TensorFromData(PyObject* data, std::optional<ScalarType> dtype);
 
 void InitTensorType(PyObject* module);
 

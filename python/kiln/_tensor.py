@@ -400,7 +400,10 @@ class Tensor(_C.TensorBase):
         indices = [advanced.get(d) for d in range(max(advanced) + 1)]
         return _op('aten::index.Tensor')(result, indices)
 
-    def __setitem__(self, key, value):
+    # x[key] = value: TensorBase's mapping slot runs the common keys and values in C++ (Note [Item
+    # assignment in C++], python/csrc/python_tensor.cc), by the same ops in the same order, and
+    # calls this for the rest.
+    def _setitem(self, key, value):
         if isinstance(key, Tensor) and key.dtype == _C.bool and key.ndim <= self.ndim and \
                 not (isinstance(value, Tensor) and value.ndim) and \
                 tuple(key.shape) == tuple(self.shape[:key.ndim]):
