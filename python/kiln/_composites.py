@@ -55,12 +55,15 @@ def _is_fake(t):
 
 
 # --- indices ---------------------------------------------------------------------------------
+_nonzero_op = _C._packet_function("aten::nonzero")  # the op's overloads, called as kiln.add is
+
+
 def nonzero(input, *, out=None, as_tuple=False):
     """The indices of the nonzero elements: one row per element (the registry's op), or with
     as_tuple one 1-D tensor per dimension, a 0-d input counting as 1-d (as PyTorch)."""
-    aten = _kiln().ops.aten
     if not as_tuple:
-        return aten.nonzero.default(input) if out is None else aten.nonzero.out(input, out=out)
+        return _nonzero_op(input) if out is None else _nonzero_op(input, out=out)
+    aten = _kiln().ops.aten
     if out is not None:
         raise RuntimeError("nonzero does not support the out kwarg when as_tuple is True")
     return tuple(aten.nonzero.default(input if input.dim() else input.reshape(1)).unbind(1))

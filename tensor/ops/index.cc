@@ -528,7 +528,53 @@ Tensor IndexSelectCPU(const Tensor& self, int64_t dim, const Tensor& index) {
 
 // --- nonzero -------------------------------------------------------------------------------
 
+namespace {
+
+// A contiguous tensor in up to one chunk per thread: each chunk counts its nonzero elements, then
+// writes its rows of the result at the offset the counts before it give, walking the coordinates
+// with a counter (no division per element, no growing buffer).
+Tensor NonzeroContiguous(const Tensor& self) {
+  const int64_t nd = self.dim(), numel = self.numel();
+  if (numel == 0) return EmptyTensor(DimVector{0, nd}, ScalarType::Int64, self.device());
+  const DimVector sizes = self.sizes();
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(GetNumThreads(), numel / kGrainSize));
+  auto start = [&](int64_t c) { return numel * c / chunks; };
+  std::vector<int64_t> rows_before(chunks + 1, 0);
+  Tensor out;
+  KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "nonzero", [&] {
+    const scalar_t* p = self.data_ptr<scalar_t>();
+    ParallelFor(0, chunks, 1, [&](int64_t cb, int64_t ce) {
+      for (int64_t c = cb; c < ce; ++c) {
+        int64_t n = 0;
+        for (int64_t i = start(c), e = start(c + 1); i < e; ++i) n += IsNonzero(p[i]) ? 1 : 0;
+        rows_before[c + 1] = n;
+      }
+    });
+    for (int64_t c = 0; c < chunks; ++c) rows_before[c + 1] += rows_before[c];
+    out = EmptyTensor(DimVector{rows_before[chunks], nd}, ScalarType::Int64, self.device());
+    int64_t* o = out.data_ptr<int64_t>();
+    ParallelFor(0, chunks, 1, [&](int64_t cb, int64_t ce) {
+      for (int64_t c = cb; c < ce; ++c) {
+        int64_t* row = o + rows_before[c] * nd;
+        DimVector at(nd);
+        for (int64_t d = nd - 1, rest = start(c); d >= 0; --d) at[d] = rest % sizes[d], rest /= sizes[d];
+        for (int64_t i = start(c), e = start(c + 1); i < e; ++i) {
+          if (IsNonzero(p[i])) {
+            std::copy(at.begin(), at.end(), row);
+            row += nd;
+          }
+          for (int64_t d = nd - 1; d >= 0 && ++at[d] == sizes[d]; --d) at[d] = 0;
+        }
+      }
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
 Tensor NonzeroCPU(const Tensor& self) {
+  if (self.is_contiguous()) return NonzeroContiguous(self);
   const int64_t nd = self.dim();
   std::vector<int64_t> coords;
   int64_t n = 0;
