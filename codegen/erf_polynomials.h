@@ -1,6 +1,5 @@
-// codegen/erf_polynomials.h: the f32 erf polynomials (Note [Inline erff] in llvm_math.cc), shared
-// by the Inductor code generator (VectorMath::ErfF32, as LLVM IR) and eager's erf (ErfPolyF in
-// tensor/vec_math.h), so compiled and eager erf are one implementation. Coefficients ascending.
+// codegen/erf_polynomials.h: the f32 erf polynomials of fmath::Erf (Note [Inline erff] in
+// float_math.inc), the erf of Inductor's kernels and of eager's. Coefficients ascending.
 #pragma once
 
 namespace kiln::codegen {

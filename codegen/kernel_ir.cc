@@ -26,7 +26,7 @@ constexpr const char* kOpNames[] = {
     "log10", "signbit", "bitwise_not",
     "add", "sub", "mul", "div", "floordiv", "mod", "pow", "max", "min", "eq", "ne", "lt", "le", "gt", "ge",
     "logical_and", "logical_or", "atan2", "fmod", "hypot", "copysign", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "lshift", "rshift", "where"};
+    "lshift", "rshift", "gelu_backward", "where"};
 constexpr int kNumOps = sizeof(kOpNames) / sizeof(kOpNames[0]);
 constexpr const char* kReduceNames[] = {"sum", "max", "min", "prod", "argmax", "argmin", "max_last", "min_last"};
 }  // namespace

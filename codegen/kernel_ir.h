@@ -53,6 +53,7 @@ enum class OpCode : uint8_t {
   // binary (kMod is Python's remainder, with the divisor's sign; kFmod C's, with the dividend's)
   kAdd, kSub, kMul, kDiv, kFloorDiv, kMod, kPow, kMax, kMin, kEq, kNe, kLt, kLe, kGt, kGe,
   kLogicalAnd, kLogicalOr, kAtan2, kFmod, kHypot, kCopysign, kBitAnd, kBitOr, kBitXor, kShl, kShr,
+  kGeluBackward,  // (grad, x): f32 only, eager's float32 kernel (Note [One float math])
   // ternary
   kWhere,
 };

@@ -182,7 +182,7 @@ int64_t CountTranscendentals(const Expr& root) {
     switch (e.op) {
       case OpCode::kExp: case OpCode::kLog: case OpCode::kLog1p: case OpCode::kExpm1: case OpCode::kSin:
       case OpCode::kCos: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kErf: case OpCode::kPow:
-      case OpCode::kGelu: case OpCode::kNormalCdf:
+      case OpCode::kGelu: case OpCode::kNormalCdf: case OpCode::kGeluBackward:
       case OpCode::kAtan2:
         ++n;
         break;

@@ -57,7 +57,7 @@ struct CodegenOptions {
   // Vector width in bits (256, 512); 0: 512 where the host has AVX-512F, else the target's
   // default (Note [Vector width and interleaving] in llvm_emit.cc).
   int prefer_vector_width = 0;
-  // f32 exp (also in sigmoid, expm1) as inline FMA arithmetic (Note [Inline expf]) instead of
+  // f32 exp (also in sigmoid, expm1) as inline FMA arithmetic (Note [One float math]) instead of
   // llvm.exp, which becomes a call to libmvec's 8-lane _ZGVdN8v_expf.
   bool inline_exp = true;
 };

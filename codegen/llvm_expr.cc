@@ -60,7 +60,7 @@ DType ExprEmitter::TypeOf(const Expr& e) {
     case OpCode::kTan: case OpCode::kAsin: case OpCode::kAcos: case OpCode::kAtan: case OpCode::kSinh:
     case OpCode::kCosh: case OpCode::kAsinh: case OpCode::kAcosh: case OpCode::kAtanh: case OpCode::kErfc:
     case OpCode::kLgamma: case OpCode::kExp2: case OpCode::kLog2: case OpCode::kLog10: case OpCode::kHypot:
-    case OpCode::kCopysign: {
+    case OpCode::kCopysign: case OpCode::kGeluBackward: {
       DType t = promote(0);
       return IsFloatDType(t) ? t : DType::F32;
     }
@@ -429,6 +429,9 @@ V ExprEmitter::EmitBinary(OpCode op, V a, V c) {
     case OpCode::kAtan2: return {LibmCall("atan2f", "atan2", {x, t}, y), t};
     case OpCode::kHypot: return {LibmCall("hypotf", "hypot", {x, t}, y), t};
     case OpCode::kCopysign: return {Intrinsic(llvm::Intrinsic::copysign, {x, y}), t};
+    case OpCode::kGeluBackward:
+      KILN_INTERNAL_ASSERT(t == DType::F32, "gelu_backward of ", DTypeName(t), " (the lowering decomposes it)");
+      return {Math().GeluBackwardF32(x, y), t};
     case OpCode::kFmod: return {f ? b_.CreateFRem(x, y) : SafeIntDiv(x, y, true), t};
     case OpCode::kShl: case OpCode::kShr: {
       // PyTorch's shifts: by a negative amount or the width or more, 0 (left) or the sign (right);

@@ -4,180 +4,93 @@
 #include <cmath>
 #include <iterator>
 
-#include "codegen/erf_polynomials.h"
+#include "codegen/float_math.h"
 #include "llvm/IR/Intrinsics.h"
 
 namespace kiln::codegen {
 
 namespace {
-constexpr double kExpMagic = 12582912.0 + 127.0;  // 1.5 * 2^23, plus the exponent bias
-}  // namespace
 
-llvm::Value* VectorMath::F32(double v) { return llvm::ConstantFP::get(b_.getFloatTy(), v); }
+// float_math.inc's backend for Inductor (Note [One float math]): IR over one f32, which the loop
+// vectoriser widens (no target intrinsics, so it widens to any width, and NVPTX takes it too).
+// Fma is llvm.fma, not llvm.fmuladd, so it is fused on every target as eager's std::fma is, and
+// nothing carries fast-math flags, so nothing else is fused or reassociated. ScaleByPow2 converts
+// n to an integer; a NaN n (from a NaN x) converts to poison, which the algorithm's last select
+// discards, as it discards the scalar code's garbage there.
+struct IrF32 {
+  using F = llvm::Value*;
+  using M = llvm::Value*;
+  llvm::IRBuilder<>& b;
+
+  F Call(llvm::Intrinsic::ID id, std::vector<F> args) { return b.CreateIntrinsic(id, {args[0]->getType()}, args); }
+  F Const(float v) { return llvm::ConstantFP::get(b.getFloatTy(), v); }
+  F Add(F x, F y) { return b.CreateFAdd(x, y); }
+  F Sub(F x, F y) { return b.CreateFSub(x, y); }
+  F Mul(F x, F y) { return b.CreateFMul(x, y); }
+  F Div(F x, F y) { return b.CreateFDiv(x, y); }
+  F Neg(F x) { return b.CreateFNeg(x); }
+  F NegMul(F x, F y) { return b.CreateFNeg(b.CreateFMul(x, y)); }
+  F Fma(F x, F y, F z) { return Call(llvm::Intrinsic::fma, {x, y, z}); }
+  F Fnma(F x, F y, F z) { return Fma(b.CreateFNeg(x), y, z); }
+  F Abs(F x) { return Call(llvm::Intrinsic::fabs, {x}); }
+  F CopySign(F magnitude, F sign) { return Call(llvm::Intrinsic::copysign, {magnitude, sign}); }
+  M Gt(F x, F y) { return b.CreateFCmpOGT(x, y); }
+  M Lt(F x, F y) { return b.CreateFCmpOLT(x, y); }
+  M IsNaN(F x) { return b.CreateFCmpUNO(x, x); }
+  F Select(M m, F x, F y) { return b.CreateSelect(m, x, y); }
+  F ClampKeepNaN(F x, F lo, F hi) {
+    F y = Select(Gt(x, hi), hi, x);
+    return Select(Lt(y, lo), lo, y);
+  }
+  F ScaleByPow2(F p, F n) {
+    llvm::Value* ni = b.CreateFPToSI(n, b.getInt32Ty());
+    llvm::Value* half = b.CreateAShr(ni, 1);
+    auto pow2 = [&](llvm::Value* e) {
+      return b.CreateBitCast(b.CreateShl(b.CreateAdd(e, b.getInt32(127)), 23), b.getFloatTy());
+    };
+    return b.CreateFMul(b.CreateFMul(p, pow2(half)), pow2(b.CreateSub(ni, half)));
+  }
+};
+
+}  // namespace
 
 llvm::Value* VectorMath::Intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) {
   return b_.CreateIntrinsic(id, {args[0]->getType()}, args);
 }
 
-llvm::Value* VectorMath::Horner(llvm::Value* v, const std::vector<double>& coeffs) {
-  llvm::Value* p = F32(coeffs.back());
-  for (size_t i = coeffs.size() - 1; i-- > 0;) p = Intrinsic(llvm::Intrinsic::fmuladd, {p, v, F32(coeffs[i])});
-  return p;
-}
-
-// Note [Inline expf]: exp for f32 as plain vector arithmetic, so it vectorises at the full
-// width (16 lanes on AVX-512) with no call. Cephes' expf reduction (x = n ln2 + r, ln2 in two
-// parts), e^r by a degree-6 polynomial (~1 ulp overall), times 2^n. A SiLU kernel's time goes
-// to this arithmetic, so it is written for the fewest instructions:
-//  - n = round(x log2e) comes from adding 1.5 * 2^23 + 127: the sum's rounding is the rounding,
-//    and its low mantissa bits hold n + 127, the biased exponent of 2^n, which one shift moves
-//    into place. There is no round or float-to-int instruction, and no poison for NaN: a NaN
-//    input gives a NaN polynomial and the result stays NaN;
-//  - e^-x (for sigmoid) negates the constants, not x: the negation folds into the FMAs;
-//  - the reduction and polynomial are fused multiply-adds (llvm.fmuladd), the polynomial in
-//    Horner's form. Estrin's form halves the dependency chain but costs two more instructions,
-//    and an interleaved loop (Note [Vector width and interleaving]) already has four chains in
-//    flight; Horner also takes fewer registers, which 16-lane bodies run out of.
-llvm::Value* VectorMath::ExpF32Reduced(llvm::Value* x, bool negate, llvm::Value** t_out) {
-  auto c = [&](double v) { return F32(v); };
-  auto fma = [&](llvm::Value* a, llvm::Value* b, llvm::Value* d) {
-    return Intrinsic(llvm::Intrinsic::fmuladd, {a, b, d});
-  };
-  double sign = negate ? -1.0 : 1.0;
-  llvm::Value* magic = c(kExpMagic);
-  llvm::Value* t = fma(x, c(sign * 1.44269504088896341), magic);
-  llvm::Value* fx = b_.CreateFSub(t, magic);
-  llvm::Value* r = fma(fx, c(-0.693359375), negate ? b_.CreateFNeg(x) : x);
-  r = fma(fx, c(2.12194440e-4), r);
-  // e^r = 1 + r + q0 r^2 + ... + q4 r^6, fitted here for relative error in e^r on
-  // [-ln2/2, ln2/2] (3e-9, far under f32's half ulp of 6e-8; Cephes' degree 7 is more than
-  // f32 needs).
-  *t_out = t;
-  return Horner(r, {1.0, 1.0, 0.499999935, 0.16666521, 0.0416683865, 0.00836867069, 0.00138144727});
-}
-// 2^n for n in [-126, 127] from ExpF32Reduced's rounding sum: its low bits, shifted into the
-// exponent field (the higher bits shift out).
-llvm::Value* VectorMath::Pow2F32(llvm::Value* t) {
-  return b_.CreateBitCast(b_.CreateShl(b_.CreateBitCast(t, b_.getInt32Ty()), 23), b_.getFloatTy());
-}
-// 2^n for n in [-126, 127] as an integer.
-llvm::Value* VectorMath::Pow2F32OfInt(llvm::Value* n) {
-  return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(n, b_.getInt32(127)), 23), b_.getFloatTy());
-}
-// x clamped to [lo, hi]; NaN fails both comparisons and passes through.
-llvm::Value* VectorMath::ClampKeepNaN(llvm::Value* x, llvm::Value* lo, llvm::Value* hi) {
-  x = b_.CreateSelect(b_.CreateFCmpOGT(x, hi), hi, x);
-  return b_.CreateSelect(b_.CreateFCmpOLT(x, lo), lo, x);
-}
-// Any x: clamped to [-104, 88.8] (NaN passes the comparisons), and 2^n applied in two halves
-// so each stays normal: results overflow to inf and underflow through subnormals to 0.
-llvm::Value* VectorMath::ExpF32(llvm::Value* x) {
-  auto c = [&](double v) { return F32(v); };
-  llvm::Value* t;
-  llvm::Value* y = ExpF32Reduced(ClampKeepNaN(x, c(-104.0), c(88.8)), false, &t);
-  llvm::Value* n = b_.CreateSub(b_.CreateBitCast(t, b_.getInt32Ty()),
-                                b_.getInt32(static_cast<int32_t>(0x4B400000 + 127)));
-  llvm::Value* n1 = b_.CreateAShr(n, 1);
-  return b_.CreateFMul(b_.CreateFMul(y, Pow2F32OfInt(n1)), Pow2F32OfInt(b_.CreateSub(n, n1)));
-}
+// f32 with inline_exp: fmath::Exp; f64, and f32 without it, llvm.exp (libmvec once vectorised).
 llvm::Value* VectorMath::Exp(llvm::Value* x) {
-  if (x->getType()->isFloatTy() && inline_exp_) return ExpF32(x);
-  return Intrinsic(llvm::Intrinsic::exp, {x});
+  if (!x->getType()->isFloatTy() || !inline_exp_) return Intrinsic(llvm::Intrinsic::exp, {x});
+  IrF32 f{b_};
+  return fmath::Exp(f, x);
 }
 
-// sigmoid(x) = 1 / (1 + exp(-x)). For f32 (Note [Sigmoid's reciprocal]): a vector divide is
-// the slowest instruction in a SiLU kernel (vdivps on 16 lanes issues about once per 16
-// cycles), so the division may use a reciprocal estimate refined by one Newton step (arcp and
-// afn: rcp14 and two FMAs on AVX-512, ~1 ulp). Its edges are exact, set by comparing x, not by
-// clamping it (a clamp is two more vector instructions in a loop that is bound by them):
-//  - below -87 the result is 0, as the exact one (under 1.7e-38) all but is. There e^-x
-//    overflows (the inline exp's 2^n wraps, libmvec's is inf, and the refinement of an infinite
-//    divisor is NaN); the select discards those lanes;
-//  - above 25 ln 2 (e^-x < 2^-25) the result is 1, which 1 / (1 + e^-x) rounds to and the
-//    estimate can miss by an ulp (the legacy rcpps of 8-lane loops gives 1 - 2^-24). Above 87
-//    the inline exp's 2^n wraps too, discarded the same way.
-// NaN fails both comparisons and propagates. f64 keeps exp and the exact division.
+// sigmoid(x) = 1 / (1 + exp(-x)), an exact division: for f32 with inline_exp fmath::Sigmoid, the
+// bits eager's sigmoid returns.
 llvm::Value* VectorMath::Sigmoid(llvm::Value* x) {
-  auto c = [&](double v) { return llvm::ConstantFP::get(x->getType(), v); };
-  llvm::Value* one = c(1.0);
-  llvm::Value* neg = b_.CreateFNeg(x);
-  if (!x->getType()->isFloatTy()) return b_.CreateFDiv(one, b_.CreateFAdd(one, Exp(neg)));
-  llvm::Value* e;
-  if (inline_exp_) {
-    llvm::Value* rounding;
-    llvm::Value* y = ExpF32Reduced(x, /*negate=*/true, &rounding);
-    e = b_.CreateFMul(y, Pow2F32(rounding));
-  } else {
-    e = Intrinsic(llvm::Intrinsic::exp, {neg});
+  if (x->getType()->isFloatTy() && inline_exp_) {
+    IrF32 f{b_};
+    return fmath::Sigmoid(f, x);
   }
-  llvm::Value* q = b_.CreateFDiv(one, b_.CreateFAdd(one, e));
-  llvm::FastMathFlags fmf;
-  fmf.setAllowReciprocal();
-  fmf.setApproxFunc();
-  fmf.setNoInfs();  // the estimate needs it; the lanes where it fails (x < -87) are discarded
-  fmf.setAllowContract();
-  llvm::cast<llvm::Instruction>(q)->setFastMathFlags(fmf);
-  q = b_.CreateSelect(b_.CreateFCmpOGT(x, c(17.328679513998633)), one, q);
-  return b_.CreateSelect(b_.CreateFCmpOLT(x, c(-87.0)), c(0.0), q);
+  llvm::Value* one = llvm::ConstantFP::get(x->getType(), 1.0);
+  return b_.CreateFDiv(one, b_.CreateFAdd(one, Exp(b_.CreateFNeg(x))));
 }
 
-// Note [Inline erff]: libm's erff is a call per element, which keeps a GELU kernel scalar, so
-// f32 erf is arithmetic too, with polynomials fitted here (max 1.3 ulp against glibc's erf
-// over a dense sweep). Both branches run and a select picks one, as vector code must:
-//  - |x| < 0.921875: erf(x) = x + x q(x^2), q of degree 5 (relative error 1.5e-8). Writing it
-//    as x + x q instead of x p keeps p's leading 1.128 out of the rounding;
-//  - above: erf(x) = 1 - e^(-x^2) c(|x|), c(x) = e^(x^2) erfc(x) (smooth, unlike erfc itself)
-//    of degree 8 in x - 2.4 (absolute error 4e-9), |x| clamped to 4 (erf rounds to 1 from
-//    3.92). x^2 lies in [0.84, 16] there, so e^-x^2 needs no clamps (Note [Inline expf]).
-// The sign is copied from x; NaN passes the clamp and propagates.
 llvm::Value* VectorMath::ErfF32(llvm::Value* x) {
-  auto c = [&](double v) { return F32(v); };
-  auto fma = [&](llvm::Value* a, llvm::Value* b, llvm::Value* d) {
-    return Intrinsic(llvm::Intrinsic::fmuladd, {a, b, d});
-  };
-  llvm::Value* a = Intrinsic(llvm::Intrinsic::fabs, {x});
-  const std::vector<double> near_q(std::begin(kErfNear), std::end(kErfNear));
-  const std::vector<double> far_c(std::begin(kErfFar), std::end(kErfFar));
-  llvm::Value* near = fma(a, Horner(b_.CreateFMul(a, a), near_q), a);
-  llvm::Value* hi = c(kErfFarClamp);
-  llvm::Value* ac = b_.CreateSelect(b_.CreateFCmpOGT(a, hi), hi, a);
-  llvm::Value* rounding;
-  llvm::Value* y = ExpF32Reduced(b_.CreateFMul(ac, ac), /*negate=*/true, &rounding);
-  llvm::Value* e = b_.CreateFMul(y, Pow2F32(rounding));
-  llvm::Value* scaled = Horner(b_.CreateFSub(ac, c(kErfFarCentre)), far_c);
-  llvm::Value* far = b_.CreateFSub(c(1.0), b_.CreateFMul(e, scaled));
-  llvm::Value* r = b_.CreateSelect(b_.CreateFCmpOLT(a, c(kErfNearLimit)), near, far);
-  return Intrinsic(llvm::Intrinsic::copysign, {r, x});
+  IrF32 f{b_};
+  return fmath::Erf(f, x);
 }
-
-// Note [Gelu's erf]: eager's gelu and gelu_backward (ErfF in tensor/vec_math.h) take erf in f32
-// from Abramowitz and Stegun 7.1.26, as PyTorch's vectorized kernels do: absolute error up to
-// 1.5e-7, so erf rounds to exactly +-1 above about 4 and gelu(-6.) is 0. Inductor's gelu must
-// round as they do, not by the accurate ErfF32: a negative x's gelu keeps only that absolute
-// precision, and fmod(x, gelu(x)) magnified the two erfs' difference to 1.4e-4 (fuzz seed 291,
-// program 10318). The same operations in the same order, fused where eager calls std::fma
-// (llvm.fma, not fmuladd, so the rounding does not depend on the target).
-llvm::Value* VectorMath::ErfAbramowitzStegunF32(llvm::Value* x) {
-  auto c = [&](double v) { return F32(v); };
-  auto fma = [&](llvm::Value* a, llvm::Value* b, llvm::Value* d) { return Intrinsic(llvm::Intrinsic::fma, {a, b, d}); };
-  llvm::Value* a = Intrinsic(llvm::Intrinsic::fabs, {x});
-  llvm::Value* t = b_.CreateFDiv(c(1.0), fma(c(0.3275911), a, c(1.0)));
-  llvm::Value* r = fma(c(1.061405429), t, c(-1.453152027));
-  r = fma(r, t, c(1.421413741));
-  r = fma(r, t, c(-0.284496736));
-  r = fma(r, t, c(0.254829592));
-  llvm::Value* e = Exp(b_.CreateFNeg(b_.CreateFMul(x, x)));
-  llvm::Value* y = fma(b_.CreateFMul(b_.CreateFNeg(e), t), r, c(1.0));
-  return Intrinsic(llvm::Intrinsic::copysign, {y, x});
-}
-// 0.5 * fma(x, erf(x / sqrt 2), x): +0. where x * cdf would be -0., as eager's float kernel.
 llvm::Value* VectorMath::GeluF32(llvm::Value* x) {
-  llvm::Value* erf = ErfAbramowitzStegunF32(b_.CreateFMul(x, F32(M_SQRT1_2)));
-  return b_.CreateFMul(F32(0.5), Intrinsic(llvm::Intrinsic::fma, {x, erf, x}));
+  IrF32 f{b_};
+  return fmath::Gelu(f, x);
 }
 llvm::Value* VectorMath::NormalCdfF32(llvm::Value* x) {
-  llvm::Value* erf = ErfAbramowitzStegunF32(b_.CreateFMul(x, F32(M_SQRT1_2)));
-  return b_.CreateFMul(F32(0.5), b_.CreateFAdd(F32(1.0), erf));
+  IrF32 f{b_};
+  return fmath::NormalCdf(f, x);
+}
+llvm::Value* VectorMath::GeluBackwardF32(llvm::Value* grad, llvm::Value* x) {
+  IrF32 f{b_};
+  return fmath::GeluBackward(f, grad, x);
 }
 
 // tanh for f32 computed in f64 and rounded once: eager's TanhF (tensor/vec_math.h, Note [tanhf

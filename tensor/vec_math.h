@@ -1,9 +1,10 @@
-// tensor/vec_math.h: branch-free float math the compiler can vectorise (exp, tanh and erf for float32).
+// tensor/vec_math.h: branch-free float math the compiler can vectorise (exp, sigmoid, silu, tanh and
+// erf for float32).
 //
-// std::expf is a library call, so a loop over it stays scalar; ExpF below is plain arithmetic
-// (range reduction by ln 2, a degree-6 polynomial on [-ln2/2, ln2/2], scaling by 2^n through the
-// exponent bits), so `out[i] = ExpF(x[i])` becomes AVX2 code. Accuracy: within 2 ulp of expf over
-// the whole float range; overflow and underflow saturate to inf and 0 as expf does.
+// std::expf is a library call, so a loop over it stays scalar; these are plain arithmetic, so
+// `out[i] = ExpF(x[i])` becomes AVX2 code. exp, sigmoid, silu, erf and GELU are codegen/
+// float_math.h's algorithms on one float (Note [One float math]): Inductor's kernels and the
+// AVX-512 runs (vec_avx512.h) compute the same ones, bit for bit.
 #pragma once
 
 #include <cmath>
@@ -12,40 +13,14 @@
 #include <type_traits>
 
 #include "codegen/erf_polynomials.h"
+#include "codegen/float_math.h"
 
 namespace kiln {
 
+// e^x within 2 ulp of expf over the whole float range (fmath::Exp).
 inline float ExpF(float x) {
-  const float kMax = 88.72283935546875f, kMin = -103.972084045410f;
-  const bool overflow = x > kMax, underflow = x < kMin;
-  float xc = x > kMax ? kMax : x;
-  xc = xc < kMin ? kMin : xc;
-  // n = round(x / ln2) by the 1.5 * 2^23 trick (a library nearbyint call would keep the loop
-  // scalar); r = x - n ln2 (ln2 split in two for exactness)
-  // Every multiply-add is written out (as GCC fuses them at -O2 and above), so an unoptimised
-  // build rounds alike and vec_avx512.h's ExpF can match it bit for bit.
-  const float kRound = 12582912.0f;
-  float n = std::fma(xc, 1.44269504088896341f, kRound) - kRound;
-  float r = std::fma(-n, 0.693145751953125f, xc);
-  r = std::fma(-n, 1.428606765330187045e-06f, r);
-  float p = 1.9875691500e-4f;
-  p = std::fma(p, r, 1.3981999507e-3f);
-  p = std::fma(p, r, 8.3334519073e-3f);
-  p = std::fma(p, r, 4.1665795894e-2f);
-  p = std::fma(p, r, 1.6666665459e-1f);
-  p = std::fma(p, r, 5.0000001201e-1f);
-  p = std::fma(p * r, r, r) + 1.0f;
-  // 2^n through the exponent field as two factors 2^(n/2), each a normal float for n in
-  // [-150, 128], so results in the subnormal range still come out right.
-  int32_t ni = static_cast<int32_t>(n);
-  int32_t half = ni >> 1;
-  int32_t b1 = (half + 127) << 23, b2 = (ni - half + 127) << 23;
-  float s1, s2;
-  std::memcpy(&s1, &b1, 4);
-  std::memcpy(&s2, &b2, 4);
-  float result = p * s1 * s2;
-  result = underflow ? 0.0f : result;
-  return overflow ? INFINITY : (x != x ? x : result);
+  fmath::ScalarF32 s;
+  return fmath::Exp(s, x);
 }
 
 // exp that vectorises for float; std::exp otherwise.
@@ -107,68 +82,50 @@ inline M Tanh(M x) {
   else return std::tanh(x);
 }
 
-// erf for float by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7) over ExpF, the
-// approximation PyTorch's vectorized float kernels use: erf of |x| > ~4 rounds to exactly +-1, so
-// gelu(-6.) is 0 as in PyTorch (an erfc-based CDF kept a tiny tail). Branch-free: loops vectorise.
-// erf(z) = copysign(1 - e^(-z^2) t r(t), z) with t = 1 / (1 + p|z|): ErfRationalF gives t and
-// r(t), so gelu's backward can share its e^(-z^2) with the normal PDF.
-struct ErfPartsF {
-  float t, r;
-};
-inline ErfPartsF ErfRationalF(float z) {
-  const float t = 1.0f / std::fma(0.3275911f, std::fabs(z), 1.0f);
-  float r = std::fma(1.061405429f, t, -1.453152027f);
-  r = std::fma(r, t, 1.421413741f);
-  r = std::fma(r, t, -0.284496736f);
-  r = std::fma(r, t, 0.254829592f);
-  return {t, r};
+// erf by Abramowitz and Stegun 7.1.26 (fmath::ErfAbramowitzStegun: absolute error below 1.5e-7),
+// the approximation PyTorch's vectorized float GELU uses, so gelu(-6.) is 0 as in PyTorch.
+inline float ErfF(float x) {
+  fmath::ScalarF32 s;
+  return fmath::ErfAbramowitzStegun(s, x);
 }
-// e = e^(-z^2)
-inline float ErfFromPartsF(float z, float e, ErfPartsF parts) {
-  return std::copysign(std::fma(-(e * parts.t), parts.r, 1.0f), z);
-}
-inline float ErfF(float x) { return ErfFromPartsF(x, ExpF(-(x * x)), ErfRationalF(x)); }
 
-// gelu_backward for float32, g * (cdf(x) + x pdf(x)), with one exp: for z = x / sqrt 2, the CDF's
-// erf takes e^(-z^2), which is e^(-x^2 / 2), and the PDF is that over sqrt(2 pi). Every
-// multiply-add is written out, so GCC fuses none of its own and a vector body, its remainder and
-// the AVX-512 run (vec_avx512.h) round alike.
+// gelu for float32, 0.5 * fma(x, erf(x / sqrt 2), x) (fmath::Gelu).
+inline float GeluF(float x) {
+  fmath::ScalarF32 s;
+  return fmath::Gelu(s, x);
+}
+
+// gelu_backward for float32, g * (cdf(x) + x pdf(x)), with one exp (fmath::GeluBackward).
 inline float GeluBackwardF(float g, float x) {
-  const float z = x * float(M_SQRT1_2);
-  const float e = ExpF(-(z * z));
-  const float cdf = 0.5f * (1.0f + ErfFromPartsF(z, e, ErfRationalF(z)));
-  const float pdf = e * float(M_2_SQRTPI * M_SQRT1_2 * 0.5);  // 1 / sqrt(2 pi)
-  return g * std::fma(x, pdf, cdf);
+  fmath::ScalarF32 s;
+  return fmath::GeluBackward(s, g, x);
 }
 
-// erf for float by the polynomials the Inductor code generator emits (codegen/erf_polynomials.h,
-// Note [Inline erff] in codegen/llvm_math.cc): x + x q(x^2) below 0.921875, 1 - e^(-x^2) c(|x|)
-// above, |x| clamped to 4, both computed and one picked so the loop vectorises (libm's erff is a
-// call per element: eager erf took 9x PyTorch's vectorised one). Within about 2 ulp of glibc's erf;
-// NaN propagates, +-inf gives +-1, the sign of -0.0 stays. Eager's erf op; gelu keeps ErfF above
-// (PyTorch's gelu rounds as Abramowitz and Stegun's formula does).
-template <int N>
-[[gnu::always_inline]] inline float HornerF(float x, const double (&c)[N]) {
-  float p = static_cast<float>(c[N - 1]);
-#pragma GCC unroll 16  // a loop left in the element loop keeps that loop scalar
-  for (int i = N - 2; i >= 0; --i) p = std::fma(p, x, static_cast<float>(c[i]));
-  return p;
+// sigmoid and silu for float32 (fmath::Sigmoid, fmath::Silu): 1 / (1 + e^-x), x / (1 + e^-x).
+inline float SigmoidF(float x) {
+  fmath::ScalarF32 s;
+  return fmath::Sigmoid(s, x);
+}
+inline float SiluF(float x) {
+  fmath::ScalarF32 s;
+  return fmath::Silu(s, x);
 }
 
+// erf for float32, within about 2 ulp of glibc's erf (fmath::Erf, the polynomials of
+// codegen/erf_polynomials.h): eager's erf op (libm's erff is a call per element: eager erf took 9x
+// PyTorch's vectorised one). GELU keeps ErfF above, as PyTorch's does.
 inline float ErfPolyF(float x) {
-  const float a = std::fabs(x);
-  const float near = std::fma(a, HornerF(a * a, codegen::kErfNear), a);
-  const float clamp = static_cast<float>(codegen::kErfFarClamp);
-  const float ac = a > clamp ? clamp : a;  // NaN stays NaN
-  const float far = 1.0f - ExpF(-(ac * ac)) * HornerF(ac - static_cast<float>(codegen::kErfFarCentre),
-                                                     codegen::kErfFar);
-  return std::copysign(a < static_cast<float>(codegen::kErfNearLimit) ? near : far, x);
+  fmath::ScalarF32 s;
+  return fmath::Erf(s, x);
 }
 
 // The standard normal CDF, 0.5 * (1 + erf(x / sqrt(2))), as PyTorch's gelu computes it.
 template <typename M>
 inline M NormalCdf(M x) {
-  if constexpr (std::is_same_v<M, float>) return 0.5f * (1.0f + ErfF(x * float(M_SQRT1_2)));
+  if constexpr (std::is_same_v<M, float>) {
+    fmath::ScalarF32 s;
+    return fmath::NormalCdf(s, x);
+  }
   else return M(0.5) * (M(1) + std::erf(x * M(M_SQRT1_2)));
 }
 

@@ -3,7 +3,7 @@ AVX-512 versions where the CPU has AVX-512, AVX2 ones otherwise or under ATEN_CP
 Both compute the same element functions: elementwise ops and activations with their backward,
 softmax and log_softmax rows forward and backward, cross_entropy, layer_norm, gathers and
 transposed copies, in float32, float64, bfloat16 and int32, contiguous and strided, with NaN and
-infinities, give the same bits. float32 exp, sigmoid, silu, GELU and its backward run
+infinities, give the same bits. float32 exp, sigmoid, silu, erf, GELU and its backward run
 hand-vectorised AVX-512 loops (Note [Hand-vectorised runs]); they are compared on 8M float bit
 patterns spread over the whole range. Each version runs in its own process (the capability is read once)."""
 
@@ -60,7 +60,7 @@ bits = np.arange(0, 2**32, 509, dtype=np.uint64).astype(np.uint32).view(np.float
 x = kiln.tensor(np.concatenate([bits, np.linspace(-9, 9, 1_000_003, dtype=np.float32)]))
 g = kiln.tensor(np.resize(np.float32([1.0, -2.5, 0.37, 3e-3, 7.0]), x.shape[0]))
 results = [F.gelu(x), kiln.ops.aten.gelu_backward(g, x), F.gelu(x[::2]), kiln.ops.aten.gelu_backward(g[::2], x[::2]),
-           kiln.exp(x), kiln.sigmoid(x), F.silu(x), kiln.sigmoid(x[::2])]
+           kiln.exp(x), kiln.sigmoid(x), F.silu(x), kiln.sigmoid(x[::2]), kiln.erf(x), kiln.erf(x[::2])]
 np.savez(sys.argv[1], *[r.numpy() for r in results])
 print(kiln.backends.cpu.get_cpu_capability())
 """

@@ -58,7 +58,7 @@ template <typename M, typename C = M>
         // float32: 0.5 * fma(x, erf, x), which is what PyTorch's vectorized float kernel computes
         // (+0. below about -5.8 and at -0., where x * cdf gives -0.); float64 and the 16-bit
         // types (computed in float): x * 0.5 * (1 + erf), as PyTorch's
-        if constexpr (std::is_same_v<C, float>) return 0.5f * std::fma(x, ErfF(x * float(M_SQRT1_2)), x);
+        if constexpr (std::is_same_v<C, float>) return GeluF(x);
         else return x * NormalCdf(x);
       case kGeluLibmErf:  // PyTorch's scalar loop: libm's erf (Note [gelu's two loops])
         return x * M(0.5) * (M(1) + std::erf(x * M(M_SQRT1_2)));

@@ -115,7 +115,9 @@ template <typename M>
       case kExpm1: return std::expm1(x);
       case kSqrt: return std::sqrt(x);
       case kRsqrt: return M(1) / std::sqrt(x);
-      case kSigmoid: return M(1) / (M(1) + Exp(-x));
+      case kSigmoid:
+        if constexpr (std::is_same_v<M, float>) return SigmoidF(x);  // Note [One float math]
+        else return M(1) / (M(1) + Exp(-x));
       case kTanh: return Tanh(x);
       case kSin: return std::sin(x);
       case kCos: return std::cos(x);
@@ -135,7 +137,9 @@ template <typename M>
       case kErfinv: return static_cast<M>(ErfInv(x));
       case kLgamma: return std::lgamma(x);
       case kDigamma: return static_cast<M>(Digamma(x));
-      case kSilu: return x / (M(1) + Exp(-x));
+      case kSilu:
+        if constexpr (std::is_same_v<M, float>) return SiluF(x);
+        else return x / (M(1) + Exp(-x));
       case kMish: return x * std::tanh(std::log1p(std::exp(x)));
       case kNeg: return -x;
       case kAbs: return std::abs(x);
@@ -374,8 +378,11 @@ void UnaryInto(const Tensor& out, const Tensor& self) {
       KILN_INTERNAL_ASSERT(false, kUnary[kOp].name, " computes in a floating type");
     else if constexpr (kUnary[kOp].result == UnaryResult::Bool)
       CpuKernel<bool, C>(iter, [](C x) -> bool { return ApplyUnary<M>(kOp, M(x)) != M(0); });
-    else if constexpr (std::is_same_v<C, float> && (kOp == kExp || kOp == kSigmoid || kOp == kSilu)) {
-      constexpr auto run = kOp == kExp ? avx512::ExpRun : kOp == kSigmoid ? avx512::SigmoidRun : avx512::SiluRun;
+    else if constexpr (std::is_same_v<C, float> && (kOp == kExp || kOp == kSigmoid || kOp == kSilu || kOp == kErf)) {
+      constexpr auto run = kOp == kExp       ? avx512::ExpRun
+                           : kOp == kSigmoid ? avx512::SigmoidRun
+                           : kOp == kSilu    ? avx512::SiluRun
+                                             : avx512::ErfRun;
       CpuKernelVec<float, float>(iter, [](float x) { return ApplyUnary<float>(kOp, x); }, run);
     } else CpuKernel<C, C>(iter, [](C x) -> C { return C(ApplyUnary<M>(kOp, M(x))); });
   });

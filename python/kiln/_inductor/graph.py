@@ -634,7 +634,7 @@ def _describe(value):
 # ran out, so a GPT's blocks made different kernels by their position in that cycle: 47 bodies
 # for LLVM at 16 layers (25 now: the blocks alike; issue 19).
 _RECOMPUTE_BUDGET = 4
-_EXPENSIVE_OPS = {"exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "gelu",
+_EXPENSIVE_OPS = {"exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "gelu", "gelu_backward",
                   "normal_cdf", "pow", "div", "atan2", "floordiv", "mod"}
 
 

@@ -188,7 +188,9 @@ def pointwise_with_cond(name, out, cond, cond_loader, a, b):
 
 @register("silu.default")
 def _silu(out, x):
-    return pointwise("silu", out, [x], lambda a: ("mul", a, ("sigmoid", a)))
+    # eager's x / (1 + exp(-x)) (fmath::Silu): the same bits in float32 (Note [One float math])
+    one = ("const", 1.0, opmath(ir_dtype(out.dtype)))
+    return pointwise("silu", out, [x], lambda a: ("div", a, ("add", one, ("exp", ("neg", a)))))
 
 
 _INV_SQRT_2PI = 1.12837916709551257390 * 0.70710678118654752440 * 0.5  # M_2_SQRTPI * M_SQRT1_2 / 2, as eager's
@@ -211,7 +213,7 @@ def _gelu(out, x, approximate="none"):
         def f(a):
             return ("mul", ("mul", a, const(0.5, m)), ("add", const(1.0, m), ("erf", ("mul", a, const(math.sqrt(0.5), m)))))
     elif d == "f32":
-        # eager's float32 kernel: 0.5 * fma(x, erf, x) with its erf (Note [Gelu's erf] in codegen/llvm_math.cc)
+        # eager's float32 kernel: 0.5 * fma(x, erf, x) with its erf (Note [Gelu's erf] in codegen/float_math.inc)
         def f(a):
             return ("gelu", a)
     else:
@@ -228,11 +230,16 @@ def _gelu_backward(out, grad, x, approximate="none"):
     d = ir_dtype(out.dtype)
     c = lambda v: ("const", v, d)  # noqa: E731
 
-    # cdf + x * exp(-0.5 * x * x) / sqrt(2 pi); eager's float32 kernel (GeluBackwardF in
-    # tensor/vec_math.h) shares one exp between the CDF's erf and the PDF: within rounding
-    def f(g, a):
-        pdf = ("mul", ("exp", ("mul", ("mul", c(-0.5), a), a)), c(_INV_SQRT_2PI))
-        return ("mul", g, ("add", ("normal_cdf", a), ("mul", a, pdf)))
+    if d == "f32":
+        # eager's float32 kernel, one exp shared by the CDF's erf and the PDF (fmath::GeluBackward):
+        # the same bits (Note [One float math])
+        def f(g, a):
+            return ("gelu_backward", g, a)
+    else:
+        # cdf + x * exp(-0.5 * x * x) / sqrt(2 pi), as eager's other dtypes
+        def f(g, a):
+            pdf = ("mul", ("exp", ("mul", ("mul", c(-0.5), a), a)), c(_INV_SQRT_2PI))
+            return ("mul", g, ("add", ("normal_cdf", a), ("mul", a, pdf)))
 
     return pointwise("gelu_backward", out, [grad, x], f)
 
