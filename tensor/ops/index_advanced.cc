@@ -13,6 +13,7 @@
 #include "tensor/ops/complex_cuda.h"
 #include "tensor/ops/index_cuda.h"
 #include "tensor/ops/index_util.h"
+#include "tensor/ops/view_strides.h"
 
 namespace kiln {
 namespace {
@@ -118,6 +119,16 @@ IndexLayout LayoutIndices(const Tensor& self, const OptTensorVec& idx) {
   return L;
 }
 
+// An index expanded to the index shape: the index itself when it has that shape already (expand
+// would return a view with its sizes and strides), so a plain x[i] makes no view.
+Tensor ExpandedIndex(const Tensor& index, const SymDimVector& index_shape) {
+  const SymDimVector& sizes = index->sym_sizes();
+  bool same = !index->is_symbolic() && sizes.size() == index_shape.size();
+  for (size_t d = 0; same && d < sizes.size(); ++d)
+    same = !index_shape[d].is_symbolic() && index_shape[d].expect_int() == sizes[d].expect_int();
+  return same ? index : ops::expand(index, ToSymList(index_shape));
+}
+
 // The strides, over the result's shape, of the operands of PyTorch's TensorIterator for index and
 // index_put_: self restrided (0 along the indexed dims), then each index tensor viewed at the
 // result's rank. They decide index_put_'s walk and index's output layout.
@@ -130,10 +141,17 @@ std::vector<SymDimVector> IndexOperandStrides(const Tensor& self, const OptTenso
   }
   std::vector<SymDimVector> out{src};
   for (int64_t j = 0; j < L.count; ++j) {
-    Tensor e = ops::expand(*idx[L.order[L.first + j]], ToSymList(L.index_shape));
+    const Tensor e = ExpandedIndex(*idx[L.order[L.first + j]], L.index_shape);
     SymDimVector at_rank(nr, SymInt(1));
     for (int64_t b = 0; b < nb; ++b) at_rank[L.first + b] = e->sym_sizes()[b];
-    out.push_back(BroadcastStrides(ops::view(e, ToSymList(at_rank)), L.result));
+    if (e->is_symbolic()) {  // through the op, which records what its size comparisons assume
+      out.push_back(BroadcastStrides(ops::view(e, ToSymList(at_rank)), L.result));
+      continue;
+    }
+    // view()'s strides without making the view (a dispatched op per index, per call)
+    const std::optional<SymDimVector> viewed = ComputeViewStrides(e, at_rank);
+    KILN_INTERNAL_ASSERT(viewed, "an index viewed with size-1 dims inserted");
+    out.push_back(BroadcastStrides(at_rank, *viewed, L.result));
   }
   return out;
 }
@@ -155,22 +173,23 @@ struct IndexPlan {
 };
 IndexPlan PlanIndexed(const Tensor& self, const OptTensorVec& idx, const IndexLayout& L, const DimVector& other_strides) {
   IndexPlan p;
-  const Tensor src = ops::permute(self, L.order);
+  // self permuted by L.order: its dim r is self's dim L.order[r]
+  auto src_stride = [&](int64_t r) { return self.stride(L.order[r]); };
   for (const SymInt& s : L.result) p.shape.push_back(s.expect_int());
   const int64_t nb = static_cast<int64_t>(L.index_shape.size()), nr = static_cast<int64_t>(p.shape.size());
   p.st.assign(2 + L.count, DimVector(nr, 0));
   p.st[1] = other_strides;
   for (int64_t r = 0; r < nr; ++r) {
-    if (r < L.first) p.st[0][r] = src.stride(r);
-    else if (r >= L.first + nb) p.st[0][r] = src.stride(r - nb + L.count);
+    if (r < L.first) p.st[0][r] = src_stride(r);
+    else if (r >= L.first + nb) p.st[0][r] = src_stride(r - nb + L.count);
   }
   for (int64_t j = 0; j < L.count; ++j) {
     const int64_t d = L.order[L.first + j];
-    Tensor e = ops::expand(*idx[d], ToSymList(L.index_shape));
+    Tensor e = ExpandedIndex(*idx[d], L.index_shape);
     for (int64_t b = 0; b < nb; ++b) p.st[2 + j][L.first + b] = e.stride(b);
     p.holders.push_back(e);
-    p.sizes.push_back(src.size(L.first + j));
-    p.strides.push_back(src.stride(L.first + j));
+    p.sizes.push_back(self.size(d));
+    p.strides.push_back(self.stride(d));
     p.dims.push_back(d);
   }
   return p;

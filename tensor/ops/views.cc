@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "tensor/ops/common.h"
+#include "tensor/ops/view_strides.h"
 
 namespace kiln {
 namespace {
@@ -45,8 +46,8 @@ SymDimVector InferSize(const char* op, const SymList& shape, const SymInt& numel
   return out;
 }
 
-// Strides of `self` viewed with `new_sizes` without copying, if possible (PyTorch's rule: each
-// chunk of merged old dims must be contiguous within itself).
+}  // namespace
+
 std::optional<SymDimVector> ComputeViewStrides(const Tensor& self, const SymDimVector& new_sizes) {
   // A contiguous tensor's view is contiguous, except that the rule below carries the stride of a
   // size-1 dim over (x[::2] of 2 elements has stride 2, and so has its view(-1), as in PyTorch;
@@ -87,6 +88,8 @@ std::optional<SymDimVector> ComputeViewStrides(const Tensor& self, const SymDimV
   if (view_d != -1) return std::nullopt;
   return new_strides;
 }
+
+namespace {
 
 Tensor View(const Tensor& self, const SymList& size) {
   SymDimVector sizes = InferSize("view", size, self->sym_numel());
