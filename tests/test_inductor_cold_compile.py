@@ -107,3 +107,40 @@ def test_node_meta_get_without_the_key():
     assert n.meta.get("none", 1) is None  # a stored None is a value, not a missing key
     with pytest.raises(KeyError):
         n.meta["recompute"]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_cyclic_gc_pauses_while_compiling_only(enabled, monkeypatch):
+    """Note [No cyclic GC while compiling]: off in Dynamo's capture (seen from the compiler
+    backend) and in AOT's trace and Inductor's lowering of the forward and backward graphs (seen
+    from compile_fx_inner), back as it was after; a user's gc.disable() stays."""
+    import gc
+
+    seen = []
+    inner = compile_fx._compile_fx_inner
+
+    def backend(gm, example_inputs):
+        seen.append(("backend", gc.isenabled()))
+        return compile_fx.compile_fx(gm, example_inputs)
+
+    def recording_inner(*args, **kwargs):
+        seen.append(("inner", gc.isenabled()))
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(compile_fx, "_compile_fx_inner", recording_inner)
+
+    def f(x):
+        return (x.sin() * 2).sum()
+
+    dynamo.reset()
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        x = kiln.randn(8, requires_grad=True)
+        out = kiln.compile(f, backend=backend)(x)
+        out.backward()
+        assert seen == [("backend", False), ("inner", False), ("inner", False)], seen
+        assert gc.isenabled() is enabled
+        close(x.grad, x.detach().cos() * 2)
+    finally:
+        gc.enable() if was else gc.disable()
