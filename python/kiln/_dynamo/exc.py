@@ -4,6 +4,7 @@
 the reason, the user's file:line and a one-line suggestion; with fullgraph=True it reaches the user.
 """
 
+import functools
 import os
 import sysconfig
 
@@ -64,6 +65,7 @@ _STDLIB_DIRS = tuple({os.path.abspath(p) + os.sep for p in (sysconfig.get_paths(
                                                          sysconfig.get_paths()["platstdlib"])})
 
 
+@functools.lru_cache(maxsize=4096)  # asked for every frame of every node's stack
 def is_user_file(filename):
     """Whether a frame of `filename` is the user's code: not kiln's, not the standard library's,
     not frozen or kiln-generated (`<frozen ...>`, `<kiln ...>`). Third-party packages count as the user's (their code is what

@@ -187,12 +187,22 @@ class OutputGraph:
         return var
 
     def _placeholder(self, name):
-        """A new graph input, placed ahead of every op (placeholders come first)."""
-        first_op = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
-        if first_op is None:
-            return self.graph.placeholder(name)
-        with self.graph.inserting_before(first_op):
-            return self.graph.placeholder(name)
+        """A new graph input, placed ahead of every op (placeholders come first): after the last
+        one this made while it is still the last (every placeholder is made here), else before
+        the first op (a scan of the graph, once per input, made tracing quadratic in its size)."""
+        graph, last = getattr(self, "_last_placeholder", (None, None))
+        if graph is self.graph and not last._erased and (last.next is None or last.next.op != "placeholder"):
+            with self.graph.inserting_after(last):
+                node = self.graph.placeholder(name)
+        else:
+            first_op = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+            if first_op is None:
+                node = self.graph.placeholder(name)
+            else:
+                with self.graph.inserting_before(first_op):
+                    node = self.graph.placeholder(name)
+        self._last_placeholder = (self.graph, node)
+        return node
 
     def add_int_input(self, tx, source, value):
         """An int argument as a symbol (automatic dynamic ints, dynamic_ints.py): a graph input

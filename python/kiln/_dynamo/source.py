@@ -5,6 +5,8 @@ A Source names a value by the path that reaches it from the frame's locals (L) o
 walks it (guard_manager), the generated code reloads it (expr), and logs print it (name).
 """
 
+import functools
+
 
 class Source:
     def name(self):
@@ -63,9 +65,12 @@ class GlobalSource(Source):
 class AttrSource(Source):
     def __init__(self, base, member):
         self.base, self.member = base, member
+        self._name = None
 
-    def name(self):
-        return f"{self.base.name()}.{self.member}"
+    def name(self):  # made once: a deep path's name was rebuilt from its root at every use
+        if self._name is None:
+            self._name = f"{self.base.name()}.{self.member}"
+        return self._name
 
     def expr(self, codegen):
         return f"{self.base.expr(codegen)}.{self.member}"
@@ -82,9 +87,12 @@ class GetItemSource(Source):
 
     def __init__(self, base, index, is_dict=False):
         self.base, self.index, self.is_dict = base, index, is_dict
+        self._name = None
 
     def name(self):
-        return f"{self.base.name()}[{self.index!r}]"
+        if self._name is None:
+            self._name = f"{self.base.name()}[{self.index!r}]"
+        return self._name
 
     def expr(self, codegen):
         return f"{self.base.expr(codegen)}[{self.index!r}]"
@@ -101,7 +109,11 @@ class GetItemSource(Source):
 
 def graph_input_name(source):
     """The placeholder name PyTorch gives a graph input: L['self']._modules['fc'] -> l_self_modules_fc_."""
-    text = source.name()
+    return _graph_input_name(source.name())
+
+
+@functools.lru_cache(maxsize=4096)
+def _graph_input_name(text):
     out = []
     for ch in text:
         out.append(ch.lower() if ch.isalnum() else "_")
