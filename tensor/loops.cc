@@ -45,11 +45,43 @@ std::vector<int> MemoryOrder(const DimVector& shape, const OperandStrides& strid
   return perm;
 }
 
+// The common case, every tensor contiguous with the output's element count (so, broadcasting to
+// it, its shape less leading 1s) and values: one dim of all the elements, as the general path
+// of ElementwiseIter's constructor would coalesce it (no dim when there is one element), without
+// its per-dim work (a tenth of `y * z`'s time on 8x16).
+bool ContiguousAlike(std::initializer_list<Operand> operands, int64_t& numel_out, DimVector& shape,
+                     std::array<DimVector, ElementwiseIter::kMaxOperands>& strides,
+                     std::array<char*, ElementwiseIter::kMaxOperands>& base) {
+  const Tensor& out = *operands.begin()->tensor;
+  const int64_t numel = out.numel();
+  if (numel == 0) return false;
+  for (const Operand& op : operands) {
+    if (op.value != nullptr) continue;
+    const Tensor& x = *op.tensor;
+    if (!x->is_contiguous() || x.numel() != numel || x.dim() > out.dim()) return false;
+  }
+  numel_out = numel;
+  if (numel > 1) shape.assign(1, numel);
+  int t = 0;
+  for (const Operand& op : operands) {
+    if (op.value != nullptr) {
+      base[t] = const_cast<char*>(static_cast<const char*>(op.value));
+      if (numel > 1) strides[t].assign(1, 0);
+    } else {
+      base[t] = static_cast<char*>(op.tensor->raw_data());
+      if (numel > 1) strides[t].assign(1, (*op.tensor)->itemsize());
+    }
+    ++t;
+  }
+  return true;
+}
+
 }  // namespace
 
 ElementwiseIter::ElementwiseIter(std::initializer_list<Operand> operands) : n_(static_cast<int>(operands.size())) {
   KILN_INTERNAL_ASSERT(n_ <= kMaxOperands);
   const Tensor& out = *operands.begin()->tensor;
+  if (ContiguousAlike(operands, numel_, shape_, strides_, base_)) return;
   DimVector shape = out.sizes();
   const int nd = static_cast<int>(shape.size());
   numel_ = out.numel();

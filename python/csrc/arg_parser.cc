@@ -2,6 +2,7 @@
 #include "python/csrc/arg_parser.h"
 
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -492,13 +493,16 @@ PyObject* ReturnsToPython(const Op& op, Stack& stack) {
 // takes the op's Scalar overload instead. The two agree except where that Scalar overload is
 // handed a tensor: PyTorch takes a tensor as a Scalar only when it is 0-d and needs no grad, so
 // `clamp(x, 0.5, t)` with `t` requiring grad is its TypeError and must be kiln's too.
-bool AllowsNumbersAsTensors(std::string name) {
-  static const std::unordered_set<std::string> kAllowed = {
+// Asked on every call: compared in place (a copy of the name and a hash cost 2-3% of `y * z`).
+bool AllowsNumbersAsTensors(std::string_view name) {
+  static constexpr std::string_view kAllowed[] = {
       "add", "div", "divide", "mul", "multiply", "sub", "subtract", "true_divide", "floor_divide",
       "to", "_to_copy", "copy", "_conj"};
-  if (!name.empty() && name.back() == '_') name.pop_back();
-  if (name.size() > 4 && name.compare(name.size() - 4, 4, "_out") == 0) name.resize(name.size() - 4);
-  return kAllowed.count(name) > 0;
+  if (!name.empty() && name.back() == '_') name.remove_suffix(1);
+  if (name.size() > 4 && name.substr(name.size() - 4) == "_out") name.remove_suffix(4);
+  for (std::string_view allowed : kAllowed)
+    if (name == allowed) return true;
+  return false;
 }
 
 // Note [Numbers in arithmetic]: PyTorch gives some Scalar overloads no Python binding

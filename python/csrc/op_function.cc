@@ -73,7 +73,9 @@ void InitOpFunctionType(PyObject* module) {
 }
 
 PyObject* CallPacketByName(const char* name, PyObject* const* args, Py_ssize_t nargs) {
-  static std::unordered_map<std::string, OpPacket*> cache;
+  // keyed by the literal's address (callers pass literals; one name at two addresses is two
+  // entries): `x * y` made and hashed a std::string per call
+  static std::unordered_map<const char*, OpPacket*> cache;
   OpPacket*& packet = cache[name];
   if (packet == nullptr) packet = Registry::Get().FindPacket(std::string("aten::") + name);
   if (packet == nullptr) {

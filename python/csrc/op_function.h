@@ -26,7 +26,8 @@ extern PyTypeObject g_op_function_type;
 PyObject* MakeOpFunction(std::string name, std::vector<Op*> overloads);
 void InitOpFunctionType(PyObject* module);
 
-// Calls the packet `name` (e.g. "add") with positional args; used by the number slots.
+// Calls the packet `name` (e.g. "add") with positional args; used by the number and mapping
+// slots. `name` must be a string literal: the packet found is cached by the name's address.
 PyObject* CallPacketByName(const char* name, PyObject* const* args, Py_ssize_t nargs);
 
 }  // namespace kiln::python

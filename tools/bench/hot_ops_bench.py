@@ -44,6 +44,9 @@ def cases(lib, rng):
     logits = tensor(rng.standard_normal((1024, 2048)).astype(np.float32), requires_grad=True)
     target = tensor(rng.integers(0, 2048, 1024))
     idx = tensor(rng.integers(0, 1024, 512))
+    # per-call cost of indexing a small tensor (the parse, not the copy)
+    small = tensor(rng.standard_normal((8, 16)).astype(np.float32))
+    small_i, small_m = tensor(np.array([1, 3])), small > 0
 
     def fwd_bwd(fn, inp, grad):
         def run():
@@ -81,6 +84,14 @@ def cases(lib, rng):
         "cross_entropy fwd+bwd 1024x2048": ce_fwd_bwd,
         "x[idx] 1024x1024 (512 rows)": lambda: big[idx],
         "x[:, 1::2] copy 1024x1024": lambda: big[:, 1::2].contiguous(),
+        "x[0] 8x16": lambda: small[0],
+        "x[i] 8x16 (2 rows)": lambda: small[small_i],
+        "x[mask] 8x16": lambda: small[small_m],
+        "x[0] = 1.0 8x16": lambda: small.__setitem__(0, 1.0),
+        "x[:, 1:3] = 0.0 8x16": lambda: small.__setitem__((slice(None), slice(1, 3)), 0.0),
+        "x[i] = 1.0 8x16": lambda: small.__setitem__(small_i, 1.0),
+        "x[mask] = 0.5 8x16": lambda: small.__setitem__(small_m, 0.5),
+        "nonzero 8x16": lambda: small_m.nonzero(),
     }
 
 
