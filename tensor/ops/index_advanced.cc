@@ -83,10 +83,8 @@ IndexLayout LayoutIndices(const Tensor& self, const OptTensorVec& idx) {
   const int64_t nd = self.dim();
   int64_t lo = -1, hi = -1;
   bool ok = true;
-  std::string shapes;
   for (int64_t d = 0; d < nd; ++d) {
     if (!idx[d]) continue;
-    shapes += (L.count ? ", " : "") + ShapeStr(*idx[d]);
     if (L.count == 0) {
       L.index_shape = (*idx[d])->sym_sizes();
       lo = d;
@@ -107,7 +105,12 @@ IndexLayout LayoutIndices(const Tensor& self, const OptTensorVec& idx) {
     hi = d;
     ++L.count;
   }
-  KILN_CHECK_INDEX(ok, "shape mismatch: indexing tensors could not be broadcast together with shapes ", shapes);
+  if (!ok) {  // the message is made only here: it cost a tenth of a small x[i] = v
+    std::string shapes;
+    for (int64_t d = 0; d < nd; ++d)
+      if (idx[d]) shapes += (shapes.empty() ? "" : ", ") + ShapeStr(*idx[d]);
+    KILN_CHECK_INDEX(false, "shape mismatch: indexing tensors could not be broadcast together with shapes ", shapes);
+  }
   const bool adjacent = L.count == 0 || hi - lo + 1 == L.count;
   for (int64_t d = 0; d < nd; ++d) if (adjacent || idx[d]) L.order.push_back(d);
   if (!adjacent) for (int64_t d = 0; d < nd; ++d) if (!idx[d]) L.order.push_back(d);
@@ -368,22 +371,26 @@ Tensor IndexPutImpl(Tensor self, const OptionalTensorList& indices, const Tensor
   if (!writes) return self;
   if (v->has_storage() && v->storage() == self->storage()) v = ops::clone(v);
   const Tensor unexpanded = v;
-  v = ops::expand(v, ToSymList(L.result));
   if (self.device().is_cuda()) {
+    v = ops::expand(v, ToSymList(L.result));
     if (v.device() != self.device()) v = ops::expand(CopyToDevice(unexpanded, self.device()), ToSymList(L.result));
     if (accumulate && IsFloating(self.dtype())) AlertNotDeterministic("index_put_ with accumulate=True on CUDA");
     WalkIndexedCUDA(accumulate ? cuda::IndexedMode::kAdd : cuda::IndexedMode::kWrite, self, idx, L, v, v.strides(),
                     "index_put_");
     return self;
   }
+  // The value read through its strides broadcast over the result: expand's, without making the
+  // view (they differ only on size-1 dims, where no offset reads a stride)
+  DimVector v_strides;
+  for (const SymInt& st : BroadcastStrides(v, L.result)) v_strides.push_back(st.expect_int());
   KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "index_put_", [&] {
     scalar_t* s = self.data_ptr<scalar_t>();
     const scalar_t* vp = v.data_ptr<scalar_t>();
     if (accumulate)
-      WalkIndexed(self, idx, L, v.strides(), unexpanded,
+      WalkIndexed(self, idx, L, v_strides, unexpanded,
                   [&](int64_t so, int64_t vo) { s[so] = AddValues(s[so], vp[vo]); });
     else
-      WalkIndexed(self, idx, L, v.strides(), unexpanded, [&](int64_t so, int64_t vo) { s[so] = vp[vo]; });
+      WalkIndexed(self, idx, L, v_strides, unexpanded, [&](int64_t so, int64_t vo) { s[so] = vp[vo]; });
   });
   return self;
 }
