@@ -383,6 +383,12 @@ void InitFxBindings(py::module_& parent) {
         if (!a) throw py::key_error(key);
         return FromArgument(*a);
       })
+      // meta.get(key, default) and `key in meta` in one call each (no list of keys, no exception)
+      .def("_meta_get_or", [](Node& n, const std::string& key, py::object fallback) -> py::object {
+        const Argument* a = n.FindMeta(key);
+        return a ? FromArgument(*a) : fallback;
+      })
+      .def("_meta_has", [](Node& n, const std::string& key) { return n.FindMeta(key) != nullptr; })
       .def("_meta_set", [](Node& n, const std::string& key, py::handle v) { n.SetMeta(key, ToMetaArgument(v)); })
       .def("_meta_del", [](Node& n, const std::string& key) {
         auto& m = n.meta();
