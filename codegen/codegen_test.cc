@@ -347,15 +347,15 @@ TEST_F(CodegenTest, FloatMathMatchesTheScalarAlgorithmsBitForBit) {
   fmath::ScalarF32 s;
   struct Case {
     OpCode op;
-    float (*ref)(fmath::ScalarF32&, float, float);
+    float (*ref)(const fmath::ScalarF32&, float, float);
   };
   const Case cases[] = {
-      {OpCode::kExp, [](fmath::ScalarF32& b, float, float v) { return fmath::Exp(b, v); }},
-      {OpCode::kSigmoid, [](fmath::ScalarF32& b, float, float v) { return fmath::Sigmoid(b, v); }},
-      {OpCode::kErf, [](fmath::ScalarF32& b, float, float v) { return fmath::Erf(b, v); }},
-      {OpCode::kGelu, [](fmath::ScalarF32& b, float, float v) { return fmath::Gelu(b, v); }},
-      {OpCode::kNormalCdf, [](fmath::ScalarF32& b, float, float v) { return fmath::NormalCdf(b, v); }},
-      {OpCode::kGeluBackward, [](fmath::ScalarF32& b, float gv, float v) { return fmath::GeluBackward(b, gv, v); }},
+      {OpCode::kExp, [](const fmath::ScalarF32& b, float, float v) { return fmath::Exp(b, v); }},
+      {OpCode::kSigmoid, [](const fmath::ScalarF32& b, float, float v) { return fmath::Sigmoid(b, v); }},
+      {OpCode::kErf, [](const fmath::ScalarF32& b, float, float v) { return fmath::Erf(b, v); }},
+      {OpCode::kGelu, [](const fmath::ScalarF32& b, float, float v) { return fmath::Gelu(b, v); }},
+      {OpCode::kNormalCdf, [](const fmath::ScalarF32& b, float, float v) { return fmath::NormalCdf(b, v); }},
+      {OpCode::kGeluBackward, [](const fmath::ScalarF32& b, float gv, float v) { return fmath::GeluBackward(b, gv, v); }},
   };
   for (const Case& c : cases) {
     Kernel k;

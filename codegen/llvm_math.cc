@@ -22,27 +22,29 @@ struct IrF32 {
   using M = llvm::Value*;
   llvm::IRBuilder<>& b;
 
-  F Call(llvm::Intrinsic::ID id, std::vector<F> args) { return b.CreateIntrinsic(id, {args[0]->getType()}, args); }
-  F Const(float v) { return llvm::ConstantFP::get(b.getFloatTy(), v); }
-  F Add(F x, F y) { return b.CreateFAdd(x, y); }
-  F Sub(F x, F y) { return b.CreateFSub(x, y); }
-  F Mul(F x, F y) { return b.CreateFMul(x, y); }
-  F Div(F x, F y) { return b.CreateFDiv(x, y); }
-  F Neg(F x) { return b.CreateFNeg(x); }
-  F NegMul(F x, F y) { return b.CreateFNeg(b.CreateFMul(x, y)); }
-  F Fma(F x, F y, F z) { return Call(llvm::Intrinsic::fma, {x, y, z}); }
-  F Fnma(F x, F y, F z) { return Fma(b.CreateFNeg(x), y, z); }
-  F Abs(F x) { return Call(llvm::Intrinsic::fabs, {x}); }
-  F CopySign(F magnitude, F sign) { return Call(llvm::Intrinsic::copysign, {magnitude, sign}); }
-  M Gt(F x, F y) { return b.CreateFCmpOGT(x, y); }
-  M Lt(F x, F y) { return b.CreateFCmpOLT(x, y); }
-  M IsNaN(F x) { return b.CreateFCmpUNO(x, x); }
-  F Select(M m, F x, F y) { return b.CreateSelect(m, x, y); }
-  F ClampKeepNaN(F x, F lo, F hi) {
+  F Call(llvm::Intrinsic::ID id, std::vector<F> args) const {
+    return b.CreateIntrinsic(id, {args[0]->getType()}, args);
+  }
+  F Const(float v) const { return llvm::ConstantFP::get(b.getFloatTy(), v); }
+  F Add(F x, F y) const { return b.CreateFAdd(x, y); }
+  F Sub(F x, F y) const { return b.CreateFSub(x, y); }
+  F Mul(F x, F y) const { return b.CreateFMul(x, y); }
+  F Div(F x, F y) const { return b.CreateFDiv(x, y); }
+  F Neg(F x) const { return b.CreateFNeg(x); }
+  F NegMul(F x, F y) const { return b.CreateFNeg(b.CreateFMul(x, y)); }
+  F Fma(F x, F y, F z) const { return Call(llvm::Intrinsic::fma, {x, y, z}); }
+  F Fnma(F x, F y, F z) const { return Fma(b.CreateFNeg(x), y, z); }
+  F Abs(F x) const { return Call(llvm::Intrinsic::fabs, {x}); }
+  F CopySign(F magnitude, F sign) const { return Call(llvm::Intrinsic::copysign, {magnitude, sign}); }
+  M Gt(F x, F y) const { return b.CreateFCmpOGT(x, y); }
+  M Lt(F x, F y) const { return b.CreateFCmpOLT(x, y); }
+  M IsNaN(F x) const { return b.CreateFCmpUNO(x, x); }
+  F Select(M m, F x, F y) const { return b.CreateSelect(m, x, y); }
+  F ClampKeepNaN(F x, F lo, F hi) const {
     F y = Select(Gt(x, hi), hi, x);
     return Select(Lt(y, lo), lo, y);
   }
-  F ScaleByPow2(F p, F n) {
+  F ScaleByPow2(F p, F n) const {
     llvm::Value* ni = b.CreateFPToSI(n, b.getInt32Ty());
     llvm::Value* half = b.CreateAShr(ni, 1);
     auto pow2 = [&](llvm::Value* e) {
@@ -61,7 +63,7 @@ llvm::Value* VectorMath::Intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Val
 // f32 with inline_exp: fmath::Exp; f64, and f32 without it, llvm.exp (libmvec once vectorised).
 llvm::Value* VectorMath::Exp(llvm::Value* x) {
   if (!x->getType()->isFloatTy() || !inline_exp_) return Intrinsic(llvm::Intrinsic::exp, {x});
-  IrF32 f{b_};
+  const IrF32 f{b_};
   return fmath::Exp(f, x);
 }
 
@@ -69,7 +71,7 @@ llvm::Value* VectorMath::Exp(llvm::Value* x) {
 // bits eager's sigmoid returns.
 llvm::Value* VectorMath::Sigmoid(llvm::Value* x) {
   if (x->getType()->isFloatTy() && inline_exp_) {
-    IrF32 f{b_};
+    const IrF32 f{b_};
     return fmath::Sigmoid(f, x);
   }
   llvm::Value* one = llvm::ConstantFP::get(x->getType(), 1.0);
@@ -77,19 +79,19 @@ llvm::Value* VectorMath::Sigmoid(llvm::Value* x) {
 }
 
 llvm::Value* VectorMath::ErfF32(llvm::Value* x) {
-  IrF32 f{b_};
+  const IrF32 f{b_};
   return fmath::Erf(f, x);
 }
 llvm::Value* VectorMath::GeluF32(llvm::Value* x) {
-  IrF32 f{b_};
+  const IrF32 f{b_};
   return fmath::Gelu(f, x);
 }
 llvm::Value* VectorMath::NormalCdfF32(llvm::Value* x) {
-  IrF32 f{b_};
+  const IrF32 f{b_};
   return fmath::NormalCdf(f, x);
 }
 llvm::Value* VectorMath::GeluBackwardF32(llvm::Value* grad, llvm::Value* x) {
-  IrF32 f{b_};
+  const IrF32 f{b_};
   return fmath::GeluBackward(f, grad, x);
 }
 

@@ -76,57 +76,29 @@ KILN_AVX512_INLINE void Run(float* out, int64_t n, const In*... in) {
     _mm512_mask_storeu_ps(out + i, m, F::Apply(_mm512_maskz_loadu_ps(m, in + i)...));
   }
 }
-struct ExpFn {
-  static KILN_AVX512_INLINE __m512 Apply(__m512 x) {
-    Backend b;
-    return Exp(b, x);
-  }
-};
-struct SigmoidFn {
-  static KILN_AVX512_INLINE __m512 Apply(__m512 x) {
-    Backend b;
-    return Sigmoid(b, x);
-  }
-};
-struct SiluFn {
-  static KILN_AVX512_INLINE __m512 Apply(__m512 x) {
-    Backend b;
-    return Silu(b, x);
-  }
-};
-struct ErfFn {
-  static KILN_AVX512_INLINE __m512 Apply(__m512 x) {
-    Backend b;
-    return Erf(b, x);
-  }
-};
-struct GeluFn {
-  static KILN_AVX512_INLINE __m512 Apply(__m512 x) {
-    Backend b;
-    return Gelu(b, x);
-  }
+// A run's element function: one of float_math.inc's algorithms on the Backend.
+template <__m512 (*F)(const Backend&, __m512)>
+struct UnaryFn {
+  static KILN_AVX512_INLINE __m512 Apply(__m512 x) { return F(Backend{}, x); }
 };
 struct GeluBackwardFn {
-  static KILN_AVX512_INLINE __m512 Apply(__m512 g, __m512 x) {
-    Backend b;
-    return GeluBackward(b, g, x);
-  }
+  static KILN_AVX512_INLINE __m512 Apply(__m512 g, __m512 x) { return GeluBackward(Backend{}, g, x); }
 };
 
 __attribute__((target("arch=x86-64-v4"))) inline void ExpRun(float* out, const float* x, int64_t n) {
-  Run<ExpFn>(out, n, x);
+  Run<UnaryFn<&Exp<Backend>>>(out, n, x);
 }
 __attribute__((target("arch=x86-64-v4"))) inline void SigmoidRun(float* out, const float* x, int64_t n) {
-  Run<SigmoidFn>(out, n, x);
+  Run<UnaryFn<&Sigmoid<Backend>>>(out, n, x);
 }
 __attribute__((target("arch=x86-64-v4"))) inline void SiluRun(float* out, const float* x, int64_t n) {
-  Run<SiluFn>(out, n, x);
+  Run<UnaryFn<&Silu<Backend>>>(out, n, x);
 }
 __attribute__((target("arch=x86-64-v4"))) inline void ErfRun(float* out, const float* x, int64_t n) {
-  Run<ErfFn>(out, n, x);
+  Run<UnaryFn<&Erf<Backend>>>(out, n, x);
 }
 __attribute__((target("arch=x86-64-v4"))) inline void GeluRun(float* out, const float* x, int64_t n) {
-  Run<GeluFn>(out, n, x);
+  Run<UnaryFn<&Gelu<Backend>>>(out, n, x);
 }
 __attribute__((target("arch=x86-64-v4"))) inline void GeluBackwardRun(float* out, const float* g, const float* x,
                                                                       int64_t n) {
