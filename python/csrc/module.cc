@@ -18,6 +18,7 @@
 #include "tensor/cpu_capability.h"
 #include "tensor/deterministic.h"
 #include "tensor/ops/common.h"
+#include "tensor/ops/checked_convert.h"
 #include "tensor/ops/conv_onednn.h"
 
 namespace py = pybind11;
@@ -85,6 +86,14 @@ void Fill(PyObject* o, size_t depth, const DataInfo& info, T*& out) {
     Py_DECREF(v);
   } else {
     ToScalar(o, &s);
+  }
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // an integer dtype refuses what it cannot hold, as PyTorch's torch.tensor does (300 as int8
+    // wrapped to 44); a Python int past int64 (made a double by ToScalar) fails to unpack first
+    constexpr ScalarType dtype = CppTypeToScalarType<T>::value;
+    KILN_CHECK_VALUE(!(PyLong_Check(o) && s.is_floating()), "Overflow when unpacking long long");
+    KILN_CHECK(FitsIntegerDtype(s, dtype), "value cannot be converted to type ", ScalarTypeName(dtype),
+               " without overflow");
   }
   *out++ = s.to<T>();
 }

@@ -15,6 +15,7 @@
 #include "fx/tracer.h"
 #include "tensor/fake_tensor.h"
 #include "tensor/memory_format.h"
+#include "tensor/ops/checked_convert.h"
 #include "tensor/ops/common.h"
 
 namespace kiln::python {
@@ -713,6 +714,21 @@ int FastSetItem(PyObject* self, PyObject* key, PyObject* value) {
   PyRef v(nullptr);
   if (number) {
     if (ActiveFakeMode() != nullptr || fx::ActiveTracer() != nullptr || autograd::InferenceMode::is_enabled()) return 1;
+    if (PyLong_Check(value) && !PyBool_Check(value)) {  // PyTorch unpacks an int as int64 first
+      int overflow = 0;
+      PyLong_AsLongLongAndOverflow(value, &overflow);
+      if (overflow != 0) {
+        PyErr_SetString(PyExc_ValueError, "Overflow when unpacking long long");
+        return -1;
+      }
+    }
+    Scalar s;
+    ToScalar(value, &s);
+    if (!FitsIntegerDtype(s, base.dtype())) {  // PyTorch's scalar_tensor refuses it, not wraps
+      PyErr_Format(PyExc_RuntimeError, "value cannot be converted to type %s without overflow",
+                   CTypeName(base.dtype()));
+      return -1;
+    }
     v.p = WrapTensor(TensorFromData(value, base.dtype()));
   } else {
     Py_INCREF(value);

@@ -419,6 +419,9 @@ class Tensor(_C.TensorBase):
         if not isinstance(value, Tensor):  # made first, as PyTorch does (traced graphs lift it first)
             import kiln
 
+            if type(value) is int and not -_INT64_MAX - 1 <= value <= _INT64_MAX:
+                raise ValueError("Overflow when unpacking long long")  # PyTorch's, as the C++ path's
+
             value = kiln.tensor(value, dtype=self.dtype)
         result, advanced = self._apply_basic_index(key, setitem=True)
         if value.requires_grad and not result.requires_grad and _C.is_grad_enabled():

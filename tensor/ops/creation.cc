@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "tensor/memory_format.h"
+#include "tensor/ops/checked_convert.h"
 #include "tensor/ops/common.h"
 
 namespace kiln {
@@ -134,9 +135,16 @@ void FillTyped(Tensor& self, const Scalar& value) {
   });
 }
 
-Tensor FillCPU(Tensor self, const Scalar& value) {
+Tensor FillValues(Tensor self, const Scalar& value) {
   KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "fill_", [&] { FillTyped<scalar_t>(self, value); });
   return self;
+}
+// fill_.Scalar (and full, zeros, ones through it) refuses a value the integer dtype cannot hold,
+// as PyTorch's checked_convert does: `int8.fill_(300)` wrapped to 44. fill_.Tensor wraps, as there.
+Tensor FillCPU(Tensor self, const Scalar& value) {
+  KILN_CHECK(FitsIntegerDtype(value, self.dtype()), "value cannot be converted to type ", CTypeName(self.dtype()),
+             " without overflow");
+  return FillValues(self, value);
 }
 Tensor FillMeta(Tensor self, const Scalar&) { return self; }
 // fill_ with a tensor value: a 0-d value, and (unlike fill_.Scalar's fast path) a destination with
@@ -149,7 +157,7 @@ void CheckFillTensor(const Tensor& self, const Tensor& value) {
 }
 Tensor FillTensorCPU(Tensor self, const Tensor& value) {
   CheckFillTensor(self, value);
-  return FillCPU(self, ItemScalar("fill_", value));  // the value in its own category (x[i] = 1+2j keeps 2j)
+  return FillValues(self, ItemScalar("fill_", value));  // the value in its own category (x[i] = 1+2j keeps 2j)
 }
 Tensor FillTensorMeta(Tensor self, const Tensor& value) {
   CheckFillTensor(self, value);

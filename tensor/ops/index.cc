@@ -10,6 +10,7 @@
 // output size depends on data (nonzero, masked_select) carry Tag::dynamic_output_shape and have
 // no meta function; advanced indexing with boolean masks raises on meta tensors.
 #include "tensor/cuda/pointwise.h"
+#include "tensor/ops/checked_convert.h"
 #include "tensor/ops/common.h"
 #include "tensor/ops/complex_cuda.h"
 #include "tensor/cuda/indexed.h"
@@ -616,16 +617,10 @@ void CheckMask(const char* op, const Tensor& mask) {
 }
 
 
-// PyTorch's checked_convert: a value outside an integer type's range is an error, not a wrap.
-template <typename T>
-void CheckFitsInteger(const Scalar& value, ScalarType dtype) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    using L = std::numeric_limits<T>;
-    const bool ok = value.is_floating()
-                        ? value.to<double>() >= double(L::lowest()) && value.to<double>() <= double(L::max())
-                        : value.to<int64_t>() >= int64_t(L::lowest()) && value.to<int64_t>() <= int64_t(L::max());
-    KILN_CHECK(ok, "value cannot be converted to type ", ScalarTypeName(dtype), " without overflow");
-  }
+// PyTorch's checked_convert: a value the integer dtype cannot hold is an error, not a wrap.
+void CheckMaskedFillValue(const Scalar& value, ScalarType dtype) {
+  KILN_CHECK(FitsIntegerDtype(value, dtype), "value cannot be converted to type ", CTypeName(dtype),
+             " without overflow");
 }
 Tensor MaskedFillImpl(Tensor self, const Tensor& mask, const Scalar& value, bool run) {
   CheckMask("masked_fill_", mask);
@@ -635,7 +630,7 @@ Tensor MaskedFillImpl(Tensor self, const Tensor& mask, const Scalar& value, bool
              " cannot be broadcast to self of shape ", ShapeStr(self));
   if (!run || self.numel() == 0) return self;
   if (self.device().is_cuda()) {  // self = where(mask, value, self), element by element in place
-    KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "masked_fill_", [&] { CheckFitsInteger<scalar_t>(value, self.dtype()); });
+    CheckMaskedFillValue(value, self.dtype());
     if (IsComplex(self.dtype())) {  // Note [Complex on CUDA]
       ComplexWhereCUDA(self, mask, ComplexOperand{nullptr, value}, ComplexOperand{&self, Scalar()}, "masked_fill");
       return self;
@@ -648,8 +643,8 @@ Tensor MaskedFillImpl(Tensor self, const Tensor& mask, const Scalar& value, bool
     return self;
   }
   ElementwiseIter iter({self, mask});
+  CheckMaskedFillValue(value, self.dtype());
   KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "masked_fill_", [&] {
-    CheckFitsInteger<scalar_t>(value, self.dtype());
     const scalar_t v = value.to<scalar_t>();
     iter.Run([&](char* const* ptrs, const int64_t* strides, int64_t n) {
       for (int64_t j = 0; j < n; ++j)
