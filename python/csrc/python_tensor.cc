@@ -191,10 +191,12 @@ PyObject* MethodStride(PyObject* self, PyObject* const* a, Py_ssize_t n, PyObjec
 
 template <typename T>
 PyObject* ElementToPython(const char* p) {
+  // a bool read as its byte: any nonzero byte is True, as in PyTorch (a float viewed as bool holds
+  // bytes like 192, and loading those as bool is undefined: UBSan stopped tolist() there)
+  if constexpr (std::is_same_v<T, bool>) return PyBool_FromLong(*reinterpret_cast<const unsigned char*>(p) != 0);
   T v;
   std::memcpy(&v, p, sizeof(T));
-  if constexpr (std::is_same_v<T, bool>) return PyBool_FromLong(v);
-  else if constexpr (std::is_integral_v<T>) return PyLong_FromLongLong(static_cast<long long>(v));
+  if constexpr (std::is_integral_v<T>) return PyLong_FromLongLong(static_cast<long long>(v));
   else if constexpr (is_complex_v<T>) return PyComplex_FromDoubles(v.real(), v.imag());
   else return PyFloat_FromDouble(static_cast<double>(static_cast<opmath_t<T>>(v)));
 }
