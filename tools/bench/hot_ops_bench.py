@@ -47,6 +47,8 @@ def cases(lib, rng):
     # per-call cost of indexing a small tensor (the parse, not the copy)
     small = tensor(rng.standard_normal((8, 16)).astype(np.float32))
     small_i, small_m = tensor(np.array([1, 3])), small > 0
+    small2 = tensor(rng.standard_normal((8, 16)).astype(np.float32))
+    one = tensor(rng.standard_normal(1).astype(np.float32))
 
     def fwd_bwd(fn, inp, grad):
         def run():
@@ -92,6 +94,9 @@ def cases(lib, rng):
         "x[i] = 1.0 8x16": lambda: small.__setitem__(small_i, 1.0),
         "x[mask] = 0.5 8x16": lambda: small.__setitem__(small_m, 0.5),
         "nonzero 8x16": lambda: small_m.nonzero(),
+        "x + 1 one element": lambda: one + 1,
+        "x * y 8x16": lambda: small * small2,
+        "exp 8x16": lambda: small.exp(),
     }
 
 
