@@ -12,7 +12,6 @@
 #include <cstring>
 #include <type_traits>
 
-#include "codegen/erf_polynomials.h"
 #include "codegen/float_math.h"
 
 namespace kiln {

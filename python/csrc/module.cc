@@ -92,8 +92,7 @@ void Fill(PyObject* o, size_t depth, const DataInfo& info, T*& out) {
     // wrapped to 44); a Python int past int64 (made a double by ToScalar) fails to unpack first
     constexpr ScalarType dtype = CppTypeToScalarType<T>::value;
     KILN_CHECK_VALUE(!(PyLong_Check(o) && s.is_floating()), "Overflow when unpacking long long");
-    KILN_CHECK(FitsIntegerDtype(s, dtype), "value cannot be converted to type ", ScalarTypeName(dtype),
-               " without overflow");
+    CheckFitsDtype(s, dtype, ScalarTypeName(dtype));
   }
   *out++ = s.to<T>();
 }

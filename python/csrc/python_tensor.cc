@@ -534,6 +534,18 @@ struct PyRef {  // a new reference, released at scope exit
 bool IsPlainInt(PyObject* o) { return PyLong_CheckExact(o); }
 bool IsPlainBound(PyObject* o) { return o == Py_None || PyLong_CheckExact(o); }
 
+// Whether a boolean mask's concrete sizes are x's leading ones: x[mask] and x[mask] = v take such
+// a mask here; any other goes to the Python parse, which raises PyTorch's messages.
+bool MaskFitsLeadingDims(const Tensor& mask, const Tensor& x) {
+  if (mask.dim() > x.dim()) return false;
+  for (int64_t d = 0; d < mask.dim(); ++d) {
+    const SymInt& m = mask->sym_sizes()[d];
+    const SymInt& n = x->sym_sizes()[d];
+    if (m.is_symbolic() || n.is_symbolic() || m.expect_int() != n.expect_int()) return false;
+  }
+  return true;
+}
+
 // The view, a new reference; nullptr with an error set; or Py_NotImplemented (a new reference)
 // for a key the Python parse takes. For a store (`setitem`) the view may be self itself, and a
 // slice from 0 to exactly the dim's size is no view, as Tensor._apply_basic_index(setitem=True).
@@ -548,14 +560,8 @@ PyObject* BasicIndex(PyObject* self, PyObject* key, bool setitem = false) {
       // x[mask]: index.Tensor takes the mask as the Python parse's nonzero columns, in eager
       // only (a traced graph records the parse's nonzero and selects); a mask of the wrong shape
       // goes to the Python parse for its message
-      if (ActiveFakeMode() != nullptr || fx::ActiveTracer() != nullptr || k.dim() > base.dim()) {
+      if (ActiveFakeMode() != nullptr || fx::ActiveTracer() != nullptr || !MaskFitsLeadingDims(k, base)) {
         Py_RETURN_NOTIMPLEMENTED;
-      }
-      for (int64_t d = 0; d < k.dim(); ++d) {
-        const SymInt& size = k->sym_sizes()[d];
-        if (size.is_symbolic() || base->sym_sizes()[d].is_symbolic() || size.expect_int() != base.size(d)) {
-          Py_RETURN_NOTIMPLEMENTED;
-        }
       }
     } else if (k.dtype() != ScalarType::Int64 && k.dtype() != ScalarType::Int32) {
       Py_RETURN_NOTIMPLEMENTED;
@@ -677,17 +683,12 @@ int FastSetItem(PyObject* self, PyObject* key, PyObject* value) {
     Py_DECREF(r);
     return 0;
   };
-  auto dtype_of = [&] { return DtypeObject(base.dtype()); };  // borrowed
   const bool key_is_tensor = IsTensor(key);
   if (key_is_tensor && UnpackTensor(key).dtype() == ScalarType::Bool) {
     // x[mask] = a number or a 0-dim tensor, mask's shape a prefix of x's: masked_fill_ with the
     // mask viewed to x's rank, the value cast to x's dtype first
     const Tensor& mask = UnpackTensor(key);
-    if (mask.dim() > base.dim() || (!number && UnpackTensor(value).dim() != 0)) return 1;
-    for (int64_t d = 0; d < mask.dim(); ++d) {
-      const SymInt& size = mask->sym_sizes()[d];
-      if (size.is_symbolic() || size.expect_int() != base.size(d)) return 1;
-    }
+    if (!MaskFitsLeadingDims(mask, base) || (!number && UnpackTensor(value).dim() != 0)) return 1;
     PyRef shape(PyTuple_New(base.dim()));
     if (shape.p == nullptr) return -1;
     for (int64_t d = 0; d < base.dim(); ++d)
@@ -698,7 +699,7 @@ int FastSetItem(PyObject* self, PyObject* key, PyObject* value) {
     Py_INCREF(value);
     PyRef fill(value);
     if (!number) {
-      PyObject* to_args[2] = {value, dtype_of()};
+      PyObject* to_args[2] = {value, DtypeObject(base.dtype())};  // borrowed
       Py_SETREF(fill.p, CallPacketByName("to", to_args, 2));
       if (fill.p == nullptr) return -1;
     }
@@ -726,9 +727,10 @@ int FastSetItem(PyObject* self, PyObject* key, PyObject* value) {
     }
     Scalar s;
     ToScalar(value, &s);
-    if (!FitsIntegerDtype(s, base.dtype())) {  // PyTorch's scalar_tensor refuses it, not wraps
-      PyErr_Format(PyExc_RuntimeError, "value cannot be converted to type %s without overflow",
-                   CTypeName(base.dtype()));
+    try {
+      CheckFitsDtype(s, base.dtype());  // PyTorch's scalar_tensor refuses it, not wraps
+    } catch (...) {
+      TranslateCurrentException();
       return -1;
     }
     v.p = WrapTensor(TensorFromData(value, base.dtype()));

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "runtime/error.h"
+
 namespace kiln {
 namespace {
 
@@ -28,8 +30,6 @@ bool Fits(const Scalar& value) {
   }
 }
 
-}  // namespace
-
 bool FitsIntegerDtype(const Scalar& value, ScalarType dtype) {
   switch (dtype) {
     case ScalarType::UInt8: return Fits<uint8_t>(value);
@@ -41,6 +41,7 @@ bool FitsIntegerDtype(const Scalar& value, ScalarType dtype) {
   }
 }
 
+// PyTorch's name for dtype's C type in those errors
 const char* CTypeName(ScalarType dtype) {
   switch (dtype) {
     case ScalarType::UInt8: return "uint8_t";
@@ -50,6 +51,13 @@ const char* CTypeName(ScalarType dtype) {
     case ScalarType::Int64: return "int64_t";
     default: return ScalarTypeName(dtype);
   }
+}
+
+}  // namespace
+
+void CheckFitsDtype(const Scalar& value, ScalarType dtype, const char* type_name) {
+  KILN_CHECK(FitsIntegerDtype(value, dtype), "value cannot be converted to type ",
+             type_name != nullptr ? type_name : CTypeName(dtype), " without overflow");
 }
 
 }  // namespace kiln

@@ -7,14 +7,12 @@
 
 namespace kiln {
 
-// Whether `value` converts to the integer dtype `dtype` without overflow (always true for other
-// dtypes): a float value must lie in [lowest, max] (NaN and infinities never do); an integer one
-// too, except that an unsigned dtype also takes negatives down to -max, which wrap (PyTorch lets
-// `uint8.fill_(-1)` give 255 and refuses -256).
-bool FitsIntegerDtype(const Scalar& value, ScalarType dtype);
-
-// PyTorch's name for dtype's C type in those errors: "uint8_t", "int8_t", "int16_t", "int" (int32),
-// "int64_t"; the dtype's name for other dtypes.
-const char* CTypeName(ScalarType dtype);
+// Raises PyTorch's RuntimeError ("value cannot be converted to type int8_t without overflow")
+// unless `value` converts to the integer dtype `dtype` without overflow (other dtypes take any):
+// a float value must lie in [lowest, max] (NaN and infinities never do); an integer one too,
+// except that an unsigned dtype also takes negatives down to -max, which wrap (PyTorch lets
+// `uint8.fill_(-1)` give 255 and refuses -256). The message names the C type as PyTorch's ops do
+// ("int" for int32), or `type_name` (torch.tensor names the dtype: "int8").
+void CheckFitsDtype(const Scalar& value, ScalarType dtype, const char* type_name = nullptr);
 
 }  // namespace kiln

@@ -142,8 +142,7 @@ Tensor FillValues(Tensor self, const Scalar& value) {
 // fill_.Scalar (and full, zeros, ones through it) refuses a value the integer dtype cannot hold,
 // as PyTorch's checked_convert does: `int8.fill_(300)` wrapped to 44. fill_.Tensor wraps, as there.
 Tensor FillCPU(Tensor self, const Scalar& value) {
-  KILN_CHECK(FitsIntegerDtype(value, self.dtype()), "value cannot be converted to type ", CTypeName(self.dtype()),
-             " without overflow");
+  CheckFitsDtype(value, self.dtype());
   return FillValues(self, value);
 }
 Tensor FillMeta(Tensor self, const Scalar&) { return self; }

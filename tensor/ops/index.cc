@@ -617,11 +617,6 @@ void CheckMask(const char* op, const Tensor& mask) {
 }
 
 
-// PyTorch's checked_convert: a value the integer dtype cannot hold is an error, not a wrap.
-void CheckMaskedFillValue(const Scalar& value, ScalarType dtype) {
-  KILN_CHECK(FitsIntegerDtype(value, dtype), "value cannot be converted to type ", CTypeName(dtype),
-             " without overflow");
-}
 Tensor MaskedFillImpl(Tensor self, const Tensor& mask, const Scalar& value, bool run) {
   CheckMask("masked_fill_", mask);
   CheckSameDevice("masked_fill_", self, mask);
@@ -629,8 +624,8 @@ Tensor MaskedFillImpl(Tensor self, const Tensor& mask, const Scalar& value, bool
   KILN_CHECK(b == self->sym_sizes(), "[masked_fill_] mask of shape ", ShapeStr(mask),
              " cannot be broadcast to self of shape ", ShapeStr(self));
   if (!run || self.numel() == 0) return self;
+  CheckFitsDtype(value, self.dtype());  // PyTorch's checked_convert: refused, not wrapped
   if (self.device().is_cuda()) {  // self = where(mask, value, self), element by element in place
-    CheckMaskedFillValue(value, self.dtype());
     if (IsComplex(self.dtype())) {  // Note [Complex on CUDA]
       ComplexWhereCUDA(self, mask, ComplexOperand{nullptr, value}, ComplexOperand{&self, Scalar()}, "masked_fill");
       return self;
@@ -643,7 +638,6 @@ Tensor MaskedFillImpl(Tensor self, const Tensor& mask, const Scalar& value, bool
     return self;
   }
   ElementwiseIter iter({self, mask});
-  CheckMaskedFillValue(value, self.dtype());
   KILN_DISPATCH_ALL_AND_COMPLEX(self.dtype(), "masked_fill_", [&] {
     const scalar_t v = value.to<scalar_t>();
     iter.Run([&](char* const* ptrs, const int64_t* strides, int64_t n) {
