@@ -22,8 +22,9 @@
 //    set of values (cut v_in -> v_out edges) through which every backward use of a forward value
 //    passes: save those, recompute everything between them and the backward.
 //    Banned (PyTorch's should_ban_recomputation): compute-heavy ops (mm, bmm, addmm, convolution,
-//    attention), random ops (Tag::nondeterministic_seeded: rand, bernoulli, native_dropout), with
-//    ban_if_not_in_allowlist every op that is not pointwise/reduction/view/a cheap copy, values
+//    attention: CostClass::kComputeIntensive), random ops (Tag::nondeterministic_seeded: rand,
+//    bernoulli, native_dropout), with ban_if_not_in_allowlist every op whose cost class is not
+//    kFree or kMemoryBound (pointwise, reductions, views, copies, factories, cat), values
 //    the backward reads through a non-fusible op (ban_if_materialized_backward), reductions whose
 //    output is 4x smaller than their inputs (ban_if_reduction), and CheckpointPolicy MUST_SAVE /
 //    PREFER_SAVE. MUST_RECOMPUTE / PREFER_RECOMPUTE wire v_in to the sink, so v is recomputed.
@@ -183,42 +184,17 @@ bool HasTag(const Node* n, Tag t) {
 bool IsView(const Node* n) { return HasTag(n, Tag::view); }
 bool IsRandom(const Node* n) { return HasTag(n, Tag::nondeterministic_seeded); }
 
-bool NameIn(const Node* n, const std::unordered_set<std::string>& names) {
+// Note [Op cost classes] in tensor/dispatcher.h: the registry says what an op costs to recompute.
+bool IsComputeIntensive(const Node* n) {
   const Op* op = OpOf(n);
-  return op && names.count(op->base_name());
-}
-
-// PyTorch's compute_intensive_ops: never worth recomputing.
-const std::unordered_set<std::string>& ComputeIntensive() {
-  static const auto* s = new std::unordered_set<std::string>{
-      "mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "convolution", "_convolution", "convolution_backward",
-      "conv1d", "conv2d", "conv3d", "_scaled_dot_product_attention_math", "scaled_dot_product_attention",
-      "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention", "upsample_bilinear2d",
-      "_scaled_mm"};
-  return *s;
-}
-
-// Cheap ops beyond the pointwise/reduction/view tags (PyTorch's misc_ops and friends).
-const std::unordered_set<std::string>& CheapMisc() {
-  static const auto* s = new std::unordered_set<std::string>{
-      "_to_copy", "to", "type_as", "clone", "contiguous", "expand", "alias", "detach", "lift_fresh_copy", "copy",
-      "fill", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like", "new_zeros",
-      "new_ones", "new_full", "new_empty", "scalar_tensor", "arange", "cat", "where", "masked_fill", "select_scatter",
-      "slice_scatter", "diagonal_scatter", "as_strided_scatter", "index", "gather", "squeeze", "unsqueeze", "view",
-      "reshape", "_unsafe_view", "permute", "transpose", "t", "select", "slice", "split", "split_with_sizes",
-      "unbind", "cumsum", "sum", "mean", "amax", "amin", "argmax", "argmin", "max", "min", "var", "std",
-      "logsumexp", "_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data",
-      "native_layer_norm", "tril", "triu"};
-  return *s;
+  return op && op->cost_class() == CostClass::kComputeIntensive;
 }
 
 bool IsRecomputable(const Node* n) {
   if (IsGetItem(n) || IsSymNode(n)) return true;
   const Op* op = OpOf(n);
-  if (!op) return false;
-  if (NameIn(n, ComputeIntensive()) || IsRandom(n)) return false;
-  return op->has_tag(Tag::pointwise) || op->has_tag(Tag::reduction) || op->has_tag(Tag::view) ||
-         CheapMisc().count(op->base_name());
+  if (!op || IsRandom(n)) return false;
+  return op->cost_class() == CostClass::kFree || op->cost_class() == CostClass::kMemoryBound;
 }
 
 // PyTorch's fusible_ops = recomputable | random. A getitem fuses as its producer does.
@@ -450,7 +426,7 @@ Partition MinCutPartition(const Graph& joint, int64_t num_fwd_outputs, const Min
     if (policy == CheckpointPolicy::kMustSave || policy == CheckpointPolicy::kPreferSave) return true;
     if (options.ban_if_not_in_allowlist) {
       if (!IsRecomputable(n)) return true;
-    } else if (IsRandom(n) || NameIn(n, ComputeIntensive())) {
+    } else if (IsRandom(n) || IsComputeIntensive(n)) {
       return true;
     }
     if (options.ban_if_materialized_backward && materialized_backward(n)) return true;

@@ -64,6 +64,20 @@ int OpArity(OpCode op) {
   if (op == OpCode::kWhere) return 3;
   return op >= OpCode::kAdd ? 2 : 1;
 }
+int OpCost(OpCode op) {
+  switch (op) {
+    case OpCode::kNeg: case OpCode::kAbs: case OpCode::kFloor: case OpCode::kCeil: case OpCode::kRound:
+    case OpCode::kTrunc: case OpCode::kRelu: case OpCode::kLogicalNot: case OpCode::kSign: case OpCode::kSignbit:
+    case OpCode::kBitNot: case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kMax:
+    case OpCode::kMin: case OpCode::kEq: case OpCode::kNe: case OpCode::kLt: case OpCode::kLe: case OpCode::kGt:
+    case OpCode::kGe: case OpCode::kLogicalAnd: case OpCode::kLogicalOr: case OpCode::kCopysign:
+    case OpCode::kBitAnd: case OpCode::kBitOr: case OpCode::kBitXor: case OpCode::kShl: case OpCode::kShr:
+    case OpCode::kWhere:
+      return 1;
+    default:  // exp, log, ..., lgamma; div, reciprocal, floordiv, mod, fmod, pow; gelu and its backward
+      return 4;
+  }
+}
 const char* ReduceName(ReduceKind k) { return kReduceNames[static_cast<int>(k)]; }
 bool ParseReduce(const std::string& s, ReduceKind* out) {
   for (int i = 0; i < static_cast<int>(std::size(kReduceNames)); ++i)

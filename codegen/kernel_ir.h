@@ -60,6 +60,10 @@ enum class OpCode : uint8_t {
 const char* OpName(OpCode op);
 bool ParseOp(const std::string& s, OpCode* out);
 int OpArity(OpCode op);
+// What evaluating the op once costs, in units of one add: 4 for a transcendental function (a libm
+// call or a polynomial) and for a division (tens of cycles), 1 for the rest. Inductor's
+// realize-or-recompute score (python/kiln/_inductor/graph.py) sums it over an expression.
+int OpCost(OpCode op);
 
 struct Expr;
 using ExprPtr = std::shared_ptr<const Expr>;

@@ -22,12 +22,36 @@ const char* TagName(Tag t) {
     case Tag::data_dependent_output: return "data_dependent_output";
     case Tag::dynamic_output_shape: return "dynamic_output_shape";
     case Tag::inplace_view: return "inplace_view";
+    case Tag::compute_intensive: return "compute_intensive";
   }
   return "?";
 }
 
+const char* CostClassName(CostClass c) {
+  switch (c) {
+    case CostClass::kFree: return "free";
+    case CostClass::kMemoryBound: return "memory_bound";
+    case CostClass::kComputeIntensive: return "compute_intensive";
+    case CostClass::kOpaque: return "opaque";
+  }
+  return "?";
+}
+
+namespace {
+CostClass CostClassOfTags(uint32_t tags) {
+  auto has = [&](Tag t) { return (tags & static_cast<uint32_t>(t)) != 0; };
+  if (has(Tag::compute_intensive)) return CostClass::kComputeIntensive;
+  if (has(Tag::nondeterministic_seeded) || has(Tag::dynamic_output_shape) || has(Tag::data_dependent_output))
+    return CostClass::kOpaque;
+  if (has(Tag::view) || has(Tag::inplace_view)) return CostClass::kFree;
+  if (has(Tag::pointwise) || has(Tag::reduction)) return CostClass::kMemoryBound;
+  return CostClass::kOpaque;
+}
+}  // namespace
+
 Op::Op(const Registry* registry, FunctionSchema schema, uint32_t tags, Variants variants)
-    : registry_(registry), schema_(std::move(schema)), tags_(tags), variants_(variants) {
+    : registry_(registry), schema_(std::move(schema)), tags_(tags), cost_class_(CostClassOfTags(tags)),
+      variants_(variants) {
   full_name_ = schema_.full_name();
   base_name_ = schema_.name.substr(schema_.name.find("::") + 2);
   for (size_t i = 0; i < schema_.arguments.size(); ++i)

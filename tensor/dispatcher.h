@@ -38,9 +38,20 @@ enum class Tag : uint32_t {
   data_dependent_output = 1u << 6,
   dynamic_output_shape = 1u << 7,
   inplace_view = 1u << 8,
+  compute_intensive = 1u << 9,  // matmuls, convolutions, attention: never worth recomputing
 };
 const char* TagName(Tag t);
-constexpr int kNumTags = 9;
+constexpr int kNumTags = 10;
+
+// Note [Op cost classes]: what computing an op's result again costs, the question the compiler
+// asks of every op (aot/partition.cc recomputes a value in the backward instead of saving it only
+// when it is kFree or kMemoryBound; Inductor autotunes kComputeIntensive ops). Derived from the
+// tags (view: kFree; pointwise, reduction: kMemoryBound; compute_intensive: kComputeIntensive),
+// or declared where the tags do not say it (`.Cost(CostClass::kMemoryBound)` on a copy, a factory,
+// cat, gather, softmax), so no compiler pass keeps a list of op names. Everything else is kOpaque:
+// sorts, data-dependent shapes, factorizations, random draws.
+enum class CostClass : uint8_t { kFree, kMemoryBound, kComputeIntensive, kOpaque };
+const char* CostClassName(CostClass c);
 
 // Whether an op is reachable as kiln.<name> (function), Tensor.<name> (method), or both.
 enum Variants : uint8_t { kFunction = 1, kMethod = 2, kFunctionAndMethod = 3 };
@@ -63,6 +74,8 @@ class Op {
   const std::string& base_name() const { return base_name_; }  // "add"
   uint32_t tags() const { return tags_; }
   bool has_tag(Tag t) const { return tags_ & static_cast<uint32_t>(t); }
+  CostClass cost_class() const { return cost_class_; }
+  void set_cost_class(CostClass c) { cost_class_ = c; }
   Variants variants() const { return variants_; }
   const std::vector<int>& mutated_args() const { return mutated_args_; }
   // An out= overload ("out", "Scalar_out", a backward op's "grad_input"): its mutated arguments
@@ -99,6 +112,7 @@ class Op {
   FunctionSchema schema_;
   std::string full_name_, base_name_;
   uint32_t tags_;
+  CostClass cost_class_;
   Variants variants_;
   std::vector<int> mutated_args_;
   void CheckOverlappingWrites(const Stack& stack) const;
@@ -311,6 +325,11 @@ class OpDef {
   // zero_, masked_fill_, index_put_, tril_, triu_, threshold_): skip the dispatcher's check.
   OpDef& AllowsOverlappingWrites() {
     op_->allow_overlapping_writes();
+    return *this;
+  }
+  // The cost class where the tags do not imply it (Note [Op cost classes]).
+  OpDef& Cost(CostClass c) {
+    op_->set_cost_class(c);
     return *this;
   }
   template <auto F> OpDef& Composite() {

@@ -296,6 +296,11 @@ PYBIND11_MODULE(_C, m) {
     }
     return tags;
   });
+  m.def("_cost_class", [](const std::string& full_name) {
+    Op* op = Registry::Get().Find(full_name);
+    if (!op) throw py::attribute_error("no op named " + full_name);
+    return std::string(CostClassName(op->cost_class()));
+  });
   m.def("_has_kernel", [](const std::string& full_name, const std::string& key) {
     Op* op = Registry::Get().Find(full_name);
     if (!op) throw py::attribute_error("no op named " + full_name);

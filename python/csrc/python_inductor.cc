@@ -10,6 +10,7 @@
 #include "codegen/llvm_codegen.h"
 #include "python/csrc/python_tensor.h"
 #include "tensor/empty.h"
+#include "tensor/ops/pointwise_ir.h"
 #include "runtime/error.h"
 
 namespace py = pybind11;
@@ -98,6 +99,52 @@ ExprPtr ParseExpr(py::handle h) {
   std::vector<ExprPtr> args;
   for (size_t i = 1; i < s.size(); ++i) args.push_back(ParseExpr(s[i]));
   return Expr::Op(op, std::move(args));
+}
+
+// The other direction, for the element functions of the registry's pointwise ops (Note
+// [Pointwise ops as kernel IR] in tensor/ops/pointwise_ir.h): operand i (a load of buffer i)
+// becomes ("arg", i), for Python to put the operands' own expressions in.
+py::object ExprToTuple(const Expr& e) {
+  switch (e.kind) {
+    case Expr::Kind::kLoad: return py::make_tuple("arg", e.buffer);
+    case Expr::Kind::kConst: {
+      if (e.dtype == DType::Bool) return py::make_tuple("const", py::bool_(e.int_value != 0), codegen::DTypeName(e.dtype));
+      if (!codegen::IsFloatDType(e.dtype)) return py::make_tuple("const", e.int_value, codegen::DTypeName(e.dtype));
+      return py::make_tuple("const", e.value, codegen::DTypeName(e.dtype));
+    }
+    case Expr::Kind::kCast: return py::make_tuple("cast", ExprToTuple(*e.args.at(0)), codegen::DTypeName(e.dtype));
+    case Expr::Kind::kOp: {
+      py::tuple t(e.args.size() + 1);
+      t[0] = py::str(codegen::OpName(e.op));
+      for (size_t i = 0; i < e.args.size(); ++i) t[i + 1] = ExprToTuple(*e.args[i]);
+      return std::move(t);
+    }
+    case Expr::Kind::kAcc: case Expr::Kind::kIndex: break;
+  }
+  throw ValueError(StrCat(kOp, "an element function reads a loop variable"));
+}
+
+// The tensor dtype a kernel IR dtype name stands for ("f32" -> float32).
+ScalarType ScalarTypeOfDt(DType t) {
+  switch (t) {
+    case DType::F32: return ScalarType::Float32;
+    case DType::F64: return ScalarType::Float64;
+    case DType::I64: return ScalarType::Int64;
+    case DType::I32: return ScalarType::Int32;
+    case DType::Bool: return ScalarType::Bool;
+    case DType::BF16: return ScalarType::BFloat16;
+    case DType::F16: return ScalarType::Float16;
+    case DType::I16: return ScalarType::Int16;
+    case DType::I8: return ScalarType::Int8;
+    case DType::U8: return ScalarType::UInt8;
+  }
+  return ScalarType::Float32;
+}
+
+DType DtOfScalarType(ScalarType t) {
+  for (int i = 0; i <= static_cast<int>(DType::U8); ++i)
+    if (ScalarTypeOfDt(static_cast<DType>(i)) == t) return static_cast<DType>(i);
+  throw NotImplementedError(StrCat(kOp, "no kernel IR dtype for ", ScalarTypeDisplayName(t)));
 }
 
 codegen::Stmt ParseStmt(py::handle h) {
@@ -321,6 +368,44 @@ void InitInductorBindings(py::module_& m) {
       "Compiles kernel dicts on up to `threads` threads; identical bodies compile once.");
   ind.def("code", [](py::handle kernel) { return codegen::PrintKernel(ParseKernel(kernel)); },
           "The readable listing of a kernel dict, without compiling it.");
+  ind.def(
+      "op_costs",
+      [] {
+        py::dict costs;
+        for (int i = 0; i <= static_cast<int>(codegen::OpCode::kWhere); ++i) {
+          auto op = static_cast<codegen::OpCode>(i);
+          costs[py::str(codegen::OpName(op))] = codegen::OpCost(op);
+        }
+        return costs;
+      },
+      "Each kernel IR operator's cost in units of one add (codegen::OpCost), by name.");
+  ind.def("pointwise_ops", [] {
+    std::vector<std::string> names;
+    for (const Op* op : OpsWithPointwiseIr()) names.push_back(op->name());
+    return names;
+  }, "The registry's ops whose element function is kernel IR (tensor/ops/pointwise_ir.h), by full name.");
+  ind.def(
+      "pointwise_ir",
+      [](const std::string& full_name, const std::vector<std::string>& operand_dtypes) -> py::object {
+        const Op* op = Registry::Get().Find(full_name);
+        const PointwiseIr* ir = op ? FindPointwiseIr(*op) : nullptr;
+        if (ir == nullptr) return py::none();
+        if (static_cast<int>(operand_dtypes.size()) != ir->arity)
+          throw ValueError(StrCat(kOp, full_name, " reads ", ir->arity, " operands, got ", operand_dtypes.size(),
+                                  " dtypes"));
+        std::vector<ScalarType> types;
+        std::vector<ExprPtr> operands;
+        for (size_t i = 0; i < operand_dtypes.size(); ++i) {
+          types.push_back(ScalarTypeOfDt(ParseDt(py::str(operand_dtypes[i]))));
+          operands.push_back(Expr::Load(static_cast<int>(i), codegen::Index{}));
+        }
+        ScalarType compute = ir->compute(types);
+        ExprPtr e = ir->build(std::move(operands), compute, DeviceType::CPU);
+        return py::make_tuple(ExprToTuple(*e), codegen::DTypeName(DtOfScalarType(compute)));
+      },
+      py::arg("op"), py::arg("operand_dtypes"),
+      "(element function, compute dtype) of a pointwise op for operands of these kernel IR dtypes, on "
+      "the CPU: the function as a tuple expression over (\"arg\", i), or None when the op has none.");
   ind.def("hash", [](py::handle kernel) { return codegen::HashKernel(ParseKernel(kernel)); });
   ind.def("cache_stats", [] {
     auto s = codegen::GetCacheStats();

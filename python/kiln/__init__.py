@@ -38,7 +38,7 @@ from kiln._device import device  # noqa: F401,E402
 from kiln._size import Size  # noqa: F401
 from kiln._tensor import Tensor
 from kiln._tensor_str import set_printoptions  # noqa: F401
-from kiln._ops import ops  # noqa: F401
+from kiln._ops import Tag, ops  # noqa: F401
 from kiln import _ops  # noqa: F401
 
 import builtins as _builtins

@@ -44,6 +44,13 @@ class OpOverload:
     def tags(self):
         return [getattr(Tag, t) for t in _C._tags(self._full_name)]
 
+    @property
+    def cost_class(self):
+        """What recomputing this op costs, from the registry (Note [Op cost classes] in
+        tensor/dispatcher.h): "free" (views), "memory_bound" (pointwise ops, reductions, copies,
+        factories), "compute_intensive" (matmuls, convolutions, attention) or "opaque"."""
+        return _C._cost_class(self._full_name)
+
     def name(self):
         return self._full_name if "." in self._full_name else self._full_name + ".default"
 
@@ -142,6 +149,7 @@ class Tag:
     data_dependent_output = "data_dependent_output"
     dynamic_output_shape = "dynamic_output_shape"
     inplace_view = "inplace_view"
+    compute_intensive = "compute_intensive"  # kiln's: matmuls, convolutions, attention
 
 
 ops = _Ops()

@@ -493,9 +493,9 @@ OpDef DefAct(Registry& r, const std::string& schema_args, const std::string& nam
 
 void RegisterActivationOps(Registry& r) {
   std::initializer_list<Tag> pw = {Tag::pointwise, Tag::core};
-  r.Def("_softmax(Tensor self, int dim, bool half_to_float) -> Tensor", {Tag::core})
+  r.Def("_softmax(Tensor self, int dim, bool half_to_float) -> Tensor", {Tag::core}).Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&Softmax<false>>().Meta<&SoftmaxMeta<false>>();
-  r.Def("_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor", {Tag::core})
+  r.Def("_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor", {Tag::core}).Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&Softmax<true>>().Meta<&SoftmaxMeta<true>>();
   r.Def("softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", {}, kFunctionAndMethod)
       .Composite<&SoftmaxInt>();

@@ -474,8 +474,10 @@ void RegisterActivationBackwardOps(Registry& r) {
   r.Def("logit_backward(Tensor grad_output, Tensor self, float? eps=None) -> Tensor", pw)
       .CPUAndCUDA<&LogitBw>().Meta<&LogitBwMeta>();
   r.Def("_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor")
+      .Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&SoftmaxBw<false>>().Meta<&SoftmaxBwMeta<false>>();
   r.Def("_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor")
+      .Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&SoftmaxBw<true>>().Meta<&SoftmaxBwMeta<true>>();
 }
 

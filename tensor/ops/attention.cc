@@ -395,13 +395,13 @@ Tensor3 FlashBackwardCPU(const Tensor& grad_out, const Tensor& q, const Tensor& 
 void RegisterAttentionOps(Registry& r) {
   r.Def("_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0., "
         "bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)",
-        {}, kFunction)
+        {Tag::compute_intensive}, kFunction)
       .Impl<&FlashForwardCPU>(DispatchKey::CPU)
       .Meta<&FlashForwardMeta>();
   r.Def("_scaled_dot_product_flash_attention_for_cpu_backward(Tensor grad_out, Tensor query, Tensor key, "
         "Tensor value, Tensor out, Tensor logsumexp, float dropout_p, bool is_causal, *, Tensor? attn_mask=None, "
         "float? scale=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)",
-        {}, kFunction)
+        {Tag::compute_intensive}, kFunction)
       .Impl<&FlashBackwardCPU>(DispatchKey::CPU)
       .Meta<&FlashBackwardMeta>();
 }

@@ -645,10 +645,10 @@ Tensor AdaptiveAvgPool2d(const Tensor& self, const SymList& output_size) {
 void RegisterConvPoolOps(Registry& r) {
   r.Def("convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "
         "SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor",
-        {Tag::core}, kFunction)
+        {Tag::core, Tag::compute_intensive}, kFunction)
       .CPUAndCUDA<&ConvolutionKernel>().Meta<&ConvolutionMeta>();
   r.Def("conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, SymInt[2] padding=0, "
-        "SymInt[2] dilation=1, SymInt groups=1) -> Tensor", {}, kFunction)
+        "SymInt[2] dilation=1, SymInt groups=1) -> Tensor", {Tag::compute_intensive}, kFunction)
       .Composite<&Conv2d>();
   r.Def("max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, "
         "int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)", {Tag::core}, kFunction)

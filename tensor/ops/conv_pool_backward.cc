@@ -394,7 +394,7 @@ Tensor AdaptiveAvgPoolBw(const Tensor& grad, const Tensor& self) {
 void RegisterConvPoolBackwardOps(Registry& r) {
   r.Def("convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, "
         "SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, "
-        "SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)", {Tag::core})
+        "SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)", {Tag::core, Tag::compute_intensive})
       .CPUAndCUDA<&ConvBw>().Meta<&ConvBwMeta>();
   r.Def("max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, "
         "int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor", {Tag::core})

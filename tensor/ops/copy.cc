@@ -310,29 +310,31 @@ void RegisterCopyOps(Registry& r) {
       .Impl<&CopyMeta>(DispatchKey::Fake)
       .AllowsOverlappingWrites();  // checked by the kernels, once x.copy_(x) has returned
   r.Def("clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor", {Tag::core}, kFunctionAndMethod)
+      .Cost(CostClass::kMemoryBound)
       .Composite<&Clone>();
   // kiln.tensor(data) under make_fx: the constant's copy, recorded after its get_attr as PyTorch
   // records it (torch.tensor calls lift_fresh, which proxy tracing turns into this)
-  r.Def("lift_fresh_copy(Tensor self) -> Tensor").Composite<&LiftFreshCopy>();
+  r.Def("lift_fresh_copy(Tensor self) -> Tensor").Cost(CostClass::kMemoryBound).Composite<&LiftFreshCopy>();
   r.Def("_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
         "bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor",
-        {Tag::core})
+        {Tag::core}).Cost(CostClass::kMemoryBound)
       .Composite<&ToCopy>();
   r.Def("to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False, "
-        "MemoryFormat? memory_format=None) -> Tensor(a)", {}, kMethod)
+        "MemoryFormat? memory_format=None) -> Tensor(a)", {}, kMethod).Cost(CostClass::kMemoryBound)
       .Composite<&ToDtype>();
   r.Def("to.device(Tensor(a) self, Device device, ScalarType? dtype=None, bool non_blocking=False, "
-        "bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)", {}, kMethod)
+        "bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)", {}, kMethod).Cost(CostClass::kMemoryBound)
       .Composite<&ToDevice>();
   r.Def("to.dtype_layout(Tensor(a) self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
         "bool? pin_memory=None, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)",
-        {}, kMethod)
+        {}, kMethod).Cost(CostClass::kMemoryBound)
       .Composite<&ToDtypeLayout>();
   r.Def("to.other(Tensor(a) self, Tensor other, bool non_blocking=False, bool copy=False, "
-        "MemoryFormat? memory_format=None) -> Tensor(a)", {}, kMethod)
+        "MemoryFormat? memory_format=None) -> Tensor(a)", {}, kMethod).Cost(CostClass::kMemoryBound)
       .Composite<&ToOther>();
-  r.Def("type_as(Tensor self, Tensor other) -> Tensor", {}, kMethod).Composite<&TypeAs>();
+  r.Def("type_as(Tensor self, Tensor other) -> Tensor", {}, kMethod).Cost(CostClass::kMemoryBound).Composite<&TypeAs>();
   r.Def("contiguous(Tensor(a) self, *, MemoryFormat memory_format=contiguous_format) -> Tensor(a)", {}, kMethod)
+      .Cost(CostClass::kMemoryBound)
       .Composite<&Contiguous>();
 }
 

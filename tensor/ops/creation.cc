@@ -211,36 +211,46 @@ Tensor ArangeStart(const Scalar& start, const Scalar& end, OptDtype dtype, OptLa
 
 void RegisterCreationOps(Registry& r) {
   r.Def("empty.memory_format(SymInt[] size, *, " KILN_FACTORY_KWARGS ", MemoryFormat? memory_format=None) -> Tensor",
-        {Tag::core})
+        {Tag::core}).Cost(CostClass::kMemoryBound)
       .AllBackends<&Empty>();
   r.Def("empty_strided(SymInt[] size, SymInt[] stride, *, " KILN_FACTORY_KWARGS ") -> Tensor", {Tag::core})
       .AllBackends<&EmptyStrided>();
   r.Def("full(SymInt[] size, Scalar fill_value, *, " KILN_FACTORY_KWARGS ") -> Tensor", {Tag::core})
+      .Cost(CostClass::kMemoryBound)
       .Composite<&Full>();
-  r.Def("zeros(SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor").Composite<&Zeros>();
-  r.Def("ones(SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor").Composite<&Ones>();
-  r.Def("scalar_tensor(Scalar s, *, " KILN_FACTORY_KWARGS ") -> Tensor", {Tag::core}).Composite<&ScalarTensor>();
+  r.Def("zeros(SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor").Cost(CostClass::kMemoryBound).Composite<&Zeros>();
+  r.Def("ones(SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor").Cost(CostClass::kMemoryBound).Composite<&Ones>();
+  r.Def("scalar_tensor(Scalar s, *, " KILN_FACTORY_KWARGS ") -> Tensor", {Tag::core})
+      .Cost(CostClass::kMemoryBound).Composite<&ScalarTensor>();
   r.Def("empty_like(Tensor self, *, " KILN_FACTORY_KWARGS ", MemoryFormat? memory_format=None) -> Tensor", {Tag::core})
+      .Cost(CostClass::kMemoryBound)
       .AllBackends<&EmptyLikeOp>();
   r.Def("full_like(Tensor self, Scalar fill_value, *, " KILN_FACTORY_KWARGS ", MemoryFormat? memory_format=None) -> Tensor",
-        {Tag::core})
+        {Tag::core}).Cost(CostClass::kMemoryBound)
       .Composite<&FullLike>();
   r.Def("zeros_like(Tensor self, *, " KILN_FACTORY_KWARGS ", MemoryFormat? memory_format=None) -> Tensor")
+      .Cost(CostClass::kMemoryBound)
       .Composite<&ZerosLike>();
   r.Def("ones_like(Tensor self, *, " KILN_FACTORY_KWARGS ", MemoryFormat? memory_format=None) -> Tensor")
+      .Cost(CostClass::kMemoryBound)
       .Composite<&OnesLike>();
   r.Def("new_empty(Tensor self, SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor", {}, kMethod)
+      .Cost(CostClass::kMemoryBound)
       .Composite<&NewEmpty>();
   r.Def("new_full(Tensor self, SymInt[] size, Scalar fill_value, *, " KILN_FACTORY_KWARGS ") -> Tensor", {}, kMethod)
+      .Cost(CostClass::kMemoryBound)
       .Composite<&NewFull>();
   r.Def("new_zeros(Tensor self, SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor", {}, kMethod)
+      .Cost(CostClass::kMemoryBound)
       .Composite<&NewZeros>();
   r.Def("new_ones(Tensor self, SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor", {}, kMethod)
+      .Cost(CostClass::kMemoryBound)
       .Composite<&NewOnes>();
-  r.Def("arange(Scalar end, *, " KILN_FACTORY_KWARGS ") -> Tensor").Composite<&Arange>();
-  r.Def("arange.start(Scalar start, Scalar end, *, " KILN_FACTORY_KWARGS ") -> Tensor").Composite<&ArangeStart>();
+  r.Def("arange(Scalar end, *, " KILN_FACTORY_KWARGS ") -> Tensor").Cost(CostClass::kMemoryBound).Composite<&Arange>();
+  r.Def("arange.start(Scalar start, Scalar end, *, " KILN_FACTORY_KWARGS ") -> Tensor")
+      .Cost(CostClass::kMemoryBound).Composite<&ArangeStart>();
   r.Def("arange.start_step(Scalar start, Scalar end, Scalar step=1, *, " KILN_FACTORY_KWARGS ") -> Tensor",
-        {Tag::core})
+        {Tag::core}).Cost(CostClass::kMemoryBound)
       .AllBackends<&ArangeStartStep>();
   r.Def("fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)", {}, kFunctionAndMethod)
       .Impl<&FillCPU>(DispatchKey::CPU)

@@ -763,21 +763,25 @@ Tensor WhereScalar(const Tensor& cond, const Scalar& self, const Scalar& other) 
 void RegisterIndexOps(Registry& r) {
   const std::initializer_list<Tag> kCore = {Tag::core};
   const std::initializer_list<Tag> kDynamic = {Tag::dynamic_output_shape, Tag::core};
-  r.Def("cat(Tensor[] tensors, int dim=0) -> Tensor", kCore).CPUAndCUDA<&CatCPU>().Meta<&CatMeta>();
+  r.Def("cat(Tensor[] tensors, int dim=0) -> Tensor", kCore)
+      .Cost(CostClass::kMemoryBound).CPUAndCUDA<&CatCPU>().Meta<&CatMeta>();
   r.Def("stack(Tensor[] tensors, int dim=0) -> Tensor").Composite<&StackOp>();
   r.Def("split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]", {}, kFunctionAndMethod)
+      .Cost(CostClass::kFree)
       .Composite<&SplitTensor>();
   // split with a list of sizes (PyTorch's Tensor.split/torch.split accept both forms).
   r.Def("split.sizes(Tensor(a -> *) self, SymInt[] split_size, int dim=0) -> Tensor(a)[]", {}, kFunctionAndMethod)
+      .Cost(CostClass::kFree)
       .Composite<&SplitWithSizes>();
   r.Def("split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]", {},
-        kFunctionAndMethod)
+        kFunctionAndMethod).Cost(CostClass::kFree)
       .Composite<&SplitWithSizes>();
   r.Def("chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]", {}, kFunctionAndMethod)
       .Composite<&Chunk>();
   // bound by kiln/_composites.py's unbind (its checks and tuple result), not as a generated method
-  r.Def("unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]").Composite<&Unbind>();
+  r.Def("unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]").Cost(CostClass::kFree).Composite<&Unbind>();
   r.Def("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor", kCore, kFunctionAndMethod)
+      .Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&GatherCPU>().Meta<&GatherMeta>();
   r.Def("scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)", {}, kMethod)
       .CPUAndCUDA<&ScatterSrc_>().Impl<&ScatterSrcMeta_>(DispatchKey::Meta)

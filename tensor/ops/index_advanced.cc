@@ -409,7 +409,7 @@ Tensor IndexPut(const Tensor& self, const OptionalTensorList& indices, const Ten
 
 void RegisterAdvancedIndexOps(Registry& r) {
   const std::initializer_list<Tag> kCore = {Tag::core};
-  r.Def("index.Tensor(Tensor self, Tensor?[] indices) -> Tensor", kCore, kFunction)
+  r.Def("index.Tensor(Tensor self, Tensor?[] indices) -> Tensor", kCore, kFunction).Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&IndexCPU>().Meta<&IndexMeta>();
   r.Def("index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)", {},
         kFunctionAndMethod)

@@ -589,24 +589,26 @@ Tensor Linear(const Tensor& input, const Tensor& weight, const OptTensor& bias) 
 }  // namespace
 
 void RegisterLinalgOps(Registry& r) {
-  r.Def("mm(Tensor self, Tensor mat2) -> Tensor", {Tag::core}, kFunctionAndMethod)
+  r.Def("mm(Tensor self, Tensor mat2) -> Tensor", {Tag::core, Tag::compute_intensive}, kFunctionAndMethod)
       .Impl<&MmCPU>(DispatchKey::CPU).Meta<&MmMeta>();
-  r.Def("bmm(Tensor self, Tensor mat2) -> Tensor", {Tag::core}, kFunctionAndMethod)
+  r.Def("bmm(Tensor self, Tensor mat2) -> Tensor", {Tag::core, Tag::compute_intensive}, kFunctionAndMethod)
       .Impl<&BmmCPU>(DispatchKey::CPU).Meta<&BmmMeta>();
-  r.Def("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", {Tag::core},
-        kFunctionAndMethod)
+  r.Def("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
+        {Tag::core, Tag::compute_intensive}, kFunctionAndMethod)
       .CPUAndCUDA<&AddmmCPU>().Meta<&AddmmMeta>();
   r.Def("_addmm_activation(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1, "
-        "bool use_gelu=False) -> Tensor", {}, kFunctionAndMethod)
+        "bool use_gelu=False) -> Tensor", {Tag::compute_intensive}, kFunctionAndMethod)
       .CPUAndCUDA<&AddmmActivation>().Meta<&AddmmActivationMeta>();
   r.Def("baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
-        {Tag::core}, kFunctionAndMethod)
+        {Tag::core, Tag::compute_intensive}, kFunctionAndMethod)
       .CPUAndCUDA<&BaddbmmCPU>().Meta<&BaddbmmMeta>();
-  r.Def("dot(Tensor self, Tensor tensor) -> Tensor", {}, kFunctionAndMethod)
+  r.Def("dot(Tensor self, Tensor tensor) -> Tensor", {Tag::compute_intensive}, kFunctionAndMethod)
       .CPUAndCUDA<&DotCPU>().Meta<&DotMeta>();
-  r.Def("mv(Tensor self, Tensor vec) -> Tensor", {}, kFunctionAndMethod).Composite<&Mv>();
-  r.Def("matmul(Tensor self, Tensor other) -> Tensor", {}, kFunctionAndMethod).Composite<&Matmul>();
-  r.Def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", {}, kFunction).Composite<&Linear>();
+  r.Def("mv(Tensor self, Tensor vec) -> Tensor", {Tag::compute_intensive}, kFunctionAndMethod).Composite<&Mv>();
+  r.Def("matmul(Tensor self, Tensor other) -> Tensor", {Tag::compute_intensive}, kFunctionAndMethod)
+      .Composite<&Matmul>();
+  r.Def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", {Tag::compute_intensive}, kFunction)
+      .Composite<&Linear>();
 }
 
 }  // namespace kiln

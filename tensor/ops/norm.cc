@@ -723,7 +723,7 @@ void RegisterNormOps(Registry& r) {
         "bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor", {}, kFunction)
       .Composite<&BatchNorm>();
   r.Def("native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> "
-        "(Tensor, Tensor, Tensor)", {Tag::core}, kFunction)
+        "(Tensor, Tensor, Tensor)", {Tag::core}, kFunction).Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&NativeLayerNormCPU>().Meta<&NativeLayerNormMeta>();
   r.Def("layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
         "float eps=1e-05, bool cudnn_enable=True) -> Tensor", {}, kFunction)

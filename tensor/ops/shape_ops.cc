@@ -541,9 +541,9 @@ Tensor Linspace(const Scalar& start, const Scalar& end, int64_t steps, OptDtype 
 
 void RegisterShapeOps(Registry& r) {
   const std::initializer_list<Tag> kCore = {Tag::core};
-  r.Def("tril(Tensor self, int diagonal=0) -> Tensor", kCore, kFunctionAndMethod)
+  r.Def("tril(Tensor self, int diagonal=0) -> Tensor", kCore, kFunctionAndMethod).Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&Tri<false>>().Meta<&TriMeta<false>>();
-  r.Def("triu(Tensor self, int diagonal=0) -> Tensor", kCore, kFunctionAndMethod)
+  r.Def("triu(Tensor self, int diagonal=0) -> Tensor", kCore, kFunctionAndMethod).Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&Tri<true>>().Meta<&TriMeta<true>>();
   r.Def("tril_(Tensor(a!) self, int diagonal=0) -> Tensor(a!)", {}, kMethod)
       .CPUAndCUDA<&Tri_<false>>().Impl<&TriMeta_<false>>(DispatchKey::Meta)
@@ -577,6 +577,7 @@ void RegisterShapeOps(Registry& r) {
   r.Def("roll(Tensor self, SymInt[1] shifts, SymInt[1] dims=[]) -> Tensor", {}, kFunctionAndMethod)
       .Composite<&Roll>();
   r.Def("cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", kCore, kFunctionAndMethod)
+      .Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&Cum<false>>().Meta<&CumMeta<false>>();
   r.Def("cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", kCore, kFunctionAndMethod)
       .CPUAndCUDA<&Cum<true>>().Meta<&CumMeta<true>>();

@@ -8,6 +8,7 @@
 #include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
 #include "tensor/ops/complex_cuda.h"
+#include "tensor/ops/pointwise_ir.h"
 #include "tensor/vec_avx512.h"
 #include "tensor/vec_math.h"
 
@@ -284,12 +285,21 @@ void ComplexUnaryInto(const Tensor& out, const Tensor& self) {
   }
 }
 
-// --- CUDA: the element functions as kernel IR (tensor/cuda/pointwise.h) ------------------------
+// --- the element functions as kernel IR: CUDA's kernels and Inductor's lowerings -------------
+// (tensor/cuda/pointwise.h; Note [Pointwise ops as kernel IR] in pointwise_ir.h)
 
-// Ops with a CUDA kernel: all but erfinv and digamma (no IR operator and no libdevice function).
-constexpr bool HasCUDAKernel(int op) { return op != kErfinv && op != kDigamma; }
+// Ops with an expression (and so a CUDA kernel and a lowering): all but erfinv and digamma (no IR
+// operator and no libdevice function).
+constexpr bool HasIr(int op) { return op != kErfinv && op != kDigamma; }
 
-codegen::ExprPtr UnaryExpr(int op, codegen::ExprPtr x, codegen::DType m) {
+// The dtype the expression computes in: the opmath type of `compute`, except that isinf/isfinite
+// of integers compare a float.
+codegen::DType UnaryOpmath(int op, ScalarType compute) {
+  if (!IsFloating(compute) && (op == kIsinf || op == kIsfinite)) return codegen::DType::F32;
+  return cuda::OpmathDType(compute, kUnary[op].name);
+}
+
+codegen::ExprPtr UnaryExpr(int op, codegen::ExprPtr x, codegen::DType m, DeviceType device) {
   using codegen::OpCode;
   auto ir = [](OpCode o, codegen::ExprPtr a) { return codegen::Expr::Op(o, {std::move(a)}); };
   auto ir2 = [](OpCode o, codegen::ExprPtr a, codegen::ExprPtr b) { return codegen::Expr::Op(o, {std::move(a), std::move(b)}); };
@@ -332,7 +342,7 @@ codegen::ExprPtr UnaryExpr(int op, codegen::ExprPtr x, codegen::DType m) {
     case kTrunc: return ir(OpCode::kTrunc, x);
     case kFrac: return ir2(OpCode::kSub, x, ir(OpCode::kTrunc, x));
     case kRelu:  // PyTorch's CUDA relu is max(x, 0): +0.0 for -0.0 (its CPU one keeps -0.0); NaN stays
-      if (!codegen::IsFloatDType(m)) return ir(OpCode::kRelu, x);
+      if (!codegen::IsFloatDType(m) || device != DeviceType::CUDA) return ir(OpCode::kRelu, x);
       return codegen::Expr::Op(OpCode::kWhere, {ir2(OpCode::kLe, x, c(0)), c(0), x});
     case kLogicalNot: return ir(OpCode::kLogicalNot, x);
     case kBitwiseNot: return ir(OpCode::kBitNot, x);
@@ -348,11 +358,8 @@ codegen::ExprPtr UnaryExpr(int op, codegen::ExprPtr x, codegen::DType m) {
 template <int kOp>
 void UnaryCUDA(const Tensor& out, const Tensor& self, ScalarType compute) {
   const char* name = kUnary[kOp].name;
-  codegen::DType m = cuda::OpmathDType(compute, name);
-  // isinf/isfinite of integers compare a float; everything else computes in the opmath type
-  if (!IsFloating(compute) && (kOp == kIsinf || kOp == kIsfinite)) m = codegen::DType::F32;
   cuda::LaunchPointwise(name, out, {cuda::PointwiseInput::Of(self)},
-                        UnaryExpr(kOp, cuda::OpmathInput(0, compute, name), m));
+                        UnaryExpr(kOp, cuda::OpmathInput(0, compute, name), UnaryOpmath(kOp, compute), DeviceType::CUDA));
 }
 
 template <int kOp>
@@ -361,7 +368,7 @@ void UnaryInto(const Tensor& out, const Tensor& self) {
   ScalarType compute = UnaryComputeType(kOp, self.dtype());
   if (out.device().is_cuda()) {
     if (IsComplex(self.dtype())) return ComplexUnaryCUDA(ToComplexUnary(kOp), out, self, kUnary[kOp].name);
-    if constexpr (HasCUDAKernel(kOp)) return UnaryCUDA<kOp>(out, self, compute);
+    if constexpr (HasIr(kOp)) return UnaryCUDA<kOp>(out, self, compute);
   }
   if (IsComplex(self.dtype())) return ComplexUnaryInto<kOp>(out, self);
   Tensor in = CastTo(self, compute);
@@ -422,9 +429,19 @@ template <int kOp>
 void DefUnary(Registry& r, bool inplace = true) {
   std::string name = kUnary[kOp].name;
   // the same kernels on CUDA, where UnaryInto launches the op's generated kernel
-  constexpr bool cuda = HasCUDAKernel(kOp);
-  r.Def(name + "(Tensor self) -> Tensor", {Tag::pointwise, Tag::core}, kFunctionAndMethod)
-      .template CPUAndCUDA<&UnaryFunctional<kOp>>(cuda).template Meta<&UnaryMeta<kOp>>();
+  constexpr bool cuda = HasIr(kOp);
+  Op* functional = r.Def(name + "(Tensor self) -> Tensor", {Tag::pointwise, Tag::core}, kFunctionAndMethod)
+                       .template CPUAndCUDA<&UnaryFunctional<kOp>>(cuda)
+                       .template Meta<&UnaryMeta<kOp>>()
+                       .op();
+  if constexpr (HasIr(kOp)) {
+    PointwiseIr ir;
+    ir.compute = [](const std::vector<ScalarType>& in) { return UnaryComputeType(kOp, in.at(0)); };
+    ir.build = [](std::vector<codegen::ExprPtr> in, ScalarType compute, DeviceType device) {
+      return UnaryExpr(kOp, std::move(in.at(0)), UnaryOpmath(kOp, compute), device);
+    };
+    RegisterPointwiseIr(*functional, std::move(ir));
+  }
   if (inplace) {
     r.Def(name + "_(Tensor(a!) self) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
         .template CPUAndCUDA<&UnaryInplace<kOp>>(cuda)

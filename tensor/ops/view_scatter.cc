@@ -172,20 +172,23 @@ TensorMeta FillTensorMeta(const Tensor& self, const Tensor& value) {
 void RegisterViewScatterOps(Registry& r) {
   const std::initializer_list<Tag> kCore = {Tag::core};
   r.Def("slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) "
-        "-> Tensor", kCore, kFunction)
+        "-> Tensor", kCore, kFunction).Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&SliceScatter>().Meta<&SliceScatterMeta>();
   r.Def("select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor", kCore, kFunction)
+      .Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&SelectScatter>().Meta<&SelectScatterMeta>();
   r.Def("diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor", kCore, kFunction)
+      .Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&DiagonalScatter>().Meta<&DiagonalScatterMeta>();
   r.Def("as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) "
-        "-> Tensor", kCore, kFunction)
+        "-> Tensor", kCore, kFunction).Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&AsStridedScatter>().Meta<&AsStridedScatterMeta>();
   r.Def("copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor", kCore, kFunction)
+      .Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&Copy>().Meta<&CopyMeta>();
-  r.Def("fill.Scalar(Tensor self, Scalar value) -> Tensor", kCore, kFunction)
+  r.Def("fill.Scalar(Tensor self, Scalar value) -> Tensor", kCore, kFunction).Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&FillScalar>().Meta<&FillScalarMeta>();
-  r.Def("fill.Tensor(Tensor self, Tensor value) -> Tensor", kCore, kFunction)
+  r.Def("fill.Tensor(Tensor self, Tensor value) -> Tensor", kCore, kFunction).Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&FillTensor>().Meta<&FillTensorMeta>();
 }
 

@@ -402,13 +402,14 @@ Tensor Movedim(const Tensor& self, int64_t src, int64_t dst) {
 void RegisterViewOps(Registry& r) {
   const std::initializer_list<Tag> kView = {Tag::view, Tag::core};
   r.Def("view(Tensor(a) self, SymInt[] size) -> Tensor(a)", kView, kMethod).AllBackends<&View>();
-  r.Def("reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)", {}, kFunctionAndMethod).Composite<&Reshape>();
+  r.Def("reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)", {}, kFunctionAndMethod)
+      .Cost(CostClass::kMemoryBound).Composite<&Reshape>();
   r.Def("as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)",
         kView, kFunctionAndMethod).AllBackends<&AsStrided>();
   r.Def("permute(Tensor(a) self, int[] dims) -> Tensor(a)", kView, kFunctionAndMethod).AllBackends<&Permute>();
   r.Def("transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", {Tag::view}, kFunctionAndMethod)
       .AllBackends<&Transpose>();
-  r.Def("t(Tensor(a) self) -> Tensor(a)", {}, kFunctionAndMethod).Composite<&T>();
+  r.Def("t(Tensor(a) self) -> Tensor(a)", {}, kFunctionAndMethod).Cost(CostClass::kFree).Composite<&T>();
   r.Def("transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)", {Tag::inplace_view}, kMethod)
       .AllBackends<&Transpose_>();
   r.Def("t_(Tensor(a!) self) -> Tensor(a!)", {Tag::inplace_view}, kMethod).AllBackends<&T_>();

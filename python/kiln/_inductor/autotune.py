@@ -23,8 +23,28 @@ from kiln._logging import getArtifactLogger
 
 output_code_log = getArtifactLogger(__name__, "output_code")
 aten = kiln.ops.aten
-TUNABLE = {aten.mm.default: ("extern", "generated"), aten.addmm.default: ("extern", "generated"),
-           aten.convolution.default: ("extern", "im2col")}
+
+
+def _mm_applies(target, args):
+    return target in (aten.mm.default, aten.addmm.default)
+
+
+def _im2col_applies(target, args):
+    # 2-D, groups 1, not transposed
+    return target is aten.convolution.default and (args is None or (args[-1] == 1 and not args[6] and
+                                                                     len(args[0].shape) == 4))
+
+
+# The templates an op may run as instead of its extern kernel: each says which calls it can
+# express (args None: whether it can express some call of that op).
+_TEMPLATES = {"generated": _mm_applies, "im2col": _im2col_applies}
+
+
+def tunable(target):
+    """Whether max-autotune times alternatives for target: a compute-intensive op (Tag.compute_intensive
+    in the registry, Note [Op cost classes]) that some template can express."""
+    return kiln.Tag.compute_intensive in getattr(target, "tags", ()) and \
+        any(applies(target, None) for applies in _TEMPLATES.values())
 
 _choices = None  # key -> choice, loaded from disk on first use
 
@@ -177,7 +197,6 @@ def _generated_mm(target, out_meta, args, kwargs):
 def choose(target, out_meta, arg_metas, kwargs):
     """The fastest alternative for this call ("extern", "generated" or "im2col"), timed once per
     layout and remembered; arg_metas are the node's arguments with fake tensors for tensors."""
-    alternatives = TUNABLE[target]
     key = f"{target}|{_describe(list(arg_metas))}|{sorted(kwargs.items())!r}|{_cpu()}"
     choices = _load()
     if key in choices:
@@ -186,9 +205,9 @@ def choose(target, out_meta, arg_metas, kwargs):
     reference = target(*args, **kwargs)
     candidates = {"extern": lambda: target(*args, **kwargs)}
     try:
-        if "generated" in alternatives:
+        if _mm_applies(target, args):
             candidates["generated"] = _generated_mm(target, out_meta, args, kwargs)
-        if "im2col" in alternatives and args[-1] == 1 and not args[6] and len(args[0].shape) == 4:
+        if _im2col_applies(target, args):
             candidates["im2col"] = lambda: conv2d_im2col(*args)
     except (NotImplementedError, ValueError, RuntimeError) as why:  # a template that does not apply
         output_code_log.debug(f"autotune {target}: an alternative does not apply ({why})")

@@ -21,7 +21,7 @@ from kiln import _C
 from kiln._inductor.ir import Affine, Buffer, Pointwise, Probe, Reduction, contiguous_strides, ir_dtype
 from kiln._inductor import autotune
 from kiln._inductor.bisect_controls import fusions, lowerings
-from kiln._inductor.lowering import LOWERINGS, Fallback, V, lower, merge_reduced_dims, mm_template
+from kiln._inductor.lowering import LOWERINGS, Fallback, V, ViewOfUnrealized, lower, merge_reduced_dims, mm_template
 from kiln._inductor.wrapper import wrapper_code
 from kiln._logging import getArtifactLogger
 from kiln.fx.traceback import provenance_comments
@@ -226,7 +226,7 @@ class GraphLowering:
         if isinstance(self.env.get(node), Buffer) or _dense_order(list(meta.shape), list(meta.stride())) is not None:
             return None
         chain, base = [], node
-        while getattr(base, "op", None) == "call_function" and base.target in _VIEW_OPS and base.args and \
+        while getattr(base, "op", None) == "call_function" and _is_lowered_view(base.target) and base.args and \
                 not isinstance(self.env.get(base), Buffer):
             chain.append(base)
             base = base.args[0]
@@ -476,7 +476,7 @@ class GraphLowering:
         if node.target is operator.getitem:
             return args[0][args[1]]
         out = node.meta.get("val")
-        if self.config.get("max_autotune") and node.target in autotune.TUNABLE:
+        if self.config.get("max_autotune") and autotune.tunable(node.target):
             return self._autotuned(node, out, args, kwargs)
         if isinstance(out, kiln.Tensor) or (isinstance(out, (tuple, list)) and out and
                                             all(isinstance(o, kiln.Tensor) for o in out)):
@@ -484,16 +484,16 @@ class GraphLowering:
                 return self._fallback(node, args, kwargs, "kiln._dynamo.bisect: lowering turned off")
             try:
                 return lower(node.target, out, args, kwargs)
+            except ViewOfUnrealized:
+                # in its meta layout, the one eager's view read: an expanded value stays expanded
+                # (Note [Expanded layouts])
+                args[0] = self._realize_in_meta_layout(node.args[0]) if hasattr(node.args[0], "op") else args[0]
+                args[0] = self.realize(args[0])
+                try:
+                    return lower(node.target, out, args, kwargs)
+                except Fallback as again:
+                    return self._fallback(node, args, kwargs, str(again))
             except Fallback as why:
-                if "view of a non-contiguous" in str(why):
-                    # in its meta layout, the one eager's view read: an expanded value stays
-                    # expanded (Note [Expanded layouts])
-                    args[0] = self._realize_in_meta_layout(node.args[0]) if hasattr(node.args[0], "op") else args[0]
-                    args[0] = self.realize(args[0])
-                    try:
-                        return lower(node.target, out, args, kwargs)
-                    except Fallback as again:
-                        why = again
                 return self._fallback(node, args, kwargs, str(why))
             except NotImplementedError as why:
                 return self._fallback(node, args, kwargs, str(why))
@@ -634,8 +634,7 @@ def _describe(value):
 # ran out, so a GPT's blocks made different kernels by their position in that cycle: 47 bodies
 # for LLVM at 16 layers (25 now: the blocks alike; issue 19).
 _RECOMPUTE_BUDGET = 4
-_EXPENSIVE_OPS = {"exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "gelu", "gelu_backward",
-                  "normal_cdf", "pow", "div", "atan2", "floordiv", "mod"}
+_OP_COSTS = _C._inductor.op_costs()  # codegen::OpCost: 4 for exp, log, division, ...; 1 for an add
 
 
 def _cheap_to_recompute(value):
@@ -653,7 +652,7 @@ def _expr_cost(expr):
         return 0
     if expr[0] == "cast":
         return _expr_cost(expr[1])
-    own = 4 if expr[0] in _EXPENSIVE_OPS else 1
+    own = _OP_COSTS.get(expr[0], 1)
     return own + sum(_expr_cost(e) for e in expr[1:])
 
 
@@ -684,12 +683,20 @@ def _input_name(name, taken):
     return renamed
 
 
+def _is_lowered_view(target):
+    """An op with a lowering whose result may alias its input (its schema returns `Tensor(a)`:
+    views, t, reshape), so it can be lowered again over a realized base."""
+    if target not in LOWERINGS:
+        return False
+    returns = str(target._schema).rpartition("->")[2]
+    return "Tensor(a" in returns and "!" not in returns
+
+
 def _squeezed_strides(buf, shape):
     strides = iter([st for sz, st in zip(buf.shape, buf.stride) if sz != 1])
     return [next(strides) if sz != 1 else 1 for sz in shape]
 
 
-_VIEW_OPS = {op for op, fn in LOWERINGS.items() if fn.__module__.endswith("lowering.views")}
 
 
 # Note [Output strides]: a graph output leaves with the strides its node's meta value states (eager's

@@ -15,6 +15,6 @@ kernel from the wrapper (graph.py), named in the debug log.
 
 from kiln._inductor.ir import V  # noqa: F401  (lowerings that realize values reach the graph here)
 from kiln._inductor.lowering import nn, pointwise, reductions, views  # noqa: F401  (they register)
-from kiln._inductor.lowering.common import LOWERINGS, Fallback, lower  # noqa: F401
+from kiln._inductor.lowering.common import LOWERINGS, Fallback, ViewOfUnrealized, lower  # noqa: F401
 from kiln._inductor.lowering.nn import mm_template  # noqa: F401
 from kiln._inductor.lowering.reductions import merge_reduced_dims  # noqa: F401

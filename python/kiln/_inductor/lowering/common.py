@@ -13,6 +13,11 @@ class Fallback(Exception):
     """This node runs its eager kernel."""
 
 
+class ViewOfUnrealized(Fallback):
+    """A view lowering met a value it cannot index as that view (not realized, or not contiguous):
+    GraphLowering realizes the value in its meta layout and lowers the view again."""
+
+
 def register(*ops):
     """Registers fn for the given overloads, as objects or "name.overload" strings (names kiln's
     registry lacks are skipped)."""

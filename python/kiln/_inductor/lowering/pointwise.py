@@ -4,18 +4,12 @@ where/clamp, copies and constant fills; each composes its inputs' index function
 import math
 
 import kiln
+from kiln import _C
 from kiln._inductor.ir import Buffer, Pointwise, Reduction, ir_dtype
 from kiln._inductor.lowering.common import (INF, Fallback, scalar_as, aten, broadcast_indices, const, loader, opmath,
                                             ops_of, pointwise, register, shape_of)
 
 
-_UNARY = {"neg.default": "neg", "abs.default": "abs", "exp.default": "exp", "log.default": "log",
-          "log1p.default": "log1p", "expm1.default": "expm1", "sqrt.default": "sqrt",
-          "rsqrt.default": "rsqrt", "sin.default": "sin", "cos.default": "cos", "tanh.default": "tanh",
-          "sigmoid.default": "sigmoid", "erf.default": "erf", "floor.default": "floor",
-          "ceil.default": "ceil", "round.default": "round", "trunc.default": "trunc",
-          "reciprocal.default": "reciprocal", "relu.default": "relu", "sign.default": "sign",
-          "logical_not.default": "logical_not"}
 _BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow", "maximum": "max",
            "minimum": "min", "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",
            "logical_and": "logical_and", "logical_or": "logical_or", "atan2": "atan2", "remainder": "mod",
@@ -23,30 +17,40 @@ _BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow",
 _COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"}
 
 
-def _unary(ir_op):
-    def lower(out, x):
-        return pointwise(ir_op, out, [x], lambda a: (ir_op, a))
+# Note [Pointwise ops as kernel IR] (tensor/ops/pointwise_ir.h): an op of a pointwise family
+# (unary.cc's table) lowers to its own element function, which the registry gives as kernel IR, so
+# eager and compiled compute the same formula (libm's asinf where eager calls it) and a new row in
+# the family is a new lowering. The lowerings further down replace it where an op needs more (gelu's
+# approximate argument) or computes differently here.
+def _instantiate(template, operands):
+    """The element function's tuple expression with operand i's expression for ("arg", i)."""
+    kind = template[0]
+    if kind == "arg":
+        return operands[template[1]]
+    if kind == "const":
+        return template
+    if kind == "cast":
+        return ("cast", _instantiate(template[1], operands), template[2])
+    return (kind, *(_instantiate(t, operands) for t in template[1:]))
+
+
+def _element_function_lowering(op):
+    name, full, functions = op.overloadpacket.__name__, op._full_name, {}
+
+    def lower(out, *operands):
+        dtypes = tuple(ir_dtype(v.dtype) for v in operands)
+        if dtypes not in functions:
+            functions[dtypes] = _C._inductor.pointwise_ir(full, list(dtypes))
+        template, compute = functions[dtypes]
+        return pointwise(name, out, list(operands), lambda *xs: _instantiate(template, xs), compute)
 
     return lower
 
 
-def erfc_abs_expr(a, d):
-    """erfc(|a|) as exp and a polynomial (Numerical Recipes' erfc, fractional error < 1.2e-7):
-    every piece vectorises, where a libm erf call would run one element at a time."""
-    c = lambda v: ("const", v, d)  # noqa: E731
-    z = ("abs", a)
-    t = ("div", c(1.0), ("add", c(1.0), ("mul", c(0.5), z)))
-    poly = c(0.17087277)
-    for k in (-0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418, 0.37409196, 1.00002368):
-        poly = ("add", c(k), ("mul", t, poly))
-    return ("mul", t, ("exp", ("add", ("sub", ("neg", ("mul", z, z)), c(1.26551223)), ("mul", t, poly))))
-
-
-for _op, _name in _UNARY.items():
-    register(_op)(_unary(_name))
-
-
-del _op
+for _full in _C._inductor.pointwise_ops():
+    _packet, _, _overload = _full.split("::")[1].partition(".")
+    _op = getattr(getattr(aten, _packet), _overload or "default")
+    register(_op)(_element_function_lowering(_op))
 
 
 # Note [Integer division by zero]: eager raises `RuntimeError: ZeroDivisionError` for an integer
@@ -186,13 +190,6 @@ def pointwise_with_cond(name, out, cond, cond_loader, a, b):
     return Pointwise(out.dtype, shape, fn, ops_of(cond, a, b) | {name})
 
 
-@register("silu.default")
-def _silu(out, x):
-    # eager's x / (1 + exp(-x)) (fmath::Silu): the same bits in float32 (Note [One float math])
-    one = ("const", 1.0, opmath(ir_dtype(out.dtype)))
-    return pointwise("silu", out, [x], lambda a: ("div", a, ("add", one, ("exp", ("neg", a)))))
-
-
 _INV_SQRT_2PI = 1.12837916709551257390 * 0.70710678118654752440 * 0.5  # M_2_SQRTPI * M_SQRT1_2 / 2, as eager's
 
 
@@ -288,66 +285,8 @@ def _clamp(out, x, min=None, max=None):
     return pointwise("clamp", out, [x], f)
 
 
-# Ops without an IR operator of their own, composed from the IR's (codegen/README.md). Formula
-# constants use opmath (float32 for bfloat16); scalars an op compares with or clamps to use the
-# tensor's dtype, as eager converts them to it.
 def _is_float(d):
     return d in ("f32", "f64", "bf16")
-
-
-def _float_unary(name, build):
-    """A unary op on floats (integer inputs give float32, as promotion does): build(a, c) -> expr,
-    c(v) a constant."""
-    def lower(out, x):
-        d = opmath(ir_dtype(out.dtype))
-        return pointwise(name, out, [x], lambda a: build(a, lambda v: const(v, d)))
-
-    return lower
-
-
-_LN2 = math.log(2.0)
-_HUGE = 1e8  # asinh/acosh above it: log(2x); x * x would overflow float32 near 1.8e19
-
-
-def _asinh(a, c):
-    s = ("abs", a)
-    small = ("log1p", ("add", s, ("div", ("mul", s, s), ("add", c(1.0), ("sqrt", ("add", c(1.0), ("mul", s, s)))))))
-    r = ("where", ("gt", s, c(_HUGE)), ("add", ("log", s), c(_LN2)), small)
-    return ("where", ("lt", a, c(0.0)), ("neg", r), r)
-
-
-def _acosh(a, c):
-    t = ("sub", a, c(1.0))  # log1p(t + sqrt(t (a + 1))): no cancellation near 1; NaN below 1
-    small = ("log1p", ("add", t, ("sqrt", ("mul", t, ("add", a, c(1.0))))))
-    return ("where", ("gt", a, c(_HUGE)), ("add", ("log", a), c(_LN2)), small)
-
-
-_COMPOSED_UNARY = {
-    "atan": lambda a, c: ("atan2", a, c(1.0)),
-    "tan": lambda a, c: ("div", ("sin", a), ("cos", a)),
-    "sinh": lambda a, c: ("mul", c(0.5), ("sub", ("expm1", a), ("expm1", ("neg", a)))),  # no cancellation near 0
-    "asinh": _asinh,
-    "acosh": _acosh,
-    # asin/acos through atan2 of sqrt((1 - a)(1 + a)): exact at +-1, NaN outside [-1, 1]
-    "asin": lambda a, c: ("atan2", a, ("sqrt", ("mul", ("sub", c(1.0), a), ("add", c(1.0), a)))),
-    "acos": lambda a, c: ("atan2", ("sqrt", ("mul", ("sub", c(1.0), a), ("add", c(1.0), a))), a),
-    "atanh": lambda a, c: ("mul", c(0.5), ("log1p", ("div", ("mul", c(2.0), a), ("sub", c(1.0), a)))),
-    "log2": lambda a, c: ("mul", ("log", a), c(1.0 / _LN2)),
-    "log10": lambda a, c: ("mul", ("log", a), c(1.0 / math.log(10.0))),
-    "exp2": lambda a, c: ("pow", c(2.0), a),
-    "frac": lambda a, c: ("sub", a, ("trunc", a)),
-}
-for _name, _build in _COMPOSED_UNARY.items():
-    register(f"{_name}.default")(_float_unary(_name, _build))
-
-
-@register("erfc.default")
-def _erfc(out, x):
-    d = opmath(ir_dtype(out.dtype))
-    if d == "f64":  # libm's erf: 1 - erf loses relative precision only where erfc < 1e-9
-        return pointwise("erfc", out, [x], lambda a: ("sub", const(1.0, d), ("erf", a)))
-    return pointwise("erfc", out, [x], lambda a: ("where", ("ge", a, const(0.0, d)), erfc_abs_expr(a, d),
-                                                    ("sub", const(2.0, d), erfc_abs_expr(a, d))))
 
 
 def signbit_expr(a, d):
@@ -357,25 +296,6 @@ def signbit_expr(a, d):
         return ("lt", a, const(0, d))
     zero = const(0.0, d)
     return ("logical_or", ("lt", a, zero), ("logical_and", ("eq", a, zero), ("lt", ("div", const(1.0, d), a), zero)))
-
-
-def _classify(name, on_floats, on_others):
-    """A bool-valued test of a value: on_floats(a, d) for float inputs, on_others(a) otherwise."""
-    def lower(out, x):
-        d = ir_dtype(x.dtype)
-        if _is_float(d):
-            return pointwise(name, out, [x], lambda a: on_floats(a, opmath(d)), d)
-        return pointwise(name, out, [x], on_others, "i64" if d != "bool" else "bool")
-
-    return lower
-
-
-register("isnan.default")(_classify("isnan", lambda a, d: ("ne", a, a), lambda a: const(False, "bool")))
-register("isinf.default")(_classify("isinf", lambda a, d: ("eq", ("abs", a), const(INF, d)),
-                                    lambda a: const(False, "bool")))
-register("isfinite.default")(_classify("isfinite", lambda a, d: ("lt", ("abs", a), const(INF, d)),
-                                       lambda a: const(True, "bool")))
-register("signbit.default")(_classify("signbit", signbit_expr, lambda a: ("lt", a, const(0, "i64"))))
 
 
 @register("logical_xor.default")
@@ -395,14 +315,6 @@ def _bitwise(name, logical):
 
 for _name, _logical in (("bitwise_and", "logical_and"), ("bitwise_or", "logical_or"), ("bitwise_xor", "ne")):
     register(f"{_name}.Tensor", f"{_name}.Scalar")(_bitwise(_name, _logical))
-
-
-@register("bitwise_not.default")
-def _bitwise_not(out, x):
-    d = ir_dtype(out.dtype)
-    if d == "bool":
-        return pointwise("bitwise_not", out, [x], lambda a: ("logical_not", a))
-    return pointwise("bitwise_not", out, [x], lambda a: ("sub", const(-1, d), a))  # two's complement: ~a = -1 - a
 
 
 def fmod_expr(x, y, d):

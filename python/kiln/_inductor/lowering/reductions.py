@@ -4,7 +4,8 @@ reduced axes merge into one loop where every load walks them as one."""
 
 import kiln
 from kiln._inductor.ir import V, Affine, Buffer, Pointwise, Probe, Reduction, ir_dtype
-from kiln._inductor.lowering.common import INF, Fallback, RealizedAsOf, loader, opmath, ops_of, pointwise, register
+from kiln._inductor.lowering.common import (INF, Fallback, RealizedAsOf, ViewOfUnrealized, loader, opmath, ops_of,
+                                            pointwise, register)
 from kiln._inductor.lowering.views import strided_view
 
 
@@ -323,7 +324,7 @@ def _arg_reduce(kind):
             return Pointwise(out.dtype, out.shape, lambda ctx, idx: ("const", 0, "i64"), {kind})
         if dim is None and len(shape) > 1:
             if not (isinstance(x, Buffer) and x.is_contiguous()):  # graph.py realizes a lazy x and retries
-                raise Fallback(f"view of a non-contiguous or unrealized value ({kind} over every axis reads it flat)")
+                raise ViewOfUnrealized(f"view of a non-contiguous or unrealized value ({kind} over every axis reads it flat)")
             numel = x.numel()
             x = strided_view(x, [numel], [1], x.offset)
             shape = [numel]

@@ -3,7 +3,7 @@ indices; a view of a Buffer stays a strided Buffer over the same memory (no kern
 
 from kiln._decomp.decompositions_shape import view_strides  # PyTorch's computeStride
 from kiln._inductor.ir import Affine, Buffer, Pointwise
-from kiln._inductor.lowering.common import Fallback, broadcast_indices, loader, ops_of, register
+from kiln._inductor.lowering.common import ViewOfUnrealized, broadcast_indices, loader, ops_of, register
 
 
 def strided_view(x, shape, strides, offset):
@@ -116,4 +116,4 @@ def _view(out, x, size):
         strides = view_strides(x.shape, x.stride, list(out.shape))
         if strides is not None:
             return Buffer(None, out.dtype, out.shape, strides, x.offset, origin=x)  # named by GraphLowering.define
-    raise Fallback("view of a non-contiguous or unrealized value")  # graph.py realizes and retries
+    raise ViewOfUnrealized("view of a non-contiguous or unrealized value")  # graph.py realizes and retries

@@ -1,0 +1,81 @@
+// tensor/op_cost_test.cc: what the registry tells the compiler about each op: its cost class
+// (Note [Op cost classes] in dispatcher.h) and its element function as kernel IR (Note [Pointwise
+// ops as kernel IR] in ops/pointwise_ir.h).
+#include "gtest/gtest.h"
+#include "tensor/dispatcher.h"
+#include "tensor/ops/pointwise_ir.h"
+
+namespace kiln {
+namespace {
+
+CostClass CostOf(const char* name) { return Registry::Get().FindOrThrow(name).cost_class(); }
+
+TEST(OpCost, MatmulsConvolutionsAndAttentionAreComputeIntensive) {
+  for (const char* name : {"aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::matmul", "aten::linear",
+                           "aten::convolution", "aten::convolution_backward",
+                           "aten::_scaled_dot_product_flash_attention_for_cpu"}) {
+    EXPECT_EQ(CostOf(name), CostClass::kComputeIntensive) << name;
+    EXPECT_TRUE(Registry::Get().FindOrThrow(name).has_tag(Tag::compute_intensive)) << name;
+  }
+}
+
+TEST(OpCost, PointwiseReductionsCopiesAndFactoriesAreMemoryBound) {
+  for (const char* name : {"aten::add.Tensor", "aten::exp", "aten::sum.dim_IntList", "aten::amax", "aten::clone",
+                           "aten::_to_copy", "aten::full", "aten::cat", "aten::index.Tensor", "aten::gather",
+                           "aten::_softmax", "aten::native_layer_norm", "aten::tril", "aten::slice_scatter"})
+    EXPECT_EQ(CostOf(name), CostClass::kMemoryBound) << name;
+}
+
+TEST(OpCost, ViewsAreFree) {
+  for (const char* name : {"aten::view", "aten::transpose.int", "aten::permute", "aten::expand", "aten::t",
+                           "aten::split.Tensor", "aten::unbind.int"})
+    EXPECT_EQ(CostOf(name), CostClass::kFree) << name;
+}
+
+TEST(OpCost, SortsRandomDrawsAndDataDependentShapesAreOpaque) {
+  // where(cond) is nonzero: its size is the data's
+  for (const char* name : {"aten::sort", "aten::nonzero", "aten::where", "aten::randn", "aten::native_dropout",
+                           "aten::linalg_qr"})
+    EXPECT_EQ(CostOf(name), CostClass::kOpaque) << name;
+}
+
+TEST(OpCost, TheCostClassAgreesWithTheTagsOfEveryOp) {
+  for (const Op* op : Registry::Get().ops()) {
+    EXPECT_EQ(op->has_tag(Tag::compute_intensive), op->cost_class() == CostClass::kComputeIntensive) << op->name();
+    if (op->has_tag(Tag::nondeterministic_seeded)) EXPECT_EQ(op->cost_class(), CostClass::kOpaque) << op->name();
+  }
+}
+
+codegen::ExprPtr Build(const char* name, ScalarType in, DeviceType device, ScalarType* compute = nullptr) {
+  const PointwiseIr* ir = FindPointwiseIr(Registry::Get().FindOrThrow(name));
+  EXPECT_NE(ir, nullptr) << name;
+  ScalarType c = ir->compute({in});
+  if (compute) *compute = c;
+  return ir->build({codegen::Expr::Load(0, codegen::Index{})}, c, device);
+}
+
+TEST(PointwiseIr, UnaryRowsGiveTheirElementFunction) {
+  codegen::ExprPtr exp = Build("aten::exp", ScalarType::Float32, DeviceType::CPU);
+  ASSERT_EQ(exp->kind, codegen::Expr::Kind::kOp);
+  EXPECT_EQ(exp->op, codegen::OpCode::kExp);
+  EXPECT_EQ(exp->args.at(0)->kind, codegen::Expr::Kind::kLoad);
+  ScalarType compute;
+  Build("aten::sin", ScalarType::Int64, DeviceType::CPU, &compute);
+  EXPECT_EQ(compute, ScalarType::Float32);  // integers compute in the default float dtype
+  Build("aten::isnan", ScalarType::Float64, DeviceType::CPU, &compute);
+  EXPECT_EQ(compute, ScalarType::Float64);
+  // no IR operator for these: they stay eager's kernels
+  EXPECT_EQ(FindPointwiseIr(Registry::Get().FindOrThrow("aten::digamma")), nullptr);
+  EXPECT_EQ(FindPointwiseIr(Registry::Get().FindOrThrow("aten::erfinv")), nullptr);
+  // only functional overloads: the in-place and out= ones reach compiled graphs functionalized
+  EXPECT_EQ(FindPointwiseIr(Registry::Get().FindOrThrow("aten::exp_")), nullptr);
+}
+
+TEST(PointwiseIr, ReluKeepsNegativeZeroOnTheCpuAsEagerDoes) {
+  // PyTorch's CPU relu keeps -0.0 (x < 0 ? 0 : x); its CUDA relu is max(x, 0), +0.0
+  EXPECT_EQ(Build("aten::relu", ScalarType::Float32, DeviceType::CPU)->op, codegen::OpCode::kRelu);
+  EXPECT_EQ(Build("aten::relu", ScalarType::Float32, DeviceType::CUDA)->op, codegen::OpCode::kWhere);
+}
+
+}  // namespace
+}  // namespace kiln

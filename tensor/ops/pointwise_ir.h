@@ -1,0 +1,39 @@
+// tensor/ops/pointwise_ir.h: the element functions of the pointwise op families as kernel IR,
+// keyed by Op*: one source for eager's generated CUDA kernels and Inductor's lowerings.
+//
+// Note [Pointwise ops as kernel IR]: a family's table row (unary.cc's kUnary, ...) gives an op its
+// CPU loop, and, through the family's expression builder (UnaryExpr), the same element function
+// as kernel IR (codegen/kernel_ir.h). The family registers that builder here for each functional
+// overload it defines, so the compiler needs no table of op names of its own: Inductor lowers an
+// op found here by asking for its expression (python/csrc/python_inductor.cc, `pointwise_ir`),
+// and a new row in a family is a new lowering. Where CPU and CUDA kernels differ (relu of -0.0:
+// PyTorch's CPU kernel keeps it, its CUDA kernel gives +0.0), the builder takes the device.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "codegen/kernel_ir.h"
+#include "tensor/dispatcher.h"
+#include "tensor/scalar_type.h"
+
+namespace kiln {
+
+struct PointwiseIr {
+  // Tensor operands the element function reads (1 for unary ops).
+  int arity = 1;
+  // The dtype the op computes in for operands of these dtypes (exp of an int64 tensor: float32).
+  std::function<ScalarType(const std::vector<ScalarType>& operands)> compute;
+  // f(operands) as kernel IR: operand i is `operands[i]`, already in the opmath type of `compute`
+  // (float for float16/bfloat16); the result is in that opmath type (or bool, for predicates).
+  std::function<codegen::ExprPtr(std::vector<codegen::ExprPtr> operands, ScalarType compute, DeviceType device)>
+      build;
+};
+
+void RegisterPointwiseIr(const Op& op, PointwiseIr ir);
+// nullptr when op has no element function as kernel IR (not pointwise, or no IR for it: digamma).
+const PointwiseIr* FindPointwiseIr(const Op& op);
+// Every op that has one, in registration order.
+std::vector<const Op*> OpsWithPointwiseIr();
+
+}  // namespace kiln

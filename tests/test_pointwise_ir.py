@@ -1,0 +1,104 @@
+"""What the registry tells the compiler (issue 20): each op's tags and cost class (Note [Op cost
+classes] in tensor/dispatcher.h), and the pointwise families' element functions as kernel IR,
+from which Inductor lowers them (Note [Pointwise ops as kernel IR] in tensor/ops/pointwise_ir.h):
+compiled gives eager's bits, op by op, dtype by dtype."""
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import _C
+from kiln._inductor import autotune, compile_fx
+from kiln._inductor.lowering import LOWERINGS
+
+aten = kiln.ops.aten
+POINTWISE_OPS = [full.split("::")[1] for full in _C._inductor.pointwise_ops()]
+
+
+def test_tags_and_cost_classes_come_from_the_registry():
+    assert kiln.Tag.compute_intensive in aten.mm.default.tags
+    assert aten.mm.default.cost_class == "compute_intensive"
+    assert aten.convolution.default.cost_class == "compute_intensive"
+    assert aten.add.Tensor.cost_class == "memory_bound"
+    assert aten.cat.default.cost_class == "memory_bound"
+    assert aten.view.default.cost_class == "free"
+    assert aten.sort.default.cost_class == "opaque"
+    assert aten.where.default.cost_class == "opaque"  # where(cond) is nonzero
+    # max-autotune times the compute-intensive ops some template expresses, no other
+    assert autotune.tunable(aten.mm.default) and autotune.tunable(aten.convolution.default)
+    assert not autotune.tunable(aten.bmm.default) and not autotune.tunable(aten.add.Tensor)
+
+
+def test_every_op_with_an_element_function_has_a_lowering():
+    assert {"exp", "asin", "lgamma", "relu", "isinf", "bitwise_not"} <= set(POINTWISE_OPS)
+    for name in POINTWISE_OPS:
+        packet, _, overload = name.partition(".")
+        assert getattr(getattr(aten, packet), overload or "default") in LOWERINGS, name
+    assert "digamma" not in POINTWISE_OPS  # no IR operator: eager's kernel
+
+
+def _values(dtype):
+    rng = np.random.default_rng(0)
+    v = np.concatenate([rng.standard_normal(300) * 3, [0.0, -0.0, np.inf, -np.inf, np.nan, 0.5, -1.0, 1.0, 1e-30,
+                                                        1e30, -0.99, 0.99]])
+    if dtype.is_floating_point:
+        return kiln.tensor(v).to(dtype)
+    return kiln.tensor(np.nan_to_num(v, posinf=5, neginf=-5).round()).to(dtype)
+
+
+# Vector math: Inductor's loops call glibc's libmvec for log, log1p, expm1, sin and cos and for
+# float64 exp (LIBMVEC-X86, codegen/llvm_emit.cc; up to 4 ulp) where eager's loops call libm's
+# scalar functions, and sigmoid, silu and mish follow their exp or log1p; everything else is
+# eager's own bits (libm's asinf where eager calls it, Note [One float math] for float32 exp,
+# sigmoid, silu, erf and tanh).
+VECTOR_MATH_ULPS = 4
+_VECTOR_MATH = {"log", "log1p", "expm1", "sin", "cos", "mish"}
+_VECTOR_MATH_FLOAT64 = {"exp", "sigmoid", "silu"}
+
+
+def _ulps(got, expected):
+    """The largest distance in units in the last place between got and expected (NaNs of either
+    sign equal; bools and integers exact)."""
+    if got.dtype == kiln.bfloat16:
+        got, expected = got.float(), expected.float()
+    a, b = got.numpy(), expected.numpy()
+    if not np.issubdtype(a.dtype, np.floating):
+        return 0 if np.array_equal(a, b) else float("inf")
+    both_nan = np.isnan(a) & np.isnan(b)
+    ints = np.int64 if a.dtype == np.float64 else np.int32
+    # ordered integers: a float's bits, negatives mirrored, so adjacent floats differ by one
+    ia, ib = (np.where(v.view(ints) < 0, np.iinfo(ints).min - v.view(ints), v.view(ints)).astype(np.int64)
+              for v in (a, b))
+    distance = np.where(both_nan, 0, np.abs(ia - ib))
+    return int(distance.max()) if distance.size else 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "int64", "int32", "bool"])
+@pytest.mark.parametrize("name", POINTWISE_OPS)
+def test_compiled_gives_eagers_bits(name, dtype):
+    dtype = getattr(kiln, dtype)
+    op = getattr(kiln, name)
+
+    def fn(v):  # a Python frame for Dynamo (a builtin called directly is not traced)
+        return op(v)
+
+    x = _values(dtype)
+    for where, arg in (("contiguous", x), ("strided", kiln.stack([x, x], 1)[:, 0])):
+        try:
+            expected = fn(arg)
+        except (RuntimeError, NotImplementedError):
+            with pytest.raises((RuntimeError, NotImplementedError)):
+                kiln.compile(fn, backend="inductor")(arg)
+            return
+        graphs = []
+        compile_fx.graph_sinks.append(graphs)
+        try:
+            kiln._dynamo.reset()
+            got = kiln.compile(fn, backend="inductor")(arg)
+        finally:
+            compile_fx.graph_sinks.remove(graphs)
+        assert got.dtype == expected.dtype
+        vector_math = name in _VECTOR_MATH or (name in _VECTOR_MATH_FLOAT64 and dtype == kiln.float64)
+        allowed = VECTOR_MATH_ULPS if vector_math and got.dtype in (kiln.float32, kiln.float64) else 0
+        assert _ulps(got, expected) <= allowed, f"{name} {dtype} {where}"
+        assert graphs and all(not g.fallbacks for g in graphs), f"{name} {dtype}: {[g.fallbacks for g in graphs]}"
