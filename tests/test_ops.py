@@ -86,7 +86,8 @@ OPS = [
     OpInfo("floordiv_scalar", lambda lib, x: x // 2, dtypes=FLOAT_NAMES),
     # unary pointwise
     *[unary(n, dtypes=FLOAT_NAMES + ["int64"]) for n in
-      ["exp", "sigmoid", "tanh", "sin", "cos", "atan", "sinh", "erf", "erfc", "expm1", "exp2", "asinh"]],
+      ["exp", "sigmoid", "tanh", "sin", "cos", "atan", "sinh", "cosh", "erf", "erfc", "expm1", "exp2", "asinh"]],
+    OpInfo("special_ndtr", lambda lib, x: lib.special.ndtr(x), dtypes=FLOAT_NAMES + ["int64"], low=-12.0, high=12.0),
     *[unary(n, dtypes=FLOAT_NAMES, low=0.1, high=5.0) for n in ["log", "log2", "log10", "log1p", "sqrt", "rsqrt",
                                                               "reciprocal", "lgamma", "digamma", "acosh"]],
     *[unary(n, dtypes=FLOAT_NAMES, low=-0.9, high=0.9) for n in ["asin", "acos", "atanh", "erfinv"]],

@@ -366,6 +366,11 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
     Tensor r = CallOp<Tensor>(KILN_OP("aten::erfinv"), c.input("self"));
     g["self"] = mul(mul(c.grad(), exp(mul(r, r))), std::sqrt(kPi) / 2.0);
   });
+  // the standard normal density: exp(-x^2 / 2) / sqrt(2 pi)
+  d.Def("special_ndtr", {"self"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self");
+    g["self"] = mul(mul(c.grad(), exp(mul(mul(s, s), -0.5))), 1.0 / std::sqrt(2.0 * kPi));
+  });
   d.Def("lgamma", {"self"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), digamma(c.input("self"))); });
   d.Def("digamma", {"self"}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), Trigamma(c.input("self"))); });
   d.Def("abs", {"self"}, [](Ctx& c, Grads& g) {

@@ -334,6 +334,7 @@ from kiln._windows import (  # noqa: E402,F401
 from kiln import linalg, testing  # noqa: E402,F401
 # discrete Fourier transforms (kiln/fft over the _fft_* ops) and the short-time transform (kiln/_stft.py)
 from kiln import fft  # noqa: E402,F401
+from kiln import special  # noqa: E402,F401  (torch.special's functions: kiln/special)
 from kiln._stft import stft, istft  # noqa: E402,F401
 Tensor.stft = stft
 Tensor.istft = istft

@@ -20,7 +20,7 @@ enum UnaryOp : int {
   kExp, kExp2, kLog, kLog2, kLog10, kLog1p, kExpm1, kSqrt, kRsqrt, kSigmoid, kTanh, kSin, kCos, kTan, kAsin,
   kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh, kErf, kErfc, kErfinv, kLgamma, kDigamma, kSilu, kMish,
   kNeg, kAbs, kSign, kReciprocal, kFloor, kCeil, kRound, kTrunc, kFrac, kRelu, kLogicalNot,
-  kBitwiseNot, kIsnan, kIsinf, kIsfinite, kSignbit, kNumUnary
+  kBitwiseNot, kIsnan, kIsinf, kIsfinite, kSignbit, kSpecialNdtr, kNumUnary
 };
 
 struct UnarySpec {
@@ -46,7 +46,7 @@ constexpr UnarySpec kUnary[kNumUnary] = {
     {"frac", UnaryResult::Same, false}, {"relu", UnaryResult::Same, false},
     {"logical_not", UnaryResult::Bool, true}, {"bitwise_not", UnaryResult::Same, true},
     {"isnan", UnaryResult::Bool, true}, {"isinf", UnaryResult::Bool, true}, {"isfinite", UnaryResult::Bool, true},
-    {"signbit", UnaryResult::Bool, true},
+    {"signbit", UnaryResult::Bool, true}, {"special_ndtr", UnaryResult::Float, true},
 };
 
 double ErfInv(double y) {
@@ -85,17 +85,31 @@ template <typename M> inline bool SignBit(M x) {
   else { uint64_t b; std::memcpy(&b, &x, 8); return b >> 63; }
 }
 
+// Cephes' psi, as PyTorch's calc_digamma: the recurrence up to x >= 10, then the asymptotic
+// series (with 5 terms from x >= 6 it was 1e-11 off PyTorch's float64 values).
 double Digamma(double x) {
+  constexpr double kPsi10 = 2.25175258906672110764;  // digamma(10)
   if (x == 0) return SignBit(x) ? INFINITY : -INFINITY;
   if (x < 0) {
     if (x == std::floor(x)) return NAN;
-    return Digamma(1 - x) - M_PI / std::tan(M_PI * x);
+    double whole;
+    const double frac = std::modf(x, &whole);  // tan(pi * x) through the fraction: exact periods
+    return Digamma(1 - x) - M_PI / std::tan(M_PI * frac);
   }
   double result = 0;
-  while (x < 6) { result -= 1 / x; x += 1; }
-  double f = 1 / (x * x);
-  return result + std::log(x) - 0.5 / x -
-         f * (1.0 / 12 - f * (1.0 / 120 - f * (1.0 / 252 - f * (1.0 / 240 - f * (1.0 / 132)))));
+  while (x < 10) { result -= 1 / x; x += 1; }
+  if (x == 10) return result + kPsi10;
+  constexpr double kA[] = {8.33333333333333333333E-2, -2.10927960927960927961E-2, 7.57575757575757575758E-3,
+                           -4.16666666666666666667E-3, 3.96825396825396825397E-3, -8.33333333333333333333E-3,
+                           8.33333333333333333333E-2};
+  double y = 0;
+  if (x < 1.0e17) {
+    const double z = 1 / (x * x);
+    double p = kA[0];
+    for (int i = 1; i < 7; ++i) p = p * z + kA[i];
+    y = z * p;
+  }
+  return result + std::log(x) - 0.5 / x - y;
 }
 
 template <typename T>
@@ -158,6 +172,8 @@ template <typename M>
       case kIsinf: return std::isinf(x);
       case kIsfinite: return std::isfinite(x);
       case kSignbit: return SignBit(x);
+      // PyTorch's calc_ndtr, whose lower tail is 0 once erf rounds to -1 (ndtr(-8) in float32)
+      case kSpecialNdtr: return (M(1) + ApplyUnary<M>(kErf, x * M(M_SQRT1_2))) * M(0.5);
     }
   } else {
     switch (op) {
@@ -350,6 +366,8 @@ codegen::ExprPtr UnaryExpr(int op, codegen::ExprPtr x, codegen::DType m, DeviceT
     case kIsinf: return ir2(OpCode::kEq, ir(OpCode::kAbs, x), c(INFINITY));
     case kIsfinite: return ir2(OpCode::kLt, ir(OpCode::kAbs, x), c(INFINITY));
     case kSignbit: return ir(OpCode::kSignbit, x);
+    case kSpecialNdtr:
+      return ir2(OpCode::kMul, ir2(OpCode::kAdd, c(1), ir(OpCode::kErf, ir2(OpCode::kMul, x, c(M_SQRT1_2)))), c(0.5));
   }
   KILN_INTERNAL_ASSERT(false, "no CUDA expression for ", kUnary[op].name);
   return x;
@@ -430,7 +448,9 @@ void DefUnary(Registry& r, bool inplace = true) {
   std::string name = kUnary[kOp].name;
   // the same kernels on CUDA, where UnaryInto launches the op's generated kernel
   constexpr bool cuda = HasIr(kOp);
-  Op* functional = r.Def(name + "(Tensor self) -> Tensor", {Tag::pointwise, Tag::core}, kFunctionAndMethod)
+  // torch.special's ops are functions of that module only (kiln.special.ndtr: python/kiln/special)
+  const Variants variants = name.rfind("special_", 0) == 0 ? kFunction : kFunctionAndMethod;
+  Op* functional = r.Def(name + "(Tensor self) -> Tensor", {Tag::pointwise, Tag::core}, variants)
                        .template CPUAndCUDA<&UnaryFunctional<kOp>>(cuda)
                        .template Meta<&UnaryMeta<kOp>>()
                        .op();
@@ -443,7 +463,7 @@ void DefUnary(Registry& r, bool inplace = true) {
     RegisterPointwiseIr(*functional, std::move(ir));
   }
   if (inplace) {
-    r.Def(name + "_(Tensor(a!) self) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
+    r.Def(name + "_(Tensor(a!) self) -> Tensor(a!)", {Tag::pointwise}, variants)
         .template CPUAndCUDA<&UnaryInplace<kOp>>(cuda)
         .template Impl<&UnaryInplaceMeta<kOp>>(DispatchKey::Meta)
         .template Impl<&UnaryInplaceMeta<kOp>>(DispatchKey::Fake);
@@ -454,7 +474,7 @@ void DefUnary(Registry& r, bool inplace = true) {
 
 template <int... I>
 void DefAll(Registry& r, std::integer_sequence<int, I...>) {
-  (DefUnary<I>(r, !(I == kIsnan || I == kIsinf || I == kIsfinite || I == kSignbit)), ...);
+  (DefUnary<I>(r, !(I == kIsnan || I == kIsinf || I == kIsfinite || I == kSignbit || I == kSpecialNdtr)), ...);
 }
 
 // Ops PyTorch exposes under other spellings.

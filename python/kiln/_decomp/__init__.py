@@ -71,3 +71,4 @@ from kiln._decomp import decompositions_loss  # noqa: E402,F401
 from kiln._decomp import decompositions_shape  # noqa: E402,F401
 from kiln._decomp import decompositions_linalg  # noqa: E402,F401
 from kiln._decomp import decompositions_complex  # noqa: E402,F401
+from kiln._decomp import element_functions  # noqa: E402,F401  (last: the ops no module above spells out)

@@ -1,0 +1,79 @@
+"""Decompositions read off the registry's element functions (Note [Pointwise ops as kernel IR] in
+tensor/ops/pointwise_ir.h): a pointwise op whose element function the registry gives as kernel IR,
+and which no decomposition here spells out by hand, decomposes into the core aten op of each IR
+operator of that function, computed in the op's opmath dtype (float32 for float16/bfloat16) and
+converted to the op's result dtype once, as its eager kernel stores it. So a new row of a
+pointwise family needs no decomposition of its own (special_ndtr: (1 + erf(x / sqrt 2)) / 2).
+"""
+
+import kiln
+from kiln import _C
+from kiln._decomp import decomposition_table, register_decomposition
+from kiln._decomp.decompositions import scalar, to_dtype
+
+aten = kiln.ops.aten
+
+_DTYPES = {"f32": kiln.float32, "f64": kiln.float64, "i64": kiln.int64, "i32": kiln.int32, "bool": kiln.bool,
+           "bf16": kiln.bfloat16, "f16": kiln.float16, "i16": kiln.int16, "i8": kiln.int8, "u8": kiln.uint8}
+_IR_DTYPE = {v: k for k, v in _DTYPES.items()}
+_OPMATH = {"bf16": "f32", "f16": "f32"}
+
+# The core aten op computing each kernel IR operator (codegen/kernel_ir.h), operands in order.
+_SAME_NAME_UNARY = ("neg", "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
+                    "erf", "floor", "ceil", "round", "trunc", "reciprocal", "relu", "logical_not", "sign", "tan",
+                    "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc", "lgamma", "log2",
+                    "log10", "signbit", "bitwise_not")
+_IR_OPERATORS = {
+    **{name: getattr(aten, name).default for name in _SAME_NAME_UNARY},
+    "add": aten.add.Tensor, "sub": aten.sub.Tensor, "mul": aten.mul.Tensor, "div": aten.div.Tensor,
+    "pow": aten.pow.Tensor_Tensor, "max": aten.maximum.default, "min": aten.minimum.default,
+    "eq": aten.eq.Tensor, "ne": aten.ne.Tensor, "lt": aten.lt.Tensor, "le": aten.le.Tensor, "gt": aten.gt.Tensor,
+    "ge": aten.ge.Tensor, "logical_and": aten.logical_and.default, "logical_or": aten.logical_or.default,
+    "atan2": aten.atan2.default, "fmod": aten.fmod.Tensor, "mod": aten.remainder.Tensor,
+    "where": aten.where.self,
+}
+
+
+def _evaluate(expr, operands, like):
+    kind = expr[0]
+    if kind == "arg":
+        return operands[expr[1]]
+    if kind == "const":
+        return scalar(expr[1], like, dtype=_DTYPES[expr[2]])
+    if kind == "cast":
+        return to_dtype(_evaluate(expr[1], operands, like), _DTYPES[expr[2]])
+    return _IR_OPERATORS[kind](*(_evaluate(e, operands, like) for e in expr[1:]))
+
+
+def _uses_only_core_operators(expr):
+    kind = expr[0]
+    if kind in ("arg", "const"):
+        return True
+    if kind == "cast":
+        return _uses_only_core_operators(expr[1])
+    return kind in _IR_OPERATORS and all(_uses_only_core_operators(e) for e in expr[1:])
+
+
+def _decomposition(full_name):
+    def decompose(*operands):
+        template, compute = _C._inductor.pointwise_ir(full_name, [_IR_DTYPE[t.dtype] for t in operands])
+        opmath = _DTYPES[_OPMATH.get(compute, compute)]
+        result = _evaluate(template, [to_dtype(t, opmath) for t in operands], operands[0])
+        # the result dtype eager gives: compute's, or bool for predicates
+        return result if result.dtype == kiln.bool else to_dtype(result, _DTYPES[compute])
+
+    return decompose
+
+
+def _register():
+    for full in _C._inductor.pointwise_ops():
+        packet, _, overload = full.split("::")[1].partition(".")
+        op = getattr(getattr(aten, packet), overload or "default")
+        if kiln.Tag.core in op.tags or op in decomposition_table:
+            continue
+        template, _ = _C._inductor.pointwise_ir(full, ["f32"])
+        if _uses_only_core_operators(template):
+            register_decomposition(op)(_decomposition(full))
+
+
+_register()
