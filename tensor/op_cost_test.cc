@@ -71,6 +71,31 @@ TEST(PointwiseIr, UnaryRowsGiveTheirElementFunction) {
   EXPECT_EQ(FindPointwiseIr(Registry::Get().FindOrThrow("aten::exp_")), nullptr);
 }
 
+TEST(PointwiseIr, BinaryRowsGiveTheirElementFunctionAndWhatInductorMustKnow) {
+  const PointwiseIr* add = FindPointwiseIr(Registry::Get().FindOrThrow("aten::add.Tensor"));
+  ASSERT_NE(add, nullptr);
+  EXPECT_EQ(add->arity, 2);
+  EXPECT_TRUE(add->has_alpha);
+  codegen::ExprPtr x = codegen::Expr::Load(0, codegen::Index{}), y = codegen::Expr::Load(1, codegen::Index{});
+  codegen::ExprPtr alpha = codegen::Expr::Load(2, codegen::Index{});
+  codegen::ExprPtr sum = add->build({x, y, alpha}, ScalarType::Float32, DeviceType::CPU);  // x + alpha * y
+  ASSERT_EQ(sum->op, codegen::OpCode::kAdd);
+  EXPECT_EQ(sum->args.at(1)->op, codegen::OpCode::kMul);
+  // true division of integers computes in the default float dtype; comparisons in the operands'
+  EXPECT_EQ(FindPointwiseIr(Registry::Get().FindOrThrow("aten::div.Tensor"))
+                ->compute({ScalarType::Int64, ScalarType::Int64}),
+            ScalarType::Float32);
+  EXPECT_EQ(FindPointwiseIr(Registry::Get().FindOrThrow("aten::lt.Tensor"))
+                ->compute({ScalarType::Int32, ScalarType::Int64}),
+            ScalarType::Int64);
+  // eager raises ZeroDivisionError for these on integers: Inductor must not fuse a divisor that may be 0
+  for (const char* name : {"aten::floor_divide", "aten::remainder.Tensor", "aten::fmod.Scalar"})
+    EXPECT_TRUE(FindPointwiseIr(Registry::Get().FindOrThrow(name))->integer_division) << name;
+  EXPECT_FALSE(FindPointwiseIr(Registry::Get().FindOrThrow("aten::div.Tensor"))->integer_division);
+  EXPECT_TRUE(FindPointwiseIr(Registry::Get().FindOrThrow("aten::mul.Scalar"))->reads_scalar_in_opmath);
+  EXPECT_FALSE(FindPointwiseIr(Registry::Get().FindOrThrow("aten::add.Scalar"))->reads_scalar_in_opmath);
+}
+
 TEST(PointwiseIr, ReluKeepsNegativeZeroOnTheCpuAsEagerDoes) {
   // PyTorch's CPU relu keeps -0.0 (x < 0 ? 0 : x); its CUDA relu is max(x, 0), +0.0
   EXPECT_EQ(Build("aten::relu", ScalarType::Float32, DeviceType::CPU)->op, codegen::OpCode::kRelu);

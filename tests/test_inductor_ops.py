@@ -56,8 +56,6 @@ EXTERN = {
     # special functions with no IR operator (libm has none) and no short exact composition (they
     # need series or rational approximations of their own)
     "aten.digamma.default": "special function", "aten.erfinv.default": "special function",
-    # no shift operators in the kernel IR (codegen/README.md)
-    "aten.bitwise_left_shift.Tensor": "no shifts in the IR", "aten.bitwise_right_shift.Tensor": "no shifts in the IR",
 }
 # Lowerings that decline some inputs: (op, part of the reason it gives) -> why that is right.
 PARTIAL = {
@@ -65,9 +63,6 @@ PARTIAL = {
     ("aten.argmax.default", "reads it flat"): "over every axis of a transposed or strided input the flat "
                                               "index is not an affine function of the loop indices",
     ("aten.argmin.default", "reads it flat"): "as argmax",
-    ("aten.bitwise_and.Tensor", "of integers"): "no bitwise operators in the IR (bools lower as logical ops)",
-    ("aten.bitwise_or.Tensor", "of integers"): "as bitwise_and",
-    ("aten.bitwise_xor.Tensor", "of integers"): "as bitwise_and",
 }
 
 def _tensor(array, name):

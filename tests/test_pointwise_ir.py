@@ -15,6 +15,11 @@ aten = kiln.ops.aten
 POINTWISE_OPS = [full.split("::")[1] for full in _C._inductor.pointwise_ops()]
 
 
+def _overload(name):
+    packet, _, overload = name.partition(".")
+    return getattr(getattr(aten, packet), overload or "default")
+
+
 def test_tags_and_cost_classes_come_from_the_registry():
     assert kiln.Tag.compute_intensive in aten.mm.default.tags
     assert aten.mm.default.cost_class == "compute_intensive"
@@ -32,8 +37,7 @@ def test_tags_and_cost_classes_come_from_the_registry():
 def test_every_op_with_an_element_function_has_a_lowering():
     assert {"exp", "asin", "lgamma", "relu", "isinf", "bitwise_not"} <= set(POINTWISE_OPS)
     for name in POINTWISE_OPS:
-        packet, _, overload = name.partition(".")
-        assert getattr(getattr(aten, packet), overload or "default") in LOWERINGS, name
+        assert _overload(name) in LOWERINGS, name
     assert "digamma" not in POINTWISE_OPS  # no IR operator: eager's kernel
 
 
@@ -46,13 +50,13 @@ def _values(dtype):
     return kiln.tensor(np.nan_to_num(v, posinf=5, neginf=-5).round()).to(dtype)
 
 
-# Vector math: Inductor's loops call glibc's libmvec for log, log1p, expm1, sin and cos and for
-# float64 exp (LIBMVEC-X86, codegen/llvm_emit.cc; up to 4 ulp) where eager's loops call libm's
-# scalar functions, and sigmoid, silu and mish follow their exp or log1p; everything else is
+# Vector math: Inductor's loops call glibc's libmvec for log, log1p, expm1, sin, cos and pow and
+# for float64 exp (LIBMVEC-X86, codegen/llvm_emit.cc; up to 4 ulp) where eager's loops call libm's
+# scalar functions, and sigmoid, silu, mish and xlogy follow their exp, log1p or log; everything else is
 # eager's own bits (libm's asinf where eager calls it, Note [One float math] for float32 exp,
 # sigmoid, silu, erf and tanh).
 VECTOR_MATH_ULPS = 4
-_VECTOR_MATH = {"log", "log1p", "expm1", "sin", "cos", "mish"}
+_VECTOR_MATH = {"log", "log1p", "expm1", "sin", "cos", "mish", "pow", "xlogy"}
 _VECTOR_MATH_FLOAT64 = {"exp", "sigmoid", "silu"}
 
 
@@ -73,32 +77,55 @@ def _ulps(got, expected):
     return int(distance.max()) if distance.size else 0
 
 
+def _calls(name, x):
+    """(where, fn, args) for the op's schema: unary; binary with a tensor, a broadcast row, a number;
+    add and sub with alpha."""
+    op = _overload(name)
+    schema = str(op._schema)
+    if "(Tensor self) ->" in schema:
+        return [("", op, (x,))]
+    y = x.flip(0)
+    if "Scalar other" in schema or "Scalar exponent" in schema:
+        number = 2 if not x.dtype.is_floating_point else 1.5
+        return [("number", op, (x, number))]
+    calls = [("tensor", op, (x, y)), ("row", op, (x.view(-1, 2), y[:2]))]
+    if "alpha" in schema:
+        calls.append(("alpha", lambda a, b: op(a, b, alpha=2), (x, y)))
+    return calls
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "int64", "int32", "bool"])
 @pytest.mark.parametrize("name", POINTWISE_OPS)
 def test_compiled_gives_eagers_bits(name, dtype):
     dtype = getattr(kiln, dtype)
-    op = getattr(kiln, name)
-
-    def fn(v):  # a Python frame for Dynamo (a builtin called directly is not traced)
-        return op(v)
-
     x = _values(dtype)
-    for where, arg in (("contiguous", x), ("strided", kiln.stack([x, x], 1)[:, 0])):
-        try:
-            expected = fn(arg)
-        except (RuntimeError, NotImplementedError):
-            with pytest.raises((RuntimeError, NotImplementedError)):
-                kiln.compile(fn, backend="inductor")(arg)
-            return
-        graphs = []
-        compile_fx.graph_sinks.append(graphs)
-        try:
-            kiln._dynamo.reset()
-            got = kiln.compile(fn, backend="inductor")(arg)
-        finally:
-            compile_fx.graph_sinks.remove(graphs)
-        assert got.dtype == expected.dtype
-        vector_math = name in _VECTOR_MATH or (name in _VECTOR_MATH_FLOAT64 and dtype == kiln.float64)
-        allowed = VECTOR_MATH_ULPS if vector_math and got.dtype in (kiln.float32, kiln.float64) else 0
-        assert _ulps(got, expected) <= allowed, f"{name} {dtype} {where}"
-        assert graphs and all(not g.fallbacks for g in graphs), f"{name} {dtype}: {[g.fallbacks for g in graphs]}"
+    for what, op, args in _calls(name, x):
+        def fn(*a):  # a Python frame for Dynamo (a builtin called directly is not traced)
+            return op(*a)
+
+        for where, operands in (("contiguous", args),
+                                ("strided", tuple(kiln.stack([a, a], -1)[..., 0] if isinstance(a, kiln.Tensor) else a
+                                                  for a in args))):
+            try:
+                expected = fn(*operands)
+            except (RuntimeError, NotImplementedError):
+                with pytest.raises((RuntimeError, NotImplementedError)):
+                    kiln.compile(fn, backend="inductor")(*operands)
+                continue
+            graphs = []
+            compile_fx.graph_sinks.append(graphs)
+            try:
+                kiln._dynamo.reset()
+                got = kiln.compile(fn, backend="inductor")(*operands)
+            finally:
+                compile_fx.graph_sinks.remove(graphs)
+            assert got.dtype == expected.dtype
+            base = name.partition(".")[0]
+            vector_math = base in _VECTOR_MATH or (base in _VECTOR_MATH_FLOAT64 and dtype == kiln.float64)
+            allowed = VECTOR_MATH_ULPS if vector_math and got.dtype in (kiln.float32, kiln.float64) else 0
+            assert _ulps(got, expected) <= allowed, f"{name} {dtype} {what} {where}"
+            # integers divided by a tensor that may hold 0 run eager's kernel, which raises; integer
+            # pow by a tensor, eager's repeated squaring (Note [Integer pow])
+            declined = [f for g in graphs for f in g.fallbacks
+                        if "ZeroDivisionError" not in f[1] and "Note [Integer pow]" not in f[1]]
+            assert graphs and not declined, f"{name} {dtype} {what}: {declined}"

@@ -23,7 +23,8 @@ def test_values_match_torch(name, dtype):
     x = np.linspace(-4.0, 4.0, 37).astype(dtype)
     got = getattr(kiln.special, name)(kiln.tensor(x)).numpy()
     want = getattr(torch.special, name)(torch.tensor(x)).numpy()
-    np.testing.assert_allclose(got, want, rtol=2e-6 if dtype == "float32" else 1e-12, atol=1e-7 if dtype == "float32" else 0)
+    rtol, atol = (2e-6, 1e-7) if dtype == "float32" else (1e-12, 0)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
 
 
 @requires_torch

@@ -108,9 +108,10 @@ py::object ExprToTuple(const Expr& e) {
   switch (e.kind) {
     case Expr::Kind::kLoad: return py::make_tuple("arg", e.buffer);
     case Expr::Kind::kConst: {
-      if (e.dtype == DType::Bool) return py::make_tuple("const", py::bool_(e.int_value != 0), codegen::DTypeName(e.dtype));
-      if (!codegen::IsFloatDType(e.dtype)) return py::make_tuple("const", e.int_value, codegen::DTypeName(e.dtype));
-      return py::make_tuple("const", e.value, codegen::DTypeName(e.dtype));
+      const char* dtype = codegen::DTypeName(e.dtype);
+      if (e.dtype == DType::Bool) return py::make_tuple("const", py::bool_(e.int_value != 0), dtype);
+      if (!codegen::IsFloatDType(e.dtype)) return py::make_tuple("const", e.int_value, dtype);
+      return py::make_tuple("const", e.value, dtype);
     }
     case Expr::Kind::kCast: return py::make_tuple("cast", ExprToTuple(*e.args.at(0)), codegen::DTypeName(e.dtype));
     case Expr::Kind::kOp: {
@@ -384,28 +385,42 @@ void InitInductorBindings(py::module_& m) {
     for (const Op* op : OpsWithPointwiseIr()) names.push_back(op->name());
     return names;
   }, "The registry's ops whose element function is kernel IR (tensor/ops/pointwise_ir.h), by full name.");
+  // Note [Pointwise ops as kernel IR] (tensor/ops/pointwise_ir.h): what Inductor needs of an op's
+  // element function, for operands of given dtypes
+  struct PointwiseFunction {
+    py::object expr;      // a tuple expression over ("arg", i)
+    std::string compute;  // the kernel IR dtype it computes in
+    bool integer_division, reads_scalar_in_opmath;
+  };
+  py::class_<PointwiseFunction>(ind, "PointwiseFunction")
+      .def_readonly("expr", &PointwiseFunction::expr)
+      .def_readonly("compute", &PointwiseFunction::compute)
+      .def_readonly("integer_division", &PointwiseFunction::integer_division)
+      .def_readonly("reads_scalar_in_opmath", &PointwiseFunction::reads_scalar_in_opmath);
   ind.def(
       "pointwise_ir",
       [](const std::string& full_name, const std::vector<std::string>& operand_dtypes) -> py::object {
         const Op* op = Registry::Get().Find(full_name);
         const PointwiseIr* ir = op ? FindPointwiseIr(*op) : nullptr;
         if (ir == nullptr) return py::none();
-        if (static_cast<int>(operand_dtypes.size()) != ir->arity)
-          throw ValueError(StrCat(kOp, full_name, " reads ", ir->arity, " operands, got ", operand_dtypes.size(),
-                                  " dtypes"));
+        const int n = static_cast<int>(operand_dtypes.size());
+        if (n != ir->arity && !(ir->has_alpha && n == ir->arity + 1))
+          throw ValueError(StrCat(kOp, full_name, " reads ", ir->arity,
+                                  ir->has_alpha ? " operands (and alpha)" : " operands", ", got ", n, " dtypes"));
         std::vector<ScalarType> types;
         std::vector<ExprPtr> operands;
-        for (size_t i = 0; i < operand_dtypes.size(); ++i) {
+        for (int i = 0; i < n; ++i) {
           types.push_back(ScalarTypeOfDt(ParseDt(py::str(operand_dtypes[i]))));
-          operands.push_back(Expr::Load(static_cast<int>(i), codegen::Index{}));
+          operands.push_back(Expr::Load(i, codegen::Index{}));
         }
         ScalarType compute = ir->compute(types);
         ExprPtr e = ir->build(std::move(operands), compute, DeviceType::CPU);
-        return py::make_tuple(ExprToTuple(*e), codegen::DTypeName(DtOfScalarType(compute)));
+        return py::cast(PointwiseFunction{ExprToTuple(*e), codegen::DTypeName(DtOfScalarType(compute)),
+                                          ir->integer_division, ir->reads_scalar_in_opmath});
       },
       py::arg("op"), py::arg("operand_dtypes"),
-      "(element function, compute dtype) of a pointwise op for operands of these kernel IR dtypes, on "
-      "the CPU: the function as a tuple expression over (\"arg\", i), or None when the op has none.");
+      "The element function of a pointwise op on the CPU for operands of these kernel IR dtypes (alpha's "
+      "last, where the op has one), or None when the op has none.");
   ind.def("hash", [](py::handle kernel) { return codegen::HashKernel(ParseKernel(kernel)); });
   ind.def("cache_stats", [] {
     auto s = codegen::GetCacheStats();

@@ -12,6 +12,7 @@
 #include "tensor/ops/common.h"
 #include "tensor/ops/binary_kernels.h"
 #include "tensor/ops/complex_cuda.h"
+#include "tensor/ops/pointwise_ir.h"
 
 namespace kiln {
 namespace {
@@ -40,6 +41,7 @@ void CheckDtype(const BinarySpec& spec, ScalarType t) {
   bool ok = spec.dtypes == DtypeSet::All ||
             (spec.dtypes == DtypeSet::Numeric && t != ScalarType::Bool) ||
             (spec.dtypes == DtypeSet::IntegralAndBool && IsIntegral(t, true)) ||
+            (spec.dtypes == DtypeSet::Integral && IsIntegral(t, false)) ||
             (spec.dtypes == DtypeSet::Floating && IsFloating(t));
   KILN_CHECK_NOT_IMPLEMENTED(ok, "\"", spec.name, "\" not implemented for '", ScalarTypeDisplayName(t), "'");
 }
@@ -443,17 +445,40 @@ Tensor PowScalarBase(const Scalar& base, const Tensor& exp) {
   return CallOp<Tensor>(KILN_OP("aten::pow.Tensor_Tensor"), WrapScalar(base, exp.device()), exp);
 }
 
+// The element function of a functional overload as kernel IR (Note [Pointwise ops as kernel IR] in
+// pointwise_ir.h): operands (self, other[, alpha]) in the promoted dtype, as Inductor reads them.
+template <int kOp>
+void RegisterBinaryIr(const Op& op) {
+  PointwiseIr ir;
+  ir.arity = 2;
+  ir.has_alpha = kSpecs[kOp].has_alpha;
+  ir.integer_division = kOp == kDivTrunc || kOp == kDivFloor || kOp == kFloorDivide || kOp == kRemainder ||
+                        kOp == kFmod;
+  ir.reads_scalar_in_opmath = ReadsScalarInOpmath(kOp);
+  ir.compute = [](const std::vector<ScalarType>& in) {
+    return ComputeType(kSpecs[kOp], PromoteTypes(in.at(0), in.at(1)));
+  };
+  ir.build = [](std::vector<codegen::ExprPtr> in, ScalarType compute, DeviceType) {
+    return BinaryExpr(kOp, in.at(0), in.at(1), in.size() > 2 ? in[2] : nullptr, compute);
+  };
+  RegisterPointwiseIr(op, std::move(ir));
+}
+
 // The functional and in-place overloads of a binary op under the names a spelling needs: Tensor
 // ones always, Scalar ones when named; registered in that order (the order Python tries them).
 template <int kOp>
 void DefOverloads(Registry& r, const std::string& tensor, const std::string& scalar, const std::string& inplace_tensor,
                   const std::string& inplace_scalar, std::initializer_list<Tag> tags, Variants variants,
                   Variants inplace_variants) {
-  r.Def(tensor + "(Tensor self, Tensor other) -> Tensor", tags, variants)
-      .template CPUAndCUDA<&FunctionalTensor<kOp>>().template Meta<&MetaTensor<kOp>>();
+  RegisterBinaryIr<kOp>(*r.Def(tensor + "(Tensor self, Tensor other) -> Tensor", tags, variants)
+                              .template CPUAndCUDA<&FunctionalTensor<kOp>>()
+                              .template Meta<&MetaTensor<kOp>>()
+                              .op());
   if (!scalar.empty()) {
-    r.Def(scalar + "(Tensor self, Scalar other) -> Tensor", tags, variants)
-        .template CPUAndCUDA<&FunctionalScalar<kOp>>().template Meta<&MetaScalar<kOp>>();
+    RegisterBinaryIr<kOp>(*r.Def(scalar + "(Tensor self, Scalar other) -> Tensor", tags, variants)
+                                .template CPUAndCUDA<&FunctionalScalar<kOp>>()
+                                .template Meta<&MetaScalar<kOp>>()
+                                .op());
   }
   r.Def(inplace_tensor + "(Tensor(a!) self, Tensor other) -> Tensor(a!)", {Tag::pointwise}, inplace_variants)
       .template CPUAndCUDA<&InplaceTensor<kOp>>()
@@ -475,10 +500,15 @@ void DefFamily(Registry& r, const std::string& name, Variants variants = kFuncti
   const BinarySpec& spec = kSpecs[kOp];
   std::initializer_list<Tag> tags = {Tag::pointwise, Tag::core};
   if (spec.has_alpha) {
-    r.Def(name + ".Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", tags, variants)
-        .template CPUAndCUDA<&AlphaTensor<kOp>>().template Meta<&AlphaTensorMeta<kOp>>();
-    r.Def(name + ".Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", tags, variants)
-        .template CPUAndCUDA<&AlphaScalar<kOp>>().template Meta<&AlphaScalarMeta<kOp>>();
+    RegisterBinaryIr<kOp>(*r.Def(name + ".Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", tags,
+                                 variants)
+                                .template CPUAndCUDA<&AlphaTensor<kOp>>()
+                                .template Meta<&AlphaTensorMeta<kOp>>()
+                                .op());
+    RegisterBinaryIr<kOp>(*r.Def(name + ".Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", tags, variants)
+                                .template CPUAndCUDA<&AlphaScalar<kOp>>()
+                                .template Meta<&AlphaScalarMeta<kOp>>()
+                                .op());
     r.Def(name + "_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", {Tag::pointwise}, kMethod)
         .template CPUAndCUDA<&InplaceAlphaTensor<kOp>>()
         .template Impl<&InplaceAlphaTensorMeta<kOp>>(DispatchKey::Meta)
@@ -596,10 +626,18 @@ void RegisterBinaryOps(Registry& r) {
   DefScalarFirst<kRshift>(r, "bitwise_right_shift.Scalar_Tensor");
   DefShiftOperator<kRshift>(r, "__rshift__", "__irshift__");
   // pow: Tensor_Tensor / Tensor_Scalar / Scalar overload names as in PyTorch.
-  r.Def("pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor", {Tag::pointwise, Tag::core}, kFunctionAndMethod)
-      .CPUAndCUDA<&FunctionalTensor<kPow>>().Meta<&MetaTensor<kPow>>();
-  r.Def("pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", {Tag::pointwise, Tag::core}, kFunctionAndMethod)
-      .CPUAndCUDA<&FunctionalScalar<kPow>>().Meta<&MetaScalar<kPow>>();
+  RegisterBinaryIr<kPow>(
+      *r.Def("pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor", {Tag::pointwise, Tag::core},
+             kFunctionAndMethod)
+           .CPUAndCUDA<&FunctionalTensor<kPow>>()
+           .Meta<&MetaTensor<kPow>>()
+           .op());
+  RegisterBinaryIr<kPow>(
+      *r.Def("pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", {Tag::pointwise, Tag::core},
+             kFunctionAndMethod)
+           .CPUAndCUDA<&FunctionalScalar<kPow>>()
+           .Meta<&MetaScalar<kPow>>()
+           .op());
   r.Def("pow.Scalar(Scalar self, Tensor exponent) -> Tensor", {Tag::pointwise}, kFunction)
       .Composite<&PowScalarBase>();
   r.Def("pow_.Scalar(Tensor(a!) self, Scalar exponent) -> Tensor(a!)", {Tag::pointwise}, kMethod)

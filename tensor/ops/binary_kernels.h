@@ -17,7 +17,7 @@
 namespace kiln::binary {
 
 enum class ResultKind { Promoted, Bool, Float };
-enum class DtypeSet { All, Numeric, IntegralAndBool, Floating };
+enum class DtypeSet { All, Numeric, IntegralAndBool, Integral, Floating };
 
 struct BinarySpec {
   const char* name;
@@ -28,11 +28,28 @@ struct BinarySpec {
 };
 
 // Element functions over the opmath type T.
+
+// a / b and a % b of integers (b != 0) without the trap x86's idiv raises for the one quotient that
+// does not fit, INT_MIN / -1 (undefined in C++; it killed the process): the quotient wraps to
+// INT_MIN and the remainder is 0, as PyTorch's kernels give.
+template <typename T> T IntDiv(T a, T b) {
+  if constexpr (std::is_signed_v<T>) {
+    if (b == T(-1)) return static_cast<T>(std::make_unsigned_t<T>(0) - static_cast<std::make_unsigned_t<T>>(a));
+  }
+  return a / b;
+}
+template <typename T> T IntMod(T a, T b) {
+  if constexpr (std::is_signed_v<T>) {
+    if (b == T(-1)) return T(0);
+  }
+  return a % b;
+}
+
 template <typename T> T FloorDivide(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     if (b == 0) throw Error("ZeroDivisionError");
-    T q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+    T q = IntDiv(a, b);
+    if ((IntMod(a, b) != 0) && ((a < 0) != (b < 0))) --q;
     return q;
   } else {
     if (b == 0) return a / b;
@@ -47,7 +64,7 @@ template <typename T> T FloorDivide(T a, T b) {
 template <typename T> T Remainder(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     if (b == 0) throw Error("ZeroDivisionError");
-    T r = a % b;
+    T r = IntMod(a, b);
     if (r != 0 && ((r < 0) != (b < 0))) r += b;
     return r;
   } else {
@@ -118,8 +135,9 @@ inline constexpr BinarySpec kSpecs[kNumOps] = {
     {"hypot", ResultKind::Float, DtypeSet::Floating, false, false},
     {"copysign", ResultKind::Float, DtypeSet::All, false, true},
     {"xlogy", ResultKind::Float, DtypeSet::All, false, true},
-    {"bitwise_left_shift", ResultKind::Promoted, DtypeSet::IntegralAndBool, false, true},
-    {"bitwise_right_shift", ResultKind::Promoted, DtypeSet::IntegralAndBool, false, true},
+    // PyTorch shifts integers only ("lshift_cpu" not implemented for 'Bool')
+    {"bitwise_left_shift", ResultKind::Promoted, DtypeSet::Integral, false, true},
+    {"bitwise_right_shift", ResultKind::Promoted, DtypeSet::Integral, false, true},
 };
 
 template <int kOp, typename T>
@@ -131,13 +149,13 @@ T BinaryFn<kOp, T>::operator()(T a, T b) const {
       if constexpr (std::is_same_v<T, bool>) return a && b; else return a * b;
     case kDiv: return a / b;
     case kDivTrunc:
-      if constexpr (std::is_integral_v<T>) { if (b == 0) throw Error("ZeroDivisionError"); return a / b; }
+      if constexpr (std::is_integral_v<T>) { if (b == 0) throw Error("ZeroDivisionError"); return IntDiv(a, b); }
       else return std::trunc(a / b);
     case kDivFloor: case kFloorDivide:
       if constexpr (std::is_same_v<T, bool>) return a; else return FloorDivide(a, b);
     case kRemainder: if constexpr (std::is_same_v<T, bool>) return a; else return Remainder(a, b);
     case kFmod:
-      if constexpr (std::is_integral_v<T>) { if (b == 0) throw Error("ZeroDivisionError"); return a % b; }
+      if constexpr (std::is_integral_v<T>) { if (b == 0) throw Error("ZeroDivisionError"); return IntMod(a, b); }
       else return std::fmod(a, b);
     case kPow:
       if constexpr (std::is_integral_v<T>) { if constexpr (std::is_same_v<T, bool>) return a || !b; else return PowInt(a, b); }
@@ -234,6 +252,7 @@ constexpr bool Admits() {
     case DtypeSet::All: return true;
     case DtypeSet::Numeric: return !std::is_same_v<C, bool>;
     case DtypeSet::IntegralAndBool: return std::is_integral_v<C>;
+    case DtypeSet::Integral: return std::is_integral_v<C> && !std::is_same_v<C, bool>;
     case DtypeSet::Floating: return !std::is_integral_v<C>;
   }
   return true;

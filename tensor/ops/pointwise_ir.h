@@ -20,11 +20,19 @@
 namespace kiln {
 
 struct PointwiseIr {
-  // Tensor operands the element function reads (1 for unary ops).
+  // Tensor operands the element function reads (1 for unary ops, 2 for binary ones).
   int arity = 1;
+  // A further operand, add's and sub's multiplier (self + alpha * other), where it is not 1.
+  bool has_alpha = false;
+  // Eager raises ZeroDivisionError for integers divided by zero (//, %, fmod, rounding division):
+  // a kernel cannot raise, so a compiled graph runs eager's kernel where the divisor may be 0.
+  bool integer_division = false;
+  // Note [16-bit floats times a scalar] in binary.cc: a one-element `other` of a 16-bit float op
+  // is read in float, unrounded.
+  bool reads_scalar_in_opmath = false;
   // The dtype the op computes in for operands of these dtypes (exp of an int64 tensor: float32).
   std::function<ScalarType(const std::vector<ScalarType>& operands)> compute;
-  // f(operands) as kernel IR: operand i is `operands[i]`, already in the opmath type of `compute`
+  // f(operands) as kernel IR: operand i is `operands[i]` (alpha last), in the opmath type of `compute`
   // (float for float16/bfloat16); the result is in that opmath type (or bool, for predicates).
   std::function<codegen::ExprPtr(std::vector<codegen::ExprPtr> operands, ScalarType compute, DeviceType device)>
       build;

@@ -376,8 +376,9 @@ codegen::ExprPtr UnaryExpr(int op, codegen::ExprPtr x, codegen::DType m, DeviceT
 template <int kOp>
 void UnaryCUDA(const Tensor& out, const Tensor& self, ScalarType compute) {
   const char* name = kUnary[kOp].name;
-  cuda::LaunchPointwise(name, out, {cuda::PointwiseInput::Of(self)},
-                        UnaryExpr(kOp, cuda::OpmathInput(0, compute, name), UnaryOpmath(kOp, compute), DeviceType::CUDA));
+  cuda::LaunchPointwise(
+      name, out, {cuda::PointwiseInput::Of(self)},
+      UnaryExpr(kOp, cuda::OpmathInput(0, compute, name), UnaryOpmath(kOp, compute), DeviceType::CUDA));
 }
 
 template <int kOp>

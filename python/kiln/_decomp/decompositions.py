@@ -204,12 +204,13 @@ def remainder_scalar_tensor(self, other):
 
 @register_decomposition([aten.bitwise_left_shift.Tensor_Scalar, aten.__lshift__.Scalar])
 def bitwise_left_shift_scalar(self, other):
-    return aten.bitwise_left_shift.Tensor(self, scalar(other, self))
+    # the number in the result dtype: `bools << 2` shifts int64s, as eager's promotion gives
+    return aten.bitwise_left_shift.Tensor(self, _number_as_tensor(other, self))
 
 
 @register_decomposition([aten.bitwise_right_shift.Tensor_Scalar, aten.__rshift__.Scalar])
 def bitwise_right_shift_scalar(self, other):
-    return aten.bitwise_right_shift.Tensor(self, scalar(other, self))
+    return aten.bitwise_right_shift.Tensor(self, _number_as_tensor(other, self))
 
 
 @register_decomposition(aten.bitwise_left_shift.Scalar_Tensor)

@@ -56,9 +56,10 @@ def _uses_only_core_operators(expr):
 
 def _decomposition(full_name):
     def decompose(*operands):
-        template, compute = _C._inductor.pointwise_ir(full_name, [_IR_DTYPE[t.dtype] for t in operands])
+        function = _C._inductor.pointwise_ir(full_name, [_IR_DTYPE[t.dtype] for t in operands])
+        compute = function.compute
         opmath = _DTYPES[_OPMATH.get(compute, compute)]
-        result = _evaluate(template, [to_dtype(t, opmath) for t in operands], operands[0])
+        result = _evaluate(function.expr, [to_dtype(t, opmath) for t in operands], operands[0])
         # the result dtype eager gives: compute's, or bool for predicates
         return result if result.dtype == kiln.bool else to_dtype(result, _DTYPES[compute])
 
@@ -69,10 +70,9 @@ def _register():
     for full in _C._inductor.pointwise_ops():
         packet, _, overload = full.split("::")[1].partition(".")
         op = getattr(getattr(aten, packet), overload or "default")
-        if kiln.Tag.core in op.tags or op in decomposition_table:
-            continue
-        template, _ = _C._inductor.pointwise_ir(full, ["f32"])
-        if _uses_only_core_operators(template):
+        if kiln.Tag.core in op.tags or op in decomposition_table or "(Tensor self) ->" not in str(op._schema):
+            continue  # unary ops: the binary ones' numbers and alpha are not tensors
+        if _uses_only_core_operators(_C._inductor.pointwise_ir(full, ["f32"]).expr):
             register_decomposition(op)(_decomposition(full))
 
 

@@ -10,18 +10,12 @@ from kiln._inductor.lowering.common import (INF, Fallback, scalar_as, aten, broa
                                             ops_of, pointwise, register, shape_of)
 
 
-_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow", "maximum": "max",
-           "minimum": "min", "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",
-           "logical_and": "logical_and", "logical_or": "logical_or", "atan2": "atan2", "remainder": "mod",
-           "floor_divide": "floordiv"}
-_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"}
-
-
 # Note [Pointwise ops as kernel IR] (tensor/ops/pointwise_ir.h): an op of a pointwise family
-# (unary.cc's table) lowers to its own element function, which the registry gives as kernel IR, so
-# eager and compiled compute the same formula (libm's asinf where eager calls it) and a new row in
-# the family is a new lowering. The lowerings further down replace it where an op needs more (gelu's
-# approximate argument) or computes differently here.
+# (unary.cc's and binary.cc's tables) lowers to its own element function, which the registry gives
+# as kernel IR, so eager and compiled compute the same formula (libm's asinf and hypot where eager
+# calls them, binary.cc's floor division of floats) and a new row in a family is a new lowering. The
+# lowerings further down replace it where an op needs more (pow of integers, gelu's approximate
+# argument) or computes differently here.
 def _instantiate(template, operands):
     """The element function's tuple expression with operand i's expression for ("arg", i)."""
     kind = template[0]
@@ -34,15 +28,41 @@ def _instantiate(template, operands):
     return (kind, *(_instantiate(t, operands) for t in template[1:]))
 
 
-def _element_function_lowering(op):
+def _promoted(a, b):
+    """The kernel IR dtype of a binary op's operands: PyTorch's promotion, where a 0-d tensor or a
+    number ranks below a tensor with dims (`v == x` of a bfloat16 vector and a float32 0-d x rounds
+    x to bfloat16 first: fuzz seed 431, program 13552)."""
+    def operand(v):
+        return kiln.empty([1] * len(shape_of(v)), dtype=v.dtype) if isinstance(v, (Buffer, Pointwise, Reduction)) \
+            else v
+
+    return ir_dtype(kiln.result_type(operand(a), operand(b)))
+
+
+def element_function_lowering(op):
     name, full, functions = op.overloadpacket.__name__, op._full_name, {}
 
-    def lower(out, *operands):
-        dtypes = tuple(ir_dtype(v.dtype) for v in operands)
-        if dtypes not in functions:
-            functions[dtypes] = _C._inductor.pointwise_ir(full, list(dtypes))
-        template, compute = functions[dtypes]
-        return pointwise(name, out, list(operands), lambda *xs: _instantiate(template, xs), compute)
+    def lower(out, *operands, alpha=None):
+        if len(operands) == 1:
+            dtypes = [ir_dtype(operands[0].dtype)]
+        else:
+            dtypes = [_promoted(*operands)] * 2
+            if alpha is not None and alpha != 1:
+                operands, dtypes = (*operands, alpha), dtypes + dtypes[:1]
+        key = tuple(dtypes)
+        if key not in functions:
+            functions[key] = _C._inductor.pointwise_ir(full, dtypes)
+        function = functions[key]
+        if function.integer_division and not _is_float(function.compute):
+            check_integer_divisor(name, operands[1])
+        load_as = one_element_in_float(out, operands[1]) if function.reads_scalar_in_opmath else None
+        if function.compute == "bool":
+            # bools add and multiply as integers (True + True is 2 in the IR), and the value is a
+            # bool again only where it is stored: read by a cast (`(b + b).float()`) it was 2.0
+            return pointwise(name, out, list(operands), lambda *xs: ("cast", _instantiate(function.expr, xs), "bool"),
+                             "bool", load_as)
+        return pointwise(name, out, list(operands), lambda *xs: _instantiate(function.expr, xs), function.compute,
+                         load_as)
 
     return lower
 
@@ -50,7 +70,7 @@ def _element_function_lowering(op):
 for _full in _C._inductor.pointwise_ops():
     _packet, _, _overload = _full.split("::")[1].partition(".")
     _op = getattr(getattr(aten, _packet), _overload or "default")
-    register(_op)(_element_function_lowering(_op))
+    register(_op)(element_function_lowering(_op))
 
 
 # Note [Integer division by zero]: eager raises `RuntimeError: ZeroDivisionError` for an integer
@@ -58,14 +78,9 @@ for _full in _C._inductor.pointwise_ops():
 # returned 0 instead. Such an op by a tensor divisor runs eager's kernel (an extern call, which raises),
 # and one by a constant 0 too; by a nonzero constant it stays fused. Float division by zero is
 # inf or NaN, never an error, so floats keep the fused path.
-_INTEGER_DIVISIONS = {"floordiv", "mod"}
-
-
-def check_integer_divisor(name, out, divisor):
+def check_integer_divisor(name, divisor):
     """Raises Fallback for an integer division whose divisor may be zero (Note [Integer division
     by zero])."""
-    if _is_float(ir_dtype(out.dtype)):
-        return
     if isinstance(divisor, (bool, int, float)):
         if divisor == 0:
             raise Fallback(f"{name} of integers by 0 (eager raises ZeroDivisionError)")
@@ -86,62 +101,6 @@ def one_element_in_float(out, b):
     return None
 
 
-def _binary_lowering(name, ir_op):
-    def lower(out, a, b, alpha=None):
-        if ir_op in _INTEGER_DIVISIONS:
-            check_integer_divisor(name, out, b)
-        compute = _common_dtype(a, b) if ir_op in _COMPARE else None
-        load_as = one_element_in_float(out, b) if ir_op in ("mul", "div", "floordiv") else None
-        if ir_dtype(out.dtype) == "bool" and ir_op in ("add", "sub", "mul"):
-            # bools add as integers and the result is a bool again: True + True is True, which
-            # computed in the bool type was stored as 2 (and read back as 2.0 by a cast)
-            scale = ("const", int(alpha), "i64") if alpha is not None and alpha != 1 else None
-            return pointwise(name, out, [a, b], lambda x, y: (
-                "ne", (ir_op, x, y if scale is None else ("mul", y, scale)), ("const", 0, "i64")), "i64")
-        if alpha is not None and alpha != 1:
-            d = compute or ir_dtype(out.dtype)
-            scale = ("const", scalar_as(alpha, d), d)
-            return pointwise(name, out, [a, b], lambda x, y: (ir_op, x, ("mul", y, scale)), compute)
-        return pointwise(name, out, [a, b], lambda x, y: (ir_op, x, y), compute, load_as)
-
-    return lower
-
-
-def _common_dtype(a, b):
-    """The dtype a comparison computes in. Floats: PyTorch's promotion of the operands, where a
-    0-d tensor or a number ranks below a tensor with dims, so `v == x` of a bfloat16 vector and a
-    float32 0-d x rounds x to bfloat16 first (kiln compared in float32 and found 1.3906 != 1.3894:
-    fuzz seed 431, program 13552); integers and bools as before (any integer width compares alike)."""
-    def operand(v):
-        return kiln.empty([1] * len(shape_of(v)), dtype=v.dtype) if isinstance(v, (Buffer, Pointwise, Reduction)) \
-            else v
-
-    promoted = kiln.result_type(operand(a), operand(b))
-    if promoted.is_floating_point and promoted in (kiln.float32, kiln.float64, kiln.bfloat16):
-        return ir_dtype(promoted)
-    kinds = []
-    for v in (a, b):
-        if isinstance(v, (Buffer, Pointwise, Reduction)):
-            kinds.append(ir_dtype(v.dtype))
-    if "f64" in kinds:
-        return "f64"
-    if any(k in ("f32", "bf16") for k in kinds) or any(isinstance(v, float) for v in (a, b)):
-        return "f32"
-    if kinds and all(k == "bool" for k in kinds) and all(not isinstance(v, (int, float)) or isinstance(v, bool)
-                                                         for v in (a, b)):
-        return "bool"
-    return "i64"
-
-
-for _name, _ir in _BINARY.items():
-    for _overload in ("Tensor", "Scalar", "default"):
-        _packet = getattr(aten, _name, None)
-        if _packet is not None and hasattr(_packet, _overload):
-            register(getattr(_packet, _overload))(_binary_lowering(_name, _ir))
-register("div.Tensor", "div.Scalar")(_binary_lowering("div", "div"))
-_float_pow = _binary_lowering("pow", "pow")
-
-
 # Note [Integer pow]: eager raises integers to integer powers by repeated squaring in int64, so a
 # result past 2^63 wraps around (3 ** 41 is -420491770248316829); the kernel IR's pow computes
 # integers through double, exact only below 2^53, and an overflow came out INT64_MIN (fuzz seed
@@ -150,6 +109,9 @@ _float_pow = _binary_lowering("pow", "pow")
 # LLVM), so only small exponents are, and the rest run eager's kernel, as PyTorch's Inductor
 # runs ATen's for a tensor exponent.
 _UNROLLED_INTEGER_POW_MAX = 64
+
+
+_float_pow = element_function_lowering(aten.pow.Tensor_Tensor)
 
 
 @register("pow.Tensor_Scalar", "pow.Tensor_Tensor", "pow.Scalar")
@@ -289,71 +251,7 @@ def _is_float(d):
     return d in ("f32", "f64", "bf16")
 
 
-def signbit_expr(a, d):
-    """The sign bit of a (of compute dtype d): -0.0 counts as negative (1 / -0.0 is -inf); a NaN's
-    sign bit is not visible to the IR's operators and reads as clear."""
-    if not _is_float(d):
-        return ("lt", a, const(0, d))
-    zero = const(0.0, d)
-    return ("logical_or", ("lt", a, zero), ("logical_and", ("eq", a, zero), ("lt", ("div", const(1.0, d), a), zero)))
-
-
-@register("logical_xor.default")
-def _logical_xor(out, a, b):
-    return pointwise("logical_xor", out, [a, b], lambda x, y: ("ne", x, y), "bool")
-
-
-def _bitwise(name, logical):
-    """Bitwise ops of bools are logical ones; integer bit operations are not in the kernel IR."""
-    def lower(out, a, b):
-        if ir_dtype(out.dtype) != "bool":
-            raise Fallback(f"{name} of integers (no bitwise operators in the kernel IR)")
-        return pointwise(name, out, [a, b], lambda x, y: (logical, x, y), "bool")
-
-    return lower
-
-
-for _name, _logical in (("bitwise_and", "logical_and"), ("bitwise_or", "logical_or"), ("bitwise_xor", "ne")):
-    register(f"{_name}.Tensor", f"{_name}.Scalar")(_bitwise(_name, _logical))
-
-
-def fmod_expr(x, y, d):
-    """C's fmod (the sign of the dividend, -0.0 included) as the IR's mod (Python's: the sign of
-    the divisor) of the magnitudes, where the two agree and mod is exact."""
-    m = ("mod", ("abs", x), ("abs", y))
-    return ("where", signbit_expr(x, d), ("neg", m), m)
-
-
-def floor_div_expr(x, y, d):
-    """PyTorch's floor division of floats (div_floor_floating): through fmod, so 1 // 0.1 is 9 where
-    floor(1 / 0.1) is 10; division by zero gives x / 0."""
-    c = lambda v: const(v, d)  # noqa: E731
-    mod = fmod_expr(x, y, d)
-    div = ("div", ("sub", x, mod), y)
-    div = ("where", ("logical_and", ("ne", mod, c(0.0)), ("ne", ("lt", y, c(0.0)), ("lt", mod, c(0.0)))),
-           ("sub", div, c(1.0)), div)
-    fl = ("floor", div)
-    fl = ("where", ("gt", ("sub", div, fl), c(0.5)), ("add", fl, c(1.0)), fl)
-    q = ("div", x, y)
-    out = ("where", ("ne", div, c(0.0)), fl, ("mul", c(0.0), q))  # a zero takes the quotient's sign
-    return ("where", ("eq", y, c(0.0)), q, out)
-
-
-@register("fmod.Tensor", "fmod.Scalar")
-def _fmod(out, a, b):
-    check_integer_divisor("fmod", out, b)
-    d = ir_dtype(out.dtype)
-    return pointwise("fmod", out, [a, b], lambda x, y: fmod_expr(x, y, opmath(d)))
-
-
-@register("floor_divide.default", "floor_divide.Scalar")
-def _floor_divide(out, a, b):
-    check_integer_divisor("floor_divide", out, b)
-    d = ir_dtype(out.dtype)
-    if _is_float(d):
-        return pointwise("floor_divide", out, [a, b], lambda x, y: floor_div_expr(x, y, opmath(d)),
-                         load_as=one_element_in_float(out, b))
-    return pointwise("floor_divide", out, [a, b], lambda x, y: ("floordiv", x, y))
+_floor_divide = element_function_lowering(aten.floor_divide.default)
 
 
 @register("div.Tensor_mode", "div.Scalar_mode")
@@ -364,30 +262,9 @@ def _div_mode(out, a, b, rounding_mode=None):
     if rounding_mode == "trunc" and _is_float(d):
         return pointwise("div", out, [a, b], lambda x, y: ("trunc", ("div", x, y)), load_as=one_element_in_float(out, b))
     if rounding_mode is not None:
-        check_integer_divisor("div", out, b)
+        check_integer_divisor("div", b)
     # true division, or integers' (truncating)
     return pointwise("div", out, [a, b], lambda x, y: ("div", x, y), load_as=one_element_in_float(out, b))
-
-
-def _nan_aware(ir_op):
-    """fmax/fmin: the other operand where one is NaN."""
-    return lambda x, y: ("where", ("ne", x, x), y, ("where", ("ne", y, y), x, (ir_op, x, y)))
-
-
-register("fmax.default")(lambda out, a, b: pointwise("fmax", out, [a, b], _nan_aware("max")))
-register("fmin.default")(lambda out, a, b: pointwise("fmin", out, [a, b], _nan_aware("min")))
-
-
-@register("hypot.default")
-def _hypot(out, a, b):
-    return pointwise("hypot", out, [a, b], lambda x, y: ("sqrt", ("add", ("mul", x, x), ("mul", y, y))))
-
-
-@register("copysign.Tensor")
-def _copysign(out, a, b):
-    d = ir_dtype(out.dtype)
-    return pointwise("copysign", out, [a, b],
-                     lambda x, y: ("where", signbit_expr(y, opmath(d)), ("neg", ("abs", x)), ("abs", x)))
 
 
 @register("round.decimals")

@@ -324,7 +324,8 @@ def _arg_reduce(kind):
             return Pointwise(out.dtype, out.shape, lambda ctx, idx: ("const", 0, "i64"), {kind})
         if dim is None and len(shape) > 1:
             if not (isinstance(x, Buffer) and x.is_contiguous()):  # graph.py realizes a lazy x and retries
-                raise ViewOfUnrealized(f"view of a non-contiguous or unrealized value ({kind} over every axis reads it flat)")
+                raise ViewOfUnrealized(
+                    f"view of a non-contiguous or unrealized value ({kind} over every axis reads it flat)")
             numel = x.numel()
             x = strided_view(x, [numel], [1], x.offset)
             shape = [numel]
