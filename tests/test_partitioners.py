@@ -85,8 +85,8 @@ def gelu_mul(x, w):
 def test_gelu_default_saves_gelu_output():
     fw, bw = check_against_eager(gelu_mul, [rand(4, 8), rand(4, 8, seed=1)], default_partition)
     info = fw.meta["partition"]
-    assert info["saved_values"] == ["primals_1", "primals_2", "gelu"]
-    assert info["saved_bytes"] == 3 * 4 * 8 * 4
+    assert info.saved_values == ["primals_1", "primals_2", "gelu"]
+    assert info.saved_bytes == 3 * 4 * 8 * 4
     assert placeholders(bw) == ["primals_1", "primals_2", "gelu", "tangents_1"]
     assert "aten.gelu.default" not in targets(bw)
     assert placeholders(fw) == ["primals_1", "primals_2"]
@@ -95,9 +95,9 @@ def test_gelu_default_saves_gelu_output():
 def test_gelu_min_cut_recomputes_gelu():
     fw, bw = check_against_eager(gelu_mul, [rand(4, 8), rand(4, 8, seed=1)], min_cut_rematerialization_partition)
     info = fw.meta["partition"]
-    assert info["saved_values"] == ["primals_1", "primals_2"]  # x, not gelu(x)
-    assert info["recomputed"] == ["gelu"]
-    assert info["saved_bytes"] == 2 * 4 * 8 * 4
+    assert info.saved_values == ["primals_1", "primals_2"]  # x, not gelu(x)
+    assert info.recomputed == ["gelu"]
+    assert info.saved_bytes == 2 * 4 * 8 * 4
     assert "aten.gelu.default" in targets(bw)
     # Forward outputs: the loss, then the saved values.
     assert len(fw.graph.output_node().args[0]) == 1 + 2
@@ -114,10 +114,10 @@ def test_min_cut_saves_only_inputs_eager_saves():
     # make a later x.zero_() raise in backward where eager trains on (fuzz seed 101, program 1545)
     fw, bw = check_against_eager(reciprocal_erf, [rand(4, 8)], min_cut_rematerialization_partition)
     info = fw.meta["partition"]
-    assert info["saved_values"] == ["reciprocal"]
+    assert info.saved_values == ["reciprocal"]
     # gelu's backward reads x: x is an input eager saves, and min-cut may keep it
     fw, _ = check_against_eager(gelu_mul, [rand(4, 8), rand(4, 8, seed=1)], min_cut_rematerialization_partition)
-    assert fw.meta["partition"]["saved_values"] == ["primals_1", "primals_2"]
+    assert fw.meta["partition"].saved_values == ["primals_1", "primals_2"]
 
 
 def negate_then_invert(x):
@@ -130,7 +130,7 @@ def test_min_cut_saves_only_outputs_eager_saves():
     # saved (the cheaper cut) made the user's later v.fill_(-1.5) raise in the compiled backward
     # where eager trains on (fuzz seed 211, program 4860)
     fw, _ = check_against_eager(negate_then_invert, [rand(4, 8)], min_cut_rematerialization_partition)
-    saved = fw.meta["partition"]["saved_values"]
+    saved = fw.meta["partition"].saved_values
     assert "mul" not in saved and len(saved) == 1  # v is `mul`: a value computed from it instead
 
     def program(c):
@@ -156,7 +156,7 @@ def test_matmul_is_never_recomputed(partition):
     assert not set(fw_mms) & {n.name for n in bw.graph.nodes if n.op == "call_function"}
     if partition is min_cut_rematerialization_partition:
         info = fw.meta["partition"]
-        assert fw_mms[0] in info["saved_values"] and "tanh" in info["recomputed"]
+        assert fw_mms[0] in info.saved_values and "tanh" in info.recomputed
 
 
 def test_checkpoint_policies():
@@ -164,7 +164,7 @@ def test_checkpoint_policies():
     gelu = next(n for n in joint.graph.nodes if n.name == "gelu")
     gelu.meta["recompute"] = CheckpointPolicy.MUST_SAVE
     fw, bw = min_cut_rematerialization_partition(joint, None, num_fwd_outputs=k)
-    assert "gelu" in fw.meta["partition"]["saved_values"]
+    assert "gelu" in fw.meta["partition"].saved_values
     assert "aten.gelu.default" not in targets(bw)
 
     joint, k = trace_joint(tanh_mm, [rand(4, 8), rand(8, 6, seed=1)])
@@ -173,8 +173,8 @@ def test_checkpoint_policies():
     for partition in PARTITIONERS:  # default_partition hands annotated graphs to min-cut
         fw, bw = partition(joint, None, num_fwd_outputs=k)
         info = fw.meta["partition"]
-        assert mm.name in info["recomputed"] and mm.name not in info["saved_values"]
-        assert info["saved_values"] == ["primals_1", "primals_2"]
+        assert mm.name in info.recomputed and mm.name not in info.saved_values
+        assert info.saved_values == ["primals_1", "primals_2"]
         x, w, t = rand(4, 8), rand(8, 6, seed=1), kiln.tensor(1.5)
         outs, grads = run_partitioned(fw, bw, k, [x, w], [t])
         xe, we = x.clone().requires_grad_(), w.clone().requires_grad_()
@@ -224,7 +224,7 @@ def test_options_and_errors():
     relaxed = MinCutOptions(ban_if_not_in_allowlist=False, ban_if_materialized_backward=False,
                             ban_if_reduction=False)
     fw, bw = min_cut_rematerialization_partition(joint, None, num_fwd_outputs=k, _options=relaxed)
-    assert fw.meta["partition"]["saved_values"] == ["primals_1", "primals_2"]
+    assert fw.meta["partition"].saved_values == ["primals_1", "primals_2"]
     with pytest.raises(ValueError):
         default_partition(joint, None, num_fwd_outputs=7)
 
@@ -246,8 +246,8 @@ def test_hand_built_joint_graph():
     for partition in PARTITIONERS:
         fw, bw = partition(joint, None, num_fwd_outputs=1)
         info = fw.meta["partition"]
-        assert info["saved_values"] == ["primals_1"], info  # cos is in the backward: x is what it reads
-        assert info["saved_bytes"] == 12
+        assert info.saved_values == ["primals_1"], info  # cos is in the backward: x is what it reads
+        assert info.saved_bytes == 12
         (out,), (grad,) = run_partitioned(fw, bw, 1, [xv], [kiln.ones(3)])
         close(out, kiln.sin(xv)), close(grad, kiln.cos(xv))
 
@@ -263,7 +263,7 @@ def test_symbolic_sizes_are_saved_as_size_nodes(partition):
     fw, bw = partition(gm, None, num_fwd_outputs=1)
     info = fw.meta["partition"]
     # The backward reads only x's sizes: the sizes are saved, x is not.
-    assert info["saved_values"] == [] and info["saved_sym_nodes"] == ["sym_size", "sym_size_1"]
+    assert info.saved_values == [] and info.saved_sym_nodes == ["sym_size", "sym_size_1"]
     assert placeholders(bw) == ["sym_size", "sym_size_1", "tangents_1"]
     out, *saved = fw(rand(6, 5))
     assert saved == [6, 5]

@@ -9,8 +9,9 @@ The joint graph's placeholders are ``primals_1..N`` then ``tangents_1..M``; its 
 tuple ``(*fw_outs, *grads)``. The forward module maps primals to ``(*fw_outs, *saved_values,
 *saved_sym_nodes)``; the backward module maps ``(*saved_sym_nodes, *saved_values, *tangents)`` to the
 grads. The work is C++ (aot/partition.h, Note [Partitioning the joint graph]). What was saved is
-recorded in ``fw_module.meta["partition"]``: ``saved_values``, ``saved_sym_nodes`` (joint-graph
-names), ``recomputed`` (forward nodes the backward computes again) and ``saved_bytes``.
+recorded in ``fw_module.meta["partition"]``, a ``kiln._C.Partition``: ``saved_values``,
+``saved_sym_nodes`` (joint-graph names), ``recomputed`` (forward nodes the backward computes again)
+and ``saved_bytes``.
 """
 
 import dataclasses
@@ -39,11 +40,10 @@ def _graph_of(joint_module):
 
 def _modules(joint_module, result):
     root = joint_module if isinstance(joint_module, GraphModule) else {}
-    fw_module = GraphModule(root, result["forward"])
-    bw_module = GraphModule(root, result["backward"])
-    info = {k: result[k] for k in ("saved_values", "saved_sym_nodes", "recomputed", "saved_bytes")}
-    fw_module.meta["partition"] = info
-    bw_module.meta["partition"] = info
+    fw_module = GraphModule(root, result.forward)
+    bw_module = GraphModule(root, result.backward)
+    fw_module.meta["partition"] = result
+    bw_module.meta["partition"] = result
     return fw_module, bw_module
 
 

@@ -174,8 +174,8 @@ def _num_user_visible(gm, kind, saved_layouts):
     n = len(_outputs(gm))
     if kind != "forward" or saved_layouts is None:
         return n
-    info = gm.meta.get("partition") or {}
-    return n - len(info.get("saved_values", ())) - len(info.get("saved_sym_nodes", ()))
+    info = gm.meta.get("partition")
+    return n if info is None else n - len(info.saved_values) - len(info.saved_sym_nodes)
 
 
 def _fake_mode(gm):
