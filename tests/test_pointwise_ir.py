@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import kiln
+from conftest import torch
 from kiln import _C
 from kiln._inductor import autotune, compile_fx
 from kiln._inductor.lowering import LOWERINGS
@@ -129,3 +130,27 @@ def test_compiled_gives_eagers_bits(name, dtype):
             declined = [f for g in graphs for f in g.fallbacks
                         if "ZeroDivisionError" not in f[1] and "Note [Integer pow]" not in f[1]]
             assert graphs and not declined, f"{name} {dtype} {what}: {declined}"
+
+
+def test_schemas_are_typed_as_torchs():
+    """The compiler asks a schema whether a result aliases an argument (Tensor(a), Tensor(a!)), not
+    its text; the arguments and returns carry torch._C.Argument's names and alias_info."""
+    split = aten.split_with_sizes.default._schema.returns[0]
+    assert split.alias_info.before_set == {"a"} and not split.alias_info.is_write
+    assert aten.add_.Tensor._schema.returns[0].alias_info.is_write
+    assert aten.mul.Tensor._schema.returns[0].alias_info is None
+    assert [a.name for a in aten.add.Tensor._schema.arguments] == ["self", "other", "alpha"]
+    assert [a.kwarg_only for a in aten.add.Tensor._schema.arguments] == [False, False, True]
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch")
+@pytest.mark.parametrize("name", ["add.Tensor", "transpose.int", "split.Tensor", "index_put_.default",
+                                  "native_layer_norm.default", "addmm.default"])
+def test_schema_arguments_match_torchs(name):
+    ours, theirs = _overload(name)._schema, getattr(getattr(torch.ops.aten, name.partition(".")[0]),
+                                                     name.partition(".")[2])._schema
+    assert [a.name for a in ours.arguments] == [a.name for a in theirs.arguments]
+    for mine, torchs in zip(ours.returns, theirs.returns):
+        assert (mine.alias_info is None) == (torchs.alias_info is None)
+        if mine.alias_info is not None:
+            assert mine.alias_info.is_write == torchs.alias_info.is_write

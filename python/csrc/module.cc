@@ -1,5 +1,7 @@
 // python/csrc/module.cc: the kiln._C extension module: types, registry access, tensors from
 // Python data and numpy buffers, generators and global settings.
+#include <set>
+
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -285,6 +287,30 @@ PYBIND11_MODULE(_C, m) {
     Op* op = Registry::Get().Find(full_name);
     if (!op) throw py::attribute_error("no op named " + full_name);
     return op->schema().str();
+  });
+  // A schema's arguments and returns as typed objects (torch._C.Argument's fields that kiln has):
+  // the compiler asks whether a result aliases an argument without parsing the schema's text.
+  py::class_<AliasInfo>(m, "AliasInfo")
+      .def_readonly("is_write", &AliasInfo::is_write)
+      .def_property_readonly("before_set", [](const AliasInfo& a) { return std::set<std::string>{a.set}; })
+      .def_property_readonly("after_set", [](const AliasInfo& a) { return std::set<std::string>{a.set}; });
+  py::class_<Argument>(m, "Argument")
+      .def_readonly("name", &Argument::name)
+      .def_readonly("kwarg_only", &Argument::kwarg_only)
+      .def_property_readonly("type", [](const Argument& a) { return a.type_str; })
+      .def_property_readonly("alias_info", [](const Argument& a) -> py::object {
+        return a.alias.set.empty() ? py::none() : py::cast(a.alias);
+      })
+      .def("__repr__", [](const Argument& a) { return a.type_str + (a.name.empty() ? "" : " " + a.name); });
+  m.def("_schema_arguments", [](const std::string& full_name) {
+    Op* op = Registry::Get().Find(full_name);
+    if (!op) throw py::attribute_error("no op named " + full_name);
+    return op->schema().arguments;
+  });
+  m.def("_schema_returns", [](const std::string& full_name) {
+    Op* op = Registry::Get().Find(full_name);
+    if (!op) throw py::attribute_error("no op named " + full_name);
+    return op->schema().returns;
   });
   m.def("_tags", [](const std::string& full_name) {
     Op* op = Registry::Get().Find(full_name);

@@ -12,12 +12,22 @@ from kiln import _C
 
 
 class FunctionSchema:
-    """The parsed schema of one overload; str() gives the schema text."""
+    """The parsed schema of one overload; str() gives the schema text, `arguments` and `returns`
+    the registry's typed arguments (name, type, alias_info: torch._C.Argument's)."""
 
-    def __init__(self, text):
+    def __init__(self, text, full_name=None):
         self._text = text
+        self._full_name = full_name
         head = text.split("(", 1)[0]
         self.name, _, self.overload_name = ("aten::" + head).partition(".")
+
+    @property
+    def arguments(self):
+        return _C._schema_arguments(self._full_name)
+
+    @property
+    def returns(self):
+        return _C._schema_returns(self._full_name)
 
     def __str__(self):
         return self._text
@@ -32,7 +42,7 @@ class OpOverload:
         full = packet._qualified_name + ("." + overload_name if overload_name else "")
         self._full_name = full
         self._op = _C._overload_function(full)
-        self._schema = FunctionSchema(_C._schema(full))
+        self._schema = FunctionSchema(_C._schema(full), full)
         self.__name__ = f"{packet.__name__}.{self._overloadname}"
         self.__qualname__ = self._full_name
 

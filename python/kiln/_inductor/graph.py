@@ -14,7 +14,6 @@ with its memory planned in wrapper.py.
 import itertools
 import logging
 import operator
-import re
 
 import kiln
 from kiln import _C
@@ -686,10 +685,7 @@ def _input_name(name, taken):
 def _is_lowered_view(target):
     """An op with a lowering whose result may alias its input (its schema returns `Tensor(a)`:
     views, t, reshape), so it can be lowered again over a realized base."""
-    if target not in LOWERINGS:
-        return False
-    returns = str(target._schema).rpartition("->")[2]
-    return "Tensor(a" in returns and "!" not in returns
+    return target in LOWERINGS and _returns_alias(target)
 
 
 def _squeezed_strides(buf, shape):
@@ -783,8 +779,8 @@ def _storage_owner(node):
 
 def _returns_alias(target):
     """Whether an op's schema returns a view of an argument (`Tensor(a)`, not in place: `Tensor(a!)`)."""
-    schema = str(getattr(target, "_schema", ""))
-    return ") -> " in schema and re.search(r"Tensor\([a-z]\)", schema.rsplit(") -> ", 1)[1]) is not None
+    schema = getattr(target, "_schema", None)
+    return schema is not None and any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
 
 
 def _same_layout(shape, a, b):

@@ -184,8 +184,8 @@ def _in_place_victim(graph, i, buf, last_use, bases, view_last):
 def _returns_fresh(target):
     """Whether an extern op's results are new tensors (its schema's returns carry no alias
     annotation such as `Tensor(a)`): only those may be overwritten in place."""
-    schema = str(getattr(target, "_schema", ""))
-    return "->" in schema and not re.search(r"Tensor\(", schema.split("->", 1)[1])
+    schema = getattr(target, "_schema", None)
+    return schema is not None and all(r.alias_info is None for r in schema.returns)
 
 
 def _merge_in_place(kernel, victim, out):
