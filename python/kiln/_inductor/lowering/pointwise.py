@@ -16,16 +16,27 @@ from kiln._inductor.lowering.common import (INF, Fallback, scalar_as, aten, broa
 # calls them, binary.cc's floor division of floats) and a new row in a family is a new lowering. The
 # lowerings further down replace it where an op needs more (pow of integers, gelu's approximate
 # argument) or computes differently here.
-def _instantiate(template, operands):
-    """The element function's tuple expression with operand i's expression for ("arg", i)."""
+def _builder(template):
+    """fn(*operand exprs) -> the element function's tuple expression with operand i's expression
+    for ("arg", i): closures made once per op and dtypes, since a kernel's expression is built
+    again by every probe and by code generation."""
     kind = template[0]
     if kind == "arg":
-        return operands[template[1]]
+        i = template[1]
+        return lambda *xs: xs[i]
     if kind == "const":
-        return template
+        return lambda *xs: template
     if kind == "cast":
-        return ("cast", _instantiate(template[1], operands), template[2])
-    return (kind, *(_instantiate(t, operands) for t in template[1:]))
+        inner, dtype = _builder(template[1]), template[2]
+        return lambda *xs: ("cast", inner(*xs), dtype)
+    parts = [_builder(t) for t in template[1:]]
+    if all(t[0] == "arg" for t in template[1:]):  # the common case, op(x) or op(x, y)
+        positions = [t[1] for t in template[1:]]
+        if positions == [0]:
+            return lambda *xs: (kind, xs[0])
+        if positions == [0, 1]:
+            return lambda *xs: (kind, xs[0], xs[1])
+    return lambda *xs: (kind, *(p(*xs) for p in parts))
 
 
 def _promoted(a, b):
@@ -51,18 +62,17 @@ def element_function_lowering(op):
                 operands, dtypes = (*operands, alpha), dtypes + dtypes[:1]
         key = tuple(dtypes)
         if key not in functions:
-            functions[key] = _C._inductor.pointwise_ir(full, dtypes)
-        function = functions[key]
+            function = _C._inductor.pointwise_ir(full, dtypes)
+            functions[key] = function, _builder(function.expr)
+        function, build = functions[key]
         if function.integer_division and not _is_float(function.compute):
             check_integer_divisor(name, operands[1])
         load_as = one_element_in_float(out, operands[1]) if function.reads_scalar_in_opmath else None
         if function.compute == "bool":
             # bools add and multiply as integers (True + True is 2 in the IR), and the value is a
             # bool again only where it is stored: read by a cast (`(b + b).float()`) it was 2.0
-            return pointwise(name, out, list(operands), lambda *xs: ("cast", _instantiate(function.expr, xs), "bool"),
-                             "bool", load_as)
-        return pointwise(name, out, list(operands), lambda *xs: _instantiate(function.expr, xs), function.compute,
-                         load_as)
+            return pointwise(name, out, list(operands), lambda *xs: ("cast", build(*xs), "bool"), "bool", load_as)
+        return pointwise(name, out, list(operands), build, function.compute, load_as)
 
     return lower
 
