@@ -2,7 +2,7 @@
 //
 // User errors are exceptions whose class picks the Python exception at the binding boundary
 // (python/errors.cc): Error -> RuntimeError, ValueError, IndexError, TypeError,
-// NotImplementedError. Messages read "[op] what was expected, what was given".
+// NotImplementedError, OverflowError. Messages read "[op] what was expected, what was given".
 // KILN_INTERNAL_ASSERT is for invariants: when it fires, it is a bug in kiln, and says so.
 #pragma once
 
@@ -29,6 +29,10 @@ class TypeError : public Error {
   using Error::Error;
 };
 class NotImplementedError : public Error {
+ public:
+  using Error::Error;
+};
+class OverflowError : public Error {  // a Python int no Scalar holds (beyond -2^63 .. 2^64 - 1)
  public:
   using Error::Error;
 };

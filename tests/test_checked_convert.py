@@ -1,7 +1,9 @@
 """A Python number stored into an integer dtype is refused when the dtype cannot hold it, as
 PyTorch's checked_convert refuses it (tensor/ops/checked_convert.h): fill_, full, kiln.tensor and
 x[k] = v raise where they wrapped (int8 300 gave 44); fill_ with a tensor value and arithmetic still
-wrap, as PyTorch's do. An unsigned dtype takes negatives down to -max (uint8 -1 is 255)."""
+wrap, as PyTorch's do. An unsigned dtype takes negatives down to -max (uint8 -1 is 255). Floating
+dtypes refuse finite values past their range where PyTorch's c10::overflows does (float32.fill_(1e39);
+x[k] = v only for float32, torch.tensor never), and a Python int past uint64 is Python's OverflowError."""
 
 import math
 
@@ -15,7 +17,11 @@ CASES = [("int8", 300), ("int8", -129), ("int8", 127), ("int8", -128), ("int8", 
          ("int8", -128.5), ("int8", math.nan), ("int8", math.inf), ("uint8", -1), ("uint8", -255), ("uint8", -256),
          ("uint8", 255.5), ("uint8", -1.0), ("uint8", 256), ("int16", 40000), ("int32", 2**31), ("int32", -2**31),
          ("int64", 2**63 - 1), ("int64", 9.3e18), ("int64", 2**63), ("int64", 2**70), ("float32", 2**70),
-         ("bool", 2), ("bool", -1.5), ("float64", 1e300)]
+         ("bool", 2), ("bool", -1.5), ("float64", 1e300),
+         # floating dtypes: finite values past the dtype's range (c10::overflows), ints past uint64
+         ("float32", 1e39), ("float32", -1e39), ("float32", 3.5e38), ("float32", math.inf), ("float16", 70000),
+         ("float16", 65504), ("float16", math.nan), ("bfloat16", 3.39e38), ("float64", 1e308), ("float32", 2**64 - 1),
+         ("float32", -2**70), ("int64", 2**64)]
 
 
 def _outcome(fn):
@@ -57,11 +63,6 @@ def _run(lib, dtype, value, how):
                                  "x[[0, 1]] = v"])
 @pytest.mark.parametrize("dtype,value", CASES, ids=lambda c: repr(c))
 def test_numbers_into_integer_dtypes_as_pytorch(dtype, value, how):
-    if how in ("fill_", "full", "x[mask] = v") and isinstance(value, int) and not -2**63 <= value < 2**63:
-        # PyTorch's argument parser refuses an int past int64 for a Scalar here (OverflowError);
-        # kiln's takes it as a float, as both take it in arithmetic (x * 2**70): then float32
-        # holds it and int64 refuses it as a float
-        pytest.skip("an int past int64 as a Scalar argument")
     got, want = _run(kiln, dtype, value, how), _run(torch, dtype, value, how)
     if isinstance(want, str) and want in ("ValueError", "OverflowError"):
         assert got in ("ValueError", "OverflowError"), (got, want)

@@ -284,7 +284,24 @@ bool ToScalar(PyObject* o, Scalar* out) {
   if (PyLong_Check(o)) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow) { *out = Scalar(PyLong_AsDouble(o)); return true; }
+    if (overflow) {
+      // PyTorch's Scalar holds an int of int64 or uint64 (-2^63 .. 2^64 - 1), and Python's
+      // OverflowError reaches the user for any other ("int too big to convert")
+      unsigned long long u = PyLong_AsUnsignedLongLong(o);
+      if (u == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+        PyObject *type, *value, *trace;
+        PyErr_Fetch(&type, &value, &trace);
+        PyObject* text = value ? PyObject_Str(value) : nullptr;
+        std::string message = text ? PyUnicode_AsUTF8(text) : "int too big to convert";
+        Py_XDECREF(text);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(trace);
+        throw OverflowError(message);
+      }
+      *out = Scalar(static_cast<double>(u));
+      return true;
+    }
     *out = Scalar(static_cast<int64_t>(v));
     return true;
   }
@@ -648,6 +665,8 @@ void TranslateCurrentException() {
     PyErr_SetString(PyExc_TypeError, e.what());
   } catch (const NotImplementedError& e) {
     PyErr_SetString(PyExc_NotImplementedError, e.what());
+  } catch (const OverflowError& e) {
+    PyErr_SetString(PyExc_OverflowError, e.what());
   } catch (const FakeAssertionError& e) {
     PyErr_SetString(PyExc_AssertionError, e.what());
   } catch (const Error& e) {

@@ -35,6 +35,24 @@ struct DataInfo {
   bool any_complex = false, any_float = false, any_int = false, any_bool = false;
 };
 
+// A number of kiln.tensor's data: as an op's Scalar argument, except that an int past int64 is
+// taken as a float (torch.tensor(2**70, dtype=float32) holds it; an integer dtype refuses it below).
+bool DataScalar(PyObject* o, Scalar* out) {
+  if (PyLong_Check(o) && !PyBool_Check(o)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow != 0) {
+      const double d = PyLong_AsDouble(o);
+      if (d == -1.0 && PyErr_Occurred()) throw py::error_already_set();
+      *out = Scalar(d);
+    } else {
+      *out = Scalar(static_cast<int64_t>(v));
+    }
+    return true;
+  }
+  return ToScalar(o, out);
+}
+
 void Infer(PyObject* o, size_t depth, DataInfo& info) {
   if (IsTensor(o)) {
     const Tensor& t = UnpackTensor(o);
@@ -60,7 +78,7 @@ void Infer(PyObject* o, size_t depth, DataInfo& info) {
     return;
   }
   Scalar s;
-  if (ToScalar(o, &s)) {
+  if (DataScalar(o, &s)) {
     if (s.is_floating()) info.any_float = true;
     else if (s.is_complex()) info.any_complex = true;
     else info.any_int = true;
@@ -87,14 +105,14 @@ void Fill(PyObject* o, size_t depth, const DataInfo& info, T*& out) {
     ToScalar(v, &s);
     Py_DECREF(v);
   } else {
-    ToScalar(o, &s);
+    DataScalar(o, &s);
   }
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
     // an integer dtype refuses what it cannot hold, as PyTorch's torch.tensor does (300 as int8
     // wrapped to 44); a Python int past int64 (made a double by ToScalar) fails to unpack first
     constexpr ScalarType dtype = CppTypeToScalarType<T>::value;
     KILN_CHECK_VALUE(!(PyLong_Check(o) && s.is_floating()), "Overflow when unpacking long long");
-    CheckFitsDtype(s, dtype, ScalarTypeName(dtype));
+    CheckFitsDtype(s, dtype, ScalarTypeName(dtype), FloatRange::kUnchecked);  // torch.tensor([1e39]) is inf
   }
   *out++ = s.to<T>();
 }

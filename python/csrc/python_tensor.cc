@@ -671,6 +671,29 @@ PyObject* Subscript(PyObject* self, PyObject* key) {
 // first, as kiln.tensor makes it, so only outside fake modes, make_fx and inference mode (where
 // kiln.tensor makes a fake constant, a graph constant or an inference tensor); there, and for
 // every other key and value, Tensor._setitem runs, which also raises every error but the ops'.
+// A number stored by x[k] = v, taken as PyTorch's setitem takes it: an int is unpacked as int64
+// first (ValueError past it), then checked against x's dtype as its scalar_tensor checks it
+// (integers and float32; float16 and bfloat16 round 1e6 to inf). False with the error set.
+bool CheckSetItemNumber(PyObject* value, ScalarType dtype) {
+  if (PyLong_Check(value) && !PyBool_Check(value)) {
+    int overflow = 0;
+    PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow != 0) {
+      PyErr_SetString(PyExc_ValueError, "Overflow when unpacking long long");
+      return false;
+    }
+  }
+  try {
+    Scalar s;
+    ToScalar(value, &s);
+    CheckFitsDtype(s, dtype, nullptr, FloatRange::kFloat32Only);
+  } catch (...) {
+    TranslateCurrentException();
+    return false;
+  }
+  return true;
+}
+
 // 0 when done, -1 with an error set, 1 for Tensor._setitem.
 int FastSetItem(PyObject* self, PyObject* key, PyObject* value) {
   const bool number = PyFloat_CheckExact(value) || PyLong_CheckExact(value) || PyBool_Check(value);
@@ -696,9 +719,16 @@ int FastSetItem(PyObject* self, PyObject* key, PyObject* value) {
     PyObject* view_args[2] = {key, shape.p};
     PyRef view(CallPacketByName("view", view_args, 2));
     if (view.p == nullptr) return -1;
+    if (number && !CheckSetItemNumber(value, base.dtype())) return -1;
     Py_INCREF(value);
     PyRef fill(value);
-    if (!number) {
+    if (number && IsReducedFloat(base.dtype())) {
+      // a 0-dim tensor of x's dtype, as setitem makes it (masked_fill_ with a number would refuse
+      // what float16 rounds to inf)
+      if (ActiveFakeMode() != nullptr || fx::ActiveTracer() != nullptr || autograd::InferenceMode::is_enabled())
+        return 1;
+      Py_SETREF(fill.p, WrapTensor(TensorFromData(value, base.dtype())));
+    } else if (!number) {
       PyObject* to_args[2] = {value, DtypeObject(base.dtype())};  // borrowed
       Py_SETREF(fill.p, CallPacketByName("to", to_args, 2));
       if (fill.p == nullptr) return -1;
@@ -717,22 +747,7 @@ int FastSetItem(PyObject* self, PyObject* key, PyObject* value) {
   PyRef v(nullptr);
   if (number) {
     if (ActiveFakeMode() != nullptr || fx::ActiveTracer() != nullptr || autograd::InferenceMode::is_enabled()) return 1;
-    if (PyLong_Check(value) && !PyBool_Check(value)) {  // PyTorch unpacks an int as int64 first
-      int overflow = 0;
-      PyLong_AsLongLongAndOverflow(value, &overflow);
-      if (overflow != 0) {
-        PyErr_SetString(PyExc_ValueError, "Overflow when unpacking long long");
-        return -1;
-      }
-    }
-    Scalar s;
-    ToScalar(value, &s);
-    try {
-      CheckFitsDtype(s, base.dtype());  // PyTorch's scalar_tensor refuses it, not wraps
-    } catch (...) {
-      TranslateCurrentException();
-      return -1;
-    }
+    if (!CheckSetItemNumber(value, base.dtype())) return -1;
     v.p = WrapTensor(TensorFromData(value, base.dtype()));
   } else {
     Py_INCREF(value);

@@ -1,4 +1,5 @@
-// tensor/ops/checked_convert.cc: PyTorch's overflow rule for Scalars stored into integer dtypes.
+// tensor/ops/checked_convert.cc: PyTorch's overflow rule for Scalars stored into integer and
+// floating dtypes (c10::overflows).
 #include "tensor/ops/checked_convert.h"
 
 #include <cmath>
@@ -41,6 +42,20 @@ bool FitsIntegerDtype(const Scalar& value, ScalarType dtype) {
   }
 }
 
+// c10::overflows for a floating dtype: finite values beyond [lowest, max] (compared as doubles)
+bool FitsFloatDtype(const Scalar& value, ScalarType dtype) {
+  if (value.is_complex()) return true;
+  double max;
+  switch (dtype) {
+    case ScalarType::Float32: max = std::numeric_limits<float>::max(); break;
+    case ScalarType::Float16: max = 65504.0; break;
+    case ScalarType::BFloat16: max = 3.38953138925153547590470800371487866880e38; break;
+    default: return true;
+  }
+  const double v = value.to<double>();
+  return std::isinf(v) || std::isnan(v) || (v >= -max && v <= max);
+}
+
 // PyTorch's name for dtype's C type in those errors
 const char* CTypeName(ScalarType dtype) {
   switch (dtype) {
@@ -49,15 +64,21 @@ const char* CTypeName(ScalarType dtype) {
     case ScalarType::Int16: return "int16_t";
     case ScalarType::Int32: return "int";
     case ScalarType::Int64: return "int64_t";
+    case ScalarType::Float32: return "float";
+    case ScalarType::Float16: return "c10::Half";
+    case ScalarType::BFloat16: return "c10::BFloat16";
     default: return ScalarTypeName(dtype);
   }
 }
 
 }  // namespace
 
-void CheckFitsDtype(const Scalar& value, ScalarType dtype, const char* type_name) {
-  KILN_CHECK(FitsIntegerDtype(value, dtype), "value cannot be converted to type ",
-             type_name != nullptr ? type_name : CTypeName(dtype), " without overflow");
+void CheckFitsDtype(const Scalar& value, ScalarType dtype, const char* type_name, FloatRange floats) {
+  const bool float_checked =
+      floats == FloatRange::kAll || (floats == FloatRange::kFloat32Only && dtype == ScalarType::Float32);
+  KILN_CHECK(FitsIntegerDtype(value, dtype) && (!float_checked || FitsFloatDtype(value, dtype)),
+             "value cannot be converted to type ", type_name != nullptr ? type_name : CTypeName(dtype),
+             " without overflow");
 }
 
 }  // namespace kiln

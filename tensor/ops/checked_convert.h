@@ -13,6 +13,13 @@ namespace kiln {
 // except that an unsigned dtype also takes negatives down to -max, which wrap (PyTorch lets
 // `uint8.fill_(-1)` give 255 and refuses -256). The message names the C type as PyTorch's ops do
 // ("int" for int32), or `type_name` (torch.tensor names the dtype: "int8").
-void CheckFitsDtype(const Scalar& value, ScalarType dtype, const char* type_name = nullptr);
+//
+// Floating dtypes, as c10::overflows: a finite value beyond the dtype's range is refused ("value
+// cannot be converted to type float without overflow"); infinities and NaN convert. PyTorch checks
+// them in fill_ and masked_fill_ (`floats` kAll), float32 alone in `x[k] = v`, and none in
+// torch.tensor, which rounds 1e39 to inf.
+enum class FloatRange { kUnchecked, kFloat32Only, kAll };
+void CheckFitsDtype(const Scalar& value, ScalarType dtype, const char* type_name = nullptr,
+                    FloatRange floats = FloatRange::kAll);
 
 }  // namespace kiln
