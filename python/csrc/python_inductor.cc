@@ -10,6 +10,7 @@
 #include "codegen/llvm_codegen.h"
 #include "python/csrc/python_tensor.h"
 #include "tensor/empty.h"
+#include "tensor/cuda/pointwise.h"
 #include "tensor/ops/pointwise_ir.h"
 #include "runtime/error.h"
 
@@ -125,28 +126,7 @@ py::object ExprToTuple(const Expr& e) {
   throw ValueError(StrCat(kOp, "an element function reads a loop variable"));
 }
 
-// The tensor dtype a kernel IR dtype name stands for ("f32" -> float32).
-ScalarType ScalarTypeOfDt(DType t) {
-  switch (t) {
-    case DType::F32: return ScalarType::Float32;
-    case DType::F64: return ScalarType::Float64;
-    case DType::I64: return ScalarType::Int64;
-    case DType::I32: return ScalarType::Int32;
-    case DType::Bool: return ScalarType::Bool;
-    case DType::BF16: return ScalarType::BFloat16;
-    case DType::F16: return ScalarType::Float16;
-    case DType::I16: return ScalarType::Int16;
-    case DType::I8: return ScalarType::Int8;
-    case DType::U8: return ScalarType::UInt8;
-  }
-  return ScalarType::Float32;
-}
-
-DType DtOfScalarType(ScalarType t) {
-  for (int i = 0; i <= static_cast<int>(DType::U8); ++i)
-    if (ScalarTypeOfDt(static_cast<DType>(i)) == t) return static_cast<DType>(i);
-  throw NotImplementedError(StrCat(kOp, "no kernel IR dtype for ", ScalarTypeDisplayName(t)));
-}
+ScalarType ToScalarType(DType t);  // below, with the kernel arguments' checks
 
 codegen::Stmt ParseStmt(py::handle h) {
   py::sequence s = Seq(h, "a statement");
@@ -410,12 +390,12 @@ void InitInductorBindings(py::module_& m) {
         std::vector<ScalarType> types;
         std::vector<ExprPtr> operands;
         for (int i = 0; i < n; ++i) {
-          types.push_back(ScalarTypeOfDt(ParseDt(py::str(operand_dtypes[i]))));
+          types.push_back(ToScalarType(ParseDt(py::str(operand_dtypes[i]))));
           operands.push_back(Expr::Load(i, codegen::Index{}));
         }
         ScalarType compute = ir->compute(types);
         ExprPtr e = ir->build(std::move(operands), compute, DeviceType::CPU);
-        return py::cast(PointwiseFunction{ExprToTuple(*e), codegen::DTypeName(DtOfScalarType(compute)),
+        return py::cast(PointwiseFunction{ExprToTuple(*e), codegen::DTypeName(cuda::CodegenDType(compute, full_name.c_str())),
                                           ir->integer_division, ir->reads_scalar_in_opmath});
       },
       py::arg("op"), py::arg("operand_dtypes"),
