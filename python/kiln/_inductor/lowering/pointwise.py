@@ -51,6 +51,9 @@ def _promoted(a, b):
 
 
 def element_function_lowering(op):
+    """op's lowering from its element function: operands read in the dtype the registry computes
+    in (binary ops' promoted one; alpha, where not 1, a further operand), integer divisions whose
+    divisor may be 0 left to eager (Note [Integer division by zero])."""
     name, full, functions = op.overloadpacket.__name__, op._full_name, {}
 
     def lower(out, *operands, alpha=None):
