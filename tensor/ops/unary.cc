@@ -115,6 +115,13 @@ double Digamma(double x) {
 template <typename T>
 T RoundHalfEven(T x) { return std::nearbyint(x); }
 
+// erf as the erf op computes it (kErf; special_ndtr's too)
+template <typename M>
+[[gnu::always_inline]] inline M ErfOf(M x) {
+  if constexpr (std::is_same_v<M, float>) return ErfPolyF(x);  // vectorises (vec_math.h)
+  else return std::erf(x);
+}
+
 // Element function over opmath type M (float/double for floating; the integer type otherwise).
 
 template <typename M>
@@ -145,9 +152,7 @@ template <typename M>
       case kAsinh: return std::asinh(x);
       case kAcosh: return std::acosh(x);
       case kAtanh: return std::atanh(x);
-      case kErf:
-        if constexpr (std::is_same_v<M, float>) return ErfPolyF(x);  // vectorises (vec_math.h)
-        else return std::erf(x);
+      case kErf: return ErfOf(x);
       case kErfc: return std::erfc(x);
       case kErfinv: return static_cast<M>(ErfInv(x));
       case kLgamma: return std::lgamma(x);
@@ -173,7 +178,7 @@ template <typename M>
       case kIsfinite: return std::isfinite(x);
       case kSignbit: return SignBit(x);
       // PyTorch's calc_ndtr, whose lower tail is 0 once erf rounds to -1 (ndtr(-8) in float32)
-      case kSpecialNdtr: return (M(1) + ApplyUnary<M>(kErf, x * M(M_SQRT1_2))) * M(0.5);
+      case kSpecialNdtr: return (M(1) + ErfOf(x * M(M_SQRT1_2))) * M(0.5);
     }
   } else {
     switch (op) {
