@@ -29,6 +29,20 @@ struct BinarySpec {
 
 // Element functions over the opmath type T.
 
+// Signed integers wrap around when + - * overflow, as PyTorch's kernels do in practice (C++ leaves
+// it undefined: UBSan stopped at INT64_MIN + -1): through uint64, whose arithmetic wraps.
+template <typename T>
+inline constexpr bool kWrapsSigned = std::is_integral_v<T> && std::is_signed_v<T>;
+template <typename T> T WrapAdd(T a, T b) {
+  return static_cast<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+template <typename T> T WrapSub(T a, T b) {
+  return static_cast<T>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+template <typename T> T WrapMul(T a, T b) {
+  return static_cast<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+
 // a / b and a % b of integers (b != 0) without the trap x86's idiv raises for the one quotient that
 // does not fit, INT_MIN / -1 (undefined in C++; it killed the process): the quotient wraps to
 // INT_MIN and the remainder is 0, as PyTorch's kernels give.
@@ -83,9 +97,9 @@ template <typename T> T PowInt(T base, T exp) {
   }
   T result = 1;
   while (exp) {
-    if (exp & 1) result *= base;
+    if (exp & 1) result = WrapMul(result, base);
     exp >>= 1;
-    base *= base;
+    base = WrapMul(base, base);
   }
   return result;
 }
@@ -143,10 +157,16 @@ inline constexpr BinarySpec kSpecs[kNumOps] = {
 template <int kOp, typename T>
 T BinaryFn<kOp, T>::operator()(T a, T b) const {
   switch (kOp) {
-    case kAdd: return alpha == T(1) ? T(a + b) : T(a + alpha * b);
-    case kSub: return alpha == T(1) ? T(a - b) : T(a - alpha * b);
+    case kAdd:
+      if constexpr (kWrapsSigned<T>) return alpha == T(1) ? WrapAdd(a, b) : WrapAdd(a, WrapMul(alpha, b));
+      else return alpha == T(1) ? T(a + b) : T(a + alpha * b);
+    case kSub:
+      if constexpr (kWrapsSigned<T>) return alpha == T(1) ? WrapSub(a, b) : WrapSub(a, WrapMul(alpha, b));
+      else return alpha == T(1) ? T(a - b) : T(a - alpha * b);
     case kMul:
-      if constexpr (std::is_same_v<T, bool>) return a && b; else return a * b;
+      if constexpr (std::is_same_v<T, bool>) return a && b;
+      else if constexpr (kWrapsSigned<T>) return WrapMul(a, b);
+      else return a * b;
     case kDiv: return a / b;
     case kDivTrunc:
       if constexpr (std::is_integral_v<T>) { if (b == 0) throw Error("ZeroDivisionError"); return IntDiv(a, b); }

@@ -182,8 +182,11 @@ template <typename M>
     }
   } else {
     switch (op) {
-      case kNeg: return static_cast<M>(-x);
-      case kAbs: if constexpr (std::is_signed_v<M>) return x < 0 ? static_cast<M>(-x) : x; else return x;
+      // -INT_MIN wraps to INT_MIN, as PyTorch's gives (C++ leaves it undefined)
+      case kNeg: return static_cast<M>(uint64_t(0) - static_cast<uint64_t>(x));
+      case kAbs:
+        if constexpr (std::is_signed_v<M>) return x < 0 ? static_cast<M>(uint64_t(0) - static_cast<uint64_t>(x)) : x;
+        else return x;
       case kSign: if constexpr (std::is_same_v<M, bool>) return x; else return static_cast<M>((x > 0) - (x < 0));
       case kFloor: case kCeil: case kRound: case kTrunc: return x;
       case kFrac: return 0;
