@@ -631,5 +631,4 @@ for _part in (_pointwise_cases, _backward_cases, _reduction_cases, _nn_cases, _s
     CASES.update(_part())
 # the decompositions read off element functions (kiln/_decomp/element_functions.py): unary samples
 for _full in kiln._C._inductor.pointwise_ops():
-    _packet, _, _overload = _full.split("::")[1].partition(".")
-    CASES.setdefault(getattr(getattr(aten, _packet), _overload or "default"), unary(low=-6.0, high=6.0))
+    CASES.setdefault(kiln._ops.overload_named(_full), unary(low=-6.0, high=6.0))

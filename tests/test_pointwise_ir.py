@@ -17,8 +17,7 @@ POINTWISE_OPS = [full.split("::")[1] for full in _C._inductor.pointwise_ops()]
 
 
 def _overload(name):
-    packet, _, overload = name.partition(".")
-    return getattr(getattr(aten, packet), overload or "default")
+    return kiln._ops.overload_named("aten::" + name)
 
 
 def test_tags_and_cost_classes_come_from_the_registry():

@@ -694,6 +694,12 @@ bool CheckSetItemNumber(PyObject* value, ScalarType dtype) {
   return true;
 }
 
+// Where kiln.tensor makes a number a fake constant, a graph constant or an inference tensor, so
+// the number's 0-dim tensor is left to Tensor._setitem (Note [Item assignment in C++]).
+bool NumbersNeedThePythonParse() {
+  return ActiveFakeMode() != nullptr || fx::ActiveTracer() != nullptr || autograd::InferenceMode::is_enabled();
+}
+
 // 0 when done, -1 with an error set, 1 for Tensor._setitem.
 int FastSetItem(PyObject* self, PyObject* key, PyObject* value) {
   const bool number = PyFloat_CheckExact(value) || PyLong_CheckExact(value) || PyBool_Check(value);
@@ -725,8 +731,7 @@ int FastSetItem(PyObject* self, PyObject* key, PyObject* value) {
     if (number && IsReducedFloat(base.dtype())) {
       // a 0-dim tensor of x's dtype, as setitem makes it (masked_fill_ with a number would refuse
       // what float16 rounds to inf)
-      if (ActiveFakeMode() != nullptr || fx::ActiveTracer() != nullptr || autograd::InferenceMode::is_enabled())
-        return 1;
+      if (NumbersNeedThePythonParse()) return 1;
       Py_SETREF(fill.p, WrapTensor(TensorFromData(value, base.dtype())));
     } else if (!number) {
       PyObject* to_args[2] = {value, DtypeObject(base.dtype())};  // borrowed
@@ -746,7 +751,7 @@ int FastSetItem(PyObject* self, PyObject* key, PyObject* value) {
   }
   PyRef v(nullptr);
   if (number) {
-    if (ActiveFakeMode() != nullptr || fx::ActiveTracer() != nullptr || autograd::InferenceMode::is_enabled()) return 1;
+    if (NumbersNeedThePythonParse()) return 1;
     if (!CheckSetItemNumber(value, base.dtype())) return -1;
     v.p = WrapTensor(TensorFromData(value, base.dtype()));
   } else {

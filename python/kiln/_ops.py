@@ -147,6 +147,13 @@ class _Ops:
         self.aten = _OpNamespace("aten")
 
 
+def overload_named(full_name):
+    """The OpOverload of a registry name: "aten::add.Tensor" -> kiln.ops.aten.add.Tensor,
+    "aten::exp" -> kiln.ops.aten.exp.default (the names the C++ side hands out)."""
+    packet, _, overload = full_name.split("::", 1)[1].partition(".")
+    return getattr(getattr(ops.aten, packet), overload or "default")
+
+
 class Tag:
     """Op tags, as in torch.Tag."""
 

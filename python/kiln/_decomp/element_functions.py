@@ -9,14 +9,14 @@ pointwise family needs no decomposition of its own (special_ndtr: (1 + erf(x / s
 import kiln
 from kiln import _C
 from kiln._decomp import decomposition_table, register_decomposition
-from kiln._decomp.decompositions import scalar, to_dtype
+from kiln._decomp.decompositions import pw_opmath, scalar, to_dtype
+from kiln._ops import overload_named
 
 aten = kiln.ops.aten
 
 _DTYPES = {"f32": kiln.float32, "f64": kiln.float64, "i64": kiln.int64, "i32": kiln.int32, "bool": kiln.bool,
            "bf16": kiln.bfloat16, "f16": kiln.float16, "i16": kiln.int16, "i8": kiln.int8, "u8": kiln.uint8}
 _IR_DTYPE = {v: k for k, v in _DTYPES.items()}
-_OPMATH = {"bf16": "f32", "f16": "f32"}
 
 # The core aten op computing each kernel IR operator (codegen/kernel_ir.h), operands in order.
 _SAME_NAME_UNARY = ("neg", "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
@@ -55,21 +55,20 @@ def _uses_only_core_operators(expr):
 
 
 def _decomposition(full_name):
+    @pw_opmath  # float16/bfloat16 computed in float32, rounded once
     def decompose(*operands):
         function = _C._inductor.pointwise_ir(full_name, [_IR_DTYPE[t.dtype] for t in operands])
-        compute = function.compute
-        opmath = _DTYPES[_OPMATH.get(compute, compute)]
-        result = _evaluate(function.expr, [to_dtype(t, opmath) for t in operands], operands[0])
+        compute = _DTYPES[function.compute]
+        result = _evaluate(function.expr, [to_dtype(t, compute) for t in operands], operands[0])
         # the result dtype eager gives: compute's, or bool for predicates
-        return result if result.dtype == kiln.bool else to_dtype(result, _DTYPES[compute])
+        return result if result.dtype == kiln.bool else to_dtype(result, compute)
 
     return decompose
 
 
 def _register():
     for full in _C._inductor.pointwise_ops():
-        packet, _, overload = full.split("::")[1].partition(".")
-        op = getattr(getattr(aten, packet), overload or "default")
+        op = overload_named(full)
         if kiln.Tag.core in op.tags or op in decomposition_table or "(Tensor self) ->" not in str(op._schema):
             continue  # unary ops: the binary ones' numbers and alpha are not tensors
         if _uses_only_core_operators(_C._inductor.pointwise_ir(full, ["f32"]).expr):

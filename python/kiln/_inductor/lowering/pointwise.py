@@ -5,6 +5,7 @@ import math
 
 import kiln
 from kiln import _C
+from kiln._ops import overload_named
 from kiln._inductor.ir import Buffer, Pointwise, Reduction, ir_dtype
 from kiln._inductor.lowering.common import (INF, Fallback, scalar_as, aten, broadcast_indices, const, loader, opmath,
                                             ops_of, pointwise, register, shape_of)
@@ -29,13 +30,12 @@ def _builder(template):
     if kind == "cast":
         inner, dtype = _builder(template[1]), template[2]
         return lambda *xs: ("cast", inner(*xs), dtype)
+    positions = [t[1] if t[0] == "arg" else None for t in template[1:]]
+    if positions == [0]:  # the common cases, op(x) and op(x, y)
+        return lambda *xs: (kind, xs[0])
+    if positions == [0, 1]:
+        return lambda *xs: (kind, xs[0], xs[1])
     parts = [_builder(t) for t in template[1:]]
-    if all(t[0] == "arg" for t in template[1:]):  # the common case, op(x) or op(x, y)
-        positions = [t[1] for t in template[1:]]
-        if positions == [0]:
-            return lambda *xs: (kind, xs[0])
-        if positions == [0, 1]:
-            return lambda *xs: (kind, xs[0], xs[1])
     return lambda *xs: (kind, *(p(*xs) for p in parts))
 
 
@@ -81,8 +81,7 @@ def element_function_lowering(op):
 
 
 for _full in _C._inductor.pointwise_ops():
-    _packet, _, _overload = _full.split("::")[1].partition(".")
-    _op = getattr(getattr(aten, _packet), _overload or "default")
+    _op = overload_named(_full)
     register(_op)(element_function_lowering(_op))
 
 
