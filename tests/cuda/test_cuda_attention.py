@@ -49,6 +49,7 @@ def test_multihead_attention_on_cuda_matches_the_cpu(add_zero_attn):
         xi = x.detach().to(device).requires_grad_()  # a leaf on each device (x stays as it is)
         y, w = m(xi, xi, xi, is_causal=False)
         y.square().sum().backward()
-        results[device] = [t.detach().cpu() for t in (y, w, xi.grad, m.in_proj_weight.grad)]
+        # kept on their device: close() takes the CUDA result first and reads it back itself
+        results[device] = [t.detach().clone() for t in (y, w, xi.grad, m.in_proj_weight.grad)]
     for a, b in zip(results["cuda"], results["cpu"]):
         close(a, b, 1e-4, "mha")

@@ -94,7 +94,7 @@ def test_masked_fill(name):
     if name in ("float32", "float16", "bfloat16"):
         close(x.cuda().masked_fill(mask.cuda(), float("-inf")), x.masked_fill(mask, float("-inf")), what="-inf")
     if name == "int8":
-        with pytest.raises(RuntimeError, match="value cannot be converted to type int8 without overflow"):
+        with pytest.raises(RuntimeError, match="value cannot be converted to type int8_t without overflow"):
             x.cuda().masked_fill_(mask.cuda(), 1000)
 
 
