@@ -596,8 +596,6 @@ namespace {
 
 enum Prec { kPrecRel = 1, kPrecAdd = 2, kPrecMul = 3, kPrecPow = 4, kPrecAtom = 5 };
 
-void Print(std::ostream& os, Expr e, int ctx);
-
 std::string FloatStr(double v) {
   if (std::isinf(v)) return v > 0 ? "oo" : "-oo";
   std::ostringstream os;
@@ -616,134 +614,181 @@ int64_t Coefficient(Expr t) {
   return 1;
 }
 
-void PrintTerm(std::ostream& os, Expr t, bool negate) {
-  if (!negate) return Print(os, t, kPrecAdd);
-  Print(os, t->is_float ? Mul(Float(-1), t) : Neg(t), kPrecAdd);
-}
+// Prints an expression as sympy's str() does (Str), or as Python source that computes the same
+// value (PythonStr: Eq(a, b) is `a == b`, Mod `((a) % (b))`, Max `max(a, b)`, symbols replaced by
+// the caller's texts), with the least parentheses each needs.
+class Printer {
+ public:
+  Printer(std::ostream& os, const std::map<std::string, std::string>* python_symbols)
+      : os_(os), python_(python_symbols != nullptr), symbols_(python_symbols) {}
 
-void PrintAdd(std::ostream& os, Expr e) {
-  const auto& a = e->args;
-  // sympy prints `3 - s0` (not `-s0 + 3`) for a positive constant and one negated atom.
-  if (!e->is_float && a.size() == 2 && a[1]->is_integer() && a[1]->ival > 0 && a[0]->kind == ExprKind::kMul &&
-      a[0]->args.size() == 2 && a[0]->args[0]->is_integer() && a[0]->args[0]->ival < 0 &&
-      a[0]->args[1]->kind != ExprKind::kPow) {
-    os << a[1]->ival << " - ";
-    PrintTerm(os, a[0], true);
-    return;
-  }
-  for (size_t i = 0; i < a.size(); ++i) {
-    bool neg = Coefficient(a[i]) < 0;
-    if (i == 0) {
-      Print(os, a[i], kPrecAdd);
-      continue;
-    }
-    os << (neg ? " - " : " + ");
-    PrintTerm(os, a[i], neg);
-  }
-}
-
-void PrintMul(std::ostream& os, Expr e) {
-  const auto& a = e->args;
-  size_t start = 0;
-  if (a[0]->is_integer()) {
-    if (a[0]->ival == -1) os << "-";
-    else os << a[0]->ival << "*";
-    start = 1;
-  }
-  for (size_t i = start; i < a.size(); ++i) {
-    if (i > start) os << "*";
-    Print(os, a[i], kPrecMul);
-  }
-}
-
-void Print(std::ostream& os, Expr e, int ctx) {
-  auto paren = [&](int prec, auto body) {
-    bool p = prec < ctx;
-    if (p) os << "(";
-    body();
-    if (p) os << ")";
-  };
-  switch (e->kind) {
-    case ExprKind::kInteger:
-      if (e->ival < 0 && ctx > kPrecAdd) os << "(" << e->ival << ")";
-      else os << e->ival;
-      return;
-    case ExprKind::kFloat: os << FloatStr(e->fval); return;
-    case ExprKind::kBool: os << (e->ival ? "True" : "False"); return;
-    case ExprKind::kSymbol: os << e->name; return;
-    case ExprKind::kAdd: return paren(kPrecAdd, [&] { PrintAdd(os, e); });
-    case ExprKind::kMul:
-      return paren(Coefficient(e) < 0 ? kPrecAdd : kPrecMul, [&] { PrintMul(os, e); });
-    case ExprKind::kPow:
-      return paren(kPrecPow, [&] {
-        Print(os, e->args[0], kPrecAtom);
-        os << "**" << e->ival;
-      });
-    case ExprKind::kFloorDiv:
-      // PyTorch's FloorDiv prints `(a//b)`, parenthesised again inside sums and products.
-      if (ctx == kPrecAdd || ctx == kPrecMul) os << "(";
-      os << "(";
-      Print(os, e->args[0], kPrecAtom);
-      os << "//";
-      Print(os, e->args[1], kPrecAtom);
-      os << ")";
-      if (ctx == kPrecAdd || ctx == kPrecMul) os << ")";
-      return;
-    case ExprKind::kTrueDiv:
-      return paren(kPrecMul, [&] {
-        Print(os, e->args[0], kPrecMul);
-        os << "/";
-        Print(os, e->args[1], kPrecAtom);
-      });
-    case ExprKind::kMod:
-    case ExprKind::kMin:
-    case ExprKind::kMax:
-    case ExprKind::kEq:
-    case ExprKind::kNe:
-    case ExprKind::kToFloat:
-    case ExprKind::kTrunc: {
-      const char* name = e->kind == ExprKind::kMod ? "Mod" : e->kind == ExprKind::kMin ? "Min"
-                         : e->kind == ExprKind::kMax ? "Max" : e->kind == ExprKind::kEq ? "Eq"
-                         : e->kind == ExprKind::kNe ? "Ne" : e->kind == ExprKind::kToFloat ? "ToFloat" : "TruncToInt";
-      os << name << "(";
-      for (size_t i = 0; i < e->args.size(); ++i) {
-        if (i) os << ", ";
-        Print(os, e->args[i], 0);
+  void Print(Expr e, int ctx) {
+    auto paren = [&](int prec, auto body) {
+      bool p = prec < ctx;
+      if (p) os_ << "(";
+      body();
+      if (p) os_ << ")";
+    };
+    switch (e->kind) {
+      case ExprKind::kInteger:
+        if (e->ival < 0 && ctx > kPrecAdd) os_ << "(" << e->ival << ")";
+        else os_ << e->ival;
+        return;
+      case ExprKind::kFloat:
+        if (python_ && !std::isfinite(e->fval)) {
+          os_ << "float('" << (std::isnan(e->fval) ? "nan" : e->fval > 0 ? "inf" : "-inf") << "')";
+        } else {
+          os_ << FloatStr(e->fval);
+        }
+        return;
+      case ExprKind::kBool: os_ << (e->ival ? "True" : "False"); return;
+      case ExprKind::kSymbol: {
+        if (!python_) {
+          os_ << e->name;
+          return;
+        }
+        auto it = symbols_->find(e->name);
+        os_ << (it != symbols_->end() ? it->second : e->name);
+        return;
       }
-      os << ")";
-      return;
+      case ExprKind::kAdd: return paren(kPrecAdd, [&] { PrintAdd(e); });
+      case ExprKind::kMul:
+        return paren(Coefficient(e) < 0 ? kPrecAdd : kPrecMul, [&] { PrintMul(e); });
+      case ExprKind::kPow:
+        return paren(kPrecPow, [&] {
+          Print(e->args[0], kPrecAtom);
+          os_ << "**" << e->ival;
+        });
+      case ExprKind::kFloorDiv:
+        // PyTorch's FloorDiv prints `(a//b)`, parenthesised again inside sums and products.
+        if (!python_ && (ctx == kPrecAdd || ctx == kPrecMul)) os_ << "(";
+        os_ << "(";
+        Print(e->args[0], kPrecAtom);
+        os_ << "//";
+        Print(e->args[1], kPrecAtom);
+        os_ << ")";
+        if (!python_ && (ctx == kPrecAdd || ctx == kPrecMul)) os_ << ")";
+        return;
+      case ExprKind::kTrueDiv:
+        return paren(kPrecMul, [&] {
+          Print(e->args[0], kPrecMul);
+          os_ << "/";
+          Print(e->args[1], kPrecAtom);
+        });
+      case ExprKind::kMod:
+        if (!python_) return PrintCall("Mod", e);
+        os_ << "(";  // Python's % binds as * does: both sides atoms, the whole one too
+        Print(e->args[0], kPrecAtom);
+        os_ << " % ";
+        Print(e->args[1], kPrecAtom);
+        os_ << ")";
+        return;
+      case ExprKind::kMin: return PrintCall(python_ ? "min" : "Min", e);
+      case ExprKind::kMax: return PrintCall(python_ ? "max" : "Max", e);
+      case ExprKind::kToFloat: return PrintCall(python_ ? "float" : "ToFloat", e);
+      case ExprKind::kTrunc: return PrintCall(python_ ? "int" : "TruncToInt", e);
+      case ExprKind::kEq:
+      case ExprKind::kNe:
+        if (!python_) return PrintCall(e->kind == ExprKind::kEq ? "Eq" : "Ne", e);
+        return PrintRelation(e->kind == ExprKind::kEq ? " == " : " != ", e, paren);
+      case ExprKind::kLt: return PrintRelation(" < ", e, paren);
+      case ExprKind::kLe: return PrintRelation(" <= ", e, paren);
+      case ExprKind::kGt: return PrintRelation(" > ", e, paren);
+      case ExprKind::kGe: return PrintRelation(" >= ", e, paren);
+      case ExprKind::kNot:
+        os_ << (python_ ? "(not " : "~");
+        Print(e->args[0], kPrecAtom);
+        if (python_) os_ << ")";
+        return;
+      case ExprKind::kAnd:
+      case ExprKind::kOr: {
+        const bool p = python_ || kPrecRel < ctx;
+        if (p) os_ << "(";
+        Print(e->args[0], kPrecAtom);
+        if (python_) os_ << (e->kind == ExprKind::kAnd ? " and " : " or ");
+        else os_ << (e->kind == ExprKind::kAnd ? " & " : " | ");
+        Print(e->args[1], kPrecAtom);
+        if (p) os_ << ")";
+        return;
+      }
     }
-    case ExprKind::kLt:
-    case ExprKind::kLe:
-    case ExprKind::kGt:
-    case ExprKind::kGe: {
-      const char* op = e->kind == ExprKind::kLt ? " < " : e->kind == ExprKind::kLe ? " <= "
-                       : e->kind == ExprKind::kGt ? " > " : " >= ";
-      return paren(kPrecRel, [&] {
-        Print(os, e->args[0], kPrecAdd);
-        os << op;
-        Print(os, e->args[1], kPrecAdd);
-      });
-    }
-    case ExprKind::kNot:
-      os << "~";
-      Print(os, e->args[0], kPrecAtom);
-      return;
-    case ExprKind::kAnd:
-    case ExprKind::kOr:
-      return paren(kPrecRel - 1 + 1, [&] {
-        Print(os, e->args[0], kPrecAtom);
-        os << (e->kind == ExprKind::kAnd ? " & " : " | ");
-        Print(os, e->args[1], kPrecAtom);
-      });
   }
-}
+
+ private:
+  void PrintTerm(Expr t, bool negate) {
+    if (!negate) return Print(t, kPrecAdd);
+    Print(t->is_float ? Mul(Float(-1), t) : Neg(t), kPrecAdd);
+  }
+
+  void PrintAdd(Expr e) {
+    const auto& a = e->args;
+    // sympy prints `3 - s0` (not `-s0 + 3`) for a positive constant and one negated atom.
+    if (!e->is_float && a.size() == 2 && a[1]->is_integer() && a[1]->ival > 0 && a[0]->kind == ExprKind::kMul &&
+        a[0]->args.size() == 2 && a[0]->args[0]->is_integer() && a[0]->args[0]->ival < 0 &&
+        a[0]->args[1]->kind != ExprKind::kPow) {
+      os_ << a[1]->ival << " - ";
+      PrintTerm(a[0], true);
+      return;
+    }
+    for (size_t i = 0; i < a.size(); ++i) {
+      bool neg = Coefficient(a[i]) < 0;
+      if (i == 0) {
+        Print(a[i], kPrecAdd);
+        continue;
+      }
+      os_ << (neg ? " - " : " + ");
+      PrintTerm(a[i], neg);
+    }
+  }
+
+  void PrintMul(Expr e) {
+    const auto& a = e->args;
+    size_t start = 0;
+    if (a[0]->is_integer()) {
+      if (a[0]->ival == -1) os_ << "-";
+      else os_ << a[0]->ival << "*";
+      start = 1;
+    }
+    for (size_t i = start; i < a.size(); ++i) {
+      if (i > start) os_ << "*";
+      Print(a[i], kPrecMul);
+    }
+  }
+
+  void PrintCall(const char* name, Expr e) {
+    os_ << name << "(";
+    for (size_t i = 0; i < e->args.size(); ++i) {
+      if (i) os_ << ", ";
+      Print(e->args[i], 0);
+    }
+    os_ << ")";
+  }
+
+  template <typename Paren>
+  void PrintRelation(const char* op, Expr e, Paren& paren) {
+    paren(kPrecRel, [&] {
+      Print(e->args[0], kPrecAdd);
+      os_ << op;
+      Print(e->args[1], kPrecAdd);
+    });
+  }
+
+  std::ostream& os_;
+  const bool python_;
+  const std::map<std::string, std::string>* symbols_;
+};
 
 }  // namespace
 
 std::string Str(Expr e) {
   std::ostringstream os;
-  Print(os, e, 0);
+  Printer(os, nullptr).Print(e, 0);
+  return os.str();
+}
+
+std::string PythonStr(Expr e, const std::map<std::string, std::string>& symbols) {
+  std::ostringstream os;
+  Printer(os, &symbols).Print(e, 0);
   return os.str();
 }
 

@@ -111,6 +111,10 @@ Expr Rebuild(Expr e, const std::vector<Expr>& args);
 
 // --- queries ----------------------------------------------------------------------------------
 std::string Str(Expr e);  // sympy-style text
+// Python source computing e's value (Eq(a, b) as `a == b`, Mod as `%`, Max as `max`, And as
+// `and`), each symbol printed as its text in `symbols` (or its name): how produce_guards turns a
+// guard into a check over the sources of the sizes, without parsing Str's text.
+std::string PythonStr(Expr e, const std::map<std::string, std::string>& symbols);
 // Deterministic total order (sympy's sort order for atoms: symbols by name first).
 bool ExprLess(Expr a, Expr b);
 struct ExprLessFn {

@@ -3,6 +3,10 @@
 // meta functions running over symbolic sizes.
 #include "fx/symbolic_shapes.h"
 
+#include <limits>
+#include <map>
+#include <string>
+
 #include "gtest/gtest.h"
 #include "tensor/fake_tensor.h"
 #include "tensor/ops/common.h"
@@ -59,6 +63,28 @@ TEST(SymExpr, PrintsLikeSympy) {
   EXPECT_EQ(Str(Le(s0(), s1())), "s0 <= s1");
   EXPECT_EQ(Str(Max(s0(), Int(3))), "Max(3, s0)");
   EXPECT_EQ(Str(Not(Eq(s0(), Int(3)))), "Ne(s0, 3)");
+}
+
+// PythonStr: the same value as Python source, each symbol as the caller's text, parenthesised
+// where Python's precedence differs from sympy's (% binds as * does; `not`, `and` below ==).
+TEST(SymExpr, PrintsAsPython) {
+  const std::map<std::string, std::string> src = {{"s0", "x.size()[0]"}, {"s1", "y.size()[1]"}};
+  EXPECT_EQ(PythonStr(Eq(s0(), s1()), src), "x.size()[0] == y.size()[1]");
+  EXPECT_EQ(PythonStr(Ne(s0(), Int(1)), {}), "s0 != 1");
+  EXPECT_EQ(PythonStr(Eq(Mod(s0(), Int(4)), Int(0)), src), "(x.size()[0] % 4) == 0");
+  EXPECT_EQ(PythonStr(Eq(Mod(Mul(s0(), s1()), Mul(Int(2), s1())), Int(0)), {}), "s1*(s0 % 2) == 0");
+  EXPECT_EQ(PythonStr(Eq(Mod(Add(s0(), s1()), Int(3)), Int(1)), {}), "((s0 + s1) % 3) == 1");
+  EXPECT_EQ(PythonStr(Gt(Add(Mul(Int(2), s0()), Int(1)), s1()), src), "2*x.size()[0] + 1 > y.size()[1]");
+  EXPECT_EQ(PythonStr(Max(s0(), Int(3)), {}), "max(3, s0)");
+  EXPECT_EQ(PythonStr(Add(Min(s0(), s1()), Int(1)), {}), "min(s0, s1) + 1");
+  EXPECT_EQ(PythonStr(Mul(Int(2), FloorDiv(s0(), Int(2))), {}), "2*(s0//2)");
+  EXPECT_EQ(PythonStr(And(Gt(s0(), Int(2)), Lt(s1(), Int(5))), {}), "((s1 < 5) and (s0 > 2))");
+  EXPECT_EQ(PythonStr(Or(Eq(s0(), Int(2)), Eq(s1(), Int(5))), {}), "((s0 == 2) or (s1 == 5))");
+  EXPECT_EQ(PythonStr(Gt(ToFloat(s0()), Float(2.5)), {}), "float(s0) > 2.5");
+  EXPECT_EQ(PythonStr(Lt(ToFloat(s0()), Float(std::numeric_limits<double>::infinity())), {}),
+            "float(s0) < float('inf')");
+  // sympy's spelling is unchanged by the Python printer beside it
+  EXPECT_EQ(Str(Eq(Mod(s0(), Int(4)), Int(0))), "Eq(Mod(s0, 4), 0)");
 }
 
 TEST(SymExpr, RangesDecideRelations) {

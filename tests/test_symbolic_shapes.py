@@ -469,3 +469,24 @@ def test_sizes_in_slices_and_arange_stay_symbolic(case):
         assert got.dtype == want.dtype and got.tolist() == want.tolist()
     kiln._dynamo.reset()
     assert counter.frame_count == 1
+
+
+def test_produce_guards_are_python_that_agrees_with_evaluate_guards():
+    """produce_guards prints each guard from its expression tree as Python over the sizes' sources
+    (Eq as ==, Mod as %, the products parenthesised as Python's precedence needs); evaluated on
+    concrete tensors, the checks accept exactly what evaluate_guards_for_args accepts."""
+    env = ShapeEnv(duck_shape=False)
+    x, y = sym_tensor(env, 6, 10), sym_tensor(env, 12)
+    with env._as_context():
+        x.view(-1, 4)  # Mod(s0*s1, 4) is 0
+        assert bool(x.shape[0] + 2 * x.shape[1] > y.shape[0])  # s0 + 2*s1 > s2
+        assert bool(x.shape[1] % 3 != 0)  # Mod(s1, 3) != 0
+        assert bool(max(x.shape[0], 4) == 6)  # pins s0 to 6 through a Max
+    checks = env.produce_guards([x, y], ["x", "y"])
+    assert not any("Eq(" in c or "Mod(" in c or "Max(" in c or "Ne(" in c for c in checks), checks
+    cases = [((6, 10), 12), ((6, 2), 12), ((6, 4), 5), ((6, 3), 5), ((5, 4), 5), ((6, 14), 33), ((6, 14), 34)]
+    for (a, b), c in cases:
+        xs, ys = kiln.empty(a, b), kiln.empty(c)
+        by_python = all(eval(check, {}, {"x": xs, "y": ys}) for check in checks)
+        assert by_python == env.evaluate_guards_for_args([x, y], [xs, ys]), ((a, b), c, checks)
+    assert sum(env.evaluate_guards_for_args([x, y], [kiln.empty(a, b), kiln.empty(c)]) for (a, b), c in cases) >= 2

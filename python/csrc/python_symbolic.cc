@@ -159,6 +159,11 @@ void InitSymbolicBindings(py::module& m) {
         return py::int_(v->i);
       })
       .def("str", &SymExprNode::str)
+      .def("symbol_name", [](SymExprNode& a) -> std::optional<std::string> {
+        fx::Expr e = a.expr();
+        if (e->is_symbol()) return e->name;
+        return std::nullopt;
+      }, "the symbol's name when the value is one symbol (s0, u1), else None")
       .def_property_readonly("expr", &SymExprNode::str)  // PyTorch's node.expr (a sympy expr there)
       .def("__repr__", &SymExprNode::str)
       .def("free_symbols", [](SymExprNode& a) {
@@ -215,6 +220,27 @@ void InitSymbolicBindings(py::module& m) {
         for (const fx::Guard& g : env.guards()) out.emplace_back(fx::Str(g.expr), g.location);
         return out;
       })
+      .def("_python_guards", [](ShapeEnv& env, const std::map<std::string, std::string>& sources) {
+        // Each guard as Python source over the symbols' sources. A replaced symbol no size names
+        // any more (x.size()[0] is 6 once Eq(s0, 6) specialised s0) stands for its replacement,
+        // so the guard that made it is true there and left out, as is an equality whose sides
+        // read the same source (a unification the size checks state).
+        std::map<fx::Expr, fx::Expr> unnamed;
+        for (const auto& [s, v] : env.replacements()) {
+          if (!sources.count(s->name)) unnamed.emplace(s, v);
+        }
+        std::vector<std::string> out;
+        for (const fx::Guard& g : env.guards()) {
+          const fx::Expr e = fx::Substitute(g.expr, unnamed);
+          if (e->is_bool_const() && e->ival != 0) continue;
+          if (e->kind == fx::ExprKind::kEq &&
+              fx::PythonStr(e->args[0], sources) == fx::PythonStr(e->args[1], sources)) {
+            continue;
+          }
+          out.push_back(fx::PythonStr(e, sources));
+        }
+        return out;
+      }, py::arg("sources"))
       .def("_raw_guards", [](ShapeEnv& env) {
         std::vector<std::pair<std::string, std::string>> out;
         for (const fx::Guard& g : env.raw_guards()) out.emplace_back(fx::Str(g.expr), g.location);

@@ -8,7 +8,6 @@ same name. The reasoning lives in C++ (fx/symbolic_shapes.h); this module gives 
 """
 
 import collections
-import re
 from contextlib import contextmanager
 
 from kiln import _C
@@ -29,8 +28,6 @@ class GuardOnDataDependentSymNode(RuntimeError):
 
 
 ShapeGuard = collections.namedtuple("ShapeGuard", ["expr", "sloc"])
-
-_SYMBOL = re.compile(r"\b([su]\d+|zuf\d+)\b")
 
 
 class ShapeEnv(_C._ShapeEnv):
@@ -104,8 +101,8 @@ class ShapeEnv(_C._ShapeEnv):
 
         def bind(sym, val, what):
             if isinstance(sym, SymInt):
-                name = sym.node.str()
-                if _SYMBOL.fullmatch(name):
+                name = sym.node.symbol_name()
+                if name is not None:
                     if values.setdefault(name, val) != val:
                         raise ValueError(f"{what}: symbol {name} is both {values[name]} and {val}")
                 return
@@ -147,31 +144,17 @@ class ShapeEnv(_C._ShapeEnv):
                 continue
             for d, s in enumerate(p.shape):
                 text = f"{src}.size()[{d}]"
-                name = str(s)
-                if isinstance(s, SymInt) and _SYMBOL.fullmatch(name):
+                name = s.node.symbol_name() if isinstance(s, SymInt) else None
+                if name is not None:
                     if name in first:
                         out.append(f"{text} == {first[name]}")
                     else:
                         first[name] = text
                 elif not isinstance(s, SymInt):
                     out.append(f"{text} == {s}")
-        for name, rep in self.replacements.items():  # a unified symbol reads as its representative
-            if name not in first and rep in first:
-                first[name] = first[rep]
-        for g in self.guards:
-            text = _SYMBOL.sub(lambda m: first.get(m.group(1), m.group(1)), _python_expr(g.expr))
-            lhs, eq, rhs = text.partition(" == ")
-            if not (eq and lhs == rhs):  # a unification the size equalities above already state
-                out.append(text)
-        return out
-
-
-def _python_expr(text):
-    """sympy-style guard text as a Python expression (Eq(a, b) -> a == b, Mod(a, b) -> a % b)."""
-    for name, op in (("Eq", "=="), ("Ne", "!=")):
-        text = re.sub(name + r"\(([^()]*(?:\([^()]*\)[^()]*)*), ([^()]*)\)$", r"\1 " + op + r" \2", text)
-    text = re.sub(r"Mod\(([^(),]+), ([^(),]+)\)", r"(\1) % (\2)", text)
-    return text
+        # printed from the guards' expression trees (fx::PythonStr), each symbol as its source and
+        # a replaced one no size names as its replacement
+        return out + self._python_guards(first)
 
 
 # --- functions over SymInt / int ----------------------------------------------------------------
