@@ -35,7 +35,8 @@ def test_tags_and_cost_classes_come_from_the_registry():
 
 
 def test_every_op_with_an_element_function_has_a_lowering():
-    assert {"exp", "asin", "lgamma", "relu", "isinf", "bitwise_not"} <= set(POINTWISE_OPS)
+    assert {"exp", "asin", "lgamma", "relu", "isinf", "bitwise_not", "elu", "hardtanh", "logit"} <= set(POINTWISE_OPS)
+    assert set(_PARAMS) == {name for name in POINTWISE_OPS if _C._inductor.pointwise_num_params("aten::" + name)}
     for name in POINTWISE_OPS:
         assert _overload(name) in LOWERINGS, name
     assert "digamma" not in POINTWISE_OPS  # no IR operator: eager's kernel
@@ -56,7 +57,7 @@ def _values(dtype):
 # eager's own bits (libm's asinf where eager calls it, Note [One float math] for float32 exp,
 # sigmoid, silu, erf and tanh).
 VECTOR_MATH_ULPS = 4
-_VECTOR_MATH = {"log", "log1p", "expm1", "sin", "cos", "mish", "pow", "xlogy"}
+_VECTOR_MATH = {"log", "log1p", "expm1", "sin", "cos", "mish", "pow", "xlogy", "elu", "softplus", "logit"}
 _VECTOR_MATH_FLOAT64 = {"exp", "sigmoid", "silu"}
 
 
@@ -77,11 +78,31 @@ def _ulps(got, expected):
     return int(distance.max()) if distance.size else 0
 
 
+# An activation's number arguments, positional and by name (Tensor.* keywords), beside its defaults:
+# each set is a kernel of its own, the numbers its constants (folded as eager folds them).
+_PARAMS = {
+    "leaky_relu": [(0.2,), (-1.5,), {"negative_slope": 3}],
+    "hardtanh": [(-0.5, 2.5), (3, 1), {"max_val": 0.25}],  # min above max: every value is max, as eager
+    "elu": [(1.3, 0.7, 2.1), {"scale": 2.0}, {"alpha": 0.1, "input_scale": 3}],
+    "softplus": [(2.0, 1.5), (0.5, 20), {"threshold": 0.0}],
+    "threshold": [(0.5, -2.0), (-1, 7), {"threshold": 1.5, "value": 0.25}],
+    "logit": [(0.1,), (None,), {"eps": 0.4}],
+}
+
+
 def _calls(name, x):
-    """(where, fn, args) for the op's schema: unary; binary with a tensor, a broadcast row, a number;
-    add and sub with alpha."""
+    """(where, fn, args) for the op's schema: unary; an activation with its number arguments; binary
+    with a tensor, a broadcast row, a number; add and sub with alpha."""
     op = _overload(name)
     schema = str(op._schema)
+    if _C._inductor.pointwise_num_params("aten::" + name):
+        calls = [("defaults", op, (x,))] if name != "threshold" else []  # threshold's have none
+        for params in _PARAMS[name.partition(".")[0]]:
+            if isinstance(params, dict):
+                calls.append((f"params {params}", lambda a, p=params: op(a, **p), (x,)))
+            else:
+                calls.append((f"params {params}", lambda a, p=params: op(a, *p), (x,)))
+        return calls
     if "(Tensor self) ->" in schema:
         return [("", op, (x,))]
     y = x.flip(0)

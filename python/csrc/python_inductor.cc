@@ -377,12 +377,44 @@ void InitInductorBindings(py::module_& m) {
       .def_readonly("compute", &PointwiseFunction::compute)
       .def_readonly("integer_division", &PointwiseFunction::integer_division)
       .def_readonly("reads_scalar_in_opmath", &PointwiseFunction::reads_scalar_in_opmath);
+  ind.def("pointwise_num_params", [](const std::string& full_name) {
+    const Op* op = Registry::Get().Find(full_name);
+    const PointwiseIr* ir = op ? FindPointwiseIr(*op) : nullptr;
+    return ir ? ir->num_params : 0;
+  }, "How many number arguments follow the tensor operands of a pointwise op with kernel IR (elu: 3).");
   ind.def(
       "pointwise_ir",
-      [](const std::string& full_name, const std::vector<std::string>& operand_dtypes) -> py::object {
+      [](const std::string& full_name, const std::vector<std::string>& operand_dtypes, py::tuple params,
+         py::dict kwargs) -> py::object {
         const Op* op = Registry::Get().Find(full_name);
         const PointwiseIr* ir = op ? FindPointwiseIr(*op) : nullptr;
         if (ir == nullptr) return py::none();
+        // the number arguments after the operands: positional, by name, or the schema's default
+        std::vector<std::optional<double>> values;
+        const std::vector<Argument>& schema_args = op->schema().arguments;
+        for (int i = 0; i < ir->num_params; ++i) {
+          const Argument& a = schema_args.at(ir->arity + i);
+          py::object v = py::none();
+          bool given = false;
+          if (static_cast<size_t>(i) < params.size()) {
+            v = params[i], given = true;
+          } else if (kwargs.contains(a.name.c_str())) {
+            v = kwargs[a.name.c_str()], given = true;
+          }
+          if (!given) {
+            KILN_CHECK_VALUE(a.default_value.has_value(), kOp, full_name, ": argument '", a.name, "' is missing");
+            if (a.default_value->is_none()) values.emplace_back(std::nullopt);
+            else values.emplace_back(a.default_value->to_scalar().to_double());
+            continue;
+          }
+          if (v.is_none()) {
+            values.emplace_back(std::nullopt);
+          } else if (PyLong_Check(v.ptr()) || PyFloat_Check(v.ptr())) {  // bools are ints
+            values.emplace_back(v.cast<double>());
+          } else {
+            throw TypeError(StrCat(kOp, full_name, ": argument '", a.name, "' must be a number, got ", Repr(v)));
+          }
+        }
         const int n = static_cast<int>(operand_dtypes.size());
         if (n != ir->arity && !(ir->has_alpha && n == ir->arity + 1))
           throw ValueError(StrCat(kOp, full_name, " reads ", ir->arity,
@@ -394,13 +426,15 @@ void InitInductorBindings(py::module_& m) {
           operands.push_back(Expr::Load(i, codegen::Index{}));
         }
         ScalarType compute = ir->compute(types);
-        ExprPtr e = ir->build(std::move(operands), compute, DeviceType::CPU);
+        ExprPtr e = ir->build_with_params ? ir->build_with_params(std::move(operands), compute, DeviceType::CPU, values)
+                                          : ir->build(std::move(operands), compute, DeviceType::CPU);
         return py::cast(PointwiseFunction{ExprToTuple(*e), codegen::DTypeName(cuda::CodegenDType(compute, full_name.c_str())),
                                           ir->integer_division, ir->reads_scalar_in_opmath});
       },
-      py::arg("op"), py::arg("operand_dtypes"),
+      py::arg("op"), py::arg("operand_dtypes"), py::arg("params") = py::tuple(), py::arg("kwargs") = py::dict(),
       "The element function of a pointwise op on the CPU for operands of these kernel IR dtypes (alpha's "
-      "last, where the op has one), or None when the op has none.");
+      "last, where the op has one) and the values of its number arguments (`params` positional, `kwargs` by "
+      "name, else their defaults), or None when the op has none.");
   ind.def("hash", [](py::handle kernel) { return codegen::HashKernel(ParseKernel(kernel)); });
   ind.def("cache_stats", [] {
     auto s = codegen::GetCacheStats();

@@ -13,6 +13,7 @@
 
 #include "tensor/cuda/pointwise.h"
 #include "tensor/ops/common.h"
+#include "tensor/ops/pointwise_ir.h"
 #include "tensor/ops/reduce_cuda.h"
 #include "tensor/ops/softmax_rows.h"
 #include "tensor/vec_avx512.h"
@@ -184,6 +185,47 @@ codegen::ExprPtr ActExpr(int op, const codegen::ExprPtr& x, const codegen::ExprP
   return x;
 }
 
+// ApplyAct's CPU element function as kernel IR, for Inductor (Note [Pointwise ops as kernel IR] in
+// pointwise_ir.h): the same operations in the same order over x in opmath m, its parameters the
+// constants ApplyAct makes of them (elu's alpha * scale multiplied in double), std::max(a, b) and
+// std::min(a, b) as their definitions' selects (a NaN a passes, -0. stays -0.), so a compiled
+// activation gives eager's bits (expm1, log1p and log within libmvec's ulps).
+codegen::ExprPtr ActExprCpu(int op, const codegen::ExprPtr& x, codegen::DType m, const ActParams& p) {
+  using codegen::OpCode;
+  using IR = codegen::ExprPtr;
+  auto k = [&](double v) { return codegen::Expr::Const(v, m); };
+  auto f = [](OpCode o, std::vector<IR> args) { return codegen::Expr::Op(o, std::move(args)); };
+  auto where = [&](IR cond, IR t, IR e) { return f(OpCode::kWhere, {std::move(cond), std::move(t), std::move(e)}); };
+  auto max = [&](IR a, IR b) { return where(f(OpCode::kLt, {a, b}), b, a); };  // std::max: a < b ? b : a
+  auto min = [&](IR a, IR b) { return where(f(OpCode::kLt, {b, a}), b, a); };  // std::min: b < a ? b : a
+  auto relu6 = [&](IR v) { return min(max(f(OpCode::kAdd, {v, k(3)}), k(0)), k(6)); };
+  switch (op) {
+    case kLeakyRelu: return where(f(OpCode::kGt, {x, k(0)}), x, f(OpCode::kMul, {x, k(p.a)}));
+    case kHardtanh: {
+      IR y = where(f(OpCode::kLt, {x, k(p.a)}), k(p.a), x);
+      return where(f(OpCode::kGt, {y, k(p.b)}), k(p.b), y);
+    }
+    case kElu:
+      return where(f(OpCode::kLe, {x, k(0)}),
+                   f(OpCode::kMul, {f(OpCode::kExpm1, {f(OpCode::kMul, {x, k(p.c)})}), k(p.a * p.b)}),
+                   f(OpCode::kMul, {x, k(p.b)}));
+    case kSoftplus: {
+      IR xa = f(OpCode::kMul, {x, k(p.a)});
+      return where(f(OpCode::kGt, {xa, k(p.b)}), x, f(OpCode::kDiv, {f(OpCode::kLog1p, {f(OpCode::kExp, {xa})}), k(p.a)}));
+    }
+    case kThreshold: return where(f(OpCode::kLe, {x, k(p.a)}), k(p.b), x);
+    case kHardsigmoid: return f(OpCode::kDiv, {relu6(x), k(6)});
+    case kHardswish: return f(OpCode::kDiv, {f(OpCode::kMul, {x, relu6(x)}), k(6)});
+    case kLogit: {
+      IR y = x;
+      if (p.a >= 0) y = where(f(OpCode::kLt, {x, k(p.a)}), k(p.a), where(f(OpCode::kGt, {x, k(1 - p.a)}), k(1 - p.a), x));
+      return f(OpCode::kLog, {f(OpCode::kDiv, {y, f(OpCode::kSub, {k(1), y})})});
+    }
+  }
+  KILN_INTERNAL_ASSERT(false, "no CPU expression for activation ", op);
+  return x;
+}
+
 void ActCUDA(int op, const Tensor& out, const Tensor& self, const ActParams& p) {
   const ScalarType t = out.dtype();
   const char* name = kActs[op].name;
@@ -247,6 +289,7 @@ Tensor Gelu_Meta(Tensor self, std::string approximate) { return ActInplace(GeluO
 // Ops whose parameters are Scalars: one template per arity.
 template <int kOp>
 struct Act0 {
+  static constexpr int kOpId = kOp, kNumParams = 0;
   static Tensor Fn(const Tensor& self) { return ActFunctional(kOp, self, {}); }
   static TensorMeta Meta(const Tensor& self) { return ActMeta(kOp, self); }
   static Tensor Inplace(Tensor self) { return ActInplace(kOp, self, {}, true); }
@@ -254,6 +297,7 @@ struct Act0 {
 };
 template <int kOp>
 struct Act1 {
+  static constexpr int kOpId = kOp, kNumParams = 1;
   static Tensor Fn(const Tensor& self, const Scalar& a) { return ActFunctional(kOp, self, {a.to_double()}); }
   static TensorMeta Meta(const Tensor& self, const Scalar&) { return ActMeta(kOp, self); }
   static Tensor Inplace(Tensor self, const Scalar& a) { return ActInplace(kOp, self, {a.to_double()}, true); }
@@ -278,6 +322,7 @@ void CheckScalarFits(ScalarType t, const Scalar& s) {
 
 template <int kOp>
 struct Act2 {
+  static constexpr int kOpId = kOp, kNumParams = 2;
   static ActParams P(ScalarType t, const Scalar& a, const Scalar& b) {
     if constexpr (kOp == kThreshold) {
       CheckScalarFits(t, a);
@@ -301,6 +346,7 @@ struct Act2 {
 };
 template <int kOp>
 struct Act3 {
+  static constexpr int kOpId = kOp, kNumParams = 3;
   static ActParams P(const Scalar& a, const Scalar& b, const Scalar& c) {
     return {a.to_double(), b.to_double(), c.to_double()};
   }
@@ -479,10 +525,31 @@ Tensor LogSoftmaxInt(const Tensor& self, int64_t dim, std::optional<ScalarType> 
   return CallOp<Tensor>(KILN_OP("aten::_log_softmax"), in, dim, false);
 }
 
+// The CPU element function of activation `op` as kernel IR, for Inductor: its `num_params` number
+// arguments become ActParams as the eager op makes them (logit's absent eps is -1).
+void RegisterActIr(const Op& functional, int op, int num_params) {
+  PointwiseIr ir;
+  ir.num_params = num_params;
+  ir.compute = [op](const std::vector<ScalarType>& in) { return ActResultType(op, in.at(0)); };
+  ir.build_with_params = [op](std::vector<codegen::ExprPtr> in, ScalarType compute, DeviceType,
+                              const std::vector<std::optional<double>>& params) {
+    ActParams p;
+    double* slots[] = {&p.a, &p.b, &p.c};
+    for (size_t i = 0; i < params.size() && i < 3; ++i) *slots[i] = params[i].value_or(0.0);
+    if (op == kLogit) p = LogitParams(params.at(0));
+    return ActExprCpu(op, in.at(0), cuda::OpmathDType(compute, kActs[op].name), p);
+  };
+  RegisterPointwiseIr(functional, std::move(ir));
+}
+
 template <typename A>
 OpDef DefAct(Registry& r, const std::string& schema_args, const std::string& name) {
-  r.Def(name + "(Tensor self" + schema_args + ") -> Tensor", {Tag::pointwise, Tag::core}, kFunction)
-      .template CPUAndCUDA<&A::Fn>().template Meta<&A::Meta>();
+  const Op* functional = r.Def(name + "(Tensor self" + schema_args + ") -> Tensor", {Tag::pointwise, Tag::core},
+                               kFunction)
+                             .template CPUAndCUDA<&A::Fn>()
+                             .template Meta<&A::Meta>()
+                             .op();
+  RegisterActIr(*functional, A::kOpId, A::kNumParams);
   return r.Def(name + "_(Tensor(a!) self" + schema_args + ") -> Tensor(a!)", {Tag::pointwise}, kFunction)
       .template CPUAndCUDA<&A::Inplace>()
       .template Impl<&A::InplaceMeta>(DispatchKey::Meta)
@@ -507,8 +574,11 @@ void RegisterActivationOps(Registry& r) {
   r.Def("gelu_(Tensor(a!) self, *, str approximate='none') -> Tensor(a!)", {Tag::pointwise}, kFunction)
       .CPUAndCUDA<&Gelu_>().Impl<&Gelu_Meta>(DispatchKey::Meta).Impl<&Gelu_Meta>(DispatchKey::Fake);
   DefAct<Act1<kLeakyRelu>>(r, ", Scalar negative_slope=0.01", "leaky_relu");
-  r.Def("hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor", pw, kFunction)
-      .CPUAndCUDA<&Hardtanh>().Meta<&Act2<kHardtanh>::Meta>();
+  RegisterActIr(*r.Def("hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor", pw, kFunction)
+                      .CPUAndCUDA<&Hardtanh>()
+                      .Meta<&Act2<kHardtanh>::Meta>()
+                      .op(),
+                kHardtanh, 2);
   r.Def("hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)", {Tag::pointwise},
         kFunction)
       .CPUAndCUDA<&Hardtanh_>()
@@ -517,14 +587,20 @@ void RegisterActivationOps(Registry& r) {
   r.Def("relu6(Tensor self) -> Tensor", {Tag::pointwise}, kFunction).Composite<&Relu6>();
   r.Def("relu6_(Tensor(a!) self) -> Tensor(a!)", {Tag::pointwise}, kFunction).Composite<&Relu6_>();
   DefAct<Act3<kElu>>(r, ", Scalar alpha=1, Scalar scale=1, Scalar input_scale=1", "elu");
-  r.Def("softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor", pw, kFunction)
-      .CPUAndCUDA<&Act2<kSoftplus>::Fn>().Meta<&Act2<kSoftplus>::Meta>();
+  RegisterActIr(*r.Def("softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor", pw, kFunction)
+                      .CPUAndCUDA<&Act2<kSoftplus>::Fn>()
+                      .Meta<&Act2<kSoftplus>::Meta>()
+                      .op(),
+                kSoftplus, 2);
   // PyTorch's threshold_ skips TensorIterator's overlap check: an expanded self is written.
   DefAct<Act2<kThreshold>>(r, ", Scalar threshold, Scalar value", "threshold").AllowsOverlappingWrites();
   DefAct<Act0<kHardsigmoid>>(r, "", "hardsigmoid");
   DefAct<Act0<kHardswish>>(r, "", "hardswish");
-  r.Def("logit(Tensor self, float? eps=None) -> Tensor", pw, kFunctionAndMethod)
-      .CPUAndCUDA<&Logit>().Meta<&LogitMeta>();
+  RegisterActIr(*r.Def("logit(Tensor self, float? eps=None) -> Tensor", pw, kFunctionAndMethod)
+                      .CPUAndCUDA<&Logit>()
+                      .Meta<&LogitMeta>()
+                      .op(),
+                kLogit, 1);
   r.Def("logit_(Tensor(a!) self, float? eps=None) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
       .CPUAndCUDA<&Logit_>().Impl<&Logit_Meta>(DispatchKey::Meta).Impl<&Logit_Meta>(DispatchKey::Fake);
   r.Def("nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor", pw,

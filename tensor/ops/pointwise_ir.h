@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "codegen/kernel_ir.h"
@@ -36,6 +37,14 @@ struct PointwiseIr {
   // (float for float16/bfloat16); the result is in that opmath type (or bool, for predicates).
   std::function<codegen::ExprPtr(std::vector<codegen::ExprPtr> operands, ScalarType compute, DeviceType device)>
       build;
+  // Ops with number arguments after their tensor operands (leaky_relu's negative_slope; elu's
+  // alpha, scale and input_scale): how many, and, set instead of `build`, the element function for
+  // given values of them in schema order (an absent optional one as nullopt). They are constants
+  // of the kernel, folded as eager folds them (elu's alpha * scale in double).
+  int num_params = 0;
+  std::function<codegen::ExprPtr(std::vector<codegen::ExprPtr> operands, ScalarType compute, DeviceType device,
+                                 const std::vector<std::optional<double>>& params)>
+      build_with_params;
 };
 
 void RegisterPointwiseIr(const Op& op, PointwiseIr ir);

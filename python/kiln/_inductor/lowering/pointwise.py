@@ -53,8 +53,11 @@ def _promoted(a, b):
 def element_function_lowering(op):
     """op's lowering from its element function: operands read in the dtype the registry computes
     in (binary ops' promoted one; alpha, where not 1, a further operand), integer divisions whose
-    divisor may be 0 left to eager (Note [Integer division by zero])."""
+    divisor may be 0 left to eager (Note [Integer division by zero]). An activation's number
+    arguments (elu's alpha, scale, input_scale) are constants of its element function."""
     name, full, functions = op.overloadpacket.__name__, op._full_name, {}
+    if _C._inductor.pointwise_num_params(full):
+        return _parameterized_lowering(name, full)
 
     def lower(out, *operands, alpha=None):
         if len(operands) == 1:
@@ -76,6 +79,23 @@ def element_function_lowering(op):
             # bool again only where it is stored: read by a cast (`(b + b).float()`) it was 2.0
             return pointwise(name, out, list(operands), lambda *xs: ("cast", build(*xs), "bool"), "bool", load_as)
         return pointwise(name, out, list(operands), build, function.compute, load_as)
+
+    return lower
+
+
+def _parameterized_lowering(name, full):
+    functions = {}
+
+    def lower(out, x, *params, **kwargs):
+        key = (ir_dtype(x.dtype), params, tuple(sorted(kwargs.items())))
+        if key not in functions:
+            try:
+                function = _C._inductor.pointwise_ir(full, [key[0]], params, kwargs)
+            except TypeError as e:  # a number argument that is not a number here (a symbolic one)
+                raise Fallback(str(e)) from None
+            functions[key] = function, _builder(function.expr)
+        function, build = functions[key]
+        return pointwise(name, out, [x], build, function.compute)
 
     return lower
 
@@ -292,72 +312,8 @@ def _round_decimals(out, x, *, decimals):
     return pointwise("round", out, [x], lambda a: ("div", ("round", ("mul", a, scale)), scale))
 
 
-# activations
-@register("leaky_relu.default")
-def _leaky_relu(out, x, negative_slope=0.01):
-    d = ir_dtype(out.dtype)
-    return pointwise("leaky_relu", out, [x],
-                     lambda a: ("where", ("gt", a, const(0, d)), a, ("mul", a, const(negative_slope, opmath(d)))))
-
-
-@register("hardtanh.default")
-def _hardtanh(out, x, min_val=-1, max_val=1):
-    d = ir_dtype(out.dtype)  # min then max: with min_val > max_val every value is max_val, as eager
-    return pointwise("hardtanh", out, [x], lambda a: ("min", ("max", a, const(min_val, d)), const(max_val, d)))
-
-
-@register("elu.default")
-def _elu(out, x, alpha=1, scale=1, input_scale=1):
-    d = opmath(ir_dtype(out.dtype))
-    c = lambda v: const(v, d)  # noqa: E731
-    return pointwise("elu", out, [x], lambda a: ("where", ("le", a, c(0.0)),
-                                                  ("mul", ("expm1", ("mul", a, c(input_scale))), c(alpha * scale)),
-                                                  ("mul", a, c(scale))))
-
-
-@register("softplus.default")
-def _softplus(out, x, beta=1, threshold=20):
-    d = opmath(ir_dtype(out.dtype))
-    c = lambda v: const(v, d)  # noqa: E731
-    return pointwise("softplus", out, [x], lambda a: ("where", ("gt", ("mul", a, c(beta)), c(threshold)), a,
-                                                      ("div", ("log1p", ("exp", ("mul", a, c(beta)))), c(beta))))
-
-
-@register("threshold.default")
-def _threshold(out, x, threshold, value):
-    d = ir_dtype(out.dtype)
-    return pointwise("threshold", out, [x], lambda a: ("where", ("le", a, const(threshold, d)), const(value, d), a))
-
-
-def _relu6_of(a, d):
-    return ("min", ("max", ("add", a, const(3.0, d)), const(0.0, d)), const(6.0, d))
-
-
-@register("hardsigmoid.default")
-def _hardsigmoid(out, x):
-    d = opmath(ir_dtype(out.dtype))
-    return pointwise("hardsigmoid", out, [x], lambda a: ("div", _relu6_of(a, d), const(6.0, d)))
-
-
-@register("hardswish.default")
-def _hardswish(out, x):
-    d = opmath(ir_dtype(out.dtype))
-    return pointwise("hardswish", out, [x], lambda a: ("div", ("mul", a, _relu6_of(a, d)), const(6.0, d)))
-
-
-@register("logit.default")
-def _logit(out, x, eps=None):
-    d = opmath(ir_dtype(out.dtype))
-    c = lambda v: const(v, d)  # noqa: E731
-
-    def f(a):
-        if eps is not None:  # clamped to [eps, 1 - eps]; NaN stays NaN
-            a = ("where", ("lt", a, c(eps)), c(eps), ("where", ("gt", a, c(1.0 - eps)), c(1.0 - eps), a))
-        return ("log", ("div", a, ("sub", c(1.0), a)))
-
-    return pointwise("logit", out, [x], f)
-
-
+# Activations with number arguments (leaky_relu, hardtanh, elu, softplus, threshold, logit) and
+# hardsigmoid/hardswish lower from the registry (activation.cc's ActExprCpu), above.
 _FLOAT_MAX = {"f32": 3.4028234663852886e38, "f64": 1.7976931348623157e308, "bf16": 3.3895313892515355e38}
 
 
