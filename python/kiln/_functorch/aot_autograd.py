@@ -37,6 +37,7 @@ from kiln._functorch._aot_autograd.joint import trace_joint
 from kiln._functorch._aot_autograd.runtime import _InferenceRuntime, _training_runtime, _with_constants
 from kiln._functorch.backward_reads import (inputs_read_by_backward, prune_absent, saved_input_aliases,
                                              saved_inputs_recomputed_from, tangent_dependencies)
+from kiln._functorch.partitioners import _is_primal
 from kiln._guards import compile_context, current_compile_id
 from kiln._logging import getArtifactLogger, trace_structured
 from kiln._logging._metrics import counters, dynamo_timed
@@ -121,7 +122,7 @@ def _saved_order(fw_module, bw_module, num_fwd_outputs):
     """Positions, among the forward's saved outputs, of the backward's non-tangent inputs (the
     partitioner may order them differently, e.g. size symbols first); matched by node name."""
     saved = [getattr(v, "name", None) for v in _outputs(fw_module)[num_fwd_outputs:]]
-    wanted = [n.name for n in bw_module.graph.nodes if n.op == "placeholder" and not n.name.startswith("tangents")]
+    wanted = [n.name for n in bw_module.graph.nodes if _is_primal(n)]
     return [saved.index(name) for name in wanted]
 
 

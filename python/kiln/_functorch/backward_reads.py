@@ -30,6 +30,7 @@ import copy
 
 import kiln
 from kiln.fx.graph_module import GraphModule
+from kiln._functorch.partitioners import _is_primal, _is_tangent
 
 aten = kiln.ops.aten
 
@@ -41,7 +42,7 @@ def tangent_masks(graph, seeds=None):
     for n in graph.nodes:
         if n.op == "placeholder":
             masks[n] = 0
-            if n.name.startswith("tangents"):
+            if _is_tangent(n):
                 masks[n], k = 1 << k, k + 1
         elif n.op != "output":
             m = seeds.get(n, 0)
@@ -132,7 +133,7 @@ def prune_absent(bw_module, absent):
         keep = set(readers)
         n.replace_all_uses_with(z, lambda u: u in keep)
     graph.eliminate_dead_code()
-    saved = [n for n in graph.nodes if n.op == "placeholder" and not n.name.startswith("tangents")]
+    saved = [n for n in graph.nodes if _is_primal(n)]
     unread = {j for j, n in enumerate(saved) if not n.users}
     return GraphModule(bw_module, graph), unread
 
@@ -190,7 +191,7 @@ def inputs_read_by_backward(joint, num_fwd_outputs, saved_reads=()):
             forward.add(n)
             stack.extend(n.all_input_nodes)
     masks = tangent_masks(graph)
-    primals = [n for n in graph.nodes if n.op == "placeholder" and not n.name.startswith("tangents")]
+    primals = [n for n in graph.nodes if _is_primal(n)]
     bit = {p: 1 << i for i, p in enumerate(primals)}
     for k, value in enumerate(outs[:num_fwd_outputs]):  # new values of mutated inputs, then outputs
         if isinstance(value, kiln.fx.Node) and value.op != "placeholder":
@@ -207,7 +208,7 @@ def inputs_read_by_backward(joint, num_fwd_outputs, saved_reads=()):
                 n.meta["val"]._storage_id() in memory:
             bit[n] = bit.get(n, 0) | memory[n.meta["val"]._storage_id()]
     backward = [n for n in graph.nodes if n.op not in ("placeholder", "output") and n not in forward]
-    all_tangents = (1 << sum(n.op == "placeholder" and n.name.startswith("tangents") for n in graph.nodes)) - 1
+    all_tangents = (1 << sum(_is_tangent(n) for n in graph.nodes)) - 1
     cache = {}
 
     def read(absent):
@@ -247,7 +248,7 @@ def saved_inputs_recomputed_from(fw_module, bw_module, saved_order, aliases):
     (`aliases`: saved_input_aliases) from which the backward recomputes forward values (Note
     [Inputs saved only to recompute from])."""
     forward_nodes = {n.name for n in fw_module.graph.nodes if n.op == "call_function"}
-    saved = [n for n in bw_module.graph.nodes if n.op == "placeholder" and not n.name.startswith("tangents")]
+    saved = [n for n in bw_module.graph.nodes if _is_primal(n)]
     return {saved_order[j] for j, n in enumerate(saved)
             if saved_order[j] in aliases and any(u.op == "call_function" and u.name in forward_nodes for u in n.users)}
 

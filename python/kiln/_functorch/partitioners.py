@@ -34,6 +34,18 @@ class MinCutOptions:
     ban_if_reduction: bool = True  # its output is 4x smaller than its inputs
 
 
+def _is_tangent(node):
+    """A joint or backward graph's tangent input: a placeholder named ``tangents_*``, PyTorch's
+    contract for joint graphs (torch._functorch.partitioners._is_tangent; aot/partition.cc's
+    IsTangent for the C++ partitioner)."""
+    return node.op == "placeholder" and node.name.startswith("tangents")
+
+
+def _is_primal(node):
+    """A joint graph's other input (``primals_*``, lifted constants), or a backward graph's saved value."""
+    return node.op == "placeholder" and not _is_tangent(node)
+
+
 def _graph_of(joint_module):
     return joint_module.graph if hasattr(joint_module, "graph") else joint_module
 

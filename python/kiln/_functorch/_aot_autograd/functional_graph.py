@@ -7,6 +7,7 @@ from kiln._functorch._aot_autograd.output_analysis import (_Traced, _analyze_out
                                                            _restore_layouts, _view_chains)
 from kiln.fx.experimental.proxy_tensor import make_fx
 from kiln.func import functionalize
+from kiln._functorch.partitioners import _is_tangent
 from kiln.utils.checkpoint import annotate_region
 
 
@@ -104,7 +105,7 @@ def _functional_graph(fn, example_inputs, decompositions, mode, names=None, keep
         first = len(example_inputs)
         example_inputs = [*example_inputs, *fakes]
     else:
-        tangent = next((n for n in raw.graph.nodes if n.op == "placeholder" and n.name.startswith("tangents")), None)
+        tangent = next((n for n in raw.graph.nodes if _is_tangent(n)), None)
         fakes, constants = _lift_constants(raw, mode, before=tangent)
         primals, tangents = example_inputs
         first = len(primals)

@@ -12,6 +12,7 @@ from kiln._functorch._aot_autograd.input_aliasing import _overlaps_itself
 from kiln._functorch._aot_autograd.output_analysis import (_Piece, _Traced, _analyze_outputs, _fakes, _view_chains,
                                                            _walk_views)
 from kiln._functorch.backward_reads import formula_masks, tangent_masks
+from kiln._functorch.partitioners import _is_primal
 from kiln.fx.experimental.proxy_tensor import current_trace_node
 
 
@@ -167,7 +168,7 @@ def _trace_joint(flat_fn, leaves, config):
         masks = {}
         # an output's position among the graph's: after its primals (constants included) and the
         # new values of mutated inputs (inputs_read_by_backward)
-        first_output = sum(n.op == "placeholder" and not n.name.startswith("tangents") for n in gm.graph.nodes) + \
+        first_output = sum(_is_primal(n) for n in gm.graph.nodes) + \
             len(mutated) + len(mutated_diff)
         # a node dead code elimination erased after the trace (its graph is None) says nothing
         # about the tangents: it is left out, as a gradient the tracer had no node for
