@@ -456,3 +456,25 @@ def test_zero_dim_integer_tensor_index_is_a_view_as_pytorch():
         assert y.tolist() == [[0, 0], [5, 5], [0, 0]]
         with pytest.raises(IndexError):
             x[lib.tensor(7)]
+
+
+@requires_torch
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("weight", [0.1, -0.3, 0.5, 0.9, 1.7, float("nan")])
+def test_lerp_by_a_number_gives_torchs_bits(dtype, weight):
+    """lerp with a number weight (Adam's exp_avg.lerp_(grad, 1 - beta1)) takes a loop of its own,
+    the weight a constant in opmath (float for bfloat16, as PyTorch's lerp_kernel_scalar reads it):
+    PyTorch's values bit for bit, contiguous or strided, in place or not."""
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((2, 64, 33)).astype(np.float32)
+    results = {}
+    for lib in (kiln, torch):
+        x, y = (lib.tensor(v).to(getattr(lib, dtype)) for v in (a, b))
+        out = [lib.lerp(x, y, weight), x.t().lerp(y.t(), weight), x[:, ::2].clone().lerp_(y[:, ::2], weight)]
+        inplace = x.clone()
+        inplace.lerp_(y, weight)
+        results[lib] = [t.float().numpy() for t in (*out, inplace)]
+    for got, want in zip(results[kiln], results[torch]):
+        nan = np.isnan(want)  # a NaN weight: NaN everywhere, its sign bit PyTorch's own business
+        np.testing.assert_array_equal(np.isnan(got), nan)
+        np.testing.assert_array_equal(got[~nan].view(np.int32), want[~nan].view(np.int32))

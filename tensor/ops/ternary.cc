@@ -212,6 +212,23 @@ void TernaryInto(Ternary op, const Tensor& out, const Tensor& a, const Tensor& b
     using M = opmath_t<T>;
     const T cv = c_or_value.to<T>();
     const M value = c_or_value.to<M>();
+    if (op == Ternary::Lerp && !cc.defined()) {
+      // A number weight is a constant of the loop, in opmath as PyTorch's lerp_kernel_scalar reads
+      // it (a float for bfloat16/float16), and its |w| < 0.5 branch is taken once: read per
+      // element as a broadcast operand, it kept the loop scalar, 14x PyTorch's time for Adam's
+      // exp_avg.lerp_(grad, 0.1) on 768x256 (280 against 20 us).
+      ElementwiseIter iter({dst, ac, bc});
+      const M t = value;
+      if (std::abs(t) < M(0.5)) {
+        CpuKernel<T, T, T>(iter, [t](T s, T e) -> T { const M x = s, y = e; return static_cast<T>(x + t * (y - x)); });
+      } else {
+        CpuKernel<T, T, T>(iter, [t](T s, T e) -> T {
+          const M x = s, y = e;
+          return static_cast<T>(y - (y - x) * (M(1) - t));
+        });
+      }
+      return;
+    }
     Operand cop = cc.defined() ? Operand(cc) : Operand::Broadcast(&cv);
     ElementwiseIter iter({dst, ac, bc, cop});
     if (op == Ternary::Lerp) {
