@@ -3,6 +3,7 @@ backward(gradient=), broadcast gradients reduced, a fresh gradient kept without 
 [Stealing gradients]) and the x.grad setter. The rest of autograd's graph machinery is in
 test_autograd.py."""
 
+import numpy as np
 import pytest
 
 import kiln
@@ -158,3 +159,35 @@ def test_grad_setter_accepts_and_accumulates():
     assert x.grad.tolist() == [3.0, 3.0]
     x.grad = None
     assert x.grad is None
+
+
+@requires_torch
+def test_matrix_product_gradients_come_back_in_their_matrices_layout():
+    """mm/addmm give a column-major matrix (nn.Linear's weight.t()) its gradient column-major, as
+    PyTorch's mm_mat1_backward/mm_mat2_backward do: Linear's weight gradient then arrives
+    contiguous and is stolen into .grad, not copied into the weight's layout."""
+    strides = {}
+    for lib in (kiln, torch):
+        lib.manual_seed(0)
+        a, b = lib.randn(4, 6, requires_grad=True), lib.randn(5, 6, requires_grad=True)
+        at, bt = lib.randn(6, 4, requires_grad=True).t(), b.t()
+        got = [lib.autograd.grad(lib.mm(a, bt).sum(), [a, bt]), lib.autograd.grad(lib.mm(at, bt).sum(), [at, bt]),
+               lib.autograd.grad(lib.addmm(lib.zeros(4, 5), at, bt, alpha=2).sum(), [at, bt])]
+        strides[lib] = [g.stride() for pair in got for g in pair]
+    assert strides[kiln] == strides[torch]
+
+
+@requires_torch
+def test_linear_weight_gradient_matches_torch():
+    x_np = np.random.default_rng(3).standard_normal((32, 24)).astype(np.float32)
+    grads = {}
+    for lib in (kiln, torch):
+        lib.manual_seed(0)
+        lin = lib.nn.Linear(24, 16)
+        with lib.no_grad():
+            lin.weight.copy_(lib.tensor(np.linspace(-1, 1, 16 * 24, dtype=np.float32).reshape(16, 24)))
+            lin.bias.fill_(0.25)
+        lin(lib.tensor(x_np)).square().sum().backward()
+        assert lin.weight.grad.is_contiguous()
+        grads[lib] = lin.weight.grad.numpy()
+    np.testing.assert_allclose(grads[kiln], grads[torch], rtol=1e-5, atol=1e-5)
