@@ -178,7 +178,7 @@ def test_matrix_product_gradients_come_back_in_their_matrices_layout():
 
 
 @requires_torch
-def test_linear_weight_gradient_matches_torch():
+def test_linear_weight_gradient_is_stolen_and_matches_torch():
     x_np = np.random.default_rng(3).standard_normal((32, 24)).astype(np.float32)
     grads = {}
     for lib in (kiln, torch):
@@ -187,7 +187,43 @@ def test_linear_weight_gradient_matches_torch():
         with lib.no_grad():
             lin.weight.copy_(lib.tensor(np.linspace(-1, 1, 16 * 24, dtype=np.float32).reshape(16, 24)))
             lin.bias.fill_(0.25)
+        seen = []
+        lin.weight.register_hook(lambda g: seen.append(g.data_ptr()))
         lin(lib.tensor(x_np)).square().sum().backward()
-        assert lin.weight.grad.is_contiguous()
+        # the contiguous view TBackward0 made of the product is stolen, not copied (Note [Stealing
+        # gradients]), as PyTorch steals it
+        assert lin.weight.grad.is_contiguous() and lin.weight.grad.data_ptr() == seen[0]
+        assert lin.weight.grad._base is None
         grads[lib] = lin.weight.grad.numpy()
     np.testing.assert_allclose(grads[kiln], grads[torch], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("lib", ["kiln", "torch"])
+def test_a_view_of_a_fresh_gradient_is_stolen_but_not_a_users_view(lib):
+    if lib == "torch" and torch is None:
+        pytest.skip("needs PyTorch")
+    m = kiln if lib == "kiln" else torch
+    w = m.randn(16, 8, requires_grad=True)
+    seen = []
+    w.register_hook(lambda g: seen.append(g.data_ptr()))
+    (w.t().t() * 2).sum().backward()
+    assert w.grad.data_ptr() == seen[0] and w.grad.tolist() == [[2.0] * 8] * 16
+    if lib == "torch":
+        return  # PyTorch steals the view below too, and its .grad then aliases the user's tensor
+    # a gradient viewing a tensor the user still holds is copied: .grad never aliases it
+    v = m.randn(16, 8, requires_grad=True)
+    held = m.ones(128)
+
+    class Give(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return held.view(16, 8)  # contiguous, in w's layout: only its root is someone else's
+
+    Give.apply(v).sum().backward()
+    assert v.grad.data_ptr() != held.data_ptr()
+    held.add_(1)
+    assert v.grad.tolist() == [[1.0] * 8] * 16
