@@ -178,3 +178,33 @@ def test_vector_norm_of_a_large_16_bit_tensor_is_accurate(dtype):
     if dtype == "bfloat16":  # (float16 overflows at 1.7e6)
         l1 = float(np.abs(x.double().numpy()).sum())
         assert abs(kiln.linalg.vector_norm(x, 1).item() - l1) <= 0.005 * l1
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "row slices"])
+def test_large_float_products_against_float64(layout, threads):
+    """Float products of 2^20 multiply-adds and up run oneDNN's sgemm where it is loaded, smaller
+    ones OpenBLAS's (Note [oneDNN's sgemm] in tensor/ops/linalg.cc): both against numpy in float64,
+    in every operand layout BLAS takes (a transpose flag, a leading dimension wider than a row), and
+    in blocks over kiln's threads."""
+    rng = np.random.default_rng(11)
+    old = kiln.get_num_threads()
+    kiln.set_num_threads(threads)
+    try:
+        for m, k, n in ((200, 130, 96), (16, 24, 8), (1, 1024, 1024), (257, 129, 65)):
+            a64, b64, c64 = rng.standard_normal((m, k)), rng.standard_normal((k, n)), rng.standard_normal((m, n))
+            if layout == "contiguous":
+                a, b = kiln.tensor(a64, dtype=kiln.float32), kiln.tensor(b64, dtype=kiln.float32)
+            elif layout == "transposed":
+                a = kiln.tensor(a64.T.copy(), dtype=kiln.float32).t()
+                b = kiln.tensor(b64.T.copy(), dtype=kiln.float32).t()
+            else:
+                a = kiln.tensor(np.pad(a64, ((0, 0), (0, 7))), dtype=kiln.float32)[:, :k]
+                b = kiln.tensor(np.pad(b64, ((0, 0), (0, 5))), dtype=kiln.float32)[:, :n]
+            c = kiln.tensor(c64, dtype=kiln.float32)
+            want = a.double().numpy() @ b.double().numpy()
+            np.testing.assert_allclose(kiln.mm(a, b).numpy(), want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+            np.testing.assert_allclose(kiln.addmm(c, a, b, beta=0.5, alpha=2).numpy(), 0.5 * c.double().numpy() + 2 * want,
+                                       rtol=1e-4, atol=2e-4 * np.sqrt(k))
+    finally:
+        kiln.set_num_threads(old)

@@ -36,7 +36,7 @@ namespace kiln::onednn {
   X(dnnl_primitive_attr_destroy) X(dnnl_primitive_attr_set_scratchpad_mode) X(dnnl_primitive_desc_create)  \
   X(dnnl_primitive_desc_query) X(dnnl_primitive_desc_query_md) X(dnnl_primitive_desc_destroy)              \
   X(dnnl_primitive_create) X(dnnl_primitive_destroy) X(dnnl_primitive_execute)                             \
-  X(dnnl_reorder_primitive_desc_create)
+  X(dnnl_reorder_primitive_desc_create) X(dnnl_sgemm)
 
 struct Api {
 #define KILN_ONEDNN_POINTER(name) decltype(&::name) name = nullptr;
