@@ -4,7 +4,9 @@
 //
 // The pointwise activations share one table: an ActOp, the Scalar parameters of its schema
 // (ActParams), a dtype rule, and an element function over the opmath type (float for the 16-bit
-// floats). Each gets a functional op and an in-place `op_`, both with meta functions.
+// floats). Each gets a functional op and an in-place `op_`, both with meta functions; the functional
+// one's CPU element function also registers as kernel IR (ActExprCpu, RegisterActIr), from which
+// Inductor lowers it with its numbers as constants (gelu and nan_to_num keep Python lowerings).
 // Softmax views its input as [outer, dim, inner] and normalises each (outer, inner) line in the
 // input's opmath type (float for float32, as PyTorch), after subtracting the line's max.
 #include <array>
