@@ -87,13 +87,13 @@ def _parameterized_lowering(name, full):
     functions = {}
 
     def lower(out, x, *params, **kwargs):
-        key = (ir_dtype(x.dtype), params, tuple(sorted(kwargs.items())))
-        if key not in functions:
-            try:
+        try:
+            key = (ir_dtype(x.dtype), params, tuple(sorted(kwargs.items())))
+            if key not in functions:
                 function = _C._inductor.pointwise_ir(full, [key[0]], params, kwargs)
-            except TypeError as e:  # a number argument that is not a number here (a symbolic one)
-                raise Fallback(str(e)) from None
-            functions[key] = function, _builder(function.expr)
+                functions[key] = function, _builder(function.expr)
+        except TypeError as e:  # a number argument that is not a number here (a symbolic one)
+            raise Fallback(str(e)) from None
         function, build = functions[key]
         return pointwise(name, out, [x], build, function.compute)
 
