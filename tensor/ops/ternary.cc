@@ -212,32 +212,31 @@ void TernaryInto(Ternary op, const Tensor& out, const Tensor& a, const Tensor& b
     using M = opmath_t<T>;
     const T cv = c_or_value.to<T>();
     const M value = c_or_value.to<M>();
+    // PyTorch's vectorised lerp, one rounding each: fma(w, y - x, x) for |w| < 0.5, else
+    // fma(w - 1, y - x, y) (written out: an -O0 build does not fuse x + w * (y - x) as GCC's -O2
+    // does, and missed PyTorch's bits by an ulp).
+    auto lerp_near = [](M x, M y, M w) { return std::fma(w, y - x, x); };
+    auto lerp_far = [](M x, M y, M w) { return std::fma(w - M(1), y - x, y); };
     if (op == Ternary::Lerp && !cc.defined()) {
       // A number weight is a constant of the loop, in opmath as PyTorch's lerp_kernel_scalar reads
       // it (a float for bfloat16/float16), and its |w| < 0.5 branch is taken once: read per
       // element as a broadcast operand, it kept the loop scalar, 14x PyTorch's time for Adam's
       // exp_avg.lerp_(grad, 0.1) on 768x256 (280 against 20 us).
-      // PyTorch's vectorised lerp, one rounding each: fma(w, y - x, x), or fma(w - 1, y - x, y)
-      // (written out: an -O0 build does not fuse x + w * (y - x) as GCC's -O2 does).
       ElementwiseIter iter({dst, ac, bc});
       const M t = value;
       if (std::abs(t) < M(0.5)) {
-        CpuKernel<T, T, T>(iter, [t](T s, T e) -> T { const M x = s, y = e; return static_cast<T>(std::fma(t, y - x, x)); });
+        CpuKernel<T, T, T>(iter, [=](T s, T e) -> T { return static_cast<T>(lerp_near(M(s), M(e), t)); });
       } else {
-        const M t1 = t - M(1);
-        CpuKernel<T, T, T>(iter, [t1](T s, T e) -> T {
-          const M x = s, y = e;
-          return static_cast<T>(std::fma(t1, y - x, y));
-        });
+        CpuKernel<T, T, T>(iter, [=](T s, T e) -> T { return static_cast<T>(lerp_far(M(s), M(e), t)); });
       }
       return;
     }
     Operand cop = cc.defined() ? Operand(cc) : Operand::Broadcast(&cv);
     ElementwiseIter iter({dst, ac, bc, cop});
     if (op == Ternary::Lerp) {
-      CpuKernel<T, T, T, T>(iter, [](T s, T e, T w) -> T {
+      CpuKernel<T, T, T, T>(iter, [=](T s, T e, T w) -> T {
         const M x = s, y = e, t = w;
-        return static_cast<T>(std::abs(t) < M(0.5) ? x + t * (y - x) : y - (y - x) * (M(1) - t));
+        return static_cast<T>(std::abs(t) < M(0.5) ? lerp_near(x, y, t) : lerp_far(x, y, t));
       });
     } else if (op == Ternary::Addcmul) {
       // Here the tensor operands are (self, tensor1, tensor2) and `value` scales the product.
