@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include "codegen/llvm_codegen.h"
+#include "python/csrc/python_inductor.h"
 #include "python/csrc/python_tensor.h"
 #include "tensor/empty.h"
 #include "tensor/cuda/pointwise.h"
@@ -158,6 +159,8 @@ codegen::Stmt ParseStmt(py::handle h) {
   return st;
 }
 
+}  // namespace
+
 codegen::Kernel ParseKernel(py::handle h) {
   if (!py::isinstance<py::dict>(h)) throw TypeError(StrCat(kOp, "expects a kernel dict, got ", Repr(h)));
   py::dict d = py::reinterpret_borrow<py::dict>(h);
@@ -183,6 +186,8 @@ codegen::Kernel ParseKernel(py::handle h) {
   }
   return k;
 }
+
+namespace {
 
 ScalarType ToScalarType(DType t) {
   switch (t) {
@@ -306,6 +311,7 @@ PyMethodDef g_reinterpret_def = {"reinterpret_tensor", reinterpret_cast<PyCFunct
 
 void InitInductorBindings(py::module_& m) {
   py::module_ ind = m.def_submodule("_inductor", "CPU code generation for kernel IR (codegen/)");
+  InitMemoryPlanBindings(ind);
   py::class_<PyCompiledKernel>(ind, "CompiledKernel")
       .def("__call__", &PyCompiledKernel::Call)
       .def_property_readonly("name", [](const PyCompiledKernel& c) { return c.k->name(); })
