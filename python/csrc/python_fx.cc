@@ -454,6 +454,7 @@ void InitFxBindings(py::module_& parent) {
       .def("__str__", &Graph::str);
 
   m.def("_set_reserved_names", [](std::vector<std::string> names) { Graph::SetReservedNames(std::move(names)); });
+  InitInterpreterBindings(m);
 }
 
 }  // namespace kiln::python

@@ -28,5 +28,7 @@ fx::Target ToTarget(fx::Opcode op, pybind11::handle target);
 pybind11::object FromTarget(const fx::Target& target);
 
 void InitFxBindings(pybind11::module_& m);
+// Adds _interpret and _why_not_interpretable to kiln._C._fx (python_interpreter.cc).
+void InitInterpreterBindings(pybind11::module_& fx);
 
 }  // namespace kiln::python

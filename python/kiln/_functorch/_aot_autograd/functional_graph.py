@@ -3,6 +3,7 @@ with the decomposition table, its copy_ epilogue turned into leading outputs, te
 lifted to inputs, and the inference trace."""
 
 import kiln
+from kiln import _C
 from kiln._functorch._aot_autograd.output_analysis import (_Traced, _analyze_outputs, _fakes, _layout,
                                                            _restore_layouts, _view_chains)
 from kiln.fx.experimental.proxy_tensor import make_fx
@@ -141,7 +142,7 @@ def _detached(values):
 def _named(gm, names):
     """gm as a function of (primals, tangents) lists, so make_fx names its inputs primals_1...,
     tangents_1... as PyTorch's joint graphs are named (arg0_1... for inference graphs)."""
-    run = replay(gm)
+    run = _aten_replay(gm) or replay(gm)
     if names is None:
         return lambda *args: run(*args)
 
@@ -182,6 +183,20 @@ class _AnnotatingInterpreter(kiln.fx.Interpreter):
                 return recompute
         annotate_region(graph, before, policy)
         return result
+
+
+def _aten_replay(gm):
+    """gm run by the C++ interpreter of aten graphs (Note [Interpreting aten graphs] in
+    fx/interpreter.h), which carries each node's stack_trace onto what the trace records; None
+    where Python's interpreter is needed: a node annotated for activation checkpointing (its
+    policy is Python), or one the C++ interpreter cannot run."""
+    graph = gm.graph
+    if any("recompute" in n.meta or "ac_policy" in n.meta for n in graph.nodes) or \
+            _C._fx._why_not_interpretable(graph):
+        return None
+    from kiln.fx.experimental.proxy_tensor import current_trace_graph
+
+    return lambda *args: _C._fx._interpret(graph, args, current_trace_graph())
 
 
 def replay(gm):
