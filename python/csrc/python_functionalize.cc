@@ -1,8 +1,11 @@
 // python/csrc/python_functionalize.cc: kiln._C's functionalization helpers, used by
 // kiln.func.functionalize (aot/functionalize.h).
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include "aot/functionalize.h"
+#include "aot/joint.h"
+#include "python/csrc/python_fx.h"
 #include "python/csrc/tensor_caster.h"
 
 namespace py = pybind11;
@@ -12,6 +15,9 @@ namespace kiln::python {
 void InitFunctionalizeBindings(py::module_& m) {
   aot::InstallFunctionalize();
   m.def("_to_functional_tensor", [](const Tensor& t) { return aot::ToFunctional(t); });
+  m.def("_mutations_to_outputs", [](py::handle graph) { return aot::MutationsToOutputs(*UnwrapGraph(graph)); },
+        "make_fx(functionalize(f))'s copy_ epilogue as leading outputs; the positions of the inputs written "
+        "(aot/joint.h, Note [Input mutations as outputs])");
   m.def("_from_functional_tensor", [](const Tensor& t) { return aot::FromFunctional(t); });
   m.def("_from_functional_output", [](const Tensor& t) { return aot::FromFunctionalOutput(t); });
   m.def("_is_functional_tensor", [](const Tensor& t) { return aot::IsFunctional(t); });

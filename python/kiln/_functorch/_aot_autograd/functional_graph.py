@@ -13,30 +13,12 @@ from kiln.utils.checkpoint import annotate_region
 
 
 def _mutations_to_outputs(gm, num_inputs):
-    """Turns make_fx(functionalize(f))'s copy_ epilogue (an input mutated) into leading outputs.
-    The epilogue's in-place view ops on inputs (`x.t_()` replayed) are dropped: the runtime
-    replays an input's new layout itself (Note [Input metadata mutations] in runtime.py)."""
-    graph = gm.graph
-    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-    relaid = set()
-    for node in list(graph.nodes):
-        if node.op == "call_function" and "inplace_view" in getattr(node.target, "tags", ()) and \
-                (node.args[0] in placeholders or node.args[0] in relaid):
-            relaid.add(node.args[0])
-            node.replace_all_uses_with(node.args[0])
-            graph.erase_node(node)
-    mutated, values = [], []
-    for node in list(graph.nodes):
-        if node.op == "call_function" and node.target is kiln.ops.aten.copy_.default and \
-                node.args[0] in placeholders and not node.users:
-            mutated.append(placeholders.index(node.args[0]))
-            values.append(node.args[1])
-            graph.erase_node(node)
-    out = graph.output_node()
-    results = out.args[0]
-    results = list(results) if isinstance(results, (tuple, list)) else [results]
-    out.args = (tuple(values + results),)
-    graph.eliminate_dead_code()
+    """Turns make_fx(functionalize(f))'s copy_ epilogue (an input mutated) into leading outputs
+    and returns the positions of the inputs mutated. The epilogue's in-place view ops on inputs
+    (`x.t_()` replayed) are dropped: the runtime replays an input's new layout itself (Note [Input
+    metadata mutations] in runtime.py). In C++: aot/joint.h, Note [Input mutations as outputs]."""
+    mutated = _C._mutations_to_outputs(gm.graph)
+    gm.graph.eliminate_dead_code()
     gm._lazy_recompile()
     return mutated
 
