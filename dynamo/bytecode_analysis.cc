@@ -213,6 +213,27 @@ bool LiveLocals(PyCodeObject* code, const std::vector<Instruction>& instructions
   return true;
 }
 
+bool InTryBlock(PyCodeObject* code, int offset, bool* out) {
+  *out = false;
+  std::vector<ExceptionTableEntry> table;
+  if (!CodeExceptionTable(code, &table)) return false;
+  std::vector<Instruction> instructions;
+  for (const ExceptionTableEntry& e : table) {
+    if (offset < e.start || offset >= e.end) continue;
+    if (instructions.empty() && !Decode(code, &instructions)) return false;
+    bool with_cleanup = false;
+    for (int k = 0; k < 2; ++k) {  // the handler's first two instructions
+      const int i = InstructionAt(instructions, e.target + 2 * k);
+      with_cleanup = with_cleanup || (i >= 0 && instructions[i].opcode == WITH_EXCEPT_START);
+    }
+    if (!with_cleanup) {
+      *out = true;
+      return true;
+    }
+  }
+  return true;
+}
+
 bool LiveLocalNamesAt(PyCodeObject* code, int offset, std::vector<std::string>* names) {
   names->clear();
   std::vector<Instruction> instructions;

@@ -49,6 +49,11 @@ bool CodeExceptionTable(PyCodeObject* code, std::vector<ExceptionTableEntry>* ou
 // The entry covering byte offset `offset` (CPython takes the first match), or nullptr.
 const ExceptionTableEntry* HandlerFor(const std::vector<ExceptionTableEntry>& table, int offset);
 
+// Whether byte offset `offset` lies in a try block: an exception-table entry covers it whose
+// handler is not a with statement's cleanup (PUSH_EXC_INFO, WITH_EXCEPT_START), which resume code
+// keeps working. Graph breaks there give up on the frame. Raises (false) on malformed code.
+bool InTryBlock(PyCodeObject* code, int offset, bool* out);
+
 // For each instruction, which co_varnames indices are live before it (see above). `live[i][v]`.
 // Raises (a Python exception set, returns false) on malformed code.
 bool LiveLocals(PyCodeObject* code, const std::vector<Instruction>& instructions,

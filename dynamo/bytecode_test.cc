@@ -136,6 +136,30 @@ std::vector<std::string> LiveAt(const std::string& source, const char* name, con
 
 using Names = std::vector<std::string>;
 
+// Whether InTryBlock puts the instruction of f's code at `where` (a Python expression over `ins`,
+// f's dis instructions, giving an offset) in a try block.
+bool InTryAt(const std::string& source, const std::string& where) {
+  PyObject* ns = testing::RunSource("import dis\n" + source + "ins = list(dis.get_instructions(f))\noffset = " + where + "\n");
+  PyCodeObject* code = reinterpret_cast<PyCodeObject*>(PyObject_GetAttrString(PyDict_GetItemString(ns, "f"), "__code__"));
+  bool in_try = false;
+  EXPECT_TRUE(InTryBlock(code, static_cast<int>(PyLong_AsLong(PyDict_GetItemString(ns, "offset"))), &in_try));
+  Py_DECREF(code);
+  Py_DECREF(ns);
+  return in_try;
+}
+
+TEST(ExceptionTable, TryBlocksButNotWithBlocks) {
+  const std::string try_src = "def f(x):\n    try:\n        y = g(x)\n    except ValueError:\n        y = 0\n    return h(y)\n";
+  EXPECT_TRUE(InTryAt(try_src, "[i for i in ins if i.opname == 'CALL'][0].offset"));   // g(x)
+  EXPECT_FALSE(InTryAt(try_src, "[i for i in ins if i.opname == 'CALL'][-1].offset"));  // h(y)
+  EXPECT_FALSE(InTryAt(try_src, "0"));
+  // a with block's body is covered by the table too, with the cleanup as its handler
+  const std::string with_src = "def f(x):\n    with m:\n        y = g(x)\n    return h(y)\n";
+  EXPECT_FALSE(InTryAt(with_src, "[i for i in ins if i.opname == 'CALL'][0].offset"));  // g(x)
+  const std::string both = "def f(x):\n    with m:\n        try:\n            y = g(x)\n        finally:\n            y = 1\n    return y\n";
+  EXPECT_TRUE(InTryAt(both, "[i for i in ins if i.opname == 'CALL'][0].offset"));  // g(x), in try-finally
+}
+
 TEST(Liveness, Branches) {
   const std::string src = "def f(a, b, c, d):\n    if a:\n        return b\n    d = 1\n    return c + d\n";
   EXPECT_EQ(LiveAt(src, "f", "0"), (Names{"a", "b", "c"}));  // d is written before its read

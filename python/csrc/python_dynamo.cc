@@ -44,6 +44,13 @@ void InitResumeBindings(py::module_& m) {
     return out;
   }, py::arg("code"), py::arg("offset"),
      "The co_varnames that some path from the instruction at `offset` may read before writing.");
+  m.def("_in_try_block", [](py::handle code, py::handle offset) {
+    bool in_try = false;
+    if (!dynamo::InTryBlock(CodeArg("_in_try_block", code), OffsetArg("_in_try_block", "offset", offset), &in_try))
+      throw py::error_already_set();
+    return in_try;
+  }, py::arg("code"), py::arg("offset"),
+     "Whether the instruction at `offset` lies in a try block (a handler other than a with statement's cleanup).");
   m.def("_make_resume_code", [](py::handle code, py::handle target_offset, py::handle null_mask,
                                 py::handle dead_locals, py::handle name) {
     constexpr const char* fn = "_make_resume_code";

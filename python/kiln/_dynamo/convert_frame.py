@@ -9,7 +9,6 @@ in turn. Graph breaks inside with-blocks or try-blocks, or in functions with cel
 cannot be split that way: such frames run eagerly (the reason is logged and counted).
 """
 
-import dis
 import logging
 import os
 import re
@@ -275,18 +274,6 @@ def _emit_return(ctx, tx, output, code, f_globals, value):
     return _finish(ctx, output, code, f_globals, cg)
 
 
-def _in_try_block(tx, offset):
-    """Whether `offset` lies in a try block (a handler other than a with-block's cleanup, which
-    resume code keeps working: it calls the __exit__ the rebuilt stack holds)."""
-    by_offset = {i.offset: i for i in tx.instructions}
-    for entry in dis._parse_exception_table(tx.code):
-        if entry.start <= offset < entry.end:
-            handler = [by_offset.get(entry.target + 2 * k) for k in range(2)]
-            if not any(i is not None and i.opname == "WITH_EXCEPT_START" for i in handler):
-                return True
-    return False
-
-
 def _emit_break(ctx, tx, output, code, f_globals, index, error):
     inst = tx.instructions[index]
     reason = error.reason if error is not None else "graph break"
@@ -295,7 +282,7 @@ def _emit_break(ctx, tx, output, code, f_globals, index, error):
     whole_frame = None
     if code.co_cellvars:
         whole_frame = "a function with cell variables (a local captured by a lambda or inner function)"
-    elif _in_try_block(tx, inst.offset):
+    elif _C._dynamo._in_try_block(tx.code, inst.offset):  # dynamo/bytecode_analysis.h
         whole_frame = "a graph break inside a try block"
     compile_events.graph_break(error, whole_frame)
     warn_costly_break(error)  # `.item()`, an unknown C function: warned even without KILN_LOGS
