@@ -470,10 +470,9 @@ std::unique_ptr<llvm::Module> BuildModule(llvm::LLVMContext& ctx, const Kernel& 
   pto.LoopVectorization = true;
   pto.SLPVectorization = true;
   pto.LoopInterleaving = true;
-  pto.LoopUnrolling = true;
   llvm::TargetLibraryInfoImpl tlii(tm.getTargetTriple());
   if (options.vector_library && s.have_libmvec) tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86);
-  OptimizeO3(*m, tm, pto, &tlii);
+  OptimizeO3(*m, tm, pto, &tlii, Unrolling::kFullOnly);  // Note [Full unrolling only] in llvm_optimize.cc
   return m;
 }
 
