@@ -324,6 +324,36 @@ std::shared_ptr<Graph> UnwrapGraph(py::handle graph) {
   return graph.cast<std::shared_ptr<Graph>>();
 }
 
+// An IValue as the Python value an OpOverload takes for it.
+py::object IValueToPython(const IValue& v) {
+  if (v.is_tensor()) {
+    const Tensor& t = v.to_tensor();
+    if (!t.defined()) return py::none();
+    return py::reinterpret_steal<py::object>(WrapTensor(t));
+  }
+  if (v.is_tensor_list()) {
+    py::list l;
+    for (const Tensor& t : v.to_tensor_list()) l.append(py::reinterpret_steal<py::object>(WrapTensor(t)));
+    return std::move(l);
+  }
+  if (v.is_optional_tensor_list()) {
+    py::list l;
+    for (const auto& t : v.to_optional_tensor_list())
+      l.append(t && t->defined() ? py::reinterpret_steal<py::object>(WrapTensor(*t)) : py::none());
+    return std::move(l);
+  }
+  if (v.is_symint()) {
+    const SymInt& s = v.to_symint();
+    if (auto c = s.maybe_as_int()) return py::int_(*c);
+  }
+  if (std::holds_alternative<std::vector<SymInt>>(v.variant())) {
+    py::list l;
+    for (const SymInt& s : v.to_symint_list()) l.append(IValueToPython(IValue(s)));
+    return std::move(l);
+  }
+  return FromArgument(fx::Argument(v));
+}
+
 void InitFxBindings(py::module_& parent) {
   py::module_ m = parent.def_submodule("_fx", "FX graphs in C++ (fx/graph.h)");
 

@@ -23,6 +23,9 @@ fx::PyValuePtr MakePyValue(pybind11::handle obj);
 // Python value <-> Argument (args/kwargs/meta).
 fx::Argument ToArgument(pybind11::handle obj);
 pybind11::object FromArgument(const fx::Argument& arg);
+// A boxed value as the Python value an OpOverload takes or returns for it (tensors, tensor lists,
+// SymInts as ints where concrete, the rest through FromArgument).
+pybind11::object IValueToPython(const IValue& v);
 // Python target <-> Target (OpOverloads keep both the Op and the Python object).
 fx::Target ToTarget(fx::Opcode op, pybind11::handle target);
 pybind11::object FromTarget(const fx::Target& target);

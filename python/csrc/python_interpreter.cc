@@ -28,27 +28,11 @@ IValue InputValue(py::handle o) {
                          py::repr(o).cast<std::string>()));
 }
 
-py::object OutputValue(const IValue& v) {
-  if (v.is_none()) return py::none();
-  if (v.is_tensor()) {
-    const Tensor& t = v.to_tensor();
-    if (!t.defined()) return py::none();
-    return py::reinterpret_steal<py::object>(WrapTensor(t));
-  }
-  if (v.is_tensor_list()) {
-    py::list l;
-    for (const Tensor& t : v.to_tensor_list()) l.append(py::reinterpret_steal<py::object>(WrapTensor(t)));
-    return std::move(l);
-  }
-  if (v.is_symint()) return py::reinterpret_steal<py::object>(SymIntToPython(v.to_symint()));
-  return FromArgument(fx::Argument(v));  // numbers, strings, dtypes
-}
-
 // The output node's argument with each node's value put in (tuples stay tuples, lists lists).
 py::object Rebuild(const fx::Argument& a, const std::vector<IValue>& values, size_t& next) {
   switch (a.kind) {
     case fx::Argument::Kind::kNode:
-      return OutputValue(values.at(next++));
+      return IValueToPython(values.at(next++));
     case fx::Argument::Kind::kTuple:
     case fx::Argument::Kind::kList: {
       py::list items;

@@ -17,36 +17,6 @@ namespace py = pybind11;
 namespace kiln::python {
 namespace {
 
-// An IValue as the Python value an OpOverload takes for it.
-py::object ArgToPython(const IValue& v) {
-  if (v.is_tensor()) {
-    const Tensor& t = v.to_tensor();
-    if (!t.defined()) return py::none();
-    return py::reinterpret_steal<py::object>(WrapTensor(t));
-  }
-  if (v.is_tensor_list()) {
-    py::list l;
-    for (const Tensor& t : v.to_tensor_list()) l.append(py::reinterpret_steal<py::object>(WrapTensor(t)));
-    return std::move(l);
-  }
-  if (v.is_optional_tensor_list()) {
-    py::list l;
-    for (const auto& t : v.to_optional_tensor_list())
-      l.append(t && t->defined() ? py::reinterpret_steal<py::object>(WrapTensor(*t)) : py::none());
-    return std::move(l);
-  }
-  if (v.is_symint()) {
-    const SymInt& s = v.to_symint();
-    if (auto c = s.maybe_as_int()) return py::int_(*c);
-  }
-  if (std::holds_alternative<std::vector<SymInt>>(v.variant())) {
-    py::list l;
-    for (const SymInt& s : v.to_symint_list()) l.append(ArgToPython(IValue(s)));
-    return std::move(l);
-  }
-  return FromArgument(fx::Argument(v));
-}
-
 // A Python result back onto the stack, following the op's returns.
 void ResultToStack(const Op& op, py::handle r, Stack& stack) {
   stack.clear();
@@ -98,7 +68,7 @@ class PyTracer {
       py::list args;
       py::dict kwargs;
       for (size_t i = 0; i < s.arguments.size() && i < stack.size(); ++i) {
-        py::object v = ArgToPython(stack[i]);
+        py::object v = IValueToPython(stack[i]);
         if (s.arguments[i].kwarg_only) kwargs[py::str(s.arguments[i].name)] = v;
         else args.append(v);
       }
