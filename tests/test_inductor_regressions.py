@@ -807,13 +807,13 @@ def test_comparison_with_a_0d_tensor_computes_in_the_promoted_dtype(dtypes, op):
         assert fn(*t).tolist() == want.tolist()
 
 
-# Note [Outer reductions]: a sum or mean over a dim outer to the kept ones runs eager's kernel
-# (column accumulators) instead of a loop kernel walking a strided column per output (8.7 ms for a
-# 1024x1024 bias gradient); its fused producer is realized first. Results equal eager's bit for
+# Note [Outer reductions]: a sum or mean (or a float amax or amin) over a dim outer to the kept ones
+# runs eager's kernel (column accumulators) instead of a loop kernel walking a strided column per
+# output (8.7 ms for a 1024x1024 bias gradient); its fused producer is realized first. Results equal eager's bit for
 # bit; a sum over the innermost dim, or over fewer than 8 columns, stays a generated kernel.
 @pytest.mark.parametrize("shape, dims", [((64, 48), [0]), ((4, 16, 24), [0, 1]), ((6, 8, 5), [1]), ((33, 17), [0]),
                                          ((5, 40), [1])], ids=str)
-@pytest.mark.parametrize("op", ["sum", "mean"])
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin"])
 def test_outer_reductions_run_eager_kernels(shape, dims, op):
     from kiln._inductor import compile_fx
 
