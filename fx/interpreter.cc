@@ -32,20 +32,18 @@ struct Value {
 
 class Run {
  public:
-  Run(const Graph& graph, const InterpretOptions& options) : graph_(graph), options_(options) {
-    std::vector<Node*> nodes = graph.nodes();
-    for (size_t i = 0; i < nodes.size(); ++i) position_[nodes[i]] = i;
-    last_use_.assign(nodes.size(), 0);
-    for (size_t i = 0; i < nodes.size(); ++i)
-      for (Node* in : nodes[i]->AllInputNodes()) last_use_[position_.at(in)] = i;
+  Run(const Graph& graph, const InterpretOptions& options) : nodes_(graph.nodes()), options_(options) {
+    for (size_t i = 0; i < nodes_.size(); ++i) position_[nodes_[i]] = i;
+    last_use_.assign(nodes_.size(), 0);
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      for (Node* in : nodes_[i]->AllInputNodes()) last_use_[position_.at(in)] = i;
   }
 
   InterpretedOutput operator()(std::vector<IValue> inputs) {
-    std::vector<Node*> nodes = graph_.nodes();
     size_t next_input = 0;
     InterpretedOutput out;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      Node* n = nodes[i];
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      Node* n = nodes_[i];
       switch (n->op()) {
         case Opcode::kPlaceholder:
           if (next_input >= inputs.size())
@@ -135,15 +133,13 @@ class Run {
     throw TypeError(StrCat("[fx.Interpreter] node ", n.name(), " indexes ", parent->name(), ", which is not a sequence"));
   }
 
-  IValue NodeValue(const Argument& a) const { return Single(a.node); }
-
   // An argument as the boxed value its parameter takes (what Python's argument parser makes).
   IValue ToIValue(const Argument& a, const kiln::Argument& param, const Node& n) const {
     switch (a.kind) {
       case Argument::Kind::kNone:
         return IValue();
       case Argument::Kind::kNode:
-        return NodeValue(a);
+        return Single(a.node);
       case Argument::Kind::kConst:
         if (param.kind == TypeKind::Tensor && IsNumber(a.value))  // a Python number the parser wrapped
           return IValue(WrapScalar(a.value.to_scalar(), Device(DeviceType::CPU)));
@@ -161,21 +157,21 @@ class Run {
     switch (param.kind) {
       case TypeKind::TensorList: {
         std::vector<Tensor> l;
-        for (const Argument& x : a.items) l.push_back(NodeValue(x).to_tensor());
+        for (const Argument& x : a.items) l.push_back(Single(x.node).to_tensor());
         return IValue(std::move(l));
       }
       case TypeKind::OptionalTensorList: {
         OptionalTensorList l;
         for (const Argument& x : a.items) {
           if (x.is_none()) l.emplace_back();
-          else l.emplace_back(NodeValue(x).to_tensor());
+          else l.emplace_back(Single(x.node).to_tensor());
         }
         return IValue(std::move(l));
       }
       case TypeKind::IntList:
       case TypeKind::SymIntList: {
         std::vector<SymInt> l;
-        for (const Argument& x : a.items) l.push_back(x.is_node() ? NodeValue(x).to_symint() : x.value.to_symint());
+        for (const Argument& x : a.items) l.push_back(x.is_node() ? Single(x.node).to_symint() : x.value.to_symint());
         return IValue(std::move(l));
       }
       case TypeKind::FloatList: {
@@ -194,7 +190,7 @@ class Run {
     }
   }
 
-  const Graph& graph_;
+  const std::vector<Node*> nodes_;  // the graph's nodes, in order
   const InterpretOptions& options_;
   std::unordered_map<const Node*, size_t> position_;
   std::vector<size_t> last_use_;

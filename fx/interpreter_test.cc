@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "fx/tracer.h"
+#include "fx/testing/getitem.h"
 #include "tensor/ops.h"
 #include "tensor/ops/common.h"
 
@@ -23,13 +24,7 @@ Tensor Ramp(std::vector<int64_t> sizes, float start, float step) {
   return ops::view(t, s);
 }
 
-class GetItem : public PyValue {
- public:
-  std::string repr() const override { return "<built-in function getitem>"; }
-  const void* identity() const override { return this; }
-  std::string name_hint() const override { return "getitem"; }
-  std::string target_str() const override { return "operator.getitem"; }
-};
+using testing::GetItem;
 
 void ExpectSame(const Tensor& got, const Tensor& want) {
   ASSERT_EQ(got.sizes(), want.sizes());

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fx/testing/getitem.h"
 #include "tensor/ops.h"
 
 namespace kiln::fx {
@@ -16,13 +17,7 @@ Tensor Arange(int64_t n) {
   return t;
 }
 
-class GetItem : public PyValue {
- public:
-  std::string repr() const override { return "<built-in function getitem>"; }
-  const void* identity() const override { return this; }
-  std::string name_hint() const override { return "getitem"; }
-  std::string target_str() const override { return "operator.getitem"; }
-};
+using testing::GetItem;
 
 std::vector<std::string> Targets(const Graph& g) {
   std::vector<std::string> out;

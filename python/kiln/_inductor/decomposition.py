@@ -28,9 +28,9 @@ def _row_major(x):
 
 
 def _saved_stats_dtype(input, *params):
-    """The dtype of layer norm's saved mean and rstd, as eager's (NormStatDtype in
-    tensor/ops/norm.cc): float32 for a 16-bit input with a parameter of another dtype (PyTorch's
-    "mixed type"), else the input's. Rounded to bfloat16 where eager keeps float32, the backward's
+    """The dtype of a norm's saved statistics (layer norm's mean and rstd, batch norm's), as eager's
+    (NormStatDtype in tensor/ops/norm.cc): float32 for a 16-bit input with a parameter of another
+    dtype (PyTorch's "mixed type"), else the input's. Rounded to bfloat16 where eager keeps float32, the backward's
     x_hat lost the bits that cancel in rstd * (g - mean(g) - x_hat * mean(g * x_hat)): a gradient of
     0.0011 came out -0.076 (fuzz seed 801, program 62)."""
     mixed = input.dtype in (kiln.float16, kiln.bfloat16) and any(p is not None and p.dtype != input.dtype
@@ -86,8 +86,7 @@ def _native_batch_norm_legit_no_training(input, weight, bias, running_mean, runn
     x * scale + shift, row-major as eager's result. One pointwise kernel with what follows it (a
     ReLU, a residual add) instead of an eager call between kernels; the statistics outputs are
     empty, as eager's."""
-    params = [p for p in (weight, bias, running_mean, running_var) if p is not None]
-    stat = kiln.float32 if any(p.dtype != input.dtype for p in params) else input.dtype
+    stat = _saved_stats_dtype(input, weight, bias, running_mean, running_var)
     compute = _stats_dtype(input)
     shape = [1, input.shape[1]] + [1] * (input.dim() - 2)
     scale = aten.rsqrt.default(aten.add.Scalar(to_dtype(running_var, compute), eps))
