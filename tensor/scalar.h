@@ -28,9 +28,15 @@ class Scalar {
   int64_t to_int() const { return has_double() ? static_cast<int64_t>(d_) : i_; }
   bool to_bool() const { return kind_ == Kind::Complex ? (d_ != 0 || imag_ != 0) : has_double() ? d_ != 0 : i_ != 0; }
   std::complex<double> to_complex() const { return {to_double(), kind_ == Kind::Complex ? imag_ : 0.0}; }
+  // A float into an integer type converts as PyTorch's c10::convert does: straight to the type
+  // (on x86 a NaN or an out-of-range value becomes the type's 32- or 64-bit minimum, truncated
+  // for 8- and 16-bit types), except uint8, which goes through int64 so negative values wrap. Through
+  // int64 for every type, `int32.fill_(tensor(nan))` gave 0 where PyTorch gives -2147483648
+  // (fuzz seed 831, program 447).
   template <typename T> T to() const {
     if constexpr (std::is_same_v<T, bool>) return to_bool();
     else if constexpr (is_complex_v<T>) return T(to_complex());
+    else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, uint8_t>) return has_double() ? static_cast<T>(d_) : static_cast<T>(i_);
     else if constexpr (std::is_integral_v<T>) return static_cast<T>(to_int());
     else return static_cast<T>(static_cast<float>(to_double()));
   }

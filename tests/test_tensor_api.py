@@ -478,3 +478,21 @@ def test_lerp_by_a_number_gives_torchs_bits(dtype, weight):
         nan = np.isnan(want)  # a NaN weight: NaN everywhere, its sign bit PyTorch's own business
         np.testing.assert_array_equal(np.isnan(got), nan)
         np.testing.assert_array_equal(got[~nan].view(np.int32), want[~nan].view(np.int32))
+
+
+# A float value filled into an integer tensor converts as PyTorch's c10::convert: straight to the
+# type (a NaN or an out-of-range value is the 32- or 64-bit minimum on x86, truncated for 8- and
+# 16-bit types), uint8 through int64. Through int64 for every type, `x1[0] = x.std()` of one
+# element (NaN) into int32 gave 0 where PyTorch gives -2147483648 (fuzz seed 831, program 447).
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 3e9, -3e9, 1e20, 300.7, -300.7, -2.5])
+def test_float_filled_into_integers_converts_as_pytorch(dtype, value):
+    torch = pytest.importorskip("torch")
+    results = []
+    for lib in (kiln, torch):
+        dt, v = getattr(lib, dtype), lib.tensor(value)
+        a = lib.zeros(2, 3, dtype=dt)
+        a[0] = v                       # setitem of a 0-d tensor
+        b = lib.zeros(3, dtype=dt).fill_(v)
+        results.append((a.tolist(), b.tolist()))
+    assert results[0] == results[1]
