@@ -8,6 +8,7 @@
 #include <cmath>
 #include <iterator>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 
 #include "runtime/error.h"
@@ -257,6 +258,12 @@ std::string Serialize(const Kernel& k) {
   return os.str();
 }
 
+std::string SerializeExpr(const Expr& e) {
+  std::ostringstream os;
+  SerExpr(os, e);
+  return os.str();
+}
+
 std::string HashString(const std::string& s) {
   uint64_t h1 = 0xcbf29ce484222325ull, h2 = 0x84222325cbf29ce4ull;
   for (unsigned char c : s) {
@@ -270,6 +277,86 @@ std::string HashString(const std::string& s) {
 }
 
 std::string HashKernel(const Kernel& k) { return HashString(Serialize(k)); }
+
+// --- expressions as values ------------------------------------------------------------------
+
+namespace {
+
+bool IndexEqual(const Index& a, const Index& b) {
+  return a.offset == b.offset && a.inner_stride == b.inner_stride && a.outer_strides == b.outer_strides;
+}
+
+uint64_t Mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
+
+}  // namespace
+
+bool ExprEqual(const Expr& a, const Expr& b) {
+  if (&a == &b) return true;
+  if (a.kind != b.kind || a.args.size() != b.args.size()) return false;
+  switch (a.kind) {
+    case Expr::Kind::kLoad: return a.buffer == b.buffer && IndexEqual(a.index, b.index);
+    case Expr::Kind::kConst:
+      // the canonical text's notion: floats by their bits (so NaN equals NaN, -0. differs from 0.)
+      if (a.dtype != b.dtype) return false;
+      if (IsFloatDType(a.dtype)) return std::memcmp(&a.value, &b.value, sizeof(double)) == 0;
+      return a.int_value == b.int_value;
+    case Expr::Kind::kAcc: return a.acc_id == b.acc_id;
+    case Expr::Kind::kIndex: return a.dim == b.dim;
+    case Expr::Kind::kOp: if (a.op != b.op) return false; break;
+    case Expr::Kind::kCast: if (a.dtype != b.dtype) return false; break;
+  }
+  for (size_t i = 0; i < a.args.size(); ++i)
+    if (!ExprEqual(*a.args[i], *b.args[i])) return false;
+  return true;
+}
+
+uint64_t ExprHash(const Expr& e) {
+  uint64_t h = Mix(0xcbf29ce484222325ull, static_cast<uint64_t>(e.kind));
+  switch (e.kind) {
+    case Expr::Kind::kLoad:
+      h = Mix(Mix(Mix(h, e.buffer), e.index.offset), e.index.inner_stride);
+      for (int64_t s : e.index.outer_strides) h = Mix(h, s);
+      break;
+    case Expr::Kind::kConst: {
+      uint64_t bits = 0;
+      if (IsFloatDType(e.dtype)) std::memcpy(&bits, &e.value, sizeof(double));
+      else bits = static_cast<uint64_t>(e.int_value);
+      h = Mix(Mix(h, static_cast<uint64_t>(e.dtype)), bits);
+      break;
+    }
+    case Expr::Kind::kAcc: h = Mix(h, e.acc_id); break;
+    case Expr::Kind::kIndex: h = Mix(h, static_cast<uint64_t>(e.dim)); break;
+    case Expr::Kind::kOp: h = Mix(h, static_cast<uint64_t>(e.op)); break;
+    case Expr::Kind::kCast: h = Mix(h, static_cast<uint64_t>(e.dtype)); break;
+  }
+  for (const ExprPtr& a : e.args) h = Mix(h, ExprHash(*a));
+  return h;
+}
+
+int ExprCost(const Expr& e) {
+  int cost = e.kind == Expr::Kind::kOp ? OpCost(e.op) : 0;
+  for (const ExprPtr& a : e.args) cost += ExprCost(*a);
+  return cost;
+}
+
+ExprPtr SubstituteLoads(const ExprPtr& e, const std::vector<ExprPtr>& args) {
+  if (e->kind == Expr::Kind::kLoad) {
+    KILN_CHECK_VALUE(e->buffer >= 0 && static_cast<size_t>(e->buffer) < args.size(),
+                     "[inductor] an element function reads operand ", e->buffer, " of ", args.size());
+    return args[e->buffer];
+  }
+  if (e->args.empty()) return e;
+  std::vector<ExprPtr> operands;
+  operands.reserve(e->args.size());
+  bool same = true;
+  for (const ExprPtr& a : e->args) {
+    operands.push_back(SubstituteLoads(a, args));
+    same = same && operands.back() == a;
+  }
+  if (same) return e;
+  if (e->kind == Expr::Kind::kCast) return Expr::Cast(std::move(operands[0]), e->dtype);
+  return Expr::Op(e->op, std::move(operands));
+}
 
 // --- extents ---------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 // codegen/kernel_ir.h: the loop-level kernel IR that CPU code generation consumes.
 //
-// A Kernel is what one generated function computes (built in Python by the lowering as the dict
-// described in codegen/README.md, converted by python/csrc/python_inductor.cc):
+// A Kernel is what one generated function computes (built in Python by the lowering through the
+// typed objects of python/csrc/python_kernel_ir.cc, or in C++ by eager's CUDA kernels):
 //
 //   for i_0 in [begin, end)            # the first outer dim, split across the thread pool
 //     for i_1 ... i_{k-1} in [0, n_j)  # the other outer dims, fully
@@ -139,7 +139,23 @@ struct Kernel {
 void Validate(const Kernel& k);
 
 // A canonical text of the whole kernel (exact constants, hex floats): equal text = equal kernel.
+// ParseKernelText reads it back (golden-text tests, debug dumps that run alone), throwing
+// kiln::ValueError with the line and column of the first thing it cannot read.
 std::string Serialize(const Kernel& k);
+std::string SerializeExpr(const Expr& e);
+Kernel ParseKernelText(const std::string& text);
+ExprPtr ParseExprText(const std::string& text);
+
+// Structural equality of expressions, and a hash that agrees with it.
+bool ExprEqual(const Expr& a, const Expr& b);
+uint64_t ExprHash(const Expr& e);
+// What evaluating e once costs: OpCost summed over its ops (loads, constants, casts are free).
+// Inductor's realize-or-recompute score (Note [Recompute or realize], python/kiln/_inductor/graph.py).
+int ExprCost(const Expr& e);
+// e with every load of buffer i replaced by args[i]: an element function (Note [Pointwise ops as
+// kernel IR], tensor/ops/pointwise_ir.h) applied to its operands' expressions. Throws
+// kiln::ValueError when e loads a buffer past args.
+ExprPtr SubstituteLoads(const ExprPtr& e, const std::vector<ExprPtr>& args);
 // 128-bit FNV-1a of Serialize(k), as 32 hex digits; stable across processes and builds.
 std::string HashKernel(const Kernel& k);
 std::string HashString(const std::string& s);

@@ -41,7 +41,7 @@ def _compiled_bodies(model, x, grad):
         (out * grad).sum().backward()
     finally:
         compile_fx.graph_sinks.remove(graphs)
-    bodies = [{kiln._C._inductor.hash(dict(k.ir, name="kernel")) for k in g.kernels} for g in graphs]
+    bodies = [{k.ir.renamed("kernel").hash for k in g.kernels} for g in graphs]
     return out, xi.grad, bodies
 
 

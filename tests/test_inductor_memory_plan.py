@@ -1,5 +1,5 @@
 """kiln._C._inductor.MemoryPlanner from Python: the wrapper's memory plan over typed steps, with the
-in-place analysis read from real kernel IR dicts (inductor/memory_plan, Note [Memory plan]). The
+in-place analysis read from real kernel IR (inductor/memory_plan, Note [Memory plan]). The
 plan's rules themselves are golden-text tests in //inductor/memory_plan:memory_plan_test; the
 compiled programs that rely on them are in test_inductor.py and test_inductor_regressions.py."""
 import pytest
@@ -7,17 +7,17 @@ import pytest
 import kiln
 
 ind = kiln._C._inductor
+kir = ind.kernel_ir
 ROW = (0, [8], 1)  # element [i0, r] of a contiguous [4, 8] tensor
 
 
 def kernel(out, *reads, index=ROW):
     """A kernel storing out[i] = sum of its inputs, each read at `index` (ROW: the stored element)."""
-    value = ("load", 1, index)
+    value = kir.load(1, *index)
     for pos in range(2, len(reads) + 1):
-        value = ("add", value, ("load", pos, index))
+        value = kir.op("add", value, kir.load(pos, *index))
     names = [out, *reads]
-    return names, {"name": "k", "buffers": [(n, "f32") for n in names], "outer": [4],
-                   "loops": [{"extent": 8, "stmts": [("store", 0, ROW, value)]}]}
+    return names, kir.Kernel("k", [(n, "f32") for n in names], [4], [kir.Loop(8, [kir.store(0, *ROW, value)])])
 
 
 def planner_for(steps, static_memory=False):
@@ -82,7 +82,7 @@ def test_bad_steps_are_typed_errors():
         p.plan()
     with pytest.raises(ValueError, match="one stride per dimension"):
         p.declare("buf1", [4, 8], [1], 4, "kiln.float32")
-    with pytest.raises(TypeError, match="expects a kernel dict"):
+    with pytest.raises(TypeError, match="incompatible function arguments"):
         p.kernel(["buf0"], [("store", 0)])
     with pytest.raises(IndexError):
         ind.MemoryPlanner().plan()[0]

@@ -59,6 +59,47 @@ StoreAccess AnalyzeStoreAccess(const codegen::Kernel& k) {
   return access;
 }
 
+namespace {
+
+codegen::ExprPtr Remapped(const codegen::ExprPtr& e, const std::vector<int>& position) {
+  if (e->kind == codegen::Expr::Kind::kLoad) return codegen::Expr::Load(position[e->buffer], e->index);
+  if (e->args.empty()) return e;
+  std::vector<codegen::ExprPtr> args;
+  for (const auto& a : e->args) args.push_back(Remapped(a, position));
+  if (e->kind == codegen::Expr::Kind::kCast) return codegen::Expr::Cast(std::move(args[0]), e->dtype);
+  return codegen::Expr::Op(e->op, std::move(args));
+}
+
+}  // namespace
+
+codegen::Kernel ReadThroughStore(const codegen::Kernel& k, int victim, int store) {
+  const int n = static_cast<int>(k.buffers.size());
+  if (victim < 0 || victim >= n || store < 0 || store >= n || victim == store)
+    throw ValueError(StrCat("[inductor.memory_plan] kernel '", k.name, "': cannot read buffer ", victim,
+                            " through buffer ", store, " (", n, " buffers)"));
+  codegen::Validate(k);  // every load's buffer in range before Remapped indexes by it
+  std::vector<int> position(n);
+  for (int i = 0; i < n; ++i) {
+    int p = i == victim ? store : i;
+    position[i] = p > victim ? p - 1 : p;
+  }
+  codegen::Kernel out;
+  out.name = k.name;
+  out.outer = k.outer;
+  for (int i = 0; i < n; ++i)
+    if (i != victim) out.buffers.push_back(k.buffers[i]);
+  for (const codegen::Loop& loop : k.loops) {
+    codegen::Loop l{loop.extent, {}};
+    for (codegen::Stmt st : loop.stmts) {
+      if (st.kind == codegen::Stmt::Kind::kStore) st.buffer = position[st.buffer];
+      st.expr = Remapped(st.expr, position);
+      l.stmts.push_back(std::move(st));
+    }
+    out.loops.push_back(std::move(l));
+  }
+  return out;
+}
+
 int64_t SpanBytes(const std::vector<int64_t>& shape, const std::vector<int64_t>& stride, int64_t itemsize) {
   if (shape.size() != stride.size())
     throw ValueError(StrCat("[inductor.memory_plan] a layout needs one stride per dimension: got ", shape.size(),

@@ -11,7 +11,8 @@
 //   Return(outputs)               the graph's outputs
 // Output (MemoryPlan), per step: an allocation's source (Note [Memory plan]) and the names that
 // die after the step (the wrapper's `del`). The wrapper (python/kiln/_inductor/wrapper.py) turns
-// the plan into Python source and rewrites the in-place kernels' IR before they are compiled.
+// the plan into Python source and has ReadThroughStore rewrite the in-place kernels' IR before they
+// are compiled.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,14 @@ struct StoreAccess {
   std::vector<int> read_at_store;  // positions, ascending
 };
 StoreAccess AnalyzeStoreAccess(const codegen::Kernel& k);
+
+// k reading its input at position `victim` through the buffer it stores at position `store`, as
+// an in-place plan decided (AllocPlan::kInPlace): loads of victim become loads of store, and the
+// victim leaves the argument list (positions after it move down by one). With two pointers to
+// one array LLVM's vectoriser guards the vector loop with an overlap check that then always fails
+// (the scalar loop ran 4x slower); one pointer read and written at the same element is the plain
+// in-place loop it vectorises. Throws kiln::ValueError for positions out of range or equal.
+codegen::Kernel ReadThroughStore(const codegen::Kernel& k, int victim, int store);
 
 // The bytes a strided layout spans: more than numel's for a layout with gaps ([2, 2] with strides
 // (4, 1) spans 6 elements); 0 for an empty tensor.

@@ -288,5 +288,30 @@ TEST(AnalyzeStoreAccess, FindsTheInputsReadOnlyAtTheStoredElement) {
   EXPECT_EQ(AnalyzeStoreAccess(two).store, -1);
 }
 
+TEST(ReadThroughStore, LoadsOfTheVictimReadTheOutputAndTheVictimLeavesTheArguments) {
+  // out_ptr0 (position 2) written over in_ptr1 (position 1): golden text in, golden text out
+  codegen::Kernel k = codegen::ParseKernelText(
+      "kernel cpp_fused_add_exp_0\n"
+      "buffers in_ptr0:f32 in_ptr1:f32 out_ptr0:f32 in_ptr3:f32\n"
+      "outer 4\n"
+      "loop 8\n"
+      "  store 2(0;8,;1) add(exp(L1(0;8,;1),),add(L0(0;0,;1),cast<f32>(L3(0;8,;1)),),)");
+  EXPECT_EQ(codegen::Serialize(ReadThroughStore(k, 1, 2)),
+            "kernel cpp_fused_add_exp_0\n"
+            "buffers in_ptr0:f32 out_ptr0:f32 in_ptr3:f32\n"
+            "outer 4\n"
+            "loop 8\n"
+            "  store 1(0;8,;1) add(exp(L1(0;8,;1),),add(L0(0;0,;1),cast<f32>(L2(0;8,;1)),),)");
+  // a victim after the output: positions before it stay
+  EXPECT_EQ(codegen::Serialize(ReadThroughStore(k, 3, 2)),
+            "kernel cpp_fused_add_exp_0\n"
+            "buffers in_ptr0:f32 in_ptr1:f32 out_ptr0:f32\n"
+            "outer 4\n"
+            "loop 8\n"
+            "  store 2(0;8,;1) add(exp(L1(0;8,;1),),add(L0(0;0,;1),cast<f32>(L2(0;8,;1)),),)");
+  EXPECT_THROW(ReadThroughStore(k, 2, 2), ValueError);
+  EXPECT_THROW(ReadThroughStore(k, 4, 2), ValueError);
+}
+
 }  // namespace
 }  // namespace kiln::inductor

@@ -1,9 +1,9 @@
 // python/csrc/python_inductor.cc: kiln._C._inductor, the CPU code generator of codegen/.
 //
-// compile(kernel_dict) converts the plain-Python kernel IR (the contract in codegen/kernel_ir.h)
-// to C++ structs and returns a CompiledKernel; calling it with kiln tensors (or raw int
-// addresses) in buffer order runs the kernel. Tensors are checked against the IR: count, dtype,
-// CPU memory, and that each storage holds every element the IR can touch.
+// compile(kernel) takes a kernel_ir.Kernel (python_kernel_ir.cc) and returns a CompiledKernel;
+// calling it with kiln tensors (or raw int addresses) in buffer order runs the kernel. Tensors are
+// checked against the IR: count, dtype, CPU memory, and that each storage holds every element the
+// IR can touch.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -28,164 +28,14 @@ constexpr const char* kOp = "[inductor.compile] ";
 
 std::string Repr(py::handle h) { return py::repr(h).cast<std::string>(); }
 
-py::sequence Seq(py::handle h, const char* what) {
-  if (!py::isinstance<py::tuple>(h) && !py::isinstance<py::list>(h))
-    throw TypeError(StrCat(kOp, what, " must be a tuple or list, got ", Repr(h)));
-  return py::reinterpret_borrow<py::sequence>(h);
-}
-
-int64_t Int(py::handle h, const char* what) {
-  if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr()))
-    throw TypeError(StrCat(kOp, what, " must be an int, got ", Repr(h)));
-  return h.cast<int64_t>();
-}
-
-DType ParseDt(py::handle h) {
-  if (!py::isinstance<py::str>(h)) throw TypeError(StrCat(kOp, "dtype must be a str, got ", Repr(h)));
+DType ParseDt(const std::string& s) {
   DType t;
-  std::string s = h.cast<std::string>();
   if (!codegen::ParseDType(s, &t))
     throw ValueError(StrCat(kOp, "unknown dtype '", s, "' (expected f32 f64 i64 i32 bool bf16)"));
   return t;
 }
 
-codegen::Index ParseIndex(py::handle h) {
-  py::sequence s = Seq(h, "an index (offset, [outer strides], inner stride)");
-  if (s.size() != 3) throw ValueError(StrCat(kOp, "an index has 3 parts (offset, [outer strides], inner stride), got ", Repr(h)));
-  codegen::Index ix;
-  ix.offset = Int(s[0], "index offset");
-  for (py::handle st : Seq(s[1], "index outer strides")) ix.outer_strides.push_back(Int(st, "an outer stride"));
-  ix.inner_stride = Int(s[2], "index inner stride");
-  return ix;
-}
-
-ExprPtr ParseExpr(py::handle h) {
-  py::sequence s = Seq(h, "an expression");
-  if (s.size() == 0 || !py::isinstance<py::str>(s[0]))
-    throw ValueError(StrCat(kOp, "an expression starts with its kind (a str), got ", Repr(h)));
-  std::string kind = s[0].cast<std::string>();
-  auto want = [&](size_t n) {
-    if (s.size() != n) throw ValueError(StrCat(kOp, "'", kind, "' takes ", n - 1, " fields, got ", Repr(h)));
-  };
-  if (kind == "load") {
-    want(3);
-    return Expr::Load(static_cast<int>(Int(s[1], "load buffer")), ParseIndex(s[2]));
-  }
-  if (kind == "const") {
-    want(3);
-    DType t = ParseDt(s[2]);
-    py::handle v = s[1];
-    if (PyBool_Check(v.ptr())) return Expr::ConstInt(v.ptr() == Py_True, t);
-    if (PyLong_Check(v.ptr())) {
-      if (codegen::IsFloatDType(t)) return Expr::Const(v.cast<double>(), t);
-      return Expr::ConstInt(v.cast<int64_t>(), t);
-    }
-    if (PyFloat_Check(v.ptr())) return Expr::Const(v.cast<double>(), t);
-    throw TypeError(StrCat(kOp, "a const value must be a bool, int or float, got ", Repr(v)));
-  }
-  if (kind == "acc") {
-    want(2);
-    return Expr::Acc(static_cast<int>(Int(s[1], "acc id")));
-  }
-  if (kind == "index") {
-    want(2);
-    return Expr::LoopIndex(static_cast<int>(Int(s[1], "index dim")));
-  }
-  if (kind == "cast") {
-    want(3);
-    return Expr::Cast(ParseExpr(s[1]), ParseDt(s[2]));
-  }
-  codegen::OpCode op;
-  if (!codegen::ParseOp(kind, &op)) throw ValueError(StrCat(kOp, "unknown expression kind or op '", kind, "'"));
-  want(codegen::OpArity(op) + 1);
-  std::vector<ExprPtr> args;
-  for (size_t i = 1; i < s.size(); ++i) args.push_back(ParseExpr(s[i]));
-  return Expr::Op(op, std::move(args));
-}
-
-// The other direction, for the element functions of the registry's pointwise ops (Note
-// [Pointwise ops as kernel IR] in tensor/ops/pointwise_ir.h): operand i (a load of buffer i)
-// becomes ("arg", i), for Python to put the operands' own expressions in.
-py::object ExprToTuple(const Expr& e) {
-  switch (e.kind) {
-    case Expr::Kind::kLoad: return py::make_tuple("arg", e.buffer);
-    case Expr::Kind::kConst: {
-      const char* dtype = codegen::DTypeName(e.dtype);
-      if (e.dtype == DType::Bool) return py::make_tuple("const", py::bool_(e.int_value != 0), dtype);
-      if (!codegen::IsFloatDType(e.dtype)) return py::make_tuple("const", e.int_value, dtype);
-      return py::make_tuple("const", e.value, dtype);
-    }
-    case Expr::Kind::kCast: return py::make_tuple("cast", ExprToTuple(*e.args.at(0)), codegen::DTypeName(e.dtype));
-    case Expr::Kind::kOp: {
-      py::tuple t(e.args.size() + 1);
-      t[0] = py::str(codegen::OpName(e.op));
-      for (size_t i = 0; i < e.args.size(); ++i) t[i + 1] = ExprToTuple(*e.args[i]);
-      return std::move(t);
-    }
-    case Expr::Kind::kAcc: case Expr::Kind::kIndex: break;
-  }
-  throw ValueError(StrCat(kOp, "an element function reads a loop variable"));
-}
-
-ScalarType ToScalarType(DType t);  // below, with the kernel arguments' checks
-
-codegen::Stmt ParseStmt(py::handle h) {
-  py::sequence s = Seq(h, "a statement");
-  if (s.size() == 0 || !py::isinstance<py::str>(s[0]))
-    throw ValueError(StrCat(kOp, "a statement starts with store/reduce/welford, got ", Repr(h)));
-  std::string kind = s[0].cast<std::string>();
-  codegen::Stmt st;
-  if (kind == "store" && s.size() == 4) {
-    st.kind = codegen::Stmt::Kind::kStore;
-    st.buffer = static_cast<int>(Int(s[1], "store buffer"));
-    st.index = ParseIndex(s[2]);
-    st.expr = ParseExpr(s[3]);
-  } else if (kind == "reduce" && s.size() == 4) {
-    st.kind = codegen::Stmt::Kind::kReduce;
-    st.acc_id = static_cast<int>(Int(s[1], "acc id"));
-    std::string r = py::str(s[2]).cast<std::string>();
-    if (!codegen::ParseReduce(r, &st.reduce))
-      throw ValueError(StrCat(kOp, "unknown reduction '", r,
-                              "' (expected sum max min prod argmax argmin max_last min_last)"));
-    st.expr = ParseExpr(s[3]);
-  } else if (kind == "welford" && s.size() == 3) {
-    st.kind = codegen::Stmt::Kind::kWelford;
-    st.acc_id = static_cast<int>(Int(s[1], "acc id"));
-    st.expr = ParseExpr(s[2]);
-  } else {
-    throw ValueError(StrCat(kOp, "bad statement ", Repr(h),
-                            " (expected ('store', buf, index, expr), ('reduce', acc, kind, expr) or ('welford', acc, expr))"));
-  }
-  return st;
-}
-
 }  // namespace
-
-codegen::Kernel ParseKernel(py::handle h) {
-  if (!py::isinstance<py::dict>(h)) throw TypeError(StrCat(kOp, "expects a kernel dict, got ", Repr(h)));
-  py::dict d = py::reinterpret_borrow<py::dict>(h);
-  for (const char* key : {"name", "buffers", "outer", "loops"})
-    if (!d.contains(key)) throw ValueError(StrCat(kOp, "the kernel dict has no '", key, "'"));
-  codegen::Kernel k;
-  k.name = py::str(d["name"]).cast<std::string>();
-  for (py::handle b : Seq(d["buffers"], "buffers")) {
-    py::sequence bs = Seq(b, "a buffer (name, dtype)");
-    if (bs.size() != 2) throw ValueError(StrCat(kOp, "a buffer is (name, dtype), got ", Repr(b)));
-    k.buffers.push_back({py::str(bs[0]).cast<std::string>(), ParseDt(bs[1])});
-  }
-  for (py::handle n : Seq(d["outer"], "outer")) k.outer.push_back(Int(n, "an outer extent"));
-  for (py::handle l : Seq(d["loops"], "loops")) {
-    if (!py::isinstance<py::dict>(l)) throw TypeError(StrCat(kOp, "a loop is a dict {extent, stmts}, got ", Repr(l)));
-    py::dict ld = py::reinterpret_borrow<py::dict>(l);
-    if (!ld.contains("extent") || !ld.contains("stmts"))
-      throw ValueError(StrCat(kOp, "a loop needs 'extent' and 'stmts', got ", Repr(l)));
-    codegen::Loop loop;
-    loop.extent = Int(ld["extent"], "loop extent");
-    for (py::handle st : Seq(ld["stmts"], "stmts")) loop.stmts.push_back(ParseStmt(st));
-    k.loops.push_back(std::move(loop));
-  }
-  return k;
-}
 
 namespace {
 
@@ -311,6 +161,7 @@ PyMethodDef g_reinterpret_def = {"reinterpret_tensor", reinterpret_cast<PyCFunct
 
 void InitInductorBindings(py::module_& m) {
   py::module_ ind = m.def_submodule("_inductor", "CPU code generation for kernel IR (codegen/)");
+  InitKernelIrBindings(ind);
   InitMemoryPlanBindings(ind);
   py::class_<PyCompiledKernel>(ind, "CompiledKernel")
       .def("__call__", &PyCompiledKernel::Call)
@@ -327,45 +178,31 @@ void InitInductorBindings(py::module_& m) {
       .def("__repr__", [](const PyCompiledKernel& c) {
         return StrCat("<kiln._C._inductor.CompiledKernel ", c.k->name(), " ", c.k->hash(), ">");
       });
-  ind.def("compile", [](py::handle kernel) {
-    codegen::Kernel k = ParseKernel(kernel);
+  ind.def("compile", [](const codegen::Kernel& k) {
     std::shared_ptr<codegen::CompiledKernel> ck;
     {
       py::gil_scoped_release release;
       ck = codegen::Compile(k);
     }
     return PyCompiledKernel{std::move(ck)};
-  });
+  }, py::arg("kernel"), "Compiles a kernel_ir.Kernel (through the memory and disk caches).");
   ind.def(
       "compile_many",
-      [](py::sequence kernels, int threads) {
-        std::vector<codegen::Kernel> parsed;
-        parsed.reserve(py::len(kernels));
-        for (py::handle k : kernels) parsed.push_back(ParseKernel(k));
+      [](const std::vector<std::shared_ptr<codegen::Kernel>>& kernels, int threads) {
+        std::vector<codegen::Kernel> copies;
+        copies.reserve(kernels.size());
+        for (const auto& k : kernels) copies.push_back(*k);
         std::vector<std::shared_ptr<codegen::CompiledKernel>> compiled;
         {
           py::gil_scoped_release release;
-          compiled = codegen::CompileMany(parsed, threads);
+          compiled = codegen::CompileMany(copies, threads);
         }
         std::vector<PyCompiledKernel> out;
         for (auto& ck : compiled) out.push_back(PyCompiledKernel{std::move(ck)});
         return out;
       },
       py::arg("kernels"), py::arg("threads"),
-      "Compiles kernel dicts on up to `threads` threads; identical bodies compile once.");
-  ind.def("code", [](py::handle kernel) { return codegen::PrintKernel(ParseKernel(kernel)); },
-          "The readable listing of a kernel dict, without compiling it.");
-  ind.def(
-      "op_costs",
-      [] {
-        py::dict costs;
-        for (int i = 0; i <= static_cast<int>(codegen::OpCode::kWhere); ++i) {
-          auto op = static_cast<codegen::OpCode>(i);
-          costs[py::str(codegen::OpName(op))] = codegen::OpCost(op);
-        }
-        return costs;
-      },
-      "Each kernel IR operator's cost in units of one add (codegen::OpCost), by name.");
+      "Compiles kernel_ir.Kernels on up to `threads` threads; identical bodies compile once.");
   ind.def("pointwise_ops", [] {
     std::vector<std::string> names;
     for (const Op* op : OpsWithPointwiseIr()) names.push_back(op->name());
@@ -374,7 +211,7 @@ void InitInductorBindings(py::module_& m) {
   // Note [Pointwise ops as kernel IR] (tensor/ops/pointwise_ir.h): what Inductor needs of an op's
   // element function, for operands of given dtypes
   struct PointwiseFunction {
-    py::object expr;      // a tuple expression over ("arg", i)
+    py::object expr;      // a kernel_ir.Expr whose operand i is a load of buffer i
     std::string compute;  // the kernel IR dtype it computes in
     bool integer_division, reads_scalar_in_opmath;
   };
@@ -428,20 +265,19 @@ void InitInductorBindings(py::module_& m) {
         std::vector<ScalarType> types;
         std::vector<ExprPtr> operands;
         for (int i = 0; i < n; ++i) {
-          types.push_back(ToScalarType(ParseDt(py::str(operand_dtypes[i]))));
+          types.push_back(ToScalarType(ParseDt(operand_dtypes[i])));
           operands.push_back(Expr::Load(i, codegen::Index{}));
         }
         ScalarType compute = ir->compute(types);
         ExprPtr e = ir->build_with_params ? ir->build_with_params(std::move(operands), compute, DeviceType::CPU, values)
                                           : ir->build(std::move(operands), compute, DeviceType::CPU);
-        return py::cast(PointwiseFunction{ExprToTuple(*e), codegen::DTypeName(cuda::CodegenDType(compute, full_name.c_str())),
+        return py::cast(PointwiseFunction{py::reinterpret_steal<py::object>(WrapExpr(std::move(e))), codegen::DTypeName(cuda::CodegenDType(compute, full_name.c_str())),
                                           ir->integer_division, ir->reads_scalar_in_opmath});
       },
       py::arg("op"), py::arg("operand_dtypes"), py::arg("params") = py::tuple(), py::arg("kwargs") = py::dict(),
       "The element function of a pointwise op on the CPU for operands of these kernel IR dtypes (alpha's "
       "last, where the op has one) and the values of its number arguments (`params` positional, `kwargs` by "
       "name, else their defaults), or None when the op has none.");
-  ind.def("hash", [](py::handle kernel) { return codegen::HashKernel(ParseKernel(kernel)); });
   ind.def("cache_stats", [] {
     auto s = codegen::GetCacheStats();
     py::dict d;

@@ -7,9 +7,11 @@
 
 namespace kiln::python {
 
-// The plain-Python kernel IR dict (codegen/README.md) as the C++ Kernel; TypeError/ValueError
-// naming the part that is malformed.
-codegen::Kernel ParseKernel(pybind11::handle kernel);
+// A new kernel_ir.Expr holding e (a new reference; nullptr with a Python error when out of memory).
+PyObject* WrapExpr(codegen::ExprPtr e);
+
+// Adds the kernel_ir submodule: Expr, Stmt, Loop, Kernel and their constructors (python_kernel_ir.cc).
+void InitKernelIrBindings(pybind11::module_& inductor);
 
 // Adds MemoryPlanner and MemoryPlan to kiln._C._inductor (python_memory_plan.cc).
 void InitMemoryPlanBindings(pybind11::module_& inductor);

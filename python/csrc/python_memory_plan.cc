@@ -17,6 +17,9 @@ void InitMemoryPlanBindings(py::module_& ind) {
   using inductor::MemoryPlanner;
   using inductor::StepPlan;
 
+  ind.def("read_through_store", &inductor::ReadThroughStore, py::arg("kernel"), py::arg("victim"), py::arg("store"),
+          "The kernel reading its input at position `victim` through the buffer it stores at `store`, victim "
+          "dropped from its arguments (an in-place plan: inductor/memory_plan's ReadThroughStore)");
   py::class_<AllocPlan>(ind, "AllocPlan", "Where an allocation's memory comes from.")
       .def_property_readonly("kind", [](const AllocPlan& a) { return inductor::AllocKindName(a.kind); },
                              "'fresh', 'reuse' (a dead buffer's), 'in place' (over an input of the next kernel) or "
@@ -49,8 +52,8 @@ void InitMemoryPlanBindings(py::module_& ind) {
            "A buffer the wrapper owns (allocated, or an extern's fresh result), by its layout")
       .def("alloc", &MemoryPlanner::Alloc, py::arg("name"))
       .def("kernel",
-           [](MemoryPlanner& p, const std::vector<std::string>& buffers, py::handle ir) {
-             p.Kernel(buffers, inductor::AnalyzeStoreAccess(ParseKernel(ir)));
+           [](MemoryPlanner& p, const std::vector<std::string>& buffers, const codegen::Kernel& ir) {
+             p.Kernel(buffers, inductor::AnalyzeStoreAccess(ir));
            },
            py::arg("buffers"), py::arg("ir"), "A kernel call: its buffers' names in argument order, and its IR")
       .def("view", &MemoryPlanner::View, py::arg("view"), py::arg("base"))

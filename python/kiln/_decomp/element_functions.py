@@ -35,23 +35,23 @@ _IR_OPERATORS = {
 
 
 def _evaluate(expr, operands, like):
-    kind = expr[0]
-    if kind == "arg":
-        return operands[expr[1]]
+    """The element function (a kernel_ir.Expr whose operand i is a load of buffer i) over tensors."""
+    kind = expr.kind
+    if kind == "load":
+        return operands[expr.buffer]
     if kind == "const":
-        return scalar(expr[1], like, dtype=_DTYPES[expr[2]])
+        return scalar(expr.value, like, dtype=_DTYPES[expr.dtype])
     if kind == "cast":
-        return to_dtype(_evaluate(expr[1], operands, like), _DTYPES[expr[2]])
-    return _IR_OPERATORS[kind](*(_evaluate(e, operands, like) for e in expr[1:]))
+        return to_dtype(_evaluate(expr.args[0], operands, like), _DTYPES[expr.dtype])
+    return _IR_OPERATORS[expr.op](*(_evaluate(e, operands, like) for e in expr.args))
 
 
 def _uses_only_core_operators(expr):
-    kind = expr[0]
-    if kind in ("arg", "const"):
+    if expr.kind in ("load", "const"):
         return True
-    if kind == "cast":
-        return _uses_only_core_operators(expr[1])
-    return kind in _IR_OPERATORS and all(_uses_only_core_operators(e) for e in expr[1:])
+    if expr.kind == "cast":
+        return _uses_only_core_operators(expr.args[0])
+    return expr.kind == "op" and expr.op in _IR_OPERATORS and all(_uses_only_core_operators(e) for e in expr.args)
 
 
 def _decomposition(full_name):

@@ -111,7 +111,7 @@ def write_graph_before_passes(folder, gm, example_inputs, options, kind):
 
 def write_graph_after_lowering(folder, gm, graph, wrapper, example_inputs):
     _write(folder, "ir_pre_fusion.txt", "\n".join(graph.pre_fusion) + "\n")
-    _write(folder, "ir_post_fusion.txt", "\n\n".join(f"{k.name}: {k.ir}" for k in graph.kernels) + "\n")
+    _write(folder, "ir_post_fusion.txt", "\n\n".join(str(k.ir) for k in graph.kernels) + "\n")
     _write(folder, "output_code.py", runnable_output_code(graph, wrapper, example_inputs))
 
 
@@ -120,9 +120,9 @@ def runnable_output_code(graph, wrapper, example_inputs):
     comment above it), the wrapper's call(args), and a main that runs it on random inputs."""
     parts = ['"""Inductor\'s output code for one graph: kernels compiled from their IR by LLVM, and the\n'
              'wrapper\'s call(args). Run: python output_code.py (random inputs; prints each output)."""\n',
-             "from math import inf, nan  # noqa: F401  (constants in kernel IR)\n",
              "import kiln",
              "from kiln import _C",
+             "from kiln._C._inductor.kernel_ir import Kernel",
              "from kiln._dynamo.debug_utils import rand_strided",
              "from kiln._inductor.compile_fx import _as_declared as as_declared  # noqa: F401",
              "from kiln._inductor.compile_fx import _empty_strided as empty_strided  # noqa: F401",
@@ -130,7 +130,7 @@ def runnable_output_code(graph, wrapper, example_inputs):
     parts += [f"# autotune: {op} -> {choice}" for op, choice in graph.autotune_choices]
     for kernel in graph.kernels:
         listing = "\n".join("# " + line for line in kernel.compiled.code.splitlines())
-        parts.append(f"\n{listing}\n{kernel.name} = _C._inductor.compile({kernel.ir!r})\n")
+        parts.append(f"\n{listing}\n{kernel.name} = _C._inductor.compile(Kernel.parse({str(kernel.ir)!r}))\n")
     parts.append("\n" + wrapper)
     try:
         args = ",\n        ".join(debug_utils.describe_input(v) for v in example_inputs)

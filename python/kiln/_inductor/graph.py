@@ -17,6 +17,7 @@ import operator
 
 import kiln
 from kiln import _C
+from kiln._C._inductor import kernel_ir as kir
 from kiln._inductor.ir import Affine, Buffer, Pointwise, Probe, Reduction, contiguous_strides, ir_dtype
 from kiln._inductor import autotune
 from kiln._inductor.bisect_controls import fusions, lowerings
@@ -44,16 +45,17 @@ class KernelBuilder:
         return len(self.buffers) - 1
 
     def index(self, affine):
+        """affine as a kernel index's (offset, outer strides, inner stride)."""
         return affine.ir_index(len(self.outer))
 
     def load(self, buf, idx):
-        _, _, affine = buf.load(idx)
+        affine = buf.index(idx)
         # A kernel addresses memory from the data pointer it receives, with the view's strides in
         # its index: a view starting where its base starts is passed as the base (no wrapper view).
         while isinstance(buf.origin, Buffer) and buf.offset == buf.origin.offset and buf.dtype == buf.origin.dtype \
                 and buf.name not in self.graph.defined:
             buf = buf.origin
-        return ("load", self.buffer_index(self.graph.define(buf)), self.index(affine))
+        return kir.load(self.buffer_index(self.graph.define(buf)), *self.index(affine))
 
     def reduction_value(self, red, kept_idx):
         """A reduction read at kept indices: its accumulator when it reduces along this kernel's
@@ -70,16 +72,17 @@ class KernelBuilder:
             # the source first: reductions it reads get their loops (and ids) before this one
             expr = red.source_fn(self, [Affine.var(k) for k in range(len(self.outer))], Affine.var(-1))
             acc = len(self.accs)
-            self.loops.append({"extent": red.extent, "stmts": [("reduce", acc, red.kind, expr)]})
+            self.loops.append(kir.Loop(red.extent, [kir.reduce(acc, red.kind, expr)]))
             self.accs[red] = acc
             self.ops |= red.ops
-        value = ("acc", self.accs[red])
+        value = kir.acc(self.accs[red])
         return red.finish(value) if red.finish else value
 
 
 class Kernel:
-    """A kernel's IR and the buffers it takes, compiled on first use: memory planning may still
-    rewrite the IR (an in-place kernel reads its victim through the output's pointer)."""
+    """A kernel's IR (a kernel_ir.Kernel) and the buffers it takes, compiled on first use: memory
+    planning may still rewrite the IR (an in-place kernel reads its victim through the output's
+    pointer)."""
 
     def __init__(self, name, ir, buffers, provenance=()):
         self.name, self.ir, self.buffers, self._compiled = name, ir, buffers, None
@@ -280,9 +283,9 @@ class GraphLowering:
             for i, s in zip(idx, contiguous_strides(shape)):
                 out_index = out_index + i.scale(s)
             expr = v.fn(kb, idx)  # inputs first: in_ptr0.. before out_ptr0, as Inductor numbers them
-            stmts.append(("store", kb.buffer_index(out), kb.index(out_index), expr))
+            stmts.append(kir.store(kb.buffer_index(out), *kb.index(out_index), expr))
             ops |= v.ops
-        kb.loops.append({"extent": inner, "stmts": stmts})
+        kb.loops.append(kir.Loop(inner, stmts))
         self._emit_kernel(kb, ops, outs)
         for v, out in zip(group[1:], outs[1:]):
             self.realized[v] = out
@@ -305,7 +308,7 @@ class GraphLowering:
         for i, d in zip(loop_vars, order):
             out_index = out_index + i.scale(stride[d] if value.shape[d] != 1 else 0)
         expr = value.fn(kb, idx)
-        kb.loops.append({"extent": inner, "stmts": [("store", kb.buffer_index(out), kb.index(out_index), expr)]})
+        kb.loops.append(kir.Loop(inner, [kir.store(kb.buffer_index(out), *kb.index(out_index), expr)]))
         self._emit_kernel(kb, set(value.ops), [out])
         return out
 
@@ -374,8 +377,8 @@ class GraphLowering:
             store_idx = Affine(0)
             for i, s in zip(at, out.stride):
                 store_idx = store_idx + i.scale(s)
-            stmts.append(("store", kb.buffer_index(out), kb.index(store_idx), expr))
-        kb.loops.append({"extent": 1, "stmts": stmts})
+            stmts.append(kir.store(kb.buffer_index(out), *kb.index(store_idx), expr))
+        kb.loops.append(kir.Loop(1, stmts))
         self._emit_kernel(kb, ops, outs)
         for v, out in zip(values, outs):
             self.realized[v] = out
@@ -388,7 +391,7 @@ class GraphLowering:
         out_ids = {id(b): k for k, b in enumerate(outs)}
         buffers = [(f"out_ptr{out_ids[id(b)]}" if id(b) in out_ids else f"in_ptr{i}", ir_dtype(b.dtype))
                    for i, b in enumerate(kb.buffers)]
-        ir = {"name": name, "buffers": buffers, "outer": list(kb.outer), "loops": kb.loops}
+        ir = kir.Kernel(name, buffers, list(kb.outer), kb.loops)
         kernel = Kernel(name, ir, list(kb.buffers), provenance_comments(t for _, t in sorted(kb.origins)))
         self.kernels.append(kernel)
         for out in outs:
@@ -632,8 +635,7 @@ def _describe(value):
 # (each x read by a norm and by the next add) grew its sum by one load per block until the budget
 # ran out, so a GPT's blocks made different kernels by their position in that cycle: 47 bodies
 # for LLVM at 16 layers (25 now: the blocks alike; issue 19).
-_RECOMPUTE_BUDGET = 4
-_OP_COSTS = _C._inductor.op_costs()  # codegen::OpCost: 4 for exp, log, division, ...; 1 for an add
+_RECOMPUTE_BUDGET = 4  # in units of one add (codegen::OpCost: 4 for exp, log, division, ...)
 
 
 def _cheap_to_recompute(value):
@@ -643,16 +645,7 @@ def _cheap_to_recompute(value):
     expr = value.fn(probe, [Affine.var(k) for k in range(len(value.shape))])
     if probe.reads_reduction:
         return False
-    return _expr_cost(expr) <= _RECOMPUTE_BUDGET
-
-
-def _expr_cost(expr):
-    if not isinstance(expr, tuple) or expr[0] in ("load", "const", "acc", "index"):
-        return 0
-    if expr[0] == "cast":
-        return _expr_cost(expr[1])
-    own = _OP_COSTS.get(expr[0], 1)
-    return own + sum(_expr_cost(e) for e in expr[1:])
+    return expr.cost() <= _RECOMPUTE_BUDGET
 
 
 def _flattened(value):

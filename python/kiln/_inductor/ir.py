@@ -2,7 +2,7 @@
 
 Every value a graph computes is one of:
 - Buffer: memory the wrapper owns or receives (graph inputs, kernel outputs, fallback results),
-  with a strided layout; reading it at per-dimension indices gives a ("load", ...) expression;
+  with a strided layout; read at per-dimension indices, at the Affine element offset `index` gives;
 - Pointwise: a dtype, a shape and `fn(indices) -> expr`, not yet computed; it becomes a kernel
   (is realized) only when something needs it in memory;
 - Reduction: a reduction (sum, max, ..., welford) over one trailing axis of a lazy input, with
@@ -10,11 +10,12 @@ Every value a graph computes is one of:
 
 Indices are Affine: offset + sum(coeff * loop variable). A kernel's loop variables are its outer
 dimensions 0..m-1 and its inner loop ("r", variable -1); views (permute, expand, slice, select,
-unsqueeze) are affine maps of indices, so they never copy. Expressions are the kernel IR's
-tuples (codegen/README.md, codegen/kernel_ir.h).
+unsqueeze) are affine maps of indices, so they never copy. Expressions are kernel IR
+(kiln._C._inductor.kernel_ir.Expr, codegen/kernel_ir.h), built by the lowerings' functions.
 """
 
 import kiln
+from kiln._C._inductor import kernel_ir as kir
 
 DTYPES = {kiln.float32: "f32", kiln.float64: "f64", kiln.int64: "i64", kiln.int32: "i32", kiln.bool: "bool",
           kiln.bfloat16: "bf16"}
@@ -80,13 +81,14 @@ class Buffer:
             n *= s
         return n
 
-    def load(self, indices):
-        # Offsets are relative to the tensor the kernel receives (its data pointer already
-        # includes its storage offset), so a buffer's own offset never enters the index.
+    def index(self, indices):
+        """The element offset of per-dimension indices. Offsets are relative to the tensor the
+        kernel receives (its data pointer already includes its storage offset), so a buffer's own
+        offset never enters the index."""
         index = Affine(0)
         for i, s in zip(indices, self.stride):
             index = index + i.scale(s)
-        return ("load", self, index)
+        return index
 
     def is_contiguous(self):
         return self.stride == contiguous_strides(self.shape)
@@ -127,6 +129,9 @@ def contiguous_strides(shape):
     return list(reversed(strides))
 
 
+_PROBED_LOAD = kir.load(0, 0, [], 0)  # what a probe's loads read: the probe keeps their indices
+
+
 class Probe:
     """A stand-in KernelBuilder: evaluates a lazy value's expression without building a kernel,
     recording what it reads: each load's index coefficients per loop variable, the buffers it
@@ -136,13 +141,13 @@ class Probe:
         self.coeffs, self.buffers, self.reads_reduction = [], set(), False
 
     def load(self, buf, idx):
-        _, _, affine = buf.load(idx)
+        affine = buf.index(idx)
         self.coeffs.append(affine.coeffs)
         while isinstance(buf.origin, Buffer):
             buf = buf.origin
         self.buffers.add(id(buf))
-        return ("load", None, None)
+        return _PROBED_LOAD
 
     def reduction_value(self, red, idx):
         self.reads_reduction = True
-        return ("acc", 0)
+        return kir.acc(0)

@@ -32,13 +32,15 @@ def install():
     if not names:
         return
     import kiln
+    from kiln._C._inductor import kernel_ir as kir
+    from kiln._C._inductor.kernel_ir import ops
 
     aten = kiln.ops.aten
     if "lowering" in names:
         from kiln._inductor.lowering.common import LOWERINGS, const, pointwise
 
         def wrong_relu(out, x):
-            return pointwise("relu", out, [x], lambda a: ("add", ("relu", a), const(0.5, _ir_dtype(out))))
+            return pointwise("relu", out, [x], lambda a: ops.add(ops.relu(a), const(0.5, _ir_dtype(out))))
 
         LOWERINGS[aten.relu.default] = wrong_relu
     if "lowering_crash" in names:
@@ -56,8 +58,7 @@ def install():
         def wrong_fused_kernel(self, kb, ops, outs):
             fused = set(ops) | kb.ops
             if "relu" in fused and len(fused) >= 2:
-                for loop in kb.loops:
-                    loop["stmts"] = [_plus_one(stmt, kb) for stmt in loop["stmts"]]
+                kb.loops = [kir.Loop(loop.extent, [_plus_one(stmt, kb) for stmt in loop.stmts]) for loop in kb.loops]
             return emit(self, kb, ops, outs)
 
         GraphLowering._emit_kernel = wrong_fused_kernel
@@ -88,11 +89,13 @@ def _ir_dtype(t):
 
 
 def _plus_one(stmt, kb):
+    from kiln._C._inductor import kernel_ir as kir
+    from kiln._C._inductor.kernel_ir import ops
     from kiln._inductor.ir import ir_dtype
 
-    if stmt[0] != "store":
+    if stmt.kind != "store":
         return stmt
-    dtype = ir_dtype(kb.buffers[stmt[1]].dtype)
+    dtype = ir_dtype(kb.buffers[stmt.buffer].dtype)
     if dtype not in ("f32", "f64"):
         return stmt
-    return stmt[:3] + (("add", stmt[3], ("const", 1.0, dtype)),)
+    return kir.store(stmt.buffer, *stmt.index, ops.add(stmt.expr, kir.const(1.0, dtype)))

@@ -128,30 +128,9 @@ def _returns_fresh(target):
 
 def _merge_in_place(kernel, victim, out):
     """Rewrites `kernel`'s IR (not compiled yet) to read its input `victim` through the output's
-    pointer, as the memory plan decided (Note [Memory plan]). With two
-    pointers to one array, LLVM's vectoriser guards the vector loop with an overlap check that
-    then always fails (the scalar loop ran 4x slower); one pointer read and written at the same
-    element is the plain in-place loop it vectorises."""
-    def remap(i):
-        i = out if i == victim else i
-        return i - 1 if i > victim else i
-
-    def walk(e):
-        if not isinstance(e, tuple):
-            return e
-        if e[0] == "load":
-            return ("load", remap(e[1]), e[2])
-        if e[0] in ("const", "acc", "index"):
-            return e
-        if e[0] == "cast":
-            return ("cast", walk(e[1]), e[2])
-        return (e[0],) + tuple(walk(x) for x in e[1:])
-
-    ir = dict(kernel.ir)
-    ir["loops"] = [{"extent": loop["extent"], "stmts": [
-        ("store", remap(st[1]), st[2], walk(st[3])) if st[0] == "store" else st[:-1] + (walk(st[-1]),)
-        for st in loop["stmts"]]} for loop in kernel.ir["loops"]]
-    ir["buffers"] = [b for k, b in enumerate(kernel.ir["buffers"]) if k != victim]
+    pointer, as the memory plan decided (Note [Memory plan]; inductor/memory_plan's
+    ReadThroughStore says why one pointer)."""
+    ir = _C._inductor.read_through_store(kernel.ir, victim, out)
     kernel.rewrite(ir, [b for k, b in enumerate(kernel.buffers) if k != victim])
 
 

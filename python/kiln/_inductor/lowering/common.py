@@ -2,6 +2,7 @@
 reading values (loader, broadcasting, the `pointwise` builder and epilogue spaces)."""
 
 import kiln
+from kiln._C._inductor import kernel_ir as kir
 from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, V, ir_dtype
 
 aten = kiln.ops.aten
@@ -39,7 +40,7 @@ def loader(value, dtype=None):
     """fn(ctx, indices) -> expr reading `value` (a Buffer, lazy value or scalar), cast to dtype."""
     if isinstance(value, (bool, int, float)):
         d = dtype or ("f32" if isinstance(value, float) else "bool" if isinstance(value, bool) else "i64")
-        return lambda ctx, idx: ("const", scalar_as(value, d), d)
+        return lambda ctx, idx: kir.const(scalar_as(value, d), d)
     if isinstance(value, Buffer):
         fn = lambda ctx, idx: ctx.load(value, idx)  # noqa: E731
         src = ir_dtype(value.dtype)
@@ -52,7 +53,7 @@ def loader(value, dtype=None):
         raise Fallback(f"argument of type {type(value).__name__}")
     if dtype is None or dtype == src:
         return fn
-    return lambda ctx, idx: ("cast", fn(ctx, idx), dtype)
+    return lambda ctx, idx: kir.cast(fn(ctx, idx), dtype)
 
 
 def pointwise_at(ctx, value, idx):
@@ -85,7 +86,7 @@ class RealizedAsOf:
 
 
 def scalar_as(value, dtype):
-    """value as the Python number a ("const", value, dtype) expression holds."""
+    """value as the Python number a kir.const(value, dtype) expression holds."""
     if dtype == "bool":
         return bool(value)
     if dtype in ("i64", "i32"):
@@ -122,7 +123,7 @@ def opmath(dtype):
 
 
 def const(value, dtype):
-    return ("const", scalar_as(value, dtype), dtype)
+    return kir.const(scalar_as(value, dtype), dtype)
 
 
 def pointwise(name, out, inputs, combine, compute=None, load_as=None):
@@ -142,7 +143,7 @@ def pointwise(name, out, inputs, combine, compute=None, load_as=None):
     def fn(ctx, idx):
         exprs = [ld(ctx, broadcast_indices(idx, s, shape)) for ld, s in loaders]
         value = combine(*exprs)
-        return value if compute == out_dtype and out_dtype != "bf16" else ("cast", value, out_dtype)
+        return value if compute == out_dtype and out_dtype != "bf16" else kir.cast(value, out_dtype)
 
     result = Pointwise(out.dtype, shape, fn, ops_of(*inputs) | {name})
     result.space = epilogue_space(inputs, shape)

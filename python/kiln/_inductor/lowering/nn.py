@@ -1,6 +1,8 @@
 """Lowerings of library-kernel ops: the matmul template (max-autotune's generated alternative)
 and max pooling with indices, with its backward."""
 
+from kiln._C._inductor import kernel_ir as kir
+from kiln._C._inductor.kernel_ir import ops
 from kiln._inductor.ir import V, Affine, Buffer, Pointwise, Reduction, contiguous_strides, ir_dtype
 from kiln._inductor.lowering.common import Fallback, broadcast_indices, loader, ops_of, register, shape_of
 
@@ -16,7 +18,7 @@ def mm_template(out, a, b, bias=None, beta=1, alpha=1):
         raise Fallback(f"matmul template for {out.dtype}")
     (M, K), N = a.shape, b.shape[1]
     la, lb = loader(a, d), loader(b, d)
-    red = Reduction(out.dtype, [M, N], K, "sum", lambda ctx, k, r: ("mul", la(ctx, [k[0], r]), lb(ctx, [r, k[1]])),
+    red = Reduction(out.dtype, [M, N], K, "sum", lambda ctx, k, r: ops.mul(la(ctx, [k[0], r]), lb(ctx, [r, k[1]])),
                     ops_of(a, b) | {"mm"}, [M, N, 1])
     red.axis = 2
     lbias = loader(bias, d) if bias is not None else None
@@ -25,10 +27,10 @@ def mm_template(out, a, b, bias=None, beta=1, alpha=1):
     def fn(ctx, idx):
         value = ctx.reduction_value(red, list(idx) + [Affine(0)])
         if alpha != 1:
-            value = ("mul", value, ("const", float(alpha), d))
+            value = ops.mul(value, kir.const(float(alpha), d))
         if lbias is not None:
             term = lbias(ctx, broadcast_indices(idx, bias_shape, [M, N]))
-            value = ("add", value, term if beta == 1 else ("mul", term, ("const", float(beta), d)))
+            value = ops.add(value, term if beta == 1 else ops.mul(term, kir.const(float(beta), d)))
         return value
 
     result = Pointwise(out.dtype, [M, N], fn, red.ops | ({"addmm"} if bias is not None else set()))
@@ -47,10 +49,10 @@ def _pool_params(x, kernel_size, stride, padding, dilation):
 
 def index_expr(affine):
     """The value of an affine index as an i64 expression of the loop indices."""
-    expr = ("const", affine.offset, "i64")
+    expr = kir.const(affine.offset, "i64")
     for var, coeff in sorted(affine.coeffs.items()):
         if coeff:
-            expr = ("add", expr, ("mul", ("index", var), ("const", coeff, "i64")))
+            expr = ops.add(expr, ops.mul(kir.index(var), kir.const(coeff, "i64")))
     return expr
 
 
@@ -86,8 +88,8 @@ def _max_pool2d_with_indices(outs, x, kernel_size, stride=(), padding=0, dilatio
                 if best is None:
                     best, flat = v, at
                 else:
-                    take = ("logical_or", ("gt", v, best), ("ne", v, v))
-                    best, flat = ("where", take, v, best), ("where", take, at, flat)
+                    take = ops.logical_or(ops.gt(v, best), ops.ne(v, v))
+                    best, flat = ops.where(take, v, best), ops.where(take, at, flat)
         return best, flat
 
     values = Pointwise(values_out.dtype, values_out.shape, lambda ctx, idx: window(ctx, idx)[0],
@@ -118,7 +120,7 @@ def _max_pool2d_with_indices_backward(out, grad, x, kernel_size, stride, padding
         oh, i, ow, j = idx[lead:]
         window = idx[:lead] + [oh, ow]
         here = index_expr((oh.scale(k[0]) + i).scale(W) + ow.scale(k[1]) + j)
-        return ("where", ("eq", li(ctx, window), here), lg(ctx, window), ("const", 0.0, gd))
+        return ops.where(ops.eq(li(ctx, window), here), lg(ctx, window), kir.const(0.0, gd))
 
     buf = V.graph.realize(Pointwise(out.dtype, tiled, fn, ops_of(grad) | {"max_pool2d_with_indices_backward"}))
     return Buffer(None, out.dtype, list(out.shape), contiguous_strides(list(out.shape)), buf.offset, origin=buf)

@@ -1,10 +1,13 @@
 """Pointwise lowerings: unary and binary math, comparisons, activations and their backwards,
 where/clamp, copies and constant fills; each composes its inputs' index functions."""
 
+import functools
 import math
 
 import kiln
 from kiln import _C
+from kiln._C._inductor import kernel_ir as kir
+from kiln._C._inductor.kernel_ir import ops
 from kiln._ops import overload_named
 from kiln._inductor.ir import Buffer, Pointwise, Reduction, ir_dtype
 from kiln._inductor.lowering.common import (INF, Fallback, scalar_as, aten, broadcast_indices, const, loader, opmath,
@@ -17,26 +20,9 @@ from kiln._inductor.lowering.common import (INF, Fallback, scalar_as, aten, broa
 # calls them, binary.cc's floor division of floats) and a new row in a family is a new lowering. The
 # lowerings further down replace it where an op needs more (pow of integers, gelu's approximate
 # argument) or computes differently here.
-def _builder(template):
-    """fn(*operand exprs) -> the element function's tuple expression with operand i's expression
-    for ("arg", i): closures made once per op and dtypes, since a kernel's expression is built
-    again by every probe and by code generation."""
-    kind = template[0]
-    if kind == "arg":
-        i = template[1]
-        return lambda *xs: xs[i]
-    if kind == "const":
-        return lambda *xs: template
-    if kind == "cast":
-        inner, dtype = _builder(template[1]), template[2]
-        return lambda *xs: ("cast", inner(*xs), dtype)
-    positions = [t[1] if t[0] == "arg" else None for t in template[1:]]
-    if positions == [0]:  # the common cases, op(x) and op(x, y)
-        return lambda *xs: (kind, xs[0])
-    if positions == [0, 1]:
-        return lambda *xs: (kind, xs[0], xs[1])
-    parts = [_builder(t) for t in template[1:]]
-    return lambda *xs: (kind, *(p(*xs) for p in parts))
+def _builder(function):
+    """fn(*operand exprs) -> the element function (its operand i a load of buffer i) over them."""
+    return functools.partial(kir.substitute, function)
 
 
 def _promoted(a, b):
@@ -77,7 +63,7 @@ def element_function_lowering(op):
         if function.compute == "bool":
             # bools add and multiply as integers (True + True is 2 in the IR), and the value is a
             # bool again only where it is stored: read by a cast (`(b + b).float()`) it was 2.0
-            return pointwise(name, out, list(operands), lambda *xs: ("cast", build(*xs), "bool"), "bool", load_as)
+            return pointwise(name, out, list(operands), lambda *xs: kir.cast(build(*xs), "bool"), "bool", load_as)
         return pointwise(name, out, list(operands), build, function.compute, load_as)
 
     return lower
@@ -158,12 +144,12 @@ def _pow(out, a, b):
 def _integer_power(x, n, dtype):
     """x ** n (n >= 0) as multiplications by squaring, which wrap around as eager's."""
     if n == 0:
-        return ("const", 1, dtype)
+        return kir.const(1, dtype)
     if n == 1:
         return x
     half = _integer_power(x, n // 2, dtype)
-    square = ("mul", half, half)
-    return ("mul", square, x) if n % 2 else square
+    square = ops.mul(half, half)
+    return ops.mul(square, x) if n % 2 else square
 
 
 @register("where.self")
@@ -178,7 +164,7 @@ def pointwise_with_cond(name, out, cond, cond_loader, a, b):
     sc, sa, sb, shape = shape_of(cond), shape_of(a), shape_of(b), list(out.shape)
 
     def fn(ctx, idx):
-        return ("where", cond_loader(ctx, broadcast_indices(idx, sc, shape)),
+        return ops.where(cond_loader(ctx, broadcast_indices(idx, sc, shape)),
                 la(ctx, broadcast_indices(idx, sa, shape)), lb(ctx, broadcast_indices(idx, sb, shape)))
 
     return Pointwise(out.dtype, shape, fn, ops_of(cond, a, b) | {name})
@@ -190,27 +176,28 @@ _INV_SQRT_2PI = 1.12837916709551257390 * 0.70710678118654752440 * 0.5  # M_2_SQR
 @register("gelu.default")
 def _gelu(out, x, approximate="none"):
     d = ir_dtype(out.dtype)
-    c = lambda v: ("const", v, d)  # noqa: E731
+    c = lambda v: kir.const(v, d)  # noqa: E731
     if approximate == "tanh":
         def f(a):
             # eager's order (x^3 first); eager fuses the multiply-add, which this IR cannot say
-            inner = ("mul", c(math.sqrt(2 / math.pi)), ("add", a, ("mul", c(0.044715), ("mul", ("mul", a, a), a))))
-            return ("mul", ("mul", c(0.5), a), ("add", c(1.0), ("tanh", inner)))
+            inner = ops.mul(c(math.sqrt(2 / math.pi)), ops.add(a, ops.mul(c(0.044715), ops.mul(ops.mul(a, a), a))))
+            return ops.mul(ops.mul(c(0.5), a), ops.add(c(1.0), ops.tanh(inner)))
     elif all(isinstance(n, int) and n == 1 for n in out.shape):
         # one element: eager's scalar loop, x * 0.5 * (1 + erf(x / sqrt 2)) with libm's erf, in the
         # opmath type (Note [gelu's two loops] in tensor/ops/activation.cc)
         m = opmath(d)
 
         def f(a):
-            return ("mul", ("mul", a, const(0.5, m)), ("add", const(1.0, m), ("erf", ("mul", a, const(math.sqrt(0.5), m)))))
+            return ops.mul(ops.mul(a, const(0.5, m)),
+                           ops.add(const(1.0, m), ops.erf(ops.mul(a, const(math.sqrt(0.5), m)))))
     elif d == "f32":
         # eager's float32 kernel: 0.5 * fma(x, erf, x) with its erf (Note [Gelu's erf] in codegen/float_math.inc)
         def f(a):
-            return ("gelu", a)
+            return ops.gelu(a)
     else:
         # float64, and the 16-bit types computed in float32: x * cdf, as eager's
         def f(a):
-            return ("mul", a, ("normal_cdf", a))
+            return ops.mul(a, ops.normal_cdf(a))
     return pointwise("gelu", out, [x], f)
 
 
@@ -219,18 +206,18 @@ def _gelu_backward(out, grad, x, approximate="none"):
     if approximate != "none":
         raise Fallback("gelu_backward(approximate='tanh')")
     d = ir_dtype(out.dtype)
-    c = lambda v: ("const", v, d)  # noqa: E731
+    c = lambda v: kir.const(v, d)  # noqa: E731
 
     if d == "f32":
         # eager's float32 kernel, one exp shared by the CDF's erf and the PDF (fmath::GeluBackward):
         # the same bits (Note [One float math])
         def f(g, a):
-            return ("gelu_backward", g, a)
+            return ops.gelu_backward(g, a)
     else:
         # cdf + x * exp(-0.5 * x * x) / sqrt(2 pi), as eager's other dtypes
         def f(g, a):
-            pdf = ("mul", ("exp", ("mul", ("mul", c(-0.5), a), a)), c(_INV_SQRT_2PI))
-            return ("mul", g, ("add", ("normal_cdf", a), ("mul", a, pdf)))
+            pdf = ops.mul(ops.exp(ops.mul(ops.mul(c(-0.5), a), a)), c(_INV_SQRT_2PI))
+            return ops.mul(g, ops.add(ops.normal_cdf(a), ops.mul(a, pdf)))
 
     return pointwise("gelu_backward", out, [grad, x], f)
 
@@ -240,8 +227,8 @@ def _silu_backward(out, grad, x):
     d = ir_dtype(out.dtype)
 
     def f(g, a):
-        s = ("sigmoid", a)
-        return ("mul", g, ("mul", s, ("add", ("const", 1.0, d), ("mul", a, ("sub", ("const", 1.0, d), s)))))
+        s = ops.sigmoid(a)
+        return ops.mul(g, ops.mul(s, ops.add(kir.const(1.0, d), ops.mul(a, ops.sub(kir.const(1.0, d), s)))))
 
     return pointwise("silu_backward", out, [grad, x], f)
 
@@ -250,19 +237,19 @@ def _silu_backward(out, grad, x):
 def _threshold_backward(out, grad, x, threshold):
     d = ir_dtype(out.dtype)
     return pointwise("threshold_backward", out, [grad, x],
-                     lambda g, a: ("where", ("le", a, ("const", scalar_as(threshold, d), d)), ("const", scalar_as(0, d), d), g))
+                     lambda g, a: ops.where(ops.le(a, const(threshold, d)), const(0, d), g))
 
 
 @register("sigmoid_backward.default")
 def _sigmoid_backward(out, grad, y):
     d = ir_dtype(out.dtype)
-    return pointwise("sigmoid_backward", out, [grad, y], lambda g, s: ("mul", g, ("mul", s, ("sub", ("const", 1.0, d), s))))
+    return pointwise("sigmoid_backward", out, [grad, y], lambda g, s: ops.mul(g, ops.mul(s, ops.sub(const(1.0, d), s))))
 
 
 @register("tanh_backward.default")
 def _tanh_backward(out, grad, y):
     d = ir_dtype(out.dtype)
-    return pointwise("tanh_backward", out, [grad, y], lambda g, t: ("mul", g, ("sub", ("const", 1.0, d), ("mul", t, t))))
+    return pointwise("tanh_backward", out, [grad, y], lambda g, t: ops.mul(g, ops.sub(const(1.0, d), ops.mul(t, t))))
 
 
 @register("clamp.default")
@@ -271,9 +258,9 @@ def _clamp(out, x, min=None, max=None):
 
     def f(a):
         if min is not None:
-            a = ("max", a, ("const", scalar_as(min, d), d))
+            a = ops.max(a, kir.const(scalar_as(min, d), d))
         if max is not None:
-            a = ("min", a, ("const", scalar_as(max, d), d))
+            a = ops.min(a, kir.const(scalar_as(max, d), d))
         return a
 
     return pointwise("clamp", out, [x], f)
@@ -292,11 +279,12 @@ def _div_mode(out, a, b, rounding_mode=None):
     if rounding_mode == "floor":
         return _floor_divide(out, a, b)
     if rounding_mode == "trunc" and _is_float(d):
-        return pointwise("div", out, [a, b], lambda x, y: ("trunc", ("div", x, y)), load_as=one_element_in_float(out, b))
+        return pointwise("div", out, [a, b], lambda x, y: ops.trunc(ops.div(x, y)),
+                         load_as=one_element_in_float(out, b))
     if rounding_mode is not None:
         check_integer_divisor("div", b)
     # true division, or integers' (truncating)
-    return pointwise("div", out, [a, b], lambda x, y: ("div", x, y), load_as=one_element_in_float(out, b))
+    return pointwise("div", out, [a, b], lambda x, y: ops.div(x, y), load_as=one_element_in_float(out, b))
 
 
 @register("round.decimals")
@@ -308,8 +296,8 @@ def _round_decimals(out, x, *, decimals):
         raise Fallback("round with decimals of integers (eager raises NotImplementedError)")
     scale = const(10.0 ** abs(decimals), opmath(d))
     if decimals < 0:
-        return pointwise("round", out, [x], lambda a: ("mul", ("round", ("div", a, scale)), scale))
-    return pointwise("round", out, [x], lambda a: ("div", ("round", ("mul", a, scale)), scale))
+        return pointwise("round", out, [x], lambda a: ops.mul(ops.round(ops.div(a, scale)), scale))
+    return pointwise("round", out, [x], lambda a: ops.div(ops.round(ops.mul(a, scale)), scale))
 
 
 # Activations with number arguments (leaky_relu, hardtanh, elu, softplus, threshold, logit) and
@@ -325,8 +313,8 @@ def _nan_to_num(out, x, nan=None, posinf=None, neginf=None):
     big = _FLOAT_MAX[d]
     c = lambda v: const(v, opmath(d))  # noqa: E731
     nan, posinf, neginf = 0.0 if nan is None else nan, big if posinf is None else posinf, -big if neginf is None else neginf
-    return pointwise("nan_to_num", out, [x], lambda a: ("where", ("ne", a, a), c(nan), (
-        "where", ("eq", a, c(INF)), c(posinf), ("where", ("eq", a, c(-INF)), c(neginf), a))))
+    return pointwise("nan_to_num", out, [x], lambda a: ops.where(ops.ne(a, a), c(nan), ops.where(
+        ops.eq(a, c(INF)), c(posinf), ops.where(ops.eq(a, c(-INF)), c(neginf), a))))
 
 
 @register("fill.Scalar")
@@ -348,20 +336,20 @@ for _name in ("clone.default", "_to_copy.default", "alias.default", "lift_fresh_
 @register("full.default")
 def _full(out, size, value, **kwargs):
     d = ir_dtype(out.dtype)
-    return Pointwise(out.dtype, out.shape, lambda ctx, idx: ("const", scalar_as(value, d), d), {"full"})
+    return Pointwise(out.dtype, out.shape, lambda ctx, idx: kir.const(scalar_as(value, d), d), {"full"})
 
 
 @register("scalar_tensor.default")
 def _scalar_tensor(out, value, **kwargs):
     d = ir_dtype(out.dtype)
-    return Pointwise(out.dtype, [], lambda ctx, idx: ("const", scalar_as(value, d), d), {"scalar_tensor"})
+    return Pointwise(out.dtype, [], lambda ctx, idx: kir.const(scalar_as(value, d), d), {"scalar_tensor"})
 
 
 def _like(fixed):
     def lower(out, x, *args, **kwargs):
         value = fixed if fixed is not None else args[0]
         d = ir_dtype(out.dtype)
-        return Pointwise(out.dtype, out.shape, lambda ctx, idx: ("const", scalar_as(value, d), d), {"full"})
+        return Pointwise(out.dtype, out.shape, lambda ctx, idx: kir.const(scalar_as(value, d), d), {"full"})
 
     return lower
 

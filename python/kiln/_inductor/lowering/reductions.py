@@ -3,6 +3,8 @@ softmax, and variance from Welford's partial statistics. One axis is reduced at 
 reduced axes merge into one loop where every load walks them as one."""
 
 import kiln
+from kiln._C._inductor import kernel_ir as kir
+from kiln._C._inductor.kernel_ir import ops
 from kiln._inductor.ir import V, Affine, Buffer, Pointwise, Probe, Reduction, ir_dtype
 from kiln._inductor.lowering.common import (INF, Fallback, RealizedAsOf, ViewOfUnrealized, loader, opmath, ops_of,
                                             pointwise, register)
@@ -131,19 +133,9 @@ def _load_coefficients(value):
     it reads a reduction (whose index is not a memory layout)."""
     probe = Probe()
     expr = value.fn(probe, [Affine.var(k) for k in range(len(value.shape))])
-    if probe.reads_reduction or _uses_loop_index(expr):  # the loop index itself is no memory layout
+    if probe.reads_reduction or expr.uses_loop_index():  # the loop index itself is no memory layout
         return None
     return probe.coeffs
-
-
-def _uses_loop_index(expr):
-    if not isinstance(expr, tuple):
-        return False
-    if expr[0] == "index":
-        return True
-    if expr[0] in ("load", "const", "acc"):
-        return False
-    return any(_uses_loop_index(e) for e in expr[1:])
 
 
 def _read_merged(out, red, dims, keepdim, ndim, to_merged):
@@ -224,7 +216,7 @@ def _mean(out, x, dims=None, keepdim=False, dtype=None):
     if known is not None and known[0].dtype == out.dtype:  # computed with a variance already
         mean_keep, to_merged, merged = known
         return _from_keepdim(out, mean_keep, sorted(set(axes)), keepdim, n, to_merged, merged)
-    return _reduce(out, x, dims, keepdim, "sum", "mean", finish=lambda acc: ("div", acc, ("const", float(count), d)))
+    return _reduce(out, x, dims, keepdim, "sum", "mean", finish=lambda acc: ops.div(acc, kir.const(float(count), d)))
 
 
 @register("amax.default")
@@ -282,7 +274,7 @@ def _drop_axes(out, value, axes, keepdim, name, post=None, compute=None):
         return post(e) if post else e
 
     d = ir_dtype(out.dtype)
-    cast = (lambda ctx, idx: ("cast", fn(ctx, idx), d)) if compute and compute != d else fn
+    cast = (lambda ctx, idx: kir.cast(fn(ctx, idx), d)) if compute and compute != d else fn
     return Pointwise(out.dtype, out.shape, cast, ops_of(value) | {name})
 
 
@@ -294,17 +286,17 @@ def _count(x, dims, test, name):
 
 
 def _nonzero(a):
-    return ("cast", a, "bool")  # NaN counts as nonzero, as in C++
+    return kir.cast(a, "bool")  # NaN counts as nonzero, as in C++
 
 
 def _any_all(name):
     """any: a nonzero element; all: no zero element. Counted, so empty gives False and True."""
-    test = _nonzero if name == "any" else (lambda a: ("logical_not", _nonzero(a)))
+    test = _nonzero if name == "any" else (lambda a: ops.logical_not(_nonzero(a)))
 
     def lower(out, x, dims=None, keepdim=False):
         axes, counts = _count(x, dims, test, name)
         return _drop_axes(out, counts, axes, keepdim, name,
-                          lambda n: (("gt" if name == "any" else "eq"), n, ("const", 0, "i64")))
+                          lambda n: kir.op("gt" if name == "any" else "eq", n, kir.const(0, "i64")))
 
     return lower
 
@@ -325,7 +317,7 @@ def _arg_reduce(kind):
     def lower(out, x, dim=None, keepdim=False):
         shape = list(x.shape)
         if not shape:
-            return Pointwise(out.dtype, out.shape, lambda ctx, idx: ("const", 0, "i64"), {kind})
+            return Pointwise(out.dtype, out.shape, lambda ctx, idx: kir.const(0, "i64"), {kind})
         if dim is None and len(shape) > 1:
             if not (isinstance(x, Buffer) and x.is_contiguous()):  # graph.py realizes a lazy x and retries
                 raise ViewOfUnrealized(
@@ -376,13 +368,13 @@ def _logsumexp(out, x, dims, keepdim=False):
 
     def shift(ctx, idx):
         m = read_mx(ctx, idx)
-        return ("where", ("eq", ("abs", m), ("const", INF, c)), ("const", 0.0, c), m)
+        return ops.where(ops.eq(ops.abs(m), kir.const(INF, c)), kir.const(0.0, c), m)
 
-    exps = Pointwise(acc, x.shape, lambda ctx, idx: ("exp", ("sub", ld(ctx, idx), shift(ctx, _at_reduced(idx, axes)))),
+    exps = Pointwise(acc, x.shape, lambda ctx, idx: ops.exp(ops.sub(ld(ctx, idx), shift(ctx, _at_reduced(idx, axes)))),
                      ops_of(x) | {"exp"})
     total = _reduce(_Like(acc, keep), exps, axes, True, "sum", "sum")
     read_total = loader(total, c)
-    result = Pointwise(acc, keep, lambda ctx, idx: ("add", ("log", read_total(ctx, idx)), shift(ctx, idx)),
+    result = Pointwise(acc, keep, lambda ctx, idx: ops.add(ops.log(read_total(ctx, idx)), shift(ctx, idx)),
                        ops_of(total, mx) | {"log", "logsumexp"})
     return _drop_axes(out, result, axes, keepdim, "logsumexp")
 
@@ -395,16 +387,16 @@ def _vector_norm(out, x, ord=2, dims=None, keepdim=False, dtype=None):
     c = opmath(d)
     p = float(ord)
     if p == INF or p == -INF:
-        kind, elem, post = "max" if p > 0 else "min", lambda a: ("abs", a), None
+        kind, elem, post = "max" if p > 0 else "min", lambda a: ops.abs(a), None
     elif p == 0:
-        kind, elem, post = "sum", lambda a: ("cast", ("ne", a, ("const", 0.0, c)), c), None
+        kind, elem, post = "sum", lambda a: kir.cast(ops.ne(a, kir.const(0.0, c)), c), None
     elif p == 1:
-        kind, elem, post = "sum", lambda a: ("abs", a), None
+        kind, elem, post = "sum", lambda a: ops.abs(a), None
     elif p == 2:
-        kind, elem, post = "sum", lambda a: ("mul", a, a), lambda s: ("sqrt", s)
+        kind, elem, post = "sum", lambda a: ops.mul(a, a), lambda s: ops.sqrt(s)
     else:
-        kind, elem = "sum", lambda a: ("pow", ("abs", a), ("const", p, c))
-        post = lambda s: ("pow", s, ("const", 1.0 / p, c))  # noqa: E731
+        kind, elem = "sum", lambda a: ops.pow(ops.abs(a), kir.const(p, c))
+        post = lambda s: ops.pow(s, kir.const(1.0 / p, c))  # noqa: E731
     terms = pointwise("linalg_vector_norm", _Like(acc, x.shape), [x], elem, c)
     total = _reduce(_Like(acc, _keep_shape(x, axes)), terms, axes, True, kind, "linalg_vector_norm")
     return _drop_axes(out, total, axes, keepdim, "linalg_vector_norm", post, c)
@@ -414,7 +406,7 @@ def _vector_norm(out, x, ord=2, dims=None, keepdim=False, dtype=None):
 def _std(out, x, dims=None, correction=None, keepdim=False):
     var = _var(_Like(acc_dtype(out.dtype), out.shape), x, dims, correction, keepdim)
     d = ir_dtype(out.dtype)
-    return Pointwise(out.dtype, out.shape, lambda ctx, idx: _cast(("sqrt", var.fn(ctx, idx)), ir_dtype(var.dtype), d),
+    return Pointwise(out.dtype, out.shape, lambda ctx, idx: _cast(ops.sqrt(var.fn(ctx, idx)), ir_dtype(var.dtype), d),
                      var.ops | {"std"})
 
 
@@ -430,8 +422,8 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
     if n == 0:  # one element: no deviation, divided by max(0, 1 - correction) (0 / 0: NaN, as eager)
         correction = 1 if correction is None else correction
         # (a - a)^2: +0 (a * 0 was -0 for a negative a, and 1 / var then -inf), NaN for inf or NaN
-        return pointwise("var", out, [x], lambda a: ("div", ("mul", ("sub", a, a), ("sub", a, a)),
-                                                     ("const", float(max(1 - correction, 0)), ir_dtype(out.dtype))))
+        return pointwise("var", out, [x], lambda a: ops.div(ops.mul(ops.sub(a, a), ops.sub(a, a)),
+                                                     kir.const(float(max(1 - correction, 0)), ir_dtype(out.dtype))))
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
         dims = list(range(n))
     dims = sorted({d % n for d in (dims if isinstance(dims, (list, tuple)) else [dims])})
@@ -454,7 +446,7 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
         mean, m2 = _chan_combine(mean, m2, list(keep), axis, partial, sd)
         partial *= keep[axis]
         keep[axis] = 1
-    denom = ("const", float(max(count - correction, 0)), ir_dtype(sd))
+    denom = kir.const(float(max(count - correction, 0)), ir_dtype(sd))
     od = ir_dtype(out.dtype)
 
     # Equal finite elements along one reduced axis have a variance of exactly 0, as eager's Welford
@@ -463,11 +455,11 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
     constant = _row_is_constant(src, axes[0], sd) if len(axes) == 1 else None
 
     def var_fn(ctx, idx):  # idx: of the (merged) keepdim shape
-        value = ("div", _value_at(ctx, m2, idx), denom)
+        value = ops.div(_value_at(ctx, m2, idx), denom)
         if constant is not None:
             # 0 over the divisor: a single element with correction 1 stays 0 / 0 = NaN
-            value = ("where", constant(ctx, idx), ("div", ("const", 0.0, ir_dtype(sd)), denom), value)
-        return value if od == ir_dtype(sd) else ("cast", value, od)
+            value = ops.where(constant(ctx, idx), ops.div(kir.const(0.0, ir_dtype(sd)), denom), value)
+        return value if od == ir_dtype(sd) else kir.cast(value, od)
 
     var = Pointwise(out.dtype, keep, var_fn, ops_of(x) | {"var"})
     var.space = m2.space if isinstance(m2, Pointwise) else (m2.kept, m2.extent, m2.axis)
@@ -483,7 +475,7 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
 
 
 def _cast(expr, src, dst):
-    return expr if src == dst else ("cast", expr, dst)
+    return expr if src == dst else kir.cast(expr, dst)
 
 
 def _from_keepdim(out, value, dims, keepdim, n, to_merged, merged):
@@ -520,12 +512,12 @@ def _row_mean_m2(x, axis, sd):
         return kept_idx[:axis] + [r] + kept_idx[axis:]
 
     mean = Reduction(sd, kept, extent, "sum", lambda ctx, k, r: ld(ctx, at(k, r)), ops_of(x) | {"var_mean"},
-                     keep_shape, finish=lambda acc: ("div", acc, ("const", float(extent), dt)))
+                     keep_shape, finish=lambda acc: ops.div(acc, kir.const(float(extent), dt)))
     mean.axis = axis
 
     def deviation(ctx, k, r):
-        d = ("sub", ld(ctx, at(k, r)), ctx.reduction_value(mean, at(k, Affine(0))))
-        return ("mul", d, d)
+        d = ops.sub(ld(ctx, at(k, r)), ctx.reduction_value(mean, at(k, Affine(0))))
+        return ops.mul(d, d)
 
     m2 = Reduction(sd, kept, extent, "sum", deviation, {"var_mean"}, keep_shape)
     m2.axis = axis
@@ -552,7 +544,7 @@ def _row_is_constant(x, axis, sd):
 
     def fn(ctx, idx):
         hi, lo = (_value_at(ctx, b, idx) for b in bounds)
-        return ("logical_and", ("eq", hi, lo), ("lt", ("abs", hi), ("const", INF, dt)))
+        return ops.logical_and(ops.eq(hi, lo), ops.lt(ops.abs(hi), kir.const(INF, dt)))
 
     return fn
 
@@ -570,19 +562,19 @@ def _chan_combine(mean, m2, shape, axis, partial, sd):
         return kept_idx[:axis] + [r] + kept_idx[axis:]
 
     new_mean = Reduction(sd, kept, k, "sum", lambda ctx, ki, r: ctx.load(mean_buf, at(ki, r)), {"var_mean"},
-                         keep_shape, finish=lambda acc: ("div", acc, ("const", float(k), dt)))
+                         keep_shape, finish=lambda acc: ops.div(acc, kir.const(float(k), dt)))
     new_mean.axis = axis
 
     def spread(ctx, ki, r):
-        d = ("sub", ctx.load(mean_buf, at(ki, r)), ctx.reduction_value(new_mean, at(ki, Affine(0))))
-        return ("mul", d, d)
+        d = ops.sub(ctx.load(mean_buf, at(ki, r)), ctx.reduction_value(new_mean, at(ki, Affine(0))))
+        return ops.mul(d, d)
 
     dev = Reduction(sd, kept, k, "sum", spread, {"var_mean"}, keep_shape)
     dev.axis = axis
     m2_sum = Reduction(sd, kept, k, "sum", lambda ctx, ki, r: ctx.load(m2_buf, at(ki, r)), {"var_mean"}, keep_shape)
     m2_sum.axis = axis
-    combined = Pointwise(sd, keep_shape, lambda ctx, idx: ("add", ctx.reduction_value(m2_sum, idx), (
-        "mul", ("const", float(partial), dt), ctx.reduction_value(dev, idx))), {"var_mean"})
+    combined = Pointwise(sd, keep_shape, lambda ctx, idx: ops.add(ctx.reduction_value(m2_sum, idx), ops.mul(
+        kir.const(float(partial), dt), ctx.reduction_value(dev, idx))), {"var_mean"})
     combined.space = (kept, k, axis)
     return new_mean, combined
 
@@ -598,7 +590,7 @@ def _softmax(out, x, dim, is_log):
     d = ir_dtype(out.dtype)
     if n == 0:  # one element: 1 (log: 0), NaN for a NaN or an infinity as exp(x - x) gives
         return pointwise("log_softmax" if is_log else "softmax", out, [x],
-                         lambda a: ("sub", a, a) if is_log else ("exp", ("sub", a, a)))
+                         lambda a: ops.sub(a, a) if is_log else ops.exp(ops.sub(a, a)))
     dim = dim % n
     shape = list(x.shape)
     keep = shape[:dim] + [1] + shape[dim + 1:]
@@ -609,10 +601,10 @@ def _softmax(out, x, dim, is_log):
     ld = loader(x, d)
 
     def shifted(ctx, idx):
-        return ("sub", ld(ctx, idx), ctx.reduction_value(mx, idx[:dim] + [Affine(0)] + idx[dim + 1:]))
+        return ops.sub(ld(ctx, idx), ctx.reduction_value(mx, idx[:dim] + [Affine(0)] + idx[dim + 1:]))
 
     exp_sum = Reduction(acc_dtype(out.dtype), shape[:dim] + shape[dim + 1:], shape[dim], "sum",
-                        lambda ctx, kept, r: ("exp", shifted(ctx, kept[:dim] + [r] + kept[dim:])), {"exp", "sum"}, keep)
+                        lambda ctx, kept, r: ops.exp(shifted(ctx, kept[:dim] + [r] + kept[dim:])), {"exp", "sum"}, keep)
     exp_sum.axis = dim
 
     # bfloat16 over the last dim: the sum and its log rounded to bfloat16 as eager's kernel keeps
@@ -622,12 +614,12 @@ def _softmax(out, x, dim, is_log):
     def fn(ctx, idx):
         s = ctx.reduction_value(exp_sum, idx[:dim] + [Affine(0)] + idx[dim + 1:])
         if is_log:
-            log_sum = ("cast", ("log", ("cast", s, "bf16")), "bf16") if round_log_sum else ("log", s)
-            value = ("sub", shifted(ctx, idx), log_sum)
+            log_sum = kir.cast(ops.log(kir.cast(s, "bf16")), "bf16") if round_log_sum else ops.log(s)
+            value = ops.sub(shifted(ctx, idx), log_sum)
         else:
-            value = ("div", ("exp", shifted(ctx, idx)), s)
+            value = ops.div(ops.exp(shifted(ctx, idx)), s)
         # read inline, the result is rounded as eager's is (Note [bfloat16 rounds at every op])
-        return ("cast", value, "bf16") if d == "bf16" else value
+        return kir.cast(value, "bf16") if d == "bf16" else value
 
     return Pointwise(out.dtype, shape, fn, ops_of(x) | {"amax", "exp", "sum", "log_softmax" if is_log else "softmax"})
 
