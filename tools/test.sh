@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/test.sh: installs what is missing, builds, runs every test, and ends with one summary line.
-#   1. $KILN_PYTHON (default python3, 3.11): bazel test //... (the C++ tests) and pytest tests/,
-#      with PyTorch 2.13 as the oracle;
+#   1. $KILN_PYTHON (default python3, 3.11): bazel test //... (the C++ tests), the layering check
+#      (tools/check_layering.sh) and pytest tests/, with PyTorch 2.13 as the oracle;
 #   2. Python 3.12 (when installed): the same module built for it and pytest tests/ (no PyTorch
 #      wheel exists for it here, so the oracle-driven suites skip there and run under 1).
 set -uo pipefail
@@ -56,6 +56,10 @@ if [ "$bazel_status" -ne 0 ] && [ "$cc_failed" -eq 0 ]; then
   tail -n 30 "$LOG/bazel.log"
   failed=$((failed + 1))
 fi
+
+# After the C++ tests: their Bazel server is warm, so the probes' analysis takes seconds.
+echo "== layering (tools/check_layering.sh)"
+if bash tools/check_layering.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 
 run_python_suite "$KILN_PYTHON"
 if SECOND="$(kiln_resolve_python python3.12 2>/dev/null)" && [ "$SECOND" != "$(kiln_resolve_python "$PRIMARY")" ]; then

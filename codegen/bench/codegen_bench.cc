@@ -1,5 +1,5 @@
-// codegen/codegen_bench.cc: generated kernels against the eager kiln ops they replace (called
-// through the dispatcher) and against a memcpy of the same bytes (//codegen:codegen_bench).
+// codegen/bench/codegen_bench.cc: generated kernels against the eager kiln ops they replace (called
+// through the dispatcher) and against a memcpy of the same bytes (//codegen/bench:codegen_bench).
 // Bytes processed count what the kernel must move at least (inputs read once + outputs written),
 // so bytes_per_second compares directly with the memcpy's copy bandwidth.
 #include <cstring>
