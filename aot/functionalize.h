@@ -82,7 +82,7 @@ Tensor FromFunctional(const Tensor& t);
 // it back as a view of the base output, as eager does.
 Tensor FromFunctionalOutput(const Tensor& t);
 
-// Installs the Functionalize kernels (idempotent); python/ calls it at import.
+// Installs the Functionalize kernels (idempotent); init/'s InstallDispatchLayers calls it.
 // The functional form of a mutating op, or null: `add_.Tensor` -> `add.Tensor`, `copy_` -> `copy`,
 // `pow_.Scalar` -> `pow.Tensor_Scalar` (arguments matched kind for kind), `sum.IntList_out` -> its
 // overload without the out argument.

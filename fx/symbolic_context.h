@@ -50,8 +50,8 @@ class SymbolicContextGuard {
 };
 
 // Registers aten::_local_scalar_dense and the Meta/Fake kernels of nonzero, masked_select and
-// _local_scalar_dense that mint unbacked symbols (dynamic_shape_ops.cc). Idempotent; the Python
-// module calls it at import.
+// _local_scalar_dense that mint unbacked symbols (dynamic_shape_ops.cc). Idempotent; init/'s
+// InstallDispatchLayers calls it.
 void InstallDynamicShapeKernels();
 
 }  // namespace kiln

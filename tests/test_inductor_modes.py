@@ -13,7 +13,7 @@ import pytest
 import kiln
 import kiln._dynamo as dynamo
 import kiln.nn.functional as F
-from kiln._inductor import autotune
+from kiln._inductor import autotune, graph
 from kiln._inductor.utils import run_and_get_code
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -146,13 +146,13 @@ def test_max_autotune_choice_is_cached_on_disk(monkeypatch, tmp_path):
 
 def test_max_autotune_drops_an_alternative_that_disagrees(monkeypatch):
     force(monkeypatch, "generated")
-    broken = autotune._generated_mm
+    broken = graph._generated_mm
 
     def wrong(*args):
         run = broken(*args)
         return lambda: run() + 1.0
 
-    monkeypatch.setattr(autotune, "_generated_mm", wrong)
+    monkeypatch.setattr(graph, "_generated_mm", wrong)
     fn = lambda a, b: a @ b  # noqa: E731
     a, b = kiln.randn(4, 6), kiln.randn(6, 5)
     with kiln.no_grad():

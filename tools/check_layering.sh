@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/check_layering.sh: checks that the package layering (DESIGN.md §2, the package groups in the
 # root BUILD.bazel) is enforced: a package may depend on its own layer and the layers before it,
-#   runtime -> codegen -> tensor -> autograd -> fx -> aot -> inductor -> dynamo -> python,
+#   runtime -> codegen -> tensor -> autograd -> fx -> aot -> inductor -> dynamo -> init -> python,
 # and any other dependency fails the build as "not visible". Visibility is decided by the package
 # the depending target lives in, so each layer gets a temporary probe package inside it
 # (<layer>/layering_probe/, removed on exit) with one cc_library per dependency; Bazel analyses
@@ -14,7 +14,7 @@ KILN_PYTHON="$(kiln_resolve_python "${KILN_PYTHON:-python3}")" || exit 1
 export KILN_PYTHON
 
 # The layers in order; each one's probe lives in <layer>/layering_probe/.
-LAYERS=(runtime codegen tensor autograd fx aot inductor dynamo python)
+LAYERS=(runtime codegen tensor autograd fx aot inductor dynamo init python)
 # What the probes depend on, "probe_name layer label": each package of a layer that others use.
 DEPS=(
   "runtime runtime //runtime"
@@ -27,6 +27,7 @@ DEPS=(
   "aot aot //aot"
   "inductor inductor //inductor/memory_plan"
   "dynamo dynamo //dynamo"
+  "init init //init"
   "python python //python:_C.so"
   # codegen's LLVM helpers are private to //codegen: no probe, not even codegen's own, may see them.
   "codegen_llvm_expr private //codegen:llvm_expr"

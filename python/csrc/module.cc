@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "init/dispatch_layers.h"
 #include "python/csrc/arg_parser.h"
 #include "python/csrc/python_dynamo.h"
 #include "python/csrc/python_fx.h"
@@ -235,7 +236,7 @@ Generator& GeneratorFromCapsule(py::handle cap) {
 
 }  // namespace
 
-void InitFunctionalizeBindings(py::module_& m);  // python_functionalize.cc
+void InitFunctionalizeBindings(py::module_& m, py::module_& aot);  // python_functionalize.cc
 void InitMakeFxBindings(py::module_& m);         // python_make_fx.cc
 void InitPartitionBindings(py::module_& m);      // python_partition.cc
 void InitInductorBindings(py::module_& m);       // python_inductor.cc
@@ -248,6 +249,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace kiln;
   using namespace kiln::python;
   m.doc() = "kiln's C++ core: tensors, the dispatcher and its ops";
+  InstallDispatchLayers();  // every layer in the registry before any binding is made (init/)
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -266,13 +268,14 @@ PYBIND11_MODULE(_C, m) {
   InitFxBindings(m);
   InitSubgraphBindings(m);
   InitDynamoBindings(m);
-  InitFunctionalizeBindings(m);
+  // kiln._C._aot: aot/'s own entry points (the functionalization API keeps PyTorch's _C names)
+  py::module_ aot = m.def_submodule("_aot", "AOTAutograd in C++ (aot/): input mutations, partitioners, layout keys");
+  InitFunctionalizeBindings(m, aot);
   InitMakeFxBindings(m);
-  InitPartitionBindings(m);
+  InitPartitionBindings(aot);
   InitInductorBindings(m);
-  InitAotRuntimeBindings(m);
+  InitAotRuntimeBindings(aot);
   InitCudaBindings(m);
-  Registry::Get();
 
   m.def("_set_tensor_class", [](py::object cls) {
     if (!PyType_Check(cls.ptr()) || !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls.ptr()), g_tensor_base_type))

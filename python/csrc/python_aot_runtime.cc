@@ -1,4 +1,4 @@
-// python/csrc/python_aot_runtime.cc: kiln._C._aot_layout_key, the per-call cache key of
+// python/csrc/python_aot_runtime.cc: kiln._C._aot.layout_key, the per-call cache key of
 // AOTAutograd's compiled functions (python/kiln/_functorch/aot_autograd.py).
 //
 // Every call of a compiled function looks its compiled code up by the layout of its arguments
@@ -88,10 +88,10 @@ PyObject* AliasingKey(PyObject** items, Py_ssize_t n) {
   return key;
 }
 
-// _aot_layout_key(args) -> (grad_enabled, per-argument key, ..., [aliasing]) or None; args a tuple
+// layout_key(args) -> (grad_enabled, per-argument key, ..., [aliasing]) or None; args a tuple
 // or list. A non-tensor argument keys as (type, value), as the traced program baked it in.
 PyObject* AotLayoutKey(PyObject*, PyObject* args) {
-  PyObject* seq = PySequence_Fast(args, "_aot_layout_key: expected a tuple or list of arguments");
+  PyObject* seq = PySequence_Fast(args, "layout_key: expected a tuple or list of arguments");
   if (seq == nullptr) return nullptr;
   const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
   PyObject** items = PySequence_Fast_ITEMS(seq);
@@ -141,13 +141,13 @@ PyObject* AotLayoutKey(PyObject*, PyObject* args) {
   return key;
 }
 
-PyMethodDef g_layout_key_def = {"_aot_layout_key", AotLayoutKey, METH_O,
+PyMethodDef g_layout_key_def = {"layout_key", AotLayoutKey, METH_O,
                                 "The layout cache key of AOTAutograd's compiled functions."};
 
 }  // namespace
 
 void InitAotRuntimeBindings(py::module_& m) {
-  m.attr("_aot_layout_key") = py::reinterpret_steal<py::object>(PyCFunction_New(&g_layout_key_def, nullptr));
+  m.attr("layout_key") = py::reinterpret_steal<py::object>(PyCFunction_New(&g_layout_key_def, nullptr));
 }
 
 }  // namespace kiln::python

@@ -254,8 +254,6 @@ PyObject* MethodRetainGrad(PyObject* self, PyObject*) {
 // --- module functions ------------------------------------------------------------------------
 
 void InitAutogradBindings(py::module_& m) {
-  InstallAutograd();
-
   py::class_<Node, std::shared_ptr<Node>>(m, "_Node")
       .def("name", &Node::name)
       .def_property_readonly("next_functions", [](const Node& n) {

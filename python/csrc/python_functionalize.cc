@@ -12,10 +12,9 @@ namespace py = pybind11;
 
 namespace kiln::python {
 
-void InitFunctionalizeBindings(py::module_& m) {
-  aot::InstallFunctionalize();
+void InitFunctionalizeBindings(py::module_& m, py::module_& aot_module) {
   m.def("_to_functional_tensor", [](const Tensor& t) { return aot::ToFunctional(t); });
-  m.def("_mutations_to_outputs", [](py::handle graph) { return aot::MutationsToOutputs(*UnwrapGraph(graph)); },
+  aot_module.def("mutations_to_outputs", [](py::handle graph) { return aot::MutationsToOutputs(*UnwrapGraph(graph)); },
         "make_fx(functionalize(f))'s copy_ epilogue as leading outputs; the positions of the inputs written "
         "(aot/joint.h, Note [Input mutations as outputs])");
   m.def("_from_functional_tensor", [](const Tensor& t) { return aot::FromFunctional(t); });

@@ -146,7 +146,6 @@ class PyTracer {
 }  // namespace
 
 void InitMakeFxBindings(py::module_& m) {
-  fx::InstallTracer();
   py::class_<PyTracer>(m, "_MakeFxTracer")
       .def(py::init<>())
       .def("placeholder", &PyTracer::Placeholder)

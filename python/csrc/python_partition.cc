@@ -1,5 +1,5 @@
-// python/csrc/python_partition.cc: kiln._C._partition, the joint-graph partitioners of
-// aot/partition.h, used by kiln._functorch.partitioners.
+// python/csrc/python_partition.cc: kiln._C._aot.partition and Partition, the joint-graph
+// partitioners of aot/partition.h, used by kiln._functorch.partitioners.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -27,9 +27,9 @@ void InitPartitionBindings(py::module_& m) {
                       p.saved_sym_nodes.size(), ", recomputed=", p.recomputed.size(), ", saved_bytes=",
                       p.saved_bytes, ")");
       });
-  // _partition(graph, num_fwd_outputs, kind, ban_if_not_in_allowlist, ban_if_materialized_backward,
-  //            ban_if_reduction) -> Partition; kind: "default" | "min_cut".
-  m.def("_partition", [](py::handle graph, int64_t num_fwd_outputs, const std::string& kind,
+  // partition(graph, num_fwd_outputs, kind, ban_if_not_in_allowlist, ban_if_materialized_backward,
+  //           ban_if_reduction) -> Partition; kind: "default" | "min_cut".
+  m.def("partition", [](py::handle graph, int64_t num_fwd_outputs, const std::string& kind,
                          bool ban_if_not_in_allowlist, bool ban_if_materialized_backward, bool ban_if_reduction) {
     std::shared_ptr<fx::Graph> joint = UnwrapGraph(graph);
     aot::Partition p;
@@ -42,7 +42,7 @@ void InitPartitionBindings(py::module_& m) {
       options.ban_if_reduction = ban_if_reduction;
       p = aot::MinCutPartition(*joint, num_fwd_outputs, options);
     } else {
-      throw ValueError(StrCat("_partition: unknown kind '", kind, "' (expected 'default' or 'min_cut')"));
+      throw ValueError(StrCat("partition: unknown kind '", kind, "' (expected 'default' or 'min_cut')"));
     }
     return p;
   }, py::arg("graph"), py::arg("num_fwd_outputs"), py::arg("kind") = "default",

@@ -100,7 +100,6 @@ PyObject* SymIntToPython(const SymInt& s) {
 }
 
 void InitSymbolicBindings(py::module& m) {
-  InstallDynamicShapeKernels();
   py::class_<SymExprNode, NodePtr>(m, "_SymNode")
       .def("add", [](SymExprNode& a, const NodePtr& b) { return NodeOf(a.add(b)); })
       .def("sub", [](SymExprNode& a, const NodePtr& b) { return NodeOf(a.sub(b)); })

@@ -478,7 +478,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
         return model
     from kiln import _dynamo
 
-    compiler = _dynamo.backends.registry.lookup_backend_or_default(backend)
+    compiler = _dynamo.backends.registry.lookup_backend(backend)
     if backend == "inductor" and (mode is not None or options is not None) and hasattr(compiler, "with_config"):
         compiler = compiler.with_config(mode, options)  # raises on an unknown option
     compiler = _debugging_backend(compiler, backend)

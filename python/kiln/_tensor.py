@@ -8,6 +8,7 @@ attached from the op registry by kiln/__init__.py.
 
 import numbers
 
+import kiln  # the package, for kiln.autograd at call time (autograd is the layer above this class)
 from kiln import _C
 from kiln._device import device as _device
 from kiln._size import Size
@@ -113,23 +114,17 @@ class Tensor(_C.TensorBase):
     # --- autograd (attributes requires_grad, grad, grad_fn, is_leaf live in C++) -------------
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulates d(self)/d(leaf) into every leaf's `.grad` (kiln.autograd.backward)."""
-        from kiln import autograd
-
-        autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+        kiln.autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def register_hook(self, hook):
         """hook(grad) runs when this tensor's gradient is computed; it may return a replacement."""
-        from kiln import autograd
-
-        return autograd._register_hook(self, hook)
+        return kiln.autograd._register_hook(self, hook)
 
     def register_post_accumulate_grad_hook(self, hook):
         """hook(self) runs after each backward accumulates a gradient into this leaf's .grad
         (an optimizer step inside backward); it must return None."""
-        from kiln.autograd import RemovableHandle
-
         hook_id = _C._register_post_accumulate_grad_hook(self, hook)
-        return RemovableHandle(lambda: _C._remove_post_accumulate_grad_hook(self, hook_id))
+        return kiln.autograd.RemovableHandle(lambda: _C._remove_post_accumulate_grad_hook(self, hook_id))
 
     def __len__(self):
         if self.ndim == 0:

@@ -9,7 +9,7 @@ The joint graph's placeholders are ``primals_1..N`` then ``tangents_1..M``; its 
 tuple ``(*fw_outs, *grads)``. The forward module maps primals to ``(*fw_outs, *saved_values,
 *saved_sym_nodes)``; the backward module maps ``(*saved_sym_nodes, *saved_values, *tangents)`` to the
 grads. The work is C++ (aot/partition.h, Note [Partitioning the joint graph]). What was saved is
-recorded in ``fw_module.meta["partition"]``, a ``kiln._C.Partition``: ``saved_values``,
+recorded in ``fw_module.meta["partition"]``, a ``kiln._C._aot.Partition``: ``saved_values``,
 ``saved_sym_nodes`` (joint-graph names), ``recomputed`` (forward nodes the backward computes again)
 and ``saved_bytes``.
 """
@@ -65,7 +65,7 @@ def default_partition(joint_module, _joint_inputs, *, num_fwd_outputs, static_li
 
     As in PyTorch, a joint graph with ``MUST_RECOMPUTE``/``PREFER_RECOMPUTE`` annotations is
     partitioned by min-cut instead."""
-    result = _C._partition(_graph_of(joint_module), num_fwd_outputs, "default")
+    result = _C._aot.partition(_graph_of(joint_module), num_fwd_outputs, "default")
     return _modules(joint_module, result)
 
 
@@ -77,6 +77,6 @@ def min_cut_rematerialization_partition(joint_module, _joint_inputs, compiler="i
     ``compiler`` is accepted for PyTorch's signature; the bans are the same for every compiler.
     ``_options`` (kiln only) is a :class:`MinCutOptions`."""
     o = _options or MinCutOptions()
-    result = _C._partition(_graph_of(joint_module), num_fwd_outputs, "min_cut", o.ban_if_not_in_allowlist,
+    result = _C._aot.partition(_graph_of(joint_module), num_fwd_outputs, "min_cut", o.ban_if_not_in_allowlist,
                            o.ban_if_materialized_backward, o.ban_if_reduction)
     return _modules(joint_module, result)

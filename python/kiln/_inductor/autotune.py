@@ -158,45 +158,12 @@ def measure(name, run):
     return _time(run)
 
 
-def _generated_mm(target, out_meta, args, kwargs):
-    """The matmul template compiled alone (a throwaway GraphLowering), as a callable."""
-    from kiln._inductor.graph import GraphLowering
-    from kiln._inductor.ir import V, Buffer
-    from kiln._inductor.lowering import mm_template
-
-    tensors, values = {}, []
-    for i, a in enumerate(args):
-        if isinstance(a, kiln.Tensor):
-            buf = Buffer(f"arg{i}", a.dtype, list(a.shape), list(a.stride()))
-            tensors[id(buf)] = a
-            values.append(buf)
-        else:
-            values.append(a)
-    graph = GraphLowering(None)
-    previous, V.graph = V.graph, graph
-    try:
-        if target is aten.addmm.default:
-            value = mm_template(out_meta, values[1], values[2], bias=values[0], **kwargs)
-        else:
-            value = mm_template(out_meta, values[0], values[1])
-        out_buf = graph.realize(value)
-    finally:
-        V.graph = previous
-    (kernel,) = graph.kernels
-    out = kiln.empty_strided(out_buf.shape, out_buf.stride, dtype=out_buf.dtype)
-    tensors[id(out_buf)] = out
-    ptrs = [tensors[id(b)] for b in kernel.buffers]
-
-    def run():
-        kernel.compiled(*ptrs)
-        return out
-
-    return run
-
-
-def choose(target, out_meta, arg_metas, kwargs):
+def choose(target, out_meta, arg_metas, kwargs, generated=None):
     """The fastest alternative for this call ("extern", "generated" or "im2col"), timed once per
-    layout and remembered; arg_metas are the node's arguments with fake tensors for tensors."""
+    layout and remembered; arg_metas are the node's arguments with fake tensors for tensors.
+    generated(target, out_meta, args, kwargs) -> run: the matmul template compiled for real
+    arguments, from the graph being lowered (graph.py: the lowering imports this module, never the
+    other way)."""
     key = f"{target}|{_describe(list(arg_metas))}|{sorted(kwargs.items())!r}|{_cpu()}"
     choices = _load()
     if key in choices:
@@ -205,8 +172,8 @@ def choose(target, out_meta, arg_metas, kwargs):
     reference = target(*args, **kwargs)
     candidates = {"extern": lambda: target(*args, **kwargs)}
     try:
-        if _mm_applies(target, args):
-            candidates["generated"] = _generated_mm(target, out_meta, args, kwargs)
+        if generated is not None and _mm_applies(target, args):
+            candidates["generated"] = generated(target, out_meta, args, kwargs)
         if _im2col_applies(target, args):
             candidates["im2col"] = lambda: conv2d_im2col(*args)
     except (NotImplementedError, ValueError, RuntimeError) as why:  # a template that does not apply

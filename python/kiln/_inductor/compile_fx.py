@@ -9,10 +9,10 @@ import time
 
 import kiln
 from kiln import _C
-from kiln._dynamo.backends.registry import register_backend
 from kiln._inductor.fx_passes import run_post_grad_passes
 from kiln._inductor import config as config_module
 from kiln._inductor import debug
+from kiln._inductor.decomposition import decompositions
 from kiln._inductor.graph import GraphLowering, compile_kernels
 from kiln._inductor import oversubscription
 from kiln._logging import getArtifactLogger, trace_structured
@@ -234,27 +234,3 @@ def _with_config(mode=None, options=None):
 
 
 compile_fx.with_config = _with_config
-
-
-def decompositions():
-    """What AOTAutograd decomposes for Inductor: composite kernels (batch norm and layer norm and
-    their backwards, var_mean, the softmax backwards) into the reductions and pointwise ops that
-    lower and fuse, so a norm's statistics, normalisation and the activation after it become
-    kernels (decomposition.py holds the core ops only Inductor decomposes)."""
-    from kiln._decomp import get_decompositions
-    from kiln._inductor.decomposition import DECOMPOSITIONS
-
-    aten = kiln.ops.aten
-    return {**DECOMPOSITIONS, **get_decompositions([
-        aten._native_batch_norm_legit_functional,
-        aten.native_batch_norm_backward, aten.var_mean, aten.std_mean, aten.std, aten.var.default,
-        aten._softmax_backward_data, aten._log_softmax_backward_data, aten.native_dropout_backward,
-        aten.sum.default, aten.rsub.Scalar, aten.rsub.Tensor,  # `2 - x` traces to rsub.Scalar, as in PyTorch
-        # a number operand, as a 0-d tensor of the Tensor overload (whose lowering or fallback is there)
-        aten.copysign.Scalar, aten.xlogy, aten.remainder.Scalar_Tensor, aten.__lshift__, aten.__rshift__,
-        aten.bitwise_left_shift.Tensor_Scalar, aten.bitwise_left_shift.Scalar_Tensor,
-        aten.bitwise_right_shift.Tensor_Scalar, aten.bitwise_right_shift.Scalar_Tensor,
-    ])}
-
-
-register_backend(compile_fx, name="inductor")

@@ -119,3 +119,23 @@ DECOMPOSITIONS = {aten.native_layer_norm.default: native_layer_norm,
                   aten._native_batch_norm_legit_no_training.default: _native_batch_norm_legit_no_training,
                   aten.native_layer_norm_backward.default: native_layer_norm_backward,
                   aten.mean.default: mean_all}
+
+
+def decompositions():
+    """What AOTAutograd decomposes for Inductor: composite kernels (batch norm and layer norm and
+    their backwards, var_mean, the softmax backwards) into the reductions and pointwise ops that
+    lower and fuse, so a norm's statistics, normalisation and the activation after it become
+    kernels (DECOMPOSITIONS above holds the core ops only Inductor decomposes)."""
+    from kiln._decomp import get_decompositions
+
+    aten = kiln.ops.aten
+    return {**DECOMPOSITIONS, **get_decompositions([
+        aten._native_batch_norm_legit_functional,
+        aten.native_batch_norm_backward, aten.var_mean, aten.std_mean, aten.std, aten.var.default,
+        aten._softmax_backward_data, aten._log_softmax_backward_data, aten.native_dropout_backward,
+        aten.sum.default, aten.rsub.Scalar, aten.rsub.Tensor,  # `2 - x` traces to rsub.Scalar, as in PyTorch
+        # a number operand, as a 0-d tensor of the Tensor overload (whose lowering or fallback is there)
+        aten.copysign.Scalar, aten.xlogy, aten.remainder.Scalar_Tensor, aten.__lshift__, aten.__rshift__,
+        aten.bitwise_left_shift.Tensor_Scalar, aten.bitwise_left_shift.Scalar_Tensor,
+        aten.bitwise_right_shift.Tensor_Scalar, aten.bitwise_right_shift.Scalar_Tensor,
+    ])}

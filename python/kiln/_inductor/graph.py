@@ -504,7 +504,7 @@ class GraphLowering:
     def _autotuned(self, node, out, args, kwargs):
         """max-autotune: the alternative autotune.choose timed fastest for this layout."""
         metas = [a.meta.get("val") if hasattr(a, "meta") else a for a in node.args]
-        choice = autotune.choose(node.target, out, metas, dict(node.kwargs))
+        choice = autotune.choose(node.target, out, metas, dict(node.kwargs), generated=_generated_mm)
         self.autotune_choices.append((str(node.target), choice))
         if choice == "generated":
             try:
@@ -589,7 +589,40 @@ class GraphLowering:
         self.extern_provenance[id(record)] = provenance_comments([node.meta.get("stack_trace")])
         return value
 
-    # --- the wrapper -----------------------------------------------------------------------------
+
+# --- max-autotune's generated alternative ----------------------------------------------------------
+def _generated_mm(target, out_meta, args, kwargs):
+    """The matmul template compiled alone (a throwaway GraphLowering), as a callable."""
+    tensors, values = {}, []
+    for i, a in enumerate(args):
+        if isinstance(a, kiln.Tensor):
+            buf = Buffer(f"arg{i}", a.dtype, list(a.shape), list(a.stride()))
+            tensors[id(buf)] = a
+            values.append(buf)
+        else:
+            values.append(a)
+    graph = GraphLowering(None)
+    previous, V.graph = V.graph, graph
+    try:
+        if target is kiln.ops.aten.addmm.default:
+            value = mm_template(out_meta, values[1], values[2], bias=values[0], **kwargs)
+        else:
+            value = mm_template(out_meta, values[0], values[1])
+        out_buf = graph.realize(value)
+    finally:
+        V.graph = previous
+    (kernel,) = graph.kernels
+    out = kiln.empty_strided(out_buf.shape, out_buf.stride, dtype=out_buf.dtype)
+    tensors[id(out_buf)] = out
+    ptrs = [tensors[id(b)] for b in kernel.buffers]
+
+    def run():
+        kernel.compiled(*ptrs)
+        return out
+
+    return run
+
+
 def _record_origin(value, origin):
     """Source provenance of a lazy value: evaluating its code inside a kernel (KernelBuilder)
     adds its node's stack trace to the kernel's origins, so a fused kernel names every user line

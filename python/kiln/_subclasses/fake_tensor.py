@@ -90,6 +90,12 @@ class FakeTensor(Tensor):
     def __reduce_ex__(self, proto):
         raise RuntimeError("cannot pickle a FakeTensor: it has no data")
 
+    @staticmethod
+    def _parameter_class():
+        """The class of a fake nn.Parameter (nn.Parameter(fake) asks for it: nn.parameter, below
+        this module's layer, never imports it)."""
+        return _fake_parameter_class()
+
 
 _C._set_fake_tensor_class(FakeTensor)
 

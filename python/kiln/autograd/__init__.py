@@ -3,6 +3,7 @@
 The graph, the engine and every derivative formula live in C++ (autograd/); this package holds
 the Python entry points: backward, grad, grad modes, custom Functions and gradcheck."""
 
+import kiln
 from kiln import _C
 from kiln.autograd.function import Function, FunctionCtx, once_differentiable  # noqa: F401
 from kiln.autograd.grad_mode import (  # noqa: F401
@@ -15,9 +16,7 @@ from kiln.autograd.anomaly_mode import detect_anomaly, set_detect_anomaly  # noq
 def _as_tuple(x):
     if x is None:
         return ()
-    from kiln._tensor import Tensor
-
-    if isinstance(x, Tensor):
+    if isinstance(x, kiln.Tensor):
         return (x,)
     return tuple(x)
 

@@ -17,6 +17,7 @@ PyFunctionNode) whose edges go to the tensor arguments; backward returns one gra
 forward argument (None for non-tensors or where none is needed).
 """
 
+import kiln
 from kiln import _C
 from kiln.autograd.grad_mode import no_grad
 
@@ -95,8 +96,7 @@ class Function(metaclass=FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        from kiln._tensor import Tensor
-
+        Tensor = kiln.Tensor
         ctx = BackwardCFunction()
         ctx._cls = cls
         ctx._name = cls._backward_name

@@ -21,10 +21,8 @@ class Parameter(Tensor):
             data = kiln.empty(0)
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter(): expected a kiln.Tensor as data, got {type(data).__name__}")
-        if cls is Parameter and _C._is_fake(data):  # a fake parameter stays a FakeTensor too
-            from kiln._subclasses.fake_tensor import _fake_parameter_class
-
-            cls = _fake_parameter_class()
+        if cls is Parameter and _C._is_fake(data):  # a fake parameter stays a FakeTensor too: the
+            cls = type(data)._parameter_class()  # fake class knows its Parameter (no import of it here)
         return _C._make_subclass(cls, data, requires_grad)  # a detached alias of data, of class cls
 
     def __repr__(self):

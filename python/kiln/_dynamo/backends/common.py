@@ -72,7 +72,7 @@ def aot_eager_decomp_partition(gm, example_inputs):
     before lowering (PyTorch's backend of this name, the bisector's third step)."""
     from kiln._functorch.compile import min_cut_rematerialization_partition, nop
     from kiln._inductor.bisect_controls import decompositions as allowed
-    from kiln._inductor.compile_fx import decompositions
+    from kiln._inductor.decomposition import decompositions
 
     table = {op: fn for op, fn in sorted(decompositions().items(), key=lambda item: str(item[0]))
              if allowed.allow(str(op))}

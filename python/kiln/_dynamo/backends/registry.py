@@ -2,11 +2,9 @@
 
 A backend is a callable (gm: GraphModule, example_inputs: list) -> callable. `register_backend`
 names one; `lookup_backend` turns a name or a callable into the callable. "eager" runs the graph
-as Python; "aot_eager" (common.py) runs it through AOTAutograd; "inductor" registers itself
-when its package exists.
+as Python; "aot_eager" and its variants (common.py) run it through AOTAutograd; "inductor"
+(inductor.py) through kiln._inductor. Those modules are imported when a name needs them.
 """
-
-import warnings
 
 _BACKENDS = {}
 
@@ -37,29 +35,17 @@ def lookup_backend(compiler_fn):
     return compiler_fn
 
 
-def lookup_backend_or_default(compiler_fn):
-    """lookup_backend, with "inductor" falling back to eager execution until it exists."""
-    if compiler_fn == "inductor":
-        _load_optional("inductor")
-        if "inductor" not in _BACKENDS:
-            return inductor_placeholder
-    return lookup_backend(compiler_fn)
-
-
 def list_backends(exclude_tags=()):
-    import kiln._dynamo.backends.common  # noqa: F401  (registers the AOTAutograd backends)
-
+    _load_optional(None)
     return sorted(_BACKENDS)
 
 
 def _load_optional(name):
-    if name in ("aot_eager", "aot_eager_min_cut", "aot_eager_decomp_partition"):
+    """Imports the modules that register backends (all of them when name is None)."""
+    if name is None or name in ("aot_eager", "aot_eager_min_cut", "aot_eager_decomp_partition"):
         import kiln._dynamo.backends.common  # noqa: F401  (registers them)
-    if name == "inductor":
-        try:
-            import kiln._inductor  # noqa: F401  (registers "inductor" when it exists)
-        except ImportError:
-            pass
+    if name is None or name == "inductor":
+        import kiln._dynamo.backends.inductor  # noqa: F401  (registers it)
 
 
 @register_backend
@@ -67,15 +53,3 @@ def eager(gm, example_inputs):
     """Runs the captured graph as Python (GraphModule.forward)."""
     return gm.forward
 
-
-_warned_inductor = False
-
-
-def inductor_placeholder(gm, example_inputs):
-    """The default backend until Inductor lands: the graph runs eagerly (said once)."""
-    global _warned_inductor
-    if not _warned_inductor:
-        _warned_inductor = True
-        warnings.warn("kiln.compile: the 'inductor' backend is not built yet; captured graphs run eagerly "
-                      "(backend='eager')", stacklevel=2)
-    return gm.forward

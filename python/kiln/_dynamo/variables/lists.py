@@ -162,9 +162,7 @@ class ListVariable(BaseListVariable):
     def call_method(self, tx, name, args, kwargs):
         result = self._call_method(tx, name, args, kwargs)
         if self.source is not None and tx.output.side_effects.is_mutated(self):
-            from kiln._dynamo.side_effects import check_list_items
-
-            check_list_items(self)
+            tx.output.side_effects.check_list_items(self)
         return result
 
     def _call_method(self, tx, name, args, kwargs):

@@ -17,7 +17,7 @@ def _mutations_to_outputs(gm, num_inputs):
     and returns the positions of the inputs mutated. The epilogue's in-place view ops on inputs
     (`x.t_()` replayed) are dropped: the runtime replays an input's new layout itself (Note [Input
     metadata mutations] in runtime.py). In C++: aot/joint.h, Note [Input mutations as outputs]."""
-    mutated = _C._mutations_to_outputs(gm.graph)
+    mutated = _C._aot.mutations_to_outputs(gm.graph)
     gm.graph.eliminate_dead_code()
     gm._lazy_recompile()
     return mutated

@@ -9,7 +9,7 @@ from kiln._subclasses.creation_meta import as_multi_output_view, multi_output_or
 
 
 def _layout_key(leaves):
-    key = _C._aot_layout_key(leaves)  # C++: runs on every call of a compiled function
+    key = _C._aot.layout_key(leaves)  # C++: runs on every call of a compiled function
     if key is not None:
         return key
     key = [_C.is_grad_enabled()]  # symbolic sizes (a compiled function called inside a trace)
