@@ -71,6 +71,29 @@ TEST(PointwiseIr, UnaryRowsGiveTheirElementFunction) {
   EXPECT_EQ(FindPointwiseIr(Registry::Get().FindOrThrow("aten::exp_")), nullptr);
 }
 
+TEST(PointwiseIr, EachOperatorsCoreOpIsReadOffTheRows) {
+  auto core = [](codegen::OpCode op) -> std::string {
+    const Op* found = CoreOpOf(op);
+    return found ? found->name() : "none";
+  };
+  EXPECT_EQ(core(codegen::OpCode::kExp), "aten::exp");
+  EXPECT_EQ(core(codegen::OpCode::kAdd), "aten::add.Tensor");  // the tensor overload, not add.Scalar
+  EXPECT_EQ(core(codegen::OpCode::kMax), "aten::maximum");
+  EXPECT_EQ(core(codegen::OpCode::kMod), "aten::remainder.Tensor");
+  EXPECT_EQ(core(codegen::OpCode::kPow), "aten::pow.Tensor_Tensor");
+  EXPECT_EQ(core(codegen::OpCode::kWhere), "aten::where.self");
+  EXPECT_EQ(core(codegen::OpCode::kGelu), "none");        // gelu's row computes more than the operator
+  EXPECT_EQ(core(codegen::OpCode::kNormalCdf), "none");
+  // every operator found is computed by a core op of its arity whose element function is it
+  for (int i = 0; i <= static_cast<int>(codegen::OpCode::kWhere); ++i) {
+    const Op* op = CoreOpOf(static_cast<codegen::OpCode>(i));
+    if (op == nullptr) continue;
+    EXPECT_TRUE(op->has_tag(Tag::core)) << op->name();
+    EXPECT_GE(static_cast<int>(op->schema().arguments.size()), codegen::OpArity(static_cast<codegen::OpCode>(i)))
+        << op->name();
+  }
+}
+
 TEST(PointwiseIr, BinaryRowsGiveTheirElementFunctionAndWhatInductorMustKnow) {
   const PointwiseIr* add = FindPointwiseIr(Registry::Get().FindOrThrow("aten::add.Tensor"));
   ASSERT_NE(add, nullptr);

@@ -220,6 +220,15 @@ void InitInductorBindings(py::module_& m) {
       .def_readonly("compute", &PointwiseFunction::compute)
       .def_readonly("integer_division", &PointwiseFunction::integer_division)
       .def_readonly("reads_scalar_in_opmath", &PointwiseFunction::reads_scalar_in_opmath);
+  ind.def("core_op_of", [](const std::string& operator_name) -> py::object {
+    codegen::OpCode code;
+    if (!codegen::ParseOp(operator_name, &code))
+      throw ValueError(StrCat(kOp, "unknown kernel IR operator '", operator_name, "'"));
+    const Op* op = CoreOpOf(code);
+    return op ? py::object(py::str(op->name())) : py::object(py::none());
+  }, py::arg("operator"),
+  "The full name of the core aten op computing a kernel IR operator on tensors (tensor/ops/pointwise_ir.h's "
+  "CoreOpOf: read off the pointwise families' rows), or None.");
   ind.def("pointwise_num_params", [](const std::string& full_name) {
     const Op* op = Registry::Get().Find(full_name);
     const PointwiseIr* ir = op ? FindPointwiseIr(*op) : nullptr;

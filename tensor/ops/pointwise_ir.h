@@ -53,4 +53,13 @@ const PointwiseIr* FindPointwiseIr(const Op& op);
 // Every op that has one, in registration order.
 std::vector<const Op*> OpsWithPointwiseIr();
 
+// The core aten op that computes one kernel IR operator on tensors, read off the families' rows
+// rather than kept as a table of names: the first core op whose operands are all tensors and whose
+// element function, on float32, is that operator over its operands in order (aten::exp for exp,
+// add.Tensor for add, maximum for max, remainder.Tensor for mod). `where` is no family's row
+// (ternary.cc's kernel): aten::where.self. nullptr when no core op computes it alone (gelu,
+// normal_cdf, the shifts of bitwise_left_shift.Tensor, which is no core op). Decompositions built
+// from element functions (python/kiln/_decomp/element_functions.py) evaluate IR through it.
+const Op* CoreOpOf(codegen::OpCode op);
+
 }  // namespace kiln

@@ -6,6 +6,8 @@ converted to the op's result dtype once, as its eager kernel stores it. So a new
 pointwise family needs no decomposition of its own (special_ndtr: (1 + erf(x / sqrt 2)) / 2).
 """
 
+import functools
+
 import kiln
 from kiln import _C
 from kiln._decomp import decomposition_table, register_decomposition
@@ -18,20 +20,13 @@ _DTYPES = {"f32": kiln.float32, "f64": kiln.float64, "i64": kiln.int64, "i32": k
            "bf16": kiln.bfloat16, "f16": kiln.float16, "i16": kiln.int16, "i8": kiln.int8, "u8": kiln.uint8}
 _IR_DTYPE = {v: k for k, v in _DTYPES.items()}
 
-# The core aten op computing each kernel IR operator (codegen/kernel_ir.h), operands in order.
-_SAME_NAME_UNARY = ("neg", "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
-                    "erf", "floor", "ceil", "round", "trunc", "reciprocal", "relu", "logical_not", "sign", "tan",
-                    "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc", "lgamma", "log2",
-                    "log10", "signbit", "bitwise_not")
-_IR_OPERATORS = {
-    **{name: getattr(aten, name).default for name in _SAME_NAME_UNARY},
-    "add": aten.add.Tensor, "sub": aten.sub.Tensor, "mul": aten.mul.Tensor, "div": aten.div.Tensor,
-    "pow": aten.pow.Tensor_Tensor, "max": aten.maximum.default, "min": aten.minimum.default,
-    "eq": aten.eq.Tensor, "ne": aten.ne.Tensor, "lt": aten.lt.Tensor, "le": aten.le.Tensor, "gt": aten.gt.Tensor,
-    "ge": aten.ge.Tensor, "logical_and": aten.logical_and.default, "logical_or": aten.logical_or.default,
-    "atan2": aten.atan2.default, "fmod": aten.fmod.Tensor, "mod": aten.remainder.Tensor,
-    "where": aten.where.self,
-}
+
+@functools.lru_cache(maxsize=None)
+def _core_op(operator):
+    """The core aten op computing a kernel IR operator, from the registry (CoreOpOf in
+    tensor/ops/pointwise_ir.h), or None."""
+    full = _C._inductor.core_op_of(operator)
+    return None if full is None else overload_named(full)
 
 
 def _evaluate(expr, operands, like):
@@ -43,7 +38,7 @@ def _evaluate(expr, operands, like):
         return scalar(expr.value, like, dtype=_DTYPES[expr.dtype])
     if kind == "cast":
         return to_dtype(_evaluate(expr.args[0], operands, like), _DTYPES[expr.dtype])
-    return _IR_OPERATORS[expr.op](*(_evaluate(e, operands, like) for e in expr.args))
+    return _core_op(expr.op)(*(_evaluate(e, operands, like) for e in expr.args))
 
 
 def _uses_only_core_operators(expr):
@@ -51,7 +46,7 @@ def _uses_only_core_operators(expr):
         return True
     if expr.kind == "cast":
         return _uses_only_core_operators(expr.args[0])
-    return expr.kind == "op" and expr.op in _IR_OPERATORS and all(_uses_only_core_operators(e) for e in expr.args)
+    return expr.kind == "op" and _core_op(expr.op) is not None and all(_uses_only_core_operators(e) for e in expr.args)
 
 
 def _decomposition(full_name):

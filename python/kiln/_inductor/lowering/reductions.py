@@ -584,8 +584,8 @@ def _softmax_lowering(is_log):
 
 
 def _softmax(out, x, dim, is_log):
-    """exp(x - max) / sum(exp(x - max)) along dim (log: x - max - log(sum)); along the last dim
-    the max, the sum and the result are one kernel."""
+    """exp(x - max) * (1 / sum(exp(x - max))) along dim (log: x - max - log(sum)); along the
+    last dim the max, the sum and the result are one kernel."""
     n = len(x.shape)
     d = ir_dtype(out.dtype)
     if n == 0:  # one element: 1 (log: 0), NaN for a NaN or an infinity as exp(x - x) gives
@@ -617,7 +617,9 @@ def _softmax(out, x, dim, is_log):
             log_sum = kir.cast(ops.log(kir.cast(s, "bf16")), "bf16") if round_log_sum else ops.log(s)
             value = ops.sub(shifted(ctx, idx), log_sum)
         else:
-            value = ops.div(ops.exp(shifted(ctx, idx)), s)
+            # times the reciprocal of the sum, as eager's kernels (a multiply per element, 1/sum
+            # hoisted out of the loop; a division per element cost 1.3x eager's time)
+            value = ops.mul(ops.exp(shifted(ctx, idx)), ops.reciprocal(s))
         # read inline, the result is rounded as eager's is (Note [bfloat16 rounds at every op])
         return kir.cast(value, "bf16") if d == "bf16" else value
 
