@@ -255,6 +255,10 @@ def test_bad_ir_is_refused():
         kir.reduce(0, "mean", kir.const(1.0, "f32"))
     with pytest.raises(TypeError, match="must be a bool, int or float"):
         kir.const("1", "f32")
+    with pytest.raises(OverflowError):
+        kir.const(10**400, "f32")
+    with pytest.raises(OverflowError):
+        kir.const(2**70, "i64")
     with pytest.raises(TypeError):
         ind.compile({"name": "k", "buffers": [], "outer": [], "loops": []})  # the old dicts are gone
 

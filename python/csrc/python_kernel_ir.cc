@@ -110,7 +110,11 @@ PyObject* Const(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   PyObject* v = args[0];
   if (PyBool_Check(v)) return WrapExpr(Expr::ConstInt(v == Py_True, t));
   if (PyLong_Check(v)) {
-    if (codegen::IsFloatDType(t)) return WrapExpr(Expr::Const(PyLong_AsDouble(v), t));
+    if (codegen::IsFloatDType(t)) {
+      const double d = PyLong_AsDouble(v);  // OverflowError past a double's range
+      if (d == -1.0 && PyErr_Occurred()) return nullptr;
+      return WrapExpr(Expr::Const(d, t));
+    }
     long long i = PyLong_AsLongLong(v);
     if (i == -1 && PyErr_Occurred()) return nullptr;
     return WrapExpr(Expr::ConstInt(i, t));
