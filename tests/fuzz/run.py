@@ -99,6 +99,10 @@ def record(source, module_name, backend=None, grad=False, calls=1):
 
         importlib.import_module(module_name + "._dynamo")  # not imported by `import kiln`
         T._dynamo.reset()
+        if module_name == "kiln":
+            # an internal error of kiln's compiler raises here instead of quietly running the
+            # program eagerly (Note [Internal errors]): a backend that falls back is a failure
+            T._dynamo.config.suppress_errors = False
         fn = T.compile(fn, backend=backend)
     result = []
     for call in range(calls):

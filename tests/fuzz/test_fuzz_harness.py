@@ -238,3 +238,22 @@ def test_rounding_noise_is_judged_by_pytorchs_spread_under_input_jiggle():
     assert compare.within_rounding_spread(got, ref, perturbed, True) == []
     got[0].grads[0] = ("float32", np.asarray(got[0].grads[0][1]) + 1.0)  # a gradient PyTorch's never moves
     assert "grad leaf0" in compare.within_rounding_spread(got, ref, perturbed, True)[0]
+
+
+def test_a_compiler_that_fails_and_falls_back_is_a_disagreement(monkeypatch):
+    """kiln.compile runs a program eagerly when its own compiler raises (Note [Internal errors]): a
+    user gets eager's results and one warning, but under the fuzzer that fallback must show, or a
+    crashing lowering passes as agreement with eager (seeded: the sin lowering raising)."""
+    import kiln
+    from kiln._inductor.lowering.common import LOWERINGS
+
+    def crashing_sin(out, x):
+        raise AssertionError("the sin lowering crashed")
+
+    monkeypatch.setitem(LOWERINGS, kiln.ops.aten.sin.default, crashing_sin)
+    program = gen.Program(0, [{"A": 3, "B": 2, "C": 1}], [gen.Input("x0", "float32", ("A", "B"), "t", True)],
+                          ["v0 = x0.sin()", "v1 = v0 * 2"], ["v1"], False)
+    compiled = run.record(program.source(), "kiln", "inductor", grad=False)
+    eager = run.record(program.source(), "torch", None, grad=False)
+    assert "the sin lowering crashed" in compiled[0].message
+    assert any("exception" in p for p in compare.compare(compiled, eager, False))
