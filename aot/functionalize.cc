@@ -142,7 +142,10 @@ Tensor ScatterIntoOverlappingView(const std::vector<ViewMeta>& chain, const Tens
   Tensor value = new_value, old = old_view;
   Tensor changed = CallOp<Tensor>(KILN_OP("aten::ne.Tensor"), new_value, old_view);
   for (int64_t d = 0; d < old_view.dim(); ++d) {
-    if (old_view->sym_strides()[d].maybe_as_int() != 0 || old_view->sym_sizes()[d].maybe_as_int() == 1) continue;
+    // a dimension of size 0 repeats nothing (and argmax over it would raise: an expanded empty
+    // input written in place, fuzz seed 871, program 444)
+    const std::optional<int64_t> size = old_view->sym_sizes()[d].maybe_as_int();
+    if (old_view->sym_strides()[d].maybe_as_int() != 0 || size == 1 || size == 0) continue;
     // the running count of changed elements peaks first at the last one
     Tensor count = CallOp<Tensor>(KILN_OP("aten::cumsum"), ops::to_dtype(changed, ScalarType::Int64), d,
                                   std::optional<ScalarType>());

@@ -91,6 +91,21 @@ def load(source, module_name):
 
 def record(source, module_name, backend=None, grad=False, calls=1):
     """Runs the program in `module_name` (eagerly, or under kiln.compile(backend=...)); a list of Call."""
+    if module_name != "kiln" or backend is None:
+        return _record(source, module_name, backend, grad, calls)
+    import kiln._dynamo
+
+    # an internal error of kiln's compiler raises instead of quietly running the program eagerly
+    # (Note [Internal errors]): under the fuzzer, a backend that falls back is a failure
+    config = kiln._dynamo.config
+    saved, config.suppress_errors = config.suppress_errors, False
+    try:
+        return _record(source, module_name, backend, grad, calls)
+    finally:
+        config.suppress_errors = saved
+
+
+def _record(source, module_name, backend, grad, calls):
     ns = load(source, module_name)
     T = ns["T"]
     fn = ns["f"]
@@ -99,10 +114,6 @@ def record(source, module_name, backend=None, grad=False, calls=1):
 
         importlib.import_module(module_name + "._dynamo")  # not imported by `import kiln`
         T._dynamo.reset()
-        if module_name == "kiln":
-            # an internal error of kiln's compiler raises here instead of quietly running the
-            # program eagerly (Note [Internal errors]): a backend that falls back is a failure
-            T._dynamo.config.suppress_errors = False
         fn = T.compile(fn, backend=backend)
     result = []
     for call in range(calls):

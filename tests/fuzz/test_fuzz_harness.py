@@ -257,3 +257,4 @@ def test_a_compiler_that_fails_and_falls_back_is_a_disagreement(monkeypatch):
     eager = run.record(program.source(), "torch", None, grad=False)
     assert "the sin lowering crashed" in compiled[0].message
     assert any("exception" in p for p in compare.compare(compiled, eager, False))
+    assert kiln._dynamo.config.suppress_errors  # the user's setting is back after the record
