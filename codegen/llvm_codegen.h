@@ -53,7 +53,9 @@ class CompiledKernel {
 
 struct CodegenOptions {
   bool use_cache = true;       // memory and disk cache
-  bool vector_library = true;  // LIBMVEC-X86 (glibc's libmvec) for vector exp/log/sin/cos/pow
+  // LIBMVEC-X86 (glibc's libmvec) for vector log/sin/cos/pow and f64 exp: off by default (Note
+  // [One value, one set of bits] in llvm_emit.cc).
+  bool vector_library = false;
   // Vector width in bits (256, 512); 0: 512 where the host has AVX-512F, else the target's
   // default (Note [Vector width and interleaving] in llvm_emit.cc).
   int prefer_vector_width = 0;

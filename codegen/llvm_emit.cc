@@ -470,6 +470,15 @@ std::unique_ptr<llvm::Module> BuildModule(llvm::LLVMContext& ctx, const Kernel& 
   pto.LoopVectorization = true;
   pto.SLPVectorization = true;
   pto.LoopInterleaving = true;
+  // Note [One value, one set of bits]: a kernel recomputes a value in each loop that reads it
+  // (softmax's expm1(x) in its max, its sum and its store), and a reader kernel recomputes a
+  // cheap value that another kernel reduced (Note [Recompute or realize]). libmvec's vector log,
+  // sin, cos, pow and f64 exp round otherwise than libm's scalar functions, which the vectoriser's
+  // remainder iterations call: expm1(x) - max(expm1(x)) came out 1 ulp above 0 (9.5e-7 at 10),
+  // exp of it above 1, and softmax's backward, which cancels, gave a gradient 0.2% off (fuzz seed
+  // 881, program 2998). So no vector library: those functions are libm's in every iteration
+  // (eager's bits too, as eager's loops call libm), and the loops holding them stay scalar;
+  // f32 exp, sigmoid, tanh, erf and gelu are inline arithmetic (llvm_math.cc) and vectorise.
   llvm::TargetLibraryInfoImpl tlii(tm.getTargetTriple());
   if (options.vector_library && s.have_libmvec) tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86);
   OptimizeO3(*m, tm, pto, &tlii, Unrolling::kFullOnly);  // Note [Full unrolling only] in llvm_optimize.cc

@@ -337,17 +337,25 @@ Tensor IndexPutImpl(Tensor self, const OptionalTensorList& indices, const Tensor
     for (const auto& i : indices)
       if (i && i->defined()) KILN_CHECK(i->device().is_cpu(), "indices should be either on cpu or on the same device as the indexed tensor (cpu)");
   }
-  KILN_CHECK(values.dtype() == self.dtype(), "Index put requires the source and destination dtypes match, got ",
-             ScalarTypeDisplayName(self.dtype()), " for the destination and ", ScalarTypeDisplayName(values.dtype()),
-             " for the source.");
+  // The dtypes after the indices, as PyTorch's index_put_ checks them after building its
+  // AdvancedIndex: an index into an empty dim raises IndexError first (fuzz seed 881, program 5170).
+  auto check_dtypes = [&] {
+    KILN_CHECK(values.dtype() == self.dtype(), "Index put requires the source and destination dtypes match, got ",
+               ScalarTypeDisplayName(self.dtype()), " for the destination and ", ScalarTypeDisplayName(values.dtype()),
+               " for the source.");
+  };
   // A boolean mask's result shape depends on its values: meta and fake tensors check the value's
   // shape only against integer indices (then compiled code refuses what eager refuses, even
   // when the result goes unused: fuzz seed 101, program 1831).
   bool masked = false;
   for (const auto& i : indices)
     masked = masked || (i && i->defined() && (i->dtype() == ScalarType::Bool || i->dtype() == ScalarType::UInt8));
-  if (!run && masked) return self;
+  if (!run && masked) {
+    check_dtypes();
+    return self;
+  }
   OptTensorVec idx = ExpandIndices("index_put_", self, indices, /*meta=*/!run);
+  check_dtypes();
   IndexLayout L = LayoutIndices(self, idx);
   // The value broadcasts to the indexing result as it is: the op drops no leading 1s (only
   // `x[i] = v` does, in Tensor.__setitem__), so index_put_((0-d index,), a [1] value) raises as

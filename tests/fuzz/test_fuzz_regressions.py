@@ -412,6 +412,11 @@ REGRESSIONS = {
                     "overlapping view took argmax over the size-0 repeated dim, which raises (hidden while the "
                     "fuzzer let a compile that failed fall back to eager)",
     "seed871-1248": "the same through x2[:1] = 0 and fill_ of an expanded empty input",
+    "seed881-2998": "softmax(expm1(x.t())): libmvec's vector log (in expm1) rounded otherwise than libm's in the "
+                    "vector loop's remainder, so expm1(x) - max(expm1(x)) was 1 ulp above 0 and the cancelling "
+                    "softmax backward gave a gradient 0.2% off (codegen uses no vector library now)",
+    "seed881-5170": "index_put_ of an int64 value through an index into an empty dim: kiln checked the dtypes before "
+                    "the indices (RuntimeError) where PyTorch raises IndexError first",
 }
 
 
