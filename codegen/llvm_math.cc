@@ -60,7 +60,8 @@ llvm::Value* VectorMath::Intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Val
   return b_.CreateIntrinsic(id, {args[0]->getType()}, args);
 }
 
-// f32 with inline_exp: fmath::Exp; f64, and f32 without it, llvm.exp (libmvec once vectorised).
+// f32 with inline_exp: fmath::Exp; f64, and f32 without it, llvm.exp (libm's exp; libmvec's with
+// CodegenOptions::vector_library).
 llvm::Value* VectorMath::Exp(llvm::Value* x) {
   if (!x->getType()->isFloatTy() || !inline_exp_) return Intrinsic(llvm::Intrinsic::exp, {x});
   const IrF32 f{b_};

@@ -4,7 +4,7 @@
 // are plain arithmetic on one float: no calls and no target intrinsics. exp, sigmoid, erf, gelu
 // and the normal CDF are codegen/float_math.h's algorithms (Note [One float math]), the ones eager
 // kernels run; tanh mirrors eager's TanhF in f64. f64 exp, and f32 exp with inline_exp = false,
-// use llvm.exp, which the vectoriser maps to libmvec.
+// use llvm.exp: libm's exp (libmvec's only with CodegenOptions::vector_library).
 #pragma once
 
 #include <vector>
