@@ -918,3 +918,17 @@ def test_a_value_recomputed_in_every_loop_has_the_same_bits(op, n):
     assert float(shifted.max()) == 0.0  # the max element minus itself, in every row
     assert float(y.max()) <= 1.0
     close(y, f(x).softmax(-1), tol=1e-6)
+
+
+@pytest.mark.parametrize("n", [3, 5, 7, 100])
+def test_layer_norm_of_a_constant_row_is_exactly_zero(n):
+    """A row of equal values has that value as its mean, as eager's and torch.compile's Welford
+    mean gives; sum / n could be an ulp off it, and the normalised row was 3.8e-5 instead of 0
+    (fuzz seed 901, program 4712)."""
+    x = kiln.full((4, n), 0.1) * kiln.tensor([1.0, 3.7, -2.3, 1e-3]).unsqueeze(1)
+    fn = lambda x: kiln.ops.aten.native_layer_norm.default(x, [n], None, None, 1e-5)  # noqa: E731
+    out, mean, _ = compiled(fn)(x)
+    assert kiln.equal(out, kiln.zeros_like(out))
+    assert kiln.equal(mean.view(-1), x[:, 0])
+    eager_out, eager_mean, _ = fn(x)
+    assert kiln.equal(eager_out, out)

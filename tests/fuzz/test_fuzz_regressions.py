@@ -417,6 +417,8 @@ REGRESSIONS = {
                     "softmax backward gave a gradient 0.2% off (codegen uses no vector library now)",
     "seed881-5170": "index_put_ of an int64 value through an index into an empty dim: kiln checked the dtypes before "
                     "the indices (RuntimeError) where PyTorch raises IndexError first",
+    "seed901-4712": "layer_norm of a row of equal values: its mean as sum / n was an ulp off them, and the output "
+                    "3.8e-5 where eager's and torch.compile's Welford mean give exactly 0",
 }
 
 

@@ -452,7 +452,7 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
     # Equal finite elements along one reduced axis have a variance of exactly 0, as eager's Welford
     # gives: their float32 sum / n can be an ulp off them, and std of a constant column was 4e-8,
     # so x % std was finite where eager's is NaN (fuzz seed 191, program 3329).
-    constant = _row_is_constant(src, axes[0], sd) if len(axes) == 1 else None
+    constant, constant_value = _row_is_constant(src, axes[0], sd) if len(axes) == 1 else (None, None)
 
     def var_fn(ctx, idx):  # idx: of the (merged) keepdim shape
         value = ops.div(_value_at(ctx, m2, idx), denom)
@@ -465,8 +465,15 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
     var.space = m2.space if isinstance(m2, Pointwise) else (m2.kept, m2.extent, m2.axis)
     # The mean comes with the variance: batch norm's decomposition asks for var and then mean of
     # the same input over the same axes, and gets this one (one kernel stores both).
-    mean_keep = Pointwise(out.dtype, keep, lambda ctx, idx: _cast(_value_at(ctx, mean, idx), ir_dtype(sd), od),
-                          ops_of(x) | {"mean"})
+    # And such a row's mean is that element, as Welford's gives (layer norm of a constant row is
+    # exactly 0 in eager and in torch.compile; sum / n left it 3.8e-5: fuzz seed 901, program 4712).
+    def mean_fn(ctx, idx):
+        value = _value_at(ctx, mean, idx)
+        if constant is not None:
+            value = ops.where(constant(ctx, idx), constant_value(ctx, idx), value)
+        return _cast(value, ir_dtype(sd), od)
+
+    mean_keep = Pointwise(out.dtype, keep, mean_fn, ops_of(x) | {"mean"})
     mean_keep.space = var.space
     var.group = mean_keep.group = [var, mean_keep]
     if V.graph is not None:
@@ -526,7 +533,8 @@ def _row_mean_m2(x, axis, sd):
 
 def _row_is_constant(x, axis, sd):
     """Lazy bool over keepdim indices of x along `axis`: whether the row's elements are equal and
-    finite (its max equals its min), reduced in the same loop as the row's mean."""
+    finite (its max equals its min), reduced in the same loop as the row's mean; and the row's
+    max, its value then."""
     dt = ir_dtype(sd)
     shape = list(x.shape)
     kept = shape[:axis] + shape[axis + 1:]
@@ -546,7 +554,7 @@ def _row_is_constant(x, axis, sd):
         hi, lo = (_value_at(ctx, b, idx) for b in bounds)
         return ops.logical_and(ops.eq(hi, lo), ops.lt(ops.abs(hi), kir.const(INF, dt)))
 
-    return fn
+    return fn, lambda ctx, idx: _value_at(ctx, bounds[0], idx)
 
 
 def _chan_combine(mean, m2, shape, axis, partial, sd):
