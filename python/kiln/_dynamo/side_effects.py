@@ -84,9 +84,13 @@ class SideEffects:
 
     @staticmethod
     def check_list_items(lst):
-        """check_list_items below, for the list trackers (which reach this object through
-        tx.output and never import this module)."""
-        check_list_items(lst)
+        """The items of a list from outside that changed in place must be rebuilt after the graph
+        (the list trackers call this through tx.output, never importing this module)."""
+        for item in lst.items:
+            if not _replayable(item):
+                unimplemented(f"putting {item.describe()} into a list that came from outside the compiled function: "
+                              "it cannot be rebuilt after the graph",
+                              "put tensors, numbers or strings into it, or build a new list and return it")
 
     def load_attr(self, obj_value, name):
         """The tracker stored to `obj_value.name` during this translation, or None."""
@@ -111,15 +115,6 @@ class SideEffects:
             cg.emit(f"{lst.source.expr(cg)}[:] = [{items}]")
         for name, value in self.global_stores.items():
             cg.emit(f"globals()[{name!r}] = {value.reconstruct(cg)}")
-
-
-def check_list_items(lst):
-    """The items of a list from outside that changed in place must be rebuilt after the graph."""
-    for item in lst.items:
-        if not _replayable(item):
-            unimplemented(f"putting {item.describe()} into a list that came from outside the compiled function: "
-                          "it cannot be rebuilt after the graph",
-                          "put tensors, numbers or strings into it, or build a new list and return it")
 
 
 def _check_target(obj, name):

@@ -28,6 +28,8 @@ def _reduced_axes(x, dims):
 # comes down whole rows, Note [Vectorised extrema] in tensor/ops/reduce_more.cc): x.amax(0) of a
 # 1024x512 float32 x took 1.0 ms as a loop kernel.
 _OUTER_TO_EAGER = {"sum": None, "mean": None, "amax": ("f32", "f64"), "amin": ("f32", "f64")}  # name -> dtypes (None: all)
+
+
 def _is_outer_reduction(shape, axis):
     inner = 1
     for s in shape[axis + 1:]:
