@@ -442,19 +442,21 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
     keep = list(src.shape)
     axes = list(reversed(src_dims))  # the innermost first
     mean, m2 = _row_mean_m2(src, axes[0], sd)
+    # Equal finite elements have a variance of exactly 0, as eager's Welford gives: their float32
+    # sum / n can be an ulp off them, and std of a constant column was 4e-8, so x % std was finite
+    # where eager's is NaN (fuzz seed 191, program 3329). Over several axes the bounds combine
+    # with the partial statistics: std of an expanded scalar had a gradient of 1.04 where eager's
+    # is 0 (fuzz seed 931, program 1624).
+    bounds = _row_bounds(src, axes[0], sd)
     partial = keep[axes[0]]
     keep[axes[0]] = 1
     for axis in axes[1:]:
-        mean, m2 = _chan_combine(mean, m2, list(keep), axis, partial, sd)
+        mean, m2, bounds = _chan_combine(mean, m2, bounds, list(keep), axis, partial, sd)
         partial *= keep[axis]
         keep[axis] = 1
     denom = kir.const(float(max(count - correction, 0)), ir_dtype(sd))
     od = ir_dtype(out.dtype)
-
-    # Equal finite elements along one reduced axis have a variance of exactly 0, as eager's Welford
-    # gives: their float32 sum / n can be an ulp off them, and std of a constant column was 4e-8,
-    # so x % std was finite where eager's is NaN (fuzz seed 191, program 3329).
-    constant, constant_value = _row_is_constant(src, axes[0], sd) if len(axes) == 1 else (None, None)
+    constant, constant_value = _is_constant(bounds, sd)
 
     def var_fn(ctx, idx):  # idx: of the (merged) keepdim shape
         value = ops.div(_value_at(ctx, m2, idx), denom)
@@ -533,15 +535,12 @@ def _row_mean_m2(x, axis, sd):
     return mean, m2
 
 
-def _row_is_constant(x, axis, sd):
-    """Lazy bool over keepdim indices of x along `axis`: whether the row's elements are equal and
-    finite (its max equals its min), reduced in the same loop as the row's mean; and the row's
-    max, its value then."""
-    dt = ir_dtype(sd)
+def _row_bounds(x, axis, sd):
+    """Lazy (max, min) of x along `axis`: Reductions of the same loop as the row's mean."""
     shape = list(x.shape)
     kept = shape[:axis] + shape[axis + 1:]
     keep_shape = shape[:axis] + [1] + shape[axis + 1:]
-    ld = loader(x, dt)
+    ld = loader(x, ir_dtype(sd))
 
     def at(kept_idx, r):
         return kept_idx[:axis] + [r] + kept_idx[axis:]
@@ -551,6 +550,13 @@ def _row_is_constant(x, axis, sd):
         red = Reduction(sd, kept, shape[axis], kind, lambda ctx, k, r: ld(ctx, at(k, r)), {"var_mean"}, keep_shape)
         red.axis = axis
         bounds.append(red)
+    return bounds
+
+
+def _is_constant(bounds, sd):
+    """Lazy bool over keepdim indices: whether the reduced elements are equal and finite (their
+    max equals their min); and their max, their value then."""
+    dt = ir_dtype(sd)
 
     def fn(ctx, idx):
         hi, lo = (_value_at(ctx, b, idx) for b in bounds)
@@ -559,10 +565,11 @@ def _row_is_constant(x, axis, sd):
     return fn, lambda ctx, idx: _value_at(ctx, bounds[0], idx)
 
 
-def _chan_combine(mean, m2, shape, axis, partial, sd):
-    """Partial statistics (mean and m2 over `partial` elements each, keepdim shape `shape`)
-    realized by one kernel, then combined along `axis` as lazy (mean, m2)."""
-    mean_buf, m2_buf = V.graph.realize_reductions([mean, m2], mean.kept, mean.extent, mean.axis)
+def _chan_combine(mean, m2, bounds, shape, axis, partial, sd):
+    """Partial statistics (mean and m2 over `partial` elements each, and their bounds, keepdim
+    shape `shape`) realized by one kernel, then combined along `axis` as lazy (mean, m2, bounds)."""
+    mean_buf, m2_buf, hi_buf, lo_buf = V.graph.realize_reductions([mean, m2, *bounds], mean.kept, mean.extent,
+                                                                  mean.axis)
     dt = ir_dtype(sd)
     k = shape[axis]
     kept = shape[:axis] + shape[axis + 1:]
@@ -586,7 +593,13 @@ def _chan_combine(mean, m2, shape, axis, partial, sd):
     combined = Pointwise(sd, keep_shape, lambda ctx, idx: ops.add(ctx.reduction_value(m2_sum, idx), ops.mul(
         kir.const(float(partial), dt), ctx.reduction_value(dev, idx))), {"var_mean"})
     combined.space = (kept, k, axis)
-    return new_mean, combined
+    new_bounds = []
+    for kind, buf in (("max", hi_buf), ("min", lo_buf)):
+        red = Reduction(sd, kept, k, kind, lambda ctx, ki, r, buf=buf: ctx.load(buf, at(ki, r)), {"var_mean"},
+                        keep_shape)
+        red.axis = axis
+        new_bounds.append(red)
+    return new_mean, combined, new_bounds
 
 
 def _softmax_lowering(is_log):
