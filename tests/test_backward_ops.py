@@ -242,7 +242,9 @@ def test_layer_norm_backward(dtype):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_group_norm_backward(dtype):
-    for shape, G in [((2, 6, 5), 3), ((3, 4, 2, 3), 2), ((2, 4), 4), ((1, 6, 7), 1)]:
+    # (Groups of one element have rstd 316 and an input gradient of 0, which PyTorch's float32
+    # formula gives as cancellation noise up to 2.4e-4: no group here is a single element.)
+    for shape, G in [((2, 6, 5), 3), ((3, 4, 2, 3), 2), ((2, 8), 4), ((1, 6, 7), 1)]:
         N, C = shape[0], shape[1]
         HxW = int(np.prod(shape[2:])) if len(shape) > 2 else 1
         x, g = rand(shape), rand(shape)
