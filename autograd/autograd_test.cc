@@ -201,6 +201,27 @@ TEST_F(AutogradTest, SavedVariableChecksTheVersion) {
       << msg;
 }
 
+TEST_F(AutogradTest, AnOperandReadOnlyForTheOthersGradientIsSavedOnlyWhenThatIsWanted) {
+  // mul saves "self for other", "other for self" (formulas/pointwise.cc), as PyTorch guards them
+  Tensor x = Leaf({1, 2}), frozen = F({3, 4});
+  Tensor z = ops::mul(x, frozen);
+  auto* node = dynamic_cast<OpBackward*>(GradFn(z).get());
+  ASSERT_NE(node, nullptr);
+  EXPECT_FALSE(node->saved_inputs()[0].defined());  // x: only frozen's gradient would read it
+  EXPECT_TRUE(node->saved_inputs()[1].defined());
+  {
+    AutoGradMode off(false);
+    ops::add_(x, F({5, 5}));  // x changes in place: no error, z's backward never reads it
+  }
+  Backward(Sum(z));
+  EXPECT_EQ(Values(Grad(x)), (std::vector<float>{3, 4}));
+  ops::add_(frozen, F({1, 1}));  // the saved operand: its change is an error, as in PyTorch
+  Tensor x2 = Leaf({1, 2});
+  Tensor z2 = ops::mul(x2, frozen);
+  ops::add_(frozen, F({1, 1}));
+  EXPECT_NE(ErrorOf([&] { Backward(Sum(z2)); }).find("modified by an inplace operation"), std::string::npos);
+}
+
 TEST_F(AutogradTest, SavedVariableDirectly) {
   Tensor t = F({1});
   SavedVariable saved(t, /*is_output=*/false);

@@ -28,6 +28,14 @@ int ArgIndex(const FunctionSchema& schema, const char* name) {
   return -1;
 }
 
+// Whether argument i's gradient is wanted: one of its edges leads somewhere.
+bool NeedsArgGrad(const OpBackward& node, int i) {
+  auto [first, count] = node.arg_edges[i];
+  for (uint32_t e = first; e < first + count; ++e)
+    if (node.next_edges()[e].valid()) return true;
+  return false;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -116,11 +124,15 @@ SymInt Ctx::self_storage_offset() const {
   return node_.self_storage_offset;
 }
 
+const SymDimVector& Ctx::strides(const char* name) const {
+  const int i = ArgIndex(node_.derivative().op->schema(), name);
+  KILN_INTERNAL_ASSERT(static_cast<size_t>(i) < node_.arg_strides.size(), node_.name(), ": '", name,
+                       ".strides' not saved");
+  return node_.arg_strides[i];
+}
+
 bool Ctx::needs(const char* name) const {
-  auto [first, count] = node_.arg_edges[ArgIndex(node_.derivative().op->schema(), name)];
-  for (uint32_t e = first; e < first + count; ++e)
-    if (node_.next_edges()[e].valid()) return true;
-  return false;
+  return NeedsArgGrad(node_, ArgIndex(node_.derivative().op->schema(), name));
 }
 
 size_t Ctx::list_size(const char* name) const {
@@ -319,13 +331,20 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
     node->self_strides = t->sym_strides();
     node->self_storage_offset = t->sym_storage_offset();
   }
+  if (!d->saved_strides.empty()) {
+    node->arg_strides.resize(stack.size());
+    for (int i : d->saved_strides)
+      if (stack[i].is_tensor() && stack[i].to_tensor().defined()) node->arg_strides[i] = stack[i].to_tensor()->sym_strides();
+  }
   node->saved_inputs().resize(stack.size());
   // Arguments the op writes besides self (batch norm's running statistics) are saved after the
   // call, at their new version; everything else before it.
   std::vector<std::pair<int, Tensor>> save_after;
-  for (int i : d->saved_inputs) {
+  for (size_t k = 0; k < d->saved_inputs.size(); ++k) {
+    const int i = d->saved_inputs[k];
     const IValue& v = stack[i];
     if (!v.is_tensor() || !v.to_tensor().defined()) continue;
+    if (const int reader = d->saved_input_for[k]; reader >= 0 && !NeedsArgGrad(*node, reader)) continue;
     Tensor t = v.to_tensor();
     if (inplace && i == 0) {  // the value the op overwrites
       // Cloned with autograd on: the copy keeps self's history, so double backward through the
@@ -399,13 +418,21 @@ void DerivativeTable::Def(const std::string& op_name, std::initializer_list<cons
   d->op = op;
   d->fn = fn;
   d->node_name = BackwardNodeName(*op);
-  for (const char* s : saves) {
-    if (std::strcmp(s, "self.geometry") == 0) d->saves_self_geometry = true;
-    else if (std::strncmp(s, "result", 6) == 0) d->saved_outputs.push_back(s[6] ? std::atoi(s + 6) : 0);
-    else if (int i = ArgIndex(op->schema(), s); op->schema().arguments[i].kind == TypeKind::TensorList ||
+  for (const char* spec : saves) {
+    std::string s = spec;
+    int reader = -1;  // "self for mat2"
+    if (size_t at = s.find(" for "); at != std::string::npos) {
+      reader = ArgIndex(op->schema(), s.substr(at + 5).c_str());
+      s.resize(at);
+    }
+    const size_t dot = s.find(".strides");
+    if (s == "self.geometry") d->saves_self_geometry = true;
+    else if (dot != std::string::npos && dot + 8 == s.size()) d->saved_strides.push_back(ArgIndex(op->schema(), s.substr(0, dot).c_str()));
+    else if (s.compare(0, 6, "result") == 0) d->saved_outputs.push_back(s.size() > 6 ? std::atoi(s.c_str() + 6) : 0);
+    else if (int i = ArgIndex(op->schema(), s.c_str()); op->schema().arguments[i].kind == TypeKind::TensorList ||
                                                   op->schema().arguments[i].kind == TypeKind::OptionalTensorList)
       d->saved_lists.push_back(i);
-    else d->saved_inputs.push_back(i);
+    else d->saved_inputs.push_back(i), d->saved_input_for.push_back(reader < 0 ? -1 : reader);
   }
   Attach(op, d);
   // The in-place variant (same overload, name + "_") reads the same formula.

@@ -60,6 +60,8 @@ class Ctx {
   // self's strides and storage offset, for formulas that save "self.geometry" (as_strided):
   // the layout without the data, so an in-place write to self after the op is no error.
   const SymDimVector& self_strides() const;
+  // A tensor input's strides, for formulas that save "<name>.strides" (mm's layout choice).
+  const SymDimVector& strides(const char* name) const;
   SymInt self_storage_offset() const;
   bool needs(const char* name) const;  // whether the input's gradient is wanted
   size_t list_size(const char* name) const;  // length of a Tensor[] input
@@ -92,6 +94,11 @@ using FormulaFn = void (*)(Ctx&, Grads&);
 struct Derivative {
   const Op* op = nullptr;
   std::vector<int> saved_inputs;   // argument indices
+  // Parallel to saved_inputs: the argument whose gradient alone reads that input ("self for
+  // mat2"), which is saved only when that gradient is wanted, as PyTorch guards such saves with
+  // should_compute_output; -1 where it is always saved.
+  std::vector<int> saved_input_for;
+  std::vector<int> saved_strides;  // "mat1.strides": argument indices whose strides alone are kept
   std::vector<int> saved_lists;    // argument indices of tensor lists saved element by element
   std::vector<int> saved_outputs;  // output indices
   bool saves_self_geometry = false; // "self.geometry": self's strides and offset (Ctx::self_strides)
@@ -123,6 +130,7 @@ class OpBackward : public Node {
   std::vector<std::pair<uint32_t, uint32_t>> arg_edges;
   std::vector<InputMeta> arg_meta;  // per edge: the forward input's metadata
   SymDimVector self_strides;        // with Derivative::saves_self_geometry
+  std::vector<SymDimVector> arg_strides;  // by argument index, for Derivative::saved_strides
   SymInt self_storage_offset = 0;
 
  private:
@@ -137,7 +145,9 @@ class OpBackward : public Node {
 class DerivativeTable {
  public:
   explicit DerivativeTable(Registry& r) : registry_(r) {}
-  // `saves`: input names, "result"/"result1"/... for outputs, "self.geometry" for self's layout.
+  // `saves`: input names, "result"/"result1"/... for outputs, "self.geometry" for self's layout,
+  // "<input>.strides" for an input's strides alone, "<input> for <other>" for an input only
+  // other's gradient reads (saved only when that gradient is wanted, Derivative::saved_input_for).
   void Def(const std::string& op_name, std::initializer_list<const char*> saves, FormulaFn fn);
   // Ops whose outputs never require grad (integer results, comparisons, shape queries).
   void NonDifferentiable(std::initializer_list<const char*> op_names);

@@ -91,6 +91,43 @@ def test_saved_input_modified_raises():
     assert_like_torch(f, match="modified by an inplace operation")
 
 
+# Binary ops whose formulas read each operand only for the other's gradient: PyTorch saves an
+# operand only when the other one requires grad, so changing it in place afterwards is no error
+# there (fuzz seed 951, program 4040: `x2[x2 > 0] = 1` after `mm(x2, x1)` with x1 frozen).
+_OPERAND_OPS = {
+    "mm": (lambda lib, a, b: lib.mm(a, b), [(3, 4), (4, 2)]),
+    "mm_column_major": (lambda lib, a, b: lib.mm(a.t(), b.t()), [(4, 3), (2, 4)]),
+    "bmm": (lambda lib, a, b: lib.bmm(a, b), [(2, 3, 4), (2, 4, 2)]),
+    "addmm": (lambda lib, a, b: lib.addmm(lib.ones(3, 2, dtype=lib.float64), a, b, alpha=2.0), [(3, 4), (4, 2)]),
+    "baddbmm": (lambda lib, a, b: lib.baddbmm(lib.ones(2, 3, 2, dtype=lib.float64), a, b), [(2, 3, 4), (2, 4, 2)]),
+    "dot": (lambda lib, a, b: lib.dot(a, b), [(5,), (5,)]),
+    "mul": (lambda lib, a, b: a * b, [(3, 4), (3, 4)]),
+    "div": (lambda lib, a, b: a / b, [(3, 4), (3, 4)]),
+    "linear": (lambda lib, a, b: lib.nn.functional.linear(a, b), [(3, 4), (2, 4)]),
+    "matmul": (lambda lib, a, b: a @ b, [(2, 3, 4), (4, 2)]),
+}
+
+
+@requires_torch
+@pytest.mark.parametrize("op", list(_OPERAND_OPS))
+@pytest.mark.parametrize("grad_of", ["first", "second", "both"])
+@pytest.mark.parametrize("mutated", ["first", "second"])
+def test_operand_saved_only_for_the_others_gradient(op, grad_of, mutated):
+    fn, shapes = _OPERAND_OPS[op]
+
+    def f(lib):
+        rng = np.random.default_rng(3)
+        leaves = [lib.tensor(rng.uniform(0.5, 2.0, shape), dtype=lib.float64, requires_grad=grad_of in (which, "both"))
+                  for shape, which in zip(shapes, ("first", "second"))]
+        operands = [leaf.clone() if leaf.requires_grad else leaf for leaf in leaves]
+        out = fn(lib, *operands)
+        operands[0 if mutated == "first" else 1].mul_(3)
+        out.sum().backward()
+        return [leaf.grad for leaf in leaves]
+
+    assert_like_torch(f, match="modified by an inplace operation")
+
+
 @requires_torch
 def test_inplace_on_leaf_raises():
     assert_like_torch(lambda lib: lib.ones(2, requires_grad=True).add_(1),

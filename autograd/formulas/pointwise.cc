@@ -75,12 +75,12 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
     if (c.needs("other")) g["other"] = c.grad();
   });
   d.Def("rsub.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), -c.scalar("alpha").to_double()); });
-  d.Def("mul.Tensor", {"self", "other"}, [](Ctx& c, Grads& g) {
+  d.Def("mul.Tensor", {"self for other", "other for self"}, [](Ctx& c, Grads& g) {
     if (c.needs("self")) g["self"] = mul(c.grad(), Conj(c.input("other")));
     if (c.needs("other")) g["other"] = mul(c.grad(), Conj(c.input("self")));
   });
   d.Def("mul.Scalar", {}, [](Ctx& c, Grads& g) { g["self"] = mul(c.grad(), c.scalar("other")); });
-  d.Def("div.Tensor", {"self", "other"}, [](Ctx& c, Grads& g) {
+  d.Def("div.Tensor", {"self for other", "other"}, [](Ctx& c, Grads& g) {
     Tensor other = Conj(c.input("other"));
     if (c.needs("self")) g["self"] = div(c.grad(), other);
     // PyTorch's -grad * ((self / other) / other): rounded as it rounds, x / x's two gradients
