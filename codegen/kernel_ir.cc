@@ -340,22 +340,11 @@ int ExprCost(const Expr& e) {
 }
 
 ExprPtr SubstituteLoads(const ExprPtr& e, const std::vector<ExprPtr>& args) {
-  if (e->kind == Expr::Kind::kLoad) {
-    KILN_CHECK_VALUE(e->buffer >= 0 && static_cast<size_t>(e->buffer) < args.size(),
-                     "[inductor] an element function reads operand ", e->buffer, " of ", args.size());
-    return args[e->buffer];
-  }
-  if (e->args.empty()) return e;
-  std::vector<ExprPtr> operands;
-  operands.reserve(e->args.size());
-  bool same = true;
-  for (const ExprPtr& a : e->args) {
-    operands.push_back(SubstituteLoads(a, args));
-    same = same && operands.back() == a;
-  }
-  if (same) return e;
-  if (e->kind == Expr::Kind::kCast) return Expr::Cast(std::move(operands[0]), e->dtype);
-  return Expr::Op(e->op, std::move(operands));
+  return MapLoads(e, [&](const ExprPtr& load) {
+    KILN_CHECK_VALUE(load->buffer >= 0 && static_cast<size_t>(load->buffer) < args.size(),
+                     "[inductor] an element function reads operand ", load->buffer, " of ", args.size());
+    return args[load->buffer];
+  });
 }
 
 // --- extents ---------------------------------------------------------------------------------

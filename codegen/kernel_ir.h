@@ -152,6 +152,22 @@ uint64_t ExprHash(const Expr& e);
 // What evaluating e once costs: OpCost summed over its ops (loads, constants, casts are free).
 // Inductor's realize-or-recompute score (Note [Recompute or realize], python/kiln/_inductor/graph.py).
 int ExprCost(const Expr& e);
+// e with every load replaced by fn(load) (an ExprPtr), sharing the subtrees fn leaves unchanged.
+template <typename Fn>
+ExprPtr MapLoads(const ExprPtr& e, const Fn& fn) {
+  if (e->kind == Expr::Kind::kLoad) return fn(e);
+  if (e->args.empty()) return e;
+  std::vector<ExprPtr> operands;
+  operands.reserve(e->args.size());
+  bool same = true;
+  for (const ExprPtr& a : e->args) {
+    operands.push_back(MapLoads(a, fn));
+    same = same && operands.back() == a;
+  }
+  if (same) return e;
+  if (e->kind == Expr::Kind::kCast) return Expr::Cast(std::move(operands[0]), e->dtype);
+  return Expr::Op(e->op, std::move(operands));
+}
 // e with every load of buffer i replaced by args[i]: an element function (Note [Pointwise ops as
 // kernel IR], tensor/ops/pointwise_ir.h) applied to its operands' expressions. Throws
 // kiln::ValueError when e loads a buffer past args.

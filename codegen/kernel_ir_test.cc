@@ -126,5 +126,14 @@ TEST(KernelIrValues, SubstituteLoads) {
   EXPECT_THROW(SubstituteLoads(fn, {x}), ValueError);
 }
 
+TEST(KernelIrValues, MapLoads) {
+  // each load rewritten (memory planning renumbers buffers this way); the rest rebuilt around it
+  ExprPtr e = ParseExprText("add(L2(0;1,;0),cast<f64>(L0(4;0,;1)),)");
+  ExprPtr renumbered = MapLoads(e, [](const ExprPtr& load) { return Expr::Load(load->buffer + 1, load->index); });
+  EXPECT_EQ(SerializeExpr(*renumbered), "add(L3(0;1,;0),cast<f64>(L1(4;0,;1)),)");
+  // a function returning the loads unchanged gives the same expression back, nothing copied
+  EXPECT_EQ(MapLoads(e, [](const ExprPtr& load) { return load; }), e);
+}
+
 }  // namespace
 }  // namespace kiln::codegen

@@ -59,25 +59,12 @@ StoreAccess AnalyzeStoreAccess(const codegen::Kernel& k) {
   return access;
 }
 
-namespace {
-
-codegen::ExprPtr Remapped(const codegen::ExprPtr& e, const std::vector<int>& position) {
-  if (e->kind == codegen::Expr::Kind::kLoad) return codegen::Expr::Load(position[e->buffer], e->index);
-  if (e->args.empty()) return e;
-  std::vector<codegen::ExprPtr> args;
-  for (const auto& a : e->args) args.push_back(Remapped(a, position));
-  if (e->kind == codegen::Expr::Kind::kCast) return codegen::Expr::Cast(std::move(args[0]), e->dtype);
-  return codegen::Expr::Op(e->op, std::move(args));
-}
-
-}  // namespace
-
 codegen::Kernel ReadThroughStore(const codegen::Kernel& k, int victim, int store) {
   const int n = static_cast<int>(k.buffers.size());
   if (victim < 0 || victim >= n || store < 0 || store >= n || victim == store)
     throw ValueError(StrCat("[inductor.memory_plan] kernel '", k.name, "': cannot read buffer ", victim,
                             " through buffer ", store, " (", n, " buffers)"));
-  codegen::Validate(k);  // every load's buffer in range before Remapped indexes by it
+  codegen::Validate(k);  // every load's buffer in range before `position` is indexed by it
   std::vector<int> position(n);
   for (int i = 0; i < n; ++i) {
     int p = i == victim ? store : i;
@@ -92,7 +79,9 @@ codegen::Kernel ReadThroughStore(const codegen::Kernel& k, int victim, int store
     codegen::Loop l{loop.extent, {}};
     for (codegen::Stmt st : loop.stmts) {
       if (st.kind == codegen::Stmt::Kind::kStore) st.buffer = position[st.buffer];
-      st.expr = Remapped(st.expr, position);
+      st.expr = codegen::MapLoads(st.expr, [&](const codegen::ExprPtr& load) {
+        return codegen::Expr::Load(position[load->buffer], load->index);
+      });
       l.stmts.push_back(std::move(st));
     }
     out.loops.push_back(std::move(l));
