@@ -677,6 +677,26 @@ def test_op_without_derivative_raises_only_in_a_backward_through_it(backend):
         fn(x)[0].sum().backward()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_formula_that_raises_raises_only_in_a_backward_through_it(backend, monkeypatch):
+    # atan2's formula negates its bool operand, which raises; eager raises only in a backward that
+    # reaches atan2, and the joint trace failed the compile for every loss (fuzz seed 971,
+    # program 3698): a fallback to eager would hide that, so it raises here
+    monkeypatch.setattr(kiln._dynamo.config, "suppress_errors", False)
+
+    def f(mask, x):
+        return kiln.atan2(mask, x), x * 3
+
+    mask, x = kiln.tensor([True, False]), kiln.tensor([5.0, -7.0], requires_grad=True)
+    fn = compiled(f, backend)
+    fn(mask, x)[1].sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+    with pytest.raises(RuntimeError, match="Negation, the `-` operator, on a bool tensor is not supported"):
+        fn(mask, x)[0].sum().backward()
+    with pytest.raises(RuntimeError, match="Negation, the `-` operator, on a bool tensor is not supported"):
+        f(mask, x)[0].sum().backward()  # eager's
+
+
 @requires_torch
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_write_through_an_expanded_view_of_an_input_that_requires_grad(backend):

@@ -425,6 +425,10 @@ REGRESSIONS = {
     "seed951-4040": "x2[x2 > 0] = 1 after mm(x2, x1) with x1 frozen: kiln saved x2 for a gradient nobody wanted "
                     "and its backward raised on the version change, where PyTorch saves each matrix only for the "
                     "other's gradient",
+    "seed971-3698": "atan2(bool, x) in a graph whose output does not reach it: AOT's joint trace ran atan2's formula, "
+                    "whose `-` of the bool operand raised, and the compile failed where eager's backward never runs "
+                    "the formula (errors raised by any formula are now deferred to a backward that reaches them)",
+    "seed971-4625": "the same for pow(x, bool exponent), whose formula's `exponent - 1` raises on a bool tensor",
 }
 
 

@@ -144,8 +144,12 @@ def _trace_joint(flat_fn, leaves, config):
                 unpacked_outputs.append((out_storages[saved._storage_id()], nodes))
 
         with _observing_saved_inputs(observe), _observing_formulas(diff_outs, record_formula):
-            grads = kiln.autograd.grad(diff_outs, [primals[i] for i in diff_inputs], grad_outputs=list(tangents),
-                                       allow_unused=True) if diff_outs else [None] * len(diff_inputs)
+            try:
+                grads = kiln.autograd.grad(diff_outs, [primals[i] for i in diff_inputs], grad_outputs=list(tangents),
+                                           allow_unused=True) if diff_outs else [None] * len(diff_inputs)
+            except (RuntimeError, NotImplementedError) as e:
+                e._kiln_raised_in_backward = True  # _backward_only_error
+                raise
         by_input = dict(zip(diff_inputs, grads))
         return (*new_values, *outs, *[by_input.get(i) for i in range(len(primals))])
 
@@ -271,12 +275,15 @@ def _or(masks):
 
 
 def _backward_only_error(e):
-    """An error eager raises only when a backward runs through the op: an input it saved was
-    overwritten, the op has no derivative (floor_divide), or it wrote through an expanded view
-    (its gradient would be written into memory that repeats elements)."""
+    """An error eager raises only when a backward runs through the op: anything a derivative
+    formula raised (atan2's of a bool operand negates it: `-` on a bool tensor raises, and only
+    where the loss reaches atan2, fuzz seed 971, program 3698), an input it saved was overwritten,
+    the op has no derivative (floor_divide), or it wrote through an expanded view (its gradient
+    would be written into memory that repeats elements)."""
     text = str(e)
     return isinstance(e, (RuntimeError, NotImplementedError)) and (
-        "modified by an inplace operation" in text or ("derivative for" in text and "not implemented" in text)
+        getattr(e, "_kiln_raised_in_backward", False)
+        or "modified by an inplace operation" in text or ("derivative for" in text and "not implemented" in text)
         or "more than one element of the written-to tensor refers to a single memory location" in text)
 
 
