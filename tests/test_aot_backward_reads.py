@@ -309,3 +309,22 @@ def test_input_saved_only_for_recomputation_changed_after_the_call(backend):
         grads.append(leaf.grad.numpy())
     dynamo.reset()
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-6)
+
+
+def test_tangent_masks_follow_a_write_through_a_view():
+    """The raw joint graph builds a strided slice's gradient as zeros written through a view of
+    them (copy_ of the tangent): the zeros' node carries the tangent, as does what reads it after
+    (fuzz seed 971, program 251, where a formula given that gradient counted as reading its saved
+    tensors whatever the tangents)."""
+    from kiln._functorch.backward_reads import tangent_masks
+    aten = kiln.ops.aten
+    g = kiln.fx.Graph()
+    other, t1, t2 = g.placeholder("primals_1"), g.placeholder("tangents_1"), g.placeholder("tangents_2")
+    zeros = g.call_function(aten.full.default, ([4], 0.0))
+    view = g.call_function(aten.slice.Tensor, (zeros, 0, 0, 4, 2))
+    g.call_function(aten.copy_.default, (view, t2))
+    after = g.call_function(aten.mul.Tensor, (zeros, other))
+    unrelated = g.call_function(aten.mul.Tensor, (t1, other))
+    g.output((after, unrelated))
+    masks = tangent_masks(g)
+    assert (masks[zeros], masks[view], masks[after], masks[unrelated]) == (2, 2, 2, 1)

@@ -425,6 +425,10 @@ REGRESSIONS = {
     "seed951-4040": "x2[x2 > 0] = 1 after mm(x2, x1) with x1 frozen: kiln saved x2 for a gradient nobody wanted "
                     "and its backward raised on the version change, where PyTorch saves each matrix only for the "
                     "other's gradient",
+    "seed971-0251": "pow(x, zeros) whose result is sliced with a step, then its exponent changed in place past a "
+                    "graph break: the compiled backward raised on the exponent eager never unpacked (its tangent was "
+                    "absent), since the raw joint's slice gradient is a `full` written through copy_ into a view, "
+                    "whose tangent mask ignored the write",
     "seed971-3698": "atan2(bool, x) in a graph whose output does not reach it: AOT's joint trace ran atan2's formula, "
                     "whose `-` of the bool operand raised, and the compile failed where eager's backward never runs "
                     "the formula (errors raised by any formula are now deferred to a backward that reaches them)",

@@ -37,8 +37,16 @@ aten = kiln.ops.aten
 
 def tangent_masks(graph, seeds=None):
     """{node: bitmask of the tangents (`tangents_*` placeholders, in order) it is computed from};
-    `seeds` ({node: bitmask}) adds tangents a node stands for without reading them."""
+    `seeds` ({node: bitmask}) adds tangents a node stands for without reading them.
+
+    An in-place op writes what it computed into its written argument's storage, so the nodes of
+    that storage (the argument, the views it was made through, their base) carry its mask too: a
+    raw joint graph builds slice's gradient as `full` zeros and copy_ of the tangent into a view of
+    them, and the gradient a formula receives is the `full` node (its mask was 0, which counts as
+    read whatever the tangents: fuzz seed 971, program 251)."""
     masks, k, seeds = {}, 0, seeds or {}
+    base = {}  # a view's node -> the node it views
+    written = {}  # root of a view chain -> masks of what was written into its storage
     for n in graph.nodes:
         if n.op == "placeholder":
             masks[n] = 0
@@ -47,9 +55,31 @@ def tangent_masks(graph, seeds=None):
         elif n.op != "output":
             m = seeds.get(n, 0)
             for a in n.all_input_nodes:
-                m |= masks[a]
+                m |= masks[a] | written.get(_view_root(a, base), 0)
             masks[n] = m
+            schema = getattr(n.target, "_schema", None)
+            if schema is None:
+                continue
+            if schema.returns and _aliases(schema.returns[0], write=False) and n.args and hasattr(n.args[0], "op"):
+                base[n] = n.args[0]
+            for arg, value in zip(schema.arguments, n.args):
+                if _aliases(arg, write=True) and hasattr(value, "op"):
+                    root = _view_root(value, base)
+                    written[root] = written.get(root, 0) | m
+    for n, root in ((n, _view_root(n, base)) for n in masks):
+        masks[n] |= written.get(root, 0)
     return masks
+
+
+def _aliases(arg, write):
+    info = arg.alias_info
+    return info is not None and bool(info.is_write) == write
+
+
+def _view_root(n, base):
+    while n in base:
+        n = base[n]
+    return n
 
 
 def tangent_dependencies(bw_module, formula_masks=()):
