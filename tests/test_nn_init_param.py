@@ -328,6 +328,9 @@ def test_parametrizations_weight_norm(kind, dim):
 @pytest.mark.parametrize("kind", ["linear", "conv"])
 @pytest.mark.parametrize("mode", ["train", "eval"])
 def test_parametrizations_spectral_norm(kind, mode):
+    # seeded: two power iterations from an unlucky random start estimate sigma 10% off, and the
+    # start came from whatever the tests before had drawn
+    torch.manual_seed(0)
     t_mod, k_mod = _conv_or_linear(tnn, torch, kind), _conv_or_linear(knn, kiln, kind)
     tnn.utils.parametrizations.spectral_norm(t_mod, n_power_iterations=2)
     knn.utils.parametrizations.spectral_norm(k_mod, n_power_iterations=2)

@@ -343,6 +343,26 @@ def test_var_of_equal_values_reduced_to_one_value(dtype, shape, dim):
 
 
 @requires_torch
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
+@pytest.mark.parametrize("shape,dim", [((1, 3), None), ((3, 1), 0), ((2, 3), 1), ((2, 3), 0), ((3, 3), 0),
+                                       ((5, 2, 3), 2), ((3, 1, 4), (0, 1))])
+def test_mean_of_an_expanded_value_is_the_rounded_sum_divided(dtype, shape, dim):
+    """Note [A mean as PyTorch's] (reduce.cc): sum().div_(n), the sum rounded to the dtype (to
+    float32 for the 16-bit types) before the division. Up to 3 equal values, every summation order
+    rounds the sum once, as kiln's double sum rounded is, so the means must be equal: the mean of
+    an expanded float32 value was that value, an ulp above PyTorch's (fuzz seed 981, program
+    2376). (Longer sums differ from PyTorch's float cascade in the last bits.)"""
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        value = rng.uniform(-3, 3)
+        k, t = (lib.tensor([value], dtype=getattr(lib, dtype)).expand(*shape) for lib in (kiln, torch))
+        got = k.mean() if dim is None else k.mean(dim)
+        want = t.mean() if dim is None else t.mean(dim)
+        assert got.dtype == getattr(kiln, dtype)
+        assert got.double().tolist() == want.double().tolist(), value
+
+
+@requires_torch
 @pytest.mark.parametrize("name", ["var", "std", "var_mean", "std_mean"])
 @pytest.mark.parametrize("shape,dim,correction", [((), None, 1), ((1,), None, 1), ((3,), None, 3), ((3,), None, 5),
                                                   ((1,), 0, 1), ((2, 1), 1, 1), ((3,), 0, 5), ((), 0, 1)])

@@ -148,6 +148,16 @@ Tensor SumImpl(const char* op, const Tensor& self, const OptDims& dims, bool kee
     KILN_DISPATCH_COMPLEX(input.dtype(), op, [&] { SumKernel<scalar_t, scalar_t>(input, mask, out, scale); });
     return out;
   }
+  // Note [A mean as PyTorch's]: PyTorch's CPU mean is sum(...).div_(n): the sum rounded to the
+  // output dtype (float32 for float16/bfloat16, cast at the end), then divided in it. The sum
+  // scaled by 1 / n in double and rounded once differed in the last bit: mean() of an expanded
+  // float32 value was that value, where PyTorch's is 3 * v rounded, over 3 (an ulp below v), and
+  // floor(mean / x) was 1, not 0 (fuzz seed 981, program 2376).
+  if (mean && IsReducedFloat(out_type)) {
+    Tensor in_float = CastTo(input, ScalarType::Float32);
+    return CastTo(SumImpl(op, in_float, dims, keepdim, std::nullopt, true), out_type);
+  }
+  if (mean) scale = 1.0;
   if (out.numel() == 1 && input.is_contiguous() && input.numel() >= 4 * kGrainSize) {
     KILN_DISPATCH_ALL(input.dtype(), op, [&] {
       using In = scalar_t;
@@ -156,16 +166,24 @@ Tensor SumImpl(const char* op, const Tensor& self, const OptDims& dims, bool kee
         out.data_ptr<scalar_t>()[0] = static_cast<scalar_t>(static_cast<opmath_t<scalar_t>>(total * scale));
       });
     });
-    return out;
-  }
-  const std::optional<OuterShape> outer = AsOuterSum(input, mask);  // Note [Outer sums]
-  KILN_DISPATCH_ALL(input.dtype(), op, [&] {
-    using In = scalar_t;
-    KILN_DISPATCH_ALL(out_type, op, [&] {
-      if (outer) OuterSumKernel<In, scalar_t>(input, *outer, out, scale);
-      else SumKernel<In, scalar_t>(input, mask, out, scale);
+  } else {
+    const std::optional<OuterShape> outer = AsOuterSum(input, mask);  // Note [Outer sums]
+    KILN_DISPATCH_ALL(input.dtype(), op, [&] {
+      using In = scalar_t;
+      KILN_DISPATCH_ALL(out_type, op, [&] {
+        if (outer) OuterSumKernel<In, scalar_t>(input, *outer, out, scale);
+        else SumKernel<In, scalar_t>(input, mask, out, scale);
+      });
     });
-  });
+  }
+  if (mean) {
+    KILN_DISPATCH_FLOATING(out_type, op, [&] {
+      using Op = opmath_t<scalar_t>;
+      scalar_t* p = out.data_ptr<scalar_t>();
+      const Op n = static_cast<Op>(count);
+      for (int64_t i = 0, e = out.numel(); i < e; ++i) p[i] = static_cast<scalar_t>(static_cast<Op>(p[i]) / n);
+    });
+  }
   return out;
 }
 
