@@ -28,6 +28,8 @@ int ArgIndex(const FunctionSchema& schema, const char* name) {
   return -1;
 }
 
+bool IsTensorListKind(TypeKind k) { return k == TypeKind::TensorList || k == TypeKind::OptionalTensorList; }
+
 // Whether argument i's gradient is wanted: one of its edges leads somewhere.
 bool NeedsArgGrad(const OpBackward& node, int i) {
   auto [first, count] = node.arg_edges[i];
@@ -333,8 +335,10 @@ void AutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void*) {
   }
   if (!d->saved_strides.empty()) {
     node->arg_strides.resize(stack.size());
-    for (int i : d->saved_strides)
-      if (stack[i].is_tensor() && stack[i].to_tensor().defined()) node->arg_strides[i] = stack[i].to_tensor()->sym_strides();
+    for (int i : d->saved_strides) {
+      const IValue& v = stack[i];
+      if (v.is_tensor() && v.to_tensor().defined()) node->arg_strides[i] = v.to_tensor()->sym_strides();
+    }
   }
   node->saved_inputs().resize(stack.size());
   // Arguments the op writes besides self (batch norm's running statistics) are saved after the
@@ -426,13 +430,21 @@ void DerivativeTable::Def(const std::string& op_name, std::initializer_list<cons
       s.resize(at);
     }
     const size_t dot = s.find(".strides");
-    if (s == "self.geometry") d->saves_self_geometry = true;
-    else if (dot != std::string::npos && dot + 8 == s.size()) d->saved_strides.push_back(ArgIndex(op->schema(), s.substr(0, dot).c_str()));
-    else if (s.compare(0, 6, "result") == 0) d->saved_outputs.push_back(s.size() > 6 ? std::atoi(s.c_str() + 6) : 0);
-    else if (int i = ArgIndex(op->schema(), s.c_str()); op->schema().arguments[i].kind == TypeKind::TensorList ||
-                                                  op->schema().arguments[i].kind == TypeKind::OptionalTensorList)
+    KILN_INTERNAL_ASSERT(reader < 0 || (dot == std::string::npos && s.compare(0, 6, "result") != 0), op_name,
+                         ": only an input is saved for another's gradient ('", spec, "')");
+    if (s == "self.geometry") {
+      d->saves_self_geometry = true;
+    } else if (dot != std::string::npos && dot + 8 == s.size()) {
+      d->saved_strides.push_back(ArgIndex(op->schema(), s.substr(0, dot).c_str()));
+    } else if (s.compare(0, 6, "result") == 0) {
+      d->saved_outputs.push_back(s.size() > 6 ? std::atoi(s.c_str() + 6) : 0);
+    } else if (int i = ArgIndex(op->schema(), s.c_str()); IsTensorListKind(op->schema().arguments[i].kind)) {
+      KILN_INTERNAL_ASSERT(reader < 0, op_name, ": a saved list is read for every gradient ('", spec, "')");
       d->saved_lists.push_back(i);
-    else d->saved_inputs.push_back(i), d->saved_input_for.push_back(reader < 0 ? -1 : reader);
+    } else {
+      d->saved_inputs.push_back(i);
+      d->saved_input_for.push_back(reader);
+    }
   }
   Attach(op, d);
   // The in-place variant (same overload, name + "_") reads the same formula.
