@@ -528,6 +528,19 @@ class GraphLowering:
         """Python source of `call(args)`, with buffer lifetimes planned (wrapper.py)."""
         return wrapper_code(self)
 
+    @staticmethod
+    def _view_offset_shift(node, args):
+        """For an extern op whose results view its first argument (split's pieces): where that
+        argument starts in memory minus where its meta value starts; 0 for other ops."""
+        schema = getattr(node.target, "_schema", None)
+        alias = schema.returns[0].alias_info if schema is not None and schema.returns else None
+        source = node.args[0] if node.args else None
+        meta = source.meta.get("val") if hasattr(source, "meta") else None
+        if alias is None or alias.is_write or not args or not isinstance(args[0], Buffer) or \
+                not isinstance(meta, kiln.Tensor):
+            return 0
+        return args[0].offset - meta.storage_offset()
+
     def _fallback(self, node, args, kwargs, why, target=None):
         target = target or node.target
         output_code_log.debug("fallback: %s (%s)", target, why)
@@ -564,15 +577,20 @@ class GraphLowering:
         results = []
         # an extern op may return views (split's pieces) at the storage offsets its meta value
         # has: a view of one is made at that offset plus its own (it was made at its own alone,
-        # and x.split(1)[-1].t() read row 0: fuzz seed 71, program 1629)
+        # and x.split(1)[-1].t() read row 0: fuzz seed 71, program 1629). Those offsets are the meta
+        # input's plus the piece's; the input in memory may start elsewhere in its storage (a
+        # lazy `v1[1:]` computed into a buffer of its own starts at 0, not at row 1), and the
+        # pieces move with it (`v1[1:].split(1, 1)[-1].view(-1)` was made past the buffer's end:
+        # fuzz seed 1041, program 3175)
+        shift = self._view_offset_shift(node, args)
         if isinstance(val, kiln.Tensor):
-            results = [self.new_buffer(val.dtype, list(val.shape), list(val.stride()), val.storage_offset())]
+            results = [self.new_buffer(val.dtype, list(val.shape), list(val.stride()), val.storage_offset() + shift)]
             value = results[0]
         elif isinstance(val, (tuple, list)):
             value = []
             for v in val:
                 if isinstance(v, kiln.Tensor):
-                    b = self.new_buffer(v.dtype, list(v.shape), list(v.stride()), v.storage_offset())
+                    b = self.new_buffer(v.dtype, list(v.shape), list(v.stride()), v.storage_offset() + shift)
                     results.append(b)
                     value.append(b)
                 else:
