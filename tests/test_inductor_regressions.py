@@ -144,6 +144,25 @@ def test_split_of_a_computed_slice_views_the_computed_buffer(start, piece, dtype
     close(got[0], want[0])
 
 
+@pytest.mark.parametrize("split", ["chunk", "split", "split_with_sizes", "unbind"])
+def test_a_view_op_of_an_expanded_value_computed_densely(split):
+    # v2.expand(2, ...) is computed into a dense buffer (a graph output), and chunk's piece of it
+    # was read with its meta value's layout (stride 0, transposed): v2 @ v4 was wrong by 3.8
+    # (silently; fuzz seed 1051, program 1517)
+    pieces = {"chunk": lambda v: v.chunk(2, 0)[0], "split": lambda v: v.split(1, 0)[1],
+              "split_with_sizes": lambda v: v.split([1, 1], 0)[0], "unbind": lambda v: v.unbind(0)[1].unsqueeze(0)}
+
+    def f(x):
+        v2 = kiln.where(x > 0, x, 0.5)
+        v3 = v2.expand(2, *v2.shape)
+        return v3, v2 @ pieces[split](v3)
+
+    x = kiln.tensor(np.random.default_rng(0).standard_normal((5, 5)).astype(np.float32)).t()
+    want, got = f(x), compiled(f)(x)
+    for g, w in zip(got, want):
+        close(g, w)
+
+
 @pytest.mark.parametrize("exponent", [0.5, -0.5, 2.0, 3.0, -1.0, -2.0, 1.5])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_pow_by_special_exponents_keeps_eager_edge_cases(exponent, dtype):

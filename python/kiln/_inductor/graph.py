@@ -529,17 +529,30 @@ class GraphLowering:
         return wrapper_code(self)
 
     @staticmethod
-    def _view_offset_shift(node, args):
-        """For an extern op whose results view its first argument (split's pieces): where that
-        argument starts in memory minus where its meta value starts; 0 for other ops."""
+    def _view_results_of(node, args, val):
+        """The results of an extern op that returns views of its first argument, laid out as they
+        are over that argument's buffer: the op run on a meta tensor with the buffer's layout.
+        `v1[1:].split(1, 1)[-1].view(-1)` was made past the end of the buffer `v1[1:]` was computed
+        into (fuzz seed 1041, program 3175), and a chunk of an expanded value computed densely was
+        read with the stride 0 of its meta value: a wrong matmul (fuzz seed 1051, program 1517).
+        Other ops, and views of non-buffer or symbolic inputs, keep their meta value."""
         schema = getattr(node.target, "_schema", None)
         alias = schema.returns[0].alias_info if schema is not None and schema.returns else None
         source = node.args[0] if node.args else None
         meta = source.meta.get("val") if hasattr(source, "meta") else None
         if alias is None or alias.is_write or not args or not isinstance(args[0], Buffer) or \
-                not isinstance(meta, kiln.Tensor):
-            return 0
-        return args[0].offset - meta.storage_offset()
+                not isinstance(meta, kiln.Tensor) or any(not _plain_ints(a) for a in args[1:]):
+            return val
+        buf = args[0]
+        if (list(buf.stride), buf.offset) == (list(meta.stride()), meta.storage_offset()):
+            return val
+        try:
+            span = sum((n - 1) * abs(st) for n, st in zip(buf.shape, buf.stride)) if buf.numel() else 0
+            base = kiln.empty(buf.offset + span + 1, dtype=buf.dtype, device="meta")
+            probe = base.as_strided(list(buf.shape), list(buf.stride), buf.offset)
+            return node.target(probe, *args[1:], **{k: v for k, v in node.kwargs.items()})
+        except (TypeError, RuntimeError, NotImplementedError):  # a symbolic size: the meta value's
+            return val
 
     def _fallback(self, node, args, kwargs, why, target=None):
         target = target or node.target
@@ -577,20 +590,19 @@ class GraphLowering:
         results = []
         # an extern op may return views (split's pieces) at the storage offsets its meta value
         # has: a view of one is made at that offset plus its own (it was made at its own alone,
-        # and x.split(1)[-1].t() read row 0: fuzz seed 71, program 1629). Those offsets are the meta
-        # input's plus the piece's; the input in memory may start elsewhere in its storage (a
-        # lazy `v1[1:]` computed into a buffer of its own starts at 0, not at row 1), and the
-        # pieces move with it (`v1[1:].split(1, 1)[-1].view(-1)` was made past the buffer's end:
-        # fuzz seed 1041, program 3175)
-        shift = self._view_offset_shift(node, args)
+        # and x.split(1)[-1].t() read row 0: fuzz seed 71, program 1629). The meta value's layout
+        # is the meta input's; the input in memory may be laid out otherwise (a lazy `v1[1:]`
+        # computed into a buffer of its own starts at 0, not at row 1; an expanded value computed
+        # densely has no stride 0), and the views follow it (_view_results_of)
+        val = self._view_results_of(node, args, val)
         if isinstance(val, kiln.Tensor):
-            results = [self.new_buffer(val.dtype, list(val.shape), list(val.stride()), val.storage_offset() + shift)]
+            results = [self.new_buffer(val.dtype, list(val.shape), list(val.stride()), val.storage_offset())]
             value = results[0]
         elif isinstance(val, (tuple, list)):
             value = []
             for v in val:
                 if isinstance(v, kiln.Tensor):
-                    b = self.new_buffer(v.dtype, list(v.shape), list(v.stride()), v.storage_offset() + shift)
+                    b = self.new_buffer(v.dtype, list(v.shape), list(v.stride()), v.storage_offset())
                     results.append(b)
                     value.append(b)
                 else:
@@ -606,6 +618,10 @@ class GraphLowering:
         self.records.append(record)
         self.extern_provenance[id(record)] = provenance_comments([node.meta.get("stack_trace")])
         return value
+
+
+def _plain_ints(a):
+    return isinstance(a, int) or isinstance(a, (list, tuple)) and all(isinstance(x, int) for x in a)
 
 
 # --- max-autotune's generated alternative ----------------------------------------------------------
