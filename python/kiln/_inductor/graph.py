@@ -529,19 +529,19 @@ class GraphLowering:
         return wrapper_code(self)
 
     @staticmethod
-    def _view_results_of(node, args, val):
+    def _view_results_of(node, target, args, kwargs, val):
         """The results of an extern op that returns views of its first argument, laid out as they
         are over that argument's buffer: the op run on a meta tensor with the buffer's layout.
         `v1[1:].split(1, 1)[-1].view(-1)` was made past the end of the buffer `v1[1:]` was computed
         into (fuzz seed 1041, program 3175), and a chunk of an expanded value computed densely was
         read with the stride 0 of its meta value: a wrong matmul (fuzz seed 1051, program 1517).
         Other ops, and views of non-buffer or symbolic inputs, keep their meta value."""
-        schema = getattr(node.target, "_schema", None)
+        schema = getattr(target, "_schema", None)
         alias = schema.returns[0].alias_info if schema is not None and schema.returns else None
         source = node.args[0] if node.args else None
         meta = source.meta.get("val") if hasattr(source, "meta") else None
         if alias is None or alias.is_write or not args or not isinstance(args[0], Buffer) or \
-                not isinstance(meta, kiln.Tensor) or any(not _plain_ints(a) for a in args[1:]):
+                not isinstance(meta, kiln.Tensor) or not all(map(_plain_ints, [*args[1:], *kwargs.values()])):
             return val
         buf = args[0]
         if (list(buf.stride), buf.offset) == (list(meta.stride()), meta.storage_offset()):
@@ -550,7 +550,7 @@ class GraphLowering:
             span = sum((n - 1) * abs(st) for n, st in zip(buf.shape, buf.stride)) if buf.numel() else 0
             base = kiln.empty(buf.offset + span + 1, dtype=buf.dtype, device="meta")
             probe = base.as_strided(list(buf.shape), list(buf.stride), buf.offset)
-            return node.target(probe, *args[1:], **{k: v for k, v in node.kwargs.items()})
+            return target(probe, *args[1:], **kwargs)
         except (TypeError, RuntimeError, NotImplementedError):  # a symbolic size: the meta value's
             return val
 
@@ -594,7 +594,7 @@ class GraphLowering:
         # is the meta input's; the input in memory may be laid out otherwise (a lazy `v1[1:]`
         # computed into a buffer of its own starts at 0, not at row 1; an expanded value computed
         # densely has no stride 0), and the views follow it (_view_results_of)
-        val = self._view_results_of(node, args, val)
+        val = self._view_results_of(node, target, args, kwargs, val)
         if isinstance(val, kiln.Tensor):
             results = [self.new_buffer(val.dtype, list(val.shape), list(val.stride()), val.storage_offset())]
             value = results[0]
