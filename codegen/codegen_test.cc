@@ -601,6 +601,53 @@ TEST_F(CodegenTest, RmsNormSilu) {
   EXPECT_NE(ir.find("store <"), std::string::npos) << "the chunked loop should still vectorise";
 }
 
+// Note [Which loops unroll] (llvm_optimize.cc): a second outer loop stays a loop (its 16 rows were
+// unrolled, and each copy of the row loop vectorised on its own), and a sum over rows of 64 is
+// vectorised (it was unrolled first into one chain of 64 scalar adds).
+int CountLabels(const std::string& ir, const std::string& prefix) {
+  int n = 0;
+  for (size_t at = ir.find("\n" + prefix); at != std::string::npos; at = ir.find("\n" + prefix, at + 1)) {
+    size_t end = ir.find('\n', at + 1);
+    std::string line = ir.substr(at + 1, end - at - 1);
+    n += line.find(':') != std::string::npos && line.find(' ') > line.find(':');
+  }
+  return n;
+}
+
+TEST_F(CodegenTest, OuterLoopsStayRolledAndRowLoopsVectorise) {
+  Kernel k;
+  k.name = "cpp_fused_mul_sub_0";
+  k.buffers = {{"in_ptr0", DType::F32}, {"in_ptr1", DType::F32}, {"in_ptr2", DType::F32}, {"out_ptr0", DType::F32}};
+  k.outer = {8, 16};
+  E e = Op(OpCode::kMul, Ld(0, 0, {1024, 64}, 1), Op(OpCode::kSub, Ld(1, 0, {1024, 64}, 1), Ld(2, 0, {0, 1}, 0)));
+  k.loops = {Loop{64, {Store(3, Index{0, {1024, 64}, 1}, e)}}};
+  auto ck = Compile(k);
+  std::string ir = ck->llvm_ir();
+  EXPECT_EQ(CountLabels(ir, "vector.body"), 1) << ir;
+  auto a = Random(8 * 1024, 20), b = Random(8 * 1024, 21), c = Random(16, 22);
+  std::vector<float> out(8 * 1024);
+  RunK(*ck, {a.data(), b.data(), c.data(), out.data()});
+  for (int64_t i = 0; i < 8 * 1024; ++i) ASSERT_EQ(out[i], a[i] * (b[i] - c[(i / 64) % 16])) << i;
+
+  Kernel sum;
+  sum.name = "cpp_fused_sum_0";
+  sum.buffers = {{"in_ptr0", DType::F32}, {"out_ptr0", DType::F32}};
+  sum.outer = {100};
+  sum.loops = {Loop{64, {Reduce(0, ReduceKind::kSum, Ld(0, 0, {64}, 1))}},
+               Loop{1, {Store(1, Index{0, {1}, 0}, Expr::Acc(0))}}};
+  ck = Compile(sum);
+  ir = ck->llvm_ir();
+  EXPECT_NE(ir.find("fadd reassoc <"), std::string::npos) << ir;
+  auto x = Random(100 * 64, 23);
+  std::vector<float> rows(100);
+  RunK(*ck, {x.data(), rows.data()});
+  for (int64_t i = 0; i < 100; ++i) {
+    double ref = 0;
+    for (int64_t j = 0; j < 64; ++j) ref += x[i * 64 + j];
+    ASSERT_NEAR(rows[i], ref, 1e-5 * 64) << i;
+  }
+}
+
 // x^2 is a multiply (no pow call), exact for every float.
 TEST_F(CodegenTest, SquareIsAMultiply) {
   const int64_t n = 1000;

@@ -52,6 +52,9 @@ namespace {
 constexpr int kInterleave = 4;
 constexpr int64_t kLanes = 16;  // Note [Lanes for max and min]
 constexpr int64_t kInterleaveMinExtent = 1024;
+constexpr int64_t kVectorizedMinExtent = 16;  // Note [Which loops unroll] in llvm_optimize.cc
+
+enum class Unroll { kAllowed, kNever, kLate };  // Note [Which loops unroll] in llvm_optimize.cc
 
 class Emitter : public ExprEmitter {
  public:
@@ -97,8 +100,11 @@ class Emitter : public ExprEmitter {
  private:
 
   // Loops: rotated, guarded, with the induction variable a phi (what the vectoriser wants).
+  // `interleave` > 1 asks for that many vector iterations at once; `unroll` says when LLVM may
+  // unroll it (Note [Which loops unroll]).
   template <typename Body>
-  void EmitLoop(llvm::Value* lo, llvm::Value* hi, const char* name, Body body, int interleave = 1) {
+  void EmitLoop(llvm::Value* lo, llvm::Value* hi, const char* name, Body body, int interleave = 1,
+                Unroll unroll = Unroll::kAllowed) {
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, std::string(name) + ".body", fn_);
     auto* exit = llvm::BasicBlock::Create(ctx_, std::string(name) + ".exit", fn_);
@@ -110,17 +116,30 @@ class Emitter : public ExprEmitter {
     llvm::Value* next = b_.CreateAdd(iv, b_.getInt64(1), std::string(name) + ".next", true, true);
     iv->addIncoming(next, b_.GetInsertBlock());
     llvm::BranchInst* latch = b_.CreateCondBr(b_.CreateICmpSLT(next, hi), header, exit);
+    std::vector<llvm::Metadata*> hints;
     if (interleave > 1) {  // Note [Vector width and interleaving]
-      llvm::Metadata* count[] = {llvm::MDString::get(ctx_, "llvm.loop.interleave.count"),
-                                 llvm::ConstantAsMetadata::get(b_.getInt32(interleave))};
+      hints.push_back(Hint("llvm.loop.interleave.count", interleave));
+    }
+    if (unroll == Unroll::kNever) hints.push_back(Hint("llvm.loop.unroll.disable"));
+    if (unroll == Unroll::kLate) hints.push_back(Hint(kUnrollLateHint));
+    if (!hints.empty()) {
       llvm::TempMDTuple self = llvm::MDNode::getTemporary(ctx_, llvm::None);
-      llvm::Metadata* ops[] = {self.get(), llvm::MDNode::get(ctx_, count)};
-      llvm::MDNode* loop_id = llvm::MDNode::getDistinct(ctx_, ops);
+      hints.insert(hints.begin(), self.get());
+      llvm::MDNode* loop_id = llvm::MDNode::getDistinct(ctx_, hints);
       loop_id->replaceOperandWith(0, loop_id);
       latch->setMetadata(llvm::LLVMContext::MD_loop, loop_id);
     }
     b_.SetInsertPoint(exit);
   }
+
+  llvm::MDNode* Hint(const char* name) { return llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name)}); }
+  llvm::MDNode* Hint(const char* name, int value) {
+    llvm::Metadata* ops[] = {llvm::MDString::get(ctx_, name), llvm::ConstantAsMetadata::get(b_.getInt32(value))};
+    return llvm::MDNode::get(ctx_, ops);
+  }
+
+  // An inner loop long enough to vectorise unrolls only once vectorised.
+  static Unroll InnerUnroll(int64_t extent) { return extent >= kVectorizedMinExtent ? Unroll::kLate : Unroll::kAllowed; }
 
   // Note [Prefetching the next row]: a kernel of several inner loops per row (a reduction, then
   // the pointwise loop that uses it: RMSNorm, softmax) streams the row from memory in its first
@@ -187,9 +206,11 @@ class Emitter : public ExprEmitter {
         });
       }
       llvm::Value* lo = b_.CreateMul(chunk, b_.getInt64(kPrefetchChunk), "", true, true);
-      EmitLoop(lo, b_.CreateAdd(lo, b_.getInt64(kPrefetchChunk), "", true, true), "r", body, interleave);
+      EmitLoop(lo, b_.CreateAdd(lo, b_.getInt64(kPrefetchChunk), "", true, true), "r", body, interleave,
+               InnerUnroll(kPrefetchChunk));
     });
-    EmitLoop(b_.getInt64(chunks * kPrefetchChunk), b_.getInt64(extent), "r", body, interleave);
+    EmitLoop(b_.getInt64(chunks * kPrefetchChunk), b_.getInt64(extent), "r", body, interleave,
+             InnerUnroll(extent - chunks * kPrefetchChunk));
   }
 
   void EmitOuter(size_t d, const std::vector<int64_t>& outer, llvm::Value* begin, llvm::Value* end) {
@@ -209,7 +230,7 @@ class Emitter : public ExprEmitter {
         int interleave = loop.extent >= kInterleaveMinExtent ? kInterleave : 1;
         std::vector<const Expr*> ahead = NextRowReads(l);
         if (ahead.empty()) {
-          EmitLoop(b_.getInt64(0), b_.getInt64(loop.extent), "r", body, interleave);
+          EmitLoop(b_.getInt64(0), b_.getInt64(loop.extent), "r", body, interleave, InnerUnroll(loop.extent));
         } else {
           EmitPrefetchingLoop(loop.extent, ahead, body, interleave);
         }
@@ -222,7 +243,7 @@ class Emitter : public ExprEmitter {
     EmitLoop(lo, hi, name.c_str(), [&](llvm::Value* iv) {
       outer_vars_[d] = iv;
       EmitOuter(d + 1, outer, begin, end);
-    });
+    }, 1, d == 0 ? Unroll::kAllowed : Unroll::kNever);  // the first runs over [begin, end): never unrolled
   }
 
   // --- max and min in lanes (Note [Lanes for max and min]) ---
@@ -265,7 +286,7 @@ class Emitter : public ExprEmitter {
           b_.CreateStore(MaxMinStep(s.reduce, a.t, acc, x), lanes[i][u]);
         }
       }
-    });
+    }, 1, Unroll::kLate);
     for (size_t i = 0; i < loop.stmts.size(); ++i) {  // the lanes in order, into the accumulator
       const Stmt& s = loop.stmts[i];
       const Acc& a = accs_[s.acc_id];

@@ -16,6 +16,11 @@ enum class Unrolling : uint8_t {
   kFullOnly,  // loops with small constant trip counts unrolled whole; no partial or runtime unrolling
 };
 
+// A loop hint (a loop ID operand !{!"kiln.loop.unroll.late"}): under Unrolling::kFullOnly the loop
+// is not unrolled before vectorisation, but may be unrolled whole at the end of the pipeline
+// (Note [Which loops unroll] in llvm_optimize.cc).
+inline constexpr const char* kUnrollLateHint = "kiln.loop.unroll.late";
+
 // Runs O3 on `m` for `tm`; `tlii`, when given, says which library calls the vectoriser may widen.
 void OptimizeO3(llvm::Module& m, llvm::TargetMachine& tm, const llvm::PipelineTuningOptions& tuning,
                 const llvm::TargetLibraryInfoImpl* tlii = nullptr, Unrolling unrolling = Unrolling::kAll);
