@@ -131,10 +131,18 @@ JitState& State() {
   return *state;
 }
 
-std::unique_ptr<llvm::TargetMachine> HostTargetMachine() {
-  auto tm = HostMachineBuilder(State().host).createTargetMachine();
-  if (!tm) throw Error("[inductor] no LLVM target machine for this host: " + ErrText(tm.takeError()));
-  return std::move(*tm);
+// Note [One target machine per thread]: a target machine builds its subtarget (the host's
+// features expanded, X86's lowering tables, register classes) on first use, and a fresh one per
+// kernel paid for that every time. A target machine serves one compile at a time and no LLVM
+// context of its own, so each compiling thread keeps one.
+llvm::TargetMachine& HostTargetMachine() {
+  thread_local std::unique_ptr<llvm::TargetMachine> machine;
+  if (machine == nullptr) {
+    auto tm = HostMachineBuilder(State().host).createTargetMachine();
+    if (!tm) throw Error("[inductor] no LLVM target machine for this host: " + ErrText(tm.takeError()));
+    machine = std::move(*tm);
+  }
+  return *machine;
 }
 
 std::string CacheKey(const Kernel& k, const CodegenOptions& o) {
@@ -264,8 +272,7 @@ std::string GenerateLLVMIR(const Kernel& kernel, const CodegenOptions& options) 
   std::string key = CacheKey(kernel, options);
   std::lock_guard<std::mutex> lock(s.mu);
   llvm::LLVMContext ctx;
-  auto tm = HostTargetMachine();
-  auto m = BuildModule(ctx, kernel, SymbolFor(kernel, key), *tm, options, s.host);
+  auto m = BuildModule(ctx, kernel, SymbolFor(kernel, key), HostTargetMachine(), options, s.host);
   std::string out;
   llvm::raw_string_ostream os(out);
   m->print(os, nullptr);
@@ -290,13 +297,13 @@ std::shared_ptr<CompiledKernel> CompileUncached(JitState& s, const Kernel& kerne
     // A stale or damaged cache file: compile afresh and overwrite it.
   }
   llvm::LLVMContext ctx;
-  auto tm = HostTargetMachine();
-  auto m = BuildModule(ctx, kernel, symbol, *tm, options, s.host);
+  llvm::TargetMachine& tm = HostTargetMachine();
+  auto m = BuildModule(ctx, kernel, symbol, tm, options, s.host);
   llvm::SmallVector<char, 0> obj;
   {
     llvm::raw_svector_ostream os(obj);
     llvm::legacy::PassManager pm;
-    if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile))
+    if (tm.addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile))
       throw Error("[inductor] the host target cannot emit object files");
     pm.run(*m);
   }
