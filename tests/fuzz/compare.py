@@ -152,7 +152,9 @@ def no_worse_than_torch(got_calls, ref_calls, ref64_calls, grad, slack=SLACK):
     where either float32 run's NaN and infinity positions differ from the other's."""
     problems = []
     for i, (g, r, r64) in enumerate(zip(got_calls, ref_calls, ref64_calls)):
-        if r64.exc or r.exc or g.exc or len(r64.outs) != len(r.outs) or (grad and r64.bwd_exc):
+        # a backward that raises in both PyTorch runs (a saved value written in place) leaves the
+        # forward values to judge (fuzz seed 1081, program 3829)
+        if r64.exc or r.exc or g.exc or len(r64.outs) != len(r.outs) or (grad and r64.bwd_exc != r.bwd_exc):
             problems.append(f"call{i}: no float64 reference")
             continue
         pairs = [(f"value out{k}", go.values, ro.values, r64o.values)

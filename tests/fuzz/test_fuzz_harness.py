@@ -211,6 +211,25 @@ def test_float32_values_are_judged_against_float64_where_pytorch_itself_is_off()
     assert "NaN" in compare.no_worse_than_torch(got, ref, ref64, False)[0]
 
 
+def test_float64_judges_the_forward_when_both_pytorch_backwards_raise():
+    # log_softmax's output written in place before backward: PyTorch raises in float32 and in
+    # float64 alike, and the forward values are still judged (fuzz seed 1081, program 3829)
+    got, ref = records(SOURCE_OK.source())
+    _, ref64 = records(SOURCE_OK.source())
+    for c in (got[0], ref[0], ref64[0]):
+        c.outs[1].dtype = "float32"
+        c.grads = [None for _ in c.grads]
+    base = np.asarray(ref64[0].outs[1].values, dtype=np.float64)
+    ref[0].outs[1].values = base * (1 + 1e-3)
+    got[0].outs[1].values = base * (1 - 3e-3)
+    ref[0].bwd_exc = ref64[0].bwd_exc = "RuntimeError"
+    assert compare.no_worse_than_torch(got, ref, ref64, True) == []
+    got[0].outs[1].values = base * (1 + 2e-2)
+    assert compare.no_worse_than_torch(got, ref, ref64, True)[0].startswith("call0 value out1: error")
+    ref[0].bwd_exc = ""  # only the float64 backward raises: no reference
+    assert compare.no_worse_than_torch(got, ref, ref64, True) == ["call0: no float64 reference"]
+
+
 def test_rounding_noise_is_judged_by_pytorchs_spread_under_input_jiggle():
     # x * s.item() / x's gradient is rounding noise (exactly 0 in float64): kiln's value is judged by
     # how far PyTorch's own moves when the inputs move by an ulp (fuzz seed 321, programs 2595, 6940)

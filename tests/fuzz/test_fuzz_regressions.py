@@ -440,6 +440,9 @@ REGRESSIONS = {
                      "made past that buffer's end (reinterpret_tensor raised at run time)",
     "seed1051-1517": "v2 @ v2.expand(2, ...).chunk(2, 0)[0] compiled: the expanded value was computed densely (a graph "
                      "output) and chunk's piece read with its meta layout (stride 0, transposed): a wrong matmul",
+    "seed1081-3829": "(the fuzzer's judge) remainder(x, log_softmax(x)) magnifies log_softmax's last bits 300x, "
+                     "where kiln is nearer float64 than PyTorch; its backward raises in every run (the saved "
+                     "output written in place), so the float64 judge refused the forward values",
 }
 
 
