@@ -221,12 +221,14 @@ void Node::SetName(const std::string& name) {
 }
 
 void Node::RemoveFromList() {
+  ++graph_->order_version_;
   prev_->next_ = next_;
   next_->prev_ = prev_;
   prev_ = next_ = nullptr;
 }
 
 void Node::InsertBefore(Node* where) {
+  ++graph_->order_version_;
   prev_ = where->prev_;
   next_ = where;
   prev_->next_ = this;

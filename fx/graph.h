@@ -199,6 +199,9 @@ class Graph {
   // Nodes in order (a snapshot, so callers may edit while iterating).
   std::vector<Node*> nodes() const;
   size_t size() const { return size_; }
+  // Changes with every insertion, removal or move of a node, so a snapshot of nodes() taken at
+  // one version is the list as long as the version stays (Python's graph.nodes keeps one).
+  uint64_t order_version() const { return order_version_; }
   Node* root() const { return root_.get(); }
   std::shared_ptr<Node> shared(const Node* n) const;  // the owning pointer of one of our nodes
   Node* FindNode(const std::string& name) const;
@@ -246,10 +249,13 @@ class Graph {
   static void SetReservedNames(std::vector<std::string> names);
 
  private:
+  friend class Node;  // its list links bump order_version_
+
   // Nodes are shared so Python handles outlive erasure safely (an erased node is detached).
   std::shared_ptr<Node> root_;
   std::unordered_map<const Node*, std::shared_ptr<Node>> owned_;
   size_t size_ = 0;
+  uint64_t order_version_ = 0;
   InsertPoint insert_point_;
   std::unordered_set<std::string> used_names_;
   std::unordered_map<std::string, int64_t> base_count_;

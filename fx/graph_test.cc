@@ -36,6 +36,26 @@ TEST(Graph, UsersFollowEdits) {
   s.g.Lint();
 }
 
+// Every change of the node list moves order_version (graph.nodes' snapshots in Python rely on it);
+// edits that leave the list alone do not.
+TEST(Graph, OrderVersionFollowsListEdits) {
+  Small s;
+  uint64_t v = s.g.order_version();
+  s.add->UpdateArg(0, s.x);  // arguments, not order
+  EXPECT_EQ(s.g.order_version(), v);
+  s.g.InsertingBefore(s.add);
+  Node* abs = s.g.CallFunction(Aten("aten::abs"), {s.x});
+  EXPECT_GT(s.g.order_version(), v);
+  v = s.g.order_version();
+  s.relu->Prepend(abs);
+  EXPECT_GT(s.g.order_version(), v);
+  EXPECT_EQ(s.g.nodes()[1], abs);
+  v = s.g.order_version();
+  s.g.EraseNode(s.neg);
+  EXPECT_GT(s.g.order_version(), v);
+  s.g.Lint();
+}
+
 TEST(Graph, ReplaceAllUsesWith) {
   Small s;
   s.g.InsertingAfter(s.relu);

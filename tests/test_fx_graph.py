@@ -324,6 +324,29 @@ def test_to_folder(tmp_path):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
 
 
+def test_graph_nodes_follow_every_edit():
+    # graph.nodes keeps a snapshot while the order stays (Graph._order_version): every insertion,
+    # move and erasure must show, also while a loop edits the graph it walks
+    g = fx.Graph()
+    x = g.placeholder("x")
+    r = g.call_function(kiln.relu, (x,))
+    n = g.call_function(kiln.neg, (x,))
+    g.output(r)
+    assert [v.name for v in g.nodes] == ["x", "relu", "neg", "output"]
+    with g.inserting_before(r):
+        a = g.call_function(kiln.abs, (x,))
+    assert [v.name for v in g.nodes] == ["x", "abs_1", "relu", "neg", "output"]  # abs: a builtin
+    assert g.nodes[1] is a and [v.name for v in reversed(g.nodes)][0] == "output"
+    x.append(n)
+    assert [v.name for v in g.nodes] == ["x", "neg", "abs_1", "relu", "output"]
+    for v in g.nodes:  # erasing while walking: the walk goes on over the snapshot it began with
+        if v.op == "call_function" and not v.users:
+            g.erase_node(v)
+    assert [v.name for v in g.nodes] == ["x", "relu", "output"]
+    assert len(g.nodes) == 3 and a not in g.nodes and r in g.nodes
+    g.lint()
+
+
 def test_erased_node_and_dead_graph_handles_are_safe():
     g = fx.Graph()
     x = g.placeholder("x")

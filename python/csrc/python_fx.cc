@@ -439,6 +439,7 @@ void InitFxBindings(py::module_& parent) {
         return l;
       })
       .def("_len", &Graph::size)
+      .def("_order_version", &Graph::order_version)
       .def("_root", [](Graph& g) { return NodeObject(g.root()); })
       .def("_find_node", [](Graph& g, const std::string& name) -> py::object {
         Node* n = g.FindNode(name);

@@ -57,13 +57,12 @@ def tangent_masks(graph, seeds=None):
             for a in n.all_input_nodes:
                 m |= masks[a] | written.get(_view_root(a, base), 0)
             masks[n] = m
-            schema = getattr(n.target, "_schema", None)
-            if schema is None:
-                continue
-            if schema.returns and _aliases(schema.returns[0], write=False) and n.args and hasattr(n.args[0], "op"):
+            views, writes = _alias_positions(n.target)
+            if views and n.args and hasattr(n.args[0], "op"):
                 base[n] = n.args[0]
-            for arg, value in zip(schema.arguments, n.args):
-                if _aliases(arg, write=True) and hasattr(value, "op"):
+            for i in writes:
+                value = n.args[i] if i < len(n.args) else None
+                if hasattr(value, "op"):
                     root = _view_root(value, base)
                     written[root] = written.get(root, 0) | m
     for n, root in ((n, _view_root(n, base)) for n in masks):
@@ -74,6 +73,29 @@ def tangent_masks(graph, seeds=None):
 def _aliases(arg, write):
     info = arg.alias_info
     return info is not None and bool(info.is_write) == write
+
+
+_ALIAS_POSITIONS = {}
+
+
+def _alias_positions(target):
+    """(whether its first result views an argument, the positions of the arguments it writes) of
+    an op, from its schema; read once per op, not per node."""
+    try:
+        return _ALIAS_POSITIONS[target]
+    except (KeyError, TypeError):
+        pass
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        found = (False, ())
+    else:
+        found = (bool(schema.returns) and _aliases(schema.returns[0], write=False),
+                 tuple(i for i, arg in enumerate(schema.arguments) if _aliases(arg, write=True)))
+    try:
+        _ALIAS_POSITIONS[target] = found
+    except TypeError:  # an unhashable target
+        pass
+    return found
 
 
 def _view_root(n, base):

@@ -34,18 +34,27 @@ class _NodeList:
     def __len__(self):
         return self._graph._len()
 
+    def _snapshot(self):
+        """The nodes in order, made again only when the graph's order changed: a compile walks
+        its graphs ~50 times, and each fresh list of a 16-layer GPT's 5,000 nodes took ~1 ms."""
+        graph, version = self._graph, self._graph._order_version()
+        cached = graph.__dict__.get("_nodes_snapshot")
+        if cached is None or cached[0] != version:
+            cached = graph.__dict__["_nodes_snapshot"] = (version, tuple(graph._nodes()))
+        return cached[1]
+
     def __iter__(self):
-        nodes = self._graph._nodes()
+        nodes = self._snapshot()
         return iter(reversed(nodes) if self._reverse else nodes)
 
     def __reversed__(self):
-        return iter(reversed(self._graph._nodes()) if not self._reverse else self._graph._nodes())
+        return iter(reversed(self._snapshot()) if not self._reverse else self._snapshot())
 
     def __contains__(self, node):
         return isinstance(node, Node) and node.graph is self._graph
 
     def __getitem__(self, i):
-        return self._graph._nodes()[i]
+        return self._snapshot()[i]
 
     def __repr__(self):
         return f"<kiln.fx graph nodes: {list(self)}>"
