@@ -7,8 +7,8 @@ holding everything lazy behind it (vertical fusion: pointwise chains, a reductio
 pointwise code before it and after it along the reduced axis, see KernelBuilder.reduction_value;
 epilogues of a reduction loop, Pointwise.space). A reduction several nodes read is deferred to
 its first use, and sibling reductions over the same loop reading one of its buffers join its
-kernel (horizontal fusion). The records (alloc, kernel, view, extern, return) become the wrapper
-with its memory planned in wrapper.py.
+kernel (horizontal fusion). The records (Alloc, KernelCall, View, ExternCall, Return) become the
+wrapper with its memory planned in wrapper.py.
 """
 
 import itertools
@@ -22,7 +22,7 @@ from kiln._inductor.ir import Affine, Buffer, Pointwise, Probe, Reduction, conti
 from kiln._inductor import autotune
 from kiln._inductor.bisect_controls import fusions, lowerings
 from kiln._inductor.lowering import LOWERINGS, Fallback, V, ViewOfUnrealized, lower, merge_reduced_dims, mm_template
-from kiln._inductor.wrapper import wrapper_code
+from kiln._inductor.wrapper import Alloc, ExternCall, KernelCall, Return, View, wrapper_code
 from kiln._logging import getArtifactLogger
 from kiln.fx.traceback import provenance_comments
 
@@ -111,7 +111,7 @@ class GraphLowering:
     def __init__(self, gm, config=None):
         self.gm = gm
         self.config = config or {}
-        self.records = []          # wrapper steps, see _wrapper_code
+        self.records = []          # the wrapper's steps (wrapper.py: Alloc, KernelCall, View, ExternCall, Return)
         self.kernels = []
         self.realized = {}         # lazy value -> its Buffer (keys held: ids of dead values get reused)
         self.defined = set()       # buffer names the wrapper has defined
@@ -125,7 +125,6 @@ class GraphLowering:
         self.building = set()      # ids of the output buffers of reduction kernels being built
         self.autotune_choices = []  # (op, chosen alternative) under max-autotune
         self.statistics = {}       # (id(input), reduced dims) -> a variance's mean, for mean.dim
-        self.extern_provenance = {}  # id of an "extern" record -> its node's `# File ...` comments
         # layout.py's choice (Note [Layout optimization]): output position -> the strides it
         # leaves with (eager's) where its meta value's differ; None when the graph kept its layouts
         self.output_strides = gm.meta.get("output_strides") if hasattr(gm, "meta") else None
@@ -147,7 +146,7 @@ class GraphLowering:
         if isinstance(buf.origin, Buffer):
             self.define(buf.origin)
             buf.name = f"buf{next(self._names)}"
-            self.records.append(("view", buf, buf.origin))
+            self.records.append(View(buf, buf.origin))
             self.defined.add(buf.name)
         return buf
 
@@ -395,9 +394,9 @@ class GraphLowering:
         kernel = Kernel(name, ir, list(kb.buffers), provenance_comments(t for _, t in sorted(kb.origins)))
         self.kernels.append(kernel)
         for out in outs:
-            self.records.append(("alloc", out))
+            self.records.append(Alloc(out))
             self.defined.add(out.name)
-        self.records.append(("kernel", kernel))
+        self.records.append(KernelCall(kernel))
 
     # --- the graph -------------------------------------------------------------------------------
     def run(self):
@@ -467,7 +466,7 @@ class GraphLowering:
                         v = view if view is not None else \
                             self.realize_output(v, list(meta.stride()) if isinstance(meta, kiln.Tensor) else None)
                     results.append(v)
-                self.records.append(("return", results))
+                self.records.append(Return(results))
             else:
                 raise NotImplementedError(f"inductor: {node.op} nodes")
         return self
@@ -614,9 +613,8 @@ class GraphLowering:
         for b in results:
             if b is not None:
                 self.defined.add(b.name)
-        record = ("extern", target, args, kwargs, results, isinstance(val, (tuple, list)))
-        self.records.append(record)
-        self.extern_provenance[id(record)] = provenance_comments([node.meta.get("stack_trace")])
+        self.records.append(ExternCall(target, args, kwargs, results, isinstance(val, (tuple, list)),
+                                       provenance_comments([node.meta.get("stack_trace")])))
         return value
 
 

@@ -1,6 +1,6 @@
 """The wrapper: `def call(args)`, the Python source that runs a lowered graph (GraphLowering's
-records: alloc, kernel, view, extern, return), with its memory planned in C++ before any kernel is
-compiled (inductor/memory_plan, Note [Memory plan]):
+records: Alloc, KernelCall, View, ExternCall, Return), with its memory planned in C++ before any
+kernel is compiled (inductor/memory_plan, Note [Memory plan]):
 
 - each buffer is deleted after its last use, and a later allocation of the same size and dtype
   reuses a dead one (`# reuse`);
@@ -19,13 +19,56 @@ from kiln import _C
 from kiln._inductor.ir import Buffer
 
 
+# --- the steps GraphLowering records, in program order (graph.records) ----------------------------
+class Alloc:
+    """A kernel's output buffer comes to be (fresh, reused, in place or static: the plan says)."""
+    __slots__ = ("buf",)
+
+    def __init__(self, buf):
+        self.buf = buf
+
+
+class KernelCall:
+    """A generated kernel runs over its buffers."""
+    __slots__ = ("kernel",)
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+
+class View:
+    """`buf` is defined as a view of `base` (its layout and storage offset)."""
+    __slots__ = ("buf", "base")
+
+    def __init__(self, buf, base):
+        self.buf, self.base = buf, base
+
+
+class ExternCall:
+    """An eager op runs: `target(*args, **kwargs)`, its tensor results bound to `results` (None for
+    a non-tensor result), unpacked when the op returns several; `provenance`: the user's lines."""
+    __slots__ = ("target", "args", "kwargs", "results", "unpack", "provenance")
+
+    def __init__(self, target, args, kwargs, results, unpack, provenance=()):
+        self.target, self.args, self.kwargs = target, args, kwargs
+        self.results, self.unpack, self.provenance = results, unpack, provenance
+
+
+class Return:
+    """The graph's outputs: buffers, or constants returned as they are."""
+    __slots__ = ("values",)
+
+    def __init__(self, values):
+        self.values = values
+
+
 def wrapper_code(graph):
     """Python source of `call(args)`, with buffer lifetimes planned."""
     plan = _memory_plan(graph)
     externs = {}  # extern targets, bound once to their C entry points (no Python call layer)
-    for rec in graph.records:
-        if rec[0] == "extern":
-            externs.setdefault(_extern_name(rec[1]), rec[1])
+    for step in graph.records:
+        if isinstance(step, ExternCall):
+            externs.setdefault(_extern_name(step.target), step.target)
     lines = [f"{name} = {_op_expr(target)}{'._op' if hasattr(target, '_op') else ''}"
              for name, target in externs.items()]
     static = plan.static_buffers
@@ -36,21 +79,23 @@ def wrapper_code(graph):
         lines.append(f"    {', '.join(graph.inputs)}{',' if len(graph.inputs) == 1 else ''} = args")
         lines.append("    args.clear()")
     if static:
-        allocated = {rec[1].name: rec[1] for rec in graph.records if rec[0] == "alloc"}
+        allocated = {step.buf.name: step.buf for step in graph.records if isinstance(step, Alloc)}
         lines.append("    if not static_buffers:")
         for buf in (allocated[name] for name in static):
             lines.append(f"        static_buffers.append(empty_strided({tuple(buf.shape)}, {tuple(buf.stride)}, "
                          f"dtype={buf.dtype}))")
         lines.append(f"    {', '.join(static)}{',' if len(static) == 1 else ''} = static_buffers")
-    for i, rec in enumerate(graph.records):
-        kind, step = rec[0], plan[i]
+    for i, step in enumerate(graph.records):
+        planned = plan[i]
         # source provenance: the user's lines a kernel or extern call computes (kiln/fx/traceback.py)
-        provenance = rec[1].provenance if kind == "kernel" else graph.extern_provenance.get(id(rec), ())
-        lines.extend(f"    {comment}" for comment in provenance)
-        if kind == "alloc":
-            buf, source = rec[1], step.alloc
+        if isinstance(step, KernelCall):
+            lines.extend(f"    {comment}" for comment in step.kernel.provenance)
+        elif isinstance(step, ExternCall):
+            lines.extend(f"    {comment}" for comment in step.provenance)
+        if isinstance(step, Alloc):
+            buf, source = step.buf, planned.alloc
             if source.kind == "in place":
-                _merge_in_place(graph.records[source.kernel_step][1], source.victim, source.store)
+                _merge_in_place(graph.records[source.kernel_step].kernel, source.victim, source.store)
                 lines.append(f"    {buf.name} = reinterpret_tensor({source.source}, {tuple(buf.shape)}, "
                              f"{tuple(buf.stride)})  # in place")
                 lines.append(f"    del {source.source}")
@@ -62,32 +107,31 @@ def wrapper_code(graph):
                 lines.append(f"    {buf.name} = empty_strided({tuple(buf.shape)}, {tuple(buf.stride)}, "
                              f"dtype={buf.dtype})")
             # static: bound at the top from static_buffers
-        elif kind == "kernel":
-            k = rec[1]
+        elif isinstance(step, KernelCall):
+            k = step.kernel
             lines.append(f"    {k.name}({', '.join(b.name for b in k.buffers)})")
-        elif kind == "view":
-            buf, base = rec[1], rec[2]
-            lines.append(f"    {buf.name} = reinterpret_tensor({base.name}, {tuple(buf.shape)}, "
+        elif isinstance(step, View):
+            buf = step.buf
+            lines.append(f"    {buf.name} = reinterpret_tensor({step.base.name}, {tuple(buf.shape)}, "
                          f"{tuple(buf.stride)}, {buf.offset})")
-        elif kind == "extern":
-            _, target, args, kwargs, results, unpack = rec
-            text = _extern_name(target) + "(" + ", ".join([_arg_text(a) for a in args] +
-                                                       [f"{k}={_arg_text(v)}" for k, v in kwargs.items()]) + ")"
-            named = [b.name if b is not None else "_" for b in results]
-            if not results:
+        elif isinstance(step, ExternCall):
+            text = _extern_name(step.target) + "(" + ", ".join(
+                [_arg_text(a) for a in step.args] + [f"{k}={_arg_text(v)}" for k, v in step.kwargs.items()]) + ")"
+            named = [b.name if b is not None else "_" for b in step.results]
+            if not step.results:
                 lines.append(f"    {text}")
-            elif unpack:
+            elif step.unpack:
                 lines.append(f"    {', '.join(named)}{',' if len(named) == 1 else ''} = {text}")
             else:
                 lines.append(f"    {named[0]} = {text}")
-            if _returns_fresh(target):  # Note [Extern results in the declared layout]
-                for b in results:
+            if _returns_fresh(step.target):  # Note [Extern results in the declared layout]
+                for b in step.results:
                     if b is not None and list(b.stride) != _contiguous_strides(b.shape):
                         lines.append(f"    {b.name} = as_declared({b.name}, {tuple(b.shape)}, {tuple(b.stride)})")
-        elif kind == "return":
-            vals = [b.name if isinstance(b, Buffer) else repr(b) for b in rec[1]]
+        elif isinstance(step, Return):
+            vals = [b.name if isinstance(b, Buffer) else repr(b) for b in step.values]
             lines.append(f"    return ({''.join(v + ', ' for v in vals)})")
-        lines.extend(f"    del {name}" for name in step.dies)
+        lines.extend(f"    del {name}" for name in planned.dies)
     return "\n".join(lines) + "\n"
 
 
@@ -98,24 +142,23 @@ def _memory_plan(graph):
     def declare(buf):
         planner.declare(buf.name, buf.shape, buf.stride, buf.dtype.itemsize, str(buf.dtype))
 
-    for rec in graph.records:
-        kind = rec[0]
-        if kind == "alloc":
-            declare(rec[1])
-            planner.alloc(rec[1].name)
-        elif kind == "kernel":
-            planner.kernel([b.name for b in rec[1].buffers], rec[1].ir)
-        elif kind == "view":
-            planner.view(rec[1].name, rec[2].name)
-        elif kind == "extern":
-            fresh = _returns_fresh(rec[1])
-            results = [b for b in rec[4] if b is not None]
+    for step in graph.records:
+        if isinstance(step, Alloc):
+            declare(step.buf)
+            planner.alloc(step.buf.name)
+        elif isinstance(step, KernelCall):
+            planner.kernel([b.name for b in step.kernel.buffers], step.kernel.ir)
+        elif isinstance(step, View):
+            planner.view(step.buf.name, step.base.name)
+        elif isinstance(step, ExternCall):
+            fresh = _returns_fresh(step.target)
+            results = [b for b in step.results if b is not None]
             if fresh:
                 for b in results:
                     declare(b)
-            planner.extern(_buffer_names((rec[2], rec[3])), [b.name for b in results], fresh)
-        elif kind == "return":
-            planner.ret([b.name for b in rec[1] if isinstance(b, Buffer)])
+            planner.extern(_buffer_names((step.args, step.kwargs)), [b.name for b in results], fresh)
+        elif isinstance(step, Return):
+            planner.ret([b.name for b in step.values if isinstance(b, Buffer)])
     return planner.plan()
 
 
