@@ -163,7 +163,7 @@ class GraphLowering:
             buf = self._squeezed_view(self.realize(value.squeeze_of), value.shape)
         elif isinstance(value, Pointwise) and value.space is not None:
             group = [value] + [v for v in getattr(value, "group", ()) if v is not value and v not in self.realized]
-            buf = self.realize_reductions(group, *value.space)[0]
+            buf = self.realize_reductions(group, value.space)[0]
         elif isinstance(value, Pointwise):
             buf = self._kernel_for_pointwise(value)
         else:
@@ -320,7 +320,7 @@ class GraphLowering:
         return buf
 
     def _kernel_for_reduction(self, red):
-        return self.realize_reductions([red] + self._siblings(red), red.kept, red.extent, red.axis)[0]
+        return self.realize_reductions([red] + self._siblings(red), red.space)[0]
 
     def _siblings(self, red):
         """Horizontal fusion: reductions not yet computed that loop over the same space and read a
@@ -348,7 +348,7 @@ class GraphLowering:
                 found.append(other)
         return found
 
-    def realize_reductions(self, values, kept, extent, axis):
+    def realize_reductions(self, values, space):
         """One kernel over a reduction's iteration space (outer: the kept dimensions, inner: the
         reduced axis) storing several values of the reduction's keepdim shape: Reductions along
         that axis, or Pointwise values of them (Welford's combination of partial statistics: a
@@ -360,7 +360,7 @@ class GraphLowering:
         building = {id(out) for out in outs} - self.building
         self.building |= building
         try:
-            return self._reduction_kernel(values, outs, kept, extent, axis)
+            return self._reduction_kernel(values, outs, space.kept, space.extent, space.axis)
         finally:
             self.building -= building
 

@@ -97,12 +97,34 @@ class Buffer:
         return f"{self.name}: {self.dtype} {self.shape}"
 
 
+class LoopSpace:
+    """A reduction's iteration space: outer loops over the `kept` dimensions, the inner loop over
+    `extent` elements of the reduced axis (`axis`). Equal spaces are one loop nest."""
+
+    __slots__ = ("kept", "extent", "axis")
+
+    def __init__(self, kept, extent, axis):
+        self.kept, self.extent, self.axis = list(kept), extent, axis
+
+    def _key(self):
+        return tuple(map(repr, self.kept)), repr(self.extent), self.axis
+
+    def __eq__(self, other):
+        return isinstance(other, LoopSpace) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        return f"LoopSpace(kept={self.kept}, extent={self.extent}, axis={self.axis})"
+
+
 class Pointwise:
     def __init__(self, dtype, shape, fn, ops):
         self.dtype, self.shape, self.fn = dtype, list(shape), fn
         self.ops = set(ops)  # aten op names folded into it (kernel names)
         # How it is realized when not simply over its own shape:
-        self.space = None       # (kept, extent, axis): a value of reductions over that loop,
+        self.space = None       # a LoopSpace: a value of reductions over that loop nest,
         #                         computed by their kernel (a variance from its partial sums)
         self.squeeze_of = None  # a value of the same elements with size-1 dimensions added or
         #                         removed (a reduction without keepdim): realized as a view of it
@@ -117,8 +139,14 @@ class Reduction:
         self.ops = set(ops)
         self.shape = list(keepdim_shape)  # the shape the graph sees (reduced axis kept, size 1)
         self.finish = finish  # fn(acc expr) -> expr (mean divides)
+        self.axis = None  # the reduced dimension of its keepdim shape (set by its lowering)
         if V.graph is not None:
             V.graph.reductions.append(self)
+
+
+    @property
+    def space(self):
+        return LoopSpace(self.kept, self.extent, self.axis)
 
 
 def contiguous_strides(shape):

@@ -154,9 +154,9 @@ def epilogue_space(inputs, shape):
     """The reduction loop a pointwise op joins as an epilogue: that of an input computed over a
     reduction's loop (a matmul template, a variance) when the op keeps its shape (so bias + GELU
     after a generated matmul is the same kernel); None when inputs disagree."""
-    spaces = {tuple(map(repr, v.space)): v.space for v in inputs
+    spaces = {v.space for v in inputs
               if isinstance(v, Pointwise) and v.space is not None and list(v.shape) == list(shape)}
-    return next(iter(spaces.values())) if len(spaces) == 1 else None
+    return next(iter(spaces)) if len(spaces) == 1 else None
 
 
 def lower(target, out, args, kwargs):

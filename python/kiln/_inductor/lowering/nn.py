@@ -34,7 +34,7 @@ def mm_template(out, a, b, bias=None, beta=1, alpha=1):
         return value
 
     result = Pointwise(out.dtype, [M, N], fn, red.ops | ({"addmm"} if bias is not None else set()))
-    result.space = ([M, N], K, 2)
+    result.space = red.space
     return result
 
 

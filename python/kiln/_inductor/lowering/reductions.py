@@ -5,7 +5,7 @@ reduced axes merge into one loop where every load walks them as one."""
 import kiln
 from kiln._C._inductor import kernel_ir as kir
 from kiln._C._inductor.kernel_ir import ops
-from kiln._inductor.ir import V, Affine, Buffer, Pointwise, Probe, Reduction, ir_dtype
+from kiln._inductor.ir import V, Affine, Buffer, LoopSpace, Pointwise, Probe, Reduction, ir_dtype
 from kiln._inductor.lowering.common import (INF, Fallback, RealizedAsOf, ViewOfUnrealized, loader, opmath, ops_of,
                                             pointwise, register)
 from kiln._inductor.lowering.views import strided_view
@@ -466,7 +466,7 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
         return value if od == ir_dtype(sd) else kir.cast(value, od)
 
     var = Pointwise(out.dtype, keep, var_fn, ops_of(x) | {"var"})
-    var.space = m2.space if isinstance(m2, Pointwise) else (m2.kept, m2.extent, m2.axis)
+    var.space = m2.space
     # The mean comes with the variance: batch norm's decomposition asks for var and then mean of
     # the same input over the same axes, and gets this one (one kernel stores both).
     # And such a row's mean is that element, as Welford's gives (layer norm of a constant row is
@@ -568,8 +568,7 @@ def _is_constant(bounds, sd):
 def _chan_combine(mean, m2, bounds, shape, axis, partial, sd):
     """Partial statistics (mean and m2 over `partial` elements each, and their bounds, keepdim
     shape `shape`) realized by one kernel, then combined along `axis` as lazy (mean, m2, bounds)."""
-    mean_buf, m2_buf, hi_buf, lo_buf = V.graph.realize_reductions([mean, m2, *bounds], mean.kept, mean.extent,
-                                                                  mean.axis)
+    mean_buf, m2_buf, hi_buf, lo_buf = V.graph.realize_reductions([mean, m2, *bounds], mean.space)
     dt = ir_dtype(sd)
     k = shape[axis]
     kept = shape[:axis] + shape[axis + 1:]
@@ -592,7 +591,7 @@ def _chan_combine(mean, m2, bounds, shape, axis, partial, sd):
     m2_sum.axis = axis
     combined = Pointwise(sd, keep_shape, lambda ctx, idx: ops.add(ctx.reduction_value(m2_sum, idx), ops.mul(
         kir.const(float(partial), dt), ctx.reduction_value(dev, idx))), {"var_mean"})
-    combined.space = (kept, k, axis)
+    combined.space = LoopSpace(kept, k, axis)
     new_bounds = []
     for kind, buf in (("max", hi_buf), ("min", lo_buf)):
         red = Reduction(sd, kept, k, kind, lambda ctx, ki, r, buf=buf: ctx.load(buf, at(ki, r)), {"var_mean"},
