@@ -223,9 +223,16 @@ class GraphLowering:
         intermediate: `seq[:, -1].t()` saved for a backward) computed as that view: the
         intermediate its chain of view nodes starts from is realized in its own meta layout and
         the views are lowered again over its buffer, giving the meta strides and offset (Note
-        [Output strides]). None where the output is not such a view of a computed value."""
-        if isinstance(self.env.get(node), Buffer) or _dense_order(list(meta.shape), list(meta.stride())) is not None:
+        [Output strides]). None where the output is not such a view of a computed value.
+
+        So is an output whose dense meta layout is exactly what the chain makes of its base's
+        (a transpose of a row-major value, column-major): the base is computed once, in its own
+        layout, for the view and for its other readers. A gelu backward that a sum read and a
+        matmul read transposed was computed twice into the same memory order, and a gradient
+        already in memory was copied to be read transposed (the digits MLP's backward)."""
+        if isinstance(self.env.get(node), Buffer):
             return None
+        dense = _dense_order(list(meta.shape), list(meta.stride())) is not None
         chain, base = [], node
         while getattr(base, "op", None) == "call_function" and _is_lowered_view(base.target) and base.args and \
                 not isinstance(self.env.get(base), Buffer):
@@ -234,6 +241,8 @@ class GraphLowering:
         value = self.env.get(base) if hasattr(base, "op") else None
         base_meta = base.meta.get("val") if hasattr(base, "meta") else None
         if not chain or not isinstance(value, (Pointwise, Reduction)) or not isinstance(base_meta, kiln.Tensor):
+            return None
+        if dense and not self._views_keep_layout(chain, base_meta, meta):
             return None
         out = self.realize_output(value, list(base_meta.stride()))
         for view in reversed(chain):
@@ -245,6 +254,23 @@ class GraphLowering:
             if not isinstance(out, Buffer):
                 return None
         return self.define(out)
+
+    def _views_keep_layout(self, chain, base_meta, meta):
+        """Whether the view nodes in `chain` (last first), lowered over a buffer laid out as
+        base_meta, give meta's strides at that buffer's own offset (a transpose, a permute, a
+        reshape of a dense base; no slice into it). A dry run: view lowerings of a Buffer only
+        make Buffers."""
+        out = probe = Buffer(None, base_meta.dtype, list(base_meta.shape), list(base_meta.stride()))
+        for view in reversed(chain):
+            try:
+                out = lower(view.target, view.meta["val"], [out] + [self._arg(a) for a in view.args[1:]],
+                            {k: self._arg(v) for k, v in view.kwargs.items()})
+            except (Fallback, NotImplementedError):
+                return False
+            if not isinstance(out, Buffer):
+                return False
+        return list(out.shape) == list(meta.shape) and out.offset == probe.offset and \
+            _same_layout(out.shape, out.stride, list(meta.stride()))
 
     def _realize_in_meta_layout(self, node):
         """node's value in memory laid out as its meta value (a kernel's output, or a buffer)."""
