@@ -640,6 +640,34 @@ def test_backward_error_of_a_mutation_waits_for_a_backward_that_needs_it(backend
 
 @requires_torch
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_input_given_a_value_whose_backward_raises_requires_grad_as_in_eager(backend):
+    # x3 % x2 saves x3, which x3[0] = ... then overwrites: a backward through it raises, and yet
+    # x3 and a view of it made before require grad afterwards (x2 does), as in eager; the copy-back
+    # kept x3 and the view without grad (fuzz seed 1121, program 228)
+    def body(T):
+        def f(x2, x3):
+            v0 = x3 % x2
+            v1 = x3[::2]
+            x3[0] = v0.squeeze()
+            return (v1,)
+        return f
+
+    def run(T, fn):
+        x2 = T.tensor(1.5, requires_grad=True).clone()
+        x3 = T.tensor([2.25], dtype=T.float64)
+        (v1,) = fn(x2, x3)
+        seen = (v1.requires_grad, x3.requires_grad, v1._base is x3, v1.tolist(), x3.tolist())
+        try:
+            v1.sum().backward()
+        except RuntimeError as e:
+            return seen + ("modified by an inplace operation" in str(e),)
+        return seen + ("no error",)
+
+    assert run(kiln, compiled(body(kiln), backend)) == run(torch, body(torch))
+
+
+@requires_torch
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("op", ["add_", "sub_"])
 def test_input_mutated_by_another_input_gets_its_gradient_once(backend, op):
     # the analysis run's in-place op left history on the fakes, which the joint's gradients went

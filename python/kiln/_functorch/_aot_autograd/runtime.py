@@ -51,9 +51,13 @@ def _restore_outputs(traced, leaves, results):
     if new_values:
         grad_enabled = _C.is_grad_enabled()
         deferred = traced.deferred_errors
+        # a new value whose backward raises still requires grad when the input does or when it
+        # was made from inputs that do (`x3[0] = x3 % x2`, x2 requiring grad: x3 does after the
+        # copy, and so does a view of it the function returned; fuzz seed 1121, program 228)
+        anchors = [x for x in leaves if isinstance(x, kiln.Tensor) and x.requires_grad] if deferred else []
         for i, value, with_grad in zip(traced.mutated_inputs, new_values, traced.mutation_differentiable):
             if i in deferred and grad_enabled:
-                value = _RaiseInBackward.apply(value, deferred[i], leaves[i])
+                value = _RaiseInBackward.apply(value, deferred[i], leaves[i], *anchors)
             dst, value = _distinct_elements(leaves[i], value)
             if (with_grad or i in deferred) and grad_enabled:
                 dst.copy_(value)
