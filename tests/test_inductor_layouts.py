@@ -156,12 +156,17 @@ def test_strided_view_of_intermediate_output_keeps_meta_layout():
 
 
 @pytest.mark.parametrize("grad", [False, True])
-def test_fallback_op_reads_its_input_in_the_meta_layout(grad):
-    # masked_fill has no lowering: its input, the clone of a transposed input, was computed
+@pytest.mark.parametrize("op", ["masked_fill_", "index_put_"])
+def test_fallback_op_reads_its_input_in_the_meta_layout(grad, op):
+    # masked_fill had no lowering: its input, the clone of a transposed input, was computed
     # row-major while the meta (and so the declared layout of masked_fill's result) was
-    # column-major; the next kernel read the row-major result as column-major (fuzz seed 11)
+    # column-major; the next kernel read the row-major result as column-major (fuzz seed 11).
+    # masked_fill's result is row-major now, as PyTorch's; index_put's still follows its input's
     def f(x1):
-        x1.masked_fill_(x1 > 0, 0)
+        if op == "masked_fill_":
+            x1.masked_fill_(x1 > 0, 0)
+        else:
+            x1.index_put_((kiln.tensor([0, 2]),), kiln.tensor(0.0))
         return (kiln.where(x1 > 0, x1, x1 * 2),)
 
     runs = []

@@ -74,7 +74,8 @@ def index_copy(input, dim, index, source):
     dim = _wrap_dim(dim, input.ndim)
     source = _source_for(input, dim, index, source)
     _check_index_count(index, source, dim)
-    return input.index_put(_index_at(input, dim, index), source)
+    # row-major whatever input's layout, as PyTorch's structured index_copy allocates it
+    return input.clone(memory_format=_kiln().contiguous_format).index_put_(_index_at(input, dim, index), source)
 
 
 def index_copy_(input, dim, index, source):
@@ -118,7 +119,8 @@ def index_fill(input, dim, index, value):
         raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                            f"{value.ndim} dimension(s).")
     dim = _wrap_dim(dim, input.ndim)
-    return input.masked_fill(_dim_mask(input, dim, index), value)
+    # laid out as input (PyTorch's is a clone of input written in place; masked_fill's is row-major)
+    return input.clone().masked_fill_(_dim_mask(input, dim, index), value)
 
 
 def index_fill_(input, dim, index, value):
@@ -147,11 +149,12 @@ def masked_scatter(input, mask, source):
     if not _is_fake(mask) and int(flat_mask.sum().item()) > source.numel():
         raise RuntimeError("masked_scatter: expected source to have at least as many elements as the ones in "
                            "the mask")
+    # row-major whatever input's layout: PyTorch's is a contiguous clone written in place
     if source.numel() == 0:
-        return input.expand(shape).clone()
+        return input.expand(shape).clone(memory_format=k.contiguous_format)
     position = (flat_mask.to(_C.int64).cumsum(0) - 1).clamp(min=0)
     taken = source.reshape(-1).take(position).view(shape)
-    return k.where(mask, taken, input)
+    return k.where(mask, taken, input).contiguous()
 
 
 def masked_scatter_(input, mask, source):
@@ -168,15 +171,22 @@ def _check_put(input, index, source):
                            f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
 
 
-def put(input, index, source, accumulate=False):
-    """input with source written at the flat (row-major) positions index; with accumulate, added."""
+def _put_values(input, index, source, accumulate):
+    """input's values with source written at the flat (row-major) positions index; with
+    accumulate, added (a row-major tensor)."""
     _check_put(input, index, source)
     flat = input.reshape(-1).index_put([index.reshape(-1)], source.reshape(-1), accumulate)
     return flat.view(tuple(input.shape))
 
 
+def put(input, index, source, accumulate=False):
+    """_put_values laid out as input (PyTorch's is a clone of input written in place)."""
+    values = _put_values(input, index, source, accumulate)
+    return values if input.is_contiguous() else _kiln().empty_like(input).copy_(values)
+
+
 def put_(input, index, source, accumulate=False):
-    return input.copy_(put(input, index, source, accumulate))
+    return input.copy_(_put_values(input, index, source, accumulate))
 
 
 # --- scatter_reduce (Note [scatter_reduce's dense mask]) ---------------------------------------------
@@ -184,6 +194,11 @@ _REDUCES = ("sum", "prod", "mean", "amax", "amin")
 
 
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
+    # row-major whatever input's layout, as PyTorch's structured scatter_reduce allocates it
+    return _scatter_reduce(input, dim, index, src, reduce, include_self).contiguous()
+
+
+def _scatter_reduce(input, dim, index, src, reduce, include_self):
     k = _kiln()
     if reduce not in _REDUCES:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")

@@ -335,17 +335,20 @@ Tensor ScatterAdd_(Tensor self, int64_t dim, const Tensor& index, const Tensor& 
 Tensor ScatterAddMeta_(Tensor self, int64_t dim, const Tensor& index, const Tensor& src) {
   return ScatterInplace("scatter_add", ScatterMode::ScatterAdd, self, dim, index, &src, nullptr, false);
 }
-// Functional scatters: a clone of self, then the in-place op (so autograd sees both).
+// Functional scatters: a contiguous clone of self (PyTorch's structured scatter kernels allocate
+// their output row-major, whatever self's layout: a transposed self's result took its strides, and
+// .view(-1) of it refused where PyTorch's works; fuzz seed 1141, program 4181), then the in-place
+// op (so autograd sees both).
 Tensor ScatterSrc(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  Tensor out = ops::clone(self);
+  Tensor out = ops::clone(self, MemoryFormat::Contiguous);
   return CallOp<Tensor>(KILN_OP("aten::scatter_.src"), out, dim, index, src);
 }
 Tensor ScatterValue(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value) {
-  Tensor out = ops::clone(self);
+  Tensor out = ops::clone(self, MemoryFormat::Contiguous);
   return CallOp<Tensor>(KILN_OP("aten::scatter_.value"), out, dim, index, value);
 }
 Tensor ScatterAdd(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  Tensor out = ops::clone(self);
+  Tensor out = ops::clone(self, MemoryFormat::Contiguous);
   return CallOp<Tensor>(KILN_OP("aten::scatter_add_"), out, dim, index, src);
 }
 
@@ -668,7 +671,7 @@ Tensor MaskedFillTensorMeta_(Tensor self, const Tensor& mask, const Tensor& v) {
 Tensor MaskedFillOut(const Tensor& self, const Tensor& mask) {
   CheckMask("masked_fill_", mask);
   SymDimVector b = BroadcastShapes("masked_fill", self->sym_sizes(), mask->sym_sizes());
-  return ops::clone(ops::expand(self, ToSymList(b)));
+  return ops::clone(ops::expand(self, ToSymList(b)), MemoryFormat::Contiguous);  // row-major, as PyTorch's
 }
 Tensor MaskedFillScalar(const Tensor& self, const Tensor& mask, const Scalar& value) {
   Tensor out = MaskedFillOut(self, mask);

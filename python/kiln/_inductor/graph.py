@@ -584,8 +584,8 @@ class GraphLowering:
         output_code_log.debug("fallback: %s (%s)", target, why)
         self.fallbacks.append((str(target), why))
 
-        # An extern op's result layout follows its inputs' (masked_fill of a column-major tensor
-        # is column-major), and its output buffer is declared with the layout of the node's meta
+        # An extern op's result layout follows its inputs' (index_put of a column-major tensor is
+        # column-major), and its output buffer is declared with the layout of the node's meta
         # value: so each input is realized in the layout of its own meta value (Note [Output
         # strides]). A `clone` of a transposed input computed into a row-major buffer gave
         # masked_fill a row-major input, whose row-major result the next kernel read as the
