@@ -242,35 +242,30 @@ class GraphLowering:
         base_meta = base.meta.get("val") if hasattr(base, "meta") else None
         if not chain or not isinstance(value, (Pointwise, Reduction)) or not isinstance(base_meta, kiln.Tensor):
             return None
-        if dense and not self._views_keep_layout(chain, base_meta, meta):
-            return None
-        out = self.realize_output(value, list(base_meta.stride()))
-        for view in reversed(chain):
-            try:
-                out = lower(view.target, view.meta["val"], [out] + [self._arg(a) for a in view.args[1:]],
-                            {k: self._arg(v) for k, v in view.kwargs.items()})
-            except (Fallback, NotImplementedError):
+        if dense:
+            # the chain over a buffer laid out as base_meta (a dry run: view lowerings of a Buffer
+            # only make Buffers) must give meta's strides at that buffer's own offset (a
+            # transpose, a permute, a reshape of a dense base; no slice into it)
+            probe = Buffer(None, base_meta.dtype, list(base_meta.shape), list(base_meta.stride()))
+            out = self._lower_views(chain, probe)
+            if out is None or list(out.shape) != list(meta.shape) or out.offset != probe.offset or \
+                    not _same_layout(out.shape, out.stride, list(meta.stride())):
                 return None
-            if not isinstance(out, Buffer):
-                return None
-        return self.define(out)
+        out = self._lower_views(chain, self.realize_output(value, list(base_meta.stride())))
+        return None if out is None else self.define(out)
 
-    def _views_keep_layout(self, chain, base_meta, meta):
-        """Whether the view nodes in `chain` (last first), lowered over a buffer laid out as
-        base_meta, give meta's strides at that buffer's own offset (a transpose, a permute, a
-        reshape of a dense base; no slice into it). A dry run: view lowerings of a Buffer only
-        make Buffers."""
-        out = probe = Buffer(None, base_meta.dtype, list(base_meta.shape), list(base_meta.stride()))
+    def _lower_views(self, chain, buf):
+        """The view nodes in `chain` (last first) lowered again over `buf`: a Buffer, or None
+        where one of them cannot view a buffer."""
         for view in reversed(chain):
             try:
-                out = lower(view.target, view.meta["val"], [out] + [self._arg(a) for a in view.args[1:]],
+                buf = lower(view.target, view.meta["val"], [buf] + [self._arg(a) for a in view.args[1:]],
                             {k: self._arg(v) for k, v in view.kwargs.items()})
             except (Fallback, NotImplementedError):
-                return False
-            if not isinstance(out, Buffer):
-                return False
-        return list(out.shape) == list(meta.shape) and out.offset == probe.offset and \
-            _same_layout(out.shape, out.stride, list(meta.stride()))
+                return None
+            if not isinstance(buf, Buffer):
+                return None
+        return buf
 
     def _realize_in_meta_layout(self, node):
         """node's value in memory laid out as its meta value (a kernel's output, or a buffer)."""
