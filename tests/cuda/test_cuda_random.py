@@ -51,6 +51,22 @@ def test_uniform_and_normal_match_the_cpu(name, shape):
 
 
 @needs_kernels
+@pytest.mark.parametrize("name", FLOATS)
+@pytest.mark.parametrize("op", ["uniform_", "normal_"])
+def test_outputs_not_aligned_to_a_block_are_stored_element_by_element(name, op):
+    # a block's values are stored as one vector where the output is aligned to the block's bytes;
+    # a contiguous view starting one element in is not, and takes the element-wise stores
+    dt = getattr(kiln, name)
+    for n in (1, 6, 1001):
+        gc, gg = gens(5)
+        want = getattr(kiln.zeros(n + 1, dtype=dt)[1:], op)(generator=gc)
+        base = kiln.zeros(n + 2, dtype=dt, device="cuda")
+        got = getattr(base[1:n + 1], op)(generator=gg)
+        same(got, want, 0.0 if op == "uniform_" else (1e-6 if name in ("float32", "float64") else 1e-2), (op, n))
+        assert base.cpu()[0].item() == 0 and base.cpu()[n + 1].item() == 0, "nothing written outside the view"
+
+
+@needs_kernels
 @pytest.mark.parametrize("name", ["float32", "float64"])
 def test_non_contiguous_outputs_are_filled_in_row_major_order(name):
     dt = getattr(kiln, name)

@@ -10,49 +10,76 @@ namespace kiln {
 
 constexpr double kTwoPi = 6.283185307179586476925286766559;
 
+// A block's N consecutive values, stored as one vector when the output allows it (aligned, and
+// the block whole): 16 bytes per thread in one instruction instead of four strided ones.
+template <typename T, int N>
+struct alignas(N * sizeof(T)) BlockOf {
+  T v[N];
+};
+template <typename T, int N>
+__device__ void StoreBlock(T* out, int64_t n, int64_t b, const BlockOf<T, N>& block, bool vector) {
+  if (vector && (b + 1) * N <= n) {
+    reinterpret_cast<BlockOf<T, N>*>(out)[b] = block;
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+    if (b * N + k < n) out[b * N + k] = block.v[k];
+}
+template <typename T, int N>
+__device__ bool VectorStores(const T* out) {
+  return reinterpret_cast<uintptr_t>(out) % sizeof(BlockOf<T, N>) == 0;
+}
+
 template <typename T>
 __device__ void Uniform(T* out, int64_t n, uint64_t seed, uint64_t base, double from, double range) {
   constexpr int kPer = sizeof(T) == 8 ? 2 : 4;
+  const bool vector = VectorStores<T, kPer>(out);
   KILN_GRID_STRIDE_LOOP(b, (n + kPer - 1) / kPer) {
     const PhiloxWords r = PhiloxBlock(seed, base + static_cast<uint64_t>(b));
+    BlockOf<T, kPer> block;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
-      const int64_t i = b * kPer + k;
-      if (i >= n) break;
       // fma: GCC contracts the CPU kernel's from + u * range (tensor/ops/random.cc) into one
-      if constexpr (kPer == 2) out[i] = Cast<T>(fma(Uniform53(r.w[2 * k], r.w[2 * k + 1]), range, from));
-      else out[i] = Cast<T>(static_cast<opmath_t<T>>(fma(static_cast<double>(Uniform24(r.w[k])), range, from)));
+      if constexpr (kPer == 2) block.v[k] = Cast<T>(fma(Uniform53(r.w[2 * k], r.w[2 * k + 1]), range, from));
+      else block.v[k] = Cast<T>(static_cast<opmath_t<T>>(fma(static_cast<double>(Uniform24(r.w[k])), range, from)));
     }
+    StoreBlock(out, n, b, block, vector);
   }
 }
 
-// Box-Muller pairs: two doubles from a block's 4 words, or two pairs of floats.
+// Box-Muller pairs: two doubles from a block's 4 words, or two pairs of floats. sincos shares
+// one argument reduction between the pair's cosine and sine (the same values as cos and sin).
 template <typename T>
 __device__ void Normal(T* out, int64_t n, uint64_t seed, uint64_t base, double mean, double std) {
   constexpr int kPer = sizeof(T) == 8 ? 2 : 4;
+  const bool vector = VectorStores<T, kPer>(out);
   KILN_GRID_STRIDE_LOOP(b, (n + kPer - 1) / kPer) {
     const PhiloxWords r = PhiloxBlock(seed, base + static_cast<uint64_t>(b));
     double z[4];
     if constexpr (kPer == 2) {
       const double u1 = 1.0 - Uniform53(r.w[0], r.w[1]), u2 = Uniform53(r.w[2], r.w[3]);
       const double radius = sqrt(-2.0 * log(u1));
-      z[0] = radius * cos(kTwoPi * u2);
-      z[1] = radius * sin(kTwoPi * u2);
+      double s, c;
+      sincos(kTwoPi * u2, &s, &c);
+      z[0] = radius * c;
+      z[1] = radius * s;
     } else {
 #pragma unroll
       for (int p = 0; p < 2; ++p) {
         const double u1 = 1.0 - Uniform24(r.w[2 * p]), u2 = Uniform24(r.w[2 * p + 1]);
         const double radius = sqrt(-2.0 * log(u1));
-        z[2 * p] = radius * cos(kTwoPi * u2);
-        z[2 * p + 1] = radius * sin(kTwoPi * u2);
+        double s, c;
+        sincos(kTwoPi * u2, &s, &c);
+        z[2 * p] = radius * c;
+        z[2 * p + 1] = radius * s;
       }
     }
+    BlockOf<T, kPer> block;
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      const int64_t i = b * kPer + k;
-      if (i >= n) break;
-      out[i] = Cast<T>(static_cast<opmath_t<T>>(fma(std, z[k], mean)));  // contracted on the CPU too
-    }
+    for (int k = 0; k < kPer; ++k)
+      block.v[k] = Cast<T>(static_cast<opmath_t<T>>(fma(std, z[k], mean)));  // contracted on the CPU too
+    StoreBlock(out, n, b, block, vector);
   }
 }
 
