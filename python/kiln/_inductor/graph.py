@@ -556,11 +556,9 @@ class GraphLowering:
         into (fuzz seed 1041, program 3175), and a chunk of an expanded value computed densely was
         read with the stride 0 of its meta value: a wrong matmul (fuzz seed 1051, program 1517).
         Other ops, and views of non-buffer or symbolic inputs, keep their meta value."""
-        schema = getattr(target, "_schema", None)
-        alias = schema.returns[0].alias_info if schema is not None and schema.returns else None
         source = node.args[0] if node.args else None
         meta = source.meta.get("val") if hasattr(source, "meta") else None
-        if alias is None or alias.is_write or not args or not isinstance(args[0], Buffer) or \
+        if not _returns_alias(target) or not args or not isinstance(args[0], Buffer) or \
                 not isinstance(meta, kiln.Tensor) or not all(map(_plain_ints, [*args[1:], *kwargs.values()])):
             return val
         buf = args[0]

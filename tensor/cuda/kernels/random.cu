@@ -10,8 +10,8 @@ namespace kiln {
 
 constexpr double kTwoPi = 6.283185307179586476925286766559;
 
-// A block's N consecutive values, stored as one vector when the output allows it (aligned, and
-// the block whole): 16 bytes per thread in one instruction instead of four strided ones.
+// A block's N consecutive values, loaded or stored as one vector where the pointer is BlockAligned
+// (and, for StoreBlock, the block whole): 16 bytes per thread in one instruction, not four.
 template <typename T, int N>
 struct alignas(N * sizeof(T)) BlockOf {
   T v[N];
@@ -27,14 +27,14 @@ __device__ void StoreBlock(T* out, int64_t n, int64_t b, const BlockOf<T, N>& bl
     if (b * N + k < n) out[b * N + k] = block.v[k];
 }
 template <typename T, int N>
-__device__ bool VectorStores(const T* out) {
-  return reinterpret_cast<uintptr_t>(out) % sizeof(BlockOf<T, N>) == 0;
+__device__ bool BlockAligned(const T* p) {
+  return reinterpret_cast<uintptr_t>(p) % sizeof(BlockOf<T, N>) == 0;
 }
 
 template <typename T>
 __device__ void Uniform(T* out, int64_t n, uint64_t seed, uint64_t base, double from, double range) {
   constexpr int kPer = sizeof(T) == 8 ? 2 : 4;
-  const bool vector = VectorStores<T, kPer>(out);
+  const bool vector = BlockAligned<T, kPer>(out);
   KILN_GRID_STRIDE_LOOP(b, (n + kPer - 1) / kPer) {
     const PhiloxWords r = PhiloxBlock(seed, base + static_cast<uint64_t>(b));
     BlockOf<T, kPer> block;
@@ -53,7 +53,7 @@ __device__ void Uniform(T* out, int64_t n, uint64_t seed, uint64_t base, double 
 template <typename T>
 __device__ void Normal(T* out, int64_t n, uint64_t seed, uint64_t base, double mean, double std) {
   constexpr int kPer = sizeof(T) == 8 ? 2 : 4;
-  const bool vector = VectorStores<T, kPer>(out);
+  const bool vector = BlockAligned<T, kPer>(out);
   KILN_GRID_STRIDE_LOOP(b, (n + kPer - 1) / kPer) {
     const PhiloxWords r = PhiloxBlock(seed, base + static_cast<uint64_t>(b));
     double z[4];
@@ -114,37 +114,27 @@ __device__ void Random(T* out, int64_t n, uint64_t seed, uint64_t base, int64_t 
   }
 }
 
-// Four consecutive elements, for 16-byte (8 for 16-bit types) loads and stores of a block's values.
-template <typename T>
-struct alignas(4 * sizeof(T)) Vec4 {
-  T v[4];
-};
-struct alignas(4) Bool4 {
-  bool v[4];
-};
-
 // native_dropout: keep = u_i < 1 - p; out = x * keep * scale, in x's opmath type. A block's four
 // elements move as one vector when the pointers allow (they do for fresh and contiguous tensors).
 template <typename T>
 __device__ void Dropout(const T* x, T* out, bool* mask, int64_t n, uint64_t seed, uint64_t base, double keep_p,
                         double scale) {
   using M = opmath_t<T>;
-  const bool vector = ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(out)) % sizeof(Vec4<T>)) == 0 &&
-                      reinterpret_cast<uintptr_t>(mask) % sizeof(Bool4) == 0;
+  const bool vector = BlockAligned<T, 4>(x) && BlockAligned<T, 4>(out) && BlockAligned<bool, 4>(mask);
   const M s = static_cast<M>(scale);
   KILN_GRID_STRIDE_LOOP(b, (n + 3) / 4) {
     const PhiloxWords r = PhiloxBlock(seed, base + static_cast<uint64_t>(b));
     if (vector && b * 4 + 3 < n) {
-      const Vec4<T> xv = reinterpret_cast<const Vec4<T>*>(x)[b];
-      Vec4<T> ov;
-      Bool4 mv;
+      const BlockOf<T, 4> xv = reinterpret_cast<const BlockOf<T, 4>*>(x)[b];
+      BlockOf<T, 4> ov;
+      BlockOf<bool, 4> mv;
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         mv.v[k] = Uniform24(r.w[k]) < keep_p;
         ov.v[k] = Cast<T>(Cast<M>(xv.v[k]) * M(mv.v[k] ? 1 : 0) * s);
       }
-      reinterpret_cast<Vec4<T>*>(out)[b] = ov;
-      reinterpret_cast<Bool4*>(mask)[b] = mv;
+      reinterpret_cast<BlockOf<T, 4>*>(out)[b] = ov;
+      reinterpret_cast<BlockOf<bool, 4>*>(mask)[b] = mv;
       continue;
     }
 #pragma unroll
