@@ -12,6 +12,9 @@
 namespace kiln {
 
 // self's and the other operand's offsets of walk position e; false (reported) for a bad index.
+// The other operand's offset is set either way: a read writes 0 there for a bad index (it was left
+// unset, and the zero went to whatever address the register held: an illegal address on an H100,
+// silently somewhere on the GPUs before).
 __device__ __forceinline__ bool Offsets(const IndexedLaunch& l, int64_t e, int64_t* self_off, int64_t* other_off) {
   int64_t rest = e, s = 0, o = 0;
   int64_t at[kIndexedMaxIndices] = {0};
@@ -22,6 +25,7 @@ __device__ __forceinline__ bool Offsets(const IndexedLaunch& l, int64_t e, int64
     o += c * l.other_stride[d];
     for (int j = 0; j < l.nindices; ++j) at[j] += c * l.index_stride[j][d];
   }
+  *other_off = o;
   for (int j = 0; j < l.nindices; ++j) {
     int64_t i = l.index[j][at[j]];
     const int64_t n = l.indexed_size[j];
@@ -33,7 +37,6 @@ __device__ __forceinline__ bool Offsets(const IndexedLaunch& l, int64_t e, int64
     s += i * l.indexed_stride[j];
   }
   *self_off = s;
-  *other_off = o;
   return true;
 }
 
