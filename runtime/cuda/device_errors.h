@@ -4,11 +4,12 @@
 // Note [Device-side errors]: a kernel cannot throw, and checking an index tensor's values on the host
 // first would cost a synchronisation per op. As PyTorch's device-side asserts, kiln's kernels check
 // as they go, skip the bad element (no out-of-bounds access happens) and report: they write a code
-// into their device's error word, first report wins, with one number (the bad index) beside it. The
-// word is pinned host memory mapped into the
-// device's address space, so the host reads it with no copy. Every place the host waits for the
-// device (Stream/Event::Synchronize, kiln.cuda.synchronize, copies to the host, .item(), printing)
-// then checks it and throws the error the code stands for, once. Unlike PyTorch's asserts, the
+// into their device's error report, first report wins, with one number (the bad index) beside it.
+// The report is pinned host memory mapped into the device, claimed through a word in device memory
+// (Note [The error word lives in device memory], device_errors.cc), so the host reads it with no
+// copy. Every place the host waits for the device (Stream/Event::Synchronize,
+// kiln.cuda.synchronize, copies to the host, .item(), printing) then checks it and throws the
+// error the code stands for, once. Unlike PyTorch's asserts, the
 // context survives: the error is an ordinary exception and the process can go on.
 #pragma once
 
@@ -19,9 +20,10 @@
 
 namespace kiln::cuda {
 
-// The error word kernels on `device` report into (allocated on first use): the code at [0], the
-// number at [2..3] (an int64, 8-byte aligned), which kernels write after winning the code's slot
-// (tensor/cuda/kernels/common.cuh: ReportDeviceError).
+// The error word kernels on `device` report through, in device memory (allocated on first use): the
+// claim at [0] (first report wins), at [2..3] the device address of the report, where the winner
+// writes the number (an int64 at [2..3]) and then the code at [0] (tensor/cuda/kernels/common.cuh:
+// ReportDeviceError).
 int32_t* DeviceErrorWord(int device);
 
 // The code a kernel writes to report `message`, raised as an IndexError (kind

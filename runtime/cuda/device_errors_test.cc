@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include "runtime/cuda/device_errors.h"
 #include "runtime/cuda/driver.h"
@@ -20,10 +21,28 @@ class DeviceErrors : public ::testing::Test {
     setenv("KILN_CUDA_LIB_DIR", "runtime/cuda/testing", 1);
     ASSERT_TRUE(Available()) << UnavailableReason();
   }
-  // What ReportDeviceError (tensor/cuda/kernels/common.cuh) does on the device.
+  // What ReportDeviceError (tensor/cuda/kernels/common.cuh) does on the device: claim the word (device
+  // memory, which the host reaches only through the driver), then write the number and the code
+  // into the mapped host report whose address the word holds.
   static void Report(int32_t* word, int32_t code, int64_t number) {
-    *reinterpret_cast<int64_t*>(word + 2) = number;
-    word[0] = code;
+    ASSERT_EQ(Code(word), 0) << "unclaimed";
+    int32_t claim[4];
+    ASSERT_EQ(Api().cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(claim), reinterpret_cast<CUdeviceptr>(word),
+                                  sizeof claim, nullptr), 0);
+    claim[0] = code;
+    ASSERT_EQ(Api().cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(word), reinterpret_cast<CUdeviceptr>(claim),
+                                  sizeof claim, nullptr), 0);
+    int32_t* report;
+    std::memcpy(&report, claim + 2, sizeof report);
+    std::memcpy(report + 2, &number, sizeof number);
+    report[0] = code;
+  }
+  // The claim in the device word.
+  static int32_t Code(int32_t* word) {
+    int32_t code = -1;
+    EXPECT_EQ(Api().cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(&code), reinterpret_cast<CUdeviceptr>(word),
+                                  sizeof code, nullptr), 0);
+    return code;
   }
 };
 
@@ -31,7 +50,7 @@ TEST_F(DeviceErrors, AReportIsRaisedOnceWithItsNumber) {
   int32_t* word = DeviceErrorWord(0);
   ASSERT_NE(word, nullptr);
   EXPECT_EQ(word, DeviceErrorWord(0)) << "one word per device";
-  EXPECT_EQ(word[0], 0);
+  EXPECT_EQ(Code(word), 0);
   ThrowReportedDeviceError(0);  // nothing reported: no throw
   Report(word, DeviceErrorCode(KILN_DEVICE_ERROR_INDEX, "Target {} is out of bounds."), -7);
   try {
@@ -40,7 +59,7 @@ TEST_F(DeviceErrors, AReportIsRaisedOnceWithItsNumber) {
   } catch (const IndexError& e) {
     EXPECT_STREQ(e.what(), "Target -7 is out of bounds.");
   }
-  EXPECT_EQ(word[0], 0) << "cleared";
+  EXPECT_EQ(Code(word), 0) << "cleared";
   ThrowReportedDeviceError(0);
 }
 

@@ -30,10 +30,15 @@ template <> __device__ __forceinline__ float Cast<float, __half>(__half v) { ret
 template <> __device__ __forceinline__ float Cast<float, __nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 // Reports bad input through the device's error word (runtime/cuda/device_errors.h): the first
-// report's code and number are kept; the host raises them at its next synchronisation.
+// report claims the word (device memory: an atomic on mapped host memory is not allowed on every
+// host) and writes its number, then its code, into the host memory the word points to; the host
+// raises them at its next synchronisation.
 __device__ __forceinline__ void ReportDeviceError(int32_t* word, int32_t code, int64_t number = 0) {
-  if (atomicCAS_system(word, 0, code) == 0) {
-    *reinterpret_cast<volatile long long*>(word + 2) = static_cast<long long>(number);
+  if (atomicCAS(word, 0, code) == 0) {
+    volatile int32_t* report = *reinterpret_cast<int32_t* const*>(word + 2);
+    *reinterpret_cast<volatile long long*>(report + 2) = static_cast<long long>(number);
+    __threadfence_system();
+    report[0] = code;
     __threadfence_system();
   }
 }
