@@ -162,6 +162,7 @@ PyMethodDef g_reinterpret_def = {"reinterpret_tensor", reinterpret_cast<PyCFunct
 void InitInductorBindings(py::module_& m) {
   py::module_ ind = m.def_submodule("_inductor", "CPU code generation for kernel IR (codegen/)");
   InitKernelIrBindings(ind);
+  InitInductorIrBindings(ind);
   InitMemoryPlanBindings(ind);
   py::class_<PyCompiledKernel>(ind, "CompiledKernel")
       .def("__call__", &PyCompiledKernel::Call)

@@ -369,6 +369,12 @@ PyObject* WrapExpr(codegen::ExprPtr e) {
   return reinterpret_cast<PyObject*>(obj);
 }
 
+codegen::ExprPtr UnwrapExpr(PyObject* o, const char* what) {
+  if (Py_TYPE(o) != &g_expr_type)
+    throw py::type_error(StrCat(what, " must be a kernel_ir.Expr, got ", py::repr(o).cast<std::string>()));
+  return reinterpret_cast<PyExprObject*>(o)->expr;
+}
+
 void InitKernelIrBindings(py::module_& inductor) {
   using codegen::Kernel;
   using codegen::Loop;

@@ -452,6 +452,9 @@ REGRESSIONS = {
     "seed1141-4181": "x1.scatter_add(0, x1, x1).view(-1) of a transposed x1: kiln's scatter_add kept self's "
                      "column-major layout and view refused; PyTorch's structured scatter kernels (and masked_fill, "
                      "masked_scatter, index_copy) make row-major results",
+    "seed1241-1584": "(-x1 // 0.5).argmin() of a float16 x1, compiled: the loader no longer asked a value read as "
+                     "it is for its kernel dtype, so the float16 floor division stayed lazy and met a kernel "
+                     "(NotImplementedError out of the compile) instead of running eager's kernel",
 }
 
 

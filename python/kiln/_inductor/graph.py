@@ -18,7 +18,8 @@ import operator
 import kiln
 from kiln import _C
 from kiln._C._inductor import kernel_ir as kir
-from kiln._inductor.ir import Affine, Buffer, Pointwise, Probe, Reduction, contiguous_strides, ir_dtype
+from kiln._inductor.ir import (Affine, Buffer, Indices, Pointwise, Probe, Reduction, contiguous_strides, instantiate,
+                               ir_dtype, origins_of, realized_in, value_of, var)
 from kiln._inductor import autotune
 from kiln._inductor.bisect_controls import fusions, lowerings
 from kiln._inductor.lowering import LOWERINGS, Fallback, V, ViewOfUnrealized, lower, merge_reduced_dims, mm_template
@@ -30,12 +31,12 @@ output_code_log = getArtifactLogger(__name__, "output_code")
 
 
 class KernelBuilder:
-    """Collects one kernel's buffers, loops and accumulators while expressions are evaluated."""
+    """Collects one kernel's buffers, loops and accumulators while bodies are placed in it."""
 
     def __init__(self, graph, outer, inner):
         self.graph, self.outer, self.inner = graph, list(outer), inner
         self.buffers, self.loops, self.accs, self.ops = [], [], {}, set()
-        self.origins = set()  # (node position, stack trace) of the graph nodes whose code it computes
+        self.placed = {}  # id -> each value whose code it computes (their origins name the user's lines)
 
     def buffer_index(self, buf):
         for i, b in enumerate(self.buffers):
@@ -44,39 +45,65 @@ class KernelBuilder:
         self.buffers.append(buf)
         return len(self.buffers) - 1
 
+    def origins(self):
+        """(node position, stack trace) of the graph nodes whose code it computes."""
+        return set().union(*(origins_of(v) for v in self.placed.values()))
+
     def index(self, affine):
         """affine as a kernel index's (offset, outer strides, inner stride)."""
         return affine.ir_index(len(self.outer))
 
+    def place(self, value, idx):
+        """value's code at idx (Affines over this kernel's loop variables), not its buffer."""
+        self.placed[id(value)] = value
+        return instantiate(value.body, idx, self._read)
+
+    def _read(self, h, idx, as_of):
+        """What a body's read of value `h` at idx (Indices) is in this kernel: a buffer's load; a
+        reduction's value (reduction_value); a lazy value's load from its buffer when a kernel
+        computed it already (a variance stored with its mean; under a snapshot, only one realized
+        then: RealizedAsOf), else its body computed here."""
+        value = value_of(h)
+        if isinstance(value, Buffer):
+            return self.load(value, idx)
+        if isinstance(value, Reduction):
+            return self.reduction_value(value, idx)
+        buf = realized_in(self.graph, as_of).get(value)
+        if buf is not None:
+            return self.load(buf, idx)
+        self.placed[id(value)] = value
+        return instantiate(value.body, idx, self._read, as_of=as_of)
+
     def load(self, buf, idx):
-        affine = buf.index(idx)
+        if not isinstance(idx, Indices):
+            idx = Indices(idx)
+        strides = buf.stride
         # A kernel addresses memory from the data pointer it receives, with the view's strides in
         # its index: a view starting where its base starts is passed as the base (no wrapper view).
         while isinstance(buf.origin, Buffer) and buf.offset == buf.origin.offset and buf.dtype == buf.origin.dtype \
                 and buf.name not in self.graph.defined:
             buf = buf.origin
-        return kir.load(self.buffer_index(self.graph.define(buf)), *self.index(affine))
+        return idx.load(self.buffer_index(self.graph.define(buf)), strides, len(self.outer))
 
     def reduction_value(self, red, kept_idx):
         """A reduction read at kept indices: its accumulator when it reduces along this kernel's
         inner loop over the same outer iteration (fused), else a load of its realized buffer."""
-        axis = red.axis
-        kept = kept_idx[:axis] + kept_idx[axis + 1:]
-        fusable = (red.kept == self.outer and red.extent == self.inner and
-                   all(a.coeffs == {k: 1} and a.offset == 0 for k, a in enumerate(kept)))
+        if not isinstance(kept_idx, Indices):
+            kept_idx = Indices(kept_idx)
+        fusable = red.kept == self.outer and red.extent == self.inner and kept_idx.is_identity_except(red.axis)
         done = self.graph.realized.get(red)
         if not fusable or done is not None:  # computed already (a sibling's kernel): read it
             buf = done if done is not None else self.graph.realize(red)
             return self.load(buf, kept_idx)
         if red not in self.accs:
             # the source first: reductions it reads get their loops (and ids) before this one
-            expr = red.source_fn(self, [Affine.var(k) for k in range(len(self.outer))], Affine.var(-1))
+            self.placed[id(red)] = red
+            expr = instantiate(red.source, [var(k) for k in range(len(self.outer))], self._read, reduced=var(-1))
             acc = len(self.accs)
             self.loops.append(kir.Loop(red.extent, [kir.reduce(acc, red.kind, expr)]))
             self.accs[red] = acc
             self.ops |= red.ops
-        value = kir.acc(self.accs[red])
-        return red.finish(value) if red.finish else value
+        return red.finished(kir.acc(self.accs[red]))
 
 
 class Kernel:
@@ -125,9 +152,15 @@ class GraphLowering:
         self.building = set()      # ids of the output buffers of reduction kernels being built
         self.autotune_choices = []  # (op, chosen alternative) under max-autotune
         self.statistics = {}       # (id(input), reduced dims) -> a variance's mean, for mean.dim
+        self.snapshots = []        # copies of `realized` that traced reads are decided by (RealizedAsOf)
         # layout.py's choice (Note [Layout optimization]): output position -> the strides it
         # leaves with (eager's) where its meta value's differ; None when the graph kept its layouts
         self.output_strides = gm.meta.get("output_strides") if hasattr(gm, "meta") else None
+
+    def snapshot(self, realized):
+        """The handle of a copy of `realized` (RealizedAsOf): its index in self.snapshots."""
+        self.snapshots.append(realized)
+        return len(self.snapshots) - 1
 
     # --- buffers ---------------------------------------------------------------------------------
     def new_buffer(self, dtype, shape, stride=None, offset=0):
@@ -215,7 +248,7 @@ class GraphLowering:
         if _dense_order(shape, stride) is None:
             return None
         # over a size-1 dimension the loop index is 0: fn reads the first of the repeated elements
-        buf = self._kernel_for_pointwise(Pointwise(value.dtype, shape, value.fn, value.ops), list(stride))
+        buf = self._kernel_for_pointwise(Pointwise(value.dtype, shape, None, value.ops, like=value), list(stride))
         return self.define(Buffer(None, value.dtype, list(value.shape), list(stride), buf.offset, origin=buf))
 
     def _output_view(self, node, meta):
@@ -296,13 +329,13 @@ class GraphLowering:
         shape = group[0].shape  # the loop nest: the outputs are contiguous, so merged dims store alike
         outer, inner = (shape[:-1], shape[-1]) if shape else ([], 1)
         kb = KernelBuilder(self, outer, inner)
-        idx = [Affine.var(k) for k in range(len(outer))] + ([Affine.var(-1)] if shape else [])
+        idx = [var(k) for k in range(len(outer))] + ([var(-1)] if shape else [])
         stmts, ops = [], set()
         for v, out in zip(group, outs):
             out_index = Affine(0)
             for i, s in zip(idx, contiguous_strides(shape)):
                 out_index = out_index + i.scale(s)
-            expr = v.fn(kb, idx)  # inputs first: in_ptr0.. before out_ptr0, as Inductor numbers them
+            expr = kb.place(v, idx)  # inputs first: in_ptr0.. before out_ptr0, as Inductor numbers them
             stmts.append(kir.store(kb.buffer_index(out), *kb.index(out_index), expr))
             ops |= v.ops
         kb.loops.append(kir.Loop(inner, stmts))
@@ -320,14 +353,14 @@ class GraphLowering:
         out = self.new_buffer(value.dtype, value.shape, list(stride))
         outer, inner = (loop_shape[:-1], loop_shape[-1]) if loop_shape else ([], 1)
         kb = KernelBuilder(self, outer, inner)
-        loop_vars = [Affine.var(k) for k in range(len(outer))] + ([Affine.var(-1)] if loop_shape else [])
+        loop_vars = [var(k) for k in range(len(outer))] + ([var(-1)] if loop_shape else [])
         idx = [None] * len(order)
         for k, d in enumerate(order):
             idx[d] = loop_vars[k]
         out_index = Affine(0)
         for i, d in zip(loop_vars, order):
             out_index = out_index + i.scale(stride[d] if value.shape[d] != 1 else 0)
-        expr = value.fn(kb, idx)
+        expr = kb.place(value, idx)
         kb.loops.append(kir.Loop(inner, [kir.store(kb.buffer_index(out), *kb.index(out_index), expr)]))
         self._emit_kernel(kb, set(value.ops), [out])
         return out
@@ -387,12 +420,12 @@ class GraphLowering:
 
     def _reduction_kernel(self, values, outs, kept, extent, axis):
         kb = KernelBuilder(self, kept, extent)
-        kept_idx = [Affine.var(k) for k in range(len(kept))]
+        kept_idx = [var(k) for k in range(len(kept))]
         full = kept_idx[:axis] + [Affine(0)] + kept_idx[axis:]
         stmts, ops = [], set()
         for v, out in zip(values, outs):
             at = full if len(v.shape) == len(full) else kept_idx  # keepdim-shaped, or kept-shaped (a matmul)
-            expr = kb.reduction_value(v, at) if isinstance(v, Reduction) else v.fn(kb, at)
+            expr = kb.reduction_value(v, at) if isinstance(v, Reduction) else kb.place(v, at)
             ops |= v.ops
             store_idx = Affine(0)
             for i, s in zip(at, out.stride):
@@ -412,7 +445,7 @@ class GraphLowering:
         buffers = [(f"out_ptr{out_ids[id(b)]}" if id(b) in out_ids else f"in_ptr{i}", ir_dtype(b.dtype))
                    for i, b in enumerate(kb.buffers)]
         ir = kir.Kernel(name, buffers, list(kb.outer), kb.loops)
-        kernel = Kernel(name, ir, list(kb.buffers), provenance_comments(t for _, t in sorted(kb.origins)))
+        kernel = Kernel(name, ir, list(kb.buffers), provenance_comments(t for _, t in sorted(kb.origins())))
         self.kernels.append(kernel)
         for out in outs:
             self.records.append(Alloc(out))
@@ -675,26 +708,14 @@ def _generated_mm(target, out_meta, args, kwargs):
 
 
 def _record_origin(value, origin):
-    """Source provenance of a lazy value: evaluating its code inside a kernel (KernelBuilder)
-    adds its node's stack trace to the kernel's origins, so a fused kernel names every user line
-    it computes; a Buffer's own kernel or extern call was attributed when it was made."""
+    """Source provenance of a lazy value: placing its body inside a kernel (KernelBuilder) adds
+    its node's stack trace to the kernel's origins, so a fused kernel names every user line it
+    computes; a Buffer's own kernel or extern call was attributed when it was made."""
     if origin[1] is None or not isinstance(value, (Pointwise, Reduction)):
         return
     if isinstance(value, Pointwise) and value.squeeze_of is not None:  # realized as its base's view
         _record_origin(value.squeeze_of, origin)
-    attr = "fn" if isinstance(value, Pointwise) else "source_fn"
-    inner = getattr(value, attr)
-    if getattr(inner, "_kiln_origin", None) == origin[1]:  # the same value again (a view's no-op)
-        return
-
-    def traced(kb, *args):
-        origins = getattr(kb, "origins", None)  # a Probe evaluates code for no kernel
-        if origins is not None:
-            origins.add(origin)
-        return inner(kb, *args)
-
-    traced._kiln_origin = origin[1]
-    setattr(value, attr, traced)
+    value.origins.add(origin)
 
 
 def _describe(value):
@@ -726,7 +747,7 @@ def _cheap_to_recompute(value):
     if not isinstance(value, Pointwise) or value.space is not None or value.squeeze_of is not None:
         return False
     probe = Probe()
-    expr = value.fn(probe, [Affine.var(k) for k in range(len(value.shape))])
+    expr = probe.place(value)
     if probe.reads_reduction:
         return False
     return expr.cost() <= _RECOMPUTE_BUDGET
@@ -879,7 +900,7 @@ def _produced(buf):
 def _buffers_read(red):
     """The buffers a reduction's source loads (by id), and whether it reads another reduction."""
     probe = Probe()
-    red.source_fn(probe, [Affine.var(k) for k in range(len(red.kept))], Affine.var(-1))
+    probe.place(red)
     return probe.buffers, probe.reads_reduction
 
 

@@ -41,48 +41,23 @@ def loader(value, dtype=None):
     if isinstance(value, (bool, int, float)):
         d = dtype or ("f32" if isinstance(value, float) else "bool" if isinstance(value, bool) else "i64")
         return lambda ctx, idx: kir.const(scalar_as(value, d), d)
-    if isinstance(value, Buffer):
-        fn = lambda ctx, idx: ctx.load(value, idx)  # noqa: E731
-        src = ir_dtype(value.dtype)
-    elif isinstance(value, Pointwise):
-        fn, src = (lambda ctx, idx: pointwise_at(ctx, value, idx)), ir_dtype(value.dtype)
-    elif isinstance(value, Reduction):
-        fn = lambda ctx, idx: ctx.reduction_value(value, idx)  # noqa: E731
-        src = ir_dtype(value.dtype)
-    else:
+    if not isinstance(value, (Buffer, Pointwise, Reduction)):
         raise Fallback(f"argument of type {type(value).__name__}")
+    src = ir_dtype(value.dtype)  # a dtype kernels cannot hold (float16) makes its reader a fallback
+    fn = lambda ctx, idx: ctx.read(value, idx)  # noqa: E731
     if dtype is None or dtype == src:
         return fn
     return lambda ctx, idx: kir.cast(fn(ctx, idx), dtype)
 
 
-def pointwise_at(ctx, value, idx):
-    """A lazy value read inside a kernel: from its buffer when a kernel computed it already (a
-    variance stored with its mean), else computed here (ctx is a KernelBuilder or a probe). A
-    probe reads it as the kernel will: from the buffer of the graph being lowered, when there is
-    one (a probe that saw the recomputed loads merged a kernel's loop over a transposed buffer);
-    under RealizedAsOf, only from a buffer realized when the probe ran."""
-    realized = getattr(ctx, "realized_as_of", None)
-    if realized is None:
-        graph = getattr(ctx, "graph", None) or V.graph
-        realized = graph.realized if graph is not None else {}
-    buf = realized.get(value)
-    return ctx.load(buf, idx) if buf is not None else value.fn(ctx, idx)
-
-
-class RealizedAsOf:
-    """A kernel context (KernelBuilder or Probe) that reads a lazy value from its buffer only if
-    it was realized when `realized` was copied, and recomputes any realized since. A decision a
-    probe made then (merging loops whose loads walk them as one) holds for the kernel: the fill
-    `x.fill_(2.5)` probed as a constant (no load: x.t()'s two axes merged into one loop) was
-    realized as an output before the sum's kernel read it through the merged loop, as if its
-    buffer were laid out like the transpose (fuzz seed 171, program 826)."""
-
-    def __init__(self, ctx, realized):
-        self._ctx, self.realized_as_of = ctx, realized
-
-    def __getattr__(self, name):
-        return getattr(self._ctx, name)
+def RealizedAsOf(ctx, realized):
+    """ctx (a TraceCtx) deciding its reads of lazy values by `realized`, a copy of the graph's
+    realized values taken earlier: a value realized then is read from its buffer, one realized
+    since is recomputed. A decision a probe made then (merging loops whose loads walk them as one)
+    holds for the kernel: the fill `x.fill_(2.5)` probed as a constant (no load: x.t()'s two axes
+    merged into one loop) was realized as an output before the sum's kernel read it through the
+    merged loop, as if its buffer were laid out like the transpose (fuzz seed 171, program 826)."""
+    return ctx if V.graph is None else ctx.as_of_snapshot(V.graph.snapshot(realized))
 
 
 def scalar_as(value, dtype):

@@ -134,7 +134,7 @@ def _load_coefficients(value):
     """Per load of a lazy value: its index's coefficient for each of the value's axes; None when
     it reads a reduction (whose index is not a memory layout)."""
     probe = Probe()
-    expr = value.fn(probe, [Affine.var(k) for k in range(len(value.shape))])
+    expr = probe.place(value)
     if probe.reads_reduction or expr.uses_loop_index():  # the loop index itself is no memory layout
         return None
     return probe.coeffs
