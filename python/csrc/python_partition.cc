@@ -1,16 +1,57 @@
 // python/csrc/python_partition.cc: kiln._C._aot.partition and Partition, the joint-graph
-// partitioners of aot/partition.h, used by kiln._functorch.partitioners.
+// partitioners of aot/partition.h, used by kiln._functorch.partitioners; and tangent_masks
+// (aot/backward_reads.h), used by kiln._functorch.backward_reads.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "aot/backward_reads.h"
 #include "aot/partition.h"
 #include "python/csrc/python_fx.h"
 
 namespace py = pybind11;
 
 namespace kiln::python {
+namespace {
+
+// A tangent set as a Python int (bit k: tangent k), and back, through int's little-endian bytes.
+py::object IntOf(const aot::TangentSet& s) {
+  const std::vector<uint64_t>& w = s.words();
+  if (w.size() <= 1) return py::reinterpret_steal<py::object>(PyLong_FromUnsignedLongLong(w.empty() ? 0 : w[0]));
+  std::string bytes(w.size() * 8, '\0');
+  for (size_t i = 0; i < w.size(); ++i)
+    for (int b = 0; b < 8; ++b) bytes[i * 8 + b] = static_cast<char>((w[i] >> (8 * b)) & 0xFF);
+  return py::int_().attr("from_bytes")(py::bytes(bytes), "little");
+}
+
+aot::TangentSet SetOf(const py::handle& v) {
+  if (!PyLong_Check(v.ptr()) || py::int_(0).attr("__gt__")(v).cast<bool>())
+    throw py::value_error("tangent_masks: a seed mask must be a non-negative int");
+  const int64_t n = (v.attr("bit_length")().cast<int64_t>() + 63) / 64;
+  const std::string bytes = v.attr("to_bytes")(n * 8, "little").cast<std::string>();
+  std::vector<uint64_t> words(n, 0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int b = 0; b < 8; ++b) words[i] |= uint64_t{static_cast<unsigned char>(bytes[i * 8 + b])} << (8 * b);
+  return aot::TangentSet(std::move(words));
+}
+
+}  // namespace
 
 void InitPartitionBindings(py::module_& m) {
+  m.def("tangent_masks", [](py::handle graph, std::optional<py::dict> seeds) {
+        std::unordered_map<const fx::Node*, aot::TangentSet> seed_sets;
+        if (seeds)
+          for (const auto& [node, mask] : *seeds) seed_sets.emplace(node.cast<fx::Node*>(), SetOf(mask));
+        py::dict out;
+        for (const auto& [node, set] : aot::TangentMasks(*UnwrapGraph(graph), seed_sets))
+          out[NodeObject(const_cast<fx::Node*>(node))] = IntOf(set);
+        return out;
+      }, py::arg("graph"), py::arg("seeds") = py::none(),
+      "{node: bitmask of the tangents it is computed from} (aot/backward_reads.h, Note [Tangent masks])");
+
   // The partition, typed: its two graphs and what the forward saves for the backward, in order.
   py::class_<aot::Partition>(m, "Partition")
       .def_property_readonly("forward", [](const aot::Partition& p) { return WrapGraph(p.forward); })

@@ -29,6 +29,7 @@ import contextlib
 import copy
 
 import kiln
+from kiln import _C
 from kiln.fx.graph_module import GraphModule
 from kiln._functorch.partitioners import _is_primal, _is_tangent
 
@@ -37,71 +38,10 @@ aten = kiln.ops.aten
 
 def tangent_masks(graph, seeds=None):
     """{node: bitmask of the tangents (`tangents_*` placeholders, in order) it is computed from};
-    `seeds` ({node: bitmask}) adds tangents a node stands for without reading them.
-
-    An in-place op writes what it computed into its written argument's storage, so the nodes of
-    that storage (the argument, the views it was made through, their base) carry its mask too: a
-    raw joint graph builds slice's gradient as `full` zeros and copy_ of the tangent into a view of
-    them, and the gradient a formula receives is the `full` node (its mask was 0, which counts as
-    read whatever the tangents: fuzz seed 971, program 251)."""
-    masks, k, seeds = {}, 0, seeds or {}
-    base = {}  # a view's node -> the node it views
-    written = {}  # root of a view chain -> masks of what was written into its storage
-    for n in graph.nodes:
-        if n.op == "placeholder":
-            masks[n] = 0
-            if _is_tangent(n):
-                masks[n], k = 1 << k, k + 1
-        elif n.op != "output":
-            m = seeds.get(n, 0)
-            for a in n.all_input_nodes:
-                m |= masks[a] | written.get(_view_root(a, base), 0)
-            masks[n] = m
-            views, writes = _alias_positions(n.target)
-            if views and n.args and hasattr(n.args[0], "op"):
-                base[n] = n.args[0]
-            for i in writes:
-                value = n.args[i] if i < len(n.args) else None
-                if hasattr(value, "op"):
-                    root = _view_root(value, base)
-                    written[root] = written.get(root, 0) | m
-    for n, root in ((n, _view_root(n, base)) for n in masks):
-        masks[n] |= written.get(root, 0)
-    return masks
-
-
-def _aliases(arg, write):
-    info = arg.alias_info
-    return info is not None and bool(info.is_write) == write
-
-
-_ALIAS_POSITIONS = {}
-
-
-def _alias_positions(target):
-    """(whether its first result views an argument, the positions of the arguments it writes) of
-    an op, from its schema; read once per op, not per node."""
-    try:
-        return _ALIAS_POSITIONS[target]
-    except (KeyError, TypeError):
-        pass
-    schema = getattr(target, "_schema", None)
-    if schema is None:
-        found = (False, ())
-    else:
-        found = (bool(schema.returns) and _aliases(schema.returns[0], write=False),
-                 tuple(i for i, arg in enumerate(schema.arguments) if _aliases(arg, write=True)))
-    try:
-        _ALIAS_POSITIONS[target] = found
-    except TypeError:  # an unhashable target
-        pass
-    return found
-
-
-def _view_root(n, base):
-    while n in base:
-        n = base[n]
-    return n
+    `seeds` ({node: bitmask}) adds tangents a node stands for without reading them. An in-place
+    op's mask reaches every node of the storage it writes (the argument, the views it was made
+    through, their base): aot/backward_reads.h, Note [Tangent masks]."""
+    return _C._aot.tangent_masks(graph, seeds)
 
 
 def tangent_dependencies(bw_module, formula_masks=()):

@@ -12,7 +12,6 @@ wrapper with its memory planned in wrapper.py.
 """
 
 import itertools
-import logging
 import operator
 
 import kiln
