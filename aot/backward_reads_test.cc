@@ -3,16 +3,15 @@
 
 #include <gtest/gtest.h>
 
+#include "fx/testing/calls.h"
+
 namespace kiln::aot {
 namespace {
 
 using fx::Argument;
 using fx::Graph;
 using fx::Node;
-
-Node* Call(Graph& g, const std::string& op, std::vector<Argument> args) {
-  return g.CallFunction(fx::Target(&Registry::Get().FindOrThrow(op)), std::move(args));
-}
+using fx::testing::Call;
 
 TangentSet MaskOf(const std::vector<std::pair<const Node*, TangentSet>>& masks, const Node* n) {
   for (const auto& [m, set] : masks)

@@ -4,16 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include "fx/testing/calls.h"
+
 namespace kiln::aot {
 namespace {
 
 using fx::Argument;
 using fx::Graph;
 using fx::Node;
-
-Node* Call(Graph& g, const std::string& op, std::vector<Argument> args) {
-  return g.CallFunction(fx::Target(&Registry::Get().FindOrThrow(op)), std::move(args));
-}
+using fx::testing::Call;
 
 TEST(MutationsToOutputs, CopiesIntoInputsBecomeLeadingOutputsAndInputViewOpsGo) {
   // def f(x, y, z): x.t_(); s = x + z; y.copy_(s) (functionalized: copy_ epilogue); z.copy_(s * 2); return s.sum()
