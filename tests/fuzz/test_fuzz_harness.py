@@ -131,6 +131,20 @@ def test_in_place_ops_reading_their_own_partial_overlap_are_not_generated():
         assert g._reads_its_own_writes([{"t": x, "b": operand}]) == rejected
 
 
+def test_branches_on_values_rounding_can_flip_are_not_generated():
+    # `if layer_norm(x).mean().item() > 0` tests a value that is 0 in exact arithmetic: rounding put
+    # PyTorch and kiln on different branches (fuzz program 1261-3682). The generator rejects a branch
+    # on a value within rounding of 0 on any call; one clearly away from it is fine.
+    import torch
+
+    g = gen.Generator(0, torch)
+    normed = torch.nn.functional.layer_norm(torch.randn(3, 4), (3, 4))
+    for value, reduction, decided in ((normed, "mean", False), (torch.tensor([1.0, -1.0]), "sum", False),
+                                      (torch.tensor([1.0, -0.5]), "sum", True), (torch.tensor([-2.0]), "amax", True)):
+        g._branch_on = ("a", reduction)
+        assert g._decided([{"a": torch.ones(2)}, {"a": value}]) == decided, (value, reduction)
+
+
 def test_a_hang_in_the_reference_is_reported_as_the_references(monkeypatch):
     # Note [The reference's own time] (driver.py): torch.compile's Inductor, the reference when eager
     # raised in dead code, took over a minute on a loaded machine and was reported as kiln hanging
