@@ -99,6 +99,9 @@ class OpOverloadPacket:
             raise AttributeError(f"The underlying op of '{self}' has no overload name '{name}'")
         if key not in self._cache:
             self._cache[key] = OpOverload(self, key)
+        # later lookups find the attribute itself, without this method: `aten.add.Tensor` in a
+        # per-node loop cost two Python calls per node
+        object.__setattr__(self, name, self._cache[key])
         return self._cache[key]
 
     @property
@@ -139,6 +142,7 @@ class _OpNamespace:
             except AttributeError:
                 raise AttributeError(f"'_OpNamespace' '{self._name}' object has no attribute '{op_name}'") from None
             self._packets[op_name] = packet
+        object.__setattr__(self, op_name, packet)  # later lookups skip this method
         return packet
 
 

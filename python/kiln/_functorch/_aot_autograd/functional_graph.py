@@ -52,13 +52,15 @@ def _lift_constants(gm, mode, before=None):
 def _drop_constant_mutations(gm, slots):
     """A program that mutates a tensor it made (`t = kiln.tensor(...); t.add_(1)`) makes it anew on
     every call: its copy_ epilogue must not write the lifted constant back."""
+    if not slots:  # no lifted constants (the usual case): nothing to look for among the nodes
+        return
     graph = gm.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     constants = {placeholders[i] for i in slots}
     dropped = False
+    copy_ = kiln.ops.aten.copy_.default
     for node in list(graph.nodes):
-        if node.op == "call_function" and node.target is kiln.ops.aten.copy_.default and \
-                node.args[0] in constants and not node.users:
+        if node.op == "call_function" and node.target is copy_ and node.args[0] in constants and not node.users:
             graph.erase_node(node)
             dropped = True
     if dropped:
