@@ -34,36 +34,80 @@ Aliasing AliasingOf(const Node* n) {
   return a;
 }
 
-}  // namespace
-
-TangentSet::TangentSet(std::vector<uint64_t> words) : words_(std::move(words)) { Trim(); }
-
-TangentSet TangentSet::Of(int tangent) {
-  std::vector<uint64_t> w(tangent / 64 + 1, 0);
-  w.back() = uint64_t{1} << (tangent % 64);
-  return TangentSet(std::move(w));
+// Whether an op reads only its arguments' metadata: every result a size (sym_size, sym_numel, ...).
+bool ReadsMetadataOnly(const Node* n) {
+  const Op* op = n->target().op;
+  if (n->op() != Opcode::kCallFunction || op == nullptr || op->schema().returns.empty()) return false;
+  for (const auto& r : op->schema().returns)
+    if (r.kind != TypeKind::SymInt && r.kind != TypeKind::Int && r.kind != TypeKind::SymIntList &&
+        r.kind != TypeKind::IntList)
+      return false;
+  return true;
 }
 
-TangentSet& TangentSet::operator|=(const TangentSet& other) {
+// The storage a node's tensor value ("val" in its meta) lives in; nullptr for none (or no tensor).
+const void* StorageOf(const Node* n, bool* is_tensor) {
+  const fx::Argument* val = n->FindMeta("val");
+  *is_tensor = val != nullptr && val->kind == fx::Argument::Kind::kConst && val->value.is_tensor();
+  if (!*is_tensor) return nullptr;
+  const Tensor& t = val->value.to_tensor();
+  return t->storage() ? static_cast<const void*>(t->storage().get()) : nullptr;
+}
+
+}  // namespace
+
+BitSet::BitSet(std::vector<uint64_t> words) : words_(std::move(words)) { Trim(); }
+
+BitSet BitSet::Of(int k) {
+  std::vector<uint64_t> w(k / 64 + 1, 0);
+  w.back() = uint64_t{1} << (k % 64);
+  return BitSet(std::move(w));
+}
+
+BitSet BitSet::FirstN(int n) {
+  std::vector<uint64_t> w((n + 63) / 64, ~uint64_t{0});
+  if (n % 64) w.back() = (uint64_t{1} << (n % 64)) - 1;
+  return BitSet(std::move(w));
+}
+
+bool BitSet::Has(int k) const {
+  const size_t i = static_cast<size_t>(k) / 64;
+  return i < words_.size() && (words_[i] >> (k % 64) & 1);
+}
+
+bool BitSet::Intersects(const BitSet& other) const {
+  const size_t n = std::min(words_.size(), other.words_.size());
+  for (size_t i = 0; i < n; ++i)
+    if (words_[i] & other.words_[i]) return true;
+  return false;
+}
+
+BitSet BitSet::Minus(const BitSet& other) const {
+  std::vector<uint64_t> w = words_;
+  for (size_t i = 0; i < std::min(w.size(), other.words_.size()); ++i) w[i] &= ~other.words_[i];
+  return BitSet(std::move(w));
+}
+
+BitSet& BitSet::operator|=(const BitSet& other) {
   if (other.words_.size() > words_.size()) words_.resize(other.words_.size(), 0);
   for (size_t i = 0; i < other.words_.size(); ++i) words_[i] |= other.words_[i];
   return *this;
 }
 
-bool TangentSet::operator==(const TangentSet& other) const { return words_ == other.words_; }
+bool BitSet::operator==(const BitSet& other) const { return words_ == other.words_; }
 
-bool TangentSet::empty() const { return words_.empty(); }
+bool BitSet::empty() const { return words_.empty(); }
 
-void TangentSet::Trim() {
+void BitSet::Trim() {
   while (!words_.empty() && words_.back() == 0) words_.pop_back();
 }
 
-std::vector<std::pair<const Node*, TangentSet>> TangentMasks(
-    const fx::Graph& graph, const std::unordered_map<const Node*, TangentSet>& seeds) {
-  std::vector<std::pair<const Node*, TangentSet>> masks;
+std::vector<std::pair<const Node*, BitSet>> TangentMasks(
+    const fx::Graph& graph, const std::unordered_map<const Node*, BitSet>& seeds) {
+  std::vector<std::pair<const Node*, BitSet>> masks;
   std::unordered_map<const Node*, size_t> position;
   std::unordered_map<const Node*, const Node*> base;    // a view's node -> the node it views
-  std::unordered_map<const Node*, TangentSet> written;  // root of a view chain -> what was written into it
+  std::unordered_map<const Node*, BitSet> written;  // root of a view chain -> what was written into it
   auto root = [&base](const Node* n) {
     for (auto it = base.find(n); it != base.end(); it = base.find(n)) n = it->second;
     return n;
@@ -71,9 +115,9 @@ std::vector<std::pair<const Node*, TangentSet>> TangentMasks(
   int tangents = 0;
   for (const Node* n : graph.nodes()) {
     if (n->op() == Opcode::kOutput) continue;
-    TangentSet m;
+    BitSet m;
     if (n->op() == Opcode::kPlaceholder) {
-      if (IsTangentPlaceholder(n)) m = TangentSet::Of(tangents++);
+      if (IsTangentPlaceholder(n)) m = BitSet::Of(tangents++);
     } else {
       if (auto seed = seeds.find(n); seed != seeds.end()) m = seed->second;
       for (const Node* a : n->AllInputNodes()) {
@@ -92,6 +136,100 @@ std::vector<std::pair<const Node*, TangentSet>> TangentMasks(
   for (auto& [n, m] : masks)
     if (auto w = written.find(root(n)); w != written.end()) m |= w->second;
   return masks;
+}
+
+}  // namespace kiln::aot
+
+namespace kiln::aot {
+
+BackwardReads::BackwardReads(const fx::Graph& joint, int num_fwd_outputs,
+                             std::vector<std::pair<int, BitSet>> saved_reads)
+    : saved_reads_(std::move(saved_reads)) {
+  const std::vector<Node*> nodes = joint.nodes();
+  const Node* output = joint.output_node();
+  std::vector<const Node*> outs;
+  if (output != nullptr && !output->args().empty()) {
+    const fx::Argument& a = output->args()[0];
+    if (a.kind == fx::Argument::Kind::kTuple || a.kind == fx::Argument::Kind::kList) {
+      for (const fx::Argument& x : a.items) outs.push_back(x.is_node() ? x.node : nullptr);
+    } else {
+      outs.push_back(a.is_node() ? a.node : nullptr);
+    }
+  }
+  const int fw_outs = std::min<int>(num_fwd_outputs, static_cast<int>(outs.size()));
+  // the forward: ancestors of its outputs
+  std::unordered_map<const Node*, bool> forward;
+  std::vector<const Node*> stack;
+  for (int k = 0; k < fw_outs; ++k)
+    if (outs[k]) stack.push_back(outs[k]);
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (forward.emplace(n, true).second)
+      for (const Node* a : n->AllInputNodes()) stack.push_back(a);
+  }
+  // bit: the inputs (by position among the primals) and forward outputs each node is
+  std::unordered_map<const Node*, BitSet> bit;
+  int primals = 0, tangents = 0;
+  for (const Node* n : nodes) {
+    if (n->op() != Opcode::kPlaceholder) continue;
+    if (IsTangentPlaceholder(n)) ++tangents;
+    else bit[n] = BitSet::Of(primals++);
+  }
+  for (int k = 0; k < fw_outs; ++k)
+    if (outs[k] && outs[k]->op() != Opcode::kPlaceholder) bit[outs[k]] |= BitSet::Of(primals + k);
+  // a value sharing an input's or an output's memory is that tensor to eager's check
+  std::unordered_map<const void*, BitSet> memory;
+  for (const auto& [n, b] : bit) {
+    bool is_tensor = false;
+    const void* storage = StorageOf(n, &is_tensor);
+    if (is_tensor) memory[storage] |= b;
+  }
+  for (const Node* n : nodes) {
+    if (n->op() != Opcode::kCallFunction) continue;
+    bool is_tensor = false;
+    const void* storage = StorageOf(n, &is_tensor);
+    if (!is_tensor) continue;
+    if (auto m = memory.find(storage); m != memory.end()) bit[n] |= m->second;
+  }
+  std::unordered_map<const Node*, BitSet> masks;
+  for (auto& [n, m] : TangentMasks(joint)) masks.emplace(n, std::move(m));
+  std::unordered_map<const Node*, int> step_of;
+  for (const Node* n : nodes) {
+    if (n->op() == Opcode::kPlaceholder || n->op() == Opcode::kOutput || forward.count(n)) continue;
+    Step s;
+    s.mask = masks.at(n);
+    s.metadata_only = ReadsMetadataOnly(n);
+    for (const Node* a : n->AllInputNodes()) {
+      if (auto b = bit.find(a); b != bit.end()) s.direct |= b->second;
+      if (auto k = step_of.find(a); k != step_of.end()) s.inputs.push_back(k->second);
+    }
+    step_of[n] = static_cast<int>(steps_.size());
+    steps_.push_back(std::move(s));
+  }
+  all_tangents_ = BitSet::FirstN(tangents);
+  positions_ = primals + fw_outs;
+}
+
+std::vector<int> BackwardReads::Read(const BitSet& absent) const {
+  const BitSet present = all_tangents_.Minus(absent);
+  std::vector<BitSet> reach(steps_.size());
+  BitSet found;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const Step& s = steps_[i];
+    const bool runs = s.mask.empty() || s.mask.Intersects(present);
+    if (!runs || s.metadata_only) continue;  // computed from absent tangents only, or reads sizes only
+    BitSet r = s.direct;
+    for (int k : s.inputs) r |= reach[k];
+    if (s.mask.Intersects(present)) found |= r;
+    reach[i] = std::move(r);
+  }
+  for (const auto& [position, tangents] : saved_reads_)
+    if (tangents.Intersects(present) || (tangents.empty() && !present.empty())) found |= BitSet::Of(position);
+  std::vector<int> out;
+  for (int i = 0; i < positions_; ++i)
+    if (found.Has(i)) out.push_back(i);
+  return out;
 }
 
 }  // namespace kiln::aot

@@ -18,7 +18,7 @@ namespace kiln::python {
 namespace {
 
 // A tangent set as a Python int (bit k: tangent k), and back, through int's little-endian bytes.
-py::object IntOf(const aot::TangentSet& s) {
+py::object IntOf(const aot::BitSet& s) {
   const std::vector<uint64_t>& w = s.words();
   if (w.size() <= 1) return py::reinterpret_steal<py::object>(PyLong_FromUnsignedLongLong(w.empty() ? 0 : w[0]));
   std::string bytes(w.size() * 8, '\0');
@@ -27,7 +27,7 @@ py::object IntOf(const aot::TangentSet& s) {
   return py::int_().attr("from_bytes")(py::bytes(bytes), "little");
 }
 
-aot::TangentSet SetOf(const py::handle& v) {
+aot::BitSet SetOf(const py::handle& v) {
   if (!PyLong_Check(v.ptr()) || py::int_(0).attr("__gt__")(v).cast<bool>())
     throw py::value_error("tangent_masks: a seed mask must be a non-negative int");
   const int64_t n = (v.attr("bit_length")().cast<int64_t>() + 63) / 64;
@@ -35,14 +35,14 @@ aot::TangentSet SetOf(const py::handle& v) {
   std::vector<uint64_t> words(n, 0);
   for (int64_t i = 0; i < n; ++i)
     for (int b = 0; b < 8; ++b) words[i] |= uint64_t{static_cast<unsigned char>(bytes[i * 8 + b])} << (8 * b);
-  return aot::TangentSet(std::move(words));
+  return aot::BitSet(std::move(words));
 }
 
 }  // namespace
 
 void InitPartitionBindings(py::module_& m) {
   m.def("tangent_masks", [](py::handle graph, std::optional<py::dict> seeds) {
-        std::unordered_map<const fx::Node*, aot::TangentSet> seed_sets;
+        std::unordered_map<const fx::Node*, aot::BitSet> seed_sets;
         if (seeds)
           for (const auto& [node, mask] : *seeds) seed_sets.emplace(node.cast<fx::Node*>(), SetOf(mask));
         py::dict out;
@@ -51,6 +51,17 @@ void InitPartitionBindings(py::module_& m) {
         return out;
       }, py::arg("graph"), py::arg("seeds") = py::none(),
       "{node: bitmask of the tangents it is computed from} (aot/backward_reads.h, Note [Tangent masks])");
+  py::class_<aot::BackwardReads>(m, "BackwardReads",
+                                 "Which inputs a joint graph's backward reads when some tangents are absent "
+                                 "(aot/backward_reads.h, Note [Inputs read by the backward])")
+      .def(py::init([](py::handle graph, int num_fwd_outputs, const std::vector<std::pair<int, py::object>>& saved) {
+             std::vector<std::pair<int, aot::BitSet>> reads;
+             for (const auto& [position, mask] : saved) reads.emplace_back(position, SetOf(mask));
+             return aot::BackwardReads(*UnwrapGraph(graph), num_fwd_outputs, std::move(reads));
+           }),
+           py::arg("joint"), py::arg("num_fwd_outputs"), py::arg("saved_reads"))
+      .def("read", [](const aot::BackwardReads& r, const py::handle& absent) { return r.Read(SetOf(absent)); },
+           py::arg("absent"), "positions read when the tangents in the bitmask `absent` are None");
 
   // The partition, typed: its two graphs and what the forward saves for the backward, in order.
   py::class_<aot::Partition>(m, "Partition")

@@ -31,7 +31,7 @@ import copy
 import kiln
 from kiln import _C
 from kiln.fx.graph_module import GraphModule
-from kiln._functorch.partitioners import _is_primal, _is_tangent
+from kiln._functorch.partitioners import _is_primal
 
 aten = kiln.ops.aten
 
@@ -131,8 +131,6 @@ def prune_absent(bw_module, absent):
 
 
 # reading a tensor's sizes is not reading its values (eager saves sizes, not the tensor)
-_METADATA_READS = {aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default,
-                   aten.sym_storage_offset.default}
 
 
 # Note [Inputs eager would have saved]
@@ -172,55 +170,11 @@ def inputs_read_by_backward(joint, num_fwd_outputs, saved_reads=()):
     `saved_reads`, (primal position, tangent bitmask) pairs, are inputs eager's formulas unpack
     without the graph reading them (div's with a rounding mode): read when one of those tangents
     is present (any, for a mask of 0)."""
-    graph = joint.graph
-    outs = graph.output_node().args[0]
-    outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
-    forward = set()
-    stack = [o for o in outs[:num_fwd_outputs] if isinstance(o, kiln.fx.Node)]
-    while stack:
-        n = stack.pop()
-        if n not in forward:
-            forward.add(n)
-            stack.extend(n.all_input_nodes)
-    masks = tangent_masks(graph)
-    primals = [n for n in graph.nodes if _is_primal(n)]
-    bit = {p: 1 << i for i, p in enumerate(primals)}
-    for k, value in enumerate(outs[:num_fwd_outputs]):  # new values of mutated inputs, then outputs
-        if isinstance(value, kiln.fx.Node) and value.op != "placeholder":
-            bit[value] = bit.get(value, 0) | 1 << (len(primals) + k)
-    # a value sharing the memory of an input or an output (x.t(), x.flatten(), x[0], the
-    # intermediate an output views) is that tensor to eager's check: it shares its version counter
-    memory = {}
-    for n in list(bit):
-        if isinstance(n.meta.get("val"), kiln.Tensor):
-            key = n.meta["val"]._storage_id()
-            memory[key] = memory.get(key, 0) | bit[n]
-    for n in graph.nodes:
-        if n.op == "call_function" and isinstance(n.meta.get("val"), kiln.Tensor) and \
-                n.meta["val"]._storage_id() in memory:
-            bit[n] = bit.get(n, 0) | memory[n.meta["val"]._storage_id()]
-    backward = [n for n in graph.nodes if n.op not in ("placeholder", "output") and n not in forward]
-    all_tangents = (1 << sum(_is_tangent(n) for n in graph.nodes)) - 1
-    cache = {}
+    reads, cache = _C._aot.BackwardReads(joint.graph, num_fwd_outputs, list(saved_reads)), {}
 
     def read(absent):
         if absent not in cache:
-            present = all_tangents & ~absent
-            reach, found = {}, 0  # bitmasks over the primals
-            for n in backward:
-                m = masks[n]
-                if m and not m & present or n.target in _METADATA_READS:
-                    continue  # computed from absent tangents only: not run; or reads only sizes
-                r = 0
-                for a in n.all_input_nodes:
-                    r |= bit.get(a, 0) | reach.get(a, 0)
-                reach[n] = r
-                if m & present:
-                    found |= r
-            for p, m in saved_reads:
-                if m & present or (not m and present):
-                    found |= 1 << p
-            cache[absent] = [i for i in range(len(primals) + num_fwd_outputs) if found >> i & 1]
+            cache[absent] = reads.read(absent)
         return cache[absent]
 
     return read
