@@ -1,7 +1,9 @@
-// aot/backward_reads.cc: tangent masks over a joint or backward graph (Note [Tangent masks]).
+// aot/backward_reads.cc: tangent masks over a joint or backward graph (Note [Tangent masks]) and
+// the inputs its backward reads when some tangents are absent (Note [Inputs read by the backward]).
 #include "aot/backward_reads.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "tensor/schema.h"
 
@@ -137,10 +139,6 @@ std::vector<std::pair<const Node*, BitSet>> TangentMasks(
     if (auto w = written.find(root(n)); w != written.end()) m |= w->second;
   return masks;
 }
-
-}  // namespace kiln::aot
-
-namespace kiln::aot {
 
 BackwardReads::BackwardReads(const fx::Graph& joint, int num_fwd_outputs,
                              std::vector<std::pair<int, BitSet>> saved_reads)
