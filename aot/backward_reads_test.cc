@@ -1,4 +1,5 @@
-// aot/backward_reads_test.cc: tangent masks (Note [Tangent masks]) on hand-built backward graphs.
+// aot/backward_reads_test.cc: tangent masks (Note [Tangent masks]) and the inputs the backward reads (Note
+// [Inputs read by the backward]) on hand-built graphs.
 #include "aot/backward_reads.h"
 
 #include <gtest/gtest.h>
