@@ -14,6 +14,7 @@ import kiln.nn.functional as F
 from kiln._functorch.aot_autograd import aot_function
 from kiln._inductor.compile_fx import code_sinks, compile_fx_inner
 from kiln._inductor.utils import run_and_get_code
+from conftest import requires_torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -203,6 +204,26 @@ def test_fallback_ops_run_eagerly():
         out, codes = run_and_get_code(inductor(fn), x, w)
     close(out, fn(x, w))
     assert "kiln.ops.aten.mm" in codes[0]
+
+
+# A value of a dtype kernels cannot hold is never lazy: float16 has no kernel type, so reading a
+# float16 value makes the reader's node a fallback. When the loader stopped asking for the dtype of
+# a value read as it is, `-x // 0.5` of a float16 x stayed lazy, and argmin over every axis (which
+# realizes its input first) met it in a kernel: a NotImplementedError out of the compile (fuzz seed
+# 1241, program 1584).
+@requires_torch
+@pytest.mark.parametrize("reduce", [lambda v: v.argmin(), lambda v: v.sum(), lambda v: v * 2])
+def test_float16_values_run_their_eager_kernels(reduce):
+    import torch
+
+    x = kiln.tensor([[1.0], [2.0], [-3.0], [0.5]], dtype=kiln.float16)[1:]
+    fn = lambda x: reduce(-x // 0.5)  # noqa: E731
+    dynamo.reset()
+    out = kiln.compile(fn, fullgraph=True)(x)  # no fallback to eager: the compile itself must work
+    expected = reduce(-torch.tensor(x.float().numpy()).half() // 0.5)
+    assert str(out.dtype).split(".")[-1] == str(expected.dtype).split(".")[-1]
+    close(out, fn(x))
+    np.testing.assert_allclose(out.double().numpy(), expected.double().numpy())
 
 
 @pytest.mark.parametrize("model_name", ["mlp", "cnn"])

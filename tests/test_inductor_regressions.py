@@ -993,17 +993,3 @@ def test_var_of_equal_values_over_several_axes_is_exactly_zero(shape, dims, expa
         grads.append(leaf.grad)
     assert kiln.equal(grads[0], grads[1]), grads
 
-
-# --- a value of a dtype kernels cannot hold is never lazy -----------------------------------------
-# float16 has no kernel type: reading a float16 value makes the reader's node a fallback. When the
-# loader stopped asking for the dtype of a value read as it is, `-x // 0.5` of a float16 x stayed
-# lazy, and argmin over every axis (which realizes its input first) met it in a kernel: a
-# NotImplementedError out of the compile (fuzz seed 1241, program 1584).
-@pytest.mark.parametrize("reduce", [lambda v: v.argmin(), lambda v: v.sum(), lambda v: v * 2])
-def test_float16_values_run_their_eager_kernels(reduce):
-    x = kiln.tensor([[1.0], [2.0], [-3.0], [0.5]], dtype=kiln.float16)[1:]
-    fn = lambda x: reduce(-x // 0.5)  # noqa: E731
-    dynamo.reset()
-    out = kiln.compile(fn, fullgraph=True)(x)  # no fallback to eager: the compile itself must work
-    close(out, fn(x))
-    close(out, reduce(-to_torch(x).half() // 0.5))

@@ -28,25 +28,21 @@ struct Indices {
   std::vector<Affine> index;
 };
 
-Placement PlacementOf(const py::handle& dims, const std::optional<Affine>& reduced) {
-  Placement at;
-  if (py::isinstance<Indices>(dims)) {
-    at.dims = dims.cast<const Indices&>().index;
-  } else {
-    for (const py::handle& d : dims) at.dims.push_back(d.cast<Affine>());
-  }
-  if (reduced) {
-    at.reduced = *reduced;
-    at.has_reduced = true;
-  }
-  return at;
-}
-
 std::vector<Affine> AffinesOf(const py::handle& idx) {
   if (py::isinstance<Indices>(idx)) return idx.cast<const Indices&>().index;
   std::vector<Affine> out;
   for (const py::handle& d : idx) out.push_back(d.cast<Affine>());
   return out;
+}
+
+Placement PlacementOf(const py::handle& dims, const std::optional<Affine>& reduced) {
+  Placement at;
+  at.dims = AffinesOf(dims);
+  if (reduced) {
+    at.reduced = *reduced;
+    at.has_reduced = true;
+  }
+  return at;
 }
 
 py::object ExprObject(codegen::ExprPtr e) {
