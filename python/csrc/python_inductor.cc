@@ -55,51 +55,71 @@ ScalarType ToScalarType(DType t) {
   return ScalarType::Undefined;
 }
 
-struct PyCompiledKernel {
-  std::shared_ptr<codegen::CompiledKernel> k;
+}  // namespace
 
-  void Call(py::args args) const {
-    const codegen::Kernel& kernel = k->kernel();
-    std::string op = StrCat("[", kernel.name, "] ");
-    if (args.size() != kernel.buffers.size())
-      throw TypeError(StrCat(op, "expected ", kernel.buffers.size(), " buffers, got ", args.size()));
-    std::vector<char*> ptrs(args.size());
-    for (size_t i = 0; i < args.size(); ++i) {
-      const codegen::Buffer& b = kernel.buffers[i];
-      PyObject* o = args[i].ptr();
-      if (PyLong_Check(o) && !PyBool_Check(o)) {  // a raw address: the caller vouches for it
-        ptrs[i] = reinterpret_cast<char*>(PyLong_AsVoidPtr(o));
-        if (!ptrs[i] && PyErr_Occurred()) throw py::error_already_set();
-        continue;
-      }
-      if (!IsTensor(o))
-        throw TypeError(StrCat(op, "buffer ", i, " '", b.name, "' must be a kiln.Tensor, got ", Py_TYPE(o)->tp_name));
-      const Tensor& t = UnpackTensor(o);
-      if (t.dtype() != ToScalarType(b.dtype))
-        throw TypeError(StrCat(op, "buffer ", i, " '", b.name, "' must have dtype ", ScalarTypeName(ToScalarType(b.dtype)),
-                               ", got ", ScalarTypeName(t.dtype())));
-      if (!t->has_storage() || !t.device().is_cpu())
-        throw ValueError(StrCat(op, "buffer ", i, " '", b.name, "' must be a CPU tensor with memory (not meta or fake)"));
-      const codegen::Extent& e = k->extents()[i];
-      if (e.max >= e.min) {
-        int64_t off = t->storage_offset();
-        int64_t avail = static_cast<int64_t>(t->storage()->nbytes()) / t->itemsize();
-        if (off + e.min < 0 || off + e.max >= avail)
-          throw ValueError(StrCat(op, "buffer ", i, " '", b.name, "' is too small: the kernel touches elements [",
-                                  e.min, ", ", e.max, "] from its data pointer, the storage holds ", avail,
-                                  " elements from offset ", off));
-      }
-      ptrs[i] = static_cast<char*>(t.raw_data());
+Tensor ReinterpretTensor(const Tensor& base, const DimVector& sizes, const DimVector& strides,
+                         std::optional<int64_t> offset) {
+  const int64_t off = offset.value_or(base->storage_offset());
+  if (sizes.size() != strides.size())
+    throw Error(StrCat("reinterpret_tensor: ", sizes.size(), " sizes but ", strides.size(), " strides"));
+  // StorageBytesFor raises on overflow
+  if (off < 0 || (base->has_storage() && StorageBytesFor(sizes, strides, off, base->itemsize()) >
+                                             static_cast<int64_t>(base->storage()->nbytes())))
+    throw Error(StrCat("reinterpret_tensor: sizes ", SizesToString(sizes), ", strides ", SizesToString(strides),
+                       " and offset ", off, " do not fit the storage"));
+  SymDimVector sym_sizes, sym_strides;
+  for (int64_t v : sizes) sym_sizes.push_back(SymInt(v));
+  for (int64_t v : strides) sym_strides.push_back(SymInt(v));
+  // the wrapper's own views of its buffers, made under the compiled function's no_grad: not
+  // views made under no_grad for autograd (PyTorch's _reinterpret_tensor runs below
+  // ADInplaceOrView too), or an in-place op on a returned output would be refused
+  BelowAutogradGuard below;
+  return MakeView(base, std::move(sym_sizes), std::move(sym_strides), SymInt(off));
+}
+
+void RunCompiledKernel(const codegen::CompiledKernel& k, PyObject* const* args, size_t nargs) {
+  const codegen::Kernel& kernel = k.kernel();
+  std::string op = StrCat("[", kernel.name, "] ");
+  if (nargs != kernel.buffers.size())
+    throw TypeError(StrCat(op, "expected ", kernel.buffers.size(), " buffers, got ", nargs));
+  std::vector<char*> ptrs(nargs);
+  for (size_t i = 0; i < nargs; ++i) {
+    const codegen::Buffer& b = kernel.buffers[i];
+    PyObject* o = args[i];
+    if (PyLong_Check(o) && !PyBool_Check(o)) {  // a raw address: the caller vouches for it
+      ptrs[i] = reinterpret_cast<char*>(PyLong_AsVoidPtr(o));
+      if (!ptrs[i] && PyErr_Occurred()) throw py::error_already_set();
+      continue;
     }
-    py::gil_scoped_release release;
-    k->Run(ptrs.data());
+    if (!IsTensor(o))
+      throw TypeError(StrCat(op, "buffer ", i, " '", b.name, "' must be a kiln.Tensor, got ", Py_TYPE(o)->tp_name));
+    const Tensor& t = UnpackTensor(o);
+    if (t.dtype() != ToScalarType(b.dtype))
+      throw TypeError(StrCat(op, "buffer ", i, " '", b.name, "' must have dtype ", ScalarTypeName(ToScalarType(b.dtype)),
+                             ", got ", ScalarTypeName(t.dtype())));
+    if (!t->has_storage() || !t.device().is_cpu())
+      throw ValueError(StrCat(op, "buffer ", i, " '", b.name, "' must be a CPU tensor with memory (not meta or fake)"));
+    const codegen::Extent& e = k.extents()[i];
+    if (e.max >= e.min) {
+      int64_t off = t->storage_offset();
+      int64_t avail = static_cast<int64_t>(t->storage()->nbytes()) / t->itemsize();
+      if (off + e.min < 0 || off + e.max >= avail)
+        throw ValueError(StrCat(op, "buffer ", i, " '", b.name, "' is too small: the kernel touches elements [",
+                                e.min, ", ", e.max, "] from its data pointer, the storage holds ", avail,
+                                " elements from offset ", off));
+    }
+    ptrs[i] = static_cast<char*>(t.raw_data());
   }
-};
+  py::gil_scoped_release release;
+  k.Run(ptrs.data());
+}
+
+namespace {
 
 // reinterpret_tensor(t, size, stride, offset=None): a tensor over t's storage with the given
-// layout (offset defaults to t's), checked against the storage's size. The wrapper calls it for
+// layout (offset defaults to t's), checked against the storage's size. The wrapper makes one for
 // every view and reused buffer; as_strided through the dispatcher cost a microsecond each.
-bool IntsFrom(PyObject* seq, SymDimVector* out, DimVector* concrete) {
+bool IntsFrom(PyObject* seq, DimVector* out) {
   PyObject* fast = PySequence_Fast(seq, "reinterpret_tensor: size and stride must be sequences of ints");
   if (fast == nullptr) return false;
   const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
@@ -109,52 +129,34 @@ bool IntsFrom(PyObject* seq, SymDimVector* out, DimVector* concrete) {
       Py_DECREF(fast);
       return false;
     }
-    out->push_back(SymInt(v));
-    concrete->push_back(v);
+    out->push_back(v);
   }
   Py_DECREF(fast);
   return true;
 }
 
-PyObject* ReinterpretTensor(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+PyObject* ReinterpretTensorEntry(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs < 3 || nargs > 4 || !IsTensor(args[0])) {
     PyErr_SetString(PyExc_TypeError, "reinterpret_tensor(tensor, size, stride, offset=None): expected a tensor and "
                                      "two sequences of ints");
     return nullptr;
   }
-  const Tensor& base = UnpackTensor(args[0]);
-  SymDimVector sizes, strides;
-  DimVector s, st;
-  if (!IntsFrom(args[1], &sizes, &s) || !IntsFrom(args[2], &strides, &st)) return nullptr;
-  int64_t offset = base->storage_offset();
+  DimVector sizes, strides;
+  if (!IntsFrom(args[1], &sizes) || !IntsFrom(args[2], &strides)) return nullptr;
+  std::optional<int64_t> offset;
   if (nargs == 4 && args[3] != Py_None) {
     offset = PyLong_AsLongLong(args[3]);
-    if (offset == -1 && PyErr_Occurred()) return nullptr;
+    if (*offset == -1 && PyErr_Occurred()) return nullptr;
   }
-  if (sizes.size() != strides.size()) {
-    PyErr_Format(PyExc_RuntimeError, "reinterpret_tensor: %zd sizes but %zd strides", sizes.size(), strides.size());
-    return nullptr;
-  }
-  try {  // StorageBytesFor raises on overflow: no C++ exception may cross this C entry point
-    if (offset < 0 ||
-        (base->has_storage() && StorageBytesFor(s, st, offset, base->itemsize()) >
-                                    static_cast<int64_t>(base->storage()->nbytes()))) {
-      PyErr_Format(PyExc_RuntimeError, "reinterpret_tensor: sizes %s, strides %s and offset %lld do not fit the storage",
-                   SizesToString(s).c_str(), SizesToString(st).c_str(), static_cast<long long>(offset));
-      return nullptr;
-    }
-    // the wrapper's own views of its buffers, made under the compiled function's no_grad: not
-    // views made under no_grad for autograd (PyTorch's _reinterpret_tensor runs below
-    // ADInplaceOrView too), or an in-place op on a returned output would be refused
-    BelowAutogradGuard below;
-    return WrapTensor(MakeView(base, std::move(sizes), std::move(strides), SymInt(offset)));
+  try {  // no C++ exception may cross this C entry point
+    return WrapTensor(ReinterpretTensor(UnpackTensor(args[0]), sizes, strides, offset));
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;
   }
 }
 
-PyMethodDef g_reinterpret_def = {"reinterpret_tensor", reinterpret_cast<PyCFunction>(ReinterpretTensor),
+PyMethodDef g_reinterpret_def = {"reinterpret_tensor", reinterpret_cast<PyCFunction>(ReinterpretTensorEntry),
                                  METH_FASTCALL, "A tensor over another's storage with the given layout."};
 
 }  // namespace
@@ -164,8 +166,11 @@ void InitInductorBindings(py::module_& m) {
   InitKernelIrBindings(ind);
   InitInductorIrBindings(ind);
   InitMemoryPlanBindings(ind);
+  InitWrapperProgramBindings(ind);
   py::class_<PyCompiledKernel>(ind, "CompiledKernel")
-      .def("__call__", &PyCompiledKernel::Call)
+      .def("__call__", [](const PyCompiledKernel& c, py::args args) {
+        RunCompiledKernel(*c.k, reinterpret_cast<PyObject* const*>(&PyTuple_GET_ITEM(args.ptr(), 0)), args.size());
+      })
       .def_property_readonly("name", [](const PyCompiledKernel& c) { return c.k->name(); })
       .def_property_readonly("hash", [](const PyCompiledKernel& c) { return c.k->hash(); })
       .def_property_readonly("llvm_ir", [](const PyCompiledKernel& c) { return c.k->llvm_ir(); })

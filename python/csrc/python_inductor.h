@@ -3,7 +3,12 @@
 
 #include <pybind11/pybind11.h>
 
+#include <memory>
+#include <optional>
+
 #include "codegen/kernel_ir.h"
+#include "codegen/llvm_codegen.h"
+#include "tensor/tensor_impl.h"
 
 namespace kiln::python {
 
@@ -18,6 +23,24 @@ void InitKernelIrBindings(pybind11::module_& inductor);
 
 // Adds the ir submodule: Affine, Indices, Body, Tracer, instantiate (python_inductor_ir.cc).
 void InitInductorIrBindings(pybind11::module_& inductor);
+
+// kiln._C._inductor.CompiledKernel: a compiled kernel, called with its buffers in order.
+struct PyCompiledKernel {
+  std::shared_ptr<codegen::CompiledKernel> k;
+};
+
+// Runs `k` over `args` (kiln tensors, or raw int addresses the caller vouches for), in buffer
+// order: checks their count, dtypes, CPU memory, and that each storage holds every element the
+// kernel's IR can touch; the GIL is released while the kernel runs.
+void RunCompiledKernel(const codegen::CompiledKernel& k, PyObject* const* args, size_t nargs);
+
+// A tensor over base's storage with these sizes and strides, at `offset` (base's own when unset):
+// the wrapper's views and reused buffers. Raises Error when the layout does not fit the storage.
+Tensor ReinterpretTensor(const Tensor& base, const DimVector& sizes, const DimVector& strides,
+                         std::optional<int64_t> offset);
+
+// Adds WrapperProgram and Slot to kiln._C._inductor (python_wrapper_program.cc).
+void InitWrapperProgramBindings(pybind11::module_& inductor);
 
 // Adds MemoryPlanner and MemoryPlan to kiln._C._inductor (python_memory_plan.cc).
 void InitMemoryPlanBindings(pybind11::module_& inductor);

@@ -1,9 +1,9 @@
 """compile_fx: the "inductor" backend. AOTAutograd (min-cut partition) hands each forward,
 backward or inference graph to compile_fx_inner, which lowers it (graph.py), compiles its
-kernels through LLVM (inductor/, kiln._C._inductor) and returns the wrapper's `call`."""
+kernels through LLVM (inductor/, kiln._C._inductor) and returns the wrapper (wrapper.py's
+WrapperProgram) as `call`."""
 
 import functools
-import itertools
 import logging
 import time
 
@@ -21,7 +21,6 @@ from kiln._logging._metrics import counters, dynamo_timed
 log = logging.getLogger(__name__)
 output_code_log = getArtifactLogger(__name__, "output_code")
 
-_graph_ids = itertools.count()
 code_sinks = []  # run_and_get_code's collectors
 graph_sinks = []  # lists that collect each GraphLowering (its kernels and fallbacks: tests)
 
@@ -86,36 +85,36 @@ def _compile_fx_inner(gm, example_inputs, config, is_backward, is_inference, gra
     run_post_grad_passes(gm, kind, saved_layouts)
     with dynamo_timed("GraphLowering.run"):
         graph = GraphLowering(gm, config).run()
-    source = graph.wrapper_code()
-    namespace = {"kiln": kiln, "empty_strided": _empty_strided, "reinterpret_tensor": _reinterpret_tensor,
-                 "as_declared": _as_declared}
+    graph.memory_plan()  # before the kernels compile: in-place writes rewrite their IR
     with dynamo_timed("compile_kernels", phase="LLVM codegen"):
         compile_kernels(graph.kernels, config_module.compile_threads)
-    for kernel in graph.kernels:
-        namespace[kernel.name] = kernel.compiled
-    exec(compile(source, f"<kiln inductor output {next(_graph_ids)}>", "exec"), namespace)
-    # generated code is never a user frame: a backward run by loss.backward() inside a compiled
-    # function called it under the frame hook, which captured it and broke the graph in it
-    _C._dynamo.skip_code(namespace["call"].__code__)
-    call = _checking_input_layouts(namespace["call"], gm)
+    call = _checking_input_layouts(graph.wrapper_program(_as_declared), gm)
     call._boxed_call = True
-    code = output_code(graph, source)
-    call._kiln_output_code = code
+    rendered = []
+
+    def code():  # the output code, written only where someone reads it (Note [The wrapper program])
+        if not rendered:
+            source = graph.wrapper_code()
+            rendered[:] = [source, output_code(graph, source)]
+        return rendered[1]
+
     elapsed = (time.perf_counter() - start) * 1e3
     log.info("compiled a %sgraph of %d nodes in %.1f ms (kernels: %d, fallbacks: %d)",
              "backward " if is_backward else "", len(gm.graph.nodes), elapsed, len(graph.kernels), len(graph.fallbacks))
-    output_code_log.debug("Output code (%.1f ms):\n%s", elapsed, code)
+    if output_code_log.isEnabledFor(logging.DEBUG):
+        output_code_log.debug("Output code (%.1f ms):\n%s", elapsed, code())
     counters["inductor"]["generated_kernel_count"] += len(graph.kernels)
     counters["inductor"]["fallbacks"] += len(graph.fallbacks)
     trace_structured("inductor_output_code", lambda: {
         "is_backward": is_backward, "kernels": [{"name": k.name, "source": k.compiled.code} for k in graph.kernels],
-        "fallbacks": [{"op": op, "why": why} for op, why in graph.fallbacks]}, lambda: code)
+        "fallbacks": [{"op": op, "why": why} for op, why in graph.fallbacks]}, code)
     for sink in code_sinks:
-        sink.append(code)
+        sink.append(code())
     for sink in graph_sinks:
         sink.append(graph)
     if debug_folder:
-        debug.write_graph_after_lowering(debug_folder, gm, graph, source, example_inputs)
+        code()
+        debug.write_graph_after_lowering(debug_folder, gm, graph, rendered[0], example_inputs)
     return call
 
 

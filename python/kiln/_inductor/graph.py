@@ -22,7 +22,8 @@ from kiln._inductor.ir import (Affine, Buffer, Indices, Pointwise, Probe, Reduct
 from kiln._inductor import autotune
 from kiln._inductor.bisect_controls import fusions, lowerings
 from kiln._inductor.lowering import LOWERINGS, Fallback, V, ViewOfUnrealized, lower, merge_reduced_dims, mm_template
-from kiln._inductor.wrapper import Alloc, ExternCall, KernelCall, Return, View, wrapper_code
+from kiln._inductor.wrapper import (Alloc, ExternCall, KernelCall, Return, View, plan_memory, wrapper_code,
+                                    wrapper_program)
 from kiln._logging import getArtifactLogger
 from kiln.fx.traceback import provenance_comments
 
@@ -110,9 +111,14 @@ class Kernel:
     planning may still rewrite the IR (an in-place kernel reads its victim through the output's
     pointer)."""
 
-    def __init__(self, name, ir, buffers, provenance=()):
+    def __init__(self, name, ir, buffers, stack_traces=()):
         self.name, self.ir, self.buffers, self._compiled = name, ir, buffers, None
-        self.provenance = list(provenance)  # `# File ...` comments: the user's lines it computes
+        self.stack_traces = list(stack_traces)  # of the nodes it computes, in graph order
+
+    @property
+    def provenance(self):
+        """`# File ...` comments: the user's lines it computes (read only where the output code is)."""
+        return provenance_comments(self.stack_traces)
 
     def rewrite(self, ir, buffers):
         self.ir, self.buffers, self._compiled = ir, buffers, None
@@ -146,6 +152,7 @@ class GraphLowering:
         self._names = itertools.count()
         self.env = {}
         self.pre_fusion = []       # each node's lowered value, before kernels are formed
+        self._memory_plan = None
         self.reductions = []       # every Reduction lowering made, in order (sibling candidates)
         self.deferred = {}         # buffer name -> the Reduction it holds, kernel not emitted yet
         self.building = set()      # ids of the output buffers of reduction kernels being built
@@ -444,7 +451,7 @@ class GraphLowering:
         buffers = [(f"out_ptr{out_ids[id(b)]}" if id(b) in out_ids else f"in_ptr{i}", ir_dtype(b.dtype))
                    for i, b in enumerate(kb.buffers)]
         ir = kir.Kernel(name, buffers, list(kb.outer), kb.loops)
-        kernel = Kernel(name, ir, list(kb.buffers), provenance_comments(t for _, t in sorted(kb.origins())))
+        kernel = Kernel(name, ir, list(kb.buffers), [t for _, t in sorted(kb.origins())])
         self.kernels.append(kernel)
         for out in outs:
             self.records.append(Alloc(out))
@@ -576,9 +583,20 @@ class GraphLowering:
             return type(a)(self._arg(x) for x in a)
         return a
 
+    def memory_plan(self):
+        """The wrapper's memory plan (wrapper.py's plan_memory), made once: its in-place writes
+        rewrite kernels' IR, which must happen before they compile."""
+        if self._memory_plan is None:
+            self._memory_plan = plan_memory(self)
+        return self._memory_plan
+
+    def wrapper_program(self, as_declared):
+        """The wrapper as a WrapperProgram over the compiled kernels (wrapper.py)."""
+        return wrapper_program(self, self.memory_plan(), as_declared)
+
     def wrapper_code(self):
         """Python source of `call(args)`, with buffer lifetimes planned (wrapper.py)."""
-        return wrapper_code(self)
+        return wrapper_code(self, self.memory_plan())
 
     @staticmethod
     def _view_results_of(node, target, args, kwargs, val):
@@ -665,7 +683,7 @@ class GraphLowering:
             if b is not None:
                 self.defined.add(b.name)
         self.records.append(ExternCall(target, args, kwargs, results, isinstance(val, (tuple, list)),
-                                       provenance_comments([node.meta.get("stack_trace")])))
+                                       [node.meta.get("stack_trace")]))
         return value
 
 

@@ -1,6 +1,8 @@
-"""The wrapper: `def call(args)`, the Python source that runs a lowered graph (GraphLowering's
-records: Alloc, KernelCall, View, ExternCall, Return), with its memory planned in C++ before any
-kernel is compiled (inductor/memory_plan, Note [Memory plan]):
+"""The wrapper: `call(args)`, which runs a lowered graph (GraphLowering's records: Alloc,
+KernelCall, View, ExternCall, Return), with its memory planned in C++ before any kernel is
+compiled (inductor/memory_plan, Note [Memory plan]). It runs as a kiln._C._inductor.WrapperProgram
+(wrapper_program; Note [The wrapper program] in python/csrc/python_wrapper_program.cc); its Python
+rendering (wrapper_code) is written only for those who read it:
 
 - each buffer is deleted after its last use, and a later allocation of the same size and dtype
   reuses a dead one (`# reuse`);
@@ -17,6 +19,7 @@ import re
 import kiln
 from kiln import _C
 from kiln._inductor.ir import Buffer
+from kiln.fx.traceback import provenance_comments
 
 
 # --- the steps GraphLowering records, in program order (graph.records) ----------------------------
@@ -46,12 +49,17 @@ class View:
 
 class ExternCall:
     """An eager op runs: `target(*args, **kwargs)`, its tensor results bound to `results` (None for
-    a non-tensor result), unpacked when the op returns several; `provenance`: the user's lines."""
-    __slots__ = ("target", "args", "kwargs", "results", "unpack", "provenance")
+    a non-tensor result), unpacked when the op returns several; `stack_traces`: its node's."""
+    __slots__ = ("target", "args", "kwargs", "results", "unpack", "stack_traces")
 
-    def __init__(self, target, args, kwargs, results, unpack, provenance=()):
+    def __init__(self, target, args, kwargs, results, unpack, stack_traces=()):
         self.target, self.args, self.kwargs = target, args, kwargs
-        self.results, self.unpack, self.provenance = results, unpack, provenance
+        self.results, self.unpack, self.stack_traces = results, unpack, stack_traces
+
+    @property
+    def provenance(self):
+        """`# File ...` comments: the user's lines (read only where the output code is)."""
+        return provenance_comments(self.stack_traces)
 
 
 class Return:
@@ -62,9 +70,78 @@ class Return:
         self.values = values
 
 
-def wrapper_code(graph):
-    """Python source of `call(args)`, with buffer lifetimes planned."""
+def plan_memory(graph):
+    """The memory plan of graph's records, its in-place writes merged into their kernels' IR (which
+    must happen before the kernels compile)."""
     plan = _memory_plan(graph)
+    for i, step in enumerate(graph.records):
+        source = plan[i].alloc
+        if isinstance(step, Alloc) and source.kind == "in place":
+            _merge_in_place(graph.records[source.kernel_step].kernel, source.victim, source.store)
+    return plan
+
+
+def wrapper_program(graph, plan, as_declared):
+    """The wrapper as a kiln._C._inductor.WrapperProgram (Note [The wrapper program] in
+    python/csrc/python_wrapper_program.cc), the steps wrapper_code renders; its kernels compiled.
+    `as_declared(t, size, stride)` copies an extern's result into its declared layout."""
+    slots = {}
+
+    def slot(name):
+        index = slots.get(name)
+        if index is None:
+            index = slots[name] = len(slots)
+        return index
+
+    def template(v):
+        if isinstance(v, Buffer):
+            return _C._inductor.Slot(slot(v.name))
+        if isinstance(v, (list, tuple)):
+            return type(v)(template(x) for x in v)
+        return v
+
+    inputs = [slot(name) for name in graph.inputs]
+    allocated = {step.buf.name: step.buf for step in graph.records if isinstance(step, Alloc)}
+    statics = [(slot(name), allocated[name]) for name in plan.static_buffers]
+    steps = []  # (method, args), added once the number of slots is known
+    for i, step in enumerate(graph.records):
+        planned = plan[i]
+        if isinstance(step, Alloc):
+            buf, source = step.buf, planned.alloc
+            if source.kind in ("in place", "reuse"):
+                steps.append(("reinterpret", (slot(buf.name), slot(source.source), buf.shape, buf.stride, None)))
+                steps.append(("release", ([slot(source.source)],)))
+            elif source.kind == "fresh":
+                steps.append(("empty", (slot(buf.name), buf.shape, buf.stride, buf.dtype)))
+        elif isinstance(step, KernelCall):
+            steps.append(("kernel", (step.kernel.compiled, [slot(b.name) for b in step.kernel.buffers])))
+        elif isinstance(step, View):
+            buf = step.buf
+            steps.append(("reinterpret", (slot(buf.name), slot(step.base.name), buf.shape, buf.stride, buf.offset)))
+        elif isinstance(step, ExternCall):
+            fn = getattr(step.target, "_op", step.target)
+            results = [slot(b.name) if b is not None else -1 for b in step.results]
+            steps.append(("extern", (fn, template(list(step.args)), {k: template(v) for k, v in step.kwargs.items()},
+                                     results, step.unpack)))
+            if _returns_fresh(step.target):  # Note [Extern results in the declared layout]
+                for b in step.results:
+                    if b is not None and list(b.stride) != _contiguous_strides(b.shape):
+                        steps.append(("as_declared", (slot(b.name), b.shape, b.stride, as_declared)))
+        elif isinstance(step, Return):
+            steps.append(("ret", ([template(b) if isinstance(b, Buffer) else b for b in step.values],)))
+        if planned.dies:
+            steps.append(("release", ([slot(name) for name in planned.dies],)))
+    program = _C._inductor.WrapperProgram(len(slots), inputs)
+    for index, buf in statics:
+        program.static(index, buf.shape, buf.stride, buf.dtype)
+    for method, args in steps:
+        getattr(program, method)(*args)
+    return program
+
+
+def wrapper_code(graph, plan):
+    """Python source of `call(args)`, the wrapper_program's steps as Python: what logs and
+    run_and_get_code show, and KILN_COMPILE_DEBUG's output_code.py runs."""
     externs = {}  # extern targets, bound once to their C entry points (no Python call layer)
     for step in graph.records:
         if isinstance(step, ExternCall):
@@ -94,14 +171,9 @@ def wrapper_code(graph):
             lines.extend(f"    {comment}" for comment in step.provenance)
         if isinstance(step, Alloc):
             buf, source = step.buf, planned.alloc
-            if source.kind == "in place":
-                _merge_in_place(graph.records[source.kernel_step].kernel, source.victim, source.store)
+            if source.kind in ("in place", "reuse"):
                 lines.append(f"    {buf.name} = reinterpret_tensor({source.source}, {tuple(buf.shape)}, "
-                             f"{tuple(buf.stride)})  # in place")
-                lines.append(f"    del {source.source}")
-            elif source.kind == "reuse":
-                lines.append(f"    {buf.name} = reinterpret_tensor({source.source}, {tuple(buf.shape)}, "
-                             f"{tuple(buf.stride)})  # reuse")
+                             f"{tuple(buf.stride)})  # {source.kind}")
                 lines.append(f"    del {source.source}")
             elif source.kind == "fresh":
                 lines.append(f"    {buf.name} = empty_strided({tuple(buf.shape)}, {tuple(buf.stride)}, "
