@@ -45,6 +45,7 @@ class OpOverload:
         self._schema = FunctionSchema(_C._schema(full), full)
         self.__name__ = f"{packet.__name__}.{self._overloadname}"
         self.__qualname__ = self._full_name
+        self._text = packet._qualified_name.replace("::", ".") + "." + self._overloadname  # str(): Inductor's names
 
     @property
     def overloadpacket(self):
@@ -71,7 +72,7 @@ class OpOverload:
         return f"<OpOverload(op='{self._overloadpacket._qualified_name.replace('::', '.')}', overload='{self._overloadname}')>"
 
     def __str__(self):
-        return self._overloadpacket._qualified_name.replace("::", ".") + "." + self._overloadname
+        return self._text
 
     def __hash__(self):
         return hash(self._full_name)

@@ -81,12 +81,20 @@ class GuardSet:
 
 def _user_location(tx):
     """`file:line in fn` of the innermost frame of the user's own code the translator is in (a guard
-    made inside an inlined kiln module names the user's line that called it)."""
+    made inside an inlined kiln module names the user's line that called it). Kept per instruction:
+    an instruction adds its guards in a burst (a module's attribute, its parameters), and the
+    frames above a translator stay where they are while it runs."""
+    cached = tx.__dict__.get("_user_location")
+    if cached is not None and cached[0] is tx.current:
+        return cached[1]
     frames = [f for f in tx.frame_summaries() if is_user_file(f[0])]
     if not frames:
-        return tx.location()
-    filename, line, name = frames[-1]
-    return f"{filename}:{line} in {name}"
+        location = tx.location()
+    else:
+        filename, line, name = frames[-1]
+        location = f"{filename}:{line} in {name}"
+    tx._user_location = (tx.current, location)
+    return location
 
 
 def _stride_guards(value, fake, stride_dims):

@@ -6,6 +6,7 @@ walks it (guard_manager), the generated code reloads it (expr), and logs print i
 """
 
 import functools
+import re
 
 
 class Source:
@@ -114,11 +115,13 @@ def graph_input_name(source):
 
 @functools.lru_cache(maxsize=4096)
 def _graph_input_name(text):
-    out = []
-    for ch in text:
-        out.append(ch.lower() if ch.isalnum() else "_")
-    name = "".join(out)
-    while "__" in name:
-        name = name.replace("__", "_")
+    # runs of characters other than letters and digits become one "_" (str.isalnum's letters and
+    # digits are the regex's word characters less "_"); non-ASCII text is lowered one character at a
+    # time (a whole-string lower() turns a final capital sigma into the final form)
+    name = _NOT_ALNUM.sub("_", text)
+    name = name.lower() if name.isascii() else "".join(ch.lower() for ch in name)
     name = name.strip("_") + "_"
     return name if not name[0].isdigit() else "_" + name
+
+
+_NOT_ALNUM = re.compile(r"[\W_]+")

@@ -151,7 +151,7 @@ class GraphLowering:
         self.fallbacks = []
         self._names = itertools.count()
         self.env = {}
-        self.pre_fusion = []       # each node's lowered value, before kernels are formed
+        self._lowered = []         # (node, its lowered value), in order: pre_fusion's lines
         self._memory_plan = None
         self.reductions = []       # every Reduction lowering made, in order (sibling candidates)
         self.deferred = {}         # buffer name -> the Reduction it holds, kernel not emitted yet
@@ -487,9 +487,10 @@ class GraphLowering:
             elif node.op == "call_function":
                 self.env[node] = self._call(node)
                 value = self.env[node]
-                _record_origin(value, (len(self.pre_fusion), node.meta.get("stack_trace")))
-                self.pre_fusion.append(f"{node.name} = {node.target}: {_describe(value)}")
-                if isinstance(value, (Pointwise, Reduction)) and not fusions.allow(f"{node.name} ({node.target})"):
+                _record_origin(value, (len(self._lowered), node.meta.get("stack_trace")))
+                self._lowered.append((node, value))
+                if isinstance(value, (Pointwise, Reduction)) and fusions.recording and \
+                        not fusions.allow(f"{node.name} ({node.target})"):
                     self.env[node] = value = self.realize(value)  # kiln._dynamo.bisect: no fusion past here
                 base = value
                 while isinstance(base, Pointwise) and base.squeeze_of is not None:
@@ -541,7 +542,7 @@ class GraphLowering:
             return self._autotuned(node, out, args, kwargs)
         if isinstance(out, kiln.Tensor) or (isinstance(out, (tuple, list)) and out and
                                             all(isinstance(o, kiln.Tensor) for o in out)):
-            if node.target in LOWERINGS and not lowerings.allow(f"{node.name} ({node.target})"):
+            if node.target in LOWERINGS and lowerings.recording and not lowerings.allow(f"{node.name} ({node.target})"):
                 return self._fallback(node, args, kwargs, "kiln._dynamo.bisect: lowering turned off")
             try:
                 return lower(node.target, out, args, kwargs)
@@ -582,6 +583,11 @@ class GraphLowering:
         if isinstance(a, (list, tuple)):
             return type(a)(self._arg(x) for x in a)
         return a
+
+    @property
+    def pre_fusion(self):
+        """Each node's lowered value, before kernels are formed (KILN_COMPILE_DEBUG's ir_pre_fusion.txt)."""
+        return [f"{node.name} = {node.target}: {_describe(value)}" for node, value in self._lowered]
 
     def memory_plan(self):
         """The wrapper's memory plan (wrapper.py's plan_memory), made once: its in-place writes

@@ -80,7 +80,7 @@ def _functional_graph(fn, example_inputs, decompositions, mode, names=None, keep
     # retrace that saw x transposed made x.flatten() a copy, and the index_select that saved it
     # lost eager's version error (fuzz seed 181, program 12912)
     try:
-        raw = make_fx(fn, tracing_mode="real")(*example_inputs)
+        raw = make_fx(fn, tracing_mode="real", _record_tensor_meta=False)(*example_inputs)
     finally:
         _restore_layouts(mode, _flat(example_inputs), layouts)
     if keep_raw is not None:

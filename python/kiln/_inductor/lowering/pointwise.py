@@ -29,11 +29,30 @@ def _promoted(a, b):
     """The kernel IR dtype of a binary op's operands: PyTorch's promotion, where a 0-d tensor or a
     number ranks below a tensor with dims (`v == x` of a bfloat16 vector and a float32 0-d x rounds
     x to bfloat16 first: fuzz seed 431, program 13552)."""
-    def operand(v):
-        return kiln.empty([1] * len(shape_of(v)), dtype=v.dtype) if isinstance(v, (Buffer, Pointwise, Reduction)) \
-            else v
+    def key(v):  # what promotion reads of an operand: a value's dtype and whether it has dims
+        if isinstance(v, (Buffer, Pointwise, Reduction)):
+            return v.dtype, len(shape_of(v)) > 0
+        return (type(v), None) if type(v) in (bool, int, float, complex) else None
 
-    return ir_dtype(kiln.result_type(operand(a), operand(b)))
+    ka, kb = key(a), key(b)
+    if ka is None or kb is None:  # a tensor constant: its own promotion
+        return ir_dtype(kiln.result_type(_operand(a), _operand(b)))
+    return _promoted_by_kind(ka, kb)
+
+
+def _operand(v):
+    """A stand-in for promotion: a one-element tensor with v's dtype and v's having dims or not."""
+    return kiln.empty([1] * len(shape_of(v)), dtype=v.dtype) if isinstance(v, (Buffer, Pointwise, Reduction)) else v
+
+
+@functools.lru_cache(maxsize=None)
+def _promoted_by_kind(ka, kb):
+    """_promoted of operands described by (dtype, has dims) or (Python number type, None): a
+    number's value never changes the result, only its type."""
+    def stand_in(k):
+        return kiln.empty([1] if k[1] else [], dtype=k[0]) if k[1] is not None else k[0](1)
+
+    return ir_dtype(kiln.result_type(stand_in(ka), stand_in(kb)))
 
 
 def element_function_lowering(op):

@@ -175,7 +175,7 @@ def current_trace_node(t):
 
 def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_inputs=False, *,
             pre_dispatch=False, record_module_stack=False, _allow_fake_constant=False,
-            _error_on_data_dependent_ops=True):
+            _error_on_data_dependent_ops=True, _record_tensor_meta=True):
     """Returns a function that, called with example inputs, runs ``f`` on them and returns a
     ``kiln.fx.GraphModule`` of the aten ops it called (``aten.add.Tensor``, ...), one placeholder
     per flattened input (named as PyTorch names them: `x_1`, or `arg0_1` for *args), and an output with the structure of f's result."""
@@ -229,11 +229,12 @@ def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_in
         tracer.output(out)
         graph = tracer.graph()
 
-        extract = _metadata_extractor()
-        for node in graph.nodes:
-            val = node.meta.get("val")
-            if isinstance(val, Tensor):
-                node.meta["tensor_meta"] = extract(val)
+        if _record_tensor_meta:  # off for AOT's first trace, which is only replayed (4 us a node)
+            extract = _metadata_extractor()
+            for node in graph.nodes:
+                val = node.meta.get("val")
+                if isinstance(val, Tensor):
+                    node.meta["tensor_meta"] = extract(val)
         root = {name: _real_constant(t) for name, t in tracer.constants()}
         from kiln.fx.graph_module import GraphModule
         return GraphModule(root, graph)
