@@ -371,6 +371,8 @@ void InitFxBindings(py::module_& parent) {
         for (Node* u : n.users()) d[NodeObject(u)] = py::none();
         return d;
       })
+      .def_property_readonly("_num_users", [](Node& n) { return n.users().size(); },
+                             "len(node.users), without making the dict (Inductor asks for every node)")
       .def_property_readonly("all_input_nodes", [](Node& n) {
         py::list l;
         for (Node* in : n.AllInputNodes()) l.append(NodeObject(in));

@@ -21,11 +21,11 @@ class FunctionSchema:
         head = text.split("(", 1)[0]
         self.name, _, self.overload_name = ("aten::" + head).partition(".")
 
-    @property
-    def arguments(self):
+    @functools.cached_property
+    def arguments(self):  # read once: the registry's schemas never change (Inductor asks per node)
         return _C._schema_arguments(self._full_name)
 
-    @property
+    @functools.cached_property
     def returns(self):
         return _C._schema_returns(self._full_name)
 

@@ -25,6 +25,7 @@ from kiln._inductor.lowering import LOWERINGS, Fallback, V, ViewOfUnrealized, lo
 from kiln._inductor.wrapper import (Alloc, ExternCall, KernelCall, Return, View, plan_memory, wrapper_code,
                                     wrapper_program)
 from kiln._logging import getArtifactLogger
+from kiln.fx.node import Node
 from kiln.fx.traceback import provenance_comments
 
 output_code_log = getArtifactLogger(__name__, "output_code")
@@ -277,8 +278,8 @@ class GraphLowering:
                 not isinstance(self.env.get(base), Buffer):
             chain.append(base)
             base = base.args[0]
-        value = self.env.get(base) if hasattr(base, "op") else None
-        base_meta = base.meta.get("val") if hasattr(base, "meta") else None
+        value = self.env.get(base) if isinstance(base, Node) else None
+        base_meta = base._meta_get_or("val", None) if isinstance(base, Node) else None
         if not chain or not isinstance(value, (Pointwise, Reduction)) or not isinstance(base_meta, kiln.Tensor):
             return None
         if dense:
@@ -308,7 +309,7 @@ class GraphLowering:
 
     def _realize_in_meta_layout(self, node):
         """node's value in memory laid out as its meta value (a kernel's output, or a buffer)."""
-        value, meta = self.env[node], node.meta.get("val")
+        value, meta = self.env[node], node._meta_get_or("val", None)
         if not isinstance(value, (Buffer, Pointwise, Reduction)) or not isinstance(meta, kiln.Tensor):
             return value
         return self.realize_output(value, list(meta.stride()))
@@ -468,7 +469,7 @@ class GraphLowering:
 
     def _run(self):
         nodes = list(self.gm.graph.nodes)
-        users = {n: len(n.users) for n in nodes}
+        users = {n: n._num_users for n in nodes}
         node_names = {n.name for n in nodes}
         shared = _storages_outputs_share(self.gm.graph)
         # lazy values that recompute a value several nodes read (Note [Recompute or realize])
@@ -487,7 +488,7 @@ class GraphLowering:
             elif node.op == "call_function":
                 self.env[node] = self._call(node)
                 value = self.env[node]
-                _record_origin(value, (len(self._lowered), node.meta.get("stack_trace")))
+                _record_origin(value, (len(self._lowered), node._meta_get_or("stack_trace", None)))
                 self._lowered.append((node, value))
                 if isinstance(value, (Pointwise, Reduction)) and fusions.recording and \
                         not fusions.allow(f"{node.name} ({node.target})"):
@@ -518,11 +519,11 @@ class GraphLowering:
                 outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
                 results = []
                 for i, o in enumerate(outs):
-                    v = self.env.get(o) if hasattr(o, "op") else o
+                    v = self.env.get(o) if isinstance(o, Node) else o
                     if isinstance(v, (Buffer, Pointwise, Reduction)) and i in (self.output_strides or {}):
                         v = self._in_user_layout(v, self.output_strides[i])
                     elif isinstance(v, (Buffer, Pointwise, Reduction)):
-                        meta = o.meta.get("val") if hasattr(o, "meta") else None
+                        meta = o._meta_get_or("val", None) if isinstance(o, Node) else None
                         view = self._output_view(o, meta) if isinstance(meta, kiln.Tensor) else None
                         v = view if view is not None else \
                             self.realize_output(v, list(meta.stride()) if isinstance(meta, kiln.Tensor) else None)
@@ -537,7 +538,7 @@ class GraphLowering:
         kwargs = {k: self._arg(v) for k, v in node.kwargs.items()}
         if node.target is operator.getitem:
             return args[0][args[1]]
-        out = node.meta.get("val")
+        out = node._meta_get_or("val", None)
         if self.config.get("max_autotune") and autotune.tunable(node.target):
             return self._autotuned(node, out, args, kwargs)
         if isinstance(out, kiln.Tensor) or (isinstance(out, (tuple, list)) and out and
@@ -549,7 +550,7 @@ class GraphLowering:
             except ViewOfUnrealized:
                 # in its meta layout, the one eager's view read: an expanded value stays expanded
                 # (Note [Expanded layouts])
-                args[0] = self._realize_in_meta_layout(node.args[0]) if hasattr(node.args[0], "op") else args[0]
+                args[0] = self._realize_in_meta_layout(node.args[0]) if isinstance(node.args[0], Node) else args[0]
                 args[0] = self.realize(args[0])
                 try:
                     return lower(node.target, out, args, kwargs)
@@ -563,7 +564,7 @@ class GraphLowering:
 
     def _autotuned(self, node, out, args, kwargs):
         """max-autotune: the alternative autotune.choose timed fastest for this layout."""
-        metas = [a.meta.get("val") if hasattr(a, "meta") else a for a in node.args]
+        metas = [a._meta_get_or("val", None) if isinstance(a, Node) else a for a in node.args]
         choice = autotune.choose(node.target, out, metas, dict(node.kwargs), generated=_generated_mm)
         self.autotune_choices.append((str(node.target), choice))
         if choice == "generated":
@@ -578,7 +579,7 @@ class GraphLowering:
         return self._fallback(node, args, kwargs, "autotune: the extern kernel")
 
     def _arg(self, a):
-        if hasattr(a, "op") and hasattr(a, "users"):
+        if isinstance(a, Node):
             return self.env[a]
         if isinstance(a, (list, tuple)):
             return type(a)(self._arg(x) for x in a)
@@ -613,7 +614,7 @@ class GraphLowering:
         read with the stride 0 of its meta value: a wrong matmul (fuzz seed 1051, program 1517).
         Other ops, and views of non-buffer or symbolic inputs, keep their meta value."""
         source = node.args[0] if node.args else None
-        meta = source.meta.get("val") if hasattr(source, "meta") else None
+        meta = source._meta_get_or("val", None) if isinstance(source, Node) else None
         if not _returns_alias(target) or not args or not isinstance(args[0], Buffer) or \
                 not isinstance(meta, kiln.Tensor) or not all(map(_plain_ints, [*args[1:], *kwargs.values()])):
             return val
@@ -645,7 +646,7 @@ class GraphLowering:
         # kernel read past the copy's end (fuzz seed 191, program 48).
         def real(v, src):
             if isinstance(v, (Buffer, Pointwise, Reduction)):
-                meta = src.meta.get("val") if hasattr(src, "meta") else None
+                meta = src._meta_get_or("val", None) if isinstance(src, Node) else None
                 if isinstance(meta, kiln.Tensor) and list(meta.shape) == list(v.shape):
                     view = self._output_view(src, meta)
                     if view is not None:
@@ -660,7 +661,7 @@ class GraphLowering:
         sources = list(node.args) if len(node.args) == len(args) else [None] * len(args)
         args = [real(a, sa) for a, sa in zip(args, sources)]
         kwargs = {k: real(v, node.kwargs.get(k)) for k, v in kwargs.items()}
-        val = node.meta.get("val")
+        val = node._meta_get_or("val", None)
         results = []
         # an extern op may return views (split's pieces) at the storage offsets its meta value
         # has: a view of one is made at that offset plus its own (it was made at its own alone,
@@ -689,7 +690,7 @@ class GraphLowering:
             if b is not None:
                 self.defined.add(b.name)
         self.records.append(ExternCall(target, args, kwargs, results, isinstance(val, (tuple, list)),
-                                       [node.meta.get("stack_trace")]))
+                                       [node._meta_get_or("stack_trace", None)]))
         return value
 
 
@@ -891,7 +892,7 @@ def _storage_owner(node):
     while node.op == "call_function":
         if node.target is operator.getitem and _returns_alias(getattr(node.args[0], "target", None)):
             node = node.args[0].args[0]
-        elif _returns_alias(node.target) and node.args and hasattr(node.args[0], "op"):
+        elif _returns_alias(node.target) and node.args and isinstance(node.args[0], Node):
             node = node.args[0]
         else:
             break

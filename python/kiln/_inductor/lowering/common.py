@@ -145,7 +145,13 @@ def lower(target, out, args, kwargs):
 
 
 def _touches_complex(v):
-    if isinstance(v, (list, tuple)):
+    kind = type(v)
+    if kind in _PLAIN:  # the usual arguments, answered without an attribute look-up
+        return False
+    if kind is list or kind is tuple:
         return any(_touches_complex(x) for x in v)
     dtype = getattr(v, "dtype", None)
     return dtype is not None and getattr(dtype, "is_complex", False)
+
+
+_PLAIN = frozenset({int, float, bool, str, type(None)})
