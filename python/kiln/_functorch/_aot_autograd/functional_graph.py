@@ -146,8 +146,10 @@ class _AnnotatingInterpreter(kiln.fx.Interpreter):
         from kiln.fx.experimental.proxy_tensor import current_trace_graph
 
         graph = current_trace_graph()
-        recompute, policy = n.meta.get("recompute"), n.meta.get("ac_policy")
-        stack_trace = n.meta.get("stack_trace")
+        # node metadata read and written through its C++ accessors: this runs for every node of
+        # every traced graph
+        recompute, policy = n._meta_get_or("recompute", None), n._meta_get_or("ac_policy", None)
+        stack_trace = n._meta_get_or("stack_trace", None)
         if graph is None or (recompute is None and policy is None and stack_trace is None):
             return super().run_node(n)
         root = graph._root_node()
@@ -157,8 +159,8 @@ class _AnnotatingInterpreter(kiln.fx.Interpreter):
         if stack_trace is not None:
             node = last.next
             while node is not root:
-                if "stack_trace" not in node.meta:
-                    node.meta["stack_trace"] = stack_trace
+                if not node._meta_has("stack_trace"):
+                    node._meta_set("stack_trace", stack_trace)
                 node = node.next
         if before is None:
             return result
