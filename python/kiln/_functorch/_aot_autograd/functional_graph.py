@@ -186,19 +186,10 @@ def _aten_replay(gm):
 
 
 def replay(gm):
-    """A callable running gm: its generated code, or, while make_fx records, the annotating
-    interpreter when some node carries source provenance or an activation-checkpointing annotation
-    (so a retrace keeps them). Outside a trace (AOT's output analysis on fakes) the annotations
-    have nothing to go to, and the generated code runs without the interpreter's ~15 us a node."""
+    """A callable running gm: its generated code, or the annotating interpreter when some node
+    carries source provenance or an activation-checkpointing annotation (so a retrace keeps them)."""
     if any("recompute" in n.meta or "ac_policy" in n.meta or "stack_trace" in n.meta for n in gm.graph.nodes):
-        from kiln.fx.experimental.proxy_tensor import current_trace_graph
-
-        interpreter = _AnnotatingInterpreter(gm)
-
-        def run(*args):
-            return interpreter.run(*args) if current_trace_graph() is not None else gm.forward(*args)
-
-        return run
+        return _AnnotatingInterpreter(gm).run
     return gm.forward
 
 
