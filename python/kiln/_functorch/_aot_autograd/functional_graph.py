@@ -177,7 +177,7 @@ def _aten_replay(gm):
     where Python's interpreter is needed: a node annotated for activation checkpointing (its
     policy is Python), or one the C++ interpreter cannot run."""
     graph = gm.graph
-    if any("recompute" in n.meta or "ac_policy" in n.meta for n in graph.nodes) or \
+    if any(n._meta_has("recompute") or n._meta_has("ac_policy") for n in graph.nodes) or \
             _C._fx._why_not_interpretable(graph):
         return None
     from kiln.fx.experimental.proxy_tensor import current_trace_graph
@@ -188,7 +188,8 @@ def _aten_replay(gm):
 def replay(gm):
     """A callable running gm: its generated code, or the annotating interpreter when some node
     carries source provenance or an activation-checkpointing annotation (so a retrace keeps them)."""
-    if any("recompute" in n.meta or "ac_policy" in n.meta or "stack_trace" in n.meta for n in gm.graph.nodes):
+    if any(n._meta_has("stack_trace") or n._meta_has("recompute") or n._meta_has("ac_policy")
+           for n in gm.graph.nodes):
         return _AnnotatingInterpreter(gm).run
     return gm.forward
 
