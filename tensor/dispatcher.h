@@ -76,6 +76,15 @@ class Op {
   bool has_tag(Tag t) const { return tags_ & static_cast<uint32_t>(t); }
   CostClass cost_class() const { return cost_class_; }
   void set_cost_class(CostClass c) { cost_class_ = c; }
+  // Note [Outer reduction kernels]: whether this op's CPU kernel reduces a dimension outer to the
+  // kept ones by adding whole rows into a row of accumulators, vectorised along the kept
+  // dimensions (Note [Outer sums] in ops/reduce.cc), for results of `dtype`. Inductor leaves such
+  // a reduction to the kernel rather than generate a loop down strided columns, and asks here
+  // instead of keeping a table of op names.
+  bool has_outer_reduction_kernel(ScalarType dtype) const {
+    return dtype != ScalarType::Undefined && (outer_reduction_dtypes_ >> static_cast<int>(dtype) & 1u);
+  }
+  void set_outer_reduction_dtypes(uint32_t mask) { outer_reduction_dtypes_ = mask; }
   Variants variants() const { return variants_; }
   const std::vector<int>& mutated_args() const { return mutated_args_; }
   // An out= overload ("out", "Scalar_out", a backward op's "grad_input"): its mutated arguments
@@ -113,6 +122,7 @@ class Op {
   std::string full_name_, base_name_;
   uint32_t tags_;
   CostClass cost_class_;
+  uint32_t outer_reduction_dtypes_ = 0;  // bit i: ScalarType i (Note [Outer reduction kernels])
   Variants variants_;
   std::vector<int> mutated_args_;
   void CheckOverlappingWrites(const Stack& stack) const;
@@ -330,6 +340,14 @@ class OpDef {
   // The cost class where the tags do not imply it (Note [Op cost classes]).
   OpDef& Cost(CostClass c) {
     op_->set_cost_class(c);
+    return *this;
+  }
+  // The result dtypes for which its CPU kernel reduces outer dimensions by whole rows (Note [Outer
+  // reduction kernels]); none listed: every dtype.
+  OpDef& OuterReductionKernel(std::initializer_list<ScalarType> dtypes = {}) {
+    uint32_t mask = 0;
+    for (ScalarType t : dtypes) mask |= 1u << static_cast<int>(t);
+    op_->set_outer_reduction_dtypes(dtypes.size() ? mask : (1u << kNumScalarTypes) - 1);
     return *this;
   }
   template <auto F> OpDef& Composite() {

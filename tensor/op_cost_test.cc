@@ -46,6 +46,23 @@ TEST(OpCost, TheCostClassAgreesWithTheTagsOfEveryOp) {
   }
 }
 
+// Note [Outer reduction kernels]: what Inductor leaves to eager's kernels, declared where they are
+TEST(OpCost, OuterReductionKernelsAreDeclaredByTheirDtypes) {
+  const Registry& r = Registry::Get();
+  for (const char* name : {"aten::sum.dim_IntList", "aten::mean.dim"})
+    for (ScalarType t : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16, ScalarType::Int64})
+      EXPECT_TRUE(r.FindOrThrow(name).has_outer_reduction_kernel(t)) << name << " " << ScalarTypeName(t);
+  for (const char* name : {"aten::amax", "aten::amin"}) {
+    EXPECT_TRUE(r.FindOrThrow(name).has_outer_reduction_kernel(ScalarType::Float32)) << name;
+    EXPECT_TRUE(r.FindOrThrow(name).has_outer_reduction_kernel(ScalarType::Float64)) << name;
+    EXPECT_FALSE(r.FindOrThrow(name).has_outer_reduction_kernel(ScalarType::Int64)) << name;
+    EXPECT_FALSE(r.FindOrThrow(name).has_outer_reduction_kernel(ScalarType::BFloat16)) << name;
+  }
+  for (const char* name : {"aten::prod.dim_int", "aten::max.dim", "aten::add.Tensor", "aten::sum"})
+    EXPECT_FALSE(r.FindOrThrow(name).has_outer_reduction_kernel(ScalarType::Float32)) << name;
+  EXPECT_FALSE(r.FindOrThrow("aten::sum.dim_IntList").has_outer_reduction_kernel(ScalarType::Undefined));
+}
+
 codegen::ExprPtr Build(const char* name, ScalarType in, DeviceType device, ScalarType* compute = nullptr) {
   const PointwiseIr* ir = FindPointwiseIr(Registry::Get().FindOrThrow(name));
   EXPECT_NE(ir, nullptr) << name;

@@ -347,6 +347,35 @@ def test_layer_norm_decomposes_and_fuses(shape, normalized, affine):
         [g.fallbacks for g in graphs]
 
 
+@pytest.mark.parametrize("op,dtype,to_eager", [
+    ("sum", kiln.float32, True), ("sum", kiln.int64, True), ("mean", kiln.float64, True),
+    ("amax", kiln.float32, True), ("amin", kiln.float64, True), ("amax", kiln.int64, False),
+    ("amin", kiln.int32, False), ("prod", kiln.float32, False)])
+def test_outer_reductions_go_to_the_eager_kernels_the_registry_names(op, dtype, to_eager):
+    # Note [Outer reductions]: over dim 0 of a 64x32 tensor, eager's kernel where the registry
+    # says it comes down whole rows for this dtype (Op::has_outer_reduction_kernel), else a loop
+    # kernel; equal to eager either way
+    from kiln._inductor import compile_fx
+
+    aten = kiln.ops.aten
+    eager = {"sum": aten.sum.dim_IntList, "mean": aten.mean.dim, "amax": aten.amax.default,
+             "amin": aten.amin.default, "prod": aten.prod.dim_int}[op]
+    assert eager.has_outer_reduction_kernel(dtype) == to_eager
+    x = (kiln.randn(64, 32) * 4).to(dtype) if dtype.is_floating_point else kiln.randint(-3, 4, (64, 32), dtype=dtype)
+    fn = {"sum": lambda t: t.sum(0), "mean": lambda t: t.mean(0), "amax": lambda t: t.amax(0),
+          "amin": lambda t: t.amin(0), "prod": lambda t: (t * 0.01 + 1).prod(0)}[op]
+    graphs = []
+    compile_fx.graph_sinks.append(graphs)
+    try:
+        dynamo.reset()
+        got = kiln.compile(fn)(x)
+    finally:
+        compile_fx.graph_sinks.remove(graphs)
+    close(got, fn(x), tol=1e-5)
+    outer = [why for g in graphs for _, why in g.fallbacks if why.startswith("a reduction over an outer dim")]
+    assert bool(outer) == to_eager, [g.fallbacks for g in graphs]
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_repeated_layers_compile_each_kernel_once(monkeypatch, threads):
     # Note [Kernels keyed by body]: six identical blocks give six copies of each kernel under

@@ -29,6 +29,13 @@ def test_tags_and_cost_classes_come_from_the_registry():
     assert aten.view.default.cost_class == "free"
     assert aten.sort.default.cost_class == "opaque"
     assert aten.where.default.cost_class == "opaque"  # where(cond) is nonzero
+    # Note [Outer reduction kernels]: which eager reductions come down whole rows, per result dtype
+    assert aten.sum.dim_IntList.has_outer_reduction_kernel(kiln.int64)
+    assert aten.mean.dim.has_outer_reduction_kernel(kiln.bfloat16)
+    assert aten.amax.default.has_outer_reduction_kernel(kiln.float32)
+    assert not aten.amax.default.has_outer_reduction_kernel(kiln.int64)
+    assert not aten.prod.dim_int.has_outer_reduction_kernel(kiln.float32)
+    assert not aten.add.Tensor.has_outer_reduction_kernel(kiln.float32)
     # max-autotune times the compute-intensive ops some template expresses, no other
     assert autotune.tunable(aten.mm.default) and autotune.tunable(aten.convolution.default)
     assert not autotune.tunable(aten.bmm.default) and not autotune.tunable(aten.add.Tensor)

@@ -348,6 +348,11 @@ PYBIND11_MODULE(_C, m) {
     if (!op) throw py::attribute_error("no op named " + full_name);
     return std::string(CostClassName(op->cost_class()));
   });
+  m.def("_has_outer_reduction_kernel", [](const std::string& full_name, py::handle dtype) {
+    Op* op = Registry::Get().Find(full_name);
+    if (!op) throw py::attribute_error("no op named " + full_name);
+    return op->has_outer_reduction_kernel(DtypeArg(dtype));
+  }, "Note [Outer reduction kernels] in tensor/dispatcher.h");
   m.def("_has_kernel", [](const std::string& full_name, const std::string& key) {
     Op* op = Registry::Get().Find(full_name);
     if (!op) throw py::attribute_error("no op named " + full_name);

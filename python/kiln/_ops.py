@@ -65,6 +65,12 @@ class OpOverload:
     def name(self):
         return self._full_name if "." in self._full_name else self._full_name + ".default"
 
+    def has_outer_reduction_kernel(self, dtype):
+        """Whether its CPU kernel reduces dimensions outer to the kept ones by whole rows for results
+        of `dtype` (kiln only; Note [Outer reduction kernels] in tensor/dispatcher.h): Inductor
+        leaves such a reduction to it."""
+        return _C._has_outer_reduction_kernel(self._full_name, dtype)
+
     def __call__(self, *args, **kwargs):
         return self._op(*args, **kwargs)
 

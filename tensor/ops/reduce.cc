@@ -222,12 +222,12 @@ void RegisterReduceOps(Registry& r) {
   std::initializer_list<Tag> tags = {Tag::reduction, Tag::core};
   r.Def("sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", tags,
         kFunctionAndMethod)
-      .CPUAndCUDA<&SumDim>().Meta<&SumDimMeta>();
+      .CPUAndCUDA<&SumDim>().Meta<&SumDimMeta>().OuterReductionKernel();
   r.Def("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", {Tag::reduction}, kFunctionAndMethod)
       .CPUAndCUDA<&SumAll>().Meta<&SumAllMeta>();
   r.Def("mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", tags,
         kFunctionAndMethod)
-      .CPUAndCUDA<&MeanDim>().Meta<&MeanDimMeta>();
+      .CPUAndCUDA<&MeanDim>().Meta<&MeanDimMeta>().OuterReductionKernel();
   r.Def("mean(Tensor self, *, ScalarType? dtype=None) -> Tensor", {Tag::reduction}, kFunctionAndMethod)
       .CPUAndCUDA<&MeanAll>().Meta<&MeanAllMeta>();
 }

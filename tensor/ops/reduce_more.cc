@@ -477,9 +477,11 @@ void RegisterReduceMoreOps(Registry& r) {
       .CPUAndCUDA<&ProdDim>().Meta<&ProdDimMeta>();
 
   r.Def("amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", tags, kFunctionAndMethod)
-      .CPUAndCUDA<&AMinMax<true>>().Meta<&AMinMaxMeta<true>>();
+      .CPUAndCUDA<&AMinMax<true>>().Meta<&AMinMaxMeta<true>>()
+      .OuterReductionKernel({ScalarType::Float32, ScalarType::Float64});  // Note [Vectorised extrema]
   r.Def("amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", tags, kFunctionAndMethod)
-      .CPUAndCUDA<&AMinMax<false>>().Meta<&AMinMaxMeta<false>>();
+      .CPUAndCUDA<&AMinMax<false>>().Meta<&AMinMaxMeta<false>>()
+      .OuterReductionKernel({ScalarType::Float32, ScalarType::Float64});  // Note [Vectorised extrema]
   r.Def("max(Tensor self) -> Tensor", red, kFunctionAndMethod)
       .CPUAndCUDA<&MinMaxAll<true>>().Meta<&MinMaxAllMeta<true>>();
   r.Def("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", tags,

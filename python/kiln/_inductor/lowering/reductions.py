@@ -6,8 +6,8 @@ import kiln
 from kiln._C._inductor import kernel_ir as kir
 from kiln._C._inductor.kernel_ir import ops
 from kiln._inductor.ir import V, Affine, Buffer, LoopSpace, Pointwise, Probe, Reduction, ir_dtype
-from kiln._inductor.lowering.common import (INF, Fallback, RealizedAsOf, ViewOfUnrealized, loader, opmath, ops_of,
-                                            pointwise, register)
+from kiln._inductor.lowering.common import (INF, Fallback, RealizedAsOf, ViewOfUnrealized, aten, loader, opmath,
+                                            ops_of, pointwise, register)
 from kiln._inductor.lowering.views import strided_view
 
 
@@ -23,11 +23,12 @@ def _reduced_axes(x, dims):
 # to the kept ones (a Linear bias's gradient, g.sum(0); layer norm's weight gradient) walks a
 # strided column per output, one element per cache line: 8.7 ms for a 1024x1024 bias gradient in
 # the GPT step's backward, where eager's kernel adds whole rows into column accumulators in 0.1 ms
-# (Note [Outer sums] in tensor/ops/reduce.cc). Such a sum or mean runs eager's kernel instead, its
-# input realized; the results are then eager's too. So does a float amax or amin (eager's extreme
-# comes down whole rows, Note [Vectorised extrema] in tensor/ops/reduce_more.cc): x.amax(0) of a
-# 1024x512 float32 x took 1.0 ms as a loop kernel.
-_OUTER_TO_EAGER = {"sum": None, "mean": None, "amax": ("f32", "f64"), "amin": ("f32", "f64")}  # name -> dtypes (None: all)
+# (Note [Outer sums] in tensor/ops/reduce.cc). Such a reduction runs eager's kernel instead, its
+# input realized, where the registry says that op's kernel reduces outer dimensions by whole rows
+# for the result's dtype (Op::has_outer_reduction_kernel, Note [Outer reduction kernels] in
+# tensor/dispatcher.h: sum and mean for every dtype, a float amax or amin, whose extreme comes
+# down whole rows: x.amax(0) of a 1024x512 float32 x took 1.0 ms as a loop kernel); the results
+# are then eager's too. A lowering names that op as `eager`.
 
 
 def _is_outer_reduction(shape, axis):
@@ -39,7 +40,7 @@ def _is_outer_reduction(shape, axis):
     return isinstance(shape[axis], int) and shape[axis] >= 8 and inner >= 8
 
 
-def _reduce(out, x, dims, keepdim, kind, name, finish=None):
+def _reduce(out, x, dims, keepdim, kind, name, finish=None, eager=None):
     shape = list(x.shape)
     dims = _reduced_axes(x, dims)
     if not dims:  # a 0-d tensor: its one element, finished (a mean divides by 1, a variance by 1 - correction)
@@ -49,12 +50,11 @@ def _reduce(out, x, dims, keepdim, kind, name, finish=None):
         if merged is not None:  # adjacent reduced axes of a buffer read as one (longer inner loops)
             xm, mdims, to_merged = merged
             keep = [1 if d in mdims else s for d, s in enumerate(xm.shape)]
-            red = _reduce(_Like(out.dtype, keep), xm, mdims, True, kind, name, finish)
+            red = _reduce(_Like(out.dtype, keep), xm, mdims, True, kind, name, finish, eager)
             return _read_merged(out, red, dims, keepdim, len(shape), to_merged)
-        return _reduce_axes(out, x, dims, keepdim, kind, name, finish)
+        return _reduce_axes(out, x, dims, keepdim, kind, name, finish, eager)
     axis = dims[0]
-    dtypes = _OUTER_TO_EAGER.get(name, ())
-    if (dtypes is None or ir_dtype(out.dtype) in dtypes) and _is_outer_reduction(shape, axis):
+    if eager is not None and eager.has_outer_reduction_kernel(out.dtype) and _is_outer_reduction(shape, axis):
         raise Fallback("a reduction over an outer dim: eager's column accumulators (Note [Outer reductions])")
     kept = shape[:axis] + shape[axis + 1:]
     keep_shape = shape[:axis] + [1] + shape[axis + 1:]
@@ -171,7 +171,7 @@ def acc_dtype(dtype):
     return kiln.float32 if dtype == kiln.bfloat16 else dtype
 
 
-def _reduce_axes(out, x, dims, keepdim, kind, name, finish):
+def _reduce_axes(out, x, dims, keepdim, kind, name, finish, eager):
     """A reduction over several axes as one reduction per axis, the last axis first, each keeping
     its axis (size 1) so the others keep their positions; valid for sum, prod, max and min (and
     mean, whose finish divides by the whole count at the end)."""
@@ -181,7 +181,7 @@ def _reduce_axes(out, x, dims, keepdim, kind, name, finish):
         shape[axis] = 1
         last = i == len(dims) - 1
         value = _reduce(_Like(out.dtype if last else acc_dtype(out.dtype), shape), value, [axis], True, kind, name,
-                        finish if last else None)
+                        finish if last else None, eager)
     if keepdim:
         return value
     reduced = set(dims)
@@ -198,12 +198,12 @@ def _reduce_axes(out, x, dims, keepdim, kind, name, finish):
 
 @register("sum.dim_IntList")
 def _sum(out, x, dims=None, keepdim=False, dtype=None):
-    return _reduce(out, x, dims, keepdim, "sum", "sum")
+    return _reduce(out, x, dims, keepdim, "sum", "sum", eager=aten.sum.dim_IntList)
 
 
 @register("sum.default")
 def _sum_all(out, x, dtype=None):
-    return _reduce(out, x, None, False, "sum", "sum")
+    return _reduce(out, x, None, False, "sum", "sum", eager=aten.sum.dim_IntList)
 
 
 @register("mean.dim")
@@ -218,17 +218,18 @@ def _mean(out, x, dims=None, keepdim=False, dtype=None):
     if known is not None and known[0].dtype == out.dtype:  # computed with a variance already
         mean_keep, to_merged, merged = known
         return _from_keepdim(out, mean_keep, sorted(set(axes)), keepdim, n, to_merged, merged)
-    return _reduce(out, x, dims, keepdim, "sum", "mean", finish=lambda acc: ops.div(acc, kir.const(float(count), d)))
+    return _reduce(out, x, dims, keepdim, "sum", "mean", finish=lambda acc: ops.div(acc, kir.const(float(count), d)),
+                   eager=aten.mean.dim)
 
 
 @register("amax.default")
 def _amax(out, x, dims=(), keepdim=False):
-    return _reduce(out, x, dims, keepdim, "max", "amax")
+    return _reduce(out, x, dims, keepdim, "max", "amax", eager=aten.amax.default)
 
 
 @register("amin.default")
 def _amin(out, x, dims=(), keepdim=False):
-    return _reduce(out, x, dims, keepdim, "min", "amin")
+    return _reduce(out, x, dims, keepdim, "min", "amin", eager=aten.amin.default)
 
 
 @register("prod.dim_int")
@@ -365,7 +366,7 @@ def _logsumexp(out, x, dims, keepdim=False):
     d, acc = ir_dtype(out.dtype), acc_dtype(out.dtype)
     c = opmath(d)
     keep = _keep_shape(x, axes)
-    mx = _reduce(_Like(acc, keep), x, axes, True, "max", "amax")
+    mx = _reduce(_Like(acc, keep), x, axes, True, "max", "amax", eager=aten.amax.default)
     read_mx, ld = loader(mx, c), loader(x, c)
 
     def shift(ctx, idx):
@@ -374,7 +375,7 @@ def _logsumexp(out, x, dims, keepdim=False):
 
     exps = Pointwise(acc, x.shape, lambda ctx, idx: ops.exp(ops.sub(ld(ctx, idx), shift(ctx, _at_reduced(idx, axes)))),
                      ops_of(x) | {"exp"})
-    total = _reduce(_Like(acc, keep), exps, axes, True, "sum", "sum")
+    total = _reduce(_Like(acc, keep), exps, axes, True, "sum", "sum", eager=aten.sum.dim_IntList)
     read_total = loader(total, c)
     result = Pointwise(acc, keep, lambda ctx, idx: ops.add(ops.log(read_total(ctx, idx)), shift(ctx, idx)),
                        ops_of(total, mx) | {"log", "logsumexp"})
