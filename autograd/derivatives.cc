@@ -244,9 +244,7 @@ void RunInferenceMode(const Op& op, DispatchKeySet keys, Stack& stack, bool view
   RunBelow(op, keys, stack);
   if (!op.mutated_args().empty() || (op.has_tag(Tag::view) && !views_too)) return;
   ForEachOutput(stack, [](const Tensor& t) {
-    if (!t.defined()) return;
-    MaterializeMeta(t).is_inference_ = true;
-    t->set_keys(t->keys().add(DispatchKey::Autograd));
+    if (t.defined()) MarkInference(t);
   });
 }
 

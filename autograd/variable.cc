@@ -23,6 +23,11 @@ AutogradMeta& MaterializeMeta(const Tensor& t) {
   return *GetMeta(t);
 }
 
+void MarkInference(const Tensor& t) {
+  MaterializeMeta(t).is_inference_ = true;
+  t->set_keys(t->keys().add(DispatchKey::Autograd));
+}
+
 static void UpdateKey(const Tensor& t) {
   DispatchKeySet keys = t->keys();
   t->set_keys(t->requires_grad() ? keys.add(DispatchKey::Autograd) : keys.remove(DispatchKey::Autograd));

@@ -43,6 +43,9 @@ struct AutogradMeta : public AutogradMetaInterface {
 
 AutogradMeta* GetMeta(const Tensor& t);           // null when the tensor has none
 AutogradMeta& MaterializeMeta(const Tensor& t);   // creates it on first use
+// Makes t an inference tensor (Note [Inference tensors] in grad_mode.cc): marked, and given the
+// Autograd key so that an in-place op on it outside inference mode is caught.
+void MarkInference(const Tensor& t);
 
 inline bool RequiresGrad(const Tensor& t) { return t.defined() && t->requires_grad(); }
 // Sets requires_grad on a leaf; errors as PyTorch for non-leaves and non-float dtypes.

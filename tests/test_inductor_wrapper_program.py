@@ -103,6 +103,29 @@ def test_as_declared_copies_only_a_result_in_another_layout():
     np.testing.assert_array_equal(a.numpy(), x.numpy())
 
 
+def test_buffers_made_under_inference_mode_are_inference_tensors():
+    # as empty_strided through the dispatcher makes them (Note [Inference tensors]): a compiled
+    # function's outputs under inference_mode are inference tensors, as eager's are, and an
+    # in-place change of one outside it raises as eager's does
+    p = ind.WrapperProgram(2, [0])
+    p.empty(1, [3], [1], kiln.float32)
+    p.ret([Slot(1)])
+    with kiln.inference_mode():
+        assert p([kiln.ones(3)])[0].is_inference()
+    assert not p([kiln.ones(3)])[0].is_inference()
+
+    def f(x):
+        return (x * 2 + 1).relu(), x.sum(0) * 3
+
+    compiled, x = kiln.compile(f), kiln.randn(8, 8)
+    with kiln.inference_mode():
+        got, want = compiled(x), f(x)
+    assert [t.is_inference() for t in got] == [t.is_inference() for t in want] == [True, True]
+    for t in (got[0], want[0]):
+        with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
+            t.add_(1)
+
+
 def test_bad_programs_raise_typed_errors():
     with pytest.raises(IndexError, match=r"\[inductor.WrapperProgram\] a view names slot 5, outside \[0, 2\)"):
         ind.WrapperProgram(2, [0]).reinterpret(5, 0, [1], [1], None)

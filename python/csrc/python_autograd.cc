@@ -554,12 +554,7 @@ void InitAutogradBindings(py::module_& m) {
     t->set_dtype(data.dtype());
     t->set_sizes_and_strides(data->sym_sizes(), data->sym_strides(), data->sym_storage_offset());
   });
-  // Also gives the tensor the Autograd key, so an in-place op on it outside inference mode is
-  // caught (Note [Inference tensors]).
-  m.def("_mark_inference", [](const Tensor& t) {
-    MaterializeMeta(t).is_inference_ = true;
-    t->set_keys(t->keys().add(DispatchKey::Autograd));
-  });
+  m.def("_mark_inference", [](const Tensor& t) { MarkInference(t); });
 }
 
 }  // namespace kiln::python

@@ -16,6 +16,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "autograd/grad_mode.h"
+#include "autograd/variable.h"
 #include "python/csrc/python_dtype.h"
 #include "python/csrc/python_inductor.h"
 #include "python/csrc/python_tensor.h"
@@ -288,9 +290,12 @@ class WrapperProgram {
     return py::none();
   }
 
+  // A buffer, made as empty_strided would make it: under inference mode, an inference tensor
+  // (the dispatcher's Autograd kernel marks factory results so; Note [Inference tensors])
   static py::object Allocate(const Step& s) {
-    return py::reinterpret_steal<py::object>(
-        WrapTensor(EmptyTensor(SymInts(s.size), s.dtype, Device(DeviceType::CPU), SymInts(s.stride))));
+    Tensor t = EmptyTensor(SymInts(s.size), s.dtype, Device(DeviceType::CPU), SymInts(s.stride));
+    if (autograd::InferenceMode::is_enabled()) autograd::MarkInference(t);
+    return py::reinterpret_steal<py::object>(WrapTensor(std::move(t)));
   }
 
   // reinterpret_tensor: a view of the base's storage in the step's layout, checked to fit it
