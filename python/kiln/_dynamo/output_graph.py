@@ -340,27 +340,24 @@ class OutputGraph:
         outputs, index = [], {}
         seen = set()
 
-        def collect(v):
+        # depth first, in order (a work list, not a recursive closure: that is a reference cycle)
+        todo = list(reversed(values))
+        while todo:
+            v = todo.pop()
             if id(v) in seen:
-                return
+                continue
             seen.add(id(v))
             if isinstance(v, (TensorVariable, SymNodeVariable)):
                 if v.node.op != "placeholder" and v.node not in index:
                     index[v.node] = len(outputs)
                     outputs.append(v.node)
-                return
+                continue
             if isinstance(v, VariableTracker):  # containers, bound methods, cells, iterators ...
-                for field in vars(v).values():
-                    collect(field)
+                todo.extend(reversed(list(vars(v).values())))
             elif isinstance(v, (list, tuple)):
-                for item in v:
-                    collect(item)
+                todo.extend(reversed(v))
             elif isinstance(v, dict):
-                for item in v.values():
-                    collect(item)
-
-        for v in values:
-            collect(v)
+                todo.extend(reversed(list(v.values())))
         # grad mode: the graph leaves the mode as eager would have it at this point
         self.graph.output(tuple(outputs))
         self.graph.eliminate_dead_code(_has_side_effects)
@@ -518,8 +515,9 @@ def _unbacked_symbols(value, tensor_sizes_only=False):
     """Names of the unbacked symbols (u0, u1: sizes known only from data) in the sizes of the
     tensors and (unless tensor_sizes_only) the SymInts inside `value` (nested tuples, lists, dicts)."""
     found = set()
-
-    def visit(v):
+    todo = [value]  # a work list, not a recursive closure (a reference cycle per call)
+    while todo:
+        v = todo.pop()
         if isinstance(v, kiln.Tensor):
             for s in v.shape:
                 if isinstance(s, SymInt):
@@ -527,13 +525,9 @@ def _unbacked_symbols(value, tensor_sizes_only=False):
         elif isinstance(v, (SymInt, SymFloat, SymBool)) and not tensor_sizes_only:
             found.update(_UNBACKED.findall(str(v)))
         elif isinstance(v, (tuple, list)):
-            for item in v:
-                visit(item)
+            todo.extend(v)
         elif isinstance(v, dict):
-            for item in v.values():
-                visit(item)
-
-    visit(value)
+            todo.extend(v.values())
     return found
 
 

@@ -629,6 +629,24 @@ class GraphLowering:
         except (TypeError, RuntimeError, NotImplementedError):  # a symbolic size: the meta value's
             return val
 
+    def _extern_arg(self, v, src):
+        """An extern op's argument v (its node's argument src): lazy values realized, each in the
+        layout of its own meta value (below, in _fallback). A method, not a closure: a recursive
+        closure is a reference cycle, which kept every GraphLowering alive until the cyclic
+        collector ran (25,000 objects at the end of a 16-layer GPT's compile)."""
+        if isinstance(v, (Buffer, Pointwise, Reduction)):
+            meta = src._meta_get_or("val", None) if isinstance(src, Node) else None
+            if isinstance(meta, kiln.Tensor) and list(meta.shape) == list(v.shape):
+                view = self._output_view(src, meta)
+                if view is not None:
+                    return view
+                return self.realize_output(v, list(meta.stride()))
+            return self.realize(v)
+        if isinstance(v, (list, tuple)):
+            srcs = src if isinstance(src, (list, tuple)) and len(src) == len(v) else [None] * len(v)
+            return type(v)(self._extern_arg(x, sx) for x, sx in zip(v, srcs))
+        return v
+
     def _fallback(self, node, args, kwargs, why, target=None):
         target = target or node.target
         output_code_log.debug("fallback: %s (%s)", target, why)
@@ -644,23 +662,9 @@ class GraphLowering:
         # intermediate) is that view of its intermediate realized in its own layout: a dense copy
         # gave `diagonal` other strides than the meta value the next kernel read it by, and that
         # kernel read past the copy's end (fuzz seed 191, program 48).
-        def real(v, src):
-            if isinstance(v, (Buffer, Pointwise, Reduction)):
-                meta = src._meta_get_or("val", None) if isinstance(src, Node) else None
-                if isinstance(meta, kiln.Tensor) and list(meta.shape) == list(v.shape):
-                    view = self._output_view(src, meta)
-                    if view is not None:
-                        return view
-                    return self.realize_output(v, list(meta.stride()))
-                return self.realize(v)
-            if isinstance(v, (list, tuple)):
-                srcs = src if isinstance(src, (list, tuple)) and len(src) == len(v) else [None] * len(v)
-                return type(v)(real(x, sx) for x, sx in zip(v, srcs))
-            return v
-
         sources = list(node.args) if len(node.args) == len(args) else [None] * len(args)
-        args = [real(a, sa) for a, sa in zip(args, sources)]
-        kwargs = {k: real(v, node.kwargs.get(k)) for k, v in kwargs.items()}
+        args = [self._extern_arg(a, sa) for a, sa in zip(args, sources)]
+        kwargs = {k: self._extern_arg(v, node.kwargs.get(k)) for k, v in kwargs.items()}
         val = node._meta_get_or("val", None)
         results = []
         # an extern op may return views (split's pieces) at the storage offsets its meta value

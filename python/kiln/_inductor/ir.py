@@ -202,6 +202,26 @@ class Reduction:
         return LoopSpace(self.kept, self.extent, self.axis)
 
 
+class Group:
+    """Values one kernel computes together (a variance with its mean, max's values with their
+    indices), given to each as `.group`. It holds them by weak references: a list of them on each
+    was a reference cycle, which kept the graph's values alive until the cyclic collector ran."""
+
+    __slots__ = ("_refs",)
+
+    def __init__(self, values):
+        self._refs = [weakref.ref(v) for v in values]
+
+    def __iter__(self):
+        return (v for v in (r() for r in self._refs) if v is not None)
+
+
+def make_group(*values):
+    group = Group(values)
+    for v in values:
+        v.group = group
+
+
 def origins_of(value):
     """The origins of a value and of every value inlined into its body, recursively."""
     out, todo, seen = set(), [value], set()

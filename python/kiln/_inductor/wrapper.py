@@ -94,11 +94,7 @@ def wrapper_program(graph, plan, as_declared):
         return index
 
     def template(v):
-        if isinstance(v, Buffer):
-            return _C._inductor.Slot(slot(v.name))
-        if isinstance(v, (list, tuple)):
-            return type(v)(template(x) for x in v)
-        return v
+        return _template(v, slot)
 
     inputs = [slot(name) for name in graph.inputs]
     allocated = {step.buf.name: step.buf for step in graph.records if isinstance(step, Alloc)}
@@ -137,6 +133,16 @@ def wrapper_program(graph, plan, as_declared):
     for method, args in steps:
         getattr(program, method)(*args)
     return program
+
+
+def _template(v, slot):
+    """An extern argument with each Buffer replaced by its Slot (module level: a recursive closure
+    is a reference cycle)."""
+    if isinstance(v, Buffer):
+        return _C._inductor.Slot(slot(v.name))
+    if isinstance(v, (list, tuple)):
+        return type(v)(_template(x, slot) for x in v)
+    return v
 
 
 def wrapper_code(graph, plan):

@@ -256,10 +256,12 @@ class FakeTensorMode:
             else:
                 fake = self._non_leaf(tensor, fake)
         key = id(tensor)
-        memo = self._memo
+        mode = weakref.ref(self)  # not the memo itself: memo -> entry -> callback -> memo was a cycle
 
-        def forget(_, key=key, memo=memo):
-            memo.pop(key, None)
+        def forget(_, key=key, mode=mode):
+            alive = mode()
+            if alive is not None:
+                alive._memo.pop(key, None)
 
         self._memo[key] = (weakref.ref(tensor, forget), fake)
         return fake

@@ -3,7 +3,7 @@ and max pooling with indices, with its backward."""
 
 from kiln._C._inductor import kernel_ir as kir
 from kiln._C._inductor.kernel_ir import ops
-from kiln._inductor.ir import V, Affine, Buffer, Pointwise, Reduction, contiguous_strides, ir_dtype
+from kiln._inductor.ir import V, Affine, Buffer, Pointwise, Reduction, contiguous_strides, ir_dtype, make_group
 from kiln._inductor.lowering.common import Fallback, broadcast_indices, loader, ops_of, register, shape_of
 
 
@@ -96,7 +96,7 @@ def _max_pool2d_with_indices(outs, x, kernel_size, stride=(), padding=0, dilatio
                        ops_of(x) | {"max_pool2d_with_indices"})
     indices = Pointwise(indices_out.dtype, indices_out.shape, lambda ctx, idx: window(ctx, idx)[1],
                         ops_of(x) | {"max_pool2d_with_indices"})
-    values.group = indices.group = [values, indices]
+    make_group(values, indices)
     return values, indices
 
 

@@ -5,7 +5,7 @@ reduced axes merge into one loop where every load walks them as one."""
 import kiln
 from kiln._C._inductor import kernel_ir as kir
 from kiln._C._inductor.kernel_ir import ops
-from kiln._inductor.ir import V, Affine, Buffer, LoopSpace, Pointwise, Probe, Reduction, ir_dtype
+from kiln._inductor.ir import V, Affine, Buffer, LoopSpace, Pointwise, Probe, Reduction, ir_dtype, make_group
 from kiln._inductor.lowering.common import (INF, Fallback, RealizedAsOf, ViewOfUnrealized, aten, loader, opmath,
                                             ops_of, pointwise, register)
 from kiln._inductor.lowering.views import strided_view
@@ -480,7 +480,7 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
 
     mean_keep = Pointwise(out.dtype, keep, mean_fn, ops_of(x) | {"mean"})
     mean_keep.space = var.space
-    var.group = mean_keep.group = [var, mean_keep]
+    make_group(var, mean_keep)
     if V.graph is not None:
         V.graph.statistics[(id(x), tuple(dims))] = (mean_keep, to_merged, merged is not None)
     return _from_keepdim(out, var, dims, keepdim, n, to_merged, merged is not None)
