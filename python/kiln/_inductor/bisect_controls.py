@@ -24,6 +24,10 @@ class Budget:
         self.applied.append(what)
         return self.limit is None or len(self.applied) <= self.limit
 
+    def allow_node(self, node):
+        """allow() for a graph node's application, named only while recording (every node asks)."""
+        return not self.recording or self.allow(f"{node.name} ({node.target})")
+
     def start(self, limit=None):
         self.recording, self.limit, self.applied = True, limit, []
 

@@ -490,8 +490,7 @@ class GraphLowering:
                 value = self.env[node]
                 _record_origin(value, (len(self._lowered), node._meta_get_or("stack_trace", None)))
                 self._lowered.append((node, value))
-                if isinstance(value, (Pointwise, Reduction)) and fusions.recording and \
-                        not fusions.allow(f"{node.name} ({node.target})"):
+                if isinstance(value, (Pointwise, Reduction)) and not fusions.allow_node(node):
                     self.env[node] = value = self.realize(value)  # kiln._dynamo.bisect: no fusion past here
                 base = value
                 while isinstance(base, Pointwise) and base.squeeze_of is not None:
@@ -543,7 +542,7 @@ class GraphLowering:
             return self._autotuned(node, out, args, kwargs)
         if isinstance(out, kiln.Tensor) or (isinstance(out, (tuple, list)) and out and
                                             all(isinstance(o, kiln.Tensor) for o in out)):
-            if node.target in LOWERINGS and lowerings.recording and not lowerings.allow(f"{node.name} ({node.target})"):
+            if node.target in LOWERINGS and not lowerings.allow_node(node):
                 return self._fallback(node, args, kwargs, "kiln._dynamo.bisect: lowering turned off")
             try:
                 return lower(node.target, out, args, kwargs)
