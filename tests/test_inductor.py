@@ -457,6 +457,33 @@ def test_eval_batch_norm_fuses(dtype, grad):
         np.testing.assert_allclose(got_x.float().numpy(), ref_x.float().numpy(), rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("shape", [(8, 4, 5, 5), (3, 6, 1, 7)])
+def test_training_batch_norm_statistics_read_each_row_twice(shape):
+    # Note [Shifted means] (lowering/reductions.py): the per-row mean and squared deviations are
+    # the statistics kernel's only loops over a row; a max and a min per row (which found the
+    # rows of equal values) made four, and the digits CNN's compiled step slower than eager's
+    from kiln._inductor import compile_fx
+
+    kiln.manual_seed(0)
+    bn = kiln.nn.BatchNorm2d(shape[1])
+    x = kiln.randn(*shape) * 3 + 100
+    want = F.silu(bn(x))
+    bn.running_mean.zero_(), bn.running_var.fill_(1.0)
+    dynamo.reset()
+    graphs = []
+    compile_fx.graph_sinks.append(graphs)
+    try:
+        got = kiln.compile(lambda x: F.silu(bn(x)))(x)
+    finally:
+        compile_fx.graph_sinks.remove(graphs)
+    close(got, want, tol=1e-4)
+    row = shape[2] * shape[3]
+    stats = [k.compiled.code for g in graphs for k in g.kernels if "var_mean" in k.name]
+    assert stats, [k.name for g in graphs for k in g.kernels]
+    assert stats[0].count(f"for (int64_t r = 0; r < {row}; ++r)") == 2, stats[0]
+    assert "max(" not in stats[0] and "min(" not in stats[0], stats[0]
+
+
 def test_transformer_block_trains_like_eager():
     from models import transformer_block
 

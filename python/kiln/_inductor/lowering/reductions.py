@@ -420,7 +420,8 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
     where the sum of squares minus the squared sum is not, and both loops vectorise); along each
     further axis the partial (mean, m2) pairs combine as in Chan's parallel form of Welford's
     update: mean = the mean of the means, m2 = the sum of the m2s + count * the sum of the
-    squared deviations of the means."""
+    squared deviations of the means. Each mean is shifted by its row's first element (Note
+    [Shifted means])."""
     n = len(x.shape)
     if n == 0:  # one element: no deviation, divided by max(0, 1 - correction) (0 / 0: NaN, as eager)
         correction = 1 if correction is None else correction
@@ -443,42 +444,25 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
     keep = list(src.shape)
     axes = list(reversed(src_dims))  # the innermost first
     mean, m2 = _row_mean_m2(src, axes[0], sd)
-    # Equal finite elements have a variance of exactly 0, as eager's Welford gives: their float32
-    # sum / n can be an ulp off them, and std of a constant column was 4e-8, so x % std was finite
-    # where eager's is NaN (fuzz seed 191, program 3329). Over several axes the bounds combine
-    # with the partial statistics: std of an expanded scalar had a gradient of 1.04 where eager's
-    # is 0 (fuzz seed 931, program 1624).
-    bounds = _row_bounds(src, axes[0], sd)
     partial = keep[axes[0]]
     keep[axes[0]] = 1
     for axis in axes[1:]:
-        mean, m2, bounds = _chan_combine(mean, m2, bounds, list(keep), axis, partial, sd)
+        mean, m2 = _chan_combine(mean, m2, list(keep), axis, partial, sd)
         partial *= keep[axis]
         keep[axis] = 1
     denom = kir.const(float(max(count - correction, 0)), ir_dtype(sd))
     od = ir_dtype(out.dtype)
-    constant, constant_value = _is_constant(bounds, sd)
 
     def var_fn(ctx, idx):  # idx: of the (merged) keepdim shape
         value = ops.div(_value_at(ctx, m2, idx), denom)
-        if constant is not None:
-            # 0 over the divisor: a single element with correction 1 stays 0 / 0 = NaN
-            value = ops.where(constant(ctx, idx), ops.div(kir.const(0.0, ir_dtype(sd)), denom), value)
         return value if od == ir_dtype(sd) else kir.cast(value, od)
 
     var = Pointwise(out.dtype, keep, var_fn, ops_of(x) | {"var"})
     var.space = m2.space
     # The mean comes with the variance: batch norm's decomposition asks for var and then mean of
     # the same input over the same axes, and gets this one (one kernel stores both).
-    # And such a row's mean is that element, as Welford's gives (layer norm of a constant row is
-    # exactly 0 in eager and in torch.compile; sum / n left it 3.8e-5: fuzz seed 901, program 4712).
-    def mean_fn(ctx, idx):
-        value = _value_at(ctx, mean, idx)
-        if constant is not None:
-            value = ops.where(constant(ctx, idx), constant_value(ctx, idx), value)
-        return _cast(value, ir_dtype(sd), od)
-
-    mean_keep = Pointwise(out.dtype, keep, mean_fn, ops_of(x) | {"mean"})
+    mean_keep = Pointwise(out.dtype, keep, lambda ctx, idx: _cast(_value_at(ctx, mean, idx), ir_dtype(sd), od),
+                          ops_of(x) | {"mean"})
     mean_keep.space = var.space
     make_group(var, mean_keep)
     if V.graph is not None:
@@ -511,33 +495,48 @@ def _value_at(ctx, value, idx):
     return ctx.reduction_value(value, idx) if isinstance(value, Reduction) else value.fn(ctx, idx)
 
 
+# Note [Shifted means]
+# A row's mean is computed as K + sum(x - K) / n with K its first element (0 where that is not
+# finite), its squared deviations then from that mean. Equal finite elements then have exactly
+# their value as mean (x - K is 0) and a variance of exactly 0, as eager's Welford gives: sum / n
+# can be an ulp off them, so std of a constant column was 4e-8 and x % std finite where eager's
+# is NaN (fuzz seed 191, program 3329), and layer norm of a constant row 3.8e-5 instead of 0 (fuzz
+# seed 901, program 4712). Over several axes the partial means combine the same way, shifted by
+# the first of them (std of an expanded scalar had a gradient of 1.04 where eager's is 0: fuzz
+# seed 931, program 1624). This replaced a max and a min per row that found the constant rows:
+# two more passes over each row, which made the digits CNN's batch-norm statistics slower than
+# eager's. The shift also keeps the sum small where the values sit far from 0.
+def _shifted_mean(dtype, kept, extent, axis, keep_shape, element, names):
+    """Lazy mean along `axis` of `element(ctx, kept indices, r)` (Note [Shifted means]): a
+    Pointwise over the reduction's loop space, the shifted sum its one Reduction."""
+    dt = ir_dtype(dtype)
+    zero, inf = kir.const(0.0, dt), kir.const(INF, dt)
+
+    def shift(ctx, k):
+        if extent == 0:  # no first element to read
+            return zero
+        first = element(ctx, k, Affine(0))
+        return ops.where(ops.lt(ops.abs(first), inf), first, zero)
+
+    total = Reduction(dtype, kept, extent, "sum", lambda ctx, k, r: ops.sub(element(ctx, k, r), shift(ctx, k)),
+                      names, keep_shape)
+    total.axis = axis
+
+    def mean_fn(ctx, idx):
+        k = idx[:axis] + idx[axis + 1:]
+        s, K = ctx.reduction_value(total, idx), shift(ctx, k)
+        if extent == 0:  # 0 / 0: NaN, as eager's mean of nothing
+            return ops.div(s, kir.const(0.0, dt))
+        # s == 0: K itself, so a row of -0. keeps its sign (K + 0. is +0.)
+        return ops.where(ops.eq(s, zero), K, ops.add(K, ops.div(s, kir.const(float(extent), dt))))
+
+    mean = Pointwise(dtype, keep_shape, mean_fn, names)
+    mean.space = total.space
+    return mean
+
+
 def _row_mean_m2(x, axis, sd):
-    """Lazy (mean, m2) along one axis of x: Reductions of the same loop, so one kernel."""
-    dt = ir_dtype(sd)
-    shape = list(x.shape)
-    kept = shape[:axis] + shape[axis + 1:]
-    keep_shape = shape[:axis] + [1] + shape[axis + 1:]
-    ld = loader(x, dt)
-    extent = shape[axis]
-
-    def at(kept_idx, r):
-        return kept_idx[:axis] + [r] + kept_idx[axis:]
-
-    mean = Reduction(sd, kept, extent, "sum", lambda ctx, k, r: ld(ctx, at(k, r)), ops_of(x) | {"var_mean"},
-                     keep_shape, finish=lambda acc: ops.div(acc, kir.const(float(extent), dt)))
-    mean.axis = axis
-
-    def deviation(ctx, k, r):
-        d = ops.sub(ld(ctx, at(k, r)), ctx.reduction_value(mean, at(k, Affine(0))))
-        return ops.mul(d, d)
-
-    m2 = Reduction(sd, kept, extent, "sum", deviation, {"var_mean"}, keep_shape)
-    m2.axis = axis
-    return mean, m2
-
-
-def _row_bounds(x, axis, sd):
-    """Lazy (max, min) of x along `axis`: Reductions of the same loop as the row's mean."""
+    """Lazy (mean, m2) along one axis of x: values of reductions of the same loop, so one kernel."""
     shape = list(x.shape)
     kept = shape[:axis] + shape[axis + 1:]
     keep_shape = shape[:axis] + [1] + shape[axis + 1:]
@@ -546,30 +545,22 @@ def _row_bounds(x, axis, sd):
     def at(kept_idx, r):
         return kept_idx[:axis] + [r] + kept_idx[axis:]
 
-    bounds = []
-    for kind in ("max", "min"):
-        red = Reduction(sd, kept, shape[axis], kind, lambda ctx, k, r: ld(ctx, at(k, r)), {"var_mean"}, keep_shape)
-        red.axis = axis
-        bounds.append(red)
-    return bounds
+    mean = _shifted_mean(sd, kept, shape[axis], axis, keep_shape, lambda ctx, k, r: ld(ctx, at(k, r)),
+                         ops_of(x) | {"var_mean"})
+
+    def deviation(ctx, k, r):
+        d = ops.sub(ld(ctx, at(k, r)), mean.fn(ctx, at(k, Affine(0))))
+        return ops.mul(d, d)
+
+    m2 = Reduction(sd, kept, shape[axis], "sum", deviation, {"var_mean"}, keep_shape)
+    m2.axis = axis
+    return mean, m2
 
 
-def _is_constant(bounds, sd):
-    """Lazy bool over keepdim indices: whether the reduced elements are equal and finite (their
-    max equals their min); and their max, their value then."""
-    dt = ir_dtype(sd)
-
-    def fn(ctx, idx):
-        hi, lo = (_value_at(ctx, b, idx) for b in bounds)
-        return ops.logical_and(ops.eq(hi, lo), ops.lt(ops.abs(hi), kir.const(INF, dt)))
-
-    return fn, lambda ctx, idx: _value_at(ctx, bounds[0], idx)
-
-
-def _chan_combine(mean, m2, bounds, shape, axis, partial, sd):
-    """Partial statistics (mean and m2 over `partial` elements each, and their bounds, keepdim
-    shape `shape`) realized by one kernel, then combined along `axis` as lazy (mean, m2, bounds)."""
-    mean_buf, m2_buf, hi_buf, lo_buf = V.graph.realize_reductions([mean, m2, *bounds], mean.space)
+def _chan_combine(mean, m2, shape, axis, partial, sd):
+    """Partial statistics (mean and m2 over `partial` elements each, keepdim shape `shape`)
+    realized by one kernel, then combined along `axis` as lazy (mean, m2)."""
+    mean_buf, m2_buf = V.graph.realize_reductions([mean, m2], mean.space)
     dt = ir_dtype(sd)
     k = shape[axis]
     kept = shape[:axis] + shape[axis + 1:]
@@ -578,12 +569,11 @@ def _chan_combine(mean, m2, bounds, shape, axis, partial, sd):
     def at(kept_idx, r):
         return kept_idx[:axis] + [r] + kept_idx[axis:]
 
-    new_mean = Reduction(sd, kept, k, "sum", lambda ctx, ki, r: ctx.load(mean_buf, at(ki, r)), {"var_mean"},
-                         keep_shape, finish=lambda acc: ops.div(acc, kir.const(float(k), dt)))
-    new_mean.axis = axis
+    new_mean = _shifted_mean(sd, kept, k, axis, keep_shape, lambda ctx, ki, r: ctx.load(mean_buf, at(ki, r)),
+                             {"var_mean"})
 
     def spread(ctx, ki, r):
-        d = ops.sub(ctx.load(mean_buf, at(ki, r)), ctx.reduction_value(new_mean, at(ki, Affine(0))))
+        d = ops.sub(ctx.load(mean_buf, at(ki, r)), new_mean.fn(ctx, at(ki, Affine(0))))
         return ops.mul(d, d)
 
     dev = Reduction(sd, kept, k, "sum", spread, {"var_mean"}, keep_shape)
@@ -593,13 +583,7 @@ def _chan_combine(mean, m2, bounds, shape, axis, partial, sd):
     combined = Pointwise(sd, keep_shape, lambda ctx, idx: ops.add(ctx.reduction_value(m2_sum, idx), ops.mul(
         kir.const(float(partial), dt), ctx.reduction_value(dev, idx))), {"var_mean"})
     combined.space = LoopSpace(kept, k, axis)
-    new_bounds = []
-    for kind, buf in (("max", hi_buf), ("min", lo_buf)):
-        red = Reduction(sd, kept, k, kind, lambda ctx, ki, r, buf=buf: ctx.load(buf, at(ki, r)), {"var_mean"},
-                        keep_shape)
-        red.axis = axis
-        new_bounds.append(red)
-    return new_mean, combined, new_bounds
+    return new_mean, combined
 
 
 def _softmax_lowering(is_log):
