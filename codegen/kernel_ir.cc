@@ -372,7 +372,10 @@ std::vector<Extent> BufferExtents(const Kernel& k) {
   std::vector<Extent> out(k.buffers.size());
   for (const auto& loop : k.loops)
     for (const auto& s : loop.stmts) {
-      if (s.kind == Stmt::Kind::kStore) AddExtent(out[s.buffer], s.index, k, loop.extent);
+      if (s.kind == Stmt::Kind::kStore) {
+        AddExtent(out[s.buffer], s.index, k, loop.extent);
+        out[s.buffer].written = true;
+      }
       ForEachExpr(*s.expr, [&](const Expr& e) {
         if (e.kind == Expr::Kind::kLoad) AddExtent(out[e.buffer], e.index, k, loop.extent);
       });

@@ -180,9 +180,16 @@ std::string HashString(const std::string& s);
 std::string PrintKernel(const Kernel& k);
 
 // [min, max] element offsets the kernel can touch in each buffer (over all loads and stores);
-// {0, -1} for a buffer it never touches.
+// {0, -1} for a buffer it never touches; `written`: whether the kernel stores into it.
+//
+// Note [Buffers do not alias]: a buffer a kernel stores into shares no memory with any other of
+// its buffers (a kernel writing over its own input has one buffer for both: Note [Memory plan] in
+// inductor/memory_plan). The LLVM emitter tells the optimizer so (each buffer its own alias
+// scope), and callers check it before each run (python/csrc/python_inductor.cc raises where a
+// written buffer's touched range meets another's in the same storage).
 struct Extent {
   int64_t min = 0, max = -1;
+  bool written = false;
 };
 std::vector<Extent> BufferExtents(const Kernel& k);
 

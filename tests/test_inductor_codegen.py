@@ -229,6 +229,24 @@ def test_bad_arguments_are_refused():
         k("x", kiln.randn(6), kiln.empty(4, 6))
 
 
+def test_written_buffers_must_not_alias_the_others():
+    # Note [Buffers do not alias]: the kernel is optimised on the promise that out_ptr0 shares no
+    # memory with its inputs, so a call that breaks it raises and leaves the output untouched
+    k = ind.compile(pointwise_kernel("cpp_fused_add_mul_relu_0", 4, 6))
+    base = kiln.randn(48)
+    xt, out = base[:24].view(6, 4), base[20:44].view(4, 6)  # overlapping ranges of one storage
+    before = base.clone()
+    with pytest.raises(ValueError, match="out_ptr0.*shares memory with buffer 0 'in_ptr0'"):
+        k(xt, kiln.randn(6), out)
+    assert kiln.equal(base, before)
+    with pytest.raises(ValueError, match="out_ptr0.*shares memory with buffer 1 'in_ptr1'"):
+        k(kiln.randn(6, 4), base[:6], base[4:28].view(4, 6))
+    # disjoint parts of one storage, and inputs sharing memory with each other, are fine
+    k(base[:24].view(6, 4), base[:6], base[24:48].view(4, 6))
+    np.testing.assert_allclose(base[24:48].view(4, 6).numpy(),
+                               kiln.relu(before[:24].view(6, 4).t() * 2 + before[:6]).numpy(), rtol=1e-6)
+
+
 def test_bad_ir_is_refused():
     with pytest.raises(ValueError, match="unknown dtype"):
         pointwise_kernel("k", 2, 2, "f8")

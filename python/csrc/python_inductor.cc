@@ -77,6 +77,35 @@ Tensor ReinterpretTensor(const Tensor& base, const DimVector& sizes, const DimVe
   return MakeView(base, std::move(sym_sizes), std::move(sym_strides), SymInt(off));
 }
 
+namespace {
+
+// Note [Buffers do not alias] (codegen/kernel_ir.h): the kernel was optimised on the promise that
+// no buffer it writes shares memory with another of its buffers; a call that breaks it raises
+// instead of computing from half-overwritten inputs. Elements touched are compared as ranges in
+// the storage (a written buffer and another one interleaved in the same storage are refused
+// too); raw addresses are the caller's word.
+void CheckNoOverlap(const codegen::CompiledKernel& k, const std::string& op, PyObject* const* args, size_t nargs) {
+  const std::vector<codegen::Extent>& ext = k.extents();
+  for (size_t i = 0; i < nargs; ++i) {
+    if (!ext[i].written || !IsTensor(args[i])) continue;
+    const Tensor& w = UnpackTensor(args[i]);
+    const int64_t w_lo = w->storage_offset() + ext[i].min, w_hi = w->storage_offset() + ext[i].max;
+    for (size_t j = 0; j < nargs; ++j) {
+      if (j == i || ext[j].max < ext[j].min || !IsTensor(args[j])) continue;
+      const Tensor& o = UnpackTensor(args[j]);
+      if (o->storage().get() != w->storage().get()) continue;
+      const int64_t scale = o->itemsize(), w_scale = w->itemsize();  // ranges in bytes: dtypes may differ
+      const int64_t o_lo = (o->storage_offset() + ext[j].min) * scale, o_hi = (o->storage_offset() + ext[j].max + 1) * scale;
+      if (o_lo < (w_hi + 1) * w_scale && w_lo * w_scale < o_hi)
+        throw ValueError(StrCat(op, "buffer ", i, " '", k.kernel().buffers[i].name, "', which the kernel writes, shares "
+                                "memory with buffer ", j, " '", k.kernel().buffers[j].name,
+                                "' (a kernel's buffers must not alias: pass one buffer for both, or a copy)"));
+    }
+  }
+}
+
+}  // namespace
+
 void RunCompiledKernel(const codegen::CompiledKernel& k, PyObject* const* args, size_t nargs) {
   const codegen::Kernel& kernel = k.kernel();
   std::string op = StrCat("[", kernel.name, "] ");
@@ -110,6 +139,7 @@ void RunCompiledKernel(const codegen::CompiledKernel& k, PyObject* const* args, 
     }
     ptrs[i] = static_cast<char*>(t.raw_data());
   }
+  CheckNoOverlap(k, op, args, nargs);
   py::gil_scoped_release release;
   k.Run(ptrs.data());
 }
