@@ -1,6 +1,8 @@
 // python/csrc/arg_parser.cc: schema-driven conversion of Python arguments and results.
 #include "python/csrc/arg_parser.h"
 
+#include <pybind11/pybind11.h>
+
 #include <sstream>
 #include <string_view>
 #include <unordered_map>
@@ -279,6 +281,10 @@ bool ConvertArg(const Argument& arg, PyObject* o, Conversion mode, IValue* out, 
 
 }  // namespace
 
+bool ConvertResult(const Argument& arg, PyObject* o, IValue* out, std::string* why) {
+  return ConvertArg(arg, o, Conversion::kExact, out, why);
+}
+
 bool ToScalar(PyObject* o, Scalar* out) {
   if (PyBool_Check(o)) { *out = Scalar(o == Py_True); return true; }
   if (PyLong_Check(o)) {
@@ -487,7 +493,7 @@ PyObject* IValueToPython(const IValue& v) {
 
 PyObject* ReturnsToPython(const Op& op, Stack& stack) {
   const auto& schema = op.schema();
-  if (!schema.returns_tuple) {
+  if (!schema.returns_tuple || schema.returns.empty()) {  // "-> ()" returns None, as PyTorch's ops
     if (stack.empty()) Py_RETURN_NONE;
     return IValueToPython(stack[0]);
   }
@@ -644,9 +650,14 @@ PyObject* CallOverloads(const std::string& display_name, Op* const* overloads, s
   });
 }
 
+// Note [Python errors through the dispatcher]: a kernel written in Python (python_library.cc)
+// raises a Python exception, carried through C++ as pybind11's error_already_set; restored here,
+// the caller sees the exception the kernel raised, not a RuntimeError naming it.
 void TranslateCurrentException() {
   try {
     throw;
+  } catch (pybind11::error_already_set& e) {
+    e.restore();
   } catch (const NamedError& e) {
     // A RuntimeError subclass defined in Python (GuardOnDataDependentSymNode, ...).
     PyObject* cls = nullptr;

@@ -23,6 +23,10 @@ bool ParseArgs(const Op& op, PyObject* const* args, Py_ssize_t nargs, PyObject* 
 PyObject* CallOverloads(const std::string& display_name, Op* const* overloads, size_t count,
                         PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 
+// One value of type `arg` (a schema's argument or result) from a Python object, types as written;
+// false (and why) when it is not one (kernels written in Python: python_library.cc).
+bool ConvertResult(const Argument& arg, PyObject* o, IValue* out, std::string* why);
+
 // The results left on the stack by `op`, as Python objects (a Tensor, a namedtuple, a tuple...).
 PyObject* ReturnsToPython(const Op& op, Stack& stack);
 

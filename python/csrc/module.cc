@@ -242,6 +242,7 @@ void InitPartitionBindings(py::module_& m);      // python_partition.cc
 void InitInductorBindings(py::module_& m);       // python_inductor.cc
 void InitAotRuntimeBindings(py::module_& m);     // python_aot_runtime.cc
 void InitCudaBindings(py::module_& m);           // python_cuda.cc
+void InitLibraryBindings(py::module_& m);        // python_library.cc
 
 }  // namespace kiln::python
 
@@ -276,6 +277,7 @@ PYBIND11_MODULE(_C, m) {
   InitInductorBindings(m);
   InitAotRuntimeBindings(aot);
   InitCudaBindings(m);
+  InitLibraryBindings(m);
 
   m.def("_set_tensor_class", [](py::object cls) {
     if (!PyType_Check(cls.ptr()) || !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls.ptr()), g_tensor_base_type))

@@ -41,8 +41,18 @@ PyObject* OpFunctionGetName(PyObject* self, void*) {
   return PyUnicode_FromString(reinterpret_cast<PyOpFunction*>(self)->name->c_str());
 }
 
+// "aten", or the namespace of operators defined in Python (kiln.library): their kernels may run
+// the user's Python code, which the compiler then must not skip (kiln/_dynamo/output_graph.py)
+PyObject* OpFunctionGetNamespace(PyObject* self, void*) {
+  const auto& overloads = *reinterpret_cast<PyOpFunction*>(self)->overloads;
+  if (overloads.empty()) Py_RETURN_NONE;
+  const std::string& q = overloads[0]->schema().name;
+  return PyUnicode_FromString(q.substr(0, q.find("::")).c_str());
+}
+
 PyGetSetDef kGetSet[] = {
     {"__name__", OpFunctionGetName, nullptr, nullptr, nullptr},
+    {"_namespace", OpFunctionGetNamespace, nullptr, nullptr, nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 

@@ -90,9 +90,11 @@ py::object OverloadObject(const Op* op) {
   static std::unordered_map<const Op*, PyObject*> cache;
   auto it = cache.find(op);
   if (it != cache.end()) return py::reinterpret_borrow<py::object>(it->second);
-  py::object aten = py::module_::import("kiln").attr("ops").attr("aten");
+  // kiln.ops.<namespace>: aten, or a namespace of operators defined in Python (kiln.library)
+  const std::string& qualified = op->schema().name;
+  py::object ns = py::module_::import("kiln").attr("ops").attr(qualified.substr(0, qualified.find("::")).c_str());
   const std::string& overload = op->schema().overload;
-  py::object obj = aten.attr(op->base_name().c_str()).attr(overload.empty() ? "default" : overload.c_str());
+  py::object obj = ns.attr(op->base_name().c_str()).attr(overload.empty() ? "default" : overload.c_str());
   cache[op] = obj.inc_ref().ptr();
   return obj;
 }

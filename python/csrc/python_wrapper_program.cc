@@ -322,6 +322,7 @@ class WrapperProgram {
       if (!s.slots.empty() && s.slots[0] != -1) slots[s.slots[0]] = std::move(out);
       return;
     }
+    if (s.slots.empty() && out.is_none()) return;  // an op returning nothing ("-> ()": None)
     py::sequence items = py::reinterpret_borrow<py::sequence>(out);
     if (!PySequence_Check(out.ptr()) || items.size() != s.slots.size())
       throw Error(StrCat(kOp, Repr(s.fn), " returned ", Repr(out), ", expected ", s.slots.size(),

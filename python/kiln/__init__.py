@@ -444,7 +444,7 @@ def _assert(condition, message):
 
 
 def __getattr__(name):
-    if name in ("_dynamo", "distributions", "profiler"):  # reachable after a bare `import kiln`, as torch's are
+    if name in ("_dynamo", "distributions", "profiler", "library"):  # reachable after a bare `import kiln`, as torch's are
         import importlib
 
         return importlib.import_module("kiln." + name)

@@ -19,7 +19,7 @@ class FunctionSchema:
         self._text = text
         self._full_name = full_name
         head = text.split("(", 1)[0]
-        self.name, _, self.overload_name = ("aten::" + head).partition(".")
+        self.name, _, self.overload_name = (head if "::" in head else "aten::" + head).partition(".")
 
     @functools.cached_property
     def arguments(self):  # read once: the registry's schemas never change (Inductor asks per node)
@@ -103,6 +103,9 @@ class OpOverloadPacket:
             raise AttributeError(name)
         key = "" if name == "default" else name
         if key not in self._overload_names:
+            # an overload defined since (kiln.library's FRAGMENT libraries add to a namespace)
+            self._overload_names = _C._overload_names(self._qualified_name)
+        if key not in self._overload_names:
             raise AttributeError(f"The underlying op of '{self}' has no overload name '{name}'")
         if key not in self._cache:
             self._cache[key] = OpOverload(self, key)
@@ -154,15 +157,27 @@ class _OpNamespace:
 
 
 class _Ops:
+    """kiln.ops: `aten`, and a namespace for each library of operators defined in Python
+    (kiln.library), made on first use as torch.ops does."""
+
     def __init__(self):
         self.aten = _OpNamespace("aten")
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        namespace = _OpNamespace(name)
+        object.__setattr__(self, name, namespace)
+        return namespace
 
 
 def overload_named(full_name):
     """The OpOverload of a registry name: "aten::add.Tensor" -> kiln.ops.aten.add.Tensor,
-    "aten::exp" -> kiln.ops.aten.exp.default (the names the C++ side hands out)."""
-    packet, _, overload = full_name.split("::", 1)[1].partition(".")
-    return getattr(getattr(ops.aten, packet), overload or "default")
+    "aten::exp" -> kiln.ops.aten.exp.default, "mylib::foo" -> kiln.ops.mylib.foo.default (the
+    names the C++ side hands out)."""
+    namespace, name = full_name.split("::", 1)
+    packet, _, overload = name.partition(".")
+    return getattr(getattr(getattr(ops, namespace), packet), overload or "default")
 
 
 class Tag:

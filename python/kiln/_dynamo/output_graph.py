@@ -426,7 +426,7 @@ def _disable_wrapper(compiled, gm):
 
 def _runs_no_user_frames(target):
     if isinstance(target, _C._OpFunction):
-        return True
+        return target._namespace == "aten"  # an operator defined in Python runs the user's functions
     module = getattr(target, "__module__", None) or ""
     return module in ("_operator", "builtins", "math") or module == "kiln" or module.startswith("kiln.")
 
