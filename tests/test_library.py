@@ -386,3 +386,40 @@ def test_compiled_custom_op_equals_pytorchs():
     kiln.compile(f(kiln, k_op))(xk).backward()
     torch.compile(f(torch, t_op), backend="aot_eager")(xt).backward()
     np.testing.assert_allclose(xk.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_opcheck_passes_a_correct_definition_and_names_what_is_wrong():
+    ns = fresh("opcheck")
+    op = scale_add_op(ns)
+    x, y = kiln.randn(3, 4, requires_grad=True), kiln.randn(3, 4)
+    assert kiln.library.opcheck(op, (x, y, 1.5)) == {t: "SUCCESS" for t in
+                                                     ("test_schema", "test_autograd_registration",
+                                                      "test_faketensor", "test_aot_dispatch_dynamic")}
+
+    @kiln.library.custom_op(f"{ns}::sneaky", mutates_args=())
+    def sneaky(x: kiln.Tensor) -> kiln.Tensor:
+        x.add_(1)  # writes an argument its schema calls read-only
+        return x * 2
+
+    sneaky.register_fake(lambda x: kiln.empty_like(x))
+    with pytest.raises(RuntimeError, match="changed its argument 'x'"):
+        kiln.library.opcheck(sneaky, (kiln.randn(3),))
+
+    @kiln.library.custom_op(f"{ns}::bad_fake", mutates_args=())
+    def bad_fake(x: kiln.Tensor) -> kiln.Tensor:
+        return x.sum(0)
+
+    bad_fake.register_fake(lambda x: kiln.empty_like(x))  # the wrong shape
+    got = kiln.library.opcheck(bad_fake, (kiln.randn(3, 2),), raise_exception=False)
+    assert got["test_schema"] == "SUCCESS"
+    assert isinstance(got["test_faketensor"], RuntimeError) and "shape" in str(got["test_faketensor"])
+
+    @kiln.library.custom_op(f"{ns}::no_grad_op", mutates_args=())
+    def no_grad_op(x: kiln.Tensor) -> kiln.Tensor:
+        return x * 3
+
+    no_grad_op.register_fake(lambda x: kiln.empty_like(x))
+    with pytest.raises(RuntimeError, match="register_autograd"):
+        kiln.library.opcheck(no_grad_op, (kiln.randn(2, requires_grad=True),), test_utils="test_autograd_registration")
+    with pytest.raises(ValueError, match="unknown tests"):
+        kiln.library.opcheck(no_grad_op, (kiln.randn(2),), test_utils=("test_everything",))

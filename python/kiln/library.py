@@ -18,7 +18,7 @@ register_autograd makes it differentiable through an autograd.Function. kiln.com
 one node of the graph (no graph break); Inductor calls it as an extern kernel between compiled
 ones. The lower-level torch.library API is here too: Library(ns, "DEF" | "FRAGMENT" | "IMPL")
 with define and impl, and define / impl / register_kernel / register_fake / register_autograd
-on an operator's name.
+on an operator's name. opcheck(op, args) tests a definition as torch.library.opcheck does.
 """
 
 import collections.abc
@@ -29,7 +29,7 @@ import kiln
 from kiln import _C
 
 __all__ = ["Library", "custom_op", "define", "impl", "register_kernel", "register_fake", "register_autograd",
-           "infer_schema", "CustomOpDef"]
+           "infer_schema", "opcheck", "CustomOpDef"]
 
 # namespace -> the Library("...", "DEF") that owns it: one per namespace, as PyTorch's TORCH_LIBRARY
 _defining = {}
@@ -429,3 +429,134 @@ def _hashable(t):
         return True
     except TypeError:
         return False
+
+
+# --- opcheck -----------------------------------------------------------------------------------------
+_OPCHECK_TESTS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+
+
+def _tensors(values):
+    out = []
+    for v in values:
+        if isinstance(v, kiln.Tensor):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            out.extend(_tensors(v))
+    return out
+
+
+def _clone(values):
+    if isinstance(values, kiln.Tensor):
+        return values.detach().clone().requires_grad_(values.requires_grad)
+    if isinstance(values, (list, tuple)):
+        return type(values)(_clone(v) for v in values)
+    if isinstance(values, dict):
+        return {k: _clone(v) for k, v in values.items()}
+    return values
+
+
+def _same(a, b, rtol, atol):
+    return a.shape == b.shape and a.dtype == b.dtype and kiln.allclose(
+        a.detach().float() if a.is_floating_point() else a.detach(),
+        b.detach().float() if b.is_floating_point() else b.detach(), rtol=rtol, atol=atol, equal_nan=True)
+
+
+def _check_schema(overload, args, kwargs, rtol, atol):
+    """Arguments the call changes are the ones its schema marks written (Tensor(a!))."""
+    before = _clone((args, kwargs))
+    overload(*args, **kwargs)
+    written = {a.name for a in overload._schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+    names = [a.name for a in overload._schema.arguments]
+    for name, old, new in zip(names, list(before[0]) + [before[1].get(n) for n in names[len(args):]],
+                              list(args) + [kwargs.get(n) for n in names[len(args):]]):
+        for o, n in zip(_tensors([old]), _tensors([new])):
+            if name not in written and not _same(o, n, 0, 0):
+                raise RuntimeError(f"opcheck: {overload._schema.name} changed its argument '{name}', which its "
+                                   f"schema does not mark as written (list it in mutates_args)")
+
+
+def _check_autograd_registration(overload, args, kwargs):
+    """An operator called with inputs that require grad has a backward (register_autograd) or is
+    made of other ops (CompositeImplicitAutograd)."""
+    needs = any(t.requires_grad for t in _tensors(list(args) + list(kwargs.values())))
+    if not needs:
+        return
+    full = overload._full_name
+    if not (_C._library_has_kernel(full, "Autograd") or _C._library_has_kernel(full, "CompositeImplicitAutograd")):
+        raise RuntimeError(f"opcheck: {overload._schema.name} was called with inputs that require grad but has no "
+                           f"backward: register one with register_autograd (or call it under no_grad)")
+
+
+def _check_faketensor(overload, args, kwargs):
+    """The fake function's results have the real results' sizes, strides, dtypes and devices."""
+    from kiln._subclasses import FakeTensorMode
+
+    with kiln.no_grad():
+        real = overload(*_clone(args), **_clone(kwargs))
+        with FakeTensorMode() as mode:
+            convert = lambda v: mode.from_tensor(v) if isinstance(v, kiln.Tensor) else (  # noqa: E731
+                type(v)(convert(x) for x in v) if isinstance(v, (list, tuple)) else v)
+            fake = overload(*[convert(a) for a in args], **{k: convert(v) for k, v in kwargs.items()})
+    for i, (r, f) in enumerate(zip(_tensors([real]), _tensors([fake]))):
+        for what in ("shape", "dtype", "device"):
+            if getattr(r, what) != getattr(f, what):
+                raise RuntimeError(f"opcheck: {overload._schema.name}'s fake function gave result {i} "
+                                   f"{what} {getattr(f, what)}, its kernel {getattr(r, what)}")
+        if r.numel() > 1 and r.stride() != f.stride():
+            raise RuntimeError(f"opcheck: {overload._schema.name}'s fake function gave result {i} strides "
+                               f"{f.stride()}, its kernel {r.stride()}")
+
+
+def _check_aot_dispatch(overload, args, kwargs, rtol, atol):
+    """Compiled (kiln.compile, backend "aot_eager") equals eager: results and input gradients."""
+    def run(fn, args, kwargs):
+        out = fn(*args, **kwargs)
+        results = _tensors([out])
+        leaves = [t for t in _tensors(list(args) + list(kwargs.values())) if t.requires_grad]
+        grads = []
+        diff = [r for r in results if r.requires_grad]
+        if leaves and diff:
+            grads = kiln.autograd.grad([r.sum() for r in diff], leaves, allow_unused=True)
+        return results, grads
+
+    want = run(overload, _clone(args), _clone(kwargs))
+    got = run(kiln.compile(lambda *a, **k: overload(*a, **k), backend="aot_eager", fullgraph=True),
+              _clone(args), _clone(kwargs))
+    for kind, w, g in (("result", want[0], got[0]), ("gradient", want[1], got[1])):
+        for i, (a, b) in enumerate(zip(w, g)):
+            if (a is None) != (b is None) or (a is not None and not _same(a, b, rtol, atol)):
+                raise RuntimeError(f"opcheck: {overload._schema.name} compiled gave another {kind} {i} than eager")
+
+
+def opcheck(op, args, kwargs=None, *, test_utils=_OPCHECK_TESTS, raise_exception=True, atol=None, rtol=None):
+    """Checks an operator's definition on one call, as torch.library.opcheck: its schema's
+    mutations ("test_schema"), a backward where inputs require grad ("test_autograd_registration"),
+    its fake function against its kernel ("test_faketensor"), and compiled against eager
+    ("test_aot_dispatch_dynamic"; kiln compiles static shapes). Returns {test: "SUCCESS" or the
+    exception} with raise_exception=False; raises the first failure otherwise."""
+    overload = kiln._ops.overload_named(_full_name(op)) if not isinstance(op, kiln._ops.OpOverload) else op
+    kwargs = dict(kwargs or {})
+    if isinstance(test_utils, str):
+        test_utils = (test_utils,)
+    unknown = set(test_utils) - set(_OPCHECK_TESTS)
+    if unknown:
+        raise ValueError(f"opcheck: unknown tests {sorted(unknown)} (expected some of {list(_OPCHECK_TESTS)})")
+    if (atol is None) != (rtol is None):
+        raise ValueError("opcheck: give both atol and rtol, or neither")
+    rtol, atol = (1.3e-6, 1e-5) if rtol is None else (rtol, atol)
+    checks = {
+        "test_schema": lambda: _check_schema(overload, _clone(args), _clone(kwargs), rtol, atol),
+        "test_autograd_registration": lambda: _check_autograd_registration(overload, args, kwargs),
+        "test_faketensor": lambda: _check_faketensor(overload, args, kwargs),
+        "test_aot_dispatch_dynamic": lambda: _check_aot_dispatch(overload, args, kwargs, rtol, atol),
+    }
+    results = {}
+    for name in test_utils:
+        try:
+            checks[name]()
+            results[name] = "SUCCESS"
+        except Exception as e:  # noqa: BLE001  (each test's failure is reported as itself)
+            if raise_exception:
+                raise
+            results[name] = e
+    return results
