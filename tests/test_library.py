@@ -423,3 +423,53 @@ def test_opcheck_passes_a_correct_definition_and_names_what_is_wrong():
         kiln.library.opcheck(no_grad_op, (kiln.randn(2, requires_grad=True),), test_utils="test_autograd_registration")
     with pytest.raises(ValueError, match="unknown tests"):
         kiln.library.opcheck(no_grad_op, (kiln.randn(2),), test_utils=("test_everything",))
+
+
+def test_python_kernels_run_as_written_under_a_compile():
+    # Note [Python kernels run as written]: while a frame hook is on (a kiln.compile around the
+    # call), the op's kernel, fake function, setup_context and backward are never offered to it as
+    # frames of their own: a compile would capture them (and fullgraph=True refuse dict.update on ctx)
+    ns = fresh("hook")
+
+    @kiln.library.custom_op(f"{ns}::logged", mutates_args=())
+    def user_kernel(x: kiln.Tensor) -> kiln.Tensor:
+        return x * 2
+
+    def user_fake(x):
+        return kiln.empty_like(x)
+
+    def user_setup(ctx, inputs, out):
+        ctx.__dict__.update(k=2.0)
+
+    def user_backward(ctx, g):
+        return g * ctx.k
+
+    user_kernel.register_fake(user_fake)
+    user_kernel.register_autograd(user_backward, setup_context=user_setup)
+    offered = []
+
+    def hook(code, *rest):
+        offered.append(code.co_name)
+        return None
+
+    x = kiln.randn(5, requires_grad=True)
+    previous = kiln._C._dynamo.set_eval_frame(hook)
+    try:
+        y = user_kernel(x.cos())
+        user_kernel(kiln.empty(2, device="meta"))
+        y.sum().backward()
+    finally:
+        kiln._C._dynamo.set_eval_frame(previous)
+    assert offered, "the hook saw no frame at all: the test tests nothing"
+    assert not {"user_kernel", "user_fake", "user_setup", "user_backward"} & set(offered), offered
+    close(x.grad, -2 * x.detach().sin(), tol=1e-5)
+
+    counter = CompileCounterWithBackend("inductor")
+    dynamo.reset()
+    x.grad = None
+    kiln.compile(lambda x: user_kernel(x.cos()).sum(), backend=counter, fullgraph=True)(x).backward()
+    assert counter.frame_count == 1
+    close(x.grad, -2 * x.detach().sin(), tol=1e-5)
+    assert kiln.library.opcheck(user_kernel, (kiln.randn(3, requires_grad=True),)) == {
+        t: "SUCCESS" for t in ("test_schema", "test_autograd_registration", "test_faketensor",
+                               "test_aot_dispatch_dynamic")}

@@ -26,6 +26,7 @@
 #include <pybind11/stl.h>
 
 #include "autograd/grad_mode.h"
+#include "dynamo/eval_frame.h"
 #include "autograd/variable.h"
 #include "python/csrc/arg_parser.h"
 #include "python/csrc/python_fx.h"
@@ -92,8 +93,28 @@ void PushResults(const Op& op, PyObject* result, Stack& stack) {
   }
 }
 
+// Note [Python kernels run as written]: kiln.compile's frame hook is off while a Python kernel
+// runs, so a compile around an eager call (or a kiln frame the hook skips, whose callees it still
+// sees) never captures the user's kernel, fake function or setup_context as frames of their own,
+// as PyTorch runs its custom operators' Python under torch._disable_dynamo. The tracers still see
+// the ops the function calls: they work in the dispatcher, not on frames.
+class FrameHookOff {
+ public:
+  FrameHookOff() : previous_(dynamo::SetEvalFrameCallback(nullptr)) {}
+  ~FrameHookOff() {
+    Py_XDECREF(dynamo::SetEvalFrameCallback(previous_));
+    Py_XDECREF(previous_);
+  }
+  FrameHookOff(const FrameHookOff&) = delete;
+  FrameHookOff& operator=(const FrameHookOff&) = delete;
+
+ private:
+  PyObject* previous_;
+};
+
 void CallPython(const Op& op, PyObject* fn, Stack& stack, bool fresh_results = true) {
   py::gil_scoped_acquire gil;
+  FrameHookOff hook_off;
   const FunctionSchema& schema = op.schema();
   py::list args;
   py::dict kwargs;
