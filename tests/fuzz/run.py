@@ -105,6 +105,17 @@ def record(source, module_name, backend=None, grad=False, calls=1):
         config.suppress_errors = saved
 
 
+# PyTorch lets `int_x[0] = float_requiring_grad` mark the integer tensor (and its base) as
+# requiring grad; its next in-place op then raises "a leaf Variable that requires grad is being used
+# in an in-place operation" (fuzz seed 1371, program 1030). Such an error is marked so compare.py
+# treats it as the integer-autograd bug it is, not as an oracle.
+INTEGER_REQUIRES_GRAD = " [PyTorch: an integer tensor requires grad]"
+
+
+def _integer_requiring_grad(x):
+    return getattr(x, "requires_grad", False) and not (x.is_floating_point() or x.is_complex())
+
+
 def _record(source, module_name, backend, grad, calls):
     ns = load(source, module_name)
     T = ns["T"]
@@ -137,6 +148,8 @@ def _record(source, module_name, backend, grad, calls):
                 outs = fn(*inputs)
         except Exception as e:  # noqa: BLE001 - any exception is a result to compare
             rec.exc, rec.message = builtin_exception(e), f"{type(e).__name__}: {e}"[:300]
+            if module_name == "torch" and any(_integer_requiring_grad(x) for x in [*inputs, *bases]):
+                rec.message += INTEGER_REQUIRES_GRAD
             continue
         out_ids = []
         for o in outs:
