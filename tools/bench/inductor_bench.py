@@ -5,7 +5,8 @@ torch.compile (Inductor, CPU), in one run:
 2. the fused RMSNorm+SiLU kernel on 2048x4096 float32 against the machine's copy bandwidth
    (x.clone(): 32 MiB read + 32 MiB written);
 3. training steps (forward, cross-entropy, backward, SGD) of the digits MLP and CNN, batch 128:
-   kiln.compile's default mode and mode="reduce-overhead" against eager.
+   kiln.compile's default mode and mode="reduce-overhead" against eager (wall time), and the
+   compiled step against eager in CPU time at one thread, interleaved.
 
     tools/python tools/bench/inductor_bench.py [--no-torch]
 """
@@ -122,8 +123,50 @@ def main():
             t_c, _ = step_time(torch, make, torch.compile)
             line += f" {t_e * 1e3:10.2f}ms {t_c * 1e3:12.2f}ms {k_c / t_c:11.2f}x"
         print(line)
+    print()
+    steps_cpu_one_thread()
     print("targets: cold compile <= 0.2 s and <= 0.05x torch.compile; fused kernel >= 80% of copy bandwidth "
           "and <= 1.0x torch.compile; compiled steps <= 0.8x kiln eager and <= 1.0x torch.compile")
+
+
+def steps_cpu_one_thread(rounds=7):
+    """kiln's compiled steps against its eager ones in CPU time at one thread, interleaved (what a
+    loaded machine inflates least): min and median per step over `rounds`, and their ratio."""
+    threads = kiln.get_num_threads()
+    kiln.set_num_threads(1)
+    try:
+        print(f"{'CPU time, one thread':28} {'kiln eager min/med':>20} {'compiled min/med':>18} {'ratio':>6} {'spread':>7}")
+        for name, make, n in (("digits MLP", mlp, 200), ("digits CNN", cnn, 40)):
+            steps = []
+            for compiled in (False, True):
+                kiln._dynamo.reset()
+                kiln.manual_seed(0)
+                model = make(kiln)
+                run = kiln.compile(model) if compiled else model
+                opt = kiln.optim.SGD(model.parameters(), lr=0.01)
+                x, y = kiln.randn(128, 64), kiln.randint(0, 10, (128,))
+
+                def step(run=run, opt=opt, x=x, y=y):
+                    opt.zero_grad()
+                    kiln.nn.functional.cross_entropy(run(x), y).backward()
+                    opt.step()
+
+                for _ in range(3):
+                    step()
+                steps.append(step)
+            times = ([], [])
+            for _ in range(rounds):
+                for step, acc in zip(steps, times):
+                    start = time.process_time()
+                    for _ in range(n):
+                        step()
+                    acc.append((time.process_time() - start) / n)
+            (e, c) = (sorted(t) for t in times)
+            med = lambda t: t[len(t) // 2]  # noqa: E731
+            print(f"{name:28} {e[0] * 1e3:9.3f}/{med(e) * 1e3:.3f} ms {c[0] * 1e3:8.3f}/{med(c) * 1e3:.3f} ms "
+                  f"{c[0] / e[0]:5.2f}x {(med(c) - c[0]) / c[0]:6.0%}")
+    finally:
+        kiln.set_num_threads(threads)
 
 
 if __name__ == "__main__":
