@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# tools/bench/build_time.sh: how long the tree takes to build from nothing, and to rebuild after
+# a change to one op file (issue 20: at most 15 minutes and 2 minutes on the 2-core machine).
+#
+#     bash tools/bench/build_time.sh [TARGETS...]     # default: //... (the whole tree, tests too)
+#
+# Builds a clone of HEAD in a fresh Bazel output base with the disk cache off, so no action is
+# reused from an earlier build; then appends a unique comment to tensor/ops/unary.cc (an op file
+# of average size) and builds again. Prints both wall times. Leaves nothing behind: the server
+# is shut down, the clone and its output base deleted.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$ROOT/tools/lib.sh"
+KILN_PYTHON="$(kiln_resolve_python "${KILN_PYTHON:-python3}")"
+export KILN_PYTHON
+TARGETS=("$@")
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(//...)
+work="$(mktemp -d /tmp/kiln_build_time.XXXXXX)"
+cleanup() {
+  (cd "$work/tree" 2>/dev/null && bazel --output_base="$work/base" shutdown >/dev/null 2>&1) || true
+  chmod -R u+w "$work" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+git -C "$ROOT" clone -q "$ROOT" "$work/tree"
+cd "$work/tree"
+build() {
+  bazel --output_base="$work/base" build --disk_cache= --noshow_progress --ui_event_filters=-info,-stdout \
+    "${TARGETS[@]}" >"$work/build.log" 2>&1 || { tail -30 "$work/build.log"; exit 1; }
+}
+start=$(date +%s)
+build
+clean=$(( $(date +%s) - start ))
+echo "// build_time.sh probe $(date +%s%N)" >> tensor/ops/unary.cc
+start=$(date +%s)
+build
+rebuild=$(( $(date +%s) - start ))
+printf 'clean build of %s: %dm%02ds (%d cores, load %s)\n' "${TARGETS[*]}" $((clean / 60)) $((clean % 60)) \
+  "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf 'rebuild after a change to tensor/ops/unary.cc: %dm%02ds\n' $((rebuild / 60)) $((rebuild % 60))
