@@ -6,6 +6,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "autograd/below_autograd.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node_names.h"
 #include "autograd/variable.h"
@@ -191,8 +192,6 @@ void OpBackward::ReleaseVariables() {
 // the node. In-place ops rebase their input's history onto the new node; in-place ops on views
 // rebase the view's base too (view_tracking.h).
 
-namespace {
-
 bool AnyRequiresGrad(const Stack& stack) {
   for (const IValue& v : stack) {
     if (v.is_tensor()) {
@@ -204,17 +203,19 @@ bool AnyRequiresGrad(const Stack& stack) {
   return false;
 }
 
+void RunBelow(const Op& op, DispatchKeySet keys, Stack& stack) {
+  ExcludeDispatchKeyGuard guard(DispatchKeySet(DispatchKey::Autograd));
+  BelowAutogradGuard below;  // not no_grad: views made below are the op's own (Note [View creation])
+  op.Redispatch(keys & DispatchKeySet::Below(DispatchKey::Autograd), stack);
+}
+
+namespace {
+
 void ForEachOutput(Stack& stack, const std::function<void(const Tensor&)>& fn) {
   for (IValue& v : stack) {
     if (v.is_tensor()) fn(v.to_tensor());
     else if (v.is_tensor_list()) for (const Tensor& t : v.to_tensor_list()) fn(t);
   }
-}
-
-void RunBelow(const Op& op, DispatchKeySet keys, Stack& stack) {
-  ExcludeDispatchKeyGuard guard(DispatchKeySet(DispatchKey::Autograd));
-  BelowAutogradGuard below;  // not no_grad: views made below are the op's own (Note [View creation])
-  op.Redispatch(keys & DispatchKeySet::Below(DispatchKey::Autograd), stack);
 }
 
 // `op`: the in-place op. copy_ into an integer tensor records no gradient (PyTorch's hand-written

@@ -84,15 +84,16 @@ namespace {
 // instead of computing from half-overwritten inputs. Elements touched are compared as ranges in
 // the storage (a written buffer and another one interleaved in the same storage are refused
 // too); raw addresses are the caller's word.
-void CheckNoOverlap(const codegen::CompiledKernel& k, const std::string& op, PyObject* const* args, size_t nargs) {
+// `tensors[i]`: buffer i's tensor, null for a raw address.
+void CheckNoOverlap(const codegen::CompiledKernel& k, const std::string& op, const std::vector<const Tensor*>& tensors) {
   const std::vector<codegen::Extent>& ext = k.extents();
-  for (size_t i = 0; i < nargs; ++i) {
-    if (!ext[i].written || !IsTensor(args[i])) continue;
-    const Tensor& w = UnpackTensor(args[i]);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (!ext[i].written || tensors[i] == nullptr) continue;
+    const Tensor& w = *tensors[i];
     const int64_t w_lo = w->storage_offset() + ext[i].min, w_hi = w->storage_offset() + ext[i].max;
-    for (size_t j = 0; j < nargs; ++j) {
-      if (j == i || ext[j].max < ext[j].min || !IsTensor(args[j])) continue;
-      const Tensor& o = UnpackTensor(args[j]);
+    for (size_t j = 0; j < tensors.size(); ++j) {
+      if (j == i || ext[j].max < ext[j].min || tensors[j] == nullptr) continue;
+      const Tensor& o = *tensors[j];
       if (o->storage().get() != w->storage().get()) continue;
       const int64_t scale = o->itemsize(), w_scale = w->itemsize();  // ranges in bytes: dtypes may differ
       const int64_t o_lo = (o->storage_offset() + ext[j].min) * scale, o_hi = (o->storage_offset() + ext[j].max + 1) * scale;
@@ -112,6 +113,7 @@ void RunCompiledKernel(const codegen::CompiledKernel& k, PyObject* const* args, 
   if (nargs != kernel.buffers.size())
     throw TypeError(StrCat(op, "expected ", kernel.buffers.size(), " buffers, got ", nargs));
   std::vector<char*> ptrs(nargs);
+  std::vector<const Tensor*> tensors(nargs, nullptr);
   for (size_t i = 0; i < nargs; ++i) {
     const codegen::Buffer& b = kernel.buffers[i];
     PyObject* o = args[i];
@@ -138,8 +140,9 @@ void RunCompiledKernel(const codegen::CompiledKernel& k, PyObject* const* args, 
                                 " elements from offset ", off));
     }
     ptrs[i] = static_cast<char*>(t.raw_data());
+    tensors[i] = &t;
   }
-  CheckNoOverlap(k, op, args, nargs);
+  CheckNoOverlap(k, op, tensors);
   py::gil_scoped_release release;
   k.Run(ptrs.data());
 }

@@ -18,21 +18,20 @@
 #include <Python.h>
 
 #include <map>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "autograd/below_autograd.h"
 #include "autograd/grad_mode.h"
 #include "dynamo/eval_frame.h"
-#include "autograd/variable.h"
 #include "python/csrc/arg_parser.h"
 #include "python/csrc/python_fx.h"
 #include "runtime/error.h"
 #include "tensor/dispatcher.h"
-#include "tensor/tensor_impl.h"
 
 namespace py = pybind11;
 
@@ -126,9 +125,10 @@ void CallPython(const Op& op, PyObject* fn, Stack& stack, bool fresh_results = t
   PyObject* result = PyObject_Call(fn, py::tuple(args).ptr(), kwargs.ptr());
   if (result == nullptr) throw py::error_already_set();
   py::object owned = py::reinterpret_steal<py::object>(result);
+  if (!fresh_results) return PushResults(op, result, stack);
   Stack inputs = stack;
   PushResults(op, result, stack);
-  if (fresh_results) CheckResultsAreFresh(op, inputs, stack);
+  CheckResultsAreFresh(op, inputs, stack);
 }
 
 void PythonKernel(const Op& op, DispatchKeySet, Stack& stack, void* ctx) {
@@ -141,21 +141,10 @@ void PythonCompositeKernel(const Op& op, DispatchKeySet, Stack& stack, void* ctx
   CallPython(op, static_cast<PyObject*>(ctx), stack, /*fresh_results=*/false);
 }
 
-bool AnyRequiresGrad(const Stack& stack) {
-  for (const IValue& v : stack) {
-    if (v.is_tensor() && autograd::RequiresGrad(v.to_tensor())) return true;
-    if (v.is_tensor_list())
-      for (const Tensor& t : v.to_tensor_list())
-        if (autograd::RequiresGrad(t)) return true;
-  }
-  return false;
-}
-
 void PythonAutogradKernel(const Op& op, DispatchKeySet keys, Stack& stack, void* ctx) {
-  if (autograd::GradMode::is_enabled() && AnyRequiresGrad(stack)) return CallPython(op, static_cast<PyObject*>(ctx), stack);
-  ExcludeDispatchKeyGuard guard(DispatchKeySet(DispatchKey::Autograd));
-  BelowAutogradGuard below;
-  op.Redispatch(keys & DispatchKeySet::Below(DispatchKey::Autograd), stack);
+  if (autograd::GradMode::is_enabled() && autograd::AnyRequiresGrad(stack))
+    return CallPython(op, static_cast<PyObject*>(ctx), stack);
+  autograd::RunBelow(op, keys, stack);
 }
 
 DispatchKey KeyNamed(const std::string& name) {

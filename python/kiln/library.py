@@ -22,6 +22,7 @@ on an operator's name. opcheck(op, args) tests a definition as torch.library.opc
 """
 
 import collections.abc
+import functools
 import inspect
 import typing
 
@@ -311,6 +312,7 @@ def custom_op(name, fn=None, /, *, mutates_args, device_types=None, schema=None)
 
 
 # --- schema inference --------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
 def _schema_types():
     """Python annotation -> schema type, for parameters (torch.library.infer_schema's table)."""
     scalar = typing.Union[int, float, bool]
@@ -464,15 +466,17 @@ def _same(a, b, rtol, atol):
         b.detach().float() if b.is_floating_point() else b.detach(), rtol=rtol, atol=atol, equal_nan=True)
 
 
-def _check_schema(overload, args, kwargs, rtol, atol):
+def _check_schema(overload, args, kwargs):
     """Arguments the call changes are the ones its schema marks written (Tensor(a!))."""
-    before = _clone((args, kwargs))
-    overload(*args, **kwargs)
-    written = {a.name for a in overload._schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+    def by_name(args, kwargs):
+        return {**dict(zip(names, args)), **kwargs}
+
     names = [a.name for a in overload._schema.arguments]
-    for name, old, new in zip(names, list(before[0]) + [before[1].get(n) for n in names[len(args):]],
-                              list(args) + [kwargs.get(n) for n in names[len(args):]]):
-        for o, n in zip(_tensors([old]), _tensors([new])):
+    written = {a.name for a in overload._schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+    before = by_name(*_clone((args, kwargs)))
+    overload(*args, **kwargs)
+    for name, new in by_name(args, kwargs).items():
+        for o, n in zip(_tensors([before[name]]), _tensors([new])):
             if name not in written and not _same(o, n, 0, 0):
                 raise RuntimeError(f"opcheck: {overload._schema.name} changed its argument '{name}', which its "
                                    f"schema does not mark as written (list it in mutates_args)")
@@ -551,7 +555,7 @@ def opcheck(op, args, kwargs=None, *, test_utils=_OPCHECK_TESTS, raise_exception
         raise ValueError("opcheck: give both atol and rtol, or neither")
     rtol, atol = (1.3e-6, 1e-5) if rtol is None else (rtol, atol)
     checks = {
-        "test_schema": lambda: _check_schema(overload, _clone(args), _clone(kwargs), rtol, atol),
+        "test_schema": lambda: _check_schema(overload, _clone(args), _clone(kwargs)),
         "test_autograd_registration": lambda: _check_autograd_registration(overload, args, kwargs),
         "test_faketensor": lambda: _check_faketensor(overload, args, kwargs),
         "test_aot_dispatch_dynamic": lambda: _check_aot_dispatch(overload, args, kwargs, rtol, atol),
