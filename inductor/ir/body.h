@@ -10,8 +10,7 @@
 // substitutes. A value is no closure evaluated again by every probe and kernel: it is traced once,
 // can be printed, hashed and compared, and analysed without a Python interpreter.
 //
-// Values are named by int64 handles the lowering gives them (python/kiln/_inductor/ir.py, until
-// the values themselves live here). `as_of` names a snapshot of which values were realized: a
+// Values are named by their int64 handles (values.h, Note [Values]). `as_of` names a snapshot of which values were realized: a
 // read under one takes a value's buffer only if it was realized then, and recomputes it otherwise
 // (a loop merge decided by probing loads, kiln._inductor.lowering.common.RealizedAsOf); -1 is none.
 #pragma once

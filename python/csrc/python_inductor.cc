@@ -199,6 +199,7 @@ void InitInductorBindings(py::module_& m) {
   InitKernelIrBindings(ind);
   InitInductorIrBindings(ind);
   InitMemoryPlanBindings(ind);
+  InitInductorSchedulerBindings(ind);
   InitWrapperProgramBindings(ind);
   py::class_<PyCompiledKernel>(ind, "CompiledKernel")
       .def("__call__", [](const PyCompiledKernel& c, py::args args) {

@@ -21,8 +21,13 @@ codegen::ExprPtr UnwrapExpr(PyObject* o, const char* what);
 // Adds the kernel_ir submodule: Expr, Stmt, Loop, Kernel and their constructors (python_kernel_ir.cc).
 void InitKernelIrBindings(pybind11::module_& inductor);
 
-// Adds the ir submodule: Affine, Indices, Body, Tracer, instantiate (python_inductor_ir.cc).
+// Adds the ir submodule: Affine, Indices, Body, Tracer, instantiate, the values (Buffer,
+// Pointwise, Reduction, LoopSpace) and TraceCtx (python_inductor_ir.cc).
 void InitInductorIrBindings(pybind11::module_& inductor);
+
+// Adds the scheduler submodule: Realized, Realization, probe, cheap_to_recompute,
+// sibling_reductions (python_inductor_scheduler.cc).
+void InitInductorSchedulerBindings(pybind11::module_& inductor);
 
 // kiln._C._inductor.CompiledKernel: a compiled kernel, called with its buffers in order.
 struct PyCompiledKernel {

@@ -1,16 +1,23 @@
-// python/csrc/python_inductor_ir.cc: kiln._C._inductor.ir, the loop IR's indices and bodies
-// (inductor/ir, Note [Bodies]) as typed Python objects. The lowerings (python/kiln/_inductor) trace
-// each value's function once through a Tracer into a Body; GraphLowering's KernelBuilder and its
-// probes place bodies into kernels with instantiate(), answering each read from Python (which
-// value is realized where) until the values themselves move into C++.
+// python/csrc/python_inductor_ir.cc: kiln._C._inductor.ir, the loop IR (inductor/ir) as typed
+// Python objects: indices and bodies (Note [Bodies]) and the values (Note [Values]). A lowering
+// (python/kiln/_inductor/lowering) makes a Pointwise or Reduction from its element function,
+// which the constructor traces once, here, through a TraceCtx; GraphLowering's KernelBuilder
+// places bodies into kernels with instantiate(), answering each read from Python until kernel
+// formation moves into C++ too.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
+#include <set>
+#include <string>
 
 #include "inductor/ir/affine.h"
 #include "inductor/ir/body.h"
+#include "inductor/ir/values.h"
+#include "inductor/scheduler/realization.h"
+#include "python/csrc/python_dtype.h"
 #include "python/csrc/python_inductor.h"
 #include "runtime/error.h"
 
@@ -63,6 +70,97 @@ class PyReader : public inductor::ir::Reader {
  private:
   py::function fn_;
 };
+
+using inductor::ir::Buffer;
+using inductor::ir::LoopSpace;
+using inductor::ir::Pointwise;
+using inductor::ir::Reduction;
+using inductor::ir::Traced;
+using inductor::ir::Value;
+using ValuePtr = std::shared_ptr<Value>;
+
+ScalarType ScalarTypeOf(const py::handle& dtype) {
+  if (!IsDtype(dtype.ptr()))
+    throw py::type_error(std::string("inductor value: dtype must be a kiln.dtype, not ") +
+                         Py_TYPE(dtype.ptr())->tp_name);
+  return reinterpret_cast<PyDtype*>(dtype.ptr())->scalar_type;
+}
+
+py::object DtypeOf(const Value& v) { return py::reinterpret_borrow<py::object>(DtypeObject(v.dtype())); }
+
+std::set<std::string> OpsOf(const py::handle& ops) {
+  std::set<std::string> out;
+  for (const py::handle& op : ops) out.insert(op.cast<std::string>());
+  return out;
+}
+
+py::set OpsObject(const std::set<std::string>& ops) {
+  py::set out;
+  for (const std::string& op : ops) out.add(py::str(op));
+  return out;
+}
+
+py::set OriginsObject(const std::set<inductor::ir::Origin>& origins) {
+  py::set out;
+  for (const auto& o : origins) out.add(py::make_tuple(o.position, o.stack_trace));
+  return out;
+}
+
+py::tuple ValuesObject(const std::vector<ValuePtr>& values) {
+  py::tuple out(values.size());
+  for (size_t i = 0; i < values.size(); ++i) out[i] = py::cast(values[i]);
+  return out;
+}
+
+// What a lowering's element function is called with, once, to trace its value's body: every read
+// (`load` of a buffer, `read` of a lazy value, `reduction_value`) becomes one of the body's reads,
+// decided where the body is placed; `inline` puts another value's body here (its code, never its
+// buffer). `as_of`: the snapshot its reads of lazy values are decided by (RealizedAsOf), -1 for
+// the kernel's state where it is placed.
+class TraceCtx {
+ public:
+  TraceCtx() : tracer_(std::make_shared<inductor::ir::Tracer>()), traced_(std::make_shared<Traced>()) {}
+
+  py::object Read(const ValuePtr& value, const py::handle& idx) {
+    KILN_CHECK_VALUE(value != nullptr, "TraceCtx.read: no value");
+    auto& inputs = traced_->inputs;
+    if (std::find(inputs.begin(), inputs.end(), value) == inputs.end()) inputs.push_back(value);
+    const bool lazy = value->kind() == Value::Kind::kPointwise;
+    return ExprObject(tracer_->Read(value->handle(), AffinesOf(idx), lazy ? as_of_ : -1));
+  }
+
+  py::object Inline(const std::shared_ptr<Pointwise>& value, const py::handle& idx) {
+    KILN_CHECK_VALUE(value != nullptr, "TraceCtx.inline: no value");
+    traced_->inlined.push_back(value);
+    return ExprObject(tracer_->Inline(value->body(), PlacementOf(idx, std::nullopt), as_of_));
+  }
+
+  std::shared_ptr<TraceCtx> AsOf(int64_t as_of) const {
+    auto ctx = std::make_shared<TraceCtx>(*this);
+    ctx->as_of_ = as_of;
+    return ctx;
+  }
+
+  // fn(ctx, [d0, d1, ...]) (and r, for a reduction's source) traced: its body and the values it read.
+  static std::shared_ptr<const Traced> Trace(const py::handle& fn, size_t n_dims, bool reduced) {
+    auto ctx = std::make_shared<TraceCtx>();
+    py::list idx;
+    for (size_t k = 0; k < n_dims; ++k) idx.append(Affine::Var(static_cast<int>(k)));
+    py::object expr = reduced ? fn(ctx, idx, Affine::Var(inductor::ir::kReduced)) : fn(ctx, idx);
+    ctx->traced_->body = std::make_shared<Body>(ctx->tracer_->Finish(UnwrapExpr(expr.ptr(), "a traced function's result")));
+    return ctx->traced_;
+  }
+
+ private:
+  std::shared_ptr<inductor::ir::Tracer> tracer_;
+  std::shared_ptr<Traced> traced_;  // shared with the contexts AsOf makes
+  int64_t as_of_ = -1;
+};
+
+// the accumulated value in a Reduction's traced `finish`
+codegen::ExprPtr AccumulatorStandIn() { return codegen::Expr::Load(0, codegen::Index{}); }
+
+py::object OptionalValue(const ValuePtr& v) { return v ? py::cast(v) : py::none(); }
 
 py::dict CoeffsOf(const Affine& a) {
   py::dict d;
@@ -169,6 +267,137 @@ void InitInductorIrBindings(py::module_& inductor) {
         }, py::arg("body"), py::arg("dims"), py::arg("reader"), py::arg("reduced") = py::none(),
         py::arg("as_of") = -1,
         "body placed at dims (and reduced, for r): reader(value, Indices, as_of) -> kernel_ir.Expr answers each read.");
+
+  // --- values (Note [Values]) ------------------------------------------------------------------
+  py::class_<LoopSpace>(m, "LoopSpace", "A reduction's loop nest: outer loops over `kept`, the inner over `extent` elements of `axis`.")
+      .def(py::init([](std::vector<int64_t> kept, int64_t extent, std::optional<int> axis) {
+             return LoopSpace{std::move(kept), extent, axis};
+           }), py::arg("kept"), py::arg("extent"), py::arg("axis") = py::none())
+      .def_readonly("kept", &LoopSpace::kept)
+      .def_readonly("extent", &LoopSpace::extent)
+      .def_readonly("axis", &LoopSpace::axis)
+      .def("__eq__", [](const LoopSpace& a, const py::handle& b) {
+        return py::isinstance<LoopSpace>(b) && a == b.cast<const LoopSpace&>();
+      })
+      .def("__hash__", [](const LoopSpace& s) { return static_cast<int64_t>(s.Hash() >> 1); })
+      .def("__repr__", &LoopSpace::ToString);
+
+  py::class_<TraceCtx, std::shared_ptr<TraceCtx>>(m, "TraceCtx", "What a lowering's element function is traced with (its reads become the body's).")
+      .def("read", &TraceCtx::Read, py::arg("value"), py::arg("index"))
+      .def("load", &TraceCtx::Read, py::arg("value"), py::arg("index"))
+      .def("reduction_value", &TraceCtx::Read, py::arg("value"), py::arg("index"))
+      .def("inline", &TraceCtx::Inline, py::arg("value"), py::arg("index"))
+      .def("as_of_snapshot", &TraceCtx::AsOf, py::arg("as_of"),
+           "This trace with its reads of lazy values decided by the snapshot `as_of` (RealizedAsOf).");
+
+  py::class_<Value, ValuePtr>(m, "Value", "A value of a lowered graph (Note [Values]).")
+      .def_property_readonly("handle", &Value::handle, "The int a body's reads name this value by.")
+      .def_property_readonly("dtype", &DtypeOf)
+      .def_property_readonly("shape", [](const Value& v) { return py::list(py::cast(v.shape())); })
+      .def("numel", &Value::numel)
+      .def_property("ops", [](const Value& v) { return OpsObject(v.ops); },
+                    [](Value& v, const py::handle& ops) { v.ops = OpsOf(ops); },
+                    "The aten op names its code folds in (kernel names).")
+      .def_property_readonly("origins", [](const Value& v) { return OriginsObject(v.origins); },
+                             "(node position, stack trace) of the graph nodes whose code it is.")
+      .def("add_origin", [](Value& v, int64_t position, std::string stack_trace) {
+             v.origins.insert({position, std::move(stack_trace)});
+           }, py::arg("position"), py::arg("stack_trace"))
+      .def("all_origins", [](const Value& v) { return OriginsObject(v.AllOrigins()); },
+           "Its origins and those of every value inlined into it, recursively.")
+      .def_property_readonly("group", [](const Value& v) { return ValuesObject(v.Group()); },
+                             "The values one kernel computes together with it (itself among them); () when none.")
+      .def_property_readonly("inputs", [](const Value& v) {
+        return v.traced() ? ValuesObject(v.traced()->inputs) : py::tuple();
+      }, "The values its body reads.")
+      .def_property_readonly("inlined", [](const Value& v) {
+        return v.traced() ? ValuesObject(v.traced()->inlined) : py::tuple();
+      }, "The values whose bodies were put into its own.")
+      .def("describe", &Value::ToString, "One line: kind, dtype, shape and ops.");
+
+  py::class_<Buffer, Value, std::shared_ptr<Buffer>>(m, "Buffer", "A tensor in memory: a name in the wrapper, its layout, and where its memory comes from.")
+      .def(py::init([](std::optional<std::string> name, const py::handle& dtype, std::vector<int64_t> shape,
+                       std::vector<int64_t> stride, int64_t offset, const py::handle& origin) {
+             if (py::isinstance<Buffer>(origin))
+               return std::make_shared<Buffer>(std::move(name), ScalarTypeOf(dtype), std::move(shape),
+                                               std::move(stride), offset, origin.cast<std::shared_ptr<Buffer>>());
+             const std::string what = py::isinstance<py::str>(origin) ? origin.cast<std::string>() : "";
+             if (what != "input" && what != "kernel")
+               throw py::value_error("Buffer: origin must be \"input\", \"kernel\" or the Buffer it views, not " +
+                                     py::repr(origin).cast<std::string>());
+             return std::make_shared<Buffer>(std::move(name), ScalarTypeOf(dtype), std::move(shape), std::move(stride),
+                                             offset, what == "input" ? Buffer::Source::kInput : Buffer::Source::kKernel);
+           }), py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("stride"), py::arg("offset") = 0,
+           py::arg("origin") = "input")
+      .def_readwrite("name", &Buffer::name, "Its name in the wrapper (None for a view not defined yet).")
+      .def_property_readonly("stride", [](const Buffer& b) { return py::list(py::cast(b.stride())); })
+      .def_property_readonly("offset", &Buffer::offset)
+      .def_property_readonly("origin", [](const Buffer& b) -> py::object {
+        switch (b.source()) {
+          case Buffer::Source::kInput: return py::str("input");
+          case Buffer::Source::kKernel: return py::str("kernel");
+          case Buffer::Source::kView: return py::cast(b.base());
+        }
+        return py::none();
+      }, "\"input\", \"kernel\", or the Buffer whose memory it views.")
+      .def("is_contiguous", &Buffer::IsContiguous)
+      .def("__repr__", [](const Buffer& b) {
+        std::string shape = py::repr(py::cast(b.shape())).cast<std::string>();
+        return b.name.value_or("None") + ": " + py::str(DtypeOf(b)).cast<std::string>() + " " + shape;
+      });
+
+  py::class_<Pointwise, Value, std::shared_ptr<Pointwise>>(m, "Pointwise", "A lazy value: one element's expression at symbolic indices, traced once.")
+      .def(py::init([](const py::handle& dtype, std::vector<int64_t> shape, const py::handle& fn, const py::handle& ops,
+                       const std::shared_ptr<Pointwise>& like) {
+             std::shared_ptr<const Traced> traced = like ? like->shared_trace() : TraceCtx::Trace(fn, shape.size(), false);
+             auto v = std::make_shared<Pointwise>(ScalarTypeOf(dtype), std::move(shape), std::move(traced));
+             v->ops = OpsOf(ops);
+             return v;
+           }), py::arg("dtype"), py::arg("shape"), py::arg("fn"), py::arg("ops"), py::arg("like") = py::none(),
+           "fn(ctx, indices) -> kernel_ir.Expr traced here, once; `like`: a Pointwise whose body this one shares "
+           "(the same elements over other sizes).")
+      .def_property_readonly("body", [](const Pointwise& v) { return std::const_pointer_cast<Body>(v.shared_trace()->body); })
+      .def_readwrite("space", &Pointwise::space, "A LoopSpace: a value of reductions over that loop, computed by their kernel.")
+      .def_property("squeeze_of", [](const Pointwise& v) { return OptionalValue(v.squeeze_of); },
+                    [](Pointwise& v, const ValuePtr& of) { v.squeeze_of = of; },
+                    "A value of the same elements with size-1 dimensions added or removed: realized as a view of it.")
+      .def("fn", [](const std::shared_ptr<Pointwise>& v, TraceCtx& ctx, const py::handle& idx) { return ctx.Inline(v, idx); },
+           py::arg("ctx"), py::arg("index"), "This value's code at index inside another's being traced.")
+      .def("__repr__", &Pointwise::ToString);
+
+  py::class_<Reduction, Value, std::shared_ptr<Reduction>>(m, "Reduction", "`kind` over the last axis of a traced source read at (kept dims, r).")
+      .def(py::init([](const py::handle& dtype, std::vector<int64_t> kept, int64_t extent, std::string kind,
+                       const py::handle& source_fn, const py::handle& ops, std::vector<int64_t> keepdim_shape,
+                       const py::handle& finish) {
+             std::shared_ptr<const Traced> source = TraceCtx::Trace(source_fn, kept.size(), true);
+             codegen::ExprPtr fin;
+             if (!finish.is_none())
+               fin = UnwrapExpr(finish(ExprObject(AccumulatorStandIn())).ptr(), "a reduction's finish");
+             auto v = std::make_shared<Reduction>(ScalarTypeOf(dtype), std::move(kept), extent, std::move(kind),
+                                                  std::move(source), std::move(keepdim_shape), std::move(fin));
+             v->ops = OpsOf(ops);
+             // the graph being lowered sees every reduction made (sibling candidates: Note [Sibling reductions])
+             if (auto* graph = inductor::scheduler::Realization::Current()) graph->reductions.push_back(v);
+             return v;
+           }), py::arg("dtype"), py::arg("kept"), py::arg("extent"), py::arg("kind"), py::arg("source_fn"),
+           py::arg("ops"), py::arg("keepdim_shape"), py::arg("finish") = py::none(),
+           "source_fn(ctx, kept indices, r) -> Expr traced once; finish(acc) -> Expr the value read from the accumulator.")
+      .def_property_readonly("kept", [](const Reduction& r) { return py::list(py::cast(r.kept())); })
+      .def_property_readonly("extent", &Reduction::extent)
+      .def_property_readonly("kind", &Reduction::reduce)
+      .def_property_readonly("source", [](const Reduction& r) { return std::const_pointer_cast<Body>(r.traced()->body); })
+      .def_property_readonly("finish", [](const Reduction& r) { return r.finish() ? ExprObject(r.finish()) : py::none(); })
+      .def_readwrite("axis", &Reduction::axis, "The reduced dimension of its keepdim shape.")
+      .def_property_readonly("space", &Reduction::Space)
+      .def("finished", [](const Reduction& r, const py::handle& acc) {
+             return ExprObject(r.Finished(UnwrapExpr(acc.ptr(), "Reduction.finished's accumulator")));
+           }, py::arg("acc"), "The value read from the accumulator expression acc.")
+      .def("__repr__", &Reduction::ToString);
+
+  m.def("value_of", [](int64_t handle) { return OptionalValue(inductor::ir::ValueOf(handle)); }, py::arg("handle"),
+        "The live value with this handle (None once it is gone).");
+  m.def("make_group", [](const std::vector<ValuePtr>& values) { Value::MakeGroup(values); }, py::arg("values"),
+        "Makes the values one group: one kernel computes them together.");
 }
 
 }  // namespace kiln::python

@@ -17,8 +17,9 @@ import operator
 import kiln
 from kiln import _C
 from kiln._C._inductor import kernel_ir as kir
-from kiln._inductor.ir import (Affine, Buffer, Indices, Pointwise, Probe, Reduction, contiguous_strides, instantiate,
-                               ir_dtype, origins_of, realized_in, value_of, var)
+from kiln._C._inductor.scheduler import Realization, cheap_to_recompute, sibling_reductions
+from kiln._inductor.ir import (Affine, Buffer, Indices, Pointwise, Reduction, contiguous_strides, instantiate,
+                               ir_dtype, realized_in, value_of, var)
 from kiln._inductor import autotune
 from kiln._inductor.bisect_controls import fusions, lowerings
 from kiln._inductor.lowering import LOWERINGS, Fallback, V, ViewOfUnrealized, lower, merge_reduced_dims, mm_template
@@ -48,7 +49,7 @@ class KernelBuilder:
 
     def origins(self):
         """(node position, stack trace) of the graph nodes whose code it computes."""
-        return set().union(*(origins_of(v) for v in self.placed.values()))
+        return set().union(*(v.all_origins() for v in self.placed.values()))
 
     def index(self, affine):
         """affine as a kernel index's (offset, outer strides, inner stride)."""
@@ -146,7 +147,10 @@ class GraphLowering:
         self.config = config or {}
         self.records = []          # the wrapper's steps (wrapper.py: Alloc, KernelCall, View, ExternCall, Return)
         self.kernels = []
-        self.realized = {}         # lazy value -> its Buffer (keys held: ids of dead values get reused)
+        # which lazy values kernels computed (lazy value -> its Buffer), the snapshots some reads
+        # are decided by (RealizedAsOf), and every Reduction lowerings made (sibling candidates)
+        self.state = Realization()
+        self.realized = self.state.now
         self.defined = set()       # buffer names the wrapper has defined
         self.inputs = []
         self.fallbacks = []
@@ -154,20 +158,17 @@ class GraphLowering:
         self.env = {}
         self._lowered = []         # (node, its lowered value), in order: pre_fusion's lines
         self._memory_plan = None
-        self.reductions = []       # every Reduction lowering made, in order (sibling candidates)
         self.deferred = {}         # buffer name -> the Reduction it holds, kernel not emitted yet
-        self.building = set()      # ids of the output buffers of reduction kernels being built
+        self.building = []         # the output buffers of reduction kernels being built
         self.autotune_choices = []  # (op, chosen alternative) under max-autotune
         self.statistics = {}       # (id(input), reduced dims) -> a variance's mean, for mean.dim
-        self.snapshots = []        # copies of `realized` that traced reads are decided by (RealizedAsOf)
         # layout.py's choice (Note [Layout optimization]): output position -> the strides it
         # leaves with (eager's) where its meta value's differ; None when the graph kept its layouts
         self.output_strides = gm.meta.get("output_strides") if hasattr(gm, "meta") else None
 
     def snapshot(self, realized):
-        """The handle of a copy of `realized` (RealizedAsOf): its index in self.snapshots."""
-        self.snapshots.append(realized)
-        return len(self.snapshots) - 1
+        """The number of a copy of `realized` (RealizedAsOf), a read's as_of."""
+        return self.state.snapshot(realized)
 
     # --- buffers ---------------------------------------------------------------------------------
     def new_buffer(self, dtype, shape, stride=None, offset=0):
@@ -202,7 +203,7 @@ class GraphLowering:
         elif isinstance(value, Pointwise) and value.squeeze_of is not None:
             buf = self._squeezed_view(self.realize(value.squeeze_of), value.shape)
         elif isinstance(value, Pointwise) and value.space is not None:
-            group = [value] + [v for v in getattr(value, "group", ()) if v is not value and v not in self.realized]
+            group = [value] + [v for v in value.group if v is not value and v not in self.realized]
             buf = self.realize_reductions(group, value.space)[0]
         elif isinstance(value, Pointwise):
             buf = self._kernel_for_pointwise(value)
@@ -315,7 +316,8 @@ class GraphLowering:
         return self.realize_output(value, list(meta.stride()))
 
     def cheap_to_recompute(self, value):
-        return _cheap_to_recompute(value)
+        """Note [Recompute or realize] (inductor/scheduler/fusion.h)."""
+        return cheap_to_recompute(value, self.state)
 
     def _squeezed_view(self, buf, shape):
         """buf seen with another shape that differs only in size-1 dimensions (no copy)."""
@@ -326,7 +328,7 @@ class GraphLowering:
         pool's values and indices) that are not computed yet are stored by the same loop.
         With `stride` (a dense layout: a graph output's), the kernel stores value in that
         layout, looping over its dimensions in memory order."""
-        group = [value] + [v for v in getattr(value, "group", ()) if v is not value and v not in self.realized]
+        group = [value] + [v for v in value.group if v is not value and v not in self.realized]
         if stride is not None and len(group) == 1 and not _same_layout(value.shape, contiguous_strides(value.shape),
                                                                        stride):
             return self._kernel_in_layout(value, stride)
@@ -384,30 +386,9 @@ class GraphLowering:
         return self.realize_reductions([red] + self._siblings(red), red.space)[0]
 
     def _siblings(self, red):
-        """Horizontal fusion: reductions not yet computed that loop over the same space and read a
-        buffer `red` reads (batch norm's backward: the sums of dy and of dy * (x - mean)) join
-        its kernel, so that buffer is read once for all of them."""
-        reads, _ = _buffers_read(red)
-        # Buffers no kernel has written yet (deferred reductions', `red`'s own among them) are
-        # stored by this kernel's last statements if their reduction joins it: a member reading
-        # one would load it first (a gradient read sum(x) * x through the deferred buffer of
-        # sum(x), and summed uninitialised memory). So no sibling reads one, and none is a
-        # deferred reduction whose buffer `red` reads.
-        # Kernels being built (a reduction's kernel realizing the partial sums it reads first) count.
-        pending = {id(self.realized[r]) for r in self.deferred.values() if r in self.realized} | self.building
-        found = []
-        for other in self.reductions:
-            done = self.realized.get(other)
-            if other is red or (done is not None and done.name not in self.deferred) or any(other is f for f in found):
-                continue
-            if (other.kept, other.extent, other.axis) != (red.kept, red.extent, red.axis):
-                continue
-            # a sibling reading a reduction might read `red` itself (or one being built): never
-            other_reads, reads_reduction = _buffers_read(other)
-            if not reads_reduction and other_reads & reads and not other_reads & pending and \
-                    (done is None or id(done) not in reads):
-                found.append(other)
-        return found
+        """Horizontal fusion: the reductions not yet computed that join red's kernel (Note
+        [Sibling reductions] in inductor/scheduler/fusion.h)."""
+        return sibling_reductions(red, self.state, set(self.deferred), self.building)
 
     def realize_reductions(self, values, space):
         """One kernel over a reduction's iteration space (outer: the kept dimensions, inner: the
@@ -418,12 +399,12 @@ class GraphLowering:
         outs = [self.realized.pop(v, None) or self.new_buffer(v.dtype, v.shape) for v in values]
         for out in outs:
             self.deferred.pop(out.name, None)
-        building = {id(out) for out in outs} - self.building
-        self.building |= building
+        building = [out for out in outs if all(out is not b for b in self.building)]
+        self.building += building
         try:
             return self._reduction_kernel(values, outs, space.kept, space.extent, space.axis)
         finally:
-            self.building -= building
+            self.building = [b for b in self.building if all(b is not out for out in building)]
 
     def _reduction_kernel(self, values, outs, kept, extent, axis):
         kb = KernelBuilder(self, kept, extent)
@@ -463,7 +444,8 @@ class GraphLowering:
     def run(self):
         previous, V.graph = V.graph, self
         try:
-            return self._run()
+            with self.state.lowering():  # the Reductions lowerings make join self.state.reductions
+                return self._run()
         finally:
             V.graph = previous
 
@@ -502,7 +484,7 @@ class GraphLowering:
                 elif isinstance(value, Pointwise):
                     chained = any(a in recomputes and isinstance(self.env[a], Pointwise) for a in node.all_input_nodes)
                     if users[node] > 1 and _computes(value):
-                        if chained or not _cheap_to_recompute(value):
+                        if chained or not self.cheap_to_recompute(value):
                             # in its meta layout where layout.py chose one (channels-last after a
                             # convolution)
                             self.env[node] = self._realize_in_meta_layout(node) if self.output_strides is not None \
@@ -715,11 +697,12 @@ def _generated_mm(target, out_meta, args, kwargs):
     graph = GraphLowering(None)
     previous, V.graph = V.graph, graph
     try:
-        if target is kiln.ops.aten.addmm.default:
-            value = mm_template(out_meta, values[1], values[2], bias=values[0], **kwargs)
-        else:
-            value = mm_template(out_meta, values[0], values[1])
-        out_buf = graph.realize(value)
+        with graph.state.lowering():
+            if target is kiln.ops.aten.addmm.default:
+                value = mm_template(out_meta, values[1], values[2], bias=values[0], **kwargs)
+            else:
+                value = mm_template(out_meta, values[0], values[1])
+            out_buf = graph.realize(value)
     finally:
         V.graph = previous
     (kernel,) = graph.kernels
@@ -742,42 +725,11 @@ def _record_origin(value, origin):
         return
     if isinstance(value, Pointwise) and value.squeeze_of is not None:  # realized as its base's view
         _record_origin(value.squeeze_of, origin)
-    value.origins.add(origin)
+    value.add_origin(*origin)
 
 
 def _describe(value):
-    if isinstance(value, Buffer):
-        return f"Buffer {value.name} {value.dtype} {value.shape} stride={value.stride}"
-    if isinstance(value, Pointwise):
-        return f"Pointwise {value.dtype} {value.shape} ops={sorted(value.ops)}"
-    if isinstance(value, Reduction):
-        return f"Reduction {value.kind} {value.dtype} kept={value.kept} extent={value.extent} ops={sorted(value.ops)}"
-    return repr(value)
-
-
-# Note [Recompute or realize]: a lazy value read by several nodes is either realized (one kernel
-# writes it, each reader loads it: a write and n reads of memory) or inlined into every reader
-# (each recomputes it from its own inputs). Inlining wins when the value is a few cheap ops over
-# the buffers it reads: batch norm's centred input `x - mean`, read by a reduction and by the
-# gradient's pointwise kernel, costs a subtraction per read instead of a full write and read.
-# The score is the expression's op count, transcendental ops weighing more; a value that reads a
-# reduction is always realized (inlining would repeat the reduction in each reader). A value that
-# itself recomputes such a value is realized too: recomputation does not chain. Chained, each
-# reader would re-read the inner value's buffers as well, and a residual stream `x = x + f(x)`
-# (each x read by a norm and by the next add) grew its sum by one load per block until the budget
-# ran out, so a GPT's blocks made different kernels by their position in that cycle: 47 bodies
-# for LLVM at 16 layers (25 now: the blocks alike; issue 19).
-_RECOMPUTE_BUDGET = 4  # in units of one add (codegen::OpCost: 4 for exp, log, division, ...)
-
-
-def _cheap_to_recompute(value):
-    if not isinstance(value, Pointwise) or value.space is not None or value.squeeze_of is not None:
-        return False
-    probe = Probe()
-    expr = probe.place(value)
-    if probe.reads_reduction:
-        return False
-    return expr.cost() <= _RECOMPUTE_BUDGET
+    return value.describe() if isinstance(value, (Buffer, Pointwise, Reduction)) else repr(value)
 
 
 def _flattened(value):
@@ -922,13 +874,6 @@ def _produced(buf):
     while isinstance(buf.origin, Buffer):
         buf = buf.origin
     return buf.origin == "kernel"
-
-
-def _buffers_read(red):
-    """The buffers a reduction's source loads (by id), and whether it reads another reduction."""
-    probe = Probe()
-    probe.place(red)
-    return probe.buffers, probe.reads_reduction
 
 
 def _computes(value):

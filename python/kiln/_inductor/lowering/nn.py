@@ -96,7 +96,7 @@ def _max_pool2d_with_indices(outs, x, kernel_size, stride=(), padding=0, dilatio
                        ops_of(x) | {"max_pool2d_with_indices"})
     indices = Pointwise(indices_out.dtype, indices_out.shape, lambda ctx, idx: window(ctx, idx)[1],
                         ops_of(x) | {"max_pool2d_with_indices"})
-    make_group(values, indices)
+    make_group([values, indices])
     return values, indices
 
 

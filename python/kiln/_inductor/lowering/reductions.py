@@ -5,7 +5,7 @@ reduced axes merge into one loop where every load walks them as one."""
 import kiln
 from kiln._C._inductor import kernel_ir as kir
 from kiln._C._inductor.kernel_ir import ops
-from kiln._inductor.ir import V, Affine, Buffer, LoopSpace, Pointwise, Probe, Reduction, ir_dtype, make_group
+from kiln._inductor.ir import V, Affine, Buffer, LoopSpace, Pointwise, Reduction, ir_dtype, make_group, probe
 from kiln._inductor.lowering.common import (INF, Fallback, RealizedAsOf, ViewOfUnrealized, aten, loader, opmath,
                                             ops_of, pointwise, register)
 from kiln._inductor.lowering.views import strided_view
@@ -112,7 +112,7 @@ def merge_reduced_dims(x, dims):
         view = Buffer(None, x.dtype, m_shape, m_stride, x.offset, origin=x)
     else:
         # x is evaluated as the probe saw it: values realized later are recomputed (RealizedAsOf)
-        realized = dict(V.graph.realized) if V.graph is not None else {}
+        realized = V.graph.realized.copy() if V.graph is not None else None
 
         def fn(ctx, idx):  # a merged axis' index walks its group's last axis (the others at 0)
             full = [None] * len(shape)
@@ -133,11 +133,10 @@ def merge_reduced_dims(x, dims):
 def _load_coefficients(value):
     """Per load of a lazy value: its index's coefficient for each of the value's axes; None when
     it reads a reduction (whose index is not a memory layout)."""
-    probe = Probe()
-    expr = probe.place(value)
-    if probe.reads_reduction or expr.uses_loop_index():  # the loop index itself is no memory layout
+    found = probe(value, V.graph.state if V.graph is not None else None)
+    if found.reads_reduction or found.expr.uses_loop_index():  # the loop index itself is no memory layout
         return None
-    return probe.coeffs
+    return found.coeffs
 
 
 def _read_merged(out, red, dims, keepdim, ndim, to_merged):
@@ -214,7 +213,7 @@ def _mean(out, x, dims=None, keepdim=False, dtype=None):
     for a in axes:
         count *= x.shape[a]
     d = opmath(ir_dtype(out.dtype))  # a bfloat16 count above 256 would be rounded
-    known = V.graph.statistics.get((id(x), tuple(sorted(set(axes))))) if V.graph is not None else None
+    known = V.graph.statistics.get((x.handle, tuple(sorted(set(axes))))) if V.graph is not None else None
     if known is not None and known[0].dtype == out.dtype:  # computed with a variance already
         mean_keep, to_merged, merged = known
         return _from_keepdim(out, mean_keep, sorted(set(axes)), keepdim, n, to_merged, merged)
@@ -464,9 +463,9 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
     mean_keep = Pointwise(out.dtype, keep, lambda ctx, idx: _cast(_value_at(ctx, mean, idx), ir_dtype(sd), od),
                           ops_of(x) | {"mean"})
     mean_keep.space = var.space
-    make_group(var, mean_keep)
+    make_group([var, mean_keep])
     if V.graph is not None:
-        V.graph.statistics[(id(x), tuple(dims))] = (mean_keep, to_merged, merged is not None)
+        V.graph.statistics[(x.handle, tuple(dims))] = (mean_keep, to_merged, merged is not None)
     return _from_keepdim(out, var, dims, keepdim, n, to_merged, merged is not None)
 
 

@@ -1,0 +1,162 @@
+// inductor/scheduler/scheduler_test.cc: probes, realized values and snapshots, and the fusion
+// decisions (Note [Recompute or realize], Note [Sibling reductions]).
+#include <gtest/gtest.h>
+
+#include "inductor/scheduler/fusion.h"
+#include "inductor/scheduler/probe.h"
+#include "inductor/scheduler/realization.h"
+#include "runtime/error.h"
+
+namespace kiln::inductor::scheduler {
+namespace {
+
+using codegen::DType;
+using codegen::Expr;
+using codegen::ExprPtr;
+using codegen::OpCode;
+using ir::Affine;
+using ir::Pointwise;
+using ir::Traced;
+
+std::shared_ptr<Buffer> Buf(const char* name, std::vector<int64_t> shape, Buffer::Source source = Buffer::Source::kInput) {
+  return std::make_shared<Buffer>(name, ScalarType::Float32, shape, ir::ContiguousStrides(shape), 0, source);
+}
+
+std::vector<Affine> Own(size_t n) {
+  std::vector<Affine> idx;
+  for (size_t d = 0; d < n; ++d) idx.push_back(Affine::Var(static_cast<int>(d)));
+  return idx;
+}
+
+// A traced body: make(reads) over the reads of `inputs` at `index` each.
+template <typename Make>
+std::shared_ptr<Traced> Trace(const std::vector<std::shared_ptr<Value>>& inputs, const std::vector<Affine>& index,
+                              Make make, int64_t as_of = -1) {
+  ir::Tracer t;
+  std::vector<ExprPtr> reads;
+  for (const auto& v : inputs)
+    reads.push_back(t.Read(v->handle(), index, v->kind() == Value::Kind::kPointwise ? as_of : -1));
+  auto traced = std::make_shared<Traced>();
+  traced->body = std::make_shared<ir::Body>(t.Finish(make(reads)));
+  traced->inputs = inputs;
+  return traced;
+}
+
+std::shared_ptr<Pointwise> Elementwise(OpCode op, const std::vector<std::shared_ptr<Value>>& inputs, int64_t as_of = -1) {
+  const std::vector<int64_t> shape = inputs.front()->shape();
+  auto traced = Trace(inputs, Own(shape.size()), [&](const std::vector<ExprPtr>& r) {
+    return r.size() == 1 ? Expr::Op(op, {r[0]}) : Expr::Op(op, {r[0], r[1]});
+  }, as_of);
+  return std::make_shared<Pointwise>(ScalarType::Float32, shape, traced);
+}
+
+// sum over the last axis of a 2-d value of source(reads).
+std::shared_ptr<Reduction> RowSum(const std::vector<std::shared_ptr<Value>>& inputs, OpCode op = OpCode::kMul) {
+  const int64_t rows = inputs.front()->shape()[0], cols = inputs.front()->shape()[1];
+  auto traced = Trace(inputs, {Affine::Var(0), Affine::Var(ir::kReduced)}, [&](const std::vector<ExprPtr>& r) {
+    return r.size() == 1 ? r[0] : Expr::Op(op, {r[0], r[1]});
+  });
+  auto red = std::make_shared<Reduction>(ScalarType::Float32, std::vector<int64_t>{rows}, cols, "sum", traced,
+                                         std::vector<int64_t>{rows, 1}, nullptr);
+  red->axis = 1;
+  return red;
+}
+
+TEST(Probe, InlinesLazyValuesAndRecordsLoadsByTheirRoots) {
+  auto x = Buf("x", {4, 6});
+  auto xt = std::make_shared<Buffer>(std::nullopt, ScalarType::Float32, std::vector<int64_t>{6, 4},
+                                     std::vector<int64_t>{1, 6}, 0, x);
+  auto y = Buf("y", {6, 4});
+  auto e = Elementwise(OpCode::kExp, {xt});
+  auto sum = Elementwise(OpCode::kAdd, {e, y});
+  ProbeResult p = Probe(*sum, nullptr);
+  ASSERT_EQ(p.loads.size(), 2u);
+  EXPECT_EQ(p.loads[0].ToString(), "d0 + 6*d1") << "x.t() read through its strides";
+  EXPECT_EQ(p.loads[1].ToString(), "4*d0 + d1");
+  EXPECT_EQ(p.buffers, (std::vector<const Buffer*>{x.get(), y.get()})) << "the view counts as x";
+  EXPECT_TRUE(p.Loads(*xt));
+  EXPECT_FALSE(p.reads_reduction);
+  EXPECT_EQ(codegen::ExprCost(*p.expr), codegen::OpCost(OpCode::kExp) + 1);
+}
+
+TEST(Probe, ARealizedValueIsLoadedFromItsBufferAsOfTheReadsSnapshot) {
+  auto x = Buf("x", {4, 6});
+  auto e = Elementwise(OpCode::kExp, {x});
+  auto e_buf = Buf("buf0", {4, 6}, Buffer::Source::kKernel);
+  Realization state;
+  const int64_t before = state.Snapshot(state.now);
+  state.now.Set(e, e_buf);
+  auto now = Elementwise(OpCode::kNeg, {e});
+  ProbeResult p = Probe(*now, &state);
+  EXPECT_EQ(p.buffers, (std::vector<const Buffer*>{e_buf.get()}));
+  EXPECT_EQ(codegen::ExprCost(*p.expr), 1) << "exp is computed by e's kernel";
+  auto then = Elementwise(OpCode::kNeg, {e}, before);
+  ProbeResult q = Probe(*then, &state);
+  EXPECT_EQ(q.buffers, (std::vector<const Buffer*>{x.get()})) << "not realized as of the snapshot: recomputed";
+  EXPECT_THROW(state.AsOf(5), ValueError);
+}
+
+TEST(Probe, AReductionsSourceIsPlacedOverItsKeptDimsAndR) {
+  auto x = Buf("x", {4, 6});
+  auto red = RowSum({x});
+  ProbeResult p = Probe(*red, nullptr);
+  ASSERT_EQ(p.loads.size(), 1u);
+  EXPECT_EQ(p.loads[0].ToString(), "r + 6*d0");
+  auto scaled = Elementwise(OpCode::kMul, {x, red});
+  EXPECT_TRUE(Probe(*scaled, nullptr).reads_reduction);
+}
+
+TEST(Fusion, CheapValuesAreRecomputedAndOthersRealized) {
+  auto x = Buf("x", {8, 8});
+  auto y = Buf("y", {8, 8});
+  auto centred = Elementwise(OpCode::kSub, {x, y});
+  EXPECT_TRUE(CheapToRecompute(*centred, nullptr)) << "one subtraction per read";
+  auto e = Elementwise(OpCode::kExp, {centred});  // 4 + 1
+  EXPECT_FALSE(CheapToRecompute(*e, nullptr));
+  Realization state;
+  state.now.Set(centred, Buf("buf0", {8, 8}, Buffer::Source::kKernel));
+  EXPECT_TRUE(CheapToRecompute(*e, &state)) << "centred is loaded: exp alone costs the budget";
+  auto red = RowSum({x});
+  EXPECT_FALSE(CheapToRecompute(*Elementwise(OpCode::kMul, {x, red}), nullptr)) << "reads a reduction";
+  EXPECT_FALSE(CheapToRecompute(*red, nullptr)) << "a reduction is no plain pointwise value";
+  auto epilogue = Elementwise(OpCode::kNeg, {x});
+  epilogue->space = ir::LoopSpace{{8}, 8, 1};
+  EXPECT_FALSE(CheapToRecompute(*epilogue, nullptr)) << "a reduction loop's value";
+}
+
+TEST(Fusion, SiblingReductionsShareASpaceAndABufferAndNothingPending) {
+  auto dy = Buf("dy", {4, 6});
+  auto x = Buf("x", {4, 6});
+  auto other = Buf("other", {4, 6});
+  Realization state;
+  auto first = RowSum({dy});
+  auto second = RowSum({dy, x});            // sum(dy * x): reads dy too
+  auto unrelated = RowSum({other});         // same space, no shared buffer
+  auto wide = RowSum({Buf("dy_t", {6, 4})}); // another space
+  state.reductions = {first, second, unrelated, wide};
+  std::vector<std::shared_ptr<Reduction>> want{second};
+  EXPECT_EQ(SiblingReductions(*first, state, {}, {}), want);
+
+  // a reduction already computed does not join; one deferred (its kernel not formed) does
+  auto second_buf = Buf("buf1", {4, 1}, Buffer::Source::kKernel);
+  state.now.Set(second, second_buf);
+  EXPECT_TRUE(SiblingReductions(*first, state, {}, {}).empty());
+  EXPECT_EQ(SiblingReductions(*first, state, {"buf1"}, {}), want);
+
+  // no sibling reads a buffer no kernel has written yet (one being built)
+  auto built = Buf("buf2", {4, 6}, Buffer::Source::kKernel);
+  auto reads_built = RowSum({dy, built});
+  state.reductions.push_back(reads_built);
+  EXPECT_EQ(SiblingReductions(*first, state, {"buf1"}, {built.get()}), want);
+  EXPECT_EQ(SiblingReductions(*first, state, {"buf1"}, {}),
+            (std::vector<std::shared_ptr<Reduction>>{second, reads_built}));
+
+  // nor one that reads a reduction's value
+  auto reads_sum = Elementwise(OpCode::kMul, {dy, first});
+  auto nested = RowSum({reads_sum});
+  state.reductions = {first, nested};
+  EXPECT_TRUE(SiblingReductions(*first, state, {}, {}).empty());
+}
+
+}  // namespace
+}  // namespace kiln::inductor::scheduler

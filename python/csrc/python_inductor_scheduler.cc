@@ -1,0 +1,131 @@
+// python/csrc/python_inductor_scheduler.cc: kiln._C._inductor.scheduler (inductor/scheduler):
+// the realized values of the graph being lowered, probes, and the fusion decisions
+// (Note [Recompute or realize], Note [Sibling reductions]) that GraphLowering
+// (python/kiln/_inductor/graph.py) asks for while it forms kernels.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "inductor/ir/values.h"
+#include "inductor/scheduler/fusion.h"
+#include "inductor/scheduler/probe.h"
+#include "inductor/scheduler/realization.h"
+#include "python/csrc/python_inductor.h"
+
+namespace py = pybind11;
+
+namespace kiln::python {
+namespace {
+
+using inductor::ir::Affine;
+using inductor::ir::Buffer;
+using inductor::ir::Reduction;
+using inductor::ir::Value;
+using inductor::scheduler::Realization;
+using inductor::scheduler::Realized;
+
+py::object BufferObject(const Buffer* b) {
+  return py::cast(std::static_pointer_cast<Buffer>(std::const_pointer_cast<Value>(b->shared_from_this())));
+}
+
+// The Realization a `with graph.state.lowering():` block makes current on this thread.
+class ActiveScope {
+ public:
+  explicit ActiveScope(Realization* r) : r_(r) {}
+  void Enter() { scope_ = std::make_unique<Realization::Scope>(r_); }
+  void Exit(const py::args&) { scope_.reset(); }
+
+ private:
+  Realization* r_;
+  std::unique_ptr<Realization::Scope> scope_;
+};
+
+}  // namespace
+
+void InitInductorSchedulerBindings(py::module_& inductor) {
+  py::module_ m = inductor.def_submodule(
+      "scheduler", "Realized values, probes and fusion decisions (inductor/scheduler).");
+
+  py::class_<Realized>(m, "Realized", "lazy value -> the Buffer a kernel computed it into.")
+      .def(py::init<>())
+      .def("get", [](const Realized& r, const Value& v, const py::object& fallback) -> py::object {
+             auto b = r.Get(v);
+             return b ? py::cast(b) : fallback;
+           }, py::arg("value"), py::arg("default") = py::none())
+      .def("__getitem__", [](const Realized& r, const Value& v) {
+        auto b = r.Get(v);
+        if (!b) throw py::key_error(v.ToString());
+        return b;
+      })
+      .def("__setitem__", &Realized::Set)
+      .def("__contains__", [](const Realized& r, const py::handle& v) {
+        return py::isinstance<Value>(v) && r.Contains(v.cast<const Value&>());
+      })
+      .def("pop", [](Realized& r, const Value& v, const py::object& fallback) -> py::object {
+             auto b = r.Pop(v);
+             return b ? py::cast(b) : fallback;
+           }, py::arg("value"), py::arg("default") = py::none())
+      .def("copy", [](const Realized& r) { return Realized(r); })
+      .def("__len__", &Realized::size)
+      .def("values", &Realized::Values, "The values realized (in no particular order).");
+
+  py::class_<Realization>(m, "Realization", "The realized values of a graph being lowered, its snapshots and its reductions.")
+      .def(py::init<>())
+      .def_property_readonly("now", [](Realization& r) -> Realized& { return r.now; }, py::return_value_policy::reference_internal)
+      .def_property_readonly("reductions", [](const Realization& r) { return r.reductions; },
+                             "Every Reduction lowerings made while it was current, in order.")
+      .def("snapshot", [](Realization& r, const Realized& copy) { return r.Snapshot(copy); }, py::arg("realized"),
+           "Keeps a copy of `realized`; returns its number, a read's as_of (RealizedAsOf).")
+      .def("as_of", &Realization::AsOf, py::arg("as_of"), py::return_value_policy::reference_internal,
+           "What a read under as_of sees: that snapshot, or `now` for -1.")
+      .def("lowering", [](Realization& r) { return std::make_unique<ActiveScope>(&r); }, py::keep_alive<0, 1>(),
+           "A context manager: while in it, Reductions made on this thread join `reductions`.");
+
+  py::class_<ActiveScope>(m, "_ActiveScope")
+      .def("__enter__", &ActiveScope::Enter)
+      .def("__exit__", &ActiveScope::Exit);
+
+  py::class_<inductor::scheduler::ProbeResult>(m, "ProbeResult", "What a body reads where a kernel would place it.")
+      .def_property_readonly("expr", [](const inductor::scheduler::ProbeResult& p) {
+        PyObject* o = WrapExpr(p.expr);
+        if (o == nullptr) throw py::error_already_set();
+        return py::reinterpret_steal<py::object>(o);
+      })
+      .def_property_readonly("coeffs", [](const inductor::scheduler::ProbeResult& p) {
+        py::list out;
+        for (const Affine& a : p.loads) {
+          py::dict d;
+          for (const auto& [v, c] : a.terms()) d[py::int_(v)] = c;
+          out.append(d);
+        }
+        return out;
+      }, "Per load: its element offset's coefficient for each loop variable ({variable: coefficient}).")
+      .def_property_readonly("buffers", [](const inductor::scheduler::ProbeResult& p) {
+        py::list out;
+        for (const Buffer* b : p.buffers) out.append(BufferObject(b));
+        return out;
+      }, "The buffers it loads (a view by the buffer whose memory it is), in the order first loaded.")
+      .def_readonly("reads_reduction", &inductor::scheduler::ProbeResult::reads_reduction);
+
+  m.def("probe", [](const Value& value, const Realization* state, std::optional<std::vector<Affine>> at) {
+          return inductor::scheduler::Probe(value, state, at);
+        }, py::arg("value"), py::arg("state") = nullptr, py::arg("at") = py::none(),
+        "value's body placed at `at` (its own indices by default; a Reduction: its source over its kept dims and r), "
+        "lazy values it reads inlined unless `state` has them realized.");
+  m.def("cheap_to_recompute", &inductor::scheduler::CheapToRecompute, py::arg("value"), py::arg("state") = nullptr,
+        "Whether a value several nodes read is recomputed by each (Note [Recompute or realize]).");
+  m.def("sibling_reductions", [](const Reduction& red, const Realization& state, const std::set<std::string>& deferred,
+                                 const std::vector<std::shared_ptr<Buffer>>& building) {
+          std::vector<const Buffer*> ptrs;
+          for (const auto& b : building) ptrs.push_back(b.get());
+          return inductor::scheduler::SiblingReductions(red, state, deferred, ptrs);
+        }, py::arg("red"), py::arg("state"), py::arg("deferred"), py::arg("building"),
+        "The reductions that join red's kernel (Note [Sibling reductions]).");
+}
+
+}  // namespace kiln::python
