@@ -12,7 +12,7 @@
 //
 // Values are named by their int64 handles (values.h, Note [Values]). `as_of` names a snapshot of which values were realized: a
 // read under one takes a value's buffer only if it was realized then, and recomputes it otherwise
-// (a loop merge decided by probing loads, kiln._inductor.lowering.common.RealizedAsOf); -1 is none.
+// (Note [Realized as of] in inductor/scheduler/realization.h); -1 is none.
 #pragma once
 
 #include <cstdint>

@@ -103,3 +103,28 @@ TEST(Values, AllOriginsFollowInlinedBodies) {
 
 }  // namespace
 }  // namespace kiln::inductor::ir
+
+#include "inductor/ir/strides.h"
+
+namespace kiln::inductor::ir {
+namespace {
+
+TEST(Strides, DenseGappedAndExpandedLayouts) {
+  EXPECT_EQ(DenseOrder({2, 3, 4}, {12, 4, 1}), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(DenseOrder({2, 3, 4}, {1, 8, 2}), (std::vector<int>{1, 2, 0})) << "a permuted dense layout";
+  EXPECT_EQ(DenseOrder({2, 1, 4}, {4, 99, 1}), (std::vector<int>{0, 2, 1})) << "size-1 strides never matter";
+  EXPECT_FALSE(DenseOrder({2, 3}, {6, 2}).has_value()) << "gaps";
+  EXPECT_FALSE(DenseOrder({2, 3}, {0, 1}).has_value()) << "expanded";
+  EXPECT_EQ(GappedOrder({2, 3}, {6, 2}), (std::vector<int>{0, 1}));
+  EXPECT_FALSE(GappedOrder({2, 3}, {1, 1}).has_value()) << "overlapping";
+  EXPECT_FALSE(GappedOrder({0, 3}, {3, 1}).has_value()) << "empty";
+  EXPECT_EQ(ExpandedDims({2, 1, 4}, {0, 0, 1}), (std::set<int>{0}));
+  EXPECT_TRUE(SameLayout({2, 1, 4}, {4, 4, 1}, {4, 1, 1}));
+  EXPECT_FALSE(SameLayout({2, 4}, {4, 1}, {1, 2}));
+  EXPECT_TRUE(SameLayout({0, 4}, {4, 1}, {1, 2})) << "an empty tensor's layout never matters";
+  EXPECT_EQ(SqueezedStrides({4, 1, 6}, {6, 6, 1}, {4, 6, 1}), (std::vector<int64_t>{6, 1, 1}));
+  EXPECT_THROW(SqueezedStrides({4, 1}, {1, 1}, {4, 6}), ValueError);
+}
+
+}  // namespace
+}  // namespace kiln::inductor::ir

@@ -1,12 +1,17 @@
 // inductor/scheduler/realization.h: which lazy values a graph's kernels have computed into buffers
 // so far, and the snapshots of that some reads are decided by.
 //
-// Realizing a value (graph.py's GraphLowering.realize) forms the kernel computing it with
-// everything lazy behind it, and records its buffer here; a later reader loads the buffer instead
-// of computing the value again. A read traced under a snapshot (`as_of`, Note [Bodies]) decides
-// by the values realized when the snapshot was taken: a loop merge decided by probing loads holds
-// for the kernel even where a value was realized since (RealizedAsOf in
-// python/kiln/_inductor/lowering/common.py).
+// Realizing a value (Scheduler::Realize) forms the kernel computing it with everything lazy
+// behind it, and records its buffer here; a later reader loads the buffer instead of computing the
+// value again.
+//
+// Note [Realized as of]: a read traced under a snapshot (`as_of`, Note [Bodies]) decides by the
+// values realized when the snapshot was taken: one realized then is read from its buffer, one
+// realized since is recomputed. A decision a probe made then (MergeDims: merging loops whose loads
+// walk them as one) holds for the kernel: the fill `x.fill_(2.5)` probed as a constant (no load:
+// x.t()'s two axes merged into one loop) was realized as an output before the sum's kernel read it
+// through the merged loop, as if its buffer were laid out like the transpose (fuzz seed 171,
+// program 826).
 #pragma once
 
 #include <cstdint>

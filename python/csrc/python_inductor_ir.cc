@@ -15,6 +15,7 @@
 
 #include "inductor/ir/affine.h"
 #include "inductor/ir/body.h"
+#include "inductor/ir/strides.h"
 #include "inductor/ir/values.h"
 #include "inductor/scheduler/realization.h"
 #include "python/csrc/python_dtype.h"
@@ -115,7 +116,7 @@ py::tuple ValuesObject(const std::vector<ValuePtr>& values) {
 // What a lowering's element function is called with, once, to trace its value's body: every read
 // (`load` of a buffer, `read` of a lazy value, `reduction_value`) becomes one of the body's reads,
 // decided where the body is placed; `inline` puts another value's body here (its code, never its
-// buffer). `as_of`: the snapshot its reads of lazy values are decided by (RealizedAsOf), -1 for
+// buffer). `as_of`: the snapshot its reads of lazy values are decided by (Note [Realized as of]), -1 for
 // the kernel's state where it is placed.
 class TraceCtx {
  public:
@@ -288,7 +289,7 @@ void InitInductorIrBindings(py::module_& inductor) {
       .def("reduction_value", &TraceCtx::Read, py::arg("value"), py::arg("index"))
       .def("inline", &TraceCtx::Inline, py::arg("value"), py::arg("index"))
       .def("as_of_snapshot", &TraceCtx::AsOf, py::arg("as_of"),
-           "This trace with its reads of lazy values decided by the snapshot `as_of` (RealizedAsOf).");
+           "This trace with its reads of lazy values decided by the snapshot `as_of` (Note [Realized as of]).");
 
   py::class_<Value, ValuePtr>(m, "Value", "A value of a lowered graph (Note [Values]).")
       .def_property_readonly("handle", &Value::handle, "The int a body's reads name this value by.")
@@ -394,6 +395,16 @@ void InitInductorIrBindings(py::module_& inductor) {
            }, py::arg("acc"), "The value read from the accumulator expression acc.")
       .def("__repr__", &Reduction::ToString);
 
+  m.def("dense_order", &inductor::ir::DenseOrder, py::arg("shape"), py::arg("stride"),
+        "The dimensions of a dense layout from outermost to innermost in memory (None: not dense).");
+  m.def("gapped_order", &inductor::ir::GappedOrder, py::arg("shape"), py::arg("stride"),
+        "The dimensions of a layout with gaps between elements (`v[:, ::2]`), outermost first (None: not one).");
+  m.def("expanded_dims", &inductor::ir::ExpandedDims, py::arg("shape"), py::arg("stride"),
+        "The dimensions along which a layout repeats elements (stride 0, size above 1).");
+  m.def("same_layout", &inductor::ir::SameLayout, py::arg("shape"), py::arg("a"), py::arg("b"),
+        "Whether two stride lists address a tensor of this shape alike.");
+  m.def("squeezed_strides", &inductor::ir::SqueezedStrides, py::arg("from_shape"), py::arg("from_stride"),
+        py::arg("shape"), "A layout's strides seen with a shape differing only in size-1 dimensions.");
   m.def("value_of", [](int64_t handle) { return OptionalValue(inductor::ir::ValueOf(handle)); }, py::arg("handle"),
         "The live value with this handle (None once it is gone).");
   m.def("make_group", [](const std::vector<ValuePtr>& values) { Value::MakeGroup(values); }, py::arg("values"),

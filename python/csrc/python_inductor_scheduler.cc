@@ -1,7 +1,9 @@
 // python/csrc/python_inductor_scheduler.cc: kiln._C._inductor.scheduler (inductor/scheduler):
-// the realized values of the graph being lowered, probes, and the fusion decisions
-// (Note [Recompute or realize], Note [Sibling reductions]) that GraphLowering
-// (python/kiln/_inductor/graph.py) asks for while it forms kernels.
+// the Scheduler that forms kernels from a lowered graph's values (Note [Kernels formed at
+// realization]), its realized values, probes, and the fusion decisions (Note [Recompute or
+// realize], Note [Sibling reductions]). GraphLowering (python/kiln/_inductor/graph.py) walks the
+// graph, lowers each node and calls it; the steps it makes (allocations, kernel calls, views) go
+// into the wrapper's list between GraphLowering's own extern calls.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -15,6 +17,8 @@
 #include "inductor/scheduler/fusion.h"
 #include "inductor/scheduler/probe.h"
 #include "inductor/scheduler/realization.h"
+#include "inductor/scheduler/scheduler.h"
+#include "python/csrc/python_dtype.h"
 #include "python/csrc/python_inductor.h"
 
 namespace py = pybind11;
@@ -28,6 +32,9 @@ using inductor::ir::Reduction;
 using inductor::ir::Value;
 using inductor::scheduler::Realization;
 using inductor::scheduler::Realized;
+using inductor::scheduler::Scheduler;
+using inductor::scheduler::Step;
+using inductor::ir::Pointwise;
 
 py::object BufferObject(const Buffer* b) {
   return py::cast(std::static_pointer_cast<Buffer>(std::const_pointer_cast<Value>(b->shared_from_this())));
@@ -80,7 +87,7 @@ void InitInductorSchedulerBindings(py::module_& inductor) {
       .def_property_readonly("reductions", [](const Realization& r) { return r.reductions; },
                              "Every Reduction lowerings made while it was current, in order.")
       .def("snapshot", [](Realization& r, const Realized& copy) { return r.Snapshot(copy); }, py::arg("realized"),
-           "Keeps a copy of `realized`; returns its number, a read's as_of (RealizedAsOf).")
+           "Keeps a copy of `realized`; returns its number, a read's as_of (Note [Realized as of]).")
       .def("as_of", &Realization::AsOf, py::arg("as_of"), py::return_value_policy::reference_internal,
            "What a read under as_of sees: that snapshot, or `now` for -1.")
       .def("lowering", [](Realization& r) { return std::make_unique<ActiveScope>(&r); }, py::keep_alive<0, 1>(),
@@ -112,6 +119,60 @@ void InitInductorSchedulerBindings(py::module_& inductor) {
       }, "The buffers it loads (a view by the buffer whose memory it is), in the order first loaded.")
       .def_readonly("reads_reduction", &inductor::scheduler::ProbeResult::reads_reduction);
 
+  py::class_<inductor::scheduler::FormedKernel, std::shared_ptr<inductor::scheduler::FormedKernel>>(
+      m, "FormedKernel", "A kernel formed from values: its IR, its buffers in order, its ops and the user's lines.")
+      .def_readonly("ir", &inductor::scheduler::FormedKernel::ir)
+      .def_readonly("buffers", &inductor::scheduler::FormedKernel::buffers)
+      .def_property_readonly("ops", [](const inductor::scheduler::FormedKernel& k) {
+        py::set out;
+        for (const std::string& op : k.ops) out.add(py::str(op));
+        return out;
+      })
+      .def_readonly("stack_traces", &inductor::scheduler::FormedKernel::stack_traces);
+
+  py::class_<Step>(m, "Step", "One of the wrapper's steps kernel formation made: alloc, kernel or view.")
+      .def_property_readonly("kind", [](const Step& s) {
+        switch (s.kind) {
+          case Step::Kind::kAlloc: return "alloc";
+          case Step::Kind::kKernel: return "kernel";
+          case Step::Kind::kView: return "view";
+        }
+        return "";
+      })
+      .def_readonly("buf", &Step::buf)
+      .def_readonly("base", &Step::base)
+      .def_readonly("kernel", &Step::kernel);
+
+  py::class_<Scheduler>(m, "Scheduler", "Forms kernels from a lowered graph's values as they are realized.")
+      .def(py::init<>())
+      .def_property_readonly("state", [](Scheduler& s) -> Realization& { return s.state; })
+      .def("new_buffer", [](Scheduler& s, const py::handle& dtype, std::vector<int64_t> shape,
+                            std::optional<std::vector<int64_t>> stride, int64_t offset) {
+             if (!IsDtype(dtype.ptr())) throw py::type_error("Scheduler.new_buffer: dtype must be a kiln.dtype");
+             return s.NewBuffer(reinterpret_cast<PyDtype*>(dtype.ptr())->scalar_type, std::move(shape), std::move(stride),
+                                offset);
+           }, py::arg("dtype"), py::arg("shape"), py::arg("stride") = py::none(), py::arg("offset") = 0,
+           "A buffer kernels or extern ops will write, named buf<n>.")
+      .def("mark_defined", &Scheduler::MarkDefined, py::arg("name"))
+      .def("is_defined", &Scheduler::IsDefined, py::arg("name"))
+      .def("define", &Scheduler::Define, py::arg("buf"))
+      .def("realize", &Scheduler::Realize, py::arg("value"))
+      .def("kernel_for_pointwise", &Scheduler::KernelForPointwise, py::arg("value"), py::arg("stride") = py::none())
+      .def("defer", &Scheduler::Defer, py::arg("red"))
+      .def("realize_reductions", &Scheduler::RealizeReductions, py::arg("values"), py::arg("space"))
+      .def("squeezed_view", &Scheduler::SqueezedView, py::arg("buf"), py::arg("shape"))
+      .def_property_readonly("num_kernels", &Scheduler::num_kernels)
+      .def("take_steps", &Scheduler::TakeSteps, "The steps made since the last call, in program order.");
+
+  m.def("merge_dims", [](const std::shared_ptr<Pointwise>& x, const std::set<int>& dims, Realization* state) -> py::object {
+          std::optional<inductor::scheduler::Merged> merged = inductor::scheduler::MergeDims(x, dims, state);
+          if (!merged) return py::none();
+          py::list runs;
+          for (size_t k = 0; k < merged->runs.size(); ++k) runs.append(py::make_tuple(merged->runs[k], bool(merged->reduced[k])));
+          return py::make_tuple(merged->value, runs);
+        }, py::arg("x"), py::arg("dims"), py::arg("state") = nullptr,
+        "(x with runs of adjacent `dims` merged where every load walks them as one, [(run's dims, merged?)]); None "
+        "when nothing merges.");
   m.def("probe", [](const Value& value, const Realization* state, std::optional<std::vector<Affine>> at) {
           return inductor::scheduler::Probe(value, state, at);
         }, py::arg("value"), py::arg("state") = nullptr, py::arg("at") = py::none(),

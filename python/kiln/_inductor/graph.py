@@ -2,27 +2,27 @@
 
 Walks the graph in order, lowering each node (lowering/) to a lazy value; values become kernels
 only when realized: graph outputs, values read by more than one node (unless cheap to recompute:
-Note [Recompute or realize]), arguments of fallback ops. Realizing a value builds one kernel
-holding everything lazy behind it (vertical fusion: pointwise chains, a reduction with the
-pointwise code before it and after it along the reduced axis, see KernelBuilder.reduction_value;
-epilogues of a reduction loop, Pointwise.space). A reduction several nodes read is deferred to
-its first use, and sibling reductions over the same loop reading one of its buffers join its
-kernel (horizontal fusion). The records (Alloc, KernelCall, View, ExternCall, Return) become the
-wrapper with its memory planned in wrapper.py.
+Note [Recompute or realize]), arguments of fallback ops. Realizing a value forms one kernel
+holding everything lazy behind it, in C++ (kiln._C._inductor.scheduler.Scheduler, Note [Kernels
+formed at realization] in inductor/scheduler/scheduler.h): vertical fusion of pointwise chains,
+a reduction with the pointwise code before it and after it along the reduced axis, epilogues of
+a reduction loop (Pointwise.space); a reduction several nodes read is deferred to its first use,
+and sibling reductions over the same loop reading one of its buffers join its kernel (horizontal
+fusion). This module decides what to realize and in which layout (graph outputs, extern ops'
+arguments) and records the extern calls. The records (Alloc, KernelCall, View, ExternCall,
+Return) become the wrapper with its memory planned in wrapper.py.
 """
 
-import itertools
 import operator
 
 import kiln
 from kiln import _C
-from kiln._C._inductor import kernel_ir as kir
-from kiln._C._inductor.scheduler import Realization, cheap_to_recompute, sibling_reductions
-from kiln._inductor.ir import (Affine, Buffer, Indices, Pointwise, Reduction, contiguous_strides, instantiate,
-                               ir_dtype, realized_in, value_of, var)
+from kiln._C._inductor.ir import dense_order, expanded_dims, gapped_order, same_layout, squeezed_strides
+from kiln._C._inductor.scheduler import Scheduler, cheap_to_recompute
+from kiln._inductor.ir import Buffer, Pointwise, Reduction
 from kiln._inductor import autotune
 from kiln._inductor.bisect_controls import fusions, lowerings
-from kiln._inductor.lowering import LOWERINGS, Fallback, V, ViewOfUnrealized, lower, merge_reduced_dims, mm_template
+from kiln._inductor.lowering import LOWERINGS, Fallback, V, ViewOfUnrealized, lower, mm_template
 from kiln._inductor.wrapper import (Alloc, ExternCall, KernelCall, Return, View, plan_memory, wrapper_code,
                                     wrapper_program)
 from kiln._logging import getArtifactLogger
@@ -32,90 +32,15 @@ from kiln.fx.traceback import provenance_comments
 output_code_log = getArtifactLogger(__name__, "output_code")
 
 
-class KernelBuilder:
-    """Collects one kernel's buffers, loops and accumulators while bodies are placed in it."""
-
-    def __init__(self, graph, outer, inner):
-        self.graph, self.outer, self.inner = graph, list(outer), inner
-        self.buffers, self.loops, self.accs, self.ops = [], [], {}, set()
-        self.placed = {}  # id -> each value whose code it computes (their origins name the user's lines)
-
-    def buffer_index(self, buf):
-        for i, b in enumerate(self.buffers):
-            if b is buf:
-                return i
-        self.buffers.append(buf)
-        return len(self.buffers) - 1
-
-    def origins(self):
-        """(node position, stack trace) of the graph nodes whose code it computes."""
-        return set().union(*(v.all_origins() for v in self.placed.values()))
-
-    def index(self, affine):
-        """affine as a kernel index's (offset, outer strides, inner stride)."""
-        return affine.ir_index(len(self.outer))
-
-    def place(self, value, idx):
-        """value's code at idx (Affines over this kernel's loop variables), not its buffer."""
-        self.placed[id(value)] = value
-        return instantiate(value.body, idx, self._read)
-
-    def _read(self, h, idx, as_of):
-        """What a body's read of value `h` at idx (Indices) is in this kernel: a buffer's load; a
-        reduction's value (reduction_value); a lazy value's load from its buffer when a kernel
-        computed it already (a variance stored with its mean; under a snapshot, only one realized
-        then: RealizedAsOf), else its body computed here."""
-        value = value_of(h)
-        if isinstance(value, Buffer):
-            return self.load(value, idx)
-        if isinstance(value, Reduction):
-            return self.reduction_value(value, idx)
-        buf = realized_in(self.graph, as_of).get(value)
-        if buf is not None:
-            return self.load(buf, idx)
-        self.placed[id(value)] = value
-        return instantiate(value.body, idx, self._read, as_of=as_of)
-
-    def load(self, buf, idx):
-        if not isinstance(idx, Indices):
-            idx = Indices(idx)
-        strides = buf.stride
-        # A kernel addresses memory from the data pointer it receives, with the view's strides in
-        # its index: a view starting where its base starts is passed as the base (no wrapper view).
-        while isinstance(buf.origin, Buffer) and buf.offset == buf.origin.offset and buf.dtype == buf.origin.dtype \
-                and buf.name not in self.graph.defined:
-            buf = buf.origin
-        return idx.load(self.buffer_index(self.graph.define(buf)), strides, len(self.outer))
-
-    def reduction_value(self, red, kept_idx):
-        """A reduction read at kept indices: its accumulator when it reduces along this kernel's
-        inner loop over the same outer iteration (fused), else a load of its realized buffer."""
-        if not isinstance(kept_idx, Indices):
-            kept_idx = Indices(kept_idx)
-        fusable = red.kept == self.outer and red.extent == self.inner and kept_idx.is_identity_except(red.axis)
-        done = self.graph.realized.get(red)
-        if not fusable or done is not None:  # computed already (a sibling's kernel): read it
-            buf = done if done is not None else self.graph.realize(red)
-            return self.load(buf, kept_idx)
-        if red not in self.accs:
-            # the source first: reductions it reads get their loops (and ids) before this one
-            self.placed[id(red)] = red
-            expr = instantiate(red.source, [var(k) for k in range(len(self.outer))], self._read, reduced=var(-1))
-            acc = len(self.accs)
-            self.loops.append(kir.Loop(red.extent, [kir.reduce(acc, red.kind, expr)]))
-            self.accs[red] = acc
-            self.ops |= red.ops
-        return red.finished(kir.acc(self.accs[red]))
-
-
 class Kernel:
     """A kernel's IR (a kernel_ir.Kernel) and the buffers it takes, compiled on first use: memory
     planning may still rewrite the IR (an in-place kernel reads its victim through the output's
     pointer)."""
 
-    def __init__(self, name, ir, buffers, stack_traces=()):
+    def __init__(self, name, ir, buffers, stack_traces=(), ops=()):
         self.name, self.ir, self.buffers, self._compiled = name, ir, buffers, None
         self.stack_traces = list(stack_traces)  # of the nodes it computes, in graph order
+        self.ops = set(ops)  # the aten ops its code computes (its name's)
 
     @property
     def provenance(self):
@@ -147,82 +72,83 @@ class GraphLowering:
         self.config = config or {}
         self.records = []          # the wrapper's steps (wrapper.py: Alloc, KernelCall, View, ExternCall, Return)
         self.kernels = []
-        # which lazy values kernels computed (lazy value -> its Buffer), the snapshots some reads
-        # are decided by (RealizedAsOf), and every Reduction lowerings made (sibling candidates)
-        self.state = Realization()
+        # forms the kernels (C++); its state: which lazy values kernels computed (lazy value -> its
+        # Buffer), the snapshots some reads are decided by (Note [Realized as of]), and every Reduction
+        # lowerings made (sibling candidates)
+        self.scheduler = Scheduler()
+        self.state = self.scheduler.state
         self.realized = self.state.now
-        self.defined = set()       # buffer names the wrapper has defined
         self.inputs = []
         self.fallbacks = []
-        self._names = itertools.count()
         self.env = {}
         self._lowered = []         # (node, its lowered value), in order: pre_fusion's lines
         self._memory_plan = None
-        self.deferred = {}         # buffer name -> the Reduction it holds, kernel not emitted yet
-        self.building = []         # the output buffers of reduction kernels being built
         self.autotune_choices = []  # (op, chosen alternative) under max-autotune
-        self.statistics = {}       # (id(input), reduced dims) -> a variance's mean, for mean.dim
+        self.statistics = {}       # (input's handle, reduced dims) -> a variance's mean, for mean.dim
         # layout.py's choice (Note [Layout optimization]): output position -> the strides it
         # leaves with (eager's) where its meta value's differ; None when the graph kept its layouts
         self.output_strides = gm.meta.get("output_strides") if hasattr(gm, "meta") else None
 
-    def snapshot(self, realized):
-        """The number of a copy of `realized` (RealizedAsOf), a read's as_of."""
-        return self.state.snapshot(realized)
-
-    # --- buffers ---------------------------------------------------------------------------------
+    # --- buffers and kernels (formed by the C++ Scheduler) ---------------------------------------
     def new_buffer(self, dtype, shape, stride=None, offset=0):
-        buf = Buffer(f"buf{next(self._names)}", dtype, shape, stride or contiguous_strides(shape), offset,
-                     origin="kernel")
-        return buf
+        return self.scheduler.new_buffer(dtype, list(shape), None if stride is None else list(stride), offset)
+
+    def _formed(self, result):
+        """result, after the steps the scheduler made for it joined the records (its kernels
+        among self.kernels)."""
+        for step in self.scheduler.take_steps():
+            kind = step.kind
+            if kind == "alloc":
+                self.records.append(Alloc(step.buf))
+            elif kind == "view":
+                self.records.append(View(step.buf, step.base))
+            else:
+                formed = step.kernel
+                kernel = self._kernel(formed)
+                self.kernels.append(kernel)
+                self.records.append(KernelCall(kernel))
+        return result
+
+    def _kernel(self, formed):
+        return Kernel(formed.ir.name, formed.ir, formed.buffers, formed.stack_traces, formed.ops)
 
     def define(self, buf):
         """Makes the wrapper define `buf` (a view of another buffer is defined from its base)."""
-        if buf.origin == "input" or (buf.name is not None and buf.name in self.defined):
-            return buf
-        deferred = self.deferred.get(buf.name)
-        if deferred is not None:  # its kernel is emitted now, with the siblings lowered since
-            self._kernel_for_reduction(deferred)
-            return buf
-        if isinstance(buf.origin, Buffer):
-            self.define(buf.origin)
-            buf.name = f"buf{next(self._names)}"
-            self.records.append(View(buf, buf.origin))
-            self.defined.add(buf.name)
-        return buf
+        return self._formed(self.scheduler.define(buf))
+
+    def realize(self, value):
+        if not isinstance(value, (Buffer, Pointwise, Reduction)):
+            raise TypeError(f"cannot realize {type(value).__name__}")
+        return self._formed(self.scheduler.realize(value))
+
+    def realize_reductions(self, values, space):
+        """One kernel over a reduction's iteration space (outer: the kept dimensions, inner: the
+        reduced axis) storing several values of the reduction's keepdim shape: Reductions along
+        that axis, or Pointwise values of them (Welford's combination of partial statistics: a
+        mean, and squared deviations plus the partial sums of squares, in one pass)."""
+        return self._formed(self.scheduler.realize_reductions(values, space))
+
+    def _kernel_for_pointwise(self, value, stride=None):
+        """One kernel over value's shape (and the members of value.group not computed yet); with
+        `stride` (a dense or gapped layout: a graph output's), stored in that layout."""
+        return self._formed(self.scheduler.kernel_for_pointwise(value, None if stride is None else list(stride)))
+
+    def _squeezed_view(self, buf, shape):
+        """buf seen with another shape that differs only in size-1 dimensions (no copy)."""
+        return self._formed(self.scheduler.squeezed_view(buf, list(shape)))
 
     # --- realization -----------------------------------------------------------------------------
-    def realize(self, value):
-        if isinstance(value, Buffer):
-            return self.define(value)
-        hit = self.realized.get(value)
-        if hit is not None:
-            return self.define(hit)
-        if isinstance(value, Reduction):
-            buf = self._kernel_for_reduction(value)
-        elif isinstance(value, Pointwise) and value.squeeze_of is not None:
-            buf = self._squeezed_view(self.realize(value.squeeze_of), value.shape)
-        elif isinstance(value, Pointwise) and value.space is not None:
-            group = [value] + [v for v in value.group if v is not value and v not in self.realized]
-            buf = self.realize_reductions(group, value.space)[0]
-        elif isinstance(value, Pointwise):
-            buf = self._kernel_for_pointwise(value)
-        else:
-            raise TypeError(f"cannot realize {type(value).__name__}")
-        self.realized[value] = buf
-        return buf
-
     def realize_output(self, value, stride):
         """A graph output in memory with the strides its node's meta value promises (Note [Output
         strides]): a lazy value is computed straight into that layout; a kernel output already
         computed in another layout is copied into it."""
-        dense = stride is not None and _dense_order(value.shape, stride) is not None
+        dense = stride is not None and dense_order(value.shape, stride) is not None
         # a view's layout with gaps (`v[:, ::2]`), where an extern op reads it: its results'
         # strides follow this input's (a split piece of a compacted copy was read with the gaps)
-        gapped = stride is not None and not dense and _gapped_order(value.shape, stride) is not None
+        gapped = stride is not None and not dense and gapped_order(value.shape, stride) is not None
         plain = isinstance(value, Pointwise) and value.space is None and value.squeeze_of is None \
             and value not in self.realized
-        if plain and stride is not None and not dense and _expanded_dims(value.shape, stride):
+        if plain and stride is not None and not dense and expanded_dims(value.shape, stride):
             expanded = self._realize_expanded(value, stride)
             if expanded is not None:
                 self.realized[value] = expanded
@@ -232,7 +158,7 @@ class GraphLowering:
             self.realized[value] = buf
             return buf
         buf = self.realize(value)
-        if (dense or gapped) and _produced(buf) and not _same_layout(buf.shape, buf.stride, stride):
+        if (dense or gapped) and _produced(buf) and not same_layout(buf.shape, buf.stride, stride):
             copy = Pointwise(buf.dtype, buf.shape, lambda ctx, idx: ctx.load(buf, idx), set())
             return self._kernel_for_pointwise(copy, stride)
         return buf
@@ -242,7 +168,7 @@ class GraphLowering:
         node out otherwise (Note [Layout optimization]): computed into it, or copied into it from
         whatever made it (an extern convolution's channels-last result included)."""
         buf = self.realize_output(value, stride)
-        if _same_layout(buf.shape, buf.stride, stride):
+        if same_layout(buf.shape, buf.stride, stride):
             return buf
         copy = Pointwise(buf.dtype, buf.shape, lambda ctx, idx: ctx.load(buf, idx), {"copy"})
         return self._kernel_for_pointwise(copy, stride)
@@ -251,9 +177,9 @@ class GraphLowering:
         """value in an expanded layout (Note [Expanded layouts]): its elements at index 0 of each
         expanded dimension computed into a dense buffer, seen with stride 0 along those
         dimensions; None when the other dimensions are no dense layout."""
-        expanded = _expanded_dims(value.shape, stride)
+        expanded = expanded_dims(value.shape, stride)
         shape = [1 if d in expanded else n for d, n in enumerate(value.shape)]
-        if _dense_order(shape, stride) is None:
+        if dense_order(shape, stride) is None:
             return None
         # over a size-1 dimension the loop index is 0: fn reads the first of the repeated elements
         buf = self._kernel_for_pointwise(Pointwise(value.dtype, shape, None, value.ops, like=value), list(stride))
@@ -273,7 +199,7 @@ class GraphLowering:
         already in memory was copied to be read transposed (the digits MLP's backward)."""
         if isinstance(self.env.get(node), Buffer):
             return None
-        dense = _dense_order(list(meta.shape), list(meta.stride())) is not None
+        dense = dense_order(list(meta.shape), list(meta.stride())) is not None
         chain, base = [], node
         while getattr(base, "op", None) == "call_function" and _is_lowered_view(base.target) and base.args and \
                 not isinstance(self.env.get(base), Buffer):
@@ -290,7 +216,7 @@ class GraphLowering:
             probe = Buffer(None, base_meta.dtype, list(base_meta.shape), list(base_meta.stride()))
             out = self._lower_views(chain, probe)
             if out is None or list(out.shape) != list(meta.shape) or out.offset != probe.offset or \
-                    not _same_layout(out.shape, out.stride, list(meta.stride())):
+                    not same_layout(out.shape, out.stride, list(meta.stride())):
                 return None
         out = self._lower_views(chain, self.realize_output(value, list(base_meta.stride())))
         return None if out is None else self.define(out)
@@ -319,127 +245,6 @@ class GraphLowering:
         """Note [Recompute or realize] (inductor/scheduler/fusion.h)."""
         return cheap_to_recompute(value, self.state)
 
-    def _squeezed_view(self, buf, shape):
-        """buf seen with another shape that differs only in size-1 dimensions (no copy)."""
-        return self.define(Buffer(None, buf.dtype, shape, _squeezed_strides(buf, shape), buf.offset, origin=buf))
-
-    def _kernel_for_pointwise(self, value, stride=None):
-        """One kernel over value's shape; values made together with it (value.group: a max
-        pool's values and indices) that are not computed yet are stored by the same loop.
-        With `stride` (a dense layout: a graph output's), the kernel stores value in that
-        layout, looping over its dimensions in memory order."""
-        group = [value] + [v for v in value.group if v is not value and v not in self.realized]
-        if stride is not None and len(group) == 1 and not _same_layout(value.shape, contiguous_strides(value.shape),
-                                                                       stride):
-            return self._kernel_in_layout(value, stride)
-        outs = [self.new_buffer(v.dtype, value.shape) for v in group]
-        if len(group) == 1:
-            group = [_flattened(value)]
-        shape = group[0].shape  # the loop nest: the outputs are contiguous, so merged dims store alike
-        outer, inner = (shape[:-1], shape[-1]) if shape else ([], 1)
-        kb = KernelBuilder(self, outer, inner)
-        idx = [var(k) for k in range(len(outer))] + ([var(-1)] if shape else [])
-        stmts, ops = [], set()
-        for v, out in zip(group, outs):
-            out_index = Affine(0)
-            for i, s in zip(idx, contiguous_strides(shape)):
-                out_index = out_index + i.scale(s)
-            expr = kb.place(v, idx)  # inputs first: in_ptr0.. before out_ptr0, as Inductor numbers them
-            stmts.append(kir.store(kb.buffer_index(out), *kb.index(out_index), expr))
-            ops |= v.ops
-        kb.loops.append(kir.Loop(inner, stmts))
-        self._emit_kernel(kb, ops, outs)
-        for v, out in zip(group[1:], outs[1:]):
-            self.realized[v] = out
-        return outs[0]
-
-    def _kernel_in_layout(self, value, stride):
-        """value stored into a buffer of the given dense strides, or strides with gaps between
-        elements (_gapped_order): the loop nest walks its dimensions from the largest stride to
-        the smallest, so the stores are in memory order."""
-        order = _dense_order(value.shape, stride) or _gapped_order(value.shape, stride)
-        loop_shape = [value.shape[d] for d in order]
-        out = self.new_buffer(value.dtype, value.shape, list(stride))
-        outer, inner = (loop_shape[:-1], loop_shape[-1]) if loop_shape else ([], 1)
-        kb = KernelBuilder(self, outer, inner)
-        loop_vars = [var(k) for k in range(len(outer))] + ([var(-1)] if loop_shape else [])
-        idx = [None] * len(order)
-        for k, d in enumerate(order):
-            idx[d] = loop_vars[k]
-        out_index = Affine(0)
-        for i, d in zip(loop_vars, order):
-            out_index = out_index + i.scale(stride[d] if value.shape[d] != 1 else 0)
-        expr = kb.place(value, idx)
-        kb.loops.append(kir.Loop(inner, [kir.store(kb.buffer_index(out), *kb.index(out_index), expr)]))
-        self._emit_kernel(kb, set(value.ops), [out])
-        return out
-
-    def _defer(self, red):
-        """A buffer for a reduction several nodes read, its kernel emitted when the buffer is
-        first used: the reductions lowered until then can join it (horizontal fusion)."""
-        buf = self.new_buffer(red.dtype, red.shape)
-        self.realized[red] = buf
-        self.deferred[buf.name] = red
-        return buf
-
-    def _kernel_for_reduction(self, red):
-        return self.realize_reductions([red] + self._siblings(red), red.space)[0]
-
-    def _siblings(self, red):
-        """Horizontal fusion: the reductions not yet computed that join red's kernel (Note
-        [Sibling reductions] in inductor/scheduler/fusion.h)."""
-        return sibling_reductions(red, self.state, set(self.deferred), self.building)
-
-    def realize_reductions(self, values, space):
-        """One kernel over a reduction's iteration space (outer: the kept dimensions, inner: the
-        reduced axis) storing several values of the reduction's keepdim shape: Reductions along
-        that axis, or Pointwise values of them (Welford's combination of partial statistics: a
-        mean, and squared deviations plus the partial sums of squares, in one pass)."""
-        # a deferred value has its buffer already; it is computed here, not loaded from there
-        outs = [self.realized.pop(v, None) or self.new_buffer(v.dtype, v.shape) for v in values]
-        for out in outs:
-            self.deferred.pop(out.name, None)
-        building = [out for out in outs if all(out is not b for b in self.building)]
-        self.building += building
-        try:
-            return self._reduction_kernel(values, outs, space.kept, space.extent, space.axis)
-        finally:
-            self.building = [b for b in self.building if all(b is not out for out in building)]
-
-    def _reduction_kernel(self, values, outs, kept, extent, axis):
-        kb = KernelBuilder(self, kept, extent)
-        kept_idx = [var(k) for k in range(len(kept))]
-        full = kept_idx[:axis] + [Affine(0)] + kept_idx[axis:]
-        stmts, ops = [], set()
-        for v, out in zip(values, outs):
-            at = full if len(v.shape) == len(full) else kept_idx  # keepdim-shaped, or kept-shaped (a matmul)
-            expr = kb.reduction_value(v, at) if isinstance(v, Reduction) else kb.place(v, at)
-            ops |= v.ops
-            store_idx = Affine(0)
-            for i, s in zip(at, out.stride):
-                store_idx = store_idx + i.scale(s)
-            stmts.append(kir.store(kb.buffer_index(out), *kb.index(store_idx), expr))
-        kb.loops.append(kir.Loop(1, stmts))
-        self._emit_kernel(kb, ops, outs)
-        for v, out in zip(values, outs):
-            self.realized[v] = out
-        return outs
-
-    def _emit_kernel(self, kb, ops, outs):
-        outs = outs if isinstance(outs, list) else [outs]
-        ops = sorted(ops | kb.ops) or ["copy"]
-        name = f"cpp_fused_{'_'.join(ops)}_{len(self.kernels)}"
-        out_ids = {id(b): k for k, b in enumerate(outs)}
-        buffers = [(f"out_ptr{out_ids[id(b)]}" if id(b) in out_ids else f"in_ptr{i}", ir_dtype(b.dtype))
-                   for i, b in enumerate(kb.buffers)]
-        ir = kir.Kernel(name, buffers, list(kb.outer), kb.loops)
-        kernel = Kernel(name, ir, list(kb.buffers), [t for _, t in sorted(kb.origins())])
-        self.kernels.append(kernel)
-        for out in outs:
-            self.records.append(Alloc(out))
-            self.defined.add(out.name)
-        self.records.append(KernelCall(kernel))
-
     # --- the graph -------------------------------------------------------------------------------
     def run(self):
         previous, V.graph = V.graph, self
@@ -462,7 +267,7 @@ class GraphLowering:
                 name = _input_name(node.name, node_names)
                 if isinstance(val, kiln.Tensor):
                     buf = Buffer(name, val.dtype, list(val.shape), list(val.stride()), val.storage_offset())
-                    self.defined.add(buf.name)
+                    self.scheduler.mark_defined(buf.name)
                     self.env[node] = buf
                 else:
                     self.env[node] = val
@@ -478,9 +283,9 @@ class GraphLowering:
                 while isinstance(base, Pointwise) and base.squeeze_of is not None:
                     base = base.squeeze_of
                 if isinstance(base, Reduction) and users[node] > 1:
-                    buf = self._defer(base)
+                    buf = self.scheduler.defer(base)
                     self.env[node] = buf if base is value else \
-                        Buffer(None, buf.dtype, value.shape, _squeezed_strides(buf, value.shape), origin=buf)
+                        Buffer(None, buf.dtype, value.shape, squeezed_strides(buf.shape, buf.stride, value.shape), origin=buf)
                 elif isinstance(value, Pointwise):
                     chained = any(a in recomputes and isinstance(self.env[a], Pointwise) for a in node.all_input_nodes)
                     if users[node] > 1 and _computes(value):
@@ -673,7 +478,7 @@ class GraphLowering:
             value = val
         for b in results:
             if b is not None:
-                self.defined.add(b.name)
+                self.scheduler.mark_defined(b.name)
         self.records.append(ExternCall(target, args, kwargs, results, isinstance(val, (tuple, list)),
                                        [node._meta_get_or("stack_trace", None)]))
         return value
@@ -718,7 +523,7 @@ def _generated_mm(target, out_meta, args, kwargs):
 
 
 def _record_origin(value, origin):
-    """Source provenance of a lazy value: placing its body inside a kernel (KernelBuilder) adds
+    """Source provenance of a lazy value: placing its body inside a kernel (the Scheduler's) adds
     its node's stack trace to the kernel's origins, so a fused kernel names every user line it
     computes; a Buffer's own kernel or extern call was attributed when it was made."""
     if origin[1] is None or not isinstance(value, (Pointwise, Reduction)):
@@ -730,17 +535,6 @@ def _record_origin(value, origin):
 
 def _describe(value):
     return value.describe() if isinstance(value, (Buffer, Pointwise, Reduction)) else repr(value)
-
-
-def _flattened(value):
-    """value with its trailing dimensions merged into one loop where every load walks them as one
-    (NCHW batch norm + SiLU: an inner loop of H * W = 64 elements instead of W = 8, whose
-    per-row overhead cost more than the vector work); the first dimension stays outer, for the
-    thread pool."""
-    if len(value.shape) < 3:
-        return value
-    merged = merge_reduced_dims(value, set(range(1, len(value.shape))))
-    return value if merged is None else merged[0]
 
 
 # Names the wrapper's own code uses (compile_fx's namespace, `call(args)`, static_buffers).
@@ -765,61 +559,22 @@ def _is_lowered_view(target):
     return target in LOWERINGS and _returns_alias(target)
 
 
-def _squeezed_strides(buf, shape):
-    strides = iter([st for sz, st in zip(buf.shape, buf.stride) if sz != 1])
-    return [next(strides) if sz != 1 else 1 for sz in shape]
-
-
-
-
 # Note [Output strides]: a graph output leaves with the strides its node's meta value states (eager's
 # strides, as PyTorch's Inductor keeps them), not in whatever layout its kernel found convenient.
 # The forward graph's saved activations are the backward graph's inputs, and the backward is
 # lowered against the strides the joint graph recorded for them: a saved `z.t()` computed into a
 # contiguous buffer was read by the backward as if it were `z`'s transposed view, so a weight
 # gradient came out as z's elements in the wrong order (issue 16's VAE). User-visible outputs keep
-# eager's strides too (`x.t() + 1` is column-major in eager).
-def _dense_order(shape, stride):
-    """The dimensions of a dense, non-overlapping layout from outermost to innermost in memory
-    (None when `stride` is not one: expanded, gapped or overlapping)."""
-    if len(stride) != len(shape):
-        return None
-    order = sorted(range(len(shape)), key=lambda d: (-stride[d] if shape[d] != 1 else 0, d))
-    order = [d for d in order if shape[d] != 1] + [d for d in range(len(shape)) if shape[d] == 1]
-    expected = 1
-    for d in reversed(order):
-        if shape[d] != 1 and stride[d] != expected:
-            return None
-        expected *= shape[d]
-    return order
-
-
-def _gapped_order(shape, stride):
-    """The dimensions of a layout that keeps its elements apart with gaps between some (a view
-    `v[:, ::2]`: each dimension's stride at least the extent of those inside it), outermost
-    first; None when it is not one (expanded, overlapping, or an empty tensor)."""
-    if len(stride) != len(shape) or any(n == 0 for n in shape):
-        return None
-    order = sorted((d for d in range(len(shape)) if shape[d] != 1), key=lambda d: (-stride[d], d))
-    extent = 1
-    for d in reversed(order):
-        if stride[d] < extent:
-            return None
-        extent = stride[d] * (shape[d] - 1) + extent
-    return order + [d for d in range(len(shape)) if shape[d] == 1]
-
-
+# eager's strides too (`x.t() + 1` is column-major in eager). The layout questions (dense_order,
+# gapped_order, same_layout, ...) are C++: inductor/ir/strides.h.
+#
 # Note [Expanded layouts]: a value whose meta layout repeats elements (`(w * 2).expand(2, 4, 4)`, eager's
 # stride-0 view of a 4x4 result) is realized as eager holds it: the distinct elements in a dense
 # buffer, viewed with stride 0 along the expanded dimensions. Realized in full, a saved
 # `expanded.transpose(1, 2)` reached the backward laid out (16, 1, 4) where the joint graph recorded
 # (0, 1, 4), and re-laying it there (compile_fx's Note [Input layouts]) wrote one element twice
 # ("more than one element of the written-to tensor refers to a single memory location").
-def _expanded_dims(shape, stride):
-    """The dimensions along which a layout repeats elements (stride 0, size above 1)."""
-    return {d for d, (n, st) in enumerate(zip(shape, stride)) if st == 0 and n != 1}
-
-
+#
 # Note [Outputs sharing a storage]: outputs that eager returns as views of one tensor (`v[:1], v[1:]`,
 # `v, v[1:]` of `v = (x * 3)[::2]`, a split piece of a returned slice) are views of one buffer here
 # too, with eager's strides and offsets: each was computed into a buffer of its own (the views
@@ -858,14 +613,6 @@ def _returns_alias(target):
     """Whether an op's schema returns a view of an argument (`Tensor(a)`, not in place: `Tensor(a!)`)."""
     schema = getattr(target, "_schema", None)
     return schema is not None and any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
-
-
-def _same_layout(shape, a, b):
-    """Whether two stride lists address a tensor of this shape alike (size-1 dimensions' strides,
-    and all strides of an empty tensor, never matter)."""
-    if any(s == 0 for s in shape):
-        return True
-    return all(x == y for n, x, y in zip(shape, a, b) if n != 1)
 
 
 def _produced(buf):

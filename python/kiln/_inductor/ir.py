@@ -23,7 +23,6 @@ their `handle`; value_of(handle) finds one. Which values are realized is the gra
 import kiln
 from kiln._C._inductor.ir import (Affine, Buffer, Indices, LoopSpace, Pointwise, Reduction, TraceCtx,  # noqa: F401
                                   Tracer, instantiate, make_group, value_of)
-from kiln._C._inductor.scheduler import Realized, probe  # noqa: F401  (re-exported)
 
 DTYPES = {kiln.float32: "f32", kiln.float64: "f64", kiln.int64: "i64", kiln.int32: "i32", kiln.bool: "bool",
           kiln.bfloat16: "bf16"}
@@ -38,8 +37,8 @@ def ir_dtype(dtype):
 
 class V:
     """The graph being lowered (set by GraphLowering.run): lowerings that realize intermediate
-    values themselves (a variance's partial statistics) reach it here, and it sees each
-    Reduction made (horizontal fusion of sibling reductions, graph.py)."""
+    values themselves (a variance's partial statistics) reach it here. (The Reductions they make
+    join its C++ state while GraphLowering.run has it current: Note [Sibling reductions].)"""
 
     graph = None
 
@@ -58,14 +57,3 @@ def contiguous_strides(shape):
         strides.append(running)
         running *= max(s, 1)
     return list(reversed(strides))
-
-
-def realized_in(graph, as_of):
-    """Which values count as realized for a read: the graph's now, or the snapshot `as_of` names
-    (RealizedAsOf); none without a graph."""
-    if graph is None:
-        return _NOTHING_REALIZED
-    return graph.state.as_of(as_of)
-
-
-_NOTHING_REALIZED = Realized()

@@ -53,15 +53,17 @@ def install():
     if "fusion" in names:
         from kiln._inductor.graph import GraphLowering
 
-        emit = GraphLowering._emit_kernel
+        make_kernel = GraphLowering._kernel
 
-        def wrong_fused_kernel(self, kb, ops, outs):
-            fused = set(ops) | kb.ops
-            if "relu" in fused and len(fused) >= 2:
-                kb.loops = [kir.Loop(loop.extent, [_plus_one(stmt, kb) for stmt in loop.stmts]) for loop in kb.loops]
-            return emit(self, kb, ops, outs)
+        def wrong_fused_kernel(self, formed):
+            kernel = make_kernel(self, formed)
+            if "relu" in kernel.ops and len(kernel.ops) >= 2:
+                ir = kernel.ir
+                loops = [kir.Loop(loop.extent, [_plus_one(stmt, kernel) for stmt in loop.stmts]) for loop in ir.loops]
+                kernel.rewrite(kir.Kernel(ir.name, ir.buffers, ir.outer, loops), kernel.buffers)
+            return kernel
 
-        GraphLowering._emit_kernel = wrong_fused_kernel
+        GraphLowering._kernel = wrong_fused_kernel
     if "pass_crash" in names:
         from kiln._inductor import fx_passes
 
@@ -88,14 +90,14 @@ def _ir_dtype(t):
     return ir_dtype(t.dtype)
 
 
-def _plus_one(stmt, kb):
+def _plus_one(stmt, kernel):
     from kiln._C._inductor import kernel_ir as kir
     from kiln._C._inductor.kernel_ir import ops
     from kiln._inductor.ir import ir_dtype
 
     if stmt.kind != "store":
         return stmt
-    dtype = ir_dtype(kb.buffers[stmt.buffer].dtype)
+    dtype = ir_dtype(kernel.buffers[stmt.buffer].dtype)
     if dtype not in ("f32", "f64"):
         return stmt
     return kir.store(stmt.buffer, *stmt.index, ops.add(stmt.expr, kir.const(1.0, dtype)))

@@ -50,16 +50,6 @@ def loader(value, dtype=None):
     return lambda ctx, idx: kir.cast(fn(ctx, idx), dtype)
 
 
-def RealizedAsOf(ctx, realized):
-    """ctx (a TraceCtx) deciding its reads of lazy values by `realized`, a copy of the graph's
-    realized values taken earlier: a value realized then is read from its buffer, one realized
-    since is recomputed. A decision a probe made then (merging loops whose loads walk them as one)
-    holds for the kernel: the fill `x.fill_(2.5)` probed as a constant (no load: x.t()'s two axes
-    merged into one loop) was realized as an output before the sum's kernel read it through the
-    merged loop, as if its buffer were laid out like the transpose (fuzz seed 171, program 826)."""
-    return ctx if V.graph is None else ctx.as_of_snapshot(V.graph.snapshot(realized))
-
-
 def scalar_as(value, dtype):
     """value as the Python number a kir.const(value, dtype) expression holds."""
     if dtype == "bool":

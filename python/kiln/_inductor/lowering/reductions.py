@@ -5,8 +5,9 @@ reduced axes merge into one loop where every load walks them as one."""
 import kiln
 from kiln._C._inductor import kernel_ir as kir
 from kiln._C._inductor.kernel_ir import ops
-from kiln._inductor.ir import V, Affine, Buffer, LoopSpace, Pointwise, Reduction, ir_dtype, make_group, probe
-from kiln._inductor.lowering.common import (INF, Fallback, RealizedAsOf, ViewOfUnrealized, aten, loader, opmath,
+from kiln._C._inductor.scheduler import merge_dims
+from kiln._inductor.ir import V, Affine, Buffer, LoopSpace, Pointwise, Reduction, ir_dtype, make_group
+from kiln._inductor.lowering.common import (INF, Fallback, ViewOfUnrealized, aten, loader, opmath,
                                             ops_of, pointwise, register)
 from kiln._inductor.lowering.views import strided_view
 
@@ -76,67 +77,42 @@ def _reduce(out, x, dims, keepdim, kind, name, finish=None, eager=None):
 
 
 def merge_reduced_dims(x, dims):
-    """x (a Buffer) seen with each run of adjacent reduced axes merged into one axis, when its
-    strides allow (NCHW's H and W for batch norm): (view, its reduced axes, a map from indices of
-    the keepdim result to indices of the merged keepdim result); None when nothing merges."""
-    if isinstance(x, Buffer):
-        shape, stride = list(x.shape), list(x.stride)
-        mergeable = lambda d: stride[d - 1] == stride[d] * shape[d]  # noqa: E731
-    elif isinstance(x, Pointwise):
-        shape = list(x.shape)
-        coeffs = _load_coefficients(x)
-        if coeffs is None:
+    """x (a Buffer or Pointwise) seen with each run of adjacent reduced axes merged into one axis,
+    when its strides (a lazy value: every load's) allow (NCHW's H and W for batch norm): (view,
+    its reduced axes, a map from indices of the keepdim result to indices of the merged keepdim
+    result); None when nothing merges. A Pointwise merges in C++ (merge_dims, inductor/scheduler:
+    it is computed as the probe saw it, values realized later recomputed, Note [Realized as of])."""
+    if isinstance(x, Pointwise):
+        found = merge_dims(x, set(dims), V.graph.state if V.graph is not None else None)
+        if found is None:
             return None
-        # every load walks axes d-1 and d as one axis: its stride for d-1 is shape[d] times d's
-        mergeable = lambda d: all(c.get(d - 1, 0) == c.get(d, 0) * shape[d] for c in coeffs)  # noqa: E731
-    else:
-        return None
-    groups = []  # runs of axes: [axes], reduced?
-    for d in range(len(shape)):
-        if groups and d in dims and groups[-1][1] and mergeable(d):
-            groups[-1][0].append(d)
-        else:
-            groups.append(([d], d in dims))
-    if len(groups) == len(shape):
-        return None
-    m_shape, m_stride, m_dims = [], [], []
-    for axes, reduced in groups:
-        n = 1
-        for a in axes:
-            n *= shape[a]
-        if reduced:
-            m_dims.append(len(m_shape))
-        m_shape.append(n)
-        m_stride.append(stride[axes[-1]] if isinstance(x, Buffer) else None)
-    if isinstance(x, Buffer):
+        view, groups = found
+    elif isinstance(x, Buffer):
+        shape, stride = list(x.shape), list(x.stride)
+        groups = []  # runs of axes: [axes], reduced?
+        for d in range(len(shape)):
+            if groups and d in dims and groups[-1][1] and stride[d - 1] == stride[d] * shape[d]:
+                groups[-1][0].append(d)
+            else:
+                groups.append(([d], d in dims))
+        if len(groups) == len(shape):
+            return None
+        m_shape, m_stride = [], []
+        for axes, _ in groups:
+            n = 1
+            for a in axes:
+                n *= shape[a]
+            m_shape.append(n)
+            m_stride.append(stride[axes[-1]])
         view = Buffer(None, x.dtype, m_shape, m_stride, x.offset, origin=x)
     else:
-        # x is evaluated as the probe saw it: values realized later are recomputed (RealizedAsOf)
-        realized = V.graph.realized.copy() if V.graph is not None else None
-
-        def fn(ctx, idx):  # a merged axis' index walks its group's last axis (the others at 0)
-            full = [None] * len(shape)
-            for (axes, _), i in zip(groups, idx):
-                for a in axes:
-                    full[a] = Affine(0)
-                full[axes[-1]] = i
-            return x.fn(RealizedAsOf(ctx, realized), full)
-
-        view = Pointwise(x.dtype, m_shape, fn, x.ops)
+        return None
+    m_dims = [k for k, (_, reduced) in enumerate(groups) if reduced]
 
     def to_merged(idx):  # idx: per original axis (reduced ones are 0 in a keepdim result)
         return [Affine(0) if reduced else idx[axes[0]] for axes, reduced in groups]
 
     return view, m_dims, to_merged
-
-
-def _load_coefficients(value):
-    """Per load of a lazy value: its index's coefficient for each of the value's axes; None when
-    it reads a reduction (whose index is not a memory layout)."""
-    found = probe(value, V.graph.state if V.graph is not None else None)
-    if found.reads_reduction or found.expr.uses_loop_index():  # the loop index itself is no memory layout
-        return None
-    return found.coeffs
 
 
 def _read_merged(out, red, dims, keepdim, ndim, to_merged):
