@@ -797,3 +797,21 @@ def test_like_factories_of_fakes_that_require_grad_stay_fake():
         y = x * 2
         for out in (kiln.zeros_like(y), kiln.ones_like(y), kiln.full_like(y, 3.0), kiln.empty_like(y)):
             assert kiln._C._is_fake(out) and out.shape == (2, 3)
+
+
+def test_copy_between_views_of_the_same_elements_is_a_no_op_as_in_eager():
+    """`x[0] = x` on an expanded x copies a view onto the same elements: eager returns at once; the
+    fake path refused it as a write into overlapping memory (fake storages hold no data), so a
+    static-shape trace raised where eager passes (fuzz seed 1401, program 1985)."""
+    real = kiln.tensor([[[1], [0], [1], [1]]]).expand(1, 4, 3)
+    expected = real.clone()
+    real[0] = real
+    assert kiln.equal(real, expected)
+    mode = FakeTensorMode()
+    fake = mode.from_tensor(kiln.tensor([[[1], [0], [1], [1]]]).expand(1, 4, 3))
+    with mode:
+        fake[0] = fake
+        fake[0].copy_(fake.view(4, 3))
+        assert fake.stride() == (4, 1, 0)
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+            fake[0].copy_(fake[0].flip(0))  # other elements: still an overlapping write
