@@ -332,6 +332,9 @@ Partition Finish(const Joint& j, std::vector<Node*> saved, std::vector<Node*> sa
     p.saved_bytes += NodeBytes(n);
   }
   for (Node* n : saved_sym) p.saved_sym_nodes.push_back(n->name());
+  const int num_saved = static_cast<int>(saved.size());
+  for (int s = 0; s < static_cast<int>(saved_sym.size()); ++s) p.saved_order.push_back(num_saved + s);
+  for (int v = 0; v < num_saved; ++v) p.saved_order.push_back(v);
   for (Node* n : recomputed)
     if (j.is_fw(n) || !j.is_bw(n)) p.recomputed.push_back(n->name());
   return p;

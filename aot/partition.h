@@ -37,6 +37,10 @@ struct Partition {
   std::vector<std::string> saved_sym_nodes;  // size values the backward reads
   std::vector<std::string> recomputed;       // forward nodes the backward computes again
   int64_t saved_bytes = 0;                   // sum of NodeBytes over saved_values
+  // For each backward input before the tangents (saved_sym_nodes, then saved_values), its
+  // position among the forward's saved outputs (saved_values, then saved_sym_nodes): how the
+  // runtime hands the backward what the forward kept.
+  std::vector<int> saved_order;
 };
 
 // PyTorch's MinCutOptions (the ones kiln implements); compiler="inductor" turns them all on.

@@ -105,6 +105,7 @@ TEST(Partition, DefaultSavesWhatTheBackwardReads) {
   EXPECT_EQ(PlaceholderNames(*p.forward), (std::vector<std::string>{"primals_1", "primals_2"}));
   EXPECT_EQ(PlaceholderNames(*p.backward), (std::vector<std::string>{"primals_1", "primals_2", "gelu", "tangents_1"}));
   EXPECT_EQ(p.forward->output_node()->args()[0].items.size(), 4u);  // sum + 3 saved
+  EXPECT_EQ(p.saved_order, (std::vector<int>{0, 1, 2})) << "no sizes saved: the backward takes them in order";
   EXPECT_EQ(CountCalls(*p.backward, "gelu"), 0);
   p.forward->Lint();
   p.backward->Lint();

@@ -269,3 +269,31 @@ def test_symbolic_sizes_are_saved_as_size_nodes(partition):
     assert saved == [6, 5]
     (grad,) = bw(*saved, kiln.tensor(1.0))
     close(grad, kiln.full((6, 5), 2.0))
+
+
+@pytest.mark.parametrize("partition", PARTITIONERS)
+def test_saved_order_says_where_the_forward_saved_each_backward_input(partition):
+    """The forward returns (*outs, *saved_values, *saved_sym_nodes); the backward takes
+    (*saved_sym_nodes, *saved_values, *tangents): Partition.saved_order maps one onto the other,
+    so the runtime never matches them by name."""
+    def joint(primals, tangents):
+        x, y = primals
+        out = (x * 2).sum() + y.sin().sum()  # x's gradient needs its sizes, y's needs y
+        return (out, *kiln.autograd.grad(out, [x, y], grad_outputs=tangents))
+
+    gm = make_fx(joint, tracing_mode="symbolic")([rand(4, 8).requires_grad_(), rand(3).requires_grad_()],
+                                                 [kiln.ones(())])
+    fw, bw = partition(gm, None, num_fwd_outputs=1)
+    info = fw.meta["partition"]
+    assert info.saved_values == ["primals_2"] and len(info.saved_sym_nodes) == 2
+    saved_outputs = [a.name for a in fw.graph.output_node().args[0][1:]]
+    assert saved_outputs == [*info.saved_values, *info.saved_sym_nodes]
+    backward_inputs = [name for name in placeholders(bw) if not name.startswith("tangents")]
+    assert backward_inputs == [*info.saved_sym_nodes, *info.saved_values]
+    assert info.saved_order == [1, 2, 0]
+    assert [saved_outputs[k] for k in info.saved_order] == backward_inputs
+    x, y = rand(6, 5), rand(7)
+    out, *saved = fw(x, y)
+    gx, gy = bw(*[saved[k] for k in info.saved_order], kiln.tensor(1.0))
+    close(gx, kiln.full((6, 5), 2.0))
+    close(gy, kiln.cos(y))

@@ -64,7 +64,7 @@ class Tracer {
   std::vector<ir::Read> reads_;
 };
 
-// Decides what a read becomes inside one kernel (the lowering's KernelBuilder, or a probe).
+// Decides what a read becomes inside one kernel (the scheduler's KernelBuilder, or a probe).
 class Reader {
  public:
   virtual ~Reader() = default;

@@ -168,6 +168,20 @@ std::string Reduction::ToString() const {
          " extent=" + std::to_string(extent_) + " ops=" + Ops(ops);
 }
 
+codegen::DType KernelDType(ScalarType t) {
+  switch (t) {
+    case ScalarType::Float32: return codegen::DType::F32;
+    case ScalarType::Float64: return codegen::DType::F64;
+    case ScalarType::Int64: return codegen::DType::I64;
+    case ScalarType::Int32: return codegen::DType::I32;
+    case ScalarType::Bool: return codegen::DType::Bool;
+    case ScalarType::BFloat16: return codegen::DType::BF16;
+    default: break;
+  }
+  KILN_CHECK_NOT_IMPLEMENTED(false, "inductor: dtype kiln.", ScalarTypeName(t), " has no kernel type");
+  return codegen::DType::F32;
+}
+
 std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size());
   int64_t running = 1;

@@ -32,21 +32,6 @@ Affine Offset(const std::vector<Affine>& idx, const std::vector<int64_t>& stride
   return out;
 }
 
-// The kernel IR type of a buffer's elements.
-codegen::DType KernelDType(ScalarType t) {
-  switch (t) {
-    case ScalarType::Float32: return codegen::DType::F32;
-    case ScalarType::Float64: return codegen::DType::F64;
-    case ScalarType::Int64: return codegen::DType::I64;
-    case ScalarType::Int32: return codegen::DType::I32;
-    case ScalarType::Bool: return codegen::DType::Bool;
-    case ScalarType::BFloat16: return codegen::DType::BF16;
-    default: break;
-  }
-  KILN_CHECK_NOT_IMPLEMENTED(false, "inductor: dtype kiln.", ScalarTypeName(t), " has no kernel type");
-  return codegen::DType::F32;
-}
-
 // Whether every index but `axis`'s is the loop variable of its position among them (d0, d1, ...).
 bool IsIdentityExcept(const std::vector<Affine>& idx, int axis) {
   int k = 0;
@@ -420,7 +405,7 @@ void Scheduler::Emit(KernelBuilder& kb, std::set<std::string> ops, const std::ve
   for (size_t i = 0; i < kb.buffers.size(); ++i) {
     auto out = std::find(outs.begin(), outs.end(), kb.buffers[i]);
     std::string arg = out != outs.end() ? "out_ptr" + std::to_string(out - outs.begin()) : "in_ptr" + std::to_string(i);
-    ir->buffers.push_back(codegen::Buffer{std::move(arg), KernelDType(kb.buffers[i]->dtype())});
+    ir->buffers.push_back(codegen::Buffer{std::move(arg), ir::KernelDType(kb.buffers[i]->dtype())});
   }
   ir->outer = kb.outer;
   ir->loops = std::move(kb.loops);

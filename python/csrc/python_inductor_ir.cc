@@ -1,9 +1,8 @@
 // python/csrc/python_inductor_ir.cc: kiln._C._inductor.ir, the loop IR (inductor/ir) as typed
 // Python objects: indices and bodies (Note [Bodies]) and the values (Note [Values]). A lowering
 // (python/kiln/_inductor/lowering) makes a Pointwise or Reduction from its element function,
-// which the constructor traces once, here, through a TraceCtx; GraphLowering's KernelBuilder
-// places bodies into kernels with instantiate(), answering each read from Python until kernel
-// formation moves into C++ too.
+// which the constructor traces once, here, through a TraceCtx; the Scheduler (inductor/scheduler)
+// places bodies into kernels. `instantiate` with a Python reader remains for tests and tools.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -395,6 +394,8 @@ void InitInductorIrBindings(py::module_& inductor) {
            }, py::arg("acc"), "The value read from the accumulator expression acc.")
       .def("__repr__", &Reduction::ToString);
 
+  m.def("kernel_dtype", [](const py::handle& dtype) { return codegen::DTypeName(inductor::ir::KernelDType(ScalarTypeOf(dtype))); },
+        py::arg("dtype"), "The kernel IR type name of a kiln.dtype's elements (NotImplementedError: none).");
   m.def("dense_order", &inductor::ir::DenseOrder, py::arg("shape"), py::arg("stride"),
         "The dimensions of a dense layout from outermost to innermost in memory (None: not dense).");
   m.def("gapped_order", &inductor::ir::GappedOrder, py::arg("shape"), py::arg("stride"),

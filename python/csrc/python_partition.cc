@@ -71,6 +71,8 @@ void InitPartitionBindings(py::module_& m) {
       .def_readonly("saved_sym_nodes", &aot::Partition::saved_sym_nodes, "the sizes the backward reads")
       .def_readonly("recomputed", &aot::Partition::recomputed, "forward nodes the backward computes again")
       .def_readonly("saved_bytes", &aot::Partition::saved_bytes)
+      .def_readonly("saved_order", &aot::Partition::saved_order,
+                    "per backward input before the tangents: its position among the forward's saved outputs")
       // immutable: a copied GraphModule's meta shares it
       .def("__copy__", [](py::object self) { return self; })
       .def("__deepcopy__", [](py::object self, py::handle) { return self; })

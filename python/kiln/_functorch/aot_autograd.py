@@ -120,7 +120,12 @@ def _create_runtime(flat_fn, leaves, config):
 
 def _saved_order(fw_module, bw_module, num_fwd_outputs):
     """Positions, among the forward's saved outputs, of the backward's non-tangent inputs (the
-    partitioner may order them differently, e.g. size symbols first); matched by node name."""
+    partitioner may order them differently, e.g. size symbols first): kiln's partitioners say so
+    (`Partition.saved_order`, aot/partition.h); a user's partition_fn, which returns modules only
+    (PyTorch's contract), by node name."""
+    partition = fw_module.meta.get("partition")
+    if partition is not None and partition is bw_module.meta.get("partition"):
+        return list(partition.saved_order)
     saved = [getattr(v, "name", None) for v in _outputs(fw_module)[num_fwd_outputs:]]
     wanted = [n.name for n in bw_module.graph.nodes if _is_primal(n)]
     return [saved.index(name) for name in wanted]

@@ -14,25 +14,19 @@ Indices are Affine (kiln._C._inductor.ir.Affine): offset + sum(coeff * loop vari
 variables are its value's dimensions 0..n-1 (a reduction's source: its kept dimensions and "r",
 variable -1); views (permute, expand, slice, select, unsqueeze) are affine maps of indices, so
 they never copy. Expressions are kernel IR (kiln._C._inductor.kernel_ir.Expr); a body's reads of
-other values are decided only where it is placed in a kernel (graph.py's KernelBuilder): a load
+other values are decided only where it is placed in a kernel (the C++ Scheduler's): a load
 of the value's buffer, or the value's own body inlined. A body names the values it reads by
 their `handle`; value_of(handle) finds one. Which values are realized is the graph's
 `kiln._C._inductor.scheduler.Realization` (inductor/scheduler), which probes consult.
 """
 
-import kiln
-from kiln._C._inductor.ir import (Affine, Buffer, Indices, LoopSpace, Pointwise, Reduction, TraceCtx,  # noqa: F401
-                                  Tracer, instantiate, make_group, value_of)
-
-DTYPES = {kiln.float32: "f32", kiln.float64: "f64", kiln.int64: "i64", kiln.int32: "i32", kiln.bool: "bool",
-          kiln.bfloat16: "bf16"}
+from kiln._C._inductor.ir import Affine, Buffer, LoopSpace, Pointwise, Reduction, kernel_dtype, make_group  # noqa: F401
 
 
 def ir_dtype(dtype):
-    name = DTYPES.get(dtype)
-    if name is None:
-        raise NotImplementedError(f"inductor: dtype {dtype} has no kernel type")
-    return name
+    """The kernel IR type of a dtype's elements ("f32", ...; inductor/ir/values.h's KernelDType):
+    NotImplementedError for one kernels cannot hold (its op runs its eager kernel)."""
+    return kernel_dtype(dtype)
 
 
 class V:
@@ -41,14 +35,6 @@ class V:
     join its C++ state while GraphLowering.run has it current: Note [Sibling reductions].)"""
 
     graph = None
-
-
-_VARS = [Affine.var(v) for v in range(-1, 64)]
-
-
-def var(v):
-    """The loop variable v as an Affine (-1: a reduction's inner variable r)."""
-    return _VARS[v + 1] if v < 63 else Affine.var(v)
 
 
 def contiguous_strides(shape):
