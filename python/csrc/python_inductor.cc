@@ -200,6 +200,7 @@ void InitInductorBindings(py::module_& m) {
   InitInductorIrBindings(ind);
   InitMemoryPlanBindings(ind);
   InitInductorSchedulerBindings(ind);
+  InitInductorLoweringBindings(ind);
   InitWrapperProgramBindings(ind);
   py::class_<PyCompiledKernel>(ind, "CompiledKernel")
       .def("__call__", [](const PyCompiledKernel& c, py::args args) {

@@ -29,6 +29,10 @@ void InitInductorIrBindings(pybind11::module_& inductor);
 // sibling_reductions (python_inductor_scheduler.cc).
 void InitInductorSchedulerBindings(pybind11::module_& inductor);
 
+// Adds the lowering submodule: make_pointwise, lower_elementwise, check_integer_divisor,
+// one_element_in_float (python_inductor_lowering.cc).
+void InitInductorLoweringBindings(pybind11::module_& inductor);
+
 // kiln._C._inductor.CompiledKernel: a compiled kernel, called with its buffers in order.
 struct PyCompiledKernel {
   std::shared_ptr<codegen::CompiledKernel> k;

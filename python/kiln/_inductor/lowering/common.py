@@ -3,7 +3,8 @@ reading values (loader, broadcasting, the `pointwise` builder and epilogue space
 
 import kiln
 from kiln._C._inductor import kernel_ir as kir
-from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, V, ir_dtype
+from kiln._C._inductor.lowering import make_pointwise
+from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, ir_dtype
 
 aten = kiln.ops.aten
 LOWERINGS = {}
@@ -93,35 +94,9 @@ def const(value, dtype):
 
 def pointwise(name, out, inputs, combine, compute=None, load_as=None):
     """A Pointwise of out's shape whose value is combine(*input exprs) (inputs broadcast), each
-    input read in `compute` (out's dtype by default) or in its entry of `load_as` where not None."""
-    out_dtype = ir_dtype(out.dtype)
-    compute = compute or out_dtype
-    load_as = load_as or [None] * len(inputs)
-    loaders = [(loader(v, d or compute), shape_of(v)) for v, d in zip(inputs, load_as)]
-    shape = list(out.shape)
-
-    # Note [bfloat16 rounds at every op]: bfloat16 math runs in float32 (the IR has no bfloat16
-    # arithmetic), and each op's result is rounded to bfloat16 as eager's kernel stores it (and as
-    # PyTorch's C++ Inductor legalizes low-precision loop bodies), also where it is computed inline in
-    # a fused kernel. Unrounded, `sqrt(sigmoid_(x))` fed min() float32 values, and min's backward,
-    # comparing them with the bfloat16 result, sent the gradient nowhere (fuzz seed 301, program 3415).
-    def fn(ctx, idx):
-        exprs = [ld(ctx, broadcast_indices(idx, s, shape)) for ld, s in loaders]
-        value = combine(*exprs)
-        return value if compute == out_dtype and out_dtype != "bf16" else kir.cast(value, out_dtype)
-
-    result = Pointwise(out.dtype, shape, fn, ops_of(*inputs) | {name})
-    result.space = epilogue_space(inputs, shape)
-    return result
-
-
-def epilogue_space(inputs, shape):
-    """The reduction loop a pointwise op joins as an epilogue: that of an input computed over a
-    reduction's loop (a matmul template, a variance) when the op keeps its shape (so bias + GELU
-    after a generated matmul is the same kernel); None when inputs disagree."""
-    spaces = {v.space for v in inputs
-              if isinstance(v, Pointwise) and v.space is not None and list(v.shape) == list(shape)}
-    return next(iter(spaces)) if len(spaces) == 1 else None
+    input read in `compute` (out's dtype by default) or in its entry of `load_as` where not None;
+    a bfloat16 result rounded at every op (C++: inductor/lowering, Note [Pointwise values])."""
+    return make_pointwise(name, out.dtype, list(out.shape), inputs, combine, compute, load_as)
 
 
 def lower(target, out, args, kwargs):

@@ -4,12 +4,12 @@ where/clamp, copies and constant fills; each composes its inputs' index function
 import functools
 import math
 
-import kiln
 from kiln import _C
 from kiln._C._inductor import kernel_ir as kir
 from kiln._C._inductor.kernel_ir import ops
 from kiln._ops import overload_named
-from kiln._inductor.ir import Buffer, Pointwise, Reduction, ir_dtype
+from kiln._inductor.ir import Pointwise, ir_dtype
+from kiln._C._inductor.lowering import check_integer_divisor, lower_elementwise, one_element_in_float
 from kiln._inductor.lowering.common import (INF, Fallback, scalar_as, aten, broadcast_indices, const, loader, opmath,
                                             ops_of, pointwise, register, shape_of)
 
@@ -25,65 +25,18 @@ def _builder(function):
     return functools.partial(kir.substitute, function)
 
 
-def _promoted(a, b):
-    """The kernel IR dtype of a binary op's operands: PyTorch's promotion, where a 0-d tensor or a
-    number ranks below a tensor with dims (`v == x` of a bfloat16 vector and a float32 0-d x rounds
-    x to bfloat16 first: fuzz seed 431, program 13552)."""
-    def key(v):  # what promotion reads of an operand: a value's dtype and whether it has dims
-        if isinstance(v, (Buffer, Pointwise, Reduction)):
-            return v.dtype, len(shape_of(v)) > 0
-        return (type(v), None) if type(v) in (bool, int, float, complex) else None
-
-    ka, kb = key(a), key(b)
-    if ka is None or kb is None:  # a tensor constant: its own promotion
-        return ir_dtype(kiln.result_type(_operand(a), _operand(b)))
-    return _promoted_by_kind(ka, kb)
-
-
-def _operand(v):
-    """A stand-in for promotion: a one-element tensor with v's dtype and v's having dims or not."""
-    return kiln.empty([1] * len(shape_of(v)), dtype=v.dtype) if isinstance(v, (Buffer, Pointwise, Reduction)) else v
-
-
-@functools.lru_cache(maxsize=None)
-def _promoted_by_kind(ka, kb):
-    """_promoted of operands described by (dtype, has dims) or (Python number type, None): a
-    number's value never changes the result, only its type."""
-    def stand_in(k):
-        return kiln.empty([1] if k[1] else [], dtype=k[0]) if k[1] is not None else k[0](1)
-
-    return ir_dtype(kiln.result_type(stand_in(ka), stand_in(kb)))
-
-
 def element_function_lowering(op):
-    """op's lowering from its element function: operands read in the dtype the registry computes
-    in (binary ops' promoted one; alpha, where not 1, a further operand), integer divisions whose
-    divisor may be 0 left to eager (Note [Integer division by zero]). An activation's number
-    arguments (elu's alpha, scale, input_scale) are constants of its element function."""
-    name, full, functions = op.overloadpacket.__name__, op._full_name, {}
+    """op's lowering from its element function (C++: inductor/lowering, Note [Pointwise values]):
+    operands read in the dtype the registry computes in (binary ops' promoted one; alpha, where
+    not 1, a further operand), integer divisions whose divisor may be 0 left to eager (Note
+    [Integer division by zero]). An activation's number arguments (elu's alpha, scale,
+    input_scale) are constants of its element function."""
+    name, full = op.overloadpacket.__name__, op._full_name
     if _C._inductor.pointwise_num_params(full):
         return _parameterized_lowering(name, full)
 
     def lower(out, *operands, alpha=None):
-        if len(operands) == 1:
-            dtypes = [ir_dtype(operands[0].dtype)]
-        else:
-            dtypes = [_promoted(*operands)] * 2
-            if alpha is not None and alpha != 1:
-                operands, dtypes = (*operands, alpha), dtypes + dtypes[:1]
-        key = tuple(dtypes)
-        if key not in functions:
-            function = _C._inductor.pointwise_ir(full, dtypes)
-            functions[key] = function, _builder(function.expr)
-        function, build = functions[key]
-        if function.integer_division and not _is_float(function.compute):
-            check_integer_divisor(name, operands[1])
-        load_as = one_element_in_float(out, operands[1]) if function.reads_scalar_in_opmath else None
-        if function.compute == "bool":
-            # bools add and multiply as integers (True + True is 2 in the IR), and the value is a
-            # bool again only where it is stored: read by a cast (`(b + b).float()`) it was 2.0
-            return pointwise(name, out, list(operands), lambda *xs: kir.cast(build(*xs), "bool"), "bool", load_as)
-        return pointwise(name, out, list(operands), build, function.compute, load_as)
+        return lower_elementwise(full, out.dtype, list(out.shape), operands, alpha)
 
     return lower
 
@@ -108,34 +61,6 @@ def _parameterized_lowering(name, full):
 for _full in _C._inductor.pointwise_ops():
     _op = overload_named(_full)
     register(_op)(element_function_lowering(_op))
-
-
-# Note [Integer division by zero]: eager raises `RuntimeError: ZeroDivisionError` for an integer
-# (or bool) //, %, fmod or rounding division by zero, as PyTorch does; a kernel cannot raise, and
-# returned 0 instead. Such an op by a tensor divisor runs eager's kernel (an extern call, which raises),
-# and one by a constant 0 too; by a nonzero constant it stays fused. Float division by zero is
-# inf or NaN, never an error, so floats keep the fused path.
-def check_integer_divisor(name, divisor):
-    """Raises Fallback for an integer division whose divisor may be zero (Note [Integer division
-    by zero])."""
-    if isinstance(divisor, (bool, int, float)):
-        if divisor == 0:
-            raise Fallback(f"{name} of integers by 0 (eager raises ZeroDivisionError)")
-        return
-    raise Fallback(f"{name} of integers by a tensor (a zero divisor raises ZeroDivisionError)")
-
-
-def one_element_in_float(out, b):
-    """load_as for (a, b) where eager computes a bfloat16 op with b read in float, unrounded: b a
-    Python number or a one-element tensor (Note [16-bit floats times a scalar] in
-    tensor/ops/binary.cc, which mul, div, its trunc/floor modes and floor_divide follow); None
-    otherwise. The op stays a bfloat16 one, computed in float32 and rounded where it is stored,
-    as PyTorch's Inductor keeps it."""
-    if ir_dtype(out.dtype) != "bf16":
-        return None
-    if isinstance(b, (bool, int, float)) or all(isinstance(s, int) and s == 1 for s in shape_of(b)):
-        return [None, "f32"]
-    return None
 
 
 # Note [Integer pow]: eager raises integers to integer powers by repeated squaring in int64, so a
@@ -299,11 +224,11 @@ def _div_mode(out, a, b, rounding_mode=None):
         return _floor_divide(out, a, b)
     if rounding_mode == "trunc" and _is_float(d):
         return pointwise("div", out, [a, b], lambda x, y: ops.trunc(ops.div(x, y)),
-                         load_as=one_element_in_float(out, b))
+                         load_as=one_element_in_float(out.dtype, b))
     if rounding_mode is not None:
         check_integer_divisor("div", b)
     # true division, or integers' (truncating)
-    return pointwise("div", out, [a, b], lambda x, y: ops.div(x, y), load_as=one_element_in_float(out, b))
+    return pointwise("div", out, [a, b], lambda x, y: ops.div(x, y), load_as=one_element_in_float(out.dtype, b))
 
 
 @register("round.decimals")

@@ -1,0 +1,110 @@
+// inductor/lowering/lowering_test.cc: pointwise values from the registry's element functions --
+// broadcast reads, promotion, constants, bfloat16 rounding, integer division by zero, epilogues
+// (Note [Pointwise values]), compared as text.
+#include <gtest/gtest.h>
+
+#include "inductor/lowering/pointwise.h"
+
+namespace kiln::inductor::lowering {
+namespace {
+
+using codegen::DType;
+using codegen::Expr;
+using codegen::ExprPtr;
+using codegen::OpCode;
+using ir::Buffer;
+
+const Op& OpNamed(const std::string& name) { return Registry::Get().FindOrThrow(name); }
+
+Operand Input(ScalarType dtype, std::vector<int64_t> shape) {
+  std::vector<int64_t> stride = ir::ContiguousStrides(shape);
+  return Operand{std::make_shared<Buffer>("x", dtype, shape, stride, 0, Buffer::Source::kInput), Scalar()};
+}
+
+Operand Number(Scalar s) { return Operand{nullptr, s}; }
+
+// The body with each read's value named by its position among `operands` (handles differ per run).
+std::string Text(const Pointwise& p, const std::vector<Operand>& operands) {
+  std::string s = p.body().ToString();
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (!operands[i].is_value()) continue;
+    const std::string from = "v" + std::to_string(operands[i].value->handle()) + "[";
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from))
+      s.replace(at, from.size(), "operand" + std::to_string(i) + "[");
+  }
+  return s;
+}
+
+std::string E(const ExprPtr& e) { return codegen::SerializeExpr(*e); }
+
+TEST(Pointwise, OperandsAreReadAtTheirBroadcastIndex) {
+  std::vector<Operand> in{Input(ScalarType::Float32, {4, 8}), Input(ScalarType::Float32, {1, 8})};
+  auto p = LowerElementwise(OpNamed("aten::add.Tensor"), ScalarType::Float32, {4, 8}, in, std::nullopt);
+  const ExprPtr want = Expr::Op(OpCode::kAdd, {Expr::Load(0, {}), Expr::Load(1, {})});
+  EXPECT_EQ(Text(*p, in), "read0 = operand0[d0, d1]\nread1 = operand1[0, d1]\n" + E(want));
+  EXPECT_EQ(p->ops, (std::set<std::string>{"add"}));
+  EXPECT_EQ(p->traced()->inputs.size(), 2u);
+}
+
+TEST(Pointwise, NumbersAreWeakAndAlphaIsAnOperand) {
+  // int64 tensor + 2.5: float32 (the default dtype), the tensor read as float
+  std::vector<Operand> in{Input(ScalarType::Int64, {3}), Number(2.5)};
+  auto p = LowerElementwise(OpNamed("aten::add.Tensor"), ScalarType::Float32, {3}, in, std::nullopt);
+  ExprPtr x = Expr::Cast(Expr::Load(0, {}), DType::F32);
+  EXPECT_EQ(E(p->body().expr), E(Expr::Op(OpCode::kAdd, {x, Expr::Const(2.5, DType::F32)})));
+  EXPECT_EQ(Promoted(Input(ScalarType::BFloat16, {4}), Input(ScalarType::Float32, {})), DType::BF16)
+      << "a 0-d value ranks below one with dims";
+  EXPECT_EQ(Promoted(Input(ScalarType::Int32, {4}), Number(int64_t{7})), DType::I32);
+  // a - 3 * b: alpha a constant of the element function's last operand
+  std::vector<Operand> two{Input(ScalarType::Float32, {2}), Input(ScalarType::Float32, {2})};
+  auto sub = LowerElementwise(OpNamed("aten::sub.Tensor"), ScalarType::Float32, {2}, two, Scalar(3.0));
+  EXPECT_NE(E(sub->body().expr).find("Cf32:0x1.8p+1"), std::string::npos) << E(sub->body().expr);
+}
+
+TEST(Pointwise, Bfloat16IsRoundedAtEveryOpAndAScalarReadInFloat) {
+  std::vector<Operand> in{Input(ScalarType::BFloat16, {4}), Number(0.1)};
+  auto p = LowerElementwise(OpNamed("aten::mul.Tensor"), ScalarType::BFloat16, {4}, in, std::nullopt);
+  // x read as bfloat16 (the kernel computes bfloat16 ops in float32), 0.1 in float, unrounded, and
+  // the product rounded to bfloat16
+  EXPECT_EQ(E(p->body().expr),
+            E(Expr::Cast(Expr::Op(OpCode::kMul, {Expr::Load(0, {}), Expr::Const(0.1, DType::F32)}), DType::BF16)));
+}
+
+TEST(Pointwise, IntegerDivisionByAPossibleZeroRunsEagersKernel) {
+  const Op& floor_divide = OpNamed("aten::floor_divide");
+  EXPECT_THROW(LowerElementwise(floor_divide, ScalarType::Int64, {3}, {Input(ScalarType::Int64, {3}), Input(ScalarType::Int64, {3})},
+                                std::nullopt),
+               Fallback);
+  EXPECT_THROW(LowerElementwise(floor_divide, ScalarType::Int64, {3}, {Input(ScalarType::Int64, {3}), Number(int64_t{0})},
+                                std::nullopt),
+               Fallback);
+  EXPECT_NO_THROW(LowerElementwise(floor_divide, ScalarType::Int64, {3},
+                                   {Input(ScalarType::Int64, {3}), Number(int64_t{3})}, std::nullopt));
+  EXPECT_NO_THROW(LowerElementwise(floor_divide, ScalarType::Float32, {3},
+                                   {Input(ScalarType::Float32, {3}), Input(ScalarType::Float32, {3})}, std::nullopt))
+      << "float division by zero is inf or NaN";
+}
+
+TEST(Pointwise, ABoolResultIsABoolWhereStoredAndAnEpilogueJoinsItsLoop) {
+  std::vector<Operand> in{Input(ScalarType::Bool, {3}), Input(ScalarType::Bool, {3})};
+  auto p = LowerElementwise(OpNamed("aten::add.Tensor"), ScalarType::Bool, {3}, in, std::nullopt);
+  EXPECT_EQ(p->body().expr->kind, Expr::Kind::kCast);
+  EXPECT_EQ(p->body().expr->dtype, DType::Bool);
+
+  auto x = Input(ScalarType::Float32, {4, 8});
+  auto loop_value = std::static_pointer_cast<ir::Pointwise>(
+      LowerElementwise(OpNamed("aten::neg"), ScalarType::Float32, {4, 8}, {x}, std::nullopt));
+  loop_value->space = ir::LoopSpace{{4, 8}, 16, 1};
+  auto epilogue = LowerElementwise(OpNamed("aten::relu"), ScalarType::Float32, {4, 8}, {Operand{loop_value, Scalar()}},
+                                   std::nullopt);
+  ASSERT_TRUE(epilogue->space.has_value());
+  EXPECT_EQ(epilogue->space->ToString(), "LoopSpace(kept=[4, 8], extent=16, axis=1)");
+  EXPECT_EQ(epilogue->ops, (std::set<std::string>{"neg", "relu"}));
+  EXPECT_THROW(LowerElementwise(OpNamed("aten::neg"), ScalarType::Float16, {3}, {Input(ScalarType::Float16, {3})},
+                                std::nullopt),
+               NotImplementedError)
+      << "a dtype kernels cannot hold";
+}
+
+}  // namespace
+}  // namespace kiln::inductor::lowering

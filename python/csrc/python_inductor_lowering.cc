@@ -1,0 +1,132 @@
+// python/csrc/python_inductor_lowering.cc: kiln._C._inductor.lowering (inductor/lowering): pointwise
+// values from the registry's element functions (Note [Pointwise values]). The Python lowerings
+// (python/kiln/_inductor/lowering) call `lower_elementwise` for every op with an element function
+// and `make_pointwise` with an element function of their own; inductor::lowering::Fallback
+// reaches Python as kiln._inductor.lowering.common.Fallback (the node runs its eager kernel).
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "inductor/lowering/pointwise.h"
+#include "python/csrc/arg_parser.h"
+#include "python/csrc/python_dtype.h"
+#include "python/csrc/python_inductor.h"
+
+namespace py = pybind11;
+
+namespace kiln::python {
+namespace {
+
+using inductor::lowering::Operand;
+
+[[noreturn]] void RaiseFallback(const std::string& why) {
+  static py::object* fallback = new py::object(py::module_::import("kiln._inductor.lowering.common").attr("Fallback"));
+  PyErr_SetObject(fallback->ptr(), py::str(why).ptr());
+  throw py::error_already_set();
+}
+
+// fn's result, with inductor::lowering::Fallback raised as the Python Fallback.
+template <typename Fn>
+auto Lowering(Fn&& fn) {
+  try {
+    return fn();
+  } catch (const inductor::lowering::Fallback& e) {
+    RaiseFallback(e.what());
+  }
+}
+
+ScalarType DtypeArg(const py::handle& dtype) {
+  if (!IsDtype(dtype.ptr()))
+    throw py::type_error(std::string("inductor lowering: dtype must be a kiln.dtype, not ") + Py_TYPE(dtype.ptr())->tp_name);
+  return reinterpret_cast<PyDtype*>(dtype.ptr())->scalar_type;
+}
+
+// A value of the graph or a Python number; anything else makes the node a fallback.
+Operand OperandOf(const py::handle& o) {
+  if (py::isinstance<inductor::ir::Value>(o)) return Operand{o.cast<std::shared_ptr<inductor::ir::Value>>(), Scalar()};
+  Scalar s;
+  if ((PyBool_Check(o.ptr()) || PyLong_Check(o.ptr()) || PyFloat_Check(o.ptr())) && ToScalar(o.ptr(), &s))
+    return Operand{nullptr, s};
+  PyErr_Clear();
+  RaiseFallback(std::string("argument of type ") + Py_TYPE(o.ptr())->tp_name);
+}
+
+std::vector<Operand> OperandsOf(const py::handle& seq) {
+  std::vector<Operand> out;
+  for (const py::handle& o : seq) out.push_back(OperandOf(o));
+  return out;
+}
+
+std::optional<codegen::DType> KernelTypeArg(const py::handle& name) {
+  if (name.is_none()) return std::nullopt;
+  codegen::DType t;
+  const std::string s = name.cast<std::string>();
+  if (!codegen::ParseDType(s, &t)) throw py::value_error("inductor lowering: unknown kernel dtype '" + s + "'");
+  return t;
+}
+
+py::object LoadAsObject(const std::vector<std::optional<codegen::DType>>& load_as) {
+  if (load_as.empty()) return py::none();
+  py::list out;
+  for (const auto& t : load_as) out.append(t ? py::object(py::str(codegen::DTypeName(*t))) : py::object(py::none()));
+  return out;
+}
+
+}  // namespace
+
+void InitInductorLoweringBindings(py::module_& inductor) {
+  py::module_ m = inductor.def_submodule(
+      "lowering", "Pointwise values from the registry's element functions (inductor/lowering, Note [Pointwise values]).");
+
+  m.def("make_pointwise",
+        [](const std::string& name, const py::handle& dtype, std::vector<int64_t> shape, const py::handle& operands,
+           const py::function& combine, const py::handle& compute, const py::handle& load_as) {
+          return Lowering([&] {
+            std::vector<std::optional<codegen::DType>> as;
+            if (!load_as.is_none())
+              for (const py::handle& t : load_as) as.push_back(KernelTypeArg(t));
+            auto fn = [&](std::vector<codegen::ExprPtr> exprs) {
+              py::tuple args(exprs.size());
+              for (size_t i = 0; i < exprs.size(); ++i) {
+                PyObject* e = WrapExpr(std::move(exprs[i]));
+                if (e == nullptr) throw py::error_already_set();
+                args[i] = py::reinterpret_steal<py::object>(e);
+              }
+              py::object r = combine(*args);
+              return UnwrapExpr(r.ptr(), "a pointwise lowering's element function");
+            };
+            return inductor::lowering::MakePointwise(name, DtypeArg(dtype), std::move(shape), OperandsOf(operands), fn,
+                                                     KernelTypeArg(compute), as);
+          });
+        },
+        py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("operands"), py::arg("combine"),
+        py::arg("compute") = py::none(), py::arg("load_as") = py::none(),
+        "A Pointwise computing combine(*operand exprs) over its operands (values or numbers) broadcast to shape, "
+        "each read in load_as[i] or `compute` (the output's kernel dtype by default).");
+  m.def("lower_elementwise",
+        [](const std::string& op, const py::handle& dtype, std::vector<int64_t> shape, const py::handle& operands,
+           const py::handle& alpha) {
+          return Lowering([&] {
+            std::optional<Scalar> a;
+            if (!alpha.is_none()) a = OperandOf(alpha).number;
+            return inductor::lowering::LowerElementwise(Registry::Get().FindOrThrow(op), DtypeArg(dtype), std::move(shape),
+                                                        OperandsOf(operands), a);
+          });
+        },
+        py::arg("op"), py::arg("dtype"), py::arg("shape"), py::arg("operands"), py::arg("alpha") = py::none(),
+        "The op (full name) lowered from its element function over its operands (and alpha where not 1).");
+  m.def("check_integer_divisor", [](const std::string& name, const py::handle& divisor) {
+          Lowering([&] { inductor::lowering::CheckIntegerDivisor(name, OperandOf(divisor)); return 0; });
+        }, py::arg("name"), py::arg("divisor"),
+        "Raises Fallback for an integer division whose divisor may be 0 (Note [Integer division by zero]).");
+  m.def("one_element_in_float", [](const py::handle& out_dtype, const py::handle& b) {
+          return Lowering([&] { return LoadAsObject(inductor::lowering::OneElementInFloat(DtypeArg(out_dtype), OperandOf(b))); });
+        }, py::arg("out_dtype"), py::arg("b"),
+        "load_as for (a, b) of a bfloat16 op reading a number or one-element b in float; None otherwise.");
+}
+
+}  // namespace kiln::python
