@@ -182,6 +182,22 @@ codegen::DType KernelDType(ScalarType t) {
   return codegen::DType::F32;
 }
 
+ScalarType ScalarTypeOfKernel(codegen::DType t) {
+  switch (t) {
+    case codegen::DType::F32: return ScalarType::Float32;
+    case codegen::DType::F64: return ScalarType::Float64;
+    case codegen::DType::I64: return ScalarType::Int64;
+    case codegen::DType::I32: return ScalarType::Int32;
+    case codegen::DType::Bool: return ScalarType::Bool;
+    case codegen::DType::BF16: return ScalarType::BFloat16;
+    case codegen::DType::F16: return ScalarType::Float16;
+    case codegen::DType::I16: return ScalarType::Int16;
+    case codegen::DType::I8: return ScalarType::Int8;
+    case codegen::DType::U8: return ScalarType::UInt8;
+  }
+  return ScalarType::Undefined;
+}
+
 std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size());
   int64_t running = 1;

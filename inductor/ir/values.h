@@ -181,6 +181,8 @@ class Reduction : public Value {
 // The kernel IR type of a value's elements (f32, f64, i64, i32, bool, bf16); NotImplementedError
 // for a dtype kernels cannot hold (float16, complex, ...: such a value's op runs its eager kernel).
 codegen::DType KernelDType(ScalarType t);
+// The dtype of a kernel IR type's elements (its inverse, total: every kernel type is a dtype).
+ScalarType ScalarTypeOfKernel(codegen::DType t);
 
 // Row-major strides of `shape` (size-0 dimensions count as 1).
 std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape);

@@ -37,22 +37,6 @@ ScalarType Join(ScalarType a, ScalarType b) {
 
 bool IsFloat(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16 || t == DType::F16; }
 
-ScalarType ScalarTypeOfKernel(DType t) {
-  switch (t) {
-    case DType::F32: return ScalarType::Float32;
-    case DType::F64: return ScalarType::Float64;
-    case DType::I64: return ScalarType::Int64;
-    case DType::I32: return ScalarType::Int32;
-    case DType::Bool: return ScalarType::Bool;
-    case DType::BF16: return ScalarType::BFloat16;
-    case DType::F16: return ScalarType::Float16;
-    case DType::I16: return ScalarType::Int16;
-    case DType::I8: return ScalarType::Int8;
-    case DType::U8: return ScalarType::UInt8;
-  }
-  return ScalarType::Undefined;
-}
-
 // An op's element function for operands of these kernel types: its expression (operand i a load
 // of buffer i), the type it computes in, and its flags; built once per (op, types).
 struct Function {
@@ -71,7 +55,7 @@ const Function& FunctionOf(const Op& op, const PointwiseIr& ir, const std::vecto
   std::vector<ScalarType> scalar_types;
   std::vector<ExprPtr> operands;
   for (size_t i = 0; i < types.size(); ++i) {
-    scalar_types.push_back(ScalarTypeOfKernel(types[i]));
+    scalar_types.push_back(ir::ScalarTypeOfKernel(types[i]));
     operands.push_back(Expr::Load(static_cast<int>(i), codegen::Index{}));
   }
   const ScalarType compute = ir.compute(scalar_types);

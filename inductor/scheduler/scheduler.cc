@@ -32,6 +32,21 @@ Affine Offset(const std::vector<Affine>& idx, const std::vector<int64_t>& stride
   return out;
 }
 
+// A loop nest over `shape`: its last dimension the inner loop (r), the others outer (d0, d1, ...);
+// a 0-d shape is one iteration.
+struct LoopNest {
+  std::vector<int64_t> outer;
+  int64_t inner = 1;
+  std::vector<Affine> vars;  // each dimension's loop variable
+  explicit LoopNest(const std::vector<int64_t>& shape) : outer(shape) {
+    if (shape.empty()) return;
+    inner = shape.back();
+    outer.pop_back();
+    vars = Vars(outer.size());
+    vars.push_back(Affine::Var(ir::kReduced));
+  }
+};
+
 // Whether every index but `axis`'s is the loop variable of its position among them (d0, d1, ...).
 bool IsIdentityExcept(const std::vector<Affine>& idx, int axis) {
   int k = 0;
@@ -262,15 +277,9 @@ std::shared_ptr<Buffer> Scheduler::KernelForPointwise(const std::shared_ptr<Poin
     if (std::optional<Merged> merged = MergeDims(value, trailing, &state)) group[0] = merged->value;
   }
   const std::vector<int64_t> shape = group[0]->shape();  // the outputs are contiguous: merged dims store alike
-  std::vector<int64_t> outer = shape;
-  int64_t inner = 1;
-  if (!shape.empty()) {
-    inner = shape.back();
-    outer.pop_back();
-  }
-  KernelBuilder kb(*this, outer, inner);
-  std::vector<Affine> idx = Vars(outer.size());
-  if (!shape.empty()) idx.push_back(Affine::Var(ir::kReduced));
+  const LoopNest nest(shape);
+  KernelBuilder kb(*this, nest.outer, nest.inner);
+  const std::vector<Affine>& idx = nest.vars;
   const std::vector<int64_t> strides = ir::ContiguousStrides(shape);
   std::vector<codegen::Stmt> stmts;
   std::set<std::string> ops;
@@ -284,7 +293,7 @@ std::shared_ptr<Buffer> Scheduler::KernelForPointwise(const std::shared_ptr<Poin
     stmts.push_back(std::move(store));
     ops.insert(group[i]->ops.begin(), group[i]->ops.end());
   }
-  kb.loops.push_back(codegen::Loop{inner, std::move(stmts)});
+  kb.loops.push_back(codegen::Loop{nest.inner, std::move(stmts)});
   Emit(kb, std::move(ops), outs);
   for (size_t i = 1; i < group.size(); ++i) state.now.Set(group[i], outs[i]);
   return outs[0];
@@ -298,15 +307,9 @@ std::shared_ptr<Buffer> Scheduler::KernelInLayout(const std::shared_ptr<Pointwis
   std::vector<int64_t> loop_shape;
   for (int d : *order) loop_shape.push_back(value->shape()[d]);
   std::shared_ptr<Buffer> out = NewBuffer(value->dtype(), value->shape(), stride);
-  std::vector<int64_t> outer = loop_shape;
-  int64_t inner = 1;
-  if (!loop_shape.empty()) {
-    inner = loop_shape.back();
-    outer.pop_back();
-  }
-  KernelBuilder kb(*this, outer, inner);
-  std::vector<Affine> loop_vars = Vars(outer.size());
-  if (!loop_shape.empty()) loop_vars.push_back(Affine::Var(ir::kReduced));
+  const LoopNest nest(loop_shape);
+  KernelBuilder kb(*this, nest.outer, nest.inner);
+  const std::vector<Affine>& loop_vars = nest.vars;
   std::vector<Affine> idx(order->size());
   Affine out_index(0);
   for (size_t k = 0; k < order->size(); ++k) {
@@ -319,7 +322,7 @@ std::shared_ptr<Buffer> Scheduler::KernelInLayout(const std::shared_ptr<Pointwis
   store.expr = kb.Place(value, idx);
   store.buffer = kb.BufferIndex(out);
   store.index = kb.Index(out_index);
-  kb.loops.push_back(codegen::Loop{inner, {std::move(store)}});
+  kb.loops.push_back(codegen::Loop{nest.inner, {std::move(store)}});
   Emit(kb, value->ops, {out});
   return out;
 }

@@ -12,6 +12,7 @@
 #include "python/csrc/python_tensor.h"
 #include "tensor/empty.h"
 #include "tensor/cuda/pointwise.h"
+#include "inductor/ir/values.h"
 #include "tensor/ops/pointwise_ir.h"
 #include "runtime/error.h"
 
@@ -33,26 +34,6 @@ DType ParseDt(const std::string& s) {
   if (!codegen::ParseDType(s, &t))
     throw ValueError(StrCat(kOp, "unknown dtype '", s, "' (expected f32 f64 i64 i32 bool bf16)"));
   return t;
-}
-
-}  // namespace
-
-namespace {
-
-ScalarType ToScalarType(DType t) {
-  switch (t) {
-    case DType::F32: return ScalarType::Float32;
-    case DType::F64: return ScalarType::Float64;
-    case DType::I64: return ScalarType::Int64;
-    case DType::I32: return ScalarType::Int32;
-    case DType::Bool: return ScalarType::Bool;
-    case DType::BF16: return ScalarType::BFloat16;
-    case DType::F16: return ScalarType::Float16;
-    case DType::I16: return ScalarType::Int16;
-    case DType::I8: return ScalarType::Int8;
-    case DType::U8: return ScalarType::UInt8;
-  }
-  return ScalarType::Undefined;
 }
 
 }  // namespace
@@ -125,8 +106,8 @@ void RunCompiledKernel(const codegen::CompiledKernel& k, PyObject* const* args, 
     if (!IsTensor(o))
       throw TypeError(StrCat(op, "buffer ", i, " '", b.name, "' must be a kiln.Tensor, got ", Py_TYPE(o)->tp_name));
     const Tensor& t = UnpackTensor(o);
-    if (t.dtype() != ToScalarType(b.dtype))
-      throw TypeError(StrCat(op, "buffer ", i, " '", b.name, "' must have dtype ", ScalarTypeName(ToScalarType(b.dtype)),
+    if (t.dtype() != inductor::ir::ScalarTypeOfKernel(b.dtype))
+      throw TypeError(StrCat(op, "buffer ", i, " '", b.name, "' must have dtype ", ScalarTypeName(inductor::ir::ScalarTypeOfKernel(b.dtype)),
                              ", got ", ScalarTypeName(t.dtype())));
     if (!t->has_storage() || !t.device().is_cpu())
       throw ValueError(StrCat(op, "buffer ", i, " '", b.name, "' must be a CPU tensor with memory (not meta or fake)"));
@@ -315,7 +296,7 @@ void InitInductorBindings(py::module_& m) {
         std::vector<ScalarType> types;
         std::vector<ExprPtr> operands;
         for (int i = 0; i < n; ++i) {
-          types.push_back(ToScalarType(ParseDt(operand_dtypes[i])));
+          types.push_back(inductor::ir::ScalarTypeOfKernel(ParseDt(operand_dtypes[i])));
           operands.push_back(Expr::Load(i, codegen::Index{}));
         }
         ScalarType compute = ir->compute(types);

@@ -18,6 +18,9 @@ PyObject* WrapExpr(codegen::ExprPtr e);
 // The expression a kernel_ir.Expr holds; throws a Python TypeError naming `what` for anything else.
 codegen::ExprPtr UnwrapExpr(PyObject* o, const char* what);
 
+// The ScalarType of a kiln.dtype argument; a Python TypeError naming `what` for anything else.
+ScalarType ScalarTypeArg(const pybind11::handle& dtype, const char* what);
+
 // Adds the kernel_ir submodule: Expr, Stmt, Loop, Kernel and their constructors (python_kernel_ir.cc).
 void InitKernelIrBindings(pybind11::module_& inductor);
 

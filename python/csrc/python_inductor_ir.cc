@@ -79,13 +79,6 @@ using inductor::ir::Traced;
 using inductor::ir::Value;
 using ValuePtr = std::shared_ptr<Value>;
 
-ScalarType ScalarTypeOf(const py::handle& dtype) {
-  if (!IsDtype(dtype.ptr()))
-    throw py::type_error(std::string("inductor value: dtype must be a kiln.dtype, not ") +
-                         Py_TYPE(dtype.ptr())->tp_name);
-  return reinterpret_cast<PyDtype*>(dtype.ptr())->scalar_type;
-}
-
 py::object DtypeOf(const Value& v) { return py::reinterpret_borrow<py::object>(DtypeObject(v.dtype())); }
 
 std::set<std::string> OpsOf(const py::handle& ops) {
@@ -169,6 +162,12 @@ py::dict CoeffsOf(const Affine& a) {
 }
 
 }  // namespace
+
+ScalarType ScalarTypeArg(const py::handle& dtype, const char* what) {
+  if (!IsDtype(dtype.ptr()))
+    throw py::type_error(std::string(what) + " must be a kiln.dtype, not " + Py_TYPE(dtype.ptr())->tp_name);
+  return reinterpret_cast<PyDtype*>(dtype.ptr())->scalar_type;
+}
 
 void InitInductorIrBindings(py::module_& inductor) {
   py::module_ m = inductor.def_submodule(
@@ -319,13 +318,13 @@ void InitInductorIrBindings(py::module_& inductor) {
       .def(py::init([](std::optional<std::string> name, const py::handle& dtype, std::vector<int64_t> shape,
                        std::vector<int64_t> stride, int64_t offset, const py::handle& origin) {
              if (py::isinstance<Buffer>(origin))
-               return std::make_shared<Buffer>(std::move(name), ScalarTypeOf(dtype), std::move(shape),
+               return std::make_shared<Buffer>(std::move(name), ScalarTypeArg(dtype, "an inductor value's dtype"), std::move(shape),
                                                std::move(stride), offset, origin.cast<std::shared_ptr<Buffer>>());
              const std::string what = py::isinstance<py::str>(origin) ? origin.cast<std::string>() : "";
              if (what != "input" && what != "kernel")
                throw py::value_error("Buffer: origin must be \"input\", \"kernel\" or the Buffer it views, not " +
                                      py::repr(origin).cast<std::string>());
-             return std::make_shared<Buffer>(std::move(name), ScalarTypeOf(dtype), std::move(shape), std::move(stride),
+             return std::make_shared<Buffer>(std::move(name), ScalarTypeArg(dtype, "an inductor value's dtype"), std::move(shape), std::move(stride),
                                              offset, what == "input" ? Buffer::Source::kInput : Buffer::Source::kKernel);
            }), py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("stride"), py::arg("offset") = 0,
            py::arg("origin") = "input")
@@ -350,7 +349,7 @@ void InitInductorIrBindings(py::module_& inductor) {
       .def(py::init([](const py::handle& dtype, std::vector<int64_t> shape, const py::handle& fn, const py::handle& ops,
                        const std::shared_ptr<Pointwise>& like) {
              std::shared_ptr<const Traced> traced = like ? like->shared_trace() : TraceCtx::Trace(fn, shape.size(), false);
-             auto v = std::make_shared<Pointwise>(ScalarTypeOf(dtype), std::move(shape), std::move(traced));
+             auto v = std::make_shared<Pointwise>(ScalarTypeArg(dtype, "an inductor value's dtype"), std::move(shape), std::move(traced));
              v->ops = OpsOf(ops);
              return v;
            }), py::arg("dtype"), py::arg("shape"), py::arg("fn"), py::arg("ops"), py::arg("like") = py::none(),
@@ -373,7 +372,7 @@ void InitInductorIrBindings(py::module_& inductor) {
              codegen::ExprPtr fin;
              if (!finish.is_none())
                fin = UnwrapExpr(finish(ExprObject(AccumulatorStandIn())).ptr(), "a reduction's finish");
-             auto v = std::make_shared<Reduction>(ScalarTypeOf(dtype), std::move(kept), extent, std::move(kind),
+             auto v = std::make_shared<Reduction>(ScalarTypeArg(dtype, "an inductor value's dtype"), std::move(kept), extent, std::move(kind),
                                                   std::move(source), std::move(keepdim_shape), std::move(fin));
              v->ops = OpsOf(ops);
              // the graph being lowered sees every reduction made (sibling candidates: Note [Sibling reductions])
@@ -394,7 +393,7 @@ void InitInductorIrBindings(py::module_& inductor) {
            }, py::arg("acc"), "The value read from the accumulator expression acc.")
       .def("__repr__", &Reduction::ToString);
 
-  m.def("kernel_dtype", [](const py::handle& dtype) { return codegen::DTypeName(inductor::ir::KernelDType(ScalarTypeOf(dtype))); },
+  m.def("kernel_dtype", [](const py::handle& dtype) { return codegen::DTypeName(inductor::ir::KernelDType(ScalarTypeArg(dtype, "an inductor value's dtype"))); },
         py::arg("dtype"), "The kernel IR type name of a kiln.dtype's elements (NotImplementedError: none).");
   m.def("dense_order", &inductor::ir::DenseOrder, py::arg("shape"), py::arg("stride"),
         "The dimensions of a dense layout from outermost to innermost in memory (None: not dense).");

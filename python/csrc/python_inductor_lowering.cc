@@ -13,7 +13,6 @@
 
 #include "inductor/lowering/pointwise.h"
 #include "python/csrc/arg_parser.h"
-#include "python/csrc/python_dtype.h"
 #include "python/csrc/python_inductor.h"
 
 namespace py = pybind11;
@@ -37,12 +36,6 @@ auto Lowering(Fn&& fn) {
   } catch (const inductor::lowering::Fallback& e) {
     RaiseFallback(e.what());
   }
-}
-
-ScalarType DtypeArg(const py::handle& dtype) {
-  if (!IsDtype(dtype.ptr()))
-    throw py::type_error(std::string("inductor lowering: dtype must be a kiln.dtype, not ") + Py_TYPE(dtype.ptr())->tp_name);
-  return reinterpret_cast<PyDtype*>(dtype.ptr())->scalar_type;
 }
 
 // A value of the graph or a Python number; anything else makes the node a fallback.
@@ -99,7 +92,7 @@ void InitInductorLoweringBindings(py::module_& inductor) {
               py::object r = combine(*args);
               return UnwrapExpr(r.ptr(), "a pointwise lowering's element function");
             };
-            return inductor::lowering::MakePointwise(name, DtypeArg(dtype), std::move(shape), OperandsOf(operands), fn,
+            return inductor::lowering::MakePointwise(name, ScalarTypeArg(dtype, "a pointwise lowering's dtype"), std::move(shape), OperandsOf(operands), fn,
                                                      KernelTypeArg(compute), as);
           });
         },
@@ -113,7 +106,7 @@ void InitInductorLoweringBindings(py::module_& inductor) {
           return Lowering([&] {
             std::optional<Scalar> a;
             if (!alpha.is_none()) a = OperandOf(alpha).number;
-            return inductor::lowering::LowerElementwise(Registry::Get().FindOrThrow(op), DtypeArg(dtype), std::move(shape),
+            return inductor::lowering::LowerElementwise(Registry::Get().FindOrThrow(op), ScalarTypeArg(dtype, "a pointwise lowering's dtype"), std::move(shape),
                                                         OperandsOf(operands), a);
           });
         },
@@ -124,7 +117,7 @@ void InitInductorLoweringBindings(py::module_& inductor) {
         }, py::arg("name"), py::arg("divisor"),
         "Raises Fallback for an integer division whose divisor may be 0 (Note [Integer division by zero]).");
   m.def("one_element_in_float", [](const py::handle& out_dtype, const py::handle& b) {
-          return Lowering([&] { return LoadAsObject(inductor::lowering::OneElementInFloat(DtypeArg(out_dtype), OperandOf(b))); });
+          return Lowering([&] { return LoadAsObject(inductor::lowering::OneElementInFloat(ScalarTypeArg(out_dtype, "one_element_in_float's out_dtype"), OperandOf(b))); });
         }, py::arg("out_dtype"), py::arg("b"),
         "load_as for (a, b) of a bfloat16 op reading a number or one-element b in float; None otherwise.");
 }

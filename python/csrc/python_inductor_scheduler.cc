@@ -18,7 +18,6 @@
 #include "inductor/scheduler/probe.h"
 #include "inductor/scheduler/realization.h"
 #include "inductor/scheduler/scheduler.h"
-#include "python/csrc/python_dtype.h"
 #include "python/csrc/python_inductor.h"
 
 namespace py = pybind11;
@@ -148,8 +147,7 @@ void InitInductorSchedulerBindings(py::module_& inductor) {
       .def_property_readonly("state", [](Scheduler& s) -> Realization& { return s.state; })
       .def("new_buffer", [](Scheduler& s, const py::handle& dtype, std::vector<int64_t> shape,
                             std::optional<std::vector<int64_t>> stride, int64_t offset) {
-             if (!IsDtype(dtype.ptr())) throw py::type_error("Scheduler.new_buffer: dtype must be a kiln.dtype");
-             return s.NewBuffer(reinterpret_cast<PyDtype*>(dtype.ptr())->scalar_type, std::move(shape), std::move(stride),
+             return s.NewBuffer(ScalarTypeArg(dtype, "Scheduler.new_buffer's dtype"), std::move(shape), std::move(stride),
                                 offset);
            }, py::arg("dtype"), py::arg("shape"), py::arg("stride") = py::none(), py::arg("offset") = 0,
            "A buffer kernels or extern ops will write, named buf<n>.")
