@@ -108,3 +108,52 @@ TEST(Pointwise, ABoolResultIsABoolWhereStoredAndAnEpilogueJoinsItsLoop) {
 
 }  // namespace
 }  // namespace kiln::inductor::lowering
+
+#include "inductor/lowering/views.h"
+
+namespace kiln::inductor::lowering {
+namespace {
+
+std::shared_ptr<ir::Buffer> Strided(std::vector<int64_t> shape, std::vector<int64_t> stride, int64_t offset = 0) {
+  return std::make_shared<ir::Buffer>("x", ScalarType::Float32, shape, stride, offset, ir::Buffer::Source::kInput);
+}
+
+std::string Layout(const std::shared_ptr<ir::Value>& v) {
+  auto b = std::dynamic_pointer_cast<ir::Buffer>(v);
+  if (!b) return "lazy";
+  std::string s = "[";
+  for (int64_t st : b->stride()) s += std::to_string(st) + ",";
+  return s + "]+" + std::to_string(b->offset());
+}
+
+TEST(Views, OfABufferAreStridedBuffersOverItsMemory) {
+  auto x = Strided({4, 6}, {6, 1}, 2);
+  const ScalarType f = ScalarType::Float32;
+  EXPECT_EQ(Layout(Permute(x, f, {6, 4}, {1, 0})), "[1,6,]+2");
+  EXPECT_EQ(Layout(Transpose(x, f, {6, 4}, -1, 0)), "[1,6,]+2");
+  EXPECT_EQ(Layout(Slice(x, f, {4, 2}, 1, -4, 2)), "[6,2,]+4") << "x[:, -4::2]: from column 2, every other";
+  EXPECT_EQ(Layout(Slice(x, f, {0, 6}, 0, 9, 1)), "[6,1,]+26") << "a start past the end clamps to it";
+  EXPECT_EQ(Layout(Select(x, f, {4}, 1, -1)), "[6,]+7");
+  EXPECT_EQ(Layout(Unsqueeze(x, f, {4, 1, 6}, -2)), "[6,0,1,]+2");
+  auto col = Strided({4, 1}, {6, 1});
+  EXPECT_EQ(Layout(Expand(col, f, {3, 4, 5})), "[0,6,0,]+0");
+  EXPECT_EQ(Layout(Squeeze(col, f, {4}, std::nullopt)), "[6,]+0");
+  EXPECT_EQ(Layout(Squeeze(col, f, {4, 1}, std::vector<int64_t>{0})), "[6,1,]+0") << "a dim of size 4 stays";
+  auto v = std::static_pointer_cast<ir::Buffer>(Select(x, f, {4}, 1, 0));
+  EXPECT_EQ(v->base(), x);
+}
+
+TEST(Views, OfALazyValueReadItThroughTheMap) {
+  auto x = Input(ScalarType::Float32, {4, 6});
+  auto e = LowerElementwise(OpNamed("aten::exp"), ScalarType::Float32, {4, 6}, {x}, std::nullopt);
+  auto t = std::static_pointer_cast<Pointwise>(Permute(e, ScalarType::Float32, {6, 4}, {1, 0}));
+  std::string text = t->body().ToString();
+  EXPECT_EQ(text.substr(0, text.find('\n')), "read0 = v" + std::to_string(e->handle()) + "[d1, d0]");
+  EXPECT_EQ(t->ops, e->ops);
+  auto s = std::static_pointer_cast<Pointwise>(Slice(e, ScalarType::Float32, {4, 2}, 1, 1, 3));
+  text = s->body().ToString();
+  EXPECT_EQ(text.substr(0, text.find('\n')), "read0 = v" + std::to_string(e->handle()) + "[d0, 1 + 3*d1]");
+}
+
+}  // namespace
+}  // namespace kiln::inductor::lowering

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "inductor/lowering/pointwise.h"
+#include "inductor/lowering/views.h"
 #include "python/csrc/arg_parser.h"
 #include "python/csrc/python_inductor.h"
 
@@ -120,6 +121,32 @@ void InitInductorLoweringBindings(py::module_& inductor) {
           return Lowering([&] { return LoadAsObject(inductor::lowering::OneElementInFloat(ScalarTypeArg(out_dtype, "one_element_in_float's out_dtype"), OperandOf(b))); });
         }, py::arg("out_dtype"), py::arg("b"),
         "load_as for (a, b) of a bfloat16 op reading a number or one-element b in float; None otherwise.");
+
+  // Note [Views as index maps]: each view op given the output's dtype and shape, its input, its arguments
+  using ValuePtr = std::shared_ptr<inductor::ir::Value>;
+  m.def("permute", [](const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x, const std::vector<int64_t>& dims) {
+          return inductor::lowering::Permute(x, ScalarTypeArg(dtype, "permute's dtype"), std::move(shape), dims);
+        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dims"));
+  m.def("transpose", [](const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x, int64_t a, int64_t b) {
+          return inductor::lowering::Transpose(x, ScalarTypeArg(dtype, "transpose's dtype"), std::move(shape), a, b);
+        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("a"), py::arg("b"));
+  m.def("expand", [](const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x) {
+          return inductor::lowering::Expand(x, ScalarTypeArg(dtype, "expand's dtype"), std::move(shape));
+        }, py::arg("dtype"), py::arg("shape"), py::arg("x"));
+  m.def("unsqueeze", [](const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x, int64_t dim) {
+          return inductor::lowering::Unsqueeze(x, ScalarTypeArg(dtype, "unsqueeze's dtype"), std::move(shape), dim);
+        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dim"));
+  m.def("squeeze", [](const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x,
+                      std::optional<std::vector<int64_t>> dims) {
+          return inductor::lowering::Squeeze(x, ScalarTypeArg(dtype, "squeeze's dtype"), std::move(shape), dims);
+        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dims") = py::none());
+  m.def("slice", [](const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x, int64_t dim,
+                    std::optional<int64_t> start, int64_t step) {
+          return inductor::lowering::Slice(x, ScalarTypeArg(dtype, "slice's dtype"), std::move(shape), dim, start, step);
+        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dim"), py::arg("start"), py::arg("step"));
+  m.def("select", [](const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x, int64_t dim, int64_t index) {
+          return inductor::lowering::Select(x, ScalarTypeArg(dtype, "select's dtype"), std::move(shape), dim, index);
+        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dim"), py::arg("index"));
 }
 
 }  // namespace kiln::python

@@ -1,9 +1,10 @@
 """View lowerings (permute, transpose, expand, squeeze, slice, select, view): affine maps of
 indices; a view of a Buffer stays a strided Buffer over the same memory (no kernel, no copy)."""
 
+from kiln._C._inductor import lowering as c_lowering
 from kiln._decomp.decompositions_shape import view_strides  # PyTorch's computeStride
-from kiln._inductor.ir import Affine, Buffer, Pointwise
-from kiln._inductor.lowering.common import ViewOfUnrealized, broadcast_indices, loader, ops_of, register
+from kiln._inductor.ir import Buffer, Pointwise, Reduction
+from kiln._inductor.lowering.common import Fallback, ViewOfUnrealized, register
 
 
 def strided_view(x, shape, strides, offset):
@@ -12,100 +13,56 @@ def strided_view(x, shape, strides, offset):
     return Buffer(None, x.dtype, shape, strides, offset, origin=x)
 
 
-def _view_layout(x, out, map_indices):
-    """The strides and offset of out's view of Buffer x: the affine image of out's indices."""
-    idx = [Affine.var(k) for k in range(len(out.shape))]
-    src = map_indices(idx)
-    total = Affine(x.offset)
-    for i, s in zip(src, x.stride):
-        total = total + i.scale(s)
-    return [total.coeffs.get(k, 0) for k in range(len(out.shape))], total.offset
+def _value(x):
+    """x when it is a value of the graph; this node runs its eager kernel otherwise."""
+    if not isinstance(x, (Buffer, Pointwise, Reduction)):
+        raise Fallback(f"argument of type {type(x).__name__}")
+    return x
 
 
-def view_of(x, out, map_indices, name):
-    """A view: out indices -> x indices (affine). Of a Buffer, a strided Buffer; else lazy."""
-    if isinstance(x, Buffer):
-        strides, offset = _view_layout(x, out, map_indices)
-        return strided_view(x, list(out.shape), strides, offset)
-    ld = loader(x)
-    return Pointwise(out.dtype, out.shape, lambda ctx, idx: ld(ctx, map_indices(idx)), ops_of(x))
-
-
+# The view ops are affine maps of indices, lowered in C++ (inductor/lowering/views.h, Note [Views
+# as index maps]): of a Buffer a strided Buffer over the same memory, of a lazy value a Pointwise
+# reading it through the map.
 @register("permute.default")
 def _permute(out, x, dims):
-    dims = [d % len(x.shape) for d in dims]
-
-    def m(idx):
-        src = [None] * len(dims)
-        for o, d in enumerate(dims):
-            src[d] = idx[o]
-        return src
-
-    return view_of(x, out, m, "permute")
+    return c_lowering.permute(out.dtype, list(out.shape), _value(x), list(dims))
 
 
 @register("t.default")
 def _t(out, x):
-    return view_of(x, out, lambda idx: list(reversed(idx)), "t")
+    return c_lowering.permute(out.dtype, list(out.shape), _value(x), list(reversed(range(len(x.shape)))))
 
 
 @register("transpose.int")
 def _transpose(out, x, a, b):
-    n = len(x.shape)
-    a, b = a % n, b % n
-
-    def m(idx):
-        idx = list(idx)
-        idx[a], idx[b] = idx[b], idx[a]
-        return idx
-
-    return view_of(x, out, m, "transpose")
+    return c_lowering.transpose(out.dtype, list(out.shape), _value(x), a, b)
 
 
 @register("expand.default")
 def _expand(out, x, size, implicit=False):
-    return view_of(x, out, lambda idx: broadcast_indices(idx, x.shape, out.shape), "expand")
+    return c_lowering.expand(out.dtype, list(out.shape), _value(x))
 
 
 @register("unsqueeze.default")
 def _unsqueeze(out, x, dim):
-    dim = dim % len(out.shape)
-    return view_of(x, out, lambda idx: idx[:dim] + idx[dim + 1:], "unsqueeze")
+    return c_lowering.unsqueeze(out.dtype, list(out.shape), _value(x), dim)
 
 
 @register("squeeze.dim", "squeeze.dims", "squeeze.default")
 def _squeeze(out, x, dims=None):
-    if dims is None:
-        dims = [d for d, s in enumerate(x.shape) if s == 1]
-    dims = {d % len(x.shape) for d in (dims if isinstance(dims, (list, tuple)) else [dims]) if x.shape[d] == 1}
-
-    def m(idx):
-        it = iter(idx)
-        return [Affine(0) if d in dims else next(it) for d in range(len(x.shape))]
-
-    return view_of(x, out, m, "squeeze")
+    if dims is not None and not isinstance(dims, (list, tuple)):
+        dims = [dims]
+    return c_lowering.squeeze(out.dtype, list(out.shape), _value(x), None if dims is None else list(dims))
 
 
 @register("slice.Tensor")
 def _slice(out, x, dim=0, start=None, end=None, step=1):
-    dim = dim % len(x.shape)
-    size = x.shape[dim]
-    start = 0 if start is None else (start + size if start < 0 else start)
-    start = max(0, min(start, size))
-
-    def m(idx):
-        idx = list(idx)
-        idx[dim] = idx[dim].scale(step) + start
-        return idx
-
-    return view_of(x, out, m, "slice")
+    return c_lowering.slice(out.dtype, list(out.shape), _value(x), dim, start, step)
 
 
 @register("select.int")
 def _select(out, x, dim, index):
-    dim = dim % len(x.shape)
-    index = index + x.shape[dim] if index < 0 else index
-    return view_of(x, out, lambda idx: idx[:dim] + [Affine(index)] + idx[dim:], "select")
+    return c_lowering.select(out.dtype, list(out.shape), _value(x), dim, index)
 
 
 @register("view.default", "_unsafe_view.default", "reshape.default")
