@@ -166,15 +166,23 @@ class KernelBuilder : public ir::Reader {
   std::vector<std::shared_ptr<Value>> placed_;
 };
 
-std::optional<Merged> MergeDims(const std::shared_ptr<Pointwise>& x, const std::set<int>& dims, Realization* state) {
-  ProbeResult probe = Probe(*x, state);
-  bool uses_index = false;
-  codegen::ForEachExpr(*probe.expr, [&](const Expr& e) { uses_index = uses_index || e.kind == Expr::Kind::kIndex; });
-  if (probe.reads_reduction || uses_index) return std::nullopt;  // the loop index itself is no memory layout
+std::optional<Merged> MergeDims(const std::shared_ptr<Value>& x, const std::set<int>& dims, Realization* state) {
+  if (x->kind() == Value::Kind::kReduction) return std::nullopt;
+  // the layouts to follow: a buffer's strides, or each load's element offset
+  std::vector<Affine> layouts;
+  if (x->kind() == Value::Kind::kBuffer) {
+    layouts.push_back(ir::ElementOffset(Vars(x->shape().size()), static_cast<const Buffer&>(*x).stride()));
+  } else {
+    ProbeResult probe = Probe(*x, state);
+    bool uses_index = false;
+    codegen::ForEachExpr(*probe.expr, [&](const Expr& e) { uses_index = uses_index || e.kind == Expr::Kind::kIndex; });
+    if (probe.reads_reduction || uses_index) return std::nullopt;  // the loop index itself is no memory layout
+    layouts = std::move(probe.loads);
+  }
   const std::vector<int64_t>& shape = x->shape();
   auto mergeable = [&](int d) {
-    for (const Affine& load : probe.loads)
-      if (load.Coeff(d - 1) != load.Coeff(d) * shape[d]) return false;
+    for (const Affine& layout : layouts)
+      if (layout.Coeff(d - 1) != layout.Coeff(d) * shape[d]) return false;
     return true;
   };
   Merged m;
@@ -188,6 +196,20 @@ std::optional<Merged> MergeDims(const std::shared_ptr<Pointwise>& x, const std::
   }
   if (m.runs.size() == shape.size()) return std::nullopt;
   std::vector<int64_t> merged_shape;
+  if (x->kind() == Value::Kind::kBuffer) {
+    auto buf = std::static_pointer_cast<Buffer>(x);
+    std::vector<int64_t> merged_stride;
+    for (const std::vector<int>& run : m.runs) {
+      int64_t n = 1;
+      for (int d : run) n *= shape[d];
+      merged_shape.push_back(n);
+      merged_stride.push_back(buf->stride()[run.back()]);
+    }
+    m.value = std::make_shared<Buffer>(std::nullopt, buf->dtype(), std::move(merged_shape), std::move(merged_stride),
+                                       buf->offset(), buf);
+    return m;
+  }
+  const auto& pw = static_cast<const Pointwise&>(*x);
   ir::Placement full;
   full.dims.assign(shape.size(), Affine(0));
   for (size_t k = 0; k < m.runs.size(); ++k) {
@@ -200,7 +222,7 @@ std::optional<Merged> MergeDims(const std::shared_ptr<Pointwise>& x, const std::
   const int64_t as_of = state ? state->Snapshot(state->now) : -1;
   ir::Tracer tracer;
   auto traced = std::make_shared<ir::Traced>();
-  traced->body = std::make_shared<ir::Body>(tracer.Finish(tracer.Inline(x->body(), full, as_of)));
+  traced->body = std::make_shared<ir::Body>(tracer.Finish(tracer.Inline(pw.body(), full, as_of)));
   traced->inlined = {x};
   m.value = std::make_shared<Pointwise>(x->dtype(), std::move(merged_shape), std::move(traced));
   m.value->ops = x->ops;

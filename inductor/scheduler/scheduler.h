@@ -57,20 +57,22 @@ struct Step {
   std::shared_ptr<FormedKernel> kernel;    // kKernel
 };
 
-// A Pointwise seen with runs of adjacent dimensions merged into one (MergeDims).
+// A value seen with runs of adjacent dimensions merged into one (MergeDims).
 struct Merged {
-  std::shared_ptr<Pointwise> value;
+  std::shared_ptr<Value> value;
   // runs of the original dimensions, in order, and whether each run is among the merged `dims`
   std::vector<std::vector<int>> runs;
   std::vector<bool> reduced;
 };
 
-// `x` with each run of adjacent dimensions in `dims` merged into one where every load walks the
-// run as one axis (its stride for d-1 is shape[d] times d's); nullopt when nothing merges, or x
-// reads a reduction or its own loop index (no memory layout to follow). The merged value computes
-// x as `state` realized it now (a snapshot: a value realized later is recomputed there, not
-// loaded in another layout).
-std::optional<Merged> MergeDims(const std::shared_ptr<Pointwise>& x, const std::set<int>& dims, Realization* state);
+// `x` with each run of adjacent dimensions in `dims` merged into one where it is laid out as one
+// axis (its stride for d-1 is shape[d] times d's: a Buffer's own strides, or every load a lazy
+// value's body makes; NCHW's H and W for batch norm); nullopt when nothing merges, x is a
+// Reduction, or a lazy x reads a reduction or its own loop index (no memory layout to follow). A
+// Buffer merges into a strided view of itself; a Pointwise into one computing x as `state`
+// realized it now (a snapshot: a value realized later is recomputed there, not loaded in another
+// layout, Note [Realized as of]).
+std::optional<Merged> MergeDims(const std::shared_ptr<Value>& x, const std::set<int>& dims, Realization* state);
 
 class Scheduler {
  public:

@@ -313,10 +313,18 @@ TEST(Scheduler, TrailingDimensionsMergeWhereEveryLoadWalksThemAsOne) {
   EXPECT_EQ(m->value->shape(), (std::vector<int64_t>{2, 12}));
   EXPECT_EQ(m->runs, (std::vector<std::vector<int>>{{0}, {1, 2}}));
   EXPECT_EQ(m->reduced, (std::vector<bool>{false, true}));
+  // a buffer merges into a strided view of itself where its own strides walk the run as one
+  std::optional<Merged> mb = MergeDims(x, {1, 2}, &s.state);
+  ASSERT_TRUE(mb.has_value());
+  auto view = std::static_pointer_cast<Buffer>(mb->value);
+  EXPECT_EQ(view->shape(), (std::vector<int64_t>{2, 12}));
+  EXPECT_EQ(view->stride(), (std::vector<int64_t>{12, 1}));
+  EXPECT_EQ(view->base(), x);
   // x.transpose(1, 2) walks them apart: nothing merges
   auto xt = std::make_shared<Buffer>(std::nullopt, ScalarType::Float32, std::vector<int64_t>{2, 4, 3},
                                      std::vector<int64_t>{12, 1, 4}, 0, x);
   EXPECT_FALSE(MergeDims(Elementwise(OpCode::kExp, {xt}), {1, 2}, &s.state).has_value());
+  EXPECT_FALSE(MergeDims(xt, {1, 2}, &s.state).has_value());
   // realized, a (2, 3, 4) value is one loop of 12 per row
   s.Realize(e);
   std::vector<Step> steps = s.TakeSteps();

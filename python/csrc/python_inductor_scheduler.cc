@@ -162,7 +162,7 @@ void InitInductorSchedulerBindings(py::module_& inductor) {
       .def_property_readonly("num_kernels", &Scheduler::num_kernels)
       .def("take_steps", &Scheduler::TakeSteps, "The steps made since the last call, in program order.");
 
-  m.def("merge_dims", [](const std::shared_ptr<Pointwise>& x, const std::set<int>& dims, Realization* state) -> py::object {
+  m.def("merge_dims", [](const std::shared_ptr<inductor::ir::Value>& x, const std::set<int>& dims, Realization* state) -> py::object {
           std::optional<inductor::scheduler::Merged> merged = inductor::scheduler::MergeDims(x, dims, state);
           if (!merged) return py::none();
           py::list runs;

@@ -80,33 +80,14 @@ def merge_reduced_dims(x, dims):
     """x (a Buffer or Pointwise) seen with each run of adjacent reduced axes merged into one axis,
     when its strides (a lazy value: every load's) allow (NCHW's H and W for batch norm): (view,
     its reduced axes, a map from indices of the keepdim result to indices of the merged keepdim
-    result); None when nothing merges. A Pointwise merges in C++ (merge_dims, inductor/scheduler:
-    it is computed as the probe saw it, values realized later recomputed, Note [Realized as of])."""
-    if isinstance(x, Pointwise):
-        found = merge_dims(x, set(dims), V.graph.state if V.graph is not None else None)
-        if found is None:
-            return None
-        view, groups = found
-    elif isinstance(x, Buffer):
-        shape, stride = list(x.shape), list(x.stride)
-        groups = []  # runs of axes: [axes], reduced?
-        for d in range(len(shape)):
-            if groups and d in dims and groups[-1][1] and stride[d - 1] == stride[d] * shape[d]:
-                groups[-1][0].append(d)
-            else:
-                groups.append(([d], d in dims))
-        if len(groups) == len(shape):
-            return None
-        m_shape, m_stride = [], []
-        for axes, _ in groups:
-            n = 1
-            for a in axes:
-                n *= shape[a]
-            m_shape.append(n)
-            m_stride.append(stride[axes[-1]])
-        view = Buffer(None, x.dtype, m_shape, m_stride, x.offset, origin=x)
-    else:
+    result); None when nothing merges. C++: merge_dims (inductor/scheduler/scheduler.h; a lazy
+    value is computed as the probe saw it, values realized later recomputed, Note [Realized as of])."""
+    if not isinstance(x, (Buffer, Pointwise)):
         return None
+    found = merge_dims(x, set(dims), V.graph.state if V.graph is not None else None)
+    if found is None:
+        return None
+    view, groups = found
     m_dims = [k for k, (_, reduced) in enumerate(groups) if reduced]
 
     def to_merged(idx):  # idx: per original axis (reduced ones are 0 in a keepdim result)
