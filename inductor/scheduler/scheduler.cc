@@ -25,13 +25,6 @@ std::vector<Affine> Vars(size_t n) {
   return idx;
 }
 
-// sum idx[d] * stride[d]
-Affine Offset(const std::vector<Affine>& idx, const std::vector<int64_t>& stride) {
-  Affine out(0);
-  for (size_t d = 0; d < idx.size() && d < stride.size(); ++d) out += idx[d].Scaled(stride[d]);
-  return out;
-}
-
 // A loop nest over `shape`: its last dimension the inner loop (r), the others outer (d0, d1, ...);
 // a 0-d shape is one iteration.
 struct LoopNest {
@@ -310,7 +303,7 @@ std::shared_ptr<Buffer> Scheduler::KernelForPointwise(const std::shared_ptr<Poin
     codegen::Stmt store;
     store.kind = codegen::Stmt::Kind::kStore;
     store.buffer = kb.BufferIndex(outs[i]);
-    store.index = kb.Index(Offset(idx, strides));
+    store.index = kb.Index(ir::ElementOffset(idx, strides));
     store.expr = std::move(expr);
     stmts.push_back(std::move(store));
     ops.insert(group[i]->ops.begin(), group[i]->ops.end());
@@ -409,7 +402,7 @@ std::vector<std::shared_ptr<Buffer>> Scheduler::RealizeReductions(const std::vec
     codegen::Stmt store;
     store.kind = codegen::Stmt::Kind::kStore;
     store.buffer = kb.BufferIndex(outs[i]);
-    store.index = kb.Index(Offset(at, outs[i]->stride()));
+    store.index = kb.Index(ir::ElementOffset(at, outs[i]->stride()));
     store.expr = std::move(expr);
     stmts.push_back(std::move(store));
   }
