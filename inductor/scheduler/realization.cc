@@ -27,13 +27,6 @@ std::shared_ptr<Buffer> Realized::Pop(const Value& v) {
   return buf;
 }
 
-std::vector<std::shared_ptr<Value>> Realized::Values() const {
-  std::vector<std::shared_ptr<Value>> out;
-  out.reserve(map_.size());
-  for (const auto& [_, entry] : map_) out.push_back(entry.first);
-  return out;
-}
-
 int64_t Realization::Snapshot(Realized r) {
   snapshots_.push_back(std::move(r));
   return static_cast<int64_t>(snapshots_.size()) - 1;

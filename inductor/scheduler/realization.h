@@ -37,8 +37,6 @@ class Realized {
   // Removes and returns v's buffer (nullptr when it had none).
   std::shared_ptr<Buffer> Pop(const Value& v);
   size_t size() const { return map_.size(); }
-  // The values realized, in no particular order.
-  std::vector<std::shared_ptr<Value>> Values() const;
 
  private:
   std::unordered_map<const Value*, std::pair<std::shared_ptr<Value>, std::shared_ptr<Buffer>>> map_;

@@ -104,7 +104,6 @@ class Scheduler {
   // buf seen with a shape that differs only in size-1 dimensions (a view, no copy).
   std::shared_ptr<Buffer> SqueezedView(const std::shared_ptr<Buffer>& buf, const std::vector<int64_t>& shape);
 
-  int64_t num_kernels() const { return num_kernels_; }
   // The steps made since the last call, in program order.
   std::vector<Step> TakeSteps() { return std::exchange(steps_, {}); }
 

@@ -28,8 +28,8 @@ void InitKernelIrBindings(pybind11::module_& inductor);
 // Pointwise, Reduction, LoopSpace) and TraceCtx (python_inductor_ir.cc).
 void InitInductorIrBindings(pybind11::module_& inductor);
 
-// Adds the scheduler submodule: Realized, Realization, probe, cheap_to_recompute,
-// sibling_reductions (python_inductor_scheduler.cc).
+// Adds the scheduler submodule: Scheduler, Realized, Realization, probe, merge_dims,
+// cheap_to_recompute (python_inductor_scheduler.cc).
 void InitInductorSchedulerBindings(pybind11::module_& inductor);
 
 // Adds the lowering submodule: make_pointwise, lower_elementwise, check_integer_divisor,

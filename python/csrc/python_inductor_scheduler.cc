@@ -77,18 +77,13 @@ void InitInductorSchedulerBindings(py::module_& inductor) {
              return b ? py::cast(b) : fallback;
            }, py::arg("value"), py::arg("default") = py::none())
       .def("copy", [](const Realized& r) { return Realized(r); })
-      .def("__len__", &Realized::size)
-      .def("values", &Realized::Values, "The values realized (in no particular order).");
+      .def("__len__", &Realized::size);
 
   py::class_<Realization>(m, "Realization", "The realized values of a graph being lowered, its snapshots and its reductions.")
       .def(py::init<>())
       .def_property_readonly("now", [](Realization& r) -> Realized& { return r.now; }, py::return_value_policy::reference_internal)
-      .def_property_readonly("reductions", [](const Realization& r) { return r.reductions; },
-                             "Every Reduction lowerings made while it was current, in order.")
       .def("snapshot", [](Realization& r, const Realized& copy) { return r.Snapshot(copy); }, py::arg("realized"),
            "Keeps a copy of `realized`; returns its number, a read's as_of (Note [Realized as of]).")
-      .def("as_of", &Realization::AsOf, py::arg("as_of"), py::return_value_policy::reference_internal,
-           "What a read under as_of sees: that snapshot, or `now` for -1.")
       .def("lowering", [](Realization& r) { return std::make_unique<ActiveScope>(&r); }, py::keep_alive<0, 1>(),
            "A context manager: while in it, Reductions made on this thread join `reductions`.");
 
@@ -152,14 +147,12 @@ void InitInductorSchedulerBindings(py::module_& inductor) {
            }, py::arg("dtype"), py::arg("shape"), py::arg("stride") = py::none(), py::arg("offset") = 0,
            "A buffer kernels or extern ops will write, named buf<n>.")
       .def("mark_defined", &Scheduler::MarkDefined, py::arg("name"))
-      .def("is_defined", &Scheduler::IsDefined, py::arg("name"))
       .def("define", &Scheduler::Define, py::arg("buf"))
       .def("realize", &Scheduler::Realize, py::arg("value"))
       .def("kernel_for_pointwise", &Scheduler::KernelForPointwise, py::arg("value"), py::arg("stride") = py::none())
       .def("defer", &Scheduler::Defer, py::arg("red"))
       .def("realize_reductions", &Scheduler::RealizeReductions, py::arg("values"), py::arg("space"))
       .def("squeezed_view", &Scheduler::SqueezedView, py::arg("buf"), py::arg("shape"))
-      .def_property_readonly("num_kernels", &Scheduler::num_kernels)
       .def("take_steps", &Scheduler::TakeSteps, "The steps made since the last call, in program order.");
 
   m.def("merge_dims", [](const std::shared_ptr<inductor::ir::Value>& x, const std::set<int>& dims, Realization* state) -> py::object {
@@ -178,13 +171,6 @@ void InitInductorSchedulerBindings(py::module_& inductor) {
         "lazy values it reads inlined unless `state` has them realized.");
   m.def("cheap_to_recompute", &inductor::scheduler::CheapToRecompute, py::arg("value"), py::arg("state") = nullptr,
         "Whether a value several nodes read is recomputed by each (Note [Recompute or realize]).");
-  m.def("sibling_reductions", [](const Reduction& red, const Realization& state, const std::set<std::string>& deferred,
-                                 const std::vector<std::shared_ptr<Buffer>>& building) {
-          std::vector<const Buffer*> ptrs;
-          for (const auto& b : building) ptrs.push_back(b.get());
-          return inductor::scheduler::SiblingReductions(red, state, deferred, ptrs);
-        }, py::arg("red"), py::arg("state"), py::arg("deferred"), py::arg("building"),
-        "The reductions that join red's kernel (Note [Sibling reductions]).");
 }
 
 }  // namespace kiln::python
