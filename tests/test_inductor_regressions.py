@@ -822,7 +822,16 @@ def test_sqrt_of_negative_zero_compiles_as_eager(fn, dtype):
     got, want = compiled(fn)(x), fn(x)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got.numpy(), want.numpy())
-    np.testing.assert_array_equal(want.numpy(), fn(torch.tensor(data, dtype=getattr(torch, dtype))).numpy())
+    w, tw = want.numpy(), fn(torch.tensor(data, dtype=getattr(torch, dtype))).numpy()
+    if w.dtype.kind != "f":
+        np.testing.assert_array_equal(w, tw)
+        return
+    # the signs of zeros and infinities exactly; other values within PyTorch's ulp: on an AVX-512
+    # machine its vectorised double tanh (Sleef's, within 1 ulp) gave tanh(0.5) one ulp above the
+    # correctly rounded value kiln gives
+    finite = ~np.isnan(w)
+    np.testing.assert_array_equal(np.signbit(w[finite]), np.signbit(tw[finite]))
+    np.testing.assert_allclose(w, tw, rtol=2 * np.finfo(w.dtype).eps, atol=0)
 
 
 # --- a comparison computes in its operands' promoted dtype -------------------------------------------
