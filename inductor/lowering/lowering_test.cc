@@ -143,6 +143,19 @@ TEST(Views, OfABufferAreStridedBuffersOverItsMemory) {
   EXPECT_EQ(v->base(), x);
 }
 
+TEST(Views, ViewAndReshapeFollowViewsChunkRule) {
+  const ScalarType f = ScalarType::Float32;
+  auto x = Strided({4, 6}, {6, 1}, 2);
+  EXPECT_EQ(View(x, f, {4, 6}), x) << "its own shape: x itself";
+  EXPECT_EQ(Layout(View(x, f, {2, 2, 6})), "[12,6,1,]+2");
+  EXPECT_EQ(Layout(View(Strided({4, 6}, {12, 1}), f, {4, 2, 3})), "[12,3,1,]+0") << "rows with gaps split";
+  EXPECT_THROW(View(Strided({4, 6}, {12, 1}), f, {24}), ViewOfUnrealized) << "rows with gaps do not merge";
+  EXPECT_THROW(View(Strided({6, 4}, {1, 6}), f, {24}), ViewOfUnrealized) << "a transpose reads as a copy";
+  EXPECT_EQ(Layout(View(Strided({2, 0}, {1, 1}), f, {0, 5})), "[5,1,]+0") << "no elements: contiguous";
+  auto lazy = LowerElementwise(OpNamed("aten::exp"), f, {4, 6}, {Input(f, {4, 6})}, std::nullopt);
+  EXPECT_THROW(View(lazy, f, {24}), ViewOfUnrealized) << "a lazy value is realized first";
+}
+
 TEST(Views, OfALazyValueReadItThroughTheMap) {
   auto x = Input(ScalarType::Float32, {4, 6});
   auto e = LowerElementwise(OpNamed("aten::exp"), ScalarType::Float32, {4, 6}, {x}, std::nullopt);

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <utility>
 
+#include "inductor/lowering/lazy.h"
 #include "tensor/ops/pointwise_ir.h"
 #include "tensor/type_promotion.h"
 
@@ -17,17 +18,6 @@ using codegen::DType;
 using codegen::Expr;
 using codegen::ExprPtr;
 using ir::Affine;
-
-// Indices into an operand of `in` shape broadcast to `out` shape.
-std::vector<Affine> BroadcastIndices(const std::vector<Affine>& idx, const std::vector<int64_t>& in,
-                                     const std::vector<int64_t>& out) {
-  const size_t lead = out.size() - in.size();
-  std::vector<Affine> result;
-  result.reserve(in.size());
-  for (size_t d = 0; d < in.size(); ++d)
-    result.push_back(in[d] == 1 && out[lead + d] != 1 ? Affine(0) : idx[lead + d]);
-  return result;
-}
 
 ScalarType Join(ScalarType a, ScalarType b) {
   if (a == ScalarType::Undefined) return b;
@@ -108,14 +98,11 @@ std::shared_ptr<Pointwise> MakePointwise(const std::string& name, ScalarType dty
                                          std::optional<DType> compute, const std::vector<std::optional<DType>>& load_as) {
   const DType out_type = ir::KernelDType(dtype);
   const DType computes_in = compute.value_or(out_type);
-  // each operand's kernel type (a dtype kernels cannot hold makes this node a fallback) first
-  std::vector<DType> own(operands.size(), computes_in);
-  for (size_t i = 0; i < operands.size(); ++i)
-    if (operands[i].is_value()) own[i] = ir::KernelDType(operands[i].value->dtype());
-  ir::Tracer tracer;
-  auto traced = std::make_shared<ir::Traced>();
-  std::vector<Affine> idx;
-  for (size_t d = 0; d < shape.size(); ++d) idx.push_back(Affine::Var(static_cast<int>(d)));
+  // each operand's kernel type first: a dtype kernels cannot hold makes this node a fallback
+  for (const Operand& o : operands)
+    if (o.is_value()) ir::KernelDType(o.value->dtype());
+  Trace trace;
+  const Indices idx = Variables(shape.size());
   std::vector<ExprPtr> exprs;
   std::set<std::string> ops{name};
   std::vector<ir::LoopSpace> spaces;
@@ -127,10 +114,7 @@ std::shared_ptr<Pointwise> MakePointwise(const std::string& name, ScalarType dty
       continue;
     }
     const Value& v = *o.value;
-    if (std::find(traced->inputs.begin(), traced->inputs.end(), o.value) == traced->inputs.end())
-      traced->inputs.push_back(o.value);
-    ExprPtr e = tracer.Read(v.handle(), BroadcastIndices(idx, v.shape(), shape));
-    exprs.push_back(as == own[i] ? e : Expr::Cast(e, as));
+    exprs.push_back(trace.Read(o.value, BroadcastIndices(idx, v.shape(), shape), as));
     ops.insert(v.ops.begin(), v.ops.end());
     if (v.kind() == Value::Kind::kPointwise) {
       const auto& pw = static_cast<const Pointwise&>(v);
@@ -143,8 +127,7 @@ std::shared_ptr<Pointwise> MakePointwise(const std::string& name, ScalarType dty
   // Note [bfloat16 rounds at every op]: the value is cast to a bfloat16 output's type even where it
   // computes in bfloat16 (Note [Pointwise values])
   if (computes_in != out_type || out_type == DType::BF16) value = Expr::Cast(value, out_type);
-  traced->body = std::make_shared<ir::Body>(tracer.Finish(std::move(value)));
-  auto out = std::make_shared<Pointwise>(dtype, std::move(shape), std::move(traced));
+  auto out = std::make_shared<Pointwise>(dtype, std::move(shape), trace.Finish(std::move(value)));
   out->ops = std::move(ops);
   if (spaces.size() == 1) out->space = spaces[0];  // operands of other loops disagree: none
   return out;

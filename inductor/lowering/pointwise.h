@@ -37,6 +37,14 @@ class Fallback : public Error {
   using Error::Error;
 };
 
+// A lowering met a value it cannot index as it needs (a view of one not realized, or not laid out
+// contiguously): the graph realizes the value in its meta layout and lowers the node again
+// (Python: kiln._inductor.lowering.common.ViewOfUnrealized).
+class ViewOfUnrealized : public Fallback {
+ public:
+  using Fallback::Fallback;
+};
+
 // An operand of a pointwise op: a value of the graph, or a Python number (weak in promotion).
 struct Operand {
   std::shared_ptr<Value> value;

@@ -5,7 +5,9 @@
 #include <set>
 #include <utility>
 
+#include "inductor/lowering/pointwise.h"
 #include "runtime/error.h"
+#include "tensor/ops/view_strides.h"
 
 namespace kiln::inductor::lowering {
 namespace {
@@ -127,6 +129,20 @@ std::shared_ptr<ir::Value> Select(const std::shared_ptr<ir::Value>& x, ScalarTyp
     idx.insert(idx.begin() + dim, Affine(index));
     return idx;
   });
+}
+
+std::shared_ptr<ir::Value> View(const std::shared_ptr<ir::Value>& x, ScalarType dtype, std::vector<int64_t> shape) {
+  if (shape == x->shape()) return x;
+  if (x->kind() == ir::Value::Kind::kBuffer) {
+    auto buf = std::static_pointer_cast<ir::Buffer>(x);
+    std::optional<std::vector<int64_t>> strides;
+    if (buf->numel() == 0 || buf->shape().empty())
+      strides = ir::ContiguousStrides(shape);
+    else
+      strides = ChunkedViewStrides(buf->shape(), buf->stride(), shape);
+    if (strides) return std::make_shared<ir::Buffer>(std::nullopt, dtype, std::move(shape), *strides, buf->offset(), buf);
+  }
+  throw ViewOfUnrealized("view of a non-contiguous or unrealized value");
 }
 
 }  // namespace kiln::inductor::lowering

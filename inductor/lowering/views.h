@@ -6,7 +6,8 @@
 // and storage offset -- so it costs no kernel and no copy (an extern op receives it as a strided
 // tensor); of a lazy value it is a Pointwise reading the value at the mapped indices, so a kernel
 // that realizes it reads through the view. view/reshape, whose map depends on the input's strides,
-// stays in Python (python/kiln/_inductor/lowering/views.py).
+// is a strided view of a buffer whose layout allows it (view()'s rule) and nothing else: of a lazy
+// or a non-viewable value the graph realizes the value contiguously and lowers the node again.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,9 @@ std::shared_ptr<ir::Value> Squeeze(const std::shared_ptr<ir::Value>& x, ScalarTy
                                    const std::optional<std::vector<int64_t>>& dims);
 std::shared_ptr<ir::Value> Slice(const std::shared_ptr<ir::Value>& x, ScalarType dtype, std::vector<int64_t> shape,
                                  int64_t dim, std::optional<int64_t> start, int64_t step);
+// view, _unsafe_view and reshape: x itself for the same shape, a strided Buffer over x's memory
+// where x is a Buffer view() could view so (ViewOfUnrealized otherwise).
+std::shared_ptr<ir::Value> View(const std::shared_ptr<ir::Value>& x, ScalarType dtype, std::vector<int64_t> shape);
 std::shared_ptr<ir::Value> Select(const std::shared_ptr<ir::Value>& x, ScalarType dtype, std::vector<int64_t> shape,
                                   int64_t dim, int64_t index);
 

@@ -1,8 +1,9 @@
 // python/csrc/python_inductor_lowering.cc: kiln._C._inductor.lowering (inductor/lowering): pointwise
-// values from the registry's element functions (Note [Pointwise values]). The Python lowerings
-// (python/kiln/_inductor/lowering) call `lower_elementwise` for every op with an element function
-// and `make_pointwise` with an element function of their own; inductor::lowering::Fallback
-// reaches Python as kiln._inductor.lowering.common.Fallback (the node runs its eager kernel).
+// values from the registry's element functions (Note [Pointwise values]), the view ops and the
+// reductions. The Python lowerings (python/kiln/_inductor/lowering) call `lower_elementwise` for
+// every op with an element function and `make_pointwise` with an element function of their own;
+// inductor::lowering::Fallback reaches Python as kiln._inductor.lowering.common.Fallback (the node
+// runs its eager kernel), ViewOfUnrealized as its subclass of that name.
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "inductor/lowering/pointwise.h"
+#include "inductor/lowering/reductions.h"
 #include "inductor/lowering/views.h"
 #include "python/csrc/arg_parser.h"
 #include "python/csrc/python_inductor.h"
@@ -23,17 +25,21 @@ namespace {
 
 using inductor::lowering::Operand;
 
-[[noreturn]] void RaiseFallback(const std::string& why) {
-  static py::object* fallback = new py::object(py::module_::import("kiln._inductor.lowering.common").attr("Fallback"));
-  PyErr_SetObject(fallback->ptr(), py::str(why).ptr());
+[[noreturn]] void Raise(const char* python_class, const std::string& why) {
+  py::object cls = py::module_::import("kiln._inductor.lowering.common").attr(python_class);
+  PyErr_SetObject(cls.ptr(), py::str(why).ptr());
   throw py::error_already_set();
 }
 
-// fn's result, with inductor::lowering::Fallback raised as the Python Fallback.
+[[noreturn]] void RaiseFallback(const std::string& why) { Raise("Fallback", why); }
+
+// fn's result, with inductor::lowering::Fallback (and ViewOfUnrealized) raised as Python's.
 template <typename Fn>
 auto Lowering(Fn&& fn) {
   try {
     return fn();
+  } catch (const inductor::lowering::ViewOfUnrealized& e) {
+    Raise("ViewOfUnrealized", e.what());
   } catch (const inductor::lowering::Fallback& e) {
     RaiseFallback(e.what());
   }
@@ -144,9 +150,77 @@ void InitInductorLoweringBindings(py::module_& inductor) {
                     std::optional<int64_t> start, int64_t step) {
           return inductor::lowering::Slice(x, ScalarTypeArg(dtype, "slice's dtype"), std::move(shape), dim, start, step);
         }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dim"), py::arg("start"), py::arg("step"));
+  m.def("view", [](const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x) {
+          return Lowering([&] { return inductor::lowering::View(x, ScalarTypeArg(dtype, "view's dtype"), std::move(shape)); });
+        }, py::arg("dtype"), py::arg("shape"), py::arg("x"),
+        "view/reshape: x for its own shape, a strided view of a Buffer view() allows (ViewOfUnrealized otherwise).");
   m.def("select", [](const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x, int64_t dim, int64_t index) {
           return inductor::lowering::Select(x, ScalarTypeArg(dtype, "select's dtype"), std::move(shape), dim, index);
         }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dim"), py::arg("index"));
+
+  // reductions (inductor/lowering/reductions.h): each given the graph's context (None outside a
+  // graph), the output's dtype and shape, its input and its arguments
+  using inductor::lowering::Dims;
+  using inductor::lowering::GraphContext;
+  py::class_<GraphContext>(m, "GraphContext",
+                           "What one graph's lowerings share: its scheduler, and the means its variances computed.")
+      .def(py::init<inductor::scheduler::Scheduler*>(), py::arg("scheduler"), py::keep_alive<1, 2>());
+  m.def("reduce", [](GraphContext* graph, const std::string& name, const py::handle& dtype, std::vector<int64_t> shape,
+                     const ValuePtr& x, Dims dims, bool keepdim) {
+          return Lowering([&] {
+            return inductor::lowering::LowerReduce(graph, name, ScalarTypeArg(dtype, "a reduction's dtype"), std::move(shape), x, dims, keepdim);
+          });
+        }, py::arg("graph"), py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dims"),
+        py::arg("keepdim"), "sum, mean, amax, amin, prod, or max/min over every element, along dims (None: all).");
+  m.def("any_all", [](GraphContext* graph, bool any, const py::handle& dtype, std::vector<int64_t> shape,
+                      const ValuePtr& x, Dims dims, bool keepdim) {
+          return Lowering([&] {
+            return inductor::lowering::LowerAnyAll(graph, any, ScalarTypeArg(dtype, "any's dtype"), std::move(shape), x, dims, keepdim);
+          });
+        }, py::arg("graph"), py::arg("any"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dims"),
+        py::arg("keepdim"));
+  m.def("count_nonzero", [](GraphContext* graph, const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x,
+                            Dims dims) {
+          return Lowering([&] {
+            return inductor::lowering::LowerCountNonzero(graph, ScalarTypeArg(dtype, "count_nonzero's dtype"), std::move(shape), x, dims);
+          });
+        }, py::arg("graph"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dims"));
+  m.def("arg_reduce", [](bool max, const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x,
+                         std::optional<int64_t> dim, bool keepdim) {
+          return Lowering([&] {
+            return inductor::lowering::LowerArgReduce(max, ScalarTypeArg(dtype, "argmax's dtype"), std::move(shape), x, dim, keepdim);
+          });
+        }, py::arg("max"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dim"), py::arg("keepdim"));
+  m.def("logsumexp", [](GraphContext* graph, const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x,
+                        Dims dims, bool keepdim) {
+          return Lowering([&] {
+            return inductor::lowering::LowerLogsumexp(graph, ScalarTypeArg(dtype, "logsumexp's dtype"), std::move(shape), x, dims, keepdim);
+          });
+        }, py::arg("graph"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dims"), py::arg("keepdim"));
+  m.def("vector_norm", [](GraphContext* graph, const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x,
+                          double ord, Dims dims, bool keepdim) {
+          return Lowering([&] {
+            return inductor::lowering::LowerVectorNorm(graph, ScalarTypeArg(dtype, "vector_norm's dtype"), std::move(shape), x, ord, dims,
+                                                       keepdim);
+          });
+        }, py::arg("graph"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("ord"), py::arg("dims"),
+        py::arg("keepdim"));
+  m.def("var", [](GraphContext* graph, bool std, const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x,
+                  Dims dims, std::optional<double> correction, bool keepdim) {
+          return Lowering([&] {
+            const ScalarType t = ScalarTypeArg(dtype, std ? "std's dtype" : "var's dtype");
+            return std ? inductor::lowering::LowerStd(graph, t, std::move(shape), x, dims, correction, keepdim)
+                       : inductor::lowering::LowerVar(graph, t, std::move(shape), x, dims, correction, keepdim);
+          });
+        }, py::arg("graph"), py::arg("std"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dims"),
+        py::arg("correction"), py::arg("keepdim"), "The variance (std: its square root) along dims (None: all).");
+  m.def("softmax", [](GraphContext* graph, bool log, const py::handle& dtype, std::vector<int64_t> shape,
+                      const ValuePtr& x, int64_t dim) {
+          return Lowering([&] {
+            return inductor::lowering::LowerSoftmax(graph, log, ScalarTypeArg(dtype, "softmax's dtype"), std::move(shape), x, dim);
+          });
+        }, py::arg("graph"), py::arg("log"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dim"));
+
 }
 
 }  // namespace kiln::python

@@ -151,19 +151,9 @@ void InitInductorSchedulerBindings(py::module_& inductor) {
       .def("realize", &Scheduler::Realize, py::arg("value"))
       .def("kernel_for_pointwise", &Scheduler::KernelForPointwise, py::arg("value"), py::arg("stride") = py::none())
       .def("defer", &Scheduler::Defer, py::arg("red"))
-      .def("realize_reductions", &Scheduler::RealizeReductions, py::arg("values"), py::arg("space"))
       .def("squeezed_view", &Scheduler::SqueezedView, py::arg("buf"), py::arg("shape"))
       .def("take_steps", &Scheduler::TakeSteps, "The steps made since the last call, in program order.");
 
-  m.def("merge_dims", [](const std::shared_ptr<inductor::ir::Value>& x, const std::set<int>& dims, Realization* state) -> py::object {
-          std::optional<inductor::scheduler::Merged> merged = inductor::scheduler::MergeDims(x, dims, state);
-          if (!merged) return py::none();
-          py::list runs;
-          for (size_t k = 0; k < merged->runs.size(); ++k) runs.append(py::make_tuple(merged->runs[k], bool(merged->reduced[k])));
-          return py::make_tuple(merged->value, runs);
-        }, py::arg("x"), py::arg("dims"), py::arg("state") = nullptr,
-        "(x with runs of adjacent `dims` merged where every load walks them as one, [(run's dims, merged?)]); None "
-        "when nothing merges.");
   m.def("probe", [](const Value& value, const Realization* state, std::optional<std::vector<Affine>> at) {
           return inductor::scheduler::Probe(value, state, at);
         }, py::arg("value"), py::arg("state") = nullptr, py::arg("at") = py::none(),

@@ -60,33 +60,9 @@ std::optional<SymDimVector> ComputeViewStrides(const Tensor& self, const SymDimV
     for (const SymInt& st : self->sym_strides()) symbolic |= st.is_symbolic();
     if (!size_one || symbolic) return ContiguousStrides(new_sizes);
   }
-  // Over SymInt: on symbolic sizes the comparisons below record guards.
-  const SymDimVector& old_sizes = self->sym_sizes();
-  const SymDimVector& old_strides = self->sym_strides();
-  const SymDimVector& sizes = new_sizes;
-  SymDimVector new_strides(sizes.size());
-  if (self->sym_numel() == 0) return ContiguousStrides(sizes);
-  int64_t view_d = static_cast<int64_t>(sizes.size()) - 1;
-  SymInt chunk_base_stride = old_strides.empty() ? SymInt(1) : old_strides.back();
-  SymInt tensor_numel = 1, view_numel = 1;
-  for (int64_t d = static_cast<int64_t>(old_sizes.size()) - 1; d >= 0; d--) {
-    tensor_numel *= old_sizes[d];
-    if (d == 0 || (old_sizes[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride)) {
-      while (view_d >= 0 && (view_numel < tensor_numel || sizes[view_d] == 1)) {
-        new_strides[view_d] = view_numel * chunk_base_stride;
-        view_numel *= sizes[view_d];
-        view_d--;
-      }
-      if (view_numel != tensor_numel) return std::nullopt;
-      if (d > 0) {
-        chunk_base_stride = old_strides[d - 1];
-        tensor_numel = 1;
-        view_numel = 1;
-      }
-    }
-  }
-  if (view_d != -1) return std::nullopt;
-  return new_strides;
+  // Over SymInt: on symbolic sizes the comparisons record guards.
+  if (self->sym_numel() == 0) return ContiguousStrides(new_sizes);
+  return ChunkedViewStrides(self->sym_sizes(), self->sym_strides(), new_sizes);
 }
 
 namespace {

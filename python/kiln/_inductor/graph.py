@@ -19,6 +19,7 @@ import kiln
 from kiln import _C
 from kiln._C._inductor.ir import dense_order, expanded_dims, gapped_order, same_layout, squeezed_strides
 from kiln._C._inductor.scheduler import Scheduler, cheap_to_recompute
+from kiln._C._inductor.lowering import GraphContext
 from kiln._inductor.ir import Buffer, Pointwise, Reduction
 from kiln._inductor import autotune
 from kiln._inductor.bisect_controls import fusions, lowerings
@@ -84,7 +85,9 @@ class GraphLowering:
         self._lowered = []         # (node, its lowered value), in order: pre_fusion's lines
         self._memory_plan = None
         self.autotune_choices = []  # (op, chosen alternative) under max-autotune
-        self.statistics = {}       # (input's handle, reduced dims) -> a variance's mean, for mean.dim
+        # what the C++ lowerings share (inductor/lowering/reductions.h): the scheduler, the means
+        # variances computed (mean.dim of the same input and axes reads one)
+        self.lowering_context = GraphContext(self.scheduler)
         # layout.py's choice (Note [Layout optimization]): output position -> the strides it
         # leaves with (eager's) where its meta value's differ; None when the graph kept its layouts
         self.output_strides = gm.meta.get("output_strides") if hasattr(gm, "meta") else None
@@ -120,13 +123,6 @@ class GraphLowering:
         if not isinstance(value, (Buffer, Pointwise, Reduction)):
             raise TypeError(f"cannot realize {type(value).__name__}")
         return self._formed(self.scheduler.realize(value))
-
-    def realize_reductions(self, values, space):
-        """One kernel over a reduction's iteration space (outer: the kept dimensions, inner: the
-        reduced axis) storing several values of the reduction's keepdim shape: Reductions along
-        that axis, or Pointwise values of them (Welford's combination of partial statistics: a
-        mean, and squared deviations plus the partial sums of squares, in one pass)."""
-        return self._formed(self.scheduler.realize_reductions(values, space))
 
     def _kernel_for_pointwise(self, value, stride=None):
         """One kernel over value's shape (and the members of value.group not computed yet); with

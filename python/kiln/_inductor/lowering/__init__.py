@@ -8,8 +8,8 @@ kernel from the wrapper (graph.py), named in the debug log.
 
     common.py      the registry (LOWERINGS, register, lower), Fallback, loaders, `pointwise`
     pointwise.py   math, comparisons, activations and their backwards, copies, fills
-    views.py       permute, transpose, expand, squeeze, slice, select, view
-    reductions.py  sum, mean, prod, amax/amin, any/all, arg*, norms, softmax, variance
+    views.py       permute, transpose, expand, squeeze, slice, select (C++), view
+    reductions.py  sum, mean, prod, amax/amin, any/all, arg*, norms, softmax, variance (C++)
     nn.py          the matmul template (max-autotune) and max pooling
 """
 
@@ -17,4 +17,3 @@ from kiln._inductor.ir import V  # noqa: F401  (lowerings that realize values re
 from kiln._inductor.lowering import nn, pointwise, reductions, views  # noqa: F401  (they register)
 from kiln._inductor.lowering.common import LOWERINGS, Fallback, ViewOfUnrealized, lower  # noqa: F401
 from kiln._inductor.lowering.nn import mm_template  # noqa: F401
-from kiln._inductor.lowering.reductions import merge_reduced_dims  # noqa: F401

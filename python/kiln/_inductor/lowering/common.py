@@ -37,6 +37,14 @@ def register(*ops):
 
 
 # --- reading values --------------------------------------------------------------------------------
+def value_arg(x):
+    """x when it is a value of the graph (the argument a C++ lowering takes); this node runs its
+    eager kernel otherwise."""
+    if not isinstance(x, (Buffer, Pointwise, Reduction)):
+        raise Fallback(f"argument of type {type(x).__name__}")
+    return x
+
+
 def loader(value, dtype=None):
     """fn(ctx, indices) -> expr reading `value` (a Buffer, lazy value or scalar), cast to dtype."""
     if isinstance(value, (bool, int, float)):
