@@ -9,10 +9,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/kernel_ir.h"
@@ -44,6 +46,21 @@ class Trace {
   ir::Tracer tracer_;
   std::shared_ptr<ir::Traced> traced_;
 };
+
+// Kernel IR of one operator: an element function's building blocks.
+inline codegen::ExprPtr Unary(codegen::OpCode op, codegen::ExprPtr a) { return codegen::Expr::Op(op, {std::move(a)}); }
+inline codegen::ExprPtr Binary(codegen::OpCode op, codegen::ExprPtr a, codegen::ExprPtr b) {
+  return codegen::Expr::Op(op, {std::move(a), std::move(b)});
+}
+inline codegen::ExprPtr Where(codegen::ExprPtr c, codegen::ExprPtr a, codegen::ExprPtr b) {
+  return codegen::Expr::Op(codegen::OpCode::kWhere, {std::move(c), std::move(a), std::move(b)});
+}
+
+// `ops` (a value's kernel-name ops) with `names` added.
+inline std::set<std::string> With(std::set<std::string> ops, std::initializer_list<const char*> names) {
+  for (const char* n : names) ops.insert(n);
+  return ops;
+}
 
 using ElementFn = std::function<codegen::ExprPtr(Trace&, const Indices&)>;
 using SourceFn = std::function<codegen::ExprPtr(Trace&, const Indices& kept, const ir::Affine& r)>;

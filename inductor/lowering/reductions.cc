@@ -27,9 +27,6 @@ using ir::Reduction;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-ExprPtr Unary(OpCode op, ExprPtr a) { return Expr::Op(op, {std::move(a)}); }
-ExprPtr Binary(OpCode op, ExprPtr a, ExprPtr b) { return Expr::Op(op, {std::move(a), std::move(b)}); }
-ExprPtr Where(ExprPtr c, ExprPtr a, ExprPtr b) { return Expr::Op(OpCode::kWhere, {std::move(c), std::move(a), std::move(b)}); }
 ExprPtr Float(double v, DType t) { return Expr::Const(v, t); }
 ExprPtr CastTo(ExprPtr e, DType from, DType to) { return from == to ? e : Expr::Cast(std::move(e), to); }
 
@@ -40,11 +37,6 @@ DType Opmath(DType t) { return t == DType::BF16 ? DType::F32 : t; }
 ScalarType AccDtype(ScalarType t) { return t == ScalarType::BFloat16 ? ScalarType::Float32 : t; }
 
 const Op& Aten(const char* name) { return Registry::Get().FindOrThrow(name); }
-
-std::set<std::string> With(std::set<std::string> ops, std::initializer_list<const char*> names) {
-  for (const char* n : names) ops.insert(n);
-  return ops;
-}
 
 int64_t Wrap(int64_t d, size_t n) {
   const auto rank = static_cast<int64_t>(n);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "inductor/lowering/nn.h"
 #include "inductor/lowering/pointwise.h"
 #include "inductor/lowering/reductions.h"
 #include "inductor/lowering/views.h"
@@ -221,6 +222,38 @@ void InitInductorLoweringBindings(py::module_& inductor) {
           });
         }, py::arg("graph"), py::arg("log"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dim"));
 
+  // library-kernel ops (inductor/lowering/nn.h)
+  m.def("matmul_template", [](const py::handle& dtype, const ValuePtr& a, const ValuePtr& b, const ValuePtr& bias,
+                              double beta, double alpha) {
+          return Lowering([&] {
+            return inductor::lowering::MatmulTemplate(ScalarTypeArg(dtype, "the matmul template's dtype"), a, b, bias, beta, alpha);
+          });
+        }, py::arg("dtype"), py::arg("a"), py::arg("b"), py::arg("bias") = nullptr, py::arg("beta") = 1.0,
+        py::arg("alpha") = 1.0, "alpha * a @ b (+ beta * bias) as a generated kernel (max-autotune's alternative).");
+  m.def("max_pool2d_with_indices", [](GraphContext* graph, const py::handle& values_dtype, std::vector<int64_t> values_shape,
+                                      const py::handle& indices_dtype, std::vector<int64_t> indices_shape,
+                                      const ValuePtr& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
+                                      std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
+          return Lowering([&] {
+            return inductor::lowering::MaxPool2dWithIndices(
+                graph, ScalarTypeArg(values_dtype, "max_pool2d's dtype"), std::move(values_shape),
+                ScalarTypeArg(indices_dtype, "max_pool2d's indices dtype"), std::move(indices_shape), x, kernel, stride,
+                padding, dilation, ceil_mode);
+          });
+        }, py::arg("graph"), py::arg("values_dtype"), py::arg("values_shape"), py::arg("indices_dtype"),
+        py::arg("indices_shape"), py::arg("x"), py::arg("kernel"), py::arg("stride"), py::arg("padding"),
+        py::arg("dilation"), py::arg("ceil_mode"));
+  m.def("max_pool2d_with_indices_backward", [](GraphContext* graph, const py::handle& dtype, std::vector<int64_t> shape,
+                                               const ValuePtr& grad, const ValuePtr& x, std::vector<int64_t> kernel,
+                                               std::vector<int64_t> stride, std::vector<int64_t> padding,
+                                               std::vector<int64_t> dilation, const ValuePtr& indices) {
+          return Lowering([&] {
+            return inductor::lowering::MaxPool2dWithIndicesBackward(graph, ScalarTypeArg(dtype, "max_pool2d_backward's dtype"),
+                                                                    std::move(shape), grad, x, kernel, stride, padding,
+                                                                    dilation, indices);
+          });
+        }, py::arg("graph"), py::arg("dtype"), py::arg("shape"), py::arg("grad"), py::arg("x"), py::arg("kernel"),
+        py::arg("stride"), py::arg("padding"), py::arg("dilation"), py::arg("indices"));
 }
 
 }  // namespace kiln::python

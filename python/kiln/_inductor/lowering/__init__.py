@@ -10,7 +10,7 @@ kernel from the wrapper (graph.py), named in the debug log.
     pointwise.py   math, comparisons, activations and their backwards, copies, fills
     views.py       permute, transpose, expand, squeeze, slice, select (C++), view
     reductions.py  sum, mean, prod, amax/amin, any/all, arg*, norms, softmax, variance (C++)
-    nn.py          the matmul template (max-autotune) and max pooling
+    nn.py          the matmul template (max-autotune) and max pooling (C++)
 """
 
 from kiln._inductor.ir import V  # noqa: F401  (lowerings that realize values reach the graph here)

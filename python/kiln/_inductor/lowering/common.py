@@ -4,7 +4,7 @@ reading values (loader, broadcasting, the `pointwise` builder and epilogue space
 import kiln
 from kiln._C._inductor import kernel_ir as kir
 from kiln._C._inductor.lowering import make_pointwise
-from kiln._inductor.ir import Affine, Buffer, Pointwise, Reduction, ir_dtype
+from kiln._inductor.ir import V, Affine, Buffer, Pointwise, Reduction, ir_dtype
 
 aten = kiln.ops.aten
 LOWERINGS = {}
@@ -34,6 +34,18 @@ def register(*ops):
         return fn
 
     return wrap
+
+
+# --- calling the C++ lowerings (inductor/lowering) ------------------------------------------------
+def graph_context():
+    """The GraphContext of the graph being lowered (None outside one)."""
+    return V.graph.lowering_context if V.graph is not None else None
+
+
+def formed(value):
+    """value, after the kernels its lowering formed (partial statistics it realized) joined the
+    graph's records, in program order."""
+    return V.graph._formed(value) if V.graph is not None else value
 
 
 # --- reading values --------------------------------------------------------------------------------

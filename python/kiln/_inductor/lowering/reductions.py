@@ -5,18 +5,7 @@ arguments as aten passes them, and the kernels a lowering formed (a variance's p
 statistics) taken into the graph's records in order."""
 
 from kiln._C._inductor import lowering as c
-from kiln._inductor.ir import V
-from kiln._inductor.lowering.common import register
-from kiln._inductor.lowering.views import value_arg
-
-
-def _graph():
-    return V.graph.lowering_context if V.graph is not None else None
-
-
-def _formed(value):
-    """value, after the kernels its lowering formed joined the graph's records."""
-    return V.graph._formed(value) if V.graph is not None else value
+from kiln._inductor.lowering.common import formed, graph_context, register, value_arg
 
 
 def _dims(dims):
@@ -28,7 +17,7 @@ def _dims(dims):
 
 def _reduction(name):
     def lower(out, x, dims=None, keepdim=False, dtype=None):
-        return _formed(c.reduce(_graph(), name, out.dtype, list(out.shape), value_arg(x), _dims(dims), keepdim))
+        return formed(c.reduce(graph_context(), name, out.dtype, list(out.shape), value_arg(x), _dims(dims), keepdim))
 
     return lower
 
@@ -41,16 +30,16 @@ register("amin.default")(_reduction("amin"))
 
 @register("prod.dim_int")
 def _prod(out, x, dim, keepdim=False, dtype=None):
-    return _formed(c.reduce(_graph(), "prod", out.dtype, list(out.shape), value_arg(x), [dim], keepdim))
+    return formed(c.reduce(graph_context(), "prod", out.dtype, list(out.shape), value_arg(x), [dim], keepdim))
 
 
 @register("prod.default")
 def _prod_all(out, x, dtype=None):
-    return _formed(c.reduce(_graph(), "prod", out.dtype, list(out.shape), value_arg(x), None, False))
+    return formed(c.reduce(graph_context(), "prod", out.dtype, list(out.shape), value_arg(x), None, False))
 
 
 def _over_every_element(name):
-    return lambda out, x: _formed(c.reduce(_graph(), name, out.dtype, list(out.shape), value_arg(x), None, False))
+    return lambda out, x: formed(c.reduce(graph_context(), name, out.dtype, list(out.shape), value_arg(x), None, False))
 
 
 register("max.default")(_over_every_element("max"))
@@ -59,7 +48,7 @@ register("min.default")(_over_every_element("min"))
 
 def _any_all(any_):
     def lower(out, x, dims=None, keepdim=False):
-        return _formed(c.any_all(_graph(), any_, out.dtype, list(out.shape), value_arg(x), _dims(dims), keepdim))
+        return formed(c.any_all(graph_context(), any_, out.dtype, list(out.shape), value_arg(x), _dims(dims), keepdim))
 
     return lower
 
@@ -70,7 +59,7 @@ register("all.default", "all.dim", "all.dims")(_any_all(False))
 
 @register("count_nonzero.dim_IntList", "count_nonzero.default")
 def _count_nonzero(out, x, dims=None):
-    return _formed(c.count_nonzero(_graph(), out.dtype, list(out.shape), value_arg(x), _dims(dims)))
+    return formed(c.count_nonzero(graph_context(), out.dtype, list(out.shape), value_arg(x), _dims(dims)))
 
 
 def _arg_reduce(max_):
@@ -86,9 +75,9 @@ def _extreme_with_index(max_):
     def lower(outs, x, dim, keepdim=False):
         values_out, indices_out = outs
         x = value_arg(x)
-        values = c.reduce(_graph(), "amax" if max_ else "amin", values_out.dtype, list(values_out.shape), x, [dim],
-                          keepdim)
-        return _formed(values), c.arg_reduce(max_, indices_out.dtype, list(indices_out.shape), x, dim, keepdim)
+        values = c.reduce(graph_context(), "amax" if max_ else "amin", values_out.dtype, list(values_out.shape), x,
+                          [dim], keepdim)
+        return formed(values), c.arg_reduce(max_, indices_out.dtype, list(indices_out.shape), x, dim, keepdim)
 
     return lower
 
@@ -101,18 +90,20 @@ register("argmin.default")(_arg_reduce(False))
 
 @register("logsumexp.default")
 def _logsumexp(out, x, dims, keepdim=False):
-    return _formed(c.logsumexp(_graph(), out.dtype, list(out.shape), value_arg(x), _dims(dims), keepdim))
+    return formed(c.logsumexp(graph_context(), out.dtype, list(out.shape), value_arg(x), _dims(dims), keepdim))
 
 
 @register("linalg_vector_norm.default")
 def _vector_norm(out, x, ord=2, dims=None, keepdim=False, dtype=None):
-    return _formed(c.vector_norm(_graph(), out.dtype, list(out.shape), value_arg(x), float(ord), _dims(dims), keepdim))
+    return formed(c.vector_norm(graph_context(), out.dtype, list(out.shape), value_arg(x), float(ord), _dims(dims),
+                                keepdim))
 
 
 def _var_lowering(std):
     def lower(out, x, dims=None, correction=None, keepdim=False):
         correction = None if correction is None else float(correction)
-        return _formed(c.var(_graph(), std, out.dtype, list(out.shape), value_arg(x), _dims(dims), correction, keepdim))
+        return formed(c.var(graph_context(), std, out.dtype, list(out.shape), value_arg(x), _dims(dims), correction,
+                            keepdim))
 
     return lower
 
@@ -122,8 +113,8 @@ register("std.correction")(_var_lowering(True))
 
 
 def _softmax_lowering(log):
-    return lambda out, x, dim, half_to_float=False: _formed(
-        c.softmax(_graph(), log, out.dtype, list(out.shape), value_arg(x), dim))
+    return lambda out, x, dim, half_to_float=False: formed(
+        c.softmax(graph_context(), log, out.dtype, list(out.shape), value_arg(x), dim))
 
 
 register("_softmax.default")(_softmax_lowering(False))
