@@ -170,3 +170,68 @@ TEST(Views, OfALazyValueReadItThroughTheMap) {
 
 }  // namespace
 }  // namespace kiln::inductor::lowering
+
+#include "inductor/lowering/pointwise_ops.h"
+
+namespace kiln::inductor::lowering {
+namespace {
+
+TEST(PointwiseOps, IntegerPowIsUnrolledAndLargeOrTensorExponentsFallBack) {
+  auto x = Input(ScalarType::Int64, {3});
+  auto cube = LowerPow(ScalarType::Int64, {3}, x, Number(int64_t{3}));
+  // x**3 = (x * x) * x, which wraps around as eager's repeated squaring does (Note [Integer pow])
+  const ExprPtr l = Expr::Load(0, {});
+  EXPECT_EQ(E(cube->body().expr), E(Expr::Op(OpCode::kMul, {Expr::Op(OpCode::kMul, {l, l}), l})));
+  EXPECT_EQ(E(LowerPow(ScalarType::Int64, {3}, x, Number(int64_t{0}))->body().expr), E(Expr::ConstInt(1, DType::I64)));
+  EXPECT_THROW(LowerPow(ScalarType::Int64, {3}, x, Number(int64_t{65})), Fallback);
+  EXPECT_THROW(LowerPow(ScalarType::Int64, {3}, x, x), Fallback);
+  EXPECT_THROW(LowerPow(ScalarType::Int64, {3}, x, Number(2.0)), Fallback) << "a float exponent";
+  auto f = LowerPow(ScalarType::Float32, {3}, Input(ScalarType::Float32, {3}), Number(2.5));
+  EXPECT_EQ(f->ops, (std::set<std::string>{"pow"})) << "floats: the registry's element function";
+}
+
+TEST(PointwiseOps, WhereReadsTheConditionAsBoolAndBroadcasts) {
+  std::vector<Operand> in{Input(ScalarType::Bool, {4, 1}), Input(ScalarType::Float32, {4, 8}), Number(0.0)};
+  auto w = LowerWhere(ScalarType::Float32, {4, 8}, in[0], in[1], in[2]);
+  EXPECT_EQ(Text(*w, in), "read0 = operand0[d0, 0]\nread1 = operand1[d0, d1]\n" +
+                              E(Expr::Op(OpCode::kWhere, {Expr::Load(0, {}), Expr::Load(1, {}), Expr::Const(0.0, DType::F32)})));
+  EXPECT_EQ(w->ops, (std::set<std::string>{"where"}));
+}
+
+TEST(PointwiseOps, GeluAndItsBackwardFollowEagersFormulaPerDtype) {
+  auto f32 = Input(ScalarType::Float32, {8});
+  EXPECT_EQ(LowerGelu(ScalarType::Float32, {8}, f32, "none")->body().expr->op, OpCode::kGelu) << "eager's float kernel";
+  auto one = LowerGelu(ScalarType::Float32, {1}, Input(ScalarType::Float32, {1}), "none");
+  EXPECT_EQ(one->body().expr->op, OpCode::kMul) << "one element: eager's scalar loop with erf";
+  auto f64 = LowerGelu(ScalarType::Float64, {8}, Input(ScalarType::Float64, {8}), "none");
+  EXPECT_EQ(E(f64->body().expr), E(Expr::Op(OpCode::kMul, {Expr::Load(0, {}), Expr::Op(OpCode::kNormalCdf, {Expr::Load(0, {})})})));
+  EXPECT_NE(E(LowerGelu(ScalarType::Float32, {8}, f32, "tanh")->body().expr).find("tanh"), std::string::npos);
+  EXPECT_EQ(LowerGeluBackward(ScalarType::Float32, {8}, f32, f32, "none")->body().expr->op, OpCode::kGeluBackward);
+  EXPECT_THROW(LowerGeluBackward(ScalarType::Float32, {8}, f32, f32, "tanh"), Fallback);
+  auto relu_grad = LowerActivationBackward("threshold_backward", ScalarType::Float32, {8}, f32, f32, Scalar(0.0));
+  EXPECT_EQ(relu_grad->body().expr->op, OpCode::kWhere);
+  EXPECT_THROW(LowerActivationBackward("relu_backward", ScalarType::Float32, {8}, f32, f32), ValueError);
+}
+
+TEST(PointwiseOps, ClampRoundingNanToNumAndFills) {
+  auto x = Input(ScalarType::Float32, {5});
+  auto clamped = LowerClamp(ScalarType::Float32, {5}, x, Scalar(0.0), std::nullopt);
+  EXPECT_EQ(E(clamped->body().expr), E(Expr::Op(OpCode::kMax, {Expr::Load(0, {}), Expr::Const(0.0, DType::F32)})));
+  EXPECT_EQ(LowerDivMode(ScalarType::Float32, {5}, x, x, std::string("trunc"))->body().expr->op, OpCode::kTrunc);
+  auto ints = Input(ScalarType::Int64, {5});
+  EXPECT_THROW(LowerDivMode(ScalarType::Int64, {5}, ints, ints, std::string("trunc")), Fallback)
+      << "an integer divisor that may be 0";
+  EXPECT_THROW(LowerRoundDecimals(ScalarType::Int64, {5}, ints, 2), Fallback);
+  EXPECT_EQ(LowerRoundDecimals(ScalarType::Float32, {5}, x, -1)->body().expr->op, OpCode::kMul) << "x / 10 rounded, * 10";
+  auto clean = LowerNanToNum(ScalarType::Float32, {5}, x, std::nullopt, std::nullopt, -1.0);
+  EXPECT_NE(E(clean->body().expr).find("0x1.fffffep+127"), std::string::npos) << E(clean->body().expr);
+  EXPECT_EQ(LowerNanToNum(ScalarType::Int64, {5}, ints, 0.0, 1.0, -1.0)->body().expr->kind, Expr::Kind::kLoad)
+      << "integers: a copy";
+  auto full = LowerFill("full", ScalarType::Int64, {2, 3}, Scalar(2.9));
+  EXPECT_EQ(E(full->body().expr), E(Expr::ConstInt(2, DType::I64)));
+  EXPECT_TRUE(full->body().reads.empty());
+  EXPECT_EQ(LowerCopy(ScalarType::Float32, {5}, x)->ops, (std::set<std::string>{"clone"}));
+}
+
+}  // namespace
+}  // namespace kiln::inductor::lowering

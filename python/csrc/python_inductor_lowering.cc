@@ -14,6 +14,7 @@
 
 #include "inductor/lowering/nn.h"
 #include "inductor/lowering/pointwise.h"
+#include "inductor/lowering/pointwise_ops.h"
 #include "inductor/lowering/reductions.h"
 #include "inductor/lowering/views.h"
 #include "python/csrc/arg_parser.h"
@@ -54,6 +55,23 @@ Operand OperandOf(const py::handle& o) {
     return Operand{nullptr, s};
   PyErr_Clear();
   RaiseFallback(std::string("argument of type ") + Py_TYPE(o.ptr())->tp_name);
+}
+
+// A Python number argument (Fallback for anything else: a tensor, a symbolic size).
+Scalar NumberOf(const py::handle& o) {
+  Operand op = OperandOf(o);
+  if (op.is_value()) RaiseFallback("a tensor where a number is expected");
+  return op.number;
+}
+
+std::optional<Scalar> OptionalNumberOf(const py::handle& o) {
+  if (o.is_none()) return std::nullopt;
+  return NumberOf(o);
+}
+
+std::optional<double> OptionalDoubleOf(const py::handle& o) {
+  if (o.is_none()) return std::nullopt;
+  return NumberOf(o).to_double();
 }
 
 std::vector<Operand> OperandsOf(const py::handle& seq) {
@@ -254,6 +272,65 @@ void InitInductorLoweringBindings(py::module_& inductor) {
           });
         }, py::arg("graph"), py::arg("dtype"), py::arg("shape"), py::arg("grad"), py::arg("x"), py::arg("kernel"),
         py::arg("stride"), py::arg("padding"), py::arg("dilation"), py::arg("indices"));
+
+  // pointwise ops beyond the registry's rows (inductor/lowering/pointwise_ops.h); operands are
+  // values or numbers
+  namespace lw = inductor::lowering;
+  using Shape = std::vector<int64_t>;
+  auto dtype_of = [](const py::handle& dtype) { return ScalarTypeArg(dtype, "a pointwise lowering's dtype"); };
+  m.def("pow", [=](const py::handle& dtype, Shape shape, const py::handle& a, const py::handle& b) {
+          return Lowering([&] { return lw::LowerPow(dtype_of(dtype), std::move(shape), OperandOf(a), OperandOf(b)); });
+        }, py::arg("dtype"), py::arg("shape"), py::arg("a"), py::arg("b"));
+  m.def("where", [=](const py::handle& dtype, Shape shape, const py::handle& cond, const py::handle& a, const py::handle& b) {
+          return Lowering([&] {
+            return lw::LowerWhere(dtype_of(dtype), std::move(shape), OperandOf(cond), OperandOf(a), OperandOf(b));
+          });
+        }, py::arg("dtype"), py::arg("shape"), py::arg("cond"), py::arg("a"), py::arg("b"));
+  m.def("gelu", [=](const py::handle& dtype, Shape shape, const py::handle& x, const std::string& approximate) {
+          return Lowering([&] { return lw::LowerGelu(dtype_of(dtype), std::move(shape), OperandOf(x), approximate); });
+        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("approximate"));
+  m.def("gelu_backward", [=](const py::handle& dtype, Shape shape, const py::handle& grad, const py::handle& x,
+                             const std::string& approximate) {
+          return Lowering([&] {
+            return lw::LowerGeluBackward(dtype_of(dtype), std::move(shape), OperandOf(grad), OperandOf(x), approximate);
+          });
+        }, py::arg("dtype"), py::arg("shape"), py::arg("grad"), py::arg("x"), py::arg("approximate"));
+  m.def("activation_backward", [=](const std::string& name, const py::handle& dtype, Shape shape, const py::handle& grad,
+                                   const py::handle& x, const py::handle& threshold) {
+          return Lowering([&] {
+            return lw::LowerActivationBackward(name, dtype_of(dtype), std::move(shape), OperandOf(grad), OperandOf(x),
+                                               threshold.is_none() ? Scalar() : NumberOf(threshold));
+          });
+        }, py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("grad"), py::arg("x"),
+        py::arg("threshold") = py::none(), "silu_backward, sigmoid_backward, tanh_backward or threshold_backward.");
+  m.def("clamp", [=](const py::handle& dtype, Shape shape, const py::handle& x, const py::handle& min,
+                     const py::handle& max) {
+          return Lowering([&] {
+            return lw::LowerClamp(dtype_of(dtype), std::move(shape), OperandOf(x), OptionalNumberOf(min), OptionalNumberOf(max));
+          });
+        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("min"), py::arg("max"));
+  m.def("div_mode", [=](const py::handle& dtype, Shape shape, const py::handle& a, const py::handle& b,
+                        std::optional<std::string> rounding_mode) {
+          return Lowering([&] {
+            return lw::LowerDivMode(dtype_of(dtype), std::move(shape), OperandOf(a), OperandOf(b), rounding_mode);
+          });
+        }, py::arg("dtype"), py::arg("shape"), py::arg("a"), py::arg("b"), py::arg("rounding_mode"));
+  m.def("round_decimals", [=](const py::handle& dtype, Shape shape, const py::handle& x, int64_t decimals) {
+          return Lowering([&] { return lw::LowerRoundDecimals(dtype_of(dtype), std::move(shape), OperandOf(x), decimals); });
+        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("decimals"));
+  m.def("nan_to_num", [=](const py::handle& dtype, Shape shape, const py::handle& x, const py::handle& nan,
+                          const py::handle& posinf, const py::handle& neginf) {
+          return Lowering([&] {
+            return lw::LowerNanToNum(dtype_of(dtype), std::move(shape), OperandOf(x), OptionalDoubleOf(nan),
+                                     OptionalDoubleOf(posinf), OptionalDoubleOf(neginf));
+          });
+        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("nan"), py::arg("posinf"), py::arg("neginf"));
+  m.def("copy", [=](const py::handle& dtype, Shape shape, const py::handle& x) {
+          return Lowering([&] { return lw::LowerCopy(dtype_of(dtype), std::move(shape), OperandOf(x)); });
+        }, py::arg("dtype"), py::arg("shape"), py::arg("x"));
+  m.def("fill", [=](const std::string& name, const py::handle& dtype, Shape shape, const py::handle& value) {
+          return Lowering([&] { return lw::LowerFill(name, dtype_of(dtype), std::move(shape), NumberOf(value)); });
+        }, py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("value"));
 }
 
 }  // namespace kiln::python

@@ -37,10 +37,10 @@ def install():
 
     aten = kiln.ops.aten
     if "lowering" in names:
-        from kiln._inductor.lowering.common import LOWERINGS, const, pointwise
+        from kiln._inductor.lowering.common import LOWERINGS, pointwise
 
         def wrong_relu(out, x):
-            return pointwise("relu", out, [x], lambda a: ops.add(ops.relu(a), const(0.5, _ir_dtype(out))))
+            return pointwise("relu", out, [x], lambda a: ops.add(ops.relu(a), kir.const(0.5, _ir_dtype(out))))
 
         LOWERINGS[aten.relu.default] = wrong_relu
     if "lowering_crash" in names:

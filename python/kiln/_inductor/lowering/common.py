@@ -1,14 +1,13 @@
-"""What every lowering module shares: the registry (LOWERINGS, register, lower), Fallback, and
-reading values (loader, broadcasting, the `pointwise` builder and epilogue spaces)."""
+"""What every lowering module shares: the registry (LOWERINGS, register, lower), Fallback and
+ViewOfUnrealized, and what calling the C++ lowerings takes (value_arg, graph_context, formed, the
+`pointwise` builder)."""
 
 import kiln
-from kiln._C._inductor import kernel_ir as kir
 from kiln._C._inductor.lowering import make_pointwise
-from kiln._inductor.ir import V, Affine, Buffer, Pointwise, Reduction, ir_dtype
+from kiln._inductor.ir import V, Buffer, Pointwise, Reduction
 
 aten = kiln.ops.aten
 LOWERINGS = {}
-INF = float("inf")
 
 
 class Fallback(Exception):
@@ -48,68 +47,13 @@ def formed(value):
     return V.graph._formed(value) if V.graph is not None else value
 
 
-# --- reading values --------------------------------------------------------------------------------
+# --- values the C++ lowerings take -----------------------------------------------------------------
 def value_arg(x):
     """x when it is a value of the graph (the argument a C++ lowering takes); this node runs its
     eager kernel otherwise."""
     if not isinstance(x, (Buffer, Pointwise, Reduction)):
         raise Fallback(f"argument of type {type(x).__name__}")
     return x
-
-
-def loader(value, dtype=None):
-    """fn(ctx, indices) -> expr reading `value` (a Buffer, lazy value or scalar), cast to dtype."""
-    if isinstance(value, (bool, int, float)):
-        d = dtype or ("f32" if isinstance(value, float) else "bool" if isinstance(value, bool) else "i64")
-        return lambda ctx, idx: kir.const(scalar_as(value, d), d)
-    if not isinstance(value, (Buffer, Pointwise, Reduction)):
-        raise Fallback(f"argument of type {type(value).__name__}")
-    src = ir_dtype(value.dtype)  # a dtype kernels cannot hold (float16) makes its reader a fallback
-    fn = lambda ctx, idx: ctx.read(value, idx)  # noqa: E731
-    if dtype is None or dtype == src:
-        return fn
-    return lambda ctx, idx: kir.cast(fn(ctx, idx), dtype)
-
-
-def scalar_as(value, dtype):
-    """value as the Python number a kir.const(value, dtype) expression holds."""
-    if dtype == "bool":
-        return bool(value)
-    if dtype in ("i64", "i32"):
-        return int(value)
-    return float(value)
-
-
-def broadcast_indices(idx, in_shape, out_shape):
-    """Indices into an input of in_shape broadcast to out_shape."""
-    lead = len(out_shape) - len(in_shape)
-    out = []
-    for d, size in enumerate(in_shape):
-        out.append(Affine(0) if size == 1 and out_shape[lead + d] != 1 else idx[lead + d])
-    return out
-
-
-def shape_of(value):
-    if isinstance(value, (bool, int, float)):
-        return []
-    return value.shape
-
-
-def ops_of(*values):
-    ops = set()
-    for v in values:
-        ops |= getattr(v, "ops", set())
-    return ops
-
-
-def opmath(dtype):
-    """The dtype of a formula's own constants for values of `dtype`: float32 for bfloat16 (kernels
-    compute bfloat16 in float32, but a bfloat16 constant is rounded to 8 significant bits)."""
-    return "f32" if dtype == "bf16" else dtype
-
-
-def const(value, dtype):
-    return kir.const(scalar_as(value, dtype), dtype)
 
 
 def pointwise(name, out, inputs, combine, compute=None, load_as=None):

@@ -1,17 +1,17 @@
 """Pointwise lowerings: unary and binary math, comparisons, activations and their backwards,
-where/clamp, copies and constant fills; each composes its inputs' index functions."""
+where/clamp, copies and constant fills, built in C++ (inductor/lowering: the registry's element
+functions, Note [Pointwise ops as kernel IR], and pointwise_ops.h); each composes its inputs'
+index functions."""
 
 import functools
-import math
 
 from kiln import _C
 from kiln._C._inductor import kernel_ir as kir
-from kiln._C._inductor.kernel_ir import ops
+from kiln._C._inductor import lowering as c
+from kiln._C._inductor.lowering import lower_elementwise
 from kiln._ops import overload_named
-from kiln._inductor.ir import Pointwise, ir_dtype
-from kiln._C._inductor.lowering import check_integer_divisor, lower_elementwise, one_element_in_float
-from kiln._inductor.lowering.common import (INF, Fallback, scalar_as, aten, broadcast_indices, const, loader, opmath,
-                                            ops_of, pointwise, register, shape_of)
+from kiln._inductor.ir import ir_dtype
+from kiln._inductor.lowering.common import Fallback, pointwise, register
 
 
 # Note [Pointwise ops as kernel IR] (tensor/ops/pointwise_ir.h): an op of a pointwise family
@@ -63,237 +63,91 @@ for _full in _C._inductor.pointwise_ops():
     register(_op)(element_function_lowering(_op))
 
 
-# Note [Integer pow]: eager raises integers to integer powers by repeated squaring in int64, so a
-# result past 2^63 wraps around (3 ** 41 is -420491770248316829); the kernel IR's pow computes
-# integers through double, exact only below 2^53, and an overflow came out INT64_MIN (fuzz seed
-# 171, program 5882). A constant exponent is unrolled into multiplications, which wrap as eager's
-# do; the IR is a tree without shared values (x ** 8 is a product of 8 loads, merged again by
-# LLVM), so only small exponents are, and the rest run eager's kernel, as PyTorch's Inductor
-# runs ATen's for a tensor exponent.
-_UNROLLED_INTEGER_POW_MAX = 64
-
-
-_float_pow = element_function_lowering(aten.pow.Tensor_Tensor)
+# The ops below lower in C++ (inductor/lowering/pointwise_ops.h: Note [Integer pow], where, gelu
+# and the activations' backwards in eager's formulas per dtype, clamp, rounding division, round
+# with decimals, nan_to_num, copies and fills); here, their arguments as aten passes them.
+def _shape(out):
+    return list(out.shape)
 
 
 @register("pow.Tensor_Scalar", "pow.Tensor_Tensor", "pow.Scalar")
 def _pow(out, a, b):
-    if _is_float(ir_dtype(out.dtype)):
-        return _float_pow(out, a, b)
-    if not isinstance(b, int) or isinstance(b, bool) or not 0 <= b <= _UNROLLED_INTEGER_POW_MAX:
-        raise Fallback("integer pow by a tensor or a large exponent (Note [Integer pow])")
-    return pointwise("pow", out, [a], lambda x: _integer_power(x, b, ir_dtype(out.dtype)))
-
-
-def _integer_power(x, n, dtype):
-    """x ** n (n >= 0) as multiplications by squaring, which wrap around as eager's."""
-    if n == 0:
-        return kir.const(1, dtype)
-    if n == 1:
-        return x
-    half = _integer_power(x, n // 2, dtype)
-    square = ops.mul(half, half)
-    return ops.mul(square, x) if n % 2 else square
+    return c.pow(out.dtype, _shape(out), a, b)
 
 
 @register("where.self")
 def _where(out, cond, a, b):
-    cl = loader(cond, "bool")
-    return pointwise_with_cond("where", out, cond, cl, a, b)
-
-
-def pointwise_with_cond(name, out, cond, cond_loader, a, b):
-    dtype = ir_dtype(out.dtype)
-    la, lb = loader(a, dtype), loader(b, dtype)
-    sc, sa, sb, shape = shape_of(cond), shape_of(a), shape_of(b), list(out.shape)
-
-    def fn(ctx, idx):
-        return ops.where(cond_loader(ctx, broadcast_indices(idx, sc, shape)),
-                la(ctx, broadcast_indices(idx, sa, shape)), lb(ctx, broadcast_indices(idx, sb, shape)))
-
-    return Pointwise(out.dtype, shape, fn, ops_of(cond, a, b) | {name})
-
-
-_INV_SQRT_2PI = 1.12837916709551257390 * 0.70710678118654752440 * 0.5  # M_2_SQRTPI * M_SQRT1_2 / 2, as eager's
+    return c.where(out.dtype, _shape(out), cond, a, b)
 
 
 @register("gelu.default")
 def _gelu(out, x, approximate="none"):
-    d = ir_dtype(out.dtype)
-    c = lambda v: kir.const(v, d)  # noqa: E731
-    if approximate == "tanh":
-        def f(a):
-            # eager's order (x^3 first); eager fuses the multiply-add, which this IR cannot say
-            inner = ops.mul(c(math.sqrt(2 / math.pi)), ops.add(a, ops.mul(c(0.044715), ops.mul(ops.mul(a, a), a))))
-            return ops.mul(ops.mul(c(0.5), a), ops.add(c(1.0), ops.tanh(inner)))
-    elif all(isinstance(n, int) and n == 1 for n in out.shape):
-        # one element: eager's scalar loop, x * 0.5 * (1 + erf(x / sqrt 2)) with libm's erf, in the
-        # opmath type (Note [gelu's two loops] in tensor/ops/activation.cc)
-        m = opmath(d)
-
-        def f(a):
-            return ops.mul(ops.mul(a, const(0.5, m)),
-                           ops.add(const(1.0, m), ops.erf(ops.mul(a, const(math.sqrt(0.5), m)))))
-    elif d == "f32":
-        # eager's float32 kernel: 0.5 * fma(x, erf, x) with its erf (Note [Gelu's erf] in codegen/float_math.inc)
-        def f(a):
-            return ops.gelu(a)
-    else:
-        # float64, and the 16-bit types computed in float32: x * cdf, as eager's
-        def f(a):
-            return ops.mul(a, ops.normal_cdf(a))
-    return pointwise("gelu", out, [x], f)
+    return c.gelu(out.dtype, _shape(out), x, approximate)
 
 
 @register("gelu_backward.default")
 def _gelu_backward(out, grad, x, approximate="none"):
-    if approximate != "none":
-        raise Fallback("gelu_backward(approximate='tanh')")
-    d = ir_dtype(out.dtype)
-    c = lambda v: kir.const(v, d)  # noqa: E731
-
-    if d == "f32":
-        # eager's float32 kernel, one exp shared by the CDF's erf and the PDF (fmath::GeluBackward):
-        # the same bits (Note [One float math])
-        def f(g, a):
-            return ops.gelu_backward(g, a)
-    else:
-        # cdf + x * exp(-0.5 * x * x) / sqrt(2 pi), as eager's other dtypes
-        def f(g, a):
-            pdf = ops.mul(ops.exp(ops.mul(ops.mul(c(-0.5), a), a)), c(_INV_SQRT_2PI))
-            return ops.mul(g, ops.add(ops.normal_cdf(a), ops.mul(a, pdf)))
-
-    return pointwise("gelu_backward", out, [grad, x], f)
+    return c.gelu_backward(out.dtype, _shape(out), grad, x, approximate)
 
 
-@register("silu_backward.default")
-def _silu_backward(out, grad, x):
-    d = ir_dtype(out.dtype)
+def _activation_backward(name):
+    def lower(out, grad, x, threshold=None):
+        return c.activation_backward(name, out.dtype, _shape(out), grad, x, threshold)
 
-    def f(g, a):
-        s = ops.sigmoid(a)
-        return ops.mul(g, ops.mul(s, ops.add(kir.const(1.0, d), ops.mul(a, ops.sub(kir.const(1.0, d), s)))))
-
-    return pointwise("silu_backward", out, [grad, x], f)
+    return lower
 
 
-@register("threshold_backward.default")
-def _threshold_backward(out, grad, x, threshold):
-    d = ir_dtype(out.dtype)
-    return pointwise("threshold_backward", out, [grad, x],
-                     lambda g, a: ops.where(ops.le(a, const(threshold, d)), const(0, d), g))
-
-
-@register("sigmoid_backward.default")
-def _sigmoid_backward(out, grad, y):
-    d = ir_dtype(out.dtype)
-    return pointwise("sigmoid_backward", out, [grad, y], lambda g, s: ops.mul(g, ops.mul(s, ops.sub(const(1.0, d), s))))
-
-
-@register("tanh_backward.default")
-def _tanh_backward(out, grad, y):
-    d = ir_dtype(out.dtype)
-    return pointwise("tanh_backward", out, [grad, y], lambda g, t: ops.mul(g, ops.sub(const(1.0, d), ops.mul(t, t))))
+for _name in ("silu_backward", "sigmoid_backward", "tanh_backward", "threshold_backward"):
+    register(f"{_name}.default")(_activation_backward(_name))
 
 
 @register("clamp.default")
 def _clamp(out, x, min=None, max=None):
-    d = ir_dtype(out.dtype)
-
-    def f(a):
-        if min is not None:
-            a = ops.max(a, kir.const(scalar_as(min, d), d))
-        if max is not None:
-            a = ops.min(a, kir.const(scalar_as(max, d), d))
-        return a
-
-    return pointwise("clamp", out, [x], f)
-
-
-def _is_float(d):
-    return d in ("f32", "f64", "bf16")
-
-
-_floor_divide = element_function_lowering(aten.floor_divide.default)
+    return c.clamp(out.dtype, _shape(out), x, min, max)
 
 
 @register("div.Tensor_mode", "div.Scalar_mode")
 def _div_mode(out, a, b, rounding_mode=None):
-    d = ir_dtype(out.dtype)
-    if rounding_mode == "floor":
-        return _floor_divide(out, a, b)
-    if rounding_mode == "trunc" and _is_float(d):
-        return pointwise("div", out, [a, b], lambda x, y: ops.trunc(ops.div(x, y)),
-                         load_as=one_element_in_float(out.dtype, b))
-    if rounding_mode is not None:
-        check_integer_divisor("div", b)
-    # true division, or integers' (truncating)
-    return pointwise("div", out, [a, b], lambda x, y: ops.div(x, y), load_as=one_element_in_float(out.dtype, b))
+    return c.div_mode(out.dtype, _shape(out), a, b, rounding_mode)
 
 
 @register("round.decimals")
 def _round_decimals(out, x, *, decimals):
-    """Eager's arithmetic (tensor/ops/unary.cc, RoundDecimalsInto): x * 10^d rounded half to even
-    and divided back, or for d < 0 x / 10^-d rounded and multiplied back, in the opmath type."""
-    d = ir_dtype(out.dtype)
-    if not _is_float(d):
-        raise Fallback("round with decimals of integers (eager raises NotImplementedError)")
-    scale = const(10.0 ** abs(decimals), opmath(d))
-    if decimals < 0:
-        return pointwise("round", out, [x], lambda a: ops.mul(ops.round(ops.div(a, scale)), scale))
-    return pointwise("round", out, [x], lambda a: ops.div(ops.round(ops.mul(a, scale)), scale))
+    return c.round_decimals(out.dtype, _shape(out), x, decimals)
 
 
 # Activations with number arguments (leaky_relu, hardtanh, elu, softplus, threshold, logit) and
 # hardsigmoid/hardswish lower from the registry (activation.cc's ActExprCpu), above.
-_FLOAT_MAX = {"f32": 3.4028234663852886e38, "f64": 1.7976931348623157e308, "bf16": 3.3895313892515355e38}
-
-
 @register("nan_to_num.default")
 def _nan_to_num(out, x, nan=None, posinf=None, neginf=None):
-    d = ir_dtype(out.dtype)
-    if not _is_float(d):  # integers and bools have no NaN or infinity: a copy
-        return pointwise("nan_to_num", out, [x], lambda a: a)
-    big = _FLOAT_MAX[d]
-    c = lambda v: const(v, opmath(d))  # noqa: E731
-    nan, posinf, neginf = 0.0 if nan is None else nan, big if posinf is None else posinf, -big if neginf is None else neginf
-    return pointwise("nan_to_num", out, [x], lambda a: ops.where(ops.ne(a, a), c(nan), ops.where(
-        ops.eq(a, c(INF)), c(posinf), ops.where(ops.eq(a, c(-INF)), c(neginf), a))))
+    return c.nan_to_num(out.dtype, _shape(out), x, nan, posinf, neginf)
 
 
 @register("fill.Scalar")
 def _fill(out, x, value):
-    d = ir_dtype(out.dtype)
-    return Pointwise(out.dtype, out.shape, lambda ctx, idx: const(value, d), {"fill"})
+    return c.fill("fill", out.dtype, _shape(out), value)
 
 
 def _copy(out, x, **kwargs):
-    return pointwise("clone", out, [x], lambda a: a)
+    return c.copy(out.dtype, _shape(out), x)
 
 
-for _name in ("clone.default", "_to_copy.default", "alias.default", "lift_fresh_copy.default"):
-    _packet, _overload = _name.split(".")
-    if hasattr(aten, _packet) and hasattr(getattr(aten, _packet), _overload):
-        register(getattr(getattr(aten, _packet), _overload))(_copy)
+register("clone.default", "_to_copy.default", "alias.default", "lift_fresh_copy.default")(_copy)
 
 
 @register("full.default")
 def _full(out, size, value, **kwargs):
-    d = ir_dtype(out.dtype)
-    return Pointwise(out.dtype, out.shape, lambda ctx, idx: kir.const(scalar_as(value, d), d), {"full"})
+    return c.fill("full", out.dtype, _shape(out), value)
 
 
 @register("scalar_tensor.default")
 def _scalar_tensor(out, value, **kwargs):
-    d = ir_dtype(out.dtype)
-    return Pointwise(out.dtype, [], lambda ctx, idx: kir.const(scalar_as(value, d), d), {"scalar_tensor"})
+    return c.fill("scalar_tensor", out.dtype, [], value)
 
 
 def _like(fixed):
     def lower(out, x, *args, **kwargs):
-        value = fixed if fixed is not None else args[0]
-        d = ir_dtype(out.dtype)
-        return Pointwise(out.dtype, out.shape, lambda ctx, idx: kir.const(scalar_as(value, d), d), {"full"})
+        return c.fill("full", out.dtype, _shape(out), fixed if fixed is not None else args[0])
 
     return lower
 
