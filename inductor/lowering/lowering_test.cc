@@ -235,3 +235,22 @@ TEST(PointwiseOps, ClampRoundingNanToNumAndFills) {
 
 }  // namespace
 }  // namespace kiln::inductor::lowering
+
+namespace kiln::inductor::lowering {
+namespace {
+
+TEST(PointwiseOps, NumberArgumentsAreConstantsOfTheElementFunction) {
+  auto x = Input(ScalarType::Float32, {4});
+  const Op& leaky = OpNamed("aten::leaky_relu");
+  auto a = LowerWithParams(leaky, ScalarType::Float32, {4}, x, {0.25});
+  auto b = LowerWithParams(leaky, ScalarType::Float32, {4}, x, {0.5});
+  EXPECT_NE(E(a->body().expr), E(b->body().expr)) << "another slope, another function";
+  EXPECT_NE(E(a->body().expr).find("0x1p-2"), std::string::npos) << E(a->body().expr);
+  EXPECT_EQ(a->ops, (std::set<std::string>{"leaky_relu"}));
+  EXPECT_THROW(LowerWithParams(leaky, ScalarType::Float32, {4}, Number(1.0), {0.25}), Fallback);
+  EXPECT_THROW(LowerWithParams(leaky, ScalarType::Float32, {4}, x, {0.25, 1.0}), ValueError) << "two slopes";
+  EXPECT_THROW(LowerWithParams(OpNamed("aten::add.Tensor"), ScalarType::Float32, {4}, x, {}), ValueError);
+}
+
+}  // namespace
+}  // namespace kiln::inductor::lowering

@@ -35,11 +35,12 @@ struct Function {
   bool integer_division, reads_scalar_in_opmath;
 };
 
-const Function& FunctionOf(const Op& op, const PointwiseIr& ir, const std::vector<DType>& types) {
+const Function& FunctionOf(const Op& op, const PointwiseIr& ir, const std::vector<DType>& types,
+                           const std::vector<std::optional<double>>& params = {}) {
   static std::mutex mu;
-  static auto* cache = new std::map<std::pair<const Op*, std::vector<DType>>, Function>;
+  static auto* cache = new std::map<std::tuple<const Op*, std::vector<DType>, std::vector<std::optional<double>>>, Function>;
   std::lock_guard<std::mutex> lock(mu);
-  auto key = std::make_pair(&op, types);
+  auto key = std::make_tuple(&op, types, params);
   auto it = cache->find(key);
   if (it != cache->end()) return it->second;
   std::vector<ScalarType> scalar_types;
@@ -49,7 +50,7 @@ const Function& FunctionOf(const Op& op, const PointwiseIr& ir, const std::vecto
     operands.push_back(Expr::Load(static_cast<int>(i), codegen::Index{}));
   }
   const ScalarType compute = ir.compute(scalar_types);
-  ExprPtr e = ir.build_with_params ? ir.build_with_params(std::move(operands), compute, DeviceType::CPU, {})
+  ExprPtr e = ir.build_with_params ? ir.build_with_params(std::move(operands), compute, DeviceType::CPU, params)
                                     : ir.build(std::move(operands), compute, DeviceType::CPU);
   Function f{std::move(e), ir::KernelDType(compute), ir.integer_division, ir.reads_scalar_in_opmath};
   return cache->emplace(std::move(key), std::move(f)).first->second;
@@ -180,6 +181,18 @@ std::shared_ptr<Pointwise> LowerElementwise(const Op& op, ScalarType dtype, std:
   }
   return MakePointwise(op.base_name(), dtype, std::move(shape), operands,
                        [&](std::vector<ExprPtr> xs) { return codegen::SubstituteLoads(function, xs); }, f.compute, load_as);
+}
+
+std::shared_ptr<Pointwise> LowerWithParams(const Op& op, ScalarType dtype, std::vector<int64_t> shape, const Operand& x,
+                                           const std::vector<std::optional<double>>& params) {
+  const PointwiseIr* ir = FindPointwiseIr(op);
+  KILN_CHECK_VALUE(ir != nullptr && ir->num_params == static_cast<int>(params.size()) && ir->arity == 1, "inductor: ",
+                   op.name(), " has no element function of one operand and ", params.size(), " number arguments");
+  if (!x.is_value()) throw Fallback(StrCat(op.name(), " of a number"));
+  const Function& f = FunctionOf(op, *ir, {ir::KernelDType(x.value->dtype())}, params);
+  const ExprPtr function = f.expr;
+  return MakePointwise(op.base_name(), dtype, std::move(shape), {x},
+                       [&](std::vector<ExprPtr> xs) { return codegen::SubstituteLoads(function, xs); }, f.compute);
 }
 
 }  // namespace kiln::inductor::lowering

@@ -83,4 +83,10 @@ std::vector<std::optional<codegen::DType>> OneElementInFloat(ScalarType out, con
 std::shared_ptr<Pointwise> LowerElementwise(const Op& op, ScalarType dtype, std::vector<int64_t> shape,
                                             std::vector<Operand> operands, std::optional<Scalar> alpha);
 
+// `op` (an element function with number arguments, PointwiseIr::num_params: leaky_relu's
+// negative_slope, elu's alpha, scale and input_scale) over x, with the values of its number
+// arguments in schema order (nullopt: an absent optional one), constants of the function.
+std::shared_ptr<Pointwise> LowerWithParams(const Op& op, ScalarType dtype, std::vector<int64_t> shape, const Operand& x,
+                                           const std::vector<std::optional<double>>& params);
+
 }  // namespace kiln::inductor::lowering

@@ -175,6 +175,39 @@ PyMethodDef g_reinterpret_def = {"reinterpret_tensor", reinterpret_cast<PyCFunct
 
 }  // namespace
 
+// Note [Pointwise ops as kernel IR]: the number arguments of an op's element function (elu's
+// alpha, scale, input_scale) as its call gives them: positional after the operands, by name, else
+// the schema's default (nullopt: an absent optional one).
+std::vector<std::optional<double>> PointwiseParams(const Op& op, const PointwiseIr& ir, const py::tuple& params,
+                                                   const py::dict& kwargs) {
+  std::vector<std::optional<double>> values;
+  const std::vector<Argument>& schema_args = op.schema().arguments;
+  for (int i = 0; i < ir.num_params; ++i) {
+    const Argument& a = schema_args.at(ir.arity + i);
+    py::object v = py::none();
+    bool given = false;
+    if (static_cast<size_t>(i) < params.size()) {
+      v = params[i], given = true;
+    } else if (kwargs.contains(a.name.c_str())) {
+      v = kwargs[a.name.c_str()], given = true;
+    }
+    if (!given) {
+      KILN_CHECK_VALUE(a.default_value.has_value(), kOp, op.name(), ": argument '", a.name, "' is missing");
+      if (a.default_value->is_none()) values.emplace_back(std::nullopt);
+      else values.emplace_back(a.default_value->to_scalar().to_double());
+      continue;
+    }
+    if (v.is_none()) {
+      values.emplace_back(std::nullopt);
+    } else if (PyLong_Check(v.ptr()) || PyFloat_Check(v.ptr())) {  // bools are ints
+      values.emplace_back(v.cast<double>());
+    } else {
+      throw TypeError(StrCat(kOp, op.name(), ": argument '", a.name, "' must be a number, got ", Repr(v)));
+    }
+  }
+  return values;
+}
+
 void InitInductorBindings(py::module_& m) {
   py::module_ ind = m.def_submodule("_inductor", "CPU code generation for kernel IR (codegen/)");
   InitKernelIrBindings(ind);
@@ -263,32 +296,7 @@ void InitInductorBindings(py::module_& m) {
         const Op* op = Registry::Get().Find(full_name);
         const PointwiseIr* ir = op ? FindPointwiseIr(*op) : nullptr;
         if (ir == nullptr) return py::none();
-        // the number arguments after the operands: positional, by name, or the schema's default
-        std::vector<std::optional<double>> values;
-        const std::vector<Argument>& schema_args = op->schema().arguments;
-        for (int i = 0; i < ir->num_params; ++i) {
-          const Argument& a = schema_args.at(ir->arity + i);
-          py::object v = py::none();
-          bool given = false;
-          if (static_cast<size_t>(i) < params.size()) {
-            v = params[i], given = true;
-          } else if (kwargs.contains(a.name.c_str())) {
-            v = kwargs[a.name.c_str()], given = true;
-          }
-          if (!given) {
-            KILN_CHECK_VALUE(a.default_value.has_value(), kOp, full_name, ": argument '", a.name, "' is missing");
-            if (a.default_value->is_none()) values.emplace_back(std::nullopt);
-            else values.emplace_back(a.default_value->to_scalar().to_double());
-            continue;
-          }
-          if (v.is_none()) {
-            values.emplace_back(std::nullopt);
-          } else if (PyLong_Check(v.ptr()) || PyFloat_Check(v.ptr())) {  // bools are ints
-            values.emplace_back(v.cast<double>());
-          } else {
-            throw TypeError(StrCat(kOp, full_name, ": argument '", a.name, "' must be a number, got ", Repr(v)));
-          }
-        }
+        const std::vector<std::optional<double>> values = PointwiseParams(*op, *ir, params, kwargs);
         const int n = static_cast<int>(operand_dtypes.size());
         if (n != ir->arity && !(ir->has_alpha && n == ir->arity + 1))
           throw ValueError(StrCat(kOp, full_name, " reads ", ir->arity,

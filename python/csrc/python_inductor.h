@@ -5,9 +5,12 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "codegen/kernel_ir.h"
 #include "codegen/llvm_codegen.h"
+#include "tensor/dispatcher.h"
+#include "tensor/ops/pointwise_ir.h"
 #include "tensor/tensor_impl.h"
 
 namespace kiln::python {
@@ -20,6 +23,12 @@ codegen::ExprPtr UnwrapExpr(PyObject* o, const char* what);
 
 // The ScalarType of a kiln.dtype argument; a Python TypeError naming `what` for anything else.
 ScalarType ScalarTypeArg(const pybind11::handle& dtype, const char* what);
+
+// The values of a pointwise op's number arguments (PointwiseIr::num_params, in schema order) as a
+// call gives them: positional after its operands, by name in `kwargs`, else the schema's default;
+// kiln::TypeError for one that is not a number (a symbolic one).
+std::vector<std::optional<double>> PointwiseParams(const Op& op, const PointwiseIr& ir, const pybind11::tuple& params,
+                                                   const pybind11::dict& kwargs);
 
 // Adds the kernel_ir submodule: Expr, Stmt, Loop, Kernel and their constructors (python_kernel_ir.cc).
 void InitKernelIrBindings(pybind11::module_& inductor);

@@ -138,6 +138,26 @@ void InitInductorLoweringBindings(py::module_& inductor) {
         },
         py::arg("op"), py::arg("dtype"), py::arg("shape"), py::arg("operands"), py::arg("alpha") = py::none(),
         "The op (full name) lowered from its element function over its operands (and alpha where not 1).");
+  m.def("lower_with_params",
+        [](const std::string& op_name, const py::handle& dtype, std::vector<int64_t> shape, const py::handle& x,
+           const py::tuple& params, const py::dict& kwargs) {
+          return Lowering([&] {
+            const Op& op = Registry::Get().FindOrThrow(op_name);
+            const PointwiseIr* ir = FindPointwiseIr(op);
+            KILN_CHECK_VALUE(ir != nullptr, "inductor: ", op_name, " has no element function");
+            std::vector<std::optional<double>> values;
+            try {
+              values = PointwiseParams(op, *ir, params, kwargs);
+            } catch (const TypeError& e) {  // a number argument that is not a number here (a symbolic one)
+              throw inductor::lowering::Fallback(e.what());
+            }
+            return inductor::lowering::LowerWithParams(op, ScalarTypeArg(dtype, "a pointwise lowering's dtype"), std::move(shape),
+                                                       OperandOf(x), values);
+          });
+        },
+        py::arg("op"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("params"), py::arg("kwargs"),
+        "The op (full name; elu, leaky_relu, ...) lowered from its element function with its number arguments "
+        "(positional `params`, `kwargs` by name, else their defaults) as constants.");
   m.def("check_integer_divisor", [](const std::string& name, const py::handle& divisor) {
           Lowering([&] { inductor::lowering::CheckIntegerDivisor(name, OperandOf(divisor)); return 0; });
         }, py::arg("name"), py::arg("divisor"),

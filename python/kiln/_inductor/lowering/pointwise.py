@@ -3,15 +3,11 @@ where/clamp, copies and constant fills, built in C++ (inductor/lowering: the reg
 functions, Note [Pointwise ops as kernel IR], and pointwise_ops.h); each composes its inputs'
 index functions."""
 
-import functools
-
 from kiln import _C
-from kiln._C._inductor import kernel_ir as kir
 from kiln._C._inductor import lowering as c
-from kiln._C._inductor.lowering import lower_elementwise
+from kiln._C._inductor.lowering import lower_elementwise, lower_with_params
 from kiln._ops import overload_named
-from kiln._inductor.ir import ir_dtype
-from kiln._inductor.lowering.common import Fallback, pointwise, register
+from kiln._inductor.lowering.common import register
 
 
 # Note [Pointwise ops as kernel IR] (tensor/ops/pointwise_ir.h): an op of a pointwise family
@@ -20,20 +16,15 @@ from kiln._inductor.lowering.common import Fallback, pointwise, register
 # calls them, binary.cc's floor division of floats) and a new row in a family is a new lowering. The
 # lowerings further down replace it where an op needs more (pow of integers, gelu's approximate
 # argument) or computes differently here.
-def _builder(function):
-    """fn(*operand exprs) -> the element function (its operand i a load of buffer i) over them."""
-    return functools.partial(kir.substitute, function)
-
-
 def element_function_lowering(op):
     """op's lowering from its element function (C++: inductor/lowering, Note [Pointwise values]):
     operands read in the dtype the registry computes in (binary ops' promoted one; alpha, where
     not 1, a further operand), integer divisions whose divisor may be 0 left to eager (Note
     [Integer division by zero]). An activation's number arguments (elu's alpha, scale,
     input_scale) are constants of its element function."""
-    name, full = op.overloadpacket.__name__, op._full_name
+    full = op._full_name
     if _C._inductor.pointwise_num_params(full):
-        return _parameterized_lowering(name, full)
+        return _parameterized_lowering(full)
 
     def lower(out, *operands, alpha=None):
         return lower_elementwise(full, out.dtype, list(out.shape), operands, alpha)
@@ -41,19 +32,9 @@ def element_function_lowering(op):
     return lower
 
 
-def _parameterized_lowering(name, full):
-    functions = {}
-
+def _parameterized_lowering(full):
     def lower(out, x, *params, **kwargs):
-        try:
-            key = (ir_dtype(x.dtype), params, tuple(sorted(kwargs.items())))
-            if key not in functions:
-                function = _C._inductor.pointwise_ir(full, [key[0]], params, kwargs)
-                functions[key] = function, _builder(function.expr)
-        except TypeError as e:  # a number argument that is not a number here (a symbolic one)
-            raise Fallback(str(e)) from None
-        function, build = functions[key]
-        return pointwise(name, out, [x], build, function.compute)
+        return lower_with_params(full, out.dtype, list(out.shape), x, params, kwargs)
 
     return lower
 
