@@ -37,12 +37,13 @@ void InitKernelIrBindings(pybind11::module_& inductor);
 // Pointwise, Reduction, LoopSpace) and TraceCtx (python_inductor_ir.cc).
 void InitInductorIrBindings(pybind11::module_& inductor);
 
-// Adds the scheduler submodule: Scheduler, Realized, Realization, probe, merge_dims,
-// cheap_to_recompute (python_inductor_scheduler.cc).
+// Adds the scheduler submodule: Scheduler, Realized, Realization, probe, cheap_to_recompute
+// (python_inductor_scheduler.cc).
 void InitInductorSchedulerBindings(pybind11::module_& inductor);
 
-// Adds the lowering submodule: make_pointwise, lower_elementwise, check_integer_divisor,
-// one_element_in_float (python_inductor_lowering.cc).
+// Adds the lowering submodule: the pointwise families (lower_elementwise, lower_with_params,
+// make_pointwise, ...), the other pointwise ops, the views, the reductions with their
+// GraphContext, the matmul template and max pooling (python_inductor_lowering.cc).
 void InitInductorLoweringBindings(pybind11::module_& inductor);
 
 // kiln._C._inductor.CompiledKernel: a compiled kernel, called with its buffers in order.
