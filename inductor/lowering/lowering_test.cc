@@ -3,6 +3,8 @@
 // (Note [Pointwise values]), compared as text.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "inductor/lowering/pointwise.h"
 
 namespace kiln::inductor::lowering {
@@ -248,6 +250,10 @@ TEST(PointwiseOps, NumberArgumentsAreConstantsOfTheElementFunction) {
   EXPECT_NE(E(a->body().expr).find("0x1p-2"), std::string::npos) << E(a->body().expr);
   EXPECT_EQ(a->ops, (std::set<std::string>{"leaky_relu"}));
   EXPECT_THROW(LowerWithParams(leaky, ScalarType::Float32, {4}, Number(1.0), {0.25}), Fallback);
+  const double nan = std::nan("");
+  EXPECT_EQ(E(LowerWithParams(leaky, ScalarType::Float32, {4}, x, {nan})->body().expr),
+            E(LowerWithParams(leaky, ScalarType::Float32, {4}, x, {nan})->body().expr))
+      << "a NaN slope is cached like any other";
   EXPECT_THROW(LowerWithParams(leaky, ScalarType::Float32, {4}, x, {0.25, 1.0}), ValueError) << "two slopes";
   EXPECT_THROW(LowerWithParams(OpNamed("aten::add.Tensor"), ScalarType::Float32, {4}, x, {}), ValueError);
 }

@@ -15,9 +15,15 @@ using codegen::OpCode;
 using ir::Affine;
 
 // The last two of `v` (a window's height and width).
-std::vector<int64_t> Last2(const std::vector<int64_t>& v) { return {v[v.size() - 2], v[v.size() - 1]}; }
+std::vector<int64_t> Last2(const std::vector<int64_t>& v) {
+  KILN_CHECK_VALUE(v.size() >= 2, "inductor: max_pool2d of a value of ", v.size(), " dimensions");
+  return {v[v.size() - 2], v[v.size() - 1]};
+}
 
-void CheckPool(const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation) {
+void CheckPool(const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+               const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation) {
+  KILN_CHECK_VALUE(kernel.size() == 2 && stride.size() == 2 && padding.size() == 2 && dilation.size() == 2,
+                   "inductor: max_pool2d's kernel, stride, padding and dilation take 2 values each");
   if (padding != std::vector<int64_t>{0, 0} || dilation != std::vector<int64_t>{1, 1})
     throw Fallback("max_pool2d with padding or dilation");
 }
@@ -57,7 +63,7 @@ std::pair<std::shared_ptr<ir::Pointwise>, std::shared_ptr<ir::Pointwise>> MaxPoo
     std::vector<int64_t> indices_shape, ValuePtr x, const std::vector<int64_t>& kernel,
     const std::vector<int64_t>& stride, const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation,
     bool ceil_mode) {
-  CheckPool(padding, dilation);
+  CheckPool(kernel, stride, padding, dilation);
   const std::vector<int64_t> out_hw = Last2(values_shape), in_hw = Last2(x->shape());
   for (int i = 0; ceil_mode && i < 2; ++i)
     if ((out_hw[i] - 1) * stride[i] + kernel[i] > in_hw[i])  // the unrolled loads would read past the input
@@ -107,9 +113,9 @@ std::shared_ptr<ir::Buffer> MaxPool2dWithIndicesBackward(GraphContext* graph, Sc
                                                          const std::vector<int64_t>& padding,
                                                          const std::vector<int64_t>& dilation,
                                                          const ValuePtr& indices) {
+  CheckPool(kernel, stride, padding, dilation);
   const std::vector<int64_t> in_hw = Last2(x->shape()), out_hw = Last2(grad->shape());
-  if (stride != kernel || padding != std::vector<int64_t>{0, 0} || dilation != std::vector<int64_t>{1, 1} ||
-      out_hw[0] * kernel[0] != in_hw[0] || out_hw[1] * kernel[1] != in_hw[1])
+  if (stride != kernel || out_hw[0] * kernel[0] != in_hw[0] || out_hw[1] * kernel[1] != in_hw[1])
     throw Fallback("max_pool2d backward with overlapping, padded or partial windows");
   if (graph == nullptr) throw Fallback("max_pool2d backward outside a graph");
   const size_t lead = x->shape().size() - 2;

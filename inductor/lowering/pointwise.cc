@@ -2,6 +2,8 @@
 #include "inductor/lowering/pointwise.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -38,9 +40,12 @@ struct Function {
 const Function& FunctionOf(const Op& op, const PointwiseIr& ir, const std::vector<DType>& types,
                            const std::vector<std::optional<double>>& params = {}) {
   static std::mutex mu;
-  static auto* cache = new std::map<std::tuple<const Op*, std::vector<DType>, std::vector<std::optional<double>>>, Function>;
+  // the number arguments by their bits: a NaN slope is a key like any other (NaN < NaN is no order)
+  static auto* cache = new std::map<std::tuple<const Op*, std::vector<DType>, std::vector<std::optional<uint64_t>>>, Function>;
+  std::vector<std::optional<uint64_t>> bits;
+  for (const std::optional<double>& p : params) bits.push_back(p ? std::optional<uint64_t>(std::bit_cast<uint64_t>(*p)) : std::nullopt);
   std::lock_guard<std::mutex> lock(mu);
-  auto key = std::make_tuple(&op, types, params);
+  auto key = std::make_tuple(&op, types, std::move(bits));
   auto it = cache->find(key);
   if (it != cache->end()) return it->second;
   std::vector<ScalarType> scalar_types;
