@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "inductor/scheduler/realization.h"
+#include "runtime/error.h"
 
 namespace kiln::inductor::lowering {
 
@@ -44,6 +45,14 @@ Indices Variables(size_t n) {
   for (size_t d = 0; d < n; ++d) idx.push_back(ir::Affine::Var(static_cast<int>(d)));
   return idx;
 }
+
+int64_t WrapDim(int64_t d, size_t rank) {
+  const auto n = static_cast<int64_t>(rank);
+  KILN_CHECK_VALUE(n > 0 || d == 0 || d == -1, "inductor: dimension ", d, " of a 0-d value");
+  return n == 0 ? 0 : ((d % n) + n) % n;
+}
+
+const Op& AtenOp(const char* full_name) { return Registry::Get().FindOrThrow(full_name); }
 
 Indices BroadcastIndices(const Indices& idx, const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
   const size_t lead = out.size() - in.size();

@@ -21,6 +21,7 @@
 #include "inductor/ir/affine.h"
 #include "inductor/ir/body.h"
 #include "inductor/ir/values.h"
+#include "tensor/dispatcher.h"
 
 namespace kiln::inductor::lowering {
 
@@ -55,6 +56,20 @@ inline codegen::ExprPtr Binary(codegen::OpCode op, codegen::ExprPtr a, codegen::
 inline codegen::ExprPtr Where(codegen::ExprPtr c, codegen::ExprPtr a, codegen::ExprPtr b) {
   return codegen::Expr::Op(codegen::OpCode::kWhere, {std::move(c), std::move(a), std::move(b)});
 }
+
+// The type a formula's own constants take for values of `t`: float32 for bfloat16 (kernels
+// compute bfloat16 in float32, and a bfloat16 constant would be rounded to 8 significant bits).
+inline codegen::DType Opmath(codegen::DType t) { return t == codegen::DType::BF16 ? codegen::DType::F32 : t; }
+inline bool IsFloat(codegen::DType t) {
+  return t == codegen::DType::F32 || t == codegen::DType::F64 || t == codegen::DType::BF16 || t == codegen::DType::F16;
+}
+
+// A dimension as aten gives it (negative ones count from the end) among `rank`: 0..rank-1 (0 for
+// a 0-d value, which takes 0 and -1 only).
+int64_t WrapDim(int64_t d, size_t rank);
+
+// The registry's op of this full name ("aten::sum.dim_IntList").
+const Op& AtenOp(const char* full_name);
 
 // `ops` (a value's kernel-name ops) with `names` added.
 inline std::set<std::string> With(std::set<std::string> ops, std::initializer_list<const char*> names) {

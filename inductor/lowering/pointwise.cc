@@ -27,7 +27,6 @@ ScalarType Join(ScalarType a, ScalarType b) {
   return PromoteTypes(a, b);
 }
 
-bool IsFloat(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16 || t == DType::F16; }
 
 // An op's element function for operands of these kernel types: its expression (operand i a load
 // of buffer i), the type it computes in, and its flags; built once per (op, types).

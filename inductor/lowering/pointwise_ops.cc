@@ -18,11 +18,7 @@ using codegen::OpCode;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-bool IsFloat(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16; }
-DType Opmath(DType t) { return t == DType::BF16 ? DType::F32 : t; }
 ExprPtr Float(double v, DType t) { return Expr::Const(v, t); }
-
-const Op& Aten(const char* name) { return Registry::Get().FindOrThrow(name); }
 
 // Note [Integer pow]: eager raises integers to integer powers by repeated squaring in int64, so a
 // result past 2^63 wraps around (3 ** 41 is -420491770248316829); the kernel IR's pow computes
@@ -63,7 +59,7 @@ constexpr double kInvSqrt2Pi = 1.12837916709551257390 * 0.70710678118654752440 *
 
 std::shared_ptr<Pointwise> LowerPow(ScalarType dtype, std::vector<int64_t> shape, const Operand& a, const Operand& b) {
   const DType d = ir::KernelDType(dtype);
-  if (IsFloat(d)) return LowerElementwise(Aten("aten::pow.Tensor_Tensor"), dtype, std::move(shape), {a, b}, std::nullopt);
+  if (IsFloat(d)) return LowerElementwise(AtenOp("aten::pow.Tensor_Tensor"), dtype, std::move(shape), {a, b}, std::nullopt);
   if (b.is_value() || !b.number.is_integral() || b.number.to_int() < 0 || b.number.to_int() > kUnrolledIntegerPowMax)
     throw Fallback("integer pow by a tensor or a large exponent (Note [Integer pow])");
   const int64_t n = b.number.to_int();
@@ -174,7 +170,7 @@ std::shared_ptr<Pointwise> LowerClamp(ScalarType dtype, std::vector<int64_t> sha
 std::shared_ptr<Pointwise> LowerDivMode(ScalarType dtype, std::vector<int64_t> shape, const Operand& a,
                                         const Operand& b, const std::optional<std::string>& rounding_mode) {
   const DType d = ir::KernelDType(dtype);
-  if (rounding_mode == "floor") return LowerElementwise(Aten("aten::floor_divide"), dtype, std::move(shape), {a, b}, std::nullopt);
+  if (rounding_mode == "floor") return LowerElementwise(AtenOp("aten::floor_divide"), dtype, std::move(shape), {a, b}, std::nullopt);
   const std::vector<std::optional<DType>> load_as = OneElementInFloat(dtype, b);
   if (rounding_mode == "trunc" && IsFloat(d)) {
     return Binary2("div", dtype, std::move(shape), a, b,

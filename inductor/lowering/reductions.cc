@@ -30,18 +30,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 ExprPtr Float(double v, DType t) { return Expr::Const(v, t); }
 ExprPtr CastTo(ExprPtr e, DType from, DType to) { return from == to ? e : Expr::Cast(std::move(e), to); }
 
-// The type a formula's own constants take for values of `t`: float32 for bfloat16 (kernels
-// compute bfloat16 in float32, and a bfloat16 constant would be rounded to 8 significant bits).
-DType Opmath(DType t) { return t == DType::BF16 ? DType::F32 : t; }
 // The dtype of partial results towards a `dtype` result (float32 for bfloat16), kept unrounded.
 ScalarType AccDtype(ScalarType t) { return t == ScalarType::BFloat16 ? ScalarType::Float32 : t; }
-
-const Op& Aten(const char* name) { return Registry::Get().FindOrThrow(name); }
-
-int64_t Wrap(int64_t d, size_t n) {
-  const auto rank = static_cast<int64_t>(n);
-  return rank == 0 ? 0 : ((d % rank) + rank) % rank;
-}
 
 // The axes `dims` names, sorted, each once; every axis where it names none.
 std::vector<int> ReducedAxes(size_t n, const Dims& dims) {
@@ -49,7 +39,7 @@ std::vector<int> ReducedAxes(size_t n, const Dims& dims) {
   if (!dims || dims->empty()) {
     for (size_t d = 0; d < n; ++d) axes.insert(static_cast<int>(d));
   } else if (n > 0) {
-    for (int64_t d : *dims) axes.insert(static_cast<int>(Wrap(d, n)));
+    for (int64_t d : *dims) axes.insert(static_cast<int>(WrapDim(d, n)));
   }
   return {axes.begin(), axes.end()};
 }
@@ -330,7 +320,7 @@ ValuePtr Mean(GraphContext* graph, ScalarType dtype, const std::vector<int64_t>&
   int64_t count = 1;
   for (int a : axes) count *= x->shape()[a];
   Reducer r{"sum", "mean", [=](ExprPtr acc) { return Binary(OpCode::kDiv, acc, Float(static_cast<double>(count), d)); },
-            &Aten("aten::mean.dim")};
+            &AtenOp("aten::mean.dim")};
   return Reduce(graph, dtype, shape, x, axes, keepdim, r);
 }
 
@@ -342,9 +332,9 @@ ValuePtr LowerReduce(GraphContext* graph, const std::string& name, ScalarType dt
   if (name == "mean") return Mean(graph, dtype, shape, x, axes, keepdim);
   Reducer r;
   if (name == "sum") {
-    r = {"sum", "sum", nullptr, &Aten("aten::sum.dim_IntList")};
+    r = {"sum", "sum", nullptr, &AtenOp("aten::sum.dim_IntList")};
   } else if (name == "amax" || name == "amin") {
-    r = {name == "amax" ? "max" : "min", name, nullptr, &Aten(name == "amax" ? "aten::amax" : "aten::amin")};
+    r = {name == "amax" ? "max" : "min", name, nullptr, &AtenOp(name == "amax" ? "aten::amax" : "aten::amin")};
   } else if (name == "prod") {
     r = {"prod", "prod"};
   } else if (name == "max" || name == "min") {  // over every element: the later of equal values
@@ -387,7 +377,7 @@ ValuePtr LowerArgReduce(bool max, ScalarType dtype, std::vector<int64_t> shape, 
     in = {x->numel()};
     x = std::make_shared<ir::Buffer>(std::nullopt, x->dtype(), in, std::vector<int64_t>{1}, buf->offset(), buf);
   }
-  const int axis = dim ? static_cast<int>(Wrap(*dim, in.size())) : 0;
+  const int axis = dim ? static_cast<int>(WrapDim(*dim, in.size())) : 0;
   auto red = LazyReduction(dtype, in, axis, kind, With(x->ops, {kind.c_str()}),
                            [&](Trace& t, const Indices& kept, const Affine& r) { return t.Read(x, WithAxis(kept, axis, r)); });
   if (!dim)  // the result is 0-d, or all ones with keepdim
@@ -402,7 +392,7 @@ ValuePtr LowerLogsumexp(GraphContext* graph, ScalarType dtype, std::vector<int64
   const ScalarType acc = AccDtype(dtype);
   const DType c = Opmath(ir::KernelDType(dtype));
   const std::vector<int64_t> keep = KeepShape(x->shape(), axes);
-  ValuePtr mx = Reduce(graph, acc, keep, x, axes, true, Reducer{"max", "amax", nullptr, &Aten("aten::amax")});
+  ValuePtr mx = Reduce(graph, acc, keep, x, axes, true, Reducer{"max", "amax", nullptr, &AtenOp("aten::amax")});
   auto shift = [&](Trace& t, const Indices& idx) {  // the max, 0 where it is infinite
     ExprPtr m = t.Read(mx, idx, c);
     return Where(Binary(OpCode::kEq, Unary(OpCode::kAbs, m), Float(kInf, c)), Float(0.0, c), m);
@@ -411,7 +401,7 @@ ValuePtr LowerLogsumexp(GraphContext* graph, ScalarType dtype, std::vector<int64
     ExprPtr v = t.Read(x, idx, c);
     return Unary(OpCode::kExp, Binary(OpCode::kSub, v, shift(t, AtReduced(idx, axes))));
   });
-  ValuePtr total = Reduce(graph, acc, keep, exps, axes, true, Reducer{"sum", "sum", nullptr, &Aten("aten::sum.dim_IntList")});
+  ValuePtr total = Reduce(graph, acc, keep, exps, axes, true, Reducer{"sum", "sum", nullptr, &AtenOp("aten::sum.dim_IntList")});
   std::set<std::string> ops = total->ops;
   ops.insert(mx->ops.begin(), mx->ops.end());
   auto result = LazyPointwise(acc, keep, With(ops, {"log", "logsumexp"}), [&](Trace& t, const Indices& idx) {
@@ -518,7 +508,7 @@ ValuePtr LowerSoftmax(GraphContext* graph, bool log, ScalarType dtype, std::vect
       return log ? zero : Unary(OpCode::kExp, zero);
     });
   }
-  const int axis = static_cast<int>(Wrap(dim, n));
+  const int axis = static_cast<int>(WrapDim(dim, n));
   const std::vector<int64_t>& in = x->shape();
   // the max in the compute dtype: a bfloat16 max, rounded, shifted the float32 values the
   // exponentials read, and the largest element of a row got exp(0.35) = 1.42 (fuzz seed 261,

@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "inductor/lowering/lazy.h"
 #include "inductor/lowering/pointwise.h"
 #include "runtime/error.h"
 #include "tensor/ops/view_strides.h"
@@ -13,12 +14,6 @@ namespace kiln::inductor::lowering {
 namespace {
 
 using ir::Affine;
-
-int64_t Wrap(int64_t d, size_t n) {
-  const int64_t rank = static_cast<int64_t>(n);
-  KILN_CHECK_VALUE(rank > 0 || d == 0 || d == -1, "inductor: dimension ", d, " of a 0-d value");
-  return rank == 0 ? 0 : ((d % rank) + rank) % rank;
-}
 
 }  // namespace
 
@@ -49,7 +44,7 @@ std::shared_ptr<ir::Value> Permute(const std::shared_ptr<ir::Value>& x, ScalarTy
                                    const std::vector<int64_t>& dims) {
   const size_t n = x->shape().size();
   std::vector<int64_t> wrapped;
-  for (int64_t d : dims) wrapped.push_back(Wrap(d, n));
+  for (int64_t d : dims) wrapped.push_back(WrapDim(d, n));
   return ViewOf(x, dtype, std::move(shape), [&](const std::vector<Affine>& idx) {
     std::vector<Affine> src(n);
     for (size_t o = 0; o < wrapped.size(); ++o) src[wrapped[o]] = idx[o];
@@ -60,7 +55,7 @@ std::shared_ptr<ir::Value> Permute(const std::shared_ptr<ir::Value>& x, ScalarTy
 std::shared_ptr<ir::Value> Transpose(const std::shared_ptr<ir::Value>& x, ScalarType dtype, std::vector<int64_t> shape,
                                      int64_t a, int64_t b) {
   const size_t n = x->shape().size();
-  a = Wrap(a, n), b = Wrap(b, n);
+  a = WrapDim(a, n), b = WrapDim(b, n);
   return ViewOf(x, dtype, std::move(shape), [&](std::vector<Affine> idx) {
     if (!idx.empty()) std::swap(idx[a], idx[b]);
     return idx;
@@ -80,7 +75,7 @@ std::shared_ptr<ir::Value> Expand(const std::shared_ptr<ir::Value>& x, ScalarTyp
 
 std::shared_ptr<ir::Value> Unsqueeze(const std::shared_ptr<ir::Value>& x, ScalarType dtype, std::vector<int64_t> shape,
                                      int64_t dim) {
-  dim = Wrap(dim, shape.size());
+  dim = WrapDim(dim, shape.size());
   return ViewOf(x, dtype, std::move(shape), [&](std::vector<Affine> idx) {
     idx.erase(idx.begin() + dim);
     return idx;
@@ -96,7 +91,7 @@ std::shared_ptr<ir::Value> Squeeze(const std::shared_ptr<ir::Value>& x, ScalarTy
       if (in[d] == 1) gone.insert(static_cast<int64_t>(d));
   } else {
     for (int64_t d : *dims) {
-      const int64_t w = Wrap(d, in.size());
+      const int64_t w = WrapDim(d, in.size());
       if (!in.empty() && in[w] == 1) gone.insert(w);
     }
   }
@@ -110,7 +105,7 @@ std::shared_ptr<ir::Value> Squeeze(const std::shared_ptr<ir::Value>& x, ScalarTy
 
 std::shared_ptr<ir::Value> Slice(const std::shared_ptr<ir::Value>& x, ScalarType dtype, std::vector<int64_t> shape,
                                  int64_t dim, std::optional<int64_t> start, int64_t step) {
-  dim = Wrap(dim, x->shape().size());
+  dim = WrapDim(dim, x->shape().size());
   const int64_t size = x->shape()[dim];
   int64_t first = start.value_or(0);
   if (first < 0) first += size;
@@ -123,7 +118,7 @@ std::shared_ptr<ir::Value> Slice(const std::shared_ptr<ir::Value>& x, ScalarType
 
 std::shared_ptr<ir::Value> Select(const std::shared_ptr<ir::Value>& x, ScalarType dtype, std::vector<int64_t> shape,
                                   int64_t dim, int64_t index) {
-  dim = Wrap(dim, x->shape().size());
+  dim = WrapDim(dim, x->shape().size());
   if (index < 0) index += x->shape()[dim];
   return ViewOf(x, dtype, std::move(shape), [&](std::vector<Affine> idx) {
     idx.insert(idx.begin() + dim, Affine(index));

@@ -27,13 +27,22 @@ namespace {
 
 using inductor::lowering::Operand;
 
-[[noreturn]] void Raise(const char* python_class, const std::string& why) {
-  py::object cls = py::module_::import("kiln._inductor.lowering.common").attr(python_class);
+// Python's exception classes, looked up once (a graph's lowering raises Fallback for every node
+// that runs its eager kernel).
+[[noreturn]] void Raise(const py::object& cls, const std::string& why) {
   PyErr_SetObject(cls.ptr(), py::str(why).ptr());
   throw py::error_already_set();
 }
 
-[[noreturn]] void RaiseFallback(const std::string& why) { Raise("Fallback", why); }
+// kiln._inductor.lowering.common's class `name`, kept for the process's life.
+const py::object& CommonClass(const char* name) {
+  return *new py::object(py::module_::import("kiln._inductor.lowering.common").attr(name));
+}
+
+[[noreturn]] void RaiseFallback(const std::string& why) {
+  static const py::object& cls = CommonClass("Fallback");
+  Raise(cls, why);
+}
 
 // fn's result, with inductor::lowering::Fallback (and ViewOfUnrealized) raised as Python's.
 template <typename Fn>
@@ -41,7 +50,8 @@ auto Lowering(Fn&& fn) {
   try {
     return fn();
   } catch (const inductor::lowering::ViewOfUnrealized& e) {
-    Raise("ViewOfUnrealized", e.what());
+    static const py::object& cls = CommonClass("ViewOfUnrealized");
+    Raise(cls, e.what());
   } catch (const inductor::lowering::Fallback& e) {
     RaiseFallback(e.what());
   }
