@@ -4,8 +4,8 @@
 // Note [Binary kernels in several files]: every op's loop is a template instantiated per compute
 // type, per instruction set (loops.h's RunForCpu) and per fast path, which made binary.cc the
 // slowest file to build (267 s here, one core). The loops are declared here and instantiated in
-// binary_kernels_arith.cc and binary_kernels_logic.cc (extern templates keep binary.cc from
-// instantiating them again), so the three files build in parallel; each op's table row (kSpecs),
+// binary_kernels_{arith,math,compare,logic}.cc (extern templates keep binary.cc from instantiating
+// them again), so the files build in parallel, none over a minute; each op's table row (kSpecs),
 // element function (BinaryFn) and registration stay in one place.
 #pragma once
 
@@ -295,18 +295,20 @@ void RunBinary(const ElementwiseIter& iter, ScalarType compute, const Scalar& al
   });
 }
 
-// The ops whose loops binary_kernels_*.cc compile.
-#define KILN_BINARY_ARITH_OPS(X) \
-  X(kAdd) X(kSub) X(kMul) X(kDiv) X(kDivTrunc) X(kDivFloor) X(kRemainder) X(kFmod) X(kPow) X(kFloorDivide) \
-  X(kAtan2) X(kHypot) X(kCopysign) X(kXlogy)
+// The ops whose loops each binary_kernels_*.cc compiles (every op in one list).
+#define KILN_BINARY_ARITH_OPS(X) X(kAdd) X(kSub) X(kMul) X(kDiv) X(kDivTrunc) X(kDivFloor) X(kRemainder)
+#define KILN_BINARY_MATH_OPS(X) X(kFmod) X(kPow) X(kFloorDivide) X(kAtan2) X(kHypot) X(kCopysign) X(kXlogy)
+#define KILN_BINARY_COMPARE_OPS(X) \
+  X(kMaximum) X(kMinimum) X(kFmax) X(kFmin) X(kEq) X(kNe) X(kLt) X(kLe) X(kGt) X(kGe)
 #define KILN_BINARY_LOGIC_OPS(X) \
-  X(kMaximum) X(kMinimum) X(kFmax) X(kFmin) X(kEq) X(kNe) X(kLt) X(kLe) X(kGt) X(kGe) X(kLogicalAnd) \
-  X(kLogicalOr) X(kLogicalXor) X(kBitAnd) X(kBitOr) X(kBitXor) X(kLshift) X(kRshift)
+  X(kLogicalAnd) X(kLogicalOr) X(kLogicalXor) X(kBitAnd) X(kBitOr) X(kBitXor) X(kLshift) X(kRshift)
 #define KILN_BINARY_DECLARE(op) \
   extern template void RunBinary<op>(const ElementwiseIter&, ScalarType, const Scalar&);
 #define KILN_BINARY_INSTANTIATE(op) template void RunBinary<op>(const ElementwiseIter&, ScalarType, const Scalar&);
 #ifndef KILN_BINARY_KERNELS_TU
 KILN_BINARY_ARITH_OPS(KILN_BINARY_DECLARE)
+KILN_BINARY_MATH_OPS(KILN_BINARY_DECLARE)
+KILN_BINARY_COMPARE_OPS(KILN_BINARY_DECLARE)
 KILN_BINARY_LOGIC_OPS(KILN_BINARY_DECLARE)
 #endif
 

@@ -1,5 +1,5 @@
-// tensor/ops/binary_kernels_arith.cc: the CPU loops of the arithmetic (add ... xlogy) binary ops, compiled
-// apart from binary.cc (Note [Binary kernels in several files] in binary_kernels.h).
+// tensor/ops/binary_kernels_arith.cc: the CPU loops of add, sub, mul, div (and its rounding modes)
+// and remainder, compiled apart from binary.cc (Note [Binary kernels in several files] in binary_kernels.h).
 #define KILN_BINARY_KERNELS_TU
 #include "tensor/ops/binary_kernels.h"
 

@@ -1,5 +1,5 @@
-// tensor/ops/binary_kernels_logic.cc: the CPU loops of the comparison, min/max, logical and bitwise binary ops, compiled
-// apart from binary.cc (Note [Binary kernels in several files] in binary_kernels.h).
+// tensor/ops/binary_kernels_logic.cc: the CPU loops of the logical, bitwise and shift binary ops,
+// compiled apart from binary.cc (Note [Binary kernels in several files] in binary_kernels.h).
 #define KILN_BINARY_KERNELS_TU
 #include "tensor/ops/binary_kernels.h"
 

@@ -5,8 +5,10 @@
 #     bash tools/bench/build_time.sh [TARGETS...]     # default: //... (the whole tree, tests too)
 #
 # Builds a clone of HEAD in a fresh Bazel output base with the disk cache off, so no action is
-# reused from an earlier build; then appends a unique comment to tensor/ops/unary.cc (an op file
-# of average size) and builds again. Prints both wall times. Leaves nothing behind: the server
+# reused from an earlier build; then appends a unique comment to tensor/ops/unary.cc (an op file:
+# the unary ops' registration) and builds again, then to tensor/ops/unary_kernels.h (their element
+# functions and loops, which four files compile: Note [Unary kernels in several files]) and builds
+# again. Prints the three wall times. Leaves nothing behind: the server
 # is shut down, the clone and its output base deleted.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -35,6 +37,12 @@ echo "// build_time.sh probe $(date +%s%N)" >> tensor/ops/unary.cc
 start=$(date +%s)
 build
 rebuild=$(( $(date +%s) - start ))
+echo "// build_time.sh probe $(date +%s%N)" >> tensor/ops/unary_kernels.h
+start=$(date +%s)
+build
+rebuild_kernels=$(( $(date +%s) - start ))
 printf 'clean build of %s: %dm%02ds (%d cores, load %s)\n' "${TARGETS[*]}" $((clean / 60)) $((clean % 60)) \
   "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf 'rebuild after a change to tensor/ops/unary.cc: %dm%02ds\n' $((rebuild / 60)) $((rebuild % 60))
+printf 'rebuild after a change to tensor/ops/unary_kernels.h: %dm%02ds\n' $((rebuild_kernels / 60)) \
+  $((rebuild_kernels % 60))
