@@ -535,7 +535,7 @@ void InstallFunctionalize() {
     r.SetFallback(DispatchKey::Functionalize, k);
     // Composites PyTorch treats as one op run here as one op, below this layer.
     for (Op* op : r.ops())
-      if (op->HasComposite() && fx::IsRecordedComposite(*op)) op->SetKernel(DispatchKey::Functionalize, k);
+      if (fx::IsRecordedComposite(*op)) op->SetKernel(DispatchKey::Functionalize, k);
   });
 }
 

@@ -2,7 +2,6 @@
 #include "fx/tracer.h"
 
 #include <mutex>
-#include <unordered_set>
 
 #include "runtime/error.h"
 
@@ -53,26 +52,9 @@ void TracingKernel(const Op& op, DispatchKeySet, Stack& stack, void*) {
   tracer->Record(op, args, stack);
 }
 
-const std::unordered_set<std::string>& RecordedComposites() {
-  static const auto* names = new std::unordered_set<std::string>{
-      "aten::full", "aten::zeros", "aten::ones", "aten::scalar_tensor", "aten::full_like", "aten::zeros_like",
-      "aten::ones_like", "aten::new_empty", "aten::new_full", "aten::new_zeros", "aten::new_ones",
-      "aten::lift_fresh_copy", "aten::arange", "aten::arange.start", "aten::clone", "aten::_to_copy", "aten::t",
-      "aten::sum", "aten::mean", "aten::scatter.src", "aten::scatter.value", "aten::scatter_add",
-      "aten::index_put", "aten::masked_fill.Scalar", "aten::masked_fill.Tensor", "aten::clamp_min",
-      "aten::clamp_max", "aten::split.Tensor", "aten::split_with_sizes", "aten::unbind.int", "aten::stack",
-      "aten::repeat", "aten::roll", "aten::rsub.Tensor", "aten::rsub.Scalar", "aten::pow.Scalar", "aten::bernoulli",
-      "aten::bernoulli.p", "aten::rand",
-      "aten::rand.generator", "aten::randn", "aten::randn.generator", "aten::randint", "aten::randint.generator",
-      "aten::randint.low", "aten::randint.low_generator", "aten::rand_like", "aten::randn_like",
-      "aten::randint_like", "aten::randint_like.low_dtype", "aten::rand_like.generator",
-      "aten::randn_like.generator", "aten::randint_like.generator", "aten::randint_like.low_generator_dtype"};
-  return *names;
-}
-
 }  // namespace
 
-bool IsRecordedComposite(const Op& op) { return RecordedComposites().count(op.name()) > 0; }
+bool IsRecordedComposite(const Op& op) { return op.HasComposite() && op.composite_explicit(); }
 
 Tracer* ActiveTracer() { return g_active; }
 
@@ -96,7 +78,7 @@ void InstallTracer() {
     Kernel k{&TracingKernel, nullptr};
     r.SetFallback(DispatchKey::Tracing, k);
     for (Op* op : r.ops())
-      if (op->HasComposite() && IsRecordedComposite(*op)) op->SetKernel(DispatchKey::Tracing, k);
+      if (IsRecordedComposite(*op)) op->SetKernel(DispatchKey::Tracing, k);
   });
 }
 

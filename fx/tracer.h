@@ -102,7 +102,8 @@ class TracingGuard {
 void InstallTracer();
 
 // Ops that are composites in kiln but that PyTorch's tracers record as one op (factories,
-// clone, _to_copy, the functional scatters and fills, split, t, ...).
+// clone, _to_copy, the functional scatters and fills, split, t, ...): registered with
+// CompositeExplicit<> (tensor/dispatcher.h), PyTorch's CompositeExplicitAutograd.
 bool IsRecordedComposite(const Op& op);
 
 }  // namespace kiln::fx

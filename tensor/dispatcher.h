@@ -11,7 +11,9 @@
 // Kernels are ordinary typed C++ functions; Impl<> wraps them into boxed kernels that take their
 // arguments from a Stack (ivalue.h). A composite kernel (Composite<>) is built from other ops and
 // fills every slot without a kernel of its own, so autograd, tracing and fake tensors all see
-// the ops it decomposes into. Calls go through Op::Call (boxed) or CallOp<Ret>(op, args...)
+// the ops it decomposes into; CompositeExplicit<> (PyTorch's CompositeExplicitAutograd: factories,
+// clone, split, the random ops) marks one that graph tracers record as one node all the same
+// (fx/tracer.h, aot/functionalize.h). Calls go through Op::Call (boxed) or CallOp<Ret>(op, args...)
 // (typed, in ops.h). See Note [Dispatch key order] in dispatch_key.h.
 #pragma once
 
@@ -103,6 +105,9 @@ class Op {
 
   bool HasKernel(DispatchKey k) const { return static_cast<bool>(kernels_[static_cast<int>(k)]); }
   bool HasComposite() const { return static_cast<bool>(composite_); }
+  // A composite that graph tracers (make_fx, functionalization) record whole (CompositeExplicit<>).
+  bool composite_explicit() const { return composite_explicit_; }
+  void set_composite_explicit() { composite_explicit_ = true; }
   void SetKernel(DispatchKey k, Kernel kernel);
   void SetComposite(Kernel kernel);
   const Kernel& table_entry(DispatchKey k) const { return table_[static_cast<int>(k)]; }
@@ -129,6 +134,7 @@ class Op {
   bool checks_overlap_ = false;
   std::array<Kernel, kNumDispatchKeys> kernels_{};
   Kernel composite_;
+  bool composite_explicit_ = false;
   std::array<Kernel, kNumDispatchKeys> table_{};
   Kernel fake_inner_;
 };
@@ -352,6 +358,14 @@ class OpDef {
   }
   template <auto F> OpDef& Composite() {
     op_->SetComposite(boxing::WrapKernel<F>::Get());
+    return *this;
+  }
+  // A composite that graph tracers record as one op, as PyTorch's CompositeExplicitAutograd
+  // kernels appear in its traces (full, zeros_like, clone, _to_copy, split, rand, ...): make_fx
+  // and functionalization give it their kernel directly instead of tracing what F calls.
+  template <auto F> OpDef& CompositeExplicit() {
+    Composite<F>();
+    op_->set_composite_explicit();
     return *this;
   }
   Op* op() const { return op_; }

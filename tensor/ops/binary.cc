@@ -639,7 +639,7 @@ void RegisterBinaryOps(Registry& r) {
            .Meta<&MetaScalar<kPow>>()
            .op());
   r.Def("pow.Scalar(Scalar self, Tensor exponent) -> Tensor", {Tag::pointwise}, kFunction)
-      .Composite<&PowScalarBase>();
+      .CompositeExplicit<&PowScalarBase>();
   r.Def("pow_.Scalar(Tensor(a!) self, Scalar exponent) -> Tensor(a!)", {Tag::pointwise}, kMethod)
       .CPUAndCUDA<&InplaceScalar<kPow>>().Impl<&InplaceScalarMeta<kPow>>(DispatchKey::Meta)
       .Impl<&InplaceScalarMeta<kPow>>(DispatchKey::Fake);
@@ -653,9 +653,9 @@ void RegisterBinaryOps(Registry& r) {
         kFunctionAndMethod)
       .CPUAndCUDA<&DivModeScalar>().Meta<&DivModeScalarMeta>();
   r.Def("rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", {Tag::pointwise}, kFunction)
-      .Composite<&RsubTensor>();
+      .CompositeExplicit<&RsubTensor>();
   r.Def("rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", {Tag::pointwise}, kFunction)
-      .Composite<&RsubScalar>();
+      .CompositeExplicit<&RsubScalar>();
 }
 
 }  // namespace kiln

@@ -314,14 +314,14 @@ void RegisterCopyOps(Registry& r) {
       .AllowsOverlappingWrites();  // checked by the kernels, once x.copy_(x) has returned
   r.Def("clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor", {Tag::core}, kFunctionAndMethod)
       .Cost(CostClass::kMemoryBound)
-      .Composite<&Clone>();
+      .CompositeExplicit<&Clone>();
   // kiln.tensor(data) under make_fx: the constant's copy, recorded after its get_attr as PyTorch
   // records it (torch.tensor calls lift_fresh, which proxy tracing turns into this)
-  r.Def("lift_fresh_copy(Tensor self) -> Tensor").Cost(CostClass::kMemoryBound).Composite<&LiftFreshCopy>();
+  r.Def("lift_fresh_copy(Tensor self) -> Tensor").Cost(CostClass::kMemoryBound).CompositeExplicit<&LiftFreshCopy>();
   r.Def("_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
         "bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor",
         {Tag::core}).Cost(CostClass::kMemoryBound)
-      .Composite<&ToCopy>();
+      .CompositeExplicit<&ToCopy>();
   r.Def("to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False, "
         "MemoryFormat? memory_format=None) -> Tensor(a)", {}, kMethod).Cost(CostClass::kMemoryBound)
       .Composite<&ToDtype>();

@@ -217,38 +217,38 @@ void RegisterCreationOps(Registry& r) {
       .AllBackends<&EmptyStrided>();
   r.Def("full(SymInt[] size, Scalar fill_value, *, " KILN_FACTORY_KWARGS ") -> Tensor", {Tag::core})
       .Cost(CostClass::kMemoryBound)
-      .Composite<&Full>();
-  r.Def("zeros(SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor").Cost(CostClass::kMemoryBound).Composite<&Zeros>();
-  r.Def("ones(SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor").Cost(CostClass::kMemoryBound).Composite<&Ones>();
+      .CompositeExplicit<&Full>();
+  r.Def("zeros(SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor").Cost(CostClass::kMemoryBound).CompositeExplicit<&Zeros>();
+  r.Def("ones(SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor").Cost(CostClass::kMemoryBound).CompositeExplicit<&Ones>();
   r.Def("scalar_tensor(Scalar s, *, " KILN_FACTORY_KWARGS ") -> Tensor", {Tag::core})
-      .Cost(CostClass::kMemoryBound).Composite<&ScalarTensor>();
+      .Cost(CostClass::kMemoryBound).CompositeExplicit<&ScalarTensor>();
   r.Def("empty_like(Tensor self, *, " KILN_FACTORY_KWARGS ", MemoryFormat? memory_format=None) -> Tensor", {Tag::core})
       .Cost(CostClass::kMemoryBound)
       .AllBackends<&EmptyLikeOp>();
   r.Def("full_like(Tensor self, Scalar fill_value, *, " KILN_FACTORY_KWARGS ", MemoryFormat? memory_format=None) -> Tensor",
         {Tag::core}).Cost(CostClass::kMemoryBound)
-      .Composite<&FullLike>();
+      .CompositeExplicit<&FullLike>();
   r.Def("zeros_like(Tensor self, *, " KILN_FACTORY_KWARGS ", MemoryFormat? memory_format=None) -> Tensor")
       .Cost(CostClass::kMemoryBound)
-      .Composite<&ZerosLike>();
+      .CompositeExplicit<&ZerosLike>();
   r.Def("ones_like(Tensor self, *, " KILN_FACTORY_KWARGS ", MemoryFormat? memory_format=None) -> Tensor")
       .Cost(CostClass::kMemoryBound)
-      .Composite<&OnesLike>();
+      .CompositeExplicit<&OnesLike>();
   r.Def("new_empty(Tensor self, SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor", {}, kMethod)
       .Cost(CostClass::kMemoryBound)
-      .Composite<&NewEmpty>();
+      .CompositeExplicit<&NewEmpty>();
   r.Def("new_full(Tensor self, SymInt[] size, Scalar fill_value, *, " KILN_FACTORY_KWARGS ") -> Tensor", {}, kMethod)
       .Cost(CostClass::kMemoryBound)
-      .Composite<&NewFull>();
+      .CompositeExplicit<&NewFull>();
   r.Def("new_zeros(Tensor self, SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor", {}, kMethod)
       .Cost(CostClass::kMemoryBound)
-      .Composite<&NewZeros>();
+      .CompositeExplicit<&NewZeros>();
   r.Def("new_ones(Tensor self, SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor", {}, kMethod)
       .Cost(CostClass::kMemoryBound)
-      .Composite<&NewOnes>();
-  r.Def("arange(Scalar end, *, " KILN_FACTORY_KWARGS ") -> Tensor").Cost(CostClass::kMemoryBound).Composite<&Arange>();
+      .CompositeExplicit<&NewOnes>();
+  r.Def("arange(Scalar end, *, " KILN_FACTORY_KWARGS ") -> Tensor").Cost(CostClass::kMemoryBound).CompositeExplicit<&Arange>();
   r.Def("arange.start(Scalar start, Scalar end, *, " KILN_FACTORY_KWARGS ") -> Tensor")
-      .Cost(CostClass::kMemoryBound).Composite<&ArangeStart>();
+      .Cost(CostClass::kMemoryBound).CompositeExplicit<&ArangeStart>();
   r.Def("arange.start_step(Scalar start, Scalar end, Scalar step=1, *, " KILN_FACTORY_KWARGS ") -> Tensor",
         {Tag::core}).Cost(CostClass::kMemoryBound)
       .AllBackends<&ArangeStartStep>();

@@ -768,21 +768,21 @@ void RegisterIndexOps(Registry& r) {
   const std::initializer_list<Tag> kDynamic = {Tag::dynamic_output_shape, Tag::core};
   r.Def("cat(Tensor[] tensors, int dim=0) -> Tensor", kCore)
       .Cost(CostClass::kMemoryBound).CPUAndCUDA<&CatCPU>().Meta<&CatMeta>();
-  r.Def("stack(Tensor[] tensors, int dim=0) -> Tensor").Composite<&StackOp>();
+  r.Def("stack(Tensor[] tensors, int dim=0) -> Tensor").CompositeExplicit<&StackOp>();
   r.Def("split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]", {}, kFunctionAndMethod)
       .Cost(CostClass::kFree)
-      .Composite<&SplitTensor>();
+      .CompositeExplicit<&SplitTensor>();
   // split with a list of sizes (PyTorch's Tensor.split/torch.split accept both forms).
   r.Def("split.sizes(Tensor(a -> *) self, SymInt[] split_size, int dim=0) -> Tensor(a)[]", {}, kFunctionAndMethod)
       .Cost(CostClass::kFree)
       .Composite<&SplitWithSizes>();
   r.Def("split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]", {},
         kFunctionAndMethod).Cost(CostClass::kFree)
-      .Composite<&SplitWithSizes>();
+      .CompositeExplicit<&SplitWithSizes>();
   r.Def("chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]", {}, kFunctionAndMethod)
       .Composite<&Chunk>();
   // bound by kiln/_composites.py's unbind (its checks and tuple result), not as a generated method
-  r.Def("unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]").Cost(CostClass::kFree).Composite<&Unbind>();
+  r.Def("unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]").Cost(CostClass::kFree).CompositeExplicit<&Unbind>();
   r.Def("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor", kCore, kFunctionAndMethod)
       .Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&GatherCPU>().Meta<&GatherMeta>();
@@ -796,11 +796,11 @@ void RegisterIndexOps(Registry& r) {
       .CPUAndCUDA<&ScatterAdd_>().Impl<&ScatterAddMeta_>(DispatchKey::Meta)
       .Impl<&ScatterAddMeta_>(DispatchKey::Fake);
   r.Def("scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", kCore, kFunctionAndMethod)
-      .Composite<&ScatterSrc>();
+      .CompositeExplicit<&ScatterSrc>();
   r.Def("scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor", kCore, kFunctionAndMethod)
-      .Composite<&ScatterValue>();
+      .CompositeExplicit<&ScatterValue>();
   r.Def("scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", kCore, kFunctionAndMethod)
-      .Composite<&ScatterAdd>();
+      .CompositeExplicit<&ScatterAdd>();
   r.Def("index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)", {},
         kMethod)
       .CPUAndCUDA<&IndexAdd_>().Impl<&IndexAddMeta_>(DispatchKey::Meta)
@@ -819,9 +819,9 @@ void RegisterIndexOps(Registry& r) {
       .Impl<&MaskedFillTensorMeta_>(DispatchKey::Fake)
       .AllowsOverlappingWrites();
   r.Def("masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor", {Tag::pointwise}, kFunctionAndMethod)
-      .Composite<&MaskedFillScalar>();
+      .CompositeExplicit<&MaskedFillScalar>();
   r.Def("masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor", {Tag::pointwise}, kFunctionAndMethod)
-      .Composite<&MaskedFillTensor>();
+      .CompositeExplicit<&MaskedFillTensor>();
   r.Def("masked_select(Tensor self, Tensor mask) -> Tensor", kDynamic, kFunctionAndMethod)
       .CPUAndCUDA<&MaskedSelectCPU>();
   r.Def("where.self(Tensor condition, Tensor self, Tensor other) -> Tensor", {Tag::pointwise, Tag::core},

@@ -426,7 +426,7 @@ void RegisterAdvancedIndexOps(Registry& r) {
       .AllowsOverlappingWrites();  // PyTorch only warns (deprecated) for index_put_ and masked_fill_
   r.Def("index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor", kCore,
         kFunctionAndMethod)
-      .Composite<&IndexPut>();
+      .CompositeExplicit<&IndexPut>();
 }
 
 }  // namespace kiln

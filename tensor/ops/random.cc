@@ -589,9 +589,9 @@ void RegisterRandomOps(Registry& r) {
         kSeeded, kFunctionAndMethod)
       .CPUAndCUDA<&MultinomialCPU>().Meta<&MultinomialMeta>();
   r.Def("bernoulli(Tensor self, *, Generator? generator=None) -> Tensor", kSeeded, kFunctionAndMethod)
-      .Composite<&Bernoulli>();
+      .CompositeExplicit<&Bernoulli>();
   r.Def("bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor", kSeeded, kFunctionAndMethod)
-      .Composite<&BernoulliP>();
+      .CompositeExplicit<&BernoulliP>();
   r.Def("random_.from(Tensor(a!) self, int from, int? to, *, Generator? generator=None) -> Tensor(a!)", kSeeded,
         kMethod)
       .CPUAndCUDA<&RandomFrom_>().Impl<&RandomFromMeta_>(DispatchKey::Meta)
@@ -602,42 +602,42 @@ void RegisterRandomOps(Registry& r) {
   r.Def("random_(Tensor(a!) self, *, Generator? generator=None) -> Tensor(a!)", kSeeded, kMethod)
       .CPUAndCUDA<&Random_>().Impl<&RandomMeta_>(DispatchKey::Meta).Impl<&RandomMeta_>(DispatchKey::Fake);
 
-  r.Def("rand(SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor", kSeeded).Composite<&Rand>();
+  r.Def("rand(SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor", kSeeded).CompositeExplicit<&Rand>();
   r.Def("rand.generator(SymInt[] size, *, Generator? generator, " KILN_FACTORY_KWARGS ") -> Tensor", kSeeded)
-      .Composite<&RandGen>();
-  r.Def("randn(SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor", kSeeded).Composite<&Randn>();
+      .CompositeExplicit<&RandGen>();
+  r.Def("randn(SymInt[] size, *, " KILN_FACTORY_KWARGS ") -> Tensor", kSeeded).CompositeExplicit<&Randn>();
   r.Def("randn.generator(SymInt[] size, *, Generator? generator, " KILN_FACTORY_KWARGS ") -> Tensor", kSeeded)
-      .Composite<&RandnGen>();
+      .CompositeExplicit<&RandnGen>();
   r.Def("randint(SymInt high, SymInt[] size, *, " KILN_LONG_FACTORY_KWARGS ") -> Tensor", kSeeded)
-      .Composite<&Randint>();
+      .CompositeExplicit<&Randint>();
   r.Def("randint.generator(SymInt high, SymInt[] size, *, Generator? generator, " KILN_LONG_FACTORY_KWARGS
         ") -> Tensor", kSeeded)
-      .Composite<&RandintGen>();
+      .CompositeExplicit<&RandintGen>();
   r.Def("randint.low(SymInt low, SymInt high, SymInt[] size, *, " KILN_LONG_FACTORY_KWARGS ") -> Tensor", kSeeded)
-      .Composite<&RandintLow>();
+      .CompositeExplicit<&RandintLow>();
   r.Def("randint.low_generator(SymInt low, SymInt high, SymInt[] size, *, Generator? generator, "
         KILN_LONG_FACTORY_KWARGS ") -> Tensor", kSeeded)
-      .Composite<&RandintLowGen>();
+      .CompositeExplicit<&RandintLowGen>();
   r.Def("randperm(SymInt n, *, " KILN_LONG_FACTORY_KWARGS ") -> Tensor", kSeeded).AllBackends<&Randperm>();
   r.Def("randperm.generator(SymInt n, *, Generator? generator, " KILN_LONG_FACTORY_KWARGS ") -> Tensor", kSeeded)
       .AllBackends<&RandpermGen>();
 
-  r.Def("rand_like(Tensor self, *, " KILN_LIKE_KWARGS ") -> Tensor", kSeeded).Composite<&RandLike>();
+  r.Def("rand_like(Tensor self, *, " KILN_LIKE_KWARGS ") -> Tensor", kSeeded).CompositeExplicit<&RandLike>();
   r.Def("rand_like.generator(Tensor self, *, Generator? generator, " KILN_LIKE_KWARGS ") -> Tensor", kSeeded)
-      .Composite<&RandLikeGen>();
-  r.Def("randn_like(Tensor self, *, " KILN_LIKE_KWARGS ") -> Tensor", kSeeded).Composite<&RandnLike>();
+      .CompositeExplicit<&RandLikeGen>();
+  r.Def("randn_like(Tensor self, *, " KILN_LIKE_KWARGS ") -> Tensor", kSeeded).CompositeExplicit<&RandnLike>();
   r.Def("randn_like.generator(Tensor self, *, Generator? generator, " KILN_LIKE_KWARGS ") -> Tensor", kSeeded)
-      .Composite<&RandnLikeGen>();
+      .CompositeExplicit<&RandnLikeGen>();
   r.Def("randint_like(Tensor self, SymInt high, *, " KILN_LIKE_KWARGS ") -> Tensor", kSeeded)
-      .Composite<&RandintLike>();
+      .CompositeExplicit<&RandintLike>();
   r.Def("randint_like.generator(Tensor self, SymInt high, *, Generator? generator, " KILN_LIKE_KWARGS ") -> Tensor",
         kSeeded)
-      .Composite<&RandintLikeGen>();
+      .CompositeExplicit<&RandintLikeGen>();
   r.Def("randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, " KILN_LIKE_KWARGS ") -> Tensor", kSeeded)
-      .Composite<&RandintLikeLow>();
+      .CompositeExplicit<&RandintLikeLow>();
   r.Def("randint_like.low_generator_dtype(Tensor self, SymInt low, SymInt high, *, Generator? generator, "
         KILN_LIKE_KWARGS ") -> Tensor", kSeeded)
-      .Composite<&RandintLikeLowGen>();
+      .CompositeExplicit<&RandintLikeLowGen>();
 }
 
 #undef KILN_LIKE_KWARGS

@@ -571,11 +571,11 @@ void RegisterShapeOps(Registry& r) {
   r.Def("constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor", kCore)
       .CPUAndCUDA<&ConstantPad>().Meta<&ConstantPadMeta>();
   r.Def("pad(Tensor self, SymInt[] pad, str mode=\"constant\", float? value=None) -> Tensor").Composite<&Pad>();
-  r.Def("repeat(Tensor self, SymInt[] repeats) -> Tensor", {}, kMethod).Composite<&Repeat>();
+  r.Def("repeat(Tensor self, SymInt[] repeats) -> Tensor", {}, kMethod).CompositeExplicit<&Repeat>();
   r.Def("flip(Tensor self, int[] dims) -> Tensor", kCore, kFunctionAndMethod)
       .CPUAndCUDA<&FlipCPU>().Meta<&FlipMeta>();
   r.Def("roll(Tensor self, SymInt[1] shifts, SymInt[1] dims=[]) -> Tensor", {}, kFunctionAndMethod)
-      .Composite<&Roll>();
+      .CompositeExplicit<&Roll>();
   r.Def("cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", kCore, kFunctionAndMethod)
       .Cost(CostClass::kMemoryBound)
       .CPUAndCUDA<&Cum<false>>().Meta<&CumMeta<false>>();

@@ -369,8 +369,8 @@ void RegisterTernaryOps(Registry& r) {
         kFunctionAndMethod)
       .CPUAndCUDA<&ClampTensor_>().Impl<&ClampTensorMeta_>(DispatchKey::Meta)
       .Impl<&ClampTensorMeta_>(DispatchKey::Fake);
-  r.Def("clamp_min(Tensor self, Scalar min) -> Tensor", {Tag::pointwise}, kFunctionAndMethod).Composite<&ClampMin>();
-  r.Def("clamp_max(Tensor self, Scalar max) -> Tensor", {Tag::pointwise}, kFunctionAndMethod).Composite<&ClampMax>();
+  r.Def("clamp_min(Tensor self, Scalar min) -> Tensor", {Tag::pointwise}, kFunctionAndMethod).CompositeExplicit<&ClampMin>();
+  r.Def("clamp_max(Tensor self, Scalar max) -> Tensor", {Tag::pointwise}, kFunctionAndMethod).CompositeExplicit<&ClampMax>();
   r.Def("clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
       .Composite<&ClampMin_>();
   r.Def("clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)

@@ -385,7 +385,7 @@ void RegisterViewOps(Registry& r) {
   r.Def("permute(Tensor(a) self, int[] dims) -> Tensor(a)", kView, kFunctionAndMethod).AllBackends<&Permute>();
   r.Def("transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", {Tag::view}, kFunctionAndMethod)
       .AllBackends<&Transpose>();
-  r.Def("t(Tensor(a) self) -> Tensor(a)", {}, kFunctionAndMethod).Cost(CostClass::kFree).Composite<&T>();
+  r.Def("t(Tensor(a) self) -> Tensor(a)", {}, kFunctionAndMethod).Cost(CostClass::kFree).CompositeExplicit<&T>();
   r.Def("transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)", {Tag::inplace_view}, kMethod)
       .AllBackends<&Transpose_>();
   r.Def("t_(Tensor(a!) self) -> Tensor(a!)", {Tag::inplace_view}, kMethod).AllBackends<&T_>();
