@@ -1,7 +1,7 @@
 // codegen/kernel_ir.h: the loop-level kernel IR that CPU code generation consumes.
 //
-// A Kernel is what one generated function computes (built in Python by the lowering through the
-// typed objects of python/csrc/python_kernel_ir.cc, or in C++ by eager's CUDA kernels):
+// A Kernel is what one generated function computes (formed by Inductor's scheduler from the
+// lowerings' values, inductor/scheduler and inductor/lowering, or built by eager's CUDA kernels):
 //
 //   for i_0 in [begin, end)            # the first outer dim, split across the thread pool
 //     for i_1 ... i_{k-1} in [0, n_j)  # the other outer dims, fully
@@ -62,7 +62,7 @@ bool ParseOp(const std::string& s, OpCode* out);
 int OpArity(OpCode op);
 // What evaluating the op once costs, in units of one add: 4 for a transcendental function (a libm
 // call or a polynomial) and for a division (tens of cycles), 1 for the rest. Inductor's
-// realize-or-recompute score (python/kiln/_inductor/graph.py) sums it over an expression.
+// realize-or-recompute score (inductor/scheduler/fusion.h) sums it over an expression.
 int OpCost(OpCode op);
 
 struct Expr;
@@ -150,7 +150,7 @@ ExprPtr ParseExprText(const std::string& text);
 bool ExprEqual(const Expr& a, const Expr& b);
 uint64_t ExprHash(const Expr& e);
 // What evaluating e once costs: OpCost summed over its ops (loads, constants, casts are free).
-// Inductor's realize-or-recompute score (Note [Recompute or realize], python/kiln/_inductor/graph.py).
+// Inductor's realize-or-recompute score (Note [Recompute or realize] in inductor/scheduler/fusion.h).
 int ExprCost(const Expr& e);
 // e with every load replaced by fn(load) (an ExprPtr), sharing the subtrees fn leaves unchanged.
 template <typename Fn>

@@ -111,14 +111,14 @@ def _weight_reuse(node):
     return reuse
 
 
-# Reductions that keep C and reduce over N (and H, W): batch norm's training statistics and the
-# sums of its backward.
-_REDUCTIONS = {aten.sum.dim_IntList, aten.mean.dim, aten.var.correction, aten.var_mean.correction}
-
-
 def _per_channel_reduction(node):
-    """Whether a node reduces a 4-d activation over N, keeping C (batch norm's statistics)."""
-    if node.op != "call_function" or node.target not in _REDUCTIONS:
+    """Whether a node reduces a 4-d activation over N, keeping C (batch norm's training statistics
+    and the sums of its backward): a reduction (Tag.reduction) over a `dim` list."""
+    target = node.target
+    if node.op != "call_function" or kiln.Tag.reduction not in getattr(target, "tags", ()):
+        return False
+    arguments = target._schema.arguments
+    if len(arguments) < 2 or arguments[1].name != "dim":
         return False
     x = getattr(node.args[0], "meta", {}).get("val")
     dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
