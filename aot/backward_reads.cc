@@ -13,10 +13,6 @@ namespace {
 using fx::Node;
 using fx::Opcode;
 
-bool IsTangentPlaceholder(const Node* n) {
-  return n->op() == Opcode::kPlaceholder && n->name().rfind("tangents", 0) == 0;
-}
-
 // Whether an op's first result views its first argument, and the positions of the arguments it
 // writes, from its schema (none for a Python callable).
 struct Aliasing {
@@ -105,7 +101,7 @@ void BitSet::Trim() {
 }
 
 std::vector<std::pair<const Node*, BitSet>> TangentMasks(
-    const fx::Graph& graph, const std::unordered_map<const Node*, BitSet>& seeds) {
+    const fx::Graph& graph, int num_tangents, const std::unordered_map<const Node*, BitSet>& seeds) {
   std::vector<std::pair<const Node*, BitSet>> masks;
   std::unordered_map<const Node*, size_t> position;
   std::unordered_map<const Node*, const Node*> base;    // a view's node -> the node it views
@@ -114,12 +110,14 @@ std::vector<std::pair<const Node*, BitSet>> TangentMasks(
     for (auto it = base.find(n); it != base.end(); it = base.find(n)) n = it->second;
     return n;
   };
-  int tangents = 0;
+  std::unordered_map<const Node*, int> tangent_number;
+  for (const Node* t : TrailingPlaceholders(graph, num_tangents))
+    tangent_number.emplace(t, static_cast<int>(tangent_number.size()));
   for (const Node* n : graph.nodes()) {
     if (n->op() == Opcode::kOutput) continue;
     BitSet m;
     if (n->op() == Opcode::kPlaceholder) {
-      if (IsTangentPlaceholder(n)) m = BitSet::Of(tangents++);
+      if (auto t = tangent_number.find(n); t != tangent_number.end()) m = BitSet::Of(t->second);
     } else {
       if (auto seed = seeds.find(n); seed != seeds.end()) m = seed->second;
       for (const Node* a : n->AllInputNodes()) {
@@ -140,21 +138,13 @@ std::vector<std::pair<const Node*, BitSet>> TangentMasks(
   return masks;
 }
 
-BackwardReads::BackwardReads(const fx::Graph& joint, int num_fwd_outputs,
-                             std::vector<std::pair<int, BitSet>> saved_reads)
+BackwardReads::BackwardReads(const JointGraph& joint, std::vector<std::pair<int, BitSet>> saved_reads)
     : saved_reads_(std::move(saved_reads)) {
-  const std::vector<Node*> nodes = joint.nodes();
-  const Node* output = joint.output_node();
-  std::vector<const Node*> outs;
-  if (output != nullptr && !output->args().empty()) {
-    const fx::Argument& a = output->args()[0];
-    if (a.kind == fx::Argument::Kind::kTuple || a.kind == fx::Argument::Kind::kList) {
-      for (const fx::Argument& x : a.items) outs.push_back(x.is_node() ? x.node : nullptr);
-    } else {
-      outs.push_back(a.is_node() ? a.node : nullptr);
-    }
-  }
-  const int fw_outs = std::min<int>(num_fwd_outputs, static_cast<int>(outs.size()));
+  const std::vector<Node*> nodes = joint.graph->nodes();
+  std::vector<const Node*> outs;  // the output is one flat tuple (checked by JointGraph)
+  for (const fx::Argument& x : joint.graph->output_node()->args()[0].items)
+    outs.push_back(x.is_node() ? x.node : nullptr);
+  const int fw_outs = joint.num_fwd_outputs;
   // the forward: ancestors of its outputs
   std::unordered_map<const Node*, bool> forward;
   std::vector<const Node*> stack;
@@ -168,11 +158,10 @@ BackwardReads::BackwardReads(const fx::Graph& joint, int num_fwd_outputs,
   }
   // bit: the inputs (by position among the primals) and forward outputs each node is
   std::unordered_map<const Node*, BitSet> bit;
-  int primals = 0, tangents = 0;
-  for (const Node* n : nodes) {
-    if (n->op() != Opcode::kPlaceholder) continue;
-    if (IsTangentPlaceholder(n)) ++tangents;
-    else bit[n] = BitSet::Of(primals++);
+  const int primals = joint.num_primals;
+  {
+    int k = 0;
+    for (const Node* p : joint.primals()) bit[p] = BitSet::Of(k++);
   }
   for (int k = 0; k < fw_outs; ++k)
     if (outs[k] && outs[k]->op() != Opcode::kPlaceholder) bit[outs[k]] |= BitSet::Of(primals + k);
@@ -191,7 +180,7 @@ BackwardReads::BackwardReads(const fx::Graph& joint, int num_fwd_outputs,
     if (auto m = memory.find(storage); m != memory.end()) bit[n] |= m->second;
   }
   std::unordered_map<const Node*, BitSet> masks;
-  for (auto& [n, m] : TangentMasks(joint)) masks.emplace(n, std::move(m));
+  for (auto& [n, m] : TangentMasks(*joint.graph, joint.num_tangents)) masks.emplace(n, std::move(m));
   std::unordered_map<const Node*, int> step_of;
   for (const Node* n : nodes) {
     if (n->op() == Opcode::kPlaceholder || n->op() == Opcode::kOutput || forward.count(n)) continue;
@@ -205,7 +194,7 @@ BackwardReads::BackwardReads(const fx::Graph& joint, int num_fwd_outputs,
     step_of[n] = static_cast<int>(steps_.size());
     steps_.push_back(std::move(s));
   }
-  all_tangents_ = BitSet::FirstN(tangents);
+  all_tangents_ = BitSet::FirstN(joint.num_tangents);
   positions_ = primals + fw_outs;
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "aot/joint.h"
 #include "fx/graph.h"
 
 namespace kiln::aot {
@@ -36,7 +37,8 @@ class BitSet {
 };
 
 // Note [Tangent masks]: a node's mask is the set of tangents it is computed from: a tangent
-// placeholder stands for itself, another node ORs the masks of the nodes it reads (and `seeds`,
+// placeholder (one of the graph's last `num_tangents` placeholders, numbered in order: Note [The
+// joint graph's contract] in joint.h) stands for itself, another node ORs the masks of the nodes it reads (and `seeds`,
 // tangents a node stands for without reading them). An op that writes an argument in place (its
 // schema's `Tensor(a!)`) writes what it computed into that argument's storage, so every node of
 // that storage -- the argument, the views it was made through (ops whose first result is a view
@@ -47,7 +49,7 @@ class BitSet {
 //
 // Every node but the output, in graph order, with its mask.
 std::vector<std::pair<const fx::Node*, BitSet>> TangentMasks(
-    const fx::Graph& graph, const std::unordered_map<const fx::Node*, BitSet>& seeds = {});
+    const fx::Graph& graph, int num_tangents, const std::unordered_map<const fx::Node*, BitSet>& seeds = {});
 
 // Note [Inputs read by the backward]: eager's autograd checks, when a backward formula unpacks a
 // saved input, that nothing changed it in place since (its version counter); a compiled function
@@ -60,12 +62,12 @@ std::vector<std::pair<const fx::Node*, BitSet>> TangentMasks(
 // python/kiln/_functorch/backward_reads.py (Note [Inputs eager would have saved]).
 class BackwardReads {
  public:
-  // `joint`: primals, then tangents, then its outputs: the forward's `num_fwd_outputs` (the new
-  // values of mutated inputs first, then the function's outputs), then the gradients.
+  // `joint`: its primals, its tangents, its outputs: the forward's (the new values of mutated
+  // inputs first, then the function's outputs), then the gradients.
   // `saved_reads`: (input position, tangents) pairs eager's formulas unpack without the graph
   // reading them (div's with a rounding mode): read when one of those tangents is present (any,
   // for an empty set).
-  BackwardReads(const fx::Graph& joint, int num_fwd_outputs, std::vector<std::pair<int, BitSet>> saved_reads);
+  BackwardReads(const JointGraph& joint, std::vector<std::pair<int, BitSet>> saved_reads);
   // The positions read when the tangents in `absent` are None: an input's among the primals, or
   // len(primals) + k for the forward's k-th output. Ascending.
   std::vector<int> Read(const BitSet& absent) const;

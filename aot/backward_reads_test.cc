@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "fx/symbolic_context.h"
 #include "fx/testing/calls.h"
 
@@ -31,16 +33,17 @@ TEST(BitSet, HoldsAnyNumberOfTangents) {
 }
 
 TEST(TangentMasks, NodesCarryTheTangentsTheyAreComputedFrom) {
+  // the tangents are the last placeholders, whatever their names (Note [The joint graph's contract])
   Graph g;
-  Node* x = g.Placeholder("primals_1");
-  Node* t1 = g.Placeholder("tangents_1");
-  Node* t2 = g.Placeholder("tangents_2");
+  Node* x = g.Placeholder("tangents_x");
+  Node* t1 = g.Placeholder("grad_a");
+  Node* t2 = g.Placeholder("grad_b");
   Node* a = Call(g, "aten::mul.Tensor", {t1, x});
   Node* b = Call(g, "aten::mul.Tensor", {t2, x});
   Node* sum = Call(g, "aten::add.Tensor", {a, b});
   Node* only_x = Call(g, "aten::exp", {x});
   g.Output(Argument::Tuple({sum, only_x}));
-  auto masks = TangentMasks(g);
+  auto masks = TangentMasks(g, 2);
   EXPECT_EQ(masks.size(), 7u) << "every node but the output";
   EXPECT_EQ(masks.front().first, x) << "in graph order";
   EXPECT_EQ(MaskOf(masks, x), BitSet());
@@ -63,7 +66,7 @@ TEST(TangentMasks, AWriteIntoAViewMarksItsBaseAndEveryViewOfIt) {
   Node* copy = Call(g, "aten::copy_", {view, t});
   Node* reader = Call(g, "aten::neg", {zeros});
   g.Output(Argument::Tuple({zeros, reader, other_view, copy}));
-  auto masks = TangentMasks(g);
+  auto masks = TangentMasks(g, 1);
   for (const Node* n : {zeros, view, other_view, copy, reader})
     EXPECT_EQ(MaskOf(masks, n), BitSet::Of(0)) << n->name();
 }
@@ -75,7 +78,7 @@ TEST(TangentMasks, SeedsAddTangentsANodeStandsFor) {
   Node* e = Call(g, "aten::exp", {x});
   Node* r = Call(g, "aten::relu", {e});
   g.Output(Argument(r));
-  auto masks = TangentMasks(g, {{e, BitSet::Of(5)}});
+  auto masks = TangentMasks(g, 1, {{e, BitSet::Of(5)}});
   EXPECT_EQ(MaskOf(masks, e), BitSet::Of(5));
   EXPECT_EQ(MaskOf(masks, r), BitSet::Of(5));
 }
@@ -84,7 +87,8 @@ TEST(TangentMasks, SeedsAddTangentsANodeStandsFor) {
 // output's gradient and y's exp through the second's: gx = t1 * 2 (reads nothing), gy = t2 * exp(y).
 TEST(BackwardReads, EachSetOfAbsentTangentsReadsItsOwnInputs) {
   InstallDynamicShapeKernels();  // aten::sym_size.int
-  Graph g;
+  auto graph = std::make_shared<Graph>();
+  Graph& g = *graph;
   Node* x = g.Placeholder("primals_1");
   Node* y = g.Placeholder("primals_2");
   Node* t1 = g.Placeholder("tangents_1");
@@ -96,16 +100,24 @@ TEST(BackwardReads, EachSetOfAbsentTangentsReadsItsOwnInputs) {
   Node* gy_from_y = Call(g, "aten::mul.Tensor", {gy, y});  // reads y directly
   Node* size = Call(g, "aten::sym_size.int", {t1, Argument(IValue(int64_t{0}))});  // sizes only
   g.Output(Argument::Tuple({out1, out2, gx, gy_from_y, size}));
-  BackwardReads reads(g, 2, {});
+  const JointGraph joint(graph, /*num_primals=*/2, /*num_tangents=*/2, /*num_fwd_outputs=*/2);
+  BackwardReads reads(joint, {});
   // positions: x 0, y 1, out1 2, out2 3
   EXPECT_EQ(reads.Read(BitSet()), (std::vector<int>{1, 3})) << "both tangents: y and exp(y) (out2)";
   EXPECT_EQ(reads.Read(BitSet::Of(1)), (std::vector<int>{})) << "t2 absent: gy does not run";
   EXPECT_EQ(reads.Read(BitSet::Of(0)), (std::vector<int>{1, 3}));
-  BackwardReads with_saved(g, 2, {{0, BitSet::Of(0)}, {1, BitSet()}});
+  BackwardReads with_saved(joint, {{0, BitSet::Of(0)}, {1, BitSet()}});
   EXPECT_EQ(with_saved.Read(BitSet::Of(1)), (std::vector<int>{0, 1})) << "x unpacked for t1; y for any tangent";
   BitSet both = BitSet::Of(0);
   both |= BitSet::Of(1);
   EXPECT_EQ(with_saved.Read(both), (std::vector<int>{})) << "no tangent at all: nothing runs";
+}
+
+TEST(TangentMasks, MoreTangentsThanPlaceholdersIsAnError) {
+  Graph g;
+  g.Placeholder("x");
+  g.Output(Argument(IValue(int64_t{0})));
+  EXPECT_THROW(TangentMasks(g, 2), ValueError);
 }
 
 TEST(BitSet, SetOperations) {

@@ -1,12 +1,66 @@
-// aot/joint.cc: input mutations as the joint graph's leading outputs (Note [Input mutations as
-// outputs] in joint.h).
+// aot/joint.cc: the joint graph's contract checked (Note [The joint graph's contract]) and input
+// mutations as its leading outputs (Note [Input mutations as outputs]), both in joint.h.
 #include "aot/joint.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "runtime/error.h"
 
 namespace kiln::aot {
+namespace {
+
+std::vector<fx::Node*> Placeholders(const fx::Graph& graph) {
+  std::vector<fx::Node*> out;
+  for (fx::Node* n : graph.nodes())
+    if (n->op() == fx::Opcode::kPlaceholder) out.push_back(n);
+  return out;
+}
+
+}  // namespace
+
+JointGraph::JointGraph(std::shared_ptr<fx::Graph> g, int primals, int tangents, int fwd_outputs,
+                       std::vector<int> mutated)
+    : graph(std::move(g)), num_primals(primals), num_tangents(tangents), num_fwd_outputs(fwd_outputs),
+      mutated_inputs(std::move(mutated)) {
+  if (!graph) throw ValueError("JointGraph: graph is None");
+  if (num_primals < 0 || num_tangents < 0 || num_fwd_outputs < 0)
+    throw ValueError(StrCat("JointGraph: counts must be non-negative, got num_primals=", num_primals,
+                            ", num_tangents=", num_tangents, ", num_fwd_outputs=", num_fwd_outputs));
+  const size_t placeholders = Placeholders(*graph).size();
+  if (placeholders != static_cast<size_t>(num_primals) + num_tangents)
+    throw ValueError(StrCat("JointGraph: num_primals=", num_primals, " + num_tangents=", num_tangents,
+                            " but the graph has ", placeholders, " placeholders"));
+  const fx::Node* out = graph->output_node();
+  if (out == nullptr || out->args().size() != 1 ||
+      (out->args()[0].kind != fx::Argument::Kind::kTuple && out->args()[0].kind != fx::Argument::Kind::kList))
+    throw ValueError("JointGraph: the graph must end in an output of one flat tuple (forward outputs, gradients)");
+  const size_t outputs = out->args()[0].items.size();
+  if (static_cast<size_t>(num_fwd_outputs) > outputs)
+    throw ValueError(StrCat("JointGraph: num_fwd_outputs=", num_fwd_outputs, " but the graph has ", outputs,
+                            " outputs"));
+  if (mutated_inputs.size() > static_cast<size_t>(num_fwd_outputs))
+    throw ValueError(StrCat("JointGraph: ", mutated_inputs.size(), " mutated inputs but only ", num_fwd_outputs,
+                            " forward outputs to return their new values"));
+  for (int i : mutated_inputs)
+    if (i < 0 || i >= num_primals)
+      throw ValueError(StrCat("JointGraph: mutated input ", i, " is not among the ", num_primals, " primals"));
+}
+
+std::vector<fx::Node*> JointGraph::primals() const {
+  std::vector<fx::Node*> all = Placeholders(*graph);
+  all.resize(std::min<size_t>(all.size(), num_primals));
+  return all;
+}
+
+std::vector<fx::Node*> JointGraph::tangents() const { return TrailingPlaceholders(*graph, num_tangents); }
+
+std::vector<fx::Node*> TrailingPlaceholders(const fx::Graph& graph, int num_tangents) {
+  std::vector<fx::Node*> all = Placeholders(graph);
+  if (num_tangents < 0 || static_cast<size_t>(num_tangents) > all.size())
+    throw ValueError(StrCat("num_tangents=", num_tangents, " but the graph has ", all.size(), " placeholders"));
+  return std::vector<fx::Node*>(all.end() - num_tangents, all.end());
+}
 
 std::vector<int> MutationsToOutputs(fx::Graph& graph) {
   std::unordered_map<const fx::Node*, int> input_index;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "fx/testing/calls.h"
 
 namespace kiln::aot {
@@ -56,6 +58,31 @@ TEST(MutationsToOutputs, LeavesUsedCopiesAndCopiesIntoIntermediates) {
   ASSERT_EQ(out.kind, Argument::Kind::kTuple);
   ASSERT_EQ(out.items.size(), 1u);
   EXPECT_EQ(out.items[0].node, r);
+}
+
+// Note [The joint graph's contract]: the counts split the placeholders and are checked.
+TEST(JointGraph, CountsSplitThePlaceholdersAndAreChecked) {
+  auto graph = std::make_shared<Graph>();
+  Node* x = graph->Placeholder("x");
+  Node* w = graph->Placeholder("w");
+  Node* t = graph->Placeholder("t");
+  Node* y = Call(*graph, "aten::mul.Tensor", {x, w});
+  Node* dx = Call(*graph, "aten::mul.Tensor", {t, w});
+  graph->Output(Argument::Tuple({y, y, dx, Argument()}));
+  const JointGraph joint(graph, /*num_primals=*/2, /*num_tangents=*/1, /*num_fwd_outputs=*/2, {0});
+  EXPECT_EQ(joint.primals(), (std::vector<Node*>{x, w}));
+  EXPECT_EQ(joint.tangents(), (std::vector<Node*>{t}));
+  EXPECT_EQ(TrailingPlaceholders(*graph, 2), (std::vector<Node*>{w, t}));
+  EXPECT_THROW(JointGraph(graph, 2, 2, 2), ValueError) << "four placeholders counted, three in the graph";
+  EXPECT_THROW(JointGraph(graph, 2, 1, 5), ValueError) << "five forward outputs of four";
+  EXPECT_THROW(JointGraph(graph, 2, 1, 2, {2}), ValueError) << "a mutated input that is no primal";
+  EXPECT_THROW(JointGraph(graph, 2, 1, 0, {0}), ValueError) << "a mutated input without a forward output";
+  EXPECT_THROW(JointGraph(graph, -1, 4, 2), ValueError);
+  EXPECT_THROW(JointGraph(nullptr, 0, 0, 0), ValueError);
+  EXPECT_THROW(TrailingPlaceholders(*graph, 4), ValueError);
+  auto no_tuple = std::make_shared<Graph>();
+  no_tuple->Output(Argument(no_tuple->Placeholder("x")));
+  EXPECT_THROW(JointGraph(no_tuple, 1, 0, 0), ValueError) << "the output must be one flat tuple";
 }
 
 }  // namespace

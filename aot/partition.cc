@@ -150,8 +150,6 @@ int64_t ArgumentBytes(const Argument& a) {
 
 const Argument* Val(const Node* n) { return n->FindMeta("val"); }
 
-bool IsTangent(const Node* n) { return n->op() == Opcode::kPlaceholder && n->name().rfind("tangents", 0) == 0; }
-bool IsPrimal(const Node* n) { return n->op() == Opcode::kPlaceholder && !IsTangent(n); }
 bool IsOutput(const Node* n) { return n->op() == Opcode::kOutput; }
 
 const Op* OpOf(const Node* n) { return n->op() == Opcode::kCallFunction ? n->target().op : nullptr; }
@@ -216,23 +214,18 @@ struct Joint {
   std::vector<Argument> fw_outs, bw_outs;
   std::vector<Node*> primals, tangents;
   std::vector<bool> fw, bw;  // by index: required by the forward outputs / by the backward
+  std::vector<bool> primal, tangent;  // by index
 
-  Joint(const Graph& g, int64_t num_fwd_outputs) : graph(g), nodes(g.nodes()) {
+  explicit Joint(const JointGraph& joint)
+      : graph(*joint.graph), nodes(graph.nodes()), primals(joint.primals()), tangents(joint.tangents()) {
     for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i]] = i;
-    Node* out = g.output_node();
-    KILN_CHECK(out && out->args().size() == 1 &&
-                   (out->args()[0].kind == Argument::Kind::kTuple || out->args()[0].kind == Argument::Kind::kList),
-               "partition: the joint graph must end in an output of one flat tuple (fw outputs, grads)");
-    const std::vector<Argument>& items = out->args()[0].items;
-    KILN_CHECK_VALUE(num_fwd_outputs >= 0 && num_fwd_outputs <= static_cast<int64_t>(items.size()),
-                     "partition: num_fwd_outputs=", num_fwd_outputs, " but the joint graph has ", items.size(),
-                     " outputs");
-    fw_outs.assign(items.begin(), items.begin() + num_fwd_outputs);
-    bw_outs.assign(items.begin() + num_fwd_outputs, items.end());
-    for (Node* n : nodes) {
-      if (IsTangent(n)) tangents.push_back(n);
-      else if (IsPrimal(n)) primals.push_back(n);
-    }
+    const std::vector<Argument>& items = graph.output_node()->args()[0].items;  // checked by JointGraph
+    fw_outs.assign(items.begin(), items.begin() + joint.num_fwd_outputs);
+    bw_outs.assign(items.begin() + joint.num_fwd_outputs, items.end());
+    primal.assign(nodes.size(), false);
+    tangent.assign(nodes.size(), false);
+    for (Node* n : primals) primal[index.at(n)] = true;
+    for (Node* n : tangents) tangent[index.at(n)] = true;
     fw.assign(nodes.size(), false);
     bw.assign(nodes.size(), false);
     std::vector<Node*> stack;
@@ -241,17 +234,19 @@ struct Joint {
       Node* n = stack.back();
       stack.pop_back();
       if (fw[index.at(n)]) continue;
-      KILN_CHECK(!IsTangent(n), "partition: the forward output depends on the tangent '", n->name(), "'");
+      KILN_CHECK(!is_tangent(n), "partition: the forward output depends on the tangent '", n->name(), "'");
       fw[index.at(n)] = true;
       for (Node* in : n->AllInputNodes()) stack.push_back(in);
     }
     for (Node* n : nodes) {  // program order is topological: users come later
-      if (IsTangent(n)) bw[index.at(n)] = true;
+      if (is_tangent(n)) bw[index.at(n)] = true;
       if (!bw[index.at(n)]) continue;
       for (Node* u : n->users()) bw[index.at(u)] = true;
     }
     for (const Argument& a : bw_outs) a.ForEachNode([&](Node* n) { bw[index.at(n)] = true; });
   }
+  bool is_primal(const Node* n) const { return primal[index.at(n)]; }
+  bool is_tangent(const Node* n) const { return tangent[index.at(n)]; }
   bool is_fw(const Node* n) const { return fw[index.at(n)]; }
   bool is_bw(const Node* n) const { return bw[index.at(n)]; }
 };
@@ -368,14 +363,14 @@ int64_t NodeBytes(const Node* n) {
 
 // --- the default partition ----------------------------------------------------------------------
 
-Partition DefaultPartition(const Graph& joint, int64_t num_fwd_outputs) {
+Partition DefaultPartition(const JointGraph& joint) {
   // As PyTorch's: a graph with recompute annotations (activation checkpointing) goes to min-cut.
-  for (Node* n : joint.nodes()) {
+  for (Node* n : joint.graph->nodes()) {
     auto p = PolicyOf(n);
     if (p == CheckpointPolicy::kMustRecompute || p == CheckpointPolicy::kPreferRecompute)
-      return MinCutPartition(joint, num_fwd_outputs);
+      return MinCutPartition(joint);
   }
-  Joint j(joint, num_fwd_outputs);
+  Joint j(joint);
   std::unordered_set<const Node*> bw_outputs;
   for (const Argument& a : j.bw_outs) a.ForEachNode([&](Node* n) { bw_outputs.insert(n); });
   std::vector<Node*> saved, saved_sym;
@@ -402,8 +397,8 @@ Partition DefaultPartition(const Graph& joint, int64_t num_fwd_outputs) {
 
 // --- the min-cut partition ----------------------------------------------------------------------
 
-Partition MinCutPartition(const Graph& joint, int64_t num_fwd_outputs, const MinCutOptions& options) {
-  Joint j(joint, num_fwd_outputs);
+Partition MinCutPartition(const JointGraph& joint, const MinCutOptions& options) {
+  Joint j(joint);
   const size_t n_nodes = j.nodes.size();
   auto must_recompute = [&](const Node* n) {
     auto p = PolicyOf(n);
@@ -468,7 +463,7 @@ Partition MinCutPartition(const Graph& joint, int64_t num_fwd_outputs, const Min
       if (!IsOutput(u) && !j.is_fw(u)) read_by_backward[j.index.at(p)] = true;
   for (size_t i = 0; i < n_nodes; ++i) {
     Node* n = j.nodes[i];
-    if (IsPrimal(n) || IsOutput(n) || !j.fw[i]) continue;
+    if (j.is_primal(n) || IsOutput(n) || !j.fw[i]) continue;
     bool returned = false, read = false;
     for (Node* u : n->users()) {
       returned = returned || IsOutput(u);
@@ -510,14 +505,14 @@ Partition MinCutPartition(const Graph& joint, int64_t num_fwd_outputs, const Min
         net.AddEdge(in_of(n), sink, kInf);
         continue;
       }
-      if (IsPrimal(n)) ban(n);
+      if (j.is_primal(n)) ban(n);
       if (j.fw[i] && should_ban(n)) ban(n);
 
       int64_t weight;
       if (IsSymNode(n)) {
         weight = 1;
       } else if (!IsTensorValued(n) ||
-                 (only_eager_saved_inputs && ((IsPrimal(n) && !read_by_backward[i]) || returned_unread[i]))) {
+                 (only_eager_saved_inputs && ((j.is_primal(n) && !read_by_backward[i]) || returned_unread[i]))) {
         weight = kInf;  // tuples and untyped values are never saved whole; nor inputs and outputs eager does not save
       } else {
         double w = static_cast<double>(NodeBytes(n)) * std::pow(1.1, std::clamp<int64_t>(dist[i], 1, 100));

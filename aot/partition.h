@@ -1,11 +1,11 @@
 // aot/partition.h: the joint-graph partitioners — split a traced forward+backward graph into a
 // forward graph and a backward graph, choosing which forward values the backward keeps.
 //
-// The joint graph's contract (what aot_function traces): placeholders `primals_1..N`, then
-// `tangents_1..M` (a placeholder is a tangent when its name starts with "tangents"); the output's
-// single argument is a flat tuple `(fw_out_1..fw_out_K, grad_1..grad_N)` (None where a primal gets
-// no gradient); node meta "val" holds the value (a fake or real tensor, a SymInt, a tuple of
-// them) and meta "recompute" may hold a CheckpointPolicy.
+// The joint graph's contract (what aot_function traces; Note [The joint graph's contract] in
+// joint.h): a JointGraph's N primals, then its M tangents; the output's single argument is a flat
+// tuple `(fw_out_1..fw_out_K, grad_1..grad_N)` (None where a primal gets no gradient); node meta
+// "val" holds the value (a fake or real tensor, a SymInt, a tuple of them) and meta "recompute"
+// may hold a CheckpointPolicy.
 //
 // Both partitioners return
 //   forward:  primals                                  -> (*fw_outs, *saved_values, *saved_sym_nodes)
@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "aot/joint.h"
 #include "fx/graph.h"
 
 namespace kiln::aot {
@@ -61,9 +62,9 @@ int64_t NodeBytes(const fx::Node* n);
 
 // Saves every forward value the backward reads (size values as size nodes). A graph with
 // MUST_RECOMPUTE/PREFER_RECOMPUTE annotations goes to MinCutPartition, as in PyTorch.
-Partition DefaultPartition(const fx::Graph& joint, int64_t num_fwd_outputs);
+Partition DefaultPartition(const JointGraph& joint);
 // Saves a minimum-byte cut of the forward values and recomputes the rest in the backward.
-Partition MinCutPartition(const fx::Graph& joint, int64_t num_fwd_outputs, const MinCutOptions& options = {});
+Partition MinCutPartition(const JointGraph& joint, const MinCutOptions& options = {});
 
 // Max-flow/min-cut on a directed graph (Dinic): capacities are int64, kInfinity means unbounded.
 class FlowNetwork {

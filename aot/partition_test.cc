@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "tensor/ops.h"
 
@@ -51,7 +52,8 @@ int CountCalls(const Graph& g, const std::string& base) {
 
 // (gelu(x) * w).sum() and its backward, as aot_function traces it.
 struct GeluJoint {
-  Graph g;
+  std::shared_ptr<Graph> graph = std::make_shared<Graph>();
+  Graph& g = *graph;
   Node *x, *w, *t, *gelu;
   GeluJoint() {
     x = Input(g, "primals_1", Zeros({4, 8}));
@@ -66,11 +68,13 @@ struct GeluJoint {
     Node* dx = Call(g, "aten::gelu_backward", {dgelu, x}, Zeros({4, 8}));
     g.Output(Argument::Tuple({sum, dx, dw}));
   }
+  JointGraph joint() const { return JointGraph(graph, /*num_primals=*/2, /*num_tangents=*/1, /*num_fwd_outputs=*/1); }
 };
 
 // tanh(x @ w).sum(): the matmul is banned from recomputation.
 struct MatmulJoint {
-  Graph g;
+  std::shared_ptr<Graph> graph = std::make_shared<Graph>();
+  Graph& g = *graph;
   Node *x, *w, *mm, *tanh;
   MatmulJoint() {
     x = Input(g, "primals_1", Zeros({4, 8}));
@@ -87,6 +91,7 @@ struct MatmulJoint {
     Node* dw = Call(g, "aten::mm", {xt, dmm}, Zeros({8, 8}));
     g.Output(Argument::Tuple({sum, dx, dw}));
   }
+  JointGraph joint() const { return JointGraph(graph, /*num_primals=*/2, /*num_tangents=*/1, /*num_fwd_outputs=*/1); }
 };
 
 std::vector<std::string> PlaceholderNames(const Graph& g) {
@@ -98,7 +103,7 @@ std::vector<std::string> PlaceholderNames(const Graph& g) {
 
 TEST(Partition, DefaultSavesWhatTheBackwardReads) {
   GeluJoint j;
-  Partition p = DefaultPartition(j.g, 1);
+  Partition p = DefaultPartition(j.joint());
   EXPECT_EQ(p.saved_values, (std::vector<std::string>{"primals_1", "primals_2", "gelu"}));
   EXPECT_EQ(p.saved_bytes, 3 * 4 * 8 * 4);
   EXPECT_TRUE(p.recomputed.empty());
@@ -113,7 +118,7 @@ TEST(Partition, DefaultSavesWhatTheBackwardReads) {
 
 TEST(Partition, MinCutRecomputesGelu) {
   GeluJoint j;
-  Partition p = MinCutPartition(j.g, 1);
+  Partition p = MinCutPartition(j.joint());
   EXPECT_EQ(p.saved_values, (std::vector<std::string>{"primals_1", "primals_2"}));
   EXPECT_EQ(p.saved_bytes, 2 * 4 * 8 * 4);
   EXPECT_EQ(p.recomputed, (std::vector<std::string>{"gelu"}));
@@ -127,7 +132,8 @@ TEST(Partition, MinCutRecomputesGelu) {
 // recomputing would be the smallest cut, but a later in-place change to x would then raise in
 // backward where eager trains on: min-cut saves a value computed from x instead.
 TEST(Partition, MinCutSavesOnlyInputsTheBackwardReads) {
-  Graph g;
+  auto graph = std::make_shared<Graph>();
+  Graph& g = *graph;
   Node* x = Input(g, "primals_1", Zeros({8}));
   Node* w = Input(g, "primals_2", Zeros({8, 8}));
   Node* t = Input(g, "tangents_1", Zeros({}));
@@ -143,7 +149,7 @@ TEST(Partition, MinCutSavesOnlyInputsTheBackwardReads) {
   Node* dtwice = Call(g, "aten::sigmoid_backward", {dsig, sig}, Zeros({8}));
   Node* dx = Call(g, "aten::mul.Scalar", {dtwice, Argument(IValue(2.0))}, Zeros({8}));
   g.Output(Argument::Tuple({sum, dx, dw}));
-  Partition p = MinCutPartition(g, 1);
+  Partition p = MinCutPartition(JointGraph(graph, 2, 1, 1));
   EXPECT_FALSE(Has(p.saved_values, "primals_1")) << p.backward->str();
   EXPECT_TRUE(Has(p.saved_values, "primals_2"));  // read by the backward (dwide): eager saves it too
   EXPECT_EQ(CountCalls(*p.backward, "sigmoid"), 0);
@@ -152,7 +158,7 @@ TEST(Partition, MinCutSavesOnlyInputsTheBackwardReads) {
 
 TEST(Partition, MinCutNeverRecomputesMatmul) {
   MatmulJoint j;
-  Partition p = MinCutPartition(j.g, 1);
+  Partition p = MinCutPartition(j.joint());
   EXPECT_TRUE(Has(p.saved_values, "mm")) << p.backward->str();
   EXPECT_FALSE(Has(p.saved_values, "tanh"));  // recomputed from mm: not materialised in the forward
   EXPECT_TRUE(Has(p.recomputed, "tanh"));
@@ -164,7 +170,7 @@ TEST(Partition, CheckpointPolicies) {
   {
     GeluJoint j;
     j.gelu->SetMeta("recompute", Argument(IValue(int64_t{0})));  // MUST_SAVE
-    Partition p = MinCutPartition(j.g, 1);
+    Partition p = MinCutPartition(j.joint());
     EXPECT_TRUE(Has(p.saved_values, "gelu"));
     EXPECT_FALSE(Has(p.recomputed, "gelu"));
   }
@@ -172,22 +178,43 @@ TEST(Partition, CheckpointPolicies) {
     MatmulJoint j;
     j.mm->SetMeta("recompute", Argument(IValue(std::string("CheckpointPolicy.MUST_RECOMPUTE"))));
     EXPECT_EQ(PolicyOf(j.mm), CheckpointPolicy::kMustRecompute);
-    Partition p = MinCutPartition(j.g, 1);
+    Partition p = MinCutPartition(j.joint());
     EXPECT_FALSE(Has(p.saved_values, "mm"));
     EXPECT_TRUE(Has(p.recomputed, "mm"));
     // The default partitioner hands annotated graphs to min-cut, as PyTorch's does.
-    Partition d = DefaultPartition(j.g, 1);
+    Partition d = DefaultPartition(j.joint());
     EXPECT_EQ(d.saved_values, p.saved_values);
   }
 }
 
 TEST(Partition, ForwardReadingATangentIsAnError) {
-  Graph g;
+  auto graph = std::make_shared<Graph>();
+  Graph& g = *graph;
   Node* x = Input(g, "primals_1", Zeros({2}));
   Node* t = Input(g, "tangents_1", Zeros({2}));
   Node* bad = Call(g, "aten::mul.Tensor", {x, t}, Zeros({2}));
   g.Output(Argument::Tuple({bad, t}));
-  EXPECT_THROW(DefaultPartition(g, 1), Error);
+  EXPECT_THROW(DefaultPartition(JointGraph(graph, 1, 1, 1)), Error);
+}
+
+// Note [The joint graph's contract]: the JointGraph's counts say which inputs are tangents, not
+// their names: a primal named like a tangent is saved as a primal, a tangent named like a primal
+// feeds only the backward.
+TEST(Partition, TangentsAreTheLastPlaceholdersWhateverTheirNames) {
+  auto graph = std::make_shared<Graph>();
+  Graph& g = *graph;
+  Node* x = Input(g, "tangents_x", Zeros({4}));
+  Node* t = Input(g, "primals_t", Zeros({4}));
+  Node* e = Call(g, "aten::exp", {x}, Zeros({4}));
+  Node* sum = Call(g, "aten::sum", {e}, Zeros({}));
+  Node* dx = Call(g, "aten::mul.Tensor", {t, e}, Zeros({4}));
+  g.Output(Argument::Tuple({sum, dx}));
+  const JointGraph joint(graph, /*num_primals=*/1, /*num_tangents=*/1, /*num_fwd_outputs=*/1);
+  for (const Partition& p : {DefaultPartition(joint), MinCutPartition(joint)}) {
+    EXPECT_EQ(PlaceholderNames(*p.forward), (std::vector<std::string>{"tangents_x"}));
+    EXPECT_EQ(p.saved_values, (std::vector<std::string>{"exp"})) << p.backward->str();
+    EXPECT_EQ(PlaceholderNames(*p.backward), (std::vector<std::string>{"exp", "primals_t"}));
+  }
 }
 
 TEST(FlowNetwork, MinCutOfASmallNetwork) {

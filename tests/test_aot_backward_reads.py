@@ -326,5 +326,5 @@ def test_tangent_masks_follow_a_write_through_a_view():
     after = g.call_function(aten.mul.Tensor, (zeros, other))
     unrelated = g.call_function(aten.mul.Tensor, (t1, other))
     g.output((after, unrelated))
-    masks = tangent_masks(g)
+    masks = tangent_masks(g, 2)
     assert (masks[zeros], masks[view], masks[after], masks[unrelated]) == (2, 2, 2, 1)

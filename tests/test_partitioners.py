@@ -297,3 +297,35 @@ def test_saved_order_says_where_the_forward_saved_each_backward_input(partition)
     gx, gy = bw(*[saved[k] for k in info.saved_order], kiln.tensor(1.0))
     close(gx, kiln.full((6, 5), 2.0))
     close(gy, kiln.cos(y))
+
+
+def test_joint_inputs_say_which_placeholders_are_tangents():
+    """Note [The joint graph's contract] (aot/joint.h): given joint_inputs = (primals, tangents),
+    as AOTAutograd passes them, the partitioners count the tangents and never read the
+    placeholders' names; without them, PyTorch's names (tangents_*) decide."""
+    joint, k = trace_joint(gelu_mul, [rand(4, 8), rand(4, 8, seed=1)])
+    inputs = [n for n in joint.graph.nodes if n.op == "placeholder"]
+    vals = [n.meta["val"] for n in inputs]
+    for n, name in zip(inputs, ["x_in", "w_in", "grad_out"]):
+        n.name = name
+    joint.recompile()
+    for partition in PARTITIONERS:
+        fw, bw = partition(joint, (vals[:2], vals[2:]), num_fwd_outputs=k)
+        assert placeholders(fw) == ["x_in", "w_in"]
+        assert placeholders(bw)[-1] == "grad_out"
+        x, w, t = rand(4, 8), rand(4, 8, seed=1), kiln.tensor(0.5)
+        outs, grads = run_partitioned(fw, bw, k, [x, w], [t])
+        xe, we = x.clone().requires_grad_(), w.clone().requires_grad_()
+        ge = kiln.autograd.grad(gelu_mul(xe, we), [xe, we], grad_outputs=t)
+        close(grads[0], ge[0]), close(grads[1], ge[1])
+        # none given and no tangent by name: grad_out counts as a primal, which the default
+        # partition does not save (the forward never reads it) and min-cut saves
+        if partition is default_partition:
+            with pytest.raises(RuntimeError, match="needs the input 'grad_out'"):
+                partition(joint, None, num_fwd_outputs=k)
+        else:
+            assert "grad_out" in partition(joint, None, num_fwd_outputs=k)[0].meta["partition"].saved_values
+        with pytest.raises(TypeError, match="joint_inputs"):
+            partition(joint, vals, num_fwd_outputs=k)
+    with pytest.raises(ValueError, match="placeholders"):
+        kiln._C._aot.JointGraph(joint.graph, 2, 2, 1)

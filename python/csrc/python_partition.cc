@@ -1,6 +1,6 @@
-// python/csrc/python_partition.cc: kiln._C._aot.partition and Partition, the joint-graph
-// partitioners of aot/partition.h, used by kiln._functorch.partitioners; and tangent_masks
-// (aot/backward_reads.h), used by kiln._functorch.backward_reads.
+// python/csrc/python_partition.cc: kiln._C._aot.JointGraph (aot/joint.h), partition and
+// Partition, the joint-graph partitioners of aot/partition.h, used by kiln._functorch.partitioners;
+// and tangent_masks and BackwardReads (aot/backward_reads.h), used by kiln._functorch.backward_reads.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -41,25 +41,46 @@ aot::BitSet SetOf(const py::handle& v) {
 }  // namespace
 
 void InitPartitionBindings(py::module_& m) {
-  m.def("tangent_masks", [](py::handle graph, std::optional<py::dict> seeds) {
+  // Note [The joint graph's contract] (aot/joint.h): the joint graph with its counts.
+  py::class_<aot::JointGraph>(m, "JointGraph",
+                              "A joint forward+backward graph and its contract: num_primals inputs, then "
+                              "num_tangents; the first num_fwd_outputs outputs the forward's (aot/joint.h)")
+      .def(py::init([](py::handle graph, int num_primals, int num_tangents, int num_fwd_outputs,
+                       std::vector<int> mutated_inputs) {
+             return aot::JointGraph(UnwrapGraph(graph), num_primals, num_tangents, num_fwd_outputs,
+                                    std::move(mutated_inputs));
+           }),
+           py::arg("graph"), py::arg("num_primals"), py::arg("num_tangents"), py::arg("num_fwd_outputs"),
+           py::arg("mutated_inputs") = std::vector<int>{})
+      .def_property_readonly("graph", [](const aot::JointGraph& j) { return WrapGraph(j.graph); })
+      .def_readonly("num_primals", &aot::JointGraph::num_primals)
+      .def_readonly("num_tangents", &aot::JointGraph::num_tangents)
+      .def_readonly("num_fwd_outputs", &aot::JointGraph::num_fwd_outputs)
+      .def_readonly("mutated_inputs", &aot::JointGraph::mutated_inputs)
+      .def("__repr__", [](const aot::JointGraph& j) {
+        return StrCat("JointGraph(num_primals=", j.num_primals, ", num_tangents=", j.num_tangents,
+                      ", num_fwd_outputs=", j.num_fwd_outputs, ", mutated_inputs=", j.mutated_inputs.size(), ")");
+      });
+  m.def("tangent_masks", [](py::handle graph, int num_tangents, std::optional<py::dict> seeds) {
         std::unordered_map<const fx::Node*, aot::BitSet> seed_sets;
         if (seeds)
           for (const auto& [node, mask] : *seeds) seed_sets.emplace(node.cast<fx::Node*>(), SetOf(mask));
         py::dict out;
-        for (const auto& [node, set] : aot::TangentMasks(*UnwrapGraph(graph), seed_sets))
+        for (const auto& [node, set] : aot::TangentMasks(*UnwrapGraph(graph), num_tangents, seed_sets))
           out[NodeObject(const_cast<fx::Node*>(node))] = IntOf(set);
         return out;
-      }, py::arg("graph"), py::arg("seeds") = py::none(),
-      "{node: bitmask of the tangents it is computed from} (aot/backward_reads.h, Note [Tangent masks])");
+      }, py::arg("graph"), py::arg("num_tangents"), py::arg("seeds") = py::none(),
+      "{node: bitmask of the tangents (the last num_tangents placeholders) it is computed from} "
+      "(aot/backward_reads.h, Note [Tangent masks])");
   py::class_<aot::BackwardReads>(m, "BackwardReads",
                                  "Which inputs a joint graph's backward reads when some tangents are absent "
                                  "(aot/backward_reads.h, Note [Inputs read by the backward])")
-      .def(py::init([](py::handle graph, int num_fwd_outputs, const std::vector<std::pair<int, py::object>>& saved) {
+      .def(py::init([](const aot::JointGraph& joint, const std::vector<std::pair<int, py::object>>& saved) {
              std::vector<std::pair<int, aot::BitSet>> reads;
              for (const auto& [position, mask] : saved) reads.emplace_back(position, SetOf(mask));
-             return aot::BackwardReads(*UnwrapGraph(graph), num_fwd_outputs, std::move(reads));
+             return aot::BackwardReads(joint, std::move(reads));
            }),
-           py::arg("joint"), py::arg("num_fwd_outputs"), py::arg("saved_reads"))
+           py::arg("joint"), py::arg("saved_reads"))
       .def("read", [](const aot::BackwardReads& r, const py::handle& absent) { return r.Read(SetOf(absent)); },
            py::arg("absent"), "positions read when the tangents in the bitmask `absent` are None");
 
@@ -81,27 +102,20 @@ void InitPartitionBindings(py::module_& m) {
                       p.saved_sym_nodes.size(), ", recomputed=", p.recomputed.size(), ", saved_bytes=",
                       p.saved_bytes, ")");
       });
-  // partition(graph, num_fwd_outputs, kind, ban_if_not_in_allowlist, ban_if_materialized_backward,
-  //           ban_if_reduction) -> Partition; kind: "default" | "min_cut".
-  m.def("partition", [](py::handle graph, int64_t num_fwd_outputs, const std::string& kind,
-                         bool ban_if_not_in_allowlist, bool ban_if_materialized_backward, bool ban_if_reduction) {
-    std::shared_ptr<fx::Graph> joint = UnwrapGraph(graph);
-    aot::Partition p;
-    if (kind == "default") {
-      p = aot::DefaultPartition(*joint, num_fwd_outputs);
-    } else if (kind == "min_cut") {
-      aot::MinCutOptions options;
-      options.ban_if_not_in_allowlist = ban_if_not_in_allowlist;
-      options.ban_if_materialized_backward = ban_if_materialized_backward;
-      options.ban_if_reduction = ban_if_reduction;
-      p = aot::MinCutPartition(*joint, num_fwd_outputs, options);
-    } else {
+  // partition(joint, kind, ban_if_not_in_allowlist, ban_if_materialized_backward, ban_if_reduction)
+  //   -> Partition; kind: "default" | "min_cut".
+  m.def("partition", [](const aot::JointGraph& joint, const std::string& kind, bool ban_if_not_in_allowlist,
+                         bool ban_if_materialized_backward, bool ban_if_reduction) {
+    if (kind == "default") return aot::DefaultPartition(joint);
+    if (kind != "min_cut")
       throw ValueError(StrCat("partition: unknown kind '", kind, "' (expected 'default' or 'min_cut')"));
-    }
-    return p;
-  }, py::arg("graph"), py::arg("num_fwd_outputs"), py::arg("kind") = "default",
-     py::arg("ban_if_not_in_allowlist") = true, py::arg("ban_if_materialized_backward") = true,
-     py::arg("ban_if_reduction") = true);
+    aot::MinCutOptions options;
+    options.ban_if_not_in_allowlist = ban_if_not_in_allowlist;
+    options.ban_if_materialized_backward = ban_if_materialized_backward;
+    options.ban_if_reduction = ban_if_reduction;
+    return aot::MinCutPartition(joint, options);
+  }, py::arg("joint"), py::arg("kind") = "default", py::arg("ban_if_not_in_allowlist") = true,
+     py::arg("ban_if_materialized_backward") = true, py::arg("ban_if_reduction") = true);
 }
 
 }  // namespace kiln::python

@@ -36,8 +36,7 @@ from kiln._functorch._aot_autograd.input_aliasing import _deduplicated, _layout_
 from kiln._functorch._aot_autograd.joint import trace_joint
 from kiln._functorch._aot_autograd.runtime import _InferenceRuntime, _training_runtime, _with_constants
 from kiln._functorch.backward_reads import (inputs_read_by_backward, prune_absent, saved_input_aliases,
-                                             saved_inputs_recomputed_from, tangent_dependencies)
-from kiln._functorch.partitioners import _is_primal
+                                             saved_inputs_recomputed_from, saved_placeholders, tangent_dependencies)
 from kiln._guards import compile_context, current_compile_id
 from kiln._logging import getArtifactLogger, trace_structured
 from kiln._logging._metrics import counters, dynamo_timed
@@ -88,10 +87,11 @@ def _create_runtime(flat_fn, leaves, config):
     traced = trace_joint(flat_fn, leaves, config)
     _log_graph("Joint graph", traced.graph)
     num_fwd_outputs = traced.num_mutations + traced.num_outputs
-    fw_module, bw_module = config.partition_fn(traced.graph, None, num_fwd_outputs=num_fwd_outputs)
+    fw_module, bw_module = config.partition_fn(traced.graph, traced.joint_inputs(), num_fwd_outputs=num_fwd_outputs)
     _log_graph("Forward graph", fw_module)
     _log_graph("Backward graph", bw_module)
-    saved_order = _saved_order(fw_module, bw_module, num_fwd_outputs)
+    num_tangents = traced.num_tangents
+    saved_order = _saved_order(fw_module, bw_module, num_fwd_outputs, num_tangents)
     compiled_fw = _with_constants(config.fw_compiler(fw_module, _fake_examples(fw_module)), traced.constants)
     compiled_bw = config.bw_compiler(bw_module, _fake_examples(bw_module))
     log.info("traced, partitioned and compiled a forward and backward graph in %.1f ms",
@@ -100,7 +100,7 @@ def _create_runtime(flat_fn, leaves, config):
     compile_id = current_compile_id()
 
     def specialise(absent):  # the backward for calls where the tangents in `absent` are None
-        pruned = prune_absent(bw_module, absent)
+        pruned = prune_absent(bw_module, num_tangents, absent)
         if pruned is None:
             return None
         module, unread = pruned
@@ -113,21 +113,21 @@ def _create_runtime(flat_fn, leaves, config):
 
     aliases = saved_input_aliases(fw_module, num_fwd_outputs)
     return _training_runtime(traced, compiled_fw, compiled_bw, saved_order, len(leaves),
-                             tangent_dependencies(bw_module, traced.formula_masks), specialise,
-                             inputs_read_by_backward(traced.graph, num_fwd_outputs, traced.saved_reads), aliases,
-                             saved_inputs_recomputed_from(fw_module, bw_module, saved_order, aliases))
+                             tangent_dependencies(bw_module, num_tangents, traced.formula_masks), specialise,
+                             inputs_read_by_backward(traced.joint_graph(), traced.saved_reads), aliases,
+                             saved_inputs_recomputed_from(fw_module, bw_module, num_tangents, saved_order, aliases))
 
 
-def _saved_order(fw_module, bw_module, num_fwd_outputs):
-    """Positions, among the forward's saved outputs, of the backward's non-tangent inputs (the
-    partitioner may order them differently, e.g. size symbols first): kiln's partitioners say so
-    (`Partition.saved_order`, aot/partition.h); a user's partition_fn, which returns modules only
-    (PyTorch's contract), by node name."""
+def _saved_order(fw_module, bw_module, num_fwd_outputs, num_tangents):
+    """Positions, among the forward's saved outputs, of the backward's inputs before its tangents
+    (the partitioner may order them differently, e.g. size symbols first): kiln's partitioners say
+    so (`Partition.saved_order`, aot/partition.h); a user's partition_fn, which returns modules
+    only (PyTorch's contract), by node name."""
     partition = fw_module.meta.get("partition")
     if partition is not None and partition is bw_module.meta.get("partition"):
         return list(partition.saved_order)
     saved = [getattr(v, "name", None) for v in _outputs(fw_module)[num_fwd_outputs:]]
-    wanted = [n.name for n in bw_module.graph.nodes if _is_primal(n)]
+    wanted = [n.name for n in saved_placeholders(bw_module.graph, num_tangents)]
     return [saved.index(name) for name in wanted]
 
 

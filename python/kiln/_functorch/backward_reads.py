@@ -31,25 +31,24 @@ import copy
 import kiln
 from kiln import _C
 from kiln.fx.graph_module import GraphModule
-from kiln._functorch.partitioners import _is_primal
 
 aten = kiln.ops.aten
 
 
-def tangent_masks(graph, seeds=None):
-    """{node: bitmask of the tangents (`tangents_*` placeholders, in order) it is computed from};
+def tangent_masks(graph, num_tangents, seeds=None):
+    """{node: bitmask of the tangents (the last `num_tangents` placeholders, in order) it is computed from};
     `seeds` ({node: bitmask}) adds tangents a node stands for without reading them. An in-place
     op's mask reaches every node of the storage it writes (the argument, the views it was made
     through, their base): aot/backward_reads.h, Note [Tangent masks]."""
-    return _C._aot.tangent_masks(graph, seeds)
+    return _C._aot.tangent_masks(graph, num_tangents, seeds)
 
 
-def tangent_dependencies(bw_module, formula_masks=()):
+def tangent_dependencies(bw_module, num_tangents, formula_masks=()):
     """For each backward output (an input's gradient, or None), the bitmask of the tangents it
     is computed from, or whose formulas made part of it (`formula_masks`, by output: Note
     [Gradients made from no gradient])."""
     graph = bw_module.graph
-    masks = tangent_masks(graph)
+    masks = tangent_masks(graph, num_tangents)
     outs = graph.output_node().args[0]
     outs = outs if isinstance(outs, (tuple, list)) else [outs]
     deps = [masks.get(o, 0) if isinstance(o, kiln.fx.Node) else 0 for o in outs]
@@ -66,15 +65,16 @@ def tangent_dependencies(bw_module, formula_masks=()):
 # program 22566). The joint trace sees, through a hook on every autograd node, which gradients a
 # formula returned that depend on no tangent, and seeds them with its incoming gradients'
 # tangents (`formula_masks`): present exactly when eager would have run that node.
-def formula_masks(made, num_inputs):
+def formula_masks(made, num_inputs, num_tangents):
     """made: (node, the nodes of the gradients its formula was given) for each gradient a formula
-    returned, in the joint's first (raw) trace. The bitmask, for each of the last `num_inputs`
-    outputs (the inputs' gradients), of the tangents whose formulas made part of it from none."""
+    returned, in the joint's first (raw) trace, whose last `num_tangents` inputs are the tangents.
+    The bitmask, for each of the last `num_inputs` outputs (the inputs' gradients), of the
+    tangents whose formulas made part of it from none."""
     live = [(n, [s for s in sources if s.graph is not None]) for n, sources in made if n.graph is not None]
     if not live:
         return []
     graph = live[0][0].graph
-    masks = tangent_masks(graph)
+    masks = tangent_masks(graph, num_tangents)
     seeds = {}
     for n, sources in live:
         if masks.get(n, 0) == 0:
@@ -82,24 +82,31 @@ def formula_masks(made, num_inputs):
                 seeds[n] = seeds.get(n, 0) | masks.get(s, 0)
     if not any(seeds.values()):
         return []
-    masks = tangent_masks(graph, seeds)
+    masks = tangent_masks(graph, num_tangents, seeds)
     outs = graph.output_node().args[0]
     outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
     return [masks.get(o, 0) if isinstance(o, kiln.fx.Node) else 0 for o in outs[len(outs) - num_inputs:]]
+
+
+def saved_placeholders(graph, num_tangents):
+    """A backward graph's inputs before its `num_tangents` tangents: the values the forward saved
+    (Note [The joint graph's contract], aot/joint.h)."""
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    return placeholders[:len(placeholders) - num_tangents]
 
 
 def _static_tensor(value):
     return isinstance(value, kiln.Tensor) and all(isinstance(s, int) for s in value.shape)
 
 
-def prune_absent(bw_module, absent):
+def prune_absent(bw_module, num_tangents, absent):
     """bw_module specialised to the tangents in the bitmask `absent` being zero, or None when a
     value to replace has no static shape (then the caller feeds zeros through the full graph).
 
     Returns (module, unread): `unread` are the positions, among the graph's non-tangent
     placeholders (its saved inputs), of those the specialised graph no longer reads."""
     graph = copy.deepcopy(bw_module.graph)
-    masks = tangent_masks(graph)
+    masks = tangent_masks(graph, num_tangents)
 
     def is_zero(n):
         m = masks.get(n, 0)
@@ -125,7 +132,7 @@ def prune_absent(bw_module, absent):
         keep = set(readers)
         n.replace_all_uses_with(z, lambda u: u in keep)
     graph.eliminate_dead_code()
-    saved = [n for n in graph.nodes if _is_primal(n)]
+    saved = saved_placeholders(graph, num_tangents)
     unread = {j for j, n in enumerate(saved) if not n.users}
     return GraphModule(bw_module, graph), unread
 
@@ -159,18 +166,18 @@ def prune_absent(bw_module, absent):
 # change (fuzz seed 181, program 17144; PyTorch's compile loses it too). An output that a
 # backward-only node reads, or a value sharing its memory (the intermediate it views), is watched
 # like an input: its version after the call, checked when that part of the backward runs.
-def inputs_read_by_backward(joint, num_fwd_outputs, saved_reads=()):
-    """read(absent) -> the positions, among the joint's primals, of those that nodes only the
-    backward needs read directly, in the part of the backward that runs when the tangents in the
-    bitmask `absent` are None (as `prune_absent` specialises it); position len(primals) + k
-    stands for the joint's k-th output: the new value of the k-th mutated input while k is below
-    the number of mutated inputs, then the function's outputs (Note [Outputs eager would have
-    saved]).
+def inputs_read_by_backward(joint, saved_reads=()):
+    """joint: a ``kiln._C._aot.JointGraph``. read(absent) -> the positions, among the joint's
+    primals, of those that nodes only the backward needs read directly, in the part of the
+    backward that runs when the tangents in the bitmask `absent` are None (as `prune_absent`
+    specialises it); position len(primals) + k stands for the joint's k-th output: the new value
+    of the k-th mutated input while k is below the number of mutated inputs, then the function's
+    outputs (Note [Outputs eager would have saved]).
 
     `saved_reads`, (primal position, tangent bitmask) pairs, are inputs eager's formulas unpack
     without the graph reading them (div's with a rounding mode): read when one of those tangents
     is present (any, for a mask of 0)."""
-    reads, cache = _C._aot.BackwardReads(joint.graph, num_fwd_outputs, list(saved_reads)), {}
+    reads, cache = _C._aot.BackwardReads(joint, list(saved_reads)), {}
 
     def read(absent):
         if absent not in cache:
@@ -189,12 +196,12 @@ def inputs_read_by_backward(joint, num_fwd_outputs, saved_reads=()):
 # version error there, as the saved value's version moved). Such saved values are cloned when the
 # forward runs, so the backward recomputes from the values eager's saved ones were made of; a
 # change to an input eager itself saved still raises (Note [Inputs eager would have saved]).
-def saved_inputs_recomputed_from(fw_module, bw_module, saved_order, aliases):
+def saved_inputs_recomputed_from(fw_module, bw_module, num_tangents, saved_order, aliases):
     """The positions, among the forward's saved values, of those sharing an input's memory
     (`aliases`: saved_input_aliases) from which the backward recomputes forward values (Note
     [Inputs saved only to recompute from])."""
     forward_nodes = {n.name for n in fw_module.graph.nodes if n.op == "call_function"}
-    saved = [n for n in bw_module.graph.nodes if _is_primal(n)]
+    saved = saved_placeholders(bw_module.graph, num_tangents)
     return {saved_order[j] for j, n in enumerate(saved)
             if saved_order[j] in aliases and any(u.op == "call_function" and u.name in forward_nodes for u in n.users)}
 

@@ -8,7 +8,6 @@ from kiln._functorch._aot_autograd.output_analysis import (_Traced, _analyze_out
                                                            _restore_layouts, _view_chains)
 from kiln.fx.experimental.proxy_tensor import make_fx
 from kiln.func import functionalize
-from kiln._functorch.partitioners import _is_tangent
 from kiln.utils.checkpoint import annotate_region
 
 
@@ -90,9 +89,12 @@ def _functional_graph(fn, example_inputs, decompositions, mode, names=None, keep
         first = len(example_inputs)
         example_inputs = [*example_inputs, *fakes]
     else:
-        tangent = next((n for n in raw.graph.nodes if _is_tangent(n)), None)
-        fakes, constants = _lift_constants(raw, mode, before=tangent)
         primals, tangents = example_inputs
+        placeholders = [n for n in raw.graph.nodes if n.op == "placeholder"]
+        # constants are lifted to primals, before the first tangent (Note [The joint graph's
+        # contract], aot/joint.h)
+        tangent = placeholders[len(placeholders) - len(tangents)] if tangents else None
+        fakes, constants = _lift_constants(raw, mode, before=tangent)
         first = len(primals)
         example_inputs = ([*primals, *fakes], tangents)
     detached = _detached(example_inputs)

@@ -12,7 +12,6 @@ from kiln._functorch._aot_autograd.input_aliasing import _overlaps_itself
 from kiln._functorch._aot_autograd.output_analysis import (_Piece, _Traced, _analyze_outputs, _fakes, _view_chains,
                                                            _walk_views)
 from kiln._functorch.backward_reads import formula_masks, tangent_masks
-from kiln._functorch.partitioners import _is_primal
 from kiln.fx.experimental.proxy_tensor import current_trace_node
 
 
@@ -172,7 +171,7 @@ def _trace_joint(flat_fn, leaves, config):
         masks = {}
         # an output's position among the graph's: after its primals (constants included) and the
         # new values of mutated inputs (inputs_read_by_backward)
-        first_output = sum(_is_primal(n) for n in gm.graph.nodes) + \
+        first_output = sum(n.op == "placeholder" for n in gm.graph.nodes) - len(tangents) + \
             len(mutated) + len(mutated_diff)
         # a node dead code elimination erased after the trace (its graph is None) says nothing
         # about the tangents: it is left out, as a gradient the tracer had no node for
@@ -181,7 +180,7 @@ def _trace_joint(flat_fn, leaves, config):
         for _, nodes in unpacked_live:
             for n in nodes:
                 if n not in masks:
-                    masks.update(tangent_masks(n.graph))
+                    masks.update(tangent_masks(n.graph, len(tangents)))
         return sorted({(i, _or(masks.get(n, 0) for n in nodes)) for i, nodes in unpacked_live})
 
     deferred, deferred_outputs = {}, {}  # Note [Backward errors of mutated inputs]
@@ -218,8 +217,9 @@ def _trace_joint(flat_fn, leaves, config):
     traced = _Traced(gm, mutated + mutated_diff, len(outs), aliases, requires,
                      [False] * len(mutated) + copies_with_grad, constants, layouts)
     traced.deferred_errors, traced.deferred_outputs = deferred, deferred_outputs
+    traced.num_tangents = len(tangents)
     traced.saved_reads = saved_reads()
-    traced.formula_masks = formula_masks(made, len(leaves))
+    traced.formula_masks = formula_masks(made, len(leaves), len(tangents))
     raw_graphs.clear()
     _view_chains(traced)
     return traced

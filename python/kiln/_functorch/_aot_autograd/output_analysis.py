@@ -37,6 +37,20 @@ class _Traced:
         # (Note [Gradients made from no gradient] in backward_reads.py)
         self.formula_masks = []
         self.hidden_outputs = 0  # trailing outputs the caller does not see (Note [Pieces of intermediates] in joint.py)
+        self.num_tangents = 0  # a joint graph's: its last placeholders (Note [The joint graph's contract], aot/joint.h)
+
+    def joint_graph(self):
+        """The traced joint graph with its contract, a ``kiln._C._aot.JointGraph``."""
+        placeholders = sum(n.op == "placeholder" for n in self.graph.graph.nodes)
+        return _C._aot.JointGraph(self.graph.graph, placeholders - self.num_tangents, self.num_tangents,
+                                  self.num_mutations + self.num_outputs, list(self.mutated_inputs))
+
+    def joint_inputs(self):
+        """(primals, tangents): the joint graph's example inputs, as PyTorch hands them to a
+        partition_fn."""
+        vals = [n.meta.get("val") for n in self.graph.graph.nodes if n.op == "placeholder"]
+        split = len(vals) - self.num_tangents
+        return vals[:split], vals[split:]
 
 
 class _Alias:
