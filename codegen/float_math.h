@@ -1,5 +1,5 @@
-// codegen/float_math.h: float32 exp, sigmoid, silu, erf and GELU for eager kernels and the
-// Inductor code generator alike: the algorithms of float_math.inc and the scalar backend.
+// codegen/float_math.h: float32 exp, sigmoid, silu, erf, GELU and tanh for eager kernels and the
+// Inductor code generator alike: the algorithms of float_math.inc and the scalar backends.
 //
 // Note [One float math]: each function is written once, in float_math.inc, as a template over an
 // arithmetic backend, and instantiated three times: for `float` (ScalarF32 below: eager's element
@@ -58,5 +58,36 @@ struct ScalarF32 {
     return p * s1 * s2;
   }
 };
+
+// One double: the arithmetic of eager's float tanh (Note [tanhf in double] in float_math.inc).
+struct ScalarF64 {
+  using F = double;
+  using M = bool;
+  static F Const(double v) { return v; }
+  static F Add(F a, F b) { return a + b; }
+  static F Sub(F a, F b) { return a - b; }
+  static F Mul(F a, F b) { return a * b; }
+  static F Div(F a, F b) { return a / b; }
+  static F Fma(F a, F b, F c) { return std::fma(a, b, c); }
+  static F Fnma(F a, F b, F c) { return std::fma(-a, b, c); }
+  static M Lt(F a, F b) { return a < b; }
+  static F Select(M m, F a, F b) { return m ? a : b; }
+  static F Pow2FromRoundingSum(F t) {
+    int64_t bits;
+    std::memcpy(&bits, &t, 8);
+    const uint64_t scale_bits = static_cast<uint64_t>(bits + 1023) << 52;  // n + 1023 in the exponent
+    double scale;
+    std::memcpy(&scale, &scale_bits, 8);
+    return scale;
+  }
+};
+
+// float tanh, correctly rounded (Note [tanhf in double] in float_math.inc).
+inline float TanhF32(float x) {
+  double a = std::fabs(static_cast<double>(x));
+  a = a > 10.0 ? 10.0 : a;  // NaN fails the comparison and stays NaN
+  const float r = static_cast<float>(TanhOfAbsInDouble(ScalarF64{}, a));
+  return std::copysign(r, x);  // odd: tanh(-0) = -0 too
+}
 
 }  // namespace kiln::fmath

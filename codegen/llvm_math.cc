@@ -54,6 +54,28 @@ struct IrF32 {
   }
 };
 
+// Doubles as LLVM IR, for tanh (Note [tanhf in double] in float_math.inc): the ops
+// fmath::TanhOfAbsInDouble uses, rounded as ScalarF64's.
+struct IrF64 {
+  using F = llvm::Value*;
+  using M = llvm::Value*;
+  llvm::IRBuilder<>& b;
+
+  F Const(double v) const { return llvm::ConstantFP::get(b.getDoubleTy(), v); }
+  F Add(F x, F y) const { return b.CreateFAdd(x, y); }
+  F Sub(F x, F y) const { return b.CreateFSub(x, y); }
+  F Mul(F x, F y) const { return b.CreateFMul(x, y); }
+  F Div(F x, F y) const { return b.CreateFDiv(x, y); }
+  F Fma(F x, F y, F z) const { return b.CreateIntrinsic(llvm::Intrinsic::fma, {x->getType()}, {x, y, z}); }
+  F Fnma(F x, F y, F z) const { return Fma(b.CreateFNeg(x), y, z); }
+  M Lt(F x, F y) const { return b.CreateFCmpOLT(x, y); }
+  F Select(M m, F x, F y) const { return b.CreateSelect(m, x, y); }
+  F Pow2FromRoundingSum(F t) const {
+    llvm::Value* bits = b.CreateAdd(b.CreateBitCast(t, b.getInt64Ty()), b.getInt64(1023));
+    return b.CreateBitCast(b.CreateShl(bits, 52), b.getDoubleTy());
+  }
+};
+
 }  // namespace
 
 llvm::Value* VectorMath::Intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) {
@@ -96,42 +118,14 @@ llvm::Value* VectorMath::GeluBackwardF32(llvm::Value* grad, llvm::Value* x) {
   return fmath::GeluBackward(f, grad, x);
 }
 
-// tanh for f32 computed in f64 and rounded once: eager's TanhF (tensor/vec_math.h, Note [tanhf
-// in double]) operation for operation, multiply-adds as llvm.fma, so compiled and eager tanh
-// agree bit for bit, both correctly rounded.
+// tanh for f32 computed in f64 and rounded once: eager's (fmath::TanhF32, Note [tanhf in double]
+// in float_math.inc) operation for operation, so compiled and eager tanh agree bit for bit.
 llvm::Value* VectorMath::TanhF32(llvm::Value* x) {
-  llvm::Type* f64 = b_.getDoubleTy();
-  auto c = [&](double v) { return llvm::ConstantFP::get(f64, v); };
-  auto fma = [&](llvm::Value* a, llvm::Value* b, llvm::Value* d) { return Intrinsic(llvm::Intrinsic::fma, {a, b, d}); };
-  llvm::Value* a = Intrinsic(llvm::Intrinsic::fabs, {b_.CreateFPExt(x, f64)});
-  a = b_.CreateSelect(b_.CreateFCmpOGT(a, c(10.0)), c(10.0), a);  // NaN fails and stays NaN
-  llvm::Value* z = b_.CreateFMul(a, a);
-  llvm::Value* p = fma(fma(c(-9.64399179425052238628e-1), z, c(-9.92877231001918586564e1)), z,
-                       c(-1.61468768441708447952e3));
-  llvm::Value* q = fma(fma(b_.CreateFAdd(z, c(1.12811678491632931402e2)), z, c(2.23548839060100448583e3)), z,
-                       c(4.84406305325125486048e3));
-  llvm::Value* small = fma(b_.CreateFMul(a, z), b_.CreateFDiv(p, q), a);
-  // e^2a as ExpForTanhD: reduction by ln2, Cephes' rational e^r, 2^n from the rounding sum's bits
-  llvm::Value* y = b_.CreateFMul(c(2.0), a);
-  llvm::Value* round = c(6755399441055744.0);  // 1.5 * 2^52
-  llvm::Value* t = fma(y, c(1.4426950408889634), round);
-  llvm::Value* n = b_.CreateFSub(t, round);
-  llvm::Value* neg_n = b_.CreateFNeg(n);
-  llvm::Value* r = fma(neg_n, c(6.93145751953125e-1), y);
-  r = fma(neg_n, c(1.42860682030941723212e-6), r);
-  llvm::Value* rr = b_.CreateFMul(r, r);
-  llvm::Value* px = b_.CreateFMul(r, fma(fma(c(1.26177193074810590878e-4), rr, c(3.02994407707441961300e-2)), rr,
-                                         c(9.99999999999999999910e-1)));
-  llvm::Value* qx = fma(fma(fma(c(3.00198505138664455042e-6), rr, c(2.52448340349684104192e-3)), rr,
-                            c(2.27265548208155028766e-1)), rr, c(2.00000000000000000009e0));
-  llvm::Value* e = fma(c(2.0), b_.CreateFDiv(px, b_.CreateFSub(qx, px)), c(1.0));
-  llvm::Value* t_bits = b_.CreateBitCast(t, b_.getInt64Ty());
-  llvm::Value* scale = b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(t_bits, b_.getInt64(1023)), 52), f64);
-  llvm::Value* exp2a = b_.CreateFMul(e, scale);
-  llvm::Value* large = b_.CreateFSub(c(1.0), b_.CreateFDiv(c(2.0), b_.CreateFAdd(exp2a, c(1.0))));
-  llvm::Value* rounded = b_.CreateFPTrunc(b_.CreateSelect(b_.CreateFCmpOLT(a, c(0.625)), small, large), b_.getFloatTy());
+  const IrF64 d{b_};
+  llvm::Value* a = Intrinsic(llvm::Intrinsic::fabs, {b_.CreateFPExt(x, b_.getDoubleTy())});
+  a = b_.CreateSelect(b_.CreateFCmpOGT(a, d.Const(10.0)), d.Const(10.0), a);  // NaN fails and stays NaN
+  llvm::Value* rounded = b_.CreateFPTrunc(fmath::TanhOfAbsInDouble(d, a), b_.getFloatTy());
   return Intrinsic(llvm::Intrinsic::copysign, {rounded, x});
 }
-
 
 }  // namespace kiln::codegen

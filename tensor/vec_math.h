@@ -26,51 +26,9 @@ inline M Exp(M x) {
   else return std::exp(x);
 }
 
-// Note [tanhf in double]: float tanh is computed in double and rounded once, so it is correctly
-// rounded (measured: within 0.4999999 ulp on 47M floats in [-10.5, 10.5]), as PyTorch's Sleef
-// tanhf is to within 0.513 ulp. The older float formulas were 1.26 ulp off and differed from
-// PyTorch by an ulp on 12% of inputs in [-1, 1], which trunc(tanh(v) / ...) magnified to a
-// whole unit (fuzz seed 391, program 2408); now they differ on 1e-4 of inputs, where Sleef is
-// not correctly rounded. The double arithmetic still vectorises (4 lanes, no library call) and
-// ran at 0.6-0.8x PyTorch's time. Cephes' double tanh: a rational odd function below 0.625 and
-// 1 - 2 / (e^2a + 1) above, both computed and one selected. Every multiply-add is an explicit
-// fma, so Inductor's copy (VectorMath::TanhF32) rounds bit for bit as this one does.
-//
-// e^y for y in [0, 20]: y = n ln2 + r (ln2 in two parts), Cephes' rational e^r, times 2^n from
-// the rounding sum's low bits (no double-to-int conversion, which AVX2 lacks).
-inline double ExpForTanhD(double y) {
-  const double kRound = 6755399441055744.0;  // 1.5 * 2^52
-  const double t = std::fma(y, 1.4426950408889634, kRound);
-  const double n = t - kRound;
-  double r = std::fma(-n, 6.93145751953125e-1, y);
-  r = std::fma(-n, 1.42860682030941723212e-6, r);
-  const double rr = r * r;
-  const double px = r * std::fma(std::fma(1.26177193074810590878e-4, rr, 3.02994407707441961300e-2), rr,
-                                 9.99999999999999999910e-1);
-  const double qx = std::fma(std::fma(std::fma(3.00198505138664455042e-6, rr, 2.52448340349684104192e-3), rr,
-                                      2.27265548208155028766e-1), rr, 2.00000000000000000009e0);
-  const double e = std::fma(2.0, px / (qx - px), 1.0);
-  int64_t t_bits;
-  std::memcpy(&t_bits, &t, 8);
-  const uint64_t scale_bits = static_cast<uint64_t>(t_bits + 1023) << 52;  // n + 1023 in the exponent
-  double scale;
-  std::memcpy(&scale, &scale_bits, 8);
-  return e * scale;
-}
-
-inline float TanhF(float x) {
-  double a = std::fabs(static_cast<double>(x));
-  a = a > 10.0 ? 10.0 : a;  // tanh(10) rounds to 1.f; NaN fails the comparison and stays NaN
-  const double z = a * a;
-  const double p = std::fma(std::fma(-9.64399179425052238628e-1, z, -9.92877231001918586564e1), z,
-                            -1.61468768441708447952e3);
-  const double q = std::fma(std::fma(z + 1.12811678491632931402e2, z, 2.23548839060100448583e3), z,
-                            4.84406305325125486048e3);
-  const double small = std::fma(a * z, p / q, a);
-  const double large = 1.0 - 2.0 / (ExpForTanhD(2.0 * a) + 1.0);
-  const float r = static_cast<float>(a < 0.625 ? small : large);
-  return std::copysign(r, x);  // odd: tanh(-0) = -0 too
-}
+// float tanh in double, rounded once (fmath::TanhF32: Note [tanhf in double] in
+// codegen/float_math.inc).
+inline float TanhF(float x) { return fmath::TanhF32(x); }
 
 template <typename M>
 inline M Tanh(M x) {
