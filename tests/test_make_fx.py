@@ -247,6 +247,25 @@ def test_symbolic_trace_of_a_training_step():
             close(a, b, tol=1e-4)
 
 
+def test_symbolic_size_expressions_become_operator_nodes():
+    """Sizes returned by f and sizes built from several symbols (a product, a floor division, a
+    remainder, a square, a minimum) become operator nodes over the inputs' sym_size nodes, built
+    from the expressions' trees; the graph recomputes them at other sizes."""
+    def f(x, y):
+        n, m = x.shape
+        k = y.shape[0]
+        return (x.reshape(n * m), n * m + k, (n + k) // 2, (n * k) % 3, n * n, kiln.sym_min(n, k),
+                kiln.sym_max(m, k) - 1)
+
+    gm = make_fx(f, tracing_mode="symbolic")(rand(4, 6), rand(5))
+    assert targets(gm).count("aten.sym_size.int") == 3
+    for n, m, k in [(4, 6, 5), (2, 3, 7), (7, 2, 2)]:
+        x, y = rand(n, m, seed=n), rand(k, seed=k)
+        got, want = gm(x, y), f(x, y)
+        close(got[0], want[0])
+        assert got[1:] == want[1:]
+
+
 def test_symbolic_sizes_that_come_from_no_input_are_refused():
     def f(x):
         return x.nonzero()

@@ -95,6 +95,27 @@ def test_arithmetic_builds_canonical_expressions_without_guards():
     assert copy.deepcopy([a, b])[0] is a
 
 
+def test_expressions_are_typed_trees():
+    """node.sym_expr is the expression itself (fx/sym_expr.h), not its text: what make_fx's size
+    nodes are built from."""
+    env = ShapeEnv()
+    a, b = sym_tensor(env, 6, 4).shape
+    K = kiln._C._SymExprKind
+    e = (a // 2 + b * a + 1).node.sym_expr
+    assert e.kind == K.Add and str(e) == str(a // 2 + b * a + 1)
+    kinds = sorted(str(t.kind) for t in e.args)
+    assert kinds == ["_SymExprKind.FloorDiv", "_SymExprKind.Integer", "_SymExprKind.Mul"]
+    mul = next(t for t in e.args if t.kind == K.Mul)
+    assert sorted(t.name for t in mul.args) == ["s0", "s1"] and all(t.kind == K.Symbol for t in mul.args)
+    assert next(t for t in e.args if t.kind == K.Integer).value == 1
+    square = (a * a).node.sym_expr
+    assert square.kind == K.Pow and square.value == 2 and square.args[0].name == "s0"
+    assert kiln.sym_min(a, 3).node.sym_expr.kind == K.Min
+    assert (a % 4).node.sym_expr.kind == K.Mod
+    assert (a + 1).node.sym_expr == (1 + a).node.sym_expr  # hash-consed: equal trees are one node
+    assert len({(a + 1).node.sym_expr, (1 + a).node.sym_expr, a.node.sym_expr}) == 2
+
+
 # --- guards ----------------------------------------------------------------------------------
 
 

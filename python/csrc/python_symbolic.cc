@@ -1,5 +1,6 @@
-// python/csrc/python_symbolic.cc: bindings of fx/symbolic_shapes (kiln._C._ShapeEnv, kiln._C._SymNode)
-// and the conversions between C++ SymInts and the Python classes of kiln/_symbolic.py.
+// python/csrc/python_symbolic.cc: bindings of fx/symbolic_shapes (kiln._C._ShapeEnv, kiln._C._SymNode,
+// kiln._C._SymExpr: a node's expression as a typed tree) and the conversions between C++ SymInts
+// and the Python classes of kiln/_symbolic.py.
 #include "python/csrc/python_symbolic.h"
 
 #include <pybind11/functional.h>
@@ -99,7 +100,54 @@ PyObject* SymIntToPython(const SymInt& s) {
   return WrapNode(s.node()).release().ptr();
 }
 
+// An expression of fx/sym_expr.h as Python sees it: its kind, arguments and leaf values, so Python
+// walks the tree (make_fx's size nodes) instead of parsing its printed text. Expression nodes are
+// interned for the life of the process, so holding the pointer is enough.
+struct PyExpr {
+  fx::Expr e;
+};
+
+void InitExprBindings(py::module& m) {
+  py::enum_<fx::ExprKind>(m, "_SymExprKind")
+      .value("Integer", fx::ExprKind::kInteger).value("Float", fx::ExprKind::kFloat)
+      .value("Bool", fx::ExprKind::kBool).value("Symbol", fx::ExprKind::kSymbol)
+      .value("Add", fx::ExprKind::kAdd).value("Mul", fx::ExprKind::kMul).value("Pow", fx::ExprKind::kPow)
+      .value("FloorDiv", fx::ExprKind::kFloorDiv).value("Mod", fx::ExprKind::kMod)
+      .value("Min", fx::ExprKind::kMin).value("Max", fx::ExprKind::kMax)
+      .value("TrueDiv", fx::ExprKind::kTrueDiv).value("ToFloat", fx::ExprKind::kToFloat)
+      .value("Trunc", fx::ExprKind::kTrunc)
+      .value("Eq", fx::ExprKind::kEq).value("Ne", fx::ExprKind::kNe).value("Lt", fx::ExprKind::kLt)
+      .value("Le", fx::ExprKind::kLe).value("Gt", fx::ExprKind::kGt).value("Ge", fx::ExprKind::kGe)
+      .value("Not", fx::ExprKind::kNot).value("And", fx::ExprKind::kAnd).value("Or", fx::ExprKind::kOr);
+  py::class_<PyExpr>(m, "_SymExpr", "a symbolic-shape expression as a tree (fx/sym_expr.h)")
+      .def_property_readonly("kind", [](const PyExpr& x) { return x.e->kind; })
+      .def_property_readonly("args", [](const PyExpr& x) {
+        py::tuple out(x.e->args.size());
+        for (size_t i = 0; i < x.e->args.size(); ++i) out[i] = py::cast(PyExpr{x.e->args[i]});
+        return out;
+      })
+      .def_property_readonly("value", [](const PyExpr& x) -> py::object {
+        switch (x.e->kind) {
+          case fx::ExprKind::kInteger: return py::int_(x.e->ival);
+          case fx::ExprKind::kFloat: return py::float_(x.e->fval);
+          case fx::ExprKind::kBool: return py::bool_(x.e->ival != 0);
+          case fx::ExprKind::kPow: return py::int_(x.e->ival);  // the exponent
+          default: return py::none();
+        }
+      }, "an Integer's, Float's or Bool's value, a Pow's exponent; else None")
+      .def_property_readonly("name", [](const PyExpr& x) -> std::optional<std::string> {
+        if (x.e->is_symbol()) return x.e->name;
+        return std::nullopt;
+      })
+      .def_property_readonly("is_float", [](const PyExpr& x) { return x.e->is_float; })
+      .def("__str__", [](const PyExpr& x) { return fx::Str(x.e); })
+      .def("__repr__", [](const PyExpr& x) { return StrCat("_SymExpr(", fx::Str(x.e), ")"); })
+      .def("__eq__", [](const PyExpr& x, const PyExpr& y) { return x.e == y.e; })  // hash-consed
+      .def("__hash__", [](const PyExpr& x) { return std::hash<const void*>()(x.e); });
+}
+
 void InitSymbolicBindings(py::module& m) {
+  InitExprBindings(m);
   py::class_<SymExprNode, NodePtr>(m, "_SymNode")
       .def("add", [](SymExprNode& a, const NodePtr& b) { return NodeOf(a.add(b)); })
       .def("sub", [](SymExprNode& a, const NodePtr& b) { return NodeOf(a.sub(b)); })
@@ -164,6 +212,8 @@ void InitSymbolicBindings(py::module& m) {
         return std::nullopt;
       }, "the symbol's name when the value is one symbol (s0, u1), else None")
       .def_property_readonly("expr", &SymExprNode::str)  // PyTorch's node.expr (a sympy expr there)
+      .def_property_readonly("sym_expr", [](SymExprNode& a) { return PyExpr{a.expr()}; },
+                             "the expression as a typed tree (kiln._C._SymExpr)")
       .def("__repr__", &SymExprNode::str)
       .def("free_symbols", [](SymExprNode& a) {
         std::vector<std::string> out;

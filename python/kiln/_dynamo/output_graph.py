@@ -10,7 +10,6 @@ it to the backend; the compiled function is installed in the frame's globals (`_
 import itertools
 import logging
 import operator
-import re
 import weakref
 
 import kiln
@@ -515,7 +514,10 @@ def _unavailable_device(value):
     return None
 
 
-_UNBACKED = re.compile(r"\bu[0-9]+\b")
+def _unbacked_in(sym):
+    """The unbacked symbols (ShapeEnv names them u0, u1, ...) among a symbolic value's free symbols."""
+    return [name for name in sym.node.free_symbols() if name.startswith("u")]
+
 
 
 def _unbacked_symbols(value, tensor_sizes_only=False):
@@ -528,9 +530,9 @@ def _unbacked_symbols(value, tensor_sizes_only=False):
         if isinstance(v, kiln.Tensor):
             for s in v.shape:
                 if isinstance(s, SymInt):
-                    found.update(_UNBACKED.findall(str(s)))
+                    found.update(_unbacked_in(s))
         elif isinstance(v, (SymInt, SymFloat, SymBool)) and not tensor_sizes_only:
-            found.update(_UNBACKED.findall(str(v)))
+            found.update(_unbacked_in(v))
         elif isinstance(v, (tuple, list)):
             todo.extend(v)
         elif isinstance(v, dict):

@@ -7,7 +7,6 @@ inputs (real, fake or symbolic), names placeholders as PyTorch does (arg0_1, arg
 the graph in a GraphModule whose attributes are the tensor constants f used.
 """
 
-import ast
 import collections
 import functools
 import inspect
@@ -101,52 +100,52 @@ class _SymNodes:
 
     A size symbol becomes `sym_size.int(placeholder, dim)` of the first input dimension it stands
     for, created where it is first used; an expression over symbols (`2*s0 + 1`, `(s0//2)`,
-    `Mod(s0, 4)`) becomes operator nodes over those, one node per distinct expression."""
+    `Mod(s0, 4)`) becomes operator nodes over those, one node per distinct expression, built by
+    walking the expression's tree (`node.sym_expr`, a ``kiln._C._SymExpr``), not its text."""
 
-    _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-               ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+    _FOLDS = {"Add": operator.add, "Mul": operator.mul, "FloorDiv": operator.floordiv, "Mod": operator.mod,
+              "Min": "sym_min", "Max": "sym_max"}  # kiln.sym_min, kiln.sym_max
 
     def __init__(self, graph):
         self.graph = graph
         self.sources = {}  # symbol name -> (placeholder node, dim)
-        self.nodes = {}  # expression text -> node
+        self.nodes = {}  # expression -> node
 
     def add_input(self, node, t):
         for d, size in enumerate(t.shape):
-            name = str(size)
-            if not isinstance(size, int) and name.isidentifier() and name not in self.sources:
+            name = None if isinstance(size, int) else size.node.symbol_name()
+            if name is not None and name not in self.sources:
                 self.sources[name] = (node, d)
 
     def __call__(self, sym):
-        text = str(sym)
-        if text not in self.nodes:
-            self.nodes[text] = self._build(ast.parse(text, mode="eval").body)
-        return self.nodes[text]
+        return sym if isinstance(sym, (int, float, bool)) else self._build(sym.node.sym_expr)
 
     def _build(self, e):
-        if isinstance(e, ast.Constant):
+        if e in self.nodes:
+            return self.nodes[e]
+        kind = e.kind.name
+        if kind == "Integer":
             return e.value
-        if isinstance(e, ast.Name):
-            if e.id not in self.sources:
-                raise RuntimeError(f"make_fx(tracing_mode='symbolic'): the size {e.id} comes from no input "
+        if kind == "Symbol":
+            if e.name not in self.sources:
+                raise RuntimeError(f"make_fx(tracing_mode='symbolic'): the size {e.name} comes from no input "
                                    "(a data-dependent size cannot be traced symbolically)")
-            if e.id not in self.nodes:
-                node, d = self.sources[e.id]
-                self.nodes[e.id] = self.graph.call_function(ops.aten.sym_size.int, (node, d))
-            return self.nodes[e.id]
-        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
-            return self.graph.call_function(operator.neg, (self._build(e.operand),))
-        if isinstance(e, ast.BinOp) and type(e.op) in self._BINOPS:
-            return self.graph.call_function(self._BINOPS[type(e.op)], (self._build(e.left), self._build(e.right)))
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in ("Mod", "Min", "Max"):
-            fn = {"Mod": operator.mod, "Min": kiln.sym_min, "Max": kiln.sym_max}[e.func.id]
+            node, d = self.sources[e.name]
+            out = self.graph.call_function(ops.aten.sym_size.int, (node, d))
+        elif kind == "Pow":
+            out = self.graph.call_function(operator.pow, (self._build(e.args[0]), e.value))
+        elif kind in self._FOLDS:
+            fn = self._FOLDS[kind]
+            fn = getattr(kiln, fn) if isinstance(fn, str) else fn
             args = [self._build(a) for a in e.args]
             out = args[0]
             for a in args[1:]:
                 out = self.graph.call_function(fn, (out, a))
-            return out
-        raise NotImplementedError(f"make_fx(tracing_mode='symbolic'): cannot express the size {ast.unparse(e)} "
-                                  "as graph nodes")
+        else:
+            raise NotImplementedError(f"make_fx(tracing_mode='symbolic'): cannot express the size {e} "
+                                      "as graph nodes")
+        self.nodes[e] = out
+        return out
 
 
 def _real_constant(t):
