@@ -744,3 +744,28 @@ def test_numpy_scalars_and_0d_arrays_make_0d_tensors(value):
         got, want = kiln.asarray(array), torch.asarray(array)
         array[...] = 7
         assert got.tolist() == want.tolist()
+
+
+def test_factories_take_requires_grad_as_torchs_do():
+    """The functions that take requires_grad= are read from the registry's schemas (tensor options
+    and no tensor input, or a *_like function: PyTorch's rule, python/csrc/module.cc), not listed by
+    name: every one of them accepts it in torch too, and a non-factory refuses it."""
+    factories = sorted(name for _, name, bits in kiln._C._packets() if bits & 1 and bits & 4)
+    assert {"zeros", "ones", "full", "empty", "rand", "randn", "randint", "arange", "linspace", "eye",
+            "zeros_like", "rand_like", "full_like", "scalar_tensor", "randperm"} <= set(factories)
+    x = kiln.ones(2, 3)
+    args = {"full": ((2,), 1.5), "full_like": (torch.ones(2), 1.5), "randint": (3, (2,)), "randperm": (3,),
+            "eye": (2,), "arange": (3.0,), "linspace": (0.0, 1.0, 3), "scalar_tensor": (1.0,),
+            "empty_strided": ((2,), (1,)), "randint_like": (torch.ones(2), 3)}
+    for name in factories:  # each takes requires_grad in torch too
+        t_args = args.get(name, (torch.ones(2),) if name.endswith("_like") else ((2,),))
+        assert getattr(torch, name)(*t_args, requires_grad=name not in ("randint", "randperm", "randint_like")) \
+            is not None, name
+    assert kiln.zeros(2, requires_grad=True).requires_grad
+    assert kiln.rand_like(x, requires_grad=True).requires_grad
+    assert kiln.full((2,), 1.5, requires_grad=True).requires_grad
+    assert not kiln.ones_like(x).requires_grad
+    with pytest.raises(TypeError):
+        kiln.add(x, x, requires_grad=True)
+    with pytest.raises(TypeError):
+        torch.add(torch.ones(2), torch.ones(2), requires_grad=True)

@@ -29,6 +29,27 @@ namespace py = pybind11;
 namespace kiln::python {
 namespace {
 
+// A factory (PyTorch's gen_python_functions rule): an overload takes tensor options (dtype,
+// layout, device, pin_memory) and either no tensor or is a `*_like` function. Its Python
+// function takes requires_grad= (kiln/__init__.py's _factory), as torch.zeros does; read from the
+// schemas, so no list of factory names is kept.
+constexpr int kFactoryBit = 4;
+bool IsFactoryPacket(const OpPacket& p) {
+  const bool like = p.name.size() > 5 && p.name.compare(p.name.size() - 5, 5, "_like") == 0;
+  for (const Op* op : p.overloads) {
+    bool dtype = false, layout = false, device = false, pin_memory = false, tensor_input = false;
+    for (const auto& a : op->schema().arguments) {
+      dtype = dtype || a.name == "dtype";
+      layout = layout || a.name == "layout";
+      device = device || a.name == "device";
+      pin_memory = pin_memory || a.name == "pin_memory";
+      tensor_input = tensor_input || a.kind == TypeKind::Tensor || a.kind == TypeKind::TensorList;
+    }
+    if (dtype && layout && device && pin_memory && (!tensor_input || like)) return true;
+  }
+  return false;
+}
+
 // --- kiln.tensor(data): nested sequences of numbers -------------------------------------------
 
 struct DataInfo {
@@ -287,9 +308,11 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_packets", [] {
     std::vector<std::tuple<std::string, std::string, int>> out;
-    for (const auto& p : Registry::Get().packets()) out.emplace_back(p->qualified_name, p->name, p->variants);
+    for (const auto& p : Registry::Get().packets())
+      out.emplace_back(p->qualified_name, p->name, p->variants | (IsFactoryPacket(*p) ? kFactoryBit : 0));
     return out;
-  }, "All op packets: (qualified name, name, variants bits: 1 function, 2 method).");
+  }, "All op packets: (qualified name, name, bits: 1 function, 2 method, 4 a factory whose function takes "
+     "requires_grad=).");
   m.def("_overload_names", [](const std::string& qualified) {
     std::vector<std::string> out;
     OpPacket* p = Registry::Get().FindPacket(qualified);

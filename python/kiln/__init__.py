@@ -66,11 +66,6 @@ channels_last = memory_format._make(2, "channels_last")
 
 
 # --- ops from the registry -------------------------------------------------------------------
-_FACTORIES = {"empty", "empty_strided", "zeros", "ones", "full", "arange", "scalar_tensor", "empty_like",
-              "zeros_like", "ones_like", "full_like", "rand", "randn", "randint", "randperm", "linspace", "eye",
-              "rand_like", "randn_like", "randint_like", "normal"}
-
-
 from kiln._symbolic import SymInt as _SymInt  # noqa: E402
 
 
@@ -117,8 +112,8 @@ def _install_ops():
     g = globals()
     for qualified, name, variants in _C._packets():
         fn = _C._packet_function(qualified)
-        if variants & 1 and name not in g:
-            g[name] = _factory(fn, name) if name in _FACTORIES else fn
+        if variants & 1 and name not in g:  # bit 4: a factory, which takes requires_grad= (python/csrc/module.cc)
+            g[name] = _factory(fn, name) if variants & 4 else fn
         if variants & 2 and not hasattr(Tensor, name):
             setattr(Tensor, name, fn)
 
