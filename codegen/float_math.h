@@ -24,25 +24,30 @@ namespace kiln::fmath {
 #include "codegen/float_math.inc"  // NOLINT(build/include)
 #undef KILN_FMATH_INLINE
 
-// One float: eager's element functions (`out[i] = fmath::Exp(s, x[i])` vectorises).
-struct ScalarF32 {
-  using F = float;
+// The arithmetic the scalar backends share, on one T, each operation rounded once.
+template <typename T>
+struct ScalarArith {
+  using F = T;
   using M = bool;
-  static F Const(float v) { return v; }
+  static F Const(T v) { return v; }
   static F Add(F a, F b) { return a + b; }
   static F Sub(F a, F b) { return a - b; }
   static F Mul(F a, F b) { return a * b; }
   static F Div(F a, F b) { return a / b; }
-  static F Neg(F a) { return -a; }
-  static F NegMul(F a, F b) { return -(a * b); }
   static F Fma(F a, F b, F c) { return std::fma(a, b, c); }
   static F Fnma(F a, F b, F c) { return std::fma(-a, b, c); }
+  static M Lt(F a, F b) { return a < b; }
+  static F Select(M m, F a, F b) { return m ? a : b; }
+};
+
+// One float: eager's element functions (`out[i] = fmath::Exp(s, x[i])` vectorises).
+struct ScalarF32 : ScalarArith<float> {
+  static F Neg(F a) { return -a; }
+  static F NegMul(F a, F b) { return -(a * b); }
   static F Abs(F a) { return std::fabs(a); }
   static F CopySign(F magnitude, F sign) { return std::copysign(magnitude, sign); }
   static M Gt(F a, F b) { return a > b; }
-  static M Lt(F a, F b) { return a < b; }
   static M IsNaN(F a) { return a != a; }
-  static F Select(M m, F a, F b) { return m ? a : b; }
   static F ClampKeepNaN(F x, F lo, F hi) {
     const F y = x > hi ? hi : x;
     return y < lo ? lo : y;
@@ -60,18 +65,7 @@ struct ScalarF32 {
 };
 
 // One double: the arithmetic of eager's float tanh (Note [tanhf in double] in float_math.inc).
-struct ScalarF64 {
-  using F = double;
-  using M = bool;
-  static F Const(double v) { return v; }
-  static F Add(F a, F b) { return a + b; }
-  static F Sub(F a, F b) { return a - b; }
-  static F Mul(F a, F b) { return a * b; }
-  static F Div(F a, F b) { return a / b; }
-  static F Fma(F a, F b, F c) { return std::fma(a, b, c); }
-  static F Fnma(F a, F b, F c) { return std::fma(-a, b, c); }
-  static M Lt(F a, F b) { return a < b; }
-  static F Select(M m, F a, F b) { return m ? a : b; }
+struct ScalarF64 : ScalarArith<double> {
   static F Pow2FromRoundingSum(F t) {
     int64_t bits;
     std::memcpy(&bits, &t, 8);
