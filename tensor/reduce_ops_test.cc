@@ -173,6 +173,30 @@ TEST(ReduceOps, VarStd) {
             (IntList{3, 1}));
 }
 
+// --- outer sums ------------------------------------------------------------------------------
+
+// Note [Outer sums in float] (tensor/ops/reduce.cc): sums over leading dims of float32 go down rows
+// in groups of 16 and column tiles of 32, 8 and 1. Shapes with a partial row group and columns left
+// over for each tile width, and a leading kept dim; small integers, so every order sums exactly.
+TEST(ReduceOps, OuterFloatSumsEveryTileAndRowGroup) {
+  for (const IntList& shape : {IntList{37, 45}, IntList{16, 32}, IntList{3, 21, 77}, IntList{5, 1}}) {
+    const bool three = shape.size() == 3;
+    const int64_t P = three ? shape[0] : 1, R = shape[three ? 1 : 0], K = shape.back();
+    std::vector<float> x(P * R * K);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int64_t>(i * 7919 % 23) - 11);
+    std::vector<float> want(P * K, 0.f);
+    for (int64_t p = 0; p < P; ++p)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t k = 0; k < K; ++k) want[p * K + k] += x[(p * R + r) * K + k];
+    Tensor t = Make(x, shape);
+    Tensor sum = Call("aten::sum.dim_IntList", t, Dims(IntList{three ? 1 : 0}), false, OptSt());
+    EXPECT_EQ(Values(sum), want);
+    std::vector<float> mean = want;
+    for (float& m : mean) m /= static_cast<float>(R);
+    ExpectNear(Values(Call("aten::mean.dim", t, Dims(IntList{three ? 1 : 0}), false, OptSt())), mean);
+  }
+}
+
 // --- logsumexp ------------------------------------------------------------------------------
 
 TEST(ReduceOps, Logsumexp) {

@@ -41,8 +41,8 @@ void ForEachOutput(const ReduceIter& iter, const Body& body) {
 // dims is [P, R, K] (R reduced), and its outputs [P, K]. Summing each output down its strided column
 // (SumKernel) touches one element per cache line and does not vectorise: g.sum(0) on 1024x1024 ran
 // 40x slower than PyTorch. Instead each task adds whole rows of a block of columns into accumulators
-// (acc_t, in the same order, r ascending, so the results are the same), which vectorises and reads
-// memory in order.
+// (float32 rows in float groups: Note [Outer sums in float] in reduce.cc; other types in acc_t, r
+// ascending, as the per-output path), which vectorises and reads memory in order.
 struct OuterShape {
   int64_t P = 1, R = 1, K = 1;
 };
