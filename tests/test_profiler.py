@@ -221,6 +221,25 @@ def test_profile_without_shapes_and_outside_a_window_records_nothing_extra():
     assert len(prof.events()) == kept
 
 
+# Note [Tensor operators]: an operator's range is named after the op its number slot runs
+# (kiln._C._tensor_operators, the table the slots read), reflected and in-place forms included.
+def test_operators_are_recorded_as_the_ops_they_run():
+    x, m = kiln.randn(4), kiln.tensor([1, 2, 3, 4])
+    with profile() as prof:
+        x - 1
+        1 - x
+        m & 3
+        m << 1
+        -x
+        y = x.clone()
+        y *= 2
+    names = [e.name for e in prof.events()]
+    assert names == ["aten::sub", "aten::rsub", "aten::bitwise_and", "aten::__lshift__", "aten::neg", "aten::clone",
+                     "aten::mul_"]
+    assert {k: v for k, v in kiln._C._tensor_operators.items() if k in ("__rsub__", "__imul__", "__invert__")} == \
+        {"__rsub__": "rsub", "__imul__": "mul_", "__invert__": "bitwise_not"}
+
+
 def test_entry_points_are_restored_even_after_an_exception():
     before = (kiln.add, kiln.Tensor.add, kiln.Tensor.__add__, kiln.median, kiln.ops.aten.add.Tensor.__call__)
     with pytest.raises(ZeroDivisionError):

@@ -2,6 +2,7 @@
 #include "python/csrc/python_tensor.h"
 
 #include <algorithm>
+#include <string_view>
 #include <utility>
 
 #include "python/csrc/arg_parser.h"
@@ -278,6 +279,42 @@ PyMethodDef kMethods[] = {
 
 // --- number protocol: forwards to the ops, handling reflected operands ------------------------
 
+// Note [Tensor operators]: the op each Python operator on a tensor runs, in one table: the number
+// slots below call the op their special method names here, kiln.profiler names the operator's
+// range after it, and Dynamo reads its tags (an elementwise op's result metadata depends on a
+// scalar operand's type, never its value: Note [Symbolic scalars in arithmetic] in
+// _dynamo/output_graph.py). Exposed as kiln._C._tensor_operators, {special method: op name}.
+// The reflected forms run the same op with the number as an argument, except `number - tensor`
+// (rsub, as PyTorch's Tensor.__rsub__), `number / tensor` (the tensor's reciprocal, times the
+// number, as PyTorch's Tensor.__rtruediv__) and the reflected shifts (bitwise_*_shift.Scalar_Tensor).
+struct TensorOperator {
+  const char* method;
+  const char* op;
+};
+constexpr TensorOperator kTensorOperators[] = {
+    {"__add__", "add"}, {"__radd__", "add"}, {"__iadd__", "add_"},
+    {"__sub__", "sub"}, {"__rsub__", "rsub"}, {"__isub__", "sub_"},
+    {"__mul__", "mul"}, {"__rmul__", "mul"}, {"__imul__", "mul_"},
+    {"__truediv__", "div"}, {"__rtruediv__", "reciprocal"}, {"__itruediv__", "div_"},
+    {"__floordiv__", "floor_divide"}, {"__rfloordiv__", "floor_divide"}, {"__ifloordiv__", "floor_divide_"},
+    {"__mod__", "remainder"}, {"__rmod__", "remainder"}, {"__imod__", "remainder_"},
+    {"__pow__", "pow"}, {"__rpow__", "pow"}, {"__ipow__", "pow_"},
+    {"__matmul__", "matmul"}, {"__rmatmul__", "matmul"},
+    {"__and__", "bitwise_and"}, {"__rand__", "bitwise_and"}, {"__iand__", "bitwise_and_"},
+    {"__or__", "bitwise_or"}, {"__ror__", "bitwise_or"}, {"__ior__", "bitwise_or_"},
+    {"__xor__", "bitwise_xor"}, {"__rxor__", "bitwise_xor"}, {"__ixor__", "bitwise_xor_"},
+    {"__lshift__", "__lshift__"}, {"__rlshift__", "bitwise_left_shift"}, {"__ilshift__", "__ilshift__"},
+    {"__rshift__", "__rshift__"}, {"__rrshift__", "bitwise_right_shift"}, {"__irshift__", "__irshift__"},
+    {"__neg__", "neg"}, {"__pos__", "positive"}, {"__abs__", "abs"}, {"__invert__", "bitwise_not"},
+};
+
+// The op of a special method, found when compiled (a method missing from the table does not build).
+consteval const char* OpOf(std::string_view method) {
+  for (const TensorOperator& o : kTensorOperators)
+    if (method == o.method) return o.op;
+  throw "not in kTensorOperators";
+}
+
 // A Python number (bool, int or float; PyLong covers bool) on the left of a tensor: a reflected operator.
 bool NumberBeforeTensor(PyObject* a, PyObject* b) {
   return !IsTensor(a) && IsTensor(b) && (PyLong_Check(a) || PyFloat_Check(a));
@@ -297,88 +334,82 @@ PyObject* Binary(const char* name, PyObject* a, PyObject* b) {
   return r;
 }
 
-// `number + tensor` is tensor.add(number), as PyTorch's reflected Tensor.__radd__ (and __rmul__,
-// __rand__, __ror__, __rxor__): the traced graph records add.Tensor(x, 1), and the result is the
-// same, these ops being commutative.
-PyObject* Commuted(const char* name, PyObject* a, PyObject* b) {
-  if (NumberBeforeTensor(a, b)) std::swap(a, b);
-  return Binary(name, a, b);
+// One slot serves `tensor <op> other` and `number <op> tensor`: `forward` is the op of the first,
+// `reflected` of the second, called with the number first (floor_divide(2, x)), or with the tensor
+// first where `swap` (`number + tensor` is tensor.add(number), as PyTorch's Tensor.__radd__: the
+// traced graph records add.Tensor(x, 1), and the result is the same, the op being commutative;
+// `number - tensor` is rsub(tensor, number): rsub.Scalar in a traced graph).
+PyObject* Reflectable(const char* forward, const char* reflected, bool swap, PyObject* a, PyObject* b) {
+  if (!NumberBeforeTensor(a, b)) return Binary(forward, a, b);
+  if (swap) std::swap(a, b);
+  return Binary(reflected, a, b);
 }
 
-#define KILN_NB_BINARY(FN, OP) \
-  PyObject* FN(PyObject* a, PyObject* b) { return Binary(OP, a, b); }
-#define KILN_NB_COMMUTED(FN, OP) \
-  PyObject* FN(PyObject* a, PyObject* b) { return Commuted(OP, a, b); }
-KILN_NB_COMMUTED(NbAdd, "add")
-// `number - tensor` is rsub(tensor, number), as PyTorch's Tensor.__rsub__: rsub.Scalar in a traced
-// graph (sub.Tensor of a number first recorded a node whose self is no tensor).
-PyObject* NbSub(PyObject* a, PyObject* b) {
-  if (NumberBeforeTensor(a, b)) {
-    PyObject* args[2] = {b, a};
-    return CallPacketByName("rsub", args, 2);
+#define KILN_NB_BINARY(FN, METHOD, SWAP)                                                     \
+  PyObject* FN(PyObject* a, PyObject* b) {                                                  \
+    return Reflectable(OpOf("__" METHOD "__"), OpOf("__r" METHOD "__"), SWAP, a, b);        \
   }
-  return Binary("sub", a, b);
-}
-KILN_NB_COMMUTED(NbMul, "mul")
+#define KILN_NB_INPLACE(FN, METHOD) \
+  PyObject* FN(PyObject* a, PyObject* b) { return Binary(OpOf("__i" METHOD "__"), a, b); }
+KILN_NB_BINARY(NbAdd, "add", true)
+KILN_NB_BINARY(NbSub, "sub", true)
+KILN_NB_BINARY(NbMul, "mul", true)
+KILN_NB_BINARY(NbFloorDiv, "floordiv", false)
+KILN_NB_BINARY(NbRemainder, "mod", false)
+KILN_NB_BINARY(NbMatmul, "matmul", false)
+KILN_NB_BINARY(NbAnd, "and", true)
+KILN_NB_BINARY(NbOr, "or", true)
+KILN_NB_BINARY(NbXor, "xor", true)
+// `x << n` is aten::__lshift__, `n << x` bitwise_left_shift.Scalar_Tensor, as PyTorch's Tensor
+// operators (and __rlshift__) call them; >> alike.
+KILN_NB_BINARY(NbLshift, "lshift", false)
+KILN_NB_BINARY(NbRshift, "rshift", false)
+KILN_NB_INPLACE(NbInplaceLshift, "lshift")
+KILN_NB_INPLACE(NbInplaceRshift, "rshift")
+KILN_NB_INPLACE(NbInplaceAdd, "add")
+KILN_NB_INPLACE(NbInplaceSub, "sub")
+KILN_NB_INPLACE(NbInplaceMul, "mul")
+KILN_NB_INPLACE(NbInplaceTrueDiv, "truediv")
+KILN_NB_INPLACE(NbInplaceFloorDiv, "floordiv")
+KILN_NB_INPLACE(NbInplaceRemainder, "mod")
+KILN_NB_INPLACE(NbInplaceAnd, "and")
+KILN_NB_INPLACE(NbInplaceOr, "or")
+KILN_NB_INPLACE(NbInplaceXor, "xor")
+#undef KILN_NB_BINARY
+#undef KILN_NB_INPLACE
+
 // `number / tensor` is `tensor.reciprocal() * number`, as PyTorch's Tensor.__rtruediv__: the same
 // rounding, and the backward saves the reciprocal, not the tensor, which may then change in
 // place (`v = 2.5 / x; x.zero_()` trains in PyTorch; kiln's div saved x and raised).
 PyObject* NbTrueDiv(PyObject* a, PyObject* b) {
   if (NumberBeforeTensor(a, b)) {
-    PyObject* reciprocal = CallPacketByName("reciprocal", &b, 1);
+    PyObject* reciprocal = CallPacketByName(OpOf("__rtruediv__"), &b, 1);
     if (!reciprocal) return nullptr;
     PyObject* args[2] = {reciprocal, a};
-    PyObject* out = CallPacketByName("mul", args, 2);
+    PyObject* out = CallPacketByName(OpOf("__mul__"), args, 2);
     Py_DECREF(reciprocal);
     return out;
   }
-  return Binary("div", a, b);
+  return Binary(OpOf("__truediv__"), a, b);
 }
-KILN_NB_BINARY(NbFloorDiv, "floor_divide")
-KILN_NB_BINARY(NbRemainder, "remainder")
-KILN_NB_BINARY(NbMatmul, "matmul")
-KILN_NB_COMMUTED(NbAnd, "bitwise_and")
-KILN_NB_COMMUTED(NbOr, "bitwise_or")
-KILN_NB_COMMUTED(NbXor, "bitwise_xor")
-// `x << n` is aten::__lshift__, `n << x` bitwise_left_shift.Scalar_Tensor, as PyTorch's Tensor
-// operators (and __rlshift__) call them; >> alike.
-PyObject* Shift(const char* op, const char* reflected, PyObject* a, PyObject* b) {
-  if (NumberBeforeTensor(a, b)) return Binary(reflected, a, b);
-  return Binary(op, a, b);
-}
-PyObject* NbLshift(PyObject* a, PyObject* b) { return Shift("__lshift__", "bitwise_left_shift", a, b); }
-PyObject* NbRshift(PyObject* a, PyObject* b) { return Shift("__rshift__", "bitwise_right_shift", a, b); }
-KILN_NB_BINARY(NbInplaceLshift, "__ilshift__")
-KILN_NB_BINARY(NbInplaceRshift, "__irshift__")
-KILN_NB_BINARY(NbInplaceAdd, "add_")
-KILN_NB_BINARY(NbInplaceSub, "sub_")
-KILN_NB_BINARY(NbInplaceMul, "mul_")
-KILN_NB_BINARY(NbInplaceTrueDiv, "div_")
-KILN_NB_BINARY(NbInplaceFloorDiv, "floor_divide_")
-KILN_NB_BINARY(NbInplaceRemainder, "remainder_")
-KILN_NB_BINARY(NbInplaceAnd, "bitwise_and_")
-KILN_NB_BINARY(NbInplaceOr, "bitwise_or_")
-KILN_NB_BINARY(NbInplaceXor, "bitwise_xor_")
-#undef KILN_NB_BINARY
-#undef KILN_NB_COMMUTED
 
 PyObject* NbPower(PyObject* a, PyObject* b, PyObject* mod) {
   if (mod != Py_None) {
     PyErr_SetString(PyExc_TypeError, "pow() 3rd argument not supported for tensors");
     return nullptr;
   }
-  return Binary("pow", a, b);
+  return Binary(OpOf("__pow__"), a, b);
 }
-PyObject* NbInplacePower(PyObject* a, PyObject* b, PyObject*) { return Binary("pow_", a, b); }
+PyObject* NbInplacePower(PyObject* a, PyObject* b, PyObject*) { return Binary(OpOf("__ipow__"), a, b); }
 
 PyObject* Unary(const char* name, PyObject* a) { return CallPacketByName(name, &a, 1); }
-PyObject* NbNeg(PyObject* a) { return Unary("neg", a); }
-PyObject* NbPos(PyObject* a) { return Unary("positive", a); }
-PyObject* NbAbs(PyObject* a) { return Unary("abs", a); }
+PyObject* NbNeg(PyObject* a) { return Unary(OpOf("__neg__"), a); }
+PyObject* NbPos(PyObject* a) { return Unary(OpOf("__pos__"), a); }
+PyObject* NbAbs(PyObject* a) { return Unary(OpOf("__abs__"), a); }
 PyObject* NbInvert(PyObject* a) {
   return Guarded([&]() -> PyObject* {
     KILN_CHECK_TYPE(!IsFloating(Checked(a).dtype()), "~ (operator.invert) is only implemented on integer and Boolean-type tensors");
-    return Unary("bitwise_not", a);
+    return Unary(OpOf("__invert__"), a);
   });
 }
 
@@ -884,6 +915,14 @@ void InitTensorType(PyObject* module) {
   g_tensor_base_type = &t;
   Py_INCREF(&t);
   PyModule_AddObject(module, "TensorBase", reinterpret_cast<PyObject*>(&t));
+  PyObject* operators = PyDict_New();  // Note [Tensor operators]
+  if (operators == nullptr) throw std::runtime_error("_tensor_operators");
+  for (const TensorOperator& o : kTensorOperators) {
+    PyObject* op = PyUnicode_FromString(o.op);
+    if (op == nullptr || PyDict_SetItemString(operators, o.method, op) < 0) throw std::runtime_error("_tensor_operators");
+    Py_DECREF(op);
+  }
+  PyModule_AddObject(module, "_tensor_operators", operators);
 }
 
 }  // namespace kiln::python

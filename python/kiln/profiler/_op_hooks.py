@@ -4,9 +4,10 @@ kiln's C++ dispatcher has no per-op callback (no RecordFunction), so the profile
 Python calls them. Every public op enters through one of three doors, all attributes looked up at
 call time: a `kiln.<op>` module attribute (the registry's _OpFunctions, the factories, and the
 Python composites of _composites/_order_stats/_set_ops/_einsum), a `kiln.Tensor.<op>` method, or a
-Tensor operator (`x + y` is TensorBase's nb_add). While a profile records, install() replaces each
-door with a wrapper that opens a timed range named "aten::<op>" around the call, and uninstall()
-puts the originals back: outside a recording window ops run exactly as before, at no cost.
+Tensor operator (`x + y` is TensorBase's nb_add; Note [Tensor operators]). While a profile records,
+install() replaces each door with a wrapper that opens a timed range named "aten::<op>" around the
+call, and uninstall() puts the originals back: outside a recording window ops run exactly as
+before, at no cost.
 
 What this sees: every op a Python program calls, nested (a composite's ranges hold the ranges of the
 ops it calls, so self time excludes them), with input shapes if asked; and each node autograd's
@@ -24,14 +25,9 @@ import time
 
 from kiln import _C
 
-# Tensor operators and the aten op each one runs (the reflected forms run the same op).
-_OPERATORS = {
-    "__add__": "add", "__radd__": "add", "__iadd__": "add_", "__sub__": "sub", "__rsub__": "rsub",
-    "__isub__": "sub_", "__mul__": "mul", "__rmul__": "mul", "__imul__": "mul_", "__truediv__": "div",
-    "__rtruediv__": "div", "__itruediv__": "div_", "__matmul__": "matmul", "__rmatmul__": "matmul",
-    "__neg__": "neg", "__pow__": "pow", "__rpow__": "pow", "__floordiv__": "floor_divide",
-    "__mod__": "remainder", "__abs__": "abs",
-}
+# Tensor operators and the op each one runs (Note [Tensor operators] in python/csrc/python_tensor.cc;
+# `number / x` is timed as its first op, the reciprocal).
+_OPERATORS = _C._tensor_operators
 _COMPOSITE_MODULES = ("kiln._composites", "kiln._order_stats", "kiln._set_ops", "kiln._einsum")
 
 
