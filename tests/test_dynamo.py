@@ -552,6 +552,25 @@ def test_sizes_as_scalars_stay_symbolic():
     assert cnt.frame_count == 2
 
 
+# Note [Symbolic scalars in arithmetic]: which calls take a size as a stand-in comes from the registry's
+# pointwise tag, so elementwise ops beyond + - * / (clamp, where, masked_fill, lerp, operators written
+# with the number first) stay general; a view's size (`x.view(...)`) is no elementwise op.
+def test_sizes_in_elementwise_ops_stay_symbolic():
+    cnt = CompileCounter()
+
+    def f(x):
+        n = x.shape[0]
+        y = x.clamp(min=n / 4) + kiln.where(x > 0, x, n)
+        y = y.masked_fill(x < -1, n) + x.lerp(y, 0.5) + 1 / x.abs().add(n) + n ** x.tanh() - (n % 3)
+        return kiln.add(y, n, alpha=2) + operator.truediv(n, y.abs() + 1)
+
+    cf = kiln.compile(f, backend=cnt)
+    for n in (3, 4, 5, 6, 9):
+        x = t(n, n + 1)
+        same(cf(x), f(x))
+    assert cnt.frame_count == 2  # the first static, then one general graph
+
+
 def test_explain_reports_breaks_with_locations():
     def f(x):
         x = x + 1

@@ -64,7 +64,7 @@ def check_shape_guards(output, f_globals):
         values = {}
 
         def bind(name, value):
-            if name is None or not name.isidentifier():  # an expression of symbols: TENSOR_MATCH checks it
+            if name is None:  # an exact size or stride: TENSOR_MATCH checks it
                 return True
             return values.setdefault(name, value) == value
 

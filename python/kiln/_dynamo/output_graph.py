@@ -7,6 +7,7 @@ example output. compile_subgraph closes the graph over the values that must outl
 it to the backend; the compiled function is installed in the frame's globals (`__compiled_fn_N`).
 """
 
+import functools
 import itertools
 import logging
 import operator
@@ -30,7 +31,7 @@ from kiln._logging import getArtifactLogger, trace_structured
 from kiln._logging._metrics import counters, dynamo_timed
 from kiln._subclasses.fake_tensor import FakeTensorMode, stride_derivation, unset_fake_temporarily
 from kiln._symbolic import SymBool, SymFloat, SymInt
-from kiln.fx.experimental.symbolic_shapes import ShapeEnv
+from kiln.fx.experimental.symbolic_shapes import ShapeEnv, hint_int
 
 graph_code_log = getArtifactLogger(__name__, "graph_code")
 _compiled_ids = itertools.count()
@@ -103,8 +104,18 @@ def _stride_guards(value, fake, stride_dims):
     if value.is_contiguous():
         return [s if isinstance(s, int) else None for s in fake.stride()]
     derivation = stride_derivation(list(value.shape), list(value.stride()), stride_dims or ())
-    return [s if isinstance(s, int) else how if isinstance(how, tuple) else str(s)
+    return [s if isinstance(s, int) else how if isinstance(how, tuple) else _size_spec(s)
             for s, how in zip(fake.stride(), derivation)]
+
+
+def _size_spec(s):
+    """TENSOR_MATCH's entry for a size or stride of a fake input: the int, or the name of the
+    symbol it is (bound at check time), read from its expression tree; one that is an expression
+    of symbols (a fresh input's never is) is checked at its value now."""
+    if isinstance(s, int):
+        return s
+    name = s.node.symbol_name()
+    return name if name is not None else hint_int(s)
 
 
 class OutputGraph:
@@ -185,7 +196,7 @@ class OutputGraph:
         node.meta["example_value"] = fake
         node.meta["source"] = key
         self.graphargs.append(GraphArg(source, value, fake, node))
-        sizes = [s if isinstance(s, int) else str(s) for s in fake.shape]
+        sizes = [_size_spec(s) for s in fake.shape]
         self.guards.add(source, "TENSOR_MATCH", (value, sizes, _stride_guards(value, fake, stride_dims)))
         if dims is not None:
             self.dynamic_sources[key] = (dims, stride_dims)
@@ -227,7 +238,7 @@ class OutputGraph:
         self.guards.add(source, "TYPE_MATCH", int)
         var = SymNodeVariable(node, sym)
         self.int_inputs[key] = var
-        self.int_symbols[key] = (source, str(sym))  # named now: a guard may replace it by a number later
+        self.int_symbols[key] = (source, sym.node.symbol_name())  # named now: a guard may replace it by a number later
         return var
 
     # --- ops ----------------------------------------------------------------------------------
@@ -235,7 +246,7 @@ class OutputGraph:
         """Records `target(*args, **kwargs)` (trackers) as a node and returns the result's tracker."""
         node_args = tuple(_proxy(a) for a in args)
         node_kwargs = {k: _proxy(v) for k, v in kwargs.items()}
-        fake = _fake_scalar_free if _is_tensor_scalar_arithmetic(kind, target, args) else _fake
+        fake = _fake_scalar_free if _is_tensor_scalar_arithmetic(kind, target, [*args, *kwargs.values()]) else _fake
         fake_args = tuple(fake(a) for a in args)
         fake_kwargs = {k: fake(v) for k, v in kwargs.items()}
         result = self._run_fake(kind, target, fake_args, fake_kwargs)
@@ -467,22 +478,41 @@ def _has_side_effects(node):
 
 # Note [Symbolic scalars in arithmetic]: `x * x.shape[0]` or `x + y.sum().item()` multiplies a
 # tensor by a SymInt/SymFloat. Passing the symbol to the op would turn it into a concrete Scalar,
-# guarding on its value (or failing, for data-dependent ones). The result's metadata cannot depend
-# on the scalar's value, only on its type, so the fake run gets a stand-in of the same type while
-# the node keeps the symbolic value: the graph stays general and no guard is added.
-_ARITHMETIC = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "div", "true_divide", "floor_divide",
-               "remainder", "rsub", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
-               "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__pow__", "__rpow__"}
-
-
+# guarding on its value (or failing, for data-dependent ones). An elementwise op's result metadata
+# cannot depend on the scalar's value, only on its type, so the fake run gets a stand-in of the same
+# type while the node keeps the symbolic value: the graph stays general and no guard is added.
+# Which calls are elementwise the registry says: the op's `pointwise` tag, the op found from the
+# call (a kiln function or Tensor method is the op's _OpFunction; a Python operator runs the op
+# kiln._C._tensor_operators names for its special method, Note [Tensor operators]). Others (a
+# view's size, a Python function) get the symbol itself.
 def _is_tensor_scalar_arithmetic(kind, target, args):
-    name = target if kind == "call_method" else getattr(target, "__name__", "")
-    if name not in _ARITHMETIC:
+    """args: the call's positional and keyword arguments (`x.clamp(min=n / 4)`)."""
+    if not (any(isinstance(a, TensorVariable) for a in args) and any(isinstance(a, SymNodeVariable) for a in args)):
         return False
-    if kind == "call_function" and not (getattr(target, "__module__", "") == "_operator"
-                                        or isinstance(target, _C._OpFunction)):
-        return False
-    return any(isinstance(a, TensorVariable) for a in args) and any(isinstance(a, SymNodeVariable) for a in args)
+    if kind == "call_method":
+        return _method_is_pointwise(target)
+    if kind == "call_function":
+        if isinstance(target, _C._OpFunction):
+            return _op_is_pointwise(target.__name__)
+        if getattr(target, "__module__", "") == "_operator":  # operator.mul(x, s): x.__mul__ or s.__rmul__
+            name = target.__name__.strip("_")
+            return _method_is_pointwise(f"__{name}__") and _method_is_pointwise(f"__r{name}__")
+    return False
+
+
+@functools.lru_cache(maxsize=None)
+def _method_is_pointwise(name):
+    op = _C._tensor_operators.get(name)
+    if op is None:
+        method = getattr(kiln.Tensor, name, None)
+        op = method.__name__ if isinstance(method, _C._OpFunction) else None
+    return op is not None and _op_is_pointwise(op)
+
+
+@functools.lru_cache(maxsize=None)
+def _op_is_pointwise(name):
+    packet = getattr(kiln.ops.aten, name, None)
+    return packet is not None and any(kiln.Tag.pointwise in getattr(packet, o).tags for o in packet.overloads())
 
 
 def _fake_scalar_free(v):
