@@ -326,6 +326,29 @@ def test_prod_gradient_with_zero_inputs_matches_torch(dim):
     assert grads[0] == grads[1]
 
 
+# PyTorch's prod_backward returns zeros for two zeros or more without multiplying by the incoming
+# gradient, so sqrt(x.prod()) at 0 (an inf gradient) gives 0, not inf * 0 = NaN; with one zero,
+# or with create_graph (the formula recorded), the product of the others times the gradient. Eager
+# and compiled (the formula traced with grad mode off, as eager's backward runs it) alike.
+@requires_torch
+@pytest.mark.parametrize("data", [[[0.0, 0.0, 3.0], [1.0, 2.0, 3.0]], [[0.0, 1.0, 3.0], [1.0, 2.0, 3.0]],
+                                  [[0.0, 0.0], [0.0, 0.0]], [[1.0, 2.0], [3.0, 4.0]]])
+@pytest.mark.parametrize("backend", [None, "aot_eager", "inductor"])
+def test_prod_gradient_under_an_infinite_gradient_matches_torch(data, backend):
+    def f(lib, x):
+        return x.prod().sqrt()
+
+    tx = torch.tensor(data, dtype=torch.float64, requires_grad=True)
+    (want,) = torch.autograd.grad(f(torch, tx), tx)
+    kx = kiln.tensor(data, dtype=kiln.float64, requires_grad=True)
+    fn = (lambda x: f(kiln, x)) if backend is None else kiln.compile(lambda x: f(kiln, x), backend=backend)
+    (got,) = kiln.autograd.grad(fn(kx), kx)
+    np.testing.assert_array_equal(np.array(got.tolist()), want.numpy())
+    (got2,) = kiln.autograd.grad(f(kiln, kx), kx, create_graph=True)
+    (want2,) = torch.autograd.grad(f(torch, tx), tx, create_graph=True)
+    np.testing.assert_array_equal(np.array(got2.tolist()), want2.detach().numpy())
+
+
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_cumprod_gradient_with_zero_inputs_matches_torch(dim):
     data = [[1.5, 0.0, 3.0, 2.0], [0.0, 0.0, 2.0, 1.0], [4.0, 5.0, 6.0, 0.0], [7.0, 1.0, 0.5, 2.0]]

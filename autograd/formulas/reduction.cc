@@ -2,6 +2,7 @@
 #include <limits>
 
 #include "autograd/formulas/common.h"
+#include "autograd/grad_mode.h"
 
 namespace kiln::autograd {
 using namespace formulas;
@@ -110,12 +111,17 @@ void DefineReductionFormulas(DerivativeTable& d) {
   // from the left and from the right, so zero inputs are exact (grad * prod / x is not).
   // PyTorch's prod_backward reads the result too: it is saved (and checked), though the product
   // of the others is computed here without dividing by it.
+  // Two zeros or more make every element's gradient 0, also where grad is inf or NaN (sqrt(x.prod())
+  // at 0), where PyTorch's prod_backward returns zeros without multiplying, unless the backward
+  // is itself recorded (create_graph): kiln's grad * 0 was NaN (fuzz seed 1571, program 1815).
   d.Def("prod", {"self", "result"}, [](Ctx& c, Grads& g) {
     Tensor self = c.input("self");
     if (c.dim("self") == 0) { g["self"] = c.grad(); return; }
     Tensor flat = ops::reshape(self, {SymInt(-1)});
     Tensor others = reshape(ProductOfOthers(flat, 0), c.sizes("self"));
-    g["self"] = mul(c.grad(), ProdGradFactor(self, c.result(), others));
+    Tensor grad = mul(c.grad(), ProdGradFactor(self, c.result(), others));
+    if (!GradMode::is_enabled()) grad = masked_fill(grad, gt(sum_all(eq(self, Scalar(int64_t(0)))), Scalar(int64_t(1))), 0.0);
+    g["self"] = grad;
   });
   d.Def("prod.dim_int", {"self", "result"}, [](Ctx& c, Grads& g) {
     if (c.dim("self") == 0) { g["self"] = c.grad(); return; }
