@@ -459,7 +459,7 @@ def test_eval_batch_norm_fuses(dtype, grad):
 
 @pytest.mark.parametrize("shape", [(8, 4, 5, 5), (3, 6, 1, 7)])
 def test_training_batch_norm_statistics_read_each_row_twice(shape):
-    # Note [Shifted means] (lowering/reductions.py): the per-row mean and squared deviations are
+    # Note [Shifted means] (inductor/lowering/reductions.cc): the per-row mean and squared deviations are
     # the statistics kernel's only loops over a row; a max and a min per row (which found the
     # rows of equal values) made four, and the digits CNN's compiled step slower than eager's
     from kiln._inductor import compile_fx

@@ -68,7 +68,7 @@ def test_bad_input_is_a_typed_error():
 # --- values, their scheduler and pointwise lowering from Python (Note [Values]) --------------------
 import kiln  # noqa: E402
 from kiln._C._inductor import lowering, scheduler  # noqa: E402
-from kiln._inductor.lowering.common import Fallback  # noqa: E402
+from kiln._inductor.lowering import Fallback  # noqa: E402
 
 
 def test_values_are_typed_objects_traced_by_their_constructors():

@@ -31,7 +31,7 @@ namespace kiln::inductor::lowering {
 using ir::Pointwise;
 using ir::Value;
 
-// This node runs its eager kernel (Python: kiln._inductor.lowering.common.Fallback), and why.
+// This node runs its eager kernel (Python: kiln._inductor.lowering.Fallback), and why.
 class Fallback : public Error {
  public:
   using Error::Error;
@@ -39,7 +39,7 @@ class Fallback : public Error {
 
 // A lowering met a value it cannot index as it needs (a view of one not realized, or not laid out
 // contiguously): the graph realizes the value in its meta layout and lowers the node again
-// (Python: kiln._inductor.lowering.common.ViewOfUnrealized).
+// (Python: kiln._inductor.lowering.ViewOfUnrealized).
 class ViewOfUnrealized : public Fallback {
  public:
   using Fallback::Fallback;

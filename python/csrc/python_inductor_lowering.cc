@@ -1,9 +1,9 @@
-// python/csrc/python_inductor_lowering.cc: kiln._C._inductor.lowering (inductor/lowering): pointwise
-// values from the registry's element functions (Note [Pointwise values]), the view ops and the
-// reductions. The Python lowerings (python/kiln/_inductor/lowering) call `lower_elementwise` for
-// every op with an element function and `make_pointwise` with an element function of their own;
-// inductor::lowering::Fallback reaches Python as kiln._inductor.lowering.common.Fallback (the node
-// runs its eager kernel), ViewOfUnrealized as its subclass of that name.
+// python/csrc/python_inductor_lowering.cc: kiln._C._inductor.lowering (inductor/lowering): `lower`, a
+// node lowered by the lowering table (Note [The lowering table] in inductor/lowering/registry.h),
+// GraphContext, the matmul template max-autotune times, and the pointwise builders tests and
+// seeded bugs use (`make_pointwise` with a Python element function, `lower_elementwise`).
+// inductor::lowering::Fallback reaches Python as kiln._inductor.lowering.Fallback (the node runs its
+// eager kernel), ViewOfUnrealized as its subclass of that name.
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -16,9 +16,11 @@
 #include "inductor/lowering/pointwise.h"
 #include "inductor/lowering/pointwise_ops.h"
 #include "inductor/lowering/reductions.h"
+#include "inductor/lowering/registry.h"
 #include "inductor/lowering/views.h"
 #include "python/csrc/arg_parser.h"
 #include "python/csrc/python_inductor.h"
+#include "python/csrc/python_tensor.h"
 
 namespace py = pybind11;
 
@@ -34,9 +36,9 @@ using inductor::lowering::Operand;
   throw py::error_already_set();
 }
 
-// kiln._inductor.lowering.common's class `name`, kept for the process's life.
+// kiln._inductor.lowering's class `name`, kept for the process's life.
 const py::object& CommonClass(const char* name) {
-  return *new py::object(py::module_::import("kiln._inductor.lowering.common").attr(name));
+  return *new py::object(py::module_::import("kiln._inductor.lowering").attr(name));
 }
 
 [[noreturn]] void RaiseFallback(const std::string& why) {
@@ -67,23 +69,6 @@ Operand OperandOf(const py::handle& o) {
   RaiseFallback(std::string("argument of type ") + Py_TYPE(o.ptr())->tp_name);
 }
 
-// A Python number argument (Fallback for anything else: a tensor, a symbolic size).
-Scalar NumberOf(const py::handle& o) {
-  Operand op = OperandOf(o);
-  if (op.is_value()) RaiseFallback("a tensor where a number is expected");
-  return op.number;
-}
-
-std::optional<Scalar> OptionalNumberOf(const py::handle& o) {
-  if (o.is_none()) return std::nullopt;
-  return NumberOf(o);
-}
-
-std::optional<double> OptionalDoubleOf(const py::handle& o) {
-  if (o.is_none()) return std::nullopt;
-  return NumberOf(o).to_double();
-}
-
 std::vector<Operand> OperandsOf(const py::handle& seq) {
   std::vector<Operand> out;
   for (const py::handle& o : seq) out.push_back(OperandOf(o));
@@ -105,12 +90,109 @@ py::object LoadAsObject(const std::vector<std::optional<codegen::DType>>& load_a
   return out;
 }
 
+// Note [The lowering table] (inductor/lowering/registry.h): one argument of an FX node as a
+// lowering reads it -- a value of the graph, a number, an int list, a string; anything else (a
+// dtype, a device, a symbolic size) a constant no lowering reads as a number.
+inductor::lowering::LoweringArg LoweringArgOf(const py::handle& o) {
+  using inductor::lowering::LoweringArg;
+  if (o.is_none()) return LoweringArg::None();
+  if (py::isinstance<inductor::ir::Value>(o)) return LoweringArg::Of(o.cast<std::shared_ptr<inductor::ir::Value>>());
+  if (PyBool_Check(o.ptr()) || PyLong_Check(o.ptr()) || PyFloat_Check(o.ptr())) {
+    Scalar s;
+    if (ToScalar(o.ptr(), &s)) return LoweringArg::Number(s);
+    PyErr_Clear();
+  }
+  if (PyUnicode_Check(o.ptr())) return LoweringArg::String(o.cast<std::string>());
+  if (PyList_Check(o.ptr()) || PyTuple_Check(o.ptr())) {
+    std::vector<int64_t> ints;
+    for (const py::handle& item : o) {
+      if (!PyLong_Check(item.ptr()) || PyBool_Check(item.ptr())) return LoweringArg::Other("a list of " + std::string(Py_TYPE(item.ptr())->tp_name));
+      ints.push_back(item.cast<int64_t>());
+    }
+    return LoweringArg::Ints(std::move(ints));
+  }
+  return LoweringArg::Other(std::string("a ") + Py_TYPE(o.ptr())->tp_name);
+}
+
+// The node's results (its meta value: a tensor, or a tuple of them) as dtypes and static shapes.
+std::vector<inductor::lowering::LoweringOutput> LoweringOutputsOf(const py::handle& out) {
+  std::vector<inductor::lowering::LoweringOutput> outs;
+  auto add = [&](const py::handle& t) {
+    if (!IsTensor(t.ptr())) RaiseFallback(std::string("a result of type ") + Py_TYPE(t.ptr())->tp_name);
+    const Tensor& meta = UnpackTensor(t.ptr());
+    std::vector<int64_t> shape;
+    for (const SymInt& n : meta->sym_sizes()) {
+      if (n.is_symbolic()) RaiseFallback("a symbolic shape");
+      shape.push_back(n.expect_int());
+    }
+    outs.push_back({meta.dtype(), std::move(shape)});
+  };
+  if (PyTuple_Check(out.ptr()) || PyList_Check(out.ptr())) {
+    for (const py::handle& t : out) add(t);
+  } else {
+    add(out);
+  }
+  return outs;
+}
+
 }  // namespace
 
 void InitInductorLoweringBindings(py::module_& inductor) {
   py::module_ m = inductor.def_submodule(
       "lowering", "Pointwise values from the registry's element functions (inductor/lowering, Note [Pointwise values]).");
 
+  // Note [The lowering table]: a node lowered by its op's entry
+  m.def("lower",
+        [](const std::string& op_name, const py::handle& out, const py::tuple& args, const py::dict& kwargs,
+           inductor::lowering::GraphContext* graph) -> py::object {
+          using inductor::lowering::LoweringArg;
+          const Op& op = Registry::Get().FindOrThrow(op_name);
+          const std::vector<Argument>& schema = op.schema().arguments;
+          if (args.size() > schema.size())
+            throw TypeError(StrCat("inductor: ", op_name, " takes ", schema.size(), " arguments, got ", args.size()));
+          return Lowering([&] {
+            std::vector<LoweringArg> values;
+            size_t used = 0;
+            for (size_t i = 0; i < schema.size(); ++i) {
+              const Argument& a = schema[i];
+              if (i < args.size()) {
+                values.push_back(LoweringArgOf(args[i]));
+              } else if (kwargs.contains(a.name.c_str())) {
+                values.push_back(LoweringArgOf(kwargs[a.name.c_str()]));
+                ++used;
+              } else if (a.default_value) {
+                values.push_back(LoweringArg::Constant(*a.default_value));
+              } else if (a.optional) {
+                values.push_back(LoweringArg::None());
+              } else {
+                throw TypeError(StrCat("inductor: ", op_name, ": argument '", a.name, "' is missing"));
+              }
+            }
+            if (used != kwargs.size())
+              throw TypeError(StrCat("inductor: ", op_name, " got an unexpected keyword argument among ",
+                                     py::repr(kwargs).cast<std::string>()));
+            const bool several = PyTuple_Check(out.ptr()) || PyList_Check(out.ptr());
+            inductor::lowering::LoweringCall call(op, LoweringOutputsOf(out), std::move(values), graph);
+            std::vector<std::shared_ptr<inductor::ir::Value>> lowered = inductor::lowering::Lower(call);
+            if (!several) return py::cast(lowered.at(0));
+            py::tuple result(lowered.size());
+            for (size_t i = 0; i < lowered.size(); ++i) result[i] = py::cast(lowered[i]);
+            return py::object(result);
+          });
+        },
+        py::arg("op"), py::arg("out"), py::arg("args"), py::arg("kwargs"), py::arg("graph") = nullptr,
+        "The node of op (full name) lowered (Note [The lowering table]): `out` its meta value (a tensor or a tuple "
+        "of them), `args` and `kwargs` as the node has them with graph values for its tensors; its value, or a "
+        "tuple of values. Fallback where it runs its eager kernel.");
+  m.def("has_lowering", [](const std::string& op_name) {
+          const Op* op = Registry::Get().Find(op_name);
+          return op != nullptr && inductor::lowering::FindLowering(*op) != nullptr;
+        }, py::arg("op"), "Whether the op (full name) has a lowering.");
+  m.def("lowered_ops", [] {
+          std::vector<std::string> names;
+          for (const Op* op : inductor::lowering::LoweredOps()) names.push_back(op->name());
+          return names;
+        }, "The ops with a lowering, by full name.");
   m.def("make_pointwise",
         [](const std::string& name, const py::handle& dtype, std::vector<int64_t> shape, const py::handle& operands,
            const py::function& combine, const py::handle& compute, const py::handle& load_as) {
@@ -148,26 +230,6 @@ void InitInductorLoweringBindings(py::module_& inductor) {
         },
         py::arg("op"), py::arg("dtype"), py::arg("shape"), py::arg("operands"), py::arg("alpha") = py::none(),
         "The op (full name) lowered from its element function over its operands (and alpha where not 1).");
-  m.def("lower_with_params",
-        [](const std::string& op_name, const py::handle& dtype, std::vector<int64_t> shape, const py::handle& x,
-           const py::tuple& params, const py::dict& kwargs) {
-          return Lowering([&] {
-            const Op& op = Registry::Get().FindOrThrow(op_name);
-            const PointwiseIr* ir = FindPointwiseIr(op);
-            KILN_CHECK_VALUE(ir != nullptr, "inductor: ", op_name, " has no element function");
-            std::vector<std::optional<double>> values;
-            try {
-              values = PointwiseParams(op, *ir, params, kwargs);
-            } catch (const TypeError& e) {  // a number argument that is not a number here (a symbolic one)
-              throw inductor::lowering::Fallback(e.what());
-            }
-            return inductor::lowering::LowerWithParams(op, ScalarTypeArg(dtype, "a pointwise lowering's dtype"), std::move(shape),
-                                                       OperandOf(x), values);
-          });
-        },
-        py::arg("op"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("params"), py::arg("kwargs"),
-        "The op (full name; elu, leaky_relu, ...) lowered from its element function with its number arguments "
-        "(positional `params`, `kwargs` by name, else their defaults) as constants.");
   m.def("check_integer_divisor", [](const std::string& name, const py::handle& divisor) {
           Lowering([&] { inductor::lowering::CheckIntegerDivisor(name, OperandOf(divisor)); return 0; });
         }, py::arg("name"), py::arg("divisor"),
@@ -177,100 +239,14 @@ void InitInductorLoweringBindings(py::module_& inductor) {
         }, py::arg("out_dtype"), py::arg("b"),
         "load_as for (a, b) of a bfloat16 op reading a number or one-element b in float; None otherwise.");
 
-  // Note [Views as index maps]: each view op given the output's dtype and shape, its input, its arguments
-  using ValuePtr = std::shared_ptr<inductor::ir::Value>;
-  m.def("permute", [](const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x, const std::vector<int64_t>& dims) {
-          return inductor::lowering::Permute(x, ScalarTypeArg(dtype, "permute's dtype"), std::move(shape), dims);
-        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dims"));
-  m.def("transpose", [](const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x, int64_t a, int64_t b) {
-          return inductor::lowering::Transpose(x, ScalarTypeArg(dtype, "transpose's dtype"), std::move(shape), a, b);
-        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("a"), py::arg("b"));
-  m.def("expand", [](const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x) {
-          return inductor::lowering::Expand(x, ScalarTypeArg(dtype, "expand's dtype"), std::move(shape));
-        }, py::arg("dtype"), py::arg("shape"), py::arg("x"));
-  m.def("unsqueeze", [](const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x, int64_t dim) {
-          return inductor::lowering::Unsqueeze(x, ScalarTypeArg(dtype, "unsqueeze's dtype"), std::move(shape), dim);
-        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dim"));
-  m.def("squeeze", [](const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x,
-                      std::optional<std::vector<int64_t>> dims) {
-          return inductor::lowering::Squeeze(x, ScalarTypeArg(dtype, "squeeze's dtype"), std::move(shape), dims);
-        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dims") = py::none());
-  m.def("slice", [](const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x, int64_t dim,
-                    std::optional<int64_t> start, int64_t step) {
-          return inductor::lowering::Slice(x, ScalarTypeArg(dtype, "slice's dtype"), std::move(shape), dim, start, step);
-        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dim"), py::arg("start"), py::arg("step"));
-  m.def("view", [](const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x) {
-          return Lowering([&] { return inductor::lowering::View(x, ScalarTypeArg(dtype, "view's dtype"), std::move(shape)); });
-        }, py::arg("dtype"), py::arg("shape"), py::arg("x"),
-        "view/reshape: x for its own shape, a strided view of a Buffer view() allows (ViewOfUnrealized otherwise).");
-  m.def("select", [](const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x, int64_t dim, int64_t index) {
-          return inductor::lowering::Select(x, ScalarTypeArg(dtype, "select's dtype"), std::move(shape), dim, index);
-        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dim"), py::arg("index"));
-
-  // reductions (inductor/lowering/reductions.h): each given the graph's context (None outside a
-  // graph), the output's dtype and shape, its input and its arguments
-  using inductor::lowering::Dims;
+  // what one graph's lowerings share (inductor/lowering/reductions.h)
   using inductor::lowering::GraphContext;
   py::class_<GraphContext>(m, "GraphContext",
                            "What one graph's lowerings share: its scheduler, and the means its variances computed.")
       .def(py::init<inductor::scheduler::Scheduler*>(), py::arg("scheduler"), py::keep_alive<1, 2>());
-  m.def("reduce", [](GraphContext* graph, const std::string& name, const py::handle& dtype, std::vector<int64_t> shape,
-                     const ValuePtr& x, Dims dims, bool keepdim) {
-          return Lowering([&] {
-            return inductor::lowering::LowerReduce(graph, name, ScalarTypeArg(dtype, "a reduction's dtype"), std::move(shape), x, dims, keepdim);
-          });
-        }, py::arg("graph"), py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dims"),
-        py::arg("keepdim"), "sum, mean, amax, amin, prod, or max/min over every element, along dims (None: all).");
-  m.def("any_all", [](GraphContext* graph, bool any, const py::handle& dtype, std::vector<int64_t> shape,
-                      const ValuePtr& x, Dims dims, bool keepdim) {
-          return Lowering([&] {
-            return inductor::lowering::LowerAnyAll(graph, any, ScalarTypeArg(dtype, "any's dtype"), std::move(shape), x, dims, keepdim);
-          });
-        }, py::arg("graph"), py::arg("any"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dims"),
-        py::arg("keepdim"));
-  m.def("count_nonzero", [](GraphContext* graph, const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x,
-                            Dims dims) {
-          return Lowering([&] {
-            return inductor::lowering::LowerCountNonzero(graph, ScalarTypeArg(dtype, "count_nonzero's dtype"), std::move(shape), x, dims);
-          });
-        }, py::arg("graph"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dims"));
-  m.def("arg_reduce", [](bool max, const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x,
-                         std::optional<int64_t> dim, bool keepdim) {
-          return Lowering([&] {
-            return inductor::lowering::LowerArgReduce(max, ScalarTypeArg(dtype, "argmax's dtype"), std::move(shape), x, dim, keepdim);
-          });
-        }, py::arg("max"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dim"), py::arg("keepdim"));
-  m.def("logsumexp", [](GraphContext* graph, const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x,
-                        Dims dims, bool keepdim) {
-          return Lowering([&] {
-            return inductor::lowering::LowerLogsumexp(graph, ScalarTypeArg(dtype, "logsumexp's dtype"), std::move(shape), x, dims, keepdim);
-          });
-        }, py::arg("graph"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dims"), py::arg("keepdim"));
-  m.def("vector_norm", [](GraphContext* graph, const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x,
-                          double ord, Dims dims, bool keepdim) {
-          return Lowering([&] {
-            return inductor::lowering::LowerVectorNorm(graph, ScalarTypeArg(dtype, "vector_norm's dtype"), std::move(shape), x, ord, dims,
-                                                       keepdim);
-          });
-        }, py::arg("graph"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("ord"), py::arg("dims"),
-        py::arg("keepdim"));
-  m.def("var", [](GraphContext* graph, bool std, const py::handle& dtype, std::vector<int64_t> shape, const ValuePtr& x,
-                  Dims dims, std::optional<double> correction, bool keepdim) {
-          return Lowering([&] {
-            const ScalarType t = ScalarTypeArg(dtype, std ? "std's dtype" : "var's dtype");
-            return std ? inductor::lowering::LowerStd(graph, t, std::move(shape), x, dims, correction, keepdim)
-                       : inductor::lowering::LowerVar(graph, t, std::move(shape), x, dims, correction, keepdim);
-          });
-        }, py::arg("graph"), py::arg("std"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dims"),
-        py::arg("correction"), py::arg("keepdim"), "The variance (std: its square root) along dims (None: all).");
-  m.def("softmax", [](GraphContext* graph, bool log, const py::handle& dtype, std::vector<int64_t> shape,
-                      const ValuePtr& x, int64_t dim) {
-          return Lowering([&] {
-            return inductor::lowering::LowerSoftmax(graph, log, ScalarTypeArg(dtype, "softmax's dtype"), std::move(shape), x, dim);
-          });
-        }, py::arg("graph"), py::arg("log"), py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("dim"));
-
-  // library-kernel ops (inductor/lowering/nn.h)
+  // the matmul template (inductor/lowering/nn.h): max-autotune's generated alternative, lowered
+  // with the node's arguments as autotune decided
+  using ValuePtr = std::shared_ptr<inductor::ir::Value>;
   m.def("matmul_template", [](const py::handle& dtype, const ValuePtr& a, const ValuePtr& b, const ValuePtr& bias,
                               double beta, double alpha) {
           return Lowering([&] {
@@ -278,89 +254,6 @@ void InitInductorLoweringBindings(py::module_& inductor) {
           });
         }, py::arg("dtype"), py::arg("a"), py::arg("b"), py::arg("bias") = nullptr, py::arg("beta") = 1.0,
         py::arg("alpha") = 1.0, "alpha * a @ b (+ beta * bias) as a generated kernel (max-autotune's alternative).");
-  m.def("max_pool2d_with_indices", [](GraphContext* graph, const py::handle& values_dtype, std::vector<int64_t> values_shape,
-                                      const py::handle& indices_dtype, std::vector<int64_t> indices_shape,
-                                      const ValuePtr& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                                      std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
-          return Lowering([&] {
-            return inductor::lowering::MaxPool2dWithIndices(
-                graph, ScalarTypeArg(values_dtype, "max_pool2d's dtype"), std::move(values_shape),
-                ScalarTypeArg(indices_dtype, "max_pool2d's indices dtype"), std::move(indices_shape), x, kernel, stride,
-                padding, dilation, ceil_mode);
-          });
-        }, py::arg("graph"), py::arg("values_dtype"), py::arg("values_shape"), py::arg("indices_dtype"),
-        py::arg("indices_shape"), py::arg("x"), py::arg("kernel"), py::arg("stride"), py::arg("padding"),
-        py::arg("dilation"), py::arg("ceil_mode"));
-  m.def("max_pool2d_with_indices_backward", [](GraphContext* graph, const py::handle& dtype, std::vector<int64_t> shape,
-                                               const ValuePtr& grad, const ValuePtr& x, std::vector<int64_t> kernel,
-                                               std::vector<int64_t> stride, std::vector<int64_t> padding,
-                                               std::vector<int64_t> dilation, const ValuePtr& indices) {
-          return Lowering([&] {
-            return inductor::lowering::MaxPool2dWithIndicesBackward(graph, ScalarTypeArg(dtype, "max_pool2d_backward's dtype"),
-                                                                    std::move(shape), grad, x, kernel, stride, padding,
-                                                                    dilation, indices);
-          });
-        }, py::arg("graph"), py::arg("dtype"), py::arg("shape"), py::arg("grad"), py::arg("x"), py::arg("kernel"),
-        py::arg("stride"), py::arg("padding"), py::arg("dilation"), py::arg("indices"));
-
-  // pointwise ops beyond the registry's rows (inductor/lowering/pointwise_ops.h); operands are
-  // values or numbers
-  namespace lw = inductor::lowering;
-  using Shape = std::vector<int64_t>;
-  auto dtype_of = [](const py::handle& dtype) { return ScalarTypeArg(dtype, "a pointwise lowering's dtype"); };
-  m.def("pow", [=](const py::handle& dtype, Shape shape, const py::handle& a, const py::handle& b) {
-          return Lowering([&] { return lw::LowerPow(dtype_of(dtype), std::move(shape), OperandOf(a), OperandOf(b)); });
-        }, py::arg("dtype"), py::arg("shape"), py::arg("a"), py::arg("b"));
-  m.def("where", [=](const py::handle& dtype, Shape shape, const py::handle& cond, const py::handle& a, const py::handle& b) {
-          return Lowering([&] {
-            return lw::LowerWhere(dtype_of(dtype), std::move(shape), OperandOf(cond), OperandOf(a), OperandOf(b));
-          });
-        }, py::arg("dtype"), py::arg("shape"), py::arg("cond"), py::arg("a"), py::arg("b"));
-  m.def("gelu", [=](const py::handle& dtype, Shape shape, const py::handle& x, const std::string& approximate) {
-          return Lowering([&] { return lw::LowerGelu(dtype_of(dtype), std::move(shape), OperandOf(x), approximate); });
-        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("approximate"));
-  m.def("gelu_backward", [=](const py::handle& dtype, Shape shape, const py::handle& grad, const py::handle& x,
-                             const std::string& approximate) {
-          return Lowering([&] {
-            return lw::LowerGeluBackward(dtype_of(dtype), std::move(shape), OperandOf(grad), OperandOf(x), approximate);
-          });
-        }, py::arg("dtype"), py::arg("shape"), py::arg("grad"), py::arg("x"), py::arg("approximate"));
-  m.def("activation_backward", [=](const std::string& name, const py::handle& dtype, Shape shape, const py::handle& grad,
-                                   const py::handle& x, const py::handle& threshold) {
-          return Lowering([&] {
-            return lw::LowerActivationBackward(name, dtype_of(dtype), std::move(shape), OperandOf(grad), OperandOf(x),
-                                               threshold.is_none() ? Scalar() : NumberOf(threshold));
-          });
-        }, py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("grad"), py::arg("x"),
-        py::arg("threshold") = py::none(), "silu_backward, sigmoid_backward, tanh_backward or threshold_backward.");
-  m.def("clamp", [=](const py::handle& dtype, Shape shape, const py::handle& x, const py::handle& min,
-                     const py::handle& max) {
-          return Lowering([&] {
-            return lw::LowerClamp(dtype_of(dtype), std::move(shape), OperandOf(x), OptionalNumberOf(min), OptionalNumberOf(max));
-          });
-        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("min"), py::arg("max"));
-  m.def("div_mode", [=](const py::handle& dtype, Shape shape, const py::handle& a, const py::handle& b,
-                        std::optional<std::string> rounding_mode) {
-          return Lowering([&] {
-            return lw::LowerDivMode(dtype_of(dtype), std::move(shape), OperandOf(a), OperandOf(b), rounding_mode);
-          });
-        }, py::arg("dtype"), py::arg("shape"), py::arg("a"), py::arg("b"), py::arg("rounding_mode"));
-  m.def("round_decimals", [=](const py::handle& dtype, Shape shape, const py::handle& x, int64_t decimals) {
-          return Lowering([&] { return lw::LowerRoundDecimals(dtype_of(dtype), std::move(shape), OperandOf(x), decimals); });
-        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("decimals"));
-  m.def("nan_to_num", [=](const py::handle& dtype, Shape shape, const py::handle& x, const py::handle& nan,
-                          const py::handle& posinf, const py::handle& neginf) {
-          return Lowering([&] {
-            return lw::LowerNanToNum(dtype_of(dtype), std::move(shape), OperandOf(x), OptionalDoubleOf(nan),
-                                     OptionalDoubleOf(posinf), OptionalDoubleOf(neginf));
-          });
-        }, py::arg("dtype"), py::arg("shape"), py::arg("x"), py::arg("nan"), py::arg("posinf"), py::arg("neginf"));
-  m.def("copy", [=](const py::handle& dtype, Shape shape, const py::handle& x) {
-          return Lowering([&] { return lw::LowerCopy(dtype_of(dtype), std::move(shape), OperandOf(x)); });
-        }, py::arg("dtype"), py::arg("shape"), py::arg("x"));
-  m.def("fill", [=](const std::string& name, const py::handle& dtype, Shape shape, const py::handle& value) {
-          return Lowering([&] { return lw::LowerFill(name, dtype_of(dtype), std::move(shape), NumberOf(value)); });
-        }, py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("value"));
 }
 
 }  // namespace kiln::python

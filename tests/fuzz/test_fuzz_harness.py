@@ -284,12 +284,12 @@ def test_a_compiler_that_fails_and_falls_back_is_a_disagreement(monkeypatch):
     user gets eager's results and one warning, but under the fuzzer that fallback must show, or a
     crashing lowering passes as agreement with eager (seeded: the sin lowering raising)."""
     import kiln
-    from kiln._inductor.lowering.common import LOWERINGS
+    from kiln._inductor.lowering import OVERRIDES
 
     def crashing_sin(out, x):
         raise AssertionError("the sin lowering crashed")
 
-    monkeypatch.setitem(LOWERINGS, kiln.ops.aten.sin.default, crashing_sin)
+    monkeypatch.setitem(OVERRIDES, kiln.ops.aten.sin.default, crashing_sin)
     program = gen.Program(0, [{"A": 3, "B": 2, "C": 1}], [gen.Input("x0", "float32", ("A", "B"), "t", True)],
                           ["v0 = x0.sin()", "v1 = v0 * 2"], ["v1"], False)
     compiled = run.record(program.source(), "kiln", "inductor", grad=False)

@@ -1,6 +1,6 @@
 """GraphLowering: an aten FX graph -> kernels + a Python wrapper that runs them.
 
-Walks the graph in order, lowering each node (lowering/) to a lazy value; values become kernels
+Walks the graph in order, lowering each node (lowering.py: the C++ lowering table) to a lazy value; values become kernels
 only when realized: graph outputs, values read by more than one node (unless cheap to recompute:
 Note [Recompute or realize]), arguments of fallback ops. Realizing a value forms one kernel
 holding everything lazy behind it, in C++ (kiln._C._inductor.scheduler.Scheduler, Note [Kernels
@@ -23,7 +23,7 @@ from kiln._C._inductor.lowering import GraphContext
 from kiln._inductor.ir import Buffer, Pointwise, Reduction
 from kiln._inductor import autotune
 from kiln._inductor.bisect_controls import fusions, lowerings
-from kiln._inductor.lowering import LOWERINGS, Fallback, V, ViewOfUnrealized, lower, mm_template
+from kiln._inductor.lowering import Fallback, V, ViewOfUnrealized, has_lowering, lower, mm_template
 from kiln._inductor.wrapper import (Alloc, ExternCall, KernelCall, Return, View, plan_memory, wrapper_code,
                                     wrapper_program)
 from kiln._logging import getArtifactLogger
@@ -325,7 +325,7 @@ class GraphLowering:
             return self._autotuned(node, out, args, kwargs)
         if isinstance(out, kiln.Tensor) or (isinstance(out, (tuple, list)) and out and
                                             all(isinstance(o, kiln.Tensor) for o in out)):
-            if node.target in LOWERINGS and not lowerings.allow_node(node):
+            if has_lowering(node.target) and not lowerings.allow_node(node):
                 return self._fallback(node, args, kwargs, "kiln._dynamo.bisect: lowering turned off")
             try:
                 return lower(node.target, out, args, kwargs)
@@ -552,7 +552,7 @@ def _input_name(name, taken):
 def _is_lowered_view(target):
     """An op with a lowering whose result may alias its input (its schema returns `Tensor(a)`:
     views, t, reshape), so it can be lowered again over a realized base."""
-    return target in LOWERINGS and _returns_alias(target)
+    return has_lowering(target) and _returns_alias(target)
 
 
 # Note [Output strides]: a graph output leaves with the strides its node's meta value states (eager's

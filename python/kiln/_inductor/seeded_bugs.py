@@ -37,19 +37,19 @@ def install():
 
     aten = kiln.ops.aten
     if "lowering" in names:
-        from kiln._inductor.lowering.common import LOWERINGS, pointwise
+        from kiln._inductor.lowering import OVERRIDES, pointwise
 
         def wrong_relu(out, x):
             return pointwise("relu", out, [x], lambda a: ops.add(ops.relu(a), kir.const(0.5, _ir_dtype(out))))
 
-        LOWERINGS[aten.relu.default] = wrong_relu
+        OVERRIDES[aten.relu.default] = wrong_relu
     if "lowering_crash" in names:
-        from kiln._inductor.lowering.common import LOWERINGS
+        from kiln._inductor.lowering import OVERRIDES
 
         def crashing_sin(out, x):
             raise AssertionError("seeded bug: the sin lowering crashed")
 
-        LOWERINGS[aten.sin.default] = crashing_sin
+        OVERRIDES[aten.sin.default] = crashing_sin
     if "fusion" in names:
         from kiln._inductor.graph import GraphLowering
 
