@@ -506,18 +506,27 @@ class Emitter : public ExprEmitter {
 std::unique_ptr<llvm::Module> BuildModule(llvm::LLVMContext& ctx, const Kernel& kernel, const std::string& symbol,
                                           llvm::TargetMachine& tm, const CodegenOptions& options,
                                           const HostTarget& s) {
-  auto m = std::make_unique<llvm::Module>(kernel.name, ctx);
+  return BuildModule(ctx, std::vector<KernelSymbol>{{&kernel, symbol}}, tm, options, s);
+}
+
+std::unique_ptr<llvm::Module> BuildModule(llvm::LLVMContext& ctx, const std::vector<KernelSymbol>& kernels,
+                                          llvm::TargetMachine& tm, const CodegenOptions& options,
+                                          const HostTarget& s) {
+  KILN_CHECK_VALUE(!kernels.empty(), "[inductor] a module of no kernels");
+  std::string names;
+  for (const KernelSymbol& k : kernels) names += (names.empty() ? "" : ", ") + k.kernel->name;
+  auto m = std::make_unique<llvm::Module>(kernels[0].kernel->name, ctx);
   m->setDataLayout(tm.createDataLayout());
   m->setTargetTriple(tm.getTargetTriple().str());
   std::string features;
   for (const auto& f : s.features) features += (features.empty() ? "" : ",") + f;
   const bool avx512 = std::find(s.features.begin(), s.features.end(), "+avx512f") != s.features.end();
   const int width = options.prefer_vector_width ? options.prefer_vector_width : (avx512 ? 512 : 0);
-  Emitter(ctx, *m, kernel, symbol, options.inline_exp).Emit(s.cpu, features, width);
+  for (const KernelSymbol& k : kernels) Emitter(ctx, *m, *k.kernel, k.symbol, options.inline_exp).Emit(s.cpu, features, width);
   std::string err;
   llvm::raw_string_ostream es(err);
   if (llvm::verifyModule(*m, &es))
-    throw Error("[inductor] generated invalid LLVM IR for '" + kernel.name + "' (a bug in kiln): " + es.str());
+    throw Error("[inductor] generated invalid LLVM IR for '" + names + "' (a bug in kiln): " + es.str());
 
   llvm::PipelineTuningOptions pto;
   pto.LoopVectorization = true;

@@ -32,4 +32,15 @@ std::unique_ptr<llvm::Module> BuildModule(llvm::LLVMContext& ctx, const Kernel& 
                                           llvm::TargetMachine& tm, const CodegenOptions& options,
                                           const HostTarget& host);
 
+// One module with a function per kernel, each named by its symbol and optimised as it would be
+// alone (the functions call nothing of each other's): Note [Kernels compiled together] in
+// llvm_codegen.cc.
+struct KernelSymbol {
+  const Kernel* kernel;
+  std::string symbol;
+};
+std::unique_ptr<llvm::Module> BuildModule(llvm::LLVMContext& ctx, const std::vector<KernelSymbol>& kernels,
+                                          llvm::TargetMachine& tm, const CodegenOptions& options,
+                                          const HostTarget& host);
+
 }  // namespace kiln::codegen

@@ -193,6 +193,61 @@ def test_same_body_under_another_name_compiles_once():
     assert kiln.equal(out_a, out_b)
 
 
+_TOGETHER = """
+import json, sys
+sys.path.insert(0, {tests!r})
+import kiln
+from test_inductor_codegen import ind, rmsnorm_silu
+kernels = [rmsnorm_silu(3, 71 + i, f"cpp_fused_together_{{i}}") for i in range(4)]
+compiled = ind.compile_many(kernels, {threads})
+x = (kiln.arange(240.0) / 240 - 0.5).reshape(3, 80)
+outs = []
+for i, k in enumerate(compiled):
+    out = kiln.empty(3, 71 + i)
+    k(x[:, :71 + i].contiguous(), x[0, :71 + i].contiguous(), out)
+    outs.append(out.tolist())
+print(json.dumps({{"stats": ind.cache_stats(), "outs": outs}}))
+"""
+
+
+def _compile_together(cache, threads):
+    import json
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, KILN_INDUCTOR_CACHE_DIR=str(cache))
+    code = _TOGETHER.format(tests=os.path.dirname(__file__), threads=threads)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_kernels_compiled_together_are_cached_together(tmp_path):
+    """Note [Kernels compiled together] (codegen/llvm_codegen.cc): the kernels compile_many must
+    compile are one module per thread, written once as the group's object, each kernel's key naming
+    it (.ref); a fresh process links the group once and finds every kernel there; without the
+    group's object it compiles them afresh. Every way, each kernel computes what it does alone."""
+    cold = _compile_together(tmp_path, 1)
+    assert cold["stats"]["compiled"] == 4 and cold["stats"]["disk_hits"] == 0
+    suffixes = sorted(p.suffix for p in tmp_path.iterdir())
+    assert suffixes.count(".ref") == 4 and suffixes.count(".o") == 1
+    warm = _compile_together(tmp_path, 2)
+    assert warm["stats"]["compiled"] == 0 and warm["stats"]["disk_hits"] == 4
+    assert warm["outs"] == cold["outs"]
+    (group,) = [p for p in tmp_path.iterdir() if p.suffix == ".o"]
+    group.unlink()
+    again = _compile_together(tmp_path, 2)  # two groups of two now
+    assert again["stats"]["compiled"] == 4 and again["stats"]["disk_hits"] == 0
+    assert again["outs"] == cold["outs"]
+    assert sorted(p.suffix for p in tmp_path.iterdir()).count(".o") == 2
+    x = (kiln.arange(240.0) / 240 - 0.5).reshape(3, 80)
+    for i, out in enumerate(cold["outs"]):  # and a kernel compiled alone, here, computes the same bits
+        alone = kiln.empty(3, 71 + i)
+        ind.compile(rmsnorm_silu(3, 71 + i, "cpp_fused_together_alone"))(x[:, :71 + i].contiguous(),
+                                                                         x[0, :71 + i].contiguous(), alone)
+        assert alone.tolist() == out
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 def test_compile_many(threads):
     kernels = [rmsnorm_silu(2 + i % 3, 59, f"cpp_fused_many_{threads}_{i}") for i in range(7)]
