@@ -29,7 +29,6 @@
 #include "codegen/llvm_codegen.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <future>
 #include <mutex>
@@ -313,26 +312,25 @@ std::shared_ptr<CompiledKernel> ReadCached(JitState& s, const Kernel& kernel, co
                                            const std::string& symbol) {
   const std::string dir = CacheDir() + "/";
   std::string bytes, error;
+  KernelFn fn = nullptr;
   if (ReadCacheFile(dir + key + ".o", &bytes)) {
     std::lock_guard<std::mutex> lock(s.mu);
-    KernelFn fn = LinkObject(s, llvm::MemoryBuffer::getMemBufferCopy(bytes, symbol), symbol, &error);
-    if (fn == nullptr) return nullptr;
-    ++s.stats.disk_hits;
-    return std::make_shared<CompiledKernel>(kernel, HashKernel(kernel), fn, true);
+    fn = LinkObject(s, llvm::MemoryBuffer::getMemBufferCopy(bytes, symbol), symbol, &error);
+  } else {
+    std::string group;
+    if (!ReadCacheFile(dir + key + ".ref", &group) || group.empty() || group.find('/') != std::string::npos)
+      return nullptr;
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.linked_groups.find(group);
+    llvm::orc::JITDylib* jd = it == s.linked_groups.end() ? nullptr : it->second;
+    if (jd == nullptr && ReadCacheFile(dir + group + ".o", &bytes)) {
+      jd = LinkObjectDylib(s, llvm::MemoryBuffer::getMemBufferCopy(bytes, group), &error);
+      if (jd != nullptr) s.linked_groups[group] = jd;
+    }
+    if (jd != nullptr) fn = LookUp(s, *jd, symbol, &error);
   }
-  std::string group;
-  if (!ReadCacheFile(dir + key + ".ref", &group) || group.empty() || group.find('/') != std::string::npos) return nullptr;
-  std::lock_guard<std::mutex> lock(s.mu);
-  auto it = s.linked_groups.find(group);
-  llvm::orc::JITDylib* jd = it == s.linked_groups.end() ? nullptr : it->second;
-  if (jd == nullptr) {
-    if (!ReadCacheFile(dir + group + ".o", &bytes)) return nullptr;
-    jd = LinkObjectDylib(s, llvm::MemoryBuffer::getMemBufferCopy(bytes, group), &error);
-    if (jd == nullptr) return nullptr;
-    s.linked_groups[group] = jd;
-  }
-  KernelFn fn = LookUp(s, *jd, symbol, &error);
   if (fn == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(s.mu);
   ++s.stats.disk_hits;
   return std::make_shared<CompiledKernel>(kernel, HashKernel(kernel), fn, true);
 }
@@ -396,15 +394,6 @@ std::vector<std::shared_ptr<CompiledKernel>> BuildTogether(JitState& s, const st
   return out;
 }
 
-// Reads the object from disk or builds it (no lock held), then links it (under the lock).
-std::shared_ptr<CompiledKernel> CompileUncached(JitState& s, const Kernel& kernel, const CodegenOptions& options) {
-  const std::string key = CacheKey(kernel, options);
-  const std::string symbol = SymbolFor(kernel, key);
-  if (options.use_cache)
-    if (std::shared_ptr<CompiledKernel> cached = ReadCached(s, kernel, key, symbol)) return cached;
-  return BuildTogether(s, {ToBuild{&kernel, key, symbol}}, options)[0];
-}
-
 // `found`'s code under `kernel`'s name (the same object when the names agree).
 std::shared_ptr<CompiledKernel> Named(const std::shared_ptr<CompiledKernel>& found, const Kernel& kernel) {
   if (found->name() == kernel.name) return found;
@@ -414,49 +403,7 @@ std::shared_ptr<CompiledKernel> Named(const std::shared_ptr<CompiledKernel>& fou
 }  // namespace
 
 std::shared_ptr<CompiledKernel> Compile(const Kernel& kernel, const CodegenOptions& options) {
-  ValidateForCPU(kernel);
-  JitState& s = State();
-  if (!options.use_cache) return CompileUncached(s, kernel, options);
-  const std::string body = BodyKey(kernel, options);
-  std::promise<std::shared_ptr<CompiledKernel>> done;
-  std::shared_future<std::shared_ptr<CompiledKernel>> elsewhere;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    auto it = s.memory.find(body);
-    if (it != s.memory.end()) {
-      ++s.stats.memory_hits;
-      return Named(it->second, kernel);
-    }
-    auto running = s.in_flight.find(body);
-    if (running != s.in_flight.end()) {
-      elsewhere = running->second;
-    } else {
-      s.in_flight.emplace(body, done.get_future().share());
-    }
-  }
-  if (elsewhere.valid()) {  // another thread compiles this body: wait for it (rethrows its error)
-    std::shared_ptr<CompiledKernel> ck = elsewhere.get();
-    std::lock_guard<std::mutex> lock(s.mu);
-    ++s.stats.memory_hits;
-    return Named(ck, kernel);
-  }
-  try {
-    std::shared_ptr<CompiledKernel> ck = CompileUncached(s, kernel, options);
-    {
-      std::lock_guard<std::mutex> lock(s.mu);
-      s.memory[body] = ck;
-      s.in_flight.erase(body);
-    }
-    done.set_value(ck);
-    return ck;
-  } catch (...) {
-    {
-      std::lock_guard<std::mutex> lock(s.mu);
-      s.in_flight.erase(body);
-    }
-    done.set_exception(std::current_exception());
-    throw;
-  }
+  return CompileMany({kernel}, 1, options)[0];  // a batch of one: the same caches and in-flight waits
 }
 
 std::vector<std::shared_ptr<CompiledKernel>> CompileMany(const std::vector<Kernel>& kernels, int threads,

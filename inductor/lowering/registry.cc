@@ -398,32 +398,35 @@ void AddReductions(Table& t) {
   }
 }
 
-// kernel_size, stride, padding and dilation as two values each (an int, or a list of one, is
-// both; an empty stride is the kernel's).
-std::vector<int64_t> Pair(std::vector<int64_t> v) {
-  if (v.size() == 1) v.push_back(v[0]);
-  return v;
+// A pooling node's kernel_size, stride, padding and dilation, two values each (an int, or a list
+// of one, is both; an empty stride is the kernel's).
+struct PoolWindow {
+  std::vector<int64_t> kernel, stride, padding, dilation;
+};
+PoolWindow PoolWindowOf(const LoweringCall& c) {
+  auto pair = [&](const char* name) {
+    std::vector<int64_t> v = c.Ints(name);
+    if (v.size() == 1) v.push_back(v[0]);
+    return v;
+  };
+  PoolWindow w{pair("kernel_size"), pair("stride"), pair("padding"), pair("dilation")};
+  if (w.stride.empty()) w.stride = w.kernel;
+  return w;
 }
 
 void AddPooling(Table& t) {
   Add(t, {"max_pool2d_with_indices"}, [](const LoweringCall& c) -> Values {
-    const std::vector<int64_t> kernel = Pair(c.Ints("kernel_size"));
-    std::vector<int64_t> stride = Pair(c.Ints("stride"));
-    if (stride.empty()) stride = kernel;
+    const PoolWindow w = PoolWindowOf(c);
     const LoweringOutput& values = c.outs().at(0);
     const LoweringOutput& indices = c.outs().at(1);
     auto [v, i] = MaxPool2dWithIndices(c.graph(), values.dtype, values.shape, indices.dtype, indices.shape,
-                                       c.Value("self"), kernel, stride, Pair(c.Ints("padding")),
-                                       Pair(c.Ints("dilation")), c.Bool("ceil_mode"));
+                                       c.Value("self"), w.kernel, w.stride, w.padding, w.dilation, c.Bool("ceil_mode"));
     return {v, i};
   });
   Add(t, {"max_pool2d_with_indices_backward"}, Pointwise1([](const LoweringCall& c, ScalarType d, auto s) {
-        const std::vector<int64_t> kernel = Pair(c.Ints("kernel_size"));
-        std::vector<int64_t> stride = Pair(c.Ints("stride"));
-        if (stride.empty()) stride = kernel;
-        return MaxPool2dWithIndicesBackward(c.graph(), d, std::move(s), c.Value("grad_output"), c.Value("self"), kernel,
-                                            stride, Pair(c.Ints("padding")), Pair(c.Ints("dilation")),
-                                            c.Value("indices"));
+        const PoolWindow w = PoolWindowOf(c);
+        return MaxPool2dWithIndicesBackward(c.graph(), d, std::move(s), c.Value("grad_output"), c.Value("self"),
+                                            w.kernel, w.stride, w.padding, w.dilation, c.Value("indices"));
       }));
 }
 
