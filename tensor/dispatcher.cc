@@ -215,6 +215,16 @@ OpDef Registry::Def(const std::string& schema_text, std::initializer_list<Tag> t
   return OpDef(raw);
 }
 
+void Registry::Alias(const std::string& alias, const std::string& name, Variants variants) {
+  OpPacket* packet = FindPacket("aten::" + name);
+  KILN_INTERNAL_ASSERT(packet != nullptr, "alias ", alias, " of an op not defined (yet): ", name);
+  KILN_INTERNAL_ASSERT(FindPacket("aten::" + alias) == nullptr, "alias ", alias, " is an op's own name");
+  for (const auto& p : packets_)
+    for (const OpAlias& a : p->aliases)
+      KILN_INTERNAL_ASSERT(a.name != alias, "alias ", alias, " declared twice (", p->name, ", ", name, ")");
+  packet->aliases.push_back({alias, variants});
+}
+
 Op* Registry::Find(const std::string& full_name) const {
   auto it = ops_.find(full_name);
   return it == ops_.end() ? nullptr : it->second.get();

@@ -55,8 +55,10 @@ constexpr int kNumTags = 10;
 enum class CostClass : uint8_t { kFree, kMemoryBound, kComputeIntensive, kOpaque };
 const char* CostClassName(CostClass c);
 
-// Whether an op is reachable as kiln.<name> (function), Tensor.<name> (method), or both.
-enum Variants : uint8_t { kFunction = 1, kMethod = 2, kFunctionAndMethod = 3 };
+// Whether an op is reachable as kiln.<name> (function), Tensor.<name> (method), or both; kModuleOnly:
+// neither, only in the Python module its name's prefix names (an alias `special_expit` is
+// kiln.special.expit alone, as native_functions.yaml's `python_module: special`).
+enum Variants : uint8_t { kModuleOnly = 0, kFunction = 1, kMethod = 2, kFunctionAndMethod = 3 };
 
 class Op;
 using BoxedKernelFn = void (*)(const Op& op, DispatchKeySet keys, Stack& stack, void* ctx);
@@ -139,12 +141,23 @@ class Op {
   Kernel fake_inner_;
 };
 
+// Note [Op aliases]: PyTorch's second names of an op (arccos for acos, greater for gt, fix for trunc,
+// special_expit for sigmoid) are declared where the op is, with Registry::Alias, and are the very
+// op: kiln.arccos is kiln.acos (python/kiln/_aliases.py binds them from here), so autograd, fake
+// tensors, graph capture and the version counter see the op they name. Where torch has an alias as
+// a Tensor method only (`x.greater_(y)`, no torch.greater_), its variants say so.
+struct OpAlias {
+  std::string name;  // "arccos"
+  Variants variants;
+};
+
 // All overloads of one name ("aten::add"), in registration order (the order Python tries them).
 struct OpPacket {
   std::string qualified_name;  // "aten::add"
   std::string name;            // "add"
   std::vector<Op*> overloads;
   Variants variants = kFunction;
+  std::vector<OpAlias> aliases;  // Note [Op aliases]
 };
 
 class OpDef;
@@ -153,6 +166,8 @@ class Registry {
  public:
   static Registry& Get();  // registers the built-in ops on first use
   OpDef Def(const std::string& schema, std::initializer_list<Tag> tags = {}, Variants variants = kFunction);
+  // `alias` as a second name of the packet `name` (defined before): Note [Op aliases].
+  void Alias(const std::string& alias, const std::string& name, Variants variants = kFunctionAndMethod);
 
   Op* Find(const std::string& full_name) const;  // "aten::add.Tensor"; "aten::add" = default overload
   const Op& FindOrThrow(const std::string& full_name) const;

@@ -1,19 +1,29 @@
-"""kiln.special against torch.special: its names for kiln's functions, and the registry's
-special_* ops (special_ndtr, a row of tensor/ops/unary.cc) under their torch.special names."""
+"""kiln.special against torch.special: the registry's special_* ops (special_ndtr, a row of
+tensor/ops/unary.cc) and aliases (special_expit of sigmoid: Note [Op aliases] in
+tensor/dispatcher.h), and its functions written in Python, under their torch.special names."""
 
 import numpy as np
 import pytest
 
 import kiln
 from conftest import requires_torch, torch
-from kiln.special import _ALIASES
+from kiln import _C
 
 
 @requires_torch
-@pytest.mark.parametrize("name", sorted(_ALIASES))
+@pytest.mark.parametrize("name", dir(kiln.special))
 def test_names_are_torch_specials(name):
     assert hasattr(torch.special, name)
     assert callable(getattr(kiln.special, name))
+
+
+def test_registry_aliases_are_the_ops_they_name():
+    aliases = {alias: name for alias, name, variants in _C._op_aliases() if alias.startswith("special_")}
+    assert aliases["special_expit"] == "sigmoid" and aliases["special_gammaln"] == "lgamma"
+    for alias, name in aliases.items():
+        assert getattr(kiln.special, alias[len("special_"):]) is getattr(kiln, name)
+        assert not hasattr(kiln, alias) and not hasattr(kiln.Tensor, alias)  # kiln.special's alone
+    assert {"expit", "psi", "gammaln", "logsumexp", "softmax", "gammainc", "sinc"} <= set(dir(kiln.special))
 
 
 @requires_torch

@@ -260,6 +260,22 @@ def test_grads_match_torch(case):
                     assert_same(kg, tg, 1e-6, 1e-6)
 
 
+def test_registry_aliases_are_torchs_second_names():
+    """Note [Op aliases] (tensor/dispatcher.h): each alias the registry declares is torch's, as a
+    function and/or a Tensor method exactly where torch has one, and is the very op it names."""
+    aliases = [(a, n, v) for a, n, v in kiln._C._op_aliases() if not a.startswith("special_")]
+    assert len(aliases) >= 37 and ("greater_", "gt_", 2) in aliases and ("arccos", "acos", 3) in aliases
+    for alias, name, variants in aliases:
+        assert hasattr(torch, alias) == bool(variants & 1), alias
+        assert hasattr(torch.Tensor, alias) == bool(variants & 2), alias
+        if variants & 1:
+            assert getattr(kiln, alias) is getattr(kiln, name)
+        else:
+            assert not hasattr(kiln, alias)
+        if variants & 2:
+            assert getattr(kiln.Tensor, alias) is getattr(kiln.Tensor, name)
+
+
 # a representative program (one op of each kind, ~40 of the table's cases: inductor compiles the
 # whole table in ~45 s): shapes that do not depend on values, so no graph break
 _COMPILED_NAMES = {

@@ -313,6 +313,13 @@ PYBIND11_MODULE(_C, m) {
     return out;
   }, "All op packets: (qualified name, name, bits: 1 function, 2 method, 4 a factory whose function takes "
      "requires_grad=).");
+  m.def("_op_aliases", [] {
+    std::vector<std::tuple<std::string, std::string, int>> out;
+    for (const auto& p : Registry::Get().packets())
+      for (const OpAlias& a : p->aliases) out.emplace_back(a.name, p->name, a.variants);
+    return out;
+  }, "torch's second names of ops (Note [Op aliases] in tensor/dispatcher.h): (alias, the op's name, bits: 1 "
+     "function, 2 method, 0 a function of the module its prefix names: special_expit is kiln.special.expit).");
   m.def("_overload_names", [](const std::string& qualified) {
     std::vector<std::string> out;
     OpPacket* p = Registry::Get().FindPacket(qualified);

@@ -338,12 +338,12 @@ Tensor.istft = istft
 # matrix products and statistics (addmv, addr, cov, cholesky_solve, ...), indexing and counting
 # (index_copy, scatter_reduce, tensor_split, histc, kthvalue, ...) in kiln/_aliases.py,
 # _pointwise_more.py, _matrix_more.py and _index_ops_more.py; their Tensor methods are bound there
+from kiln import _aliases  # noqa: E402
 from kiln._aliases import (  # noqa: E402,F401
-    absolute_, arccos, arccos_, arccosh, arccosh_, arcsin, arcsin_, arcsinh, arcsinh_, arctan, arctan_, arctan2,
-    arctanh, arctanh_, greater, greater_equal, less, less_equal, not_equal, divide, multiply, subtract, true_divide,
-    negative_, fix, fix_, sgn, ravel, msort, argwhere, adjoint, fliplr, flipud, nansum, is_signed, is_complex,
-    is_conj, is_neg, is_nonzero, is_same_size, matrix_power, get_device,
+    true_divide, sgn, ravel, msort, argwhere, adjoint, fliplr, flipud, nansum, is_signed, is_complex, is_conj, is_neg,
+    is_nonzero, is_same_size, matrix_power, get_device,
 )
+_aliases.bind_functions(globals())  # arccos, greater, divide, fix, ...: the registry's (Note [Op aliases])
 from kiln._pointwise_more import (  # noqa: E402,F401
     deg2rad, deg2rad_, rad2deg, rad2deg_, sinc, sinc_, float_power, heaviside, gcd, gcd_, lcm, lcm_, ldexp, ldexp_,
     frexp, isposinf, isneginf, isreal, logcumsumexp,

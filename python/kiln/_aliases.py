@@ -1,5 +1,6 @@
 """PyTorch's aliases and metadata predicates (issue 17): the second names torch gives its ops
-(arccos for acos, greater for gt, divide for div, fix for trunc, ...), the in-place ops whose
+(arccos for acos, greater for gt, divide for div, fix for trunc, ...: declared in the registry
+next to their ops, Note [Op aliases] in tensor/dispatcher.h, and bound here), the in-place ops whose
 metadata change kiln expresses through as_strided_ (squeeze_, unsqueeze_), and the questions real
 code asks of a tensor (is_signed, nbytes, get_device, layout, is_conj, ...).
 
@@ -15,27 +16,9 @@ from kiln import _C
 from kiln._composites import _kiln, _wrap_dim
 
 __all__ = [
-    "absolute_", "arccos", "arccos_", "arccosh", "arccosh_", "arcsin", "arcsin_", "arcsinh", "arcsinh_", "arctan",
-    "arctan_", "arctan2", "arctanh", "arctanh_", "greater", "greater_equal", "less", "less_equal", "not_equal",
-    "divide", "multiply", "subtract", "true_divide", "negative_", "fix", "fix_", "sgn", "ravel", "msort",
-    "argwhere", "adjoint", "fliplr", "flipud", "nansum", "is_signed", "is_complex", "is_conj", "is_neg",
-    "is_nonzero", "is_same_size", "matrix_power", "get_device",
+    "true_divide", "sgn", "ravel", "msort", "argwhere", "adjoint", "fliplr", "flipud", "nansum", "is_signed",
+    "is_complex", "is_conj", "is_neg", "is_nonzero", "is_same_size", "matrix_power", "get_device",
 ]
-
-# (alias, the registry op it names): torch's functions and Tensor methods of the same name
-_ALIASES = {
-    "absolute_": "abs_", "arccos": "acos", "arccos_": "acos_", "arccosh": "acosh", "arccosh_": "acosh_",
-    "arcsin": "asin", "arcsin_": "asin_", "arcsinh": "asinh", "arcsinh_": "asinh_", "arctan": "atan",
-    "arctan_": "atan_", "arctan2": "atan2", "arctan2_": "atan2_", "arctanh": "atanh", "arctanh_": "atanh_",
-    "greater": "gt", "greater_": "gt_", "greater_equal": "ge", "greater_equal_": "ge_", "less": "lt", "less_": "lt_",
-    "less_equal": "le", "less_equal_": "le_", "not_equal": "ne", "not_equal_": "ne_", "divide": "div",
-    "divide_": "div_", "multiply": "mul", "multiply_": "mul_", "subtract": "sub", "subtract_": "sub_",
-    "negative_": "neg_", "fix": "trunc", "fix_": "trunc_", "sgn_": "sign_", "swapaxes_": "transpose_",
-    "swapdims_": "transpose_",
-}
-# torch has these as Tensor methods only (torch.greater_ and friends do not exist)
-_METHOD_ONLY = {"arctan2_", "greater_", "greater_equal_", "less_", "less_equal_", "not_equal_", "divide_",
-                "multiply_", "subtract_", "sgn_", "swapaxes_", "swapdims_"}
 
 
 # torch.true_divide is div without rounding_mode (a TypeError if one is given, as torch's schema)
@@ -205,20 +188,21 @@ def sum_to_size(self, *size):
     return reduced.sum(ones, keepdim=True) if ones else reduced
 
 
-def _bind_functions():
-    """The torch-level aliases: the registry's function of the named op."""
-    k = _kiln()
-    for alias, name in _ALIASES.items():
-        if alias not in _METHOD_ONLY:
-            globals()[alias] = getattr(k, name)
+def bind_functions(namespace):
+    """The registry's aliases that are torch functions, each the very function it names (Note [Op
+    aliases] in tensor/dispatcher.h: they are declared where their ops are)."""
+    for alias, name, variants in _C._op_aliases():
+        if variants & 1:
+            namespace[alias] = namespace[name]
 
 
 def install_methods(Tensor):
     """The Tensor methods: the aliases (the registry's methods), the functions above with self as
     `input`, and the properties nbytes, H, mH, is_cpu and layout."""
     module = globals()
-    for alias, name in _ALIASES.items():
-        setattr(Tensor, alias, getattr(Tensor, name))
+    for alias, name, variants in _C._op_aliases():
+        if variants & 2:
+            setattr(Tensor, alias, getattr(Tensor, name))
     for name in ("true_divide", "true_divide_", "ravel", "msort", "argwhere", "adjoint", "fliplr", "flipud", "nansum",
                  "matrix_power", "squeeze_", "unsqueeze_", "is_signed", "is_complex", "is_conj", "is_neg",
                  "is_nonzero", "is_same_size", "get_device", "sgn",
@@ -229,6 +213,3 @@ def install_methods(Tensor):
     Tensor.mH = property(_mH)
     Tensor.is_cpu = property(lambda self: self.device.type == "cpu")
     Tensor.layout = property(lambda self: _kiln().strided)
-
-
-_bind_functions()

@@ -570,6 +570,8 @@ void RegisterActivationOps(Registry& r) {
       .Composite<&SoftmaxInt>();
   r.Def("log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", {}, kFunctionAndMethod)
       .Composite<&LogSoftmaxInt>();
+  r.Alias("special_softmax", "softmax", kModuleOnly);  // Note [Op aliases] in dispatcher.h
+  r.Alias("special_log_softmax", "log_softmax", kModuleOnly);
 
   r.Def("gelu(Tensor self, *, str approximate='none') -> Tensor", pw, kFunction)
       .CPUAndCUDA<&Gelu>().Meta<&GeluMeta>();
@@ -605,6 +607,7 @@ void RegisterActivationOps(Registry& r) {
                 kLogit, 1);
   r.Def("logit_(Tensor(a!) self, float? eps=None) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
       .CPUAndCUDA<&Logit_>().Impl<&Logit_Meta>(DispatchKey::Meta).Impl<&Logit_Meta>(DispatchKey::Fake);
+  r.Alias("special_logit", "logit", kModuleOnly);
   r.Def("nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor", pw,
         kFunctionAndMethod)
       .CPUAndCUDA<&NanToNum>().Meta<&NanToNumMeta>();

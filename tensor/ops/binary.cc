@@ -6,6 +6,7 @@
 // out= variants, each with its meta function, so adding an op is one table row.
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "tensor/cuda/cuda_ops.h"
 #include "tensor/cuda/pointwise.h"
@@ -656,6 +657,16 @@ void RegisterBinaryOps(Registry& r) {
       .CompositeExplicit<&RsubTensor>();
   r.Def("rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", {Tag::pointwise}, kFunction)
       .CompositeExplicit<&RsubScalar>();
+
+  // torch's second names of these ops (Note [Op aliases] in dispatcher.h); their in-place forms
+  // are Tensor methods only (there is no torch.greater_)
+  for (auto [alias, name] : {std::pair<std::string, std::string>{"greater", "gt"}, {"greater_equal", "ge"},
+                             {"less", "lt"}, {"less_equal", "le"}, {"not_equal", "ne"}, {"divide", "div"},
+                             {"multiply", "mul"}, {"subtract", "sub"}, {"arctan2", "atan2"}}) {
+    r.Alias(alias, name);
+    r.Alias(alias + "_", name + "_", kMethod);
+  }
+  r.Alias("special_xlogy", "xlogy", kModuleOnly);
 }
 
 }  // namespace kiln

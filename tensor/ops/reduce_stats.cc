@@ -316,6 +316,7 @@ void RegisterReduceStatsOps(Registry& r) {
 
   r.Def("logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor", red, kFunctionAndMethod)
       .CPUAndCUDA<&Logsumexp>().Meta<&LogsumexpMeta>();
+  r.Alias("special_logsumexp", "logsumexp", kModuleOnly);  // Note [Op aliases] in dispatcher.h
 
   r.Def("linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, "
         "ScalarType? dtype=None) -> Tensor", tags, kFunction)

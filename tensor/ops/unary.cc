@@ -326,6 +326,23 @@ void RegisterUnaryOps(Registry& r) {
       .Impl<&RoundDecimalsInplaceMeta>(DispatchKey::Fake);
   r.Def("round.decimals_out(Tensor self, *, int decimals, Tensor(a!) out) -> Tensor(a!)", {Tag::pointwise})
       .CPUAndCUDA<&RoundDecimalsOut>();
+
+  // torch's second names of these ops (Note [Op aliases] in dispatcher.h): arccos, arccos_, ...
+  for (std::string inverse : {"acos", "acosh", "asin", "asinh", "atan", "atanh"}) {
+    r.Alias("arc" + inverse.substr(1), inverse);
+    r.Alias("arc" + inverse.substr(1) + "_", inverse + "_");
+  }
+  r.Alias("absolute_", "abs_", kMethod);  // no torch.absolute_
+  r.Alias("negative_", "neg_");
+  r.Alias("fix", "trunc");
+  r.Alias("fix_", "trunc_");
+  r.Alias("sgn_", "sign_", kMethod);
+  // torch.special's names of them (kiln.special.expit is kiln.sigmoid)
+  for (std::string name : {"digamma", "erf", "erfc", "erfinv", "exp2", "expm1", "log1p", "round"})
+    r.Alias("special_" + name, name, kModuleOnly);
+  r.Alias("special_psi", "digamma", kModuleOnly);
+  r.Alias("special_expit", "sigmoid", kModuleOnly);
+  r.Alias("special_gammaln", "lgamma", kModuleOnly);
 }
 
 }  // namespace kiln

@@ -389,6 +389,8 @@ void RegisterViewOps(Registry& r) {
   r.Def("transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)", {Tag::inplace_view}, kMethod)
       .AllBackends<&Transpose_>();
   r.Def("t_(Tensor(a!) self) -> Tensor(a!)", {Tag::inplace_view}, kMethod).AllBackends<&T_>();
+  r.Alias("swapaxes_", "transpose_", kMethod);  // Note [Op aliases] in dispatcher.h
+  r.Alias("swapdims_", "transpose_", kMethod);
   r.Def("as_strided_(Tensor(a!) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a!)",
         {Tag::inplace_view}, kFunctionAndMethod).AllBackends<&AsStrided_>();
   r.Def("expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)", kView, kMethod)

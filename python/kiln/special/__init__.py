@@ -1,41 +1,62 @@
 """kiln.special, as torch.special: special functions of the registry's ops.
 
-An op registered as `special_<name>` (its schema's name, as PyTorch's native_functions.yaml
-spells torch.special's ops) is `kiln.special.<name>`, found in the registry on first use: a new
-op of the pointwise families (tensor/ops/unary.cc) needs no line here. The rest are torch.special's
-names for ops kiln has under their top-level names. Names torch.special has and kiln lacks raise
-AttributeError naming torch's function.
+torch.special's names are the registry's: an op registered as `special_<name>` (its schema's name,
+as PyTorch's native_functions.yaml spells torch.special's ops: special_ndtr) or an alias
+`special_<name>` of an op kiln has under its top-level name (special_expit of sigmoid: Note [Op
+aliases] in tensor/dispatcher.h) is `kiln.special.<name>`, found on first use; a new one needs no
+line here. The functions below are torch.special's names for kiln functions written in Python,
+which the registry does not hold. Names torch.special has and kiln lacks raise AttributeError
+naming torch's function.
 """
 
 import kiln
 from kiln import _C
 
-# torch.special name -> the kiln function it is
-_ALIASES = {
-    "digamma": "digamma", "psi": "digamma", "erf": "erf", "erfc": "erfc", "erfinv": "erfinv", "exp2": "exp2",
-    "expit": "sigmoid", "expm1": "expm1", "gammaln": "lgamma", "gammainc": "igamma", "gammaincc": "igammac",
-    "i0": "i0", "log1p": "log1p", "logit": "logit", "logsumexp": "logsumexp", "multigammaln": "mvlgamma",
-    "polygamma": "polygamma", "round": "round", "sinc": "sinc", "xlogy": "xlogy", "softmax": "softmax",
-    "log_softmax": "log_softmax",
-}
-
-_REGISTRY_OPS = None
+_REGISTRY_NAMES = None
 
 
-def _registry_ops():
-    global _REGISTRY_OPS
-    if _REGISTRY_OPS is None:
-        _REGISTRY_OPS = {name[len("special_"):] for _, name, _ in _C._packets() if name.startswith("special_")}
-    return _REGISTRY_OPS
+def _registry_names():
+    """torch.special name -> the name of the kiln function it is."""
+    global _REGISTRY_NAMES
+    if _REGISTRY_NAMES is None:
+        names = {name: name for _, name, _ in _C._packets() if name.startswith("special_")}
+        names.update((alias, name) for alias, name, _ in _C._op_aliases() if alias.startswith("special_"))
+        _REGISTRY_NAMES = {alias[len("special_"):]: name for alias, name in names.items()}
+    return _REGISTRY_NAMES
+
+
+def gammainc(input, other, *, out=None):
+    return kiln.igamma(input, other, out=out)
+
+
+def gammaincc(input, other, *, out=None):
+    return kiln.igammac(input, other, out=out)
+
+
+def i0(input, *, out=None):
+    return kiln.i0(input, out=out)
+
+
+def multigammaln(input, p, *, out=None):
+    return kiln.mvlgamma(input, p, out=out)
+
+
+def polygamma(n, input, *, out=None):
+    return kiln.polygamma(n, input, out=out)
+
+
+def sinc(input, *, out=None):
+    return kiln.sinc(input, out=out)
 
 
 def __getattr__(name):
-    if name in _ALIASES:
-        return getattr(kiln, _ALIASES[name])
-    if name in _registry_ops():
-        return getattr(kiln, "special_" + name)
+    target = _registry_names().get(name)
+    if target is not None:
+        return getattr(kiln, target)
     raise AttributeError(f"module 'kiln.special' has no attribute '{name}' (torch.special.{name} is not in kiln)")
 
 
 def __dir__():
-    return sorted(set(_ALIASES) | _registry_ops())
+    defined_here = {name for name, value in globals().items()
+                    if not name.startswith("_") and getattr(value, "__module__", None) == __name__}
+    return sorted(set(_registry_names()) | defined_here)
