@@ -259,6 +259,34 @@ TEST(Kernels, BinaryOnTransposedAndBroadcastInputs) {
   EXPECT_EQ(Values<float>(ops::mul(stepped, stepped)), (std::vector<float>{0, 9, 36, 81}));
 }
 
+// CpuKernel's fast paths (all contiguous, a broadcast scalar either side) and its strided loop,
+// on outputs written plainly and on outputs large enough to be streamed out in blocks (Note
+// [Streaming stores]: one loop computes both, with a last partial block).
+TEST(Kernels, CpuKernelRunsPlainAndStreamed) {
+  const float three = 3.0f;
+  for (int64_t n : {int64_t(1000), kStreamingBytes / int64_t(sizeof(float)) + 37}) {
+    Tensor a = Arange(n), b = ops::mul(Arange(n), Scalar(0.25));
+    auto f = [](float x, float y) { return x * 3.0f + y; };
+    Tensor out = ops::empty(Shape({n}), ScalarType::Float32);
+    CpuKernel<float, float, float>(ElementwiseIter({out, a, b}), f);
+    Tensor scalar_b = ops::empty(Shape({n}), ScalarType::Float32);
+    CpuKernel<float, float, float>(ElementwiseIter({scalar_b, a, Operand::Broadcast(&three)}), f);
+    Tensor scalar_a = ops::empty(Shape({n}), ScalarType::Float32);
+    CpuKernel<float, float, float>(ElementwiseIter({scalar_a, Operand::Broadcast(&three), b}), f);
+    Tensor b_stepped = ops::slice(ops::mul(Arange(2 * n), Scalar(0.125)), 0, 0, 2 * n, 2);  // the strided loop
+    Tensor strided = ops::empty(Shape({n}), ScalarType::Float32);
+    CpuKernel<float, float, float>(ElementwiseIter({strided, a, b_stepped}), f);
+    const float *o = out.data_ptr<float>(), *sb = scalar_b.data_ptr<float>(), *sa = scalar_a.data_ptr<float>(),
+                *st = strided.data_ptr<float>();
+    int64_t wrong = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const float x = float(j), y = float(j) * 0.25f;
+      wrong += o[j] != f(x, y) || sb[j] != f(x, three) || sa[j] != f(three, y) || st[j] != f(x, y);
+    }
+    EXPECT_EQ(wrong, 0) << "n = " << n;
+  }
+}
+
 TEST(Kernels, SumOverAnyDims) {
   Tensor x = ops::view(Arange(24), Shape({2, 3, 4}));
   EXPECT_EQ(Values<float>(ops::sum(x, std::vector<int64_t>{1})),
