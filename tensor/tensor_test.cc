@@ -148,6 +148,24 @@ TEST(Dispatcher, InplaceOpsBumpVersion) {
   EXPECT_EQ(v->version(), before + 1);
 }
 
+// Note [Op aliases]: a second name belongs to the packet it names, with the variants torch gives it;
+// an alias of an op not defined, of an op's own name, or declared twice is refused.
+TEST(Dispatcher, AliasesBelongToTheOpsTheyName) {
+  auto aliases_of = [](const std::string& name) {
+    std::vector<std::pair<std::string, int>> out;
+    for (const OpAlias& a : Registry::Get().FindPacket("aten::" + name)->aliases) out.emplace_back(a.name, a.variants);
+    return out;
+  };
+  EXPECT_EQ(aliases_of("gt"), (std::vector<std::pair<std::string, int>>{{"greater", kFunctionAndMethod}}));
+  EXPECT_EQ(aliases_of("gt_"), (std::vector<std::pair<std::string, int>>{{"greater_", kMethod}}));
+  EXPECT_EQ(aliases_of("sigmoid"), (std::vector<std::pair<std::string, int>>{{"special_expit", kModuleOnly}}));
+  Registry& r = Registry::Get();
+  EXPECT_ANY_THROW(r.Alias("arcfoo", "foo"));        // no such op
+  EXPECT_ANY_THROW(r.Alias("add", "sub"));           // an op's own name
+  EXPECT_ANY_THROW(r.Alias("greater", "ge"));        // gt's already
+  EXPECT_EQ(aliases_of("ge"), (std::vector<std::pair<std::string, int>>{{"greater_equal", kFunctionAndMethod}}));
+}
+
 // --- TensorImpl and views --------------------------------------------------------------------
 
 TEST(Views, ShareStorageAndComputeStrides) {
