@@ -4,13 +4,16 @@ torch.special's names are the registry's: an op registered as `special_<name>` (
 as PyTorch's native_functions.yaml spells torch.special's ops: special_ndtr) or an alias
 `special_<name>` of an op kiln has under its top-level name (special_expit of sigmoid: Note [Op
 aliases] in tensor/dispatcher.h) is `kiln.special.<name>`, found on first use; a new one needs no
-line here. The functions below are torch.special's names for kiln functions written in Python,
+line here. The imports below are torch.special's names for kiln functions written in Python,
 which the registry does not hold. Names torch.special has and kiln lacks raise AttributeError
 naming torch's function.
 """
 
 import kiln
 from kiln import _C
+from kiln._pointwise_more import sinc  # noqa: F401
+from kiln._special_more import igamma as gammainc, igammac as gammaincc, mvlgamma as multigammaln, polygamma  # noqa: F401
+from kiln._windows import i0  # noqa: F401
 
 _REGISTRY_NAMES = None
 
@@ -25,30 +28,6 @@ def _registry_names():
     return _REGISTRY_NAMES
 
 
-def gammainc(input, other, *, out=None):
-    return kiln.igamma(input, other, out=out)
-
-
-def gammaincc(input, other, *, out=None):
-    return kiln.igammac(input, other, out=out)
-
-
-def i0(input, *, out=None):
-    return kiln.i0(input, out=out)
-
-
-def multigammaln(input, p, *, out=None):
-    return kiln.mvlgamma(input, p, out=out)
-
-
-def polygamma(n, input, *, out=None):
-    return kiln.polygamma(n, input, out=out)
-
-
-def sinc(input, *, out=None):
-    return kiln.sinc(input, out=out)
-
-
 def __getattr__(name):
     target = _registry_names().get(name)
     if target is not None:
@@ -57,6 +36,5 @@ def __getattr__(name):
 
 
 def __dir__():
-    defined_here = {name for name, value in globals().items()
-                    if not name.startswith("_") and getattr(value, "__module__", None) == __name__}
-    return sorted(set(_registry_names()) | defined_here)
+    imported = {name for name, value in globals().items() if callable(value) and not name.startswith("_")}
+    return sorted(set(_registry_names()) | imported)
