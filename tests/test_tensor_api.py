@@ -443,6 +443,55 @@ def test_elementwise_results_are_laid_out_like_their_inputs_as_pytorch(layout):
 
 
 @requires_torch
+def test_elementwise_layout_over_size_one_dims_is_pytorchs():
+    # Note [Fast setup] (tensor/ops/common.cc): inputs of the result's shape that are all row-major,
+    # all channels-last, or all dense with equal strides give the result those strides without the
+    # sort, size-1 dims' strides included; a Python number operand or broadcasting sorts. Random
+    # layouts with size-1 dims, permuted, sliced, expanded; strides compared with PyTorch's.
+    rng = np.random.default_rng(0)
+    ops = [lambda lib, a, b: a.exp(), lambda lib, a, b: lib.logical_not(a), lambda lib, a, b: a + b,
+           lambda lib, a, b: a * 2, lambda lib, a, b: a > 0, lambda lib, a, b: lib.where(a > b, a, b),
+           lambda lib, a, b: a.clamp(0, 3), lambda lib, a, b: a + b.double(), lambda lib, a, b: a.flip(0),
+           lambda lib, a, b: b.clone(), lambda lib, a, b: lib.empty_like(b), lambda lib, a, b: b.to(lib.int32)]
+    for case in range(300):
+        ndim = int(rng.integers(2, 5))
+        sizes = [int(n) for n in rng.choice([1, 1, 2, 3], ndim)]
+        perms = [list(rng.permutation(ndim)) for _ in range(2)]
+        steps = [[int(s) for s in rng.choice([1, 1, 2], ndim)] for _ in range(2)]
+        expand = rng.random() < 0.2
+        same = rng.random() < 0.5
+
+        def inputs(lib):
+            made = []
+            for i in range(2):
+                p, st = perms[0 if same else i], steps[0 if same else i]
+                full = [sizes[p.index(d)] * st[p.index(d)] for d in range(ndim)]
+                t = lib.arange(float(np.prod(full))).reshape(full)
+                t = t[tuple(slice(None, None, s) for s in st)].permute(*[int(d) for d in np.argsort(p)])
+                made.append(t)
+            if expand and made[1].shape[0] == 1:
+                made[1] = made[1].expand(3, *made[1].shape[1:])
+                made[0] = made[0].expand(3, *made[0].shape[1:]) if made[0].shape[0] == 1 else made[0]
+            return made
+        for j, op in enumerate(ops):
+            try:
+                t = op(torch, *inputs(torch))
+            except RuntimeError:
+                continue
+            k = op(kiln, *inputs(kiln))
+            assert k.stride() == t.stride(), (case, j, [tuple(x.stride()) for x in inputs(torch)], k.stride(), t.stride())
+    for lib in (kiln, torch):  # the fuzzed program that found it: v[0] = v, a full overlap
+        v = lib.where(lib.tensor([[[3], [0]]]).transpose(-1, -2) > 0, 1, 2)
+        v[0] = lib.logical_not(v) * 1 + v
+        w = lib.logical_not(lib.tensor([[[3], [0]]]).transpose(-1, -2)).long()
+        w[0] = w
+        assert w.tolist() == [[[0, 1]]]
+    b4 = torch.arange(24.0).reshape(2, 3, 1, 4).contiguous(memory_format=torch.channels_last)
+    k4 = kiln.arange(24.0).reshape(2, 3, 1, 4).contiguous(memory_format=kiln.channels_last)
+    assert (k4 + k4).stride() == (b4 + b4).stride() and k4.exp().stride() == b4.exp().stride()
+
+
+@requires_torch
 def test_zero_dim_integer_tensor_index_is_a_view_as_pytorch():
     # PyTorch indexes with a 0-d integer tensor as with its value (select: a view), so a later
     # write to the base shows through; kiln gathered a copy (fuzz seed 61, program 1740)

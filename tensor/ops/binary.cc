@@ -299,7 +299,8 @@ TensorMeta MetaScalar(const Tensor& a, const Scalar& b) {
   CheckSubOperands<kOp>(a.dtype() == ScalarType::Bool, b.is_bool());
   ScalarType promoted = ResultType(a, b);
   CheckDtype(spec, promoted);
-  return TensorMeta{a->sym_sizes(), LayoutOfInputs(a->sym_sizes(), {&a}), ResultDtype(spec, promoted), a.device()};
+  return TensorMeta{a->sym_sizes(), LayoutOfInputs(a->sym_sizes(), {&a}, std::nullopt, /*scalar_operand=*/true),
+                    ResultDtype(spec, promoted), a.device()};
 }
 
 // PyTorch's alpha_check, on the operands' common dtype; the meta functions run it too, so a

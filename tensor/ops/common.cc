@@ -3,6 +3,7 @@
 
 #include "tensor/dispatch_key.h"
 #include "tensor/fake_tensor.h"
+#include "tensor/memory_format.h"
 
 namespace kiln {
 
@@ -44,13 +45,10 @@ Tensor CopyToDevice(const Tensor& host, Device device) {
   return ops::copy_(out, host);
 }
 
-// The strides of `t.to(other dtype)`: empty_like's preserve format, t's own strides when they are
-// dense and free of overlap, else dense ones in t's stride order (PyTorch's infer_dense_strides).
-static SymDimVector CastStrides(const Tensor& t) {
+SymDimVector PreserveFormatStrides(const Tensor& t) {
   bool dense = false;
   if (!MayOverlapItself(t->sym_sizes(), t->sym_strides(), &dense) && dense) return t->sym_strides();
-  SymDimVector order = LayoutOfOperands(t->sym_sizes(), {t->sym_strides()});
-  return order.empty() ? ContiguousStrides(t->sym_sizes()) : order;
+  return LayoutOfInputs(t->sym_sizes(), {&t});
 }
 
 TensorMeta ElementwiseMeta(const char* op, const Tensor& a, const Tensor& b, ScalarType dtype,
@@ -152,16 +150,63 @@ SymDimVector LayoutOfOperands(const SymDimVector& shape, const std::vector<SymDi
   }
 }
 
+// Note [Fast setup]: before sorting, PyTorch's TensorIterator takes a shortcut where every input
+// has the result's shape (no broadcast, no 0-dim operand such as a wrapped Python number): all
+// row-major -> row-major, all channels-last -> channels-last, all dense with equal strides -> those
+// very strides. Each ignores size-1 dimensions, so it can disagree with the sort on their strides:
+// logical_not of a (1, 1, 2) tensor with strides (2, 1, 1) is (2, 2, 1) in PyTorch, and kiln's
+// sorted (2, 1, 1) made `v[0] = v` expand the value to strides other than v[0]'s, a partial overlap
+// PyTorch does not see (fuzz seed 1631, program 2476). nullopt: no shortcut, sort.
+static bool DenseFrom(const SymDimVector& sizes, const SymDimVector& strides, std::initializer_list<int> order) {
+  SymInt expected = 1;
+  for (int d : order) {
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected = expected * sizes[d];
+  }
+  return true;
+}
+
+static std::optional<SymDimVector> FastSetupLayout(const SymDimVector& shape, const std::vector<SymDimVector>& strides) {
+  const int64_t ndim = static_cast<int64_t>(shape.size());
+  for (const SymInt& n : shape)
+    if (n == 0) return SymDimVector{};  // every empty tensor is contiguous
+  bool contiguous = true, channels_last = ndim == 4, same = true;
+  for (const SymDimVector& st : strides) {
+    SymInt expected = 1;
+    for (int64_t d = ndim - 1; d >= 0 && contiguous; --d) {
+      if (shape[d] == 1) continue;
+      contiguous = st[d] == expected;
+      expected = expected * shape[d];
+    }
+    channels_last = channels_last && DenseFrom(shape, st, {1, 3, 2, 0});
+    same = same && st == strides.front();
+  }
+  if (contiguous) return SymDimVector{};
+  if (channels_last) return ChannelsLastStrides(shape);
+  bool dense = false;
+  if (same && !MayOverlapItself(shape, strides.front(), &dense) && dense) return strides.front();
+  return std::nullopt;
+}
+
 SymDimVector LayoutOfInputs(const SymDimVector& shape, std::initializer_list<const Tensor*> inputs,
-                            std::optional<ScalarType> cast_to) {
+                            std::optional<ScalarType> cast_to, bool scalar_operand) {
   std::vector<SymDimVector> strides;  // each input's strides over `shape`, 0 where it broadcasts
+  bool same_shape = !scalar_operand;  // Note [Fast setup]
   try {  // (whether a dim broadcasts is a comparison of sizes too)
     for (const Tensor* t : inputs) {
-      if (!t->defined() || t->dim() == 0) continue;
+      if (!t->defined()) continue;
+      same_shape = same_shape && (*t)->sym_sizes() == shape;
+      if (t->dim() == 0) continue;
       // an input of another dtype is cast first, and its cast's layout counts (x1 + x3 with an
       // expanded int64 x1 and a transposed float32 x3 is row-major: fuzz seed 291, program 16413)
       const bool cast = cast_to && t->dtype() != *cast_to;
-      strides.push_back(BroadcastStrides((*t)->sym_sizes(), cast ? CastStrides(*t) : (*t)->sym_strides(), shape));
+      SymDimVector own = cast ? PreserveFormatStrides(*t) : (*t)->sym_strides();
+      if (own.empty() && t->dim() > 0) own = ContiguousStrides((*t)->sym_sizes());
+      strides.push_back(BroadcastStrides((*t)->sym_sizes(), own, shape));
+    }
+    if (same_shape && shape.size() >= 2 && !strides.empty()) {
+      if (std::optional<SymDimVector> fast = FastSetupLayout(shape, strides)) return *fast;
     }
   } catch (const NamedError& e) {
     if (e.python_class() != "GuardOnDataDependentSymNode") throw;

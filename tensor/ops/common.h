@@ -24,9 +24,14 @@ TensorMeta ElementwiseMeta(const char* op, const Tensor& a, const Tensor& b, Sca
 // TensorIterator gives it (Note [Elementwise output layout]); empty: contiguous (also when a
 // size or stride is symbolic).
 // `cast_to`: the dtype the inputs compute in; one of another dtype is cast first, as PyTorch's
-// CPU TensorIterator does, and the cast's layout counts.
+// CPU TensorIterator does, and the cast's layout counts. `scalar_operand`: the op has a Python
+// number as an operand too (PyTorch wraps it as a 0-dim tensor, which turns off Note [Fast setup]).
 SymDimVector LayoutOfInputs(const SymDimVector& shape, std::initializer_list<const Tensor*> inputs,
-                            std::optional<ScalarType> cast_to = std::nullopt);
+                            std::optional<ScalarType> cast_to = std::nullopt, bool scalar_operand = false);
+// The strides of empty_like(t) in preserve_format (of `t.to(dtype)`, `t.clone()`, `flip(t)`): t's
+// own, size-1 dims' included, when t is dense and free of overlap, else dense ones in t's memory
+// order (PyTorch's infer_dense_strides); empty: row-major.
+SymDimVector PreserveFormatStrides(const Tensor& t);
 // `t`'s strides as an operand of a TensorIterator over `shape`: 0 where it broadcasts (a missing
 // leading dim, or size 1 against a larger size).
 SymDimVector BroadcastStrides(const Tensor& t, const SymDimVector& shape);

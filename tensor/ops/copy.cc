@@ -226,27 +226,26 @@ Tensor CopyMeta(Tensor self, const Tensor& src, bool) {
   return self;
 }
 
+// Whether t's strides are the row-major ones, size-1 dims' included: what a preserve_format copy
+// keeps anyway, so it needs no trip through empty_like.
+static bool RowMajorStrides(const Tensor& t) {
+  return t.is_contiguous() && !t->is_symbolic() && t->sym_strides() == ContiguousStrides(t->sym_sizes());
+}
+
 // A copy of self in memory format `mf`: row-major, channels-last, or (preserve, the default) self's
-// own layout as empty_like keeps it.
+// own layout as empty_like keeps it (a dense self's strides exactly, as PyTorch's clone and
+// _to_copy: a (2, 1, 1) tensor with strides (1, 4, 1) copies to (1, 4, 1), not (1, 1, 1)).
 Tensor EmptyIn(const Tensor& self, ScalarType dtype, Device device, std::optional<MemoryFormat> mf) {
   if (mf && *mf == MemoryFormat::ChannelsLast)
     return EmptyTensor(self->sym_sizes(), dtype, device, ChannelsLastStrides(self->sym_sizes()));
-  if ((mf && *mf == MemoryFormat::Contiguous) || (self.is_contiguous() && !SuggestsChannelsLast(self)))
+  if ((mf && *mf == MemoryFormat::Contiguous) || RowMajorStrides(self))
     return EmptyTensor(self->sym_sizes(), dtype, device);
   return CallOp<Tensor>(KILN_OP("aten::empty_like"), self, std::optional<ScalarType>(dtype), std::optional<Layout>(),
                         std::optional<Device>(device), std::optional<bool>(), std::optional<MemoryFormat>());
 }
 
 Tensor Clone(const Tensor& self, std::optional<MemoryFormat> mf) {
-  if (mf && *mf == MemoryFormat::ChannelsLast) {
-    Tensor out = EmptyIn(self, self.dtype(), self.device(), mf);
-    return ops::copy_(out, self);
-  }
-  Tensor out = (mf && *mf == MemoryFormat::Contiguous) || (self.is_contiguous() && !SuggestsChannelsLast(self))
-                   ? EmptyTensor(self->sym_sizes(), self.dtype(), self.device())
-                   : CallOp<Tensor>(KILN_OP("aten::empty_like"), self, std::optional<ScalarType>(),
-                                    std::optional<Layout>(), std::optional<Device>(), std::optional<bool>(),
-                                    std::optional<MemoryFormat>());
+  Tensor out = EmptyIn(self, self.dtype(), self.device(), mf);
   return ops::copy_(out, self);
 }
 

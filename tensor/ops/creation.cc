@@ -67,19 +67,13 @@ Tensor ScalarTensor(const Scalar& s, OptDtype dtype, OptLayout layout, OptDevice
 Tensor EmptyLikeOp(const Tensor& self, OptDtype dtype, OptLayout layout, OptDevice device, OptBool,
                  OptMemoryFormat mf) {
   CheckLayout("empty_like", layout);
-  // preserve_format (the default): keep a dense non-overlapping input's strides, as PyTorch does,
-  // else dense strides in the input's memory order (an elementwise result's layout: expanded
-  // dimensions say nothing, so `x.expand(3, 4)` gives row-major); contiguous_format: row-major.
+  // preserve_format (the default): PyTorch's empty_like keeps a dense non-overlapping input's
+  // strides exactly (size-1 dims' too, and a channels-last input's), else dense strides in the
+  // input's memory order (expanded dimensions say nothing: `x.expand(3, 4)` gives row-major);
+  // contiguous_format: row-major.
   SymDimVector strides;
-  // channels-last when asked, or kept (preserve_format) when self is laid out so, as PyTorch's
-  // suggest_memory_format (its strides may also read as row-major when C or H, W are 1)
-  if (mf == MemoryFormat::ChannelsLast || (mf != MemoryFormat::Contiguous && SuggestsChannelsLast(self))) {
-    strides = ChannelsLastStrides(self->sym_sizes());
-  } else if (!self.is_contiguous() && mf != MemoryFormat::Contiguous) {
-    bool dense = false;
-    if (!MayOverlapItself(self->sym_sizes(), self->sym_strides(), &dense) && dense) strides = self->sym_strides();
-    else strides = LayoutOfInputs(self->sym_sizes(), {&self});
-  }
+  if (mf == MemoryFormat::ChannelsLast) strides = ChannelsLastStrides(self->sym_sizes());
+  else if (mf != MemoryFormat::Contiguous) strides = PreserveFormatStrides(self);
   Device dev = device ? *device : self.device();
   return EmptyTensor(self->sym_sizes(), dtype.value_or(self.dtype()), dev, strides);
 }

@@ -372,10 +372,10 @@ TensorMeta FlipMeta(const Tensor& self, const std::vector<int64_t>& dims) {
     KILN_CHECK(!seen[w], "dim ", w, " appears multiple times in the list of dims");
     seen[w] = true;
   }
-  // laid out as self is (PyTorch's TensorIterator output): flip of a transposed x is transposed,
-  // so its .contiguous() copies; a contiguous result was returned by it, and an in-place op on
-  // that changed the flip too (fuzz seed 281, program 19137)
-  return TensorMeta{self->sym_sizes(), LayoutOfInputs(self->sym_sizes(), {&self}), self.dtype(), self.device()};
+  // laid out as self is (PyTorch's flip allocates empty_like(self)): flip of a transposed x is
+  // transposed, so its .contiguous() copies; a contiguous result was returned by it, and an
+  // in-place op on that changed the flip too (fuzz seed 281, program 19137)
+  return TensorMeta{self->sym_sizes(), PreserveFormatStrides(self), self.dtype(), self.device()};
 }
 Tensor FlipCPU(const Tensor& self, const std::vector<int64_t>& dims) {
   Tensor out = EmptyFromMeta(FlipMeta(self, dims));
