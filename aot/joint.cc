@@ -20,9 +20,9 @@ std::vector<fx::Node*> Placeholders(const fx::Graph& graph) {
 }  // namespace
 
 JointGraph::JointGraph(std::shared_ptr<fx::Graph> g, int primals, int tangents, int fwd_outputs,
-                       std::vector<int> mutated)
+                       std::vector<int> mutated, std::vector<std::optional<OutputAlias>> aliases)
     : graph(std::move(g)), num_primals(primals), num_tangents(tangents), num_fwd_outputs(fwd_outputs),
-      mutated_inputs(std::move(mutated)) {
+      mutated_inputs(std::move(mutated)), output_aliases(std::move(aliases)) {
   if (!graph) throw ValueError("JointGraph: graph is None");
   if (num_primals < 0 || num_tangents < 0 || num_fwd_outputs < 0)
     throw ValueError(StrCat("JointGraph: counts must be non-negative, got num_primals=", num_primals,
@@ -45,6 +45,18 @@ JointGraph::JointGraph(std::shared_ptr<fx::Graph> g, int primals, int tangents, 
   for (int i : mutated_inputs)
     if (i < 0 || i >= num_primals)
       throw ValueError(StrCat("JointGraph: mutated input ", i, " is not among the ", num_primals, " primals"));
+  const size_t function_outputs = num_fwd_outputs - mutated_inputs.size();
+  if (!output_aliases.empty() && output_aliases.size() != function_outputs)
+    throw ValueError(StrCat("JointGraph: ", output_aliases.size(), " output aliases for ", function_outputs,
+                            " function outputs"));
+  for (const std::optional<OutputAlias>& a : output_aliases) {
+    if (!a) continue;
+    const bool of_output = a->base == OutputAlias::Base::kOutput;
+    const int limit = of_output ? static_cast<int>(function_outputs) : num_primals;
+    if (a->index < 0 || a->index >= limit)
+      throw ValueError(StrCat("JointGraph: an output alias of ", of_output ? "output " : "input ", a->index,
+                              ", not among the ", limit, of_output ? " function outputs" : " primals"));
+  }
 }
 
 std::vector<fx::Node*> JointGraph::primals() const {

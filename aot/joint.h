@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "aot/output_aliases.h"
 #include "fx/graph.h"
 
 namespace kiln::aot {
@@ -31,12 +32,16 @@ struct JointGraph {
   // Positions among the primals of the inputs the function wrote, in the order of their new
   // values among the first forward outputs (Note [Input mutations as outputs]).
   std::vector<int> mutated_inputs;
+  // Per function output (the forward outputs after the mutated inputs' new values): the input or
+  // output it views, as the fake run found it (Note [Output aliases]); empty when not known.
+  std::vector<std::optional<OutputAlias>> output_aliases;
 
   // Checks the counts against the graph (ValueError naming what disagrees): num_primals +
   // num_tangents placeholders, an output of one flat tuple with at least num_fwd_outputs items,
-  // mutated inputs among the primals and no more of them than forward outputs.
+  // mutated inputs among the primals and no more of them than forward outputs, an output alias
+  // (if any are given) per function output, each of a primal or of a function output.
   JointGraph(std::shared_ptr<fx::Graph> graph, int num_primals, int num_tangents, int num_fwd_outputs,
-             std::vector<int> mutated_inputs = {});
+             std::vector<int> mutated_inputs = {}, std::vector<std::optional<OutputAlias>> output_aliases = {});
 
   std::vector<fx::Node*> primals() const;
   std::vector<fx::Node*> tangents() const;

@@ -85,5 +85,29 @@ TEST(JointGraph, CountsSplitThePlaceholdersAndAreChecked) {
   EXPECT_THROW(JointGraph(no_tuple, 1, 0, 0), ValueError) << "the output must be one flat tuple";
 }
 
+TEST(JointGraph, OutputAliasesArePerFunctionOutputAndNameAPrimalOrAnOutput) {
+  // def f(x, w): x.mul_(w); return x.t(), x.t().t() (the first output views input 0, the second output 0)
+  auto graph = std::make_shared<Graph>();
+  Node* x = graph->Placeholder("x");
+  Node* w = graph->Placeholder("w");
+  Node* m = Call(*graph, "aten::mul.Tensor", {x, w});
+  Node* t = Call(*graph, "aten::t", {m});
+  Node* tt = Call(*graph, "aten::t", {t});
+  graph->Output(Argument::Tuple({m, t, tt, Argument(), Argument()}));
+  const OutputAlias of_x{OutputAlias::Base::kInput, 0, StridedLayout{{2, 2}, {1, 2}, 0}, std::nullopt};
+  const StridedLayout t_layout{{2, 2}, {1, 2}, 0};
+  const OutputAlias of_t{OutputAlias::Base::kOutput, 0, StridedLayout{{2, 2}, {2, 1}, 0}, t_layout};
+  const JointGraph joint(graph, 2, 0, 3, {0}, {of_x, of_t});
+  ASSERT_EQ(joint.output_aliases.size(), 2u);
+  EXPECT_EQ(joint.output_aliases[1]->base_layout, t_layout);
+  EXPECT_THROW(JointGraph(graph, 2, 0, 3, {0}, {of_x}), ValueError) << "one alias for two function outputs";
+  OutputAlias of_input_5 = of_x;
+  of_input_5.index = 5;
+  EXPECT_THROW(JointGraph(graph, 2, 0, 3, {0}, {of_input_5, std::nullopt}), ValueError) << "no primal 5";
+  OutputAlias of_output_2 = of_t;
+  of_output_2.index = 2;
+  EXPECT_THROW(JointGraph(graph, 2, 0, 3, {0}, {std::nullopt, of_output_2}), ValueError) << "no function output 2";
+}
+
 }  // namespace
 }  // namespace kiln::aot

@@ -906,3 +906,35 @@ def test_mutating_one_of_two_aliasing_inputs_raises_in_backward_as_eager(backend
     assert want[0] == "raises"
     assert run(kiln, f) == want
     assert run(kiln, compiled(f, backend)) == want
+
+
+def test_output_aliases_and_view_chains_are_cpp_records():
+    # Note [Output aliases] and Note [Replaying output views] (aot/output_aliases.h) from Python:
+    # typed records of which input or output each output views, and the graph's view ops to it
+    from kiln._functorch._aot_autograd.output_analysis import _replay, _walk_views
+    from kiln.fx.experimental.proxy_tensor import make_fx
+
+    x = kiln.arange(6.0).reshape(2, 3)
+    y = x * 2
+    found = kiln._C._aot.find_output_aliases([x, 3], [x[1], y, y.t(), 7, y[::2]])
+    assert [a is None for a in found] == [False, True, False, True, False]
+    assert not found[0].of_output and found[0].index == 0 and found[0].base_layout is None
+    assert (found[0].view.size, found[0].view.stride, found[0].view.offset) == ((3,), (1,), 3)
+    for k in (2, 4):  # y is their root: dense, the largest extent, no view
+        assert found[k].of_output and found[k].index == 1
+        assert (found[k].base_layout.size, found[k].base_layout.stride) == ((2, 3), (3, 1))
+    assert found[2].view.stride == (1, 3) and found[4].view.size == (1, 3)
+    assert "OutputAlias(output=1" in repr(found[2])
+
+    def f(x):
+        return (x.exp().t().split(1)[1].unsqueeze(0),)
+
+    gm = make_fx(f)(kiln.randn(2, 3))
+    (out,) = gm.graph.output_node().args[0]
+    node, chain = _walk_views(out)
+    assert node.target is kiln.ops.aten.exp.default
+    assert [type(op).__name__ if not hasattr(op, "_schema") else str(op) for op, _, _ in chain] == \
+        ["aten.t.default", "_Piece", "aten.unsqueeze.default"]
+    x = kiln.randn(2, 3)
+    assert _replay(x.exp(), chain).tolist() == f(x)[0].tolist()
+    assert kiln._C._aot.walk_views(out, out).steps == []

@@ -260,6 +260,7 @@ Generator& GeneratorFromCapsule(py::handle cap) {
 void InitFunctionalizeBindings(py::module_& m, py::module_& aot);  // python_functionalize.cc
 void InitMakeFxBindings(py::module_& m);         // python_make_fx.cc
 void InitPartitionBindings(py::module_& m);      // python_partition.cc
+void InitOutputAliasBindings(py::module_& m);    // python_output_aliases.cc
 void InitInductorBindings(py::module_& m);       // python_inductor.cc
 void InitAotRuntimeBindings(py::module_& m);     // python_aot_runtime.cc
 void InitCudaBindings(py::module_& m);           // python_cuda.cc
@@ -295,6 +296,7 @@ PYBIND11_MODULE(_C, m) {
   InitFunctionalizeBindings(m, aot);
   InitMakeFxBindings(m);
   InitPartitionBindings(aot);
+  InitOutputAliasBindings(aot);
   InitInductorBindings(m);
   InitAotRuntimeBindings(aot);
   InitCudaBindings(m);

@@ -46,17 +46,19 @@ void InitPartitionBindings(py::module_& m) {
                               "A joint forward+backward graph and its contract: num_primals inputs, then "
                               "num_tangents; the first num_fwd_outputs outputs the forward's (aot/joint.h)")
       .def(py::init([](py::handle graph, int num_primals, int num_tangents, int num_fwd_outputs,
-                       std::vector<int> mutated_inputs) {
+                       std::vector<int> mutated_inputs, std::vector<std::optional<aot::OutputAlias>> output_aliases) {
              return aot::JointGraph(UnwrapGraph(graph), num_primals, num_tangents, num_fwd_outputs,
-                                    std::move(mutated_inputs));
+                                    std::move(mutated_inputs), std::move(output_aliases));
            }),
            py::arg("graph"), py::arg("num_primals"), py::arg("num_tangents"), py::arg("num_fwd_outputs"),
-           py::arg("mutated_inputs") = std::vector<int>{})
+           py::arg("mutated_inputs") = std::vector<int>{},
+           py::arg("output_aliases") = std::vector<std::optional<aot::OutputAlias>>{})
       .def_property_readonly("graph", [](const aot::JointGraph& j) { return WrapGraph(j.graph); })
       .def_readonly("num_primals", &aot::JointGraph::num_primals)
       .def_readonly("num_tangents", &aot::JointGraph::num_tangents)
       .def_readonly("num_fwd_outputs", &aot::JointGraph::num_fwd_outputs)
       .def_readonly("mutated_inputs", &aot::JointGraph::mutated_inputs)
+      .def_readonly("output_aliases", &aot::JointGraph::output_aliases)
       .def("__repr__", [](const aot::JointGraph& j) {
         return StrCat("JointGraph(num_primals=", j.num_primals, ", num_tangents=", j.num_tangents,
                       ", num_fwd_outputs=", j.num_fwd_outputs, ", mutated_inputs=", j.mutated_inputs.size(), ")");

@@ -2,9 +2,6 @@
 record, outputs that alias an input or another output (_Alias, rebuilt as views at run time),
 the fake copies of the inputs and the layouts a program changed (`x.t_()`)."""
 
-import operator
-import re
-
 import kiln
 from kiln import _C
 from kiln._subclasses.creation_meta import as_multi_output_view, multi_output_origin
@@ -43,7 +40,8 @@ class _Traced:
         """The traced joint graph with its contract, a ``kiln._C._aot.JointGraph``."""
         placeholders = sum(n.op == "placeholder" for n in self.graph.graph.nodes)
         return _C._aot.JointGraph(self.graph.graph, placeholders - self.num_tangents, self.num_tangents,
-                                  self.num_mutations + self.num_outputs, list(self.mutated_inputs))
+                                  self.num_mutations + self.num_outputs, list(self.mutated_inputs),
+                                  [None if a is None else a.found for a in self.output_aliases])
 
     def joint_inputs(self):
         """(primals, tangents): the joint graph's example inputs, as PyTorch hands them to a
@@ -54,21 +52,30 @@ class _Traced:
 
 
 class _Alias:
-    """An output that views an input or another output: rebuilt at run time as that view, with
-    the sizes, strides and offset the traced (fake) output had, so a compiled function returns
-    views exactly where eager does (`x[0].mul_(2)`, `(y, y.t())`)."""
+    """An output that views an input or another output (a ``kiln._C._aot.OutputAlias``: Note
+    [Output aliases] in aot/output_aliases.h), rebuilt at run time as that view, with the sizes,
+    strides and offset the traced (fake) output had, so a compiled function returns views exactly
+    where eager does (`x[0].mul_(2)`, `(y, y.t())`)."""
 
-    __slots__ = ("index", "size", "stride", "offset", "base_layout", "chain", "origin")
+    __slots__ = ("found", "chain", "origin")
 
-    def __init__(self, index, view, base_layout=None):
-        self.index = index  # the input's index, or the output's it views
-        self.size, self.stride, self.offset = tuple(view.shape), tuple(view.stride()), view.storage_offset()
-        self.base_layout = base_layout  # an output's: its traced (sizes, strides, offset)
+    def __init__(self, found, view):
+        self.found = found
         self.chain = None  # an input's view ops, replayed so autograd sees them (_view_chains)
         # a split piece stays one (Note [Multi-output views of stand-ins]): `x.t_()` then
         # `x.split(1, -1)[-1]` returned, rebuilt by as_strided, took `v[:1] = 0` that eager refuses
         # (fuzz seed 421, program 52)
         self.origin = multi_output_origin(view) if view.requires_grad else None
+
+    @property
+    def index(self):
+        """The input's index, or the output's it views."""
+        return self.found.index
+
+    @property
+    def base_layout(self):
+        """An output's base: its traced StridedLayout; None for an input's view."""
+        return self.found.base_layout
 
     def rebuild(self, leaves, outs):
         view = self._rebuild(leaves, outs)
@@ -78,18 +85,20 @@ class _Alias:
         return view
 
     def _rebuild(self, leaves, outs):
+        view = self.found.view
+        size, stride, offset = view.size, view.stride, view.offset
         if self.base_layout is None:
             if self.chain is not None:
                 # the traced shape too: where a dim has size 1, strides alone do not tell (6, 1) from (1, 6)
                 view = _replay(leaves[self.index], self.chain)
-                if tuple(view.shape) == self.size and tuple(view.stride()) == self.stride and \
-                        view.storage_offset() == self.offset and _aliases(view, leaves[self.index]):
+                if tuple(view.shape) == size and tuple(view.stride()) == stride and \
+                        view.storage_offset() == offset and _aliases(view, leaves[self.index]):
                     return view
-            return leaves[self.index].as_strided(self.size, self.stride, self.offset)
+            return leaves[self.index].as_strided(size, stride, offset)
         base = outs[self.index]
-        size, stride, offset = self.base_layout
+        base_size, base_stride, base_offset = self.base_layout.size, self.base_layout.stride, self.base_layout.offset
         # (a dim of size 1 has no stride to keep: Inductor's contiguous one is as good)
-        same_layout = tuple(base.shape) == size and _same_strides(base, size, stride)
+        same_layout = tuple(base.shape) == base_size and _same_strides(base, base_size, base_stride)
         if self.chain is not None and (same_layout or _logical(self.chain)):
             # view ops that pick elements by index (not as_strided) view the compiled output
             # whatever its layout: `v3[0]` of a scatter whose result Inductor laid out
@@ -99,11 +108,11 @@ class _Alias:
                 view = _replay(base, self.chain)
             except RuntimeError:  # `view` of a layout it cannot view
                 view = None
-            if view is not None and tuple(view.shape) == self.size and _aliases(view, base):
+            if view is not None and tuple(view.shape) == size and _aliases(view, base):
                 return view
         if not same_layout:
             return None  # the compiled output has another layout: keep the separate result
-        return base.as_strided(self.size, self.stride, base.storage_offset() + self.offset - offset)
+        return base.as_strided(size, stride, base.storage_offset() + offset - base_offset)
 
 
 def _replay(base, chain):
@@ -127,24 +136,6 @@ def _logical(chain):
     return all(op is not kiln.ops.aten.as_strided.default for op, _, _ in chain)
 
 
-def _views_first_argument(target):
-    """An op whose result views its first argument: tagged `view`, or a schema that says so
-    (`t(Tensor(a) self) -> Tensor(a)`): t, narrow, movedim and the like carry no `view` tag, and a
-    chain through them was cut, so `x.chunk(2)[0].t()` came back as an as_strided view that let an
-    in-place change through where eager refuses (fuzz seed 171, program 23127). A maybe-view
-    (reshape, contiguous) is replayed too; _Alias.rebuild keeps its result only if it aliases."""
-    if "view" in getattr(target, "tags", ()):
-        return True
-    schema = str(getattr(target, "_schema", ""))
-    return re.fullmatch(r"\S+\(Tensor\(a\) self\b.*\) -> Tensor\(a\)", schema) is not None
-
-
-def _returns_views(target):
-    """An op returning a list of views of its input (split, chunk): `Tensor(a)[]`."""
-    schema = getattr(target, "_schema", None)
-    return schema is not None and str(schema).endswith("-> Tensor(a)[]")
-
-
 class _Piece:
     """One output of a multi-output view op, as a view op of its own: _Piece(split, 2)(x, 1)."""
 
@@ -157,24 +148,18 @@ class _Piece:
 
 def _walk_views(node, target=None):
     """From an output's node back through the view ops that made it, to `target` or as far as
-    view ops go: (the node reached, the view ops from it to the output, in order)."""
-    chain = []
-    while node is not target and getattr(node, "op", None) == "call_function":
-        if node.target is operator.getitem and _returns_views(getattr(node.args[0], "target", None)):
-            # a piece of split/chunk: replayed as that op and the item, so the output is one of
-            # its multi-output views as in eager (which refuse in-place changes under autograd)
-            piece = node.args[0]
-            if any(isinstance(a, kiln.fx.Node) for a in (*piece.args[1:], *piece.kwargs.values())):
-                break
-            chain.append((_Piece(piece.target, node.args[1]), piece.args[1:], dict(piece.kwargs)))
-            node = piece.args[0]
-            continue
-        if not _views_first_argument(node.target) or \
-                any(isinstance(a, kiln.fx.Node) for a in (*node.args[1:], *node.kwargs.values())):
-            break
-        chain.append((node.target, node.args[1:], dict(node.kwargs)))
-        node = node.args[0]
-    return node, chain[::-1]
+    view ops go (kiln._C._aot.walk_views: Note [Replaying output views] in aot/output_aliases.h):
+    (the node reached, the view ops from it to the output, in order, as (op, args, kwargs) to
+    replay; a piece of split/chunk is replayed as that op and the item, so the output is one of
+    its multi-output views as in eager, which refuse in-place changes under autograd)."""
+    if not isinstance(node, kiln.fx.Node):
+        return node, []
+    chain = _C._aot.walk_views(node, target if isinstance(target, kiln.fx.Node) else None)
+    steps = []
+    for step in chain.steps:
+        n = step.node
+        steps.append((n.target if step.piece < 0 else _Piece(n.target, step.piece), n.args[1:], dict(n.kwargs)))
+    return chain.reached, steps
 
 
 def _view_chains(traced):
@@ -216,37 +201,6 @@ def _extent(t):
     return t.storage_offset(), last
 
 
-def _dense(t):
-    """Every storage element in the tensor's extent is one of its elements, once."""
-    dims = [(st, n) for n, st in zip(t.shape, t.stride()) if n != 1]
-    if not all(isinstance(v, int) for d in dims for v in d):
-        return False
-    expected = 1
-    for st, n in sorted(dims):
-        if st != expected:
-            return False
-        expected *= n
-    return True
-
-
-def _alias_root(outs, members):
-    """The output (position) that the others sharing its storage are rebuilt as views of: a dense
-    one with the largest extent, or None. Of equal extents, one that is no view: a split piece as
-    large as its base (`v.split(1)[0]` of a one-element v, with v a hidden output, Note [Pieces of
-    intermediates]) is then rebuilt from v as the multi-output view it is, not v from it (fuzz
-    seed 211, program 5597)."""
-    best, best_key = None, None
-    for k in members:
-        extent = _extent(outs[k])
-        if extent is not None and _dense(outs[k]):
-            key = (extent[1] - extent[0], outs[k]._base is None)
-            if best_key is None or key > best_key:
-                best, best_key = k, key
-    if best is None:  # all empty: the one that is no view (a hidden base), so its pieces stay pieces
-        best = next((k for k in members if outs[k]._base is None), None)
-    return best
-
-
 def _fakes(leaves):
     mode = FakeTensorMode(allow_non_fake_inputs=False)
     fakes = [mode.from_tensor(x, static_shapes=True) if isinstance(x, kiln.Tensor) else x for x in leaves]
@@ -281,32 +235,9 @@ def _analyze_outputs(flat_fn, mode, fakes):
     mutated = [i for i, (f, v) in enumerate(zip(fakes, versions)) if v is not None and f._version != v]
     # an input that did not require grad does after a write from one that does (x0.copy_(x2))
     differentiable_after = {i for i in mutated if fakes[i].requires_grad}
-    input_storages, output_storages = {}, {}
-    for i, f in enumerate(fakes):
-        if isinstance(f, kiln.Tensor):
-            input_storages.setdefault(f._storage_id(), i)
-    aliases = [None] * len(outs)
-    for k, o in enumerate(outs):
-        if isinstance(o, kiln.Tensor):
-            sid = o._storage_id()
-            if sid in input_storages:
-                aliases[k] = _Alias(input_storages[sid], o)
-            else:
-                output_storages.setdefault(sid, []).append(k)
-    # Outputs sharing a storage of their own are rebuilt as views of one of them, whose gradient
-    # then takes theirs through as_strided: it must hold every element they hold. `v[::2]`
-    # returned before `v` was its base once, and v's rows between lost their gradient (silently).
-    for members in output_storages.values():
-        root = _alias_root(outs, members)
-        if root is None:
-            continue
-        base, outer = outs[root], _extent(outs[root])
-        for k in members:
-            inner = _extent(outs[k])
-            # an empty output holds no element to lose: `v.split(1)[-1]` of an empty v is rebuilt
-            # from v as the split piece it is (fuzz seed 291, program 3209)
-            if k != root and (inner is None or outer is not None and outer[0] <= inner[0] and inner[1] <= outer[1]):
-                aliases[k] = _Alias(root, outs[k], _layout(base))
+    # Note [Output aliases] (aot/output_aliases.h): which outputs view an input or another output
+    found = _C._aot.find_output_aliases(fakes, outs)
+    aliases = [None if f is None else _Alias(f, o) for f, o in zip(found, outs)]
     requires = [isinstance(o, kiln.Tensor) and o.requires_grad for o in outs]
     # only now: an output may be a relaid input itself (`x1.t_(); return x1.contiguous()`), whose
     # alias must keep the program's layout, not the restored one (fuzz seed 331, program 5452)

@@ -71,7 +71,7 @@ def _restore_outputs(traced, leaves, results):
     for k, alias in enumerate(traced.output_aliases):
         if alias is not None and isinstance(outs[k], kiln.Tensor):
             if alias.index in traced.new_layouts and alias.base_layout is None and \
-                    (alias.size, alias.stride, alias.offset) == traced.new_layouts[alias.index]:
+                    (alias.found.view.size, alias.found.view.stride, alias.found.view.offset) == traced.new_layouts[alias.index]:
                 outs[k] = leaves[alias.index]  # `x.t_(); return x`: the input itself, as in eager
                 continue
             view = alias.rebuild(leaves, outs)
