@@ -3,8 +3,9 @@
 #include "aot/output_aliases.h"
 
 #include <algorithm>
-#include <map>
 #include <unordered_map>
+
+#include "fx/interpreter.h"
 
 namespace kiln::aot {
 namespace {
@@ -76,11 +77,6 @@ bool ReturnsViews(const Node* n) {
          !s.returns[0].alias.is_write;
 }
 
-bool IsGetItem(const Node* n) {
-  return n->op() == Opcode::kCallFunction && n->target().op == nullptr && n->target().py &&
-         n->target().py->name_hint() == "getitem";
-}
-
 // Whether a node's arguments after the first, or its keyword arguments, hold a node: a replay
 // has only the base to pass.
 bool OtherArgumentsHoldNodes(const Node* n) {
@@ -135,7 +131,7 @@ ViewChain WalkViews(Node* from, const Node* stop) {
   Node* node = from;
   while (node != stop && node->op() == Opcode::kCallFunction) {
     const auto& args = node->args();
-    if (IsGetItem(node) && args.size() == 2 && args[0].is_node() && ReturnsViews(args[0].node)) {
+    if (fx::IsGetItem(node->target()) && args.size() == 2 && args[0].is_node() && ReturnsViews(args[0].node)) {
       // a piece of split/chunk: replayed as that op and the item, so the output is one of its
       // multi-output views as in eager (which refuse in-place changes under autograd)
       Node* piece = args[0].node;
