@@ -156,7 +156,9 @@ SymDimVector LayoutOfOperands(const SymDimVector& shape, const std::vector<SymDi
 // very strides. Each ignores size-1 dimensions, so it can disagree with the sort on their strides:
 // logical_not of a (1, 1, 2) tensor with strides (2, 1, 1) is (2, 2, 1) in PyTorch, and kiln's
 // sorted (2, 1, 1) made `v[0] = v` expand the value to strides other than v[0]'s, a partial overlap
-// PyTorch does not see (fuzz seed 1631, program 2476). nullopt: no shortcut, sort.
+// PyTorch does not see (fuzz seed 1631, program 2476).
+
+// Whether strides over `sizes` are dense in `order` (outermost dim first), size-1 dims ignored.
 static bool DenseFrom(const SymDimVector& sizes, const SymDimVector& strides, std::initializer_list<int> order) {
   SymInt expected = 1;
   for (int d : order) {
@@ -167,6 +169,8 @@ static bool DenseFrom(const SymDimVector& sizes, const SymDimVector& strides, st
   return true;
 }
 
+// The fast setup's layout of inputs with these strides over `shape` (empty: row-major), or
+// nullopt: no shortcut, sort.
 static std::optional<SymDimVector> FastSetupLayout(const SymDimVector& shape, const std::vector<SymDimVector>& strides) {
   const int64_t ndim = static_cast<int64_t>(shape.size());
   for (const SymInt& n : shape)
