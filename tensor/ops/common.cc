@@ -158,10 +158,10 @@ SymDimVector LayoutOfOperands(const SymDimVector& shape, const std::vector<SymDi
 // sorted (2, 1, 1) made `v[0] = v` expand the value to strides other than v[0]'s, a partial overlap
 // PyTorch does not see (fuzz seed 1631, program 2476).
 
-// Whether strides over `sizes` are dense in `order` (outermost dim first), size-1 dims ignored.
-static bool DenseFrom(const SymDimVector& sizes, const SymDimVector& strides, std::initializer_list<int> order) {
+// Whether strides over `sizes` are dense in `order` (innermost dim first), size-1 dims ignored.
+static bool DenseInOrder(const SymDimVector& sizes, const SymDimVector& strides, const std::vector<int64_t>& order) {
   SymInt expected = 1;
-  for (int d : order) {
+  for (int64_t d : order) {
     if (sizes[d] == 1) continue;
     if (strides[d] != expected) return false;
     expected = expected * sizes[d];
@@ -175,15 +175,12 @@ static std::optional<SymDimVector> FastSetupLayout(const SymDimVector& shape, co
   const int64_t ndim = static_cast<int64_t>(shape.size());
   for (const SymInt& n : shape)
     if (n == 0) return SymDimVector{};  // every empty tensor is contiguous
+  std::vector<int64_t> row_major(ndim);
+  for (int64_t d = 0; d < ndim; ++d) row_major[d] = ndim - 1 - d;
   bool contiguous = true, channels_last = ndim == 4, same = true;
   for (const SymDimVector& st : strides) {
-    SymInt expected = 1;
-    for (int64_t d = ndim - 1; d >= 0 && contiguous; --d) {
-      if (shape[d] == 1) continue;
-      contiguous = st[d] == expected;
-      expected = expected * shape[d];
-    }
-    channels_last = channels_last && DenseFrom(shape, st, {1, 3, 2, 0});
+    contiguous = contiguous && DenseInOrder(shape, st, row_major);
+    channels_last = channels_last && DenseInOrder(shape, st, {1, 3, 2, 0});
     same = same && st == strides.front();
   }
   if (contiguous) return SymDimVector{};
@@ -206,7 +203,7 @@ SymDimVector LayoutOfInputs(const SymDimVector& shape, std::initializer_list<con
       // expanded int64 x1 and a transposed float32 x3 is row-major: fuzz seed 291, program 16413)
       const bool cast = cast_to && t->dtype() != *cast_to;
       SymDimVector own = cast ? PreserveFormatStrides(*t) : (*t)->sym_strides();
-      if (own.empty() && t->dim() > 0) own = ContiguousStrides((*t)->sym_sizes());
+      if (own.empty()) own = ContiguousStrides((*t)->sym_sizes());
       strides.push_back(BroadcastStrides((*t)->sym_sizes(), own, shape));
     }
     if (same_shape && shape.size() >= 2 && !strides.empty()) {
