@@ -1,5 +1,5 @@
 """Inductor's graph outputs keep the strides their meta values state (Note [Output strides] in
-kiln/_inductor/graph.py): values and gradients of compiled programs whose saved activations or
+inductor/graph/graph_lowering.h): values and gradients of compiled programs whose saved activations or
 outputs are views of lazily computed values, against eager kiln and PyTorch."""
 
 import numpy as np
@@ -205,7 +205,7 @@ def test_expanded_value_saved_for_backward_keeps_its_stride_0_layout(dtype, shap
     # (w * 2) broadcast by matmul is eager's stride-0 expand; realized in full, its saved transpose
     # reached the backward laid out otherwise than the joint graph recorded, and re-laying it there
     # wrote one element twice ("more than one element of the written-to tensor refers to a single
-    # memory location"); Note [Expanded layouts] in graph.py
+    # memory location"); Note [Expanded layouts] in inductor/graph/graph_lowering.h
     def f(lib, x):
         return (x.permute(*dims).matmul(lib.ones(4, 4, dtype=x.dtype) * 2) * lib.arange(4.0, dtype=x.dtype)).sum()
 

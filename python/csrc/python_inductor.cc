@@ -215,6 +215,7 @@ void InitInductorBindings(py::module_& m) {
   InitMemoryPlanBindings(ind);
   InitInductorSchedulerBindings(ind);
   InitInductorLoweringBindings(ind);
+  InitInductorGraphBindings(ind);
   InitWrapperProgramBindings(ind);
   py::class_<PyCompiledKernel>(ind, "CompiledKernel")
       .def("__call__", [](const PyCompiledKernel& c, py::args args) {

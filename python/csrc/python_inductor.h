@@ -46,6 +46,9 @@ void InitInductorSchedulerBindings(pybind11::module_& inductor);
 // GraphContext, the matmul template and max pooling (python_inductor_lowering.cc).
 void InitInductorLoweringBindings(pybind11::module_& inductor);
 
+// Adds the graph submodule: GraphLowering, its records and hooks (python_inductor_graph.cc).
+void InitInductorGraphBindings(pybind11::module_& inductor);
+
 // kiln._C._inductor.CompiledKernel: a compiled kernel, called with its buffers in order.
 struct PyCompiledKernel {
   std::shared_ptr<codegen::CompiledKernel> k;

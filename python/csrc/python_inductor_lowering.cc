@@ -1,9 +1,9 @@
-// python/csrc/python_inductor_lowering.cc: kiln._C._inductor.lowering (inductor/lowering): `lower`, a
-// node lowered by the lowering table (Note [The lowering table] in inductor/lowering/registry.h),
-// GraphContext, the matmul template max-autotune times, and the pointwise builders tests and
-// seeded bugs use (`make_pointwise` with a Python element function, `lower_elementwise`).
-// inductor::lowering::Fallback reaches Python as kiln._inductor.lowering.Fallback (the node runs its
-// eager kernel), ViewOfUnrealized as its subclass of that name.
+// python/csrc/python_inductor_lowering.cc: kiln._C._inductor.lowering (inductor/lowering): which ops
+// the lowering table has (Note [The lowering table] in inductor/lowering/registry.h; the C++ graph
+// walk reads it, inductor/graph), the matmul template max-autotune times, and the pointwise
+// builders tests and seeded bugs use (`make_pointwise` with a Python element function,
+// `lower_elementwise`). inductor::lowering::Fallback reaches Python as
+// kiln._inductor.lowering.Fallback (the node runs its eager kernel).
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -46,14 +46,11 @@ const py::object& CommonClass(const char* name) {
   Raise(cls, why);
 }
 
-// fn's result, with inductor::lowering::Fallback (and ViewOfUnrealized) raised as Python's.
+// fn's result, with inductor::lowering::Fallback raised as Python's.
 template <typename Fn>
 auto Lowering(Fn&& fn) {
   try {
     return fn();
-  } catch (const inductor::lowering::ViewOfUnrealized& e) {
-    static const py::object& cls = CommonClass("ViewOfUnrealized");
-    Raise(cls, e.what());
   } catch (const inductor::lowering::Fallback& e) {
     RaiseFallback(e.what());
   }
@@ -90,100 +87,12 @@ py::object LoadAsObject(const std::vector<std::optional<codegen::DType>>& load_a
   return out;
 }
 
-// Note [The lowering table] (inductor/lowering/registry.h): one argument of an FX node as a
-// lowering reads it -- a value of the graph, a number, an int list, a string; anything else (a
-// dtype, a device, a symbolic size) a constant no lowering reads as a number.
-inductor::lowering::LoweringArg LoweringArgOf(const py::handle& o) {
-  using inductor::lowering::LoweringArg;
-  if (o.is_none()) return LoweringArg::None();
-  if (py::isinstance<inductor::ir::Value>(o)) return LoweringArg::Of(o.cast<std::shared_ptr<inductor::ir::Value>>());
-  if (PyBool_Check(o.ptr()) || PyLong_Check(o.ptr()) || PyFloat_Check(o.ptr())) {
-    Scalar s;
-    if (ToScalar(o.ptr(), &s)) return LoweringArg::Number(s);
-    PyErr_Clear();
-  }
-  if (PyUnicode_Check(o.ptr())) return LoweringArg::String(o.cast<std::string>());
-  if (PyList_Check(o.ptr()) || PyTuple_Check(o.ptr())) {
-    std::vector<int64_t> ints;
-    for (const py::handle& item : o) {
-      if (!PyLong_Check(item.ptr()) || PyBool_Check(item.ptr())) return LoweringArg::Other("a list of " + std::string(Py_TYPE(item.ptr())->tp_name));
-      ints.push_back(item.cast<int64_t>());
-    }
-    return LoweringArg::Ints(std::move(ints));
-  }
-  return LoweringArg::Other(std::string("a ") + Py_TYPE(o.ptr())->tp_name);
-}
-
-// The node's results (its meta value: a tensor, or a tuple of them) as dtypes and static shapes.
-std::vector<inductor::lowering::LoweringOutput> LoweringOutputsOf(const py::handle& out) {
-  std::vector<inductor::lowering::LoweringOutput> outs;
-  auto add = [&](const py::handle& t) {
-    if (!IsTensor(t.ptr())) RaiseFallback(std::string("a result of type ") + Py_TYPE(t.ptr())->tp_name);
-    const Tensor& meta = UnpackTensor(t.ptr());
-    std::vector<int64_t> shape;
-    for (const SymInt& n : meta->sym_sizes()) {
-      if (n.is_symbolic()) RaiseFallback("a symbolic shape");
-      shape.push_back(n.expect_int());
-    }
-    outs.push_back({meta.dtype(), std::move(shape)});
-  };
-  if (PyTuple_Check(out.ptr()) || PyList_Check(out.ptr())) {
-    for (const py::handle& t : out) add(t);
-  } else {
-    add(out);
-  }
-  return outs;
-}
-
 }  // namespace
 
 void InitInductorLoweringBindings(py::module_& inductor) {
   py::module_ m = inductor.def_submodule(
       "lowering", "Pointwise values from the registry's element functions (inductor/lowering, Note [Pointwise values]).");
 
-  // Note [The lowering table]: a node lowered by its op's entry
-  m.def("lower",
-        [](const std::string& op_name, const py::handle& out, const py::tuple& args, const py::dict& kwargs,
-           inductor::lowering::GraphContext* graph) -> py::object {
-          using inductor::lowering::LoweringArg;
-          const Op& op = Registry::Get().FindOrThrow(op_name);
-          const std::vector<Argument>& schema = op.schema().arguments;
-          if (args.size() > schema.size())
-            throw TypeError(StrCat("inductor: ", op_name, " takes ", schema.size(), " arguments, got ", args.size()));
-          return Lowering([&] {
-            std::vector<LoweringArg> values;
-            size_t used = 0;
-            for (size_t i = 0; i < schema.size(); ++i) {
-              const Argument& a = schema[i];
-              if (i < args.size()) {
-                values.push_back(LoweringArgOf(args[i]));
-              } else if (kwargs.contains(a.name.c_str())) {
-                values.push_back(LoweringArgOf(kwargs[a.name.c_str()]));
-                ++used;
-              } else if (a.default_value) {
-                values.push_back(LoweringArg::Constant(*a.default_value));
-              } else if (a.optional) {
-                values.push_back(LoweringArg::None());
-              } else {
-                throw TypeError(StrCat("inductor: ", op_name, ": argument '", a.name, "' is missing"));
-              }
-            }
-            if (used != kwargs.size())
-              throw TypeError(StrCat("inductor: ", op_name, " got an unexpected keyword argument among ",
-                                     py::repr(kwargs).cast<std::string>()));
-            const bool several = PyTuple_Check(out.ptr()) || PyList_Check(out.ptr());
-            inductor::lowering::LoweringCall call(op, LoweringOutputsOf(out), std::move(values), graph);
-            std::vector<std::shared_ptr<inductor::ir::Value>> lowered = inductor::lowering::Lower(call);
-            if (!several) return py::cast(lowered.at(0));
-            py::tuple result(lowered.size());
-            for (size_t i = 0; i < lowered.size(); ++i) result[i] = py::cast(lowered[i]);
-            return py::object(result);
-          });
-        },
-        py::arg("op"), py::arg("out"), py::arg("args"), py::arg("kwargs"), py::arg("graph") = nullptr,
-        "The node of op (full name) lowered (Note [The lowering table]): `out` its meta value (a tensor or a tuple "
-        "of them), `args` and `kwargs` as the node has them with graph values for its tensors; its value, or a "
-        "tuple of values. Fallback where it runs its eager kernel.");
   m.def("has_lowering", [](const std::string& op_name) {
           const Op* op = Registry::Get().Find(op_name);
           return op != nullptr && inductor::lowering::FindLowering(*op) != nullptr;
@@ -239,11 +148,6 @@ void InitInductorLoweringBindings(py::module_& inductor) {
         }, py::arg("out_dtype"), py::arg("b"),
         "load_as for (a, b) of a bfloat16 op reading a number or one-element b in float; None otherwise.");
 
-  // what one graph's lowerings share (inductor/lowering/reductions.h)
-  using inductor::lowering::GraphContext;
-  py::class_<GraphContext>(m, "GraphContext",
-                           "What one graph's lowerings share: its scheduler, and the means its variances computed.")
-      .def(py::init<inductor::scheduler::Scheduler*>(), py::arg("scheduler"), py::keep_alive<1, 2>());
   // the matmul template (inductor/lowering/nn.h): max-autotune's generated alternative, lowered
   // with the node's arguments as autotune decided
   using ValuePtr = std::shared_ptr<inductor::ir::Value>;

@@ -1,9 +1,9 @@
 // python/csrc/python_inductor_scheduler.cc: kiln._C._inductor.scheduler (inductor/scheduler):
 // the Scheduler that forms kernels from a lowered graph's values (Note [Kernels formed at
 // realization]), its realized values, probes, and the fusion decisions (Note [Recompute or
-// realize], Note [Sibling reductions]). GraphLowering (python/kiln/_inductor/graph.py) walks the
-// graph, lowers each node and calls it; the steps it makes (allocations, kernel calls, views) go
-// into the wrapper's list between GraphLowering's own extern calls.
+// realize], Note [Sibling reductions]). The graph walk calls it in C++ (inductor/graph, Note
+// [Lowering a graph]); from Python, tests and max-autotune's generated matmul (graph.py) form
+// kernels with it directly.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 

@@ -27,19 +27,3 @@ def ir_dtype(dtype):
     """The kernel IR type of a dtype's elements ("f32", ...; inductor/ir/values.h's KernelDType):
     NotImplementedError for one kernels cannot hold (its op runs its eager kernel)."""
     return kernel_dtype(dtype)
-
-
-class V:
-    """The graph being lowered (set by GraphLowering.run): lowerings that realize intermediate
-    values themselves (a variance's partial statistics) reach it here. (The Reductions they make
-    join its C++ state while GraphLowering.run has it current: Note [Sibling reductions].)"""
-
-    graph = None
-
-
-def contiguous_strides(shape):
-    strides, running = [], 1
-    for s in reversed(shape):
-        strides.append(running)
-        running *= max(s, 1)
-    return list(reversed(strides))

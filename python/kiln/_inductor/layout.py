@@ -17,7 +17,7 @@ does on a CPU with mkldnn:
   whose eager kernel drops the layout (max_pool2d's backward) is followed by a channels-last
   clone for its readers; weights keep the user's layout (oneDNN reorders them on every call);
 - outputs the user sees leave with eager's strides (PyTorch's keep_output_stride, always on in
-  kiln: Note [Output strides] in graph.py), copied back where they differ.
+  kiln: Note [Output strides] in inductor/graph/graph_lowering.h), copied back where they differ.
 resnet18 (batch 16, 64x64, eval, one thread): 29.5 -> 26.9 ms, the convolutions 29.8 -> 25.7.
 
 Training graphs keep nchw unless config.force_layout_optimization (measured on resnet18, one

@@ -1,9 +1,9 @@
 """Lowerings: the nodes of AOTAutograd's aten graphs as values of the loop IR (ir.py), by the C++
-lowering table (inductor/lowering/registry.h, Note [The lowering table]): a node's op, its meta
-value and its arguments (graph values for its tensors) in, its value out. Pointwise ops compose
-their inputs' index functions, views remap indices, reductions reduce one axis at a time. An op
-without a lowering, or a case its lowering does not cover (it raises Fallback), runs its eager
-kernel from the wrapper (graph.py), named in the debug log.
+lowering table (inductor/lowering/registry.h, Note [The lowering table]) that the C++ graph walk
+reads (inductor/graph, Note [Lowering a graph]): a node's op, its meta value and its arguments
+(graph values for its tensors) in, its value out. Pointwise ops compose their inputs' index
+functions, views remap indices, reductions reduce one axis at a time. An op without a lowering, or
+a case its lowering does not cover, runs its eager kernel from the wrapper, named in the debug log.
 
 Tests and the seeded bugs kiln._dynamo.bisect is tested with may put a Python lowering in an op's
 place: OVERRIDES[op] = fn(out, *args, **kwargs) -> value (`pointwise` builds one).
@@ -11,19 +11,15 @@ place: OVERRIDES[op] = fn(out, *args, **kwargs) -> value (`pointwise` builds one
 
 from kiln._C._inductor import lowering as _c
 from kiln._C._inductor.lowering import make_pointwise
-from kiln._inductor.ir import Buffer, Pointwise, Reduction, V
+from kiln._inductor.ir import Buffer, Pointwise, Reduction
 from kiln._ops import overload_named
 
 OVERRIDES = {}
 
 
 class Fallback(Exception):
-    """This node runs its eager kernel."""
-
-
-class ViewOfUnrealized(Fallback):
-    """A view lowering met a value it cannot index as that view (not realized, or not contiguous):
-    GraphLowering realizes the value in its meta layout and lowers the view again."""
+    """This node runs its eager kernel (a C++ lowering's inductor::lowering::Fallback, raised in
+    Python by the pointwise builders and the matmul template)."""
 
 
 _has_lowering = {}  # op -> whether the table has it (asked for every node of every graph)
@@ -43,21 +39,6 @@ def has_lowering(target):
 def lowered_ops():
     """The ops with a lowering (OpOverloads)."""
     return [overload_named(name) for name in _c.lowered_ops()] + [op for op in OVERRIDES if not has_lowering(op)]
-
-
-def lower(target, out, args, kwargs):
-    """The node of `target` lowered: `out` its meta value, args and kwargs as the node has them
-    (graph values in place of its tensors). The kernels a lowering formed on the way (a variance's
-    partial statistics) join the graph's records before its value is returned."""
-    fn = OVERRIDES.get(target)
-    if fn is not None:
-        return fn(out, *args, **kwargs)
-    name = getattr(target, "_full_name", None)
-    if name is None:
-        raise Fallback(f"no lowering for {target}")
-    graph = V.graph
-    value = _c.lower(name, out, tuple(args), kwargs, graph.lowering_context if graph is not None else None)
-    return graph._formed(value) if graph is not None else value
 
 
 def mm_template(out, a, b, bias=None, beta=1, alpha=1):
