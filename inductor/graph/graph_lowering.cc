@@ -123,15 +123,7 @@ lowering::LoweringArg LoweringArgOf(const GraphValue& v) {
   const fx::Argument& a = v.constant;
   if (a.kind == ArgKind::kNone) return LoweringArg::None();
   if (a.kind != ArgKind::kConst) return LoweringArg::Other(a.Format());
-  const IValue& c = a.value;
-  if (c.is_symint()) {
-    if (c.to_symint().is_symbolic()) return LoweringArg::Other("a symbolic size");
-    return LoweringArg::Number(Scalar(c.to_int()));
-  }
-  if (c.is_bool() || c.is_int() || c.is_double() || c.is_none() || std::holds_alternative<std::string>(c.variant()) ||
-      std::holds_alternative<std::vector<SymInt>>(c.variant()))
-    return LoweringArg::Constant(c);
-  return LoweringArg::Other(c.type_name());
+  return LoweringArg::Constant(a.value);
 }
 
 // The node's results (its meta value) as dtypes and static shapes.
@@ -311,10 +303,11 @@ GraphLowering::GraphLowering(std::shared_ptr<fx::Graph> graph,
 void GraphLowering::Run(const Hooks& hooks) {
   if (ran_) throw ValueError("GraphLowering: a graph is lowered once");
   ran_ = true;
-  struct Current {  // the hooks, for this call only
-    const Hooks*& slot;
-    ~Current() { slot = nullptr; }
-  } current{hooks_ = &hooks};
+  hooks_ = &hooks;
+  struct ForgetHooks {  // read during this call only (Python's callables die with it)
+    const Hooks*& hooks;
+    ~ForgetHooks() { hooks = nullptr; }
+  } forget{hooks_};
   // the Reductions lowerings make join this graph's candidates (Note [Sibling reductions])
   scheduler::Realization::Scope scope(&scheduler_.state);
 
