@@ -42,6 +42,8 @@ LoweringArg LoweringArg::String(std::string s) {
 LoweringArg LoweringArg::Constant(const IValue& v) {
   if (v.is_none()) return None();
   if (v.is_bool() || v.is_int() || v.is_double()) return Number(v.to_scalar());
+  // a SymInt parameter's default (slice's step=1) or a concrete size: a number like any int
+  if (v.is_symint()) return v.to_symint().is_symbolic() ? Other("a symbolic size") : Number(Scalar(v.to_int()));
   if (const auto* s = std::get_if<std::string>(&v.variant())) return String(*s);
   if (const auto* l = std::get_if<std::vector<SymInt>>(&v.variant())) {
     std::vector<int64_t> ints;

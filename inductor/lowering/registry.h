@@ -41,7 +41,8 @@ struct LoweringArg {
   static LoweringArg Ints(std::vector<int64_t> v);
   static LoweringArg String(std::string s);
   static LoweringArg Other(std::string what);
-  // A schema default (None, a number, a string, an int list; Other for the rest).
+  // A constant argument or a schema default (None, a number or a concrete SymInt, a string, an int
+  // list; Other for the rest).
   static LoweringArg Constant(const IValue& v);
 };
 

@@ -56,6 +56,16 @@ TEST(LoweringTable, ArgumentsAreReadByNameWithTheirDefaults) {
   EXPECT_THROW(call.Number("self"), Fallback);  // a tensor where a number is expected
   EXPECT_THROW(call.Int("approximate"), Fallback);
 
+  // slice.Tensor's `SymInt step=1`: a SymInt default is a number (`v[1:]` leaves its step out,
+  // and every such slice ran eagerly)
+  const Op& slice = OpNamed("aten::slice.Tensor");
+  LoweringCall sliced(slice, {{ScalarType::Float32, {3}}},
+                      WithDefaults(slice, {Input(ScalarType::Float32, {4}), LoweringArg::Number(Scalar(int64_t{0})),
+                                           LoweringArg::Number(Scalar(int64_t{1}))}),
+                      nullptr);
+  EXPECT_EQ(sliced.Int("step"), 1);
+  EXPECT_EQ(LoweringArg::Constant(IValue(SymInt(5))).kind, LoweringArg::Kind::kNumber);
+
   const Op& amax = OpNamed("aten::amax");  // int[1] dim=[]: an empty list, every dimension
   LoweringCall reduce(amax, {{ScalarType::Float32, {}}}, WithDefaults(amax, {Input(ScalarType::Float32, {2, 3})}),
                       nullptr);
