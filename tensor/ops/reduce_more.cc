@@ -87,15 +87,41 @@ T ProdContiguousRow(const T* x, int64_t n) {
   return result;
 }
 
-// `t` with its reduced dims sorted by stride, largest first, after the kept dims in their own
-// order (mask permuted alike): PyTorch's TensorIterator walks a reduction in memory order, so a
-// transposed input is multiplied as the contiguous row it is in memory. The kept dims keep their
-// order, so output o is still row-major over them.
+// `t` with its reduced dims in the order PyTorch's TensorIterator walks them, after the kept dims
+// in their own order (mask permuted alike), so a transposed input is multiplied as the contiguous
+// row it is in memory. TensorIterator sorts dims innermost-first by stride with an insertion sort
+// that leaves a pair alone where either stride is 0 (a broadcast dim orders nothing) and puts the
+// smaller of two equal-strided dims inside: an expanded (4, 4, 4) float16 input of strides (0, 1, 0)
+// is walked row-major, and kiln's plain sort by stride put the stride-1 dim outside, multiplying
+// each distinct element 16 times in a row (2.75^16 overflowed where PyTorch's product is 163.25:
+// fuzz seed 1671, program 4524). The kept dims keep their order, so output o is still row-major
+// over them.
 Tensor ReducedDimsInMemoryOrder(const Tensor& t, std::vector<bool>& mask) {
-  std::vector<int64_t> kept, reduced;
-  for (int64_t d = 0; d < t.dim(); ++d) (mask[d] ? reduced : kept).push_back(d);
-  std::stable_sort(reduced.begin(), reduced.end(),
-                   [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  std::vector<int64_t> kept, inner_first;
+  for (int64_t d = t.dim() - 1; d >= 0; --d)
+    if (mask[d]) inner_first.push_back(d);
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (!mask[d]) kept.push_back(d);
+  // > 0: `a` (now inside `b`) belongs outside it; < 0: it stays; 0: this pair does not say
+  auto should_swap = [&](int64_t a, int64_t b) -> int {
+    const int64_t sa = t.stride(a), sb = t.stride(b);
+    if (sa == 0 || sb == 0) return 0;
+    if (sa != sb) return sa > sb ? 1 : -1;
+    return t.size(a) > t.size(b) ? 1 : 0;
+  };
+  for (size_t i = 1; i < inner_first.size(); ++i) {
+    size_t moving = i;
+    for (size_t j = i; j-- > 0;) {
+      const int c = should_swap(inner_first[j], inner_first[moving]);
+      if (c > 0) {
+        std::swap(inner_first[j], inner_first[moving]);
+        moving = j;
+      } else if (c < 0) {
+        break;
+      }
+    }
+  }
+  const std::vector<int64_t> reduced(inner_first.rbegin(), inner_first.rend());
   std::vector<int64_t> order = kept;
   order.insert(order.end(), reduced.begin(), reduced.end());
   if (std::is_sorted(order.begin(), order.end())) return t;  // already in that order
