@@ -17,17 +17,18 @@ SymDimVector ChannelsLastStrides(const SymDimVector& sizes) {
   return strides;
 }
 
-bool IsChannelsLastContiguous(const Tensor& t) {
-  if (t.dim() != 4) return false;
-  const SymDimVector& sizes = t->sym_sizes();
-  const SymDimVector& strides = t->sym_strides();
+bool DenseInOrder(const SymDimVector& sizes, const SymDimVector& strides, const std::vector<int64_t>& inner_first) {
   SymInt expected = 1;
-  for (int d : {1, 3, 2, 0}) {
+  for (int64_t d : inner_first) {
     if (sizes[d] == 1) continue;
     if (strides[d] != expected) return false;
     expected = expected * sizes[d];
   }
   return true;
+}
+
+bool IsChannelsLastContiguous(const Tensor& t) {
+  return t.dim() == 4 && DenseInOrder(t->sym_sizes(), t->sym_strides(), {1, 3, 2, 0});
 }
 
 bool SuggestsChannelsLast(const Tensor& t) {

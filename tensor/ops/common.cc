@@ -158,17 +158,6 @@ SymDimVector LayoutOfOperands(const SymDimVector& shape, const std::vector<SymDi
 // sorted (2, 1, 1) made `v[0] = v` expand the value to strides other than v[0]'s, a partial overlap
 // PyTorch does not see (fuzz seed 1631, program 2476).
 
-// Whether strides over `sizes` are dense in `order` (innermost dim first), size-1 dims ignored.
-static bool DenseInOrder(const SymDimVector& sizes, const SymDimVector& strides, const std::vector<int64_t>& order) {
-  SymInt expected = 1;
-  for (int64_t d : order) {
-    if (sizes[d] == 1) continue;
-    if (strides[d] != expected) return false;
-    expected = expected * sizes[d];
-  }
-  return true;
-}
-
 // The fast setup's layout of inputs with these strides over `shape` (empty: row-major), or
 // nullopt: no shortcut, sort.
 static std::optional<SymDimVector> FastSetupLayout(const SymDimVector& shape, const std::vector<SymDimVector>& strides) {
