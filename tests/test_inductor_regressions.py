@@ -943,3 +943,43 @@ def test_slices_with_the_default_step_are_lowered_and_fused(shape):
     # the backward's slice_backward (slice_scatter into zeros) still runs eagerly: placing a slice
     # into a larger value needs loads masked by index, which the kernel IR does not have yet
     assert {op for g in graphs[1:] for op, _ in g.fallbacks} <= {"aten.slice_scatter.default", "aten.copy.default"}
+
+
+# --- copy_ into a value is lowered ----------------------------------------------------------------
+
+# Functionalization turns `y.copy_(z)` into aten.copy(y, z): z broadcast to y's shape, in y's
+# dtype. It had no lowering, so every such copy ran its eager kernel on realized inputs. Values and
+# gradients (none reach x through the overwritten y; z's are summed over its broadcast dims and cast
+# back) against PyTorch, and no fallback.
+@pytest.mark.parametrize("src_shape,src_dtype", [((3, 4), "float32"), ((4,), "float32"), ((1, 4), "float64"),
+                                                 ((3, 1), "int64"), ((3, 4), "bool")])
+def test_copy_into_a_value_is_lowered(src_shape, src_dtype):
+    from kiln._inductor import compile_fx
+
+    def fn(x, z):
+        y = x * 2
+        y.copy_(z * 3 if src_dtype != "bool" else ~z)
+        return y + x
+
+    rng = np.random.default_rng(len(src_shape))
+    x_np = rng.standard_normal((3, 4)).astype(np.float32)
+    z_np = rng.standard_normal(src_shape) * 4
+    z_np = z_np > 0 if src_dtype == "bool" else z_np.astype(src_dtype)
+    grad = src_dtype.startswith("float")
+    x, z = kiln.tensor(x_np, requires_grad=True), kiln.tensor(z_np, requires_grad=grad)
+    graphs = []
+    compile_fx.graph_sinks.append(graphs)
+    try:
+        got = compiled(fn)(x, z)
+        got.sum().backward()
+    finally:
+        compile_fx.graph_sinks.remove(graphs)
+    tx, tz = torch.tensor(x_np, requires_grad=True), torch.tensor(z_np, requires_grad=grad)
+    want = fn(tx, tz)
+    want.sum().backward()
+    close(got, want)
+    close(x.grad, tx.grad)
+    if grad:
+        close(z.grad, tz.grad)
+    assert graphs and not [f for g in graphs for f in g.fallbacks], [g.fallbacks for g in graphs]
+

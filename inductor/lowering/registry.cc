@@ -272,6 +272,10 @@ void AddPointwiseOps(Table& t) {
   Add(t, {"clone", "_to_copy", "alias", "lift_fresh_copy"}, Pointwise1([](const LoweringCall& c, ScalarType d, auto s) {
         return LowerCopy(d, std::move(s), c.OperandOf("self"));
       }));
+  // copy(self, src), a functionalized copy_: src broadcast to self's shape, in self's dtype
+  Add(t, {"copy"}, Pointwise1([](const LoweringCall& c, ScalarType d, auto s) {
+        return LowerCopy(d, std::move(s), c.OperandOf("src"));
+      }));
   // constant fills: fill(self, value), full(size, fill_value), scalar_tensor(s), *_like(self)
   Add(t, {"fill.Scalar"}, Pointwise1([](const LoweringCall& c, ScalarType d, auto s) {
         return LowerFill("fill", d, std::move(s), c.Number("value"));
