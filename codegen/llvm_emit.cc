@@ -1,7 +1,7 @@
 // codegen/llvm_emit.cc: kernel IR -> one LLVM function, optimised at O3 for the host.
 //
-// Note [Reductions and NaN]: sum/prod are emitted with reassoc+nsz so the loop vectoriser can
-// split them into vector partial sums. max/min/argmax/argmin follow PyTorch: NaN propagates
+// Note [Reductions and NaN]: sums are emitted with reassoc so the loop vectoriser can split them
+// into vector partial sums (products are not: Note [Lanes for max and min]). max/min/argmax/argmin follow PyTorch: NaN propagates
 // (the first NaN wins for arg*), ties keep the first index; their select chains stay scalar in
 // LLVM 14: its vectoriser has no NaN-propagating FP min/max recurrence, and its FMax/FMin
 // recurrence (tried: an `nnan` maxnum over NaN-free inputs plus a NaN flag) is only accepted
@@ -10,7 +10,10 @@
 //
 // Note [Lanes for max and min]: so a loop of floating-point max/min reductions is written in
 // lanes by hand: kLanes accumulators per reduction, each taking every kLanes-th element with the
-// same NaN-propagating step, then combined in lane order, then the tail. The lanes are
+// same NaN-propagating step, then combined in lane order, then the tail. So is a loop of float
+// products (with max/min or alone): a product is never reassociable, since InstCombine sinks a
+// division out of a reassociable multiply, acc * (x / y) -> (acc * x) / y, and prod(x / x) came
+// out 0.99999988 instead of 1 (fuzz seed 1701, program 3186); its lanes multiply as written. The lanes are
 // independent chains (the scalar loop waited on each compare-and-select) and isomorphic, so the
 // SLP vectoriser turns them into vector compares and blends. The value is the scalar loop's: a
 // max is the same whichever order finds it, and NaN still wins; only which of +0 and -0 a row
@@ -261,11 +264,12 @@ class Emitter : public ExprEmitter {
     return r == ReduceKind::kMax || r == ReduceKind::kMin || r == ReduceKind::kMaxLast || r == ReduceKind::kMinLast;
   }
 
-  // A loop of floating-point max/min reductions only, long enough for two rounds of lanes.
+  // A loop of floating-point max/min and product reductions only, long enough for two rounds of
+  // lanes.
   bool SplitsIntoLanes(const Loop& loop) {
     if (loop.extent < 2 * kLanes || loop.stmts.empty()) return false;
     for (const Stmt& s : loop.stmts)
-      if (s.kind != Stmt::Kind::kReduce || !IsMaxMin(s.reduce) ||
+      if (s.kind != Stmt::Kind::kReduce || !(IsMaxMin(s.reduce) || s.reduce == ReduceKind::kProd) ||
           (accs_[s.acc_id].t != DType::F32 && accs_[s.acc_id].t != DType::F64))
         return false;
     return true;
@@ -292,7 +296,7 @@ class Emitter : public ExprEmitter {
           const Acc& a = accs_[s.acc_id];
           llvm::Value* x = Convert(EmitExpr(*s.expr), a.t).v;
           llvm::Value* acc = b_.CreateLoad(CType(a.t), lanes[i][u]);
-          b_.CreateStore(MaxMinStep(s.reduce, a.t, acc, x), lanes[i][u]);
+          b_.CreateStore(LaneStep(s.reduce, a.t, acc, x), lanes[i][u]);
         }
       }
     }, 1, Unroll::kLate);
@@ -300,13 +304,18 @@ class Emitter : public ExprEmitter {
       const Stmt& s = loop.stmts[i];
       const Acc& a = accs_[s.acc_id];
       llvm::Value* acc = b_.CreateLoad(CType(a.t), a.slot);
-      for (llvm::Value* lane : lanes[i]) acc = MaxMinStep(s.reduce, a.t, acc, b_.CreateLoad(CType(a.t), lane));
+      for (llvm::Value* lane : lanes[i]) acc = LaneStep(s.reduce, a.t, acc, b_.CreateLoad(CType(a.t), lane));
       b_.CreateStore(acc, a.slot);
     }
     EmitLoop(b_.getInt64(rounds * kLanes), b_.getInt64(loop.extent), "r", [&](llvm::Value* r) {
       r_ = r;
       for (const Stmt& s : loop.stmts) EmitStmt(s);
     });
+  }
+
+  // One step of a laned reduction: a float product, or a max/min.
+  llvm::Value* LaneStep(ReduceKind r, DType t, llvm::Value* acc, llvm::Value* x) {
+    return r == ReduceKind::kProd ? b_.CreateFMul(acc, x) : MaxMinStep(r, t, acc, x);
   }
 
   // One step of a max/min reduction: a NaN accumulator stays; a tie keeps the earlier value, or
@@ -369,7 +378,7 @@ class Emitter : public ExprEmitter {
       }
   }
 
-  // Reassociation lets the loop vectorizer split a float reduction into lanes. No-signed-zeros is
+  // Reassociation lets the loop vectorizer split a float sum into lanes. No-signed-zeros is
   // left off: with both, InstCombine factors a fully unrolled sum of quotients, sum(x_i / c), into
   // sum(x_i) / c, and [0, 1] / 0 summed to inf instead of nan (fuzz seed 71, program 3458).
   llvm::Value* Reassoc(llvm::Value* v) {
@@ -440,7 +449,8 @@ class Emitter : public ExprEmitter {
     llvm::Value* out = nullptr;
     switch (s.reduce) {
       case ReduceKind::kSum: out = is_float ? ContractProduct(x, Reassoc(b_.CreateFAdd(acc, x))) : b_.CreateAdd(acc, x); break;
-      case ReduceKind::kProd: out = is_float ? Reassoc(b_.CreateFMul(acc, x)) : b_.CreateMul(acc, x); break;
+      // never reassociable (Note [Lanes for max and min]): a long loop of products runs in lanes
+      case ReduceKind::kProd: out = is_float ? b_.CreateFMul(acc, x) : b_.CreateMul(acc, x); break;
       case ReduceKind::kMax: case ReduceKind::kMin: case ReduceKind::kMaxLast: case ReduceKind::kMinLast:
         out = MaxMinStep(s.reduce, a.t, acc, x);
         break;

@@ -983,3 +983,24 @@ def test_copy_into_a_value_is_lowered(src_shape, src_dtype):
         close(z.grad, tz.grad)
     assert graphs and not [f for g in graphs for f in g.fallbacks], [g.fallbacks for g in graphs]
 
+
+# --- a product of quotients is the product of their values ----------------------------------------
+
+# A float product was a reassociable multiply, and LLVM's InstCombine sank each term's division out
+# of it, acc * (x / y) -> (acc * x) / y: prod(x / x) was 0.99999988, so `.long()` of it was 0 (fuzz
+# seed 1701, program 3186). Products now multiply as written, in lanes for long rows (Note [Lanes
+# for max and min] in codegen/llvm_emit.cc).
+@pytest.mark.parametrize("n", [3, 31, 32, 100, 1000])
+def test_product_of_quotients_is_not_reassociated(n):
+    rng = np.random.default_rng(n)
+    x = kiln.tensor(rng.uniform(0.5, 2.0, (4, n)).astype(np.float32) * rng.choice([-1, 1], (4, n)))
+    y = kiln.tensor(rng.uniform(0.9, 1.1, (4, n)).astype(np.float32))
+
+    def fn(x, y):
+        return (x / x).prod(-1), (x / x).prod(-1).long(), (x / y).prod(-1), (x / y).amax(-1)
+
+    got, want = compiled(fn)(x, y), fn(x, y)
+    assert got[0].tolist() == [1.0] * 4 and got[1].tolist() == [1] * 4
+    close(got[2], want[2], 1e-5)
+    close(got[3], want[3], 0)
+
