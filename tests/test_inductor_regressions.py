@@ -1004,3 +1004,24 @@ def test_product_of_quotients_is_not_reassociated(n):
     close(got[2], want[2], 1e-5)
     close(got[3], want[3], 0)
 
+
+# --- softmax of integers runs its eager kernel -----------------------------------------------------
+
+# Eager refuses softmax of integers, but an empty one succeeds in its own dtype; the lowering's
+# float body read as int64 crashed the code generator ("bitwise_xor of floats": fuzz seed 1701,
+# program 3319). It runs its eager kernel, as torch.compile's does.
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_of_integers_runs_its_eager_kernel(op):
+    empty = kiln.zeros(0, 3, dtype=kiln.int64).t()
+
+    def fn(x):
+        return getattr(x, op)(-1) ^ x
+
+    got, want = compiled(fn)(empty), fn(empty)
+    assert got.dtype == want.dtype == kiln.int64 and tuple(got.shape) == (3, 0)
+    t = torch.zeros(0, 3, dtype=torch.int64).t()
+    assert getattr(t, op)(-1).dtype == torch.int64
+    with pytest.raises(RuntimeError):
+        compiled(lambda x: getattr(x, op)(-1))(kiln.ones(2, 3, dtype=kiln.int64))
+    with pytest.raises(RuntimeError):
+        getattr(torch.ones(2, 3, dtype=torch.int64), op)(-1)
