@@ -63,6 +63,9 @@ PARTIAL = {
     ("aten.argmax.default", "reads it flat"): "over every axis of a transposed or strided input the flat "
                                               "index is not an affine function of the loop indices",
     ("aten.argmin.default", "reads it flat"): "as argmax",
+    ("aten._softmax.default", "values runs its eager kernel"): "eager refuses softmax of integers and bools (an "
+                                                               "empty one succeeds in its own dtype)",
+    ("aten._log_softmax.default", "values runs its eager kernel"): "as _softmax",
 }
 
 def _tensor(array, name):
