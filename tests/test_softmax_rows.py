@@ -43,7 +43,21 @@ def test_forward_matches_torch(n, special, log):
     x = rows(n, np.random.default_rng(n), special)
     fk = kiln.nn.functional.log_softmax if log else kiln.nn.functional.softmax
     ft = torch.nn.functional.log_softmax if log else torch.nn.functional.softmax
-    close(fk(kiln.tensor(x), -1).numpy(), ft(torch.tensor(x), -1).numpy())
+    got, want = fk(kiln.tensor(x), -1).numpy(), ft(torch.tensor(x), -1).numpy()
+    if not log:
+        return close(got, want)
+    # log_softmax is (x - max) - log(sum): at a row's largest values the two terms nearly cancel,
+    # so an ulp of log(sum) is a large relative error of the result. PyTorch sums in its vector
+    # width's lanes (8 on AVX2, 16 on AVX-512), kiln in 16 on every CPU (Note [Softmax rows]), and
+    # the two orders may round the sum a few ulps apart, a few float epsilons of log(sum): the
+    # tolerance is on the terms' scale plus that.
+    close(got, want, rtol=1.0, atol=np.inf)  # NaN, inf and zero positions
+    finite = np.isfinite(want)
+    with np.errstate(invalid="ignore", over="ignore"):
+        shifted = x.astype(np.float64) - x.max(-1, keepdims=True)
+        scale = np.abs(shifted) + np.abs(np.log(np.exp(shifted).sum(-1, keepdims=True)))
+    excess = np.abs(got - want)[finite] - (4e-6 * scale[finite] + 4 * np.finfo(np.float32).eps)
+    assert (excess <= 0).all(), f"off by {excess.max():.3g} beyond 4e-6 of |x - max| + |log(sum)| + 4 eps"
 
 
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])

@@ -8,8 +8,9 @@
 # reused from an earlier build; then appends a unique comment to tensor/ops/unary.cc (an op file:
 # the unary ops' registration) and builds again, then to tensor/ops/unary_kernels.h (their element
 # functions and loops, which four files compile: Note [Unary kernels in several files]) and builds
-# again. Prints the three wall times. Leaves nothing behind: the server
-# is shut down, the clone and its output base deleted.
+# again. Prints the three wall times and the clean build's slowest actions (from Bazel's JSON
+# profile), the translation units to split first. Leaves nothing behind: the server is shut down,
+# the clone and its output base deleted.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$ROOT/tools/lib.sh"
@@ -28,10 +29,11 @@ git -C "$ROOT" clone -q "$ROOT" "$work/tree"
 cd "$work/tree"
 build() {
   bazel --output_base="$work/base" build --disk_cache= --noshow_progress --ui_event_filters=-info,-stdout \
-    "${TARGETS[@]}" >"$work/build.log" 2>&1 || { tail -30 "$work/build.log"; exit 1; }
+    --profile="$work/profile.json.gz" "${TARGETS[@]}" >"$work/build.log" 2>&1 || { tail -30 "$work/build.log"; exit 1; }
 }
 start=$(date +%s)
 build
+cp "$work/profile.json.gz" "$work/clean_profile.json.gz"
 clean=$(( $(date +%s) - start ))
 echo "// build_time.sh probe $(date +%s%N)" >> tensor/ops/unary.cc
 start=$(date +%s)
@@ -46,3 +48,16 @@ printf 'clean build of %s: %dm%02ds (%d cores, load %s)\n' "${TARGETS[*]}" $((cl
 printf 'rebuild after a change to tensor/ops/unary.cc: %dm%02ds\n' $((rebuild / 60)) $((rebuild % 60))
 printf 'rebuild after a change to tensor/ops/unary_kernels.h: %dm%02ds\n' $((rebuild_kernels / 60)) \
   $((rebuild_kernels % 60))
+echo "slowest actions of the clean build (wall seconds each):"
+python3 - "$work/clean_profile.json.gz" <<'PY'
+import gzip, json, sys
+with open(sys.argv[1], "rb") as f:
+    gzipped = f.read(2) == b"\x1f\x8b"
+events = json.load(gzip.open(sys.argv[1]) if gzipped else open(sys.argv[1]))
+events = events["traceEvents"] if isinstance(events, dict) else events
+actions = [e for e in events if e.get("ph") == "X" and e.get("cat") == "action processing"]
+total = sum(e["dur"] for e in actions) / 1e6
+print(f"  {len(actions)} actions, {total:.0f} s in all")
+for e in sorted(actions, key=lambda e: -e["dur"])[:15]:
+    print(f"  {e['dur'] / 1e6:7.1f}  {e['name']}")
+PY
