@@ -1,7 +1,21 @@
 // tensor/loops.cc: operand alignment and dimension coalescing for the iterators.
 #include "tensor/loops.h"
 
+#include <immintrin.h>
+
 namespace kiln {
+
+namespace detail {
+void StreamStore(char* dst, const char* src, int64_t bytes) {
+  const int64_t head = std::min<int64_t>(bytes, (32 - reinterpret_cast<uintptr_t>(dst) % 32) % 32);
+  std::memcpy(dst, src, head);
+  int64_t i = head;
+  for (; i + 32 <= bytes; i += 32)
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+  std::memcpy(dst + i, src + i, bytes - i);
+}
+void StoreFence() { _mm_sfence(); }
+}  // namespace detail
 
 namespace {
 

@@ -8,11 +8,11 @@
 // compiler vectorises.
 #pragma once
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <array>
+#include <complex>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "runtime/thread_pool.h"
@@ -108,15 +108,12 @@ namespace detail {
 template <typename T> inline T Load(const char* p) { T v; std::memcpy(&v, p, sizeof(T)); return v; }
 
 // Copies `bytes` from a cache-resident buffer to `dst` with non-temporal stores, which skip the
-// read-for-ownership a normal store of a cold line costs (see Note [Streaming stores]).
-inline void StreamStore(char* dst, const char* src, int64_t bytes) {
-  int64_t head = std::min<int64_t>(bytes, (32 - reinterpret_cast<uintptr_t>(dst) % 32) % 32);
-  std::memcpy(dst, src, head);
-  int64_t i = head;
-  for (; i + 32 <= bytes; i += 32)
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
-  std::memcpy(dst + i, src + i, bytes - i);
-}
+// read-for-ownership a normal store of a cold line costs (see Note [Streaming stores]). Out of
+// line (loops.cc), as StoreFence: a call per 8 KB block costs nothing, and the intrinsics need
+// <immintrin.h>, 55,000 lines that took a second of every kernel file's compile.
+void StreamStore(char* dst, const char* src, int64_t bytes);
+// Orders the streamed stores before later ones (sfence).
+void StoreFence();
 }  // namespace detail
 
 // Note [Streaming stores]: an eager op writing a fresh output larger than the caches pays for
@@ -142,7 +139,7 @@ inline void EmitRun(Out* out, int64_t n, bool stream, const ValueAt& value_at) {
       detail::StreamStore(reinterpret_cast<char*>(out + j0), reinterpret_cast<const char*>(buffer),
                           m * static_cast<int64_t>(sizeof(Out)));
   }
-  if (stream) _mm_sfence();
+  if (stream) detail::StoreFence();
 }
 
 // Note [CPU instruction sets]: kiln builds for x86-64-v3 (AVX2), so the module runs on any recent
@@ -157,6 +154,8 @@ inline void EmitRun(Out* out, int64_t n, bool stream, const ValueAt& value_at) {
 // Not target_clones: GCC 12 takes a cloned function's dispatcher for one that cannot throw, so
 // an element function's error (binary_cross_entropy's range check) ended in std::terminate.
 // Which one runs: GetCpuCapability() (cpu_capability.h; ATEN_CPU_CAPABILITY=avx2 forces AVX2).
+// CpuKernel takes the AVX-512 one for real floating loops only (Note [AVX-512 for real floating
+// loops]).
 namespace detail {
 template <typename Body>
 [[gnu::flatten]] void RunBaseline(const Body& body) { body(); }
@@ -215,12 +214,32 @@ template <typename Out, typename... In, typename F>
 
 }  // namespace detail
 
+// Note [AVX-512 for real floating loops]: CpuKernel compiles its loop for AVX-512 too (Note [CPU
+// instruction sets]) only where an operand is a real floating type (float, double, half,
+// bfloat16) and none is complex: there the element function (exp, erf, the activations, float
+// compares and conversions) vectorises twice as wide. Integer and bool loops (bitwise ops,
+// integer arithmetic, integer-to-integer copies) and complex ones (a libm call per element) run
+// the AVX2 loop on every CPU. They were 60% of the instantiations of CpuKernel (10 dtypes, 12
+// with complex, and copy's 132 dtype pairs), so compiling each twice cost build time (issue 20:
+// a clean build in 15 minutes) for no float op's speed; their results are exact either way.
+namespace detail {
+template <typename T>
+inline constexpr bool kRealFloating =
+    std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+template <typename T>
+inline constexpr bool kComplex = std::is_same_v<T, std::complex<float>> || std::is_same_v<T, std::complex<double>>;
+template <typename... T>
+inline constexpr bool kAvx512Worthwhile = (kRealFloating<T> || ...) && !(kComplex<T> || ...);
+}  // namespace detail
+
 // out_t f(in_t...) applied elementwise. Inputs must already have the types the lambda takes.
 template <typename Out, typename... In, typename F>
 void CpuKernel(const ElementwiseIter& iter, const F& f) {
   const bool stream = iter.numel() * static_cast<int64_t>(sizeof(Out)) >= kStreamingBytes;
   iter.Run([&](char* const* ptrs, const int64_t* strides, int64_t n) {
-    RunForCpu([&] { detail::ElementwiseRun<Out, In...>(ptrs, strides, n, stream, f); });
+    const auto run = [&] { detail::ElementwiseRun<Out, In...>(ptrs, strides, n, stream, f); };
+    if constexpr (detail::kAvx512Worthwhile<Out, In...>) RunForCpu(run);
+    else detail::RunBaseline(run);
   });
 }
 
@@ -251,7 +270,7 @@ void CpuKernelVec(const ElementwiseIter& iter, const F& f, const Avx512Run& avx5
         detail::StreamStore(reinterpret_cast<char*>(out + j0), reinterpret_cast<const char*>(buffer),
                             m * static_cast<int64_t>(sizeof(Out)));
       }
-      _mm_sfence();
+      detail::StoreFence();
     }(std::index_sequence_for<In...>{});
   });
 }
