@@ -1,8 +1,11 @@
-// runtime/runtime_test.cc: devices parse and print; the pool covers a range exactly once.
+// runtime/runtime_test.cc: devices parse and print, the allocator, the pool (each index once), FunctionRef.
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -10,6 +13,7 @@
 #include "runtime/allocator.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "runtime/function_ref.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln {
@@ -32,6 +36,36 @@ TEST(Allocator, AlignedAndReused) {
   }
   DataPtr q = a->Allocate(4 << 20);
   EXPECT_EQ(q.get(), first);  // the block cache hands the same block back
+}
+
+// A function compiled once that calls back (as ElementwiseIter::Run does).
+static int SumOver(int n, FunctionRef<int(int)> f) {
+  int total = 0;
+  for (int i = 0; i < n; ++i) total += f(i);
+  return total;
+}
+
+TEST(FunctionRef, CallsTheReferencedCallable) {
+  int offset = 10;
+  EXPECT_EQ(SumOver(4, [&](int i) { return i + offset; }), 0 + 1 + 2 + 3 + 40);
+  struct Squares {  // a stateful callable is referenced, not copied (std::function would copy it)
+    int calls = 0;
+    int operator()(int i) { ++calls; return i * i; }
+  } squares;
+  EXPECT_EQ(SumOver(3, squares), 0 + 1 + 4);
+  EXPECT_EQ(squares.calls, 3);
+  std::function<int(int)> boxed = [](int i) { return -i; };
+  EXPECT_EQ(SumOver(3, boxed), -3);
+  // Arguments are forwarded, results returned: a move-only argument and a reference result.
+  std::string text = "kiln";
+  FunctionRef<std::string&(std::unique_ptr<int>)> pick = [&](std::unique_ptr<int> p) -> std::string& {
+    text += std::to_string(*p);
+    return text;
+  };
+  EXPECT_EQ(&pick(std::make_unique<int>(2)), &text);
+  EXPECT_EQ(text, "kiln2");
+  // Exceptions pass through.
+  EXPECT_THROW(SumOver(1, [](int) -> int { throw ValueError("boom"); }), ValueError);
 }
 
 TEST(ThreadPool, CoversRangeOnce) {

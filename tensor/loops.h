@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "runtime/function_ref.h"
 #include "runtime/thread_pool.h"
 #include "tensor/cpu_capability.h"
 #include "tensor/tensor_impl.h"
@@ -44,9 +45,10 @@ class ElementwiseIter {
   int64_t numel() const { return numel_; }
   int ndim() const { return static_cast<int>(shape_.size()); }
 
-  // loop(ptrs, byte_strides, n) over innermost runs; parallel when numel >= grain.
-  template <typename Loop>
-  void Run(const Loop& loop, int64_t grain = kGrainSize) const;
+  // loop(ptrs, byte_strides, n) over innermost runs; parallel when numel >= grain. Compiled once
+  // (loops.cc), not per kernel: see Note [One ElementwiseIter::Run].
+  using InnerLoop = FunctionRef<void(char* const* ptrs, const int64_t* byte_strides, int64_t n)>;
+  void Run(InnerLoop loop, int64_t grain = kGrainSize) const;
 
  private:
   int n_;
@@ -55,54 +57,6 @@ class ElementwiseIter {
   std::array<DimVector, kMaxOperands> strides_;  // bytes
   std::array<char*, kMaxOperands> base_;
 };
-
-template <typename Loop>
-void ElementwiseIter::Run(const Loop& loop, int64_t grain) const {
-  if (numel_ == 0) return;
-  const int nd = ndim();
-  if (nd == 0) {
-    int64_t zero[kMaxOperands] = {0};
-    char* ptrs[kMaxOperands];
-    for (int t = 0; t < n_; ++t) ptrs[t] = base_[t];
-    loop(ptrs, zero, 1);
-    return;
-  }
-  const int64_t inner = shape_[nd - 1];
-  const int64_t outer = numel_ / inner;
-  int64_t inner_strides[kMaxOperands];
-  for (int t = 0; t < n_; ++t) inner_strides[t] = strides_[t][nd - 1];
-  // Work unit: one inner run; split large inner runs when there is a single outer index.
-  if (outer == 1) {
-    ParallelFor(0, inner, grain, [&](int64_t b, int64_t e) {
-      char* ptrs[kMaxOperands];
-      for (int t = 0; t < n_; ++t) ptrs[t] = base_[t] + b * inner_strides[t];
-      loop(ptrs, inner_strides, e - b);
-    });
-    return;
-  }
-  const int64_t rows_grain = std::max<int64_t>(1, grain / std::max<int64_t>(inner, 1));
-  ParallelFor(0, outer, rows_grain, [&](int64_t b, int64_t e) {
-    DimVector idx(nd - 1, 0);
-    int64_t rem = b;
-    for (int d = nd - 2; d >= 0; --d) {
-      idx[d] = rem % shape_[d];
-      rem /= shape_[d];
-    }
-    char* ptrs[kMaxOperands];
-    for (int64_t row = b; row < e; ++row) {
-      for (int t = 0; t < n_; ++t) {
-        char* p = base_[t];
-        for (int d = 0; d < nd - 1; ++d) p += idx[d] * strides_[t][d];
-        ptrs[t] = p;
-      }
-      loop(ptrs, inner_strides, inner);
-      for (int d = nd - 2; d >= 0; --d) {
-        if (++idx[d] < shape_[d]) break;
-        idx[d] = 0;
-      }
-    }
-  });
-}
 
 namespace detail {
 template <typename T> inline T Load(const char* p) { T v; std::memcpy(&v, p, sizeof(T)); return v; }

@@ -1,6 +1,7 @@
 // tensor/ops/common.cc: helpers shared by the op families.
 #include "tensor/ops/common.h"
 
+#include "tensor/dim_order.h"
 #include "tensor/dispatch_key.h"
 #include "tensor/fake_tensor.h"
 #include "tensor/memory_format.h"
@@ -96,18 +97,7 @@ std::vector<int64_t> IterationOrder(const SymDimVector& shape, const std::vector
   };
   std::vector<int64_t> perm(ndim);  // fastest dimension first
   for (int64_t i = 0; i < ndim; ++i) perm[i] = ndim - 1 - i;
-  for (int64_t i = 1; i < ndim; ++i) {
-    int64_t dim1 = i;
-    for (int64_t dim0 = i - 1; dim0 >= 0; --dim0) {
-      const int comparison = should_swap(perm[dim0], perm[dim1]);
-      if (comparison > 0) {
-        std::swap(perm[dim0], perm[dim1]);
-        dim1 = dim0;
-      } else if (comparison < 0) {
-        break;
-      }
-    }
-  }
+  InsertionSortDims(perm, should_swap);
   return perm;
 }
 

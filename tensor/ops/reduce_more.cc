@@ -10,6 +10,7 @@
 #include <bit>
 #include <cstring>
 
+#include "tensor/dim_order.h"
 #include "tensor/ops/reduce_cuda.h"
 #include "tensor/ops/reduce_utils.h"
 #include "tensor/ops/scalar_t_math.h"
@@ -109,18 +110,7 @@ Tensor ReducedDimsInMemoryOrder(const Tensor& t, std::vector<bool>& mask) {
     if (sa != sb) return sa > sb ? 1 : -1;
     return t.size(a) > t.size(b) ? 1 : 0;
   };
-  for (size_t i = 1; i < inner_first.size(); ++i) {
-    size_t moving = i;
-    for (size_t j = i; j-- > 0;) {
-      const int c = should_swap(inner_first[j], inner_first[moving]);
-      if (c > 0) {
-        std::swap(inner_first[j], inner_first[moving]);
-        moving = j;
-      } else if (c < 0) {
-        break;
-      }
-    }
-  }
+  InsertionSortDims(inner_first, should_swap);
   const std::vector<int64_t> reduced(inner_first.rbegin(), inner_first.rend());
   std::vector<int64_t> order = kept;
   order.insert(order.end(), reduced.begin(), reduced.end());
