@@ -9,8 +9,9 @@
 # the unary ops' registration) and builds again, then to tensor/ops/unary_kernels.h (their element
 # functions and loops, which four files compile: Note [Unary kernels in several files]) and builds
 # again. Prints the three wall times and the clean build's slowest actions (from Bazel's JSON
-# profile), the translation units to split first. Leaves nothing behind: the server is shut down,
-# the clone and its output base deleted.
+# profile), the translation units to split first, and the compile time of each package. Leaves
+# nothing behind but that profile (copied to $KILN_BUILD_PROFILE, default
+# /tmp/kiln_build_profile.json.gz): the server is shut down, the clone and its output base deleted.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$ROOT/tools/lib.sh"
@@ -34,6 +35,7 @@ build() {
 start=$(date +%s)
 build
 cp "$work/profile.json.gz" "$work/clean_profile.json.gz"
+cp "$work/profile.json.gz" "${KILN_BUILD_PROFILE:-/tmp/kiln_build_profile.json.gz}"
 clean=$(( $(date +%s) - start ))
 echo "// build_time.sh probe $(date +%s%N)" >> tensor/ops/unary.cc
 start=$(date +%s)
@@ -60,4 +62,14 @@ total = sum(e["dur"] for e in actions) / 1e6
 print(f"  {len(actions)} actions, {total:.0f} s in all")
 for e in sorted(actions, key=lambda e: -e["dur"])[:15]:
     print(f"  {e['dur'] / 1e6:7.1f}  {e['name']}")
+# "Compiling tensor/ops/unary.cc" -> tensor/ops: where to look once no single file stands out.
+packages = {}
+for e in actions:
+    words = e["name"].split()
+    if len(words) >= 2 and words[0] == "Compiling":
+        package = words[1].rsplit("/", 1)[0] if "/" in words[1] else "."
+        packages[package] = packages.get(package, 0) + e["dur"] / 1e6
+print("compile seconds by package:")
+for package, seconds in sorted(packages.items(), key=lambda kv: -kv[1])[:12]:
+    print(f"  {seconds:7.1f}  {package}")
 PY
