@@ -13,7 +13,7 @@ namespace {
 const std::unordered_map<std::string, int>& OverloadNumbers() {
   static const auto* numbers = new std::unordered_map<std::string, int>{
       {"acosh_", 1}, {"asinh_", 1}, {"atanh_", 1}, {"as_strided_", 1}, {"bernoulli_.Tensor", 1},
-      {"bernoulli_.float", 2}, {"clamp", 1}, {"copysign.Scalar", 1}, {"div.Tensor_mode", 2},
+      {"bernoulli_.float", 2}, {"clamp", 1}, {"clamp_min.Tensor", 1}, {"clamp_max.Tensor", 1}, {"copysign.Scalar", 1}, {"div.Tensor_mode", 2},
       {"div.Scalar_mode", 3}, {"eq_.Tensor", 1}, {"fill.Tensor", 1}, {"fill_.Scalar", 2}, {"fill_.Tensor", 3},
       {"fmod.Tensor", 1}, {"ge_.Tensor", 1}, {"gt_.Tensor", 1}, {"le_.Tensor", 1}, {"lerp.Tensor", 1},
       {"xlogy.Scalar_Self", 1}, {"xlogy.Scalar_Other", 2}, {"lt_.Tensor", 1}, {"masked_fill.Tensor", 1}, {"max", 1},

@@ -124,7 +124,7 @@ TEST(Tracer, RecordedCompositesAreTheRegistrysCompositeExplicitOps) {
       "aten::lift_fresh_copy", "aten::arange", "aten::arange.start", "aten::clone", "aten::_to_copy", "aten::t",
       "aten::scatter.src", "aten::scatter.value", "aten::scatter_add", "aten::index_put",
       "aten::masked_fill.Scalar", "aten::masked_fill.Tensor", "aten::clamp_min", "aten::clamp_max",
-      "aten::split.Tensor", "aten::split_with_sizes", "aten::unbind.int", "aten::stack", "aten::repeat",
+      "aten::clamp_min.Tensor", "aten::clamp_max.Tensor", "aten::split.Tensor", "aten::split_with_sizes", "aten::unbind.int", "aten::stack", "aten::repeat",
       "aten::roll", "aten::rsub.Tensor", "aten::rsub.Scalar", "aten::pow.Scalar", "aten::bernoulli",
       "aten::bernoulli.p", "aten::rand", "aten::rand.generator", "aten::randn", "aten::randn.generator",
       "aten::randint", "aten::randint.generator", "aten::randint.low", "aten::randint.low_generator",

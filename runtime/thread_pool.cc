@@ -44,8 +44,7 @@ class ThreadPool {
 
   int num_threads() const { return num_threads_; }
 
-  void Run(int64_t begin, int64_t end, int64_t chunks,
-           const std::function<void(int64_t, int64_t)>& fn) {
+  void Run(int64_t begin, int64_t end, int64_t chunks, FunctionRef<void(int64_t, int64_t)> fn) {
     std::lock_guard<std::mutex> region(region_mu_);
     const int64_t per = (end - begin + chunks - 1) / chunks;
     uint64_t number;
@@ -130,7 +129,7 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex region_mu_, mu_;
   std::condition_variable cv_, done_cv_;
-  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  const FunctionRef<void(int64_t, int64_t)>* fn_ = nullptr;  // the running region's, on Run's stack
   int64_t begin_ = 0, end_ = 0, per_ = 0, chunks_ = 0;
   std::atomic<int64_t> pending_{0};
   std::atomic<uint64_t> generation_{0};
@@ -164,8 +163,7 @@ void SetNumThreads(int n) {
 
 bool InParallelRegion() { return tls_in_parallel; }
 
-void ParallelFor(int64_t begin, int64_t end, int64_t grain,
-                 const std::function<void(int64_t, int64_t)>& fn) {
+void ParallelFor(int64_t begin, int64_t end, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {
   if (begin >= end) return;
   const int64_t n = end - begin;
   int64_t chunks = std::min<int64_t>(GetNumThreads(), (n + grain - 1) / std::max<int64_t>(grain, 1));

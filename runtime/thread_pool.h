@@ -5,13 +5,14 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
+
+#include "runtime/function_ref.h"
 
 namespace kiln {
 
-// Runs fn(chunk_begin, chunk_end) over disjoint chunks covering [begin, end).
-void ParallelFor(int64_t begin, int64_t end, int64_t grain,
-                 const std::function<void(int64_t, int64_t)>& fn);
+// Runs fn(chunk_begin, chunk_end) over disjoint chunks covering [begin, end), returning when all
+// have run. `fn` is referenced, not copied (a lambda's captures never go to the heap).
+void ParallelFor(int64_t begin, int64_t end, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn);
 
 int GetNumThreads();
 void SetNumThreads(int n);  // n >= 1; takes effect for the next parallel region

@@ -180,10 +180,8 @@ namespace detail {
 template <typename T>
 inline constexpr bool kRealFloating =
     std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
-template <typename T>
-inline constexpr bool kComplex = std::is_same_v<T, std::complex<float>> || std::is_same_v<T, std::complex<double>>;
 template <typename... T>
-inline constexpr bool kAvx512Worthwhile = (kRealFloating<T> || ...) && !(kComplex<T> || ...);
+inline constexpr bool kAvx512Worthwhile = (kRealFloating<T> || ...) && !(is_complex_v<T> || ...);
 }  // namespace detail
 
 // out_t f(in_t...) applied elementwise. Inputs must already have the types the lambda takes.

@@ -118,6 +118,8 @@ def _pointwise_cases():
     c[aten.min.other] = binary(dtypes=PW + [I64])
     c[aten.clamp_min.default] = lambda: (((make(s, d, nc=nc), 0.5), {}) for s, d, nc in variants(dtypes=PW + [I64]))
     c[aten.clamp_max.default] = lambda: (((make(s, d, nc=nc), -0.5), {}) for s, d, nc in variants(dtypes=PW + [I64]))
+    c[aten.clamp_min.Tensor] = binary(dtypes=PW + [I64], extra=[(SPECIAL, SPECIAL[::-1])])
+    c[aten.clamp_max.Tensor] = binary(dtypes=PW + [I64], extra=[(SPECIAL, SPECIAL[::-1])])
     c[aten.lerp.Scalar] = lambda: (((a, b, w), {}) for ((a, b), _), w in zip(binary()(), [0.25, 0.75, -1.5, 2.0] * 10))
     c[aten.lerp.Tensor] = lambda: (((a, b, make(b.shape, a.dtype, 0, 1)), {}) for (a, b), _ in binary()())
     c[aten.addcmul.default] = lambda: (((a, b, make(b.shape, b.dtype, nc=True)), {"value": v}) for ((a, b), _), v in

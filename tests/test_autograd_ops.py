@@ -119,6 +119,8 @@ GRAD_OPS = [
     GradOp("clamp", lambda l, x: x.clamp(-1.0, 1.0), [(3, 4)]),
     GradOp("clamp_tensor", lambda l, x, lo, hi: x.clamp(lo, hi), [(3, 4), (4,), (3, 1)]),
     GradOp("clamp_min", lambda l, x: x.clamp_min(0.5), [(3, 4)]),
+    GradOp("clamp_min_tensor", lambda l, x, lo: l.clamp_min(x, lo), [(3, 4), (4,)]),
+    GradOp("clamp_max_tensor", lambda l, x, hi: x.clamp_max(hi), [(3, 4), (3, 1)]),
     GradOp("lerp", lambda l, x, y: l.lerp(x, y, 0.3), [(3, 4), (3, 4)]),
     GradOp("lerp_tensor", lambda l, x, y, w: l.lerp(x, y, w), [(3, 4), (4,), (3, 4)]),
     GradOp("addcmul", lambda l, x, a, b: l.addcmul(x, a, b, value=0.5), [(3, 4), (3, 4), (4,)]),

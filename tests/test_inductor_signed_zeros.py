@@ -126,24 +126,30 @@ def test_sqrt_of_negative_zero_compiles_as_eager(fn, dtype):
 # 2725: `clamp(round(x), min=v)` then rsqrt gave -inf in kiln, +inf in PyTorch, on an AVX2-only
 # machine). So PyTorch is the reference only below 64 bytes, two AVX2 vectors, where every
 # capability runs the scalar loop.
+# Each row: (the op of `lib`, kiln or torch, on a and b; whether a is -0. so that b is +0.)
+_FIRST_OPERAND_ON_TIES = {
+    "maximum": (lambda lib, a, b: lib.maximum(a, b), True),
+    "minimum": (lambda lib, a, b: lib.minimum(a, b), False),
+    "clamp(min=t)": (lambda lib, a, b: lib.clamp(a, min=b), True),
+    "clamp(max=t)": (lambda lib, a, b: a.clamp(max=b), False),
+    "clamp_min(0)": (lambda lib, a, b: a.clamp_min(0), True),
+    "clamp_min(t)": (lambda lib, a, b: lib.clamp_min(a, b), True),
+    "clamp_max(t)": (lambda lib, a, b: a.clamp_max(b), False),
+}
+
+
 @pytest.mark.parametrize("n", [5, 15, 16, 27, 40, 1000])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_max_and_min_keep_the_first_operand_on_ties_at_every_size(n, dtype):
     neg = kiln.full((n,), -0.0, dtype=getattr(kiln, dtype))
     pos = kiln.zeros(n, dtype=getattr(kiln, dtype))
-    fns = {
-        "maximum": (lambda a, b: kiln.maximum(a, b), True), "minimum": (lambda a, b: kiln.minimum(a, b), False),
-        "clamp(min=t)": (lambda a, b: kiln.clamp(a, min=b), True), "clamp(max=t)": (lambda a, b: a.clamp(max=b), False),
-        "clamp_min(0)": (lambda a, b: a.clamp_min(0), True),
-    }
-    for name, (fn, first_is_neg) in fns.items():
+    for name, (fn, first_is_neg) in _FIRST_OPERAND_ON_TIES.items():
         a, b = (neg, pos) if first_is_neg else (pos, neg)
         want_sign = bool(first_is_neg)
-        for mode, run in (("eager", fn), ("inductor", compiled(fn))):
+        eager = lambda a, b, fn=fn: fn(kiln, a, b)
+        for mode, run in (("eager", eager), ("inductor", compiled(eager))):
             got = np.signbit(run(a, b).float().numpy())
             assert got.tolist() == [want_sign] * n, (name, mode)
         if n * a.element_size() < 64:
             ta, tb = (torch.tensor(v.float().numpy(), dtype=getattr(torch, dtype)) for v in (a, b))
-            tfn = {"maximum": torch.maximum, "minimum": torch.minimum, "clamp(min=t)": lambda x, y: torch.clamp(x, min=y),
-                   "clamp(max=t)": lambda x, y: x.clamp(max=y), "clamp_min(0)": lambda x, y: x.clamp_min(0)}[name]
-            assert np.signbit(tfn(ta, tb).float().numpy()).tolist() == [want_sign] * n, (name, "torch")
+            assert np.signbit(fn(torch, ta, tb).float().numpy()).tolist() == [want_sign] * n, (name, "torch")

@@ -271,6 +271,18 @@ void DefinePointwiseFormulas(DerivativeTable& d) {
   d.Def("clamp_max", {"self"}, [](Ctx& c, Grads& g) {
     g["self"] = where(le(c.input("self"), c.scalar("max")), c.grad(), Scalar(0.0));
   });
+  // ClampMinBackward1 / ClampMaxBackward1, as PyTorch's: self's where it is kept (ties included),
+  // the bound's where it wins; a NaN on either side sends the gradient to neither
+  d.Def("clamp_min.Tensor", {"self", "min"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self"), lo = c.input("min");
+    if (c.needs("self")) g["self"] = where(ge(s, lo), c.grad(), Scalar(0.0));
+    if (c.needs("min")) g["min"] = where(lt(s, lo), c.grad(), Scalar(0.0));
+  });
+  d.Def("clamp_max.Tensor", {"self", "max"}, [](Ctx& c, Grads& g) {
+    Tensor s = c.input("self"), hi = c.input("max");
+    if (c.needs("self")) g["self"] = where(le(s, hi), c.grad(), Scalar(0.0));
+    if (c.needs("max")) g["max"] = where(gt(s, hi), c.grad(), Scalar(0.0));
+  });
   d.Def("clamp.Tensor", {"self", "min", "max"}, [](Ctx& c, Grads& g) {
     Tensor s = c.input("self");
     Tensor lo = c.input("min"), hi = c.input("max");

@@ -217,8 +217,14 @@ TEST(PointwiseOps, GeluAndItsBackwardFollowEagersFormulaPerDtype) {
 
 TEST(PointwiseOps, ClampRoundingNanToNumAndFills) {
   auto x = Input(ScalarType::Float32, {5});
-  auto clamped = LowerClamp(ScalarType::Float32, {5}, x, Scalar(0.0), std::nullopt);
+  auto clamped = LowerClamp(ScalarType::Float32, {5}, x, Number(Scalar(0.0)), std::nullopt);
   EXPECT_EQ(E(clamped->body().expr), E(Expr::Op(OpCode::kMax, {Expr::Load(0, {}), Expr::Const(0.0, DType::F32)})));
+  // a tensor bound is read at its broadcast index: max first, then min, x the first operand of each
+  auto row = Input(ScalarType::Float32, {1});
+  auto bounded = LowerClamp(ScalarType::Float32, {5}, x, row, Number(Scalar(0.5)));
+  EXPECT_EQ(E(bounded->body().expr),
+            E(Expr::Op(OpCode::kMin, {Expr::Op(OpCode::kMax, {Expr::Load(0, {}), Expr::Load(1, {})}),
+                                      Expr::Const(0.5, DType::F32)})));
   EXPECT_EQ(LowerDivMode(ScalarType::Float32, {5}, x, x, std::string("trunc"))->body().expr->op, OpCode::kTrunc);
   auto ints = Input(ScalarType::Int64, {5});
   EXPECT_THROW(LowerDivMode(ScalarType::Int64, {5}, ints, ints, std::string("trunc")), Fallback)

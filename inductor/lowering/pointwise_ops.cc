@@ -158,11 +158,15 @@ std::shared_ptr<Pointwise> LowerActivationBackward(const std::string& name, Scal
 }
 
 std::shared_ptr<Pointwise> LowerClamp(ScalarType dtype, std::vector<int64_t> shape, const Operand& x,
-                                      const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
-  const DType d = ir::KernelDType(dtype);
-  return Unary1("clamp", dtype, std::move(shape), x, [&](ExprPtr a) {
-    if (min) a = Binary(OpCode::kMax, a, Constant(*min, d));
-    if (max) a = Binary(OpCode::kMin, a, Constant(*max, d));
+                                      const std::optional<Operand>& min, const std::optional<Operand>& max) {
+  // max then min, as eager's loop: x on ties (max(-0., 0.) is -0.), NaN from x, then min, then max
+  std::vector<Operand> operands = {x};
+  if (min) operands.push_back(*min);
+  if (max) operands.push_back(*max);
+  return MakePointwise("clamp", dtype, std::move(shape), operands, [&](std::vector<ExprPtr> xs) {
+    ExprPtr a = xs[0];
+    if (min) a = Binary(OpCode::kMax, a, xs[1]);
+    if (max) a = Binary(OpCode::kMin, a, xs.back());
     return a;
   });
 }

@@ -35,8 +35,9 @@ std::shared_ptr<Pointwise> LowerGeluBackward(ScalarType dtype, std::vector<int64
 std::shared_ptr<Pointwise> LowerActivationBackward(const std::string& name, ScalarType dtype,
                                                    std::vector<int64_t> shape, const Operand& grad, const Operand& x,
                                                    const Scalar& threshold = Scalar());
+// clamp(x, min, max), each bound absent, a number or a value (clamp.Tensor, clamp_min.Tensor...).
 std::shared_ptr<Pointwise> LowerClamp(ScalarType dtype, std::vector<int64_t> shape, const Operand& x,
-                                      const std::optional<Scalar>& min, const std::optional<Scalar>& max);
+                                      const std::optional<Operand>& min, const std::optional<Operand>& max);
 // div with rounding_mode unset (true division, or integers' truncating), "trunc" or "floor".
 std::shared_ptr<Pointwise> LowerDivMode(ScalarType dtype, std::vector<int64_t> shape, const Operand& a,
                                         const Operand& b, const std::optional<std::string>& rounding_mode);

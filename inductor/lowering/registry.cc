@@ -253,8 +253,18 @@ void AddPointwiseOps(Table& t) {
         return LowerActivationBackward(BaseName(c), d, std::move(s), c.OperandAt(0), c.OperandAt(1),
                                        c.Has("threshold") ? c.Number("threshold") : Scalar());
       }));
-  Add(t, {"clamp"}, Pointwise1([](const LoweringCall& c, ScalarType d, auto s) {
-        return LowerClamp(d, std::move(s), c.OperandOf("self"), c.OptionalNumber("min"), c.OptionalNumber("max"));
+  // clamp(self, min, max) with numbers or tensors as bounds, either absent (None)
+  Add(t, {"clamp", "clamp.Tensor"}, Pointwise1([](const LoweringCall& c, ScalarType d, auto s) {
+        auto bound = [&](const char* name) {
+          return c.IsNone(name) ? std::nullopt : std::optional<Operand>(c.OperandOf(name));
+        };
+        return LowerClamp(d, std::move(s), c.OperandOf("self"), bound("min"), bound("max"));
+      }));
+  Add(t, {"clamp_min", "clamp_min.Tensor"}, Pointwise1([](const LoweringCall& c, ScalarType d, auto s) {
+        return LowerClamp(d, std::move(s), c.OperandOf("self"), c.OperandOf("min"), std::nullopt);
+      }));
+  Add(t, {"clamp_max", "clamp_max.Tensor"}, Pointwise1([](const LoweringCall& c, ScalarType d, auto s) {
+        return LowerClamp(d, std::move(s), c.OperandOf("self"), std::nullopt, c.OperandOf("max"));
       }));
   Add(t, {"div.Tensor_mode", "div.Scalar_mode"}, Pointwise1([](const LoweringCall& c, ScalarType d, auto s) {
         return LowerDivMode(d, std::move(s), c.OperandAt(0), c.OperandAt(1), c.OptionalStr("rounding_mode"));

@@ -161,6 +161,19 @@ Tensor ClampMin(const Tensor& self, const Scalar& lo) {
 Tensor ClampMax(const Tensor& self, const Scalar& hi) {
   return CallOp<Tensor>(KILN_OP("aten::clamp"), self, OptScalar(), OptScalar(hi));
 }
+// clamp_min.Tensor / clamp_max.Tensor: clamp.Tensor with one bound (bools allowed, as PyTorch's)
+Tensor ClampMinTensor(const Tensor& self, const Tensor& lo) {
+  return CallOp<Tensor>(KILN_OP("aten::clamp.Tensor"), self, OptTensor(lo), OptTensor());
+}
+Tensor ClampMaxTensor(const Tensor& self, const Tensor& hi) {
+  return CallOp<Tensor>(KILN_OP("aten::clamp.Tensor"), self, OptTensor(), OptTensor(hi));
+}
+Tensor ClampMinTensor_(Tensor self, const Tensor& lo) {
+  return CallOp<Tensor>(KILN_OP("aten::clamp_.Tensor"), self, OptTensor(lo), OptTensor());
+}
+Tensor ClampMaxTensor_(Tensor self, const Tensor& hi) {
+  return CallOp<Tensor>(KILN_OP("aten::clamp_.Tensor"), self, OptTensor(), OptTensor(hi));
+}
 Tensor ClampMin_(Tensor self, const Scalar& lo) {
   return CallOp<Tensor>(KILN_OP("aten::clamp_"), self, OptScalar(lo), OptScalar());
 }
@@ -375,6 +388,14 @@ void RegisterTernaryOps(Registry& r) {
       .Composite<&ClampMin_>();
   r.Def("clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
       .Composite<&ClampMax_>();
+  r.Def("clamp_min.Tensor(Tensor self, Tensor min) -> Tensor", {Tag::pointwise}, kFunctionAndMethod)
+      .CompositeExplicit<&ClampMinTensor>();
+  r.Def("clamp_max.Tensor(Tensor self, Tensor max) -> Tensor", {Tag::pointwise}, kFunctionAndMethod)
+      .CompositeExplicit<&ClampMaxTensor>();
+  r.Def("clamp_min_.Tensor(Tensor(a!) self, Tensor min) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
+      .Composite<&ClampMinTensor_>();
+  r.Def("clamp_max_.Tensor(Tensor(a!) self, Tensor max) -> Tensor(a!)", {Tag::pointwise}, kFunctionAndMethod)
+      .Composite<&ClampMaxTensor_>();
   r.Def("lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor", kPointwise, kFunctionAndMethod)
       .CPUAndCUDA<&LerpScalar>().Meta<&LerpScalarMeta>();
   r.Def("lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor", kPointwise, kFunctionAndMethod)

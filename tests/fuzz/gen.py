@@ -249,7 +249,8 @@ class Generator:
         if kind == "clamp":
             return r.choice([f"{a}.clamp(min=-0.5)", f"T.clamp({a}, -1, 1)", f"{a}.clamp(max=0.25)",
                              f"T.clamp({a}, min={b})", f"{a}.clamp({b}, 1.5)", f"T.clamp({a}, -0.5, {b})",
-                             f"{a}.clamp_min(0)", f"{a}.clamp_max(1)"])
+                             f"{a}.clamp_min(0)", f"{a}.clamp_max(1)", f"T.clamp_min({a}, {b})",
+                             f"{a}.clamp_max({b})"])
         if kind == "cast":
             return r.choice([f"{a}.float()", f"{a}.double()", f"{a}.long()", f"{a}.int()", f"{a}.bool()",
                              f"{a}.half()", f"{a}.bfloat16()", f"{a}.to(T.float16)", f"{a}.to(T.int32)",

@@ -264,6 +264,16 @@ def clamp_max(self, max):
     return aten.clamp.default(self, None, max)
 
 
+@register_decomposition(aten.clamp_min.Tensor)
+def clamp_min_tensor(self, min):
+    return aten.clamp.Tensor(self, min, None)
+
+
+@register_decomposition(aten.clamp_max.Tensor)
+def clamp_max_tensor(self, max):
+    return aten.clamp.Tensor(self, None, max)
+
+
 @register_decomposition(aten.lerp.Scalar)
 def lerp_scalar(self, end, weight):
     return lerp_tensor(self, end, scalar(weight, self))
