@@ -467,7 +467,8 @@ PyObject* ReturnType(const Op& op) {
   return type;
 }
 
-PyObject* IValueToPython(const IValue& v) {
+// A new reference (the raw-CPython twin of python_fx.h's IValueToPython, for the op call path).
+PyObject* IValueToNewReference(const IValue& v) {
   if (v.is_none()) Py_RETURN_NONE;
   if (v.is_tensor()) return WrapTensor(v.to_tensor());
   if (v.is_int()) return PyLong_FromLongLong(v.to_int());
@@ -495,11 +496,11 @@ PyObject* ReturnsToPython(const Op& op, Stack& stack) {
   const auto& schema = op.schema();
   if (!schema.returns_tuple || schema.returns.empty()) {  // "-> ()" returns None, as PyTorch's ops
     if (stack.empty()) Py_RETURN_NONE;
-    return IValueToPython(stack[0]);
+    return IValueToNewReference(stack[0]);
   }
   PyObject* tuple = PyTuple_New(stack.size());
   for (size_t i = 0; i < stack.size(); ++i) {
-    PyObject* item = IValueToPython(stack[i]);
+    PyObject* item = IValueToNewReference(stack[i]);
     if (!item) { Py_DECREF(tuple); return nullptr; }
     PyTuple_SET_ITEM(tuple, i, item);
   }

@@ -182,9 +182,9 @@ Tensor PinMemory(const Tensor& t) {
 }
 
 void RegisterCopyKernels(Registry& r) {
-  SetCUDAKernel(r, "aten::copy_", boxing::WrapKernel<&CopyCUDA>::Get());
-  SetCUDAKernel(r, "aten::fill_.Scalar", boxing::WrapKernel<&FillCUDA>::Get());
-  SetCUDAKernel(r, "aten::fill_.Tensor", boxing::WrapKernel<&FillTensorCUDA>::Get());
+  SetCUDAKernel(r, "aten::copy_", boxing::WrapKernel<&CopyCUDA>());
+  SetCUDAKernel(r, "aten::fill_.Scalar", boxing::WrapKernel<&FillCUDA>());
+  SetCUDAKernel(r, "aten::fill_.Tensor", boxing::WrapKernel<&FillTensorCUDA>());
 }
 
 }  // namespace kiln::cuda

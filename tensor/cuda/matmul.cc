@@ -131,8 +131,8 @@ Tensor BmmCUDA(const Tensor& self, const Tensor& mat2) {
 }  // namespace
 
 void RegisterMatmulKernels(Registry& r) {
-  SetCUDAKernel(r, "aten::mm", boxing::WrapKernel<&MmCUDA>::Get());
-  SetCUDAKernel(r, "aten::bmm", boxing::WrapKernel<&BmmCUDA>::Get());
+  SetCUDAKernel(r, "aten::mm", boxing::WrapKernel<&MmCUDA>());
+  SetCUDAKernel(r, "aten::bmm", boxing::WrapKernel<&BmmCUDA>());
 }
 
 }  // namespace kiln::cuda
