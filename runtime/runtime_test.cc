@@ -58,10 +58,13 @@ TEST(FunctionRef, CallsTheReferencedCallable) {
   EXPECT_EQ(SumOver(3, boxed), -3);
   // Arguments are forwarded, results returned: a move-only argument and a reference result.
   std::string text = "kiln";
-  FunctionRef<std::string&(std::unique_ptr<int>)> pick = [&](std::unique_ptr<int> p) -> std::string& {
+  auto append = [&](std::unique_ptr<int> p) -> std::string& {
     text += std::to_string(*p);
     return text;
   };
+  // bound to a named callable: bound to the lambda itself, the reference outlived that temporary
+  // (ASan: stack-use-after-scope)
+  FunctionRef<std::string&(std::unique_ptr<int>)> pick = append;
   EXPECT_EQ(&pick(std::make_unique<int>(2)), &text);
   EXPECT_EQ(text, "kiln2");
   // Exceptions pass through.
