@@ -42,7 +42,9 @@ TEST(OpCost, SortsRandomDrawsAndDataDependentShapesAreOpaque) {
 TEST(OpCost, TheCostClassAgreesWithTheTagsOfEveryOp) {
   for (const Op* op : Registry::Get().ops()) {
     EXPECT_EQ(op->has_tag(Tag::compute_intensive), op->cost_class() == CostClass::kComputeIntensive) << op->name();
-    if (op->has_tag(Tag::nondeterministic_seeded)) EXPECT_EQ(op->cost_class(), CostClass::kOpaque) << op->name();
+    if (op->has_tag(Tag::nondeterministic_seeded)) {
+      EXPECT_EQ(op->cost_class(), CostClass::kOpaque) << op->name();
+    }
   }
 }
 

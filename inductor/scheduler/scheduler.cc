@@ -57,7 +57,7 @@ bool IsIdentityExcept(const std::vector<Affine>& idx, int axis) {
 class KernelBuilder : public ir::Reader {
  public:
   KernelBuilder(Scheduler& s, std::vector<int64_t> outer, int64_t inner)
-      : s_(s), outer(std::move(outer)), inner(inner) {}
+      : outer(std::move(outer)), inner(inner), s_(s) {}
 
   std::vector<int64_t> outer;
   int64_t inner;
