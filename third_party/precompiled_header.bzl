@@ -16,6 +16,12 @@ and -O0 and -O2 differ: a per-file `-O0` such as the tests' needs a rule of its 
 otherwise parses the copy as a plain header: a mismatch (--config=asan's -O0 for every file)
 costs time, never correctness. Sources still include what they use; the .gch makes the second
 inclusion free (include guards and #pragma once).
+
+A .gch is not byte-reproducible (two runs of the same command differ: GCC writes its heap as it
+lies in memory), and it is an input of every consumer's compile. The disk cache hands back the
+same bytes as long as the header's inputs are unchanged, so this costs nothing there; a .gch
+compiled again (its headers changed, or no cache) changes every consumer's action key, as the
+changed header it follows from would have anyway.
 """
 
 load("@bazel_tools//tools/build_defs/cc:action_names.bzl", "CPP_COMPILE_ACTION_NAME")
