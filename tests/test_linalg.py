@@ -183,8 +183,8 @@ def test_vector_norm_of_a_large_16_bit_tensor_is_accurate(dtype):
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "row slices"])
 def test_large_float_products_against_float64(layout, threads):
-    """Float products of 2^20 multiply-adds and up run oneDNN's sgemm where it is loaded, smaller
-    ones OpenBLAS's (Note [oneDNN's sgemm] in tensor/ops/linalg.cc): both against numpy in float64,
+    """Float products of 2^20 multiply-adds and up run oneDNN's sgemm where it is loaded and the CPU
+    has AVX-512, the rest OpenBLAS's (Note [oneDNN's sgemm] in tensor/ops/linalg.cc): against numpy in float64,
     in every operand layout BLAS takes (a transpose flag, a leading dimension wider than a row), and
     in blocks over kiln's threads."""
     rng = np.random.default_rng(11)

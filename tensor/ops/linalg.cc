@@ -60,12 +60,16 @@ bool FitsBlasInt(std::initializer_list<int64_t> xs) {
 }  // namespace
 
 // Note [oneDNN's sgemm]: float products of 2^20 multiply-adds and up (128^3, or a 1x1024 row by
-// 1024x1024) run oneDNN's sgemm, where it is loaded (runtime/onednn/): on this AVX-512 CPU it is
-// 5-10% faster than OpenBLAS's at one thread on every product of a GPT training step (1024x768x256:
-// 104 -> 113 GFLOP/s) and 4x on a row times a matrix, but slower on small ones (setup: an 8^3
-// product took 6x OpenBLAS's time, 64^3 1.16x). float64 stays OpenBLAS's.
+// 1024x1024) run oneDNN's sgemm, where it is loaded (runtime/onednn/) and the CPU has AVX-512: on
+// an AVX-512 Xeon it is 5-10% faster than OpenBLAS's at one thread on every product of a GPT
+// training step (1024x768x256: 104 -> 113 GFLOP/s) and 4x on a row times a matrix, but slower on
+// small ones (setup: an 8^3 product took 6x OpenBLAS's time, 64^3 1.16x). On an AVX2-only AMD EPYC
+// it is slower than OpenBLAS on the same products, most on the weight gradient g.t() @ x
+// (1024x256 by 1024x1024: 20.2 ms against 7.8) and the 4-layer GPT step took 1.04x PyTorch's
+// eager time with it, 0.87x without (tools/bench/gpt_bench.py, KILN_ONEDNN=0 against 1).
+// float64 stays OpenBLAS's.
 static bool UseOneDnnSgemm(int64_t m, int64_t n, int64_t k) {
-  static const bool available = onednn::Get() != nullptr;
+  static const bool available = onednn::Get() != nullptr && __builtin_cpu_supports("avx512f");
   return available && static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= double(1 << 20);
 }
 
